@@ -1,0 +1,178 @@
+"""TF dtype objects (``tapejax.float32`` ...) and TF's conversion rules.
+
+``DType`` wraps a NumPy dtype, compares equal to the NumPy dtype, its name,
+and other DTypes, and carries TF's predicates (``is_floating`` ...).
+
+Conversion follows TF: a Python float becomes float32, an int int32 (int64
+if it does not fit), a bool bool; NumPy arrays keep their dtype.  JAX without
+its 64-bit mode cannot hold float64/complex128: asking for one is an error
+that says how to enable the mode (never a silent float32).  int64 has the
+honest stand-in int32 there, when the values fit.
+"""
+import builtins
+
+import jax
+import ml_dtypes
+import numpy as np
+
+
+class DType:
+    """A TensorFlow-style dtype: ``tapejax.float32.name == 'float32'``."""
+
+    __slots__ = ("_np",)
+
+    def __init__(self, np_dtype):
+        self._np = np.dtype(np_dtype)
+
+    @property
+    def name(self):
+        return self._np.name
+
+    @property
+    def as_numpy_dtype(self):
+        return self._np.type
+
+    @property
+    def base_dtype(self):
+        return self
+
+    @property
+    def size(self):
+        return self._np.itemsize
+
+    @property
+    def is_floating(self):
+        return _is_float(self._np)
+
+    @property
+    def is_complex(self):
+        return self._np.kind == "c"
+
+    @property
+    def is_integer(self):
+        return self._np.kind in "iu"
+
+    @property
+    def is_unsigned(self):
+        return self._np.kind == "u"
+
+    @property
+    def is_bool(self):
+        return self._np.kind == "b"
+
+    @property
+    def is_numeric(self):
+        return not self.is_bool
+
+    @property
+    def min(self):
+        return (np.finfo if self.is_floating else np.iinfo)(self._np).min
+
+    @property
+    def max(self):
+        return (np.finfo if self.is_floating else np.iinfo)(self._np).max
+
+    def __eq__(self, other):
+        if isinstance(other, DType):
+            return self._np == other._np
+        try:
+            return self._np == np.dtype(getattr(other, "_np", other))
+        except TypeError:
+            return False
+
+    def __ne__(self, other):
+        return not self == other
+
+    def __hash__(self):
+        return hash(self._np)
+
+    def __repr__(self):
+        return f"tf.{self.name}"
+
+    __str__ = __repr__
+
+    def __reduce__(self):
+        return (as_dtype, (self.name,))
+
+
+def _is_float(np_dtype):
+    return np_dtype.kind == "f" or np_dtype in _EXTRA_FLOATS
+
+
+_EXTRA_FLOATS = {np.dtype(ml_dtypes.bfloat16)}
+
+float16 = half = DType(np.float16)
+bfloat16 = DType(ml_dtypes.bfloat16)
+float32 = DType(np.float32)
+float64 = double = DType(np.float64)
+complex64 = DType(np.complex64)
+complex128 = DType(np.complex128)
+int8 = DType(np.int8)
+int16 = DType(np.int16)
+int32 = DType(np.int32)
+int64 = DType(np.int64)
+uint8 = DType(np.uint8)
+uint16 = DType(np.uint16)
+uint32 = DType(np.uint32)
+uint64 = DType(np.uint64)
+bool = DType(np.bool_)  # noqa: A001  (TF's name)
+
+_BY_NAME = {d.name: d for d in (float16, bfloat16, float32, float64, complex64, complex128,
+                                 int8, int16, int32, int64, uint8, uint16, uint32, uint64, bool)}
+_BY_NAME.update({"half": float16, "double": float64, "float": float32})
+_BY_NP = {d._np: d for d in _BY_NAME.values()}
+_PY_TYPES = {float: float32, int: int32, complex: complex128, builtins.bool: bool}
+
+
+def as_dtype(x):
+    """Convert a DType, NumPy dtype, type or name to a DType (TypeError otherwise)."""
+    if isinstance(x, DType):
+        return x
+    if isinstance(x, str):
+        d = _BY_NAME.get(x)
+        if d is None:
+            raise TypeError(f"Cannot convert {x!r} to a tapejax DType: unknown dtype name.")
+        return d
+    if x in _PY_TYPES:
+        return _PY_TYPES[x]
+    try:
+        npd = np.dtype(getattr(x, "_np", x))
+    except TypeError:
+        raise TypeError(f"Cannot convert value {x!r} to a tapejax DType.") from None
+    d = _BY_NP.get(npd)
+    if d is None:
+        raise TypeError(f"Cannot convert value {x!r} to a tapejax DType: {npd} is not supported.")
+    return d
+
+
+def x64_enabled():
+    return jax.config.jax_enable_x64
+
+
+_WIDE = {np.dtype(np.float64): "float64", np.dtype(np.complex128): "complex128"}
+_NARROW_INT = {np.dtype(np.int64): np.dtype(np.int32), np.dtype(np.uint64): np.dtype(np.uint32)}
+
+
+def require_representable(np_dtype, what="value"):
+    """Raise if ``np_dtype`` needs JAX's x64 mode and it is off."""
+    np_dtype = np.dtype(np_dtype)
+    if np_dtype in _WIDE and not x64_enabled():
+        raise TypeError(
+            f"{what} has dtype {_WIDE[np_dtype]}, which JAX holds only in 64-bit mode: "
+            "call jax.config.update('jax_enable_x64', True) at start-up (or set "
+            "JAX_ENABLE_X64=1), or ask for dtype=tapejax.float32. tapejax never "
+            "narrows a float silently.")
+
+
+def storage_dtype(np_dtype, what="value"):
+    """The dtype JAX will actually hold for ``np_dtype`` (int64 -> int32 without x64)."""
+    np_dtype = np.dtype(np_dtype)
+    if x64_enabled():
+        return np_dtype
+    require_representable(np_dtype, what)
+    return _NARROW_INT.get(np_dtype, np_dtype)
+
+
+def is_trainable_dtype(np_dtype):
+    """TF's rule: only floating and complex tensors carry gradients."""
+    return np_dtype.kind in "fc" or np_dtype in _EXTRA_FLOATS

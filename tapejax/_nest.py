@@ -1,0 +1,57 @@
+"""``tf.nest``'s flatten / pack for the structures the tape API accepts.
+
+Lists, tuples, namedtuples and dicts are containers (dicts flatten in sorted
+key order, as TF does); everything else, ``None`` included, is a leaf.  JAX's
+``tree_util`` cannot be used here: Tensors are pytrees (so it would descend
+into them) and it treats ``None`` as an empty subtree.
+"""
+
+
+def _is_namedtuple(x):
+    return isinstance(x, tuple) and hasattr(type(x), "_fields")
+
+
+def is_nested(x):
+    return isinstance(x, (list, tuple, dict))
+
+
+def flatten(structure):
+    """The leaves of ``structure`` in TF's order."""
+    if not isinstance(structure, (list, tuple, dict)):
+        return [structure]
+    out = []
+    _flatten_into(structure, out)
+    return out
+
+
+def _flatten_into(x, out):
+    if isinstance(x, dict):
+        for k in sorted(x):
+            _flatten_into(x[k], out)
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            _flatten_into(v, out)
+    else:
+        out.append(x)
+
+
+def pack_sequence_as(structure, flat):
+    """Rebuild ``structure`` with the leaves taken in order from ``flat``."""
+    it = iter(flat)
+    result = _pack(structure, it)
+    return result
+
+
+def _pack(x, it):
+    if isinstance(x, dict):
+        packed = {k: _pack(x[k], it) for k in sorted(x)}
+        return type(x)((k, packed[k]) for k in x) if type(x) is not dict else {k: packed[k] for k in x}
+    if _is_namedtuple(x):
+        return type(x)(*[_pack(v, it) for v in x])
+    if isinstance(x, (list, tuple)):
+        return type(x)(_pack(v, it) for v in x)
+    return next(it)
+
+
+def map_structure(fn, structure):
+    return pack_sequence_as(structure, [fn(v) for v in flatten(structure)])

@@ -1,0 +1,122 @@
+"""THE op registry and the one entry point every op goes through: ``bind``.
+
+A ``Primitive`` is data: a TF type name (``"AddV2"``, ``"MatMul"`` ...), a
+pure JAX function of arrays and static keyword parameters, and whether TF
+differentiates it.  ``bind(prim, *args, **static)``
+
+1. unwraps its positional arguments (Tensors give their array, Variables are
+   *read*, which tapes see; Python numbers stay Python numbers so JAX's weak
+   typing gives TF's "scalar takes the tensor's dtype");
+2. runs ``prim.impl`` eagerly (or on tracers inside ``jax.jit``);
+3. wraps the outputs as Tensors;
+4. offers the op to each recording tape, which keeps it iff one of the
+   inputs is tracked on that tape (O(inputs) set lookups; nothing at all when
+   no tape records).
+
+Positional arguments are always array-likes; everything that shapes the
+computation (axes, shapes, flags) is a static keyword and part of the
+compiled replay's cache key, so it must be hashable.
+"""
+from . import _state
+from ._tensor import Tensor, convert_to_tensor
+
+REGISTRY = {}
+
+
+class Primitive:
+    """One op type.  ``impl(*arrays, **static)`` is pure JAX."""
+
+    __slots__ = ("name", "impl", "differentiable", "multiple_results", "nondiff_reason", "__weakref__")
+
+    def __init__(self, name, impl, differentiable=True, multiple_results=False, nondiff_reason=None):
+        self.name = name
+        self.impl = impl
+        self.differentiable = differentiable
+        self.multiple_results = multiple_results
+        self.nondiff_reason = nondiff_reason or (None if differentiable else
+                                                 f"op {name} has no gradient in TensorFlow")
+
+    def __repr__(self):
+        return f"Primitive({self.name!r})"
+
+
+def define(name, impl, *, differentiable=True, multiple_results=False, nondiff_reason=None):
+    """Register a new op type; a name may be registered once (KeyError, as TF)."""
+    if name in REGISTRY:
+        raise KeyError(f"Registering two ops with name '{name}'")
+    prim = Primitive(name, impl, differentiable, multiple_results, nondiff_reason)
+    REGISTRY[name] = prim
+    return prim
+
+
+def lookup(name):
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise LookupError(f"No op registered under the type name {name!r}") from None
+
+
+#: Active ``gradient_override_map`` contexts (innermost last); each maps an op
+#: type name to a registered gradient name.  Consulted only when non-empty.
+override_stack = []
+
+
+def _override_for(name):
+    for mapping in reversed(override_stack):
+        if name in mapping:
+            return mapping[name]
+    return None
+
+
+def unwrap(a):
+    """(value, id) of one op argument; id 0 for untracked constants."""
+    if type(a) is Tensor:
+        return a._value, a._id
+    read = getattr(a, "_read", None)
+    if read is not None:
+        t = read()
+        return t._value, t._id
+    if isinstance(a, Tensor):
+        return a._value, a._id
+    if isinstance(a, (list, tuple)):  # nested data (possibly holding Tensors)
+        t = convert_to_tensor(a)
+        return t._value, t._id
+    return a, 0  # Python scalars and arrays are constants; JAX converts them
+
+
+def bind(prim, *args, **static):
+    """Run ``prim`` on ``args`` and record it on every tape that tracks an input."""
+    vals = []
+    ids = []
+    for a in args:
+        if type(a) is Tensor:
+            vals.append(a._value)
+            ids.append(a._id)
+        else:
+            v, i = unwrap(a)
+            vals.append(v)
+            ids.append(i)
+    out = prim.impl(*vals, **static)
+    if prim.multiple_results:
+        result = tuple(Tensor(o) for o in out)
+    else:
+        result = Tensor(out)
+    tapes = _state.tapes()
+    if tapes:
+        grad_type = _override_for(prim.name) if override_stack else None
+        for tape in tapes:
+            tape._record_op(prim, static, grad_type, ids, vals, result)
+    return result
+
+
+def with_id(value, id_):
+    """A Tensor view of ``value`` that tapes see as the tensor ``id_``."""
+    t = Tensor.__new__(Tensor)
+    t._value = value
+    t._id = id_
+    return t
+
+
+# The read of a Variable: recorded by tapes as a node whose replay is
+# "the value that was read + the Variable's perturbation".
+READ = Primitive("ReadVariableOp", lambda v: v)

@@ -1,0 +1,210 @@
+"""The compiled replay: one ``jax.jit(jax.vjp(replay))`` per program structure.
+
+``gradient(tape, targets, sources, cotangents, mode)``:
+
+1. codes of sources and targets on the tape; ``_program.slice_tape``;
+2. ``Program`` (the key); the bounded LRU ``_CACHE`` maps it to a
+   ``Compiled``: one stable ``jax.jit`` object (so JAX's own trace cache is
+   hit on the next call) and the plan that gathers the leaves;
+3. call it with the leaves and the given cotangents; missing cotangents are
+   ones, made inside the compiled function;
+4. ``None`` (or zeros) for unconnected sources, results cast to the sources'
+   dtypes.
+
+If another tape is recording (a nested tape, or a persistent tape used
+inside its own ``with`` block) the call goes through ``bind`` as an op whose
+inputs are the leaves and cotangents, so that outer tape records the
+gradient computation itself and can differentiate it again (2nd, 3rd order).
+"""
+import collections
+import threading
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _dtypes, _state
+from ._primitives import Primitive, bind, with_id
+from ._program import Program, aval, build_replay, gather_leaves, slice_tape
+from ._tensor import Tensor
+
+CacheInfo = collections.namedtuple("CacheInfo", "hits misses compiles evictions size maxsize")
+
+
+class _Stats:
+    hits = 0
+    misses = 0
+    compiles = 0
+    evictions = 0
+
+
+_stats = _Stats()
+_CACHE = collections.OrderedDict()
+_maxsize = 512
+_lock = threading.Lock()
+
+
+def cache_info():
+    """Counters of the compiled-replay cache: (hits, misses, compiles, evictions, size, maxsize).
+
+    ``compiles`` counts traces of replay functions (a new structure, or a new
+    shape/dtype of the same structure).
+    """
+    return CacheInfo(_stats.hits, _stats.misses, _stats.compiles, _stats.evictions, len(_CACHE), _maxsize)
+
+
+def clear_cache():
+    """Drop every compiled replay and reset the counters."""
+    with _lock:
+        _CACHE.clear()
+        _stats.hits = _stats.misses = _stats.compiles = _stats.evictions = 0
+
+
+def set_cache_size(maxsize):
+    """Bound the number of compiled replays kept (least recently used go first)."""
+    global _maxsize
+    if not isinstance(maxsize, int) or maxsize < 1:
+        raise ValueError(f"maxsize must be a positive int; got {maxsize!r}")
+    with _lock:
+        _maxsize = maxsize
+        while len(_CACHE) > _maxsize:
+            _CACHE.popitem(last=False)
+            _stats.evictions += 1
+
+
+def default_impl(node):
+    """The function the replay runs for ``node``.  ``_custom`` replaces this
+    to honour gradient overrides (``node.grad_type``)."""
+    return node.prim.impl
+
+
+#: Hook: node -> pure function used by the replay (see ``_custom``).
+resolve_impl = default_impl
+
+
+class Compiled:
+    """A compiled gradient for one Program."""
+
+    __slots__ = ("fn", "plan", "prim", "n_leaves")
+
+    def __init__(self, fn, plan):
+        self.fn = fn
+        self.plan = plan
+        self.n_leaves = len(plan)
+        n = self.n_leaves
+        self.prim = Primitive("SymbolicGradient", lambda *a: fn(a[:n], a[n:]), multiple_results=True)
+
+
+def _compile(nodes, program):
+    replay, plan = build_replay(nodes, program, resolve_impl)
+    src_avals = program.src_avals
+    ct_given = program.ct_given
+
+    def grad_fn(leaves, cts):
+        _stats.compiles += 1
+        eps0 = tuple(jnp.zeros(shape, dtype) for shape, dtype in src_avals)
+        outs, vjp = jax.vjp(lambda e: replay(e, leaves), eps0)
+        seeds = []
+        it = iter(cts)
+        for o, given in zip(outs, ct_given):
+            if given:
+                seeds.append(jnp.broadcast_to(jnp.asarray(next(it), o.dtype), o.shape))
+            else:
+                seeds.append(jnp.ones_like(o))
+        (grads,) = vjp(tuple(seeds))
+        return tuple(g.astype(dtype) for g, (_, dtype) in zip(grads, src_avals))
+
+    return Compiled(jax.jit(grad_fn), plan)
+
+
+def lookup(nodes, program):
+    entry = _CACHE.get(program)
+    if entry is not None:
+        _stats.hits += 1
+        _CACHE.move_to_end(program)
+        return entry
+    with _lock:
+        entry = _CACHE.get(program)
+        if entry is None:
+            _stats.misses += 1
+            entry = _compile(nodes, program)
+            _CACHE[program] = entry
+            while len(_CACHE) > _maxsize:
+                _CACHE.popitem(last=False)
+                _stats.evictions += 1
+    return entry
+
+
+def _source_code(tape, s):
+    code = tape._codes.get(s._id)
+    if code is None or not _dtypes.is_trainable_dtype(s._value.dtype):
+        return None
+    return code
+
+
+def gradient(tape, targets, sources, cts, mode):
+    """Flat gradients of the summed ``targets`` w.r.t. each of ``sources``."""
+    nodes = tape._nodes
+    src_codes_all = [_source_code(tape, s) for s in sources]
+    for s, c in zip(sources, src_codes_all):
+        if c is None and not _dtypes.is_trainable_dtype(s._value.dtype):
+            tape_log_int(s)
+    uniq = []
+    seen = set()
+    for c in src_codes_all:
+        if c is not None and c not in seen:
+            seen.add(c)
+            uniq.append(c)
+    tgt_all = [tape._codes.get(t._id) for t in targets]
+    slice_idx, needed = slice_tape(nodes, uniq, [c for c in tgt_all if c is not None])
+    live_src = [c for c in uniq if c in needed]
+    live_set = set(live_src)
+    # Targets that depend on a connected source (a target that is a source counts).
+    kept = [(i, c) for i, c in enumerate(tgt_all) if c is not None and _reaches(c, needed, live_set, nodes, slice_idx)]
+    results = [None] * len(sources)
+    if live_src and kept:
+        first = {}
+        for s, c in zip(sources, src_codes_all):
+            if c in live_set and c not in first:
+                first[c] = s
+        src_values = [first[c]._value for c in live_src]
+        program = Program(nodes, slice_idx, tuple(live_src),
+                          tuple(aval(v) for v in src_values),
+                          tuple(c for _, c in kept),
+                          tuple(cts[i] is not None for i, _ in kept))
+        entry = lookup(nodes, program)
+        leaves = gather_leaves(nodes, program, entry.plan, src_values)
+        given = [cts[i] for i, _ in kept if cts[i] is not None]
+        if _state.tapes():
+            ids = _leaf_ids(nodes, program, entry.plan, first, live_src)
+            args = [with_id(v, i) for v, i in zip(leaves, ids)] + given
+            outs = bind(entry.prim, *args)
+        else:
+            raw = entry.fn(leaves, tuple(g._value for g in given))
+            outs = tuple(Tensor(g) for g in raw)
+        by_code = dict(zip(live_src, outs))
+        results = [by_code.get(c) for c in src_codes_all]
+    if mode.value == "zero":
+        results = [r if r is not None else Tensor(jnp.zeros(s._value.shape, s._value.dtype))
+                   for r, s in zip(results, sources)]
+    return results
+
+
+def _reaches(code, needed, live_src, nodes, slice_idx):
+    """Is target ``code`` computed from a connected source (or one itself)?"""
+    if code in live_src:
+        return True
+    if code < 0:
+        return False
+    return (code >> 20) in set(slice_idx)
+
+
+def _leaf_ids(nodes, program, plan, first, live_src):
+    sl = program.slice
+    return [nodes[sl[a]].ids[b] if kind == "node" else first[live_src[a]]._id for kind, a, b in plan]
+
+
+def tape_log_int(s):
+    from ._tape import _log
+    _log.warning("The dtype of the source tensor must be floating (e.g. tf.float32) when calling "
+                 "GradientTape.gradient, got %r", s.dtype)

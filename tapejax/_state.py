@@ -1,0 +1,23 @@
+"""Per-thread state shared by every layer: the stack of recording tapes.
+
+It lives in the lowest module so that ``_primitives`` (which records) and
+``_tape`` (which owns tapes) need not import each other.  A tape is on the
+stack exactly while it records; ``stop_recording`` takes it off.
+"""
+import itertools
+import threading
+
+_local = threading.local()
+
+#: Monotonic ids for Tensors and Variables.  An id is never reused, so
+#: "created before this tape" is a plain integer comparison.
+next_id = itertools.count(1).__next__
+
+
+def tapes():
+    """The list of tapes recording on this thread (innermost last)."""
+    try:
+        return _local.tapes
+    except AttributeError:
+        _local.tapes = []
+        return _local.tapes

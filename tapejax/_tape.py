@@ -1,0 +1,380 @@
+"""``GradientTape``: records a functional trace of the ops whose inputs it tracks.
+
+Recording
+---------
+A tape keeps ``_codes``: tensor id -> *code*, for every tensor it tracks.
+A code says where the value comes from on this tape:
+
+* ``node_index * OUT + k`` (>= 0): output ``k`` of recorded node ``node_index``;
+* ``-(leaf + 1)`` (< 0): a tracked leaf: a watched tensor, or a Variable
+  (Variables are leaves; their reads are ``ReadVariableOp`` nodes).
+
+An op is recorded iff one of its input ids has a code.  The ``Node`` keeps
+the input *values* (constants for the replay), the input codes (the wiring,
+in tape positions, so it is the same for every tape of the same program),
+and ``sig``: an int interned from (op, static params, gradient override,
+wiring).  The compiled replay's cache key is made of these ints, so building
+it at gradient time is a tuple of ints, not a walk over nested data.
+
+Floating outputs of differentiable ops get codes.  Integer/bool outputs and
+the outputs of ops TF does not differentiate (floor, argmax, stop_gradient
+...) get none, so everything computed from them alone is a constant to the
+tape and its sources are unconnected (``None``), exactly as in TF.  Those cut
+points are kept in ``_cuts`` (id -> why), together with what is computed from
+them, so ``explain`` can say why a gradient is ``None``.
+
+Gradients are computed by ``_replay`` (slice, key, compiled ``jax.vjp``).
+"""
+import enum
+import logging
+import weakref
+
+from . import _dtypes, _nest, _state
+from ._primitives import READ
+from ._tensor import Tensor
+
+OUT = 1 << 20  # outputs per node in a code (node_index * OUT + k)
+
+_log = logging.getLogger("tapejax")
+
+
+class UnconnectedGradients(enum.Enum):
+    """What ``gradient`` returns for a source the target does not depend on."""
+
+    NONE = "none"
+    ZERO = "zero"
+
+
+def _unconnected(value):
+    if isinstance(value, UnconnectedGradients):
+        return value
+    try:
+        return UnconnectedGradients(value)
+    except ValueError:
+        raise ValueError(f"Unknown value for unconnected_gradients: {value!r}; expected "
+                         "tapejax.UnconnectedGradients.NONE/.ZERO or 'none'/'zero'") from None
+
+
+# Interned node signatures: (op, static, override, wiring, tracked outputs) -> int.
+# Ints are never reused, so dropping the table (when it grows large) only
+# costs cache misses, never a wrong hit.
+_SIGS = {}
+_next_sig = iter(range(1, 1 << 62)).__next__
+_MAX_SIGS = 200_000
+
+
+def _intern(sig):
+    n = _SIGS.get(sig)
+    if n is None:
+        if len(_SIGS) >= _MAX_SIGS:
+            _SIGS.clear()
+        n = _SIGS[sig] = _next_sig()
+    return n
+
+
+def _hashable(x):
+    if isinstance(x, (list, tuple)):
+        return tuple(_hashable(v) for v in x)
+    if isinstance(x, dict):
+        return tuple(sorted((k, _hashable(v)) for k, v in x.items()))
+    try:
+        hash(x)
+    except TypeError:
+        raise TypeError(f"static op parameter {x!r} is not hashable") from None
+    return x
+
+
+def _trainable(value):
+    return _dtypes.is_trainable_dtype(value.dtype)
+
+
+class Node:
+    """One recorded op on one tape."""
+
+    __slots__ = ("prim", "static", "grad_type", "vals", "ids", "refs", "n_out", "sig")
+
+    def __init__(self, prim, static, grad_type, vals, ids, refs, n_out, sig):
+        self.prim = prim
+        self.static = static
+        self.grad_type = grad_type
+        self.vals = vals
+        self.ids = ids
+        self.refs = refs
+        self.n_out = n_out
+        self.sig = sig
+
+    def __repr__(self):
+        return f"Node({self.prim.name}, refs={self.refs})"
+
+
+class GradientTape:
+    """Record operations for automatic differentiation (``tf.GradientTape``).
+
+    Inside ``with GradientTape() as tape:`` every op whose input is watched
+    (or computed from a watched tensor) is recorded.  ``tape.gradient(target,
+    sources)`` replays the recorded slice as one compiled ``jax.vjp``.
+    Trainable float Variables are watched when read, unless
+    ``watch_accessed_variables=False``.  A non-persistent tape allows one
+    ``gradient`` (or ``jacobian``) call and then frees what it recorded.
+    """
+
+    def __init__(self, persistent=False, watch_accessed_variables=True):
+        self._persistent = bool(persistent)
+        self._watch_accessed = bool(watch_accessed_variables)
+        self._recording = False
+        self._entered = False
+        self._used = False
+        self._watched_vars = {}
+        self._start_id = None
+        self._pauses = []
+        self._fresh()
+
+    def _fresh(self):
+        self._nodes = []
+        self._codes = {}
+        self._n_leaves = 0
+        self._cuts = {}          # id -> (reason, op name, input ids): why it is not tracked
+        self._unwatched = {}     # var id -> why a read Variable was not watched
+
+    # -- context ----------------------------------------------------------
+    def __enter__(self):
+        if self._recording:
+            raise ValueError("Tape is still recording, This can happen if you try to re-enter an "
+                             "already-active tape.")
+        self._push()
+        if self._start_id is None:
+            self._start_id = _state.next_id()
+        self._entered = True
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if self._recording:
+            self._pop()
+
+    def _push(self):
+        _state.tapes().append(self)
+        self._recording = True
+
+    def _pop(self):
+        stack = _state.tapes()
+        for i in range(len(stack) - 1, -1, -1):
+            if stack[i] is self:
+                del stack[i]
+                break
+        self._recording = False
+
+    # -- watching ---------------------------------------------------------
+    def _new_leaf(self, id_):
+        code = -(self._n_leaves + 1)
+        self._n_leaves += 1
+        self._codes[id_] = code
+        return code
+
+    def watch(self, tensor):
+        """Track ``tensor`` (a Tensor, Variable or nested structure of them)."""
+        flat = _nest.flatten(tensor)
+        for t in flat:  # validate everything before changing any state
+            if not isinstance(t, Tensor) and not hasattr(t, "_read"):
+                raise ValueError(f"Passed in object {t!r} of type {type(t).__name__!r}, not "
+                                 "tapejax.Tensor or tapejax.Variable")
+        for t in flat:
+            if not _trainable(t._value):
+                _log.warning("The dtype of the watched tensor must be floating (e.g. tf.float32), "
+                             "got %r", t.dtype)
+            if isinstance(t, Tensor):
+                if _trainable(t._value) and t._id not in self._codes:
+                    self._new_leaf(t._id)
+            else:
+                self._watched_vars.setdefault(t._id, t)
+                if _trainable(t._value) and t._id not in self._codes:
+                    self._new_leaf(t._id)
+
+    def watched_variables(self):
+        """The Variables this tape watches, in creation order."""
+        return tuple(v for _, v in sorted(self._watched_vars.items()))
+
+    # -- recording (called by _primitives.bind and Variable._read) --------
+    def _record_read(self, var, t):
+        codes = self._codes
+        vid = var._id
+        code = codes.get(vid)
+        if code is None:
+            if var._id in self._watched_vars:
+                return  # watched but not trainable dtype
+            if not (self._watch_accessed and var._trainable):
+                self._unwatched[vid] = ("trainable=False" if not var._trainable
+                                        else "watch_accessed_variables=False")
+                return
+            self._watched_vars[vid] = var
+            if not _trainable(var._value):
+                return
+            code = self._new_leaf(vid)
+        idx = len(self._nodes)
+        refs = (code,)
+        self._nodes.append(Node(READ, (), None, (t._value,), (t._id,), refs, 1,
+                                _intern((READ, refs))))
+        codes[t._id] = idx * OUT
+
+    def _record_op(self, prim, static, grad_type, ids, vals, result):
+        codes = self._codes
+        for i in ids:
+            if i in codes:
+                break
+        else:
+            if self._cuts:
+                self._propagate_cut(prim, ids, result)
+            return
+        outs = result if prim.multiple_results else (result,)
+        if not prim.differentiable:
+            for o in outs:
+                self._cuts[o._id] = (prim.nondiff_reason, prim.name, tuple(ids))
+            return
+        idx = len(self._nodes)
+        mask = tuple(_trainable(o._value) for o in outs)
+        for k, o in enumerate(outs):
+            if mask[k]:
+                codes[o._id] = idx * OUT + k
+            else:
+                self._cuts[o._id] = (f"op {prim.name} returns {o.dtype.name}, and integer and bool "
+                                     "tensors carry no gradient", prim.name, tuple(ids))
+        if not any(mask):
+            return
+        refs = tuple([codes.get(i) for i in ids])
+        skey = tuple(static.items()) if static else ()
+        try:
+            sig = _intern((prim, skey, grad_type, refs, mask))
+        except TypeError:
+            skey = _hashable(static)
+            sig = _intern((prim, skey, grad_type, refs, mask))
+        self._nodes.append(Node(prim, skey, grad_type, tuple(vals), tuple(ids), refs, len(outs), sig))
+
+    def _propagate_cut(self, prim, ids, result):
+        cuts = self._cuts
+        for i in ids:
+            if i in cuts:
+                outs = result if prim.multiple_results else (result,)
+                for o in outs:
+                    cuts[o._id] = (None, prim.name, tuple(ids))
+                return
+
+    # -- lifecycle --------------------------------------------------------
+    def reset(self):
+        """Forget everything recorded and watched (as exiting and re-entering a fresh tape)."""
+        if not self._recording:
+            raise ValueError("Tape is not recording.")
+        self._fresh()
+        self._watched_vars = {}
+        self._used = False
+        self._start_id = _state.next_id()
+        self._pauses = []
+
+    class _Pause:
+        __slots__ = ("tape", "start")
+
+        def __init__(self, tape):
+            self.tape = tape
+
+        def __enter__(self):
+            self.start = _state.next_id()
+            self.tape._pop()
+
+        def __exit__(self, *exc):
+            self.tape._pauses.append((self.start, _state.next_id()))
+            self.tape._push()
+
+    def stop_recording(self):
+        """A context in which this tape records nothing (ops there are constants to it)."""
+        if not self._recording:
+            if self._entered:
+                raise ValueError("Tape is not recording.")
+            raise RuntimeError("Trying to stop recording a tape which is not recording.")
+        return GradientTape._Pause(self)
+
+    def _release(self):
+        """Drop everything recorded (watched variables stay listed, as in TF)."""
+        self._fresh()
+
+    def _check_usable(self, what="gradient"):
+        if self._used:
+            raise RuntimeError("A non-persistent GradientTape can only be used to compute one set of "
+                               "gradients (or jacobians)")
+
+    def _begin_use(self):
+        """Before a gradient/jacobian: a non-persistent tape stops recording for good."""
+        self._check_usable()
+        if not self._persistent and self._recording:
+            _log.debug("gradient() inside the tape's own context: recording stops")
+            self._pop()
+
+    def _end_use(self):
+        if not self._persistent:
+            self._used = True
+            self._release()
+
+    # -- gradients ----------------------------------------------------------
+    def gradient(self, target, sources, output_gradients=None,
+                 unconnected_gradients=UnconnectedGradients.NONE):
+        """d(sum of targets)/d(source) for each source, in the structure of ``sources``.
+
+        ``output_gradients`` are the targets' cotangents, one per flattened
+        target (missing ones are ones, extra ones are ignored; a scalar
+        broadcasts).  Unconnected sources give ``None``, or zeros with
+        ``unconnected_gradients='zero'``.
+        """
+        from ._replay import gradient as _gradient
+        self._check_usable()
+        if target is None:
+            raise TypeError("Argument `target` should be a list or nested structure of Tensors, "
+                            "Variables or CompositeTensors to be differentiated, but received None.")
+        mode = _unconnected(unconnected_gradients)
+        flat_targets = _check_leaves(_nest.flatten(target), "target")
+        flat_sources = _check_leaves(_nest.flatten(sources), "sources")
+        cts = _output_gradients(output_gradients, flat_targets)
+        self._begin_use()
+        try:
+            grads = _gradient(self, flat_targets, flat_sources, cts, mode)
+        finally:
+            self._end_use()
+        return _nest.pack_sequence_as(sources, grads)
+
+    # -- why is my gradient None? -------------------------------------------
+    def explain(self, target, source):
+        """Say, in words, whether and why ``d target / d source`` is unconnected."""
+        from ._explain import explain
+        return explain(self, target, source)
+
+
+def _check_leaves(flat, what):
+    for x in flat:
+        if not isinstance(x, Tensor) and not hasattr(x, "_read"):
+            if what == "sources":
+                raise ValueError(f"Argument `sources` must hold Tensors or Variables; got {x!r} "
+                                 f"of type {type(x).__name__}")
+            raise TypeError(f"Argument `target` must hold Tensors or Variables; got {x!r} of type "
+                            f"{type(x).__name__}")
+    return flat
+
+
+def _output_gradients(output_gradients, flat_targets):
+    """TF's rule: one cotangent per flattened target, by position."""
+    from ._tensor import convert_to_tensor
+    if output_gradients is None:
+        return [None] * len(flat_targets)
+    flat = _nest.flatten(output_gradients)
+    cts = []
+    for i, t in enumerate(flat_targets):
+        if i >= len(flat):
+            cts.append(None)
+            continue
+        g = flat[i]
+        if g is None:
+            raise ValueError(f"output_gradients[{i}] is None: every given output gradient must be "
+                             "a tensor (leave output_gradients shorter to seed ones)")
+        g = convert_to_tensor(g, dtype_hint=t.dtype)
+        if tuple(g.shape) != tuple(t.shape) and g._value.size != 1:
+            from ._errors import InvalidArgumentError
+            raise InvalidArgumentError(
+                None, None, f"output_gradients[{i}] has shape {tuple(g.shape)} but target {i} has "
+                f"shape {tuple(t.shape)}: they must be equal (or the gradient a scalar)")
+        cts.append(g)
+    return cts

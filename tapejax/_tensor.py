@@ -1,0 +1,327 @@
+"""``Tensor``: an immutable value (a ``jax.Array`` or a tracer) plus an int id.
+
+The id is what tapes track: recording stores ids, never Tensor objects, so a
+tape does not keep the user's Tensors alive and the hot path only hashes
+ints.  Operators (``+``, ``@``, ``[]`` ...) are installed by ``tapejax.ops``
+from the op registry, so every operator goes through the one recording entry
+point.  A Tensor is a pytree (its leaf is the array), so it can be passed to
+``jax.jit`` and ``jnp.asarray``.
+"""
+import numbers
+
+import jax
+import numpy as np
+
+from . import _dtypes
+from ._state import next_id
+
+_Array = jax.Array
+
+
+class TensorShape(tuple):
+    """A fully known shape; a tuple of ints with TF's ``TensorShape`` methods."""
+
+    __slots__ = ()
+
+    def as_list(self):
+        return list(self)
+
+    @property
+    def rank(self):
+        return len(self)
+
+    @property
+    def ndims(self):
+        return len(self)
+
+    @property
+    def dims(self):
+        return list(self)
+
+    def num_elements(self):
+        n = 1
+        for d in self:
+            n *= d
+        return n
+
+    def is_fully_defined(self):
+        return True
+
+    def is_compatible_with(self, other):
+        other = tuple(other)
+        return len(other) == len(self) and all(o is None or o == s for s, o in zip(self, other))
+
+    def __getitem__(self, key):
+        r = tuple.__getitem__(self, key)
+        return TensorShape(r) if isinstance(key, slice) else r
+
+    def __repr__(self):
+        return f"TensorShape({list(self)})"
+
+
+class Tensor:
+    """An immutable tensor (``tf.Tensor``), backed by a ``jax.Array``.
+
+    ``numpy()`` returns the value, ``shape`` a TensorShape, ``dtype`` a DType.
+    Tensors compare elementwise (``==`` gives a bool Tensor), so they are not
+    hashable; use ``ref()`` as a dict key, as in TF.
+    """
+
+    __slots__ = ("_value", "_id", "__weakref__")
+    __array_priority__ = 100
+
+    def __init__(self, value):
+        self._value = value
+        self._id = next_id()
+
+    # -- value access -------------------------------------------------
+    @property
+    def shape(self):
+        return TensorShape(self._value.shape)
+
+    def get_shape(self):
+        return self.shape
+
+    @property
+    def dtype(self):
+        return _dtypes.as_dtype(self._value.dtype)
+
+    @property
+    def ndim(self):
+        return self._value.ndim
+
+    @property
+    def device(self):
+        try:
+            return str(next(iter(self._value.devices())))
+        except Exception:  # tracers have no device
+            return ""
+
+    @property
+    def value(self):
+        """The underlying ``jax.Array`` (or tracer inside a compiled function)."""
+        return self._value
+
+    def numpy(self):
+        return np.asarray(self._value)
+
+    def __array__(self, dtype=None, copy=None):
+        a = np.asarray(self._value)
+        return a if dtype is None else a.astype(dtype)
+
+    def __jax_array__(self):
+        return self._value
+
+    def ref(self):
+        return _Ref(self)
+
+    experimental_ref = ref
+
+    def __hash__(self):
+        raise TypeError("Tensor is unhashable. Instead, use tensor.ref() as the key.")
+
+    # -- Python protocol (these read the value: a host sync the user asked for)
+    def __bool__(self):
+        return bool(self._value)
+
+    def __float__(self):
+        return float(self._value)
+
+    def __int__(self):
+        return int(self._value)
+
+    def __index__(self):
+        return int(self._value)
+
+    def __complex__(self):
+        return complex(self._value)
+
+    def __len__(self):
+        if not self._value.ndim:
+            raise TypeError("Scalar tensor has no `len()`")
+        return self._value.shape[0]
+
+    def __iter__(self):
+        if not self._value.ndim:
+            raise TypeError("Cannot iterate over a scalar tensor.")
+        return (self[i] for i in range(self._value.shape[0]))
+
+    def __repr__(self):
+        if isinstance(self._value, jax.core.Tracer):
+            return f"<tapejax.Tensor: shape={self._value.shape}, dtype={self._value.dtype.name}, traced>"
+        return (f"<tapejax.Tensor: shape={tuple(self._value.shape)}, dtype={self.dtype.name}, "
+                f"numpy={np.asarray(self._value)!r}>")
+
+    def __str__(self):
+        if isinstance(self._value, jax.core.Tracer):
+            return repr(self)
+        return f"tapejax.Tensor({np.asarray(self._value)}, shape={tuple(self._value.shape)}, dtype={self.dtype.name})"
+
+    def __reduce__(self):
+        return (constant, (np.asarray(self._value),))
+
+
+class _Ref:
+    """Hashable reference to a Tensor or Variable (``tensor.ref()``)."""
+
+    __slots__ = ("_obj",)
+
+    def __init__(self, obj):
+        self._obj = obj
+
+    def deref(self):
+        return self._obj
+
+    def __hash__(self):
+        return self._obj._id
+
+    def __eq__(self, other):
+        return isinstance(other, _Ref) and other._obj is self._obj
+
+    def __repr__(self):
+        return f"<Reference wrapping {self._obj!r}>"
+
+
+def _flatten(t):
+    return (t._value,), None
+
+
+def _unflatten(_, children):
+    return Tensor(children[0])
+
+
+jax.tree_util.register_pytree_node(Tensor, _flatten, _unflatten)
+
+
+# -- conversion --------------------------------------------------------------
+
+_PY_SCALAR = (bool, int, float, complex)
+
+#: Set by ``tapejax.ops``: packs a nested list that contains Tensors with the
+#: recorded Pack op, as TF's conversion does.
+pack_hook = None
+
+
+def _python_dtype(value):
+    """TF's dtype for Python data (before any dtype argument)."""
+    if isinstance(value, bool):
+        return np.dtype(np.bool_)
+    if isinstance(value, int):
+        return np.dtype(np.int32) if -2**31 <= value < 2**31 else np.dtype(np.int64)
+    if isinstance(value, float):
+        return np.dtype(np.float32)
+    if isinstance(value, complex):
+        return np.dtype(np.complex128)
+    arr = np.asarray(value)
+    if arr.dtype.kind == "f":
+        return np.dtype(np.float32)
+    if arr.dtype.kind in "iu":
+        return np.dtype(np.int32) if arr.size == 0 or (arr.min() >= -2**31 and arr.max() < 2**31) else np.dtype(np.int64)
+    if arr.dtype.kind in "US O":
+        raise TypeError(f"tapejax has no string or object tensors; got a value of dtype {arr.dtype}")
+    return arr.dtype
+
+
+def _contains_tensor(value):
+    if isinstance(value, Tensor) or hasattr(value, "_read"):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_contains_tensor(v) for v in value)
+    return False
+
+
+def _to_array(value, dtype, what):
+    """Host/array data -> jax.Array of TF's dtype (``dtype`` a NumPy dtype or None)."""
+    if isinstance(value, (_Array, jax.core.Tracer)):
+        src = np.dtype(value.dtype)
+        if dtype is None:
+            return value
+        return value.astype(_dtypes.storage_dtype(dtype, what))
+    if isinstance(value, np.ndarray) or isinstance(value, np.generic):
+        src = value.dtype
+        if src.kind in "USO":
+            raise TypeError(f"tapejax has no string or object tensors; {what} has dtype {src}")
+        target = src if dtype is None else dtype
+    else:
+        src = _python_dtype(value)
+        target = src if dtype is None else dtype
+        if dtype is not None and dtype.kind in "iub" and src.kind in "fc":
+            arr = np.asarray(value)
+            if dtype.kind == "b" or not np.all(np.equal(np.mod(arr, 1), 0)):
+                raise TypeError(f"Cannot convert {value!r} to a Tensor of dtype {dtype.name}: "
+                                "the value is not representable in that dtype.")
+        if dtype is not None and dtype.kind == "b" and src.kind != "b":
+            raise TypeError(f"Cannot convert {value!r} to a Tensor of dtype bool.")
+    store = _dtypes.storage_dtype(target, what)
+    arr = np.asarray(value, dtype=target)
+    if store != target:  # int64 -> int32 stand-in: only when lossless
+        if arr.size and (arr.min() < np.iinfo(store).min or arr.max() > np.iinfo(store).max):
+            raise TypeError(f"{what} does not fit in {store.name} and JAX's 64-bit mode is off: "
+                            "call jax.config.update('jax_enable_x64', True) to hold int64.")
+        arr = arr.astype(store)
+    return jax.numpy.asarray(arr)
+
+
+def convert_to_tensor(value, dtype=None, dtype_hint=None, name=None):
+    """``tf.convert_to_tensor``: Tensors pass through, Variables are read.
+
+    Python floats become float32 and ints int32; NumPy arrays keep their
+    dtype.  ``dtype`` must match an existing Tensor's dtype (ValueError, as
+    TF); ``dtype_hint`` is used only for Python data.
+    """
+    want = None if dtype is None else _dtypes.as_dtype(dtype)._np
+    if isinstance(value, Tensor):
+        if want is not None and np.dtype(value._value.dtype) != want:
+            raise ValueError(f"Tensor conversion requested dtype {want.name} for Tensor with "
+                             f"dtype {np.dtype(value._value.dtype).name}: {value!r}")
+        return value
+    read = getattr(value, "_read", None)
+    if read is not None:
+        t = read()
+        if want is not None and np.dtype(t._value.dtype) != want:
+            raise ValueError(f"Incompatible type conversion requested to type '{want.name}' for "
+                             f"variable of type '{t.dtype.name}'")
+        return t
+    if value is None:
+        raise ValueError("Attempt to convert a value (None) with an unsupported type "
+                         "(<class 'NoneType'>) to a Tensor.")
+    if isinstance(value, (list, tuple)) and _contains_tensor(value):
+        t = pack_hook(value)
+        if want is not None and np.dtype(t._value.dtype) != want:
+            raise ValueError(f"Tensor conversion requested dtype {want.name} for Tensor with "
+                             f"dtype {np.dtype(t._value.dtype).name}")
+        return t
+    if want is None and dtype_hint is not None and not isinstance(value, (np.ndarray, np.generic, _Array)):
+        hint = _dtypes.as_dtype(dtype_hint)._np
+        try:
+            return Tensor(_to_array(value, hint, "value"))
+        except (TypeError, ValueError):
+            pass
+    return Tensor(_to_array(value, want, "value"))
+
+
+def constant(value, dtype=None, shape=None, name="Const"):
+    """``tf.constant``: a Tensor from Python/NumPy data (``shape`` reshapes or fills)."""
+    if isinstance(value, Tensor) or hasattr(value, "_read"):
+        t = convert_to_tensor(value)
+        if dtype is not None and t.dtype != _dtypes.as_dtype(dtype):
+            t = Tensor(t._value.astype(_dtypes.storage_dtype(_dtypes.as_dtype(dtype)._np)))
+    else:
+        want = None if dtype is None else _dtypes.as_dtype(dtype)._np
+        t = Tensor(_to_array(value, want, "value"))
+    if shape is not None:
+        shape = tuple(int(s) for s in shape)
+        v = t._value
+        if v.size == 1:
+            t = Tensor(jax.numpy.broadcast_to(v.reshape(()), shape))
+        elif int(np.prod(shape)) == v.size:
+            t = Tensor(v.reshape(shape))
+        else:
+            raise TypeError(f"Eager execution of tf.constant with unsupported shape. Tensor "
+                            f"{value!r} (converted from {value!r}) has {v.size} elements, but got "
+                            f"`shape` {shape} with {int(np.prod(shape))} elements).")
+    return t
+
+
+def is_tensor(x):
+    return isinstance(x, Tensor)

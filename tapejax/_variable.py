@@ -1,0 +1,176 @@
+"""``Variable``: a mutable holder whose *reads* are what tapes watch.
+
+Every use of a Variable as an op input is a read: a new Tensor holding the
+current value, recorded by each recording tape that watches the Variable
+(trainable float Variables are watched on their first read when the tape
+watches accessed variables).  The replay adds the Variable's perturbation
+to every read, so the reads' gradients are summed, each at the value that
+was read.  ``assign*`` replace the value; they are not differentiable (TF).
+"""
+import numpy as np
+
+from . import _dtypes, _state
+from ._tensor import Tensor, TensorShape, _to_array, convert_to_tensor
+
+
+class Variable:
+    """A mutable tensor (``tf.Variable``)."""
+
+    __slots__ = ("_value", "_id", "_trainable", "_name", "_sharding", "_constraint", "__weakref__")
+    __array_priority__ = 100
+    _unnamed = 0
+
+    def __init__(self, initial_value=None, trainable=None, validate_shape=True, caching_device=None,
+                 name=None, variable_def=None, dtype=None, import_scope=None, constraint=None,
+                 synchronization=None, aggregation=None, shape=None, experimental_enable_variable_lifting=True):
+        if initial_value is None:
+            raise ValueError("The `initial_value` arg (`None`) must be specified as a `Tensor` or a "
+                             "Python callable returning a `Tensor`.")
+        if callable(initial_value) and not isinstance(initial_value, (Tensor, Variable)):
+            initial_value = initial_value()
+        want = None if dtype is None else _dtypes.as_dtype(dtype)
+        if isinstance(initial_value, (Tensor, Variable)):
+            t = convert_to_tensor(initial_value)
+            value = t._value
+            if want is not None and value.dtype != want._np:
+                value = value.astype(_dtypes.storage_dtype(want._np, "initial_value"))
+        else:
+            value = _to_array(initial_value, None if want is None else want._np, "initial_value")
+        if shape is not None and tuple(shape) != tuple(value.shape) and validate_shape:
+            raise ValueError(f"In this `tf.Variable` creation, the initial value's shape "
+                             f"({tuple(value.shape)}) is not compatible with the explicitly supplied "
+                             f"`shape` argument ({tuple(shape)}).")
+        self._value = value
+        self._id = _state.next_id()
+        self._trainable = True if trainable is None else bool(trainable)
+        self._sharding = None
+        if name is None:
+            self._name = "Variable:0"
+        else:
+            self._name = name if ":" in name else f"{name}:0"
+        if constraint is not None and not callable(constraint):
+            raise ValueError(f"The `constraint` argument must be a callable; got {constraint!r}")
+        self._constraint = constraint  # applied by optimizers after each update, as in TF
+
+    # -- the read ----------------------------------------------------------
+    def _read(self):
+        t = Tensor(self._value)
+        tapes = _state.tapes()
+        if tapes:
+            for tape in tapes:
+                tape._record_read(self, t)
+        return t
+
+    def read_value(self):
+        """The current value as a Tensor (a recorded read)."""
+        return self._read()
+
+    def value(self):
+        return self._read()
+
+    # -- mutation ----------------------------------------------------------
+    def _new_value(self, value, op):
+        v = convert_to_tensor(value, dtype_hint=self.dtype)
+        new = v._value
+        if new.dtype != self._value.dtype:
+            raise TypeError(f"Cannot {op} a Variable of dtype {self.dtype.name} with a value of "
+                            f"dtype {np.dtype(new.dtype).name}; cast the value first.")
+        if tuple(new.shape) != tuple(self._value.shape):
+            raise ValueError(f"Cannot {op} to variable {self._name} of shape "
+                             f"{tuple(self._value.shape)} a value of shape {tuple(new.shape)}: "
+                             "the shapes must be equal.")
+        return new
+
+    def assign(self, value, use_locking=None, name=None, read_value=True):
+        self._value = self._new_value(value, "assign")
+        return self if read_value else None
+
+    def assign_add(self, delta, use_locking=None, name=None, read_value=True):
+        self._value = self._value + self._new_value(delta, "assign_add")
+        return self if read_value else None
+
+    def assign_sub(self, delta, use_locking=None, name=None, read_value=True):
+        self._value = self._value - self._new_value(delta, "assign_sub")
+        return self if read_value else None
+
+    # -- metadata ----------------------------------------------------------
+    @property
+    def dtype(self):
+        return _dtypes.as_dtype(self._value.dtype)
+
+    @property
+    def shape(self):
+        return TensorShape(self._value.shape)
+
+    def get_shape(self):
+        return self.shape
+
+    @property
+    def ndim(self):
+        return self._value.ndim
+
+    @property
+    def constraint(self):
+        return self._constraint
+
+    @property
+    def trainable(self):
+        return self._trainable
+
+    @property
+    def name(self):
+        return self._name
+
+    @property
+    def device(self):
+        try:
+            return str(next(iter(self._value.devices())))
+        except Exception:
+            return ""
+
+    def numpy(self):
+        return np.asarray(self._value)
+
+    def __array__(self, dtype=None, copy=None):
+        a = np.asarray(self._value)
+        return a if dtype is None else a.astype(dtype)
+
+    def __jax_array__(self):
+        return self._value
+
+    def ref(self):
+        from ._tensor import _Ref
+        return _Ref(self)
+
+    experimental_ref = ref
+
+    def __hash__(self):
+        raise TypeError("Variable is unhashable. Instead, use variable.ref() as the key.")
+
+    def __bool__(self):
+        return bool(self._value)
+
+    def __float__(self):
+        return float(self._value)
+
+    def __int__(self):
+        return int(self._value)
+
+    def __index__(self):
+        return int(self._value)
+
+    def __len__(self):
+        if not self._value.ndim:
+            raise TypeError("Scalar variable has no `len()`")
+        return self._value.shape[0]
+
+    def __iter__(self):
+        return iter(self._read())
+
+    def __repr__(self):
+        try:
+            val = np.asarray(self._value)
+        except Exception:
+            return f"<tapejax.Variable '{self._name}' shape={tuple(self._value.shape)} dtype={self.dtype.name}>"
+        return (f"<tapejax.Variable '{self._name}' shape={tuple(self._value.shape)} "
+                f"dtype={self.dtype.name}, numpy={val!r}>")
