@@ -89,7 +89,8 @@ class DType:
     def __repr__(self):
         return f"tf.{self.name}"
 
-    __str__ = __repr__
+    def __str__(self):
+        return f"<dtype: '{self.name}'>"
 
     def __reduce__(self):
         return (as_dtype, (self.name,))

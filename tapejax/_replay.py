@@ -26,6 +26,7 @@ import numpy as np
 from . import _dtypes, _state
 from ._primitives import Primitive, bind, with_id
 from ._program import Program, aval, build_replay, gather_leaves, slice_tape
+from ._tape import OUT
 from ._tensor import Tensor
 
 CacheInfo = collections.namedtuple("CacheInfo", "hits misses compiles evictions size maxsize")
@@ -107,8 +108,10 @@ def _compile(nodes, program):
         seeds = []
         it = iter(cts)
         for o, given in zip(outs, ct_given):
-            if given:
-                seeds.append(jnp.broadcast_to(jnp.asarray(next(it), o.dtype), o.shape))
+            if given:  # validated up front: broadcasts to the target with size-1 extras only
+                ct = jnp.asarray(next(it), o.dtype)
+                joint = np.broadcast_shapes(ct.shape, o.shape)
+                seeds.append(jnp.broadcast_to(ct, joint).reshape(o.shape))
             else:
                 seeds.append(jnp.ones_like(o))
         (grads,) = vjp(tuple(seeds))
@@ -146,8 +149,16 @@ def gradient(tape, targets, sources, cts, mode):
     """Flat gradients of the summed ``targets`` w.r.t. each of ``sources``."""
     nodes = tape._nodes
     src_codes_all = [_source_code(tape, s) for s in sources]
-    for s, c in zip(sources, src_codes_all):
-        if c is None and not _dtypes.is_trainable_dtype(s._value.dtype):
+    # A target that is itself a source has gradient 1 even when the tape never
+    # tracked it (TF: gradient(x, x) == 1): give it a code of its own here.
+    tgt_ids = {t._id for t in targets}
+    virtual = {}
+    for k, s in enumerate(sources):
+        if src_codes_all[k] is None and _dtypes.is_trainable_dtype(s._value.dtype):
+            if s._id in tgt_ids:
+                virtual.setdefault(s._id, -(tape._n_leaves + 1 + len(virtual)))
+                src_codes_all[k] = virtual[s._id]
+        elif src_codes_all[k] is None:
             tape_log_int(s)
     uniq = []
     seen = set()
@@ -155,12 +166,15 @@ def gradient(tape, targets, sources, cts, mode):
         if c is not None and c not in seen:
             seen.add(c)
             uniq.append(c)
-    tgt_all = [tape._codes.get(t._id) for t in targets]
+    codes = tape._codes
+    tgt_all = [codes.get(t._id, virtual.get(t._id)) for t in targets]
     slice_idx, needed = slice_tape(nodes, uniq, [c for c in tgt_all if c is not None])
     live_src = [c for c in uniq if c in needed]
     live_set = set(live_src)
-    # Targets that depend on a connected source (a target that is a source counts).
-    kept = [(i, c) for i, c in enumerate(tgt_all) if c is not None and _reaches(c, needed, live_set, nodes, slice_idx)]
+    # Targets that depend on a connected source: a source itself, or made by a slice node.
+    in_slice = set(slice_idx)
+    kept = [(i, c) for i, c in enumerate(tgt_all)
+            if c is not None and (c in live_set or (c >= 0 and c // OUT in in_slice))]
     results = [None] * len(sources)
     if live_src and kept:
         first = {}
@@ -188,15 +202,6 @@ def gradient(tape, targets, sources, cts, mode):
         results = [r if r is not None else Tensor(jnp.zeros(s._value.shape, s._value.dtype))
                    for r, s in zip(results, sources)]
     return results
-
-
-def _reaches(code, needed, live_src, nodes, slice_idx):
-    """Is target ``code`` computed from a connected source (or one itself)?"""
-    if code in live_src:
-        return True
-    if code < 0:
-        return False
-    return (code >> 20) in set(slice_idx)
 
 
 def _leaf_ids(nodes, program, plan, first, live_src):

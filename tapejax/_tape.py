@@ -27,7 +27,8 @@ Gradients are computed by ``_replay`` (slice, key, compiled ``jax.vjp``).
 """
 import enum
 import logging
-import weakref
+
+import numpy as np
 
 from . import _dtypes, _nest, _state
 from ._primitives import READ
@@ -141,6 +142,12 @@ class GradientTape:
         if self._recording:
             raise ValueError("Tape is still recording, This can happen if you try to re-enter an "
                              "already-active tape.")
+        if self._used:  # a spent non-persistent tape starts afresh, as TF's does
+            self._used = False
+            self._watched_vars = {}
+            self._start_id = None
+            self._pauses = []
+            self._fresh()
         self._push()
         if self._start_id is None:
             self._start_id = _state.next_id()
@@ -294,17 +301,22 @@ class GradientTape:
         """Drop everything recorded (watched variables stay listed, as in TF)."""
         self._fresh()
 
-    def _check_usable(self, what="gradient"):
-        if self._used:
+    def _check_usable(self):
+        if self._used or not self._entered:
             raise RuntimeError("A non-persistent GradientTape can only be used to compute one set of "
                                "gradients (or jacobians)")
 
     def _begin_use(self):
         """Before a gradient/jacobian: a non-persistent tape stops recording for good."""
         self._check_usable()
-        if not self._persistent and self._recording:
-            _log.debug("gradient() inside the tape's own context: recording stops")
-            self._pop()
+        if self._recording:
+            if self._persistent:
+                _log.warning(
+                    "Calling GradientTape.gradient on a persistent tape inside its context records "
+                    "the gradient computation on the tape (for higher-order derivatives); call it "
+                    "outside the context when you do not need that.")
+            else:
+                self._pop()  # as TF: a non-persistent tape stops recording for good
 
     def _end_use(self):
         if not self._persistent:
@@ -344,19 +356,28 @@ class GradientTape:
         return explain(self, target, source)
 
 
+class NotATensorError(TypeError, AttributeError):
+    """A target or source that is not a Tensor or Variable.
+
+    A TypeError; also an AttributeError, the class TF happens to raise for a
+    Python number or NumPy array there, so ``except`` clauses written for TF
+    still catch it.
+    """
+
+
 def _check_leaves(flat, what):
-    for x in flat:
+    for i, x in enumerate(flat):
         if not isinstance(x, Tensor) and not hasattr(x, "_read"):
-            if what == "sources":
-                raise ValueError(f"Argument `sources` must hold Tensors or Variables; got {x!r} "
-                                 f"of type {type(x).__name__}")
-            raise TypeError(f"Argument `target` must hold Tensors or Variables; got {x!r} of type "
-                            f"{type(x).__name__}")
+            where = f"`{what}`" if len(flat) == 1 else f"`{what}` (flattened element {i})"
+            raise NotATensorError(f"Argument {where} must be a Tensor or Variable (or a nested "
+                                  f"structure of them); got {x!r} of type {type(x).__name__}")
     return flat
 
 
 def _output_gradients(output_gradients, flat_targets):
     """TF's rule: one cotangent per flattened target, by position."""
+    from ._errors import InvalidArgumentError
+    from ._tensor import _python_dtype as _tensor_python_dtype
     from ._tensor import convert_to_tensor
     if output_gradients is None:
         return [None] * len(flat_targets)
@@ -368,13 +389,29 @@ def _output_gradients(output_gradients, flat_targets):
             continue
         g = flat[i]
         if g is None:
-            raise ValueError(f"output_gradients[{i}] is None: every given output gradient must be "
-                             "a tensor (leave output_gradients shorter to seed ones)")
-        g = convert_to_tensor(g, dtype_hint=t.dtype)
-        if tuple(g.shape) != tuple(t.shape) and g._value.size != 1:
-            from ._errors import InvalidArgumentError
+            raise ValueError(f"Attempt to convert a value (None) with an unsupported type "
+                             f"(<class 'NoneType'>) to a Tensor: output_gradients[{i}] is None; "
+                             "leave output_gradients shorter to seed ones")
+        want = np.dtype(t._value.dtype)
+        if isinstance(g, Tensor) or hasattr(g, "_read"):
+            have = np.dtype(g._value.dtype)
+        elif isinstance(g, (np.ndarray, np.generic)):
+            have = g.dtype
+        else:
+            have = _tensor_python_dtype(g)
+        if have != want:
+            raise InvalidArgumentError(
+                None, None, f"output_gradients[{i}] has dtype {have.name} but target {i} has dtype "
+                f"{want.name}: cotangents must have the target's dtype")
+        g = convert_to_tensor(g, dtype=want)
+        tshape = tuple(t._value.shape)
+        try:
+            joint = np.broadcast_shapes(tuple(g.shape), tshape)
+        except ValueError:
+            joint = None
+        if joint is None or int(np.prod(joint)) != int(np.prod(tshape)):
             raise InvalidArgumentError(
                 None, None, f"output_gradients[{i}] has shape {tuple(g.shape)} but target {i} has "
-                f"shape {tuple(t.shape)}: they must be equal (or the gradient a scalar)")
+                f"shape {tshape}: it must have the target's shape (or broadcast to it)")
         cts.append(g)
     return cts

@@ -58,6 +58,9 @@ class TensorShape(tuple):
     def __repr__(self):
         return f"TensorShape({list(self)})"
 
+    def __str__(self):
+        return tuple.__repr__(self)
+
 
 class Tensor:
     """An immutable tensor (``tf.Tensor``), backed by a ``jax.Array``.
@@ -149,13 +152,22 @@ class Tensor:
     def __repr__(self):
         if isinstance(self._value, jax.core.Tracer):
             return f"<tapejax.Tensor: shape={self._value.shape}, dtype={self._value.dtype.name}, traced>"
-        return (f"<tapejax.Tensor: shape={tuple(self._value.shape)}, dtype={self.dtype.name}, "
-                f"numpy={np.asarray(self._value)!r}>")
+        a = np.asarray(self._value)
+        text = repr(a.item()) if a.ndim == 0 else repr(a)
+        sep = "\n" if "\n" in text else ""
+        return f"<tapejax.Tensor: shape={tuple(a.shape)}, dtype={self.dtype.name}, numpy={sep}{text}>"
 
     def __str__(self):
         if isinstance(self._value, jax.core.Tracer):
             return repr(self)
-        return f"tapejax.Tensor({np.asarray(self._value)}, shape={tuple(self._value.shape)}, dtype={self.dtype.name})"
+        text = str(np.asarray(self._value))
+        sep = "\n" if "\n" in text else ""
+        return f"tapejax.Tensor({sep}{text}, shape={tuple(self._value.shape)}, dtype={self.dtype.name})"
+
+    def __format__(self, spec):
+        if self._value.ndim == 0 and not isinstance(self._value, jax.core.Tracer):
+            return format(np.asarray(self._value).item(), spec)
+        return format(str(self), spec)
 
     def __reduce__(self):
         return (constant, (np.asarray(self._value),))
@@ -239,21 +251,20 @@ def _to_array(value, dtype, what):
         return value.astype(_dtypes.storage_dtype(dtype, what))
     if isinstance(value, np.ndarray) or isinstance(value, np.generic):
         src = value.dtype
+        if dtype is not None:  # NumPy data is cast, as TF does (truncating floats to ints)
+            return jax.numpy.asarray(np.asarray(value).astype(_dtypes.storage_dtype(dtype, what)))
         if src.kind in "USO":
             raise TypeError(f"tapejax has no string or object tensors; {what} has dtype {src}")
         target = src if dtype is None else dtype
     else:
         src = _python_dtype(value)
         target = src if dtype is None else dtype
-        if dtype is not None and dtype.kind in "iub" and src.kind in "fc":
-            arr = np.asarray(value)
-            if dtype.kind == "b" or not np.all(np.equal(np.mod(arr, 1), 0)):
-                raise TypeError(f"Cannot convert {value!r} to a Tensor of dtype {dtype.name}: "
-                                "the value is not representable in that dtype.")
-        if dtype is not None and dtype.kind == "b" and src.kind != "b":
-            raise TypeError(f"Cannot convert {value!r} to a Tensor of dtype bool.")
+        if dtype is not None and ((dtype.kind in "iub" and src.kind in "fc") or
+                                  (dtype.kind == "b" and src.kind != "b")):
+            raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {dtype.name}")
     store = _dtypes.storage_dtype(target, what)
-    arr = np.asarray(value, dtype=target)
+    arr = np.asarray(value)
+    arr = arr.astype(target) if arr.dtype != target else arr
     if store != target:  # int64 -> int32 stand-in: only when lossless
         if arr.size and (arr.min() < np.iinfo(store).min or arr.max() > np.iinfo(store).max):
             raise TypeError(f"{what} does not fit in {store.name} and JAX's 64-bit mode is off: "
@@ -305,7 +316,8 @@ def constant(value, dtype=None, shape=None, name="Const"):
     if isinstance(value, Tensor) or hasattr(value, "_read"):
         t = convert_to_tensor(value)
         if dtype is not None and t.dtype != _dtypes.as_dtype(dtype):
-            t = Tensor(t._value.astype(_dtypes.storage_dtype(_dtypes.as_dtype(dtype)._np)))
+            raise TypeError(f"Expected tensor {t.numpy()} with dtype {_dtypes.as_dtype(dtype)!r}, "
+                            f"but got dtype {t.dtype!r}.")
     else:
         want = None if dtype is None else _dtypes.as_dtype(dtype)._np
         t = Tensor(_to_array(value, want, "value"))

@@ -10,6 +10,7 @@ was read.  ``assign*`` replace the value; they are not differentiable (TF).
 import numpy as np
 
 from . import _dtypes, _state
+from ._errors import InvalidArgumentError
 from ._tensor import Tensor, TensorShape, _to_array, convert_to_tensor
 
 
@@ -70,15 +71,23 @@ class Variable:
 
     # -- mutation ----------------------------------------------------------
     def _new_value(self, value, op):
-        v = convert_to_tensor(value, dtype_hint=self.dtype)
-        new = v._value
-        if new.dtype != self._value.dtype:
-            raise TypeError(f"Cannot {op} a Variable of dtype {self.dtype.name} with a value of "
-                            f"dtype {np.dtype(new.dtype).name}; cast the value first.")
+        """The new value as an array of this Variable's dtype and shape (TF's errors otherwise)."""
+        want = np.dtype(self._value.dtype)
+        if isinstance(value, (Tensor, Variable)):
+            new = convert_to_tensor(value)._value
+            if new.dtype != want:
+                raise ValueError(f"Tensor conversion requested dtype {want.name} for Tensor with "
+                                 f"dtype {np.dtype(new.dtype).name}: {value!r}")
+        else:
+            new = _to_array(value, want, "value")
         if tuple(new.shape) != tuple(self._value.shape):
-            raise ValueError(f"Cannot {op} to variable {self._name} of shape "
-                             f"{tuple(self._value.shape)} a value of shape {tuple(new.shape)}: "
-                             "the shapes must be equal.")
+            if op == "assign":
+                raise ValueError(f"Cannot assign value to variable '{self._name}': Shape mismatch. "
+                                 f"The variable shape {tuple(self._value.shape)}, and the assigned "
+                                 f"value shape {tuple(new.shape)} are incompatible.")
+            raise InvalidArgumentError(
+                None, None, f"Cannot update variable with shape {list(self._value.shape)} using a "
+                f"Tensor with shape {list(new.shape)}, shapes must be equal. [Op:{op}]")
         return new
 
     def assign(self, value, use_locking=None, name=None, read_value=True):
@@ -86,11 +95,11 @@ class Variable:
         return self if read_value else None
 
     def assign_add(self, delta, use_locking=None, name=None, read_value=True):
-        self._value = self._value + self._new_value(delta, "assign_add")
+        self._value = self._value + self._new_value(delta, "AssignAddVariableOp")
         return self if read_value else None
 
     def assign_sub(self, delta, use_locking=None, name=None, read_value=True):
-        self._value = self._value - self._new_value(delta, "assign_sub")
+        self._value = self._value - self._new_value(delta, "AssignSubVariableOp")
         return self if read_value else None
 
     # -- metadata ----------------------------------------------------------
@@ -158,11 +167,6 @@ class Variable:
 
     def __index__(self):
         return int(self._value)
-
-    def __len__(self):
-        if not self._value.ndim:
-            raise TypeError("Scalar variable has no `len()`")
-        return self._value.shape[0]
 
     def __iter__(self):
         return iter(self._read())
