@@ -51,6 +51,17 @@ class TensorShape(tuple):
         other = tuple(other)
         return len(other) == len(self) and all(o is None or o == s for s, o in zip(self, other))
 
+    def __eq__(self, other):
+        if isinstance(other, (list, tuple)):
+            return tuple.__eq__(self, tuple(other))
+        return NotImplemented
+
+    def __ne__(self, other):
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    __hash__ = tuple.__hash__
+
     def __getitem__(self, key):
         r = tuple.__getitem__(self, key)
         return TensorShape(r) if isinstance(key, slice) else r

@@ -1,0 +1,65 @@
+"""The op registry and bind: ops as data, recording iff an input is tracked."""
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import tapejax as tf
+from tapejax import _primitives
+
+
+CUBE = tf.define_op("TestOnlyCube", lambda x: x ** 3)
+
+
+def test_define_once_and_lookup():
+    assert _primitives.lookup("TestOnlyCube") is CUBE
+    with pytest.raises(KeyError, match="Registering two ops with name 'TestOnlyCube'"):
+        tf.define_op("TestOnlyCube", lambda x: x)
+    with pytest.raises(LookupError):
+        _primitives.lookup("NoSuchOpType")
+
+
+def test_user_op_records_and_differentiates_through_jax():
+    x = tf.constant(2.0)
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = tf.bind(CUBE, x)
+    assert y.numpy() == 8.0 and t.gradient(y, x).numpy() == 12.0
+
+
+def test_bind_records_only_when_an_input_is_tracked():
+    x, c = tf.constant(2.0), tf.constant(3.0)
+    with tf.GradientTape() as t:
+        _ = c * c          # untracked: not recorded
+        t.watch(x)
+        _ = x * c          # tracked
+    assert [n.prim.name for n in t._nodes] == ["Mul"]
+
+
+def test_static_params_go_to_the_key_and_python_scalars_stay_weak():
+    x = tf.constant([[1.0, 2.0], [3.0, 4.0]])
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = tf.reduce_sum(x, axis=[0]) * 2
+    node = t._nodes[0]
+    assert node.static == (("axis", (0,)), ("keepdims", False))
+    assert y.dtype == tf.float32  # the Python 2 took the tensor's dtype
+    np.testing.assert_array_equal(t.gradient(y, x).numpy(), np.full((2, 2), 2.0))
+
+
+def test_multiple_results_primitive():
+    p = tf.define_op("TestOnlySplit2", lambda x: (x[:1] * 2.0, x[1:] * 3.0), multiple_results=True)
+    x = tf.constant([1.0, 1.0])
+    with tf.GradientTape() as t:
+        t.watch(x)
+        a, b = tf.bind(p, x)
+        y = tf.reduce_sum(a) + tf.reduce_sum(b) * 10.0
+    np.testing.assert_array_equal(t.gradient(y, x).numpy(), [2.0, 30.0])
+
+
+def test_non_differentiable_primitive_gives_none():
+    p = tf.define_op("TestOnlyRoundish", jnp.round, differentiable=False)
+    x = tf.constant(2.4)
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = tf.bind(p, x) * x
+    assert t.gradient(y, x).numpy() == 2.0  # only the direct path

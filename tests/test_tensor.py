@@ -1,0 +1,152 @@
+"""Tensor, TensorShape, DType, constant / convert_to_tensor (oracle: TF 2.21's rules,
+see notes/tf_facts.md; the parity suite checks the same against real TF)."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import tapejax as tf
+
+
+@pytest.mark.parametrize("value, dtype", [
+    (1.5, "float32"), (1, "int32"), (True, "bool"), ([1, 2.5], "float32"), ([1, 2], "int32"),
+    ([], "float32"), (np.float32(1), "float32"), (np.array([1, 2], np.int16), "int16"),
+])
+def test_constant_dtypes(value, dtype):
+    assert tf.constant(value).dtype.name == dtype
+    assert tf.convert_to_tensor(value).dtype == dtype
+
+
+def test_numpy_int64_is_int32_without_x64_and_float64_is_an_error():
+    assert tf.constant(np.array([1, 2])).dtype == tf.int32
+    with pytest.raises(TypeError, match="jax_enable_x64"):
+        tf.constant(np.array([1.0, 2.0]))
+    with pytest.raises(TypeError, match="jax_enable_x64"):
+        tf.constant(1.0, dtype=tf.float64)
+    with pytest.raises(TypeError, match="does not fit"):
+        tf.constant(2**40)
+
+
+def test_float64_with_x64():
+    with jax.enable_x64(True):
+        t = tf.constant(np.array([1.0, 2.0]))
+        assert t.dtype == tf.float64
+        assert tf.constant(2**40).dtype == tf.int64
+
+
+def test_dtype_argument_rules():
+    assert tf.constant(1, dtype=tf.float32).numpy() == 1.0
+    with pytest.raises(TypeError, match="Cannot convert 1.5 to EagerTensor of dtype int32"):
+        tf.constant(1.5, dtype=tf.int32)
+    with pytest.raises(TypeError):
+        tf.constant(1.0, dtype=tf.int32)
+    assert tf.constant(np.array([1.7]), dtype=tf.int32).numpy().tolist() == [1]  # numpy is cast
+    with pytest.raises(TypeError, match="Expected tensor"):
+        tf.constant(tf.constant(1.5), dtype=tf.int32)
+    with pytest.raises(ValueError, match="Tensor conversion requested dtype int32"):
+        tf.convert_to_tensor(tf.constant(1.5), dtype=tf.int32)
+    with pytest.raises(ValueError, match="None"):
+        tf.convert_to_tensor(None)
+    with pytest.raises(TypeError, match="string"):
+        tf.constant("abc")
+
+
+def test_constant_shape_fill_and_reshape():
+    np.testing.assert_array_equal(tf.constant(1.0, shape=[2, 2]).numpy(), np.ones((2, 2)))
+    assert tf.constant([1.0, 2.0, 3.0, 4.0], shape=(2, 2)).shape == (2, 2)
+    with pytest.raises(TypeError, match="unsupported shape"):
+        tf.constant([1.0, 2.0, 3.0], shape=[2])
+
+
+def test_convert_list_holding_tensors_packs():
+    x = tf.constant(1.0)
+    t = tf.convert_to_tensor([x, 2.0])
+    np.testing.assert_array_equal(t.numpy(), [1.0, 2.0])
+    assert t.dtype == tf.float32
+
+
+def test_shape_dtype_ndim_and_repr():
+    t = tf.constant([[1.0, 2.0], [3.0, 4.0]])
+    assert t.shape == (2, 2) and t.shape == [2, 2] and t.shape.as_list() == [2, 2]
+    assert t.shape.rank == 2 and t.shape.num_elements() == 4 and isinstance(t.shape[0], int)
+    assert repr(t.shape) == "TensorShape([2, 2])" and str(t.shape) == "(2, 2)"
+    assert t.dtype == tf.float32 and t.dtype == "float32" and t.dtype == np.float32
+    assert repr(t.dtype) == "tf.float32" and str(t.dtype) == "<dtype: 'float32'>"
+    assert t.ndim == 2
+    assert repr(tf.constant(1.5)) == "<tapejax.Tensor: shape=(), dtype=float32, numpy=1.5>"
+    assert "numpy=\narray([[1., 2.]," in repr(t)
+    assert str(tf.constant(1.5)) == "tapejax.Tensor(1.5, shape=(), dtype=float32)"
+    assert f"{tf.constant(1.5):.2f}" == "1.50"
+
+
+def test_python_protocols():
+    t = tf.constant([[1.0, 2.0], [3.0, 4.0]])
+    assert len(t) == 2
+    with pytest.raises(TypeError, match="Scalar tensor has no"):
+        len(tf.constant(1.0))
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(t)
+    assert {t.ref(): 1}[t.ref()] == 1 and t.ref().deref() is t
+    with pytest.raises(ValueError):
+        bool(t)
+    assert bool(tf.constant([1.0]))
+    assert int(tf.constant(2.5)) == 2 and float(tf.constant(2.5)) == 2.5
+    rows = list(t)
+    np.testing.assert_array_equal(rows[1].numpy(), [3.0, 4.0])
+    with pytest.raises(TypeError, match="scalar"):
+        iter(tf.constant(1.0))
+
+
+def test_operators_match_numpy():
+    a = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)
+    b = np.array([[0.5, -1.0], [2.0, 3.0]], np.float32)
+    ta, tb = tf.constant(a), tf.constant(b)
+    cases = {
+        "+": (ta + tb, a + b), "-": (ta - tb, a - b), "*": (ta * tb, a * b), "/": (ta / tb, a / b),
+        "**": (ta ** 2.0, a ** 2), "@": (ta @ tb, a @ b), "neg": (-ta, -a), "radd": (1.0 + ta, 1 + a),
+        "rsub": (1.0 - ta, 1 - a), "rtruediv": (1.0 / ta, 1 / a), "rpow": (2.0 ** ta, 2 ** a),
+        "abs": (abs(tb), np.abs(b)), "<": (ta < tb, a < b), ">=": (ta >= tb, a >= b),
+        "==": (ta == tb, a == b), "!=": (ta != tb, a != b), "//": (ta // 2.0, a // 2), "%": (ta % 1.5, a % 1.5),
+    }
+    for name, (got, want) in cases.items():
+        assert isinstance(got, tf.Tensor), name
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-6, err_msg=name)
+    assert (ta == None) is False and (ta != None) is True  # noqa: E711
+
+
+def test_binary_dtype_rules():
+    a = tf.constant([1.0, 2.0])
+    ai = tf.constant([1, 2])
+    assert (a + 1).dtype == tf.float32 and (1 + a).dtype == tf.float32
+    with pytest.raises(tf.errors.InvalidArgumentError, match="AddV2"):
+        a + ai
+    with pytest.raises(tf.errors.InvalidArgumentError, match="ndims must be >= 2"):
+        a @ a
+
+
+def test_getitem_basic():
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    t = tf.constant(x)
+    for key in [0, -1, (0, 1), (slice(None), 1), (Ellipsis, None), (slice(None, None, -1),),
+                (1, slice(0, 2), slice(None, None, 2))]:
+        np.testing.assert_array_equal(t[key].numpy(), x[key])
+    np.testing.assert_array_equal(t[tf.constant(1)].numpy(), x[1])
+
+
+def test_tensor_is_a_pytree_and_an_array():
+    t = tf.constant([1.0, 2.0])
+    out = jax.jit(lambda a: a * 2)(t)
+    assert isinstance(out, tf.Tensor)
+    np.testing.assert_array_equal(out.numpy(), [2.0, 4.0])
+    np.testing.assert_array_equal(jnp.asarray(t), [1.0, 2.0])
+    np.testing.assert_array_equal(np.asarray(t), [1.0, 2.0])
+    assert jax.tree_util.tree_leaves({"a": t})[0] is t.value
+
+
+def test_dtype_objects():
+    assert tf.as_dtype("float32") is tf.float32 and tf.as_dtype(np.int32) is tf.int32
+    assert tf.as_dtype(float) is tf.float32 and tf.as_dtype(bool) is tf.bool
+    assert tf.bfloat16.is_floating and tf.int32.is_integer and not tf.float32.is_integer
+    assert tf.float32.as_numpy_dtype is np.float32 and tf.float16.size == 2
+    with pytest.raises(TypeError):
+        tf.as_dtype("float128x")

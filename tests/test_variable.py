@@ -1,0 +1,88 @@
+"""Variable: creation, assign*, errors before state changes, and reads as tape events."""
+import numpy as np
+import pytest
+
+import tapejax as tf
+
+
+def test_creation_and_metadata():
+    v = tf.Variable([1.0, 2.0])
+    assert v.dtype == tf.float32 and v.shape == (2,) and v.trainable and v.name == "Variable:0"
+    assert tf.Variable(1.0, name="w").name == "w:0"
+    assert tf.Variable(1).dtype == tf.int32
+    assert tf.Variable(1, dtype=tf.float32).numpy() == 1.0
+    assert tf.Variable(lambda: tf.ones([2])).shape == (2,)
+    assert tf.Variable(tf.constant(3.0)).numpy() == 3.0
+    assert tf.Variable(v).numpy().tolist() == [1.0, 2.0]
+    assert not tf.Variable(1.0, trainable=False).trainable
+    with pytest.raises(ValueError):
+        tf.Variable(None)
+    with pytest.raises(TypeError):
+        tf.Variable(1.5, dtype=tf.int32)
+    assert repr(tf.Variable(1.5)) == "<tapejax.Variable 'Variable:0' shape=() dtype=float32, numpy=array(1.5, dtype=float32)>"
+
+
+def test_assign_family():
+    v = tf.Variable([1.0, 2.0])
+    assert v.assign([3.0, 4.0]) is v
+    np.testing.assert_array_equal(v.numpy(), [3.0, 4.0])
+    v.assign_add([1.0, 1.0])
+    v.assign_sub(tf.constant([0.5, 0.5]))
+    np.testing.assert_array_equal(v.numpy(), [3.5, 4.5])
+    assert v.assign([0.0, 0.0], read_value=False) is None
+    v.assign([1, 2])  # Python ints into a float Variable convert
+    v.assign(np.array([5.0, 6.0]))  # float64 NumPy data is cast, as TF
+    np.testing.assert_array_equal(v.read_value().numpy(), [5.0, 6.0])
+
+
+@pytest.mark.parametrize("op, value, exc", [
+    ("assign", [1.0, 2.0, 3.0], ValueError),
+    ("assign", 5.0, ValueError),
+    ("assign", tf.constant([1, 2]), ValueError),
+    ("assign_add", [1.0, 2.0, 3.0], tf.errors.InvalidArgumentError),
+    ("assign_sub", 1.0, tf.errors.InvalidArgumentError),
+])
+def test_assign_errors_leave_the_value_unchanged(op, value, exc):
+    v = tf.Variable([1.0, 2.0])
+    with pytest.raises(exc):
+        getattr(v, op)(value)
+    np.testing.assert_array_equal(v.numpy(), [1.0, 2.0])
+
+
+def test_int_variable_assign_float_is_type_error():
+    v = tf.Variable([1, 2])
+    with pytest.raises(TypeError, match="Cannot convert"):
+        v.assign([1.5, 2.0])
+
+
+def test_operators_read_the_variable():
+    v = tf.Variable([1.0, 2.0])
+    m = tf.Variable([[1.0, 2.0]])
+    for r in (v + 1, 1 + v, v * v, -v, v[0], m @ tf.ones([2, 1])):
+        assert isinstance(r, tf.Tensor)
+    np.testing.assert_array_equal((m @ tf.ones([2, 1])).numpy(), [[3.0]])
+    assert isinstance(v == v, tf.Tensor)
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(v)
+    with pytest.raises(TypeError):
+        len(v)
+
+
+def test_reads_are_summed_each_at_its_value():
+    v = tf.Variable(2.0)
+    with tf.GradientTape() as t:
+        a = v * 1.0
+        v.assign(5.0)
+        b = v * v
+        y = a + b
+    assert t.gradient(y, v).numpy() == pytest.approx(1.0 + 2 * 5.0)
+
+
+def test_assign_inside_tape_does_not_propagate():
+    v = tf.Variable(1.0)
+    u = tf.Variable(3.0)
+    with tf.GradientTape() as t:
+        v.assign(u * 2.0)
+        y = v * 1.0
+    gv, gu = t.gradient(y, [v, u])
+    assert gv.numpy() == 1.0 and gu is None
