@@ -17,6 +17,8 @@ Positional arguments are always array-likes; everything that shapes the
 computation (axes, shapes, flags) is a static keyword and part of the
 compiled replay's cache key, so it must be hashable.
 """
+import jax
+
 from . import _state
 from ._tensor import Tensor, convert_to_tensor
 
@@ -24,27 +26,56 @@ REGISTRY = {}
 
 
 class Primitive:
-    """One op type.  ``impl(*arrays, **static)`` is pure JAX."""
+    """One op type.  ``impl(*arrays, **static)`` is pure JAX.
 
-    __slots__ = ("name", "impl", "differentiable", "multiple_results", "nondiff_reason", "__weakref__")
+    Eagerly, ``bind`` calls ``impl`` through ``jax.jit`` (one jitted object per
+    set of static keyword names, static arguments hashed by jit): JAX's C++
+    dispatch is faster than the Python dispatch of an eager ``jnp`` call, and
+    about 20x faster for functions with a ``custom_jvp`` rule (TF's kink
+    conventions).  Ops whose output shape depends on input values
+    (``boolean_mask``, ``unique``) pass ``jit=False``.  The replay always
+    traces ``impl`` itself.
+    """
 
-    def __init__(self, name, impl, differentiable=True, multiple_results=False, nondiff_reason=None):
+    __slots__ = ("name", "impl", "differentiable", "multiple_results", "nondiff_reason", "jit",
+                 "_call0", "_calls", "__weakref__")
+
+    def __init__(self, name, impl, differentiable=True, multiple_results=False, nondiff_reason=None,
+                 jit=True):
         self.name = name
         self.impl = impl
         self.differentiable = differentiable
         self.multiple_results = multiple_results
         self.nondiff_reason = nondiff_reason or (None if differentiable else
                                                  f"op {name} has no gradient in TensorFlow")
+        self.jit = jit
+        self._call0 = jax.jit(impl) if jit else impl
+        self._calls = {}
+
+    def eager(self, static):
+        """The callable ``bind`` uses for these static keyword names."""
+        if not static:
+            return self._call0
+        names = tuple(static)
+        fn = self._calls.get(names)
+        if fn is None:
+            fn = self._calls[names] = jax.jit(self.impl, static_argnames=names) if self.jit else self.impl
+        return fn
 
     def __repr__(self):
         return f"Primitive({self.name!r})"
 
 
-def define(name, impl, *, differentiable=True, multiple_results=False, nondiff_reason=None):
-    """Register a new op type; a name may be registered once (KeyError, as TF)."""
+def define(name, impl, *, differentiable=True, multiple_results=False, nondiff_reason=None, jit=True):
+    """Register a new op type; a name may be registered once (KeyError, as TF).
+
+    ``impl(*arrays, **static)`` must be pure JAX; ``differentiable=False`` makes
+    the op a cut for tapes (TF registers no gradient: its inputs get None);
+    ``jit=False`` for ops whose output shape depends on input values.
+    """
     if name in REGISTRY:
         raise KeyError(f"Registering two ops with name '{name}'")
-    prim = Primitive(name, impl, differentiable, multiple_results, nondiff_reason)
+    prim = Primitive(name, impl, differentiable, multiple_results, nondiff_reason, jit)
     REGISTRY[name] = prim
     return prim
 
@@ -96,7 +127,7 @@ def bind(prim, *args, **static):
             v, i = unwrap(a)
             vals.append(v)
             ids.append(i)
-    out = prim.impl(*vals, **static)
+    out = (prim.eager(static) if static else prim._call0)(*vals, **static)
     if prim.multiple_results:
         result = tuple(Tensor(o) for o in out)
     else:
@@ -119,4 +150,4 @@ def with_id(value, id_):
 
 # The read of a Variable: recorded by tapes as a node whose replay is
 # "the value that was read + the Variable's perturbation".
-READ = Primitive("ReadVariableOp", lambda v: v)
+READ = Primitive("ReadVariableOp", lambda v: v, jit=False)

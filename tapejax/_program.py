@@ -79,7 +79,7 @@ def slice_tape(nodes, src_codes, tgt_codes):
 
 
 def aval(value):
-    return (tuple(value.shape), np.dtype(value.dtype).name)
+    return (value.shape, value.dtype)
 
 
 def build_replay(nodes, program, resolve_impl):

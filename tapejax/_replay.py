@@ -93,7 +93,9 @@ class Compiled:
         self.plan = plan
         self.n_leaves = len(plan)
         n = self.n_leaves
-        self.prim = Primitive("SymbolicGradient", lambda *a: fn(a[:n], a[n:]), multiple_results=True)
+        # fn is already jitted: no second jit layer for the eager call.
+        self.prim = Primitive("SymbolicGradient", lambda *a: fn(a[:n], a[n:]), multiple_results=True,
+                              jit=False)
 
 
 def _compile(nodes, program):
@@ -120,18 +122,21 @@ def _compile(nodes, program):
     return Compiled(jax.jit(grad_fn), plan)
 
 
-def lookup(nodes, program):
-    entry = _CACHE.get(program)
+def lookup(nodes, program, key=None, build=None):
+    """The cached compiled function for ``program`` (``key``/``build``: another
+    kind of compiled call on the same slice, e.g. a jacobian, sharing this cache)."""
+    key = program if key is None else key
+    entry = _CACHE.get(key)
     if entry is not None:
         _stats.hits += 1
-        _CACHE.move_to_end(program)
+        _CACHE.move_to_end(key)
         return entry
     with _lock:
-        entry = _CACHE.get(program)
+        entry = _CACHE.get(key)
         if entry is None:
             _stats.misses += 1
-            entry = _compile(nodes, program)
-            _CACHE[program] = entry
+            entry = (build or _compile)(nodes, program)
+            _CACHE[key] = entry
             while len(_CACHE) > _maxsize:
                 _CACHE.popitem(last=False)
                 _stats.evictions += 1
