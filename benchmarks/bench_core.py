@@ -1,0 +1,288 @@
+"""Eager GradientTape training steps: tapejax vs pure JAX (and TF / PyTorch when installed).
+
+Run:  python benchmarks/bench_core.py [--quick]
+
+All frameworks run in this one process on the same data; the table gives
+medians of per-step wall time (µs) and ratios to pure JAX's jitted step.
+
+* mlp-small: MLP 32-64-64-1, batch 32, MSE, SGD (overhead-bound)
+* mlp-large: MLP 784-512-512-10, batch 128, sparse softmax cross-entropy, SGD (compute-bound)
+* first step: forward + gradient + update of mlp-small in a fresh process
+  (tapejax vs plain eager JAX with jax.vjp vs pure JAX jit), i.e. compile latency
+* cached gradient call: only `tape.gradient` on an already-compiled structure
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import tapejax as tj  # noqa: E402
+
+LR = 0.01
+
+
+def _params(sizes, seed=0):
+    rng = np.random.default_rng(seed)
+    out = []
+    for a, b in zip(sizes[:-1], sizes[1:]):
+        out.append((rng.normal(0, 1 / np.sqrt(a), (a, b)).astype(np.float32), np.zeros(b, np.float32)))
+    return out
+
+
+def _data(sizes, batch, classes, seed=1):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(batch, sizes[0])).astype(np.float32)
+    if classes:
+        y = rng.integers(0, sizes[-1], batch).astype(np.int32)
+    else:
+        y = rng.normal(size=(batch, sizes[-1])).astype(np.float32)
+    return x, y
+
+
+def timeit(step, n, warmup):
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e6
+
+
+# -- tapejax eager -------------------------------------------------------------
+
+def tapejax_step(params, x, y, classes):
+    vs = [(tj.Variable(w), tj.Variable(b)) for w, b in params]
+    flat = [v for pair in vs for v in pair]
+    x, y = tj.constant(x), tj.constant(y)
+
+    def step():
+        with tj.GradientTape() as tape:
+            h = x
+            for i, (w, b) in enumerate(vs):
+                h = tj.matmul(h, w) + b
+                if i < len(vs) - 1:
+                    h = tj.nn.relu(h)
+            if classes:
+                loss = tj.reduce_mean(tj.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=h))
+            else:
+                loss = tj.reduce_mean(tj.square(h - y))
+        grads = tape.gradient(loss, flat)
+        for v, g in zip(flat, grads):
+            v.assign_sub(LR * g)
+        return loss
+
+    return step
+
+
+# -- pure JAX ------------------------------------------------------------------
+
+def _jax_loss(params, x, y, classes):
+    h = x
+    for i, (w, b) in enumerate(params):
+        h = h @ w + b
+        if i < len(params) - 1:
+            h = jax.nn.relu(h)
+    if classes:
+        lse = jax.nn.logsumexp(h, axis=-1)
+        return jnp.mean(lse - jnp.take_along_axis(h, y[:, None], axis=-1)[:, 0])
+    return jnp.mean(jnp.square(h - y))
+
+
+def jax_step(params, x, y, classes):
+    state = {"p": jax.tree_util.tree_map(jnp.asarray, params)}
+    x, y = jnp.asarray(x), jnp.asarray(y)
+
+    @jax.jit
+    def update(p, x, y):
+        loss, g = jax.value_and_grad(_jax_loss)(p, x, y, classes)
+        return loss, jax.tree_util.tree_map(lambda a, b: a - LR * b, p, g)
+
+    def step():
+        loss, state["p"] = update(state["p"], x, y)
+        loss.block_until_ready()
+
+    return step
+
+
+# -- TensorFlow / PyTorch eager (optional) --------------------------------------
+
+def tf_step(params, x, y, classes):
+    import tensorflow as tf
+    vs = [(tf.Variable(w), tf.Variable(b)) for w, b in params]
+    flat = [v for pair in vs for v in pair]
+    x, y = tf.constant(x), tf.constant(y)
+
+    def step():
+        with tf.GradientTape() as tape:
+            h = x
+            for i, (w, b) in enumerate(vs):
+                h = tf.matmul(h, w) + b
+                if i < len(vs) - 1:
+                    h = tf.nn.relu(h)
+            if classes:
+                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=h))
+            else:
+                loss = tf.reduce_mean(tf.square(h - y))
+        grads = tape.gradient(loss, flat)
+        for v, g in zip(flat, grads):
+            v.assign_sub(LR * g)
+        loss.numpy()
+
+    return step
+
+
+def torch_step(params, x, y, classes):
+    import torch
+    torch.set_num_threads(os.cpu_count() or 1)
+    ps = [(torch.tensor(w, requires_grad=True), torch.tensor(b, requires_grad=True)) for w, b in params]
+    flat = [p for pair in ps for p in pair]
+    x = torch.tensor(x)
+    y = torch.tensor(y).long() if classes else torch.tensor(y)
+
+    def step():
+        h = x
+        for i, (w, b) in enumerate(ps):
+            h = h @ w + b
+            if i < len(ps) - 1:
+                h = torch.relu(h)
+        loss = torch.nn.functional.cross_entropy(h, y) if classes else torch.mean((h - y) ** 2)
+        grads = torch.autograd.grad(loss, flat)
+        with torch.no_grad():
+            for p, g in zip(flat, grads):
+                p.sub_(LR * g)
+        loss.item()
+
+    return step
+
+
+def _sync_tapejax(step):
+    def run():
+        step().numpy()
+    return run
+
+
+def bench_model(name, sizes, batch, classes, n, warmup, table):
+    params = _params(sizes)
+    x, y = _data(sizes, batch, classes)
+    rows = {}
+    rows["pure JAX jit"] = timeit(jax_step(params, x, y, classes), n, warmup)
+    rows["tapejax eager"] = timeit(_sync_tapejax(tapejax_step(params, x, y, classes)), n, warmup)
+    for label, make, mod in (("TF eager", tf_step, "tensorflow"), ("PyTorch eager", torch_step, "torch")):
+        try:
+            __import__(mod)
+        except ImportError:
+            continue
+        rows[label] = timeit(make(params, x, y, classes), max(n // 4, 10), warmup)
+    base = rows["pure JAX jit"]
+    for label, us in rows.items():
+        table.append((name, label, us, us / base))
+
+
+# -- first step in a fresh process ---------------------------------------------
+
+_FIRST = r"""
+import time, sys, numpy as np
+t0 = time.perf_counter()
+import jax, jax.numpy as jnp
+sys.path.insert(0, {bench_dir!r})
+import bench_core as b
+params = b._params([32, 64, 64, 1]); x, y = b._data([32, 64, 64, 1], 32, False)
+kind = {kind!r}
+t_import = time.perf_counter()
+if kind == "tapejax":
+    step = b.tapejax_step(params, x, y, False)
+    t1 = time.perf_counter(); step().numpy(); t2 = time.perf_counter()
+elif kind == "jax-eager":
+    p = jax.tree_util.tree_map(jnp.asarray, params); xj, yj = jnp.asarray(x), jnp.asarray(y)
+    t1 = time.perf_counter()
+    loss, vjp = jax.vjp(lambda p: b._jax_loss(p, xj, yj, False), p)
+    (g,) = vjp(jnp.ones_like(loss))
+    p = jax.tree_util.tree_map(lambda a, c: a - b.LR * c, p, g)
+    jax.block_until_ready(p); t2 = time.perf_counter()
+else:
+    step = b.jax_step(params, x, y, False)
+    t1 = time.perf_counter(); step(); t2 = time.perf_counter()
+print((t2 - t1) * 1e3)
+"""
+
+
+def first_step(kind):
+    code = _FIRST.format(bench_dir=os.path.dirname(os.path.abspath(__file__)), kind=kind)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def cached_gradient_call(n, warmup):
+    """µs of one tape.gradient on a compiled 2-layer structure vs calling the jitted vjp directly."""
+    params = _params([32, 64, 64, 1])
+    x, y = _data([32, 64, 64, 1], 32, False)
+    vs = [tj.Variable(a) for pair in params for a in pair]
+    xt, yt = tj.constant(x), tj.constant(y)
+
+    def record():
+        tape = tj.GradientTape()
+        with tape:
+            h = xt
+            for i in range(0, len(vs), 2):
+                h = tj.matmul(h, vs[i]) + vs[i + 1]
+                if i < len(vs) - 2:
+                    h = tj.nn.relu(h)
+            loss = tj.reduce_mean(tj.square(h - yt))
+        return tape, loss
+
+    times = []
+    for k in range(warmup + n):
+        tape, loss = record()
+        t0 = time.perf_counter()
+        g = tape.gradient(loss, vs)
+        g[-1].value.block_until_ready()
+        if k >= warmup:
+            times.append(time.perf_counter() - t0)
+    tape_us = statistics.median(times) * 1e6
+    p = jax.tree_util.tree_map(jnp.asarray, params)
+    grad = jax.jit(jax.grad(lambda p, x, y: _jax_loss(p, x, y, False)))
+    xj, yj = jnp.asarray(x), jnp.asarray(y)
+    direct_us = timeit(lambda: jax.block_until_ready(grad(p, xj, yj)), n, warmup)
+    return tape_us, direct_us
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="fewer repetitions")
+    args = ap.parse_args()
+    n_small, n_large = (100, 10) if args.quick else (400, 40)
+    table = []
+    bench_model("mlp-small 32-64-64-1 b32", [32, 64, 64, 1], 32, False, n_small, 20, table)
+    bench_model("mlp-large 784-512-512-10 b128", [784, 512, 512, 10], 128, True, n_large, 5, table)
+    print(f"jax {jax.__version__}, backend {jax.default_backend()}, {os.cpu_count()} CPUs\n")
+    print(f"{'model':32} {'framework':16} {'median µs/step':>15} {'× pure JAX':>11}")
+    for model, label, us, ratio in table:
+        print(f"{model:32} {label:16} {us:15.1f} {ratio:11.2f}")
+    print()
+    for model in {m for m, *_ in table}:
+        rows = {label: us for m, label, us, _ in table if m == model}
+        for other in ("PyTorch eager", "TF eager"):
+            if other in rows:
+                print(f"{model}: tapejax eager / {other} = {rows['tapejax eager'] / rows[other]:.3f}")
+    print()
+    firsts = {k: first_step(k) for k in ("tapejax", "jax-eager", "jax-jit")}
+    print("first training step of mlp-small in a fresh process (ms): "
+          + ", ".join(f"{k} {v:.0f}" for k, v in firsts.items())
+          + f"; tapejax / eager JAX = {firsts['tapejax'] / firsts['jax-eager']:.2f}")
+    tape_us, direct_us = cached_gradient_call(200 if not args.quick else 50, 10)
+    print(f"one cached tape.gradient call: {tape_us:.1f} µs; the jitted jax.grad alone: {direct_us:.1f} µs; "
+          f"overhead {tape_us - direct_us:.1f} µs")
+
+
+if __name__ == "__main__":
+    main()
