@@ -86,10 +86,12 @@ resolve_impl = default_impl
 class Compiled:
     """A compiled gradient for one Program."""
 
-    __slots__ = ("fn", "plan", "prim", "n_leaves")
+    __slots__ = ("fn", "raw", "deps", "plan", "prim", "n_leaves")
 
-    def __init__(self, fn, plan):
+    def __init__(self, fn, plan, raw=None):
         self.fn = fn
+        self.raw = raw      # the un-jitted function, for the dependence analysis
+        self.deps = None    # which inputs the gradients depend on (computed when first nested)
         self.plan = plan
         self.n_leaves = len(plan)
         n = self.n_leaves
@@ -104,7 +106,6 @@ def _compile(nodes, program):
     ct_given = program.ct_given
 
     def grad_fn(leaves, cts):
-        _stats.compiles += 1
         eps0 = tuple(jnp.zeros(shape, dtype) for shape, dtype in src_avals)
         outs, vjp = jax.vjp(lambda e: replay(e, leaves), eps0)
         seeds = []
@@ -119,7 +120,50 @@ def _compile(nodes, program):
         (grads,) = vjp(tuple(seeds))
         return tuple(g.astype(dtype) for g, (_, dtype) in zip(grads, src_avals))
 
-    return Compiled(jax.jit(grad_fn), plan)
+    def counted(leaves, cts):
+        _stats.compiles += 1  # runs once per trace
+        return grad_fn(leaves, cts)
+
+    return Compiled(jax.jit(counted), plan, raw=grad_fn)
+
+
+# -- which inputs does a compiled gradient really use? --------------------------
+# An outer tape must see the gradient op as depending only on the inputs its
+# result is computed from: d(2x)/dx = 2 does not use x, and TF then gives the
+# second derivative None (its gradient graph has no path from x).  The jaxpr
+# of the gradient function says it; nested jaxprs (pjit, custom_jvp/vjp calls)
+# are followed, any other primitive is taken to use all its inputs.
+
+def _is_literal(v):
+    return hasattr(v, "val")
+
+
+def _sub_jaxpr(eqn):
+    for key in ("jaxpr", "call_jaxpr"):
+        sub = eqn.params.get(key)
+        if sub is not None:
+            sub = getattr(sub, "jaxpr", sub)
+            if len(sub.invars) == len(eqn.invars) and len(sub.outvars) == len(eqn.outvars):
+                return sub
+    return None
+
+
+def _used_inputs(jaxpr, used_outputs):
+    need = {v for v, u in zip(jaxpr.outvars, used_outputs) if u and not _is_literal(v)}
+    for eqn in reversed(jaxpr.eqns):
+        outs = [not _is_literal(o) and o in need for o in eqn.outvars]
+        if not any(outs):
+            continue
+        sub = _sub_jaxpr(eqn)
+        ins = _used_inputs(sub, outs) if sub is not None else [True] * len(eqn.invars)
+        need.update(v for v, u in zip(eqn.invars, ins) if u and not _is_literal(v))
+    return [v in need for v in jaxpr.invars]
+
+
+def input_dependence(fn, *args):
+    """For each flattened array input of ``fn(*args)``: does some output depend on it?"""
+    closed = jax.make_jaxpr(fn)(*args)
+    return _used_inputs(closed.jaxpr, [True] * len(closed.jaxpr.outvars))
 
 
 def lookup(nodes, program, key=None, build=None):
@@ -195,8 +239,14 @@ def gradient(tape, targets, sources, cts, mode):
         leaves = gather_leaves(nodes, program, entry.plan, src_values)
         given = [cts[i] for i, _ in kept if cts[i] is not None]
         if _state.tapes():
+            given_vals = tuple(g._value for g in given)
+            if entry.deps is None:
+                entry.deps = input_dependence(entry.raw, leaves, given_vals)
+            deps = entry.deps
             ids = _leaf_ids(nodes, program, entry.plan, first, live_src)
-            args = [with_id(v, i) for v, i in zip(leaves, ids)] + given
+            # Inputs the gradient does not use are passed as constants (id 0).
+            args = [with_id(v, i if d else 0) for v, i, d in zip(leaves, ids, deps)]
+            args += [g if d else g._value for g, d in zip(given, deps[len(leaves):])]
             outs = bind(entry.prim, *args)
         else:
             raw = entry.fn(leaves, tuple(g._value for g in given))

@@ -423,3 +423,31 @@ def test_threads_train_independently():
     for s in range(4):
         train(s, alone)
         np.testing.assert_allclose(together[s], alone[s], rtol=1e-6)
+
+
+def test_higher_order_unconnected_follows_what_the_gradient_uses():
+    """TF's None at higher order is structural: d(2x)/dx = 2 does not use x."""
+    x = tf.constant(3.0)
+    with tf.GradientTape() as t2:
+        t2.watch(x)
+        with tf.GradientTape() as t1:
+            t1.watch(x)
+            y = 2.0 * x
+        g = t1.gradient(y, x)
+    assert g.numpy() == 2.0 and t2.gradient(g, x) is None
+    a = tf.constant(1.0)
+    for f, third in ((lambda v: v * v, None), (lambda v: tf.pow(v, 2.0), 0.0)):
+        with tf.GradientTape(persistent=True) as t:
+            t.watch(a)
+            g1 = t.gradient(f(a), a)
+            g2 = t.gradient(g1, a)
+        g3 = t.gradient(g2, a)
+        assert (g1.numpy(), g2.numpy()) == (2.0, 2.0)
+        assert (g3 if g3 is None else g3.numpy()) == third
+
+
+def test_dependence_analysis_of_a_compiled_gradient():
+    from tapejax._replay import input_dependence
+    import jax.numpy as jnp
+    deps = input_dependence(lambda a, b, c: (a * 2.0, jnp.sin(b)), 1.0, 2.0, 3.0)
+    assert deps == [True, True, False]

@@ -812,3 +812,30 @@ def test_float16_source_gradient(tf):
         y = a * a
         y2 = tf.cast(a, tf.float32) ** 2
     return t.gradient(y, a), t.gradient(y2, a)
+
+
+@parity(expected=(A(2.0, "float32"), None))
+def test_second_derivative_of_linear_is_none(tf):
+    """d(2x)/dx = 2 does not use x, so the nested second derivative is None (not 0)."""
+    x = tf.constant(3.0)
+    with tf.GradientTape() as t2:
+        t2.watch(x)
+        with tf.GradientTape() as t1:
+            t1.watch(x)
+            y = 2.0 * x
+        g = t1.gradient(y, x)
+    return g, t2.gradient(g, x)
+
+
+@parity(expected=(A(2.0, "float32"), A(2.0, "float32"), None, A(0.0, "float32")))
+def test_third_derivative_connectivity_mul_vs_pow(tf):
+    """Third derivative: x*x gives None (its 2nd derivative uses no x); pow(x, 2.) gives 0."""
+    a = tf.constant(1.0)
+    out = []
+    for f in (lambda v: v * v, lambda v: tf.pow(v, 2.0)):
+        with tf.GradientTape(persistent=True) as t:
+            t.watch(a)
+            g1 = t.gradient(f(a), a)
+            g2 = t.gradient(g1, a)
+        out.append((g1, g2, t.gradient(g2, a)))
+    return out[0][0], out[0][1], out[0][2], out[1][2]
