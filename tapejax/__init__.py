@@ -16,11 +16,6 @@ from ._replay import cache_info, clear_cache, set_cache_size
 from ._tape import GradientTape, UnconnectedGradients
 from ._tensor import Tensor, TensorShape, constant, convert_to_tensor, is_tensor
 from ._variable import Variable
-from .ops.array import ones, ones_like, reshape, shape, stack, zeros, zeros_like
-from .ops.math import (abs, add, cast, divide, equal, exp, floordiv, floormod, greater,
-                       greater_equal, identity, less, less_equal, log, logical_and, logical_not,
-                       logical_or, matmul, multiply, negative, not_equal, pow, reduce_mean,
-                       reduce_sum, sigmoid, sqrt, square, subtract, tanh, truediv)
 from . import _namespaces
 from ._namespaces import linalg, math, nn, nest
 
@@ -39,3 +34,22 @@ __all__ = [
     "float16", "half", "bfloat16", "float32", "float64", "double", "complex64", "complex128",
     "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool",
 ]
+
+# -- op library (issue #3)
+from .ops.array import (argsort, boolean_mask, broadcast_to, concat, einsum, expand_dims, eye, fill,
+                        gather, gather_nd, linspace, meshgrid, one_hot, ones, ones_like, pad, range,
+                        rank, repeat, reshape, reverse, roll, scatter_nd, shape, size, slice, sort,
+                        split, squeeze, stack, tensor_scatter_nd_add, tensor_scatter_nd_update,
+                        tensordot, tile, transpose, unique, unstack, zeros, zeros_like)
+from .ops.math import (abs, acos, add, add_n, argmax, argmin, asin, atan, atan2, cast, clip_by_global_norm,
+                       clip_by_norm, clip_by_value, cos, cosh, cumsum, divide, equal, exp, floor,
+                       floordiv, floormod, greater, greater_equal, identity, less, less_equal, log,
+                       logical_and, logical_not, logical_or, matmul, maximum, minimum, multiply,
+                       negative, not_equal, pow, reduce_all, reduce_any, reduce_logsumexp, reduce_max,
+                       reduce_mean, reduce_min, reduce_prod, reduce_sum, round, sigmoid, sign, sin,
+                       sinh, sqrt, square, subtract, tan, tanh, truediv, where)
+from .ops.linalg import norm
+from .ops.jax_op import op
+from ._namespaces import random
+__all__ += [n for n in [*_namespaces.TOP, "op", "random"] if n not in __all__]
+# -- end op library (issue #3)

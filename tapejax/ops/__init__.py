@@ -1,3 +1,4 @@
 """TF-named ops, by family.  Importing this package registers them and installs
-the Tensor/Variable operators."""
-from . import array, math, nn  # noqa: F401
+the Tensor/Variable operators.  ``_grads`` holds TF's gradient conventions,
+``jax_op`` turns any JAX function into a tape op."""
+from . import array, math, nn, linalg, random, jax_op  # noqa: F401

@@ -1,8 +1,19 @@
 """Helpers that turn rows of op tables into registered primitives and TF-named functions.
 
 An op family module declares its ops as data (TF type name, public name,
-pure JAX function) and calls ``unary_ops`` / ``binary_ops``; the functions
-they make all go through ``_primitives.bind``.
+pure JAX function) and calls ``unary_ops`` / ``binary_ops`` (or ``prim`` for
+one op with a hand-written wrapper); the functions they make all go through
+``_primitives.bind``.
+
+``bind`` runs each op's pure function eagerly through ``jax.jit`` (static
+keywords hashed by jit; see ``_primitives.Primitive``): one C++ dispatch per
+eager op, whatever the function's size, so ``jax.custom_jvp`` conventions
+(``_grads``) cost nothing extra.  Ops whose output shape depends on input
+values are declared ``jit=False``.  Static parameters are keyword-only
+(``fn(x, *, axis)``) and hashable (tuples).
+
+Every public op function carries ``_tf_types``: the TF type names it binds
+(read by ``tools/gen_ops_table.py`` and the coverage test).
 """
 import numpy as np
 
@@ -27,6 +38,8 @@ def dtype_of(x):
 def check_binary(x, y, op_type):
     """TF's dtype rule for elementwise binary ops: both tensors share one dtype;
     a Python number takes the tensor's dtype (a float into an int tensor is a TypeError)."""
+    if type(x) is Tensor and type(y) is Tensor and x._value.dtype == y._value.dtype:
+        return  # the hot path: two tensors of one dtype
     dx = dtype_of(x) if isinstance(x, _TENSORISH) else None
     dy = dtype_of(y) if isinstance(y, _TENSORISH) else None
     if dx is not None and dy is not None:
@@ -37,37 +50,125 @@ def check_binary(x, y, op_type):
         return
     d, other = (dx, y) if dx is not None else (dy, x)
     if d is not None and d.kind in "iub" and isinstance(other, float) and not float(other).is_integer():
+        if op_type == "AddV2" and dx is not None:  # TF's tf.add / `t + 1.5` convert 1.5 to a float tensor
+            raise InvalidArgumentError(
+                None, None, f"cannot compute AddV2 as input #1(zero-based) was expected to be a {d.name} "
+                f"tensor but is a float tensor [Op:AddV2]")
         raise TypeError(f"Cannot convert {other!r} to EagerTensor of dtype {d.name}")
 
 
+#: Every op type the op library registered, in order (read by the coverage table and test).
+DEFINED = []
+
+
+def prim(op_type, fn, *, differentiable=True, multiple_results=False, jit=True, nondiff_reason=None):
+    """Register ``fn`` (pure JAX; keyword-only parameters are static) as TF op ``op_type``."""
+    DEFINED.append(op_type)
+    return define(op_type, fn, differentiable=differentiable, multiple_results=multiple_results,
+                  nondiff_reason=nondiff_reason, jit=jit)
+
+
+def tf_types(*types):
+    """Decorator: note the TF op types a hand-written public wrapper binds."""
+    def deco(fn):
+        fn._tf_types = types
+        return fn
+    return deco
+
+
+def op_error(e, op_type):
+    """A JAX shape/dtype complaint met while running ``op_type`` as TF's InvalidArgumentError
+    (JAX's own tracer errors, and anything else, pass through unchanged)."""
+    if type(e) in (TypeError, ValueError):
+        return InvalidArgumentError(None, None, f"{e} [Op:{op_type}]")
+    return e
+
+
+# Kinds TF's kernels accept: "float" = floating or complex, "real" = floating only.
+_KINDS = {"float": "fcV", "real": "fV", None: None}
+_ALLOWED = {"float": "bfloat16, half, float, double, complex64, complex128",
+            "real": "bfloat16, half, float, double"}
+
+
+def check_float(x, op_type, kinds="float", arg="x"):
+    """TF's kernel dtype list: an int/bool tensor (or Python int) is an InvalidArgumentError."""
+    if type(x) is Tensor or isinstance(x, _TENSORISH):
+        k = x._value.dtype.kind
+    elif isinstance(x, (bool, int)):
+        k = "b" if isinstance(x, bool) else "i"
+    elif isinstance(x, (np.ndarray, np.generic)):
+        k = x.dtype.kind
+    else:
+        return
+    if k not in _KINDS[kinds]:
+        name = dtype_of(x).name if dtype_of(x) is not None else ("bool" if k == "b" else "int32")
+        raise InvalidArgumentError(
+            None, None, f"Value for attr 'T' of {name} is not in the list of allowed values: "
+            f"{_ALLOWED[kinds]} (argument `{arg}` of {op_type})")
+
+
+def _renamed(inner, arg):
+    """``inner(x, name)`` with its first parameter called ``arg`` (TF's argument name)."""
+    ns = {"inner": inner}
+    exec(f"def op({arg}, name=None):\n    return inner({arg})", ns)  # noqa: S102 - a fixed template
+    return ns["op"]
+
+
 def unary_ops(namespace, table):
-    """``table``: rows (public name, TF type, jax fn[, differentiable]). Defines each in ``namespace``."""
+    """``table``: rows (public name, TF type, jax fn[, differentiable[, dtypes[, argument name]]]).
+
+    ``dtypes``: None (any numeric), ``"float"`` (float/complex) or ``"real"``
+    (float): other input dtypes raise InvalidArgumentError, as TF's kernels.
+    """
     for row in table:
         name, op_type, fn = row[:3]
         differentiable = row[3] if len(row) > 3 else True
-        prim = define(op_type, fn, differentiable=differentiable)
-
-        def op(x, name=None, _prim=prim):
-            return bind(_prim, x)
+        kinds = row[4] if len(row) > 4 else None
+        p = prim(op_type, fn, differentiable=differentiable)
+        if kinds is None:
+            def op(x, name=None, _prim=p, _t=op_type):
+                try:
+                    return bind(_prim, x)
+                except (TypeError, ValueError) as e:
+                    raise op_error(e, _t) from e
+        else:
+            def op(x, name=None, _prim=p, _t=op_type, _k=_KINDS[kinds], _kinds=kinds):
+                if type(x) is not Tensor or x._value.dtype.kind not in _k:
+                    check_float(x, _t, _kinds)
+                try:
+                    return bind(_prim, x)
+                except (TypeError, ValueError) as e:
+                    raise op_error(e, _t) from e
+        if len(row) > 5:  # TF names the argument differently (``features`` for activations)
+            op = _renamed(op, row[5])
 
         op.__name__ = op.__qualname__ = name
-        op.__doc__ = f"``tf.{name}`` (TF op type ``{op_type}``), elementwise."
+        op.__doc__ = f"``tf.math.{name}`` (TF op type ``{op_type}``), elementwise."
+        op._tf_types = (op_type,)
         namespace[name] = op
 
 
 def binary_ops(namespace, table):
-    """``table``: rows (public name, TF type, jax fn[, differentiable])."""
+    """``table``: rows (public name, TF type, jax fn[, differentiable[, dtypes]])."""
     for row in table:
         name, op_type, fn = row[:3]
         differentiable = row[3] if len(row) > 3 else True
-        prim = define(op_type, fn, differentiable=differentiable)
+        kinds = row[4] if len(row) > 4 else None
+        p = prim(op_type, fn, differentiable=differentiable)
 
-        def op(x, y, name=None, _prim=prim, _t=op_type):
+        def op(x, y, name=None, _prim=p, _t=op_type, _kinds=kinds):
             check_binary(x, y, _t)
-            return bind(_prim, x, y)
+            if _kinds is not None:
+                check_float(x, _t, _kinds, "x")
+                check_float(y, _t, _kinds, "y")
+            try:
+                return bind(_prim, x, y)
+            except (TypeError, ValueError) as e:
+                raise op_error(e, _t) from e
 
         op.__name__ = op.__qualname__ = name
-        op.__doc__ = f"``tf.{name}`` (TF op type ``{op_type}``), elementwise with broadcasting."
+        op.__doc__ = f"``tf.math.{name}`` (TF op type ``{op_type}``), elementwise with broadcasting."
+        op._tf_types = (op_type,)
         namespace[name] = op
 
 

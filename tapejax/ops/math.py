@@ -7,7 +7,11 @@ from .. import _dtypes
 from .._primitives import bind, define
 from .._tensor import Tensor
 from .._variable import Variable
-from ._registry import binary_ops, check_binary, dtype_of, static_axis, unary_ops
+from .._errors import InvalidArgumentError
+from .._tensor import convert_to_tensor
+from . import _grads as G
+from ._registry import (binary_ops, check_binary, check_float, dtype_of, op_error, prim, static_axis,
+                        tf_types, unary_ops)
 
 
 def _truediv(x, y):
@@ -18,15 +22,54 @@ def _floormod(x, y):
     return jnp.mod(x, y)
 
 
+def _log_sigmoid(x):
+    return -jax.nn.softplus(-x)
+
+
+def _softsign(x):
+    return x / (1 + G.tf_abs(x))
+
+
+# (public name, TF type, pure JAX fn[, differentiable[, accepted dtypes]])
 _UNARY = [
     ("negative", "Neg", jnp.negative),
     ("square", "Square", jnp.square),
-    ("sqrt", "Sqrt", jnp.sqrt),
-    ("exp", "Exp", jnp.exp),
-    ("log", "Log", jnp.log),
-    ("tanh", "Tanh", jnp.tanh),
-    ("sigmoid", "Sigmoid", jax.nn.sigmoid),
-    ("abs", "Abs", jnp.abs),
+    ("sqrt", "Sqrt", G.sqrt, True, "float"),
+    ("rsqrt", "Rsqrt", G.rsqrt, True, "float"),
+    ("reciprocal", "Reciprocal", G.reciprocal, True, "float"),
+    ("exp", "Exp", jnp.exp, True, "float"),
+    ("expm1", "Expm1", jnp.expm1, True, "float"),
+    ("log", "Log", jnp.log, True, "float"),
+    ("log1p", "Log1p", jnp.log1p, True, "float"),
+    ("log_sigmoid", "LogSigmoid", _log_sigmoid, True, "real"),
+    ("sin", "Sin", jnp.sin, True, "float"),
+    ("cos", "Cos", jnp.cos, True, "float"),
+    ("tan", "Tan", jnp.tan, True, "float"),
+    ("asin", "Asin", jnp.arcsin, True, "float"),
+    ("acos", "Acos", jnp.arccos, True, "float"),
+    ("atan", "Atan", jnp.arctan, True, "float"),
+    ("sinh", "Sinh", jnp.sinh, True, "float"),
+    ("cosh", "Cosh", jnp.cosh, True, "float"),
+    ("tanh", "Tanh", jnp.tanh, True, "float"),
+    ("asinh", "Asinh", jnp.arcsinh, True, "float"),
+    ("acosh", "Acosh", jnp.arccosh, True, "float"),
+    ("atanh", "Atanh", jnp.arctanh, True, "float"),
+    ("sigmoid", "Sigmoid", jax.nn.sigmoid, True, "float"),
+    ("softplus", "Softplus", jax.nn.softplus, True, "real", "features"),
+    ("softsign", "Softsign", _softsign, True, "real", "features"),
+    ("erf", "Erf", jax.scipy.special.erf, True, "real"),
+    ("erfc", "Erfc", jax.scipy.special.erfc, True, "real"),
+    ("lgamma", "Lgamma", jax.scipy.special.gammaln, True, "real"),
+    ("digamma", "Digamma", jax.scipy.special.digamma, True, "real"),
+    ("abs", "Abs", G.tf_abs),
+    ("sign", "Sign", jnp.sign),
+    # TF registers no gradient for these: the tape gives None (TF_SEMANTICS 3).
+    ("floor", "Floor", jnp.floor, False, "real"),
+    ("ceil", "Ceil", jnp.ceil, False, "real"),
+    ("round", "Round", jnp.round, False),
+    ("is_nan", "IsNan", jnp.isnan, False, "real"),
+    ("is_inf", "IsInf", jnp.isinf, False, "real"),
+    ("is_finite", "IsFinite", jnp.isfinite, False, "real"),
     ("logical_not", "LogicalNot", jnp.logical_not, False),
 ]
 
@@ -35,7 +78,15 @@ _BINARY = [
     ("subtract", "Sub", jnp.subtract),
     ("multiply", "Mul", jnp.multiply),
     ("_realdiv", "RealDiv", _truediv),
-    ("pow", "Pow", jnp.power),
+    ("pow", "Pow", G.pow),
+    ("maximum", "Maximum", G.maximum),
+    ("minimum", "Minimum", G.minimum),
+    ("squared_difference", "SquaredDifference", lambda x, y: jnp.square(x - y)),
+    ("atan2", "Atan2", jnp.arctan2, True, "real"),
+    ("divide_no_nan", "DivNoNan", G.divide_no_nan, True, "float"),
+    ("multiply_no_nan", "MulNoNan", G.multiply_no_nan, True, "float"),
+    ("xlogy", "Xlogy", G.xlogy, True, "float"),
+    ("xdivy", "Xdivy", G.xdivy, True, "float"),
     ("floordiv", "FloorDiv", jnp.floor_divide, False),
     ("floormod", "FloorMod", _floormod),
     ("less", "Less", jnp.less, False),
@@ -46,16 +97,41 @@ _BINARY = [
     ("not_equal", "NotEqual", jnp.not_equal, False),
     ("logical_and", "LogicalAnd", jnp.logical_and, False),
     ("logical_or", "LogicalOr", jnp.logical_or, False),
+    ("logical_xor", "LogicalXor", jnp.logical_xor, False),
 ]
 
 _ns = {}
 unary_ops(_ns, _UNARY)
 binary_ops(_ns, _BINARY)
+_pow_elementwise = _ns["pow"]
+
+
+def pow(x, y, name=None):  # noqa: A001  (TF's name)
+    """``tf.pow``: ``x ** y`` with broadcasting; integer ``x`` to a negative integer power is an
+    InvalidArgumentError, as TF (checked on the host for Python/NumPy exponents and concrete tensors)."""
+    dx = dtype_of(x)
+    if dx is not None and dx.kind in "iu":
+        yv = getattr(y, "_value", y)
+        if not isinstance(yv, jax.core.Tracer) and np.issubdtype(np.asarray(yv).dtype, np.integer) \
+                and np.any(np.asarray(yv) < 0):
+            raise InvalidArgumentError(None, None, "Integers to negative integer powers are not allowed "
+                                       "(argument `y`) [Op:Pow]")
+    return _pow_elementwise(x, y)
+
+
+pow._tf_types = ("Pow",)
+_ns["pow"] = pow
 globals().update(_ns)
+mod = floormod
 
-_CAST = define("Cast", lambda x, dtype: x.astype(dtype))
+def _cast(x, *, dtype):
+    return x.astype(dtype)
 
 
+_CAST = prim("Cast", _cast)
+
+
+@tf_types("Cast")
 def cast(x, dtype, name=None):
     """``tf.cast``: convert to ``dtype`` (float -> int truncates toward zero)."""
     target = _dtypes.as_dtype(dtype)
@@ -66,14 +142,16 @@ def cast(x, dtype, name=None):
     return bind(_CAST, x, dtype=store.name)
 
 
-_IDENTITY = define("Identity", lambda x: x)
+_IDENTITY = prim("Identity", lambda x: x)
 
 
+@tf_types("Identity")
 def identity(input, name=None):
     """``tf.identity``: the same value as a new tensor (the tape sees a distinct tensor)."""
     return bind(_IDENTITY, input)
 
 
+@tf_types("RealDiv")
 def divide(x, y, name=None):
     """``tf.divide`` / ``tf.math.truediv``: integer inputs give floats (int32 -> float64, as TF)."""
     check_binary(x, y, "RealDiv")
@@ -87,30 +165,460 @@ def divide(x, y, name=None):
 truediv = divide
 
 
-def _sum(x, axis, keepdims):
+def _add_n(*xs):
+    out = xs[0]
+    for x in xs[1:]:
+        out = out + x
+    return out
+
+
+_ADD_N = prim("AddN", _add_n)
+
+
+@tf_types("AddN")
+def add_n(inputs, name=None):
+    """``tf.math.add_n``: elementwise sum of equally shaped tensors (no broadcasting)."""
+    if not isinstance(inputs, (list, tuple)) or not inputs:
+        raise ValueError("Inputs must be an iterable of at least one Tensor/IndexedSlices with the "
+                         "same dtype and shape.")
+    ts = [convert_to_tensor(x) if not isinstance(x, (Tensor, Variable)) else x for x in inputs]
+    shape0, dt0 = tuple(ts[0].shape), ts[0].dtype
+    for i, t in enumerate(ts[1:], 1):
+        if tuple(t.shape) != shape0:
+            raise InvalidArgumentError(None, None, f"Inputs to operation AddN must have the same size "
+                                       f"and shape: inputs[0] has shape {shape0}, inputs[{i}] has "
+                                       f"shape {tuple(t.shape)} [Op:AddN]")
+        if t.dtype != dt0:
+            raise InvalidArgumentError(None, None, f"AddN: inputs[{i}] has dtype {t.dtype.name}, "
+                                       f"expected {dt0.name} [Op:AddN]")
+    return bind(_ADD_N, *ts)
+
+
+# -- reductions ---------------------------------------------------------------
+
+def _reduction(op_type, fn, doc, *, kinds=None, differentiable=True, bool_only=False):
+    p = prim(op_type, fn, differentiable=differentiable)
+
+    def op(input_tensor, axis=None, keepdims=False, name=None):
+        if kinds is not None:
+            check_float(input_tensor, op_type, kinds, "input_tensor")
+        if bool_only:
+            d = dtype_of(input_tensor)
+            if d is not None and d.kind != "b":
+                raise InvalidArgumentError(None, None, f"{op_type}: argument `input_tensor` must be a "
+                                           f"bool tensor; got {d.name} [Op:{op_type}]")
+        try:
+            if axis is None and not keepdims:  # the fast path: no static parameters
+                return bind(p, input_tensor)
+            return bind(p, input_tensor, axis=static_axis(axis), keepdims=bool(keepdims))
+        except (TypeError, ValueError) as e:
+            raise op_error(e, op_type) from e
+
+    op.__doc__ = doc
+    op._tf_types = (op_type,)
+    return op
+
+
+def _sum(x, *, axis=None, keepdims=False):
     return jnp.sum(x, axis=axis, keepdims=keepdims)
 
 
-def _mean(x, axis, keepdims):
+def _mean(x, *, axis=None, keepdims=False):
     m = jnp.mean(x, axis=axis, keepdims=keepdims)
     return m.astype(x.dtype) if jnp.issubdtype(x.dtype, jnp.integer) else m
 
 
-_SUM = define("Sum", _sum)
-_MEAN = define("Mean", _mean)
+def _logsumexp(x, *, axis=None, keepdims=False):
+    # TF's formula: the max is a constant (stop_gradient) and non-finite maxima are replaced by 0.
+    raw = jnp.max(x, axis=axis, keepdims=True)
+    m = jax.lax.stop_gradient(jnp.where(jnp.isfinite(raw), raw, 0))
+    r = jnp.log(jnp.sum(jnp.exp(x - m), axis=axis, keepdims=True)) + m
+    return r if keepdims else jnp.squeeze(r, axis=axis)
 
 
-def reduce_sum(input_tensor, axis=None, keepdims=False, name=None):
-    """``tf.reduce_sum``: sum over ``axis`` (all axes when None)."""
-    return bind(_SUM, input_tensor, axis=static_axis(axis), keepdims=bool(keepdims))
+def _variance(x, *, axis=None, keepdims=False):
+    mean = jnp.mean(x, axis=axis, keepdims=True)
+    return jnp.mean(jnp.square(x - mean), axis=axis, keepdims=keepdims)
 
 
-def reduce_mean(input_tensor, axis=None, keepdims=False, name=None):
-    """``tf.reduce_mean``: mean over ``axis`` (integer inputs give an integer mean, as TF)."""
-    return bind(_MEAN, input_tensor, axis=static_axis(axis), keepdims=bool(keepdims))
+def _std(x, *, axis=None, keepdims=False):
+    return G.sqrt(_variance(x, axis=axis, keepdims=keepdims))
 
 
-def _matmul(a, b, transpose_a, transpose_b, adjoint_a, adjoint_b):
+def _euclidean(x, *, axis=None, keepdims=False):
+    return G.sqrt(jnp.sum(x * x, axis=axis, keepdims=keepdims))
+
+
+reduce_sum = _reduction("Sum", _sum, "``tf.reduce_sum``: sum over ``axis`` (all axes when None).")
+reduce_mean = _reduction("Mean", _mean, "``tf.reduce_mean``: mean over ``axis`` (integer inputs give "
+                         "an integer mean, as TF).")
+reduce_max = _reduction("Max", lambda x, *, axis=None, keepdims=False: jnp.max(x, axis=axis, keepdims=keepdims),
+                        "``tf.reduce_max``: the gradient is split evenly among tied maxima (as TF).")
+reduce_min = _reduction("Min", lambda x, *, axis=None, keepdims=False: jnp.min(x, axis=axis, keepdims=keepdims),
+                        "``tf.reduce_min``: the gradient is split evenly among tied minima (as TF).")
+reduce_prod = _reduction("Prod", lambda x, *, axis=None, keepdims=False: jnp.prod(x, axis=axis, keepdims=keepdims),
+                         "``tf.reduce_prod`` (its gradient is exact at zeros, as TF's).")
+reduce_logsumexp = _reduction("ReduceLogSumExp", _logsumexp,
+                              "``tf.reduce_logsumexp``: log(sum(exp(x))) computed stably.", kinds="real")
+reduce_variance = _reduction("ReduceVariance", _variance, "``tf.math.reduce_variance``.", kinds="float")
+reduce_std = _reduction("ReduceStd", _std, "``tf.math.reduce_std``.", kinds="float")
+reduce_euclidean_norm = _reduction("EuclideanNorm", _euclidean,
+                                   "``tf.math.reduce_euclidean_norm`` (its gradient at 0 is NaN, as TF).")
+reduce_any = _reduction("Any", lambda x, *, axis=None, keepdims=False: jnp.any(x, axis=axis, keepdims=keepdims),
+                        "``tf.reduce_any`` (bool).", differentiable=False, bool_only=True)
+reduce_all = _reduction("All", lambda x, *, axis=None, keepdims=False: jnp.all(x, axis=axis, keepdims=keepdims),
+                        "``tf.reduce_all`` (bool).", differentiable=False, bool_only=True)
+for _n in ("reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod", "reduce_logsumexp",
+           "reduce_variance", "reduce_std", "reduce_euclidean_norm", "reduce_any", "reduce_all"):
+    globals()[_n].__name__ = globals()[_n].__qualname__ = _n
+
+
+def _reduce_std_dtype_check(fn):
+    def op(input_tensor, axis=None, keepdims=False, name=None):
+        d = dtype_of(input_tensor) if isinstance(input_tensor, (Tensor, Variable)) else None
+        if d is not None and d.kind not in "fcV":
+            raise TypeError(f"Input must be either real or complex. Received integer type "
+                            f"{_dtypes.as_dtype(d)!r}.")
+        return fn(input_tensor, axis, keepdims)
+    op.__name__ = op.__qualname__ = fn.__name__
+    op.__doc__ = fn.__doc__
+    op._tf_types = fn._tf_types
+    return op
+
+
+reduce_variance = _reduce_std_dtype_check(reduce_variance)
+reduce_std = _reduce_std_dtype_check(reduce_std)
+
+
+def _count_nonzero(x, *, axis, keepdims, dtype):
+    return jnp.sum(x != 0, axis=axis, keepdims=keepdims).astype(dtype)
+
+
+_COUNT_NONZERO = prim("CountNonzero", _count_nonzero, differentiable=False)
+
+
+@tf_types("CountNonzero")
+def count_nonzero(input, axis=None, keepdims=None, dtype=_dtypes.int64, name=None):
+    """``tf.math.count_nonzero``: int64 by default (int32 without JAX's x64 mode)."""
+    store = _dtypes.storage_dtype(_dtypes.as_dtype(dtype)._np, "dtype")
+    return bind(_COUNT_NONZERO, input, axis=static_axis(axis), keepdims=bool(keepdims), dtype=store.name)
+
+
+def _arg(fn):
+    def impl(x, *, axis, dtype):
+        return fn(x, axis=axis).astype(dtype)
+    return impl
+
+
+_ARGMAX = prim("ArgMax", _arg(jnp.argmax), differentiable=False)
+_ARGMIN = prim("ArgMin", _arg(jnp.argmin), differentiable=False)
+
+
+def _argminmax(p, op_type, input, axis, output_type):
+    if axis is None:
+        axis = 0
+    store = _dtypes.storage_dtype(_dtypes.as_dtype(output_type)._np, "output_type")
+    try:
+        return bind(p, input, axis=static_axis(axis), dtype=store.name)
+    except (TypeError, ValueError) as e:
+        raise op_error(e, op_type) from e
+
+
+@tf_types("ArgMax")
+def argmax(input, axis=None, output_type=_dtypes.int64, name=None):
+    """``tf.math.argmax`` over ``axis`` (0 when None): int64 (int32 without x64); the lower index wins ties."""
+    return _argminmax(_ARGMAX, "ArgMax", input, axis, output_type)
+
+
+@tf_types("ArgMin")
+def argmin(input, axis=None, output_type=_dtypes.int64, name=None):
+    """``tf.math.argmin`` over ``axis`` (0 when None): int64 (int32 without x64); the lower index wins ties."""
+    return _argminmax(_ARGMIN, "ArgMin", input, axis, output_type)
+
+
+# -- scans ----------------------------------------------------------------------
+
+def _scan(fn, identity):
+    def impl(x, *, axis, exclusive, reverse):
+        if reverse:
+            x = jnp.flip(x, axis)
+        y = fn(x, axis)
+        if exclusive:
+            pad = [(0, 0)] * x.ndim
+            pad[axis] = (1, 0)
+            y = jnp.pad(y, pad, constant_values=identity)
+            y = jax.lax.slice_in_dim(y, 0, x.shape[axis], axis=axis)
+        if reverse:
+            y = jnp.flip(y, axis)
+        return y
+    return impl
+
+
+def _cumlse(x, axis):
+    return jax.lax.cumlogsumexp(x, axis=axis)
+
+
+_CUMSUM = prim("Cumsum", _scan(lambda x, a: jnp.cumsum(x, axis=a), 0))
+_CUMPROD = prim("Cumprod", _scan(lambda x, a: jnp.cumprod(x, axis=a), 1))
+_CUMLSE = prim("CumulativeLogsumexp", _scan(_cumlse, -jnp.inf))
+
+
+def _scan_op(p, op_type, x, axis, exclusive, reverse):
+    ax = static_axis(axis)
+    nd = x.ndim if isinstance(x, (Tensor, Variable)) else np.ndim(x)
+    if not -max(nd, 1) <= ax < max(nd, 1):
+        raise InvalidArgumentError(None, None, f"ScanOp: Expected scan axis in the range "
+                                   f"[{-max(nd, 1)}, {max(nd, 1)}), but got {ax} (argument `axis`) "
+                                   f"[Op:{op_type}]")
+    return bind(p, x, axis=ax % max(nd, 1), exclusive=bool(exclusive), reverse=bool(reverse))
+
+
+@tf_types("Cumsum")
+def cumsum(x, axis=0, exclusive=False, reverse=False, name=None):
+    """``tf.math.cumsum``."""
+    return _scan_op(_CUMSUM, "Cumsum", x, axis, exclusive, reverse)
+
+
+@tf_types("Cumprod")
+def cumprod(x, axis=0, exclusive=False, reverse=False, name=None):
+    """``tf.math.cumprod``.  Its gradient is exact at zeros (TF's divides by ``x`` and gives 0 there:
+    a deliberate difference)."""
+    return _scan_op(_CUMPROD, "Cumprod", x, axis, exclusive, reverse)
+
+
+@tf_types("CumulativeLogsumexp")
+def cumulative_logsumexp(x, axis=0, exclusive=False, reverse=False, name=None):
+    """``tf.math.cumulative_logsumexp``."""
+    check_float(x, "CumulativeLogsumexp", "real")
+    return _scan_op(_CUMLSE, "CumulativeLogsumexp", x, axis, exclusive, reverse)
+
+
+# -- selection, clipping ----------------------------------------------------------
+
+_SELECT = prim("SelectV2", lambda c, x, y: jnp.where(c, x, y))
+_WHERE = prim("Where", lambda c, *, dtype: jnp.argwhere(c).astype(dtype), differentiable=False, jit=False)
+
+
+@tf_types("SelectV2", "Where")
+def where(condition, x=None, y=None, name=None):
+    """``tf.where``: ``where(c, x, y)`` selects with broadcasting; ``where(c)`` gives the int64
+    coordinates of true entries (int32 without x64; its shape depends on the values, so it reads
+    them: eager only)."""
+    if (x is None) != (y is None):
+        raise ValueError("x and y must both be non-None or both be None.")
+    if x is None:
+        store = _dtypes.storage_dtype(np.dtype(np.int64), "where")
+        c = convert_to_tensor(condition)
+        if c._value.dtype.kind != "b":
+            c = not_equal(c, 0)
+        return bind(_WHERE, c, dtype=store.name)
+    cd = dtype_of(condition)
+    if cd is not None and cd.kind != "b":
+        raise InvalidArgumentError(None, None, f"SelectV2: argument `condition` must be bool; got "
+                                   f"{cd.name} [Op:SelectV2]")
+    check_binary(x, y, "SelectV2")
+    try:
+        return bind(_SELECT, condition, x, y)
+    except (TypeError, ValueError) as e:
+        raise op_error(e, "SelectV2") from e
+
+
+_CLIP = prim("ClipByValue", G.clip_by_value)
+
+
+@tf_types("ClipByValue")
+def clip_by_value(t, clip_value_min, clip_value_max, name=None):
+    """``tf.clip_by_value``: the gradient passes at the bounds (inclusive, as TF); points below
+    (above) the bound send their gradient to ``clip_value_min`` (``clip_value_max``)."""
+    check_binary(t, clip_value_min, "ClipByValue")
+    check_binary(t, clip_value_max, "ClipByValue")
+    try:
+        return bind(_CLIP, t, clip_value_min, clip_value_max)
+    except (TypeError, ValueError) as e:
+        raise op_error(e, "ClipByValue") from e
+
+
+def _clip_by_norm(t, clip_norm, *, axes):
+    l2sum = jnp.sum(t * t, axis=axes, keepdims=True)
+    pred = l2sum > 0
+    l2sum_safe = jnp.where(pred, l2sum, jnp.ones_like(l2sum))
+    l2norm = jnp.where(pred, G.sqrt(l2sum_safe), l2sum)
+    inter = t * clip_norm
+    return inter / G.maximum(l2norm, jnp.asarray(clip_norm, t.dtype))
+
+
+_CLIP_NORM = prim("ClipByNorm", _clip_by_norm)
+
+
+@tf_types("ClipByNorm")
+def clip_by_norm(t, clip_norm, axes=None, name=None):
+    """``tf.clip_by_norm``: ``t * clip_norm / max(||t||, clip_norm)`` (TF's formula, finite at 0)."""
+    check_float(t, "ClipByNorm", "float", "t")
+    return bind(_CLIP_NORM, t, clip_norm, axes=static_axis(axes))
+
+
+def _clip_global(clip_norm, use_norm, *ts, given):
+    if not given:
+        use_norm = G.sqrt(sum(jnp.sum(jnp.square(t)) for t in ts))
+    scale = clip_norm * jnp.minimum(1.0 / use_norm, 1.0 / clip_norm)
+    scale = jnp.where(jnp.isfinite(use_norm), scale, jnp.nan)
+    return tuple((t * scale).astype(t.dtype) for t in ts) + (use_norm,)
+
+
+_CLIP_GLOBAL = prim("ClipByGlobalNorm", _clip_global, multiple_results=True)
+
+
+@tf_types("ClipByGlobalNorm")
+def clip_by_global_norm(t_list, clip_norm, use_norm=None, name=None):
+    """``tf.clip_by_global_norm``: ``(clipped list, global norm)``; a non-finite norm gives NaNs (TF).
+    ``None`` entries stay ``None``."""
+    if not isinstance(t_list, (list, tuple)):
+        raise TypeError(f"`t_list` should be a sequence of tensors. Received {type(t_list)}.")
+    live = [i for i, t in enumerate(t_list) if t is not None]
+    ts = [t_list[i] for i in live]
+    dt = next((t.dtype for t in ts if isinstance(t, (Tensor, Variable))), _dtypes.float32)
+    cn = convert_to_tensor(clip_norm, dtype_hint=dt)
+    un = cn if use_norm is None else convert_to_tensor(use_norm, dtype_hint=dt)
+    outs = bind(_CLIP_GLOBAL, cn, un, *ts, given=use_norm is not None)
+    clipped = [None] * len(t_list)
+    for i, o in zip(live, outs[:-1]):
+        clipped[i] = o
+    return clipped, outs[-1]
+
+
+def _l2_normalize(x, *, axis, epsilon):
+    sq = jnp.sum(jnp.square(x), axis=axis, keepdims=True)
+    return x * G.rsqrt(jnp.maximum(sq, jnp.asarray(epsilon, sq.dtype)))
+
+
+_L2_NORMALIZE = prim("L2Normalize", _l2_normalize)
+
+
+@tf_types("L2Normalize")
+def l2_normalize(x, axis=None, epsilon=1e-12, name=None, dim=None):
+    """``tf.math.l2_normalize``: ``x / sqrt(max(sum(x**2), epsilon))`` over ``axis``."""
+    axis = dim if axis is None else axis
+    return bind(_L2_NORMALIZE, x, axis=static_axis(axis), epsilon=float(epsilon))
+
+
+def _polyval(x, *coeffs):
+    out = jnp.zeros_like(x) if not coeffs else coeffs[0] + jnp.zeros_like(x)
+    for c in coeffs[1:]:
+        out = out * x + c
+    return out
+
+
+_POLYVAL = prim("Polyval", _polyval)
+
+
+@tf_types("Polyval")
+def polyval(coeffs, x, name=None):
+    """``tf.math.polyval``: ``coeffs[0] * x**(n-1) + ... + coeffs[n-1]`` (Horner)."""
+    if not isinstance(coeffs, (list, tuple)):
+        raise ValueError(f"Argument coeffs must be list type found {type(coeffs)}.")
+    return bind(_POLYVAL, x, *coeffs)
+
+
+# -- top_k, segments, bincount ------------------------------------------------------
+
+class TopKV2(tuple):
+    """``(values, indices)`` of ``top_k``, with TF's field names."""
+
+    __slots__ = ()
+
+    def __new__(cls, values, indices):
+        return tuple.__new__(cls, (values, indices))
+
+    values = property(lambda self: self[0])
+    indices = property(lambda self: self[1])
+
+
+def _top_k(x, *, k, dtype):
+    v, i = jax.lax.top_k(x, k)
+    return v, i.astype(dtype)
+
+
+_TOP_K = prim("TopKV2", _top_k, multiple_results=True)
+
+
+@tf_types("TopKV2")
+def top_k(input, k=1, sorted=True, index_type=_dtypes.int32, name=None):
+    """``tf.math.top_k`` along the last axis: ``(values, indices)``; ties go to the lower index."""
+    k = int(k)
+    n = input.shape[-1] if isinstance(input, (Tensor, Variable)) else np.shape(input)[-1]
+    if k > n or k < 0:
+        raise InvalidArgumentError(None, None, f"input must have at least k columns. Had {n}, needed "
+                                   f"{k} (argument `k`) [Op:TopKV2]")
+    store = _dtypes.storage_dtype(_dtypes.as_dtype(index_type)._np, "index_type")
+    return TopKV2(*bind(_TOP_K, input, k=k, dtype=store.name))
+
+
+def _unsorted_segment_sum(data, ids, *, num_segments):
+    return jax.ops.segment_sum(data, ids, num_segments=num_segments)
+
+
+_SEGMENT_SUM = prim("UnsortedSegmentSum", _unsorted_segment_sum)
+
+
+def _seg_ids_check(data, segment_ids, op_type):
+    ids = convert_to_tensor(segment_ids)
+    if ids._value.dtype.kind not in "iu":
+        raise InvalidArgumentError(None, None, f"{op_type}: argument `segment_ids` must be an integer "
+                                   f"tensor; got {ids.dtype.name} [Op:{op_type}]")
+    dshape = tuple(data.shape) if isinstance(data, (Tensor, Variable)) else np.shape(data)
+    if tuple(ids.shape) != tuple(dshape[:ids.ndim]):
+        raise InvalidArgumentError(None, None, f"{op_type}: `segment_ids` shape {tuple(ids.shape)} must be "
+                                   f"a prefix of `data` shape {tuple(dshape)} [Op:{op_type}]")
+    return ids
+
+
+@tf_types("UnsortedSegmentSum")
+def unsorted_segment_sum(data, segment_ids, num_segments, name=None):
+    """``tf.math.unsorted_segment_sum``: out[i] = sum of data[j] with segment_ids[j] == i."""
+    ids = _seg_ids_check(data, segment_ids, "UnsortedSegmentSum")
+    return bind(_SEGMENT_SUM, data, ids, num_segments=int(num_segments))
+
+
+@tf_types("UnsortedSegmentSum")
+def segment_sum(data, segment_ids, name=None):
+    """``tf.math.segment_sum`` (sorted ids; the number of segments is read from the last id, so it is
+    eager-only for traced ids)."""
+    ids = _seg_ids_check(data, segment_ids, "SegmentSum")
+    n = int(np.asarray(ids._value)[-1]) + 1 if ids._value.size else 0
+    return bind(_SEGMENT_SUM, data, ids, num_segments=n)
+
+
+def _bincount(arr, *weights, length, dtype):
+    w = weights[0] if weights else None
+    return jnp.bincount(arr.reshape(-1), None if w is None else w.reshape(-1), length=length).astype(dtype)
+
+
+_BINCOUNT = prim("Bincount", _bincount, differentiable=False)
+
+
+@tf_types("Bincount")
+def bincount(arr, weights=None, minlength=None, maxlength=None, dtype=_dtypes.int32, name=None,
+             axis=None, binary_output=False):
+    """``tf.math.bincount`` of a flattened non-negative int tensor (TF gives it no gradient).  The
+    output length is ``max(arr) + 1`` (read from the values: eager only) clipped to
+    ``[minlength, maxlength]``."""
+    if axis is not None or binary_output:
+        raise NotImplementedError("tapejax.math.bincount supports axis=None, binary_output=False only")
+    a = convert_to_tensor(arr)
+    n = int(np.asarray(a._value).max()) + 1 if a._value.size else 0
+    if minlength is not None:
+        n = max(n, int(minlength))
+    if maxlength is not None:
+        n = min(n, int(maxlength))
+    if weights is not None:
+        w = convert_to_tensor(weights)
+        store = np.dtype(w._value.dtype)
+        return bind(_BINCOUNT, a, w, length=n, dtype=store.name)
+    store = _dtypes.storage_dtype(_dtypes.as_dtype(dtype)._np, "dtype")
+    return bind(_BINCOUNT, a, length=n, dtype=store.name)
+
+
+def _matmul(a, b, *, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_b=False):
     if transpose_a:
         a = jnp.swapaxes(a, -1, -2)
     if adjoint_a:
@@ -122,21 +630,32 @@ def _matmul(a, b, transpose_a, transpose_b, adjoint_a, adjoint_b):
     return jnp.matmul(a, b)
 
 
-_MATMUL = define("MatMul", _matmul)
+_MATMUL = prim("MatMul", _matmul)
 
 
+@tf_types("MatMul")
 def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_b=False,
            a_is_sparse=False, b_is_sparse=False, output_type=None, name=None):
     """``tf.linalg.matmul``: (batched) matrix product; both inputs rank >= 2."""
-    from .._errors import InvalidArgumentError
+    if (type(a) is Tensor and type(b) is Tensor and a._value.dtype == b._value.dtype and a._value.ndim >= 2
+            and b._value.ndim >= 2 and not (transpose_a or transpose_b or adjoint_a or adjoint_b)):
+        try:
+            return bind(_MATMUL, a, b)  # the fast path: plain product, no static parameters
+        except (TypeError, ValueError) as e:
+            raise op_error(e, "MatMul") from e
     check_binary(a, b, "MatMul")
     for arg, v in (("a", a), ("b", b)):
-        nd = v.ndim if isinstance(v, (Tensor, Variable)) else np.ndim(v)
+        nd = v._value.ndim if isinstance(v, (Tensor, Variable)) else np.ndim(v)
         if nd < 2:
             raise InvalidArgumentError(None, None, f"In[{0 if arg == 'a' else 1}] ndims must be >= 2: "
                                        f"matmul argument `{arg}` has rank {nd}")
-    return bind(_MATMUL, a, b, transpose_a=bool(transpose_a), transpose_b=bool(transpose_b),
-                adjoint_a=bool(adjoint_a), adjoint_b=bool(adjoint_b))
+    # Only the flags that are set are static parameters (the plain product has none: the fast path).
+    flags = {k: True for k, v in (("transpose_a", transpose_a), ("transpose_b", transpose_b),
+                                  ("adjoint_a", adjoint_a), ("adjoint_b", adjoint_b)) if v}
+    try:
+        return bind(_MATMUL, a, b, **flags)
+    except (TypeError, ValueError) as e:
+        raise op_error(e, "MatMul") from e
 
 
 # -- operators ----------------------------------------------------------------
@@ -145,15 +664,30 @@ def _swap(fn):
     return lambda a, b: fn(b, a)
 
 
+def _broadcastable(a, b):
+    sa = a._value.shape if isinstance(a, (Tensor, Variable)) else np.shape(a)
+    sb = b._value.shape if isinstance(b, (Tensor, Variable)) else np.shape(b)
+    try:
+        np.broadcast_shapes(sa, sb)
+    except ValueError:
+        return False
+    return True
+
+
 def _eq(a, b):
+    """``==``: elementwise; None gives False, incompatible shapes a scalar False (TF2)."""
     if b is None:
         return False
+    if not _broadcastable(a, b):
+        return Tensor(jnp.asarray(False))
     return _ns["equal"](a, b)
 
 
 def _ne(a, b):
     if b is None:
         return True
+    if not _broadcastable(a, b):
+        return Tensor(jnp.asarray(True))
     return _ns["not_equal"](a, b)
 
 
@@ -181,4 +715,8 @@ for _cls in (Tensor, Variable):
         setattr(_cls, _name, _fn)
 
 __all__ = [n for n in _ns if not n.startswith("_")] + [
-    "cast", "identity", "divide", "truediv", "reduce_sum", "reduce_mean", "matmul"]
+    "mod", "cast", "identity", "divide", "truediv", "add_n", "reduce_sum", "reduce_mean", "reduce_max",
+    "reduce_min", "reduce_prod", "reduce_logsumexp", "reduce_variance", "reduce_std",
+    "reduce_euclidean_norm", "reduce_any", "reduce_all", "count_nonzero", "argmax", "argmin", "cumsum",
+    "cumprod", "cumulative_logsumexp", "where", "clip_by_value", "clip_by_norm", "clip_by_global_norm",
+    "l2_normalize", "polyval", "top_k", "unsorted_segment_sum", "segment_sum", "bincount", "matmul"]

@@ -1,35 +1,146 @@
-"""Neural-network ops (``tf.nn``)."""
+"""Neural-network ops (``tf.nn``): activations, losses, convolutions, pooling, normalisation.
+
+Layouts are TF's: NHWC / NWC by default (``data_format='NCHW'``/``'NCW'`` are
+accepted), filters HWIO, ``padding`` ``'SAME'``/``'VALID'`` (or explicit
+pairs), ``strides``/``dilations`` an int or per-dimension list.
+Kink conventions are TF's (``_grads``): ``relu'(0) = 0``,
+``leaky_relu'(0) = alpha``, ``selu'(0) = scale``; ``max_pool2d`` routes the
+gradient to the first maximum of each window.
+"""
 import jax
 import jax.numpy as jnp
+import numpy as np
+from jax import lax
 
-from .._primitives import bind, define
-from .._tensor import convert_to_tensor
+from .. import _dtypes
+from .._errors import InvalidArgumentError
+from .._primitives import REGISTRY, bind
+from .._tensor import Tensor, convert_to_tensor
+from .._variable import Variable
+from . import _grads as G
+from .array import gather
+from .math import l2_normalize, log_sigmoid, sigmoid, softplus, softsign, tanh  # noqa: F401
+from ._registry import check_binary, check_float, dtype_of, op_error, prim, static_axis, tf_types, unary_ops
 
-relu_prim = define("Relu", jax.nn.relu)
+_TENSORISH = (Tensor, Variable)
 
 
-def relu(features, name=None):
-    """``tf.nn.relu``."""
-    return bind(relu_prim, features)
+def _shape(x):
+    return tuple(x._value.shape) if isinstance(x, _TENSORISH) else tuple(np.shape(x))
 
+
+def _bad(op_type, msg):
+    return InvalidArgumentError(None, None, f"{msg} [Op:{op_type}]")
+
+
+def _elu(x):
+    return jnp.where(x > 0, x, jnp.expm1(jnp.where(x > 0, 0, x)))
+
+
+_ns = {}
+unary_ops(_ns, [
+    ("relu", "Relu", jax.nn.relu, True, None, "features"),
+    ("relu6", "Relu6", G.relu6, True, None, "features"),
+    ("elu", "Elu", _elu, True, "real", "features"),
+    ("selu", "Selu", G.selu, True, "real", "features"),
+])
+relu, relu6, elu, selu = _ns["relu"], _ns["relu6"], _ns["elu"], _ns["selu"]
+relu_prim = REGISTRY["Relu"]
+for _f in (relu, relu6, elu, selu):
+    _f.__doc__ = f"``tf.nn.{_f.__name__}`` (TF op type ``{_f._tf_types[0]}``)."
+
+_LEAKY = prim("LeakyRelu", lambda x, *, alpha: G.leaky_relu(x, jnp.asarray(alpha, x.dtype)))
+
+
+@tf_types("LeakyRelu")
+def leaky_relu(features, alpha=0.2, name=None):
+    """``tf.nn.leaky_relu``: ``x`` if ``x > 0`` else ``alpha * x``; the gradient at 0 is ``alpha`` (TF)."""
+    check_float(features, "LeakyRelu", "real", "features")
+    return bind(_LEAKY, features, alpha=float(alpha))
+
+
+_GELU = prim("Gelu", lambda x, *, approximate: jax.nn.gelu(x, approximate=approximate))
+
+
+@tf_types("Gelu")
+def gelu(features, approximate=False, name=None):
+    """``tf.nn.gelu``: exact (erf) by default, the tanh approximation with ``approximate=True``."""
+    check_float(features, "Gelu", "real", "features")
+    return bind(_GELU, features, approximate=bool(approximate))
+
+
+_SILU = prim("Silu", lambda x, beta: x * jax.nn.sigmoid(beta * x))
+
+
+@tf_types("Silu")
+def silu(features, beta=1.0):
+    """``tf.nn.silu`` / ``tf.nn.swish``: ``x * sigmoid(beta * x)``."""
+    check_float(features, "Silu", "real", "features")
+    return bind(_SILU, features, convert_to_tensor(beta, dtype_hint=dtype_of(features) or np.float32))
+
+
+swish = silu
+
+
+def _softmax(x, *, axis):
+    return jax.nn.softmax(x, axis=axis)
+
+
+def _log_softmax(x, *, axis):
+    return jax.nn.log_softmax(x, axis=axis)
+
+
+_SOFTMAX = prim("Softmax", _softmax)
+_LOG_SOFTMAX = prim("LogSoftmax", _log_softmax)
+
+
+def _softmax_op(p, op_type, logits, axis):
+    check_float(logits, op_type, "real", "logits")
+    nd = len(_shape(logits))
+    ax = -1 if axis is None else int(axis)
+    if not -nd <= ax < max(nd, 1):
+        raise _bad(op_type, f"`axis` must be in the range [{-nd}, {nd}) where {nd} is the number of "
+                   f"dimensions in the input. Received: axis={ax}")
+    return bind(p, logits, axis=ax)
+
+
+@tf_types("Softmax")
+def softmax(logits, axis=None, name=None):
+    """``tf.nn.softmax`` over ``axis`` (last when None)."""
+    return _softmax_op(_SOFTMAX, "Softmax", logits, axis)
+
+
+@tf_types("LogSoftmax")
+def log_softmax(logits, axis=None, name=None):
+    """``tf.nn.log_softmax`` over ``axis`` (last when None)."""
+    return _softmax_op(_LOG_SOFTMAX, "LogSoftmax", logits, axis)
+
+
+# -- losses -------------------------------------------------------------------------
 
 def _sparse_xent(labels, logits):
     lse = jax.nn.logsumexp(logits, axis=-1)
-    picked = jnp.take_along_axis(logits, labels[..., None].astype(jnp.int32), axis=-1)[..., 0]
-    return lse - picked
+    ids = labels.astype(jnp.int32)
+    ok = (ids >= 0) & (ids < logits.shape[-1])
+    picked = jnp.take_along_axis(logits, jnp.where(ok, ids, 0)[..., None], axis=-1)[..., 0]
+    # Out-of-range labels: NaN (TF's GPU kernel; its CPU kernel raises, which needs a host sync).
+    return jnp.where(ok, lse - picked, jnp.nan)
 
 
-_SPARSE_XENT = define("SparseSoftmaxCrossEntropyWithLogits", _sparse_xent)
+_SPARSE_XENT = prim("SparseSoftmaxCrossEntropyWithLogits", _sparse_xent)
 
 
+@tf_types("SparseSoftmaxCrossEntropyWithLogits")
 def sparse_softmax_cross_entropy_with_logits(labels=None, logits=None, name=None):
-    """``tf.nn.sparse_softmax_cross_entropy_with_logits``: per-example loss; labels are class ids."""
+    """``tf.nn.sparse_softmax_cross_entropy_with_logits``: per-example loss; labels are class ids.
+    A label outside ``[0, classes)`` gives a NaN loss (TF's GPU behaviour; TF's CPU kernel raises
+    InvalidArgumentError, which would need a host sync of the labels)."""
     if labels is None or logits is None:
         raise ValueError("Both `labels` and `logits` must be provided.")
     labels = convert_to_tensor(labels)
     logits = convert_to_tensor(logits)
     if labels.dtype.is_floating:
-        raise ValueError(f"`labels` must be an integer tensor of class ids; got dtype {labels.dtype.name}")
+        raise _bad("SparseSoftmaxCrossEntropyWithLogits", f"`labels` must be an integer tensor of class ids (int32 or int64); got dtype {labels.dtype.name}")
     if labels.ndim != logits.ndim - 1:
         raise ValueError(f"Rank mismatch: Rank of labels (received {labels.ndim}) should equal rank "
                          f"of logits minus 1 (received {logits.ndim}).")
@@ -40,4 +151,398 @@ def sparse_softmax_cross_entropy_with_logits(labels=None, logits=None, name=None
     return bind(_SPARSE_XENT, labels, logits)
 
 
-__all__ = ["relu", "sparse_softmax_cross_entropy_with_logits"]
+def _xent(labels, logits, *, axis):
+    return -jnp.sum(labels * jax.nn.log_softmax(logits, axis=axis), axis=axis)
+
+
+_XENT = prim("SoftmaxCrossEntropyWithLogits", _xent)
+
+
+@tf_types("SoftmaxCrossEntropyWithLogits")
+def softmax_cross_entropy_with_logits(labels, logits, axis=-1, name=None):
+    """``tf.nn.softmax_cross_entropy_with_logits``: ``-sum(labels * log_softmax(logits))`` over
+    ``axis``; ``labels`` get a gradient too (``-log_softmax(logits)``, as TF v2)."""
+    check_binary(labels, logits, "SoftmaxCrossEntropyWithLogits")
+    try:
+        np.broadcast_shapes(_shape(labels), _shape(logits))
+    except ValueError:
+        raise _bad("SoftmaxCrossEntropyWithLogits", f"logits and labels must be broadcastable: logits_size"
+                   f"={list(_shape(logits))} labels_size={list(_shape(labels))}") from None
+    return bind(_XENT, labels, logits, axis=int(axis))
+
+
+def _sigmoid_xent(labels, logits):
+    # TF's formula, so the gradient at logits == 0 is sigmoid(0) - labels exactly.
+    zeros = jnp.zeros_like(logits)
+    cond = logits >= zeros
+    relu_logits = jnp.where(cond, logits, zeros)
+    neg_abs = jnp.where(cond, -logits, logits)
+    return relu_logits - logits * labels + jnp.log1p(jnp.exp(neg_abs))
+
+
+_SIGMOID_XENT = prim("SigmoidCrossEntropyWithLogits", _sigmoid_xent)
+
+
+def _same_shape(labels, logits):
+    if _shape(labels) != _shape(logits):
+        raise ValueError(f"`logits` and `labels` must have the same shape, received "
+                         f"({_shape(logits)} vs {_shape(labels)}).")
+
+
+@tf_types("SigmoidCrossEntropyWithLogits")
+def sigmoid_cross_entropy_with_logits(labels=None, logits=None, name=None):
+    """``tf.nn.sigmoid_cross_entropy_with_logits`` (elementwise; ``labels`` and ``logits`` same shape)."""
+    if labels is None or logits is None:
+        raise ValueError("Both `labels` and `logits` must be provided.")
+    _same_shape(labels, logits)
+    check_binary(labels, logits, "SigmoidCrossEntropyWithLogits")
+    return bind(_SIGMOID_XENT, labels, logits)
+
+
+def _weighted_xent(labels, logits, pos_weight):
+    log_weight = 1 + (pos_weight - 1) * labels
+    return (1 - labels) * logits + log_weight * (jnp.log1p(jnp.exp(-G.tf_abs(logits))) + jax.nn.relu(-logits))
+
+
+_WEIGHTED_XENT = prim("WeightedCrossEntropyWithLogits", _weighted_xent)
+
+
+@tf_types("WeightedCrossEntropyWithLogits")
+def weighted_cross_entropy_with_logits(labels, logits, pos_weight, name=None):
+    """``tf.nn.weighted_cross_entropy_with_logits``: positives weighted by ``pos_weight``."""
+    _same_shape(labels, logits)
+    check_binary(labels, logits, "WeightedCrossEntropyWithLogits")
+    return bind(_WEIGHTED_XENT, labels, logits, pos_weight)
+
+
+_L2_LOSS = prim("L2Loss", lambda t: jnp.sum(jnp.square(t)) / 2)
+
+
+@tf_types("L2Loss")
+def l2_loss(t, name=None):
+    """``tf.nn.l2_loss``: ``sum(t ** 2) / 2``."""
+    check_float(t, "L2Loss", "real", "t")
+    return bind(_L2_LOSS, t)
+
+
+def _log_poisson(targets, log_input, *, full):
+    out = jnp.exp(log_input) - log_input * targets
+    if full:
+        t = targets
+        approx = t * jnp.log(jnp.where(t > 0, t, 1)) - t + 0.5 * jnp.log(2 * np.pi * jnp.where(t > 0, t, 1))
+        out = out + jnp.where((t >= 0) & (t <= 1), jnp.zeros_like(t), approx)
+    return out
+
+
+_LOG_POISSON = prim("LogPoissonLoss", _log_poisson)
+
+
+@tf_types("LogPoissonLoss")
+def log_poisson_loss(targets, log_input, compute_full_loss=False, name=None):
+    """``tf.nn.log_poisson_loss``: ``exp(log_input) - log_input * targets`` (+ Stirling's term)."""
+    _same_shape(targets, log_input)
+    return bind(_LOG_POISSON, targets, log_input, full=bool(compute_full_loss))
+
+
+# -- normalisation -------------------------------------------------------------------
+
+def _moments(x, *, axes, keepdims):
+    mean = jnp.mean(x, axis=axes, keepdims=True)
+    var = jnp.mean(jnp.square(x - lax.stop_gradient(mean)), axis=axes, keepdims=True)
+    if not keepdims:
+        mean, var = jnp.squeeze(mean, axes), jnp.squeeze(var, axes)
+    return mean, var
+
+
+_MOMENTS = prim("Moments", _moments, multiple_results=True)
+
+
+@tf_types("Moments")
+def moments(x, axes, shift=None, keepdims=False, name=None):
+    """``tf.nn.moments``: ``(mean, variance)`` over ``axes`` (the variance's gradient treats the mean
+    as a constant, as TF's formula does; mathematically the same)."""
+    ax = static_axis(axes)
+    ax = ax if isinstance(ax, tuple) else (ax,)
+    nd = len(_shape(x))
+    return tuple(bind(_MOMENTS, x, axes=tuple(a % nd for a in ax), keepdims=bool(keepdims)))
+
+
+def _batch_norm(x, mean, var, offset, scale, *, eps):
+    inv = G.rsqrt(var + eps)
+    if scale is not None:
+        inv = inv * scale
+    return x * inv + ((offset if offset is not None else 0) - mean * inv)
+
+
+_BATCH_NORM = prim("BatchNormalization",
+                   lambda x, mean, var, offset, scale, *, eps, has_offset, has_scale:
+                   _batch_norm(x, mean, var, offset if has_offset else None, scale if has_scale else None,
+                               eps=eps))
+
+
+@tf_types("BatchNormalization")
+def batch_normalization(x, mean, variance, offset, scale, variance_epsilon, name=None):
+    """``tf.nn.batch_normalization``: ``(x - mean) * scale / sqrt(variance + eps) + offset``."""
+    return bind(_BATCH_NORM, x, mean, variance, 0.0 if offset is None else offset,
+                1.0 if scale is None else scale, eps=float(variance_epsilon),
+                has_offset=offset is not None, has_scale=scale is not None)
+
+
+def _bias_add(x, b, *, channel_axis):
+    shape = [1] * x.ndim
+    shape[channel_axis] = b.shape[0]
+    return x + b.reshape(shape)
+
+
+_BIAS_ADD = prim("BiasAdd", _bias_add)
+
+
+@tf_types("BiasAdd")
+def bias_add(value, bias, data_format=None, name=None):
+    """``tf.nn.bias_add``: add a 1-D ``bias`` along the channel axis (last; 1 for ``NC...``)."""
+    check_binary(value, bias, "BiasAdd")
+    s, b = _shape(value), _shape(bias)
+    ca = 1 if data_format is not None and str(data_format).startswith("NC") else len(s) - 1
+    if len(b) != 1 or len(s) < 2 or s[ca] != b[0]:
+        raise _bad("BiasAdd", f"Must provide as many biases as the channel dimension of the input tensor: "
+                   f"bias shape {list(b)} vs value shape {list(s)} (argument `bias`)")
+    return bind(_BIAS_ADD, value, bias, channel_axis=ca)
+
+
+@tf_types("GatherV2")
+def embedding_lookup(params, ids, max_norm=None, name=None):
+    """``tf.nn.embedding_lookup``: rows of ``params`` (one tensor) at ``ids``.  From a Variable the
+    gradient is dense (``tapejax.ops.array`` docstring)."""
+    if isinstance(params, (list, tuple)):
+        if len(params) != 1:
+            raise NotImplementedError("embedding_lookup over a sharded list of params is not supported")
+        params = params[0]
+    out = gather(params, ids)
+    if max_norm is not None:
+        from .math import clip_by_norm
+        out = clip_by_norm(out, max_norm, axes=tuple(range(len(_shape(ids)), len(_shape(out)))))
+    return out
+
+
+# -- dropout --------------------------------------------------------------------------
+
+def _dropout(x, key, *, rate, noise_shape):
+    keep = jax.random.uniform(key, noise_shape, x.dtype) >= rate
+    return jnp.where(keep, x / (1 - rate), jnp.zeros((), x.dtype))
+
+
+_DROPOUT = prim("Dropout", _dropout)
+
+
+@tf_types("Dropout")
+def dropout(x, rate, noise_shape=None, seed=None, name=None):
+    """``tf.nn.dropout``: zero entries with probability ``rate``, scale the rest by ``1/(1-rate)``.
+    The mask comes from ``tapejax.random`` with TF's seed rules (global seed + op ``seed``)."""
+    from . import random as _random
+    if isinstance(rate, (int, float)) and not isinstance(rate, bool):
+        if not 0 <= rate < 1:
+            raise ValueError(f"`rate` must be a scalar tensor or a float in the range [0, 1). "
+                             f"Received: rate={rate}")
+    else:
+        raise ValueError(f"`rate` must be a scalar tensor or a float in the range [0, 1). Received: "
+                         f"rate={rate!r}")
+    check_float(x, "Dropout", "real", "x")
+    ns = _shape(x) if noise_shape is None else tuple(int(d) for d in noise_shape)
+    key = _random._next_key(seed)
+    return bind(_DROPOUT, x, key, rate=float(rate), noise_shape=ns)
+
+
+# -- convolutions and pooling -----------------------------------------------------------
+
+def _tuple(v, n, what):
+    if v is None:
+        return (1,) * n
+    if isinstance(v, (int, np.integer)):
+        return (int(v),) * n
+    v = tuple(int(a) for a in v)
+    if len(v) == n:
+        return v
+    if len(v) == n + 2:
+        return v[1:-1]
+    if len(v) == 1:
+        return v * n
+    raise ValueError(f"`{what}` should be an int or a list of {n} (or {n + 2}) ints; got {list(v)}")
+
+
+def _padding(padding, op_type, n):
+    if isinstance(padding, str):
+        if padding not in ("SAME", "VALID"):
+            raise _bad(op_type, f"Value for attr 'padding' of \"{padding}\" is not in the list of allowed "
+                       f"values: \"SAME\", \"VALID\", \"EXPLICIT\" (argument `padding`)")
+        return padding
+    pads = [tuple(int(a) for a in p) for p in padding]
+    if len(pads) == n + 2:
+        pads = pads[1:-1]
+    return tuple(pads)
+
+
+def _channels_first(data_format):
+    return data_format is not None and str(data_format).startswith("NC")
+
+
+def _conv(x, w, *, strides, padding, dilations, nchw, groups):
+    n = x.ndim - 2
+    sp = "".join("DHW"[-n:])
+    lhs = ("NC" + sp) if nchw else ("N" + sp + "C")
+    dn = lax.conv_dimension_numbers(x.shape, w.shape, (lhs, sp + "IO", lhs))
+    return lax.conv_general_dilated(x, w, strides, padding, rhs_dilation=dilations, dimension_numbers=dn,
+                                    feature_group_count=groups)
+
+
+_CONV2D = prim("Conv2D", _conv)
+_CONV1D = prim("Conv1D", _conv)
+
+
+def _check_conv(x, w, op_type, n, nchw, depthwise=False):
+    check_binary(x, w, op_type)
+    check_float(x, op_type, "real", "input")
+    xs, ws = _shape(x), _shape(w)
+    if len(xs) != n + 2 or len(ws) != n + 2:
+        raise _bad(op_type, f"input must be {n + 2}-dimensional and filter {n + 2}-dimensional; got "
+                   f"input shape {list(xs)}, filter shape {list(ws)}")
+    cin = xs[1] if nchw else xs[-1]
+    if depthwise:
+        if ws[-2] != cin:
+            raise _bad(op_type, f"input and filter must have the same depth: {cin} vs {ws[-2]}")
+    elif cin % ws[-2]:
+        raise _bad(op_type, f"input depth must be evenly divisible by filter depth: {cin} vs {ws[-2]}")
+    return cin
+
+
+@tf_types("Conv2D")
+def conv2d(input, filters, strides, padding, data_format="NHWC", dilations=None, name=None):
+    """``tf.nn.conv2d``: NHWC input, HWIO filters."""
+    nchw = _channels_first(data_format)
+    cin = _check_conv(input, filters, "Conv2D", 2, nchw)
+    try:
+        return bind(_CONV2D, input, filters, strides=_tuple(strides, 2, "strides"),
+                    padding=_padding(padding, "Conv2D", 2), dilations=_tuple(dilations, 2, "dilations"),
+                    nchw=nchw, groups=cin // _shape(filters)[-2])
+    except (TypeError, ValueError) as e:
+        raise op_error(e, "Conv2D") from e
+
+
+@tf_types("Conv1D")
+def conv1d(input, filters, stride, padding, data_format="NWC", dilations=None, name=None):
+    """``tf.nn.conv1d``: NWC input, WIO filters."""
+    nchw = _channels_first(data_format)
+    cin = _check_conv(input, filters, "Conv1D", 1, nchw)
+    try:
+        return bind(_CONV1D, input, filters, strides=_tuple(stride, 1, "stride"),
+                    padding=_padding(padding, "Conv1D", 1), dilations=_tuple(dilations, 1, "dilations"),
+                    nchw=nchw, groups=cin // _shape(filters)[-2])
+    except (TypeError, ValueError) as e:
+        raise op_error(e, "Conv1D") from e
+
+
+def _depthwise(x, w, *, strides, padding, dilations, nchw):
+    kh, kw, cin, m = w.shape
+    return _conv(x, w.reshape(kh, kw, 1, cin * m), strides=strides, padding=padding, dilations=dilations,
+                 nchw=nchw, groups=cin)
+
+
+_DEPTHWISE = prim("DepthwiseConv2dNative", _depthwise)
+
+
+@tf_types("DepthwiseConv2dNative")
+def depthwise_conv2d(input, filter, strides, padding, data_format=None, dilations=None, name=None):
+    """``tf.nn.depthwise_conv2d``: filter ``[kh, kw, in_channels, channel_multiplier]``."""
+    nchw = _channels_first(data_format)
+    _check_conv(input, filter, "DepthwiseConv2dNative", 2, nchw, depthwise=True)
+    st = _tuple(strides, 2, "strides")
+    return bind(_DEPTHWISE, input, filter, strides=st, padding=_padding(padding, "DepthwiseConv2dNative", 2),
+                dilations=_tuple(dilations, 2, "dilations"), nchw=nchw)
+
+
+def _conv_transpose(x, w, *, out_shape, strides, padding, dilations, nchw):
+    # The gradient of conv2d with respect to its input, as TF defines conv2d_transpose.
+    def fwd(y):
+        return _conv(y, w, strides=strides, padding=padding, dilations=dilations, nchw=nchw, groups=1)
+    _, vjp = jax.vjp(fwd, jnp.zeros(out_shape, x.dtype))
+    return vjp(x)[0]
+
+
+_CONV2D_T = prim("Conv2DBackpropInput", _conv_transpose)
+
+
+@tf_types("Conv2DBackpropInput")
+def conv2d_transpose(input, filters, output_shape, strides, padding="SAME", data_format="NHWC",
+                     dilations=None, name=None):
+    """``tf.nn.conv2d_transpose``: filters ``[kh, kw, out_channels, in_channels]``."""
+    nchw = _channels_first(data_format)
+    check_binary(input, filters, "Conv2DBackpropInput")
+    out_shape = tuple(int(d) for d in np.asarray(getattr(output_shape, "_value", output_shape)))
+    ws = _shape(filters)
+    cin = _shape(input)[1 if nchw else -1]
+    if ws[-1] != cin:
+        raise _bad("Conv2DBackpropInput", f"input depth {cin} must equal the filters' last dimension "
+                   f"{ws[-1]} (argument `filters`)")
+    try:
+        return bind(_CONV2D_T, input, filters, out_shape=out_shape, strides=_tuple(strides, 2, "strides"),
+                    padding=_padding(padding, "Conv2DBackpropInput", 2),
+                    dilations=_tuple(dilations, 2, "dilations"), nchw=nchw)
+    except (TypeError, ValueError) as e:
+        raise op_error(e, "Conv2DBackpropInput") from e
+
+
+def _window(nchw, k, s):
+    return ((1, 1) + k, (1, 1) + s) if nchw else ((1,) + k + (1,), (1,) + s + (1,))
+
+
+def _max_pool(x, *, ksize, strides, padding, nchw):
+    win, st = _window(nchw, ksize, strides)
+    return _first_max_pool(x, win, st, padding)
+
+
+def _first_max_pool(x, win, st, padding):
+    return lax.reduce_window(x, -jnp.inf, lax.max, win, st, padding)
+
+
+def _avg_pool(x, *, ksize, strides, padding, nchw):
+    win, st = _window(nchw, ksize, strides)
+    s = lax.reduce_window(x, 0.0, lax.add, win, st, padding)
+    if padding == "VALID":
+        return s / np.prod(ksize)
+    ones = jnp.ones(x.shape, x.dtype)
+    return s / lax.reduce_window(ones, 0.0, lax.add, win, st, padding)  # TF excludes padding
+
+
+_MAX_POOL = prim("MaxPool", _max_pool)
+_AVG_POOL = prim("AvgPool", _avg_pool)
+
+
+def _pool(p, op_type, input, ksize, strides, padding, data_format):
+    check_float(input, op_type, "real", "input")
+    if len(_shape(input)) != 4:
+        raise _bad(op_type, f"input must be 4-dimensional, got shape {list(_shape(input))}")
+    if not isinstance(padding, str) or padding not in ("SAME", "VALID"):
+        raise _bad(op_type, f"Value for attr 'padding' of \"{padding}\" is not in the list of allowed "
+                   f"values: \"SAME\", \"VALID\" (argument `padding`)")
+    return bind(p, input, ksize=_tuple(ksize, 2, "ksize"), strides=_tuple(strides, 2, "strides"),
+                padding=padding, nchw=_channels_first(data_format))
+
+
+@tf_types("MaxPool")
+def max_pool2d(input, ksize, strides, padding, data_format="NHWC", name=None):
+    """``tf.nn.max_pool2d``: the gradient goes to the first maximum of each window (TF)."""
+    return _pool(_MAX_POOL, "MaxPool", input, ksize, strides, padding, data_format)
+
+
+@tf_types("AvgPool")
+def avg_pool2d(input, ksize, strides, padding, data_format="NHWC", name=None):
+    """``tf.nn.avg_pool2d`` (SAME padding averages over the valid entries only, as TF)."""
+    return _pool(_AVG_POOL, "AvgPool", input, ksize, strides, padding, data_format)
+
+
+__all__ = ["relu", "relu6", "leaky_relu", "elu", "selu", "gelu", "silu", "swish", "softmax",
+           "log_softmax", "softsign", "softplus", "sigmoid", "tanh", "l2_normalize",
+           "sparse_softmax_cross_entropy_with_logits", "softmax_cross_entropy_with_logits",
+           "sigmoid_cross_entropy_with_logits", "weighted_cross_entropy_with_logits", "l2_loss",
+           "log_poisson_loss", "moments", "batch_normalization", "bias_add", "embedding_lookup",
+           "dropout", "conv1d", "conv2d", "conv2d_transpose", "depthwise_conv2d", "max_pool2d",
+           "avg_pool2d"]

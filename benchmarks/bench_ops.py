@@ -1,0 +1,126 @@
+"""Per-op eager overhead: tapejax ops vs the bare jax.numpy call, in one process.
+
+Run:  python benchmarks/bench_ops.py [--quick]
+
+For each op the table gives the median time per call (µs) of
+
+* ``jnp``: the bare ``jax.numpy`` / ``jax.nn`` / ``lax`` call on jax Arrays (the floor);
+* ``no tape``: the tapejax op on Tensors with no tape active;
+* ``recording``: the tapejax op inside a ``GradientTape`` that watches its input, so every call
+  records a node (a fresh tape every ``BLOCK`` calls);
+
+and the ratios to ``jnp``.  Targets (issue #3): ``no tape`` <= 1.15x and ``recording`` <= 1.5x.
+Inputs are small (8x8 float32) so the numbers measure dispatch overhead, not arithmetic.
+"""
+import argparse
+import os
+import statistics
+import time
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import tapejax as tf  # noqa: E402
+
+BLOCK = 200
+TARGET_NO_TAPE = 1.15
+TARGET_RECORDING = 1.5
+
+
+def _cases():
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(8, 8)).astype(np.float32)
+    b = rng.normal(size=(8, 8)).astype(np.float32)
+    ja, jb = jnp.asarray(a), jnp.asarray(b)
+    ta, tb = tf.constant(a), tf.constant(b)
+    idx = jnp.asarray([0, 3, 5], jnp.int32)
+    tidx = tf.constant([0, 3, 5])
+    # name: (bare jnp call, tapejax call, tapejax inputs to watch)
+    return {
+        "add": (lambda: jnp.add(ja, jb), lambda x: tf.add(x, tb)),
+        "a + b (operator)": (lambda: ja + jb, lambda x: x + tb),
+        "multiply": (lambda: jnp.multiply(ja, jb), lambda x: tf.multiply(x, tb)),
+        "exp": (lambda: jnp.exp(ja), lambda x: tf.exp(x)),
+        "tanh": (lambda: jnp.tanh(ja), lambda x: tf.tanh(x)),
+        "sqrt (TF NaN rule)": (lambda: jnp.sqrt(ja), lambda x: tf.sqrt(x)),
+        "abs (TF kink rule)": (lambda: jnp.abs(ja), lambda x: tf.abs(x)),
+        "maximum (TF tie rule)": (lambda: jnp.maximum(ja, jb), lambda x: tf.maximum(x, tb)),
+        "relu": (lambda: jax.nn.relu(ja), lambda x: tf.nn.relu(x)),
+        "sigmoid": (lambda: jax.nn.sigmoid(ja), lambda x: tf.sigmoid(x)),
+        "reduce_sum(axis=1)": (lambda: jnp.sum(ja, axis=1), lambda x: tf.reduce_sum(x, axis=1)),
+        "reduce_max": (lambda: jnp.max(ja), lambda x: tf.reduce_max(x)),
+        "matmul": (lambda: jnp.matmul(ja, jb), lambda x: tf.matmul(x, tb)),
+        "softmax": (lambda: jax.nn.softmax(ja, axis=-1), lambda x: tf.nn.softmax(x)),
+        "reshape": (lambda: jnp.reshape(ja, (4, 16)), lambda x: tf.reshape(x, [4, 16])),
+        "transpose": (lambda: jnp.transpose(ja), lambda x: tf.transpose(x)),
+        "concat": (lambda: jnp.concatenate([ja, jb], axis=0), lambda x: tf.concat([x, tb], 0)),
+        "gather": (lambda: jnp.take(ja, idx, axis=0), lambda x: tf.gather(x, tidx)),
+        "clip_by_value": (lambda: jnp.clip(ja, -0.5, 0.5), lambda x: tf.clip_by_value(x, -0.5, 0.5)),
+    }, ta
+
+
+def _per_call(fn, n):
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter() - t0) / n * 1e6
+
+
+def _recording(op, x, n):
+    t = 0.0
+    done = 0
+    while done < n:
+        k = min(BLOCK, n - done)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            t0 = time.perf_counter()
+            for _ in range(k):
+                op(x)
+            t += time.perf_counter() - t0
+        done += k
+    return t / n * 1e6
+
+
+def run(n, repeats):
+    cases, x = _cases()
+    rows = []
+    for name, (bare, op) in cases.items():
+        for _ in range(3):  # warm up every path (eager jit caches)
+            jax.block_until_ready(bare())
+            op(x)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            op(x)
+        ts_b, ts_t, ts_r = [], [], []
+        for _ in range(repeats):  # interleaved, so drift hits all three alike
+            ts_b.append(_per_call(bare, n))
+            ts_t.append(_per_call(lambda: op(x), n))
+            ts_r.append(_recording(op, x, n))
+        b, t, r = (statistics.median(v) for v in (ts_b, ts_t, ts_r))
+        rows.append((name, b, t, r, t / b, r / b))
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="fewer calls (a smoke run)")
+    args = ap.parse_args()
+    n, repeats = (300, 3) if args.quick else (2000, 7)
+    rows = run(n, repeats)
+    print(f"per-op eager time, median of {repeats} x {n} calls, 8x8 float32 ({jax.devices()[0].platform})")
+    print(f"{'op':24s} {'jnp µs':>8s} {'no tape µs':>11s} {'recording µs':>13s} {'no tape x':>10s} "
+          f"{'recording x':>12s}")
+    for name, b, t, r, xt, xr in rows:
+        flag = ("" if xt <= TARGET_NO_TAPE else " !no-tape") + ("" if xr <= TARGET_RECORDING else " !recording")
+        print(f"{name:24s} {b:8.2f} {t:11.2f} {r:13.2f} {xt:10.2f} {xr:12.2f}{flag}")
+    gt = statistics.geometric_mean([r[4] for r in rows])
+    gr = statistics.geometric_mean([r[5] for r in rows])
+    print(f"{'geometric mean':24s} {'':8s} {'':11s} {'':13s} {gt:10.2f} {gr:12.2f}")
+    print(f"targets: no tape <= {TARGET_NO_TAPE}x, recording <= {TARGET_RECORDING}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,267 @@
+"""TensorFlow's gradient conventions where JAX's default rule differs.
+
+Each function here is pure JAX (a ``jax.custom_jvp``), so the eager op, the
+tape's compiled replay and a ``jax.jit`` of user code all give TF's numbers
+(TF_SEMANTICS.md items 3, 11, 12, 19, 21), in reverse *and* forward mode and
+at every order:
+
+* ties and kinks: ``maximum``/``minimum`` give the whole gradient to ``x`` on
+  ties; ``abs'(0) = 0``; ``clip_by_value`` (their composition, as TF) passes
+  the gradient at its (inclusive) bounds; ``relu6`` passes nothing at 0 and 6; ``leaky_relu'(0) = alpha``; ``selu'(0) = scale``;
+* NaN hygiene: ``sqrt``, ``rsqrt`` and ``reciprocal`` give a zero gradient
+  wherever the *incoming* gradient is zero, so ``where(x > 0, sqrt(x), 0)``
+  stays finite at ``x <= 0``.  That rule is not linear in IEEE arithmetic
+  (``0 * inf``), so it is a tiny linear primitive ``scale_nz(t, c)`` =
+  ``where(t == 0, 0, t * c)`` with its own transpose rule (the same
+  function, applied to the cotangent);
+* ``divide_no_nan``, ``multiply_no_nan``, ``xlogy``, ``xdivy`` and the
+  exponent gradient of ``pow`` (``log x`` read as 0 where ``x <= 0``) are
+  masked by their primal values, as TF's registered gradients are.
+"""
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
+
+def _tan(t, like):
+    """A tangent usable in arithmetic: integer primals have float0 tangents; read them as zeros."""
+    dt = getattr(t, "dtype", None)
+    if dt is None:
+        return jnp.asarray(t)
+    if dt == jax.dtypes.float0:
+        return 0.0  # weakly typed: never promotes the other tangent's dtype
+    return t
+
+
+# -- scale_nz: t * c, but exactly 0 where t == 0 (linear in t) -----------------
+
+scale_nz_p = Primitive("tapejax_scale_nz")
+
+
+def _scale_nz_impl(t, c):
+    return jnp.where(t == 0, jnp.zeros((), t.dtype), t * c)
+
+
+def scale_nz(t, c):
+    """``t * c`` with ``0 * c == 0`` even for an infinite or NaN ``c``."""
+    t, c = jnp.broadcast_arrays(t, c)
+    return scale_nz_p.bind(t, c)
+
+
+scale_nz_p.def_impl(_scale_nz_impl)
+scale_nz_p.def_abstract_eval(lambda t, c: jax.core.ShapedArray(t.shape, t.dtype))
+mlir.register_lowering(scale_nz_p, mlir.lower_fun(_scale_nz_impl, multiple_results=False))
+batching.defbroadcasting(scale_nz_p)
+
+
+def _scale_nz_transpose(ct, t, c):
+    assert ad.is_undefined_primal(t) and not ad.is_undefined_primal(c)
+    if type(ct) is ad.Zero:
+        return [None, None]
+    return [scale_nz(ct, c), None]
+
+
+ad.defjvp(scale_nz_p,
+          lambda dt, t, c: scale_nz(dt, c),
+          lambda dc, t, c: jnp.where(t == 0, jnp.zeros((), dc.dtype), dc * t))
+ad.primitive_transposes[scale_nz_p] = _scale_nz_transpose
+
+
+# -- NaN hygiene ---------------------------------------------------------------
+
+@jax.custom_jvp
+def sqrt(x):
+    return jnp.sqrt(x)
+
+
+@sqrt.defjvp
+def _sqrt_jvp(p, t):
+    y = sqrt(p[0])
+    return y, scale_nz(t[0], 0.5 / y)
+
+
+@jax.custom_jvp
+def rsqrt(x):
+    return lax.rsqrt(x)
+
+
+@rsqrt.defjvp
+def _rsqrt_jvp(p, t):
+    y = rsqrt(p[0])
+    return y, scale_nz(t[0], -0.5 * y * y * y)
+
+
+@jax.custom_jvp
+def reciprocal(x):
+    return 1 / x
+
+
+@reciprocal.defjvp
+def _reciprocal_jvp(p, t):
+    y = reciprocal(p[0])
+    return y, scale_nz(t[0], -y * y)
+
+
+def _safe_div(x, y):
+    return jnp.where(y == 0, jnp.zeros((), jnp.result_type(x, y)), x / jnp.where(y == 0, 1, y))
+
+
+@jax.custom_jvp
+def divide_no_nan(x, y):
+    return _safe_div(x, y)
+
+
+@divide_no_nan.defjvp
+def _divide_no_nan_jvp(p, t):
+    x, y = p
+    tx, ty = _tan(t[0], x), _tan(t[1], y)
+    out = divide_no_nan(x, y)
+    return out, _safe_div(tx, y) - ty * _safe_div(_safe_div(x, y), y)
+
+
+@jax.custom_jvp
+def multiply_no_nan(x, y):
+    return jnp.where(y == 0, jnp.zeros((), jnp.result_type(x, y)), x * y)
+
+
+@multiply_no_nan.defjvp
+def _multiply_no_nan_jvp(p, t):
+    x, y = p
+    tx, ty = _tan(t[0], x), _tan(t[1], y)
+    return multiply_no_nan(x, y), multiply_no_nan(tx, y) + ty * x
+
+
+def _log_pos(x):
+    return jnp.where(x > 0, jnp.log(jnp.where(x > 0, x, 1)), 0)
+
+
+@jax.custom_jvp
+def xlogy(x, y):
+    return jnp.where(x == 0, jnp.zeros((), jnp.result_type(x, y)), x * jnp.log(y))
+
+
+@xlogy.defjvp
+def _xlogy_jvp(p, t):
+    x, y = p
+    tx, ty = _tan(t[0], x), _tan(t[1], y)
+    dx = jnp.where(x == 0, 0, jnp.log(y))
+    dy = xdivy(x, y)
+    return xlogy(x, y), tx * dx + ty * dy
+
+
+@jax.custom_jvp
+def xdivy(x, y):
+    return jnp.where(x == 0, jnp.zeros((), jnp.result_type(x, y)), x / y)
+
+
+@xdivy.defjvp
+def _xdivy_jvp(p, t):
+    x, y = p
+    tx, ty = _tan(t[0], x), _tan(t[1], y)
+    dx = jnp.where(x == 0, 0, 1 / y)
+    dy = -xdivy(x, y * y)
+    return xdivy(x, y), tx * dx + ty * dy
+
+
+@jax.custom_jvp
+def pow(x, y):  # noqa: A001
+    return jnp.power(x, y)
+
+
+@pow.defjvp
+def _pow_jvp(p, t):
+    x, y = p
+    tx, ty = _tan(t[0], x), _tan(t[1], y)
+    z = pow(x, y)
+    dx = y * jnp.power(x, y - 1)
+    dy = z * _log_pos(x)
+    return z, tx * dx + ty * dy
+
+
+# -- ties and kinks ---------------------------------------------------------------
+
+@jax.custom_jvp
+def tf_abs(x):
+    return jnp.abs(x)
+
+
+@tf_abs.defjvp
+def _abs_jvp(p, t):
+    return tf_abs(p[0]), t[0] * jnp.sign(p[0])
+
+
+@jax.custom_jvp
+def maximum(x, y):
+    return jnp.maximum(x, y)
+
+
+@maximum.defjvp
+def _maximum_jvp(p, t):
+    x, y = p
+    tx, ty = _tan(t[0], x), _tan(t[1], y)
+    m = x >= y
+    shape = jnp.broadcast_shapes(jnp.shape(x), jnp.shape(y))
+    return maximum(x, y), jnp.broadcast_to(jnp.where(m, tx, ty), shape)
+
+
+@jax.custom_jvp
+def minimum(x, y):
+    return jnp.minimum(x, y)
+
+
+@minimum.defjvp
+def _minimum_jvp(p, t):
+    x, y = p
+    tx, ty = _tan(t[0], x), _tan(t[1], y)
+    m = x <= y
+    shape = jnp.broadcast_shapes(jnp.shape(x), jnp.shape(y))
+    return minimum(x, y), jnp.broadcast_to(jnp.where(m, tx, ty), shape)
+
+
+def clip_by_value(x, lo, hi):
+    """TF's composition ``maximum(minimum(x, hi), lo)`` with TF's tie rules: inclusive bounds pass
+    the gradient to ``x``; ``lo`` wins when ``lo > hi``."""
+    return maximum(minimum(x, hi), lo)
+
+
+@jax.custom_jvp
+def relu6(x):
+    x = jnp.asarray(x)
+    return jnp.minimum(jnp.maximum(x, 0), 6).astype(x.dtype)
+
+
+@relu6.defjvp
+def _relu6_jvp(p, t):
+    (x,), (tx,) = p, t
+    return relu6(x), jnp.where((x > 0) & (x < 6), tx, jnp.zeros_like(tx))
+
+
+@jax.custom_jvp
+def leaky_relu(x, alpha):
+    x = jnp.asarray(x)
+    return jnp.where(x > 0, x, alpha * x).astype(x.dtype)
+
+
+@leaky_relu.defjvp
+def _leaky_jvp(p, t):
+    x, alpha = p
+    tx, talpha = _tan(t[0], x), _tan(t[1], alpha)
+    return leaky_relu(x, alpha), (jnp.where(x > 0, tx, alpha * tx)
+                                  + jnp.where(x > 0, 0, x * talpha)).astype(jnp.result_type(x))
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+@jax.custom_jvp
+def selu(x):
+    return _SELU_SCALE * jnp.where(x > 0, x, _SELU_ALPHA * jnp.expm1(jnp.where(x > 0, 0, x)))
+
+
+@selu.defjvp
+def _selu_jvp(p, t):
+    (x,), (tx,) = p, t
+    y = selu(x)
+    return y, tx * jnp.where(y < 0, y + _SELU_SCALE * _SELU_ALPHA, _SELU_SCALE)

@@ -1,0 +1,124 @@
+"""Any JAX function as a tape op: ``tapejax.op``.
+
+::
+
+    @tapejax.op(type_name="MLPApply")
+    def mlp(params, x):                 # pytrees of arrays in, pytree out
+        ...pure jax...
+
+    with tapejax.GradientTape() as tape:
+        y = mlp({"w": w_var, "b": b_var}, x)     # one recorded op "MLPApply"
+    tape.gradient(y, [w_var, b_var])               # JAX's gradient of mlp
+
+Arguments are pytrees (dicts, lists, tuples, flax/equinox structures).  Their
+Tensor, Variable and array leaves are the op's inputs (Variables are read,
+so tapes watch them); every other leaf (Python numbers, strings, None,
+callables) is a *static* parameter, part of the compiled replay's key, so
+it must be hashable.  The outputs are the function's pytree with Tensors at
+the array leaves.  The gradient is JAX's (``jax.vjp`` of the function)
+unless a gradient is registered for ``type_name`` (``RegisterGradient`` /
+``gradient_override_map``).  The function is run under ``jax.jit`` eagerly
+(``jit=False`` to run it op by op).
+"""
+import functools
+import itertools
+
+import jax
+import numpy as np
+
+from .._primitives import REGISTRY, bind, define
+from .._tensor import Tensor
+from .._variable import Variable
+
+_TENSORISH = (Tensor, Variable)
+_ARRAYS = (Tensor, Variable, jax.Array, np.ndarray, np.generic)
+_auto = itertools.count()
+
+
+def _is_leaf(x):
+    return isinstance(x, _TENSORISH)
+
+
+def split_args(args, kwargs):
+    """(dynamic leaves, static key) of a call: the key is (treedef, ((pos, value), ...))."""
+    leaves, tree = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_leaf)
+    dyn = []
+    static = []
+    for i, v in enumerate(leaves):
+        if isinstance(v, _ARRAYS):
+            dyn.append(v)
+        else:
+            static.append((i, v))
+    return dyn, (tree, tuple(static))
+
+
+def join_args(dyn, key):
+    tree, static = key
+    n = len(dyn) + len(static)
+    leaves = [None] * n
+    it = iter(dyn)
+    pos = dict(static)
+    for i in range(n):
+        leaves[i] = pos[i] if i in pos else next(it)
+    return jax.tree_util.tree_unflatten(tree, leaves)
+
+
+def make_op(fn, type_name, *, differentiable=True, jit=True, doc=None):
+    """The tape op for ``fn`` under TF type name ``type_name`` (registered once)."""
+    out_trees = {}
+
+    def impl(*dyn, key):
+        args, kwargs = join_args(dyn, key)
+        out = fn(*args, **kwargs)
+        flat, tree = jax.tree_util.tree_flatten(out)
+        out_trees[key] = tree
+        return tuple(flat)
+
+    prim = define(type_name, impl, differentiable=differentiable, multiple_results=True, jit=jit)
+
+    @functools.wraps(fn)
+    def op(*args, **kwargs):
+        dyn, key = split_args(args, kwargs)
+        try:
+            hash(key)
+        except TypeError:
+            raise TypeError(f"op {type_name}: non-array arguments must be hashable (they are static "
+                            f"parameters of the op); got {key[1]!r}") from None
+        outs = bind(prim, *dyn, key=key)
+        tree = out_trees[key]
+        if tree.num_leaves == 1 and jax.tree_util.treedef_is_leaf(tree):
+            return outs[0]
+        return jax.tree_util.tree_unflatten(tree, outs)
+
+    op._tf_types = (type_name,)
+    op.primitive = prim
+    if doc is not None:
+        op.__doc__ = doc
+    return op
+
+
+def op(fn=None, *, type_name=None, differentiable=True, jit=True):
+    """Decorator: a JAX function ``f(pytree of arrays) -> pytree of arrays`` as a tape op.
+
+    ``type_name`` is the TF op type the tape records (what ``RegisterGradient``
+    and ``gradient_override_map`` key on); registering a name twice raises
+    KeyError, as TF.  Without it a unique name ``"JaxOp/<qualname>/<n>"`` is
+    made.  ``differentiable=False`` makes the outputs constants to the tape
+    (the gradient is then ``None``, as for TF ops without a gradient).
+    """
+    def deco(f):
+        name = type_name
+        if name is None:
+            name = f"JaxOp/{getattr(f, '__qualname__', 'fn')}/{next(_auto)}"
+        elif not isinstance(name, str) or not name:
+            raise TypeError(f"`type_name` must be a non-empty string; got {name!r}")
+        elif name in REGISTRY:
+            raise KeyError(f"Registering two ops with name '{name}': pick another `type_name`")
+        return make_op(f, name, differentiable=differentiable, jit=jit)
+
+    if fn is not None:
+        return deco(fn)
+    return deco
+
+
+__all__ = ["op"]

@@ -1,0 +1,427 @@
+"""Linear algebra (``tf.linalg``): batched over leading dimensions, as TF.
+
+``eigh`` / ``eigvalsh`` read only the lower triangle of their input (TF's
+kernels do), so their gradient is lower-triangular, ``tril(G + G^T)`` with
+the diagonal halved, as TF's (TF_SEMANTICS 19).  ``svd`` returns ``(s, u, v)``
+with ``v`` not transposed, as TF.
+"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _dtypes
+from .._errors import InvalidArgumentError
+from .._primitives import bind
+from .._tensor import Tensor
+from .._variable import Variable
+from . import _grads as G
+from .array import einsum, tensordot  # noqa: F401
+from .math import l2_normalize, matmul  # noqa: F401
+from ._registry import check_binary, check_float, op_error, prim, static_axis, tf_types
+
+_TENSORISH = (Tensor, Variable)
+
+
+def _shape(x):
+    return tuple(x._value.shape) if isinstance(x, _TENSORISH) else tuple(np.shape(x))
+
+
+def _bad(op_type, msg):
+    return InvalidArgumentError(None, None, f"{msg} [Op:{op_type}]")
+
+
+def _square(x, op_type, arg="input"):
+    check_float(x, op_type, "float", arg)
+    s = _shape(x)
+    if len(s) < 2 or s[-1] != s[-2]:
+        raise _bad(op_type, f"Input matrix must be square (argument `{arg}`): got shape {list(s)}")
+
+
+def _call(p, op_type, *args, **static):
+    try:
+        return bind(p, *args, **static)
+    except (TypeError, ValueError) as e:
+        raise op_error(e, op_type) from e
+
+
+def _mT(x):
+    return jnp.swapaxes(x, -1, -2)
+
+
+def _matvec(a, b, *, transpose_a, adjoint_a):
+    if transpose_a:
+        a = _mT(a)
+    if adjoint_a:
+        a = jnp.conj(_mT(a))
+    return jnp.einsum("...ij,...j->...i", a, b)
+
+
+_MATVEC = prim("MatVec", _matvec)
+
+
+@tf_types("MatVec")
+def matvec(a, b, transpose_a=False, adjoint_a=False, a_is_sparse=False, b_is_sparse=False, name=None):
+    """``tf.linalg.matvec``: ``a [..., M, N] @ b [..., N] -> [..., M]``."""
+    check_binary(a, b, "MatVec")
+    if len(_shape(a)) < 2 or len(_shape(b)) < 1:
+        raise _bad("MatVec", f"`a` must be rank >= 2 and `b` rank >= 1; got {list(_shape(a))}, "
+                   f"{list(_shape(b))}")
+    return _call(_MATVEC, "MatVec", a, b, transpose_a=bool(transpose_a), adjoint_a=bool(adjoint_a))
+
+
+_INV = prim("MatrixInverse", lambda x, *, adjoint: jnp.linalg.inv(jnp.conj(_mT(x)) if adjoint else x))
+
+
+@tf_types("MatrixInverse")
+def inv(input, adjoint=False, name=None):
+    """``tf.linalg.inv`` (singular input gives inf/NaN values; TF raises on CPU)."""
+    _square(input, "MatrixInverse")
+    return bind(_INV, input, adjoint=bool(adjoint))
+
+
+_DET = prim("MatrixDeterminant", jnp.linalg.det)
+
+
+@tf_types("MatrixDeterminant")
+def det(input, name=None):
+    """``tf.linalg.det``."""
+    _square(input, "MatrixDeterminant")
+    return bind(_DET, input)
+
+
+def _slogdet(x):
+    s, l = jnp.linalg.slogdet(x)
+    return s, l
+
+
+_SLOGDET = prim("LogMatrixDeterminant", _slogdet, multiple_results=True)
+
+
+@tf_types("LogMatrixDeterminant")
+def slogdet(input, name=None):
+    """``tf.linalg.slogdet``: ``(sign, log|det|)``."""
+    _square(input, "LogMatrixDeterminant")
+    return tuple(bind(_SLOGDET, input))
+
+
+def _logdet(x):
+    c = jnp.linalg.cholesky(x)
+    return 2.0 * jnp.sum(jnp.log(jnp.real(jnp.diagonal(c, axis1=-2, axis2=-1))), axis=-1)
+
+
+_LOGDET = prim("LogDet", _logdet)
+
+
+@tf_types("LogDet")
+def logdet(matrix, name=None):
+    """``tf.linalg.logdet`` of a Hermitian positive definite matrix (through its Cholesky factor)."""
+    _square(matrix, "LogDet", "matrix")
+    return bind(_LOGDET, matrix)
+
+
+def _lower_sym(x):
+    lo = jnp.tril(x)
+    return lo + jnp.conj(_mT(jnp.tril(x, -1)))
+
+
+def _cholesky(x):
+    # Values from the lower triangle (TF's kernel); the gradient symmetric (TF's CholeskyGrad).
+    sym = (x + jnp.conj(_mT(x))) / 2
+    return jnp.linalg.cholesky(sym + jax.lax.stop_gradient(_lower_sym(x) - sym), symmetrize_input=False)
+
+
+_CHOLESKY = prim("Cholesky", _cholesky)
+
+
+@tf_types("Cholesky")
+def cholesky(input, name=None):
+    """``tf.linalg.cholesky``: lower factor; reads the lower triangle (non-PD input gives NaN); the
+    gradient is symmetric, as TF's."""
+    _square(input, "Cholesky")
+    return bind(_CHOLESKY, input)
+
+
+def _cho_solve(chol, rhs):
+    y = jax.scipy.linalg.solve_triangular(chol, rhs, lower=True)
+    return jax.scipy.linalg.solve_triangular(jnp.conj(_mT(chol)), y, lower=False)
+
+
+_CHO_SOLVE = prim("CholeskySolve", _cho_solve)
+
+
+@tf_types("CholeskySolve")
+def cholesky_solve(chol, rhs, name=None):
+    """``tf.linalg.cholesky_solve``: solve ``A X = rhs`` given ``chol = cholesky(A)``."""
+    check_binary(chol, rhs, "CholeskySolve")
+    _square(chol, "CholeskySolve", "chol")
+    return _call(_CHO_SOLVE, "CholeskySolve", chol, rhs)
+
+
+_SOLVE = prim("MatrixSolve", lambda a, b, *, adjoint: jnp.linalg.solve(jnp.conj(_mT(a)) if adjoint else a, b))
+
+
+@tf_types("MatrixSolve")
+def solve(matrix, rhs, adjoint=False, name=None):
+    """``tf.linalg.solve``: ``matrix [..., M, M] X = rhs [..., M, K]``."""
+    check_binary(matrix, rhs, "MatrixSolve")
+    _square(matrix, "MatrixSolve", "matrix")
+    if len(_shape(rhs)) < 2 or _shape(rhs)[-2] != _shape(matrix)[-1]:
+        raise _bad("MatrixSolve", f"Input matrix and right-hand side must have the same number of rows: "
+                   f"{list(_shape(matrix))} vs {list(_shape(rhs))} (argument `rhs`)")
+    return _call(_SOLVE, "MatrixSolve", matrix, rhs, adjoint=bool(adjoint))
+
+
+def _tri_solve(a, b, *, lower, adjoint):
+    a = jnp.tril(a) if lower else jnp.triu(a)
+    return jax.scipy.linalg.solve_triangular(a, b, lower=lower, trans="C" if adjoint else 0)
+
+
+_TRI_SOLVE = prim("MatrixTriangularSolve", _tri_solve)
+
+
+@tf_types("MatrixTriangularSolve")
+def triangular_solve(matrix, rhs, lower=True, adjoint=False, name=None):
+    """``tf.linalg.triangular_solve``: reads only the ``lower`` (or upper) triangle of ``matrix``."""
+    check_binary(matrix, rhs, "MatrixTriangularSolve")
+    _square(matrix, "MatrixTriangularSolve", "matrix")
+    return _call(_TRI_SOLVE, "MatrixTriangularSolve", matrix, rhs, lower=bool(lower), adjoint=bool(adjoint))
+
+
+def _lstsq(a, b, *, l2):
+    ah = jnp.conj(_mT(a))
+    m, n = a.shape[-2], a.shape[-1]
+    if m >= n:
+        gram = ah @ a + l2 * jnp.eye(n, dtype=a.dtype)
+        return jnp.linalg.solve(gram, ah @ b)
+    gram = a @ ah + l2 * jnp.eye(m, dtype=a.dtype)
+    return ah @ jnp.linalg.solve(gram, b)
+
+
+_LSTSQ = prim("MatrixSolveLs", _lstsq)
+
+
+@tf_types("MatrixSolveLs")
+def lstsq(matrix, rhs, l2_regularizer=0.0, fast=True, name=None):
+    """``tf.linalg.lstsq`` (``fast=True`` path: regularised normal equations, as TF)."""
+    check_binary(matrix, rhs, "MatrixSolveLs")
+    check_float(matrix, "MatrixSolveLs", "float", "matrix")
+    return _call(_LSTSQ, "MatrixSolveLs", matrix, rhs, l2=float(l2_regularizer))
+
+
+def _eigh(x):
+    w, v = jnp.linalg.eigh(_lower_sym(x), symmetrize_input=False)
+    return w, v
+
+
+_EIGH = prim("SelfAdjointEigV2", _eigh, multiple_results=True)
+_EIGVALSH = prim("SelfAdjointEigV2Values", lambda x: jnp.linalg.eigvalsh(_lower_sym(x)))
+
+
+@tf_types("SelfAdjointEigV2")
+def eigh(tensor, name=None):
+    """``tf.linalg.eigh``: ``(eigenvalues ascending, eigenvectors)``; reads the lower triangle."""
+    _square(tensor, "SelfAdjointEigV2", "tensor")
+    return tuple(bind(_EIGH, tensor))
+
+
+@tf_types("SelfAdjointEigV2Values")
+def eigvalsh(tensor, name=None):
+    """``tf.linalg.eigvalsh``: eigenvalues ascending; reads the lower triangle."""
+    _square(tensor, "SelfAdjointEigV2", "tensor")
+    return bind(_EIGVALSH, tensor)
+
+
+def _svd(x, *, full_matrices, compute_uv):
+    if not compute_uv:
+        return (jnp.linalg.svd(x, compute_uv=False),)
+    u, s, vh = jnp.linalg.svd(x, full_matrices=full_matrices)
+    return s, u, jnp.conj(_mT(vh))
+
+
+_SVD = prim("Svd", _svd, multiple_results=True)
+
+
+@tf_types("Svd")
+def svd(tensor, full_matrices=False, compute_uv=True, name=None):
+    """``tf.linalg.svd``: ``(s, u, v)`` with ``tensor = u @ diag(s) @ adjoint(v)``; only ``s`` when
+    ``compute_uv=False``."""
+    check_float(tensor, "Svd", "float", "tensor")
+    if len(_shape(tensor)) < 2:
+        raise _bad("Svd", f"Shape must be at least rank 2 but is rank {len(_shape(tensor))} (argument "
+                   f"`tensor`)")
+    out = bind(_SVD, tensor, full_matrices=bool(full_matrices), compute_uv=bool(compute_uv))
+    return tuple(out) if compute_uv else out[0]
+
+
+_QR = prim("Qr", lambda x, *, full: tuple(jnp.linalg.qr(x, mode="complete" if full else "reduced")),
+           multiple_results=True)
+
+
+@tf_types("Qr")
+def qr(input, full_matrices=False, name=None):
+    """``tf.linalg.qr``: ``(q, r)``."""
+    check_float(input, "Qr", "float", "input")
+    return tuple(bind(_QR, input, full=bool(full_matrices)))
+
+
+_TRACE = prim("Trace", lambda x: jnp.trace(x, axis1=-2, axis2=-1))
+
+
+@tf_types("Trace")
+def trace(x, name=None):
+    """``tf.linalg.trace``: sum of the main diagonal of the innermost matrices."""
+    if len(_shape(x)) < 2:
+        raise ValueError(f"Argument `x` must be at least rank 2; got shape {list(_shape(x))}")
+    return bind(_TRACE, x)
+
+
+def _diag(d, pad, *, k, num_rows, num_cols):
+    n = d.shape[-1] + abs(k)
+    rows = n if num_rows < 0 else num_rows
+    cols = n if num_cols < 0 else num_cols
+    i = jnp.arange(rows)[:, None]
+    j = jnp.arange(cols)[None, :]
+    on = (j - i) == k
+    idx = jnp.clip(jnp.minimum(i, j), 0, d.shape[-1] - 1)
+    vals = jnp.take(d, jnp.broadcast_to(idx, (rows, cols)), axis=-1)
+    return jnp.where(on, vals, pad)
+
+
+_DIAG = prim("MatrixDiagV3", _diag)
+
+
+@tf_types("MatrixDiagV3")
+def diag(diagonal, name="diag", k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"):
+    """``tf.linalg.diag``: a (batched) matrix with ``diagonal`` on diagonal ``k`` (one diagonal)."""
+    if not isinstance(k, (int, np.integer)):
+        raise NotImplementedError("tapejax.linalg.diag supports a single diagonal (int k)")
+    return bind(_DIAG, diagonal, padding_value, k=int(k), num_rows=int(num_rows), num_cols=int(num_cols))
+
+
+def _diag_part(x, *, k):
+    return jnp.diagonal(x, offset=k, axis1=-2, axis2=-1)
+
+
+_DIAG_PART = prim("MatrixDiagPartV3", _diag_part)
+
+
+@tf_types("MatrixDiagPartV3")
+def diag_part(input, name="diag_part", k=0, padding_value=0, align="RIGHT_LEFT"):
+    """``tf.linalg.diag_part``: diagonal ``k`` of the innermost matrices."""
+    if not isinstance(k, (int, np.integer)):
+        raise NotImplementedError("tapejax.linalg.diag_part supports a single diagonal (int k)")
+    if len(_shape(input)) < 2:
+        raise _bad("MatrixDiagPartV3", f"input must be at least 2-dim, received shape: {list(_shape(input))}")
+    return bind(_DIAG_PART, input, k=int(k))
+
+
+def _band(x, *, lower, upper):
+    m, n = x.shape[-2], x.shape[-1]
+    i = jnp.arange(m)[:, None]
+    j = jnp.arange(n)[None, :]
+    keep = jnp.ones((m, n), bool)
+    if lower >= 0:
+        keep = keep & (i - j <= lower)
+    if upper >= 0:
+        keep = keep & (j - i <= upper)
+    return jnp.where(keep, x, jnp.zeros((), x.dtype))
+
+
+_BAND = prim("MatrixBandPart", _band)
+
+
+@tf_types("MatrixBandPart")
+def band_part(input, num_lower, num_upper, name=None):
+    """``tf.linalg.band_part``: keep ``num_lower`` sub- and ``num_upper`` super-diagonals (-1: all)."""
+    return bind(_BAND, input, lower=int(num_lower), upper=int(num_upper))
+
+
+def _norm(x, *, ord, axis, keepdims):
+    if ord == "euclidean":
+        s = jnp.sum(jnp.square(jnp.abs(x)) if jnp.iscomplexobj(x) else x * x, axis=axis, keepdims=True)
+        r = G.sqrt(s)
+    elif isinstance(axis, tuple) and len(axis) == 2:
+        r = jnp.linalg.norm(x, ord=ord, axis=axis, keepdims=True)
+    elif ord == 1:
+        r = jnp.sum(G.tf_abs(x), axis=axis, keepdims=True)
+    elif ord == np.inf:
+        r = jnp.max(G.tf_abs(x), axis=axis, keepdims=True)
+    else:
+        r = jnp.power(jnp.sum(jnp.power(G.tf_abs(x), ord), axis=axis, keepdims=True), 1.0 / ord)
+    if not keepdims:
+        r = jnp.squeeze(r, axis=tuple(range(x.ndim)) if axis is None else axis)
+    return r
+
+
+_NORM = prim("Norm", _norm)
+
+
+@tf_types("Norm")
+def norm(tensor, ord="euclidean", axis=None, keepdims=None, name=None):
+    """``tf.norm`` / ``tf.linalg.norm``: vector norms (``'euclidean'``, 1, 2, inf, p > 0) over one
+    axis or all; matrix norms (``'fro'``, 1, 2, inf, ``'euclidean'``) over two axes.  The gradient
+    of the euclidean norm at 0 is NaN (as TF)."""
+    check_float(tensor, "Norm", "float", "tensor")
+    ax = static_axis(axis)
+    if isinstance(ax, int):
+        ax = (ax,)
+    if ax is not None:
+        nd = len(_shape(tensor))
+        ax = tuple(a % nd for a in ax)
+    if ord == "fro":
+        ord = "euclidean"
+    if ord != "euclidean" and not (isinstance(ord, (int, float)) and ord > 0):
+        raise ValueError(f"'ord' must be a supported vector norm, got {ord}.")
+    if ax is not None and len(ax) == 2 and ord == 2:
+        raise NotImplementedError("the matrix 2-norm (spectral) is not supported; use svd")
+    if ax is not None and len(ax) > 2:
+        raise ValueError(f"'axis' must be None, an integer, or a tuple of 2 unique integers, got {axis}")
+    o = "euclidean" if ord == 2 and (ax is None or len(ax) == 1) else ord
+    o = float(o) if o != "euclidean" and not isinstance(o, int) else o
+    return bind(_NORM, tensor, ord=o, axis=ax, keepdims=bool(keepdims))
+
+
+_CROSS = prim("Cross", lambda a, b: jnp.cross(a, b))
+
+
+@tf_types("Cross")
+def cross(a, b, name=None):
+    """``tf.linalg.cross`` of 3-vectors (innermost dimension)."""
+    check_binary(a, b, "Cross")
+    if _shape(a)[-1:] != (3,) or _shape(b)[-1:] != (3,):
+        raise _bad("Cross", f"Arguments `a` and `b` must have innermost dimension 3: got {list(_shape(a))}, "
+                   f"{list(_shape(b))}")
+    return _call(_CROSS, "Cross", a, b)
+
+
+def _pinv(a, *, rcond):
+    return jnp.linalg.pinv(a, rtol=rcond)
+
+
+_PINV = prim("Pinv", _pinv)
+
+
+@tf_types("Pinv")
+def pinv(a, rcond=None, validate_args=False, name=None):
+    """``tf.linalg.pinv`` (singular values below ``rcond * max(s)`` are dropped; default
+    ``10 * max(m, n) * eps``, as TF)."""
+    check_float(a, "Pinv", "float", "a")
+    s = _shape(a)
+    if rcond is None:
+        rcond = 10.0 * max(s[-2:]) * float(np.finfo(np.dtype(getattr(a, "_value", np.asarray(a)).dtype)).eps)
+    return bind(_PINV, a, rcond=float(rcond))
+
+
+_EXPM = prim("MatrixExponential", jax.scipy.linalg.expm)
+
+
+@tf_types("MatrixExponential")
+def expm(input, name=None):
+    """``tf.linalg.expm``: matrix exponential."""
+    _square(input, "MatrixExponential")
+    return bind(_EXPM, input)
+
+
+__all__ = ["matmul", "matvec", "inv", "det", "slogdet", "logdet", "cholesky", "cholesky_solve", "solve",
+           "triangular_solve", "lstsq", "eigh", "eigvalsh", "svd", "qr", "trace", "diag", "diag_part",
+           "band_part", "norm", "cross", "pinv", "expm", "einsum", "tensordot", "l2_normalize"]

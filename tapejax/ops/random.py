@@ -1,0 +1,263 @@
+"""``tapejax.random``: TF's random ops and seed rules on JAX PRNG keys.
+
+The state is one global ``Generator`` (``get_global_generator()``):
+
+* ``key``: a JAX PRNG key (``uint32[2]``): the only device state.  Every op
+  called with ``seed=None`` splits it (``key, sub = split(key)``) and draws
+  from ``sub``;
+* ``global_seed`` and a Python counter per op seed (host state).
+
+TF's rules (``tf.random.set_seed`` docstring), on that state:
+
+1. ``set_seed(s)`` sets the global seed and resets everything: ``key =
+   PRNGKey(s)``, op-seed counters cleared, so the sequence of random values
+   drawn after it is reproducible (``set_seed(None)`` goes back to rule 2);
+2. no global seed and no op seed: values are not reproducible (the key is
+   drawn from the OS at import);
+3. global seed, no op seed: the next values of the global stream;
+4. an op ``seed``: its own stream, keyed by (global seed, op seed), the
+   global seed being TF's ``DEFAULT_GRAPH_SEED`` (87654321) when unset.  The
+   n-th call with the same seeds draws ``fold_in(fold_in(PRNGKey(global),
+   seed), n)``: repeated calls differ, and ``set_seed`` restarts them, as TF.
+
+The *values* differ from TF's (another generator); the rules are TF's.
+
+Inside ``jax.jit`` (and a later ``tapejax.function``): the key must be
+threaded, because a key written during tracing is a tracer.  Use
+``state_scope``::
+
+    def step(key, x):
+        with tapejax.random.state_scope(key) as s:
+            y = tapejax.nn.dropout(x, 0.5)
+        return y, s.key                      # the advanced key: an output
+
+    y, new_key = jax.jit(step)(tapejax.random.get_state(), x)
+    tapejax.random.set_state(new_key)
+
+``tapejax.function`` does exactly this for the global generator: pass
+``get_state()`` in, run under ``state_scope``, ``set_state`` the returned
+key.  Op-seeded calls (rule 4) derive their keys from Python counters, so
+inside one compiled function they are constants of the trace: the same
+values at every call of that compiled function (like a fixed
+``jax.random`` key).
+"""
+import contextlib
+import os
+import threading
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _dtypes
+from .._errors import InvalidArgumentError
+from .._primitives import bind
+from .._tensor import Tensor, convert_to_tensor
+from .._variable import Variable
+from ._registry import check_float, prim, static_shape, tf_types
+
+DEFAULT_GRAPH_SEED = 87654321
+
+
+class Generator:
+    """The global random state (see the module docstring)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.global_seed = None
+        self._key = None          # made on first use: importing tapejax does no device work
+        self._op_counts = {}
+        self.scopes = 0
+
+    @property
+    def key(self):
+        if self._key is None:
+            self._key = jax.random.PRNGKey(int.from_bytes(os.urandom(4), "little"))
+        return self._key
+
+    @key.setter
+    def key(self, value):
+        self._key = value
+
+    def reset(self, seed):
+        with self._lock:
+            self.global_seed = None if seed is None else int(seed)
+            self._key = None if seed is None else jax.random.PRNGKey(int(seed))
+            self._op_counts = {}
+
+    def next_key(self, seed=None):
+        """A fresh key for one op call with op seed ``seed`` (None: the global stream)."""
+        with self._lock:
+            if seed is None:
+                key, sub = jax.random.split(self.key)
+                if not self.scopes and isinstance(key, jax.core.Tracer):
+                    raise RuntimeError(
+                        "a tapejax.random op with seed=None ran inside jax.jit without the generator's "
+                        "state threaded through: wrap the traced code in `with tapejax.random."
+                        "state_scope(key) as s:` (key an argument, s.key an output), or pass an op "
+                        "`seed`, so no traced key leaks into the global state")
+                self.key = key
+                return sub
+            g = DEFAULT_GRAPH_SEED if self.global_seed is None else self.global_seed
+            s = int(seed)
+            n = self._op_counts.get((g, s), 0)
+            self._op_counts[(g, s)] = n + 1
+        k = jax.random.fold_in(jax.random.PRNGKey(g), s & 0x7FFFFFFF)
+        return jax.random.fold_in(k, n)
+
+
+_GLOBAL = Generator()
+
+
+def get_global_generator():
+    """The global ``Generator`` every op with ``seed=None`` draws from."""
+    return _GLOBAL
+
+
+def set_seed(seed):
+    """``tf.random.set_seed``: set the global seed and restart every stream (None: unseeded)."""
+    if seed is not None and not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"Argument `seed` must be an int or None; got {seed!r}")
+    _GLOBAL.reset(seed)
+
+
+def get_state():
+    """The global generator's key (a ``jax.Array``): thread it through compiled code."""
+    return _GLOBAL.key
+
+
+def set_state(key):
+    """Replace the global generator's key (e.g. by the key a compiled step returned)."""
+    key = getattr(key, "_value", key)
+    if tuple(np.shape(key)) != tuple(_GLOBAL.key.shape):
+        raise ValueError(f"set_state: `key` must have shape {tuple(_GLOBAL.key.shape)} (a PRNG key); "
+                         f"got {tuple(np.shape(key))}")
+    _GLOBAL.key = key
+
+
+class _Scope:
+    __slots__ = ("key",)
+
+
+@contextlib.contextmanager
+def state_scope(key):
+    """Within the block the global stream draws from ``key`` (a traced key inside ``jax.jit``);
+    on exit the scope's ``.key`` is the advanced key and the previous key is restored."""
+    scope = _Scope()
+    old = _GLOBAL.key
+    _GLOBAL.key = getattr(key, "_value", key)
+    _GLOBAL.scopes += 1
+    try:
+        yield scope
+    finally:
+        _GLOBAL.scopes -= 1
+        scope.key = _GLOBAL.key
+        _GLOBAL.key = old
+
+
+def _next_key(seed):
+    return _GLOBAL.next_key(seed)
+
+
+def _float_dtype(dtype, op_type):
+    d = _dtypes.as_dtype(dtype)
+    if not d.is_floating:
+        raise ValueError(f"Invalid dtype {d!r} for {op_type}: expected a floating dtype (argument `dtype`)")
+    return _dtypes.storage_dtype(d._np, "dtype").name
+
+
+def _param(v, dt):
+    return v if isinstance(v, (Tensor, Variable)) else convert_to_tensor(v, dtype=dt)
+
+
+def _normal(key, mean, stddev, *, shape, dtype):
+    return jax.random.normal(key, shape, dtype) * stddev + mean
+
+
+def _truncated(key, mean, stddev, *, shape, dtype):
+    return jax.random.truncated_normal(key, -2.0, 2.0, shape, dtype) * stddev + mean
+
+
+_NORMAL = prim("RandomStandardNormal", _normal)
+_TRUNCATED = prim("TruncatedNormal", _truncated)
+
+
+@tf_types("RandomStandardNormal")
+def normal(shape, mean=0.0, stddev=1.0, dtype=_dtypes.float32, seed=None, name=None):
+    """``tf.random.normal``: ``mean + stddev * N(0, 1)`` (gradients flow to ``mean``/``stddev``)."""
+    dt = _float_dtype(dtype, "normal")
+    return bind(_NORMAL, _next_key(seed), _param(mean, dt), _param(stddev, dt),
+                shape=static_shape(shape), dtype=dt)
+
+
+@tf_types("TruncatedNormal")
+def truncated_normal(shape, mean=0.0, stddev=1.0, dtype=_dtypes.float32, seed=None, name=None):
+    """``tf.random.truncated_normal``: normal values redrawn beyond 2 standard deviations."""
+    dt = _float_dtype(dtype, "truncated_normal")
+    return bind(_TRUNCATED, _next_key(seed), _param(mean, dt), _param(stddev, dt),
+                shape=static_shape(shape), dtype=dt)
+
+
+def _uniform(key, lo, hi, *, shape, dtype):
+    return jax.random.uniform(key, shape, dtype) * (hi - lo) + lo
+
+
+def _uniform_int(key, lo, hi, *, shape, dtype):
+    return jax.random.randint(key, shape, lo, hi, dtype)
+
+
+_UNIFORM = prim("RandomUniform", _uniform)
+_UNIFORM_INT = prim("RandomUniformInt", _uniform_int, differentiable=False)
+
+
+@tf_types("RandomUniform", "RandomUniformInt")
+def uniform(shape, minval=0, maxval=None, dtype=_dtypes.float32, seed=None, name=None):
+    """``tf.random.uniform`` in ``[minval, maxval)``; integer dtypes need ``maxval``."""
+    d = _dtypes.as_dtype(dtype)
+    store = _dtypes.storage_dtype(d._np, "dtype").name
+    shape = static_shape(shape)
+    if d.is_integer:
+        if maxval is None:
+            raise ValueError(f"Must specify maxval for integer dtype {d!r}")
+        return bind(_UNIFORM_INT, _next_key(seed), _param(minval, store), _param(maxval, store),
+                    shape=shape, dtype=store)
+    if not d.is_floating:
+        raise ValueError(f"Invalid dtype {d!r} for uniform (argument `dtype`)")
+    return bind(_UNIFORM, _next_key(seed), _param(minval, store), _param(1 if maxval is None else maxval, store),
+                shape=shape, dtype=store)
+
+
+def _categorical(key, logits, *, num_samples, dtype):
+    s = jax.random.categorical(key, logits, axis=-1, shape=(num_samples, logits.shape[0]))
+    return s.T.astype(dtype)
+
+
+_CATEGORICAL = prim("Multinomial", _categorical, differentiable=False)
+
+
+@tf_types("Multinomial")
+def categorical(logits, num_samples, dtype=None, seed=None, name=None):
+    """``tf.random.categorical``: ``[batch, num_samples]`` class ids drawn from ``logits
+    [batch, classes]``; int64 by default (int32 without x64)."""
+    check_float(logits, "Multinomial", "real", "logits")
+    shp = tuple(logits.shape) if isinstance(logits, (Tensor, Variable)) else np.shape(logits)
+    if len(shp) != 2:
+        raise InvalidArgumentError(None, None, f"logits should be a matrix, got shape {list(shp)} "
+                                   f"(argument `logits`) [Op:Multinomial]")
+    store = _dtypes.storage_dtype(np.dtype(np.int64) if dtype is None else _dtypes.as_dtype(dtype)._np,
+                                  "dtype").name
+    return bind(_CATEGORICAL, _next_key(seed), logits, num_samples=int(num_samples), dtype=store)
+
+
+_SHUFFLE = prim("RandomShuffle", lambda key, x: jax.random.permutation(key, x, axis=0), differentiable=False)
+
+
+@tf_types("RandomShuffle")
+def shuffle(value, seed=None, name=None):
+    """``tf.random.shuffle``: permute along the first dimension (no gradient, as TF)."""
+    return bind(_SHUFFLE, _next_key(seed), value)
+
+
+__all__ = ["normal", "uniform", "truncated_normal", "categorical", "shuffle", "set_seed",
+           "get_global_generator", "get_state", "set_state", "state_scope", "Generator",
+           "DEFAULT_GRAPH_SEED"]

@@ -1,0 +1,68 @@
+"""TF's gradient conventions (tapejax/ops/_grads.py) hold in every JAX transformation: the tape,
+jax.grad, jax.jit, jax.jvp (forward mode), jax.vmap and second order agree."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import tapejax as tf
+from tapejax.ops import _grads as G
+
+
+def test_sqrt_where_is_finite_under_grad_jit_and_tape():
+    f = lambda x: jnp.sum(jnp.where(x > 0, G.sqrt(x), 0.0))  # noqa: E731
+    x = jnp.asarray([0.0, -1.0, 4.0])
+    want = np.array([0.0, 0.0, 0.25])
+    np.testing.assert_allclose(jax.grad(f)(x), want)
+    np.testing.assert_allclose(jax.jit(jax.grad(f))(x), want)
+    tx = tf.constant([0.0, -1.0, 4.0])
+    with tf.GradientTape() as t:
+        t.watch(tx)
+        y = tf.reduce_sum(tf.where(tx > 0, tf.sqrt(tx), 0.0))
+    np.testing.assert_allclose(t.gradient(y, tx).numpy(), want)
+
+
+def test_scale_nz_forward_mode_vmap_and_second_order():
+    """scale_nz is linear with its own transpose: jvp, vmap and hessians work and stay finite."""
+    y, ty = jax.jvp(G.sqrt, (4.0,), (1.0,))
+    assert float(ty) == pytest.approx(0.25)
+    np.testing.assert_allclose(jax.vmap(jax.grad(G.rsqrt))(jnp.asarray([1.0, 4.0])), [-0.5, -0.0625])
+    assert float(jax.grad(jax.grad(G.sqrt))(4.0)) == pytest.approx(-0.25 * 4.0 ** -1.5)
+    h = jax.hessian(lambda x: jnp.sum(jnp.where(x > 0, G.sqrt(x), 0.0)))(jnp.asarray([0.0, -1.0, 4.0]))
+    assert np.all(np.isfinite(h[:2]))
+    assert float(jax.grad(G.sqrt)(0.0)) == np.inf          # sqrt'(0) is inf (TF)
+
+
+@pytest.mark.parametrize("f,x,want", [
+    (G.tf_abs, 0.0, 0.0), (lambda v: G.leaky_relu(v, 0.2), 0.0, 0.2), (G.selu, 0.0, 1.0507009873554805),
+    (G.relu6, 0.0, 0.0), (G.relu6, 6.0, 0.0), (G.relu6, 3.0, 1.0),
+])
+def test_kinks_in_reverse_and_forward_mode(f, x, want):
+    assert float(jax.grad(f)(x)) == pytest.approx(want)
+    assert float(jax.jvp(f, (x,), (1.0,))[1]) == pytest.approx(want)
+    assert float(jax.jit(jax.grad(f))(x)) == pytest.approx(want)
+
+
+def test_maximum_minimum_ties_go_to_x_with_broadcasting_and_int_operands():
+    gx, gy = jax.grad(lambda a, b: jnp.sum(G.maximum(a, b)), (0, 1))(jnp.asarray([1.0, 2.0]), 1.0)
+    np.testing.assert_allclose(gx, [1.0, 1.0])
+    assert float(gy) == 0.0
+    gx = jax.grad(lambda a: jnp.sum(G.minimum(a, 1)))(jnp.asarray([1.0, 0.5, 2.0]))  # int operand: float0 tangent
+    np.testing.assert_allclose(gx, [1.0, 1.0, 0.0])
+
+
+def test_clip_by_value_bounds_inclusive_and_lo_wins():
+    g = jax.grad(lambda x, lo, hi: jnp.sum(G.clip_by_value(x, lo, hi)), (0, 1, 2))
+    gx, glo, ghi = g(jnp.asarray([0.0, 1.0, 2.0, -1.0, 3.0]), 0.0, 2.0)
+    np.testing.assert_allclose(gx, [1, 1, 1, 0, 0])
+    assert (float(glo), float(ghi)) == (1.0, 1.0)
+    assert float(G.clip_by_value(0.5, 1.0, 0.2)) == 1.0   # lo > hi: lo (TF's order)
+
+
+def test_masked_binary_rules():
+    gx, gy = jax.grad(lambda x, y: jnp.sum(G.pow(x, y)), (0, 1))(jnp.asarray([0.0, -2.0]), jnp.asarray([2.0, 2.0]))
+    np.testing.assert_allclose(gy, [0.0, 0.0])
+    gx, gy = jax.grad(lambda x, y: jnp.sum(G.xlogy(x, y)), (0, 1))(jnp.asarray([0.0]), jnp.asarray([0.0]))
+    assert (float(gx[0]), float(gy[0])) == (0.0, 0.0)
+    gx, gy = jax.grad(lambda x, y: jnp.sum(G.divide_no_nan(x, y)), (0, 1))(jnp.asarray([1.0]), jnp.asarray([0.0]))
+    assert (float(gx[0]), float(gy[0])) == (0.0, 0.0)

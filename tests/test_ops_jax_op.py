@@ -1,0 +1,101 @@
+"""tapejax.op: any JAX function of pytrees as a tape op with a user-chosen TF type name."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import tapejax as tf
+from tapejax._primitives import REGISTRY
+
+
+def _mlp(params, x, activation="tanh"):
+    h = getattr(jnp, activation)(x @ params["w1"] + params["b1"])
+    return {"out": h @ params["w2"], "hidden": h}
+
+
+def test_decorator_records_one_op_with_jax_gradient():
+    """The decorated function is one recorded op; gradients to Variables in a dict are JAX's."""
+    mlp = tf.op(_mlp, type_name="TestMLP")
+    rng = np.random.default_rng(0)
+    p = {"w1": rng.normal(size=(3, 4)).astype(np.float32), "b1": np.zeros(4, np.float32),
+         "w2": rng.normal(size=(4, 2)).astype(np.float32)}
+    vs = {k: tf.Variable(v) for k, v in p.items()}
+    x = rng.normal(size=(5, 3)).astype(np.float32)
+    with tf.GradientTape() as t:
+        out = mlp(vs, tf.constant(x))
+        loss = tf.reduce_sum(out["out"] ** 2) + tf.reduce_sum(out["hidden"])
+    assert [n.prim.name for n in t._nodes if n.prim.name == "TestMLP"] == ["TestMLP"]
+    grads = t.gradient(loss, vs)
+
+    def ref(p):
+        o = _mlp(p, x)
+        return jnp.sum(o["out"] ** 2) + jnp.sum(o["hidden"])
+    want = jax.grad(ref)(p)
+    for k in p:
+        np.testing.assert_allclose(grads[k].numpy(), want[k], rtol=1e-5, atol=1e-6)
+    assert "TestMLP" in REGISTRY
+
+
+def test_static_arguments_are_part_of_the_key():
+    """Non-array arguments are static: a different activation is a different program."""
+    f = tf.op(_mlp, type_name="TestMLPStatic")
+    p = {"w1": tf.ones([2, 2]), "b1": tf.zeros([2]), "w2": tf.ones([2, 1])}
+    x = tf.constant([[0.1, 0.2]])
+    a = f(p, x, activation="tanh")["out"]
+    b = f(p, x, activation="sin")["out"]
+    assert not np.allclose(a.numpy(), b.numpy())
+    with pytest.raises(TypeError, match="hashable"):
+        f(p, x, activation=bytearray(b"tanh"))
+
+
+def test_duplicate_type_name_is_key_error_and_auto_names_are_unique():
+    """Registering a type name twice is a KeyError (as TF); without a name one is made."""
+    tf.op(lambda x: x * 2, type_name="TestDup")
+    with pytest.raises(KeyError, match="TestDup"):
+        tf.op(lambda x: x * 3, type_name="TestDup")
+    f = tf.op(lambda x: x * 2)
+    g = tf.op(lambda x: x * 2)
+    assert f.primitive.name != g.primitive.name
+
+
+def test_non_differentiable_op_gives_none():
+    """differentiable=False: the outputs are constants to the tape."""
+    f = tf.op(lambda x: jnp.round(x * 3), type_name="TestRoundish", differentiable=False)
+    x = tf.constant([0.2, 0.7])
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = f(x)
+    assert t.gradient(y, x) is None
+
+
+def test_inside_jax_jit_and_second_order():
+    """The op works on tracers inside jax.jit, and nested tapes differentiate it twice."""
+    f = tf.op(lambda x: jnp.sin(x) * x, type_name="TestXSin")
+    out = jax.jit(lambda a: f(tf.Tensor(a)).value)(jnp.asarray([0.5]))
+    np.testing.assert_allclose(out, np.sin(0.5) * 0.5, rtol=1e-6)
+    x = tf.constant(0.5)
+    with tf.GradientTape() as t2:
+        t2.watch(x)
+        with tf.GradientTape() as t1:
+            t1.watch(x)
+            y = f(x)
+        g = t1.gradient(y, x)
+    want = jax.grad(jax.grad(lambda v: jnp.sin(v) * v))(0.5)
+    np.testing.assert_allclose(t2.gradient(g, x).numpy(), want, rtol=1e-5)
+
+
+def test_gradient_override_applies_to_the_type_name():
+    """The type name is what gradient_override_map keys on (issue #4's machinery)."""
+    if not hasattr(tf, "gradient_override_map") or not hasattr(tf, "RegisterGradient"):
+        pytest.skip("needs gradient_override_map / RegisterGradient (issue #4)")
+    f = tf.op(lambda x: x * x, type_name="TestSquareOverride")
+
+    @tf.RegisterGradient("TestSquareOverrideGrad")
+    def _grad(op, g):
+        return [g * 10.0]
+    x = tf.constant(3.0)
+    with tf.GradientTape() as t:
+        t.watch(x)
+        with tf.gradient_override_map({"TestSquareOverride": "TestSquareOverrideGrad"}):
+            y = f(x)
+    assert float(t.gradient(y, x)) == pytest.approx(10.0)

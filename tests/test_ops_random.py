@@ -1,0 +1,114 @@
+"""tapejax.random: TF's global/op seed rules on JAX keys, and threading the state through jax.jit."""
+import jax
+import numpy as np
+import pytest
+
+import tapejax as tf
+
+
+def _same(a, b):
+    return np.array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_global_seed_makes_sequences_reproducible():
+    tf.random.set_seed(11)
+    a = [tf.random.normal([3]), tf.random.uniform([2]), tf.random.truncated_normal([2])]
+    tf.random.set_seed(11)
+    b = [tf.random.normal([3]), tf.random.uniform([2]), tf.random.truncated_normal([2])]
+    assert all(_same(x, y) for x, y in zip(a, b))
+    assert not _same(a[0], tf.random.normal([3]))
+
+
+def test_op_seed_streams_repeat_after_set_seed_and_ignore_other_ops():
+    """Rule 4: the n-th call with an op seed is fixed by (global seed, op seed, n) only."""
+    tf.random.set_seed(3)
+    s1, s2 = tf.random.uniform([4], seed=9), tf.random.uniform([4], seed=9)
+    assert not _same(s1, s2)
+    tf.random.set_seed(3)
+    tf.random.normal([5])          # an unseeded op in between does not shift the seeded stream
+    assert _same(tf.random.uniform([4], seed=9), s1)
+
+
+def test_op_seed_without_global_seed_is_reproducible_per_process_state():
+    """Op seed and no global seed: TF's DEFAULT_GRAPH_SEED is used, so values repeat after a reset."""
+    tf.random.set_seed(None)
+    a = tf.random.normal([3], seed=4)
+    tf.random.set_seed(None)
+    assert _same(tf.random.normal([3], seed=4), a)
+
+
+def test_unseeded_draws_differ():
+    tf.random.set_seed(None)
+    assert not _same(tf.random.normal([4]), tf.random.normal([4]))
+
+
+def test_state_scope_threads_the_key_through_jit():
+    """Inside jax.jit the global stream draws from the traced key; the advanced key is returned."""
+    tf.random.set_seed(5)
+
+    @jax.jit
+    def step(key, x):
+        with tf.random.state_scope(key) as s:
+            y = tf.nn.dropout(tf.Tensor(x), 0.5)
+            z = tf.random.normal([2])
+        return y.value, z.value, s.key
+
+    x = np.ones(64, np.float32)
+    k0 = tf.random.get_state()
+    y1, z1, k1 = step(k0, x)
+    tf.random.set_state(k1)
+    y2, z2, k2 = step(tf.random.get_state(), x)
+    assert not _same(y1, y2) and not _same(z1, z2)       # the compiled step draws fresh values
+    assert _same(tf.random.get_state(), k1)
+    y1b, z1b, _ = step(k0, x)                           # same key in: same values out
+    assert _same(y1, y1b) and _same(z1, z1b)
+    assert set(np.unique(np.asarray(y1))) <= {0.0, 2.0}
+
+
+def test_state_scope_restores_the_previous_key():
+    tf.random.set_seed(2)
+    before = tf.random.get_state()
+    with tf.random.state_scope(jax.random.PRNGKey(0)) as s:
+        tf.random.normal([1])
+    assert _same(tf.random.get_state(), before) and not _same(s.key, jax.random.PRNGKey(0))
+
+
+def test_argument_errors():
+    with pytest.raises(ValueError, match="maxval"):
+        tf.random.uniform([2], dtype=tf.int32)
+    with pytest.raises(TypeError, match="seed"):
+        tf.random.set_seed("x")
+    with pytest.raises(ValueError, match="key"):
+        tf.random.set_state(np.zeros(3, np.uint32))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="logits"):
+        tf.random.categorical([0.5, 0.5], 2)
+
+
+def test_categorical_follows_probabilities():
+    tf.random.set_seed(1)
+    s = tf.random.categorical(tf.math.log([[0.1, 0.9]]), 2000)
+    frac = float(np.mean(s.numpy() == 1))
+    assert s.shape == (1, 2000) and 0.85 < frac < 0.95
+
+
+def test_shuffle_is_a_permutation_without_gradient():
+    x = tf.constant([1.0, 2.0, 3.0, 4.0])
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = tf.random.shuffle(x, seed=1)
+    assert sorted(y.numpy().tolist()) == [1.0, 2.0, 3.0, 4.0]
+    assert t.gradient(y, x) is None
+
+
+def test_unthreaded_draw_inside_jit_is_a_clear_error():
+    """Without state_scope a traced key would leak into the global state: refused, with advice."""
+    @jax.jit
+    def bad(x):
+        return tf.random.normal([2]).value + x
+
+    before = tf.random.get_state()
+    with pytest.raises(RuntimeError, match="state_scope"):
+        bad(1.0)
+    assert _same(tf.random.get_state(), before)
+    seeded = jax.jit(lambda x: tf.random.normal([2], seed=3).value + x)(1.0)   # an op seed is fine
+    assert seeded.shape == (2,)
