@@ -35,6 +35,14 @@ __all__ = [
     "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool",
 ]
 
+# -- gradient control (issue #4)
+from ._custom import (RegisterGradient, custom_gradient, gradient_override_map, gradients, hessians,
+                      stop_gradient)
+from . import compat
+
+__all__ += ["stop_gradient", "custom_gradient", "RegisterGradient", "gradient_override_map",
+            "gradients", "hessians", "compat"]
+
 # -- op library (issue #3)
 from .ops.array import (argsort, boolean_mask, broadcast_to, concat, einsum, expand_dims, eye, fill,
                         gather, gather_nd, linspace, meshgrid, one_hot, ones, ones_like, pad, range,

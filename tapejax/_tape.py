@@ -232,7 +232,7 @@ class GradientTape:
                 self._propagate_cut(prim, ids, result)
             return
         outs = result if prim.multiple_results else (result,)
-        if not prim.differentiable:
+        if not prim.differentiable and grad_type is None:  # an override makes it differentiable
             for o in outs:
                 self._cuts[o._id] = (prim.nondiff_reason, prim.name, tuple(ids))
             return

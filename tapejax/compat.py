@@ -1,0 +1,51 @@
+"""``tf.compat``: graph-era names TF1-style code reaches through ``tf.compat.v1``.
+
+``tapejax.compat.v1.get_default_graph().gradient_override_map({...})`` is the
+same context as ``tapejax.gradient_override_map`` (there is one global
+"graph": the op registry); ``RegisterGradient``, ``gradients``,
+``stop_gradient``, ``custom_gradient`` and ``GradientTape`` are the TF2 names.
+``import tapejax.compat.v1`` works too.
+"""
+import sys
+import types
+
+from ._custom import (RegisterGradient, custom_gradient, gradient_override_map, gradients_v1, hessians,
+                      stop_gradient)
+from ._tape import GradientTape, UnconnectedGradients
+
+
+class Graph:
+    """The default graph of ``compat.v1``: holds the gradient override context.
+
+    tapejax has no graphs; this object exists so that TF1 code written as
+    ``g = tf.compat.v1.get_default_graph()`` /
+    ``with g.gradient_override_map({"Identity": "CustomGrad"}):`` runs.
+    """
+
+    def gradient_override_map(self, op_type_map):
+        """See ``tapejax.gradient_override_map`` (honoured by every gradient API)."""
+        return gradient_override_map(op_type_map)
+
+    def __repr__(self):
+        return "<tapejax.compat.v1.Graph (the default graph)>"
+
+
+_DEFAULT_GRAPH = Graph()
+
+
+def get_default_graph():
+    """``tf.compat.v1.get_default_graph()``: the one default graph."""
+    return _DEFAULT_GRAPH
+
+
+v1 = types.ModuleType("tapejax.compat.v1", "``tf.compat.v1``: the graph-era names tapejax provides.")
+for _name, _obj in {
+    "get_default_graph": get_default_graph, "Graph": Graph, "RegisterGradient": RegisterGradient,
+    "gradients": gradients_v1, "hessians": hessians, "stop_gradient": stop_gradient, "custom_gradient": custom_gradient,
+    "GradientTape": GradientTape, "UnconnectedGradients": UnconnectedGradients,
+}.items():
+    setattr(v1, _name, _obj)
+v1.__all__ = sorted(n for n in vars(v1) if not n.startswith("_"))
+sys.modules[v1.__name__] = v1
+
+__all__ = ["v1"]
