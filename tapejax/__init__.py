@@ -43,6 +43,12 @@ from . import compat
 __all__ += ["stop_gradient", "custom_gradient", "RegisterGradient", "gradient_override_map",
             "gradients", "hessians", "compat"]
 
+# -- jacobians and forward mode (issue #6)
+import sys as _sys  # noqa: E402
+from ._forward import autodiff  # noqa: E402
+_sys.modules.setdefault("tapejax.autodiff", autodiff)
+__all__ += ["autodiff"]
+
 # -- op library (issue #3)
 from .ops.array import (argsort, boolean_mask, broadcast_to, concat, einsum, expand_dims, eye, fill,
                         gather, gather_nd, linspace, meshgrid, one_hot, ones, ones_like, pad, range,

@@ -349,6 +349,31 @@ class GradientTape:
             self._end_use()
         return _nest.pack_sequence_as(sources, grads)
 
+    def jacobian(self, target, sources, unconnected_gradients=UnconnectedGradients.NONE,
+                 parallel_iterations=None, experimental_use_pfor=True):
+        """d target / d source for each source: shape ``target.shape + source.shape``.
+
+        One compiled call (vmap of the replay's vjp, or of its jvp when the
+        sources are smaller than the target).  Unconnected sources give
+        ``None`` (zeros with ``'zero'``).  ``parallel_iterations`` bounds the
+        rows computed at once; ``experimental_use_pfor=False`` computes them
+        one at a time (persistent tapes only, as in TF).
+        """
+        from ._jacobian import jacobian
+        return jacobian(self, target, sources, unconnected_gradients, parallel_iterations,
+                        experimental_use_pfor)
+
+    def batch_jacobian(self, target, source, unconnected_gradients=UnconnectedGradients.NONE,
+                       parallel_iterations=None, experimental_use_pfor=True):
+        """Per-example jacobians: ``target [b, y...]``, ``source [b, x...]`` -> ``[b, y..., x...]``.
+
+        As TF: an unconnected source gives zeros (the target's dtype) even
+        with the default ``'none'``; the first dimensions must match.
+        """
+        from ._jacobian import batch_jacobian
+        return batch_jacobian(self, target, source, unconnected_gradients, parallel_iterations,
+                              experimental_use_pfor)
+
     # -- why is my gradient None? -------------------------------------------
     def explain(self, target, source):
         """Say, in words, whether and why ``d target / d source`` is unconnected."""

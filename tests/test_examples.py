@@ -45,3 +45,11 @@ def test_seed_003_linear_regression_converges(quickstart_output):
 def test_explain_is_printed(quickstart_output):
     out, _ = quickstart_output
     assert "None" in out and "tape.watch(x)" in out
+
+
+def test_hessian_recipes_agree():
+    """examples/hessians.py: five TF2 Hessian recipes give jax.hessian's matrix (it asserts so)."""
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "hessians.py")],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.count("max |diff| vs jax.hessian") == 5

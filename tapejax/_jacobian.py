@@ -1,0 +1,371 @@
+"""``GradientTape.jacobian`` and ``batch_jacobian``: one compiled call over the recorded slice.
+
+The slice, the ``Program`` key and the bounded cache are the ones ``gradient``
+uses (``_program``, ``_replay.lookup``); only the compiled function differs.
+For the one target ``y`` and the connected sources ``x_1 .. x_k`` it runs the
+replay once and then
+
+* reverse mode (``jacrev``): ``vmap`` of the replay's ``vjp`` over the rows of
+  the identity of ``y``'s size, when ``y`` is no bigger than the sources;
+* forward mode (``jacfwd``): ``vmap`` of its ``jvp`` over the identity of the
+  sources' total size, when that is smaller (fewer passes).  A program whose
+  ops cannot be pushed forward (a ``jax.custom_vjp`` gradient override) falls
+  back to reverse mode the first time it is traced.
+
+``parallel_iterations`` bounds how many rows are computed at once
+(``jax.lax.map(..., batch_size=parallel_iterations)``) and
+``experimental_use_pfor=False`` computes them one at a time (a sequential
+loop inside the same compiled call), so both of TF's memory knobs keep their
+meaning; neither is ever a Python loop.
+
+``batch_jacobian(y, x)`` with ``y: [b, ...]``, ``x: [b, ...]`` is TF's
+definition: row ``k`` of every example is one ``vjp`` with the cotangent
+``e_k`` in each example, so ``result[i, k, m] = sum_j dy[j, k] / dx[i, m]``
+(exactly TF's value even when examples are not independent).
+
+TF's None / zeros rules: ``jacobian`` gives ``None`` for an unconnected source
+(zeros of ``target.shape + source.shape`` in the source's dtype with
+``'zero'``); ``batch_jacobian`` gives zeros in the *target's* dtype even with
+``'none'`` (zeros in the source's dtype with ``'zero'``), as TF does.
+
+Inside another recording tape the compiled call is bound as an op
+(``bind(entry.prim, ...)``), so that tape can differentiate the jacobian again
+(Hessians, third derivatives).
+"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _nest, _replay, _state
+from ._dtypes import is_trainable_dtype
+from ._primitives import Primitive, bind, with_id
+from ._program import Program, aval, build_replay, gather_leaves, slice_tape
+from ._tape import NotATensorError, _check_leaves, _unconnected
+from ._tensor import Tensor
+
+
+# --------------------------------------------------------------------------
+# the compiled entry shared by jacobians and jvps
+# --------------------------------------------------------------------------
+
+def _cannot_push_forward(err):
+    msg = str(err)
+    return "custom_vjp" in msg and ("forward-mode" in msg or "jvp" in msg)
+
+
+class Entry:
+    """A compiled jacobian (or jvp) for one Program.
+
+    ``call(leaves, extra)`` runs it; ``prim`` is the op other tapes record
+    when it runs under them.  ``fallback`` (optional) is used instead, for
+    good, if ``fn`` cannot be traced because an op has no forward rule.
+    """
+
+    __slots__ = ("fn", "fallback", "plan", "prim", "__weakref__")
+
+    def __init__(self, name, fn, plan, fallback=None):
+        self.fn = fn
+        self.fallback = fallback
+        self.plan = plan
+        n = len(plan)
+        call = self.call
+        # fn is jitted already: no second jit layer for the eager call.
+        self.prim = Primitive(name, lambda *a: call(a[:n], a[n:]), multiple_results=True, jit=False)
+
+    def call(self, leaves, extra=()):
+        if self.fallback is None:
+            return self.fn(leaves, extra)
+        try:
+            out = self.fn(leaves, extra)
+        except Exception as e:  # noqa: BLE001 - only the "no forward rule" error is handled
+            if not _cannot_push_forward(e):
+                raise
+            self.fn = self.fallback
+            out = self.fn(leaves, extra)
+        self.fallback = None
+        return out
+
+
+def _map(fn, xs, chunk):
+    """``vmap`` (chunk None) or a ``lax.map`` computing ``chunk`` rows at a time."""
+    if chunk is None:
+        return jax.vmap(fn)(xs)
+    return jax.lax.map(fn, xs, batch_size=None if chunk == 1 else chunk)
+
+
+def _size(shape):
+    return int(np.prod(shape, dtype=np.int64))
+
+
+# --------------------------------------------------------------------------
+# slicing (shared with _forward)
+# --------------------------------------------------------------------------
+
+def connect(tape, sources, target_codes, extra=None):
+    """(live source codes, their values, first source object per code, slice, needed codes).
+
+    ``sources``: flat Tensors/Variables; ``target_codes``: codes (or None);
+    ``extra``: id -> code for tensors the tape does not track itself.
+    """
+    nodes = tape._nodes
+    codes = tape._codes
+    src_codes = []
+    seen = set()
+    first = {}
+    for s in sources:
+        c = codes.get(s._id)
+        if c is None and extra:
+            c = extra.get(s._id)
+        if c is not None and c not in seen:
+            seen.add(c)
+            src_codes.append(c)
+            first[c] = s
+    tgts = [c for c in target_codes if c is not None]
+    slice_idx, needed = slice_tape(nodes, src_codes, tgts)
+    live = [c for c in src_codes if c in needed]
+    return live, [first[c]._value for c in live], first, slice_idx, needed
+
+
+def leaf_tensors(nodes, program, plan, leaves, first):
+    """The leaves as Tensors carrying the ids the recording tapes know them by."""
+    sl = program.slice
+    live = program.src_codes
+    out = []
+    for (kind, a, b), v in zip(plan, leaves):
+        i = nodes[sl[a]].ids[b] if kind == "node" else first[live[a]]._id
+        out.append(with_id(v, i))
+    return out
+
+
+def _run(entry, nodes, program, leaves, first):
+    """Run the entry; under a recording tape, as an op that tape records."""
+    if _state.tapes():
+        return bind(entry.prim, *leaf_tensors(nodes, program, entry.plan, leaves, first))
+    return tuple(Tensor(o) for o in entry.call(leaves))
+
+
+# --------------------------------------------------------------------------
+# argument checks (TF's classes, raised before any state changes)
+# --------------------------------------------------------------------------
+
+def _check_target(target, what):
+    if isinstance(target, (list, tuple, dict)):
+        raise NotATensorError(f"Argument `target` of {what} must be one Tensor or Variable; got a "
+                              f"{type(target).__name__} (call {what} once per target, or stack them)")
+    return _check_leaves([target], "target")[0]
+
+
+def _chunk(parallel_iterations, experimental_use_pfor):
+    p = parallel_iterations
+    if p is not None:
+        if isinstance(p, bool) or not isinstance(p, (int, np.integer)):
+            raise TypeError(f"Argument `parallel_iterations` must be None or an int > 1; got {p!r} "
+                            f"of type {type(p).__name__}")
+        if p <= 1:
+            raise ValueError(f"Argument `parallel_iterations` must be None or an int > 1; got {p} "
+                             "(use experimental_use_pfor=False for one row at a time)")
+        p = int(p)
+    if not experimental_use_pfor:
+        return p or 1
+    return p
+
+
+def _check_pfor(tape, experimental_use_pfor, what):
+    if not experimental_use_pfor and not tape._persistent:
+        raise RuntimeError(f"GradientTape must be created with persistent=True to compute the {what} "
+                           "with eager execution enabled and with experimental_use_pfor set to False.")
+
+
+# --------------------------------------------------------------------------
+# jacobian
+# --------------------------------------------------------------------------
+
+def _build_jacobian(forward, chunk):
+    def build(nodes, program):
+        replay, plan = build_replay(nodes, program, _replay.resolve_impl)
+        src_avals = program.src_avals
+
+        def rev(leaves, _extra):
+            _replay._stats.compiles += 1
+            eps0 = tuple(jnp.zeros(s, d) for s, d in src_avals)
+            out, vjp = jax.vjp(lambda e: replay(e, leaves)[0], eps0)
+            n = out.size
+            if n == 0:
+                return tuple(jnp.zeros(out.shape + s, d) for s, d in src_avals)
+            basis = jnp.eye(n, dtype=out.dtype).reshape((n,) + out.shape)
+            rows = _map(lambda ct: vjp(ct)[0], basis, chunk)
+            return tuple(r.reshape(out.shape + s).astype(d) for r, (s, d) in zip(rows, src_avals))
+
+        def fwd(leaves, _extra):
+            _replay._stats.compiles += 1
+            eps0 = tuple(jnp.zeros(s, d) for s, d in src_avals)
+            f = lambda e: replay(e, leaves)[0]  # noqa: E731
+            sizes = [_size(s) for s, _ in src_avals]
+            total = sum(sizes)
+            out = jax.eval_shape(f, eps0)
+            if total == 0 or _size(out.shape) == 0:
+                return tuple(jnp.zeros(out.shape + s, d) for s, d in src_avals)
+            eye = jnp.eye(total)
+            basis, off = [], 0
+            for (s, d), k in zip(src_avals, sizes):
+                basis.append(eye[:, off:off + k].reshape((total,) + s).astype(d))
+                off += k
+            cols = _map(lambda t: jax.jvp(f, (eps0,), (t,))[1], tuple(basis), chunk)  # [total, *out]
+            res, off = [], 0
+            nd = len(out.shape)
+            for (s, d), k in zip(src_avals, sizes):
+                c = cols[off:off + k].reshape(s + out.shape)
+                perm = tuple(range(len(s), len(s) + nd)) + tuple(range(len(s)))
+                res.append(jnp.transpose(c, perm).astype(d))
+                off += k
+            return tuple(res)
+
+        if forward:
+            return Entry("Jacobian", jax.jit(fwd), plan, fallback=jax.jit(rev))
+        return Entry("Jacobian", jax.jit(rev), plan)
+
+    return build
+
+
+def jacobian(tape, target, sources, unconnected_gradients, parallel_iterations, experimental_use_pfor):
+    """``GradientTape.jacobian``: see the module docstring."""
+    tape._check_usable()
+    target = _check_target(target, "jacobian")
+    flat_sources = _check_leaves(_nest.flatten(sources), "sources")
+    mode = _unconnected(unconnected_gradients)
+    chunk = _chunk(parallel_iterations, experimental_use_pfor)
+    _check_pfor(tape, experimental_use_pfor, "jacobian")
+    for s in flat_sources:
+        if not _trainable(s):
+            _replay.tape_log_int(s)
+    tape._begin_use()
+    try:
+        flat = _jacobian(tape, target, flat_sources, chunk)
+    finally:
+        tape._end_use()
+    tshape = tuple(target._value.shape)
+    if mode.value == "zero":
+        flat = [r if r is not None else Tensor(jnp.zeros(tshape + tuple(s._value.shape), s._value.dtype))
+                for r, s in zip(flat, flat_sources)]
+    return _nest.pack_sequence_as(sources, flat)
+
+
+def _trainable(s):
+    return is_trainable_dtype(np.dtype(s._value.dtype))
+
+
+def _variable_target(tape, target, sources):
+    """TF reads a Variable target inside the tape (it reshapes it there), so an
+    unread trainable Variable that is also a source is watched then: its
+    jacobian with respect to itself is the identity.  A code of its own here."""
+    if (tape._codes.get(target._id) is None and hasattr(target, "_read") and tape._watch_accessed
+            and target._trainable and _trainable(target) and any(s is target for s in sources)):
+        tape._watched_vars.setdefault(target._id, target)
+        return {target._id: -(tape._n_leaves + 1)}
+    return None
+
+
+def _jacobian(tape, target, flat_sources, chunk):
+    nodes = tape._nodes
+    extra = _variable_target(tape, target, flat_sources)
+    tcode = tape._codes.get(target._id) if extra is None else extra[target._id]
+    trainable = [s for s in flat_sources if _trainable(s)]
+    live, values, first, slice_idx, _ = connect(tape, trainable, [tcode], extra)
+    if not live:
+        return [None] * len(flat_sources)
+    avals = tuple(aval(v) for v in values)
+    program = Program(nodes, slice_idx, tuple(live), avals, (tcode,), (False,))
+    n_in = sum(_size(s) for s, _ in avals)
+    forward = n_in < _size(target._value.shape)
+    entry = _replay.lookup(nodes, program, key=("jacobian", forward, chunk, program),
+                           build=_build_jacobian(forward, chunk))
+    leaves = gather_leaves(nodes, program, entry.plan, values)
+    outs = _run(entry, nodes, program, leaves, first)
+    by_code = dict(zip(live, outs))
+    codes = tape._codes if extra is None else {**tape._codes, **extra}
+    return [by_code.get(codes.get(s._id)) if _trainable(s) else None for s in flat_sources]
+
+
+# --------------------------------------------------------------------------
+# batch_jacobian
+# --------------------------------------------------------------------------
+
+def _build_batch_jacobian(chunk):
+    def build(nodes, program):
+        replay, plan = build_replay(nodes, program, _replay.resolve_impl)
+        ((sshape, sdtype),) = program.src_avals
+
+        def rev(leaves, _extra):
+            _replay._stats.compiles += 1
+            eps0 = (jnp.zeros(sshape, sdtype),)
+            y = jax.eval_shape(lambda e: replay(e, leaves)[0], eps0)
+            b = y.shape[0]
+            row = _size(y.shape[1:])
+            shape = (b,) + y.shape[1:] + sshape[1:]
+            if b == 0 or row == 0 or _size(sshape) == 0:
+                return (jnp.zeros(shape, sdtype),)
+            out, vjp = jax.vjp(lambda e: replay(e, leaves)[0].reshape(b, row), eps0)
+            basis = jnp.broadcast_to(jnp.eye(row, dtype=out.dtype)[:, None, :], (row, b, row))
+            row_vjp = lambda ct: vjp(ct)[0][0]  # noqa: E731
+            if chunk is None:  # [b, row, *source dims] straight from vmap
+                g = jax.vmap(row_vjp, out_axes=1)(basis)
+            else:
+                g = jnp.moveaxis(_map(row_vjp, basis, chunk), 0, 1)
+            return (g.reshape(shape).astype(sdtype),)
+
+        return Entry("BatchJacobian", jax.jit(rev), plan)
+
+    return build
+
+
+def batch_jacobian(tape, target, source, unconnected_gradients, parallel_iterations,
+                   experimental_use_pfor):
+    """``GradientTape.batch_jacobian``: see the module docstring."""
+    tape._check_usable()
+    target = _check_target(target, "batch_jacobian")
+    if isinstance(source, (list, tuple, dict)):
+        raise NotATensorError(f"Argument `source` of batch_jacobian must be one Tensor or Variable; "
+                              f"got a {type(source).__name__}")
+    source = _check_leaves([source], "source")[0]
+    tshape = tuple(target._value.shape)
+    sshape = tuple(source._value.shape)
+    for name, shape in (("target", tshape), ("source", sshape)):
+        if len(shape) < 2:
+            raise ValueError(f"Shape {shape} must have rank at least 2: batch_jacobian's `{name}` "
+                             f"must be [batch, ...]; got shape {shape} (rank {len(shape)})")
+    if tshape[0] != sshape[0]:
+        raise ValueError(f"Need first dimension of target shape ({tshape}) and source shape "
+                         f"({sshape}) to match: batch_jacobian's target and source must have the same "
+                         f"batch size; got {tshape[0]} and {sshape[0]}")
+    mode = _unconnected(unconnected_gradients)
+    chunk = _chunk(parallel_iterations, experimental_use_pfor)
+    _check_pfor(tape, experimental_use_pfor, "batch_jacobian")
+    if not _trainable(source):
+        _replay.tape_log_int(source)
+    tape._begin_use()
+    try:
+        out = None
+        if _trainable(source):
+            out = _batch_jacobian(tape, target, source, chunk)
+    finally:
+        tape._end_use()
+    if out is None:
+        # TF: zeros even with 'none'; in the target's dtype then, the source's with 'zero'.
+        dtype = source._value.dtype if mode.value == "zero" else target._value.dtype
+        out = Tensor(jnp.zeros(tshape + sshape[1:], dtype))
+    return out
+
+
+def _batch_jacobian(tape, target, source, chunk):
+    nodes = tape._nodes
+    extra = _variable_target(tape, target, [source])
+    tcode = tape._codes.get(target._id) if extra is None else extra[target._id]
+    live, values, first, slice_idx, _ = connect(tape, [source], [tcode], extra)
+    if not live:
+        return None
+    program = Program(nodes, slice_idx, tuple(live), (aval(values[0]),), (tcode,), (False,))
+    entry = _replay.lookup(nodes, program, key=("batch_jacobian", chunk, program),
+                           build=_build_batch_jacobian(chunk))
+    leaves = gather_leaves(nodes, program, entry.plan, values)
+    (out,) = _run(entry, nodes, program, leaves, first)
+    return out
