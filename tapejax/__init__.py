@@ -35,6 +35,17 @@ __all__ = [
     "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool",
 ]
 
+# -- compiled training (issue #5)
+from ._control_flow import cond, foldl, foldr, scan, while_loop  # noqa: E402
+from ._function import Function, OperatorNotAllowedInGraphError, TensorSpec, function  # noqa: E402
+from . import optimizers  # noqa: E402
+from . import keras  # noqa: E402
+from ._module import Module, name_scope  # noqa: E402
+from . import train  # noqa: E402
+errors.OperatorNotAllowedInGraphError = OperatorNotAllowedInGraphError
+__all__ += ["function", "Function", "TensorSpec", "cond", "while_loop", "scan", "foldl", "foldr",
+            "optimizers", "keras", "Module", "name_scope", "train"]
+
 # -- gradient control (issue #4)
 from ._custom import (RegisterGradient, custom_gradient, gradient_override_map, gradients, hessians,
                       stop_gradient)

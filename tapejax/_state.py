@@ -7,7 +7,18 @@ stack exactly while it records; ``stop_recording`` takes it off.
 import itertools
 import threading
 
-_local = threading.local()
+
+class _Local(threading.local):
+    #: The ``tapejax.function`` variable collector tracing on this thread, or
+    #: None.  ``Variable`` reads, assigns and creation consult it (one ``if``
+    #: when no function is tracing); see ``_function``.
+    collector = None
+    #: The current ``tapejax.name_scope`` prefix ("outer/inner/" or ""), used
+    #: by ``Variable`` names; see ``_module``.
+    name_scope = ""
+
+
+_local = _Local()
 
 #: Monotonic ids for Tensors and Variables.  An id is never reused, so
 #: "created before this tape" is a plain integer comparison.

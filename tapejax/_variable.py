@@ -7,11 +7,18 @@ watches accessed variables).  The replay adds the Variable's perturbation
 to every read, so the reads' gradients are summed, each at the value that
 was read.  ``assign*`` replace the value; they are not differentiable (TF).
 """
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from . import _dtypes, _state
 from ._errors import InvalidArgumentError
 from ._tensor import Tensor, TensorShape, _to_array, convert_to_tensor
+
+
+# Jitted updates: JAX's C++ dispatch path, faster than eager jnp arithmetic.
+_add = jax.jit(jnp.add)
+_sub = jax.jit(jnp.subtract)
 
 
 class Variable:
@@ -49,12 +56,18 @@ class Variable:
             self._name = "Variable:0"
         else:
             self._name = name if ":" in name else f"{name}:0"
+        if _state._local.name_scope:  # inside tapejax.name_scope / a Module's name_scope
+            self._name = _state._local.name_scope + self._name
         if constraint is not None and not callable(constraint):
             raise ValueError(f"The `constraint` argument must be a callable; got {constraint!r}")
         self._constraint = constraint  # applied by optimizers after each update, as in TF
+        if _state._local.collector is not None:  # created while a tapejax.function traces
+            _state._local.collector.created(self)
 
     # -- the read ----------------------------------------------------------
     def _read(self):
+        if _state._local.collector is not None:  # a tapejax.function is tracing
+            _state._local.collector.touch(self, False)
         t = Tensor(self._value)
         tapes = _state.tapes()
         if tapes:
@@ -72,6 +85,8 @@ class Variable:
     # -- mutation ----------------------------------------------------------
     def _new_value(self, value, op):
         """The new value as an array of this Variable's dtype and shape (TF's errors otherwise)."""
+        if _state._local.collector is not None:  # a tapejax.function is tracing
+            _state._local.collector.touch(self, True)
         want = np.dtype(self._value.dtype)
         if isinstance(value, (Tensor, Variable)):
             new = convert_to_tensor(value)._value
@@ -95,11 +110,11 @@ class Variable:
         return self if read_value else None
 
     def assign_add(self, delta, use_locking=None, name=None, read_value=True):
-        self._value = self._value + self._new_value(delta, "AssignAddVariableOp")
+        self._value = _add(self._value, self._new_value(delta, "AssignAddVariableOp"))
         return self if read_value else None
 
     def assign_sub(self, delta, use_locking=None, name=None, read_value=True):
-        self._value = self._value - self._new_value(delta, "AssignSubVariableOp")
+        self._value = _sub(self._value, self._new_value(delta, "AssignSubVariableOp"))
         return self if read_value else None
 
     # -- metadata ----------------------------------------------------------
@@ -145,6 +160,8 @@ class Variable:
         return a if dtype is None else a.astype(dtype)
 
     def __jax_array__(self):
+        if _state._local.collector is not None:  # a tapejax.function is tracing (jnp.f(variable))
+            _state._local.collector.touch(self, False)
         return self._value
 
     def ref(self):
@@ -176,5 +193,6 @@ class Variable:
             val = np.asarray(self._value)
         except Exception:
             return f"<tapejax.Variable '{self._name}' shape={tuple(self._value.shape)} dtype={self.dtype.name}>"
+        text = repr(val.item()) if val.ndim == 0 else repr(val)
         return (f"<tapejax.Variable '{self._name}' shape={tuple(self._value.shape)} "
-                f"dtype={self.dtype.name}, numpy={val!r}>")
+                f"dtype={self.dtype.name}, numpy={text}>")

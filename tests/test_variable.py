@@ -19,7 +19,7 @@ def test_creation_and_metadata():
         tf.Variable(None)
     with pytest.raises(TypeError):
         tf.Variable(1.5, dtype=tf.int32)
-    assert repr(tf.Variable(1.5)) == "<tapejax.Variable 'Variable:0' shape=() dtype=float32, numpy=array(1.5, dtype=float32)>"
+    assert repr(tf.Variable(1.5)) == "<tapejax.Variable 'Variable:0' shape=() dtype=float32, numpy=1.5>"
 
 
 def test_assign_family():

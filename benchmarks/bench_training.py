@@ -1,0 +1,203 @@
+"""Compiled training steps: ``tapejax.function`` vs pure JAX, in the same process.
+
+Run:  python benchmarks/bench_training.py [--quick]
+
+Pure JAX is ``jax.jit(step, donate_argnums=...)`` over ``jax.value_and_grad``
++ optax with donated parameters and optimizer state.  tapejax is the TF2
+training step (GradientTape, Keras optimizer) under ``tapejax.function``.
+Both run the same model on the same data; rounds alternate between the two
+so that load from other processes hits both alike.  The table gives medians
+of per-step wall time (µs, each round times ``steps`` calls and waits for
+the last result) and the ratio tapejax / pure JAX; the ratio of the fastest
+rounds is printed too (on a shared machine it is the steadier number).
+
+* mlp-large-adam: MLP 784-512-512-10, batch 128, softmax cross-entropy, Adam   (target <= 1.05x)
+* mlp-small-sgd:  MLP 32-64-64-1, batch 32, MSE, SGD                           (target <= 1.25x)
+* linreg-seed003: seed 003's linear regression, 500 steps per round            (target <= 1.30x)
+"""
+import argparse
+import os
+import statistics
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import optax  # noqa: E402
+
+import tapejax as tf  # noqa: E402
+
+
+def _params(sizes, seed=0):
+    rng = np.random.RandomState(seed)
+    return [((rng.randn(a, b) / np.sqrt(a)).astype("float32"), np.zeros(b, "float32"))
+            for a, b in zip(sizes[:-1], sizes[1:])]
+
+
+# -- tapejax -------------------------------------------------------------------
+
+def tapejax_mlp(sizes, optimizer, loss_kind):
+    ws = [(tf.Variable(w), tf.Variable(b)) for w, b in _params(sizes)]
+    variables = [v for pair in ws for v in pair]
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            h = x
+            for i, (w, b) in enumerate(ws):
+                h = tf.matmul(h, w) + b
+                if i < len(ws) - 1:
+                    h = tf.nn.relu(h)
+            if loss_kind == "xent":
+                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=h))
+            else:
+                loss = tf.reduce_mean(tf.square(h - y))
+        grads = tape.gradient(loss, variables)
+        optimizer.apply_gradients(zip(grads, variables))
+        return loss
+
+    return step
+
+
+def tapejax_linreg(lr=0.05):
+    m = tf.Variable(0.)
+    b = tf.Variable(0.)
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(m * x + b - y))
+        gm, gb = tape.gradient(loss, [m, b])
+        m.assign_sub(gm * lr)
+        b.assign_sub(gb * lr)
+        return loss
+
+    return step
+
+
+# -- pure JAX ----------------------------------------------------------------------
+
+def _forward(params, x):
+    h = x
+    for i, (w, b) in enumerate(params):
+        h = h @ w + b
+        if i < len(params) - 1:
+            h = jax.nn.relu(h)
+    return h
+
+
+def jax_mlp(sizes, tx, loss_kind):
+    params = [(jnp.asarray(w), jnp.asarray(b)) for w, b in _params(sizes)]
+    state = tx.init(params)
+
+    def loss_fn(p, x, y):
+        out = _forward(p, x)
+        if loss_kind == "xent":
+            return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(out, y))
+        return jnp.mean(jnp.square(out - y))
+
+    def _step(p, s, x, y):
+        loss, g = jax.value_and_grad(loss_fn)(p, x, y)
+        upd, s = tx.update(g, s, p)
+        return optax.apply_updates(p, upd), s, loss
+
+    step_c = jax.jit(_step, donate_argnums=(0, 1))
+    box = [params, state]
+
+    def step(x, y):
+        box[0], box[1], loss = step_c(box[0], box[1], x, y)
+        return loss
+
+    return step
+
+
+def jax_linreg(lr=0.05):
+    box = [(jnp.float32(0.), jnp.float32(0.))]
+
+    def loss_fn(p, x, y):
+        return jnp.mean(jnp.square(p[0] * x + p[1] - y))
+
+    def _step(p, x, y):
+        loss, g = jax.value_and_grad(loss_fn)(p, x, y)
+        return (p[0] - g[0] * lr, p[1] - g[1] * lr), loss
+
+    step_c = jax.jit(_step, donate_argnums=(0,))
+
+    def step(x, y):
+        box[0], loss = step_c(box[0], x, y)
+        return loss
+
+    return step
+
+
+# -- timing ----------------------------------------------------------------------------
+
+def _round(step, args, steps):
+    start = time.perf_counter()
+    for _ in range(steps):
+        out = step(*args)
+    jax.block_until_ready(out.value if hasattr(out, "value") else out)
+    return (time.perf_counter() - start) / steps * 1e6
+
+
+def compare(name, make_tj, make_jax, args_tj, args_jax, steps, rounds, target):
+    tj_step, jax_step = make_tj(), make_jax()
+    for _ in range(3):                       # compile and warm up both
+        _round(tj_step, args_tj, 5)
+        _round(jax_step, args_jax, 5)
+    tj_times, jax_times = [], []
+    for _ in range(rounds):                  # alternate: load hits both alike
+        jax_times.append(_round(jax_step, args_jax, steps))
+        tj_times.append(_round(tj_step, args_tj, steps))
+    t_j, t_t = statistics.median(jax_times), statistics.median(tj_times)
+    return name, t_j, t_t, t_t / t_j, target, min(tj_times) / min(jax_times)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser()
+    p.add_argument("--quick", action="store_true", help="fewer rounds (smoke run)")
+    args = p.parse_args(argv)
+    rounds = 3 if args.quick else 15
+    rng = np.random.RandomState(0)
+    rows = []
+
+    x = rng.randn(128, 784).astype("float32")
+    y = rng.randint(0, 10, size=128).astype("int32")
+    rows.append(compare(
+        "MLP 784-512-512-10 b128 Adam",
+        lambda: tapejax_mlp([784, 512, 512, 10], tf.keras.optimizers.Adam(1e-3), "xent"),
+        lambda: jax_mlp([784, 512, 512, 10], optax.adam(1e-3, eps=1e-7), "xent"),
+        (tf.constant(x), tf.constant(y)), (jnp.asarray(x), jnp.asarray(y)),
+        steps=20 if args.quick else 50, rounds=rounds, target=1.05))
+
+    x = rng.randn(32, 32).astype("float32")
+    y = rng.randn(32, 1).astype("float32")
+    rows.append(compare(
+        "MLP 32-64-64-1 b32 SGD",
+        lambda: tapejax_mlp([32, 64, 64, 1], tf.keras.optimizers.SGD(0.01), "mse"),
+        lambda: jax_mlp([32, 64, 64, 1], optax.sgd(0.01), "mse"),
+        (tf.constant(x), tf.constant(y)), (jnp.asarray(x), jnp.asarray(y)),
+        steps=200 if args.quick else 500, rounds=rounds, target=1.25))
+
+    xl = rng.uniform(-1, 1, 200).astype("float32")
+    yl = (3 * xl + 2 + 0.1 * rng.randn(200)).astype("float32")
+    rows.append(compare(
+        "linreg seed 003, 500 steps",
+        tapejax_linreg, jax_linreg,
+        (tf.constant(xl), tf.constant(yl)), (jnp.asarray(xl), jnp.asarray(yl)),
+        steps=500, rounds=rounds, target=1.30))
+
+    print(f"jax {jax.__version__} on {jax.devices()[0].platform}, {os.cpu_count()} CPUs; "
+          f"medians of {rounds} alternating rounds")
+    print(f"| {'case':30s} | {'pure JAX us/step':>16s} | {'tapejax.function us/step':>24s} | {'ratio':>6s} "
+          f"| target  | ratio of minima |")
+    print(f"|{'-' * 32}|{'-' * 18}|{'-' * 26}|{'-' * 8}|---------|-----------------|")
+    for name, tj_, tt, ratio, target, rmin in rows:
+        print(f"| {name:30s} | {tj_:16.1f} | {tt:24.1f} | {ratio:6.2f} | <= {target:.2f} | {rmin:15.2f} |")
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,434 @@
+"""Control flow on tensor values: ``cond``, ``while_loop``, ``scan``, ``foldl`` (TF's signatures).
+
+Inside ``tapejax.function`` (or any JAX trace) Python ``if``/``while`` cannot
+branch on a tensor's value; these run ``lax.cond`` / ``lax.while_loop`` /
+``lax.scan`` instead, and each is **one recorded op** on the tape:
+
+1. the user's branch/body function (which takes and returns Tensors) is
+   traced once to a jaxpr, with a *capture tape* alone on the tape stack: it
+   sees every op input created before the trace (a Tensor captured by the
+   Python closure) and every Variable read, so those become explicit inputs
+   of the op (tapes then record the op as reading them: gradients flow to
+   closed-over Variables and watched Tensors);
+2. the op's ``impl`` is ``lax.cond(...)`` over ``jaxpr_as_fun`` of those jaxprs,
+   a pure function of (operands, captured values), so the compiled replay's
+   ``jax.vjp`` differentiates it.  Ops are cached by the jaxpr text, so a
+   training loop that builds the same loop each step reuses one compiled
+   gradient.
+
+Eagerly (no trace), ``cond`` with a concrete predicate runs the chosen branch
+in Python, and ``while_loop`` runs a Python loop, exactly as TF's eager mode
+does (each op is recorded on its own).  ``while_loop`` is reverse-mode
+differentiable when compiled only with ``maximum_iterations`` (it then runs a
+masked ``lax.scan`` of that length; ``lax.while_loop`` has no reverse-mode
+derivative); ``scan`` and ``foldl`` always are.
+
+Deliberate differences from TF (XLA compiles static shapes): traced, both
+``cond`` branches must return the same structure, shapes and dtypes
+(ValueError naming the mismatch; TF's graph allows branches of different
+shapes), and a ``while_loop`` body must keep its loop variables' shapes
+(``shape_invariants`` is accepted and ignored).  ``back_prop``,
+``parallel_iterations`` and ``swap_memory`` are accepted and, as in TF 2,
+have no effect (gradients flow even with ``back_prop=False``).  Eagerly ``while_loop``
+accepts a body that returns a list for tuple loop variables (TF's eager mode
+is stricter about the container type).
+"""
+import threading
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.extend import core as jex_core
+
+from . import _state
+from ._primitives import Primitive, bind, with_id
+from ._tensor import Tensor, convert_to_tensor
+from ._variable import Variable
+
+_Tracer = jax.core.Tracer
+
+
+def _is_tensor_leaf(x):
+    return isinstance(x, (Tensor, Variable))
+
+
+def _to_tensors(struct):
+    """Convert every leaf of a nested structure to a Tensor (Variables are read, Python numbers converted)."""
+    return jax.tree_util.tree_map(lambda x: x if type(x) is Tensor else convert_to_tensor(x), struct,
+                                  is_leaf=_is_tensor_leaf)
+
+
+def _flatten(struct):
+    return jax.tree_util.tree_flatten(struct, is_leaf=_is_tensor_leaf)
+
+
+def _traced(x):
+    return isinstance(getattr(x, "_value", x), _Tracer)
+
+
+class _CaptureTape:
+    """Alone on the tape stack while a body traces: collects what the body captures."""
+
+    def __init__(self, start):
+        self.start = start
+        self.caps = {}   # id(value object) -> Variable or (tensor id, value)
+
+    def _record_read(self, var, t):
+        self.caps.setdefault(id(var._value), var)
+
+    def _record_op(self, prim, static, grad_type, ids, vals, result):
+        start = self.start
+        for i, v in zip(ids, vals):
+            if 0 < i < start:
+                self.caps.setdefault(id(v), (i, v))
+
+
+class _BodyCollector:
+    """Installed while a body traces: reads pass to the enclosing function's collector;
+    assigning or creating a Variable inside a body is refused (its value would be an inner tracer)."""
+
+    def __init__(self, outer, what):
+        self.outer = outer
+        self.what = what
+
+    def touch(self, var, assign):
+        if assign:
+            raise ValueError(f"Variable {var.name} is assigned inside the {self.what} of a tapejax "
+                             "control-flow op; that is not supported: return the new value from the op "
+                             "and assign it outside (e.g. v.assign(tapejax.cond(p, f, g))).")
+        if self.outer is not None:
+            self.outer.touch(var, assign)
+
+    def created(self, var):
+        raise ValueError(f"A Variable is created inside the {self.what} of a tapejax control-flow op; "
+                         "create it outside.")
+
+
+def _close(fn, in_tree, in_avals, what):
+    """Trace ``fn`` (Tensors in, Tensors out) -> (jaxpr, consts, const handles, out_tree)."""
+    out_box = []
+
+    def flat_fn(*vals):
+        args = jax.tree_util.tree_unflatten(in_tree, [Tensor(v) for v in vals])
+        out = fn(*args)
+        out = _to_tensors(out)
+        leaves, tree = _flatten(out)
+        out_box.append(tree)
+        return [t._value for t in leaves]
+
+    cap = _CaptureTape(_state.next_id())
+    stack = _state.tapes()
+    saved = stack[:]
+    stack[:] = [cap]
+    prev_col = _state._local.collector
+    _state._local.collector = _BodyCollector(prev_col, what)
+    try:
+        closed = jax.make_jaxpr(flat_fn)(*in_avals)
+    except jax.errors.JAXTypeError as e:
+        if isinstance(e, (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError,
+                          jax.errors.TracerArrayConversionError)):
+            from ._function import _CF_HINT, OperatorNotAllowedInGraphError
+            raise OperatorNotAllowedInGraphError(
+                f"In the {what} of a tapejax control-flow op, a traced tensor was used where Python "
+                f"needs its value. {_CF_HINT}") from None
+        raise
+    finally:
+        stack[:] = saved
+        _state._local.collector = prev_col
+    handles = []
+    for c in closed.consts:
+        h = cap.caps.get(id(c))
+        if h is None:
+            handles.append(c)          # a constant: an untracked input
+        elif isinstance(h, Variable):
+            handles.append(h)          # read again by bind: tapes record the read
+        else:
+            handles.append(with_id(h[1], h[0]))
+    return closed.jaxpr, closed.consts, handles, out_box[-1]
+
+
+def _run_jaxpr(jaxpr, consts, args):
+    return jex_core.jaxpr_as_fun(jex_core.ClosedJaxpr(jaxpr, list(consts)))(*args)
+
+
+_PRIMS = {}
+_PRIMS_LOCK = threading.Lock()
+_MAX_PRIMS = 1024
+
+
+def _prim(key, name, make_impl):
+    """One Primitive per structure (the jaxpr texts), so replays hit the compile cache."""
+    p = _PRIMS.get(key)
+    if p is None:
+        with _PRIMS_LOCK:
+            if len(_PRIMS) >= _MAX_PRIMS:
+                _PRIMS.clear()
+            p = _PRIMS.setdefault(key, Primitive(name, make_impl(), multiple_results=True))
+    return p
+
+
+def _avals(leaves):
+    return [jax.ShapeDtypeStruct(t._value.shape, t._value.dtype) for t in leaves]
+
+
+def _check_same(tree_a, tree_b, avals_a, avals_b, what):
+    if tree_a != tree_b:
+        raise ValueError(f"{what}: both must return the same nested structure; got {tree_a} and {tree_b}")
+    for i, (a, b) in enumerate(zip(avals_a, avals_b)):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            raise ValueError(f"{what}: output {i} must have the same shape and dtype in both; got "
+                             f"{tuple(a.shape)} {a.dtype} and {tuple(b.shape)} {b.dtype}")
+
+
+# ---------------------------------------------------------------------------
+# cond
+# ---------------------------------------------------------------------------
+
+def cond(pred, true_fn=None, false_fn=None, name=None):
+    """``tf.cond``: ``true_fn()`` if ``pred`` else ``false_fn()`` (both take no arguments).
+
+    ``pred`` is a scalar boolean Tensor (or Python bool).  Eagerly the chosen
+    branch runs in Python; traced (in ``tapejax.function``) both branches are
+    traced and one ``lax.cond`` runs, differentiable on the tape.  Both must
+    return the same structure, shapes and dtypes.
+    """
+    if true_fn is None or not callable(true_fn):
+        raise TypeError(f"true_fn must be callable; got {true_fn!r}")
+    if false_fn is None or not callable(false_fn):
+        raise TypeError(f"false_fn must be callable; got {false_fn!r}")
+    p = convert_to_tensor(pred)
+    if p._value.shape != ():
+        raise ValueError(f"Shape must be rank 0 but is rank {p._value.ndim} for the `pred` of cond "
+                         f"(got shape {tuple(p._value.shape)})")
+    if not _traced(p):
+        return true_fn() if bool(p._value) else false_fn()
+    jt, ct, ht, tree_t = _close(lambda: true_fn(), jax.tree_util.tree_structure(()), [], "true_fn")
+    jf, cf, hf, tree_f = _close(lambda: false_fn(), jax.tree_util.tree_structure(()), [], "false_fn")
+    out_t = [v.aval for v in jt.outvars]
+    out_f = [v.aval for v in jf.outvars]
+    _check_same(tree_t, tree_f, out_t, out_f, "cond: true_fn and false_fn")
+    nt = len(ct)
+
+    def make():
+        def impl(pred, *consts):
+            return tuple(lax.cond(pred.astype(bool),
+                                  lambda c: _run_jaxpr(jt, c[:nt], ()),
+                                  lambda c: _run_jaxpr(jf, c[nt:], ()),
+                                  consts))
+        return impl
+
+    prim = _prim(("cond", str(jt), str(jf)), "StatelessIf", make)
+    outs = bind(prim, p, *ht, *hf)
+    return jax.tree_util.tree_unflatten(tree_t, list(outs))
+
+
+# ---------------------------------------------------------------------------
+# while_loop
+# ---------------------------------------------------------------------------
+
+def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations=10, back_prop=True,
+               swap_memory=False, maximum_iterations=None, name=None):
+    """``tf.while_loop``: repeat ``loop_vars = body(*loop_vars)`` while ``cond(*loop_vars)``.
+
+    ``loop_vars`` is a tuple/list (or nested structure) of Tensors; ``body``
+    returns the same structure with the same shapes and dtypes.  At most
+    ``maximum_iterations`` iterations run when it is given.  Eagerly this is
+    a Python loop (as TF); traced it is ``lax.while_loop``, or with
+    ``maximum_iterations`` a masked ``lax.scan`` that reverse-mode
+    differentiates.  Returns the final ``loop_vars`` (a single Tensor if
+    ``loop_vars`` was one).
+    """
+    if not callable(cond):
+        raise TypeError(f"cond must be callable; got {cond!r}")
+    if not callable(body):
+        raise TypeError(f"body must be callable; got {body!r}")
+    if loop_vars is None or (isinstance(loop_vars, (list, tuple)) and not loop_vars):
+        raise ValueError("loop_vars must be a non-empty structure of tensors; got " + repr(loop_vars))
+    if maximum_iterations is not None:
+        if _traced(maximum_iterations):
+            raise ValueError("while_loop: maximum_iterations must be a Python int or a concrete tensor "
+                             "inside tapejax.function (it sets the compiled loop's length)")
+        m = getattr(maximum_iterations, "_value", maximum_iterations)
+        maximum_iterations = int(m)
+        if maximum_iterations < 0:
+            raise ValueError(f"maximum_iterations must be >= 0; got {maximum_iterations}")
+    single = not isinstance(loop_vars, (list, tuple, dict))
+    vars_ = _to_tensors(loop_vars)
+    packed = (vars_,) if single else tuple(vars_) if isinstance(vars_, (list, tuple)) else (vars_,)
+    leaves, in_tree = _flatten(packed)
+    tracing = _state._local.collector is not None or any(_traced(t) for t in leaves)
+    if not tracing:
+        return _eager_while(cond, body, vars_, single, maximum_iterations)
+    avals = _avals(leaves)
+
+    def body_flat(*args):
+        out = body(*args)
+        if single:
+            return (out,) if not isinstance(out, (list, tuple)) or len(packed) != 1 else tuple(out)
+        return tuple(out) if isinstance(out, (list, tuple)) else (out,)
+
+    jc, cc, hc, tree_c = _close(lambda *a: cond(*a), in_tree, avals, "cond")
+    if len(jc.outvars) != 1 or jc.outvars[0].aval.shape != ():
+        raise ValueError("while_loop: cond must return a scalar boolean tensor")
+    jb, cb, hb, tree_b = _close(body_flat, in_tree, avals, "body")
+    out_b = [v.aval for v in jb.outvars]
+    if tree_b != in_tree or any(a.shape != tuple(b.shape) or a.dtype != b.dtype
+                                for a, b in zip(out_b, avals)):
+        raise ValueError(f"while_loop: body must return the structure, shapes and dtypes of loop_vars; "
+                         f"loop_vars are {in_tree} {[(tuple(a.shape), str(a.dtype)) for a in avals]}, "
+                         f"body returned {tree_b} {[(tuple(a.shape), str(a.dtype)) for a in out_b]}")
+    n, nc = len(leaves), len(cc)
+    maxit = maximum_iterations
+
+    def make():
+        def impl(*args):
+            xs, consts = args[:n], args[n:]
+            c_c, c_b = consts[:nc], consts[nc:]
+
+            def pred(v):
+                return _run_jaxpr(jc, c_c, v)[0].astype(bool)
+
+            def step(v):
+                return tuple(_run_jaxpr(jb, c_b, v))
+
+            if maxit is None:
+                return tuple(lax.while_loop(pred, step, tuple(xs)))
+
+            def scan_body(carry, _):
+                v, done = carry
+                go = jnp.logical_and(jnp.logical_not(done), pred(v))
+                new = lax.cond(go, step, lambda u: tuple(u), v)
+                return (new, jnp.logical_not(go)), None
+
+            (final, _), _ = lax.scan(scan_body, (tuple(xs), jnp.asarray(False)), None, length=maxit)
+            return tuple(final)
+        return impl
+
+    key = ("while", str(jc), str(jb), maxit)
+    prim = _prim(key, "While", make)
+    outs = bind(prim, *leaves, *hc, *hb)
+    res = jax.tree_util.tree_unflatten(in_tree, list(outs))
+    if single:
+        return res[0]
+    return type(loop_vars)(res) if isinstance(loop_vars, (list, tuple)) else res
+
+
+def _eager_while(cond, body, vars_, single, maximum_iterations):
+    it = 0
+    args = (vars_,) if single else tuple(vars_)
+    while maximum_iterations is None or it < maximum_iterations:
+        c = convert_to_tensor(cond(*args))
+        if not bool(c._value):
+            break
+        out = body(*args)
+        out = _to_tensors(out)
+        args = (out,) if single else tuple(out) if isinstance(out, (list, tuple)) else (out,)
+        it += 1
+    if single:
+        return args[0]
+    return type(vars_)(args) if isinstance(vars_, list) else tuple(args)
+
+
+# ---------------------------------------------------------------------------
+# scan / foldl
+# ---------------------------------------------------------------------------
+
+def _scan_core(fn, elems, initializer, reverse, want_all, what):
+    elems_t = _to_tensors(elems)
+    e_leaves, e_tree = _flatten(elems_t)
+    if not e_leaves:
+        raise ValueError(f"{what}: elems must hold at least one tensor")
+    n = None
+    for t in e_leaves:
+        if t._value.ndim == 0:
+            raise ValueError(f"{what}: every element of elems must have rank >= 1 (it is unstacked on "
+                             "axis 0); got a scalar")
+        if n is None:
+            n = t._value.shape[0]
+        elif t._value.shape[0] != n:
+            raise ValueError(f"{what}: all elems must have the same first dimension; got {n} and "
+                             f"{t._value.shape[0]}")
+    if initializer is None:
+        if n == 0:
+            raise ValueError(f"{what}: elems is empty and no initializer was given")
+        first = 0 if not reverse else n - 1
+        init_leaves = [t[first] for t in e_leaves]
+        init = jax.tree_util.tree_unflatten(e_tree, init_leaves)
+        rest = [t[1:] if not reverse else t[:-1] for t in e_leaves]
+        skip_first = True
+    else:
+        init = _to_tensors(initializer)
+        rest = e_leaves
+        skip_first = False
+    a_leaves, a_tree = _flatten(init)
+    a_avals = _avals(a_leaves)
+    x_avals = [jax.ShapeDtypeStruct(t._value.shape[1:], t._value.dtype) for t in rest]
+    in_tree = jax.tree_util.tree_structure((0, 0))
+    # structure (acc, x): unflatten acc and x separately inside
+    na = len(a_leaves)
+
+    def fn_flat(*vals):
+        acc = jax.tree_util.tree_unflatten(a_tree, list(vals[:na]))
+        x = jax.tree_util.tree_unflatten(e_tree, list(vals[na:]))
+        return fn(acc, x)
+
+    flat_tree = jax.tree_util.tree_structure(tuple(range(na + len(rest))))
+    jf, cf, hf, tree_o = _close(fn_flat, flat_tree, a_avals + x_avals, "fn")
+    out_avals = [v.aval for v in jf.outvars]
+    if tree_o != a_tree or any(a.shape != tuple(b.shape) or a.dtype != b.dtype
+                               for a, b in zip(out_avals, a_avals)):
+        raise ValueError(f"{what}: fn must return the structure, shapes and dtypes of the accumulator; "
+                         f"accumulator {a_tree} {[(tuple(a.shape), str(a.dtype)) for a in a_avals]}, fn "
+                         f"returned {tree_o} {[(tuple(a.shape), str(a.dtype)) for a in out_avals]}")
+    nx, nc = len(rest), len(cf)
+
+    def make():
+        def impl(*args):
+            acc, xs, consts = args[:na], args[na:na + nx], args[na + nx:]
+
+            def body(carry, x):
+                new = tuple(_run_jaxpr(jf, consts, tuple(carry) + tuple(x)))
+                return new, (new if want_all else None)
+
+            final, ys = lax.scan(body, tuple(acc), tuple(xs), reverse=reverse)
+            if not want_all:
+                return tuple(final)
+            if skip_first:
+                ys = tuple(jnp.concatenate([a[None], y], 0) if not reverse else
+                           jnp.concatenate([y, a[None]], 0) for a, y in zip(acc, ys))
+            return tuple(ys)
+        return impl
+
+    key = (what, str(jf), reverse, want_all, skip_first)
+    prim = _prim(key, "Scan", make)
+    outs = bind(prim, *a_leaves, *rest, *hf)
+    return jax.tree_util.tree_unflatten(a_tree, list(outs))
+
+
+def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True, swap_memory=False,
+         infer_shape=True, reverse=False, name=None):
+    """``tf.scan``: ``acc = fn(acc, x)`` over ``elems`` unstacked on axis 0; returns every ``acc`` stacked.
+
+    Without ``initializer`` the first element is the initial accumulator (and
+    the first output).  ``fn`` returns the accumulator's structure, shapes
+    and dtypes.  One ``lax.scan`` (differentiable on the tape).
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable; got {fn!r}")
+    return _scan_core(fn, elems, initializer, bool(reverse), True, "scan")
+
+
+def foldl(fn, elems, initializer=None, parallel_iterations=10, back_prop=True, swap_memory=False,
+          name=None):
+    """``tf.foldl``: ``acc = fn(acc, x)`` over ``elems`` from the left; returns the final ``acc``."""
+    if not callable(fn):
+        raise TypeError(f"fn must be callable; got {fn!r}")
+    return _scan_core(fn, elems, initializer, False, False, "foldl")
+
+
+def foldr(fn, elems, initializer=None, parallel_iterations=10, back_prop=True, swap_memory=False,
+          name=None):
+    """``tf.foldr``: as ``foldl`` from the right."""
+    if not callable(fn):
+        raise TypeError(f"fn must be callable; got {fn!r}")
+    return _scan_core(fn, elems, initializer, True, False, "foldr")

@@ -1,0 +1,434 @@
+"""The Keras-2 ``OptimizerV2`` API on one compiled, pure update.
+
+An optimizer is a *rule*: ``_apply(coef, grad, var, slots) -> (new_var, new_slots)``
+per variable, plus ``_prepare(lr, step, extra) -> (coef, new_extra)`` once per
+update (``step`` = iterations + 1).  Its state lives in Variables
+(``iterations``, the slots such as ``m``/``v``, a float learning-rate
+Variable), so the same object works eagerly and inside ``tapejax.function``:
+
+* eagerly, ``apply_gradients`` gathers the arrays of every variable, slot and
+  the gradients and calls ONE ``jax.jit`` update (cached per list of
+  variables), with the variables and slots donated, then writes the new
+  arrays back: one dispatch per step, not one per variable and slot;
+* inside ``tapejax.function`` the same pure update runs on the tracers (the
+  Variables report themselves to the function's collector, so the slots are
+  threaded through the compiled step as state).
+
+Gradient processing follows ``optimizer_v2.apply_gradients``: ``None``
+gradients are skipped with a warning (ValueError when all are None), then
+``clipvalue``, ``clipnorm`` (each gradient) and ``global_clipnorm``, then the
+rule; ``iterations`` is incremented; a Variable's ``constraint`` is applied
+after its update.
+"""
+import logging
+import sys
+import threading
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _dtypes, _nest, _state
+from .._tensor import Tensor, convert_to_tensor
+from .._variable import Variable
+from . import schedules as _schedules
+
+_log = logging.getLogger("tapejax")
+
+_ALLOWED_KWARGS = {"clipnorm", "clipvalue", "lr", "decay", "global_clipnorm"}
+
+
+def _float_hyper(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        raise TypeError(f"Argument `{name}` must be a float; received: {name}={value!r}")
+    return float(value)
+
+
+def _touch(variables, assign):
+    """Report Variables read/assigned without a recorded read (for tapejax.function)."""
+    col = _state._local.collector
+    if col is not None:
+        for v in variables:
+            col.touch(v, assign)
+
+
+def _donatable(vals):
+    """Copy the arrays that something else (a Tensor, another Variable) also holds."""
+    getrc = sys.getrefcount
+    for i in range(len(vals)):
+        if getrc(vals[i]) > 3:   # the Variable, the list, the call
+            vals[i] = jnp.array(vals[i], copy=True)
+    return vals
+
+
+class Optimizer:
+    """Base class of the Keras-2 optimizers (``tf.keras.optimizers.legacy.Optimizer``)."""
+
+    _SLOTS = ()           # slot names, in Keras' creation order
+    _INTERLEAVED = False  # slots created variable by variable (Ftrl) instead of slot by slot
+    _DEFAULT_NAME = "Optimizer"
+
+    def __init__(self, name, learning_rate=0.001, **kwargs):
+        for k in kwargs:
+            if k not in _ALLOWED_KWARGS:
+                raise TypeError(f"Unexpected keyword argument passed to optimizer: {k}. Allowed "
+                                f"kwargs are {sorted(_ALLOWED_KWARGS)}.")
+            if kwargs[k] is not None and not callable(kwargs[k]) and kwargs[k] < 0:
+                raise ValueError(f"Expected {k} >= 0, received: {kwargs[k]}")
+        if "lr" in kwargs:
+            learning_rate = kwargs.pop("lr")
+        clipnorm = kwargs.pop("clipnorm", None)
+        global_clipnorm = kwargs.pop("global_clipnorm", None)
+        if clipnorm is not None and global_clipnorm is not None:
+            raise ValueError("Cannot accept both `clipnorm` and `global_clipnorm`. Received: "
+                             f"`clipnorm`={clipnorm}, `global_clipnorm`={global_clipnorm}.")
+        self.clipnorm = None if clipnorm is None else _float_hyper("clipnorm", clipnorm)
+        self.global_clipnorm = None if global_clipnorm is None else _float_hyper("global_clipnorm", global_clipnorm)
+        self.clipvalue = kwargs.pop("clipvalue", None)
+        if self.clipvalue is not None:
+            self.clipvalue = _float_hyper("clipvalue", self.clipvalue)
+        self._initial_decay = _float_hyper("decay", kwargs.pop("decay", 0.0))
+        self._name = name
+        self._iterations = None
+        self._lr_var = None
+        self._lr_sched = None
+        self._slots = {}      # var id -> {slot name: Variable}
+        self._weights = []    # iterations, then slots/extra in creation order (Keras' order)
+        self._updates = {}    # structure key -> jitted update
+        self._lock = threading.Lock()
+        self._set_learning_rate(learning_rate)
+
+    # -- hyperparameters -----------------------------------------------------
+    def _set_learning_rate(self, value):
+        value = getattr(value, "_value", value) if isinstance(value, (Tensor, Variable)) else value
+        if isinstance(value, _schedules.LearningRateSchedule) or (callable(value) and not isinstance(value, (int, float))):
+            self._lr_sched = value
+            return
+        try:
+            lr = float(np.asarray(value, dtype=np.float64))
+        except (TypeError, ValueError):
+            raise TypeError("Argument `learning_rate` must be a float, a Tensor, a "
+                            "tapejax.optimizers.schedules schedule or an optax schedule; received: "
+                            f"learning_rate={value!r}") from None
+        lr = _float_hyper("learning_rate", lr)
+        self._lr_sched = None
+        if self._lr_var is None:
+            self._lr_var = Variable(np.float32(lr), trainable=False, name=f"{self._name}/learning_rate")
+        else:
+            self._lr_var.assign(np.float32(lr))
+
+    @property
+    def learning_rate(self):
+        """The learning rate: a Variable (float), or the schedule."""
+        return self._lr_sched if self._lr_sched is not None else self._lr_var
+
+    @learning_rate.setter
+    def learning_rate(self, value):
+        self._set_learning_rate(value)
+
+    lr = learning_rate
+
+    @property
+    def name(self):
+        return self._name
+
+    @property
+    def iterations(self):
+        """Variable: the number of updates this optimizer has applied (int64 in TF; int32 without x64)."""
+        if self._iterations is None:
+            dtype = np.int64 if _dtypes.x64_enabled() else np.int32
+            with jax.ensure_compile_time_eval():   # concrete even when first used inside tapejax.function
+                self._iterations = Variable(np.zeros((), dtype), trainable=False, name="iter")
+            self._weights.insert(0, self._iterations)
+        return self._iterations
+
+    def variables(self):
+        """The optimizer's Variables: ``iterations`` first, then the slots in creation order."""
+        self.iterations
+        return list(self._weights)
+
+    @property
+    def weights(self):
+        return self.variables()
+
+    def get_weights(self):
+        return [v.numpy() for v in self.variables()]
+
+    def set_weights(self, weights):
+        params = self.variables()
+        if len(params) != len(weights):
+            raise ValueError(f"You called `set_weights(weights)` on optimizer {self._name} with a weight "
+                             f"list of length {len(weights)}, but the optimizer was expecting "
+                             f"{len(params)} weights. Provided weights: {weights}...")
+        for p, w in zip(params, weights):
+            if tuple(np.shape(w)) != tuple(p.shape):
+                raise ValueError(f"Optimizer weight shape {tuple(p.shape)} not compatible with provided "
+                                 f"weight shape {tuple(np.shape(w))}")
+        for p, w in zip(params, weights):
+            p.assign(np.asarray(w, dtype=p.dtype._np))
+
+    def get_slot_names(self):
+        return list(self._SLOTS)
+
+    def get_slot(self, var, slot_name):
+        slots = self._slots.get(var._id)
+        if slots is None or slot_name not in slots:
+            raise KeyError(f"Slot {slot_name!r} was not created for variable {var.name}; slots are "
+                           f"created by the first apply_gradients.")
+        return slots[slot_name]
+
+    def get_config(self):
+        cfg = {"name": self._name}
+        lr = self.learning_rate
+        cfg["learning_rate"] = lr if self._lr_sched is not None else float(lr.numpy())
+        if self._initial_decay:
+            cfg["decay"] = self._initial_decay
+        for k in ("clipnorm", "global_clipnorm", "clipvalue"):
+            if getattr(self, k) is not None:
+                cfg[k] = getattr(self, k)
+        cfg.update(self._hyper_config())
+        return cfg
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+    def _hyper_config(self):
+        return {}
+
+    # -- slots ------------------------------------------------------------------
+    def _slot_init(self, slot_name, var):
+        return jnp.zeros(var._value.shape, var._value.dtype)
+
+    def _extra_init(self):
+        """Optimizer-wide state Variables other than iterations (Nadam's momentum cache)."""
+        return []
+
+    def _create_slots(self, var_list):
+        new = [v for v in var_list if v._id not in self._slots]
+        if not new:
+            return
+        with jax.ensure_compile_time_eval():   # concrete slots even inside tapejax.function
+            self._create_slots_now(new)
+
+    def _create_slots_now(self, new):
+        if not self._slots:
+            self._extra = self._extra_init()
+            self._weights.extend(self._extra)
+        for v in new:
+            self._slots[v._id] = {}
+        if self._INTERLEAVED:   # Ftrl: all slots of a variable, variable by variable
+            order = [(v, slot) for v in new for slot in self._slots_for_creation()]
+        else:                   # most Keras optimizers: one loop per slot name
+            order = [(v, slot) for slot in self._slots_for_creation() for v in new]
+        for v, slot in order:
+            base = v.name.split(":")[0]
+            s = Variable(self._slot_init(slot, v), trainable=False, name=f"{base}/{slot}")
+            self._slots[v._id][slot] = s
+            self._weights.append(s)
+
+    def _slots_for_creation(self):
+        return self._SLOTS
+
+    # -- the pure update ----------------------------------------------------------
+    def _lr_value(self, lr_in, it):
+        """The learning rate for this update (float32 scalar): Variable value or schedule(iterations)."""
+        if self._lr_sched is not None:
+            sched = self._lr_sched
+            try:
+                lr = sched(it)
+            except TypeError:
+                lr = sched()  # a zero-argument callable (Keras accepts those)
+            lr = jnp.asarray(getattr(lr, "_value", lr), jnp.float32)
+        else:
+            lr = lr_in
+        if self._initial_decay > 0.0:
+            lr = lr / (1.0 + jnp.float32(self._initial_decay) * it.astype(jnp.float32))
+        return lr
+
+    def _clip(self, grads):
+        if self.clipvalue is not None:
+            c = self.clipvalue
+            grads = [jnp.clip(g, -c, c) for g in grads]
+        if self.clipnorm is not None:
+            grads = [_clip_by_norm(g, self.clipnorm) for g in grads]
+        if self.global_clipnorm is not None:
+            grads = _clip_by_global_norm(grads, self.global_clipnorm)
+        return grads
+
+    def _prepare(self, lr, step, extra):
+        return {"lr": lr}, extra
+
+    def _apply(self, c, g, v, slots):
+        raise NotImplementedError
+
+    def _pure_update(self, var_vals, slot_vals, extra_vals, grads, it, lr_in):
+        lr = self._lr_value(lr_in, it)
+        grads = self._clip(list(grads))
+        step = (it + 1).astype(jnp.float32)
+        coef, new_extra = self._prepare(lr, step, list(extra_vals))
+        new_vars, new_slots = [], []
+        for v, s, g in zip(var_vals, slot_vals, grads):
+            g = g.astype(v.dtype)
+            nv, ns = self._apply(coef, g, v, s)
+            new_vars.append(nv.astype(v.dtype))
+            new_slots.append(tuple(x.astype(o.dtype) for x, o in zip(ns, s)))
+        return new_vars, new_slots, new_extra, it + 1
+
+    # -- API ----------------------------------------------------------------------
+    def apply_gradients(self, grads_and_vars, name=None, experimental_aggregate_gradients=True):
+        """Apply ``(gradient, variable)`` pairs; ``None`` gradients are skipped with a warning."""
+        pairs = _filter_empty_gradients(grads_and_vars)
+        grads, var_list = [], []
+        for g, v in pairs:
+            if not isinstance(v, Variable):
+                raise TypeError(f"apply_gradients expects (gradient, Variable) pairs; got {v!r} of type "
+                                f"{type(v).__name__} as a variable")
+            g = g._value if type(g) is Tensor else convert_to_tensor(g, dtype_hint=v.dtype)._value
+            if g.shape != v._value.shape:
+                from .._errors import InvalidArgumentError
+                raise InvalidArgumentError(
+                    None, None, f"var and grad do not have the same shape: variable {v.name} has shape "
+                    f"{tuple(v._value.shape)}, its gradient has shape {tuple(g.shape)}")
+            grads.append(g)
+            var_list.append(v)
+        seen = set()
+        for v in var_list:
+            if v._id in seen:
+                raise ValueError(f"Variable {v.name} appears more than once in grads_and_vars; sum its "
+                                 "gradients first.")
+            seen.add(v._id)
+        it_var = self.iterations
+        self._create_slots(var_list)
+        slot_vars = [tuple(self._slots[v._id][s] for s in self._SLOTS if s in self._slots[v._id])
+                     for v in var_list]
+        extra = list(getattr(self, "_extra", []))
+        flat_slots = [s for ss in slot_vars for s in ss]
+        state = list(var_list) + flat_slots + extra + [it_var]
+        lr_var = self._lr_var if self._lr_sched is None else None
+        col = _state._local.collector
+        traced = col is not None or any(isinstance(g, jax.core.Tracer) for g in grads)
+        if traced:
+            _touch(state, True)
+            if lr_var is not None:
+                _touch([lr_var], False)
+            lr_in = None if lr_var is None else lr_var._value
+            out = self._pure_update([v._value for v in var_list], [tuple(s._value for s in ss) for ss in slot_vars],
+                                    [e._value for e in extra], grads, it_var._value, lr_in)
+        else:
+            # Eager: ONE compiled update of every variable, slot and counter (donated).
+            state, fn = self._eager_plan(var_list, slot_vars, extra, it_var)
+            new = fn(_donatable([v._value for v in state]), grads,
+                     None if lr_var is None else lr_var._value)
+            for v, x in zip(state, new):
+                v._value = x
+            for v in var_list:
+                if v.constraint is not None:
+                    v.assign(v.constraint(v))
+            return it_var
+        new_vars, new_slots, new_extra, new_it = out
+        for v, x in zip(var_list, new_vars):
+            v._value = x
+        for ss, xs in zip(slot_vars, new_slots):
+            for s, x in zip(ss, xs):
+                s._value = x
+        for e, x in zip(extra, new_extra):
+            e._value = x
+        it_var._value = new_it
+        for v in var_list:
+            if v.constraint is not None:
+                v.assign(v.constraint(v))
+        return it_var
+
+    def _eager_plan(self, var_list, slot_vars, extra, it_var):
+        """(state Variables in a flat list, jitted flat update) for this list of variables (cached)."""
+        key = tuple(v._id for v in var_list)
+        plan = self._updates.get(key)
+        if plan is None:
+            with self._lock:
+                plan = self._updates.get(key)
+                if plan is None:
+                    if len(self._updates) > 64:
+                        self._updates.clear()
+                    n = len(var_list)
+                    sizes = [len(ss) for ss in slot_vars]
+                    n_extra = len(extra)
+                    state = tuple(var_list) + tuple(s for ss in slot_vars for s in ss) + tuple(extra) + (it_var,)
+                    pure = self._pure_update
+
+                    def flat_update(vals, grads, lr_in):
+                        pos = n
+                        slots = []
+                        for k in sizes:
+                            slots.append(tuple(vals[pos:pos + k]))
+                            pos += k
+                        nv, ns, ne, it = pure(vals[:n], slots, vals[pos:pos + n_extra], grads, vals[-1], lr_in)
+                        return list(nv) + [x for xs in ns for x in xs] + list(ne) + [it]
+
+                    plan = self._updates[key] = (state, jax.jit(flat_update, donate_argnums=0))
+        return plan
+
+    def minimize(self, loss, var_list, grad_loss=None, name=None, tape=None):
+        """Compute gradients of ``loss`` (a callable, or a Tensor with its ``tape``) and apply them."""
+        grads_and_vars = self._compute_gradients(loss, var_list, grad_loss=grad_loss, tape=tape)
+        return self.apply_gradients(grads_and_vars)
+
+    def _compute_gradients(self, loss, var_list, grad_loss=None, tape=None):
+        from .._tape import GradientTape
+        if not callable(loss) and tape is None:
+            raise ValueError("`tape` is required when a `Tensor` loss is passed. "
+                             f"Received: loss={loss}, tape={tape}.")
+        if tape is None:
+            tape = GradientTape()
+        if callable(loss):
+            with tape:
+                if not callable(var_list):
+                    tape.watch(var_list)
+                loss = loss()
+                if callable(var_list):
+                    var_list = var_list()
+        elif callable(var_list):
+            var_list = var_list()
+        var_list = _nest.flatten(var_list)
+        grads = tape.gradient(loss, var_list, grad_loss)
+        return list(zip(grads, var_list))
+
+    def __repr__(self):
+        return f"<tapejax.optimizers.{type(self).__name__} name={self._name!r}>"
+
+
+def _filter_empty_gradients(grads_and_vars):
+    pairs = tuple(grads_and_vars)
+    if not pairs:
+        raise ValueError("No gradients provided for any variable: grads_and_vars is empty.")
+    for p in pairs:
+        if not isinstance(p, (tuple, list)) or len(p) != 2:
+            raise TypeError(f"grads_and_vars must be (gradient, variable) pairs; got {p!r}")
+    kept = [(g, v) for g, v in pairs if g is not None]
+    empty = [v for g, v in pairs if g is None]
+    if not kept:
+        names = ([v.name for _, v in pairs],)
+        raise ValueError(f"No gradients provided for any variable: {names}. Provided `grads_and_vars` "
+                         f"is {pairs}.")
+    if empty:
+        _log.warning("Gradients do not exist for variables %s when minimizing the loss. If you're "
+                     "using `model.compile()`, did you forget to provide a `loss` argument?",
+                     [v.name for v in empty])
+    return kept
+
+
+def _clip_by_norm(t, clip_norm):
+    """``tf.clip_by_norm`` (TF's order of operations)."""
+    l2sum = jnp.sum(t * t)
+    pred = l2sum > 0
+    l2norm = jnp.where(pred, jnp.sqrt(jnp.where(pred, l2sum, 1.0)), l2sum)
+    c = jnp.asarray(clip_norm, t.dtype)
+    return (t * c) / jnp.maximum(l2norm, c)
+
+
+def _clip_by_global_norm(ts, clip_norm):
+    """``tf.clip_by_global_norm``: scale = clip_norm * min(1/global_norm, 1/clip_norm)."""
+    gn = jnp.sqrt(sum(jnp.sum(jnp.square(t.astype(jnp.float32))) for t in ts))
+    c = jnp.float32(clip_norm)
+    scale = c * jnp.minimum(1.0 / gn, 1.0 / c)
+    return [t * scale.astype(t.dtype) for t in ts]

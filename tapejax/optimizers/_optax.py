@@ -1,0 +1,110 @@
+"""``from_optax(tx)``: any optax ``GradientTransformation`` behind the Keras optimizer API.
+
+The optax state (``tx.init(params)``) is kept as one Variable per array leaf,
+created on the first ``apply_gradients``, so it is threaded through
+``tapejax.function`` and saved by ``tapejax.train.Checkpoint`` like any slot.
+The update is ``updates, state = tx.update(grads, state, params)``;
+``params = optax.apply_updates(params, updates)``, compiled as one program
+eagerly (variables and state donated).  ``learning_rate`` belongs to ``tx``
+(use ``optax.inject_hyperparams`` to change it); clipping arguments work as
+for the Keras optimizers and run before ``tx``.
+"""
+import jax
+import jax.numpy as jnp
+import optax
+
+from .._variable import Variable
+from ._base import Optimizer
+
+
+class OptaxOptimizer(Optimizer):
+    """An optax transformation with ``apply_gradients`` / ``minimize`` / ``iterations`` / ``variables()``."""
+
+    def __init__(self, tx, name="Optax", **kwargs):
+        if not isinstance(tx, optax.GradientTransformation) and not (
+                hasattr(tx, "init") and hasattr(tx, "update")):
+            raise TypeError(f"from_optax expects an optax.GradientTransformation; got {tx!r} of type "
+                            f"{type(tx).__name__}")
+        self.tx = tx
+        super().__init__(name, 0.0, **kwargs)
+        self._groups = {}   # var ids -> (state Variables, treedef)
+
+    @property
+    def learning_rate(self):
+        raise AttributeError("an optax optimizer's learning rate lives in its transformation; build it "
+                             "with optax.inject_hyperparams to change it")
+
+    def _state_for(self, var_list):
+        key = tuple(v._id for v in var_list)
+        group = self._groups.get(key)
+        if group is None:
+            params = [v._value for v in var_list]
+            with jax.ensure_compile_time_eval():   # concrete state even inside tapejax.function
+                state = self.tx.init(params)
+                leaves, tree = jax.tree_util.tree_flatten(state)
+                svars = [Variable(jnp.asarray(x), trainable=False, name=f"optax/{i}")
+                         for i, x in enumerate(leaves)]
+            self._weights.extend(svars)
+            group = self._groups[key] = (svars, tree)
+        return group
+
+    def apply_gradients(self, grads_and_vars, name=None, experimental_aggregate_gradients=True):
+        from .._state import _local
+        from ._base import _donatable, _filter_empty_gradients, _touch
+        from .._tensor import convert_to_tensor
+        pairs = _filter_empty_gradients(grads_and_vars)
+        grads, var_list = [], []
+        for g, v in pairs:
+            if not isinstance(v, Variable):
+                raise TypeError(f"apply_gradients expects (gradient, Variable) pairs; got {v!r}")
+            g = convert_to_tensor(g, dtype_hint=v.dtype)._value
+            if tuple(g.shape) != tuple(v._value.shape):
+                from .._errors import InvalidArgumentError
+                raise InvalidArgumentError(None, None, f"var and grad do not have the same shape: variable "
+                                           f"{v.name} has shape {tuple(v._value.shape)}, its gradient has "
+                                           f"shape {tuple(g.shape)}")
+            grads.append(g)
+            var_list.append(v)
+        it_var = self.iterations
+        svars, tree = self._state_for(var_list)
+        state = list(var_list) + list(svars) + [it_var]
+        n, k = len(var_list), len(svars)
+        if _local.collector is not None or any(isinstance(g, jax.core.Tracer) for g in grads):
+            _touch(state, True)
+            out = self._pure(tree, [v._value for v in state], grads)
+        else:
+            fn = self._updates.get(("optax", tree, tuple(v._id for v in var_list)))
+            if fn is None:
+                fn = jax.jit(lambda vals, gs: self._pure(tree, vals, gs), donate_argnums=0)
+                self._updates[("optax", tree, tuple(v._id for v in var_list))] = fn
+            out = fn(_donatable([v._value for v in state]), grads)
+        for v, x in zip(state, out):
+            v._value = x
+        for v in var_list:
+            if v.constraint is not None:
+                v.assign(v.constraint(v))
+        return it_var
+
+    def _pure(self, tree, vals, grads):
+        n = len(grads)
+        params, leaves, it = list(vals[:n]), vals[n:-1], vals[-1]
+        grads = self._clip([g.astype(p.dtype) for g, p in zip(grads, params)])
+        state = jax.tree_util.tree_unflatten(tree, list(leaves))
+        updates, state = self.tx.update(grads, state, params)
+        new_params = optax.apply_updates(params, updates)
+        new_leaves = jax.tree_util.tree_leaves(state)
+        new_params = [p.astype(o.dtype) for p, o in zip(new_params, params)]
+        new_leaves = [x.astype(o.dtype) for x, o in zip(new_leaves, leaves)]
+        return new_params + new_leaves + [it + 1]
+
+    def get_config(self):
+        return {"name": self._name, "tx": self.tx}
+
+
+def from_optax(tx, name="Optax", **kwargs):
+    """Wrap an optax ``GradientTransformation`` as a tapejax optimizer (Keras-2 API).
+
+    >>> opt = tapejax.optimizers.from_optax(optax.adamw(1e-3))
+    >>> opt.apply_gradients(zip(grads, variables))
+    """
+    return OptaxOptimizer(tx, name=name, **kwargs)

@@ -1,0 +1,356 @@
+"""The Keras-2 update rules, written in the order of operations of TF's kernels
+(``tensorflow/core/kernels/training_ops.cc``) and of tf_keras'
+``optimizers/legacy/*.py``, so results agree to float32 rounding.
+
+Where optax has the same rule (plain SGD) it is used; ``from_optax`` takes
+any optax transformation. Keras' Adam differs from ``optax.adam`` (Keras adds epsilon to
+``sqrt(v)`` *before* the bias correction, i.e. epsilon-hat), so Adam,
+Adamax, Nadam, RMSprop, Adagrad, Adadelta and Ftrl are written out here.
+"""
+import jax.numpy as jnp
+import optax
+
+from ._base import Optimizer, _float_hyper
+
+
+def _c(x, like):
+    return jnp.asarray(x, like.dtype)
+
+
+class SGD(Optimizer):
+    """Gradient descent with optional (Nesterov) momentum (``tf.keras.optimizers.legacy.SGD``).
+
+    ``velocity = momentum * velocity - lr * g``; ``w += velocity`` (Nesterov:
+    ``w += momentum * velocity - lr * g``); without momentum ``w -= lr * g``.
+    """
+
+    def __init__(self, learning_rate=0.01, momentum=0.0, nesterov=False, name="SGD", **kwargs):
+        super().__init__(name, learning_rate, **kwargs)
+        if isinstance(momentum, (int, float)) and (momentum < 0 or momentum > 1):
+            raise ValueError(f"`momentum` must be between [0, 1]. Received: momentum={momentum} "
+                             f"(of type {type(momentum)}).")
+        self.momentum = _float_hyper("momentum", momentum)
+        self.nesterov = bool(nesterov)
+        self._SLOTS = ("momentum",) if self.momentum else ()
+
+    def _hyper_config(self):
+        return {"momentum": self.momentum, "nesterov": self.nesterov}
+
+    def _apply(self, c, g, v, s):
+        lr = _c(c["lr"], v)
+        if not self.momentum:
+            tx = optax.sgd(lr)
+            upd, _ = tx.update(g, tx.init(g))   # -lr * g
+            return v + upd, ()
+        (accum,) = s
+        mom = _c(self.momentum, v)
+        accum = accum * mom - lr * g
+        if self.nesterov:
+            return v + (accum * mom - lr * g), (accum,)
+        return v + accum, (accum,)
+
+
+class Adam(Optimizer):
+    """Adam (``tf.keras.optimizers.legacy.Adam``), epsilon-hat placement as Keras:
+    ``w -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + epsilon)``; ``amsgrad`` keeps ``vhat = max(vhat, v)``."""
+
+    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7, amsgrad=False,
+                 name="Adam", **kwargs):
+        super().__init__(name, learning_rate, **kwargs)
+        self.beta_1 = _float_hyper("beta_1", beta_1)
+        self.beta_2 = _float_hyper("beta_2", beta_2)
+        self.epsilon = _float_hyper("epsilon", 1e-7 if epsilon is None else epsilon)
+        self.amsgrad = bool(amsgrad)
+        self._SLOTS = ("m", "v", "vhat") if self.amsgrad else ("m", "v")
+
+    def _hyper_config(self):
+        return {"beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon, "amsgrad": self.amsgrad}
+
+    def _prepare(self, lr, step, extra):
+        b1 = jnp.float32(self.beta_1)
+        b2 = jnp.float32(self.beta_2)
+        b1p = jnp.power(b1, step)
+        b2p = jnp.power(b2, step)
+        alpha = lr * (jnp.sqrt(1 - b2p) / (1 - b1p))
+        return {"lr": lr, "alpha": alpha}, extra
+
+    def _apply(self, c, g, v, s):
+        b1, b2, eps = _c(self.beta_1, v), _c(self.beta_2, v), _c(self.epsilon, v)
+        alpha = _c(c["alpha"], v)
+        m, vv = s[0], s[1]
+        m = m + (g - m) * (1 - b1)
+        vv = vv + (jnp.square(g) - vv) * (1 - b2)
+        if self.amsgrad:
+            vhat = jnp.maximum(s[2], vv)
+            return v - (m * alpha) / (jnp.sqrt(vhat) + eps), (m, vv, vhat)
+        return v - (m * alpha) / (jnp.sqrt(vv) + eps), (m, vv)
+
+
+class AdamW(Adam):
+    """AdamW (``tf.keras.optimizers.AdamW``, Keras 2): decoupled weight decay
+    ``w -= w * weight_decay * lr`` first, then the Adam step (Keras 2's order)."""
+
+    def __init__(self, learning_rate=0.001, weight_decay=0.004, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
+                 amsgrad=False, name="AdamW", **kwargs):
+        super().__init__(learning_rate, beta_1, beta_2, epsilon, amsgrad, name, **kwargs)
+        if weight_decay is None:
+            raise ValueError("Argument `weight_decay` must be a float. Received: weight_decay=None")
+        self.weight_decay = _float_hyper("weight_decay", weight_decay)
+
+    def _slots_for_creation(self):
+        return self._SLOTS   # Keras 2's AdamW interleaves m/v per variable; the values are the same
+
+    def _hyper_config(self):
+        return {**super()._hyper_config(), "weight_decay": self.weight_decay}
+
+    def _prepare(self, lr, step, extra):
+        b1p = jnp.power(jnp.float32(self.beta_1), step)
+        b2p = jnp.power(jnp.float32(self.beta_2), step)
+        return {"lr": lr, "alpha": lr * jnp.sqrt(1 - b2p) / (1 - b1p)}, extra   # Keras 2's order
+
+    def _apply(self, c, g, v, s):
+        lr = _c(c["lr"], v)
+        wd = _c(self.weight_decay, v)
+        v = v - v * wd * lr
+        # Keras 2's new optimizers compute ``1 - beta`` in Python (float64), then cast.
+        alpha, eps = _c(c["alpha"], v), _c(self.epsilon, v)
+        m = s[0] + (g - s[0]) * _c(1 - self.beta_1, v)
+        vv = s[1] + (jnp.square(g) - s[1]) * _c(1 - self.beta_2, v)
+        if self.amsgrad:
+            vhat = jnp.maximum(s[2], vv)
+            return v - (m * alpha) / (jnp.sqrt(vhat) + eps), (m, vv, vhat)
+        return v - (m * alpha) / (jnp.sqrt(vv) + eps), (m, vv)
+
+
+class Adamax(Optimizer):
+    """Adamax (``tf.keras.optimizers.legacy.Adamax``): ``v = max(b2 v, |g|)``,
+    ``w -= lr / (1 - b1^t) * m / (v + epsilon)``."""
+
+    _SLOTS = ("m", "v")
+
+    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7, name="Adamax", **kwargs):
+        super().__init__(name, learning_rate, **kwargs)
+        self.beta_1 = _float_hyper("beta_1", beta_1)
+        self.beta_2 = _float_hyper("beta_2", beta_2)
+        self.epsilon = _float_hyper("epsilon", 1e-7 if epsilon is None else epsilon)
+
+    def _hyper_config(self):
+        return {"beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon}
+
+    def _prepare(self, lr, step, extra):
+        return {"lr": lr, "b1p": jnp.power(jnp.float32(self.beta_1), step)}, extra
+
+    def _apply(self, c, g, v, s):
+        b1, b2, eps = _c(self.beta_1, v), _c(self.beta_2, v), _c(self.epsilon, v)
+        lr, b1p = _c(c["lr"], v), _c(c["b1p"], v)
+        m, u = s
+        m = m + (g - m) * (1 - b1)
+        u = jnp.maximum(b2 * u, jnp.abs(g))
+        return v - lr / (1 - b1p) * (m / (u + eps)), (m, u)
+
+
+class Nadam(Optimizer):
+    """Nadam (``tf.keras.optimizers.legacy.Nadam``) with Keras' momentum schedule
+    (``schedule_decay`` 0.004) and its ``momentum_cache`` variable."""
+
+    _SLOTS = ("m", "v")
+
+    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7, name="Nadam", **kwargs):
+        kwargs["decay"] = kwargs.pop("schedule_decay", 0.004)
+        from .schedules import LearningRateSchedule
+        if isinstance(kwargs.get("lr", learning_rate), LearningRateSchedule):
+            raise ValueError("The Nadam optimizer does not support "
+                             "tf.keras.optimizers.LearningRateSchedules as the learning rate.")
+        super().__init__(name, learning_rate, **kwargs)
+        self._schedule_decay = self._initial_decay
+        self._initial_decay = 0.0   # Nadam uses it for the momentum schedule, not to decay lr
+        self.beta_1 = _float_hyper("beta_1", beta_1)
+        self.beta_2 = _float_hyper("beta_2", beta_2)
+        self.epsilon = _float_hyper("epsilon", 1e-7 if epsilon is None else epsilon)
+
+    def _hyper_config(self):
+        return {"beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon}
+
+    def _extra_init(self):
+        from .._variable import Variable
+        return [Variable(jnp.ones((), jnp.float32), trainable=False, name="momentum_cache")]
+
+    def _prepare(self, lr, step, extra):
+        b1 = jnp.float32(self.beta_1)
+        b2 = jnp.float32(self.beta_2)
+        decay_base = jnp.float32(0.96)
+        d = jnp.float32(self._schedule_decay)
+        next_step = step + 1
+        m_t = b1 * (1.0 - 0.5 * jnp.power(decay_base, d * step))
+        m_t_1 = b1 * (1.0 - 0.5 * jnp.power(decay_base, d * next_step))
+        m_schedule_new = extra[0] * m_t
+        m_schedule_next = m_schedule_new * m_t_1
+        coef = {"lr": lr, "m_t": m_t, "m_t_1": m_t_1,
+                "one_minus_m_t": 1.0 - m_t,
+                "one_minus_m_schedule_new": 1.0 - m_schedule_new,
+                "one_minus_m_schedule_next": 1.0 - m_schedule_next,
+                "v_t_prime_denominator": 1.0 - jnp.power(b2, step)}
+        return coef, [m_schedule_new]
+
+    def _apply(self, c, g, v, s):
+        b1, b2, eps = _c(self.beta_1, v), _c(self.beta_2, v), _c(self.epsilon, v)
+        m, vv = s
+        g_prime = g / _c(c["one_minus_m_schedule_new"], v)
+        m = b1 * m + (1 - b1) * g
+        m_prime = m / _c(c["one_minus_m_schedule_next"], v)
+        vv = b2 * vv + (1 - b2) * jnp.square(g)
+        v_prime = vv / _c(c["v_t_prime_denominator"], v)
+        m_bar = _c(c["one_minus_m_t"], v) * g_prime + _c(c["m_t_1"], v) * m_prime
+        return v - _c(c["lr"], v) * m_bar / (jnp.sqrt(v_prime) + eps), (m, vv)
+
+
+class RMSprop(Optimizer):
+    """RMSprop (``tf.keras.optimizers.legacy.RMSprop``): without momentum
+    ``w -= lr * g / (sqrt(rms) + eps)``; with momentum TF's kernel
+    ``mom = momentum * mom + lr * g / sqrt(rms + eps)`` (epsilon inside the root)."""
+
+    def __init__(self, learning_rate=0.001, rho=0.9, momentum=0.0, epsilon=1e-7, centered=False,
+                 name="RMSprop", **kwargs):
+        super().__init__(name, learning_rate, **kwargs)
+        self.rho = _float_hyper("rho", rho)
+        self.momentum = _float_hyper("momentum", momentum)
+        if self.momentum < 0 or self.momentum > 1:
+            raise ValueError(f"`momentum` must be between [0, 1]. Received: momentum={momentum}")
+        self.epsilon = _float_hyper("epsilon", 1e-7 if epsilon is None else epsilon)
+        self.centered = bool(centered)
+        self._SLOTS = ("rms",) + (("momentum",) if self.momentum else ()) + (("mg",) if self.centered else ())
+
+    def _hyper_config(self):
+        return {"rho": self.rho, "momentum": self.momentum, "epsilon": self.epsilon, "centered": self.centered}
+
+    def _apply(self, c, g, v, s):
+        rho, eps, lr = _c(self.rho, v), _c(self.epsilon, v), _c(c["lr"], v)
+        slots = dict(zip(self._SLOTS, s))
+        rms = slots["rms"]
+        if self.momentum:
+            mom_c = _c(self.momentum, v)
+            rms = rms + (jnp.square(g) - rms) * (1 - rho)
+            denom = rms
+            if self.centered:
+                mg = slots["mg"] + (g - slots["mg"]) * (1 - rho)
+                denom = rms - jnp.square(mg)
+                slots["mg"] = mg
+            mom = slots["momentum"] * mom_c + (g * lr) / jnp.sqrt(denom + eps)
+            slots["rms"], slots["momentum"] = rms, mom
+            return v - mom, tuple(slots[k] for k in self._SLOTS)
+        rms = rho * rms + (1 - rho) * jnp.square(g)
+        denom = rms
+        slots["rms"] = rms
+        if self.centered:
+            mg = rho * slots["mg"] + (1 - rho) * g
+            slots["mg"] = mg
+            denom = rms - jnp.square(mg)
+        return v - lr * g / (jnp.sqrt(denom) + eps), tuple(slots[k] for k in self._SLOTS)
+
+
+class Adagrad(Optimizer):
+    """Adagrad (``tf.keras.optimizers.legacy.Adagrad``): ``acc += g^2``; ``w -= lr g / (sqrt(acc) + eps)``."""
+
+    _SLOTS = ("accumulator",)
+
+    def __init__(self, learning_rate=0.001, initial_accumulator_value=0.1, epsilon=1e-7, name="Adagrad",
+                 **kwargs):
+        if initial_accumulator_value < 0.0:
+            raise ValueError("initial_accumulator_value must be non-negative: "
+                             f"{initial_accumulator_value}")
+        super().__init__(name, learning_rate, **kwargs)
+        self.initial_accumulator_value = _float_hyper("initial_accumulator_value", initial_accumulator_value)
+        self.epsilon = _float_hyper("epsilon", 1e-7 if epsilon is None else epsilon)
+
+    def _hyper_config(self):
+        return {"initial_accumulator_value": self.initial_accumulator_value, "epsilon": self.epsilon}
+
+    def _slot_init(self, slot_name, var):
+        return jnp.full(var._value.shape, self.initial_accumulator_value, var._value.dtype)
+
+    def _apply(self, c, g, v, s):
+        acc = s[0] + jnp.square(g)
+        return v - _c(c["lr"], v) * g / (jnp.sqrt(acc) + _c(self.epsilon, v)), (acc,)
+
+
+class Adadelta(Optimizer):
+    """Adadelta (``tf.keras.optimizers.legacy.Adadelta``), TF's ApplyAdadelta kernel."""
+
+    _SLOTS = ("accum_grad", "accum_var")
+
+    def __init__(self, learning_rate=0.001, rho=0.95, epsilon=1e-7, name="Adadelta", **kwargs):
+        super().__init__(name, learning_rate, **kwargs)
+        self.rho = _float_hyper("rho", rho)
+        self.epsilon = _float_hyper("epsilon", 1e-7 if epsilon is None else epsilon)
+
+    def _hyper_config(self):
+        return {"rho": self.rho, "epsilon": self.epsilon}
+
+    def _apply(self, c, g, v, s):
+        rho, eps, lr = _c(self.rho, v), _c(self.epsilon, v), _c(c["lr"], v)
+        accum, accum_update = s
+        accum = accum * rho + jnp.square(g) * (1 - rho)
+        update = jnp.sqrt(accum_update + eps) * (g / jnp.sqrt(accum + eps))
+        accum_update = accum_update * rho + jnp.square(update) * (1 - rho)
+        return v - update * lr, (accum, accum_update)
+
+
+class Ftrl(Optimizer):
+    """FTRL-proximal (``tf.keras.optimizers.legacy.Ftrl``), TF's ApplyFtrl(V2) kernel, with
+    Keras' ``beta`` folded into l2 (``l2 + beta / (2 lr)``)."""
+
+    _SLOTS = ("accumulator", "linear")
+    _INTERLEAVED = True
+
+    def __init__(self, learning_rate=0.001, learning_rate_power=-0.5, initial_accumulator_value=0.1,
+                 l1_regularization_strength=0.0, l2_regularization_strength=0.0, name="Ftrl",
+                 l2_shrinkage_regularization_strength=0.0, beta=0.0, **kwargs):
+        if initial_accumulator_value < 0.0:
+            raise ValueError("`initial_accumulator_value` needs to be positive or zero. Received: "
+                             f"initial_accumulator_value={initial_accumulator_value}.")
+        if learning_rate_power > 0.0:
+            raise ValueError("`learning_rate_power` needs to be negative or zero. Received: "
+                             f"learning_rate_power={learning_rate_power}.")
+        for k, val in (("l1_regularization_strength", l1_regularization_strength),
+                       ("l2_regularization_strength", l2_regularization_strength),
+                       ("l2_shrinkage_regularization_strength", l2_shrinkage_regularization_strength)):
+            if val < 0.0:
+                raise ValueError(f"`{k}` needs to be positive or zero. Received: {k}={val}.")
+        super().__init__(name, learning_rate, **kwargs)
+        self.learning_rate_power = _float_hyper("learning_rate_power", learning_rate_power)
+        self.initial_accumulator_value = _float_hyper("initial_accumulator_value", initial_accumulator_value)
+        self.l1 = _float_hyper("l1_regularization_strength", l1_regularization_strength)
+        self.l2 = _float_hyper("l2_regularization_strength", l2_regularization_strength)
+        self.l2_shrinkage = _float_hyper("l2_shrinkage_regularization_strength",
+                                         l2_shrinkage_regularization_strength)
+        self.beta = _float_hyper("beta", beta)
+
+    def _hyper_config(self):
+        return {"learning_rate_power": self.learning_rate_power,
+                "initial_accumulator_value": self.initial_accumulator_value,
+                "l1_regularization_strength": self.l1, "l2_regularization_strength": self.l2,
+                "l2_shrinkage_regularization_strength": self.l2_shrinkage, "beta": self.beta}
+
+    def _slot_init(self, slot_name, var):
+        if slot_name == "accumulator":
+            return jnp.full(var._value.shape, self.initial_accumulator_value, var._value.dtype)
+        return jnp.zeros(var._value.shape, var._value.dtype)
+
+    def _apply(self, c, g, v, s):
+        lr = _c(c["lr"], v)
+        l1 = _c(self.l1, v)
+        l2 = _c(self.l2, v) + _c(self.beta, v) / (2.0 * lr)
+        p = self.learning_rate_power
+        accum, linear = s
+        g_shr = g + 2 * _c(self.l2_shrinkage, v) * v if self.l2_shrinkage > 0 else g
+        new_accum = accum + g * g
+        if p == -0.5:
+            linear = linear + g_shr - (jnp.sqrt(new_accum) - jnp.sqrt(accum)) / lr * v
+            quad = jnp.sqrt(new_accum) / lr + 2 * l2
+        else:
+            pw = _c(-p, v)
+            linear = linear + g_shr - (jnp.power(new_accum, pw) - jnp.power(accum, pw)) / lr * v
+            quad = jnp.power(new_accum, pw) / lr + 2 * l2
+        x = l1 * jnp.sign(linear) - linear
+        new_v = jnp.where(jnp.abs(linear) > l1, x / quad, jnp.zeros_like(v))
+        return new_v, (new_accum, linear)

@@ -1,0 +1,123 @@
+"""Learning-rate schedules (``tf.keras.optimizers.schedules``): pure functions of the step.
+
+A schedule is called with the optimizer's ``iterations`` (the number of
+updates already applied) as a JAX scalar and returns the learning rate; it
+runs inside the compiled update, so it never forces a retrace.  Any optax
+schedule (a callable ``count -> value``) is accepted by the optimizers too.
+"""
+import math
+
+import jax.numpy as jnp
+
+
+class LearningRateSchedule:
+    """Base class: subclasses implement ``__call__(step)`` with jnp ops and ``get_config``."""
+
+    def __call__(self, step):
+        raise NotImplementedError
+
+    def get_config(self):
+        raise NotImplementedError
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+
+def _f32(x):
+    return jnp.asarray(x, jnp.float32)
+
+
+def _step(step):
+    return jnp.asarray(getattr(step, "_value", step)).astype(jnp.float32)
+
+
+def _positive(name, value):
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"Argument `{name}` must be > 0; received: {name}={value!r}")
+
+
+class ExponentialDecay(LearningRateSchedule):
+    """``initial_learning_rate * decay_rate ** (step / decay_steps)`` (floored with ``staircase``)."""
+
+    def __init__(self, initial_learning_rate, decay_steps, decay_rate, staircase=False, name=None):
+        _positive("decay_steps", decay_steps)
+        self.initial_learning_rate = initial_learning_rate
+        self.decay_steps = decay_steps
+        self.decay_rate = decay_rate
+        self.staircase = staircase
+        self.name = name
+
+    def __call__(self, step):
+        p = _step(step) / _f32(self.decay_steps)
+        if self.staircase:
+            p = jnp.floor(p)
+        return _f32(self.initial_learning_rate) * jnp.power(_f32(self.decay_rate), p)
+
+    def get_config(self):
+        return {"initial_learning_rate": self.initial_learning_rate, "decay_steps": self.decay_steps,
+                "decay_rate": self.decay_rate, "staircase": self.staircase, "name": self.name}
+
+
+class PiecewiseConstantDecay(LearningRateSchedule):
+    """``values[i]`` while ``boundaries[i-1] < step <= boundaries[i]`` (TF's inclusive upper bounds)."""
+
+    def __init__(self, boundaries, values, name=None):
+        boundaries = list(boundaries)
+        values = list(values)
+        if len(boundaries) != len(values) - 1:
+            raise ValueError("The length of boundaries should be 1 less than the length of values. "
+                             f"Received: boundaries={boundaries} of length {len(boundaries)}, and "
+                             f"values={values} of length {len(values)}.")
+        self.boundaries = boundaries
+        self.values = values
+        self.name = name
+
+    def __call__(self, step):
+        s = jnp.asarray(getattr(step, "_value", step))
+        b = jnp.asarray(self.boundaries, dtype=s.dtype if jnp.issubdtype(s.dtype, jnp.integer) else jnp.float32)
+        idx = jnp.sum(s > b)   # number of boundaries passed (step == boundary stays in the lower piece)
+        return jnp.asarray(self.values, jnp.float32)[idx]
+
+    def get_config(self):
+        return {"boundaries": self.boundaries, "values": self.values, "name": self.name}
+
+
+class CosineDecay(LearningRateSchedule):
+    """Cosine decay from ``initial_learning_rate`` to ``alpha * initial_learning_rate`` over
+    ``decay_steps`` (after an optional linear warmup to ``warmup_target``), as tf_keras 2.21."""
+
+    def __init__(self, initial_learning_rate, decay_steps, alpha=0.0, name=None, warmup_target=None,
+                 warmup_steps=0):
+        _positive("decay_steps", decay_steps)
+        self.initial_learning_rate = initial_learning_rate
+        self.decay_steps = decay_steps
+        self.alpha = alpha
+        self.name = name
+        self.warmup_target = warmup_target
+        self.warmup_steps = warmup_steps
+
+    def _decay(self, step, decay_steps, decay_from):
+        frac = jnp.minimum(step, decay_steps) / decay_steps
+        cos = 0.5 * (1.0 + jnp.cos(_f32(math.pi) * frac))
+        decayed = (1 - _f32(self.alpha)) * cos + _f32(self.alpha)
+        return decay_from * decayed
+
+    def __call__(self, step):
+        s = _step(step)
+        init = _f32(self.initial_learning_rate)
+        decay_steps = _f32(self.decay_steps)
+        if self.warmup_target is None:
+            return self._decay(s, decay_steps, init)
+        target = _f32(self.warmup_target)
+        warm = _f32(self.warmup_steps)
+        warm_lr = (target - init) * (s / jnp.maximum(warm, 1.0)) + init
+        return jnp.where(s < warm, warm_lr, self._decay(s - warm, decay_steps, target))
+
+    def get_config(self):
+        return {"initial_learning_rate": self.initial_learning_rate, "decay_steps": self.decay_steps,
+                "alpha": self.alpha, "name": self.name, "warmup_target": self.warmup_target,
+                "warmup_steps": self.warmup_steps}
+
+
+__all__ = ["LearningRateSchedule", "ExponentialDecay", "PiecewiseConstantDecay", "CosineDecay"]

@@ -1,0 +1,281 @@
+"""Keras-2 optimizers (TF_SEMANTICS.md item 17): the same training program under
+tf_keras' legacy OptimizerV2 and tapejax.optimizers; weights and every slot after several steps."""
+
+import numpy as np
+
+from .harness import parity, raises, warned
+
+LEG = "keras.optimizers.legacy"
+RT = dict(rtol=2e-6, atol=1e-7)   # float32 rounding
+# XLA:CPU contracts a*b+c into FMAs (TF's Eigen kernels do not): an ulp per op, which
+# FTRL's division by a small quadratic term amplifies over six steps.
+RT_FTRL = dict(rtol=2e-5, atol=1e-6)
+
+
+def _train(tf, opt, steps=6, constraint=None):
+    w = tf.Variable([[0.5, -1.0], [2.0, 0.25]], name="w", constraint=constraint)
+    b = tf.Variable([0.1, -0.2], name="b")
+    x = tf.constant([[1.0, 2.0], [3.0, -1.0], [0.5, 0.5]])
+    losses = []
+    for _ in range(steps):
+        with tf.GradientTape() as t:
+            y = tf.matmul(x, w) + b
+            loss = tf.reduce_mean(tf.square(y - 1.0))
+        grads = t.gradient(loss, [w, b])
+        opt.apply_gradients(zip(grads, [w, b]))
+        losses.append(loss)
+    return {"w": w, "b": b, "loss": losses[-1], "iterations": int(opt.iterations.numpy()),
+            "slots": [v.numpy() for v in opt.variables()[1:]]}
+
+
+def _opt(tf, name, **kw):
+    return getattr(tf.keras.optimizers.legacy, name)(**kw)
+
+
+@parity(needs=f"{LEG}.SGD", **RT)
+def test_sgd_plain(tf):
+    return _train(tf, _opt(tf, "SGD", learning_rate=0.1))
+
+
+@parity(needs=f"{LEG}.SGD", **RT)
+def test_sgd_momentum(tf):
+    return _train(tf, _opt(tf, "SGD", learning_rate=0.05, momentum=0.9))
+
+
+@parity(needs=f"{LEG}.SGD", **RT)
+def test_sgd_nesterov(tf):
+    return _train(tf, _opt(tf, "SGD", learning_rate=0.05, momentum=0.8, nesterov=True))
+
+
+@parity(needs=f"{LEG}.Adam", **RT)
+def test_adam_defaults(tf):
+    return _train(tf, _opt(tf, "Adam"))
+
+
+@parity(needs=f"{LEG}.Adam", **RT)
+def test_adam_amsgrad_big_epsilon(tf):
+    """epsilon is added to sqrt(v) before the bias correction (Keras), not after (optax)."""
+    return _train(tf, _opt(tf, "Adam", learning_rate=0.1, epsilon=0.5, amsgrad=True))
+
+
+@parity(needs="keras.optimizers.AdamW", **RT)
+def test_adamw(tf):
+    opt = tf.keras.optimizers.AdamW(learning_rate=0.05, weight_decay=0.1)
+    r = _train(tf, opt)
+    r.pop("slots")   # Keras 2's AdamW interleaves m/v per variable; values checked via the weights
+    return r
+
+
+@parity(needs=f"{LEG}.RMSprop", **RT)
+def test_rmsprop_plain(tf):
+    return _train(tf, _opt(tf, "RMSprop", learning_rate=0.01))
+
+
+@parity(needs=f"{LEG}.RMSprop", **RT)
+def test_rmsprop_momentum_centered(tf):
+    return _train(tf, _opt(tf, "RMSprop", learning_rate=0.01, momentum=0.5, centered=True))
+
+
+@parity(needs=f"{LEG}.RMSprop", **RT)
+def test_rmsprop_centered_no_momentum(tf):
+    return _train(tf, _opt(tf, "RMSprop", learning_rate=0.01, centered=True, epsilon=0.1))
+
+
+@parity(needs=f"{LEG}.Adagrad", **RT)
+def test_adagrad(tf):
+    return _train(tf, _opt(tf, "Adagrad", learning_rate=0.1, initial_accumulator_value=0.2))
+
+
+@parity(needs=f"{LEG}.Adadelta", **RT)
+def test_adadelta(tf):
+    return _train(tf, _opt(tf, "Adadelta", learning_rate=1.0))
+
+
+@parity(needs=f"{LEG}.Adamax", **RT)
+def test_adamax(tf):
+    return _train(tf, _opt(tf, "Adamax", learning_rate=0.05))
+
+
+@parity(needs=f"{LEG}.Nadam", **RT)
+def test_nadam(tf):
+    return _train(tf, _opt(tf, "Nadam", learning_rate=0.05))
+
+
+@parity(needs=f"{LEG}.Ftrl", **RT_FTRL)
+def test_ftrl(tf):
+    return _train(tf, _opt(tf, "Ftrl", learning_rate=0.2, l1_regularization_strength=0.01,
+                           l2_regularization_strength=0.02, beta=0.1))
+
+
+@parity(needs=f"{LEG}.Ftrl", **RT_FTRL)
+def test_ftrl_power_and_shrinkage(tf):
+    return _train(tf, _opt(tf, "Ftrl", learning_rate=0.2, learning_rate_power=-0.7,
+                           l2_shrinkage_regularization_strength=0.05))
+
+
+@parity(needs=f"{LEG}.SGD", **RT)
+def test_clipnorm_clipvalue_decay(tf):
+    a = _train(tf, _opt(tf, "SGD", learning_rate=0.1, clipnorm=0.5))
+    b = _train(tf, _opt(tf, "SGD", learning_rate=0.1, clipvalue=0.3, decay=0.1))
+    c = _train(tf, _opt(tf, "Adam", learning_rate=0.1, global_clipnorm=0.7))
+    return a, b, c
+
+
+@parity(needs="keras.optimizers.schedules.ExponentialDecay", **RT)
+def test_schedules(tf):
+    s = tf.keras.optimizers.schedules
+    scheds = [s.ExponentialDecay(0.1, decay_steps=3, decay_rate=0.5),
+              s.ExponentialDecay(0.1, decay_steps=3, decay_rate=0.5, staircase=True),
+              s.PiecewiseConstantDecay([2, 4], [0.1, 0.05, 0.01]),
+              s.CosineDecay(0.1, decay_steps=5, alpha=0.1),
+              s.CosineDecay(0.0, decay_steps=5, warmup_target=0.2, warmup_steps=3)]
+    values = [[float(np.asarray(sc(step))) for step in range(9)] for sc in scheds]
+    trained = _train(tf, _opt(tf, "SGD", learning_rate=s.PiecewiseConstantDecay([2, 4], [0.1, 0.05, 0.01])))
+    return values, trained
+
+
+@parity(needs=f"{LEG}.SGD", **RT)
+def test_constraint_applied_after_update(tf):
+    return _train(tf, _opt(tf, "SGD", learning_rate=0.5), constraint=lambda v: tf.clip_by_value(v, -0.3, 0.3))
+
+
+@parity(needs=f"{LEG}.SGD", **RT)
+def test_minimize_seed_000(tf):
+    """Seed 000: minimize with grad_loss and a persistent tape; extra grad_loss entries are dropped."""
+    optimizer = tf.keras.optimizers.legacy.SGD(1.0)
+    w = [tf.Variable([0.0, 0.1]), tf.Variable([0.0, 0.2])]
+    x = 2.0
+    with tf.GradientTape(persistent=True) as tape:
+        y = x * (w[0] + w[1])
+    optimizer.minimize(y, w, grad_loss=[tf.constant([1., 2.]), tf.constant([2., 2.])], tape=tape)
+    out1 = [v.numpy() for v in w]          # TF: [[-2 -3.9], [-2 -3.8]]
+    w2 = tf.Variable([1.0, 0.0])
+    with tf.GradientTape() as tape:
+        y = x * w2
+    optimizer.minimize(y, w2, grad_loss=tf.constant([2.0, 5.0]), tape=tape)
+    return out1, w2                        # TF: [-3 -10]
+
+
+@parity(needs=f"{LEG}.SGD", **RT)
+def test_minimize_callable_and_var_list_callable(tf):
+    opt = tf.keras.optimizers.legacy.SGD(0.1)
+    v = tf.Variable(3.0)
+    opt.minimize(lambda: v * v, [v])
+    opt.minimize(lambda: v * v, lambda: [v])
+    return v, int(opt.iterations.numpy())
+
+
+@parity(needs=f"{LEG}.SGD")
+def test_none_gradients(tf):
+    opt = tf.keras.optimizers.legacy.SGD(0.1)
+    a, b = tf.Variable(1.0), tf.Variable(2.0)
+    _, skipped_warned = warned(opt.apply_gradients, [(tf.constant(1.0), a), (None, b)])
+    all_none = raises(opt.apply_gradients, [(None, a), (None, b)])
+    tensor_no_tape = raises(opt.minimize, tf.constant(1.0), [a])
+    return a, b, skipped_warned, all_none, tensor_no_tape
+
+
+@parity(needs=f"{LEG}.SGD")
+def test_constructor_errors(tf):
+    L = tf.keras.optimizers.legacy
+    return (raises(L.SGD, 0.1, clipnorm=1.0, global_clipnorm=1.0),
+            raises(L.SGD, 0.1, momentum=-1.0),
+            raises(L.Adam, 0.1, foo=1),
+            raises(L.SGD, 0.1, clipnorm=-1.0),
+            raises(L.Adagrad, 0.1, initial_accumulator_value=-1.0),
+            raises(L.Nadam, tf.keras.optimizers.schedules.ExponentialDecay(0.1, 3, 0.5)))
+
+
+@parity(needs=["function", f"{LEG}.Adam"], **RT)
+def test_compiled_training_step_adam(tf):
+    """The whole step (tape + Keras optimizer, slots created on the first call) under tf.function."""
+    w = tf.Variable([[0.5, -1.0], [2.0, 0.25]], name="w")
+    b = tf.Variable([0.1, -0.2], name="b")
+    opt = tf.keras.optimizers.legacy.Adam(0.05, amsgrad=True)
+
+    @tf.function
+    def step(x):
+        with tf.GradientTape() as t:
+            loss = tf.reduce_mean(tf.square(tf.matmul(x, w) + b - 1.0))
+        opt.apply_gradients(zip(t.gradient(loss, [w, b]), [w, b]))
+        return loss
+
+    x = tf.constant([[1.0, 2.0], [3.0, -1.0], [0.5, 0.5]])
+    losses = [step(x) for _ in range(5)]
+    return losses[-1], w, b, int(opt.iterations.numpy()), [v.numpy() for v in opt.variables()[1:]]
+
+
+@parity(needs=["function", "cond", "while_loop"], **RT)
+def test_compiled_control_flow_gradients(tf):
+    """cond / while_loop inside tf.function, differentiated by a tape inside it."""
+    v = tf.Variable(2.0)
+
+    @tf.function
+    def f(x):
+        with tf.GradientTape() as t:
+            t.watch(x)
+            y = tf.cond(x > 0.0, lambda: x * v * 3.0, lambda: x * x)
+            z = tf.while_loop(lambda i, s: i < 3, lambda i, s: (i + 1, s * x),
+                              (tf.constant(0), tf.constant(1.0)), maximum_iterations=5)[1]
+            total = y + z
+        return total, t.gradient(total, [x, v])
+
+    return f(tf.constant(1.5)), f(tf.constant(-2.0))
+
+
+# --------------------------------------------------------------------------
+# tf.function's rules that a compiled training step relies on
+# --------------------------------------------------------------------------
+
+@parity(needs="function")
+def test_function_tracing_rules(tf):
+    """Tensors key by shape/dtype, Python values by value; variables only on the first call."""
+    @tf.function
+    def h(x, n):
+        return x * n
+
+    h(tf.constant(1.0), 2)
+    h(tf.constant(2.0), 2)
+    h(tf.constant(2.0), 3)
+    out = h(tf.constant([2.0]), 3)
+    count = h.experimental_get_tracing_count()
+
+    @tf.function
+    def every_call():
+        v = tf.Variable(1.0)
+        return v + 1.0
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+    def s(x):
+        return x * 2.0
+
+    return (count, out, raises(every_call), s(tf.constant([1.0, 2.0])), raises(s, tf.constant([1, 2])),
+            raises(s, tf.constant([[1.0]])), raises(tf.function, 5))
+
+
+@parity(needs="function")
+def test_function_lazily_built_module_and_optimizer(tf):
+    """Keras-style lazy build: variables and slots created on the first call, updated on later ones."""
+    class Lazy(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = None
+
+        def __call__(self, x):
+            if self.w is None:
+                self.w = tf.Variable(tf.ones([2, 1]), name="w")
+            return tf.matmul(x, self.w)
+
+    m = Lazy()
+    opt = tf.keras.optimizers.legacy.SGD(0.1, momentum=0.9)
+
+    @tf.function
+    def step(x):
+        with tf.GradientTape() as t:
+            loss = tf.reduce_sum(tf.square(m(x)))
+        opt.apply_gradients(zip(t.gradient(loss, m.trainable_variables), m.trainable_variables))
+        return loss
+
+    x = tf.constant([[1.0, 2.0]])
+    losses = [step(x) for _ in range(3)]
+    return losses, m.w, [v.numpy() for v in opt.variables()[1:]], len(m.trainable_variables)

@@ -1,0 +1,361 @@
+"""tapejax.function: compiled steps with Variables as state; equal to eager; TF's tracing rules."""
+import gc
+
+import jax
+import numpy as np
+import pytest
+
+import tapejax as tf
+
+
+def _data(n=16, d=3, seed=0):
+    rng = np.random.RandomState(seed)
+    return (tf.constant(rng.randn(n, d).astype("float32")),
+            tf.constant(rng.randn(n, 1).astype("float32")))
+
+
+def _make_step(w, b):
+    def step(x, y, lr):
+        with tf.GradientTape() as tape:
+            pred = tf.matmul(x, w) + b
+            loss = tf.reduce_mean(tf.square(pred - y))
+        gw, gb = tape.gradient(loss, [w, b])
+        w.assign_sub(lr * gw)
+        b.assign_sub(lr * gb)
+        return loss
+    return step
+
+
+def test_compiled_training_equals_eager_and_traces_once():
+    x, y = _data()
+    we, be = tf.Variable(np.ones((3, 1), "float32")), tf.Variable(0.5)
+    wc, bc = tf.Variable(np.ones((3, 1), "float32")), tf.Variable(0.5)
+    eager = _make_step(we, be)
+    compiled = tf.function(_make_step(wc, bc))
+    for _ in range(100):
+        le = eager(x, y, 0.1)
+        lc = compiled(x, y, 0.1)
+        np.testing.assert_allclose(lc.numpy(), le.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(wc.numpy(), we.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(bc.numpy(), be.numpy(), rtol=1e-5, atol=1e-6)
+    assert compiled.experimental_get_tracing_count() == 1
+    # a new shape retraces; the same shape again does not
+    x2, y2 = _data(n=8)
+    compiled(x2, y2, 0.1)
+    assert compiled.experimental_get_tracing_count() == 2
+    compiled(x, y, 0.1)
+    compiled(x2, y2, 0.1)
+    assert compiled.experimental_get_tracing_count() == 2
+
+
+def test_python_arguments_key_by_value_as_tf():
+    traces = []
+
+    @tf.function
+    def h(x, n):
+        traces.append(n)
+        return x * n
+
+    h(tf.constant(1.0), 2)
+    h(tf.constant(2.0), 2)      # same shape, same Python value: no trace
+    h(tf.constant(2.0), 3)      # new Python value: trace
+    out = h(tf.constant([2.0]), 3)  # new shape: trace
+    assert h.experimental_get_tracing_count() == 3   # TF 2.21 gives 3 for the same calls
+    np.testing.assert_array_equal(out.numpy(), [6.0])
+    # side effects run at trace time only (discovery + trace on the first call)
+    assert traces.count(3) == 2 and traces.count(2) == 2
+
+
+def test_numpy_and_kwargs_and_structures():
+    @tf.function
+    def f(d, scale=1.0, *, offset):
+        return {"s": (d["a"] + d["b"]) * scale + offset, "n": d["a"].shape[0]}
+
+    out = f({"a": np.ones(3, "float32"), "b": tf.constant([1.0, 2.0, 3.0])}, scale=2.0, offset=1.0)
+    np.testing.assert_array_equal(out["s"].numpy(), [5.0, 7.0, 9.0])
+    assert out["n"] == 3   # a Python value returned as is
+    f({"a": np.zeros(3, "float32"), "b": tf.constant([1.0, 2.0, 3.0])}, scale=2.0, offset=1.0)
+    assert f.experimental_get_tracing_count() == 1
+
+
+def test_returns_none_tuple_and_variables():
+    v = tf.Variable(3.0)
+
+    @tf.function
+    def f():
+        v.assign_add(1.0)
+
+    @tf.function
+    def g(x):
+        return x, v
+
+    assert f() is None
+    assert v.numpy() == 4.0
+    a, b = g(tf.constant(1.0))
+    assert a.numpy() == 1.0 and b.numpy() == 4.0
+
+
+def test_variables_read_only_are_not_donated_and_assigned_are_written_back():
+    w = tf.Variable([1.0, 2.0])
+    c = tf.Variable([10.0, 10.0])
+
+    @tf.function
+    def step():
+        w.assign(w * 2.0 + c)
+        return tf.reduce_sum(w)
+
+    held = w.read_value()        # a Tensor that aliases w's buffer must survive donation
+    assert step().numpy() == 26.0
+    np.testing.assert_array_equal(held.numpy(), [1.0, 2.0])
+    np.testing.assert_array_equal(w.numpy(), [12.0, 14.0])
+    np.testing.assert_array_equal(c.numpy(), [10.0, 10.0])
+    # two Variables sharing one buffer
+    a = tf.Variable([1.0])
+    b = tf.Variable(a)
+
+    @tf.function
+    def both():
+        a.assign_add([1.0])
+        b.assign_add([2.0])
+
+    both()
+    assert a.numpy()[0] == 2.0 and b.numpy()[0] == 3.0
+
+
+def test_variable_created_on_first_call_only():
+    class Model:
+        v = None
+
+    m = Model()
+
+    @tf.function
+    def g(x):
+        if m.v is None:
+            m.v = tf.Variable(2.0)
+        m.v.assign_add(1.0)
+        return m.v * x
+
+    assert g(tf.constant(3.0)).numpy() == 9.0
+    assert g(tf.constant(3.0)).numpy() == 12.0
+    assert m.v.numpy() == 4.0
+
+    @tf.function
+    def every_call():
+        v = tf.Variable(1.0)
+        return v + 1.0
+
+    with pytest.raises(ValueError, match="singleton tf.Variables created on the first call"):
+        every_call()
+
+    calls = [0]
+
+    @tf.function
+    def later(x):
+        calls[0] += 1
+        if calls[0] > 2:   # only when retracing for the new shape
+            tf.Variable(1.0)
+        return x
+
+    later(tf.constant(1.0))
+    with pytest.raises(ValueError, match="non-first call"):
+        later(tf.constant([1.0]))
+
+    @tf.function
+    def from_arg(x):
+        return tf.Variable(x) * 2.0
+
+    with pytest.raises(ValueError, match="depends on the function's arguments"):
+        from_arg(tf.constant(1.0))
+
+
+def test_python_control_flow_on_tensor_names_the_fix():
+    @tf.function
+    def f(x):
+        if x > 0:
+            return x
+        return -x
+
+    with pytest.raises(tf.errors.OperatorNotAllowedInGraphError, match="tapejax.cond") as ei:
+        f(tf.constant(1.0))
+    assert isinstance(ei.value, TypeError)
+
+    @tf.function
+    def g(x):
+        return float(x) * 2
+
+    with pytest.raises(TypeError, match="tapejax.while_loop"):
+        g(tf.constant(1.0))
+
+
+def test_error_in_trace_changes_no_state():
+    v = tf.Variable(1.0)
+
+    @tf.function
+    def f(x):
+        v.assign(5.0)
+        if x > 0:
+            return x
+        return x
+
+    with pytest.raises(TypeError):
+        f(tf.constant(1.0))
+    assert v.numpy() == 1.0
+
+
+def test_input_signature():
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+    def s(x):
+        return x * 2.0
+
+    np.testing.assert_array_equal(s(tf.constant([1.0, 2.0])).numpy(), [2.0, 4.0])
+    np.testing.assert_array_equal(s([1.0, 2.0, 3.0]).numpy(), [2.0, 4.0, 6.0])
+    with pytest.raises(TypeError, match="Can not cast"):
+        s(tf.constant([1, 2]))
+    with pytest.raises(TypeError, match="Can not cast"):
+        s(tf.constant([[1.0, 2.0]]))
+    with pytest.raises(TypeError, match="input_signature has 1"):
+        s(tf.constant([1.0]), tf.constant([1.0]))
+    with pytest.raises(TypeError, match="TensorSpec"):
+        tf.function(lambda x: x, input_signature=[3])
+    with pytest.raises(TypeError, match="not a callable"):
+        tf.function(5)
+
+
+def test_decorated_method_and_nested_functions():
+    class Model:
+        def __init__(self):
+            self.w = tf.Variable([[2.0]])
+
+        @tf.function
+        def __call__(self, x):
+            return inner(tf.matmul(x, self.w))
+
+    @tf.function
+    def inner(z):
+        return z + 1.0
+
+    m1, m2 = Model(), Model()
+    m2.w.assign([[3.0]])
+    assert m1(tf.constant([[1.0]])).numpy()[0, 0] == 3.0
+    assert m2(tf.constant([[1.0]])).numpy()[0, 0] == 4.0
+    assert Model.__call__.experimental_get_tracing_count() == 2  # one per instance
+
+
+def test_compiled_function_under_outer_tape_is_one_recorded_op():
+    v = tf.Variable(3.0)
+    traces = []
+
+    def f(x):
+        traces.append(1)
+        return tf.tanh(x * v) * v, {"k": x * x}
+
+    cf = tf.function(f)
+    x = tf.constant(0.7)
+    results = []
+    for fn in (f, cf, cf, cf):
+        with tf.GradientTape(persistent=True) as t2:
+            t2.watch(x)
+            with tf.GradientTape() as t1:
+                t1.watch(x)
+                y, d = fn(x)
+                z = y + d["k"]
+            gx, gv = t1.gradient(z, [x, v])
+        results.append((z.numpy(), gx.numpy(), gv.numpy(), t2.gradient(gx, x).numpy()))
+    for r in results[1:]:
+        np.testing.assert_allclose(r, results[0], rtol=1e-6)
+    assert len(traces) == 1 + 2                  # eager call, then discovery + trace, then cache hits
+    assert cf.experimental_get_tracing_count() == 1
+    with tf.GradientTape() as t:
+        t.watch(x)
+        cf(x)
+    assert [n.prim.name for n in t._nodes if n.prim.name.startswith("PartitionedCall")] == ["PartitionedCall[f]"]
+
+
+def test_function_that_assigns_under_outer_tape_runs_op_by_op():
+    v = tf.Variable(3.0)
+    w = tf.Variable(1.0)
+
+    @tf.function
+    def f(x):
+        w.assign_add(1.0)
+        return x * v
+
+    x = tf.constant(2.0)
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = f(x)
+    gx, gv = t.gradient(y, [x, v])
+    assert (y.numpy(), gx.numpy(), gv.numpy(), w.numpy()) == (6.0, 3.0, 2.0, 2.0)
+
+
+def test_higher_order_gradients_inside_function_equal_eager():
+    def f(x):
+        with tf.GradientTape() as t2:
+            t2.watch(x)
+            with tf.GradientTape() as t1:
+                t1.watch(x)
+                y = x * x * x
+            g = t1.gradient(y, x)
+        return g, t2.gradient(g, x)
+
+    x = tf.constant(1.5)
+    ge = f(x)
+    gc_ = tf.function(f)(x)
+    for a, b in zip(ge, gc_):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(gc_[1].numpy(), 9.0)
+
+
+def test_no_python_tape_cost_on_cache_hits():
+    w = tf.Variable(np.ones((3, 1), "float32"))
+    b = tf.Variable(0.0)
+    step = tf.function(_make_step(w, b))
+    x, y = _data()
+    step(x, y, 0.1)
+    before = tf.cache_info()
+    for _ in range(5):
+        step(x, y, 0.1)
+    after = tf.cache_info()
+    # no recording, no replay lookup: the tape ran only while tracing
+    assert (after.hits, after.misses, after.compiles) == (before.hits, before.misses, before.compiles)
+
+
+def test_function_does_not_keep_arguments_alive():
+    @tf.function
+    def f(x):
+        return x + 1.0
+
+    big = tf.constant(np.ones(1000, "float32"))
+    import weakref
+    ref = weakref.ref(big)
+    f(big)
+    del big
+    gc.collect()
+    assert ref() is None
+
+
+def test_mesh_arguments_need_a_mesh():
+    with pytest.raises(ValueError, match="need a mesh"):
+        tf.function(lambda x: x, in_specs=jax.sharding.PartitionSpec("data"))
+
+
+def test_objects_key_by_identity_not_equality():
+    class Model:
+        def __init__(self):
+            self.v = tf.Variable(1.0)
+
+        def __eq__(self, other):      # equal models must still keep their own Variables
+            return isinstance(other, Model)
+
+        def __hash__(self):
+            return 0
+
+        @tf.function
+        def inc(self):
+            self.v.assign_add(1.0)
+
+    a, b = Model(), Model()
+    a.inc()
+    b.inc()
+    b.inc()
+    assert (a.v.numpy(), b.v.numpy()) == (2.0, 3.0)

@@ -1,0 +1,198 @@
+"""Optimizers beyond parity: one compiled eager update, inside tapejax.function, from_optax,
+schedules, state, and errors raised before any state changes.
+
+(Update rules are compared with tf_keras in tests/parity/test_optimizers.py.)
+"""
+import logging
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import tapejax as tf
+from tapejax import optimizers
+
+
+def _problem(seed=0):
+    rng = np.random.RandomState(seed)
+    x = tf.constant(rng.randn(16, 3).astype("float32"))
+    y = tf.constant(rng.randn(16, 1).astype("float32"))
+    w = tf.Variable(rng.randn(3, 1).astype("float32"), name="w")
+    b = tf.Variable(np.zeros(1, "float32"), name="b")
+    return x, y, w, b
+
+
+def _step(opt, x, y, w, b):
+    with tf.GradientTape() as t:
+        loss = tf.reduce_mean(tf.square(tf.matmul(x, w) + b - y))
+    opt.apply_gradients(zip(t.gradient(loss, [w, b]), [w, b]))
+    return loss
+
+
+def test_namespaces():
+    assert tf.keras.optimizers.Adam is optimizers.Adam
+    assert tf.keras.optimizers.legacy.SGD is optimizers.SGD
+    assert not hasattr(tf.keras.optimizers.legacy, "AdamW")   # as tf_keras 2.21
+    assert tf.keras.optimizers.schedules.ExponentialDecay is optimizers.schedules.ExponentialDecay
+
+
+def test_eager_update_is_one_compiled_program():
+    x, y, w, b = _problem()
+    opt = optimizers.Adam(0.01)
+    for _ in range(5):
+        _step(opt, x, y, w, b)
+    assert len(opt._updates) == 1
+    ((state, fn),) = opt._updates.values()
+    assert fn._cache_size() == 1          # traced and compiled once for all steps
+    assert len(state) == 2 + 4 + 1        # variables, slots, iterations: all in the one update
+    assert int(opt.iterations.numpy()) == 5
+    names = [v.name for v in opt.variables()]
+    assert names == ["iter:0", "w/m:0", "b/m:0", "w/v:0", "b/v:0"]
+    assert opt.get_slot(w, "m") is opt.variables()[1]
+    with pytest.raises(KeyError):
+        opt.get_slot(tf.Variable(1.0), "m")
+
+
+@pytest.mark.parametrize("make", [
+    lambda: optimizers.SGD(0.1, momentum=0.9, nesterov=True),
+    lambda: optimizers.Adam(optimizers.schedules.ExponentialDecay(0.05, 3, 0.5), amsgrad=True),
+    lambda: optimizers.RMSprop(0.01, momentum=0.5, centered=True, clipnorm=0.5),
+    lambda: optimizers.Nadam(0.01, global_clipnorm=0.3),
+    lambda: optimizers.Ftrl(0.1, l1_regularization_strength=0.01),
+    lambda: optimizers.from_optax(optax.chain(optax.clip(0.5), optax.adam(0.01))),
+])
+def test_inside_function_equals_eager_and_traces_once(make):
+    x, y, we, be = _problem()
+    _, _, wc, bc = _problem()
+    oe, oc = make(), make()
+    step = tf.function(lambda x, y: _step(oc, x, y, wc, bc))
+    for _ in range(12):
+        le = _step(oe, x, y, we, be)
+        lc = step(x, y)
+        np.testing.assert_allclose(lc.numpy(), le.numpy(), rtol=2e-5, atol=1e-6)
+    np.testing.assert_allclose(wc.numpy(), we.numpy(), rtol=2e-5, atol=1e-6)
+    for a, b in zip(oc.variables(), oe.variables()):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=2e-5, atol=1e-6)
+    assert step.experimental_get_tracing_count() == 1
+    assert int(oc.iterations.numpy()) == 12
+
+
+def test_learning_rate_change_is_seen_by_a_compiled_step():
+    x, y, w, b = _problem()
+    opt = optimizers.SGD(0.1)
+    step = tf.function(lambda: _step(opt, x, y, w, b))
+    step()
+    before = w.numpy().copy()
+    opt.learning_rate = 0.0
+    step()
+    np.testing.assert_array_equal(w.numpy(), before)
+    assert float(opt.learning_rate.numpy()) == 0.0 and opt.lr is opt.learning_rate
+    assert step.experimental_get_tracing_count() == 1
+
+
+def test_optax_schedule_and_callable_learning_rate():
+    v1, v2 = tf.Variable(1.0), tf.Variable(1.0)
+    o1 = optimizers.SGD(optax.linear_schedule(1.0, 0.0, 4))
+    o2 = optimizers.SGD(1.0)
+    lrs = [1.0, 0.75, 0.5, 0.25]
+    for lr in lrs:
+        o1.apply_gradients([(tf.constant(1.0), v1)])
+        o2.learning_rate = lr
+        o2.apply_gradients([(tf.constant(1.0), v2)])
+    np.testing.assert_allclose(v1.numpy(), v2.numpy())
+    np.testing.assert_allclose(v1.numpy(), 1.0 - sum(lrs))
+
+
+def test_from_optax_equals_pure_optax():
+    x, y, w, b = _problem()
+    tx = optax.adamw(0.01, weight_decay=0.1)
+    opt = optimizers.from_optax(tx)
+    params = [jnp.asarray(w.numpy()), jnp.asarray(b.numpy())]
+    state = tx.init(params)
+
+    def loss_fn(p):
+        return jnp.mean(jnp.square(x.numpy() @ p[0] + p[1] - y.numpy()))
+
+    for _ in range(5):
+        _step(opt, x, y, w, b)
+        g = jax.grad(loss_fn)(params)
+        upd, state = tx.update(g, state, params)
+        params = optax.apply_updates(params, upd)
+    np.testing.assert_allclose(w.numpy(), params[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(b.numpy(), params[1], rtol=1e-5, atol=1e-6)
+    assert int(opt.iterations.numpy()) == 5
+    assert len(opt.variables()) == 1 + len(jax.tree_util.tree_leaves(state))
+    with pytest.raises(TypeError, match="GradientTransformation"):
+        optimizers.from_optax("adam")
+
+
+def test_minimize_callable_and_tensor_with_tape():
+    v = tf.Variable(3.0)
+    opt = optimizers.SGD(0.1)
+    opt.minimize(lambda: v * v, [v])
+    np.testing.assert_allclose(v.numpy(), 3.0 - 0.1 * 6.0)
+    with tf.GradientTape() as tape:
+        loss = v * v
+    opt.minimize(loss, [v], tape=tape)
+    np.testing.assert_allclose(v.numpy(), 2.4 - 0.1 * 4.8, rtol=1e-6)
+    with pytest.raises(ValueError, match="`tape` is required"):
+        opt.minimize(v * 2.0, [v])
+
+
+def test_none_gradients_skipped_with_warning_all_none_raises(caplog):
+    a, b = tf.Variable(1.0, name="a"), tf.Variable(2.0, name="b")
+    opt = optimizers.SGD(0.5)
+    with caplog.at_level(logging.WARNING, logger="tapejax"):
+        opt.apply_gradients([(tf.constant(1.0), a), (None, b)])
+    assert "Gradients do not exist for variables ['b:0']" in caplog.text
+    assert (a.numpy(), b.numpy()) == (0.5, 2.0)
+    with pytest.raises(ValueError, match="No gradients provided for any variable"):
+        opt.apply_gradients([(None, a), (None, b)])
+    assert int(opt.iterations.numpy()) == 1
+
+
+def test_bad_input_raises_before_any_state_changes():
+    a, b = tf.Variable([1.0, 2.0], name="a"), tf.Variable(2.0, name="b")
+    opt = optimizers.Adam(0.1)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"variable b:0 has shape \(\), its gradient has shape \(2,\)"):
+        opt.apply_gradients([(tf.constant([1.0, 1.0]), a), (tf.constant([1.0, 1.0]), b)])
+    with pytest.raises(TypeError, match="Variable"):
+        opt.apply_gradients([(tf.constant(1.0), tf.constant(1.0))])
+    with pytest.raises(ValueError, match="more than once"):
+        opt.apply_gradients([(tf.constant(1.0), b), (tf.constant(1.0), b)])
+    np.testing.assert_array_equal(a.numpy(), [1.0, 2.0])
+    assert b.numpy() == 2.0 and opt._slots == {}
+    with pytest.raises(TypeError, match="Unexpected keyword argument"):
+        optimizers.SGD(0.1, momentun=0.9)
+    with pytest.raises(ValueError, match="Cannot accept both"):
+        optimizers.Adam(clipnorm=1.0, global_clipnorm=1.0)
+    with pytest.raises(TypeError, match="learning_rate"):
+        optimizers.SGD("fast")
+
+
+def test_values_held_elsewhere_survive_donation():
+    w = tf.Variable([1.0, 2.0])
+    opt = optimizers.SGD(0.1, momentum=0.5)
+    with tf.GradientTape(persistent=True) as t:
+        loss = tf.reduce_sum(w * w)
+    held = w.read_value()
+    opt.apply_gradients([(t.gradient(loss, w), w)])
+    np.testing.assert_array_equal(held.numpy(), [1.0, 2.0])
+    np.testing.assert_allclose(t.gradient(loss, w).numpy(), [2.0, 4.0])   # tape's recorded reads intact
+    np.testing.assert_allclose(w.numpy(), [0.8, 1.6])
+
+
+def test_set_get_weights_and_config():
+    x, y, w, b = _problem()
+    opt = optimizers.Adam(0.01, beta_1=0.8)
+    _step(opt, x, y, w, b)
+    weights = opt.get_weights()
+    opt2 = optimizers.Adam.from_config(opt.get_config())
+    assert opt2.get_config() == opt.get_config()
+    _step(opt2, x, y, w, b)
+    opt2.set_weights(weights)
+    assert int(opt2.iterations.numpy()) == 1
+    with pytest.raises(ValueError, match="expecting 5 weights"):
+        opt2.set_weights(weights[:2])
