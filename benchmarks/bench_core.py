@@ -58,28 +58,29 @@ def timeit(step, n, warmup):
     return statistics.median(times) * 1e6
 
 
-# -- tapejax eager -------------------------------------------------------------
+# -- GradientTape eager: one program for tapejax and TensorFlow -----------------
 
-def tapejax_step(params, x, y, classes):
-    vs = [(tj.Variable(w), tj.Variable(b)) for w, b in params]
+def tape_step(tf, params, x, y, classes):
+    """The eager training step, written once against the module ``tf`` (tapejax or TF)."""
+    vs = [(tf.Variable(w), tf.Variable(b)) for w, b in params]
     flat = [v for pair in vs for v in pair]
-    x, y = tj.constant(x), tj.constant(y)
+    x, y = tf.constant(x), tf.constant(y)
 
     def step():
-        with tj.GradientTape() as tape:
+        with tf.GradientTape() as tape:
             h = x
             for i, (w, b) in enumerate(vs):
-                h = tj.matmul(h, w) + b
+                h = tf.matmul(h, w) + b
                 if i < len(vs) - 1:
-                    h = tj.nn.relu(h)
+                    h = tf.nn.relu(h)
             if classes:
-                loss = tj.reduce_mean(tj.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=h))
+                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=h))
             else:
-                loss = tj.reduce_mean(tj.square(h - y))
+                loss = tf.reduce_mean(tf.square(h - y))
         grads = tape.gradient(loss, flat)
         for v, g in zip(flat, grads):
             v.assign_sub(LR * g)
-        return loss
+        return loss.numpy()
 
     return step
 
@@ -114,32 +115,7 @@ def jax_step(params, x, y, classes):
     return step
 
 
-# -- TensorFlow / PyTorch eager (optional) --------------------------------------
-
-def tf_step(params, x, y, classes):
-    import tensorflow as tf
-    vs = [(tf.Variable(w), tf.Variable(b)) for w, b in params]
-    flat = [v for pair in vs for v in pair]
-    x, y = tf.constant(x), tf.constant(y)
-
-    def step():
-        with tf.GradientTape() as tape:
-            h = x
-            for i, (w, b) in enumerate(vs):
-                h = tf.matmul(h, w) + b
-                if i < len(vs) - 1:
-                    h = tf.nn.relu(h)
-            if classes:
-                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=h))
-            else:
-                loss = tf.reduce_mean(tf.square(h - y))
-        grads = tape.gradient(loss, flat)
-        for v, g in zip(flat, grads):
-            v.assign_sub(LR * g)
-        loss.numpy()
-
-    return step
-
+# -- PyTorch eager (optional) -------------------------------------------------
 
 def torch_step(params, x, y, classes):
     import torch
@@ -165,24 +141,21 @@ def torch_step(params, x, y, classes):
     return step
 
 
-def _sync_tapejax(step):
-    def run():
-        step().numpy()
-    return run
-
-
 def bench_model(name, sizes, batch, classes, n, warmup, table):
     params = _params(sizes)
     x, y = _data(sizes, batch, classes)
     rows = {}
     rows["pure JAX jit"] = timeit(jax_step(params, x, y, classes), n, warmup)
-    rows["tapejax eager"] = timeit(_sync_tapejax(tapejax_step(params, x, y, classes)), n, warmup)
-    for label, make, mod in (("TF eager", tf_step, "tensorflow"), ("PyTorch eager", torch_step, "torch")):
-        try:
-            __import__(mod)
-        except ImportError:
-            continue
-        rows[label] = timeit(make(params, x, y, classes), max(n // 4, 10), warmup)
+    rows["tapejax eager"] = timeit(tape_step(tj, params, x, y, classes), n, warmup)
+    try:
+        import tensorflow
+        rows["TF eager"] = timeit(tape_step(tensorflow, params, x, y, classes), max(n // 4, 10), warmup)
+    except ImportError:
+        pass
+    try:
+        rows["PyTorch eager"] = timeit(torch_step(params, x, y, classes), max(n // 4, 10), warmup)
+    except ImportError:
+        pass
     base = rows["pure JAX jit"]
     for label, us in rows.items():
         table.append((name, label, us, us / base))
@@ -200,8 +173,9 @@ params = b._params([32, 64, 64, 1]); x, y = b._data([32, 64, 64, 1], 32, False)
 kind = {kind!r}
 t_import = time.perf_counter()
 if kind == "tapejax":
-    step = b.tapejax_step(params, x, y, False)
-    t1 = time.perf_counter(); step().numpy(); t2 = time.perf_counter()
+    import tapejax
+    step = b.tape_step(tapejax, params, x, y, False)
+    t1 = time.perf_counter(); step(); t2 = time.perf_counter()
 elif kind == "jax-eager":
     p = jax.tree_util.tree_map(jnp.asarray, params); xj, yj = jnp.asarray(x), jnp.asarray(y)
     t1 = time.perf_counter()

@@ -839,3 +839,19 @@ def test_third_derivative_connectivity_mul_vs_pow(tf):
             g2 = t.gradient(g1, a)
         out.append((g1, g2, t.gradient(g2, a)))
     return out[0][0], out[0][1], out[0][2], out[1][2]
+
+
+@parity(expected=(A([0.0, 0.0]), A([0.0, 0.0]), A([4.481689, 0.13533528])))
+def test_second_derivative_of_relu_and_abs_is_zeros(tf):
+    """relu'' and abs'' are zeros (not None: their first gradients read x), exp'' = exp."""
+    x = tf.constant([1.5, -2.0])
+    out = []
+    for f in (tf.nn.relu, tf.abs, tf.exp):
+        with tf.GradientTape() as t2:
+            t2.watch(x)
+            with tf.GradientTape() as t1:
+                t1.watch(x)
+                y = tf.reduce_sum(f(x))
+            g = t1.gradient(y, x)
+        out.append(t2.gradient(g, x))
+    return tuple(out)
