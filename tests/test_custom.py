@@ -25,12 +25,6 @@ def close(got, want, rtol=1e-5, atol=1e-6):
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=rtol, atol=atol)
 
 
-def needs_op(name):
-    if not hasattr(tf, name):
-        pytest.skip(f"tapejax.{name} is not defined yet (op families are issue #3)")
-    return getattr(tf, name)
-
-
 # --------------------------------------------------------------------------
 # stop_gradient
 # --------------------------------------------------------------------------

@@ -299,8 +299,6 @@ def test_custom_vjp_op_is_pushed_forward_by_transposition():
 
 def test_through_and_inside_tapejax_function():
     """A compiled tapejax.function call is one recorded op; an HVP inside one compiles too."""
-    if not hasattr(tf, "function"):
-        pytest.skip("needs tapejax.function (issue #5)")
     f = tf.function(lambda a: _f_tf(a))
     x, v = tf.constant(A0), tf.constant(V0)
     with FA(x, v) as acc:
