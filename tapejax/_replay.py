@@ -58,6 +58,7 @@ def clear_cache():
     """Drop every compiled replay and reset the counters."""
     with _lock:
         _CACHE.clear()
+        _SLICES.clear()
         _stats.hits = _stats.misses = _stats.compiles = _stats.evictions = 0
 
 
@@ -194,6 +195,41 @@ def _source_code(tape, s):
     return code
 
 
+#: Memo of slices: the structure of a gradient call (every node's interned
+#: signature, the source and target codes, which cotangents are given, the
+#: sources' avals) -> (connected source codes, kept targets, Program).  A
+#: training loop then pays one tuple of ints and one dict lookup per call
+#: instead of slicing the tape again.  Bounded; cleared with the cache.
+_SLICES = {}
+_MAX_SLICES = 4096
+
+
+def _plan(nodes, uniq, src_codes_all, tgt_all, cts, sources):
+    key = (tuple([n.sig for n in nodes]), tuple(src_codes_all), tuple(tgt_all),
+           tuple([c is not None for c in cts]), tuple([aval(s._value) for s in sources]))
+    hit = _SLICES.get(key)
+    if hit is not None:
+        return hit
+    slice_idx, needed = slice_tape(nodes, uniq, [c for c in tgt_all if c is not None])
+    live_src = [c for c in uniq if c in needed]
+    live_set = set(live_src)
+    # Targets that depend on a connected source: a source itself, or made by a slice node.
+    in_slice = set(slice_idx)
+    kept = [(i, c) for i, c in enumerate(tgt_all)
+            if c is not None and (c in live_set or (c >= 0 and c // OUT in in_slice))]
+    program = None
+    if live_src and kept:
+        aval_of = {}
+        for s, c in zip(sources, src_codes_all):
+            aval_of.setdefault(c, aval(s._value))
+        program = Program(nodes, slice_idx, tuple(live_src), tuple(aval_of[c] for c in live_src),
+                          tuple(c for _, c in kept), tuple(cts[i] is not None for i, _ in kept))
+    if len(_SLICES) >= _MAX_SLICES:
+        _SLICES.clear()
+    hit = _SLICES[key] = (live_src, kept, program)
+    return hit
+
+
 def gradient(tape, targets, sources, cts, mode):
     """Flat gradients of the summed ``targets`` w.r.t. each of ``sources``."""
     nodes = tape._nodes
@@ -217,24 +253,15 @@ def gradient(tape, targets, sources, cts, mode):
             uniq.append(c)
     codes = tape._codes
     tgt_all = [codes.get(t._id, virtual.get(t._id)) for t in targets]
-    slice_idx, needed = slice_tape(nodes, uniq, [c for c in tgt_all if c is not None])
-    live_src = [c for c in uniq if c in needed]
-    live_set = set(live_src)
-    # Targets that depend on a connected source: a source itself, or made by a slice node.
-    in_slice = set(slice_idx)
-    kept = [(i, c) for i, c in enumerate(tgt_all)
-            if c is not None and (c in live_set or (c >= 0 and c // OUT in in_slice))]
+    live_src, kept, program = _plan(nodes, uniq, src_codes_all, tgt_all, cts, sources)
     results = [None] * len(sources)
-    if live_src and kept:
+    if program is not None:
+        live_set = set(live_src)
         first = {}
         for s, c in zip(sources, src_codes_all):
             if c in live_set and c not in first:
                 first[c] = s
         src_values = [first[c]._value for c in live_src]
-        program = Program(nodes, slice_idx, tuple(live_src),
-                          tuple(aval(v) for v in src_values),
-                          tuple(c for _, c in kept),
-                          tuple(cts[i] is not None for i, _ in kept))
         entry = lookup(nodes, program)
         leaves = gather_leaves(nodes, program, entry.plan, src_values)
         given = [cts[i] for i, _ in kept if cts[i] is not None]

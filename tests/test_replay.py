@@ -204,3 +204,17 @@ def test_compiled_gradient_is_recorded_on_outer_tapes_as_one_op():
     assert outer._nodes[-1].prim.name == "SymbolicGradient"
     want = jax.grad(jax.grad(lambda v: jnp.exp(v) * v))(1.5)
     np.testing.assert_allclose(outer.gradient(g, x).numpy(), want, rtol=1e-6)
+
+
+def test_a_training_loop_slices_the_tape_once(fresh_cache, monkeypatch):
+    """Same structure every step: the slice is memoized (one slice_tape call for 20 steps)."""
+    calls = []
+    real = _replay.slice_tape
+    monkeypatch.setattr(_replay, "slice_tape", lambda *a: calls.append(1) or real(*a))
+    w = tf.Variable(np.ones((3, 1), np.float32))
+    b = tf.Variable(np.zeros(1, np.float32))
+    for _ in range(20):
+        _step(w, b, tf.ones([4, 3]), tf.ones([4, 1]))
+    assert len(calls) == 1 and len(_replay._SLICES) == 1
+    _step(w, b, tf.ones([5, 3]), tf.ones([5, 1]))  # new shapes: a new memo entry, same program
+    assert len(calls) == 2 and tf.cache_info().misses == 1
