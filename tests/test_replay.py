@@ -216,5 +216,10 @@ def test_a_training_loop_slices_the_tape_once(fresh_cache, monkeypatch):
     for _ in range(20):
         _step(w, b, tf.ones([4, 3]), tf.ones([4, 1]))
     assert len(calls) == 1 and len(_replay._SLICES) == 1
-    _step(w, b, tf.ones([5, 3]), tf.ones([5, 1]))  # new shapes: a new memo entry, same program
-    assert len(calls) == 2 and tf.cache_info().misses == 1
+    _step(w, b, tf.ones([5, 3]), tf.ones([5, 1]))  # new input shapes: same slice, jit retraces
+    info = tf.cache_info()
+    assert len(calls) == 1 and info.misses == 1 and info.compiles == 2
+    with tf.GradientTape() as t:  # a new structure: sliced once more
+        y = tf.reduce_sum(w * 2.0)
+    t.gradient(y, w)
+    assert len(calls) == 2
