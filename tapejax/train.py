@@ -322,39 +322,34 @@ class Checkpoint:
         return self.read(save_path, options)
 
 
-def _atomic_savez(fname, arrays):
-    d = os.path.dirname(os.path.abspath(fname))
+def _atomic_write(path, write, mode, suffix=""):
+    """Write ``path`` all or nothing: ``write(file)`` fills a temporary file in the same
+    directory, which is fsynced and then renamed over ``path`` (an interrupted save
+    leaves the previous file intact)."""
+    d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=d)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=d)
     try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
+        with os.fdopen(fd, mode) as f:
+            write(f)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, fname)
+        os.replace(tmp, path)
     except BaseException:
         try:
             os.unlink(tmp)
         except OSError:
             pass
         raise
+
+
+def _atomic_savez(fname, arrays):
+    _atomic_write(fname, lambda f: np.savez(f, **arrays), "wb", suffix=".npz")
 
 
 def _write_state(directory, latest):
     text = f'model_checkpoint_path: "{latest}"\nall_model_checkpoint_paths: "{latest}"\n'
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-checkpoint", dir=directory)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, os.path.join(directory, "checkpoint"))
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    _atomic_write(os.path.join(directory, "checkpoint"), lambda f: f.write(text), "w")
 
 
 def latest_checkpoint(checkpoint_dir, latest_filename=None):
