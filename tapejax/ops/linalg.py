@@ -359,7 +359,8 @@ _NORM = prim("Norm", _norm)
 @tf_types("Norm")
 def norm(tensor, ord="euclidean", axis=None, keepdims=None, name=None):
     """``tf.norm`` / ``tf.linalg.norm``: vector norms (``'euclidean'``, 1, 2, inf, p > 0) over one
-    axis or all; matrix norms (``'fro'``, 1, 2, inf, ``'euclidean'``) over two axes.  The gradient
+    axis or all; matrix norms (``'fro'``, 1, 2 (spectral, through the SVD), inf, ``'euclidean'``)
+    over two axes.  The gradient
     of the euclidean norm at 0 is NaN (as TF)."""
     check_float(tensor, "Norm", "float", "tensor")
     ax = static_axis(axis)
@@ -372,8 +373,6 @@ def norm(tensor, ord="euclidean", axis=None, keepdims=None, name=None):
         ord = "euclidean"
     if ord != "euclidean" and not (isinstance(ord, (int, float)) and ord > 0):
         raise ValueError(f"'ord' must be a supported vector norm, got {ord}.")
-    if ax is not None and len(ax) == 2 and ord == 2:
-        raise NotImplementedError("the matrix 2-norm (spectral) is not supported; use svd")
     if ax is not None and len(ax) > 2:
         raise ValueError(f"'axis' must be None, an integer, or a tuple of 2 unique integers, got {axis}")
     o = "euclidean" if ord == 2 and (ax is None or len(ax) == 1) else ord

@@ -271,7 +271,7 @@ def load_tf():
 def load_tapejax():
     tj = pytest.importorskip("tapejax", reason="tapejax is not importable yet")
     if not hasattr(tj, "GradientTape"):
-        pytest.skip("tapejax is not importable yet (tapejax.GradientTape missing: core not landed)")
+        pytest.skip("tapejax is not importable (tapejax.GradientTape missing): install it with pip install -e .")
     return tj
 
 

@@ -1010,3 +1010,13 @@ def test_random_gradients_to_parameters(tf):
     gt = t.gradient(tn, [m, s])
     return (gn[0], bool(tf.abs(gn[1] - tf.reduce_sum((n - m) / s)) < 1e-4), bool(tf.abs(gu[0] + gu[1] - 4.0) < 1e-4),
             gt[0], bool(tf.abs(gt[1] - tf.reduce_sum((tn - m) / s)) < 1e-4))
+
+
+@parity
+def test_matrix_spectral_norm(tf):
+    """tf.norm(ord=2) over two axes is the largest singular value; its gradient is u v^T."""
+    x = tf.constant([[3.0, 0.0], [4.0, 5.0]])
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = tf.norm(x, ord=2, axis=[-2, -1])
+    return y, t.gradient(y, x)
