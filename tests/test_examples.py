@@ -6,12 +6,14 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The examples import the tapejax of this checkout, whatever is installed.
+ENV = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
 @pytest.fixture(scope="module")
 def quickstart_output():
     out = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "quickstart.py")],
-                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+                         capture_output=True, text=True, timeout=300, cwd=ROOT, env=ENV)
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout, out.stderr
 
@@ -50,6 +52,6 @@ def test_explain_is_printed(quickstart_output):
 def test_hessian_recipes_agree():
     """examples/hessians.py: five TF2 Hessian recipes give jax.hessian's matrix (it asserts so)."""
     out = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "hessians.py")],
-                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+                         capture_output=True, text=True, timeout=300, cwd=ROOT, env=ENV)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.count("max |diff| vs jax.hessian") == 5
