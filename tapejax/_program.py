@@ -17,7 +17,15 @@ The ``Program`` is that structure: the slice nodes' interned signatures and
 positions, the connected sources' codes and avals, the connected targets'
 codes and which targets bring their own cotangent.  It is the cache key
 (hashable, readable ``repr``) and also knows how to gather the leaves.
+
+Two pure functions are built from a Program (``_replay`` jits them):
+``build_backward`` (first order: reverse walk, each node's vjp at its saved
+input values) and ``build_replay`` (the forward again from the true leaves,
+for ``jax.vjp``/``jax.jvp`` when the result must be differentiable in them:
+nested tapes, jacobians, forward accumulators).
 """
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ._primitives import READ
@@ -27,7 +35,7 @@ from ._tape import OUT
 class Program:
     """The structure of one gradient computation: cache key and leaf plan."""
 
-    __slots__ = ("key", "slice", "src_codes", "src_avals", "tgt_codes", "ct_given", "_hash")
+    __slots__ = ("key", "slice", "src_codes", "src_avals", "tgt_codes", "ct_given", "_hash", "backward_key")
 
     def __init__(self, nodes, slice_idx, src_codes, src_avals, tgt_codes, ct_given):
         self.slice = slice_idx
@@ -38,6 +46,7 @@ class Program:
         self.key = (tuple([nodes[i].sig for i in slice_idx]), slice_idx, src_codes, src_avals,
                     tgt_codes, ct_given)
         self._hash = hash(self.key)
+        self.backward_key = ("backward", self)  # the saved-values gradient of this structure
 
     def __hash__(self):
         return self._hash
@@ -155,6 +164,144 @@ def build_replay(nodes, program, resolve_impl):
         return tuple(env[s] for s in tgt_slots)
 
     return replay, tuple(plan)
+
+
+def _zero_cotangent(out):
+    """The cotangent of an output nobody differentiates (float0 for integer outputs)."""
+    if jnp.issubdtype(out.dtype, jnp.inexact):
+        return jnp.zeros(out.shape, out.dtype)
+    return np.zeros(out.shape, jax.dtypes.float0)
+
+
+def seed(out, given):
+    """The cotangent a target starts with: ones, or ``given`` (validated up front: it
+    broadcasts to the target with size-1 extras only)."""
+    if given is None:
+        return jnp.ones_like(out)
+    ct = jnp.asarray(given, out.dtype)
+    joint = np.broadcast_shapes(ct.shape, out.shape)
+    return jnp.broadcast_to(ct, joint).reshape(out.shape)
+
+
+def build_backward(nodes, program, resolve_impl):
+    """A pure ``backward(leaves, cts) -> grads`` over the values the tape saved.
+
+    Where ``build_replay`` recomputes the whole forward inside ``jax.vjp``,
+    this walks the slice in reverse and pulls each node's cotangent back
+    through ``jax.vjp`` of that node alone, at the input values recorded when
+    the op ran eagerly.  Only what a node's own gradient needs is recomputed
+    (XLA drops a matmul's forward product: its vjp does not read it), so a
+    compute-bound step pays the forward once, not twice.  The leaves are the
+    recorded inputs of the slice nodes, one per code (a recorded tensor used by
+    several nodes is passed once).  Used when no other tape records the
+    gradient call; a nested gradient replays (``build_replay``), so that the
+    outer tape sees the gradient as a function of the true leaves.
+    """
+    src_index = {c: e for e, c in enumerate(program.src_codes)}
+    slice_set = set(program.slice)
+
+    def diff(c):
+        return c is not None and (c in src_index or (c >= 0 and c // OUT in slice_set))
+
+    given_at = {}   # target code -> [index into cts, or None for a seed of ones]
+    n_given = 0
+    for c, given in zip(program.tgt_codes, program.ct_given):
+        given_at.setdefault(c, []).append(n_given if given else None)
+        n_given += bool(given)
+
+    plan = []
+    leaf_of = {}
+    steps = []
+    for pos, idx in enumerate(program.slice):
+        node = nodes[idx]
+        outs = tuple(idx * OUT + k for k in range(node.n_out))
+        if node.prim is READ:
+            # The read's value matters only when the read itself is a target (its seed's shape).
+            leaf = -1
+            if outs[0] in given_at:
+                leaf = len(plan)
+                plan.append(("node", pos, 0))
+            to = node.refs[0] if diff(node.refs[0]) else None
+            steps.append((None, None, (leaf,), (), outs, to, False))
+            continue
+        args = []
+        for j, c in enumerate(node.refs):
+            if c is None or c not in leaf_of:
+                if c is not None:
+                    leaf_of[c] = len(plan)
+                args.append(len(plan))
+                plan.append(("node", pos, j))
+            else:
+                args.append(leaf_of[c])
+        dj = tuple(j for j, c in enumerate(node.refs) if diff(c))
+        to = tuple(node.refs[j] for j in dj)
+        steps.append((resolve_impl(node), dict(node.static), tuple(args), dj, outs, to,
+                      node.prim.multiple_results))
+    steps = tuple(reversed(steps))
+    src_codes = program.src_codes
+    src_avals = program.src_avals
+
+    def backward(leaves, cts):
+        ct = {}
+        grads = {}
+
+        def add(c, g):
+            prev = ct.get(c)
+            ct[c] = g if prev is None else prev + g
+
+        def seed_outputs(outs, values):
+            for o, v in zip(outs, values):
+                for i in given_at.get(o, ()):
+                    add(o, seed(v, None if i is None else cts[i]))
+
+        for impl, static, args, dj, outs, to, multi in steps:
+            if impl is None:  # a Variable read: its cotangent goes to the Variable
+                if args[0] >= 0:
+                    seed_outputs(outs, (leaves[args[0]],))
+                g = ct.pop(outs[0], None)
+                if g is None:
+                    continue
+                if outs[0] in src_index:
+                    grads[outs[0]] = g
+                if to is not None:
+                    add(to, g)
+                continue
+            vals = [leaves[a] for a in args]
+
+            def f(*dvals, vals=vals, impl=impl, static=static, dj=dj):
+                full = list(vals)
+                for j, v in zip(dj, dvals):
+                    full[j] = v
+                return impl(*full, **static)
+
+            out, pull = jax.vjp(f, *[vals[j] for j in dj])
+            outl = out if multi else (out,)
+            seed_outputs(outs, outl)
+            got = [ct.pop(o, None) for o in outs]
+            if all(g is None for g in got):
+                continue
+            for o, g in zip(outs, got):
+                if g is not None and o in src_index:
+                    grads[o] = g
+            got = [_zero_cotangent(v) if g is None else g for g, v in zip(got, outl)]
+            in_cts = pull(tuple(got) if multi else got[0])
+            for c, g in zip(to, in_cts):
+                add(c, g)
+        # Sources no slice node produces (watched tensors, Variables, sources that are
+        # also targets): their accumulated cotangent, plus their own seed when a target.
+        out = []
+        for c, (shape, dtype) in zip(src_codes, src_avals):
+            g = grads.get(c)
+            if g is None:
+                g = ct.get(c)
+                if not (c >= 0 and c // OUT in slice_set):
+                    for i in given_at.get(c, ()):
+                        s = seed(jnp.zeros(shape, dtype), None if i is None else cts[i])
+                        g = s if g is None else g + s
+            out.append(jnp.zeros(shape, dtype) if g is None else g.astype(dtype))
+        return tuple(out)
+
+    return backward, tuple(plan)
 
 
 def gather_leaves(nodes, program, plan, src_values):

@@ -1,20 +1,31 @@
-"""The compiled replay: one ``jax.jit(jax.vjp(replay))`` per program structure.
+"""The compiled gradient: one ``jax.jit`` per program structure.
 
 ``gradient(tape, targets, sources, cotangents, mode)``:
 
-1. codes of sources and targets on the tape; ``_program.slice_tape``;
-2. ``Program`` (the key); the bounded LRU ``_CACHE`` maps it to a
-   ``Compiled``: one stable ``jax.jit`` object (so JAX's own trace cache is
-   hit on the next call) and the plan that gathers the leaves;
-3. call it with the leaves and the given cotangents; missing cotangents are
-   ones, made inside the compiled function;
+1. codes of sources and targets on the tape; ``_program.slice_tape``
+   (memoized per call structure in ``_SLICES``);
+2. ``Program`` (the key); the bounded LRU ``_CACHE`` maps it to a compiled
+   entry: one stable ``jax.jit`` object (so JAX's own trace cache is hit on
+   the next call) and the plan that gathers its arguments;
+3. call it with those arguments and the given cotangents; missing
+   cotangents are ones, made inside the compiled function;
 4. ``None`` (or zeros) for unconnected sources, results cast to the sources'
    dtypes.
 
-If another tape is recording (a nested tape, or a persistent tape used
-inside its own ``with`` block) the call goes through ``bind`` as an op whose
-inputs are the leaves and cotangents, so that outer tape records the
-gradient computation itself and can differentiate it again (2nd, 3rd order).
+Two compiled forms exist for one Program:
+
+* first order (no other tape records the call): ``Backward``, built by
+  ``_program.build_backward``: the reverse walk over the slice, each node's
+  ``jax.vjp`` taken at the input values the tape saved when the op ran.  The
+  forward is not computed a second time (XLA drops what no vjp reads, e.g. a
+  matmul's product), as TF and PyTorch reuse their saved activations;
+* recorded (a nested tape, or a persistent tape used inside its own ``with``
+  block): ``Compiled``, ``jax.vjp`` of the replayed forward
+  (``_program.build_replay``) from the true leaves.  The call goes through
+  ``bind`` as an op whose inputs are those leaves and cotangents, so the
+  outer tape records the gradient computation itself and can differentiate
+  it again (2nd, 3rd order); a jaxpr pass tells it which inputs the
+  gradient really uses (TF's higher-order ``None``).
 """
 import collections
 import threading
@@ -25,7 +36,7 @@ import numpy as np
 
 from . import _dtypes, _state
 from ._primitives import Primitive, bind, with_id
-from ._program import Program, aval, build_replay, gather_leaves, slice_tape
+from ._program import Program, aval, build_backward, build_replay, gather_leaves, seed, slice_tape
 from ._tape import OUT
 from ._tensor import Tensor
 
@@ -109,15 +120,8 @@ def _compile(nodes, program):
     def grad_fn(leaves, cts):
         eps0 = tuple(jnp.zeros(shape, dtype) for shape, dtype in src_avals)
         outs, vjp = jax.vjp(lambda e: replay(e, leaves), eps0)
-        seeds = []
         it = iter(cts)
-        for o, given in zip(outs, ct_given):
-            if given:  # validated up front: broadcasts to the target with size-1 extras only
-                ct = jnp.asarray(next(it), o.dtype)
-                joint = np.broadcast_shapes(ct.shape, o.shape)
-                seeds.append(jnp.broadcast_to(ct, joint).reshape(o.shape))
-            else:
-                seeds.append(jnp.ones_like(o))
+        seeds = [seed(o, next(it) if given else None) for o, given in zip(outs, ct_given)]
         (grads,) = vjp(tuple(seeds))
         return tuple(g.astype(dtype) for g, (_, dtype) in zip(grads, src_avals))
 
@@ -126,6 +130,26 @@ def _compile(nodes, program):
         return grad_fn(leaves, cts)
 
     return Compiled(jax.jit(counted), plan, raw=grad_fn)
+
+
+class Backward:
+    """A compiled first-order gradient over the saved values (``build_backward``)."""
+
+    __slots__ = ("fn", "plan")
+
+    def __init__(self, fn, plan):
+        self.fn = fn
+        self.plan = plan
+
+
+def _compile_backward(nodes, program):
+    backward, plan = build_backward(nodes, program, resolve_impl)
+
+    def counted(leaves, cts):
+        _stats.compiles += 1  # runs once per trace
+        return backward(leaves, cts)
+
+    return Backward(jax.jit(counted), plan)
 
 
 # -- which inputs does a compiled gradient really use? --------------------------
@@ -262,10 +286,12 @@ def gradient(tape, targets, sources, cts, mode):
             if c in live_set and c not in first:
                 first[c] = s
         src_values = [first[c]._value for c in live_src]
-        entry = lookup(nodes, program)
-        leaves = gather_leaves(nodes, program, entry.plan, src_values)
         given = [cts[i] for i, _ in kept if cts[i] is not None]
         if _state.tapes():
+            # Another tape records this call: replay the forward, so that tape sees the
+            # gradient as a function of the leaves (2nd, 3rd order).
+            entry = lookup(nodes, program)
+            leaves = gather_leaves(nodes, program, entry.plan, src_values)
             given_vals = tuple(g._value for g in given)
             if entry.deps is None:
                 entry.deps = input_dependence(entry.raw, leaves, given_vals)
@@ -276,6 +302,8 @@ def gradient(tape, targets, sources, cts, mode):
             args += [g if d else g._value for g, d in zip(given, deps[len(leaves):])]
             outs = bind(entry.prim, *args)
         else:
+            entry = lookup(nodes, program, key=program.backward_key, build=_compile_backward)
+            leaves = gather_leaves(nodes, program, entry.plan, src_values)
             raw = entry.fn(leaves, tuple(g._value for g in given))
             outs = tuple(Tensor(g) for g in raw)
         by_code = dict(zip(live_src, outs))

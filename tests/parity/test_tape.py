@@ -93,6 +93,19 @@ def test_trainable_false_variable(tf):
     return t.gradient(y, v), t.watched_variables(), t2.gradient(y2, v), t2.watched_variables()
 
 
+@parity(expected=(None, (A(2.0),), A(3.0)))
+def test_variable_read_only_inside_stop_recording_is_not_watched(tf):
+    """A Variable read only under stop_recording() is not watched (watched_variables lists
+    just the Variable read while recording); its gradient through that read is None."""
+    v = tf.Variable(1.0)
+    w = tf.Variable(2.0)
+    with tf.GradientTape(persistent=True) as t:
+        with t.stop_recording():
+            y = v * 2.0
+        z = w * 3.0
+    return t.gradient(y, v), t.watched_variables(), t.gradient(z, w)
+
+
 @parity(expected=(None, (A(3, "int32"),), A(0, "int32")))
 def test_int_variable_listed_but_none(tf):
     """An int32 Variable read in the tape is in watched_variables() but its gradient is None (int32 zeros with 'zero')."""
