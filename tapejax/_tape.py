@@ -85,8 +85,16 @@ def _hashable(x):
     return x
 
 
+_TRAINABLE = {}  # dtype -> trainable? (a dict lookup instead of a dtype inspection per op)
+_ONE = (True,)
+
+
 def _trainable(value):
-    return _dtypes.is_trainable_dtype(value.dtype)
+    dt = value.dtype
+    t = _TRAINABLE.get(dt)
+    if t is None:
+        t = _TRAINABLE[dt] = _dtypes.is_trainable_dtype(dt)
+    return t
 
 
 class Node:
@@ -231,21 +239,29 @@ class GradientTape:
             if self._cuts:
                 self._propagate_cut(prim, ids, result)
             return
-        outs = result if prim.multiple_results else (result,)
         if not prim.differentiable and grad_type is None:  # an override makes it differentiable
-            for o in outs:
+            for o in (result if prim.multiple_results else (result,)):
                 self._cuts[o._id] = (prim.nondiff_reason, prim.name, tuple(ids))
             return
         idx = len(self._nodes)
-        mask = tuple(_trainable(o._value) for o in outs)
-        for k, o in enumerate(outs):
-            if mask[k]:
-                codes[o._id] = idx * OUT + k
-            else:
-                self._cuts[o._id] = (f"op {prim.name} returns {o.dtype.name}, and integer and bool "
-                                     "tensors carry no gradient", prim.name, tuple(ids))
-        if not any(mask):
-            return
+        if prim.multiple_results:
+            outs = result
+            mask = tuple([_trainable(o._value) for o in outs])
+            for k, o in enumerate(outs):
+                if mask[k]:
+                    codes[o._id] = idx * OUT + k
+                else:
+                    self._int_cut(prim, ids, o)
+            if True not in mask:
+                return
+            n_out = len(outs)
+        else:  # the hot path: one output
+            if not _trainable(result._value):
+                self._int_cut(prim, ids, result)
+                return
+            codes[result._id] = idx * OUT
+            mask = _ONE
+            n_out = 1
         refs = tuple([codes.get(i) for i in ids])
         skey = tuple(static.items()) if static else ()
         try:
@@ -253,7 +269,11 @@ class GradientTape:
         except TypeError:
             skey = _hashable(static)
             sig = _intern((prim, skey, grad_type, refs, mask))
-        self._nodes.append(Node(prim, skey, grad_type, tuple(vals), tuple(ids), refs, len(outs), sig))
+        self._nodes.append(Node(prim, skey, grad_type, tuple(vals), tuple(ids), refs, n_out, sig))
+
+    def _int_cut(self, prim, ids, out):
+        self._cuts[out._id] = (f"op {prim.name} returns {out.dtype.name}, and integer and bool "
+                               "tensors carry no gradient", prim.name, tuple(ids))
 
     def _propagate_cut(self, prim, ids, result):
         cuts = self._cuts
