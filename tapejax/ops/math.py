@@ -588,9 +588,18 @@ def segment_sum(data, segment_ids, name=None):
     return bind(_SEGMENT_SUM, data, ids, num_segments=n)
 
 
-def _bincount(arr, *weights, length, dtype):
+def _bincount(arr, *weights, length, dtype, per_row=False, binary=False):
     w = weights[0] if weights else None
-    return jnp.bincount(arr.reshape(-1), None if w is None else w.reshape(-1), length=length).astype(dtype)
+    if per_row:  # rank 2, axis=-1: one histogram per row
+        if w is None:
+            out = jax.vmap(lambda a: jnp.bincount(a, length=length))(arr)
+        else:
+            out = jax.vmap(lambda a, b: jnp.bincount(a, b, length=length))(arr, w)
+    else:
+        out = jnp.bincount(arr.reshape(-1), None if w is None else w.reshape(-1), length=length)
+    if binary:
+        out = out > 0
+    return out.astype(dtype)
 
 
 _BINCOUNT = prim("Bincount", _bincount, differentiable=False)
@@ -599,23 +608,37 @@ _BINCOUNT = prim("Bincount", _bincount, differentiable=False)
 @tf_types("Bincount")
 def bincount(arr, weights=None, minlength=None, maxlength=None, dtype=_dtypes.int32, name=None,
              axis=None, binary_output=False):
-    """``tf.math.bincount`` of a flattened non-negative int tensor (TF gives it no gradient).  The
-    output length is ``max(arr) + 1`` (read from the values: eager only) clipped to
-    ``[minlength, maxlength]``."""
-    if axis is not None or binary_output:
-        raise NotImplementedError("tapejax.math.bincount supports axis=None, binary_output=False only")
+    """``tf.math.bincount`` of a non-negative int tensor (TF gives it no gradient): flattened
+    (``axis`` None or 0), or one histogram per row of a rank-2 ``arr`` (``axis=-1``);
+    ``binary_output`` gives 1 where a value occurs.  The output length is ``max(arr) + 1`` (read
+    from the values: eager only) clipped to ``[minlength, maxlength]``; larger values are dropped."""
+    if axis not in (None, 0, -1):
+        raise ValueError(f"Unsupported value for argument axis={axis}. Only 0 and -1 are currently "
+                         "supported.")
+    if binary_output and weights is not None:
+        raise ValueError("Arguments `binary_output` and `weights` are mutually exclusive. Please "
+                         "specify only one.")
     a = convert_to_tensor(arr)
-    n = int(np.asarray(a._value).max()) + 1 if a._value.size else 0
+    per_row = axis == -1 and a._value.ndim > 1
+    if per_row and a._value.ndim > 2:
+        raise InvalidArgumentError(None, None, f"Shape must be at most rank 2 but is rank "
+                                   f"{a._value.ndim} (argument `arr` with axis=-1) [Op:DenseBincount]")
+    host = np.asarray(a._value)
+    if host.size and host.min() < 0:
+        raise InvalidArgumentError(None, None, f"Input arr must be non-negative! Got {int(host.min())} "
+                                   "in argument `arr` [Op:DenseBincount]")
+    n = int(host.max()) + 1 if host.size else 0
     if minlength is not None:
         n = max(n, int(minlength))
     if maxlength is not None:
         n = min(n, int(maxlength))
+    flags = {k: True for k, v in (("per_row", per_row), ("binary", bool(binary_output))) if v}
     if weights is not None:
         w = convert_to_tensor(weights)
         store = np.dtype(w._value.dtype)
-        return bind(_BINCOUNT, a, w, length=n, dtype=store.name)
+        return bind(_BINCOUNT, a, w, length=n, dtype=store.name, **flags)
     store = _dtypes.storage_dtype(_dtypes.as_dtype(dtype)._np, "dtype")
-    return bind(_BINCOUNT, a, length=n, dtype=store.name)
+    return bind(_BINCOUNT, a, length=n, dtype=store.name, **flags)
 
 
 def _matmul(a, b, *, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_b=False):

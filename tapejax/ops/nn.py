@@ -309,19 +309,62 @@ def bias_add(value, bias, data_format=None, name=None):
     return bind(_BIAS_ADD, value, bias, channel_axis=ca)
 
 
+def _div_partition(ids, sizes):
+    """TF's "div" strategy over shards of ``sizes`` rows: for each id its shard and row there.
+    (Shard ``p`` holds ids ``[start_p, start_p + n_p)`` with the first ``N % P`` shards one row
+    longer, ``N`` the total rows.)"""
+    n, k = sum(sizes), len(sizes)
+    per, extras = divmod(n, k)
+    if per == 0:  # fewer rows than shards: one row in each of the first n shards
+        return ids, jnp.zeros_like(ids)
+    shard = jnp.maximum(ids // (per + 1), (ids - extras) // per)
+    row = jnp.where(shard < extras, ids % (per + 1), (ids - extras) % per)
+    return shard, row
+
+
 @tf_types("GatherV2")
 def embedding_lookup(params, ids, max_norm=None, name=None):
-    """``tf.nn.embedding_lookup``: rows of ``params`` (one tensor) at ``ids``.  From a Variable the
-    gradient is dense (``tapejax.ops.array`` docstring)."""
+    """``tf.nn.embedding_lookup``: rows of ``params`` at ``ids``.  ``params`` may be a list of
+    shards, split by TF2's "div" strategy (ids ``0..`` fill the first shard, then the next).  From
+    a Variable the gradient is dense (``tapejax.ops.array`` docstring)."""
     if isinstance(params, (list, tuple)):
-        if len(params) != 1:
-            raise NotImplementedError("embedding_lookup over a sharded list of params is not supported")
-        params = params[0]
+        if not params:
+            raise ValueError("Need at least one param (argument `params` of embedding_lookup is empty)")
+        if len(params) == 1:
+            params = params[0]
+        else:
+            params, ids = _sharded(list(params), ids)
     out = gather(params, ids)
     if max_norm is not None:
         from .math import clip_by_norm
         out = clip_by_norm(out, max_norm, axes=tuple(range(len(_shape(ids)), len(_shape(out)))))
     return out
+
+
+def _sharded(shards, ids):
+    """(the shards concatenated, each id's row in that table) under TF's div layout, after
+    checking on concrete ids what TF's kernels check: every id's shard exists and holds its row."""
+    from .array import concat
+    sizes = [int(_shape(p)[0]) for p in shards]
+    idv = ids._value if isinstance(ids, (Tensor, Variable)) else jnp.asarray(ids)
+    if not isinstance(idv, jax.core.Tracer):
+        flat = np.asarray(idv).reshape(-1)
+        shard, row = (np.asarray(a) for a in _div_partition(jnp.asarray(flat), sizes))
+        for i, (p, r) in enumerate(zip(shard.tolist(), row.tolist())):
+            if not 0 <= p < len(shards):
+                raise InvalidArgumentError(None, None, f"partitions[{i}] = {p} is not in [0, {len(shards)}): "
+                                           f"id {int(flat[i])} is past the {sum(sizes)} rows of the "
+                                           "sharded `params` [Op:DynamicPartition]")
+            if not 0 <= r < sizes[p]:
+                raise InvalidArgumentError(None, None, f"indices[{i}] = {r} is not in [0, {sizes[p]}): "
+                                           f"id {int(flat[i])} falls in shard {p} of `params`, which has "
+                                           f"{sizes[p]} rows under the div strategy [Op:GatherV2]")
+    n, k = sum(sizes), len(sizes)
+    if sizes != [n // k + (p < n % k) for p in range(k)]:  # not the div layout: map ids to rows
+        shard, row = _div_partition(idv, sizes)
+        starts = jnp.asarray(np.cumsum([0] + sizes[:-1]), idv.dtype)
+        ids = Tensor(starts[jnp.clip(shard, 0, k - 1)] + row)
+    return concat(shards, 0), ids
 
 
 # -- dropout --------------------------------------------------------------------------

@@ -559,6 +559,25 @@ def test_bincount(tf):
 
 
 @parity
+def test_bincount_axis_and_binary_output(tf):
+    """bincount axis=-1 (a histogram per row of a rank-2 input; rank 1 is flattened), axis=0 (as
+    None), binary_output, weights per row, maxlength dropping values; errors: other axes,
+    binary_output with weights, rank 3 with axis=-1, negative values."""
+    a = tf.constant([[1, 2, 2], [0, 0, 4]])
+    w = tf.constant([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    return (tf.math.bincount(a, axis=-1), tf.math.bincount(a, axis=0),
+            tf.math.bincount(a, axis=-1, binary_output=True),
+            tf.math.bincount(a, binary_output=True, dtype=tf.float32),
+            tf.math.bincount(a, weights=w, axis=-1), tf.math.bincount(a, axis=-1, minlength=7),
+            tf.math.bincount(a, axis=-1, maxlength=2), tf.math.bincount(tf.constant([3, 1]), axis=-1),
+            raises(tf.math.bincount, a, axis=1),
+            raises(tf.math.bincount, a, weights=w, binary_output=True),
+            raises(tf.math.bincount, tf.constant([[[1, 2]]]), axis=-1),
+            raises(tf.math.bincount, tf.constant([[1, -2]])),
+            raises(tf.math.bincount, tf.constant([[1, -2]]), axis=-1))
+
+
+@parity
 def test_cast_identity(tf):
     """cast float -> int truncates toward zero; identity passes the gradient."""
     _R = vg_many(tf, [
@@ -643,6 +662,28 @@ def test_gather_family(tf):
             _R[4],
             _R[5],
             raises(tf.gather, tf.ones([3, 2]), [0], axis=2))
+
+
+@parity
+def test_embedding_lookup_sharded_div_strategy(tf):
+    """embedding_lookup over a list of shards: TF2's "div" layout (first N % P shards one row
+    longer); shards not in that layout still map ids by it; ids past the rows, or rows a shard
+    lacks, are InvalidArgumentError, no shards a ValueError; gradients reach each shard Variable
+    (densified)."""
+    p0 = tf.constant(np.arange(6, dtype=np.float32).reshape(3, 2))
+    p1 = tf.constant(np.arange(100, 104, dtype=np.float32).reshape(2, 2))
+    p2 = tf.constant(np.arange(200, 204, dtype=np.float32).reshape(2, 2))
+    v0, v1 = tf.Variable(p0), tf.Variable(p1)
+    with tf.GradientTape() as t:
+        y = tf.reduce_sum(tf.nn.embedding_lookup([v0, v1], tf.constant([[0, 4], [3, 3]])) * 2.0)
+    g0, g1 = t.gradient(y, [v0, v1])
+    return (tf.nn.embedding_lookup([p0, p1, p2], tf.constant([6, 0, 3, 5, 2, 1, 4])),
+            tf.nn.embedding_lookup([p1, p0], tf.constant([3, 4, 0, 1])),
+            tf.nn.embedding_lookup([p0, p1, p2], tf.constant([[1, 5]]), max_norm=1.0),
+            tf.convert_to_tensor(g0), tf.convert_to_tensor(g1),
+            raises(tf.nn.embedding_lookup, [p0, p1, p2], tf.constant([7])),
+            raises(tf.nn.embedding_lookup, [p1, p0], tf.constant([2])),
+            raises(tf.nn.embedding_lookup, [], tf.constant([0])))
 
 
 @parity
@@ -958,6 +999,45 @@ def test_linalg_structure(tf):
         (lambda x: tf.linalg.norm(x, ord=3, axis=0), LIN),
         (lambda x: tf.norm(x, ord="fro", axis=[0, 1]), LIN)])
     return tuple(_R)
+
+
+BAND = np.arange(1.0, 13.0, dtype=np.float32).reshape(3, 4) / 4.0   # generic 3x4 values
+RAGGED = np.arange(1.0, 25.0, dtype=np.float32).reshape(2, 3, 4) / 8.0  # batch of 2 bands
+
+
+@parity
+def test_linalg_diag_bands_and_alignment(tf):
+    """diag / diag_part with a band k=(lo, hi): every alignment, padding, batch dims, inferred and
+    given num_rows/num_cols, a longer diagonal than fits (alignment picks its end), k as a pair
+    equal ends (one diagonal); values and gradients (padding_value gets none)."""
+    _R = vg_many(tf, [
+        (lambda m: tf.linalg.diag_part(m, k=(-1, 2)), BAND),
+        (lambda m: tf.linalg.diag_part(m, k=(-1, 2), align="LEFT_RIGHT", padding_value=9.0), BAND),
+        (lambda m: tf.linalg.diag_part(m, k=(-2, 1), align="LEFT_LEFT"), BAND),
+        (lambda m: tf.linalg.diag_part(m, k=(0, 3), align="RIGHT_RIGHT"), BAND),
+        (lambda m: tf.linalg.diag_part(m, k=(1, 1)), BAND),
+        (lambda m: tf.linalg.diag_part(m, k=[-2]) * 3.0, BAND),
+        (lambda m: tf.linalg.diag_part(m, k=(-1, 1)), RAGGED),
+        (lambda d: tf.linalg.diag(d, k=(-1, 2)), np.arange(1.0, 17.0, dtype=np.float32).reshape(4, 4)),
+        (lambda d: tf.linalg.diag(d, k=(-1, 1), align="LEFT_LEFT", padding_value=-1.0), RAGGED[0]),
+        (lambda d: tf.linalg.diag(d, k=(0, 2), align="RIGHT_RIGHT", num_rows=4, num_cols=6), RAGGED[0]),
+        (lambda d: tf.linalg.diag(d, k=(-2, 0), align="LEFT_RIGHT", num_cols=5), RAGGED[0]),
+        (lambda d: tf.linalg.diag(d, k=(-1, 1)), RAGGED),
+        (lambda d: tf.linalg.diag(d, k=1, num_rows=3, num_cols=4), ROW),
+        (lambda d: tf.linalg.diag(d, k=-1, num_rows=5), ROW),
+        (lambda d: tf.linalg.diag(d, k=(2, 2), num_cols=5), ROW)])
+    p = tf.constant(2.0)
+    with tf.GradientTape() as t:
+        t.watch(p)
+        y = tf.linalg.diag(tf.constant([1.0, 2.0]), k=1, padding_value=p)
+    m = tf.constant(BAND)
+    d = tf.constant(RAGGED[0])
+    return (tuple(_R), y, t.gradient(y, p),
+            raises(tf.linalg.diag_part, m, k=(2, 1)), raises(tf.linalg.diag_part, m, k=(-3, 0)),
+            raises(tf.linalg.diag_part, m, k=(0, 4)), raises(tf.linalg.diag_part, m, k=0, align="foo"),
+            raises(tf.linalg.diag, d, k=(0, 1)), raises(tf.linalg.diag, d, k=(0, 2), num_rows=2),
+            raises(tf.linalg.diag, tf.constant([1.0, 2.0, 3.0]), num_rows=5, num_cols=5),
+            raises(tf.linalg.diag, tf.constant([1.0, 2.0, 3.0]), k=1, num_rows=3, num_cols=3))
 
 
 # --------------------------------------------------------------------------
