@@ -113,17 +113,21 @@ def _same(got, want, where="check"):
 
 def run_tapejax(r):
     """Run row ``r`` under tapejax; return the exception (all assertions made)."""
-    logging.getLogger("tapejax").setLevel(logging.ERROR)
-    with r.world(tapejax) as w:
-        before = snapshot(w)
-        try:
-            r.bad(tapejax, w)
-        except Exception as e:  # noqa: BLE001 - the row says which class
-            err = e
-        else:
-            pytest.fail(f"{r.id}: no exception (expected {r.exc})")
-        after = snapshot(w)
-    logging.getLogger("tapejax").setLevel(logging.NOTSET)
+    log = logging.getLogger("tapejax")
+    level = log.level
+    log.setLevel(logging.ERROR)   # warnings of the valid calls (gradient inside a persistent block)
+    try:
+        with r.world(tapejax) as w:
+            before = snapshot(w)
+            try:
+                r.bad(tapejax, w)
+            except Exception as e:  # noqa: BLE001 - the row says which class
+                err = e
+            else:
+                pytest.fail(f"{r.id}: no exception (expected {r.exc})")
+            after = snapshot(w)
+    finally:
+        log.setLevel(level)
     assert r.exc in _mro_names(err), f"{r.id}: raised {type(err).__name__}: {err} (expected {r.exc})"
     msg = str(err).lower()
     missing = [word for word in r.words if word.lower() not in msg]
@@ -287,3 +291,21 @@ def test_gather_out_of_range_is_not_checked_on_device():
     host sync per call), the gathered value is JAX's fill (NaN for floats) and nothing is raised."""
     out = tapejax.gather(tapejax.constant([1.0, 2.0, 3.0]), [0, 5]).numpy()
     assert out[0] == 1.0 and np.isnan(out[1])
+
+
+def _assign_then_raise(tf, w):
+    w.v.assign([9.0, 9.0, 9.0])
+    raise ValueError("`v` expected (3,) got (3,)")
+
+
+def _record_then_raise(tf, w):
+    w.x * 5.0
+    raise ValueError("`x` expected got")
+
+
+@pytest.mark.parametrize("bad,world", [(_assign_then_raise, T.closed), (_record_then_raise, T.recording)])
+def test_the_state_check_catches_a_change(bad, world):
+    """The checker itself: a call that changes a Variable or records an op before raising fails it."""
+    r = T.Row("meta", world, bad, "ValueError", ["expected"])
+    with pytest.raises(AssertionError, match="changed state"):
+        run_tapejax(r)
