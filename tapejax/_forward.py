@@ -124,7 +124,10 @@ class ForwardAccumulator:
             if t is None:
                 raise ValueError(f"Attempt to convert a value (None) with an unsupported type "
                                  f"(<class 'NoneType'>) to a Tensor: tangents[{i}] is None")
-            t = convert_to_tensor(t, dtype=want)
+            try:
+                t = convert_to_tensor(t, dtype=want)
+            except (TypeError, ValueError) as e:
+                raise type(e)(f"tangents[{i}] must have its primal's dtype {want.name}: {e}") from None
             pshape, tshape = tuple(p._value.shape), tuple(t._value.shape)
             try:
                 ok = np.broadcast_shapes(tshape, pshape) == pshape

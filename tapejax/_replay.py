@@ -126,8 +126,9 @@ def _compile(nodes, program):
         return tuple(g.astype(dtype) for g, (_, dtype) in zip(grads, src_avals))
 
     def counted(leaves, cts):
-        _stats.compiles += 1  # runs once per trace
-        return grad_fn(leaves, cts)
+        out = grad_fn(leaves, cts)
+        _stats.compiles += 1  # runs once per trace that succeeds
+        return out
 
     return Compiled(jax.jit(counted), plan, raw=grad_fn)
 
@@ -146,8 +147,9 @@ def _compile_backward(nodes, program):
     backward, plan = build_backward(nodes, program, resolve_impl)
 
     def counted(leaves, cts):
-        _stats.compiles += 1  # runs once per trace
-        return backward(leaves, cts)
+        out = backward(leaves, cts)
+        _stats.compiles += 1  # runs once per trace that succeeds
+        return out
 
     return Backward(jax.jit(counted), plan)
 
@@ -210,6 +212,15 @@ def lookup(nodes, program, key=None, build=None):
                 _CACHE.popitem(last=False)
                 _stats.evictions += 1
     return entry
+
+
+def _forget(key, entry):
+    """Drop ``entry``, made by this call, whose first run failed (a user's gradient function
+    raised while tracing): a failed call leaves no entry and no miss behind."""
+    with _lock:
+        if _CACHE.get(key) is entry:
+            del _CACHE[key]
+            _stats.misses -= 1
 
 
 def _source_code(tape, s):
@@ -286,32 +297,44 @@ def gradient(tape, targets, sources, cts, mode):
             if c in live_set and c not in first:
                 first[c] = s
         src_values = [first[c]._value for c in live_src]
-        given = [cts[i] for i, _ in kept if cts[i] is not None]
-        if _state.tapes():
-            # Another tape records this call: replay the forward, so that tape sees the
-            # gradient as a function of the leaves (2nd, 3rd order).
+        nested = bool(_state.tapes())
+        key = program if nested else program.backward_key
+        misses = _stats.misses
+        if nested:
             entry = lookup(nodes, program)
-            leaves = gather_leaves(nodes, program, entry.plan, src_values)
-            given_vals = tuple(g._value for g in given)
-            if entry.deps is None:
-                entry.deps = input_dependence(entry.raw, leaves, given_vals)
-            deps = entry.deps
-            ids = _leaf_ids(nodes, program, entry.plan, first, live_src)
-            # Inputs the gradient does not use are passed as constants (id 0).
-            args = [with_id(v, i if d else 0) for v, i, d in zip(leaves, ids, deps)]
-            args += [g if d else g._value for g, d in zip(given, deps[len(leaves):])]
-            outs = bind(entry.prim, *args)
         else:
-            entry = lookup(nodes, program, key=program.backward_key, build=_compile_backward)
-            leaves = gather_leaves(nodes, program, entry.plan, src_values)
-            raw = entry.fn(leaves, tuple(g._value for g in given))
-            outs = tuple(Tensor(g) for g in raw)
+            entry = lookup(nodes, program, key=key, build=_compile_backward)
+        fresh = _stats.misses != misses
+        try:
+            outs = _call_gradient(entry, nodes, program, src_values, kept, cts, first, live_src, nested)
+        except Exception:
+            if fresh:
+                _forget(key, entry)
+            raise
         by_code = dict(zip(live_src, outs))
         results = [by_code.get(c) for c in src_codes_all]
     if mode.value == "zero":
         results = [r if r is not None else Tensor(jnp.zeros(s._value.shape, s._value.dtype))
                    for r, s in zip(results, sources)]
     return results
+
+
+def _call_gradient(entry, nodes, program, src_values, kept, cts, first, live_src, nested):
+    """Run the compiled gradient: the saved-values backward, or (``nested``: another tape
+    records this call) the replay as an op that the outer tapes record (2nd, 3rd order)."""
+    leaves = gather_leaves(nodes, program, entry.plan, src_values)
+    given = [cts[i] for i, _ in kept if cts[i] is not None]
+    if not nested:
+        return tuple(Tensor(g) for g in entry.fn(leaves, tuple(g._value for g in given)))
+    given_vals = tuple(g._value for g in given)
+    if entry.deps is None:
+        entry.deps = input_dependence(entry.raw, leaves, given_vals)
+    deps = entry.deps
+    ids = _leaf_ids(nodes, program, entry.plan, first, live_src)
+    # Inputs the gradient does not use are passed as constants (id 0).
+    args = [with_id(v, i if d else 0) for v, i, d in zip(leaves, ids, deps)]
+    args += [g if d else g._value for g, d in zip(given, deps[len(leaves):])]
+    return bind(entry.prim, *args)
 
 
 def _leaf_ids(nodes, program, plan, first, live_src):

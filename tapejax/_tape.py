@@ -443,7 +443,12 @@ def _output_gradients(output_gradients, flat_targets):
         elif isinstance(g, (np.ndarray, np.generic)):
             have = g.dtype
         else:
-            have = _tensor_python_dtype(g)
+            try:
+                have = _tensor_python_dtype(g)
+            except (TypeError, ValueError):
+                raise InvalidArgumentError(
+                    None, None, f"output_gradients[{i}] is {g!r} of type {type(g).__name__}, but target "
+                    f"{i} has dtype {want.name}: cotangents must be tensors of the target's dtype") from None
         if have != want:
             raise InvalidArgumentError(
                 None, None, f"output_gradients[{i}] has dtype {have.name} but target {i} has dtype "

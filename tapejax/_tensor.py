@@ -235,12 +235,18 @@ def _python_dtype(value):
         return np.dtype(np.float32)
     if isinstance(value, complex):
         return np.dtype(np.complex128)
-    arr = np.asarray(value)
+    try:
+        arr = np.asarray(value)
+    except ValueError:  # NumPy: "inhomogeneous shape"
+        raise ValueError(f"Can't convert non-rectangular Python sequence to Tensor: {value!r}") from None
     if arr.dtype.kind == "f":
         return np.dtype(np.float32)
     if arr.dtype.kind in "iu":
         return np.dtype(np.int32) if arr.size == 0 or (arr.min() >= -2**31 and arr.max() < 2**31) else np.dtype(np.int64)
-    if arr.dtype.kind in "US O":
+    if arr.dtype.kind == "O":
+        raise ValueError(f"Attempt to convert a value ({value!r}) with an unsupported type "
+                         f"({type(value)}) to a Tensor.")
+    if arr.dtype.kind in "US":
         raise TypeError(f"tapejax has no string or object tensors; got a value of dtype {arr.dtype}")
     return arr.dtype
 

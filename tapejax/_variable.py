@@ -31,6 +31,9 @@ class Variable:
     def __init__(self, initial_value=None, trainable=None, validate_shape=True, caching_device=None,
                  name=None, variable_def=None, dtype=None, import_scope=None, constraint=None,
                  synchronization=None, aggregation=None, shape=None, experimental_enable_variable_lifting=True):
+        if name is not None and not isinstance(name, str):
+            raise ValueError(f"Argument `name` of tf.Variable must be a string; got {name!r} of type "
+                             f"{type(name).__name__}")
         if initial_value is None:
             raise ValueError("The `initial_value` arg (`None`) must be specified as a `Tensor` or a "
                              "Python callable returning a `Tensor`.")

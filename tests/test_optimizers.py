@@ -168,8 +168,10 @@ def test_bad_input_raises_before_any_state_changes():
         optimizers.SGD(0.1, momentun=0.9)
     with pytest.raises(ValueError, match="Cannot accept both"):
         optimizers.Adam(clipnorm=1.0, global_clipnorm=1.0)
-    with pytest.raises(TypeError, match="learning_rate"):
+    with pytest.raises(ValueError, match="learning_rate"):   # TF: ValueError for a string
         optimizers.SGD("fast")
+    with pytest.raises(TypeError, match="learning_rate"):    # and TypeError for None (not NaN)
+        optimizers.SGD(None)
 
 
 def test_values_held_elsewhere_survive_donation():

@@ -179,7 +179,14 @@ def static_axis(axis):
     if isinstance(axis, _TENSORISH):
         axis = np.asarray(axis._value).tolist()
     if isinstance(axis, (list, tuple, np.ndarray)):
-        return tuple(int(a) for a in np.asarray(axis).reshape(-1))
+        flat = np.asarray(axis).reshape(-1)
+        if flat.size and flat.dtype.kind not in "iu":  # TF: the Tidx attr rejects the dtype
+            raise InvalidArgumentError(None, None, f"Argument `axis` must be an int or a list of ints; "
+                                       f"got {axis!r} (dtype {flat.dtype.name})")
+        return tuple(int(a) for a in flat)
+    if not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"Argument `axis` must be an int or a list of ints; got {axis!r} of type "
+                        f"{type(axis).__name__}")
     return int(axis)
 
 

@@ -64,6 +64,9 @@ _RESHAPE = prim("Reshape", lambda x, *, shape: jnp.reshape(x, shape))
 def reshape(tensor, shape, name=None):
     """``tf.reshape`` (one dimension may be -1)."""
     shape = static_shape(shape)
+    if shape.count(-1) > 1:
+        raise _bad("Reshape", f"Only one input size may be -1: the requested shape {list(shape)} "
+                   "(argument `shape`) has more")
     n = int(np.prod(_shape(tensor)))
     known = int(np.prod([s for s in shape if s != -1]))
     if (-1 not in shape and known != n) or (-1 in shape and (known == 0 or n % known)):
@@ -153,9 +156,12 @@ def transpose(a, perm=None, conjugate=False, name="transpose"):
     """``tf.transpose``: reverses the axes when ``perm`` is None."""
     nd = len(_shape(a))
     perm = tuple(_pyrange(nd))[::-1] if perm is None else static_shape(perm)
-    if sorted(p % max(nd, 1) for p in perm) != list(_pyrange(nd)) or len(perm) != nd:
+    if len(perm) != nd:
         raise _bad("Transpose", f"transpose expects a vector of size {nd}. But input(1) (argument "
                    f"`perm`) is {list(perm)}")
+    if sorted(p % max(nd, 1) for p in perm) != list(_pyrange(nd)):
+        raise _bad("Transpose", f"Argument `perm` {list(perm)} is not a permutation of "
+                   f"{list(_pyrange(nd))}")
     return bind(_TRANSPOSE, a, perm=tuple(p % nd for p in perm), conj=bool(conjugate))
 
 
@@ -174,6 +180,12 @@ def concat(values, axis, name="concat"):
         if len(s) != nd or any(a != b for i, (a, b) in enumerate(zip(s, shapes[0])) if i != ax):
             raise _bad("ConcatV2", f"ConcatOp : Dimensions of inputs should match (argument `values`): "
                        f"shape[0] = {list(shapes[0])} vs. {list(s)}")
+    dts = [dtype_of(v) if isinstance(v, _TENSORISH) else None for v in values]
+    d0 = next((d for d in dts if d is not None), None)
+    for i, d in enumerate(dts):
+        if d is not None and d != d0:
+            raise _bad("ConcatV2", f"cannot compute ConcatV2 as input #{i}(zero-based) was expected to be "
+                       f"a {d0.name} tensor but is a {d.name} tensor (argument `values`)")
     return _call(_CONCAT, "ConcatV2", *values, axis=ax)
 
 
@@ -718,14 +730,22 @@ def _const_dtype(dtype):
     return _dtypes.storage_dtype(_dtypes.as_dtype(dtype)._np, "dtype")
 
 
+def _const_shape(shape, op_type):
+    shape = static_shape(shape)
+    for d in shape:
+        if d < 0:
+            raise _bad(op_type, f"Dimension {d} must be >= 0 (argument `shape` {list(shape)})")
+    return shape
+
+
 def zeros(shape, dtype=_dtypes.float32, name=None, layout=None):
     """``tf.zeros``."""
-    return Tensor(jnp.zeros(static_shape(shape), _const_dtype(dtype)))
+    return Tensor(jnp.zeros(_const_shape(shape, "Fill"), _const_dtype(dtype)))
 
 
 def ones(shape, dtype=_dtypes.float32, name=None, layout=None):
     """``tf.ones``."""
-    return Tensor(jnp.ones(static_shape(shape), _const_dtype(dtype)))
+    return Tensor(jnp.ones(_const_shape(shape, "Fill"), _const_dtype(dtype)))
 
 
 def zeros_like(input, dtype=None, name=None, layout=None):
@@ -781,6 +801,9 @@ def range(start, limit=None, delta=1, dtype=None, name="range"):  # noqa: A001  
         dt = _const_dtype(dtype)
     if float(vals[2]) == 0:
         raise _bad("Range", "Requires delta != 0 (argument `delta`)")
+    for arg, v in zip(("start", "limit", "delta"), vals):
+        if not np.all(np.isfinite(v)):
+            raise _bad("Range", f"Requires finite bounds: argument `{arg}` is {v.item()!r}")
     return Tensor(jnp.arange(vals[0].item(), vals[1].item(), vals[2].item(), dtype=dt))
 
 

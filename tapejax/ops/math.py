@@ -207,10 +207,11 @@ def _reduction(op_type, fn, doc, *, kinds=None, differentiable=True, bool_only=F
             if d is not None and d.kind != "b":
                 raise InvalidArgumentError(None, None, f"{op_type}: argument `input_tensor` must be a "
                                            f"bool tensor; got {d.name} [Op:{op_type}]")
+        ax = static_axis(axis)
         try:
             if axis is None and not keepdims:  # the fast path: no static parameters
                 return bind(p, input_tensor)
-            return bind(p, input_tensor, axis=static_axis(axis), keepdims=bool(keepdims))
+            return bind(p, input_tensor, axis=ax, keepdims=bool(keepdims))
         except (TypeError, ValueError) as e:
             raise op_error(e, op_type) from e
 
@@ -665,7 +666,7 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
         try:
             return bind(_MATMUL, a, b)  # the fast path: plain product, no static parameters
         except (TypeError, ValueError) as e:
-            raise op_error(e, "MatMul") from e
+            raise _matmul_error(e, a, b) from e
     check_binary(a, b, "MatMul")
     for arg, v in (("a", a), ("b", b)):
         nd = v._value.ndim if isinstance(v, (Tensor, Variable)) else np.ndim(v)
@@ -678,7 +679,14 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
     try:
         return bind(_MATMUL, a, b, **flags)
     except (TypeError, ValueError) as e:
-        raise op_error(e, "MatMul") from e
+        raise _matmul_error(e, a, b) from e
+
+
+def _matmul_error(e, a, b):
+    """JAX's complaint, with both operands' shapes named (TF: ``Matrix size-incompatible``)."""
+    sa, sb = (list(np.shape(getattr(v, "_value", v))) for v in (a, b))
+    return op_error(type(e)(f"Matrix size-incompatible: In[0] (argument `a`): {sa}, In[1] (argument "
+                            f"`b`): {sb}: {e}"), "MatMul")
 
 
 # -- operators ----------------------------------------------------------------

@@ -105,11 +105,13 @@ class Optimizer:
             self._lr_sched = value
             return
         try:
+            if value is None:   # np.asarray(None, float64) is NaN
+                raise TypeError
             lr = float(np.asarray(value, dtype=np.float64))
-        except (TypeError, ValueError):
-            raise TypeError("Argument `learning_rate` must be a float, a Tensor, a "
-                            "tapejax.optimizers.schedules schedule or an optax schedule; received: "
-                            f"learning_rate={value!r}") from None
+        except (TypeError, ValueError) as e:   # TF: a string is a ValueError, None a TypeError
+            raise type(e)("Argument `learning_rate` must be a float, a Tensor, a "
+                          "tapejax.optimizers.schedules schedule or an optax schedule; received: "
+                          f"learning_rate={value!r}") from None
         lr = _float_hyper("learning_rate", lr)
         self._lr_sched = None
         if self._lr_var is None:
@@ -284,6 +286,13 @@ class Optimizer:
             if not isinstance(v, Variable):
                 raise TypeError(f"apply_gradients expects (gradient, Variable) pairs; got {v!r} of type "
                                 f"{type(v).__name__} as a variable")
+            gd = np.dtype(getattr(g, "_value", g).dtype) if isinstance(g, (Tensor, Variable, jax.Array,
+                                                                          jax.core.Tracer)) else None
+            if gd is not None and gd != v._value.dtype:
+                from .._errors import InvalidArgumentError
+                raise InvalidArgumentError(
+                    None, None, f"var and grad do not have the same dtype: variable {v.name} has dtype "
+                    f"{np.dtype(v._value.dtype).name}, its gradient has dtype {gd.name}")
             g = g._value if type(g) is Tensor else convert_to_tensor(g, dtype_hint=v.dtype)._value
             if g.shape != v._value.shape:
                 from .._errors import InvalidArgumentError
