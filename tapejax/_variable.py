@@ -109,7 +109,12 @@ class Variable:
         return new
 
     def assign(self, value, use_locking=None, name=None, read_value=True):
-        self._value = self._new_value(value, "assign")
+        new = self._new_value(value, "assign")
+        old = self._value
+        if (not isinstance(new, jax.core.Tracer) and not isinstance(old, jax.core.Tracer)
+                and old.committed and new.sharding != old.sharding):
+            new = jax.device_put(new, old.sharding)  # a Variable stays where it lives (TF)
+        self._value = new
         return self if read_value else None
 
     def assign_add(self, delta, use_locking=None, name=None, read_value=True):

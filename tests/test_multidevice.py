@@ -72,6 +72,12 @@ SCRIPT = textwrap.dedent(r'''
     g = tf.function(lambda: w.assign(w * 2.0), mesh=mesh, variable_specs=lambda v: P(None, "data"))
     g(); g()
     results["w_spec"] = [list(w.value().value.sharding.spec), w.numpy().tolist()[0][0]]
+    # eager assign keeps a Variable on its device, whatever device the new value is on
+    d0, d1 = jax.devices()[:2]
+    v = tf.Variable(jax.device_put(np.ones(3, "float32"), d1))
+    v.assign(jax.device_put(np.full(3, 2.0, "float32"), d0))
+    v.assign(v + 1.0)
+    results["assign_device"] = [str(list(v.value().value.devices())[0]) == str(d1), v.numpy().tolist()]
     print("RESULT" + json.dumps(results))
 ''')
 
@@ -102,3 +108,8 @@ def test_variables_stay_replicated_and_one_trace(results):
 def test_batch_is_sharded_and_variable_specs_kept(results):
     assert results["input_sharding"] == [["data"], 4]
     assert results["w_spec"] == [[None, "data"], 4.0]
+
+
+def test_eager_assign_keeps_the_variable_on_its_device(results):
+    """TF keeps a Variable on its device: assigning a value from another device moves the value."""
+    assert results["assign_device"] == [True, [3.0, 3.0, 3.0]]
