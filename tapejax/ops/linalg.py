@@ -288,15 +288,21 @@ def svd(tensor, full_matrices=False, compute_uv=True, name=None):
     return tuple(out) if compute_uv else out[0]
 
 
-_QR = prim("Qr", lambda x, *, full: tuple(jnp.linalg.qr(x, mode="complete" if full else "reduced")),
-           multiple_results=True)
+def _qr(x, *, full):
+    if x.dtype == jnp.float16:  # TF has a float16 kernel, LAPACK has none: factor in float32
+        return tuple(a.astype(jnp.float16) for a in _qr(x.astype(jnp.float32), full=full))
+    return tuple(jnp.linalg.qr(x, mode="complete" if full else "reduced"))
+
+
+_QR = prim("Qr", _qr, multiple_results=True)
 
 
 @tf_types("Qr")
 def qr(input, full_matrices=False, name=None):
     """``tf.linalg.qr``: ``(q, r)``."""
     check_float(input, "Qr", "float", "input")
-    _no_half(input, "Qr", "input")
+    if dtype_of(input) == _dtypes.bfloat16._np:
+        _no_half(input, "Qr", "input")
     return tuple(bind(_QR, input, full=bool(full_matrices)))
 
 
