@@ -183,7 +183,7 @@ def cholesky_solve(chol, rhs, name=None):
     """``tf.linalg.cholesky_solve``: solve ``A X = rhs`` given ``chol = cholesky(A)``."""
     check_binary(chol, rhs, "CholeskySolve")
     _square(chol, "CholeskySolve", "chol")
-    _no_half(chol, "CholeskySolve", "chol")
+    _no_half(chol, "CholeskySolve", "chol", bf16_error=NotFoundError)  # TF: no bf16 triangular solve
     return _call(_CHO_SOLVE, "CholeskySolve", chol, rhs)
 
 
