@@ -321,6 +321,7 @@ def convert_to_tensor(value, dtype=None, dtype_hint=None, name=None):
         return t
     if want is None and dtype_hint is not None and not isinstance(value, (np.ndarray, np.generic, _Array)):
         hint = _dtypes.as_dtype(dtype_hint)._np
+        _dtypes.require_representable(hint, "dtype_hint")  # a float64 hint is a float64 request
         try:
             return Tensor(_to_array(value, hint, "value"))
         except (TypeError, ValueError):

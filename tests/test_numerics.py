@@ -1,0 +1,678 @@
+"""Numerics: float64 end to end under JAX's x64 mode, a clear error for float64 without it, and
+half precision (float16 / bfloat16) through the whole op registry.
+
+Oracles: the dtype rules are TF's (checked against TF 2.21 by tests/parity/test_numerics.py);
+half-precision values and gradients are compared with the *same* tapejax program run in float32 on
+the same (half-rounded) inputs and cotangents, within half-precision tolerance; float64 values are
+compared with NumPy / float32 runs.
+
+The op rows are the numeric-gradient tables of ``tests/test_ops_gradcheck.py`` (one row per public
+op, with valid inputs) plus ``EXTRA_ROWS`` for the ops those tables do not differentiate; a spy
+tape records which op types each row binds, and ``test_half_table_covers_the_registry`` checks
+that every registered op type is run in half precision or listed in ``HALF_UNSUPPORTED`` /
+``NO_FLOAT_INPUT`` with its reason.
+
+``TAPEJAX_NUMERICS_FULL=1`` also runs the float64 dtype table over every row (CI runs one row
+per op family; the float64 *values* of every row are checked by test_ops_gradcheck.py).
+"""
+import os
+import tempfile
+
+import jax
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tapejax as tf
+import test_ops_gradcheck as G
+from tapejax.ops import _registry
+
+FULL = os.environ.get("TAPEJAX_NUMERICS_FULL", "") not in ("", "0")
+
+X64_HINT = "jax_enable_x64"
+
+
+def x64():
+    return jax.enable_x64(True)
+
+
+def flat(y):
+    if isinstance(y, (list, tuple)):
+        out = []
+        for v in y:
+            out.extend(flat(v))
+        return out
+    return [y]
+
+
+# ---------------------------------------------------------------------------------------------
+# The op rows
+# ---------------------------------------------------------------------------------------------
+
+R = np.random.default_rng(7)
+PTS = R.uniform(-2.0, 2.0, (2, 3))
+
+#: Ops the gradient tables do not differentiate (TF registers no gradient, or they make values):
+#: forward dtype and values are checked; gradients of their float outputs where they have one.
+EXTRA_ROWS = [
+    ("floor", tf.floor, PTS), ("ceil", tf.math.ceil, PTS), ("round", tf.round, PTS),
+    ("is_nan", tf.math.is_nan, PTS), ("is_inf", tf.math.is_inf, PTS), ("is_finite", tf.math.is_finite, PTS),
+    ("floordiv", lambda x: tf.math.floordiv(x, tf.constant(0.7, x.dtype)), PTS),
+    ("compare", lambda x, y: [tf.less(x, y), tf.less_equal(x, y), tf.greater(x, y), tf.greater_equal(x, y),
+                              tf.equal(x, y), tf.not_equal(x, y)], PTS, G.pts(3)),
+    ("argmax", lambda x: [tf.argmax(x, 1), tf.argmin(x, 0)], PTS),
+    ("argsort", lambda x: tf.argsort(x, axis=1), PTS),
+    ("unique", lambda x: tf.unique(x)[0], np.array([1.5, -0.5, 1.5, 2.0])),
+    ("count_nonzero", lambda x: tf.math.count_nonzero(x, axis=1), np.array([[0.0, 1.0, 2.0], [0.0, 0.0, 3.0]])),
+    ("where_cond", lambda x: tf.where(x > 0), PTS),
+    ("one_hot", lambda on, off: tf.one_hot([1, 0, 2], 3, on_value=on, off_value=off), np.array(0.75),
+     np.array(-0.25)),
+    ("cast", lambda x: tf.cast(tf.cast(x, tf.float32) * 2.0, x.dtype), PTS),
+    ("dropout", lambda x: tf.nn.dropout(x, 0.5, seed=3) * 0.0 + x, PTS),
+    ("bincount", lambda w: tf.math.bincount([0, 2, 2], weights=w, minlength=3), np.array([0.5, 1.25, 2.0])),
+    ("reduce_any_all", lambda x: [tf.reduce_any(x > 1.0), tf.reduce_all(x > -3.0)], PTS),
+]
+
+#: Ops whose inputs are never floating (bool or int only): nothing to run in half precision.
+NO_FLOAT_INPUT = {
+    "LogicalNot": "bool input only", "LogicalAnd": "bool inputs only", "LogicalOr": "bool inputs only",
+    "LogicalXor": "bool inputs only", "RandomUniformInt": "int output only (dtype=int32/int64)",
+}
+
+#: Random ops: run with ``dtype=<half>`` (values are random: dtype, shape and range are checked).
+RANDOM_ROWS = [
+    ("normal", lambda d: tf.random.normal([64], dtype=d, seed=1), (-6.0, 6.0)),
+    ("truncated_normal", lambda d: tf.random.truncated_normal([64], dtype=d, seed=1), (-2.01, 2.01)),
+    ("uniform", lambda d: tf.random.uniform([64], minval=-1.0, maxval=1.0, dtype=d, seed=1), (-1.0, 1.0)),
+    ("shuffle", lambda d: tf.random.shuffle(tf.cast(tf.range(64), d), seed=1), (0.0, 63.0)),
+    ("categorical", lambda d: tf.random.categorical(tf.cast(tf.math.log([[0.5, 0.5]]), d), 8, seed=1),
+     (0.0, 1.0)),
+]
+
+#: Op types neither JAX (XLA:CPU has no half-precision LAPACK kernels) nor, mostly, TF runs in
+#: half precision: tapejax raises TF's InvalidArgumentError naming the dtype (see
+#: ``test_half_unsupported_ops_raise_a_clear_error``).  TF 2.21 CPU runs float16 ``inv``, which
+#: tapejax runs too (in float32 inside the op); everything here is rejected by TF as well.
+HALF_UNSUPPORTED = {
+    "LogMatrixDeterminant": "JAX: no half LU/slogdet kernel; TF: no half kernel either",
+    "LogDet": "JAX: no half Cholesky; TF: no half Cholesky",
+    "Cholesky": "JAX: no half Cholesky; TF: no half Cholesky",
+    "CholeskySolve": "its input comes from Cholesky (the triangular solves run in half)",
+    "MatrixSolve": "JAX: no half LU solve; TF: no half MatrixSolve",
+    "MatrixSolveLs": "JAX: no half solve; TF: no half Cholesky",
+    "SelfAdjointEigV2": "JAX: no half eigh; TF: no half SelfAdjointEigV2",
+    "SelfAdjointEigV2Values": "JAX: no half eigh; TF: no half SelfAdjointEigV2",
+    "Svd": "JAX: no half SVD; TF: no half Svd",
+    "Pinv": "JAX: no half SVD; TF: no half Svd",
+    "MatrixExponential": "JAX: no half expm (solve); TF: no half MatrixSolve",
+}
+#: Rows run in float16 only: TF rejects a bfloat16 inverse / QR and JAX has no bfloat16 kernel
+#: (tapejax raises TF's InvalidArgumentError); float16 ones run, in float32 inside the op, as TF runs them.
+BF16_SKIP_ROWS = {"inv": "MatrixInverse", "qr_r": "Qr"}
+
+
+def _all_rows():
+    rows = []
+    for group, table in [*G.GROUPS.items(), ("first_order_only", G.FIRST_ORDER_ONLY), ("extra", EXTRA_ROWS)]:
+        for label, f, *args in table:
+            rows.append((group, label, f, [np.asarray(a, np.float64) for a in args]))
+    return rows
+
+
+ROWS = _all_rows()
+GROUP_NAMES = sorted({r[0] for r in ROWS})
+
+
+class SpyTape(tf.GradientTape):
+    """A tape that also notes the op type of every op bound while it is active."""
+
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        self.seen = {}
+        self.label = None
+
+    def _record_op(self, prim, static, grad_type, ids, vals, result):
+        self.seen.setdefault(self.label, set()).add(prim.name)
+        return super()._record_op(prim, static, grad_type, ids, vals, result)
+
+
+def _rows_of(group, skip):
+    return [r for r in ROWS if r[0] == group and r[1] not in skip]
+
+
+# ---------------------------------------------------------------------------------------------
+# Half precision: the table over the registry
+# ---------------------------------------------------------------------------------------------
+
+HALF = {"float16": (tf.float16, np.float16, 2e-2), "bfloat16": (tf.bfloat16, ml_dtypes.bfloat16, 8e-2)}
+
+#: Rows whose half run is skipped: they bind an op of HALF_UNSUPPORTED (each label -> op type).
+HALF_SKIP_ROWS = {"slogdet": "LogMatrixDeterminant", "logdet": "LogDet",
+                  "cholesky": "Cholesky", "cholesky_solve": "Cholesky", "solve": "MatrixSolve",
+                  "lstsq": "MatrixSolveLs", "eigvalsh": "SelfAdjointEigV2Values",
+                  "eigh_values": "SelfAdjointEigV2", "svd_values": "Svd", "pinv": "Pinv",
+                  "expm": "MatrixExponential"}
+#: Half inputs far from exact in half precision (the op amplifies the rounding of its inputs):
+#: values compared with a looser tolerance (x4).
+ILL_CONDITIONED = {"det", "triangular_solve", "tan", "lgamma", "digamma", "pow", "reduce_prod",
+                   "reduce_prod_axis1", "cumprod", "cumprod_rev", "cumprod_excl", "reduce_variance",
+                   "reduce_variance_axis1", "reduce_std", "reduce_std_axis1", "moments", "batch_normalization",
+                   "acosh", "atanh", "xdivy", "floormod", "log_poisson_loss", "norm_3", "l2_normalize",
+                   "clip_by_norm_axes", "clip_by_norm", "softsign", "reciprocal", "divide", "rsqrt"}
+#: Rows whose inputs sit on a discontinuity after half rounding (values are integers/ties).
+DISCONTINUOUS = {"floor", "ceil", "round", "floordiv", "floormod"}
+
+_SEEN = {}  # group -> {(dtype, label): op types}, filled by test_half_table
+
+
+def _run(items, cts=None):
+    """Run each item ``(key, f, args, np_dtype)`` under one spy tape, then one gradient call for all.
+
+    Returns ({key: (outputs, gradients)}, {key: cotangents}, {key: op types bound})."""
+    srcs, outs_all, cts_all, per_item = [], [], [], {}
+    make_cts = cts is None
+    if make_cts:
+        cts = {}
+    with SpyTape(persistent=True) as tape:
+        for key, f, args, np_dtype in items:
+            tape.label = key
+            xs = [tf.constant(a.astype(np_dtype)) for a in args]
+            for x in xs:
+                tape.watch(x)
+            outs = flat(f(*xs))
+            fl = [o for o in outs if o.dtype.is_floating]
+            if make_cts:
+                cts[key] = [R.standard_normal(tuple(o.shape)) for o in fl]
+            per_item[key] = (outs, len(xs))
+            outs_all += fl
+            cts_all += [tf.constant(c.astype(np.dtype(o.dtype.as_numpy_dtype))) for c, o in zip(cts[key], fl)]
+            srcs += xs
+    grads = tape.gradient(outs_all, srcs, output_gradients=cts_all) if outs_all else []
+    res, k = {}, 0
+    for key, _, _, _ in items:
+        outs, n = per_item[key]
+        res[key] = (outs, grads[k:k + n])
+        k += n
+    return res, cts, tape.seen
+
+
+def _as32(x):
+    return None if x is None else np.asarray(x.numpy()).astype(np.float32)
+
+
+def _close(a, b, tol):
+    scale = max(1.0, float(np.max(np.abs(b))) if b.size else 1.0)
+    return a.shape == b.shape and np.allclose(a, b, rtol=tol, atol=tol * scale, equal_nan=True)
+
+
+def check_half(rows, dtypes_of):
+    """Run ``rows`` (group, label, f, args) in the half dtypes ``dtypes_of(index)`` and in float32 on
+    the same half-rounded inputs and cotangents; return (problems, op types seen per key)."""
+    items = [((d, label), f, args, HALF[d][1]) for i, (_, label, f, args) in enumerate(rows)
+             for d in dtypes_of(i)]
+    half, cts, seen = _run(items)
+    # The float32 reference: the inputs are the half-rounded values (exact in float32).
+    ref, _, _ = _run([(key, f, [a.astype(npdt).astype(np.float64) for a in args], np.float32)
+                      for key, f, args, npdt in items],
+                     {key: [c.astype(HALF[key[0]][1]).astype(np.float64) for c in cs] for key, cs in cts.items()})
+    problems = []
+    for key, _, _, _ in items:
+        dtype, label = key
+        tdt, tol = HALF[dtype][0], HALF[dtype][2] * (4 if label in ILL_CONDITIONED else 1)
+        (outs, grads), (routs, rgrads) = half[key], ref[key]
+        for i, (o, r) in enumerate(zip(outs, routs)):
+            if o.dtype.is_floating and o.dtype != tdt:
+                problems.append(f"{dtype} {label}: output {i} is {o.dtype.name}, expected {dtype}")
+            elif not o.dtype.is_floating and o.dtype != r.dtype:
+                problems.append(f"{dtype} {label}: output {i} is {o.dtype.name}; float32 run gives {r.dtype.name}")
+            elif label not in DISCONTINUOUS and not _close(_as32(o), _as32(r), tol):
+                problems.append(f"{dtype} {label}: output {i} {_as32(o).tolist()} vs float32 {_as32(r).tolist()}")
+        for i, (g, r) in enumerate(zip(grads, rgrads)):
+            if (g is None) != (r is None):
+                problems.append(f"{dtype} {label}: gradient {i} is {g!r}, float32 run gives {r!r}")
+            elif g is None:
+                continue
+            elif g.dtype != tdt:
+                problems.append(f"{dtype} {label}: gradient {i} is {g.dtype.name}, expected {dtype} (the source's)")
+            elif label not in DISCONTINUOUS and not _close(_as32(g), _as32(r), tol):
+                problems.append(f"{dtype} {label}: gradient {i} {_as32(g).tolist()} vs float32 {_as32(r).tolist()}")
+    return problems, seen
+
+
+def _half_dtypes(label):
+    """float16 and bfloat16 for every row with TAPEJAX_NUMERICS_FULL=1; in CI the rows alternate
+    between them (every op type still runs in half precision, each dtype in every group)."""
+    both = [d for d in sorted(HALF) if not (d == "bfloat16" and label in BF16_SKIP_ROWS)
+            and label not in HALF_SKIP_ROWS]
+    if FULL or len(both) < 2:
+        return lambda i: both
+    return lambda i: [both[i % 2]]
+
+
+@pytest.mark.parametrize("group", GROUP_NAMES)
+def test_half_table(group):
+    """Every op in float16 / bfloat16: float outputs and gradients come out in the input's dtype
+    (TF: the gradient has the source's dtype); values and gradients agree with the float32 run of
+    the same program on the same half-rounded inputs, within half-precision tolerance."""
+    rows = [r for r in ROWS if r[0] == group]
+    per_row = [_half_dtypes(r[1])(i) for i, r in enumerate(rows)]
+    keep = [(r, ds) for r, ds in zip(rows, per_row) if ds]
+    if not keep:
+        pytest.skip(f"every {group} row binds an op JAX cannot run in half precision (HALF_UNSUPPORTED)")
+    problems, seen = check_half([r for r, _ in keep], lambda i: keep[i][1])
+    _SEEN[group] = seen
+    assert not problems, f"{group}:\n  " + "\n  ".join(problems)
+
+
+def test_half_checker_is_not_vacuous():
+    """The table's checker reports a silently promoted output, and a value or gradient that is
+    wrong only in half precision (the float32 run is its oracle)."""
+    import jax.numpy as jnp
+
+    @tf.op(type_name="NumericsPromotes")
+    def promotes(x):
+        return jnp.sin(x).astype(jnp.float32)
+
+    @tf.op(type_name="NumericsWrongHalfGrad")
+    def wrong_grad(x):
+        @jax.custom_jvp
+        def f(v):
+            return jnp.sin(v)
+        bad = 1.5 if x.dtype == jnp.float16 else 1.0
+        f.defjvp(lambda p, t: (jnp.sin(p[0]), t[0] * bad * jnp.cos(p[0])))
+        return f(x)
+
+    @tf.op(type_name="NumericsWrongHalfValue")
+    def wrong_value(x):
+        return jnp.sin(x) * (1.1 if x.dtype == jnp.float16 else 1.0)
+
+    rows = [("t", "promotes", promotes, [PTS]), ("t", "wrong_grad", wrong_grad, [PTS]),
+            ("t", "wrong_value", wrong_value, [PTS])]
+    problems, _ = check_half(rows, lambda i: ["float16"])
+    text = "\n".join(problems)
+    assert "promotes: output 0 is float32, expected float16" in text
+    assert "wrong_grad: gradient 0" in text and "wrong_grad: output" not in text, text
+    assert "wrong_value: output 0" in text, text
+
+
+@pytest.mark.parametrize("dtype", sorted(HALF))
+def test_half_random_ops(dtype):
+    """tf.random.* with a half dtype give that dtype (categorical gives int64/int32 samples)."""
+    tdt = HALF[dtype][0]
+    for label, f, (lo, hi) in RANDOM_ROWS:
+        v = f(tdt)
+        a = _as32(v) if v.dtype.is_floating else v.numpy()
+        if label == "categorical":
+            assert v.dtype.is_integer, label
+        else:
+            assert v.dtype == tdt, (label, v.dtype)
+        assert a.shape and np.all(a >= lo) and np.all(a <= hi), (label, a)
+        if label == "shuffle":
+            assert sorted(a.tolist()) == list(range(64))
+
+
+def test_half_table_covers_the_registry():
+    """Every registered op type runs in half precision above, or is listed with its reason."""
+    for group in GROUP_NAMES:
+        if group not in _SEEN:
+            try:
+                test_half_table(group)
+            except pytest.skip.Exception:
+                pass
+    seen = set()
+    for s in _SEEN.values():
+        for types in s.values():
+            seen |= types
+    with SpyTape() as spy:
+        for dtype in HALF:
+            test_half_random_ops(dtype)
+    seen |= set().union(*spy.seen.values())
+    listed = set(HALF_UNSUPPORTED) | set(NO_FLOAT_INPUT)
+    missing = [t for t in _registry.DEFINED if t not in seen and t not in listed]
+    assert not missing, f"op types run in no half-precision row and not listed: {missing}"
+    # The lists are not stale: every listed type is registered, and unsupported ones are not run.
+    assert listed <= set(_registry.DEFINED)
+    assert not (set(HALF_UNSUPPORTED) - {"CholeskySolve"}) & seen
+
+
+UNSUPPORTED_CALLS = {
+    "LogMatrixDeterminant": lambda x: tf.linalg.slogdet(x), "LogDet": lambda x: tf.linalg.logdet(x),
+    "Cholesky": lambda x: tf.linalg.cholesky(x), "CholeskySolve": lambda x: tf.linalg.cholesky_solve(x, x),
+    "MatrixSolve": lambda x: tf.linalg.solve(x, x), "MatrixSolveLs": lambda x: tf.linalg.lstsq(x, x),
+    "SelfAdjointEigV2": lambda x: tf.linalg.eigh(x), "SelfAdjointEigV2Values": lambda x: tf.linalg.eigvalsh(x),
+    "Svd": lambda x: tf.linalg.svd(x), "Pinv": lambda x: tf.linalg.pinv(x),
+    "MatrixExponential": lambda x: tf.linalg.expm(x),
+}
+
+
+#: TF 2.21's exception class for a bfloat16 input (float16 inputs: NotFoundError, "no kernel").
+BF16_CLASS = {"Pinv": ValueError, "MatrixExponential": ValueError, "CholeskySolve": tf.errors.NotFoundError}
+
+
+@pytest.mark.parametrize("dtype", sorted(HALF))
+@pytest.mark.parametrize("op_type", sorted(UNSUPPORTED_CALLS))
+def test_half_unsupported_ops_raise_a_clear_error(op_type, dtype):
+    """An op with no half kernel raises TF's exception class (float16: NotFoundError, bfloat16:
+    InvalidArgumentError, or ValueError where TF's Python layer rejects it) naming the op, the
+    argument and the dtype, before running anything."""
+    assert set(UNSUPPORTED_CALLS) == set(HALF_UNSUPPORTED)
+    x = tf.constant(np.eye(2, dtype=np.float32) * 2.0 + 0.5, dtype=HALF[dtype][0])
+    name = "half" if dtype == "float16" else "bfloat16"
+    cls = tf.errors.NotFoundError if dtype == "float16" else BF16_CLASS.get(op_type, tf.errors.InvalidArgumentError)
+    with pytest.raises(cls, match=rf"{op_type} has no {name} kernel \(argument `\w+` has dtype {name}") as e:
+        UNSUPPORTED_CALLS[op_type](x)
+    assert "float32" in str(e.value)
+
+
+def test_bfloat16_inverse_is_a_clear_error_and_float16_inverse_works():
+    """TF 2.21 CPU inverts and QR-factors float16 (tapejax: in float32 inside the op), not bfloat16."""
+    m = np.array([[2.0, 1.0], [0.5, 3.0]])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="MatrixInverse has no bfloat16 kernel"):
+        tf.linalg.inv(tf.constant(m, tf.bfloat16))
+    x = tf.constant(m, tf.float16)
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = tf.linalg.inv(x)
+    g = t.gradient(y, x)
+    assert y.dtype == tf.float16 and g.dtype == tf.float16
+    np.testing.assert_allclose(_as32(y), np.linalg.inv(m), rtol=2e-3)
+    inv = np.linalg.inv(m)
+    np.testing.assert_allclose(_as32(g), -(inv.T @ np.ones((2, 2)) @ inv.T), rtol=5e-3)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Qr has no bfloat16 kernel"):
+        tf.linalg.qr(tf.constant(m, tf.bfloat16))
+    q, r = tf.linalg.qr(x)
+    assert q.dtype == r.dtype == tf.float16
+    np.testing.assert_allclose(_as32(q) @ _as32(r), m, atol=5e-3)
+
+
+# ---------------------------------------------------------------------------------------------
+# Mixed precision patterns
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", sorted(HALF))
+def test_mixed_precision_float32_variable_cast_to_half(dtype):
+    """A float32 Variable cast to half in the forward: the gradient comes back float32 (TF: the
+    source's dtype), equal to the float32 gradient within half tolerance."""
+    tdt, npdt, tol = HALF[dtype]
+    w = tf.Variable(np.array([[0.5, -1.0], [1.5, 0.25]], np.float32))
+    x = tf.constant(np.array([[1.0, 2.0], [-0.5, 0.75]]), tdt)
+    with tf.GradientTape() as t:
+        h = tf.matmul(x, tf.cast(w, tdt))
+        loss = tf.reduce_sum(tf.nn.relu(h) * h)
+    assert h.dtype == tdt and loss.dtype == tdt
+    g = t.gradient(loss, w)
+    assert g.dtype == tf.float32
+    xf = np.array([[1.0, 2.0], [-0.5, 0.75]], np.float32)
+    hf = xf @ w.numpy()
+    want = xf.T @ (2 * hf * (hf > 0))
+    np.testing.assert_allclose(g.numpy(), want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", sorted(HALF))
+def test_loss_scaling_with_output_gradients(dtype):
+    """Loss scaling: output_gradients=scale in half, gradients divided back: same as unscaled;
+    a float32 cotangent for a half target is TF's InvalidArgumentError."""
+    tdt, npdt, tol = HALF[dtype]
+    w = tf.Variable(np.array([0.5, -1.0, 2.0], np.float32))
+    with tf.GradientTape(persistent=True) as t:
+        loss = tf.reduce_sum(tf.square(tf.cast(w, tdt))) * tf.constant(1e-3, tdt)
+    scale = tf.constant(1024.0, tdt)
+    scaled = t.gradient(loss, w, output_gradients=scale)
+    plain = t.gradient(loss, w)
+    assert scaled.dtype == tf.float32 and plain.dtype == tf.float32
+    np.testing.assert_allclose(scaled.numpy() / 1024.0, plain.numpy(), rtol=tol)
+    np.testing.assert_allclose(plain.numpy(), 2e-3 * w.numpy(), rtol=tol)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="output_gradients"):
+        t.gradient(loss, w, output_gradients=tf.constant(1024.0))
+
+
+@pytest.mark.parametrize("dtype", sorted(HALF))
+def test_half_reductions_accumulate_in_float32(dtype):
+    """Sums of half values accumulate in float32 and round once (XLA's rule): 10000 ones sum to
+    10000 (TF agrees, see the parity file); cumsum does not saturate at 2048 as TF's half cumsum
+    does (a TF accident tapejax does not copy); mean of 0.1s is the rounded float32 mean."""
+    tdt, npdt, _ = HALF[dtype]
+    ones = tf.ones([10000], tdt)
+    tenth = tf.constant(np.full([10000], 0.1, np.float32), tdt)
+    want = lambda v: float(npdt(v))  # noqa: E731
+    s = tf.reduce_sum(ones)
+    assert s.dtype == tdt and float(s.numpy()) == want(10000.0)
+    assert float(tf.math.cumsum(ones)[-1].numpy()) == want(10000.0)
+    m = tf.reduce_mean(tenth)
+    assert m.dtype == tdt and float(m.numpy()) == want(np.float32(npdt(0.1)) * 10000 / 10000)
+    assert float(tf.math.reduce_variance(tenth).numpy()) == 0.0
+
+
+@pytest.mark.parametrize("dtype", sorted(HALF))
+def test_half_variables_optimizer_and_checkpoint(dtype, tmp_path):
+    """Half Variables: auto-watched, gradient in their dtype, SGD/Adam keep the dtype (slots too),
+    a Checkpoint round-trip restores the exact half values with their dtype."""
+    tdt, npdt, tol = HALF[dtype]
+    v = tf.Variable(np.array([1.0, -2.0, 0.5], np.float32), dtype=tdt)
+    for opt in (tf.keras.optimizers.SGD(0.1, momentum=0.9), tf.keras.optimizers.Adam(0.01)):
+        with tf.GradientTape() as t:
+            loss = tf.reduce_sum(v * v)
+        g = t.gradient(loss, v)
+        assert g.dtype == tdt
+        before = _as32(v)
+        opt.apply_gradients([(g, v)])
+        assert v.dtype == tdt
+        assert all(s.dtype == tdt for s in opt.variables() if s.shape == v.shape)
+        assert not np.allclose(_as32(v), before)
+    ckpt = tf.train.Checkpoint(v=v)
+    path = ckpt.save(os.path.join(tmp_path, "c"))
+    saved = v.numpy().copy()
+    v.assign(tf.zeros([3], tdt))
+    ckpt.restore(path)
+    assert v.dtype == tdt and v.numpy().tobytes() == saved.tobytes()
+
+
+# ---------------------------------------------------------------------------------------------
+# float64 without x64: a clear error at every entry point
+# ---------------------------------------------------------------------------------------------
+
+X = np.array([1.0, 2.0], np.float32)
+
+F64_ENTRY_POINTS = [
+    ("constant(dtype=tf.float64)", lambda: tf.constant(1.0, dtype=tf.float64), "value"),
+    ("constant(dtype='float64')", lambda: tf.constant([1.0], dtype="float64"), "value"),
+    ("constant(dtype='double')", lambda: tf.constant([1.0], dtype="double"), "value"),
+    ("constant(dtype=np.float64)", lambda: tf.constant([1.0], dtype=np.float64), "value"),
+    ("constant(dtype=tf.complex128)", lambda: tf.constant([1.0], dtype=tf.complex128), "value"),
+    ("constant(numpy float64 array)", lambda: tf.constant(np.array([1.0, 2.0])), "value"),
+    ("constant(np.float64 scalar)", lambda: tf.constant(np.float64(1.5)), "value"),
+    ("constant(Python complex)", lambda: tf.constant(1 + 2j), "value"),
+    ("convert_to_tensor(numpy float64)", lambda: tf.convert_to_tensor(np.array([1.0])), "value"),
+    ("convert_to_tensor(dtype=float64)", lambda: tf.convert_to_tensor(1.0, dtype=tf.float64), "value"),
+    ("convert_to_tensor(dtype_hint=float64)", lambda: tf.convert_to_tensor(1.0, dtype_hint=tf.float64),
+     "dtype_hint"),
+    ("Variable(numpy float64)", lambda: tf.Variable(np.array([1.0, 2.0])), "initial_value"),
+    ("Variable(dtype=float64)", lambda: tf.Variable(1.0, dtype=tf.float64), "initial_value"),
+    ("Variable(Tensor, dtype=float64)", lambda: tf.Variable(tf.constant(X), dtype=tf.float64), "initial_value"),
+    ("Variable(callable -> float64)", lambda: tf.Variable(lambda: np.zeros(2)), "initial_value"),
+    ("cast(x, tf.float64)", lambda: tf.cast(tf.constant(X), tf.float64), "cast"),
+    ("cast(x, 'float64')", lambda: tf.cast(tf.constant(X), "float64"), "cast"),
+    ("dtypes.cast(x, float64)", lambda: tf.dtypes.cast(tf.constant(X), tf.float64), "cast"),
+    ("cast(x, complex128)", lambda: tf.cast(tf.constant(X), tf.complex128), "cast"),
+    ("zeros(dtype=float64)", lambda: tf.zeros([2], tf.float64), "dtype"),
+    ("ones(dtype=float64)", lambda: tf.ones([2], dtype=tf.float64), "dtype"),
+    ("zeros_like(dtype=float64)", lambda: tf.zeros_like(tf.constant(X), dtype=tf.float64), "dtype"),
+    ("ones_like(dtype=float64)", lambda: tf.ones_like(tf.constant(X), dtype=tf.float64), "dtype"),
+    ("fill(value=np.float64)", lambda: tf.fill([2], np.float64(1.0)), "value"),
+    ("eye(dtype=float64)", lambda: tf.eye(2, dtype=tf.float64), "dtype"),
+    ("range(dtype=float64)", lambda: tf.range(3, dtype=tf.float64), "dtype"),
+    ("linspace(np.float64)", lambda: tf.linspace(np.float64(0.0), np.float64(1.0), 3), "value"),
+    ("one_hot(dtype=float64)", lambda: tf.one_hot([0, 1], 2, dtype=tf.float64), "dtype"),
+    ("random.normal(dtype=float64)", lambda: tf.random.normal([2], dtype=tf.float64), "dtype"),
+    ("random.uniform(dtype=float64)", lambda: tf.random.uniform([2], dtype=tf.float64), "dtype"),
+    ("random.truncated_normal(dtype=float64)", lambda: tf.random.truncated_normal([2], dtype=tf.float64),
+     "dtype"),
+    ("math.bincount(dtype=float64)", lambda: tf.math.bincount([1, 2], dtype=tf.float64), "dtype"),
+]
+
+
+@pytest.mark.parametrize("what, call, arg", F64_ENTRY_POINTS, ids=[e[0] for e in F64_ENTRY_POINTS])
+def test_float64_without_x64_is_a_clear_error(what, call, arg):
+    """Without x64 every way of asking for float64/complex128 raises TypeError naming the argument,
+    the dtype asked for, and how to enable x64; never a silent float32."""
+    assert not jax.config.jax_enable_x64
+    with pytest.raises(TypeError) as e:
+        call()
+    msg = str(e.value)
+    assert X64_HINT in msg and ("float64" in msg or "complex128" in msg), msg
+    assert arg in msg, msg
+
+
+def test_float64_error_leaves_state_unchanged():
+    """A failed float64 request changes nothing: the Variable keeps its value, the tape records
+    nothing, and the same calls work under x64."""
+    v = tf.Variable([1.0, 2.0])
+    with tf.GradientTape() as t:
+        y = v * 2.0
+        with pytest.raises(TypeError, match=X64_HINT):
+            tf.cast(v, tf.float64)
+        n = len(t._nodes)
+    assert n == len(t._nodes) and v.numpy().tolist() == [1.0, 2.0]
+    np.testing.assert_allclose(t.gradient(y, v).numpy(), [2.0, 2.0])
+    with x64():
+        for what, call, arg in F64_ENTRY_POINTS:
+            r = call()
+            assert r.dtype in (tf.float64, tf.complex128), what
+
+
+def test_float64_numpy_into_a_float32_tensor_is_cast_as_tf():
+    """Not an x64 request: TF casts NumPy float64 operands and assigns into float32 (no error)."""
+    x = tf.constant(X)
+    assert (x + np.array([1.0, 1.0])).dtype == tf.float32
+    assert (x * np.float64(2.0)).dtype == tf.float32
+    v = tf.Variable(X)
+    v.assign(np.array([3.0, 4.0]))
+    assert v.dtype == tf.float32 and v.numpy().tolist() == [3.0, 4.0]
+
+
+# ---------------------------------------------------------------------------------------------
+# float64 end to end under x64
+# ---------------------------------------------------------------------------------------------
+
+#: One row per family in CI; all rows with TAPEJAX_NUMERICS_FULL=1.
+F64_CI_ROWS = {"unary": {"tanh", "lgamma"}, "binary": {"pow", "atan2"}, "reduce": {"reduce_logsumexp_axis1"},
+               "scan": {"cumprod"}, "misc_math": {"matmul", "top_k"}, "array": {"gather", "einsum"},
+               "nn": {"softmax_cross_entropy_with_logits", "conv2d"},
+               "linalg": {"inv", "cholesky"},
+               "first_order_only": {"moments"}, "extra": {"one_hot", "floor", "argmax"}}
+
+
+@pytest.mark.parametrize("group", GROUP_NAMES)
+def test_float64_table(group):
+    """Under x64 every op keeps float64: outputs and gradients (float64 sources) are float64, never
+    float32; integer outputs are TF's 64-bit-mode dtypes; values agree with the float32 run."""
+    rows = [r for r in ROWS if r[0] == group and (FULL or r[1] in F64_CI_ROWS[group])]
+    with x64():
+        res, cts, _ = _run([(label, f, args, np.float64) for _, label, f, args in rows])
+        ref, _, _ = _run([(label, f, args, np.float32) for _, label, f, args in rows], cts)
+    problems = []
+    for _, label, f, args in rows:
+        (outs, grads), (routs, rgrads) = res[label], ref[label]
+        for i, o in enumerate(outs):
+            if o.dtype.is_floating and o.dtype != tf.float64:
+                problems.append(f"{label}: output {i} is {o.dtype.name}")
+            if o.dtype.is_integer and label == "argmax" and o.dtype != tf.int64:
+                problems.append(f"{label}: output {i} is {o.dtype.name}, TF gives int64")
+        for i, (g, r) in enumerate(zip(grads, rgrads)):
+            if (g is None) != (r is None) or (g is not None and g.dtype != tf.float64):
+                problems.append(f"{label}: gradient {i} is {g!r}")
+            elif g is not None and label not in DISCONTINUOUS:
+                np.testing.assert_allclose(g.numpy(), r.numpy(), rtol=2e-3, atol=2e-3, err_msg=label)
+    assert not problems, "\n".join(problems)
+    if not FULL:
+        assert len(rows) == len(F64_CI_ROWS[group]), "F64_CI_ROWS names a row that does not exist"
+
+
+def _f64(x):
+    return np.asarray(x, np.float64)
+
+
+def test_float64_tape_features_end_to_end():
+    """Variables, watched constants, nested 2nd order, jacobian, batch_jacobian, ForwardAccumulator,
+    unconnected zeros and hessians all stay float64, with float64-accurate values."""
+    with x64():
+        xv = _f64([0.3, -1.1, 0.7])
+        w = tf.Variable(xv)
+        c = tf.constant(_f64(2.0))
+        assert w.dtype == tf.float64 and tf.constant(1.5, tf.float64).dtype == tf.float64
+        with tf.GradientTape() as outer:
+            with tf.GradientTape() as inner:
+                y = tf.reduce_sum(tf.sin(w) * c)
+            g = inner.gradient(y, w)
+        h = outer.gradient(g, w)
+        assert y.dtype == g.dtype == h.dtype == tf.float64
+        np.testing.assert_allclose(g.numpy(), 2 * np.cos(xv), rtol=1e-14)
+        np.testing.assert_allclose(h.numpy(), -2 * np.sin(xv), rtol=1e-14)
+        xb = tf.constant(_f64([[0.2], [-0.4], [1.0]]))
+        with tf.GradientTape(persistent=True) as t:
+            t.watch(xb)
+            z = tf.exp(w) * w
+            zb = tf.exp(xb) * tf.constant(_f64([[1.0, 2.0]]))
+        j = t.jacobian(z, w)
+        jb = t.batch_jacobian(zb, xb)
+        zero = t.gradient(z, c, unconnected_gradients="zero")
+        assert j.dtype == jb.dtype == zero.dtype == tf.float64
+        np.testing.assert_allclose(jb.numpy()[:, :, 0], np.exp(xb.numpy()) * [[1.0, 2.0]], rtol=1e-14)
+        np.testing.assert_allclose(j.numpy(), np.diag(np.exp(xv) * (1 + xv)), rtol=1e-14)
+        with tf.autodiff.ForwardAccumulator(w, tf.constant(_f64([1.0, 0.0, 0.0]))) as acc:
+            u = tf.tanh(w) * 3.0
+        jv = acc.jvp(u)
+        assert jv.dtype == tf.float64
+        np.testing.assert_allclose(jv.numpy(), [3 / np.cosh(xv[0]) ** 2, 0, 0], rtol=1e-14)
+        # float64 precision is really used: 1 + 1e-12 survives (float32 would round it to 1).
+        tiny = tf.Variable(_f64(1.0))
+        with tf.GradientTape() as t2:
+            q = (tiny + 1e-12) * (tiny + 1e-12)
+        assert q.numpy() != 1.0 and t2.gradient(q, tiny).numpy() == pytest.approx(2 + 2e-12, abs=1e-15)
+
+
+def test_float64_function_optimizer_checkpoint(tmp_path):
+    """tapejax.function with a float64 model, an optimizer step (Variables and slots float64) and a
+    Checkpoint round-trip keep float64 exactly."""
+    with x64():
+        w = tf.Variable(_f64([[0.5, -0.25], [1.0, 0.125]]))
+        b = tf.Variable(_f64([0.1, -0.2]))
+        x = tf.constant(_f64([[1.0, 2.0], [3.0, -1.0]]))
+        opt = tf.keras.optimizers.Adam(0.01)
+
+        @tf.function
+        def step(x):
+            with tf.GradientTape() as t:
+                loss = tf.reduce_mean(tf.square(tf.matmul(x, w) + b))
+            gw, gb = t.gradient(loss, [w, b])
+            opt.apply_gradients([(gw, w), (gb, b)])
+            return loss, gw
+
+        loss, gw = step(x)
+        assert loss.dtype == gw.dtype == w.dtype == b.dtype == tf.float64
+        # Oracle: the same gradient by hand in float64.
+        w0 = np.array([[0.5, -0.25], [1.0, 0.125]])
+        r = x.numpy() @ w0 + np.array([0.1, -0.2])
+        np.testing.assert_allclose(gw.numpy(), x.numpy().T @ (2 * r / r.size), rtol=1e-13)
+        for _ in range(3):
+            step(x)
+        slots = [s for s in opt.variables() if s.shape in (w.shape, b.shape)]
+        assert slots and all(s.dtype == tf.float64 for s in slots)
+        ckpt = tf.train.Checkpoint(w=w, b=b, opt=opt)
+        path = ckpt.save(os.path.join(tmp_path, "c"))
+        saved = w.numpy().copy()
+        w.assign(w + 1e-13)
+        assert w.numpy().tobytes() != saved.tobytes()
+        ckpt.restore(path)
+        assert w.dtype == tf.float64 and w.numpy().tobytes() == saved.tobytes()
+
+
+def test_float32_source_through_float64_path_gives_float32_gradient():
+    """TF: the gradient's dtype is the source's dtype whatever the path computes in."""
+    with x64():
+        w = tf.Variable(np.array([1.5, -0.5], np.float32))
+        with tf.GradientTape() as t:
+            y = tf.reduce_sum(tf.cast(w, tf.float64) ** 3)
+        g = t.gradient(y, w)
+        assert y.dtype == tf.float64 and g.dtype == tf.float32
+        np.testing.assert_allclose(g.numpy(), 3 * np.array([1.5, -0.5]) ** 2, rtol=1e-6)
