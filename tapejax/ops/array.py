@@ -15,6 +15,8 @@ their gradient is dropped.
 """
 import builtins
 
+import collections
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -366,16 +368,8 @@ def _unique(x, *, dtype):
 _UNIQUE = prim("Unique", _unique, differentiable=False, multiple_results=True, jit=False)
 
 
-class Unique(tuple):
-    """``(y, idx)`` of ``unique`` with TF's field names."""
-
-    __slots__ = ()
-
-    def __new__(cls, y, idx):
-        return tuple.__new__(cls, (y, idx))
-
-    y = property(lambda self: self[0])
-    idx = property(lambda self: self[1])
+#: ``(y, idx)`` of ``unique``: TF's namedtuple.
+Unique = collections.namedtuple("Unique", ["y", "idx"])
 
 
 @tf_types("Unique")

@@ -5,6 +5,8 @@ kernels do), so their gradient is lower-triangular, ``tril(G + G^T)`` with
 the diagonal halved, as TF's (TF_SEMANTICS 19).  ``svd`` returns ``(s, u, v)``
 with ``v`` not transposed, as TF.
 """
+import collections
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -20,6 +22,11 @@ from .math import l2_normalize, matmul  # noqa: F401
 from ._registry import check_binary, check_float, dtype_of, op_error, prim, static_axis, tf_types
 
 _TENSORISH = (Tensor, Variable)
+
+
+#: TF's namedtuples for the results of ``slogdet`` and ``qr``.
+LogMatrixDeterminant = collections.namedtuple("LogMatrixDeterminant", ["sign", "log_abs_determinant"])
+Qr = collections.namedtuple("Qr", ["q", "r"])
 
 
 def _shape(x):
@@ -128,7 +135,7 @@ def slogdet(input, name=None):
     """``tf.linalg.slogdet``: ``(sign, log|det|)``."""
     _square(input, "LogMatrixDeterminant")
     _no_half(input, "LogMatrixDeterminant", "input")
-    return tuple(bind(_SLOGDET, input))
+    return LogMatrixDeterminant(*bind(_SLOGDET, input))
 
 
 def _logdet(x):
@@ -303,7 +310,7 @@ def qr(input, full_matrices=False, name=None):
     check_float(input, "Qr", "float", "input")
     if dtype_of(input) == _dtypes.bfloat16._np:
         _no_half(input, "Qr", "input")
-    return tuple(bind(_QR, input, full=bool(full_matrices)))
+    return Qr(*bind(_QR, input, full=bool(full_matrices)))
 
 
 _TRACE = prim("Trace", lambda x: jnp.trace(x, axis1=-2, axis2=-1))

@@ -1,4 +1,6 @@
 """Math ops (``tf.math``), declared as table rows; operators are installed here too."""
+import collections
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -522,16 +524,8 @@ def polyval(coeffs, x, name=None):
 
 # -- top_k, segments, bincount ------------------------------------------------------
 
-class TopKV2(tuple):
-    """``(values, indices)`` of ``top_k``, with TF's field names."""
-
-    __slots__ = ()
-
-    def __new__(cls, values, indices):
-        return tuple.__new__(cls, (values, indices))
-
-    values = property(lambda self: self[0])
-    indices = property(lambda self: self[1])
+#: ``(values, indices)`` of ``top_k``: TF's namedtuple.
+TopKV2 = collections.namedtuple("TopKV2", ["values", "indices"])
 
 
 def _top_k(x, *, k, dtype):

@@ -1100,3 +1100,14 @@ def test_matrix_spectral_norm(tf):
         t.watch(x)
         y = tf.norm(x, ord=2, axis=[-2, -1])
     return y, t.gradient(y, x)
+
+
+@parity
+def test_named_tuple_results(tf):
+    """qr, slogdet, top_k and unique return TF's namedtuples (type name and fields); eigh, svd
+    and moments plain tuples."""
+    m = tf.constant(SPD)
+    rs = (tf.linalg.qr(m), tf.linalg.slogdet(m), tf.math.top_k(tf.constant([1.0, 3.0, 2.0]), k=2),
+          tf.unique(tf.constant([1, 1, 2])), tf.linalg.eigh(m), tf.linalg.svd(m), tf.nn.moments(m, [0]))
+    named = tuple((type(r).__name__, tuple(getattr(r, "_fields", ()))) for r in rs)
+    return named, rs[0].r, rs[1].log_abs_determinant, rs[2].indices, rs[3].idx
