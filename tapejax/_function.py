@@ -55,6 +55,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _dtypes, _state
+from ._lru import Family
 from ._tensor import Tensor, convert_to_tensor
 from ._variable import Variable
 
@@ -362,11 +363,17 @@ def _map_trace_error(e, fname):
         f"({type(e).__name__}). {_CF_HINT}\n\nJAX said: {str(e).splitlines()[0] if str(e) else e!r}")
 
 
+#: Compiled specialisations kept per Function (least recently used dropped first;
+#: a dropped one is traced again when called again).
+_FUNCTION_CACHE = Family("function", 256)
+
+
 class Function:
     """A compiled, callable wrapper made by ``tapejax.function``.
 
     Calls with Tensors of the same shapes and dtypes (and equal Python
-    arguments) reuse one compiled XLA program.  ``experimental_get_tracing_count()``
+    arguments) reuse one compiled XLA program (at most 256 are kept, least
+    recently used dropped first).  ``experimental_get_tracing_count()``
     counts the compiling traces.  ``python_function`` is the wrapped function.
     """
 
@@ -377,7 +384,7 @@ class Function:
         self._jit_compile = jit_compile
         self._reduce_retracing = bool(reduce_retracing)
         self._name = name or getattr(func, "__name__", "function")
-        self._cache = {}
+        self._cache = _FUNCTION_CACHE.new()   # argument key -> _Entry (bounded LRU)
         self._tracing_count = 0
         self._first = True          # no call has finished discovery yet
         self._known = None          # (vars in order, rw ids) from the last discovery

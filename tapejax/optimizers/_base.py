@@ -29,11 +29,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes, _nest, _state
+from .._lru import Family
 from .._tensor import Tensor, convert_to_tensor
 from .._variable import Variable
 from . import schedules as _schedules
 
 _log = logging.getLogger("tapejax")
+
+#: Per optimizer: the jitted eager update per list of variables (bounded LRU).
+_UPDATES = Family("optimizer_updates", 64)
 
 _ALLOWED_KWARGS = {"clipnorm", "clipvalue", "lr", "decay", "global_clipnorm"}
 
@@ -94,7 +98,7 @@ class Optimizer:
         self._lr_sched = None
         self._slots = {}      # var id -> {slot name: Variable}
         self._weights = []    # iterations, then slots/extra in creation order (Keras' order)
-        self._updates = {}    # structure key -> jitted update
+        self._updates = _UPDATES.new()   # structure key -> jitted update (bounded LRU)
         self._lock = threading.Lock()
         self._set_learning_rate(learning_rate)
 
@@ -348,8 +352,6 @@ class Optimizer:
             with self._lock:
                 plan = self._updates.get(key)
                 if plan is None:
-                    if len(self._updates) > 64:
-                        self._updates.clear()
                     n = len(var_list)
                     sizes = [len(ss) for ss in slot_vars]
                     n_extra = len(extra)
