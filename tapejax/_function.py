@@ -57,7 +57,7 @@ import numpy as np
 from . import _dtypes, _state
 from ._lru import Family
 from ._tensor import Tensor, convert_to_tensor
-from ._variable import Variable
+from ._variable import Variable, deferred_interrupts
 
 _Tracer = jax.core.Tracer
 _Array = jax.Array
@@ -340,9 +340,10 @@ class _Trace:
 class _Entry:
     """One compiled specialisation (one argument key)."""
 
-    __slots__ = ("jitted", "rw", "ro", "out_tpl", "template", "in_shardings", "prim")
+    __slots__ = ("jitted", "rw", "ro", "out_tpl", "template", "in_shardings", "prim", "callbacks")
 
     def __init__(self, template, rw, ro):
+        self.callbacks = False   # the program calls back into Python (it may raise at run time)
         self.in_shardings = None
         self.prim = None
         self.template = template
@@ -492,17 +493,25 @@ class Function:
         rw = entry.rw
         rw_vals = [v._value for v in rw]
         getrc = sys.getrefcount
+        copy_all = entry.callbacks
         for i in range(len(rw_vals)):
             # A value also held elsewhere (a Tensor the user kept, another Variable) must
             # survive the call: donate a copy.  References: the Variable, the list, the call.
-            if getrc(rw_vals[i]) > 3:
+            # A program with host callbacks can fail after its inputs were donated: it
+            # always gets copies, so the Variables are untouched when it raises.
+            if copy_all or getrc(rw_vals[i]) > 3:
                 rw_vals[i] = jnp.array(rw_vals[i], copy=True)
         ro_vals = [v._value for v in entry.ro]
         if self._mesh is not None:
             dyn = self._place_inputs(entry, dyn)
-        outs, new_rw = entry.jitted(rw_vals, ro_vals, dyn)
-        for v, val in zip(rw, new_rw):
-            v._value = val
+        if rw:
+            # Ctrl-C cannot split the call (which consumed the old values) and the write-back.
+            with deferred_interrupts():
+                outs, new_rw = entry.jitted(rw_vals, ro_vals, dyn)
+                for v, val in zip(rw, new_rw):
+                    v._value = val
+        else:
+            outs, _ = entry.jitted(rw_vals, ro_vals, dyn)
         tpl = entry.out_tpl
         if tpl is _DYN:
             return Tensor(outs[0])
@@ -609,7 +618,8 @@ class Function:
             dn = [self._spec(d, s) for d, s in zip(dyn, entry.in_shardings)]
         else:
             dn = [self._spec(d) for d in dyn]
-        entry.jitted.trace(rw, ro, dn)
+        traced = entry.jitted.trace(rw, ro, dn)
+        entry.callbacks = bool(entry.rw) and _has_callback(traced.jaxpr.jaxpr)
 
     def _make_pure(self, entry, fresh):
         fn = self.python_function
@@ -696,6 +706,22 @@ class Function:
 
     def __repr__(self):
         return f"<tapejax.function {self._name}>"
+
+
+_CALLBACKS = ("debug_callback", "pure_callback", "io_callback")
+
+
+def _has_callback(jaxpr):
+    """Does this jaxpr (or one nested in it) call back into Python?"""
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name in _CALLBACKS:
+            return True
+        for p in eqn.params.values():
+            for sub in (p if isinstance(p, (tuple, list)) else (p,)):
+                sub = getattr(sub, "jaxpr", sub)   # a ClosedJaxpr's Jaxpr
+                if hasattr(sub, "eqns") and _has_callback(sub):
+                    return True
+    return False
 
 
 def _check_spec(name, spec, allow_seq):
