@@ -10,6 +10,11 @@ was read.  ``assign*`` replace the value; they are not differentiable (TF).
 import signal
 import threading
 
+try:   # the C functions behind ``signal.signal`` / ``getsignal``, without their enum wrapping (~8x faster)
+    from _signal import getsignal as _getsignal, signal as _setsignal
+except ImportError:  # pragma: no cover - not CPython
+    from signal import getsignal as _getsignal, signal as _setsignal
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -25,6 +30,7 @@ _sub = jax.jit(jnp.subtract)
 
 
 _MAIN_THREAD = threading.main_thread()
+_SIGINT = int(signal.SIGINT)
 
 
 class deferred_interrupts:
@@ -42,9 +48,9 @@ class deferred_interrupts:
     def __enter__(self):
         self._old = self._got = None
         if threading.current_thread() is _MAIN_THREAD:
-            old = signal.getsignal(signal.SIGINT)
+            old = _getsignal(_SIGINT)
             if callable(old):   # a Python handler (default: raise KeyboardInterrupt)
-                signal.signal(signal.SIGINT, self._hold)
+                _setsignal(_SIGINT, self._hold)
                 self._old = old
         return self
 
@@ -54,7 +60,7 @@ class deferred_interrupts:
     def __exit__(self, *exc):
         old = self._old
         if old is not None:
-            signal.signal(signal.SIGINT, old)
+            _setsignal(_SIGINT, old)
             if self._got is not None:
                 old(*self._got)   # the held interrupt, now that the block is complete
         return False
