@@ -33,7 +33,6 @@ have no effect (gradients flow even with ``back_prop=False``).  Eagerly ``while_
 accepts a body that returns a list for tuple loop variables (TF's eager mode
 is stricter about the container type).
 """
-import threading
 
 import jax
 import jax.numpy as jnp
@@ -41,6 +40,7 @@ from jax import lax
 from jax.extend import core as jex_core
 
 from . import _state
+from ._lru import LRU
 from ._primitives import Primitive, bind, with_id
 from ._tensor import Tensor, convert_to_tensor
 from ._variable import Variable
@@ -151,19 +151,14 @@ def _run_jaxpr(jaxpr, consts, args):
     return jex_core.jaxpr_as_fun(jex_core.ClosedJaxpr(jaxpr, list(consts)))(*args)
 
 
-_PRIMS = {}
-_PRIMS_LOCK = threading.Lock()
-_MAX_PRIMS = 1024
+_PRIMS = LRU("control_flow", 1024)
 
 
 def _prim(key, name, make_impl):
     """One Primitive per structure (the jaxpr texts), so replays hit the compile cache."""
     p = _PRIMS.get(key)
     if p is None:
-        with _PRIMS_LOCK:
-            if len(_PRIMS) >= _MAX_PRIMS:
-                _PRIMS.clear()
-            p = _PRIMS.setdefault(key, Primitive(name, make_impl(), multiple_results=True))
+        p = _PRIMS.setdefault(key, Primitive(name, make_impl(), multiple_results=True))
     return p
 
 

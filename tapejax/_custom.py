@@ -61,6 +61,7 @@ import numpy as np
 from jax import lax
 
 from . import _dtypes, _nest, _replay, _state
+from ._lru import LRU
 from ._primitives import REGISTRY, Primitive, bind, define, override_stack
 from ._tape import GradientTape, UnconnectedGradients, _unconnected
 from ._tensor import Tensor, convert_to_tensor
@@ -666,7 +667,7 @@ def _override_impl(prim, grad_name, fn, tracked):
     return overridden
 
 
-_CHECKED = {}
+_CHECKED = LRU("custom_checked", 1024)   # user-defined op type -> its checked replay impl
 
 
 def _checked_impl(prim):
@@ -688,8 +689,7 @@ def _checked_impl(prim):
                                      f"It has no registered gradient and JAX cannot differentiate its "
                                      f"forward function ({type(e).__name__}: {e}).") from e
 
-    _CHECKED[prim] = checked
-    return checked
+    return _CHECKED.setdefault(prim, checked)
 
 
 def resolve_impl(node):

@@ -55,8 +55,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _dtypes, _state
+from ._lru import Family
 from ._tensor import Tensor, convert_to_tensor
-from ._variable import Variable
+from ._variable import Variable, deferred_interrupts
 
 _Tracer = jax.core.Tracer
 _Array = jax.Array
@@ -339,9 +340,10 @@ class _Trace:
 class _Entry:
     """One compiled specialisation (one argument key)."""
 
-    __slots__ = ("jitted", "rw", "ro", "out_tpl", "template", "in_shardings", "prim")
+    __slots__ = ("jitted", "rw", "ro", "out_tpl", "template", "in_shardings", "prim", "callbacks")
 
     def __init__(self, template, rw, ro):
+        self.callbacks = False   # the program calls back into Python (it may raise at run time)
         self.in_shardings = None
         self.prim = None
         self.template = template
@@ -362,11 +364,17 @@ def _map_trace_error(e, fname):
         f"({type(e).__name__}). {_CF_HINT}\n\nJAX said: {str(e).splitlines()[0] if str(e) else e!r}")
 
 
+#: Compiled specialisations kept per Function (least recently used dropped first;
+#: a dropped one is traced again when called again).
+_FUNCTION_CACHE = Family("function", 256)
+
+
 class Function:
     """A compiled, callable wrapper made by ``tapejax.function``.
 
     Calls with Tensors of the same shapes and dtypes (and equal Python
-    arguments) reuse one compiled XLA program.  ``experimental_get_tracing_count()``
+    arguments) reuse one compiled XLA program (at most 256 are kept, least
+    recently used dropped first).  ``experimental_get_tracing_count()``
     counts the compiling traces.  ``python_function`` is the wrapped function.
     """
 
@@ -377,7 +385,7 @@ class Function:
         self._jit_compile = jit_compile
         self._reduce_retracing = bool(reduce_retracing)
         self._name = name or getattr(func, "__name__", "function")
-        self._cache = {}
+        self._cache = _FUNCTION_CACHE.new()   # argument key -> _Entry (bounded LRU)
         self._tracing_count = 0
         self._first = True          # no call has finished discovery yet
         self._known = None          # (vars in order, rw ids) from the last discovery
@@ -485,17 +493,25 @@ class Function:
         rw = entry.rw
         rw_vals = [v._value for v in rw]
         getrc = sys.getrefcount
+        copy_all = entry.callbacks
         for i in range(len(rw_vals)):
             # A value also held elsewhere (a Tensor the user kept, another Variable) must
             # survive the call: donate a copy.  References: the Variable, the list, the call.
-            if getrc(rw_vals[i]) > 3:
+            # A program with host callbacks can fail after its inputs were donated: it
+            # always gets copies, so the Variables are untouched when it raises.
+            if copy_all or getrc(rw_vals[i]) > 3:
                 rw_vals[i] = jnp.array(rw_vals[i], copy=True)
         ro_vals = [v._value for v in entry.ro]
         if self._mesh is not None:
             dyn = self._place_inputs(entry, dyn)
-        outs, new_rw = entry.jitted(rw_vals, ro_vals, dyn)
-        for v, val in zip(rw, new_rw):
-            v._value = val
+        if rw:
+            # Ctrl-C cannot split the call (which consumed the old values) and the write-back.
+            with deferred_interrupts():
+                outs, new_rw = entry.jitted(rw_vals, ro_vals, dyn)
+                for v, val in zip(rw, new_rw):
+                    v._value = val
+        else:
+            outs, _ = entry.jitted(rw_vals, ro_vals, dyn)
         tpl = entry.out_tpl
         if tpl is _DYN:
             return Tensor(outs[0])
@@ -602,7 +618,8 @@ class Function:
             dn = [self._spec(d, s) for d, s in zip(dyn, entry.in_shardings)]
         else:
             dn = [self._spec(d) for d in dyn]
-        entry.jitted.trace(rw, ro, dn)
+        traced = entry.jitted.trace(rw, ro, dn)
+        entry.callbacks = bool(entry.rw) and _has_callback(traced.jaxpr.jaxpr)
 
     def _make_pure(self, entry, fresh):
         fn = self.python_function
@@ -689,6 +706,22 @@ class Function:
 
     def __repr__(self):
         return f"<tapejax.function {self._name}>"
+
+
+_CALLBACKS = ("debug_callback", "pure_callback", "io_callback")
+
+
+def _has_callback(jaxpr):
+    """Does this jaxpr (or one nested in it) call back into Python?"""
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name in _CALLBACKS:
+            return True
+        for p in eqn.params.values():
+            for sub in (p if isinstance(p, (tuple, list)) else (p,)):
+                sub = getattr(sub, "jaxpr", sub)   # a ClosedJaxpr's Jaxpr
+                if hasattr(sub, "eqns") and _has_callback(sub):
+                    return True
+    return False
 
 
 def _check_spec(name, spec, allow_seq):

@@ -20,9 +20,13 @@ compiled replay's cache key, so it must be hashable.
 import jax
 
 from . import _state
+from ._lru import Family
 from ._tensor import Tensor, convert_to_tensor
 
 REGISTRY = {}
+
+#: Per op type: static keyword names -> the jitted eager callable (bounded LRU).
+_EAGER_JIT = Family("eager_jit", 32)
 
 
 class Primitive:
@@ -50,7 +54,7 @@ class Primitive:
                                                  f"op {name} has no gradient in TensorFlow")
         self.jit = jit
         self._call0 = jax.jit(impl) if jit else impl
-        self._calls = {}
+        self._calls = _EAGER_JIT.new()
 
     def eager(self, static):
         """The callable ``bind`` uses for these static keyword names."""
@@ -59,7 +63,8 @@ class Primitive:
         names = tuple(static)
         fn = self._calls.get(names)
         if fn is None:
-            fn = self._calls[names] = jax.jit(self.impl, static_argnames=names) if self.jit else self.impl
+            fn = self._calls.setdefault(
+                names, jax.jit(self.impl, static_argnames=names) if self.jit else self.impl)
         return fn
 
     def __repr__(self):

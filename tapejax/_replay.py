@@ -35,6 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _dtypes, _state
+from ._lru import LRU
 from ._primitives import Primitive, bind, with_id
 from ._program import Program, aval, build_backward, build_replay, gather_leaves, seed, slice_tape
 from ._tape import OUT
@@ -47,13 +48,12 @@ class _Stats:
     hits = 0
     misses = 0
     compiles = 0
-    evictions = 0
 
 
 _stats = _Stats()
-_CACHE = collections.OrderedDict()
-_maxsize = 512
-_lock = threading.Lock()
+_CACHE = LRU("replay", 512)
+_lock = threading.Lock()        # held while a missing entry is built
+_count_lock = threading.Lock()  # hits/misses: exact under concurrent threads
 
 
 def cache_info():
@@ -62,27 +62,43 @@ def cache_info():
     ``compiles`` counts traces of replay functions (a new structure, or a new
     shape/dtype of the same structure).
     """
-    return CacheInfo(_stats.hits, _stats.misses, _stats.compiles, _stats.evictions, len(_CACHE), _maxsize)
+    return CacheInfo(_stats.hits, _stats.misses, _stats.compiles, _CACHE.evictions, len(_CACHE),
+                     _CACHE.maxsize)
+
+
+def cache_stats():
+    """Every cache in tapejax, by name: ``CacheStats(size, maxsize, evictions, instances)``.
+
+    All of them are bounded LRUs.  ``"replay"`` is the compiled-replay cache
+    of ``cache_info()``; ``"slices"`` memoizes tape slices; ``"signatures"``
+    interns recorded node structures; ``"control_flow"`` holds the ops
+    ``cond``/``while_loop``/``scan`` build; ``"op_output_trees"`` the output
+    structures of ``tapejax.op`` JAX ops; ``"custom_checked"`` the
+    checked replays of user-defined op types.  Per-object caches
+    (``"function"``: one per ``tapejax.function``; ``"optimizer_updates"``:
+    one per optimizer; ``"eager_jit"``: one per op type) report the largest
+    member's ``size``, their bound per member, the evictions of all members
+    and how many members are alive (``instances``).
+    """
+    from ._lru import stats
+    return stats()
 
 
 def clear_cache():
-    """Drop every compiled replay and reset the counters."""
+    """Drop every compiled replay and reset the counters (also the slice memo; see ``cache_stats``)."""
     with _lock:
         _CACHE.clear()
         _SLICES.clear()
-        _stats.hits = _stats.misses = _stats.compiles = _stats.evictions = 0
+        with _count_lock:
+            _stats.hits = _stats.misses = _stats.compiles = 0
 
 
 def set_cache_size(maxsize):
     """Bound the number of compiled replays kept (least recently used go first)."""
-    global _maxsize
     if not isinstance(maxsize, int) or maxsize < 1:
         raise ValueError(f"maxsize must be a positive int; got {maxsize!r}")
     with _lock:
-        _maxsize = maxsize
-        while len(_CACHE) > _maxsize:
-            _CACHE.popitem(last=False)
-            _stats.evictions += 1
+        _CACHE.resize(maxsize)
 
 
 def default_impl(node):
@@ -199,18 +215,19 @@ def lookup(nodes, program, key=None, build=None):
     key = program if key is None else key
     entry = _CACHE.get(key)
     if entry is not None:
-        _stats.hits += 1
-        _CACHE.move_to_end(key)
+        with _count_lock:
+            _stats.hits += 1
         return entry
     with _lock:
         entry = _CACHE.get(key)
         if entry is None:
-            _stats.misses += 1
             entry = (build or _compile)(nodes, program)
             _CACHE[key] = entry
-            while len(_CACHE) > _maxsize:
-                _CACHE.popitem(last=False)
-                _stats.evictions += 1
+            with _count_lock:
+                _stats.misses += 1
+        else:   # another thread built it meanwhile
+            with _count_lock:
+                _stats.hits += 1
     return entry
 
 
@@ -234,9 +251,8 @@ def _source_code(tape, s):
 #: signature, the source and target codes, which cotangents are given, the
 #: sources' avals) -> (connected source codes, kept targets, Program).  A
 #: training loop then pays one tuple of ints and one dict lookup per call
-#: instead of slicing the tape again.  Bounded; cleared with the cache.
-_SLICES = {}
-_MAX_SLICES = 4096
+#: instead of slicing the tape again.  Bounded (LRU); cleared with the cache.
+_SLICES = LRU("slices", 4096)
 
 
 def _plan(nodes, uniq, src_codes_all, tgt_all, cts, sources):
@@ -259,9 +275,7 @@ def _plan(nodes, uniq, src_codes_all, tgt_all, cts, sources):
             aval_of.setdefault(c, aval(s._value))
         program = Program(nodes, slice_idx, tuple(live_src), tuple(aval_of[c] for c in live_src),
                           tuple(c for _, c in kept), tuple(cts[i] is not None for i, _ in kept))
-    if len(_SLICES) >= _MAX_SLICES:
-        _SLICES.clear()
-    hit = _SLICES[key] = (live_src, kept, program)
+    hit = _SLICES.setdefault(key, (live_src, kept, program))
     return hit
 
 

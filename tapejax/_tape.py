@@ -31,6 +31,7 @@ import logging
 import numpy as np
 
 from . import _dtypes, _nest, _state
+from ._lru import LRU
 from ._primitives import READ
 from ._tensor import Tensor
 
@@ -57,19 +58,16 @@ def _unconnected(value):
 
 
 # Interned node signatures: (op, static, override, wiring, tracked outputs) -> int.
-# Ints are never reused, so dropping the table (when it grows large) only
-# costs cache misses, never a wrong hit.
-_SIGS = {}
+# Ints are never reused, so evicting an entry (LRU, bounded) only costs cache
+# misses, never a wrong hit.
+_SIGS = LRU("signatures", 200_000)
 _next_sig = iter(range(1, 1 << 62)).__next__
-_MAX_SIGS = 200_000
 
 
 def _intern(sig):
     n = _SIGS.get(sig)
     if n is None:
-        if len(_SIGS) >= _MAX_SIGS:
-            _SIGS.clear()
-        n = _SIGS[sig] = _next_sig()
+        n = _SIGS.setdefault(sig, _next_sig())
     return n
 
 

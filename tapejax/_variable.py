@@ -7,6 +7,14 @@ watches accessed variables).  The replay adds the Variable's perturbation
 to every read, so the reads' gradients are summed, each at the value that
 was read.  ``assign*`` replace the value; they are not differentiable (TF).
 """
+import signal
+import threading
+
+try:   # the C functions behind ``signal.signal`` / ``getsignal``, without their enum wrapping (~8x faster)
+    from _signal import getsignal as _getsignal, signal as _setsignal
+except ImportError:  # pragma: no cover - not CPython
+    from signal import getsignal as _getsignal, signal as _setsignal
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,6 +27,43 @@ from ._tensor import Tensor, TensorShape, _to_array, convert_to_tensor
 # Jitted updates: JAX's C++ dispatch path, faster than eager jnp arithmetic.
 _add = jax.jit(jnp.add)
 _sub = jax.jit(jnp.subtract)
+
+
+_MAIN_THREAD = threading.main_thread()
+_SIGINT = int(signal.SIGINT)
+
+
+class deferred_interrupts:
+    """A block that Ctrl-C cannot split: a SIGINT arriving inside is delivered at its end.
+
+    Multi-Variable writes (an optimizer step, ``tapejax.function``'s write-back)
+    compute every new value first and then commit inside this block, so a
+    KeyboardInterrupt leaves the Variables all updated or all untouched.  Only
+    the main thread receives signals (and may set handlers); elsewhere it is a
+    no-op.
+    """
+
+    __slots__ = ("_old", "_got")
+
+    def __enter__(self):
+        self._old = self._got = None
+        if threading.current_thread() is _MAIN_THREAD:
+            old = _getsignal(_SIGINT)
+            if callable(old):   # a Python handler (default: raise KeyboardInterrupt)
+                _setsignal(_SIGINT, self._hold)
+                self._old = old
+        return self
+
+    def _hold(self, signum, frame):
+        self._got = (signum, frame)
+
+    def __exit__(self, *exc):
+        old = self._old
+        if old is not None:
+            _setsignal(_SIGINT, old)
+            if self._got is not None:
+                old(*self._got)   # the held interrupt, now that the block is complete
+        return False
 
 
 class Variable:

@@ -26,6 +26,7 @@ import itertools
 import jax
 import numpy as np
 
+from .._lru import LRU
 from .._primitives import REGISTRY, bind, define
 from .._tensor import Tensor
 from .._variable import Variable
@@ -33,6 +34,9 @@ from .._variable import Variable
 _TENSORISH = (Tensor, Variable)
 _ARRAYS = (Tensor, Variable, jax.Array, np.ndarray, np.generic)
 _auto = itertools.count()
+#: (op, static key) -> the output pytree structure (bounded LRU; found again by
+#: ``jax.eval_shape`` if evicted while JAX still has the op's compiled call).
+_OUT_TREES = LRU("op_output_trees", 4096)
 
 
 def _is_leaf(x):
@@ -65,14 +69,21 @@ def join_args(dyn, key):
 
 def make_op(fn, type_name, *, differentiable=True, jit=True, doc=None):
     """The tape op for ``fn`` under TF type name ``type_name`` (registered once)."""
-    out_trees = {}
-
     def impl(*dyn, key):
         args, kwargs = join_args(dyn, key)
         out = fn(*args, **kwargs)
         flat, tree = jax.tree_util.tree_flatten(out)
-        out_trees[key] = tree
+        _OUT_TREES[(prim, key)] = tree
         return tuple(flat)
+
+    def out_tree(dyn, key):
+        tree = _OUT_TREES.get((prim, key))
+        if tree is None:
+            specs = [jax.ShapeDtypeStruct(np.shape(v), v.dtype)
+                     for v in (getattr(d, "_value", d) for d in dyn)]
+            jax.eval_shape(lambda *d: impl(*d, key=key), *specs)
+            tree = _OUT_TREES[(prim, key)]
+        return tree
 
     prim = define(type_name, impl, differentiable=differentiable, multiple_results=True, jit=jit)
 
@@ -85,7 +96,7 @@ def make_op(fn, type_name, *, differentiable=True, jit=True, doc=None):
             raise TypeError(f"op {type_name}: non-array arguments must be hashable (they are static "
                             f"parameters of the op); got {key[1]!r}") from None
         outs = bind(prim, *dyn, key=key)
-        tree = out_trees[key]
+        tree = out_tree(dyn, key)
         if tree.num_leaves == 1 and jax.tree_util.treedef_is_leaf(tree):
             return outs[0]
         return jax.tree_util.tree_unflatten(tree, outs)

@@ -29,11 +29,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes, _nest, _state
+from .._lru import Family
 from .._tensor import Tensor, convert_to_tensor
-from .._variable import Variable
+from .._variable import Variable, deferred_interrupts
 from . import schedules as _schedules
 
 _log = logging.getLogger("tapejax")
+
+#: Per optimizer: the jitted eager update per list of variables (bounded LRU).
+_UPDATES = Family("optimizer_updates", 64)
 
 _ALLOWED_KWARGS = {"clipnorm", "clipvalue", "lr", "decay", "global_clipnorm"}
 
@@ -59,6 +63,33 @@ def _donatable(vals):
         if getrc(vals[i]) > 3:   # the Variable, the list, the call
             vals[i] = jnp.array(vals[i], copy=True)
     return vals
+
+
+def _commit(state, var_list, update):
+    """Run the eager ``update(values) -> new values`` (donating) and write ``state`` as one unit.
+
+    Ctrl-C cannot split the call and the write (``deferred_interrupts``: the
+    donated old values are gone once the call ran).  Constraints run after
+    on the updated Variables; if one raises, every Variable of ``state`` is
+    put back (their old values are then kept alive, so copies are donated).
+    """
+    constrained = [v for v in var_list if v.constraint is not None]
+    old = [v._value for v in state] if constrained else None
+    with deferred_interrupts():
+        new = update(_donatable([v._value for v in state]))
+        for v, x in zip(state, new):
+            v._value = x
+    if constrained:
+        try:
+            fixed = [(v, v._new_value(v.constraint(v), "assign")) for v in constrained]
+        except BaseException:
+            with deferred_interrupts():
+                for v, x in zip(state, old):
+                    v._value = x
+            raise
+        with deferred_interrupts():
+            for v, x in fixed:
+                v._value = x
 
 
 class Optimizer:
@@ -94,7 +125,7 @@ class Optimizer:
         self._lr_sched = None
         self._slots = {}      # var id -> {slot name: Variable}
         self._weights = []    # iterations, then slots/extra in creation order (Keras' order)
-        self._updates = {}    # structure key -> jitted update
+        self._updates = _UPDATES.new()   # structure key -> jitted update (bounded LRU)
         self._lock = threading.Lock()
         self._set_learning_rate(learning_rate)
 
@@ -327,13 +358,8 @@ class Optimizer:
         else:
             # Eager: ONE compiled update of every variable, slot and counter (donated).
             state, fn = self._eager_plan(var_list, slot_vars, extra, it_var)
-            new = fn(_donatable([v._value for v in state]), grads,
-                     None if lr_var is None else lr_var._value)
-            for v, x in zip(state, new):
-                v._value = x
-            for v in var_list:
-                if v.constraint is not None:
-                    v.assign(v.constraint(v))
+            lr_in = None if lr_var is None else lr_var._value
+            _commit(state, var_list, lambda vals: fn(vals, grads, lr_in))
             return it_var
         new_vars, new_slots, new_extra, new_it = out
         for v, x in zip(var_list, new_vars):
@@ -357,8 +383,6 @@ class Optimizer:
             with self._lock:
                 plan = self._updates.get(key)
                 if plan is None:
-                    if len(self._updates) > 64:
-                        self._updates.clear()
                     n = len(var_list)
                     sizes = [len(ss) for ss in slot_vars]
                     n_extra = len(extra)

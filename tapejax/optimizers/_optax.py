@@ -50,7 +50,7 @@ class OptaxOptimizer(Optimizer):
 
     def apply_gradients(self, grads_and_vars, name=None, experimental_aggregate_gradients=True):
         from .._state import _local
-        from ._base import _donatable, _filter_empty_gradients, _touch
+        from ._base import _commit, _filter_empty_gradients, _touch
         from .._tensor import convert_to_tensor
         pairs = _filter_empty_gradients(grads_and_vars)
         grads, var_list = [], []
@@ -77,7 +77,8 @@ class OptaxOptimizer(Optimizer):
             if fn is None:
                 fn = jax.jit(lambda vals, gs: self._pure(tree, vals, gs), donate_argnums=0)
                 self._updates[("optax", tree, tuple(v._id for v in var_list))] = fn
-            out = fn(_donatable([v._value for v in state]), grads)
+            _commit(state, var_list, lambda vals: fn(vals, grads))
+            return it_var
         for v, x in zip(state, out):
             v._value = x
         for v in var_list:

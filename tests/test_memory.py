@@ -1,0 +1,492 @@
+"""Memory: long training loops stay flat, recorded state dies with its tape, every cache is bounded.
+
+Oracles: ``tracemalloc`` (Python allocations, by line), the process RSS
+(``/proc/self/statm``), ``sys.getallocatedblocks()``, weak references to the
+recorded arrays / tapes / evicted compiled functions, and ``cache_stats()``
+checked against each cache's own bound.  ``TAPEJAX_SOAK=1`` runs the long
+variants (3,000 program structures instead of 48).
+"""
+import gc
+import os
+import sys
+import tracemalloc
+import weakref
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import tapejax as tf
+from tapejax import _control_flow, _lru, _primitives, _replay, _state, _tape
+from tapejax.ops import jax_op
+
+SOAK = os.environ.get("TAPEJAX_SOAK", "") not in ("", "0")
+N_STRUCTURES = 3000 if SOAK else 48
+MB = 1 << 20
+
+
+def _rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _traced_growth(before, after):
+    return sum(d.size_diff for d in after.compare_to(before, "filename"))
+
+
+def _top(before, after, n=6):
+    return "\n".join(str(d) for d in after.compare_to(before, "lineno")[:n])
+
+
+# ---------------------------------------------------------------------------
+# 10,000-step training loops
+# ---------------------------------------------------------------------------
+
+def _problem():
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.normal(size=(8, 4)).astype(np.float32))
+    y = tf.constant(rng.normal(size=(8, 1)).astype(np.float32))
+    w = tf.Variable(rng.normal(size=(4, 1)).astype(np.float32) * 0.1)
+    b = tf.Variable(np.zeros(1, np.float32))
+    return x, y, w, b
+
+
+def _soak(step, n_steps, traced_steps, warmup=300):
+    """Run ``n_steps`` after warm-up; tracemalloc over the last ``traced_steps``; RSS over all."""
+    for _ in range(warmup):
+        step()
+    gc.collect()
+    rss0 = _rss()
+    for _ in range(n_steps - traced_steps):
+        step()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        snap0 = tracemalloc.take_snapshot()
+        for _ in range(traced_steps):
+            step()
+        gc.collect()
+        snap1 = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    gc.collect()
+    return _rss() - rss0, snap0, snap1
+
+
+def test_10000_eager_training_steps_keep_memory_flat(fresh_cache):
+    x, y, w, b = _problem()
+    opt = tf.optimizers.Adam(0.01)
+    losses = []
+
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(tf.matmul(x, w) + b - y))
+        g = tape.gradient(loss, [w, b])
+        opt.apply_gradients(zip(g, [w, b]))
+        return loss
+
+    first = step().numpy()
+    rss, s0, s1 = _soak(step, 10_000, traced_steps=1_000)
+    growth = _traced_growth(s0, s1)
+    assert growth < 64 * 1024, f"{growth} B of Python allocations kept over 1,000 steps:\n{_top(s0, s1)}"
+    assert rss < 4 * MB, f"RSS grew {rss / MB:.1f} MB over 10,000 steps"
+    assert step().numpy() < first                    # it trained
+    assert tf.cache_info().size == 1 and tf.cache_info().compiles == 1
+    assert int(opt.iterations.numpy()) == 10_302
+
+
+def test_10000_function_training_steps_keep_memory_flat():
+    x, y, w, b = _problem()
+    opt = tf.optimizers.SGD(0.01, momentum=0.9)
+
+    @tf.function
+    def train(x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(tf.matmul(x, w) + b - y))
+        g = tape.gradient(loss, [w, b])
+        opt.apply_gradients(zip(g, [w, b]))
+        return loss
+
+    first = train(x, y).numpy()
+    rss, s0, s1 = _soak(lambda: train(x, y), 10_000, traced_steps=10_000)
+    growth = _traced_growth(s0, s1)
+    assert growth < 64 * 1024, f"{growth} B of Python allocations kept over 10,000 steps:\n{_top(s0, s1)}"
+    assert rss < 4 * MB, f"RSS grew {rss / MB:.1f} MB over 10,000 steps"
+    assert train(x, y).numpy() < first
+    assert train.experimental_get_tracing_count() == 1
+
+
+# ---------------------------------------------------------------------------
+# recorded state dies with its tape (weak references)
+# ---------------------------------------------------------------------------
+
+def _big(seed=0):
+    return tf.constant(np.random.default_rng(seed).normal(size=(256,)).astype(np.float32))
+
+
+def _dead(*refs):
+    gc.collect()
+    return all(r() is None for r in refs)
+
+
+def test_persistent_tape_keeps_records_until_deleted_then_releases_them():
+    x = _big()
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        h = tf.exp(x * 0.5)
+        y = tf.reduce_sum(h * h)
+    ref_h, ref_tape = weakref.ref(h._value), weakref.ref(tape)
+    del h
+    for _ in range(3):                               # used several times: still holds its records
+        tape.gradient(y, x)
+    tape.jacobian(y, x)
+    assert not _dead(ref_h), "a persistent tape must keep its records while it lives"
+    del tape, y
+    assert _dead(ref_h, ref_tape)
+
+
+def test_nested_tapes_release_everything_after_use():
+    x = _big()
+
+    def run():
+        with tf.GradientTape() as outer:
+            outer.watch(x)
+            with tf.GradientTape() as inner:
+                inner.watch(x)
+                h = tf.sin(x) * x
+                y = tf.reduce_sum(h)
+            g = inner.gradient(y, x)                     # recorded on outer (2nd order)
+            gsum = tf.reduce_sum(g * g)
+        refs = [weakref.ref(h._value), weakref.ref(g._value)]
+        d2 = outer.gradient(gsum, x)
+        # both non-persistent tapes have released their records, though the objects live
+        assert inner._nodes == [] and outer._nodes == [] and outer._codes == {}
+        return refs, weakref.ref(inner), weakref.ref(outer), d2
+
+    refs, r_in, r_out, d2 = run()
+    assert d2.shape == (256,)
+    assert _dead(*refs, r_in, r_out)
+    assert _state.tapes() == []
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_exception_inside_nested_tapes_leaves_no_recorded_state_alive(persistent):
+    x = _big()
+    refs = []
+
+    def run():
+        with tf.GradientTape(persistent=persistent) as outer:
+            outer.watch(x)
+            h0 = tf.exp(x)
+            with tf.GradientTape(persistent=persistent) as inner:
+                inner.watch(x)
+                h1 = tf.tanh(h0) * x
+                refs.extend([weakref.ref(h0._value), weakref.ref(h1._value), weakref.ref(inner),
+                             weakref.ref(outer)])
+                raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        run()
+    assert _state.tapes() == []                      # both popped by the exception
+    assert _dead(*refs)
+
+
+def test_exception_inside_the_inner_tape_leaves_the_outer_recording_correctly():
+    x = tf.constant(3.0)
+    with tf.GradientTape() as outer:
+        outer.watch(x)
+        try:
+            with tf.GradientTape() as inner:
+                inner.watch(x)
+                _ = x * x
+                raise ValueError("inner failed")
+        except ValueError:
+            pass
+        assert _state.tapes() == [outer]
+        y = x * x * x
+    assert outer.gradient(y, x).numpy() == 27.0
+
+
+def test_exception_inside_stop_recording_resumes_recording():
+    x = tf.constant(2.0)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        try:
+            with tape.stop_recording():
+                assert _state.tapes() == []
+                raise KeyError("paused")
+        except KeyError:
+            pass
+        assert _state.tapes() == [tape]
+        y = x * x
+    assert tape.gradient(y, x).numpy() == 4.0
+
+
+def test_exception_after_gradient_on_a_persistent_tape_releases_on_delete():
+    x = _big()
+    refs = []
+
+    def run():
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch(x)
+            h = tf.square(x)
+            refs.extend([weakref.ref(h._value), weakref.ref(tape)])
+            tape.gradient(tf.reduce_sum(h), x)       # inside the block: recorded on itself
+            raise RuntimeError("after gradient")
+
+    with pytest.raises(RuntimeError):
+        run()
+    assert _dead(*refs)
+
+
+def test_compiled_replay_cache_holds_no_recorded_values(fresh_cache):
+    x = _big()
+    w = tf.Variable(np.ones(256, np.float32))
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        h = tf.exp(x) * w
+        y = tf.reduce_sum(h)
+    ref_h = weakref.ref(h._value)
+    tape.gradient(y, [x, w])
+    assert tf.cache_info().size == 1
+    del h, y, tape
+    assert _dead(ref_h), "the cached compiled gradient must take values as arguments, not hold them"
+
+
+def test_failed_function_trace_leaves_no_tracer_and_no_entry():
+    v = tf.Variable(np.ones(3, np.float32))
+
+    @tf.function
+    def f(x):
+        v.assign_add(x)
+        raise RuntimeError("trace failed")
+
+    with pytest.raises(RuntimeError):
+        f(tf.ones(3))
+    assert isinstance(v._value, type(jnp.ones(1))) and not v._value.is_deleted()
+    np.testing.assert_array_equal(v.numpy(), np.ones(3))
+    assert len(f._cache) == 0
+    assert _state._local.collector is None and _state.tapes() == []
+
+
+# ---------------------------------------------------------------------------
+# every cache is bounded
+# ---------------------------------------------------------------------------
+
+_GLOBAL = {"replay": 8, "slices": 16, "signatures": 16, "control_flow": 3, "op_output_trees": 4,
+           "custom_checked": 2}
+
+
+@pytest.fixture
+def small_caches():
+    """Every process-wide cache shrunk (restored afterwards), so a test overflows each many times."""
+    lrus = {name: c for name, c in _lru._REGISTRY.items() if isinstance(c, _lru.LRU)}
+    assert set(_GLOBAL) == set(lrus), "a new global cache: give it a bound here"
+    old = {name: c.maxsize for name, c in lrus.items()}
+    for name, c in lrus.items():
+        c.clear()
+        c.resize(_GLOBAL[name])
+    yield lrus
+    for name, c in lrus.items():
+        c.clear()
+        c.resize(old[name])
+    tf.clear_cache()
+
+
+def test_every_cache_is_listed_and_bounded():
+    stats = tf.cache_stats()
+    assert set(stats) == set(_GLOBAL) | {"function", "optimizer_updates", "eager_jit"}
+    for name, st in stats.items():
+        assert isinstance(st.maxsize, int) and st.maxsize >= 1, name
+        assert 0 <= st.size <= st.maxsize, (name, st)
+    info = tf.cache_info()   # the replay cache's own view keeps its fields
+    assert info._fields == ("hits", "misses", "compiles", "evictions", "size", "maxsize")
+    assert (info.size, info.maxsize, info.evictions) == (stats["replay"].size, stats["replay"].maxsize,
+                                                         stats["replay"].evictions)
+
+
+_UNARY = [tf.sin, tf.tanh, lambda v: v * v, lambda v: tf.exp(-v), tf.sigmoid]
+
+
+def _structure(i):
+    """The i-th program: a chain of unary ops (the base-5 digits of i)."""
+    ops, n = [], i
+    while True:
+        ops.append(_UNARY[n % len(_UNARY)])
+        n //= len(_UNARY)
+        if n == 0:
+            return ops
+
+
+def _record(x, i, prefix=0):
+    """Record structure ``i`` after ``prefix`` dead-end nodes: the chain then sits at other tape
+    positions, so its nodes' signatures (their wiring) are new, at no new eager compile."""
+    for _ in range(prefix):
+        _ = x * 1.0
+    y = x
+    for op in _structure(i):
+        y = op(y)
+    return y
+
+
+def test_many_distinct_structures_keep_every_cache_bounded_and_memory_flat(small_caches):
+    x = tf.constant(np.linspace(0.1, 0.9, 5).astype(np.float32))
+
+    def run(i):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = _record(x, 25 + i // 20, prefix=i % 20)
+        return tape.gradient(y, x)
+
+    fn_refs = []
+    third = N_STRUCTURES // 3
+    marks = []
+    for i in range(N_STRUCTURES):
+        run(i)
+        if i == 0:
+            fn_refs.append(weakref.ref(next(iter(_replay._CACHE.values())).fn))
+        if i % third == third - 1:
+            gc.collect()
+            marks.append((sys.getallocatedblocks(), _rss()))
+        if i % 25 == 0:
+            for name, st in tf.cache_stats().items():
+                assert st.size <= st.maxsize, (i, name, st)
+    stats = tf.cache_stats()
+    for name in ("replay", "slices", "signatures"):
+        assert stats[name].size == stats[name].maxsize, (name, stats[name])
+        assert stats[name].evictions > 0, (name, stats[name])
+    assert tf.cache_info().misses == N_STRUCTURES       # each structure compiled once ...
+    assert tf.cache_info().evictions == N_STRUCTURES - 8  # ... and all but 8 evicted
+    assert _dead(*fn_refs), "an evicted compiled replay (its jax.jit object) must be released"
+    # memory: the last third of the structures adds (almost) nothing over the second third
+    (b1, r1), (b2, r2) = marks[1], marks[2]
+    assert b2 - b1 < 2_000, f"{b2 - b1} Python memory blocks kept over {third} new structures"
+    assert r2 - r1 < 8 * MB, f"RSS grew {(r2 - r1) / MB:.1f} MB over {third} new structures"
+    # a structure seen long ago is simply compiled again, with the right gradient
+    xv = x.numpy()
+    want = jax.grad(lambda v: jnp.sum(jnp.tanh(jnp.sin(jnp.sin(v)))))(xv)   # 25: digits 0, 0, 1
+    np.testing.assert_allclose(run(3).numpy(), want, rtol=1e-6)
+
+
+def test_control_flow_ops_are_bounded_and_evicted_ones_released(small_caches):
+    @tf.function
+    def f(x, k):
+        return tf.cond(x > 0.0, lambda: x * float(k), lambda: x - float(k))
+
+    _tape._SIGS.resize(4)   # the traces' graph-mode tape interns the ops' signatures too
+    refs = []
+    for k in range(8):                                # 8 distinct branch jaxprs, bound 3
+        assert f(tf.constant(2.0), k).numpy() == 2.0 * k
+        refs.append(weakref.ref(next(reversed(_control_flow._PRIMS.values()))))
+    st = tf.cache_stats()["control_flow"]
+    assert st.size == 3 and st.evictions == 5
+    del f
+    # the oldest ops were evicted from every bounded table that names them: released
+    assert _dead(*refs[:4])
+
+
+def test_op_output_trees_are_bounded_and_found_again_after_eviction(small_caches):
+    @tf.op
+    def scaled(d, k):
+        return {"a": d["x"] * k, "b": (d["x"] + k,)}
+
+    x = tf.constant(np.ones(2, np.float32))
+    for k in range(10):                                # 10 static values, bound 4
+        out = scaled({"x": x}, float(k))
+        assert set(out) == {"a", "b"} and out["a"].numpy()[0] == k
+    st = tf.cache_stats()["op_output_trees"]
+    assert st.size == 4 and st.evictions == 6
+    out = scaled({"x": x}, 0.0)                        # evicted, but JAX still has the compiled op
+    assert isinstance(out["b"], tuple) and out["b"][0].numpy()[0] == 1.0
+
+
+def test_eager_jit_per_op_is_bounded_and_evicted_jit_objects_are_released():
+    prim = tf.define_op("SoakStaticNames", lambda x, **kw: x * float(len(kw)))
+    prim._calls.resize(3)
+    x = tf.constant(1.0)
+    refs = []
+    for i in range(7):                                 # 7 distinct sets of static names
+        assert tf.bind(prim, x, **{f"k{j}": 1 for j in range(i + 1)}).numpy() == i + 1
+        refs.append(weakref.ref(prim._calls.get(tuple(f"k{j}" for j in range(i + 1)))))
+    assert len(prim._calls) == 3 and prim._calls.evictions == 4
+    assert _dead(*refs[:4]), "an evicted eager jax.jit object must be released"
+    assert all(r() is not None for r in refs[4:])
+    assert tf.cache_stats()["eager_jit"].evictions >= 4
+
+
+def test_function_specialisations_are_bounded_and_evicted_ones_released():
+    v = tf.Variable(np.zeros(2, np.float32))
+
+    class Arg:                                       # keyed by identity: the entry holds it
+        def __init__(self, k):
+            self.k = k
+
+    @tf.function
+    def f(x, arg):
+        v.assign_add(x * float(arg.k))
+        return v.read_value()
+
+    f._cache.resize(3)
+    arg_refs, jit_refs = [], []
+    for k in range(7):
+        a = Arg(k)
+        f(tf.ones(2), a)
+        arg_refs.append(weakref.ref(a))
+        jit_refs.append(weakref.ref(f._cache.values()[-1].jitted))
+        del a
+    assert len(f._cache) == 3 and f._cache.evictions == 4
+    assert _dead(*arg_refs[:4], *jit_refs[:4]), "an evicted specialisation must release its objects"
+    np.testing.assert_array_equal(v.numpy(), np.full(2, 21.0))
+    st = tf.cache_stats()["function"]
+    assert st.maxsize == 256 and st.evictions >= 4
+
+
+def test_optimizer_update_cache_is_bounded_and_evicted_updates_released():
+    opt = tf.optimizers.SGD(0.1)
+    opt._updates.resize(2)
+    vs = [tf.Variable(np.ones(2, np.float32)) for _ in range(5)]
+    refs = []
+    for v in vs:                                     # 5 distinct variable lists, bound 2
+        opt.apply_gradients([(tf.ones(2), v)])
+        refs.append(weakref.ref(opt._updates.values()[-1][1]))
+    assert len(opt._updates) == 2 and opt._updates.evictions == 3
+    assert _dead(*refs[:3])
+    for v in vs:
+        np.testing.assert_allclose(v.numpy(), np.full(2, 0.9))
+    opt.apply_gradients([(tf.ones(2), vs[0])])       # evicted: compiled again, same rule
+    np.testing.assert_allclose(vs[0].numpy(), np.full(2, 0.8))
+
+
+def test_checked_impls_of_user_op_types_are_bounded(small_caches):
+    from tapejax import _custom
+    refs = []
+    for i in range(5):
+        prim = tf.define_op(f"SoakUserOp{i}", lambda x: x * 3.0)
+        x = tf.constant(2.0)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf.bind(prim, x)
+        assert tape.gradient(y, x).numpy() == 3.0
+        refs.append(prim)
+    st = tf.cache_stats()["custom_checked"]
+    assert st.size == 2 and st.evictions == 3
+    assert len(_custom._CHECKED) == 2
+
+
+def test_signature_eviction_never_gives_a_wrong_hit(small_caches):
+    """Evicted signatures get fresh ints when seen again: the cache misses, never mixes programs."""
+    x = tf.constant(1.5)
+    seen = {}
+    for rnd in range(2):
+        for i in range(12):                          # 12 structures, 48 signatures, 16 slots
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = _record(x, 625 + i, prefix=i)
+            g = float(tape.gradient(y, x).numpy())
+            if rnd == 0:
+                seen[i] = g
+            else:
+                assert g == seen[i], i
+    assert tf.cache_stats()["signatures"].evictions > 0
+    assert _tape._SIGS.maxsize == 16 and len(_tape._SIGS) <= 16
