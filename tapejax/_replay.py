@@ -236,8 +236,9 @@ def _forget(key, entry):
     raised while tracing): a failed call leaves no entry and no miss behind."""
     with _lock:
         if _CACHE.get(key) is entry:
-            del _CACHE[key]
-            _stats.misses -= 1
+            _CACHE.pop(key)
+            with _count_lock:
+                _stats.misses -= 1
 
 
 def _source_code(tape, s):
