@@ -62,7 +62,7 @@ from jax import lax
 
 from . import _dtypes, _nest, _replay, _state
 from ._lru import LRU
-from ._primitives import REGISTRY, Primitive, bind, define, override_stack
+from ._primitives import REGISTRY, Primitive, bind, define
 from ._tape import GradientTape, UnconnectedGradients, _unconnected
 from ._tensor import Tensor, convert_to_tensor
 
@@ -566,7 +566,7 @@ def _gradient_override_push(op_type_map):
             isinstance(k, str) and isinstance(v, str) for k, v in op_type_map.items()):
         raise TypeError("op_type_map must be a dictionary mapping strings to strings")
     mapping = dict(op_type_map)
-    override_stack.append(mapping)
+    _state.overrides().append(mapping)
     return mapping
 
 
@@ -591,9 +591,10 @@ def gradient_override_map(op_type_map):
     try:
         yield
     finally:
-        for i in range(len(override_stack) - 1, -1, -1):
-            if override_stack[i] is mapping:
-                del override_stack[i]
+        stack = _state.overrides()  # this thread's: the map applies to ops this thread creates
+        for i in range(len(stack) - 1, -1, -1):
+            if stack[i] is mapping:
+                del stack[i]
                 break
 
 

@@ -92,13 +92,9 @@ def lookup(name):
         raise LookupError(f"No op registered under the type name {name!r}") from None
 
 
-#: Active ``gradient_override_map`` contexts (innermost last); each maps an op
-#: type name to a registered gradient name.  Consulted only when non-empty.
-override_stack = []
-
-
-def _override_for(name):
-    for mapping in reversed(override_stack):
+def _override_for(name, mappings):
+    """The gradient ``gradient_override_map`` names for op type ``name`` on this thread."""
+    for mapping in reversed(mappings):
         if name in mapping:
             return mapping[name]
     return None
@@ -139,7 +135,8 @@ def bind(prim, *args, **static):
         result = Tensor(out)
     tapes = _state.tapes()
     if tapes:
-        grad_type = _override_for(prim.name) if override_stack else None
+        ov = _state._local.overrides
+        grad_type = _override_for(prim.name, ov) if ov else None
         for tape in tapes:
             tape._record_op(prim, static, grad_type, ids, vals, result)
     return result

@@ -16,6 +16,10 @@ class _Local(threading.local):
     #: The current ``tapejax.name_scope`` prefix ("outer/inner/" or ""), used
     #: by ``Variable`` names; see ``_module``.
     name_scope = ""
+    #: The active ``gradient_override_map`` mappings on this thread (innermost
+    #: last), or None; see ``_custom``.  Consulted by ``bind`` only while a
+    #: tape records.
+    overrides = None
 
 
 _local = _Local()
@@ -23,6 +27,14 @@ _local = _Local()
 #: Monotonic ids for Tensors and Variables.  An id is never reused, so
 #: "created before this tape" is a plain integer comparison.
 next_id = itertools.count(1).__next__
+
+
+def overrides():
+    """This thread's list of ``gradient_override_map`` mappings (innermost last)."""
+    ov = _local.overrides
+    if ov is None:
+        ov = _local.overrides = []
+    return ov
 
 
 def tapes():

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tapejax as tf
-from tapejax import _primitives
+from tapejax import _primitives, _state
 
 _names = itertools.count()
 
@@ -519,7 +519,37 @@ def test_override_map_validation_nesting_and_restore():
     with pytest.raises(RuntimeError):
         with tf.gradient_override_map({"Identity": three}):
             raise RuntimeError("boom")
-    assert _primitives.override_stack == []
+    assert _state.overrides() == []
+
+
+def test_gradient_override_map_is_per_thread():
+    """A map entered on one thread does not apply to ops another thread records meanwhile."""
+    import threading
+    name = unique("Nine")
+    tf.RegisterGradient(name)(lambda op, g: g * 9.0)
+    inside, done = threading.Event(), threading.Event()
+    seen = {}
+
+    def other():
+        inside.wait(10)
+        x = tf.constant(1.0)
+        with tf.GradientTape() as t:
+            t.watch(x)
+            y = tf.identity(x)
+        seen["other"] = t.gradient(y, x).numpy()
+        done.set()
+
+    th = threading.Thread(target=other)
+    th.start()
+    x = tf.constant(1.0)
+    with tf.GradientTape() as t:
+        t.watch(x)
+        with tf.gradient_override_map({"Identity": name}):
+            inside.set()
+            done.wait(10)
+            y = tf.identity(x)
+    th.join()
+    assert seen["other"] == 1.0 and t.gradient(y, x).numpy() == 9.0
 
 
 def test_override_makes_a_non_differentiable_op_a_straight_through_estimator():
