@@ -241,9 +241,11 @@ def _jvp(acc, flat):
     tangents = [tangent_by_code[c] for c in live]
     program = Program(nodes, slice_idx, tuple(live), tuple(aval(v) for v in values), tuple(kept),
                       (False,) * len(kept))
-    entry = _replay.lookup(nodes, program, key=("jvp", program), build=_build_jvp)
-    leaves = gather_leaves(nodes, program, entry.plan, values)
-    raw = entry.call(leaves, tuple(t._value for t in tangents))
+    def run(entry):
+        leaves = gather_leaves(nodes, program, entry.plan, values)
+        return entry, leaves, entry.call(leaves, tuple(t._value for t in tangents))
+
+    entry, leaves, raw = _replay.lookup_run(nodes, program, run, key=("jvp", program), build=_build_jvp)
     outs = tuple(Tensor(o) for o in raw)
     below = [t for t in list(rec.below) if t is not rec]
     if below:  # the tapes that see this JVP computation (see the module docstring)

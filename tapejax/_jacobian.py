@@ -277,10 +277,10 @@ def _jacobian(tape, target, flat_sources, chunk):
     program = Program(nodes, slice_idx, tuple(live), avals, (tcode,), (False,))
     n_in = sum(_size(s) for s, _ in avals)
     forward = n_in < _size(target._value.shape)
-    entry = _replay.lookup(nodes, program, key=("jacobian", forward, chunk, program),
-                           build=_build_jacobian(forward, chunk))
-    leaves = gather_leaves(nodes, program, entry.plan, values)
-    outs = _run(entry, nodes, program, leaves, first)
+    outs = _replay.lookup_run(
+        nodes, program, lambda entry: _run(entry, nodes, program, gather_leaves(nodes, program, entry.plan, values),
+                                           first),
+        key=("jacobian", forward, chunk, program), build=_build_jacobian(forward, chunk))
     by_code = dict(zip(live, outs))
     codes = tape._codes if extra is None else {**tape._codes, **extra}
     return [by_code.get(codes.get(s._id)) if _trainable(s) else None for s in flat_sources]
@@ -364,8 +364,8 @@ def _batch_jacobian(tape, target, source, chunk):
     if not live:
         return None
     program = Program(nodes, slice_idx, tuple(live), (aval(values[0]),), (tcode,), (False,))
-    entry = _replay.lookup(nodes, program, key=("batch_jacobian", chunk, program),
-                           build=_build_batch_jacobian(chunk))
-    leaves = gather_leaves(nodes, program, entry.plan, values)
-    (out,) = _run(entry, nodes, program, leaves, first)
+    (out,) = _replay.lookup_run(
+        nodes, program, lambda entry: _run(entry, nodes, program, gather_leaves(nodes, program, entry.plan, values),
+                                           first),
+        key=("batch_jacobian", chunk, program), build=_build_batch_jacobian(chunk))
     return out

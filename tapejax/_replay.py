@@ -212,12 +212,16 @@ def input_dependence(fn, *args):
 def lookup(nodes, program, key=None, build=None):
     """The cached compiled function for ``program`` (``key``/``build``: another
     kind of compiled call on the same slice, e.g. a jacobian, sharing this cache)."""
-    key = program if key is None else key
+    return _lookup(nodes, program, program if key is None else key, build)[0]
+
+
+def _lookup(nodes, program, key, build):
+    """(entry, whether this call built it)."""
     entry = _CACHE.get(key)
     if entry is not None:
         with _count_lock:
             _stats.hits += 1
-        return entry
+        return entry, False
     with _lock:
         entry = _CACHE.get(key)
         if entry is None:
@@ -225,10 +229,25 @@ def lookup(nodes, program, key=None, build=None):
             _CACHE[key] = entry
             with _count_lock:
                 _stats.misses += 1
-        else:   # another thread built it meanwhile
-            with _count_lock:
-                _stats.hits += 1
-    return entry
+            return entry, True
+        with _count_lock:   # another thread built it meanwhile
+            _stats.hits += 1
+    return entry, False
+
+
+def lookup_run(nodes, program, run, key=None, build=None):
+    """``run(entry)`` with the cached compiled entry.  When this call built the entry and its
+    first run raises (a user's gradient function failed while tracing), the entry is dropped:
+    a failed call leaves no entry and no miss behind."""
+    key = program if key is None else key
+    entry, built = _lookup(nodes, program, key, build)
+    if not built:
+        return run(entry)
+    try:
+        return run(entry)
+    except Exception:
+        _forget(key, entry)
+        raise
 
 
 def _forget(key, entry):
@@ -313,19 +332,10 @@ def gradient(tape, targets, sources, cts, mode):
                 first[c] = s
         src_values = [first[c]._value for c in live_src]
         nested = bool(_state.tapes())
-        key = program if nested else program.backward_key
-        misses = _stats.misses
-        if nested:
-            entry = lookup(nodes, program)
-        else:
-            entry = lookup(nodes, program, key=key, build=_compile_backward)
-        fresh = _stats.misses != misses
-        try:
-            outs = _call_gradient(entry, nodes, program, src_values, kept, cts, first, live_src, nested)
-        except Exception:
-            if fresh:
-                _forget(key, entry)
-            raise
+        outs = lookup_run(
+            nodes, program,
+            lambda entry: _call_gradient(entry, nodes, program, src_values, kept, cts, first, live_src, nested),
+            key=None if nested else program.backward_key, build=None if nested else _compile_backward)
         by_code = dict(zip(live_src, outs))
         results = [by_code.get(c) for c in src_codes_all]
     if mode.value == "zero":

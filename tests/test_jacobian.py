@@ -410,3 +410,27 @@ def test_custom_vjp_falls_back_to_reverse_mode():
         t.watch(a)
         y = tf.bind(prim, a) * tf.ones([5])  # 1 source element < 5 targets: forward first
     _close(t.jacobian(y, a), np.full(5, 12.0))
+
+
+def test_a_failed_first_trace_leaves_no_cache_entry():
+    """A jacobian / batch_jacobian / jvp whose first trace raises (a custom gradient returning two
+    gradients for one input) leaves no entry or miss in the cache; a valid call then works."""
+    @tf.custom_gradient
+    def bad(x):
+        return x * 2.0, lambda g: (g, g)
+
+    x = tf.constant([[1.0, 2.0]])
+    tf.clear_cache()
+    for call in ("jacobian", "batch_jacobian"):
+        with tf.GradientTape(persistent=True) as t:
+            t.watch(x)
+            y = bad(x)
+        with pytest.raises(ValueError, match="gradients"):
+            getattr(t, call)(y, x, experimental_use_pfor=False) if call == "jacobian" else t.batch_jacobian(y, x)
+        info = tf.cache_info()
+        assert info.size == 0 and info.misses == 0, (call, info)
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = x * 3.0
+    np.testing.assert_allclose(t.batch_jacobian(y, x).numpy(), [[[3.0, 0.0], [0.0, 3.0]]])
+    assert tf.cache_info().size == 1
