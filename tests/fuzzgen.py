@@ -350,8 +350,12 @@ _binary("pow", lambda m, x, y: m.pow(x, y), jnp.power, px=_pos, py=_all(lambda v
 _binary("squared_difference", lambda m, x, y: m.math.squared_difference(x, y), lambda x, y: (x - y) ** 2)
 _binary("atan2", lambda m, x, y: m.atan2(x, y), jnp.arctan2,
         pair=lambda a, b: bool(np.all(a.astype(np.float64) ** 2 + b.astype(np.float64) ** 2 >= 0.04)))
-_binary("xlogy", lambda m, x, y: m.math.xlogy(x, y), jss.xlogy, py=_pos, yrange=(0.2, 2.0, False))
-_binary("xdivy", lambda m, x, y: m.math.xdivy(x, y), lambda x, y: x / y, py=_nonzero, yrange=_NZ)
+# TF masks d/dx of xlogy / xdivy to 0 where x == 0 (TF_SEMANTICS 19; plain JAX gives log(y)):
+# a deliberate convention with its own parity test, kept away from here (x != 0).
+_binary("xlogy", lambda m, x, y: m.math.xlogy(x, y), jss.xlogy, px=lambda v: _away(v, [0]), py=_pos,
+        yrange=(0.2, 2.0, False))
+_binary("xdivy", lambda m, x, y: m.math.xdivy(x, y), lambda x, y: x / y, px=lambda v: _away(v, [0]),
+        py=_nonzero, yrange=_NZ)
 _binary("divide_no_nan", lambda m, x, y: m.math.divide_no_nan(x, y), jnp.divide, py=_nonzero, yrange=_NZ)
 _binary("multiply_no_nan", lambda m, x, y: m.math.multiply_no_nan(x, y), jnp.multiply)
 
@@ -618,8 +622,9 @@ def _gen_getitem(draw, ctx):
         return None
     shape = ctx.value(x).shape
     k = draw(st.integers(1, len(shape)))
+    ellipsis = k < len(shape) and draw(st.integers(0, 4)) == 0  # x[..., i] indexes the last k dims
     idx = []
-    for d in shape[:k]:
+    for d in (shape[len(shape) - k:] if ellipsis else shape[:k]):
         if draw(st.integers(0, 2)) == 0:
             idx.append(draw(st.integers(-d, d - 1)))
         else:
@@ -629,9 +634,8 @@ def _gen_getitem(draw, ctx):
             idx.append(slice(a, b, step))
     if draw(st.integers(0, 4)) == 0:
         idx.insert(draw(st.integers(0, len(idx))), None)
-    if draw(st.integers(0, 4)) == 0 and k < len(shape):
+    if ellipsis:
         idx.insert(0, Ellipsis)
-        idx = idx[:1] + idx[1:]
     idx = tuple(idx)
     out = np.asarray(ctx.value(x))[idx]
     if out.size == 0 or out.ndim > 3:
@@ -904,6 +908,9 @@ _op("custom_scale", lambda m, x, y: _custom(m, "scale", _tf_custom_scale)(_custo
 
 LEAF_KINDS = ("watched", "var", "var_nt", "var_nt_w", "int", "const")
 OP_NAMES = tuple(OPS)
+# TF registers no gradient for SoftsignGrad, so a 2nd-order gradient through softsign
+# raises LookupError in TF (tapejax differentiates it); nested programs leave it out.
+NESTED_OP_NAMES = tuple(n for n in OPS if n != "softsign")
 
 
 def _eval_step(op, args_vals, params):
@@ -912,8 +919,10 @@ def _eval_step(op, args_vals, params):
 
 
 @st.composite
-def programs(draw, nested=False, max_steps=6, ops=OP_NAMES):
-    prog = Program(sources=[], consts=[], steps=[], inter=(), calls=[])
+def programs(draw, nested=False, max_steps=6, ops=None):
+    if ops is None:
+        ops = NESTED_OP_NAMES if nested else OP_NAMES
+    prog = Program(sources=[], consts=[], steps=[], inter=(), calls=[], nested=nested)
     ctx = Ctx(draw, prog)
     n_leaf = draw(st.integers(1, 3))
     kinds = ("watched", "var", "var_nt_w", "var_nt", "int") if nested else LEAF_KINDS
@@ -1044,9 +1053,13 @@ def _run_steps(m, prog, tape, env):
         env[("v", j)] = out
 
 
-def _to_np(g):
+def _to_np(g, m=None):
     if g is None:
         return None
+    if type(g).__name__ == "IndexedSlices":
+        # TF's gather gradient is sparse; tapejax's is dense by design (docs/ops.md):
+        # compare the densified value (TF_SEMANTICS 15)
+        g = m.convert_to_tensor(g)
     if hasattr(g, "numpy"):
         return np.asarray(g.numpy())
     return np.asarray(g)
@@ -1079,7 +1092,7 @@ def run_tape(m, prog):
     with tape:
         _watch(tape, prog, leaves)
         _run_steps(m, prog, tape, env)
-    return [[_to_np(g) for g in _grad_call(m, tape, c, env)] for c in prog.calls]
+    return [[_to_np(g, m) for g in _grad_call(m, tape, c, env)] for c in prog.calls]
 
 
 def _run_nested(m, prog, leaves, env):
@@ -1095,11 +1108,11 @@ def _run_nested(m, prog, leaves, env):
             if gi is not None and gi.dtype == m.float32:
                 term = m.reduce_sum(gi * m.constant(w))
                 z = term if z is None else z + term
-    res1 = [_to_np(x) for x in g]
+    res1 = [_to_np(x, m) for x in g]
     if z is None:
         return [res1, "no z"]
     res2 = outer.gradient(z, [env[s] for s in second.sources], unconnected_gradients=_unc(m, second.unconnected))
-    return [res1, [_to_np(x) for x in res2]]
+    return [res1, [_to_np(x, m) for x in res2]]
 
 
 # ---- the jax oracle ----------------------------------------------------
@@ -1233,6 +1246,34 @@ class ZeroOrNone:
         self.value = value
 
 
+class NoneOrZeros:
+    """An expected None that may also be an all-zero array of ``dtype``/``shape``."""
+
+    def __init__(self, dtype, shape):
+        self.dtype, self.shape = np.dtype(dtype), tuple(shape)
+
+
+def loosen_second_order(prog, want):
+    """TF's 2nd-order ``None``-ness follows how its gradient functions are written
+    (notes/tf_facts.md, "3 nested tapes": ``a*a`` gives None at 3rd order, ``pow(a, 2)``
+    gives 0.0), while tapejax decides it from the jaxpr of the whole gradient (e.g. the
+    gradient of ``reduce_max`` reads ``x`` through its tie mask, so tapejax says
+    connected, zeros, where TF says None).  A documented difference: for a connected
+    source, None and zeros are accepted as equal at 2nd order; values are still compared."""
+    if not prog.nested or isinstance(want[1], str) or prog.calls[1].unconnected != "none":
+        return want
+    second = []
+    for s, w in zip(prog.calls[1].sources, want[1]):
+        v = prog.sources[s[1]].value
+        if w is None and v.dtype.kind == "f":
+            second.append(NoneOrZeros(v.dtype, v.shape))
+        elif isinstance(w, np.ndarray):
+            second.append(ZeroOrNone(w))
+        else:
+            second.append(w)
+    return [want[0], second]
+
+
 # --------------------------------------------------------------------------
 # Comparison
 # --------------------------------------------------------------------------
@@ -1253,6 +1294,13 @@ def compare(got, want, where="", zero_dtype_exact=True):
                     f"want list of {len(want)}"]
         for k, (g, w) in enumerate(zip(got, want)):
             errs += compare(g, w, f"{where}[{k}]")
+        return errs
+    if isinstance(want, NoneOrZeros):
+        if got is None:
+            return errs
+        got = np.asarray(got)
+        if got.dtype != want.dtype or got.shape != want.shape or np.any(got != 0):
+            errs.append(f"{where}: got {got!r}, want None (or zeros)")
         return errs
     if isinstance(want, ZeroOrNone):
         if got is None:
