@@ -828,6 +828,28 @@ _op("one_hot_argmax", lambda m, x, depth: m.one_hot(m.argmax(x, axis=-1), depth)
     lambda x, depth: jax.nn.one_hot(jnp.argmax(x, axis=-1), depth), _gen_onehot, diff=(False,))
 
 
+# ---- Variable.assign_add between reads ---------------------------------------
+# Later reads see the new value; each read's gradient goes to the Variable (reads are
+# summed, each at the value it read: TF_SEMANTICS 7).  The step's value is a read after
+# the assignment (``identity(v)``); the interpreters also update the Variable's value.
+
+def _gen_assign_add(draw, ctx):
+    refs = [("s", i) for i, s in enumerate(ctx.prog.sources) if s.kind.startswith("var")]
+    if not refs:
+        return None
+    v = draw(st.sampled_from(refs))
+    c = ctx.const(ctx.value(v).shape, -0.5, 0.5)
+    return (v, c), {}
+
+
+def _tf_assign_add(m, v, c):
+    v.assign_add(c)
+    return m.identity(v)
+
+
+_op("assign_add", _tf_assign_add, lambda v, c: v + c, _gen_assign_add, diff=(True, False))
+
+
 # ---- custom gradients (oracle: jax.custom_vjp of the same rule) ----------
 
 def _tf_custom_clip(m):
@@ -961,6 +983,8 @@ def programs(draw, nested=False, max_steps=6, ops=None):
             out = _eval_step(OPS["tanh"], [ctx.value(x)], {})
         prog.steps.append(step)
         ctx.vals[("v", j)] = out
+        if step.op == "assign_add":
+            ctx.vals[step.args[0]] = out
 
     leaf_refs = [("s", i) for i in range(n_leaf)]
     step_refs = [("v", j) for j in range(n_steps)]
@@ -1132,6 +1156,8 @@ def _pure(prog):
         for j, s in enumerate(prog.steps):
             op = OPS[s.op]
             args = [env[a] for a in s.args]
+            if s.op == "assign_add":  # the Variable holds the new value; later reads see it
+                env[s.args[0]] = args[0] + args[1]
             if s.stopped:
                 args = [jax.lax.stop_gradient(a) for a in args]
             out = op.jx(*args, **s.params)

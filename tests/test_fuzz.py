@@ -158,3 +158,33 @@ def test_fuzz_nested_against_tensorflow(prog):
     tf = _tensorflow()
     want = fuzzgen.loosen_second_order(prog, run_tape(tf, prog))
     _check(run_tape(tapejax, prog), want, prog, "TensorFlow")
+
+
+def test_the_suite_catches_a_wrong_gradient(monkeypatch):
+    """Mutation check: with Sin's replay rule made wrong (derivative 2*cos), a program through
+    sin differs from both oracles, and a None where a value is due is reported."""
+    import jax
+    import jax.numpy as jnp
+    from tapejax._primitives import REGISTRY
+
+    @jax.custom_jvp
+    def bad_sin(x):
+        return jnp.sin(x)
+    bad_sin.defjvp(lambda p, t: (jnp.sin(p[0]), 2 * jnp.cos(p[0]) * t[0]))
+    prog = fuzzgen.Program(
+        sources=[fuzzgen.Source("var", np.array([0.3, -1.2], np.float32)),
+                 fuzzgen.Source("watched", np.array(0.7, np.float32))],
+        consts=[], inter=(), persistent=False,
+        steps=[fuzzgen.Step("sin", (("s", 0),), {}), fuzzgen.Step("multiply", (("v", 0), ("s", 1)), {})],
+        calls=[fuzzgen.Call((("v", 1),), (("s", 0), ("s", 1)), None, "none")])
+    assert not compare(run_tape(tapejax, prog), oracle_jax(prog))
+    tapejax.clear_cache()
+    monkeypatch.setattr(REGISTRY["Sin"], "impl", bad_sin)
+    try:
+        errs = compare(run_tape(tapejax, prog), oracle_jax(prog))
+    finally:
+        monkeypatch.undo()
+        tapejax.clear_cache()
+    assert len(errs) == 1 and "values differ" in errs[0]
+    good = oracle_jax(prog)
+    assert compare([[None, good[0][1]]], good) and compare([[good[0][0].astype(np.float64), good[0][1]]], good)
