@@ -97,7 +97,7 @@ def test_every_table_op_is_drawable_and_matches_jax_vjp():
     ]
     drawn, covered = set(), set()
 
-    @settings(max_examples=2, deadline=None, derandomize=True, database=None, phases=[Phase.generate],
+    @settings(max_examples=4, deadline=None, derandomize=True, database=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))
     @given(data=st.data())
     def one_pass(data):
@@ -110,6 +110,8 @@ def test_every_table_op_is_drawable_and_matches_jax_vjp():
                 continue
             out = fuzzgen._eval_step(op, [ctx.value(a) for a in g[0]], g[1])
             if not (np.all(np.isfinite(out)) and np.max(np.abs(out), initial=0) <= fuzzgen.BOUND):
+                continue
+            if name in drawn:  # checked in an earlier pass (it still draws: same draws each run)
                 continue
             drawn.add(name)
             prog.steps.append(fuzzgen.Step(name, tuple(g[0]), g[1]))
@@ -133,7 +135,7 @@ def test_every_table_op_is_drawable_and_matches_jax_vjp():
     assert len(covered) >= 40, sorted(covered)
 
 
-@_settings(ci_examples=100)
+@_settings(ci_examples=80)
 @given(prog=programs())
 def test_fuzz_against_jax_vjp(prog):
     _check(run_tape(tapejax, prog), oracle_jax(prog), prog, "jax.vjp")
