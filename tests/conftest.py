@@ -18,3 +18,16 @@ def fresh_cache():
 def tapejax_log(caplog):
     caplog.set_level(logging.WARNING, logger="tapejax")
     return caplog
+
+
+def pytest_addoption(parser):
+    parser.addoption("--fuzz-examples", type=int, default=None, metavar="N",
+                     help="tests/test_fuzz.py: run N random examples per fuzz test instead of "
+                          "the fixed CI set (same as TAPEJAX_FUZZ_EXAMPLES=N)")
+
+
+def pytest_configure(config):
+    n = config.getoption("--fuzz-examples", default=None)
+    if n:
+        import os
+        os.environ["TAPEJAX_FUZZ_EXAMPLES"] = str(n)
