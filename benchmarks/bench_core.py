@@ -4,6 +4,9 @@ Run:  python benchmarks/bench_core.py [--quick]
 
 All frameworks run in this one process on the same data; the table gives
 medians of per-step wall time (µs) and ratios to pure JAX's jitted step.
+Pure JAX and tapejax are timed first, in alternating blocks, before TF or
+PyTorch is imported (their thread pools slow whatever runs after them on a
+small machine); TF and PyTorch follow.
 
 * mlp-small: MLP 32-64-64-1, batch 32, MSE, SGD (overhead-bound)
 * mlp-large: MLP 784-512-512-10, batch 128, sparse softmax cross-entropy, SGD (compute-bound)
@@ -141,24 +144,43 @@ def torch_step(params, x, y, classes):
     return step
 
 
-def bench_model(name, sizes, batch, classes, n, warmup, table):
+def _interleaved(steps, n, warmup, rounds=4):
+    """Median µs/step of each step, measured in alternating blocks (drift hits all alike)."""
+    for step in steps.values():
+        for _ in range(warmup):
+            step()
+    times = {k: [] for k in steps}
+    per = max(n // rounds, 1)
+    for _ in range(rounds):
+        for k, step in steps.items():
+            for _ in range(per):
+                t0 = time.perf_counter()
+                step()
+                times[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) * 1e6 for k, v in times.items()}
+
+
+def bench_jax_side(name, sizes, batch, classes, n, warmup, rows):
+    """Pure JAX and tapejax, interleaved, before TF or PyTorch is imported: their thread pools
+    (PyTorch's OpenMP threads spin after each op) would slow every framework after them."""
     params = _params(sizes)
     x, y = _data(sizes, batch, classes)
-    rows = {}
-    rows["pure JAX jit"] = timeit(jax_step(params, x, y, classes), n, warmup)
-    rows["tapejax eager"] = timeit(tape_step(tj, params, x, y, classes), n, warmup)
+    rows[name] = _interleaved({"pure JAX jit": jax_step(params, x, y, classes),
+                               "tapejax eager": tape_step(tj, params, x, y, classes)}, n, warmup)
+
+
+def bench_other_side(name, sizes, batch, classes, n, warmup, rows):
+    params = _params(sizes)
+    x, y = _data(sizes, batch, classes)
     try:
         import tensorflow
-        rows["TF eager"] = timeit(tape_step(tensorflow, params, x, y, classes), max(n // 4, 10), warmup)
+        rows[name]["TF eager"] = timeit(tape_step(tensorflow, params, x, y, classes), max(n // 4, 10), warmup)
     except ImportError:
         pass
     try:
-        rows["PyTorch eager"] = timeit(torch_step(params, x, y, classes), max(n // 4, 10), warmup)
+        rows[name]["PyTorch eager"] = timeit(torch_step(params, x, y, classes), max(n // 4, 10), warmup)
     except ImportError:
         pass
-    base = rows["pure JAX jit"]
-    for label, us in rows.items():
-        table.append((name, label, us, us / base))
 
 
 # -- first step in a fresh process ---------------------------------------------
@@ -235,25 +257,30 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
     args = ap.parse_args()
     n_small, n_large = (100, 10) if args.quick else (400, 40)
-    table = []
-    bench_model("mlp-small 32-64-64-1 b32", [32, 64, 64, 1], 32, False, n_small, 20, table)
-    bench_model("mlp-large 784-512-512-10 b128", [784, 512, 512, 10], 128, True, n_large, 5, table)
+    models = [("mlp-small 32-64-64-1 b32", [32, 64, 64, 1], 32, False, n_small, 20),
+              ("mlp-large 784-512-512-10 b128", [784, 512, 512, 10], 128, True, n_large, 5)]
+    rows = {}
+    for m in models:
+        bench_jax_side(*m, rows)
+    tape_us, direct_us = cached_gradient_call(200 if not args.quick else 50, 10)
+    firsts = {k: first_step(k) for k in ("tapejax", "jax-eager", "jax-jit")}
+    for m in models:
+        bench_other_side(*m, rows)
     print(f"jax {jax.__version__}, backend {jax.default_backend()}, {os.cpu_count()} CPUs\n")
     print(f"{'model':32} {'framework':16} {'median µs/step':>15} {'× pure JAX':>11}")
-    for model, label, us, ratio in table:
-        print(f"{model:32} {label:16} {us:15.1f} {ratio:11.2f}")
+    for model, _, *_ in models:
+        base = rows[model]["pure JAX jit"]
+        for label, us in rows[model].items():
+            print(f"{model:32} {label:16} {us:15.1f} {us / base:11.2f}")
     print()
-    for model in {m for m, *_ in table}:
-        rows = {label: us for m, label, us, _ in table if m == model}
+    for model, _, *_ in models:
         for other in ("PyTorch eager", "TF eager"):
-            if other in rows:
-                print(f"{model}: tapejax eager / {other} = {rows['tapejax eager'] / rows[other]:.3f}")
+            if other in rows[model]:
+                print(f"{model}: tapejax eager / {other} = {rows[model]['tapejax eager'] / rows[model][other]:.3f}")
     print()
-    firsts = {k: first_step(k) for k in ("tapejax", "jax-eager", "jax-jit")}
     print("first training step of mlp-small in a fresh process (ms): "
           + ", ".join(f"{k} {v:.0f}" for k, v in firsts.items())
           + f"; tapejax / eager JAX = {firsts['tapejax'] / firsts['jax-eager']:.2f}")
-    tape_us, direct_us = cached_gradient_call(200 if not args.quick else 50, 10)
     print(f"one cached tape.gradient call: {tape_us:.1f} µs; the jitted jax.grad alone: {direct_us:.1f} µs; "
           f"overhead {tape_us - direct_us:.1f} µs")
 

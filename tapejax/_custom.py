@@ -77,16 +77,12 @@ _Tracer = jax.core.Tracer
 def _tape_stack(stack):
     """Replace this thread's stack of recording tapes by ``stack`` for the block."""
     local = _state._local
-    had = hasattr(local, "tapes")
-    saved = _state.tapes()
+    saved = local.tapes
     local.tapes = stack
     try:
         yield
     finally:
-        if had:
-            local.tapes = saved
-        else:
-            del local.tapes
+        local.tapes = saved
 
 
 class _VariableWatcher:

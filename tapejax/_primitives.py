@@ -20,6 +20,7 @@ compiled replay's cache key, so it must be hashable.
 import jax
 
 from . import _state
+from ._state import _local
 from ._lru import Family
 from ._tensor import Tensor, convert_to_tensor
 
@@ -118,6 +119,13 @@ def unwrap(a):
 
 def bind(prim, *args, **static):
     """Run ``prim`` on ``args`` and record it on every tape that tracks an input."""
+    tapes = _local.tapes
+    if not tapes:  # nothing records: values only
+        vals = [a._value if type(a) is Tensor else unwrap(a)[0] for a in args]
+        out = (prim.eager(static) if static else prim._call0)(*vals, **static)
+        if prim.multiple_results:
+            return tuple(Tensor(o) for o in out)
+        return Tensor(out)
     vals = []
     ids = []
     for a in args:
@@ -133,7 +141,6 @@ def bind(prim, *args, **static):
         result = tuple(Tensor(o) for o in out)
     else:
         result = Tensor(out)
-    tapes = _state.tapes()
     if tapes:
         ov = _state._local.overrides
         grad_type = _override_for(prim.name, ov) if ov else None

@@ -9,6 +9,10 @@ import threading
 
 
 class _Local(threading.local):
+    def __init__(self):
+        #: The tapes recording on this thread (innermost last); a list per thread.
+        self.tapes = []
+
     #: The ``tapejax.function`` variable collector tracing on this thread, or
     #: None.  ``Variable`` reads, assigns and creation consult it (one ``if``
     #: when no function is tracing); see ``_function``.
@@ -39,8 +43,4 @@ def overrides():
 
 def tapes():
     """The list of tapes recording on this thread (innermost last)."""
-    try:
-        return _local.tapes
-    except AttributeError:
-        _local.tapes = []
-        return _local.tapes
+    return _local.tapes
