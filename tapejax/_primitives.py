@@ -149,6 +149,23 @@ def bind(prim, *args, **static):
     return result
 
 
+def bind_unary(prim, x):
+    """``bind(prim, x)`` for one Tensor ``x`` and no static parameters (the hot path of
+    elementwise ops while tapes record): the same recording, without the generic argument
+    handling."""
+    v = x._value
+    result = Tensor(prim._call0(v))
+    tapes = _local.tapes
+    if tapes:
+        ov = _local.overrides
+        grad_type = _override_for(prim.name, ov) if ov else None
+        ids = (x._id,)
+        vals = (v,)
+        for tape in tapes:
+            tape._record_op(prim, {}, grad_type, ids, vals, result)
+    return result
+
+
 def with_id(value, id_):
     """A Tensor view of ``value`` that tapes see as the tensor ``id_``."""
     t = Tensor.__new__(Tensor)

@@ -63,3 +63,22 @@ def test_non_differentiable_primitive_gives_none():
         t.watch(x)
         y = tf.bind(p, x) * x
     assert t.gradient(y, x).numpy() == 2.0  # only the direct path
+
+
+def test_inlined_fast_paths_equal_bind():
+    """Elementwise ops and matmul skip ``bind``'s generic handling on their hot paths: the values
+    are bind's, and a recorded node has the same signature (same cache key) as bind's."""
+    import numpy as np
+    from tapejax._primitives import REGISTRY, bind
+    x = tf.constant(np.array([[0.5, -1.0], [2.0, 0.25]], np.float32))
+    for op, name, args in ((tf.exp, "Exp", (x,)), (tf.abs, "Abs", (x,)), (tf.add, "AddV2", (x, x)),
+                           (tf.matmul, "MatMul", (x, x))):
+        fast, slow = op(*args), bind(REGISTRY[name], *args)
+        np.testing.assert_array_equal(fast.numpy(), slow.numpy())
+        assert fast._id != slow._id
+        with tf.GradientTape() as t:
+            t.watch(x)
+            op(*args)
+            bind(REGISTRY[name], *args)
+        a, b = t._nodes
+        assert (a.prim, a.static, a.refs) == (b.prim, b.static, b.refs) and a.sig == b.sig

@@ -18,7 +18,8 @@ Every public op function carries ``_tf_types``: the TF type names it binds
 import numpy as np
 
 from .. import _dtypes
-from .._primitives import bind, define
+from .._primitives import bind, bind_unary, define
+from .._state import _local
 from .._tensor import Tensor
 from .._variable import Variable
 from .._errors import InvalidArgumentError
@@ -125,17 +126,26 @@ def unary_ops(namespace, table):
         differentiable = row[3] if len(row) > 3 else True
         kinds = row[4] if len(row) > 4 else None
         p = prim(op_type, fn, differentiable=differentiable)
+        # The hot path inlines ``bind`` for one Tensor while no tape records (same result).
         if kinds is None:
-            def op(x, name=None, _prim=p, _t=op_type):
+            def op(x, name=None, _prim=p, _t=op_type, _call=p._call0):
                 try:
+                    if type(x) is Tensor:
+                        if not _local.tapes:
+                            return Tensor(_call(x._value))
+                        return bind_unary(_prim, x)
                     return bind(_prim, x)
                 except (TypeError, ValueError) as e:
                     raise op_error(e, _t) from e
         else:
-            def op(x, name=None, _prim=p, _t=op_type, _k=_KINDS[kinds], _kinds=kinds):
+            def op(x, name=None, _prim=p, _t=op_type, _k=_KINDS[kinds], _kinds=kinds, _call=p._call0):
                 if type(x) is not Tensor or x._value.dtype.kind not in _k:
                     check_float(x, _t, _kinds)
                 try:
+                    if type(x) is Tensor:
+                        if not _local.tapes:
+                            return Tensor(_call(x._value))
+                        return bind_unary(_prim, x)
                     return bind(_prim, x)
                 except (TypeError, ValueError) as e:
                     raise op_error(e, _t) from e
@@ -156,12 +166,14 @@ def binary_ops(namespace, table):
         kinds = row[4] if len(row) > 4 else None
         p = prim(op_type, fn, differentiable=differentiable)
 
-        def op(x, y, name=None, _prim=p, _t=op_type, _kinds=kinds):
+        def op(x, y, name=None, _prim=p, _t=op_type, _kinds=kinds, _call=p._call0):
             check_binary(x, y, _t)
             if _kinds is not None:
                 check_float(x, _t, _kinds, "x")
                 check_float(y, _t, _kinds, "y")
             try:
+                if type(x) is Tensor and type(y) is Tensor and not _local.tapes:
+                    return Tensor(_call(x._value, y._value))  # ``bind`` inlined: nothing records
                 return bind(_prim, x, y)
             except (TypeError, ValueError) as e:
                 raise op_error(e, _t) from e

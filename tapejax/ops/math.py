@@ -7,6 +7,7 @@ import numpy as np
 
 from .. import _dtypes
 from .._primitives import bind, define
+from .._state import _local
 from .._tensor import Tensor
 from .._variable import Variable
 from .._errors import InvalidArgumentError
@@ -657,8 +658,10 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
     """``tf.linalg.matmul``: (batched) matrix product; both inputs rank >= 2."""
     if (type(a) is Tensor and type(b) is Tensor and a._value.dtype == b._value.dtype and a._value.ndim >= 2
             and b._value.ndim >= 2 and not (transpose_a or transpose_b or adjoint_a or adjoint_b)):
-        try:
-            return bind(_MATMUL, a, b)  # the fast path: plain product, no static parameters
+        try:  # the fast path: plain product, no static parameters (``bind`` inlined when nothing records)
+            if not _local.tapes:
+                return Tensor(_MATMUL._call0(a._value, b._value))
+            return bind(_MATMUL, a, b)
         except (TypeError, ValueError) as e:
             raise _matmul_error(e, a, b) from e
     check_binary(a, b, "MatMul")
