@@ -3,7 +3,9 @@
 An op family module declares its ops as data (TF type name, public name,
 pure JAX function) and calls ``unary_ops`` / ``binary_ops`` (or ``prim`` for
 one op with a hand-written wrapper); the functions they make all go through
-``_primitives.bind``.
+``_primitives.bind`` (the elementwise ones inline it on their hot path: one
+Tensor, or two of one dtype, while nothing records; ``bind_unary`` while
+tapes record; same values, same recorded node).
 
 ``bind`` runs each op's pure function eagerly through ``jax.jit`` (static
 keywords hashed by jit; see ``_primitives.Primitive``): one C++ dispatch per
