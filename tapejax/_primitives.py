@@ -121,11 +121,7 @@ def bind(prim, *args, **static):
     """Run ``prim`` on ``args`` and record it on every tape that tracks an input."""
     tapes = _local.tapes
     if not tapes:  # nothing records: values only
-        vals = [a._value if type(a) is Tensor else unwrap(a)[0] for a in args]
-        out = (prim.eager(static) if static else prim._call0)(*vals, **static)
-        if prim.multiple_results:
-            return tuple(Tensor(o) for o in out)
-        return Tensor(out)
+        return _run(prim, static, [a._value if type(a) is Tensor else unwrap(a)[0] for a in args])
     vals = []
     ids = []
     for a in args:
@@ -136,16 +132,8 @@ def bind(prim, *args, **static):
             v, i = unwrap(a)
             vals.append(v)
             ids.append(i)
-    out = (prim.eager(static) if static else prim._call0)(*vals, **static)
-    if prim.multiple_results:
-        result = tuple(Tensor(o) for o in out)
-    else:
-        result = Tensor(out)
-    if tapes:
-        ov = _state._local.overrides
-        grad_type = _override_for(prim.name, ov) if ov else None
-        for tape in tapes:
-            tape._record_op(prim, static, grad_type, ids, vals, result)
+    result = _run(prim, static, vals)
+    _record(tapes, prim, static, ids, vals, result)
     return result
 
 
@@ -157,13 +145,23 @@ def bind_unary(prim, x):
     result = Tensor(prim._call0(v))
     tapes = _local.tapes
     if tapes:
-        ov = _local.overrides
-        grad_type = _override_for(prim.name, ov) if ov else None
-        ids = (x._id,)
-        vals = (v,)
-        for tape in tapes:
-            tape._record_op(prim, {}, grad_type, ids, vals, result)
+        _record(tapes, prim, {}, (x._id,), (v,), result)
     return result
+
+
+def _run(prim, static, vals):
+    out = (prim.eager(static) if static else prim._call0)(*vals, **static)
+    if prim.multiple_results:
+        return tuple(Tensor(o) for o in out)
+    return Tensor(out)
+
+
+def _record(tapes, prim, static, ids, vals, result):
+    """Offer the op to every recording tape, with this thread's gradient override for it."""
+    ov = _local.overrides
+    grad_type = _override_for(prim.name, ov) if ov else None
+    for tape in tapes:
+        tape._record_op(prim, static, grad_type, ids, vals, result)
 
 
 def with_id(value, id_):
