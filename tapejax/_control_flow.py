@@ -82,6 +82,9 @@ class _CaptureTape:
             if 0 < i < start:
                 self.caps.setdefault(id(v), (i, v))
 
+    def _record_simple(self, prim, skey, ids, vals, result):
+        self._record_op(prim, dict(skey), None, ids, vals, result)
+
 
 class _BodyCollector:
     """Installed while a body traces: reads pass to the enclosing function's collector;

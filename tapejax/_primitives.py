@@ -17,6 +17,8 @@ Positional arguments are always array-likes; everything that shapes the
 computation (axes, shapes, flags) is a static keyword and part of the
 compiled replay's cache key, so it must be hashable.
 """
+import functools
+
 import jax
 
 from . import _state
@@ -28,6 +30,8 @@ REGISTRY = {}
 
 #: Per op type: static keyword names -> the jitted eager callable (bounded LRU).
 _EAGER_JIT = Family("eager_jit", 32)
+#: Per op type: static parameter items -> the jitted eager callable with them bound (bounded LRU).
+_EAGER_FIXED = Family("eager_jit_fixed", 64)
 
 
 class Primitive:
@@ -43,7 +47,7 @@ class Primitive:
     """
 
     __slots__ = ("name", "impl", "differentiable", "multiple_results", "nondiff_reason", "jit",
-                 "_call0", "_calls", "__weakref__")
+                 "_call0", "_calls", "_fixed", "__weakref__")
 
     def __init__(self, name, impl, differentiable=True, multiple_results=False, nondiff_reason=None,
                  jit=True):
@@ -56,6 +60,16 @@ class Primitive:
         self.jit = jit
         self._call0 = jax.jit(impl) if jit else impl
         self._calls = _EAGER_JIT.new()
+        self._fixed = _EAGER_FIXED.new()
+
+    def fixed(self, skey):
+        """The eager callable with the static parameters ``skey`` (a tuple of items) bound: a
+        call then passes arrays only, JAX's fastest dispatch (cached per ``skey``)."""
+        fn = self._fixed.get(skey)
+        if fn is None:
+            fn = functools.partial(self.impl, **dict(skey))
+            fn = self._fixed.setdefault(skey, jax.jit(fn) if self.jit else fn)
+        return fn
 
     def eager(self, static):
         """The callable ``bind`` uses for these static keyword names."""
@@ -133,7 +147,13 @@ def bind(prim, *args, **static):
             vals.append(v)
             ids.append(i)
     result = _run(prim, static, vals)
-    _record(tapes, prim, static, ids, vals, result)
+    if prim.multiple_results or _local.overrides:
+        _record(tapes, prim, static, ids, vals, result)
+    else:
+        skey = tuple(static.items()) if static else ()
+        ids, vals = tuple(ids), tuple(vals)
+        for tape in tapes:
+            tape._record_simple(prim, skey, ids, vals, result)
     return result
 
 
@@ -145,8 +165,18 @@ def bind_unary(prim, x):
     result = Tensor(prim._call0(v))
     tapes = _local.tapes
     if tapes:
-        _record(tapes, prim, {}, (x._id,), (v,), result)
+        record_simple(tapes, prim, (), (x._id,), (v,), result)
     return result
+
+
+def record_simple(tapes, prim, skey, ids, vals, result):
+    """Record a one-output op (static parameters as the items tuple ``skey``; ``ids`` and
+    ``vals`` tuples) on ``tapes``: what ``bind`` records, for the ops' own fast paths."""
+    if _local.overrides:
+        _record(tapes, prim, dict(skey), ids, vals, result)
+    else:
+        for tape in tapes:
+            tape._record_simple(prim, skey, ids, vals, result)
 
 
 def _run(prim, static, vals):

@@ -74,9 +74,11 @@ def cache_stats():
     interns recorded node structures; ``"control_flow"`` holds the ops
     ``cond``/``while_loop``/``scan`` build; ``"op_output_trees"`` the output
     structures of ``tapejax.op`` JAX ops; ``"custom_checked"`` the
-    checked replays of user-defined op types.  Per-object caches
+    checked replays of user-defined op types; ``"scalar_constants"`` the
+    Python numbers used with tensors, as device arrays.  Per-object caches
     (``"function"``: one per ``tapejax.function``; ``"optimizer_updates"``:
-    one per optimizer; ``"eager_jit"``: one per op type) report the largest
+    one per optimizer; ``"eager_jit"`` and ``"eager_jit_fixed"``: one per op
+    type, by static parameter names / values) report the largest
     member's ``size``, their bound per member, the evictions of all members
     and how many members are alive (``instances``).
     """

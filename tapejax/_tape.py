@@ -27,6 +27,7 @@ Gradients are computed by ``_replay`` (slice, key, compiled ``jax.vjp``).
 """
 import enum
 import logging
+from operator import itemgetter as _itemgetter
 
 import numpy as np
 
@@ -61,6 +62,10 @@ def _unconnected(value):
 # Ints are never reused, so evicting an entry (LRU, bounded) only costs cache
 # misses, never a wrong hit.
 _SIGS = LRU("signatures", 200_000)
+#: The recording fast path's lookup: a plain dict read, which does not move a hit to the
+#: recent end, so a signature can be evicted after 200,000 newer ones even while in use;
+#: that costs one re-intern (a new int, one replay-cache miss), never a wrong hit.
+_SIG_PEEK = _SIGS._data.get
 _next_sig = iter(range(1, 1 << 62)).__next__
 
 
@@ -95,23 +100,38 @@ def _trainable(value):
     return t
 
 
-class Node:
-    """One recorded op on one tape."""
+class Node(tuple):
+    """One recorded op on one tape: an immutable record (a tuple, built with one C call on the
+    recording hot path; fields by name)."""
 
-    __slots__ = ("prim", "static", "grad_type", "vals", "ids", "refs", "n_out", "sig")
+    __slots__ = ()
 
-    def __init__(self, prim, static, grad_type, vals, ids, refs, n_out, sig):
-        self.prim = prim
-        self.static = static
-        self.grad_type = grad_type
-        self.vals = vals
-        self.ids = ids
-        self.refs = refs
-        self.n_out = n_out
-        self.sig = sig
+    def __new__(cls, prim, static, grad_type, vals, ids, refs, n_out, sig):
+        return _tuple_new(cls, (prim, static, grad_type, vals, ids, refs, n_out, sig))
+
+    prim = property(_itemgetter(0))
+    static = property(_itemgetter(1))
+    grad_type = property(_itemgetter(2))
+    vals = property(_itemgetter(3))
+    ids = property(_itemgetter(4))
+    refs = property(_itemgetter(5))
+    n_out = property(_itemgetter(6))
+    sig = property(_itemgetter(7))
+
+    # Identity semantics (a tuple would compare its fields, arrays included).
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__
 
     def __repr__(self):
         return f"Node({self.prim.name}, refs={self.refs})"
+
+
+_tuple_new = tuple.__new__
+
+
+def _simple_via_record_op(self, prim, skey, ids, vals, result):
+    self._record_op(prim, dict(skey), None, ids, vals, result)
 
 
 class GradientTape:
@@ -227,6 +247,46 @@ class GradientTape:
         self._nodes.append(Node(READ, (), None, (t._value,), (t._id,), refs, 1,
                                 _intern((READ, refs))))
         codes[t._id] = idx * OUT
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "_record_op" in cls.__dict__ and "_record_simple" not in cls.__dict__:
+            cls._record_simple = _simple_via_record_op  # a subclass's own rule sees every op
+
+    def _record_simple(self, prim, skey, ids, vals, result):
+        """``_record_op`` for the common case, written out: one output, no gradient override;
+        ``skey`` is the static parameters as a tuple of items, ``ids`` and ``vals`` tuples.
+        Same node, same signature."""
+        codes = self._codes
+        if len(ids) == 1:
+            refs = (codes.get(ids[0]),)
+        else:
+            refs = tuple([codes.get(i) for i in ids])
+        if refs.count(None) == len(refs):
+            if self._cuts:
+                self._propagate_cut(prim, ids, result)
+            return
+        if not prim.differentiable:
+            self._cuts[result._id] = (prim.nondiff_reason, prim.name, tuple(ids))
+            return
+        value = result._value
+        t = _TRAINABLE.get(value.dtype)
+        if t is None:
+            t = _trainable(value)
+        if not t:
+            self._int_cut(prim, ids, result)
+            return
+        nodes = self._nodes
+        sig = (prim, skey, None, refs, _ONE)
+        try:
+            n = _SIG_PEEK(sig)  # a hit here does not refresh recency (see _SIGS)
+        except TypeError:  # an unhashable static value (a list): the generic path converts it
+            self._record_op(prim, dict(skey), None, ids, vals, result)
+            return
+        if n is None:
+            n = _intern(sig)
+        codes[result._id] = len(nodes) * OUT
+        nodes.append(_tuple_new(Node, (prim, skey, None, vals, ids, refs, 1, n)))
 
     def _record_op(self, prim, static, grad_type, ids, vals, result):
         codes = self._codes

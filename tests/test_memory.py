@@ -275,7 +275,7 @@ def test_failed_function_trace_leaves_no_tracer_and_no_entry():
 # ---------------------------------------------------------------------------
 
 _GLOBAL = {"replay": 8, "slices": 16, "signatures": 16, "control_flow": 3, "op_output_trees": 4,
-           "custom_checked": 2}
+           "custom_checked": 2, "scalar_constants": 4}
 
 
 @pytest.fixture
@@ -296,7 +296,7 @@ def small_caches():
 
 def test_every_cache_is_listed_and_bounded():
     stats = tf.cache_stats()
-    assert set(stats) == set(_GLOBAL) | {"function", "optimizer_updates", "eager_jit"}
+    assert set(stats) == set(_GLOBAL) | {"function", "optimizer_updates", "eager_jit", "eager_jit_fixed"}
     for name, st in stats.items():
         assert isinstance(st.maxsize, int) and st.maxsize >= 1, name
         assert 0 <= st.size <= st.maxsize, (name, st)

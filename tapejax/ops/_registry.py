@@ -3,9 +3,19 @@
 An op family module declares its ops as data (TF type name, public name,
 pure JAX function) and calls ``unary_ops`` / ``binary_ops`` (or ``prim`` for
 one op with a hand-written wrapper); the functions they make all go through
-``_primitives.bind`` (the elementwise ones inline it on their hot path: one
-Tensor, or two of one dtype, while nothing records; ``bind_unary`` while
-tapes record; same values, same recorded node).
+``_primitives.bind``, or through one of its fast paths, which give the same
+values and record the same node (``tests/test_ops_fastpaths.py``):
+
+* elementwise ops inline ``bind`` for one Tensor, or two of one dtype, while
+  nothing records, and ``bind_unary`` / ``record_simple`` while tapes record;
+* a Python number next to a float32/float64/bfloat16 Tensor becomes a cached
+  device array of the Tensor's dtype (``scalar_constant``): TF's conversion,
+  without JAX converting a Python scalar on every call;
+* ``plain_jit`` ops (matmul, gather) check ranks and dtypes inside the jitted
+  function, i.e. only when JAX traces a new input signature; inputs that fail
+  the check (``NotPlain``) take the op's checked path, which raises TF's error;
+* reductions bind an int ``axis`` into the jitted callable (``Primitive.fixed``),
+  so the call passes arrays only.
 
 ``bind`` runs each op's pure function eagerly through ``jax.jit`` (static
 keywords hashed by jit; see ``_primitives.Primitive``): one C++ dispatch per
@@ -17,14 +27,19 @@ values are declared ``jit=False``.  Static parameters are keyword-only
 Every public op function carries ``_tf_types``: the TF type names it binds
 (read by ``tools/gen_ops_table.py`` and the coverage test).
 """
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes
-from .._primitives import bind, bind_unary, define
+from .._primitives import bind, bind_unary, define, record_simple
 from .._state import _local
 from .._tensor import Tensor
 from .._variable import Variable
 from .._errors import InvalidArgumentError
+from .._lru import LRU
+
+_Array = type(jnp.zeros(()))  # the concrete array type (``jax.Array`` is abstract)
 
 _TENSORISH = (Tensor, Variable)
 
@@ -36,6 +51,37 @@ def dtype_of(x):
     if isinstance(x, (np.ndarray, np.generic)):
         return x.dtype
     return None
+
+
+_PY_NUMBERS = (float, int)  # matched with ``type(v) in``: bool is not one of them
+#: Python numbers used with a float32/float64/bfloat16 tensor, as device arrays of that dtype.
+_SCALARS = LRU("scalar_constants", 4096)
+_SCALAR_DTYPES = frozenset([np.dtype(np.float32), np.dtype(np.float64), np.dtype(jnp.bfloat16)])
+
+
+def scalar_constant(number, dtype):
+    """``number`` (a Python float or int used with a tensor of ``dtype``) as a cached device array of
+    that dtype, or ``number`` itself where it is not cached.
+
+    TF converts the number to the tensor's dtype, which is what JAX's weak typing computes too,
+    but a Python scalar argument costs every jitted call a conversion (about 2 µs here); a
+    cached array does not.  Only float32/float64/bfloat16 tensors (a number always converts
+    to them, and float16 could overflow with a warning), nonzero finite-or-infinite numbers (0.0
+    and -0.0 are equal keys, NaN matches nothing) and ints below 2**31 are cached.
+    """
+    kind = type(number)
+    if (dtype in _SCALAR_DTYPES and number and number == number
+            and (kind is float or (kind is int and -_INT_BOUND <= number < _INT_BOUND))):
+        key = (number, dtype)
+        a = _SCALARS.get(key)
+        if a is None:
+            with jax.ensure_compile_time_eval():  # a concrete array even while a function traces
+                a = _SCALARS.setdefault(key, jnp.asarray(number, dtype))
+        return a
+    return number
+
+
+_INT_BOUND = 2 ** 31
 
 
 def check_binary(x, y, op_type):
@@ -58,6 +104,36 @@ def check_binary(x, y, op_type):
                 None, None, f"cannot compute AddV2 as input #1(zero-based) was expected to be a {d.name} "
                 f"tensor but is a float tensor [Op:AddV2]")
         raise TypeError(f"Cannot convert {other!r} to EagerTensor of dtype {d.name}")
+
+
+class NotPlain(Exception):
+    """Raised while a ``plain_jit`` callable traces inputs that need the op's full checks."""
+
+
+def plain_jit(prim, guard):
+    """``prim``'s function, jitted, for an op's fast path: ``guard(*arrays)`` (shapes and dtypes)
+    runs only when JAX traces, i.e. once per input signature, and a False raises ``NotPlain``
+    so that the caller takes its checked path (which raises TF's error, or handles the case)."""
+    impl = prim.impl
+
+    def plain(*arrays):
+        if not guard(*arrays):
+            raise NotPlain
+        return impl(*arrays)
+
+    plain.__name__ = f"{prim.name}_plain"
+    return jax.jit(plain)
+
+
+def call_plain2(prim, fn, a, b):
+    """``bind(prim, a, b)`` for two Tensors through ``fn`` (a ``plain_jit`` of ``prim``); raises
+    what ``fn`` raises, before any recording."""
+    av, bv = a._value, b._value
+    result = Tensor(fn(av, bv))
+    tapes = _local.tapes
+    if tapes:
+        record_simple(tapes, prim, (), (a._id, b._id), (av, bv), result)
+    return result
 
 
 #: Every op type the op library registered, in order (read by the coverage table and test).
@@ -169,13 +245,25 @@ def binary_ops(namespace, table):
         p = prim(op_type, fn, differentiable=differentiable)
 
         def op(x, y, name=None, _prim=p, _t=op_type, _kinds=kinds, _call=p._call0):
+            tx, ty = type(x), type(y)
+            # ``t * 2.0`` eagerly: the number as a cached array of the tensor's dtype
+            if tx is Tensor and ty in _PY_NUMBERS and type(x._value) is _Array:
+                y = scalar_constant(y, x._value.dtype)
+            elif ty is Tensor and tx in _PY_NUMBERS and type(y._value) is _Array:
+                x = scalar_constant(x, y._value.dtype)
             check_binary(x, y, _t)
             if _kinds is not None:
                 check_float(x, _t, _kinds, "x")
                 check_float(y, _t, _kinds, "y")
             try:
-                if type(x) is Tensor and type(y) is Tensor and not _local.tapes:
-                    return Tensor(_call(x._value, y._value))  # ``bind`` inlined: nothing records
+                if not _local.tapes:  # ``bind`` inlined: nothing records
+                    if tx is Tensor:
+                        if ty is Tensor:
+                            return Tensor(_call(x._value, y._value))
+                        if type(y) is _Array:
+                            return Tensor(_call(x._value, y))
+                    elif ty is Tensor and type(x) is _Array:
+                        return Tensor(_call(x, y._value))
                 return bind(_prim, x, y)
             except (TypeError, ValueError) as e:
                 raise op_error(e, _t) from e

@@ -26,7 +26,8 @@ from .._errors import InvalidArgumentError
 from .._primitives import bind
 from .._tensor import Tensor, convert_to_tensor
 from .._variable import Variable
-from ._registry import check_binary, dtype_of, op_error, prim, static_axis, static_shape, tf_types
+from ._registry import (call_plain2, check_binary, dtype_of, op_error, plain_jit, prim, static_axis,
+                        static_shape, tf_types)
 
 _TENSORISH = (Tensor, Variable)
 _pyrange = builtins.range
@@ -393,6 +394,7 @@ def _gather(params, indices, *, axis=0, batch_dims=0):
 
 
 _GATHER = prim("GatherV2", _gather)
+_GATHER_PLAIN = plain_jit(_GATHER, lambda p, i: p.ndim >= 1 and i.dtype.kind in "iu")
 
 
 def _int_indices(indices, op_type, arg="indices"):
@@ -407,6 +409,11 @@ def _int_indices(indices, op_type, arg="indices"):
 def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name=None):
     """``tf.gather`` along ``axis`` (default ``batch_dims``).  From a Variable the gradient is dense
     (see the module docstring)."""
+    if type(params) is Tensor and type(indices) is Tensor and axis is None and batch_dims == 0:
+        try:  # the fast path: index dtype and params rank are checked when JAX traces
+            return call_plain2(_GATHER, _GATHER_PLAIN, params, indices)
+        except Exception:  # noqa: BLE001 - the checked path below raises TF's error for it
+            pass
     idx = _int_indices(indices, "GatherV2")
     nd = len(_shape(params))
     bd = int(batch_dims) % (idx.ndim + 1) if batch_dims < 0 else int(batch_dims)

@@ -6,14 +6,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes
-from .._primitives import bind, define
+from .._primitives import bind, define, record_simple
 from .._state import _local
 from .._tensor import Tensor
 from .._variable import Variable
 from .._errors import InvalidArgumentError
 from .._tensor import convert_to_tensor
 from . import _grads as G
-from ._registry import (binary_ops, check_binary, check_float, dtype_of, op_error, prim, static_axis,
+from ._registry import (_KINDS, _PY_NUMBERS, NotPlain, _Array, binary_ops, call_plain2, check_binary,
+                        check_float, dtype_of, op_error, plain_jit, prim, scalar_constant, static_axis,
                         tf_types, unary_ops)
 
 
@@ -201,8 +202,26 @@ def add_n(inputs, name=None):
 
 def _reduction(op_type, fn, doc, *, kinds=None, differentiable=True, bool_only=False):
     p = prim(op_type, fn, differentiable=differentiable)
+    allowed = _KINDS[kinds]
 
     def op(input_tensor, axis=None, keepdims=False, name=None):
+        if (type(input_tensor) is Tensor and (axis is None or type(axis) is int) and not bool_only
+                and (allowed is None or input_tensor._value.dtype.kind in allowed)):
+            # the fast path: one Tensor, an int axis (bound into the jitted call), bind's record
+            v = input_tensor._value
+            if axis is None and not keepdims:
+                skey, call = (), p._call0
+            else:
+                skey = (("axis", axis), ("keepdims", bool(keepdims)))
+                call = p.fixed(skey)
+            try:
+                result = Tensor(call(v))
+            except (TypeError, ValueError) as e:
+                raise op_error(e, op_type) from e
+            tapes = _local.tapes
+            if tapes:
+                record_simple(tapes, p, skey, (input_tensor._id,), (v,), result)
+            return result
         if kinds is not None:
             check_float(input_tensor, op_type, kinds, "input_tensor")
         if bool_only:
@@ -434,6 +453,12 @@ _CLIP = prim("ClipByValue", G.clip_by_value)
 def clip_by_value(t, clip_value_min, clip_value_max, name=None):
     """``tf.clip_by_value``: the gradient passes at the bounds (inclusive, as TF); points below
     (above) the bound send their gradient to ``clip_value_min`` (``clip_value_max``)."""
+    if type(t) is Tensor and type(t._value) is _Array:  # Python bounds as cached arrays (scalar_constant)
+        dt = t._value.dtype
+        if type(clip_value_min) in _PY_NUMBERS:
+            clip_value_min = scalar_constant(clip_value_min, dt)
+        if type(clip_value_max) in _PY_NUMBERS:
+            clip_value_max = scalar_constant(clip_value_max, dt)
     check_binary(t, clip_value_min, "ClipByValue")
     check_binary(t, clip_value_max, "ClipByValue")
     try:
@@ -650,18 +675,19 @@ def _matmul(a, b, *, transpose_a=False, transpose_b=False, adjoint_a=False, adjo
 
 
 _MATMUL = prim("MatMul", _matmul)
+_MATMUL_PLAIN = plain_jit(_MATMUL, lambda a, b: a.ndim >= 2 and b.ndim >= 2 and a.dtype == b.dtype)
 
 
 @tf_types("MatMul")
 def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_b=False,
            a_is_sparse=False, b_is_sparse=False, output_type=None, name=None):
     """``tf.linalg.matmul``: (batched) matrix product; both inputs rank >= 2."""
-    if (type(a) is Tensor and type(b) is Tensor and a._value.dtype == b._value.dtype and a._value.ndim >= 2
-            and b._value.ndim >= 2 and not (transpose_a or transpose_b or adjoint_a or adjoint_b)):
-        try:  # the fast path: plain product, no static parameters (``bind`` inlined when nothing records)
-            if not _local.tapes:
-                return Tensor(_MATMUL._call0(a._value, b._value))
-            return bind(_MATMUL, a, b)
+    if (type(a) is Tensor and type(b) is Tensor
+            and not (transpose_a or transpose_b or adjoint_a or adjoint_b)):
+        try:  # the fast path: the plain product; ranks and dtypes are checked when JAX traces
+            return call_plain2(_MATMUL, _MATMUL_PLAIN, a, b)
+        except NotPlain:
+            pass  # the checks below raise TF's error
         except (TypeError, ValueError) as e:
             raise _matmul_error(e, a, b) from e
     check_binary(a, b, "MatMul")

@@ -1,0 +1,213 @@
+"""The ops' fast paths (``tapejax/ops/_registry.py``): cached Python-number constants, the
+``plain_jit`` calls that check shapes and dtypes when JAX traces, and static parameters bound
+into the jitted call.  Oracle: the generic ``bind`` path (same values, same recorded node) and
+TF's errors for the inputs the fast paths hand back to the checked path."""
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import tapejax as tf
+from tapejax._primitives import REGISTRY, bind
+from tapejax.ops import _registry as R
+
+
+def _nodes(fn, x):
+    with tf.GradientTape() as t:
+        t.watch(x)
+        out = fn(x)
+    return out, t._nodes
+
+
+# -- Python numbers as cached constants -------------------------------------------
+
+def test_scalar_constant_is_cached_per_value_and_dtype():
+    a = R.scalar_constant(0.37, np.dtype(np.float32))
+    assert isinstance(a, jax.Array) and a.dtype == np.float32 and float(a) == pytest.approx(0.37)
+    assert R.scalar_constant(0.37, np.dtype(np.float32)) is a
+    b = R.scalar_constant(0.37, np.dtype(jnp.bfloat16))
+    assert b.dtype == jnp.bfloat16 and b is not a
+    assert R.scalar_constant(2, np.dtype(np.float32)).dtype == np.float32
+
+
+@pytest.mark.parametrize("number, dtype", [
+    (0.0, np.float32), (-0.0, np.float32), (float("nan"), np.float32),  # equal keys / no key
+    (0.5, np.float16),                                                 # could overflow with a warning
+    (3, np.int32), (2.5, np.int32),                                    # int tensors keep TF's checks
+    (2 ** 40, np.float32), (True, np.float32),
+])
+def test_scalar_constant_leaves_other_numbers_alone(number, dtype):
+    assert R.scalar_constant(number, np.dtype(dtype)) is number
+
+
+def test_scalar_constants_are_bounded():
+    cache = R._SCALARS
+    old = cache.maxsize
+    cache.resize(3)
+    try:
+        before = cache.evictions
+        x = tf.constant([1.0, 2.0])
+        for k in range(1, 11):
+            np.testing.assert_allclose((x * (k + 0.5)).numpy(), [k + 0.5, 2 * (k + 0.5)])
+            assert len(cache) <= 3
+        assert cache.evictions - before >= 7
+    finally:
+        cache.resize(old)
+
+
+def test_python_numbers_give_the_values_of_the_generic_path():
+    x = tf.constant(np.array([1.5, -2.0, 3.25], np.float32))
+    mul = REGISTRY["Mul"]
+    for got, want in ((x * 0.1, bind(mul, x, 0.1)), (0.1 * x, bind(mul, 0.1, x)),
+                      (x - 1, bind(REGISTRY["Sub"], x, 1)), (1 - x, bind(REGISTRY["Sub"], 1, x)),
+                      (x / 3.0, bind(REGISTRY["RealDiv"], x, 3.0)),
+                      (x ** 2, bind(REGISTRY["Pow"], x, 2))):
+        assert got.dtype == want.dtype == tf.float32
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_signed_zero_and_nan_keep_their_meaning():
+    x = tf.constant([1.0, 2.0])
+    assert all(math.copysign(1, v) == -1 for v in (x * -0.0).numpy())
+    assert all(math.copysign(1, v) == 1 for v in (x * 0.0).numpy())
+    assert np.isnan((x * float("nan")).numpy()).all()
+
+
+def test_number_types_follow_the_tensor_dtype():
+    assert (tf.constant([1, 2]) * 2).dtype == tf.int32
+    with pytest.raises(TypeError):
+        tf.constant([1, 2]) * 2.5
+    h = tf.constant([1.0], dtype=tf.float16)
+    assert (h * 1e10).dtype == tf.float16 and np.isinf((h * 1e10).numpy()).all()
+    b = tf.constant([1.0], dtype=tf.bfloat16)
+    assert (b * 0.1).dtype == tf.bfloat16
+
+
+def test_gradients_through_python_numbers():
+    x = tf.constant([1.0, 2.0, 3.0])
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = tf.reduce_sum(3.0 * x * x - 1 + tf.clip_by_value(x, 1.5, 2.5))
+    np.testing.assert_allclose(t.gradient(y, x).numpy(), [6.0, 13.0, 18.0])
+
+
+def test_a_constant_first_made_while_a_function_traces_is_concrete():
+    c = tf.constant([1.0, 2.0])
+    factor = 0.123456789  # a number no other test uses, so the first conversion happens in the trace
+
+    @tf.function
+    def f(x):
+        return x * factor + c * factor
+
+    np.testing.assert_allclose(f(tf.constant([1.0, 1.0])).numpy(), [0.24691358, 0.37037037], rtol=1e-6)
+    cached = R._SCALARS.get((factor, np.dtype(np.float32)))
+    assert cached is not None and not isinstance(cached, jax.core.Tracer)
+    np.testing.assert_allclose((c * factor).numpy(), [0.123456789, 0.24691358], rtol=1e-6)
+
+
+def test_clip_by_value_with_python_bounds_matches_tensor_bounds():
+    x = tf.constant(np.linspace(-1, 1, 9).astype(np.float32))
+    lo, hi = tf.constant(-0.5), tf.constant(0.5)
+    with tf.GradientTape(persistent=True) as t:
+        t.watch(x)
+        a = tf.clip_by_value(x, -0.5, 0.5)
+        b = tf.clip_by_value(x, lo, hi)
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+    np.testing.assert_array_equal(t.gradient(a, x).numpy(), t.gradient(b, x).numpy())
+    assert tf.clip_by_value(tf.constant([1, 5, 9]), 2, 6).numpy().tolist() == [2, 5, 6]
+
+
+# -- plain_jit: checks when JAX traces ---------------------------------------------
+
+def test_matmul_fast_path_hands_bad_ranks_and_dtypes_to_the_checked_path():
+    m = tf.constant(np.ones((2, 2), np.float32))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="ndims must be >= 2"):
+        tf.matmul(tf.constant([1.0, 2.0]), m)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="int32"):
+        tf.matmul(tf.constant([[1, 2], [3, 4]]), m)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Matrix size-incompatible"):
+        tf.matmul(tf.constant(np.ones((2, 3), np.float32)), m)
+    np.testing.assert_array_equal(tf.matmul(m, m).numpy(), np.full((2, 2), 2.0))  # still fine after
+
+
+def test_gather_fast_path_hands_bad_indices_to_the_checked_path():
+    x = tf.constant([1.0, 2.0, 3.0])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Tindices"):
+        tf.gather(x, tf.constant([0.0, 1.0]))
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        tf.gather(tf.constant(1.0), tf.constant([0]))
+    assert tf.gather(x, tf.constant([2, 0])).numpy().tolist() == [3.0, 1.0]
+
+
+def test_plain_jit_guard_runs_only_when_tracing():
+    calls = []
+    p = tf.define_op("TestOnlyPlainGuard", lambda a, b: a + b)
+
+    def guard(a, b):
+        calls.append((a.shape, b.shape))
+        return a.shape == b.shape
+
+    fn = R.plain_jit(p, guard)
+    x = tf.constant([1.0, 2.0])
+    for _ in range(3):
+        assert R.call_plain2(p, fn, x, x).numpy().tolist() == [2.0, 4.0]
+    assert calls == [((2,), (2,))]
+    with pytest.raises(R.NotPlain):
+        R.call_plain2(p, fn, x, tf.constant(1.0))
+
+
+# -- recorded nodes: the fast paths record what bind records -------------------------
+
+@pytest.mark.parametrize("case", ["reduce_sum_axis", "reduce_mean_keepdims", "gather", "scalar_mul",
+                                  "clip", "matmul"])
+def test_fast_paths_record_binds_node(case):
+    x = tf.constant(np.array([[0.5, -1.0], [2.0, 0.25]], np.float32))
+    idx = tf.constant([1, 0])
+    fast, slow = {
+        "reduce_sum_axis": (lambda t: tf.reduce_sum(t, axis=1),
+                            lambda t: bind(REGISTRY["Sum"], t, axis=1, keepdims=False)),
+        "reduce_mean_keepdims": (lambda t: tf.reduce_mean(t, axis=-1, keepdims=True),
+                                 lambda t: bind(REGISTRY["Mean"], t, axis=-1, keepdims=True)),
+        "gather": (lambda t: tf.gather(t, idx), lambda t: bind(REGISTRY["GatherV2"], t, idx)),
+        "scalar_mul": (lambda t: t * 0.5, lambda t: bind(REGISTRY["Mul"], t, 0.5)),
+        "clip": (lambda t: tf.clip_by_value(t, 0.0, 1.0),
+                 lambda t: bind(REGISTRY["ClipByValue"], t, 0.0, 1.0)),
+        "matmul": (lambda t: tf.matmul(t, t), lambda t: bind(REGISTRY["MatMul"], t, t)),
+    }[case]
+    with tf.GradientTape(persistent=True) as t:
+        t.watch(x)
+        a, b = fast(x), slow(x)
+    na, nb = t._nodes
+    assert (na.prim, na.static, na.refs, na.sig) == (nb.prim, nb.static, nb.refs, nb.sig)
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+    np.testing.assert_array_equal(t.gradient(a, x).numpy(), t.gradient(b, x).numpy())
+
+
+def test_fast_paths_respect_gradient_override_map():
+    @tf.RegisterGradient("TestOnlyFastPathDoubleSum")
+    def _double(op, grad):
+        return [2.0 * tf.ones_like(op.inputs[0]) * grad[..., None]]
+
+    x = tf.constant(np.ones((2, 3), np.float32))
+    with tf.GradientTape() as t:
+        t.watch(x)
+        with tf.gradient_override_map({"Sum": "TestOnlyFastPathDoubleSum"}):
+            y = tf.reduce_sum(x, axis=1)
+    np.testing.assert_array_equal(t.gradient(y, x).numpy(), np.full((2, 3), 2.0))
+
+
+def test_fixed_static_callables_are_cached_and_bounded():
+    p = REGISTRY["Sum"]
+    key = (("axis", 0), ("keepdims", True))
+    assert p.fixed(key) is p.fixed(key)
+    assert tf.cache_stats()["eager_jit_fixed"].maxsize == 64
+
+
+def test_static_axis_fast_path_errors_match_the_checked_path():
+    x = tf.constant([1.0, 2.0])
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        tf.reduce_sum(x, axis=1)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="allowed values"):
+        tf.reduce_logsumexp(tf.constant([1, 2]), axis=0)
