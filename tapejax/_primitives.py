@@ -157,18 +157,6 @@ def bind(prim, *args, **static):
     return result
 
 
-def bind_unary(prim, x):
-    """``bind(prim, x)`` for one Tensor ``x`` and no static parameters (the hot path of
-    elementwise ops while tapes record): the same recording, without the generic argument
-    handling."""
-    v = x._value
-    result = Tensor(prim._call0(v))
-    tapes = _local.tapes
-    if tapes:
-        record_simple(tapes, prim, (), (x._id,), (v,), result)
-    return result
-
-
 def record_simple(tapes, prim, skey, ids, vals, result):
     """Record a one-output op (static parameters as the items tuple ``skey``; ``ids`` and
     ``vals`` tuples) on ``tapes``: what ``bind`` records, for the ops' own fast paths."""

@@ -117,7 +117,7 @@ class Variable:
         if _state._local.collector is not None:  # a tapejax.function is tracing
             _state._local.collector.touch(self, False)
         t = Tensor(self._value)
-        tapes = _state.tapes()
+        tapes = _state._local.tapes
         if tapes:
             for tape in tapes:
                 tape._record_read(self, t)
@@ -163,12 +163,21 @@ class Variable:
         return self if read_value else None
 
     def assign_add(self, delta, use_locking=None, name=None, read_value=True):
-        self._value = _add(self._value, self._new_value(delta, "AssignAddVariableOp"))
+        self._value = _add(self._value, self._delta(delta, "AssignAddVariableOp"))
         return self if read_value else None
 
     def assign_sub(self, delta, use_locking=None, name=None, read_value=True):
-        self._value = _sub(self._value, self._new_value(delta, "AssignSubVariableOp"))
+        self._value = _sub(self._value, self._delta(delta, "AssignSubVariableOp"))
         return self if read_value else None
+
+    def _delta(self, delta, op):
+        """``_new_value`` for an update; the common case (a Tensor of this dtype and shape,
+        eagerly) without its conversions."""
+        if type(delta) is Tensor and _state._local.collector is None:
+            new, old = delta._value, self._value
+            if new.dtype == old.dtype and new.shape == old.shape:
+                return new
+        return self._new_value(delta, op)
 
     # -- metadata ----------------------------------------------------------
     @property

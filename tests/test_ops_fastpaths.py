@@ -211,3 +211,34 @@ def test_static_axis_fast_path_errors_match_the_checked_path():
         tf.reduce_sum(x, axis=1)
     with pytest.raises(tf.errors.InvalidArgumentError, match="allowed values"):
         tf.reduce_logsumexp(tf.constant([1, 2]), axis=0)
+
+
+def test_matmul_fast_path_reads_variables_as_bind_does():
+    x = tf.constant(np.array([[1.0, 2.0]], np.float32))
+    w = tf.Variable(np.array([[0.5], [-1.0]], np.float32))
+    frozen = tf.Variable(np.array([[2.0], [3.0]], np.float32), trainable=False)
+    with tf.GradientTape(persistent=True) as t:
+        a = tf.matmul(x, w)
+        b = bind(REGISTRY["MatMul"], x, w)
+        c = tf.matmul(x, frozen)
+    names = [n.prim.name for n in t._nodes]
+    assert names == ["ReadVariableOp", "MatMul", "ReadVariableOp", "MatMul"]
+    from tapejax._tape import OUT
+    assert t._nodes[1].refs == (None, 0 * OUT) and t._nodes[3].refs == (None, 2 * OUT)  # their reads
+    assert t._nodes[1].static == t._nodes[3].static == ()
+    assert t.watched_variables() == (w,)
+    np.testing.assert_array_equal(t.gradient(a, w).numpy(), t.gradient(b, w).numpy())
+    assert t.gradient(c, frozen) is None
+    with pytest.raises(tf.errors.InvalidArgumentError):  # nothing read or recorded first
+        with tf.GradientTape() as t2:
+            tf.matmul(tf.constant([[1, 2]]), w)
+    assert t2._nodes == [] and t2.watched_variables() == ()
+
+
+def test_matmul_with_a_variable_inside_a_function_sees_its_updates():
+    x = tf.constant(np.ones((1, 2), np.float32))
+    w = tf.Variable(np.ones((2, 1), np.float32))
+    f = tf.function(lambda: tf.matmul(x, w))
+    assert f().numpy().item() == 2.0
+    w.assign_add(tf.ones((2, 1)))
+    assert f().numpy().item() == 4.0

@@ -6,8 +6,8 @@ one op with a hand-written wrapper); the functions they make all go through
 ``_primitives.bind``, or through one of its fast paths, which give the same
 values and record the same node (``tests/test_ops_fastpaths.py``):
 
-* elementwise ops inline ``bind`` for one Tensor, or two of one dtype, while
-  nothing records, and ``bind_unary`` / ``record_simple`` while tapes record;
+* elementwise ops inline ``bind`` for one Tensor (of an allowed dtype), or two
+  of one dtype: the jitted call, then ``record_simple`` while tapes record;
 * a Python number next to a float32/float64/bfloat16 Tensor becomes a cached
   device array of the Tensor's dtype (``scalar_constant``): TF's conversion,
   without JAX converting a Python scalar on every call;
@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes
-from .._primitives import bind, bind_unary, define, record_simple
+from .._primitives import bind, define, record_simple
 from .._state import _local
 from .._tensor import Tensor
 from .._variable import Variable
@@ -126,13 +126,18 @@ def plain_jit(prim, guard):
 
 
 def call_plain2(prim, fn, a, b):
-    """``bind(prim, a, b)`` for two Tensors through ``fn`` (a ``plain_jit`` of ``prim``); raises
-    what ``fn`` raises, before any recording."""
-    av, bv = a._value, b._value
-    result = Tensor(fn(av, bv))
+    """``bind(prim, a, b)`` through ``fn`` (a ``plain_jit`` of ``prim``) for two Tensors or
+    Variables (Variables only while no ``tapejax.function`` traces: the caller checks).  Raises
+    what ``fn`` raises before anything is read or recorded; then reads the Variables as ``bind``
+    does (the tapes record each read, then the op)."""
+    result = Tensor(fn(a._value, b._value))
     tapes = _local.tapes
     if tapes:
-        record_simple(tapes, prim, (), (a._id, b._id), (av, bv), result)
+        if type(a) is not Tensor:
+            a = a._read()
+        if type(b) is not Tensor:
+            b = b._read()
+        record_simple(tapes, prim, (), (a._id, b._id), (a._value, b._value), result)
     return result
 
 
@@ -186,11 +191,30 @@ def check_float(x, op_type, kinds="float", arg="x"):
             f"{_ALLOWED[kinds]} (argument `{arg}` of {op_type})")
 
 
-def _renamed(inner, arg):
-    """``inner(x, name)`` with its first parameter called ``arg`` (TF's argument name)."""
-    ns = {"inner": inner}
-    exec(f"def op({arg}, name=None):\n    return inner({arg})", ns)  # noqa: S102 - a fixed template
-    return ns["op"]
+# One-input elementwise op.  The hot path (a Tensor of an allowed dtype) inlines ``bind``: the
+# jitted call, then ``record_simple`` while tapes record; anything else goes through ``bind``.
+_UNARY_TEMPLATE = """
+def make(_prim, _t, _k, _kinds, _call):
+    def op({arg}, name=None):
+        if type({arg}) is Tensor:
+            v = {arg}._value
+            if _k is None or v.dtype.kind in _k:
+                try:
+                    result = Tensor(_call(v))
+                except (TypeError, ValueError) as e:
+                    raise op_error(e, _t) from e
+                tapes = _local.tapes
+                if tapes:
+                    record_simple(tapes, _prim, (), ({arg}._id,), (v,), result)
+                return result
+        if _kinds is not None:
+            check_float({arg}, _t, _kinds)
+        try:
+            return bind(_prim, {arg})
+        except (TypeError, ValueError) as e:
+            raise op_error(e, _t) from e
+    return op
+"""
 
 
 def unary_ops(namespace, table):
@@ -203,33 +227,12 @@ def unary_ops(namespace, table):
         name, op_type, fn = row[:3]
         differentiable = row[3] if len(row) > 3 else True
         kinds = row[4] if len(row) > 4 else None
+        arg = row[5] if len(row) > 5 else "x"  # TF's argument name (``features`` for activations)
         p = prim(op_type, fn, differentiable=differentiable)
-        # The hot path inlines ``bind`` for one Tensor while no tape records (same result).
-        if kinds is None:
-            def op(x, name=None, _prim=p, _t=op_type, _call=p._call0):
-                try:
-                    if type(x) is Tensor:
-                        if not _local.tapes:
-                            return Tensor(_call(x._value))
-                        return bind_unary(_prim, x)
-                    return bind(_prim, x)
-                except (TypeError, ValueError) as e:
-                    raise op_error(e, _t) from e
-        else:
-            def op(x, name=None, _prim=p, _t=op_type, _k=_KINDS[kinds], _kinds=kinds, _call=p._call0):
-                if type(x) is not Tensor or x._value.dtype.kind not in _k:
-                    check_float(x, _t, _kinds)
-                try:
-                    if type(x) is Tensor:
-                        if not _local.tapes:
-                            return Tensor(_call(x._value))
-                        return bind_unary(_prim, x)
-                    return bind(_prim, x)
-                except (TypeError, ValueError) as e:
-                    raise op_error(e, _t) from e
-        if len(row) > 5:  # TF names the argument differently (``features`` for activations)
-            op = _renamed(op, row[5])
-
+        ns = {"Tensor": Tensor, "_local": _local, "record_simple": record_simple, "bind": bind,
+              "check_float": check_float, "op_error": op_error}
+        exec(_UNARY_TEMPLATE.format(arg=arg), ns)  # noqa: S102 - a fixed template
+        op = ns["make"](p, op_type, _KINDS[kinds], kinds, p._call0)
         op.__name__ = op.__qualname__ = name
         op.__doc__ = f"``tf.math.{name}`` (TF op type ``{op_type}``), elementwise."
         op._tf_types = (op_type,)

@@ -682,8 +682,10 @@ _MATMUL_PLAIN = plain_jit(_MATMUL, lambda a, b: a.ndim >= 2 and b.ndim >= 2 and 
 def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_b=False,
            a_is_sparse=False, b_is_sparse=False, output_type=None, name=None):
     """``tf.linalg.matmul``: (batched) matrix product; both inputs rank >= 2."""
-    if (type(a) is Tensor and type(b) is Tensor
-            and not (transpose_a or transpose_b or adjoint_a or adjoint_b)):
+    ta, tb = type(a), type(b)
+    if ((ta is Tensor or ta is Variable) and (tb is Tensor or tb is Variable)
+            and not (transpose_a or transpose_b or adjoint_a or adjoint_b)
+            and (ta is tb is Tensor or _local.collector is None)):
         try:  # the fast path: the plain product; ranks and dtypes are checked when JAX traces
             return call_plain2(_MATMUL, _MATMUL_PLAIN, a, b)
         except NotPlain:
