@@ -141,6 +141,20 @@ def call_plain2(prim, fn, a, b):
     return result
 
 
+def call_one(prim, call, skey, x, v, op_type):
+    """``bind(prim, x, **dict(skey))`` for one Tensor ``x`` (value ``v``) through ``call`` (the
+    jitted callable with ``skey`` bound): JAX's complaint as TF's error, then ``bind``'s record.
+    (The unary-op template inlines this body: it is the hottest path.)"""
+    try:
+        result = Tensor(call(v))
+    except (TypeError, ValueError) as e:
+        raise op_error(e, op_type) from e
+    tapes = _local.tapes
+    if tapes:
+        record_simple(tapes, prim, skey, (x._id,), (v,), result)
+    return result
+
+
 #: Every op type the op library registered, in order (read by the coverage table and test).
 DEFINED = []
 
@@ -191,8 +205,9 @@ def check_float(x, op_type, kinds="float", arg="x"):
             f"{_ALLOWED[kinds]} (argument `{arg}` of {op_type})")
 
 
-# One-input elementwise op.  The hot path (a Tensor of an allowed dtype) inlines ``bind``: the
-# jitted call, then ``record_simple`` while tapes record; anything else goes through ``bind``.
+# One-input elementwise op.  The hot path (a Tensor of an allowed dtype) is ``call_one``'s body,
+# inlined (a function call is a few percent of an elementwise op); anything else goes through
+# ``bind``.
 _UNARY_TEMPLATE = """
 def make(_prim, _t, _k, _kinds, _call):
     def op({arg}, name=None):

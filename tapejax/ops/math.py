@@ -6,16 +6,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes
-from .._primitives import bind, define, record_simple
+from .._primitives import bind, define
 from .._state import _local
 from .._tensor import Tensor
 from .._variable import Variable
 from .._errors import InvalidArgumentError
 from .._tensor import convert_to_tensor
 from . import _grads as G
-from ._registry import (_KINDS, _PY_NUMBERS, NotPlain, _Array, binary_ops, call_plain2, check_binary,
-                        check_float, dtype_of, op_error, plain_jit, prim, scalar_constant, static_axis,
-                        tf_types, unary_ops)
+from ._registry import (_KINDS, _PY_NUMBERS, NotPlain, _Array, binary_ops, call_one, call_plain2,
+                        check_binary, check_float, dtype_of, op_error, plain_jit, prim, scalar_constant,
+                        static_axis, tf_types, unary_ops)
 
 
 def _truediv(x, y):
@@ -208,20 +208,10 @@ def _reduction(op_type, fn, doc, *, kinds=None, differentiable=True, bool_only=F
         if (type(input_tensor) is Tensor and (axis is None or type(axis) is int) and not bool_only
                 and (allowed is None or input_tensor._value.dtype.kind in allowed)):
             # the fast path: one Tensor, an int axis (bound into the jitted call), bind's record
-            v = input_tensor._value
             if axis is None and not keepdims:
-                skey, call = (), p._call0
-            else:
-                skey = (("axis", axis), ("keepdims", bool(keepdims)))
-                call = p.fixed(skey)
-            try:
-                result = Tensor(call(v))
-            except (TypeError, ValueError) as e:
-                raise op_error(e, op_type) from e
-            tapes = _local.tapes
-            if tapes:
-                record_simple(tapes, p, skey, (input_tensor._id,), (v,), result)
-            return result
+                return call_one(p, p._call0, (), input_tensor, input_tensor._value, op_type)
+            skey = (("axis", axis), ("keepdims", bool(keepdims)))
+            return call_one(p, p.fixed(skey), skey, input_tensor, input_tensor._value, op_type)
         if kinds is not None:
             check_float(input_tensor, op_type, kinds, "input_tensor")
         if bool_only:

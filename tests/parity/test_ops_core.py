@@ -282,3 +282,32 @@ def test_second_derivatives_of_unary_ops(tf):
             g = t1.gradient(y, x)
         out.append((g, t2.gradient(g, x)))
     return out
+
+
+# --------------------------------------------------------------------------
+# Python numbers and Variables on the ops' fast paths (tapejax/ops/_registry.py)
+# --------------------------------------------------------------------------
+
+@parity
+def test_python_numbers_take_the_tensor_dtype(tf):
+    """A Python number next to a tensor converts to the tensor's dtype (bfloat16, int32); a signed
+    zero keeps its sign; the same number used twice gives the same result; clip_by_value's Python
+    bounds pass the gradient at the bounds."""
+    b = tf.constant([1.5, -2.0], dtype=tf.bfloat16)
+    i = tf.constant([3, -4])
+    x = tf.constant([-1.0, -0.5, 0.0, 0.5, 1.0])
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = tf.clip_by_value(x, -0.5, 0.5) * 0.25 + x * 0.25
+    return (b * 0.1, 0.1 * b, i * 2, 2 - i, x * -0.0, 1.0 / (x * -0.0 - 1.0), y,
+            t.gradient(y, x))
+
+
+@parity
+def test_matmul_with_variables_records_each_read(tf):
+    """matmul reading a Variable twice (a Dense layer applied twice): both reads count."""
+    w = tf.Variable([[0.5, -1.0], [2.0, 0.25]])
+    x = tf.constant([[1.0, 2.0]])
+    with tf.GradientTape() as t:
+        y = tf.reduce_sum(tf.matmul(tf.matmul(x, w), w))
+    return y, t.gradient(y, w)
