@@ -23,6 +23,7 @@ import jax
 
 from . import _state
 from ._state import _local
+from ._lazy import Pending, _Thunk, can_defer, concrete, defer, force_all
 from ._lru import Family
 from ._tensor import Tensor, convert_to_tensor
 
@@ -138,22 +139,55 @@ def bind(prim, *args, **static):
         return _run(prim, static, [a._value if type(a) is Tensor else unwrap(a)[0] for a in args])
     vals = []
     ids = []
+    pending = False
     for a in args:
-        if type(a) is Tensor:
+        ta = type(a)
+        if ta is Tensor:
             vals.append(a._value)
             ids.append(a._id)
+        elif ta is Pending:  # a recorded op's result, not computed yet: its thunk is the value
+            vals.append(a._thunk)
+            ids.append(a._id)
+            pending = True
         else:
             v, i = unwrap(a)
             vals.append(v)
             ids.append(i)
-    result = _run(prim, static, vals)
-    if prim.multiple_results or _local.overrides:
-        _record(tapes, prim, static, ids, vals, result)
-    else:
+    if not (prim.multiple_results or _local.overrides):
         skey = tuple(static.items()) if static else ()
         ids, vals = tuple(ids), tuple(vals)
+        if prim.jit and can_defer(tapes) and concrete(vals):
+            try:
+                call = prim.fixed(skey) if skey else prim._call0
+            except TypeError:  # an unhashable static value: run it now
+                pass
+            else:
+                return defer(tapes, prim, call, skey, ids, vals)
+        if pending:
+            vals = tuple(force_all(vals))
+        result = _run(prim, static, vals)
         for tape in tapes:
             tape._record_simple(prim, skey, ids, vals, result)
+        return result
+    if pending:
+        vals = force_all(vals)
+    result = _run(prim, static, vals)
+    _record(tapes, prim, static, ids, vals, result)
+    return result
+
+
+def run_recorded(tapes, prim, call, skey, ids, vals):
+    """An op's fast path while ``tapes`` record: ``call(*vals)`` (``call``: ``prim``'s jitted
+    function with ``skey`` bound; ``vals`` arrays or thunks) deferred when it may be (``_lazy``),
+    else run now; recorded as ``bind`` records it."""
+    if can_defer(tapes) and concrete(vals):
+        return defer(tapes, prim, call, skey, ids, vals)
+    for v in vals:
+        if type(v) is _Thunk:
+            vals = tuple(force_all(vals))
+            break
+    result = Tensor(call(*vals))
+    record_simple(tapes, prim, skey, ids, vals, result)
     return result
 
 

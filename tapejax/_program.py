@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._lazy import _Thunk, force_all
 from ._primitives import READ
 from ._tape import OUT
 
@@ -35,7 +36,8 @@ from ._tape import OUT
 class Program:
     """The structure of one gradient computation: cache key and leaf plan."""
 
-    __slots__ = ("key", "slice", "src_codes", "src_avals", "tgt_codes", "ct_given", "_hash", "backward_key")
+    __slots__ = ("key", "slice", "src_codes", "src_avals", "tgt_codes", "ct_given", "_hash", "backward_key",
+                 "fused_key")
 
     def __init__(self, nodes, slice_idx, src_codes, src_avals, tgt_codes, ct_given):
         self.slice = slice_idx
@@ -47,6 +49,7 @@ class Program:
                     tgt_codes, ct_given)
         self._hash = hash(self.key)
         self.backward_key = ("backward", self)  # the saved-values gradient of this structure
+        self.fused_key = ("fused", self)        # forward and gradient in one (pending targets)
 
     def __hash__(self):
         return self._hash
@@ -305,5 +308,10 @@ def build_backward(nodes, program, resolve_impl):
 
 
 def gather_leaves(nodes, program, plan, src_values):
+    """The compiled function's arguments; a pending value (a thunk, see ``_lazy``) is computed."""
     sl = program.slice
-    return tuple([nodes[sl[a]].vals[b] if kind == "node" else src_values[a] for kind, a, b in plan])
+    leaves = [nodes[sl[a]].vals[b] if kind == "node" else src_values[a] for kind, a, b in plan]
+    for v in leaves:
+        if type(v) is _Thunk:
+            return tuple(force_all(leaves))
+    return tuple(leaves)

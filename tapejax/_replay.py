@@ -39,6 +39,7 @@ from ._lru import LRU
 from ._primitives import Primitive, bind, with_id
 from ._program import Program, aval, build_backward, build_replay, gather_leaves, seed, slice_tape
 from ._tape import OUT
+from ._lazy import Pending
 from ._tensor import Tensor
 
 CacheInfo = collections.namedtuple("CacheInfo", "hits misses compiles evictions size maxsize")
@@ -130,18 +131,28 @@ class Compiled:
                               jit=False)
 
 
-def _compile(nodes, program):
-    replay, plan = build_replay(nodes, program, resolve_impl)
+def _grads_and_targets(replay, program):
+    """``(leaves, cts) -> (gradients, target values)`` through ``jax.vjp`` of the replay."""
     src_avals = program.src_avals
     ct_given = program.ct_given
 
-    def grad_fn(leaves, cts):
+    def fn(leaves, cts):
         eps0 = tuple(jnp.zeros(shape, dtype) for shape, dtype in src_avals)
         outs, vjp = jax.vjp(lambda e: replay(e, leaves), eps0)
         it = iter(cts)
         seeds = [seed(o, next(it) if given else None) for o, given in zip(outs, ct_given)]
         (grads,) = vjp(tuple(seeds))
-        return tuple(g.astype(dtype) for g, (_, dtype) in zip(grads, src_avals))
+        return tuple(g.astype(dtype) for g, (_, dtype) in zip(grads, src_avals)), outs
+
+    return fn
+
+
+def _compile(nodes, program):
+    replay, plan = build_replay(nodes, program, resolve_impl)
+    both = _grads_and_targets(replay, program)
+
+    def grad_fn(leaves, cts):
+        return both(leaves, cts)[0]
 
     def counted(leaves, cts):
         out = grad_fn(leaves, cts)
@@ -166,6 +177,20 @@ def _compile_backward(nodes, program):
 
     def counted(leaves, cts):
         out = backward(leaves, cts)
+        _stats.compiles += 1  # runs once per trace that succeeds
+        return out
+
+    return Backward(jax.jit(counted), plan)
+
+
+def _compile_fused(nodes, program):
+    """The gradient when targets are pending (``_lazy``): the forward runs here, from the true
+    leaves, and the targets' values come back with the gradients (one dispatch for both)."""
+    replay, plan = build_replay(nodes, program, resolve_impl)
+    both = _grads_and_targets(replay, program)
+
+    def counted(leaves, cts):
+        out = both(leaves, cts)
         _stats.compiles += 1  # runs once per trace that succeeds
         return out
 
@@ -264,7 +289,7 @@ def _forget(key, entry):
 
 def _source_code(tape, s):
     code = tape._codes.get(s._id)
-    if code is None or not _dtypes.is_trainable_dtype(s._value.dtype):
+    if code is None or not _dtypes.is_trainable_dtype(s._meta.dtype):
         return None
     return code
 
@@ -279,7 +304,7 @@ _SLICES = LRU("slices", 4096)
 
 def _plan(nodes, uniq, src_codes_all, tgt_all, cts, sources):
     key = (tuple([n.sig for n in nodes]), tuple(src_codes_all), tuple(tgt_all),
-           tuple([c is not None for c in cts]), tuple([aval(s._value) for s in sources]))
+           tuple([c is not None for c in cts]), tuple([aval(s._meta) for s in sources]))
     hit = _SLICES.get(key)
     if hit is not None:
         return hit
@@ -294,7 +319,7 @@ def _plan(nodes, uniq, src_codes_all, tgt_all, cts, sources):
     if live_src and kept:
         aval_of = {}
         for s, c in zip(sources, src_codes_all):
-            aval_of.setdefault(c, aval(s._value))
+            aval_of.setdefault(c, aval(s._meta))
         program = Program(nodes, slice_idx, tuple(live_src), tuple(aval_of[c] for c in live_src),
                           tuple(c for _, c in kept), tuple(cts[i] is not None for i, _ in kept))
     hit = _SLICES.setdefault(key, (live_src, kept, program))
@@ -310,7 +335,7 @@ def gradient(tape, targets, sources, cts, mode):
     tgt_ids = {t._id for t in targets}
     virtual = {}
     for k, s in enumerate(sources):
-        if src_codes_all[k] is None and _dtypes.is_trainable_dtype(s._value.dtype):
+        if src_codes_all[k] is None and _dtypes.is_trainable_dtype(s._meta.dtype):
             if s._id in tgt_ids:
                 virtual.setdefault(s._id, -(tape._n_leaves + 1 + len(virtual)))
                 src_codes_all[k] = virtual[s._id]
@@ -332,18 +357,46 @@ def gradient(tape, targets, sources, cts, mode):
         for s, c in zip(sources, src_codes_all):
             if c in live_set and c not in first:
                 first[c] = s
-        src_values = [first[c]._value for c in live_src]
+        # a pending source stays a thunk: the gathering computes it only if the program reads it
+        src_values = [first[c]._thunk if type(first[c]) is Pending else first[c]._value for c in live_src]
         nested = bool(_state.tapes())
-        outs = lookup_run(
-            nodes, program,
-            lambda entry: _call_gradient(entry, nodes, program, src_values, kept, cts, first, live_src, nested),
-            key=None if nested else program.backward_key, build=None if nested else _compile_backward)
+        if not nested and _pending_targets(targets, kept):
+            outs = lookup_run(
+                nodes, program,
+                lambda entry: _call_fused(entry, nodes, program, src_values, kept, cts, targets),
+                key=program.fused_key, build=_compile_fused)
+        else:
+            outs = lookup_run(
+                nodes, program,
+                lambda entry: _call_gradient(entry, nodes, program, src_values, kept, cts, first, live_src,
+                                             nested),
+                key=None if nested else program.backward_key, build=None if nested else _compile_backward)
         by_code = dict(zip(live_src, outs))
         results = [by_code.get(c) for c in src_codes_all]
     if mode.value == "zero":
-        results = [r if r is not None else Tensor(jnp.zeros(s._value.shape, s._value.dtype))
+        results = [r if r is not None else Tensor(jnp.zeros(s._meta.shape, s._meta.dtype))
                    for r, s in zip(results, sources)]
     return results
+
+
+def _pending_targets(targets, kept):
+    for i, _ in kept:
+        t = targets[i]
+        if type(t) is Pending and t._thunk.value is None:
+            return True
+    return False
+
+
+def _call_fused(entry, nodes, program, src_values, kept, cts, targets):
+    """Run the fused forward + gradient; the pending targets get their values."""
+    leaves = gather_leaves(nodes, program, entry.plan, src_values)
+    given = tuple(cts[i]._value for i, _ in kept if cts[i] is not None)
+    grads, values = entry.fn(leaves, given)
+    for (i, _), v in zip(kept, values):
+        t = targets[i]
+        if type(t) is Pending:
+            t._thunk.set(v)
+    return tuple(Tensor(g) for g in grads)
 
 
 def _call_gradient(entry, nodes, program, src_values, kept, cts, first, live_src, nested):

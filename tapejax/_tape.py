@@ -34,6 +34,7 @@ import numpy as np
 from . import _dtypes, _nest, _state
 from ._lru import LRU
 from ._primitives import READ
+from ._lazy import _TAPE_TYPES, Pending
 from ._tensor import Tensor
 
 OUT = 1 << 20  # outputs per node in a code (node_index * OUT + k)
@@ -269,10 +270,10 @@ class GradientTape:
         if not prim.differentiable:
             self._cuts[result._id] = (prim.nondiff_reason, prim.name, tuple(ids))
             return
-        value = result._value
-        t = _TRAINABLE.get(value.dtype)
+        dt = (result._thunk.aval if type(result) is Pending else result._value).dtype
+        t = _TRAINABLE.get(dt)
         if t is None:
-            t = _trainable(value)
+            t = _TRAINABLE[dt] = _dtypes.is_trainable_dtype(dt)
         if not t:
             self._int_cut(prim, ids, result)
             return
@@ -459,6 +460,9 @@ class GradientTape:
         return explain(self, target, source)
 
 
+_TAPE_TYPES.add(GradientTape)  # plain tapes may have their recorded ops deferred (see _lazy)
+
+
 class NotATensorError(TypeError, AttributeError):
     """A target or source that is not a Tensor or Variable.
 
@@ -495,9 +499,9 @@ def _output_gradients(output_gradients, flat_targets):
             raise ValueError(f"Attempt to convert a value (None) with an unsupported type "
                              f"(<class 'NoneType'>) to a Tensor: output_gradients[{i}] is None; "
                              "leave output_gradients shorter to seed ones")
-        want = np.dtype(t._value.dtype)
+        want = np.dtype(t._meta.dtype)
         if isinstance(g, Tensor) or hasattr(g, "_read"):
-            have = np.dtype(g._value.dtype)
+            have = np.dtype(g._meta.dtype)
         elif isinstance(g, (np.ndarray, np.generic)):
             have = g.dtype
         else:
@@ -512,7 +516,7 @@ def _output_gradients(output_gradients, flat_targets):
                 None, None, f"output_gradients[{i}] has dtype {have.name} but target {i} has dtype "
                 f"{want.name}: cotangents must have the target's dtype")
         g = convert_to_tensor(g, dtype=want)
-        tshape = tuple(t._value.shape)
+        tshape = tuple(t._meta.shape)
         try:
             joint = np.broadcast_shapes(tuple(g.shape), tshape)
         except ValueError:

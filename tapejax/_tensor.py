@@ -90,6 +90,11 @@ class Tensor:
 
     # -- value access -------------------------------------------------
     @property
+    def _meta(self):
+        """What has the shape and dtype without computing a pending value (see ``_lazy``)."""
+        return self._value
+
+    @property
     def shape(self):
         return TensorShape(self._value.shape)
 

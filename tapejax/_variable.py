@@ -123,6 +123,10 @@ class Variable:
                 tape._record_read(self, t)
         return t
 
+    @property
+    def _meta(self):
+        return self._value
+
     def read_value(self):
         """The current value as a Tensor (a recorded read)."""
         return self._read()

@@ -15,6 +15,14 @@ def fresh_cache():
 
 
 @pytest.fixture
+def eager_ops():
+    """Deferred execution off for the test (every op dispatched when called), then restored."""
+    prev = tapejax.set_deferred_execution(False)
+    yield
+    tapejax.set_deferred_execution(prev)
+
+
+@pytest.fixture
 def tapejax_log(caplog):
     caplog.set_level(logging.WARNING, logger="tapejax")
     return caplog

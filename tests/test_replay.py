@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tapejax as tf
-from tapejax import _program, _replay
+from tapejax import _lazy, _program, _replay
 
 
 def _step(w, b, x, y, lr=0.1):
@@ -119,7 +119,7 @@ def test_cache_is_bounded_lru_with_evictions(fresh_cache):
         tf.set_cache_size(old)
 
 
-def test_non_persistent_tape_releases_recorded_state_after_gradient():
+def test_non_persistent_tape_releases_recorded_state_after_gradient(eager_ops):
     import sys
     x = tf.constant(np.ones(1000, np.float32))
     with tf.GradientTape() as t:
@@ -131,6 +131,30 @@ def test_non_persistent_tape_releases_recorded_state_after_gradient():
     after = sys.getrefcount(e.value)  # (outside `assert`: pytest's rewrite holds temporaries)
     assert t._nodes == [] and t._codes == {}
     assert after == held - 1
+
+
+def test_deferred_ops_are_released_after_gradient():
+    """Deferred: the tape's nodes hold thunks; after the gradient the tape holds nothing, the
+    target has its value and no inputs, and a pending tensor the user keeps holds its own inputs
+    until it is computed (or dropped)."""
+    import gc
+    import weakref
+    x = tf.constant(np.ones(1000, np.float32))
+    with tf.GradientTape() as t:
+        t.watch(x)
+        m = x * 2.0
+        e = tf.exp(m)
+        y = tf.reduce_sum(e)
+    assert type(m) is _lazy.Pending and m._thunk.value is None
+    mref = weakref.ref(m._thunk)
+    del m
+    t.gradient(y, x)
+    assert t._nodes == [] and t._codes == {}
+    assert y._thunk.value is not None and y._thunk.args is None   # filled by the gradient
+    assert e._thunk.value is None and mref() is not None           # e still pending, needs m
+    np.testing.assert_allclose(e.numpy(), np.exp(2.0), rtol=1e-6)  # computing e drops its inputs
+    gc.collect()
+    assert e._thunk.args is None and mref() is None
 
 
 def test_tape_is_garbage_collected_with_its_records():
@@ -335,8 +359,15 @@ def _dots_in_compiled_gradient(nested, monkeypatch):
     return entry.fn.lower(leaves, ()).compile().as_text().count(" dot(")
 
 
-def test_first_order_gradient_does_not_recompute_the_forward(monkeypatch, fresh_cache):
+def test_first_order_gradient_does_not_recompute_the_forward(monkeypatch, fresh_cache, eager_ops):
     """The saved-values backward reuses the eager forward: the compiled gradient of
     relu(x @ w) keeps one dot (x^T @ g); the replay (used under an outer tape) keeps two."""
     assert _dots_in_compiled_gradient(False, monkeypatch) == 1
     assert _dots_in_compiled_gradient(True, monkeypatch) == 2
+
+
+def test_deferred_forward_runs_once_inside_the_gradient(monkeypatch, fresh_cache):
+    """Deferred execution: the forward product never ran eagerly; the fused gradient computes it
+    (two dots: x @ w and x^T @ g), i.e. the forward still runs once per step."""
+    assert _lazy.deferred_execution()
+    assert _dots_in_compiled_gradient(False, monkeypatch) == 2

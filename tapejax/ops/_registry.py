@@ -32,7 +32,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes
-from .._primitives import bind, define, record_simple
+from .._lazy import Pending, aval_for, can_defer, concrete, defer
+from .._primitives import bind, define, record_simple, run_recorded
 from .._state import _local
 from .._tensor import Tensor
 from .._variable import Variable
@@ -47,7 +48,7 @@ _TENSORISH = (Tensor, Variable)
 def dtype_of(x):
     """NumPy dtype of a Tensor/Variable; None for Python data."""
     if isinstance(x, _TENSORISH):
-        return np.dtype(x._value.dtype)
+        return np.dtype(x._meta.dtype)
     if isinstance(x, (np.ndarray, np.generic)):
         return x.dtype
     return None
@@ -130,12 +131,24 @@ def call_plain2(prim, fn, a, b):
     Variables (Variables only while no ``tapejax.function`` traces: the caller checks).  Raises
     what ``fn`` raises before anything is read or recorded; then reads the Variables as ``bind``
     does (the tapes record each read, then the op)."""
-    result = Tensor(fn(a._value, b._value))
     tapes = _local.tapes
+    if tapes and can_defer(tapes):
+        va = a._thunk if type(a) is Pending else a._value
+        vb = b._thunk if type(b) is Pending else b._value
+        if concrete((va, vb)):
+            aval = aval_for(fn, (va, vb))  # raises what the call would, before anything is read
+            if type(a) is Variable:
+                a = a._read()
+                va = a._value
+            if type(b) is Variable:
+                b = b._read()
+                vb = b._value
+            return defer(tapes, prim, fn, (), (a._id, b._id), (va, vb), aval)
+    result = Tensor(fn(a._value, b._value))
     if tapes:
-        if type(a) is not Tensor:
+        if type(a) is Variable:
             a = a._read()
-        if type(b) is not Tensor:
+        if type(b) is Variable:
             b = b._read()
         record_simple(tapes, prim, (), (a._id, b._id), (a._value, b._value), result)
     return result
@@ -145,14 +158,13 @@ def call_one(prim, call, skey, x, v, op_type):
     """``bind(prim, x, **dict(skey))`` for one Tensor ``x`` (value ``v``) through ``call`` (the
     jitted callable with ``skey`` bound): JAX's complaint as TF's error, then ``bind``'s record.
     (The unary-op template inlines this body: it is the hottest path.)"""
+    tapes = _local.tapes
     try:
-        result = Tensor(call(v))
+        if tapes:
+            return run_recorded(tapes, prim, call, skey, (x._id,), (v,))
+        return Tensor(call(v))
     except (TypeError, ValueError) as e:
         raise op_error(e, op_type) from e
-    tapes = _local.tapes
-    if tapes:
-        record_simple(tapes, prim, skey, (x._id,), (v,), result)
-    return result
 
 
 #: Every op type the op library registered, in order (read by the coverage table and test).
@@ -190,8 +202,10 @@ _ALLOWED = {"float": "bfloat16, half, float, double, complex64, complex128",
 
 def check_float(x, op_type, kinds="float", arg="x"):
     """TF's kernel dtype list: an int/bool tensor (or Python int) is an InvalidArgumentError."""
-    if type(x) is Tensor or isinstance(x, _TENSORISH):
+    if type(x) is Tensor:
         k = x._value.dtype.kind
+    elif isinstance(x, _TENSORISH):
+        k = x._meta.dtype.kind
     elif isinstance(x, (bool, int)):
         k = "b" if isinstance(x, bool) else "i"
     elif isinstance(x, (np.ndarray, np.generic)):
@@ -214,14 +228,21 @@ def make(_prim, _t, _k, _kinds, _call):
         if type({arg}) is Tensor:
             v = {arg}._value
             if _k is None or v.dtype.kind in _k:
+                tapes = _local.tapes
                 try:
-                    result = Tensor(_call(v))
+                    if tapes:
+                        return run_recorded(tapes, _prim, _call, (), ({arg}._id,), (v,))
+                    return Tensor(_call(v))
                 except (TypeError, ValueError) as e:
                     raise op_error(e, _t) from e
-                tapes = _local.tapes
-                if tapes:
-                    record_simple(tapes, _prim, (), ({arg}._id,), (v,), result)
-                return result
+        elif type({arg}) is Pending:
+            v = {arg}._thunk
+            tapes = _local.tapes
+            if tapes and (_k is None or v.aval.dtype.kind in _k):
+                try:
+                    return run_recorded(tapes, _prim, _call, (), ({arg}._id,), (v,))
+                except (TypeError, ValueError) as e:
+                    raise op_error(e, _t) from e
         if _kinds is not None:
             check_float({arg}, _t, _kinds)
         try:
@@ -244,7 +265,7 @@ def unary_ops(namespace, table):
         kinds = row[4] if len(row) > 4 else None
         arg = row[5] if len(row) > 5 else "x"  # TF's argument name (``features`` for activations)
         p = prim(op_type, fn, differentiable=differentiable)
-        ns = {"Tensor": Tensor, "_local": _local, "record_simple": record_simple, "bind": bind,
+        ns = {"Tensor": Tensor, "Pending": Pending, "_local": _local, "run_recorded": run_recorded, "bind": bind,
               "check_float": check_float, "op_error": op_error}
         exec(_UNARY_TEMPLATE.format(arg=arg), ns)  # noqa: S102 - a fixed template
         op = ns["make"](p, op_type, _KINDS[kinds], kinds, p._call0)
@@ -269,6 +290,10 @@ def binary_ops(namespace, table):
                 y = scalar_constant(y, x._value.dtype)
             elif ty is Tensor and tx in _PY_NUMBERS and type(y._value) is _Array:
                 x = scalar_constant(x, y._value.dtype)
+            elif tx is Pending and ty in _PY_NUMBERS:
+                y = scalar_constant(y, x._thunk.aval.dtype)
+            elif ty is Pending and tx in _PY_NUMBERS:
+                x = scalar_constant(x, y._thunk.aval.dtype)
             check_binary(x, y, _t)
             if _kinds is not None:
                 check_float(x, _t, _kinds, "x")

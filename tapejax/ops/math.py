@@ -8,6 +8,7 @@ import numpy as np
 from .. import _dtypes
 from .._primitives import bind, define
 from .._state import _local
+from .._lazy import Pending
 from .._tensor import Tensor
 from .._variable import Variable
 from .._errors import InvalidArgumentError
@@ -205,13 +206,15 @@ def _reduction(op_type, fn, doc, *, kinds=None, differentiable=True, bool_only=F
     allowed = _KINDS[kinds]
 
     def op(input_tensor, axis=None, keepdims=False, name=None):
-        if (type(input_tensor) is Tensor and (axis is None or type(axis) is int) and not bool_only
-                and (allowed is None or input_tensor._value.dtype.kind in allowed)):
+        tx = type(input_tensor)
+        if ((tx is Tensor or tx is Pending) and (axis is None or type(axis) is int) and not bool_only
+                and (allowed is None or input_tensor._meta.dtype.kind in allowed)):
             # the fast path: one Tensor, an int axis (bound into the jitted call), bind's record
+            v = input_tensor._thunk if tx is Pending and _local.tapes else input_tensor._value
             if axis is None and not keepdims:
-                return call_one(p, p._call0, (), input_tensor, input_tensor._value, op_type)
+                return call_one(p, p._call0, (), input_tensor, v, op_type)
             skey = (("axis", axis), ("keepdims", bool(keepdims)))
-            return call_one(p, p.fixed(skey), skey, input_tensor, input_tensor._value, op_type)
+            return call_one(p, p.fixed(skey), skey, input_tensor, v, op_type)
         if kinds is not None:
             check_float(input_tensor, op_type, kinds, "input_tensor")
         if bool_only:
@@ -673,7 +676,7 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
            a_is_sparse=False, b_is_sparse=False, output_type=None, name=None):
     """``tf.linalg.matmul``: (batched) matrix product; both inputs rank >= 2."""
     ta, tb = type(a), type(b)
-    if ((ta is Tensor or ta is Variable) and (tb is Tensor or tb is Variable)
+    if ((ta is Tensor or ta is Variable or ta is Pending) and (tb is Tensor or tb is Variable or tb is Pending)
             and not (transpose_a or transpose_b or adjoint_a or adjoint_b)
             and (ta is tb is Tensor or _local.collector is None)):
         try:  # the fast path: the plain product; ranks and dtypes are checked when JAX traces

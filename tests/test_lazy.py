@@ -1,0 +1,284 @@
+"""Deferred execution (``tapejax._lazy``): recorded ops run inside the compiled gradient.
+
+The oracle for every value is the same program with deferral off (every op
+dispatched when called) and, where it is short, the plain ``jax.numpy``
+computation.
+"""
+import copy
+import pickle
+import threading
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import tapejax as tf
+from tapejax import _lazy
+from tapejax._lazy import Pending
+
+RNG = np.random.default_rng(0)
+X = RNG.normal(size=(4, 3)).astype(np.float32)
+W = RNG.normal(size=(3, 2)).astype(np.float32)
+B = RNG.normal(size=(2,)).astype(np.float32)
+
+
+@pytest.fixture
+def deferred():
+    prev = tf.set_deferred_execution(True)
+    yield
+    tf.set_deferred_execution(prev)
+
+
+def _step(x, w, b, out):
+    """A small training step; ``out`` collects what the user reads."""
+    with tf.GradientTape() as tape:
+        h = tf.nn.relu(tf.matmul(x, w) + b)
+        loss = tf.reduce_mean(tf.square(h - 1.0))
+    out["loss_type"] = type(loss)
+    out["grads"] = tape.gradient(loss, [w, b])
+    out["loss"] = loss.numpy()
+    w.assign_sub(0.1 * out["grads"][0])
+    b.assign_sub(0.1 * out["grads"][1])
+    return out
+
+
+def _run_steps(mode, n=3):
+    prev = tf.set_deferred_execution(mode)
+    try:
+        x, w, b = tf.constant(X), tf.Variable(W), tf.Variable(B)
+        outs = [_step(x, w, b, {}) for _ in range(n)]
+        return outs, w.numpy(), b.numpy()
+    finally:
+        tf.set_deferred_execution(prev)
+
+
+def test_training_steps_match_eager_execution():
+    (lazy, w1, b1), (eager, w0, b0) = _run_steps(True), _run_steps(False)
+    assert lazy[0]["loss_type"] is Pending and eager[0]["loss_type"] is tf.Tensor
+    for a, e in zip(lazy, eager):
+        np.testing.assert_allclose(a["loss"], e["loss"], rtol=1e-6)
+        for ga, ge in zip(a["grads"], e["grads"]):
+            assert type(ga) is tf.Tensor
+            np.testing.assert_allclose(ga.numpy(), ge.numpy(), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(w1, w0, rtol=1e-6)
+    np.testing.assert_allclose(b1, b0, rtol=1e-6)
+    # the jnp oracle for the first loss
+    h = np.maximum(X @ W + B, 0)
+    np.testing.assert_allclose(lazy[0]["loss"], np.mean((h - 1.0) ** 2), rtol=1e-5)
+
+
+def test_pending_knows_shape_and_dtype_without_computing(deferred):
+    x = tf.Variable(X)
+    with tf.GradientTape():
+        y = tf.matmul(x, tf.constant(W)) + tf.constant(B)
+        s = tf.reduce_sum(y, axis=1)
+    assert type(y) is Pending and type(s) is Pending
+    assert y.shape == (4, 2) and y.dtype == tf.float32 and y.ndim == 2
+    assert s.shape == (4,) and s._thunk.value is None and y._thunk.value is None
+    np.testing.assert_allclose(s.numpy(), (X @ W + B).sum(1), rtol=1e-5)
+    assert s._thunk.value is not None and s._thunk.args is None
+
+
+@pytest.mark.parametrize("read", [
+    lambda t: t.numpy(), lambda t: float(tf.reduce_sum(t)), lambda t: np.asarray(t),
+    lambda t: jnp.asarray(t), lambda t: repr(t), lambda t: jax.jit(lambda a: a * 1)(t),
+    lambda t: pickle.loads(pickle.dumps(t)).numpy(), lambda t: copy.deepcopy(t).numpy(),
+    lambda t: (t > 0).numpy(), lambda t: t[0].numpy(),
+])
+def test_every_read_computes_the_value(deferred, read):
+    x = tf.Variable(X)
+    with tf.GradientTape():
+        y = tf.exp(x) * 2.0
+        assert type(y) is Pending
+        read(y)  # inside the tape too
+        assert y._thunk.value is not None
+        np.testing.assert_allclose(y.numpy(), np.exp(X) * 2.0, rtol=1e-6)
+
+
+def test_gradient_fills_the_pending_target_in_one_compiled_call(deferred, fresh_cache):
+    x, w, b = tf.constant(X), tf.Variable(W), tf.Variable(B)
+    for i in range(20):
+        out = _step(x, w, b, {})
+        assert out["loss_type"] is Pending
+    info = tf.cache_info()
+    assert info.misses == 1 and info.compiles == 1 and info.hits == 19
+    # the fused entry (forward and gradient) is the only one
+    assert [k[0] for k in _replay_keys()] == ["fused"]
+
+
+def _replay_keys():
+    from tapejax import _replay
+    return list(_replay._CACHE._data)
+
+
+def test_target_read_before_the_gradient_uses_the_saved_values(deferred, fresh_cache):
+    x, w = tf.constant(X), tf.Variable(W)
+    with tf.GradientTape() as tape:
+        y = tf.reduce_sum(tf.tanh(tf.matmul(x, w)))
+    v = y.numpy()                 # computes y (and what it needs) eagerly
+    g = tape.gradient(y, w)       # the saved-values backward
+    assert [k[0] for k in _replay_keys()] == ["backward"]
+    _, pull = jax.vjp(lambda a: jnp.sum(jnp.tanh(X @ a)), W)
+    np.testing.assert_allclose(g.numpy(), pull(jnp.float32(1))[0], rtol=1e-5)
+    np.testing.assert_allclose(v, np.tanh(X @ W).sum(), rtol=1e-5)
+
+
+def test_ops_no_tape_records_run_at_once(deferred):
+    c = tf.constant(X)
+    v = tf.Variable(W, trainable=False)
+    with tf.GradientTape():
+        a = tf.exp(c)                       # nothing watched
+        b = tf.matmul(c, v)                 # a non-trainable Variable is not watched
+        d = tf.cast(tf.constant(X) > 0, tf.float32)
+    for t in (a, b, d):
+        assert type(t) is tf.Tensor or t._thunk.value is not None
+
+
+def test_a_variable_is_read_when_the_op_is_called(deferred):
+    """The thunk holds the value read, as an eager op would have used it."""
+    v = tf.Variable(W)
+    with tf.GradientTape() as tape:
+        y = v * 2.0
+        v.assign(np.zeros_like(W))
+        z = tf.reduce_sum(y)
+    np.testing.assert_allclose(y.numpy(), W * 2.0)
+    g = tape.gradient(z, v)
+    np.testing.assert_allclose(g.numpy(), np.full_like(W, 2.0))
+
+
+def test_errors_are_raised_when_the_op_is_called(deferred):
+    x = tf.Variable(X)
+    with tf.GradientTape() as tape:
+        h = tf.exp(x)
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            tf.matmul(h, tf.constant(X))       # (4,3) @ (4,3)
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            h + tf.constant(W)                 # shapes do not broadcast
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            tf.sqrt(tf.cast(h, tf.int32))      # TF's dtype list
+    assert len(tape._nodes) == 2  # the read and exp
+
+
+def test_long_pending_chain_is_computed_without_recursion(deferred):
+    x = tf.Variable(1.0)
+    with tf.GradientTape() as tape:
+        y = x
+        for _ in range(3000):
+            y = y * 1.0001
+    assert type(y) is Pending
+    np.testing.assert_allclose(y.numpy(), 1.0001 ** 3000, rtol=1e-3)
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), 1.0001 ** 3000, rtol=1e-3)
+
+
+def test_persistent_tape_second_call_and_second_order(deferred):
+    def run():
+        x = tf.Variable(0.7)
+        with tf.GradientTape() as outer:
+            with tf.GradientTape(persistent=True) as inner:
+                y = tf.sin(x) * x
+            g1 = inner.gradient(y, x)
+            g1b = inner.gradient(y, x)
+        g2 = outer.gradient(g1, x)
+        return y.numpy(), g1.numpy(), g1b.numpy(), g2.numpy()
+    lazy = run()
+    prev = tf.set_deferred_execution(False)
+    try:
+        eager = run()
+    finally:
+        tf.set_deferred_execution(prev)
+    np.testing.assert_allclose(lazy, eager, rtol=1e-6)
+    np.testing.assert_allclose(lazy[1], np.cos(0.7) * 0.7 + np.sin(0.7), rtol=1e-6)
+
+
+def test_jacobian_and_intermediate_sources(deferred):
+    x = tf.Variable(X)
+    with tf.GradientTape(persistent=True) as tape:
+        h = tf.tanh(x)
+        y = tf.reduce_sum(h * h, axis=1)
+    assert type(h) is Pending and h._thunk.value is None
+    gh = tape.gradient(y, h)   # an intermediate source
+    np.testing.assert_allclose(gh.numpy(), 2 * np.tanh(X), rtol=1e-5)
+    j = tape.jacobian(y, x)
+    want = jax.jacobian(lambda a: jnp.sum(jnp.tanh(a) ** 2, axis=1))(X)
+    np.testing.assert_allclose(j.numpy(), want, rtol=1e-5, atol=1e-7)
+
+
+def test_not_deferred_where_values_must_be_eager(deferred):
+    x = tf.Variable(X)
+    # under gradient_override_map
+    with tf.GradientTape():
+        with tf.gradient_override_map({"Exp": "Identity"}):
+            assert type(tf.exp(x)) is tf.Tensor
+    # with a forward accumulator on the stack
+    with tf.autodiff.ForwardAccumulator(x, tf.ones_like(x)):
+        with tf.GradientTape():
+            assert type(tf.exp(x)) is tf.Tensor
+    # an array committed to a device keeps its eager device checks
+    c = tf.constant(jax.device_put(X, jax.devices()[0]))
+    with tf.GradientTape() as tape:
+        tape.watch(c)
+        assert type(tf.exp(c)) is tf.Tensor
+    # inside tapejax.function the values are traced
+    seen = []
+
+    @tf.function
+    def f(a):
+        with tf.GradientTape() as tape:
+            tape.watch(a)
+            y = tf.exp(a)
+            seen.append(type(y))
+        return tape.gradient(y, a)
+    np.testing.assert_allclose(f(tf.constant(X)).numpy(), np.exp(X), rtol=1e-6)
+    assert seen and set(seen) == {tf.Tensor}
+    # deferral off
+    prev = tf.set_deferred_execution(False)
+    try:
+        with tf.GradientTape():
+            assert type(tf.exp(x)) is tf.Tensor
+    finally:
+        tf.set_deferred_execution(prev)
+
+
+def test_pending_used_outside_the_tape_and_in_other_threads(deferred):
+    x = tf.Variable(X)
+    with tf.GradientTape():
+        y = tf.exp(x)
+        z = y + 1.0
+    w = tf.exp(z)     # no tape: computes z (and y)
+    assert type(w) is tf.Tensor
+    np.testing.assert_allclose(w.numpy(), np.exp(np.exp(X) + 1.0), rtol=1e-5)
+    with tf.GradientTape():
+        p = tf.sigmoid(x)
+    got = []
+    th = threading.Thread(target=lambda: got.append(p.numpy()))
+    th.start()
+    th.join()
+    np.testing.assert_allclose(got[0], 1 / (1 + np.exp(-X)), rtol=1e-6)
+
+
+def test_set_deferred_execution_validates_and_returns_the_previous_setting():
+    prev = tf.set_deferred_execution(True)
+    try:
+        assert tf.set_deferred_execution(False) is True
+        assert tf.deferred_execution() is False
+        with pytest.raises(TypeError, match="enabled"):
+            tf.set_deferred_execution("yes")
+        assert tf.deferred_execution() is False
+    finally:
+        tf.set_deferred_execution(prev)
+
+
+def test_environment_variable_turns_it_off():
+    import subprocess
+    import sys
+    code = "import tapejax as tf; print(tf.deferred_execution())"
+    for val, want in (("0", "False"), ("1", "True"), ("off", "False")):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             env={**__import__("os").environ, "TAPEJAX_DEFERRED": val}, timeout=120)
+        assert out.stdout.strip() == want, out.stderr[-2000:]
+
+
+def test_aval_cache_is_bounded_and_listed():
+    stats = tf.cache_stats()
+    assert "deferred_avals" in stats and stats["deferred_avals"].maxsize == _lazy._AVALS.maxsize
