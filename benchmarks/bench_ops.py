@@ -7,7 +7,11 @@ For each op the table gives the median time per call (µs) of
 * ``jnp``: the bare ``jax.numpy`` / ``jax.nn`` / ``lax`` call on jax Arrays (the floor);
 * ``no tape``: the tapejax op on Tensors with no tape active;
 * ``recording``: the tapejax op inside a ``GradientTape`` that watches its input, so every call
-  records a node (a fresh tape every ``BLOCK`` calls);
+  records a node (a fresh tape every ``BLOCK`` calls), with deferral off: every op is dispatched
+  when it is called, as the ``jnp`` call is;
+* ``deferred``: the same with deferred execution on (the default, ``tapejax._lazy``): the op is
+  recorded and its value computed later, inside the compiled gradient, so this is the cost of the
+  call alone (what a training step's forward pays per op), not a like-for-like ratio;
 
 and the ratios to ``jnp``.  Targets (issue #3): ``no tape`` <= 1.15x and ``recording`` <= 1.5x.
 Inputs are small (8x8 float32) so the numbers measure dispatch overhead, not arithmetic.
@@ -69,7 +73,15 @@ def _per_call(fn, n):
     return (time.perf_counter() - t0) / n * 1e6
 
 
-def _recording(op, x, n):
+def _recording(op, x, n, deferred=False):
+    prev = tf.set_deferred_execution(deferred)
+    try:
+        return _recording_time(op, x, n)
+    finally:
+        tf.set_deferred_execution(prev)
+
+
+def _recording_time(op, x, n):
     t = 0.0
     done = 0
     while done < n:
@@ -91,16 +103,16 @@ def run(n, repeats):
         for _ in range(3):  # warm up every path (eager jit caches)
             jax.block_until_ready(bare())
             op(x)
-        with tf.GradientTape() as tape:
-            tape.watch(x)
-            op(x)
-        ts_b, ts_t, ts_r = [], [], []
-        for _ in range(repeats):  # interleaved, so drift hits all three alike
+        for deferred in (False, True):
+            _recording(op, x, 3, deferred)
+        ts_b, ts_t, ts_r, ts_d = [], [], [], []
+        for _ in range(repeats):  # interleaved, so drift hits all alike
             ts_b.append(_per_call(bare, n))
             ts_t.append(_per_call(lambda: op(x), n))
             ts_r.append(_recording(op, x, n))
-        b, t, r = (statistics.median(v) for v in (ts_b, ts_t, ts_r))
-        rows.append((name, b, t, r, t / b, r / b))
+            ts_d.append(_recording(op, x, n, deferred=True))
+        b, t, r, d = (statistics.median(v) for v in (ts_b, ts_t, ts_r, ts_d))
+        rows.append((name, b, t, r, d, t / b, r / b, d / b))
     return rows
 
 
@@ -111,14 +123,13 @@ def main():
     n, repeats = (300, 3) if args.quick else (2000, 7)
     rows = run(n, repeats)
     print(f"per-op eager time, median of {repeats} x {n} calls, 8x8 float32 ({jax.devices()[0].platform})")
-    print(f"{'op':24s} {'jnp µs':>8s} {'no tape µs':>11s} {'recording µs':>13s} {'no tape x':>10s} "
-          f"{'recording x':>12s}")
-    for name, b, t, r, xt, xr in rows:
+    print(f"{'op':24s} {'jnp µs':>8s} {'no tape µs':>11s} {'recording µs':>13s} {'deferred µs':>12s} "
+          f"{'no tape x':>10s} {'recording x':>12s} {'deferred x':>11s}")
+    for name, b, t, r, d, xt, xr, xd in rows:
         flag = ("" if xt <= TARGET_NO_TAPE else " !no-tape") + ("" if xr <= TARGET_RECORDING else " !recording")
-        print(f"{name:24s} {b:8.2f} {t:11.2f} {r:13.2f} {xt:10.2f} {xr:12.2f}{flag}")
-    gt = statistics.geometric_mean([r[4] for r in rows])
-    gr = statistics.geometric_mean([r[5] for r in rows])
-    print(f"{'geometric mean':24s} {'':8s} {'':11s} {'':13s} {gt:10.2f} {gr:12.2f}")
+        print(f"{name:24s} {b:8.2f} {t:11.2f} {r:13.2f} {d:12.2f} {xt:10.2f} {xr:12.2f} {xd:11.2f}{flag}")
+    gt, gr, gd = (statistics.geometric_mean([r[k] for r in rows]) for k in (5, 6, 7))
+    print(f"{'geometric mean':24s} {'':8s} {'':11s} {'':13s} {'':12s} {gt:10.2f} {gr:12.2f} {gd:11.2f}")
     print(f"targets: no tape <= {TARGET_NO_TAPE}x, recording <= {TARGET_RECORDING}x")
 
 

@@ -7,11 +7,14 @@ differentiates it.  ``bind(prim, *args, **static)``
 1. unwraps its positional arguments (Tensors give their array, Variables are
    *read*, which tapes see; Python numbers stay Python numbers so JAX's weak
    typing gives TF's "scalar takes the tensor's dtype");
-2. runs ``prim.impl`` eagerly (or on tracers inside ``jax.jit``);
+2. runs ``prim.impl`` eagerly (or on tracers inside ``jax.jit``), or, while
+   plain tapes record a one-output op, defers it (``_lazy``: the result is a
+   ``Pending`` Tensor whose value the compiled gradient computes; a
+   ``Pending`` input is passed on as its thunk, not computed);
 3. wraps the outputs as Tensors;
 4. offers the op to each recording tape, which keeps it iff one of the
    inputs is tracked on that tape (O(inputs) set lookups; nothing at all when
-   no tape records).
+   no tape records).  A deferred op no tape keeps runs at once.
 
 Positional arguments are always array-likes; everything that shapes the
 computation (axes, shapes, flags) is a static keyword and part of the

@@ -22,7 +22,9 @@ Two pure functions are built from a Program (``_replay`` jits them):
 ``build_backward`` (first order: reverse walk, each node's vjp at its saved
 input values) and ``build_replay`` (the forward again from the true leaves,
 for ``jax.vjp``/``jax.jvp`` when the result must be differentiable in them:
-nested tapes, jacobians, forward accumulators).
+nested tapes, jacobians, forward accumulators; and when the forward was
+deferred, see ``_lazy``, so there are no saved values to reuse).  Gathering
+the leaves computes any pending value (a thunk) among them.
 """
 import jax
 import jax.numpy as jnp

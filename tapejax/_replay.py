@@ -12,7 +12,7 @@
 4. ``None`` (or zeros) for unconnected sources, results cast to the sources'
    dtypes.
 
-Two compiled forms exist for one Program:
+Three compiled forms exist for one Program:
 
 * first order (no other tape records the call): ``Backward``, built by
   ``_program.build_backward``: the reverse walk over the slice, each node's
@@ -25,7 +25,11 @@ Two compiled forms exist for one Program:
   ``bind`` as an op whose inputs are those leaves and cotangents, so the
   outer tape records the gradient computation itself and can differentiate
   it again (2nd, 3rd order); a jaxpr pass tells it which inputs the
-  gradient really uses (TF's higher-order ``None``).
+  gradient really uses (TF's higher-order ``None``);
+* fused (first order, and a target is still pending: its op was deferred,
+  see ``_lazy``): ``jax.vjp`` of the replayed forward, returning the targets'
+  values with the gradients, so the forward of a training step runs once,
+  inside this one compiled call, and the pending targets get their values.
 """
 import collections
 import threading
@@ -76,7 +80,8 @@ def cache_stats():
     ``cond``/``while_loop``/``scan`` build; ``"op_output_trees"`` the output
     structures of ``tapejax.op`` JAX ops; ``"custom_checked"`` the
     checked replays of user-defined op types; ``"scalar_constants"`` the
-    Python numbers used with tensors, as device arrays.  Per-object caches
+    Python numbers used with tensors, as device arrays; ``"deferred_avals"``
+    the output shapes and dtypes of deferred ops.  Per-object caches
     (``"function"``: one per ``tapejax.function``; ``"optimizer_updates"``:
     one per optimizer; ``"eager_jit"`` and ``"eager_jit_fixed"``: one per op
     type, by static parameter names / values) report the largest

@@ -10,7 +10,8 @@ A code says where the value comes from on this tape:
   (Variables are leaves; their reads are ``ReadVariableOp`` nodes).
 
 An op is recorded iff one of its input ids has a code.  The ``Node`` keeps
-the input *values* (constants for the replay), the input codes (the wiring,
+the input *values* (constants for the replay; a thunk where the input's op
+was deferred, see ``_lazy``), the input codes (the wiring,
 in tape positions, so it is the same for every tape of the same program),
 and ``sig``: an int interned from (op, static params, gradient override,
 wiring).  The compiled replay's cache key is made of these ints, so building
@@ -245,8 +246,11 @@ class GradientTape:
             code = self._new_leaf(vid)
         idx = len(self._nodes)
         refs = (code,)
-        self._nodes.append(Node(READ, (), None, (t._value,), (t._id,), refs, 1,
-                                _intern((READ, refs))))
+        sig = (READ, refs)
+        n = _SIG_PEEK(sig)
+        if n is None:
+            n = _intern(sig)
+        self._nodes.append(_tuple_new(Node, (READ, (), None, (t._value,), (t._id,), refs, 1, n)))
         codes[t._id] = idx * OUT
 
     def __init_subclass__(cls, **kwargs):
@@ -483,11 +487,11 @@ def _check_leaves(flat, what):
 
 def _output_gradients(output_gradients, flat_targets):
     """TF's rule: one cotangent per flattened target, by position."""
+    if output_gradients is None:
+        return [None] * len(flat_targets)
     from ._errors import InvalidArgumentError
     from ._tensor import _python_dtype as _tensor_python_dtype
     from ._tensor import convert_to_tensor
-    if output_gradients is None:
-        return [None] * len(flat_targets)
     flat = _nest.flatten(output_gradients)
     cts = []
     for i, t in enumerate(flat_targets):

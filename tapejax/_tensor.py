@@ -5,7 +5,8 @@ tape does not keep the user's Tensors alive and the hot path only hashes
 ints.  Operators (``+``, ``@``, ``[]`` ...) are installed by ``tapejax.ops``
 from the op registry, so every operator goes through the one recording entry
 point.  A Tensor is a pytree (its leaf is the array), so it can be passed to
-``jax.jit`` and ``jnp.asarray``.
+``jax.jit`` and ``jnp.asarray``.  ``_lazy.Pending`` is the subclass for a
+recorded op whose value is computed later (deferred execution).
 """
 import numbers
 

@@ -7,7 +7,9 @@ one op with a hand-written wrapper); the functions they make all go through
 values and record the same node (``tests/test_ops_fastpaths.py``):
 
 * elementwise ops inline ``bind`` for one Tensor (of an allowed dtype), or two
-  of one dtype: the jitted call, then ``record_simple`` while tapes record;
+  of one dtype: the jitted call, or, while tapes record, ``run_recorded``
+  (deferred when it may be, see ``_lazy``; a ``Pending`` input is taken by its
+  thunk, never computed here);
 * a Python number next to a float32/float64/bfloat16 Tensor becomes a cached
   device array of the Tensor's dtype (``scalar_constant``): TF's conversion,
   without JAX converting a Python scalar on every call;
@@ -285,16 +287,21 @@ def binary_ops(namespace, table):
 
         def op(x, y, name=None, _prim=p, _t=op_type, _kinds=kinds, _call=p._call0):
             tx, ty = type(x), type(y)
-            # ``t * 2.0`` eagerly: the number as a cached array of the tensor's dtype
-            if tx is Tensor and ty in _PY_NUMBERS and type(x._value) is _Array:
-                y = scalar_constant(y, x._value.dtype)
-            elif ty is Tensor and tx in _PY_NUMBERS and type(y._value) is _Array:
-                x = scalar_constant(x, y._value.dtype)
-            elif tx is Pending and ty in _PY_NUMBERS:
-                y = scalar_constant(y, x._thunk.aval.dtype)
-            elif ty is Pending and tx in _PY_NUMBERS:
-                x = scalar_constant(x, y._thunk.aval.dtype)
-            check_binary(x, y, _t)
+            # ``t * 2.0`` eagerly: the number as a cached array of the tensor's dtype (which passes
+            # TF's dtype rule by construction: a float tensor and a number)
+            c = None
+            if ty in _PY_NUMBERS:
+                if tx is Tensor and type(x._value) is _Array:
+                    c = y = scalar_constant(y, x._value.dtype)
+                elif tx is Pending:
+                    c = y = scalar_constant(y, x._thunk.aval.dtype)
+            elif tx in _PY_NUMBERS:
+                if ty is Tensor and type(y._value) is _Array:
+                    c = x = scalar_constant(x, y._value.dtype)
+                elif ty is Pending:
+                    c = x = scalar_constant(x, y._thunk.aval.dtype)
+            if type(c) is not _Array:  # not converted: TF's dtype rule
+                check_binary(x, y, _t)
             if _kinds is not None:
                 check_float(x, _t, _kinds, "x")
                 check_float(y, _t, _kinds, "y")
