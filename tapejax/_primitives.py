@@ -156,7 +156,8 @@ def bind(prim, *args, **static):
             v, i = unwrap(a)
             vals.append(v)
             ids.append(i)
-    if not (prim.multiple_results or _local.overrides):
+    simple = not (prim.multiple_results or _local.overrides)
+    if simple:
         skey = tuple(static.items()) if static else ()
         ids, vals = tuple(ids), tuple(vals)
         if prim.jit and can_defer(tapes) and concrete(vals):
@@ -166,16 +167,14 @@ def bind(prim, *args, **static):
                 pass
             else:
                 return defer(tapes, prim, call, skey, ids, vals)
-        if pending:
-            vals = tuple(force_all(vals))
-        result = _run(prim, static, vals)
+    if pending:
+        vals = tuple(force_all(vals))
+    result = _run(prim, static, vals)
+    if simple:
         for tape in tapes:
             tape._record_simple(prim, skey, ids, vals, result)
-        return result
-    if pending:
-        vals = force_all(vals)
-    result = _run(prim, static, vals)
-    _record(tapes, prim, static, ids, vals, result)
+    else:
+        _record(tapes, prim, static, ids, vals, result)
     return result
 
 
