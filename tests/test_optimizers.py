@@ -186,6 +186,34 @@ def test_values_held_elsewhere_survive_donation():
     np.testing.assert_allclose(w.numpy(), [0.8, 1.6])
 
 
+def test_shared_values_are_passed_undonated_not_copied(monkeypatch):
+    """Oracle: which arrays are donated.  A Variable's value that nothing else holds is donated
+    (its old buffer is consumed); one that a Tensor also holds is passed undonated (no copy is
+    made to donate it) and stays readable.  One compiled variant per donation mask."""
+    import jax.numpy as jnp
+    copies = []
+    real_array = jnp.array
+    monkeypatch.setattr(jnp, "array", lambda *a, **k: copies.append(1) or real_array(*a, **k))
+    w, b = tf.Variable([1.0, 2.0]), tf.Variable([3.0])
+    opt = optimizers.SGD(0.1, momentum=0.5)
+    opt.apply_gradients([(tf.constant([1.0, 1.0]), w), (tf.constant([1.0]), b)])
+    ((_, fn),) = opt._updates.values()
+    assert list(fn._variants) == [(False,) * 5]     # w, b, two momenta, iterations: all donated
+    held = w.read_value()
+    opt.apply_gradients([(tf.constant([1.0, 1.0]), w), (tf.constant([1.0]), b)])
+    assert list(fn._variants)[1] == (True,) + (False,) * 4
+    assert copies == []
+    np.testing.assert_allclose(held.numpy(), [0.9, 1.9])       # the held value survived
+    assert held._value is not w._value
+    np.testing.assert_allclose(w.numpy(), [0.9 - 0.15, 1.9 - 0.15])
+    np.testing.assert_allclose(b.numpy(), [3.0 - 0.1 - 0.15])
+    assert fn._cache_size() == 2
+    del held
+    opt.apply_gradients([(tf.constant([1.0, 1.0]), w), (tf.constant([1.0]), b)])
+    assert fn._cache_size() == 2                    # back to the all-donated variant: no retrace
+    assert len(fn._variants) == 2
+
+
 def test_set_get_weights_and_config():
     x, y, w, b = _problem()
     opt = optimizers.Adam(0.01, beta_1=0.8)

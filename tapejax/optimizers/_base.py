@@ -8,8 +8,10 @@ Variable), so the same object works eagerly and inside ``tapejax.function``:
 
 * eagerly, ``apply_gradients`` gathers the arrays of every variable, slot and
   the gradients and calls ONE ``jax.jit`` update (cached per list of
-  variables), with the variables and slots donated, then writes the new
-  arrays back: one dispatch per step, not one per variable and slot;
+  variables), with the variables and slots donated (those that something
+  else also holds, e.g. a Tensor the user kept, are passed undonated:
+  ``Donating``), then writes the new arrays back: one dispatch per step,
+  not one per variable and slot;
 * inside ``tapejax.function`` the same pure update runs on the tracers (the
   Variables report themselves to the function's collector, so the slots are
   threaded through the compiled step as state).
@@ -56,13 +58,53 @@ def _touch(variables, assign):
             col.touch(v, assign)
 
 
-def _donatable(vals):
-    """Copy the arrays that something else (a Tensor, another Variable) also holds."""
-    getrc = sys.getrefcount
-    for i in range(len(vals)):
-        if getrc(vals[i]) > 3:   # the Variable, the list, the call
-            vals[i] = jnp.array(vals[i], copy=True)
-    return vals
+class Donating:
+    """A jitted flat update ``f(vals, *rest) -> new values`` that donates the ``vals`` only it holds.
+
+    A value that something else also holds (a Tensor the user kept, a pending
+    value's inputs, another Variable) must survive the call, so it is passed
+    undonated; the others are donated.  One compiled variant per such mask
+    (a training loop uses one or two); past ``_MAX_MASKS`` nothing is donated.
+    Copying a shared value in order to donate it costs a dispatch per array
+    and saves nothing.
+    """
+
+    __slots__ = ("_f", "_variants")
+    _MAX_MASKS = 8
+
+    def __init__(self, f):
+        self._f = f
+        self._variants = {}
+
+    def __call__(self, vals, *rest):
+        getrc = sys.getrefcount
+        # References: the Variable, the list, the call; more means shared.
+        mask = tuple([getrc(vals[i]) > 3 for i in range(len(vals))])
+        fn = self._variants.get(mask)
+        if fn is None:
+            if len(self._variants) >= self._MAX_MASKS:
+                mask = (True,) * len(vals)
+                fn = self._variants.get(mask)
+            if fn is None:
+                fn = self._variants.setdefault(mask, self._variant(mask))
+        if not any(mask):
+            return fn(vals, *rest)
+        return fn([v for v, m in zip(vals, mask) if not m], [v for v, m in zip(vals, mask) if m], *rest)
+
+    def _variant(self, mask):
+        f = self._f
+        if not any(mask):
+            return jax.jit(f, donate_argnums=0)
+
+        def split(donated, kept, *rest):
+            d, k = iter(donated), iter(kept)
+            return f([next(k) if m else next(d) for m in mask], *rest)
+
+        return jax.jit(split, donate_argnums=0)
+
+    def _cache_size(self):
+        """Compiled programs over all variants (what ``jax.jit``'s ``_cache_size`` counts)."""
+        return sum(fn._cache_size() for fn in self._variants.values())
 
 
 def _commit(state, var_list, update):
@@ -71,12 +113,13 @@ def _commit(state, var_list, update):
     Ctrl-C cannot split the call and the write (``deferred_interrupts``: the
     donated old values are gone once the call ran).  Constraints run after
     on the updated Variables; if one raises, every Variable of ``state`` is
-    put back (their old values are then kept alive, so copies are donated).
+    put back (their old values are then kept alive, so ``update``, a
+    ``Donating``, donates none of them).
     """
     constrained = [v for v in var_list if v.constraint is not None]
     old = [v._value for v in state] if constrained else None
     with deferred_interrupts():
-        new = update(_donatable([v._value for v in state]))
+        new = update([v._value for v in state])
         for v, x in zip(state, new):
             v._value = x
     if constrained:
@@ -398,7 +441,7 @@ class Optimizer:
                         nv, ns, ne, it = pure(vals[:n], slots, vals[pos:pos + n_extra], grads, vals[-1], lr_in)
                         return list(nv) + [x for xs in ns for x in xs] + list(ne) + [it]
 
-                    plan = self._updates[key] = (state, jax.jit(flat_update, donate_argnums=0))
+                    plan = self._updates[key] = (state, Donating(flat_update))
         return plan
 
     def minimize(self, loss, var_list, grad_loss=None, name=None, tape=None):

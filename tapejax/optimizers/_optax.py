@@ -5,7 +5,7 @@ created on the first ``apply_gradients``, so it is threaded through
 ``tapejax.function`` and saved by ``tapejax.train.Checkpoint`` like any slot.
 The update is ``updates, state = tx.update(grads, state, params)``;
 ``params = optax.apply_updates(params, updates)``, compiled as one program
-eagerly (variables and state donated).  ``learning_rate`` belongs to ``tx``
+eagerly (variables and state donated where nothing else holds them).  ``learning_rate`` belongs to ``tx``
 (use ``optax.inject_hyperparams`` to change it); clipping arguments work as
 for the Keras optimizers and run before ``tx``.
 """
@@ -50,7 +50,7 @@ class OptaxOptimizer(Optimizer):
 
     def apply_gradients(self, grads_and_vars, name=None, experimental_aggregate_gradients=True):
         from .._state import _local
-        from ._base import _commit, _filter_empty_gradients, _touch
+        from ._base import Donating, _commit, _filter_empty_gradients, _touch
         from .._tensor import convert_to_tensor
         pairs = _filter_empty_gradients(grads_and_vars)
         grads, var_list = [], []
@@ -75,7 +75,7 @@ class OptaxOptimizer(Optimizer):
         else:
             fn = self._updates.get(("optax", tree, tuple(v._id for v in var_list)))
             if fn is None:
-                fn = jax.jit(lambda vals, gs: self._pure(tree, vals, gs), donate_argnums=0)
+                fn = Donating(lambda vals, gs: self._pure(tree, vals, gs))
                 self._updates[("optax", tree, tuple(v._id for v in var_list))] = fn
             _commit(state, var_list, lambda vals: fn(vals, grads))
             return it_var
