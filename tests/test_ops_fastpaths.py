@@ -185,6 +185,53 @@ def test_fast_paths_record_binds_node(case):
     np.testing.assert_array_equal(t.gradient(a, x).numpy(), t.gradient(b, x).numpy())
 
 
+@pytest.mark.parametrize("case", ["tensors", "pending_and_tensor", "number_left", "pending_number",
+                                  "variable", "variable_left"])
+def test_binary_deferred_fast_path_records_binds_node(case):
+    """Binary ops while plain tapes record (``_defer_binary``): bind's node, values and gradient."""
+    x = tf.constant(np.array([[0.5, -1.0], [2.0, 0.25]], np.float32))
+    y = tf.constant(np.array([1.5, -2.0], np.float32))
+    v = tf.Variable(np.array([0.75, 3.0], np.float32))
+    mul, sub = REGISTRY["Mul"], REGISTRY["Sub"]
+    fast, slow = {
+        "tensors": (lambda t: t - y, lambda t: bind(sub, t, y)),
+        "pending_and_tensor": (lambda t: tf.exp(t) * y, lambda t: bind(mul, tf.exp(t), y)),
+        "number_left": (lambda t: 3.0 - t, lambda t: bind(sub, 3.0, t)),
+        "pending_number": (lambda t: tf.exp(t) * 0.5, lambda t: bind(mul, tf.exp(t), 0.5)),
+        "variable": (lambda t: t * v, lambda t: bind(mul, t, v)),
+        "variable_left": (lambda t: v - t, lambda t: bind(sub, v, t)),
+    }[case]
+    tapes = []
+    for fn in (fast, slow):
+        with tf.GradientTape(persistent=True) as t:
+            t.watch(x)
+            out = fn(x)
+        tapes.append((t, out))
+    (ta, a), (tb, b) = tapes
+    assert type(a).__name__ == "Pending"   # deferred (bind keeps a raw Python number eager)
+    assert [(n.prim, n.static, n.refs, n.sig) for n in ta._nodes] == \
+        [(n.prim, n.static, n.refs, n.sig) for n in tb._nodes]
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+    for src in (x, v):
+        ga, gb = ta.gradient(a, src), tb.gradient(b, src)
+        assert (ga is None) == (gb is None)
+        if ga is not None:
+            np.testing.assert_array_equal(ga.numpy(), gb.numpy())
+
+
+def test_binary_deferred_fast_path_errors_before_reading():
+    """A bad broadcast or dtype mix raises TF's error and reads and records nothing."""
+    v = tf.Variable(np.ones(3, np.float32))
+    with tf.GradientTape() as t:
+        with pytest.raises(tf.errors.InvalidArgumentError, match="Op:Mul"):
+            tf.constant(np.ones(2, np.float32)) * v
+        with pytest.raises(tf.errors.InvalidArgumentError, match="int32"):
+            v + tf.constant([1, 2, 3])
+        with pytest.raises(TypeError):
+            tf.constant([1, 2]) * 0.5
+    assert t._nodes == [] and t.watched_variables() == ()
+
+
 def test_fast_paths_respect_gradient_override_map():
     @tf.RegisterGradient("TestOnlyFastPathDoubleSum")
     def _double(op, grad):

@@ -9,7 +9,9 @@ values and record the same node (``tests/test_ops_fastpaths.py``):
 * elementwise ops inline ``bind`` for one Tensor (of an allowed dtype), or two
   of one dtype: the jitted call, or, while tapes record, ``run_recorded``
   (deferred when it may be, see ``_lazy``; a ``Pending`` input is taken by its
-  thunk, never computed here);
+  thunk, never computed here); binary ops defer two Tensors, pending Tensors
+  or Variables of one dtype (or one and a cached number) without ``bind``
+  (``_defer_binary``: the output aval first, so a bad op reads nothing);
 * a Python number next to a float32/float64/bfloat16 Tensor becomes a cached
   device array of the Tensor's dtype (``scalar_constant``): TF's conversion,
   without JAX converting a Python scalar on every call;
@@ -277,6 +279,48 @@ def unary_ops(namespace, table):
         namespace[name] = op
 
 
+_OPERANDS = (Tensor, Pending, Variable)
+
+
+def _defer_binary(tapes, prim, op_type, kinds, call, x, y, tx, ty, converted):
+    """A binary op's fast path while plain tapes record (``bind``'s deferred case, written
+    out): two Tensors, pending Tensors or Variables of one dtype, or one of them and a Python
+    number ``converted`` to a cached array (as ``x`` or ``y``).  None where the op needs
+    ``bind`` (other operands, a mixed dtype: its error, an input that may not be deferred)."""
+    if converted:
+        if type(x) is _Array:
+            vx, ix = x, 0
+            vy, iy = (y._thunk if ty is Pending else y._value), y._id
+        else:
+            vx, ix = (x._thunk if tx is Pending else x._value), x._id
+            vy, iy = y, 0
+    elif tx in _OPERANDS and ty in _OPERANDS:
+        if x._meta.dtype != y._meta.dtype:
+            return None
+        vx = x._thunk if tx is Pending else x._value
+        vy = y._thunk if ty is Pending else y._value
+        ix, iy = x._id, y._id
+    else:
+        return None
+    vals = (vx, vy)
+    if not concrete(vals):
+        return None
+    if kinds is not None:
+        check_float(x, op_type, kinds, "x")
+        check_float(y, op_type, kinds, "y")
+    try:
+        aval = aval_for(call, vals)  # raises what the call would, before a Variable is read
+    except (TypeError, ValueError) as e:
+        raise op_error(e, op_type) from e
+    if tx is Variable:
+        x = x._read()
+        vx, ix = x._value, x._id
+    if ty is Variable:
+        y = y._read()
+        vy, iy = y._value, y._id
+    return defer(tapes, prim, call, (), (ix, iy), (vx, vy), aval)
+
+
 def binary_ops(namespace, table):
     """``table``: rows (public name, TF type, jax fn[, differentiable[, dtypes]])."""
     for row in table:
@@ -300,6 +344,11 @@ def binary_ops(namespace, table):
                     c = x = scalar_constant(x, y._value.dtype)
                 elif ty is Pending:
                     c = x = scalar_constant(x, y._thunk.aval.dtype)
+            tapes = _local.tapes
+            if tapes and can_defer(tapes):
+                r = _defer_binary(tapes, _prim, _t, _kinds, _call, x, y, tx, ty, type(c) is _Array)
+                if r is not None:
+                    return r
             if type(c) is not _Array:  # not converted: TF's dtype rule
                 check_binary(x, y, _t)
             if _kinds is not None:
