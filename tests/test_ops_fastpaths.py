@@ -158,6 +158,36 @@ def test_plain_jit_guard_runs_only_when_tracing():
         R.call_plain2(p, fn, x, tf.constant(1.0))
 
 
+def test_kind_jit_checks_the_dtype_only_when_tracing():
+    traced = []
+    p = tf.define_op("TestOnlyKindGuard", lambda a: traced.append(a.dtype) or a * 2)
+    fn = R.kind_jit(p, "f")
+    for _ in range(3):
+        assert fn(jnp.asarray([1.0, 2.0])).tolist() == [2.0, 4.0]
+    assert traced == [np.dtype(np.float32)]         # one trace for three calls
+    with pytest.raises(R.NotPlain):
+        fn(jnp.asarray([1, 2]))
+    assert len(traced) == 1                         # refused before the op's function ran
+
+
+@pytest.mark.parametrize("recording", [False, True])
+def test_unary_fast_path_refuses_other_dtypes_with_tfs_error(recording):
+    """exp's dtype list (float, complex) is checked in the jitted call: an int Tensor still gets
+    TF's InvalidArgumentError; floats of every width and complex pass, with or without a tape."""
+    import contextlib
+    with (tf.GradientTape() if recording else contextlib.nullcontext()) as t:
+        x = tf.constant([0.0])
+        if recording:
+            t.watch(x)
+        with pytest.raises(tf.errors.InvalidArgumentError, match="allowed values"):
+            tf.exp(tf.constant([1, 2]))
+        for dt in (tf.float16, tf.bfloat16, tf.float32, tf.complex64):
+            np.testing.assert_allclose(np.asarray(tf.exp(tf.cast(x, dt)).numpy(), np.complex64), [1.0])
+    if recording:
+        names = [n.prim.name for n in t._nodes]   # the int call recorded nothing
+        assert names[1::2] == ["Exp"] * 4 and len(names) == 8
+
+
 # -- recorded nodes: the fast paths record what bind records -------------------------
 
 @pytest.mark.parametrize("case", ["reduce_sum_axis", "reduce_mean_keepdims", "gather", "scalar_mul",

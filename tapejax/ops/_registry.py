@@ -223,22 +223,23 @@ def check_float(x, op_type, kinds="float", arg="x"):
             f"{_ALLOWED[kinds]} (argument `{arg}` of {op_type})")
 
 
-# One-input elementwise op.  The hot path (a Tensor of an allowed dtype) is ``call_one``'s body,
-# inlined (a function call is a few percent of an elementwise op); anything else goes through
-# ``bind``.
+# One-input elementwise op.  The hot path (a Tensor) is ``call_one``'s body, inlined (a function
+# call is a few percent of an elementwise op); anything else goes through ``bind``.  For an op
+# with a dtype list, ``_call`` checks the dtype kind while JAX traces (``kind_jit``), i.e. once
+# per input signature: a refused dtype raises ``NotPlain`` and takes the checked path.
 _UNARY_TEMPLATE = """
 def make(_prim, _t, _k, _kinds, _call):
     def op({arg}, name=None):
         if type({arg}) is Tensor:
-            v = {arg}._value
-            if _k is None or v.dtype.kind in _k:
-                tapes = _local.tapes
-                try:
-                    if tapes:
-                        return run_recorded(tapes, _prim, _call, (), ({arg}._id,), (v,))
-                    return Tensor(_call(v))
-                except (TypeError, ValueError) as e:
-                    raise op_error(e, _t) from e
+            tapes = _local.tapes
+            try:
+                if tapes:
+                    return run_recorded(tapes, _prim, _call, (), ({arg}._id,), ({arg}._value,))
+                return Tensor(_call({arg}._value))
+            except NotPlain:
+                pass
+            except (TypeError, ValueError) as e:
+                raise op_error(e, _t) from e
         elif type({arg}) is Pending:
             v = {arg}._thunk
             tapes = _local.tapes
@@ -257,6 +258,21 @@ def make(_prim, _t, _k, _kinds, _call):
 """
 
 
+def kind_jit(prim, kinds):
+    """``prim``'s function, jitted, refusing (``NotPlain``, while JAX traces) an input whose
+    dtype kind is not in ``kinds``: the dtype check of an op's fast path, paid once per input
+    signature instead of on every call."""
+    impl = prim.impl
+
+    def checked(x):
+        if x.dtype.kind not in kinds:
+            raise NotPlain
+        return impl(x)
+
+    checked.__name__ = f"{prim.name}_kinds"
+    return jax.jit(checked)
+
+
 def unary_ops(namespace, table):
     """``table``: rows (public name, TF type, jax fn[, differentiable[, dtypes[, argument name]]]).
 
@@ -270,9 +286,10 @@ def unary_ops(namespace, table):
         arg = row[5] if len(row) > 5 else "x"  # TF's argument name (``features`` for activations)
         p = prim(op_type, fn, differentiable=differentiable)
         ns = {"Tensor": Tensor, "Pending": Pending, "_local": _local, "run_recorded": run_recorded, "bind": bind,
-              "check_float": check_float, "op_error": op_error}
+              "check_float": check_float, "op_error": op_error, "NotPlain": NotPlain}
         exec(_UNARY_TEMPLATE.format(arg=arg), ns)  # noqa: S102 - a fixed template
-        op = ns["make"](p, op_type, _KINDS[kinds], kinds, p._call0)
+        call = p._call0 if kinds is None else kind_jit(p, _KINDS[kinds])
+        op = ns["make"](p, op_type, _KINDS[kinds], kinds, call)
         op.__name__ = op.__qualname__ = name
         op.__doc__ = f"``tf.math.{name}`` (TF op type ``{op_type}``), elementwise."
         op._tf_types = (op_type,)

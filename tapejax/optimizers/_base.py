@@ -69,7 +69,7 @@ class Donating:
     and saves nothing.
     """
 
-    __slots__ = ("_f", "_variants")
+    __slots__ = ("_f", "_variants", "__weakref__")
     _MAX_MASKS = 8
 
     def __init__(self, f):
