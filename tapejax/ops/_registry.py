@@ -15,6 +15,9 @@ values and record the same node (``tests/test_ops_fastpaths.py``):
 * a Python number next to a float32/float64/bfloat16 Tensor becomes a cached
   device array of the Tensor's dtype (``scalar_constant``): TF's conversion,
   without JAX converting a Python scalar on every call;
+* a unary op with a dtype list checks the dtype kind inside its jitted call
+  (``kind_jit``), i.e. when JAX traces, not on every call; a refused dtype
+  takes the checked path (TF's error);
 * ``plain_jit`` ops (matmul, gather) check ranks and dtypes inside the jitted
   function, i.e. only when JAX traces a new input signature; inputs that fail
   the check (``NotPlain``) take the op's checked path, which raises TF's error;
