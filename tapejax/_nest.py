@@ -15,10 +15,24 @@ def is_nested(x):
     return isinstance(x, (list, tuple, dict))
 
 
+def _flat_sequence(structure):
+    """Whether ``structure`` is a plain list or tuple of leaves (the common case: a training
+    step's list of variables), which flattens to itself and packs without recursion."""
+    t = type(structure)
+    if t is not list and t is not tuple:
+        return False
+    for v in structure:
+        if isinstance(v, (list, tuple, dict)):
+            return False
+    return True
+
+
 def flatten(structure):
     """The leaves of ``structure`` in TF's order."""
     if not isinstance(structure, (list, tuple, dict)):
         return [structure]
+    if _flat_sequence(structure):
+        return list(structure)
     out = []
     _flatten_into(structure, out)
     return out
@@ -37,6 +51,8 @@ def _flatten_into(x, out):
 
 def pack_sequence_as(structure, flat):
     """Rebuild ``structure`` with the leaves taken in order from ``flat``."""
+    if _flat_sequence(structure) and len(flat) == len(structure):
+        return type(structure)(flat)
     it = iter(flat)
     result = _pack(structure, it)
     return result

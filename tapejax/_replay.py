@@ -42,7 +42,7 @@ from . import _dtypes, _state
 from ._lru import LRU
 from ._primitives import Primitive, bind, with_id
 from ._program import Program, aval, build_backward, build_replay, gather_leaves, seed, slice_tape
-from ._tape import OUT
+from ._tape import OUT, _TRAINABLE
 from ._lazy import Pending
 from ._tensor import Tensor
 
@@ -292,11 +292,21 @@ def _forget(key, entry):
                 _stats.misses -= 1
 
 
-def _source_code(tape, s):
-    code = tape._codes.get(s._id)
-    if code is None or not _dtypes.is_trainable_dtype(s._meta.dtype):
-        return None
-    return code
+def _source_codes(tape, sources):
+    """Each source's code on ``tape``; None where it is untracked or not of a trainable dtype."""
+    get = tape._codes.get
+    out = []
+    for s in sources:
+        code = get(s._id)
+        if code is not None:
+            dt = s._meta.dtype
+            t = _TRAINABLE.get(dt)
+            if t is None:
+                t = _TRAINABLE[dt] = _dtypes.is_trainable_dtype(dt)
+            if not t:
+                code = None
+        out.append(code)
+    return out
 
 
 #: Memo of slices: the structure of a gradient call (every node's interned
@@ -334,7 +344,7 @@ def _plan(nodes, uniq, src_codes_all, tgt_all, cts, sources):
 def gradient(tape, targets, sources, cts, mode):
     """Flat gradients of the summed ``targets`` w.r.t. each of ``sources``."""
     nodes = tape._nodes
-    src_codes_all = [_source_code(tape, s) for s in sources]
+    src_codes_all = _source_codes(tape, sources)
     # A target that is itself a source has gradient 1 even when the tape never
     # tracked it (TF: gradient(x, x) == 1): give it a code of its own here.
     tgt_ids = {t._id for t in targets}
