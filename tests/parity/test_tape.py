@@ -868,3 +868,18 @@ def test_second_derivative_of_relu_and_abs_is_zeros(tf):
             g = t1.gradient(y, x)
         out.append(t2.gradient(g, x))
     return tuple(out)
+
+
+@parity
+def test_gradient_keeps_the_structure_of_sources(tf):
+    """The result has the structure of ``sources``: a flat list, a tuple, a nested list with a
+    tuple and a dict (sorted keys), with None for an unconnected source in each."""
+    a, b, c = tf.Variable(1.0), tf.Variable(2.0), tf.Variable(3.0)
+    with tf.GradientTape(persistent=True) as t:
+        y = a * b
+    flat = t.gradient(y, [a, b, c])
+    tup = t.gradient(y, (c, a))
+    nested = t.gradient(y, [a, (b, c)])
+    mapping = t.gradient(y, {"z": a, "b": b, "m": c})
+    packed = tf.nest.pack_sequence_as([0, 0], (5, 6)), tf.nest.pack_sequence_as((0, [0]), [5, 6])
+    return flat, tup, nested, mapping, tf.nest.flatten([1, (2, [3])]), packed
