@@ -10,6 +10,11 @@ small machine); TF and PyTorch follow.
 
 * mlp-small: MLP 32-64-64-1, batch 32, MSE, SGD (overhead-bound)
 * mlp-large: MLP 784-512-512-10, batch 128, sparse softmax cross-entropy, SGD (compute-bound)
+
+Each eager step is timed twice: with the update written by hand (``v.assign_sub(lr * g)``
+per variable; PyTorch ``p.sub_(lr * g)``), and with the framework's SGD optimizer
+(``tf.keras.optimizers.SGD(lr).apply_gradients``; PyTorch ``torch.optim.SGD`` with
+``backward()``), the ``+SGD`` rows.
 * first step: forward + gradient + update of mlp-small in a fresh process
   (tapejax vs plain eager JAX with jax.vjp vs pure JAX jit), i.e. compile latency
 * cached gradient call: only `tape.gradient` on an already-compiled structure
@@ -63,11 +68,13 @@ def timeit(step, n, warmup):
 
 # -- GradientTape eager: one program for tapejax and TensorFlow -----------------
 
-def tape_step(tf, params, x, y, classes):
-    """The eager training step, written once against the module ``tf`` (tapejax or TF)."""
+def tape_step(tf, params, x, y, classes, optimizer=False):
+    """The eager training step, written once against the module ``tf`` (tapejax or TF); the
+    update by hand, or (``optimizer``) with ``tf.keras.optimizers.SGD``."""
     vs = [(tf.Variable(w), tf.Variable(b)) for w, b in params]
     flat = [v for pair in vs for v in pair]
     x, y = tf.constant(x), tf.constant(y)
+    opt = tf.keras.optimizers.SGD(LR) if optimizer else None
 
     def step():
         with tf.GradientTape() as tape:
@@ -81,8 +88,11 @@ def tape_step(tf, params, x, y, classes):
             else:
                 loss = tf.reduce_mean(tf.square(h - y))
         grads = tape.gradient(loss, flat)
-        for v, g in zip(flat, grads):
-            v.assign_sub(LR * g)
+        if opt is not None:
+            opt.apply_gradients(zip(grads, flat))
+        else:
+            for v, g in zip(flat, grads):
+                v.assign_sub(LR * g)
         return loss.numpy()
 
     return step
@@ -120,13 +130,15 @@ def jax_step(params, x, y, classes):
 
 # -- PyTorch eager (optional) -------------------------------------------------
 
-def torch_step(params, x, y, classes):
+def torch_step(params, x, y, classes, optimizer=False):
     import torch
     torch.set_num_threads(os.cpu_count() or 1)
     ps = [(torch.tensor(w, requires_grad=True), torch.tensor(b, requires_grad=True)) for w, b in params]
     flat = [p for pair in ps for p in pair]
     x = torch.tensor(x)
     y = torch.tensor(y).long() if classes else torch.tensor(y)
+
+    opt = torch.optim.SGD(flat, lr=LR) if optimizer else None
 
     def step():
         h = x
@@ -135,10 +147,15 @@ def torch_step(params, x, y, classes):
             if i < len(ps) - 1:
                 h = torch.relu(h)
         loss = torch.nn.functional.cross_entropy(h, y) if classes else torch.mean((h - y) ** 2)
-        grads = torch.autograd.grad(loss, flat)
-        with torch.no_grad():
-            for p, g in zip(flat, grads):
-                p.sub_(LR * g)
+        if opt is not None:
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        else:
+            grads = torch.autograd.grad(loss, flat)
+            with torch.no_grad():
+                for p, g in zip(flat, grads):
+                    p.sub_(LR * g)
         loss.item()
 
     return step
@@ -166,7 +183,8 @@ def bench_jax_side(name, sizes, batch, classes, n, warmup, rows):
     params = _params(sizes)
     x, y = _data(sizes, batch, classes)
     rows[name] = _interleaved({"pure JAX jit": jax_step(params, x, y, classes),
-                               "tapejax eager": tape_step(tj, params, x, y, classes)}, n, warmup)
+                               "tapejax eager": tape_step(tj, params, x, y, classes),
+                               "tapejax eager+SGD": tape_step(tj, params, x, y, classes, True)}, n, warmup)
 
 
 def bench_other_side(name, sizes, batch, classes, n, warmup, rows):
@@ -174,11 +192,13 @@ def bench_other_side(name, sizes, batch, classes, n, warmup, rows):
     x, y = _data(sizes, batch, classes)
     try:
         import tensorflow
-        rows[name]["TF eager"] = timeit(tape_step(tensorflow, params, x, y, classes), max(n // 4, 10), warmup)
+        for label, opt in (("TF eager", False), ("TF eager+SGD", True)):
+            rows[name][label] = timeit(tape_step(tensorflow, params, x, y, classes, opt), max(n // 4, 10), warmup)
     except ImportError:
         pass
     try:
-        rows[name]["PyTorch eager"] = timeit(torch_step(params, x, y, classes), max(n // 4, 10), warmup)
+        for label, opt in (("PyTorch eager", False), ("PyTorch eager+SGD", True)):
+            rows[name][label] = timeit(torch_step(params, x, y, classes, opt), max(n // 4, 10), warmup)
     except ImportError:
         pass
 
@@ -274,9 +294,11 @@ def main():
             print(f"{model:32} {label:16} {us:15.1f} {us / base:11.2f}")
     print()
     for model, _, *_ in models:
-        for other in ("PyTorch eager", "TF eager"):
-            if other in rows[model]:
-                print(f"{model}: tapejax eager / {other} = {rows[model]['tapejax eager'] / rows[model][other]:.3f}")
+        for suffix in ("", "+SGD"):
+            for other in ("PyTorch eager", "TF eager"):
+                if other + suffix in rows[model]:
+                    ratio = rows[model]["tapejax eager" + suffix] / rows[model][other + suffix]
+                    print(f"{model}: tapejax eager{suffix} / {other}{suffix} = {ratio:.3f}")
     print()
     print("first training step of mlp-small in a fresh process (ms): "
           + ", ".join(f"{k} {v:.0f}" for k, v in firsts.items())

@@ -214,6 +214,31 @@ def test_shared_values_are_passed_undonated_not_copied(monkeypatch):
     assert len(fn._variants) == 2
 
 
+def test_repeated_update_skips_the_list_checks_but_not_the_gradient_checks(monkeypatch):
+    """Oracle: the first update's values and TF's errors.  A list of Variables updated before
+    takes the cached plan (no second planning); a gradient of another shape or dtype still gets
+    the full path's error, with nothing changed."""
+    w, b = tf.Variable([1.0, 2.0]), tf.Variable([3.0])
+    opt = optimizers.SGD(0.5)
+    opt.apply_gradients([(tf.constant([1.0, 1.0]), w), (tf.constant([2.0]), b)])
+    monkeypatch.setattr(type(opt), "_eager_plan", lambda *a: pytest.fail("planned again"))
+    opt.apply_gradients([(tf.constant([1.0, 1.0]), w), (tf.constant([2.0]), b)])
+    np.testing.assert_allclose(w.numpy(), [0.0, 1.0])
+    np.testing.assert_allclose(b.numpy(), [1.0])
+    assert int(opt.iterations.numpy()) == 2
+    monkeypatch.undo()
+    with pytest.raises(tf.errors.InvalidArgumentError, match="same shape"):
+        opt.apply_gradients([(tf.constant([1.0, 1.0, 1.0]), w), (tf.constant([2.0]), b)])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="same dtype"):
+        opt.apply_gradients([(tf.constant([1.0, 1.0], tf.float16), w), (tf.constant([2.0]), b)])
+    with pytest.raises(TypeError, match="Variable"):
+        opt.apply_gradients([(tf.constant([1.0, 1.0]), tf.constant([1.0, 1.0])), (tf.constant([2.0]), b)])
+    np.testing.assert_allclose(w.numpy(), [0.0, 1.0])
+    assert int(opt.iterations.numpy()) == 2
+    opt.apply_gradients([([1.0, 1.0], w), (np.array([2.0], np.float32), b)])   # converted: full path
+    np.testing.assert_allclose(w.numpy(), [-0.5, 0.5])
+
+
 def test_set_get_weights_and_config():
     x, y, w, b = _problem()
     opt = optimizers.Adam(0.01, beta_1=0.8)

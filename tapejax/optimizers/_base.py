@@ -37,6 +37,7 @@ from .._variable import Variable, deferred_interrupts
 from . import schedules as _schedules
 
 _log = logging.getLogger("tapejax")
+_Array = type(jnp.zeros(()))   # the concrete array type
 
 #: Per optimizer: the jitted eager update per list of variables (bounded LRU).
 _UPDATES = Family("optimizer_updates", 64)
@@ -56,6 +57,10 @@ def _touch(variables, assign):
     if col is not None:
         for v in variables:
             col.touch(v, assign)
+
+
+def _same_aval(a, b):
+    return a.dtype == b.dtype and a.shape == b.shape
 
 
 class Donating:
@@ -355,6 +360,10 @@ class Optimizer:
     def apply_gradients(self, grads_and_vars, name=None, experimental_aggregate_gradients=True):
         """Apply ``(gradient, variable)`` pairs; ``None`` gradients are skipped with a warning."""
         pairs = _filter_empty_gradients(grads_and_vars)
+        if _state._local.collector is None:
+            done = self._apply_again(pairs)
+            if done is not None:
+                return done
         grads, var_list = [], []
         for g, v in pairs:
             if not isinstance(v, Variable):
@@ -417,6 +426,28 @@ class Optimizer:
             if v.constraint is not None:
                 v.assign(v.constraint(v))
         return it_var
+
+    def _apply_again(self, pairs):
+        """The eager update of a list of Variables this optimizer updated before (its compiled
+        plan is cached, so the list was checked then: Variables, no repeats, slots made): only
+        the gradients are left to check, Tensors of their Variables' dtypes and shapes.  None
+        where the full path must run (anything else, or the first update of this list)."""
+        plan = self._updates.get(tuple([v._id if type(v) is Variable else None for _, v in pairs]))
+        if plan is None:
+            return None
+        grads, var_list = [], []
+        for g, v in pairs:
+            if type(g) is not Tensor:
+                return None
+            a = g._value
+            if type(a) is not _Array or not _same_aval(a, v._value):   # (no local keeps the
+                return None                                          # value: see Donating)
+            grads.append(a)
+            var_list.append(v)
+        state, fn = plan
+        lr_in = self._lr_var._value if self._lr_sched is None and self._lr_var is not None else None
+        _commit(state, var_list, lambda vals: fn(vals, grads, lr_in))
+        return self._iterations
 
     def _eager_plan(self, var_list, slot_vars, extra, it_var):
         """(state Variables in a flat list, jitted flat update) for this list of variables (cached)."""
