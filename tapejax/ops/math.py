@@ -680,6 +680,8 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
             and not (transpose_a or transpose_b or adjoint_a or adjoint_b)
             and (ta is tb is Tensor or _local.collector is None)):
         try:  # the fast path: the plain product; ranks and dtypes are checked when JAX traces
+            if not _local.tapes:   # nothing records (call_plain2's first line, inlined)
+                return Tensor(_MATMUL_PLAIN(a._value, b._value))
             return call_plain2(_MATMUL, _MATMUL_PLAIN, a, b)
         except NotPlain:
             pass  # the checks below raise TF's error
