@@ -1,4 +1,4 @@
-"""Deferred execution of recorded ops: the forward runs inside the compiled gradient.
+"""Deferred execution: the forward runs inside the compiled gradient, the updates in one program.
 
 An eager op costs a JAX dispatch (4-6 µs on a small CPU) whatever its size,
 and in a training step most ops are recorded by a tape whose ``gradient``
@@ -11,22 +11,33 @@ values and the gradients in one compiled program (``_replay``: the replay
 form, forward from the true leaves inside ``jax.vjp``), and fills in the
 pending targets, e.g. the loss the step prints.
 
+The gradients come back computed, as ``Pending`` tensors that hold their
+values (``pending_result``).  An op that no tape records, on a pending input,
+stays pending too (``defer_untaped``: ``lr * g``), and so does a Variable's
+``assign_sub``/``assign_add`` with a pending delta (``Variable._defer_update``:
+the Variable's value becomes a thunk).  When any Variable with a pending
+update is read, every pending update is computed together; a graph of
+pending thunks is computed by ``force_many`` as ONE compiled program per
+structure, from the second time that structure is seen (a training loop's
+updates: one dispatch per step instead of two per variable).
+
 Anything else that needs a pending value (``numpy()``, printing, an op that
-is not deferred, a Variable assign, ``jnp.asarray``) *forces* it: the
-pending chain runs eagerly, op by op, as it would have without deferral.
-Semantics are unchanged: a thunk holds the input *values* (a Variable's
-value as it was read), shapes and dtype errors are raised when the op is
-called (``eval_shape`` traces the same function the eager call would),
-ops that no tape records run at once, and nothing is deferred inside
+is not deferred, ``jnp.asarray``) *computes* it (``force_many``).  Semantics
+are unchanged: a thunk holds the input *values* (a Variable's value as it was
+read), shape and dtype errors are raised when the op is called (``eval_shape``
+traces the same function the eager call would), ops that no tape records and
+that have no pending input run at once, and nothing is deferred inside
 ``tapejax.function`` or control-flow traces, under ``gradient_override_map``,
-while any other recorder (a forward accumulator, a custom-gradient trace)
-is on the tape stack, or when an input is not a concrete array or is committed to a
-device (``jax.device_put``, sharded Variables: their device checks stay eager).
+while any other recorder (a forward accumulator, a custom-gradient trace) is
+on the tape stack, or when an input is not a concrete array or is committed
+to a device (``jax.device_put``, sharded Variables: their device checks stay
+eager).
 
 ``set_deferred_execution(False)`` (or ``TAPEJAX_DEFERRED=0`` in the
 environment) runs every op at once, as before.
 """
 import os
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -86,22 +97,128 @@ class _Thunk:
             self.args = None   # the inputs are no longer needed
 
     def force(self):
-        """The value, computing what is still pending (iteratively: chains may be long)."""
-        if self.value is not None:
-            return self.value
-        stack = [self]
-        while stack:
-            th = stack[-1]
-            if th.value is not None:
-                stack.pop()
-                continue
-            waiting = [a for a in th.args if type(a) is _Thunk and a.value is None]
-            if waiting:
-                stack.extend(waiting)
-                continue
-            stack.pop()
-            th.set(th.call(*[a.value if type(a) is _Thunk else a for a in th.args]))
+        """The value, computing what is still pending (``force_many``)."""
+        if self.value is None:
+            force_many((self,))
         return self.value
+
+
+def valued(value):
+    """A thunk that already holds ``value`` (a gradient handed out as ``Pending``, see
+    ``pending_result``)."""
+    th = _Thunk(None, None, value.aval)
+    th.value = value
+    return th
+
+
+def pending_result(value):
+    """``value`` (a concrete array a gradient call returns) as a Tensor; a ``Pending`` holding
+    it while deferral is on, so that untaped ops on it (``lr * g``) and a Variable update with
+    the result (``assign_sub``) are deferred too and run as one program (``force_many``)."""
+    if _flags.enabled and type(value) is _Array:
+        return Pending(valued(value))
+    return Tensor(value)
+
+
+# -- computing pending values ---------------------------------------------------
+# The pending thunks a value needs are computed together: one compiled program
+# per structure of that graph (the ops' jitted callables and their wiring), from
+# the second time that structure is seen (a structure seen once, or a graph of
+# one op or of more than ``_FLUSH_MAX`` ops, runs op by op: nothing is compiled
+# for code that does not repeat).  The program returns every node's value, as
+# the op-by-op run would have made them.
+
+_FLUSH_MAX = 256
+_FLUSH = LRU("deferred_programs", 256)     # structure -> jitted program
+_SEEN = LRU("deferred_structures", 1024)    # structures seen once
+
+
+def _pending_graph(roots):
+    """The unforced thunks ``roots`` need, inputs before their users."""
+    order, index = [], {}
+    stack = [(th, False) for th in roots if th.value is None]
+    while stack:
+        th, expanded = stack.pop()
+        if th in index:
+            continue
+        if expanded:
+            index[th] = len(order)
+            order.append(th)
+            continue
+        stack.append((th, True))
+        for a in th.args:
+            if type(a) is _Thunk and a.value is None and a not in index:
+                stack.append((a, False))
+    return order, index
+
+
+def _run_op_by_op(order):
+    for th in order:
+        if th.value is None:
+            th.set(th.call(*[a.value if type(a) is _Thunk else a for a in th.args]))
+
+
+def _program(spec, outputs):
+    def run(*inputs):
+        vals = []
+        for call, refs in spec:
+            vals.append(call(*[vals[r] if r >= 0 else inputs[-1 - r] for r in refs]))
+        return [vals[k] for k in outputs]
+    return run
+
+
+def force_many(roots):
+    """Compute the pending thunks ``roots`` need, in one compiled program when the graph's
+    structure repeats (see above)."""
+    order, index = _pending_graph(roots)
+    if not order:
+        return
+    if len(order) == 1 or len(order) > _FLUSH_MAX:
+        _run_op_by_op(order)
+        return
+    inputs, at, spec = [], {}, []
+    uses = [0] * len(order)
+    for th in order:
+        refs = []
+        for a in th.args:
+            if type(a) is _Thunk:
+                if a.value is None:
+                    j = index[a]
+                    uses[j] += 1
+                    refs.append(j)
+                    continue
+                a = a.value
+            k = at.get(id(a))
+            if k is None:
+                k = at[id(a)] = len(inputs)
+                inputs.append(a)
+            refs.append(-1 - k)
+        spec.append((th.call, tuple(refs)))
+    a = None
+    # The program returns the roots and the nodes something outside this graph still holds (a
+    # Pending tensor, a tape's node): references beyond the graph's own uses and this
+    # function's (the list, the dict key, the loop variable, getrefcount's argument).  A value
+    # not returned is computed again if it is ever read: this is a choice of outputs, not of
+    # results.
+    getrc = sys.getrefcount
+    root_set = set(roots)
+    outputs = []
+    for k in range(len(order)):
+        th = order[k]   # held here by: the list, the dict key, ``th``, getrefcount's argument
+        if th in root_set or getrc(th) - 4 - uses[k] > 0:
+            outputs.append(k)
+    th = None
+    outputs = tuple(outputs)
+    key = (tuple(spec), outputs)
+    fn = _FLUSH.get(key)
+    if fn is None:
+        if _SEEN.get(key) is None:
+            _SEEN[key] = True
+            _run_op_by_op(order)
+            return
+        fn = _FLUSH.setdefault(key, jax.jit(_program(*key)))
+    for k, v in zip(outputs, fn(*inputs)):
+        order[k].set(v)
 
 
 class Pending(Tensor):
@@ -219,5 +336,15 @@ def defer(tapes, prim, call, skey, ids, vals, aval=None):
 
 
 def force_all(vals):
-    """``vals`` with every thunk replaced by its value."""
-    return [v.force() if type(v) is _Thunk else v for v in vals]
+    """``vals`` with every thunk replaced by its value (the pending ones computed together)."""
+    force_many([v for v in vals if type(v) is _Thunk])
+    return [v.value if type(v) is _Thunk else v for v in vals]
+
+
+def defer_untaped(call, vals):
+    """An op no tape records, on a pending input: its result stays pending (``call(*vals)``,
+    ``vals`` arrays or thunks), so a chain on a gradient (``lr * g``, a Variable update with it)
+    runs as one program.  None where it may not be deferred (the caller runs it now)."""
+    if not _flags.enabled or _local.collector is not None or not concrete(vals):
+        return None
+    return Pending(_Thunk(call, vals, aval_for(call, vals)))

@@ -43,7 +43,7 @@ from ._lru import LRU
 from ._primitives import Primitive, bind, with_id
 from ._program import Program, aval, build_backward, build_replay, gather_leaves, seed, slice_tape
 from ._tape import OUT, _TRAINABLE
-from ._lazy import Pending
+from ._lazy import Pending, pending_result
 from ._tensor import Tensor
 
 CacheInfo = collections.namedtuple("CacheInfo", "hits misses compiles evictions size maxsize")
@@ -411,7 +411,7 @@ def _call_fused(entry, nodes, program, src_values, kept, cts, targets):
         t = targets[i]
         if type(t) is Pending:
             t._thunk.set(v)
-    return tuple(Tensor(g) for g in grads)
+    return tuple(pending_result(g) for g in grads)
 
 
 def _call_gradient(entry, nodes, program, src_values, kept, cts, first, live_src, nested):
@@ -420,7 +420,7 @@ def _call_gradient(entry, nodes, program, src_values, kept, cts, first, live_src
     leaves = gather_leaves(nodes, program, entry.plan, src_values)
     given = [cts[i] for i, _ in kept if cts[i] is not None]
     if not nested:
-        return tuple(Tensor(g) for g in entry.fn(leaves, tuple(g._value for g in given)))
+        return tuple(pending_result(g) for g in entry.fn(leaves, tuple(g._value for g in given)))
     given_vals = tuple(g._value for g in given)
     if entry.deps is None:
         entry.deps = input_dependence(entry.raw, leaves, given_vals)

@@ -9,6 +9,7 @@ was read.  ``assign*`` replace the value; they are not differentiable (TF).
 """
 import signal
 import threading
+import weakref
 
 try:   # the C functions behind ``signal.signal`` / ``getsignal``, without their enum wrapping (~8x faster)
     from _signal import getsignal as _getsignal, signal as _setsignal
@@ -19,7 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _dtypes, _state
+from . import _dtypes, _lazy, _state
+from ._lazy import Pending, _Thunk
 from ._errors import InvalidArgumentError
 from ._tensor import Tensor, TensorShape, _to_array, convert_to_tensor
 
@@ -66,10 +68,34 @@ class deferred_interrupts:
         return False
 
 
+#: Variables whose value is a pending update (``Variable._defer_update``): id -> weak
+#: reference (a dropped Variable takes its pending update with it).  One
+#: re-entrant lock makes every read-modify-write of a Variable (``assign_add``/``assign_sub``,
+#: eager or pending) and the computing of pending updates atomic, as TF's resource variable
+#: updates are: concurrent updates are never lost.
+_PENDING_UPDATES = {}
+_UPDATE_LOCK = threading.RLock()
+
+
+def _compute_pending_updates():
+    """Compute every pending Variable update together (one program, see ``_lazy.force_many``)."""
+    with _UPDATE_LOCK:
+        variables = [v for v in [r() for r in _PENDING_UPDATES.values()]
+                     if v is not None and type(v._val) is _Thunk]
+        _PENDING_UPDATES.clear()
+        thunks = [v._val for v in variables]
+        try:
+            _lazy.force_many(thunks)
+        finally:
+            for v, th in zip(variables, thunks):
+                if v._val is th and th.value is not None:
+                    v._val = th.value
+
+
 class Variable:
     """A mutable tensor (``tf.Variable``)."""
 
-    __slots__ = ("_value", "_id", "_trainable", "_name", "_sharding", "_constraint", "__weakref__")
+    __slots__ = ("_val", "_id", "_trainable", "_name", "_sharding", "_constraint", "__weakref__")
     __array_priority__ = 100
     _unnamed = 0
 
@@ -124,8 +150,27 @@ class Variable:
         return t
 
     @property
+    def _value(self):
+        """The value (an update still pending is computed, with every other pending update)."""
+        v = self._val
+        if type(v) is _Thunk:
+            _compute_pending_updates()
+            v = self._val
+            if type(v) is _Thunk:   # left by a computation that raised: computed alone
+                with _UPDATE_LOCK:
+                    v = self._val
+                    if type(v) is _Thunk:
+                        v = self._val = v.force()
+        return v
+
+    @_value.setter
+    def _value(self, value):
+        self._val = value
+
+    @property
     def _meta(self):
-        return self._value
+        v = self._val
+        return v.aval if type(v) is _Thunk else v
 
     def read_value(self):
         """The current value as a Tensor (a recorded read)."""
@@ -167,17 +212,37 @@ class Variable:
         return self if read_value else None
 
     def assign_add(self, delta, use_locking=None, name=None, read_value=True):
-        self._value = _add(self._value, self._delta(delta, "AssignAddVariableOp"))
+        with _UPDATE_LOCK:
+            if type(delta) is not Pending or not self._defer_update(_add, delta):
+                self._value = _add(self._value, self._delta(delta, "AssignAddVariableOp"))
         return self if read_value else None
 
     def assign_sub(self, delta, use_locking=None, name=None, read_value=True):
-        self._value = _sub(self._value, self._delta(delta, "AssignSubVariableOp"))
+        with _UPDATE_LOCK:
+            if type(delta) is not Pending or not self._defer_update(_sub, delta):
+                self._value = _sub(self._value, self._delta(delta, "AssignSubVariableOp"))
         return self if read_value else None
+
+    def _defer_update(self, op, delta):
+        """An update with a pending value (``v.assign_sub(lr * g)`` on a gradient, see
+        ``_lazy.pending_result``) stays pending: the Variable's value becomes a thunk, computed
+        with every other pending update when any of them is read.  False where it must run now
+        (another dtype or shape: the eager path raises TF's error)."""
+        th = delta._thunk
+        old = self._value   # one pending update per Variable at most: an earlier one is computed
+        if th.aval.dtype != old.dtype or th.aval.shape != old.shape:
+            return False
+        new = _lazy.defer_untaped(op, (old, th))
+        if new is None:
+            return False
+        self._val = new._thunk   # (the caller holds _UPDATE_LOCK)
+        _PENDING_UPDATES[self._id] = weakref.ref(self)
+        return True
 
     def _delta(self, delta, op):
         """``_new_value`` for an update; the common case (a Tensor of this dtype and shape,
         eagerly) without its conversions."""
-        if type(delta) is Tensor and _state._local.collector is None:
+        if (type(delta) is Tensor or type(delta) is Pending) and _state._local.collector is None:
             new, old = delta._value, self._value
             if new.dtype == old.dtype and new.shape == old.shape:
                 return new
@@ -186,18 +251,18 @@ class Variable:
     # -- metadata ----------------------------------------------------------
     @property
     def dtype(self):
-        return _dtypes.as_dtype(self._value.dtype)
+        return _dtypes.as_dtype(self._meta.dtype)
 
     @property
     def shape(self):
-        return TensorShape(self._value.shape)
+        return TensorShape(self._meta.shape)
 
     def get_shape(self):
         return self.shape
 
     @property
     def ndim(self):
-        return self._value.ndim
+        return len(self._meta.shape)
 
     @property
     def constraint(self):

@@ -59,7 +59,8 @@ def test_training_steps_match_eager_execution():
     for a, e in zip(lazy, eager):
         np.testing.assert_allclose(a["loss"], e["loss"], rtol=1e-6)
         for ga, ge in zip(a["grads"], e["grads"]):
-            assert type(ga) is tf.Tensor
+            # gradients are handed out computed, as Pending (so `lr * g` stays pending)
+            assert type(ga) is Pending and ga._thunk.value is not None and type(ge) is tf.Tensor
             np.testing.assert_allclose(ga.numpy(), ge.numpy(), rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(w1, w0, rtol=1e-6)
     np.testing.assert_allclose(b1, b0, rtol=1e-6)
@@ -245,8 +246,8 @@ def test_pending_used_outside_the_tape_and_in_other_threads(deferred):
     with tf.GradientTape():
         y = tf.exp(x)
         z = y + 1.0
-    w = tf.exp(z)     # no tape: computes z (and y)
-    assert type(w) is tf.Tensor
+    w = tf.exp(z)     # no tape, on a pending value: stays pending; reading it computes z and y
+    assert type(w) is Pending
     np.testing.assert_allclose(w.numpy(), np.exp(np.exp(X) + 1.0), rtol=1e-5)
     with tf.GradientTape():
         p = tf.sigmoid(x)
@@ -282,3 +283,163 @@ def test_environment_variable_turns_it_off():
 def test_aval_cache_is_bounded_and_listed():
     stats = tf.cache_stats()
     assert "deferred_avals" in stats and stats["deferred_avals"].maxsize == _lazy._AVALS.maxsize
+
+
+# -- gradients, untaped ops on pending values, and pending Variable updates ------------------
+
+def _grads(deferral):
+    prev = tf.set_deferred_execution(deferral)
+    try:
+        x, w, b = tf.constant(X), tf.Variable(W), tf.Variable(B)
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(tf.matmul(x, w) + b))
+        return (w, b), tape.gradient(loss, [w, b])
+    finally:
+        tf.set_deferred_execution(prev)
+
+
+def test_untaped_ops_on_a_gradient_stay_pending_and_compute_on_read(deferred):
+    (w, b), (gw, gb) = _grads(True)
+    _, (ew, eb) = _grads(False)
+    assert type(ew) is tf.Tensor                  # deferral off: plain Tensors
+    assert type(gw) is Pending and gw._thunk.value is not None
+    s = tf.sqrt(tf.square(gw) * 2.0 + 1.0)       # untaped, on a pending value: stays pending
+    assert type(s) is Pending and s._thunk.value is None
+    assert s.shape == (3, 2) and s.dtype == tf.float32
+    np.testing.assert_allclose(s.numpy(), np.sqrt(ew.numpy() ** 2 * 2.0 + 1.0), rtol=1e-6)
+    with pytest.raises(tf.errors.InvalidArgumentError):   # errors when the op is called
+        gw + tf.constant(np.ones(4, np.float32))
+    m = tf.reduce_sum(gw)                         # ops without the untaped rule compute their input
+    np.testing.assert_allclose(m.numpy(), ew.numpy().sum(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("update", ["assign_sub", "assign_add"])
+def test_pending_variable_updates_match_eager_updates(deferred, update):
+    (w, b), (gw, gb) = _grads(True)
+    (w0, b0), (ew, eb) = _grads(False)
+    getattr(w, update)(0.1 * gw)
+    getattr(b, update)(0.1 * gb)
+    assert type(w._val) is _lazy._Thunk and type(b._val) is _lazy._Thunk   # pending updates
+    assert w.shape == (3, 2) and w.dtype == tf.float32 and b.ndim == 1   # metadata: not computed
+    assert type(w._val) is _lazy._Thunk
+    getattr(w0, update)(0.1 * ew)
+    getattr(b0, update)(0.1 * eb)
+    np.testing.assert_allclose(w.numpy(), w0.numpy(), rtol=1e-6)
+    assert type(b._val) is not _lazy._Thunk       # reading one computed every pending update
+    np.testing.assert_allclose(b.numpy(), b0.numpy(), rtol=1e-6)
+
+
+def test_pending_updates_keep_tf_errors_and_snapshot_semantics(deferred):
+    (w, b), (gw, gb) = _grads(True)
+    before = w.numpy()
+    with pytest.raises(tf.errors.InvalidArgumentError, match="shapes must be equal"):
+        w.assign_sub(0.1 * gb)                    # another shape: the eager path's error
+    with pytest.raises(ValueError, match="dtype"):
+        w.assign_sub(tf.cast(gw, tf.float16) * 2.0)
+    np.testing.assert_array_equal(w.numpy(), before)
+    d = 0.5 * gw
+    w.assign_sub(d)                               # pending: old value and delta as they are now
+    w.assign_sub(d)                               # a second update computes the first one first
+    np.testing.assert_allclose(w.numpy(), before - 2 * 0.5 * gw.numpy(), rtol=1e-6)
+    held = w.read_value()
+    w.assign_add(d)
+    np.testing.assert_allclose(held.numpy(), before - gw.numpy(), rtol=1e-6)   # a read is a snapshot
+    np.testing.assert_allclose(w.numpy(), before - 0.5 * gw.numpy(), rtol=1e-6)
+
+
+def test_repeated_step_computes_all_updates_in_one_program(deferred, monkeypatch):
+    """A training loop's updates (`v.assign_sub(lr * g)`) run op by op the first time their
+    structure is seen, then as one compiled program per step; values equal the eager loop."""
+    (lazy, w1, b1), (eager, w0, b0) = _run_steps(True, n=2), _run_steps(False, n=2)
+    _lazy._FLUSH.clear()
+    _lazy._SEEN.clear()
+    calls = {"op_by_op": 0, "program": 0}
+    real_eager, real_program = _lazy._run_op_by_op, _lazy._program
+
+    def op_by_op(order):
+        calls["op_by_op"] += 1
+        real_eager(order)
+
+    def program(spec, outputs):
+        calls["program"] += 1
+        assert len(outputs) == 2                  # the two Variables; not the dead `lr * g`
+        return real_program(spec, outputs)
+
+    monkeypatch.setattr(_lazy, "_run_op_by_op", op_by_op)
+    monkeypatch.setattr(_lazy, "_program", program)
+    (lazy, w1, b1) = _run_steps(True, n=5)
+    (eager, w0, b0) = _run_steps(False, n=5)
+    np.testing.assert_allclose(w1, w0, rtol=1e-5)
+    np.testing.assert_allclose(b1, b0, rtol=1e-5)
+    for a, e in zip(lazy, eager):
+        np.testing.assert_allclose(a["loss"], e["loss"], rtol=1e-5)
+    # 5 steps: the updates of steps 1-4 are computed when step 2-5 reads the Variables, the
+    # last ones by `numpy()`: the first op by op, then one compiled program for all
+    assert calls["program"] == 1 and calls["op_by_op"] == 1
+    assert len(_lazy._FLUSH) == 1
+
+
+def test_a_kept_intermediate_gets_its_value_and_a_dead_one_is_not_returned(deferred):
+    _, (gw, _) = _grads(True)
+    for _ in range(2):                            # the second time: one compiled program
+        kept = gw * 3.0
+        root = (kept + 1.0) * 2.0
+        np.testing.assert_allclose(root.numpy(), (gw.numpy() * 3.0 + 1.0) * 2.0, rtol=1e-6)
+        assert kept._thunk.value is not None      # held by `kept`: returned too
+    (spec, outputs), = [k for k in _lazy._FLUSH._data if len(k[0]) == 3]
+    assert outputs == (0, 2)                      # not the dead `kept + 1.0`
+
+
+def test_large_pending_graphs_run_op_by_op(deferred, monkeypatch):
+    _, (gw, _) = _grads(True)
+    monkeypatch.setattr(_lazy, "_FLUSH_MAX", 8)
+    before = len(_lazy._FLUSH)
+    for _ in range(2):
+        y = gw
+        for _ in range(20):
+            y = y * 1.5
+        np.testing.assert_allclose(y.numpy(), gw.numpy() * 1.5 ** 20, rtol=1e-5)
+    assert len(_lazy._FLUSH) == before
+
+
+@pytest.mark.parametrize("deferral", [True, False])
+def test_concurrent_updates_are_never_lost(deferral):
+    """Updates from 4 threads, pending or eager: each read-modify-write is atomic (TF's
+    resource variables lock theirs), so all 200 land."""
+    (w, b), (gw, gb) = _grads(deferral)
+    prev = tf.set_deferred_execution(deferral)
+    start = w.numpy()
+    errors = []
+
+    def work():
+        try:
+            for _ in range(50):
+                w.assign_sub(0.001 * gw)
+                w.numpy()
+        except Exception as e:   # pragma: no cover - the assertion below reports it
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        tf.set_deferred_execution(prev)
+    assert not errors
+    np.testing.assert_allclose(w.numpy(), start - 200 * 0.001 * gw.numpy(), rtol=1e-4)
+
+
+def test_a_dropped_variable_with_a_pending_update_is_released(deferred):
+    import gc
+    import weakref
+    (w, b), (gw, gb) = _grads(True)
+    w.assign_sub(0.1 * gw)
+    assert type(w._val) is _lazy._Thunk
+    ref = weakref.ref(w)
+    del w
+    gc.collect()
+    assert ref() is None
+    b.assign_sub(0.1 * gb)
+    np.testing.assert_allclose(b.numpy(), B - 0.1 * gb.numpy(), rtol=1e-6)   # the others still compute

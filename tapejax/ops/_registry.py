@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes
-from .._lazy import Pending, aval_for, can_defer, concrete, defer
+from .._lazy import Pending, aval_for, can_defer, concrete, defer, defer_untaped
 from .._primitives import bind, define, record_simple, run_recorded
 from .._state import _local
 from .._tensor import Tensor
@@ -245,10 +245,14 @@ def make(_prim, _t, _k, _kinds, _call):
                 raise op_error(e, _t) from e
         elif type({arg}) is Pending:
             v = {arg}._thunk
-            tapes = _local.tapes
-            if tapes and (_k is None or v.aval.dtype.kind in _k):
+            if _k is None or v.aval.dtype.kind in _k:
+                tapes = _local.tapes
                 try:
-                    return run_recorded(tapes, _prim, _call, (), ({arg}._id,), (v,))
+                    if tapes:
+                        return run_recorded(tapes, _prim, _call, (), ({arg}._id,), (v,))
+                    r = defer_untaped(_call, (v,))
+                    if r is not None:
+                        return r
                 except (TypeError, ValueError) as e:
                     raise op_error(e, _t) from e
         if _kinds is not None:
@@ -289,7 +293,8 @@ def unary_ops(namespace, table):
         arg = row[5] if len(row) > 5 else "x"  # TF's argument name (``features`` for activations)
         p = prim(op_type, fn, differentiable=differentiable)
         ns = {"Tensor": Tensor, "Pending": Pending, "_local": _local, "run_recorded": run_recorded, "bind": bind,
-              "check_float": check_float, "op_error": op_error, "NotPlain": NotPlain}
+              "check_float": check_float, "op_error": op_error, "NotPlain": NotPlain,
+              "defer_untaped": defer_untaped}
         exec(_UNARY_TEMPLATE.format(arg=arg), ns)  # noqa: S102 - a fixed template
         call = p._call0 if kinds is None else kind_jit(p, _KINDS[kinds])
         op = ns["make"](p, op_type, _KINDS[kinds], kinds, call)
@@ -341,6 +346,26 @@ def _defer_binary(tapes, prim, op_type, kinds, call, x, y, tx, ty, converted):
     return defer(tapes, prim, call, (), (ix, iy), (vx, vy), aval)
 
 
+def _operand(v):
+    """An untaped op's input as an array or thunk; None for what ``bind`` must convert."""
+    t = type(v)
+    if t is Pending:
+        return v._thunk
+    if t is Tensor or t is Variable:
+        return v._value
+    if t is _Array:
+        return v
+    return None
+
+
+def _defer_untaped_binary(call, x, y):
+    """A binary op no tape records with a pending input, deferred (``_lazy.defer_untaped``)."""
+    vx, vy = _operand(x), _operand(y)
+    if vx is None or vy is None:
+        return None
+    return defer_untaped(call, (vx, vy))
+
+
 def binary_ops(namespace, table):
     """``table``: rows (public name, TF type, jax fn[, differentiable[, dtypes]])."""
     for row in table:
@@ -383,6 +408,10 @@ def binary_ops(namespace, table):
                             return Tensor(_call(x._value, y))
                     elif ty is Tensor and type(x) is _Array:
                         return Tensor(_call(x, y._value))
+                    if tx is Pending or ty is Pending:   # on a pending value: stays pending
+                        r = _defer_untaped_binary(_call, x, y)
+                        if r is not None:
+                            return r
                 return bind(_prim, x, y)
             except (TypeError, ValueError) as e:
                 raise op_error(e, _t) from e

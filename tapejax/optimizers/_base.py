@@ -32,6 +32,7 @@ import numpy as np
 
 from .. import _dtypes, _nest, _state
 from .._lru import Family
+from .._lazy import Pending
 from .._tensor import Tensor, convert_to_tensor
 from .._variable import Variable, deferred_interrupts
 from . import schedules as _schedules
@@ -430,16 +431,20 @@ class Optimizer:
     def _apply_again(self, pairs):
         """The eager update of a list of Variables this optimizer updated before (its compiled
         plan is cached, so the list was checked then: Variables, no repeats, slots made): only
-        the gradients are left to check, Tensors of their Variables' dtypes and shapes.  None
+        the gradients are left to check, Tensors (or pending ones) of their Variables' dtypes
+        and shapes.  None
         where the full path must run (anything else, or the first update of this list)."""
         plan = self._updates.get(tuple([v._id if type(v) is Variable else None for _, v in pairs]))
         if plan is None:
             return None
         grads, var_list = [], []
         for g, v in pairs:
-            if type(g) is not Tensor:
+            if type(g) is Tensor:
+                a = g._value
+            elif type(g) is Pending:   # a gradient (``_lazy.pending_result``); computed if need be
+                a = g._value
+            else:
                 return None
-            a = g._value
             if type(a) is not _Array or not _same_aval(a, v._value):   # (no local keeps the
                 return None                                          # value: see Donating)
             grads.append(a)
