@@ -262,12 +262,15 @@ class GradientTape:
         """``_record_op`` for the common case, written out: one output, no gradient override;
         ``skey`` is the static parameters as a tuple of items, ``ids`` and ``vals`` tuples.
         Same node, same signature."""
-        codes = self._codes
-        if len(ids) == 1:
-            refs = (codes.get(ids[0]),)
+        get = self._codes.get
+        n_in = len(ids)
+        if n_in == 1:
+            refs = (get(ids[0]),)
+        elif n_in == 2:
+            refs = (get(ids[0]), get(ids[1]))
         else:
-            refs = tuple([codes.get(i) for i in ids])
-        if refs.count(None) == len(refs):
+            refs = tuple([get(i) for i in ids])
+        if refs.count(None) == n_in:
             if self._cuts:
                 self._propagate_cut(prim, ids, result)
             return
@@ -290,7 +293,7 @@ class GradientTape:
             return
         if n is None:
             n = _intern(sig)
-        codes[result._id] = len(nodes) * OUT
+        self._codes[result._id] = len(nodes) * OUT
         nodes.append(_tuple_new(Node, (prim, skey, None, vals, ids, refs, 1, n)))
 
     def _record_op(self, prim, static, grad_type, ids, vals, result):
