@@ -18,6 +18,8 @@ per variable; PyTorch ``p.sub_(lr * g)``), and with the framework's SGD optimize
 * first step: forward + gradient + update of mlp-small in a fresh process
   (tapejax vs plain eager JAX with jax.vjp vs pure JAX jit), i.e. compile latency
 * cached gradient call: only `tape.gradient` on an already-compiled structure
+* mlp-small against PyTorch once more, in alternating blocks in this process (PyTorch on one
+  thread): the steadier ratio on a shared machine
 """
 import argparse
 import os
@@ -203,6 +205,29 @@ def bench_other_side(name, sizes, batch, classes, n, warmup, rows):
         pass
 
 
+def bench_small_vs_torch(n, warmup):
+    """mlp-small, tapejax and PyTorch in alternating blocks in this process (PyTorch on one
+    thread, so that its thread pool does not slow what runs after it): on a shared machine the
+    ratio of the same blocks is steadier than two medians taken minutes apart.  None without
+    PyTorch."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        params = _params([32, 64, 64, 1])
+        x, y = _data([32, 64, 64, 1], 32, False)
+        steps = {"tapejax eager": tape_step(tj, params, x, y, False),
+                 "PyTorch eager (1 thread)": torch_step(params, x, y, False),
+                 "tapejax eager+SGD": tape_step(tj, params, x, y, False, True),
+                 "PyTorch eager+SGD (1 thread)": torch_step(params, x, y, False, True)}
+        return _interleaved(steps, n, warmup, rounds=8)
+    finally:
+        torch.set_num_threads(threads)
+
+
 # -- first step in a fresh process ---------------------------------------------
 
 _FIRST = r"""
@@ -286,6 +311,7 @@ def main():
     firsts = {k: first_step(k) for k in ("tapejax", "jax-eager", "jax-jit")}
     for m in models:
         bench_other_side(*m, rows)
+    alternating = bench_small_vs_torch(2 * n_small, 20)
     print(f"jax {jax.__version__}, backend {jax.default_backend()}, {os.cpu_count()} CPUs\n")
     print(f"{'model':32} {'framework':16} {'median µs/step':>15} {'× pure JAX':>11}")
     for model, _, *_ in models:
@@ -299,6 +325,13 @@ def main():
                 if other + suffix in rows[model]:
                     ratio = rows[model]["tapejax eager" + suffix] / rows[model][other + suffix]
                     print(f"{model}: tapejax eager{suffix} / {other}{suffix} = {ratio:.3f}")
+    if alternating:
+        print()
+        print("mlp-small, tapejax and PyTorch (1 thread) in alternating blocks, median µs/step: "
+              + ", ".join(f"{k} {v:.1f}" for k, v in alternating.items()))
+        for suffix in ("", "+SGD"):
+            ratio = alternating["tapejax eager" + suffix] / alternating[f"PyTorch eager{suffix} (1 thread)"]
+            print(f"  tapejax eager{suffix} / PyTorch eager{suffix} (1 thread) = {ratio:.3f}")
     print()
     print("first training step of mlp-small in a fresh process (ms): "
           + ", ".join(f"{k} {v:.0f}" for k, v in firsts.items())
