@@ -131,25 +131,7 @@ def pending_result(value):
 _FLUSH_MAX = 256
 _FLUSH = LRU("deferred_programs", 256)     # structure -> jitted program
 _SEEN = LRU("deferred_structures", 1024)    # structures seen once
-
-
-def _pending_graph(roots):
-    """The unforced thunks ``roots`` need, inputs before their users."""
-    order, index = [], {}
-    stack = [(th, False) for th in roots if th.value is None]
-    while stack:
-        th, expanded = stack.pop()
-        if th in index:
-            continue
-        if expanded:
-            index[th] = len(order)
-            order.append(th)
-            continue
-        stack.append((th, True))
-        for a in th.args:
-            if type(a) is _Thunk and a.value is None and a not in index:
-                stack.append((a, False))
-    return order, index
+_FLUSH_PEEK = _FLUSH._data.get
 
 
 def _run_op_by_op(order):
@@ -170,47 +152,64 @@ def _program(spec, outputs):
 def force_many(roots):
     """Compute the pending thunks ``roots`` need, in one compiled program when the graph's
     structure repeats (see above)."""
-    order, index = _pending_graph(roots)
-    if not order:
-        return
-    if len(order) == 1 or len(order) > _FLUSH_MAX:
+    # The graph, inputs before their users (an iterative walk: chains may be long), and its
+    # structure: each node's callable and where its arguments come from (an earlier node j >= 0,
+    # or input k as -1 - k; an input used twice is passed once).
+    order, index, uses, spec, inputs, at = [], {}, [], [], [], {}
+    for root in roots:
+        if root.value is not None or root in index:
+            continue
+        stack = [root]
+        while stack:
+            th = stack[-1]
+            if th in index:
+                stack.pop()
+                continue
+            waiting = False
+            for a in th.args:
+                if type(a) is _Thunk and a.value is None and a not in index:
+                    stack.append(a)
+                    waiting = True
+            if waiting:
+                continue
+            stack.pop()
+            refs = []
+            for a in th.args:
+                if type(a) is _Thunk:
+                    if a.value is None:
+                        j = index[a]
+                        uses[j] += 1
+                        refs.append(j)
+                        continue
+                    a = a.value
+                k = at.get(id(a))
+                if k is None:
+                    k = at[id(a)] = len(inputs)
+                    inputs.append(a)
+                refs.append(-1 - k)
+            index[th] = len(order)
+            order.append(th)
+            uses.append(0)
+            spec.append((th.call, tuple(refs)))
+    a = th = stack = None
+    n = len(order)
+    if n <= 1 or n > _FLUSH_MAX:
         _run_op_by_op(order)
         return
-    inputs, at, spec = [], {}, []
-    uses = [0] * len(order)
-    for th in order:
-        refs = []
-        for a in th.args:
-            if type(a) is _Thunk:
-                if a.value is None:
-                    j = index[a]
-                    uses[j] += 1
-                    refs.append(j)
-                    continue
-                a = a.value
-            k = at.get(id(a))
-            if k is None:
-                k = at[id(a)] = len(inputs)
-                inputs.append(a)
-            refs.append(-1 - k)
-        spec.append((th.call, tuple(refs)))
-    a = None
     # The program returns the roots and the nodes something outside this graph still holds (a
     # Pending tensor, a tape's node): references beyond the graph's own uses and this
-    # function's (the list, the dict key, the loop variable, getrefcount's argument).  A value
-    # not returned is computed again if it is ever read: this is a choice of outputs, not of
-    # results.
+    # function's (the list, the dict key, ``th``, getrefcount's argument).  A value not
+    # returned is computed again if it is ever read: this chooses outputs, not results.
     getrc = sys.getrefcount
     root_set = set(roots)
     outputs = []
-    for k in range(len(order)):
-        th = order[k]   # held here by: the list, the dict key, ``th``, getrefcount's argument
+    for k in range(n):
+        th = order[k]
         if th in root_set or getrc(th) - 4 - uses[k] > 0:
             outputs.append(k)
     th = None
-    outputs = tuple(outputs)
-    key = (tuple(spec), outputs)
-    fn = _FLUSH.get(key)
+    key = (tuple(spec), tuple(outputs))
+    fn = _FLUSH_PEEK(key)   # a hit does not refresh recency (as the aval cache)
     if fn is None:
         if _SEEN.get(key) is None:
             _SEEN[key] = True
