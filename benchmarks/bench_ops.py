@@ -13,7 +13,9 @@ For each op the table gives the median time per call (µs) of
   recorded and its value computed later, inside the compiled gradient, so this is the cost of the
   call alone (what a training step's forward pays per op), not a like-for-like ratio;
 
-and the ratios to ``jnp``.  Targets (issue #3): ``no tape`` <= 1.15x and ``recording`` <= 1.5x.
+and the ratios to ``jnp`` (the median over rounds of each round's ratio: the columns are timed
+in turn within a round, so a round's ratio is taken under one load).  Targets (issue #3):
+``no tape`` <= 1.15x and ``recording`` <= 1.5x.
 Inputs are small (8x8 float32) so the numbers measure dispatch overhead, not arithmetic.
 """
 import argparse
@@ -112,7 +114,10 @@ def run(n, repeats):
             ts_r.append(_recording(op, x, n))
             ts_d.append(_recording(op, x, n, deferred=True))
         b, t, r, d = (statistics.median(v) for v in (ts_b, ts_t, ts_r, ts_d))
-        rows.append((name, b, t, r, d, t / b, r / b, d / b))
+        # ratios: the median of each round's ratio (a round's four timings share the machine's
+        # load of that moment, so drift between rounds cancels)
+        ratios = [statistics.median([v / w for v, w in zip(ts, ts_b)]) for ts in (ts_t, ts_r, ts_d)]
+        rows.append((name, b, t, r, d, *ratios))
     return rows
 
 
