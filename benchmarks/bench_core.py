@@ -207,7 +207,8 @@ def bench_other_side(name, sizes, batch, classes, n, warmup, rows):
 
 def bench_small_vs_torch(n, warmup):
     """mlp-small, tapejax and PyTorch in alternating blocks in this process (PyTorch on one
-    thread, so that its thread pool does not slow what runs after it): on a shared machine the
+    thread, so that its thread pool does not slow what runs after it; run before TF is
+    imported, whose thread pools would slow both): on a shared machine the
     ratio of the same blocks is steadier than two medians taken minutes apart.  None without
     PyTorch."""
     try:
@@ -309,9 +310,9 @@ def main():
         bench_jax_side(*m, rows)
     tape_us, direct_us = cached_gradient_call(200 if not args.quick else 50, 10)
     firsts = {k: first_step(k) for k in ("tapejax", "jax-eager", "jax-jit")}
+    alternating = bench_small_vs_torch(2 * n_small, 20)   # before TF is imported (its threads)
     for m in models:
         bench_other_side(*m, rows)
-    alternating = bench_small_vs_torch(2 * n_small, 20)
     print(f"jax {jax.__version__}, backend {jax.default_backend()}, {os.cpu_count()} CPUs\n")
     print(f"{'model':32} {'framework':16} {'median µs/step':>15} {'× pure JAX':>11}")
     for model, _, *_ in models:
