@@ -165,28 +165,30 @@ def force_many(roots):
             if th in index:
                 stack.pop()
                 continue
-            waiting = False
-            for a in th.args:
-                if type(a) is _Thunk and a.value is None and a not in index:
-                    stack.append(a)
-                    waiting = True
-            if waiting:
-                continue
-            stack.pop()
             refs = []
-            for a in th.args:
+            for a in th.args:   # the wiring, unless an argument is still to be visited
                 if type(a) is _Thunk:
                     if a.value is None:
-                        j = index[a]
-                        uses[j] += 1
-                        refs.append(j)
+                        j = index.get(a)
+                        if j is None:
+                            stack.append(a)
+                            refs = None
+                        elif refs is not None:
+                            refs.append(j)
                         continue
                     a = a.value
-                k = at.get(id(a))
-                if k is None:
-                    k = at[id(a)] = len(inputs)
-                    inputs.append(a)
-                refs.append(-1 - k)
+                if refs is not None:
+                    k = at.get(id(a))
+                    if k is None:
+                        k = at[id(a)] = len(inputs)
+                        inputs.append(a)
+                    refs.append(-1 - k)
+            if refs is None:
+                continue
+            stack.pop()
+            for j in refs:
+                if j >= 0:
+                    uses[j] += 1
             index[th] = len(order)
             order.append(th)
             uses.append(0)
