@@ -6,6 +6,12 @@ current value, recorded by each recording tape that watches the Variable
 watches accessed variables).  The replay adds the Variable's perturbation
 to every read, so the reads' gradients are summed, each at the value that
 was read.  ``assign*`` replace the value; they are not differentiable (TF).
+
+``assign_sub``/``assign_add`` with a pending delta (``v.assign_sub(lr * g)`` on a
+gradient, see ``_lazy``) keep the value pending: the slot ``_val`` holds a thunk,
+``_value`` computes it (with every other pending update, in one program) and
+``_meta`` gives its shape and dtype without computing it.  One re-entrant lock
+makes each read-modify-write atomic, so concurrent updates are never lost.
 """
 import signal
 import threading
