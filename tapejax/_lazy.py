@@ -313,9 +313,18 @@ def concrete(vals):
     one (what a thunk may take: a committed array keeps its device checks, which run eagerly)."""
     for v in vals:
         tv = type(v)
-        if tv is not _Thunk and (tv is not _Array or v.committed):
+        if tv is not _Thunk and (tv is not _Array or v._committed):
             return False
     return True
+
+
+if not hasattr(jnp.zeros(()), "_committed"):  # pragma: no cover - the attribute behind ``committed``
+    def concrete(vals):  # noqa: F811 - the public property where the attribute is not there
+        for v in vals:
+            tv = type(v)
+            if tv is not _Thunk and (tv is not _Array or v.committed):
+                return False
+        return True
 
 
 def defer(tapes, prim, call, skey, ids, vals, aval=None):
