@@ -439,12 +439,9 @@ class Optimizer:
             return None
         grads, var_list = [], []
         for g, v in pairs:
-            if type(g) is Tensor:
-                a = g._value
-            elif type(g) is Pending:   # a gradient (``_lazy.pending_result``); computed if need be
-                a = g._value
-            else:
+            if type(g) is not Tensor and type(g) is not Pending:   # Pending: a gradient (``_lazy``)
                 return None
+            a = g._value
             if type(a) is not _Array or not _same_aval(a, v._value):   # (no local keeps the
                 return None                                          # value: see Donating)
             grads.append(a)

@@ -274,3 +274,27 @@ def test_int_variable_assign(tf):
     a = v.read_value()
     v.assign_sub(2)
     return a, v.read_value()
+
+
+@parity
+def test_updates_with_gradients_and_ops_on_them(tf):
+    """Variable updates whose delta is computed from gradients (tapejax keeps these pending and
+    computes them together): the values over three steps, a value read in between, the updated
+    Variable returned (None with read_value=False), ops on the gradients, and the errors for a
+    delta of another shape or dtype, which leave the Variable unchanged."""
+    from .harness import raises
+    w, b = tf.Variable([[1.0, -2.0], [0.5, 3.0]]), tf.Variable([0.25, -0.5])
+    x = tf.constant([[1.0, 2.0], [3.0, -1.0], [0.5, 0.5]])
+    seen = []
+    for step in range(3):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(tf.matmul(x, w) + b))
+        gw, gb = tape.gradient(loss, [w, b])
+        r = w.assign_sub(0.1 * gw)
+        none = b.assign_add(-0.1 * gb, read_value=False)
+        held = w.read_value()
+        b.assign_sub(tf.sqrt(tf.square(gb)) * 0.01)
+        seen.append((loss, held, tf.convert_to_tensor(r), none, tf.exp(-tf.abs(gw)) * 2.0 + 1.0))
+    bad_shape = raises(w.assign_sub, 0.1 * gb)
+    bad_dtype = raises(w.assign_sub, tf.cast(gw, tf.float16) * 2.0)
+    return seen, bad_shape, bad_dtype, w.read_value(), b.read_value()
