@@ -149,12 +149,60 @@ def _program(spec, outputs):
     return run
 
 
-def force_many(roots):
-    """Compute the pending thunks ``roots`` need, in one compiled program when the graph's
-    structure repeats (see above)."""
-    # The graph, inputs before their users (an iterative walk: chains may be long), and its
-    # structure: each node's callable and where its arguments come from (an earlier node j >= 0,
-    # or input k as -1 - k; an input used twice is passed once).
+class _Deep(Exception):
+    """A pending graph deeper than the recursive walk goes (``_walk_deep`` walks it)."""
+
+
+_DEPTH = 200   # the recursive walk's depth limit (Python's own is 1000)
+
+
+def _visit(th, depth, st):
+    """Place ``th`` after its pending arguments; its index.  ``st``: (order, index, uses, spec,
+    inputs, at), see ``_walk``."""
+    if depth > _DEPTH:
+        raise _Deep
+    order, index, uses, spec, inputs, at = st
+    refs = []
+    for a in th.args:
+        if type(a) is _Thunk:
+            v = a.value
+            if v is None:
+                j = index.get(a)
+                if j is None:
+                    j = _visit(a, depth + 1, st)
+                uses[j] += 1
+                refs.append(j)
+                continue
+            a = v
+        k = at.get(id(a))
+        if k is None:
+            k = at[id(a)] = len(inputs)
+            inputs.append(a)
+        refs.append(-1 - k)
+    j = index[th] = len(order)
+    order.append(th)
+    uses.append(0)
+    spec.append((th.call, tuple(refs)))
+    return j
+
+
+def _walk(roots):
+    """The graph ``roots`` need, inputs before their users, and its structure: (order, index,
+    uses, spec, inputs, at): the nodes, node -> position, each node's number of uses inside the
+    graph, each node's callable and where its arguments come from (an earlier node j >= 0, or
+    input k as -1 - k; an input used twice is passed once), the inputs, id(input) -> k.
+    Recursive (the common, shallow graph: each node is visited once); ``_Deep`` past ``_DEPTH``."""
+    st = ([], {}, [], [], [], {})
+    index = st[1]
+    for root in roots:
+        if root.value is None and root not in index:
+            _visit(root, 0, st)
+    return st
+
+
+def _walk_deep(roots):
+    """``_walk`` for a graph of any depth: an explicit stack (a node is looked at again once
+    its pending arguments are placed)."""
     order, index, uses, spec, inputs, at = [], {}, [], [], [], {}
     for root in roots:
         if root.value is not None or root in index:
@@ -193,7 +241,16 @@ def force_many(roots):
             order.append(th)
             uses.append(0)
             spec.append((th.call, tuple(refs)))
-    a = th = stack = None
+    return order, index, uses, spec, inputs, at
+
+
+def force_many(roots):
+    """Compute the pending thunks ``roots`` need, in one compiled program when the graph's
+    structure repeats (see above)."""
+    try:
+        order, index, uses, spec, inputs, at = _walk(roots)
+    except _Deep:
+        order, index, uses, spec, inputs, at = _walk_deep(roots)
     n = len(order)
     if n <= 1 or n > _FLUSH_MAX:
         _run_op_by_op(order)

@@ -116,9 +116,17 @@ def build_replay(nodes, program, resolve_impl):
         slot_of[code] = len(slot_of)
         return slot_of[code]
 
+    # A source's own value is a leaf only where something uses it: a slice node's input, or a
+    # target.  A Variable's code is used by its reads alone, which take the values they read
+    # and only its perturbation (one argument fewer per Variable for the compiled call).
+    used = set(program.tgt_codes)
+    for idx in program.slice:
+        node = nodes[idx]
+        if node.prim is not READ:
+            used.update(node.refs)
     for e, c in enumerate(program.src_codes):
         produced_in_slice = c >= 0 and (c // OUT) in slice_set
-        if not produced_in_slice:
+        if not produced_in_slice and c in used:
             init.append((new_slot(c), len(plan), e))
             plan.append(("src", e, 0))
 

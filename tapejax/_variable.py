@@ -29,12 +29,26 @@ import numpy as np
 from . import _dtypes, _lazy, _state
 from ._lazy import Pending, _Thunk
 from ._errors import InvalidArgumentError
+from ._lru import LRU
 from ._tensor import Tensor, TensorShape, _to_array, convert_to_tensor
 
 
 # Jitted updates: JAX's C++ dispatch path, faster than eager jnp arithmetic.
 _add = jax.jit(jnp.add)
 _sub = jax.jit(jnp.subtract)
+
+
+#: (update, the delta's op) -> the two as one jitted callable (``Variable._defer_update``).
+_FUSED_UPDATES = LRU("fused_updates", 256)
+
+
+def _fused_update(op, call):
+    """``op(old, call(*args))`` as one callable: an update whose delta is still pending."""
+    key = (op, call)
+    fn = _FUSED_UPDATES.get(key)
+    if fn is None:
+        fn = _FUSED_UPDATES.setdefault(key, jax.jit(lambda old, *args: op(old, call(*args))))
+    return fn
 
 
 _MAIN_THREAD = threading.main_thread()
@@ -233,15 +247,27 @@ class Variable:
         """An update with a pending value (``v.assign_sub(lr * g)`` on a gradient, see
         ``_lazy.pending_result``) stays pending: the Variable's value becomes a thunk, computed
         with every other pending update when any of them is read.  False where it must run now
-        (another dtype or shape: the eager path raises TF's error)."""
+        (another dtype or shape: the eager path raises TF's error; deferral off, a
+        ``tapejax.function`` tracing, or a value committed to a device)."""
         th = delta._thunk
         old = self._value   # one pending update per Variable at most: an earlier one is computed
-        if th.aval.dtype != old.dtype or th.aval.shape != old.shape:
+        aval = th.aval
+        if (aval.dtype != old.dtype or aval.shape != old.shape or not _lazy._flags.enabled
+                or _state._local.collector is not None or not _lazy.concrete((old,))):
             return False
-        new = _lazy.defer_untaped(op, (old, th))
-        if new is None:
-            return False
-        self._val = new._thunk   # (the caller holds _UPDATE_LOCK)
+        args = th.args
+        if args is not None and th.value is None:
+            # the delta's own op (``lr * g``) goes into the update: one node instead of two in
+            # the step's update program.  The delta's thunk stays as it is: a delta that is
+            # read later (rare) is computed on its own then.  (Its inputs passed the checks of
+            # ``_lazy.defer_untaped`` when it was made.)
+            call, vals = _fused_update(op, th.call), (old, *args)
+        else:
+            call, vals = op, (old, th)
+        out = old.aval   # same dtype and shape as the value, which is strongly typed
+        if out.weak_type:
+            out = _lazy.aval_for(call, vals)
+        self._val = _Thunk(call, vals, out)   # (the caller holds _UPDATE_LOCK)
         _PENDING_UPDATES[self._id] = weakref.ref(self)
         return True
 

@@ -106,6 +106,26 @@ def test_gradient_fills_the_pending_target_in_one_compiled_call(deferred, fresh_
     assert info.misses == 1 and info.compiles == 1 and info.hits == 19
     # the fused entry (forward and gradient) is the only one
     assert [k[0] for k in _replay_keys()] == ["fused"]
+    # its arguments are the values the ops read: x, the two Variable reads and the constant 1.0;
+    # not the Variables' values a second time as sources (their reads carry the perturbation)
+    from tapejax import _replay
+    (entry,) = _replay._CACHE._data.values()
+    assert [kind for kind, _, _ in entry.plan] == ["node"] * 4
+
+
+def test_a_source_used_directly_is_still_an_argument(deferred):
+    """A watched tensor used by an op, and a Variable that is also the target: their own values
+    stay arguments of the compiled call (only a Variable used solely through reads drops it)."""
+    x, w = tf.constant(X), tf.Variable(W)
+    for _ in range(2):
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch(x)
+            y = tf.reduce_sum(tf.matmul(x, w) * 2.0)
+        gx, gw = tape.gradient(y, [x, w])
+        (gww,) = tape.gradient([y, w], [w])
+        np.testing.assert_allclose(gx.numpy(), np.tile(W.sum(1) * 2.0, (4, 1)), rtol=1e-5)
+        np.testing.assert_allclose(gw.numpy(), np.tile(X.sum(0)[:, None] * 2.0, (1, 2)), rtol=1e-5)
+        np.testing.assert_allclose(gww.numpy(), gw.numpy() + 1.0, rtol=1e-5)
 
 
 def _replay_keys():
@@ -377,6 +397,46 @@ def test_repeated_step_computes_all_updates_in_one_program(deferred, monkeypatch
     # last ones by `numpy()`: the first op by op, then one compiled program for all
     assert calls["program"] == 1 and calls["op_by_op"] == 1
     assert len(_lazy._FLUSH) == 1
+    (spec, _), = _lazy._FLUSH._data
+    assert len(spec) == 2                         # one node per update: `lr * g` fused into it
+
+
+def test_a_delta_read_after_its_update_keeps_its_value(deferred):
+    (w, b), (gw, gb) = _grads(True)
+    before = w.numpy()
+    for _ in range(3):
+        d = gw * 0.5
+        w.assign_sub(d)                           # `d`'s op runs inside the update
+        assert d._thunk.value is None
+        np.testing.assert_allclose(d.numpy(), gw.numpy() * 0.5, rtol=1e-6)
+    np.testing.assert_allclose(w.numpy(), before - 3 * 0.5 * gw.numpy(), rtol=1e-5)
+
+
+def _dag(n):
+    """A pending graph with shared nodes, an input used twice and computed thunks as inputs."""
+    a, c = jnp.float32(2.0), _lazy.valued(jnp.float32(3.0))
+    nodes = [_lazy._Thunk(jnp.add, (a, c), a.aval)]
+    for i in range(1, n):
+        prev, other = nodes[-1], nodes[i // 2]
+        nodes.append(_lazy._Thunk(jnp.multiply if i % 2 else jnp.subtract, (prev, other if i % 3 else a),
+                                  a.aval))
+    return nodes
+
+
+def test_the_recursive_walk_and_the_deep_walk_agree(deferred, monkeypatch):
+    """``_walk`` (recursive, for shallow graphs) against ``_walk_deep`` (the explicit stack), the
+    oracle; past ``_DEPTH`` the deep walk takes over, and the values are the same."""
+    nodes = _dag(40)
+    roots = [nodes[-1], nodes[20], nodes[-1]]
+    fast, deep = _lazy._walk(roots), _lazy._walk_deep(roots)
+    assert fast[0] == deep[0] and fast[2:5] == deep[2:5]    # order, uses, spec, inputs
+    assert len(fast[4]) == 2                                # `a` passed once
+    expected = [float(n.force()) for n in _dag(40)]
+    monkeypatch.setattr(_lazy, "_DEPTH", 5)
+    with pytest.raises(_lazy._Deep):
+        _lazy._walk(roots)
+    _lazy.force_many(roots)
+    assert [float(n.value) for n in (nodes[-1], nodes[20])] == [expected[-1], expected[20]]
 
 
 def test_a_kept_intermediate_gets_its_value_and_a_dead_one_is_not_returned(deferred):
@@ -443,3 +503,17 @@ def test_a_dropped_variable_with_a_pending_update_is_released(deferred):
     assert ref() is None
     b.assign_sub(0.1 * gb)
     np.testing.assert_allclose(b.numpy(), B - 0.1 * gb.numpy(), rtol=1e-6)   # the others still compute
+
+
+def test_a_pending_update_knows_the_computed_value_s_type(deferred):
+    """The pending value's aval is the one the update computes, also for a Variable holding a
+    weakly typed value (``jnp.asarray(2.0)``: the update's result is strongly typed)."""
+    for init in (jnp.asarray(2.0), np.float32(2.0)):
+        v = tf.Variable(init)
+        with tf.GradientTape() as tape:
+            y = v * v
+        v.assign_sub(tape.gradient(y, v) * 0.25)
+        pending = v._val.aval
+        assert type(v._val) is _lazy._Thunk
+        np.testing.assert_allclose(v.numpy(), 1.0)
+        assert v._value.aval == pending and not pending.weak_type
