@@ -12,7 +12,7 @@ form, forward from the true leaves inside ``jax.vjp``), and fills in the
 pending targets, e.g. the loss the step prints.
 
 The gradients come back computed, as ``Pending`` tensors that hold their
-values (``pending_result``).  An op that no tape records, on a pending input,
+values (``pending_results``).  An op that no tape records, on a pending input,
 stays pending too (``defer_untaped``: ``lr * g``), and so does a Variable's
 ``assign_sub``/``assign_add`` with a pending delta (``Variable._defer_update``:
 the Variable's value becomes a thunk).  When any Variable with a pending
@@ -105,19 +105,26 @@ class _Thunk:
 
 def valued(value):
     """A thunk that already holds ``value`` (a gradient handed out as ``Pending``, see
-    ``pending_result``)."""
+    ``pending_results``)."""
     th = _Thunk(None, None, value.aval)
     th.value = value
     return th
 
 
-def pending_result(value):
-    """``value`` (a concrete array a gradient call returns) as a Tensor; a ``Pending`` holding
-    it while deferral is on, so that untaped ops on it (``lr * g``) and a Variable update with
-    the result (``assign_sub``) are deferred too and run as one program (``force_many``)."""
-    if _flags.enabled and type(value) is _Array:
-        return Pending(valued(value))
-    return Tensor(value)
+def pending_results(values):
+    """``values`` (the concrete arrays a gradient call returns) as Tensors: ``Pending`` ones
+    holding them while deferral is on (what ``valued`` makes), so that untaped ops on them
+    (``lr * g``) and a Variable update with the result (``assign_sub``) are deferred too and
+    run as one program (``force_many``)."""
+    if _flags.enabled:
+        out = []
+        for v in values:
+            if type(v) is _Array:
+                out.append(Pending(valued(v)))
+            else:
+                out.append(Tensor(v))
+        return tuple(out)
+    return tuple([Tensor(v) for v in values])
 
 
 # -- computing pending values ---------------------------------------------------

@@ -42,8 +42,9 @@ from . import _dtypes, _state
 from ._lru import LRU
 from ._primitives import Primitive, bind, with_id
 from ._program import Program, aval, build_backward, build_replay, gather_leaves, seed, slice_tape
+from . import _tape as _tape_module
 from ._tape import OUT, _TRAINABLE
-from ._lazy import Pending, pending_result
+from ._lazy import Pending, pending_results
 from ._tensor import Tensor
 
 CacheInfo = collections.namedtuple("CacheInfo", "hits misses compiles evictions size maxsize")
@@ -293,36 +294,56 @@ def _forget(key, entry):
 
 
 def _source_codes(tape, sources):
-    """Each source's code on ``tape``; None where it is untracked or not of a trainable dtype."""
+    """Each source's code on ``tape`` (None where it is untracked or not of a trainable dtype),
+    and each source's (shape, dtype)."""
     get = tape._codes.get
-    out = []
+    codes, avals = [], []
     for s in sources:
+        m = s._meta
+        dt = m.dtype
         code = get(s._id)
         if code is not None:
-            dt = s._meta.dtype
             t = _TRAINABLE.get(dt)
             if t is None:
                 t = _TRAINABLE[dt] = _dtypes.is_trainable_dtype(dt)
             if not t:
                 code = None
-        out.append(code)
-    return out
+        codes.append(code)
+        avals.append((m.shape, dt))
+    return codes, avals
 
 
 #: Memo of slices: the structure of a gradient call (every node's interned
 #: signature, the source and target codes, which cotangents are given, the
-#: sources' avals) -> (connected source codes, kept targets, Program).  A
-#: training loop then pays one tuple of ints and one dict lookup per call
-#: instead of slicing the tape again.  Bounded (LRU); cleared with the cache.
+#: sources' avals) -> a ``Plan``.  A training loop then pays one tuple of ints
+#: and one dict lookup per call instead of slicing the tape again.  Bounded
+#: (LRU); cleared with the cache.
 _SLICES = LRU("slices", 4096)
 
 
-def _plan(nodes, uniq, src_codes_all, tgt_all, cts, sources):
+class Plan:
+    """What one structure of gradient call computes: the connected source codes
+    (``live_src``), the kept targets (index, code), the Program (None: nothing is connected),
+    for each live code the position of its first source (``first``), and for each source the
+    position of its gradient among the compiled call's outputs, or -1 (``result_pos``)."""
+
+    __slots__ = ("live_src", "kept", "program", "first", "result_pos")
+
+    def __init__(self, live_src, kept, program, first, result_pos):
+        self.live_src = live_src
+        self.kept = kept
+        self.program = program
+        self.first = first
+        self.result_pos = result_pos
+
+
+def _plan(nodes, src_codes_all, tgt_all, cts, src_avals):
     key = (tuple([n.sig for n in nodes]), tuple(src_codes_all), tuple(tgt_all),
-           tuple([c is not None for c in cts]), tuple([aval(s._meta) for s in sources]))
+           tuple([c is not None for c in cts]), tuple(src_avals))
     hit = _SLICES.get(key)
     if hit is not None:
         return hit
+    uniq = list(dict.fromkeys(c for c in src_codes_all if c is not None))
     slice_idx, needed = slice_tape(nodes, uniq, [c for c in tgt_all if c is not None])
     live_src = [c for c in uniq if c in needed]
     live_set = set(live_src)
@@ -331,67 +352,65 @@ def _plan(nodes, uniq, src_codes_all, tgt_all, cts, sources):
     kept = [(i, c) for i, c in enumerate(tgt_all)
             if c is not None and (c in live_set or (c >= 0 and c // OUT in in_slice))]
     program = None
+    first, result_pos = (), (-1,) * len(src_codes_all)
     if live_src and kept:
         aval_of = {}
-        for s, c in zip(sources, src_codes_all):
-            aval_of.setdefault(c, aval(s._meta))
+        for a, c in zip(src_avals, src_codes_all):
+            aval_of.setdefault(c, a)
         program = Program(nodes, slice_idx, tuple(live_src), tuple(aval_of[c] for c in live_src),
                           tuple(c for _, c in kept), tuple(cts[i] is not None for i, _ in kept))
-    hit = _SLICES.setdefault(key, (live_src, kept, program))
-    return hit
+        first = tuple(src_codes_all.index(c) for c in live_src)
+        pos = {c: j for j, c in enumerate(live_src)}
+        result_pos = tuple(pos.get(c, -1) for c in src_codes_all)
+    return _SLICES.setdefault(key, Plan(live_src, kept, program, first, result_pos))
 
 
 def gradient(tape, targets, sources, cts, mode):
     """Flat gradients of the summed ``targets`` w.r.t. each of ``sources``."""
     nodes = tape._nodes
-    src_codes_all = _source_codes(tape, sources)
-    # A target that is itself a source has gradient 1 even when the tape never
-    # tracked it (TF: gradient(x, x) == 1): give it a code of its own here.
-    tgt_ids = {t._id for t in targets}
-    virtual = {}
-    for k, s in enumerate(sources):
-        if src_codes_all[k] is None and _dtypes.is_trainable_dtype(s._meta.dtype):
-            if s._id in tgt_ids:
-                virtual.setdefault(s._id, -(tape._n_leaves + 1 + len(virtual)))
-                src_codes_all[k] = virtual[s._id]
-        elif src_codes_all[k] is None:
-            tape_log_int(s)
-    uniq = []
-    seen = set()
-    for c in src_codes_all:
-        if c is not None and c not in seen:
-            seen.add(c)
-            uniq.append(c)
+    src_codes_all, src_avals = _source_codes(tape, sources)
     codes = tape._codes
-    tgt_all = [codes.get(t._id, virtual.get(t._id)) for t in targets]
-    live_src, kept, program = _plan(nodes, uniq, src_codes_all, tgt_all, cts, sources)
-    results = [None] * len(sources)
-    if program is not None:
-        live_set = set(live_src)
-        first = {}
-        for s, c in zip(sources, src_codes_all):
-            if c in live_set and c not in first:
-                first[c] = s
-        # a pending source stays a thunk: the gathering computes it only if the program reads it
-        src_values = [first[c]._thunk if type(first[c]) is Pending else first[c]._value for c in live_src]
-        nested = bool(_state.tapes())
-        if not nested and _pending_targets(targets, kept):
+    if None in src_codes_all:
+        # A target that is itself a source has gradient 1 even when the tape never
+        # tracked it (TF: gradient(x, x) == 1): give it a code of its own here.
+        tgt_ids = {t._id for t in targets}
+        virtual = {}
+        for k, s in enumerate(sources):
+            if src_codes_all[k] is None and _dtypes.is_trainable_dtype(src_avals[k][1]):
+                if s._id in tgt_ids:
+                    virtual.setdefault(s._id, -(tape._n_leaves + 1 + len(virtual)))
+                    src_codes_all[k] = virtual[s._id]
+            elif src_codes_all[k] is None:
+                tape_log_int(s)
+        tgt_all = [codes.get(t._id, virtual.get(t._id)) for t in targets]
+    else:
+        tgt_all = [codes.get(t._id) for t in targets]
+    plan = _plan(nodes, src_codes_all, tgt_all, cts, src_avals)
+    program = plan.program
+    if program is None:
+        results = [None] * len(sources)
+    else:
+        kept = plan.kept
+        src_objs = [sources[k] for k in plan.first]   # each live code's first source
+        if not _state.tapes() and _pending_targets(targets, kept):
             outs = lookup_run(
                 nodes, program,
-                lambda entry: _call_fused(entry, nodes, program, src_values, kept, cts, targets),
+                lambda entry: _call_fused(entry, nodes, program, src_objs, kept, cts, targets),
                 key=program.fused_key, build=_compile_fused)
         else:
+            nested = bool(_state.tapes())
             outs = lookup_run(
                 nodes, program,
-                lambda entry: _call_gradient(entry, nodes, program, src_values, kept, cts, first, live_src,
-                                             nested),
+                lambda entry: _call_gradient(entry, nodes, program, src_objs, kept, cts, nested),
                 key=None if nested else program.backward_key, build=None if nested else _compile_backward)
-        by_code = dict(zip(live_src, outs))
-        results = [by_code.get(c) for c in src_codes_all]
+        results = [outs[j] if j >= 0 else None for j in plan.result_pos]
     if mode.value == "zero":
-        results = [r if r is not None else Tensor(jnp.zeros(s._meta.shape, s._meta.dtype))
-                   for r, s in zip(results, sources)]
+        results = [r if r is not None else Tensor(jnp.zeros(a[0], a[1]))
+                   for r, a in zip(results, src_avals)]
     return results
+
+
+_tape_module._replay_gradient = gradient
 
 
 def _pending_targets(targets, kept):
@@ -402,39 +421,51 @@ def _pending_targets(targets, kept):
     return False
 
 
-def _call_fused(entry, nodes, program, src_values, kept, cts, targets):
+def _src_values(plan, src_objs):
+    """The values of the sources the compiled call reads itself (plan entries ``("src", e, 0)``:
+    a watched tensor an op uses; a Variable's value is read by its recorded reads instead).  A
+    pending source stays a thunk: the gathering computes it."""
+    vals = [None] * len(src_objs)
+    for kind, e, _ in plan:
+        if kind == "src":
+            s = src_objs[e]
+            vals[e] = s._thunk if type(s) is Pending else s._value
+    return vals
+
+
+def _call_fused(entry, nodes, program, src_objs, kept, cts, targets):
     """Run the fused forward + gradient; the pending targets get their values."""
-    leaves = gather_leaves(nodes, program, entry.plan, src_values)
-    given = tuple(cts[i]._value for i, _ in kept if cts[i] is not None)
+    leaves = gather_leaves(nodes, program, entry.plan, _src_values(entry.plan, src_objs))
+    given = tuple([cts[i]._value for i, _ in kept if cts[i] is not None])
     grads, values = entry.fn(leaves, given)
     for (i, _), v in zip(kept, values):
         t = targets[i]
         if type(t) is Pending:
             t._thunk.set(v)
-    return tuple(pending_result(g) for g in grads)
+    return pending_results(grads)
 
 
-def _call_gradient(entry, nodes, program, src_values, kept, cts, first, live_src, nested):
+def _call_gradient(entry, nodes, program, src_objs, kept, cts, nested):
     """Run the compiled gradient: the saved-values backward, or (``nested``: another tape
     records this call) the replay as an op that the outer tapes record (2nd, 3rd order)."""
-    leaves = gather_leaves(nodes, program, entry.plan, src_values)
+    leaves = gather_leaves(nodes, program, entry.plan, _src_values(entry.plan, src_objs))
     given = [cts[i] for i, _ in kept if cts[i] is not None]
     if not nested:
-        return tuple(pending_result(g) for g in entry.fn(leaves, tuple(g._value for g in given)))
+        return pending_results(entry.fn(leaves, tuple(g._value for g in given)))
     given_vals = tuple(g._value for g in given)
     if entry.deps is None:
         entry.deps = input_dependence(entry.raw, leaves, given_vals)
     deps = entry.deps
-    ids = _leaf_ids(nodes, program, entry.plan, first, live_src)
+    ids = _leaf_ids(nodes, program, entry.plan, src_objs)
     # Inputs the gradient does not use are passed as constants (id 0).
     args = [with_id(v, i if d else 0) for v, i, d in zip(leaves, ids, deps)]
     args += [g if d else g._value for g, d in zip(given, deps[len(leaves):])]
     return bind(entry.prim, *args)
 
 
-def _leaf_ids(nodes, program, plan, first, live_src):
+def _leaf_ids(nodes, program, plan, src_objs):
     sl = program.slice
-    return [nodes[sl[a]].ids[b] if kind == "node" else first[live_src[a]]._id for kind, a, b in plan]
+    return [nodes[sl[a]].ids[b] if kind == "node" else src_objs[a]._id for kind, a, b in plan]
 
 
 def tape_log_int(s):

@@ -419,7 +419,6 @@ class GradientTape:
         broadcasts).  Unconnected sources give ``None``, or zeros with
         ``unconnected_gradients='zero'``.
         """
-        from ._replay import gradient as _gradient
         self._check_usable()
         if target is None:
             raise TypeError("Argument `target` should be a list or nested structure of Tensors, "
@@ -430,7 +429,7 @@ class GradientTape:
         cts = _output_gradients(output_gradients, flat_targets)
         self._begin_use()
         try:
-            grads = _gradient(self, flat_targets, flat_sources, cts, mode)
+            grads = _replay_gradient(self, flat_targets, flat_sources, cts, mode)
         finally:
             self._end_use()
         return _nest.pack_sequence_as(sources, grads)
@@ -467,6 +466,9 @@ class GradientTape:
         return explain(self, target, source)
 
 
+#: ``_replay.gradient`` (set when ``_replay``, which imports this module, is imported).
+_replay_gradient = None
+
 _TAPE_TYPES.add(GradientTape)  # plain tapes may have their recorded ops deferred (see _lazy)
 
 
@@ -479,9 +481,13 @@ class NotATensorError(TypeError, AttributeError):
     """
 
 
+#: Exact types that pass ``_check_leaves`` at once (``_variable`` adds Variable).
+_LEAF_TYPES = {Tensor, Pending}
+
+
 def _check_leaves(flat, what):
     for i, x in enumerate(flat):
-        if not isinstance(x, Tensor) and not hasattr(x, "_read"):
+        if type(x) not in _LEAF_TYPES and not isinstance(x, Tensor) and not hasattr(x, "_read"):
             where = f"`{what}`" if len(flat) == 1 else f"`{what}` (flattened element {i})"
             raise NotATensorError(f"Argument {where} must be a Tensor or Variable (or a nested "
                                   f"structure of them); got {x!r} of type {type(x).__name__}")

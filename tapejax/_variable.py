@@ -245,7 +245,7 @@ class Variable:
 
     def _defer_update(self, op, delta):
         """An update with a pending value (``v.assign_sub(lr * g)`` on a gradient, see
-        ``_lazy.pending_result``) stays pending: the Variable's value becomes a thunk, computed
+        ``_lazy.pending_results``) stays pending: the Variable's value becomes a thunk, computed
         with every other pending update when any of them is read.  False where it must run now
         (another dtype or shape: the eager path raises TF's error; deferral off, a
         ``tapejax.function`` tracing, or a value committed to a device)."""
@@ -359,3 +359,8 @@ class Variable:
         text = repr(val.item()) if val.ndim == 0 else repr(val)
         return (f"<tapejax.Variable '{self._name}' shape={tuple(self._value.shape)} "
                 f"dtype={self.dtype.name}, numpy={text}>")
+
+
+from . import _tape as _tape_module  # noqa: E402 - (_tape does not import this module)
+
+_tape_module._LEAF_TYPES.add(Variable)   # a gradient target or source, checked at once
