@@ -132,8 +132,8 @@ def pending_results(values):
 # per structure of that graph (the ops' jitted callables and their wiring), from
 # the second time that structure is seen (a structure seen once, or a graph of
 # one op or of more than ``_FLUSH_MAX`` ops, runs op by op: nothing is compiled
-# for code that does not repeat).  The program returns every node's value, as
-# the op-by-op run would have made them.
+# for code that does not repeat).  The graph is walked recursively (each node once)
+# up to depth ``_DEPTH``, deeper graphs with an explicit stack.
 
 _FLUSH_MAX = 256
 _FLUSH = LRU("deferred_programs", 256)     # structure -> jitted program

@@ -82,7 +82,10 @@ def cache_stats():
     structures of ``tapejax.op`` JAX ops; ``"custom_checked"`` the
     checked replays of user-defined op types; ``"scalar_constants"`` the
     Python numbers used with tensors, as device arrays; ``"deferred_avals"``
-    the output shapes and dtypes of deferred ops.  Per-object caches
+    the output shapes and dtypes of deferred ops; ``"deferred_programs"`` and
+    ``"deferred_structures"`` the compiled programs of pending values and the
+    structures seen once; ``"fused_updates"`` a pending Variable update joined
+    with its delta's op.  Per-object caches
     (``"function"``: one per ``tapejax.function``; ``"optimizer_updates"``:
     one per optimizer; ``"eager_jit"`` and ``"eager_jit_fixed"``: one per op
     type, by static parameter names / values) report the largest

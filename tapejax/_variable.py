@@ -10,7 +10,9 @@ was read.  ``assign*`` replace the value; they are not differentiable (TF).
 ``assign_sub``/``assign_add`` with a pending delta (``v.assign_sub(lr * g)`` on a
 gradient, see ``_lazy``) keep the value pending: the slot ``_val`` holds a thunk,
 ``_value`` computes it (with every other pending update, in one program) and
-``_meta`` gives its shape and dtype without computing it.  One re-entrant lock
+``_meta`` gives its shape and dtype without computing it.  A delta whose own op is
+still pending (``lr * g``) joins the update's thunk as one jitted callable
+(``_fused_update``), so a step's update program has one node per Variable.  One re-entrant lock
 makes each read-modify-write atomic, so concurrent updates are never lost.
 """
 import signal
