@@ -36,12 +36,11 @@ import threading
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from . import _dtypes, _state
 from ._lru import LRU
 from ._primitives import Primitive, bind, with_id
-from ._program import Program, aval, build_backward, build_replay, gather_leaves, seed, slice_tape
+from ._program import Program, build_backward, build_replay, gather_leaves, seed, slice_tape
 from . import _tape as _tape_module
 from ._tape import OUT, _TRAINABLE
 from ._lazy import Pending, pending_results
@@ -126,13 +125,14 @@ resolve_impl = default_impl
 class Compiled:
     """A compiled gradient for one Program."""
 
-    __slots__ = ("fn", "raw", "deps", "plan", "prim", "n_leaves")
+    __slots__ = ("fn", "raw", "deps", "plan", "prim", "n_leaves", "srcs")
 
     def __init__(self, fn, plan, raw=None):
         self.fn = fn
         self.raw = raw      # the un-jitted function, for the dependence analysis
         self.deps = None    # which inputs the gradients depend on (computed when first nested)
         self.plan = plan
+        self.srcs = _src_positions(plan)
         self.n_leaves = len(plan)
         n = self.n_leaves
         # fn is already jitted: no second jit layer for the eager call.
@@ -174,11 +174,12 @@ def _compile(nodes, program):
 class Backward:
     """A compiled first-order gradient over the saved values (``build_backward``)."""
 
-    __slots__ = ("fn", "plan")
+    __slots__ = ("fn", "plan", "srcs")
 
     def __init__(self, fn, plan):
         self.fn = fn
         self.plan = plan
+        self.srcs = _src_positions(plan)
 
 
 def _compile_backward(nodes, program):
@@ -395,13 +396,13 @@ def gradient(tape, targets, sources, cts, mode):
     else:
         kept = plan.kept
         src_objs = [sources[k] for k in plan.first]   # each live code's first source
-        if not _state.tapes() and _pending_targets(targets, kept):
+        nested = bool(_state.tapes())
+        if not nested and _pending_targets(targets, kept):
             outs = lookup_run(
                 nodes, program,
                 lambda entry: _call_fused(entry, nodes, program, src_objs, kept, cts, targets),
                 key=program.fused_key, build=_compile_fused)
         else:
-            nested = bool(_state.tapes())
             outs = lookup_run(
                 nodes, program,
                 lambda entry: _call_gradient(entry, nodes, program, src_objs, kept, cts, nested),
@@ -424,21 +425,25 @@ def _pending_targets(targets, kept):
     return False
 
 
-def _src_values(plan, src_objs):
-    """The values of the sources the compiled call reads itself (plan entries ``("src", e, 0)``:
-    a watched tensor an op uses; a Variable's value is read by its recorded reads instead).  A
-    pending source stays a thunk: the gathering computes it."""
+def _src_positions(plan):
+    """The sources a compiled call reads itself (its plan's ``("src", e, 0)`` entries: a watched
+    tensor an op uses; a Variable's value is read by its recorded reads instead)."""
+    return tuple(e for kind, e, _ in plan if kind == "src")
+
+
+def _src_values(entry, src_objs):
+    """The values of the sources ``entry`` reads itself (None elsewhere).  A pending source
+    stays a thunk: the gathering computes it."""
     vals = [None] * len(src_objs)
-    for kind, e, _ in plan:
-        if kind == "src":
-            s = src_objs[e]
-            vals[e] = s._thunk if type(s) is Pending else s._value
+    for e in entry.srcs:
+        s = src_objs[e]
+        vals[e] = s._thunk if type(s) is Pending else s._value
     return vals
 
 
 def _call_fused(entry, nodes, program, src_objs, kept, cts, targets):
     """Run the fused forward + gradient; the pending targets get their values."""
-    leaves = gather_leaves(nodes, program, entry.plan, _src_values(entry.plan, src_objs))
+    leaves = gather_leaves(nodes, program, entry.plan, _src_values(entry, src_objs))
     given = tuple([cts[i]._value for i, _ in kept if cts[i] is not None])
     grads, values = entry.fn(leaves, given)
     for (i, _), v in zip(kept, values):
@@ -451,7 +456,7 @@ def _call_fused(entry, nodes, program, src_objs, kept, cts, targets):
 def _call_gradient(entry, nodes, program, src_objs, kept, cts, nested):
     """Run the compiled gradient: the saved-values backward, or (``nested``: another tape
     records this call) the replay as an op that the outer tapes record (2nd, 3rd order)."""
-    leaves = gather_leaves(nodes, program, entry.plan, _src_values(entry.plan, src_objs))
+    leaves = gather_leaves(nodes, program, entry.plan, _src_values(entry, src_objs))
     given = [cts[i] for i, _ in kept if cts[i] is not None]
     if not nested:
         return pending_results(entry.fn(leaves, tuple(g._value for g in given)))
