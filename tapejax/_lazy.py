@@ -15,11 +15,16 @@ The gradients come back computed, as ``Pending`` tensors that hold their
 values (``pending_results``).  An op that no tape records, on a pending input,
 stays pending too (``defer_untaped``: ``lr * g``), and so does a Variable's
 ``assign_sub``/``assign_add`` with a pending delta (``Variable._defer_update``:
-the Variable's value becomes a thunk).  When any Variable with a pending
-update is read, every pending update is computed together; a graph of
-pending thunks is computed by ``force_many`` as ONE compiled program per
-structure, from the second time that structure is seen (a training loop's
-updates: one dispatch per step instead of two per variable).
+the Variable's value becomes a thunk).  The next step's tape reads the
+Variable and the read stays pending (``Variable._read``: the tape's node
+holds the thunk); its gradient then computes the pending updates inside its
+own compiled program (``call_with_pending``: the update graph, then the fused
+forward and gradient), so a training step is ONE dispatch.  Any other read of
+a Variable with a pending update computes every pending update together; a
+graph of pending thunks is computed by ``force_many`` as one compiled
+program per structure.  Both compile from the second time a structure is
+seen (a structure seen once runs op by op).  Walks tolerate a node computed
+meanwhile by another thread (it is walked again, as an input).
 
 Anything else that needs a pending value (``numpy()``, printing, an op that
 is not deferred, ``jnp.asarray``) *computes* it (``force_many``).  Semantics
@@ -143,8 +148,9 @@ _FLUSH_PEEK = _FLUSH._data.get
 
 def _run_op_by_op(order):
     for th in order:
-        if th.value is None:
-            th.set(th.call(*[a.value if type(a) is _Thunk else a for a in th.args]))
+        args = th.args
+        if args is not None:   # None: computed meanwhile (by another thread)
+            th.set(th.call(*[a.value if type(a) is _Thunk else a for a in args]))
 
 
 def _program(spec, outputs):
@@ -251,39 +257,95 @@ def _walk_deep(roots):
     return order, index, uses, spec, inputs, at
 
 
-def force_many(roots):
-    """Compute the pending thunks ``roots`` need, in one compiled program when the graph's
-    structure repeats (see above)."""
-    try:
-        order, index, uses, spec, inputs, at = _walk(roots)
-    except _Deep:
-        order, index, uses, spec, inputs, at = _walk_deep(roots)
-    n = len(order)
-    if n <= 1 or n > _FLUSH_MAX:
-        _run_op_by_op(order)
-        return
-    # The program returns the roots and the nodes something outside this graph still holds (a
-    # Pending tensor, a tape's node): references beyond the graph's own uses and this
-    # function's (the list, the dict key, ``th``, getrefcount's argument).  A value not
-    # returned is computed again if it is ever read: this chooses outputs, not results.
+def _graph(roots):
+    """The pending graph ``roots`` need: (order, index, spec, inputs, outputs), ``outputs`` being
+    the positions of the roots and of the nodes something outside this graph still holds (a
+    Pending tensor, a tape's node, a Variable): references beyond the graph's own uses and this
+    function's (the list, the dict key, ``th``, getrefcount's argument).  A value not returned is
+    computed again if it is ever read: this chooses outputs, not results."""
+    walk = _walk
+    for attempt in range(8):
+        try:
+            order, index, uses, spec, inputs, _ = walk(roots)
+            break
+        except _Deep:
+            walk = _walk_deep
+        except TypeError:   # a node's value was set (its args dropped) by another thread
+            if attempt == 7:   # while this walk read it: walk again, it is an input now
+                raise
     getrc = sys.getrefcount
     root_set = set(roots)
     outputs = []
-    for k in range(n):
+    for k in range(len(order)):
         th = order[k]
         if th in root_set or getrc(th) - 4 - uses[k] > 0:
             outputs.append(k)
-    th = None
-    key = (tuple(spec), tuple(outputs))
+    return order, index, spec, inputs, outputs
+
+
+def _compiled(key, build):
+    """The jitted program for ``key`` (built by ``build()``), or None the first time ``key`` is
+    seen (the caller runs op by op: nothing is compiled for code that does not repeat)."""
     fn = _FLUSH_PEEK(key)   # a hit does not refresh recency (as the aval cache)
     if fn is None:
         if _SEEN.get(key) is None:
             _SEEN[key] = True
-            _run_op_by_op(order)
-            return
-        fn = _FLUSH.setdefault(key, jax.jit(_program(*key)))
+            return None
+        fn = _FLUSH.setdefault(key, jax.jit(build()))
+    return fn
+
+
+def force_many(roots):
+    """Compute the pending thunks ``roots`` need, in one compiled program when the graph's
+    structure repeats (see above)."""
+    order, _, spec, inputs, outputs = _graph(roots)
+    n = len(order)
+    if n <= 1 or n > _FLUSH_MAX:
+        _run_op_by_op(order)
+        return
+    key = (tuple(spec), tuple(outputs))
+    fn = _compiled(key, lambda: _program(*key))
+    if fn is None:
+        _run_op_by_op(order)
+        return
     for k, v in zip(outputs, fn(*inputs)):
         order[k].set(v)
+
+
+def call_with_pending(entry_key, fn, leaves, extra):
+    """``fn(leaves, extra)`` (a pure function, e.g. the fused forward and gradient) where some
+    ``leaves`` are thunks: their pending graph runs inside the same compiled program (a training
+    step's pending Variable updates join its gradient: one dispatch, not two), from the second
+    time the structure is seen.  Returns ``fn``'s result, computed; the graph's thunks get their
+    values.  None where it did not run (the first time, a graph too large, or no thunk still
+    pending): the caller computes the thunks (``force_all``) and calls its own program."""
+    roots = [v for v in leaves if type(v) is _Thunk and v.value is None]
+    if not roots:
+        return None
+    order, index, spec, inputs, outputs = _graph(roots)
+    n = len(order)
+    if n > _FLUSH_MAX:
+        return None
+    slots = tuple([index[v] if type(v) is _Thunk and v.value is None else -1 for v in leaves])
+    key = (entry_key, tuple(spec), tuple(outputs), slots)
+    prog = _compiled(key, lambda: _with_graph(fn, _program(spec, range(n)), slots, outputs))
+    if prog is None:
+        return None
+    direct = tuple([(v.value if type(v) is _Thunk else v) for v, s in zip(leaves, slots) if s < 0])
+    result, values = prog(inputs, direct, extra)
+    for k, v in zip(outputs, values):
+        order[k].set(v)
+    return result
+
+
+def _with_graph(fn, graph, slots, outputs):
+    """``fn`` with its pending leaves (``slots[i] >= 0``: that node of ``graph``) computed first."""
+    def run(inputs, direct, extra):
+        vals = graph(*inputs)
+        it = iter(direct)
+        leaves = tuple([vals[s] if s >= 0 else next(it) for s in slots])
+        return fn(leaves, extra), [vals[k] for k in outputs]
+    return run
 
 
 class Pending(Tensor):

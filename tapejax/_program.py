@@ -317,10 +317,13 @@ def build_backward(nodes, program, resolve_impl):
     return backward, tuple(plan)
 
 
-def gather_leaves(nodes, program, plan, src_values):
-    """The compiled function's arguments; a pending value (a thunk, see ``_lazy``) is computed."""
+def gather_leaves(nodes, program, plan, src_values, force=True):
+    """The compiled function's arguments; a pending value (a thunk, see ``_lazy``) is computed
+    (``force``) or left as it is."""
     sl = program.slice
     leaves = [nodes[sl[a]].vals[b] if kind == "node" else src_values[a] for kind, a, b in plan]
+    if not force:
+        return tuple(leaves)
     for v in leaves:
         if type(v) is _Thunk:
             return tuple(force_all(leaves))

@@ -30,6 +30,9 @@ Three compiled forms exist for one Program:
   see ``_lazy``): ``jax.vjp`` of the replayed forward, returning the targets'
   values with the gradients, so the forward of a training step runs once,
   inside this one compiled call, and the pending targets get their values.
+  Where its arguments are still pending (the Variables' updates of the
+  previous step, read by this tape), the same function runs after their
+  graph in one program (``_lazy.call_with_pending``): one dispatch per step.
 """
 import collections
 import threading
@@ -43,7 +46,7 @@ from ._primitives import Primitive, bind, with_id
 from ._program import Program, build_backward, build_replay, gather_leaves, seed, slice_tape
 from . import _tape as _tape_module
 from ._tape import OUT, _TRAINABLE
-from ._lazy import Pending, pending_results
+from ._lazy import Pending, _Thunk, call_with_pending, force_all, pending_results
 from ._tensor import Tensor
 
 CacheInfo = collections.namedtuple("CacheInfo", "hits misses compiles evictions size maxsize")
@@ -65,7 +68,10 @@ def cache_info():
     """Counters of the compiled-replay cache: (hits, misses, compiles, evictions, size, maxsize).
 
     ``compiles`` counts traces of replay functions (a new structure, or a new
-    shape/dtype of the same structure).
+    shape/dtype of the same structure), also of a fused gradient compiled with
+    the pending Variable updates it reads (``_lazy.call_with_pending``): a
+    training loop's first step compiles its gradient, its third the steady
+    step (the previous updates and the gradient, one program), then none.
     """
     return CacheInfo(_stats.hits, _stats.misses, _stats.compiles, _CACHE.evictions, len(_CACHE),
                      _CACHE.maxsize)
@@ -82,8 +88,8 @@ def cache_stats():
     checked replays of user-defined op types; ``"scalar_constants"`` the
     Python numbers used with tensors, as device arrays; ``"deferred_avals"``
     the output shapes and dtypes of deferred ops; ``"deferred_programs"`` and
-    ``"deferred_structures"`` the compiled programs of pending values and the
-    structures seen once; ``"fused_updates"`` a pending Variable update joined
+    ``"deferred_structures"`` the compiled programs of pending values (alone,
+    or with the fused gradient that reads them) and the structures seen once; ``"fused_updates"`` a pending Variable update joined
     with its delta's op.  Per-object caches
     (``"function"``: one per ``tapejax.function``; ``"optimizer_updates"``:
     one per optimizer; ``"eager_jit"`` and ``"eager_jit_fixed"``: one per op
@@ -174,12 +180,13 @@ def _compile(nodes, program):
 class Backward:
     """A compiled first-order gradient over the saved values (``build_backward``)."""
 
-    __slots__ = ("fn", "plan", "srcs")
+    __slots__ = ("fn", "plan", "srcs", "raw")
 
-    def __init__(self, fn, plan):
+    def __init__(self, fn, plan, raw=None):
         self.fn = fn
         self.plan = plan
         self.srcs = _src_positions(plan)
+        self.raw = raw   # fused: the un-jitted function (run after pending updates, see _call_fused)
 
 
 def _compile_backward(nodes, program):
@@ -204,7 +211,7 @@ def _compile_fused(nodes, program):
         _stats.compiles += 1  # runs once per trace that succeeds
         return out
 
-    return Backward(jax.jit(counted), plan)
+    return Backward(jax.jit(counted), plan, raw=counted)   # its traces are compiles, also inside a program with pending updates
 
 
 # -- which inputs does a compiled gradient really use? --------------------------
@@ -443,9 +450,16 @@ def _src_values(entry, src_objs):
 
 def _call_fused(entry, nodes, program, src_objs, kept, cts, targets):
     """Run the fused forward + gradient; the pending targets get their values."""
-    leaves = gather_leaves(nodes, program, entry.plan, _src_values(entry, src_objs))
+    leaves = gather_leaves(nodes, program, entry.plan, _src_values(entry, src_objs), force=False)
     given = tuple([cts[i]._value for i, _ in kept if cts[i] is not None])
-    grads, values = entry.fn(leaves, given)
+    out = None
+    for v in leaves:
+        if type(v) is _Thunk:   # pending values (a Variable's update): computed in the same program
+            out = call_with_pending(entry, entry.raw, leaves, given)
+            if out is None:
+                leaves = tuple(force_all(leaves))
+            break
+    grads, values = entry.fn(leaves, given) if out is None else out
     for (i, _), v in zip(kept, values):
         t = targets[i]
         if type(t) is Pending:

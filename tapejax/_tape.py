@@ -241,7 +241,7 @@ class GradientTape:
                                         else "watch_accessed_variables=False")
                 return
             self._watched_vars[vid] = var
-            if not _trainable(var._value):
+            if not _trainable(var._meta):
                 return
             code = self._new_leaf(vid)
         idx = len(self._nodes)
@@ -250,7 +250,8 @@ class GradientTape:
         n = _SIG_PEEK(sig)
         if n is None:
             n = _intern(sig)
-        self._nodes.append(_tuple_new(Node, (READ, (), None, (t._value,), (t._id,), refs, 1, n)))
+        self._nodes.append(_tuple_new(Node, (READ, (), None, (t._thunk if type(t) is Pending else t._value,),
+                                                (t._id,), refs, 1, n)))
         codes[t._id] = idx * OUT
 
     def __init_subclass__(cls, **kwargs):

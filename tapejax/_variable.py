@@ -10,7 +10,11 @@ was read.  ``assign*`` replace the value; they are not differentiable (TF).
 ``assign_sub``/``assign_add`` with a pending delta (``v.assign_sub(lr * g)`` on a
 gradient, see ``_lazy``) keep the value pending: the slot ``_val`` holds a thunk,
 ``_value`` computes it (with every other pending update, in one program) and
-``_meta`` gives its shape and dtype without computing it.  A delta whose own op is
+``_meta`` gives its shape and dtype without computing it.  A read by a recording
+plain tape does not compute it: the read is a ``Pending`` tensor on that thunk
+(a snapshot, as every read), and the tape's gradient computes it inside its own
+program (``_lazy.call_with_pending``); the thunk then holds the value, which
+``_value`` returns as it is.  A delta whose own op is
 still pending (``lr * g``) joins the update's thunk as one jitted callable
 (``_fused_update``), so a step's update program has one node per Variable.  One re-entrant lock
 makes each read-modify-write atomic, so concurrent updates are never lost.
@@ -164,8 +168,19 @@ class Variable:
     def _read(self):
         if _state._local.collector is not None:  # a tapejax.function is tracing
             _state._local.collector.touch(self, False)
-        t = Tensor(self._value)
         tapes = _state._local.tapes
+        v = self._val
+        if type(v) is _Thunk:
+            if v.value is not None:
+                t = Tensor(v.value)
+            elif tapes and _lazy.can_defer(tapes):
+                # a pending update read by a recording tape stays pending: the gradient computes
+                # it in its own program (``_lazy.call_with_pending``)
+                t = Pending(v)
+            else:
+                t = Tensor(self._value)
+        else:
+            t = Tensor(v)
         if tapes:
             for tape in tapes:
                 tape._record_read(self, t)
@@ -176,6 +191,8 @@ class Variable:
         """The value (an update still pending is computed, with every other pending update)."""
         v = self._val
         if type(v) is _Thunk:
+            if v.value is not None:   # computed by a gradient's program (``_read``)
+                return v.value
             _compute_pending_updates()
             v = self._val
             if type(v) is _Thunk:   # left by a computation that raised: computed alone

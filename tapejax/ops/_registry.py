@@ -140,16 +140,16 @@ def call_plain2(prim, fn, a, b):
     does (the tapes record each read, then the op)."""
     tapes = _local.tapes
     if tapes and can_defer(tapes):
-        va = a._thunk if type(a) is Pending else a._value
-        vb = b._thunk if type(b) is Pending else b._value
+        va = _operand(a)
+        vb = _operand(b)
         if concrete((va, vb)):
             aval = aval_for(fn, (va, vb))  # raises what the call would, before anything is read
             if type(a) is Variable:
                 a = a._read()
-                va = a._value
+                va = _operand(a)
             if type(b) is Variable:
                 b = b._read()
-                vb = b._value
+                vb = _operand(b)
             return defer(tapes, prim, fn, (), (a._id, b._id), (va, vb), aval)
     result = Tensor(fn(a._value, b._value))
     if tapes:
@@ -315,15 +315,15 @@ def _defer_binary(tapes, prim, op_type, kinds, call, x, y, tx, ty, converted):
     if converted:
         if type(x) is _Array:
             vx, ix = x, 0
-            vy, iy = (y._thunk if ty is Pending else y._value), y._id
+            vy, iy = _operand(y), y._id
         else:
-            vx, ix = (x._thunk if tx is Pending else x._value), x._id
+            vx, ix = _operand(x), x._id
             vy, iy = y, 0
     elif tx in _OPERANDS and ty in _OPERANDS:
         if x._meta.dtype != y._meta.dtype:
             return None
-        vx = x._thunk if tx is Pending else x._value
-        vy = y._thunk if ty is Pending else y._value
+        vx = _operand(x)
+        vy = _operand(y)
         ix, iy = x._id, y._id
     else:
         return None
@@ -339,20 +339,23 @@ def _defer_binary(tapes, prim, op_type, kinds, call, x, y, tx, ty, converted):
         raise op_error(e, op_type) from e
     if tx is Variable:
         x = x._read()
-        vx, ix = x._value, x._id
+        vx, ix = _operand(x), x._id
     if ty is Variable:
         y = y._read()
-        vy, iy = y._value, y._id
+        vy, iy = _operand(y), y._id
     return defer(tapes, prim, call, (), (ix, iy), (vx, vy), aval)
 
 
 def _operand(v):
-    """An untaped op's input as an array or thunk; None for what ``bind`` must convert."""
+    """An op's input as an array or thunk (a Variable's pending update stays a thunk: its
+    ``_val``); None for what ``bind`` must convert."""
     t = type(v)
+    if t is Tensor:
+        return v._value
     if t is Pending:
         return v._thunk
-    if t is Tensor or t is Variable:
-        return v._value
+    if t is Variable:
+        return v._val
     if t is _Array:
         return v
     return None
