@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import tapejax as tf
-from tapejax import _lazy
+from tapejax import _lazy, _replay
 from tapejax._lazy import Pending
 
 RNG = np.random.default_rng(0)
@@ -103,12 +103,13 @@ def test_gradient_fills_the_pending_target_in_one_compiled_call(deferred, fresh_
         out = _step(x, w, b, {})
         assert out["loss_type"] is Pending
     info = tf.cache_info()
-    assert info.misses == 1 and info.compiles == 1 and info.hits == 19
+    # compiled twice: step 1's gradient, then (step 3) the steady step, the previous updates
+    # and the gradient as one program; never again
+    assert info.misses == 1 and info.compiles == 2 and info.hits == 19
     # the fused entry (forward and gradient) is the only one
     assert [k[0] for k in _replay_keys()] == ["fused"]
     # its arguments are the values the ops read: x, the two Variable reads and the constant 1.0;
     # not the Variables' values a second time as sources (their reads carry the perturbation)
-    from tapejax import _replay
     (entry,) = _replay._CACHE._data.values()
     assert [kind for kind, _, _ in entry.plan] == ["node"] * 4
 
@@ -367,38 +368,173 @@ def test_pending_updates_keep_tf_errors_and_snapshot_semantics(deferred):
     np.testing.assert_allclose(w.numpy(), before - 0.5 * gw.numpy(), rtol=1e-6)
 
 
-def test_repeated_step_computes_all_updates_in_one_program(deferred, monkeypatch):
-    """A training loop's updates (`v.assign_sub(lr * g)`) run op by op the first time their
-    structure is seen, then as one compiled program per step; values equal the eager loop."""
-    (lazy, w1, b1), (eager, w0, b0) = _run_steps(True, n=2), _run_steps(False, n=2)
+def test_repeated_step_computes_its_updates_inside_its_gradient(deferred, monkeypatch):
+    """A training loop's updates (`v.assign_sub(lr * g)`) stay pending when the next step's tape
+    reads the Variables: that step's gradient computes them in its own compiled program (one
+    dispatch per step), from the second time the structure is seen; values equal the eager loop."""
+    _run_steps(True, n=2)
     _lazy._FLUSH.clear()
     _lazy._SEEN.clear()
-    calls = {"op_by_op": 0, "program": 0}
-    real_eager, real_program = _lazy._run_op_by_op, _lazy._program
+    calls = {"op_by_op": 0, "program": 0, "force_many": 0}
+    real_eager, real_program, real_force = _lazy._run_op_by_op, _lazy._program, _lazy.force_many
 
-    def op_by_op(order):
-        calls["op_by_op"] += 1
-        real_eager(order)
+    def count(name, real):
+        def wrapped(*args):
+            calls[name] += 1
+            return real(*args)
+        return wrapped
 
-    def program(spec, outputs):
-        calls["program"] += 1
-        assert len(outputs) == 2                  # the two Variables; not the dead `lr * g`
-        return real_program(spec, outputs)
-
-    monkeypatch.setattr(_lazy, "_run_op_by_op", op_by_op)
-    monkeypatch.setattr(_lazy, "_program", program)
-    (lazy, w1, b1) = _run_steps(True, n=5)
+    monkeypatch.setattr(_lazy, "_run_op_by_op", count("op_by_op", real_eager))
+    monkeypatch.setattr(_lazy, "_program", count("program", real_program))
+    monkeypatch.setattr(_lazy, "force_many", count("force_many", real_force))
+    x, w, b = tf.constant(X), tf.Variable(W), tf.Variable(B)
+    lazy, per_step = [], []
+    for _ in range(5):
+        before = dict(calls)
+        lazy.append(_step(x, w, b, {}))
+        per_step.append({k: calls[k] - before[k] for k in calls})
+        assert type(w._val) is _lazy._Thunk and w._val.value is None   # this step's update: pending
+    w1, b1 = w.numpy(), b.numpy()
     (eager, w0, b0) = _run_steps(False, n=5)
     np.testing.assert_allclose(w1, w0, rtol=1e-5)
     np.testing.assert_allclose(b1, b0, rtol=1e-5)
     for a, e in zip(lazy, eager):
         np.testing.assert_allclose(a["loss"], e["loss"], rtol=1e-5)
-    # 5 steps: the updates of steps 1-4 are computed when step 2-5 reads the Variables, the
-    # last ones by `numpy()`: the first op by op, then one compiled program for all
-    assert calls["program"] == 1 and calls["op_by_op"] == 1
-    assert len(_lazy._FLUSH) == 1
-    (spec, _), = _lazy._FLUSH._data
-    assert len(spec) == 2                         # one node per update: `lr * g` fused into it
+    # step 1 has nothing pending; step 2 sees the structure first (its updates run op by op);
+    # steps 3-5 compute the previous updates inside the gradient's program: nothing else runs
+    assert per_step[0] == {"op_by_op": 0, "program": 0, "force_many": 0}
+    assert per_step[1]["op_by_op"] == 1 and per_step[1]["program"] == 0
+    assert per_step[2] == {"op_by_op": 0, "program": 1, "force_many": 0}
+    assert per_step[3] == per_step[4] == {"op_by_op": 0, "program": 0, "force_many": 0}
+    composite = [k for k in _lazy._FLUSH._data if isinstance(k[0], _replay.Backward)]
+    assert len(composite) == 1
+    entry, spec, outputs, slots = composite[0]
+    assert len(spec) == 2 and len(outputs) == 2   # one node per update (`lr * g` fused into it)
+    assert sorted(s for s in slots if s >= 0) == [0, 1]
+
+
+def _pending_update(w, x):
+    """Leave an update of ``w`` pending (``w.assign_sub(0.1 * g)``, ``g`` a gradient)."""
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(tf.square(tf.matmul(x, w)))
+    w.assign_sub(0.1 * tape.gradient(loss, w))
+
+
+def _scenario(name, x, w, b):
+    """A program reading Variables with pending updates under a tape; what it returns is
+    compared between deferral on and off (None kept)."""
+    out = []
+    if name == "read_then_numpy":          # the value read is the one the gradient uses
+        with tf.GradientTape() as tape:
+            y = tf.reduce_sum(w * w)
+            out.append(w.numpy())
+            w.assign_sub(tf.ones_like(w))
+        out.append(tape.gradient(y, w))
+    elif name == "read_then_update":       # a second update before the gradient
+        with tf.GradientTape() as tape:
+            y = tf.reduce_sum(tf.matmul(x, w)) + tf.reduce_sum(b * b)
+            w.assign_sub(tf.ones_like(w))
+            w.assign_add(0.5 * tf.ones_like(w))
+        out.extend(tape.gradient(y, [w, b]))
+        out.append(y)
+    elif name == "persistent":
+        with tf.GradientTape(persistent=True) as tape:
+            y = tf.reduce_sum(tf.matmul(x, w) * b)
+            z = tf.reduce_sum(w * w)
+        out.extend(tape.gradient(y, [w, b]))
+        out.append(tape.gradient(z, w))
+        out.extend(tape.gradient([y, z], [w, b]))
+    elif name == "second_order":
+        with tf.GradientTape() as outer:
+            with tf.GradientTape() as inner:
+                y = tf.reduce_sum(w * w * w) + tf.reduce_sum(b)
+            g = inner.gradient(y, w)
+            s = tf.reduce_sum(g * g)
+        out.append(g)
+        out.extend(outer.gradient(s, [w, b]))
+    elif name == "not_watched":
+        with tf.GradientTape(persistent=True, watch_accessed_variables=False) as tape:
+            tape.watch(b)
+            y = tf.reduce_sum(tf.matmul(x, w)) * tf.reduce_sum(b)
+        out.extend(tape.gradient(y, [w, b]))
+        out.append(tape.gradient(y, w, unconnected_gradients="zero"))
+    elif name == "unconnected":            # a read the gradient does not use
+        with tf.GradientTape() as tape:
+            u = w + 1.0
+            y = tf.reduce_sum(b * b)
+        out.extend(tape.gradient(y, [w, b]))
+        out.append(u)
+    elif name == "variable_not_read":      # the gradient does not read `w`: its update waits
+        with tf.GradientTape() as tape:
+            y = tf.reduce_sum(b * b)
+        out.append(tape.gradient(y, b))
+    out.extend([w, b])
+    return [None if v is None else np.array(v) for v in out]
+
+
+@pytest.mark.parametrize("name", ["read_then_numpy", "read_then_update", "persistent",
+                                  "second_order", "not_watched", "unconnected",
+                                  "variable_not_read"])
+def test_reads_of_pending_updates_under_a_tape_match_eager(name):
+    """A Variable whose update is pending, read by a recording tape: the read stays pending
+    and the gradient computes it; every value equals deferral off (the oracle), on repeats too
+    (where the structure repeats, compiled programs run instead of single ops)."""
+    results = {}
+    for mode in (False, True):
+        prev = tf.set_deferred_execution(mode)
+        try:
+            x, w, b = tf.constant(X), tf.Variable(W), tf.Variable(B)
+            runs = []
+            for _ in range(3):
+                _pending_update(w, x)
+                if mode:
+                    assert type(w._val) is _lazy._Thunk and w._val.value is None
+                runs.append(_scenario(name, x, w, b))
+            results[mode] = runs
+        finally:
+            tf.set_deferred_execution(prev)
+    for lazy, eager in zip(results[True], results[False]):
+        assert [v is None for v in lazy] == [v is None for v in eager]
+        for a, e in zip(lazy, eager):
+            if e is not None:
+                np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6)
+
+
+def test_a_pending_read_is_a_snapshot(deferred):
+    """The value a tape read is the Variable's value at the read, also when the read's update
+    is still pending and the Variable changes before the gradient (TF reads are snapshots)."""
+    x, w = tf.constant(X), tf.Variable(W)
+    _pending_update(w, x)
+    with tf.GradientTape() as tape:
+        r = w.read_value()
+        y = tf.reduce_sum(r * r)
+    assert type(r) is Pending and r._thunk is w._val and r._thunk.value is None
+    w.assign(tf.zeros_like(w))                     # replaces the pending update
+    g = tape.gradient(y, w)
+    np.testing.assert_allclose(g.numpy(), 2 * r.numpy(), rtol=1e-6)
+    assert np.abs(r.numpy()).sum() > 0
+    np.testing.assert_array_equal(w.numpy(), np.zeros_like(W))
+
+
+def test_a_walk_racing_another_thread_walks_again(deferred):
+    """A node computed by another thread while this one walks the graph (its ``args`` dropped
+    between the walk's two reads) is taken as an input on a second walk."""
+    a = jnp.arange(3.0, dtype=jnp.float32)
+    inner = _lazy._Thunk(jnp.sin, (a,), a.aval)
+
+    class Racy(tuple):
+        def __iter__(self):   # the other thread finishes ``inner`` now
+            inner.set(jnp.sin(a))
+            raise TypeError("'NoneType' object is not iterable")
+
+    inner.args = Racy((a,))
+    outer = _lazy._Thunk(jnp.cos, (inner,), a.aval)
+    _lazy.force_many([outer])
+    np.testing.assert_allclose(outer.value, np.cos(np.sin(np.arange(3.0))), rtol=1e-6)
+    order = [_lazy._Thunk(jnp.sin, (a,), a.aval)]
+    order[0].set(jnp.zeros(3))                     # computed meanwhile: not run again
+    _lazy._run_op_by_op(order)
+    np.testing.assert_array_equal(order[0].value, np.zeros(3))
 
 
 def test_a_delta_read_after_its_update_keeps_its_value(deferred):
@@ -441,12 +577,14 @@ def test_the_recursive_walk_and_the_deep_walk_agree(deferred, monkeypatch):
 
 def test_a_kept_intermediate_gets_its_value_and_a_dead_one_is_not_returned(deferred):
     _, (gw, _) = _grads(True)
+    _lazy._FLUSH.clear()
+    _lazy._SEEN.clear()
     for _ in range(2):                            # the second time: one compiled program
         kept = gw * 3.0
         root = (kept + 1.0) * 2.0
         np.testing.assert_allclose(root.numpy(), (gw.numpy() * 3.0 + 1.0) * 2.0, rtol=1e-6)
         assert kept._thunk.value is not None      # held by `kept`: returned too
-    (spec, outputs), = [k for k in _lazy._FLUSH._data if len(k[0]) == 3]
+    (spec, outputs), = [k for k in _lazy._FLUSH._data if len(k) == 2 and len(k[0]) == 3]
     assert outputs == (0, 2)                      # not the dead `kept + 1.0`
 
 
