@@ -298,3 +298,39 @@ def test_updates_with_gradients_and_ops_on_them(tf):
     bad_shape = raises(w.assign_sub, 0.1 * gb)
     bad_dtype = raises(w.assign_sub, tf.cast(gw, tf.float16) * 2.0)
     return seen, bad_shape, bad_dtype, w.read_value(), b.read_value()
+
+
+@parity
+def test_tapes_reading_variables_right_after_their_updates(tf):
+    """Each step's tape reads Variables updated by the step before (tapejax computes those
+    updates inside the gradient's program): five steps' losses and gradients; then, under one
+    tape, a read, an assign and a second read (both reads count, each at its own value), a
+    persistent tape's two calls and a second derivative through nested tapes."""
+    w, b = tf.Variable([[0.5, -1.0], [1.5, 0.25]]), tf.Variable([0.1, -0.2])
+    x = tf.constant([[1.0, 2.0], [-1.0, 0.5], [0.25, 3.0]])
+    seen = []
+    for step in range(5):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(tf.nn.relu(tf.matmul(x, w) + b) - 1.0))
+        gw, gb = tape.gradient(loss, [w, b])
+        w.assign_sub(0.1 * gw)
+        b.assign_sub(0.1 * gb)
+        seen.append((loss, gw, gb))
+    with tf.GradientTape() as tape:
+        first = tf.reduce_sum(w * w)
+        w.assign_sub(0.5 * tf.ones_like(w))
+        second = tf.reduce_sum(w * 3.0)
+        y = first + second
+    g_two_reads = tape.gradient(y, w)
+    w.assign_sub(0.1 * g_two_reads)
+    with tf.GradientTape(persistent=True) as tape:
+        y = tf.reduce_sum(tf.matmul(x, w) * b)
+        z = tf.reduce_sum(w * w * w)
+    persistent = tape.gradient(y, [w, b]), tape.gradient(z, w)
+    b.assign_sub(0.1 * persistent[0][1])
+    with tf.GradientTape() as outer:
+        with tf.GradientTape() as inner:
+            y = tf.reduce_sum(w * w * w) + tf.reduce_sum(b * b)
+        g = inner.gradient(y, [w, b])
+        s = tf.reduce_sum(g[0] * g[0]) + tf.reduce_sum(g[1])
+    return seen, g_two_reads, first, second, persistent, g, outer.gradient(s, [w, b]), w, b
