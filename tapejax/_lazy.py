@@ -283,6 +283,12 @@ def _graph(roots):
     return order, index, spec, inputs, outputs
 
 
+def clear_programs():
+    """Drop the compiled programs of pending values and the structures seen once."""
+    _FLUSH.clear()
+    _SEEN.clear()
+
+
 def _compiled(key, build):
     """The jitted program for ``key`` (built by ``build()``), or None the first time ``key`` is
     seen (the caller runs op by op: nothing is compiled for code that does not repeat)."""

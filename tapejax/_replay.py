@@ -46,7 +46,7 @@ from ._primitives import Primitive, bind, with_id
 from ._program import Program, build_backward, build_replay, gather_leaves, seed, slice_tape
 from . import _tape as _tape_module
 from ._tape import OUT, _TRAINABLE
-from ._lazy import Pending, _Thunk, call_with_pending, force_all, pending_results
+from ._lazy import Pending, _Thunk, call_with_pending, clear_programs, force_all, pending_results
 from ._tensor import Tensor
 
 CacheInfo = collections.namedtuple("CacheInfo", "hits misses compiles evictions size maxsize")
@@ -102,10 +102,12 @@ def cache_stats():
 
 
 def clear_cache():
-    """Drop every compiled replay and reset the counters (also the slice memo; see ``cache_stats``)."""
+    """Drop every compiled replay and reset the counters (also the slice memo and the programs of
+    pending values, which may hold a replay: see ``cache_stats``)."""
     with _lock:
         _CACHE.clear()
         _SLICES.clear()
+        clear_programs()
         with _count_lock:
             _stats.hits = _stats.misses = _stats.compiles = 0
 

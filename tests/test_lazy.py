@@ -413,6 +413,21 @@ def test_repeated_step_computes_its_updates_inside_its_gradient(deferred, monkey
     assert sorted(s for s in slots if s >= 0) == [0, 1]
 
 
+def test_clear_cache_drops_the_programs_that_hold_a_gradient(deferred):
+    """A program of pending updates and a gradient keys on the gradient's compiled entry:
+    ``clear_cache`` drops it with the replays (nothing keeps the old entries alive)."""
+    import gc
+    import sys
+    tf.clear_cache()
+    _run_steps(True, n=4)
+    (entry,) = [k[0] for k in _lazy._FLUSH._data if isinstance(k[0], _replay.Backward)]
+    assert sys.getrefcount(entry) > 2
+    tf.clear_cache()
+    gc.collect()
+    assert len(_lazy._FLUSH) == 0 and len(_lazy._SEEN) == 0
+    assert sys.getrefcount(entry) == 2            # `entry` and getrefcount's argument: no cache
+
+
 def _pending_update(w, x):
     """Leave an update of ``w`` pending (``w.assign_sub(0.1 * g)``, ``g`` a gradient)."""
     with tf.GradientTape() as tape:
