@@ -89,7 +89,8 @@ def cache_stats():
     Python numbers used with tensors, as device arrays; ``"deferred_avals"``
     the output shapes and dtypes of deferred ops; ``"deferred_programs"`` and
     ``"deferred_structures"`` the compiled programs of pending values (alone,
-    or with the fused gradient that reads them) and the structures seen once; ``"fused_updates"`` a pending Variable update joined
+    or with the fused gradient that reads them) and the structures seen once;
+    ``"fused_updates"`` a pending Variable update joined
     with its delta's op.  Per-object caches
     (``"function"``: one per ``tapejax.function``; ``"optimizer_updates"``:
     one per optimizer; ``"eager_jit"`` and ``"eager_jit_fixed"``: one per op
@@ -213,7 +214,8 @@ def _compile_fused(nodes, program):
         _stats.compiles += 1  # runs once per trace that succeeds
         return out
 
-    return Backward(jax.jit(counted), plan, raw=counted)   # its traces are compiles, also inside a program with pending updates
+    # ``raw``: traced inside a program with pending updates too, where its traces are compiles
+    return Backward(jax.jit(counted), plan, raw=counted)
 
 
 # -- which inputs does a compiled gradient really use? --------------------------
