@@ -14,6 +14,7 @@ from ._primitives import Primitive, bind, define as define_op
 from ._print import print_ as print
 from ._lazy import deferred_execution, set_deferred_execution
 from ._replay import cache_info, cache_stats, clear_cache, set_cache_size
+from ._speculate import set_speculative_updates, speculative_updates
 from ._tape import GradientTape, UnconnectedGradients
 from ._tensor import Tensor, TensorShape, constant, convert_to_tensor, is_tensor
 from ._variable import Variable
@@ -31,7 +32,7 @@ __all__ = [
     "abs", "matmul", "reduce_sum", "reduce_mean", "equal", "not_equal", "less", "less_equal",
     "greater", "greater_equal", "logical_and", "logical_or", "logical_not", "floordiv", "floormod",
     "print", "cache_info", "cache_stats", "clear_cache", "set_cache_size", "deferred_execution",
-    "set_deferred_execution", "errors", "dtypes", "math", "nn", "linalg",
+    "set_deferred_execution", "set_speculative_updates", "speculative_updates", "errors", "dtypes", "math", "nn", "linalg",
     "nest", "newaxis", "bind", "define_op", "Primitive",
     "float16", "half", "bfloat16", "float32", "float64", "double", "complex64", "complex128",
     "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool",

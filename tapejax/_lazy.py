@@ -19,7 +19,9 @@ the Variable's value becomes a thunk).  The next step's tape reads the
 Variable and the read stays pending (``Variable._read``: the tape's node
 holds the thunk); its gradient then computes the pending updates inside its
 own compiled program (``call_with_pending``: the update graph, then the fused
-forward and gradient), so a training step is ONE dispatch.  Any other read of
+forward and gradient), so a training step is ONE dispatch.  (Where a loop's
+updates repeat, ``_speculate`` goes one step further: the gradient's program
+computes this step's updates itself and returns no gradients.)  Any other read of
 a Variable with a pending update computes every pending update together; a
 graph of pending thunks is computed by ``force_many`` as one compiled
 program per structure.  Both compile from the second time a structure is
@@ -85,16 +87,18 @@ class _Thunk:
     """How to compute one pending value: ``call(*args)``, args being arrays or thunks.
 
     ``aval`` has the value's shape, dtype and weak type (the attribute name
-    arrays use too, so a signature is built the same way for both).
+    arrays use too, so a signature is built the same way for both).  ``tag``:
+    a gradient's (call record, position), see ``_speculate``; else None.
     """
 
-    __slots__ = ("call", "args", "aval", "value", "__weakref__")
+    __slots__ = ("call", "args", "aval", "value", "tag", "__weakref__")
 
     def __init__(self, call, args, aval):
         self.call = call
         self.args = args
         self.aval = aval
         self.value = None
+        self.tag = None
 
     def set(self, value):
         if self.value is None:

@@ -40,7 +40,7 @@ import threading
 import jax
 import jax.numpy as jnp
 
-from . import _dtypes, _state
+from . import _dtypes, _speculate, _state
 from ._lru import LRU
 from ._primitives import Primitive, bind, with_id
 from ._program import Program, build_backward, build_replay, gather_leaves, seed, slice_tape
@@ -109,6 +109,7 @@ def clear_cache():
         _CACHE.clear()
         _SLICES.clear()
         clear_programs()
+        _speculate.clear()
         with _count_lock:
             _stats.hits = _stats.misses = _stats.compiles = 0
 
@@ -456,19 +457,27 @@ def _call_fused(entry, nodes, program, src_objs, kept, cts, targets):
     """Run the fused forward + gradient; the pending targets get their values."""
     leaves = gather_leaves(nodes, program, entry.plan, _src_values(entry, src_objs), force=False)
     given = tuple([cts[i]._value for i, _ in kept if cts[i] is not None])
-    out = None
-    for v in leaves:
-        if type(v) is _Thunk:   # pending values (a Variable's update): computed in the same program
-            out = call_with_pending(entry, entry.raw, leaves, given)
-            if out is None:
-                leaves = tuple(force_all(leaves))
-            break
-    grads, values = entry.fn(leaves, given) if out is None else out
+    track = _speculate.prediction(entry, len(program.src_codes)) if _speculate._flags.enabled else None
+    out = None if track is None else _speculate.run_predicted(track, entry, leaves, given)
+    if out is not None:   # the step's updates predicted: computed here, the gradients not returned
+        values, results = out
+    else:
+        out = None
+        for v in leaves:
+            if type(v) is _Thunk:   # pending values (a Variable's update): computed in the same program
+                out = call_with_pending(entry, entry.raw, leaves, given)
+                if out is None:
+                    leaves = tuple(force_all(leaves))
+                break
+        grads, values = entry.fn(leaves, given) if out is None else out
+        results = pending_results(grads)
+        if _speculate._flags.enabled:
+            _speculate.tag_results(results, entry)
     for (i, _), v in zip(kept, values):
         t = targets[i]
         if type(t) is Pending:
             t._thunk.set(v)
-    return pending_results(grads)
+    return results
 
 
 def _call_gradient(entry, nodes, program, src_objs, kept, cts, nested):

@@ -16,7 +16,9 @@ plain tape does not compute it: the read is a ``Pending`` tensor on that thunk
 program (``_lazy.call_with_pending``); the thunk then holds the value, which
 ``_value`` returns as it is.  A delta whose own op is
 still pending (``lr * g``) joins the update's thunk as one jitted callable
-(``_fused_update``), so a step's update program has one node per Variable.  One re-entrant lock
+(``_fused_update``), so a step's update program has one node per Variable.  An
+update that a gradient's program predicted (``_speculate``) takes that value at
+once and leaves nothing pending.  One re-entrant lock
 makes each read-modify-write atomic, so concurrent updates are never lost.
 """
 import signal
@@ -32,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _dtypes, _lazy, _state
+from . import _dtypes, _lazy, _speculate, _state
 from ._lazy import Pending, _Thunk
 from ._errors import InvalidArgumentError
 from ._lru import LRU
@@ -46,12 +48,13 @@ _sub = jax.jit(jnp.subtract)
 
 #: (update, the delta's op) -> the two as one jitted callable (``Variable._defer_update``).
 _FUSED_UPDATES = LRU("fused_updates", 256)
+_FUSED_PEEK = _FUSED_UPDATES._data.get
 
 
 def _fused_update(op, call):
     """``op(old, call(*args))`` as one callable: an update whose delta is still pending."""
     key = (op, call)
-    fn = _FUSED_UPDATES.get(key)
+    fn = _FUSED_PEEK(key)   # a hit does not refresh recency (as the aval cache)
     if fn is None:
         fn = _FUSED_UPDATES.setdefault(key, jax.jit(lambda old, *args: op(old, call(*args))))
     return fn
@@ -275,14 +278,19 @@ class Variable:
                 or _state._local.collector is not None or not _lazy.concrete((old,))):
             return False
         args = th.args
-        if args is not None and th.value is None:
+        if args is not None and th.value is None and th.tag is None:
             # the delta's own op (``lr * g``) goes into the update: one node instead of two in
-            # the step's update program.  The delta's thunk stays as it is: a delta that is
-            # read later (rare) is computed on its own then.  (Its inputs passed the checks of
-            # ``_lazy.defer_untaped`` when it was made.)
+            # the step's update program (not a gradient's own thunk: see ``_speculate``).  The
+            # delta's thunk stays as it is: a delta that is read later (rare) is computed on its
+            # own then.  (Its inputs passed the checks of ``_lazy.defer_untaped`` when it was made.)
             call, vals = _fused_update(op, th.call), (old, *args)
         else:
             call, vals = op, (old, th)
+        if _speculate._flags.enabled:   # a gradient's update: predicted, or noted for the next call
+            value = _speculate.on_update(self, call, vals)
+            if value is not None:   # the gradient's program computed this very update
+                self._val = value
+                return True
         out = old.aval   # same dtype and shape as the value, which is strongly typed
         if out.weak_type:
             out = _lazy.aval_for(call, vals)

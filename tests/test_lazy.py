@@ -2,7 +2,10 @@
 
 The oracle for every value is the same program with deferral off (every op
 dispatched when called) and, where it is short, the plain ``jax.numpy``
-computation.
+computation.  Predicted updates (``_speculate``) are off here, so that a
+training loop's updates stay pending and the next gradient computes them; the
+value scenarios run with them on too (``predict``), and ``test_speculate.py``
+tests them.
 """
 import copy
 import pickle
@@ -14,13 +17,20 @@ import numpy as np
 import pytest
 
 import tapejax as tf
-from tapejax import _lazy, _replay
+from tapejax import _lazy, _replay, _speculate
 from tapejax._lazy import Pending
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(4, 3)).astype(np.float32)
 W = RNG.normal(size=(3, 2)).astype(np.float32)
 B = RNG.normal(size=(2,)).astype(np.float32)
+
+
+@pytest.fixture(autouse=True)
+def no_predictions():
+    prev = _speculate.set_speculative_updates(False)
+    yield
+    _speculate.set_speculative_updates(prev)
 
 
 @pytest.fixture
@@ -53,14 +63,18 @@ def _run_steps(mode, n=3):
         tf.set_deferred_execution(prev)
 
 
-def test_training_steps_match_eager_execution():
-    (lazy, w1, b1), (eager, w0, b0) = _run_steps(True), _run_steps(False)
+@pytest.mark.parametrize("predict", [False, True])
+def test_training_steps_match_eager_execution(predict):
+    _speculate.set_speculative_updates(predict)
+    (lazy, w1, b1), (eager, w0, b0) = _run_steps(True, n=4), _run_steps(False, n=4)
     assert lazy[0]["loss_type"] is Pending and eager[0]["loss_type"] is tf.Tensor
-    for a, e in zip(lazy, eager):
+    for k, (a, e) in enumerate(zip(lazy, eager)):
         np.testing.assert_allclose(a["loss"], e["loss"], rtol=1e-6)
         for ga, ge in zip(a["grads"], e["grads"]):
-            # gradients are handed out computed, as Pending (so `lr * g` stays pending)
-            assert type(ga) is Pending and ga._thunk.value is not None and type(ge) is tf.Tensor
+            # gradients are handed out as Pending (so `lr * g` stays pending): computed, except
+            # where the step's updates were predicted (from step 3), which computes them on read
+            assert type(ga) is Pending and type(ge) is tf.Tensor
+            assert (ga._thunk.value is None) == (predict and k >= 2)
             np.testing.assert_allclose(ga.numpy(), ge.numpy(), rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(w1, w0, rtol=1e-6)
     np.testing.assert_allclose(b1, b0, rtol=1e-6)
@@ -490,20 +504,25 @@ def _scenario(name, x, w, b):
 @pytest.mark.parametrize("name", ["read_then_numpy", "read_then_update", "persistent",
                                   "second_order", "not_watched", "unconnected",
                                   "variable_not_read"])
-def test_reads_of_pending_updates_under_a_tape_match_eager(name):
+@pytest.mark.parametrize("predict", [False, True])
+def test_reads_of_pending_updates_under_a_tape_match_eager(name, predict):
     """A Variable whose update is pending, read by a recording tape: the read stays pending
     and the gradient computes it; every value equals deferral off (the oracle), on repeats too
-    (where the structure repeats, compiled programs run instead of single ops)."""
+    (where the structure repeats, compiled programs run instead of single ops).  With
+    predictions on, the update is predicted from the third repeat on (the values must not
+    change)."""
+    _speculate.set_speculative_updates(predict)
     results = {}
     for mode in (False, True):
         prev = tf.set_deferred_execution(mode)
         try:
             x, w, b = tf.constant(X), tf.Variable(W), tf.Variable(B)
             runs = []
-            for _ in range(3):
+            for k in range(4):
                 _pending_update(w, x)
                 if mode:
-                    assert type(w._val) is _lazy._Thunk and w._val.value is None
+                    pending = type(w._val) is _lazy._Thunk and w._val.value is None
+                    assert pending != (predict and k >= 2)
                 runs.append(_scenario(name, x, w, b))
             results[mode] = runs
         finally:

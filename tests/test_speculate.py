@@ -1,0 +1,345 @@
+"""Predicted Variable updates (``tapejax._speculate``): a manual step's updates in its gradient's program.
+
+The oracle for every value is the same loop with deferral off (every op and
+update dispatched when called); counts of predicted calls and of gradients
+recomputed come from wrapping the module's two entry points.
+"""
+import gc
+import os
+import subprocess
+import sys
+import threading
+import weakref
+
+import numpy as np
+import pytest
+
+import tapejax as tf
+from tapejax import _lazy, _replay, _speculate
+
+RNG = np.random.default_rng(0)
+X = RNG.normal(size=(8, 4)).astype(np.float32)
+Y = RNG.normal(size=(8, 1)).astype(np.float32)
+INIT = [RNG.normal(size=(4, 5)).astype(np.float32), RNG.normal(size=(5,)).astype(np.float32),
+        RNG.normal(size=(5, 1)).astype(np.float32), RNG.normal(size=(1,)).astype(np.float32)]
+
+
+@pytest.fixture
+def counts(monkeypatch, fresh_cache):
+    """Counts of predicted gradient calls and of gradients recomputed (from a clear cache: no
+    prediction or back-off left by another test)."""
+    c = {"predicted": 0, "recomputed": 0}
+    real_run, real_call = _speculate.run_predicted, _speculate._Regrad.__call__
+
+    def run(*args):
+        out = real_run(*args)
+        c["predicted"] += out is not None
+        return out
+
+    def call(self, *args):
+        c["recomputed"] += 1
+        return real_call(self, *args)
+
+    monkeypatch.setattr(_speculate, "run_predicted", run)
+    monkeypatch.setattr(_speculate._Regrad, "__call__", call)
+    return c
+
+
+def _loss_and_grads(vs, x, y):
+    with tf.GradientTape() as tape:
+        h = tf.nn.relu(tf.matmul(x, vs[0]) + vs[1])
+        loss = tf.reduce_mean(tf.square(tf.matmul(h, vs[2]) + vs[3] - y))
+    return loss, tape.gradient(loss, vs)
+
+
+def _sgd(i, vs, grads):
+    for v, g in zip(vs, grads):
+        v.assign_sub(0.1 * g)
+
+
+def _train(update, n=6, deferral=True, predict=True, read=None):
+    """``n`` manual steps, ``update(i, vs, grads)`` applying each; the losses (read after the
+    update, as a training loop prints them), what ``read(i, vs, grads)`` returns, and the final
+    values."""
+    prev_d, prev_p = tf.set_deferred_execution(deferral), tf.set_speculative_updates(predict)
+    try:
+        vs = [tf.Variable(a) for a in INIT]
+        x, y = tf.constant(X), tf.constant(Y)
+        losses, reads = [], []
+        for i in range(n):
+            loss, grads = _loss_and_grads(vs, x, y)
+            vs = update(i, vs, grads) or vs
+            losses.append(loss.numpy())
+            if read is not None:
+                reads.append(read(i, vs, grads))
+        return losses, reads, [v.numpy() for v in vs]
+    finally:
+        tf.set_deferred_execution(prev_d)
+        tf.set_speculative_updates(prev_p)
+
+
+def _assert_same(got, want):
+    """Equal up to float32 rounding: XLA fuses a predicted update with the gradient's last
+    ops, as it does pure JAX's, which can round the last bit differently."""
+    (l1, r1, v1), (l0, r0, v0) = got, want
+    np.testing.assert_allclose(l1, l0, rtol=1e-5)
+    for a, b in zip(r1, r0):
+        np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=1e-4, atol=1e-7)
+    for a, b in zip(v1, v0):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+_LR = tf.constant(0.1)
+
+UPDATES = {
+    "lr_times_g": _sgd,
+    "g_times_lr": lambda i, vs, gs: [v.assign_sub(g * 0.1) for v, g in zip(vs, gs)] and None,
+    "add_negative": lambda i, vs, gs: [v.assign_add(-0.1 * g) for v, g in zip(vs, gs)] and None,
+    "plain_gradient": lambda i, vs, gs: [v.assign_sub(g) for v, g in zip(vs, gs)] and None,
+    "tensor_lr": lambda i, vs, gs: [v.assign_sub(_LR * g) for v, g in zip(vs, gs)] and None,
+}
+
+
+@pytest.mark.parametrize("name", sorted(UPDATES))
+def test_manual_loops_are_predicted_from_the_third_step_and_match_eager(counts, name):
+    got = _train(UPDATES[name], n=8)
+    assert counts == {"predicted": 6, "recomputed": 0}
+    _assert_same(got, _train(UPDATES[name], n=8, deferral=False))
+    _assert_same(got, _train(UPDATES[name], n=8, predict=False))
+
+
+def test_a_predicted_step_updates_at_once_and_returns_its_gradients_uncomputed(counts):
+    """From step 3: after ``assign_sub`` each Variable holds its new value (no pending update);
+    the gradients were not returned by the program, and reading one computes it (the eager
+    value); the next call then does not predict (back-off), and values stay right."""
+    seen = []
+
+    def update(i, vs, grads):
+        _sgd(i, vs, grads)
+        seen.append(([type(v._val) is _lazy._Array for v in vs], [g._thunk.value is None for g in grads]))
+
+    def read(i, vs, grads):
+        return grads[2].numpy() if i == 4 else 0.0
+
+    got = _train(update, n=8, read=read)
+    predicted = [False, False, True, True, True, False, True, True]
+    assert [s for s, _ in seen] == [[p] * 4 for p in predicted]
+    assert [u for _, u in seen] == [[p] * 4 for p in predicted]
+    # step 5's read recomputed the gradients once; step 6 did not predict (back-off), 7-8 did
+    assert counts == {"predicted": 5, "recomputed": 1}
+    _assert_same(got, _train(_sgd, n=8, deferral=False, read=read))
+
+
+def test_reading_gradients_every_step_backs_off(counts):
+    """A loop that reads its gradients every step (a norm it logs) pays the recompute at
+    exponentially spaced steps only."""
+    def read(i, vs, grads):
+        return tf.reduce_sum(tf.square(grads[0])).numpy()
+
+    got = _train(_sgd, n=40, read=read)
+    assert counts["recomputed"] == counts["predicted"] and 3 <= counts["predicted"] <= 7
+    _assert_same(got, _train(_sgd, n=40, deferral=False, read=read))
+
+
+def test_an_lr_that_changes_every_step_is_never_predicted(counts):
+    """A new Python float each step is a new const array: the updates are not the same, nothing
+    is predicted, nothing is recomputed."""
+    def update(i, vs, grads):
+        for v, g in zip(vs, grads):
+            v.assign_sub((0.1 / (i + 1)) * g)
+
+    got = _train(update, n=10)
+    assert counts == {"predicted": 0, "recomputed": 0}
+    _assert_same(got, _train(update, n=10, deferral=False))
+
+
+def _at(k, odd):
+    """A loop whose step ``k`` updates differently (``odd(vs, grads)``)."""
+    def update(i, vs, grads):
+        if i == k:
+            return odd(vs, grads)
+        _sgd(i, vs, grads)
+    return update
+
+
+def _replace_first(vs, grads):
+    _sgd(0, vs, grads)
+    return [tf.Variable(vs[0].numpy())] + vs[1:]   # the old Variable is dropped
+
+
+ODD = {
+    "other_lr": lambda vs, gs: [v.assign_sub(0.05 * g) for v, g in zip(vs, gs)] and None,
+    "sign_flipped": lambda vs, gs: [v.assign_add(0.1 * g) for v, g in zip(vs, gs)] and None,
+    "swapped": lambda vs, gs: [vs[1].assign_sub(0.1 * gs[1]), vs[3].assign_sub(0.1 * gs[3]),
+                               vs[0].assign_sub(0.1 * gs[0]), vs[2].assign_sub(0.1 * gs[2])] and None,
+    "assigned_before": lambda vs, gs: [vs[0].assign(vs[0] * 0.5)] + [v.assign_sub(0.1 * g)
+                                                                      for v, g in zip(vs, gs)] and None,
+    "extra_term": lambda vs, gs: [v.assign_sub(0.1 * g + 0.01 * v) for v, g in zip(vs, gs)] and None,
+    "twice": lambda vs, gs: [v.assign_sub(0.1 * g) for v, g in zip(vs + vs[:1], gs + gs[:1])] and None,
+    "one_missing": lambda vs, gs: [v.assign_sub(0.1 * g) for v, g in zip(vs[1:], gs[1:])] and None,
+    "optimizer": lambda vs, gs: tf.keras.optimizers.SGD(0.1).apply_gradients(zip(gs, vs)) and None,
+    "replaced_variable": _replace_first,
+}
+
+
+@pytest.mark.parametrize("name", sorted(ODD))
+def test_a_step_that_updates_otherwise_keeps_eager_values(counts, name):
+    """Step 5 (predicted) updates in another way: the prediction does not match (or cannot be
+    made, for a dropped Variable), the ordinary pending path runs, the values stay the eager
+    ones at every step after."""
+    update = _at(4, ODD[name])
+    got = _train(update, n=9)
+    _assert_same(got, _train(update, n=9, deferral=False))
+    assert counts["predicted"] >= 3   # steps 3-5 at least; after the odd step it learns again
+
+
+def test_a_variable_updated_by_another_variable_s_gradient(counts):
+    """An update wiring other than "each source by its own gradient" is predicted as it is."""
+    def update(i, vs, grads):
+        vs[1].assign_sub(0.1 * grads[1])
+        vs[3].assign_sub(0.1 * grads[3])
+        vs[0].assign_sub(0.1 * grads[0])
+        vs[2].assign_sub(0.1 * grads[2])
+
+    got = _train(update, n=6)
+    assert counts == {"predicted": 4, "recomputed": 0}
+    _assert_same(got, _train(update, n=6, deferral=False))
+
+
+def test_gradients_crossed_between_variables_of_one_shape(counts):
+    """Step 5 updates each of two same-shaped Variables with the other's gradient: the
+    prediction (each with its own) must not match."""
+    x = tf.constant([1.0, 2.0, 3.0])
+
+    def run(deferral):
+        prev = tf.set_deferred_execution(deferral)
+        try:
+            a, b = tf.Variable([0.5, -1.0, 2.0]), tf.Variable([1.0, 1.0, -0.5])
+            losses = []
+            for i in range(8):
+                with tf.GradientTape() as tape:
+                    loss = tf.reduce_sum(tf.square(a * x)) + tf.reduce_sum(tf.square(b * x + 1.0))
+                ga, gb = tape.gradient(loss, [a, b])
+                if i == 4:
+                    ga, gb = gb, ga
+                a.assign_sub(0.01 * ga)
+                b.assign_sub(0.01 * gb)
+                losses.append(loss.numpy())
+            return losses, [], [a.numpy(), b.numpy()]
+        finally:
+            tf.set_deferred_execution(prev)
+
+    got = run(True)
+    assert counts["predicted"] >= 3
+    _assert_same(got, run(False))
+
+
+def test_two_gradient_calls_per_step(counts):
+    def run(deferral, predict):
+        prev_d, prev_p = tf.set_deferred_execution(deferral), tf.set_speculative_updates(predict)
+        try:
+            vs = [tf.Variable(a) for a in INIT]
+            x, y = tf.constant(X), tf.constant(Y)
+            losses = []
+            for _ in range(6):
+                with tf.GradientTape(persistent=True) as tape:
+                    h = tf.nn.relu(tf.matmul(x, vs[0]) + vs[1])
+                    loss = tf.reduce_mean(tf.square(tf.matmul(h, vs[2]) + vs[3] - y))
+                first = tape.gradient(loss, vs[:2])
+                second = tape.gradient(loss, vs[2:])
+                _sgd(0, vs, list(first) + list(second))
+                losses.append(loss.numpy())
+            return losses, [], [v.numpy() for v in vs]
+        finally:
+            tf.set_deferred_execution(prev_d)
+            tf.set_speculative_updates(prev_p)
+
+    got = run(True, True)
+    # the first call (which computes the loss) is predicted from step 3; the second runs on the
+    # saved values and hands out computed gradients, whose updates stay pending
+    assert counts == {"predicted": 4, "recomputed": 0}
+    _assert_same(got, run(False, False))
+
+
+def test_threads_train_their_own_models(counts):
+    """Predictions are learned per thread: four threads training their own Variables with the
+    same structure (one compiled entry) each get the eager values."""
+    want = _train(_sgd, n=8, deferral=False)
+    results = [None] * 4
+    errors = []
+
+    def work(k):
+        try:
+            results[k] = _train(_sgd, n=8)
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for got in results:
+        _assert_same(got, want)
+    assert counts["recomputed"] == 0
+
+
+def test_a_constant_lr_loop_compiles_twice_in_100_steps(fresh_cache):
+    """Step 1's gradient, then (from step 3) the gradient with the predicted updates."""
+    _, compiles, _ = _train(_sgd, n=100, read=lambda i, vs, grads: tf.cache_info().compiles)
+    assert compiles[:3] == [1, 1, 2] and compiles[-1] == 2
+    info = tf.cache_info()
+    assert info.misses == 1 and info.hits == 99
+
+
+def test_dropped_gradients_release_the_call_s_inputs():
+    """A predicted call's gradients hold its inputs (to recompute them); dropping the
+    gradients frees them at once (no reference cycle waits for the garbage collector)."""
+    vs = [tf.Variable(a) for a in INIT]
+    x, y = tf.constant(X), tf.constant(Y)
+    for _ in range(3):
+        _, grads = _loss_and_grads(vs, x, y)
+        _sgd(0, vs, grads)
+    group = grads[0]._thunk.args[0]
+    assert group.value is None and type(group.call) is _speculate._Regrad   # a predicted step
+    ref = weakref.ref(group)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        del grads, group
+        assert ref() is None
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def test_clear_cache_drops_predictions_and_their_programs():
+    tf.clear_cache()
+    _train(_sgd, n=4)
+    ((entry, _),) = _speculate._PROGRAMS.keys()
+    assert isinstance(entry, _replay.Backward) and len(_speculate._TRACKS) == 1
+    tf.clear_cache()
+    gc.collect()
+    assert len(_speculate._PROGRAMS) == len(_speculate._TRACKS) == len(_speculate._REGRADS) == 0
+    assert sys.getrefcount(entry) == 2   # `entry` and getrefcount's argument
+
+
+def test_set_speculative_updates_validates_and_returns_the_previous_setting():
+    prev = tf.set_speculative_updates(False)
+    try:
+        assert tf.speculative_updates() is False
+        assert tf.set_speculative_updates(True) is False
+        with pytest.raises(TypeError, match="`enabled` must be a bool"):
+            tf.set_speculative_updates("no")
+        assert tf.speculative_updates() is True
+    finally:
+        tf.set_speculative_updates(prev)
+
+
+def test_environment_variable_turns_it_off():
+    code = "import tapejax as tf; print(tf.speculative_updates())"
+    for val, want in (("0", "False"), ("1", "True"), ("off", "False")):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             env={**os.environ, "TAPEJAX_SPECULATE": val}, timeout=120)
+        assert out.stdout.strip() == want, out.stderr[-2000:]
