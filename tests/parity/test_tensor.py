@@ -301,6 +301,33 @@ def test_updates_with_gradients_and_ops_on_them(tf):
 
 
 @parity
+def test_a_manual_training_loop_whose_updates_are_predicted(tf):
+    """A manual loop (tapejax predicts its `assign_sub` updates into the gradient's program from
+    step 3 and returns the gradients uncomputed): every loss, a gradient read at step 6 (tapejax
+    recomputes it), an update with another learning rate at step 8 and one with another
+    Variable's gradient at step 9 (neither matches a prediction), the final values."""
+    w1, b1 = tf.Variable([[0.5, -1.0], [1.5, 0.25]]), tf.Variable([0.1, -0.2])
+    w2, b2 = tf.Variable([[1.0], [-0.5]]), tf.Variable([0.3])
+    x = tf.constant([[1.0, 2.0], [-1.0, 0.5], [0.25, 3.0]])
+    y = tf.constant([[1.0], [0.0], [2.0]])
+    losses, read = [], None
+    for step in range(10):
+        with tf.GradientTape() as tape:
+            h = tf.nn.relu(tf.matmul(x, w1) + b1)
+            loss = tf.reduce_mean(tf.square(tf.matmul(h, w2) + b2 - y))
+        grads = tape.gradient(loss, [w1, b1, w2, b2])
+        lr = 0.05 if step == 7 else 0.1
+        if step == 8:
+            grads[1], grads[3] = grads[1] * 0.0 + tf.reduce_sum(grads[3]), grads[3]
+        for v, g in zip([w1, b1, w2, b2], grads):
+            v.assign_sub(lr * g)
+        if step == 5:
+            read = grads[0]
+        losses.append(loss)
+    return losses, read, w1, b1, w2, b2
+
+
+@parity
 def test_tapes_reading_variables_right_after_their_updates(tf):
     """Each step's tape reads Variables updated by the step before (tapejax computes those
     updates inside the gradient's program): five steps' losses and gradients; then, under one
