@@ -381,20 +381,36 @@ def on_update(var, call, vals):
     """An update of ``var`` by ``call(*vals)`` (``vals[0]`` its value) with a pending delta:
     noted when it uses one gradient of a tagged call; the predicted value where it matches the
     prediction (else None: the caller keeps the update pending)."""
-    g = None
-    gpos = 0
-    for p in range(1, len(vals)):
-        a = vals[p]
-        ta = type(a)
-        if ta is _Thunk:
-            if g is not None or a.tag is None:
+    n = len(vals)
+    if n == 3:   # (value, lr, g) or (value, g, lr): the common ``v.assign_sub(lr * g)``
+        a, b = vals[1], vals[2]
+        if type(a) is _Thunk:
+            if type(b) is not _Array:
                 return None
-            g, gpos = a, p
-        elif ta is not _Array:
+            g, gpos = a, 1
+        elif type(b) is _Thunk and type(a) is _Array:
+            g, gpos = b, 2
+        else:
             return None
-    if g is None:
+        tag = g.tag
+    else:
+        g = None
+        gpos = 0
+        for p in range(1, n):
+            a = vals[p]
+            ta = type(a)
+            if ta is _Thunk:
+                if g is not None or a.tag is None:
+                    return None
+                g, gpos = a, p
+            elif ta is not _Array:
+                return None
+        if g is None:
+            return None
+        tag = g.tag
+    if tag is None:
         return None
-    rec, j = g.tag
+    rec, j = tag
     obs = rec.obs
     items = obs.items
     table = rec.table
@@ -404,8 +420,8 @@ def on_update(var, call, vals):
             jp, item, old, value = hit
             rest = item[3]
             if (jp == j and item[1] is call and item[2] == gpos and vals[0] is old
-                    and len(rest) == len(vals)):
-                for p in range(1, len(vals)):
+                    and len(rest) == n):
+                for p in range(1, n):
                     if p != gpos and rest[p] is not vals[p]:
                         break
                 else:
@@ -420,8 +436,8 @@ def on_update(var, call, vals):
     item = obs.prev.get(j)
     if item is not None and item[1] is call and item[2] == gpos and item[0]() is var:
         rest = item[3]
-        if len(rest) == len(vals):
-            for p in range(1, len(vals)):
+        if len(rest) == n:
+            for p in range(1, n):
                 if p != gpos and rest[p] is not vals[p]:
                     break
             else:

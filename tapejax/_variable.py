@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _dtypes, _lazy, _speculate, _state
-from ._lazy import Pending, _Thunk
+from ._lazy import Pending, _Array, _Thunk
 from ._errors import InvalidArgumentError
 from ._lru import LRU
 from ._tensor import Tensor, TensorShape, _to_array, convert_to_tensor
@@ -189,6 +189,18 @@ class Variable:
                 tape._record_read(self, t)
         return t
 
+    def _read_deferred(self, tapes):
+        """``_read`` for an op being deferred: the caller checked ``_lazy.can_defer(tapes)``
+        (which implies no ``tapejax.function`` traces), so only the read itself is left."""
+        v = self._val
+        if type(v) is _Thunk:
+            t = Tensor(v.value) if v.value is not None else Pending(v)
+        else:
+            t = Tensor(v)
+        for tape in tapes:
+            tape._record_read(self, t)
+        return t
+
     @property
     def _value(self):
         """The value (an update still pending is computed, with every other pending update)."""
@@ -272,10 +284,12 @@ class Variable:
         (another dtype or shape: the eager path raises TF's error; deferral off, a
         ``tapejax.function`` tracing, or a value committed to a device)."""
         th = delta._thunk
-        old = self._value   # one pending update per Variable at most: an earlier one is computed
+        old = self._val
+        if type(old) is _Thunk:   # one pending update per Variable at most: an earlier one is computed
+            old = old.value if old.value is not None else self._value
         aval = th.aval
-        if (aval.dtype != old.dtype or aval.shape != old.shape or not _lazy._flags.enabled
-                or _state._local.collector is not None or not _lazy.concrete((old,))):
+        if (not _lazy._flags.enabled or _state._local.collector is not None or type(old) is not _Array
+                or aval.dtype != old.dtype or aval.shape != old.shape or not _lazy.concrete((old,))):
             return False
         args = th.args
         if args is not None and th.value is None and th.tag is None:

@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes
-from .._lazy import Pending, aval_for, can_defer, concrete, defer, defer_untaped
+from .._lazy import _AVAL_PEEK, Pending, _Thunk, aval_for, can_defer, concrete, defer, defer_untaped
 from .._primitives import bind, define, record_simple, run_recorded
 from .._state import _local
 from .._tensor import Tensor
@@ -48,6 +48,7 @@ from .._errors import InvalidArgumentError
 from .._lru import LRU
 
 _Array = type(jnp.zeros(()))  # the concrete array type (``jax.Array`` is abstract)
+_HAS_COMMITTED = hasattr(jnp.zeros(()), "_committed")   # what ``_lazy.concrete`` reads
 
 _TENSORISH = (Tensor, Variable)
 
@@ -145,10 +146,10 @@ def call_plain2(prim, fn, a, b):
         if concrete((va, vb)):
             aval = aval_for(fn, (va, vb))  # raises what the call would, before anything is read
             if type(a) is Variable:
-                a = a._read()
+                a = a._read_deferred(tapes)
                 va = _operand(a)
             if type(b) is Variable:
-                b = b._read()
+                b = b._read_deferred(tapes)
                 vb = _operand(b)
             return defer(tapes, prim, fn, (), (a._id, b._id), (va, vb), aval)
     result = Tensor(fn(a._value, b._value))
@@ -319,14 +320,53 @@ def _defer_binary(tapes, prim, op_type, kinds, call, x, y, tx, ty, converted):
         else:
             vx, ix = _operand(x), x._id
             vy, iy = y, 0
-    elif tx in _OPERANDS and ty in _OPERANDS:
-        if x._meta.dtype != y._meta.dtype:
-            return None
-        vx = _operand(x)
-        vy = _operand(y)
-        ix, iy = x._id, y._id
     else:
-        return None
+        # ``_operand`` and ``concrete``, written out (the hottest path of a training step)
+        if tx is Tensor:
+            vx = x._value
+        elif tx is Pending:
+            vx = x._thunk
+        elif tx is Variable:
+            vx = x._val
+        else:
+            return None
+        if ty is Tensor:
+            vy = y._value
+        elif ty is Pending:
+            vy = y._thunk
+        elif ty is Variable:
+            vy = y._val
+        else:
+            return None
+        if _HAS_COMMITTED:
+            t = type(vx)
+            if t is not _Thunk and (t is not _Array or vx._committed):
+                return None
+            t = type(vy)
+            if t is not _Thunk and (t is not _Array or vy._committed):
+                return None
+        elif not concrete((vx, vy)):   # pragma: no cover - a JAX without the attribute
+            return None
+        ax, ay = vx.aval, vy.aval
+        if ax.dtype != ay.dtype:
+            return None
+        ix, iy = x._id, y._id
+        aval = _AVAL_PEEK((call, ax, ay))
+        if aval is None or kinds is not None:
+            if kinds is not None:
+                check_float(x, op_type, kinds, "x")
+                check_float(y, op_type, kinds, "y")
+            try:
+                aval = aval_for(call, (vx, vy))  # raises what the call would, before a read
+            except (TypeError, ValueError) as e:
+                raise op_error(e, op_type) from e
+        if tx is Variable:
+            x = x._read_deferred(tapes)
+            vx, ix = _operand(x), x._id
+        if ty is Variable:
+            y = y._read_deferred(tapes)
+            vy, iy = _operand(y), y._id
+        return defer(tapes, prim, call, (), (ix, iy), (vx, vy), aval)
     vals = (vx, vy)
     if not concrete(vals):
         return None
@@ -338,10 +378,10 @@ def _defer_binary(tapes, prim, op_type, kinds, call, x, y, tx, ty, converted):
     except (TypeError, ValueError) as e:
         raise op_error(e, op_type) from e
     if tx is Variable:
-        x = x._read()
+        x = x._read_deferred(tapes)
         vx, ix = _operand(x), x._id
     if ty is Variable:
-        y = y._read()
+        y = y._read_deferred(tapes)
         vy, iy = _operand(y), y._id
     return defer(tapes, prim, call, (), (ix, iy), (vx, vy), aval)
 
