@@ -457,8 +457,10 @@ def _call_fused(entry, nodes, program, src_objs, kept, cts, targets):
     """Run the fused forward + gradient; the pending targets get their values."""
     leaves = gather_leaves(nodes, program, entry.plan, _src_values(entry, src_objs), force=False)
     given = tuple([cts[i]._value for i, _ in kept if cts[i] is not None])
-    track = _speculate.prediction(entry, len(program.src_codes)) if _speculate._flags.enabled else None
-    out = None if track is None else _speculate.run_predicted(track, entry, leaves, given)
+    track = _speculate.track(entry) if _speculate._flags.enabled else None
+    out = None
+    if track is not None and _speculate.predicts(track, len(program.src_codes)):
+        out = _speculate.run_predicted(track, entry, leaves, given)
     if out is not None:   # the step's updates predicted: computed here, the gradients not returned
         values, results = out
     else:
@@ -471,8 +473,8 @@ def _call_fused(entry, nodes, program, src_objs, kept, cts, targets):
                 break
         grads, values = entry.fn(leaves, given) if out is None else out
         results = pending_results(grads)
-        if _speculate._flags.enabled:
-            _speculate.tag_results(results, entry)
+        if track is not None:
+            _speculate.tag_results(results, entry, track)
     for (i, _), v in zip(kept, values):
         t = targets[i]
         if type(t) is Pending:

@@ -122,19 +122,21 @@ class _Layout:
 
 class _Track:
     """An entry's state on one thread: the last call's observations, the back-off, the layout
-    of the last prediction."""
+    of the last prediction, the calls since the last observed update (``idle``)."""
 
-    __slots__ = ("obs", "penalty", "skip", "layout")
+    __slots__ = ("obs", "penalty", "skip", "layout", "idle")
 
     def __init__(self):
         self.obs = None
         self.penalty = 0
         self.skip = 0
         self.layout = None
+        self.idle = 0
 
 
 #: (compiled entry, thread id) -> _Track.  Bounded; cleared with the replay cache.
 _TRACKS = LRU("speculation_tracks", 256)
+_TRACKS_PEEK = _TRACKS._data.get
 #: (compiled entry, prediction structure) -> (raw program, jitted program).
 _PROGRAMS = LRU("speculative_programs", 256)
 #: (compiled entry, number of leaves) -> the jitted gradients alone (``_regrad_fn``).
@@ -150,15 +152,22 @@ def clear():
     _REGRADS.clear()
 
 
-def tag_results(results, entry):
-    """Tag the gradients of a call that did not predict, so the updates that follow are seen."""
+def tag_results(results, entry, track):
+    """Tag the gradients of a call that did not predict, so the updates that follow are seen
+    (one call in 32 only while the calls before had their gradients used by no update: an
+    optimizer's loop, which reads them, pays next to nothing).  ``track``: ``track(entry)``."""
+    prev = track.obs
+    if prev is not None and not prev.items and not prev.predicted:
+        track.idle += 1
+        if track.idle & 31:
+            return
+    else:
+        track.idle = 0
     avals = []
     for r in results:
         if type(r) is not Pending:
             return
         avals.append(r._thunk.aval)
-    track = _track(entry)
-    prev = track.obs
     obs = track.obs = _Obs(tuple(avals), _EMPTY if prev is None else prev.items)
     rec = _Rec(obs, None)
     j = 0
@@ -167,23 +176,22 @@ def tag_results(results, entry):
         j += 1
 
 
-def _track(entry):
+def track(entry):
+    """This thread's ``_Track`` of ``entry`` (made on first use; a hit does not refresh its
+    recency, as the aval cache: an evicted track only learns again)."""
     key = (entry, _get_ident())
-    track = _TRACKS.get(key)
-    if track is None:
-        track = _TRACKS.setdefault(key, _Track())
-    return track
+    tr = _TRACKS_PEEK(key)
+    if tr is None:
+        tr = _TRACKS.setdefault(key, _Track())
+    return tr
 
 
-def prediction(entry, n):
-    """This thread's track of ``entry`` when this call (of ``n`` gradients) predicts its updates
-    (the last call's gradients were each used by one update, on distinct Variables), else None."""
-    track = _TRACKS.get((entry, _get_ident()))
-    if track is None:
-        return None
+def predicts(track, n):
+    """Whether this call (of ``n`` gradients) predicts its updates: the last call's gradients
+    were each used by one update, on distinct Variables, as the call's before."""
     obs = track.obs
     if obs is None:
-        return None
+        return False
     if obs.forced:   # the last prediction had to recompute a gradient: back off
         obs.forced = False
         track.penalty = min(max(1, 2 * track.penalty), _PENALTY_MAX)
@@ -192,10 +200,8 @@ def prediction(entry, n):
         track.penalty //= 2
     if track.skip:
         track.skip -= 1
-        return None
-    if obs.bad or obs.unstable or len(obs.items) != n or len(obs.avals) != n:
-        return None
-    return track
+        return False
+    return not (obs.bad or obs.unstable or len(obs.items) != n or len(obs.avals) != n)
 
 
 class _Regrad:

@@ -285,6 +285,28 @@ def test_threads_train_their_own_models(counts):
     assert counts["recomputed"] == 0
 
 
+def test_an_optimizer_loop_is_rarely_watched_and_a_manual_loop_after_it_is_predicted(counts):
+    """Gradients that no update uses (an optimizer reads them) are tagged for observation one
+    call in 32; a manual loop that follows is still learned, within that many steps."""
+    tagged = []
+
+    def make_update():
+        opt = tf.keras.optimizers.SGD(0.1)
+
+        def update(i, vs, grads):
+            if i < 64:
+                tagged.append(sum(g._thunk.tag is not None for g in grads if type(g) is _lazy.Pending))
+                opt.apply_gradients(zip(grads, vs))
+            else:
+                _sgd(i, vs, grads)
+        return update
+
+    got = _train(make_update(), n=110)
+    assert len(tagged) == 64 and sum(t > 0 for t in tagged) <= 4
+    assert counts["predicted"] >= 110 - 64 - 32 - 3 and counts["recomputed"] == 0
+    _assert_same(got, _train(make_update(), n=110, deferral=False))
+
+
 def test_a_constant_lr_loop_compiles_twice_in_100_steps(fresh_cache):
     """Step 1's gradient, then (from step 3) the gradient with the predicted updates."""
     _, compiles, _ = _train(_sgd, n=100, read=lambda i, vs, grads: tf.cache_info().compiles)
