@@ -57,8 +57,23 @@ _Array = type(jnp.zeros(()))   # the concrete array type
 _ShapeDtype = jax.ShapeDtypeStruct
 
 
+def env_flag(name):
+    """An on/off setting from the environment variable ``name``: on unless 0/false/no/off."""
+    return os.environ.get(name, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def set_flag(flags, enabled):
+    """``flags.enabled = enabled`` (a bool, else TypeError); returns the previous setting."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"Argument `enabled` must be a bool; got {enabled!r} of type "
+                        f"{type(enabled).__name__}")
+    prev = flags.enabled
+    flags.enabled = enabled
+    return prev
+
+
 class _Flags:
-    enabled = os.environ.get("TAPEJAX_DEFERRED", "1").strip().lower() not in ("0", "false", "no", "off")
+    enabled = env_flag("TAPEJAX_DEFERRED")
 
 
 _flags = _Flags()
@@ -70,12 +85,7 @@ def set_deferred_execution(enabled):
     Off, every op is dispatched when it is called (the values are the same;
     only the number of dispatches changes).  Returns the previous setting.
     """
-    if not isinstance(enabled, bool):
-        raise TypeError(f"Argument `enabled` must be a bool; got {enabled!r} of type "
-                        f"{type(enabled).__name__}")
-    prev = _flags.enabled
-    _flags.enabled = enabled
-    return prev
+    return set_flag(_flags, enabled)
 
 
 def deferred_execution():

@@ -38,20 +38,19 @@ with deferral off or inside ``tapejax.function`` (no pending gradients), under
 an outer tape (``_replay._call_gradient``), nor for a Variable committed to a
 device (its update is not deferred).
 """
-import os
 import threading
 import weakref
 
 import jax
 
-from ._lazy import Pending, _Array, _Thunk, call_with_pending, force_all
+from ._lazy import Pending, _Array, _Thunk, call_with_pending, env_flag, force_all, set_flag
 from ._lru import LRU
 
 _PENALTY_MAX = 1024
 
 
 class _Flags:
-    enabled = os.environ.get("TAPEJAX_SPECULATE", "1").strip().lower() not in ("0", "false", "no", "off")
+    enabled = env_flag("TAPEJAX_SPECULATE")
 
 
 _flags = _Flags()
@@ -62,12 +61,7 @@ def set_speculative_updates(enabled):
     module docstring of ``tapejax._speculate``).  Values are the same either way (up to float
     rounding); off, a manual step's updates are computed by the next step's program.  Returns
     the previous setting."""
-    if not isinstance(enabled, bool):
-        raise TypeError(f"Argument `enabled` must be a bool; got {enabled!r} of type "
-                        f"{type(enabled).__name__}")
-    prev = _flags.enabled
-    _flags.enabled = enabled
-    return prev
+    return set_flag(_flags, enabled)
 
 
 def speculative_updates():

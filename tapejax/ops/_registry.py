@@ -320,6 +320,9 @@ def _defer_binary(tapes, prim, op_type, kinds, call, x, y, tx, ty, converted):
         else:
             vx, ix = _operand(x), x._id
             vy, iy = y, 0
+        if not concrete((vx, vy)):
+            return None
+        aval = None
     else:
         # ``_operand`` and ``concrete``, written out (the hottest path of a training step)
         if tx is Tensor:
@@ -352,31 +355,14 @@ def _defer_binary(tapes, prim, op_type, kinds, call, x, y, tx, ty, converted):
             return None
         ix, iy = x._id, y._id
         aval = _AVAL_PEEK((call, ax, ay))
-        if aval is None or kinds is not None:
-            if kinds is not None:
-                check_float(x, op_type, kinds, "x")
-                check_float(y, op_type, kinds, "y")
-            try:
-                aval = aval_for(call, (vx, vy))  # raises what the call would, before a read
-            except (TypeError, ValueError) as e:
-                raise op_error(e, op_type) from e
-        if tx is Variable:
-            x = x._read_deferred(tapes)
-            vx, ix = _operand(x), x._id
-        if ty is Variable:
-            y = y._read_deferred(tapes)
-            vy, iy = _operand(y), y._id
-        return defer(tapes, prim, call, (), (ix, iy), (vx, vy), aval)
-    vals = (vx, vy)
-    if not concrete(vals):
-        return None
-    if kinds is not None:
-        check_float(x, op_type, kinds, "x")
-        check_float(y, op_type, kinds, "y")
-    try:
-        aval = aval_for(call, vals)  # raises what the call would, before a Variable is read
-    except (TypeError, ValueError) as e:
-        raise op_error(e, op_type) from e
+    if aval is None or kinds is not None:
+        if kinds is not None:
+            check_float(x, op_type, kinds, "x")
+            check_float(y, op_type, kinds, "y")
+        try:
+            aval = aval_for(call, (vx, vy))  # raises what the call would, before a Variable is read
+        except (TypeError, ValueError) as e:
+            raise op_error(e, op_type) from e
     if tx is Variable:
         x = x._read_deferred(tapes)
         vx, ix = _operand(x), x._id
