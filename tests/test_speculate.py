@@ -234,6 +234,58 @@ def test_gradients_crossed_between_variables_of_one_shape(counts):
     _assert_same(got, run(False))
 
 
+def test_a_loop_with_output_gradients_is_predicted_and_recomputes_with_them(counts):
+    """The cotangents go into the predicted program and into the recompute of a gradient that
+    is read (step 5)."""
+    def run(deferral):
+        prev = tf.set_deferred_execution(deferral)
+        try:
+            vs = [tf.Variable(a) for a in INIT]
+            x, y = tf.constant(X), tf.constant(Y)
+            losses, read = [], None
+            for i in range(7):
+                with tf.GradientTape() as tape:
+                    h = tf.nn.relu(tf.matmul(x, vs[0]) + vs[1])
+                    loss = tf.reduce_mean(tf.square(tf.matmul(h, vs[2]) + vs[3] - y))
+                grads = tape.gradient(loss, vs, output_gradients=tf.constant(0.5))
+                _sgd(i, vs, grads)
+                losses.append(loss.numpy())
+                if i == 4:
+                    read = grads[0].numpy()
+            return losses, [read], [v.numpy() for v in vs]
+        finally:
+            tf.set_deferred_execution(prev)
+
+    got = run(True)
+    assert counts["predicted"] >= 3 and counts["recomputed"] == 1
+    _assert_same(got, run(False))
+
+
+def test_a_compiled_step_between_predicted_eager_steps(counts):
+    """Eager steps (predicted from step 3), two steps through ``tapejax.function`` (nothing is
+    deferred there), eager steps again: the eager values throughout."""
+    def run(deferral):
+        prev = tf.set_deferred_execution(deferral)
+        try:
+            vs = [tf.Variable(a) for a in INIT]
+            x, y = tf.constant(X), tf.constant(Y)
+
+            def step():
+                loss, grads = _loss_and_grads(vs, x, y)
+                _sgd(0, vs, grads)
+                return loss
+
+            compiled = tf.function(step)
+            losses = [(compiled if 4 <= i < 6 else step)().numpy() for i in range(10)]
+            return losses, [], [v.numpy() for v in vs]
+        finally:
+            tf.set_deferred_execution(prev)
+
+    got = run(True)
+    assert counts["predicted"] >= 4 and counts["recomputed"] == 0
+    _assert_same(got, run(False))
+
+
 def test_two_gradient_calls_per_step(counts):
     def run(deferral, predict):
         prev_d, prev_p = tf.set_deferred_execution(deferral), tf.set_speculative_updates(predict)
