@@ -32,7 +32,7 @@ ordinary pending path.
 A miss costs little unless a gradient the program did not return is needed
 after all (read, or used by an update that did not match): that recomputes it,
 and the entry then stops predicting for 1, 2, 4, ... up to 1024 calls (a
-prediction that holds halves the wait), so a loop that reads its gradients
+prediction whose updates all matched halves the wait), so a loop that reads its gradients
 every step pays the recompute about log2(steps) times.  Nothing is predicted
 with deferral off or inside ``tapejax.function`` (no pending gradients), under
 an outer tape (``_replay._call_gradient``), nor for a Variable committed to a
@@ -76,9 +76,10 @@ class _Obs:
     ``unstable`` when an update differs from the previous call's (another callable or Variable,
     another const array: an ``lr`` that changes every step cannot be predicted); ``bad`` when
     a gradient was used twice; ``forced`` when a gradient the program did not return was
-    recomputed; ``predicted`` for a call that predicted; the gradients' avals."""
+    recomputed; ``predicted`` for a call that predicted, ``hits`` its updates that matched; the
+    gradients' avals."""
 
-    __slots__ = ("items", "prev", "unstable", "bad", "forced", "predicted", "avals")
+    __slots__ = ("items", "prev", "unstable", "bad", "forced", "predicted", "hits", "avals")
 
     def __init__(self, avals, prev, predicted=False):
         self.items = {}
@@ -87,6 +88,7 @@ class _Obs:
         self.bad = False
         self.forced = False
         self.predicted = predicted
+        self.hits = 0
         self.avals = avals
 
 
@@ -151,6 +153,8 @@ def tag_results(results, entry, track):
     (one call in 32 only while the calls before had their gradients used by no update: an
     optimizer's loop, which reads them, pays next to nothing).  ``track``: ``track(entry)``."""
     prev = track.obs
+    if prev is not None and prev.forced:   # recomputed by this very call (a mismatched update)
+        _back_off(track, prev)
     if prev is not None and not prev.items and not prev.predicted:
         track.idle += 1
         if track.idle & 31:
@@ -180,6 +184,14 @@ def track(entry):
     return tr
 
 
+def _back_off(track, obs):
+    """A gradient ``obs``'s call did not return was recomputed: no predictions for the next
+    1, 2, 4, ... calls."""
+    obs.forced = False
+    track.penalty = min(max(1, 2 * track.penalty), _PENALTY_MAX)
+    track.skip = track.penalty
+
+
 def predicts(track, n):
     """Whether this call (of ``n`` gradients) predicts its updates: the last call's gradients
     were each used by one update, on distinct Variables, as the call's before."""
@@ -187,10 +199,8 @@ def predicts(track, n):
     if obs is None:
         return False
     if obs.forced:   # the last prediction had to recompute a gradient: back off
-        obs.forced = False
-        track.penalty = min(max(1, 2 * track.penalty), _PENALTY_MAX)
-        track.skip = track.penalty
-    elif obs.predicted and track.penalty:   # one that held: trust it a little more
+        _back_off(track, obs)
+    elif track.penalty and obs.predicted and obs.hits == len(obs.avals):   # one that held
         track.penalty //= 2
     if track.skip:
         track.skip -= 1
@@ -361,6 +371,8 @@ def run_predicted(track, entry, leaves, given):
     else:
         args = tuple([v.value if type(v) is _Thunk else v for v in leaves_all[:n_leaves]]) + given
     avals = obs.avals
+    if obs.forced:   # (recomputed while this call computed the previous updates)
+        _back_off(track, obs)
     obs = track.obs = _Obs(avals, items_d, True)
     group = _Thunk(_Regrad(obs, lay.regrad), args, None)
     table = {}
@@ -429,6 +441,7 @@ def on_update(var, call, vals):
                         obs.bad = True
                     else:
                         items[j] = item   # seen again: the same prediction next time
+                    obs.hits += 1
                     return value
     if j in items:
         obs.bad = True

@@ -153,6 +153,19 @@ def test_an_lr_that_changes_every_step_is_never_predicted(counts):
     _assert_same(got, _train(update, n=10, deferral=False))
 
 
+def test_an_lr_that_changes_every_other_step_backs_off(counts):
+    """Each change of lr misses a prediction and recomputes the gradients (when the next call
+    computes the pending updates); the back-off keeps that to a few times in 40 steps."""
+    def update(i, vs, grads):
+        lr = 0.1 if (i // 2) % 2 == 0 else 0.05
+        for v, g in zip(vs, grads):
+            v.assign_sub(lr * g)
+
+    got = _train(update, n=40)
+    assert 1 <= counts["recomputed"] <= 5
+    _assert_same(got, _train(update, n=40, deferral=False))
+
+
 def _at(k, odd):
     """A loop whose step ``k`` updates differently (``odd(vs, grads)``)."""
     def update(i, vs, grads):
