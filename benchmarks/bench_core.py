@@ -14,7 +14,8 @@ small machine); TF and PyTorch follow.
 Each eager step is timed twice: with the update written by hand (``v.assign_sub(lr * g)``
 per variable; PyTorch ``p.sub_(lr * g)``), and with the framework's SGD optimizer
 (``tf.keras.optimizers.SGD(lr).apply_gradients``; PyTorch ``torch.optim.SGD`` with
-``backward()``), the ``+SGD`` rows.
+``backward()``), the ``+SGD`` rows.  The hand-written tapejax step runs once more with its
+predicted updates off (``tapejax.set_speculative_updates(False)``, the "no pred." row).
 * first step: forward + gradient + update of mlp-small in a fresh process
   (tapejax vs plain eager JAX with jax.vjp vs pure JAX jit), i.e. compile latency
 * cached gradient call: only `tape.gradient` on an already-compiled structure
@@ -186,7 +187,24 @@ def bench_jax_side(name, sizes, batch, classes, n, warmup, rows):
     x, y = _data(sizes, batch, classes)
     rows[name] = _interleaved({"pure JAX jit": jax_step(params, x, y, classes),
                                "tapejax eager": tape_step(tj, params, x, y, classes),
-                               "tapejax eager+SGD": tape_step(tj, params, x, y, classes, True)}, n, warmup)
+                               "tapejax eager+SGD": tape_step(tj, params, x, y, classes, True),
+                               UNPREDICTED: _unpredicted(tape_step(tj, params, x, y, classes))},
+                              n, warmup)
+
+
+UNPREDICTED = "tapejax, no pred."
+
+
+def _unpredicted(step):
+    """``step`` with tapejax's predicted updates off (``set_speculative_updates``): the manual
+    step's updates then run in the next step's program, as before predictions."""
+    def run():
+        prev = tj.set_speculative_updates(False)
+        try:
+            return step()
+        finally:
+            tj.set_speculative_updates(prev)
+    return run
 
 
 def bench_other_side(name, sizes, batch, classes, n, warmup, rows):
@@ -321,6 +339,8 @@ def main():
             print(f"{model:32} {label:16} {us:15.1f} {us / base:11.2f}")
     print()
     for model, _, *_ in models:
+        print(f"{model}: tapejax eager / {UNPREDICTED} (manual updates not predicted) = "
+              f"{rows[model]['tapejax eager'] / rows[model][UNPREDICTED]:.3f}")
         for suffix in ("", "+SGD"):
             for other in ("PyTorch eager", "TF eager"):
                 if other + suffix in rows[model]:
