@@ -293,25 +293,33 @@ def test_pending_used_outside_the_tape_and_in_other_threads(deferred):
     np.testing.assert_allclose(got[0], 1 / (1 + np.exp(-X)), rtol=1e-6)
 
 
-def test_set_deferred_execution_validates_and_returns_the_previous_setting():
-    prev = tf.set_deferred_execution(True)
+# The two on/off settings share ``_lazy.set_flag`` and ``_lazy.env_flag``.
+SETTINGS = [(tf.set_deferred_execution, tf.deferred_execution, "TAPEJAX_DEFERRED"),
+            (tf.set_speculative_updates, tf.speculative_updates, "TAPEJAX_SPECULATE")]
+
+
+@pytest.mark.parametrize("setter, getter, env", SETTINGS)
+def test_settings_validate_and_return_the_previous_setting(setter, getter, env):
+    prev = setter(True)
     try:
-        assert tf.set_deferred_execution(False) is True
-        assert tf.deferred_execution() is False
-        with pytest.raises(TypeError, match="enabled"):
-            tf.set_deferred_execution("yes")
-        assert tf.deferred_execution() is False
+        assert setter(False) is True
+        assert getter() is False
+        with pytest.raises(TypeError, match="`enabled` must be a bool"):
+            setter("yes")
+        assert getter() is False
     finally:
-        tf.set_deferred_execution(prev)
+        setter(prev)
 
 
-def test_environment_variable_turns_it_off():
+@pytest.mark.parametrize("setter, getter, env", SETTINGS)
+def test_environment_variables_turn_them_off(setter, getter, env):
+    import os
     import subprocess
     import sys
-    code = "import tapejax as tf; print(tf.deferred_execution())"
+    code = f"import tapejax as tf; print(tf.{getter.__name__}())"
     for val, want in (("0", "False"), ("1", "True"), ("off", "False")):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                             env={**__import__("os").environ, "TAPEJAX_DEFERRED": val}, timeout=120)
+                             env={**os.environ, env: val}, timeout=120)
         assert out.stdout.strip() == want, out.stderr[-2000:]
 
 

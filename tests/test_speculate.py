@@ -4,9 +4,8 @@ The oracle for every value is the same loop with deferral off (every op and
 update dispatched when called); counts of predicted calls and of gradients
 recomputed come from wrapping the module's two entry points.
 """
+import contextlib
 import gc
-import os
-import subprocess
 import sys
 import threading
 import weakref
@@ -45,6 +44,17 @@ def counts(monkeypatch, fresh_cache):
     return c
 
 
+@contextlib.contextmanager
+def _settings(deferral=True, predict=True):
+    """Deferred execution and predicted updates set for the block, then restored."""
+    prev_d, prev_p = tf.set_deferred_execution(deferral), tf.set_speculative_updates(predict)
+    try:
+        yield
+    finally:
+        tf.set_deferred_execution(prev_d)
+        tf.set_speculative_updates(prev_p)
+
+
 def _loss_and_grads(vs, x, y):
     with tf.GradientTape() as tape:
         h = tf.nn.relu(tf.matmul(x, vs[0]) + vs[1])
@@ -61,8 +71,7 @@ def _train(update, n=6, deferral=True, predict=True, read=None):
     """``n`` manual steps, ``update(i, vs, grads)`` applying each; the losses (read after the
     update, as a training loop prints them), what ``read(i, vs, grads)`` returns, and the final
     values."""
-    prev_d, prev_p = tf.set_deferred_execution(deferral), tf.set_speculative_updates(predict)
-    try:
+    with _settings(deferral, predict):
         vs = [tf.Variable(a) for a in INIT]
         x, y = tf.constant(X), tf.constant(Y)
         losses, reads = [], []
@@ -73,9 +82,6 @@ def _train(update, n=6, deferral=True, predict=True, read=None):
             if read is not None:
                 reads.append(read(i, vs, grads))
         return losses, reads, [v.numpy() for v in vs]
-    finally:
-        tf.set_deferred_execution(prev_d)
-        tf.set_speculative_updates(prev_p)
 
 
 def _assert_same(got, want):
@@ -225,8 +231,7 @@ def test_gradients_crossed_between_variables_of_one_shape(counts):
     x = tf.constant([1.0, 2.0, 3.0])
 
     def run(deferral):
-        prev = tf.set_deferred_execution(deferral)
-        try:
+        with _settings(deferral):
             a, b = tf.Variable([0.5, -1.0, 2.0]), tf.Variable([1.0, 1.0, -0.5])
             losses = []
             for i in range(8):
@@ -239,8 +244,6 @@ def test_gradients_crossed_between_variables_of_one_shape(counts):
                 b.assign_sub(0.01 * gb)
                 losses.append(loss.numpy())
             return losses, [], [a.numpy(), b.numpy()]
-        finally:
-            tf.set_deferred_execution(prev)
 
     got = run(True)
     assert counts["predicted"] >= 3
@@ -251,8 +254,7 @@ def test_a_loop_with_output_gradients_is_predicted_and_recomputes_with_them(coun
     """The cotangents go into the predicted program and into the recompute of a gradient that
     is read (step 5)."""
     def run(deferral):
-        prev = tf.set_deferred_execution(deferral)
-        try:
+        with _settings(deferral):
             vs = [tf.Variable(a) for a in INIT]
             x, y = tf.constant(X), tf.constant(Y)
             losses, read = [], None
@@ -266,8 +268,6 @@ def test_a_loop_with_output_gradients_is_predicted_and_recomputes_with_them(coun
                 if i == 4:
                     read = grads[0].numpy()
             return losses, [read], [v.numpy() for v in vs]
-        finally:
-            tf.set_deferred_execution(prev)
 
     got = run(True)
     assert counts["predicted"] >= 3 and counts["recomputed"] == 1
@@ -278,8 +278,7 @@ def test_a_compiled_step_between_predicted_eager_steps(counts):
     """Eager steps (predicted from step 3), two steps through ``tapejax.function`` (nothing is
     deferred there), eager steps again: the eager values throughout."""
     def run(deferral):
-        prev = tf.set_deferred_execution(deferral)
-        try:
+        with _settings(deferral):
             vs = [tf.Variable(a) for a in INIT]
             x, y = tf.constant(X), tf.constant(Y)
 
@@ -291,8 +290,6 @@ def test_a_compiled_step_between_predicted_eager_steps(counts):
             compiled = tf.function(step)
             losses = [(compiled if 4 <= i < 6 else step)().numpy() for i in range(10)]
             return losses, [], [v.numpy() for v in vs]
-        finally:
-            tf.set_deferred_execution(prev)
 
     got = run(True)
     assert counts["predicted"] >= 4 and counts["recomputed"] == 0
@@ -301,8 +298,7 @@ def test_a_compiled_step_between_predicted_eager_steps(counts):
 
 def test_two_gradient_calls_per_step(counts):
     def run(deferral, predict):
-        prev_d, prev_p = tf.set_deferred_execution(deferral), tf.set_speculative_updates(predict)
-        try:
+        with _settings(deferral, predict):
             vs = [tf.Variable(a) for a in INIT]
             x, y = tf.constant(X), tf.constant(Y)
             losses = []
@@ -315,9 +311,6 @@ def test_two_gradient_calls_per_step(counts):
                 _sgd(0, vs, list(first) + list(second))
                 losses.append(loss.numpy())
             return losses, [], [v.numpy() for v in vs]
-        finally:
-            tf.set_deferred_execution(prev_d)
-            tf.set_speculative_updates(prev_p)
 
     got = run(True, True)
     # the first call (which computes the loss) is predicted from step 3; the second runs on the
@@ -410,23 +403,3 @@ def test_clear_cache_drops_predictions_and_their_programs():
     gc.collect()
     assert len(_speculate._PROGRAMS) == len(_speculate._TRACKS) == len(_speculate._REGRADS) == 0
     assert sys.getrefcount(entry) == 2   # `entry` and getrefcount's argument
-
-
-def test_set_speculative_updates_validates_and_returns_the_previous_setting():
-    prev = tf.set_speculative_updates(False)
-    try:
-        assert tf.speculative_updates() is False
-        assert tf.set_speculative_updates(True) is False
-        with pytest.raises(TypeError, match="`enabled` must be a bool"):
-            tf.set_speculative_updates("no")
-        assert tf.speculative_updates() is True
-    finally:
-        tf.set_speculative_updates(prev)
-
-
-def test_environment_variable_turns_it_off():
-    code = "import tapejax as tf; print(tf.speculative_updates())"
-    for val, want in (("0", "False"), ("1", "True"), ("off", "False")):
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                             env={**os.environ, "TAPEJAX_SPECULATE": val}, timeout=120)
-        assert out.stdout.strip() == want, out.stderr[-2000:]
