@@ -14,8 +14,8 @@ small machine); TF and PyTorch follow.
 Each eager step is timed twice: with the update written by hand (``v.assign_sub(lr * g)``
 per variable; PyTorch ``p.sub_(lr * g)``), and with the framework's SGD optimizer
 (``tf.keras.optimizers.SGD(lr).apply_gradients``; PyTorch ``torch.optim.SGD`` with
-``backward()``), the ``+SGD`` rows.  The hand-written tapejax step runs once more with its
-predicted updates off (``tapejax.set_speculative_updates(False)``, the "no pred." row).
+``backward()``), the ``+SGD`` rows.  Both tapejax steps run once more with their predicted
+updates off (``tapejax.set_speculative_updates(False)``, the "no pred." rows).
 * first step: forward + gradient + update of mlp-small in a fresh process
   (tapejax vs plain eager JAX with jax.vjp vs pure JAX jit), i.e. compile latency
 * cached gradient call: only `tape.gradient` on an already-compiled structure
@@ -188,7 +188,8 @@ def bench_jax_side(name, sizes, batch, classes, n, warmup, rows):
     rows[name] = _interleaved({"pure JAX jit": jax_step(params, x, y, classes),
                                "tapejax eager": tape_step(tj, params, x, y, classes),
                                "tapejax eager+SGD": tape_step(tj, params, x, y, classes, True),
-                               UNPREDICTED: _unpredicted(tape_step(tj, params, x, y, classes))},
+                               UNPREDICTED: _unpredicted(tape_step(tj, params, x, y, classes)),
+                               UNPREDICTED + "+SGD": _unpredicted(tape_step(tj, params, x, y, classes, True))},
                               n, warmup)
 
 
@@ -196,8 +197,8 @@ UNPREDICTED = "tapejax, no pred."
 
 
 def _unpredicted(step):
-    """``step`` with tapejax's predicted updates off (``set_speculative_updates``): the manual
-    step's updates then run in the next step's program, as before predictions."""
+    """``step`` with tapejax's predicted updates off (``set_speculative_updates``): a manual
+    step's updates then run in the next step's program, an optimizer's in its own."""
     def run():
         prev = tj.set_speculative_updates(False)
         try:
@@ -332,16 +333,16 @@ def main():
     for m in models:
         bench_other_side(*m, rows)
     print(f"jax {jax.__version__}, backend {jax.default_backend()}, {os.cpu_count()} CPUs\n")
-    print(f"{'model':32} {'framework':16} {'median µs/step':>15} {'× pure JAX':>11}")
+    print(f"{'model':32} {'framework':21} {'median µs/step':>15} {'× pure JAX':>11}")
     for model, _, *_ in models:
         base = rows[model]["pure JAX jit"]
         for label, us in rows[model].items():
-            print(f"{model:32} {label:16} {us:15.1f} {us / base:11.2f}")
+            print(f"{model:32} {label:21} {us:15.1f} {us / base:11.2f}")
     print()
     for model, _, *_ in models:
-        print(f"{model}: tapejax eager / {UNPREDICTED} (manual updates not predicted) = "
-              f"{rows[model]['tapejax eager'] / rows[model][UNPREDICTED]:.3f}")
         for suffix in ("", "+SGD"):
+            print(f"{model}: tapejax eager{suffix} / {UNPREDICTED}{suffix} (updates not predicted) = "
+                  f"{rows[model]['tapejax eager' + suffix] / rows[model][UNPREDICTED + suffix]:.3f}")
             for other in ("PyTorch eager", "TF eager"):
                 if other + suffix in rows[model]:
                     ratio = rows[model]["tapejax eager" + suffix] / rows[model][other + suffix]

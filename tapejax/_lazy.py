@@ -20,8 +20,9 @@ Variable and the read stays pending (``Variable._read``: the tape's node
 holds the thunk); its gradient then computes the pending updates inside its
 own compiled program (``call_with_pending``: the update graph, then the fused
 forward and gradient), so a training step is ONE dispatch.  (Where a loop's
-updates repeat, ``_speculate`` goes one step further: the gradient's program
-computes this step's updates itself and returns no gradients.)  Any other read of
+updates repeat, ``assign_sub``s or an optimizer's, ``_speculate`` goes one step
+further: the gradient's program computes this step's updates itself and
+returns no gradients.)  Any other read of
 a Variable with a pending update computes every pending update together; a
 graph of pending thunks is computed by ``force_many`` as one compiled
 program per structure.  Both compile from the second time a structure is

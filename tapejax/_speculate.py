@@ -1,4 +1,4 @@
-"""Speculative updates: a manual training step's Variable updates computed inside its gradient.
+"""Speculative updates: a training step's Variable updates computed inside its gradient's program.
 
 A manual step (``v.assign_sub(lr * g)`` for each gradient) leaves each Variable
 with a pending update (``_lazy``) that the next step's gradient computes
@@ -28,6 +28,16 @@ sets the Variable to the predicted value, which is the very computation the
 pending update would run on the same inputs (fused into the gradient's
 program by XLA, so equal up to float rounding); anything else takes the
 ordinary pending path.
+
+An optimizer's ``apply_gradients`` is one such update of several Variables (a
+``_Group``: ``on_apply``, called before it computes anything): its compiled
+pure update (the ``Donating`` of its plan, held weakly, so a cached program
+does not keep an optimizer and its slots alive), which gradient goes to which
+Variable, the cached ``lr`` value.  Predicted, the program also reads the
+slots and counters and computes every state Variable's new value; the
+optimizer commits them (constraints run after, as always) when the
+gradients, the state values the prediction read and the ``lr`` are the same
+objects, and otherwise computes the gradients and runs its own update.
 
 A miss costs little unless a gradient the program did not return is needed
 after all (read, or used by an update that did not match): that recomputes it,
@@ -59,24 +69,26 @@ _flags = _Flags()
 def set_speculative_updates(enabled):
     """Turn predicted Variable updates on (the default) or off, for every thread (see the
     module docstring of ``tapejax._speculate``).  Values are the same either way (up to float
-    rounding); off, a manual step's updates are computed by the next step's program.  Returns
-    the previous setting."""
+    rounding); off, a manual step's updates are computed by the next step's program and an
+    optimizer's by its own.  Returns the previous setting."""
     return set_flag(_flags, enabled)
 
 
 def speculative_updates():
-    """Whether manual updates are predicted into the gradient's program (``set_speculative_updates``)."""
+    """Whether a step's updates (``assign_sub``, ``apply_gradients``) are predicted into its gradient's
+    program (``set_speculative_updates``)."""
     return _flags.enabled
 
 
 class _Obs:
     """The updates seen after one gradient call (``items``: gradient position -> (Variable ref,
     callable, position of the gradient among the callable's arguments, the other arguments with
-    None for the Variable's value and the gradient)); ``prev``: the previous call's items;
+    None for the Variable's value and the gradient), or the ``_Group`` of an optimizer's update
+    that used it); ``prev``: the previous call's items;
     ``unstable`` when an update differs from the previous call's (another callable or Variable,
     another const array: an ``lr`` that changes every step cannot be predicted); ``bad`` when
     a gradient was used twice; ``forced`` when a gradient the program did not return was
-    recomputed; ``predicted`` for a call that predicted, ``hits`` its updates that matched; the
+    recomputed; ``predicted`` for a call that predicted, ``hits`` the gradients whose updates matched; the
     gradients' avals."""
 
     __slots__ = ("items", "prev", "unstable", "bad", "forced", "predicted", "hits", "avals")
@@ -105,15 +117,33 @@ class _Rec:
         self.table = table
 
 
-class _Layout:
-    """How a prediction's inputs are laid out: the items it was built from, the number of
-    leaves, the inputs added after them (``ext``: (item index, argument position)), the
-    arguments found among the leaves (``checks``: (leaf index, item index, argument position),
-    checked by identity on every call), the programs' key (entry, per update (callable,
-    gradient index, where each argument comes from)), the program (raw and jitted) and the
-    gradients' recompute."""
+class _Group:
+    """An optimizer's update of several Variables from one call's gradients (``on_apply``):
+    ``fn``, a weak reference to its ``Donating`` (whose ``_f(values, grads, *extra)`` is the
+    pure update); ``refs``, weak references to the state Variables (the updated ones first, in
+    the order of ``js``, then slots and counters); ``js``, the call's gradient for each updated
+    Variable; ``extra``, the other arguments (the cached ``lr`` value, or None)."""
 
-    __slots__ = ("items", "n_leaves", "ext", "checks", "key", "run", "jitted", "regrad")
+    __slots__ = ("fn", "refs", "js", "extra")
+
+    def __init__(self, fn, state, js, extra):
+        self.fn = weakref.ref(fn)
+        self.refs = tuple([weakref.ref(v) for v in state])
+        self.js = js
+        self.extra = extra
+
+
+class _Layout:
+    """How a prediction's inputs are laid out: the items it was built from; the updates among
+    them (``units``: (item, first Variable slot, number of Variables, gradient position)), the
+    Variables they update and read (``vrefs``, weak references; a unit's outputs are as many, in
+    the same order); the number of leaves; the inputs added after them (``ext``: (Variable slot,
+    or -1 for the constant ``obj``, obj)); the inputs found among the leaves (``checks``: (leaf
+    index, slot, obj), checked by identity on every call); the programs' key (entry, per unit
+    its callable and wiring); the program (raw and jitted) and the gradients' recompute."""
+
+    __slots__ = ("items", "units", "vrefs", "groups", "n_leaves", "ext", "checks", "key", "run",
+                 "jitted", "regrad")
 
 
 class _Track:
@@ -150,8 +180,8 @@ def clear():
 
 def tag_results(results, entry, track):
     """Tag the gradients of a call that did not predict, so the updates that follow are seen
-    (one call in 32 only while the calls before had their gradients used by no update: an
-    optimizer's loop, which reads them, pays next to nothing).  ``track``: ``track(entry)``."""
+    (one call in 32 only while the calls before had their gradients used by no update: a loop
+    that transforms them first, clipping them for an optimizer, pays next to nothing).  ``track``: ``track(entry)``."""
     prev = track.obs
     if prev is not None and prev.forced:   # recomputed by this very call (a mismatched update)
         _back_off(track, prev)
@@ -253,56 +283,122 @@ def _regrad_fn(entry, n_leaves):
     return fn
 
 
+_GONE = object()
+
+
 def _layout(entry, items, leaves):
-    """A ``_Layout`` for ``items`` (a tuple, gradient order) and these leaves; None where a
-    Variable is gone, is updated twice, or is not read by this call (its value is no leaf)."""
+    """A ``_Layout`` for ``items`` (a tuple, gradient order) and these leaves; ``_GONE`` where a
+    Variable (or an optimizer's update) is gone, None where a Variable is updated twice or one
+    that a gradient updates is not read by this call (its value is no leaf)."""
     n_leaves = len(leaves)
     at = {}
     for k, v in enumerate(leaves):
         at.setdefault(id(v), k)
-    ext, struct, checks, seen = [], [], [], set()
-    for j, (ref, call, gpos, rest) in enumerate(items):
+    consts = {}
+    units, vrefs, groups, ext, struct, checks, seen = [], [], [], [], [], [], set()
+
+    def place(value, slot, obj):
+        """The input index of a Variable's value (``slot``) or of the constant ``obj``: a leaf
+        (checked on every call) or an input of its own.  (A Variable's value is never shared
+        with another input that is not a leaf: two Variables holding one array now may not
+        later.)"""
+        k = at.get(id(value))
+        if k is not None:
+            checks.append((k, slot, obj))
+            return k
+        k = consts.get(id(value)) if slot < 0 else None
+        if k is None:
+            k = n_leaves + len(ext)
+            ext.append((slot, obj))
+            if slot < 0:
+                consts[id(value)] = k
+        return k
+
+    done = set()
+    for j, item in enumerate(items):
+        if id(item) in done:   # a group, seen at its first gradient
+            continue
+        done.add(id(item))
+        s0 = len(vrefs)
+        if type(item) is _Group:
+            fn = item.fn()
+            if fn is None:
+                return _GONE
+            refs = []
+            for i, ref in enumerate(item.refs):
+                var = ref()
+                if var is None:
+                    return _GONE
+                if var._id in seen:
+                    return None
+                seen.add(var._id)
+                vrefs.append(ref)
+                k = place(_current(var), len(vrefs) - 1, None)
+                if i < len(item.js) and k >= n_leaves:   # an updated Variable this call does not read
+                    return None
+                refs.append(k)
+            extra = tuple([None if e is None else place(e, -1, e) for e in item.extra])
+            struct.append((item.fn, item.js, tuple(refs), extra))
+            groups.append(item)
+            units.append((item, s0, len(item.refs), j))
+            continue
+        ref, call, gpos, rest = item
         var = ref()
-        if var is None or var._id in seen:
+        if var is None:
+            return _GONE
+        if var._id in seen:
             return None
         seen.add(var._id)
+        vrefs.append(ref)
         refs = []
         for p, a in enumerate(rest):
             if p == gpos:
                 refs.append(-1)
-                continue
-            if p == 0:
-                a = _current(var)
-            k = at.get(id(a))
-            if k is None:
-                if p == 0:   # a Variable this call does not read: an earlier model's, maybe
+            elif p == 0:
+                k = place(_current(var), s0, None)
+                if k >= n_leaves:   # a Variable this call does not read: an earlier model's, maybe
                     return None
-                k = at[id(a)] = n_leaves + len(ext)
-                ext.append((j, p))
-            elif k < n_leaves:
-                checks.append((k, j, p))
-            refs.append(k)
+                refs.append(k)
+            else:
+                refs.append(place(a, -1, a))
         struct.append((call, j, tuple(refs)))
+        units.append((item, s0, 1, j))
     lay = _Layout()
     lay.items = items
+    lay.units = tuple(units)
+    lay.vrefs = tuple(vrefs)
+    lay.groups = tuple(groups)
     lay.n_leaves = n_leaves
     lay.ext = tuple(ext)
     lay.checks = tuple(checks)
     lay.key = key = (entry, tuple(struct))
     prog = _PROGRAMS.get(key)
     if prog is None:
-        raw = entry.raw
-        struct = key[1]
-
-        def run(leaves_all, given):
-            grads, values = raw(leaves_all[:n_leaves], given)
-            new = [call(*[grads[j] if r < 0 else leaves_all[r] for r in refs]) for call, j, refs in struct]
-            return values, new
-
-        prog = _PROGRAMS.setdefault(key, (run, jax.jit(run)))
+        prog = _PROGRAMS.setdefault(key, _program(entry.raw, key[1], n_leaves))
     lay.run, lay.jitted = prog
     lay.regrad = _regrad_fn(entry, n_leaves)
     return lay
+
+
+def _program(raw, struct, n_leaves):
+    """(raw, jitted) ``run(leaves and the inputs after them, cotangents) -> (targets' values,
+    updated values)``: the gradient call ``raw`` and each update of ``struct`` on its gradients.
+    An optimizer's update is found through its weak reference when traced (the program does
+    not keep the optimizer alive)."""
+    def run(leaves_all, given):
+        grads, values = raw(leaves_all[:n_leaves], given)
+        new = []
+        for unit in struct:
+            if len(unit) == 3:
+                call, j, refs = unit
+                new.append(call(*[grads[j] if r < 0 else leaves_all[r] for r in refs]))
+            else:
+                fn, js, refs, extra = unit
+                new.extend(fn()._f([leaves_all[r] for r in refs], [grads[j] for j in js],
+                                   *[None if r is None else leaves_all[r] for r in extra]))
+        return values, new
+
+    return run, jax.jit(run)
 
 
 def _current(var):
@@ -313,17 +409,37 @@ def _current(var):
     return v
 
 
-def _fits(lay, items, leaves, olds):
-    """Whether ``lay`` holds for this call: the same items, and the inputs it found among the
-    leaves are still there."""
+def _currents(lay):
+    """The current values of the Variables ``lay`` updates (None where one is gone)."""
+    olds = []
+    for ref in lay.vrefs:
+        var = ref()
+        if var is None:
+            return None
+        v = var._val
+        olds.append(v.value if type(v) is _Thunk and v.value is not None else v)
+    for g in lay.groups:
+        if g.fn() is None:
+            return None
+    return olds
+
+
+def _fits(lay, leaves, olds):
+    """Whether ``lay``'s checks hold for this call: the inputs it found among the leaves are
+    still there."""
+    for k, slot, obj in lay.checks:
+        if leaves[k] is not (olds[slot] if slot >= 0 else obj):
+            return False
+    return True
+
+
+def _same_items(lay, items, leaves):
+    """Whether ``lay`` was built from these very items, for as many leaves."""
     if lay is None or lay.n_leaves != len(leaves):
         return False
     prev = lay.items
     for j in range(len(items)):
         if items[j] is not prev[j]:
-            return False
-    for k, j, p in lay.checks:
-        if leaves[k] is not (olds[j] if p == 0 else items[j][3][p]):
             return False
     return True
 
@@ -336,24 +452,28 @@ def run_predicted(track, entry, leaves, given):
     items_d = obs.items
     n = len(items_d)
     items = tuple([items_d[j] for j in range(n)])
-    variables = []
-    olds = []
-    for it in items:
-        var = it[0]()
-        if var is None:
+    lay = track.layout
+    olds = None
+    if _same_items(lay, items, leaves):
+        olds = _currents(lay)
+        if olds is None:
             track.obs = None   # an earlier model's updates: learn again
             return None
-        variables.append(var)
-        olds.append(_current(var))
-    lay = track.layout
-    if not _fits(lay, items, leaves, olds):
+        if not _fits(lay, leaves, olds):
+            olds = None
+    if olds is None:
         lay = track.layout = _layout(entry, items, leaves)
+        if lay is _GONE:
+            track.layout = None
+            track.obs = None
+            return None
         if lay is None:   # (a Variable the call does not read): not again for a while
             track.penalty = min(max(1, 2 * track.penalty), _PENALTY_MAX)
             track.skip = track.penalty
             return None
+        olds = _currents(lay)
     if lay.ext:
-        leaves_all = leaves + tuple([olds[j] if p == 0 else items[j][3][p] for j, p in lay.ext])
+        leaves_all = leaves + tuple([olds[slot] if slot >= 0 else obj for slot, obj in lay.ext])
     else:
         leaves_all = leaves
     out = None
@@ -382,10 +502,15 @@ def run_predicted(track, entry, leaves, given):
         g = _Thunk(_PICKS[j], (group,), avals[j])
         g.tag = (rec, j)
         grads.append(Pending(g))
-        old = olds[j]
-        if type(old) is _Thunk:
-            old = old.value
-        table[variables[j]._id] = (j, items[j], old, new[j])
+    for item, s0, m, j in lay.units:
+        if m == 1 and type(item) is not _Group:
+            old = olds[s0]
+            if type(old) is _Thunk:
+                old = old.value
+            table[item[0]()._id] = (j, item, old, new[s0])
+        else:
+            table[item.fn()] = (item, tuple([o.value if type(o) is _Thunk else o for o in olds[s0:s0 + m]]),
+                                new[s0:s0 + m])
     return values, tuple(grads)
 
 
@@ -447,7 +572,7 @@ def on_update(var, call, vals):
         obs.bad = True
         return None
     item = obs.prev.get(j)
-    if item is not None and item[1] is call and item[2] == gpos and item[0]() is var:
+    if type(item) is tuple and item[1] is call and item[2] == gpos and item[0]() is var:
         rest = item[3]
         if len(rest) == n:
             for p in range(1, n):
@@ -462,3 +587,73 @@ def on_update(var, call, vals):
     rest[gpos] = None
     items[j] = (weakref.ref(var), call, gpos, tuple(rest))
     return None
+
+
+def on_apply(fn, state, grads, extra):
+    """An optimizer's update of its ``state`` Variables by ``fn`` (a ``Donating``:
+    ``fn._f(values, grads, *extra)``), ``grads`` the gradient Tensors as the user passed them
+    (the updated Variables first in ``state``, in that order): noted when they are gradients
+    of one tagged call, each once; the predicted values of ``state`` where it matches the
+    prediction (else None: the caller runs the update)."""
+    rec = None
+    js = []
+    for g in grads:
+        if type(g) is not Pending:
+            return None
+        tag = g._thunk.tag
+        if tag is None:
+            return None
+        r, j = tag
+        if rec is None:
+            rec = r
+        elif r is not rec:
+            return None
+        js.append(j)
+    if rec is None:
+        return None
+    js = tuple(js)
+    obs = rec.obs
+    items = obs.items
+    table = rec.table
+    if table:
+        hit = table.pop(fn, None)
+        if hit is not None:
+            item, olds, new = hit
+            if item.js == js and _same_extra(item.extra, extra) and len(olds) == len(state):
+                for v, o in zip(state, olds):
+                    if _current(v) is not o:
+                        break
+                else:
+                    if _note(obs, items, js, item):
+                        obs.hits += len(js)
+                    return new
+    item = obs.prev.get(js[0])
+    if not (type(item) is _Group and item.fn() is fn and item.js == js and _same_extra(item.extra, extra)):
+        obs.unstable = True
+        item = _Group(fn, state, js, extra)
+    _note(obs, items, js, item)
+    return None
+
+
+def _same_extra(a, b):
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x is not y:
+            return False
+    return True
+
+
+def _note(obs, items, js, item):
+    """``item`` uses gradients ``js`` of ``obs``'s call; False (and ``obs.bad``) where one of
+    them was used already."""
+    if len(set(js)) != len(js):
+        obs.bad = True
+        return False
+    for j in js:
+        if j in items:
+            obs.bad = True
+            return False
+    for j in js:
+        items[j] = item
+    return True

@@ -92,7 +92,8 @@ def test_10000_eager_training_steps_keep_memory_flat(fresh_cache):
     assert growth < 64 * 1024, f"{growth} B of Python allocations kept over 1,000 steps:\n{_top(s0, s1)}"
     assert rss < 4 * MB, f"RSS grew {rss / MB:.1f} MB over 10,000 steps"
     assert step().numpy() < first                    # it trained
-    assert tf.cache_info().size == 1 and tf.cache_info().compiles == 1
+    # step 1's gradient, then (from step 3) the gradient with Adam's update predicted in it
+    assert tf.cache_info().size == 1 and tf.cache_info().compiles == 2
     assert int(opt.iterations.numpy()) == 10_302
 
 

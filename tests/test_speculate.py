@@ -343,9 +343,10 @@ def test_threads_train_their_own_models(counts):
     assert counts["recomputed"] == 0
 
 
-def test_an_optimizer_loop_is_rarely_watched_and_a_manual_loop_after_it_is_predicted(counts):
-    """Gradients that no update uses (an optimizer reads them) are tagged for observation one
-    call in 32; a manual loop that follows is still learned, within that many steps."""
+def test_gradients_no_update_uses_are_rarely_watched_and_a_manual_loop_after_is_predicted(counts):
+    """Gradients that no update uses as they are (clipped before the optimizer sees them) are
+    tagged for observation one call in 32; a manual loop that follows is still learned, within
+    that many steps."""
     tagged = []
 
     def make_update():
@@ -354,7 +355,7 @@ def test_an_optimizer_loop_is_rarely_watched_and_a_manual_loop_after_it_is_predi
         def update(i, vs, grads):
             if i < 64:
                 tagged.append(sum(g._thunk.tag is not None for g in grads if type(g) is _lazy.Pending))
-                opt.apply_gradients(zip(grads, vs))
+                opt.apply_gradients(zip([tf.clip_by_norm(g, 10.0) for g in grads], vs))
             else:
                 _sgd(i, vs, grads)
         return update
@@ -363,6 +364,236 @@ def test_an_optimizer_loop_is_rarely_watched_and_a_manual_loop_after_it_is_predi
     assert len(tagged) == 64 and sum(t > 0 for t in tagged) <= 4
     assert counts["predicted"] >= 110 - 64 - 32 - 3 and counts["recomputed"] == 0
     _assert_same(got, _train(make_update(), n=110, deferral=False))
+
+
+# -- optimizers -------------------------------------------------------------------
+
+def _optax_adamw():
+    import optax
+    return tf.optimizers.from_optax(optax.adamw(0.01))
+
+
+OPTIMIZERS = {
+    "sgd": lambda: tf.keras.optimizers.SGD(0.1),
+    "nesterov": lambda: tf.keras.optimizers.SGD(0.05, momentum=0.9, nesterov=True),
+    "adam": lambda: tf.keras.optimizers.Adam(0.01),
+    "amsgrad": lambda: tf.keras.optimizers.Adam(0.01, amsgrad=True),
+    "adamw": lambda: tf.keras.optimizers.AdamW(0.01),
+    "nadam": lambda: tf.keras.optimizers.Nadam(0.01),   # (extra state besides slots)
+    "rmsprop_centered": lambda: tf.keras.optimizers.RMSprop(0.01, momentum=0.5, centered=True),
+    "adagrad": lambda: tf.keras.optimizers.Adagrad(0.1),
+    "ftrl": lambda: tf.keras.optimizers.Ftrl(0.1),
+    "schedule": lambda: tf.keras.optimizers.SGD(tf.optimizers.schedules.ExponentialDecay(0.1, 2, 0.5)),
+    "decay_clipnorm": lambda: tf.keras.optimizers.SGD(0.1, decay=0.01, clipnorm=0.5),
+    "global_clipnorm": lambda: tf.keras.optimizers.Adam(0.01, global_clipnorm=0.1),
+    "optax_adamw": _optax_adamw,
+}
+
+
+def _with(make_opt, odd=None, k=4):
+    """An update by ``make_opt()``'s ``apply_gradients`` (``odd(opt, vs, grads)`` instead at
+    step ``k``), and a function returning the optimizer's variables' values."""
+    box = []
+
+    def update(i, vs, grads):
+        if not box:
+            box.append(make_opt())
+        if odd is not None and i == k:
+            odd(box[0], vs, grads)
+        else:
+            box[0].apply_gradients(zip(grads, vs))
+
+    return update, lambda: [w.numpy() for w in box[0].variables()]
+
+
+def _assert_same_optimizer(make_opt, n, odd=None):
+    """The loop under predictions and with deferral off: the same losses, Variables and
+    optimizer state."""
+    update, state = _with(make_opt, odd)
+    got, got_state = _train(update, n=n), state()
+    update, state = _with(make_opt, odd)
+    want, want_state = _train(update, n=n, deferral=False), state()
+    _assert_same(got, want)
+    assert len(got_state) == len(want_state)
+    for a, b in zip(got_state, want_state):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_optimizer_loops_are_predicted_from_the_third_step_and_match_eager(counts, name):
+    """``apply_gradients`` takes the values the gradient's program computed with the optimizer's
+    own update (slots, counters and clipping included): from step 3 nothing else runs."""
+    _assert_same_optimizer(OPTIMIZERS[name], 8)
+    assert counts == {"predicted": 6, "recomputed": 0}
+
+
+def test_a_predicted_optimizer_step_sets_every_state_variable_at_once(counts):
+    update, _ = _with(lambda: tf.keras.optimizers.Adam(0.01))
+    seen = []
+
+    def read(i, vs, grads):
+        opt = update.__closure__[0].cell_contents[0]
+        seen.append((int(opt.iterations.numpy()), all(g._thunk.value is None for g in grads)))
+
+    _train(update, n=5, read=read)
+    assert seen == [(1, False), (2, False), (3, True), (4, True), (5, True)]
+    assert counts == {"predicted": 3, "recomputed": 0}
+
+
+def _set_lr(opt, vs, gs):
+    opt.learning_rate = 0.05
+    opt.apply_gradients(zip(gs, vs))
+
+
+def _reset_slot(opt, vs, gs):
+    opt.get_slot(vs[0], "momentum").assign(tf.zeros_like(vs[0]))
+    opt.apply_gradients(zip(gs, vs))
+
+
+def _assign_iterations(opt, vs, gs):
+    opt.iterations.assign(100)
+    opt.apply_gradients(zip(gs, vs))
+
+
+def _assign_variable(opt, vs, gs):
+    vs[0].assign(vs[0] * 0.5)
+    opt.apply_gradients(zip(gs, vs))
+
+
+ODD_OPTIMIZER = {
+    "lr_changed": _set_lr,
+    "slot_reset": _reset_slot,
+    "iterations_assigned": _assign_iterations,
+    "variable_assigned_before": _assign_variable,
+    "subset": lambda opt, vs, gs: opt.apply_gradients(zip(gs[1:], vs[1:])),
+    "reversed": lambda opt, vs, gs: opt.apply_gradients(zip(gs[::-1], vs[::-1])),
+    "scaled_gradients": lambda opt, vs, gs: opt.apply_gradients(zip([g * 1.0 for g in gs], vs)),
+    "another_optimizer": lambda opt, vs, gs: tf.keras.optimizers.SGD(0.1, momentum=0.9).apply_gradients(
+        zip(gs, vs)),
+    "manual_update": lambda opt, vs, gs: _sgd(0, vs, gs),
+    "twice": lambda opt, vs, gs: [opt.apply_gradients(zip(gs, vs)) for _ in range(2)],
+}
+
+
+@pytest.mark.parametrize("name", sorted(ODD_OPTIMIZER))
+def test_an_optimizer_step_that_updates_otherwise_keeps_eager_values(counts, name):
+    """Step 5 (predicted) changes the learning rate, a slot, the counter or a Variable first,
+    updates other Variables or in another order, with other gradients or another optimizer,
+    by hand, or twice: the prediction does not match (the optimizer computes the gradients and
+    runs its update), and every value stays the eager one."""
+    _assert_same_optimizer(lambda: tf.keras.optimizers.SGD(0.1, momentum=0.9), 9, ODD_OPTIMIZER[name])
+    assert counts["predicted"] >= 3
+
+
+def test_an_optimizer_given_crossed_gradients_of_one_shape(counts):
+    """Step 5 gives two same-shaped Variables each other's gradient (the same optimizer, the
+    same Variables in the same order): the prediction must not match."""
+    x = tf.constant([1.0, 2.0, 3.0])
+
+    def run(deferral):
+        with _settings(deferral):
+            a, b = tf.Variable([0.5, -1.0, 2.0]), tf.Variable([1.0, 1.0, -0.5])
+            opt = tf.keras.optimizers.Adam(0.05)
+            losses = []
+            for i in range(8):
+                with tf.GradientTape() as tape:
+                    loss = tf.reduce_sum(tf.square(a * x)) + tf.reduce_sum(tf.square(b * x + 1.0))
+                ga, gb = tape.gradient(loss, [a, b])
+                if i == 4:
+                    ga, gb = gb, ga
+                opt.apply_gradients([(ga, a), (gb, b)])
+                losses.append(loss.numpy())
+            return losses, [], [a.numpy(), b.numpy()] + [w.numpy() for w in opt.variables()]
+
+    got = run(True)
+    assert counts["predicted"] >= 3 and counts["recomputed"] == 1
+    _assert_same(got, run(False))
+
+
+def test_an_optimizer_and_manual_updates_in_one_step_are_predicted_together(counts):
+    def make_update():
+        opt = tf.keras.optimizers.Adam(0.01)
+
+        def update(i, vs, grads):
+            opt.apply_gradients(zip(grads[:2], vs[:2]))
+            vs[3].assign_sub(0.1 * grads[3])
+            vs[2].assign_sub(0.1 * grads[2])
+        return update
+
+    got = _train(make_update(), n=7)
+    assert counts == {"predicted": 5, "recomputed": 0}
+    _assert_same(got, _train(make_update(), n=7, deferral=False))
+
+
+def test_an_optimizer_loop_then_a_manual_loop_then_the_optimizer_again(counts):
+    """Each switch misses one prediction (its gradients are recomputed), then the new loop is
+    learned."""
+    def make_update():
+        opt = tf.keras.optimizers.SGD(0.1, momentum=0.5)
+
+        def update(i, vs, grads):
+            if 6 <= i < 12:
+                _sgd(i, vs, grads)
+            else:
+                opt.apply_gradients(zip(grads, vs))
+        return update
+
+    got = _train(make_update(), n=18)
+    assert counts["predicted"] >= 10 and counts["recomputed"] <= 2
+    _assert_same(got, _train(make_update(), n=18, deferral=False))
+
+
+def test_a_constraint_runs_on_the_predicted_values(counts):
+    def run(deferral):
+        with _settings(deferral):
+            vs = [tf.Variable(a, constraint=lambda v: tf.clip_by_value(v, -0.5, 0.5)) if k == 0
+                  else tf.Variable(a) for k, a in enumerate(INIT)]
+            opt = tf.keras.optimizers.Adam(0.05)
+            x, y = tf.constant(X), tf.constant(Y)
+            losses = []
+            for _ in range(6):
+                loss, grads = _loss_and_grads(vs, x, y)
+                opt.apply_gradients(zip(grads, vs))
+                losses.append(loss.numpy())
+                assert np.abs(vs[0].numpy()).max() <= 0.5
+            return losses, [], [v.numpy() for v in vs]
+
+    got = run(True)
+    assert counts == {"predicted": 4, "recomputed": 0}
+    _assert_same(got, run(False))
+
+
+def test_minimize_is_predicted(counts):
+    def run(deferral):
+        with _settings(deferral):
+            vs = [tf.Variable(a) for a in INIT]
+            opt = tf.keras.optimizers.Adam(0.01)
+            x, y = tf.constant(X), tf.constant(Y)
+
+            def loss_fn():
+                h = tf.nn.relu(tf.matmul(x, vs[0]) + vs[1])
+                return tf.reduce_mean(tf.square(tf.matmul(h, vs[2]) + vs[3] - y))
+
+            for _ in range(6):
+                opt.minimize(loss_fn, vs)
+            return [loss_fn().numpy()], [], [v.numpy() for v in vs]
+
+    got = run(True)
+    assert counts == {"predicted": 4, "recomputed": 0}
+    _assert_same(got, run(False))
+
+
+def test_predictions_do_not_keep_an_optimizer_alive():
+    """The compiled prediction refers to the optimizer's update weakly: dropping the model and
+    the optimizer frees their state (Adam's slots) while the program stays cached."""
+    tf.clear_cache()
+    update, state = _with(lambda: tf.keras.optimizers.Adam(0.01))
+    _train(update, n=5)
+    opt = update.__closure__[0].cell_contents[0]
+    refs = [weakref.ref(opt)] + [weakref.ref(w) for w in opt.variables()]
+    del opt, update, state
+    gc.collect()
+    assert len(_speculate._PROGRAMS) == 1 and all(r() is None for r in refs)
 
 
 def test_a_constant_lr_loop_compiles_twice_in_100_steps(fresh_cache):

@@ -7,8 +7,9 @@ API: ``apply_gradients(grads_and_vars)``, ``minimize(loss, var_list,
 grad_loss=None, name=None, tape=None)``, ``iterations``, ``learning_rate``
 (float, ``schedules.*``, or any optax schedule), ``variables()``,
 ``get_slot``, ``clipnorm`` / ``clipvalue`` / ``global_clipnorm``.  State lives
-in Variables, so an optimizer works eagerly (one compiled update per step)
-and inside ``tapejax.function``.
+in Variables, so an optimizer works eagerly (one compiled update per step;
+in a loop whose steps repeat, computed inside the gradient's own program from
+the third step: ``tapejax._speculate``) and inside ``tapejax.function``.
 
 Differences from tf_keras, on purpose or forced: ``iterations`` is int32
 unless JAX's x64 mode is on (TF: int64); hyperparameters other than the

@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _dtypes, _nest, _state
+from .. import _dtypes, _nest, _speculate, _state
 from .._lru import Family
 from .._lazy import Pending
 from .._tensor import Tensor, convert_to_tensor
@@ -139,6 +139,21 @@ def _commit(state, var_list, update):
         with deferred_interrupts():
             for v, x in fixed:
                 v._value = x
+
+
+def _run_update(state, var_list, fn, gs, extra, grads=None):
+    """Commit ``fn``'s update of ``state`` (``_commit``) for the gradient Tensors ``gs``: the
+    values their gradient call's program computed for it when it predicted this update
+    (``_speculate.on_apply``: the same optimizer, gradients, state values and ``extra``), else
+    ``fn(values, grads, *extra)``, ``grads`` the gradients' arrays (computed here if None)."""
+    if _speculate._flags.enabled:
+        new = _speculate.on_apply(fn, state, gs, extra)
+        if new is not None:
+            _commit(state, var_list, lambda vals: new)
+            return
+    if grads is None:
+        grads = [g._value for g in gs]
+    _commit(state, var_list, lambda vals: fn(vals, grads, *extra))
 
 
 class Optimizer:
@@ -412,7 +427,7 @@ class Optimizer:
             # Eager: ONE compiled update of every variable, slot and counter (donated).
             state, fn = self._eager_plan(var_list, slot_vars, extra, it_var)
             lr_in = None if lr_var is None else lr_var._value
-            _commit(state, var_list, lambda vals: fn(vals, grads, lr_in))
+            _run_update(state, var_list, fn, [g for g, _ in pairs], (lr_in,), grads)
             return it_var
         new_vars, new_slots, new_extra, new_it = out
         for v, x in zip(var_list, new_vars):
@@ -431,25 +446,32 @@ class Optimizer:
     def _apply_again(self, pairs):
         """The eager update of a list of Variables this optimizer updated before (its compiled
         plan is cached, so the list was checked then: Variables, no repeats, slots made): only
-        the gradients are left to check, Tensors (or pending ones) of their Variables' dtypes
-        and shapes.  None
-        where the full path must run (anything else, or the first update of this list)."""
+        the gradients are left to check, Tensors (or pending ones, checked without computing
+        them: the update may have been predicted, ``_run_update``) of their Variables' dtypes and
+        shapes.  None where the full path must run (anything else, or the first update of this
+        list)."""
         plan = self._updates.get(tuple([v._id if type(v) is Variable else None for _, v in pairs]))
         if plan is None:
             return None
-        grads, var_list = [], []
+        gs, var_list = [], []
         for g, v in pairs:
-            if type(g) is not Tensor and type(g) is not Pending:   # Pending: a gradient (``_lazy``)
+            tg = type(g)
+            if tg is Pending:   # a gradient (``_lazy``), maybe not computed (``_speculate``)
+                th = g._thunk
+                a = th.value
+                meta = th.aval if a is None else a
+            elif tg is Tensor:
+                a = meta = g._value
+            else:
                 return None
-            a = g._value
-            if type(a) is not _Array or not _same_aval(a, v._value):   # (no local keeps the
-                return None                                          # value: see Donating)
-            grads.append(a)
+            if (a is not None and type(a) is not _Array) or not _same_aval(meta, v._value):
+                return None
+            gs.append(g)
             var_list.append(v)
         state, fn = plan
         lr_in = self._lr_var._value if self._lr_sched is None and self._lr_var is not None else None
-        _commit(state, var_list, lambda vals: fn(vals, grads, lr_in))
-        return self._iterations
+        _run_update(state, var_list, fn, gs, (lr_in,))   # (no local keeps a gradient's value:
+        return self._iterations                          # see Donating)
 
     def _eager_plan(self, var_list, slot_vars, extra, it_var):
         """(state Variables in a flat list, jitted flat update) for this list of variables (cached)."""

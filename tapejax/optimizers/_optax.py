@@ -49,35 +49,37 @@ class OptaxOptimizer(Optimizer):
         return group
 
     def apply_gradients(self, grads_and_vars, name=None, experimental_aggregate_gradients=True):
+        from .._lazy import Pending
         from .._state import _local
-        from ._base import Donating, _commit, _filter_empty_gradients, _touch
+        from ._base import Donating, _filter_empty_gradients, _run_update, _touch
         from .._tensor import convert_to_tensor
         pairs = _filter_empty_gradients(grads_and_vars)
-        grads, var_list = [], []
+        gs, var_list = [], []
         for g, v in pairs:
             if not isinstance(v, Variable):
                 raise TypeError(f"apply_gradients expects (gradient, Variable) pairs; got {v!r}")
-            g = convert_to_tensor(g, dtype_hint=v.dtype)._value
+            if type(g) is not Pending:   # (a gradient stays uncomputed: see ``_speculate``)
+                g = convert_to_tensor(g, dtype_hint=v.dtype)
             if tuple(g.shape) != tuple(v._value.shape):
                 from .._errors import InvalidArgumentError
                 raise InvalidArgumentError(None, None, f"var and grad do not have the same shape: variable "
                                            f"{v.name} has shape {tuple(v._value.shape)}, its gradient has "
                                            f"shape {tuple(g.shape)}")
-            grads.append(g)
+            gs.append(g)
             var_list.append(v)
         it_var = self.iterations
         svars, tree = self._state_for(var_list)
         state = list(var_list) + list(svars) + [it_var]
-        n, k = len(var_list), len(svars)
-        if _local.collector is not None or any(isinstance(g, jax.core.Tracer) for g in grads):
+        if _local.collector is not None or any(type(g) is not Pending and isinstance(g._value, jax.core.Tracer)
+                                               for g in gs):
             _touch(state, True)
-            out = self._pure(tree, [v._value for v in state], grads)
+            out = self._pure(tree, [v._value for v in state], [g._value for g in gs])
         else:
-            fn = self._updates.get(("optax", tree, tuple(v._id for v in var_list)))
-            if fn is None:
-                fn = Donating(lambda vals, gs: self._pure(tree, vals, gs))
-                self._updates[("optax", tree, tuple(v._id for v in var_list))] = fn
-            _commit(state, var_list, lambda vals: fn(vals, grads))
+            key = ("optax", tree, tuple(v._id for v in var_list))
+            plan = self._updates.get(key)
+            if plan is None:
+                plan = self._updates[key] = (tuple(state), Donating(lambda vals, grads: self._pure(tree, vals, grads)))
+            _run_update(plan[0], var_list, plan[1], gs, ())
             return it_var
         for v, x in zip(state, out):
             v._value = x

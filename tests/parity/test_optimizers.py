@@ -279,3 +279,32 @@ def test_function_lazily_built_module_and_optimizer(tf):
     x = tf.constant([[1.0, 2.0]])
     losses = [step(x) for _ in range(3)]
     return losses, m.w, [v.numpy() for v in opt.variables()[1:]], len(m.trainable_variables)
+
+
+@parity(needs=f"{LEG}.Adam", **RT)
+def test_an_optimizer_loop_whose_updates_are_predicted(tf):
+    """Ten Adam steps (tapejax computes the update inside the gradient's program from step 3):
+    the learning rate set at step 5, a gradient read at step 6, a slot reset at step 7 and the
+    gradients scaled at step 8 (none of those steps matches a prediction); every loss, the
+    read gradient, the weights and every slot."""
+    opt = _opt(tf, "Adam", learning_rate=0.1)
+    w = tf.Variable([[0.5, -1.0], [2.0, 0.25]], name="w")
+    b = tf.Variable([0.1, -0.2], name="b")
+    x = tf.constant([[1.0, 2.0], [3.0, -1.0], [0.5, 0.5]])
+    losses, read = [], None
+    for step in range(10):
+        with tf.GradientTape() as t:
+            loss = tf.reduce_mean(tf.square(tf.matmul(x, w) + b - 1.0))
+        grads = t.gradient(loss, [w, b])
+        if step == 4:
+            opt.learning_rate = 0.05
+        if step == 5:
+            read = grads[0]
+        if step == 6:
+            opt.get_slot(w, "m").assign(tf.zeros_like(w))
+        if step == 7:
+            grads = [g * 0.5 for g in grads]
+        opt.apply_gradients(zip(grads, [w, b]))
+        losses.append(loss)
+    return {"losses": losses, "read": read, "w": w, "b": b, "iterations": int(opt.iterations.numpy()),
+            "slots": [v.numpy() for v in opt.variables()[1:]]}
