@@ -409,18 +409,22 @@ def _current(var):
     return v
 
 
-def _currents(lay):
-    """The current values of the Variables ``lay`` updates (None where one is gone)."""
+def _currents(lay, keep):
+    """The current values of the Variables ``lay`` updates (None where one, or an optimizer's
+    update, is gone); ``keep`` gets them and the optimizers' updates (held while the call runs)."""
     olds = []
     for ref in lay.vrefs:
         var = ref()
         if var is None:
             return None
+        keep.append(var)
         v = var._val
         olds.append(v.value if type(v) is _Thunk and v.value is not None else v)
     for g in lay.groups:
-        if g.fn() is None:
+        fn = g.fn()
+        if fn is None:
             return None
+        keep.append(fn)
     return olds
 
 
@@ -454,8 +458,9 @@ def run_predicted(track, entry, leaves, given):
     items = tuple([items_d[j] for j in range(n)])
     lay = track.layout
     olds = None
+    keep = []
     if _same_items(lay, items, leaves):
-        olds = _currents(lay)
+        olds = _currents(lay, keep)
         if olds is None:
             track.obs = None   # an earlier model's updates: learn again
             return None
@@ -471,7 +476,10 @@ def run_predicted(track, entry, leaves, given):
             track.penalty = min(max(1, 2 * track.penalty), _PENALTY_MAX)
             track.skip = track.penalty
             return None
-        olds = _currents(lay)
+        olds = _currents(lay, keep)
+        if olds is None:   # (gone meanwhile, on another thread)
+            track.obs = None
+            return None
     if lay.ext:
         leaves_all = leaves + tuple([olds[slot] if slot >= 0 else obj for slot, obj in lay.ext])
     else:
@@ -503,7 +511,7 @@ def run_predicted(track, entry, leaves, given):
         g.tag = (rec, j)
         grads.append(Pending(g))
     for item, s0, m, j in lay.units:
-        if m == 1 and type(item) is not _Group:
+        if type(item) is tuple:
             old = olds[s0]
             if type(old) is _Thunk:
                 old = old.value
