@@ -314,6 +314,18 @@ def _layout(entry, items, leaves):
                 consts[id(value)] = k
         return k
 
+    def claim(ref):
+        """The Variable of ``ref``, now one of the layout's (``_GONE`` where it is gone, None
+        where it is updated twice)."""
+        var = ref()
+        if var is None:
+            return _GONE
+        if var._id in seen:
+            return None
+        seen.add(var._id)
+        vrefs.append(ref)
+        return var
+
     done = set()
     for j, item in enumerate(items):
         if id(item) in done:   # a group, seen at its first gradient
@@ -326,13 +338,9 @@ def _layout(entry, items, leaves):
                 return _GONE
             refs = []
             for i, ref in enumerate(item.refs):
-                var = ref()
-                if var is None:
-                    return _GONE
-                if var._id in seen:
-                    return None
-                seen.add(var._id)
-                vrefs.append(ref)
+                var = claim(ref)
+                if var is None or var is _GONE:
+                    return var
                 k = place(_current(var), len(vrefs) - 1, None)
                 if i < len(item.js) and k >= n_leaves:   # an updated Variable this call does not read
                     return None
@@ -343,13 +351,9 @@ def _layout(entry, items, leaves):
             units.append((item, s0, len(item.refs), j))
             continue
         ref, call, gpos, rest = item
-        var = ref()
-        if var is None:
-            return _GONE
-        if var._id in seen:
-            return None
-        seen.add(var._id)
-        vrefs.append(ref)
+        var = claim(ref)
+        if var is None or var is _GONE:
+            return var
         refs = []
         for p, a in enumerate(rest):
             if p == gpos:

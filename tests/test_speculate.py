@@ -225,14 +225,17 @@ def test_a_variable_updated_by_another_variable_s_gradient(counts):
     _assert_same(got, _train(update, n=6, deferral=False))
 
 
-def test_gradients_crossed_between_variables_of_one_shape(counts):
-    """Step 5 updates each of two same-shaped Variables with the other's gradient: the
-    prediction (each with its own) must not match."""
+@pytest.mark.parametrize("optimizer", [False, True])
+def test_gradients_crossed_between_variables_of_one_shape(counts, optimizer):
+    """Step 5 updates each of two same-shaped Variables with the other's gradient (by hand, or
+    through the same optimizer with the same Variables in the same order): the prediction
+    (each with its own) must not match."""
     x = tf.constant([1.0, 2.0, 3.0])
 
     def run(deferral):
         with _settings(deferral):
             a, b = tf.Variable([0.5, -1.0, 2.0]), tf.Variable([1.0, 1.0, -0.5])
+            opt = tf.keras.optimizers.Adam(0.05) if optimizer else None
             losses = []
             for i in range(8):
                 with tf.GradientTape() as tape:
@@ -240,13 +243,16 @@ def test_gradients_crossed_between_variables_of_one_shape(counts):
                 ga, gb = tape.gradient(loss, [a, b])
                 if i == 4:
                     ga, gb = gb, ga
-                a.assign_sub(0.01 * ga)
-                b.assign_sub(0.01 * gb)
+                if optimizer:
+                    opt.apply_gradients([(ga, a), (gb, b)])
+                else:
+                    a.assign_sub(0.01 * ga)
+                    b.assign_sub(0.01 * gb)
                 losses.append(loss.numpy())
-            return losses, [], [a.numpy(), b.numpy()]
+            return losses, [], [a.numpy(), b.numpy()] + ([w.numpy() for w in opt.variables()] if optimizer else [])
 
     got = run(True)
-    assert counts["predicted"] >= 3
+    assert counts["predicted"] >= 3 and counts["recomputed"] == 1
     _assert_same(got, run(False))
 
 
@@ -483,31 +489,6 @@ def test_an_optimizer_step_that_updates_otherwise_keeps_eager_values(counts, nam
     runs its update), and every value stays the eager one."""
     _assert_same_optimizer(lambda: tf.keras.optimizers.SGD(0.1, momentum=0.9), 9, ODD_OPTIMIZER[name])
     assert counts["predicted"] >= 3
-
-
-def test_an_optimizer_given_crossed_gradients_of_one_shape(counts):
-    """Step 5 gives two same-shaped Variables each other's gradient (the same optimizer, the
-    same Variables in the same order): the prediction must not match."""
-    x = tf.constant([1.0, 2.0, 3.0])
-
-    def run(deferral):
-        with _settings(deferral):
-            a, b = tf.Variable([0.5, -1.0, 2.0]), tf.Variable([1.0, 1.0, -0.5])
-            opt = tf.keras.optimizers.Adam(0.05)
-            losses = []
-            for i in range(8):
-                with tf.GradientTape() as tape:
-                    loss = tf.reduce_sum(tf.square(a * x)) + tf.reduce_sum(tf.square(b * x + 1.0))
-                ga, gb = tape.gradient(loss, [a, b])
-                if i == 4:
-                    ga, gb = gb, ga
-                opt.apply_gradients([(ga, a), (gb, b)])
-                losses.append(loss.numpy())
-            return losses, [], [a.numpy(), b.numpy()] + [w.numpy() for w in opt.variables()]
-
-    got = run(True)
-    assert counts["predicted"] >= 3 and counts["recomputed"] == 1
-    _assert_same(got, run(False))
 
 
 def test_an_optimizer_and_manual_updates_in_one_step_are_predicted_together(counts):
