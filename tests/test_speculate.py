@@ -325,16 +325,21 @@ def test_two_gradient_calls_per_step(counts):
     _assert_same(got, run(False, False))
 
 
-def test_threads_train_their_own_models(counts):
+@pytest.mark.parametrize("optimizer", [False, True])
+def test_threads_train_their_own_models(counts, optimizer):
     """Predictions are learned per thread: four threads training their own Variables with the
-    same structure (one compiled entry) each get the eager values."""
-    want = _train(_sgd, n=8, deferral=False)
+    same structure (one compiled entry), by hand or each with its own Adam, each get the eager
+    values."""
+    def update():
+        return _with(lambda: tf.keras.optimizers.Adam(0.01))[0] if optimizer else _sgd
+
+    want = _train(update(), n=8, deferral=False)
     results = [None] * 4
     errors = []
 
     def work(k):
         try:
-            results[k] = _train(_sgd, n=8)
+            results[k] = _train(update(), n=8)
         except BaseException as e:  # pragma: no cover - reported below
             errors.append(e)
 
@@ -347,6 +352,37 @@ def test_threads_train_their_own_models(counts):
     for got in results:
         _assert_same(got, want)
     assert counts["recomputed"] == 0
+
+
+def test_a_two_tape_two_optimizer_loop_predicts_both_calls(counts):
+    """A GAN-shaped step: two tapes record one forward, each gradient call feeds its own Adam;
+    both calls are predicted from step 3."""
+    rng = np.random.default_rng(1)
+    z0, r0 = rng.normal(size=(8, 3)).astype(np.float32), rng.normal(size=(8, 2)).astype(np.float32)
+    g0 = [rng.normal(size=(3, 2)).astype(np.float32), np.zeros(2, np.float32)]
+    d0 = [rng.normal(size=(2, 1)).astype(np.float32), np.zeros(1, np.float32)]
+
+    def run(deferral):
+        with _settings(deferral):
+            g, d = [tf.Variable(a) for a in g0], [tf.Variable(a) for a in d0]
+            g_opt, d_opt = tf.keras.optimizers.Adam(0.01), tf.keras.optimizers.Adam(0.01)
+            z, r = tf.constant(z0), tf.constant(r0)
+            losses = []
+            for _ in range(10):
+                with tf.GradientTape() as g_tape, tf.GradientTape() as d_tape:
+                    fake = tf.matmul(z, g[0]) + g[1]
+                    fake_out = tf.matmul(fake, d[0]) + d[1]
+                    real_out = tf.matmul(r, d[0]) + d[1]
+                    g_loss = tf.reduce_mean(tf.nn.softplus(-fake_out))
+                    d_loss = tf.reduce_mean(tf.nn.softplus(fake_out)) + tf.reduce_mean(tf.nn.softplus(-real_out))
+                g_opt.apply_gradients(zip(g_tape.gradient(g_loss, g), g))
+                d_opt.apply_gradients(zip(d_tape.gradient(d_loss, d), d))
+                losses += [g_loss.numpy(), d_loss.numpy()]
+            return losses, [], [v.numpy() for v in g + d] + [w.numpy() for w in g_opt.variables() + d_opt.variables()]
+
+    got = run(True)
+    assert counts == {"predicted": 16, "recomputed": 0}
+    _assert_same(got, run(False))
 
 
 def test_gradients_no_update_uses_are_rarely_watched_and_a_manual_loop_after_is_predicted(counts):
