@@ -13,10 +13,12 @@ the third step: ``tapejax._speculate``) and inside ``tapejax.function``.
 
 Differences from tf_keras, on purpose or forced: ``iterations`` is int32
 unless JAX's x64 mode is on (TF: int64); hyperparameters other than the
-learning rate are read when an update is first compiled (change them by
-making a new optimizer); results agree with TF to float32 rounding (XLA may
-fuse ``a * b + c`` into one rounding, TF's kernels round twice), which the
-parity tests bound at rtol 2e-6 over six steps (2e-5 for Ftrl).
+learning rate are read when an update is compiled (an eager loop compiles it
+at its first step and again when its updates start being predicted, at the
+third: change them by making a new optimizer); results agree with TF to
+float32 rounding (XLA may fuse ``a * b + c`` into one rounding, TF's kernels
+round twice), which the parity tests bound at rtol 2e-6 over six steps (2e-5
+for Ftrl).
 """
 from . import schedules
 from ._base import Optimizer
