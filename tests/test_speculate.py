@@ -280,22 +280,28 @@ def test_a_loop_with_output_gradients_is_predicted_and_recomputes_with_them(coun
     _assert_same(got, run(False))
 
 
-def test_a_compiled_step_between_predicted_eager_steps(counts):
+@pytest.mark.parametrize("optimizer", [False, True])
+def test_a_compiled_step_between_predicted_eager_steps(counts, optimizer):
     """Eager steps (predicted from step 3), two steps through ``tapejax.function`` (nothing is
-    deferred there), eager steps again: the eager values throughout."""
+    deferred there), eager steps again, updating by hand or with Adam: the eager values
+    throughout."""
     def run(deferral):
         with _settings(deferral):
             vs = [tf.Variable(a) for a in INIT]
             x, y = tf.constant(X), tf.constant(Y)
+            opt = tf.keras.optimizers.Adam(0.05)
 
             def step():
                 loss, grads = _loss_and_grads(vs, x, y)
-                _sgd(0, vs, grads)
+                if optimizer:
+                    opt.apply_gradients(zip(grads, vs))
+                else:
+                    _sgd(0, vs, grads)
                 return loss
 
             compiled = tf.function(step)
             losses = [(compiled if 4 <= i < 6 else step)().numpy() for i in range(10)]
-            return losses, [], [v.numpy() for v in vs]
+            return losses, [], [v.numpy() for v in vs] + [w.numpy() for w in opt.variables()]
 
     got = run(True)
     assert counts["predicted"] >= 4 and counts["recomputed"] == 0
