@@ -37,7 +37,10 @@ Variable, the cached ``lr`` value.  Predicted, the program also reads the
 slots and counters and computes every state Variable's new value; the
 optimizer commits them (constraints run after, as always) when the
 gradients, the state values the prediction read and the ``lr`` are the same
-objects, and otherwise computes the gradients and runs its own update.
+objects, and otherwise computes the gradients and runs its own update.  The
+program cannot update the optimizer's state in place (a mismatch needs the old
+values), so an optimizer whose slots and counters exceed ``_GROUP_BYTES_MAX``
+is not predicted: its own program donates them.
 
 A miss costs little unless a gradient the program did not return is needed
 after all (read, or used by an update that did not match): that recomputes it,
@@ -57,6 +60,12 @@ from ._lazy import Pending, _Array, _Thunk, call_with_pending, env_flag, force_a
 from ._lru import LRU
 
 _PENALTY_MAX = 1024
+#: An optimizer update is predicted only while its state besides the Variables (slots,
+#: counters) holds at most this many bytes: the predicted program cannot update that state in
+#: place (a mismatch needs the old values), so the old and the new state are both alive while
+#: it runs, where the optimizer's own program donates it.  (The Variables cost nothing extra:
+#: the gradients, as big, are then never made.)  Above it the step is compute-bound anyway.
+_GROUP_BYTES_MAX = 64 << 20
 
 
 class _Flags:
@@ -641,10 +650,20 @@ def on_apply(fn, state, grads, extra):
                     return new
     item = obs.prev.get(js[0])
     if not (type(item) is _Group and item.fn() is fn and item.js == js and _same_extra(item.extra, extra)):
+        if _state_bytes(state[len(js):]) > _GROUP_BYTES_MAX:
+            return None   # too big to hold twice: not noted, the optimizer updates it in place
         obs.unstable = True
         item = _Group(fn, state, js, extra)
     _note(obs, items, js, item)
     return None
+
+
+def _state_bytes(variables):
+    n = 0
+    for v in variables:
+        m = v._meta
+        n += m.size * m.dtype.itemsize
+    return n
 
 
 def _same_extra(a, b):

@@ -475,6 +475,18 @@ def test_optimizer_loops_are_predicted_from_the_third_step_and_match_eager(count
     assert counts == {"predicted": 6, "recomputed": 0}
 
 
+def test_an_optimizer_with_big_state_is_left_to_update_it_in_place(counts, monkeypatch):
+    """Above ``_GROUP_BYTES_MAX`` bytes of slots and counters (both copies would be alive while
+    a predicted program runs) the optimizer is not predicted and runs its own donating update;
+    plain SGD's state is its 4-byte counter."""
+    monkeypatch.setattr(_speculate, "_GROUP_BYTES_MAX", 64)
+    _assert_same_optimizer(OPTIMIZERS["adam"], 8)
+    assert counts == {"predicted": 0, "recomputed": 0}
+    tf.clear_cache()   # (else the entry now watches one call in 32: its gradients went unnoted)
+    _assert_same_optimizer(OPTIMIZERS["sgd"], 8)
+    assert counts == {"predicted": 6, "recomputed": 0}
+
+
 def test_a_predicted_optimizer_step_sets_every_state_variable_at_once(counts):
     update, _ = _with(lambda: tf.keras.optimizers.Adam(0.01))
     seen = []
