@@ -545,6 +545,22 @@ def test_an_optimizer_step_that_updates_otherwise_keeps_eager_values(counts, nam
     assert counts["predicted"] >= 3
 
 
+def test_one_optimizer_applied_to_two_halves_of_a_step_is_not_predicted(counts):
+    """Two ``apply_gradients`` of one optimizer per step share its counter (the second sees
+    the first's increment): they cannot be computed side by side, so nothing is predicted."""
+    def make_update():
+        opt = tf.keras.optimizers.Adam(0.05)
+
+        def update(i, vs, grads):
+            opt.apply_gradients(zip(grads[:2], vs[:2]))
+            opt.apply_gradients(zip(grads[2:], vs[2:]))
+        return update
+
+    got = _train(make_update(), n=9)
+    assert counts == {"predicted": 0, "recomputed": 0}
+    _assert_same(got, _train(make_update(), n=9, deferral=False))
+
+
 def test_an_optimizer_and_manual_updates_in_one_step_are_predicted_together(counts):
     def make_update():
         opt = tf.keras.optimizers.Adam(0.01)
