@@ -34,6 +34,8 @@ values are declared ``jit=False``.  Static parameters are keyword-only
 Every public op function carries ``_tf_types``: the TF type names it binds
 (read by ``tools/gen_ops_table.py`` and the coverage test).
 """
+import operator
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -325,22 +327,10 @@ def _defer_binary(tapes, prim, op_type, kinds, call, x, y, tx, ty, converted):
         aval = None
     else:
         # ``_operand`` and ``concrete``, written out (the hottest path of a training step)
-        if tx is Tensor:
-            vx = x._value
-        elif tx is Pending:
-            vx = x._thunk
-        elif tx is Variable:
-            vx = x._val
-        else:
+        gx, gy = _GET_OPERAND(tx), _GET_OPERAND(ty)
+        if gx is None or gy is None:
             return None
-        if ty is Tensor:
-            vy = y._value
-        elif ty is Pending:
-            vy = y._thunk
-        elif ty is Variable:
-            vy = y._val
-        else:
-            return None
+        vx, vy = gx(x), gy(y)
         if _HAS_COMMITTED:
             t = type(vx)
             if t is not _Thunk and (t is not _Array or vx._committed):
@@ -370,6 +360,11 @@ def _defer_binary(tapes, prim, op_type, kinds, call, x, y, tx, ty, converted):
         y = y._read_deferred(tapes)
         vy, iy = _operand(y), y._id
     return defer(tapes, prim, call, (), (ix, iy), (vx, vy), aval)
+
+
+#: An operand's array or thunk by its type (``_operand`` without the bare array).
+_GET_OPERAND = {Tensor: operator.attrgetter("_value"), Pending: operator.attrgetter("_thunk"),
+                Variable: operator.attrgetter("_val")}.get
 
 
 def _operand(v):
