@@ -464,7 +464,6 @@ def _call_fused(entry, nodes, program, src_objs, kept, cts, targets):
     if out is not None:   # the step's updates predicted: computed here, the gradients not returned
         values, results = out
     else:
-        out = None
         for v in leaves:
             if type(v) is _Thunk:   # pending values (a Variable's update): computed in the same program
                 out = call_with_pending(entry, entry.raw, leaves, given)
