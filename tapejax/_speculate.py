@@ -33,11 +33,12 @@ An optimizer's ``apply_gradients`` is one such update of several Variables (a
 ``_Group``: ``on_apply``, called before it computes anything): its compiled
 pure update (the ``Donating`` of its plan, held weakly, so a cached program
 does not keep an optimizer and its slots alive), which gradient goes to which
-Variable, the cached ``lr`` value.  Predicted, the program also reads the
-slots and counters and computes every state Variable's new value; the
-optimizer commits them (constraints run after, as always) when the
-gradients, the state values the prediction read and the ``lr`` are the same
-objects, and otherwise computes the gradients and runs its own update.  The
+Variable, the cached ``lr`` and the hyperparameter Variables' values.  Predicted,
+the program also reads the slots and counters and computes every state
+Variable's new value; the optimizer commits them (constraints run after, as
+always) when the gradients, the state values the prediction read, the ``lr``
+and the hyperparameters are the same objects, and otherwise computes the
+gradients and runs its own update.  The
 program cannot update the optimizer's state in place (a mismatch needs the old
 values), so an optimizer whose slots and counters exceed ``_GROUP_BYTES_MAX``
 is not predicted: its own program donates them.
@@ -131,7 +132,8 @@ class _Group:
     ``fn``, a weak reference to its ``Donating`` (whose ``_f(values, grads, *extra)`` is the
     pure update); ``refs``, weak references to the state Variables (the updated ones first, in
     the order of ``js``, then slots and counters); ``js``, the call's gradient for each updated
-    Variable; ``extra``, the other arguments (the cached ``lr`` value, or None)."""
+    Variable; ``extra``, the other arguments (the cached ``lr`` value, or None, then the
+    values of the hyperparameter Variables the update reads)."""
 
     __slots__ = ("fn", "refs", "js", "extra")
 

@@ -6,7 +6,8 @@ One NumPy ``.npz`` archive per checkpoint, read with ``allow_pickle=False``:
 
 * one array per Variable, keyed by its *object path* from the checkpoint's
   root: ``"model/layers/0/w"`` (attributes of Modules in sorted order, list
-  indices, dict keys), ``"optimizer/iter"``, ``"optimizer/learning_rate"``,
+  indices, dict keys), ``"optimizer/iter"``, ``"optimizer/learning_rate"``, the other
+  hyperparameters that TF keeps in Variables (``"optimizer/beta_1"``, ``"optimizer/decay"`` ...),
   ``"optimizer/slots/<variable path>/<slot name>"`` (``m``, ``v`` ...),
   ``"optimizer/extra/<i>"`` (Nadam's momentum cache), ``"optimizer/optax/<i>"``
   (the leaves of an optax state), ``"save_counter"``;
@@ -114,6 +115,8 @@ class _Graph:
             return out + self._optax_entries(path, opt, create_from)
         if opt._lr_var is not None and opt._lr_sched is None:
             out.append((f"{path}/learning_rate", opt._lr_var))
+        for name in sorted(opt._hyper):   # beta_1, decay, momentum ... (Variables, as in TF)
+            out.append((f"{path}/{name}", opt._hyper[name]))
         if create_from is not None:
             want = []
             for vpath, var in self.vars.items():

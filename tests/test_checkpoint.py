@@ -74,8 +74,23 @@ def test_format_is_plain_npz_with_object_paths(tmp_path):
         np.testing.assert_array_equal(z["model/layers/0/w"], model.layers[0].w.numpy())
     assert meta["format"] == "tapejax-checkpoint" and meta["version"] == 1
     assert {"model/layers/0/w", "model/layers/1/b", "optimizer/iter", "optimizer/learning_rate",
+            "optimizer/beta_1", "optimizer/beta_2", "optimizer/decay",
             "optimizer/slots/model/layers/0/w/m", "optimizer/slots/model/layers/1/b/v",
             "save_counter"} <= keys
+
+
+def test_hyperparameters_set_during_training_are_restored(tmp_path):
+    """beta_1 lives in a Variable (as in TF): a value set during training is saved, and the
+    restored optimizer continues with it."""
+    model, opt = Net(), tf.optimizers.Adam(0.01)
+    _train(model, opt, 2)
+    opt.beta_1 = 0.5
+    path = tf.train.Checkpoint(model=model, optimizer=opt).save(str(tmp_path / "ckpt"))
+    want = _train(model, opt, 2)
+    model2, opt2 = Net(), tf.optimizers.Adam(0.01)
+    tf.train.Checkpoint(model=model2, optimizer=opt2).restore(path).assert_consumed()
+    assert float(opt2.beta_1.numpy()) == 0.5
+    np.testing.assert_allclose(_train(model2, opt2, 2), want, rtol=1e-6)
 
 
 def test_save_numbering_and_latest_checkpoint(tmp_path):

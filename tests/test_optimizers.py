@@ -251,3 +251,118 @@ def test_set_get_weights_and_config():
     assert int(opt2.iterations.numpy()) == 1
     with pytest.raises(ValueError, match="expecting 5 weights"):
         opt2.set_weights(weights[:2])
+
+
+# -- hyperparameters --------------------------------------------------------------------------
+
+def _keras_adam(w, grads, lr, betas, eps):
+    """Oracle: tf_keras' Adam (epsilon-hat placement) in float64 NumPy, beta_1/beta_2 per step
+    (float32-rounded, as TF's hyperparameter Variables hold them)."""
+    m = np.zeros_like(w)
+    v = np.zeros_like(w)
+    for t, (g, (b1, b2)) in enumerate(zip(grads, betas), 1):
+        b1, b2 = float(np.float32(b1)), float(np.float32(b2))
+        alpha = lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+        m = m + (g - m) * (1 - b1)
+        v = v + (g * g - v) * (1 - b2)
+        w = w - m * alpha / (np.sqrt(v) + eps)
+    return w
+
+
+def test_hyperparameters_are_variables_the_update_reads_each_step():
+    """``opt.beta_1`` is a float32 Variable; setting it (or assigning the Variable) changes the
+    next update without compiling it again; oracle: Keras' Adam formula in NumPy."""
+    opt = optimizers.Adam(0.1, beta_1=0.8)
+    assert isinstance(opt.beta_1, tf.Variable) and not opt.beta_1.trainable
+    assert opt.beta_1.dtype == tf.float32 and opt.beta_1.name == "Adam/beta_1:0"
+    assert isinstance(opt.decay, tf.Variable) and float(opt.decay.numpy()) == 0.0
+    assert all(v is not opt.beta_1 for v in opt.variables())   # (TF: not in variables())
+    w = tf.Variable([1.0, -2.0])
+    grads = [np.array([0.5, 1.0]), np.array([-1.0, 2.0]), np.array([0.25, -0.5]), np.array([1.0, 1.0])]
+    betas = [(0.8, 0.999), (0.8, 0.999), (0.5, 0.999), (0.5, 0.9)]
+    for i, g in enumerate(grads):
+        if i == 2:
+            opt.beta_1 = 0.5
+        if i == 3:
+            opt.beta_2.assign(0.9)
+        opt.apply_gradients([(tf.constant(g.astype("float32")), w)])
+    np.testing.assert_allclose(w.numpy(), _keras_adam(np.array([1.0, -2.0]), grads, 0.1, betas, 1e-7),
+                               rtol=1e-5)
+    ((_, fn),) = opt._updates.values()
+    assert fn._cache_size() == 1   # one compile for the four steps
+    assert opt.get_config()["beta_1"] == 0.5 and opt.get_config()["beta_2"] == pytest.approx(0.9)
+    assert optimizers.Adam.from_config(opt.get_config()).get_config() == opt.get_config()
+
+
+def test_a_plain_hyperparameter_change_compiles_the_update_again():
+    """epsilon (a plain float in Keras, read when an eager step runs) is read at compile time:
+    setting it drops the compiled update, so the next step uses it."""
+    opt = optimizers.Adam(0.1)
+    w = tf.Variable([1.0, -2.0])
+    grads = [np.array([0.5, 1.0]), np.array([-1.0, 2.0]), np.array([0.25, -0.5])]
+    for i, g in enumerate(grads):
+        if i == 2:
+            opt.epsilon = 0.5
+            assert len(opt._updates) == 0
+        opt.apply_gradients([(tf.constant(g.astype("float32")), w)])
+    # epsilon enters only the last step; the oracle's first two steps use 1e-7
+    w2 = _keras_adam(np.array([1.0, -2.0]), grads[:2], 0.1, [(0.9, 0.999)] * 2, 1e-7)
+    m = v = np.zeros(2)
+    for t, g in enumerate(grads, 1):
+        m = m + (g - m) * (1 - np.float32(0.9))
+        v = v + (g * g - v) * (1 - np.float32(0.999))
+    b1, b2 = float(np.float32(0.9)), float(np.float32(0.999))
+    alpha = 0.1 * np.sqrt(1 - b2 ** 3) / (1 - b1 ** 3)
+    np.testing.assert_allclose(w.numpy(), w2 - m * alpha / (np.sqrt(v) + 0.5), rtol=1e-5)
+    opt.learning_rate = 0.05          # (a property: no recompile)
+    opt.apply_gradients([(tf.constant([1.0, 1.0]), w)])
+    ((_, fn),) = opt._updates.values()
+    assert fn._cache_size() == 1
+
+
+def test_hyperparameters_inside_a_compiled_step_are_read_when_it_runs():
+    w = tf.Variable([1.0, -2.0])
+    opt = optimizers.SGD(0.1, momentum=0.9)
+
+    @tf.function
+    def step(g):
+        opt.apply_gradients([(g, w)])
+
+    g = tf.constant([1.0, 1.0])
+    step(g)
+    opt.momentum = 0.5
+    step(g)
+    assert step.experimental_get_tracing_count() == 1
+    # velocity: -0.1, then 0.5 * -0.1 - 0.1 = -0.15; w = 1 - 0.1 - 0.15
+    np.testing.assert_allclose(w.numpy(), [0.75, -2.25], rtol=1e-6)
+
+
+def test_bad_hyperparameter_values_change_nothing():
+    opt = optimizers.Adam(0.1, beta_1=0.8)
+    for bad, err in (("high", ValueError), (None, TypeError), ([0.5, 0.6], ValueError), (object(), TypeError),
+                     (tf.constant([0.5, 0.6]), ValueError), (tf.constant(True), TypeError)):
+        with pytest.raises(err, match="beta_1"):
+            opt.beta_1 = bad
+    assert float(opt.beta_1.numpy()) == np.float32(0.8)
+    opt.beta_1 = tf.Variable(0.7)   # a scalar Tensor or Variable: its value
+    assert opt.beta_1.numpy() == np.float32(0.7)
+    opt.beta_1 = tf.constant(1)     # (an integer one is cast)
+    assert opt.beta_1.numpy() == 1.0 and opt.beta_1.dtype == tf.float32
+
+
+def test_slot_deciding_attributes():
+    """amsgrad / centered decide the slots: settable until the first update (as in TF), then
+    a ValueError (TF fails at the next update instead)."""
+    opt = optimizers.Adam(0.1)
+    opt.amsgrad = True
+    w = tf.Variable([1.0, -2.0])
+    opt.apply_gradients([(tf.constant([1.0, 1.0]), w)])
+    assert opt.get_slot(w, "vhat") is not None
+    with pytest.raises(ValueError, match="amsgrad"):
+        opt.amsgrad = False
+    assert opt.amsgrad is True
+    opt.amsgrad = True   # (the same value: fine)
+    r = optimizers.RMSprop(0.1, centered=True)
+    r.centered = False
+    r.apply_gradients([(tf.constant([1.0, 1.0]), w)])
+    assert r.get_slot_names() == ["rms"]

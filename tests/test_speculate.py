@@ -520,8 +520,17 @@ def _assign_variable(opt, vs, gs):
     opt.apply_gradients(zip(gs, vs))
 
 
+def _set_attribute(name, value):
+    def run(opt, vs, gs):
+        setattr(opt, name, value)   # momentum: its Variable; nesterov: the compiled update dropped
+        opt.apply_gradients(zip(gs, vs))
+    return run
+
+
 ODD_OPTIMIZER = {
     "lr_changed": _set_lr,
+    "momentum_changed": _set_attribute("momentum", 0.5),
+    "nesterov_changed": _set_attribute("nesterov", True),
     "slot_reset": _reset_slot,
     "iterations_assigned": _assign_iterations,
     "variable_assigned_before": _assign_variable,
@@ -537,10 +546,11 @@ ODD_OPTIMIZER = {
 
 @pytest.mark.parametrize("name", sorted(ODD_OPTIMIZER))
 def test_an_optimizer_step_that_updates_otherwise_keeps_eager_values(counts, name):
-    """Step 5 (predicted) changes the learning rate, a slot, the counter or a Variable first,
-    updates other Variables or in another order, with other gradients or another optimizer,
-    by hand, or twice: the prediction does not match (the optimizer computes the gradients and
-    runs its update), and every value stays the eager one."""
+    """Step 5 (predicted) changes the learning rate, momentum (a Variable), nesterov (drops the
+    compiled update), a slot, the counter or a Variable first, updates other Variables or in
+    another order, with other gradients or another optimizer, by hand, or twice: the prediction
+    does not match (the optimizer computes the gradients and runs its update), and every value
+    stays the eager one."""
     _assert_same_optimizer(lambda: tf.keras.optimizers.SGD(0.1, momentum=0.9), 9, ODD_OPTIMIZER[name])
     assert counts["predicted"] >= 3
 

@@ -11,14 +11,27 @@ in Variables, so an optimizer works eagerly (one compiled update per step;
 in a loop whose steps repeat, computed inside the gradient's own program from
 the third step: ``tapejax._speculate``) and inside ``tapejax.function``.
 
+Hyperparameters change as in tf_keras: those it keeps in Variables
+(``learning_rate``, ``decay``, ``beta_1``/``beta_2``, ``momentum``, ``rho``,
+Ftrl's ``learning_rate_power``, ``l1_regularization_strength``,
+``l2_regularization_strength``, ``beta``) are float32 Variables here too
+(``opt.beta_1 = 0.5`` assigns one; ``opt.beta_1.assign(0.5)`` too), read by
+the compiled update at every step, eagerly and inside ``tapejax.function``,
+with no recompile, and saved by ``tapejax.train.Checkpoint``; as in TF,
+``decay`` is read from the constructor and ``momentum`` is ignored by an SGD or
+RMSprop made without it.  Plain attributes (``epsilon``, ``nesterov``,
+``clipnorm`` ..., AdamW's betas and ``weight_decay``) take effect at the next
+eager step (setting one drops the compiled update, which is compiled again);
+a compiled function reads them when it is traced, as ``tf.function`` does.
+``amsgrad`` and ``centered`` decide the slots: settable until the first update.
+
 Differences from tf_keras, on purpose or forced: ``iterations`` is int32
-unless JAX's x64 mode is on (TF: int64); hyperparameters other than the
-learning rate are read when an update is compiled (an eager loop compiles it
-at its first step and again when its updates start being predicted, at the
-third: change them by making a new optimizer); results agree with TF to
-float32 rounding (XLA may fuse ``a * b + c`` into one rounding, TF's kernels
-round twice), which the parity tests bound at rtol 2e-6 over six steps (2e-5
-for Ftrl).
+unless JAX's x64 mode is on (TF: int64); a hyperparameter set to None or to
+a string is an error at once (TF stores NaN, or fails at the next update);
+results agree with TF to float32 rounding (XLA may fuse ``a * b + c`` into
+one rounding, TF's kernels round twice), which the parity tests bound at rtol
+2e-6 over six steps (2e-5 for Ftrl and for eight steps with hyperparameters
+changed).
 """
 from . import schedules
 from ._base import Optimizer

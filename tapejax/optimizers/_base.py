@@ -1,17 +1,22 @@
 """The Keras-2 ``OptimizerV2`` API on one compiled, pure update.
 
 An optimizer is a *rule*: ``_apply(coef, grad, var, slots) -> (new_var, new_slots)``
-per variable, plus ``_prepare(lr, step, extra) -> (coef, new_extra)`` once per
-update (``step`` = iterations + 1).  Its state lives in Variables
-(``iterations``, the slots such as ``m``/``v``, a float learning-rate
-Variable), so the same object works eagerly and inside ``tapejax.function``:
+per variable, plus ``_prepare(c, step, extra) -> (coef, new_extra)`` once per
+update (``step`` = iterations + 1; ``c`` holds ``lr`` and the hyperparameters
+the update reads).  Its state lives in Variables (``iterations``, the slots
+such as ``m``/``v``, a float learning-rate Variable, and one float32 Variable
+per hyperparameter that tf_keras keeps in a Variable: ``_HYPERS``, which
+``opt.beta_1 = x`` assigns, so changing one never recompiles), so the same
+object works eagerly and inside ``tapejax.function``:
 
 * eagerly, ``apply_gradients`` gathers the arrays of every variable, slot and
   the gradients and calls ONE ``jax.jit`` update (cached per list of
   variables), with the variables and slots donated (those that something
   else also holds, e.g. a Tensor the user kept, are passed undonated:
   ``Donating``), then writes the new arrays back: one dispatch per step,
-  not one per variable and slot;
+  not one per variable and slot; setting any other public attribute
+  (``epsilon``, ``nesterov`` ...) drops these compiled updates, so the next
+  step compiles one that reads it;
 * inside ``tapejax.function`` the same pure update runs on the tracers (the
   Variables report themselves to the function's collector, so the slots are
   threaded through the compiled step as state).
@@ -50,6 +55,27 @@ def _float_hyper(name, value):
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
         raise TypeError(f"Argument `{name}` must be a float; received: {name}={value!r}")
     return float(value)
+
+
+def _scalar_float(name, value, what="a float or a scalar Tensor"):
+    """``value`` (a number, or a 0-d Tensor, Variable or array) as a Python float; TF's error
+    classes: a string is a ValueError, None or another object a TypeError, a non-scalar a
+    ValueError."""
+    if isinstance(value, (Tensor, Variable)):
+        value = value._value
+    if isinstance(value, str):
+        raise ValueError(f"Argument `{name}` must be {what}; received: {name}={value!r}")
+    if value is None or isinstance(value, bool):
+        raise TypeError(f"Argument `{name}` must be {what}; received: {name}={value!r}")
+    try:
+        a = np.asarray(value)
+    except Exception:
+        a = None
+    if a is None or a.dtype.kind not in "fiu":
+        raise TypeError(f"Argument `{name}` must be {what}; received: {name}={value!r}")
+    if a.shape != ():
+        raise ValueError(f"Argument `{name}` must be a scalar; received: {name} of shape {a.shape}")
+    return float(a)
 
 
 def _touch(variables, assign):
@@ -162,8 +188,18 @@ class Optimizer:
     _SLOTS = ()           # slot names, in Keras' creation order
     _INTERLEAVED = False  # slots created variable by variable (Ftrl) instead of slot by slot
     _DEFAULT_NAME = "Optimizer"
+    #: Hyperparameters that tf_keras keeps in float32 Variables (its ``_set_hyper``) and the
+    #: update reads at every step: ``opt.beta_1`` is that Variable, ``opt.beta_1 = 0.5``
+    #: assigns it, and the compiled update takes their values as inputs (no recompile).
+    _HYPERS = ()
+    #: Attributes fixed once slots exist (they decide which slots there are).
+    _STRUCTURAL = ()
 
     def __init__(self, name, learning_rate=0.001, **kwargs):
+        object.__setattr__(self, "_hyper", {})        # name -> float32 Variable (``_HYPERS``)
+        object.__setattr__(self, "_hyper_py", {})     # name -> the Python float last set
+        object.__setattr__(self, "_updates", None)
+        object.__setattr__(self, "_hv", None)         # the Variables the update reads (cached)
         for k in kwargs:
             if k not in _ALLOWED_KWARGS:
                 raise TypeError(f"Unexpected keyword argument passed to optimizer: {k}. Allowed "
@@ -184,6 +220,9 @@ class Optimizer:
             self.clipvalue = _float_hyper("clipvalue", self.clipvalue)
         self._initial_decay = _float_hyper("decay", kwargs.pop("decay", 0.0))
         self._name = name
+        # tf_keras keeps ``decay`` in a Variable too, but its update reads the constructor's
+        # value (``_initial_decay``): assigning ``opt.decay`` changes nothing, as in TF.
+        self._set_hyper("decay", self._initial_decay)
         self._iterations = None
         self._lr_var = None
         self._lr_sched = None
@@ -194,6 +233,78 @@ class Optimizer:
         self._set_learning_rate(learning_rate)
 
     # -- hyperparameters -----------------------------------------------------
+    def __getattr__(self, name):   # (only for names ordinary lookup does not find)
+        hyper = self.__dict__.get("_hyper")
+        if hyper is not None and name in hyper:
+            return hyper[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __setattr__(self, name, value):
+        if name[0] != "_" and not isinstance(getattr(type(self), name, None), property):
+            if name in self._HYPERS or name == "decay":
+                self._set_hyper(name, value)
+                return
+            structural = name in self._STRUCTURAL
+            if structural and self.__dict__.get("_slots") and getattr(self, name) != value:
+                raise ValueError(f"`{name}` decides which slots {type(self).__name__} keeps; it cannot "
+                                 "change after the first apply_gradients (make a new optimizer). "
+                                 f"Received: {name}={value!r}")
+            # Any other public attribute (epsilon, clipnorm, nesterov, ...) is read when the
+            # update is compiled: drop the compiled updates so that the next step reads it.
+            updates = self.__dict__.get("_updates")
+            if updates is not None:
+                updates.clear()
+            object.__setattr__(self, name, value)
+            if structural:
+                self._set_slots()
+            return
+        object.__setattr__(self, name, value)
+
+    def _set_slots(self):
+        """Set ``_SLOTS`` from the ``_STRUCTURAL`` attributes (Adam's ``amsgrad`` ...)."""
+
+    def _set_hyper(self, name, value):
+        """Set a ``_HYPERS`` hyperparameter: assign its float32 Variable (made on first set)."""
+        if isinstance(value, (Tensor, Variable)):
+            if tuple(value.shape) != ():
+                raise ValueError(f"Argument `{name}` must be a scalar; received: {name} of shape "
+                                 f"{tuple(value.shape)}")
+            if not (value.dtype.is_floating or value.dtype.is_integer):
+                raise TypeError(f"Argument `{name}` must be a float; received: {name}={value!r}")
+            new = jnp.asarray(value._value, jnp.float32)
+            py = None
+        else:
+            py = _scalar_float(name, value, "a float")
+            new = np.float32(py)
+        var = self._hyper.get(name)
+        if var is None:
+            with jax.ensure_compile_time_eval():
+                self._hyper[name] = Variable(new, trainable=False, name=f"{self._name}/{name}")
+        else:
+            var.assign(new)
+        self._hyper_py[name] = py
+
+    def _hyper_value(self, name):
+        """A hyperparameter's value as a Python float (``get_config``): the number last set
+        while the Variable still holds it, else the Variable's value."""
+        value = self.__dict__["_hyper"].get(name)
+        if not isinstance(value, Variable):
+            return value
+        now = value.numpy().item()
+        py = self._hyper_py.get(name)
+        return py if py is not None and np.float32(py) == np.float32(now) else now
+
+    def _update_hypers(self):
+        """The ``_HYPERS`` the update reads (all of them; SGD and RMSprop without momentum
+        leave ``momentum`` out, as tf_keras does)."""
+        return self._HYPERS
+
+    def _hyper_vars(self):
+        hv = self._hv
+        if hv is None:
+            hv = self._hv = tuple(self._hyper[n] for n in self._update_hypers())
+        return hv
+
     def _set_learning_rate(self, value):
         value = getattr(value, "_value", value) if isinstance(value, (Tensor, Variable)) else value
         if isinstance(value, _schedules.LearningRateSchedule) or (callable(value) and not isinstance(value, (int, float))):
@@ -283,7 +394,8 @@ class Optimizer:
         for k in ("clipnorm", "global_clipnorm", "clipvalue"):
             if getattr(self, k) is not None:
                 cfg[k] = getattr(self, k)
-        cfg.update(self._hyper_config())
+        cfg.update({k: self._hyper_value(k) if k in self._HYPERS else v
+                    for k, v in self._hyper_config().items()})
         return cfg
 
     @classmethod
@@ -353,17 +465,21 @@ class Optimizer:
             grads = _clip_by_global_norm(grads, self.global_clipnorm)
         return grads
 
-    def _prepare(self, lr, step, extra):
-        return {"lr": lr}, extra
+    def _prepare(self, c, step, extra):
+        """Optimizer-wide coefficients: ``c`` holds ``lr`` and the ``_update_hypers`` (float32
+        scalars); returns (coefficients for ``_apply``, new extra state)."""
+        return c, extra
 
     def _apply(self, c, g, v, slots):
         raise NotImplementedError
 
-    def _pure_update(self, var_vals, slot_vals, extra_vals, grads, it, lr_in):
+    def _pure_update(self, var_vals, slot_vals, extra_vals, grads, it, lr_in, hyp):
         lr = self._lr_value(lr_in, it)
         grads = self._clip(list(grads))
         step = (it + 1).astype(jnp.float32)
-        coef, new_extra = self._prepare(lr, step, list(extra_vals))
+        c = dict(zip(self._update_hypers(), hyp))
+        c["lr"] = lr
+        coef, new_extra = self._prepare(c, step, list(extra_vals))
         new_vars, new_slots = [], []
         for v, s, g in zip(var_vals, slot_vals, grads):
             g = g.astype(v.dtype)
@@ -416,18 +532,19 @@ class Optimizer:
         lr_var = self._lr_var if self._lr_sched is None else None
         col = _state._local.collector
         traced = col is not None or any(isinstance(g, jax.core.Tracer) for g in grads)
+        hv = self._hyper_vars()
         if traced:
             _touch(state, True)
-            if lr_var is not None:
-                _touch([lr_var], False)
+            _touch(hv if lr_var is None else (lr_var,) + hv, False)
             lr_in = None if lr_var is None else lr_var._value
             out = self._pure_update([v._value for v in var_list], [tuple(s._value for s in ss) for ss in slot_vars],
-                                    [e._value for e in extra], grads, it_var._value, lr_in)
+                                    [e._value for e in extra], grads, it_var._value, lr_in,
+                                    [h._value for h in hv])
         else:
             # Eager: ONE compiled update of every variable, slot and counter (donated).
             state, fn = self._eager_plan(var_list, slot_vars, extra, it_var)
             lr_in = None if lr_var is None else lr_var._value
-            _run_update(state, var_list, fn, [g for g, _ in pairs], (lr_in,), grads)
+            _run_update(state, var_list, fn, [g for g, _ in pairs], (lr_in, *[h._value for h in hv]), grads)
             return it_var
         new_vars, new_slots, new_extra, new_it = out
         for v, x in zip(var_list, new_vars):
@@ -470,8 +587,8 @@ class Optimizer:
             var_list.append(v)
         state, fn = plan
         lr_in = self._lr_var._value if self._lr_sched is None and self._lr_var is not None else None
-        _run_update(state, var_list, fn, gs, (lr_in,))   # (no local keeps a gradient's value:
-        return self._iterations                          # see Donating)
+        _run_update(state, var_list, fn, gs, (lr_in, *[h._value for h in self._hyper_vars()]))
+        return self._iterations   # (no local keeps a gradient's value: see Donating)
 
     def _eager_plan(self, var_list, slot_vars, extra, it_var):
         """(state Variables in a flat list, jitted flat update) for this list of variables (cached)."""
@@ -487,13 +604,14 @@ class Optimizer:
                     state = tuple(var_list) + tuple(s for ss in slot_vars for s in ss) + tuple(extra) + (it_var,)
                     pure = self._pure_update
 
-                    def flat_update(vals, grads, lr_in):
+                    def flat_update(vals, grads, lr_in, *hyp):
                         pos = n
                         slots = []
                         for k in sizes:
                             slots.append(tuple(vals[pos:pos + k]))
                             pos += k
-                        nv, ns, ne, it = pure(vals[:n], slots, vals[pos:pos + n_extra], grads, vals[-1], lr_in)
+                        nv, ns, ne, it = pure(vals[:n], slots, vals[pos:pos + n_extra], grads, vals[-1], lr_in,
+                                              hyp)
                         return list(nv) + [x for xs in ns for x in xs] + list(ne) + [it]
 
                     plan = self._updates[key] = (state, Donating(flat_update))

@@ -24,26 +24,33 @@ class SGD(Optimizer):
     ``w += momentum * velocity - lr * g``); without momentum ``w -= lr * g``.
     """
 
+    _HYPERS = ("momentum",)
+
     def __init__(self, learning_rate=0.01, momentum=0.0, nesterov=False, name="SGD", **kwargs):
         super().__init__(name, learning_rate, **kwargs)
         if isinstance(momentum, (int, float)) and (momentum < 0 or momentum > 1):
             raise ValueError(f"`momentum` must be between [0, 1]. Received: momentum={momentum} "
                              f"(of type {type(momentum)}).")
-        self.momentum = _float_hyper("momentum", momentum)
+        momentum = _float_hyper("momentum", momentum)
+        self._momentum = momentum > 0   # fixed here, as in tf_keras: a slot or none
+        self.momentum = momentum
         self.nesterov = bool(nesterov)
-        self._SLOTS = ("momentum",) if self.momentum else ()
+        self._SLOTS = ("momentum",) if self._momentum else ()
+
+    def _update_hypers(self):
+        return self._HYPERS if self._momentum else ()
 
     def _hyper_config(self):
         return {"momentum": self.momentum, "nesterov": self.nesterov}
 
     def _apply(self, c, g, v, s):
         lr = _c(c["lr"], v)
-        if not self.momentum:
+        if not self._momentum:
             tx = optax.sgd(lr)
             upd, _ = tx.update(g, tx.init(g))   # -lr * g
             return v + upd, ()
         (accum,) = s
-        mom = _c(self.momentum, v)
+        mom = _c(c["momentum"], v)
         accum = accum * mom - lr * g
         if self.nesterov:
             return v + (accum * mom - lr * g), (accum,)
@@ -54,28 +61,31 @@ class Adam(Optimizer):
     """Adam (``tf.keras.optimizers.legacy.Adam``), epsilon-hat placement as Keras:
     ``w -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + epsilon)``; ``amsgrad`` keeps ``vhat = max(vhat, v)``."""
 
+    _HYPERS = ("beta_1", "beta_2")
+    _STRUCTURAL = ("amsgrad",)
+
     def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7, amsgrad=False,
                  name="Adam", **kwargs):
         super().__init__(name, learning_rate, **kwargs)
         self.beta_1 = _float_hyper("beta_1", beta_1)
         self.beta_2 = _float_hyper("beta_2", beta_2)
         self.epsilon = _float_hyper("epsilon", 1e-7 if epsilon is None else epsilon)
-        self.amsgrad = bool(amsgrad)
+        self.amsgrad = bool(amsgrad)   # (sets _SLOTS: _set_slots)
+
+    def _set_slots(self):
         self._SLOTS = ("m", "v", "vhat") if self.amsgrad else ("m", "v")
 
     def _hyper_config(self):
         return {"beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon, "amsgrad": self.amsgrad}
 
-    def _prepare(self, lr, step, extra):
-        b1 = jnp.float32(self.beta_1)
-        b2 = jnp.float32(self.beta_2)
-        b1p = jnp.power(b1, step)
-        b2p = jnp.power(b2, step)
-        alpha = lr * (jnp.sqrt(1 - b2p) / (1 - b1p))
-        return {"lr": lr, "alpha": alpha}, extra
+    def _prepare(self, c, step, extra):
+        b1p = jnp.power(c["beta_1"], step)
+        b2p = jnp.power(c["beta_2"], step)
+        c["alpha"] = c["lr"] * (jnp.sqrt(1 - b2p) / (1 - b1p))
+        return c, extra
 
     def _apply(self, c, g, v, s):
-        b1, b2, eps = _c(self.beta_1, v), _c(self.beta_2, v), _c(self.epsilon, v)
+        b1, b2, eps = _c(c["beta_1"], v), _c(c["beta_2"], v), _c(self.epsilon, v)
         alpha = _c(c["alpha"], v)
         m, vv = s[0], s[1]
         m = m + (g - m) * (1 - b1)
@@ -88,7 +98,11 @@ class Adam(Optimizer):
 
 class AdamW(Adam):
     """AdamW (``tf.keras.optimizers.AdamW``, Keras 2): decoupled weight decay
-    ``w -= w * weight_decay * lr`` first, then the Adam step (Keras 2's order)."""
+    ``w -= w * weight_decay * lr`` first, then the Adam step (Keras 2's order).  Keras 2's
+    new optimizers keep ``beta_1``, ``beta_2`` and ``weight_decay`` as plain floats, so they
+    are plain floats here (a change recompiles the update at the next step)."""
+
+    _HYPERS = ()
 
     def __init__(self, learning_rate=0.001, weight_decay=0.004, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
                  amsgrad=False, name="AdamW", **kwargs):
@@ -103,10 +117,11 @@ class AdamW(Adam):
     def _hyper_config(self):
         return {**super()._hyper_config(), "weight_decay": self.weight_decay}
 
-    def _prepare(self, lr, step, extra):
+    def _prepare(self, c, step, extra):
         b1p = jnp.power(jnp.float32(self.beta_1), step)
         b2p = jnp.power(jnp.float32(self.beta_2), step)
-        return {"lr": lr, "alpha": lr * jnp.sqrt(1 - b2p) / (1 - b1p)}, extra   # Keras 2's order
+        c["alpha"] = c["lr"] * jnp.sqrt(1 - b2p) / (1 - b1p)   # Keras 2's order
+        return c, extra
 
     def _apply(self, c, g, v, s):
         lr = _c(c["lr"], v)
@@ -127,6 +142,7 @@ class Adamax(Optimizer):
     ``w -= lr / (1 - b1^t) * m / (v + epsilon)``."""
 
     _SLOTS = ("m", "v")
+    _HYPERS = ("beta_1", "beta_2")
 
     def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7, name="Adamax", **kwargs):
         super().__init__(name, learning_rate, **kwargs)
@@ -137,11 +153,12 @@ class Adamax(Optimizer):
     def _hyper_config(self):
         return {"beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon}
 
-    def _prepare(self, lr, step, extra):
-        return {"lr": lr, "b1p": jnp.power(jnp.float32(self.beta_1), step)}, extra
+    def _prepare(self, c, step, extra):
+        c["b1p"] = jnp.power(c["beta_1"], step)
+        return c, extra
 
     def _apply(self, c, g, v, s):
-        b1, b2, eps = _c(self.beta_1, v), _c(self.beta_2, v), _c(self.epsilon, v)
+        b1, b2, eps = _c(c["beta_1"], v), _c(c["beta_2"], v), _c(self.epsilon, v)
         lr, b1p = _c(c["lr"], v), _c(c["b1p"], v)
         m, u = s
         m = m + (g - m) * (1 - b1)
@@ -154,6 +171,7 @@ class Nadam(Optimizer):
     (``schedule_decay`` 0.004) and its ``momentum_cache`` variable."""
 
     _SLOTS = ("m", "v")
+    _HYPERS = ("beta_1", "beta_2")
 
     def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7, name="Nadam", **kwargs):
         kwargs["decay"] = kwargs.pop("schedule_decay", 0.004)
@@ -175,9 +193,8 @@ class Nadam(Optimizer):
         from .._variable import Variable
         return [Variable(jnp.ones((), jnp.float32), trainable=False, name="momentum_cache")]
 
-    def _prepare(self, lr, step, extra):
-        b1 = jnp.float32(self.beta_1)
-        b2 = jnp.float32(self.beta_2)
+    def _prepare(self, c, step, extra):
+        lr, b1, b2 = c["lr"], c["beta_1"], c["beta_2"]
         decay_base = jnp.float32(0.96)
         d = jnp.float32(self._schedule_decay)
         next_step = step + 1
@@ -185,15 +202,15 @@ class Nadam(Optimizer):
         m_t_1 = b1 * (1.0 - 0.5 * jnp.power(decay_base, d * next_step))
         m_schedule_new = extra[0] * m_t
         m_schedule_next = m_schedule_new * m_t_1
-        coef = {"lr": lr, "m_t": m_t, "m_t_1": m_t_1,
-                "one_minus_m_t": 1.0 - m_t,
-                "one_minus_m_schedule_new": 1.0 - m_schedule_new,
-                "one_minus_m_schedule_next": 1.0 - m_schedule_next,
-                "v_t_prime_denominator": 1.0 - jnp.power(b2, step)}
-        return coef, [m_schedule_new]
+        c.update({"m_t": m_t, "m_t_1": m_t_1,
+                  "one_minus_m_t": 1.0 - m_t,
+                  "one_minus_m_schedule_new": 1.0 - m_schedule_new,
+                  "one_minus_m_schedule_next": 1.0 - m_schedule_next,
+                  "v_t_prime_denominator": 1.0 - jnp.power(b2, step)})
+        return c, [m_schedule_new]
 
     def _apply(self, c, g, v, s):
-        b1, b2, eps = _c(self.beta_1, v), _c(self.beta_2, v), _c(self.epsilon, v)
+        b1, b2, eps = _c(c["beta_1"], v), _c(c["beta_2"], v), _c(self.epsilon, v)
         m, vv = s
         g_prime = g / _c(c["one_minus_m_schedule_new"], v)
         m = b1 * m + (1 - b1) * g
@@ -209,26 +226,37 @@ class RMSprop(Optimizer):
     ``w -= lr * g / (sqrt(rms) + eps)``; with momentum TF's kernel
     ``mom = momentum * mom + lr * g / sqrt(rms + eps)`` (epsilon inside the root)."""
 
+    _HYPERS = ("rho", "momentum")
+    _STRUCTURAL = ("centered",)
+
     def __init__(self, learning_rate=0.001, rho=0.9, momentum=0.0, epsilon=1e-7, centered=False,
                  name="RMSprop", **kwargs):
         super().__init__(name, learning_rate, **kwargs)
-        self.rho = _float_hyper("rho", rho)
-        self.momentum = _float_hyper("momentum", momentum)
-        if self.momentum < 0 or self.momentum > 1:
+        rho = _float_hyper("rho", rho)
+        momentum = _float_hyper("momentum", momentum)
+        if momentum < 0 or momentum > 1:
             raise ValueError(f"`momentum` must be between [0, 1]. Received: momentum={momentum}")
+        self._momentum = momentum > 0   # fixed here, as in tf_keras: a slot or none
+        self.rho = rho
+        self.momentum = momentum
         self.epsilon = _float_hyper("epsilon", 1e-7 if epsilon is None else epsilon)
-        self.centered = bool(centered)
-        self._SLOTS = ("rms",) + (("momentum",) if self.momentum else ()) + (("mg",) if self.centered else ())
+        self.centered = bool(centered)   # (sets _SLOTS: _set_slots)
+
+    def _set_slots(self):
+        self._SLOTS = ("rms",) + (("momentum",) if self._momentum else ()) + (("mg",) if self.centered else ())
+
+    def _update_hypers(self):
+        return self._HYPERS if self._momentum else ("rho",)
 
     def _hyper_config(self):
         return {"rho": self.rho, "momentum": self.momentum, "epsilon": self.epsilon, "centered": self.centered}
 
     def _apply(self, c, g, v, s):
-        rho, eps, lr = _c(self.rho, v), _c(self.epsilon, v), _c(c["lr"], v)
+        rho, eps, lr = _c(c["rho"], v), _c(self.epsilon, v), _c(c["lr"], v)
         slots = dict(zip(self._SLOTS, s))
         rms = slots["rms"]
-        if self.momentum:
-            mom_c = _c(self.momentum, v)
+        if self._momentum:
+            mom_c = _c(c["momentum"], v)
             rms = rms + (jnp.square(g) - rms) * (1 - rho)
             denom = rms
             if self.centered:
@@ -277,6 +305,7 @@ class Adadelta(Optimizer):
     """Adadelta (``tf.keras.optimizers.legacy.Adadelta``), TF's ApplyAdadelta kernel."""
 
     _SLOTS = ("accum_grad", "accum_var")
+    _HYPERS = ("rho",)
 
     def __init__(self, learning_rate=0.001, rho=0.95, epsilon=1e-7, name="Adadelta", **kwargs):
         super().__init__(name, learning_rate, **kwargs)
@@ -287,7 +316,7 @@ class Adadelta(Optimizer):
         return {"rho": self.rho, "epsilon": self.epsilon}
 
     def _apply(self, c, g, v, s):
-        rho, eps, lr = _c(self.rho, v), _c(self.epsilon, v), _c(c["lr"], v)
+        rho, eps, lr = _c(c["rho"], v), _c(self.epsilon, v), _c(c["lr"], v)
         accum, accum_update = s
         accum = accum * rho + jnp.square(g) * (1 - rho)
         update = jnp.sqrt(accum_update + eps) * (g / jnp.sqrt(accum + eps))
@@ -301,6 +330,7 @@ class Ftrl(Optimizer):
 
     _SLOTS = ("accumulator", "linear")
     _INTERLEAVED = True
+    _HYPERS = ("learning_rate_power", "l1_regularization_strength", "l2_regularization_strength", "beta")
 
     def __init__(self, learning_rate=0.001, learning_rate_power=-0.5, initial_accumulator_value=0.1,
                  l1_regularization_strength=0.0, l2_regularization_strength=0.0, name="Ftrl",
@@ -319,17 +349,19 @@ class Ftrl(Optimizer):
         super().__init__(name, learning_rate, **kwargs)
         self.learning_rate_power = _float_hyper("learning_rate_power", learning_rate_power)
         self.initial_accumulator_value = _float_hyper("initial_accumulator_value", initial_accumulator_value)
-        self.l1 = _float_hyper("l1_regularization_strength", l1_regularization_strength)
-        self.l2 = _float_hyper("l2_regularization_strength", l2_regularization_strength)
-        self.l2_shrinkage = _float_hyper("l2_shrinkage_regularization_strength",
-                                         l2_shrinkage_regularization_strength)
+        self.l1_regularization_strength = _float_hyper("l1_regularization_strength", l1_regularization_strength)
+        self.l2_regularization_strength = _float_hyper("l2_regularization_strength", l2_regularization_strength)
+        self.l2_shrinkage_regularization_strength = _float_hyper("l2_shrinkage_regularization_strength",
+                                                                 l2_shrinkage_regularization_strength)
         self.beta = _float_hyper("beta", beta)
 
     def _hyper_config(self):
         return {"learning_rate_power": self.learning_rate_power,
                 "initial_accumulator_value": self.initial_accumulator_value,
-                "l1_regularization_strength": self.l1, "l2_regularization_strength": self.l2,
-                "l2_shrinkage_regularization_strength": self.l2_shrinkage, "beta": self.beta}
+                "l1_regularization_strength": self.l1_regularization_strength,
+                "l2_regularization_strength": self.l2_regularization_strength,
+                "l2_shrinkage_regularization_strength": self.l2_shrinkage_regularization_strength,
+                "beta": self.beta}
 
     def _slot_init(self, slot_name, var):
         if slot_name == "accumulator":
@@ -338,19 +370,20 @@ class Ftrl(Optimizer):
 
     def _apply(self, c, g, v, s):
         lr = _c(c["lr"], v)
-        l1 = _c(self.l1, v)
-        l2 = _c(self.l2, v) + _c(self.beta, v) / (2.0 * lr)
-        p = self.learning_rate_power
+        l1 = _c(c["l1_regularization_strength"], v)
+        l2 = _c(c["l2_regularization_strength"], v) + _c(c["beta"], v) / (2.0 * lr)
+        p = _c(c["learning_rate_power"], v)
         accum, linear = s
-        g_shr = g + 2 * _c(self.l2_shrinkage, v) * v if self.l2_shrinkage > 0 else g
+        shrink = self.l2_shrinkage_regularization_strength
+        g_shr = g + 2 * _c(shrink, v) * v if shrink > 0 else g
         new_accum = accum + g * g
-        if p == -0.5:
-            linear = linear + g_shr - (jnp.sqrt(new_accum) - jnp.sqrt(accum)) / lr * v
-            quad = jnp.sqrt(new_accum) / lr + 2 * l2
-        else:
-            pw = _c(-p, v)
-            linear = linear + g_shr - (jnp.power(new_accum, pw) - jnp.power(accum, pw)) / lr * v
-            quad = jnp.power(new_accum, pw) / lr + 2 * l2
+        # TF's kernel: square roots when lr_power is -0.5, else powers (a runtime value here)
+        pw = -p
+        root = p == -0.5
+        up_new = jnp.where(root, jnp.sqrt(new_accum), jnp.power(new_accum, pw))
+        up_old = jnp.where(root, jnp.sqrt(accum), jnp.power(accum, pw))
+        linear = linear + g_shr - (up_new - up_old) / lr * v
+        quad = up_new / lr + 2 * l2
         x = l1 * jnp.sign(linear) - linear
         new_v = jnp.where(jnp.abs(linear) > l1, x / quad, jnp.zeros_like(v))
         return new_v, (new_accum, linear)

@@ -308,3 +308,114 @@ def test_an_optimizer_loop_whose_updates_are_predicted(tf):
         losses.append(loss)
     return {"losses": losses, "read": read, "w": w, "b": b, "iterations": int(opt.iterations.numpy()),
             "slots": [v.numpy() for v in opt.variables()[1:]]}
+
+
+# -- hyperparameters changed during training ------------------------------------------------
+# tf_keras keeps learning_rate, decay, beta_1/beta_2, momentum, rho and Ftrl's strengths in
+# Variables that its update reads at every step (``opt.beta_1 = 0.5`` assigns one); epsilon,
+# nesterov and the clipping arguments are plain attributes that an eager step reads when it
+# runs.  Eight steps, so that tapejax's predicted updates (from step 3) meet the changes;
+# XLA's fused multiply-adds (see RT_FTRL) leave a few ulps on values that shrink over them.
+RT_LONG = dict(rtol=2e-5, atol=1e-6)
+
+def _train_changing(tf, opt, changes, steps=8):
+    w = tf.Variable([[0.5, -1.0], [2.0, 0.25]], name="w")
+    b = tf.Variable([0.1, -0.2], name="b")
+    x = tf.constant([[1.0, 2.0], [3.0, -1.0], [0.5, 0.5]])
+    losses = []
+    for step in range(steps):
+        with tf.GradientTape() as t:
+            loss = tf.reduce_mean(tf.square(tf.matmul(x, w) + b - 1.0))
+        grads = t.gradient(loss, [w, b])
+        if step in changes:
+            changes[step](opt)
+        opt.apply_gradients(zip(grads, [w, b]))
+        losses.append(loss)
+    return {"losses": losses, "w": w, "b": b, "slots": [v.numpy() for v in opt.variables()[1:]]}
+
+
+def _set(name, value):
+    return lambda opt: setattr(opt, name, value)
+
+
+@parity(needs=f"{LEG}.Adam", **RT_LONG)
+def test_adam_hyperparameters_changed_between_steps(tf):
+    """beta_1 set by attribute, beta_2 assigned through its Variable, epsilon (a plain float)
+    set: each takes effect at the next step; the hyperparameters read back."""
+    opt = _opt(tf, "Adam", learning_rate=0.1)
+    out = _train_changing(tf, opt, {3: _set("beta_1", 0.5),
+                                    5: lambda o: o.beta_2.assign(0.9),
+                                    6: _set("epsilon", 0.1)})
+    return out, float(opt.beta_1.numpy()), float(opt.beta_2.numpy()), opt.epsilon
+
+
+@parity(needs=f"{LEG}.SGD", **RT_LONG)
+def test_sgd_momentum_and_nesterov_changed_between_steps(tf):
+    return _train_changing(tf, _opt(tf, "SGD", learning_rate=0.05, momentum=0.9),
+                           {2: _set("momentum", 0.5), 4: _set("nesterov", True), 6: _set("momentum", 0.0)})
+
+
+@parity(needs=f"{LEG}.SGD", **RT_LONG)
+def test_changes_tf_ignores(tf):
+    """Momentum set on an SGD made without it (no slot: it stays plain SGD) and decay
+    assigned (the update reads the constructor's decay): no effect, in both."""
+    a = _train_changing(tf, _opt(tf, "SGD", learning_rate=0.1), {3: _set("momentum", 0.9)})
+    b = _train_changing(tf, _opt(tf, "SGD", learning_rate=0.1, decay=0.1), {3: _set("decay", 0.9)})
+    return a, b
+
+
+@parity(needs=f"{LEG}.RMSprop", **RT_LONG)
+def test_rmsprop_hyperparameters_changed_between_steps(tf):
+    return _train_changing(tf, _opt(tf, "RMSprop", learning_rate=0.01, momentum=0.5, centered=True),
+                           {2: _set("rho", 0.5), 4: _set("momentum", 0.1), 5: _set("epsilon", 0.01)})
+
+
+@parity(needs=[f"{LEG}.Adadelta", f"{LEG}.Adamax", f"{LEG}.Nadam"], **RT_LONG)
+def test_adadelta_adamax_nadam_hyperparameters_changed(tf):
+    return (_train_changing(tf, _opt(tf, "Adadelta", learning_rate=1.0), {3: _set("rho", 0.5)}),
+            _train_changing(tf, _opt(tf, "Adamax", learning_rate=0.1),
+                            {3: _set("beta_1", 0.5), 5: _set("beta_2", 0.9)}),
+            _train_changing(tf, _opt(tf, "Nadam", learning_rate=0.05),
+                            {3: _set("beta_1", 0.5), 5: _set("beta_2", 0.9)}))
+
+
+@parity(needs=f"{LEG}.Ftrl", **RT_FTRL)
+def test_ftrl_hyperparameters_changed_between_steps(tf):
+    """learning_rate_power leaves (and comes back to) -0.5, where TF's kernel takes square roots."""
+    return _train_changing(tf, _opt(tf, "Ftrl", learning_rate=0.2),
+                           {2: _set("l1_regularization_strength", 0.01), 3: _set("learning_rate_power", -0.7),
+                            4: _set("beta", 0.1), 5: _set("l2_regularization_strength", 0.02),
+                            6: _set("learning_rate_power", -0.5)})
+
+
+@parity(needs=["function", f"{LEG}.SGD", f"{LEG}.Adam"], **RT_LONG)
+def test_hyperparameters_changed_between_compiled_steps(tf):
+    """A compiled step reads the hyperparameter Variables when it runs (no retrace needed)."""
+    out = []
+    for opt, name, value in ((_opt(tf, "SGD", learning_rate=0.05, momentum=0.9), "momentum", 0.5),
+                             (_opt(tf, "Adam", learning_rate=0.1), "beta_1", 0.5)):
+        w = tf.Variable([[0.5, -1.0], [2.0, 0.25]], name="w")
+
+        @tf.function
+        def step(x):
+            with tf.GradientTape() as t:
+                loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - 1.0))
+            opt.apply_gradients(zip(t.gradient(loss, [w]), [w]))
+            return loss
+
+        x = tf.constant([[1.0, 2.0], [3.0, -1.0], [0.5, 0.5]])
+        losses = [step(x) for _ in range(2)]
+        setattr(opt, name, value)
+        losses += [step(x) for _ in range(3)]
+        out.append((losses, w, [v.numpy() for v in opt.variables()[1:]]))
+    return out
+
+
+@parity(needs=f"{LEG}.Adam")
+def test_hyperparameter_bad_values(tf):
+    """(After a step: TF's hyperparameter Variables exist; before, it keeps any value and
+    fails when it makes them.)"""
+    opt = _opt(tf, "Adam", learning_rate=0.1)
+    _train_changing(tf, opt, {}, steps=1)
+    return raises(setattr, opt, "beta_1", "high"), raises(setattr, opt, "beta_1", [0.5, 0.6]), \
+        float(opt.beta_1.numpy())
