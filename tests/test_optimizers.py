@@ -315,6 +315,7 @@ def test_a_plain_hyperparameter_change_compiles_the_update_again():
     alpha = 0.1 * np.sqrt(1 - b2 ** 3) / (1 - b1 ** 3)
     np.testing.assert_allclose(w.numpy(), w2 - m * alpha / (np.sqrt(v) + 0.5), rtol=1e-5)
     opt.learning_rate = 0.05          # (a property: no recompile)
+    opt.epsilon = 0.5                 # (the same value: no recompile)
     opt.apply_gradients([(tf.constant([1.0, 1.0]), w)])
     ((_, fn),) = opt._updates.values()
     assert fn._cache_size() == 1

@@ -15,8 +15,8 @@ object works eagerly and inside ``tapejax.function``:
   else also holds, e.g. a Tensor the user kept, are passed undonated:
   ``Donating``), then writes the new arrays back: one dispatch per step,
   not one per variable and slot; setting any other public attribute
-  (``epsilon``, ``nesterov`` ...) drops these compiled updates, so the next
-  step compiles one that reads it;
+  (``epsilon``, ``nesterov`` ...) to a new value drops these compiled
+  updates, so the next step compiles one that reads it;
 * inside ``tapejax.function`` the same pure update runs on the tracers (the
   Variables report themselves to the function's collector, so the slots are
   threaded through the compiled step as state).
@@ -47,6 +47,8 @@ _Array = type(jnp.zeros(()))   # the concrete array type
 
 #: Per optimizer: the jitted eager update per list of variables (bounded LRU).
 _UPDATES = Family("optimizer_updates", 64)
+
+_NUMBERS = (int, float, bool)
 
 _ALLOWED_KWARGS = {"clipnorm", "clipvalue", "lr", "decay", "global_clipnorm"}
 
@@ -250,10 +252,14 @@ class Optimizer:
                                  "change after the first apply_gradients (make a new optimizer). "
                                  f"Received: {name}={value!r}")
             # Any other public attribute (epsilon, clipnorm, nesterov, ...) is read when the
-            # update is compiled: drop the compiled updates so that the next step reads it.
+            # update is compiled: drop the compiled updates so that the next step reads it
+            # (unless the value is the same number: a loop may set it every step).
             updates = self.__dict__.get("_updates")
             if updates is not None:
-                updates.clear()
+                old = self.__dict__.get(name, updates)
+                if not (old is value or (type(old) is type(value) and type(value) in _NUMBERS
+                                         and old == value)):
+                    updates.clear()
             object.__setattr__(self, name, value)
             if structural:
                 self._set_slots()
