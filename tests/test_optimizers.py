@@ -337,6 +337,15 @@ def test_hyperparameters_inside_a_compiled_step_are_read_when_it_runs():
     # velocity: -0.1, then 0.5 * -0.1 - 0.1 = -0.15; w = 1 - 0.1 - 0.15
     np.testing.assert_allclose(w.numpy(), [0.75, -2.25], rtol=1e-6)
 
+    @tf.function
+    def set_and_step(g, m):   # a Tensor set inside the compiled step: assigns the Variable
+        opt.momentum = m
+        opt.apply_gradients([(g, w)])
+
+    set_and_step(g, tf.constant(0.0))
+    assert isinstance(opt.momentum, tf.Variable) and opt.momentum.numpy() == 0.0
+    np.testing.assert_allclose(w.numpy(), [0.65, -2.35], rtol=1e-6)   # velocity -0.1
+
 
 def test_bad_hyperparameter_values_change_nothing():
     opt = optimizers.Adam(0.1, beta_1=0.8)
@@ -345,6 +354,15 @@ def test_bad_hyperparameter_values_change_nothing():
         with pytest.raises(err, match="beta_1"):
             opt.beta_1 = bad
     assert float(opt.beta_1.numpy()) == np.float32(0.8)
+    with pytest.raises(ValueError, match="epsilon"):   # a plain float attribute: checked too
+        opt.epsilon = "small"
+    with pytest.raises(ValueError, match="epsilon"):
+        opt.epsilon = [1e-3, 1e-4]
+    with pytest.raises(TypeError, match="epsilon"):
+        opt.epsilon = object()
+    assert opt.epsilon == 1e-7
+    opt.epsilon = np.float32(1e-3)   # (kept as a Python float)
+    assert type(opt.epsilon) is float
     opt.beta_1 = tf.Variable(0.7)   # a scalar Tensor or Variable: its value
     assert opt.beta_1.numpy() == np.float32(0.7)
     opt.beta_1 = tf.constant(1)     # (an integer one is cast)

@@ -49,6 +49,7 @@ _Array = type(jnp.zeros(()))   # the concrete array type
 _UPDATES = Family("optimizer_updates", 64)
 
 _NUMBERS = (int, float, bool)
+_MISSING = object()
 
 _ALLOWED_KWARGS = {"clipnorm", "clipvalue", "lr", "decay", "global_clipnorm"}
 
@@ -59,22 +60,17 @@ def _float_hyper(name, value):
     return float(value)
 
 
-def _scalar_float(name, value, what="a float or a scalar Tensor"):
-    """``value`` (a number, or a 0-d Tensor, Variable or array) as a Python float; TF's error
-    classes: a string is a ValueError, None or another object a TypeError, a non-scalar a
-    ValueError."""
-    if isinstance(value, (Tensor, Variable)):
-        value = value._value
+def _scalar_float(name, value):
+    """A number ``value`` as a Python float, with TF's error classes: a string is a
+    ValueError, None or another object a TypeError, a non-scalar a ValueError."""
     if isinstance(value, str):
-        raise ValueError(f"Argument `{name}` must be {what}; received: {name}={value!r}")
-    if value is None or isinstance(value, bool):
-        raise TypeError(f"Argument `{name}` must be {what}; received: {name}={value!r}")
+        raise ValueError(f"Argument `{name}` must be a float; received: {name}={value!r}")
     try:
-        a = np.asarray(value)
+        a = None if value is None or isinstance(value, bool) else np.asarray(value)
     except Exception:
         a = None
     if a is None or a.dtype.kind not in "fiu":
-        raise TypeError(f"Argument `{name}` must be {what}; received: {name}={value!r}")
+        raise TypeError(f"Argument `{name}` must be a float; received: {name}={value!r}")
     if a.shape != ():
         raise ValueError(f"Argument `{name}` must be a scalar; received: {name} of shape {a.shape}")
     return float(a)
@@ -254,12 +250,13 @@ class Optimizer:
             # Any other public attribute (epsilon, clipnorm, nesterov, ...) is read when the
             # update is compiled: drop the compiled updates so that the next step reads it
             # (unless the value is the same number: a loop may set it every step).
+            old = self.__dict__.get(name, _MISSING)
+            if type(old) is float and value is not None:   # (epsilon, clipnorm ...: checked now)
+                value = _scalar_float(name, value)
             updates = self.__dict__.get("_updates")
-            if updates is not None:
-                old = self.__dict__.get(name, updates)
-                if not (old is value or (type(old) is type(value) and type(value) in _NUMBERS
-                                         and old == value)):
-                    updates.clear()
+            if updates is not None and not (old is value or (type(old) is type(value) and
+                                                            type(value) in _NUMBERS and old == value)):
+                updates.clear()
             object.__setattr__(self, name, value)
             if structural:
                 self._set_slots()
@@ -280,7 +277,7 @@ class Optimizer:
             new = jnp.asarray(value._value, jnp.float32)
             py = None
         else:
-            py = _scalar_float(name, value, "a float")
+            py = _scalar_float(name, value)
             new = np.float32(py)
         var = self._hyper.get(name)
         if var is None:
@@ -293,10 +290,7 @@ class Optimizer:
     def _hyper_value(self, name):
         """A hyperparameter's value as a Python float (``get_config``): the number last set
         while the Variable still holds it, else the Variable's value."""
-        value = self.__dict__["_hyper"].get(name)
-        if not isinstance(value, Variable):
-            return value
-        now = value.numpy().item()
+        now = self._hyper[name].numpy().item()
         py = self._hyper_py.get(name)
         return py if py is not None and np.float32(py) == np.float32(now) else now
 

@@ -419,3 +419,21 @@ def test_hyperparameter_bad_values(tf):
     _train_changing(tf, opt, {}, steps=1)
     return raises(setattr, opt, "beta_1", "high"), raises(setattr, opt, "beta_1", [0.5, 0.6]), \
         float(opt.beta_1.numpy())
+
+
+@parity(needs=["function", f"{LEG}.SGD"], **RT_LONG)
+def test_hyperparameter_set_from_a_tensor_inside_a_compiled_step(tf):
+    """``opt.momentum = m`` with ``m`` an argument of the compiled step (TF then leaves a
+    graph tensor in ``opt.momentum``; tapejax assigns its Variable: only the weights compare)."""
+    w = tf.Variable([1.0, -2.0])
+    opt = _opt(tf, "SGD", learning_rate=0.1, momentum=0.9)
+
+    @tf.function
+    def step(g, m):
+        opt.momentum = m
+        opt.apply_gradients([(g, w)])
+
+    g = tf.constant([1.0, 1.0])
+    for m in (0.9, 0.5, 0.0):
+        step(g, tf.constant(m))
+    return w
