@@ -186,6 +186,13 @@ class Tensor:
             return format(np.asarray(self._value).item(), spec)
         return format(str(self), spec)
 
+    def __copy__(self):
+        # TF: an eager tensor is immutable, so a copy is the tensor itself (and stays on the tape)
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
     def __reduce__(self):
         return (constant, (np.asarray(self._value),))
 

@@ -372,6 +372,34 @@ class Variable:
         from ._tensor import _Ref
         return _Ref(self)
 
+    # -- copies (TF's resource variables) ---------------------------------------
+    def __copy__(self):
+        """``copy.copy(v)`` is ``v`` itself, as in TF: a shallow copy shares the Variable."""
+        return self
+
+    def __deepcopy__(self, memo):
+        """``copy.deepcopy(v)``: a new Variable with its own identity (tapes watch it apart
+        from ``v``), holding a copy of the current value, with ``v``'s name, trainability,
+        constraint and placement (TF).  Copies made in one ``deepcopy`` call share ``memo``, so
+        a structure holding ``v`` twice gets one new Variable."""
+        value = self._value   # computes a pending update first
+        if isinstance(value, jax.core.Tracer):
+            raise NotImplementedError("copy.deepcopy of a Variable is only available in eager "
+                                      "mode, not inside tapejax.function (as in TF)")
+        # its own buffer: an update donating the original's buffer must not delete the copy's
+        value = jnp.array(value, copy=True)
+        if value.sharding != self._value.sharding:
+            value = jax.device_put(value, self._value.sharding)
+        new = Variable.__new__(Variable)
+        new._value = value
+        new._id = _state.next_id()
+        new._trainable = self._trainable
+        new._name = self._name
+        new._sharding = self._sharding
+        new._constraint = self._constraint
+        memo[id(self)] = new
+        return new
+
     experimental_ref = ref
 
     def __hash__(self):

@@ -44,6 +44,10 @@ Options of ``@parity(...)``:
                       compared with ``expected`` only)
 ``tapejax_expected``  + ``deliberate``: tapejax deliberately differs from TF
                       (DESIGN.md); tapejax is compared with this instead of TF
+``modes``             also run the tapejax side with deferred execution and
+                      predicted updates off (backend ``tapejax-eager``): for
+                      programs whose answer must not depend on tapejax's
+                      execution mode (the default ``tapejax`` runs both on)
 """
 
 from __future__ import annotations
@@ -324,8 +328,23 @@ class _Missing:
 _MISSING = _Missing()
 
 
+def _run_tapejax(case, tj, backend, x64):
+    import contextlib
+
+    stack = contextlib.ExitStack()
+    with stack:
+        if backend == "tapejax-eager":
+            prev = tj.set_deferred_execution(False), tj.set_speculative_updates(False)
+            stack.callback(tj.set_speculative_updates, prev[1])
+            stack.callback(tj.set_deferred_execution, prev[0])
+        if x64:
+            import jax
+            stack.enter_context(jax.enable_x64(True))
+        return normalize(case(tj), tj)
+
+
 def parity(fn=None, *, expected=_MISSING, rtol=RTOL, atol=ATOL, needs=None, x64=False,
-           tf_skip=None, tapejax_expected=_MISSING, deliberate=None):
+           tf_skip=None, tapejax_expected=_MISSING, deliberate=None, modes=False):
     """Decorator turning a case ``f(tf) -> result`` into a [tf, tapejax] parity test.
 
     ``expected=None`` / ``tapejax_expected=None`` mean "the result is None";
@@ -338,7 +357,7 @@ def parity(fn=None, *, expected=_MISSING, rtol=RTOL, atol=ATOL, needs=None, x64=
     def deco(case):
         key = f"{case.__module__}.{case.__qualname__}"
 
-        @pytest.mark.parametrize("backend", BACKENDS)
+        @pytest.mark.parametrize("backend", BACKENDS + (("tapejax-eager",) if modes else ()))
         def test(backend):
             if backend == "tf":
                 if tf_skip:
@@ -371,12 +390,7 @@ def parity(fn=None, *, expected=_MISSING, rtol=RTOL, atol=ATOL, needs=None, x64=
                     want, label = normalize(expected), "tapejax vs expected (TF missing)"
                 else:
                     pytest.skip("TensorFlow is not installed and this case has no expected= value")
-            if x64:
-                import jax
-                with jax.enable_x64(True):
-                    got = normalize(case(tj), tj)
-            else:
-                got = normalize(case(tj), tj)
+            got = _run_tapejax(case, tj, backend, x64)
             assert_same(got, want, rtol, atol, label)
 
         test.__name__ = case.__name__
