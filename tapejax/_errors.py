@@ -30,7 +30,15 @@ ResourceExhaustedError = _make("ResourceExhaustedError", "A resource (memory) ra
 InternalError = _make("InternalError", "An internal invariant broke.")
 UnknownError = _make("UnknownError", "An unknown error.")
 
+
+
+class OperatorNotAllowedInGraphError(TypeError):
+    """A Python operation that needs a tensor's *value* (``bool``, ``int``,
+    ``numpy()``) was used on a traced tensor inside ``tapejax.function`` (a TypeError, as
+    TF's with AutoGraph off)."""
+
+
 __all__ = [
-    "OpError", "InvalidArgumentError", "NotFoundError", "UnimplementedError",
+    "OperatorNotAllowedInGraphError", "OpError", "InvalidArgumentError", "NotFoundError", "UnimplementedError",
     "FailedPreconditionError", "ResourceExhaustedError", "InternalError", "UnknownError",
 ]

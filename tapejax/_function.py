@@ -58,14 +58,10 @@ from . import _dtypes, _state
 from ._lru import Family
 from ._tensor import Tensor, convert_to_tensor
 from ._variable import Variable, deferred_interrupts
+from ._errors import OperatorNotAllowedInGraphError
 
 _Tracer = jax.core.Tracer
 _Array = jax.Array
-
-
-class OperatorNotAllowedInGraphError(TypeError):
-    """A Python operation that needs a tensor's *value* (``bool``, ``int``,
-    ``numpy()``) was used on a traced tensor inside ``tapejax.function``."""
 
 
 _CF_HINT = ("Python control flow on a tensor value cannot be compiled: use tapejax.cond(pred, "
