@@ -39,7 +39,7 @@ class Program:
     """The structure of one gradient computation: cache key and leaf plan."""
 
     __slots__ = ("key", "slice", "src_codes", "src_avals", "tgt_codes", "ct_given", "_hash", "backward_key",
-                 "fused_key")
+                 "fused_key", "late")
 
     def __init__(self, nodes, slice_idx, src_codes, src_avals, tgt_codes, ct_given):
         self.slice = slice_idx
@@ -52,6 +52,9 @@ class Program:
         self._hash = hash(self.key)
         self.backward_key = ("backward", self)  # the saved-values gradient of this structure
         self.fused_key = ("fused", self)        # forward and gradient in one (pending targets)
+        # Slice nodes whose op traces part of itself when the gradient is taken (custom
+        # gradients: ``_replay.resolve_late``), by node index.
+        self.late = tuple([i for i in slice_idx if getattr(nodes[i].prim, "late", None) is not None])
 
     def __hash__(self):
         return self._hash
