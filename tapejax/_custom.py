@@ -55,6 +55,7 @@ import contextlib
 import functools
 import inspect
 import re
+import weakref
 from typing import NamedTuple
 
 import jax
@@ -304,16 +305,38 @@ def _rng_replayed(state: _RngState):
         g._key, g._op_counts, g.scopes = saved
 
 
+class _GradFn:
+    """Holds the ``grad_fn`` one call returned (weakly referable)."""
+
+    __slots__ = ("fn", "__weakref__")
+
+    def __init__(self, fn):
+        self.fn = fn
+
+
+#: tape -> the ``_GradFn``s of the calls it recorded: a tape keeps its calls' grad_fns alive
+#: (and nothing else does: the node's static parameters, which the signature table keeps for
+#: the first call of a structure, refer to them weakly).
+_KEPT = weakref.WeakKeyDictionary()
+
+
 class _CallContext:
-    """What one call leaves for its gradient: the ``grad_fn`` it returned and the random state
-    ``f`` started from.  It sits in the node's static parameters but equals every other
-    context, so it never splits a cache: only ``_late_node`` reads it, from the node at hand."""
+    """What one call leaves for its gradient: the ``grad_fn`` it returned (weakly: the
+    recording tapes hold it) and the random state ``f`` started from.  It sits in the node's
+    static parameters but equals every other context, so it never splits a cache: only
+    ``_late_node`` reads it, from the node at hand."""
 
-    __slots__ = ("grad_fn", "rng")
+    __slots__ = ("_grad_fn", "rng")
 
-    def __init__(self, grad_fn, rng: _RngState):
-        self.grad_fn = grad_fn
+    def __init__(self, grad_fn: _GradFn, rng: _RngState):
+        self._grad_fn = weakref.ref(grad_fn)
         self.rng = rng
+
+    @property
+    def grad_fn(self):
+        """The call's grad_fn, or None once no tape that recorded the call is alive."""
+        held = self._grad_fn()
+        return None if held is None else held.fn
 
     def __eq__(self, other):
         return isinstance(other, _CallContext)
@@ -483,7 +506,8 @@ class _CustomGradientFunction:
         spec = _Spec(_skeleton(args), len(inputs), tuple(v.ref() for v in variables), len(trainable),
                      _skeleton([kwargs[k] for k in kw_names], consts=True), kw_names, _skeleton(out), bound,
                      len(all_in), len(flat_out))
-        ctx = _CallContext(grad_fn, rng)
+        held = _GradFn(grad_fn)
+        ctx = _CallContext(held, rng)
         vals = [t._value for t in all_in]
         outs = [o._value for o in flat_out]   # the forward's values: computed now, as in TF
         result_vals = outs
@@ -498,6 +522,10 @@ class _CustomGradientFunction:
             static = {"spec": spec, "ctx": ctx}
             for tape in tapes:
                 tape._record_op(self._prim, static, None, ids, vals + outs, result)
+                try:
+                    _KEPT.setdefault(tape, []).append(held)
+                except TypeError:   # a recorder that is not a tape (not weakly referable)
+                    pass
         return _build(spec.out_skel, iter(result))
 
     # -- the pure function the replay runs --------------------------------------
@@ -603,11 +631,12 @@ class _CustomGradientFunction:
         n_in, n_var = spec.n_in, len(spec.var_refs)
         name = self._name
         with _tape_stack([]), jax.ensure_compile_time_eval():
-            if remat:
+            grad_fn = None if remat else ctx.grad_fn
+            if grad_fn is None:
                 with _rng_replayed(ctx.rng):
                     _, grad_fn, variables = self._run(spec, vals)
             else:
-                grad_fn, variables = ctx.grad_fn, [r.deref() for r in spec.var_refs]
+                variables = [r.deref() for r in spec.var_refs]
             it = iter(cts)
             dys = [Tensor(next(it)) if f else Tensor(jnp.zeros(a.shape, a.dtype))
                    for a, f in zip(out_avals, float_out)]
