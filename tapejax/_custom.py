@@ -485,7 +485,8 @@ class _CustomGradientFunction:
         inputs = [convert_to_tensor(a) for a in flat_args]
         rng = _rng_snapshot()
         watcher = _VariableWatcher()
-        with _tape_stack([watcher]):
+        # Inside a trace, ops on concrete values alone (tf.shape ...) are computed on the spot.
+        with _tape_stack([watcher]), jax.ensure_compile_time_eval():
             out, grad_fn = self._call_f(bound, args, kwargs)
         arg_ids = {id(a) for a in flat_args}
         read = [v for v in watcher.variables.values() if id(v) not in arg_ids]
