@@ -293,50 +293,48 @@ def _rng_snapshot() -> _RngState:
 
 
 @contextlib.contextmanager
-def _rng_replayed(state: _RngState):
-    """Random ops in the block draw what they drew at the call (the generator is set to ``state``);
-    the generator is left as it was before the block."""
+def _rng_replayed(state: "_RngState | None"):
+    """Random ops in the block draw what they drew at the call (the generator is set to ``state``;
+    None: as it is); the generator is left as it was before the block."""
     g = _random._GLOBAL
     saved = (g._key, g._op_counts, g.scopes)
-    g._key, g._op_counts, g.scopes = state.key, dict(state.counts), g.scopes + 1
+    if state is not None:
+        g._key, g._op_counts = state.key, dict(state.counts)
+    else:
+        g._op_counts = dict(g._op_counts)
+    g.scopes += 1
     try:
         yield
     finally:
         g._key, g._op_counts, g.scopes = saved
 
 
-class _GradFn:
-    """Holds the ``grad_fn`` one call returned (weakly referable)."""
+class _CallRecord:
+    """What one call leaves for its gradient: the ``grad_fn`` it returned and the random state
+    ``f`` started from."""
 
-    __slots__ = ("fn", "__weakref__")
+    __slots__ = ("grad_fn", "rng", "__weakref__")
 
-    def __init__(self, fn):
-        self.fn = fn
+    def __init__(self, grad_fn, rng: _RngState):
+        self.grad_fn = grad_fn
+        self.rng = rng
 
 
-#: tape -> the ``_GradFn``s of the calls it recorded: a tape keeps its calls' grad_fns alive
-#: (and nothing else does: the node's static parameters, which the signature table keeps for
-#: the first call of a structure, refer to them weakly).
+#: tape -> the records of the calls it recorded: a tape keeps them alive (TF's tape keeps its
+#: grad_fns), and nothing else does.
 _KEPT = weakref.WeakKeyDictionary()
 
 
 class _CallContext:
-    """What one call leaves for its gradient: the ``grad_fn`` it returned (weakly: the
-    recording tapes hold it) and the random state ``f`` started from.  It sits in the node's
-    static parameters but equals every other context, so it never splits a cache: only
+    """The node's handle on its call's ``_CallRecord``, held weakly: the handle sits in the
+    node's static parameters, which the signature table keeps for the first call of a
+    structure.  It equals every other handle, so it never splits a cache; only
     ``_late_node`` reads it, from the node at hand."""
 
-    __slots__ = ("_grad_fn", "rng")
+    __slots__ = ("record",)
 
-    def __init__(self, grad_fn: _GradFn, rng: _RngState):
-        self._grad_fn = weakref.ref(grad_fn)
-        self.rng = rng
-
-    @property
-    def grad_fn(self):
-        """The call's grad_fn, or None once no tape that recorded the call is alive."""
-        held = self._grad_fn()
-        return None if held is None else held.fn
+    def __init__(self, record: _CallRecord):
+        self.record = weakref.ref(record)   # record() is None once no recording tape is alive
 
     def __eq__(self, other):
         return isinstance(other, _CallContext)
@@ -367,25 +365,36 @@ _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 def _param_key(v):
     """A hashable stand-in for one equation parameter that is equal across traces of the same
-    program (sub-jaxprs by their text, objects by their repr without addresses)."""
+    program (sub-jaxprs by their structure and values, objects by their repr without addresses)."""
     if isinstance(v, (str, int, float, bool, type(None))):
         return v
     if isinstance(v, (list, tuple)):
         return (type(v).__name__,) + tuple(_param_key(x) for x in v)
     if isinstance(v, dict):
         return ("dict",) + tuple(sorted((str(k), _param_key(x)) for k, x in v.items()))
-    if isinstance(v, (_jcore.ClosedJaxpr, _jcore.Jaxpr)):
-        return ("jaxpr", str(v))
+    if isinstance(v, _jcore.ClosedJaxpr):
+        return ("closed", _fingerprint(v.jaxpr, lifted=False), tuple(_value_key(c) for c in v.consts))
+    if isinstance(v, _jcore.Jaxpr):
+        return ("jaxpr", _fingerprint(v, lifted=False))
+    if isinstance(v, (np.dtype, jax.core.ShapedArray)):
+        return v
     return (type(v).__qualname__, _ADDRESS.sub("", repr(v)))
 
 
-def _fingerprint(jaxpr) -> tuple:
-    """The jaxpr's structure with its top-level literals abstracted (their values are arguments)."""
+def _value_key(c):
+    """A constant inside a sub-jaxpr (rare: they are hoisted): its value is part of the key."""
+    a = np.asarray(c)
+    return (a.shape, a.dtype.str, a.tobytes())
+
+
+def _fingerprint(jaxpr, lifted=True) -> tuple:
+    """The jaxpr's structure; ``lifted``: its literals are abstracted (their values are
+    arguments, see ``_literals``), else their values are part of it (sub-jaxprs)."""
     names = {}
 
     def ref(x):
         if isinstance(x, _jcore.Literal):
-            return ("lit", x.aval)
+            return ("lit", x.aval) if lifted else ("lit", x.aval, _value_key(x.val))
         n = names.get(x)
         if n is None:
             n = names[x] = len(names)
@@ -507,8 +516,8 @@ class _CustomGradientFunction:
         spec = _Spec(_skeleton(args), len(inputs), tuple(v.ref() for v in variables), len(trainable),
                      _skeleton([kwargs[k] for k in kw_names], consts=True), kw_names, _skeleton(out), bound,
                      len(all_in), len(flat_out))
-        held = _GradFn(grad_fn)
-        ctx = _CallContext(held, rng)
+        held = _CallRecord(grad_fn, rng)
+        ctx = _CallContext(held)
         vals = [t._value for t in all_in]
         outs = [o._value for o in flat_out]   # the forward's values: computed now, as in TF
         result_vals = outs
@@ -549,8 +558,10 @@ class _CustomGradientFunction:
             out_avals = tuple(_abstract(o) for o in outs)
             ct_example = tuple(jnp.zeros(a.shape, a.dtype) for a, f in zip(out_avals, float_out) if f)
 
+            rec = ctx.record()   # alive: the call that runs this holds it
+
             def backward(v, cts):
-                return self._backward(spec, ctx, v, cts, out_avals, float_out, remat=True)
+                return self._backward(spec, rec, v, cts, out_avals, float_out, remat=True)
 
             bwd_conv, consts = jax.closure_convert(backward, v, ct_example)
             extra = tuple(consts)
@@ -594,8 +605,10 @@ class _CustomGradientFunction:
         float_out = tuple(_is_float(a.dtype) for a in out_avals)
         ct_abs = tuple(a for a, f in zip(out_avals, float_out) if f)
 
+        rec = ctx.record()   # None once no tape that recorded the call is alive
+
         def backward(v, cts):
-            return self._backward(spec, ctx, v, cts, out_avals, float_out, remat=nested)
+            return self._backward(spec, rec, v, cts, out_avals, float_out, remat=nested)
 
         closed, shape = jax.make_jaxpr(backward, return_shape=True)(v_abs, ct_abs)
         out_tree = jax.tree_util.tree_structure(shape)
@@ -622,7 +635,7 @@ class _CustomGradientFunction:
                              "structure when replayed; it must be a deterministic function of its inputs")
         return flat, grad_fn, variables
 
-    def _backward(self, spec, ctx, vals, cts, out_avals, float_out, remat):
+    def _backward(self, spec, rec, vals, cts, out_avals, float_out, remat):
         """The gradients of the op's inputs ``vals``: ``grad_fn(cts)``, with ``grad_fn`` the call's
         (``remat`` False) or that of ``f`` run again on ``vals`` with the call's random state.
 
@@ -632,9 +645,9 @@ class _CustomGradientFunction:
         n_in, n_var = spec.n_in, len(spec.var_refs)
         name = self._name
         with _tape_stack([]), jax.ensure_compile_time_eval():
-            grad_fn = None if remat else ctx.grad_fn
+            grad_fn = None if remat or rec is None else rec.grad_fn
             if grad_fn is None:
-                with _rng_replayed(ctx.rng):
+                with _rng_replayed(None if rec is None else rec.rng):
                     _, grad_fn, variables = self._run(spec, vals)
             else:
                 variables = [r.deref() for r in spec.var_refs]
