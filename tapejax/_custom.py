@@ -8,24 +8,55 @@ stop_gradient
     code, ``jax.grad`` and nested derivatives.
 
 custom_gradient
-    ``f(*x) -> (y, grad_fn)``.  Calling the decorated function runs ``f`` once
-    (no tape records inside it) and records ONE op on each tape tracking an
-    input: inputs are the flattened arguments and the Variables ``f`` reads,
-    outputs the flattened ``y``.  The op's function is a ``jax.custom_vjp``
-    built when the replay is traced: the forward calls ``f`` on Tensors
-    wrapping the traced inputs; the backward *rematerialises*: it calls ``f``
-    again on the residual inputs, to get a fresh ``grad_fn`` closing over
-    values of the backward's own trace, then ``grad_fn`` on Tensors wrapping
-    the cotangents (XLA drops the forward work the backward does not use).
-    Both are ``jax.closure_convert``-ed, so values they close over that an
-    enclosing differentiation perturbs are explicit arguments given no
-    gradient through this op (TF's rule: the op's gradient goes to its inputs
-    and Variables only).  The backward is an ordinary JAX function of the
-    inputs, so a second derivative (nested tapes) differentiates ``grad_fn``
-    itself, as TF does.  Inside ``f`` and ``grad_fn`` the Variables ``f``
-    reads hold the replay's traced values.  Tensors ``f`` closes over (rather
-    than takes as arguments or Variables) are constants of the compiled
-    replay, as with ``jax.jit``.
+    ``f(*x) -> (y, grad_fn)``.  The rule is TF's timing: ``f`` runs when the
+    decorated function is called, ``grad_fn`` when ``tape.gradient`` runs, each
+    with the Python state of that moment; a compiled replay never freezes it.
+
+    *Call.*  ``f`` runs once, eagerly (no tape records inside it; ops on
+    concrete values are computed on the spot even inside a trace, so
+    ``tf.shape`` and random draws work), and ONE op is recorded on each tape
+    tracking an input: inputs are the flattened arguments, the Variables ``f``
+    reads and tensor keyword arguments, then ``f``'s outputs *as computed now*
+    (constants to the tape).  The op's value in every replay is those outputs,
+    so ``y`` is the call's even when the replay computes it (deferred
+    execution), and random numbers are drawn once.  The node's static
+    parameters hold a handle (``_CallContext``, equal to every other, so it
+    never splits a cache) on the call's ``grad_fn`` and the random state ``f``
+    started from; the recording tapes keep that record alive.
+
+    *Gradient.*  ``_replay.resolve_late`` calls ``_late_node`` for each such
+    node in the slice: the backward is traced now (``jax.make_jaxpr`` on the
+    inputs' avals).  First order: the call's ``grad_fn``, as TF calls it.
+    Recorded by another tape (nested tapes, a persistent tape inside its
+    ``with``): ``f`` is rematerialised on the op's inputs with the call's
+    random state, then its ``grad_fn``, so the gradient is a function of the
+    inputs that the outer tape differentiates (second order through
+    ``grad_fn``, as TF).  Everything the trace closes over (a Tensor rebound
+    each step, a Variable's value, a random draw) is a constant of the jaxpr,
+    and its top-level literals (a Python float from a schedule) are lifted
+    too: both become constant inputs of the node, i.e. runtime arguments of
+    the compiled replay.  The jaxpr's structure (``_fingerprint``) joins the
+    node's signature: a steady loop compiles once even while the values it
+    reads change, and a ``grad_fn`` that computes something new (a Python
+    branch) gets a new compile, never a stale one.  The backward runs as a
+    ``jax.custom_vjp`` whose value is the recorded outputs and whose
+    backward evaluates that jaxpr; the op's gradient goes to its inputs and
+    Variables only (TF's rule).  The call's ``grad_fn`` reads Variables as
+    they are at gradient time (TF); a rematerialised ``f`` and its ``grad_fn``
+    read them as the op's inputs (the values the call read), which the outer
+    tape differentiates.
+
+    Under ``jax.jit`` / ``jax.grad`` (a call on traced values, e.g. inside
+    ``tapejax.function`` with no tape) the op is the same ``custom_vjp``,
+    its backward traced with the enclosing trace and ``jax.closure_convert``-ed
+    (values an enclosing differentiation perturbs get no gradient through this
+    op): state is read when that trace runs, as TF's ``tf.function`` does.
+
+    Left as it is: when another tape records the gradient, ``f`` runs again at
+    gradient time, so a Python value ``f`` itself reads that changed between
+    the call and the gradient is seen as it is then (TF's ``grad_fn`` would
+    close over the call's).  Each gradient call traces its custom-gradient
+    nodes once (about a millisecond each), as TF runs ``grad_fn`` in Python.
 
 RegisterGradient / gradient_override_map
     ``RegisterGradient("Name")(fn)`` registers ``fn(op, *grads)``.  Ops created
@@ -649,8 +680,13 @@ class _CustomGradientFunction:
             if grad_fn is None:
                 with _rng_replayed(None if rec is None else rec.rng):
                     _, grad_fn, variables = self._run(spec, vals)
+                # grad_fn of a rematerialised f reads the Variables as the op's inputs (so an
+                # outer tape differentiates through them)
+                substituted = variables
             else:
+                # the call's grad_fn reads the Variables as they are now, as in TF
                 variables = [r.deref() for r in spec.var_refs]
+                substituted = []
             it = iter(cts)
             dys = [Tensor(next(it)) if f else Tensor(jnp.zeros(a.shape, a.dtype))
                    for a, f in zip(out_avals, float_out)]
@@ -658,7 +694,7 @@ class _CustomGradientFunction:
             if not isinstance(packed, (list, tuple)):
                 packed = [packed]
             train = variables[:spec.n_train]
-            with _substituted(variables, vals[n_in:n_in + n_var]):
+            with _substituted(substituted, vals[n_in:n_in + n_var]):
                 if train:
                     res = grad_fn(*packed, variables=train)
                     if not isinstance(res, (list, tuple)) or len(res) != 2:
@@ -727,11 +763,18 @@ def custom_gradient(f=None):
     ``jax.custom_vjp``, so ``jax.grad`` honours it too), and under nested
     tapes: the second derivative differentiates ``grad_fn``.
 
+    ``f`` runs at the call and ``grad_fn`` at each ``tape.gradient``, each
+    seeing the Python state of that moment (see the module docstring): a
+    schedule read by ``grad_fn`` (gradient reversal) or a Tensor rebound every
+    step is current at every step, with one compile for a steady loop.
+    ``tf.shape`` and random ops work inside ``f``; the random numbers are
+    drawn once, at the call.
+
     Differences from TF: a ``grad_fn`` that returns ``None`` for an input
     gives zeros for it rather than TF's ``None`` (the tape decides what is
-    connected before ``grad_fn`` runs); ``f`` and ``grad_fn`` are run again,
-    on traced values, when a compiled gradient is traced (Python side effects
-    inside them happen at trace time).
+    connected before ``grad_fn`` runs); when another tape records the
+    gradient (nested tapes), ``f`` runs again at gradient time on traced
+    values (Python side effects in ``f`` happen again then).
     """
     if f is None:
         return custom_gradient

@@ -198,7 +198,8 @@ def test_custom_gradient_with_variables_matches_hand_values():
 
 
 def test_custom_gradient_variable_value_is_the_read_value_in_replay(fresh_cache):
-    """The replay substitutes the Variable's read value: a cache hit after assign uses the new value."""
+    """grad_fn reads the Variable's value when the gradient runs: a cache hit after assign uses
+    the new value (an argument of the compiled gradient, not a constant of it)."""
     v = tf.Variable(3.0)
 
     @tf.custom_gradient

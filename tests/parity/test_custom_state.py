@@ -180,3 +180,25 @@ def test_random_mask_is_drawn_once_at_the_call_nested(tf):
     """The same with an outer tape recording the gradient (tapejax then runs f again on the
     inputs, with the call's random state)."""
     return _dropout_case(tf, nested=True)
+
+
+@parity(expected=[(A(6.0), A(5.0), A(10.0)), (A(0.0), A(2.0), A(4.0))])
+def test_grad_fn_reads_variables_at_gradient_time(tf):
+    """grad_fn reads the Variable f used: as it is when the gradient runs (assigned after the
+    call), as TF; the step's update then feeds the next call."""
+    v = tf.Variable(3.0)
+
+    @tf.custom_gradient
+    def fv(x):
+        return x * v, lambda dy, variables=None: (dy * v, [dy * x * v])
+    x = tf.constant(2.0)
+    out = []
+    for _ in range(2):
+        with tf.GradientTape() as t:
+            t.watch(x)
+            y = fv(x) * 1.0
+        v.assign_add(2.0)
+        gx, gv = t.gradient(y, [x, v])
+        out.append((y, gx, gv))
+        v.assign_sub(0.5 * gv)
+    return out
