@@ -16,7 +16,9 @@ values and the same structure, hits the cache.
 The ``Program`` is that structure: the slice nodes' interned signatures and
 positions, the connected sources' codes and avals, the connected targets'
 codes and which targets bring their own cotangent.  It is the cache key
-(hashable, readable ``repr``) and also knows how to gather the leaves.
+(hashable, readable ``repr``) and also knows how to gather the leaves.  Its
+``late`` lists the slice's nodes whose op traces part of itself when the
+gradient is taken (custom gradients, see ``_replay.resolve_late``).
 
 Two pure functions are built from a Program (``_replay`` jits them):
 ``build_backward`` (first order: reverse walk, each node's vjp at its saved

@@ -33,6 +33,12 @@ Three compiled forms exist for one Program:
   Where its arguments are still pending (the Variables' updates of the
   previous step, read by this tape), the same function runs after their
   graph in one program (``_lazy.call_with_pending``): one dispatch per step.
+
+Custom gradients run user Python at gradient time (TF's timing): before the
+lookup, ``resolve_late`` replaces each custom-gradient node of the slice by
+the node with its backward traced now (``_custom``); what the trace read
+becomes new constant inputs (arguments) and its structure part of the node's
+signature, so the Program names the computation actually traced.
 """
 import collections
 import threading
