@@ -8,24 +8,55 @@ stop_gradient
     code, ``jax.grad`` and nested derivatives.
 
 custom_gradient
-    ``f(*x) -> (y, grad_fn)``.  Calling the decorated function runs ``f`` once
-    (no tape records inside it) and records ONE op on each tape tracking an
-    input: inputs are the flattened arguments and the Variables ``f`` reads,
-    outputs the flattened ``y``.  The op's function is a ``jax.custom_vjp``
-    built when the replay is traced: the forward calls ``f`` on Tensors
-    wrapping the traced inputs; the backward *rematerialises*: it calls ``f``
-    again on the residual inputs, to get a fresh ``grad_fn`` closing over
-    values of the backward's own trace, then ``grad_fn`` on Tensors wrapping
-    the cotangents (XLA drops the forward work the backward does not use).
-    Both are ``jax.closure_convert``-ed, so values they close over that an
-    enclosing differentiation perturbs are explicit arguments given no
-    gradient through this op (TF's rule: the op's gradient goes to its inputs
-    and Variables only).  The backward is an ordinary JAX function of the
-    inputs, so a second derivative (nested tapes) differentiates ``grad_fn``
-    itself, as TF does.  Inside ``f`` and ``grad_fn`` the Variables ``f``
-    reads hold the replay's traced values.  Tensors ``f`` closes over (rather
-    than takes as arguments or Variables) are constants of the compiled
-    replay, as with ``jax.jit``.
+    ``f(*x) -> (y, grad_fn)``.  The rule is TF's timing: ``f`` runs when the
+    decorated function is called, ``grad_fn`` when ``tape.gradient`` runs, each
+    with the Python state of that moment; a compiled replay never freezes it.
+
+    *Call.*  ``f`` runs once, eagerly (no tape records inside it; ops on
+    concrete values are computed on the spot even inside a trace, so
+    ``tf.shape`` and random draws work), and ONE op is recorded on each tape
+    tracking an input: inputs are the flattened arguments, the Variables ``f``
+    reads and tensor keyword arguments, then ``f``'s outputs *as computed now*
+    (constants to the tape).  The op's value in every replay is those outputs,
+    so ``y`` is the call's even when the replay computes it (deferred
+    execution), and random numbers are drawn once.  The node's static
+    parameters hold a handle (``_CallContext``, equal to every other, so it
+    never splits a cache) on the call's ``grad_fn`` and the random state ``f``
+    started from; the recording tapes keep that record alive.
+
+    *Gradient.*  ``_replay.resolve_late`` calls ``_late_node`` for each such
+    node in the slice: the backward is traced now (``jax.make_jaxpr`` on the
+    inputs' avals).  First order: the call's ``grad_fn``, as TF calls it.
+    Recorded by another tape (nested tapes, a persistent tape inside its
+    ``with``): ``f`` is rematerialised on the op's inputs with the call's
+    random state, then its ``grad_fn``, so the gradient is a function of the
+    inputs that the outer tape differentiates (second order through
+    ``grad_fn``, as TF).  Everything the trace closes over (a Tensor rebound
+    each step, a Variable's value, a random draw) is a constant of the jaxpr,
+    and its top-level literals (a Python float from a schedule) are lifted
+    too: both become constant inputs of the node, i.e. runtime arguments of
+    the compiled replay.  The jaxpr's structure (``_fingerprint``) joins the
+    node's signature: a steady loop compiles once even while the values it
+    reads change, and a ``grad_fn`` that computes something new (a Python
+    branch) gets a new compile, never a stale one.  The backward runs as a
+    ``jax.custom_vjp`` whose value is the recorded outputs and whose
+    backward evaluates that jaxpr; the op's gradient goes to its inputs and
+    Variables only (TF's rule).  The call's ``grad_fn`` reads Variables as
+    they are at gradient time (TF); a rematerialised ``f`` and its ``grad_fn``
+    read them as the op's inputs (the values the call read), which the outer
+    tape differentiates.
+
+    Under ``jax.jit`` / ``jax.grad`` (a call on traced values, e.g. inside
+    ``tapejax.function`` with no tape) the op is the same ``custom_vjp``,
+    its backward traced with the enclosing trace and ``jax.closure_convert``-ed
+    (values an enclosing differentiation perturbs get no gradient through this
+    op): state is read when that trace runs, as TF's ``tf.function`` does.
+
+    Left as it is: when another tape records the gradient, ``f`` runs again at
+    gradient time, so a Python value ``f`` itself reads that changed between
+    the call and the gradient is seen as it is then (TF's ``grad_fn`` would
+    close over the call's).  Each gradient call traces its custom-gradient
+    nodes once (about a millisecond each), as TF runs ``grad_fn`` in Python.
 
 RegisterGradient / gradient_override_map
     ``RegisterGradient("Name")(fn)`` registers ``fn(op, *grads)``.  Ops created
@@ -54,17 +85,24 @@ gradients (graph mode)
 import contextlib
 import functools
 import inspect
+import re
+import weakref
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jax.extend import core as _jcore
+
 from . import _dtypes, _nest, _replay, _state
+from ._lazy import _Thunk
 from ._lru import LRU
 from ._primitives import REGISTRY, Primitive, bind, define
-from ._tape import GradientTape, UnconnectedGradients, _unconnected
+from ._tape import GradientTape, Node, UnconnectedGradients, _intern, _unconnected
 from ._tensor import Tensor, convert_to_tensor
+from .ops import random as _random
 
 _Tracer = jax.core.Tracer
 
@@ -248,9 +286,10 @@ class _Bound:
 class _Spec:
     """Static description of one call of a custom-gradient function (cache key part)."""
 
-    __slots__ = ("in_skel", "n_in", "var_refs", "n_train", "kw_skel", "kw_names", "out_skel", "bound", "_key")
+    __slots__ = ("in_skel", "n_in", "var_refs", "n_train", "kw_skel", "kw_names", "out_skel", "bound",
+                 "n_vals", "n_out", "_key")
 
-    def __init__(self, in_skel, n_in, var_refs, n_train, kw_skel, kw_names, out_skel, bound):
+    def __init__(self, in_skel, n_in, var_refs, n_train, kw_skel, kw_names, out_skel, bound, n_vals, n_out):
         self.in_skel = in_skel
         self.n_in = n_in
         self.var_refs = var_refs      # refs of the Variables f reads (trainable first)
@@ -259,7 +298,9 @@ class _Spec:
         self.kw_names = kw_names
         self.out_skel = out_skel
         self.bound = bound            # _Bound(instance) for a decorated method, else None
-        self._key = (in_skel, n_in, var_refs, n_train, kw_skel, kw_names, out_skel, bound)
+        self.n_vals = n_vals          # the op's true inputs: flat args, Variable reads, tensor kwargs
+        self.n_out = n_out            # then its outputs as the call computed them (constants)
+        self._key = (in_skel, n_in, var_refs, n_train, kw_skel, kw_names, out_skel, bound, n_vals, n_out)
 
     def __hash__(self):
         return hash(self._key)
@@ -271,13 +312,196 @@ class _Spec:
         return f"_Spec(inputs={self.n_in}, variables={len(self.var_refs)})"
 
 
+class _RngState(NamedTuple):
+    """The global random generator as ``f`` found it when called."""
+    key: object    # its key (an array; a tracer inside a compiled step's state_scope)
+    counts: dict   # its per-op-seed counters
+
+
+def _rng_snapshot() -> _RngState:
+    g = _random._GLOBAL
+    return _RngState(g.key, dict(g._op_counts) if g._op_counts else {})
+
+
+@contextlib.contextmanager
+def _rng_replayed(state: "_RngState | None"):
+    """Random ops in the block draw what they drew at the call (the generator is set to ``state``;
+    None: as it is); the generator is left as it was before the block."""
+    g = _random._GLOBAL
+    saved = (g._key, g._op_counts, g.scopes)
+    if state is not None:
+        g._key, g._op_counts = state.key, dict(state.counts)
+    else:
+        g._op_counts = dict(g._op_counts)
+    g.scopes += 1
+    try:
+        yield
+    finally:
+        g._key, g._op_counts, g.scopes = saved
+
+
+class _CallRecord:
+    """What one call leaves for its gradient: the ``grad_fn`` it returned and the random state
+    ``f`` started from."""
+
+    __slots__ = ("grad_fn", "rng", "__weakref__")
+
+    def __init__(self, grad_fn, rng: _RngState):
+        self.grad_fn = grad_fn
+        self.rng = rng
+
+
+#: tape -> the records of the calls it recorded: a tape keeps them alive (TF's tape keeps its
+#: grad_fns), and nothing else does.
+_KEPT = weakref.WeakKeyDictionary()
+
+
+class _CallContext:
+    """The node's handle on its call's ``_CallRecord``, held weakly: the handle sits in the
+    node's static parameters, which the signature table keeps for the first call of a
+    structure.  It equals every other handle, so it never splits a cache; only
+    ``_late_node`` reads it, from the node at hand."""
+
+    __slots__ = ("record",)
+
+    def __init__(self, record: _CallRecord):
+        self.record = weakref.ref(record)   # record() is None once no recording tape is alive
+
+    def __eq__(self, other):
+        return isinstance(other, _CallContext)
+
+    def __hash__(self):
+        return 0x5EED
+
+    def __repr__(self):
+        return "<custom_gradient call>"
+
+
+class _CustomPrim(Primitive):
+    """The op of one custom-gradient function; ``late(node, nested)`` is ``_replay``'s hook that
+    traces the node's backward when a gradient is taken."""
+
+    __slots__ = ("late",)
+
+
+def _abstract(x) -> jax.ShapeDtypeStruct:
+    a = x.aval if type(x) is _Thunk else jax.typeof(x)
+    return jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=getattr(a, "weak_type", False))
+
+
+# -- a backward traced at gradient time: jaxpr, key, runtime arguments -------------------------
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def _param_key(v):
+    """A hashable stand-in for one equation parameter that is equal across traces of the same
+    program (sub-jaxprs by their structure and values, objects by their repr without addresses)."""
+    if isinstance(v, (str, int, float, bool, type(None))):
+        return v
+    if isinstance(v, (list, tuple)):
+        return (type(v).__name__,) + tuple(_param_key(x) for x in v)
+    if isinstance(v, dict):
+        return ("dict",) + tuple(sorted((str(k), _param_key(x)) for k, x in v.items()))
+    if isinstance(v, _jcore.ClosedJaxpr):
+        return ("closed", _fingerprint(v.jaxpr, lifted=False), tuple(_value_key(c) for c in v.consts))
+    if isinstance(v, _jcore.Jaxpr):
+        return ("jaxpr", _fingerprint(v, lifted=False))
+    if isinstance(v, (np.dtype, jax.core.ShapedArray)):
+        return v
+    return (type(v).__qualname__, _ADDRESS.sub("", repr(v)))
+
+
+def _value_key(c):
+    """A constant inside a sub-jaxpr (rare: they are hoisted): its value is part of the key."""
+    a = np.asarray(c)
+    return (a.shape, a.dtype.str, a.tobytes())
+
+
+def _fingerprint(jaxpr, lifted=True) -> tuple:
+    """The jaxpr's structure; ``lifted``: its literals are abstracted (their values are
+    arguments, see ``_literals``), else their values are part of it (sub-jaxprs)."""
+    names = {}
+
+    def ref(x):
+        if isinstance(x, _jcore.Literal):
+            return ("lit", x.aval) if lifted else ("lit", x.aval, _value_key(x.val))
+        n = names.get(x)
+        if n is None:
+            n = names[x] = len(names)
+        return n
+
+    parts = [tuple((ref(v), v.aval) for v in jaxpr.constvars), tuple((ref(v), v.aval) for v in jaxpr.invars)]
+    for e in jaxpr.eqns:
+        parts.append((e.primitive.name, _param_key(e.params), tuple(ref(x) for x in e.invars),
+                      tuple((ref(x), x.aval) for x in e.outvars)))
+    parts.append(tuple(ref(x) for x in jaxpr.outvars))
+    return tuple(parts)
+
+
+def _literals(jaxpr) -> tuple:
+    """The top-level literal values, in the order ``_eval_lifted`` reads them."""
+    atoms = [x for e in jaxpr.eqns for x in e.invars] + list(jaxpr.outvars)
+    return tuple(np.asarray(x.val, x.aval.dtype) for x in atoms if isinstance(x, _jcore.Literal))
+
+
+def _eval_lifted(jaxpr, consts, lits, args):
+    """``jax.core.eval_jaxpr`` with the top-level literals read from ``lits`` (arguments)."""
+    env = dict(zip(jaxpr.constvars, consts))
+    env.update(zip(jaxpr.invars, args))
+    it = iter(lits)
+
+    def read(x):
+        return next(it) if isinstance(x, _jcore.Literal) else env[x]
+
+    for e in jaxpr.eqns:
+        invals = [read(x) for x in e.invars]
+        with e.ctx.manager:
+            ans = e.primitive.bind(*invals, **e.primitive.get_bind_params(e.params))
+        if e.primitive.multiple_results:
+            env.update(zip(e.outvars, ans))
+        else:
+            env[e.outvars[0]] = ans
+    return [read(x) for x in jaxpr.outvars]
+
+
+class _Late:
+    """A node's backward as traced when the gradient was asked for: ``run(v, cts, extra)`` with
+    ``extra`` = the trace's constants then its literals (runtime arguments of the compiled
+    replay).  ``key`` (mode, jaxpr structure, output tree) joins the replay's cache key: an
+    equal key means the same computation of those arguments."""
+
+    __slots__ = ("key", "jaxpr", "n_consts", "out_tree")
+
+    def __init__(self, key, jaxpr, n_consts, out_tree):
+        self.key = key
+        self.jaxpr = jaxpr
+        self.n_consts = n_consts
+        self.out_tree = out_tree
+
+    def run(self, v, cts, extra):
+        n = self.n_consts
+        flat = _eval_lifted(self.jaxpr, extra[:n], extra[n:], (*v, *cts))
+        return jax.tree_util.tree_unflatten(self.out_tree, flat)
+
+    def __eq__(self, other):
+        return isinstance(other, _Late) and self.key == other.key
+
+    def __hash__(self):
+        return hash(self.key)
+
+    def __repr__(self):
+        return f"<custom_gradient backward: {len(self.jaxpr.eqns)} equations>"
+
+
 class _CustomGradientFunction:
     """The function returned by ``custom_gradient(f)``."""
 
     def __init__(self, f):
         self._f = f
         self._name = getattr(f, "__name__", "custom_gradient")
-        self._prim = Primitive(f"CustomGradient:{self._name}", self._impl, multiple_results=True)
+        self._prim = _CustomPrim(f"CustomGradient:{self._name}", self._impl, multiple_results=True)
+        self._prim.late = self._late_node
         functools.update_wrapper(self, f)
 
     def __get__(self, obj, objtype=None):
@@ -299,8 +523,10 @@ class _CustomGradientFunction:
         flat_args = _nest.flatten(args)
         # Conversion reads Variables passed as arguments (recorded on tapes).
         inputs = [convert_to_tensor(a) for a in flat_args]
+        rng = _rng_snapshot()
         watcher = _VariableWatcher()
-        with _tape_stack([watcher]):
+        # Inside a trace, ops on concrete values alone (tf.shape ...) are computed on the spot.
+        with _tape_stack([watcher]), jax.ensure_compile_time_eval():
             out, grad_fn = self._call_f(bound, args, kwargs)
         arg_ids = {id(a) for a in flat_args}
         read = [v for v in watcher.variables.values() if id(v) not in arg_ids]
@@ -317,68 +543,114 @@ class _CustomGradientFunction:
                       if _is_tensorish(k)]
         variables = trainable + others
         reads = [v._read() for v in variables]  # recorded: the tape watches them as TF's does
-        spec = _Spec(_skeleton(args), len(inputs), tuple(v.ref() for v in variables), len(trainable),
-                     _skeleton([kwargs[k] for k in kw_names], consts=True), kw_names, _skeleton(out), bound)
         all_in = inputs + reads + kw_tensors
+        spec = _Spec(_skeleton(args), len(inputs), tuple(v.ref() for v in variables), len(trainable),
+                     _skeleton([kwargs[k] for k in kw_names], consts=True), kw_names, _skeleton(out), bound,
+                     len(all_in), len(flat_out))
+        held = _CallRecord(grad_fn, rng)
+        ctx = _CallContext(held)
         vals = [t._value for t in all_in]
-        if any(isinstance(v, _Tracer) for v in vals):
+        outs = [o._value for o in flat_out]   # the forward's values: computed now, as in TF
+        result_vals = outs
+        if any(isinstance(v, _Tracer) for v in vals + outs):
             # Under jax.jit / jax.grad: the custom_vjp itself, so JAX's own AD honours grad_fn.
-            out_vals = self._impl(*vals, spec=spec)
-        else:
-            out_vals = [o._value for o in flat_out]
-        result = tuple(Tensor(v) for v in out_vals)
+            result_vals = self._impl(*vals, *outs, spec=spec, ctx=ctx)
+        result = tuple(Tensor(v) for v in result_vals)
         tapes = _state.tapes()
         if tapes:
-            ids = [t._id for t in inputs + reads] + [0] * len(kw_tensors)
-            static = {"spec": spec}
+            # The outputs' values are constant inputs of the op: the replay gives them back.
+            ids = [t._id for t in inputs + reads] + [0] * (len(kw_tensors) + len(outs))
+            static = {"spec": spec, "ctx": ctx}
             for tape in tapes:
-                tape._record_op(self._prim, static, None, ids, vals, result)
+                tape._record_op(self._prim, static, None, ids, vals + outs, result)
+                try:
+                    _KEPT.setdefault(tape, []).append(held)
+                except TypeError:   # a recorder that is not a tape (not weakly referable)
+                    pass
         return _build(spec.out_skel, iter(result))
 
     # -- the pure function the replay runs --------------------------------------
-    def _impl(self, *vals, spec):
-        """The op's function: a ``jax.custom_vjp`` of the inputs (called on tracers).
+    def _impl(self, *vals, spec, ctx, late=None):
+        """The op's function: a ``jax.custom_vjp`` whose value is the outputs the call computed
+        (``vals`` = the op's inputs, then those outputs, then ``late``'s arguments) and whose
+        backward gives the inputs' gradients.
 
-        ``f`` and the backward (``f`` rematerialised, then ``grad_fn``) are each
-        closure-converted (``jax.closure_convert``): values they close over that
-        an enclosing differentiation perturbs (a custom_gradient called inside
-        another's grad_fn, or under ``jax.grad``) become explicit arguments with
-        no gradient through this op, which is TF's rule (the op's gradient goes
-        to its inputs and Variables only).
+        ``late`` (a ``_Late``): the backward traced when the gradient was asked for (see
+        ``_late_node``), run on its runtime arguments.  Without it (a call under ``jax.jit`` /
+        ``jax.grad``), the backward is traced with the enclosing trace: ``f`` rematerialised on
+        the inputs, then ``grad_fn``, closure-converted (``jax.closure_convert``) so values an
+        enclosing differentiation perturbs are explicit arguments given no gradient through this
+        op, which is TF's rule (the op's gradient goes to its inputs and Variables only).
         """
-        vals = tuple(vals)
+        n, m = spec.n_vals, spec.n_out
+        v, outs, extra = tuple(vals[:n]), tuple(vals[n:n + m]), tuple(vals[n + m:])
+        float_out = tuple(_is_float(o.dtype) for o in outs)
+        if late is None:
+            out_avals = tuple(_abstract(o) for o in outs)
+            ct_example = tuple(jnp.zeros(a.shape, a.dtype) for a, f in zip(out_avals, float_out) if f)
 
-        def primal(*v):
-            with _tape_stack([]):
-                flat, _, _ = self._run(spec, v)
-            return tuple(t._value for t in flat)
+            rec = ctx.record()   # alive: the call that runs this holds it
 
-        fwd_conv, fwd_consts = jax.closure_convert(primal, *vals)
-        out_avals = jax.eval_shape(fwd_conv, *vals, *fwd_consts)
-        float_out = tuple(_is_float(a.dtype) for a in out_avals)
-        ct_example = tuple(jnp.zeros(a.shape, a.dtype) for a, f in zip(out_avals, float_out) if f)
+            def backward(v, cts):
+                return self._backward(spec, rec, v, cts, out_avals, float_out, remat=True)
 
-        def backward(v, cts):
-            return self._backward(spec, v, cts, out_avals, float_out)
+            bwd_conv, consts = jax.closure_convert(backward, v, ct_example)
+            extra = tuple(consts)
 
-        bwd_conv, bwd_consts = jax.closure_convert(backward, vals, ct_example)
-        no_grads_f = (None,) * len(fwd_consts)
-        no_grads_b = (None,) * len(bwd_consts)
+            def run(v, cts, extra):
+                return bwd_conv(v, cts, *extra)
+        else:
+            run = late.run
+        no_outs, no_extra = (None,) * m, (None,) * len(extra)
 
-        def fun(v, fc, bc):
-            return fwd_conv(*v, *fc)
+        def fun(v, outs, extra):
+            return outs
 
-        def fwd(v, fc, bc):
-            return fwd_conv(*v, *fc), (v, bc)
+        def fwd(v, outs, extra):
+            return outs, (v, extra)
 
         def bwd(res, cts):
-            v, bc = res
+            v, extra = res
             cts = tuple(c for c, f in zip(cts, float_out) if f)
-            return bwd_conv(v, cts, *bc), no_grads_f, no_grads_b
+            return tuple(run(v, cts, extra)), no_outs, no_extra
 
         cv = jax.custom_vjp(fun)
         cv.defvjp(fwd, bwd)
-        return cv(vals, tuple(fwd_consts), tuple(bwd_consts))
+        return cv(v, outs, extra)
+
+    def _late_node(self, node: Node, nested: bool) -> Node:
+        """``node`` with its backward traced now (``_replay.resolve_late``, at gradient time).
+
+        First order (``nested`` False): the ``grad_fn`` the call returned, as TF calls it.
+        Recorded by another tape (``nested``): ``f`` rematerialised on the op's inputs with the
+        call's random state, then its ``grad_fn``, so the gradient is a function of the inputs
+        that the outer tape can differentiate.  Either runs now, with the Python state of now;
+        the trace's constants and literals become inputs of the node (constants to the tape) and
+        its structure joins the node's signature, so the compiled replay is reused exactly when
+        the traced computation is the same."""
+        static = dict(node.static)
+        spec, ctx = static["spec"], static["ctx"]
+        n, m = spec.n_vals, spec.n_out
+        v_abs = tuple(_abstract(x) for x in node.vals[:n])
+        out_avals = tuple(_abstract(o) for o in node.vals[n:n + m])
+        float_out = tuple(_is_float(a.dtype) for a in out_avals)
+        ct_abs = tuple(a for a, f in zip(out_avals, float_out) if f)
+
+        rec = ctx.record()   # None once no tape that recorded the call is alive
+
+        def backward(v, cts):
+            return self._backward(spec, rec, v, cts, out_avals, float_out, remat=nested)
+
+        closed, shape = jax.make_jaxpr(backward, return_shape=True)(v_abs, ct_abs)
+        out_tree = jax.tree_util.tree_structure(shape)
+        jaxpr = closed.jaxpr
+        consts = tuple(closed.consts)
+        late = _Late((nested, _fingerprint(jaxpr), out_tree), jaxpr, len(consts), out_tree)
+        extra = consts + _literals(jaxpr)
+        k = len(extra)
+        return Node(node.prim, node.static + (("late", late),), node.grad_type, node.vals + extra,
+                    node.ids + (0,) * k, node.refs + (None,) * k, node.n_out,
+                    _intern(("late", node.sig, late.key)))
 
     def _run(self, spec, vals):
         """Call f on Tensors wrapping ``vals``; returns (flat outputs, grad_fn, variables)."""
@@ -394,12 +666,27 @@ class _CustomGradientFunction:
                              "structure when replayed; it must be a deterministic function of its inputs")
         return flat, grad_fn, variables
 
-    def _backward(self, spec, vals, cts, out_avals, float_out):
-        """The gradients of the op's inputs: f rematerialised on ``vals``, then grad_fn(cts)."""
+    def _backward(self, spec, rec, vals, cts, out_avals, float_out, remat):
+        """The gradients of the op's inputs ``vals``: ``grad_fn(cts)``, with ``grad_fn`` the call's
+        (``remat`` False) or that of ``f`` run again on ``vals`` with the call's random state.
+
+        Runs under a trace; ops on concrete values alone (``tf.shape``, a closed-over Tensor's
+        arithmetic, random draws) are computed on the spot (``jax.ensure_compile_time_eval``),
+        as TF runs them eagerly, so Python can use their values."""
         n_in, n_var = spec.n_in, len(spec.var_refs)
         name = self._name
-        with _tape_stack([]):
-            flat, grad_fn, variables = self._run(spec, vals)
+        with _tape_stack([]), jax.ensure_compile_time_eval():
+            grad_fn = None if remat or rec is None else rec.grad_fn
+            if grad_fn is None:
+                with _rng_replayed(None if rec is None else rec.rng):
+                    _, grad_fn, variables = self._run(spec, vals)
+                # grad_fn of a rematerialised f reads the Variables as the op's inputs (so an
+                # outer tape differentiates through them)
+                substituted = variables
+            else:
+                # the call's grad_fn reads the Variables as they are now, as in TF
+                variables = [r.deref() for r in spec.var_refs]
+                substituted = []
             it = iter(cts)
             dys = [Tensor(next(it)) if f else Tensor(jnp.zeros(a.shape, a.dtype))
                    for a, f in zip(out_avals, float_out)]
@@ -407,7 +694,7 @@ class _CustomGradientFunction:
             if not isinstance(packed, (list, tuple)):
                 packed = [packed]
             train = variables[:spec.n_train]
-            with _substituted(variables, vals[n_in:n_in + n_var]):
+            with _substituted(substituted, vals[n_in:n_in + n_var]):
                 if train:
                     res = grad_fn(*packed, variables=train)
                     if not isinstance(res, (list, tuple)) or len(res) != 2:
@@ -423,17 +710,17 @@ class _CustomGradientFunction:
                                          f"{len(var_grads)} variable gradient(s)")
                 else:
                     input_grads, var_grads = grad_fn(*packed), []
-        flat_grads = _nest.flatten(input_grads)
-        if len(flat_grads) != n_in:
-            raise ValueError(f"custom_gradient function expected to return {n_in} gradients, but "
-                             f"returned {len(flat_grads)} instead. (grad_fn of {name}: expected one "
-                             f"gradient per flattened input, got {_describe(flat_grads)})")
-        out = []
-        for i, (g, x) in enumerate(zip(flat_grads, vals[:n_in])):
-            out.append(_check_grad(g, x, f"gradient {i} returned by the grad_fn of {name} (input {i})"))
-        for v, g, x in zip(train, var_grads, vals[n_in:n_in + spec.n_train]):
-            out.append(_check_grad(g, x, f"variable gradient for {v.name} returned by the grad_fn of "
-                                         f"{name}"))
+            flat_grads = _nest.flatten(input_grads)
+            if len(flat_grads) != n_in:
+                raise ValueError(f"custom_gradient function expected to return {n_in} gradients, but "
+                                 f"returned {len(flat_grads)} instead. (grad_fn of {name}: expected one "
+                                 f"gradient per flattened input, got {_describe(flat_grads)})")
+            out = []
+            for i, (g, x) in enumerate(zip(flat_grads, vals[:n_in])):
+                out.append(_check_grad(g, x, f"gradient {i} returned by the grad_fn of {name} (input {i})"))
+            for v, g, x in zip(train, var_grads, vals[n_in:n_in + spec.n_train]):
+                out.append(_check_grad(g, x, f"variable gradient for {v.name} returned by the grad_fn of "
+                                             f"{name}"))
         out.extend([None] * (len(vals) - len(out)))  # non-trainable reads, tensor kwargs
         return tuple(out)
 
@@ -476,11 +763,18 @@ def custom_gradient(f=None):
     ``jax.custom_vjp``, so ``jax.grad`` honours it too), and under nested
     tapes: the second derivative differentiates ``grad_fn``.
 
+    ``f`` runs at the call and ``grad_fn`` at each ``tape.gradient``, each
+    seeing the Python state of that moment (see the module docstring): a
+    schedule read by ``grad_fn`` (gradient reversal) or a Tensor rebound every
+    step is current at every step, with one compile for a steady loop.
+    ``tf.shape`` and random ops work inside ``f``; the random numbers are
+    drawn once, at the call.
+
     Differences from TF: a ``grad_fn`` that returns ``None`` for an input
     gives zeros for it rather than TF's ``None`` (the tape decides what is
-    connected before ``grad_fn`` runs); ``f`` and ``grad_fn`` are run again,
-    on traced values, when a compiled gradient is traced (Python side effects
-    inside them happen at trace time).
+    connected before ``grad_fn`` runs); when another tape records the
+    gradient (nested tapes), ``f`` runs again at gradient time on traced
+    values (Python side effects in ``f`` happen again then).
     """
     if f is None:
         return custom_gradient

@@ -275,6 +275,7 @@ def _jacobian(tape, target, flat_sources, chunk):
         return [None] * len(flat_sources)
     avals = tuple(aval(v) for v in values)
     program = Program(nodes, slice_idx, tuple(live), avals, (tcode,), (False,))
+    nodes, program = _replay.resolve_late(nodes, program)  # custom gradients: traced now
     n_in = sum(_size(s) for s, _ in avals)
     forward = n_in < _size(target._value.shape)
     outs = _replay.lookup_run(
@@ -364,6 +365,7 @@ def _batch_jacobian(tape, target, source, chunk):
     if not live:
         return None
     program = Program(nodes, slice_idx, tuple(live), (aval(values[0]),), (tcode,), (False,))
+    nodes, program = _replay.resolve_late(nodes, program)  # custom gradients: traced now
     (out,) = _replay.lookup_run(
         nodes, program, lambda entry: _run(entry, nodes, program, gather_leaves(nodes, program, entry.plan, values),
                                            first),

@@ -16,7 +16,9 @@ values and the same structure, hits the cache.
 The ``Program`` is that structure: the slice nodes' interned signatures and
 positions, the connected sources' codes and avals, the connected targets'
 codes and which targets bring their own cotangent.  It is the cache key
-(hashable, readable ``repr``) and also knows how to gather the leaves.
+(hashable, readable ``repr``) and also knows how to gather the leaves.  Its
+``late`` lists the slice's nodes whose op traces part of itself when the
+gradient is taken (custom gradients, see ``_replay.resolve_late``).
 
 Two pure functions are built from a Program (``_replay`` jits them):
 ``build_backward`` (first order: reverse walk, each node's vjp at its saved
@@ -39,7 +41,7 @@ class Program:
     """The structure of one gradient computation: cache key and leaf plan."""
 
     __slots__ = ("key", "slice", "src_codes", "src_avals", "tgt_codes", "ct_given", "_hash", "backward_key",
-                 "fused_key")
+                 "fused_key", "late")
 
     def __init__(self, nodes, slice_idx, src_codes, src_avals, tgt_codes, ct_given):
         self.slice = slice_idx
@@ -52,6 +54,9 @@ class Program:
         self._hash = hash(self.key)
         self.backward_key = ("backward", self)  # the saved-values gradient of this structure
         self.fused_key = ("fused", self)        # forward and gradient in one (pending targets)
+        # Slice nodes whose op traces part of itself when the gradient is taken (custom
+        # gradients: ``_replay.resolve_late``), by node index.
+        self.late = tuple([i for i in slice_idx if getattr(nodes[i].prim, "late", None) is not None])
 
     def __hash__(self):
         return self._hash

@@ -33,6 +33,12 @@ Three compiled forms exist for one Program:
   Where its arguments are still pending (the Variables' updates of the
   previous step, read by this tape), the same function runs after their
   graph in one program (``_lazy.call_with_pending``): one dispatch per step.
+
+Custom gradients run user Python at gradient time (TF's timing): before the
+lookup, ``resolve_late`` replaces each custom-gradient node of the slice by
+the node with its backward traced now (``_custom``); what the trace read
+becomes new constant inputs (arguments) and its structure part of the node's
+signature, so the Program names the computation actually traced.
 """
 import collections
 import threading
@@ -409,6 +415,8 @@ def gradient(tape, targets, sources, cts, mode):
         kept = plan.kept
         src_objs = [sources[k] for k in plan.first]   # each live code's first source
         nested = bool(_state.tapes())
+        if program.late:
+            nodes, program = resolve_late(nodes, program, nested)
         if not nested and _pending_targets(targets, kept):
             outs = lookup_run(
                 nodes, program,
@@ -427,6 +435,26 @@ def gradient(tape, targets, sources, cts, mode):
 
 
 _tape_module._replay_gradient = gradient
+
+
+def resolve_late(nodes, program, nested=None):
+    """``(nodes, program)`` with each node of ``program.late`` (a custom gradient) replaced by
+    ``node.prim.late(node, nested)``: the node with its backward traced now, at gradient time,
+    as TF runs ``grad_fn`` then.  The traced computation's constants and literals are new
+    constant inputs of the node and its structure is part of the node's signature, so the new
+    ``Program`` (the cache key) is the old one exactly when the traced computation is the same;
+    new values of the constants are new arguments, not a new compile.  ``nested``: another tape
+    records this gradient (default: any tape is recording)."""
+    if not program.late:
+        return nodes, program
+    if nested is None:
+        nested = bool(_state.tapes())
+    nodes = list(nodes)
+    for idx in program.late:
+        node = nodes[idx]
+        nodes[idx] = node.prim.late(node, nested)
+    return nodes, Program(nodes, program.slice, program.src_codes, program.src_avals, program.tgt_codes,
+                          program.ct_given)
 
 
 def _pending_targets(targets, kept):

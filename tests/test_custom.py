@@ -4,7 +4,9 @@ new op types, tapejax.gradients.
 Oracles: ``jax.vjp`` / ``jax.grad`` of the same pure function (with ``jax.custom_vjp``
 where a custom rule is meant), or values derived by hand in the docstring.
 """
+import gc
 import itertools
+import weakref
 
 import jax
 import jax.numpy as jnp
@@ -196,7 +198,8 @@ def test_custom_gradient_with_variables_matches_hand_values():
 
 
 def test_custom_gradient_variable_value_is_the_read_value_in_replay(fresh_cache):
-    """The replay substitutes the Variable's read value: a cache hit after assign uses the new value."""
+    """grad_fn reads the Variable's value when the gradient runs: a cache hit after assign uses
+    the new value (an argument of the compiled gradient, not a constant of it)."""
     v = tf.Variable(3.0)
 
     @tf.custom_gradient
@@ -368,6 +371,212 @@ def test_custom_gradient_integer_input_gets_no_gradient():
         t.watch(x)
         y = f(x, n)
     close(t.gradient(y, x), 2.0)
+
+
+# --------------------------------------------------------------------------
+# custom_gradient and Python state (issue #20): f at the call, grad_fn at gradient()
+# --------------------------------------------------------------------------
+
+@pytest.fixture(params=[True, False], ids=["deferred", "eager"])
+def deferral(request):
+    prev = tf.set_deferred_execution(request.param)
+    yield request.param
+    tf.set_deferred_execution(prev)
+
+
+def _rev_loop(lams, sched, rev):
+    x = tf.Variable(1.0)
+    out = []
+    for lam in lams:
+        sched["lam"] = lam
+        with tf.GradientTape() as t:
+            y = rev(x) * 1.0
+        out.append(float(t.gradient(y, x)))
+    return out
+
+
+def test_custom_gradient_changing_python_scalar_compiles_once(fresh_cache, deferral):
+    """Gradient reversal with lambda from a schedule: -lambda each step (by hand), and the
+    scalar is an argument of the compiled gradient, so 5 steps compile once."""
+    sched = {"lam": 0.0}
+
+    @tf.custom_gradient
+    def rev(x):
+        return tf.identity(x), lambda dy: -sched["lam"] * dy
+    lams = [0.0, 0.5, 1.5, 3.0, 3.0]
+    assert _rev_loop(lams, sched, rev) == [-lam for lam in lams]
+    info = tf.cache_info()
+    assert info.compiles == 1 and info.misses == 1, info
+
+
+def test_custom_gradient_rebound_closure_tensor_compiles_once(fresh_cache, deferral):
+    """f and grad_fn close over a Tensor the loop rebinds: y = c*x, dy/dx = 10c with the
+    current c (by hand), one compile for the loop."""
+    c = tf.constant(1.0)
+
+    @tf.custom_gradient
+    def f(x):
+        return x * c, lambda dy: dy * c * 10.0
+    x = tf.Variable(2.0)
+    for step in range(4):
+        c = tf.constant(float(step + 2))
+        with tf.GradientTape() as t:
+            y = f(x) + 0.0
+        g = t.gradient(y, x)
+        close(y, 2.0 * (step + 2))
+        close(g, 10.0 * (step + 2))
+    info = tf.cache_info()
+    assert info.compiles == 1 and info.misses == 1, info
+
+
+def test_custom_gradient_new_grad_fn_structure_compiles_again(fresh_cache, deferral):
+    """A Python branch in grad_fn changes what it computes: a new compile for the new branch,
+    a cache hit when the old branch comes back.  Oracle: jax.grad of the same rules."""
+    mode = {"sin": False}
+
+    @tf.custom_gradient
+    def f(x):
+        return x * 1.0, lambda dy: tf.sin(dy * x) if mode["sin"] else dy * 3.0
+    x = tf.Variable(0.5)
+    want = {False: 3.0, True: float(jnp.sin(0.5))}
+    for m in (False, True, False, True):
+        mode["sin"] = m
+        with tf.GradientTape() as t:
+            y = f(x) * 1.0
+        close(t.gradient(y, x), want[m])
+    info = tf.cache_info()
+    assert info.misses == 2 and info.hits == 2, info
+
+
+def test_custom_gradient_forward_value_is_the_calls(fresh_cache, deferral):
+    """f reads k at the call; k changes before gradient(): y is the call's (deferred: the replay
+    computes y), and a steady loop compiles once."""
+    s = {"k": 1.0}
+
+    @tf.custom_gradient
+    def f(x):
+        return x * s["k"], lambda dy: dy
+    x = tf.Variable(1.0)
+    for k in (1.0, 2.0, 3.0):
+        s["k"] = k
+        with tf.GradientTape() as t:
+            y = f(x) * 2.0
+        s["k"] = 100.0
+        close(t.gradient(y, x), 2.0)
+        close(y, 2.0 * k)
+    assert tf.cache_info().compiles == 1
+
+
+def test_custom_gradient_second_order_reads_state_and_compiles_once(fresh_cache):
+    """Nested tapes: f = x^3 with grad_fn dy * a * 3x^2: first derivative 3a x^2, second 6a x
+    (by hand), a per step; steps after the first compile nothing."""
+    s = {"a": 1.0}
+
+    @tf.custom_gradient
+    def cube(x):
+        return x ** 3, lambda dy: dy * s["a"] * 3.0 * x ** 2
+    x = tf.Variable(2.0)
+    for step, a in enumerate((1.0, 2.0, -1.0)):
+        s["a"] = a
+        with tf.GradientTape() as t2:
+            with tf.GradientTape() as t1:
+                y = cube(x) * 1.0
+            g = t1.gradient(y, x)
+        close(g, 12.0 * a)
+        close(t2.gradient(g, x), 12.0 * a)
+        if step == 0:
+            first = tf.cache_info().compiles
+    assert tf.cache_info().compiles == first
+
+
+def test_custom_gradient_tape_keeps_grad_fn_alive_until_released(deferral):
+    """The tape holds each call's grad_fn (TF's tape does too) and nothing else keeps it: an
+    object only grad_fn refers to dies with the tape (the node's signature, interned for the
+    first call of a structure, refers to it weakly)."""
+    class Payload:
+        scale = 2.0
+
+    @tf.custom_gradient
+    def f(x):
+        p = Payload()
+        refs.append(weakref.ref(p))
+        return x * 1.0, lambda dy: dy * p.scale
+    refs = []
+    x = tf.Variable(1.0)
+    for _ in range(2):
+        with tf.GradientTape(persistent=True) as t:
+            y = f(x) * 1.0
+        gc.collect()
+        assert refs[-1]() is not None
+        close(t.gradient(y, x), 2.0)
+        close(t.gradient(y, x), 2.0)
+        del t, y
+        gc.collect()
+        assert all(r() is None for r in refs)
+
+
+def test_custom_gradient_shape_and_random_inside_f(deferral):
+    """tf.shape in f and grad_fn; a dropout mask drawn in f is the one grad_fn uses (g = 3 *
+    mask = 3 * y / x) and the gradient draws nothing from the global stream."""
+    @tf.custom_gradient
+    def col(x):
+        return tf.reshape(x, [tf.shape(x)[0], 1]), lambda dy: tf.reshape(dy, tf.shape(x)) * 2.0
+
+    @tf.custom_gradient
+    def drop(x):
+        mask = tf.cast(tf.random.uniform(x.shape) > 0.5, tf.float32)
+        return x * mask, lambda dy: dy * mask * 3.0
+    x = tf.Variable(tf.range(1.0, 17.0))
+    tf.random.set_seed(3)
+    with tf.GradientTape(persistent=True) as t:
+        c = tf.reduce_sum(col(x))
+        y = drop(x) * 1.0
+    close(t.gradient(c, x), np.full(16, 2.0))
+    g = t.gradient(y, x)
+    after = tf.random.uniform([3]).numpy()
+    mask = (y / x).numpy()
+    close(g, 3.0 * mask)
+    assert 0 < mask.sum() < 16
+    tf.random.set_seed(3)
+    drop(x)
+    np.testing.assert_array_equal(tf.random.uniform([3]).numpy(), after)
+
+
+def test_custom_gradient_shape_inside_tapejax_function():
+    """tf.shape of a traced input inside f, in a compiled step: its value is known."""
+    @tf.custom_gradient
+    def col(x):
+        return tf.reshape(x, [tf.shape(x)[0], 1]), lambda dy: tf.reshape(dy, tf.shape(x)) * 2.0
+    x = tf.Variable([0.2, 0.7])
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as t:
+            y = tf.reduce_sum(col(x))
+        return y, t.gradient(y, x)
+    y, g = step()
+    close(y, 0.9)
+    close(g, [2.0, 2.0])
+
+
+def test_lifted_literal_evaluation_matches_eval_jaxpr():
+    """The evaluator with top-level literals as arguments gives jax.core.eval_jaxpr's values
+    (literals, a custom_jvp with a sub-jaxpr, a pjit), and equal structures with different
+    literals have one fingerprint."""
+    from tapejax._custom import _eval_lifted, _fingerprint, _literals
+
+    def fn(a, k):
+        return jax.nn.relu(a) * k + jax.jit(jnp.sin)(a) - 2.0
+
+    x = jnp.array([-1.0, 0.5, 2.0])
+    c1, c2 = jax.make_jaxpr(lambda a: fn(a, 3.0))(x), jax.make_jaxpr(lambda a: fn(a, 5.0))(x)
+    assert _fingerprint(c1.jaxpr) == _fingerprint(c2.jaxpr)
+    for c, k in ((c1, 3.0), (c2, 5.0)):
+        got = _eval_lifted(c.jaxpr, c.consts, _literals(c.jaxpr), [x])
+        close(got[0], jax.core.eval_jaxpr(c.jaxpr, c.consts, x)[0])
+        close(got[0], fn(x, k))
+    c3 = jax.make_jaxpr(lambda a: fn(a, 3.0) * a)(x)
+    assert _fingerprint(c3.jaxpr) != _fingerprint(c1.jaxpr)
 
 
 # --------------------------------------------------------------------------

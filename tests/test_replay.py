@@ -382,3 +382,44 @@ def test_deferred_forward_runs_once_inside_the_gradient(monkeypatch, fresh_cache
     (two dots: x @ w and x^T @ g), i.e. the forward still runs once per step."""
     assert _lazy.deferred_execution()
     assert _dots_in_compiled_gradient(False, monkeypatch) == 2
+
+
+def test_resolve_late_keys_custom_nodes_by_their_traced_backward(fresh_cache):
+    """``Program.late`` lists the slice's custom-gradient nodes.  ``resolve_late`` leaves a
+    program without them as it is; with them, a new value read by grad_fn (k) is a new
+    argument of an equal Program, and a grad_fn computing something else (sq) is a new
+    Program.  Oracle for the values: hand derivatives (k * cos x; 2 * 1 * cos x)."""
+    s = {"k": 2.0, "sq": False}
+
+    @tf.custom_gradient
+    def f(u):
+        return u * 1.0, lambda g: g * g * 2.0 if s["sq"] else g * s["k"]
+    x = tf.constant([1.0, 2.0])
+    with tf.GradientTape(persistent=True) as t:
+        t.watch(x)
+        a = tf.sin(x)
+        y = tf.reduce_sum(f(a))
+    nodes, codes = t._nodes, t._codes
+    src, aval = (codes[x._id],), (((2,), x._value.dtype),)
+
+    def program(target):
+        sl, _ = _program.slice_tape(nodes, list(src), [codes[target._id]])
+        return _program.Program(nodes, sl, src, aval, (codes[target._id],), (False,))
+    plain = program(a)
+    assert plain.late == ()
+    assert _replay.resolve_late(nodes, plain, False) == (nodes, plain)
+    custom = program(y)
+    assert len(custom.late) == 1 and nodes[custom.late[0]].prim.name == "CustomGradient:f"
+    n2, p2 = _replay.resolve_late(nodes, custom, False)
+    s["k"] = 5.0
+    n5, p5 = _replay.resolve_late(nodes, custom, False)
+    s["sq"] = True
+    _, psq = _replay.resolve_late(nodes, custom, False)
+    assert p2 == p5 and hash(p2) == hash(p5) and p2 != custom and psq != p2
+    late2, late5 = n2[custom.late[0]], n5[custom.late[0]]
+    assert late2.sig == late5.sig and len(late2.vals) > len(nodes[custom.late[0]].vals)
+    assert any(np.asarray(u).shape == () and float(np.asarray(u)) == 5.0 for u in late5.vals)
+    s["sq"] = False
+    np.testing.assert_allclose(t.gradient(y, x).numpy(), 5.0 * np.cos([1.0, 2.0]), rtol=1e-6)
+    s["sq"] = True
+    np.testing.assert_allclose(t.gradient(y, x).numpy(), 2.0 * np.cos([1.0, 2.0]), rtol=1e-6)
