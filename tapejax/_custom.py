@@ -412,8 +412,14 @@ def _param_key(v):
     return (type(v).__qualname__, _ADDRESS.sub("", repr(v)))
 
 
+_TRACED_CONST = iter(range(1, 1 << 62)).__next__
+
+
 def _value_key(c):
-    """A constant inside a sub-jaxpr (rare: they are hoisted): its value is part of the key."""
+    """A constant inside a sub-jaxpr (rare: they are hoisted): its value is part of the key
+    (a traced one, inside an enclosing trace, makes the key unique)."""
+    if isinstance(c, _Tracer):
+        return ("traced", _TRACED_CONST())
     a = np.asarray(c)
     return (a.shape, a.dtype.str, a.tobytes())
 
