@@ -33,9 +33,9 @@ from operator import itemgetter as _itemgetter
 import numpy as np
 
 from . import _dtypes, _nest, _state
+from ._lazy import _TAPE_TYPES, Pending
 from ._lru import LRU
 from ._primitives import READ
-from ._lazy import _TAPE_TYPES, Pending
 from ._tensor import Tensor
 
 OUT = 1 << 20  # outputs per node in a code (node_index * OUT + k)

@@ -9,8 +9,10 @@ point.  A Tensor is a pytree (its leaf is the array), so it can be passed to
 recorded op whose value is computed later (deferred execution).
 """
 import numbers
+from typing import Any, Callable, ClassVar
 
 import jax
+import jax.core
 import numpy as np
 
 from . import _dtypes
@@ -84,6 +86,42 @@ class Tensor:
 
     __slots__ = ("_value", "_id", "__weakref__")
     __array_priority__ = 100
+
+    # The operators, installed on the class by ``tapejax.ops`` (``ops/math.py``: arithmetic,
+    # comparisons and logic; ``ops/array.py``: ``[]``) so that each goes through the op registry
+    # and its one recording entry point.  Declared here for readers and type checkers.
+    __getitem__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __add__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __radd__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __sub__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __rsub__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __mul__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __rmul__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __truediv__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __rtruediv__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __floordiv__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __rfloordiv__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __mod__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __rmod__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __pow__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __rpow__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __matmul__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __rmatmul__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __lt__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __le__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __gt__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __ge__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __and__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __rand__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __or__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __ror__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __neg__: ClassVar[Callable[[Any], "Tensor"]]
+    __pos__: ClassVar[Callable[[Any], "Tensor"]]
+    __abs__: ClassVar[Callable[[Any], "Tensor"]]
+    __invert__: ClassVar[Callable[[Any], "Tensor"]]
+    # ``==`` / ``!=`` are elementwise; against None (or an unbroadcastable shape) a Python bool
+    __eq__: ClassVar[Callable[[Any, Any], Any]]
+    __ne__: ClassVar[Callable[[Any, Any], Any]]
 
     def __init__(self, value):
         self._value = value

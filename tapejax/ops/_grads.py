@@ -24,6 +24,7 @@ from jax import lax
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
+
 def _tan(t, like):
     """A tangent usable in arithmetic: integer primals have float0 tangents; read them as zeros."""
     dt = getattr(t, "dtype", None)

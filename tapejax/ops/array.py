@@ -14,7 +14,6 @@ checked on the device (TF raises); JAX's gather fills them with NaN/0 and
 their gradient is dropped.
 """
 import builtins
-
 import collections
 
 import jax
@@ -26,8 +25,17 @@ from .._errors import InvalidArgumentError
 from .._primitives import bind
 from .._tensor import Tensor, convert_to_tensor
 from .._variable import Variable
-from ._registry import (call_plain2, check_binary, dtype_of, op_error, plain_jit, prim, static_axis,
-                        static_shape, tf_types)
+from ._registry import (
+    call_plain2,
+    check_binary,
+    dtype_of,
+    op_error,
+    plain_jit,
+    prim,
+    static_axis,
+    static_shape,
+    tf_types,
+)
 
 _TENSORISH = (Tensor, Variable)
 _pyrange = builtins.range

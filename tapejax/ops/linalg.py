@@ -17,9 +17,9 @@ from .._primitives import bind
 from .._tensor import Tensor
 from .._variable import Variable
 from . import _grads as G
+from ._registry import check_binary, check_float, dtype_of, op_error, prim, static_axis, tf_types
 from .array import einsum, tensordot  # noqa: F401
 from .math import l2_normalize, matmul  # noqa: F401
-from ._registry import check_binary, check_float, dtype_of, op_error, prim, static_axis, tf_types
 
 _TENSORISH = (Tensor, Variable)
 

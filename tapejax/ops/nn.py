@@ -12,15 +12,14 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .. import _dtypes
 from .._errors import InvalidArgumentError
 from .._primitives import REGISTRY, bind
 from .._tensor import Tensor, convert_to_tensor
 from .._variable import Variable
 from . import _grads as G
+from ._registry import check_binary, check_float, dtype_of, op_error, prim, static_axis, tf_types, unary_ops
 from .array import gather
 from .math import l2_normalize, log_sigmoid, sigmoid, softplus, softsign, tanh  # noqa: F401
-from ._registry import check_binary, check_float, dtype_of, op_error, prim, static_axis, tf_types, unary_ops
 
 _TENSORISH = (Tensor, Variable)
 

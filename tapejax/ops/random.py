@@ -46,7 +46,6 @@ import os
 import threading
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes

@@ -51,8 +51,8 @@ class OptaxOptimizer(Optimizer):
     def apply_gradients(self, grads_and_vars, name=None, experimental_aggregate_gradients=True):
         from .._lazy import Pending
         from .._state import _local
-        from ._base import Donating, _filter_empty_gradients, _run_update, _touch
         from .._tensor import convert_to_tensor
+        from ._base import Donating, _filter_empty_gradients, _run_update, _touch
         pairs = _filter_empty_gradients(grads_and_vars)
         gs, var_list = [], []
         for g, v in pairs:
