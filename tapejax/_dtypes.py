@@ -10,6 +10,7 @@ that says how to enable the mode (never a silent float32).  int64 has the
 honest stand-in int32 there, when the values fit.
 """
 import builtins
+from typing import Any, Callable
 
 import jax
 import ml_dtypes
@@ -22,7 +23,7 @@ class DType:
     __slots__ = ("_np",)
 
     def __init__(self, np_dtype):
-        self._np = np.dtype(np_dtype)
+        self._np: np.dtype[Any] = np.dtype(np_dtype)
 
     @property
     def name(self):
@@ -66,11 +67,11 @@ class DType:
 
     @property
     def min(self):
-        return (np.finfo if self.is_floating else np.iinfo)(self._np).min
+        return np.finfo(self._np).min if self.is_floating else np.iinfo(self._np).min
 
     @property
     def max(self):
-        return (np.finfo if self.is_floating else np.iinfo)(self._np).max
+        return np.finfo(self._np).max if self.is_floating else np.iinfo(self._np).max
 
     def __eq__(self, other):
         if isinstance(other, DType):
@@ -125,6 +126,11 @@ _BY_NP = {d._np: d for d in _BY_NAME.values()}
 _PY_TYPES = {float: float32, int: int32, complex: complex128, builtins.bool: bool}
 
 
+#: ``tf.dtypes.cast``: ``tapejax.cast``, set here by ``_namespaces`` (the op library is built on
+#: this module, so it cannot be imported by it).
+cast: Callable[..., Any]
+
+
 def as_dtype(x):
     """Convert a DType, NumPy dtype, type or name to a DType (TypeError otherwise)."""
     if isinstance(x, DType):
@@ -147,7 +153,8 @@ def as_dtype(x):
 
 
 def x64_enabled():
-    return jax.config.jax_enable_x64
+    """Whether JAX's 64-bit mode is on here (``jax.config.update`` or a ``jax.enable_x64`` context)."""
+    return jax.enable_x64.value
 
 
 _WIDE = {np.dtype(np.float64): "float64", np.dtype(np.complex128): "complex128"}

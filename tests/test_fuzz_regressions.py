@@ -130,8 +130,7 @@ def test_generator_keeps_away_from_the_reported_conventions():
     class _Prog:
         consts = []
         sources = []
-    from hypothesis import HealthCheck, given, settings
-    from hypothesis import strategies as st
+    from hypothesis import HealthCheck, given, settings, strategies as st
 
     @settings(max_examples=20, deadline=None, derandomize=True, database=None,
               suppress_health_check=list(HealthCheck))

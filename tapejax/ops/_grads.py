@@ -19,6 +19,7 @@ at every order:
   masked by their primal values, as TF's registered gradients are.
 """
 import jax
+import jax.core
 import jax.numpy as jnp
 from jax import lax
 from jax.extend.core import Primitive

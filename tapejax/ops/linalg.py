@@ -6,6 +6,7 @@ the diagonal halved, as TF's (TF_SEMANTICS 19).  ``svd`` returns ``(s, u, v)``
 with ``v`` not transposed, as TF.
 """
 import collections
+from typing import Union
 
 import jax
 import jax.numpy as jnp
@@ -495,7 +496,7 @@ _NORM = prim("Norm", _norm)
 
 
 @tf_types("Norm")
-def norm(tensor, ord="euclidean", axis=None, keepdims=None, name=None):
+def norm(tensor, ord: Union[str, int, float] = "euclidean", axis=None, keepdims=None, name=None):
     """``tf.norm`` / ``tf.linalg.norm``: vector norms (``'euclidean'``, 1, 2, inf, p > 0) over one
     axis or all; matrix norms (``'fro'``, 1, 2 (spectral, through the SVD), inf, ``'euclidean'``)
     over two axes.  The gradient

@@ -2,6 +2,7 @@
 import collections
 
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 
@@ -458,6 +459,13 @@ _CUMLSE = prim("CumulativeLogsumexp", _scan(_cumlse, -jnp.inf))
 
 def _scan_op(p, op_type, x, axis, exclusive, reverse):
     ax = static_axis(axis)
+    if ax is None:  # TF converts the axis to a Tensor
+        raise ValueError("Attempt to convert a value (None) with an unsupported type (<class 'NoneType'>) "
+                         "to a Tensor (argument `axis`).")
+    if isinstance(ax, tuple):
+        raise InvalidArgumentError(None, None, f"ScanOp: axis must be a scalar, not "
+                                   f"{list(np.shape(getattr(axis, '_value', axis)))} (argument `axis`) "
+                                   f"[Op:{op_type}]")
     nd = x.ndim if isinstance(x, (Tensor, Variable)) else np.ndim(x)
     if not -max(nd, 1) <= ax < max(nd, 1):
         raise InvalidArgumentError(None, None, f"ScanOp: Expected scan axis in the range "

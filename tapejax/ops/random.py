@@ -46,6 +46,7 @@ import os
 import threading
 
 import jax
+import jax.core
 import numpy as np
 
 from .. import _dtypes

@@ -10,6 +10,7 @@ eagerly (variables and state donated where nothing else holds them).  ``learning
 for the Keras optimizers and run before ``tx``.
 """
 import jax
+import jax.core
 import jax.numpy as jnp
 import optax
 
