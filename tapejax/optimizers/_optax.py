@@ -95,7 +95,7 @@ class OptaxOptimizer(Optimizer):
         grads = self._clip([g.astype(p.dtype) for g, p in zip(grads, params)])
         state = jax.tree_util.tree_unflatten(tree, list(leaves))
         updates, state = self.tx.update(grads, state, params)
-        new_params = optax.apply_updates(params, updates)
+        new_params = jax.tree_util.tree_leaves(optax.apply_updates(params, updates))  # the list, as a list
         new_leaves = jax.tree_util.tree_leaves(state)
         new_params = [p.astype(o.dtype) for p, o in zip(new_params, params)]
         new_leaves = [x.astype(o.dtype) for x, o in zip(new_leaves, leaves)]
