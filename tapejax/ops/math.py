@@ -1,5 +1,6 @@
 """Math ops (``tf.math``), declared as table rows; operators are installed here too."""
 import collections
+from typing import List, Optional
 
 import jax
 import jax.core
@@ -587,7 +588,7 @@ def clip_by_global_norm(t_list, clip_norm, use_norm=None, name=None):
     cn = convert_to_tensor(clip_norm, dtype_hint=dt)
     un = cn if use_norm is None else convert_to_tensor(use_norm, dtype_hint=dt)
     outs = bind(_CLIP_GLOBAL, cn, un, *ts, given=use_norm is not None)
-    clipped = [None] * len(t_list)
+    clipped: List[Optional[Tensor]] = [None] * len(t_list)
     for i, o in zip(live, outs[:-1]):
         clipped[i] = o
     return clipped, outs[-1]
