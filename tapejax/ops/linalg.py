@@ -6,7 +6,7 @@ the diagonal halved, as TF's (TF_SEMANTICS 19).  ``svd`` returns ``(s, u, v)``
 with ``v`` not transposed, as TF.
 """
 import collections
-from typing import Union
+from typing import Type, Union
 
 import jax
 import jax.numpy as jnp
@@ -48,7 +48,7 @@ def _square(x, op_type, arg="input"):
 _HALF = {np.dtype(np.float16): "half", np.dtype(_dtypes.bfloat16._np): "bfloat16"}
 
 
-def _no_half(x, op_type, arg, bf16_error=InvalidArgumentError):
+def _no_half(x, op_type, arg, bf16_error: Type[Exception] = InvalidArgumentError):
     """XLA:CPU has no half-precision LAPACK kernels, nor has TF for these ops: TF's error class
     (NotFoundError for float16, InvalidArgumentError for bfloat16), not JAX's NotImplementedError."""
     d = getattr(getattr(x, "_value", x), "dtype", None)
