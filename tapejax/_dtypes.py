@@ -10,6 +10,7 @@ that says how to enable the mode (never a silent float32).  int64 has the
 honest stand-in int32 there, when the values fit.
 """
 import builtins
+from typing import Any, Callable
 
 import jax
 import ml_dtypes
@@ -22,10 +23,10 @@ class DType:
     __slots__ = ("_np",)
 
     def __init__(self, np_dtype):
-        self._np = np.dtype(np_dtype)
+        self._np: np.dtype[Any] = np.dtype(np_dtype)
 
     @property
-    def name(self):
+    def name(self) -> str:
         return self._np.name
 
     @property
@@ -33,46 +34,46 @@ class DType:
         return self._np.type
 
     @property
-    def base_dtype(self):
+    def base_dtype(self) -> "DType":
         return self
 
     @property
-    def size(self):
+    def size(self) -> int:
         return self._np.itemsize
 
     @property
-    def is_floating(self):
+    def is_floating(self) -> builtins.bool:
         return _is_float(self._np)
 
     @property
-    def is_complex(self):
+    def is_complex(self) -> builtins.bool:
         return self._np.kind == "c"
 
     @property
-    def is_integer(self):
+    def is_integer(self) -> builtins.bool:
         return self._np.kind in "iu"
 
     @property
-    def is_unsigned(self):
+    def is_unsigned(self) -> builtins.bool:
         return self._np.kind == "u"
 
     @property
-    def is_bool(self):
+    def is_bool(self) -> builtins.bool:
         return self._np.kind == "b"
 
     @property
-    def is_numeric(self):
+    def is_numeric(self) -> builtins.bool:
         return not self.is_bool
 
     @property
     def min(self):
-        return (np.finfo if self.is_floating else np.iinfo)(self._np).min
+        return np.finfo(self._np).min if self.is_floating else np.iinfo(self._np).min
 
     @property
     def max(self):
-        return (np.finfo if self.is_floating else np.iinfo)(self._np).max
+        return np.finfo(self._np).max if self.is_floating else np.iinfo(self._np).max
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> builtins.bool:
         if isinstance(other, DType):
             return self._np == other._np
         try:
@@ -80,7 +81,7 @@ class DType:
         except TypeError:
             return False
 
-    def __ne__(self, other):
+    def __ne__(self, other: Any) -> builtins.bool:
         return not self == other
 
     def __hash__(self):
@@ -125,7 +126,12 @@ _BY_NP = {d._np: d for d in _BY_NAME.values()}
 _PY_TYPES = {float: float32, int: int32, complex: complex128, builtins.bool: bool}
 
 
-def as_dtype(x):
+#: ``tf.dtypes.cast``: ``tapejax.cast``, set here by ``_namespaces`` (the op library is built on
+#: this module, so it cannot be imported by it).
+cast: Callable[..., Any]
+
+
+def as_dtype(x: Any) -> DType:
     """Convert a DType, NumPy dtype, type or name to a DType (TypeError otherwise)."""
     if isinstance(x, DType):
         return x
@@ -146,15 +152,16 @@ def as_dtype(x):
     return d
 
 
-def x64_enabled():
-    return jax.config.jax_enable_x64
+def x64_enabled() -> builtins.bool:
+    """Whether JAX's 64-bit mode is on here (``jax.config.update`` or a ``jax.enable_x64`` context)."""
+    return jax.enable_x64.value
 
 
 _WIDE = {np.dtype(np.float64): "float64", np.dtype(np.complex128): "complex128"}
 _NARROW_INT = {np.dtype(np.int64): np.dtype(np.int32), np.dtype(np.uint64): np.dtype(np.uint32)}
 
 
-def require_representable(np_dtype, what="value"):
+def require_representable(np_dtype: Any, what: str = "value") -> None:
     """Raise if ``np_dtype`` needs JAX's x64 mode and it is off."""
     np_dtype = np.dtype(np_dtype)
     if np_dtype in _WIDE and not x64_enabled():
@@ -165,7 +172,7 @@ def require_representable(np_dtype, what="value"):
             "narrows a float silently.")
 
 
-def storage_dtype(np_dtype, what="value"):
+def storage_dtype(np_dtype: Any, what: str = "value") -> "np.dtype[Any]":
     """The dtype JAX will actually hold for ``np_dtype`` (int64 -> int32 without x64)."""
     np_dtype = np.dtype(np_dtype)
     if x64_enabled():
@@ -174,6 +181,6 @@ def storage_dtype(np_dtype, what="value"):
     return _NARROW_INT.get(np_dtype, np_dtype)
 
 
-def is_trainable_dtype(np_dtype):
+def is_trainable_dtype(np_dtype: "np.dtype[Any]") -> builtins.bool:
     """TF's rule: only floating and complex tensors carry gradients."""
     return np_dtype.kind in "fc" or np_dtype in _EXTRA_FLOATS

@@ -3,12 +3,13 @@
 TF raises ``InvalidArgumentError`` for bad shapes/dtypes met while running an
 op; tapejax raises it for the same situations, before any state changes.
 """
+from typing import Any
 
 
 class OpError(Exception):
     """Base class of the errors raised while running an op (as ``tf.errors.OpError``)."""
 
-    def __init__(self, node_def=None, op=None, message="", *args):
+    def __init__(self, node_def: Any = None, op: Any = None, message: str = "", *args: Any):
         # TF's signature is (node_def, op, message); allow OpError("msg") too.
         if message == "" and isinstance(node_def, str) and op is None:
             node_def, message = None, node_def
@@ -18,18 +19,32 @@ class OpError(Exception):
         self.op = op
 
 
-def _make(name, doc):
-    return type(name, (OpError,), {"__doc__": doc})
+class InvalidArgumentError(OpError):
+    """An op got an argument of the wrong value, shape or dtype."""
 
 
-InvalidArgumentError = _make("InvalidArgumentError", "An op got an argument of the wrong value, shape or dtype.")
-NotFoundError = _make("NotFoundError", "A requested entity was not found.")
-UnimplementedError = _make("UnimplementedError", "The operation is not implemented.")
-FailedPreconditionError = _make("FailedPreconditionError", "The system is not in a state to run the operation.")
-ResourceExhaustedError = _make("ResourceExhaustedError", "A resource (memory) ran out.")
-InternalError = _make("InternalError", "An internal invariant broke.")
-UnknownError = _make("UnknownError", "An unknown error.")
+class NotFoundError(OpError):
+    """A requested entity was not found."""
 
+
+class UnimplementedError(OpError):
+    """The operation is not implemented."""
+
+
+class FailedPreconditionError(OpError):
+    """The system is not in a state to run the operation."""
+
+
+class ResourceExhaustedError(OpError):
+    """A resource (memory) ran out."""
+
+
+class InternalError(OpError):
+    """An internal invariant broke."""
+
+
+class UnknownError(OpError):
+    """An unknown error."""
 
 
 class OperatorNotAllowedInGraphError(TypeError):

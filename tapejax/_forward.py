@@ -26,8 +26,8 @@ TF's rules, all checked against TF 2.21:
   active accumulator), ``outer(inner(f))`` gives second directional
   derivatives; an accumulator never records its own JVPs.
 """
-import types
 import weakref
+from typing import List, Optional
 
 import jax
 import jax.numpy as jnp
@@ -35,6 +35,7 @@ import numpy as np
 
 from . import _dtypes, _nest, _replay, _state
 from ._jacobian import Entry, connect, leaf_tensors
+from ._modules import new_module
 from ._program import Program, aval, build_replay, gather_leaves
 from ._tape import GradientTape, NotATensorError, UnconnectedGradients, _check_leaves, _unconnected
 from ._tensor import Tensor, convert_to_tensor
@@ -212,11 +213,12 @@ def _build_jvp(nodes, program):
     return Entry("ForwardAccumulatorJvp", jax.jit(jvp_fn), plan, fallback=jax.jit(jvp_by_transpose))
 
 
-def _jvp(acc, flat):
+def _jvp(acc, flat) -> List[Optional[Tensor]]:
+    """The tangent of each of ``flat`` (None where the primals do not reach it)."""
     rec = acc._rec
     nodes = rec._nodes
     codes = rec._codes
-    results = [None] * len(flat)
+    results: List[Optional[Tensor]] = [None] * len(flat)
     todo = []
     for i, t in enumerate(flat):
         tangent = acc._tangent_of.get(t._id)
@@ -261,7 +263,5 @@ def _jvp(acc, flat):
 
 
 #: ``tapejax.autodiff``: TF's ``tf.autodiff`` namespace.
-autodiff = types.ModuleType("tapejax.autodiff", "``tf.autodiff``: ForwardAccumulator and GradientTape.")
-autodiff.ForwardAccumulator = ForwardAccumulator
-autodiff.GradientTape = GradientTape
-autodiff.__all__ = ["ForwardAccumulator", "GradientTape"]
+autodiff = new_module("tapejax.autodiff", "``tf.autodiff``: ForwardAccumulator and GradientTape.",
+                      {"ForwardAccumulator": ForwardAccumulator, "GradientTape": GradientTape})

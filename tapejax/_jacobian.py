@@ -43,7 +43,6 @@ from ._program import Program, aval, build_replay, gather_leaves, slice_tape
 from ._tape import NotATensorError, _check_leaves, _unconnected
 from ._tensor import Tensor
 
-
 # --------------------------------------------------------------------------
 # the compiled entry shared by jacobians and jvps
 # --------------------------------------------------------------------------

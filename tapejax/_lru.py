@@ -16,11 +16,20 @@ and ``evictions`` the sum over the members alive and gone.
 import collections
 import threading
 import weakref
+from typing import Any, Dict, Hashable, List, NamedTuple, Optional, Tuple, Union
 
-CacheStats = collections.namedtuple("CacheStats", "size maxsize evictions instances")
+
+class CacheStats(NamedTuple):
+    """One cache's (or cache family's) numbers, as ``tapejax.cache_stats()`` reports them."""
+
+    size: int
+    maxsize: int
+    evictions: int
+    instances: int
+
 
 _MISSING = object()
-_REGISTRY = {}   # name -> LRU or Family
+_REGISTRY: Dict[str, Union["LRU", "Family"]] = {}
 
 
 class LRU:
@@ -28,18 +37,18 @@ class LRU:
 
     __slots__ = ("name", "maxsize", "evictions", "_data", "_lock", "_family", "__weakref__")
 
-    def __init__(self, name, maxsize, *, family=None, register=True):
+    def __init__(self, name: str, maxsize: int, *, family: Optional["Family"] = None, register: bool = True):
         _check_size(maxsize)
         self.name = name
         self.maxsize = maxsize
         self.evictions = 0
-        self._data = collections.OrderedDict()
+        self._data: "collections.OrderedDict[Hashable, Any]" = collections.OrderedDict()
         self._lock = threading.Lock()
         self._family = family
         if register and family is None:
             _REGISTRY[name] = self
 
-    def get(self, key, default=None):
+    def get(self, key: Hashable, default: Any = None) -> Any:
         data = self._data
         value = data.get(key, _MISSING)
         if value is _MISSING:
@@ -50,31 +59,31 @@ class LRU:
             pass
         return value
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Hashable) -> Any:
         value = self.get(key, _MISSING)
         if value is _MISSING:
             raise KeyError(key)
         return value
 
-    def __contains__(self, key):
+    def __contains__(self, key: Hashable) -> bool:
         return key in self._data
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._data)
 
     def __iter__(self):
         return iter(list(self._data))
 
-    def keys(self):
+    def keys(self) -> List[Any]:
         return list(self._data.keys())
 
-    def values(self):
+    def values(self) -> List[Any]:
         return list(self._data.values())
 
-    def items(self):
+    def items(self) -> List[Tuple[Any, Any]]:
         return list(self._data.items())
 
-    def setdefault(self, key, value):
+    def setdefault(self, key: Hashable, value: Any) -> Any:
         """The value stored under ``key``; ``value`` is stored first when there is none."""
         with self._lock:
             old = self._data.get(key, _MISSING)
@@ -85,17 +94,17 @@ class LRU:
             self._evict()
         return value
 
-    def __setitem__(self, key, value):
+    def __setitem__(self, key: Hashable, value: Any) -> None:
         with self._lock:
             self._data[key] = value
             self._data.move_to_end(key)
             self._evict()
 
-    def pop(self, key, default=None):
+    def pop(self, key: Hashable, default: Any = None) -> Any:
         with self._lock:
             return self._data.pop(key, default)
 
-    def _evict(self):
+    def _evict(self) -> int:
         data = self._data
         n = 0
         while len(data) > self.maxsize:
@@ -107,20 +116,20 @@ class LRU:
                 self._family._add_evictions(n)
         return n
 
-    def resize(self, maxsize):
+    def resize(self, maxsize: int) -> int:
         """Change the bound (evicting the oldest entries when it shrinks)."""
         _check_size(maxsize)
         with self._lock:
             self.maxsize = maxsize
             return self._evict()
 
-    def clear(self):
+    def clear(self) -> None:
         """Drop every entry (not counted as evictions) and zero the eviction counter."""
         with self._lock:
             self._data.clear()
             self.evictions = 0
 
-    def stats(self):
+    def stats(self) -> CacheStats:
         return CacheStats(len(self._data), self.maxsize, self.evictions, 1)
 
     def __repr__(self):
@@ -130,7 +139,7 @@ class LRU:
 class Family:
     """One bounded LRU per object (per function, per optimizer ...), reported together."""
 
-    def __init__(self, name, maxsize):
+    def __init__(self, name: str, maxsize: int):
         _check_size(maxsize)
         self.name = name
         self.maxsize = maxsize
@@ -139,24 +148,24 @@ class Family:
         self._lock = threading.Lock()
         _REGISTRY[name] = self
 
-    def new(self):
+    def new(self) -> LRU:
         lru = LRU(self.name, self.maxsize, family=self)
         with self._lock:
             self._members.add(lru)
         return lru
 
-    def _add_evictions(self, n):
+    def _add_evictions(self, n: int) -> None:
         with self._lock:
             self._evictions += n
 
-    def stats(self):
+    def stats(self) -> CacheStats:
         with self._lock:
             members = list(self._members)
             evictions = self._evictions
         size = max((len(m) for m in members), default=0)
         return CacheStats(size, self.maxsize, evictions, len(members))
 
-    def clear(self):
+    def clear(self) -> None:
         with self._lock:
             members = list(self._members)
             self._evictions = 0
@@ -164,16 +173,16 @@ class Family:
             m.clear()
 
 
-def _check_size(maxsize):
+def _check_size(maxsize: Any) -> None:
     if not isinstance(maxsize, int) or isinstance(maxsize, bool) or maxsize < 1:
         raise ValueError(f"maxsize must be a positive int; got {maxsize!r}")
 
 
-def stats():
+def stats() -> Dict[str, CacheStats]:
     """``{cache name: CacheStats(size, maxsize, evictions, instances)}`` for every cache in tapejax."""
     return {name: c.stats() for name, c in sorted(_REGISTRY.items())}
 
 
-def clear_all():
+def clear_all() -> None:
     for c in list(_REGISTRY.values()):
         c.clear()

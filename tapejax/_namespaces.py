@@ -2,22 +2,14 @@
 the top-level op names, as plain data over the op family modules, so one function has one
 definition and ``tools/gen_ops_table.py`` can list every public op with its namespaces."""
 import sys
-import types
 
 from . import _dtypes, _nest
-from .ops import array as _a
-from .ops import linalg as _l
-from .ops import math as _m
-from .ops import nn as _nn
-from .ops import random as _r
+from ._modules import new_module
+from .ops import array as _a, linalg as _l, math as _m, nn as _nn, random as _r
 
 
 def _module(name, doc, members):
-    mod = types.ModuleType(f"tapejax.{name}", doc)
-    for k, v in members.items():
-        setattr(mod, k, v)
-    mod.__all__ = sorted(members)
-    return mod
+    return new_module(f"tapejax.{name}", doc, members)
 
 
 def _pick(src, names):

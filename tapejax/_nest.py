@@ -5,17 +5,18 @@ key order, as TF does); everything else, ``None`` included, is a leaf.  JAX's
 ``tree_util`` cannot be used here: Tensors are pytrees (so it would descend
 into them) and it treats ``None`` as an empty subtree.
 """
+from typing import Any, Callable, Iterator, List, Sequence
 
 
-def _is_namedtuple(x):
+def _is_namedtuple(x: Any) -> bool:
     return isinstance(x, tuple) and hasattr(type(x), "_fields")
 
 
-def is_nested(x):
+def is_nested(x: Any) -> bool:
     return isinstance(x, (list, tuple, dict))
 
 
-def _flat_sequence(structure):
+def _flat_sequence(structure: Any) -> bool:
     """Whether ``structure`` is a plain list or tuple of leaves (the common case: a training
     step's list of variables), which flattens to itself and packs without recursion."""
     t = type(structure)
@@ -27,7 +28,7 @@ def _flat_sequence(structure):
     return True
 
 
-def flatten(structure):
+def flatten(structure: Any) -> List[Any]:
     """The leaves of ``structure`` in TF's order."""
     if not isinstance(structure, (list, tuple, dict)):
         return [structure]
@@ -38,7 +39,7 @@ def flatten(structure):
     return out
 
 
-def _flatten_into(x, out):
+def _flatten_into(x: Any, out: List[Any]) -> None:
     if isinstance(x, dict):
         for k in sorted(x):
             _flatten_into(x[k], out)
@@ -49,7 +50,7 @@ def _flatten_into(x, out):
         out.append(x)
 
 
-def pack_sequence_as(structure, flat):
+def pack_sequence_as(structure: Any, flat: Sequence[Any]) -> Any:
     """Rebuild ``structure`` with the leaves taken in order from ``flat``."""
     if _flat_sequence(structure) and len(flat) == len(structure):
         return type(structure)(flat)
@@ -58,7 +59,7 @@ def pack_sequence_as(structure, flat):
     return result
 
 
-def _pack(x, it):
+def _pack(x: Any, it: Iterator[Any]) -> Any:
     if isinstance(x, dict):
         packed = {k: _pack(x[k], it) for k in sorted(x)}
         return type(x)((k, packed[k]) for k in x) if type(x) is not dict else {k: packed[k] for k in x}
@@ -69,5 +70,5 @@ def _pack(x, it):
     return next(it)
 
 
-def map_structure(fn, structure):
+def map_structure(fn: Callable[[Any], Any], structure: Any) -> Any:
     return pack_sequence_as(structure, [fn(v) for v in flatten(structure)])

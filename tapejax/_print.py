@@ -6,14 +6,15 @@ import numpy as np
 from ._tensor import Tensor
 
 
-def _fmt_array(a):
+def _fmt_array(a) -> str:
     a = np.asarray(a)
     if a.dtype.kind == "f" or a.dtype.kind == "V" or str(a.dtype) == "bfloat16":
-        fmt = {"float_kind": lambda v: f"{float(v):g}"}
         a = a.astype(np.float64) if str(a.dtype) == "bfloat16" else a
+        text = np.array2string(a, separator=" ", formatter={"float_kind": lambda v: f"{float(v):g}"},
+                               threshold=1000)
     else:
-        fmt = None
-    return np.array2string(a, separator=" ", formatter=fmt, threshold=1000).replace("\n", "\n ")
+        text = np.array2string(a, separator=" ", threshold=1000)
+    return text.replace("\n", "\n ")
 
 
 def _fmt(x):

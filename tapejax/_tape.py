@@ -29,13 +29,14 @@ Gradients are computed by ``_replay`` (slice, key, compiled ``jax.vjp``).
 import enum
 import logging
 from operator import itemgetter as _itemgetter
+from typing import Callable, List, Optional
 
 import numpy as np
 
 from . import _dtypes, _nest, _state
+from ._lazy import _TAPE_TYPES, Pending
 from ._lru import LRU
 from ._primitives import READ
-from ._lazy import _TAPE_TYPES, Pending
 from ._tensor import Tensor
 
 OUT = 1 << 20  # outputs per node in a code (node_index * OUT + k)
@@ -428,9 +429,11 @@ class GradientTape:
         flat_targets = _check_leaves(_nest.flatten(target), "target")
         flat_sources = _check_leaves(_nest.flatten(sources), "sources")
         cts = _output_gradients(output_gradients, flat_targets)
+        replay = _replay_gradient
+        assert replay is not None, "tapejax._replay sets _tape._replay_gradient when it is imported"
         self._begin_use()
         try:
-            grads = _replay_gradient(self, flat_targets, flat_sources, cts, mode)
+            grads = replay(self, flat_targets, flat_sources, cts, mode)
         finally:
             self._end_use()
         return _nest.pack_sequence_as(sources, grads)
@@ -467,8 +470,9 @@ class GradientTape:
         return explain(self, target, source)
 
 
-#: ``_replay.gradient`` (set when ``_replay``, which imports this module, is imported).
-_replay_gradient = None
+#: ``_replay.gradient`` (set when ``_replay``, which imports this module, is imported):
+#: (tape, flat targets, flat sources, output gradients, mode) -> a gradient or None per source.
+_replay_gradient: Optional[Callable[..., List[Optional[Tensor]]]] = None
 
 _TAPE_TYPES.add(GradientTape)  # plain tapes may have their recorded ops deferred (see _lazy)
 
@@ -500,8 +504,7 @@ def _output_gradients(output_gradients, flat_targets):
     if output_gradients is None:
         return [None] * len(flat_targets)
     from ._errors import InvalidArgumentError
-    from ._tensor import _python_dtype as _tensor_python_dtype
-    from ._tensor import convert_to_tensor
+    from ._tensor import _python_dtype as _tensor_python_dtype, convert_to_tensor
     flat = _nest.flatten(output_gradients)
     cts = []
     for i, t in enumerate(flat_targets):

@@ -9,8 +9,10 @@ point.  A Tensor is a pytree (its leaf is the array), so it can be passed to
 recorded op whose value is computed later (deferred execution).
 """
 import numbers
+from typing import Any, Callable, ClassVar, Iterator
 
 import jax
+import jax.core
 import numpy as np
 
 from . import _dtypes
@@ -85,7 +87,46 @@ class Tensor:
     __slots__ = ("_value", "_id", "__weakref__")
     __array_priority__ = 100
 
-    def __init__(self, value):
+    # The operators, installed on the class by ``tapejax.ops`` (``ops/math.py``: arithmetic,
+    # comparisons and logic; ``ops/array.py``: ``[]``) so that each goes through the op registry
+    # and its one recording entry point.  Declared here for readers and type checkers.
+    __getitem__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __add__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __radd__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __sub__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __rsub__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __mul__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __rmul__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __truediv__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __rtruediv__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __floordiv__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __rfloordiv__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __mod__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __rmod__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __pow__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __rpow__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __matmul__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __rmatmul__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __lt__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __le__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __gt__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __ge__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __and__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __rand__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __or__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __ror__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __neg__: ClassVar[Callable[[Any], "Tensor"]]
+    __pos__: ClassVar[Callable[[Any], "Tensor"]]
+    __abs__: ClassVar[Callable[[Any], "Tensor"]]
+    __invert__: ClassVar[Callable[[Any], "Tensor"]]
+    # ``==`` / ``!=`` are elementwise; against None (or an unbroadcastable shape) a Python bool
+    __eq__: ClassVar[Callable[[Any, Any], Any]]
+    __ne__: ClassVar[Callable[[Any, Any], Any]]
+
+    _value: jax.Array   # a concrete array, or a tracer inside a compiled function
+    _id: int
+
+    def __init__(self, value: jax.Array):
         self._value = value
         self._id = next_id()
 
@@ -96,43 +137,43 @@ class Tensor:
         return self._value
 
     @property
-    def shape(self):
+    def shape(self) -> TensorShape:
         return TensorShape(self._value.shape)
 
-    def get_shape(self):
+    def get_shape(self) -> TensorShape:
         return self.shape
 
     @property
-    def dtype(self):
+    def dtype(self) -> _dtypes.DType:
         return _dtypes.as_dtype(self._value.dtype)
 
     @property
-    def ndim(self):
+    def ndim(self) -> int:
         return self._value.ndim
 
     @property
-    def device(self):
+    def device(self) -> str:
         try:
             return str(next(iter(self._value.devices())))
         except Exception:  # tracers have no device
             return ""
 
     @property
-    def value(self):
+    def value(self) -> jax.Array:
         """The underlying ``jax.Array`` (or tracer inside a compiled function)."""
         return self._value
 
-    def numpy(self):
+    def numpy(self) -> np.ndarray:
         return np.asarray(self._value)
 
-    def __array__(self, dtype=None, copy=None):
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
         a = np.asarray(self._value)
         return a if dtype is None else a.astype(dtype)
 
     def __jax_array__(self):
         return self._value
 
-    def ref(self):
+    def ref(self) -> "_Ref":
         return _Ref(self)
 
     experimental_ref = ref
@@ -141,32 +182,32 @@ class Tensor:
         raise TypeError("Tensor is unhashable. Instead, use tensor.ref() as the key.")
 
     # -- Python protocol (these read the value: a host sync the user asked for)
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return bool(self._value)
 
-    def __float__(self):
+    def __float__(self) -> float:
         return float(self._value)
 
-    def __int__(self):
+    def __int__(self) -> int:
         return int(self._value)
 
-    def __index__(self):
+    def __index__(self) -> int:
         return int(self._value)
 
-    def __complex__(self):
+    def __complex__(self) -> complex:
         return complex(self._value)
 
-    def __len__(self):
+    def __len__(self) -> int:
         if not self._value.ndim:
             raise TypeError("Scalar tensor has no `len()`")
         return self._value.shape[0]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator["Tensor"]:
         if not self._value.ndim:
             raise TypeError("Cannot iterate over a scalar tensor.")
         return (self[i] for i in range(self._value.shape[0]))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         if isinstance(self._value, jax.core.Tracer):
             return f"<tapejax.Tensor: shape={self._value.shape}, dtype={self._value.dtype.name}, traced>"
         a = np.asarray(self._value)
@@ -174,14 +215,14 @@ class Tensor:
         sep = "\n" if "\n" in text else ""
         return f"<tapejax.Tensor: shape={tuple(a.shape)}, dtype={self.dtype.name}, numpy={sep}{text}>"
 
-    def __str__(self):
+    def __str__(self) -> str:
         if isinstance(self._value, jax.core.Tracer):
             return repr(self)
         text = str(np.asarray(self._value))
         sep = "\n" if "\n" in text else ""
         return f"tapejax.Tensor({sep}{text}, shape={tuple(self._value.shape)}, dtype={self.dtype.name})"
 
-    def __format__(self, spec):
+    def __format__(self, spec: str) -> str:
         if self._value.ndim == 0 and not isinstance(self._value, jax.core.Tracer):
             return format(np.asarray(self._value).item(), spec)
         return format(str(self), spec)

@@ -7,10 +7,9 @@ same context as ``tapejax.gradient_override_map`` (there is one global
 ``import tapejax.compat.v1`` works too.
 """
 import sys
-import types
 
-from ._custom import (RegisterGradient, custom_gradient, gradient_override_map, gradients_v1, hessians,
-                      stop_gradient)
+from ._custom import RegisterGradient, custom_gradient, gradient_override_map, gradients_v1, hessians, stop_gradient
+from ._modules import new_module
 from ._tape import GradientTape, UnconnectedGradients
 
 
@@ -38,14 +37,11 @@ def get_default_graph():
     return _DEFAULT_GRAPH
 
 
-v1 = types.ModuleType("tapejax.compat.v1", "``tf.compat.v1``: the graph-era names tapejax provides.")
-for _name, _obj in {
+v1 = new_module("tapejax.compat.v1", "``tf.compat.v1``: the graph-era names tapejax provides.", {
     "get_default_graph": get_default_graph, "Graph": Graph, "RegisterGradient": RegisterGradient,
     "gradients": gradients_v1, "hessians": hessians, "stop_gradient": stop_gradient, "custom_gradient": custom_gradient,
     "GradientTape": GradientTape, "UnconnectedGradients": UnconnectedGradients,
-}.items():
-    setattr(v1, _name, _obj)
-v1.__all__ = sorted(n for n in vars(v1) if not n.startswith("_"))
+})
 sys.modules[v1.__name__] = v1
 
 __all__ = ["v1"]

@@ -64,7 +64,7 @@ def _wrap_namespace(src, prefix, target, nondiff=NON_DIFFERENTIABLE):
 
 def _submodule(name, src, prefix):
     mod = _types.ModuleType(f"tapejax.numpy.{name}", f"``{prefix}*`` as tape ops (see ``tapejax.numpy``).")
-    mod.WRAPPED = tuple(_wrap_namespace(src, prefix, mod.__dict__))
+    mod.__dict__["WRAPPED"] = tuple(_wrap_namespace(src, prefix, mod.__dict__))
     return mod
 
 

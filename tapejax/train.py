@@ -30,6 +30,7 @@ optimizer resumes exactly where the saved one stopped.
 import json
 import os
 import tempfile
+from typing import Any, Dict, Iterable
 
 import numpy as np
 
@@ -166,7 +167,11 @@ class _Graph:
 class _CreateFrom(list):
     """Keys of a file plus its metadata (passed to optimizer_entries to create missing state)."""
 
-    def get(self, k, default=None):
+    def __init__(self, keys: Iterable[str], meta: Dict[str, Any]):
+        super().__init__(keys)
+        self.meta = meta
+
+    def get(self, k: str, default: Any = None) -> Any:
         return self.meta.get(k, default)
 
 
@@ -291,8 +296,7 @@ class Checkpoint:
         for key, dname in meta.get("dtypes", {}).items():
             if key in data:
                 data[key] = data[key].view(np.dtype(_dtypes.as_dtype(dname)._np))
-        create_from = _CreateFrom(data.keys())
-        create_from.meta = meta
+        create_from = _CreateFrom(data.keys(), meta)
         _, entries = self._entries(create_from)
         problems, plan, unmatched = [], [], []
         for key, var in entries:

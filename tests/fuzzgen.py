@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
 from typing import Any, Callable
 
 import jax

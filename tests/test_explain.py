@@ -1,6 +1,5 @@
 """tape.explain: one test per reason a gradient is None (oracle: the gradient itself
 is None exactly when explain says it is not connected)."""
-import pytest
 
 import tapejax as tf
 

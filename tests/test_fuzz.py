@@ -33,12 +33,10 @@ import os
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import strategies as st
-
-import tapejax
+from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 
 import fuzzgen
+import tapejax
 from fuzzgen import compare, oracle_jax, oracle_jax_nested, programs, run_tape
 
 _N = int(os.environ.get("TAPEJAX_FUZZ_EXAMPLES", "0") or 0)
@@ -167,6 +165,7 @@ def test_the_suite_catches_a_wrong_gradient(monkeypatch):
     sin differs from both oracles, and a None where a value is due is reported."""
     import jax
     import jax.numpy as jnp
+
     from tapejax._primitives import REGISTRY
 
     @jax.custom_jvp

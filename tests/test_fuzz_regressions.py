@@ -12,9 +12,8 @@ import os
 import numpy as np
 import pytest
 
-import tapejax
-
 import fuzzgen
+import tapejax
 
 
 def _tf_or_none():
@@ -131,7 +130,7 @@ def test_generator_keeps_away_from_the_reported_conventions():
     class _Prog:
         consts = []
         sources = []
-    from hypothesis import given, settings, strategies as st, HealthCheck
+    from hypothesis import HealthCheck, given, settings, strategies as st
 
     @settings(max_examples=20, deadline=None, derandomize=True, database=None,
               suppress_health_check=list(HealthCheck))

@@ -56,3 +56,16 @@ def test_docs_ops_md_is_fresh():
     with open(gen_ops_table.DOC) as f:
         current = f.read()
     assert current == gen_ops_table.render(), "docs/ops.md is stale: run python tools/gen_ops_table.py"
+
+
+def test_math_table_ops_are_bound_by_name():
+    """``ops/math.py`` binds each row of its op tables to a module name (no ``globals()`` injection):
+    the bound function is the table's, and it is exported in ``__all__``."""
+    from tapejax.ops import math as M
+    rows = [r[0] for r in M._UNARY + M._BINARY if not r[0].startswith("_")]
+    assert len(rows) == 61
+    unbound = [n for n in rows if getattr(M, n, None) is not M._ns[n]]
+    assert not unbound, f"table ops not bound to their module name: {unbound}"
+    assert set(rows) <= set(M.__all__)
+    assert len(M.__all__) == len(set(M.__all__))
+    assert all(callable(getattr(M, n)) for n in M.__all__), "__all__ names something math.py lacks"

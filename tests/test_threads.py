@@ -14,10 +14,9 @@ import threading
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
 import tapejax as tf
-from tapejax import _lru, _replay, _state
+from tapejax import _lru, _state
 
 N_THREADS = 4
 STEPS = 8

@@ -19,10 +19,12 @@ at every order:
   masked by their primal values, as TF's registered gradients are.
 """
 import jax
+import jax.core
 import jax.numpy as jnp
 from jax import lax
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
+
 
 def _tan(t, like):
     """A tangent usable in arithmetic: integer primals have float0 tangents; read them as zeros."""

@@ -14,7 +14,6 @@ checked on the device (TF raises); JAX's gather fills them with NaN/0 and
 their gradient is dropped.
 """
 import builtins
-
 import collections
 
 import jax
@@ -26,8 +25,17 @@ from .._errors import InvalidArgumentError
 from .._primitives import bind
 from .._tensor import Tensor, convert_to_tensor
 from .._variable import Variable
-from ._registry import (call_plain2, check_binary, dtype_of, op_error, plain_jit, prim, static_axis,
-                        static_shape, tf_types)
+from ._registry import (
+    call_plain2,
+    check_binary,
+    dtype_of,
+    op_error,
+    plain_jit,
+    prim,
+    static_axis,
+    static_shape,
+    tf_types,
+)
 
 _TENSORISH = (Tensor, Variable)
 _pyrange = builtins.range
@@ -187,6 +195,7 @@ def concat(values, axis, name="concat"):
     d0 = next((d for d in dts if d is not None), None)
     for i, d in enumerate(dts):
         if d is not None and d != d0:
+            assert d0 is not None  # the first dtype that is not None
             raise _bad("ConcatV2", f"cannot compute ConcatV2 as input #{i}(zero-based) was expected to be "
                        f"a {d0.name} tensor but is a {d.name} tensor (argument `values`)")
     return _call(_CONCAT, "ConcatV2", *values, axis=ax)
@@ -708,7 +717,8 @@ class VariableSlice(Tensor):
         return var if read_value else None
 
 
-jax.tree_util.register_pytree_node(VariableSlice, lambda t: ((t._value,), None), lambda _, c: Tensor(c[0]))
+# a pytree as a Tensor is (unflattened, a slice is a plain Tensor: it is no longer tied to its Variable)
+jax.tree_util.register_pytree_node(VariableSlice, _tensor._flatten, _tensor._unflatten)
 
 
 def _variable_getitem(var, key):

@@ -87,7 +87,6 @@ def make_op(fn, type_name, *, differentiable=True, jit=True, doc=None):
 
     prim = define(type_name, impl, differentiable=differentiable, multiple_results=True, jit=jit)
 
-    @functools.wraps(fn)
     def op(*args, **kwargs):
         dyn, key = split_args(args, kwargs)
         try:
@@ -101,6 +100,7 @@ def make_op(fn, type_name, *, differentiable=True, jit=True, doc=None):
             return outs[0]
         return jax.tree_util.tree_unflatten(tree, outs)
 
+    functools.update_wrapper(op, fn)
     op._tf_types = (type_name,)
     op.primitive = prim
     if doc is not None:

@@ -6,6 +6,7 @@ the diagonal halved, as TF's (TF_SEMANTICS 19).  ``svd`` returns ``(s, u, v)``
 with ``v`` not transposed, as TF.
 """
 import collections
+from typing import Type, Union
 
 import jax
 import jax.numpy as jnp
@@ -17,9 +18,9 @@ from .._primitives import bind
 from .._tensor import Tensor
 from .._variable import Variable
 from . import _grads as G
+from ._registry import check_binary, check_float, dtype_of, op_error, prim, static_axis, tf_types
 from .array import einsum, tensordot  # noqa: F401
 from .math import l2_normalize, matmul  # noqa: F401
-from ._registry import check_binary, check_float, dtype_of, op_error, prim, static_axis, tf_types
 
 _TENSORISH = (Tensor, Variable)
 
@@ -47,7 +48,7 @@ def _square(x, op_type, arg="input"):
 _HALF = {np.dtype(np.float16): "half", np.dtype(_dtypes.bfloat16._np): "bfloat16"}
 
 
-def _no_half(x, op_type, arg, bf16_error=InvalidArgumentError):
+def _no_half(x, op_type, arg, bf16_error: Type[Exception] = InvalidArgumentError):
     """XLA:CPU has no half-precision LAPACK kernels, nor has TF for these ops: TF's error class
     (NotFoundError for float16, InvalidArgumentError for bfloat16), not JAX's NotImplementedError."""
     d = getattr(getattr(x, "_value", x), "dtype", None)
@@ -495,7 +496,7 @@ _NORM = prim("Norm", _norm)
 
 
 @tf_types("Norm")
-def norm(tensor, ord="euclidean", axis=None, keepdims=None, name=None):
+def norm(tensor, ord: Union[str, int, float] = "euclidean", axis=None, keepdims=None, name=None):
     """``tf.norm`` / ``tf.linalg.norm``: vector norms (``'euclidean'``, 1, 2, inf, p > 0) over one
     axis or all; matrix norms (``'fro'``, 1, 2 (spectral, through the SVD), inf, ``'euclidean'``)
     over two axes.  The gradient

@@ -8,19 +8,19 @@ Kink conventions are TF's (``_grads``): ``relu'(0) = 0``,
 gradient to the first maximum of each window.
 """
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .. import _dtypes
 from .._errors import InvalidArgumentError
 from .._primitives import REGISTRY, bind
 from .._tensor import Tensor, convert_to_tensor
 from .._variable import Variable
 from . import _grads as G
+from ._registry import check_binary, check_float, dtype_of, op_error, prim, static_axis, tf_types, unary_ops
 from .array import gather
 from .math import l2_normalize, log_sigmoid, sigmoid, softplus, softsign, tanh  # noqa: F401
-from ._registry import check_binary, check_float, dtype_of, op_error, prim, static_axis, tf_types, unary_ops
 
 _TENSORISH = (Tensor, Variable)
 
@@ -261,9 +261,9 @@ _MOMENTS = prim("Moments", _moments, multiple_results=True)
 def moments(x, axes, shift=None, keepdims=False, name=None):
     """``tf.nn.moments``: ``(mean, variance)`` over ``axes`` (the variance's gradient treats the mean
     as a constant, as TF's formula does; mathematically the same)."""
-    ax = static_axis(axes)
-    ax = ax if isinstance(ax, tuple) else (ax,)
     nd = len(_shape(x))
+    ax = static_axis(axes)
+    ax = tuple(range(nd)) if ax is None else ax if isinstance(ax, tuple) else (ax,)  # None: every axis
     return tuple(bind(_MOMENTS, x, axes=tuple(a % nd for a in ax), keepdims=bool(keepdims)))
 
 

@@ -46,7 +46,7 @@ import os
 import threading
 
 import jax
-import jax.numpy as jnp
+import jax.core
 import numpy as np
 
 from .. import _dtypes

@@ -33,10 +33,10 @@ one rounding, TF's kernels round twice), which the parity tests bound at rtol
 2e-6 over six steps (2e-5 for Ftrl and for eight steps with hyperparameters
 changed).
 """
-from . import schedules
+from . import legacy, schedules
 from ._base import Optimizer
 from ._optax import OptaxOptimizer, from_optax
 from ._rules import SGD, Adadelta, Adagrad, Adam, Adamax, AdamW, Ftrl, Nadam, RMSprop
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "Nadam",
-           "Ftrl", "from_optax", "OptaxOptimizer", "schedules"]
+           "Ftrl", "from_optax", "OptaxOptimizer", "schedules", "legacy"]

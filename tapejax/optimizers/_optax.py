@@ -10,6 +10,7 @@ eagerly (variables and state donated where nothing else holds them).  ``learning
 for the Keras optimizers and run before ``tx``.
 """
 import jax
+import jax.core
 import jax.numpy as jnp
 import optax
 
@@ -51,8 +52,8 @@ class OptaxOptimizer(Optimizer):
     def apply_gradients(self, grads_and_vars, name=None, experimental_aggregate_gradients=True):
         from .._lazy import Pending
         from .._state import _local
-        from ._base import Donating, _filter_empty_gradients, _run_update, _touch
         from .._tensor import convert_to_tensor
+        from ._base import Donating, _filter_empty_gradients, _run_update, _touch
         pairs = _filter_empty_gradients(grads_and_vars)
         gs, var_list = [], []
         for g, v in pairs:
@@ -94,7 +95,7 @@ class OptaxOptimizer(Optimizer):
         grads = self._clip([g.astype(p.dtype) for g, p in zip(grads, params)])
         state = jax.tree_util.tree_unflatten(tree, list(leaves))
         updates, state = self.tx.update(grads, state, params)
-        new_params = optax.apply_updates(params, updates)
+        new_params = jax.tree_util.tree_leaves(optax.apply_updates(params, updates))  # the list, as a list
         new_leaves = jax.tree_util.tree_leaves(state)
         new_params = [p.astype(o.dtype) for p, o in zip(new_params, params)]
         new_leaves = [x.astype(o.dtype) for x, o in zip(new_leaves, leaves)]

@@ -194,7 +194,7 @@ class Nadam(Optimizer):
         return [Variable(jnp.ones((), jnp.float32), trainable=False, name="momentum_cache")]
 
     def _prepare(self, c, step, extra):
-        lr, b1, b2 = c["lr"], c["beta_1"], c["beta_2"]
+        b1, b2 = c["beta_1"], c["beta_2"]
         decay_base = jnp.float32(0.96)
         d = jnp.float32(self._schedule_decay)
         next_step = step + 1

@@ -3,7 +3,7 @@ TF's dtypes and values (values within half-precision tolerance), and TF's errors
 dtype has no kernel.  The op-by-op half table is tests/test_numerics.py."""
 import numpy as np
 
-from .harness import A, Raised, parity, raises
+from .harness import A, parity, raises
 
 F16 = dict(rtol=1e-2, atol=1e-2)
 BF16 = dict(rtol=5e-2, atol=5e-2)

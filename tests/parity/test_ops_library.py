@@ -487,6 +487,15 @@ for _n, _op in SCANS.items():
 
 
 @parity
+def test_scan_axis_must_be_a_scalar(tf):
+    """A scan's axis is one int: a list, a tuple or a rank-1 tensor is an InvalidArgumentError, None a
+    ValueError (TF converts it to a Tensor)."""
+    x = tf.constant([1.0, 2.0, 3.0])
+    return (raises(tf.cumsum, x, axis=[0]), raises(tf.math.cumprod, x, axis=(0,)),
+            raises(tf.math.cumulative_logsumexp, x, axis=tf.constant([0])), raises(tf.cumsum, x, axis=None))
+
+
+@parity
 def test_cumsum_top_level(tf):
     """tf.cumsum is tf.math.cumsum."""
     return vg(tf, lambda x: tf.cumsum(x, axis=1), LIN)
@@ -833,6 +842,7 @@ def test_moments_batch_normalization(tf):
     _R = vg_many(tf, [
         (lambda x: tf.nn.moments(x, axes=[0]), LIN),
         (lambda x: tf.nn.moments(x, axes=[0, 1], keepdims=True), LIN),
+        (lambda x: tf.nn.moments(x, axes=None), LIN),
         (lambda x, m, v, o, s: tf.nn.batch_normalization(x, m, v, o, s, 1e-3), LIN, ROW, POS[0], [0.1],
                [2.0, 1.0, 0.5]),
         (lambda x: tf.nn.batch_normalization(x, 0.5, 2.0, None, None, 1e-3), LIN)])

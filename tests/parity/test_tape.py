@@ -144,7 +144,7 @@ def test_watched_variables_creation_order(tf):
     b = tf.Variable(2.0)
     c = tf.Variable(3.0)
     with tf.GradientTape() as t:
-        y = c * b * a
+        c * b * a  # reads c, then b, then a
     wv = t.watched_variables()
     return wv, type(wv).__name__
 
@@ -187,7 +187,7 @@ def test_watched_variables_reset_and_never_entered(tf):
     """reset() empties watched_variables(); a never-entered tape has ()."""
     a = tf.Variable(1.0)
     with tf.GradientTape() as t:
-        y = a * 2.0
+        a * 2.0  # a read the reset forgets
         t.reset()
     return t.watched_variables(), tf.GradientTape().watched_variables()
 
@@ -587,7 +587,7 @@ def test_variable_as_target(tf):
     v = tf.Variable(2.0)
     w = tf.Variable(5.0)
     with tf.GradientTape(persistent=True) as t:
-        y = v * w
+        v * w  # both Variables are watched
     with tf.GradientTape() as t2:
         pass
     return t.gradient(v, v), t.gradient(v, tf.Variable(1.0)), t.gradient(v, [v, tf.Variable(3.0)]), t2.gradient(v, v)
