@@ -60,6 +60,51 @@ def _fused_update(op, call):
     return fn
 
 
+_Tracer = jax.core.Tracer
+_BINDING = threading.local()   # ``depth``: ``traced_values`` blocks open on this thread
+
+
+def _binding():
+    """Whether a Variable may hold a tracer now: a ``tapejax.function`` traces (its collector
+    restores every Variable it touched) or a ``traced_values`` block is open."""
+    return _state._local.collector is not None or getattr(_BINDING, "depth", 0) > 0
+
+
+def _tracer_error(var):
+    return ValueError(
+        f"Variable '{var._name}' cannot hold a traced value: a Variable holds a concrete array, and "
+        "a JAX transformation (jax.jit, jax.grad, jax.vmap ...) that assigns or creates it would leak "
+        "its tracer. Assign and create Variables eagerly or inside tapejax.function (which threads "
+        "them through the compiled program as state), or return the new value from the transformed "
+        "function and assign it outside.")
+
+
+class traced_values:
+    """``variables`` hold ``values`` (tracers of the trace running now) inside the block; their
+    own values are put back when it ends.  The only way a tracer enters a Variable outside
+    ``tapejax.function`` (whose collector does the same for the Variables it touches)."""
+
+    __slots__ = ("_vars", "_vals", "_saved")
+
+    def __init__(self, variables, values):
+        self._vars = list(variables)
+        self._vals = list(values)
+        self._saved = None
+
+    def __enter__(self):
+        self._saved = [v._val for v in self._vars]
+        _BINDING.depth = getattr(_BINDING, "depth", 0) + 1
+        for v, x in zip(self._vars, self._vals):
+            v._val = x
+        return self
+
+    def __exit__(self, *exc):
+        for v, x in zip(self._vars, self._saved):
+            v._val = x
+        _BINDING.depth -= 1
+        return False
+
+
 _MAIN_THREAD = threading.main_thread()
 _SIGINT = int(signal.SIGINT)
 
@@ -219,6 +264,11 @@ class Variable:
 
     @_value.setter
     def _value(self, value):
+        # The one check of the invariant: a tracer only while a tapejax trace that binds
+        # Variables runs (``tapejax.function``'s discovery and trace, a custom gradient's replay:
+        # ``traced_values``), which puts the old value back when it ends.
+        if type(value) is not _Array and isinstance(value, _Tracer) and not _binding():
+            raise _tracer_error(self)
         self._val = value
 
     @property
