@@ -71,8 +71,10 @@ def _binding():
 
 
 def _tracer_error(var):
+    name = getattr(var, "_name", None)   # (not set yet while ``__init__`` takes ``initial_value``)
+    what = f"Variable '{name}'" if name else "A Variable (argument `initial_value`)"
     return ValueError(
-        f"Variable '{var._name}' cannot hold a traced value: a Variable holds a concrete array, and "
+        f"{what} cannot hold a traced value: a Variable holds a concrete array, and "
         "a JAX transformation (jax.jit, jax.grad, jax.vmap ...) that assigns or creates it would leak "
         "its tracer. Assign and create Variables eagerly or inside tapejax.function (which threads "
         "them through the compiled program as state), or return the new value from the transformed "
@@ -92,15 +94,15 @@ class traced_values:
         self._saved = None
 
     def __enter__(self):
-        self._saved = [v._val for v in self._vars]
+        self._saved = [v._state() for v in self._vars]
         _BINDING.depth = getattr(_BINDING, "depth", 0) + 1
         for v, x in zip(self._vars, self._vals):
             v._val = x
         return self
 
     def __exit__(self, *exc):
-        for v, x in zip(self._vars, self._saved):
-            v._val = x
+        for v, st in zip(self._vars, self._saved):
+            v._restore(st)
         _BINDING.depth -= 1
         return False
 
@@ -163,13 +165,13 @@ def _compute_pending_updates():
         finally:
             for v, th in zip(variables, thunks):
                 if v._val is th and th.value is not None:
-                    v._val = th.value
+                    v._val = th.value   # (shared with any Pending read of the update: not owned)
 
 
 class Variable:
     """A mutable tensor (``tf.Variable``)."""
 
-    __slots__ = ("_val", "_id", "_trainable", "_name", "_sharding", "_constraint", "__weakref__")
+    __slots__ = ("_val", "_own", "_id", "_trainable", "_name", "_sharding", "_constraint", "__weakref__")
     __array_priority__ = 100
     _unnamed = 0
 
@@ -190,13 +192,16 @@ class Variable:
             value = t._value
             if want is not None and value.dtype != want._np:
                 value = value.astype(_dtypes.storage_dtype(want._np, "initial_value"))
+            fresh = False   # (the Tensor holds it too)
         else:
             value = _to_array(initial_value, None if want is None else want._np, "initial_value")
+            fresh = value is not initial_value and type(value) is _Array   # a new buffer from host data
         if shape is not None and tuple(shape) != tuple(value.shape) and validate_shape:
             raise ValueError(f"In this `tf.Variable` creation, the initial value's shape "
                              f"({tuple(value.shape)}) is not compatible with the explicitly supplied "
                              f"`shape` argument ({tuple(shape)}).")
         self._value = value
+        self._own = value if fresh else None
         self._id = _state.next_id()
         self._trainable = True if trainable is None else bool(trainable)
         self._sharding = None
@@ -218,6 +223,8 @@ class Variable:
             _state._local.collector.touch(self, False)
         tapes = _state._local.tapes
         v = self._val
+        if v is self._own:   # the buffer is handed out: no longer this Variable's alone
+            self._own = None
         if type(v) is _Thunk:
             if v.value is not None:
                 t = Tensor(v.value)
@@ -238,6 +245,8 @@ class Variable:
         """``_read`` for an op being deferred: the caller checked ``_lazy.can_defer(tapes)``
         (which implies no ``tapejax.function`` traces), so only the read itself is left."""
         v = self._val
+        if v is self._own:
+            self._own = None
         if type(v) is _Thunk:
             t = Tensor(v.value) if v.value is not None else Pending(v)
         else:
@@ -270,6 +279,37 @@ class Variable:
         if type(value) is not _Array and isinstance(value, _Tracer) and not _binding():
             raise _tracer_error(self)
         self._val = value
+        self._own = None   # a value from outside: others may hold it
+
+    # -- ownership (donation) ----------------------------------------------------
+    # ``_own`` is the current buffer when this Variable alone holds it: a fresh result of a
+    # library update (``_set_owned``) or an initial value copied from host data.  Whatever
+    # hands the buffer out (a read, ``_share``, ``__jax_array__``) clears it, and so does any
+    # other assignment; only an owned buffer may be donated (``owns_buffer``).
+    def _share(self):
+        """The current value (array or pending update's thunk) for a holder outside this
+        Variable (a pending op's inputs): the buffer is then no longer this Variable's alone."""
+        self._own = None
+        return self._val
+
+    def owns_buffer(self):
+        """Whether the current value is a buffer only this Variable holds (it may be donated)."""
+        v = self._val
+        return v is self._own and v is not None
+
+    def _set_owned(self, value):
+        """Take ``value``, a fresh buffer nothing else holds (a compiled update's output that is
+        none of its inputs), as this Variable's own."""
+        self._value = value
+        if type(value) is _Array:
+            self._own = value
+
+    def _state(self):
+        """(value, owned buffer): what ``_restore`` puts back (a trace that swapped values)."""
+        return self._val, self._own
+
+    def _restore(self, state):
+        self._val, self._own = state
 
     @property
     def _meta(self):
@@ -318,13 +358,13 @@ class Variable:
     def assign_add(self, delta, use_locking=None, name=None, read_value=True):
         with _UPDATE_LOCK:
             if type(delta) is not Pending or not self._defer_update(_add, delta):
-                self._value = _add(self._value, self._delta(delta, "AssignAddVariableOp"))
+                self._set_owned(_add(self._value, self._delta(delta, "AssignAddVariableOp")))   # (a new array)
         return self if read_value else None
 
     def assign_sub(self, delta, use_locking=None, name=None, read_value=True):
         with _UPDATE_LOCK:
             if type(delta) is not Pending or not self._defer_update(_sub, delta):
-                self._value = _sub(self._value, self._delta(delta, "AssignSubVariableOp"))
+                self._set_owned(_sub(self._value, self._delta(delta, "AssignSubVariableOp")))   # (a new array)
         return self if read_value else None
 
     def _defer_update(self, op, delta):
@@ -354,11 +394,13 @@ class Variable:
             value = _speculate.on_update(self, call, vals)
             if value is not None:   # the gradient's program computed this very update
                 self._val = value
+                self._own = None   # (the prediction's records hold it)
                 return True
         out = old.aval   # same dtype and shape as the value, which is strongly typed
         if out.weak_type:
             out = _lazy.aval_for(call, vals)
         self._val = _Thunk(call, vals, out)   # (the caller holds _UPDATE_LOCK)
+        self._own = None   # the old buffer is the thunk's input
         _PENDING_UPDATES[self._id] = weakref.ref(self)
         return True
 
@@ -416,7 +458,9 @@ class Variable:
     def __jax_array__(self):
         if _state._local.collector is not None:  # a tapejax.function is tracing (jnp.f(variable))
             _state._local.collector.touch(self, False)
-        return self._value
+        v = self._value
+        self._own = None   # handed out
+        return v
 
     def ref(self):
         from ._tensor import _Ref
