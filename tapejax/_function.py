@@ -23,8 +23,13 @@ How a call works
    runs unchanged on tracers.  ``GradientTape`` records at trace time and
    ``tape.gradient`` calls the compiled replay, which ``jit`` inlines: the
    compiled step has no Python tape cost.  Variables that are assigned are
-   donated and written back after the call; Variables only read are plain
-   inputs.
+   donated and written back after the call (a Variable that does not own its
+   buffer, ``Variable.owns_buffer``, donates a copy; after the call each owns
+   its new value unless the program passed an input through); Variables only
+   read are plain inputs.  A pending update of a Variable the function
+   touches is computed before the trace uses it, outside the trace
+   (``_lazy.force_many``): no tracer is ever left in a Variable or a pending
+   value.
 4. **Call.**  Later calls with the same key: one dict lookup, one compiled
    call, and the write-back of the assigned Variables.
 

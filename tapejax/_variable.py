@@ -20,6 +20,23 @@ still pending (``lr * g``) joins the update's thunk as one jitted callable
 update that a gradient's program predicted (``_speculate``) takes that value at
 once and leaves nothing pending.  One re-entrant lock
 makes each read-modify-write atomic, so concurrent updates are never lost.
+
+Two invariants, each checked in one place:
+
+* A Variable holds a concrete array or a pending value computed outside any
+  trace, never a tracer.  The value setter refuses a tracer (ValueError naming
+  the Variable) unless a tapejax trace that binds Variables runs: a
+  ``tapejax.function``'s discovery or trace (its collector puts every value
+  back) or a ``traced_values`` block (a custom gradient's replay).  A pending
+  update read while a trace runs is computed outside it (``_lazy.force_many``
+  under ``jax.core.eval_context``), so ``jax.jit``, control-flow bodies and
+  ``tapejax.function`` see its concrete value.
+* A buffer is donated only when its Variable owns it: ``_own`` is the current
+  array when nothing else holds it (a compiled update's fresh output,
+  ``_set_owned``, or a copy of host data).  Whatever hands the buffer out (a
+  read, ``read_value()``, a pending op's input: ``_share``, ``__jax_array__``)
+  or assigns another value clears it; ``owns_buffer()`` is what
+  ``tapejax.function`` and the optimizers' ``Donating`` ask before donating.
 """
 import signal
 import threading
@@ -352,7 +369,11 @@ class Variable:
         if (not isinstance(new, jax.core.Tracer) and not isinstance(old, jax.core.Tracer)
                 and old.committed and new.sharding != old.sharding):
             new = jax.device_put(new, old.sharding)  # a Variable stays where it lives (TF)
-        self._value = new
+        if (type(new) is _Array and not isinstance(value, (Tensor, Variable, jax.Array))
+                and new is not value):
+            self._set_owned(new)   # a copy of host data (NumPy, Python numbers): this Variable's alone
+        else:
+            self._value = new
         return self if read_value else None
 
     def assign_add(self, delta, use_locking=None, name=None, read_value=True):
