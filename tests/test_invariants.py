@@ -175,9 +175,10 @@ TRIGGERS = {f.__name__.lstrip("_"): f for f in (
     _function, _scan, _foldl, _input_signature, _under_tape, _gradients_inside, _optimizer_inside,
     _assign_inside, _closure_over_pending_product, _closure_over_gradient, _variable_created_inside,
     _while_and_cond, _jax_jit_reading)}
-# a pending update (step 1), a predicted one (step 3: the gradient itself still pending), an
-# optimizer's predicted update
-LOOPS = [("assign", 1), ("assign", 3), ("adam", 3)]
+# Step 3 of a manual loop: with speculation the update was predicted (the gradient itself is
+# still pending), without it the Variable holds a pending update.  (tests/parity/test_execution.py
+# runs the triggers after other loops: steps 1 and 2, SGD and Adam, against TF.)
+LOOPS = [("assign", 3)]
 
 _ORACLE = {}
 
@@ -297,8 +298,7 @@ def _metric_kept(kind, persistent, function_steps):
     return [np.asarray(tf.reduce_sum(k)) for k, _ in kept] + [r.numpy() for _, r in kept] + [w.numpy()]
 
 
-METRIC_CASES = [("sgd", False, False), ("adam", True, False), ("momentum", False, True),
-                ("assign", True, True), ("adam", False, True)]
+METRIC_CASES = [("momentum", False, False), ("adam", True, False), ("assign", True, True)]
 
 
 @pytest.mark.parametrize("kind,persistent,function_steps", METRIC_CASES,
