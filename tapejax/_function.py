@@ -61,11 +61,10 @@ import numpy as np
 from . import _dtypes, _state
 from ._lru import Family
 from ._tensor import Tensor, convert_to_tensor
-from ._variable import Variable, deferred_interrupts
+from ._variable import Variable, deferred_interrupts, fresh_outputs
 
 _Tracer = jax.core.Tracer
 _Array = jax.Array
-_ArrayImpl = type(jnp.zeros(()))   # the concrete array type
 
 
 class OperatorNotAllowedInGraphError(TypeError):
@@ -517,7 +516,7 @@ class Function:
                 # each Variable owns its new value unless the program passed an input through
                 # (an unassigned path) or returned it twice (also as an output, or to another
                 # Variable)
-                fresh = _fresh_outputs(rw_vals + ro_vals + list(dyn), new_rw, outs)
+                fresh = fresh_outputs(rw_vals + ro_vals + list(dyn), new_rw, outs)
                 for v, val, f in zip(rw, new_rw, fresh):
                     if f:
                         v._set_owned(val)
@@ -719,17 +718,6 @@ class Function:
 
     def __repr__(self):
         return f"<tapejax.function {self._name}>"
-
-
-def _fresh_outputs(inputs, new, outs):
-    """For each of ``new``: a new array that is none of ``inputs``, no other of ``new`` and
-    none of ``outs`` (a compiled call may return an input, or one array twice, as it is)?"""
-    seen = {id(x) for x in inputs}
-    seen.update(id(x) for x in outs)
-    count = {}
-    for x in new:
-        count[id(x)] = count.get(id(x), 0) + 1
-    return [type(x) is _ArrayImpl and id(x) not in seen and count[id(x)] == 1 for x in new]
 
 
 _CALLBACKS = ("debug_callback", "pure_callback", "io_callback")

@@ -124,6 +124,19 @@ class traced_values:
         return False
 
 
+def fresh_outputs(inputs, outputs, others=()):
+    """For each of ``outputs`` (a compiled update's new values): a new array that is none of
+    ``inputs``, none of ``others`` (other results of the call) and no other of ``outputs``?
+    (A compiled call may return an input, or one array twice, as it is.)  Only such an array
+    may become a Variable's own (``Variable._set_owned``)."""
+    seen = {id(x) for x in inputs}
+    seen.update([id(x) for x in others])
+    count = {}
+    for x in outputs:
+        count[id(x)] = count.get(id(x), 0) + 1
+    return [type(x) is _Array and id(x) not in seen and count[id(x)] == 1 for x in outputs]
+
+
 _MAIN_THREAD = threading.main_thread()
 _SIGINT = int(signal.SIGINT)
 
@@ -217,6 +230,8 @@ class Variable:
             raise ValueError(f"In this `tf.Variable` creation, the initial value's shape "
                              f"({tuple(value.shape)}) is not compatible with the explicitly supplied "
                              f"`shape` argument ({tuple(shape)}).")
+        if isinstance(value, _Tracer) and _state._local.collector is None:
+            raise _tracer_error(self)   # (only a tapejax.function's discovery takes one, to refuse it)
         self._value = value
         self._own = value if fresh else None
         self._id = _state.next_id()

@@ -416,10 +416,10 @@ def test_function_passing_a_value_through_does_not_own_it():
     """An assigned Variable whose new value is an input (another Variable's buffer, or its
     own on a path that does not change it), an output or another Variable's new value does
     not own it (JAX may return such an array as it is)."""
-    from tapejax._function import _fresh_outputs
+    from tapejax._variable import fresh_outputs
     x, y, z = jnp.ones(1), jnp.ones(1), jnp.ones(1)
-    assert _fresh_outputs([x], [x, y, z, z], [y]) == [False, False, False, False]
-    assert _fresh_outputs([x], [y, z], []) == [True, True]
+    assert fresh_outputs([x], [x, y, z, z], [y]) == [False, False, False, False]
+    assert fresh_outputs([x], [y, z]) == [True, True]
     a = tf.Variable([1.0, 2.0])
     b = tf.Variable([5.0, 6.0])
 

@@ -39,7 +39,7 @@ from .. import _dtypes, _nest, _speculate, _state
 from .._lru import Family
 from .._lazy import Pending
 from .._tensor import Tensor, convert_to_tensor
-from .._variable import Variable, deferred_interrupts
+from .._variable import Variable, deferred_interrupts, fresh_outputs
 from . import schedules as _schedules
 
 _log = logging.getLogger("tapejax")
@@ -154,7 +154,7 @@ def _commit(state, var_list, update, owned=True):
         shared = [True] * len(state) if constrained else [not v.owns_buffer() for v in state]
         new = update(vals, shared)
         if owned:
-            fresh = _fresh(vals, new)
+            fresh = fresh_outputs(vals, new)
             for v, x, f in zip(state, new, fresh):
                 if f:
                     v._set_owned(x)
@@ -175,16 +175,6 @@ def _commit(state, var_list, update, owned=True):
         with deferred_interrupts():
             for v, x in fixed:
                 v._value = x
-
-
-def _fresh(inputs, outputs):
-    """For each output: is it a new array, none of ``inputs`` and no other output?  (A
-    compiled call may return an input, or one array twice, as it is.)"""
-    seen = {id(x) for x in inputs}
-    count = {}
-    for x in outputs:
-        count[id(x)] = count.get(id(x), 0) + 1
-    return [type(x) is _Array and id(x) not in seen and count[id(x)] == 1 for x in outputs]
 
 
 def _run_update(state, var_list, fn, gs, extra, grads=None):
