@@ -294,7 +294,7 @@ class _Discover:
 
     def touch(self, var, assign):
         if var._id not in self.orig:
-            var._value   # (a pending update is computed now, outside the trace: ``_lazy.force_many``)
+            _ = var._value   # (a pending update is computed now, outside the trace: ``_lazy.force_many``)
             self.orig[var._id] = (var, var._state())
         if assign:
             self.assigned.add(var._id)

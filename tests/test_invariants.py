@@ -251,9 +251,8 @@ def test_traced_values_binds_and_restores():
             return w._value
     np.testing.assert_array_equal(jax.jit(f)(jnp.ones(2)), [2.0, 2.0])
     assert w._val is before and w.owns_buffer()
-    with pytest.raises(RuntimeError):
-        with traced_values([w], [jnp.zeros(2)]):
-            raise RuntimeError
+    with pytest.raises(RuntimeError), traced_values([w], [jnp.zeros(2)]):
+        raise RuntimeError
     assert w._val is before
 
 
@@ -342,8 +341,8 @@ def test_a_read_sharing_a_pending_update_survives_donation(mode, final):
 
 def test_a_recorded_read_survives_a_function_that_assigns(mode):
     w = tf.Variable(tf.ones([3]))
-    with tf.GradientTape() as t:
-        r = w.read_value()
+    with tf.GradientTape():
+        r = w.read_value()                       # a recorded read
 
     @tf.function
     def upd():

@@ -204,8 +204,8 @@ def test_logits_kept_for_a_metric_with_function_steps(tf):
 @parity(**RT)
 def test_recorded_read_value_then_a_function_that_assigns(tf):
     w = tf.Variable(tf.ones([3]))
-    with tf.GradientTape() as t:
-        r = w.read_value()
+    with tf.GradientTape():
+        r = w.read_value()                       # a recorded read
 
     @tf.function
     def upd():
