@@ -143,17 +143,10 @@ class _VariableWatcher:
         raise AttributeError(name)
 
 
-@contextlib.contextmanager
 def _substituted(variables, values):
     """Variables read inside the block give ``values`` (the replay's traced reads)."""
-    saved = [v._value for v in variables]
-    try:
-        for v, x in zip(variables, values):
-            v._value = x
-        yield
-    finally:
-        for v, x in zip(variables, saved):
-            v._value = x
+    from ._variable import traced_values
+    return traced_values(variables, values)
 
 
 def _is_float(x):

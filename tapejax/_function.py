@@ -23,8 +23,13 @@ How a call works
    runs unchanged on tracers.  ``GradientTape`` records at trace time and
    ``tape.gradient`` calls the compiled replay, which ``jit`` inlines: the
    compiled step has no Python tape cost.  Variables that are assigned are
-   donated and written back after the call; Variables only read are plain
-   inputs.
+   donated and written back after the call (a Variable that does not own its
+   buffer, ``Variable.owns_buffer``, donates a copy; after the call each owns
+   its new value unless the program passed an input through); Variables only
+   read are plain inputs.  A pending update of a Variable the function
+   touches is computed before the trace uses it, outside the trace
+   (``_lazy.force_many``): no tracer is ever left in a Variable or a pending
+   value.
 4. **Call.**  Later calls with the same key: one dict lookup, one compiled
    call, and the write-back of the assigned Variables.
 
@@ -46,7 +51,6 @@ Python ``if`` / ``while`` on a traced tensor cannot be compiled: it raises
 naming ``tapejax.cond`` / ``tapejax.while_loop``.
 """
 import functools
-import sys
 import threading
 import warnings
 
@@ -57,8 +61,8 @@ import numpy as np
 from . import _dtypes, _state
 from ._lru import Family
 from ._tensor import Tensor, convert_to_tensor
-from ._variable import Variable, deferred_interrupts
 from ._errors import OperatorNotAllowedInGraphError
+from ._variable import Variable, deferred_interrupts, fresh_outputs
 
 _Tracer = jax.core.Tracer
 _Array = jax.Array
@@ -286,7 +290,8 @@ class _Discover:
 
     def touch(self, var, assign):
         if var._id not in self.orig:
-            self.orig[var._id] = (var, var._value)
+            _ = var._value   # (a pending update is computed now, outside the trace: ``_lazy.force_many``)
+            self.orig[var._id] = (var, var._state())
         if assign:
             self.assigned.add(var._id)
 
@@ -300,12 +305,12 @@ class _Discover:
                              "depends on the function's arguments; Variables created inside a "
                              "tapejax.function are initialised once, outside the compiled program: "
                              "give an initial value that does not depend on the arguments.")
-        self.orig[var._id] = (var, var._value)
+        self.orig[var._id] = (var, var._state())
         self.created_ids.add(var._id)
 
     def restore(self):
-        for var, value in self.orig.values():
-            var._value = value
+        for var, state in self.orig.values():
+            var._restore(state)
 
 
 class _Trace:
@@ -488,14 +493,14 @@ class Function:
     def _run(self, entry, dyn):
         rw = entry.rw
         rw_vals = [v._value for v in rw]
-        getrc = sys.getrefcount
         copy_all = entry.callbacks
-        for i in range(len(rw_vals)):
-            # A value also held elsewhere (a Tensor the user kept, another Variable) must
-            # survive the call: donate a copy.  References: the Variable, the list, the call.
-            # A program with host callbacks can fail after its inputs were donated: it
-            # always gets copies, so the Variables are untouched when it raises.
-            if copy_all or getrc(rw_vals[i]) > 3:
+        for i, v in enumerate(rw):
+            # A value the Variable does not own (a read, a Tensor the user kept, a pending
+            # value's input, another Variable may hold it: ``Variable.owns_buffer``) must
+            # survive the call: donate a copy.  A program with host callbacks can fail after
+            # its inputs were donated: it always gets copies, so the Variables are untouched
+            # when it raises.
+            if copy_all or not v.owns_buffer():
                 rw_vals[i] = jnp.array(rw_vals[i], copy=True)
         ro_vals = [v._value for v in entry.ro]
         if self._mesh is not None:
@@ -504,8 +509,15 @@ class Function:
             # Ctrl-C cannot split the call (which consumed the old values) and the write-back.
             with deferred_interrupts():
                 outs, new_rw = entry.jitted(rw_vals, ro_vals, dyn)
-                for v, val in zip(rw, new_rw):
-                    v._value = val
+                # each Variable owns its new value unless the program passed an input through
+                # (an unassigned path) or returned it twice (also as an output, or to another
+                # Variable)
+                fresh = fresh_outputs(rw_vals + ro_vals + list(dyn), new_rw, outs)
+                for v, val, f in zip(rw, new_rw, fresh):
+                    if f:
+                        v._set_owned(val)
+                    else:
+                        v._value = val
         else:
             outs, _ = entry.jitted(rw_vals, ro_vals, dyn)
         tpl = entry.out_tpl
@@ -626,7 +638,7 @@ class Function:
             self._tracing_count += 1
             rw, ro = entry.rw, entry.ro
             col = _Trace(fname, frozenset(v._id for v in rw + ro), frozenset(v._id for v in rw), fresh)
-            saved = [(v, v._value) for v in rw + ro]
+            saved = [(v, v._state()) for v in rw + ro]
             prev = _state._local.collector
             _state._local.collector = col
             try:
@@ -643,8 +655,8 @@ class Function:
                 new_rw = [v._value for v in rw]
             finally:
                 _state._local.collector = prev
-                for v, val in saved:
-                    v._value = val
+                for v, st in saved:
+                    v._restore(st)
             if constrain is not None:
                 new_rw = [constrain(v, val) for v, val in zip(rw, new_rw)]
             return outs, new_rw

@@ -56,6 +56,19 @@ from ._tensor import Tensor, TensorShape
 
 _Array = type(jnp.zeros(()))   # the concrete array type
 _ShapeDtype = jax.ShapeDtypeStruct
+_Tracer = jax.core.Tracer
+
+try:   # JAX's own test: no trace (jit, vmap, grad, eval_shape ...) is running on this thread
+    from jax._src.core import trace_state_clean as _trace_state_clean
+except ImportError:  # pragma: no cover - a JAX without it: assume a trace may be running
+    def _trace_state_clean():
+        return False
+
+
+def tracing():
+    """Whether a JAX trace is running on this thread (a pending value computed now must be
+    computed outside it: ``jax.core.eval_context``, see ``force_many``)."""
+    return not _trace_state_clean()
 
 
 def env_flag(name):
@@ -112,7 +125,9 @@ class _Thunk:
         self.tag = None
 
     def set(self, value):
-        if self.value is None:
+        # A pending value is computed outside any trace (``force_many``): a traced value is
+        # never kept (the thunk stays pending and is computed when read outside the trace).
+        if self.value is None and (type(value) is _Array or not isinstance(value, _Tracer)):
             self.value = value
             self.args = None   # the inputs are no longer needed
 
@@ -318,7 +333,17 @@ def _compiled(key, build):
 
 def force_many(roots):
     """Compute the pending thunks ``roots`` need, in one compiled program when the graph's
-    structure repeats (see above)."""
+    structure repeats (see above).  Inside a JAX trace (a value read while ``tapejax.function``,
+    a control-flow body or ``jax.jit`` traces) they are computed outside it
+    (``jax.core.eval_context``): a pending value is never a tracer."""
+    if tracing():
+        with jax.core.eval_context():
+            _force_many(roots)
+    else:
+        _force_many(roots)
+
+
+def _force_many(roots):
     order, _, spec, inputs, outputs = _graph(roots)
     n = len(order)
     if n <= 1 or n > _FLUSH_MAX:
@@ -341,7 +366,7 @@ def call_with_pending(entry_key, fn, leaves, extra):
     values.  None where it did not run (the first time, a graph too large, or no thunk still
     pending): the caller computes the thunks (``force_all``) and calls its own program."""
     roots = [v for v in leaves if type(v) is _Thunk and v.value is None]
-    if not roots:
+    if not roots or tracing():   # (inside a trace the caller computes them: ``force_all``)
         return None
     order, index, spec, inputs, outputs = _graph(roots)
     n = len(order)

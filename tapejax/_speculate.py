@@ -352,6 +352,7 @@ def _layout(entry, items, leaves):
                 var = claim(ref)
                 if var is None or var is _GONE:
                     return var
+                var._share()   # (a predicted program's input, which its records keep)
                 k = place(_current(var), len(vrefs) - 1, None)
                 if i < len(item.js) and k >= n_leaves:   # an updated Variable this call does not read
                     return None
@@ -370,6 +371,7 @@ def _layout(entry, items, leaves):
             if p == gpos:
                 refs.append(-1)
             elif p == 0:
+                var._share()
                 k = place(_current(var), s0, None)
                 if k >= n_leaves:   # a Variable this call does not read: an earlier model's, maybe
                     return None
@@ -433,7 +435,7 @@ def _currents(lay, keep):
         if var is None:
             return None
         keep.append(var)
-        v = var._val
+        v = var._share()
         olds.append(v.value if type(v) is _Thunk and v.value is not None else v)
     for g in lay.groups:
         fn = g.fn()

@@ -20,6 +20,23 @@ still pending (``lr * g``) joins the update's thunk as one jitted callable
 update that a gradient's program predicted (``_speculate``) takes that value at
 once and leaves nothing pending.  One re-entrant lock
 makes each read-modify-write atomic, so concurrent updates are never lost.
+
+Two invariants, each checked in one place:
+
+* A Variable holds a concrete array or a pending value computed outside any
+  trace, never a tracer.  The value setter refuses a tracer (ValueError naming
+  the Variable) unless a tapejax trace that binds Variables runs: a
+  ``tapejax.function``'s discovery or trace (its collector puts every value
+  back) or a ``traced_values`` block (a custom gradient's replay).  A pending
+  update read while a trace runs is computed outside it (``_lazy.force_many``
+  under ``jax.core.eval_context``), so ``jax.jit``, control-flow bodies and
+  ``tapejax.function`` see its concrete value.
+* A buffer is donated only when its Variable owns it: ``_own`` is the current
+  array when nothing else holds it (a compiled update's fresh output,
+  ``_set_owned``, or a copy of host data).  Whatever hands the buffer out (a
+  read, ``read_value()``, a pending op's input: ``_share``, ``__jax_array__``)
+  or assigns another value clears it; ``owns_buffer()`` is what
+  ``tapejax.function`` and the optimizers' ``Donating`` ask before donating.
 """
 import signal
 import threading
@@ -58,6 +75,66 @@ def _fused_update(op, call):
     if fn is None:
         fn = _FUSED_UPDATES.setdefault(key, jax.jit(lambda old, *args: op(old, call(*args))))
     return fn
+
+
+_Tracer = jax.core.Tracer
+_BINDING = threading.local()   # ``depth``: ``traced_values`` blocks open on this thread
+
+
+def _binding():
+    """Whether a Variable may hold a tracer now: a ``tapejax.function`` traces (its collector
+    restores every Variable it touched) or a ``traced_values`` block is open."""
+    return _state._local.collector is not None or getattr(_BINDING, "depth", 0) > 0
+
+
+def _tracer_error(var):
+    name = getattr(var, "_name", None)   # (not set yet while ``__init__`` takes ``initial_value``)
+    what = f"Variable '{name}'" if name else "A Variable (argument `initial_value`)"
+    return ValueError(
+        f"{what} cannot hold a traced value: a Variable holds a concrete array, and "
+        "a JAX transformation (jax.jit, jax.grad, jax.vmap ...) that assigns or creates it would leak "
+        "its tracer. Assign and create Variables eagerly or inside tapejax.function (which threads "
+        "them through the compiled program as state), or return the new value from the transformed "
+        "function and assign it outside.")
+
+
+class traced_values:
+    """``variables`` hold ``values`` (tracers of the trace running now) inside the block; their
+    own values are put back when it ends.  The only way a tracer enters a Variable outside
+    ``tapejax.function`` (whose collector does the same for the Variables it touches)."""
+
+    __slots__ = ("_vars", "_vals", "_saved")
+
+    def __init__(self, variables, values):
+        self._vars = list(variables)
+        self._vals = list(values)
+        self._saved = None
+
+    def __enter__(self):
+        self._saved = [v._state() for v in self._vars]
+        _BINDING.depth = getattr(_BINDING, "depth", 0) + 1
+        for v, x in zip(self._vars, self._vals):
+            v._val = x
+        return self
+
+    def __exit__(self, *exc):
+        for v, st in zip(self._vars, self._saved):
+            v._restore(st)
+        _BINDING.depth -= 1
+        return False
+
+
+def fresh_outputs(inputs, outputs, others=()):
+    """For each of ``outputs`` (a compiled update's new values): a new array that is none of
+    ``inputs``, none of ``others`` (other results of the call) and no other of ``outputs``?
+    (A compiled call may return an input, or one array twice, as it is.)  Only such an array
+    may become a Variable's own (``Variable._set_owned``)."""
+    seen = {id(x) for x in inputs}
+    seen.update([id(x) for x in others])
+    count = {}
+    for x in outputs:
+        count[id(x)] = count.get(id(x), 0) + 1
+    return [type(x) is _Array and id(x) not in seen and count[id(x)] == 1 for x in outputs]
 
 
 _MAIN_THREAD = threading.main_thread()
@@ -118,13 +195,13 @@ def _compute_pending_updates():
         finally:
             for v, th in zip(variables, thunks):
                 if v._val is th and th.value is not None:
-                    v._val = th.value
+                    v._val = th.value   # (shared with any Pending read of the update: not owned)
 
 
 class Variable:
     """A mutable tensor (``tf.Variable``)."""
 
-    __slots__ = ("_val", "_id", "_trainable", "_name", "_sharding", "_constraint", "__weakref__")
+    __slots__ = ("_val", "_own", "_id", "_trainable", "_name", "_sharding", "_constraint", "__weakref__")
     __array_priority__ = 100
     _unnamed = 0
 
@@ -145,13 +222,18 @@ class Variable:
             value = t._value
             if want is not None and value.dtype != want._np:
                 value = value.astype(_dtypes.storage_dtype(want._np, "initial_value"))
+            fresh = False   # (the Tensor holds it too)
         else:
             value = _to_array(initial_value, None if want is None else want._np, "initial_value")
+            fresh = value is not initial_value and type(value) is _Array   # a new buffer from host data
         if shape is not None and tuple(shape) != tuple(value.shape) and validate_shape:
             raise ValueError(f"In this `tf.Variable` creation, the initial value's shape "
                              f"({tuple(value.shape)}) is not compatible with the explicitly supplied "
                              f"`shape` argument ({tuple(shape)}).")
+        if isinstance(value, _Tracer) and _state._local.collector is None:
+            raise _tracer_error(self)   # (only a tapejax.function's discovery takes one, to refuse it)
         self._value = value
+        self._own = value if fresh else None
         self._id = _state.next_id()
         self._trainable = True if trainable is None else bool(trainable)
         self._sharding = None
@@ -173,6 +255,8 @@ class Variable:
             _state._local.collector.touch(self, False)
         tapes = _state._local.tapes
         v = self._val
+        if v is self._own:   # the buffer is handed out: no longer this Variable's alone
+            self._own = None
         if type(v) is _Thunk:
             if v.value is not None:
                 t = Tensor(v.value)
@@ -193,6 +277,8 @@ class Variable:
         """``_read`` for an op being deferred: the caller checked ``_lazy.can_defer(tapes)``
         (which implies no ``tapejax.function`` traces), so only the read itself is left."""
         v = self._val
+        if v is self._own:
+            self._own = None
         if type(v) is _Thunk:
             t = Tensor(v.value) if v.value is not None else Pending(v)
         else:
@@ -219,7 +305,43 @@ class Variable:
 
     @_value.setter
     def _value(self, value):
+        # The one check of the invariant: a tracer only while a tapejax trace that binds
+        # Variables runs (``tapejax.function``'s discovery and trace, a custom gradient's replay:
+        # ``traced_values``), which puts the old value back when it ends.
+        if type(value) is not _Array and isinstance(value, _Tracer) and not _binding():
+            raise _tracer_error(self)
         self._val = value
+        self._own = None   # a value from outside: others may hold it
+
+    # -- ownership (donation) ----------------------------------------------------
+    # ``_own`` is the current buffer when this Variable alone holds it: a fresh result of a
+    # library update (``_set_owned``) or an initial value copied from host data.  Whatever
+    # hands the buffer out (a read, ``_share``, ``__jax_array__``) clears it, and so does any
+    # other assignment; only an owned buffer may be donated (``owns_buffer``).
+    def _share(self):
+        """The current value (array or pending update's thunk) for a holder outside this
+        Variable (a pending op's inputs): the buffer is then no longer this Variable's alone."""
+        self._own = None
+        return self._val
+
+    def owns_buffer(self):
+        """Whether the current value is a buffer only this Variable holds (it may be donated)."""
+        v = self._val
+        return v is self._own and v is not None
+
+    def _set_owned(self, value):
+        """Take ``value``, a fresh buffer nothing else holds (a compiled update's output that is
+        none of its inputs), as this Variable's own."""
+        self._value = value
+        if type(value) is _Array:
+            self._own = value
+
+    def _state(self):
+        """(value, owned buffer): what ``_restore`` puts back (a trace that swapped values)."""
+        return self._val, self._own
+
+    def _restore(self, state):
+        self._val, self._own = state
 
     @property
     def _meta(self):
@@ -262,19 +384,23 @@ class Variable:
         if (not isinstance(new, jax.core.Tracer) and not isinstance(old, jax.core.Tracer)
                 and old.committed and new.sharding != old.sharding):
             new = jax.device_put(new, old.sharding)  # a Variable stays where it lives (TF)
-        self._value = new
+        if (type(new) is _Array and not isinstance(value, (Tensor, Variable, jax.Array))
+                and new is not value):
+            self._set_owned(new)   # a copy of host data (NumPy, Python numbers): this Variable's alone
+        else:
+            self._value = new
         return self if read_value else None
 
     def assign_add(self, delta, use_locking=None, name=None, read_value=True):
         with _UPDATE_LOCK:
             if type(delta) is not Pending or not self._defer_update(_add, delta):
-                self._value = _add(self._value, self._delta(delta, "AssignAddVariableOp"))
+                self._set_owned(_add(self._value, self._delta(delta, "AssignAddVariableOp")))   # (a new array)
         return self if read_value else None
 
     def assign_sub(self, delta, use_locking=None, name=None, read_value=True):
         with _UPDATE_LOCK:
             if type(delta) is not Pending or not self._defer_update(_sub, delta):
-                self._value = _sub(self._value, self._delta(delta, "AssignSubVariableOp"))
+                self._set_owned(_sub(self._value, self._delta(delta, "AssignSubVariableOp")))   # (a new array)
         return self if read_value else None
 
     def _defer_update(self, op, delta):
@@ -304,11 +430,13 @@ class Variable:
             value = _speculate.on_update(self, call, vals)
             if value is not None:   # the gradient's program computed this very update
                 self._val = value
+                self._own = None   # (the prediction's records hold it)
                 return True
         out = old.aval   # same dtype and shape as the value, which is strongly typed
         if out.weak_type:
             out = _lazy.aval_for(call, vals)
         self._val = _Thunk(call, vals, out)   # (the caller holds _UPDATE_LOCK)
+        self._own = None   # the old buffer is the thunk's input
         _PENDING_UPDATES[self._id] = weakref.ref(self)
         return True
 
@@ -366,7 +494,9 @@ class Variable:
     def __jax_array__(self):
         if _state._local.collector is not None:  # a tapejax.function is tracing (jnp.f(variable))
             _state._local.collector.touch(self, False)
-        return self._value
+        v = self._value
+        self._own = None   # handed out
+        return v
 
     def ref(self):
         from ._tensor import _Ref

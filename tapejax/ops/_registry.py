@@ -376,7 +376,7 @@ def _operand(v):
     if t is Pending:
         return v._thunk
     if t is Variable:
-        return v._val
+        return v._share()   # (a pending op's input: the buffer is no longer the Variable's alone)
     if t is _Array:
         return v
     return None

@@ -11,9 +11,10 @@ object works eagerly and inside ``tapejax.function``:
 
 * eagerly, ``apply_gradients`` gathers the arrays of every variable, slot and
   the gradients and calls ONE ``jax.jit`` update (cached per list of
-  variables), with the variables and slots donated (those that something
-  else also holds, e.g. a Tensor the user kept, are passed undonated:
-  ``Donating``), then writes the new arrays back: one dispatch per step,
+  variables), with the variables and slots donated where each owns its
+  buffer (``Variable.owns_buffer``: no read, Tensor or pending value shares
+  it; the others are passed undonated: ``Donating``), then writes the new
+  arrays back, each Variable owning its fresh one: one dispatch per step,
   not one per variable and slot; setting any other public attribute
   (``epsilon``, ``nesterov`` ...) to a new value drops these compiled
   updates, so the next step compiles one that reads it;
@@ -28,7 +29,6 @@ rule; ``iterations`` is incremented; a Variable's ``constraint`` is applied
 after its update.
 """
 import logging
-import sys
 import threading
 
 import jax
@@ -39,7 +39,7 @@ from .. import _dtypes, _nest, _speculate, _state
 from .._lru import Family
 from .._lazy import Pending
 from .._tensor import Tensor, convert_to_tensor
-from .._variable import Variable, deferred_interrupts
+from .._variable import Variable, deferred_interrupts, fresh_outputs
 from . import schedules as _schedules
 
 _log = logging.getLogger("tapejax")
@@ -89,14 +89,15 @@ def _same_aval(a, b):
 
 
 class Donating:
-    """A jitted flat update ``f(vals, *rest) -> new values`` that donates the ``vals`` only it holds.
+    """A jitted flat update ``f(vals, *rest) -> new values`` that donates the ``vals`` its
+    Variables own.
 
-    A value that something else also holds (a Tensor the user kept, a pending
-    value's inputs, another Variable) must survive the call, so it is passed
-    undonated; the others are donated.  One compiled variant per such mask
-    (a training loop uses one or two); past ``_MAX_MASKS`` nothing is donated.
-    Copying a shared value in order to donate it costs a dispatch per array
-    and saves nothing.
+    ``shared[i]`` says that ``vals[i]`` is not its Variable's alone (``Variable.owns_buffer``
+    is False: a read, a Tensor the user kept, a pending value's input, another Variable may
+    hold it): it must survive the call, so it is passed undonated; the others are donated.
+    One compiled variant per such mask (a training loop uses one or two); past
+    ``_MAX_MASKS`` nothing is donated.  Copying a shared value in order to donate it costs a
+    dispatch per array and saves nothing.
     """
 
     __slots__ = ("_f", "_variants", "__weakref__")
@@ -106,10 +107,8 @@ class Donating:
         self._f = f
         self._variants = {}
 
-    def __call__(self, vals, *rest):
-        getrc = sys.getrefcount
-        # References: the Variable, the list, the call; more means shared.
-        mask = tuple([getrc(vals[i]) > 3 for i in range(len(vals))])
+    def __call__(self, vals, shared, *rest):
+        mask = tuple(shared)
         fn = self._variants.get(mask)
         if fn is None:
             if len(self._variants) >= self._MAX_MASKS:
@@ -137,21 +136,34 @@ class Donating:
         return sum(fn._cache_size() for fn in self._variants.values())
 
 
-def _commit(state, var_list, update):
-    """Run the eager ``update(values) -> new values`` (donating) and write ``state`` as one unit.
+def _commit(state, var_list, update, owned=True):
+    """Run the eager ``update(values, shared) -> new values`` (donating where not ``shared``,
+    see ``Donating``) and write ``state`` as one unit.
 
     Ctrl-C cannot split the call and the write (``deferred_interrupts``: the
-    donated old values are gone once the call ran).  Constraints run after
-    on the updated Variables; if one raises, every Variable of ``state`` is
-    put back (their old values are then kept alive, so ``update``, a
-    ``Donating``, donates none of them).
+    donated old values are gone once the call ran).  With ``owned`` each
+    Variable then owns its new value (``Variable._set_owned``), unless that
+    array is one of the inputs (an unchanged value the program passed
+    through) or also another Variable's.  Constraints run after on the
+    updated Variables; if one raises, every Variable of ``state`` is put
+    back (none of them was donated: a constrained update shares them all).
     """
     constrained = [v for v in var_list if v.constraint is not None]
-    old = [v._value for v in state] if constrained else None
     with deferred_interrupts():
-        new = update([v._value for v in state])
-        for v, x in zip(state, new):
-            v._value = x
+        vals = [v._value for v in state]
+        shared = [True] * len(state) if constrained else [not v.owns_buffer() for v in state]
+        new = update(vals, shared)
+        if owned:
+            fresh = fresh_outputs(vals, new)
+            for v, x, f in zip(state, new, fresh):
+                if f:
+                    v._set_owned(x)
+                else:
+                    v._value = x
+        else:
+            for v, x in zip(state, new):
+                v._value = x
+    old = vals if constrained else None
     if constrained:
         try:
             fixed = [(v, v._new_value(v.constraint(v), "assign")) for v in constrained]
@@ -172,12 +184,12 @@ def _run_update(state, var_list, fn, gs, extra, grads=None):
     ``fn(values, grads, *extra)``, ``grads`` the gradients' arrays (computed here if None)."""
     if _speculate._flags.enabled:
         new = _speculate.on_apply(fn, state, gs, extra)
-        if new is not None:
-            _commit(state, var_list, lambda vals: new)
+        if new is not None:   # (the prediction's records hold these values: not owned)
+            _commit(state, var_list, lambda vals, shared: new, owned=False)
             return
     if grads is None:
         grads = [g._value for g in gs]
-    _commit(state, var_list, lambda vals: fn(vals, grads, *extra))
+    _commit(state, var_list, lambda vals, shared: fn(vals, shared, grads, *extra))
 
 
 class Optimizer:
@@ -432,7 +444,10 @@ class Optimizer:
             order = [(v, slot) for slot in self._slots_for_creation() for v in new]
         for v, slot in order:
             base = v.name.split(":")[0]
-            s = Variable(self._slot_init(slot, v), trainable=False, name=f"{base}/{slot}")
+            init = self._slot_init(slot, v)
+            s = Variable(init, trainable=False, name=f"{base}/{slot}")
+            if init is not v._val:   # a new array (``_slot_init``'s zeros): donated by the updates
+                s._set_owned(s._value)
             self._slots[v._id][slot] = s
             self._weights.append(s)
 

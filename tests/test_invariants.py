@@ -1,0 +1,435 @@
+"""The execution invariants (issue #20, behaviours 6 and 7), each trigger tested.
+
+6. A Variable holds a concrete array or a pending value computed outside any
+   trace; nothing pending is forced inside a JAX trace.  Every trigger runs
+   after a few eager steps (a manual ``assign_sub`` loop, SGD, Adam; step 3
+   is the first that speculation predicts), in every execution mode; the
+   oracle is the same program with deferral and speculation off, and the
+   Variable must hold a concrete array afterwards (a later eager step works).
+7. A buffer still in use is never donated: donation follows ownership the
+   library tracks (``Variable.owns_buffer``), not reference counts.  The
+   oracle is again the program run with deferral and speculation off (which
+   never shares a buffer through a pending value).
+"""
+import contextlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import tapejax as tf
+from tapejax import _lazy
+
+MODES = {"deferred+speculative": (True, True), "deferred": (True, False), "eager": (False, False)}
+
+
+@contextlib.contextmanager
+def _settings(deferral, speculation):
+    prev_d = tf.set_deferred_execution(deferral)
+    prev_s = tf.set_speculative_updates(speculation)
+    try:
+        yield
+    finally:
+        tf.set_deferred_execution(prev_d)
+        tf.set_speculative_updates(prev_s)
+
+
+@pytest.fixture(params=list(MODES))
+def mode(request):
+    with _settings(*MODES[request.param]):
+        yield request.param
+
+
+@pytest.fixture(params=["deferred+speculative", "deferred"])
+def deferred_mode(request):
+    """The modes that differ from the oracle (deferral and speculation off)."""
+    with _settings(*MODES[request.param]):
+        yield request.param
+
+
+def _concrete(var):
+    """The invariant: a concrete array, or a pending thunk whose value (if computed) is one."""
+    v = var._val
+    if type(v) is _lazy._Thunk:
+        v = v.value
+        if v is None:
+            return True
+    return type(v) is _lazy._Array
+
+
+def _values(x):
+    return jax.tree_util.tree_map(lambda t: np.asarray(t), x,
+                                  is_leaf=lambda t: isinstance(t, (tf.Tensor, tf.Variable)))
+
+
+X = np.arange(12, dtype=np.float32).reshape(4, 3) / 10.0
+
+
+def _train(kind, steps, w, x):
+    """A few eager steps; returns the optimizer (or None) and the last gradient."""
+    opt = {"assign": lambda: None, "sgd": lambda: tf.keras.optimizers.SGD(0.1),
+           "adam": lambda: tf.keras.optimizers.Adam(0.1)}[kind]()
+    g = None
+    for _ in range(steps):
+        with tf.GradientTape() as t:
+            loss = tf.reduce_mean(tf.matmul(x, w))
+        g = t.gradient(loss, w)
+        if opt is None:
+            w.assign_sub(0.1 * g)
+        else:
+            opt.apply_gradients([(g, w)])
+    return opt, g
+
+
+# -- behaviour 6: the triggers ------------------------------------------------------------
+
+def _function(w, x, opt, g):
+    return tf.function(lambda x: tf.reduce_mean(tf.matmul(x, w)))(x)
+
+
+def _scan(w, x, opt, g):
+    return tf.scan(lambda a, e: a + tf.reduce_sum(e * w[:, 0]), x, initializer=tf.constant(0.0))
+
+
+def _foldl(w, x, opt, g):
+    return tf.foldl(lambda a, e: a + tf.reduce_sum(e * w[:, 0]), x, initializer=tf.constant(0.0))
+
+
+def _input_signature(w, x, opt, g):
+    f = tf.function(lambda x: tf.reduce_mean(tf.matmul(x, w)),
+                    input_signature=[tf.TensorSpec([None, 3], tf.float32)])
+    return f(x)
+
+
+def _under_tape(w, x, opt, g):
+    f = tf.function(lambda x: tf.reduce_mean(tf.matmul(x, w)))
+    with tf.GradientTape() as t:
+        y = f(x)
+    return y, t.gradient(y, w)
+
+
+def _gradients_inside(w, x, opt, g):
+    @tf.function
+    def f(x):
+        return tf.gradients(tf.reduce_mean(tf.matmul(x, w)), [w])[0]
+    return f(x)
+
+
+def _optimizer_inside(w, x, opt, g):
+    o = opt or tf.keras.optimizers.SGD(0.1)
+
+    @tf.function
+    def step(x):
+        with tf.GradientTape() as t:
+            loss = tf.reduce_mean(tf.matmul(x, w))
+        o.apply_gradients([(t.gradient(loss, w), w)])
+        return loss
+    return step(x), step(x)
+
+
+def _assign_inside(w, x, opt, g):
+    @tf.function
+    def step(x):
+        with tf.GradientTape() as t:
+            loss = tf.reduce_mean(tf.matmul(x, w))
+        w.assign_sub(0.1 * t.gradient(loss, w))
+        return loss
+    return step(x)
+
+
+def _closure_over_pending_product(w, x, opt, g):
+    h = g * 0.5            # pending (deferral on): a gradient product no tape records
+    return tf.function(lambda: tf.reduce_sum(h + w))()
+
+
+def _closure_over_gradient(w, x, opt, g):
+    return tf.function(lambda: tf.reduce_sum(g * w))()
+
+
+def _variable_created_inside(w, x, opt, g):
+    made = []
+
+    @tf.function
+    def f():
+        if not made:
+            made.append(tf.Variable(w * 2.0))
+        return made[0].read_value()
+    return f(), f()
+
+
+def _while_and_cond(w, x, opt, g):
+    @tf.function
+    def f(x):
+        _, a = tf.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a + tf.reduce_sum(w)),
+                             [tf.constant(0), tf.constant(0.0)])
+        return tf.cond(a > 0, lambda: a * tf.reduce_sum(w), lambda: a)
+    return f(x)
+
+
+def _jax_jit_reading(w, x, opt, g):
+    return jax.jit(lambda xx: tf.reduce_mean(tf.matmul(xx, w))._value)(jnp.asarray(X))
+
+
+TRIGGERS = {f.__name__.lstrip("_"): f for f in (
+    _function, _scan, _foldl, _input_signature, _under_tape, _gradients_inside, _optimizer_inside,
+    _assign_inside, _closure_over_pending_product, _closure_over_gradient, _variable_created_inside,
+    _while_and_cond, _jax_jit_reading)}
+# Step 3 of a manual loop: with speculation the update was predicted (the gradient itself is
+# still pending), without it the Variable holds a pending update.  (tests/parity/test_execution.py
+# runs the triggers after other loops: steps 1 and 2, SGD and Adam, against TF.)
+LOOPS = [("assign", 3)]
+
+_ORACLE = {}
+
+
+def _run_trigger(trigger, kind, steps):
+    w = tf.Variable(tf.ones([3, 2]))
+    x = tf.constant(X)
+    opt, g = _train(kind, steps, w, x)
+    out = _values(TRIGGERS[trigger](w, x, opt, g))
+    assert _concrete(w), f"{trigger}: the Variable holds {type(w._val).__name__}"
+    _train(kind, 1, w, x)   # training goes on (a tracer left in w would raise here)
+    assert _concrete(w)
+    return out, w.numpy()
+
+
+@pytest.mark.parametrize("kind,steps", LOOPS, ids=[f"{k}{n}" for k, n in LOOPS])
+@pytest.mark.parametrize("trigger", list(TRIGGERS))
+def test_no_pending_value_is_forced_inside_a_trace(deferred_mode, trigger, kind, steps):
+    """Oracle: the same program with deferral and speculation off."""
+    key = (trigger, kind, steps)
+    if key not in _ORACLE:
+        with _settings(False, False):
+            _ORACLE[key] = _run_trigger(trigger, kind, steps)
+    got = _run_trigger(trigger, kind, steps)
+    want = _ORACLE[key]
+    jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), got, want)
+
+
+def test_a_pending_value_forced_inside_a_trace_is_computed_outside_it(mode):
+    """The pending thunk a trace needs gets a concrete value (``jax.core.eval_context``), and
+    keeps it after the trace: reading it again outside gives the same array object."""
+    w = tf.Variable([1.0, 2.0])
+    with tf.GradientTape() as t:
+        loss = tf.reduce_sum(w * w)
+    h = t.gradient(loss, w) * 0.5
+    assert tf.function(lambda: tf.reduce_sum(h))().numpy() == 3.0
+    if type(h) is _lazy.Pending:
+        assert type(h._thunk.value) is _lazy._Array
+    np.testing.assert_array_equal(h.numpy(), [1.0, 2.0])
+
+
+def test_a_variable_refuses_a_tracer_outside_tapejax_traces(mode):
+    """``jax.jit`` assigning (or creating) a Variable would leak its tracer: a clear
+    ValueError naming the Variable, raised before anything changes."""
+    w = tf.Variable([1.0, 2.0], name="w")
+    with pytest.raises(ValueError, match="Variable 'w:0' cannot hold a traced value"):
+        jax.jit(lambda a: w.assign(a)._value)(jnp.ones(2))
+    with pytest.raises(ValueError, match="cannot hold a traced value"):
+        jax.jit(lambda a: tf.Variable(a)._value)(jnp.ones(2))
+    with pytest.raises(ValueError, match="cannot hold a traced value"):
+        jax.grad(lambda a: (w.assign_add(a), jnp.sum(a))[1])(jnp.ones(2))
+    assert _concrete(w)
+    np.testing.assert_array_equal(w.numpy(), [1.0, 2.0])
+    w.assign_add([1.0, 1.0])   # still usable
+    np.testing.assert_array_equal(w.numpy(), [2.0, 3.0])
+
+
+def test_traced_values_binds_and_restores():
+    """The one way a tracer enters a Variable outside ``tapejax.function``: inside the block
+    only, the Variable's own value (and its ownership) put back after, even on an error."""
+    from tapejax._variable import traced_values
+    w = tf.Variable([1.0, 2.0])
+    before = w._val
+    assert w.owns_buffer()
+
+    def f(a):
+        with traced_values([w], [a]):
+            assert isinstance(w._value, jax.core.Tracer)
+            w.assign(a * 2.0)            # allowed inside the block
+            return w._value
+    np.testing.assert_array_equal(jax.jit(f)(jnp.ones(2)), [2.0, 2.0])
+    assert w._val is before and w.owns_buffer()
+    with pytest.raises(RuntimeError), traced_values([w], [jnp.zeros(2)]):
+        raise RuntimeError
+    assert w._val is before
+
+
+# -- behaviour 7: ownership and donation ----------------------------------------------------
+
+OPTIMIZERS = {"sgd": lambda: tf.keras.optimizers.SGD(0.1),
+              "momentum": lambda: tf.keras.optimizers.SGD(0.1, momentum=0.9),
+              "adam": lambda: tf.keras.optimizers.Adam(0.1),
+              "assign": lambda: None}
+
+
+def _update(opt, g, w):
+    if opt is None:
+        w.assign_sub(0.1 * g)
+    else:
+        opt.apply_gradients([(g, w)])
+
+
+def _metric_kept(kind, persistent, function_steps):
+    """In-tape ``logits`` and ``read_value()`` kept for a metric, read after later updates."""
+    w = tf.Variable(tf.ones([3, 2]))
+    x = tf.constant(X)
+    opt = OPTIMIZERS[kind]()
+    kept = []
+
+    @tf.function
+    def step(x):
+        with tf.GradientTape() as t:
+            loss = tf.reduce_mean(tf.matmul(x, w))
+        _update(opt, t.gradient(loss, w), w)
+        return loss
+
+    for _ in range(5):
+        with tf.GradientTape(persistent=persistent) as t:
+            logits = tf.matmul(x, w)
+            r = w.read_value()
+            loss = tf.reduce_mean(logits)
+        _update(opt, t.gradient(loss, w), w)
+        kept.append((logits, r))
+        if function_steps:
+            step(x)
+    return [np.asarray(tf.reduce_sum(k)) for k, _ in kept] + [r.numpy() for _, r in kept] + [w.numpy()]
+
+
+METRIC_CASES = [("momentum", False, False), ("adam", True, False), ("assign", True, True)]
+
+
+@pytest.mark.parametrize("kind,persistent,function_steps", METRIC_CASES,
+                         ids=[f"{k}-{'persistent' if p else 'tape'}{'-function' if f else ''}"
+                              for k, p, f in METRIC_CASES])
+def test_metric_kept_in_the_tape_survives_later_updates(deferred_mode, kind, persistent, function_steps):
+    got = _metric_kept(kind, persistent, function_steps)
+    with _settings(False, False):
+        want = _metric_kept(kind, persistent, function_steps)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5)
+
+
+@pytest.mark.parametrize("final", ["function", "optimizer"])
+def test_a_read_sharing_a_pending_update_survives_donation(mode, final):
+    """The read and the Variable share the buffer through ONE holder (the pending update's
+    thunk, which the next gradient computes): reference counts on the array miss it."""
+    w = tf.Variable(tf.ones([3]))
+    opt = tf.keras.optimizers.SGD(0.1)
+    with tf.GradientTape() as t:
+        loss = tf.reduce_sum(w * w)
+    w.assign_sub(0.1 * t.gradient(loss, w))      # pending (deferral on)
+    with tf.GradientTape() as t:
+        r = w.read_value()                       # a Pending on the update's thunk
+        loss = tf.reduce_sum(w * w)
+    g = t.gradient(loss, w)                      # computes the update in its program
+
+    @tf.function
+    def double():
+        w.assign(w * 2.0)
+
+    for _ in range(2):
+        if final == "function":
+            double()
+        else:
+            opt.apply_gradients([(g, w)])
+    np.testing.assert_allclose(r.numpy(), [0.8, 0.8, 0.8])
+    want = [3.2] * 3 if final == "function" else [0.8 - 2 * 0.16] * 3
+    np.testing.assert_allclose(w.numpy(), want, rtol=1e-6)
+
+
+def test_a_recorded_read_survives_a_function_that_assigns(mode):
+    w = tf.Variable(tf.ones([3]))
+    with tf.GradientTape():
+        r = w.read_value()                       # a recorded read
+
+    @tf.function
+    def upd():
+        w.assign(w * 2.0)
+
+    upd()
+    upd()
+    np.testing.assert_array_equal(r.numpy(), [1.0, 1.0, 1.0])
+    np.testing.assert_array_equal(w.numpy(), [4.0, 4.0, 4.0])
+
+
+def test_a_pending_op_on_a_variable_survives_its_update(mode):
+    """``g * w`` with ``g`` pending and no tape: the product's thunk holds ``w``'s buffer."""
+    w = tf.Variable([1.0, 2.0])
+    opt = tf.keras.optimizers.SGD(0.1, momentum=0.5)
+    for _ in range(3):
+        with tf.GradientTape() as t:
+            loss = tf.reduce_sum(w * w)
+        g = t.gradient(loss, w)
+        before = w.numpy()
+        h = g * w
+        opt.apply_gradients([(g, w)])
+        np.testing.assert_allclose(h.numpy(), 2 * before * before)
+
+
+def test_ownership_follows_reads_and_updates():
+    """Oracle: the flags the donation masks come from, and the buffers actually consumed."""
+    w = tf.Variable([1.0, 2.0])                 # copied from host data: its own
+    assert w.owns_buffer()
+    v = tf.Variable(jnp.ones(2))                # the caller's array: shared
+    assert not v.owns_buffer()
+    u = tf.Variable(w)                          # w's buffer, read: shared by both
+    assert not u.owns_buffer() and not w.owns_buffer()
+    w.assign_add([1.0, 1.0])                    # a fresh result
+    assert w.owns_buffer()
+    r = w.read_value()
+    assert not w.owns_buffer()
+    opt = tf.keras.optimizers.SGD(0.1, momentum=0.5)
+    old_r = r._value
+    opt.apply_gradients([(tf.constant([1.0, 1.0]), w)])
+    assert not old_r.is_deleted()               # shared: passed undonated
+    assert w.owns_buffer()                      # the update's output is w's alone
+    slot = opt.get_slot(w, "momentum")
+    assert slot.owns_buffer()
+    old_w, old_slot = w._val, slot._val
+    opt.apply_gradients([(tf.constant([1.0, 1.0]), w)])
+    assert old_w.is_deleted() and old_slot.is_deleted()   # owned: donated
+    np.testing.assert_allclose(r.numpy(), [2.0, 3.0])
+
+
+def test_function_donates_only_owned_buffers():
+    w = tf.Variable([1.0, 2.0])
+
+    @tf.function
+    def step():
+        w.assign(w * 2.0)
+
+    step()                                      # (first call: the buffer went through a trace)
+    assert w.owns_buffer()
+    old = w._val
+    step()
+    assert old.is_deleted()                     # owned: donated, no copy
+    kept = w.read_value()
+    step()
+    np.testing.assert_array_equal(kept.numpy(), [4.0, 8.0])
+    np.testing.assert_array_equal(w.numpy(), [8.0, 16.0])
+
+
+def test_function_passing_a_value_through_does_not_own_it():
+    """An assigned Variable whose new value is an input (another Variable's buffer, or its
+    own on a path that does not change it), an output or another Variable's new value does
+    not own it (JAX may return such an array as it is)."""
+    from tapejax._variable import fresh_outputs
+    x, y, z = jnp.ones(1), jnp.ones(1), jnp.ones(1)
+    assert fresh_outputs([x], [x, y, z, z], [y]) == [False, False, False, False]
+    assert fresh_outputs([x], [y, z]) == [True, True]
+    a = tf.Variable([1.0, 2.0])
+    b = tf.Variable([5.0, 6.0])
+
+    @tf.function
+    def copy_b():
+        a.assign(b)
+        return a.read_value()
+
+    for _ in range(3):
+        out = copy_b()
+        assert not (a.owns_buffer() and (a._val is b._val or a._val is out._value))
+    np.testing.assert_array_equal(b.numpy(), [5.0, 6.0])
+    np.testing.assert_array_equal(out.numpy(), [5.0, 6.0])
+    np.testing.assert_array_equal(a.numpy(), [5.0, 6.0])
