@@ -47,6 +47,8 @@ try:   # the C functions behind ``signal.signal`` / ``getsignal``, without their
 except ImportError:  # pragma: no cover - not CPython
     from signal import getsignal as _getsignal, signal as _setsignal
 
+from typing import Any, Callable, ClassVar
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -205,6 +207,42 @@ class Variable:
     __array_priority__ = 100
     _unnamed = 0
 
+    # The operators, installed on the class by ``tapejax.ops`` (``ops/math.py``: arithmetic,
+    # comparisons and logic; ``ops/array.py``: ``[]``) so that each goes through the op registry
+    # and its one recording entry point.  Declared here for readers and type checkers.
+    __getitem__: ClassVar[Callable[[Any, Any], Tensor]]
+    __add__: ClassVar[Callable[[Any, Any], Tensor]]
+    __radd__: ClassVar[Callable[[Any, Any], Tensor]]
+    __sub__: ClassVar[Callable[[Any, Any], Tensor]]
+    __rsub__: ClassVar[Callable[[Any, Any], Tensor]]
+    __mul__: ClassVar[Callable[[Any, Any], Tensor]]
+    __rmul__: ClassVar[Callable[[Any, Any], Tensor]]
+    __truediv__: ClassVar[Callable[[Any, Any], Tensor]]
+    __rtruediv__: ClassVar[Callable[[Any, Any], Tensor]]
+    __floordiv__: ClassVar[Callable[[Any, Any], Tensor]]
+    __rfloordiv__: ClassVar[Callable[[Any, Any], Tensor]]
+    __mod__: ClassVar[Callable[[Any, Any], Tensor]]
+    __rmod__: ClassVar[Callable[[Any, Any], Tensor]]
+    __pow__: ClassVar[Callable[[Any, Any], Tensor]]
+    __rpow__: ClassVar[Callable[[Any, Any], Tensor]]
+    __matmul__: ClassVar[Callable[[Any, Any], Tensor]]
+    __rmatmul__: ClassVar[Callable[[Any, Any], Tensor]]
+    __lt__: ClassVar[Callable[[Any, Any], Tensor]]
+    __le__: ClassVar[Callable[[Any, Any], Tensor]]
+    __gt__: ClassVar[Callable[[Any, Any], Tensor]]
+    __ge__: ClassVar[Callable[[Any, Any], Tensor]]
+    __and__: ClassVar[Callable[[Any, Any], Tensor]]
+    __rand__: ClassVar[Callable[[Any, Any], Tensor]]
+    __or__: ClassVar[Callable[[Any, Any], Tensor]]
+    __ror__: ClassVar[Callable[[Any, Any], Tensor]]
+    __neg__: ClassVar[Callable[[Any], Tensor]]
+    __pos__: ClassVar[Callable[[Any], Tensor]]
+    __abs__: ClassVar[Callable[[Any], Tensor]]
+    __invert__: ClassVar[Callable[[Any], Tensor]]
+    # ``==`` / ``!=`` are elementwise; against None (or an unbroadcastable shape) a Python bool
+    __eq__: ClassVar[Callable[[Any, Any], Any]]
+    __ne__: ClassVar[Callable[[Any, Any], Any]]
+
     def __init__(self, initial_value=None, trainable=None, validate_shape=True, caching_device=None,
                  name=None, variable_def=None, dtype=None, import_scope=None, constraint=None,
                  synchronization=None, aggregation=None, shape=None, experimental_enable_variable_lifting=True):
@@ -288,7 +326,7 @@ class Variable:
         return t
 
     @property
-    def _value(self):
+    def _value(self) -> jax.Array:
         """The value (an update still pending is computed, with every other pending update)."""
         v = self._val
         if type(v) is _Thunk:
@@ -344,7 +382,7 @@ class Variable:
         self._val, self._own = state
 
     @property
-    def _meta(self):
+    def _meta(self) -> Any:
         v = self._val
         return v.aval if type(v) is _Thunk else v
 
