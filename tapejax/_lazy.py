@@ -45,7 +45,9 @@ eager).
 environment) runs every op at once, as before.
 """
 import os
-import sys
+import threading
+import weakref
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -94,15 +96,29 @@ def deferred_execution():
     return _flags.enabled
 
 
+#: ``_Thunk.born`` of a thunk that makes nothing old: a computed one, or one made outside an
+#: op (a Variable's pending update, a gradient: see ``settle``).
+_AGELESS = 1 << 62
+
+
 class _Thunk:
     """How to compute one pending value: ``call(*args)``, args being arrays or thunks.
 
     ``aval`` has the value's shape, dtype and weak type (the attribute name
     arrays use too, so a signature is built the same way for both).  ``tag``:
     a gradient's (call record, position), see ``_speculate``; else None.
+
+    Who may read the value later is tracked explicitly (a forced program returns
+    the values of the thunks that someone outside it holds, see ``_graph``):
+    ``handle`` is a weak reference to the ``Pending`` an op returned (``defer``,
+    ``defer_untaped``), ``held`` says that something else keeps the thunk for
+    later: a tape's node (its input), or, for a thunk made outside an op (a
+    Variable's pending update, a gradient), whoever made it.  ``born``: the
+    oldest step (``settle``'s generation) whose pending graph this value still
+    needs (``_AGELESS`` once computed).
     """
 
-    __slots__ = ("call", "args", "aval", "value", "tag", "__weakref__")
+    __slots__ = ("call", "args", "aval", "value", "tag", "handle", "held", "born", "__weakref__")
 
     def __init__(self, call, args, aval):
         self.call = call
@@ -110,11 +126,15 @@ class _Thunk:
         self.aval = aval
         self.value = None
         self.tag = None
+        self.handle = None
+        self.held = True
+        self.born = _AGELESS
 
     def set(self, value):
         if self.value is None:
             self.value = value
             self.args = None   # the inputs are no longer needed
+            self.born = _AGELESS
 
     def force(self):
         """The value, computing what is still pending (``force_many``)."""
@@ -135,7 +155,7 @@ def pending_results(values):
     """``values`` (the concrete arrays a gradient call returns) as Tensors: ``Pending`` ones
     holding them while deferral is on (what ``valued`` makes), so that untaped ops on them
     (``lr * g``) and a Variable update with the result (``assign_sub``) are deferred too and
-    run as one program (``force_many``)."""
+    run as one program (``force_many``).  A gradient call ends a step: ``settle``."""
     if _flags.enabled:
         out = []
         for v in values:
@@ -143,6 +163,7 @@ def pending_results(values):
                 out.append(Pending(valued(v)))
             else:
                 out.append(Tensor(v))
+        settle()   # the end of a step: values of earlier steps nobody read are computed now
         return tuple(out)
     return tuple([Tensor(v) for v in values])
 
@@ -184,118 +205,158 @@ class _Deep(Exception):
 _DEPTH = 200   # the recursive walk's depth limit (Python's own is 1000)
 
 
-def _visit(th, depth, st):
-    """Place ``th`` after its pending arguments; its index.  ``st``: (order, index, uses, spec,
-    inputs, at), see ``_walk``."""
+class _Walk:
+    """A pending graph as a walk lays it out, inputs before their users: ``order`` the nodes,
+    ``index`` node -> position, ``uses`` each node's number of uses inside the graph, ``spec``
+    each node's callable and where its arguments come from (an earlier node j >= 0, or input k
+    as -1 - k; an input used twice is passed once), ``inputs`` the arrays, ``at`` id(input) -> k.
+
+    A node's ``args`` are read once, into a local: another thread that computes a node meanwhile
+    sets its value before it drops its ``args`` (``_Thunk.set``), so ``args`` None means "an
+    input now", and a node whose value comes while it is walked is computed here once more, from
+    the inputs it had (the same value; ``set`` keeps the first)."""
+
+    __slots__ = ("order", "index", "uses", "spec", "inputs", "at")
+
+    def __init__(self):
+        self.order = []
+        self.index = {}
+        self.uses = []
+        self.spec = []
+        self.inputs = []
+        self.at = {}
+
+    def input_ref(self, a):
+        at = self.at
+        k = at.get(id(a))
+        if k is None:
+            k = at[id(a)] = len(self.inputs)
+            self.inputs.append(a)
+        return -1 - k
+
+    def place(self, th, refs):
+        j = self.index[th] = len(self.order)
+        self.order.append(th)
+        self.uses.append(0)
+        self.spec.append((th.call, tuple(refs)))
+        return j
+
+
+def _visit(th, args, depth, w):
+    """Place ``th`` (pending, its ``args`` read by the caller) after its pending arguments; its
+    index in ``w``."""
     if depth > _DEPTH:
         raise _Deep
-    order, index, uses, spec, inputs, at = st
+    index, uses = w.index, w.uses
     refs = []
-    for a in th.args:
+    for a in args:
         if type(a) is _Thunk:
             v = a.value
             if v is None:
                 j = index.get(a)
                 if j is None:
-                    j = _visit(a, depth + 1, st)
+                    a_args = a.args
+                    if a_args is None:   # computed meanwhile (another thread): an input now
+                        refs.append(w.input_ref(a.value))
+                        continue
+                    j = _visit(a, a_args, depth + 1, w)
                 uses[j] += 1
                 refs.append(j)
                 continue
             a = v
-        k = at.get(id(a))
-        if k is None:
-            k = at[id(a)] = len(inputs)
-            inputs.append(a)
-        refs.append(-1 - k)
-    j = index[th] = len(order)
-    order.append(th)
-    uses.append(0)
-    spec.append((th.call, tuple(refs)))
-    return j
+        refs.append(w.input_ref(a))
+    return w.place(th, refs)
 
 
 def _walk(roots):
-    """The graph ``roots`` need, inputs before their users, and its structure: (order, index,
-    uses, spec, inputs, at): the nodes, node -> position, each node's number of uses inside the
-    graph, each node's callable and where its arguments come from (an earlier node j >= 0, or
-    input k as -1 - k; an input used twice is passed once), the inputs, id(input) -> k.
-    Recursive (the common, shallow graph: each node is visited once); ``_Deep`` past ``_DEPTH``."""
-    st = ([], {}, [], [], [], {})
-    index = st[1]
+    """The pending graph ``roots`` need (``_Walk``).  Recursive (the common, shallow graph: each
+    node is visited once); ``_Deep`` past ``_DEPTH``."""
+    w = _Walk()
+    index = w.index
     for root in roots:
         if root.value is None and root not in index:
-            _visit(root, 0, st)
-    return st
+            args = root.args
+            if args is not None:
+                _visit(root, args, 0, w)
+    return w
 
 
 def _walk_deep(roots):
     """``_walk`` for a graph of any depth: an explicit stack (a node is looked at again once
     its pending arguments are placed)."""
-    order, index, uses, spec, inputs, at = [], {}, [], [], [], {}
+    w = _Walk()
+    index, uses = w.index, w.uses
     for root in roots:
         if root.value is not None or root in index:
             continue
         stack = [root]
         while stack:
             th = stack[-1]
-            if th in index:
+            args = th.args
+            if th in index or args is None:   # placed, or computed meanwhile
                 stack.pop()
                 continue
             refs = []
-            for a in th.args:   # the wiring, unless an argument is still to be visited
+            for a in args:   # the wiring, unless an argument is still to be visited
                 if type(a) is _Thunk:
-                    if a.value is None:
+                    v = a.value
+                    if v is None:
                         j = index.get(a)
-                        if j is None:
+                        if j is not None:
+                            if refs is not None:
+                                refs.append(j)
+                            continue
+                        if a.args is not None:
                             stack.append(a)
                             refs = None
-                        elif refs is not None:
-                            refs.append(j)
-                        continue
-                    a = a.value
+                            continue
+                        v = a.value   # computed meanwhile (another thread): an input
+                    a = v
                 if refs is not None:
-                    k = at.get(id(a))
-                    if k is None:
-                        k = at[id(a)] = len(inputs)
-                        inputs.append(a)
-                    refs.append(-1 - k)
+                    refs.append(w.input_ref(a))
             if refs is None:
                 continue
             stack.pop()
             for j in refs:
                 if j >= 0:
                     uses[j] += 1
-            index[th] = len(order)
-            order.append(th)
-            uses.append(0)
-            spec.append((th.call, tuple(refs)))
-    return order, index, uses, spec, inputs, at
+            w.place(th, refs)
+    return w
+
+
+class Graph(NamedTuple):
+    """A pending graph ready to run: ``order``, ``index``, ``spec``, ``inputs`` as in ``_Walk``;
+    ``outputs`` the positions of the nodes whose values the program returns (``_graph``)."""
+    order: list
+    index: dict
+    spec: list
+    inputs: list
+    outputs: list
+
+
+def _kept(th):
+    """Whether something outside a forced program may read ``th``'s value later (explicit
+    tracking, see ``_Thunk``): a tape's node or the thunk's maker holds it, or the ``Pending``
+    that an op returned for it is still alive."""
+    if th.held:
+        return True
+    h = th.handle
+    return h is not None and h() is not None
 
 
 def _graph(roots):
-    """The pending graph ``roots`` need: (order, index, spec, inputs, outputs), ``outputs`` being
-    the positions of the roots and of the nodes something outside this graph still holds (a
-    Pending tensor, a tape's node, a Variable): references beyond the graph's own uses and this
-    function's (the list, the dict key, ``th``, getrefcount's argument).  A value not returned is
-    computed again if it is ever read: this chooses outputs, not results."""
-    walk = _walk
-    for attempt in range(8):
-        try:
-            order, index, uses, spec, inputs, _ = walk(roots)
-            break
-        except _Deep:
-            walk = _walk_deep
-        except TypeError:   # a node's value was set (its args dropped) by another thread
-            if attempt == 7:   # while this walk read it: walk again, it is an input now
-                raise
-    getrc = sys.getrefcount
+    """The pending graph ``roots`` need; its outputs are the roots and the nodes that something
+    outside the graph still holds (``_kept``).  A value not returned is computed again if it is
+    ever read (a pending user outside this graph that was not kept, say): this chooses outputs,
+    not results."""
+    try:
+        w = _walk(roots)
+    except _Deep:
+        w = _walk_deep(roots)
+    order = w.order
     root_set = set(roots)
-    outputs = []
-    for k in range(len(order)):
-        th = order[k]
-        if th in root_set or getrc(th) - 4 - uses[k] > 0:
-            outputs.append(k)
-    return order, index, spec, inputs, outputs
+    outputs = [k for k in range(len(order)) if order[k] in root_set or _kept(order[k])]
+    return Graph(order, w.index, w.spec, w.inputs, outputs)
 
 
 def clear_programs():
@@ -321,7 +382,9 @@ def force_many(roots):
     structure repeats (see above)."""
     order, _, spec, inputs, outputs = _graph(roots)
     n = len(order)
-    if n <= 1 or n > _FLUSH_MAX:
+    if n == 0:
+        return
+    if n == 1 or n > _FLUSH_MAX:
         _run_op_by_op(order)
         return
     key = (tuple(spec), tuple(outputs))
@@ -347,7 +410,8 @@ def call_with_pending(entry_key, fn, leaves, extra):
     n = len(order)
     if n > _FLUSH_MAX:
         return None
-    slots = tuple([index[v] if type(v) is _Thunk and v.value is None else -1 for v in leaves])
+    # a leaf computed meanwhile (another thread) and not placed in the graph is passed directly
+    slots = tuple([index.get(v, -1) if type(v) is _Thunk else -1 for v in leaves])
     key = (entry_key, tuple(spec), tuple(outputs), slots)
     prog = _compiled(key, lambda: _with_graph(fn, _program(spec, range(n)), slots, outputs))
     if prog is None:
@@ -489,6 +553,21 @@ def defer(tapes, prim, call, skey, ids, vals, aval=None):
             kept = True
     if not kept:
         th.force()
+        return result
+    st = _open
+    born = st.gen
+    for a in vals:
+        if type(a) is _Thunk:
+            a.held = True   # the tapes' node keeps its pending inputs for later
+            if a.born < born:
+                born = a.born
+    th.born = born
+    th.held = False
+    th.handle = h = _ref(result)
+    fresh = st.fresh
+    fresh.append(h)
+    if len(fresh) > _OPEN_MAX:
+        settle()
     return result
 
 
@@ -504,4 +583,77 @@ def defer_untaped(call, vals):
     runs as one program.  None where it may not be deferred (the caller runs it now)."""
     if not _flags.enabled or _local.collector is not None or not concrete(vals):
         return None
-    return Pending(_Thunk(call, vals, aval_for(call, vals)))
+    th = _Thunk(call, vals, aval_for(call, vals))
+    result = Pending(th)
+    st = _open
+    born = st.gen
+    for a in vals:
+        if type(a) is _Thunk and a.born < born:
+            born = a.born
+    th.born = born
+    th.held = False
+    th.handle = h = _ref(result)
+    fresh = st.fresh
+    fresh.append(h)
+    if len(fresh) > _OPEN_MAX:
+        settle()
+    return result
+
+
+# -- what an unread pending value keeps alive --------------------------------------
+# A pending value holds its thunk, which holds its inputs: the arrays it reads, or the thunks
+# of pending inputs and, through them, their graphs.  Kept and never read (a metric appended to
+# a list each step, ``tot = tot + loss``), it would keep every step's inputs (a step's weights)
+# or a chain as long as the loop.  So the results of deferred ops are tracked per thread (a
+# weak handle each) and a gradient call, the end of a step, ``settle``s them: a value that is
+# still alive and pending, and that needs a pending graph from before the previous gradient
+# call (its own, a step ago, or an older one it is chained to), is computed then (all such
+# values together, one program per structure).  What an unread value keeps alive is therefore
+# bounded by about two steps' graphs, whatever the number of steps; a value read (or computed
+# by a gradient) in its step costs nothing here.  ``_OPEN_MAX`` fresh values end a "step" too,
+# for code that defers ops and never calls a gradient.
+
+class _Open(threading.local):
+    """This thread's deferred results since its last ``settle``, and the step count."""
+
+    def __init__(self):
+        self.gen = 0          # settle() calls so far: the current step
+        self.fresh = []       # weak handles of the op results deferred in this step
+        self.survivors = []   # those alive and pending at the last settle
+
+
+_open = _Open()
+_OPEN_MAX = 4096
+_ref = weakref.ref
+
+
+def settle():
+    """End this thread's step: compute every deferred result that is still alive and pending and
+    needs a pending graph from an earlier step (``_Thunk.born``); keep an eye on the others
+    (their graph is this step's, their value may still be read or computed by the next
+    gradient).  Forgets results nobody holds or that have values."""
+    st = _open
+    gen = st.gen
+    due = []
+    survivors = []
+    for group in (st.survivors, st.fresh):
+        for h in group:
+            p = h()
+            if p is None:   # nobody can read it any more
+                continue
+            th = p._thunk
+            if th.value is None:
+                if th.born < gen:
+                    due.append(th)
+                else:
+                    survivors.append(h)
+    st.gen = gen + 1
+    st.fresh = []
+    st.survivors = survivors
+    if due:
+        force_many(due)
+
+
+def open_values():
+    """How many deferred results this thread tracks (``settle``): a bound the memory tests read."""
+    return len(_open.fresh) + len(_open.survivors)
