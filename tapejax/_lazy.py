@@ -45,9 +45,7 @@ eager).
 environment) runs every op at once, as before.
 """
 import os
-import threading
 import weakref
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -96,8 +94,8 @@ def deferred_execution():
     return _flags.enabled
 
 
-#: ``_Thunk.born`` of a thunk that makes nothing old: a computed one, or one made outside an
-#: op (a Variable's pending update, a gradient: see ``settle``).
+#: ``_Thunk.born`` of a thunk that makes nothing old: one computed, or one that is not an
+#: untaped op's result (see ``settle``).
 _AGELESS = 1 << 62
 
 
@@ -107,18 +105,13 @@ class _Thunk:
     ``aval`` has the value's shape, dtype and weak type (the attribute name
     arrays use too, so a signature is built the same way for both).  ``tag``:
     a gradient's (call record, position), see ``_speculate``; else None.
-
-    Who may read the value later is tracked explicitly (a forced program returns
-    the values of the thunks that someone outside it holds, see ``_graph``):
-    ``handle`` is a weak reference to the ``Pending`` an op returned (``defer``,
-    ``defer_untaped``), ``held`` says that something else keeps the thunk for
-    later: a tape's node (its input), or, for a thunk made outside an op (a
-    Variable's pending update, a gradient), whoever made it.  ``born``: the
-    oldest step (``settle``'s generation) whose pending graph this value still
-    needs (``_AGELESS`` once computed).
+    What ``settle`` reads: ``used``, whether a later op took it as an input;
+    for an untaped op's result (``defer_untaped``), ``handle``, a weak reference
+    to its ``Pending``, and ``born``, the oldest step whose pending graph it
+    needs (``_AGELESS`` otherwise and once computed).
     """
 
-    __slots__ = ("call", "args", "aval", "value", "tag", "handle", "held", "born", "__weakref__")
+    __slots__ = ("call", "args", "aval", "value", "tag", "used", "handle", "born", "__weakref__")
 
     def __init__(self, call, args, aval):
         self.call = call
@@ -126,8 +119,8 @@ class _Thunk:
         self.aval = aval
         self.value = None
         self.tag = None
+        self.used = False
         self.handle = None
-        self.held = True
         self.born = _AGELESS
 
     def set(self, value):
@@ -189,12 +182,14 @@ def _run_op_by_op(order):
             th.set(th.call(*[a.value if type(a) is _Thunk else a for a in args]))
 
 
-def _program(spec, outputs):
+def _program(spec):
+    """The pure function of a pending graph's inputs that computes every node (``spec``, see
+    ``_Walk``) and returns all their values."""
     def run(*inputs):
         vals = []
         for call, refs in spec:
             vals.append(call(*[vals[r] if r >= 0 else inputs[-1 - r] for r in refs]))
-        return [vals[k] for k in outputs]
+        return vals
     return run
 
 
@@ -324,39 +319,17 @@ def _walk_deep(roots):
     return w
 
 
-class Graph(NamedTuple):
-    """A pending graph ready to run: ``order``, ``index``, ``spec``, ``inputs`` as in ``_Walk``;
-    ``outputs`` the positions of the nodes whose values the program returns (``_graph``)."""
-    order: list
-    index: dict
-    spec: list
-    inputs: list
-    outputs: list
-
-
-def _kept(th):
-    """Whether something outside a forced program may read ``th``'s value later (explicit
-    tracking, see ``_Thunk``): a tape's node or the thunk's maker holds it, or the ``Pending``
-    that an op returned for it is still alive."""
-    if th.held:
-        return True
-    h = th.handle
-    return h is not None and h() is not None
-
-
 def _graph(roots):
-    """The pending graph ``roots`` need; its outputs are the roots and the nodes that something
-    outside the graph still holds (``_kept``).  A value not returned is computed again if it is
-    ever read (a pending user outside this graph that was not kept, say): this chooses outputs,
-    not results."""
+    """The pending graph ``roots`` need (``_Walk``), walked recursively, or with an explicit stack
+    where it is deeper than ``_DEPTH``.  A forced program returns the value of every node it
+    computes, and each node keeps it (dropping its inputs): whoever holds a node (a Pending
+    tensor, a tape's node, a Variable, a pending user outside this graph) reads it without
+    computing it again, and a node nobody holds is freed with its value.  (Which nodes are
+    returned is a rule of the graph alone, not of who refers to them.)"""
     try:
-        w = _walk(roots)
+        return _walk(roots)
     except _Deep:
-        w = _walk_deep(roots)
-    order = w.order
-    root_set = set(roots)
-    outputs = [k for k in range(len(order)) if order[k] in root_set or _kept(order[k])]
-    return Graph(order, w.index, w.spec, w.inputs, outputs)
+        return _walk_deep(roots)
 
 
 def clear_programs():
@@ -380,20 +353,21 @@ def _compiled(key, build):
 def force_many(roots):
     """Compute the pending thunks ``roots`` need, in one compiled program when the graph's
     structure repeats (see above)."""
-    order, _, spec, inputs, outputs = _graph(roots)
+    g = _graph(roots)
+    order = g.order
     n = len(order)
     if n == 0:
         return
     if n == 1 or n > _FLUSH_MAX:
         _run_op_by_op(order)
         return
-    key = (tuple(spec), tuple(outputs))
-    fn = _compiled(key, lambda: _program(*key))
+    key = tuple(g.spec)
+    fn = _compiled(key, lambda: _program(key))
     if fn is None:
         _run_op_by_op(order)
         return
-    for k, v in zip(outputs, fn(*inputs)):
-        order[k].set(v)
+    for th, v in zip(order, fn(*g.inputs)):
+        th.set(v)
 
 
 def call_with_pending(entry_key, fn, leaves, extra):
@@ -406,30 +380,31 @@ def call_with_pending(entry_key, fn, leaves, extra):
     roots = [v for v in leaves if type(v) is _Thunk and v.value is None]
     if not roots:
         return None
-    order, index, spec, inputs, outputs = _graph(roots)
-    n = len(order)
-    if n > _FLUSH_MAX:
+    g = _graph(roots)
+    order, index, spec = g.order, g.index, g.spec
+    if not order or len(order) > _FLUSH_MAX:
         return None
     # a leaf computed meanwhile (another thread) and not placed in the graph is passed directly
     slots = tuple([index.get(v, -1) if type(v) is _Thunk else -1 for v in leaves])
-    key = (entry_key, tuple(spec), tuple(outputs), slots)
-    prog = _compiled(key, lambda: _with_graph(fn, _program(spec, range(n)), slots, outputs))
+    key = (entry_key, tuple(spec), slots)
+    prog = _compiled(key, lambda: _with_graph(fn, _program(spec), slots))
     if prog is None:
         return None
     direct = tuple([(v.value if type(v) is _Thunk else v) for v, s in zip(leaves, slots) if s < 0])
-    result, values = prog(inputs, direct, extra)
-    for k, v in zip(outputs, values):
-        order[k].set(v)
+    result, values = prog(g.inputs, direct, extra)
+    for th, v in zip(order, values):
+        th.set(v)
     return result
 
 
-def _with_graph(fn, graph, slots, outputs):
-    """``fn`` with its pending leaves (``slots[i] >= 0``: that node of ``graph``) computed first."""
+def _with_graph(fn, graph, slots):
+    """``fn`` with its pending leaves (``slots[i] >= 0``: that node of ``graph``) computed first;
+    returns ``fn``'s result and every node's value."""
     def run(inputs, direct, extra):
         vals = graph(*inputs)
         it = iter(direct)
         leaves = tuple([vals[s] if s >= 0 else next(it) for s in slots])
-        return fn(leaves, extra), [vals[k] for k in outputs]
+        return fn(leaves, extra), vals
     return run
 
 
@@ -554,19 +529,12 @@ def defer(tapes, prim, call, skey, ids, vals, aval=None):
     if not kept:
         th.force()
         return result
-    st = _open
-    born = st.gen
     for a in vals:
         if type(a) is _Thunk:
-            a.held = True   # the tapes' node keeps its pending inputs for later
-            if a.born < born:
-                born = a.born
-    th.born = born
-    th.held = False
-    th.handle = h = _ref(result)
-    fresh = st.fresh
-    fresh.append(h)
-    if len(fresh) > _OPEN_MAX:
+            a.used = True
+    taped = _open.taped
+    taped.append(th)
+    if len(taped) > _OPEN_MAX:
         settle()
     return result
 
@@ -588,38 +556,54 @@ def defer_untaped(call, vals):
     st = _open
     born = st.gen
     for a in vals:
-        if type(a) is _Thunk and a.born < born:
-            born = a.born
+        if type(a) is _Thunk:
+            a.used = True
+            if a.born < born:
+                born = a.born
     th.born = born
-    th.held = False
     th.handle = h = _ref(result)
-    fresh = st.fresh
-    fresh.append(h)
-    if len(fresh) > _OPEN_MAX:
+    untaped = st.untaped
+    untaped.append(h)
+    if len(untaped) > _OPEN_MAX:
         settle()
     return result
 
 
 # -- what an unread pending value keeps alive --------------------------------------
 # A pending value holds its thunk, which holds its inputs: the arrays it reads, or the thunks
-# of pending inputs and, through them, their graphs.  Kept and never read (a metric appended to
-# a list each step, ``tot = tot + loss``), it would keep every step's inputs (a step's weights)
-# or a chain as long as the loop.  So the results of deferred ops are tracked per thread (a
-# weak handle each) and a gradient call, the end of a step, ``settle``s them: a value that is
-# still alive and pending, and that needs a pending graph from before the previous gradient
-# call (its own, a step ago, or an older one it is chained to), is computed then (all such
-# values together, one program per structure).  What an unread value keeps alive is therefore
-# bounded by about two steps' graphs, whatever the number of steps; a value read (or computed
-# by a gradient) in its step costs nothing here.  ``_OPEN_MAX`` fresh values end a "step" too,
-# for code that defers ops and never calls a gradient.
+# of pending inputs and, through them, their graphs.  Kept and never read (a metric appended
+# to a list each step, ``tot = tot + loss``), it would keep every step's inputs (a step's
+# weights) or a chain as long as the loop.  A gradient call ends a step (``settle``), and the
+# pending values of earlier steps that may still be read are computed then, together (one
+# program per structure, compiled from the second time), so what they keep alive is bounded
+# by about two steps' graphs, whatever the number of steps:
+#
+# * a recorded op's result (``defer``) that no later op took as an input by the end of its
+#   step (a metric, a loss, a value nobody used) is computed at the end of the next step if
+#   it is still pending.  The tapes' ops are not tracked further (a weak reference per op
+#   would cost the forward about 4%): a result whose ``Pending`` is gone is computed too, as
+#   TF computes every op it runs;
+# * an untaped op's result (``defer_untaped``: ``lr * g``, ``tot + loss`` after the tape; a
+#   handful per step) is computed at the end of the next step if its ``Pending`` is still
+#   alive, or at the end of this one where it needs a pending graph of an earlier step
+#   (``born``: a chain ``tot = tot + loss`` is cut every step).
+#
+# A value read (or computed by a gradient) in its step costs nothing here.  ``_OPEN_MAX``
+# tracked values end a step too, for code that defers ops and never calls a gradient.  The
+# lists are the process's, not a thread's: a settle on one thread may compute another
+# thread's values early (the same values; only the number of dispatches changes).
 
-class _Open(threading.local):
-    """This thread's deferred results since its last ``settle``, and the step count."""
+class _Open:
+    """The deferred results tracked since the last ``settle`` and those it kept an eye on."""
+
+    __slots__ = ("gen", "taped", "untaped", "taped_kept", "untaped_kept")
 
     def __init__(self):
-        self.gen = 0          # settle() calls so far: the current step
-        self.fresh = []       # weak handles of the op results deferred in this step
-        self.survivors = []   # those alive and pending at the last settle
+        self.gen = 0              # settle() calls so far: the current step
+        self.taped = []           # thunks of recorded ops deferred in this step
+        self.untaped = []         # weak handles of untaped ops' results deferred in this step
+        self.taped_kept = []      # recorded results still pending and unused at the last settle
+        self.untaped_kept = []    # untaped results alive and pending at the last settle
 
 
 _open = _Open()
@@ -628,32 +612,36 @@ _ref = weakref.ref
 
 
 def settle():
-    """End this thread's step: compute every deferred result that is still alive and pending and
-    needs a pending graph from an earlier step (``_Thunk.born``); keep an eye on the others
-    (their graph is this step's, their value may still be read or computed by the next
-    gradient).  Forgets results nobody holds or that have values."""
+    """End a step: compute the pending values of earlier steps that may still be read (see
+    above), and keep an eye on this step's that are not used or computed yet."""
     st = _open
     gen = st.gen
-    due = []
-    survivors = []
-    for group in (st.survivors, st.fresh):
-        for h in group:
-            p = h()
-            if p is None:   # nobody can read it any more
-                continue
-            th = p._thunk
-            if th.value is None:
-                if th.born < gen:
-                    due.append(th)
-                else:
-                    survivors.append(h)
+    taped, untaped = st.taped, st.untaped
+    due = [th for th in st.taped_kept if th.value is None]
+    taped_kept = [th for th in taped if th.value is None and not th.used]
+    for h in st.untaped_kept:
+        r = h()
+        if r is not None and r._thunk.value is None:
+            due.append(r._thunk)
+    untaped_kept = []
+    for h in untaped:
+        r = h()
+        if r is None:   # nobody can read it any more
+            continue
+        th = r._thunk
+        if th.value is None:
+            if th.born < gen:
+                due.append(th)
+            else:
+                untaped_kept.append(h)
     st.gen = gen + 1
-    st.fresh = []
-    st.survivors = survivors
+    st.taped, st.untaped = [], []
+    st.taped_kept, st.untaped_kept = taped_kept, untaped_kept
     if due:
         force_many(due)
 
 
-def open_values():
-    """How many deferred results this thread tracks (``settle``): a bound the memory tests read."""
-    return len(_open.fresh) + len(_open.survivors)
+def tracked_values():
+    """How many deferred results ``settle`` tracks now (a bound the memory tests read)."""
+    st = _open
+    return len(st.taped) + len(st.untaped) + len(st.taped_kept) + len(st.untaped_kept)
