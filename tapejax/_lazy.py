@@ -26,13 +26,20 @@ returns no gradients.)  Any other read of
 a Variable with a pending update computes every pending update together; a
 graph of pending thunks is computed by ``force_many`` as one compiled
 program per structure.  Both compile from the second time a structure is
-seen (a structure seen once runs op by op).  Walks tolerate a node computed
-meanwhile by another thread (it is walked again, as an input).
+seen (a structure seen once runs op by op); such a program returns the value
+of every node it computes.  Walks tolerate a node computed meanwhile by another
+thread (its ``args`` are read once: found computed, it is an input).
+
+What an unread pending value keeps alive is bounded (``settle``): a gradient
+call ends a step, and the pending values of earlier steps that may still be
+read (a metric kept in a list, ``tot = tot + loss``) are computed then, so a
+loop holds about two steps' graphs, not one per step.
 
 Anything else that needs a pending value (``numpy()``, printing, an op that
 is not deferred, ``jnp.asarray``) *computes* it (``force_many``).  Semantics
 are unchanged: a thunk holds the input *values* (a Variable's value as it was
-read), shape and dtype errors are raised when the op is called (``eval_shape``
+read; host data is copied when the op is called, ``_tensor.host_snapshot``, and
+never deferred), shape and dtype errors are raised when the op is called (``eval_shape``
 traces the same function the eager call would), ops that no tape records and
 that have no pending input run at once, and nothing is deferred inside
 ``tapejax.function`` or control-flow traces, under ``gradient_override_map``,
@@ -202,8 +209,7 @@ _DEPTH = 200   # the recursive walk's depth limit (Python's own is 1000)
 
 class _Walk:
     """A pending graph as a walk lays it out, inputs before their users: ``order`` the nodes,
-    ``index`` node -> position, ``uses`` each node's number of uses inside the graph, ``spec``
-    each node's callable and where its arguments come from (an earlier node j >= 0, or input k
+    ``index`` node -> position, ``spec`` each node's callable and where its arguments come from (an earlier node j >= 0, or input k
     as -1 - k; an input used twice is passed once), ``inputs`` the arrays, ``at`` id(input) -> k.
 
     A node's ``args`` are read once, into a local: another thread that computes a node meanwhile
@@ -211,12 +217,11 @@ class _Walk:
     input now", and a node whose value comes while it is walked is computed here once more, from
     the inputs it had (the same value; ``set`` keeps the first)."""
 
-    __slots__ = ("order", "index", "uses", "spec", "inputs", "at")
+    __slots__ = ("order", "index", "spec", "inputs", "at")
 
     def __init__(self):
         self.order = []
         self.index = {}
-        self.uses = []
         self.spec = []
         self.inputs = []
         self.at = {}
@@ -232,7 +237,6 @@ class _Walk:
     def place(self, th, refs):
         j = self.index[th] = len(self.order)
         self.order.append(th)
-        self.uses.append(0)
         self.spec.append((th.call, tuple(refs)))
         return j
 
@@ -242,7 +246,7 @@ def _visit(th, args, depth, w):
     index in ``w``."""
     if depth > _DEPTH:
         raise _Deep
-    index, uses = w.index, w.uses
+    index = w.index
     refs = []
     for a in args:
         if type(a) is _Thunk:
@@ -255,7 +259,6 @@ def _visit(th, args, depth, w):
                         refs.append(w.input_ref(a.value))
                         continue
                     j = _visit(a, a_args, depth + 1, w)
-                uses[j] += 1
                 refs.append(j)
                 continue
             a = v
@@ -280,7 +283,7 @@ def _walk_deep(roots):
     """``_walk`` for a graph of any depth: an explicit stack (a node is looked at again once
     its pending arguments are placed)."""
     w = _Walk()
-    index, uses = w.index, w.uses
+    index = w.index
     for root in roots:
         if root.value is not None or root in index:
             continue
@@ -312,9 +315,6 @@ def _walk_deep(roots):
             if refs is None:
                 continue
             stack.pop()
-            for j in refs:
-                if j >= 0:
-                    uses[j] += 1
             w.place(th, refs)
     return w
 
