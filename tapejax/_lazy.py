@@ -52,6 +52,7 @@ eager).
 environment) runs every op at once, as before.
 """
 import os
+import threading
 import weakref
 
 import jax
@@ -113,12 +114,13 @@ class _Thunk:
     arrays use too, so a signature is built the same way for both).  ``tag``:
     a gradient's (call record, position), see ``_speculate``; else None.
     What ``settle`` reads: ``used``, whether a later op took it as an input;
-    for an untaped op's result (``defer_untaped``), ``handle``, a weak reference
-    to its ``Pending``, and ``born``, the oldest step whose pending graph it
-    needs (``_AGELESS`` otherwise and once computed).
+    ``born``, for an untaped op's result (``defer_untaped``), the oldest step
+    whose pending graph it needs while it is pending (``_AGELESS`` for others);
+    ``owner``, for a recorded op's result (``defer``), the recording thread's
+    tape stack (which thread's step it belongs to).
     """
 
-    __slots__ = ("call", "args", "aval", "value", "tag", "used", "handle", "born", "__weakref__")
+    __slots__ = ("call", "args", "aval", "value", "tag", "used", "born", "owner", "__weakref__")
 
     def __init__(self, call, args, aval):
         self.call = call
@@ -127,14 +129,13 @@ class _Thunk:
         self.value = None
         self.tag = None
         self.used = False
-        self.handle = None
         self.born = _AGELESS
+        self.owner = None
 
     def set(self, value):
         if self.value is None:
             self.value = value
             self.args = None   # the inputs are no longer needed
-            self.born = _AGELESS
 
     def force(self):
         """The value, computing what is still pending (``force_many``)."""
@@ -532,10 +533,10 @@ def defer(tapes, prim, call, skey, ids, vals, aval=None):
     for a in vals:
         if type(a) is _Thunk:
             a.used = True
-    taped = _open.taped
-    taped.append(th)
-    if len(taped) > _OPEN_MAX:
-        settle()
+    th.owner = tapes
+    _TAPED.append(th)
+    if len(_TAPED) > _OPEN_MAX:
+        settle(everyone=True)
     return result
 
 
@@ -558,12 +559,11 @@ def defer_untaped(call, vals):
     for a in vals:
         if type(a) is _Thunk:
             a.used = True
-            if a.born < born:
+            if a.born < born and a.value is None:
                 born = a.born
     th.born = born
-    th.handle = h = _ref(result)
     untaped = st.untaped
-    untaped.append(h)
+    untaped.append(_ref(result))
     if len(untaped) > _OPEN_MAX:
         settle()
     return result
@@ -590,35 +590,47 @@ def defer_untaped(call, vals):
 #
 # A value read (or computed by a gradient) in its step costs nothing here.  ``_OPEN_MAX``
 # tracked values end a step too, for code that defers ops and never calls a gradient.  The
-# lists are the process's, not a thread's: a settle on one thread may compute another
-# thread's values early (the same values; only the number of dispatches changes).
+# steps are a thread's: a settle handles the values its own thread deferred (the recorded ops'
+# thunks, appended to one module list on the hot path, carry their thread's tape stack).
 
-class _Open:
-    """The deferred results tracked since the last ``settle`` and those it kept an eye on."""
-
-    __slots__ = ("gen", "taped", "untaped", "taped_kept", "untaped_kept")
+class _Open(threading.local):
+    """This thread's untaped results since its last ``settle``, and what it kept an eye on."""
 
     def __init__(self):
         self.gen = 0              # settle() calls so far: the current step
-        self.taped = []           # thunks of recorded ops deferred in this step
         self.untaped = []         # weak handles of untaped ops' results deferred in this step
         self.taped_kept = []      # recorded results still pending and unused at the last settle
         self.untaped_kept = []    # untaped results alive and pending at the last settle
 
 
 _open = _Open()
+#: The thunks of recorded ops deferred since their thread's last ``settle`` (a module list: the
+#: hot path appends to it; ``_Thunk.owner`` says whose).
+_TAPED = []
+_SETTLE_LOCK = threading.Lock()
 _OPEN_MAX = 4096
 _ref = weakref.ref
 
 
-def settle():
-    """End a step: compute the pending values of earlier steps that may still be read (see
-    above), and keep an eye on this step's that are not used or computed yet."""
+def settle(everyone=False):
+    """End this thread's step: compute the pending values of its earlier steps that may still
+    be read (see above), and keep an eye on this step's that are not used or computed yet.
+    ``everyone``: the recorded values of every thread (``_OPEN_MAX`` of them were tracked)."""
     st = _open
     gen = st.gen
-    taped, untaped = st.taped, st.untaped
+    untaped = st.untaped
     due = [th for th in st.taped_kept if th.value is None]
-    taped_kept = [th for th in taped if th.value is None and not th.used]
+    mine = _local.tapes
+    with _SETTLE_LOCK:
+        n = len(_TAPED)
+        entries = _TAPED[:n]
+        del _TAPED[:n]   # (appends meanwhile land after them)
+        if not everyone:
+            others = [th for th in entries if th.owner is not mine]
+            if others:
+                _TAPED.extend(others)
+                entries = [th for th in entries if th.owner is mine]
+    taped_kept = [th for th in entries if th.value is None and not th.used]
     for h in st.untaped_kept:
         r = h()
         if r is not None and r._thunk.value is None:
@@ -635,7 +647,7 @@ def settle():
             else:
                 untaped_kept.append(h)
     st.gen = gen + 1
-    st.taped, st.untaped = [], []
+    st.untaped = []
     st.taped_kept, st.untaped_kept = taped_kept, untaped_kept
     if due:
         force_many(due)
@@ -644,4 +656,4 @@ def settle():
 def tracked_values():
     """How many deferred results ``settle`` tracks now (a bound the memory tests read)."""
     st = _open
-    return len(st.taped) + len(st.untaped) + len(st.taped_kept) + len(st.untaped_kept)
+    return len(_TAPED) + len(st.untaped) + len(st.taped_kept) + len(st.untaped_kept)
