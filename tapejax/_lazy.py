@@ -534,7 +534,7 @@ def defer(tapes, prim, call, skey, ids, vals, aval=None):
         if type(a) is _Thunk:
             a.used = True
     th.owner = tapes
-    _TAPED.append(th)
+    _TAPED.append(_ref(th))
     if len(_TAPED) > _OPEN_MAX:
         settle(everyone=True)
     return result
@@ -579,10 +579,8 @@ def defer_untaped(call, vals):
 # by about two steps' graphs, whatever the number of steps:
 #
 # * a recorded op's result (``defer``) that no later op took as an input by the end of its
-#   step (a metric, a loss, a value nobody used) is computed at the end of the next step if
-#   it is still pending.  The tapes' ops are not tracked further (a weak reference per op
-#   would cost the forward about 4%): a result whose ``Pending`` is gone is computed too, as
-#   TF computes every op it runs;
+#   step (a metric, a loss) is computed at the end of the next step if it is still pending
+#   and something still holds it;
 # * an untaped op's result (``defer_untaped``: ``lr * g``, ``tot + loss`` after the tape; a
 #   handful per step) is computed at the end of the next step if its ``Pending`` is still
 #   alive, or at the end of this one where it needs a pending graph of an earlier step
@@ -599,13 +597,14 @@ class _Open(threading.local):
     def __init__(self):
         self.gen = 0              # settle() calls so far: the current step
         self.untaped = []         # weak handles of untaped ops' results deferred in this step
-        self.taped_kept = []      # recorded results still pending and unused at the last settle
+        self.taped_kept = []      # weak refs: recorded results pending and unused at the last settle
         self.untaped_kept = []    # untaped results alive and pending at the last settle
 
 
 _open = _Open()
-#: The thunks of recorded ops deferred since their thread's last ``settle`` (a module list: the
-#: hot path appends to it; ``_Thunk.owner`` says whose).
+#: Weak references to the thunks of recorded ops deferred since their thread's last ``settle``
+#: (a module list: the hot path appends to it; ``_Thunk.owner`` says whose).  Weak: a value
+#: nobody holds any more (not its Pending, a tape, a later op) is forgotten with its inputs.
 _TAPED = []
 _SETTLE_LOCK = threading.Lock()
 _OPEN_MAX = 4096
@@ -619,18 +618,28 @@ def settle(everyone=False):
     st = _open
     gen = st.gen
     untaped = st.untaped
-    due = [th for th in st.taped_kept if th.value is None]
+    due = []
+    for r in st.taped_kept:
+        th = r()
+        if th is not None and th.value is None:
+            due.append(th)
     mine = _local.tapes
+    taped_kept = []
+    others = []
     with _SETTLE_LOCK:
         n = len(_TAPED)
         entries = _TAPED[:n]
         del _TAPED[:n]   # (appends meanwhile land after them)
-        if not everyone:
-            others = [th for th in entries if th.owner is not mine]
-            if others:
-                _TAPED.extend(others)
-                entries = [th for th in entries if th.owner is mine]
-    taped_kept = [th for th in entries if th.value is None and not th.used]
+    for r in entries:
+        th = r()
+        if th is None:   # nobody holds it any more
+            continue
+        if th.owner is not mine and not everyone:
+            others.append(r)   # another thread's step
+        elif th.value is None and not th.used:
+            taped_kept.append(r)
+    if others:
+        _TAPED.extend(others)
     for h in st.untaped_kept:
         r = h()
         if r is not None and r._thunk.value is None:
