@@ -586,7 +586,8 @@ def defer_untaped(call, vals):
 #   alive, or at the end of this one where it needs a pending graph of an earlier step
 #   (``born``: a chain ``tot = tot + loss`` is cut every step).
 #
-# A value read (or computed by a gradient) in its step costs nothing here.  ``_OPEN_MAX``
+# A value read (or computed by a gradient) in its step is never computed again here; the
+# tracking costs each deferred op a weak reference and a list append.  ``_OPEN_MAX``
 # tracked values end a step too, for code that defers ops and never calls a gradient.  The
 # steps are a thread's: a settle handles the values its own thread deferred (the recorded ops'
 # thunks, appended to one module list on the hot path, carry their thread's tape stack).
