@@ -26,13 +26,20 @@ returns no gradients.)  Any other read of
 a Variable with a pending update computes every pending update together; a
 graph of pending thunks is computed by ``force_many`` as one compiled
 program per structure.  Both compile from the second time a structure is
-seen (a structure seen once runs op by op).  Walks tolerate a node computed
-meanwhile by another thread (it is walked again, as an input).
+seen (a structure seen once runs op by op); such a program returns the value
+of every node it computes.  Walks tolerate a node computed meanwhile by another
+thread (its ``args`` are read once: found computed, it is an input).
+
+What an unread pending value keeps alive is bounded (``settle``): a gradient
+call ends a step, and the pending values of earlier steps that may still be
+read (a metric kept in a list, ``tot = tot + loss``) are computed then, so a
+loop holds about two steps' graphs, not one per step.
 
 Anything else that needs a pending value (``numpy()``, printing, an op that
 is not deferred, ``jnp.asarray``) *computes* it (``force_many``).  Semantics
 are unchanged: a thunk holds the input *values* (a Variable's value as it was
-read), shape and dtype errors are raised when the op is called (``eval_shape``
+read; host data is copied when the op is called, ``_tensor.host_snapshot``, and
+never deferred), shape and dtype errors are raised when the op is called (``eval_shape``
 traces the same function the eager call would), ops that no tape records and
 that have no pending input run at once, and nothing is deferred inside
 ``tapejax.function`` or control-flow traces, under ``gradient_override_map``,
@@ -45,7 +52,8 @@ eager).
 environment) runs every op at once, as before.
 """
 import os
-import sys
+import threading
+import weakref
 
 import jax
 import jax.numpy as jnp
@@ -107,15 +115,25 @@ def deferred_execution():
     return _flags.enabled
 
 
+#: ``_Thunk.born`` of a thunk that makes nothing old: one computed, or one that is not an
+#: untaped op's result (see ``settle``).
+_AGELESS = 1 << 62
+
+
 class _Thunk:
     """How to compute one pending value: ``call(*args)``, args being arrays or thunks.
 
     ``aval`` has the value's shape, dtype and weak type (the attribute name
     arrays use too, so a signature is built the same way for both).  ``tag``:
     a gradient's (call record, position), see ``_speculate``; else None.
+    What ``settle`` reads: ``used``, whether a later op took it as an input;
+    ``born``, for an untaped op's result (``defer_untaped``), the oldest step
+    whose pending graph it needs while it is pending (``_AGELESS`` for others);
+    ``owner``, for a recorded op's result (``defer``), the recording thread's
+    tape stack (which thread's step it belongs to).
     """
 
-    __slots__ = ("call", "args", "aval", "value", "tag", "__weakref__")
+    __slots__ = ("call", "args", "aval", "value", "tag", "used", "born", "owner", "__weakref__")
 
     def __init__(self, call, args, aval):
         self.call = call
@@ -123,6 +141,9 @@ class _Thunk:
         self.aval = aval
         self.value = None
         self.tag = None
+        self.used = False
+        self.born = _AGELESS
+        self.owner = None
 
     def set(self, value):
         # A pending value is computed outside any trace (``force_many``): a traced value is
@@ -150,7 +171,7 @@ def pending_results(values):
     """``values`` (the concrete arrays a gradient call returns) as Tensors: ``Pending`` ones
     holding them while deferral is on (what ``valued`` makes), so that untaped ops on them
     (``lr * g``) and a Variable update with the result (``assign_sub``) are deferred too and
-    run as one program (``force_many``)."""
+    run as one program (``force_many``).  A gradient call ends a step: ``settle``."""
     if _flags.enabled:
         out = []
         for v in values:
@@ -158,6 +179,7 @@ def pending_results(values):
                 out.append(Pending(valued(v)))
             else:
                 out.append(Tensor(v))
+        settle()   # the end of a step: values of earlier steps nobody read are computed now
         return tuple(out)
     return tuple([Tensor(v) for v in values])
 
@@ -183,12 +205,14 @@ def _run_op_by_op(order):
             th.set(th.call(*[a.value if type(a) is _Thunk else a for a in args]))
 
 
-def _program(spec, outputs):
+def _program(spec):
+    """The pure function of a pending graph's inputs that computes every node (``spec``, see
+    ``_Walk``) and returns all their values."""
     def run(*inputs):
         vals = []
         for call, refs in spec:
             vals.append(call(*[vals[r] if r >= 0 else inputs[-1 - r] for r in refs]))
-        return [vals[k] for k in outputs]
+        return vals
     return run
 
 
@@ -199,118 +223,129 @@ class _Deep(Exception):
 _DEPTH = 200   # the recursive walk's depth limit (Python's own is 1000)
 
 
-def _visit(th, depth, st):
-    """Place ``th`` after its pending arguments; its index.  ``st``: (order, index, uses, spec,
-    inputs, at), see ``_walk``."""
+class _Walk:
+    """A pending graph as a walk lays it out, inputs before their users: ``order`` the nodes,
+    ``index`` node -> position, ``spec`` each node's callable and where its arguments come from (an earlier node j >= 0, or input k
+    as -1 - k; an input used twice is passed once), ``inputs`` the arrays, ``at`` id(input) -> k.
+
+    A node's ``args`` are read once, into a local: another thread that computes a node meanwhile
+    sets its value before it drops its ``args`` (``_Thunk.set``), so ``args`` None means "an
+    input now", and a node whose value comes while it is walked is computed here once more, from
+    the inputs it had (the same value; ``set`` keeps the first)."""
+
+    __slots__ = ("order", "index", "spec", "inputs", "at")
+
+    def __init__(self):
+        self.order = []
+        self.index = {}
+        self.spec = []
+        self.inputs = []
+        self.at = {}
+
+    def input_ref(self, a):
+        at = self.at
+        k = at.get(id(a))
+        if k is None:
+            k = at[id(a)] = len(self.inputs)
+            self.inputs.append(a)
+        return -1 - k
+
+    def place(self, th, refs):
+        j = self.index[th] = len(self.order)
+        self.order.append(th)
+        self.spec.append((th.call, tuple(refs)))
+        return j
+
+
+def _visit(th, args, depth, w):
+    """Place ``th`` (pending, its ``args`` read by the caller) after its pending arguments; its
+    index in ``w``."""
     if depth > _DEPTH:
         raise _Deep
-    order, index, uses, spec, inputs, at = st
+    index = w.index
     refs = []
-    for a in th.args:
+    for a in args:
         if type(a) is _Thunk:
             v = a.value
             if v is None:
                 j = index.get(a)
                 if j is None:
-                    j = _visit(a, depth + 1, st)
-                uses[j] += 1
+                    a_args = a.args
+                    if a_args is None:   # computed meanwhile (another thread): an input now
+                        refs.append(w.input_ref(a.value))
+                        continue
+                    j = _visit(a, a_args, depth + 1, w)
                 refs.append(j)
                 continue
             a = v
-        k = at.get(id(a))
-        if k is None:
-            k = at[id(a)] = len(inputs)
-            inputs.append(a)
-        refs.append(-1 - k)
-    j = index[th] = len(order)
-    order.append(th)
-    uses.append(0)
-    spec.append((th.call, tuple(refs)))
-    return j
+        refs.append(w.input_ref(a))
+    return w.place(th, refs)
 
 
 def _walk(roots):
-    """The graph ``roots`` need, inputs before their users, and its structure: (order, index,
-    uses, spec, inputs, at): the nodes, node -> position, each node's number of uses inside the
-    graph, each node's callable and where its arguments come from (an earlier node j >= 0, or
-    input k as -1 - k; an input used twice is passed once), the inputs, id(input) -> k.
-    Recursive (the common, shallow graph: each node is visited once); ``_Deep`` past ``_DEPTH``."""
-    st = ([], {}, [], [], [], {})
-    index = st[1]
+    """The pending graph ``roots`` need (``_Walk``).  Recursive (the common, shallow graph: each
+    node is visited once); ``_Deep`` past ``_DEPTH``."""
+    w = _Walk()
+    index = w.index
     for root in roots:
         if root.value is None and root not in index:
-            _visit(root, 0, st)
-    return st
+            args = root.args
+            if args is not None:
+                _visit(root, args, 0, w)
+    return w
 
 
 def _walk_deep(roots):
     """``_walk`` for a graph of any depth: an explicit stack (a node is looked at again once
     its pending arguments are placed)."""
-    order, index, uses, spec, inputs, at = [], {}, [], [], [], {}
+    w = _Walk()
+    index = w.index
     for root in roots:
         if root.value is not None or root in index:
             continue
         stack = [root]
         while stack:
             th = stack[-1]
-            if th in index:
+            args = th.args
+            if th in index or args is None:   # placed, or computed meanwhile
                 stack.pop()
                 continue
             refs = []
-            for a in th.args:   # the wiring, unless an argument is still to be visited
+            for a in args:   # the wiring, unless an argument is still to be visited
                 if type(a) is _Thunk:
-                    if a.value is None:
+                    v = a.value
+                    if v is None:
                         j = index.get(a)
-                        if j is None:
+                        if j is not None:
+                            if refs is not None:
+                                refs.append(j)
+                            continue
+                        if a.args is not None:
                             stack.append(a)
                             refs = None
-                        elif refs is not None:
-                            refs.append(j)
-                        continue
-                    a = a.value
+                            continue
+                        v = a.value   # computed meanwhile (another thread): an input
+                    a = v
                 if refs is not None:
-                    k = at.get(id(a))
-                    if k is None:
-                        k = at[id(a)] = len(inputs)
-                        inputs.append(a)
-                    refs.append(-1 - k)
+                    refs.append(w.input_ref(a))
             if refs is None:
                 continue
             stack.pop()
-            for j in refs:
-                if j >= 0:
-                    uses[j] += 1
-            index[th] = len(order)
-            order.append(th)
-            uses.append(0)
-            spec.append((th.call, tuple(refs)))
-    return order, index, uses, spec, inputs, at
+            w.place(th, refs)
+    return w
 
 
 def _graph(roots):
-    """The pending graph ``roots`` need: (order, index, spec, inputs, outputs), ``outputs`` being
-    the positions of the roots and of the nodes something outside this graph still holds (a
-    Pending tensor, a tape's node, a Variable): references beyond the graph's own uses and this
-    function's (the list, the dict key, ``th``, getrefcount's argument).  A value not returned is
-    computed again if it is ever read: this chooses outputs, not results."""
-    walk = _walk
-    for attempt in range(8):
-        try:
-            order, index, uses, spec, inputs, _ = walk(roots)
-            break
-        except _Deep:
-            walk = _walk_deep
-        except TypeError:   # a node's value was set (its args dropped) by another thread
-            if attempt == 7:   # while this walk read it: walk again, it is an input now
-                raise
-    getrc = sys.getrefcount
-    root_set = set(roots)
-    outputs = []
-    for k in range(len(order)):
-        th = order[k]
-        if th in root_set or getrc(th) - 4 - uses[k] > 0:
-            outputs.append(k)
-    return order, index, spec, inputs, outputs
+    """The pending graph ``roots`` need (``_Walk``), walked recursively, or with an explicit stack
+    where it is deeper than ``_DEPTH``.  A forced program returns the value of every node it
+    computes, and each node keeps it (dropping its inputs): whoever holds a node (a Pending
+    tensor, a tape's node, a Variable, a pending user outside this graph) reads it without
+    computing it again, and a node nobody holds is freed with its value.  (Which nodes are
+    returned is a rule of the graph alone, not of who refers to them.)"""
+    try:
+        return _walk(roots)
+    except _Deep:
+        return _walk_deep(roots)
 
 
 def clear_programs():
@@ -344,18 +379,21 @@ def force_many(roots):
 
 
 def _force_many(roots):
-    order, _, spec, inputs, outputs = _graph(roots)
+    g = _graph(roots)
+    order = g.order
     n = len(order)
-    if n <= 1 or n > _FLUSH_MAX:
+    if n == 0:
+        return
+    if n == 1 or n > _FLUSH_MAX:
         _run_op_by_op(order)
         return
-    key = (tuple(spec), tuple(outputs))
-    fn = _compiled(key, lambda: _program(*key))
+    key = tuple(g.spec)
+    fn = _compiled(key, lambda: _program(key))
     if fn is None:
         _run_op_by_op(order)
         return
-    for k, v in zip(outputs, fn(*inputs)):
-        order[k].set(v)
+    for th, v in zip(order, fn(*g.inputs)):
+        th.set(v)
 
 
 def call_with_pending(entry_key, fn, leaves, extra):
@@ -368,29 +406,31 @@ def call_with_pending(entry_key, fn, leaves, extra):
     roots = [v for v in leaves if type(v) is _Thunk and v.value is None]
     if not roots or tracing():   # (inside a trace the caller computes them: ``force_all``)
         return None
-    order, index, spec, inputs, outputs = _graph(roots)
-    n = len(order)
-    if n > _FLUSH_MAX:
+    g = _graph(roots)
+    order, index, spec = g.order, g.index, g.spec
+    if not order or len(order) > _FLUSH_MAX:
         return None
-    slots = tuple([index[v] if type(v) is _Thunk and v.value is None else -1 for v in leaves])
-    key = (entry_key, tuple(spec), tuple(outputs), slots)
-    prog = _compiled(key, lambda: _with_graph(fn, _program(spec, range(n)), slots, outputs))
+    # a leaf computed meanwhile (another thread) and not placed in the graph is passed directly
+    slots = tuple([index.get(v, -1) if type(v) is _Thunk else -1 for v in leaves])
+    key = (entry_key, tuple(spec), slots)
+    prog = _compiled(key, lambda: _with_graph(fn, _program(spec), slots))
     if prog is None:
         return None
     direct = tuple([(v.value if type(v) is _Thunk else v) for v, s in zip(leaves, slots) if s < 0])
-    result, values = prog(inputs, direct, extra)
-    for k, v in zip(outputs, values):
-        order[k].set(v)
+    result, values = prog(g.inputs, direct, extra)
+    for th, v in zip(order, values):
+        th.set(v)
     return result
 
 
-def _with_graph(fn, graph, slots, outputs):
-    """``fn`` with its pending leaves (``slots[i] >= 0``: that node of ``graph``) computed first."""
+def _with_graph(fn, graph, slots):
+    """``fn`` with its pending leaves (``slots[i] >= 0``: that node of ``graph``) computed first;
+    returns ``fn``'s result and every node's value."""
     def run(inputs, direct, extra):
         vals = graph(*inputs)
         it = iter(direct)
         leaves = tuple([vals[s] if s >= 0 else next(it) for s in slots])
-        return fn(leaves, extra), [vals[k] for k in outputs]
+        return fn(leaves, extra), vals
     return run
 
 
@@ -514,6 +554,14 @@ def defer(tapes, prim, call, skey, ids, vals, aval=None):
             kept = True
     if not kept:
         th.force()
+        return result
+    for a in vals:
+        if type(a) is _Thunk:
+            a.used = True
+    th.owner = tapes
+    _TAPED.append(_ref(th))
+    if len(_TAPED) > _OPEN_MAX:
+        settle(everyone=True)
     return result
 
 
@@ -529,4 +577,118 @@ def defer_untaped(call, vals):
     runs as one program.  None where it may not be deferred (the caller runs it now)."""
     if not _flags.enabled or _local.collector is not None or not concrete(vals):
         return None
-    return Pending(_Thunk(call, vals, aval_for(call, vals)))
+    th = _Thunk(call, vals, aval_for(call, vals))
+    result = Pending(th)
+    st = _open
+    born = st.gen
+    for a in vals:
+        if type(a) is _Thunk:
+            a.used = True
+            if a.born < born and a.value is None:
+                born = a.born
+    th.born = born
+    untaped = st.untaped
+    untaped.append(_ref(result))
+    if len(untaped) > _OPEN_MAX:
+        settle()
+    return result
+
+
+# -- what an unread pending value keeps alive --------------------------------------
+# A pending value holds its thunk, which holds its inputs: the arrays it reads, or the thunks
+# of pending inputs and, through them, their graphs.  Kept and never read (a metric appended
+# to a list each step, ``tot = tot + loss``), it would keep every step's inputs (a step's
+# weights) or a chain as long as the loop.  A gradient call ends a step (``settle``), and the
+# pending values of earlier steps that may still be read are computed then, together (one
+# program per structure, compiled from the second time), so what they keep alive is bounded
+# by about two steps' graphs, whatever the number of steps:
+#
+# * a recorded op's result (``defer``) that no later op took as an input by the end of its
+#   step (a metric, a loss) is computed at the end of the next step if it is still pending
+#   and something still holds it;
+# * an untaped op's result (``defer_untaped``: ``lr * g``, ``tot + loss`` after the tape; a
+#   handful per step) is computed at the end of the next step if its ``Pending`` is still
+#   alive, or at the end of this one where it needs a pending graph of an earlier step
+#   (``born``: a chain ``tot = tot + loss`` is cut every step).
+#
+# A value read (or computed by a gradient) in its step is never computed again here; the
+# tracking costs each deferred op a weak reference and a list append.  ``_OPEN_MAX``
+# tracked values end a step too, for code that defers ops and never calls a gradient.  The
+# steps are a thread's: a settle handles the values its own thread deferred (the recorded ops'
+# thunks, appended to one module list on the hot path, carry their thread's tape stack).
+
+class _Open(threading.local):
+    """This thread's untaped results since its last ``settle``, and what it kept an eye on."""
+
+    def __init__(self):
+        self.gen = 0              # settle() calls so far: the current step
+        self.untaped = []         # weak handles of untaped ops' results deferred in this step
+        self.taped_kept = []      # weak refs: recorded results pending and unused at the last settle
+        self.untaped_kept = []    # untaped results alive and pending at the last settle
+
+
+_open = _Open()
+#: Weak references to the thunks of recorded ops deferred since their thread's last ``settle``
+#: (a module list: the hot path appends to it; ``_Thunk.owner`` says whose).  Weak: a value
+#: nobody holds any more (not its Pending, a tape, a later op) is forgotten with its inputs.
+_TAPED = []
+_SETTLE_LOCK = threading.Lock()
+_OPEN_MAX = 4096
+_ref = weakref.ref
+
+
+def settle(everyone=False):
+    """End this thread's step: compute the pending values of its earlier steps that may still
+    be read (see above), and keep an eye on this step's that are not used or computed yet.
+    ``everyone``: the recorded values of every thread (``_OPEN_MAX`` of them were tracked)."""
+    st = _open
+    gen = st.gen
+    untaped = st.untaped
+    due = []
+    for r in st.taped_kept:
+        th = r()
+        if th is not None and th.value is None:
+            due.append(th)
+    mine = _local.tapes
+    taped_kept = []
+    others = []
+    with _SETTLE_LOCK:
+        n = len(_TAPED)
+        entries = _TAPED[:n]
+        del _TAPED[:n]   # (appends meanwhile land after them)
+    for r in entries:
+        th = r()
+        if th is None:   # nobody holds it any more
+            continue
+        if th.owner is not mine and not everyone:
+            others.append(r)   # another thread's step
+        elif th.value is None and not th.used:
+            taped_kept.append(r)
+    if others:
+        _TAPED.extend(others)
+    for h in st.untaped_kept:
+        r = h()
+        if r is not None and r._thunk.value is None:
+            due.append(r._thunk)
+    untaped_kept = []
+    for h in untaped:
+        r = h()
+        if r is None:   # nobody can read it any more
+            continue
+        th = r._thunk
+        if th.value is None:
+            if th.born < gen:
+                due.append(th)
+            else:
+                untaped_kept.append(h)
+    st.gen = gen + 1
+    st.untaped = []
+    st.taped_kept, st.untaped_kept = taped_kept, untaped_kept
+    if due:
+        force_many(due)
+
+
+def tracked_values():
+    """How many deferred results ``settle`` tracks now (a bound the memory tests read)."""
+    st = _open
+    return len(_TAPED) + len(st.untaped) + len(st.taped_kept) + len(st.untaped_kept)

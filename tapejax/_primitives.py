@@ -23,12 +23,13 @@ compiled replay's cache key, so it must be hashable.
 import functools
 
 import jax
+import numpy as np
 
 from . import _state
 from ._state import _local
 from ._lazy import Pending, _Thunk, can_defer, concrete, defer, force_all
 from ._lru import Family
-from ._tensor import Tensor, convert_to_tensor
+from ._tensor import Tensor, convert_to_tensor, host_snapshot
 
 REGISTRY = {}
 
@@ -120,9 +121,13 @@ def _override_for(name, mappings):
 
 
 def unwrap(a):
-    """(value, id) of one op argument; id 0 for untracked constants."""
+    """(value, id) of one op argument; id 0 for untracked constants.  A NumPy array is copied
+    now (``host_snapshot``): the op, its tape node and its pending thunk read the data as it
+    was when the op was called, as TF's do."""
     if type(a) is Tensor:
         return a._value, a._id
+    if isinstance(a, np.ndarray):
+        return host_snapshot(a), 0
     read = getattr(a, "_read", None)
     if read is not None:
         t = read()

@@ -57,7 +57,7 @@ import weakref
 
 import jax
 
-from ._lazy import Pending, _Array, _Thunk, call_with_pending, env_flag, force_all, set_flag
+from ._lazy import Pending, _Array, _Thunk, call_with_pending, env_flag, force_all, set_flag, settle
 from ._lru import LRU
 
 _PENALTY_MAX = 1024
@@ -536,6 +536,7 @@ def run_predicted(track, entry, leaves, given):
         else:
             table[item.fn()] = (item, tuple([o.value if type(o) is _Thunk else o for o in olds[s0:s0 + m]]),
                                 new[s0:s0 + m])
+    settle()   # the end of a step (as ``_lazy.pending_results``)
     return values, tuple(grads)
 
 

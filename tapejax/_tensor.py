@@ -313,8 +313,39 @@ def _contains_tensor(value):
     return False
 
 
+#: Python data: ``np.asarray`` of it makes a new array that nobody else holds.
+_PYTHON_DATA = (list, tuple, bool, int, float, complex)
+#: XLA's CPU client reads (and keeps reading, asynchronously) a host buffer with this alignment
+#: in place instead of copying it; a snapshot this large is made with it, so that it is the
+#: only copy.  A small one is a plain copy (JAX's own copy of it costs next to nothing).
+_ALIGN = 64
+_ALIGN_MIN_BYTES = 1 << 14
+
+
+def host_snapshot(a: np.ndarray, dtype: "np.dtype | None" = None) -> np.ndarray:
+    """A private copy of the host array ``a`` (converted to ``dtype``), taken now.
+
+    TF reads host data when an op is called: ``w * buf`` followed by ``buf[:] = 7`` computes
+    with the old ``buf``, also in its gradient.  JAX does not promise that: a NumPy argument of
+    a jitted call, ``jax.device_put`` or ``jnp.asarray`` may be read in place, asynchronously
+    (on the CPU, a 64-byte aligned buffer), and a tape or a pending op keeps its inputs for
+    later.  So every op path copies mutable host data once, here, before JAX or a tape sees it.
+    A large snapshot is 64-byte aligned: JAX then reads it in place, so it is the only copy;
+    a conversion (``dtype``) is the copy."""
+    dtype = a.dtype if dtype is None else np.dtype(dtype)
+    nbytes = a.size * dtype.itemsize
+    if nbytes < _ALIGN_MIN_BYTES:
+        return np.array(a, dtype=dtype, copy=True)
+    buf = np.empty(nbytes + _ALIGN, np.uint8)
+    off = -buf.ctypes.data % _ALIGN
+    out = buf[off:off + nbytes].view(dtype).reshape(a.shape)
+    np.copyto(out, a, casting="unsafe")
+    return out
+
+
 def _to_array(value, dtype, what):
-    """Host/array data -> jax.Array of TF's dtype (``dtype`` a NumPy dtype or None)."""
+    """Host/array data -> jax.Array of TF's dtype (``dtype`` a NumPy dtype or None).  Host data
+    is copied now (``host_snapshot``: a later change to a NumPy buffer changes no Tensor)."""
     if isinstance(value, (_Array, jax.core.Tracer)):
         src = np.dtype(value.dtype)
         if dtype is None:
@@ -323,7 +354,7 @@ def _to_array(value, dtype, what):
     if isinstance(value, np.ndarray) or isinstance(value, np.generic):
         src = value.dtype
         if dtype is not None:  # NumPy data is cast, as TF does (truncating floats to ints)
-            return jax.numpy.asarray(np.asarray(value).astype(_dtypes.storage_dtype(dtype, what)))
+            return jax.numpy.asarray(host_snapshot(np.asarray(value), _dtypes.storage_dtype(dtype, what)))
         if src.kind in "USO":
             raise TypeError(f"tapejax has no string or object tensors; {what} has dtype {src}")
         target = src if dtype is None else dtype
@@ -335,12 +366,18 @@ def _to_array(value, dtype, what):
             raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {dtype.name}")
     store = _dtypes.storage_dtype(target, what)
     arr = np.asarray(value)
-    arr = arr.astype(target) if arr.dtype != target else arr
+    owned = type(value) in _PYTHON_DATA or isinstance(value, np.generic)   # a new array already
+    if arr.dtype != target:
+        arr = host_snapshot(arr, target)
+        owned = True
     if store != target:  # int64 -> int32 stand-in: only when lossless
         if arr.size and (arr.min() < np.iinfo(store).min or arr.max() > np.iinfo(store).max):
             raise TypeError(f"{what} does not fit in {store.name} and JAX's 64-bit mode is off: "
                             "call jax.config.update('jax_enable_x64', True) to hold int64.")
-        arr = arr.astype(store)
+        arr = host_snapshot(arr, store)
+        owned = True
+    if not owned:   # a NumPy array or another host buffer that its owner may change
+        arr = host_snapshot(arr)
     return jax.numpy.asarray(arr)
 
 

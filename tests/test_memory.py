@@ -131,6 +131,102 @@ def _dead(*refs):
     return all(r() is None for r in refs)
 
 
+# ---------------------------------------------------------------------------
+# Unread pending values (issue #20, 8): bounded by their own step, not by the loop
+# ---------------------------------------------------------------------------
+
+N_PILE = 5000
+
+
+def _pending_thunks():
+    from tapejax._lazy import _Thunk
+    return sum(1 for o in gc.get_objects() if type(o) is _Thunk and o.value is None)
+
+
+def _live():
+    arrays = jax.live_arrays()
+    return len(arrays), sum(a.nbytes for a in arrays)
+
+
+def _logging_loop():
+    """A training loop (SGD on w 16x16) that keeps what it logs and never reads it: a metric
+    computed inside the tape and one of the gradient (an untaped op on it), each appended to a
+    list every step, and running sums ``tot = tot + loss`` inside and after the tape.  Returns
+    (step function, the kept values)."""
+    rng = np.random.default_rng(0)
+    w = tf.Variable(rng.normal(size=(16, 16)).astype(np.float32) * 0.05)
+    x = tf.constant(rng.normal(size=(4, 16)).astype(np.float32))
+    opt = tf.keras.optimizers.SGD(0.01)
+    kept = {"maes": [], "gnorms": [], "inside": 0.0, "outside": 0.0}
+
+    def step():
+        with tf.GradientTape() as tape:
+            h = tf.matmul(x, w)
+            loss = tf.reduce_mean(h * h)
+            kept["maes"].append(tf.reduce_mean(tf.abs(h - 1)))
+            kept["inside"] = kept["inside"] + loss
+        g = tape.gradient(loss, w)
+        kept["gnorms"].append(tf.reduce_sum(g * g))
+        opt.apply_gradients([(g, w)])
+        kept["outside"] = kept["outside"] + loss
+
+    return step, kept
+
+
+def _logged(kept):
+    return ([float(v) for v in kept["maes"][-3:]], [float(v) for v in kept["gnorms"][-3:]],
+            float(kept["inside"]), float(kept["outside"]))
+
+
+@pytest.mark.parametrize("speculate,n_steps", [(True, N_PILE), (False, 1000)])
+def test_unread_pending_values_stay_bounded_over_5000_steps(speculate, n_steps):
+    """TF computes a metric when it is called; deferred, an unread metric kept in a list held its
+    step's graph (the step's weights: ~1 MB a step for w 512x512), and ``tot = tot + loss`` a
+    chain as long as the loop.  Now each holds about two steps' graphs: over 5,000 steps the
+    live arrays grow by one scalar per kept metric (as TF's), none for the running sums, and
+    the pending thunks and tracked values stay a handful.  (Updates not predicted: the same
+    loop, 1,000 steps, to keep the test short.)"""
+    prev = tf.set_deferred_execution(True), tf.set_speculative_updates(speculate)
+    try:
+        step, kept = _logging_loop()
+        for _ in range(200):
+            step()
+        gc.collect()
+        n0, bytes0 = _live()
+        steps = n_steps - 200
+        for _ in range(steps):
+            step()
+        gc.collect()
+        n1, bytes1 = _live()
+        assert n1 - n0 <= 2 * steps + 16, (n0, n1)            # the two metrics' scalars
+        assert bytes1 - bytes0 <= 2 * 4 * steps + 4096, (bytes0, bytes1)
+        assert _pending_thunks() <= 16
+        assert tf._lazy.tracked_values() <= 16
+        assert all(np.isfinite(_logged(kept)[2:]))
+    finally:
+        tf.set_deferred_execution(prev[0])
+        tf.set_speculative_updates(prev[1])
+
+
+@pytest.mark.parametrize("speculate", [True, False])
+def test_logged_values_match_eager_execution(speculate):
+    """The values the bounded loop logs are the eager loop's (the oracle: deferral off)."""
+    prev = tf.set_speculative_updates(speculate)
+    try:
+        got = {}
+        for deferred in (True, False):
+            tf.set_deferred_execution(deferred)
+            step, kept = _logging_loop()
+            for _ in range(40):
+                step()
+            got[deferred] = _logged(kept)
+        for a, b in zip(got[True], got[False]):
+            np.testing.assert_allclose(a, b, rtol=1e-5)
+    finally:
+        tf.set_deferred_execution(True)
+        tf.set_speculative_updates(prev)
+
+
 def test_persistent_tape_keeps_records_until_deleted_then_releases_them():
     x = _big()
     with tf.GradientTape(persistent=True) as tape:

@@ -319,3 +319,27 @@ def test_matmul_with_a_variable_inside_a_function_sees_its_updates():
     assert f().numpy().item() == 2.0
     w.assign_add(tf.ones((2, 1)))
     assert f().numpy().item() == 4.0
+
+
+# -- a NumPy operand: the fast paths hand it to ``bind``, which snapshots it (issue #20, 4) ------
+
+@pytest.mark.parametrize("deferred", [True, False])
+@pytest.mark.parametrize("fn", [lambda x, a: x * a, lambda x, a: a * x, lambda x, a: tf.add(x, a),
+                                lambda x, a: tf.matmul(x, a), lambda x, a: tf.maximum(a, x)])
+def test_a_numpy_operand_gives_binds_values_and_node_from_its_value_at_the_call(fn, deferred):
+    prev = tf.set_deferred_execution(deferred)
+    try:
+        x = tf.constant(np.arange(4.0, dtype=np.float32).reshape(2, 2))
+        buf = np.full((2, 2), 3.0, np.float32)
+        out, nodes = _nodes(lambda t: fn(t, buf), x)
+        buf[:] = 100.0
+        with tf.GradientTape() as t:
+            t.watch(x)
+            ref = fn(x, np.full((2, 2), 3.0, np.float32))
+        np.testing.assert_array_equal(out.numpy(), ref.numpy())
+        (node,) = nodes
+        (kept,) = [v for v in node.vals if isinstance(v, np.ndarray)]
+        assert not np.shares_memory(kept, buf) and (kept == 3.0).all()
+        assert node.prim is t._nodes[0].prim
+    finally:
+        tf.set_deferred_execution(prev)

@@ -82,3 +82,67 @@ def test_inlined_fast_paths_equal_bind():
             bind(REGISTRY[name], *args)
         a, b = t._nodes
         assert (a.prim, a.static, a.refs) == (b.prim, b.static, b.refs) and a.sig == b.sig
+
+
+# -- host data is read when the op is called (issue #20, 4) ----------------------
+
+def _aligned(n, dtype=np.float32):
+    """A buffer at a 64-byte boundary: the kind XLA's CPU client reads in place."""
+    itemsize = np.dtype(dtype).itemsize
+    raw = np.empty(n * itemsize + 64, np.uint8)
+    off = -raw.ctypes.data % 64
+    return raw[off:off + n * itemsize].view(dtype)
+
+
+@pytest.mark.parametrize("n", [4, 1 << 16])
+def test_host_snapshot_is_a_private_copy_and_large_ones_are_aligned(n):
+    from tapejax._tensor import host_snapshot
+    a = np.arange(n, dtype=np.float64)[::-1]          # strided: the copy is contiguous
+    s = host_snapshot(a)
+    assert not np.shares_memory(s, a) and s.dtype == a.dtype and s.flags.c_contiguous
+    np.testing.assert_array_equal(s, a)
+    c = host_snapshot(a, np.float32)                   # the conversion is the one copy
+    assert c.dtype == np.float32 and not np.shares_memory(c, a)
+    np.testing.assert_array_equal(c, a.astype(np.float32))
+    if n * 4 >= 1 << 14:
+        assert s.ctypes.data % 64 == 0 and c.ctypes.data % 64 == 0
+    jx = jnp.asarray(c)                                # JAX reads an aligned snapshot in place:
+    a[:] = -1                                          # no second copy, and nobody else writes it
+    np.testing.assert_array_equal(np.asarray(jx), np.arange(n, dtype=np.float32)[::-1])
+
+
+@pytest.mark.parametrize("deferred", [True, False])
+def test_bind_snapshots_numpy_operands_for_the_op_and_the_tape(deferred):
+    """The op runs on a copy (JAX would read an aligned buffer later, asynchronously), and the
+    tape's node keeps that copy, not the user's buffer."""
+    prev = tf.set_deferred_execution(deferred)
+    try:
+        buf = _aligned(1 << 16)
+        buf[:] = 1.0
+        w = tf.Variable(tf.ones([1 << 16]))
+        with tf.GradientTape() as t:
+            y = tf.bind(_primitives.lookup("Mul"), w, buf)
+            loss = tf.reduce_sum(y)
+        node, = [n for n in t._nodes if n.prim.name == "Mul"]
+        kept = [v for v in node.vals if isinstance(v, np.ndarray)]
+        assert len(kept) == 1 and not np.shares_memory(kept[0], buf)
+        buf[:] = 7.0
+        assert float(loss) == 1 << 16
+        np.testing.assert_array_equal(t.gradient(loss, w).numpy(), np.ones(1 << 16, np.float32))
+        assert float(y[0]) == 1.0
+    finally:
+        tf.set_deferred_execution(prev)
+
+
+def test_conversions_do_not_share_host_memory():
+    buf = _aligned(1 << 16)
+    buf[:] = 3.0
+    made = [make(buf) for make in (tf.constant, tf.convert_to_tensor, lambda b: tf.Variable(b),
+                                   lambda b: tf.Variable(tf.zeros([1 << 16])).assign(b))]
+    buf[:] = 7.0
+    for t in made:
+        np.testing.assert_array_equal(np.asarray(t), np.full(1 << 16, 3.0, np.float32))
+    data = bytearray(np.ones(8, np.float32).tobytes())   # another host buffer, seen through NumPy
+    t = tf.constant(np.frombuffer(data, np.float32))
+    np.frombuffer(data, np.float32)[:] = 5.0
+    np.testing.assert_array_equal(t.numpy(), np.ones(8, np.float32))
