@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import linecache
 import logging
 import os
 import traceback
@@ -95,7 +96,8 @@ class TrainProgram:
     sometimes_unused: bool = False   # Variable 'u' in the loss only on even steps
     assign_at: tuple | None = None   # (step, var index, 'scale' | 'add')
     branch: float | None = None      # if float(loss) > c: ... else: halve the gradients
-    metric: str | None = None        # None | 'kept' (tensor) | 'read' (float)
+    metric: str | None = None        # None | 'kept' (mae tensor) | 'read' (float) | 'logits' (the
+    #                                  prediction, kept) | 'sum' (a running sum tot = tot + loss)
     keep_losses: str = "tensor"      # 'tensor' | 'float'
     peek: bool = False               # read a Variable's value with .numpy() every step
     persistent: bool = False         # a second gradient (metric wrt var 0) on a persistent tape
@@ -106,6 +108,7 @@ class TrainProgram:
     host_buffer: bool = False        # the batch is a NumPy buffer refilled every step
     eval_at: tuple = ()              # steps after which a tf.function evaluation runs
     compiled_at: tuple = ()          # steps run by a tf.function train step
+    compiled_model: bool = False     # the eager steps call the model through a tf.function
 
     # ---- rendering ---------------------------------------------------------------------
 
@@ -138,7 +141,8 @@ class TrainProgram:
         for name in ("schedule", "clip", "assign_at", "branch", "metric", "copy_tensor"):
             if getattr(self, name) is not None:
                 out.append(f"{name}={getattr(self, name)}")
-        for name in ("sometimes_unused", "peek", "persistent", "nested", "copy_var", "custom", "host_buffer"):
+        for name in ("sometimes_unused", "peek", "persistent", "nested", "copy_var", "custom", "host_buffer",
+                     "compiled_model"):
             if getattr(self, name):
                 out.append(name)
         if self.masks:
@@ -203,7 +207,7 @@ def generate(seed: int, off: set | None = None) -> TrainProgram:
                        "scale" if coin(0.5) else "add")
     if coin(0.35):
         p.branch = float(np.round(rng.uniform(0.05, 0.8), 3))
-    p.metric = [None, "kept", "read"][int(rng.integers(3))]
+    p.metric = [None, "kept", "read", "logits", "sum"][int(rng.integers(5))]
     p.keep_losses = "tensor" if coin(0.6) else "float"
     p.peek = coin(0.25)
     p.persistent = coin(0.3)
@@ -219,6 +223,7 @@ def generate(seed: int, off: set | None = None) -> TrainProgram:
         p.eval_at = tuple(sorted({int(rng.integers(0, last_special)) for _ in range(2)}))
     if coin(0.3):
         p.compiled_at = tuple(sorted({int(rng.integers(0, last_special)) for _ in range(2)}))
+    p.compiled_model = coin(0.2)
     return p
 
 
@@ -284,8 +289,12 @@ def _render(p: TrainProgram) -> str:
         w("        h = tf.tanh(tf.matmul(xb, w1) + b1)")
         w("        return tf.matmul(h, w2)")
     w("")
-    w("    def compute_loss(xb, use_u):")
-    w("        pred = model(xb)")
+    if p.compiled_model:
+        w("")
+        w("    model_fn = tf.function(model)")
+    w("")
+    w("    def compute_loss(xb, use_u, f=model):")
+    w("        pred = f(xb)")
     if p.custom:
         w("        pred = scale_grad(pred)")
     if p.copy_tensor:
@@ -336,6 +345,8 @@ def _render(p: TrainProgram) -> str:
         w("        return loss, grads")
     w("")
     w("    out = {'losses': [], 'grads': [], 'aux': [], 'metrics': [], 'evals': [], 'branches': [], 'peeks': []}")
+    if p.metric == "sum":
+        w("    tot = tf.constant(0.0)")
     w("    for step in range(steps):")
     if p.host_buffer:
         w("        buf[...] = data[step % 2]")
@@ -359,16 +370,17 @@ def _render(p: TrainProgram) -> str:
     ind = " " * body
     tape_kw = "persistent=True" if p.persistent else ""
     use_u = "step % 2 == 0" if p.sometimes_unused else "False"
+    fn = ", model_fn" if p.compiled_model else ""
     if p.nested:
         w(f"{ind}with tf.GradientTape({tape_kw}) as tape:")
         w(f"{ind}    with tf.GradientTape() as inner:")
-        w(f"{ind}        loss, pred = compute_loss(xb, {use_u})")
+        w(f"{ind}        loss, pred = compute_loss(xb, {use_u}{fn})")
         w(f"{ind}    penalty = inner.gradient(loss, {v0})")
         w(f"{ind}    loss = loss + 0.01 * tf.reduce_sum(tf.square(penalty))")
     else:
         w(f"{ind}with tf.GradientTape({tape_kw}) as tape:")
-        w(f"{ind}    loss, pred = compute_loss(xb, {use_u})")
-    if p.metric or p.persistent:
+        w(f"{ind}    loss, pred = compute_loss(xb, {use_u}{fn})")
+    if p.metric in ("kept", "read") or p.persistent:
         w(f"{ind}    mae = tf.reduce_mean(tf.abs(pred - y))")
     w(f"{ind}grads = process(tape.gradient(loss, variables))")
     if p.persistent:
@@ -391,6 +403,10 @@ def _render(p: TrainProgram) -> str:
         w(f"{ind}out['metrics'].append(mae)")
     elif p.metric == "read":
         w(f"{ind}out['metrics'].append(float(mae))")
+    elif p.metric == "logits":
+        w(f"{ind}out['metrics'].append(pred)  # read after later updates")
+    elif p.metric == "sum":
+        w(f"{ind}tot = tot + loss")
     if p.assign_at is not None:
         s, i, how = p.assign_at
         vn = names[i]
@@ -404,6 +420,8 @@ def _render(p: TrainProgram) -> str:
         w(f"        if step in {tuple(p.eval_at)!r}:")
         w(f"            out['evals'].append(evaluate({xarg}))")
     w("        probe(step, out)")
+    if p.metric == "sum":
+        w("    out['metrics'].append(tot)")
     w("    out['final'] = variables")
     w("    return out")
     w("")
@@ -526,8 +544,11 @@ def _tapejax_mode(mode: Mode):
 
 
 def compile_main(prog: TrainProgram) -> Callable:
+    """``main`` of the rendered source (registered with linecache: tracebacks show its lines)."""
+    src, name = prog.source(), f"<trainfuzz seed {prog.seed}>"
+    linecache.cache[name] = (len(src), None, src.splitlines(True), name)
     ns: dict = {"__name__": f"trainfuzz_{prog.seed}"}
-    exec(compile(prog.source(), f"<trainfuzz seed {prog.seed}>", "exec"), ns)
+    exec(compile(src, name, "exec"), ns)
     return ns["main"]
 
 
@@ -539,9 +560,11 @@ def run(prog: TrainProgram, mode: Mode, memory: bool = False) -> Run:
     if mode.backend == "tensorflow":
         mods = tensorflow_modules()
         assert mods is not None, "TensorFlow does not import"
-        ctx = contextlib.nullcontext(mods)
-    else:
-        ctx = None
+    if memory:
+        # the probes' gc.collect() then walks only what this run allocates (a full collection
+        # with TensorFlow imported costs a second on a busy machine); garbage from before stays
+        # frozen at both probes, so it does not change the growth
+        gc.freeze()
     try:
         if mode.backend == "tensorflow":
             tf, keras = mods
@@ -551,9 +574,12 @@ def run(prog: TrainProgram, mode: Mode, memory: bool = False) -> Run:
                 res = _normalise(main(tj, tj.keras, probe=hook))
     except Exception as e:  # noqa: BLE001 - an exception is a result to compare
         tb = traceback.extract_tb(e.__traceback__)
-        where = next((f"line {fr.lineno}: {fr.line}" for fr in reversed(tb) if fr.filename.startswith("<trainfuzz")), "")
+        where = next((f"line {fr.lineno}: {fr.line.strip()}" for fr in reversed(tb)
+                      if fr.filename.startswith("<trainfuzz")), "")
         res = Raised(type(e).__name__, f"{str(e).strip().splitlines()[0] if str(e).strip() else ''} [{where}]")
-    del ctx
+    finally:
+        if memory:
+            gc.unfreeze()
     return Run(res, probe)
 
 
@@ -565,7 +591,7 @@ def compare(got, want, where: str = "") -> list:
     """Mismatch messages between two normalised results (None must match None)."""
     if isinstance(want, Raised) or isinstance(got, Raised):
         if not (isinstance(want, Raised) and isinstance(got, Raised) and want.name == got.name):
-            return [f"{where}: got {got!r}, want {want!r}"]
+            return [f"{where or 'result'}: got {_short(got)}, want {_short(want)}"]
         return []
     if isinstance(want, dict):
         if not isinstance(got, dict) or set(got) != set(want):
@@ -590,6 +616,11 @@ def compare(got, want, where: str = "") -> list:
     if not np.allclose(g, w, rtol=RTOL, atol=ATOL * scale, equal_nan=True):
         return [f"{where}: values differ\n   got  {g!r}\n   want {w!r}"]
     return []
+
+
+def _short(x) -> str:
+    r = repr(x)
+    return r if len(r) <= 400 else r[:400] + " ..."
 
 
 def _branch_tie(prog: TrainProgram, *results) -> bool:
@@ -686,12 +717,16 @@ def check(prog: TrainProgram, modes=MODES, tensorflow: bool | None = None, memor
 # Shrinking
 # --------------------------------------------------------------------------
 
-def _simpler(p: TrainProgram) -> Iterator[TrainProgram]:
+def _simpler(p: TrainProgram, min_steps: int) -> Iterator[TrainProgram]:
     """Candidate programs with one feature fewer (or fewer steps), most drastic first."""
     rep = dataclasses.replace
+    if p.arch != "linear":  # the same data, a linear model on slices of the first Variables
+        w0, b0 = p.vars[0].value, p.vars[1].value
+        lin = [VarInit("w", w0[:, :1].copy()), VarInit("b", b0[:1].copy()), *p.vars[len(p.vars) - p.sometimes_unused:]]
+        yield rep(p, arch="linear", vars=lin, masks={}, update_every={}, assign_at=None)
     for name, default in (("compiled_at", ()), ("eval_at", ()), ("nested", False), ("persistent", False),
                           ("custom", False), ("copy_var", False), ("copy_tensor", None),
-                          ("host_buffer", False), ("branch", None), ("metric", None), ("peek", False),
+                          ("host_buffer", False), ("compiled_model", False), ("branch", None), ("metric", None), ("peek", False),
                           ("assign_at", None), ("clip", None), ("schedule", None), ("masks", {}),
                           ("update_every", {}), ("keep_losses", "float")):
         if getattr(p, name) != default:
@@ -714,21 +749,21 @@ def _simpler(p: TrainProgram) -> Iterator[TrainProgram]:
         yield rep(p, compiled_at=(p.compiled_at[0] - 1,))
     if len(p.eval_at) == 1 and p.eval_at[0] > 0:
         yield rep(p, eval_at=(p.eval_at[0] - 1,))
-    if p.steps > 7:  # the memory probes (steps - 5, steps - 1) stay after a warm-up step
+    if p.steps > min_steps:
         latest = max([*p.compiled_at, *p.eval_at, p.assign_at[0] if p.assign_at else 0])
-        if p.steps - 1 > latest + 5:
-            yield rep(p, steps=p.steps - 1)
-        elif not p.compiled_at and not p.eval_at and not p.assign_at:
+        if p.steps - 1 > latest + (5 if min_steps >= 7 else 1):
             yield rep(p, steps=p.steps - 1)
 
 
-def shrink(prog: TrainProgram, fails: Callable[[TrainProgram], bool], budget: int = 60) -> TrainProgram:
-    """Greedy: take the first simpler program that still ``fails``, until none does."""
+def shrink(prog: TrainProgram, fails: Callable[[TrainProgram], bool], budget: int = 60,
+           min_steps: int = 7) -> TrainProgram:
+    """Greedy: take the first simpler program that still ``fails``, until none does.  Keep
+    ``min_steps >= 7`` for a memory failure (the probes follow a warm-up step)."""
     tries = 0
     progress = True
     while progress and tries < budget:
         progress = False
-        for cand in _simpler(prog):
+        for cand in _simpler(prog, min_steps):
             tries += 1
             if fails(cand):
                 prog, progress = cand, True
