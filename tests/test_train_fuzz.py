@@ -28,7 +28,6 @@ import random
 
 import numpy as np
 import pytest
-
 import trainfuzz as T
 from trainfuzz import TrainProgram, VarInit
 
@@ -136,7 +135,7 @@ def test_the_checker_catches_a_wrong_update(monkeypatch):
     def wrong(self, delta, *a, **k):
         return real(self, delta * 2.0, *a, **k)
     monkeypatch.setattr(tapejax.Variable, "assign_sub", wrong)
-    rep = T.check(prog, modes=modes, tensorflow=True if T.tensorflow_modules() else False)
+    rep = T.check(prog, modes=modes, tensorflow=T.tensorflow_modules() is not None)
     if T.tensorflow_modules() is not None:
         assert [f.mode for f in rep.failures] == list(modes), rep
         errs = rep.failures[0].errors
@@ -158,6 +157,7 @@ def test_memory_check_catches_growth(monkeypatch):
     """Mutation check of the memory probe: with assign_sub made to stash one new array per call,
     the loop's live arrays grow beyond what it keeps; without, they do not."""
     import jax.numpy as jnp
+
     import tapejax
     prog = _manual_loop()
     assert not T.check(prog, modes=(T.EAGER,), tensorflow=False).failures

@@ -48,7 +48,8 @@ import linecache
 import logging
 import os
 import traceback
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -172,13 +173,13 @@ def generate(seed: int, off: set | None = None) -> TrainProgram:
     """A random program from ``seed`` (deterministic); ``off`` names ``GATED`` features not to draw."""
     off = gated_off() if off is None else set(off)
     rng = np.random.default_rng(seed)
-    coin = lambda p: bool(rng.random() < p)  # noqa: E731
+    coin = lambda p: bool(rng.random() < p)
     # few distinct shapes, so that programs share tapejax's per-shape compiled code (CI time)
     n, d, h = 4, int(rng.integers(2, 4)), 3
     xs = tuple(rng.uniform(-1, 1, (n, d)).astype(F32) for _ in range(2))
     y = rng.uniform(-1, 1, (n, 1)).astype(F32)
     arch = ARCHS[int(rng.integers(len(ARCHS)))]
-    u = lambda *s: rng.uniform(-0.8, 0.8, s).astype(F32)  # noqa: E731
+    u = lambda *s: rng.uniform(-0.8, 0.8, s).astype(F32)
     if arch == "mlp":
         vars_ = [VarInit("w1", u(d, h)), VarInit("b1", u(h)), VarInit("w2", u(h, 1))]
     else:
@@ -548,7 +549,7 @@ def compile_main(prog: TrainProgram) -> Callable:
     src, name = prog.source(), f"<trainfuzz seed {prog.seed}>"
     linecache.cache[name] = (len(src), None, src.splitlines(True), name)
     ns: dict = {"__name__": f"trainfuzz_{prog.seed}"}
-    exec(compile(src, name, "exec"), ns)
+    exec(compile(src, name, "exec"), ns)  # noqa: S102 - running the rendered program is the point
     return ns["main"]
 
 
@@ -606,9 +607,8 @@ def compare(got, want, where: str = "") -> list:
         return [] if want is None and got is None else [f"{where}: got {got!r}, want {want!r}"]
     if isinstance(want, bool) or isinstance(got, bool):
         return [] if got is want else [f"{where}: got {got!r}, want {want!r}"]
-    if isinstance(want, float) or isinstance(got, float):
-        if type(got) is not type(want):
-            return [f"{where}: got {type(got).__name__} {got!r}, want {type(want).__name__} {want!r}"]
+    if (isinstance(want, float) or isinstance(got, float)) and type(got) is not type(want):
+        return [f"{where}: got {type(got).__name__} {got!r}, want {type(want).__name__} {want!r}"]
     g, w = np.asarray(got), np.asarray(want)
     if g.dtype != w.dtype or g.shape != w.shape:
         return [f"{where}: got {g.dtype}{g.shape}, want {w.dtype}{w.shape}"]
@@ -675,8 +675,9 @@ def memory_errors(prog: TrainProgram, mode: Mode, probe: MemoryProbe) -> list:
     host_copies = span if prog.branch is not None and prog.keep_losses == "tensor" else 0
     allowed = per_kept * kept + host_copies + 2
     if grew > allowed:
-        return [f"live jax arrays grew by {grew} over steps {probe.steps} (kept tensors +{kept}, "
-                f"allowed {allowed}): {probe.live}"]
+        msg = (f"live jax arrays grew by {grew} over steps {probe.steps} (kept tensors +{kept}, "
+               f"allowed {allowed}): {probe.live}")
+        return [msg]
     return []
 
 
