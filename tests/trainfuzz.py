@@ -289,7 +289,6 @@ def _render(p: TrainProgram) -> str:
     else:
         w("        h = tf.tanh(tf.matmul(xb, w1) + b1)")
         w("        return tf.matmul(h, w2)")
-    w("")
     if p.compiled_model:
         w("")
         w("    model_fn = tf.function(model)")
