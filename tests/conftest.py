@@ -32,6 +32,9 @@ def pytest_addoption(parser):
     parser.addoption("--fuzz-examples", type=int, default=None, metavar="N",
                      help="tests/test_fuzz.py: run N random examples per fuzz test instead of "
                           "the fixed CI set (same as TAPEJAX_FUZZ_EXAMPLES=N)")
+    parser.addoption("--train-fuzz-examples", type=int, default=None, metavar="N",
+                     help="tests/test_train_fuzz.py: run N random training loops in every mode instead "
+                          "of the fixed CI set (same as TAPEJAX_TRAIN_FUZZ_EXAMPLES=N)")
 
 
 def pytest_configure(config):
@@ -39,3 +42,7 @@ def pytest_configure(config):
     if n:
         import os
         os.environ["TAPEJAX_FUZZ_EXAMPLES"] = str(n)
+    n = config.getoption("--train-fuzz-examples", default=None)
+    if n:
+        import os
+        os.environ["TAPEJAX_TRAIN_FUZZ_EXAMPLES"] = str(n)
