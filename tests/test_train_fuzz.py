@@ -28,6 +28,7 @@ import random
 
 import numpy as np
 import pytest
+
 import trainfuzz as T
 from trainfuzz import TrainProgram, VarInit
 
@@ -35,7 +36,7 @@ _N = int(os.environ.get("TAPEJAX_TRAIN_FUZZ_EXAMPLES", "0") or 0)
 # CI: about 6 CPU-seconds per program (two tapejax modes and TF, cold compiles); the known bugs'
 # programs run as the short FOUND cases below, and in a longer run every seed draws every feature
 CI_SEEDS = range(5)
-CI_GATED_SEEDS = (103,)
+CI_GATED_SEEDS = (101, 103, 105)
 
 
 def _long_seeds():
@@ -65,7 +66,7 @@ def _modes(seed):
 
 
 def _assert_ok(prog, modes, shrink=True):
-    """Fail with the (shrunk, unless a known bug's case) program's source when any mode differs."""
+    """Fail with the (shrunk) program's source when any mode differs."""
     rep = T.check(prog, modes=modes)
     if rep.ok:
         return
@@ -86,7 +87,7 @@ def test_training_loop(seed):
     _assert_ok(T.generate(seed, off=off), _modes(seed))
 
 
-# the bugs of issue #20 being fixed now, as the fuzzer meets them (shrunk reproductions below)
+# the bugs of issue #20 the fuzzer met (fixed; the shrunk reproductions below are regression tests)
 BUG_COPY_VAR = ("issue #20.1: copy.deepcopy(Variable) is not a new Variable on the tape "
                 "(reads of the copy count as reads of the original)")
 BUG_COPY_TENSOR = "issue #20.2: copy.copy / copy.deepcopy of a Tensor drops it from the tape (gradient None)"
@@ -96,18 +97,16 @@ BUG_HOST = "issue #20.4: a NumPy operand refilled after the op call is read late
 BUG_TRACER = ("issue #20.6: tapejax.function after eager steps with manual assign_sub under deferral "
               "raises UnexpectedTracerError (a tracer leaks into a Variable)")
 
-# CI seeds of the gated set that hit a known bug
-_GATED_KNOWN = {100: BUG_HOST, 101: BUG_COPY_VAR, 102: BUG_COPY_VAR + "; " + BUG_CUSTOM, 105: BUG_CUSTOM}
+# CI seeds of the gated set that hit one of those bugs before it was fixed
+_GATED_FOUND = {100: BUG_HOST, 101: BUG_COPY_VAR, 102: BUG_COPY_VAR + "; " + BUG_CUSTOM, 105: BUG_CUSTOM}
 
 
-@pytest.mark.parametrize("seed", [] if _N else [
-    pytest.param(s, marks=pytest.mark.xfail(strict=False, reason=_GATED_KNOWN[s])) if s in _GATED_KNOWN else s
-    for s in CI_GATED_SEEDS])
+@pytest.mark.parametrize("seed", [] if _N else list(CI_GATED_SEEDS))
 def test_training_loop_gated(seed):
     """Random loops that also copy Variables / Tensors, use custom gradients reading Python state
     and refill a NumPy batch buffer (features of bugs being fixed in issue #20)."""
     prog = T.generate(seed, off=set())
-    _assert_ok(prog, _modes(seed), shrink=seed not in _GATED_KNOWN)
+    _assert_ok(prog, _modes(seed))
 
 
 def test_a_program_renders_to_the_script_that_runs():
@@ -210,8 +209,7 @@ FOUND = [
 
 
 @pytest.mark.parametrize("prog, modes", [
-    pytest.param(p, m, id=name, marks=[pytest.mark.xfail(strict=False, reason=bug)] if bug else [])
-    for name, p, m, bug in FOUND])
+    pytest.param(p, m, id=name) for name, p, m, _bug in FOUND])
 def test_found_program(prog, modes):
     """A training loop the fuzzer found failing, in the modes it failed in."""
     if not _N:
