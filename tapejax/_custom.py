@@ -63,7 +63,7 @@ RegisterGradient / gradient_override_map
     inside ``gradient_override_map({"OpType": "Name"})`` carry ``"Name"`` as
     their gradient (``Node.grad_type``); an op type registered by name (a new
     op made with ``tapejax.define_op``) uses its own registered gradient.
-    ``_replay.resolve_impl`` is replaced by ``resolve_impl`` here, which wraps
+    The registry's rule, registered with ``_replay.register_impl_rule``, wraps
     such a node's function in a ``jax.custom_vjp`` whose backward calls the
     registered function.  ``"Identity"`` is the built-in identity gradient, so
     ``{"Floor": "Identity"}`` is a straight-through estimator.
@@ -989,13 +989,14 @@ def _checked_impl(prim):
     return _CHECKED.setdefault(prim, checked)
 
 
-def resolve_impl(node):
-    """Replay hook (``_replay.resolve_impl``): the pure function the replay runs for ``node``.
+def _registry_impl(node):
+    """The gradient registry's replay rule (``_replay.register_impl_rule``): the pure function
+    the replay runs for ``node``, or None (the op runs as is: JAX differentiates it).
 
     A gradient override (``node.grad_type``) or a gradient registered under
-    the op's own type wraps the op in a ``jax.custom_vjp``; otherwise the op
-    runs as is (JAX differentiates it); for an op type a user defined, a
-    forward JAX cannot differentiate is TF's LookupError "No gradient defined".
+    the op's own type wraps the op in a ``jax.custom_vjp``; for an op type a
+    user defined, a forward JAX cannot differentiate is TF's LookupError "No
+    gradient defined".
     """
     prim = node.prim
     name = node.grad_type
@@ -1005,7 +1006,7 @@ def resolve_impl(node):
         elif REGISTRY.get(prim.name) is prim and prim.name not in _BUILTIN_OP_TYPES:
             return _checked_impl(prim)  # a user's op type: "JAX cannot differentiate it" -> LookupError
         else:
-            return prim.impl
+            return None
     fn = _registered(name)
     if fn is None:
         raise _no_gradient_error(prim.name, prim.name,
@@ -1016,7 +1017,7 @@ def resolve_impl(node):
     return _override_impl(prim, name, fn, tracked)
 
 
-_replay.resolve_impl = resolve_impl
+_replay.register_impl_rule("gradient_registry", _registry_impl)
 
 
 # --------------------------------------------------------------------------
