@@ -9,8 +9,8 @@ same context as ``tapejax.gradient_override_map`` (there is one global
 import sys
 import types
 
-from ._custom import (RegisterGradient, custom_gradient, gradient_override_map, gradients_v1, hessians,
-                      stop_gradient)
+from ._custom import RegisterGradient, gradient_override_map, gradients_v1, hessians, stop_gradient
+from ._custom_gradient import custom_gradient
 from ._tape import GradientTape, UnconnectedGradients
 
 

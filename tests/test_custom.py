@@ -1,5 +1,5 @@
-"""tapejax._custom: stop_gradient, custom_gradient, RegisterGradient / gradient_override_map,
-new op types, tapejax.gradients.
+"""tapejax._custom, _custom_gradient, _late: stop_gradient, custom_gradient, RegisterGradient /
+gradient_override_map, new op types, tapejax.gradients.
 
 Oracles: ``jax.vjp`` / ``jax.grad`` of the same pure function (with ``jax.custom_vjp``
 where a custom rule is meant), or values derived by hand in the docstring.
@@ -562,7 +562,7 @@ def test_lifted_literal_evaluation_matches_eval_jaxpr():
     """The evaluator with top-level literals as arguments gives jax.core.eval_jaxpr's values
     (literals, a custom_jvp with a sub-jaxpr, a pjit), and equal structures with different
     literals have one fingerprint."""
-    from tapejax._custom import _eval_lifted, _fingerprint, _literals
+    from tapejax._late import eval_lifted as _eval_lifted, fingerprint as _fingerprint, literals as _literals
 
     def fn(a, k):
         return jax.nn.relu(a) * k + jax.jit(jnp.sin)(a) - 2.0
