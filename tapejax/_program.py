@@ -428,10 +428,10 @@ def build_backward(nodes: Sequence[Node], program: Program, resolve_impl: ImplRe
     return Built(backward, tuple(plan))
 
 
-def gather_leaves(nodes: Sequence[Node], program: Program, plan: LeafPlan, src_values: Sequence[Any],
-                  force: bool = True) -> tuple:
-    """The compiled function's arguments; a pending value (a thunk, see ``_lazy``) is computed
-    (``force``) or left as it is."""
+def gather_leaves(nodes: Sequence[Node], program: Program, plan: Sequence[tuple[str, int, int]],
+                  src_values: Sequence[Any], force: bool = True) -> tuple:
+    """The compiled function's arguments (``plan``: ``Leaf`` records, or the same as plain tuples);
+    a pending value (a thunk, see ``_lazy``) is computed (``force``) or left as it is."""
     sl = program.slice
     leaves = [nodes[sl[a]].vals[b] if kind == "node" else src_values[a] for kind, a, b in plan]
     if not force:

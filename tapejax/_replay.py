@@ -178,7 +178,7 @@ def resolve_impl(node: Node) -> Callable[..., Any]:
 class Compiled:
     """A compiled gradient for one Program."""
 
-    __slots__ = ("fn", "raw", "deps", "plan", "prim", "n_leaves", "srcs")
+    __slots__ = ("fn", "raw", "deps", "plan", "gather", "prim", "n_leaves", "srcs")
 
     def __init__(self, fn: Callable[..., Any], plan: LeafPlan, raw: Callable[..., Any]):
         self.fn = fn
@@ -186,6 +186,7 @@ class Compiled:
         # which inputs the gradients depend on (computed when first nested)
         self.deps: "list[bool] | None" = None
         self.plan = plan
+        self.gather = _plain(plan)
         self.srcs = _src_positions(plan)
         self.n_leaves = len(plan)
         n = self.n_leaves
@@ -228,11 +229,12 @@ def _compile(nodes: Sequence[Node], program: Program) -> Compiled:
 class Backward:
     """A compiled first-order gradient over the saved values (``build_backward``)."""
 
-    __slots__ = ("fn", "plan", "srcs", "raw")
+    __slots__ = ("fn", "plan", "gather", "srcs", "raw")
 
     def __init__(self, fn: Callable[..., Any], plan: LeafPlan, raw: "Callable[..., Any] | None" = None):
         self.fn = fn
         self.plan = plan
+        self.gather = _plain(plan)
         self.srcs = _src_positions(plan)
         self.raw = raw   # fused: the un-jitted function (run after pending updates, see _call_fused)
 
@@ -529,6 +531,12 @@ def _pending_targets(targets: Sequence[Any], kept: list[KeptTarget]) -> bool:
     return False
 
 
+def _plain(plan: LeafPlan) -> tuple[tuple[str, int, int], ...]:
+    """``plan`` with each ``Leaf`` as a plain tuple: what every gradient call gathers by (CPython
+    unpacks an exact tuple on its fast path, a NamedTuple on the generic one)."""
+    return tuple([(leaf.kind, leaf.pos, leaf.index) for leaf in plan])
+
+
 def _src_positions(plan: LeafPlan) -> tuple[int, ...]:
     """The sources a compiled call reads itself (its plan's ``Leaf("src", e, 0)``: a watched
     tensor an op uses; a Variable's value is read by its recorded reads instead)."""
@@ -548,7 +556,7 @@ def _src_values(entry: "Compiled | Backward", src_objs: Sequence[Any]) -> list[A
 def _call_fused(entry: Backward, nodes: Sequence[Node], program: Program, src_objs: Sequence[Any],
                 kept: list[KeptTarget], cts: Sequence[Any], targets: Sequence[Any]) -> tuple:
     """Run the fused forward + gradient; the pending targets get their values."""
-    leaves = gather_leaves(nodes, program, entry.plan, _src_values(entry, src_objs), force=False)
+    leaves = gather_leaves(nodes, program, entry.gather, _src_values(entry, src_objs), force=False)
     given = tuple([cts[i]._value for i, _ in kept if cts[i] is not None])
     track = _speculate.track(entry) if _speculate._flags.enabled else None
     out = None
@@ -578,7 +586,7 @@ def _call_gradient(entry: "Compiled | Backward", nodes: Sequence[Node], program:
                    src_objs: Sequence[Any], kept: list[KeptTarget], cts: Sequence[Any], nested: bool) -> tuple:
     """Run the compiled gradient: the saved-values backward, or (``nested``: another tape
     records this call) the replay as an op that the outer tapes record (2nd, 3rd order)."""
-    leaves = gather_leaves(nodes, program, entry.plan, _src_values(entry, src_objs))
+    leaves = gather_leaves(nodes, program, entry.gather, _src_values(entry, src_objs))
     given = [cts[i] for i, _ in kept if cts[i] is not None]
     if not nested:
         return pending_results(entry.fn(leaves, tuple(g._value for g in given)))
