@@ -36,7 +36,7 @@ Three compiled forms exist for one Program:
 
 Custom gradients run user Python at gradient time (TF's timing): before the
 lookup, ``resolve_late`` replaces each custom-gradient node of the slice by
-the node with its backward traced now (``_custom``); what the trace read
+the node with its backward traced now (``_custom_gradient``); what the trace read
 becomes new constant inputs (arguments) and its structure part of the node's
 signature, so the Program names the computation actually traced.
 
