@@ -41,8 +41,8 @@ from .ops.jax_op import op
 from ._namespaces import linalg, math, nest, nn, random
 
 # -- gradient control, compiled steps, jacobians and forward mode
-from ._custom import (RegisterGradient, custom_gradient, gradient_override_map, gradients, hessians,
-                      stop_gradient)
+from ._custom import RegisterGradient, gradient_override_map, gradients, hessians, stop_gradient
+from ._custom_gradient import custom_gradient
 from ._control_flow import cond, foldl, foldr, scan, while_loop
 from ._function import Function, TensorSpec, function
 from ._forward import autodiff

@@ -25,16 +25,56 @@ Two pure functions are built from a Program (``_replay`` jits them):
 input values) and ``build_replay`` (the forward again from the true leaves,
 for ``jax.vjp``/``jax.jvp`` when the result must be differentiable in them:
 nested tapes, jacobians, forward accumulators; and when the forward was
-deferred, see ``_lazy``, so there are no saved values to reuse).  Gathering
-the leaves computes any pending value (a thunk) among them.
+deferred, see ``_lazy``, so there are no saved values to reuse).  Each is
+built from typed steps (``OpStep``/``ReadStep``, ``OpBack``/``ReadBack``)
+and comes with its ``LeafPlan``: where each argument is read from
+(``Leaf``).  Gathering the leaves computes any pending value (a thunk) among
+them.
 """
+from typing import Any, Callable, Literal, NamedTuple, Sequence
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ._lazy import _Thunk, force_all
 from ._primitives import READ
-from ._tape import OUT
+from ._tape import OUT, Node
+
+#: ``(shape, dtype)`` of a source (plain tuples: built on every gradient call, hashed in keys).
+Aval = tuple[tuple[int, ...], Any]
+#: node -> the pure function a replay runs for it (``_replay.resolve_impl``).
+ImplResolver = Callable[[Node], Callable[..., Any]]
+
+
+class Leaf(NamedTuple):
+    """Where one argument (a *leaf*) of a compiled call comes from: ``kind == "node"``: the
+    recorded input ``index`` of the slice node at slice position ``pos``; ``kind == "src"``: the
+    value of connected source ``pos`` (``index`` 0)."""
+    kind: Literal["node", "src"]
+    pos: int
+    index: int
+
+
+#: The leaves of a compiled call, in argument order (``gather_leaves`` reads them).
+LeafPlan = tuple[Leaf, ...]
+
+
+class ProgramKey(NamedTuple):
+    """What a ``Program`` is equal by (the cache key's parts)."""
+    sigs: tuple[int, ...]          # the slice nodes' interned signatures
+    slice: tuple[int, ...]         # their positions on the tape
+    src_codes: tuple[int, ...]     # connected sources
+    src_avals: tuple[Aval, ...]
+    tgt_codes: tuple[int, ...]     # connected targets
+    ct_given: tuple[bool, ...]     # which targets bring their own cotangent
+
+
+class EntryKey(NamedTuple):
+    """The key of another compiled form of a Program in the replay cache (``kind``:
+    ``"backward"``, ``"fused"``, ``"jvp"`` ...); the Program alone keys the recorded form."""
+    kind: str
+    program: "Program"
 
 
 class Program:
@@ -43,36 +83,38 @@ class Program:
     __slots__ = ("key", "slice", "src_codes", "src_avals", "tgt_codes", "ct_given", "_hash", "backward_key",
                  "fused_key", "late")
 
-    def __init__(self, nodes, slice_idx, src_codes, src_avals, tgt_codes, ct_given):
+    def __init__(self, nodes: Sequence[Node], slice_idx: tuple[int, ...], src_codes: tuple[int, ...],
+                 src_avals: tuple[Aval, ...], tgt_codes: tuple[int, ...], ct_given: tuple[bool, ...]):
         self.slice = slice_idx
         self.src_codes = src_codes
         self.src_avals = src_avals
         self.tgt_codes = tgt_codes
         self.ct_given = ct_given
-        self.key = (tuple([nodes[i].sig for i in slice_idx]), slice_idx, src_codes, src_avals,
-                    tgt_codes, ct_given)
+        self.key = ProgramKey(tuple([nodes[i].sig for i in slice_idx]), slice_idx, src_codes, src_avals,
+                              tgt_codes, ct_given)
         self._hash = hash(self.key)
-        self.backward_key = ("backward", self)  # the saved-values gradient of this structure
-        self.fused_key = ("fused", self)        # forward and gradient in one (pending targets)
+        self.backward_key = EntryKey("backward", self)  # the saved-values gradient of this structure
+        self.fused_key = EntryKey("fused", self)        # forward and gradient in one (pending targets)
         # Slice nodes whose op traces part of itself when the gradient is taken (custom
         # gradients: ``_replay.resolve_late``), by node index.
-        self.late = tuple([i for i in slice_idx if getattr(nodes[i].prim, "late", None) is not None])
+        self.late: tuple[int, ...] = tuple([i for i in slice_idx
+                                            if getattr(nodes[i].prim, "late", None) is not None])
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return self._hash
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, Program) and self._hash == other._hash and self.key == other.key
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"Program(nodes={len(self.slice)}, sources={len(self.src_codes)}, "
                 f"targets={len(self.tgt_codes)}, src_avals={self.src_avals})")
 
 
-def slice_tape(nodes, src_codes, tgt_codes):
+def slice_tape(nodes: Sequence[Node], src_codes, tgt_codes) -> tuple[tuple[int, ...], set[int]]:
     """(slice node indices, needed codes) for these sources and targets."""
     live = set(src_codes)
-    live_nodes = []
+    live_nodes: list[int] = []
     for idx, node in enumerate(nodes):
         for c in node.refs:
             if c in live:
@@ -82,7 +124,7 @@ def slice_tape(nodes, src_codes, tgt_codes):
                     live.add(base + k)
                 break
     needed = {c for c in tgt_codes if c in live}
-    picked = []
+    picked: list[int] = []
     for idx in reversed(live_nodes):
         node = nodes[idx]
         base = idx * OUT
@@ -97,27 +139,70 @@ def slice_tape(nodes, src_codes, tgt_codes):
     return tuple(picked), needed
 
 
-def aval(value):
+def aval(value) -> Aval:
     return (value.shape, value.dtype)
 
 
-def build_replay(nodes, program, resolve_impl):
+class Built(NamedTuple):
+    """A pure function built from a Program (``build_replay``, ``build_backward``) and the plan
+    that gathers its leaves."""
+    fn: Callable[..., Any]
+    plan: LeafPlan
+
+
+# -- the replay: the forward again, from the true leaves ---------------------------------------
+
+class SourceInit(NamedTuple):
+    """A source that is a leaf of the slice: ``env[slot] = leaves[leaf] + eps[eps]``."""
+    slot: int
+    leaf: int
+    eps: int
+
+
+class ReadStep(NamedTuple):
+    """A Variable read: ``env[slot]`` = the value read (``leaves[leaf]``) plus the Variable's
+    perturbation ``eps[eps]``, plus the read's own (``out_eps``; -1: the read is no source)."""
+    leaf: int
+    slot: int
+    eps: int
+    out_eps: int
+
+
+class Arg(NamedTuple):
+    """One input of an op step: ``env[index]`` (``live``: computed in the replay) or
+    ``leaves[index]`` (a constant)."""
+    live: bool
+    index: int
+
+
+class OpStep(NamedTuple):
+    """An op: ``impl(*args, **static)`` into the env slots ``outs``, each output plus its
+    perturbation ``eps[out_eps[k]]`` where it is a source (-1: none)."""
+    impl: Callable[..., Any]
+    static: dict
+    args: tuple[Arg, ...]
+    outs: tuple[int, ...]
+    out_eps: tuple[int, ...]
+    multi: bool   # the op returns a sequence of outputs
+
+
+def build_replay(nodes: Sequence[Node], program: Program, resolve_impl: ImplResolver) -> Built:
     """A pure ``replay(eps, leaves) -> targets`` and the plan to gather leaves.
 
     ``eps[e]`` is the zero perturbation of connected source ``e``, added where
-    that source is produced (every read of a source Variable).  The plan is a
-    list of ``(kind, a, b)``: ``('node', slice_pos, input_pos)`` takes a
-    recorded input value; ``('src', e, 0)`` the value of source ``e`` itself
-    (for sources that are leaves of the slice).
+    that source is produced (every read of a source Variable).  The plan's
+    ``Leaf("node", slice_pos, input_pos)`` takes a recorded input value,
+    ``Leaf("src", e, 0)`` the value of source ``e`` itself (for sources that
+    are leaves of the slice).
     """
     eps_of = {c: e for e, c in enumerate(program.src_codes)}
-    slot_of = {}
-    plan = []
-    init = []     # (slot, leaf, eps)
-    steps = []
+    slot_of: dict[int, int] = {}
+    plan: list[Leaf] = []
+    init: list[SourceInit] = []
+    steps: list[ReadStep | OpStep] = []
     slice_set = set(program.slice)
 
-    def new_slot(code):
+    def new_slot(code: int) -> int:
         slot_of[code] = len(slot_of)
         return slot_of[code]
 
@@ -132,56 +217,51 @@ def build_replay(nodes, program, resolve_impl):
     for e, c in enumerate(program.src_codes):
         produced_in_slice = c >= 0 and (c // OUT) in slice_set
         if not produced_in_slice and c in used:
-            init.append((new_slot(c), len(plan), e))
-            plan.append(("src", e, 0))
+            init.append(SourceInit(new_slot(c), len(plan), e))
+            plan.append(Leaf("src", e, 0))
 
     for pos, idx in enumerate(program.slice):
         node = nodes[idx]
         if node.prim is READ:
             out = idx * OUT
-            e = eps_of[node.refs[0]]
-            e_out = eps_of.get(out, -1)
-            steps.append((None, None, ((False, len(plan)),), (new_slot(out),), (e,), e_out))
-            plan.append(("node", pos, 0))
+            steps.append(ReadStep(len(plan), new_slot(out), eps_of[node.refs[0]], eps_of.get(out, -1)))
+            plan.append(Leaf("node", pos, 0))
             continue
         args = []
         for j, c in enumerate(node.refs):
             if c is not None and c in slot_of:
-                args.append((True, slot_of[c]))
+                args.append(Arg(True, slot_of[c]))
             else:
-                args.append((False, len(plan)))
-                plan.append(("node", pos, j))
+                args.append(Arg(False, len(plan)))
+                plan.append(Leaf("node", pos, j))
         outs = tuple(new_slot(idx * OUT + k) for k in range(node.n_out))
         out_eps = tuple(eps_of.get(idx * OUT + k, -1) for k in range(node.n_out))
-        impl = resolve_impl(node)
-        steps.append((impl, dict(node.static), tuple(args), outs, out_eps, node.prim.multiple_results))
+        steps.append(OpStep(resolve_impl(node), dict(node.static), tuple(args), outs, out_eps,
+                            node.prim.multiple_results))
 
     tgt_slots = tuple(slot_of[c] for c in program.tgt_codes)
     n_slots = len(slot_of)
-    init = tuple(init)
-    steps = tuple(steps)
+    init_t = tuple(init)
+    steps_t = tuple(steps)
 
     def replay(eps, leaves):
-        env = [None] * n_slots
-        for slot, leaf, e in init:
+        env: list[Any] = [None] * n_slots
+        for slot, leaf, e in init_t:
             env[slot] = leaves[leaf] + eps[e]
-        for step in steps:
-            impl = step[0]
-            if impl is None:  # a Variable read: the value read + the Variable's eps
-                _, _, ((_, leaf),), (slot,), (e,), e_out = step
-                v = leaves[leaf] + eps[e]
-                env[slot] = v if e_out < 0 else v + eps[e_out]
+        for step in steps_t:
+            if isinstance(step, ReadStep):  # the value read + the Variable's eps
+                v = leaves[step.leaf] + eps[step.eps]
+                env[step.slot] = v if step.out_eps < 0 else v + eps[step.out_eps]
                 continue
-            _, static, args, outs, out_eps, multi = step
-            vals = [env[a] if live else leaves[a] for live, a in args]
-            res = impl(*vals, **static)
-            if not multi:
+            vals = [env[a] if live else leaves[a] for live, a in step.args]
+            res = step.impl(*vals, **step.static)
+            if not step.multi:
                 res = (res,)
-            for slot, r, e in zip(outs, res, out_eps):
+            for slot, r, e in zip(step.outs, res, step.out_eps):
                 env[slot] = r if e < 0 else r + eps[e]
         return tuple(env[s] for s in tgt_slots)
 
-    return replay, tuple(plan)
+    return Built(replay, tuple(plan))
 
 
 def _zero_cotangent(out):
@@ -201,7 +281,31 @@ def seed(out, given):
     return jnp.broadcast_to(ct, joint).reshape(out.shape)
 
 
-def build_backward(nodes, program, resolve_impl):
+# -- the first-order backward over the saved values ---------------------------------------------
+
+class ReadBack(NamedTuple):
+    """A Variable read, backward: the cotangent of its output (code ``out``) goes to the
+    Variable's code ``to`` (None: not differentiated); ``leaf``: the read's value, needed only
+    when the read itself is a target (its seed's shape), else -1."""
+    leaf: int
+    out: int
+    to: int | None
+
+
+class OpBack(NamedTuple):
+    """An op, backward: ``jax.vjp`` of ``impl(*leaves[args], **static)`` in its differentiated
+    inputs ``dj``; the cotangents of the outputs (codes ``outs``) are pulled back to the codes
+    ``to`` (one per ``dj``)."""
+    impl: Callable[..., Any]
+    static: dict
+    args: tuple[int, ...]
+    dj: tuple[int, ...]
+    outs: tuple[int, ...]
+    to: tuple[int, ...]
+    multi: bool   # the op returns a sequence of outputs
+
+
+def build_backward(nodes: Sequence[Node], program: Program, resolve_impl: ImplResolver) -> Built:
     """A pure ``backward(leaves, cts) -> grads`` over the values the tape saved.
 
     Where ``build_replay`` recomputes the whole forward inside ``jax.vjp``,
@@ -218,18 +322,18 @@ def build_backward(nodes, program, resolve_impl):
     src_index = {c: e for e, c in enumerate(program.src_codes)}
     slice_set = set(program.slice)
 
-    def diff(c):
+    def diff(c: int | None) -> bool:
         return c is not None and (c in src_index or (c >= 0 and c // OUT in slice_set))
 
-    given_at = {}   # target code -> [index into cts, or None for a seed of ones]
+    given_at: dict[int, list[int | None]] = {}   # target code -> [index into cts, or None: ones]
     n_given = 0
     for c, given in zip(program.tgt_codes, program.ct_given):
         given_at.setdefault(c, []).append(n_given if given else None)
         n_given += bool(given)
 
-    plan = []
-    leaf_of = {}
-    steps = []
+    plan: list[Leaf] = []
+    leaf_of: dict[int, int] = {}
+    steps: list[ReadBack | OpBack] = []
     for pos, idx in enumerate(program.slice):
         node = nodes[idx]
         outs = tuple(idx * OUT + k for k in range(node.n_out))
@@ -238,9 +342,9 @@ def build_backward(nodes, program, resolve_impl):
             leaf = -1
             if outs[0] in given_at:
                 leaf = len(plan)
-                plan.append(("node", pos, 0))
-            to = node.refs[0] if diff(node.refs[0]) else None
-            steps.append((None, None, (leaf,), (), outs, to, False))
+                plan.append(Leaf("node", pos, 0))
+            var = node.refs[0]
+            steps.append(ReadBack(leaf, outs[0], var if diff(var) else None))
             continue
         args = []
         for j, c in enumerate(node.refs):
@@ -248,14 +352,14 @@ def build_backward(nodes, program, resolve_impl):
                 if c is not None:
                     leaf_of[c] = len(plan)
                 args.append(len(plan))
-                plan.append(("node", pos, j))
+                plan.append(Leaf("node", pos, j))
             else:
                 args.append(leaf_of[c])
         dj = tuple(j for j, c in enumerate(node.refs) if diff(c))
         to = tuple(node.refs[j] for j in dj)
-        steps.append((resolve_impl(node), dict(node.static), tuple(args), dj, outs, to,
-                      node.prim.multiple_results))
-    steps = tuple(reversed(steps))
+        steps.append(OpBack(resolve_impl(node), dict(node.static), tuple(args), dj, outs, to,
+                            node.prim.multiple_results))
+    steps_t = tuple(reversed(steps))
     src_codes = program.src_codes
     src_avals = program.src_avals
 
@@ -272,19 +376,21 @@ def build_backward(nodes, program, resolve_impl):
                 for i in given_at.get(o, ()):
                     add(o, seed(v, None if i is None else cts[i]))
 
-        for impl, static, args, dj, outs, to, multi in steps:
-            if impl is None:  # a Variable read: its cotangent goes to the Variable
-                if args[0] >= 0:
-                    seed_outputs(outs, (leaves[args[0]],))
-                g = ct.pop(outs[0], None)
+        for step in steps_t:
+            if isinstance(step, ReadBack):  # its cotangent goes to the Variable
+                out = step.out
+                if step.leaf >= 0:
+                    seed_outputs((out,), (leaves[step.leaf],))
+                g = ct.pop(out, None)
                 if g is None:
                     continue
-                if outs[0] in src_index:
-                    grads[outs[0]] = g
-                if to is not None:
-                    add(to, g)
+                if out in src_index:
+                    grads[out] = g
+                if step.to is not None:
+                    add(step.to, g)
                 continue
-            vals = [leaves[a] for a in args]
+            impl, static, dj, multi = step.impl, step.static, step.dj, step.multi
+            vals = [leaves[a] for a in step.args]
 
             def f(*dvals, vals=vals, impl=impl, static=static, dj=dj):
                 full = list(vals)
@@ -294,20 +400,20 @@ def build_backward(nodes, program, resolve_impl):
 
             out, pull = jax.vjp(f, *[vals[j] for j in dj])
             outl = out if multi else (out,)
-            seed_outputs(outs, outl)
-            got = [ct.pop(o, None) for o in outs]
+            seed_outputs(step.outs, outl)
+            got = [ct.pop(o, None) for o in step.outs]
             if all(g is None for g in got):
                 continue
-            for o, g in zip(outs, got):
+            for o, g in zip(step.outs, got):
                 if g is not None and o in src_index:
                     grads[o] = g
             got = [_zero_cotangent(v) if g is None else g for g, v in zip(got, outl)]
             in_cts = pull(tuple(got) if multi else got[0])
-            for c, g in zip(to, in_cts):
+            for c, g in zip(step.to, in_cts):
                 add(c, g)
         # Sources no slice node produces (watched tensors, Variables, sources that are
         # also targets): their accumulated cotangent, plus their own seed when a target.
-        out = []
+        res = []
         for c, (shape, dtype) in zip(src_codes, src_avals):
             g = grads.get(c)
             if g is None:
@@ -316,15 +422,16 @@ def build_backward(nodes, program, resolve_impl):
                     for i in given_at.get(c, ()):
                         s = seed(jnp.zeros(shape, dtype), None if i is None else cts[i])
                         g = s if g is None else g + s
-            out.append(jnp.zeros(shape, dtype) if g is None else g.astype(dtype))
-        return tuple(out)
+            res.append(jnp.zeros(shape, dtype) if g is None else g.astype(dtype))
+        return tuple(res)
 
-    return backward, tuple(plan)
+    return Built(backward, tuple(plan))
 
 
-def gather_leaves(nodes, program, plan, src_values, force=True):
-    """The compiled function's arguments; a pending value (a thunk, see ``_lazy``) is computed
-    (``force``) or left as it is."""
+def gather_leaves(nodes: Sequence[Node], program: Program, plan: Sequence[tuple[str, int, int]],
+                  src_values: Sequence[Any], force: bool = True) -> tuple:
+    """The compiled function's arguments (``plan``: ``Leaf`` records, or the same as plain tuples);
+    a pending value (a thunk, see ``_lazy``) is computed (``force``) or left as it is."""
     sl = program.slice
     leaves = [nodes[sl[a]].vals[b] if kind == "node" else src_values[a] for kind, a, b in plan]
     if not force:

@@ -36,26 +36,45 @@ Three compiled forms exist for one Program:
 
 Custom gradients run user Python at gradient time (TF's timing): before the
 lookup, ``resolve_late`` replaces each custom-gradient node of the slice by
-the node with its backward traced now (``_custom``); what the trace read
+the node with its backward traced now (``_custom_gradient``); what the trace read
 becomes new constant inputs (arguments) and its structure part of the node's
 signature, so the Program names the computation actually traced.
+
+Which function the replay runs for a node (``resolve_impl``) is the op's own
+``impl`` unless a rule registered with ``register_impl_rule`` says otherwise:
+the gradient registry (``_custom``: ``RegisterGradient``,
+``gradient_override_map``) registers its rule where it is defined, as JAX
+fills ``primitive_transposes`` where each transpose is defined.
+
+``_tape`` does not import this module (this module imports it): the driver
+``GradientTape.gradient`` calls is handed to it at import,
+``_tape.set_gradient_driver(gradient)``.
 """
-import collections
 import threading
+from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
 
 from . import _dtypes, _speculate, _state
+from ._lazy import Pending, _Thunk, call_with_pending, clear_programs, force_all, pending_results
 from ._lru import LRU
 from ._primitives import Primitive, bind, with_id
-from ._program import Program, build_backward, build_replay, gather_leaves, seed, slice_tape
-from . import _tape as _tape_module
-from ._tape import OUT, _TRAINABLE
-from ._lazy import Pending, _Thunk, call_with_pending, clear_programs, force_all, pending_results
+from ._program import Aval, LeafPlan, Program, build_backward, build_replay, gather_leaves, seed, slice_tape
+from ._tape import _TRAINABLE, OUT, Node, set_gradient_driver
 from ._tensor import Tensor
 
-CacheInfo = collections.namedtuple("CacheInfo", "hits misses compiles evictions size maxsize")
+_tuple_new = tuple.__new__
+
+
+class CacheInfo(NamedTuple):
+    """``cache_info()``: counters of the compiled-replay cache."""
+    hits: int
+    misses: int
+    compiles: int
+    evictions: int
+    size: int
+    maxsize: int
 
 
 class _Stats:
@@ -70,7 +89,7 @@ _lock = threading.Lock()        # held while a missing entry is built
 _count_lock = threading.Lock()  # hits/misses: exact under concurrent threads
 
 
-def cache_info():
+def cache_info() -> CacheInfo:
     """Counters of the compiled-replay cache: (hits, misses, compiles, evictions, size, maxsize).
 
     ``compiles`` counts traces of replay functions (a new structure, or a new
@@ -120,7 +139,7 @@ def clear_cache():
             _stats.hits = _stats.misses = _stats.compiles = 0
 
 
-def set_cache_size(maxsize):
+def set_cache_size(maxsize: int) -> None:
     """Bound the number of compiled replays kept (least recently used go first)."""
     if not isinstance(maxsize, int) or maxsize < 1:
         raise ValueError(f"maxsize must be a positive int; got {maxsize!r}")
@@ -128,26 +147,46 @@ def set_cache_size(maxsize):
         _CACHE.resize(maxsize)
 
 
-def default_impl(node):
-    """The function the replay runs for ``node``.  ``_custom`` replaces this
-    to honour gradient overrides (``node.grad_type``)."""
+#: A rule choosing the function the replay runs for a node: a pure function, or None (the
+#: rule does not apply).
+ImplRule = Callable[[Node], "Callable[..., Any] | None"]
+
+#: The registered rules by name, consulted in registration order (see ``register_impl_rule``).
+_IMPL_RULES: dict[str, ImplRule] = {}
+
+
+def register_impl_rule(name: str, rule: ImplRule) -> None:
+    """Consult ``rule`` in ``resolve_impl`` (registering a name again replaces its rule).
+
+    ``_custom`` registers the gradient registry's rule when imported: a node
+    whose gradient is overridden or registered runs as a ``jax.custom_vjp``
+    calling that gradient."""
+    _IMPL_RULES[name] = rule
+
+
+def resolve_impl(node: Node) -> Callable[..., Any]:
+    """The pure function the replay runs for ``node``: the first registered rule's answer,
+    else the op's own function (JAX differentiates it).  Called when a replay is built, never
+    on the cached path."""
+    for rule in _IMPL_RULES.values():
+        impl = rule(node)
+        if impl is not None:
+            return impl
     return node.prim.impl
-
-
-#: Hook: node -> pure function used by the replay (see ``_custom``).
-resolve_impl = default_impl
 
 
 class Compiled:
     """A compiled gradient for one Program."""
 
-    __slots__ = ("fn", "raw", "deps", "plan", "prim", "n_leaves", "srcs")
+    __slots__ = ("fn", "raw", "deps", "plan", "gather", "prim", "n_leaves", "srcs")
 
-    def __init__(self, fn, plan, raw=None):
+    def __init__(self, fn: Callable[..., Any], plan: LeafPlan, raw: Callable[..., Any]):
         self.fn = fn
         self.raw = raw      # the un-jitted function, for the dependence analysis
-        self.deps = None    # which inputs the gradients depend on (computed when first nested)
+        # which inputs the gradients depend on (computed when first nested)
+        self.deps: "list[bool] | None" = None
         self.plan = plan
+        self.gather = _plain(plan)
         self.srcs = _src_positions(plan)
         self.n_leaves = len(plan)
         n = self.n_leaves
@@ -156,7 +195,7 @@ class Compiled:
                               jit=False)
 
 
-def _grads_and_targets(replay, program):
+def _grads_and_targets(replay: Callable[..., Any], program: Program) -> Callable[..., Any]:
     """``(leaves, cts) -> (gradients, target values)`` through ``jax.vjp`` of the replay."""
     src_avals = program.src_avals
     ct_given = program.ct_given
@@ -172,7 +211,7 @@ def _grads_and_targets(replay, program):
     return fn
 
 
-def _compile(nodes, program):
+def _compile(nodes: Sequence[Node], program: Program) -> Compiled:
     replay, plan = build_replay(nodes, program, resolve_impl)
     both = _grads_and_targets(replay, program)
 
@@ -190,16 +229,17 @@ def _compile(nodes, program):
 class Backward:
     """A compiled first-order gradient over the saved values (``build_backward``)."""
 
-    __slots__ = ("fn", "plan", "srcs", "raw")
+    __slots__ = ("fn", "plan", "gather", "srcs", "raw")
 
-    def __init__(self, fn, plan, raw=None):
+    def __init__(self, fn: Callable[..., Any], plan: LeafPlan, raw: "Callable[..., Any] | None" = None):
         self.fn = fn
         self.plan = plan
+        self.gather = _plain(plan)
         self.srcs = _src_positions(plan)
         self.raw = raw   # fused: the un-jitted function (run after pending updates, see _call_fused)
 
 
-def _compile_backward(nodes, program):
+def _compile_backward(nodes: Sequence[Node], program: Program) -> Backward:
     backward, plan = build_backward(nodes, program, resolve_impl)
 
     def counted(leaves, cts):
@@ -210,7 +250,7 @@ def _compile_backward(nodes, program):
     return Backward(jax.jit(counted), plan)
 
 
-def _compile_fused(nodes, program):
+def _compile_fused(nodes: Sequence[Node], program: Program) -> Backward:
     """The gradient when targets are pending (``_lazy``): the forward runs here, from the true
     leaves, and the targets' values come back with the gradients (one dispatch for both)."""
     replay, plan = build_replay(nodes, program, resolve_impl)
@@ -258,19 +298,23 @@ def _used_inputs(jaxpr, used_outputs):
     return [v in need for v in jaxpr.invars]
 
 
-def input_dependence(fn, *args):
+def input_dependence(fn: Callable[..., Any], *args) -> list[bool]:
     """For each flattened array input of ``fn(*args)``: does some output depend on it?"""
     closed = jax.make_jaxpr(fn)(*args)
     return _used_inputs(closed.jaxpr, [True] * len(closed.jaxpr.outvars))
 
 
-def lookup(nodes, program, key=None, build=None):
+#: Builds a compiled entry for a Program (``_compile`` and its kin, a jacobian's ...).
+Build = Callable[[Sequence[Node], Program], Any]
+
+
+def lookup(nodes: Sequence[Node], program: Program, key: Any = None, build: "Build | None" = None) -> Any:
     """The cached compiled function for ``program`` (``key``/``build``: another
     kind of compiled call on the same slice, e.g. a jacobian, sharing this cache)."""
     return _lookup(nodes, program, program if key is None else key, build)[0]
 
 
-def _lookup(nodes, program, key, build):
+def _lookup(nodes: Sequence[Node], program: Program, key: Any, build: "Build | None") -> tuple[Any, bool]:
     """(entry, whether this call built it)."""
     entry = _CACHE.get(key)
     if entry is not None:
@@ -290,7 +334,8 @@ def _lookup(nodes, program, key, build):
     return entry, False
 
 
-def lookup_run(nodes, program, run, key=None, build=None):
+def lookup_run(nodes: Sequence[Node], program: Program, run: Callable[[Any], Any], key: Any = None,
+               build: "Build | None" = None) -> Any:
     """``run(entry)`` with the cached compiled entry.  When this call built the entry and its
     first run raises (a user's gradient function failed while tracing), the entry is dropped:
     a failed call leaves no entry and no miss behind."""
@@ -315,11 +360,12 @@ def _forget(key, entry):
                 _stats.misses -= 1
 
 
-def _source_codes(tape, sources):
+def _source_codes(tape, sources: Sequence[Any]) -> tuple[list[int | None], list[Aval]]:
     """Each source's code on ``tape`` (None where it is untracked or not of a trainable dtype),
     and each source's (shape, dtype)."""
     get = tape._codes.get
-    codes, avals = [], []
+    codes: list[int | None] = []
+    avals: list[Aval] = []
     for s in sources:
         m = s._meta
         dt = m.dtype
@@ -335,23 +381,37 @@ def _source_codes(tape, sources):
     return codes, avals
 
 
-#: Memo of slices: the structure of a gradient call (every node's interned
-#: signature, the source and target codes, which cotangents are given, the
-#: sources' avals) -> a ``Plan``.  A training loop then pays one tuple of ints
-#: and one dict lookup per call instead of slicing the tape again.  Bounded
-#: (LRU); cleared with the cache.
+class SliceKey(NamedTuple):
+    """The structure of a gradient call: the key of ``_SLICES``."""
+    sigs: tuple[int, ...]                 # every node's interned signature
+    src_codes: tuple[int | None, ...]     # each source's code (None: untracked)
+    tgt_codes: tuple[int | None, ...]     # each target's code
+    ct_given: tuple[bool, ...]            # which targets bring their own cotangent
+    src_avals: tuple[Aval, ...]
+
+
+#: Memo of slices: ``SliceKey`` -> a ``Plan``.  A training loop then pays one
+#: tuple of ints and one dict lookup per call instead of slicing the tape
+#: again.  Bounded (LRU); cleared with the cache.
 _SLICES = LRU("slices", 4096)
+
+
+class KeptTarget(NamedTuple):
+    """A target that depends on a connected source: its position among the targets, its code."""
+    pos: int
+    code: int
 
 
 class Plan:
     """What one structure of gradient call computes: the connected source codes
-    (``live_src``), the kept targets (index, code), the Program (None: nothing is connected),
+    (``live_src``), the kept targets, the Program (None: nothing is connected),
     for each live code the position of its first source (``first``), and for each source the
     position of its gradient among the compiled call's outputs, or -1 (``result_pos``)."""
 
     __slots__ = ("live_src", "kept", "program", "first", "result_pos")
 
-    def __init__(self, live_src, kept, program, first, result_pos):
+    def __init__(self, live_src: list[int], kept: list[KeptTarget], program: "Program | None",
+                 first: tuple[int, ...], result_pos: tuple[int, ...]):
         self.live_src = live_src
         self.kept = kept
         self.program = program
@@ -359,9 +419,11 @@ class Plan:
         self.result_pos = result_pos
 
 
-def _plan(nodes, src_codes_all, tgt_all, cts, src_avals):
-    key = (tuple([n.sig for n in nodes]), tuple(src_codes_all), tuple(tgt_all),
-           tuple([c is not None for c in cts]), tuple(src_avals))
+def _plan(nodes: Sequence[Node], src_codes_all: list[int | None], tgt_all: list[int | None],
+          cts: Sequence[Any], src_avals: list[Aval]) -> Plan:
+    # one C call (as ``Node``): this runs on every gradient call
+    key = _tuple_new(SliceKey, (tuple([n.sig for n in nodes]), tuple(src_codes_all), tuple(tgt_all),
+                                tuple([c is not None for c in cts]), tuple(src_avals)))
     hit = _SLICES.get(key)
     if hit is not None:
         return hit
@@ -371,24 +433,26 @@ def _plan(nodes, src_codes_all, tgt_all, cts, src_avals):
     live_set = set(live_src)
     # Targets that depend on a connected source: a source itself, or made by a slice node.
     in_slice = set(slice_idx)
-    kept = [(i, c) for i, c in enumerate(tgt_all)
+    kept = [KeptTarget(i, c) for i, c in enumerate(tgt_all)
             if c is not None and (c in live_set or (c >= 0 and c // OUT in in_slice))]
     program = None
-    first, result_pos = (), (-1,) * len(src_codes_all)
+    first: tuple[int, ...] = ()
+    result_pos = (-1,) * len(src_codes_all)
     if live_src and kept:
-        aval_of = {}
+        aval_of: dict[int | None, Aval] = {}
         for a, c in zip(src_avals, src_codes_all):
             aval_of.setdefault(c, a)
         program = Program(nodes, slice_idx, tuple(live_src), tuple(aval_of[c] for c in live_src),
                           tuple(c for _, c in kept), tuple(cts[i] is not None for i, _ in kept))
         first = tuple(src_codes_all.index(c) for c in live_src)
-        pos = {c: j for j, c in enumerate(live_src)}
+        pos: dict[int | None, int] = {c: j for j, c in enumerate(live_src)}
         result_pos = tuple(pos.get(c, -1) for c in src_codes_all)
     return _SLICES.setdefault(key, Plan(live_src, kept, program, first, result_pos))
 
 
-def gradient(tape, targets, sources, cts, mode):
-    """Flat gradients of the summed ``targets`` w.r.t. each of ``sources``."""
+def gradient(tape, targets: Sequence[Any], sources: Sequence[Any], cts: Sequence[Any], mode) -> list:
+    """Flat gradients of the summed ``targets`` w.r.t. each of ``sources`` (``GradientTape.gradient``
+    runs it: see ``set_gradient_driver`` below; ``cts``: the given cotangents, None for ones)."""
     nodes = tape._nodes
     src_codes_all, src_avals = _source_codes(tape, sources)
     codes = tape._codes
@@ -396,7 +460,7 @@ def gradient(tape, targets, sources, cts, mode):
         # A target that is itself a source has gradient 1 even when the tape never
         # tracked it (TF: gradient(x, x) == 1): give it a code of its own here.
         tgt_ids = {t._id for t in targets}
-        virtual = {}
+        virtual: dict[int, int] = {}
         for k, s in enumerate(sources):
             if src_codes_all[k] is None and _dtypes.is_trainable_dtype(src_avals[k][1]):
                 if s._id in tgt_ids:
@@ -409,6 +473,7 @@ def gradient(tape, targets, sources, cts, mode):
         tgt_all = [codes.get(t._id) for t in targets]
     plan = _plan(nodes, src_codes_all, tgt_all, cts, src_avals)
     program = plan.program
+    results: list[Any]
     if program is None:
         results = [None] * len(sources)
     else:
@@ -434,10 +499,11 @@ def gradient(tape, targets, sources, cts, mode):
     return results
 
 
-_tape_module._replay_gradient = gradient
+set_gradient_driver(gradient)   # GradientTape.gradient runs it (``_tape`` cannot import this module)
 
 
-def resolve_late(nodes, program, nested=None):
+def resolve_late(nodes: Sequence[Node], program: Program,
+                 nested: "bool | None" = None) -> tuple[Sequence[Node], Program]:
     """``(nodes, program)`` with each node of ``program.late`` (a custom gradient) replaced by
     ``node.prim.late(node, nested)``: the node with its backward traced now, at gradient time,
     as TF runs ``grad_fn`` then.  The traced computation's constants and literals are new
@@ -457,7 +523,7 @@ def resolve_late(nodes, program, nested=None):
                           program.ct_given)
 
 
-def _pending_targets(targets, kept):
+def _pending_targets(targets: Sequence[Any], kept: list[KeptTarget]) -> bool:
     for i, _ in kept:
         t = targets[i]
         if type(t) is Pending and t._thunk.value is None:
@@ -465,25 +531,32 @@ def _pending_targets(targets, kept):
     return False
 
 
-def _src_positions(plan):
-    """The sources a compiled call reads itself (its plan's ``("src", e, 0)`` entries: a watched
+def _plain(plan: LeafPlan) -> tuple[tuple[str, int, int], ...]:
+    """``plan`` with each ``Leaf`` as a plain tuple: what every gradient call gathers by (CPython
+    unpacks an exact tuple on its fast path, a NamedTuple on the generic one)."""
+    return tuple([(leaf.kind, leaf.pos, leaf.index) for leaf in plan])
+
+
+def _src_positions(plan: LeafPlan) -> tuple[int, ...]:
+    """The sources a compiled call reads itself (its plan's ``Leaf("src", e, 0)``: a watched
     tensor an op uses; a Variable's value is read by its recorded reads instead)."""
     return tuple(e for kind, e, _ in plan if kind == "src")
 
 
-def _src_values(entry, src_objs):
+def _src_values(entry: "Compiled | Backward", src_objs: Sequence[Any]) -> list[Any]:
     """The values of the sources ``entry`` reads itself (None elsewhere).  A pending source
     stays a thunk: the gathering computes it."""
-    vals = [None] * len(src_objs)
+    vals: list[Any] = [None] * len(src_objs)
     for e in entry.srcs:
         s = src_objs[e]
         vals[e] = s._thunk if type(s) is Pending else s._value
     return vals
 
 
-def _call_fused(entry, nodes, program, src_objs, kept, cts, targets):
+def _call_fused(entry: Backward, nodes: Sequence[Node], program: Program, src_objs: Sequence[Any],
+                kept: list[KeptTarget], cts: Sequence[Any], targets: Sequence[Any]) -> tuple:
     """Run the fused forward + gradient; the pending targets get their values."""
-    leaves = gather_leaves(nodes, program, entry.plan, _src_values(entry, src_objs), force=False)
+    leaves = gather_leaves(nodes, program, entry.gather, _src_values(entry, src_objs), force=False)
     given = tuple([cts[i]._value for i, _ in kept if cts[i] is not None])
     track = _speculate.track(entry) if _speculate._flags.enabled else None
     out = None
@@ -509,13 +582,15 @@ def _call_fused(entry, nodes, program, src_objs, kept, cts, targets):
     return results
 
 
-def _call_gradient(entry, nodes, program, src_objs, kept, cts, nested):
+def _call_gradient(entry: "Compiled | Backward", nodes: Sequence[Node], program: Program,
+                   src_objs: Sequence[Any], kept: list[KeptTarget], cts: Sequence[Any], nested: bool) -> tuple:
     """Run the compiled gradient: the saved-values backward, or (``nested``: another tape
     records this call) the replay as an op that the outer tapes record (2nd, 3rd order)."""
-    leaves = gather_leaves(nodes, program, entry.plan, _src_values(entry, src_objs))
+    leaves = gather_leaves(nodes, program, entry.gather, _src_values(entry, src_objs))
     given = [cts[i] for i, _ in kept if cts[i] is not None]
     if not nested:
         return pending_results(entry.fn(leaves, tuple(g._value for g in given)))
+    assert isinstance(entry, Compiled)   # the recorded form (``_compile``)
     given_vals = tuple(g._value for g in given)
     if entry.deps is None:
         entry.deps = input_dependence(entry.raw, leaves, given_vals)
@@ -524,15 +599,18 @@ def _call_gradient(entry, nodes, program, src_objs, kept, cts, nested):
     # Inputs the gradient does not use are passed as constants (id 0).
     args = [with_id(v, i if d else 0) for v, i, d in zip(leaves, ids, deps)]
     args += [g if d else g._value for g, d in zip(given, deps[len(leaves):])]
-    return bind(entry.prim, *args)
+    out = bind(entry.prim, *args)
+    assert isinstance(out, tuple)   # the op has multiple results
+    return out
 
 
-def _leaf_ids(nodes, program, plan, src_objs):
+def _leaf_ids(nodes: Sequence[Node], program: Program, plan: LeafPlan, src_objs: Sequence[Any]) -> list[int]:
     sl = program.slice
     return [nodes[sl[a]].ids[b] if kind == "node" else src_objs[a]._id for kind, a, b in plan]
 
 
-def tape_log_int(s):
+def tape_log_int(s) -> None:
+    """Warn, as TF, that a source of an integer dtype gets no gradient."""
     from ._tape import _log
     _log.warning("The dtype of the source tensor must be floating (e.g. tf.float32) when calling "
                  "GradientTape.gradient, got %r", s.dtype)

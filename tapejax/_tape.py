@@ -470,9 +470,18 @@ class GradientTape:
         return explain(self, target, source)
 
 
-#: ``_replay.gradient`` (set when ``_replay``, which imports this module, is imported):
-#: (tape, flat targets, flat sources, output gradients, mode) -> a gradient or None per source.
+#: The gradient driver, ``_replay.gradient``: (tape, flat targets, flat sources, output
+#: gradients, mode) -> a gradient or None per source.  ``_replay`` imports this module, so it
+#: hands the driver over when imported (``set_gradient_driver``) instead of this module importing it.
 _replay_gradient: Optional[Callable[..., List[Optional[Tensor]]]] = None
+
+
+def set_gradient_driver(fn):
+    """Called by ``_replay`` at import: ``GradientTape.gradient`` runs ``fn(tape, targets, sources,
+    cotangents, mode)``."""
+    global _replay_gradient
+    _replay_gradient = fn
+
 
 _TAPE_TYPES.add(GradientTape)  # plain tapes may have their recorded ops deferred (see _lazy)
 

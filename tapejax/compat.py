@@ -8,7 +8,8 @@ same context as ``tapejax.gradient_override_map`` (there is one global
 """
 import sys
 
-from ._custom import RegisterGradient, custom_gradient, gradient_override_map, gradients_v1, hessians, stop_gradient
+from ._custom import RegisterGradient, gradient_override_map, gradients_v1, hessians, stop_gradient
+from ._custom_gradient import custom_gradient
 from ._modules import new_module
 from ._tape import GradientTape, UnconnectedGradients
 

@@ -1,5 +1,5 @@
-"""tapejax._custom: stop_gradient, custom_gradient, RegisterGradient / gradient_override_map,
-new op types, tapejax.gradients.
+"""tapejax._custom, _custom_gradient, _late: stop_gradient, custom_gradient, RegisterGradient /
+gradient_override_map, new op types, tapejax.gradients.
 
 Oracles: ``jax.vjp`` / ``jax.grad`` of the same pure function (with ``jax.custom_vjp``
 where a custom rule is meant), or values derived by hand in the docstring.
@@ -562,7 +562,7 @@ def test_lifted_literal_evaluation_matches_eval_jaxpr():
     """The evaluator with top-level literals as arguments gives jax.core.eval_jaxpr's values
     (literals, a custom_jvp with a sub-jaxpr, a pjit), and equal structures with different
     literals have one fingerprint."""
-    from tapejax._custom import _eval_lifted, _fingerprint, _literals
+    from tapejax._late import eval_lifted as _eval_lifted, fingerprint as _fingerprint, literals as _literals
 
     def fn(a, k):
         return jax.nn.relu(a) * k + jax.jit(jnp.sin)(a) - 2.0
@@ -978,3 +978,39 @@ def test_compat_v1_namespace():
     assert v1.get_default_graph() is v1.get_default_graph()
     assert v1.RegisterGradient is tf.RegisterGradient
     assert v1.stop_gradient is tf.stop_gradient and v1.custom_gradient is tf.custom_gradient
+
+
+# --------------------------------------------------------------------------
+# typed records (issue #20)
+# --------------------------------------------------------------------------
+
+def test_skeletons_are_typed_records_that_rebuild_the_structure():
+    """``_skeleton`` describes a structure with ``_Struct``/``_Const`` records (hashable, part of
+    the cache key) and ``_build`` rebuilds it from the leaves in order; containers of different
+    types, and a kept value equal to the leaf marker, stay distinct."""
+    import collections
+
+    from tapejax._custom_gradient import _LEAF, _build, _Const, _skeleton, _Struct
+    Pair = collections.namedtuple("Pair", "a b")
+    x = {"z": [1.0, (2.0, 3.0)], "a": Pair(4.0, 5.0)}
+    skel = _skeleton(x)
+    assert isinstance(skel, _Struct) and skel.kind == "dict" and skel.keys == ("z", "a")
+    assert hash(skel) == hash(_skeleton(x)) and skel == _skeleton(x)
+    leaves = iter(range(5))
+    assert _build(skel, leaves) == {"z": [2, (3, 4)], "a": Pair(0, 1)}   # children in sorted key order
+    assert _skeleton([1.0]) != _skeleton((1.0,)) != _skeleton(Pair(1.0, 2.0))
+    kept = _skeleton(["*", 2, tf.constant(1.0)], consts=True)
+    assert kept.children == (_Const("*"), _Const(2), _LEAF) and _Const("*") != _LEAF
+    assert _build(kept, iter(["leaf"])) == ["*", 2, "leaf"]
+
+
+def test_second_registration_names_where_the_first_was():
+    name = unique("Where")
+
+    def first(op, g):
+        return g
+
+    tf.RegisterGradient(name)(first)
+    where = f"{first.__code__.co_filename}:{first.__code__.co_firstlineno}"
+    with pytest.raises(KeyError, match="Previous registration was in " + where.replace(".", r"\.")):
+        tf.RegisterGradient(name)(lambda op, g: g)

@@ -423,3 +423,112 @@ def test_resolve_late_keys_custom_nodes_by_their_traced_backward(fresh_cache):
     np.testing.assert_allclose(t.gradient(y, x).numpy(), 5.0 * np.cos([1.0, 2.0]), rtol=1e-6)
     s["sq"] = True
     np.testing.assert_allclose(t.gradient(y, x).numpy(), 2.0 * np.cos([1.0, 2.0]), rtol=1e-6)
+
+
+# -- typed records and registries (issue #20) -----------------------------------------------------
+
+def test_plans_are_leaf_records_and_the_backward_reads_saved_inputs_once_per_code():
+    """``build_replay``/``build_backward`` return ``Built(fn, plan)`` with ``Leaf`` records: the
+    replay reads the watched source itself and the value the Variable read; the backward reads
+    the recorded inputs of its op nodes, one per code.  Their functions give d(v*x + x)/d(x, v)
+    = (v + 1, x)."""
+    prev = tf.set_deferred_execution(False)
+    try:
+        x = tf.constant(3.0)
+        v = tf.Variable(2.0)
+        with tf.GradientTape() as t:
+            t.watch(x)
+            y = v * x + x
+    finally:
+        tf.set_deferred_execution(prev)
+    nodes, codes = t._nodes, t._codes
+    src = (codes[x._id], codes[v._id])
+    sl, _ = _program.slice_tape(nodes, list(src), [codes[y._id]])
+    assert [nodes[i].prim.name for i in sl] == ["ReadVariableOp", "Mul", "AddV2"]
+    avals = (((), x._value.dtype), ((), v._value.dtype))
+    program = _program.Program(nodes, sl, src, avals, (codes[y._id],), (False,))
+    Leaf = _program.Leaf
+
+    replay, rplan = _program.build_replay(nodes, program, _replay.resolve_impl)
+    assert rplan == (Leaf("src", 0, 0), Leaf("node", 0, 0))
+    rleaves = _program.gather_leaves(nodes, program, rplan, [x._value, None])
+    eps0 = (jnp.zeros(()), jnp.zeros(()))
+    (out,) = replay(eps0, rleaves)
+    np.testing.assert_allclose(out, 9.0)
+    g_replay = jax.grad(lambda e: replay(e, rleaves)[0])(eps0)
+
+    built = _program.build_backward(nodes, program, _replay.resolve_impl)
+    assert isinstance(built, _program.Built)
+    assert built.plan == (Leaf("node", 1, 0), Leaf("node", 1, 1), Leaf("node", 2, 0))
+    assert [kind for kind, _, _ in built.plan] == ["node"] * 3   # still unpacks as a triple
+    grads = built.fn(_program.gather_leaves(nodes, program, built.plan, [None, None]), ())
+    np.testing.assert_allclose([float(g) for g in grads], [3.0, 3.0])
+    np.testing.assert_allclose([float(g) for g in g_replay], [3.0, 3.0])
+
+
+def test_program_key_parts_are_named_and_entry_keys_equal_plain_pairs():
+    x = tf.constant(2.0)
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = tf.exp(x)
+    code, tcode = t._codes[x._id], t._codes[y._id]
+    sl, _ = _program.slice_tape(t._nodes, [code], [tcode])
+    p = _program.Program(t._nodes, sl, (code,), (((), "float32"),), (tcode,), (True,))
+    assert p.key.slice == sl and p.key.sigs == tuple(t._nodes[i].sig for i in sl)
+    assert (p.key.src_codes, p.key.tgt_codes, p.key.ct_given) == ((code,), (tcode,), (True,))
+    # other compiled forms key the same cache with (kind, program): typed or plain, one key
+    assert p.backward_key == ("backward", p) and hash(p.fused_key) == hash(("fused", p))
+    assert p.backward_key.program is p and p.fused_key.kind == "fused"
+
+
+def test_impl_rule_registry_chooses_the_replayed_function(fresh_cache):
+    """A rule registered with ``_replay.register_impl_rule`` decides what the replay runs for a
+    node (here: x**3 for an op whose eager function is x**2), before the default (the op's own
+    function); the gradient registry's rule is registered the same way."""
+    prim = tf.Primitive("TestReplay_SquareRule", lambda a: a * a)   # not a registered op type
+    assert "gradient_registry" in _replay._IMPL_RULES
+
+    def cube_rule(node):
+        return (lambda a: a * a * a) if node.prim is prim else None
+
+    x = tf.constant(2.0)
+    try:
+        _replay.register_impl_rule("test_cube", cube_rule)
+        with tf.GradientTape() as t:
+            t.watch(x)
+            y = tf.bind(prim, x)
+        np.testing.assert_allclose(y.numpy(), 4.0)   # the eager value is the op's own
+        np.testing.assert_allclose(t.gradient(y, x).numpy(), jax.grad(lambda a: a ** 3)(2.0))
+        # registering the name again replaces its rule
+        _replay.register_impl_rule("test_cube", lambda node: None)
+        tf.clear_cache()
+        with tf.GradientTape() as t:
+            t.watch(x)
+            y = tf.bind(prim, x)
+        np.testing.assert_allclose(t.gradient(y, x).numpy(), 4.0)
+    finally:
+        _replay._IMPL_RULES.pop("test_cube", None)
+        tf.clear_cache()
+
+
+def test_gradient_tape_runs_the_driver_replay_registers():
+    """``GradientTape.gradient`` runs the driver handed over by ``_tape.set_gradient_driver``
+    (``_replay.gradient``, registered when ``_replay`` is imported)."""
+    from tapejax import _tape
+    assert _tape._replay_gradient is _replay.gradient
+    calls = []
+
+    def driver(tape, targets, sources, cts, mode):
+        calls.append(len(sources))
+        return _replay.gradient(tape, targets, sources, cts, mode)
+
+    x = tf.constant(3.0)
+    try:
+        _tape.set_gradient_driver(driver)
+        with tf.GradientTape() as t:
+            t.watch(x)
+            y = x * x
+        np.testing.assert_allclose(t.gradient(y, x).numpy(), 6.0)
+    finally:
+        _tape.set_gradient_driver(_replay.gradient)
+    assert calls == [1]
