@@ -35,6 +35,7 @@ is stricter about the container type).
 """
 
 import jax
+import jax.core
 import jax.numpy as jnp
 from jax import lax
 from jax.extend import core as jex_core
@@ -346,6 +347,7 @@ def _scan_core(fn, elems, initializer, reverse, want_all, what):
         elif t._value.shape[0] != n:
             raise ValueError(f"{what}: all elems must have the same first dimension; got {n} and "
                              f"{t._value.shape[0]}")
+    assert n is not None  # e_leaves is non-empty, so the loop set it
     if initializer is None:
         if n == 0:
             raise ValueError(f"{what}: elems is empty and no initializer was given")
@@ -361,7 +363,6 @@ def _scan_core(fn, elems, initializer, reverse, want_all, what):
     a_leaves, a_tree = _flatten(init)
     a_avals = _avals(a_leaves)
     x_avals = [jax.ShapeDtypeStruct(t._value.shape[1:], t._value.dtype) for t in rest]
-    in_tree = jax.tree_util.tree_structure((0, 0))
     # structure (acc, x): unflatten acc and x separately inside
     na = len(a_leaves)
 
@@ -378,7 +379,7 @@ def _scan_core(fn, elems, initializer, reverse, want_all, what):
         raise ValueError(f"{what}: fn must return the structure, shapes and dtypes of the accumulator; "
                          f"accumulator {a_tree} {[(tuple(a.shape), str(a.dtype)) for a in a_avals]}, fn "
                          f"returned {tree_o} {[(tuple(a.shape), str(a.dtype)) for a in out_avals]}")
-    nx, nc = len(rest), len(cf)
+    nx = len(rest)
 
     def make():
         def impl(*args):
@@ -391,6 +392,7 @@ def _scan_core(fn, elems, initializer, reverse, want_all, what):
             final, ys = lax.scan(body, tuple(acc), tuple(xs), reverse=reverse)
             if not want_all:
                 return tuple(final)
+            assert ys is not None  # want_all: body stacks every step
             if skip_first:
                 ys = tuple(jnp.concatenate([a[None], y], 0) if not reverse else
                            jnp.concatenate([y, a[None]], 0) for a, y in zip(acc, ys))

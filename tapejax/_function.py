@@ -53,16 +53,21 @@ naming ``tapejax.cond`` / ``tapejax.while_loop``.
 import functools
 import threading
 import warnings
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 
 from . import _dtypes, _state
+from ._errors import OperatorNotAllowedInGraphError
 from ._lru import Family
 from ._tensor import Tensor, convert_to_tensor
-from ._errors import OperatorNotAllowedInGraphError
 from ._variable import Variable, deferred_interrupts, fresh_outputs
+
+if TYPE_CHECKING:
+    from ._primitives import Primitive
 
 _Tracer = jax.core.Tracer
 _Array = jax.Array
@@ -339,19 +344,24 @@ class _Trace:
 # ---------------------------------------------------------------------------
 
 class _Entry:
-    """One compiled specialisation (one argument key)."""
+    """One compiled specialisation (one argument key).
+
+    ``make_pure(entry)`` builds the function ``jitted`` compiles; it reads the
+    entry's fields when traced, not when built.
+    """
 
     __slots__ = ("jitted", "rw", "ro", "out_tpl", "template", "in_shardings", "prim", "callbacks")
 
-    def __init__(self, template, rw, ro):
+    def __init__(self, template, rw: tuple, ro: tuple, make_pure: Callable[["_Entry"], Callable[..., Any]]):
         self.callbacks = False   # the program calls back into Python (it may raise at run time)
-        self.in_shardings = None
-        self.prim = None
+        # one NamedSharding per dynamic input: set by Function._build when there is a mesh
+        self.in_shardings: Optional[list[jax.sharding.NamedSharding]] = None
+        self.prim: Optional[Primitive] = None   # made on the first call from inside a tape
         self.template = template
         self.rw = rw
         self.ro = ro
-        self.jitted = None
         self.out_tpl = None
+        self.jitted = jax.jit(make_pure(self), donate_argnums=0)
 
 
 def _is_value_error(e):
@@ -590,11 +600,11 @@ class Function:
             fresh = self._known is None or attempt == 1
             if fresh:
                 self._discover(template, dyn)
+            assert self._known is not None  # _discover sets it
             order, assigned = self._known
             rw = tuple(v for v in order if v._id in assigned)
             ro = tuple(v for v in order if v._id not in assigned)
-            entry = _Entry(template, rw, ro)
-            entry.jitted = jax.jit(self._make_pure(entry, fresh), donate_argnums=0)
+            entry = _Entry(template, rw, ro, functools.partial(self._make_pure, fresh=fresh))
             if self._mesh is not None:
                 entry.in_shardings = self._input_shardings(args, kwargs)
                 self._place_variables(entry)
@@ -623,13 +633,14 @@ class Function:
         rw = [self._spec(v._value, v._value.sharding if mesh else None) for v in entry.rw]
         ro = [self._spec(v._value, v._value.sharding if mesh else None) for v in entry.ro]
         if mesh:
+            assert entry.in_shardings is not None  # _build sets them when there is a mesh
             dn = [self._spec(d, s) for d, s in zip(dyn, entry.in_shardings)]
         else:
             dn = [self._spec(d) for d in dyn]
         traced = entry.jitted.trace(rw, ro, dn)
         entry.callbacks = bool(entry.rw) and _has_callback(traced.jaxpr.jaxpr)
 
-    def _make_pure(self, entry, fresh):
+    def _make_pure(self, entry, *, fresh):
         fn = self.python_function
         fname = self._name
         constrain = self._variable_constraint()
@@ -666,10 +677,12 @@ class Function:
     # -- several devices -------------------------------------------------------------
     def _var_sharding(self, var):
         P = jax.sharding.PartitionSpec
+        mesh = self._mesh
+        assert mesh is not None  # only called for a Function with a mesh
         spec = self._variable_specs(var) if self._variable_specs is not None else None
         if spec is not None and not isinstance(spec, P):
             raise TypeError(f"variable_specs({var.name}) must return a PartitionSpec or None; got {spec!r}")
-        return jax.sharding.NamedSharding(self._mesh, spec if spec is not None else P())
+        return jax.sharding.NamedSharding(mesh, spec if spec is not None else P())
 
     def _variable_constraint(self):
         if self._mesh is None:
@@ -682,6 +695,8 @@ class Function:
     def _input_shardings(self, args, kwargs):
         """One NamedSharding per dynamic leaf, in the order ``_key`` collects them."""
         P = jax.sharding.PartitionSpec
+        mesh = self._mesh
+        assert mesh is not None  # only called for a Function with a mesh
         specs = self._in_specs
         out = []
         per_arg = isinstance(specs, (list, tuple))
@@ -699,10 +714,11 @@ class Function:
             out.extend([None if per_arg else specs] * len(n))
         shardings = []
         for spec in out:
-            shardings.append(jax.sharding.NamedSharding(self._mesh, spec if spec is not None else P()))
+            shardings.append(jax.sharding.NamedSharding(mesh, spec if spec is not None else P()))
         return shardings
 
     def _place_inputs(self, entry, dyn):
+        assert entry.in_shardings is not None  # _build sets them when there is a mesh
         return [d if getattr(d, "sharding", None) == s else jax.device_put(d, s)
                 for d, s in zip(dyn, entry.in_shardings)]
 

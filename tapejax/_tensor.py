@@ -8,8 +8,7 @@ point.  A Tensor is a pytree (its leaf is the array), so it can be passed to
 ``jax.jit`` and ``jnp.asarray``.  ``_lazy.Pending`` is the subclass for a
 recorded op whose value is computed later (deferred execution).
 """
-import numbers
-from typing import Any, Callable, ClassVar, Iterator
+from typing import Any, Callable, ClassVar, Iterator, Optional, Union
 
 import jax
 import jax.core
@@ -276,7 +275,7 @@ _PY_SCALAR = (bool, int, float, complex)
 
 #: Set by ``tapejax.ops``: packs a nested list that contains Tensors with the
 #: recorded Pack op, as TF's conversion does.
-pack_hook = None
+pack_hook: Optional[Callable[[Union[list, tuple]], "Tensor"]] = None
 
 
 def _python_dtype(value):
@@ -405,6 +404,7 @@ def convert_to_tensor(value, dtype=None, dtype_hint=None, name=None):
         raise ValueError("Attempt to convert a value (None) with an unsupported type "
                          "(<class 'NoneType'>) to a Tensor.")
     if isinstance(value, (list, tuple)) and _contains_tensor(value):
+        assert pack_hook is not None  # tapejax.ops installs it on import
         t = pack_hook(value)
         if want is not None and np.dtype(t._value.dtype) != want:
             raise ValueError(f"Tensor conversion requested dtype {want.name} for Tensor with "

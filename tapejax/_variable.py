@@ -43,22 +43,23 @@ import threading
 import weakref
 
 try:   # the C functions behind ``signal.signal`` / ``getsignal``, without their enum wrapping (~8x faster)
-    from _signal import getsignal as _getsignal, signal as _setsignal
+    # (a private C module that typeshed has no stub for)
+    from _signal import getsignal as _getsignal, signal as _setsignal  # pyright: ignore[reportMissingImports]
 except ImportError:  # pragma: no cover - not CPython
     from signal import getsignal as _getsignal, signal as _setsignal
 
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Optional, Union
 
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 
 from . import _dtypes, _lazy, _speculate, _state
-from ._lazy import Pending, _Array, _Thunk
 from ._errors import InvalidArgumentError
+from ._lazy import Pending, _Array, _Thunk
 from ._lru import LRU
 from ._tensor import Tensor, TensorShape, _to_array, convert_to_tensor
-
 
 # Jitted updates: JAX's C++ dispatch path, faster than eager jnp arithmetic.
 _add = jax.jit(jnp.add)
@@ -110,7 +111,7 @@ class traced_values:
     def __init__(self, variables, values):
         self._vars = list(variables)
         self._vals = list(values)
-        self._saved = None
+        self._saved: Optional[list] = None
 
     def __enter__(self):
         self._saved = [v._state() for v in self._vars]
@@ -120,6 +121,7 @@ class traced_values:
         return self
 
     def __exit__(self, *exc):
+        assert self._saved is not None  # set by __enter__
         for v, st in zip(self._vars, self._saved):
             v._restore(st)
         _BINDING.depth -= 1
@@ -206,6 +208,8 @@ class Variable:
     __slots__ = ("_val", "_own", "_id", "_trainable", "_name", "_sharding", "_constraint", "__weakref__")
     __array_priority__ = 100
     _unnamed = 0
+    # the value: an array (a tracer while a trace binds this Variable) or a pending update
+    _val: Union[jax.Array, _Thunk]
 
     # The operators, installed on the class by ``tapejax.ops`` (``ops/math.py``: arithmetic,
     # comparisons and logic; ``ops/array.py``: ``[]``) so that each goes through the op registry
@@ -295,7 +299,9 @@ class Variable:
         v = self._val
         if v is self._own:   # the buffer is handed out: no longer this Variable's alone
             self._own = None
-        if type(v) is _Thunk:
+        if isinstance(v, _Array):   # (the common case first: an exact type is one compare)
+            t = Tensor(v)
+        elif isinstance(v, _Thunk):
             if v.value is not None:
                 t = Tensor(v.value)
             elif tapes and _lazy.can_defer(tapes):
@@ -304,7 +310,7 @@ class Variable:
                 t = Pending(v)
             else:
                 t = Tensor(self._value)
-        else:
+        else:   # a tracer (a trace binds this Variable)
             t = Tensor(v)
         if tapes:
             for tape in tapes:
@@ -317,9 +323,11 @@ class Variable:
         v = self._val
         if v is self._own:
             self._own = None
-        if type(v) is _Thunk:
+        if isinstance(v, _Array):   # (the common case first: an exact type is one compare)
+            t = Tensor(v)
+        elif isinstance(v, _Thunk):
             t = Tensor(v.value) if v.value is not None else Pending(v)
-        else:
+        else:   # a tracer (a trace binds this Variable)
             t = Tensor(v)
         for tape in tapes:
             tape._record_read(self, t)
@@ -329,17 +337,21 @@ class Variable:
     def _value(self) -> jax.Array:
         """The value (an update still pending is computed, with every other pending update)."""
         v = self._val
-        if type(v) is _Thunk:
+        if isinstance(v, _Array):   # (the common case first: an exact type is one compare)
+            return v
+        if isinstance(v, _Thunk):
             if v.value is not None:   # computed by a gradient's program (``_read``)
                 return v.value
             _compute_pending_updates()
             v = self._val
-            if type(v) is _Thunk:   # left by a computation that raised: computed alone
+            if isinstance(v, _Thunk):   # left by a computation that raised: computed alone
                 with _UPDATE_LOCK:
                     v = self._val
-                    if type(v) is _Thunk:
-                        v = self._val = v.force()
-        return v
+                    if isinstance(v, _Thunk):
+                        forced = v.force()
+                        assert forced is not None  # computed outside any trace: never refused
+                        v = self._val = forced
+        return v   # an array, or a tracer (a trace binds this Variable)
 
     @_value.setter
     def _value(self, value):
@@ -452,7 +464,7 @@ class Variable:
         if type(old) is _Thunk:   # one pending update per Variable at most: an earlier one is computed
             old = old.value if old.value is not None else self._value
         aval = th.aval
-        if (not _lazy._flags.enabled or _state._local.collector is not None or type(old) is not _Array
+        if (not _lazy._flags.enabled or _state._local.collector is not None or not isinstance(old, _Array)
                 or aval.dtype != old.dtype or aval.shape != old.shape or not _lazy.concrete((old,))):
             return False
         args = th.args

@@ -105,6 +105,22 @@ def test_optax_schedule_and_callable_learning_rate():
     np.testing.assert_allclose(v1.numpy(), 1.0 - sum(lrs))
 
 
+def test_step_callable_learning_rate_error_is_its_own():
+    """A one-argument callable (an optax-style schedule) gets the step; a TypeError it raises
+    propagates as it is (it used to be retried without the step: "missing ... argument")."""
+    def schedule(count):
+        raise TypeError("schedule's own error")
+
+    v = tf.Variable(1.0)
+    with pytest.raises(TypeError, match="schedule's own error"):
+        optimizers.SGD(schedule).apply_gradients([(tf.constant(1.0), v)])
+    assert v.numpy() == 1.0
+    steps = []
+    opt = optimizers.SGD(lambda count, scale=0.5: (steps.append(count), scale)[1])
+    opt.apply_gradients([(tf.constant(1.0), v)])
+    assert v.numpy() == 0.5 and len(steps) == 1
+
+
 def test_from_optax_equals_pure_optax():
     x, y, w, b = _problem()
     tx = optax.adamw(0.01, weight_decay=0.1)

@@ -622,7 +622,7 @@ def _slice_bound(b):
     return int(np.asarray(getattr(b, "_value", b)))
 
 
-def getitem(x, key):
+def getitem(x, key) -> Tensor:
     """``tensor[key]``: ints, slices, ``...``, ``None``, scalar integer tensors, and a bool tensor
     (a ``boolean_mask``).  A Python list is a tuple of indices (as TF); an out-of-range int index is
     an InvalidArgumentError; array-valued indices are a TypeError (use ``tf.gather``)."""
@@ -631,7 +631,9 @@ def getitem(x, key):
     if not isinstance(key, tuple):
         key = (key,)
     if len(key) == 1 and isinstance(key[0], _TENSORISH) and key[0]._value.dtype.kind == "b":
-        return boolean_mask(x, key[0])
+        out = boolean_mask(x, key[0])
+        assert isinstance(out, Tensor)  # (one result)
+        return out
     shape = _shape(x)
     spec = []
     dyn = []
@@ -667,7 +669,9 @@ def getitem(x, key):
             spec.append(("t",))
             dyn.append(t)
             dim = None if dim is None else dim + 1
-    return _call(_GETITEM, "StridedSlice", x, *dyn, spec=tuple(spec))
+    out = _call(_GETITEM, "StridedSlice", x, *dyn, spec=tuple(spec))
+    assert isinstance(out, Tensor)  # (one result)
+    return out
 
 
 class VariableSlice(Tensor):
@@ -721,7 +725,7 @@ class VariableSlice(Tensor):
 jax.tree_util.register_pytree_node(VariableSlice, _tensor._flatten, _tensor._unflatten)
 
 
-def _variable_getitem(var, key):
+def _variable_getitem(var, key) -> VariableSlice:
     t = getitem(var, key)
     view = VariableSlice.__new__(VariableSlice)
     view._value, view._id = t._value, t._id

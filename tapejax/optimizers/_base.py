@@ -28,16 +28,19 @@ gradients are skipped with a warning (ValueError when all are None), then
 rule; ``iterations`` is incremented; a Variable's ``constraint`` is applied
 after its update.
 """
+import inspect
 import logging
 import threading
+from typing import Any, Callable, Optional
 
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes, _nest, _speculate, _state
-from .._lru import Family
 from .._lazy import Pending
+from .._lru import Family
 from .._tensor import Tensor, convert_to_tensor
 from .._variable import Variable, deferred_interrupts, fresh_outputs
 from . import schedules as _schedules
@@ -163,13 +166,12 @@ def _commit(state, var_list, update, owned=True):
         else:
             for v, x in zip(state, new):
                 v._value = x
-    old = vals if constrained else None
     if constrained:
         try:
             fixed = [(v, v._new_value(v.constraint(v), "assign")) for v in constrained]
         except BaseException:
             with deferred_interrupts():
-                for v, x in zip(state, old):
+                for v, x in zip(state, vals):   # (the old values: none was donated)
                     v._value = x
             raise
         with deferred_interrupts():
@@ -201,7 +203,7 @@ class Optimizer:
     #: Hyperparameters that tf_keras keeps in float32 Variables (its ``_set_hyper``) and the
     #: update reads at every step: ``opt.beta_1`` is that Variable, ``opt.beta_1 = 0.5``
     #: assigns it, and the compiled update takes their values as inputs (no recompile).
-    _HYPERS = ()
+    _HYPERS: tuple[str, ...] = ()
     #: Attributes fixed once slots exist (they decide which slots there are).
     _STRUCTURAL = ()
 
@@ -234,8 +236,8 @@ class Optimizer:
         # value (``_initial_decay``): assigning ``opt.decay`` changes nothing, as in TF.
         self._set_hyper("decay", self._initial_decay)
         self._iterations = None
-        self._lr_var = None
-        self._lr_sched = None
+        self._lr_var: Optional[Variable] = None   # a float learning rate (made on first set)
+        self._lr_sched: Optional[Callable[..., Any]] = None   # or a schedule, which wins
         self._slots = {}      # var id -> {slot name: Variable}
         self._weights = []    # iterations, then slots/extra in creation order (Keras' order)
         self._updates = _UPDATES.new()   # structure key -> jitted update (bounded LRU)
@@ -306,7 +308,7 @@ class Optimizer:
         py = self._hyper_py.get(name)
         return py if py is not None and np.float32(py) == np.float32(now) else now
 
-    def _update_hypers(self):
+    def _update_hypers(self) -> tuple[str, ...]:
         """The ``_HYPERS`` the update reads (all of them; SGD and RMSprop without momentum
         leave ``momentum`` out, as tf_keras does)."""
         return self._HYPERS
@@ -399,8 +401,11 @@ class Optimizer:
 
     def get_config(self):
         cfg = {"name": self._name}
-        lr = self.learning_rate
-        cfg["learning_rate"] = lr if self._lr_sched is not None else float(lr.numpy())
+        if self._lr_sched is not None:
+            cfg["learning_rate"] = self._lr_sched
+        else:
+            assert self._lr_var is not None  # _set_learning_rate made it (no schedule)
+            cfg["learning_rate"] = float(self._lr_var.numpy())
         if self._initial_decay:
             cfg["decay"] = self._initial_decay
         for k in ("clipnorm", "global_clipnorm", "clipvalue"):
@@ -459,10 +464,9 @@ class Optimizer:
         """The learning rate for this update (float32 scalar): Variable value or schedule(iterations)."""
         if self._lr_sched is not None:
             sched = self._lr_sched
-            try:
-                lr = sched(it)
-            except TypeError:
-                lr = sched()  # a zero-argument callable (Keras accepts those)
+            # a zero-argument callable (Keras accepts those) or a schedule of the step; an error
+            # the callable raises is its own (not retried without the step)
+            lr = sched(it) if _takes_step(sched) else sched()
             lr = jnp.asarray(getattr(lr, "_value", lr), jnp.float32)
         else:
             lr = lr_in
@@ -516,8 +520,12 @@ class Optimizer:
             if not isinstance(v, Variable):
                 raise TypeError(f"apply_gradients expects (gradient, Variable) pairs; got {v!r} of type "
                                 f"{type(v).__name__} as a variable")
-            gd = np.dtype(getattr(g, "_value", g).dtype) if isinstance(g, (Tensor, Variable, jax.Array,
-                                                                          jax.core.Tracer)) else None
+            if isinstance(g, (Tensor, Variable)):
+                gd = np.dtype(g._value.dtype)
+            elif isinstance(g, (jax.Array, jax.core.Tracer)):
+                gd = np.dtype(g.dtype)
+            else:
+                gd = None
             if gd is not None and gd != v._value.dtype:
                 from .._errors import InvalidArgumentError
                 raise InvalidArgumentError(
@@ -659,6 +667,22 @@ class Optimizer:
 
     def __repr__(self):
         return f"<tapejax.optimizers.{type(self).__name__} name={self._name!r}>"
+
+
+def _takes_step(fn: Callable[..., Any]) -> bool:
+    """Whether the learning-rate callable ``fn`` takes the step: a schedule (Keras', optax's)
+    does; a callable that accepts no positional argument is called with none, as Keras does."""
+    if isinstance(fn, _schedules.LearningRateSchedule):
+        return True
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):   # no signature to read (some C callables): give the step
+        return True
+    try:
+        sig.bind(0)
+    except TypeError:
+        return False
+    return True
 
 
 def _filter_empty_gradients(grads_and_vars):

@@ -437,3 +437,44 @@ def test_hyperparameter_set_from_a_tensor_inside_a_compiled_step(tf):
     for m in (0.9, 0.5, 0.0):
         step(g, tf.constant(m))
     return w
+
+
+@parity(needs=[f"{LEG}.SGD", "keras.optimizers.schedules.LearningRateSchedule"], **RT)
+def test_learning_rate_callables(tf):
+    """A schedule is called with the step; a TypeError it raises is its own (not retried without
+    the step); a zero-argument callable is called with nothing, and its own TypeError too."""
+    L = tf.keras.optimizers.legacy
+
+    class Raising(tf.keras.optimizers.schedules.LearningRateSchedule):
+        def __call__(self, step):
+            raise TypeError("the schedule's own error")
+
+        def get_config(self):
+            return {}
+
+    class Halving(tf.keras.optimizers.schedules.LearningRateSchedule):
+        def __call__(self, step):
+            return 0.4 / (1.0 + tf.cast(step, tf.float32))
+
+        def get_config(self):
+            return {}
+
+    def message(lr):
+        v = tf.Variable([1.0, 2.0])
+        try:
+            L.SGD(learning_rate=lr).apply_gradients([(tf.constant([1.0, 1.0]), v)])
+        except TypeError as e:
+            return str(e)
+        return "no error"
+
+    def bad_zero_arg():
+        raise TypeError("the callable's own error")
+
+    def train(lr):
+        v = tf.Variable([1.0, 2.0])
+        opt = L.SGD(learning_rate=lr)
+        for _ in range(3):
+            opt.apply_gradients([(tf.constant([1.0, -1.0]), v)])
+        return v
+
+    return (message(Raising()), message(bad_zero_arg), train(Halving()), train(lambda: 0.25))
