@@ -25,10 +25,9 @@ import functools
 import jax
 import numpy as np
 
-from . import _state
-from ._state import _local
 from ._lazy import Pending, _Thunk, can_defer, concrete, defer, force_all
 from ._lru import Family
+from ._state import _local
 from ._tensor import Tensor, convert_to_tensor, host_snapshot
 
 REGISTRY = {}

@@ -18,8 +18,7 @@ import numpy as np
 import pytest
 
 import tapejax as tf
-from tapejax import _control_flow, _lru, _primitives, _replay, _state, _tape
-from tapejax.ops import jax_op
+from tapejax import _control_flow, _lru, _replay, _state, _tape
 
 SOAK = os.environ.get("TAPEJAX_SOAK", "") not in ("", "0")
 N_STRUCTURES = 3000 if SOAK else 48
@@ -77,7 +76,6 @@ def _soak(step, n_steps, traced_steps, warmup=300):
 def test_10000_eager_training_steps_keep_memory_flat(fresh_cache):
     x, y, w, b = _problem()
     opt = tf.optimizers.Adam(0.01)
-    losses = []
 
     def step():
         with tf.GradientTape() as tape:

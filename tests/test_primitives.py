@@ -6,7 +6,6 @@ import pytest
 import tapejax as tf
 from tapejax import _primitives
 
-
 CUBE = tf.define_op("TestOnlyCube", lambda x: x ** 3)
 
 
@@ -69,6 +68,7 @@ def test_inlined_fast_paths_equal_bind():
     """Elementwise ops and matmul skip ``bind``'s generic handling on their hot paths: the values
     are bind's, and a recorded node has the same signature (same cache key) as bind's."""
     import numpy as np
+
     from tapejax._primitives import REGISTRY, bind
     x = tf.constant(np.array([[0.5, -1.0], [2.0, 0.25]], np.float32))
     for op, name, args in ((tf.exp, "Exp", (x,)), (tf.abs, "Abs", (x,)), (tf.add, "AddV2", (x, x)),

@@ -41,13 +41,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes
+from .._errors import InvalidArgumentError
 from .._lazy import _AVAL_PEEK, Pending, _Thunk, aval_for, can_defer, concrete, defer, defer_untaped
+from .._lru import LRU
 from .._primitives import bind, define, record_simple, run_recorded
 from .._state import _local
 from .._tensor import Tensor
 from .._variable import Variable
-from .._errors import InvalidArgumentError
-from .._lru import LRU
 
 _Array = type(jnp.zeros(()))  # the concrete array type (``jax.Array`` is abstract)
 _HAS_COMMITTED = hasattr(jnp.zeros(()), "_committed")   # what ``_lazy.concrete`` reads
