@@ -56,6 +56,7 @@ import threading
 import weakref
 
 import jax
+import jax.core
 import jax.numpy as jnp
 
 from ._lru import LRU
@@ -69,7 +70,7 @@ _Tracer = jax.core.Tracer
 try:   # JAX's own test: no trace (jit, vmap, grad, eval_shape ...) is running on this thread
     from jax._src.core import trace_state_clean as _trace_state_clean
 except ImportError:  # pragma: no cover - a JAX without it: assume a trace may be running
-    def _trace_state_clean():
+    def _trace_state_clean() -> bool:
         return False
 
 

@@ -52,8 +52,10 @@ with deferral off or inside ``tapejax.function`` (no pending gradients), under
 an outer tape (``_replay._call_gradient``), nor for a Variable committed to a
 device (its update is not deferred).
 """
+import enum
 import threading
 import weakref
+from typing import Final
 
 import jax
 
@@ -294,7 +296,12 @@ def _regrad_fn(entry, n_leaves):
     return fn
 
 
-_GONE = object()
+class _Gone(enum.Enum):
+    """The mark of a layout whose Variable (or optimizer update) is gone."""
+    GONE = "gone"
+
+
+_GONE: Final = _Gone.GONE
 
 
 def _layout(entry, items, leaves):

@@ -35,6 +35,7 @@ Every public op function carries ``_tf_types``: the TF type names it binds
 (read by ``tools/gen_ops_table.py`` and the coverage test).
 """
 import operator
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -223,7 +224,8 @@ def check_float(x, op_type, kinds="float", arg="x"):
     else:
         return
     if k not in _KINDS[kinds]:
-        name = dtype_of(x).name if dtype_of(x) is not None else ("bool" if k == "b" else "int32")
+        dt = dtype_of(x)
+        name = dt.name if dt is not None else ("bool" if k == "b" else "int32")
         raise InvalidArgumentError(
             None, None, f"Value for attr 'T' of {name} is not in the list of allowed values: "
             f"{_ALLOWED[kinds]} (argument `{arg}` of {op_type})")
@@ -310,7 +312,11 @@ def unary_ops(namespace, table):
 _OPERANDS = (Tensor, Pending, Variable)
 
 
-def _defer_binary(tapes, prim, op_type, kinds, call, x, y, tx, ty, converted):
+#: ``Variable._read_deferred`` (an operand known to be a Variable by its type ``tx``/``ty``)
+_READ_DEFERRED: Any = Variable._read_deferred
+
+
+def _defer_binary(tapes, prim, op_type, kinds, call, x: Any, y: Any, tx, ty, converted):
     """A binary op's fast path while plain tapes record (``bind``'s deferred case, written
     out): two Tensors, pending Tensors or Variables of one dtype, or one of them and a Python
     number ``converted`` to a cached array (as ``x`` or ``y``).  None where the op needs
@@ -354,10 +360,10 @@ def _defer_binary(tapes, prim, op_type, kinds, call, x, y, tx, ty, converted):
         except (TypeError, ValueError) as e:
             raise op_error(e, op_type) from e
     if tx is Variable:
-        x = x._read_deferred(tapes)
+        x = _READ_DEFERRED(x, tapes)
         vx, ix = _operand(x), x._id
     if ty is Variable:
-        y = y._read_deferred(tapes)
+        y = _READ_DEFERRED(y, tapes)
         vy, iy = _operand(y), y._id
     return defer(tapes, prim, call, (), (ix, iy), (vx, vy), aval)
 
