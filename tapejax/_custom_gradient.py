@@ -33,7 +33,10 @@ reads change, and a ``grad_fn`` that computes something new (a Python
 branch) gets a new compile, never a stale one.  The backward runs as a
 ``jax.custom_vjp`` whose value is the recorded outputs and whose
 backward evaluates that jaxpr; the op's gradient goes to its inputs and
-Variables only (TF's rule).  The call's ``grad_fn`` reads Variables as
+Variables only (TF's rule).  Its forward rule gives the op again, so when
+the recorded gradient is differentiated (an outer tape), the outputs still
+depend on the inputs through that backward, as TF's outer tape reaches the
+op's inputs through ``grad_fn`` (the upstream ``dy`` depends on the outputs).  The call's ``grad_fn`` reads Variables as
 they are at gradient time (TF); a rematerialised ``f`` and its ``grad_fn``
 read them as the op's inputs (the values the call read), which the outer
 tape differentiates.
@@ -419,7 +422,10 @@ class _CustomGradientFunction:
             return outs
 
         def fwd(v, outs, extra):
-            return outs, (v, extra)
+            # The value is the op again, not the bare constants: an enclosing differentiation
+            # (an outer tape differentiating a recorded gradient) sees the outputs depend on the
+            # inputs through this op's backward, as TF's outer tape does through grad_fn.
+            return cv(v, outs, extra), (v, extra)
 
         def bwd(res, cts):
             v, extra = res

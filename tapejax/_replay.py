@@ -269,14 +269,19 @@ def _compile_fused(nodes: Sequence[Node], program: Program) -> Backward:
 # An outer tape must see the gradient op as depending only on the inputs its
 # result is computed from: d(2x)/dx = 2 does not use x, and TF then gives the
 # second derivative None (its gradient graph has no path from x).  The jaxpr
-# of the gradient function says it; nested jaxprs (pjit, custom_jvp/vjp calls)
-# are followed, any other primitive is taken to use all its inputs.
+# of the gradient function says it; nested jaxprs (pjit, custom_jvp calls)
+# are followed, any other primitive is taken to use all its inputs.  A
+# custom_vjp call is not followed: its derivative is its backward's, which may
+# use inputs its value does not (a custom gradient's value is the constants the
+# call computed, its derivative grad_fn's, see ``_custom_gradient``).
 
 def _is_literal(v):
     return hasattr(v, "val")
 
 
 def _sub_jaxpr(eqn):
+    if eqn.primitive.name.startswith("custom_vjp"):
+        return None
     for key in ("jaxpr", "call_jaxpr"):
         sub = eqn.params.get(key)
         if sub is not None:

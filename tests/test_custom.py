@@ -429,6 +429,47 @@ def test_custom_gradient_rebound_closure_tensor_compiles_once(fresh_cache, defer
     assert info.compiles == 1 and info.misses == 1, info
 
 
+def test_custom_gradient_nested_penalty_compiles_once(fresh_cache, deferral):
+    """An outer tape differentiates an inner gradient through a custom op whose grad_fn scales
+    by b (read at gradient time, new each step): the outer derivative reaches w through the
+    op's output (by grad_fn, as TF), and the steady loop compiles nothing after its first step.
+    Oracle: jax.grad of jax.grad with the op as b*t + (1-b)*stop_gradient(t) (value t,
+    derivative b at every order, as TF differentiates it by grad_fn)."""
+    xv = np.array([[0.98, -0.8], [0.01, -0.2]], np.float32)
+    yv = np.array([[-0.01], [0.2]], np.float32)
+    wv = np.array([[0.17], [0.48]], np.float32)
+    s = {"b": 0.5}
+
+    @tf.custom_gradient
+    def op(t):
+        return t * 1.0, lambda dy: dy * s["b"]
+
+    def oracle(b):
+        def jop(t):
+            return b * t + (1.0 - b) * jax.lax.stop_gradient(t)
+
+        def loss(w):
+            return jnp.mean(jnp.square(jop(xv @ w) - yv))
+
+        def total(w):
+            return loss(w) + jnp.sum(jnp.square(jax.grad(loss)(w)))
+        return jax.grad(total)(wv)
+
+    x, y, w = tf.constant(xv), tf.constant(yv), tf.Variable(wv)
+    misses = None
+    for step, b in enumerate((0.5, 2.0, -1.0)):
+        s["b"] = b
+        with tf.GradientTape() as tape:
+            with tf.GradientTape() as inner:
+                loss = tf.reduce_mean(tf.square(op(tf.matmul(x, w)) - y))
+            total = loss + tf.reduce_sum(tf.square(inner.gradient(loss, w)))
+        close(tape.gradient(total, w), oracle(b))
+        if step == 0:
+            misses = tf.cache_info().misses
+    info = tf.cache_info()
+    assert info.misses == misses, info
+
+
 def test_custom_gradient_new_grad_fn_structure_compiles_again(fresh_cache, deferral):
     """A Python branch in grad_fn changes what it computes: a new compile for the new branch,
     a cache hit when the old branch comes back.  Oracle: jax.grad of the same rules."""

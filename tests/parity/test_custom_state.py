@@ -202,3 +202,97 @@ def test_grad_fn_reads_variables_at_gradient_time(tf):
         out.append((y, gx, gv))
         v.assign_sub(0.5 * gv)
     return out
+
+
+# -- nested tapes: the outer tape differentiates through the custom op's outputs ----------------
+# TF records the custom op on every tape, so an outer tape differentiating an inner gradient
+# reaches the op's inputs through its outputs too (the upstream dy depends on them), by grad_fn.
+
+def _penalised_fit(tf, grad_fn_of):
+    """An inner tape's gradient, squared, added to the loss and differentiated by an outer tape;
+    the model's output goes through a custom op whose grad_fn is ``grad_fn_of(step)``."""
+    x = tf.constant(np.array([[0.98, -0.8], [0.01, -0.2]], np.float32))
+    y = tf.constant(np.array([[-0.01], [0.2]], np.float32))
+    w = tf.Variable(np.array([[0.17], [0.48]], np.float32))
+    state = {"step": 0}
+
+    @tf.custom_gradient
+    def op(t):
+        return t * 1.0, grad_fn_of(state)
+    out = []
+    for step in range(2):
+        state["step"] = step
+        with tf.GradientTape() as tape:
+            with tf.GradientTape() as inner:
+                loss = tf.reduce_mean(tf.square(op(tf.matmul(x, w)) - y))
+            penalty = inner.gradient(loss, w)
+            total = loss + tf.reduce_sum(tf.square(penalty))
+        out.append((total, penalty, tape.gradient(total, w)))
+    return out
+
+
+_FIT_IDENTITY = (A(0.15785606), A([[-0.206195], [0.22478001]]), A([[-0.9556498], [0.8546194]]))
+
+
+@parity(expected=[_FIT_IDENTITY, _FIT_IDENTITY])
+def test_nested_identity_gradient_reaches_the_output_path(tf):
+    """Identity grad_fn: the outer derivative is the plain one (the regression: the path through
+    the op's output was dropped, [-0.206, 0.225])."""
+    return _penalised_fit(tf, lambda state: (lambda dy: dy))
+
+
+@parity
+def test_nested_scaled_gradient(tf):
+    """grad_fn = dy * 0.5: the outer derivative goes through grad_fn twice (the penalty's and
+    the output's path)."""
+    return _penalised_fit(tf, lambda state: (lambda dy: dy * 0.5))
+
+
+@parity
+def test_nested_gradient_reads_python_state(tf):
+    """grad_fn = dy * b with b read at gradient time (0.5 then 2.0)."""
+    s = {"b": 0.5}
+
+    def grad_fn_of(state):
+        s["b"] = [0.5, 2.0][state["step"]]
+        return lambda dy: dy * s["b"]
+    return _penalised_fit(tf, grad_fn_of)
+
+
+@parity
+def test_persistent_tape_gradient_of_gradient_through_custom_op(tf):
+    """A persistent tape takes the gradient inside its block, then the gradient of it; grad_fn
+    closes over f's output (custom exp) and the upstream gradient depends on that output."""
+    @tf.custom_gradient
+    def my_exp(x):
+        y = tf.exp(x)
+        return y, lambda dy: dy * y
+    x = tf.Variable([0.3, -0.7])
+    with tf.GradientTape(persistent=True) as t:
+        y = my_exp(x)
+        loss = tf.reduce_sum(y * y + tf.sin(y))
+        g = t.gradient(loss, x)
+        gsum = tf.reduce_sum(g * g)
+    h = t.gradient(g, x)
+    h2 = t.gradient(gsum, x)
+    return loss, g, h, h2
+
+
+@parity
+def test_hessian_through_log1pexp(tf):
+    """tf.hessians-like second order through the log1pexp custom gradient (grad_fn closes over
+    e = exp(x) computed in f): the diagonal by gradient, the full matrix by jacobian."""
+    @tf.custom_gradient
+    def log1pexp(x):
+        e = tf.exp(x)
+
+        def grad(dy):
+            return dy * (1 - 1 / (1 + e))
+        return tf.math.log(1 + e), grad
+    x = tf.Variable([0.5, -1.0, 2.0])
+    with tf.GradientTape(persistent=True) as outer:
+        with tf.GradientTape() as inner:
+            y = log1pexp(x)
+            f = tf.reduce_sum(y * y) + tf.reduce_sum(y * x)
+        g = inner.gradient(f, x)
+    return g, outer.gradient(g, x), outer.jacobian(g, x)
