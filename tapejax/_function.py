@@ -51,6 +51,7 @@ Python ``if`` / ``while`` on a traced tensor cannot be compiled: it raises
 naming ``tapejax.cond`` / ``tapejax.while_loop``.
 """
 import functools
+import itertools
 import threading
 import warnings
 from typing import TYPE_CHECKING, Any, Callable, Optional
@@ -522,7 +523,7 @@ class Function:
                 # each Variable owns its new value unless the program passed an input through
                 # (an unassigned path) or returned it twice (also as an output, or to another
                 # Variable)
-                fresh = fresh_outputs(rw_vals + ro_vals + list(dyn), new_rw, outs)
+                fresh = fresh_outputs(itertools.chain(rw_vals, ro_vals, dyn), new_rw, outs)
                 for v, val, f in zip(rw, new_rw, fresh):
                     if f:
                         v._set_owned(val)

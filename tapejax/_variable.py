@@ -48,7 +48,7 @@ try:   # the C functions behind ``signal.signal`` / ``getsignal``, without their
 except ImportError:  # pragma: no cover - not CPython
     from signal import getsignal as _getsignal, signal as _setsignal
 
-from typing import Any, Callable, ClassVar, Optional, Union
+from typing import Any, Callable, ClassVar, Iterable, Optional, Sequence, Union
 
 import jax
 import jax.core
@@ -128,13 +128,16 @@ class traced_values:
         return False
 
 
-def fresh_outputs(inputs, outputs, others=()):
+def fresh_outputs(inputs: Iterable[Any], outputs: Sequence[Any], others: Iterable[Any] = ()) -> list:
     """For each of ``outputs`` (a compiled update's new values): a new array that is none of
     ``inputs``, none of ``others`` (other results of the call) and no other of ``outputs``?
     (A compiled call may return an input, or one array twice, as it is.)  Only such an array
     may become a Variable's own (``Variable._set_owned``)."""
-    seen = {id(x) for x in inputs}
-    seen.update([id(x) for x in others])
+    ids = set(map(id, outputs))
+    if len(ids) == len(outputs) and ids.isdisjoint(map(id, inputs)) and ids.isdisjoint(map(id, others)):
+        return [type(x) is _Array for x in outputs]   # (the usual case, checked in C loops)
+    seen = set(map(id, inputs))
+    seen.update(map(id, others))
     count = {}
     for x in outputs:
         count[id(x)] = count.get(id(x), 0) + 1
@@ -382,9 +385,10 @@ class Variable:
     def _set_owned(self, value):
         """Take ``value``, a fresh buffer nothing else holds (a compiled update's output that is
         none of its inputs), as this Variable's own."""
-        self._value = value
-        if type(value) is _Array:
-            self._own = value
+        if type(value) is _Array:   # (a concrete array: the invariant holds, no check needed)
+            self._val = self._own = value
+        else:
+            self._value = value
 
     def _state(self):
         """(value, owned buffer): what ``_restore`` puts back (a trace that swapped values)."""
