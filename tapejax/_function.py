@@ -65,7 +65,7 @@ from . import _dtypes, _state
 from ._errors import OperatorNotAllowedInGraphError
 from ._lru import Family
 from ._tensor import Tensor, convert_to_tensor
-from ._variable import Variable, deferred_interrupts, fresh_outputs
+from ._variable import Variable, deferred_interrupts, write_back
 
 if TYPE_CHECKING:
     from ._primitives import Primitive
@@ -523,12 +523,7 @@ class Function:
                 # each Variable owns its new value unless the program passed an input through
                 # (an unassigned path) or returned it twice (also as an output, or to another
                 # Variable)
-                fresh = fresh_outputs(itertools.chain(rw_vals, ro_vals, dyn), new_rw, outs)
-                for v, val, f in zip(rw, new_rw, fresh):
-                    if f:
-                        v._set_owned(val)
-                    else:
-                        v._value = val
+                write_back(rw, new_rw, itertools.chain(rw_vals, ro_vals, dyn), outs)
         else:
             outs, _ = entry.jitted(rw_vals, ro_vals, dyn)
         tpl = entry.out_tpl

@@ -144,6 +144,17 @@ def fresh_outputs(inputs: Iterable[Any], outputs: Sequence[Any], others: Iterabl
     return [type(x) is _Array and id(x) not in seen and count[id(x)] == 1 for x in outputs]
 
 
+def write_back(variables: Sequence[Any], new: Sequence[Any], inputs: Iterable[Any],
+               others: Iterable[Any] = ()) -> None:
+    """Store a compiled update's outputs ``new`` in ``variables``: each owns its value where
+    ``fresh_outputs`` says nothing else holds it (so a later update may donate it)."""
+    for v, x, f in zip(variables, new, fresh_outputs(inputs, new, others)):
+        if f:
+            v._set_owned(x)
+        else:
+            v._value = x
+
+
 _MAIN_THREAD = threading.main_thread()
 _SIGINT = int(signal.SIGINT)
 
@@ -385,10 +396,9 @@ class Variable:
     def _set_owned(self, value):
         """Take ``value``, a fresh buffer nothing else holds (a compiled update's output that is
         none of its inputs), as this Variable's own."""
-        if type(value) is _Array:   # (a concrete array: the invariant holds, no check needed)
-            self._val = self._own = value
-        else:
-            self._value = value
+        self._value = value
+        if type(value) is _Array:
+            self._own = value
 
     def _state(self):
         """(value, owned buffer): what ``_restore`` puts back (a trace that swapped values)."""

@@ -42,7 +42,7 @@ from .. import _dtypes, _nest, _speculate, _state
 from .._lazy import Pending
 from .._lru import Family
 from .._tensor import Tensor, convert_to_tensor
-from .._variable import Variable, deferred_interrupts, fresh_outputs
+from .._variable import Variable, deferred_interrupts, write_back
 from . import schedules as _schedules
 
 _log = logging.getLogger("tapejax")
@@ -157,12 +157,7 @@ def _commit(state, var_list, update, owned=True):
         shared = [True] * len(state) if constrained else [not v.owns_buffer() for v in state]
         new = update(vals, shared)
         if owned:
-            fresh = fresh_outputs(vals, new)
-            for v, x, f in zip(state, new, fresh):
-                if f:
-                    v._set_owned(x)
-                else:
-                    v._value = x
+            write_back(state, new, vals)
         else:
             for v, x in zip(state, new):
                 v._value = x
