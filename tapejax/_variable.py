@@ -576,10 +576,10 @@ class Variable:
         from ``v``), holding a copy of the current value, with ``v``'s name, trainability,
         constraint and placement (TF).  Copies made in one ``deepcopy`` call share ``memo``, so
         a structure holding ``v`` twice gets one new Variable."""
-        value = self._value   # computes a pending update first
-        if isinstance(value, jax.core.Tracer):
+        if _lazy.tracing() or _state._local.collector is not None:   # any JAX trace
             raise NotImplementedError("copy.deepcopy of a Variable is only available in eager "
                                       "mode, not inside tapejax.function (as in TF)")
+        value = self._value   # computes a pending update first
         # its own buffer: an update donating the original's buffer must not delete the copy's
         value = jnp.array(value, copy=True)
         if value.sharding != self._value.sharding:

@@ -339,21 +339,6 @@ def test_a_read_sharing_a_pending_update_survives_donation(mode, final):
     np.testing.assert_allclose(w.numpy(), want, rtol=1e-6)
 
 
-def test_a_recorded_read_survives_a_function_that_assigns(mode):
-    w = tf.Variable(tf.ones([3]))
-    with tf.GradientTape():
-        r = w.read_value()                       # a recorded read
-
-    @tf.function
-    def upd():
-        w.assign(w * 2.0)
-
-    upd()
-    upd()
-    np.testing.assert_array_equal(r.numpy(), [1.0, 1.0, 1.0])
-    np.testing.assert_array_equal(w.numpy(), [4.0, 4.0, 4.0])
-
-
 def test_a_pending_op_on_a_variable_survives_its_update(mode):
     """``g * w`` with ``g`` pending and no tape: the product's thunk holds ``w``'s buffer."""
     w = tf.Variable([1.0, 2.0])

@@ -9,7 +9,7 @@ import copy
 
 import numpy as np
 
-from .harness import A, parity
+from .harness import A, parity, raises
 
 
 def _q_module(tf):
@@ -90,3 +90,17 @@ def test_deepcopy_of_variable_after_pending_update(tf):
     d = copy.deepcopy(w)
     w.assign_sub(tf.ones(3))
     return d, w
+
+
+@parity(modes=True)
+def test_deepcopy_inside_a_compiled_function_raises(tf):
+    """TF: deepcopy of a Variable needs eager execution (NotImplementedError), and a failed
+    call leaves the Variable as it was."""
+    v = tf.Variable(1.0)
+
+    @tf.function
+    def f():
+        copy.deepcopy(v)
+        return v + 1.0
+
+    return raises(f), v
