@@ -7,57 +7,52 @@ name below is imported from the module that defines it, in the order the
 layers build on each other (dtypes and tensors, the op entry point and the
 tape, gradient control, compiled steps, training), and ``__all__`` lists them.
 """
-import sys as _sys
-
-from . import _dtypes as dtypes
-from . import _errors as errors
+from .core import dtypes, errors
 from . import ops as _ops  # noqa: F401  (importing the op families registers the ops and Tensor operators)
-from ._dtypes import (DType, as_dtype, bfloat16, bool, complex64, complex128, double, float16,
-                      float32, float64, half, int8, int16, int32, int64, uint8, uint16, uint32, uint64)
-from ._tensor import Tensor, TensorShape, constant, convert_to_tensor, is_tensor
-from ._variable import Variable
-from ._primitives import Primitive, bind, define as define_op
-from ._print import print_ as print
-from ._lazy import deferred_execution, set_deferred_execution
-from ._speculate import set_speculative_updates, speculative_updates
-from ._replay import cache_info, cache_stats, clear_cache, set_cache_size
-from ._tape import GradientTape, UnconnectedGradients
+from .core.dtypes import (DType, as_dtype, bfloat16, bool, complex64, complex128, double, float16, float32,
+                          float64, half, int8, int16, int32, int64, uint8, uint16, uint32, uint64)
+from .core.tensor import Tensor, TensorShape, constant, convert_to_tensor, is_tensor
+from .core.variable import Variable
+from .core.bind import Primitive, bind, define as define_op
+from .ops.printing import print_ as print
+from .runtime.pending import deferred_execution, set_deferred_execution
+from .runtime.speculate import set_speculative_updates, speculative_updates
+from .autodiff.replay import cache_info, cache_stats, clear_cache, set_cache_size
+from .autodiff.tape import GradientTape, UnconnectedGradients
 
 # -- the op library: tf.<op>, and the tf.math / tf.nn / tf.linalg / tf.random / tf.nest namespaces
-from .ops.array import (argsort, boolean_mask, broadcast_to, concat, einsum, expand_dims, eye, fill,
-                        gather, gather_nd, linspace, meshgrid, one_hot, ones, ones_like, pad, range,
-                        rank, repeat, reshape, reverse, roll, scatter_nd, shape, size, slice, sort,
-                        split, squeeze, stack, tensor_scatter_nd_add, tensor_scatter_nd_update,
-                        tensordot, tile, transpose, unique, unstack, zeros, zeros_like)
+from .ops.array import (argsort, boolean_mask, broadcast_to, concat, einsum, expand_dims, eye, fill, gather,
+                        gather_nd, linspace, meshgrid, one_hot, ones, ones_like, pad, range, rank, repeat,
+                        reshape, reverse, roll, scatter_nd, shape, size, slice, sort, split, squeeze, stack,
+                        tensor_scatter_nd_add, tensor_scatter_nd_update, tensordot, tile, transpose, unique,
+                        unstack, zeros, zeros_like)
 from .ops.math import (abs, acos, add, add_n, argmax, argmin, asin, atan, atan2, cast, clip_by_global_norm,
-                       clip_by_norm, clip_by_value, cos, cosh, cumsum, divide, equal, exp, floor,
-                       floordiv, floormod, greater, greater_equal, identity, less, less_equal, log,
-                       logical_and, logical_not, logical_or, matmul, maximum, minimum, multiply,
-                       negative, not_equal, pow, reduce_all, reduce_any, reduce_logsumexp, reduce_max,
-                       reduce_mean, reduce_min, reduce_prod, reduce_sum, round, sigmoid, sign, sin,
-                       sinh, sqrt, square, subtract, tan, tanh, truediv, where)
+                       clip_by_norm, clip_by_value, cos, cosh, cumsum, divide, equal, exp, floor, floordiv,
+                       floormod, greater, greater_equal, identity, less, less_equal, log, logical_and,
+                       logical_not, logical_or, matmul, maximum, minimum, multiply, negative, not_equal, pow,
+                       reduce_all, reduce_any, reduce_logsumexp, reduce_max, reduce_mean, reduce_min,
+                       reduce_prod, reduce_sum, round, sigmoid, sign, sin, sinh, sqrt, square, subtract, tan,
+                       tanh, truediv, where)
 from .ops.linalg import norm
 from .ops.jax_op import op
-from ._namespaces import linalg, math, nest, nn, random
+from .ops.namespaces import linalg, math, nest, nn, random
 
 # -- gradient control, compiled steps, jacobians and forward mode
-from ._custom import RegisterGradient, gradient_override_map, gradients, hessians, stop_gradient
-from ._custom_gradient import custom_gradient
-from ._control_flow import cond, foldl, foldr, scan, while_loop
-from ._function import Function, TensorSpec, function
-from ._forward import autodiff
+from .autodiff.custom import RegisterGradient, gradient_override_map, gradients, hessians, stop_gradient
+from .autodiff.custom_gradient import custom_gradient
+from .compile.control_flow import cond, foldl, foldr, scan, while_loop
+from .compile.function import Function, TensorSpec, function
+from . import autodiff
 
 # -- training and the TF namespaces around it
 from . import optimizers
 from . import keras
-from ._module import Module, name_scope
+from .train.module import Module, name_scope
 from . import train
 from . import compat
 
 newaxis = None
 __version__ = "0.1.0"
-
-_sys.modules.setdefault("tapejax.autodiff", autodiff)   # ``import tapejax.autodiff`` as in TF
 
 __all__ = [
     "abs", "acos", "add", "add_n", "argmax", "argmin", "argsort", "as_dtype", "asin", "atan",

@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import tapejax  # noqa: E402
-from tapejax import _state  # noqa: E402
+from tapejax.core import state as _state  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bad_inputs_table as T  # noqa: E402

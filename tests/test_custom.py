@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import tapejax as tf
-from tapejax import _primitives, _state
+from tapejax.core import bind as _primitives, state as _state
 
 _names = itertools.count()
 
@@ -603,7 +603,7 @@ def test_lifted_literal_evaluation_matches_eval_jaxpr():
     """The evaluator with top-level literals as arguments gives jax.core.eval_jaxpr's values
     (literals, a custom_jvp with a sub-jaxpr, a pjit), and equal structures with different
     literals have one fingerprint."""
-    from tapejax._late import eval_lifted as _eval_lifted, fingerprint as _fingerprint, literals as _literals
+    from tapejax.autodiff.late import eval_lifted as _eval_lifted, fingerprint as _fingerprint, literals as _literals
 
     def fn(a, k):
         return jax.nn.relu(a) * k + jax.jit(jnp.sin)(a) - 2.0
@@ -1004,7 +1004,7 @@ def test_gradients_under_an_eager_tape_calling_a_function():
 
 def test_graph_mode_context_directly_and_jit():
     """graph_mode is what tapejax.function enters; under jax.jit it works on tracers."""
-    from tapejax._custom import graph_mode
+    from tapejax.autodiff.custom import graph_mode
 
     def f(a):
         with graph_mode():
@@ -1031,7 +1031,7 @@ def test_skeletons_are_typed_records_that_rebuild_the_structure():
     types, and a kept value equal to the leaf marker, stay distinct."""
     import collections
 
-    from tapejax._custom_gradient import _LEAF, _build, _Const, _skeleton, _Struct
+    from tapejax.autodiff.custom_gradient import _LEAF, _build, _Const, _skeleton, _Struct
     Pair = collections.namedtuple("Pair", "a b")
     x = {"z": [1.0, (2.0, 3.0)], "a": Pair(4.0, 5.0)}
     skel = _skeleton(x)

@@ -83,7 +83,7 @@ def test_every_table_op_is_drawable_and_matches_jax_vjp():
     """Every op of the table can be drawn on typical inputs (its domain is not empty),
     records only registered primitives, and its one-step program's gradients match the
     jax.vjp oracle; together the table exercises 40+ distinct op types of the registry."""
-    from tapejax._primitives import REGISTRY
+    from tapejax.core.bind import REGISTRY
     rng = np.random.default_rng(0)
     sources = [
         fuzzgen.Source("watched", rng.uniform(-2, 2, (2, 3)).astype(np.float32)),
@@ -166,7 +166,7 @@ def test_the_suite_catches_a_wrong_gradient(monkeypatch):
     import jax
     import jax.numpy as jnp
 
-    from tapejax._primitives import REGISTRY
+    from tapejax.core.bind import REGISTRY
 
     @jax.custom_jvp
     def bad_sin(x):

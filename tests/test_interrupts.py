@@ -20,7 +20,7 @@ import optax
 import pytest
 
 import tapejax as tf
-from tapejax import _variable
+from tapejax.core import variable as _variable
 from tapejax.optimizers import _base
 
 N_VARS = 4

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import tapejax as tf
-from tapejax import _lazy
+from tapejax.runtime import pending as _lazy
 
 MODES = {"deferred+speculative": (True, True), "deferred": (True, False), "eager": (False, False)}
 
@@ -239,7 +239,7 @@ def test_a_variable_refuses_a_tracer_outside_tapejax_traces(mode):
 def test_traced_values_binds_and_restores():
     """The one way a tracer enters a Variable outside ``tapejax.function``: inside the block
     only, the Variable's own value (and its ownership) put back after, even on an error."""
-    from tapejax._variable import traced_values
+    from tapejax.core.variable import traced_values
     w = tf.Variable([1.0, 2.0])
     before = w._val
     assert w.owns_buffer()
@@ -400,7 +400,7 @@ def test_function_passing_a_value_through_does_not_own_it():
     """An assigned Variable whose new value is an input (another Variable's buffer, or its
     own on a path that does not change it), an output or another Variable's new value does
     not own it (JAX may return such an array as it is)."""
-    from tapejax._variable import fresh_outputs
+    from tapejax.core.variable import fresh_outputs
     x, y, z = jnp.ones(1), jnp.ones(1), jnp.ones(1)
     assert fresh_outputs([x], [x, y, z, z], [y]) == [False, False, False, False]
     assert fresh_outputs([x], [y, z]) == [True, True]

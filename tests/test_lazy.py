@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 
 import tapejax as tf
-from tapejax import _lazy, _replay, _speculate
-from tapejax._lazy import Pending
+from tapejax.autodiff import replay as _replay
+from tapejax.runtime import pending as _lazy, speculate as _speculate
+from tapejax.runtime.pending import Pending
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(4, 3)).astype(np.float32)
@@ -144,7 +145,7 @@ def test_a_source_used_directly_is_still_an_argument(deferred):
 
 
 def _replay_keys():
-    from tapejax import _replay
+    from tapejax.autodiff import replay as _replay
     return list(_replay._CACHE._data)
 
 

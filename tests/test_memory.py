@@ -18,7 +18,9 @@ import numpy as np
 import pytest
 
 import tapejax as tf
-from tapejax import _control_flow, _lru, _replay, _state, _tape
+from tapejax.autodiff import replay as _replay, tape as _tape
+from tapejax.compile import control_flow as _control_flow
+from tapejax.core import caches as _lru, state as _state
 
 SOAK = os.environ.get("TAPEJAX_SOAK", "") not in ("", "0")
 N_STRUCTURES = 3000 if SOAK else 48
@@ -137,7 +139,7 @@ N_PILE = 5000
 
 
 def _pending_thunks():
-    from tapejax._lazy import _Thunk
+    from tapejax.runtime.pending import _Thunk
     return sum(1 for o in gc.get_objects() if type(o) is _Thunk and o.value is None)
 
 
@@ -556,7 +558,7 @@ def test_optimizer_update_cache_is_bounded_and_evicted_updates_released():
 
 
 def test_checked_impls_of_user_op_types_are_bounded(small_caches):
-    from tapejax import _custom
+    from tapejax.autodiff import custom as _custom
     refs = []
     for i in range(5):
         prim = tf.define_op(f"SoakUserOp{i}", lambda x: x * 3.0)

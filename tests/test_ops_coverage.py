@@ -9,9 +9,11 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 import gen_ops_table  # noqa: E402
 
-from tapejax import _namespaces  # noqa: E402
-from tapejax._primitives import REGISTRY  # noqa: E402
-from tapejax.ops import _registry  # noqa: E402
+from tapejax.core.bind import REGISTRY  # noqa: E402
+from tapejax.ops import (
+    _registry,  # noqa: E402
+    namespaces as _namespaces,  # noqa: E402
+)
 
 #: Op types reached through an operator rather than a public function (with the test that covers them).
 OPERATOR_TYPES = {"StridedSlice": "Tensor.__getitem__: test_slice_getitem in tests/parity/test_ops_library.py"}

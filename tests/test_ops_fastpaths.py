@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tapejax as tf
-from tapejax._primitives import REGISTRY, bind
+from tapejax.core.bind import REGISTRY, bind
 from tapejax.ops import _registry as R
 
 
@@ -300,7 +300,7 @@ def test_matmul_fast_path_reads_variables_as_bind_does():
         c = tf.matmul(x, frozen)
     names = [n.prim.name for n in t._nodes]
     assert names == ["ReadVariableOp", "MatMul", "ReadVariableOp", "MatMul"]
-    from tapejax._tape import OUT
+    from tapejax.autodiff.tape import OUT
     assert t._nodes[1].refs == (None, 0 * OUT) and t._nodes[3].refs == (None, 2 * OUT)  # their reads
     assert t._nodes[1].static == t._nodes[3].static == ()
     assert t.watched_variables() == (w,)

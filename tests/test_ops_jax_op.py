@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import tapejax as tf
-from tapejax._primitives import REGISTRY
+from tapejax.core.bind import REGISTRY
 
 
 def _mlp(params, x, activation="tanh"):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import tapejax as tf
-from tapejax import _primitives
+from tapejax.core import bind as _primitives
 
 CUBE = tf.define_op("TestOnlyCube", lambda x: x ** 3)
 
@@ -69,7 +69,7 @@ def test_inlined_fast_paths_equal_bind():
     are bind's, and a recorded node has the same signature (same cache key) as bind's."""
     import numpy as np
 
-    from tapejax._primitives import REGISTRY, bind
+    from tapejax.core.bind import REGISTRY, bind
     x = tf.constant(np.array([[0.5, -1.0], [2.0, 0.25]], np.float32))
     for op, name, args in ((tf.exp, "Exp", (x,)), (tf.abs, "Abs", (x,)), (tf.add, "AddV2", (x, x)),
                            (tf.matmul, "MatMul", (x, x))):
@@ -96,7 +96,7 @@ def _aligned(n, dtype=np.float32):
 
 @pytest.mark.parametrize("n", [4, 1 << 16])
 def test_host_snapshot_is_a_private_copy_and_large_ones_are_aligned(n):
-    from tapejax._tensor import host_snapshot
+    from tapejax.core.tensor import host_snapshot
     a = np.arange(n, dtype=np.float64)[::-1]          # strided: the copy is contiguous
     s = host_snapshot(a)
     assert not np.shares_memory(s, a) and s.dtype == a.dtype and s.flags.c_contiguous

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import tapejax as tf
-from tapejax import _lazy, _program, _replay
+from tapejax.autodiff import program as _program, replay as _replay
+from tapejax.runtime import pending as _lazy
 
 
 def _step(w, b, x, y, lr=0.1):
@@ -197,12 +198,12 @@ def test_tape_inside_exception_is_collected():
     del t
     gc.collect()
     assert ref() is None
-    from tapejax import _state
+    from tapejax.core import state as _state
     assert _state.tapes() == []
 
 
 def test_no_tape_means_no_recording_and_the_stack_is_clean_after_errors():
-    from tapejax import _state
+    from tapejax.core import state as _state
     x = tf.constant(2.0)
     try:
         with tf.GradientTape():
@@ -514,7 +515,7 @@ def test_impl_rule_registry_chooses_the_replayed_function(fresh_cache):
 def test_gradient_tape_runs_the_driver_replay_registers():
     """``GradientTape.gradient`` runs the driver handed over by ``_tape.set_gradient_driver``
     (``_replay.gradient``, registered when ``_replay`` is imported)."""
-    from tapejax import _tape
+    from tapejax.autodiff import tape as _tape
     assert _tape._replay_gradient is _replay.gradient
     calls = []
 

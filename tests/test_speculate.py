@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import tapejax as tf
-from tapejax import _lazy, _replay, _speculate
+from tapejax.autodiff import replay as _replay
+from tapejax.runtime import pending as _lazy, speculate as _speculate
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(8, 4)).astype(np.float32)

@@ -449,6 +449,6 @@ def test_higher_order_unconnected_follows_what_the_gradient_uses():
 def test_dependence_analysis_of_a_compiled_gradient():
     import jax.numpy as jnp
 
-    from tapejax._replay import input_dependence
+    from tapejax.autodiff.replay import input_dependence
     deps = input_dependence(lambda a, b, c: (a * 2.0, jnp.sin(b)), 1.0, 2.0, 3.0)
     assert deps == [True, True, False]

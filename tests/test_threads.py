@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import tapejax as tf
-from tapejax import _lru, _state
+from tapejax.core import caches as _lru, state as _state
 
 N_THREADS = 4
 STEPS = 8

@@ -56,8 +56,8 @@ def gradcheck_labels():
 def rows():
     """(public name, namespaces, op types, differentiable, parity, gradcheck) per public op."""
     import tapejax as tj
-    from tapejax import _namespaces
-    from tapejax._primitives import REGISTRY
+    from tapejax.core.bind import REGISTRY
+    from tapejax.ops import namespaces as _namespaces
     par = parity_referenced(tj)
     labels = gradcheck_labels()
     by_fn = {}

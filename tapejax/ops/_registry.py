@@ -41,14 +41,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _dtypes
-from .._errors import InvalidArgumentError
-from .._lazy import _AVAL_PEEK, Pending, _Thunk, aval_for, can_defer, concrete, defer, defer_untaped
-from .._lru import LRU
-from .._primitives import bind, define, record_simple, run_recorded
-from .._state import _local
-from .._tensor import Tensor
-from .._variable import Variable
+from ..core import dtypes as _dtypes
+from ..core.bind import bind, define, record_simple, run_recorded
+from ..core.caches import LRU
+from ..core.errors import InvalidArgumentError
+from ..core.state import _local
+from ..core.tensor import Tensor
+from ..core.variable import Variable
+from ..runtime.pending import _AVAL_PEEK, Pending, _Thunk, aval_for, can_defer, concrete, defer, defer_untaped
 
 _Array = type(jnp.zeros(()))  # the concrete array type (``jax.Array`` is abstract)
 _HAS_COMMITTED = hasattr(jnp.zeros(()), "_committed")   # what ``_lazy.concrete`` reads

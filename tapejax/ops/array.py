@@ -20,11 +20,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _dtypes, _state, _tensor
-from .._errors import InvalidArgumentError
-from .._primitives import bind
-from .._tensor import Tensor, convert_to_tensor
-from .._variable import Variable
+from ..core import dtypes as _dtypes, state as _state, tensor as _tensor
+from ..core.bind import bind
+from ..core.errors import InvalidArgumentError
+from ..core.tensor import Tensor, convert_to_tensor
+from ..core.variable import Variable
 from ._registry import (
     call_plain2,
     check_binary,

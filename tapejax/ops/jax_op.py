@@ -26,10 +26,10 @@ import itertools
 import jax
 import numpy as np
 
-from .._lru import LRU
-from .._primitives import REGISTRY, bind, define
-from .._tensor import Tensor
-from .._variable import Variable
+from ..core.bind import REGISTRY, bind, define
+from ..core.caches import LRU
+from ..core.tensor import Tensor
+from ..core.variable import Variable
 
 _TENSORISH = (Tensor, Variable)
 _ARRAYS = (Tensor, Variable, jax.Array, np.ndarray, np.generic)

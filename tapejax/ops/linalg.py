@@ -12,11 +12,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _dtypes
-from .._errors import InvalidArgumentError, NotFoundError
-from .._primitives import bind
-from .._tensor import Tensor
-from .._variable import Variable
+from ..core import dtypes as _dtypes
+from ..core.bind import bind
+from ..core.errors import InvalidArgumentError, NotFoundError
+from ..core.tensor import Tensor
+from ..core.variable import Variable
 from . import _grads as G
 from ._registry import check_binary, check_float, dtype_of, op_error, prim, static_axis, tf_types
 from .array import einsum, tensordot  # noqa: F401

@@ -7,13 +7,13 @@ import jax.core
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _dtypes
-from .._errors import InvalidArgumentError
-from .._lazy import Pending
-from .._primitives import bind
-from .._state import _local
-from .._tensor import Tensor, convert_to_tensor
-from .._variable import Variable
+from ..core import dtypes as _dtypes
+from ..core.bind import bind
+from ..core.errors import InvalidArgumentError
+from ..core.state import _local
+from ..core.tensor import Tensor, convert_to_tensor
+from ..core.variable import Variable
+from ..runtime.pending import Pending
 from . import _grads as G
 from ._registry import (
     _KINDS,

@@ -13,10 +13,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .._errors import InvalidArgumentError
-from .._primitives import REGISTRY, bind
-from .._tensor import Tensor, convert_to_tensor
-from .._variable import Variable
+from ..core.bind import REGISTRY, bind
+from ..core.errors import InvalidArgumentError
+from ..core.tensor import Tensor, convert_to_tensor
+from ..core.variable import Variable
 from . import _grads as G
 from ._registry import check_binary, check_float, dtype_of, op_error, prim, static_axis, tf_types, unary_ops
 from .array import gather

@@ -49,11 +49,11 @@ import jax
 import jax.core
 import numpy as np
 
-from .. import _dtypes
-from .._errors import InvalidArgumentError
-from .._primitives import bind
-from .._tensor import Tensor, convert_to_tensor
-from .._variable import Variable
+from ..core import dtypes as _dtypes
+from ..core.bind import bind
+from ..core.errors import InvalidArgumentError
+from ..core.tensor import Tensor, convert_to_tensor
+from ..core.variable import Variable
 from ._registry import check_float, prim, static_shape, tf_types
 
 DEFAULT_GRAPH_SEED = 87654321

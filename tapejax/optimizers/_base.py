@@ -38,11 +38,12 @@ import jax.core
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _dtypes, _nest, _speculate, _state
-from .._lazy import Pending
-from .._lru import Family
-from .._tensor import Tensor, convert_to_tensor
-from .._variable import Variable, deferred_interrupts, write_back
+from ..core import dtypes as _dtypes, nest as _nest, state as _state
+from ..core.caches import Family
+from ..core.tensor import Tensor, convert_to_tensor
+from ..core.variable import Variable, deferred_interrupts, write_back
+from ..runtime import speculate as _speculate
+from ..runtime.pending import Pending
 from . import schedules as _schedules
 
 _log = logging.getLogger("tapejax")
@@ -522,13 +523,13 @@ class Optimizer:
             else:
                 gd = None
             if gd is not None and gd != v._value.dtype:
-                from .._errors import InvalidArgumentError
+                from ..core.errors import InvalidArgumentError
                 raise InvalidArgumentError(
                     None, None, f"var and grad do not have the same dtype: variable {v.name} has dtype "
                     f"{np.dtype(v._value.dtype).name}, its gradient has dtype {gd.name}")
             g = g._value if type(g) is Tensor else convert_to_tensor(g, dtype_hint=v.dtype)._value
             if g.shape != v._value.shape:
-                from .._errors import InvalidArgumentError
+                from ..core.errors import InvalidArgumentError
                 raise InvalidArgumentError(
                     None, None, f"var and grad do not have the same shape: variable {v.name} has shape "
                     f"{tuple(v._value.shape)}, its gradient has shape {tuple(g.shape)}")
@@ -641,7 +642,7 @@ class Optimizer:
         return self.apply_gradients(grads_and_vars)
 
     def _compute_gradients(self, loss, var_list, grad_loss=None, tape=None):
-        from .._tape import GradientTape
+        from ..autodiff.tape import GradientTape
         if not callable(loss) and tape is None:
             raise ValueError("`tape` is required when a `Tensor` loss is passed. "
                              f"Received: loss={loss}, tape={tape}.")

@@ -14,7 +14,7 @@ import jax.core
 import jax.numpy as jnp
 import optax
 
-from .._variable import Variable
+from ..core.variable import Variable
 from ._base import Optimizer
 
 
@@ -50,9 +50,9 @@ class OptaxOptimizer(Optimizer):
         return group
 
     def apply_gradients(self, grads_and_vars, name=None, experimental_aggregate_gradients=True):
-        from .._lazy import Pending
-        from .._state import _local
-        from .._tensor import convert_to_tensor
+        from ..core.state import _local
+        from ..core.tensor import convert_to_tensor
+        from ..runtime.pending import Pending
         from ._base import Donating, _filter_empty_gradients, _run_update, _touch
         pairs = _filter_empty_gradients(grads_and_vars)
         gs, var_list = [], []
@@ -62,7 +62,7 @@ class OptaxOptimizer(Optimizer):
             if type(g) is not Pending:   # (a gradient stays uncomputed: see ``_speculate``)
                 g = convert_to_tensor(g, dtype_hint=v.dtype)
             if tuple(g.shape) != tuple(v._value.shape):
-                from .._errors import InvalidArgumentError
+                from ..core.errors import InvalidArgumentError
                 raise InvalidArgumentError(None, None, f"var and grad do not have the same shape: variable "
                                            f"{v.name} has shape {tuple(v._value.shape)}, its gradient has "
                                            f"shape {tuple(g.shape)}")

@@ -190,7 +190,7 @@ class Nadam(Optimizer):
         return {"beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon}
 
     def _extra_init(self):
-        from .._variable import Variable
+        from ..core.variable import Variable
         return [Variable(jnp.ones((), jnp.float32), trainable=False, name="momentum_cache")]
 
     def _prepare(self, c, step, extra):

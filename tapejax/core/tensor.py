@@ -14,8 +14,8 @@ import jax
 import jax.core
 import numpy as np
 
-from . import _dtypes
-from ._state import next_id
+from . import dtypes as _dtypes
+from .state import next_id
 
 _Array = jax.Array
 

@@ -59,8 +59,8 @@ from typing import Final
 
 import jax
 
-from ._lazy import Pending, _Array, _Thunk, call_with_pending, env_flag, force_all, set_flag, settle
-from ._lru import LRU
+from ..core.caches import LRU
+from .pending import Pending, _Array, _Thunk, call_with_pending, env_flag, force_all, set_flag, settle
 
 _PENALTY_MAX = 1024
 #: An optimizer update is predicted only while its state besides the Variables (slots,

@@ -36,12 +36,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _nest, _replay, _state
-from ._dtypes import is_trainable_dtype
-from ._primitives import Primitive, bind, with_id
-from ._program import Program, aval, build_replay, gather_leaves, slice_tape
-from ._tape import NotATensorError, _check_leaves, _unconnected
-from ._tensor import Tensor
+from ..core import nest as _nest, state as _state
+from ..core.bind import Primitive, bind, with_id
+from ..core.dtypes import is_trainable_dtype
+from ..core.tensor import Tensor
+from . import replay as _replay
+from .program import Program, aval, build_replay, gather_leaves, slice_tape
+from .tape import NotATensorError, _check_leaves, _unconnected
 
 # --------------------------------------------------------------------------
 # the compiled entry shared by jacobians and jvps

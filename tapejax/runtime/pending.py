@@ -59,9 +59,9 @@ import jax
 import jax.core
 import jax.numpy as jnp
 
-from ._lru import LRU
-from ._state import _local, next_id
-from ._tensor import Tensor, TensorShape
+from ..core.caches import LRU
+from ..core.state import _local, next_id
+from ..core.tensor import Tensor, TensorShape
 
 _Array = type(jnp.zeros(()))   # the concrete array type
 _ShapeDtype = jax.ShapeDtypeStruct
@@ -464,7 +464,7 @@ class Pending(Tensor):
 
     @property
     def dtype(self):
-        from ._dtypes import as_dtype
+        from ..core.dtypes import as_dtype
         return as_dtype(self._thunk.aval.dtype)
 
     @property

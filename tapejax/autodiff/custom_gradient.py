@@ -67,15 +67,15 @@ import jax.numpy as jnp
 import numpy as np
 from jax.core import Tracer
 
-from . import _nest, _state
-from ._late import LateBackward, trace
-from ._lazy import _Thunk
-from ._primitives import Primitive
-from ._tape import Node, _intern
-from ._tensor import Tensor, convert_to_tensor
-from ._user_grad import check_grad, describe, is_float, tape_stack
-from ._variable import traced_values
-from .ops import random as _random
+from ..core import nest as _nest, state as _state
+from ..core.bind import Primitive
+from ..core.tensor import Tensor, convert_to_tensor
+from ..core.variable import traced_values
+from ..ops import random as _random
+from ..runtime.pending import _Thunk
+from .late import LateBackward, trace
+from .tape import Node, _intern
+from .user_grad import check_grad, describe, is_float, tape_stack
 
 # --------------------------------------------------------------------------
 # running f: the Variables it reads, the values it reads them as

@@ -40,11 +40,11 @@ import jax.numpy as jnp
 from jax import lax
 from jax.extend import core as jex_core
 
-from . import _state
-from ._lru import LRU
-from ._primitives import Primitive, bind, with_id
-from ._tensor import Tensor, convert_to_tensor
-from ._variable import Variable
+from ..core import state as _state
+from ..core.bind import Primitive, bind, with_id
+from ..core.caches import LRU
+from ..core.tensor import Tensor, convert_to_tensor
+from ..core.variable import Variable
 
 _Tracer = jax.core.Tracer
 
@@ -131,7 +131,7 @@ def _close(fn, in_tree, in_avals, what):
     except jax.errors.JAXTypeError as e:
         if isinstance(e, (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError,
                           jax.errors.TracerArrayConversionError)):
-            from ._function import _CF_HINT, OperatorNotAllowedInGraphError
+            from .function import _CF_HINT, OperatorNotAllowedInGraphError
             raise OperatorNotAllowedInGraphError(
                 f"In the {what} of a tapejax control-flow op, a traced tensor was used where Python "
                 f"needs its value. {_CF_HINT}") from None

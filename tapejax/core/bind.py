@@ -25,10 +25,10 @@ import functools
 import jax
 import numpy as np
 
-from ._lazy import Pending, _Thunk, can_defer, concrete, defer, force_all
-from ._lru import Family
-from ._state import _local
-from ._tensor import Tensor, convert_to_tensor, host_snapshot
+from ..runtime.pending import Pending, _Thunk, can_defer, concrete, defer, force_all
+from .caches import Family
+from .state import _local
+from .tensor import Tensor, convert_to_tensor, host_snapshot
 
 REGISTRY = {}
 

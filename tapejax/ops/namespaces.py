@@ -3,9 +3,9 @@ the top-level op names, as plain data over the op family modules, so one functio
 definition and ``tools/gen_ops_table.py`` can list every public op with its namespaces."""
 import sys
 
-from . import _dtypes, _nest
-from ._modules import new_module
-from .ops import array as _a, linalg as _l, math as _m, nn as _nn, random as _r
+from ..core import dtypes as _dtypes, nest as _nest
+from ..core.modules import new_module
+from . import array as _a, linalg as _l, math as _m, nn as _nn, random as _r
 
 
 def _module(name, doc, members):

@@ -55,11 +55,12 @@ import jax.core
 import jax.numpy as jnp
 import numpy as np
 
-from . import _dtypes, _lazy, _speculate, _state
-from ._errors import InvalidArgumentError
-from ._lazy import Pending, _Array, _Thunk
-from ._lru import LRU
-from ._tensor import Tensor, TensorShape, _to_array, convert_to_tensor
+from ..runtime import pending as _lazy, speculate as _speculate
+from ..runtime.pending import Pending, _Array, _Thunk
+from . import dtypes as _dtypes, state as _state
+from .caches import LRU
+from .errors import InvalidArgumentError
+from .tensor import Tensor, TensorShape, _to_array, convert_to_tensor
 
 # Jitted updates: JAX's C++ dispatch path, faster than eager jnp arithmetic.
 _add = jax.jit(jnp.add)
@@ -563,7 +564,7 @@ class Variable:
         return v
 
     def ref(self):
-        from ._tensor import _Ref
+        from .tensor import _Ref
         return _Ref(self)
 
     # -- copies (TF's resource variables) ---------------------------------------
@@ -624,6 +625,6 @@ class Variable:
                 f"dtype={self.dtype.name}, numpy={text}>")
 
 
-from . import _tape as _tape_module  # noqa: E402 - (_tape does not import this module)
+from ..autodiff import tape as _tape_module  # noqa: E402 - (_tape does not import this module)
 
 _tape_module._LEAF_TYPES.add(Variable)   # a gradient target or source, checked at once

@@ -6,6 +6,6 @@ the Keras-2 ``OptimizerV2`` classes (the same classes: tapejax's optimizers
 *are* the legacy rules).  Keras 2 has no legacy ``AdamW``, so neither does
 ``legacy`` here.
 """
-from . import optimizers
+from .. import optimizers
 
 __all__ = ["optimizers"]

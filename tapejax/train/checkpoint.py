@@ -1,4 +1,4 @@
-"""``tapejax.train``: ``Checkpoint`` (``tf.train.Checkpoint``) and ``latest_checkpoint``.
+"""``Checkpoint`` (``tf.train.Checkpoint``) and ``latest_checkpoint``.
 
 File format (documented, no pickle)
 -----------------------------------
@@ -34,12 +34,12 @@ from typing import Any, Dict, Iterable
 
 import numpy as np
 
-from . import _dtypes
-from ._errors import NotFoundError
-from ._module import Module
-from ._variable import Variable
-from .optimizers import Optimizer
-from .optimizers._optax import OptaxOptimizer
+from ..core import dtypes as _dtypes
+from ..core.errors import NotFoundError
+from ..core.variable import Variable
+from ..optimizers import Optimizer
+from ..optimizers._optax import OptaxOptimizer
+from .module import Module
 
 _META = "__tapejax_checkpoint__"
 _FORMAT = "tapejax-checkpoint"

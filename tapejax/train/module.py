@@ -13,8 +13,8 @@ which it was constructed.
 """
 import re
 
-from . import _state
-from ._variable import Variable
+from ..core import state as _state
+from ..core.variable import Variable
 
 _VALID_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

@@ -43,13 +43,14 @@ import jax.numpy as jnp
 from jax import lax
 from jax.core import Tracer
 
-from . import _dtypes, _nest, _replay, _state
-from ._jacobian import _jacobian
-from ._lru import LRU
-from ._primitives import REGISTRY, Primitive, bind, define
-from ._tape import GradientTape, Node, UnconnectedGradients, _intern, _unconnected
-from ._tensor import Tensor, convert_to_tensor
-from ._user_grad import check_grad, describe, tape_stack
+from ..core import dtypes as _dtypes, nest as _nest, state as _state
+from ..core.bind import REGISTRY, Primitive, bind, define
+from ..core.caches import LRU
+from ..core.tensor import Tensor, convert_to_tensor
+from . import replay as _replay
+from .jacobian import _jacobian
+from .tape import GradientTape, Node, UnconnectedGradients, _intern, _unconnected
+from .user_grad import check_grad, describe, tape_stack
 
 # --------------------------------------------------------------------------
 # stop_gradient

@@ -3,7 +3,7 @@ import sys
 
 import numpy as np
 
-from ._tensor import Tensor
+from ..core.tensor import Tensor
 
 
 def _fmt_array(a) -> str:

@@ -37,9 +37,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._lazy import _Thunk, force_all
-from ._primitives import READ
-from ._tape import OUT, Node
+from ..core.bind import READ
+from ..runtime.pending import _Thunk, force_all
+from .tape import OUT, Node
 
 #: ``(shape, dtype)`` of a source (plain tuples: built on every gradient call, hashed in keys).
 Aval = tuple[tuple[int, ...], Any]

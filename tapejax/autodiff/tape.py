@@ -33,11 +33,11 @@ from typing import Callable, List, Optional
 
 import numpy as np
 
-from . import _dtypes, _nest, _state
-from ._lazy import _TAPE_TYPES, Pending
-from ._lru import LRU
-from ._primitives import READ
-from ._tensor import Tensor
+from ..core import dtypes as _dtypes, nest as _nest, state as _state
+from ..core.bind import READ
+from ..core.caches import LRU
+from ..core.tensor import Tensor
+from ..runtime.pending import _TAPE_TYPES, Pending
 
 OUT = 1 << 20  # outputs per node in a code (node_index * OUT + k)
 
@@ -448,7 +448,7 @@ class GradientTape:
         rows computed at once; ``experimental_use_pfor=False`` computes them
         one at a time (persistent tapes only, as in TF).
         """
-        from ._jacobian import jacobian
+        from .jacobian import jacobian
         return jacobian(self, target, sources, unconnected_gradients, parallel_iterations,
                         experimental_use_pfor)
 
@@ -459,14 +459,14 @@ class GradientTape:
         As TF: an unconnected source gives zeros (the target's dtype) even
         with the default ``'none'``; the first dimensions must match.
         """
-        from ._jacobian import batch_jacobian
+        from .jacobian import batch_jacobian
         return batch_jacobian(self, target, source, unconnected_gradients, parallel_iterations,
                               experimental_use_pfor)
 
     # -- why is my gradient None? -------------------------------------------
     def explain(self, target, source):
         """Say, in words, whether and why ``d target / d source`` is unconnected."""
-        from ._explain import explain
+        from .explain import explain
         return explain(self, target, source)
 
 
@@ -512,8 +512,8 @@ def _output_gradients(output_gradients, flat_targets):
     """TF's rule: one cotangent per flattened target, by position."""
     if output_gradients is None:
         return [None] * len(flat_targets)
-    from ._errors import InvalidArgumentError
-    from ._tensor import _python_dtype as _tensor_python_dtype, convert_to_tensor
+    from ..core.errors import InvalidArgumentError
+    from ..core.tensor import _python_dtype as _tensor_python_dtype, convert_to_tensor
     flat = _nest.flatten(output_gradients)
     cts = []
     for i, t in enumerate(flat_targets):

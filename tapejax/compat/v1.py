@@ -1,17 +1,19 @@
-"""``tf.compat``: graph-era names TF1-style code reaches through ``tf.compat.v1``.
+"""``tf.compat.v1``: the graph-era names TF1-style code reaches, as far as tapejax has them.
 
 ``tapejax.compat.v1.get_default_graph().gradient_override_map({...})`` is the
 same context as ``tapejax.gradient_override_map`` (there is one global
 "graph": the op registry); ``RegisterGradient``, ``gradients``,
 ``stop_gradient``, ``custom_gradient`` and ``GradientTape`` are the TF2 names.
-``import tapejax.compat.v1`` works too.
 """
-import sys
-
-from ._custom import RegisterGradient, gradient_override_map, gradients_v1, hessians, stop_gradient
-from ._custom_gradient import custom_gradient
-from ._modules import new_module
-from ._tape import GradientTape, UnconnectedGradients
+from ..autodiff.custom import (
+    RegisterGradient,
+    gradient_override_map,
+    gradients_v1 as gradients,
+    hessians,
+    stop_gradient,
+)
+from ..autodiff.custom_gradient import custom_gradient
+from ..autodiff.tape import GradientTape, UnconnectedGradients
 
 
 class Graph:
@@ -38,11 +40,5 @@ def get_default_graph():
     return _DEFAULT_GRAPH
 
 
-v1 = new_module("tapejax.compat.v1", "``tf.compat.v1``: the graph-era names tapejax provides.", {
-    "get_default_graph": get_default_graph, "Graph": Graph, "RegisterGradient": RegisterGradient,
-    "gradients": gradients_v1, "hessians": hessians, "stop_gradient": stop_gradient, "custom_gradient": custom_gradient,
-    "GradientTape": GradientTape, "UnconnectedGradients": UnconnectedGradients,
-})
-sys.modules[v1.__name__] = v1
-
-__all__ = ["v1"]
+__all__ = ["get_default_graph", "Graph", "RegisterGradient", "gradients", "hessians", "stop_gradient",
+           "custom_gradient", "GradientTape", "UnconnectedGradients"]

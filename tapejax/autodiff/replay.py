@@ -56,13 +56,14 @@ from typing import Any, Callable, NamedTuple, Sequence
 import jax
 import jax.numpy as jnp
 
-from . import _dtypes, _speculate, _state
-from ._lazy import Pending, _Thunk, call_with_pending, clear_programs, force_all, pending_results
-from ._lru import LRU
-from ._primitives import Primitive, bind, with_id
-from ._program import Aval, LeafPlan, Program, build_backward, build_replay, gather_leaves, seed, slice_tape
-from ._tape import _TRAINABLE, OUT, Node, set_gradient_driver
-from ._tensor import Tensor
+from ..core import dtypes as _dtypes, state as _state
+from ..core.bind import Primitive, bind, with_id
+from ..core.caches import LRU
+from ..core.tensor import Tensor
+from ..runtime import speculate as _speculate
+from ..runtime.pending import Pending, _Thunk, call_with_pending, clear_programs, force_all, pending_results
+from .program import Aval, LeafPlan, Program, build_backward, build_replay, gather_leaves, seed, slice_tape
+from .tape import _TRAINABLE, OUT, Node, set_gradient_driver
 
 _tuple_new = tuple.__new__
 
@@ -123,7 +124,7 @@ def cache_stats():
     member's ``size``, their bound per member, the evictions of all members
     and how many members are alive (``instances``).
     """
-    from ._lru import stats
+    from ..core.caches import stats
     return stats()
 
 
@@ -616,6 +617,6 @@ def _leaf_ids(nodes: Sequence[Node], program: Program, plan: LeafPlan, src_objs:
 
 def tape_log_int(s) -> None:
     """Warn, as TF, that a source of an integer dtype gets no gradient."""
-    from ._tape import _log
+    from .tape import _log
     _log.warning("The dtype of the source tensor must be floating (e.g. tf.float32) when calling "
                  "GradientTape.gradient, got %r", s.dtype)

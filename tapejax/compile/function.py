@@ -61,14 +61,14 @@ import jax.core
 import jax.numpy as jnp
 import numpy as np
 
-from . import _dtypes, _state
-from ._errors import OperatorNotAllowedInGraphError
-from ._lru import Family
-from ._tensor import Tensor, convert_to_tensor
-from ._variable import Variable, deferred_interrupts, write_back
+from ..core import dtypes as _dtypes, state as _state
+from ..core.caches import Family
+from ..core.errors import OperatorNotAllowedInGraphError
+from ..core.tensor import Tensor, convert_to_tensor
+from ..core.variable import Variable, deferred_interrupts, write_back
 
 if TYPE_CHECKING:
-    from ._primitives import Primitive
+    from ..core.bind import Primitive
 
 _Tracer = jax.core.Tracer
 _Array = jax.Array
@@ -478,13 +478,13 @@ class Function:
             finally:
                 stack[:] = saved
         if entry.rw or self._mesh is not None:
-            from ._custom import graph_mode  # graph mode: tapejax.gradients works (issue #4)
+            from ..autodiff.custom import graph_mode  # graph mode: tapejax.gradients works (issue #4)
             with graph_mode():
                 return self.python_function(*args, **kwargs)
         tensors = []
         _tensor_args((args, kwargs), tensors)
         if entry.prim is None:
-            from ._primitives import Primitive
+            from ..core.bind import Primitive
             n_ro = len(entry.ro)
             jitted = entry.jitted
 
@@ -492,7 +492,7 @@ class Function:
                 return tuple(jitted([], list(vals[:n_ro]), list(vals[n_ro:]))[0])
 
             entry.prim = Primitive(f"PartitionedCall[{self._name}]", impl, multiple_results=True)
-        from ._primitives import bind
+        from ..core.bind import bind
         outs = bind(entry.prim, *entry.ro, *tensors)
         tpl = entry.out_tpl
         if tpl is _DYN:
@@ -554,7 +554,7 @@ class Function:
         fn = self.python_function
 
         def probe(dyn_vals):
-            from ._custom import graph_mode  # graph mode: tapejax.gradients works (issue #4)
+            from ..autodiff.custom import graph_mode  # graph mode: tapejax.gradients works (issue #4)
             with graph_mode():
                 args, kwargs = _fill(template, iter([Tensor(d) for d in dyn_vals]))
                 if eval_mode:
@@ -654,7 +654,7 @@ class Function:
                 for v, val in zip(ro, ro_vals):
                     v._value = val
                 args, kwargs = _fill(entry.template, iter([Tensor(d) for d in dyn_vals]))
-                from ._custom import graph_mode  # graph mode: tapejax.gradients works (issue #4)
+                from ..autodiff.custom import graph_mode  # graph mode: tapejax.gradients works (issue #4)
                 with graph_mode():
                     out = fn(*args, **(kwargs or {}))
                 outs = []

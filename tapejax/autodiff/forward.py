@@ -33,12 +33,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _dtypes, _nest, _replay, _state
-from ._jacobian import Entry, connect, leaf_tensors
-from ._modules import new_module
-from ._program import Program, aval, build_replay, gather_leaves
-from ._tape import GradientTape, NotATensorError, UnconnectedGradients, _check_leaves, _unconnected
-from ._tensor import Tensor, convert_to_tensor
+from ..core import dtypes as _dtypes, nest as _nest, state as _state
+from ..core.tensor import Tensor, convert_to_tensor
+from . import replay as _replay
+from .jacobian import Entry, connect, leaf_tensors
+from .program import Program, aval, build_replay, gather_leaves
+from .tape import GradientTape, NotATensorError, UnconnectedGradients, _check_leaves, _unconnected
 
 
 class _Recorder(GradientTape):
@@ -260,8 +260,3 @@ def _jvp(acc, flat) -> List[Optional[Tensor]]:
     for i in todo:
         results[i] = by_code.get(codes[flat[i]._id])
     return results
-
-
-#: ``tapejax.autodiff``: TF's ``tf.autodiff`` namespace.
-autodiff = new_module("tapejax.autodiff", "``tf.autodiff``: ForwardAccumulator and GradientTape.",
-                      {"ForwardAccumulator": ForwardAccumulator, "GradientTape": GradientTape})

@@ -14,8 +14,8 @@ from typing import Any, Iterator, Sequence
 import jax.numpy as jnp
 import numpy as np
 
-from . import _dtypes, _state
-from ._tensor import Tensor
+from ..core import dtypes as _dtypes, state as _state
+from ..core.tensor import Tensor
 
 
 @contextlib.contextmanager

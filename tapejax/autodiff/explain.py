@@ -6,10 +6,10 @@ from them alone) are kept in ``tape._cuts`` with their reason.  Walking back
 from the target over recorded nodes and cut points finds the source, and the
 first cut met on that path names the op that stopped the gradient.
 """
-from . import _dtypes, _nest
-from ._program import slice_tape
-from ._tape import OUT
-from ._tensor import Tensor
+from ..core import dtypes as _dtypes, nest as _nest
+from ..core.tensor import Tensor
+from .program import slice_tape
+from .tape import OUT
 
 
 def _name(x):
