@@ -9,7 +9,7 @@ For each op the table gives the median time per call (µs) of
 * ``recording``: the tapejax op inside a ``GradientTape`` that watches its input, so every call
   records a node (a fresh tape every ``BLOCK`` calls), with deferral off: every op is dispatched
   when it is called, as the ``jnp`` call is;
-* ``deferred``: the same with deferred execution on (the default, ``tapejax._lazy``): the op is
+* ``deferred``: the same with deferred execution on (the default, ``tapejax.runtime.deferred``): the op is
   recorded and its value computed later, inside the compiled gradient, so this is the cost of the
   call alone (what a training step's forward pays per op), not a like-for-like ratio;
 

@@ -7,35 +7,37 @@ name below is imported from the module that defines it, in the order the
 layers build on each other (dtypes and tensors, the op entry point and the
 tape, gradient control, compiled steps, training), and ``__all__`` lists them.
 """
-from .core import dtypes, errors
+from .core import errors
 from . import ops as _ops  # noqa: F401  (importing the op families registers the ops and Tensor operators)
 from .core.dtypes import (DType, as_dtype, bfloat16, bool, complex64, complex128, double, float16, float32,
                           float64, half, int8, int16, int32, int64, uint8, uint16, uint32, uint64)
-from .core.tensor import Tensor, TensorShape, constant, convert_to_tensor, is_tensor
+from .core.tensor import Tensor, TensorShape
+from .core.convert import constant, convert_to_tensor, is_tensor
 from .core.variable import Variable
 from .core.bind import Primitive, bind, define as define_op
 from .ops.printing import print_ as print
-from .runtime.pending import deferred_execution, set_deferred_execution
+from .runtime.deferred import deferred_execution, set_deferred_execution
 from .runtime.speculate import set_speculative_updates, speculative_updates
 from .autodiff.replay import cache_info, cache_stats, clear_cache, set_cache_size
-from .autodiff.tape import GradientTape, UnconnectedGradients
+from .autodiff.nodes import UnconnectedGradients
+from .autodiff.tape import GradientTape
 
 # -- the op library: tf.<op>, and the tf.math / tf.nn / tf.linalg / tf.random / tf.nest namespaces
-from .ops.array import (argsort, boolean_mask, broadcast_to, concat, einsum, expand_dims, eye, fill, gather,
-                        gather_nd, linspace, meshgrid, one_hot, ones, ones_like, pad, range, rank, repeat,
-                        reshape, reverse, roll, scatter_nd, shape, size, slice, sort, split, squeeze, stack,
-                        tensor_scatter_nd_add, tensor_scatter_nd_update, tensordot, tile, transpose, unique,
-                        unstack, zeros, zeros_like)
-from .ops.math import (abs, acos, add, add_n, argmax, argmin, asin, atan, atan2, cast, clip_by_global_norm,
-                       clip_by_norm, clip_by_value, cos, cosh, cumsum, divide, equal, exp, floor, floordiv,
-                       floormod, greater, greater_equal, identity, less, less_equal, log, logical_and,
+from .ops.array import (argsort, broadcast_to, concat, einsum, expand_dims, eye, fill, linspace, meshgrid,
+                        one_hot, ones, ones_like, pad, range, rank, repeat, reshape, reverse, roll, shape, size,
+                        sort, split, squeeze, stack, tensordot, tile, transpose, unique, unstack, zeros, zeros_like)
+from .ops.indexing import (boolean_mask, gather, gather_nd, scatter_nd, slice, tensor_scatter_nd_add,
+                           tensor_scatter_nd_update)
+from .ops.math import (abs, acos, add, add_n, asin, atan, atan2, cast, cos, cosh, divide, equal, exp, floor,
+                       floordiv, floormod, greater, greater_equal, identity, less, less_equal, log, logical_and,
                        logical_not, logical_or, matmul, maximum, minimum, multiply, negative, not_equal, pow,
-                       reduce_all, reduce_any, reduce_logsumexp, reduce_max, reduce_mean, reduce_min,
-                       reduce_prod, reduce_sum, round, sigmoid, sign, sin, sinh, sqrt, square, subtract, tan,
-                       tanh, truediv, where)
+                       round, sigmoid, sign, sin, sinh, sqrt, square, subtract, tan, tanh, truediv)
+from .ops.reduce import (argmax, argmin, clip_by_global_norm, clip_by_norm, clip_by_value, cumsum, reduce_all,
+                         reduce_any, reduce_logsumexp, reduce_max, reduce_mean, reduce_min, reduce_prod,
+                         reduce_sum, where)
 from .ops.linalg import norm
 from .ops.jax_op import op
-from .ops.namespaces import linalg, math, nest, nn, random
+from .ops.namespaces import dtypes, linalg, math, nest, nn, random
 
 # -- gradient control, compiled steps, jacobians and forward mode
 from .autodiff.custom import RegisterGradient, gradient_override_map, gradients, hessians, stop_gradient

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 import tapejax as tf
-from tapejax.runtime import pending as _lazy
+from tapejax.core.tensor import Pending
+from tapejax.runtime import thunks as _thunks
 
 MODES = {"deferred+speculative": (True, True), "deferred": (True, False), "eager": (False, False)}
 
@@ -51,11 +52,11 @@ def deferred_mode(request):
 def _concrete(var):
     """The invariant: a concrete array, or a pending thunk whose value (if computed) is one."""
     v = var._val
-    if type(v) is _lazy._Thunk:
+    if type(v) is _thunks.Thunk:
         v = v.value
         if v is None:
             return True
-    return type(v) is _lazy._Array
+    return type(v) is _thunks._Array
 
 
 def _values(x):
@@ -215,8 +216,8 @@ def test_a_pending_value_forced_inside_a_trace_is_computed_outside_it(mode):
         loss = tf.reduce_sum(w * w)
     h = t.gradient(loss, w) * 0.5
     assert tf.function(lambda: tf.reduce_sum(h))().numpy() == 3.0
-    if type(h) is _lazy.Pending:
-        assert type(h._thunk.value) is _lazy._Array
+    if type(h) is Pending:
+        assert type(h._thunk.value) is _thunks._Array
     np.testing.assert_array_equal(h.numpy(), [1.0, 2.0])
 
 
@@ -400,7 +401,7 @@ def test_function_passing_a_value_through_does_not_own_it():
     """An assigned Variable whose new value is an input (another Variable's buffer, or its
     own on a path that does not change it), an output or another Variable's new value does
     not own it (JAX may return such an array as it is)."""
-    from tapejax.core.variable import fresh_outputs
+    from tapejax.core.ownership import fresh_outputs
     x, y, z = jnp.ones(1), jnp.ones(1), jnp.ones(1)
     assert fresh_outputs([x], [x, y, z, z], [y]) == [False, False, False, False]
     assert fresh_outputs([x], [y, z]) == [True, True]

@@ -18,8 +18,8 @@ import pytest
 
 import tapejax as tf
 from tapejax.autodiff import replay as _replay
-from tapejax.runtime import pending as _lazy, speculate as _speculate
-from tapejax.runtime.pending import Pending
+from tapejax.core.tensor import Pending
+from tapejax.runtime import speculate as _speculate, thunks as _thunks
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(4, 3)).astype(np.float32)
@@ -294,7 +294,7 @@ def test_pending_used_outside_the_tape_and_in_other_threads(deferred):
     np.testing.assert_allclose(got[0], 1 / (1 + np.exp(-X)), rtol=1e-6)
 
 
-# The two on/off settings share ``_lazy.set_flag`` and ``_lazy.env_flag``.
+# The two on/off settings share ``_state_mod.set_flag`` and ``_state_mod.env_flag``.
 SETTINGS = [(tf.set_deferred_execution, tf.deferred_execution, "TAPEJAX_DEFERRED"),
             (tf.set_speculative_updates, tf.speculative_updates, "TAPEJAX_SPECULATE")]
 
@@ -326,7 +326,7 @@ def test_environment_variables_turn_them_off(setter, getter, env):
 
 def test_aval_cache_is_bounded_and_listed():
     stats = tf.cache_stats()
-    assert "deferred_avals" in stats and stats["deferred_avals"].maxsize == _lazy._AVALS.maxsize
+    assert "deferred_avals" in stats and stats["deferred_avals"].maxsize == _thunks._AVALS.maxsize
 
 
 # -- gradients, untaped ops on pending values, and pending Variable updates ------------------
@@ -363,13 +363,13 @@ def test_pending_variable_updates_match_eager_updates(deferred, update):
     (w0, b0), (ew, eb) = _grads(False)
     getattr(w, update)(0.1 * gw)
     getattr(b, update)(0.1 * gb)
-    assert type(w._val) is _lazy._Thunk and type(b._val) is _lazy._Thunk   # pending updates
+    assert type(w._val) is _thunks.Thunk and type(b._val) is _thunks.Thunk   # pending updates
     assert w.shape == (3, 2) and w.dtype == tf.float32 and b.ndim == 1   # metadata: not computed
-    assert type(w._val) is _lazy._Thunk
+    assert type(w._val) is _thunks.Thunk
     getattr(w0, update)(0.1 * ew)
     getattr(b0, update)(0.1 * eb)
     np.testing.assert_allclose(w.numpy(), w0.numpy(), rtol=1e-6)
-    assert type(b._val) is not _lazy._Thunk       # reading one computed every pending update
+    assert type(b._val) is not _thunks.Thunk       # reading one computed every pending update
     np.testing.assert_allclose(b.numpy(), b0.numpy(), rtol=1e-6)
 
 
@@ -396,10 +396,10 @@ def test_repeated_step_computes_its_updates_inside_its_gradient(deferred, monkey
     reads the Variables: that step's gradient computes them in its own compiled program (one
     dispatch per step), from the second time the structure is seen; values equal the eager loop."""
     _run_steps(True, n=2)
-    _lazy._FLUSH.clear()
-    _lazy._SEEN.clear()
+    _thunks._FLUSH.clear()
+    _thunks._SEEN.clear()
     calls = {"op_by_op": 0, "program": 0, "force_many": 0}
-    real_eager, real_program, real_force = _lazy._run_op_by_op, _lazy._program, _lazy.force_many
+    real_eager, real_program, real_force = _thunks._run_op_by_op, _thunks._program, _thunks.force_many
 
     def count(name, real):
         def wrapped(*args):
@@ -407,16 +407,16 @@ def test_repeated_step_computes_its_updates_inside_its_gradient(deferred, monkey
             return real(*args)
         return wrapped
 
-    monkeypatch.setattr(_lazy, "_run_op_by_op", count("op_by_op", real_eager))
-    monkeypatch.setattr(_lazy, "_program", count("program", real_program))
-    monkeypatch.setattr(_lazy, "force_many", count("force_many", real_force))
+    monkeypatch.setattr(_thunks, "_run_op_by_op", count("op_by_op", real_eager))
+    monkeypatch.setattr(_thunks, "_program", count("program", real_program))
+    monkeypatch.setattr(_thunks, "force_many", count("force_many", real_force))
     x, w, b = tf.constant(X), tf.Variable(W), tf.Variable(B)
     lazy, per_step = [], []
     for _ in range(5):
         before = dict(calls)
         lazy.append(_step(x, w, b, {}))
         per_step.append({k: calls[k] - before[k] for k in calls})
-        assert type(w._val) is _lazy._Thunk and w._val.value is None   # this step's update: pending
+        assert type(w._val) is _thunks.Thunk and w._val.value is None   # this step's update: pending
     w1, b1 = w.numpy(), b.numpy()
     (eager, w0, b0) = _run_steps(False, n=5)
     np.testing.assert_allclose(w1, w0, rtol=1e-5)
@@ -429,7 +429,7 @@ def test_repeated_step_computes_its_updates_inside_its_gradient(deferred, monkey
     assert per_step[1]["op_by_op"] == 1 and per_step[1]["program"] == 0
     assert per_step[2] == {"op_by_op": 0, "program": 1, "force_many": 0}
     assert per_step[3] == per_step[4] == {"op_by_op": 0, "program": 0, "force_many": 0}
-    composite = [k for k in _lazy._FLUSH._data if isinstance(k[0], _replay.Backward)]
+    composite = [k for k in _thunks._FLUSH._data if isinstance(k[0], _replay.Backward)]
     assert len(composite) == 1
     entry, spec, slots = composite[0]
     assert len(spec) == 2                         # one node per update (`lr * g` fused into it)
@@ -443,11 +443,11 @@ def test_clear_cache_drops_the_programs_that_hold_a_gradient(deferred):
     import sys
     tf.clear_cache()
     _run_steps(True, n=4)
-    (entry,) = [k[0] for k in _lazy._FLUSH._data if isinstance(k[0], _replay.Backward)]
+    (entry,) = [k[0] for k in _thunks._FLUSH._data if isinstance(k[0], _replay.Backward)]
     assert sys.getrefcount(entry) > 2
     tf.clear_cache()
     gc.collect()
-    assert len(_lazy._FLUSH) == 0 and len(_lazy._SEEN) == 0
+    assert len(_thunks._FLUSH) == 0 and len(_thunks._SEEN) == 0
     assert sys.getrefcount(entry) == 2            # `entry` and getrefcount's argument: no cache
 
 
@@ -530,7 +530,7 @@ def test_reads_of_pending_updates_under_a_tape_match_eager(name, predict):
             for k in range(4):
                 _pending_update(w, x)
                 if mode:
-                    pending = type(w._val) is _lazy._Thunk and w._val.value is None
+                    pending = type(w._val) is _thunks.Thunk and w._val.value is None
                     assert pending != (predict and k >= 2)
                 runs.append(_scenario(name, x, w, b))
             results[mode] = runs
@@ -564,7 +564,7 @@ def test_a_walk_racing_another_thread_needs_no_retry(deferred):
     once, so the walk goes on with them (the node is computed here once more, from the inputs
     it had: the first value stays); a node found computed (``args`` None) is an input."""
     a = jnp.arange(3.0, dtype=jnp.float32)
-    inner = _lazy._Thunk(jnp.sin, (a,), a.aval)
+    inner = _thunks.Thunk(jnp.sin, (a,), a.aval)
     first = jnp.sin(a) + 0.0
 
     class Racy(tuple):
@@ -573,18 +573,18 @@ def test_a_walk_racing_another_thread_needs_no_retry(deferred):
             return tuple.__iter__(self)
 
     inner.args = Racy((a,))
-    outer = _lazy._Thunk(jnp.cos, (inner,), a.aval)
-    _lazy.force_many([outer])
+    outer = _thunks.Thunk(jnp.cos, (inner,), a.aval)
+    _thunks.force_many([outer])
     np.testing.assert_allclose(outer.value, np.cos(np.sin(np.arange(3.0))), rtol=1e-6)
     assert inner.value is first and inner.args is None
-    done = _lazy._Thunk(jnp.sin, (a,), a.aval)
+    done = _thunks.Thunk(jnp.sin, (a,), a.aval)
     done.set(jnp.zeros(3))
-    for walk in (_lazy._walk, _lazy._walk_deep):   # found computed: an input, not a node
-        w = walk([_lazy._Thunk(jnp.cos, (done,), a.aval)])
+    for walk in (_thunks._walk, _thunks._walk_deep):   # found computed: an input, not a node
+        w = walk([_thunks.Thunk(jnp.cos, (done,), a.aval)])
         assert len(w.order) == 1 and w.inputs[0] is done.value
-    order = [_lazy._Thunk(jnp.sin, (a,), a.aval)]
+    order = [_thunks.Thunk(jnp.sin, (a,), a.aval)]
     order[0].set(jnp.zeros(3))                     # computed meanwhile: not run again
-    _lazy._run_op_by_op(order)
+    _thunks._run_op_by_op(order)
     np.testing.assert_array_equal(order[0].value, np.zeros(3))
 
 
@@ -601,11 +601,11 @@ def test_a_delta_read_after_its_update_keeps_its_value(deferred):
 
 def _dag(n):
     """A pending graph with shared nodes, an input used twice and computed thunks as inputs."""
-    a, c = jnp.float32(2.0), _lazy.valued(jnp.float32(3.0))
-    nodes = [_lazy._Thunk(jnp.add, (a, c), a.aval)]
+    a, c = jnp.float32(2.0), _thunks.valued(jnp.float32(3.0))
+    nodes = [_thunks.Thunk(jnp.add, (a, c), a.aval)]
     for i in range(1, n):
         prev, other = nodes[-1], nodes[i // 2]
-        nodes.append(_lazy._Thunk(jnp.multiply if i % 2 else jnp.subtract, (prev, other if i % 3 else a),
+        nodes.append(_thunks.Thunk(jnp.multiply if i % 2 else jnp.subtract, (prev, other if i % 3 else a),
                                   a.aval))
     return nodes
 
@@ -615,15 +615,15 @@ def test_the_recursive_walk_and_the_deep_walk_agree(deferred, monkeypatch):
     oracle; past ``_DEPTH`` the deep walk takes over, and the values are the same."""
     nodes = _dag(40)
     roots = [nodes[-1], nodes[20], nodes[-1]]
-    fast, deep = _lazy._walk(roots), _lazy._walk_deep(roots)
+    fast, deep = _thunks._walk(roots), _thunks._walk_deep(roots)
     for field in ("order", "spec", "inputs"):
         assert getattr(fast, field) == getattr(deep, field)
     assert len(fast.inputs) == 2                            # `a` passed once
     expected = [float(n.force()) for n in _dag(40)]
-    monkeypatch.setattr(_lazy, "_DEPTH", 5)
-    with pytest.raises(_lazy._Deep):
-        _lazy._walk(roots)
-    _lazy.force_many(roots)
+    monkeypatch.setattr(_thunks, "_DEPTH", 5)
+    with pytest.raises(_thunks._Deep):
+        _thunks._walk(roots)
+    _thunks.force_many(roots)
     assert [float(n.value) for n in (nodes[-1], nodes[20])] == [expected[-1], expected[20]]
 
 
@@ -633,8 +633,8 @@ def test_a_forced_program_gives_every_node_its_value(deferred):
     it); the second time the structure runs as one compiled program."""
     import weakref
     _, (gw, _) = _grads(True)
-    _lazy._FLUSH.clear()
-    _lazy._SEEN.clear()
+    _thunks._FLUSH.clear()
+    _thunks._SEEN.clear()
     for _ in range(2):
         kept = gw * 3.0
         dead = kept + 1.0
@@ -645,19 +645,19 @@ def test_a_forced_program_gives_every_node_its_value(deferred):
         assert kept._thunk.value is not None and kept._thunk.args is None
         assert root._thunk.args is None           # nothing of the graph is held any more
         assert dead_thunk() is None
-    assert [len(key) for key in _lazy._FLUSH._data] == [3]   # one program: the three nodes
+    assert [len(key) for key in _thunks._FLUSH._data] == [3]   # one program: the three nodes
 
 
 def test_large_pending_graphs_run_op_by_op(deferred, monkeypatch):
     _, (gw, _) = _grads(True)
-    monkeypatch.setattr(_lazy, "_FLUSH_MAX", 8)
-    before = len(_lazy._FLUSH)
+    monkeypatch.setattr(_thunks, "_FLUSH_MAX", 8)
+    before = len(_thunks._FLUSH)
     for _ in range(2):
         y = gw
         for _ in range(20):
             y = y * 1.5
         np.testing.assert_allclose(y.numpy(), gw.numpy() * 1.5 ** 20, rtol=1e-5)
-    assert len(_lazy._FLUSH) == before
+    assert len(_thunks._FLUSH) == before
 
 
 @pytest.mark.parametrize("deferral", [True, False])
@@ -694,7 +694,7 @@ def test_a_dropped_variable_with_a_pending_update_is_released(deferred):
     import weakref
     (w, b), (gw, gb) = _grads(True)
     w.assign_sub(0.1 * gw)
-    assert type(w._val) is _lazy._Thunk
+    assert type(w._val) is _thunks.Thunk
     ref = weakref.ref(w)
     del w
     gc.collect()
@@ -712,6 +712,6 @@ def test_a_pending_update_knows_the_computed_value_s_type(deferred):
             y = v * v
         v.assign_sub(tape.gradient(y, v) * 0.25)
         pending = v._val.aval
-        assert type(v._val) is _lazy._Thunk
+        assert type(v._val) is _thunks.Thunk
         np.testing.assert_allclose(v.numpy(), 1.0)
         assert v._value.aval == pending and not pending.weak_type

@@ -139,8 +139,8 @@ N_PILE = 5000
 
 
 def _pending_thunks():
-    from tapejax.runtime.pending import _Thunk
-    return sum(1 for o in gc.get_objects() if type(o) is _Thunk and o.value is None)
+    from tapejax.runtime.thunks import Thunk
+    return sum(1 for o in gc.get_objects() if type(o) is Thunk and o.value is None)
 
 
 def _live():
@@ -201,7 +201,7 @@ def test_unread_pending_values_stay_bounded_over_5000_steps(speculate, n_steps):
         assert n1 - n0 <= 2 * steps + 16, (n0, n1)            # the two metrics' scalars
         assert bytes1 - bytes0 <= 2 * 4 * steps + 4096, (bytes0, bytes1)
         assert _pending_thunks() <= 16
-        assert tf._lazy.tracked_values() <= 16
+        assert tf._settle.tracked_values() <= 16
         assert all(np.isfinite(_logged(kept)[2:]))
     finally:
         tf.set_deferred_execution(prev[0])
@@ -395,7 +395,7 @@ def small_caches():
 
 def test_every_cache_is_listed_and_bounded():
     stats = tf.cache_stats()
-    assert set(stats) == set(_GLOBAL) | {"function", "optimizer_updates", "eager_jit", "eager_jit_fixed"}
+    assert set(stats) == set(_GLOBAL) | {"function", "optimizer_updates", "eager_jit_fixed"}
     for name, st in stats.items():
         assert isinstance(st.maxsize, int) and st.maxsize >= 1, name
         assert 0 <= st.size <= st.maxsize, (name, st)
@@ -501,17 +501,17 @@ def test_op_output_trees_are_bounded_and_found_again_after_eviction(small_caches
 
 
 def test_eager_jit_per_op_is_bounded_and_evicted_jit_objects_are_released():
-    prim = tf.define_op("SoakStaticNames", lambda x, **kw: x * float(len(kw)))
-    prim._calls.resize(3)
+    prim = tf.define_op("SoakStaticValues", lambda x, *, k: x * float(k))
+    prim._bound.resize(3)
     x = tf.constant(1.0)
     refs = []
-    for i in range(7):                                 # 7 distinct sets of static names
-        assert tf.bind(prim, x, **{f"k{j}": 1 for j in range(i + 1)}).numpy() == i + 1
-        refs.append(weakref.ref(prim._calls.get(tuple(f"k{j}" for j in range(i + 1)))))
-    assert len(prim._calls) == 3 and prim._calls.evictions == 4
+    for i in range(7):                                 # 7 distinct static values
+        assert tf.bind(prim, x, k=i + 1).numpy() == i + 1
+        refs.append(weakref.ref(prim._bound.get((("k", i + 1),))))
+    assert len(prim._bound) == 3 and prim._bound.evictions == 4
     assert _dead(*refs[:4]), "an evicted eager jax.jit object must be released"
     assert all(r() is not None for r in refs[4:])
-    assert tf.cache_stats()["eager_jit"].evictions >= 4
+    assert tf.cache_stats()["eager_jit_fixed"].evictions >= 4
 
 
 def test_function_specialisations_are_bounded_and_evicted_ones_released():

@@ -1,6 +1,6 @@
-"""The ops' fast paths (``tapejax/ops/_registry.py``): cached Python-number constants, the
-``plain_jit`` calls that check shapes and dtypes when JAX traces, and static parameters bound
-into the jitted call.  Oracle: the generic ``bind`` path (same values, same recorded node) and
+"""The ops' fast paths (``tapejax/ops/_registry.py`` and ``core.bind.bind1``/``bind2``): cached
+Python-number constants, the ``plain_jit`` calls that check shapes and dtypes when JAX traces,
+and static parameters bound into the jitted call.  Oracle: the generic ``bind`` path (same values, same recorded node) and
 TF's errors for the inputs the fast paths hand back to the checked path."""
 import math
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tapejax as tf
-from tapejax.core.bind import REGISTRY, bind
+from tapejax.core.bind import REGISTRY, bind, bind2
 from tapejax.ops import _registry as R
 
 
@@ -152,10 +152,10 @@ def test_plain_jit_guard_runs_only_when_tracing():
     fn = R.plain_jit(p, guard)
     x = tf.constant([1.0, 2.0])
     for _ in range(3):
-        assert R.call_plain2(p, fn, x, x).numpy().tolist() == [2.0, 4.0]
+        assert bind2(p, fn, x, x).numpy().tolist() == [2.0, 4.0]
     assert calls == [((2,), (2,))]
     with pytest.raises(R.NotPlain):
-        R.call_plain2(p, fn, x, tf.constant(1.0))
+        bind2(p, fn, x, tf.constant(1.0))
 
 
 def test_kind_jit_checks_the_dtype_only_when_tracing():
@@ -218,7 +218,8 @@ def test_fast_paths_record_binds_node(case):
 @pytest.mark.parametrize("case", ["tensors", "pending_and_tensor", "number_left", "pending_number",
                                   "variable", "variable_left"])
 def test_binary_deferred_fast_path_records_binds_node(case):
-    """Binary ops while plain tapes record (``_defer_binary``): bind's node, values and gradient."""
+    """Binary ops while plain tapes record (``bind2`` through the deferred executor): bind's node,
+    values and gradient."""
     x = tf.constant(np.array([[0.5, -1.0], [2.0, 0.25]], np.float32))
     y = tf.constant(np.array([1.5, -2.0], np.float32))
     v = tf.Variable(np.array([0.75, 3.0], np.float32))
@@ -279,7 +280,7 @@ def test_fixed_static_callables_are_cached_and_bounded():
     p = REGISTRY["Sum"]
     key = (("axis", 0), ("keepdims", True))
     assert p.fixed(key) is p.fixed(key)
-    assert tf.cache_stats()["eager_jit_fixed"].maxsize == 64
+    assert tf.cache_stats()["eager_jit_fixed"].maxsize == 256   # (every op with static parameters runs through them)
 
 
 def test_static_axis_fast_path_errors_match_the_checked_path():
@@ -300,7 +301,7 @@ def test_matmul_fast_path_reads_variables_as_bind_does():
         c = tf.matmul(x, frozen)
     names = [n.prim.name for n in t._nodes]
     assert names == ["ReadVariableOp", "MatMul", "ReadVariableOp", "MatMul"]
-    from tapejax.autodiff.tape import OUT
+    from tapejax.autodiff.nodes import OUT
     assert t._nodes[1].refs == (None, 0 * OUT) and t._nodes[3].refs == (None, 2 * OUT)  # their reads
     assert t._nodes[1].static == t._nodes[3].static == ()
     assert t.watched_variables() == (w,)

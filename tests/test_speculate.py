@@ -15,7 +15,8 @@ import pytest
 
 import tapejax as tf
 from tapejax.autodiff import replay as _replay
-from tapejax.runtime import pending as _lazy, speculate as _speculate
+from tapejax.core.tensor import Pending
+from tapejax.runtime import speculate as _speculate, thunks as _thunks
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(8, 4)).astype(np.float32)
@@ -123,7 +124,7 @@ def test_a_predicted_step_updates_at_once_and_returns_its_gradients_uncomputed(c
 
     def update(i, vs, grads):
         _sgd(i, vs, grads)
-        seen.append(([type(v._val) is _lazy._Array for v in vs], [g._thunk.value is None for g in grads]))
+        seen.append(([type(v._val) is _thunks._Array for v in vs], [g._thunk.value is None for g in grads]))
 
     def read(i, vs, grads):
         return grads[2].numpy() if i == 4 else 0.0
@@ -403,7 +404,7 @@ def test_gradients_no_update_uses_are_rarely_watched_and_a_manual_loop_after_is_
 
         def update(i, vs, grads):
             if i < 64:
-                tagged.append(sum(g._thunk.tag is not None for g in grads if type(g) is _lazy.Pending))
+                tagged.append(sum(g._thunk.tag is not None for g in grads if type(g) is Pending))
                 opt.apply_gradients(zip([tf.clip_by_norm(g, 10.0) for g in grads], vs))
             else:
                 _sgd(i, vs, grads)

@@ -8,8 +8,8 @@ stop_gradient
     code, ``jax.grad`` and nested derivatives.
 
 custom_gradient
-    In ``_custom_gradient`` (the traced backward's key and arguments in
-    ``_late``); ``tapejax.custom_gradient`` is imported from there.
+    In ``autodiff.custom_gradient`` (the traced backward's key and arguments in
+    ``autodiff.late``); ``tapejax.custom_gradient`` is imported from there.
 
 RegisterGradient / gradient_override_map
     ``RegisterGradient("Name")(fn)`` registers ``fn(op, *grads)``.  Ops created
@@ -46,10 +46,12 @@ from jax.core import Tracer
 from ..core import dtypes as _dtypes, nest as _nest, state as _state
 from ..core.bind import REGISTRY, Primitive, bind, define
 from ..core.caches import LRU
-from ..core.tensor import Tensor, convert_to_tensor
-from . import replay as _replay
+from ..core.convert import convert_to_tensor
+from ..core.tensor import Tensor
+from . import gradient as _gradient, replay as _replay
 from .jacobian import _jacobian
-from .tape import GradientTape, Node, UnconnectedGradients, _intern, _unconnected
+from .nodes import Node, UnconnectedGradients, _intern, _unconnected
+from .tape import GradientTape
 from .user_grad import check_grad, describe, tape_stack
 
 # --------------------------------------------------------------------------
@@ -470,7 +472,7 @@ def gradients(ys, xs, grad_ys=None, name="gradients", gate_gradients=False, aggr
             cts[i] = g
     ys_t = [y if isinstance(y, Tensor) else y._read() for y in flat_ys]
     view = _stopped_view(tape, stops)
-    return list(_replay.gradient(view, ys_t, flat_xs, cts, mode))
+    return list(_gradient.gradient(view, ys_t, flat_xs, cts, mode))
 
 
 def hessians(ys, xs, name="hessians", colocate_gradients_with_ops=False, gate_gradients=False,

@@ -16,7 +16,7 @@ parameters hold a handle (``_CallContext``, equal to every other, so it
 never splits a cache) on the call's ``grad_fn`` and the random state ``f``
 started from; the recording tapes keep that record alive.
 
-*Gradient.*  ``_replay.resolve_late`` calls ``_late_node`` for each such
+*Gradient.*  ``autodiff.replay.resolve_late`` calls ``_late_node`` for each such
 node in the slice: the backward is traced now (``jax.make_jaxpr`` on the
 inputs' avals).  First order: the call's ``grad_fn``, as TF calls it.
 Recorded by another tape (nested tapes, a persistent tape inside its
@@ -53,8 +53,8 @@ the call and the gradient is seen as it is then (TF's ``grad_fn`` would
 close over the call's).  Each gradient call traces its custom-gradient
 nodes once (about a millisecond each), as TF runs ``grad_fn`` in Python.
 
-The traced backward's key and arguments are ``_late``'s; running user code
-with no tape recording and checking what it returns, ``_user_grad``'s.
+The traced backward's key and arguments are ``autodiff.late``'s; running user code
+with no tape recording and checking what it returns, ``autodiff.user_grad``'s.
 """
 import contextlib
 import functools
@@ -69,12 +69,13 @@ from jax.core import Tracer
 
 from ..core import nest as _nest, state as _state
 from ..core.bind import Primitive
-from ..core.tensor import Tensor, convert_to_tensor
+from ..core.convert import convert_to_tensor
+from ..core.tensor import Tensor
 from ..core.variable import traced_values
 from ..ops import random as _random
-from ..runtime.pending import _Thunk
+from ..runtime.thunks import Thunk
 from .late import LateBackward, trace
-from .tape import Node, _intern
+from .nodes import Node, _intern
 from .user_grad import check_grad, describe, is_float, tape_stack
 
 # --------------------------------------------------------------------------
@@ -85,6 +86,7 @@ class _VariableWatcher:
     """Sits on the tape stack while ``f`` runs: collects the Variables it reads."""
 
     __slots__ = ("variables",)
+    _defers = False   # (a recorder: see ``core.state.Recorder``)
 
     def __init__(self):
         self.variables: dict[int, Any] = {}
@@ -103,7 +105,7 @@ class _VariableWatcher:
 
 def _substituted(variables: list, values: Sequence[Any]) -> traced_values:
     """Variables read inside the block give ``values`` (the replay's traced reads; the one
-    place besides ``tapejax.function`` where a Variable may hold a tracer, see ``_variable``)."""
+    place besides ``tapejax.function`` where a Variable may hold a tracer, see ``core.variable``)."""
     return traced_values(variables, values)
 
 
@@ -298,14 +300,14 @@ class _CallContext:
 
 
 class _CustomPrim(Primitive):
-    """The op of one custom-gradient function; ``late(node, nested)`` is ``_replay``'s hook that
+    """The op of one custom-gradient function; ``late(node, nested)`` is ``autodiff.replay``'s hook that
     traces the node's backward when a gradient is taken."""
 
     __slots__ = ("late",)
 
 
 def _abstract(x: Any) -> jax.ShapeDtypeStruct:
-    a = x.aval if type(x) is _Thunk else jax.typeof(x)
+    a = x.aval if type(x) is Thunk else jax.typeof(x)
     return jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=getattr(a, "weak_type", False))
 
 
@@ -437,7 +439,7 @@ class _CustomGradientFunction:
         return cv(v, outs, extra)
 
     def _late_node(self, node: Node, nested: bool) -> Node:
-        """``node`` with its backward traced now (``_replay.resolve_late``, at gradient time).
+        """``node`` with its backward traced now (``autodiff.replay.resolve_late``, at gradient time).
 
         First order (``nested`` False): the ``grad_fn`` the call returned, as TF calls it.
         Recorded by another tape (``nested``): ``f`` rematerialised on the op's inputs with the

@@ -8,8 +8,8 @@ first cut met on that path names the op that stopped the gradient.
 """
 from ..core import dtypes as _dtypes, nest as _nest
 from ..core.tensor import Tensor
+from .nodes import OUT
 from .program import slice_tape
-from .tape import OUT
 
 
 def _name(x):

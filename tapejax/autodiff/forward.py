@@ -5,7 +5,7 @@ instead, exactly like a tape: a private recorder (a ``GradientTape`` that
 watches only the primals and is never used for ``gradient``) sits on the
 thread's tape stack while the ``with`` block runs, so ``bind`` and Variable
 reads offer it every op.  ``acc.jvp(targets)`` then slices the recording from
-the primals to the targets (``_program.slice_tape``, the same ``Program`` key
+the primals to the targets (``autodiff.program.slice_tape``, the same ``Program`` key
 and bounded cache as ``gradient``) and runs one compiled ``jax.jvp`` of the
 replay with the tangents.  A program whose ops have no forward rule (a
 ``jax.custom_vjp`` gradient override) is pushed forward by transposing its
@@ -34,11 +34,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import dtypes as _dtypes, nest as _nest, state as _state
-from ..core.tensor import Tensor, convert_to_tensor
+from ..core.convert import convert_to_tensor
+from ..core.tensor import Tensor
 from . import replay as _replay
 from .jacobian import Entry, connect, leaf_tensors
+from .nodes import NotATensorError, UnconnectedGradients, _check_leaves, _unconnected
 from .program import Program, aval, build_replay, gather_leaves
-from .tape import GradientTape, NotATensorError, UnconnectedGradients, _check_leaves, _unconnected
+from .tape import GradientTape
 
 
 class _Recorder(GradientTape):

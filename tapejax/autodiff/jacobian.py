@@ -1,7 +1,7 @@
 """``GradientTape.jacobian`` and ``batch_jacobian``: one compiled call over the recorded slice.
 
 The slice, the ``Program`` key and the bounded cache are the ones ``gradient``
-uses (``_program``, ``_replay.lookup``); only the compiled function differs.
+uses (``autodiff.program``, ``autodiff.replay.lookup``); only the compiled function differs.
 For the one target ``y`` and the connected sources ``x_1 .. x_k`` it runs the
 replay once and then
 
@@ -41,8 +41,8 @@ from ..core.bind import Primitive, bind, with_id
 from ..core.dtypes import is_trainable_dtype
 from ..core.tensor import Tensor
 from . import replay as _replay
+from .nodes import NotATensorError, _check_leaves, _unconnected
 from .program import Program, aval, build_replay, gather_leaves, slice_tape
-from .tape import NotATensorError, _check_leaves, _unconnected
 
 # --------------------------------------------------------------------------
 # the compiled entry shared by jacobians and jvps

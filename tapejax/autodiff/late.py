@@ -1,7 +1,7 @@
 """A backward traced at gradient time: its structure as a key, its values as arguments.
 
 A custom gradient's backward is traced when ``tape.gradient`` runs
-(``_custom_gradient``, through ``_replay.resolve_late``).  ``trace`` turns
+(``autodiff.custom_gradient``, through ``autodiff.replay.resolve_late``).  ``trace`` turns
 that trace into a ``LateBackward`` and its runtime arguments:
 
 * the arguments: everything the trace closes over (a Tensor rebound each

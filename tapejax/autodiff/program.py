@@ -1,6 +1,6 @@
 """Slice a tape for one gradient call and name its structure with a hashable key.
 
-Given the codes of the sources and of the targets (see ``_tape``):
+Given the codes of the sources and of the targets (see ``autodiff.tape``):
 
 1. forward: a node is *live* if one of its inputs is live; the sources are
    live (a source that some node produces makes that output live, whatever
@@ -18,14 +18,14 @@ positions, the connected sources' codes and avals, the connected targets'
 codes and which targets bring their own cotangent.  It is the cache key
 (hashable, readable ``repr``) and also knows how to gather the leaves.  Its
 ``late`` lists the slice's nodes whose op traces part of itself when the
-gradient is taken (custom gradients, see ``_replay.resolve_late``).
+gradient is taken (custom gradients, see ``autodiff.replay.resolve_late``).
 
-Two pure functions are built from a Program (``_replay`` jits them):
+Two pure functions are built from a Program (``autodiff.replay`` jits them):
 ``build_backward`` (first order: reverse walk, each node's vjp at its saved
 input values) and ``build_replay`` (the forward again from the true leaves,
 for ``jax.vjp``/``jax.jvp`` when the result must be differentiable in them:
 nested tapes, jacobians, forward accumulators; and when the forward was
-deferred, see ``_lazy``, so there are no saved values to reuse).  Each is
+deferred, see ``runtime.deferred``, so there are no saved values to reuse).  Each is
 built from typed steps (``OpStep``/``ReadStep``, ``OpBack``/``ReadBack``)
 and comes with its ``LeafPlan``: where each argument is read from
 (``Leaf``).  Gathering the leaves computes any pending value (a thunk) among
@@ -38,12 +38,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core.bind import READ
-from ..runtime.pending import _Thunk, force_all
-from .tape import OUT, Node
+from ..runtime.thunks import Thunk, force_all
+from .nodes import OUT, Node
 
 #: ``(shape, dtype)`` of a source (plain tuples: built on every gradient call, hashed in keys).
 Aval = tuple[tuple[int, ...], Any]
-#: node -> the pure function a replay runs for it (``_replay.resolve_impl``).
+#: node -> the pure function a replay runs for it (``autodiff.replay.resolve_impl``).
 ImplResolver = Callable[[Node], Callable[..., Any]]
 
 
@@ -96,7 +96,7 @@ class Program:
         self.backward_key = EntryKey("backward", self)  # the saved-values gradient of this structure
         self.fused_key = EntryKey("fused", self)        # forward and gradient in one (pending targets)
         # Slice nodes whose op traces part of itself when the gradient is taken (custom
-        # gradients: ``_replay.resolve_late``), by node index.
+        # gradients: ``autodiff.replay.resolve_late``), by node index.
         self.late: tuple[int, ...] = tuple([i for i in slice_idx
                                             if getattr(nodes[i].prim, "late", None) is not None])
 
@@ -431,12 +431,12 @@ def build_backward(nodes: Sequence[Node], program: Program, resolve_impl: ImplRe
 def gather_leaves(nodes: Sequence[Node], program: Program, plan: Sequence[tuple[str, int, int]],
                   src_values: Sequence[Any], force: bool = True) -> tuple:
     """The compiled function's arguments (``plan``: ``Leaf`` records, or the same as plain tuples);
-    a pending value (a thunk, see ``_lazy``) is computed (``force``) or left as it is."""
+    a pending value (a thunk, see ``runtime.deferred``) is computed (``force``) or left as it is."""
     sl = program.slice
     leaves = [nodes[sl[a]].vals[b] if kind == "node" else src_values[a] for kind, a, b in plan]
     if not force:
         return tuple(leaves)
     for v in leaves:
-        if type(v) is _Thunk:
+        if type(v) is Thunk:
             return tuple(force_all(leaves))
     return tuple(leaves)

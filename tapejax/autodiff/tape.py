@@ -2,20 +2,12 @@
 
 Recording
 ---------
-A tape keeps ``_codes``: tensor id -> *code*, for every tensor it tracks.
-A code says where the value comes from on this tape:
-
-* ``node_index * OUT + k`` (>= 0): output ``k`` of recorded node ``node_index``;
-* ``-(leaf + 1)`` (< 0): a tracked leaf: a watched tensor, or a Variable
-  (Variables are leaves; their reads are ``ReadVariableOp`` nodes).
-
-An op is recorded iff one of its input ids has a code.  The ``Node`` keeps
-the input *values* (constants for the replay; a thunk where the input's op
-was deferred, see ``_lazy``), the input codes (the wiring,
-in tape positions, so it is the same for every tape of the same program),
-and ``sig``: an int interned from (op, static params, gradient override,
-wiring).  The compiled replay's cache key is made of these ints, so building
-it at gradient time is a tuple of ints, not a walk over nested data.
+A tape keeps a code for every tensor it tracks and a ``Node`` per recorded op (``nodes``).  An
+op is recorded iff one of its input ids has a code; the executor that runs the op offers it to
+every recording tape (``core.executor.record``), and a Variable read is offered by the
+Variable (``_record_read``).  ``_defers`` says whether the deferred executor may leave the ops
+this tape records pending (plain tapes only: a subclass that sees ops differently, such as a
+forward accumulator's recorder, does not, unless it says so).
 
 Floating outputs of differentiable ops get codes.  Integer/bool outputs and
 the outputs of ops TF does not differentiate (floor, argmax, stop_gradient
@@ -24,113 +16,28 @@ tape and its sources are unconnected (``None``), exactly as in TF.  Those cut
 points are kept in ``_cuts`` (id -> why), together with what is computed from
 them, so ``explain`` can say why a gradient is ``None``.
 
-Gradients are computed by ``_replay`` (slice, key, compiled ``jax.vjp``).
+Gradients are computed by ``replay`` (slice, key, compiled ``jax.vjp``), jacobians by
+``jacobian``, the reason for a None by ``explain``.
 """
-import enum
-import logging
-from operator import itemgetter as _itemgetter
-from typing import Callable, List, Optional
-
-import numpy as np
-
 from ..core import dtypes as _dtypes, nest as _nest, state as _state
-from ..core.bind import READ
-from ..core.caches import LRU
-from ..core.tensor import Tensor
-from ..runtime.pending import _TAPE_TYPES, Pending
-
-OUT = 1 << 20  # outputs per node in a code (node_index * OUT + k)
-
-_log = logging.getLogger("tapejax")
-
-
-class UnconnectedGradients(enum.Enum):
-    """What ``gradient`` returns for a source the target does not depend on."""
-
-    NONE = "none"
-    ZERO = "zero"
-
-
-def _unconnected(value):
-    if isinstance(value, UnconnectedGradients):
-        return value
-    try:
-        return UnconnectedGradients(value)
-    except ValueError:
-        raise ValueError(f"Unknown value for unconnected_gradients: {value!r}; expected "
-                         "tapejax.UnconnectedGradients.NONE/.ZERO or 'none'/'zero'") from None
-
-
-# Interned node signatures: (op, static, override, wiring, tracked outputs) -> int.
-# Ints are never reused, so evicting an entry (LRU, bounded) only costs cache
-# misses, never a wrong hit.
-_SIGS = LRU("signatures", 200_000)
-#: The recording fast path's lookup: a plain dict read, which does not move a hit to the
-#: recent end, so a signature can be evicted after 200,000 newer ones even while in use;
-#: that costs one re-intern (a new int, one replay-cache miss), never a wrong hit.
-_SIG_PEEK = _SIGS._data.get
-_next_sig = iter(range(1, 1 << 62)).__next__
-
-
-def _intern(sig):
-    n = _SIGS.get(sig)
-    if n is None:
-        n = _SIGS.setdefault(sig, _next_sig())
-    return n
-
-
-def _hashable(x):
-    if isinstance(x, (list, tuple)):
-        return tuple(_hashable(v) for v in x)
-    if isinstance(x, dict):
-        return tuple(sorted((k, _hashable(v)) for k, v in x.items()))
-    try:
-        hash(x)
-    except TypeError:
-        raise TypeError(f"static op parameter {x!r} is not hashable") from None
-    return x
-
-
-_TRAINABLE = {}  # dtype -> trainable? (a dict lookup instead of a dtype inspection per op)
-_ONE = (True,)
-
-
-def _trainable(value):
-    dt = value.dtype
-    t = _TRAINABLE.get(dt)
-    if t is None:
-        t = _TRAINABLE[dt] = _dtypes.is_trainable_dtype(dt)
-    return t
-
-
-class Node(tuple):
-    """One recorded op on one tape: an immutable record (a tuple, built with one C call on the
-    recording hot path; fields by name)."""
-
-    __slots__ = ()
-
-    def __new__(cls, prim, static, grad_type, vals, ids, refs, n_out, sig):
-        return _tuple_new(cls, (prim, static, grad_type, vals, ids, refs, n_out, sig))
-
-    prim = property(_itemgetter(0))
-    static = property(_itemgetter(1))
-    grad_type = property(_itemgetter(2))
-    vals = property(_itemgetter(3))
-    ids = property(_itemgetter(4))
-    refs = property(_itemgetter(5))
-    n_out = property(_itemgetter(6))
-    sig = property(_itemgetter(7))
-
-    # Identity semantics (a tuple would compare its fields, arrays included).
-    __eq__ = object.__eq__
-    __ne__ = object.__ne__
-    __hash__ = object.__hash__
-
-    def __repr__(self):
-        return f"Node({self.prim.name}, refs={self.refs})"
-
-
-_tuple_new = tuple.__new__
+from ..core.bind import READ, _hashable
+from ..core.tensor import Pending, Tensor
+from . import explain as _explain, gradient as _gradient, jacobian as _jacobian
+from .nodes import (
+    _ONE,
+    _SIG_PEEK,
+    _TRAINABLE,
+    OUT,
+    Node,
+    UnconnectedGradients,
+    _check_leaves,
+    _intern,
+    _log,
+    _output_gradients,
+    _trainable,
+    _tuple_new,
+    _unconnected,
+)
 
 
 def _simple_via_record_op(self, prim, skey, ids, vals, result):
@@ -255,10 +162,15 @@ class GradientTape:
                                                 (t._id,), refs, 1, n)))
         codes[t._id] = idx * OUT
 
+    #: Whether the deferred executor may leave the ops this tape records pending (see above).
+    _defers = True
+
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if "_record_op" in cls.__dict__ and "_record_simple" not in cls.__dict__:
             cls._record_simple = _simple_via_record_op  # a subclass's own rule sees every op
+        if "_defers" not in cls.__dict__:
+            cls._defers = False   # a subclass records as it likes: its ops run when called
 
     def _record_simple(self, prim, skey, ids, vals, result):
         """``_record_op`` for the common case, written out: one output, no gradient override;
@@ -429,11 +341,9 @@ class GradientTape:
         flat_targets = _check_leaves(_nest.flatten(target), "target")
         flat_sources = _check_leaves(_nest.flatten(sources), "sources")
         cts = _output_gradients(output_gradients, flat_targets)
-        replay = _replay_gradient
-        assert replay is not None, "tapejax._replay sets _tape._replay_gradient when it is imported"
         self._begin_use()
         try:
-            grads = replay(self, flat_targets, flat_sources, cts, mode)
+            grads = _gradient.gradient(self, flat_targets, flat_sources, cts, mode)
         finally:
             self._end_use()
         return _nest.pack_sequence_as(sources, grads)
@@ -448,8 +358,7 @@ class GradientTape:
         rows computed at once; ``experimental_use_pfor=False`` computes them
         one at a time (persistent tapes only, as in TF).
         """
-        from .jacobian import jacobian
-        return jacobian(self, target, sources, unconnected_gradients, parallel_iterations,
+        return _jacobian.jacobian(self, target, sources, unconnected_gradients, parallel_iterations,
                         experimental_use_pfor)
 
     def batch_jacobian(self, target, source, unconnected_gradients=UnconnectedGradients.NONE,
@@ -459,97 +368,12 @@ class GradientTape:
         As TF: an unconnected source gives zeros (the target's dtype) even
         with the default ``'none'``; the first dimensions must match.
         """
-        from .jacobian import batch_jacobian
-        return batch_jacobian(self, target, source, unconnected_gradients, parallel_iterations,
+        return _jacobian.batch_jacobian(self, target, source, unconnected_gradients, parallel_iterations,
                               experimental_use_pfor)
 
     # -- why is my gradient None? -------------------------------------------
     def explain(self, target, source):
         """Say, in words, whether and why ``d target / d source`` is unconnected."""
-        from .explain import explain
-        return explain(self, target, source)
+        return _explain.explain(self, target, source)
 
 
-#: The gradient driver, ``_replay.gradient``: (tape, flat targets, flat sources, output
-#: gradients, mode) -> a gradient or None per source.  ``_replay`` imports this module, so it
-#: hands the driver over when imported (``set_gradient_driver``) instead of this module importing it.
-_replay_gradient: Optional[Callable[..., List[Optional[Tensor]]]] = None
-
-
-def set_gradient_driver(fn):
-    """Called by ``_replay`` at import: ``GradientTape.gradient`` runs ``fn(tape, targets, sources,
-    cotangents, mode)``."""
-    global _replay_gradient
-    _replay_gradient = fn
-
-
-_TAPE_TYPES.add(GradientTape)  # plain tapes may have their recorded ops deferred (see _lazy)
-
-
-class NotATensorError(TypeError, AttributeError):
-    """A target or source that is not a Tensor or Variable.
-
-    A TypeError; also an AttributeError, the class TF happens to raise for a
-    Python number or NumPy array there, so ``except`` clauses written for TF
-    still catch it.
-    """
-
-
-#: Exact types that pass ``_check_leaves`` at once (``_variable`` adds Variable).
-_LEAF_TYPES = {Tensor, Pending}
-
-
-def _check_leaves(flat, what):
-    for i, x in enumerate(flat):
-        if type(x) not in _LEAF_TYPES and not isinstance(x, Tensor) and not hasattr(x, "_read"):
-            where = f"`{what}`" if len(flat) == 1 else f"`{what}` (flattened element {i})"
-            raise NotATensorError(f"Argument {where} must be a Tensor or Variable (or a nested "
-                                  f"structure of them); got {x!r} of type {type(x).__name__}")
-    return flat
-
-
-def _output_gradients(output_gradients, flat_targets):
-    """TF's rule: one cotangent per flattened target, by position."""
-    if output_gradients is None:
-        return [None] * len(flat_targets)
-    from ..core.errors import InvalidArgumentError
-    from ..core.tensor import _python_dtype as _tensor_python_dtype, convert_to_tensor
-    flat = _nest.flatten(output_gradients)
-    cts = []
-    for i, t in enumerate(flat_targets):
-        if i >= len(flat):
-            cts.append(None)
-            continue
-        g = flat[i]
-        if g is None:
-            raise ValueError(f"Attempt to convert a value (None) with an unsupported type "
-                             f"(<class 'NoneType'>) to a Tensor: output_gradients[{i}] is None; "
-                             "leave output_gradients shorter to seed ones")
-        want = np.dtype(t._meta.dtype)
-        if isinstance(g, Tensor) or hasattr(g, "_read"):
-            have = np.dtype(g._meta.dtype)
-        elif isinstance(g, (np.ndarray, np.generic)):
-            have = g.dtype
-        else:
-            try:
-                have = _tensor_python_dtype(g)
-            except (TypeError, ValueError):
-                raise InvalidArgumentError(
-                    None, None, f"output_gradients[{i}] is {g!r} of type {type(g).__name__}, but target "
-                    f"{i} has dtype {want.name}: cotangents must be tensors of the target's dtype") from None
-        if have != want:
-            raise InvalidArgumentError(
-                None, None, f"output_gradients[{i}] has dtype {have.name} but target {i} has dtype "
-                f"{want.name}: cotangents must have the target's dtype")
-        g = convert_to_tensor(g, dtype=want)
-        tshape = tuple(t._meta.shape)
-        try:
-            joint = np.broadcast_shapes(tuple(g.shape), tshape)
-        except ValueError:
-            joint = None
-        if joint is None or int(np.prod(joint)) != int(np.prod(tshape)):
-            raise InvalidArgumentError(
-                None, None, f"output_gradients[{i}] has shape {tuple(g.shape)} but target {i} has "
-                f"shape {tshape}: it must have the target's shape (or broadcast to it)")
-        cts.append(g)
-    return cts

@@ -1,7 +1,7 @@
 """Running a user's gradient function: no tape records it, and what it returns is checked.
 
-Shared by ``custom_gradient`` (``_custom_gradient``: ``f`` and ``grad_fn``)
-and the gradient registry (``_custom``: functions registered with
+Shared by ``custom_gradient`` (``autodiff.custom_gradient``: ``f`` and ``grad_fn``)
+and the gradient registry (``autodiff.custom``: functions registered with
 ``RegisterGradient``).  A user's gradient function runs under
 ``tape_stack([])`` (or a watcher of its own) so no recording tape sees the
 ops it computes; each gradient it returns goes through ``check_grad``: an

@@ -13,7 +13,8 @@ from ..autodiff.custom import (
     stop_gradient,
 )
 from ..autodiff.custom_gradient import custom_gradient
-from ..autodiff.tape import GradientTape, UnconnectedGradients
+from ..autodiff.nodes import UnconnectedGradients
+from ..autodiff.tape import GradientTape
 
 
 class Graph:

@@ -43,7 +43,8 @@ from jax.extend import core as jex_core
 from ..core import state as _state
 from ..core.bind import Primitive, bind, with_id
 from ..core.caches import LRU
-from ..core.tensor import Tensor, convert_to_tensor
+from ..core.convert import convert_to_tensor
+from ..core.tensor import Tensor
 from ..core.variable import Variable
 
 _Tracer = jax.core.Tracer
@@ -69,6 +70,8 @@ def _traced(x):
 
 class _CaptureTape:
     """Alone on the tape stack while a body traces: collects what the body captures."""
+
+    _defers = False   # (a recorder: see ``core.state.Recorder``)
 
     def __init__(self, start):
         self.start = start

@@ -8,7 +8,7 @@ How a call works
    (Modules, optimizers, callables) by identity, as ``tf.function`` does.  A miss traces; a hit calls the compiled program.
 2. **Discovery** (the first trace of a Function, or when a later trace meets
    a Variable the last one did not): the function runs once under
-   ``jax.eval_shape`` with a *collector* installed in ``_state``.  Every
+   ``jax.eval_shape`` with a *collector* installed in ``core.state``.  Every
    ``Variable`` read or assigned reports itself to it (``Variable._read`` /
    ``assign*`` test one thread-local attribute, nothing else happens when no
    function traces); what it assigns is undone afterwards.  Variables may be
@@ -28,7 +28,7 @@ How a call works
    its new value unless the program passed an input through); Variables only
    read are plain inputs.  A pending update of a Variable the function
    touches is computed before the trace uses it, outside the trace
-   (``_lazy.force_many``): no tracer is ever left in a Variable or a pending
+   (``runtime.thunks.force_many``): no tracer is ever left in a Variable or a pending
    value.
 4. **Call.**  Later calls with the same key: one dict lookup, one compiled
    call, and the write-back of the assigned Variables.
@@ -59,13 +59,14 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 import jax
 import jax.core
 import jax.numpy as jnp
-import numpy as np
 
-from ..core import dtypes as _dtypes, state as _state
+from ..core import state as _state
 from ..core.caches import Family
 from ..core.errors import OperatorNotAllowedInGraphError
-from ..core.tensor import Tensor, convert_to_tensor
-from ..core.variable import Variable, deferred_interrupts, write_back
+from ..core.ownership import deferred_interrupts, write_back
+from ..core.tensor import Tensor
+from .collectors import _Discover, _NeedEval, _Rediscover, _Trace
+from .signature import _DYN, TensorSpec, _bind_signature, _fill, _key, _split_out, _template, _tensor_args
 
 if TYPE_CHECKING:
     from ..core.bind import Primitive
@@ -78,266 +79,6 @@ _CF_HINT = ("Python control flow on a tensor value cannot be compiled: use tapej
             "true_fn, false_fn) for `if`, tapejax.while_loop(cond, body, loop_vars) for `while`, "
             "tapejax.scan / tapejax.foldl for loops over a tensor, or pass the value as a Python "
             "argument (it then keys the cache by value).")
-
-
-# ---------------------------------------------------------------------------
-# TensorSpec and input signatures
-# ---------------------------------------------------------------------------
-
-class TensorSpec:
-    """``tf.TensorSpec``: a shape (``None`` for any size) and a dtype."""
-
-    __slots__ = ("_shape", "_dtype", "_name")
-
-    def __init__(self, shape, dtype=_dtypes.float32, name=None):
-        self._shape = None if shape is None else tuple(None if d is None else int(d) for d in shape)
-        self._dtype = _dtypes.as_dtype(dtype)
-        self._name = name
-
-    @property
-    def shape(self):
-        return self._shape
-
-    @property
-    def dtype(self):
-        return self._dtype
-
-    @property
-    def name(self):
-        return self._name
-
-    def is_compatible_with(self, x):
-        shape = tuple(x.shape)
-        if np.dtype(x.dtype) != self._dtype._np:
-            return False
-        if self._shape is None:
-            return True
-        return len(shape) == len(self._shape) and all(s is None or s == d for s, d in zip(self._shape, shape))
-
-    def __eq__(self, other):
-        return (isinstance(other, TensorSpec) and self._shape == other._shape
-                and self._dtype == other._dtype and self._name == other._name)
-
-    def __hash__(self):
-        return hash((self._shape, self._dtype.name, self._name))
-
-    def __repr__(self):
-        shape = None if self._shape is None else list(self._shape)
-        return f"TensorSpec(shape={tuple(shape) if shape is not None else None}, dtype=tf.{self._dtype.name}, name={self._name!r})"
-
-
-def _spec_of(x):
-    return f"TensorSpec(shape={tuple(x.shape)}, dtype=tf.{np.dtype(x.dtype).name}, name=None)"
-
-
-def _bind_signature(signature, args, kwargs, fname):
-    """TF's input_signature binding: every argument a Tensor compatible with its spec."""
-    if kwargs:
-        raise TypeError(f"{fname}: with an input_signature, pass the arguments positionally; "
-                        f"got keyword arguments {sorted(kwargs)}")
-    if len(args) != len(signature):
-        raise TypeError(f"Binding inputs to tapejax.function `{fname}` failed: the input_signature "
-                        f"has {len(signature)} argument(s) but the call passed {len(args)}.")
-    out = []
-    for i, (a, spec) in enumerate(zip(args, signature)):
-        if isinstance(a, (Tensor, Variable, _Array, np.ndarray)):
-            t = convert_to_tensor(a)
-        else:
-            try:
-                t = convert_to_tensor(a, dtype=spec.dtype)
-            except (TypeError, ValueError) as e:
-                raise TypeError(f"Binding inputs to tapejax.function `{fname}` failed: argument {i} "
-                                f"{a!r} cannot be converted to {spec!r}: {e}") from None
-        if not spec.is_compatible_with(t._value):
-            raise TypeError(f"Binding inputs to tapejax.function `{fname}` failed due to `Can not cast "
-                            f"{_spec_of(t._value)} to {spec!r}` (argument {i}).")
-        out.append(t)
-    return tuple(out)
-
-
-# ---------------------------------------------------------------------------
-# Argument keys: dynamic arrays by shape/dtype, Python values by value
-# ---------------------------------------------------------------------------
-
-_DYN = object()  # marks a dynamic leaf in a template
-
-
-def _aval_key(v):
-    return v.aval   # shape, dtype, weak type (and sharding): hashable, and what jit keys on
-
-
-def _key(x, dyn):
-    """Hashable key of one argument; appends its dynamic arrays to ``dyn``."""
-    t = type(x)
-    if t is Tensor:
-        v = x._value
-        dyn.append(v)
-        return _aval_key(v)
-    if t is tuple or t is list:
-        return (t, tuple([_key(e, dyn) for e in x]))
-    if t is dict:
-        return (dict, tuple([(k, _key(x[k], dyn)) for k in sorted(x)]))
-    if t in (int, float, bool, str, type(None)):
-        return (t, x)
-    if isinstance(x, Tensor):
-        v = x._value
-        dyn.append(v)
-        return _aval_key(v)
-    if isinstance(x, Variable):
-        return ("var", x._id)
-    if isinstance(x, (_Array, _Tracer)):
-        dyn.append(x)
-        return _aval_key(x)
-    if isinstance(x, (np.ndarray, np.generic)):
-        v = convert_to_tensor(x)._value
-        dyn.append(v)
-        return ("np", _aval_key(v))
-    if isinstance(x, tuple) and hasattr(x, "_fields"):  # namedtuple
-        return (t, tuple([_key(e, dyn) for e in x]))
-    if t in (bytes, complex, type) or isinstance(x, (np.dtype, _dtypes.DType)):
-        return (t, x)
-    # Any other object (a Module, an optimizer, a callable) keys by identity, as TF's
-    # weak-reference keys: two equal-but-distinct models must not share Variables.
-    # The entry's template holds the object, so its id is not reused while cached.
-    return ("obj", t, id(x))
-
-
-def _tensor_args(x, out):
-    """The dynamic leaves as op inputs, in ``_key``'s order (Tensors keep their ids)."""
-    if isinstance(x, Tensor):
-        out.append(x)
-    elif isinstance(x, (_Array, _Tracer)):
-        out.append(x)
-    elif isinstance(x, (np.ndarray, np.generic)):
-        out.append(convert_to_tensor(x))
-    elif type(x) is tuple or type(x) is list or (isinstance(x, tuple) and hasattr(x, "_fields")):
-        for e in x:
-            _tensor_args(e, out)
-    elif type(x) is dict:
-        for k in sorted(x):
-            _tensor_args(x[k], out)
-
-
-def _template(x):
-    """The argument structure with dynamic leaves replaced by ``_DYN`` (holds no arrays)."""
-    if isinstance(x, Tensor) or isinstance(x, (_Array, _Tracer, np.ndarray, np.generic)):
-        return _DYN
-    t = type(x)
-    if t is tuple or t is list:
-        return t(_template(e) for e in x)
-    if t is dict:
-        return {k: _template(x[k]) for k in sorted(x)}
-    if isinstance(x, tuple) and hasattr(x, "_fields"):
-        return t(*[_template(e) for e in x])
-    return x
-
-
-def _fill(tpl, it):
-    """Rebuild the arguments from a template, dynamic leaves as Tensors from ``it``."""
-    if tpl is _DYN:
-        return next(it)
-    t = type(tpl)
-    if t is tuple or t is list:
-        return t(_fill(e, it) for e in tpl)
-    if t is dict:
-        return {k: _fill(v, it) for k, v in tpl.items()}
-    if isinstance(tpl, tuple) and hasattr(tpl, "_fields"):
-        return t(*[_fill(e, it) for e in tpl])
-    return tpl
-
-
-def _split_out(x, dyn):
-    """Outputs -> template with arrays taken out into ``dyn``."""
-    if isinstance(x, (Tensor, Variable)):
-        dyn.append(x._value)
-        return _DYN
-    if isinstance(x, (_Array, _Tracer)):
-        dyn.append(x)
-        return _DYN
-    t = type(x)
-    if t is tuple or t is list:
-        return t(_split_out(e, dyn) for e in x)
-    if t is dict:
-        return {k: _split_out(v, dyn) for k, v in x.items()}
-    if isinstance(x, tuple) and hasattr(x, "_fields"):
-        return t(*[_split_out(e, dyn) for e in x])
-    return x
-
-
-# ---------------------------------------------------------------------------
-# The collector (installed in _state while a Function traces)
-# ---------------------------------------------------------------------------
-
-class _Rediscover(Exception):
-    """The trace touched a Variable the last discovery did not see."""
-
-
-class _NeedEval(Exception):
-    """Discovery met a Variable whose initial value is traced: rerun it evaluating constants."""
-
-
-_SINGLETON_MSG = ("tf.function only supports singleton tf.Variables created on the first call. Make "
-                  "sure the tf.Variable is only created once or created outside tf.function. "
-                  "(tapejax.function `{}`)")
-_NON_FIRST_MSG = ("Creating variables on a non-first call to a function decorated with tf.function. "
-                  "(tapejax.function `{}`: create the Variables outside, or on the first call)")
-
-
-class _Discover:
-    """Discovery: remember every Variable touched (and its value before the call)."""
-
-    def __init__(self, fname, allow_create, eval_mode):
-        self.fname = fname
-        self.allow_create = allow_create
-        self.eval_mode = eval_mode
-        self.orig = {}        # var id -> (var, value before)  (insertion = first-touch order)
-        self.assigned = set()
-        self.created_ids = set()
-
-    def touch(self, var, assign):
-        if var._id not in self.orig:
-            _ = var._value   # (a pending update is computed now, outside the trace: ``_lazy.force_many``)
-            self.orig[var._id] = (var, var._state())
-        if assign:
-            self.assigned.add(var._id)
-
-    def created(self, var):
-        if not self.allow_create:
-            raise ValueError(_NON_FIRST_MSG.format(self.fname))
-        if isinstance(var._value, _Tracer):
-            if not self.eval_mode:
-                raise _NeedEval()
-            raise ValueError(f"tapejax.function `{self.fname}` created a Variable whose initial value "
-                             "depends on the function's arguments; Variables created inside a "
-                             "tapejax.function are initialised once, outside the compiled program: "
-                             "give an initial value that does not depend on the arguments.")
-        self.orig[var._id] = (var, var._state())
-        self.created_ids.add(var._id)
-
-    def restore(self):
-        for var, state in self.orig.values():
-            var._restore(state)
-
-
-class _Trace:
-    """The compiling trace: only known Variables may be touched; none created."""
-
-    __slots__ = ("fname", "known", "rw", "fresh")
-
-    def __init__(self, fname, known, rw, fresh):
-        self.fname = fname
-        self.known = known
-        self.rw = rw
-        self.fresh = fresh   # this call just ran discovery (so creating now is a second creation)
-
-    def touch(self, var, assign):
-        if var._id not in self.known or (assign and var._id not in self.rw):
-            raise _Rediscover()
-
-    def created(self, var):
-        if not self.fresh:
-            raise _Rediscover()  # discovery decides: first call or not
-        raise ValueError(_SINGLETON_MSG.format(self.fname))
 
 
 # ---------------------------------------------------------------------------

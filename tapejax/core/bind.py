@@ -1,60 +1,77 @@
 """THE op registry and the one entry point every op goes through: ``bind``.
 
-A ``Primitive`` is data: a TF type name (``"AddV2"``, ``"MatMul"`` ...), a
-pure JAX function of arrays and static keyword parameters, and whether TF
-differentiates it.  ``bind(prim, *args, **static)``
+A ``Primitive`` is data: a TF type name (``"AddV2"``, ``"MatMul"`` ...), a pure JAX function of
+arrays and static keyword parameters, and whether TF differentiates it.  Running one is the
+active executor's job (``executor.Executor.run``: eager, or deferred while plain tapes
+record); ``bind`` only turns the call's arguments into operands:
 
-1. unwraps its positional arguments (Tensors give their array, Variables are
-   *read*, which tapes see; Python numbers stay Python numbers so JAX's weak
-   typing gives TF's "scalar takes the tensor's dtype");
-2. runs ``prim.impl`` eagerly (or on tracers inside ``jax.jit``), or, while
-   plain tapes record a one-output op, defers it (``_lazy``: the result is a
-   ``Pending`` Tensor whose value the compiled gradient computes; a
-   ``Pending`` input is passed on as its thunk, not computed);
-3. wraps the outputs as Tensors;
-4. offers the op to each recording tape, which keeps it iff one of the
-   inputs is tracked on that tape (O(inputs) set lookups; nothing at all when
-   no tape records).  A deferred op no tape keeps runs at once.
+1. positional arguments are operands: Tensors, Pending Tensors and Variables as they are (the
+   executor reads a Variable as the op runs, and the tapes see the read), NumPy data copied
+   now (``host_snapshot``: the op reads the data as it is when the op is called, as TF's
+   does), a list holding Tensors packed by the recorded Pack op, Python numbers left as
+   numbers (JAX's weak typing gives TF's "a scalar takes the tensor's dtype");
+2. static keyword parameters (axes, shapes, flags) are bound into the callable
+   (``Primitive.bound``): they are part of the compiled replay's cache key, so hashable.
 
-Positional arguments are always array-likes; everything that shapes the
-computation (axes, shapes, flags) is a static keyword and part of the
-compiled replay's cache key, so it must be hashable.
+``bind1`` and ``bind2`` are the same entry for ops whose static parameters are already bound
+(the op library's elementwise ops, reductions, matmul): with no tape recording and plain
+Tensor (or constant array) operands they call the jitted function at once, which is all
+``EagerExecutor.run`` would do; anything else goes to the executor.  That is the one fast path,
+and ``tests/test_ops_fastpaths.py`` checks it gives ``bind``'s values and records.
+
+Registered here too, because the core needs them: ``ReadVariableOp`` (a Variable read, as the
+tape records it) and ``Pack`` (``convert_to_tensor`` of a list holding Tensors, ``tf.stack``).
 """
 import functools
+from typing import Any, Callable, Optional
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-from ..runtime.pending import Pending, _Thunk, can_defer, concrete, defer, force_all
 from .caches import Family
+from .errors import InvalidArgumentError
+from .executor import ACTIVE
 from .state import _local
-from .tensor import Tensor, convert_to_tensor, host_snapshot
+from .tensor import Pending, Tensor, _contains_tensor, _to_array, host_snapshot
 
-REGISTRY = {}
+_Array = type(jnp.zeros(()))   # the concrete array type
 
-#: Per op type: static keyword names -> the jitted eager callable (bounded LRU).
-_EAGER_JIT = Family("eager_jit", 32)
-#: Per op type: static parameter items -> the jitted eager callable with them bound (bounded LRU).
-_EAGER_FIXED = Family("eager_jit_fixed", 64)
+REGISTRY: "dict[str, Primitive]" = {}
+
+#: Per op type: static parameter items -> the callable with them bound (bounded LRU).
+_BOUND = Family("eager_jit_fixed", 256)
+
+
+def _hashable(x: Any) -> Any:
+    """A static parameter as a hashable value (lists and dicts become tuples)."""
+    if isinstance(x, (list, tuple)):
+        return tuple(_hashable(v) for v in x)
+    if isinstance(x, dict):
+        return tuple(sorted((k, _hashable(v)) for k, v in x.items()))
+    try:
+        hash(x)
+    except TypeError:
+        raise TypeError(f"static op parameter {x!r} is not hashable") from None
+    return x
 
 
 class Primitive:
     """One op type.  ``impl(*arrays, **static)`` is pure JAX.
 
-    Eagerly, ``bind`` calls ``impl`` through ``jax.jit`` (one jitted object per
-    set of static keyword names, static arguments hashed by jit): JAX's C++
-    dispatch is faster than the Python dispatch of an eager ``jnp`` call, and
-    about 20x faster for functions with a ``custom_jvp`` rule (TF's kink
-    conventions).  Ops whose output shape depends on input values
-    (``boolean_mask``, ``unique``) pass ``jit=False``.  The replay always
-    traces ``impl`` itself.
+    Eagerly an op runs ``impl`` through ``jax.jit`` with its static parameters bound
+    (``bound``, one jitted callable per set of static values, cached): JAX's C++ dispatch with
+    arrays only is faster than the Python dispatch of an eager ``jnp`` call, and about 20x
+    faster for functions with a ``custom_jvp`` rule (TF's kink conventions).  Ops whose output
+    shape depends on input values (``boolean_mask``, ``unique``) pass ``jit=False``.  The
+    replay always traces ``impl`` itself.
     """
 
     __slots__ = ("name", "impl", "differentiable", "multiple_results", "nondiff_reason", "jit",
-                 "_call0", "_calls", "_fixed", "__weakref__")
+                 "_call0", "_bound", "__weakref__")
 
-    def __init__(self, name, impl, differentiable=True, multiple_results=False, nondiff_reason=None,
-                 jit=True):
+    def __init__(self, name: str, impl: Callable[..., Any], differentiable: bool = True,
+                 multiple_results: bool = False, nondiff_reason: Optional[str] = None, jit: bool = True):
         self.name = name
         self.impl = impl
         self.differentiable = differentiable
@@ -63,34 +80,41 @@ class Primitive:
                                                  f"op {name} has no gradient in TensorFlow")
         self.jit = jit
         self._call0 = jax.jit(impl) if jit else impl
-        self._calls = _EAGER_JIT.new()
-        self._fixed = _EAGER_FIXED.new()
+        self._bound = _BOUND.new()
 
-    def fixed(self, skey):
-        """The eager callable with the static parameters ``skey`` (a tuple of items) bound: a
-        call then passes arrays only, JAX's fastest dispatch (cached per ``skey``)."""
-        fn = self._fixed.get(skey)
+    def fixed(self, skey: tuple) -> Callable[..., Any]:
+        """The callable with the static parameters ``skey`` (a tuple of items, hashable) bound:
+        a call then passes arrays only, JAX's fastest dispatch (cached per ``skey``)."""
+        if not skey:
+            return self._call0
+        fn = self._bound.get(skey)
         if fn is None:
             fn = functools.partial(self.impl, **dict(skey))
-            fn = self._fixed.setdefault(skey, jax.jit(fn) if self.jit else fn)
+            fn = self._bound.setdefault(skey, jax.jit(fn) if self.jit else fn)
         return fn
 
-    def eager(self, static):
-        """The callable ``bind`` uses for these static keyword names."""
+    def bound(self, static: dict) -> "tuple[tuple, Callable[..., Any]]":
+        """(``skey``, callable) for static parameters ``static``: ``skey`` the hashable items the
+        tapes record, the callable ``impl`` with ``static`` bound (``fixed``).  An unhashable
+        value (a list) is recorded as a tuple and bound as it is, not jitted: TypeError where
+        the op is jitted (JAX hashes static values)."""
         if not static:
-            return self._call0
-        names = tuple(static)
-        fn = self._calls.get(names)
-        if fn is None:
-            fn = self._calls.setdefault(
-                names, jax.jit(self.impl, static_argnames=names) if self.jit else self.impl)
-        return fn
+            return (), self._call0
+        skey = tuple(static.items())
+        try:
+            return skey, self.fixed(skey)
+        except TypeError:
+            if self.jit:
+                raise TypeError(f"the static parameters of op {self.name} must be hashable (tuples, "
+                                f"not lists); got {static!r}") from None
+            return _hashable(static), functools.partial(self.impl, **static)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Primitive({self.name!r})"
 
 
-def define(name, impl, *, differentiable=True, multiple_results=False, nondiff_reason=None, jit=True):
+def define(name: str, impl: Callable[..., Any], *, differentiable: bool = True, multiple_results: bool = False,
+           nondiff_reason: Optional[str] = None, jit: bool = True) -> Primitive:
     """Register a new op type; a name may be registered once (KeyError, as TF).
 
     ``impl(*arrays, **static)`` must be pure JAX; ``differentiable=False`` makes
@@ -104,125 +128,59 @@ def define(name, impl, *, differentiable=True, multiple_results=False, nondiff_r
     return prim
 
 
-def lookup(name):
+def lookup(name: str) -> Primitive:
     try:
         return REGISTRY[name]
     except KeyError:
         raise LookupError(f"No op registered under the type name {name!r}") from None
 
 
-def _override_for(name, mappings):
-    """The gradient ``gradient_override_map`` names for op type ``name`` on this thread."""
-    for mapping in reversed(mappings):
-        if name in mapping:
-            return mapping[name]
-    return None
-
-
-def unwrap(a):
-    """(value, id) of one op argument; id 0 for untracked constants.  A NumPy array is copied
-    now (``host_snapshot``): the op, its tape node and its pending thunk read the data as it
-    was when the op was called, as TF's do."""
-    if type(a) is Tensor:
-        return a._value, a._id
+def operand(a: Any) -> Any:
+    """One positional argument of ``bind`` as an operand (see the module docstring)."""
+    t = type(a)
+    if t is Tensor or t is Pending or t is _Array:
+        return a
     if isinstance(a, np.ndarray):
-        return host_snapshot(a), 0
-    read = getattr(a, "_read", None)
-    if read is not None:
-        t = read()
-        return t._value, t._id
-    if isinstance(a, Tensor):
-        return a._value, a._id
-    if isinstance(a, (list, tuple)):  # nested data (possibly holding Tensors)
-        t = convert_to_tensor(a)
-        return t._value, t._id
-    return a, 0  # Python scalars and arrays are constants; JAX converts them
+        return host_snapshot(a)
+    if isinstance(a, (list, tuple)):   # nested data, possibly holding Tensors
+        return pack_nested(a) if _contains_tensor(a) else Tensor(_to_array(a, None, "value"))
+    return a   # a Tensor subclass, a Variable, a Python scalar, a tracer: as it is
 
 
-def bind(prim, *args, **static):
-    """Run ``prim`` on ``args`` and record it on every tape that tracks an input."""
+def bind(prim: Primitive, *args: Any, **static: Any) -> Any:
+    """Run ``prim`` on ``args`` with static parameters ``static`` (the active executor runs it
+    and offers it to every recording tape); a Tensor, or a tuple of them."""
+    skey, call = prim.bound(static)
+    return ACTIVE.executor.run(_local.tapes, prim, call, skey, tuple([operand(a) for a in args]))
+
+
+def bind1(prim: Primitive, call: Callable[..., Any], skey: tuple, x: Any) -> Tensor:
+    """``bind`` for a one-output op on one operand, ``call`` being ``prim.fixed(skey)`` (or a
+    checked variant of it, see ``tapejax.ops._registry``)."""
     tapes = _local.tapes
-    if not tapes:  # nothing records: values only
-        return _run(prim, static, [a._value if type(a) is Tensor else unwrap(a)[0] for a in args])
-    vals = []
-    ids = []
-    pending = False
-    for a in args:
-        ta = type(a)
-        if ta is Tensor:
-            vals.append(a._value)
-            ids.append(a._id)
-        elif ta is Pending:  # a recorded op's result, not computed yet: its thunk is the value
-            vals.append(a._thunk)
-            ids.append(a._id)
-            pending = True
-        else:
-            v, i = unwrap(a)
-            vals.append(v)
-            ids.append(i)
-    simple = not (prim.multiple_results or _local.overrides)
-    if simple:
-        skey = tuple(static.items()) if static else ()
-        ids, vals = tuple(ids), tuple(vals)
-        if prim.jit and can_defer(tapes) and concrete(vals):
-            try:
-                call = prim.fixed(skey) if skey else prim._call0
-            except TypeError:  # an unhashable static value: run it now
-                pass
-            else:
-                return defer(tapes, prim, call, skey, ids, vals)
-    if pending:
-        vals = tuple(force_all(vals))
-    result = _run(prim, static, vals)
-    if simple:
-        for tape in tapes:
-            tape._record_simple(prim, skey, ids, vals, result)
-    else:
-        _record(tapes, prim, static, ids, vals, result)
-    return result
+    if not tapes and type(x) is Tensor:   # nothing records: what the eager executor does
+        return Tensor(call(x._value))
+    return ACTIVE.executor.run(tapes, prim, call, skey, (x,))
 
 
-def run_recorded(tapes, prim, call, skey, ids, vals):
-    """An op's fast path while ``tapes`` record: ``call(*vals)`` (``call``: ``prim``'s jitted
-    function with ``skey`` bound; ``vals`` arrays or thunks) deferred when it may be (``_lazy``),
-    else run now; recorded as ``bind`` records it."""
-    if can_defer(tapes) and concrete(vals):
-        return defer(tapes, prim, call, skey, ids, vals)
-    for v in vals:
-        if type(v) is _Thunk:
-            vals = tuple(force_all(vals))
-            break
-    result = Tensor(call(*vals))
-    record_simple(tapes, prim, skey, ids, vals, result)
-    return result
+def bind2(prim: Primitive, call: Callable[..., Any], x: Any, y: Any) -> Tensor:
+    """``bind`` for a one-output op with no static parameters on two operands (Tensors,
+    Pending Tensors, Variables or constant arrays), ``call`` being ``prim``'s jitted function
+    (or a checked variant of it)."""
+    tapes = _local.tapes
+    if not tapes:   # nothing records: plain Tensors and arrays run now, as the eager executor would
+        tx, ty = type(x), type(y)
+        if tx is Tensor:
+            if ty is Tensor:
+                return Tensor(call(x._value, y._value))
+            if ty is _Array:
+                return Tensor(call(x._value, y))
+        elif tx is _Array and ty is Tensor:
+            return Tensor(call(x, y._value))
+    return ACTIVE.executor.run(tapes, prim, call, (), (x, y))
 
 
-def record_simple(tapes, prim, skey, ids, vals, result):
-    """Record a one-output op (static parameters as the items tuple ``skey``; ``ids`` and
-    ``vals`` tuples) on ``tapes``: what ``bind`` records, for the ops' own fast paths."""
-    if _local.overrides:
-        _record(tapes, prim, dict(skey), ids, vals, result)
-    else:
-        for tape in tapes:
-            tape._record_simple(prim, skey, ids, vals, result)
-
-
-def _run(prim, static, vals):
-    out = (prim.eager(static) if static else prim._call0)(*vals, **static)
-    if prim.multiple_results:
-        return tuple(Tensor(o) for o in out)
-    return Tensor(out)
-
-
-def _record(tapes, prim, static, ids, vals, result):
-    """Offer the op to every recording tape, with this thread's gradient override for it."""
-    ov = _local.overrides
-    grad_type = _override_for(prim.name, ov) if ov else None
-    for tape in tapes:
-        tape._record_op(prim, static, grad_type, ids, vals, result)
-
-
-def with_id(value, id_):
+def with_id(value: Any, id_: int) -> Tensor:
     """A Tensor view of ``value`` that tapes see as the tensor ``id_``."""
     t = Tensor.__new__(Tensor)
     t._value = value
@@ -233,3 +191,23 @@ def with_id(value, id_):
 # The read of a Variable: recorded by tapes as a node whose replay is
 # "the value that was read + the Variable's perturbation".
 READ = Primitive("ReadVariableOp", lambda v: v, jit=False)
+
+#: ``tf.stack``'s op, and what ``convert_to_tensor`` records for a list holding Tensors.
+PACK = define("Pack", lambda *xs, axis: jnp.stack(xs, axis=axis))
+
+
+def pack_nested(value: "list | tuple") -> Tensor:
+    """A (nested) list holding Tensors as one Tensor: a recorded Pack per level, as TF's
+    conversion does (the numbers in it take the first Tensor's dtype)."""
+    items = [(pack_nested(v) if isinstance(v, (list, tuple)) else v) for v in value]
+    dtype = next((np.dtype(x._meta.dtype) for x in items if _is_tensor_like(x)), None)
+    items = [x if _is_tensor_like(x) else Tensor(_to_array(x, dtype, "value")) for x in items]
+    shapes = {tuple(x._meta.shape) for x in items}
+    if len(shapes) > 1:
+        raise InvalidArgumentError(None, None, f"Shapes of all inputs must match (argument `values`): got "
+                                   f"{sorted(shapes)} [Op:Pack]")
+    return bind(PACK, *items, axis=0)
+
+
+def _is_tensor_like(x: Any) -> bool:
+    return isinstance(x, Tensor) or hasattr(x, "_read")

@@ -10,7 +10,7 @@ that says how to enable the mode (never a silent float32).  int64 has the
 honest stand-in int32 there, when the values fit.
 """
 import builtins
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import ml_dtypes
@@ -126,11 +126,6 @@ _BY_NP = {d._np: d for d in _BY_NAME.values()}
 _PY_TYPES = {float: float32, int: int32, complex: complex128, builtins.bool: bool}
 
 
-#: ``tf.dtypes.cast``: ``tapejax.cast``, set here by ``_namespaces`` (the op library is built on
-#: this module, so it cannot be imported by it).
-cast: Callable[..., Any]
-
-
 def as_dtype(x: Any) -> DType:
     """Convert a DType, NumPy dtype, type or name to a DType (TypeError otherwise)."""
     if isinstance(x, DType):
@@ -184,3 +179,9 @@ def storage_dtype(np_dtype: Any, what: str = "value") -> "np.dtype[Any]":
 def is_trainable_dtype(np_dtype: "np.dtype[Any]") -> builtins.bool:
     """TF's rule: only floating and complex tensors carry gradients."""
     return np_dtype.kind in "fc" or np_dtype in _EXTRA_FLOATS
+
+
+#: The public names of ``tf.dtypes`` this module defines (``tapejax.dtypes`` adds ``cast``: see
+#: ``ops.namespaces``).
+PUBLIC = ("DType", "as_dtype", "float16", "half", "bfloat16", "float32", "float64", "double", "complex64",
+          "complex128", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool")

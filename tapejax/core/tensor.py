@@ -2,13 +2,19 @@
 
 The id is what tapes track: recording stores ids, never Tensor objects, so a
 tape does not keep the user's Tensors alive and the hot path only hashes
-ints.  Operators (``+``, ``@``, ``[]`` ...) are installed by ``tapejax.ops``
-from the op registry, so every operator goes through the one recording entry
-point.  A Tensor is a pytree (its leaf is the array), so it can be passed to
-``jax.jit`` and ``jnp.asarray``.  ``_lazy.Pending`` is the subclass for a
-recorded op whose value is computed later (deferred execution).
+ints.  Operators (``+``, ``@``, ``[]`` ...) are declared here and registered by
+``tapejax.ops`` (``register_operators``), so every operator goes through the op
+registry and its one entry point, ``bind``.  A Tensor is a pytree (its leaf is
+the array), so it can be passed to ``jax.jit`` and ``jnp.asarray``.
+
+``Pending`` is the Tensor whose value is computed later (deferred execution):
+it holds a ``Lazy``, the interface the core knows of a value not computed yet;
+``tapejax.runtime`` implements it.  Host data becomes arrays here too
+(``host_snapshot``: a NumPy buffer is copied when an op is called, as TF reads
+it then); ``convert_to_tensor`` is in ``convert`` (a list holding Tensors is
+the recorded Pack op, above this module).
 """
-from typing import Any, Callable, ClassVar, Iterator, Optional, Union
+from typing import Any, Callable, ClassVar, Iterator
 
 import jax
 import jax.core
@@ -132,7 +138,7 @@ class Tensor:
     # -- value access -------------------------------------------------
     @property
     def _meta(self):
-        """What has the shape and dtype without computing a pending value (see ``_lazy``)."""
+        """What has the shape and dtype without computing a pending value (see ``runtime.deferred``)."""
         return self._value
 
     @property
@@ -234,7 +240,11 @@ class Tensor:
         return self
 
     def __reduce__(self):
-        return (constant, (np.asarray(self._value),))
+        return (_unpickle, (np.asarray(self._value),))
+
+
+def _unpickle(a: np.ndarray) -> Tensor:
+    return Tensor(_to_array(a, None, "value"))
 
 
 class _Ref:
@@ -269,14 +279,92 @@ def _unflatten(_, children):
 jax.tree_util.register_pytree_node(Tensor, _flatten, _unflatten)
 
 
+# -- values computed later -------------------------------------------------------
+
+class Lazy:
+    """A value computed later: what a ``Pending`` Tensor or a Variable's pending update holds.
+
+    The core knows only this interface; ``tapejax.runtime`` makes them (its ``Thunk``) and knows
+    how to compute them, together, in one compiled program.  ``aval`` has the value's shape,
+    dtype and weak type (the attribute arrays have too), ``value`` is None until computed, and
+    ``force()`` computes it (with what else is pending that it needs) and returns it; ``set``
+    gives it a value another program computed.
+    """
+
+    __slots__ = ()
+    aval: Any
+    value: Any
+
+    def force(self) -> jax.Array:
+        raise NotImplementedError   # pragma: no cover - an abstract method
+
+    def set(self, value: jax.Array) -> None:
+        """Take ``value``, computed by another program (a gradient's, which also computes the
+        targets it left pending)."""
+        raise NotImplementedError   # pragma: no cover - an abstract method
+
+
+class Pending(Tensor):
+    """A Tensor whose value is computed when first needed (deferred execution, ``tapejax.runtime``).
+
+    Its ``_thunk`` is a ``Lazy``.  Shape, dtype and rank are known without computing it; anything
+    that reads ``_value`` forces it.  An op given a Pending input takes its thunk (``_meta``
+    for shapes), never its value, so a chain of ops stays pending.
+    """
+
+    __slots__ = ("_thunk",)
+
+    def __init__(self, thunk: Lazy):
+        self._thunk = thunk
+        self._id = next_id()
+
+    @property
+    def _value(self):   # pyright: ignore[reportIncompatibleVariableOverride] - computed on read
+        th = self._thunk
+        v = th.value
+        return v if v is not None else th.force()
+
+    @property
+    def _meta(self):
+        return self._thunk.aval
+
+    @property
+    def shape(self) -> TensorShape:
+        return TensorShape(self._thunk.aval.shape)
+
+    @property
+    def dtype(self) -> _dtypes.DType:
+        return _dtypes.as_dtype(self._thunk.aval.dtype)
+
+    @property
+    def ndim(self) -> int:
+        return len(self._thunk.aval.shape)
+
+
+def _flatten_pending(t):
+    return (t._value,), None
+
+
+jax.tree_util.register_pytree_node(Pending, _flatten_pending, _unflatten)
+
+
+#: The Tensor operators (``+``, ``@``, ``[]`` ...) by dunder name: what ``register_operators``
+#: accepts (each declared on ``Tensor`` above).
+OPERATOR_NAMES = frozenset(name for name in Tensor.__annotations__ if name.startswith("__"))
+
+
+def register_operators(cls: type, methods: "dict[str, Callable[..., Any]]") -> None:
+    """Install ``methods`` (dunder name -> function) as the operators of ``cls`` (``Tensor`` or
+    ``Variable``).  The op library calls it where it defines the ops (``tapejax.ops``), so each
+    operator goes through the op registry and its one entry point, ``bind``."""
+    unknown = set(methods) - OPERATOR_NAMES
+    if unknown:
+        raise ValueError(f"not Tensor operators: {sorted(unknown)}")
+    for name, fn in methods.items():
+        setattr(cls, name, fn)
+
+
 # -- conversion --------------------------------------------------------------
-
-_PY_SCALAR = (bool, int, float, complex)
-
-#: Set by ``tapejax.ops``: packs a nested list that contains Tensors with the
-#: recorded Pack op, as TF's conversion does.
-pack_hook: Optional[Callable[[Union[list, tuple]], "Tensor"]] = None
-
 
 def _python_dtype(value):
     """TF's dtype for Python data (before any dtype argument)."""
@@ -378,71 +466,3 @@ def _to_array(value, dtype, what):
     if not owned:   # a NumPy array or another host buffer that its owner may change
         arr = host_snapshot(arr)
     return jax.numpy.asarray(arr)
-
-
-def convert_to_tensor(value, dtype=None, dtype_hint=None, name=None):
-    """``tf.convert_to_tensor``: Tensors pass through, Variables are read.
-
-    Python floats become float32 and ints int32; NumPy arrays keep their
-    dtype.  ``dtype`` must match an existing Tensor's dtype (ValueError, as
-    TF); ``dtype_hint`` is used only for Python data.
-    """
-    want = None if dtype is None else _dtypes.as_dtype(dtype)._np
-    if isinstance(value, Tensor):
-        if want is not None and np.dtype(value._value.dtype) != want:
-            raise ValueError(f"Tensor conversion requested dtype {want.name} for Tensor with "
-                             f"dtype {np.dtype(value._value.dtype).name}: {value!r}")
-        return value
-    read = getattr(value, "_read", None)
-    if read is not None:
-        t = read()
-        if want is not None and np.dtype(t._value.dtype) != want:
-            raise ValueError(f"Incompatible type conversion requested to type '{want.name}' for "
-                             f"variable of type '{t.dtype.name}'")
-        return t
-    if value is None:
-        raise ValueError("Attempt to convert a value (None) with an unsupported type "
-                         "(<class 'NoneType'>) to a Tensor.")
-    if isinstance(value, (list, tuple)) and _contains_tensor(value):
-        assert pack_hook is not None  # tapejax.ops installs it on import
-        t = pack_hook(value)
-        if want is not None and np.dtype(t._value.dtype) != want:
-            raise ValueError(f"Tensor conversion requested dtype {want.name} for Tensor with "
-                             f"dtype {np.dtype(t._value.dtype).name}")
-        return t
-    if want is None and dtype_hint is not None and not isinstance(value, (np.ndarray, np.generic, _Array)):
-        hint = _dtypes.as_dtype(dtype_hint)._np
-        _dtypes.require_representable(hint, "dtype_hint")  # a float64 hint is a float64 request
-        try:
-            return Tensor(_to_array(value, hint, "value"))
-        except (TypeError, ValueError):
-            pass
-    return Tensor(_to_array(value, want, "value"))
-
-
-def constant(value, dtype=None, shape=None, name="Const"):
-    """``tf.constant``: a Tensor from Python/NumPy data (``shape`` reshapes or fills)."""
-    if isinstance(value, Tensor) or hasattr(value, "_read"):
-        t = convert_to_tensor(value)
-        if dtype is not None and t.dtype != _dtypes.as_dtype(dtype):
-            raise TypeError(f"Expected tensor {t.numpy()} with dtype {_dtypes.as_dtype(dtype)!r}, "
-                            f"but got dtype {t.dtype!r}.")
-    else:
-        want = None if dtype is None else _dtypes.as_dtype(dtype)._np
-        t = Tensor(_to_array(value, want, "value"))
-    if shape is not None:
-        shape = tuple(int(s) for s in shape)
-        v = t._value
-        if v.size == 1:
-            t = Tensor(jax.numpy.broadcast_to(v.reshape(()), shape))
-        elif int(np.prod(shape)) == v.size:
-            t = Tensor(v.reshape(shape))
-        else:
-            raise TypeError(f"Eager execution of tf.constant with unsupported shape. Tensor "
-                            f"{value!r} (converted from {value!r}) has {v.size} elements, but got "
-                            f"`shape` {shape} with {int(np.prod(shape))} elements).")
-    return t
-
-
-def is_tensor(x):
-    return isinstance(x, Tensor)

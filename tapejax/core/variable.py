@@ -7,19 +7,15 @@ watches accessed variables).  The replay adds the Variable's perturbation
 to every read, so the reads' gradients are summed, each at the value that
 was read.  ``assign*`` replace the value; they are not differentiable (TF).
 
-``assign_sub``/``assign_add`` with a pending delta (``v.assign_sub(lr * g)`` on a
-gradient, see ``_lazy``) keep the value pending: the slot ``_val`` holds a thunk,
-``_value`` computes it (with every other pending update, in one program) and
-``_meta`` gives its shape and dtype without computing it.  A read by a recording
-plain tape does not compute it: the read is a ``Pending`` tensor on that thunk
-(a snapshot, as every read), and the tape's gradient computes it inside its own
-program (``_lazy.call_with_pending``); the thunk then holds the value, which
-``_value`` returns as it is.  A delta whose own op is
-still pending (``lr * g``) joins the update's thunk as one jitted callable
-(``_fused_update``), so a step's update program has one node per Variable.  An
-update that a gradient's program predicted (``_speculate``) takes that value at
-once and leaves nothing pending.  One re-entrant lock
-makes each read-modify-write atomic, so concurrent updates are never lost.
+How a Variable changes is the active executor's business (``executor.ACTIVE``):
+``assign_add``/``assign_sub`` call ``Executor.update`` under ``UPDATE_LOCK`` (one re-entrant
+lock: each read-modify-write is atomic, concurrent updates are never lost).  The eager
+executor computes the new value at once; the deferred one keeps an update with a pending delta
+(``v.assign_sub(lr * g)`` on a gradient) pending: the slot ``_val`` then holds a ``Lazy``,
+``_value`` computes it (with every other pending update, in one program), ``_meta`` gives its
+shape and dtype without computing it, and a read by a recording plain tape does not compute it
+(``Executor.read_pending``: the read is a ``Pending`` Tensor on it, which the tape's gradient
+computes inside its own program; see ``tapejax.runtime.updates``).
 
 Two invariants, each checked in one place:
 
@@ -28,7 +24,7 @@ Two invariants, each checked in one place:
   the Variable) unless a tapejax trace that binds Variables runs: a
   ``tapejax.function``'s discovery or trace (its collector puts every value
   back) or a ``traced_values`` block (a custom gradient's replay).  A pending
-  update read while a trace runs is computed outside it (``_lazy.force_many``
+  update read while a trace runs is computed outside it (``runtime.thunks.force_many``
   under ``jax.core.eval_context``), so ``jax.jit``, control-flow bodies and
   ``tapejax.function`` see its concrete value.
 * A buffer is donated only when its Variable owns it: ``_own`` is the current
@@ -36,50 +32,33 @@ Two invariants, each checked in one place:
   ``_set_owned``, or a copy of host data).  Whatever hands the buffer out (a
   read, ``read_value()``, a pending op's input: ``_share``, ``__jax_array__``)
   or assigns another value clears it; ``owns_buffer()`` is what
-  ``tapejax.function`` and the optimizers' ``Donating`` ask before donating.
+  ``tapejax.function`` and the optimizers' ``Donating`` ask before donating
+  (``ownership``).
 """
-import signal
 import threading
-import weakref
-
-try:   # the C functions behind ``signal.signal`` / ``getsignal``, without their enum wrapping (~8x faster)
-    # (a private C module that typeshed has no stub for)
-    from _signal import getsignal as _getsignal, signal as _setsignal  # pyright: ignore[reportMissingImports]
-except ImportError:  # pragma: no cover - not CPython
-    from signal import getsignal as _getsignal, signal as _setsignal
-
-from typing import Any, Callable, ClassVar, Iterable, Optional, Sequence, Union
+from typing import Any, Callable, ClassVar, Optional, Union
 
 import jax
 import jax.core
 import jax.numpy as jnp
 import numpy as np
 
-from ..runtime import pending as _lazy, speculate as _speculate
-from ..runtime.pending import Pending, _Array, _Thunk
 from . import dtypes as _dtypes, state as _state
-from .caches import LRU
+from .convert import convert_to_tensor
 from .errors import InvalidArgumentError
-from .tensor import Tensor, TensorShape, _to_array, convert_to_tensor
+from .executor import ACTIVE
+from .tensor import Lazy, Pending, Tensor, TensorShape, _to_array
+
+_Array = type(jnp.zeros(()))   # the concrete array type
 
 # Jitted updates: JAX's C++ dispatch path, faster than eager jnp arithmetic.
 _add = jax.jit(jnp.add)
 _sub = jax.jit(jnp.subtract)
 
-
-#: (update, the delta's op) -> the two as one jitted callable (``Variable._defer_update``).
-_FUSED_UPDATES = LRU("fused_updates", 256)
-_FUSED_PEEK = _FUSED_UPDATES._data.get
-
-
-def _fused_update(op, call):
-    """``op(old, call(*args))`` as one callable: an update whose delta is still pending."""
-    key = (op, call)
-    fn = _FUSED_PEEK(key)   # a hit does not refresh recency (as the aval cache)
-    if fn is None:
-        fn = _FUSED_UPDATES.setdefault(key, jax.jit(lambda old, *args: op(old, call(*args))))
-    return fn
-
+#: Makes each read-modify-write of a Variable (``assign_add``/``assign_sub``, eager or pending)
+#: and the computing of pending updates atomic, as TF's resource variable updates are:
+#: concurrent updates are never lost.  Re-entrant.
+UPDATE_LOCK = threading.RLock()
 
 _Tracer = jax.core.Tracer
 _BINDING = threading.local()   # ``depth``: ``traced_values`` blocks open on this thread
@@ -129,94 +108,6 @@ class traced_values:
         return False
 
 
-def fresh_outputs(inputs: Iterable[Any], outputs: Sequence[Any], others: Iterable[Any] = ()) -> list:
-    """For each of ``outputs`` (a compiled update's new values): a new array that is none of
-    ``inputs``, none of ``others`` (other results of the call) and no other of ``outputs``?
-    (A compiled call may return an input, or one array twice, as it is.)  Only such an array
-    may become a Variable's own (``Variable._set_owned``)."""
-    ids = set(map(id, outputs))
-    if len(ids) == len(outputs) and ids.isdisjoint(map(id, inputs)) and ids.isdisjoint(map(id, others)):
-        return [type(x) is _Array for x in outputs]   # (the usual case, checked in C loops)
-    seen = set(map(id, inputs))
-    seen.update(map(id, others))
-    count = {}
-    for x in outputs:
-        count[id(x)] = count.get(id(x), 0) + 1
-    return [type(x) is _Array and id(x) not in seen and count[id(x)] == 1 for x in outputs]
-
-
-def write_back(variables: Sequence[Any], new: Sequence[Any], inputs: Iterable[Any],
-               others: Iterable[Any] = ()) -> None:
-    """Store a compiled update's outputs ``new`` in ``variables``: each owns its value where
-    ``fresh_outputs`` says nothing else holds it (so a later update may donate it)."""
-    for v, x, f in zip(variables, new, fresh_outputs(inputs, new, others)):
-        if f:
-            v._set_owned(x)
-        else:
-            v._value = x
-
-
-_MAIN_THREAD = threading.main_thread()
-_SIGINT = int(signal.SIGINT)
-
-
-class deferred_interrupts:
-    """A block that Ctrl-C cannot split: a SIGINT arriving inside is delivered at its end.
-
-    Multi-Variable writes (an optimizer step, ``tapejax.function``'s write-back)
-    compute every new value first and then commit inside this block, so a
-    KeyboardInterrupt leaves the Variables all updated or all untouched.  Only
-    the main thread receives signals (and may set handlers); elsewhere it is a
-    no-op.
-    """
-
-    __slots__ = ("_old", "_got")
-
-    def __enter__(self):
-        self._old = self._got = None
-        if threading.current_thread() is _MAIN_THREAD:
-            old = _getsignal(_SIGINT)
-            if callable(old):   # a Python handler (default: raise KeyboardInterrupt)
-                _setsignal(_SIGINT, self._hold)
-                self._old = old
-        return self
-
-    def _hold(self, signum, frame):
-        self._got = (signum, frame)
-
-    def __exit__(self, *exc):
-        old = self._old
-        if old is not None:
-            _setsignal(_SIGINT, old)
-            if self._got is not None:
-                old(*self._got)   # the held interrupt, now that the block is complete
-        return False
-
-
-#: Variables whose value is a pending update (``Variable._defer_update``): id -> weak
-#: reference (a dropped Variable takes its pending update with it).  One
-#: re-entrant lock makes every read-modify-write of a Variable (``assign_add``/``assign_sub``,
-#: eager or pending) and the computing of pending updates atomic, as TF's resource variable
-#: updates are: concurrent updates are never lost.
-_PENDING_UPDATES = {}
-_UPDATE_LOCK = threading.RLock()
-
-
-def _compute_pending_updates():
-    """Compute every pending Variable update together (one program, see ``_lazy.force_many``)."""
-    with _UPDATE_LOCK:
-        variables = [v for v in [r() for r in _PENDING_UPDATES.values()]
-                     if v is not None and type(v._val) is _Thunk]
-        _PENDING_UPDATES.clear()
-        thunks = [v._val for v in variables]
-        try:
-            _lazy.force_many(thunks)
-        finally:
-            for v, th in zip(variables, thunks):
-                if v._val is th and th.value is not None:
-                    v._val = th.value   # (shared with any Pending read of the update: not owned)
-
-
 class Variable:
     """A mutable tensor (``tf.Variable``)."""
 
@@ -224,7 +115,7 @@ class Variable:
     __array_priority__ = 100
     _unnamed = 0
     # the value: an array (a tracer while a trace binds this Variable) or a pending update
-    _val: Union[jax.Array, _Thunk]
+    _val: Union[jax.Array, Lazy]
 
     # The operators, installed on the class by ``tapejax.ops`` (``ops/math.py``: arithmetic,
     # comparisons and logic; ``ops/array.py``: ``[]``) so that each goes through the op registry
@@ -316,15 +207,8 @@ class Variable:
             self._own = None
         if isinstance(v, _Array):   # (the common case first: an exact type is one compare)
             t = Tensor(v)
-        elif isinstance(v, _Thunk):
-            if v.value is not None:
-                t = Tensor(v.value)
-            elif tapes and _lazy.can_defer(tapes):
-                # a pending update read by a recording tape stays pending: the gradient computes
-                # it in its own program (``_lazy.call_with_pending``)
-                t = Pending(v)
-            else:
-                t = Tensor(self._value)
+        elif isinstance(v, Lazy):   # a pending update: the executor decides whether it stays so
+            t = Tensor(v.value) if v.value is not None else ACTIVE.executor.read_pending(self, v, tapes)
         else:   # a tracer (a trace binds this Variable)
             t = Tensor(v)
         if tapes:
@@ -333,14 +217,14 @@ class Variable:
         return t
 
     def _read_deferred(self, tapes):
-        """``_read`` for an op being deferred: the caller checked ``_lazy.can_defer(tapes)``
-        (which implies no ``tapejax.function`` traces), so only the read itself is left."""
+        """``_read`` for an op being deferred (``runtime.deferred``: no ``tapejax.function``
+        traces), so only the read itself is left: a pending update stays pending."""
         v = self._val
         if v is self._own:
             self._own = None
         if isinstance(v, _Array):   # (the common case first: an exact type is one compare)
             t = Tensor(v)
-        elif isinstance(v, _Thunk):
+        elif isinstance(v, Lazy):
             t = Tensor(v.value) if v.value is not None else Pending(v)
         else:   # a tracer (a trace binds this Variable)
             t = Tensor(v)
@@ -354,19 +238,9 @@ class Variable:
         v = self._val
         if isinstance(v, _Array):   # (the common case first: an exact type is one compare)
             return v
-        if isinstance(v, _Thunk):
-            if v.value is not None:   # computed by a gradient's program (``_read``)
-                return v.value
-            _compute_pending_updates()
-            v = self._val
-            if isinstance(v, _Thunk):   # left by a computation that raised: computed alone
-                with _UPDATE_LOCK:
-                    v = self._val
-                    if isinstance(v, _Thunk):
-                        forced = v.force()
-                        assert forced is not None  # computed outside any trace: never refused
-                        v = self._val = forced
-        return v   # an array, or a tracer (a trace binds this Variable)
+        if isinstance(v, Lazy):
+            return v.value if v.value is not None else v.force()
+        return v   # a tracer (a trace binds this Variable)
 
     @_value.setter
     def _value(self, value):
@@ -411,7 +285,7 @@ class Variable:
     @property
     def _meta(self) -> Any:
         v = self._val
-        return v.aval if type(v) is _Thunk else v
+        return v.aval if isinstance(v, Lazy) else v
 
     def read_value(self):
         """The current value as a Tensor (a recorded read)."""
@@ -457,53 +331,14 @@ class Variable:
         return self if read_value else None
 
     def assign_add(self, delta, use_locking=None, name=None, read_value=True):
-        with _UPDATE_LOCK:
-            if type(delta) is not Pending or not self._defer_update(_add, delta):
-                self._set_owned(_add(self._value, self._delta(delta, "AssignAddVariableOp")))   # (a new array)
+        with UPDATE_LOCK:
+            ACTIVE.executor.update(self, _add, delta, "AssignAddVariableOp")
         return self if read_value else None
 
     def assign_sub(self, delta, use_locking=None, name=None, read_value=True):
-        with _UPDATE_LOCK:
-            if type(delta) is not Pending or not self._defer_update(_sub, delta):
-                self._set_owned(_sub(self._value, self._delta(delta, "AssignSubVariableOp")))   # (a new array)
+        with UPDATE_LOCK:
+            ACTIVE.executor.update(self, _sub, delta, "AssignSubVariableOp")
         return self if read_value else None
-
-    def _defer_update(self, op, delta):
-        """An update with a pending value (``v.assign_sub(lr * g)`` on a gradient, see
-        ``_lazy.pending_results``) stays pending: the Variable's value becomes a thunk, computed
-        with every other pending update when any of them is read.  False where it must run now
-        (another dtype or shape: the eager path raises TF's error; deferral off, a
-        ``tapejax.function`` tracing, or a value committed to a device)."""
-        th = delta._thunk
-        old = self._val
-        if type(old) is _Thunk:   # one pending update per Variable at most: an earlier one is computed
-            old = old.value if old.value is not None else self._value
-        aval = th.aval
-        if (not _lazy._flags.enabled or _state._local.collector is not None or not isinstance(old, _Array)
-                or aval.dtype != old.dtype or aval.shape != old.shape or not _lazy.concrete((old,))):
-            return False
-        args = th.args
-        if args is not None and th.value is None and th.tag is None:
-            # the delta's own op (``lr * g``) goes into the update: one node instead of two in
-            # the step's update program (not a gradient's own thunk: see ``_speculate``).  The
-            # delta's thunk stays as it is: a delta that is read later (rare) is computed on its
-            # own then.  (Its inputs passed the checks of ``_lazy.defer_untaped`` when it was made.)
-            call, vals = _fused_update(op, th.call), (old, *args)
-        else:
-            call, vals = op, (old, th)
-        if _speculate._flags.enabled:   # a gradient's update: predicted, or noted for the next call
-            value = _speculate.on_update(self, call, vals)
-            if value is not None:   # the gradient's program computed this very update
-                self._val = value
-                self._own = None   # (the prediction's records hold it)
-                return True
-        out = old.aval   # same dtype and shape as the value, which is strongly typed
-        if out.weak_type:
-            out = _lazy.aval_for(call, vals)
-        self._val = _Thunk(call, vals, out)   # (the caller holds _UPDATE_LOCK)
-        self._own = None   # the old buffer is the thunk's input
-        _PENDING_UPDATES[self._id] = weakref.ref(self)
-        return True
 
     def _delta(self, delta, op):
         """``_new_value`` for an update; the common case (a Tensor of this dtype and shape,
@@ -577,7 +412,7 @@ class Variable:
         from ``v``), holding a copy of the current value, with ``v``'s name, trainability,
         constraint and placement (TF).  Copies made in one ``deepcopy`` call share ``memo``, so
         a structure holding ``v`` twice gets one new Variable."""
-        if _lazy.tracing() or _state._local.collector is not None:   # any JAX trace
+        if _state.tracing() or _state._local.collector is not None:   # any JAX trace
             raise NotImplementedError("copy.deepcopy of a Variable is only available in eager "
                                       "mode, not inside tapejax.function (as in TF)")
         value = self._value   # computes a pending update first
@@ -623,8 +458,3 @@ class Variable:
         text = repr(val.item()) if val.ndim == 0 else repr(val)
         return (f"<tapejax.Variable '{self._name}' shape={tuple(self._value.shape)} "
                 f"dtype={self.dtype.name}, numpy={text}>")
-
-
-from ..autodiff import tape as _tape_module  # noqa: E402 - (_tape does not import this module)
-
-_tape_module._LEAF_TYPES.add(Variable)   # a gradient target or source, checked at once

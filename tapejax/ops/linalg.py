@@ -20,7 +20,8 @@ from ..core.variable import Variable
 from . import _grads as G
 from ._registry import check_binary, check_float, dtype_of, op_error, prim, static_axis, tf_types
 from .array import einsum, tensordot  # noqa: F401
-from .math import l2_normalize, matmul  # noqa: F401
+from .math import matmul  # noqa: F401
+from .reduce import l2_normalize  # noqa: F401
 
 _TENSORISH = (Tensor, Variable)
 

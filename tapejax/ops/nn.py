@@ -14,13 +14,16 @@ import numpy as np
 from jax import lax
 
 from ..core.bind import REGISTRY, bind
+from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
-from ..core.tensor import Tensor, convert_to_tensor
+from ..core.tensor import Tensor
 from ..core.variable import Variable
 from . import _grads as G
 from ._registry import check_binary, check_float, dtype_of, op_error, prim, static_axis, tf_types, unary_ops
-from .array import gather
-from .math import l2_normalize, log_sigmoid, sigmoid, softplus, softsign, tanh  # noqa: F401
+from .array import concat
+from .indexing import gather
+from .math import log_sigmoid, sigmoid, softplus, softsign, tanh  # noqa: F401
+from .reduce import clip_by_norm, l2_normalize  # noqa: F401
 
 _TENSORISH = (Tensor, Variable)
 
@@ -336,7 +339,6 @@ def embedding_lookup(params, ids, max_norm=None, name=None):
             params, ids = _sharded(list(params), ids)
     out = gather(params, ids)
     if max_norm is not None:
-        from .math import clip_by_norm
         out = clip_by_norm(out, max_norm, axes=tuple(range(len(_shape(ids)), len(_shape(out)))))
     return out
 
@@ -344,7 +346,6 @@ def embedding_lookup(params, ids, max_norm=None, name=None):
 def _sharded(shards, ids):
     """(the shards concatenated, each id's row in that table) under TF's div layout, after
     checking on concrete ids what TF's kernels check: every id's shard exists and holds its row."""
-    from .array import concat
     sizes = [int(_shape(p)[0]) for p in shards]
     idv = ids._value if isinstance(ids, (Tensor, Variable)) else jnp.asarray(ids)
     if not isinstance(idv, jax.core.Tracer):

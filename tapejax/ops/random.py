@@ -51,8 +51,9 @@ import numpy as np
 
 from ..core import dtypes as _dtypes
 from ..core.bind import bind
+from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
-from ..core.tensor import Tensor, convert_to_tensor
+from ..core.tensor import Tensor
 from ..core.variable import Variable
 from ._registry import check_float, prim, static_shape, tf_types
 

@@ -9,7 +9,7 @@ grad_loss=None, name=None, tape=None)``, ``iterations``, ``learning_rate``
 ``get_slot``, ``clipnorm`` / ``clipvalue`` / ``global_clipnorm``.  State lives
 in Variables, so an optimizer works eagerly (one compiled update per step;
 in a loop whose steps repeat, computed inside the gradient's own program from
-the third step: ``tapejax._speculate``) and inside ``tapejax.function``.
+the third step: ``tapejax.runtime.speculate``) and inside ``tapejax.function``.
 
 Hyperparameters change as in tf_keras: those it keeps in Variables
 (``learning_rate``, ``decay``, ``beta_1``/``beta_2``, ``momentum``, ``rho``,

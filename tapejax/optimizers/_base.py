@@ -28,7 +28,6 @@ gradients are skipped with a warning (ValueError when all are None), then
 rule; ``iterations`` is incremented; a Variable's ``constraint`` is applied
 after its update.
 """
-import inspect
 import logging
 import threading
 from typing import Any, Callable, Optional
@@ -38,13 +37,24 @@ import jax.core
 import jax.numpy as jnp
 import numpy as np
 
+from ..autodiff.tape import GradientTape
 from ..core import dtypes as _dtypes, nest as _nest, state as _state
 from ..core.caches import Family
-from ..core.tensor import Tensor, convert_to_tensor
-from ..core.variable import Variable, deferred_interrupts, write_back
-from ..runtime import speculate as _speculate
-from ..runtime.pending import Pending
+from ..core.convert import convert_to_tensor
+from ..core.executor import ACTIVE, GroupUpdate
+from ..core.ownership import Donating
+from ..core.tensor import Pending, Tensor
+from ..core.variable import Variable
 from . import schedules as _schedules
+from ._args import (
+    _clip_by_global_norm,
+    _clip_by_norm,
+    _filter_empty_gradients,
+    _float_hyper,
+    _scalar_float,
+    _takes_step,
+    _touch,
+)
 
 _log = logging.getLogger("tapejax")
 _Array = type(jnp.zeros(()))   # the concrete array type
@@ -58,136 +68,17 @@ _MISSING = object()
 _ALLOWED_KWARGS = {"clipnorm", "clipvalue", "lr", "decay", "global_clipnorm"}
 
 
-def _float_hyper(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise TypeError(f"Argument `{name}` must be a float; received: {name}={value!r}")
-    return float(value)
-
-
-def _scalar_float(name, value):
-    """A number ``value`` as a Python float, with TF's error classes: a string is a
-    ValueError, None or another object a TypeError, a non-scalar a ValueError."""
-    if isinstance(value, str):
-        raise ValueError(f"Argument `{name}` must be a float; received: {name}={value!r}")
-    try:
-        a = None if value is None or isinstance(value, bool) else np.asarray(value)
-    except Exception:
-        a = None
-    if a is None or a.dtype.kind not in "fiu":
-        raise TypeError(f"Argument `{name}` must be a float; received: {name}={value!r}")
-    if a.shape != ():
-        raise ValueError(f"Argument `{name}` must be a scalar; received: {name} of shape {a.shape}")
-    return float(a)
-
-
-def _touch(variables, assign):
-    """Report Variables read/assigned without a recorded read (for tapejax.function)."""
-    col = _state._local.collector
-    if col is not None:
-        for v in variables:
-            col.touch(v, assign)
-
-
 def _same_aval(a, b):
     return a.dtype == b.dtype and a.shape == b.shape
 
 
-class Donating:
-    """A jitted flat update ``f(vals, *rest) -> new values`` that donates the ``vals`` its
-    Variables own.
-
-    ``shared[i]`` says that ``vals[i]`` is not its Variable's alone (``Variable.owns_buffer``
-    is False: a read, a Tensor the user kept, a pending value's input, another Variable may
-    hold it): it must survive the call, so it is passed undonated; the others are donated.
-    One compiled variant per such mask (a training loop uses one or two); past
-    ``_MAX_MASKS`` nothing is donated.  Copying a shared value in order to donate it costs a
-    dispatch per array and saves nothing.
-    """
-
-    __slots__ = ("_f", "_variants", "__weakref__")
-    _MAX_MASKS = 8
-
-    def __init__(self, f):
-        self._f = f
-        self._variants = {}
-
-    def __call__(self, vals, shared, *rest):
-        mask = tuple(shared)
-        fn = self._variants.get(mask)
-        if fn is None:
-            if len(self._variants) >= self._MAX_MASKS:
-                mask = (True,) * len(vals)
-                fn = self._variants.get(mask)
-            if fn is None:
-                fn = self._variants.setdefault(mask, self._variant(mask))
-        if not any(mask):
-            return fn(vals, *rest)
-        return fn([v for v, m in zip(vals, mask) if not m], [v for v, m in zip(vals, mask) if m], *rest)
-
-    def _variant(self, mask):
-        f = self._f
-        if not any(mask):
-            return jax.jit(f, donate_argnums=0)
-
-        def split(donated, kept, *rest):
-            d, k = iter(donated), iter(kept)
-            return f([next(k) if m else next(d) for m in mask], *rest)
-
-        return jax.jit(split, donate_argnums=0)
-
-    def _cache_size(self):
-        """Compiled programs over all variants (what ``jax.jit``'s ``_cache_size`` counts)."""
-        return sum(fn._cache_size() for fn in self._variants.values())
-
-
-def _commit(state, var_list, update, owned=True):
-    """Run the eager ``update(values, shared) -> new values`` (donating where not ``shared``,
-    see ``Donating``) and write ``state`` as one unit.
-
-    Ctrl-C cannot split the call and the write (``deferred_interrupts``: the
-    donated old values are gone once the call ran).  With ``owned`` each
-    Variable then owns its new value (``Variable._set_owned``), unless that
-    array is one of the inputs (an unchanged value the program passed
-    through) or also another Variable's.  Constraints run after on the
-    updated Variables; if one raises, every Variable of ``state`` is put
-    back (none of them was donated: a constrained update shares them all).
-    """
-    constrained = [v for v in var_list if v.constraint is not None]
-    with deferred_interrupts():
-        vals = [v._value for v in state]
-        shared = [True] * len(state) if constrained else [not v.owns_buffer() for v in state]
-        new = update(vals, shared)
-        if owned:
-            write_back(state, new, vals)
-        else:
-            for v, x in zip(state, new):
-                v._value = x
-    if constrained:
-        try:
-            fixed = [(v, v._new_value(v.constraint(v), "assign")) for v in constrained]
-        except BaseException:
-            with deferred_interrupts():
-                for v, x in zip(state, vals):   # (the old values: none was donated)
-                    v._value = x
-            raise
-        with deferred_interrupts():
-            for v, x in fixed:
-                v._value = x
-
-
 def _run_update(state, var_list, fn, gs, extra, grads=None):
-    """Commit ``fn``'s update of ``state`` (``_commit``) for the gradient Tensors ``gs``: the
-    values their gradient call's program computed for it when it predicted this update
-    (``_speculate.on_apply``: the same optimizer, gradients, state values and ``extra``), else
-    ``fn(values, grads, *extra)``, ``grads`` the gradients' arrays (computed here if None)."""
-    if _speculate._flags.enabled:
-        new = _speculate.on_apply(fn, state, gs, extra)
-        if new is not None:   # (the prediction's records hold these values: not owned)
-            _commit(state, var_list, lambda vals, shared: new, owned=False)
-            return
-    if grads is None:
-        grads = [g._value for g in gs]
-    _commit(state, var_list, lambda vals, shared: fn(vals, shared, grads, *extra))
+    """Commit ``fn``'s update of ``state`` (a ``Donating``: ``fn(values, shared, grads, *extra)``)
+    for the gradient Tensors ``gs`` (their arrays ``grads`` where converted already): the active
+    executor's ``apply`` (the deferred one may find the values already computed by the gradient's
+    own program, ``runtime.speculate.on_apply``)."""
+    constrained = [v for v in var_list if v.constraint is not None]
+    ACTIVE.executor.apply(GroupUpdate(state, constrained, fn, gs, extra, grads))
 
 
 class Optimizer:
@@ -592,7 +483,7 @@ class Optimizer:
         gs, var_list = [], []
         for g, v in pairs:
             tg = type(g)
-            if tg is Pending:   # a gradient (``_lazy``), maybe not computed (``_speculate``)
+            if tg is Pending:   # a gradient (``runtime.deferred``), maybe not computed (``runtime.speculate``)
                 th = g._thunk
                 a = th.value
                 meta = th.aval if a is None else a
@@ -642,7 +533,6 @@ class Optimizer:
         return self.apply_gradients(grads_and_vars)
 
     def _compute_gradients(self, loss, var_list, grad_loss=None, tape=None):
-        from ..autodiff.tape import GradientTape
         if not callable(loss) and tape is None:
             raise ValueError("`tape` is required when a `Tensor` loss is passed. "
                              f"Received: loss={loss}, tape={tape}.")
@@ -663,56 +553,3 @@ class Optimizer:
 
     def __repr__(self):
         return f"<tapejax.optimizers.{type(self).__name__} name={self._name!r}>"
-
-
-def _takes_step(fn: Callable[..., Any]) -> bool:
-    """Whether the learning-rate callable ``fn`` takes the step: a schedule (Keras', optax's)
-    does; a callable that accepts no positional argument is called with none, as Keras does."""
-    if isinstance(fn, _schedules.LearningRateSchedule):
-        return True
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):   # no signature to read (some C callables): give the step
-        return True
-    try:
-        sig.bind(0)
-    except TypeError:
-        return False
-    return True
-
-
-def _filter_empty_gradients(grads_and_vars):
-    pairs = tuple(grads_and_vars)
-    if not pairs:
-        raise ValueError("No gradients provided for any variable: grads_and_vars is empty.")
-    for p in pairs:
-        if not isinstance(p, (tuple, list)) or len(p) != 2:
-            raise TypeError(f"grads_and_vars must be (gradient, variable) pairs; got {p!r}")
-    kept = [(g, v) for g, v in pairs if g is not None]
-    empty = [v for g, v in pairs if g is None]
-    if not kept:
-        names = ([v.name for _, v in pairs],)
-        raise ValueError(f"No gradients provided for any variable: {names}. Provided `grads_and_vars` "
-                         f"is {pairs}.")
-    if empty:
-        _log.warning("Gradients do not exist for variables %s when minimizing the loss. If you're "
-                     "using `model.compile()`, did you forget to provide a `loss` argument?",
-                     [v.name for v in empty])
-    return kept
-
-
-def _clip_by_norm(t, clip_norm):
-    """``tf.clip_by_norm`` (TF's order of operations)."""
-    l2sum = jnp.sum(t * t)
-    pred = l2sum > 0
-    l2norm = jnp.where(pred, jnp.sqrt(jnp.where(pred, l2sum, 1.0)), l2sum)
-    c = jnp.asarray(clip_norm, t.dtype)
-    return (t * c) / jnp.maximum(l2norm, c)
-
-
-def _clip_by_global_norm(ts, clip_norm):
-    """``tf.clip_by_global_norm``: scale = clip_norm * min(1/global_norm, 1/clip_norm)."""
-    gn = jnp.sqrt(sum(jnp.sum(jnp.square(t.astype(jnp.float32))) for t in ts))
-    c = jnp.float32(clip_norm)
-    scale = c * jnp.minimum(1.0 / gn, 1.0 / c)
-    return [t * scale.astype(t.dtype) for t in ts]

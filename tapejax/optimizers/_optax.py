@@ -14,8 +14,14 @@ import jax.core
 import jax.numpy as jnp
 import optax
 
+from ..core.convert import convert_to_tensor
+from ..core.errors import InvalidArgumentError
+from ..core.ownership import Donating
+from ..core.state import _local
+from ..core.tensor import Pending
 from ..core.variable import Variable
-from ._base import Optimizer
+from ._args import _filter_empty_gradients, _touch
+from ._base import Optimizer, _run_update
 
 
 class OptaxOptimizer(Optimizer):
@@ -50,19 +56,14 @@ class OptaxOptimizer(Optimizer):
         return group
 
     def apply_gradients(self, grads_and_vars, name=None, experimental_aggregate_gradients=True):
-        from ..core.state import _local
-        from ..core.tensor import convert_to_tensor
-        from ..runtime.pending import Pending
-        from ._base import Donating, _filter_empty_gradients, _run_update, _touch
         pairs = _filter_empty_gradients(grads_and_vars)
         gs, var_list = [], []
         for g, v in pairs:
             if not isinstance(v, Variable):
                 raise TypeError(f"apply_gradients expects (gradient, Variable) pairs; got {v!r}")
-            if type(g) is not Pending:   # (a gradient stays uncomputed: see ``_speculate``)
+            if type(g) is not Pending:   # (a gradient stays uncomputed: see ``runtime.speculate``)
                 g = convert_to_tensor(g, dtype_hint=v.dtype)
             if tuple(g.shape) != tuple(v._value.shape):
-                from ..core.errors import InvalidArgumentError
                 raise InvalidArgumentError(None, None, f"var and grad do not have the same shape: variable "
                                            f"{v.name} has shape {tuple(v._value.shape)}, its gradient has "
                                            f"shape {tuple(g.shape)}")

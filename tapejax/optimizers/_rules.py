@@ -10,7 +10,8 @@ Adamax, Nadam, RMSprop, Adagrad, Adadelta and Ftrl are written out here.
 import jax.numpy as jnp
 import optax
 
-from ._base import Optimizer, _float_hyper
+from ._args import _float_hyper
+from ._base import Optimizer
 
 
 def _c(x, like):

@@ -1,7 +1,7 @@
 """Speculative updates: a training step's Variable updates computed inside its gradient's program.
 
 A manual step (``v.assign_sub(lr * g)`` for each gradient) leaves each Variable
-with a pending update (``_lazy``) that the next step's gradient computes
+with a pending update (``runtime.deferred``) that the next step's gradient computes
 first, inside its own program.  That program takes the gradients as inputs
 and the one before returned them as outputs: for a large model those are big
 buffers, allocated, written and read back, where pure JAX computes
@@ -11,7 +11,7 @@ the same program without the gradients as outputs, 2.31 ms for pure JAX).
 
 So this module predicts the updates.  After each gradient call (of a compiled
 entry, on one thread) the updates that use its gradients are noted
-(``Variable._defer_update`` calls ``on_update``): which Variable, which
+(``runtime.updates.defer_update`` calls ``on_update``): which Variable, which
 callable (the pending update's, with ``lr * g`` fused into it), where the
 gradient goes among its arguments, which concrete arrays are the other
 arguments (the cached ``lr``).  When the last call's gradients were each used
@@ -49,18 +49,17 @@ and the entry then stops predicting for 1, 2, 4, ... up to 1024 calls (a
 prediction whose updates all matched halves the wait), so a loop that reads its gradients
 every step pays the recompute about log2(steps) times.  Nothing is predicted
 with deferral off or inside ``tapejax.function`` (no pending gradients), under
-an outer tape (``_replay._call_gradient``), nor for a Variable committed to a
+an outer tape (``autodiff.replay``), nor for a Variable committed to a
 device (its update is not deferred).
 """
-import enum
 import threading
 import weakref
-from typing import Final
-
-import jax
+from typing import Any, NamedTuple, Sequence, cast
 
 from ..core.caches import LRU
-from .pending import Pending, _Array, _Thunk, call_with_pending, env_flag, force_all, set_flag, settle
+from ..core.state import env_flag, set_flag
+from ..core.tensor import Pending
+from .thunks import Thunk, _Array
 
 _PENALTY_MAX = 1024
 #: An optimizer update is predicted only while its state besides the Variables (slots,
@@ -80,7 +79,7 @@ _flags = _Flags()
 
 def set_speculative_updates(enabled):
     """Turn predicted Variable updates on (the default) or off, for every thread (see the
-    module docstring of ``tapejax._speculate``).  Values are the same either way (up to float
+    module docstring of ``tapejax.runtime.speculate``).  Values are the same either way (up to float
     rounding); off, a manual step's updates are computed by the next step's program and an
     optimizer's by its own.  Returns the previous setting."""
     return set_flag(_flags, enabled)
@@ -92,11 +91,12 @@ def speculative_updates():
     return _flags.enabled
 
 
+enabled = speculative_updates
+
+
 class _Obs:
-    """The updates seen after one gradient call (``items``: gradient position -> (Variable ref,
-    callable, position of the gradient among the callable's arguments, the other arguments with
-    None for the Variable's value and the gradient), or the ``_Group`` of an optimizer's update
-    that used it); ``prev``: the previous call's items;
+    """The updates seen after one gradient call (``items``: gradient position -> the ``_Item``,
+    or the ``_Group`` of an optimizer's update, that used it); ``prev``: the previous call's items;
     ``unstable`` when an update differs from the previous call's (another callable or Variable,
     another const array: an ``lr`` that changes every step cannot be predicted); ``bad`` when
     a gradient was used twice; ``forced`` when a gradient the program did not return was
@@ -116,10 +116,41 @@ class _Obs:
         self.avals = avals
 
 
+class _Item(NamedTuple):
+    """An update of one Variable by one gradient of a call (``on_update``): the Variable (weakly),
+    the update's callable, the gradient's position among its arguments, the other arguments
+    (None for the Variable's value and the gradient)."""
+
+    ref: "weakref.ref"
+    call: Any
+    gpos: int
+    rest: tuple
+
+
+class _Hit(NamedTuple):
+    """A predicted update of one Variable, as ``run_predicted`` left it for ``on_update``: the
+    gradient's position, the item predicted, the Variable's value the prediction read, the
+    predicted value."""
+
+    j: int
+    item: _Item
+    old: Any
+    value: Any
+
+
+class _GroupHit(NamedTuple):
+    """A predicted optimizer update (``on_apply``): the group, the state values it read, the new
+    values."""
+
+    group: "_Group"
+    olds: tuple
+    new: Sequence[Any]
+
+
 class _Rec:
     """One gradient call, as its gradients' thunks see it (their ``tag`` is ``(rec, j)``): what
-    it observes and, where it predicted, Variable id -> (the gradient's position, item, the
-    Variable's value the prediction read, the predicted value).  Nothing here refers back to
+    it observes and, where it predicted, Variable id -> its ``_Hit`` (an optimizer's update
+    -> its ``_GroupHit``).  Nothing here refers back to
     the thunks: no cycle keeps a call's arrays alive after its gradients are dropped."""
 
     __slots__ = ("obs", "table")
@@ -146,19 +177,6 @@ class _Group:
         self.extra = extra
 
 
-class _Layout:
-    """How a prediction's inputs are laid out: the items it was built from; the updates among
-    them (``units``: (item, first Variable slot, number of Variables, gradient position)), the
-    Variables they update and read (``vrefs``, weak references; a unit's outputs are as many, in
-    the same order); the number of leaves; the inputs added after them (``ext``: (Variable slot,
-    or -1 for the constant ``obj``, obj)); the inputs found among the leaves (``checks``: (leaf
-    index, slot, obj), checked by identity on every call); the programs' key (entry, per unit
-    its callable and wiring); the program (raw and jitted) and the gradients' recompute."""
-
-    __slots__ = ("items", "units", "vrefs", "groups", "n_leaves", "ext", "checks", "key", "run",
-                 "jitted", "regrad")
-
-
 class _Track:
     """An entry's state on one thread: the last call's observations, the back-off, the layout
     of the last prediction, the calls since the last observed update (``idle``)."""
@@ -176,19 +194,8 @@ class _Track:
 #: (compiled entry, thread id) -> _Track.  Bounded; cleared with the replay cache.
 _TRACKS = LRU("speculation_tracks", 256)
 _TRACKS_PEEK = _TRACKS._data.get
-#: (compiled entry, prediction structure) -> (raw program, jitted program).
-_PROGRAMS = LRU("speculative_programs", 256)
-#: (compiled entry, number of leaves) -> the jitted gradients alone (``_regrad_fn``).
-_REGRADS = LRU("speculative_regradients", 256)
 _get_ident = threading.get_ident
 _EMPTY = {}
-
-
-def clear():
-    """Forget every prediction and its programs (``clear_cache``)."""
-    _TRACKS.clear()
-    _PROGRAMS.clear()
-    _REGRADS.clear()
 
 
 def tag_results(results, entry, track):
@@ -251,300 +258,12 @@ def predicts(track, n):
     return not (obs.bad or obs.unstable or len(obs.items) != n or len(obs.avals) != n)
 
 
-class _Regrad:
-    """The call of a gradient's recompute: notes on the call's observations that a gradient the
-    program did not return was needed (the entry backs off), then computes the gradients."""
-
-    __slots__ = ("obs", "fn")
-
-    def __init__(self, obs, fn):
-        self.obs = obs
-        self.fn = fn
-
-    def __call__(self, *args):
-        self.obs.forced = True
-        return self.fn(*args)
-
-
-def _pick(j):
-    def pick(grads):
-        return grads[j]
-    return pick
-
-
-class _Picks(dict):
-    """j -> the callable taking gradient j out of the recomputed gradients (one per j, so a
-    forced gradient's graph has the same structure every time)."""
-
-    def __missing__(self, j):
-        return self.setdefault(j, _pick(j))
-
-
-_PICKS = _Picks()
-
-
-def _regrad_fn(entry, n_leaves):
-    """The jitted gradients of ``entry`` alone, from its leaves and cotangents as arguments."""
-    fn = _REGRADS.get((entry, n_leaves))
-    if fn is None:
-        raw = entry.raw
-
-        def regrad(*args):
-            return raw(args[:n_leaves], args[n_leaves:])[0]
-
-        fn = _REGRADS.setdefault((entry, n_leaves), jax.jit(regrad))
-    return fn
-
-
-class _Gone(enum.Enum):
-    """The mark of a layout whose Variable (or optimizer update) is gone."""
-    GONE = "gone"
-
-
-_GONE: Final = _Gone.GONE
-
-
-def _layout(entry, items, leaves):
-    """A ``_Layout`` for ``items`` (a tuple, gradient order) and these leaves; ``_GONE`` where a
-    Variable (or an optimizer's update) is gone, None where a Variable is updated twice or one
-    that a gradient updates is not read by this call (its value is no leaf)."""
-    n_leaves = len(leaves)
-    at = {}
-    for k, v in enumerate(leaves):
-        at.setdefault(id(v), k)
-    consts = {}
-    units, vrefs, groups, ext, struct, checks, seen = [], [], [], [], [], [], set()
-
-    def place(value, slot, obj):
-        """The input index of a Variable's value (``slot``) or of the constant ``obj``: a leaf
-        (checked on every call) or an input of its own.  (A Variable's value is never shared
-        with another input that is not a leaf: two Variables holding one array now may not
-        later.)"""
-        k = at.get(id(value))
-        if k is not None:
-            checks.append((k, slot, obj))
-            return k
-        k = consts.get(id(value)) if slot < 0 else None
-        if k is None:
-            k = n_leaves + len(ext)
-            ext.append((slot, obj))
-            if slot < 0:
-                consts[id(value)] = k
-        return k
-
-    def claim(ref):
-        """The Variable of ``ref``, now one of the layout's (``_GONE`` where it is gone, None
-        where it is updated twice)."""
-        var = ref()
-        if var is None:
-            return _GONE
-        if var._id in seen:
-            return None
-        seen.add(var._id)
-        vrefs.append(ref)
-        return var
-
-    done = set()
-    for j, item in enumerate(items):
-        if id(item) in done:   # a group, seen at its first gradient
-            continue
-        done.add(id(item))
-        s0 = len(vrefs)
-        if type(item) is _Group:
-            fn = item.fn()
-            if fn is None:
-                return _GONE
-            refs = []
-            for i, ref in enumerate(item.refs):
-                var = claim(ref)
-                if var is None or var is _GONE:
-                    return var
-                var._share()   # (a predicted program's input, which its records keep)
-                k = place(_current(var), len(vrefs) - 1, None)
-                if i < len(item.js) and k >= n_leaves:   # an updated Variable this call does not read
-                    return None
-                refs.append(k)
-            extra = tuple([None if e is None else place(e, -1, e) for e in item.extra])
-            struct.append((item.fn, item.js, tuple(refs), extra))
-            groups.append(item)
-            units.append((item, s0, len(item.refs), j))
-            continue
-        ref, call, gpos, rest = item
-        var = claim(ref)
-        if var is None or var is _GONE:
-            return var
-        refs = []
-        for p, a in enumerate(rest):
-            if p == gpos:
-                refs.append(-1)
-            elif p == 0:
-                var._share()
-                k = place(_current(var), s0, None)
-                if k >= n_leaves:   # a Variable this call does not read: an earlier model's, maybe
-                    return None
-                refs.append(k)
-            else:
-                refs.append(place(a, -1, a))
-        struct.append((call, j, tuple(refs)))
-        units.append((item, s0, 1, j))
-    lay = _Layout()
-    lay.items = items
-    lay.units = tuple(units)
-    lay.vrefs = tuple(vrefs)
-    lay.groups = tuple(groups)
-    lay.n_leaves = n_leaves
-    lay.ext = tuple(ext)
-    lay.checks = tuple(checks)
-    lay.key = key = (entry, tuple(struct))
-    prog = _PROGRAMS.get(key)
-    if prog is None:
-        prog = _PROGRAMS.setdefault(key, _program(entry.raw, key[1], n_leaves))
-    lay.run, lay.jitted = prog
-    lay.regrad = _regrad_fn(entry, n_leaves)
-    return lay
-
-
-def _program(raw, struct, n_leaves):
-    """(raw, jitted) ``run(leaves and the inputs after them, cotangents) -> (targets' values,
-    updated values)``: the gradient call ``raw`` and each update of ``struct`` on its gradients.
-    An optimizer's update is found through its weak reference when traced (the program does
-    not keep the optimizer alive)."""
-    def run(leaves_all, given):
-        grads, values = raw(leaves_all[:n_leaves], given)
-        new = []
-        for unit in struct:
-            if len(unit) == 3:
-                call, j, refs = unit
-                new.append(call(*[grads[j] if r < 0 else leaves_all[r] for r in refs]))
-            else:
-                fn, js, refs, extra = unit
-                new.extend(fn()._f([leaves_all[r] for r in refs], [grads[j] for j in js],
-                                   *[None if r is None else leaves_all[r] for r in extra]))
-        return values, new
-
-    return run, jax.jit(run)
-
-
 def _current(var):
     """A Variable's value: an array, or the thunk of its update while that is still pending."""
     v = var._val
-    if type(v) is _Thunk and v.value is not None:
+    if type(v) is Thunk and v.value is not None:
         return v.value
     return v
-
-
-def _currents(lay, keep):
-    """The current values of the Variables ``lay`` updates (None where one, or an optimizer's
-    update, is gone); ``keep`` gets them and the optimizers' updates (held while the call runs)."""
-    olds = []
-    for ref in lay.vrefs:
-        var = ref()
-        if var is None:
-            return None
-        keep.append(var)
-        v = var._share()
-        olds.append(v.value if type(v) is _Thunk and v.value is not None else v)
-    for g in lay.groups:
-        fn = g.fn()
-        if fn is None:
-            return None
-        keep.append(fn)
-    return olds
-
-
-def _fits(lay, leaves, olds):
-    """Whether ``lay``'s checks hold for this call: the inputs it found among the leaves are
-    still there."""
-    for k, slot, obj in lay.checks:
-        if leaves[k] is not (olds[slot] if slot >= 0 else obj):
-            return False
-    return True
-
-
-def _same_items(lay, items, leaves):
-    """Whether ``lay`` was built from these very items, for as many leaves."""
-    if lay is None or lay.n_leaves != len(leaves):
-        return False
-    prev = lay.items
-    for j in range(len(items)):
-        if items[j] is not prev[j]:
-            return False
-    return True
-
-
-def run_predicted(track, entry, leaves, given):
-    """Run ``entry`` with its updates predicted (see the module docstring); returns (the
-    targets' values, the gradients as ``Pending`` tensors that recompute when needed), or None
-    where no prediction can be made (a Variable is gone)."""
-    obs = track.obs
-    items_d = obs.items
-    n = len(items_d)
-    items = tuple([items_d[j] for j in range(n)])
-    lay = track.layout
-    olds = None
-    keep = []
-    if _same_items(lay, items, leaves):
-        olds = _currents(lay, keep)
-        if olds is None:
-            track.obs = None   # an earlier model's updates: learn again
-            return None
-        if not _fits(lay, leaves, olds):
-            olds = None
-    if olds is None:
-        lay = track.layout = _layout(entry, items, leaves)
-        if lay is _GONE:
-            track.layout = None
-            track.obs = None
-            return None
-        if lay is None:   # (a Variable the call does not read): not again for a while
-            track.penalty = min(max(1, 2 * track.penalty), _PENALTY_MAX)
-            track.skip = track.penalty
-            return None
-        olds = _currents(lay, keep)
-        if olds is None:   # (gone meanwhile, on another thread)
-            track.obs = None
-            return None
-    if lay.ext:
-        leaves_all = leaves + tuple([olds[slot] if slot >= 0 else obj for slot, obj in lay.ext])
-    else:
-        leaves_all = leaves
-    out = None
-    for v in leaves_all:
-        if type(v) is _Thunk:
-            out = call_with_pending(lay.key, lay.run, leaves_all, given)
-            if out is None:
-                leaves_all = tuple(force_all(leaves_all))
-            break
-    values, new = lay.jitted(leaves_all, given) if out is None else out
-    # the gradients: recomputed from this call's inputs if ever needed
-    n_leaves = lay.n_leaves
-    if out is None:
-        args = leaves_all[:n_leaves] + given
-    else:
-        args = tuple([v.value if type(v) is _Thunk else v for v in leaves_all[:n_leaves]]) + given
-    avals = obs.avals
-    if obs.forced:   # (recomputed while this call computed the previous updates)
-        _back_off(track, obs)
-    obs = track.obs = _Obs(avals, items_d, True)
-    group = _Thunk(_Regrad(obs, lay.regrad), args, None)
-    table = {}
-    rec = _Rec(obs, table)
-    grads = []
-    for j in range(n):
-        g = _Thunk(_PICKS[j], (group,), avals[j])
-        g.tag = (rec, j)
-        grads.append(Pending(g))
-    for item, s0, m, j in lay.units:
-        if type(item) is tuple:
-            old = olds[s0]
-            if type(old) is _Thunk:
-                old = old.value
-            table[item[0]()._id] = (j, item, old, new[s0])
-        else:
-            table[item.fn()] = (item, tuple([o.value if type(o) is _Thunk else o for o in olds[s0:s0 + m]]),
-                                new[s0:s0 + m])
-    settle()   # the end of a step (as ``_lazy.pending_results``)
-    return values, tuple(grads)
 
 
 def on_update(var, call, vals):
@@ -554,11 +273,11 @@ def on_update(var, call, vals):
     n = len(vals)
     if n == 3:   # (value, lr, g) or (value, g, lr): the common ``v.assign_sub(lr * g)``
         a, b = vals[1], vals[2]
-        if type(a) is _Thunk:
+        if type(a) is Thunk:
             if type(b) is not _Array:
                 return None
             g, gpos = a, 1
-        elif type(b) is _Thunk and type(a) is _Array:
+        elif type(b) is Thunk and type(a) is _Array:
             g, gpos = b, 2
         else:
             return None
@@ -569,7 +288,7 @@ def on_update(var, call, vals):
         for p in range(1, n):
             a = vals[p]
             ta = type(a)
-            if ta is _Thunk:
+            if ta is Thunk:
                 if g is not None or a.tag is None:
                     return None
                 g, gpos = a, p
@@ -588,8 +307,8 @@ def on_update(var, call, vals):
         hit = table.pop(var._id, None)
         if hit is not None:
             jp, item, old, value = hit
-            rest = item[3]
-            if (jp == j and item[1] is call and item[2] == gpos and vals[0] is old
+            rest = item.rest
+            if (jp == j and item.call is call and item.gpos == gpos and vals[0] is old
                     and len(rest) == n):
                 for p in range(1, n):
                     if p != gpos and rest[p] is not vals[p]:
@@ -605,8 +324,8 @@ def on_update(var, call, vals):
         obs.bad = True
         return None
     item = obs.prev.get(j)
-    if type(item) is tuple and item[1] is call and item[2] == gpos and item[0]() is var:
-        rest = item[3]
+    if type(item) is _Item and item.call is call and item.gpos == gpos and item.ref() is var:
+        rest = item.rest
         if len(rest) == n:
             for p in range(1, n):
                 if p != gpos and rest[p] is not vals[p]:
@@ -618,7 +337,7 @@ def on_update(var, call, vals):
     rest = list(vals)
     rest[0] = None
     rest[gpos] = None
-    items[j] = (weakref.ref(var), call, gpos, tuple(rest))
+    items[j] = _Item(weakref.ref(var), call, gpos, tuple(rest))
     return None
 
 
@@ -633,7 +352,7 @@ def on_apply(fn, state, grads, extra):
     for g in grads:
         if type(g) is not Pending:
             return None
-        tag = g._thunk.tag
+        tag = cast(Thunk, g._thunk).tag
         if tag is None:
             return None
         r, j = tag

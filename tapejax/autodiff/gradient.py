@@ -1,0 +1,237 @@
+"""The gradient driver: ``GradientTape.gradient`` (and ``tapejax.gradients``) run ``gradient``.
+
+``gradient(tape, targets, sources, cotangents, mode)``:
+
+1. codes of sources and targets on the tape; ``program.slice_tape`` (memoized per call
+   structure in ``replay._SLICES``: a ``Plan``);
+2. the ``Program`` (the key); ``replay.lookup_run`` finds or builds its compiled entry;
+3. the active executor runs it (``Executor.gradient``) on the leaves the entry's plan
+   gathers and the given cotangents (missing ones are ones, made inside the compiled
+   function); a pending target's value comes back with the gradients (the fused form);
+4. ``None`` (or zeros) for unconnected sources, results cast to the sources' dtypes.
+
+Under an outer tape the call is recorded instead: the compiled replay runs through ``bind``
+as one op whose inputs are its leaves and cotangents, so the outer tape can differentiate it
+again (2nd, 3rd order).
+"""
+from typing import Any, NamedTuple, Sequence
+
+import jax.numpy as jnp
+
+from ..core import dtypes as _dtypes, state as _state
+from ..core.bind import bind, with_id
+from ..core.executor import ACTIVE
+from ..core.tensor import Pending, Tensor
+from .nodes import _TRAINABLE, OUT, Node, _tuple_new
+from .program import Aval, LeafPlan, Program, gather_leaves, slice_tape
+from .replay import (
+    _SLICES,
+    Backward,
+    Compiled,
+    _compile_backward,
+    _compile_fused,
+    input_dependence,
+    lookup_run,
+    resolve_late,
+    tape_log_int,
+)
+
+
+def _source_codes(tape, sources: Sequence[Any]) -> tuple[list[int | None], list[Aval]]:
+    """Each source's code on ``tape`` (None where it is untracked or not of a trainable dtype),
+    and each source's (shape, dtype)."""
+    get = tape._codes.get
+    codes: list[int | None] = []
+    avals: list[Aval] = []
+    for s in sources:
+        m = s._meta
+        dt = m.dtype
+        code = get(s._id)
+        if code is not None:
+            t = _TRAINABLE.get(dt)
+            if t is None:
+                t = _TRAINABLE[dt] = _dtypes.is_trainable_dtype(dt)
+            if not t:
+                code = None
+        codes.append(code)
+        avals.append((m.shape, dt))
+    return codes, avals
+
+
+class SliceKey(NamedTuple):
+    """The structure of a gradient call: the key of ``_SLICES``."""
+    sigs: tuple[int, ...]                 # every node's interned signature
+    src_codes: tuple[int | None, ...]     # each source's code (None: untracked)
+    tgt_codes: tuple[int | None, ...]     # each target's code
+    ct_given: tuple[bool, ...]            # which targets bring their own cotangent
+    src_avals: tuple[Aval, ...]
+
+
+#: Memo of slices: ``SliceKey`` -> a ``Plan``.  A training loop then pays one
+#: tuple of ints and one dict lookup per call instead of slicing the tape
+#: again.  Bounded (LRU); cleared with the cache.
+
+
+class KeptTarget(NamedTuple):
+    """A target that depends on a connected source: its position among the targets, its code."""
+    pos: int
+    code: int
+
+
+class Plan:
+    """What one structure of gradient call computes: the connected source codes
+    (``live_src``), the kept targets, the Program (None: nothing is connected),
+    for each live code the position of its first source (``first``), and for each source the
+    position of its gradient among the compiled call's outputs, or -1 (``result_pos``)."""
+
+    __slots__ = ("live_src", "kept", "program", "first", "result_pos")
+
+    def __init__(self, live_src: list[int], kept: list[KeptTarget], program: "Program | None",
+                 first: tuple[int, ...], result_pos: tuple[int, ...]):
+        self.live_src = live_src
+        self.kept = kept
+        self.program = program
+        self.first = first
+        self.result_pos = result_pos
+
+
+def _plan(nodes: Sequence[Node], src_codes_all: list[int | None], tgt_all: list[int | None],
+          cts: Sequence[Any], src_avals: list[Aval]) -> Plan:
+    # one C call (as ``Node``): this runs on every gradient call
+    key = _tuple_new(SliceKey, (tuple([n.sig for n in nodes]), tuple(src_codes_all), tuple(tgt_all),
+                                tuple([c is not None for c in cts]), tuple(src_avals)))
+    hit = _SLICES.get(key)
+    if hit is not None:
+        return hit
+    uniq = list(dict.fromkeys(c for c in src_codes_all if c is not None))
+    slice_idx, needed = slice_tape(nodes, uniq, [c for c in tgt_all if c is not None])
+    live_src = [c for c in uniq if c in needed]
+    live_set = set(live_src)
+    # Targets that depend on a connected source: a source itself, or made by a slice node.
+    in_slice = set(slice_idx)
+    kept = [KeptTarget(i, c) for i, c in enumerate(tgt_all)
+            if c is not None and (c in live_set or (c >= 0 and c // OUT in in_slice))]
+    program = None
+    first: tuple[int, ...] = ()
+    result_pos = (-1,) * len(src_codes_all)
+    if live_src and kept:
+        aval_of: dict[int | None, Aval] = {}
+        for a, c in zip(src_avals, src_codes_all):
+            aval_of.setdefault(c, a)
+        program = Program(nodes, slice_idx, tuple(live_src), tuple(aval_of[c] for c in live_src),
+                          tuple(c for _, c in kept), tuple(cts[i] is not None for i, _ in kept))
+        first = tuple(src_codes_all.index(c) for c in live_src)
+        pos: dict[int | None, int] = {c: j for j, c in enumerate(live_src)}
+        result_pos = tuple(pos.get(c, -1) for c in src_codes_all)
+    return _SLICES.setdefault(key, Plan(live_src, kept, program, first, result_pos))
+
+
+def gradient(tape, targets: Sequence[Any], sources: Sequence[Any], cts: Sequence[Any], mode) -> list:
+    """Flat gradients of the summed ``targets`` w.r.t. each of ``sources`` (``GradientTape.gradient``
+    runs it: see ``set_gradient_driver`` below; ``cts``: the given cotangents, None for ones)."""
+    nodes = tape._nodes
+    src_codes_all, src_avals = _source_codes(tape, sources)
+    codes = tape._codes
+    if None in src_codes_all:
+        # A target that is itself a source has gradient 1 even when the tape never
+        # tracked it (TF: gradient(x, x) == 1): give it a code of its own here.
+        tgt_ids = {t._id for t in targets}
+        virtual: dict[int, int] = {}
+        for k, s in enumerate(sources):
+            if src_codes_all[k] is None and _dtypes.is_trainable_dtype(src_avals[k][1]):
+                if s._id in tgt_ids:
+                    virtual.setdefault(s._id, -(tape._n_leaves + 1 + len(virtual)))
+                    src_codes_all[k] = virtual[s._id]
+            elif src_codes_all[k] is None:
+                tape_log_int(s)
+        tgt_all = [codes.get(t._id, virtual.get(t._id)) for t in targets]
+    else:
+        tgt_all = [codes.get(t._id) for t in targets]
+    plan = _plan(nodes, src_codes_all, tgt_all, cts, src_avals)
+    program = plan.program
+    results: list[Any]
+    if program is None:
+        results = [None] * len(sources)
+    else:
+        kept = plan.kept
+        src_objs = [sources[k] for k in plan.first]   # each live code's first source
+        nested = bool(_state.tapes())
+        if program.late:
+            nodes, program = resolve_late(nodes, program, nested)
+        if not nested and _pending_targets(targets, kept):
+            outs = lookup_run(
+                nodes, program,
+                lambda entry: _call_fused(entry, nodes, program, src_objs, kept, cts, targets),
+                key=program.fused_key, build=_compile_fused)
+        else:
+            outs = lookup_run(
+                nodes, program,
+                lambda entry: _call_gradient(entry, nodes, program, src_objs, kept, cts, nested),
+                key=None if nested else program.backward_key, build=None if nested else _compile_backward)
+        results = [outs[j] if j >= 0 else None for j in plan.result_pos]
+    if mode.value == "zero":
+        results = [r if r is not None else Tensor(jnp.zeros(a[0], a[1]))
+                   for r, a in zip(results, src_avals)]
+    return results
+
+
+
+
+def _pending_targets(targets: Sequence[Any], kept: list[KeptTarget]) -> bool:
+    for i, _ in kept:
+        t = targets[i]
+        if type(t) is Pending and t._thunk.value is None:
+            return True
+    return False
+
+
+def _src_values(entry: "Compiled | Backward", src_objs: Sequence[Any]) -> list[Any]:
+    """The values of the sources ``entry`` reads itself (None elsewhere).  A pending source
+    stays a thunk: the gathering computes it."""
+    vals: list[Any] = [None] * len(src_objs)
+    for e in entry.srcs:
+        s = src_objs[e]
+        vals[e] = s._thunk if type(s) is Pending else s._value
+    return vals
+
+
+def _call_fused(entry: Backward, nodes: Sequence[Node], program: Program, src_objs: Sequence[Any],
+                kept: list[KeptTarget], cts: Sequence[Any], targets: Sequence[Any]) -> tuple:
+    """Run the fused forward + gradient; the pending targets get their values."""
+    leaves = gather_leaves(nodes, program, entry.gather, _src_values(entry, src_objs), force=False)
+    given = tuple([cts[i]._value for i, _ in kept if cts[i] is not None])
+    results, values = ACTIVE.executor.gradient(entry, leaves, given)
+    for (i, _), v in zip(kept, values):
+        t = targets[i]
+        if type(t) is Pending:
+            t._thunk.set(v)
+    return results
+
+
+def _call_gradient(entry: "Compiled | Backward", nodes: Sequence[Node], program: Program,
+                   src_objs: Sequence[Any], kept: list[KeptTarget], cts: Sequence[Any], nested: bool) -> tuple:
+    """Run the compiled gradient: the saved-values backward, or (``nested``: another tape
+    records this call) the replay as an op that the outer tapes record (2nd, 3rd order)."""
+    leaves = gather_leaves(nodes, program, entry.gather, _src_values(entry, src_objs))
+    given = [cts[i] for i, _ in kept if cts[i] is not None]
+    if not nested:
+        assert isinstance(entry, Backward)   # the saved-values form (``_compile_backward``)
+        return ACTIVE.executor.gradient(entry, leaves, tuple(g._value for g in given))[0]
+    assert isinstance(entry, Compiled)   # the recorded form (``_compile``)
+    given_vals = tuple(g._value for g in given)
+    if entry.deps is None:
+        entry.deps = input_dependence(entry.raw, leaves, given_vals)
+    deps = entry.deps
+    ids = _leaf_ids(nodes, program, entry.plan, src_objs)
+    # Inputs the gradient does not use are passed as constants (id 0).
+    args = [with_id(v, i if d else 0) for v, i, d in zip(leaves, ids, deps)]
+    args += [g if d else g._value for g, d in zip(given, deps[len(leaves):])]
+    out = bind(entry.prim, *args)
+    assert isinstance(out, tuple)   # the op has multiple results
+    return out
+
+
+def _leaf_ids(nodes: Sequence[Node], program: Program, plan: LeafPlan, src_objs: Sequence[Any]) -> list[int]:
+    sl = program.slice
+    return [nodes[sl[a]].ids[b] if kind == "node" else src_objs[a]._id for kind, a, b in plan]
+

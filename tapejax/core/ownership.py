@@ -1,0 +1,175 @@
+"""Buffer ownership and atomic commits: when a compiled update may donate a Variable's buffer.
+
+JAX deletes a donated input buffer; anything else still holding it (a Tensor the user kept, a
+recorded read, a pending op's input, another Variable) would then read a deleted array.  So a
+buffer is donated only when the library knows its Variable alone holds it, by explicit
+ownership, never by reference counts: a Variable's ``_own`` is its current buffer while it owns
+it (``Variable.owns_buffer``); every hand-out (a read, ``_share``, ``__jax_array__``) and every
+assignment from outside clears it, and only a fresh output of a library update
+(``write_back``: a new array that is none of the call's inputs and not returned twice) or a
+private copy of host data sets it.
+
+``Donating`` is a jitted update that donates exactly the buffers their Variables own;
+``commit`` runs one and writes the new values as one unit (``deferred_interrupts``: a Ctrl-C
+arriving meanwhile is delivered after it, so the Variables are all updated or all untouched),
+then runs the Variables' constraints.  ``tapejax.function`` and the optimizers use them.
+"""
+import signal
+import threading
+from typing import Any, Callable, Iterable, Sequence
+
+import jax
+
+try:   # the C functions behind ``signal.signal`` / ``getsignal``, without their enum wrapping (~8x faster)
+    # (a private C module that typeshed has no stub for)
+    from _signal import getsignal as _getsignal, signal as _setsignal  # pyright: ignore[reportMissingImports]
+except ImportError:  # pragma: no cover - not CPython
+    from signal import getsignal as _getsignal, signal as _setsignal
+
+_Array = type(jax.numpy.zeros(()))   # the concrete array type
+
+
+def fresh_outputs(inputs: Iterable[Any], outputs: Sequence[Any], others: Iterable[Any] = ()) -> list:
+    """For each of ``outputs`` (a compiled update's new values): a new array that is none of
+    ``inputs``, none of ``others`` (other results of the call) and no other of ``outputs``?
+    (A compiled call may return an input, or one array twice, as it is.)  Only such an array
+    may become a Variable's own (``Variable._set_owned``)."""
+    ids = set(map(id, outputs))
+    if len(ids) == len(outputs) and ids.isdisjoint(map(id, inputs)) and ids.isdisjoint(map(id, others)):
+        return [type(x) is _Array for x in outputs]   # (the usual case, checked in C loops)
+    seen = set(map(id, inputs))
+    seen.update(map(id, others))
+    count: dict = {}
+    for x in outputs:
+        count[id(x)] = count.get(id(x), 0) + 1
+    return [type(x) is _Array and id(x) not in seen and count[id(x)] == 1 for x in outputs]
+
+
+def write_back(variables: Sequence[Any], new: Sequence[Any], inputs: Iterable[Any],
+               others: Iterable[Any] = ()) -> None:
+    """Store a compiled update's outputs ``new`` in ``variables``: each owns its value where
+    ``fresh_outputs`` says nothing else holds it (so a later update may donate it)."""
+    for v, x, f in zip(variables, new, fresh_outputs(inputs, new, others)):
+        if f:
+            v._set_owned(x)
+        else:
+            v._value = x
+
+
+_MAIN_THREAD = threading.main_thread()
+_SIGINT = int(signal.SIGINT)
+
+
+class deferred_interrupts:
+    """A block that Ctrl-C cannot split: a SIGINT arriving inside is delivered at its end.
+
+    Multi-Variable writes (an optimizer step, ``tapejax.function``'s write-back)
+    compute every new value first and then commit inside this block, so a
+    KeyboardInterrupt leaves the Variables all updated or all untouched.  Only
+    the main thread receives signals (and may set handlers); elsewhere it is a
+    no-op.
+    """
+
+    __slots__ = ("_old", "_got")
+
+    def __enter__(self):
+        self._old = self._got = None
+        if threading.current_thread() is _MAIN_THREAD:
+            old = _getsignal(_SIGINT)
+            if callable(old):   # a Python handler (default: raise KeyboardInterrupt)
+                _setsignal(_SIGINT, self._hold)
+                self._old = old
+        return self
+
+    def _hold(self, signum, frame):
+        self._got = (signum, frame)
+
+    def __exit__(self, *exc):
+        old = self._old
+        if old is not None:
+            _setsignal(_SIGINT, old)
+            if self._got is not None:
+                old(*self._got)   # the held interrupt, now that the block is complete
+        return False
+
+
+class Donating:
+    """A jitted flat update ``f(vals, *rest) -> new values`` that donates the ``vals`` its
+    Variables own.
+
+    ``shared[i]`` says that ``vals[i]`` is not its Variable's alone (``Variable.owns_buffer``
+    is False: a read, a Tensor the user kept, a pending value's input, another Variable may
+    hold it): it must survive the call, so it is passed undonated; the others are donated.
+    One compiled variant per such mask (a training loop uses one or two); past
+    ``_MAX_MASKS`` nothing is donated.  Copying a shared value in order to donate it costs a
+    dispatch per array and saves nothing.
+    """
+
+    __slots__ = ("_f", "_variants", "__weakref__")
+    _MAX_MASKS = 8
+
+    def __init__(self, f: Callable[..., Any]):
+        self._f = f
+        self._variants: dict = {}
+
+    def __call__(self, vals, shared, *rest):
+        mask = tuple(shared)
+        fn = self._variants.get(mask)
+        if fn is None:
+            if len(self._variants) >= self._MAX_MASKS:
+                mask = (True,) * len(vals)
+                fn = self._variants.get(mask)
+            if fn is None:
+                fn = self._variants.setdefault(mask, self._variant(mask))
+        if not any(mask):
+            return fn(vals, *rest)
+        return fn([v for v, m in zip(vals, mask) if not m], [v for v, m in zip(vals, mask) if m], *rest)
+
+    def _variant(self, mask):
+        f = self._f
+        if not any(mask):
+            return jax.jit(f, donate_argnums=0)
+
+        def split(donated, kept, *rest):
+            d, k = iter(donated), iter(kept)
+            return f([next(k) if m else next(d) for m in mask], *rest)
+
+        return jax.jit(split, donate_argnums=0)
+
+    def _cache_size(self):
+        """Compiled programs over all variants (what ``jax.jit``'s ``_cache_size`` counts)."""
+        return sum(fn._cache_size() for fn in self._variants.values())
+
+
+def commit(state: Sequence[Any], constrained: Sequence[Any], update: Callable[[list, list], Sequence[Any]],
+           owned: bool = True) -> None:
+    """Run ``update(values, shared) -> new values`` (donating where not ``shared``, see
+    ``Donating``) and write ``state`` as one unit.
+
+    Ctrl-C cannot split the call and the write (``deferred_interrupts``: the donated old
+    values are gone once the call ran).  With ``owned`` each Variable then owns its new value,
+    unless that array is one of the inputs (an unchanged value the program passed through) or
+    also another Variable's.  The ``constrained`` Variables' constraints run after; if one
+    raises, every Variable of ``state`` is put back (none of them was donated: a constrained
+    update shares them all).
+    """
+    with deferred_interrupts():
+        vals = [v._value for v in state]
+        shared = [True] * len(state) if constrained else [not v.owns_buffer() for v in state]
+        new = update(vals, shared)
+        if owned:
+            write_back(state, new, vals)
+        else:
+            for v, x in zip(state, new):
+                v._value = x
+    if constrained:
+        try:
+            fixed = [(v, v._new_value(v.constraint(v), "assign")) for v in constrained]
+        except BaseException:
+            with deferred_interrupts():
+                for v, x in zip(state, vals):   # (the old values: none was donated)
+                    v._value = x
+            raise
+        with deferred_interrupts():
+            for v, x in fixed:
+                v._value = x

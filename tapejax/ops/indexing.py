@@ -1,0 +1,310 @@
+"""Indexing ops: gathers and scatters, slices and masks, ``tensor[key]`` (``StridedSlice``) and the
+sliced read of a Variable that can be assigned (``VariableSlice``, TF's sliced assign)."""
+import builtins
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..core import state as _state
+from ..core.bind import bind, bind2
+from ..core.convert import convert_to_tensor
+from ..core.tensor import Tensor, _flatten, _unflatten, register_operators
+from ..core.variable import Variable
+from ._registry import _TENSORISH, _bad, _call, _shape, check_binary, plain_jit, prim, static_shape, tf_types
+
+_pyrange = builtins.range
+_pyslice = builtins.slice
+
+# -- gathers and scatters ------------------------------------------------------------
+
+def _gather(params, indices, *, axis=0, batch_dims=0):
+    if batch_dims == 0:
+        return jnp.take(params, indices, axis=axis)
+    f = lambda p, i: _gather(p, i, axis=axis - 1, batch_dims=batch_dims - 1)  # noqa: E731
+    return jax.vmap(f)(params, indices)
+
+
+_GATHER = prim("GatherV2", _gather)
+_GATHER_PLAIN = plain_jit(_GATHER, lambda p, i: p.ndim >= 1 and i.dtype.kind in "iu")
+
+
+def _int_indices(indices, op_type, arg="indices"):
+    t = convert_to_tensor(indices)
+    if t._value.dtype.kind not in "iu":
+        raise _bad(op_type, f"Value for attr 'Tindices' of {t.dtype.name} is not in the list of "
+                   f"allowed values: int16, int32, int64 (argument `{arg}`)")
+    return t
+
+
+@tf_types("GatherV2")
+def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name=None):
+    """``tf.gather`` along ``axis`` (default ``batch_dims``).  From a Variable the gradient is dense
+    (see the module docstring)."""
+    if type(params) is Tensor and type(indices) is Tensor and axis is None and batch_dims == 0:
+        try:  # the fast path: index dtype and params rank are checked when JAX traces
+            return bind2(_GATHER, _GATHER_PLAIN, params, indices)
+        except Exception:  # noqa: BLE001 - the checked path below raises TF's error for it
+            pass
+    idx = _int_indices(indices, "GatherV2")
+    nd = len(_shape(params))
+    bd = int(batch_dims) % (idx.ndim + 1) if batch_dims < 0 else int(batch_dims)
+    ax = bd if axis is None else int(axis)
+    if not -nd <= ax < nd:
+        raise _bad("GatherV2", f"Shape must be at least rank {ax + 1} but is rank {nd} (argument `axis`)")
+    ax %= nd
+    if ax == 0 and bd == 0:
+        return bind(_GATHER, params, idx)  # the common case: no static parameters
+    return bind(_GATHER, params, idx, axis=ax, batch_dims=bd)
+
+
+def _gather_nd(params, indices, *, batch_dims):
+    if batch_dims:
+        f = lambda p, i: _gather_nd(p, i, batch_dims=batch_dims - 1)  # noqa: E731
+        return jax.vmap(f)(params, indices)
+    k = indices.shape[-1]
+    return params[tuple(jnp.moveaxis(indices, -1, 0)[j] for j in _pyrange(k))]
+
+
+_GATHER_ND = prim("GatherNd", _gather_nd)
+
+
+@tf_types("GatherNd")
+def gather_nd(params, indices, batch_dims=0, name=None, bad_indices_policy=""):
+    """``tf.gather_nd``: ``indices[..., k]`` index the first ``k`` dimensions of ``params``."""
+    idx = _int_indices(indices, "GatherNd")
+    if idx._value.shape[-1] > len(_shape(params)) - int(batch_dims):
+        raise _bad("GatherNd", f"index innermost dimension length must be <= params rank; saw: "
+                   f"{idx._value.shape[-1]} vs. {len(_shape(params))} (argument `indices`)")
+    return bind(_GATHER_ND, params, idx, batch_dims=int(batch_dims))
+
+
+def _scatter_idx(indices):
+    k = indices.shape[-1]
+    return tuple(jnp.moveaxis(indices, -1, 0)[j] for j in _pyrange(k))
+
+
+_SCATTER_ND = prim("ScatterNd", lambda idx, upd, *, shape: jnp.zeros(shape, upd.dtype)
+                   .at[_scatter_idx(idx)].add(upd, mode="drop"))
+_TS_UPDATE = prim("TensorScatterUpdate", lambda t, idx, upd: t.at[_scatter_idx(idx)].set(upd, mode="drop"))
+_TS_ADD = prim("TensorScatterAdd", lambda t, idx, upd: t.at[_scatter_idx(idx)].add(upd, mode="drop"))
+
+
+@tf_types("ScatterNd")
+def scatter_nd(indices, updates, shape, name=None):
+    """``tf.scatter_nd``: zeros of ``shape`` with ``updates`` summed in at ``indices``."""
+    return _call(_SCATTER_ND, "ScatterNd", _int_indices(indices, "ScatterNd"), updates,
+                 shape=static_shape(shape))
+
+
+@tf_types("TensorScatterUpdate")
+def tensor_scatter_nd_update(tensor, indices, updates, name=None):
+    """``tf.tensor_scatter_nd_update``: ``tensor`` with the slices at ``indices`` replaced."""
+    check_binary(tensor, updates, "TensorScatterUpdate")
+    return _call(_TS_UPDATE, "TensorScatterUpdate", tensor, _int_indices(indices, "TensorScatterUpdate"),
+                 updates)
+
+
+@tf_types("TensorScatterAdd")
+def tensor_scatter_nd_add(tensor, indices, updates, name=None):
+    """``tf.tensor_scatter_nd_add``: ``tensor`` with ``updates`` added at ``indices``."""
+    check_binary(tensor, updates, "TensorScatterAdd")
+    return _call(_TS_ADD, "TensorScatterAdd", tensor, _int_indices(indices, "TensorScatterAdd"), updates)
+
+
+_SLICE = prim("Slice", lambda x, *, begin, size: jax.lax.slice(
+    x, begin, tuple(b + s for b, s in zip(begin, size))))
+
+
+@tf_types("Slice")
+def slice(input_, begin, size, name=None):  # noqa: A001  (TF's name)
+    """``tf.slice``: ``size[i] == -1`` takes everything from ``begin[i]``."""
+    shape = _shape(input_)
+    begin = static_shape(begin)
+    size = static_shape(size)
+    if len(begin) != len(shape) or len(size) != len(shape):
+        raise _bad("Slice", f"Expected `begin` and `size` arguments to be 1-D tensors of size "
+                   f"{len(shape)}, but got shapes [{len(begin)}] and [{len(size)}] instead.")
+    size = tuple(d - b if s == -1 else s for s, b, d in zip(size, begin, shape))
+    for b, s, d in zip(begin, size, shape):
+        if b < 0 or s < 0 or b + s > d:
+            raise _bad("Slice", f"Expected begin[i] + size[i] <= dim, got begin {list(begin)}, size "
+                       f"{list(size)} for shape {list(shape)}")
+    return bind(_SLICE, input_, begin=begin, size=size)
+
+
+def _boolean_mask(x, *, mask, mask_shape, axis):
+    keep = np.nonzero(np.asarray(mask, bool))[0]
+    xs = x.reshape(x.shape[:axis] + (-1,) + x.shape[axis + len(mask_shape):])
+    return jnp.take(xs, jnp.asarray(keep, jnp.int32), axis=axis)
+
+
+_BOOLEAN_MASK = prim("BooleanMask", _boolean_mask)
+
+
+@tf_types("BooleanMask")
+def boolean_mask(tensor, mask, axis=None, name="boolean_mask"):
+    """``tf.boolean_mask``: the entries where ``mask`` is true.  The output size depends on the
+    mask's values, which are read on the host (eager only) and become a static parameter; the
+    gradient scatters back, as TF's."""
+    m = convert_to_tensor(mask)
+    if m._value.dtype.kind != "b":
+        raise TypeError(f"Argument `mask` must be a bool tensor; got {m.dtype.name}")
+    shape = _shape(tensor)
+    ax = 0 if axis is None else int(axis) % len(shape)
+    if tuple(shape[ax:ax + m.ndim]) != tuple(m.shape):
+        raise ValueError(f"Shapes {list(shape)} and {list(m.shape)} are incompatible: `mask` must match "
+                         f"the dimensions of `tensor` from `axis` {ax}")
+    flat = tuple(bool(b) for b in np.asarray(m._value).reshape(-1))
+    return bind(_BOOLEAN_MASK, tensor, mask=flat, mask_shape=tuple(m.shape), axis=ax)
+
+
+# -- __getitem__ -------------------------------------------------------------
+# The index is split into a static spec (part of the cache key) and dynamic
+# tensor indices (inputs, so x[i] with a tensor i does not recompile per i).
+
+def _getitem_impl(x, *dyn, spec):
+    it = iter(dyn)
+    idx = []
+    for kind, *a in spec:
+        if kind == "i":
+            idx.append(a[0])
+        elif kind == "s":
+            idx.append(_pyslice(*a))
+        elif kind == "n":
+            idx.append(None)
+        elif kind == "e":
+            idx.append(Ellipsis)
+        else:
+            idx.append(next(it))
+    return x[tuple(idx)]
+
+
+_GETITEM = prim("StridedSlice", _getitem_impl)
+
+
+def _slice_bound(b):
+    if b is None or isinstance(b, (int, np.integer)):
+        return None if b is None else int(b)
+    return int(np.asarray(getattr(b, "_value", b)))
+
+
+def getitem(x, key) -> Tensor:
+    """``tensor[key]``: ints, slices, ``...``, ``None``, scalar integer tensors, and a bool tensor
+    (a ``boolean_mask``).  A Python list is a tuple of indices (as TF); an out-of-range int index is
+    an InvalidArgumentError; array-valued indices are a TypeError (use ``tf.gather``)."""
+    if isinstance(key, list):
+        key = tuple(key)
+    if not isinstance(key, tuple):
+        key = (key,)
+    if len(key) == 1 and isinstance(key[0], _TENSORISH) and key[0]._value.dtype.kind == "b":
+        out = boolean_mask(x, key[0])
+        assert isinstance(out, Tensor)  # (one result)
+        return out
+    shape = _shape(x)
+    spec = []
+    dyn = []
+    dim = 0            # the input dimension the next index applies to (None after an ellipsis)
+    for k in key:
+        if k is None:
+            spec.append(("n",))
+        elif k is Ellipsis:
+            spec.append(("e",))
+            dim = None
+        elif isinstance(k, _pyslice):
+            spec.append(("s", _slice_bound(k.start), _slice_bound(k.stop), _slice_bound(k.step)))
+            dim = None if dim is None else dim + 1
+        elif isinstance(k, (bool, np.bool_)):
+            raise TypeError("Only integers, slices (`:`), ellipsis (`...`), tf.newaxis (`None`) and "
+                            "scalar tf.int32/tf.int64 tensors are valid indices, got True/False")
+        elif isinstance(k, (int, np.integer)):
+            k = int(k)
+            if dim is not None:
+                if dim >= len(shape):
+                    raise _bad("StridedSlice", f"Index out of range using input dim {dim}; input has only "
+                               f"{len(shape)} dims")
+                if not -shape[dim] <= k < shape[dim]:
+                    raise _bad("StridedSlice", f"slice index {k} of dimension {dim} out of bounds (size "
+                               f"{shape[dim]})")
+                dim += 1
+            spec.append(("i", k))
+        else:
+            t = convert_to_tensor(k)
+            if t.dtype.is_floating or t.dtype.is_bool or t._value.ndim != 0:
+                raise TypeError("Only integers, slices (`:`), ellipsis (`...`), tf.newaxis (`None`) and "
+                                f"scalar tf.int32/tf.int64 tensors are valid indices, got {k!r}")
+            spec.append(("t",))
+            dyn.append(t)
+            dim = None if dim is None else dim + 1
+    out = _call(_GETITEM, "StridedSlice", x, *dyn, spec=tuple(spec))
+    assert isinstance(out, Tensor)  # (one result)
+    return out
+
+
+class VariableSlice(Tensor):
+    """``variable[key]``: the slice, read as a Tensor, that can also be assigned (TF's sliced assign).
+
+    It is the recorded read's Tensor (same value, same id: tapes see the read),
+    plus ``assign`` / ``assign_add`` / ``assign_sub``, which update that part of
+    the Variable and return the Variable.
+    """
+
+    __slots__ = ("_var", "_key")
+
+    def _update(self, value, how):
+        var = self._var
+        want = np.dtype(var._value.dtype)
+        if isinstance(value, _TENSORISH):
+            new = convert_to_tensor(value)._value
+            if np.dtype(new.dtype) != want:
+                raise ValueError(f"Tensor conversion requested dtype {want.name} for Tensor with dtype "
+                                 f"{np.dtype(new.dtype).name}: {value!r}")
+        else:
+            new = convert_to_tensor(value, dtype=want)._value
+        target = tuple(self._value.shape)
+        try:
+            joint = np.broadcast_shapes(tuple(new.shape), target)
+        except ValueError:
+            joint = None
+        if joint != target:
+            raise _bad("StridedSliceAssign", f"sliced l-value shape {list(target)} does not match "
+                       f"r-value shape {list(new.shape)}")
+        collector = _state._local.collector
+        if collector is not None:  # a tapejax.function is tracing: the Variable is state
+            collector.touch(var, True)
+        var._value = getattr(var._value.at[self._key], how)(new)
+        return var
+
+    def assign(self, value, use_locking=None, name=None, read_value=True):
+        var = self._update(value, "set")
+        return var if read_value else None
+
+    def assign_add(self, delta, use_locking=None, name=None, read_value=True):
+        var = self._update(delta, "add")
+        return var if read_value else None
+
+    def assign_sub(self, delta, use_locking=None, name=None, read_value=True):
+        var = self._update(-convert_to_tensor(delta, dtype_hint=self._var.dtype)._value, "add")
+        return var if read_value else None
+
+
+# a pytree as a Tensor is (unflattened, a slice is a plain Tensor: it is no longer tied to its Variable)
+jax.tree_util.register_pytree_node(VariableSlice, _flatten, _unflatten)
+
+
+def _variable_getitem(var, key) -> VariableSlice:
+    t = getitem(var, key)
+    view = VariableSlice.__new__(VariableSlice)
+    view._value, view._id = t._value, t._id
+    view._var = var
+    raw = tuple(key) if isinstance(key, (list, tuple)) else (key,)
+    view._key = tuple(k._value if isinstance(k, _TENSORISH) else k for k in raw)
+    return view
+
+
+register_operators(Tensor, {"__getitem__": getitem})
+register_operators(Variable, {"__getitem__": _variable_getitem})
+
+
+__all__ = ["gather", "gather_nd", "scatter_nd", "tensor_scatter_nd_update", "tensor_scatter_nd_add", "slice",
+           "boolean_mask", "getitem", "VariableSlice"]

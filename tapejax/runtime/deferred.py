@@ -1,0 +1,219 @@
+"""The deferred executor: the forward runs inside the compiled gradient, the updates in one program.
+
+An eager op costs a JAX dispatch (4-6 µs on a small CPU) whatever its size, and in a training
+step most ops are recorded by a tape whose ``gradient`` replays them anyway.  So, while plain
+``GradientTape``s record, ``DeferredExecutor.run`` does not dispatch an op a tape records: its
+result is a ``Pending`` Tensor that knows its shape and dtype (``thunks.aval_for``:
+``jax.eval_shape``, cached per op and input signature, which also raises the op's shape and
+dtype errors when it is called) and how to compute its value (a ``Thunk``).
+``tape.gradient`` then computes the targets' values and the gradients in one compiled program
+(``gradient``: the replay's fused form, forward from the true leaves inside ``jax.vjp``) and
+fills in the pending targets, e.g. the loss the step prints.
+
+The gradients come back as ``Pending`` Tensors holding their values (``results``).  An op no
+tape records on a pending input stays pending too (``lr * g``), and so does a Variable's
+``assign_sub``/``assign_add`` with a pending delta (``update``: ``updates.defer_update``).  The
+next step's tape reads the Variable and the read stays pending (``read_pending``); its gradient
+then computes the pending updates inside its own program (``thunks.call_with_pending``), so a
+training step is ONE dispatch.  Where a loop's updates repeat, ``speculate`` goes one step
+further (a policy inside this executor: ``gradient`` and ``apply``): the gradient's program
+computes this step's updates itself and returns no gradients.
+
+Anything else that needs a pending value (``numpy()``, printing, an op that is not deferred,
+``jnp.asarray``) computes it (``thunks.force_many``).  Semantics are unchanged: a thunk holds
+its input *values* (a Variable's value as it was read; host data is copied when the op is
+called), ops that no tape records and that have no pending input run at once, and nothing is
+deferred inside ``tapejax.function`` or control-flow traces, under
+``gradient_override_map``, while any other recorder (a forward accumulator, a custom-gradient
+trace) is on the tape stack, or when an input is not a concrete array or is committed to a
+device (``jax.device_put``, sharded Variables: their device checks stay eager): there it does
+what the eager executor does.  What an unread pending value keeps alive is bounded
+(``settle``).
+
+``set_deferred_execution(False)`` (or ``TAPEJAX_DEFERRED=0`` in the environment) installs the
+eager executor instead.
+"""
+from typing import Any, Sequence
+
+from ..core.executor import EAGER, Executor, active, install, is_variable, peek
+from ..core.ownership import commit
+from ..core.state import _local, env_flag
+from ..core.tensor import Pending, Tensor
+from . import prediction, speculate
+from .settle import note_taped, note_untaped, settle
+from .thunks import Thunk, _Array, aval_for, call_with_pending, concrete, force_all, valued
+from .updates import defer_update
+
+
+def may_defer(tapes: Sequence[Any]) -> bool:
+    """Whether ops recorded by ``tapes`` (this thread's recording tapes, non-empty) may be
+    deferred: only plain tapes record (``_defers``), no ``tapejax.function`` traces, no gradient
+    override is active."""
+    if _local.collector is not None or _local.overrides:
+        return False
+    for t in tapes:
+        if not t._defers:
+            return False
+    return True
+
+
+def _reads(operands: tuple, vals: tuple, tapes: list) -> "tuple[tuple, tuple]":
+    """(ids, values) of a deferred op's operands, its Variables read now (each read recorded;
+    a pending update stays pending)."""
+    ids = []
+    out = list(vals)
+    for k, x in enumerate(operands):
+        t = type(x)
+        if t is Tensor or t is Pending:
+            ids.append(x._id)
+        elif t is _Array:
+            ids.append(0)
+        elif is_variable(x):
+            r = x._read_deferred(tapes)
+            ids.append(r._id)
+            out[k] = peek(r)
+        else:
+            ids.append(x._id if isinstance(x, Tensor) else 0)
+    return tuple(ids), tuple(out)
+
+
+class DeferredExecutor(Executor):
+    """See the module docstring."""
+
+    name = "deferred"
+
+    def run(self, tapes, prim, call, skey, operands):
+        if prim.jit and not prim.multiple_results:
+            if tapes:
+                if may_defer(tapes):
+                    vals = tuple([peek(x) for x in operands])
+                    if concrete(vals):
+                        aval = aval_for(call, vals)   # raises what the call would, before any read
+                        ids, vals = _reads(operands, vals, tapes)
+                        return _defer(tapes, prim, call, skey, ids, vals, aval)
+            elif _local.collector is None:
+                vals = tuple([peek(x) for x in operands])
+                for v in vals:
+                    if type(v) is Thunk:   # an op on a pending value: stays pending
+                        if concrete(vals):
+                            for x in operands:
+                                if is_variable(x):
+                                    x._share()   # (a pending op's input: no longer the Variable's alone)
+                            return _defer_untaped(call, vals)
+                        break
+        return EAGER.run(tapes, prim, call, skey, operands)
+
+    def read_pending(self, var, lazy, tapes):
+        if tapes and may_defer(tapes):
+            # a pending update read by a recording tape stays pending: the gradient computes
+            # it in its own program (``thunks.call_with_pending``)
+            return Pending(lazy)
+        return Tensor(var._value)
+
+    def update(self, var, op, delta, op_type):
+        if type(delta) is Pending and _local.collector is None and defer_update(var, op, delta):
+            return
+        EAGER.update(var, op, delta, op_type)
+
+    def apply(self, update):
+        if speculate.enabled():
+            new = speculate.on_apply(update.fn, update.state, update.grads, update.extra)
+            if new is not None:   # (the prediction's records hold these values: not owned)
+                commit(update.state, update.constrained, lambda vals, shared: new, owned=False)
+                return
+        EAGER.apply(update)
+
+    def gradient(self, entry, leaves, given):
+        if not entry.fused:
+            return results(entry.fn(tuple(force_all(leaves)), given)), None
+        track = speculate.track(entry) if speculate.enabled() else None
+        if track is not None and speculate.predicts(track, entry.n_grads):
+            out = prediction.run_predicted(track, entry, leaves, given)
+            if out is not None:   # the step's updates predicted: computed here, the gradients not returned
+                values, grads = out
+                return grads, values
+        out = None
+        for v in leaves:
+            if type(v) is Thunk:   # pending values (a Variable's update): computed in the same program
+                out = call_with_pending(entry, entry.raw, leaves, given)
+                if out is None:
+                    leaves = tuple(force_all(leaves))
+                break
+        grads, values = entry.fn(leaves, given) if out is None else out
+        res = results(grads)
+        if track is not None:
+            speculate.tag_results(res, entry, track)
+        return res, values
+
+
+def results(values: Sequence[Any]) -> tuple:
+    """A gradient call's arrays as ``Pending`` Tensors that hold them (``thunks.valued``), so that
+    untaped ops on them (``lr * g``) and a Variable update with them stay pending and run as one
+    program.  A gradient call ends a step: ``settle``."""
+    out = []
+    for v in values:
+        if type(v) is _Array:
+            out.append(Pending(valued(v)))
+        else:
+            out.append(Tensor(v))
+    settle()   # the end of a step: values of earlier steps nobody read are computed now
+    return tuple(out)
+
+
+def _defer(tapes, prim, call, skey, ids, vals, aval):
+    """Record ``prim`` (one output; static parameters ``skey`` bound into ``call``) on ``tapes``
+    with a pending result.  An op that no tape keeps as a node runs at once."""
+    th = Thunk(call, vals, aval)
+    result = Pending(th)
+    rid = result._id
+    kept = False
+    for tape in tapes:
+        tape._record_simple(prim, skey, ids, vals, result)
+        if not kept and rid in tape._codes:
+            kept = True
+    if not kept:
+        th.force()
+        return result
+    for a in vals:
+        if type(a) is Thunk:
+            a.used = True
+    note_taped(th, tapes)
+    return result
+
+
+def _defer_untaped(call, vals):
+    """An op no tape records, on a pending input: its result stays pending, so a chain on a
+    gradient (``lr * g``, a Variable update with it) runs as one program."""
+    th = Thunk(call, vals, aval_for(call, vals))
+    result = Pending(th)
+    for a in vals:
+        if type(a) is Thunk:
+            a.used = True
+    note_untaped(result, th)
+    return result
+
+
+DEFERRED = DeferredExecutor()
+
+
+def set_deferred_execution(enabled: bool) -> bool:
+    """Turn deferred execution of recorded ops on (the default) or off, for every thread.
+
+    Off, every op is dispatched when it is called (the values are the same; only the number of
+    dispatches changes).  Returns the previous setting."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"Argument `enabled` must be a bool; got {enabled!r} of type "
+                        f"{type(enabled).__name__}")
+    prev = install(DEFERRED if enabled else EAGER)
+    return prev is DEFERRED
+
+
+def deferred_execution() -> bool:
+    """Whether recorded ops are deferred into the compiled gradient (see ``set_deferred_execution``)."""
+    return active() is DEFERRED
+
+
+install(DEFERRED if env_flag("TAPEJAX_DEFERRED") else EAGER)
+
+__all__ = ["DeferredExecutor", "DEFERRED", "deferred_execution", "may_defer", "results",
+           "set_deferred_execution"]
