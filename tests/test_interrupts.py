@@ -20,8 +20,7 @@ import optax
 import pytest
 
 import tapejax as tf
-from tapejax.core import variable as _variable
-from tapejax.optimizers import _base
+from tapejax.core import ownership as _ownership
 
 N_VARS = 4
 SHAPES = [(3,), (2, 2), (), (5,)]
@@ -204,7 +203,7 @@ def test_real_sigint_inside_the_commit_is_delivered_after_it(name, sigint_defaul
 def test_without_the_guard_the_same_sigint_splits_the_commit(sigint_default, monkeypatch):
     """The injection lands inside the commit: with the guard off, the step is half-applied."""
     vs, opt, state, before, ref = _setup(OPTIMIZERS["sgd"], var_cls=_SigintVar)
-    monkeypatch.setattr(_base, "deferred_interrupts", contextlib.nullcontext)
+    monkeypatch.setattr(_ownership, "deferred_interrupts", contextlib.nullcontext)
     assert _sigint_step(vs, opt, 2)
     # writes 0 and 1 were done; the interrupt hit write 2; write 3 never ran, and the old
     # values of 2 and 3 had been donated to the compiled update: those Variables are broken
@@ -218,7 +217,7 @@ def test_sigint_in_a_non_main_thread_commit_is_not_intercepted():
     handlers = []
 
     def work():
-        with _variable.deferred_interrupts() as d:
+        with _ownership.deferred_interrupts() as d:
             handlers.append(d._old)
     th = threading.Thread(target=work)
     th.start()
@@ -227,11 +226,11 @@ def test_sigint_in_a_non_main_thread_commit_is_not_intercepted():
 
 
 def test_guard_restores_the_handler_and_leaves_ignored_sigint_alone(sigint_default):
-    with _variable.deferred_interrupts():
+    with _ownership.deferred_interrupts():
         assert signal.getsignal(signal.SIGINT) is not signal.default_int_handler
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    with _variable.deferred_interrupts():
+    with _ownership.deferred_interrupts():
         signal.raise_signal(signal.SIGINT)   # ignored, as the user asked
         assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
     assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
@@ -240,7 +239,7 @@ def test_guard_restores_the_handler_and_leaves_ignored_sigint_alone(sigint_defau
 def test_guard_delivers_a_held_sigint_once_at_the_end(sigint_default):
     done = []
     with pytest.raises(KeyboardInterrupt):
-        with _variable.deferred_interrupts():
+        with _ownership.deferred_interrupts():
             signal.raise_signal(signal.SIGINT)
             done.append("rest of the block ran")
     assert done == ["rest of the block ran"]

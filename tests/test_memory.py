@@ -18,9 +18,10 @@ import numpy as np
 import pytest
 
 import tapejax as tf
-from tapejax.autodiff import replay as _replay, tape as _tape
+from tapejax.autodiff import nodes as _nodes, replay as _replay
 from tapejax.compile import control_flow as _control_flow
 from tapejax.core import caches as _lru, state as _state
+from tapejax.runtime import settle as _settle
 
 SOAK = os.environ.get("TAPEJAX_SOAK", "") not in ("", "0")
 N_STRUCTURES = 3000 if SOAK else 48
@@ -201,7 +202,7 @@ def test_unread_pending_values_stay_bounded_over_5000_steps(speculate, n_steps):
         assert n1 - n0 <= 2 * steps + 16, (n0, n1)            # the two metrics' scalars
         assert bytes1 - bytes0 <= 2 * 4 * steps + 4096, (bytes0, bytes1)
         assert _pending_thunks() <= 16
-        assert tf._settle.tracked_values() <= 16
+        assert _settle.tracked_values() <= 16
         assert all(np.isfinite(_logged(kept)[2:]))
     finally:
         tf.set_deferred_execution(prev[0])
@@ -473,7 +474,7 @@ def test_control_flow_ops_are_bounded_and_evicted_ones_released(small_caches):
     def f(x, k):
         return tf.cond(x > 0.0, lambda: x * float(k), lambda: x - float(k))
 
-    _tape._SIGS.resize(4)   # the traces' graph-mode tape interns the ops' signatures too
+    _nodes._SIGS.resize(4)   # the traces' graph-mode tape interns the ops' signatures too
     refs = []
     for k in range(8):                                # 8 distinct branch jaxprs, bound 3
         assert f(tf.constant(2.0), k).numpy() == 2.0 * k
@@ -588,4 +589,4 @@ def test_signature_eviction_never_gives_a_wrong_hit(small_caches):
             else:
                 assert g == seen[i], i
     assert tf.cache_stats()["signatures"].evictions > 0
-    assert _tape._SIGS.maxsize == 16 and len(_tape._SIGS) <= 16
+    assert _nodes._SIGS.maxsize == 16 and len(_nodes._SIGS) <= 16

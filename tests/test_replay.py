@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tapejax as tf
-from tapejax.autodiff import program as _program, replay as _replay
+from tapejax.autodiff import gradient as _gradient, program as _program, replay as _replay
 from tapejax.core.tensor import Pending
 from tapejax.runtime import deferred as _deferred
 
@@ -245,8 +245,8 @@ def test_compiled_gradient_is_recorded_on_outer_tapes_as_one_op():
 def test_a_training_loop_slices_the_tape_once(fresh_cache, monkeypatch):
     """Same structure every step: the slice is memoized (one slice_tape call for 20 steps)."""
     calls = []
-    real = _replay.slice_tape
-    monkeypatch.setattr(_replay, "slice_tape", lambda *a: calls.append(1) or real(*a))
+    real = _gradient.slice_tape
+    monkeypatch.setattr(_gradient, "slice_tape", lambda *a: calls.append(1) or real(*a))
     w = tf.Variable(np.ones((3, 1), np.float32))
     b = tf.Variable(np.zeros(1, np.float32))
     for _ in range(20):
@@ -356,8 +356,8 @@ def _dots_in_compiled_gradient(nested, monkeypatch):
     """Number of dot products XLA keeps in the compiled gradient of relu(x @ w) w.r.t. w."""
     tf.clear_cache()
     seen = []
-    real = _replay.gather_leaves
-    monkeypatch.setattr(_replay, "gather_leaves", lambda *a, **k: seen.append(real(*a, **k)) or seen[-1])
+    real = _gradient.gather_leaves
+    monkeypatch.setattr(_gradient, "gather_leaves", lambda *a, **k: seen.append(real(*a, **k)) or seen[-1])
     x = tf.constant(np.ones((4, 3), np.float32))
     w = tf.Variable(np.full((3, 2), 0.5, np.float32))
     with tf.GradientTape() as t:
@@ -513,24 +513,21 @@ def test_impl_rule_registry_chooses_the_replayed_function(fresh_cache):
         tf.clear_cache()
 
 
-def test_gradient_tape_runs_the_driver_replay_registers():
-    """``GradientTape.gradient`` runs the driver handed over by ``_tape.set_gradient_driver``
-    (``_replay.gradient``, registered when ``_replay`` is imported)."""
-    from tapejax.autodiff import tape as _tape
-    assert _tape._replay_gradient is _replay.gradient
+def test_gradient_tape_runs_the_gradient_driver(monkeypatch):
+    """``GradientTape.gradient`` runs ``autodiff.gradient.gradient``, which the tape module imports
+    (no driver handed over at import time)."""
+    from tapejax.autodiff import gradient as _gradient_mod
     calls = []
+    real = _gradient_mod.gradient
 
     def driver(tape, targets, sources, cts, mode):
         calls.append(len(sources))
-        return _replay.gradient(tape, targets, sources, cts, mode)
+        return real(tape, targets, sources, cts, mode)
 
+    monkeypatch.setattr(_gradient_mod, "gradient", driver)
     x = tf.constant(3.0)
-    try:
-        _tape.set_gradient_driver(driver)
-        with tf.GradientTape() as t:
-            t.watch(x)
-            y = x * x
-        np.testing.assert_allclose(t.gradient(y, x).numpy(), 6.0)
-    finally:
-        _tape.set_gradient_driver(_replay.gradient)
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = x * x
+    np.testing.assert_allclose(t.gradient(y, x).numpy(), 6.0)
     assert calls == [1]

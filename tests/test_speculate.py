@@ -16,7 +16,7 @@ import pytest
 import tapejax as tf
 from tapejax.autodiff import replay as _replay
 from tapejax.core.tensor import Pending
-from tapejax.runtime import speculate as _speculate, thunks as _thunks
+from tapejax.runtime import prediction as _prediction, speculate as _speculate, thunks as _thunks
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(8, 4)).astype(np.float32)
@@ -30,7 +30,7 @@ def counts(monkeypatch, fresh_cache):
     """Counts of predicted gradient calls and of gradients recomputed (from a clear cache: no
     prediction or back-off left by another test)."""
     c = {"predicted": 0, "recomputed": 0}
-    real_run, real_call = _speculate.run_predicted, _speculate._Regrad.__call__
+    real_run, real_call = _prediction.run_predicted, _prediction._Regrad.__call__
 
     def run(*args):
         out = real_run(*args)
@@ -41,8 +41,8 @@ def counts(monkeypatch, fresh_cache):
         c["recomputed"] += 1
         return real_call(self, *args)
 
-    monkeypatch.setattr(_speculate, "run_predicted", run)
-    monkeypatch.setattr(_speculate._Regrad, "__call__", call)
+    monkeypatch.setattr(_prediction, "run_predicted", run)
+    monkeypatch.setattr(_prediction._Regrad, "__call__", call)
     return c
 
 
@@ -656,7 +656,7 @@ def test_predictions_do_not_keep_an_optimizer_alive():
     refs = [weakref.ref(opt)] + [weakref.ref(w) for w in opt.variables()]
     del opt, update, state
     gc.collect()
-    assert len(_speculate._PROGRAMS) == 1 and all(r() is None for r in refs)
+    assert len(_prediction._PROGRAMS) == 1 and all(r() is None for r in refs)
 
 
 def test_a_constant_lr_loop_compiles_twice_in_100_steps(fresh_cache):
@@ -676,7 +676,7 @@ def test_dropped_gradients_release_the_call_s_inputs():
         _, grads = _loss_and_grads(vs, x, y)
         _sgd(0, vs, grads)
     group = grads[0]._thunk.args[0]
-    assert group.value is None and type(group.call) is _speculate._Regrad   # a predicted step
+    assert group.value is None and type(group.call) is _prediction._Regrad   # a predicted step
     ref = weakref.ref(group)
     enabled = gc.isenabled()
     gc.disable()
@@ -691,9 +691,9 @@ def test_dropped_gradients_release_the_call_s_inputs():
 def test_clear_cache_drops_predictions_and_their_programs():
     tf.clear_cache()
     _train(_sgd, n=4)
-    ((entry, _),) = _speculate._PROGRAMS.keys()
+    ((entry, _),) = _prediction._PROGRAMS.keys()
     assert isinstance(entry, _replay.Backward) and len(_speculate._TRACKS) == 1
     tf.clear_cache()
     gc.collect()
-    assert len(_speculate._PROGRAMS) == len(_speculate._TRACKS) == len(_speculate._REGRADS) == 0
+    assert len(_prediction._PROGRAMS) == len(_speculate._TRACKS) == len(_prediction._REGRADS) == 0
     assert sys.getrefcount(entry) == 2   # `entry` and getrefcount's argument
