@@ -1,5 +1,6 @@
 """tapejax.random: TF's global/op seed rules on JAX keys, and threading the state through jax.jit."""
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -112,3 +113,20 @@ def test_unthreaded_draw_inside_jit_is_a_clear_error():
     assert _same(tf.random.get_state(), before)
     seeded = jax.jit(lambda x: tf.random.normal([2], seed=3).value + x)(1.0)   # an op seed is fine
     assert seeded.shape == (2,)
+
+
+def test_the_global_key_made_on_first_use_inside_a_trace_is_concrete():
+    """The global generator's key is made on its first use; a first use inside ``jax.jit`` (an
+    unthreaded draw, refused with the RuntimeError that says what to do) must not leave a tracer
+    in the generator: eager draws afterwards work."""
+    from tapejax.ops import random as R
+    g = R.get_global_generator()
+    saved = g._key
+    g._key = None
+    try:
+        with pytest.raises(RuntimeError, match="state_scope"):
+            jax.jit(lambda x: x + tf.random.uniform([2])._value)(jnp.zeros(2))
+        assert isinstance(g._key, jax.Array) and not isinstance(g._key, jax.core.Tracer)
+        assert tf.random.uniform([2]).shape == (2,)
+    finally:
+        g._key = saved

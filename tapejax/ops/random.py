@@ -73,7 +73,8 @@ class Generator:
     @property
     def key(self):
         if self._key is None:
-            self._key = jax.random.PRNGKey(int.from_bytes(os.urandom(4), "little"))
+            with jax.ensure_compile_time_eval():   # concrete even when first used inside a trace
+                self._key = jax.random.PRNGKey(int.from_bytes(os.urandom(4), "little"))
         return self._key
 
     @key.setter
@@ -83,7 +84,8 @@ class Generator:
     def reset(self, seed):
         with self._lock:
             self.global_seed = None if seed is None else int(seed)
-            self._key = None if seed is None else jax.random.PRNGKey(int(seed))
+            with jax.ensure_compile_time_eval():   # (``set_seed`` inside a compiled function too)
+                self._key = None if seed is None else jax.random.PRNGKey(int(seed))
             self._op_counts = {}
 
     def next_key(self, seed=None):
