@@ -177,6 +177,24 @@ class EagerExecutor(Executor):
     name = "eager"
 
     def run(self, tapes, prim, call, skey, operands):
+        vals = []
+        for x in operands:   # the common case first: Tensors and constant arrays
+            t = type(x)
+            if t is Tensor:
+                vals.append(x._value)
+            elif t is _Array:
+                vals.append(x)
+            else:
+                return self._run_any(tapes, prim, call, skey, operands)
+        out = call(*vals)
+        result = tuple([Tensor(o) for o in out]) if prim.multiple_results else Tensor(out)
+        if tapes:
+            record(tapes, prim, skey, tuple([x._id if type(x) is Tensor else 0 for x in operands]), tuple(vals),
+                   result)
+        return result
+
+    def _run_any(self, tapes, prim, call, skey, operands):
+        """``run`` for any operands: pending ones computed, Variables read after the op ran."""
         vals = [peek(x) for x in operands]
         for v in vals:
             if isinstance(v, Lazy):   # a pending input (made while deferral was on): computed now

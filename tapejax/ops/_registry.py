@@ -27,6 +27,7 @@ values decide its shape are declared ``jit=False``.  Every public op function ca
 ``_tf_types``: the TF type names it binds (read by ``tools/gen_ops_table.py`` and the coverage
 test).
 """
+import operator
 import types
 
 import jax
@@ -218,6 +219,10 @@ def kind_jit(prim, kinds):
 
 #: The operands ``bind1``/``bind2`` take as they are (anything else goes through ``bind``).
 _OPERANDS = frozenset([Tensor, Pending, Variable])
+#: Such an operand's (or a constant array's) shape-and-dtype carrier by its exact type, read
+#: without computing a pending value (a C call).
+_META_OF = {Tensor: operator.attrgetter("_value"), Pending: operator.attrgetter("_thunk.aval"),
+            Variable: operator.attrgetter("_meta"), _Array: lambda a: a}.get
 
 
 def _unary(p, op_type, kinds, call):
@@ -299,14 +304,18 @@ def binary_ops(namespace, table):
         p = prim(op_type, fn, differentiable=differentiable)
 
         def op(x, y, name=None, _prim=p, _t=op_type, _kinds=kinds, _call=p._call0):
-            x, y = _number_operands(x, y)
-            check_binary(x, y, _t)
+            tx, ty = type(x), type(y)
+            if tx in _PY_NUMBERS or ty in _PY_NUMBERS:
+                x, y = _number_operands(x, y)
+                tx, ty = type(x), type(y)
+            gx, gy = _META_OF(tx), _META_OF(ty)
+            if gx is None or gy is None or gx(x).dtype != gy(y).dtype:
+                check_binary(x, y, _t)   # TF's dtype rule (its error), or Python data for ``bind``
             if _kinds is not None:
                 check_float(x, _t, _kinds, "x")
                 check_float(y, _t, _kinds, "y")
             try:
-                tx, ty = type(x), type(y)
-                if (tx in _OPERANDS or tx is _Array) and (ty in _OPERANDS or ty is _Array):
+                if gx is not None and gy is not None:
                     return bind2(_prim, _call, x, y)
                 return bind(_prim, x, y)
             except (TypeError, ValueError) as e:

@@ -33,15 +33,18 @@ what the eager executor does.  What an unread pending value keeps alive is bound
 ``set_deferred_execution(False)`` (or ``TAPEJAX_DEFERRED=0`` in the environment) installs the
 eager executor instead.
 """
+import weakref
+from operator import attrgetter
 from typing import Any, Sequence
 
 from ..core.executor import EAGER, Executor, active, install, is_variable, peek
 from ..core.ownership import commit
 from ..core.state import _local, env_flag
 from ..core.tensor import Pending, Tensor
+from ..core.variable import Variable
 from . import prediction, speculate
-from .settle import note_taped, note_untaped, settle
-from .thunks import Thunk, _Array, aval_for, call_with_pending, concrete, force_all, valued
+from .settle import OPEN_MAX, TAPED, note_untaped, settle
+from .thunks import _AVAL_PEEK, Thunk, _Array, aval_for, call_with_pending, committed, concrete, force_all, valued
 from .updates import defer_update
 
 
@@ -55,6 +58,9 @@ def may_defer(tapes: Sequence[Any]) -> bool:
         if not t._defers:
             return False
     return True
+
+
+_ref = weakref.ref
 
 
 def _reads(operands: tuple, vals: tuple, tapes: list) -> "tuple[tuple, tuple]":
@@ -85,12 +91,23 @@ class DeferredExecutor(Executor):
     def run(self, tapes, prim, call, skey, operands):
         if prim.jit and not prim.multiple_results:
             if tapes:
-                if may_defer(tapes):
-                    vals = tuple([peek(x) for x in operands])
-                    if concrete(vals):
-                        aval = aval_for(call, vals)   # raises what the call would, before any read
-                        ids, vals = _reads(operands, vals, tapes)
-                        return _defer(tapes, prim, call, skey, ids, vals, aval)
+                loc = _local   # ``may_defer``, written out: this is a training step's hot path
+                if loc.collector is None and not loc.overrides:
+                    for t in tapes:
+                        if not t._defers:
+                            break
+                    else:
+                        n = len(operands)
+                        if n == 2 or n == 1:   # the common case, written out (``_run_small``)
+                            out = _run_small(tapes, prim, call, skey, operands, n)
+                            if out is not None:
+                                return out
+                        else:
+                            vals = tuple([peek(x) for x in operands])
+                            if concrete(vals):
+                                aval = aval_for(call, vals)   # raises what the call would, before any read
+                                ids, vals = _reads(operands, vals, tapes)
+                                return _defer(tapes, prim, call, skey, ids, vals, aval)
             elif _local.collector is None:
                 vals = tuple([peek(x) for x in operands])
                 for v in vals:
@@ -160,6 +177,61 @@ def results(values: Sequence[Any]) -> tuple:
     return tuple(out)
 
 
+#: An operand's array or thunk by its exact type (what ``_run_small`` takes as it is).
+_VALUE_OF = {Tensor: attrgetter("_value"), Pending: attrgetter("_thunk"), Variable: attrgetter("_val")}.get
+
+
+def _run_small(tapes, prim, call, skey, operands, n):
+    """``run``'s deferred case for ``n`` (one or two) operands (Tensors, pending Tensors,
+    Variables, constant arrays), written out: what the general case does, without its loops.
+    None where an operand is of another kind or may not be deferred (the caller runs it
+    eagerly)."""
+    x = operands[0]
+    tx = type(x)
+    if tx is _Array:
+        vx = x
+    else:
+        get = _VALUE_OF(tx)
+        if get is None:
+            return None
+        vx = get(x)
+    t = type(vx)
+    if t is not Thunk and (t is not _Array or committed(vx)):
+        return None
+    if n == 1:
+        key = (call, vx.aval)
+        aval = _AVAL_PEEK(key)
+        if aval is None:
+            aval = aval_for(call, (vx,))   # raises what the call would, before any read
+        if tx is Variable:
+            x = x._read_deferred(tapes)
+            vx = _VALUE_OF(type(x))(x)
+        return _defer(tapes, prim, call, skey, (x._id if tx is not _Array else 0,), (vx,), aval)
+    y = operands[1]
+    ty = type(y)
+    if ty is _Array:
+        vy = y
+    else:
+        get = _VALUE_OF(ty)
+        if get is None:
+            return None
+        vy = get(y)
+    t = type(vy)
+    if t is not Thunk and (t is not _Array or committed(vy)):
+        return None
+    aval = _AVAL_PEEK((call, vx.aval, vy.aval))
+    if aval is None:
+        aval = aval_for(call, (vx, vy))   # raises what the call would, before any read
+    if tx is Variable:
+        x = x._read_deferred(tapes)
+        vx = _VALUE_OF(type(x))(x)
+    if ty is Variable:
+        y = y._read_deferred(tapes)
+        vy = _VALUE_OF(type(y))(y)
+    return _defer(tapes, prim, call, skey, (0 if tx is _Array else x._id, 0 if ty is _Array else y._id),
+                  (vx, vy), aval)
+
+
 def _defer(tapes, prim, call, skey, ids, vals, aval):
     """Record ``prim`` (one output; static parameters ``skey`` bound into ``call``) on ``tapes``
     with a pending result.  An op that no tape keeps as a node runs at once."""
@@ -177,7 +249,10 @@ def _defer(tapes, prim, call, skey, ids, vals, aval):
     for a in vals:
         if type(a) is Thunk:
             a.used = True
-    note_taped(th, tapes)
+    th.owner = tapes   # (noted for ``settle``)
+    TAPED.append(_ref(th))
+    if len(TAPED) > OPEN_MAX:
+        settle(everyone=True)
     return result
 
 

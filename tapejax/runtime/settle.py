@@ -6,7 +6,8 @@ list each step, ``tot = tot + loss``), it would keep every step's inputs (a step
 a chain as long as the loop.  A gradient call ends a step (``settle``), and the pending values
 of earlier steps that may still be read are computed then, together (one program per
 structure), so what they keep alive is about two steps' graphs, whatever the number of steps.
-The deferred executor notes each value it defers here (``note_taped``, ``note_untaped``).
+The deferred executor notes each value it defers here (a recorded op's thunk in ``TAPED``,
+an untaped op's result with ``note_untaped``).
 """
 import threading
 import weakref
@@ -25,7 +26,7 @@ from .thunks import Thunk, force_many
 #   (``born``: a chain ``tot = tot + loss`` is cut every step).
 #
 # A value read (or computed by a gradient) in its step is never computed again here; the
-# tracking costs each deferred op a weak reference and a list append.  ``_OPEN_MAX``
+# tracking costs each deferred op a weak reference and a list append.  ``OPEN_MAX``
 # tracked values end a step too, for code that defers ops and never calls a gradient.  The
 # steps are a thread's: a settle handles the values its own thread deferred (the recorded ops'
 # thunks, appended to one module list on the hot path, carry their thread's tape stack).
@@ -44,16 +45,16 @@ _open = _Open()
 #: Weak references to the thunks of recorded ops deferred since their thread's last ``settle``
 #: (a module list: the hot path appends to it; ``Thunk.owner`` says whose).  Weak: a value
 #: nobody holds any more (not its Pending, a tape, a later op) is forgotten with its inputs.
-_TAPED = []
+TAPED = []
 _SETTLE_LOCK = threading.Lock()
-_OPEN_MAX = 4096
+OPEN_MAX = 4096
 _ref = weakref.ref
 
 
 def settle(everyone=False):
     """End this thread's step: compute the pending values of its earlier steps that may still
     be read (see above), and keep an eye on this step's that are not used or computed yet.
-    ``everyone``: the recorded values of every thread (``_OPEN_MAX`` of them were tracked)."""
+    ``everyone``: the recorded values of every thread (``OPEN_MAX`` of them were tracked)."""
     st = _open
     gen = st.gen
     untaped = st.untaped
@@ -66,9 +67,9 @@ def settle(everyone=False):
     taped_kept = []
     others = []
     with _SETTLE_LOCK:
-        n = len(_TAPED)
-        entries = _TAPED[:n]
-        del _TAPED[:n]   # (appends meanwhile land after them)
+        n = len(TAPED)
+        entries = TAPED[:n]
+        del TAPED[:n]   # (appends meanwhile land after them)
     for r in entries:
         th = r()
         if th is None:   # nobody holds it any more
@@ -78,7 +79,7 @@ def settle(everyone=False):
         elif th.value is None and not th.used:
             taped_kept.append(r)
     if others:
-        _TAPED.extend(others)
+        TAPED.extend(others)
     for h in st.untaped_kept:
         r = h()
         if r is not None and r._thunk.value is None:
@@ -104,15 +105,7 @@ def settle(everyone=False):
 def tracked_values():
     """How many deferred results ``settle`` tracks now (a bound the memory tests read)."""
     st = _open
-    return len(_TAPED) + len(st.untaped) + len(st.taped_kept) + len(st.untaped_kept)
-
-
-def note_taped(th: Thunk, tapes: list) -> None:
-    """A recorded op's result was deferred (``DeferredExecutor.run``) by this thread's ``tapes``."""
-    th.owner = tapes
-    _TAPED.append(_ref(th))
-    if len(_TAPED) > _OPEN_MAX:
-        settle(everyone=True)
+    return len(TAPED) + len(st.untaped) + len(st.taped_kept) + len(st.untaped_kept)
 
 
 def note_untaped(result, th: Thunk) -> None:
@@ -126,5 +119,5 @@ def note_untaped(result, th: Thunk) -> None:
     th.born = born
     untaped = st.untaped
     untaped.append(_ref(result))
-    if len(untaped) > _OPEN_MAX:
+    if len(untaped) > OPEN_MAX:
         settle()

@@ -20,6 +20,7 @@ A pending value is never computed inside a JAX trace: while one runs (a value re
 ``tapejax.function``, a control-flow body or ``jax.jit`` traces), it is computed outside it
 (``jax.core.eval_context``), so it is never a tracer.
 """
+from operator import attrgetter
 from typing import Any, NamedTuple, Optional
 
 import jax
@@ -382,21 +383,15 @@ def aval_for(call, args):
     return a if a is not None else _out_aval(call, args, key)
 
 
+#: Whether a concrete array is committed to a device (``jax.device_put``, a sharded Variable).
+committed = attrgetter("_committed" if hasattr(jnp.zeros(()), "_committed") else "committed")
+
+
 def concrete(vals):
     """Whether every value is a thunk or a concrete array on the default device, not committed to
     one (what a thunk may take: a committed array keeps its device checks, which run eagerly)."""
     for v in vals:
         tv = type(v)
-        if tv is not Thunk and (tv is not _Array or v._committed):
+        if tv is not Thunk and (tv is not _Array or committed(v)):
             return False
     return True
-
-
-if not hasattr(jnp.zeros(()), "_committed"):  # pragma: no cover - the attribute behind ``committed``
-    def concrete(vals):  # noqa: F811 - the public property where the attribute is not there
-        for v in vals:
-            tv = type(v)
-            if tv is not Thunk and (tv is not _Array or v.committed):
-                return False
-        return True
-
