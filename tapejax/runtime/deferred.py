@@ -224,10 +224,10 @@ def _run_small(tapes, prim, call, skey, operands, n):
         aval = aval_for(call, (vx, vy))   # raises what the call would, before any read
     if tx is Variable:
         x = x._read_deferred(tapes)
-        vx = _VALUE_OF(type(x))(x)
+        vx = x._thunk if type(x) is Pending else x._value
     if ty is Variable:
         y = y._read_deferred(tapes)
-        vy = _VALUE_OF(type(y))(y)
+        vy = y._thunk if type(y) is Pending else y._value
     return _defer(tapes, prim, call, skey, (0 if tx is _Array else x._id, 0 if ty is _Array else y._id),
                   (vx, vy), aval)
 
