@@ -205,7 +205,7 @@ def _run_small(tapes, prim, call, skey, operands, n):
             aval = aval_for(call, (vx,))   # raises what the call would, before any read
         if tx is Variable:
             x = x._read_deferred(tapes)
-            vx = _VALUE_OF(type(x))(x)
+            vx = x._thunk if type(x) is Pending else x._value
         return _defer(tapes, prim, call, skey, (x._id if tx is not _Array else 0,), (vx,), aval)
     y = operands[1]
     ty = type(y)
