@@ -28,7 +28,7 @@ import numpy as np
 from ..runtime.pending import Pending, _Thunk, can_defer, concrete, defer, force_all
 from .caches import Family
 from .state import _local
-from .tensor import Tensor, convert_to_tensor, host_snapshot
+from .tensor import Tensor, convert_to_tensor, host_snapshot, is_foreign
 
 REGISTRY = {}
 
@@ -136,6 +136,8 @@ def unwrap(a):
     if isinstance(a, (list, tuple)):  # nested data (possibly holding Tensors)
         t = convert_to_tensor(a)
         return t._value, t._id
+    if is_foreign(a):  # a TF EagerTensor, a PyTorch tensor ...: copied now, its dtype kept
+        return convert_to_tensor(a)._value, 0
     return a, 0  # Python scalars and arrays are constants; JAX converts them
 
 
