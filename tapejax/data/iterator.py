@@ -35,9 +35,13 @@ def in_trace() -> bool:
     return _state._local.collector is not None or not _trace_state_clean()
 
 
-def _device_put(device: Any) -> Callable[[tuple], tuple]:
-    """The conversion a final ``prefetch`` runs in its thread: components onto ``device``."""
+def _device_put(device: Any, x64: bool) -> Callable[[tuple], tuple]:
+    """The conversion a final ``prefetch`` runs in its thread: components onto ``device`` (with
+    the 64-bit mode the dataset was made in: a worker thread has its own)."""
     def put(element: tuple) -> tuple:
+        if jax.enable_x64.value != x64:
+            with jax.enable_x64(x64):
+                return put(element)
         return tuple(None if c is None else jax.device_put(c, device) for c in element)
     return put
 
@@ -56,7 +60,7 @@ class Iterator:
         self._device = device
         self._move = jax.default_backend() != "cpu" or device is not None
         ctx = Build(dataset.options())
-        self._it = dataset._build_output(ctx, None if numpy else _device_put(device)).__iter__()
+        self._it = dataset._build_output(ctx, None if numpy else _device_put(device, dataset._x64)).__iter__()
 
     @property
     def element_spec(self) -> Any:

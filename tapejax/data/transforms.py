@@ -196,10 +196,10 @@ class Shuffle(Dataset):
 def _repeat_card(card: int, count: Optional[int]) -> int:
     if count == 0 or card == 0:
         return 0
-    if card == UNK:
-        return UNK
     if count is None or card == INF:
         return INF
+    if card == UNK:
+        return UNK
     return card * count
 
 
