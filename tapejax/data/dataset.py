@@ -12,7 +12,6 @@ semantics: a ``shuffle`` with ``reshuffle_each_iteration`` draws a new order eac
 The methods here check their arguments (TF's exception classes, the argument named) and
 compute the new spec and cardinality; the subclasses in ``sources`` and ``transforms`` build.
 """
-import itertools
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator as _PyIterator, Optional
 
@@ -43,7 +42,8 @@ class Build:
         return requested
 
 
-_SEEDS = itertools.count()
+#: The op seed under which datasets draw their seeds from ``tapejax.random``'s generator.
+_DATA_SEED_STREAM = 0x7DA7A
 
 
 class Dataset:
@@ -258,11 +258,12 @@ def _seed_list(op_seed: Optional[int]) -> list:
     set, as TF combines them); without an op seed, the global seed and a counter (reproducible
     from ``tapejax.random.set_seed``), else fresh OS entropy."""
     from ..ops.random import get_global_generator
-    g = get_global_generator().global_seed
+    gen = get_global_generator()
+    g = gen.global_seed
     if op_seed is not None:
         return [op_seed] if g is None else [g, op_seed]
-    if g is not None:
-        return [g, 1 << 32, next(_SEEDS)]
+    if g is not None:   # the generator's own op-seed stream, which ``set_seed`` restarts
+        return [int(w) for w in np.asarray(gen.next_key(_DATA_SEED_STREAM)).ravel()]
     return [int(np.random.SeedSequence().entropy)]
 
 

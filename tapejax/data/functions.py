@@ -99,6 +99,13 @@ def host_context(x64: bool) -> Iterator[None]:
         yield
 
 
+def _materialize_random_key() -> None:
+    """Make the global random generator's key now, outside any trace: it is made on first use,
+    and a first use inside a trace would leave a tracer in it."""
+    from ..ops.random import get_global_generator
+    get_global_generator().key
+
+
 def _is_random_in_trace(e: BaseException) -> bool:
     return isinstance(e, RuntimeError) and "tapejax.random op with seed=None" in str(e)
 
@@ -190,6 +197,7 @@ class StructuredFunction:
             raise
 
     def _trace_shapes(self, args: List[Any]) -> Any:
+        _materialize_random_key()
         jax.eval_shape(self._pure, *args)
         return S.map_structure(_concrete_spec, self._traced)
 
@@ -240,6 +248,7 @@ class StructuredFunction:
     def __call__(self, components: Tuple[Any, ...]) -> Tuple[Any, ...]:
         with host_context(self._x64):
             if not self.eager:
+                _materialize_random_key()
                 try:
                     return self._jitted(*components)
                 except _UsesVariable as e:

@@ -35,6 +35,12 @@ def in_trace() -> bool:
     return _state._local.collector is not None or not _trace_state_clean()
 
 
+def _put(c: Any, device: Any) -> Any:
+    """One component onto ``device``.  A pipeline's arrays are its own and never written again
+    (sources are private copies, batches fresh), so JAX may use their memory in place."""
+    return jax.device_put(c, device, may_alias=True)
+
+
 def _device_put(device: Any, x64: bool) -> Callable[[tuple], tuple]:
     """The conversion a final ``prefetch`` runs in its thread: components onto ``device`` (with
     the 64-bit mode the dataset was made in: a worker thread has its own)."""
@@ -42,7 +48,7 @@ def _device_put(device: Any, x64: bool) -> Callable[[tuple], tuple]:
         if jax.enable_x64.value != x64:
             with jax.enable_x64(x64):
                 return put(element)
-        return tuple(None if c is None else jax.device_put(c, device) for c in element)
+        return tuple(None if c is None else _put(c, device) for c in element)
     return put
 
 
@@ -56,9 +62,9 @@ class Iterator:
         from .dataset import Build
         self._spec = dataset.element_spec
         self._numpy = numpy
-        device = jax.config.jax_default_device
-        self._device = device
+        device = jax.config.jax_default_device  # pyright: ignore[reportAttributeAccessIssue]
         self._move = jax.default_backend() != "cpu" or device is not None
+        device = self._device = device or jax.devices()[0]
         ctx = Build(dataset.options())
         self._it = dataset._build_output(ctx, None if numpy else _device_put(device, dataset._x64)).__iter__()
 
@@ -90,7 +96,7 @@ class Iterator:
         if c is None:
             return None
         if self._move or not isinstance(c, jax.Array):
-            c = jax.device_put(c, self._device)
+            c = _put(c, self._device)
         return Tensor(c)
 
     def get_next(self) -> Any:

@@ -20,6 +20,8 @@ import math
 import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ..core.errors import DataLossError, InvalidArgumentError
@@ -123,21 +125,31 @@ class Node(grain.MapDataset):
 
 
 class Slices(Node):
-    """``from_tensor_slices``: row ``i`` of every component."""
+    """``from_tensor_slices``: row ``i`` of every component.  ``gather`` reads rows on the device
+    (one compiled ``take`` over the components' ``jax.Array`` s): a batch is made where it is
+    used, without a host copy and a transfer."""
 
     can_gather = True
 
-    def __init__(self, arrays: Element, n: int):
+    def __init__(self, arrays: Element, device_arrays: Element, n: int, x64: bool):
         super().__init__((), n)
-        self._arrays = arrays
+        self._arrays, self._device_arrays, self._x64 = arrays, device_arrays, x64
 
     def get(self, i: int) -> Element:
         i %= self._length
         return tuple(None if a is None else a[i] for a in self._arrays)
 
     def gather(self, idx: np.ndarray) -> Element:
-        idx = idx % self._length
-        return tuple(None if a is None else a.take(idx, axis=0) for a in self._arrays)
+        idx = (idx % self._length).astype(np.int32 if self._length < 2**31 else np.int64)
+        if jax.enable_x64.value != self._x64:
+            with jax.enable_x64(self._x64):
+                return _take(self._device_arrays, idx)
+        return _take(self._device_arrays, idx)
+
+
+@jax.jit
+def _take(arrays: Element, idx: Any) -> Element:
+    return tuple(None if a is None else jnp.take(a, idx, axis=0, mode="clip") for a in arrays)
 
 
 class Tensors(Node):
@@ -269,6 +281,12 @@ class Shuffle(_Remap):
 
     def sources(self, idx: np.ndarray) -> np.ndarray:
         n, size = self._n, self._window
+        first, last = int(idx[0]), int(idx[-1])
+        if first <= last and last - first == len(idx) - 1:   # a run of positions (a batch's): slices
+            e0, j0 = (0, first) if n == INF else divmod(first, n)
+            if (n == INF or last < (e0 + 1) * n) and j0 // size == (j0 + len(idx) - 1) // size:
+                w, k = divmod(j0, size)
+                return self._perm(e0, w)[k:k + len(idx)] + (w * size + (0 if n == INF else e0 * n))
         epoch, j = (np.zeros_like(idx), idx) if n == INF else (idx // n, idx % n)
         w, k = j // size, j % size
         out = np.empty_like(idx)
@@ -313,7 +331,7 @@ class Concatenate(Node):
                 out.append(None)
                 continue
             c = np.empty((len(idx),) + ca.shape[1:], ca.dtype)
-            c[first], c[~first] = ca, cb
+            c[first], c[~first] = np.asarray(ca), np.asarray(cb)
             out.append(c)
         return tuple(out)
 

@@ -16,8 +16,8 @@ from . import args as A, structure as S
 from .dataset import Build, Dataset
 
 
-def _components(tensors: Any, what: str) -> List[Any]:
-    comps = [S.to_component(c) for c in S.flatten(tensors)]
+def _components(tensors: Any, what: str, device: bool = False) -> List[Any]:
+    comps = [S.to_component(c, device) for c in S.flatten(tensors)]
     if all(c is None for c in comps):
         if tensors == () or tensors == {}:
             raise ValueError(f"Invalid `element`. `element` should not be empty (got {tensors!r} in {what}).")
@@ -27,7 +27,7 @@ def _components(tensors: Any, what: str) -> List[Any]:
 
 class TensorSlices(Dataset):
     def __init__(self, tensors: Any):
-        comps = _components(tensors, "from_tensor_slices")
+        comps = _components(tensors, "from_tensor_slices", device=True)
         n = None
         for c in comps:
             if c is None:
@@ -40,13 +40,14 @@ class TensorSlices(Dataset):
                                  f"dimension: Dimensions {n} and {c.shape[0]} are not compatible.")
             n = c.shape[0]
         assert n is not None
-        self._arrays = tuple(comps)
+        self._device_arrays = tuple(comps)
+        self._arrays = tuple(None if c is None else np.asarray(c) for c in comps)
         spec = S.pack(tensors, [S.unbatched(S.spec_of(c)) for c in comps])
         super().__init__((), spec, n)
 
     def _build(self, ctx: Build) -> Any:
         from . import nodes
-        return nodes.Slices(self._arrays, self._cardinality)
+        return nodes.Slices(self._arrays, self._device_arrays, self._cardinality, self._x64)
 
 
 class Tensors(Dataset):

@@ -114,15 +114,15 @@ def describe(spec_structure: Any) -> str:
 
 # -- components ----------------------------------------------------------------
 
-def to_component(value: Any) -> Optional[np.ndarray]:
-    """A private host copy of one component, in the dtype its tapejax Tensor has (TF's rules:
-    Python floats float32, ints int32; NumPy dtypes kept; int64 as int32 without x64; float64 an
-    error without x64; another library's array through ``convert_to_tensor``)."""
+def to_component(value: Any, device: bool = False) -> Any:
+    """A private copy of one component, in the dtype its tapejax Tensor has (TF's rules: Python
+    floats float32, ints int32; NumPy dtypes kept; int64 as int32 without x64; float64 an error
+    without x64; another library's array through ``convert_to_tensor``): a NumPy array, or with
+    ``device`` the ``jax.Array`` (on the default device) it was made as."""
     if value is None:
         return None
-    if isinstance(value, Tensor):
-        return np.asarray(value.value)
-    return np.asarray(convert_to_tensor(value).value)
+    array = value.value if isinstance(value, Tensor) else convert_to_tensor(value).value
+    return array if device else np.asarray(array)
 
 
 def spec_of(component: Any) -> Spec:

@@ -347,3 +347,15 @@ def test_training_loop_fed_by_a_pipeline(tf):
         for a, b in test:
             evals.append(tf.reduce_mean(tf.square(model(a) - b)))
     return losses[-1], evals, w2.numpy()
+
+
+@parity
+def test_dataset_elements_are_constants_to_a_tape(tf):
+    """A pipeline is not recorded: an element computed from a watched tensor has no gradient."""
+    c = tf.constant(3.0)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(c)
+        ds = tf.data.Dataset.from_tensor_slices(np.ones(4, np.float32)).map(lambda x: x * c)
+        total = tf.add_n(list(ds))
+        direct = c * 2.0
+    return total, tape.gradient(total, c), tape.gradient(direct, c)
