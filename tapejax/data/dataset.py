@@ -263,8 +263,11 @@ def _seed_list(op_seed: Optional[int]) -> list:
     if op_seed is not None:
         return [op_seed] if g is None else [g, op_seed]
     if g is not None:   # the generator's own op-seed stream, which ``set_seed`` restarts
-        return [int(w) for w in np.asarray(gen.next_key(_DATA_SEED_STREAM)).ravel()]
-    return [int(np.random.SeedSequence().entropy)]
+        key = np.asarray(gen.next_key(_DATA_SEED_STREAM)).ravel()
+        return [int(w) for w in key.tolist()]
+    entropy = np.random.SeedSequence().entropy
+    assert isinstance(entropy, int)   # (drawn from the OS when no entropy is given)
+    return [entropy]
 
 
 from . import iterator as _iterator, sources as _sources, transforms as _transforms  # noqa: E402

@@ -205,19 +205,19 @@ class StructuredFunction:
         names = []
         for s in self._in_specs:
             if isinstance(s, TensorSpec):
-                names += [f"d{len(names)}" for d in s.shape if d is None]
+                names += [f"d{len(names)}" for d in (s.shape or ()) if d is None]
         dims = iter(jax.export.symbolic_shape(",".join(names)))
         args = []
         for s in self._in_specs:
             if isinstance(s, TensorSpec):
-                shape = tuple(next(dims) if d is None else d for d in s.shape)
+                shape = tuple(next(dims) if d is None else d for d in (s.shape or ()))
                 args.append(jax.ShapeDtypeStruct(shape, s.dtype._np))
             else:
                 args.append(None)
         return args
 
     def _concrete_args(self, size: Optional[int]) -> List[Any]:
-        return [jax.ShapeDtypeStruct(tuple(size if d is None else d for d in s.shape), s.dtype._np)
+        return [jax.ShapeDtypeStruct(tuple(size if d is None else d for d in (s.shape or ())), s.dtype._np)
                 if isinstance(s, TensorSpec) else None for s in self._in_specs]
 
     def _infer_eagerly(self, reason: str) -> Any:

@@ -101,7 +101,7 @@ class Node(grain.MapDataset):
     can_gather = False
     threads = 0          # the worker threads a ``map(num_parallel_calls=...)`` here asks for
 
-    def __init__(self, parents: Sequence[grain.MapDataset], length: int):
+    def __init__(self, parents: Sequence[Any], length: int):
         super().__init__(list(parents))
         self._length = length
 

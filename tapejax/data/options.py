@@ -11,7 +11,9 @@ What each option does here (grain runs the pipeline, not TF's runtime):
   ``experimental_optimization.*``, ``experimental_slack``, ``experimental_warm_start``) tune
   TF's C++ runtime and graph rewrites: accepted, kept by ``options()``, and without effect.
 """
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple, TypeVar
+
+_O = TypeVar("_O", bound="_OptionsBase")
 
 
 class _OptionsBase:
@@ -42,7 +44,7 @@ class _OptionsBase:
             raise AttributeError(f"Cannot set the property {name} on {type(self).__name__}.")
         object.__setattr__(self, name, value)
 
-    def merge(self, other: "_OptionsBase") -> "_OptionsBase":
+    def merge(self: _O, other: _O) -> _O:
         out = type(self)()
         for name in self._FIELDS:
             mine, theirs = getattr(self, name), getattr(other, name)
@@ -61,10 +63,15 @@ class _OptionsBase:
 
 
 class AutotuneOptions(_OptionsBase):
+    enabled: Optional[bool]
+    cpu_budget: Optional[int]
+    ram_budget: Optional[int]
     _FIELDS = {"enabled": (bool,), "cpu_budget": (int,), "ram_budget": (int,)}
 
 
 class ThreadingOptions(_OptionsBase):
+    max_intra_op_parallelism: Optional[int]
+    private_threadpool_size: Optional[int]
     _FIELDS = {"max_intra_op_parallelism": (int,), "private_threadpool_size": (int,)}
 
 
@@ -77,6 +84,15 @@ class OptimizationOptions(_OptionsBase):
 
 class Options(_OptionsBase):
     """``tf.data.Options``: set attributes, then ``dataset.with_options(options)``."""
+
+    deterministic: Optional[bool]
+    experimental_slack: Optional[bool]
+    experimental_warm_start: Optional[bool]
+    experimental_symbolic_checkpoint: Optional[bool]
+    dataset_name: Optional[str]
+    autotune: AutotuneOptions
+    threading: ThreadingOptions
+    experimental_optimization: "OptimizationOptions"
 
     _FIELDS = {"deterministic": (bool,), "experimental_slack": (bool,), "experimental_warm_start": (bool,),
                "experimental_symbolic_checkpoint": (bool,), "dataset_name": (str,)}

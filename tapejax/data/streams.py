@@ -225,9 +225,10 @@ class _ConcatenateIterator(_Iterator):
             try:
                 el = next(self._it)
             except StopIteration:
-                if self._second is None:
+                second = self._second
+                if second is None:
                     raise
-                self._it, self._second = self._second().__iter__(), None
+                self._it, self._second = second().__iter__(), None
                 continue
             self._produced += 1
             return el

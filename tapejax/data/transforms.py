@@ -164,12 +164,12 @@ class Unbatch(Dataset):
             if isinstance(s, TensorSpec) and s.shape is not None and len(s.shape) == 0:
                 raise ValueError("Cannot unbatch an input with scalar components.")
         leading = {s.shape[0] for s in specs if isinstance(s, TensorSpec) and s.shape is not None}
+        size = next(iter(leading)) if len(leading) == 1 else None
         card = input._cardinality
-        if card == UNK or len(leading) != 1 or None in leading or any(
-                isinstance(s, TensorSpec) and s.shape is None for s in specs):
+        if card == UNK or size is None or any(isinstance(s, TensorSpec) and s.shape is None for s in specs):
             card = UNK if card != INF else INF
         elif card != INF:
-            card = card * leading.pop()
+            card = card * size
         super().__init__((input,), S.map_structure(S.unbatched, input.element_spec), card)
 
     def _build(self, ctx: Build) -> Any:
