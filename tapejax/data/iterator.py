@@ -48,7 +48,8 @@ def _device_put(device: Any, x64: bool) -> Callable[[tuple], tuple]:
         if jax.enable_x64.value != x64:
             with jax.enable_x64(x64):
                 return put(element)
-        return tuple(None if c is None else _put(c, device) for c in element)
+        return tuple(c if c is None or (not move and isinstance(c, jax.Array)) else _put(c, device) for c in element)
+    move = jax.default_backend() != "cpu"   # (a single CPU device: a jax.Array is where it must be)
     return put
 
 
