@@ -651,6 +651,36 @@ row("checkpoint-non-trackable", lambda tf, w: tf.train.Checkpoint(v=w.v, lr=0.5)
     "ValueError", ["lr", "trackable", "0.5"], world=checkpoint)
 
 # ---------------------------------------------------------------------------
+# rows: tapejax.data (made while the tape records: a pipeline records nothing)
+# ---------------------------------------------------------------------------
+
+def _ds(tf):
+    return tf.data.Dataset.from_tensor_slices(np.arange(6, dtype=np.int32))
+
+
+row("data-batch-size-zero", lambda tf, w: _ds(tf).batch(0),
+    "InvalidArgumentError", ["`batch_size`", "greater than zero", "got 0"], world=recording)
+row("data-batch-size-negative", lambda tf, w: _ds(tf).batch(-4),
+    "InvalidArgumentError", ["`batch_size`", "got -4"], world=recording)
+row("data-batch-size-float", lambda tf, w: _ds(tf).batch(1.5),
+    "TypeError", ["`batch_size`", "1.5", "float"], world=recording)
+row("data-shuffle-buffer-zero", lambda tf, w: _ds(tf).shuffle(0),
+    "InvalidArgumentError", ["`buffer_size`", "got 0"], world=recording)
+row("data-prefetch-buffer-negative", lambda tf, w: _ds(tf).prefetch(-5),
+    "InvalidArgumentError", ["`buffer_size`", "got -5"], world=recording)
+row("data-map-not-callable", lambda tf, w: _ds(tf).map(3),
+    "ValueError", ["`func`", "3"], world=recording)
+row("data-map-returns-object", lambda tf, w: _ds(tf).map(lambda v: object()),
+    "TypeError", ["Unsupported return value", "Dataset.map()", "object"], world=recording)
+row("data-filter-not-bool", lambda tf, w: _ds(tf).filter(lambda v: v * 2),
+    "ValueError", ["`predicate`", "tf.bool", "int"], world=recording)
+row("data-slices-mismatch", lambda tf, w: tf.data.Dataset.from_tensor_slices((np.zeros(3, np.float32),
+                                                                            np.zeros(4, np.float32))),
+    "ValueError", ["Dimensions 3 and 4"], world=recording)
+row("data-concatenate-dtypes", lambda tf, w: _ds(tf).concatenate(tf.data.Dataset.from_tensor_slices(X)),
+    "TypeError", ["Incompatible dataset elements", "int32", "float32"], world=recording)
+
+# ---------------------------------------------------------------------------
 # rows: ops on mixed devices (run in a subprocess with two CPU devices, see
 # test_bad_inputs.test_mixed_devices).  TF places every op itself and copies
 # operands between devices; tapejax leaves placement to JAX, which refuses

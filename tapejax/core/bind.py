@@ -8,7 +8,8 @@ record); ``bind`` only turns the call's arguments into operands:
 1. positional arguments are operands: Tensors, Pending Tensors and Variables as they are (the
    executor reads a Variable as the op runs, and the tapes see the read), NumPy data copied
    now (``host_snapshot``: the op reads the data as it is when the op is called, as TF's
-   does), a list holding Tensors packed by the recorded Pack op, Python numbers left as
+   does), another library's array (a TF EagerTensor, ``__array__``, DLPack) copied now with its
+   own dtype, a list holding Tensors packed by the recorded Pack op, Python numbers left as
    numbers (JAX's weak typing gives TF's "a scalar takes the tensor's dtype");
 2. static keyword parameters (axes, shapes, flags) are bound into the callable
    (``Primitive.bound``): they are part of the compiled replay's cache key, so hashable.
@@ -33,7 +34,7 @@ from .caches import Family
 from .errors import InvalidArgumentError
 from .executor import ACTIVE
 from .state import _local
-from .tensor import Pending, Tensor, _contains_tensor, _to_array, host_snapshot
+from .tensor import Pending, Tensor, _contains_tensor, _to_array, host_snapshot, is_foreign
 
 _Array = type(jnp.zeros(()))   # the concrete array type
 
@@ -144,6 +145,8 @@ def operand(a: Any) -> Any:
         return host_snapshot(a)
     if isinstance(a, (list, tuple)):   # nested data, possibly holding Tensors
         return pack_nested(a) if _contains_tensor(a) else Tensor(_to_array(a, None, "value"))
+    if is_foreign(a):   # a TF EagerTensor, a PyTorch tensor ...: copied now, its dtype kept
+        return _to_array(a, None, "value")
     return a   # a Tensor subclass, a Variable, a Python scalar, a tracer: as it is
 
 

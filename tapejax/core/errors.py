@@ -47,6 +47,14 @@ class UnknownError(OpError):
     """An unknown error."""
 
 
+class OutOfRangeError(OpError):
+    """An iteration ran past the end (``tf.data`` iterators' ``get_next()``)."""
+
+
+class DataLossError(OpError):
+    """Data was lost or corrupted (``padded_batch`` asked to pad an element to a smaller size)."""
+
+
 class OperatorNotAllowedInGraphError(TypeError):
     """A Python operation that needs a tensor's *value* (``bool``, ``int``,
     ``numpy()``) was used on a traced tensor inside ``tapejax.function`` (a TypeError, as
@@ -55,5 +63,6 @@ class OperatorNotAllowedInGraphError(TypeError):
 
 __all__ = [
     "OperatorNotAllowedInGraphError", "OpError", "InvalidArgumentError", "NotFoundError", "UnimplementedError",
-    "FailedPreconditionError", "ResourceExhaustedError", "InternalError", "UnknownError",
+    "FailedPreconditionError", "ResourceExhaustedError", "InternalError", "UnknownError", "OutOfRangeError",
+    "DataLossError",
 ]

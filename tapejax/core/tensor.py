@@ -402,6 +402,8 @@ def _contains_tensor(value):
 
 #: Python data: ``np.asarray`` of it makes a new array that nobody else holds.
 _PYTHON_DATA = (list, tuple, bool, int, float, complex)
+#: What ``foreign_array`` leaves alone: JAX's and NumPy's own arrays, Tensors (and strings).
+_FOREIGN_SKIP = (_Array, jax.core.Tracer, np.ndarray, np.generic, Tensor, str, bytes)
 #: XLA's CPU client reads (and keeps reading, asynchronously) a host buffer with this alignment
 #: in place instead of copying it; a snapshot this large is made with it, so that it is the
 #: only copy.  A small one is a plain copy (JAX's own copy of it costs next to nothing).
@@ -430,9 +432,35 @@ def host_snapshot(a: np.ndarray, dtype: "np.dtype | None" = None) -> np.ndarray:
     return out
 
 
+def is_foreign(value) -> bool:
+    """Whether ``value`` is another library's array (a TF EagerTensor, a PyTorch or CuPy tensor
+    ...): not Python data, not JAX's or NumPy's own, but readable through ``__array__`` or DLPack."""
+    if isinstance(value, _FOREIGN_SKIP) or type(value) in _PYTHON_DATA or hasattr(value, "_read"):
+        return False   # (``_read``: a Variable, which an op reads)
+    return hasattr(value, "__array__") or hasattr(value, "__dlpack__")
+
+
+def foreign_array(value):
+    """``value`` (``is_foreign``) as a NumPy array (through ``__array__``: a host view) or, when it
+    has no host view (a GPU tensor), a ``jax.Array`` through DLPack; its own dtype is kept.  The
+    caller copies it (``_to_array``)."""
+    if hasattr(value, "__array__"):
+        try:
+            return np.asarray(value)
+        except (TypeError, RuntimeError, ValueError):
+            if not hasattr(value, "__dlpack__"):
+                raise
+    return jax.dlpack.from_dlpack(value)
+
+
 def _to_array(value, dtype, what):
     """Host/array data -> jax.Array of TF's dtype (``dtype`` a NumPy dtype or None).  Host data
-    is copied now (``host_snapshot``: a later change to a NumPy buffer changes no Tensor)."""
+    is copied now (``host_snapshot``: a later change to a NumPy buffer changes no Tensor).
+    Another library's array keeps its dtype, as a NumPy array does (``foreign_array``)."""
+    if is_foreign(value):
+        value = foreign_array(value)
+        if isinstance(value, _Array):   # DLPack: a copy, since the producer may change its buffer later
+            return _to_array(value, dtype, what).copy()
     if isinstance(value, (_Array, jax.core.Tracer)):
         src = np.dtype(value.dtype)
         if dtype is None:

@@ -1,0 +1,274 @@
+"""``tapejax.data.Dataset``: tf.data's API; each iteration builds a grain pipeline.
+
+A Dataset is an immutable plan: each transformation returns a new Dataset holding its inputs,
+its ``element_spec`` and its cardinality, all known when it is made (a ``map`` function is
+traced then, as TF traces it).  ``iter(dataset)`` *builds* the plan into grain datasets
+(``nodes`` for random access, ``streams`` and grain's own transformations past a stream-only
+step) and wraps grain's iterator in an ``Iterator`` that packs each element into the
+structure as tapejax Tensors.  Building per iteration is what gives TF's per-iteration
+semantics: a ``shuffle`` with ``reshuffle_each_iteration`` draws a new order each time, a
+``cache`` fills on the first complete pass and serves the later ones.
+
+The methods here check their arguments (TF's exception classes, the argument named) and
+compute the new spec and cardinality; the subclasses in ``sources`` and ``transforms`` build.
+"""
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator as _PyIterator, Optional
+
+import numpy as np
+
+from ..core import dtypes as _dtypes
+from ..core.convert import constant
+from ..core.tensor import Tensor
+from . import _grain, args as A
+from .options import Options
+
+
+@dataclass(frozen=True)
+class Build:
+    """What every node of one build sees: the pipeline's merged options."""
+
+    options: Options
+
+    def threads(self, requested: Optional[int]) -> int:
+        """Worker threads for ``num_parallel_calls=requested`` (None: 0, run in order)."""
+        if requested is None:
+            return 0
+        if requested == A.AUTOTUNE:
+            if self.options.autotune.enabled is False:
+                return 1
+            import os
+            cap = self.options.threading.private_threadpool_size
+            return max(1, min(os.cpu_count() or 1, cap or 1 << 30))
+        return requested
+
+
+#: The op seed under which datasets draw their seeds from ``tapejax.random``'s generator.
+_DATA_SEED_STREAM = 0x7DA7A
+
+
+class Dataset:
+    """``tf.data.Dataset``: a pipeline of elements (Tensors in tuples and dicts), built on grain.
+
+    Make one with ``from_tensor_slices``, ``from_tensors``, ``range``, ``from_generator`` or
+    ``zip``; transform it with ``map``, ``filter``, ``batch``, ``shuffle`` ...; iterate it in a
+    Python loop (``for x, y in dataset:``).  See the package README for how it maps to grain.
+    """
+
+    def __init__(self, inputs: tuple, element_spec: Any, cardinality: int):
+        self._inputs = tuple(inputs)
+        self._element_spec = element_spec
+        self._cardinality = cardinality
+        self._x64 = _dtypes.x64_enabled()
+
+    # -- what it is ------------------------------------------------------------
+    @property
+    def element_spec(self) -> Any:
+        """The structure of an element, a ``TensorSpec`` per component (None: unknown size)."""
+        return self._element_spec
+
+    def cardinality(self) -> Tensor:
+        """The number of elements as a scalar int64 Tensor (int32 without JAX's x64 mode), or
+        ``INFINITE_CARDINALITY`` (-1) / ``UNKNOWN_CARDINALITY`` (-2)."""
+        return constant(np.int64(self._cardinality))
+
+    def __len__(self) -> int:
+        if self._cardinality == A.INFINITE:
+            raise TypeError("The dataset is infinite.")
+        if self._cardinality == A.UNKNOWN:
+            raise TypeError("The dataset length is unknown.")
+        return self._cardinality
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} element_spec={self._element_spec!r}>"
+
+    def options(self) -> Options:
+        """The options of this dataset and its inputs, merged (later settings win)."""
+        merged = Options()
+        for d in self._inputs:
+            merged = merged.merge(d.options())
+        own = getattr(self, "_own_options", None)
+        return merged if own is None else merged.merge(own)
+
+    # -- iteration -------------------------------------------------------------
+    def __iter__(self) -> "_iterator.Iterator":
+        return _iterator.Iterator(self)
+
+    def as_numpy_iterator(self) -> _PyIterator[Any]:
+        """The elements as NumPy values (an ndarray per component, a NumPy scalar at rank 0)."""
+        return _iterator.Iterator(self, numpy=True)
+
+    def _build(self, ctx: Build) -> Any:
+        """The grain dataset for one iteration (a ``nodes.Node`` or a grain ``IterDataset``)."""
+        raise NotImplementedError(type(self).__name__)   # every subclass defines it
+
+    def _build_stream(self, ctx: Build) -> Any:
+        from . import nodes
+        return nodes.to_iter(self._build(ctx))
+
+    def _build_output(self, ctx: Build, to_device: Optional[Callable[[Any], Any]]) -> Any:
+        """The stream the Iterator reads; ``prefetch`` at the end also moves elements to the
+        device there (``to_device``), off the consumer's thread."""
+        return self._build_stream(ctx)
+
+    # -- sources -----------------------------------------------------------------
+    @staticmethod
+    def from_tensor_slices(tensors: Any, name: Optional[str] = None) -> "Dataset":
+        """One element per row of ``tensors`` (every component sliced along its first axis)."""
+        _grain.require()
+        return _sources.TensorSlices(tensors)
+
+    @staticmethod
+    def from_tensors(tensors: Any, name: Optional[str] = None) -> "Dataset":
+        """One element: ``tensors``."""
+        _grain.require()
+        return _sources.Tensors(tensors)
+
+    @staticmethod
+    def range(*args: Any, output_type: Any = _dtypes.int64, name: Optional[str] = None) -> "Dataset":
+        """``range(stop)``, ``range(start, stop[, step])``: int64 scalars (int32 without x64)."""
+        _grain.require()
+        return _sources.Range(args, output_type)
+
+    @staticmethod
+    def from_generator(generator: Callable[..., Any], output_types: Any = None, output_shapes: Any = None,
+                       args: Any = None, output_signature: Any = None, name: Optional[str] = None) -> "Dataset":
+        """The elements ``generator(*args)`` yields, converted to ``output_signature``."""
+        _grain.require()
+        return _sources.Generator(generator, output_types, output_shapes, args, output_signature)
+
+    @staticmethod
+    def zip(*datasets: Any, name: Optional[str] = None) -> "Dataset":
+        """Elements of several datasets side by side, in their (nested) structure."""
+        _grain.require()
+        if len(datasets) == 1 and not isinstance(datasets[0], Dataset):
+            datasets = datasets[0]
+        return _sources.Zip(datasets)
+
+    # -- transformations -----------------------------------------------------------
+    def map(self, map_func: Callable[..., Any], num_parallel_calls: Optional[int] = None,
+            deterministic: Optional[bool] = None, name: Optional[str] = None) -> "Dataset":
+        """``map_func`` on every element (a tuple element is passed as separate arguments); it runs
+        tapejax ops, compiled once per input shape (``functions``)."""
+        A.callable_arg(map_func)
+        if num_parallel_calls is not None:
+            num_parallel_calls = A.integer(num_parallel_calls, "num_parallel_calls")
+            if num_parallel_calls <= 0 and num_parallel_calls != A.AUTOTUNE:
+                raise A.InvalidArgumentError(None, None, "map: `num_parallel_calls` must be greater than zero "
+                                             f"or tf.data.AUTOTUNE (-1); got {num_parallel_calls}.")
+        return _transforms.Map(self, map_func, num_parallel_calls)
+
+    def filter(self, predicate: Callable[..., Any], name: Optional[str] = None) -> "Dataset":
+        """The elements for which ``predicate`` returns a scalar ``True``."""
+        A.callable_arg(predicate)
+        return _transforms.Filter(self, predicate)
+
+    def batch(self, batch_size: Any, drop_remainder: bool = False, num_parallel_calls: Optional[int] = None,
+              deterministic: Optional[bool] = None, name: Optional[str] = None) -> "Dataset":
+        """Consecutive elements stacked on a new first axis; the last, shorter batch is kept unless
+        ``drop_remainder``."""
+        size = A.positive(batch_size, "batch_size", "batch")
+        return _transforms.Batch(self, size, bool(drop_remainder), None)
+
+    def padded_batch(self, batch_size: Any, padded_shapes: Any = None, padding_values: Any = None,
+                     drop_remainder: bool = False, name: Optional[str] = None) -> "Dataset":
+        """``batch`` for components of different shapes: each padded to ``padded_shapes`` (None or
+        an unknown dimension: the batch's longest) with ``padding_values`` (default 0)."""
+        size = A.positive(batch_size, "batch_size", "padded_batch")
+        return _transforms.Batch(self, size, bool(drop_remainder), (padded_shapes, padding_values))
+
+    def unbatch(self, name: Optional[str] = None) -> "Dataset":
+        """Each element split along its first axis into elements."""
+        return _transforms.Unbatch(self)
+
+    def shuffle(self, buffer_size: Any, seed: Optional[int] = None, reshuffle_each_iteration: Optional[bool] = None,
+                name: Optional[str] = None) -> "Dataset":
+        """The elements in a random order, mixed within windows of ``buffer_size`` (grain's
+        order, not TF's: see the README); a new order each iteration unless
+        ``reshuffle_each_iteration=False``."""
+        size = A.integer(buffer_size, "buffer_size")
+        if size <= 0 and size != A.UNKNOWN:
+            raise A.InvalidArgumentError(None, None, "shuffle: `buffer_size` must be greater than zero or "
+                                         f"UNKNOWN_CARDINALITY (-2, the whole dataset); got {size}.")
+        op_seed = A.seed(seed)
+        return _transforms.Shuffle(self, size, _seed_list(op_seed),
+                                   True if reshuffle_each_iteration is None else bool(reshuffle_each_iteration))
+
+    def repeat(self, count: Any = None, name: Optional[str] = None) -> "Dataset":
+        """The elements ``count`` times over (None or negative: forever)."""
+        n = None if count is None else A.integer(count, "count")
+        return _transforms.Repeat(self, None if n is None or n < 0 else n)
+
+    def take(self, count: Any, name: Optional[str] = None) -> "Dataset":
+        """The first ``count`` elements (-1: all)."""
+        return _transforms.Take(self, A.integer(count, "count"))
+
+    def skip(self, count: Any, name: Optional[str] = None) -> "Dataset":
+        """All but the first ``count`` elements (-1: none left)."""
+        return _transforms.Skip(self, A.integer(count, "count"))
+
+    def cache(self, filename: str = "", name: Optional[str] = None) -> "Dataset":
+        """The elements of the first complete iteration, kept in memory and served afterwards."""
+        if not isinstance(filename, str):
+            raise TypeError(f"Argument `filename` must be a string; got {filename!r} of type "
+                            f"{type(filename).__name__} (Cannot convert {filename!r} to EagerTensor of dtype string).")
+        if filename:
+            raise NotImplementedError(f"cache(filename={filename!r}): tapejax.data caches in memory only "
+                                      "(call cache() without a filename).")
+        return _transforms.Cache(self)
+
+    def prefetch(self, buffer_size: Any, name: Optional[str] = None) -> "Dataset":
+        """Up to ``buffer_size`` elements computed ahead in a background thread (``AUTOTUNE``: 2);
+        last in a pipeline, they are also moved to the device there."""
+        size = A.AUTOTUNE if buffer_size is None else A.integer(buffer_size, "buffer_size")
+        if size < A.AUTOTUNE:
+            raise A.InvalidArgumentError(None, None, "prefetch: `buffer_size` must be >= 0 or set buffer_size to "
+                                         f"be -1 for auto-tuning; got {size}.")
+        return _transforms.Prefetch(self, size)
+
+    def concatenate(self, dataset: "Dataset", name: Optional[str] = None) -> "Dataset":
+        """This dataset's elements, then ``dataset``'s (same structure and dtypes)."""
+        if not isinstance(dataset, Dataset):
+            raise TypeError(f"Argument `dataset` must be a tapejax.data.Dataset; got {dataset!r} of type "
+                            f"{type(dataset).__name__}")
+        return _transforms.Concatenate(self, dataset)
+
+    def enumerate(self, start: Any = 0, name: Optional[str] = None) -> "Dataset":
+        """``(index, element)`` pairs, the index an int64 scalar from ``start``."""
+        return _sources.Zip((_sources.counter(A.integer(start, "start")), self))
+
+    def apply(self, transformation_func: Callable[["Dataset"], "Dataset"]) -> "Dataset":
+        """``transformation_func(self)``, which must return a Dataset."""
+        out = transformation_func(self)
+        if not isinstance(out, Dataset):
+            raise TypeError(f"`transformation_func` must return a Dataset; got {type(out).__name__}")
+        return out
+
+    def with_options(self, options: Options, name: Optional[str] = None) -> "Dataset":
+        """This dataset with ``options`` merged into its ``options()``."""
+        if not isinstance(options, Options):
+            raise TypeError(f"Argument `options` must be a tapejax.data.Options; got {options!r}")
+        return _transforms.WithOptions(self, options)
+
+
+def _seed_list(op_seed: Optional[int]) -> list:
+    """The seed words of a random transformation: the op seed (with the global seed when one is
+    set, as TF combines them); without an op seed, the global seed and a counter (reproducible
+    from ``tapejax.random.set_seed``), else fresh OS entropy."""
+    from ..ops.random import get_global_generator
+    gen = get_global_generator()
+    g = gen.global_seed
+    if op_seed is not None:
+        return [op_seed] if g is None else [g, op_seed]
+    if g is not None:   # the generator's own op-seed stream, which ``set_seed`` restarts
+        key = np.asarray(gen.next_key(_DATA_SEED_STREAM)).ravel()
+        return [int(w) for w in key.tolist()]
+    entropy = np.random.SeedSequence().entropy
+    assert isinstance(entropy, int)   # (drawn from the OS when no entropy is given)
+    return [entropy]
+
+
+from . import iterator as _iterator, sources as _sources, transforms as _transforms  # noqa: E402

@@ -1,0 +1,297 @@
+"""User functions over elements (``map``, ``filter``): traced like TF's, run one element at a time.
+
+TF traces a ``Dataset.map`` function once, when ``map()`` is called, to learn its output
+structure, and then runs the graph per element.  Here:
+
+1. **At ``map()`` time** the function runs under ``jax.eval_shape`` on the input spec: its
+   output structure and specs become the new ``element_spec``, and a bad return value raises
+   there, as in TF.  A dimension the spec leaves unknown (``None``, after ``batch``) is a
+   symbolic dimension (``jax.export.symbolic_shape``); when an op cannot take one, the function
+   is traced at two concrete sizes instead and dimensions that differ become None.
+2. **Per element** the function runs as one ``jax.jit`` program (traced once per input shape; on
+   the CPU, where tf.data runs its functions too): Tensors in, Tensors out.
+3. **Eager** instead, op by op on concrete Tensors, when the function cannot be one program:
+   Python control flow on a tensor value (what TF's AutoGraph converts; eagerly Python takes
+   the branch), value-dependent shapes (``boolean_mask``), a ``tapejax.random`` op drawing
+   from the global stream (fresh values per element, as TF's), or a Variable read (its value
+   at each element, as TF's).  The output spec then comes from one run on zeros of the input
+   spec: structure, dtypes and ranks, with every dimension unknown.
+
+Python side effects therefore run at ``map()`` time and once per traced shape (TF: once), or
+per element in eager mode.  Assigning or creating a Variable inside a dataset function is
+refused (ValueError at ``map()`` time).
+"""
+import contextlib
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..compile.signature import TensorSpec
+from ..core import state as _state
+from ..core.convert import convert_to_tensor
+from ..core.errors import InvalidArgumentError, OperatorNotAllowedInGraphError
+from ..core.tensor import Tensor
+from . import structure as S
+
+# Errors that mean "this function cannot be one traced program; run it eagerly".
+_EAGER_ERRORS: Tuple[type, ...] = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
+                                   jax.errors.TracerIntegerConversionError, jax.errors.NonConcreteBooleanIndexError,
+                                   OperatorNotAllowedInGraphError)
+
+
+class _UsesVariable(Exception):
+    """Raised by the watch collector when a traced function touches a Variable."""
+
+    def __init__(self, var: Any, how: str):
+        super().__init__(how)
+        self.var = var
+        self.how = how
+
+
+class _Watch:
+    """A ``core.state`` collector installed while a dataset function runs: a Variable read
+    aborts a trace (the function then runs eagerly); assigning or creating one is refused."""
+
+    def __init__(self, reads_ok: bool):
+        self.reads_ok = reads_ok
+
+    def touch(self, var: Any, assign: bool) -> None:
+        if assign:
+            raise _UsesVariable(var, "assigns")
+        if not self.reads_ok:
+            raise _UsesVariable(var, "reads")
+
+    def created(self, var: Any) -> None:
+        raise _UsesVariable(var, "creates")
+
+
+@contextlib.contextmanager
+def _watching(reads_ok: bool) -> Iterator[None]:
+    prev = _state._local.collector
+    _state._local.collector = _Watch(reads_ok)
+    try:
+        yield
+    finally:
+        _state._local.collector = prev
+
+
+def _cpu():
+    try:
+        return jax.devices("cpu")[0]
+    except RuntimeError:   # (no CPU backend: leave placement to JAX)
+        return None
+
+
+_CPU = _cpu()
+
+
+@contextlib.contextmanager
+def host_context(x64: bool) -> Iterator[None]:
+    """Where pipeline code runs: JAX's 64-bit mode as when the dataset was made (worker threads
+    have their own), on the CPU device (tf.data's functions run on the host)."""
+    with contextlib.ExitStack() as stack:
+        if jax.enable_x64.value != x64:
+            stack.enter_context(jax.enable_x64(x64))
+        if _CPU is not None and jax.default_backend() != "cpu":
+            stack.enter_context(jax.default_device(_CPU))
+        yield
+
+
+def _materialize_random_key() -> None:
+    """Make the global random generator's key now, outside any trace: it is made on first use,
+    and a first use inside a trace would leave a tracer in it."""
+    from ..ops.random import get_global_generator
+    get_global_generator().key
+
+
+def _is_random_in_trace(e: BaseException) -> bool:
+    return isinstance(e, RuntimeError) and "tapejax.random op with seed=None" in str(e)
+
+
+def _needs_eager(e: BaseException) -> bool:
+    return isinstance(e, _EAGER_ERRORS) or _is_random_in_trace(e) or (
+        isinstance(e, _UsesVariable) and e.how == "reads")
+
+
+class StructuredFunction:
+    """A user function over elements of ``input_spec`` (a nested spec structure).
+
+    ``output_spec`` is the structure the function returns (each component's spec); calling the
+    object with a flat tuple of input components returns the flat tuple of output components.
+    """
+
+    def __init__(self, fn: Callable[..., Any], input_spec: Any, transformation: str, x64: bool):
+        self._fn = fn
+        self._input_spec = input_spec
+        self._in_specs: List[S.Spec] = S.flatten(input_spec)
+        self._name = transformation
+        self._x64 = x64
+        self.eager = False
+        self.eager_reason = ""
+        self.output_spec: Any = None    # the output structure, a spec per component
+        self._traced: Any = None        # the last trace's output structure (an ``_Aval`` per component)
+        self._jitted = jax.jit(self._pure)
+        with host_context(x64):
+            spec = self._infer()
+        self.output_spec = spec
+        self._out_specs: List[S.Spec] = S.flatten(spec)
+
+    # -- calling the user's function -----------------------------------------
+    def _call_user(self, components: Sequence[Any]) -> Any:
+        """The user's function on Tensors (or None) in the input structure; its output with
+        every component a Tensor or None (TF's rules for what a dataset function may return)."""
+        element = S.pack(self._input_spec, [None if c is None else Tensor(c) for c in components])
+        out = self._fn(*element) if type(element) is tuple else self._fn(element)
+        if type(out) is list:      # TF: a top-level list is a tuple of components
+            out = tuple(out)
+        comps = [self._component(c) for c in S.flatten(out)]
+        if all(c is None for c in comps):
+            raise InvalidArgumentError(
+                f"The function passed to {self._name} returned {out!r}: it must return a tensor or a "
+                "(nested) tuple or dict of tensors.")
+        return S.pack(out, comps)
+
+    def _component(self, value: Any) -> Optional[Tensor]:
+        if value is None or isinstance(value, Tensor):
+            return value
+        try:
+            return convert_to_tensor(value)
+        except ValueError:
+            raise TypeError(f"Unsupported return value from function passed to {self._name}: {value!r} "
+                            f"(of type {type(value).__name__}).") from None
+
+    def _pure(self, *components: Any) -> Tuple[Any, ...]:
+        """The traced program: components in, output components out (records the structure)."""
+        with _watching(reads_ok=False):
+            out = self._call_user(components)
+        traced = S.map_structure(lambda t: None if t is None else _Aval(tuple(t.value.shape), t.value.dtype), out)
+        if self.output_spec is not None and not S.same_structure(traced, self.output_spec):
+            raise InvalidArgumentError(f"The function passed to {self._name} returned {out!r} for another input "
+                                       f"shape, whose structure differs from {self.output_spec!r}.")
+        self._traced = traced
+        return tuple(None if t is None else t.value for t in S.flatten(out))
+
+    # -- the output spec -----------------------------------------------------
+    def _infer(self) -> Any:
+        unknown = any(isinstance(s, TensorSpec) and (s.shape is None or None in s.shape) for s in self._in_specs)
+        if any(isinstance(s, TensorSpec) and s.shape is None for s in self._in_specs):
+            return self._infer_eagerly("its input has components of unknown rank")
+        try:
+            if unknown:
+                try:
+                    return self._trace_shapes(self._symbolic_args())
+                except Exception as e:  # noqa: BLE001 - any failure: the concrete sizes decide
+                    if isinstance(e, _UsesVariable) or _needs_eager(e):
+                        raise
+                return _merge(self._trace_shapes(self._concrete_args(2)), self._trace_shapes(self._concrete_args(3)))
+            return self._trace_shapes(self._concrete_args(None))
+        except _UsesVariable as e:
+            if e.how != "reads":
+                raise self._refuse(e) from None
+            return self._infer_eagerly(f"it reads the Variable {getattr(e.var, 'name', '')!r}")
+        except Exception as e:
+            if _needs_eager(e):
+                return self._infer_eagerly(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+            raise
+
+    def _trace_shapes(self, args: List[Any]) -> Any:
+        _materialize_random_key()
+        jax.eval_shape(self._pure, *args)
+        return S.map_structure(_concrete_spec, self._traced)
+
+    def _symbolic_args(self) -> List[Any]:
+        names = []
+        for s in self._in_specs:
+            if isinstance(s, TensorSpec):
+                names += [f"d{len(names)}" for d in (s.shape or ()) if d is None]
+        dims = iter(jax.export.symbolic_shape(",".join(names)))
+        args = []
+        for s in self._in_specs:
+            if isinstance(s, TensorSpec):
+                shape = tuple(next(dims) if d is None else d for d in (s.shape or ()))
+                args.append(jax.ShapeDtypeStruct(shape, s.dtype._np))
+            else:
+                args.append(None)
+        return args
+
+    def _concrete_args(self, size: Optional[int]) -> List[Any]:
+        return [jax.ShapeDtypeStruct(tuple(size if d is None else d for d in (s.shape or ())), s.dtype._np)
+                if isinstance(s, TensorSpec) else None for s in self._in_specs]
+
+    def _infer_eagerly(self, reason: str) -> Any:
+        """Eager mode: the structure, dtypes and ranks from one run on zeros, shapes unknown."""
+        self.eager = True
+        self.eager_reason = reason
+        zeros = [None if not isinstance(s, TensorSpec) else
+                 jnp.zeros(tuple(1 if d is None else d for d in (s.shape or ())), s.dtype._np)
+                 for s in self._in_specs]
+        try:
+            out = self._run_eager(zeros)
+        except _UsesVariable as e:
+            raise self._refuse(e) from None
+        return S.map_structure(
+            lambda c: S.NoneTensorSpec() if c is None else TensorSpec((None,) * c.ndim, c.dtype), out)
+
+    def _refuse(self, e: _UsesVariable) -> ValueError:
+        return ValueError(f"The function passed to {self._name} {e.how} a Variable "
+                          f"({getattr(e.var, 'name', e.var)!r}): tapejax.data functions may read Variables "
+                          "but not assign or create them.")
+
+    def _run_eager(self, components: Sequence[Any]) -> Any:
+        with _watching(reads_ok=True):
+            out = self._call_user([None if c is None else jnp.asarray(c) for c in components])
+        return S.map_structure(lambda t: None if t is None else t.value, out)
+
+    # -- per element -----------------------------------------------------------
+    def __call__(self, components: Tuple[Any, ...]) -> Tuple[Any, ...]:
+        with host_context(self._x64):
+            if not self.eager:
+                _materialize_random_key()
+                try:
+                    return self._jitted(*components)
+                except _UsesVariable as e:
+                    if e.how != "reads":
+                        raise self._refuse(e) from None
+                    self.eager = True
+                except Exception as e:
+                    if not _needs_eager(e):
+                        raise
+                    self.eager = True   # a new input shape took a path that cannot be traced
+            try:
+                out = self._run_eager(components)
+            except _UsesVariable as e:
+                raise self._refuse(e) from None
+        if not S.same_structure(out, self.output_spec):
+            raise InvalidArgumentError(f"The function passed to {self._name} returned {out!r}, whose structure "
+                                       f"differs from its element_spec {self.output_spec!r}.")
+        comps = S.flatten(out)
+        for c, spec in zip(comps, self._out_specs):
+            if isinstance(spec, TensorSpec) and np.dtype(c.dtype) != spec.dtype._np:
+                raise InvalidArgumentError(
+                    f"The function passed to {self._name} returned a component of dtype {np.dtype(c.dtype).name} "
+                    f"where its element_spec says {spec.dtype.name}.")
+        return tuple(comps)
+
+
+@dataclass(frozen=True)
+class _Aval:
+    """A traced output component's shape (dimensions may be symbolic) and dtype (a record, not a
+    tuple: element structures treat tuples as structure)."""
+
+    shape: Tuple[Any, ...]
+    dtype: Any
+
+
+def _concrete_spec(aval: Optional[_Aval]) -> S.Spec:
+    """A traced output component's spec: symbolic dimensions become None."""
+    if aval is None:
+        return S.NoneTensorSpec()
+    return TensorSpec(tuple(d if isinstance(d, int) else None for d in aval.shape), aval.dtype)
+
+
+def _merge(a: Any, b: Any) -> Any:
+    """Output specs traced at two input sizes: dimensions that differ are unknown."""
+    return S.pack(a, [S.combine(x, y) or x for x, y in zip(S.flatten(a), S.flatten(b))])

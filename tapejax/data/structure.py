@@ -1,0 +1,190 @@
+"""Element structures: tf.data's nesting rules, component specs and host copies of components.
+
+tf.data nests differently from ``tf.nest``: tuples (namedtuples too) and dicts are structure, but a
+*list* is a value (``from_tensor_slices([[1, 2], [3, 4]])`` slices one 2x2 tensor), and dicts
+flatten in sorted key order.  ``None`` is a component of its own (``NoneTensorSpec``).
+
+Inside a pipeline an element is a flat tuple of *components* (NumPy arrays, CPU ``jax.Array`` s, or
+None) in ``flatten`` order; the structure lives once, in the dataset's ``element_spec`` (the same
+nesting with a spec per component), and ``pack`` rebuilds it only when an element is handed to
+the user.  A component's dtype is the one a tapejax Tensor of it has (``to_component``: TF's
+conversion rules, int64 held as int32 without JAX's 64-bit mode, float64 only with it).
+"""
+from typing import Any, Callable, List, Optional, Sequence, Union
+
+import jax
+import numpy as np
+
+from ..compile.signature import TensorSpec
+from ..core import dtypes as _dtypes
+from ..core.convert import convert_to_tensor
+from ..core.tensor import Tensor
+
+
+class NoneTensorSpec:
+    """The spec of a ``None`` component (TF's ``NoneTensorSpec``): it stays None through the
+    pipeline (batching, zipping ...)."""
+
+    __slots__ = ()
+
+    shape = None
+    dtype = None
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, NoneTensorSpec)
+
+    def __hash__(self) -> int:
+        return hash(NoneTensorSpec)
+
+    def __repr__(self) -> str:
+        return "NoneTensorSpec()"
+
+
+Spec = Union[TensorSpec, NoneTensorSpec]
+
+
+# -- nesting -------------------------------------------------------------------
+
+def _is_namedtuple(x: Any) -> bool:
+    return isinstance(x, tuple) and hasattr(type(x), "_fields")
+
+
+def is_structure(x: Any) -> bool:
+    """Whether ``x`` is structure (a tuple, namedtuple or dict) rather than a component."""
+    return isinstance(x, (tuple, dict))
+
+
+def flatten(x: Any) -> List[Any]:
+    """The components of ``x`` in tf.data's order (dicts by sorted key)."""
+    if not isinstance(x, (tuple, dict)):
+        return [x]
+    out: List[Any] = []
+    _flatten_into(x, out)
+    return out
+
+
+def _flatten_into(x: Any, out: List[Any]) -> None:
+    if isinstance(x, dict):
+        for k in sorted(x):
+            _flatten_into(x[k], out)
+    elif isinstance(x, tuple):
+        for v in x:
+            _flatten_into(v, out)
+    else:
+        out.append(x)
+
+
+def pack(structure: Any, components: Sequence[Any]) -> Any:
+    """``structure`` rebuilt with ``components`` (in ``flatten`` order) as its leaves."""
+    if not isinstance(structure, (tuple, dict)):
+        return components[0]
+    it = iter(components)
+    return _pack(structure, it)
+
+
+def _pack(x: Any, it: Any) -> Any:
+    if isinstance(x, dict):
+        packed = {k: _pack(x[k], it) for k in sorted(x)}
+        return type(x)((k, packed[k]) for k in x)
+    if _is_namedtuple(x):
+        return type(x)(*[_pack(v, it) for v in x])
+    if isinstance(x, tuple):
+        return tuple(_pack(v, it) for v in x)
+    return next(it)
+
+
+def map_structure(fn: Callable[[Any], Any], x: Any) -> Any:
+    return pack(x, [fn(v) for v in flatten(x)])
+
+
+def same_structure(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` nest the same way (types of structure, dict keys, lengths)."""
+    if isinstance(a, dict) or isinstance(b, dict):
+        return (isinstance(a, dict) and isinstance(b, dict) and sorted(a) == sorted(b)
+                and all(same_structure(a[k], b[k]) for k in a))
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        return (isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b)
+                and _is_namedtuple(a) == _is_namedtuple(b) and all(same_structure(x, y) for x, y in zip(a, b)))
+    return True
+
+
+def describe(spec_structure: Any) -> str:
+    """A structure of specs as TF prints it in messages: ``(tf.int32, tf.float32)``."""
+    return repr(map_structure(lambda s: "None" if isinstance(s, NoneTensorSpec) else s.dtype, spec_structure))
+
+
+# -- components ----------------------------------------------------------------
+
+def to_component(value: Any, device: bool = False) -> Any:
+    """A private copy of one component, in the dtype its tapejax Tensor has (TF's rules: Python
+    floats float32, ints int32; NumPy dtypes kept; int64 as int32 without x64; float64 an error
+    without x64; another library's array through ``convert_to_tensor``): a NumPy array, or with
+    ``device`` the ``jax.Array`` (on the default device) it was made as."""
+    if value is None:
+        return None
+    array = value.value if isinstance(value, Tensor) else convert_to_tensor(value).value
+    return array if device else np.asarray(array)
+
+
+def spec_of(component: Any) -> Spec:
+    """The spec of one component (an array, or None)."""
+    if component is None:
+        return NoneTensorSpec()
+    return TensorSpec(tuple(component.shape), _dtypes.as_dtype(component.dtype))
+
+
+def batched(spec: Spec, size: Optional[int]) -> Spec:
+    """``spec`` with a leading batch dimension (None: unknown size)."""
+    if isinstance(spec, NoneTensorSpec):
+        return spec
+    shape = None if spec.shape is None else (size,) + tuple(spec.shape)
+    return TensorSpec(shape, spec.dtype)
+
+
+def unbatched(spec: Spec) -> Spec:
+    if isinstance(spec, NoneTensorSpec) or spec.shape is None:
+        return spec
+    return TensorSpec(tuple(spec.shape)[1:], spec.dtype)
+
+
+def with_shape(spec: Spec, shape: Optional[Sequence[Optional[int]]]) -> Spec:
+    if isinstance(spec, NoneTensorSpec):
+        return spec
+    return TensorSpec(None if shape is None else tuple(shape), spec.dtype)
+
+
+def combine(a: Spec, b: Spec) -> Optional[Spec]:
+    """The most specific spec both ``a`` and ``b`` fit (dimensions that differ become None), or
+    None when they cannot be one component (dtype, rank or None-ness differ)."""
+    if isinstance(a, NoneTensorSpec) or isinstance(b, NoneTensorSpec):
+        return a if isinstance(a, NoneTensorSpec) and isinstance(b, NoneTensorSpec) else None
+    if a.dtype != b.dtype:
+        return None
+    if a.shape is None or b.shape is None:
+        return TensorSpec(None, a.dtype)
+    if len(a.shape) != len(b.shape):
+        return TensorSpec(None, a.dtype)
+    return TensorSpec(tuple(x if x == y else None for x, y in zip(a.shape, b.shape)), a.dtype)
+
+
+def shape_fits(shape: Sequence[int], spec: TensorSpec) -> bool:
+    """Whether a concrete ``shape`` fits ``spec``'s (None dimensions take any size)."""
+    if spec.shape is None:
+        return True
+    return len(shape) == len(spec.shape) and all(s is None or s == d for s, d in zip(spec.shape, shape))
+
+
+def host_dtype(spec: Spec) -> Optional[np.dtype]:
+    return None if isinstance(spec, NoneTensorSpec) else np.dtype(spec.dtype._np)
+
+
+def numpy_value(component: Any) -> Any:
+    """A component as ``as_numpy_iterator`` gives it: an ndarray, or a NumPy scalar at rank 0."""
+    if component is None:
+        return None
+    a = np.asarray(component)
+    return a[()] if a.ndim == 0 else a
+
+
+def is_array(x: Any) -> bool:
+    return isinstance(x, (np.ndarray, jax.Array))

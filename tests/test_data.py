@@ -1,0 +1,230 @@
+"""tapejax.data beyond what real tf.data can check (tests/parity/test_data.py does that): the
+documented shuffle order, when dataset functions are traced, Variables and random ops inside
+them, tapes, threads and 64-bit mode, cache fills, iteration inside a trace, Options, messages
+that name the argument, and the ImportError naming the extra when grain is missing.
+Oracles: hand-derived values and the README's formulas."""
+import subprocess
+import sys
+import textwrap
+
+import jax
+import numpy as np
+import pytest
+
+import tapejax as tf
+from tapejax.data import _grain
+from tapejax.data.dataset import Build
+
+D = tf.data.Dataset
+
+
+def ints(ds):
+    return [int(v) for v in ds.as_numpy_iterator()]
+
+
+# -- shuffle: the documented order ---------------------------------------------------
+
+def test_shuffle_order_is_the_documented_window_permutation():
+    """Window w of epoch e of iteration k: numpy's permutation seeded (seed, k, e, w)."""
+    ds = D.range(10).shuffle(4, seed=7)
+    want = []
+    for epoch in range(2):
+        for w, size in enumerate((4, 4, 2)):
+            want += list(np.random.default_rng([7, 0, epoch, w]).permutation(size) + 4 * w)
+    assert ints(ds.repeat(2)) == want
+    # a new iteration (reshuffle_each_iteration) is iteration 1
+    second = list(np.random.default_rng([7, 1, 0, 0]).permutation(4))
+    assert ints(ds.repeat(2))[:4] == second
+
+
+def test_shuffle_reproducible_from_the_global_seed():
+    tf.random.set_seed(5)
+    a = ints(D.range(50).shuffle(50))
+    tf.random.set_seed(5)
+    b = ints(D.range(50).shuffle(50))
+    tf.random.set_seed(None)
+    assert a == b and sorted(a) == list(range(50)) and a != list(range(50))
+
+
+def test_shuffle_of_a_stream_is_grains_window_shuffle():
+    gen = D.from_generator(lambda: iter(range(12)), output_signature=tf.TensorSpec((), tf.int32))
+    ds = gen.shuffle(4, seed=3).repeat(2)
+    got = ints(ds)
+    for i in range(0, 24, 4):      # every window of the stream holds the same four elements
+        assert sorted(got[i:i + 4]) == list(range(i % 12, i % 12 + 4))
+    assert got[:12] != got[12:]    # a new order in the second epoch
+
+
+# -- functions: tracing, Variables, random ops, tapes -------------------------------------
+
+def test_map_is_traced_at_map_time_and_once_per_input_shape():
+    calls = []
+
+    def f(x):
+        calls.append(tuple(x.shape))
+        return x * 2.0
+
+    ds = D.from_tensor_slices(np.ones((6, 3), np.float32)).map(f)
+    assert len(calls) == 1                      # map(): the output spec
+    assert [v.numpy().tolist() for v in ds][0] == [2.0, 2.0, 2.0]
+    assert len(calls) == 2                      # the compiled program, traced once
+    list(ds)
+    assert len(calls) == 2
+    batched = D.from_tensor_slices(np.ones((5, 3), np.float32)).batch(2).map(f)
+    n = len(calls)
+    list(batched)                               # shapes (2, 3) and (1, 3): two traces
+    assert len(calls) == n + 2
+    assert batched.element_spec.shape == (None, 3)
+
+
+def test_map_reads_a_variable_when_each_element_is_computed():
+    v = tf.Variable(1.0)
+    ds = D.from_tensor_slices(np.arange(3, dtype=np.float32)).map(lambda x: x * v)
+    assert [float(t) for t in ds] == [0.0, 1.0, 2.0]
+    v.assign(10.0)
+    assert [float(t) for t in ds] == [0.0, 10.0, 20.0]
+
+
+def test_map_may_not_assign_or_create_variables():
+    v = tf.Variable(0.0)
+    r = D.range(3)
+    with pytest.raises(ValueError, match="assigns a Variable"):
+        r.map(lambda x: v.assign_add(1.0))
+    with pytest.raises(ValueError, match="creates a Variable"):
+        r.map(lambda x: tf.Variable(1.0) * 2.0)
+    assert float(v) == 0.0
+
+
+def test_random_ops_in_map_draw_per_element():
+    vals = [float(t) for t in D.range(8).map(lambda x: tf.random.uniform([]))]
+    assert len(set(vals)) == 8
+
+
+def test_tapes_do_not_record_the_pipeline():
+    c = tf.constant(3.0)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(c)
+        ds = D.from_tensor_slices(np.ones(4, np.float32)).map(lambda x: x * c)
+        total = tf.add_n(list(ds))
+        direct = c * 2.0
+    assert float(total) == 12.0
+    assert tape.gradient(total, c) is None
+    assert float(tape.gradient(direct, c)) == 2.0
+
+
+def test_parallel_map_keeps_the_order():
+    x = np.arange(200, dtype=np.float32)
+    seq = D.from_tensor_slices(x).map(lambda v: v * v)
+    par = D.from_tensor_slices(x).map(lambda v: v * v, num_parallel_calls=tf.data.AUTOTUNE).prefetch(4)
+    assert [float(t) for t in par] == [float(t) for t in seq] == list(x * x)
+
+
+def test_worker_threads_keep_64_bit_mode():
+    with jax.enable_x64(True):
+        ds = D.range(5).map(lambda v: v * 2, num_parallel_calls=2).prefetch(2)
+        got = list(ds)
+    assert all(t.dtype == tf.int64 for t in got) and [int(t) for t in got] == [0, 2, 4, 6, 8]
+
+
+def test_iterating_inside_a_jax_trace_is_refused():
+    ds = D.range(3)
+
+    def f(x):
+        for v in ds:
+            x = x + v
+        return x
+    with pytest.raises(ValueError, match="inside tapejax.function"):
+        jax.jit(f)(0)
+    it = iter(ds)
+    with pytest.raises(ValueError, match="frozen into the compiled program"):
+        tf.function(lambda: next(it))()
+
+
+# -- cache, None components, generators, options ---------------------------------------------
+
+def test_cache_keeps_only_a_complete_first_pass():
+    ds = D.range(20).shuffle(20, seed=1).cache()
+    partial = []
+    for v in ds:                 # an unfinished pass is not kept
+        partial.append(int(v))
+        if len(partial) == 3:
+            break
+    full = ints(ds)
+    assert ints(ds) == full and ints(ds) == full
+    assert partial != full[:3] or sorted(full) == list(range(20))
+
+
+def test_none_components_and_generator_args():
+    ds = D.from_tensor_slices((np.arange(3, dtype=np.int32), None))
+    assert isinstance(ds.element_spec[1], tf.data.NoneTensorSpec)
+    assert [(int(a), b) for a, b in ds] == [(0, None), (1, None), (2, None)]
+    gen = D.from_generator(lambda n: iter(range(int(n))), args=(3,), output_signature=tf.TensorSpec((), tf.int32))
+    assert ints(gen) == [0, 1, 2]
+
+
+def test_options():
+    opts = tf.data.Options()
+    opts.threading.private_threadpool_size = 3
+    opts.deterministic = True
+    ds = D.range(3).with_options(opts).map(lambda v: v + 1)
+    merged = ds.options()
+    assert merged.threading.private_threadpool_size == 3 and merged.deterministic is True
+    assert Build(merged).threads(tf.data.AUTOTUNE) <= 3
+    off = tf.data.Options()
+    off.autotune.enabled = False
+    assert Build(off).threads(tf.data.AUTOTUNE) == 1
+    with pytest.raises(AttributeError, match="Cannot set the property"):
+        opts.no_such_option = 1
+    with pytest.raises(TypeError, match="deterministic"):
+        opts.deterministic = 3
+    with pytest.raises(NotImplementedError, match="memory only"):
+        D.range(3).cache("/tmp/x")
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda r: r.batch(0), ["`batch_size`", "greater than zero", "got 0"]),
+    (lambda r: r.batch(-3), ["`batch_size`", "got -3"]),
+    (lambda r: r.batch(1.5), ["`batch_size`", "1.5", "float"]),
+    (lambda r: r.padded_batch(0), ["`batch_size`", "got 0"]),
+    (lambda r: r.shuffle(0), ["`buffer_size`", "got 0"]),
+    (lambda r: r.prefetch(-5), ["`buffer_size`", "got -5"]),
+    (lambda r: r.take(1.5), ["`count`", "1.5"]),
+    (lambda r: r.map(3), ["`func`", "3"]),
+    (lambda r: r.map(lambda v: v, num_parallel_calls=0), ["`num_parallel_calls`", "got 0"]),
+    (lambda r: r.map(lambda v: object()), ["Unsupported return value", "Dataset.map()", "object"]),
+    (lambda r: r.filter(lambda v: v), ["`predicate`", "tf.bool", "int"]),
+    (lambda r: r.concatenate(3), ["`dataset`", "int"]),
+    (lambda r: D.from_tensor_slices((np.zeros(3, np.float32), np.zeros(4, np.float32))), ["3", "4"]),
+])
+def test_messages_name_the_argument(call, words):
+    with pytest.raises(Exception) as e:
+        call(D.range(10))
+    msg = str(e.value)
+    assert all(w in msg for w in words), msg
+
+
+# -- grain is optional ------------------------------------------------------------------
+
+def test_missing_grain_raises_import_error_naming_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "grain", None)
+    monkeypatch.setattr(_grain, "_GRAIN", None)
+    with pytest.raises(ImportError, match=r"tapejax\[data\]"):
+        D.range(3)
+    with pytest.raises(ImportError, match=r"tapejax\[data\]"):
+        D.from_tensor_slices([1, 2])
+
+
+def test_tapejax_imports_without_grain():
+    code = textwrap.dedent("""
+        import sys
+        sys.modules["grain"] = None
+        import tapejax as tf
+        assert tf.data.AUTOTUNE == -1
+        try:
+            tf.data.Dataset.range(3)
+        except ImportError as e:
+            print("IMPORTERROR", e)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         cwd=str(__import__("pathlib").Path(__file__).resolve().parents[1]))
+    assert "IMPORTERROR" in out.stdout and "tapejax[data]" in out.stdout, out.stderr[-2000:]
