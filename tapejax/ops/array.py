@@ -10,8 +10,9 @@ tape returns ``tf.IndexedSlices``; tapejax returns the *dense* gradient (a
 Tensor of the Variable's shape, zeros outside the gathered rows, repeated
 rows summed), which is what ``tf.convert_to_tensor(indexed_slices)`` gives
 and what every tapejax optimizer consumes.  Out-of-range indices are not
-checked on the device (TF raises); JAX's gather fills them with NaN/0 and
-their gradient is dropped.
+checked by default (TF's CPU kernel raises; JAX clamps them, as TF on GPU
+gives 0s) unless the value-check mode is on (``ops.checks``): ``gather`` then
+raises TF's InvalidArgumentError.
 """
 import builtins
 import collections
@@ -36,6 +37,7 @@ from ._registry import (
     static_shape,
     tf_types,
 )
+from .checks import VALUE_CHECKS, require_no_bad
 
 _TENSORISH = (Tensor, Variable)
 _pyrange = builtins.range
@@ -418,7 +420,8 @@ def _int_indices(indices, op_type, arg="indices"):
 def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name=None):
     """``tf.gather`` along ``axis`` (default ``batch_dims``).  From a Variable the gradient is dense
     (see the module docstring)."""
-    if type(params) is Tensor and type(indices) is Tensor and axis is None and batch_dims == 0:
+    if (type(params) is Tensor and type(indices) is Tensor and axis is None and batch_dims == 0
+            and not VALUE_CHECKS[0]):
         try:  # the fast path: index dtype and params rank are checked when JAX traces
             return call_plain2(_GATHER, _GATHER_PLAIN, params, indices)
         except Exception:  # noqa: BLE001 - the checked path below raises TF's error for it
@@ -430,6 +433,11 @@ def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name
     if not -nd <= ax < nd:
         raise _bad("GatherV2", f"Shape must be at least rank {ax + 1} but is rank {nd} (argument `axis`)")
     ax %= nd
+    if VALUE_CHECKS[0]:   # opt-in: TF's CPU kernel rejects an index out of range (JAX clamps)
+        n = _shape(params)[ax]
+        iv = idx._value
+        require_no_bad((iv < 0) | (iv >= n), iv, "indices", f"is not in [0, {n})",
+                       "ResourceGather" if isinstance(params, Variable) else "GatherV2")
     if ax == 0 and bd == 0:
         return bind(_GATHER, params, idx)  # the common case: no static parameters
     return bind(_GATHER, params, idx, axis=ax, batch_dims=bd)

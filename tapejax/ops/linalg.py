@@ -20,6 +20,7 @@ from ..core.variable import Variable
 from . import _grads as G
 from ._registry import check_binary, check_float, dtype_of, op_error, prim, static_axis, tf_types
 from .array import einsum, tensordot  # noqa: F401
+from .checks import VALUE_CHECKS, require, traced
 from .math import l2_normalize, matmul  # noqa: F401
 
 _TENSORISH = (Tensor, Variable)
@@ -104,22 +105,79 @@ def _inv(x, *, adjoint):
 _INV = prim("MatrixInverse", _inv)
 
 
+@jax.jit
+def _invertible(x):
+    """TF's CPU test of ``inv`` / ``solve``: every pivot of the partially pivoted LU is nonzero
+    (over the whole batch)."""
+    x = x.astype(jnp.float32) if x.dtype == jnp.float16 else x
+    lu = jax.lax.linalg.lu(x)[0]
+    return jnp.all(jnp.abs(jnp.diagonal(lu, axis1=-2, axis2=-1)) > 0)
+
+
+def _require_invertible(x, message, op_type):
+    """Value-check mode: a singular ``x`` raises TF's InvalidArgumentError (eager now, traced
+    after the step)."""
+    v = x._value if isinstance(x, _TENSORISH) else jnp.asarray(x)
+    ok = _invertible(v)
+    if traced(ok):
+        require(ok, message)
+    elif not bool(ok):
+        raise _bad(op_type, message)
+
+
 @tf_types("MatrixInverse")
 def inv(input, adjoint=False, name=None):
-    """``tf.linalg.inv`` (singular input gives inf/NaN values; TF raises on CPU)."""
+    """``tf.linalg.inv`` (a singular input gives inf/NaN values, as TF on GPU; TF's CPU kernel
+    raises, as tapejax does in the value-check mode, ``ops.checks``)."""
     _square(input, "MatrixInverse")
     if dtype_of(input) == _dtypes.bfloat16._np:
         _no_half(input, "MatrixInverse", "input")
+    if VALUE_CHECKS[0]:
+        _require_invertible(input, "Input is not invertible.", "MatrixInverse")
     return bind(_INV, input, adjoint=bool(adjoint))
 
 
-_DET = prim("MatrixDeterminant", jnp.linalg.det)
+def _det_vjp_checked(x, *, singular):
+    """``det`` whose gradient does TF's check (its gradient inverts the matrix): ``singular``
+    True (known from the eager value) raises when the gradient is traced; False (a traced
+    input) puts a functionalized check in the gradient."""
+    @jax.custom_vjp
+    def f(x):
+        return jnp.linalg.det(x)
+
+    def fwd(x):
+        return jnp.linalg.det(x), x
+
+    def bwd(x, g):
+        if singular:
+            raise _bad("MatrixInverse", "Input is not invertible.")
+        require(_invertible(x), "Input is not invertible.")
+        return jax.vjp(jnp.linalg.det, x)[1](g)
+
+    f.defvjp(fwd, bwd)
+    return f(x)
+
+
+def _det(x, *, grad_check=None):
+    if grad_check is None:
+        return jnp.linalg.det(x)
+    return _det_vjp_checked(x, singular=grad_check == "singular")
+
+
+_DET = prim("MatrixDeterminant", _det)
 
 
 @tf_types("MatrixDeterminant")
 def det(input, name=None):
-    """``tf.linalg.det``."""
+    """``tf.linalg.det``.  At a singular matrix the gradient is JAX's (the adjugate); TF's CPU
+    kernel raises there, as tapejax does in the value-check mode (``ops.checks``)."""
     _square(input, "MatrixDeterminant")
+    if VALUE_CHECKS[0]:
+        v = input._value if isinstance(input, _TENSORISH) else jnp.asarray(input)
+        ok = _invertible(v)
+        check = "traced" if traced(ok) else (None if bool(ok) else "singular")
+        if check is not None:
+            return bind(_DET, input, grad_check=check)
     return bind(_DET, input)
 
 
@@ -207,6 +265,8 @@ def solve(matrix, rhs, adjoint=False, name=None):
     if len(_shape(rhs)) < 2 or _shape(rhs)[-2] != _shape(matrix)[-1]:
         raise _bad("MatrixSolve", f"Input matrix and right-hand side must have the same number of rows: "
                    f"{list(_shape(matrix))} vs {list(_shape(rhs))} (argument `rhs`)")
+    if VALUE_CHECKS[0]:   # opt-in: TF's CPU kernel rejects a singular matrix (JAX gives inf/NaN)
+        _require_invertible(matrix, "Input matrix is not invertible.", "MatrixSolve")
     return _call(_SOLVE, "MatrixSolve", matrix, rhs, adjoint=bool(adjoint))
 
 

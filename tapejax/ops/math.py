@@ -34,6 +34,7 @@ from ._registry import (
     tf_types,
     unary_ops,
 )
+from .checks import VALUE_CHECKS, require_no_bad
 
 
 def _truediv(x, y):
@@ -676,7 +677,11 @@ def _seg_ids_check(data, segment_ids, op_type):
 def unsorted_segment_sum(data, segment_ids, num_segments, name=None):
     """``tf.math.unsorted_segment_sum``: out[i] = sum of data[j] with segment_ids[j] == i."""
     ids = _seg_ids_check(data, segment_ids, "UnsortedSegmentSum")
-    return bind(_SEGMENT_SUM, data, ids, num_segments=int(num_segments))
+    n = int(num_segments)
+    if VALUE_CHECKS[0]:   # opt-in: TF's CPU kernel rejects an id >= num_segments (JAX drops it)
+        iv = ids._value
+        require_no_bad(iv >= n, iv, "segment_ids", f"is out of range [0, {n})", "UnsortedSegmentSum")
+    return bind(_SEGMENT_SUM, data, ids, num_segments=n)
 
 
 @tf_types("UnsortedSegmentSum")
