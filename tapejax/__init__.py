@@ -50,6 +50,7 @@ from . import keras
 from .train.module import Module, name_scope
 from . import train
 from . import compat
+from .compat import debugging
 
 newaxis = None
 __version__ = "0.1.0"
@@ -59,7 +60,7 @@ __all__ = [
     "atan2", "autodiff", "bfloat16", "bind", "bool", "boolean_mask", "broadcast_to",
     "cache_info", "cache_stats", "cast", "clear_cache", "clip_by_global_norm", "clip_by_norm",
     "clip_by_value", "compat", "complex128", "complex64", "concat", "cond", "constant",
-    "convert_to_tensor", "cos", "cosh", "cumsum", "custom_gradient", "deferred_execution",
+    "convert_to_tensor", "cos", "cosh", "cumsum", "custom_gradient", "debugging", "deferred_execution",
     "define_op", "divide", "double", "DType", "dtypes", "einsum", "equal", "errors", "exp",
     "expand_dims", "eye", "fill", "float16", "float32", "float64", "floor", "floordiv",
     "floormod", "foldl", "foldr", "Function", "function", "gather", "gather_nd",
