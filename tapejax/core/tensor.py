@@ -15,6 +15,7 @@ import jax.core
 import numpy as np
 
 from . import dtypes as _dtypes
+from .devices import device_name
 from .state import next_id
 
 _Array = jax.Array
@@ -153,7 +154,7 @@ class Tensor:
     @property
     def device(self) -> str:
         try:
-            return str(next(iter(self._value.devices())))
+            return device_name(next(iter(self._value.devices())))  # TF's name
         except Exception:  # tracers have no device
             return ""
 

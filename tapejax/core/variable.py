@@ -59,6 +59,7 @@ from ..runtime import pending as _lazy, speculate as _speculate
 from ..runtime.pending import Pending, _Array, _Thunk
 from . import dtypes as _dtypes, state as _state
 from .caches import LRU
+from .devices import device_name
 from .errors import InvalidArgumentError
 from .tensor import Tensor, TensorShape, _to_array, convert_to_tensor
 
@@ -545,7 +546,7 @@ class Variable:
     @property
     def device(self):
         try:
-            return str(next(iter(self._value.devices())))
+            return device_name(next(iter(self._value.devices())))  # TF's name
         except Exception:
             return ""
 
