@@ -41,8 +41,7 @@ from ..core.errors import InvalidArgumentError
 from ..core.tensor import Tensor, convert_to_tensor
 from ..ops import math as _m
 from ..ops.checks import require, set_value_checks, summarize, traced, value_checks_enabled
-from ._shapes import (assert_rank, assert_rank_at_least, assert_rank_in, assert_scalar, assert_shapes,
-                      assert_type)
+from ._shapes import assert_rank, assert_rank_at_least, assert_rank_in, assert_scalar, assert_shapes, assert_type
 
 __all__ = [
     "Assert", "assert_all_finite", "assert_equal", "assert_greater", "assert_greater_equal", "assert_integer",
