@@ -50,7 +50,7 @@ from . import keras
 from .train.module import Module, name_scope
 from . import train
 from . import compat
-from .compat import config, debugging, summary
+from .compat import config, debugging, summary, test
 from .compat.device import device
 
 newaxis = None
@@ -77,7 +77,7 @@ __all__ = [
     "set_speculative_updates", "shape", "sigmoid", "sign", "sin", "sinh", "size", "slice",
     "sort", "speculative_updates", "split", "sqrt", "square", "squeeze", "stack",
     "stop_gradient", "subtract", "summary", "tan", "tanh", "Tensor", "tensor_scatter_nd_add",
-    "tensor_scatter_nd_update", "tensordot", "TensorShape", "TensorSpec", "tile", "train",
+    "tensor_scatter_nd_update", "tensordot", "TensorShape", "TensorSpec", "test", "tile", "train",
     "transpose", "truediv", "uint16", "uint32", "uint64", "uint8", "UnconnectedGradients",
     "unique", "unstack", "Variable", "where", "while_loop", "zeros", "zeros_like",
 ]
