@@ -28,7 +28,11 @@ def _tensor(x: Any):
 
 def _static_int(value: Any, what: str) -> int:
     """A rank argument: a Python int or a scalar integer tensor (TF: "Rank must be a scalar.")."""
-    a = np.asarray(convert_to_tensor(value)._value)
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (list, tuple)):
+        raise ValueError(f"{what.capitalize()} must be a scalar.")
+    a = np.asarray(convert_to_tensor(value)._value)   # (a traced rank: TF's dynamic rank, not supported)
     if a.ndim != 0:
         raise ValueError(f"{what.capitalize()} must be a scalar.")
     if a.dtype.kind not in "iu":
@@ -96,8 +100,8 @@ def _is_known(size: Any) -> bool:
 def assert_shapes(shapes, data=None, summarize=None, message=None, name=None):
     """``tf.debugging.assert_shapes``: ``shapes`` is a list of ``(tensor, spec)``; a spec lists
     each dimension as an int (that size), a string symbol (one size shared by every tensor that
-    names it), ``None`` or ``'.'`` (any size); a leading ``'...'`` / ``'*'`` allows any number of
-    outer dimensions.  A scalar counts as rank 1 of size 1 (TF's rule).  ValueError on a
+    names it), ``None`` or ``'.'`` (any size); a leading ``...`` (Python's Ellipsis) or ``'*'``
+    allows any number of outer dimensions.  A scalar counts as rank 1 of size 1 (TF's rule).  ValueError on a
     mismatch, with TF's message."""
     prefix = _prefix(message)
     if isinstance(shapes, dict):   # TF: its eager tensors are unhashable keys
@@ -114,7 +118,7 @@ def assert_shapes(shapes, data=None, summarize=None, message=None, name=None):
         spec = tuple(spec)
         outer = False
         for i, sym in enumerate(spec):
-            if sym is Ellipsis or (isinstance(sym, str) and sym in ("...", "*")):
+            if sym is Ellipsis or (isinstance(sym, str) and sym == "*"):   # (the string '...' is a name)
                 if i != 0:
                     raise ValueError(f"{prefix}Tensor {_shape_dtype(t)} specified shape index {i}.  Symbol "
                                      "`...` or `*` for a variable number of unspecified dimensions is only "

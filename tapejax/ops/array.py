@@ -10,9 +10,10 @@ tape returns ``tf.IndexedSlices``; tapejax returns the *dense* gradient (a
 Tensor of the Variable's shape, zeros outside the gathered rows, repeated
 rows summed), which is what ``tf.convert_to_tensor(indexed_slices)`` gives
 and what every tapejax optimizer consumes.  Out-of-range indices are not
-checked by default (TF's CPU kernel raises; JAX clamps them, as TF on GPU
-gives 0s) unless the value-check mode is on (``ops.checks``): ``gather`` then
-raises TF's InvalidArgumentError.
+checked by default (TF's CPU kernel raises, TF's GPU kernel gives zeros; JAX
+wraps a negative index and fills a row past the end, NaN for floats) unless
+the value-check mode is on (``ops.checks``): ``gather`` then raises TF's
+InvalidArgumentError.
 """
 import builtins
 import collections

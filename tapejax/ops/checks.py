@@ -77,16 +77,14 @@ def traced(*values: Any) -> bool:
 
 def summarize(a: Any, n: Optional[int] = 3) -> str:
     """TF's summarized tensor text (``Tensor::SummarizeValue``): the first ``n`` elements,
-    space separated in brackets, ``...`` when there are more; a scalar alone."""
+    space separated in brackets, ``...`` after them when there are more; a scalar alone."""
     a = np.asarray(a)
     if a.ndim == 0:
         return _num(a[()])
     flat = a.reshape(-1)
     shown = flat if n is None or n < 0 else flat[:n]
-    items = [_num(v) for v in shown]
-    if len(shown) < flat.size:
-        items.append("...")
-    return "[" + " ".join(items) + "]"
+    more = "..." if len(shown) < flat.size else ""
+    return "[" + " ".join(_num(v) for v in shown) + more + "]"
 
 
 def _num(v: Any) -> str:
