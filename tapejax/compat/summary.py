@@ -1,6 +1,6 @@
 """``tf.summary``: TensorBoard event files written with tensorboardX.
 
-``create_file_writer(logdir)`` opens a ``tensorboardX.FileWriter``;
+``create_file_writer(logdir)`` opens an event file (tensorboardX's ``EventsWriter``);
 ``scalar`` / ``histogram`` / ``image`` / ``text`` write one ``Summary`` value
 each, in TF2's layout (the tensor and plugin name TF's own summary ops write:
 a float32 scalar for ``scalars``, TF's ``[k, 3]`` float64 bucket table for
@@ -27,8 +27,11 @@ tensorboardX (and Pillow, for images) come with the ``summary`` extra
 ImportError that names it.
 """
 import contextlib
+import itertools
 import logging
+import os
 import threading
+import time
 from typing import Any, Callable, Optional
 
 import jax
@@ -52,29 +55,40 @@ _log = logging.getLogger("tapejax")
 
 def _tbx():
     try:
-        import tensorboardX
-        from tensorboardX.proto import summary_pb2, tensor_pb2, tensor_shape_pb2
+        from tensorboardX.event_file_writer import EventsWriter
+        from tensorboardX.proto import event_pb2, summary_pb2, tensor_pb2, tensor_shape_pb2
     except ImportError as e:  # pragma: no cover - the extra is installed in CI
         raise ImportError("tapejax.summary writes TensorBoard files with tensorboardX: install it with "
                           "`pip install tapejax[summary]` (or `pip install tensorboardX`)") from e
-    return tensorboardX, summary_pb2, tensor_pb2, tensor_shape_pb2
+    return EventsWriter, event_pb2, summary_pb2, tensor_pb2, tensor_shape_pb2
+
+
+_FILE_COUNT = itertools.count()
 
 
 class SummaryWriter:
-    """``tf.summary.SummaryWriter``: one event file in ``logdir`` (a ``tensorboardX.FileWriter``).
+    """``tf.summary.SummaryWriter``: one event file in ``logdir``, written by tensorboardX's
+    ``EventsWriter`` (named as TF names it: ``events.out.tfevents.<time>.<host>.<pid>.<n>.v2``).
 
+    Events are appended when a summary is written (from a compiled step: when its callback
+    runs) and flushed to disk every ``max_queue`` events (default 10), when ``flush_millis``
+    (default 120000) have passed at a write, on ``flush()`` and on ``close()``.
     ``as_default(step=None)`` makes it the writer the summary functions use inside the block;
-    ``set_as_default`` for good; ``flush`` / ``close`` after the pending writes.
+    ``set_as_default`` for good.
     """
 
     def __init__(self, logdir: str, max_queue: Optional[int] = None, flush_millis: Optional[int] = None,
                  filename_suffix: Optional[str] = None):
-        tbx = _tbx()[0]
+        events_writer = _tbx()[0]
         self._logdir = str(logdir)
+        os.makedirs(self._logdir, exist_ok=True)
+        suffix = f".{os.getpid()}.{next(_FILE_COUNT)}" + (".v2" if filename_suffix is None else filename_suffix)
         self._lock = threading.Lock()
-        self._writer = tbx.FileWriter(self._logdir, max_queue=10 if max_queue is None else int(max_queue),
-                                      flush_secs=120 if flush_millis is None else flush_millis / 1000.0,
-                                      filename_suffix=".v2" if filename_suffix is None else filename_suffix)
+        self._writer = events_writer(os.path.join(self._logdir, "events"), suffix)
+        self._max_queue = 10 if max_queue is None else max(1, int(max_queue))
+        self._flush_secs = 120.0 if flush_millis is None else flush_millis / 1000.0
+        self._pending = 0
+        self._last_flush = time.time()
         self._closed = False
 
     @property
@@ -83,16 +97,25 @@ class SummaryWriter:
 
     def write(self, tag: str, tensor_proto: Any, plugin: str, step: int, description: str = "") -> None:
         """Append one summary value (a ``TensorProto`` of TF2's layout for ``plugin``) at ``step``."""
-        _, summary_pb2, _, _ = _tbx()
+        _, event_pb2, summary_pb2, _, _ = _tbx()
         meta = summary_pb2.SummaryMetadata(
             plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name=plugin),
             summary_description=description)
         summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, tensor=tensor_proto,
                                                                        metadata=meta)])
+        event = event_pb2.Event(summary=summary, step=int(step), wall_time=time.time())
         with self._lock:
             if self._closed:   # TF: writing to a closed writer is a no-op
                 return
-            self._writer.add_summary(summary, global_step=int(step))
+            self._writer.write_event(event)
+            self._pending += 1
+            if self._pending >= self._max_queue or event.wall_time - self._last_flush >= self._flush_secs:
+                self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        self._writer.flush()
+        self._pending = 0
+        self._last_flush = time.time()
 
     @contextlib.contextmanager
     def as_default(self, step: Any = None):
@@ -121,7 +144,7 @@ class SummaryWriter:
         jax.effects_barrier()   # the values of summaries in compiled steps still on their way
         with self._lock:
             if not self._closed:
-                self._writer.flush()
+                self._flush_locked()
 
     def close(self) -> None:
         jax.effects_barrier()
@@ -267,7 +290,7 @@ def _emit(name: str, data_value: Any, step: Any, proto_of: Callable[[np.ndarray]
 
 def _tensor_proto(a: np.ndarray) -> Any:
     """A ``TensorProto`` of a float32/float64 array (as TF's ``make_tensor_proto``) or of bytes."""
-    _, _, tensor_pb2, tensor_shape_pb2 = _tbx()
+    _, _, _, tensor_pb2, tensor_shape_pb2 = _tbx()
     shape = tensor_shape_pb2.TensorShapeProto(dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=int(d))
                                                    for d in a.shape])
     if a.dtype.kind in "OSU":
