@@ -9,7 +9,9 @@ float32/complex64, 1e-3 for float16, 1e-2 for bfloat16), ``assertAllEqual``
 and the rest of TF's array assertions, with TF's failure messages; ``evaluate``
 turns Tensors into NumPy values (a 0-d one into a NumPy scalar).
 ``cached_session()`` / ``session()`` are accepted as empty contexts (TF2's
-eager tests use them as such).
+eager tests use them as such); absltest's ``assertLen``, ``assertEmpty``,
+``assertItemsEqual`` ... (TF's TestCase is an ``absltest.TestCase``) are there
+too.
 
 ``compute_gradient(f, x, delta=None)`` is TF2's gradient checker
 (``gradient_checker_v2``): for each argument, the theoretical Jacobian (one
@@ -81,7 +83,42 @@ class TestCase(ArrayAssertions, unittest.TestCase):
         yield None
 
     session = cached_session
-    test_session = cached_session
+
+    # -- absltest's assertions that TF's TestCase inherits, the ones user suites use most --------
+    def assertLen(self, container, expected_len, msg=None):
+        if len(container) != expected_len:
+            self.fail(msg or f"{container!r} has length of {len(container)}, expected {expected_len}.")
+
+    def assertEmpty(self, container, msg=None):
+        if len(container):
+            self.fail(msg or f"{container!r} has length of {len(container)}.")
+
+    def assertNotEmpty(self, container, msg=None):
+        if not len(container):
+            self.fail(msg or f"{container!r} has length of 0.")
+
+    def assertItemsEqual(self, first, second, msg=None):
+        self.assertCountEqual(first, second, msg)
+
+    def assertSameElements(self, expected_seq, actual_seq, msg=None):
+        self.assertEqual(set(expected_seq), set(actual_seq), msg)
+
+    def assertContainsSubset(self, expected_subset, actual_set, msg=None):
+        missing = set(expected_subset) - set(actual_set)
+        if missing:
+            self.fail(msg or f"Missing elements {missing!r}")
+
+    def assertStartsWith(self, actual, expected_start, msg=None):
+        if not actual.startswith(expected_start):
+            self.fail(msg or f"{actual!r} does not start with {expected_start!r}")
+
+    def assertEndsWith(self, actual, expected_end, msg=None):
+        if not actual.endswith(expected_end):
+            self.fail(msg or f"{actual!r} does not end with {expected_end!r}")
+
+    def assertBetween(self, value, minv, maxv, msg=None):
+        if not minv <= value <= maxv:
+            self.fail(msg or f"{value!r} is not between {minv!r} and {maxv!r}")
 
 
 # -- the gradient checker ---------------------------------------------------------------------
