@@ -255,18 +255,17 @@ class ArrayAssertions:
         import contextlib
         import re
 
-        if callable(expected_err_re_or_predicate):
-            predicate = expected_err_re_or_predicate
-        else:
-            def predicate(e):
-                return re.search(expected_err_re_or_predicate, str(getattr(e, "message", None) or e))
+        def matches(e: Any) -> Any:
+            if callable(expected_err_re_or_predicate):
+                return expected_err_re_or_predicate(e)
+            return re.search(expected_err_re_or_predicate, str(getattr(e, "message", None) or e))
 
         @contextlib.contextmanager
         def ctx():
             try:
                 yield
             except Exception as e:  # noqa: BLE001 - checked below
-                if not isinstance(e, exception_type) or not predicate(e):
+                if not isinstance(e, exception_type) or not matches(e):
                     raise AssertionError(f"Exception of type {type(e)}: {e}") from e
             else:
                 raise AssertionError(exception_type.__name__ + " not raised")

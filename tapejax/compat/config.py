@@ -19,8 +19,6 @@ before JAX starts: ``XLA_PYTHON_CLIENT_PREALLOCATE=false`` (grow on demand) or
 import collections
 from typing import Any, Dict, List, Optional
 
-import jax
-
 from ..core.devices import device_index, device_type
 from ..core.modules import new_module
 from . import device as _device
@@ -34,11 +32,11 @@ PhysicalDevice = collections.namedtuple("PhysicalDevice", ["name", "device_type"
 LogicalDevice = collections.namedtuple("LogicalDevice", ["name", "device_type"])
 
 
-def _physical(d: jax.Device) -> PhysicalDevice:
+def _physical(d: Any) -> PhysicalDevice:
     return PhysicalDevice(f"/physical_device:{device_type(d)}:{device_index(d)}", device_type(d))
 
 
-def _jax_device(dev: Any) -> jax.Device:
+def _jax_device(dev: Any) -> Any:
     """The JAX device behind a PhysicalDevice of this process (TF's ValueError otherwise)."""
     for d in _device.local_devices():
         if _physical(d) == dev:

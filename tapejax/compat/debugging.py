@@ -240,7 +240,7 @@ def assert_near(x, y, rtol=None, atol=None, message=None, summarize=None, name=N
     rtol_t = convert_to_tensor(rtol, dtype=_dtypes.as_dtype(real))
     atol_t = convert_to_tensor(atol, dtype=_dtypes.as_dtype(real))
     tol = _m.add(atol_t, _m.multiply(rtol_t, _m.abs(y)))
-    ok = _m.reduce_all(_m.less_equal(_m.abs(_m.subtract(x, y)), tol))
+    ok: Any = _m.reduce_all(_m.less_equal(_m.abs(_m.subtract(x, y)), tol))
     tols = [_tol_text(rtol_t, rtol, real), _tol_text(atol_t, atol, real)]
     data = [message, f"x and y not equal to tolerance rtol = {tols[0]}, atol = {tols[1]}",
             f"x ({_shape_dtype(x)}) = ", x, f"y ({_shape_dtype(y)}) = ", y]
@@ -309,7 +309,8 @@ def enable_check_numerics(stack_height_limit=30, path_length_limit=50):
     names the primitive) and turn on the value checks (``enable_value_checks``).  The arguments
     are accepted for TF compatibility."""
     if not _NUMERICS_PREV:
-        _NUMERICS_PREV.append((jax.config.jax_debug_nans, jax.config.jax_debug_infs, value_checks_enabled()))
+        _NUMERICS_PREV.append((getattr(jax.config, "jax_debug_nans"), getattr(jax.config, "jax_debug_infs"),
+                               value_checks_enabled()))
     jax.config.update("jax_debug_nans", True)
     jax.config.update("jax_debug_infs", True)
     set_value_checks(True)

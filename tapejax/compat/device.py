@@ -107,7 +107,7 @@ def set_soft_placement(enabled: bool) -> None:
     _SOFT[0] = enabled
 
 
-def local_devices() -> List[jax.Device]:
+def local_devices() -> List[Any]:
     """This process's devices, CPUs first, then the accelerators of JAX's default backend."""
     cpus = jax.local_devices(backend="cpu")
     if jax.default_backend() == "cpu":
@@ -115,7 +115,7 @@ def local_devices() -> List[jax.Device]:
     return list(cpus) + [d for d in jax.local_devices() if d not in cpus]
 
 
-def resolve(spec: DeviceSpec) -> Optional[jax.Device]:
+def resolve(spec: DeviceSpec) -> Optional[Any]:
     """The JAX device ``spec`` names, None for "JAX's default" (no type, or soft placement of
     a device that is not here); InvalidArgumentError where TF's placer fails."""
     if (spec.job not in (None, "localhost") or spec.replica not in (None, 0)

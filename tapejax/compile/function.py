@@ -46,6 +46,14 @@ start of the function a third time when discovery reruns, see 2.), once
 per retrace, never on a cache hit.  ``tapejax.print`` and ``jax.debug.print``
 print on every call.
 
+Runtime checks (``tapejax.debugging`` asserts, the value checks of
+``ops.checks``) are ``checkify.check`` calls in the traced program: a program
+that holds one is compiled under ``checkify.checkify`` (seen in its traced
+jaxpr; the retrace is not counted), and ``_run`` raises the returned error
+as ``InvalidArgumentError`` after the write-back.  A program without checks
+is compiled as before and reads no error.  A function with checks or host
+callbacks (summaries) runs op by op when a tape records its call.
+
 Python ``if`` / ``while`` on a traced tensor cannot be compiled: it raises
 ``OperatorNotAllowedInGraphError`` (a TypeError, as TF with autograph off)
 naming ``tapejax.cond`` / ``tapejax.while_loop``.

@@ -7,6 +7,7 @@ devices are ``GPU``), the task is the process index, and the index counts the
 devices of one platform in one process in JAX's order.
 """
 import functools
+from typing import Any
 
 import jax
 
@@ -15,18 +16,19 @@ __all__ = ["device_type", "device_index", "device_name"]
 _TYPES = {"cpu": "CPU", "gpu": "GPU", "cuda": "GPU", "rocm": "GPU", "tpu": "TPU"}
 
 
-def device_type(d: jax.Device) -> str:
-    """``CPU``, ``GPU`` or ``TPU`` (another platform: its name in capitals)."""
-    return _TYPES.get(d.platform, d.platform.upper())
+def device_type(d: Any) -> str:
+    """``CPU``, ``GPU`` or ``TPU`` (another platform: its name in capitals) of a ``jax.Device``."""
+    platform: str = d.platform
+    return _TYPES.get(platform, platform.upper())
 
 
 @functools.lru_cache(maxsize=None)
-def device_index(d: jax.Device) -> int:
+def device_index(d: Any) -> int:
     """The index of ``d`` among its process's devices of its platform."""
     same = [x for x in jax.devices(d.platform) if x.process_index == d.process_index]
     return same.index(d)
 
 
-def device_name(d: jax.Device) -> str:
+def device_name(d: Any) -> str:
     """TF's full device name of the JAX device ``d``."""
     return f"/job:localhost/replica:0/task:{d.process_index}/device:{device_type(d)}:{device_index(d)}"

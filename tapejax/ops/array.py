@@ -38,7 +38,7 @@ from ._registry import (
     static_shape,
     tf_types,
 )
-from .checks import VALUE_CHECKS, require_no_bad
+from .checks import VALUE_CHECKS, require_in_range
 
 _TENSORISH = (Tensor, Variable)
 _pyrange = builtins.range
@@ -436,9 +436,8 @@ def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name
     ax %= nd
     if VALUE_CHECKS[0]:   # opt-in: TF's CPU kernel rejects an index out of range (JAX clamps)
         n = _shape(params)[ax]
-        iv = idx._value
-        require_no_bad((iv < 0) | (iv >= n), iv, "indices", f"is not in [0, {n})",
-                       "ResourceGather" if isinstance(params, Variable) else "GatherV2")
+        require_in_range(idx._value, n, "indices", f"is not in [0, {n})",
+                         "ResourceGather" if isinstance(params, Variable) else "GatherV2")
     if ax == 0 and bd == 0:
         return bind(_GATHER, params, idx)  # the common case: no static parameters
     return bind(_GATHER, params, idx, axis=ax, batch_dims=bd)

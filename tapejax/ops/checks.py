@@ -42,7 +42,7 @@ from jax.experimental import checkify
 
 from ..core.errors import InvalidArgumentError
 
-__all__ = ["VALUE_CHECKS", "require", "require_no_bad", "traced", "raise_if_failed", "render", "summarize",
+__all__ = ["VALUE_CHECKS", "require", "require_in_range", "traced", "raise_if_failed", "render", "summarize",
            "value_checks_enabled", "set_value_checks", "CHECK_ERRORS"]
 
 #: The checkify error classes a compiled step collects: the user checks ``require`` emits.
@@ -118,8 +118,8 @@ def require(ok: Any, template: str, **values: Any) -> None:
     False, or add a functionalized check to the program being traced.  ``values`` fill
     ``template`` (see the module docstring); give them as arrays computed from the inputs."""
     if isinstance(ok, _Tracer) or any(isinstance(v, _Tracer) for v in values.values()):
-        checkify.check(jax.numpy.asarray(ok, bool), _MARK + template,
-                       **{k: jax.numpy.asarray(v) for k, v in values.items()})
+        fields: Any = {k: jax.numpy.asarray(v) for k, v in values.items()}
+        checkify.check(jax.numpy.asarray(ok, bool), _MARK + template, **fields)
         return
     if not bool(np.asarray(ok)):
         raise InvalidArgumentError(None, None, render(template, values))
@@ -139,25 +139,28 @@ def raise_if_failed(err: Optional[checkify.Error]) -> None:
     raise InvalidArgumentError(None, None, str(exc))
 
 
-def require_no_bad(bad: Any, values: Any, name: str, tail: str, op_type: str) -> None:
-    """TF's kernel check of an index-like input: where ``bad`` (a bool array shaped like
-    ``values``) is True first, ``InvalidArgumentError`` says ``name[i,j] = value tail``
-    (``indices[1,0] = 5 is not in [0, 3)``; ``name = value tail`` for a scalar), with
-    ``[Op:op_type]`` eagerly."""
-    if traced(bad, values):
+def require_in_range(values: Any, hi: int, name: str, tail: str, op_type: str,
+                     negative_ok: bool = False) -> None:
+    """TF's kernel check of an index-like input: every value in ``[0, hi)`` (or ``< hi`` with
+    ``negative_ok``); else ``InvalidArgumentError`` for the first bad one, ``name[i,j] = value
+    tail`` (``indices[1,0] = 5 is not in [0, 3)``; ``name = value tail`` for a scalar), with
+    ``[Op:op_type]`` eagerly.  Eagerly the values are read once and checked on the host."""
+    if traced(values):
+        v = jnp.asarray(values)
+        bad = v >= hi if negative_ok else (v < 0) | (v >= hi)
         flat = jnp.ravel(bad)
         first = jnp.argmax(flat)
-        fields = {"value": jnp.ravel(values)[first]}
+        fields = {"value": jnp.ravel(v)[first]}
         where = name
-        if jnp.ndim(bad):
-            fields["i_at"] = jnp.stack(jnp.unravel_index(first, jnp.shape(bad)))
+        if v.ndim:
+            fields["i_at"] = jnp.stack(jnp.unravel_index(first, v.shape))
             where = name + "[{i_at}]"
         require(~jnp.any(flat), where + " = {value} " + tail.replace("{", "{{").replace("}", "}}"), **fields)
         return
-    b = np.asarray(bad)
+    a = np.asarray(values)
+    b = a >= hi if negative_ok else (a < 0) | (a >= hi)
     if not b.any():
         return
     at = tuple(int(i) for i in np.argwhere(b)[0])
-    value = np.asarray(values)[at]
     where = f"{name}[{','.join(str(i) for i in at)}]" if b.ndim else name
-    raise InvalidArgumentError(None, None, f"{where} = {value} {tail} [Op:{op_type}]")
+    raise InvalidArgumentError(None, None, f"{where} = {a[at]} {tail} [Op:{op_type}]")

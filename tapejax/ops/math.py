@@ -34,7 +34,7 @@ from ._registry import (
     tf_types,
     unary_ops,
 )
-from .checks import VALUE_CHECKS, require_no_bad
+from .checks import VALUE_CHECKS, require_in_range
 
 
 def _truediv(x, y):
@@ -679,8 +679,8 @@ def unsorted_segment_sum(data, segment_ids, num_segments, name=None):
     ids = _seg_ids_check(data, segment_ids, "UnsortedSegmentSum")
     n = int(num_segments)
     if VALUE_CHECKS[0]:   # opt-in: TF's CPU kernel rejects an id >= num_segments (JAX drops it)
-        iv = ids._value
-        require_no_bad(iv >= n, iv, "segment_ids", f"is out of range [0, {n})", "UnsortedSegmentSum")
+        require_in_range(ids._value, n, "segment_ids", f"is out of range [0, {n})", "UnsortedSegmentSum",
+                         negative_ok=True)   # (TF drops negative ids, as JAX does)
     return bind(_SEGMENT_SUM, data, ids, num_segments=n)
 
 
