@@ -53,6 +53,8 @@ from .train.module import Module, name_scope
 from . import train
 from . import compat
 from . import data
+from .compat import config, debugging, summary, test
+from .compat.device import device
 
 newaxis = None
 __version__ = "0.1.0"
@@ -61,9 +63,10 @@ __all__ = [
     "abs", "acos", "add", "add_n", "argmax", "argmin", "argsort", "as_dtype", "asin", "atan",
     "atan2", "autodiff", "bfloat16", "bind", "bool", "boolean_mask", "broadcast_to",
     "cache_info", "cache_stats", "cast", "clear_cache", "clip_by_global_norm", "clip_by_norm",
-    "clip_by_value", "compat", "complex128", "complex64", "concat", "cond", "constant",
-    "convert_to_tensor", "cos", "cosh", "cumsum", "custom_gradient", "data", "deferred_execution",
-    "define_op", "divide", "double", "DType", "dtypes", "einsum", "equal", "errors", "exp",
+    "clip_by_value", "compat", "complex128", "complex64", "concat", "cond", "config", "constant",
+    "convert_to_tensor", "cos", "cosh", "cumsum", "custom_gradient", "data", "debugging",
+    "deferred_execution", "define_op", "device", "divide", "double", "DType", "dtypes", "einsum", "equal",
+    "errors", "exp",
     "expand_dims", "eye", "fill", "float16", "float32", "float64", "floor", "floordiv",
     "floormod", "foldl", "foldr", "Function", "function", "gather", "gather_nd",
     "gradient_override_map", "gradients", "GradientTape", "greater", "greater_equal", "half",
@@ -77,8 +80,8 @@ __all__ = [
     "round", "scan", "scatter_nd", "set_cache_size", "set_deferred_execution",
     "set_speculative_updates", "shape", "sigmoid", "sign", "sin", "sinh", "size", "slice",
     "sort", "speculative_updates", "split", "sqrt", "square", "squeeze", "stack",
-    "stop_gradient", "subtract", "tan", "tanh", "Tensor", "tensor_scatter_nd_add",
-    "tensor_scatter_nd_update", "tensordot", "TensorShape", "TensorSpec", "tile", "train",
+    "stop_gradient", "subtract", "summary", "tan", "tanh", "Tensor", "tensor_scatter_nd_add",
+    "tensor_scatter_nd_update", "tensordot", "TensorShape", "TensorSpec", "test", "tile", "train",
     "transpose", "truediv", "uint16", "uint32", "uint64", "uint8", "UnconnectedGradients",
     "unique", "unstack", "Variable", "where", "while_loop", "zeros", "zeros_like",
 ]

@@ -679,6 +679,41 @@ row("data-slices-mismatch", lambda tf, w: tf.data.Dataset.from_tensor_slices((np
     "ValueError", ["Dimensions 3 and 4"], world=recording)
 row("data-concatenate-dtypes", lambda tf, w: _ds(tf).concatenate(tf.data.Dataset.from_tensor_slices(X)),
     "TypeError", ["Incompatible dataset elements", "int32", "float32"], world=recording)
+# rows: tf.debugging, tf.device / tf.config, tf.summary, tf.test (TF's messages)
+# ---------------------------------------------------------------------------
+
+row("assert-equal-shapes", lambda tf, w: tf.debugging.assert_equal(w.x, tf.constant([1., 2.])),
+    "InvalidArgumentError", ["(3,)", "(2,)", "Equal"])
+row("assert-equal-dtypes", lambda tf, w: tf.debugging.assert_equal(w.x, tf.constant([1, 2, 3])),
+    "InvalidArgumentError", ["float32", "int32", "Equal"])
+row("assert-rank-list", lambda tf, w: tf.debugging.assert_rank(w.x, [1]),
+    "ValueError", ["Rank must be a scalar"])
+row("assert-shapes-ellipsis-not-first", lambda tf, w: tf.debugging.assert_shapes([(w.x, ("N", ...))]),
+    "ValueError", ["index 1", "only allowed as the first entry"])
+row("check-numerics-int", lambda tf, w: tf.debugging.check_numerics(w.vi, "m"),
+    "InvalidArgumentError", ["int32", "bfloat16, half, float, double"])
+row("device-unknown-type", lambda tf, w: tf.device("/XPU:0").__enter__(),
+    "ValueError", ["XPU", "/XPU:0"])
+row("device-not-a-string", lambda tf, w: tf.device(0).__enter__(),
+    "ValueError", ["string device name", "int", "(0)"])
+def _op_on_other_task(tf, w):
+    with tf.device("/task:3/CPU:0"):   # TF raises at the first op, tapejax when the scope is entered
+        return w.x + 1.
+
+
+row("device-other-task", _op_on_other_task, "InvalidArgumentError", ["task:3", "unknown device"])
+row("soft-placement-not-bool", lambda tf, w: tf.config.set_soft_device_placement("x"),
+    "TypeError", ["enabled", "'x'"])
+row("memory-growth-cpu", lambda tf, w: tf.config.experimental.set_memory_growth(
+    tf.config.list_physical_devices("CPU")[0], True), "ValueError", ["memory growth", "non-GPU"])
+row("memory-growth-unknown-device", lambda tf, w: tf.config.experimental.set_memory_growth("gpu0", True),
+    "ValueError", ["Unrecognized device", "'gpu0'"])
+row("summary-writer-no-logdir", lambda tf, w: tf.summary.create_file_writer(None),
+    "ValueError", ["logdir", "None"])
+row("compute-gradient-x-not-a-list", lambda tf, w: tf.test.compute_gradient(lambda a: a * a, w.x),
+    "ValueError", ["`x`", "list or tuple", "Tensor"])
+row("compute-gradient-int-argument", lambda tf, w: tf.test.compute_gradient(lambda a: a * a, [w.vi]),
+    "AssertionError", ["unsupported type int32", "argument 0"])
 
 # ---------------------------------------------------------------------------
 # rows: ops on mixed devices (run in a subprocess with two CPU devices, see

@@ -46,6 +46,14 @@ start of the function a third time when discovery reruns, see 2.), once
 per retrace, never on a cache hit.  ``tapejax.print`` and ``jax.debug.print``
 print on every call.
 
+Runtime checks (``tapejax.debugging`` asserts, the value checks of
+``ops.checks``) are ``checkify.check`` calls in the traced program: a program
+that holds one is compiled under ``checkify.checkify`` (seen in its traced
+jaxpr; the retrace is not counted), and ``_run`` raises the returned error
+as ``InvalidArgumentError`` after the write-back.  A program without checks
+is compiled as before and reads no error.  A function with checks or host
+callbacks (summaries) runs op by op when a tape records its call.
+
 Python ``if`` / ``while`` on a traced tensor cannot be compiled: it raises
 ``OperatorNotAllowedInGraphError`` (a TypeError, as TF with autograph off)
 naming ``tapejax.cond`` / ``tapejax.while_loop``.
@@ -59,12 +67,14 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 import jax
 import jax.core
 import jax.numpy as jnp
+from jax.experimental import checkify
 
 from ..core import state as _state
 from ..core.caches import Family
 from ..core.errors import OperatorNotAllowedInGraphError
 from ..core.ownership import deferred_interrupts, write_back
 from ..core.tensor import Tensor
+from ..ops.checks import CHECK_ERRORS, raise_if_failed
 from .collectors import _Discover, _NeedEval, _Rediscover, _Trace
 from .signature import _DYN, TensorSpec, _bind_signature, _fill, _key, _split_out, _template, _tensor_args
 
@@ -92,10 +102,16 @@ class _Entry:
     entry's fields when traced, not when built.
     """
 
-    __slots__ = ("jitted", "rw", "ro", "out_tpl", "template", "in_shardings", "prim", "callbacks")
+    __slots__ = ("jitted", "rw", "ro", "out_tpl", "template", "in_shardings", "prim", "callbacks",
+                 "checks", "effects", "make_pure")
 
     def __init__(self, template, rw: tuple, ro: tuple, make_pure: Callable[["_Entry"], Callable[..., Any]]):
         self.callbacks = False   # the program calls back into Python (it may raise at run time)
+        # the program holds runtime checks (``ops.checks``): compiled under checkify, its error
+        # raised after the step
+        self.checks = False
+        self.effects = False     # host effects (checks, callbacks): run op by op under a tape
+        self.make_pure = make_pure
         # one NamedSharding per dynamic input: set by Function._build when there is a mesh
         self.in_shardings: Optional[list[jax.sharding.NamedSharding]] = None
         self.prim: Optional[Primitive] = None   # made on the first call from inside a tape
@@ -218,7 +234,7 @@ class Function:
                         entry = self._build(key, args, kwargs, dyn)
             finally:
                 stack[:] = saved
-        if entry.rw or self._mesh is not None:
+        if entry.rw or self._mesh is not None or entry.effects:
             from ..autodiff.custom import graph_mode  # graph mode: tapejax.gradients works (issue #4)
             with graph_mode():
                 return self.python_function(*args, **kwargs)
@@ -257,16 +273,25 @@ class Function:
         ro_vals = [v._value for v in entry.ro]
         if self._mesh is not None:
             dyn = self._place_inputs(entry, dyn)
+        err = None
         if rw:
             # Ctrl-C cannot split the call (which consumed the old values) and the write-back.
             with deferred_interrupts():
-                outs, new_rw = entry.jitted(rw_vals, ro_vals, dyn)
+                if entry.checks:
+                    err, (outs, new_rw) = entry.jitted(rw_vals, ro_vals, dyn)
+                else:
+                    outs, new_rw = entry.jitted(rw_vals, ro_vals, dyn)
                 # each Variable owns its new value unless the program passed an input through
                 # (an unassigned path) or returned it twice (also as an output, or to another
                 # Variable)
                 write_back(rw, new_rw, itertools.chain(rw_vals, ro_vals, dyn), outs)
+        elif entry.checks:
+            err, (outs, _) = entry.jitted(rw_vals, ro_vals, dyn)
         else:
             outs, _ = entry.jitted(rw_vals, ro_vals, dyn)
+        if err is not None:
+            # as TF's failed Assert: the step's Variable updates happened, then the step raises
+            raise_if_failed(err)
         tpl = entry.out_tpl
         if tpl is _DYN:
             return Tensor(outs[0])
@@ -375,7 +400,17 @@ class Function:
         else:
             dn = [self._spec(d) for d in dyn]
         traced = entry.jitted.trace(rw, ro, dn)
-        entry.callbacks = bool(entry.rw) and _has_callback(traced.jaxpr.jaxpr)
+        callbacks = _has_primitive(traced.jaxpr.jaxpr, _CALLBACKS)
+        entry.callbacks = bool(entry.rw) and callbacks
+        if _has_primitive(traced.jaxpr.jaxpr, ("check",)):
+            # runtime checks (tapejax.debugging, value checks): functionalize them (checkify); the
+            # step returns its error, raised after the write-back (``_run``).  One trace counted.
+            entry.checks = True
+            entry.jitted = jax.jit(checkify.checkify(entry.make_pure(entry), errors=CHECK_ERRORS),
+                                   donate_argnums=0)
+            self._tracing_count -= 1
+            entry.jitted.trace(rw, ro, dn)
+        entry.effects = callbacks or entry.checks
 
     def _make_pure(self, entry, *, fresh):
         fn = self.python_function
@@ -472,15 +507,16 @@ class Function:
 _CALLBACKS = ("debug_callback", "pure_callback", "io_callback")
 
 
-def _has_callback(jaxpr):
-    """Does this jaxpr (or one nested in it) call back into Python?"""
+def _has_primitive(jaxpr, names):
+    """Does this jaxpr (or one nested in it) use a primitive named in ``names`` (a callback into
+    Python, a checkify check)?"""
     for eqn in jaxpr.eqns:
-        if eqn.primitive.name in _CALLBACKS:
+        if eqn.primitive.name in names:
             return True
         for p in eqn.params.values():
             for sub in (p if isinstance(p, (tuple, list)) else (p,)):
                 sub = getattr(sub, "jaxpr", sub)   # a ClosedJaxpr's Jaxpr
-                if hasattr(sub, "eqns") and _has_callback(sub):
+                if hasattr(sub, "eqns") and _has_primitive(sub, names):
                     return True
     return False
 

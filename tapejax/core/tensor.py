@@ -21,6 +21,7 @@ import jax.core
 import numpy as np
 
 from . import dtypes as _dtypes
+from .devices import device_name
 from .state import next_id
 
 _Array = jax.Array
@@ -159,7 +160,7 @@ class Tensor:
     @property
     def device(self) -> str:
         try:
-            return str(next(iter(self._value.devices())))
+            return device_name(next(iter(self._value.devices())))  # TF's name
         except Exception:  # tracers have no device
             return ""
 

@@ -45,6 +45,7 @@ import numpy as np
 
 from . import dtypes as _dtypes, state as _state
 from .convert import convert_to_tensor
+from .devices import device_name
 from .errors import InvalidArgumentError
 from .executor import ACTIVE
 from .tensor import Lazy, Pending, Tensor, TensorShape, _to_array
@@ -380,7 +381,7 @@ class Variable:
     @property
     def device(self):
         try:
-            return str(next(iter(self._value.devices())))
+            return device_name(next(iter(self._value.devices())))  # TF's name
         except Exception:
             return ""
 

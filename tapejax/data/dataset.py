@@ -12,7 +12,6 @@ semantics: a ``shuffle`` with ``reshuffle_each_iteration`` draws a new order eac
 The methods here check their arguments (TF's exception classes, the argument named) and
 compute the new spec and cardinality; the subclasses in ``sources`` and ``transforms`` build.
 """
-from dataclasses import dataclass
 from typing import Any, Callable, Iterator as _PyIterator, Optional
 
 import numpy as np
@@ -20,31 +19,23 @@ import numpy as np
 from ..core import dtypes as _dtypes
 from ..core.convert import constant
 from ..core.tensor import Tensor
-from . import _grain, args as A
+from . import _grain, args as A, iterator as _iterator
+from .build import Build
 from .options import Options
-
-
-@dataclass(frozen=True)
-class Build:
-    """What every node of one build sees: the pipeline's merged options."""
-
-    options: Options
-
-    def threads(self, requested: Optional[int]) -> int:
-        """Worker threads for ``num_parallel_calls=requested`` (None: 0, run in order)."""
-        if requested is None:
-            return 0
-        if requested == A.AUTOTUNE:
-            if self.options.autotune.enabled is False:
-                return 1
-            import os
-            cap = self.options.threading.private_threadpool_size
-            return max(1, min(os.cpu_count() or 1, cap or 1 << 30))
-        return requested
-
 
 #: The op seed under which datasets draw their seeds from ``tapejax.random``'s generator.
 _DATA_SEED_STREAM = 0x7DA7A
+
+
+#: The kinds of Dataset (sources and transformations) by class name, registered where each is
+#: defined (``sources``, ``transforms``, imported by the package): the methods below make them.
+KINDS: "dict[str, type]" = {}
+
+
+def kind(cls: type) -> type:
+    """Class decorator: register a Dataset kind in ``KINDS``."""
+    KINDS[cls.__name__] = cls
+    return cls
 
 
 class Dataset:
@@ -119,26 +110,26 @@ class Dataset:
     def from_tensor_slices(tensors: Any, name: Optional[str] = None) -> "Dataset":
         """One element per row of ``tensors`` (every component sliced along its first axis)."""
         _grain.require()
-        return _sources.TensorSlices(tensors)
+        return KINDS["TensorSlices"](tensors)
 
     @staticmethod
     def from_tensors(tensors: Any, name: Optional[str] = None) -> "Dataset":
         """One element: ``tensors``."""
         _grain.require()
-        return _sources.Tensors(tensors)
+        return KINDS["Tensors"](tensors)
 
     @staticmethod
     def range(*args: Any, output_type: Any = _dtypes.int64, name: Optional[str] = None) -> "Dataset":
         """``range(stop)``, ``range(start, stop[, step])``: int64 scalars (int32 without x64)."""
         _grain.require()
-        return _sources.Range(args, output_type)
+        return KINDS["Range"](args, output_type)
 
     @staticmethod
     def from_generator(generator: Callable[..., Any], output_types: Any = None, output_shapes: Any = None,
                        args: Any = None, output_signature: Any = None, name: Optional[str] = None) -> "Dataset":
         """The elements ``generator(*args)`` yields, converted to ``output_signature``."""
         _grain.require()
-        return _sources.Generator(generator, output_types, output_shapes, args, output_signature)
+        return KINDS["Generator"](generator, output_types, output_shapes, args, output_signature)
 
     @staticmethod
     def zip(*datasets: Any, name: Optional[str] = None) -> "Dataset":
@@ -146,7 +137,7 @@ class Dataset:
         _grain.require()
         if len(datasets) == 1 and not isinstance(datasets[0], Dataset):
             datasets = datasets[0]
-        return _sources.Zip(datasets)
+        return KINDS["Zip"](datasets)
 
     # -- transformations -----------------------------------------------------------
     def map(self, map_func: Callable[..., Any], num_parallel_calls: Optional[int] = None,
@@ -159,30 +150,30 @@ class Dataset:
             if num_parallel_calls <= 0 and num_parallel_calls != A.AUTOTUNE:
                 raise A.InvalidArgumentError(None, None, "map: `num_parallel_calls` must be greater than zero "
                                              f"or tf.data.AUTOTUNE (-1); got {num_parallel_calls}.")
-        return _transforms.Map(self, map_func, num_parallel_calls)
+        return KINDS["Map"](self, map_func, num_parallel_calls)
 
     def filter(self, predicate: Callable[..., Any], name: Optional[str] = None) -> "Dataset":
         """The elements for which ``predicate`` returns a scalar ``True``."""
         A.callable_arg(predicate)
-        return _transforms.Filter(self, predicate)
+        return KINDS["Filter"](self, predicate)
 
     def batch(self, batch_size: Any, drop_remainder: bool = False, num_parallel_calls: Optional[int] = None,
               deterministic: Optional[bool] = None, name: Optional[str] = None) -> "Dataset":
         """Consecutive elements stacked on a new first axis; the last, shorter batch is kept unless
         ``drop_remainder``."""
         size = A.positive(batch_size, "batch_size", "batch")
-        return _transforms.Batch(self, size, bool(drop_remainder), None)
+        return KINDS["Batch"](self, size, bool(drop_remainder), None)
 
     def padded_batch(self, batch_size: Any, padded_shapes: Any = None, padding_values: Any = None,
                      drop_remainder: bool = False, name: Optional[str] = None) -> "Dataset":
         """``batch`` for components of different shapes: each padded to ``padded_shapes`` (None or
         an unknown dimension: the batch's longest) with ``padding_values`` (default 0)."""
         size = A.positive(batch_size, "batch_size", "padded_batch")
-        return _transforms.Batch(self, size, bool(drop_remainder), (padded_shapes, padding_values))
+        return KINDS["Batch"](self, size, bool(drop_remainder), (padded_shapes, padding_values))
 
     def unbatch(self, name: Optional[str] = None) -> "Dataset":
         """Each element split along its first axis into elements."""
-        return _transforms.Unbatch(self)
+        return KINDS["Unbatch"](self)
 
     def shuffle(self, buffer_size: Any, seed: Optional[int] = None, reshuffle_each_iteration: Optional[bool] = None,
                 name: Optional[str] = None) -> "Dataset":
@@ -194,21 +185,21 @@ class Dataset:
             raise A.InvalidArgumentError(None, None, "shuffle: `buffer_size` must be greater than zero or "
                                          f"UNKNOWN_CARDINALITY (-2, the whole dataset); got {size}.")
         op_seed = A.seed(seed)
-        return _transforms.Shuffle(self, size, _seed_list(op_seed),
+        return KINDS["Shuffle"](self, size, _seed_list(op_seed),
                                    True if reshuffle_each_iteration is None else bool(reshuffle_each_iteration))
 
     def repeat(self, count: Any = None, name: Optional[str] = None) -> "Dataset":
         """The elements ``count`` times over (None or negative: forever)."""
         n = None if count is None else A.integer(count, "count")
-        return _transforms.Repeat(self, None if n is None or n < 0 else n)
+        return KINDS["Repeat"](self, None if n is None or n < 0 else n)
 
     def take(self, count: Any, name: Optional[str] = None) -> "Dataset":
         """The first ``count`` elements (-1: all)."""
-        return _transforms.Take(self, A.integer(count, "count"))
+        return KINDS["Take"](self, A.integer(count, "count"))
 
     def skip(self, count: Any, name: Optional[str] = None) -> "Dataset":
         """All but the first ``count`` elements (-1: none left)."""
-        return _transforms.Skip(self, A.integer(count, "count"))
+        return KINDS["Skip"](self, A.integer(count, "count"))
 
     def cache(self, filename: str = "", name: Optional[str] = None) -> "Dataset":
         """The elements of the first complete iteration, kept in memory and served afterwards."""
@@ -218,7 +209,7 @@ class Dataset:
         if filename:
             raise NotImplementedError(f"cache(filename={filename!r}): tapejax.data caches in memory only "
                                       "(call cache() without a filename).")
-        return _transforms.Cache(self)
+        return KINDS["Cache"](self)
 
     def prefetch(self, buffer_size: Any, name: Optional[str] = None) -> "Dataset":
         """Up to ``buffer_size`` elements computed ahead in a background thread (``AUTOTUNE``: 2);
@@ -227,18 +218,18 @@ class Dataset:
         if size < A.AUTOTUNE:
             raise A.InvalidArgumentError(None, None, "prefetch: `buffer_size` must be >= 0 or set buffer_size to "
                                          f"be -1 for auto-tuning; got {size}.")
-        return _transforms.Prefetch(self, size)
+        return KINDS["Prefetch"](self, size)
 
     def concatenate(self, dataset: "Dataset", name: Optional[str] = None) -> "Dataset":
         """This dataset's elements, then ``dataset``'s (same structure and dtypes)."""
         if not isinstance(dataset, Dataset):
             raise TypeError(f"Argument `dataset` must be a tapejax.data.Dataset; got {dataset!r} of type "
                             f"{type(dataset).__name__}")
-        return _transforms.Concatenate(self, dataset)
+        return KINDS["Concatenate"](self, dataset)
 
     def enumerate(self, start: Any = 0, name: Optional[str] = None) -> "Dataset":
         """``(index, element)`` pairs, the index an int64 scalar from ``start``."""
-        return _sources.Zip((_sources.counter(A.integer(start, "start")), self))
+        return KINDS["Zip"]((KINDS["Range"].counter(A.integer(start, "start")), self))
 
     def apply(self, transformation_func: Callable[["Dataset"], "Dataset"]) -> "Dataset":
         """``transformation_func(self)``, which must return a Dataset."""
@@ -251,7 +242,7 @@ class Dataset:
         """This dataset with ``options`` merged into its ``options()``."""
         if not isinstance(options, Options):
             raise TypeError(f"Argument `options` must be a tapejax.data.Options; got {options!r}")
-        return _transforms.WithOptions(self, options)
+        return KINDS["WithOptions"](self, options)
 
 
 def _seed_list(op_seed: Optional[int]) -> list:
@@ -271,4 +262,3 @@ def _seed_list(op_seed: Optional[int]) -> list:
     return [entropy]
 
 
-from . import iterator as _iterator, sources as _sources, transforms as _transforms  # noqa: E402

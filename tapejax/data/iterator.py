@@ -19,6 +19,7 @@ from ..core import state as _state
 from ..core.errors import OutOfRangeError
 from ..core.tensor import Tensor
 from . import structure as S
+from .build import Build
 
 try:   # JAX's own test: no trace (jit, vmap, grad, eval_shape ...) is running on this thread
     from jax._src.core import trace_state_clean as _trace_state_clean
@@ -60,7 +61,6 @@ class Iterator:
     def __init__(self, dataset: Any, numpy: bool = False):
         if in_trace():
             raise ValueError(_IN_TRACE)
-        from .dataset import Build
         self._spec = dataset.element_spec
         self._numpy = numpy
         device = jax.config.jax_default_device  # pyright: ignore[reportAttributeAccessIssue]

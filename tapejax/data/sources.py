@@ -13,7 +13,8 @@ from ..compile.signature import TensorSpec
 from ..core import dtypes as _dtypes
 from ..core.errors import InvalidArgumentError
 from . import args as A, structure as S
-from .dataset import Build, Dataset
+from .build import Build
+from .dataset import Dataset, kind
 
 
 def _components(tensors: Any, what: str, device: bool = False) -> List[Any]:
@@ -25,6 +26,7 @@ def _components(tensors: Any, what: str, device: bool = False) -> List[Any]:
     return comps
 
 
+@kind
 class TensorSlices(Dataset):
     def __init__(self, tensors: Any):
         comps = _components(tensors, "from_tensor_slices", device=True)
@@ -50,6 +52,7 @@ class TensorSlices(Dataset):
         return nodes.Slices(self._arrays, self._device_arrays, self._cardinality, self._x64)
 
 
+@kind
 class Tensors(Dataset):
     def __init__(self, tensors: Any):
         comps = _components(tensors, "from_tensors")
@@ -61,6 +64,7 @@ class Tensors(Dataset):
         return nodes.Tensors(self._arrays)
 
 
+@kind
 class Range(Dataset):
     def __init__(self, args: tuple, output_type: Any, counter: bool = False):
         if not 1 <= len(args) <= 3:
@@ -116,6 +120,7 @@ def _signature(output_types: Any, output_shapes: Any, output_signature: Any) -> 
     return S.pack(output_types, specs)
 
 
+@kind
 class Generator(Dataset):
     def __init__(self, generator: Callable[..., Any], output_types: Any, output_shapes: Any, args: Any,
                  output_signature: Any):
@@ -155,6 +160,7 @@ class Generator(Dataset):
         return streams.Generator(lambda: iter(self._generator(*self._args)), self._convert)
 
 
+@kind
 class Zip(Dataset):
     def __init__(self, datasets: Any):
         if type(datasets) is list:
@@ -184,6 +190,9 @@ class Zip(Dataset):
         return streams.Zip([nodes.to_iter(p) for p in parts])
 
 
-def counter(start: int) -> Range:
+def _counter(start: int) -> Range:
     """``enumerate``'s index: ``start, start + 1, ...`` forever."""
     return Range((start, start + 1), _dtypes.int64, counter=True)
+
+
+Range.counter = staticmethod(_counter)

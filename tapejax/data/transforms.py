@@ -10,7 +10,8 @@ from ..compile.signature import TensorSpec
 from ..core import dtypes as _dtypes
 from ..core.tensor import Tensor
 from . import args as A, structure as S
-from .dataset import Build, Dataset
+from .build import Build
+from .dataset import Dataset, kind
 from .functions import StructuredFunction
 from .options import Options
 
@@ -33,6 +34,7 @@ def _first_then(first: Any, make: Callable[[], Any]) -> Callable[[], Any]:
     return lambda: pending.pop() if pending else make()
 
 
+@kind
 class Map(Dataset):
     def __init__(self, input: Dataset, fn: Callable[..., Any], num_parallel_calls: Optional[int]):
         self._fn = StructuredFunction(fn, input.element_spec, "Dataset.map()", input._x64)
@@ -47,6 +49,7 @@ class Map(Dataset):
         return p.map(self._fn)
 
 
+@kind
 class Filter(Dataset):
     def __init__(self, input: Dataset, predicate: Callable[..., Any]):
         self._fn = StructuredFunction(predicate, input.element_spec, "Dataset.filter()", input._x64)
@@ -67,6 +70,7 @@ def _batched_card(card: int, size: int, drop: bool) -> int:
     return card // size if drop else -(-card // size)
 
 
+@kind
 class Batch(Dataset):
     """``batch`` (``padding`` None) and ``padded_batch`` (``padding``: (padded_shapes, padding_values))."""
 
@@ -157,6 +161,7 @@ class _Leaf:
         self.value = value
 
 
+@kind
 class Unbatch(Dataset):
     def __init__(self, input: Dataset):
         specs = S.flatten(input.element_spec)
@@ -176,6 +181,7 @@ class Unbatch(Dataset):
         return _streams().Unbatch(self._inputs[0]._build_stream(ctx))
 
 
+@kind
 class Shuffle(Dataset):
     def __init__(self, input: Dataset, buffer_size: int, seed: List[int], reshuffle: bool):
         self._size, self._seed, self._reshuffle = buffer_size, seed, reshuffle
@@ -203,6 +209,7 @@ def _repeat_card(card: int, count: Optional[int]) -> int:
     return card * count
 
 
+@kind
 class Repeat(Dataset):
     def __init__(self, input: Dataset, count: Optional[int]):
         self._count = count
@@ -217,6 +224,7 @@ class Repeat(Dataset):
         return _streams().Repeat(_first_then(p, lambda: src._build_stream(ctx)), self._count)
 
 
+@kind
 class Take(Dataset):
     def __init__(self, input: Dataset, count: int):
         card = input._cardinality
@@ -239,6 +247,7 @@ class Take(Dataset):
         return _streams().Take(p, self._count)
 
 
+@kind
 class Skip(Dataset):
     def __init__(self, input: Dataset, count: int):
         card = input._cardinality
@@ -259,6 +268,7 @@ class Skip(Dataset):
         return _streams().Skip(p, self._count)
 
 
+@kind
 class Cache(Dataset):
     def __init__(self, input: Dataset):
         self._store = _nodes().CacheStore()
@@ -280,6 +290,7 @@ def _prefetch_size(size: int, ctx: Build) -> int:
     return 1 if ctx.options.autotune.enabled is False else 2
 
 
+@kind
 class Prefetch(Dataset):
     def __init__(self, input: Dataset, size: int):
         self._size = size
@@ -298,6 +309,7 @@ class Prefetch(Dataset):
         return _streams().prefetch(p if to_device is None else p.map(to_device), n)
 
 
+@kind
 class Concatenate(Dataset):
     def __init__(self, input: Dataset, other: Dataset):
         a, b = input.element_spec, other.element_spec
@@ -318,6 +330,7 @@ class Concatenate(Dataset):
                                       _first_then(nodes.to_iter(b), lambda: db._build_stream(ctx)))
 
 
+@kind
 class WithOptions(Dataset):
     def __init__(self, input: Dataset, options: Options):
         self._own_options = options

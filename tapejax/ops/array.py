@@ -1,17 +1,9 @@
-"""Array ops (shapes, indexing, stacking, gathers and scatters, constructors).
+"""Array ops (shapes, stacking, sorting, einsum, constructors; gathers and slices: ``indexing``).
 
 Static arguments (shapes, axes, permutations, paddings) are read in the
 Python wrapper and passed to the primitive as hashable tuples; tensor
 arguments that only index (``indices``, ``segment_ids``) are inputs, so a
 new index value does not recompile anything.
-
-Gathers from a Variable (``tf.gather(v, i)``, ``embedding_lookup``): TF's
-tape returns ``tf.IndexedSlices``; tapejax returns the *dense* gradient (a
-Tensor of the Variable's shape, zeros outside the gathered rows, repeated
-rows summed), which is what ``tf.convert_to_tensor(indexed_slices)`` gives
-and what every tapejax optimizer consumes.  Out-of-range indices are not
-checked on the device (TF raises); JAX's gather fills them with NaN/0 and
-their gradient is dropped.
 """
 import builtins
 import collections

@@ -1,5 +1,16 @@
 """Indexing ops: gathers and scatters, slices and masks, ``tensor[key]`` (``StridedSlice``) and the
-sliced read of a Variable that can be assigned (``VariableSlice``, TF's sliced assign)."""
+sliced read of a Variable that can be assigned (``VariableSlice``, TF's sliced assign).
+
+Gathers from a Variable (``tf.gather(v, i)``, ``embedding_lookup``): TF's
+tape returns ``tf.IndexedSlices``; tapejax returns the *dense* gradient (a
+Tensor of the Variable's shape, zeros outside the gathered rows, repeated
+rows summed), which is what ``tf.convert_to_tensor(indexed_slices)`` gives
+and what every tapejax optimizer consumes.  Out-of-range indices are not
+checked by default (TF's CPU kernel raises, TF's GPU kernel gives zeros; JAX
+wraps a negative index and fills a row past the end, NaN for floats) unless
+the value-check mode is on (``ops.checks``): ``gather`` then raises TF's
+InvalidArgumentError.
+"""
 import builtins
 
 import jax
@@ -12,6 +23,7 @@ from ..core.convert import convert_to_tensor
 from ..core.tensor import Tensor, _flatten, _unflatten, register_operators
 from ..core.variable import Variable
 from ._registry import _TENSORISH, _bad, _call, _shape, check_binary, plain_jit, prim, static_shape, tf_types
+from .checks import VALUE_CHECKS, require_in_range
 
 _pyrange = builtins.range
 _pyslice = builtins.slice
@@ -41,7 +53,8 @@ def _int_indices(indices, op_type, arg="indices"):
 def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name=None):
     """``tf.gather`` along ``axis`` (default ``batch_dims``).  From a Variable the gradient is dense
     (see the module docstring)."""
-    if type(params) is Tensor and type(indices) is Tensor and axis is None and batch_dims == 0:
+    if (type(params) is Tensor and type(indices) is Tensor and axis is None and batch_dims == 0
+            and not VALUE_CHECKS[0]):
         try:  # the fast path: index dtype and params rank are checked when JAX traces
             return bind2(_GATHER, _GATHER_PLAIN, params, indices)
         except Exception:  # noqa: BLE001 - the checked path below raises TF's error for it
@@ -53,6 +66,10 @@ def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name
     if not -nd <= ax < nd:
         raise _bad("GatherV2", f"Shape must be at least rank {ax + 1} but is rank {nd} (argument `axis`)")
     ax %= nd
+    if VALUE_CHECKS[0]:   # opt-in: TF's CPU kernel rejects an index out of range (JAX clamps)
+        n = _shape(params)[ax]
+        require_in_range(idx._value, n, "indices", f"is not in [0, {n})",
+                         "ResourceGather" if isinstance(params, Variable) else "GatherV2")
     if ax == 0 and bd == 0:
         return bind(_GATHER, params, idx)  # the common case: no static parameters
     return bind(_GATHER, params, idx, axis=ax, batch_dims=bd)

@@ -20,6 +20,7 @@ from ..core.variable import Variable
 from . import _grads as G
 from ._registry import check_binary, check_float, dtype_of, op_error, prim, static_axis, tf_types
 from .array import einsum, tensordot  # noqa: F401
+from .checks import VALUE_CHECKS, require, traced
 from .math import matmul  # noqa: F401
 from .reduce import l2_normalize  # noqa: F401
 
@@ -105,22 +106,79 @@ def _inv(x, *, adjoint):
 _INV = prim("MatrixInverse", _inv)
 
 
+@jax.jit
+def _invertible(x):
+    """TF's CPU test of ``inv`` / ``solve``: every pivot of the partially pivoted LU is nonzero
+    (over the whole batch)."""
+    x = x.astype(jnp.float32) if x.dtype == jnp.float16 else x
+    lu = jax.lax.linalg.lu(x)[0]
+    return jnp.all(jnp.abs(jnp.diagonal(lu, axis1=-2, axis2=-1)) > 0)
+
+
+def _require_invertible(x, message, op_type):
+    """Value-check mode: a singular ``x`` raises TF's InvalidArgumentError (eager now, traced
+    after the step)."""
+    v = x._value if isinstance(x, _TENSORISH) else jnp.asarray(x)
+    ok = _invertible(v)
+    if traced(ok):
+        require(ok, message)
+    elif not bool(ok):
+        raise _bad(op_type, message)
+
+
 @tf_types("MatrixInverse")
 def inv(input, adjoint=False, name=None):
-    """``tf.linalg.inv`` (singular input gives inf/NaN values; TF raises on CPU)."""
+    """``tf.linalg.inv`` (a singular input gives inf/NaN values, as TF on GPU; TF's CPU kernel
+    raises, as tapejax does in the value-check mode, ``ops.checks``)."""
     _square(input, "MatrixInverse")
     if dtype_of(input) == _dtypes.bfloat16._np:
         _no_half(input, "MatrixInverse", "input")
+    if VALUE_CHECKS[0]:
+        _require_invertible(input, "Input is not invertible.", "MatrixInverse")
     return bind(_INV, input, adjoint=bool(adjoint))
 
 
-_DET = prim("MatrixDeterminant", jnp.linalg.det)
+def _det_vjp_checked(x, *, singular):
+    """``det`` whose gradient does TF's check (its gradient inverts the matrix): ``singular``
+    True (known from the eager value) raises when the gradient is traced; False (a traced
+    input) puts a functionalized check in the gradient."""
+    @jax.custom_vjp
+    def f(x):
+        return jnp.linalg.det(x)
+
+    def fwd(x):
+        return jnp.linalg.det(x), x
+
+    def bwd(x, g):
+        if singular:
+            raise _bad("MatrixInverse", "Input is not invertible.")
+        require(_invertible(x), "Input is not invertible.")
+        return jax.vjp(jnp.linalg.det, x)[1](g)
+
+    f.defvjp(fwd, bwd)
+    return f(x)
+
+
+def _det(x, *, grad_check=None):
+    if grad_check is None:
+        return jnp.linalg.det(x)
+    return _det_vjp_checked(x, singular=grad_check == "singular")
+
+
+_DET = prim("MatrixDeterminant", _det)
 
 
 @tf_types("MatrixDeterminant")
 def det(input, name=None):
-    """``tf.linalg.det``."""
+    """``tf.linalg.det``.  At a singular matrix the gradient is JAX's (the adjugate); TF's CPU
+    kernel raises there, as tapejax does in the value-check mode (``ops.checks``)."""
     _square(input, "MatrixDeterminant")
+    if VALUE_CHECKS[0]:
+        v = input._value if isinstance(input, _TENSORISH) else jnp.asarray(input)
+        ok = _invertible(v)
+        check = "traced" if traced(ok) else (None if bool(ok) else "singular")
+        if check is not None:
+            return bind(_DET, input, grad_check=check)
     return bind(_DET, input)
 
 
@@ -208,6 +266,8 @@ def solve(matrix, rhs, adjoint=False, name=None):
     if len(_shape(rhs)) < 2 or _shape(rhs)[-2] != _shape(matrix)[-1]:
         raise _bad("MatrixSolve", f"Input matrix and right-hand side must have the same number of rows: "
                    f"{list(_shape(matrix))} vs {list(_shape(rhs))} (argument `rhs`)")
+    if VALUE_CHECKS[0]:   # opt-in: TF's CPU kernel rejects a singular matrix (JAX gives inf/NaN)
+        _require_invertible(matrix, "Input matrix is not invertible.", "MatrixSolve")
     return _call(_SOLVE, "MatrixSolve", matrix, rhs, adjoint=bool(adjoint))
 
 
@@ -326,156 +386,6 @@ def trace(x, name=None):
     return bind(_TRACE, x)
 
 
-# -- diagonals (MatrixDiagV3 / MatrixDiagPartV3): one diagonal or a band k = (lo, hi) -------
-# A band is stored as [..., hi - lo + 1, max_diag_len], diagonal hi first.  A diagonal shorter
-# than max_diag_len is aligned by ``align``: "RIGHT_LEFT" (TF's default) right-aligns
-# superdiagonals (d >= 0) and left-aligns subdiagonals; the other three are as named.
-
-_ALIGNS = ("LEFT_RIGHT", "RIGHT_LEFT", "LEFT_LEFT", "RIGHT_RIGHT")
-
-
-def _diag_offset(d, diag_len, max_len, align):
-    right = ((align in ("RIGHT_LEFT", "RIGHT_RIGHT")) & (d >= 0)) | \
-        ((align in ("LEFT_RIGHT", "RIGHT_RIGHT")) & (d <= 0))
-    return np.where(right, max_len - diag_len, 0)
-
-
-def _diag(d, pad, *, lo, hi, num_rows, num_cols, align):
-    if lo == hi:
-        d = d[..., None, :]
-    width = d.shape[-1]
-    m = np.arange(num_rows)[:, None]
-    n = np.arange(num_cols)[None, :]
-    k = n - m
-    diag_len = np.minimum(num_cols - np.maximum(k, 0), num_rows + np.minimum(k, 0))
-    at = n - np.maximum(k, 0) + _diag_offset(k, diag_len, width, align)
-    on = (lo <= k) & (k <= hi) & (0 <= at) & (at < width)
-    vals = d[..., np.where(on, hi - k, 0), np.where(on, at, 0)]
-    return jnp.where(on, vals, jnp.asarray(pad, d.dtype))
-
-
-_DIAG = prim("MatrixDiagV3", _diag)
-
-
-def _diag_band(k, op_type):
-    """(lo, hi) from TF's ``k``: an int, or one or two ints (a list, tuple or int Tensor)."""
-    kk = np.asarray(k._value if isinstance(k, (Tensor, Variable)) else k).reshape(-1)
-    if kk.dtype.kind not in "iu" or not 1 <= kk.size <= 2:
-        raise _bad(op_type, f"diag_index must be an int or a pair of ints (argument `k`); got {k!r}")
-    lo, hi = int(kk[0]), int(kk[-1])
-    if lo > hi:
-        raise _bad(op_type, f"lower_diag_index must not be larger than upper_diag_index: {lo} > {hi} "
-                   "(argument `k`)")
-    return lo, hi
-
-
-def _diag_align(align, op_type):
-    if align not in _ALIGNS:
-        raise _bad(op_type, f"Value for attr 'align' of {align!r} is not in the list of allowed values: "
-                   + ", ".join(f'"{a}"' for a in _ALIGNS) + " (argument `align`)")
-    return align
-
-
-def _pad_constant(padding_value):
-    """TF gives ``padding_value`` no gradient: the tape sees it as a constant."""
-    return padding_value._value if isinstance(padding_value, (Tensor, Variable)) else padding_value
-
-
-@tf_types("MatrixDiagV3")
-def diag(diagonal, name="diag", k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"):
-    """``tf.linalg.diag``: (batched) matrices with ``diagonal`` on diagonal ``k``, or on the band
-    ``k = (lo, hi)`` (``diagonal`` then holds ``hi - lo + 1`` diagonals, ``hi`` first, aligned
-    by ``align``); the rest is ``padding_value``.  An unset ``num_rows``/``num_cols`` is the
-    smallest that fits (square when both are unset)."""
-    lo, hi = _diag_band(k, "MatrixDiagV3")
-    _diag_align(align, "MatrixDiagV3")
-    shape = _shape(diagonal)
-    if len(shape) < (1 if lo == hi else 2):
-        raise _bad("MatrixDiagV3", f"diagonal must be at least {1 if lo == hi else 2}-dim, received "
-                   f"shape: {list(shape)}")
-    if lo != hi and shape[-2] != hi - lo + 1:
-        raise _bad("MatrixDiagV3", f"The number of diagonals provided in the input does not match the "
-                   f"lower_diag_index and upper_diag_index range: argument `diagonal` has {shape[-2]} "
-                   f"diagonals, k={lo, hi} needs {hi - lo + 1}")
-    width = shape[-1]
-    min_rows, min_cols = width - min(hi, 0), width + max(lo, 0)
-    rows, cols = int(num_rows), int(num_cols)
-    if rows < 0 and cols < 0:
-        rows = cols = max(min_rows, min_cols)
-    elif rows < 0:
-        rows = min_rows
-    elif cols < 0:
-        cols = min_cols
-    if rows < min_rows:
-        raise _bad("MatrixDiagV3", f"The number of rows is too small: num_rows={rows}, at least "
-                   f"{min_rows} needed")
-    if cols < min_cols:
-        raise _bad("MatrixDiagV3", f"The number of columns is too small: num_cols={cols}, at least "
-                   f"{min_cols} needed")
-    if rows != min_rows and cols != min_cols:
-        raise _bad("MatrixDiagV3", f"The number of rows or columns is not consistent with the specified "
-                   f"d_lower, d_upper, and diagonal: num_rows={rows}, num_cols={cols} (one must be its "
-                   f"minimum: {min_rows} rows or {min_cols} columns)")
-    return bind(_DIAG, diagonal, _pad_constant(padding_value), lo=lo, hi=hi, num_rows=rows,
-                num_cols=cols, align=align)
-
-
-def _diag_part(x, pad, *, lo, hi, align):
-    rows, cols = x.shape[-2], x.shape[-1]
-    k = hi - np.arange(hi - lo + 1)[:, None]
-    diag_len = np.minimum(cols - np.maximum(k, 0), rows + np.minimum(k, 0))
-    max_len = int(diag_len.max())
-    n = np.arange(max_len)[None, :]
-    offset = _diag_offset(k, diag_len, max_len, align)
-    i = n + np.maximum(-k, 0) - offset
-    j = n + np.maximum(k, 0) - offset
-    on = (0 <= i) & (i < rows) & (0 <= j) & (j < cols)
-    out = jnp.where(on, x[..., np.where(on, i, 0), np.where(on, j, 0)], jnp.asarray(pad, x.dtype))
-    return out[..., 0, :] if lo == hi else out
-
-
-_DIAG_PART = prim("MatrixDiagPartV3", _diag_part)
-
-
-@tf_types("MatrixDiagPartV3")
-def diag_part(input, name="diag_part", k=0, padding_value=0, align="RIGHT_LEFT"):
-    """``tf.linalg.diag_part``: diagonal ``k`` of the innermost matrices, or the band
-    ``k = (lo, hi)`` as ``[..., hi - lo + 1, max_diag_len]`` (diagonal ``hi`` first, shorter
-    diagonals aligned by ``align`` and filled with ``padding_value``)."""
-    lo, hi = _diag_band(k, "MatrixDiagPartV3")
-    _diag_align(align, "MatrixDiagPartV3")
-    shape = _shape(input)
-    if len(shape) < 2:
-        raise _bad("MatrixDiagPartV3", f"input must be at least 2-dim, received shape: {list(shape)}")
-    rows, cols = shape[-2], shape[-1]
-    for which, d in (("lower", lo), ("upper", hi)):
-        if not (-rows < d < cols or (d == 0 and rows * cols == 0)):
-            raise _bad("MatrixDiagPartV3", f"{which}_diag_index is out of bound: {d}. It must be between "
-                       f"{-rows} and {cols} (exclusive) for a {rows}x{cols} matrix (argument `k`)")
-    return bind(_DIAG_PART, input, _pad_constant(padding_value), lo=lo, hi=hi, align=align)
-
-
-def _band(x, *, lower, upper):
-    m, n = x.shape[-2], x.shape[-1]
-    i = jnp.arange(m)[:, None]
-    j = jnp.arange(n)[None, :]
-    keep = jnp.ones((m, n), bool)
-    if lower >= 0:
-        keep = keep & (i - j <= lower)
-    if upper >= 0:
-        keep = keep & (j - i <= upper)
-    return jnp.where(keep, x, jnp.zeros((), x.dtype))
-
-
-_BAND = prim("MatrixBandPart", _band)
-
-
-@tf_types("MatrixBandPart")
-def band_part(input, num_lower, num_upper, name=None):
-    """``tf.linalg.band_part``: keep ``num_lower`` sub- and ``num_upper`` super-diagonals (-1: all)."""
-    return bind(_BAND, input, lower=int(num_lower), upper=int(num_upper))
-
-
 def _norm(x, *, ord, axis, keepdims):
     if ord == "euclidean":
         s = jnp.sum(jnp.square(jnp.abs(x)) if jnp.iscomplexobj(x) else x * x, axis=axis, keepdims=True)
@@ -563,6 +473,4 @@ def expm(input, name=None):
     return bind(_EXPM, input)
 
 
-__all__ = ["matmul", "matvec", "inv", "det", "slogdet", "logdet", "cholesky", "cholesky_solve", "solve",
-           "triangular_solve", "lstsq", "eigh", "eigvalsh", "svd", "qr", "trace", "diag", "diag_part",
-           "band_part", "norm", "cross", "pinv", "expm", "einsum", "tensordot", "l2_normalize"]
+__all__ = ["matmul", "matvec", "inv", "det", "slogdet", "logdet", "cholesky", "cholesky_solve", "solve", "triangular_solve", "lstsq", "eigh", "eigvalsh", "svd", "qr", "trace", "norm", "cross", "pinv", "expm", "einsum", "tensordot", "l2_normalize"]

@@ -5,7 +5,16 @@ import sys
 
 from ..core import dtypes as _dtypes, nest as _nest
 from ..core.modules import new_module
-from . import array as _a, indexing as _ix, linalg as _l, math as _m, nn as _nn, random as _r, reduce as _red
+from . import (
+    array as _a,
+    diagonals as _dg,
+    indexing as _ix,
+    linalg as _l,
+    math as _m,
+    nn as _nn,
+    random as _r,
+    reduce as _red,
+)
 
 
 def _module(name, doc, members):
@@ -37,7 +46,7 @@ _NOT_MATH = {"where", "clip_by_value", "clip_by_norm", "clip_by_global_norm"}
 _MATH = {n: getattr(mod, n) for mod in (_m, _red) for n in mod.__all__ if n not in _NOT_MATH}
 math = _module("math", "``tf.math``", _MATH)
 nn = _module("nn", "``tf.nn``", {n: getattr(_nn, n) for n in _nn.__all__})
-linalg = _module("linalg", "``tf.linalg``", {n: getattr(_l, n) for n in _l.__all__})
+linalg = _module("linalg", "``tf.linalg``", {n: getattr(mod, n) for mod in (_l, _dg) for n in mod.__all__})
 random = _module("random", "``tf.random``: TF's seed rules on JAX PRNG keys (see tapejax.ops.random)",
                  {n: getattr(_r, n) for n in _r.__all__})
 nest = _module("nest", "``tf.nest``", {"flatten": _nest.flatten, "pack_sequence_as": _nest.pack_sequence_as,

@@ -29,6 +29,7 @@ from ._registry import (
     static_axis,
     tf_types,
 )
+from .checks import VALUE_CHECKS, require_in_range
 from .math import not_equal
 
 
@@ -428,7 +429,11 @@ def _seg_ids_check(data, segment_ids, op_type):
 def unsorted_segment_sum(data, segment_ids, num_segments, name=None):
     """``tf.math.unsorted_segment_sum``: out[i] = sum of data[j] with segment_ids[j] == i."""
     ids = _seg_ids_check(data, segment_ids, "UnsortedSegmentSum")
-    return bind(_SEGMENT_SUM, data, ids, num_segments=int(num_segments))
+    n = int(num_segments)
+    if VALUE_CHECKS[0]:   # opt-in: TF's CPU kernel rejects an id >= num_segments (JAX drops it)
+        require_in_range(ids._value, n, "segment_ids", f"is out of range [0, {n})", "UnsortedSegmentSum",
+                         negative_ok=True)   # (TF drops negative ids, as JAX does)
+    return bind(_SEGMENT_SUM, data, ids, num_segments=n)
 
 
 @tf_types("UnsortedSegmentSum")
