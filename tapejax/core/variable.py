@@ -459,13 +459,15 @@ class Variable:
     def assign_add(self, delta, use_locking=None, name=None, read_value=True):
         with _UPDATE_LOCK:
             if type(delta) is not Pending or not self._defer_update(_add, delta):
-                self._set_owned(_add(self._value, self._delta(delta, "AssignAddVariableOp")))   # (a new array)
+                d = self._delta(delta, "AssignAddVariableOp")   # (first: a tracing function's read)
+                self._set_owned(_add(self._value, d))   # (a new array)
         return self if read_value else None
 
     def assign_sub(self, delta, use_locking=None, name=None, read_value=True):
         with _UPDATE_LOCK:
             if type(delta) is not Pending or not self._defer_update(_sub, delta):
-                self._set_owned(_sub(self._value, self._delta(delta, "AssignSubVariableOp")))   # (a new array)
+                d = self._delta(delta, "AssignSubVariableOp")   # (first: a tracing function's read)
+                self._set_owned(_sub(self._value, d))   # (a new array)
         return self if read_value else None
 
     def _defer_update(self, op, delta):
