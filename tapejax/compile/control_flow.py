@@ -43,6 +43,7 @@ from jax.extend import core as jex_core
 from ..core import state as _state
 from ..core.bind import Primitive, bind, with_id
 from ..core.caches import LRU
+from ..core.errors import OperatorNotAllowedInGraphError
 from ..core.tensor import Tensor, convert_to_tensor
 from ..core.variable import Variable
 
@@ -129,12 +130,11 @@ def _close(fn, in_tree, in_avals, what):
     try:
         closed = jax.make_jaxpr(flat_fn)(*in_avals)
     except jax.errors.JAXTypeError as e:
-        if isinstance(e, (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError,
-                          jax.errors.TracerArrayConversionError)):
-            from .function import _CF_HINT, OperatorNotAllowedInGraphError
+        from .tracing import CF_HINT, is_value_error
+        if is_value_error(e):
             raise OperatorNotAllowedInGraphError(
                 f"In the {what} of a tapejax control-flow op, a traced tensor was used where Python "
-                f"needs its value. {_CF_HINT}") from None
+                f"needs its value. {CF_HINT}") from None
         raise
     finally:
         stack[:] = saved
@@ -201,6 +201,13 @@ def cond(pred, true_fn=None, false_fn=None, name=None):
                          f"(got shape {tuple(p._value.shape)})")
     if not _traced(p):
         return true_fn() if bool(p._value) else false_fn()
+    return staged_cond(p, true_fn, false_fn)
+
+
+def staged_cond(pred, true_fn, false_fn):
+    """``cond`` with both branches traced even when ``pred`` is concrete (AutoGraph's staged
+    ``if``: TF checks both branches of a conditional on a tensor)."""
+    p = convert_to_tensor(pred)
     jt, ct, ht, tree_t = _close(lambda: true_fn(), jax.tree_util.tree_structure(()), [], "true_fn")
     jf, cf, hf, tree_f = _close(lambda: false_fn(), jax.tree_util.tree_structure(()), [], "false_fn")
     out_t = [v.aval for v in jt.outvars]
@@ -310,6 +317,24 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
     if single:
         return res[0]
     return type(loop_vars)(res) if isinstance(loop_vars, (list, tuple)) else res
+
+
+def staged_while(cond, body, loop_vars, maximum_iterations=None):
+    """``while_loop`` over a tuple of loop variables (AutoGraph's staged ``while``); returns a
+    tuple.  A loop with no variables gets a dummy one (its body may still print or check)."""
+    if not loop_vars:
+        while_loop(lambda _: cond(), lambda d: (body(), d)[1], (convert_to_tensor(0),),
+                   maximum_iterations=maximum_iterations)
+        return ()
+    out = while_loop(cond, body, tuple(loop_vars), maximum_iterations=maximum_iterations)
+    return tuple(out)
+
+
+def trace_only(fn, tensors, what):
+    """Trace ``fn(*tensors)`` as a control-flow body would be, and throw the trace away (AutoGraph
+    stages one loop iteration to learn the types of variables first defined inside the loop)."""
+    leaves, tree = _flatten(tuple(tensors))
+    _close(fn, tree, _avals(leaves), what)
 
 
 def _eager_while(cond, body, vars_, single, maximum_iterations):

@@ -2,36 +2,29 @@
 
 How a call works
 ----------------
-1. **Key.**  The arguments are walked once: Tensors, ``jax.Array`` and NumPy
-   arrays are *dynamic* (the key holds their shape and dtype); Python
-   scalars and strings are *static* by value, Variables and other objects
-   (Modules, optimizers, callables) by identity, as ``tf.function`` does.  A miss traces; a hit calls the compiled program.
-2. **Discovery** (the first trace of a Function, or when a later trace meets
-   a Variable the last one did not): the function runs once under
-   ``jax.eval_shape`` with a *collector* installed in ``_state``.  Every
-   ``Variable`` read or assigned reports itself to it (``Variable._read`` /
-   ``assign*`` test one thread-local attribute, nothing else happens when no
-   function traces); what it assigns is undone afterwards.  Variables may be
-   *created* only here and only on the Function's first call (TF's rule):
-   their initial value must be concrete, so when one is computed by traced
-   ops the pass is rerun under ``jax.ensure_compile_time_eval`` (constants
-   evaluated eagerly); it must not depend on the arguments.
-3. **Trace.**  ``jax.jit(pure, donate_argnums=0)`` where
-   ``pure(rw_values, ro_values, dynamic_args) -> (outputs, new rw_values)``:
-   inside, each discovered Variable's ``_value`` is swapped for the tracer
-   and restored after, so the user's code (tapes, optimizers, ``assign``)
-   runs unchanged on tracers.  ``GradientTape`` records at trace time and
-   ``tape.gradient`` calls the compiled replay, which ``jit`` inlines: the
-   compiled step has no Python tape cost.  Variables that are assigned are
-   donated and written back after the call (a Variable that does not own its
-   buffer, ``Variable.owns_buffer``, donates a copy; after the call each owns
-   its new value unless the program passed an input through); Variables only
-   read are plain inputs.  A pending update of a Variable the function
-   touches is computed before the trace uses it, outside the trace
-   (``_lazy.force_many``): no tracer is ever left in a Variable or a pending
-   value.
-4. **Call.**  Later calls with the same key: one dict lookup, one compiled
-   call, and the write-back of the assigned Variables.
+1. **Key** (``signature.py``).  The arguments are walked once: Tensors and
+   arrays are dynamic (the key holds their shape and dtype), Python values
+   static by value, Variables and other objects by identity, as
+   ``tf.function``.  A hit calls the compiled program: one dict lookup, one
+   compiled call, the write-back of the assigned Variables.
+2. **Trace** (``tracing.py``), on a miss.  The Python body (converted by
+   AutoGraph unless ``autograph=False``, ``autograph.py``) runs once under
+   ``jax.make_jaxpr``; every Variable it touches becomes an input of the
+   program, every Variable it assigns also an output.  The body runs once per
+   new input signature, as in TF; a function that creates Variables (on its
+   first call only, TF's rule) is traced twice on that call, as in TF.
+   ``GradientTape`` records while the body runs and ``tape.gradient`` inlines
+   its compiled replay: the compiled step has no Python tape cost.
+3. **Program.**  ``jax.jit(program, donate_argnums=0)`` where ``program(rw,
+   ro, dyn) -> (outputs, new rw)`` evaluates the trace's jaxpr: assigned
+   Variables (``rw``) are donated and written back after the call (one that
+   does not own its buffer, ``Variable.owns_buffer``, donates a copy), the
+   ones only read (``ro``) are plain inputs.  A program that calls back into
+   Python (``tapejax.print``) or checks at run time gets copies, so the
+   Variables are untouched when it fails, and the call waits for its prints.
+   With ``None`` sizes in ``input_signature`` or ``reduce_retracing=True`` the
+   body is traced once with symbolic sizes and the program exported
+   (``polymorphism.py``).
 
 Called eagerly under a recording ``GradientTape``, a function that assigns
 no Variable is recorded as ONE op (its compiled program; inputs: its Tensor
@@ -41,344 +34,78 @@ Variables runs op by op in that case (every op recorded; same values).
 Called while another function traces, it is inlined.
 
 Python side effects (``print``, appending to lists, counters) run while
-tracing only, as in TF: twice on the first call (discovery and trace; the
-start of the function a third time when discovery reruns, see 2.), once
-per retrace, never on a cache hit.  ``tapejax.print`` and ``jax.debug.print``
-print on every call.
-
-Python ``if`` / ``while`` on a traced tensor cannot be compiled: it raises
-``OperatorNotAllowedInGraphError`` (a TypeError, as TF with autograph off)
-naming ``tapejax.cond`` / ``tapejax.while_loop``.
+tracing only, as in TF; ``tapejax.print`` prints on every call, in order.
+``tapejax.config.run_functions_eagerly(True)`` runs bodies as plain Python.
 """
+from __future__ import annotations
+
 import functools
 import itertools
 import threading
-import warnings
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import jax
 import jax.core
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import checkify
+from jax.extend import core as jex
 
-from ..core import dtypes as _dtypes, state as _state
+from ..core import state as _state
 from ..core.caches import Family
-from ..core.errors import OperatorNotAllowedInGraphError
-from ..core.tensor import Tensor, convert_to_tensor
-from ..core.variable import Variable, deferred_interrupts, write_back
-
-if TYPE_CHECKING:
-    from ..core.bind import Primitive
-
-_Tracer = jax.core.Tracer
-_Array = jax.Array
-
-
-_CF_HINT = ("Python control flow on a tensor value cannot be compiled: use tapejax.cond(pred, "
-            "true_fn, false_fn) for `if`, tapejax.while_loop(cond, body, loop_vars) for `while`, "
-            "tapejax.scan / tapejax.foldl for loops over a tensor, or pass the value as a Python "
-            "argument (it then keys the cache by value).")
-
-
-# ---------------------------------------------------------------------------
-# TensorSpec and input signatures
-# ---------------------------------------------------------------------------
-
-class TensorSpec:
-    """``tf.TensorSpec``: a shape (``None`` for any size) and a dtype."""
-
-    __slots__ = ("_shape", "_dtype", "_name")
-
-    def __init__(self, shape, dtype=_dtypes.float32, name=None):
-        self._shape = None if shape is None else tuple(None if d is None else int(d) for d in shape)
-        self._dtype = _dtypes.as_dtype(dtype)
-        self._name = name
-
-    @property
-    def shape(self):
-        return self._shape
-
-    @property
-    def dtype(self):
-        return self._dtype
-
-    @property
-    def name(self):
-        return self._name
-
-    def is_compatible_with(self, x):
-        shape = tuple(x.shape)
-        if np.dtype(x.dtype) != self._dtype._np:
-            return False
-        if self._shape is None:
-            return True
-        return len(shape) == len(self._shape) and all(s is None or s == d for s, d in zip(self._shape, shape))
-
-    def __eq__(self, other):
-        return (isinstance(other, TensorSpec) and self._shape == other._shape
-                and self._dtype == other._dtype and self._name == other._name)
-
-    def __hash__(self):
-        return hash((self._shape, self._dtype.name, self._name))
-
-    def __repr__(self):
-        shape = None if self._shape is None else list(self._shape)
-        return f"TensorSpec(shape={tuple(shape) if shape is not None else None}, dtype=tf.{self._dtype.name}, name={self._name!r})"
+from ..core.errors import InvalidArgumentError
+from ..core.tensor import Tensor
+from ..core.variable import deferred_interrupts, write_back
+from . import autograph as _autograph, config as _config, polymorphism, retracing, tracing
+from .sharding import MeshPlan
+from .signature import (
+    DYN,
+    LeafSpec,
+    TensorSpec,
+    bind_signature,
+    call_key,
+    check_signature,
+    fill,
+    shape_free,
+    template,
+    tensor_args,
+)
 
 
-def _spec_of(x):
-    return f"TensorSpec(shape={tuple(x.shape)}, dtype=tf.{np.dtype(x.dtype).name}, name=None)"
+class Entry:
+    """One compiled specialisation: the program, its Variables and output structure."""
 
+    __slots__ = ("jitted", "rw", "ro", "out_tpl", "n_out", "template", "in_shardings", "prim", "copies",
+                 "checked", "specs", "plan")
 
-def _bind_signature(signature, args, kwargs, fname):
-    """TF's input_signature binding: every argument a Tensor compatible with its spec."""
-    if kwargs:
-        raise TypeError(f"{fname}: with an input_signature, pass the arguments positionally; "
-                        f"got keyword arguments {sorted(kwargs)}")
-    if len(args) != len(signature):
-        raise TypeError(f"Binding inputs to tapejax.function `{fname}` failed: the input_signature "
-                        f"has {len(signature)} argument(s) but the call passed {len(args)}.")
-    out = []
-    for i, (a, spec) in enumerate(zip(args, signature)):
-        if isinstance(a, (Tensor, Variable, _Array, np.ndarray)):
-            t = convert_to_tensor(a)
-        else:
-            try:
-                t = convert_to_tensor(a, dtype=spec.dtype)
-            except (TypeError, ValueError) as e:
-                raise TypeError(f"Binding inputs to tapejax.function `{fname}` failed: argument {i} "
-                                f"{a!r} cannot be converted to {spec!r}: {e}") from None
-        if not spec.is_compatible_with(t._value):
-            raise TypeError(f"Binding inputs to tapejax.function `{fname}` failed due to `Can not cast "
-                            f"{_spec_of(t._value)} to {spec!r}` (argument {i}).")
-        out.append(t)
-    return tuple(out)
-
-
-# ---------------------------------------------------------------------------
-# Argument keys: dynamic arrays by shape/dtype, Python values by value
-# ---------------------------------------------------------------------------
-
-_DYN = object()  # marks a dynamic leaf in a template
-
-
-def _aval_key(v):
-    return v.aval   # shape, dtype, weak type (and sharding): hashable, and what jit keys on
-
-
-def _key(x, dyn):
-    """Hashable key of one argument; appends its dynamic arrays to ``dyn``."""
-    t = type(x)
-    if t is Tensor:
-        v = x._value
-        dyn.append(v)
-        return _aval_key(v)
-    if t is tuple or t is list:
-        return (t, tuple([_key(e, dyn) for e in x]))
-    if t is dict:
-        return (dict, tuple([(k, _key(x[k], dyn)) for k in sorted(x)]))
-    if t in (int, float, bool, str, type(None)):
-        return (t, x)
-    if isinstance(x, Tensor):
-        v = x._value
-        dyn.append(v)
-        return _aval_key(v)
-    if isinstance(x, Variable):
-        return ("var", x._id)
-    if isinstance(x, (_Array, _Tracer)):
-        dyn.append(x)
-        return _aval_key(x)
-    if isinstance(x, (np.ndarray, np.generic)):
-        v = convert_to_tensor(x)._value
-        dyn.append(v)
-        return ("np", _aval_key(v))
-    if isinstance(x, tuple) and hasattr(x, "_fields"):  # namedtuple
-        return (t, tuple([_key(e, dyn) for e in x]))
-    if t in (bytes, complex, type) or isinstance(x, (np.dtype, _dtypes.DType)):
-        return (t, x)
-    # Any other object (a Module, an optimizer, a callable) keys by identity, as TF's
-    # weak-reference keys: two equal-but-distinct models must not share Variables.
-    # The entry's template holds the object, so its id is not reused while cached.
-    return ("obj", t, id(x))
-
-
-def _tensor_args(x, out):
-    """The dynamic leaves as op inputs, in ``_key``'s order (Tensors keep their ids)."""
-    if isinstance(x, Tensor):
-        out.append(x)
-    elif isinstance(x, (_Array, _Tracer)):
-        out.append(x)
-    elif isinstance(x, (np.ndarray, np.generic)):
-        out.append(convert_to_tensor(x))
-    elif type(x) is tuple or type(x) is list or (isinstance(x, tuple) and hasattr(x, "_fields")):
-        for e in x:
-            _tensor_args(e, out)
-    elif type(x) is dict:
-        for k in sorted(x):
-            _tensor_args(x[k], out)
-
-
-def _template(x):
-    """The argument structure with dynamic leaves replaced by ``_DYN`` (holds no arrays)."""
-    if isinstance(x, Tensor) or isinstance(x, (_Array, _Tracer, np.ndarray, np.generic)):
-        return _DYN
-    t = type(x)
-    if t is tuple or t is list:
-        return t(_template(e) for e in x)
-    if t is dict:
-        return {k: _template(x[k]) for k in sorted(x)}
-    if isinstance(x, tuple) and hasattr(x, "_fields"):
-        return t(*[_template(e) for e in x])
-    return x
-
-
-def _fill(tpl, it):
-    """Rebuild the arguments from a template, dynamic leaves as Tensors from ``it``."""
-    if tpl is _DYN:
-        return next(it)
-    t = type(tpl)
-    if t is tuple or t is list:
-        return t(_fill(e, it) for e in tpl)
-    if t is dict:
-        return {k: _fill(v, it) for k, v in tpl.items()}
-    if isinstance(tpl, tuple) and hasattr(tpl, "_fields"):
-        return t(*[_fill(e, it) for e in tpl])
-    return tpl
-
-
-def _split_out(x, dyn):
-    """Outputs -> template with arrays taken out into ``dyn``."""
-    if isinstance(x, (Tensor, Variable)):
-        dyn.append(x._value)
-        return _DYN
-    if isinstance(x, (_Array, _Tracer)):
-        dyn.append(x)
-        return _DYN
-    t = type(x)
-    if t is tuple or t is list:
-        return t(_split_out(e, dyn) for e in x)
-    if t is dict:
-        return {k: _split_out(v, dyn) for k, v in x.items()}
-    if isinstance(x, tuple) and hasattr(x, "_fields"):
-        return t(*[_split_out(e, dyn) for e in x])
-    return x
-
-
-# ---------------------------------------------------------------------------
-# The collector (installed in _state while a Function traces)
-# ---------------------------------------------------------------------------
-
-class _Rediscover(Exception):
-    """The trace touched a Variable the last discovery did not see."""
-
-
-class _NeedEval(Exception):
-    """Discovery met a Variable whose initial value is traced: rerun it evaluating constants."""
-
-
-_SINGLETON_MSG = ("tf.function only supports singleton tf.Variables created on the first call. Make "
-                  "sure the tf.Variable is only created once or created outside tf.function. "
-                  "(tapejax.function `{}`)")
-_NON_FIRST_MSG = ("Creating variables on a non-first call to a function decorated with tf.function. "
-                  "(tapejax.function `{}`: create the Variables outside, or on the first call)")
-
-
-class _Discover:
-    """Discovery: remember every Variable touched (and its value before the call)."""
-
-    def __init__(self, fname, allow_create, eval_mode):
-        self.fname = fname
-        self.allow_create = allow_create
-        self.eval_mode = eval_mode
-        self.orig = {}        # var id -> (var, value before)  (insertion = first-touch order)
-        self.assigned = set()
-        self.created_ids = set()
-
-    def touch(self, var, assign):
-        if var._id not in self.orig:
-            _ = var._value   # (a pending update is computed now, outside the trace: ``_lazy.force_many``)
-            self.orig[var._id] = (var, var._state())
-        if assign:
-            self.assigned.add(var._id)
-
-    def created(self, var):
-        if not self.allow_create:
-            raise ValueError(_NON_FIRST_MSG.format(self.fname))
-        if isinstance(var._value, _Tracer):
-            if not self.eval_mode:
-                raise _NeedEval()
-            raise ValueError(f"tapejax.function `{self.fname}` created a Variable whose initial value "
-                             "depends on the function's arguments; Variables created inside a "
-                             "tapejax.function are initialised once, outside the compiled program: "
-                             "give an initial value that does not depend on the arguments.")
-        self.orig[var._id] = (var, var._state())
-        self.created_ids.add(var._id)
-
-    def restore(self):
-        for var, state in self.orig.values():
-            var._restore(state)
-
-
-class _Trace:
-    """The compiling trace: only known Variables may be touched; none created."""
-
-    __slots__ = ("fname", "known", "rw", "fresh")
-
-    def __init__(self, fname, known, rw, fresh):
-        self.fname = fname
-        self.known = known
-        self.rw = rw
-        self.fresh = fresh   # this call just ran discovery (so creating now is a second creation)
-
-    def touch(self, var, assign):
-        if var._id not in self.known or (assign and var._id not in self.rw):
-            raise _Rediscover()
-
-    def created(self, var):
-        if not self.fresh:
-            raise _Rediscover()  # discovery decides: first call or not
-        raise ValueError(_SINGLETON_MSG.format(self.fname))
-
-
-# ---------------------------------------------------------------------------
-# The Function
-# ---------------------------------------------------------------------------
-
-class _Entry:
-    """One compiled specialisation (one argument key).
-
-    ``make_pure(entry)`` builds the function ``jitted`` compiles; it reads the
-    entry's fields when traced, not when built.
-    """
-
-    __slots__ = ("jitted", "rw", "ro", "out_tpl", "template", "in_shardings", "prim", "callbacks")
-
-    def __init__(self, template, rw: tuple, ro: tuple, make_pure: Callable[["_Entry"], Callable[..., Any]]):
-        self.callbacks = False   # the program calls back into Python (it may raise at run time)
-        # one NamedSharding per dynamic input: set by Function._build when there is a mesh
-        self.in_shardings: Optional[list[jax.sharding.NamedSharding]] = None
-        self.prim: Optional[Primitive] = None   # made on the first call from inside a tape
-        self.template = template
+    def __init__(self, jitted, rw, ro, out_tpl, n_out, tpl, copies, checked, specs, plan):
+        self.jitted = jitted
         self.rw = rw
         self.ro = ro
-        self.out_tpl = None
-        self.jitted = jax.jit(make_pure(self), donate_argnums=0)
+        self.out_tpl = out_tpl
+        self.n_out = n_out
+        self.template = tpl
+        self.copies = copies      # the program calls back into Python or checks: donate copies
+        self.checked = checked    # the program returns a checkify error first
+        self.specs: Sequence[LeafSpec] = specs   # the dynamic leaves it accepts
+        self.plan: Optional[polymorphism.Plan] = plan
+        self.in_shardings = None
+        self.prim: Any = None     # the recorded op, made on the first call from inside a tape
 
-
-def _is_value_error(e):
-    return isinstance(e, (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError,
-                          jax.errors.TracerArrayConversionError))
-
-
-def _map_trace_error(e, fname):
-    return OperatorNotAllowedInGraphError(
-        f"In tapejax.function `{fname}`: a traced tensor was used where Python needs its value "
-        f"({type(e).__name__}). {_CF_HINT}\n\nJAX said: {str(e).splitlines()[0] if str(e) else e!r}")
+    def accepts(self, avals) -> bool:
+        """Whether a call whose dynamic leaves have ``avals`` can run this program."""
+        if self.plan is not None:
+            return self.plan.accepts(avals)
+        return len(avals) == len(self.specs) and all(s.accepts_aval(a) for s, a in zip(self.specs, avals))
 
 
 #: Compiled specialisations kept per Function (least recently used dropped first;
 #: a dropped one is traced again when called again).
 _FUNCTION_CACHE = Family("function", 256)
+
+
+def _avals(dyn):
+    return [jax.ShapeDtypeStruct(d.shape, d.dtype, weak_type=getattr(d, "weak_type", False)) for d in dyn]
 
 
 class Function:
@@ -387,24 +114,27 @@ class Function:
     Calls with Tensors of the same shapes and dtypes (and equal Python
     arguments) reuse one compiled XLA program (at most 256 are kept, least
     recently used dropped first).  ``experimental_get_tracing_count()``
-    counts the compiling traces.  ``python_function`` is the wrapped function.
+    counts the traces; ``python_function`` is the wrapped function.
     """
 
-    def __init__(self, func, input_signature=None, jit_compile=None, reduce_retracing=False,
-                 mesh=None, in_specs=None, variable_specs=None, name=None):
+    def __init__(self, func, input_signature=None, autograph=True, jit_compile=None, reduce_retracing=False,
+                 mesh=None, in_specs=None, variable_specs=None, name=None, experimental_autograph_options=None):
         self.python_function = func
-        self.input_signature = None if input_signature is None else tuple(input_signature)
+        self.input_signature = check_signature(input_signature)
+        self._autograph = bool(autograph)
+        self._ag_options = experimental_autograph_options
         self._jit_compile = jit_compile
         self._reduce_retracing = bool(reduce_retracing)
         self._name = name or getattr(func, "__name__", "function")
-        self._cache = _FUNCTION_CACHE.new()   # argument key -> _Entry (bounded LRU)
+        self._cache = _FUNCTION_CACHE.new()   # call key -> Entry (bounded LRU)
+        self._poly: Dict[Any, List[Entry]] = {}   # shape-free key -> polymorphic entries
+        self._failed: set = set()   # (shape-free key, specs) whose symbolic trace failed
+        self._last_specs: Dict[Any, Sequence[LeafSpec]] = {}   # shape-free key -> last traced specs
         self._tracing_count = 0
-        self._first = True          # no call has finished discovery yet
-        self._known = None          # (vars in order, rw ids) from the last discovery
+        self._first = True          # no call has traced successfully yet (Variables may be created)
         self._lock = threading.RLock()
-        self._mesh = mesh
-        self._in_specs = in_specs
-        self._variable_specs = variable_specs
+        self._mesh = None if mesh is None else MeshPlan(mesh, in_specs, variable_specs)
+        self._stats_key = retracing.stats_key(func)
         functools.update_wrapper(self, func)
 
     # -- descriptor: decorated methods ------------------------------------
@@ -413,30 +143,37 @@ class Function:
             return self
         return _BoundFunction(self, instance)
 
-    def experimental_get_tracing_count(self):
-        """How many times the function was traced for compilation.
-
-        As TF's, except that the discovery pass is not counted (TF reports 2
-        for a first call that creates Variables; tapejax reports 1).
-        """
+    def experimental_get_tracing_count(self) -> int:
+        """How many times the Python body was traced (2 for a first call that creates
+        Variables, as TF)."""
         return self._tracing_count
 
     @property
     def function_spec(self):
         return self.input_signature
 
+    def _body(self) -> Callable[..., Any]:
+        """The Python function as traced: converted by AutoGraph unless ``autograph=False``."""
+        if not self._autograph:
+            return self.python_function
+        return _autograph.converted(self.python_function, self._ag_options)
+
     # -- the call ------------------------------------------------------------
     def __call__(self, *args, **kwargs):
+        if _config.FLAGS.eager:   # tf.config.run_functions_eagerly(True): plain Python
+            if self.input_signature is not None:
+                args = bind_signature(self.input_signature, args, kwargs, self._name)
+            return self.python_function(*args, **kwargs)
         if _state._local.collector is not None:
             # Called while another tapejax.function traces: inline (as TF does).
             if self.input_signature is not None:
-                args = _bind_signature(self.input_signature, args, kwargs, self._name)
-            return self.python_function(*args, **kwargs)
+                args = bind_signature(self.input_signature, args, kwargs, self._name)
+            return self._body()(*args, **kwargs)
         if _state.tapes():
             return self._call_under_tape(args, kwargs)
         if self.input_signature is not None:
-            args = _bind_signature(self.input_signature, args, kwargs, self._name)
-        dyn = []
+            args = bind_signature(self.input_signature, args, kwargs, self._name)
+        dyn: List[Any] = []
         parts = []
         for a in args:   # the common case inline: a Tensor argument keys by its aval
             if type(a) is Tensor:
@@ -444,13 +181,121 @@ class Function:
                 dyn.append(v)
                 parts.append(v.aval)
             else:
-                parts.append(_key(a, dyn))
-        key = (tuple(parts), _key(kwargs, dyn) if kwargs else None)
+                parts.append(call_key((a,), None, dyn)[0][0])
+        key = (tuple(parts), call_key((), kwargs, dyn)[1] if kwargs else None)
         entry = self._cache.get(key)
         if entry is None:
             with self._lock:
-                return self._build_and_run(key, args, kwargs, dyn)
+                entry = self._entry(key, args, kwargs, dyn)
+        else:
+            retracing.called(self._stats_key, repr(self.python_function), False)
         return self._run(entry, dyn)
+
+    def _entry(self, key, args, kwargs, dyn) -> Entry:
+        """The entry for a call that missed the cache: a polymorphic one that accepts it, or a
+        new trace.  Caches it under ``key``; nothing runs here."""
+        entry = self._cache.get(key)
+        if entry is not None:
+            return entry
+        sf = shape_free(key)
+        avals = _avals(dyn)
+        for e in self._poly.get(sf, ()):
+            if e.accepts(avals):
+                self._cache[key] = e
+                retracing.called(self._stats_key, repr(self.python_function), False)
+                return e
+        count = self._tracing_count
+        entry = self._build(key, sf, args, kwargs, dyn, avals)
+        retracing.called(self._stats_key, repr(self.python_function), self._tracing_count != count)
+        return entry
+
+    def _specs_for(self, sf, avals) -> Sequence[LeafSpec]:
+        """The leaf specs a new trace generalises to: the input signature's, or (with
+        ``reduce_retracing``) the last trace's relaxed to this call, else the call's own."""
+        if self.input_signature is not None and len(self.input_signature) == len(avals):
+            return [s.leaf() for s in self.input_signature]
+        if self._reduce_retracing and sf in self._last_specs:
+            relaxed = polymorphism.relax(self._last_specs[sf], avals)
+            if relaxed is not None:
+                return relaxed
+        if self._reduce_retracing and self._last_specs:
+            # a new rank (or structure) after earlier traces: TF relaxes to an unknown shape;
+            # XLA needs the rank, so every size of this one is generalised
+            return [LeafSpec((None,) * len(a.shape), np.dtype(a.dtype)) for a in avals]
+        return polymorphism.concrete(avals)
+
+    def _build(self, key, sf, args, kwargs, dyn, avals) -> Entry:
+        tpl = (template(args), template(kwargs) if kwargs else None)
+        specs = self._specs_for(sf, avals)
+        entry = None
+        poly = (any(s.polymorphic for s in specs) and self._mesh is None
+                and (sf, tuple(specs)) not in self._failed)
+        if poly:
+            p = polymorphism.plan(specs, [a.weak_type for a in avals], example=avals)
+            try:
+                entry = self._make(tpl, list(p.avals), specs, p)
+            except Exception:   # noqa: BLE001 - any failure with symbolic sizes: trace per shape
+                entry = None
+            if entry is None:
+                self._failed.add((sf, tuple(specs)))
+            else:
+                self._poly.setdefault(sf, []).append(entry)
+        if entry is None:
+            entry = self._make(tpl, avals, polymorphism.concrete(avals), None)
+        self._last_specs[sf] = entry.specs
+        if self._mesh is not None:
+            entry.in_shardings = self._mesh.input_shardings(args, kwargs, self._name)
+            self._mesh.place_variables(entry.rw + entry.ro)
+        self._cache[key] = entry
+        return entry
+
+    def _trace(self, tpl, avals):
+        """The program's trace; on the first call, TF's initialising trace first when the body
+        creates Variables."""
+        body, fname = self._body(), self._name
+        if not self._first:
+            self._tracing_count += 1
+            return tracing.trace(body, tpl, avals, fname=fname, create_error=tracing.NON_FIRST_MSG)
+        self._tracing_count += 1
+        tr = tracing.trace(body, tpl, avals, fname=fname, create_error=None)
+        if tr.created:
+            for c, value in zip(tr.created, tracing.initial_values(tr, fname)):
+                c.var._value = value
+            self._first = False
+            self._tracing_count += 1
+            tr = tracing.trace(body, tpl, avals, fname=fname, create_error=tracing.SINGLETON_MSG)
+        self._first = False
+        return tr
+
+    def _make(self, tpl, avals, specs, plan) -> Optional[Entry]:
+        """Trace and build the entry (``None`` when a polymorphic program cannot be exported)."""
+        tr = self._trace(tpl, avals)
+        closed, rw, ro = tracing.program(tr)
+        fun = jex.jaxpr_as_fun(closed)
+        n_out, mesh = tr.n_out, self._mesh
+
+        def prog(rw_vals, ro_vals, dyn_vals):
+            flat = fun(*rw_vals, *ro_vals, *dyn_vals)
+            new = list(flat[n_out:])
+            if mesh is not None:
+                new = [mesh.constrain(v, x) for v, x in zip(rw, new)]
+            return list(flat[:n_out]), new
+
+        checked = tracing.checks(closed.jaxpr)
+        if checked:
+            prog = checkify.checkify(prog, errors=checkify.user_checks)
+        if plan is not None:
+            exported = polymorphism.export(prog, _avals([v._value for v in rw]), _avals([v._value for v in ro]),
+                                           plan)
+            if exported is None:
+                return None
+
+            def call(rw_vals, ro_vals, dyn_vals):
+                return exported.call(rw_vals, ro_vals, dyn_vals)
+        else:
+            call = prog
+        return Entry(jax.jit(call, donate_argnums=0), rw, ro, tr.out_tpl, n_out, tpl,
+                     tracing.calls_back(closed.jaxpr), checked, specs, plan)
 
     def _call_under_tape(self, args, kwargs):
         """Called eagerly while a GradientTape records.
@@ -462,27 +307,25 @@ class Function:
         op by op instead, so every op is recorded (same values and gradients).
         """
         if self.input_signature is not None:
-            args = _bind_signature(self.input_signature, args, kwargs, self._name)
-        dyn = []
-        key = (tuple(_key(a, dyn) for a in args), _key(kwargs, dyn) if kwargs else None)
+            args = bind_signature(self.input_signature, args, kwargs, self._name)
+        dyn: List[Any] = []
+        key = call_key(args, kwargs, dyn)
         entry = self._cache.get(key)
         if entry is None:
             stack = _state.tapes()
             saved = stack[:]
-            stack[:] = []          # build (and run once) with no tape recording the trace
+            stack[:] = []          # build with no tape recording the trace
             try:
                 with self._lock:
-                    entry = self._cache.get(key)
-                    if entry is None:
-                        entry = self._build(key, args, kwargs, dyn)
+                    entry = self._entry(key, args, kwargs, dyn)
             finally:
                 stack[:] = saved
-        if entry.rw or self._mesh is not None:
+        if entry.rw or self._mesh is not None or entry.checked:
             from ..autodiff.custom import graph_mode  # graph mode: tapejax.gradients works (issue #4)
             with graph_mode():
                 return self.python_function(*args, **kwargs)
-        tensors = []
-        _tensor_args((args, kwargs), tensors)
+        tensors: List[Any] = []
+        tensor_args((args, kwargs), tensors)
         if entry.prim is None:
             from ..core.bind import Primitive
             n_ro = len(entry.ro)
@@ -494,264 +337,64 @@ class Function:
             entry.prim = Primitive(f"PartitionedCall[{self._name}]", impl, multiple_results=True)
         from ..core.bind import bind
         outs = bind(entry.prim, *entry.ro, *tensors)
-        tpl = entry.out_tpl
-        if tpl is _DYN:
-            return outs[0]
-        if tpl is None:
-            return None
-        return _fill(tpl, iter(outs))
+        return self._outputs(entry, list(outs), wrap=False)
 
-    def _run(self, entry, dyn):
+    def _run(self, entry: Entry, dyn):
         rw = entry.rw
         rw_vals = [v._value for v in rw]
-        copy_all = entry.callbacks
+        copy_all = entry.copies
         for i, v in enumerate(rw):
             # A value the Variable does not own (a read, a Tensor the user kept, a pending
             # value's input, another Variable may hold it: ``Variable.owns_buffer``) must
-            # survive the call: donate a copy.  A program with host callbacks can fail after
-            # its inputs were donated: it always gets copies, so the Variables are untouched
-            # when it raises.
+            # survive the call: donate a copy.  A program that calls back into Python or checks
+            # at run time can fail after its inputs were donated: it always gets copies.
             if copy_all or not v.owns_buffer():
                 rw_vals[i] = jnp.array(rw_vals[i], copy=True)
         ro_vals = [v._value for v in entry.ro]
-        if self._mesh is not None:
-            dyn = self._place_inputs(entry, dyn)
+        if entry.in_shardings is not None:
+            dyn = MeshPlan.place_inputs(dyn, entry.in_shardings)
         if rw:
             # Ctrl-C cannot split the call (which consumed the old values) and the write-back.
             with deferred_interrupts():
-                outs, new_rw = entry.jitted(rw_vals, ro_vals, dyn)
+                outs, new_rw = self._call(entry, rw_vals, ro_vals, dyn)
                 # each Variable owns its new value unless the program passed an input through
                 # (an unassigned path) or returned it twice (also as an output, or to another
                 # Variable)
                 write_back(rw, new_rw, itertools.chain(rw_vals, ro_vals, dyn), outs)
         else:
-            outs, _ = entry.jitted(rw_vals, ro_vals, dyn)
-        tpl = entry.out_tpl
-        if tpl is _DYN:
-            return Tensor(outs[0])
-        if tpl is None:
-            return None
-        return _fill(tpl, iter([Tensor(o) for o in outs]))
-
-    # -- building an entry ------------------------------------------------------
-    def _discover(self, template, dyn):
-        """Run the function abstractly (``jax.eval_shape``) to find the Variables it touches.
-
-        A Variable created here needs a concrete initial value: when one is
-        traced (computed by jnp ops inside the trace), the pass is abandoned at
-        that creation and rerun under ``jax.ensure_compile_time_eval`` (ops on
-        constants then run eagerly).  Variables created by tapejax itself
-        (optimizer slots, ``iterations``) are concrete already, so the usual
-        first call needs one pass.
-        """
-        try:
-            self._discover_pass(template, dyn, eval_mode=False)
-        except _NeedEval:
-            self._discover_pass(template, dyn, eval_mode=True)
-
-    def _discover_pass(self, template, dyn, eval_mode):
-        col = _Discover(self._name, allow_create=self._first, eval_mode=eval_mode)
-        fn = self.python_function
-
-        def probe(dyn_vals):
-            from ..autodiff.custom import graph_mode  # graph mode: tapejax.gradients works (issue #4)
-            with graph_mode():
-                args, kwargs = _fill(template, iter([Tensor(d) for d in dyn_vals]))
-                if eval_mode:
-                    with jax.ensure_compile_time_eval():
-                        fn(*args, **(kwargs or {}))
-                else:
-                    fn(*args, **(kwargs or {}))
-            return None
-
-        prev = _state._local.collector
-        _state._local.collector = col
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                jax.eval_shape(probe, [jax.ShapeDtypeStruct(d.shape, d.dtype) for d in dyn])
-        except jax.errors.JAXTypeError as e:
-            if _is_value_error(e):
-                raise _map_trace_error(e, self._name) from None
-            raise
-        finally:
-            _state._local.collector = prev
-            col.restore()
-        order = [var for var, _ in col.orig.values()]
-        self._known = (order, frozenset(col.assigned))
-        self._first = False
-
-    def _build_and_run(self, key, args, kwargs, dyn):
-        entry = self._build(key, args, kwargs, dyn)
-        return self._run(entry, dyn)
-
-    def _build(self, key, args, kwargs, dyn):
-        """Trace (discovering Variables when needed) without running; cache and return the entry.
-
-        Nothing runs and no Variable changes here, so a failed trace (or a
-        retrace after discovering new Variables) leaves all state as it was.
-        """
-        template = (_template(args), _template(kwargs) if kwargs else None)
-        for attempt in range(2):
-            fresh = self._known is None or attempt == 1
-            if fresh:
-                self._discover(template, dyn)
-            assert self._known is not None  # _discover sets it
-            order, assigned = self._known
-            rw = tuple(v for v in order if v._id in assigned)
-            ro = tuple(v for v in order if v._id not in assigned)
-            entry = _Entry(template, rw, ro, functools.partial(self._make_pure, fresh=fresh))
-            if self._mesh is not None:
-                entry.in_shardings = self._input_shardings(args, kwargs)
-                self._place_variables(entry)
-            try:
-                self._trace(entry, dyn)
-            except _Rediscover:
-                self._tracing_count -= 1   # that trace was abandoned
-                continue
-            except jax.errors.JAXTypeError as e:
-                if _is_value_error(e):
-                    raise _map_trace_error(e, self._name) from None
-                raise
-            self._cache[key] = entry
-            return entry
-        raise RuntimeError(f"tapejax.function `{self._name}` touches different Variables on every "
-                           "trace; make the set of Variables it reads and assigns depend only on its "
-                           "arguments' shapes and Python values.")
+            outs, _ = self._call(entry, rw_vals, ro_vals, dyn)
+        return self._outputs(entry, outs, wrap=True)
 
     @staticmethod
-    def _spec(x, sharding=None):
-        return jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=getattr(x, "weak_type", False),
-                                    sharding=sharding)
-
-    def _trace(self, entry, dyn):
-        mesh = self._mesh is not None
-        rw = [self._spec(v._value, v._value.sharding if mesh else None) for v in entry.rw]
-        ro = [self._spec(v._value, v._value.sharding if mesh else None) for v in entry.ro]
-        if mesh:
-            assert entry.in_shardings is not None  # _build sets them when there is a mesh
-            dn = [self._spec(d, s) for d, s in zip(dyn, entry.in_shardings)]
+    def _call(entry: Entry, rw_vals, ro_vals, dyn):
+        if entry.checked:
+            err, (outs, new_rw) = entry.jitted(rw_vals, ro_vals, dyn)
+            msg = err.get()
+            if msg is not None:   # an assertion of the converted code failed (TF: at run time)
+                raise InvalidArgumentError(None, None, msg.split(" (`check` failed)")[0])
         else:
-            dn = [self._spec(d) for d in dyn]
-        traced = entry.jitted.trace(rw, ro, dn)
-        entry.callbacks = bool(entry.rw) and _has_callback(traced.jaxpr.jaxpr)
+            outs, new_rw = entry.jitted(rw_vals, ro_vals, dyn)
+        if entry.copies:
+            jax.effects_barrier()   # its prints have happened when the call returns (TF)
+        return outs, new_rw
 
-    def _make_pure(self, entry, *, fresh):
-        fn = self.python_function
-        fname = self._name
-        constrain = self._variable_constraint()
-
-        def pure(rw_vals, ro_vals, dyn_vals):
-            self._tracing_count += 1
-            rw, ro = entry.rw, entry.ro
-            col = _Trace(fname, frozenset(v._id for v in rw + ro), frozenset(v._id for v in rw), fresh)
-            saved = [(v, v._state()) for v in rw + ro]
-            prev = _state._local.collector
-            _state._local.collector = col
-            try:
-                for v, val in zip(rw, rw_vals):
-                    v._value = val
-                for v, val in zip(ro, ro_vals):
-                    v._value = val
-                args, kwargs = _fill(entry.template, iter([Tensor(d) for d in dyn_vals]))
-                from ..autodiff.custom import graph_mode  # graph mode: tapejax.gradients works (issue #4)
-                with graph_mode():
-                    out = fn(*args, **(kwargs or {}))
-                outs = []
-                entry.out_tpl = _split_out(out, outs)
-                new_rw = [v._value for v in rw]
-            finally:
-                _state._local.collector = prev
-                for v, st in saved:
-                    v._restore(st)
-            if constrain is not None:
-                new_rw = [constrain(v, val) for v, val in zip(rw, new_rw)]
-            return outs, new_rw
-
-        return pure
-
-    # -- several devices -------------------------------------------------------------
-    def _var_sharding(self, var):
-        P = jax.sharding.PartitionSpec
-        mesh = self._mesh
-        assert mesh is not None  # only called for a Function with a mesh
-        spec = self._variable_specs(var) if self._variable_specs is not None else None
-        if spec is not None and not isinstance(spec, P):
-            raise TypeError(f"variable_specs({var.name}) must return a PartitionSpec or None; got {spec!r}")
-        return jax.sharding.NamedSharding(mesh, spec if spec is not None else P())
-
-    def _variable_constraint(self):
-        if self._mesh is None:
+    @staticmethod
+    def _outputs(entry: Entry, outs, wrap: bool):
+        tpl = entry.out_tpl
+        if tpl is DYN:
+            return Tensor(outs[0]) if wrap else outs[0]
+        if tpl is None:
             return None
+        return fill(tpl, iter([Tensor(o) for o in outs] if wrap else outs))
 
-        def constrain(var, val):
-            return jax.lax.with_sharding_constraint(val, self._var_sharding(var))
-        return constrain
-
-    def _input_shardings(self, args, kwargs):
-        """One NamedSharding per dynamic leaf, in the order ``_key`` collects them."""
-        P = jax.sharding.PartitionSpec
-        mesh = self._mesh
-        assert mesh is not None  # only called for a Function with a mesh
-        specs = self._in_specs
-        out = []
-        per_arg = isinstance(specs, (list, tuple))
-        if per_arg and len(specs) != len(args):
-            raise ValueError(f"in_specs has {len(specs)} entries but `{self._name}` was called with "
-                             f"{len(args)} positional arguments")
-        for i, a in enumerate(args):
-            n = []
-            _key(a, n)
-            spec = specs[i] if per_arg else specs
-            out.extend([spec] * len(n))
-        if kwargs:
-            n = []
-            _key(kwargs, n)
-            out.extend([None if per_arg else specs] * len(n))
-        shardings = []
-        for spec in out:
-            shardings.append(jax.sharding.NamedSharding(mesh, spec if spec is not None else P()))
-        return shardings
-
-    def _place_inputs(self, entry, dyn):
-        assert entry.in_shardings is not None  # _build sets them when there is a mesh
-        return [d if getattr(d, "sharding", None) == s else jax.device_put(d, s)
-                for d, s in zip(dyn, entry.in_shardings)]
-
-    def _place_variables(self, entry):
-        for v in entry.rw + entry.ro:
-            sh = self._var_sharding(v)
-            if getattr(v._value, "sharding", None) != sh:
-                v._value = jax.device_put(v._value, sh)
+    def get_concrete_function(self, *args, **kwargs):
+        """``tf.function.get_concrete_function``: the traced program for these arguments
+        (Tensors or ``TensorSpec``s; none when the function has an ``input_signature``)."""
+        from .concrete import concrete_function
+        return concrete_function(self, args, kwargs)
 
     def __repr__(self):
         return f"<tapejax.function {self._name}>"
-
-
-_CALLBACKS = ("debug_callback", "pure_callback", "io_callback")
-
-
-def _has_callback(jaxpr):
-    """Does this jaxpr (or one nested in it) call back into Python?"""
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name in _CALLBACKS:
-            return True
-        for p in eqn.params.values():
-            for sub in (p if isinstance(p, (tuple, list)) else (p,)):
-                sub = getattr(sub, "jaxpr", sub)   # a ClosedJaxpr's Jaxpr
-                if hasattr(sub, "eqns") and _has_callback(sub):
-                    return True
-    return False
-
-
-def _check_spec(name, spec, allow_seq):
-    P = jax.sharding.PartitionSpec
-    if spec is None or isinstance(spec, P):
-        return
-    if allow_seq and isinstance(spec, (list, tuple)) and all(x is None or isinstance(x, P) for x in spec):
-        return
-    raise TypeError(f"{name} must be a jax.sharding.PartitionSpec" + (" or a sequence of them (one per "
-                    "positional argument, None for replicated)" if allow_seq else "") + f"; got {spec!r}")
 
 
 class _BoundFunction:
@@ -769,6 +412,9 @@ class _BoundFunction:
     def experimental_get_tracing_count(self):
         return self._fn.experimental_get_tracing_count()
 
+    def get_concrete_function(self, *args, **kwargs):
+        return self._fn.get_concrete_function(self._self, *args, **kwargs)
+
     @property
     def python_function(self):
         return self._fn.python_function.__get__(self._self)
@@ -785,20 +431,29 @@ def function(func=None, input_signature=None, autograph=True, jit_compile=None, 
       func: the Python function (or method).  Without it, returns a decorator.
       input_signature: a sequence of ``tapejax.TensorSpec``; every call must
         pass Tensors compatible with it (TypeError otherwise, as TF).  A
-        ``None`` dimension accepts any size; XLA compiles one program per
-        concrete shape.
+        ``None`` dimension accepts any size: the body is traced once with a
+        symbolic size (one trace for every batch size, as TF) and XLA compiles
+        one program per concrete size (see ``polymorphism.py`` for when it
+        falls back to a trace per size).
+      autograph: convert Python ``if``/``while``/``for`` on tensors, ``and``/
+        ``or``/``not`` and conditional expressions into staged control flow
+        (``tapejax.cond``, ``tapejax.while_loop``, a loop over the leading
+        axis), recursively through the functions it calls, as TF's AutoGraph
+        (needs ``pip install tapejax[autograph]``; without it the function
+        is traced as written).  ``False``: Python control flow on a traced
+        tensor raises ``OperatorNotAllowedInGraphError``.
       jit_compile: accepted for TF compatibility; tapejax always compiles with XLA.
-      reduce_retracing: accepted for TF compatibility; XLA programs have
-        static shapes, so each new shape is a new trace.
-      autograph: accepted; tapejax does not rewrite Python control flow: use
-        ``tapejax.cond`` / ``while_loop`` / ``scan`` on tensor values.
+      reduce_retracing: a call that differs from an earlier trace only in sizes
+        generalises them to ``None`` (one symbolic trace for the new sizes and
+        every later one), as TF's relaxed shapes; a new rank is a new trace.
       mesh, in_specs, variable_specs: run on several devices (see below).
 
     Every Variable the function reads or assigns is state of the compiled
     program: read ones are inputs, assigned ones are donated and written
     back after each call.  Variables may be created inside only on the first
-    call (ValueError later, as TF).  Tensor arguments key the compiled
-    programs by shape and dtype, Python arguments by value.
+    call (ValueError later, as TF), which then traces twice.  Tensor
+    arguments key the compiled programs by shape and dtype, Python arguments
+    by value; TF's warning is logged when calls keep retracing.
 
     Several devices: with ``mesh`` (a ``jax.sharding.Mesh``), ``in_specs``
     (a ``PartitionSpec`` for every Tensor argument, or a sequence with one
@@ -812,37 +467,27 @@ def function(func=None, input_signature=None, autograph=True, jit_compile=None, 
     ``jax.devices()`` (all hosts' devices), and run the same script on each
     host; feed each host's slice of the batch as a global array (for example
     with ``jax.make_array_from_process_local_data``) and pass it as a Tensor.
-    Variables used by a mesh function live on the mesh's devices: use them
-    in functions on the same mesh.
     """
     if jit_compile is None and experimental_compile is not None:
         jit_compile = experimental_compile
     if experimental_relax_shapes is not None:
         reduce_retracing = experimental_relax_shapes
-    if input_signature is not None:
-        sig = tuple(input_signature) if isinstance(input_signature, (list, tuple)) else None
-        if sig is None or not all(isinstance(s, TensorSpec) for s in sig):
-            raise TypeError(f"input_signature must be a list or tuple of tapejax.TensorSpec; got "
-                            f"{input_signature!r}")
-    if mesh is None:
-        if in_specs is not None or variable_specs is not None:
-            raise ValueError("in_specs and variable_specs need a mesh: pass mesh=jax.sharding.Mesh(...)")
-    elif not isinstance(mesh, jax.sharding.Mesh):
-        raise TypeError(f"mesh must be a jax.sharding.Mesh; got {mesh!r} of type {type(mesh).__name__}")
-    else:
-        _check_spec("in_specs", in_specs, allow_seq=True)
-        if variable_specs is not None and not callable(variable_specs):
-            raise TypeError("variable_specs must be a callable Variable -> PartitionSpec (or None for "
-                            f"replicated); got {variable_specs!r}")
-    cls = Function
+    check_signature(input_signature)
+    if mesh is None and (in_specs is not None or variable_specs is not None):
+        raise ValueError("in_specs and variable_specs need a mesh: pass mesh=jax.sharding.Mesh(...)")
+    if mesh is not None:
+        MeshPlan(mesh, in_specs, variable_specs)   # checks the arguments now, before any call
 
     def decorate(f):
         if not callable(f):
             raise TypeError(f"{f!r} is not a callable object")
-        return cls(f, input_signature=input_signature, jit_compile=jit_compile,
-                   reduce_retracing=reduce_retracing, mesh=mesh, in_specs=in_specs,
-                   variable_specs=variable_specs)
+        return Function(f, input_signature=input_signature, autograph=autograph, jit_compile=jit_compile,
+                        reduce_retracing=reduce_retracing, mesh=mesh, in_specs=in_specs,
+                        variable_specs=variable_specs, experimental_autograph_options=experimental_autograph_options)
 
     if func is None:
         return decorate
     return decorate(func)
+
+
+__all__ = ["Entry", "Function", "TensorSpec", "function"]
