@@ -237,6 +237,14 @@ def _with_metadata(e: BaseException, converted_f) -> BaseException:
             "(in code AutoGraph does not convert, such as a do_not_convert function, or in "
             "`assert`, `bool(x)`, `float(x)`, `x.numpy()`): use tapejax.cond / tapejax.while_loop, "
             "or tapejax ops.").with_traceback(tb)
+    if (type(e) is ValueError and "Reverse-mode differentiation does not work for lax.while_loop" in str(e)
+            and not hasattr(e, "ag_error_metadata")):
+        e = ValueError(
+            "A converted `while` loop (or a `for` over tf.range with a traced bound) has no static number of "
+            "iterations, and XLA's while loop is not reverse-mode differentiable: make its first statement "
+            "`tf.autograph.experimental.set_loop_options(maximum_iterations=N)` (it then runs as a masked "
+            "scan of N steps, which the tape differentiates), or iterate over a tensor or a tf.range of "
+            f"static length. JAX said: {str(e).splitlines()[0]}").with_traceback(e.__traceback__)
     metadata = getattr(e, "ag_error_metadata", None)
     message = None if metadata is not None else f"{type(e).__name__}: {e}"
     cause_tb = traceback.extract_tb(e.__traceback__)[1:]
