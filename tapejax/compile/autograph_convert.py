@@ -161,7 +161,7 @@ def _builtin(f, args, kwargs, caller_fn_scope):
         return py_builtins.globals_in_original_context(caller_fn_scope)
     if f is locals:
         return py_builtins.locals_in_original_context(caller_fn_scope)
-    impl = ops.BUILTINS.get(f) if f is not print else None
+    impl = ops.BUILTINS.get(f)   # (print reaches here only with Feature.BUILTIN_FUNCTIONS)
     if impl is None:
         impl = py_builtins.overload_of(f)
     return impl(*args, **kwargs) if kwargs else impl(*args)
@@ -279,7 +279,14 @@ def to_graph(entity, recursive=True, experimental_optional_features=None):
     ctx = converter.ProgramContext(options=converter.ConversionOptions(
         recursive=recursive, user_requested=True, optional_features=_features(experimental_optional_features),
         internal_convert_user_code=True))
-    fn, _, source_map = _TRANSFORMER.transform(entity, ctx)
+    if not hasattr(entity, "__code__"):
+        raise ag_api.ConversionError(f"converting {entity}: ValueError: Cannot apply autograph to a function "
+                                     "that doesn't expose a __code__ object (argument `entity`). If this is a "
+                                     "tapejax.function, pass f.python_function instead.")
+    try:
+        fn, _, source_map = _TRANSFORMER.transform(entity, ctx)
+    except (ValueError, AttributeError, KeyError, NameError, AssertionError) as e:
+        raise ag_api.ConversionError(f"converting {entity}: {type(e).__name__}: {e}") from e
     fn.ag_source_map = source_map
     return ag_api.autograph_artifact(fn)
 

@@ -25,9 +25,7 @@ FLAGS = _Flags()
 def run_functions_eagerly(run_eagerly: bool) -> None:
     """``tf.config.run_functions_eagerly``: ``True`` makes every ``tapejax.function`` call run its
     Python body eagerly; ``False`` compiles again."""
-    if not isinstance(run_eagerly, (bool, int)) or isinstance(run_eagerly, float):
-        raise TypeError(f"run_functions_eagerly expects a bool; got {run_eagerly!r}")
-    with _LOCK:
+    with _LOCK:   # (TF takes any value by its truth, as here)
         FLAGS.eager = bool(run_eagerly)
 
 

@@ -57,9 +57,13 @@ class TensorSpec:
     __slots__ = ("_shape", "_dtype", "_name")
 
     def __init__(self, shape, dtype=_dtypes.float32, name=None):
-        if shape is not None and not isinstance(shape, (list, tuple)):
-            raise TypeError(f"TensorSpec: `shape` must be a list or tuple of ints and None (or None); "
-                            f"got {shape!r}")
+        if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+            shape = (int(shape),)   # TF: a single dimension
+        if shape is not None and not (isinstance(shape, (list, tuple)) and all(
+                d is None or (isinstance(d, (int, np.integer)) and not isinstance(d, bool)) for d in shape)):
+            raise TypeError(f"Failed to convert {shape!r} to a shape (argument `shape` of TensorSpec): a shape "
+                            "is a single dimension (e.g. 10) or a list of dimensions (ints or None, e.g. "
+                            "[1, 10, None]), or None for an unknown shape")
         self._shape = None if shape is None else tuple(None if d is None else int(d) for d in shape)
         self._dtype = _dtypes.as_dtype(dtype)
         self._name = name

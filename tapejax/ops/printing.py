@@ -180,12 +180,12 @@ def _writer(output_stream) -> Callable[[str], None]:
 def print_(*inputs, output_stream=None, summarize=3, sep=" ", end="\n", name=None):
     """``tf.print``: print Tensors, Variables and nested structures of them (at run time
     inside a trace)."""
-    if not isinstance(sep, str):
-        raise ValueError(f"tf.print: `sep` must be a string; got {sep!r}")
-    if not isinstance(end, str):
-        raise ValueError(f"tf.print: `end` must be a string; got {end!r}")
+    for arg, value in (("sep", sep), ("end", end)):
+        if not isinstance(value, str):
+            raise TypeError(f"tf.print: argument `{arg}` must be a string; got {value!r} of type "
+                            f"{type(value).__name__}")
     if summarize is not None and (isinstance(summarize, bool) or not isinstance(summarize, (int, np.integer))):
-        raise TypeError(f"tf.print: `summarize` must be an int or None; got {summarize!r}")
+        raise TypeError(f"Expected int for argument 'summarize' not {summarize!r}.")
     write = _writer(output_stream)
     leaves: List[Any] = []
     nodes = [_split(x, leaves) for x in inputs]
