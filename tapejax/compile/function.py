@@ -76,7 +76,7 @@ class Entry:
     """One compiled specialisation: the program, its Variables and output structure."""
 
     __slots__ = ("jitted", "rw", "ro", "out_tpl", "n_out", "template", "in_shardings", "prim", "copies",
-                 "checked", "specs", "plan")
+                 "checked", "plain", "specs", "plan")
 
     def __init__(self, jitted, rw, ro, out_tpl, n_out, tpl, copies, checked, specs, plan):
         self.jitted = jitted
@@ -87,6 +87,7 @@ class Entry:
         self.template = tpl
         self.copies = copies      # the program calls back into Python or checks: donate copies
         self.checked = checked    # the program returns a checkify error first
+        self.plain = not (copies or checked)
         self.specs: Sequence[LeafSpec] = specs   # the dynamic leaves it accepts
         self.plan: Optional[polymorphism.Plan] = plan
         self.in_shardings = None
@@ -134,7 +135,7 @@ class Function:
         self._first = True          # no call has traced successfully yet (Variables may be created)
         self._lock = threading.RLock()
         self._mesh = None if mesh is None else MeshPlan(mesh, in_specs, variable_specs)
-        self._stats_key = retracing.stats_key(func)
+        self._calls = retracing.detector(func)   # TF's call statistics (the retracing warning)
         functools.update_wrapper(self, func)
 
     # -- descriptor: decorated methods ------------------------------------
@@ -188,7 +189,7 @@ class Function:
             with self._lock:
                 entry = self._entry(key, args, kwargs, dyn)
         else:
-            retracing.called(self._stats_key, repr(self.python_function), False)
+            self._calls.not_traced()
         return self._run(entry, dyn)
 
     def _entry(self, key, args, kwargs, dyn) -> Entry:
@@ -202,11 +203,14 @@ class Function:
         for e in self._poly.get(sf, ()):
             if e.accepts(avals):
                 self._cache[key] = e
-                retracing.called(self._stats_key, repr(self.python_function), False)
+                self._calls.not_traced()
                 return e
         count = self._tracing_count
         entry = self._build(key, sf, args, kwargs, dyn, avals)
-        retracing.called(self._stats_key, repr(self.python_function), self._tracing_count != count)
+        if self._tracing_count != count:
+            self._calls.traced(repr(self.python_function))
+        else:
+            self._calls.not_traced()
         return entry
 
     def _specs_for(self, sf, avals) -> Sequence[LeafSpec]:
@@ -353,20 +357,33 @@ class Function:
         ro_vals = [v._value for v in entry.ro]
         if entry.in_shardings is not None:
             dyn = MeshPlan.place_inputs(dyn, entry.in_shardings)
-        if rw:
-            # Ctrl-C cannot split the call (which consumed the old values) and the write-back.
+        if entry.plain:   # (the common case inline: no run-time check or host callback)
+            if rw:
+                # Ctrl-C cannot split the call (which consumed the old values) and the write-back.
+                with deferred_interrupts():
+                    outs, new_rw = entry.jitted(rw_vals, ro_vals, dyn)
+                    # each Variable owns its new value unless the program passed an input through
+                    # (an unassigned path) or returned it twice (also as an output, or to another
+                    # Variable)
+                    write_back(rw, new_rw, itertools.chain(rw_vals, ro_vals, dyn), outs)
+            else:
+                outs = entry.jitted(rw_vals, ro_vals, dyn)[0]
+        elif rw:
             with deferred_interrupts():
-                outs, new_rw = self._call(entry, rw_vals, ro_vals, dyn)
-                # each Variable owns its new value unless the program passed an input through
-                # (an unassigned path) or returned it twice (also as an output, or to another
-                # Variable)
+                outs, new_rw = self._call_checked(entry, rw_vals, ro_vals, dyn)
                 write_back(rw, new_rw, itertools.chain(rw_vals, ro_vals, dyn), outs)
         else:
-            outs, _ = self._call(entry, rw_vals, ro_vals, dyn)
-        return self._outputs(entry, outs, wrap=True)
+            outs = self._call_checked(entry, rw_vals, ro_vals, dyn)[0]
+        tpl = entry.out_tpl
+        if tpl is DYN:
+            return Tensor(outs[0])
+        if tpl is None:
+            return None
+        return fill(tpl, iter([Tensor(o) for o in outs]))
 
     @staticmethod
-    def _call(entry: Entry, rw_vals, ro_vals, dyn):
+    def _call_checked(entry: Entry, rw_vals, ro_vals, dyn):
+        """Run a program that checks at run time or calls back into Python."""
         if entry.checked:
             err, (outs, new_rw) = entry.jitted(rw_vals, ro_vals, dyn)
             msg = err.get()

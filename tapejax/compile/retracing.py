@@ -29,6 +29,7 @@ class _Detector:
         self.warnings = 0
 
     def traced(self, fname: str) -> None:
+        """A call that traced (under the Function's lock)."""
         self.call_count += 1
         self.calls_per_tracing.append(1)
         while self.calls_per_tracing and self.call_count - self.calls_per_tracing[0] > MAX_CALL_HISTORY:
@@ -47,6 +48,7 @@ class _Detector:
             len(self.calls_per_tracing), self.call_count, fname)
 
     def not_traced(self) -> None:
+        """A call that did not trace (no lock: the counts only decide when to warn)."""
         if not self.calls_per_tracing:
             self.calls_per_tracing = [0]
         self.calls_per_tracing[-1] += 1
@@ -66,19 +68,17 @@ def stats_key(fn: Any) -> Any:
     return getattr(target, "__code__", fn)
 
 
-def called(key: Any, fname: str, traced: bool) -> None:
-    """Record one call of the function keyed ``key``; warn when it retraces too often."""
+def detector(fn: Any) -> "_Detector":
+    """The call statistics of ``fn`` (shared by every Function wrapping the same code)."""
+    key = stats_key(fn)
     with _LOCK:
         try:
             d = _DETECTORS.get(key)
             if d is None:
                 d = _DETECTORS[key] = _Detector()
-        except TypeError:   # not weak-referenceable: no statistics (TF's key is a code object)
-            return
-        if traced:
-            d.traced(fname)
-        else:
-            d.not_traced()
+        except TypeError:   # not weak-referenceable: statistics of its own
+            d = _Detector()
+    return d
 
 
-__all__ = ["called", "stats_key"]
+__all__ = ["detector", "stats_key"]
