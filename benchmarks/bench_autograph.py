@@ -32,7 +32,6 @@ import numpy as np  # noqa: E402
 
 import tapejax as tf  # noqa: E402
 
-
 # -- 1. converted while vs while_loop -------------------------------------------------------------
 
 def newton_pair():

@@ -26,7 +26,7 @@ import functools
 import inspect
 import logging
 import traceback
-from typing import Optional
+from typing import Any, Optional, Tuple, cast
 
 from malt.core import ag_ctx, converter
 from malt.impl import api as ag_api, conversion
@@ -64,9 +64,17 @@ class _Transformer(ag_api.PyToPy):
 _TRANSFORMER = _Transformer()
 
 
-def _options(features=None, user_requested=True) -> converter.ConversionOptions:
-    return converter.ConversionOptions(recursive=True, user_requested=user_requested,
-                                       optional_features=features, internal_convert_user_code=True)
+def _options(features=None, user_requested=True, recursive=True) -> converter.ConversionOptions:
+    # (malt annotates optional_features as one Feature; it takes None or a tuple of them, as TF's)
+    return converter.ConversionOptions(recursive=recursive, user_requested=user_requested,
+                                       optional_features=cast(Any, features), internal_convert_user_code=True)
+
+
+def _transform(entity, options) -> Tuple[Any, Any]:
+    """The converted function and its source map (malt's ``transform`` gives three values; its
+    annotation says two)."""
+    out = cast(Any, _TRANSFORMER.transform(entity, converter.ProgramContext(options=options)))
+    return out[0], out[2]
 
 
 TOPLEVEL = _options()
@@ -133,7 +141,7 @@ def converted_call(f, args, kwargs, caller_fn_scope=None, options=None):
     if code is None or code.co_filename == "<string>":
         return _call(f, args, kwargs)
     try:
-        converted_f, _, source_map = _TRANSFORMER.transform(target, converter.ProgramContext(options=options))
+        converted_f, source_map = _transform(target, options)
         converted_f.ag_source_map = source_map
     except Exception as e:  # noqa: BLE001 - TF's rule: code it cannot convert runs as is, with a warning
         logger.warning("AutoGraph could not transform %s and will run it as-is.\nCause: %s: %s\nTo silence "
@@ -178,7 +186,7 @@ def _library_dirs():
     import malt
     import numpy
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the tapejax package
-    dirs = [here] + [os.path.dirname(os.path.abspath(m.__file__)) for m in (jax, malt, numpy, os)]
+    dirs = [here] + [os.path.dirname(os.path.abspath(str(m.__file__))) for m in (jax, malt, numpy, os)]
     return tuple(d + os.sep for d in dirs)
 
 
@@ -220,7 +228,7 @@ class _ErrorMetadata(error_utils.ErrorMetadataBase):
                 source_error.add_note(self.get_message())
             exc = source_error
         exc.__suppress_context__ = True
-        exc.ag_error_metadata = self
+        setattr(exc, "ag_error_metadata", self)
         return exc
 
 
@@ -248,7 +256,8 @@ def _with_metadata(e: BaseException, converted_f) -> BaseException:
     metadata = getattr(e, "ag_error_metadata", None)
     message = None if metadata is not None else f"{type(e).__name__}: {e}"
     cause_tb = traceback.extract_tb(e.__traceback__)[1:]
-    e.ag_error_metadata = _ErrorMetadata(cause_tb, metadata, message, converted_f.ag_source_map, __file__)
+    setattr(e, "ag_error_metadata",
+            _ErrorMetadata(cause_tb, metadata, message, converted_f.ag_source_map, __file__))
     return e
 
 
@@ -276,15 +285,13 @@ def _features(features) -> Optional[tuple]:
 
 
 def to_graph(entity, recursive=True, experimental_optional_features=None):
-    ctx = converter.ProgramContext(options=converter.ConversionOptions(
-        recursive=recursive, user_requested=True, optional_features=_features(experimental_optional_features),
-        internal_convert_user_code=True))
+    options = _options(_features(experimental_optional_features), recursive=recursive)
     if not hasattr(entity, "__code__"):
         raise ag_api.ConversionError(f"converting {entity}: ValueError: Cannot apply autograph to a function "
                                      "that doesn't expose a __code__ object (argument `entity`). If this is a "
                                      "tapejax.function, pass f.python_function instead.")
     try:
-        fn, _, source_map = _TRANSFORMER.transform(entity, ctx)
+        fn, source_map = _transform(entity, options)
     except (ValueError, AttributeError, KeyError, NameError, AssertionError) as e:
         raise ag_api.ConversionError(f"converting {entity}: {type(e).__name__}: {e}") from e
     fn.ag_source_map = source_map

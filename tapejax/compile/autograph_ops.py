@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import builtins
 import collections
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple, cast
 
 import jax
 import jax.core
@@ -90,7 +90,7 @@ def verify_condition(cond, tag: str) -> Tensor:
     if c._value.ndim > 0:
         if int(np.prod(c._value.shape)) > 1:
             raise ValueError(f"condition of {tag} expected to be `tf.bool` scalar, got {c!r}; {hint}")
-        c = _array.reshape(c, ())
+        c = convert_to_tensor(_array.reshape(c, ()))
     return c
 
 
@@ -354,7 +354,7 @@ class StagedRange:
 def _ranges() -> Optional[dict]:
     """The tracing function's table of ``tf.range`` tensors made by converted code (id -> the
     tensor and its bounds): kept for the trace only."""
-    col = _state._local.collector
+    col: Any = _state._local.collector
     while col is not None and not hasattr(col, "ranges"):
         col = getattr(col, "outer", None)
     return None if col is None else col.ranges
@@ -367,7 +367,7 @@ def range_(start_or_stop, stop=_py_builtins.UNSPECIFIED, step=_py_builtins.UNSPE
         return builtins.range(*args)
     if stop is _py_builtins.UNSPECIFIED:
         return tf_range(start_or_stop)
-    return tf_range(start_or_stop, stop, 1 if step is _py_builtins.UNSPECIFIED else step)
+    return tf_range(start_or_stop, stop, cast(Any, 1 if step is _py_builtins.UNSPECIFIED else step))
 
 
 def tf_range(start, limit=None, delta=1, dtype=None, name="range"):
@@ -400,7 +400,7 @@ def len_(s):
 def int_(x=0, base=_py_builtins.UNSPECIFIED):
     if is_tensor(x):
         return _math.cast(x, "int32")
-    return int(x) if base is _py_builtins.UNSPECIFIED else int(x, base)
+    return int(x) if base is _py_builtins.UNSPECIFIED else int(cast(Any, x), cast(Any, base))
 
 
 def float_(x=0):
@@ -602,8 +602,8 @@ def _staged_while(test, body, get_state, set_state, symbol_names, opts):
         verify_loop_vars(init, state, new, symbol_names, loop.invariants)
         return ((True,) if one else ()) + new
 
-    final = _cf.staged_while(aug_test, aug_body, ((False,) if one else ()) + tuple(init),
-                             maximum_iterations=opts.get("maximum_iterations"))
+    final: Tuple[Any, ...] = _cf.staged_while(aug_test, aug_body, ((False,) if one else ()) + tuple(init),
+                                              maximum_iterations=opts.get("maximum_iterations"))
     if one:
         _check_iterated(final[0], loop, symbol_names, orig)
         final = final[1:]
@@ -636,9 +636,10 @@ def _staged_for(t, rng, extra_test, body, get_state, set_state, symbol_names, op
 
         if one and n == 0:
             _check_iterated(False, loop, symbol_names, orig)
-        final = tuple(_cf.foldl(step, t, initializer=flag0 + tuple(init)))
+        final: Tuple[Any, ...] = tuple(_cf.foldl(step, t, initializer=flag0 + tuple(init)))
     else:
-        limit, delta = (None, None) if rng is None or t is not None else (rng.limit, rng.delta)
+        limit: Any = None if rng is None or t is not None else rng.limit
+        delta: Any = None if rng is None or t is not None else rng.delta
 
         def aug_test(i, *vs):
             set_state(vs[1:] if one else vs)
@@ -662,7 +663,7 @@ def _staged_for(t, rng, extra_test, body, get_state, set_state, symbol_names, op
             verify_loop_vars(init, state, new, symbol_names, loop.invariants)
             return (i + 1 if n is not None else i + delta,) + ((True,) if one else ()) + new
 
-        i0 = convert_to_tensor(0) if n is not None else rng.start
+        i0 = convert_to_tensor(0) if n is not None else cast(Any, rng).start
         max_it = n if n is not None else opts.get("maximum_iterations")
         final = tuple(_cf.staged_while(aug_test, aug_body, (i0,) + flag0 + tuple(init),
                                        maximum_iterations=max_it))[1:]

@@ -90,7 +90,7 @@ class Entry:
         self.plain = not (copies or checked)
         self.specs: Sequence[LeafSpec] = specs   # the dynamic leaves it accepts
         self.plan: Optional[polymorphism.Plan] = plan
-        self.in_shardings = None
+        self.in_shardings: Any = None
         self.prim: Any = None     # the recorded op, made on the first call from inside a tape
 
     def accepts(self, avals) -> bool:
@@ -246,6 +246,7 @@ class Function:
                 self._poly.setdefault(sf, []).append(entry)
         if entry is None:
             entry = self._make(tpl, avals, polymorphism.concrete(avals), None)
+            assert entry is not None   # (only a polymorphic program can fail to export)
         self._last_specs[sf] = entry.specs
         if self._mesh is not None:
             entry.in_shardings = self._mesh.input_shardings(args, kwargs, self._name)
@@ -286,18 +287,14 @@ class Function:
             return list(flat[:n_out]), new
 
         checked = tracing.checks(closed.jaxpr)
-        if checked:
-            prog = checkify.checkify(prog, errors=checkify.user_checks)
+        run: Callable[..., Any] = checkify.checkify(prog, errors=checkify.user_checks) if checked else prog
+        call: Callable[..., Any] = run
         if plan is not None:
-            exported = polymorphism.export(prog, _avals([v._value for v in rw]), _avals([v._value for v in ro]),
+            exported = polymorphism.export(run, _avals([v._value for v in rw]), _avals([v._value for v in ro]),
                                            plan)
             if exported is None:
                 return None
-
-            def call(rw_vals, ro_vals, dyn_vals):
-                return exported.call(rw_vals, ro_vals, dyn_vals)
-        else:
-            call = prog
+            call = exported.call
         return Entry(jax.jit(call, donate_argnums=0), rw, ro, tr.out_tpl, n_out, tpl,
                      tracing.calls_back(closed.jaxpr), checked, specs, plan)
 

@@ -152,29 +152,43 @@ def _render(nodes, values, summarize, sep, end) -> str:
     return sep.join(parts) + end
 
 
-def _writer(output_stream) -> Callable[[str], None]:
+def _writer(output_stream) -> Callable[[str], Any]:
     """Where the text goes; sys.stdout / sys.stderr are looked up when writing (so a redirection
     in force then is honoured)."""
     if output_stream is None or output_stream is sys.stderr or output_stream is sys.__stderr__:
-        return lambda s: (sys.stderr.write(s), sys.stderr.flush())
+        return _to_stderr
     if output_stream is sys.stdout or output_stream is sys.__stdout__:
-        return lambda s: (sys.stdout.write(s), sys.stdout.flush())
-    if isinstance(output_stream, str) and output_stream.startswith("file://"):
+        return _to_stdout
+    if isinstance(output_stream, str):
+        if not output_stream.startswith("file://"):
+            raise ValueError(f"Unsupported output stream, logging level, or file. {output_stream!r} (argument "
+                             "`output_stream`): a string must be 'file://<path>'.")
         path = output_stream[len("file://"):]
 
-        def to_file(s):
+        def to_file(s: str) -> None:
             with open(path, "a") as f:
                 f.write(s)
         return to_file
-    if hasattr(output_stream, "write"):
-        return output_stream.write
-    if output_stream in (logging.info, logging.warning, logging.error, logging.debug, logging.critical) or (
-            callable(output_stream) and getattr(output_stream, "__module__", "").split(".")[0]
-            in ("logging", "absl", "tensorflow", "tapejax")):
-        return lambda s: output_stream(s.rstrip("\n"))
+    write = getattr(output_stream, "write", None)
+    if write is not None:
+        return write
+    if callable(output_stream) and getattr(output_stream, "__module__", "").split(".")[0] in (
+            "logging", "absl", "tensorflow", "tapejax"):
+        log = output_stream
+        return lambda s: log(s.rstrip("\n"))
     raise ValueError(f"Unsupported output stream, logging level, or file. {output_stream!r}. Supported "
                      "streams are sys.stdout, sys.stderr, a file-like object, a logging function, or "
                      "'file://<path>' (argument `output_stream`).")
+
+
+def _to_stderr(s: str) -> None:
+    sys.stderr.write(s)
+    sys.stderr.flush()
+
+
+def _to_stdout(s: str) -> None:
+    sys.stdout.write(s)
+    sys.stdout.flush()
 
 
 def print_(*inputs, output_stream=None, summarize=3, sep=" ", end="\n", name=None):
