@@ -543,3 +543,125 @@ def test_tf_runs_what_tapejax_refuses():
         return s
 
     np.testing.assert_array_equal(grow(tf.constant(3)).numpy(), [0.0, 1.0, 1.0, 1.0])
+
+
+# -- a realistic program --------------------------------------------------------------------------------
+
+_XS = np.random.RandomState(7).randn(6, 16, 4).astype("float32")
+_YS = np.random.RandomState(8).randint(0, 3, size=(6, 16)).astype("int32")
+
+
+@parity(modes=True, rtol=2e-4, atol=2e-5)
+def test_training_with_converted_control_flow_a_metric_and_evaluations(tf):
+    """A model trained for six steps: gradient clipping by a converted `if`, a `while` that warms the
+    learning rate up, an evaluation between steps counting right answers in a converted loop, a
+    best-loss metric kept eagerly; deferred execution on and off."""
+    rng = np.random.RandomState(3)
+    w1 = tf.Variable(rng.randn(4, 8).astype("float32") * 0.5)
+    w2 = tf.Variable(rng.randn(8, 3).astype("float32") * 0.5)
+    opt = tf.keras.optimizers.legacy.Adam(0.05)
+    best = tf.Variable(1e9)
+    seen = tf.Variable(0)
+
+    def logits(x):
+        return tf.matmul(tf.nn.relu(tf.matmul(x, w1)), w2)
+
+    @tf.function
+    def train_step(x, y, step):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits(x)))
+        grads = tape.gradient(loss, [w1, w2])
+        clipped = []
+        for g in grads:                       # a Python loop over a list: unrolled
+            n = tf.norm(g)
+            if n > 1.0:                       # a tensor condition: a staged cond
+                g = g / n
+            clipped.append(g)
+        scale = tf.constant(1.0)
+        k = tf.constant(0)
+        while k < step:                       # warm-up factor min(1, 0.5 * 1.5 ** step)
+            tf.autograph.experimental.set_loop_options(maximum_iterations=10)
+            scale = scale * 1.5
+            k += 1
+        scale = tf.minimum(scale * 0.5, 1.0)
+        opt.apply_gradients(zip([g * scale for g in clipped], [w1, w2]))
+        return loss, scale
+
+    @tf.function
+    def evaluate(x, y):
+        pred = tf.argmax(logits(x), axis=1, output_type=tf.int32)
+        right = 0
+        for i in tf.range(tf.shape(x)[0]):
+            if pred[i] == y[i]:
+                right += 1
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits(x)))
+        return loss, right
+
+    history = []
+    for step in range(6):
+        loss, scale = train_step(tf.constant(_XS[step]), tf.constant(_YS[step]), tf.constant(step))
+        history.append((loss, scale))
+        if step % 2 == 1:
+            el, right = evaluate(tf.constant(_XS[0]), tf.constant(_YS[0]))
+            if el < best:
+                best.assign(el)
+            seen.assign_add(right)
+    return history, best, seen, w1, w2, train_step.experimental_get_tracing_count()
+
+
+# -- Variables assigned in converted control flow -----------------------------------------------------
+
+
+@parity(modes=True)
+def test_variables_assigned_in_converted_branches_and_loops(tf):
+    """assign / assign_add under a tensor `if` and in a tensor `for` (TF's stateful control flow)."""
+    v = tf.Variable(1.0)
+    c = tf.Variable(0)
+
+    @tf.function
+    def f(x):
+        if x > 0:
+            v.assign_add(x)
+            c.assign_add(1)
+        for _ in tf.range(3):
+            v.assign(v * 2.0)
+        return v * 1.0
+
+    return f(tf.constant(1.0)), v.numpy(), f(tf.constant(-1.0)), v, c, f.experimental_get_tracing_count()
+
+
+@parity(modes=True)
+def test_training_loop_inside_a_function(tf):
+    """Three optimizer steps in a `for` over tf.range inside the function (the optimizer creates its
+    iteration counter inside the loop on the first call)."""
+    w = tf.Variable([[1.0], [2.0]])
+    x = tf.constant([[1.0, 1.0]])
+    opt = tf.keras.optimizers.legacy.SGD(0.1)
+
+    @tf.function
+    def train(n):
+        for _ in tf.range(n):
+            with tf.GradientTape() as t:
+                loss = tf.reduce_sum(tf.square(tf.matmul(x, w)))
+            opt.apply_gradients([(t.gradient(loss, w), w)])
+        return loss
+
+    first = train(tf.constant(3)), w.numpy(), int(opt.iterations.numpy())   # (int64 in TF: x64 mode here)
+    return first, train(tf.constant(2)), w, int(opt.iterations.numpy()), train.experimental_get_tracing_count()
+
+
+@parity
+def test_assignments_in_a_loop_are_not_differentiated(tf):
+    """d(u after the loop)/dx is None and d/du is 1: an assignment cuts the tape, as in TF."""
+    u = tf.Variable(2.0)
+
+    @tf.function
+    def g(x):
+        with tf.GradientTape() as t:
+            t.watch(x)
+            for _ in tf.range(2):
+                u.assign(u * x)
+            y = u * 1.0
+        return y, t.gradient(y, [x, u])
+
+    return g(tf.constant(3.0))
