@@ -21,6 +21,7 @@ Run:  python benchmarks/bench_autograph.py [--quick]
    function called without a signature), and the steady per-call time of both.
 """
 import argparse
+import logging
 import os
 import statistics
 import time
@@ -112,6 +113,7 @@ def compare(name, pair, rounds, steps):
 # -- 2. a new batch size: symbolic trace + per-size compile vs a trace per size -----------------------
 
 def new_sizes(sizes, quick):
+    logging.getLogger("tapejax").setLevel(logging.ERROR)   # (the per-shape variant retraces on purpose)
     rng = np.random.RandomState(2)
 
     def make(signature):
