@@ -209,3 +209,28 @@ def test_nested_functions_inline_and_methods_convert():
 
     assert outer(tf.constant(2.0)).numpy() == 4.0
     assert inner.experimental_get_tracing_count() == 0   # inlined into the caller's trace
+
+
+def test_a_method_with_an_input_signature_leaves_out_the_instance():
+    """TF's rule: a method's input_signature describes the arguments after ``self``."""
+    class Model(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable([[2.0], [3.0]])
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 2], tf.float32)])
+        def serve(self, x):
+            return tf.matmul(x, self.w)
+
+    m = Model()
+    np.testing.assert_allclose(m.serve(tf.ones([4, 2])).numpy(), np.full((4, 1), 5.0))
+    np.testing.assert_allclose(m.serve(tf.ones([1, 2])).numpy(), [[5.0]])
+    assert m.serve.experimental_get_tracing_count() == 1
+    cf = m.serve.get_concrete_function()
+    np.testing.assert_allclose(cf(tf.ones([3, 2])).numpy(), np.full((3, 1), 5.0))
+    with pytest.raises(TypeError, match="Can not cast"):
+        m.serve(tf.ones([2, 3]))
+    x = tf.ones([2, 2])
+    with tf.GradientTape() as t:   # called under a tape: one recorded op, differentiable
+        y = tf.reduce_sum(m.serve(x))
+    np.testing.assert_allclose(t.gradient(y, m.w).numpy(), [[2.0], [2.0]])

@@ -136,12 +136,14 @@ def _collect(x, out: List[Any]) -> None:
             _collect(x[k], out)
 
 
-def concrete_function(fn, args, kwargs) -> ConcreteFunction:
-    """The ``ConcreteFunction`` of ``fn`` (a ``Function``) for ``args``/``kwargs``."""
+def concrete_function(fn, args, kwargs, lead: tuple = ()) -> ConcreteFunction:
+    """The ``ConcreteFunction`` of ``fn`` (a ``Function``) for ``args``/``kwargs`` (after ``lead``: a
+    method's instance, which an ``input_signature`` leaves out)."""
     if fn.input_signature is not None:
         if args or kwargs:
             bind_signature(fn.input_signature, args, kwargs, fn._name)
         args, kwargs = tuple(fn.input_signature), {}
+    args = tuple(lead) + tuple(args)
     try:
         params = list(inspect.signature(fn.python_function).parameters)
     except (TypeError, ValueError):

@@ -161,19 +161,22 @@ class Function:
 
     # -- the call ------------------------------------------------------------
     def __call__(self, *args, **kwargs):
+        return self._call((), args, kwargs)
+
+    def _call(self, lead: tuple, args, kwargs):
+        """A call; ``lead``: arguments before the ones ``input_signature`` describes (a method's
+        instance)."""
+        if self.input_signature is not None:
+            args = bind_signature(self.input_signature, args, kwargs, self._name)
+        if lead:
+            args = lead + tuple(args)
         if _config.FLAGS.eager:   # tf.config.run_functions_eagerly(True): plain Python
-            if self.input_signature is not None:
-                args = bind_signature(self.input_signature, args, kwargs, self._name)
             return self.python_function(*args, **kwargs)
         if _state._local.collector is not None:
             # Called while another tapejax.function traces: inline (as TF does).
-            if self.input_signature is not None:
-                args = bind_signature(self.input_signature, args, kwargs, self._name)
             return self._body()(*args, **kwargs)
         if _state.tapes():
             return self._call_under_tape(args, kwargs)
-        if self.input_signature is not None:
-            args = bind_signature(self.input_signature, args, kwargs, self._name)
         dyn: List[Any] = []
         parts = []
         for a in args:   # the common case inline: a Tensor argument keys by its aval
@@ -307,8 +310,6 @@ class Function:
         records a tf.function call).  A function that assigns Variables runs
         op by op instead, so every op is recorded (same values and gradients).
         """
-        if self.input_signature is not None:
-            args = bind_signature(self.input_signature, args, kwargs, self._name)
         dyn: List[Any] = []
         key = call_key(args, kwargs, dyn)
         entry = self._cache.get(key)
@@ -421,13 +422,14 @@ class _BoundFunction:
         self._self = instance
 
     def __call__(self, *args, **kwargs):
-        return self._fn(self._self, *args, **kwargs)
+        return self._fn._call((self._self,), args, kwargs)   # (an input_signature leaves out the instance)
 
     def experimental_get_tracing_count(self):
         return self._fn.experimental_get_tracing_count()
 
     def get_concrete_function(self, *args, **kwargs):
-        return self._fn.get_concrete_function(self._self, *args, **kwargs)
+        from .concrete import concrete_function
+        return concrete_function(self._fn, args, kwargs, lead=(self._self,))
 
     @property
     def python_function(self):
