@@ -14,7 +14,6 @@ on new lines indented by depth, no padding; floats with 6 significant digits
 Python values print with ``str``; nested structures as Python prints them,
 with each tensor as its text and dict keys sorted.
 """
-import logging
 import sys
 from typing import Any, Callable, List
 
