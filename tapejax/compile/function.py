@@ -161,7 +161,10 @@ class Function:
 
     # -- the call ------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        return self._call((), args, kwargs)
+        if (self.input_signature is not None or _config.FLAGS.eager or _state._local.collector is not None
+                or _state._local.tapes):
+            return self._call((), args, kwargs)
+        return self._keyed(args, kwargs)
 
     def _call(self, lead: tuple, args, kwargs):
         """A call; ``lead``: arguments before the ones ``input_signature`` describes (a method's
@@ -177,6 +180,10 @@ class Function:
             return self._body()(*args, **kwargs)
         if _state.tapes():
             return self._call_under_tape(args, kwargs)
+        return self._keyed(args, kwargs)
+
+    def _keyed(self, args, kwargs):
+        """Key the call, trace on a miss, run the compiled program."""
         dyn: List[Any] = []
         parts = []
         for a in args:   # the common case inline: a Tensor argument keys by its aval
