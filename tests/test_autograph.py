@@ -301,3 +301,27 @@ def test_converted_loops_keep_structures_and_python_numbers():
 
     out = f(tf.constant([1.0, 2.0, 3.0, 4.0, 5.0]))
     assert out["sum"].numpy() == 15.0 and [p.numpy() for p in out["pair"]] == [5, 8]
+
+
+def test_for_loop_registry_hands_a_type_to_its_own_loop():
+    """TF's hook (malt's for_loop_registry): a registered iterable type runs its own loop."""
+    from malt.operators.control_flow import for_loop_registry
+
+    class Batches:
+        def __init__(self, n):
+            self.n = n
+
+    def batches_loop(iter_, extra_test, body, get_state, set_state, symbol_names, opts):
+        for i in range(iter_.n):   # (a real handler would stage it)
+            body(tf.constant(float(i)))
+
+    for_loop_registry.register(Batches, batches_loop)
+
+    @tf.function
+    def f(b):
+        s = tf.constant(0.0)
+        for x in b:
+            s += x
+        return s
+
+    assert f(Batches(4)).numpy() == 6.0

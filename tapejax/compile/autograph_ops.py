@@ -42,6 +42,7 @@ import jax.core
 import numpy as np
 from jax.experimental import checkify
 from malt.operators import py_builtins as _py_builtins
+from malt.operators.control_flow import for_loop_registry as _for_loop_registry
 from malt.operators.variables import Undefined, UndefinedReturnValue
 
 from ..core import state as _state
@@ -272,7 +273,16 @@ BUILTINS = {builtins.range: range_, builtins.len: len_, builtins.int: int_, buil
 
 
 def for_stmt(iter_, extra_test, body, get_state, set_state, symbol_names, opts):
-    if isinstance(iter_, StagedRange):
+    """``for target in iter_`` (see the module docstring).  A type registered in malt's
+    ``for_loop_registry`` (``registry.register(SomeType, fn)``, TF's hook for its datasets) is
+    handed to its own function, with the same arguments."""
+    try:
+        custom = _for_loop_registry.lookup(iter_)
+    except LookupError:
+        custom = None
+    if custom is not None:
+        custom(iter_, extra_test, body, get_state, set_state, symbol_names, opts)
+    elif isinstance(iter_, StagedRange):
         _staged_for(None, iter_, extra_test, body, get_state, set_state, symbol_names, opts)
     elif _stages(iter_):
         t = convert_to_tensor(iter_)
