@@ -44,6 +44,7 @@ from .autodiff.custom import RegisterGradient, gradient_override_map, gradients,
 from .autodiff.custom_gradient import custom_gradient
 from .compile.control_flow import cond, foldl, foldr, scan, while_loop
 from .compile.function import Function, TensorSpec, function
+from .compile import autograph
 from . import autodiff
 
 # -- training and the TF namespaces around it
@@ -61,7 +62,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "abs", "acos", "add", "add_n", "argmax", "argmin", "argsort", "as_dtype", "asin", "atan",
-    "atan2", "autodiff", "bfloat16", "bind", "bool", "boolean_mask", "broadcast_to",
+    "atan2", "autodiff", "autograph", "bfloat16", "bind", "bool", "boolean_mask", "broadcast_to",
     "cache_info", "cache_stats", "cast", "clear_cache", "clip_by_global_norm", "clip_by_norm",
     "clip_by_value", "compat", "complex128", "complex64", "concat", "cond", "config", "constant",
     "convert_to_tensor", "cos", "cosh", "cumsum", "custom_gradient", "data", "debugging",

@@ -591,6 +591,57 @@ row("function-call-python-float-for-vector", lambda tf, w: w.fn(1.5),
     "TypeError", ["argument 0", "()", "(None,)"], world=function)
 row("function-not-callable", lambda tf, w: tf.function(5),
     "TypeError", ["5", "callable"], world=function)
+
+
+def _autograph_one_branch(tf, w):
+    @tf.function
+    def f(x):
+        if x > 0:
+            y = x * w.v
+        return y
+    return f(tf.constant(1.0))
+
+
+def _autograph_loop_dtype(tf, w):
+    @tf.function
+    def f(n):
+        s = tf.constant(0)
+        i = 0
+        while i < n:
+            s = tf.cast(s, tf.float32) * w.v
+            i += 1
+        return s
+    return f(tf.constant(3))
+
+
+def _autograph_float_condition(tf, w):
+    @tf.function
+    def f(x):
+        while x:
+            x = x - 1.0
+        return x
+    return f(tf.constant(3.0))
+
+
+row("function-autograph-variable-in-one-branch", _autograph_one_branch,
+    "ValueError", ["'y'", "else branch", "if x > 0"], world=function)
+row("function-autograph-loop-variable-dtype", _autograph_loop_dtype,
+    "TypeError", ["'s'", "int32", "float32", "before the loop"], world=function)
+row("function-autograph-float-condition", _autograph_float_condition,
+    "ValueError", ["condition of while loop", "tf.bool", "float32"], world=function)
+row("function-concrete-unknown-rank",
+    lambda tf, w: tf.function(lambda x: x * w.v).get_concrete_function(tf.TensorSpec(None, tf.float32)),
+    "ValueError", ["TensorSpec", "unknown rank"], world=function,
+    tf="TF traces a graph of unknown rank; XLA compiles a program only for known ranks")
+row("tensorspec-shape-str", lambda tf, w: tf.TensorSpec("ab", tf.float32),
+    "TypeError", ["shape", "'ab'"], world=function)
+row("print-summarize-str", lambda tf, w: tf.print(w.v, summarize="a"),
+    "TypeError", ["summarize", "'a'"], world=function)
+row("print-sep-int", lambda tf, w: tf.print(w.v, sep=1),
+    "TypeError", ["sep", "1", "string"], world=function, tf_exc="AttributeError",
+    note="TF fails inside with AttributeError ('int' object has no attribute 'join')")
+row("print-output-stream-str", lambda tf, w: tf.print(w.v, output_stream="stdout"),
+    "ValueError", ["output_stream", "'stdout'"], world=function)
 # ---------------------------------------------------------------------------
 # rows: optimizers
 # ---------------------------------------------------------------------------

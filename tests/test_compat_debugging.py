@@ -44,7 +44,7 @@ def test_compiled_assert_message_and_one_trace():
                             "[x (shape=(4,) dtype=float32) = ] [1 2 3...] [y (shape=(4,) dtype=float32) = ] "
                             "[1 5 3...]")
     assert f.experimental_get_tracing_count() == 1   # the checkified retrace is not counted
-    assert all(e.checks for e in _entries(f))
+    assert all(e.checked for e in _entries(f))
 
 
 def test_function_without_checks_is_not_checkified():
@@ -53,7 +53,7 @@ def test_function_without_checks_is_not_checkified():
         return a + 1.
 
     f(tf.constant(1.))
-    assert not any(e.checks for e in _entries(f))
+    assert not any(e.checked for e in _entries(f))
 
 
 @pytest.mark.parametrize("deferred", [True, False])

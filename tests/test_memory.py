@@ -116,7 +116,7 @@ def test_10000_function_training_steps_keep_memory_flat():
     assert growth < 64 * 1024, f"{growth} B of Python allocations kept over 10,000 steps:\n{_top(s0, s1)}"
     assert rss < 4 * MB, f"RSS grew {rss / MB:.1f} MB over 10,000 steps"
     assert train(x, y).numpy() < first
-    assert train.experimental_get_tracing_count() == 1
+    assert train.experimental_get_tracing_count() == 2   # the optimizer creates its slots: TF traces twice
 
 
 # ---------------------------------------------------------------------------

@@ -23,6 +23,14 @@ differentiable when compiled only with ``maximum_iterations`` (it then runs a
 masked ``lax.scan`` of that length; ``lax.while_loop`` has no reverse-mode
 derivative); ``scan`` and ``foldl`` always are.
 
+Variables assigned inside a branch or a loop body (``v.assign_add(1)`` under
+``if x > 0:``, an optimizer step in a loop) are carried: the body is traced
+again with their values as state (``bodies.py``), and the op assigns the
+results when it has run, as TF's stateful control flow.  Assignments are not
+differentiated (TF's rule); unlike TF, reads of a carried Variable after its
+first assignment inside a loop are reads of the loop's state, not new reads of
+the Variable for a tape around the loop.
+
 Deliberate differences from TF (XLA compiles static shapes): traced, both
 ``cond`` branches must return the same structure, shapes and dtypes
 (ValueError naming the mismatch; TF's graph allows branches of different
@@ -35,130 +43,25 @@ is stricter about the container type).
 """
 
 import jax
-import jax.core
 import jax.numpy as jnp
 from jax import lax
-from jax.extend import core as jex_core
 
 from ..core import state as _state
-from ..core.bind import Primitive, bind, with_id
+from ..core.bind import Primitive, bind
 from ..core.caches import LRU
 from ..core.convert import convert_to_tensor
-from ..core.tensor import Tensor
-from ..core.variable import Variable
-
-_Tracer = jax.core.Tracer
-
-
-def _is_tensor_leaf(x):
-    return isinstance(x, (Tensor, Variable))
-
-
-def _to_tensors(struct):
-    """Convert every leaf of a nested structure to a Tensor (Variables are read, Python numbers converted)."""
-    return jax.tree_util.tree_map(lambda x: x if type(x) is Tensor else convert_to_tensor(x), struct,
-                                  is_leaf=_is_tensor_leaf)
-
-
-def _flatten(struct):
-    return jax.tree_util.tree_flatten(struct, is_leaf=_is_tensor_leaf)
-
-
-def _traced(x):
-    return isinstance(getattr(x, "_value", x), _Tracer)
-
-
-class _CaptureTape:
-    """Alone on the tape stack while a body traces: collects what the body captures."""
-
-    _defers = False   # (a recorder: see ``core.state.Recorder``)
-
-    def __init__(self, start):
-        self.start = start
-        self.caps = {}   # id(value object) -> Variable or (tensor id, value)
-
-    def _record_read(self, var, t):
-        self.caps.setdefault(id(var._value), var)
-
-    def _record_op(self, prim, static, grad_type, ids, vals, result):
-        start = self.start
-        for i, v in zip(ids, vals):
-            if 0 < i < start:
-                self.caps.setdefault(id(v), (i, v))
-
-    def _record_simple(self, prim, skey, ids, vals, result):
-        self._record_op(prim, dict(skey), None, ids, vals, result)
-
-
-class _BodyCollector:
-    """Installed while a body traces: reads pass to the enclosing function's collector;
-    assigning or creating a Variable inside a body is refused (its value would be an inner tracer)."""
-
-    def __init__(self, outer, what):
-        self.outer = outer
-        self.what = what
-
-    def touch(self, var, assign):
-        if assign:
-            raise ValueError(f"Variable {var.name} is assigned inside the {self.what} of a tapejax "
-                             "control-flow op; that is not supported: return the new value from the op "
-                             "and assign it outside (e.g. v.assign(tapejax.cond(p, f, g))).")
-        if self.outer is not None:
-            self.outer.touch(var, assign)
-
-    def created(self, var):
-        raise ValueError(f"A Variable is created inside the {self.what} of a tapejax control-flow op; "
-                         "create it outside.")
-
-
-def _close(fn, in_tree, in_avals, what):
-    """Trace ``fn`` (Tensors in, Tensors out) -> (jaxpr, consts, const handles, out_tree)."""
-    out_box = []
-
-    def flat_fn(*vals):
-        args = jax.tree_util.tree_unflatten(in_tree, [Tensor(v) for v in vals])
-        out = fn(*args)
-        out = _to_tensors(out)
-        leaves, tree = _flatten(out)
-        out_box.append(tree)
-        return [t._value for t in leaves]
-
-    cap = _CaptureTape(_state.next_id())
-    stack = _state.tapes()
-    saved = stack[:]
-    stack[:] = [cap]
-    prev_col = _state._local.collector
-    _state._local.collector = _BodyCollector(prev_col, what)
-    try:
-        closed = jax.make_jaxpr(flat_fn)(*in_avals)
-    except jax.errors.JAXTypeError as e:
-        if isinstance(e, (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError,
-                          jax.errors.TracerArrayConversionError)):
-            from .function import _CF_HINT, OperatorNotAllowedInGraphError
-            raise OperatorNotAllowedInGraphError(
-                f"In the {what} of a tapejax control-flow op, a traced tensor was used where Python "
-                f"needs its value. {_CF_HINT}") from None
-        raise
-    finally:
-        stack[:] = saved
-        _state._local.collector = prev_col
-    handles = []
-    for c in closed.consts:
-        h = cap.caps.get(id(c))
-        if h is None:
-            handles.append(c)          # a constant: an untracked input
-        elif isinstance(h, Variable):
-            handles.append(h)          # read again by bind: tapes record the read
-        else:
-            handles.append(with_id(h[1], h[0]))
-    return closed.jaxpr, closed.consts, handles, out_box[-1]
-
-
-def _run_jaxpr(jaxpr, consts, args):
-    return jex_core.jaxpr_as_fun(jex_core.ClosedJaxpr(jaxpr, list(consts)))(*args)
-
+from .bodies import (
+    Closed,
+    avals as _avals,
+    close,
+    flatten as _flatten,
+    run_jaxpr as _run_jaxpr,
+    to_tensors as _to_tensors,
+    traced as _traced,
+)
 
 _PRIMS = LRU("control_flow", 1024)
+_EMPTY = jax.tree_util.tree_structure(())
 
 
 def _prim(key, name, make_impl):
@@ -169,10 +72,6 @@ def _prim(key, name, make_impl):
     return p
 
 
-def _avals(leaves):
-    return [jax.ShapeDtypeStruct(t._value.shape, t._value.dtype) for t in leaves]
-
-
 def _check_same(tree_a, tree_b, avals_a, avals_b, what):
     if tree_a != tree_b:
         raise ValueError(f"{what}: both must return the same nested structure; got {tree_a} and {tree_b}")
@@ -180,6 +79,20 @@ def _check_same(tree_a, tree_b, avals_a, avals_b, what):
         if a.shape != b.shape or a.dtype != b.dtype:
             raise ValueError(f"{what}: output {i} must have the same shape and dtype in both; got "
                              f"{tuple(a.shape)} {a.dtype} and {tuple(b.shape)} {b.dtype}")
+
+
+def _carried(*closed: Closed, before=()):
+    """The Variables to carry: those carried before and every one a body assigned (in order)."""
+    out = {v._id: v for v in before}
+    for c in closed:
+        for v in c.assigned:
+            out.setdefault(v._id, v)
+    return tuple(out.values())
+
+
+def _assign(carried, values) -> None:
+    for v, x in zip(carried, values):
+        v.assign(x)
 
 
 # ---------------------------------------------------------------------------
@@ -204,12 +117,27 @@ def cond(pred, true_fn=None, false_fn=None, name=None):
                          f"(got shape {tuple(p._value.shape)})")
     if not _traced(p):
         return true_fn() if bool(p._value) else false_fn()
-    jt, ct, ht, tree_t = _close(lambda: true_fn(), jax.tree_util.tree_structure(()), [], "true_fn")
-    jf, cf, hf, tree_f = _close(lambda: false_fn(), jax.tree_util.tree_structure(()), [], "false_fn")
+    return staged_cond(p, true_fn, false_fn)
+
+
+def staged_cond(pred, true_fn, false_fn):
+    """``cond`` with both branches traced even when ``pred`` is concrete (AutoGraph's staged
+    ``if``: TF checks both branches of a conditional on a tensor)."""
+    p = convert_to_tensor(pred)
+    carried: tuple = ()
+    for _ in range(3):   # a branch that assigns Variables: traced again with them carried
+        t = close(lambda: true_fn(), _EMPTY, [], "true_fn", carried, carry_in=False)
+        f = close(lambda: false_fn(), _EMPTY, [], "false_fn", carried, carry_in=False)
+        more = _carried(t, f, before=carried)
+        if len(more) == len(carried):
+            break
+        carried = more
+    jt, jf = t.jaxpr, f.jaxpr
+    nv = len(carried)
     out_t = [v.aval for v in jt.outvars]
     out_f = [v.aval for v in jf.outvars]
-    _check_same(tree_t, tree_f, out_t, out_f, "cond: true_fn and false_fn")
-    nt = len(ct)
+    _check_same(t.out_tree, f.out_tree, out_t, out_f, "cond: true_fn and false_fn")
+    nt = len(t.consts)
 
     def make():
         def impl(pred, *consts):
@@ -220,8 +148,11 @@ def cond(pred, true_fn=None, false_fn=None, name=None):
         return impl
 
     prim = _prim(("cond", str(jt), str(jf)), "StatelessIf", make)
-    outs = bind(prim, p, *ht, *hf)
-    return jax.tree_util.tree_unflatten(tree_t, list(outs))
+    outs = list(bind(prim, p, *t.handles, *f.handles))
+    if nv:
+        _assign(carried, outs[len(outs) - nv:])
+        outs = outs[:len(outs) - nv]
+    return jax.tree_util.tree_unflatten(t.out_tree, outs)
 
 
 # ---------------------------------------------------------------------------
@@ -261,7 +192,7 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
     tracing = _state._local.collector is not None or any(_traced(t) for t in leaves)
     if not tracing:
         return _eager_while(cond, body, vars_, single, maximum_iterations)
-    avals = _avals(leaves)
+    in_avals = _avals(leaves)
 
     def body_flat(*args):
         out = body(*args)
@@ -269,17 +200,24 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
             return (out,) if not isinstance(out, (list, tuple)) or len(packed) != 1 else tuple(out)
         return tuple(out) if isinstance(out, (list, tuple)) else (out,)
 
-    jc, cc, hc, tree_c = _close(lambda *a: cond(*a), in_tree, avals, "cond")
-    if len(jc.outvars) != 1 or jc.outvars[0].aval.shape != ():
+    carried: tuple = ()
+    for _ in range(3):   # a body that assigns Variables: traced again with them as loop state
+        c = close(lambda *a: cond(*a), in_tree, in_avals, "cond", carried)
+        b = close(body_flat, in_tree, in_avals, "body", carried)
+        more = _carried(c, b, before=carried)
+        if len(more) == len(carried):
+            break
+        carried = more
+    jc, jb, nv = c.jaxpr, b.jaxpr, len(carried)
+    if len(jc.outvars) != 1 + nv or jc.outvars[0].aval.shape != ():
         raise ValueError("while_loop: cond must return a scalar boolean tensor")
-    jb, cb, hb, tree_b = _close(body_flat, in_tree, avals, "body")
-    out_b = [v.aval for v in jb.outvars]
-    if tree_b != in_tree or any(a.shape != tuple(b.shape) or a.dtype != b.dtype
-                                for a, b in zip(out_b, avals)):
+    out_b = [v.aval for v in jb.outvars][:len(jb.outvars) - nv]
+    if b.out_tree != in_tree or any(a.shape != tuple(o.shape) or a.dtype != o.dtype
+                                    for a, o in zip(out_b, in_avals)):
         raise ValueError(f"while_loop: body must return the structure, shapes and dtypes of loop_vars; "
-                         f"loop_vars are {in_tree} {[(tuple(a.shape), str(a.dtype)) for a in avals]}, "
-                         f"body returned {tree_b} {[(tuple(a.shape), str(a.dtype)) for a in out_b]}")
-    n, nc = len(leaves), len(cc)
+                         f"loop_vars are {in_tree} {[(tuple(a.shape), str(a.dtype)) for a in in_avals]}, "
+                         f"body returned {b.out_tree} {[(tuple(a.shape), str(a.dtype)) for a in out_b]}")
+    n, nc = len(leaves) + nv, len(c.consts)
     maxit = maximum_iterations
 
     def make():
@@ -308,11 +246,32 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
 
     key = ("while", str(jc), str(jb), maxit)
     prim = _prim(key, "While", make)
-    outs = bind(prim, *leaves, *hc, *hb)
-    res = jax.tree_util.tree_unflatten(in_tree, list(outs))
+    outs = list(bind(prim, *leaves, *carried, *c.handles, *b.handles))
+    if nv:
+        _assign(carried, outs[len(leaves):])
+        outs = outs[:len(leaves)]
+    res = jax.tree_util.tree_unflatten(in_tree, outs)
     if single:
         return res[0]
     return type(loop_vars)(res) if isinstance(loop_vars, (list, tuple)) else res
+
+
+def staged_while(cond, body, loop_vars, maximum_iterations=None):
+    """``while_loop`` over a tuple of loop variables (AutoGraph's staged ``while``); returns a
+    tuple.  A loop with no variables gets a dummy one (its body may still print or check)."""
+    if not loop_vars:
+        while_loop(lambda _: cond(), lambda d: (body(), d)[1], (convert_to_tensor(0),),
+                   maximum_iterations=maximum_iterations)
+        return ()
+    out = while_loop(cond, body, tuple(loop_vars), maximum_iterations=maximum_iterations)
+    return tuple(out)
+
+
+def trace_only(fn, tensors, what):
+    """Trace ``fn(*tensors)`` as a control-flow body would be, and throw the trace away (AutoGraph
+    stages one loop iteration to learn the types of variables first defined inside the loop)."""
+    leaves, tree = _flatten(tuple(tensors))
+    close(fn, tree, _avals(leaves), what)
 
 
 def _eager_while(cond, body, vars_, single, maximum_iterations):
@@ -375,37 +334,48 @@ def _scan_core(fn, elems, initializer, reverse, want_all, what):
         return fn(acc, x)
 
     flat_tree = jax.tree_util.tree_structure(tuple(range(na + len(rest))))
-    jf, cf, hf, tree_o = _close(fn_flat, flat_tree, a_avals + x_avals, "fn")
-    out_avals = [v.aval for v in jf.outvars]
-    if tree_o != a_tree or any(a.shape != tuple(b.shape) or a.dtype != b.dtype
-                               for a, b in zip(out_avals, a_avals)):
+    carried: tuple = ()
+    for _ in range(3):   # fn assigns Variables: traced again with them in the accumulator
+        f = close(fn_flat, flat_tree, a_avals + x_avals, "fn", carried)
+        more = _carried(f, before=carried)
+        if len(more) == len(carried):
+            break
+        carried = more
+    jf, nv = f.jaxpr, len(carried)
+    out_avals = [v.aval for v in jf.outvars][:len(jf.outvars) - nv]
+    if f.out_tree != a_tree or any(a.shape != tuple(b.shape) or a.dtype != b.dtype
+                                   for a, b in zip(out_avals, a_avals)):
         raise ValueError(f"{what}: fn must return the structure, shapes and dtypes of the accumulator; "
                          f"accumulator {a_tree} {[(tuple(a.shape), str(a.dtype)) for a in a_avals]}, fn "
-                         f"returned {tree_o} {[(tuple(a.shape), str(a.dtype)) for a in out_avals]}")
+                         f"returned {f.out_tree} {[(tuple(a.shape), str(a.dtype)) for a in out_avals]}")
     nx = len(rest)
 
     def make():
         def impl(*args):
-            acc, xs, consts = args[:na], args[na:na + nx], args[na + nx:]
+            acc, xs, cv, consts = (args[:na], args[na:na + nx], args[na + nx:na + nx + nv],
+                                   args[na + nx + nv:])
 
             def body(carry, x):
-                new = tuple(_run_jaxpr(jf, consts, tuple(carry) + tuple(x)))
-                return new, (new if want_all else None)
+                new = tuple(_run_jaxpr(jf, consts, tuple(carry[:na]) + tuple(x) + tuple(carry[na:])))
+                return new, (new[:na] if want_all else None)
 
-            final, ys = lax.scan(body, tuple(acc), tuple(xs), reverse=reverse)
+            final, ys = lax.scan(body, tuple(acc) + tuple(cv), tuple(xs), reverse=reverse)
             if not want_all:
                 return tuple(final)
             assert ys is not None  # want_all: body stacks every step
             if skip_first:
                 ys = tuple(jnp.concatenate([a[None], y], 0) if not reverse else
                            jnp.concatenate([y, a[None]], 0) for a, y in zip(acc, ys))
-            return tuple(ys)
+            return tuple(ys) + tuple(final[na:])
         return impl
 
-    key = (what, str(jf), reverse, want_all, skip_first)
+    key = (what, str(jf), reverse, want_all, skip_first, nv)
     prim = _prim(key, "Scan", make)
-    outs = bind(prim, *a_leaves, *rest, *hf)
-    return jax.tree_util.tree_unflatten(a_tree, list(outs))
+    outs = list(bind(prim, *a_leaves, *rest, *carried, *f.handles))
+    if nv:
+        _assign(carried, outs[len(outs) - nv:])
+        outs = outs[:len(outs) - nv]
+    return jax.tree_util.tree_unflatten(a_tree, outs)
 
 
 def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True, swap_memory=False,

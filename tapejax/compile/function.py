@@ -2,36 +2,29 @@
 
 How a call works
 ----------------
-1. **Key.**  The arguments are walked once: Tensors, ``jax.Array`` and NumPy
-   arrays are *dynamic* (the key holds their shape and dtype); Python
-   scalars and strings are *static* by value, Variables and other objects
-   (Modules, optimizers, callables) by identity, as ``tf.function`` does.  A miss traces; a hit calls the compiled program.
-2. **Discovery** (the first trace of a Function, or when a later trace meets
-   a Variable the last one did not): the function runs once under
-   ``jax.eval_shape`` with a *collector* installed in ``core.state``.  Every
-   ``Variable`` read or assigned reports itself to it (``Variable._read`` /
-   ``assign*`` test one thread-local attribute, nothing else happens when no
-   function traces); what it assigns is undone afterwards.  Variables may be
-   *created* only here and only on the Function's first call (TF's rule):
-   their initial value must be concrete, so when one is computed by traced
-   ops the pass is rerun under ``jax.ensure_compile_time_eval`` (constants
-   evaluated eagerly); it must not depend on the arguments.
-3. **Trace.**  ``jax.jit(pure, donate_argnums=0)`` where
-   ``pure(rw_values, ro_values, dynamic_args) -> (outputs, new rw_values)``:
-   inside, each discovered Variable's ``_value`` is swapped for the tracer
-   and restored after, so the user's code (tapes, optimizers, ``assign``)
-   runs unchanged on tracers.  ``GradientTape`` records at trace time and
-   ``tape.gradient`` calls the compiled replay, which ``jit`` inlines: the
-   compiled step has no Python tape cost.  Variables that are assigned are
-   donated and written back after the call (a Variable that does not own its
-   buffer, ``Variable.owns_buffer``, donates a copy; after the call each owns
-   its new value unless the program passed an input through); Variables only
-   read are plain inputs.  A pending update of a Variable the function
-   touches is computed before the trace uses it, outside the trace
-   (``runtime.thunks.force_many``): no tracer is ever left in a Variable or a pending
-   value.
-4. **Call.**  Later calls with the same key: one dict lookup, one compiled
-   call, and the write-back of the assigned Variables.
+1. **Key** (``signature.py``).  The arguments are walked once: Tensors and
+   arrays are dynamic (the key holds their shape and dtype), Python values
+   static by value, Variables and other objects by identity, as
+   ``tf.function``.  A hit calls the compiled program: one dict lookup, one
+   compiled call, the write-back of the assigned Variables.
+2. **Trace** (``tracing.py``), on a miss.  The Python body (converted by
+   AutoGraph unless ``autograph=False``, ``autograph.py``) runs once under
+   ``jax.make_jaxpr``; every Variable it touches becomes an input of the
+   program, every Variable it assigns also an output.  The body runs once per
+   new input signature, as in TF; a function that creates Variables (on its
+   first call only, TF's rule) is traced twice on that call, as in TF.
+   ``GradientTape`` records while the body runs and ``tape.gradient`` inlines
+   its compiled replay: the compiled step has no Python tape cost.
+3. **Program.**  ``jax.jit(program, donate_argnums=0)`` where ``program(rw,
+   ro, dyn) -> (outputs, new rw)`` evaluates the trace's jaxpr: assigned
+   Variables (``rw``) are donated and written back after the call (one that
+   does not own its buffer, ``Variable.owns_buffer``, donates a copy), the
+   ones only read (``ro``) are plain inputs.  A program that calls back into
+   Python (``tapejax.print``) or checks at run time gets copies, so the
+   Variables are untouched when it fails, and the call waits for its prints.
+   With ``None`` sizes in ``input_signature`` or ``reduce_retracing=True`` the
+   body is traced once with symbolic sizes and the program exported
+   (``polymorphism.py``).
 
 Called eagerly under a recording ``GradientTape``, a function that assigns
 no Variable is recorded as ONE op (its compiled program; inputs: its Tensor
@@ -41,101 +34,86 @@ Variables runs op by op in that case (every op recorded; same values).
 Called while another function traces, it is inlined.
 
 Python side effects (``print``, appending to lists, counters) run while
-tracing only, as in TF: twice on the first call (discovery and trace; the
-start of the function a third time when discovery reruns, see 2.), once
-per retrace, never on a cache hit.  ``tapejax.print`` and ``jax.debug.print``
-print on every call.
-
-Runtime checks (``tapejax.debugging`` asserts, the value checks of
-``ops.checks``) are ``checkify.check`` calls in the traced program: a program
-that holds one is compiled under ``checkify.checkify`` (seen in its traced
-jaxpr; the retrace is not counted), and ``_run`` raises the returned error
-as ``InvalidArgumentError`` after the write-back.  A program without checks
-is compiled as before and reads no error.  A function with checks or host
-callbacks (summaries) runs op by op when a tape records its call.
-
-Python ``if`` / ``while`` on a traced tensor cannot be compiled: it raises
-``OperatorNotAllowedInGraphError`` (a TypeError, as TF with autograph off)
-naming ``tapejax.cond`` / ``tapejax.while_loop``.
+tracing only, as in TF; ``tapejax.print`` prints on every call, in order.
+``tapejax.config.run_functions_eagerly(True)`` runs bodies as plain Python.
 """
+from __future__ import annotations
+
 import functools
 import itertools
 import threading
-import warnings
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import jax
 import jax.core
 import jax.numpy as jnp
+import numpy as np
 from jax.experimental import checkify
+from jax.extend import core as jex
 
 from ..core import state as _state
 from ..core.caches import Family
-from ..core.errors import OperatorNotAllowedInGraphError
 from ..core.ownership import deferred_interrupts, write_back
 from ..core.tensor import Tensor
 from ..ops.checks import CHECK_ERRORS, raise_if_failed
-from .collectors import _Discover, _NeedEval, _Rediscover, _Trace
-from .signature import _DYN, TensorSpec, _bind_signature, _fill, _key, _split_out, _template, _tensor_args
+from . import autograph as _autograph, config as _config, polymorphism, retracing, tracing
+from .sharding import MeshPlan
+from .signature import (
+    DYN,
+    LeafSpec,
+    TensorSpec,
+    bind_signature,
+    call_key,
+    check_signature,
+    fill,
+    shape_free,
+    template,
+    tensor_args,
+)
 
-if TYPE_CHECKING:
-    from ..core.bind import Primitive
 
-_Tracer = jax.core.Tracer
-_Array = jax.Array
+class Entry:
+    """One compiled specialisation: the program, its Variables and output structure."""
 
+    __slots__ = ("jitted", "rw", "ro", "out_tpl", "n_out", "template", "in_shardings", "prim", "copies",
+                 "checked", "plain", "specs", "plan")
 
-_CF_HINT = ("Python control flow on a tensor value cannot be compiled: use tapejax.cond(pred, "
-            "true_fn, false_fn) for `if`, tapejax.while_loop(cond, body, loop_vars) for `while`, "
-            "tapejax.scan / tapejax.foldl for loops over a tensor, or pass the value as a Python "
-            "argument (it then keys the cache by value).")
-
-
-# ---------------------------------------------------------------------------
-# The Function
-# ---------------------------------------------------------------------------
-
-class _Entry:
-    """One compiled specialisation (one argument key).
-
-    ``make_pure(entry)`` builds the function ``jitted`` compiles; it reads the
-    entry's fields when traced, not when built.
-    """
-
-    __slots__ = ("jitted", "rw", "ro", "out_tpl", "template", "in_shardings", "prim", "callbacks",
-                 "checks", "effects", "make_pure")
-
-    def __init__(self, template, rw: tuple, ro: tuple, make_pure: Callable[["_Entry"], Callable[..., Any]]):
-        self.callbacks = False   # the program calls back into Python (it may raise at run time)
-        # the program holds runtime checks (``ops.checks``): compiled under checkify, its error
-        # raised after the step
-        self.checks = False
-        self.effects = False     # host effects (checks, callbacks): run op by op under a tape
-        self.make_pure = make_pure
-        # one NamedSharding per dynamic input: set by Function._build when there is a mesh
-        self.in_shardings: Optional[list[jax.sharding.NamedSharding]] = None
-        self.prim: Optional[Primitive] = None   # made on the first call from inside a tape
-        self.template = template
+    def __init__(self, jitted, rw, ro, out_tpl, n_out, tpl, copies, checked, specs, plan):
+        self.jitted = jitted
         self.rw = rw
         self.ro = ro
-        self.out_tpl = None
-        self.jitted = jax.jit(make_pure(self), donate_argnums=0)
+        self.out_tpl = out_tpl
+        self.n_out = n_out
+        self.template = tpl
+        self.copies = copies      # the program calls back into Python or checks: donate copies
+        self.checked = checked    # the program returns a checkify error first
+        self.plain = not (copies or checked)
+        self.specs: Sequence[LeafSpec] = specs   # the dynamic leaves it accepts
+        self.plan: Optional[polymorphism.Plan] = plan
+        self.in_shardings: Any = None
+        self.prim: Any = None     # the recorded op, made on the first call from inside a tape
+
+    def accepts(self, avals) -> bool:
+        """Whether a call whose dynamic leaves have ``avals`` can run this program."""
+        if self.plan is not None:
+            return self.plan.accepts(avals)
+        return len(avals) == len(self.specs) and all(s.accepts_aval(a) for s, a in zip(self.specs, avals))
 
 
-def _is_value_error(e):
-    return isinstance(e, (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError,
-                          jax.errors.TracerArrayConversionError))
-
-
-def _map_trace_error(e, fname):
-    return OperatorNotAllowedInGraphError(
-        f"In tapejax.function `{fname}`: a traced tensor was used where Python needs its value "
-        f"({type(e).__name__}). {_CF_HINT}\n\nJAX said: {str(e).splitlines()[0] if str(e) else e!r}")
+try:   # what JAX's NaN/Inf checks raise inside a nested jit (FloatingPointError at top level)
+    from jax._src.api_util import InternalFloatingPointError as _InternalFloatingPointError
+except ImportError:  # pragma: no cover - another JAX: nothing of that name to translate
+    class _InternalFloatingPointError(Exception):
+        pass
 
 
 #: Compiled specialisations kept per Function (least recently used dropped first;
 #: a dropped one is traced again when called again).
 _FUNCTION_CACHE = Family("function", 256)
+
+
+def _avals(dyn):
+    return [jax.ShapeDtypeStruct(d.shape, d.dtype, weak_type=getattr(d, "weak_type", False)) for d in dyn]
 
 
 class Function:
@@ -144,24 +122,29 @@ class Function:
     Calls with Tensors of the same shapes and dtypes (and equal Python
     arguments) reuse one compiled XLA program (at most 256 are kept, least
     recently used dropped first).  ``experimental_get_tracing_count()``
-    counts the compiling traces.  ``python_function`` is the wrapped function.
+    counts the traces; ``python_function`` is the wrapped function.
     """
 
-    def __init__(self, func, input_signature=None, jit_compile=None, reduce_retracing=False,
-                 mesh=None, in_specs=None, variable_specs=None, name=None):
+    _IS_TAPEJAX_FUNCTION = True   # (AutoGraph calls it as it is: it converts its own body)
+
+    def __init__(self, func, input_signature=None, autograph=True, jit_compile=None, reduce_retracing=False,
+                 mesh=None, in_specs=None, variable_specs=None, name=None, experimental_autograph_options=None):
         self.python_function = func
-        self.input_signature = None if input_signature is None else tuple(input_signature)
+        self.input_signature = check_signature(input_signature)
+        self._autograph = bool(autograph)
+        self._ag_options = experimental_autograph_options
         self._jit_compile = jit_compile
         self._reduce_retracing = bool(reduce_retracing)
         self._name = name or getattr(func, "__name__", "function")
-        self._cache = _FUNCTION_CACHE.new()   # argument key -> _Entry (bounded LRU)
+        self._cache = _FUNCTION_CACHE.new()   # call key -> Entry (bounded LRU)
+        self._poly: Dict[Any, List[Entry]] = {}   # shape-free key -> polymorphic entries
+        self._failed: set = set()   # (shape-free key, specs) whose symbolic trace failed
+        self._last_specs: Dict[Any, Sequence[LeafSpec]] = {}   # shape-free key -> last traced specs
         self._tracing_count = 0
-        self._first = True          # no call has finished discovery yet
-        self._known = None          # (vars in order, rw ids) from the last discovery
+        self._first = True          # no call has traced successfully yet (Variables may be created)
         self._lock = threading.RLock()
-        self._mesh = mesh
-        self._in_specs = in_specs
-        self._variable_specs = variable_specs
+        self._mesh = None if mesh is None else MeshPlan(mesh, in_specs, variable_specs)
+        self._calls = retracing.detector(func)   # TF's call statistics (the retracing warning)
         functools.update_wrapper(self, func)
 
     # -- descriptor: decorated methods ------------------------------------
@@ -170,30 +153,47 @@ class Function:
             return self
         return _BoundFunction(self, instance)
 
-    def experimental_get_tracing_count(self):
-        """How many times the function was traced for compilation.
-
-        As TF's, except that the discovery pass is not counted (TF reports 2
-        for a first call that creates Variables; tapejax reports 1).
-        """
+    def experimental_get_tracing_count(self) -> int:
+        """How many times the Python body was traced (2 for a first call that creates
+        Variables, as TF)."""
         return self._tracing_count
 
     @property
     def function_spec(self):
         return self.input_signature
 
+    def _body(self) -> Callable[..., Any]:
+        """The Python function as traced: converted by AutoGraph unless ``autograph=False``."""
+        if not self._autograph:
+            return self.python_function
+        return _autograph.converted(self.python_function, self._ag_options)
+
     # -- the call ------------------------------------------------------------
     def __call__(self, *args, **kwargs):
+        if (self.input_signature is not None or _config.FLAGS.eager or _state._local.collector is not None
+                or _state._local.tapes):
+            return self._call((), args, kwargs)
+        return self._keyed(args, kwargs)
+
+    def _call(self, lead: tuple, args, kwargs):
+        """A call; ``lead``: arguments before the ones ``input_signature`` describes (a method's
+        instance)."""
+        if self.input_signature is not None:
+            args = bind_signature(self.input_signature, args, kwargs, self._name)
+        if lead:
+            args = lead + tuple(args)
+        if _config.FLAGS.eager:   # tf.config.run_functions_eagerly(True): plain Python
+            return self.python_function(*args, **kwargs)
         if _state._local.collector is not None:
             # Called while another tapejax.function traces: inline (as TF does).
-            if self.input_signature is not None:
-                args = _bind_signature(self.input_signature, args, kwargs, self._name)
-            return self.python_function(*args, **kwargs)
+            return self._body()(*args, **kwargs)
         if _state.tapes():
             return self._call_under_tape(args, kwargs)
-        if self.input_signature is not None:
-            args = _bind_signature(self.input_signature, args, kwargs, self._name)
-        dyn = []
+        return self._keyed(args, kwargs)
+
+    def _keyed(self, args, kwargs):
+        """Key the call, trace on a miss, run the compiled program."""
+        dyn: List[Any] = []
         parts = []
         for a in args:   # the common case inline: a Tensor argument keys by its aval
             if type(a) is Tensor:
@@ -201,13 +201,121 @@ class Function:
                 dyn.append(v)
                 parts.append(v.aval)
             else:
-                parts.append(_key(a, dyn))
-        key = (tuple(parts), _key(kwargs, dyn) if kwargs else None)
+                parts.append(call_key((a,), None, dyn)[0][0])
+        key = (tuple(parts), call_key((), kwargs, dyn)[1] if kwargs else None)
         entry = self._cache.get(key)
         if entry is None:
             with self._lock:
-                return self._build_and_run(key, args, kwargs, dyn)
+                entry = self._entry(key, args, kwargs, dyn)
+        else:
+            self._calls.not_traced()
         return self._run(entry, dyn)
+
+    def _entry(self, key, args, kwargs, dyn) -> Entry:
+        """The entry for a call that missed the cache: a polymorphic one that accepts it, or a
+        new trace.  Caches it under ``key``; nothing runs here."""
+        entry = self._cache.get(key)
+        if entry is not None:
+            return entry
+        sf = shape_free(key)
+        avals = _avals(dyn)
+        for e in self._poly.get(sf, ()):
+            if e.accepts(avals):
+                self._cache[key] = e
+                self._calls.not_traced()
+                return e
+        count = self._tracing_count
+        entry = self._build(key, sf, args, kwargs, dyn, avals)
+        if self._tracing_count != count:
+            self._calls.traced(repr(self.python_function))
+        else:
+            self._calls.not_traced()
+        return entry
+
+    def _specs_for(self, sf, avals) -> Sequence[LeafSpec]:
+        """The leaf specs a new trace generalises to: the input signature's, or (with
+        ``reduce_retracing``) the last trace's relaxed to this call, else the call's own."""
+        if self.input_signature is not None and len(self.input_signature) == len(avals):
+            return [s.leaf() for s in self.input_signature]
+        if self._reduce_retracing and sf in self._last_specs:
+            relaxed = polymorphism.relax(self._last_specs[sf], avals)
+            if relaxed is not None:
+                return relaxed
+        if self._reduce_retracing and self._last_specs:
+            # a new rank (or structure) after earlier traces: TF relaxes to an unknown shape;
+            # XLA needs the rank, so every size of this one is generalised
+            return [LeafSpec((None,) * len(a.shape), np.dtype(a.dtype)) for a in avals]
+        return polymorphism.concrete(avals)
+
+    def _build(self, key, sf, args, kwargs, dyn, avals) -> Entry:
+        tpl = (template(args), template(kwargs) if kwargs else None)
+        specs = self._specs_for(sf, avals)
+        entry = None
+        poly = (any(s.polymorphic for s in specs) and self._mesh is None
+                and (sf, tuple(specs)) not in self._failed)
+        if poly:
+            p = polymorphism.plan(specs, [a.weak_type for a in avals], example=avals)
+            try:
+                entry = self._make(tpl, list(p.avals), specs, p)
+            except Exception:   # noqa: BLE001 - any failure with symbolic sizes: trace per shape
+                entry = None
+            if entry is None:
+                self._failed.add((sf, tuple(specs)))
+            else:
+                self._poly.setdefault(sf, []).append(entry)
+        if entry is None:
+            entry = self._make(tpl, avals, polymorphism.concrete(avals), None)
+            assert entry is not None   # (only a polymorphic program can fail to export)
+        self._last_specs[sf] = entry.specs
+        if self._mesh is not None:
+            entry.in_shardings = self._mesh.input_shardings(args, kwargs, self._name)
+            self._mesh.place_variables(entry.rw + entry.ro)
+        self._cache[key] = entry
+        return entry
+
+    def _trace(self, tpl, avals):
+        """The program's trace; on the first call, TF's initialising trace first when the body
+        creates Variables."""
+        body, fname = self._body(), self._name
+        if not self._first:
+            self._tracing_count += 1
+            return tracing.trace(body, tpl, avals, fname=fname, create_error=tracing.NON_FIRST_MSG)
+        self._tracing_count += 1
+        tr = tracing.trace(body, tpl, avals, fname=fname, create_error=None)
+        if tr.created:
+            for c, value in zip(tr.created, tracing.initial_values(tr, fname)):
+                c.var._value = value
+            self._first = False
+            self._tracing_count += 1
+            tr = tracing.trace(body, tpl, avals, fname=fname, create_error=tracing.SINGLETON_MSG)
+        self._first = False
+        return tr
+
+    def _make(self, tpl, avals, specs, plan) -> Optional[Entry]:
+        """Trace and build the entry (``None`` when a polymorphic program cannot be exported)."""
+        tr = self._trace(tpl, avals)
+        closed, rw, ro = tracing.program(tr)
+        fun = jex.jaxpr_as_fun(closed)
+        n_out, mesh = tr.n_out, self._mesh
+
+        def prog(rw_vals, ro_vals, dyn_vals):
+            flat = fun(*rw_vals, *ro_vals, *dyn_vals)
+            new = list(flat[n_out:])
+            if mesh is not None:
+                new = [mesh.constrain(v, x) for v, x in zip(rw, new)]
+            return list(flat[:n_out]), new
+
+        checked = tracing.checks(closed.jaxpr)
+        run: Callable[..., Any] = checkify.checkify(prog, errors=CHECK_ERRORS) if checked else prog
+        call: Callable[..., Any] = run
+        if plan is not None:
+            exported = polymorphism.export(run, _avals([v._value for v in rw]), _avals([v._value for v in ro]),
+                                           plan)
+            if exported is None:
+                return None
+            call = exported.call
+        return Entry(jax.jit(call, donate_argnums=0), rw, ro, tr.out_tpl, n_out, tpl,
+                     tracing.calls_back(closed.jaxpr), checked, specs, plan)
 
     def _call_under_tape(self, args, kwargs):
         """Called eagerly while a GradientTape records.
@@ -218,28 +326,24 @@ class Function:
         records a tf.function call).  A function that assigns Variables runs
         op by op instead, so every op is recorded (same values and gradients).
         """
-        if self.input_signature is not None:
-            args = _bind_signature(self.input_signature, args, kwargs, self._name)
-        dyn = []
-        key = (tuple(_key(a, dyn) for a in args), _key(kwargs, dyn) if kwargs else None)
+        dyn: List[Any] = []
+        key = call_key(args, kwargs, dyn)
         entry = self._cache.get(key)
         if entry is None:
             stack = _state.tapes()
             saved = stack[:]
-            stack[:] = []          # build (and run once) with no tape recording the trace
+            stack[:] = []          # build with no tape recording the trace
             try:
                 with self._lock:
-                    entry = self._cache.get(key)
-                    if entry is None:
-                        entry = self._build(key, args, kwargs, dyn)
+                    entry = self._entry(key, args, kwargs, dyn)
             finally:
                 stack[:] = saved
-        if entry.rw or self._mesh is not None or entry.effects:
+        if entry.rw or self._mesh is not None or not entry.plain:   # (checks, host callbacks: op by op)
             from ..autodiff.custom import graph_mode  # graph mode: tapejax.gradients works (issue #4)
             with graph_mode():
                 return self.python_function(*args, **kwargs)
-        tensors = []
-        _tensor_args((args, kwargs), tensors)
+        tensors: List[Any] = []
+        tensor_args((args, kwargs), tensors)
         if entry.prim is None:
             from ..core.bind import Primitive
             n_ro = len(entry.ro)
@@ -251,300 +355,110 @@ class Function:
             entry.prim = Primitive(f"PartitionedCall[{self._name}]", impl, multiple_results=True)
         from ..core.bind import bind
         outs = bind(entry.prim, *entry.ro, *tensors)
-        tpl = entry.out_tpl
-        if tpl is _DYN:
-            return outs[0]
-        if tpl is None:
-            return None
-        return _fill(tpl, iter(outs))
+        return self._outputs(entry, list(outs), wrap=False)
 
-    def _run(self, entry, dyn):
+    def _run(self, entry: Entry, dyn):
+        try:
+            return self._run_entry(entry, dyn)
+        except _InternalFloatingPointError as e:   # JAX's NaN/Inf debugging (``enable_check_numerics``)
+            # found the op while re-running the program's jaxpr: the error it raises at top level
+            name, what = (e.args + ("", ""))[:2]
+            raise FloatingPointError(f"invalid value ({what}) encountered in {name}") from e
+
+    def _run_entry(self, entry: Entry, dyn):
         rw = entry.rw
         rw_vals = [v._value for v in rw]
-        copy_all = entry.callbacks
+        copy_all = entry.copies
         for i, v in enumerate(rw):
             # A value the Variable does not own (a read, a Tensor the user kept, a pending
             # value's input, another Variable may hold it: ``Variable.owns_buffer``) must
-            # survive the call: donate a copy.  A program with host callbacks can fail after
-            # its inputs were donated: it always gets copies, so the Variables are untouched
-            # when it raises.
+            # survive the call: donate a copy.  A program that calls back into Python or checks
+            # at run time can fail after its inputs were donated: it always gets copies.
             if copy_all or not v.owns_buffer():
                 rw_vals[i] = jnp.array(rw_vals[i], copy=True)
         ro_vals = [v._value for v in entry.ro]
-        if self._mesh is not None:
-            dyn = self._place_inputs(entry, dyn)
-        err = None
-        if rw:
-            # Ctrl-C cannot split the call (which consumed the old values) and the write-back.
-            with deferred_interrupts():
-                if entry.checks:
-                    err, (outs, new_rw) = entry.jitted(rw_vals, ro_vals, dyn)
-                else:
+        if entry.in_shardings is not None:
+            dyn = MeshPlan.place_inputs(dyn, entry.in_shardings)
+        if entry.plain:   # (the common case inline: no run-time check or host callback)
+            if rw:
+                # Ctrl-C cannot split the call (which consumed the old values) and the write-back.
+                with deferred_interrupts():
                     outs, new_rw = entry.jitted(rw_vals, ro_vals, dyn)
-                # each Variable owns its new value unless the program passed an input through
-                # (an unassigned path) or returned it twice (also as an output, or to another
-                # Variable)
+                    # each Variable owns its new value unless the program passed an input through
+                    # (an unassigned path) or returned it twice (also as an output, or to another
+                    # Variable)
+                    write_back(rw, new_rw, itertools.chain(rw_vals, ro_vals, dyn), outs)
+            else:
+                outs = entry.jitted(rw_vals, ro_vals, dyn)[0]
+        elif rw:
+            with deferred_interrupts():
+                outs, new_rw, err = self._call_checked(entry, rw_vals, ro_vals, dyn)
                 write_back(rw, new_rw, itertools.chain(rw_vals, ro_vals, dyn), outs)
-        elif entry.checks:
-            err, (outs, _) = entry.jitted(rw_vals, ro_vals, dyn)
-        else:
-            outs, _ = entry.jitted(rw_vals, ro_vals, dyn)
-        if err is not None:
             # as TF's failed Assert: the step's Variable updates happened, then the step raises
             raise_if_failed(err)
+        else:
+            outs, _, err = self._call_checked(entry, rw_vals, ro_vals, dyn)
+            raise_if_failed(err)
         tpl = entry.out_tpl
-        if tpl is _DYN:
+        if tpl is DYN:
             return Tensor(outs[0])
         if tpl is None:
             return None
-        return _fill(tpl, iter([Tensor(o) for o in outs]))
-
-    # -- building an entry ------------------------------------------------------
-    def _discover(self, template, dyn):
-        """Run the function abstractly (``jax.eval_shape``) to find the Variables it touches.
-
-        A Variable created here needs a concrete initial value: when one is
-        traced (computed by jnp ops inside the trace), the pass is abandoned at
-        that creation and rerun under ``jax.ensure_compile_time_eval`` (ops on
-        constants then run eagerly).  Variables created by tapejax itself
-        (optimizer slots, ``iterations``) are concrete already, so the usual
-        first call needs one pass.
-        """
-        try:
-            self._discover_pass(template, dyn, eval_mode=False)
-        except _NeedEval:
-            self._discover_pass(template, dyn, eval_mode=True)
-
-    def _discover_pass(self, template, dyn, eval_mode):
-        col = _Discover(self._name, allow_create=self._first, eval_mode=eval_mode)
-        fn = self.python_function
-
-        def probe(dyn_vals):
-            from ..autodiff.custom import graph_mode  # graph mode: tapejax.gradients works (issue #4)
-            with graph_mode():
-                args, kwargs = _fill(template, iter([Tensor(d) for d in dyn_vals]))
-                if eval_mode:
-                    with jax.ensure_compile_time_eval():
-                        fn(*args, **(kwargs or {}))
-                else:
-                    fn(*args, **(kwargs or {}))
-            return None
-
-        prev = _state._local.collector
-        _state._local.collector = col
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                jax.eval_shape(probe, [jax.ShapeDtypeStruct(d.shape, d.dtype) for d in dyn])
-        except jax.errors.JAXTypeError as e:
-            if _is_value_error(e):
-                raise _map_trace_error(e, self._name) from None
-            raise
-        finally:
-            _state._local.collector = prev
-            col.restore()
-        order = [var for var, _ in col.orig.values()]
-        self._known = (order, frozenset(col.assigned))
-        self._first = False
-
-    def _build_and_run(self, key, args, kwargs, dyn):
-        entry = self._build(key, args, kwargs, dyn)
-        return self._run(entry, dyn)
-
-    def _build(self, key, args, kwargs, dyn):
-        """Trace (discovering Variables when needed) without running; cache and return the entry.
-
-        Nothing runs and no Variable changes here, so a failed trace (or a
-        retrace after discovering new Variables) leaves all state as it was.
-        """
-        template = (_template(args), _template(kwargs) if kwargs else None)
-        for attempt in range(2):
-            fresh = self._known is None or attempt == 1
-            if fresh:
-                self._discover(template, dyn)
-            assert self._known is not None  # _discover sets it
-            order, assigned = self._known
-            rw = tuple(v for v in order if v._id in assigned)
-            ro = tuple(v for v in order if v._id not in assigned)
-            entry = _Entry(template, rw, ro, functools.partial(self._make_pure, fresh=fresh))
-            if self._mesh is not None:
-                entry.in_shardings = self._input_shardings(args, kwargs)
-                self._place_variables(entry)
-            try:
-                self._trace(entry, dyn)
-            except _Rediscover:
-                self._tracing_count -= 1   # that trace was abandoned
-                continue
-            except jax.errors.JAXTypeError as e:
-                if _is_value_error(e):
-                    raise _map_trace_error(e, self._name) from None
-                raise
-            self._cache[key] = entry
-            return entry
-        raise RuntimeError(f"tapejax.function `{self._name}` touches different Variables on every "
-                           "trace; make the set of Variables it reads and assigns depend only on its "
-                           "arguments' shapes and Python values.")
+        return fill(tpl, iter([Tensor(o) for o in outs]))
 
     @staticmethod
-    def _spec(x, sharding=None):
-        return jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=getattr(x, "weak_type", False),
-                                    sharding=sharding)
-
-    def _trace(self, entry, dyn):
-        mesh = self._mesh is not None
-        rw = [self._spec(v._value, v._value.sharding if mesh else None) for v in entry.rw]
-        ro = [self._spec(v._value, v._value.sharding if mesh else None) for v in entry.ro]
-        if mesh:
-            assert entry.in_shardings is not None  # _build sets them when there is a mesh
-            dn = [self._spec(d, s) for d, s in zip(dyn, entry.in_shardings)]
+    def _call_checked(entry: Entry, rw_vals, ro_vals, dyn):
+        """Run a program that checks at run time (``tapejax.debugging``, the value checks of
+        ``ops.checks``, converted asserts) or calls back into Python: (outputs, new Variable
+        values, the checkify error or None); the caller writes back, then raises a failed check
+        (``ops.checks.raise_if_failed``)."""
+        err = None
+        if entry.checked:
+            err, (outs, new_rw) = entry.jitted(rw_vals, ro_vals, dyn)
         else:
-            dn = [self._spec(d) for d in dyn]
-        traced = entry.jitted.trace(rw, ro, dn)
-        callbacks = _has_primitive(traced.jaxpr.jaxpr, _CALLBACKS)
-        entry.callbacks = bool(entry.rw) and callbacks
-        if _has_primitive(traced.jaxpr.jaxpr, ("check",)):
-            # runtime checks (tapejax.debugging, value checks): functionalize them (checkify); the
-            # step returns its error, raised after the write-back (``_run``).  One trace counted.
-            entry.checks = True
-            entry.jitted = jax.jit(checkify.checkify(entry.make_pure(entry), errors=CHECK_ERRORS),
-                                   donate_argnums=0)
-            self._tracing_count -= 1
-            entry.jitted.trace(rw, ro, dn)
-        entry.effects = callbacks or entry.checks
+            outs, new_rw = entry.jitted(rw_vals, ro_vals, dyn)
+        if entry.copies:
+            jax.effects_barrier()   # its prints have happened when the call returns (TF)
+        return outs, new_rw, err
 
-    def _make_pure(self, entry, *, fresh):
-        fn = self.python_function
-        fname = self._name
-        constrain = self._variable_constraint()
-
-        def pure(rw_vals, ro_vals, dyn_vals):
-            self._tracing_count += 1
-            rw, ro = entry.rw, entry.ro
-            col = _Trace(fname, frozenset(v._id for v in rw + ro), frozenset(v._id for v in rw), fresh)
-            saved = [(v, v._state()) for v in rw + ro]
-            prev = _state._local.collector
-            _state._local.collector = col
-            try:
-                for v, val in zip(rw, rw_vals):
-                    v._value = val
-                for v, val in zip(ro, ro_vals):
-                    v._value = val
-                args, kwargs = _fill(entry.template, iter([Tensor(d) for d in dyn_vals]))
-                from ..autodiff.custom import graph_mode  # graph mode: tapejax.gradients works (issue #4)
-                with graph_mode():
-                    out = fn(*args, **(kwargs or {}))
-                outs = []
-                entry.out_tpl = _split_out(out, outs)
-                new_rw = [v._value for v in rw]
-            finally:
-                _state._local.collector = prev
-                for v, st in saved:
-                    v._restore(st)
-            if constrain is not None:
-                new_rw = [constrain(v, val) for v, val in zip(rw, new_rw)]
-            return outs, new_rw
-
-        return pure
-
-    # -- several devices -------------------------------------------------------------
-    def _var_sharding(self, var):
-        P = jax.sharding.PartitionSpec
-        mesh = self._mesh
-        assert mesh is not None  # only called for a Function with a mesh
-        spec = self._variable_specs(var) if self._variable_specs is not None else None
-        if spec is not None and not isinstance(spec, P):
-            raise TypeError(f"variable_specs({var.name}) must return a PartitionSpec or None; got {spec!r}")
-        return jax.sharding.NamedSharding(mesh, spec if spec is not None else P())
-
-    def _variable_constraint(self):
-        if self._mesh is None:
+    @staticmethod
+    def _outputs(entry: Entry, outs, wrap: bool):
+        tpl = entry.out_tpl
+        if tpl is DYN:
+            return Tensor(outs[0]) if wrap else outs[0]
+        if tpl is None:
             return None
+        return fill(tpl, iter([Tensor(o) for o in outs] if wrap else outs))
 
-        def constrain(var, val):
-            return jax.lax.with_sharding_constraint(val, self._var_sharding(var))
-        return constrain
-
-    def _input_shardings(self, args, kwargs):
-        """One NamedSharding per dynamic leaf, in the order ``_key`` collects them."""
-        P = jax.sharding.PartitionSpec
-        mesh = self._mesh
-        assert mesh is not None  # only called for a Function with a mesh
-        specs = self._in_specs
-        out = []
-        per_arg = isinstance(specs, (list, tuple))
-        if per_arg and len(specs) != len(args):
-            raise ValueError(f"in_specs has {len(specs)} entries but `{self._name}` was called with "
-                             f"{len(args)} positional arguments")
-        for i, a in enumerate(args):
-            n = []
-            _key(a, n)
-            spec = specs[i] if per_arg else specs
-            out.extend([spec] * len(n))
-        if kwargs:
-            n = []
-            _key(kwargs, n)
-            out.extend([None if per_arg else specs] * len(n))
-        shardings = []
-        for spec in out:
-            shardings.append(jax.sharding.NamedSharding(mesh, spec if spec is not None else P()))
-        return shardings
-
-    def _place_inputs(self, entry, dyn):
-        assert entry.in_shardings is not None  # _build sets them when there is a mesh
-        return [d if getattr(d, "sharding", None) == s else jax.device_put(d, s)
-                for d, s in zip(dyn, entry.in_shardings)]
-
-    def _place_variables(self, entry):
-        for v in entry.rw + entry.ro:
-            sh = self._var_sharding(v)
-            if getattr(v._value, "sharding", None) != sh:
-                v._value = jax.device_put(v._value, sh)
+    def get_concrete_function(self, *args, **kwargs):
+        """``tf.function.get_concrete_function``: the traced program for these arguments
+        (Tensors or ``TensorSpec``s; none when the function has an ``input_signature``)."""
+        from .concrete import concrete_function
+        return concrete_function(self, args, kwargs)
 
     def __repr__(self):
         return f"<tapejax.function {self._name}>"
-
-
-_CALLBACKS = ("debug_callback", "pure_callback", "io_callback")
-
-
-def _has_primitive(jaxpr, names):
-    """Does this jaxpr (or one nested in it) use a primitive named in ``names`` (a callback into
-    Python, a checkify check)?"""
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name in names:
-            return True
-        for p in eqn.params.values():
-            for sub in (p if isinstance(p, (tuple, list)) else (p,)):
-                sub = getattr(sub, "jaxpr", sub)   # a ClosedJaxpr's Jaxpr
-                if hasattr(sub, "eqns") and _has_primitive(sub, names):
-                    return True
-    return False
-
-
-def _check_spec(name, spec, allow_seq):
-    P = jax.sharding.PartitionSpec
-    if spec is None or isinstance(spec, P):
-        return
-    if allow_seq and isinstance(spec, (list, tuple)) and all(x is None or isinstance(x, P) for x in spec):
-        return
-    raise TypeError(f"{name} must be a jax.sharding.PartitionSpec" + (" or a sequence of them (one per "
-                    "positional argument, None for replicated)" if allow_seq else "") + f"; got {spec!r}")
 
 
 class _BoundFunction:
     """A Function bound to an instance (a decorated method); the instance keys the cache."""
 
     __slots__ = ("_fn", "_self")
+    _IS_TAPEJAX_FUNCTION = True   # (AutoGraph calls it as it is: it converts its own body)
 
     def __init__(self, fn, instance):
         self._fn = fn
         self._self = instance
 
     def __call__(self, *args, **kwargs):
-        return self._fn(self._self, *args, **kwargs)
+        return self._fn._call((self._self,), args, kwargs)   # (an input_signature leaves out the instance)
 
     def experimental_get_tracing_count(self):
         return self._fn.experimental_get_tracing_count()
+
+    def get_concrete_function(self, *args, **kwargs):
+        from .concrete import concrete_function
+        return concrete_function(self._fn, args, kwargs, lead=(self._self,))
 
     @property
     def python_function(self):
@@ -562,20 +476,29 @@ def function(func=None, input_signature=None, autograph=True, jit_compile=None, 
       func: the Python function (or method).  Without it, returns a decorator.
       input_signature: a sequence of ``tapejax.TensorSpec``; every call must
         pass Tensors compatible with it (TypeError otherwise, as TF).  A
-        ``None`` dimension accepts any size; XLA compiles one program per
-        concrete shape.
+        ``None`` dimension accepts any size: the body is traced once with a
+        symbolic size (one trace for every batch size, as TF) and XLA compiles
+        one program per concrete size (see ``polymorphism.py`` for when it
+        falls back to a trace per size).
+      autograph: convert Python ``if``/``while``/``for`` on tensors, ``and``/
+        ``or``/``not`` and conditional expressions into staged control flow
+        (``tapejax.cond``, ``tapejax.while_loop``, a loop over the leading
+        axis), recursively through the functions it calls, as TF's AutoGraph
+        (needs ``pip install tapejax[autograph]``; without it the function
+        is traced as written).  ``False``: Python control flow on a traced
+        tensor raises ``OperatorNotAllowedInGraphError``.
       jit_compile: accepted for TF compatibility; tapejax always compiles with XLA.
-      reduce_retracing: accepted for TF compatibility; XLA programs have
-        static shapes, so each new shape is a new trace.
-      autograph: accepted; tapejax does not rewrite Python control flow: use
-        ``tapejax.cond`` / ``while_loop`` / ``scan`` on tensor values.
+      reduce_retracing: a call that differs from an earlier trace only in sizes
+        generalises them to ``None`` (one symbolic trace for the new sizes and
+        every later one), as TF's relaxed shapes; a new rank is a new trace.
       mesh, in_specs, variable_specs: run on several devices (see below).
 
     Every Variable the function reads or assigns is state of the compiled
     program: read ones are inputs, assigned ones are donated and written
     back after each call.  Variables may be created inside only on the first
-    call (ValueError later, as TF).  Tensor arguments key the compiled
-    programs by shape and dtype, Python arguments by value.
+    call (ValueError later, as TF), which then traces twice.  Tensor
+    arguments key the compiled programs by shape and dtype, Python arguments
+    by value; TF's warning is logged when calls keep retracing.
 
     Several devices: with ``mesh`` (a ``jax.sharding.Mesh``), ``in_specs``
     (a ``PartitionSpec`` for every Tensor argument, or a sequence with one
@@ -589,37 +512,27 @@ def function(func=None, input_signature=None, autograph=True, jit_compile=None, 
     ``jax.devices()`` (all hosts' devices), and run the same script on each
     host; feed each host's slice of the batch as a global array (for example
     with ``jax.make_array_from_process_local_data``) and pass it as a Tensor.
-    Variables used by a mesh function live on the mesh's devices: use them
-    in functions on the same mesh.
     """
     if jit_compile is None and experimental_compile is not None:
         jit_compile = experimental_compile
     if experimental_relax_shapes is not None:
         reduce_retracing = experimental_relax_shapes
-    if input_signature is not None:
-        sig = tuple(input_signature) if isinstance(input_signature, (list, tuple)) else None
-        if sig is None or not all(isinstance(s, TensorSpec) for s in sig):
-            raise TypeError(f"input_signature must be a list or tuple of tapejax.TensorSpec; got "
-                            f"{input_signature!r}")
-    if mesh is None:
-        if in_specs is not None or variable_specs is not None:
-            raise ValueError("in_specs and variable_specs need a mesh: pass mesh=jax.sharding.Mesh(...)")
-    elif not isinstance(mesh, jax.sharding.Mesh):
-        raise TypeError(f"mesh must be a jax.sharding.Mesh; got {mesh!r} of type {type(mesh).__name__}")
-    else:
-        _check_spec("in_specs", in_specs, allow_seq=True)
-        if variable_specs is not None and not callable(variable_specs):
-            raise TypeError("variable_specs must be a callable Variable -> PartitionSpec (or None for "
-                            f"replicated); got {variable_specs!r}")
-    cls = Function
+    check_signature(input_signature)
+    if mesh is None and (in_specs is not None or variable_specs is not None):
+        raise ValueError("in_specs and variable_specs need a mesh: pass mesh=jax.sharding.Mesh(...)")
+    if mesh is not None:
+        MeshPlan(mesh, in_specs, variable_specs)   # checks the arguments now, before any call
 
     def decorate(f):
         if not callable(f):
             raise TypeError(f"{f!r} is not a callable object")
-        return cls(f, input_signature=input_signature, jit_compile=jit_compile,
-                   reduce_retracing=reduce_retracing, mesh=mesh, in_specs=in_specs,
-                   variable_specs=variable_specs)
+        return Function(f, input_signature=input_signature, autograph=autograph, jit_compile=jit_compile,
+                        reduce_retracing=reduce_retracing, mesh=mesh, in_specs=in_specs,
+                        variable_specs=variable_specs, experimental_autograph_options=experimental_autograph_options)
 
     if func is None:
         return decorate
     return decorate(func)
+
+
+__all__ = ["Entry", "Function", "TensorSpec", "function"]

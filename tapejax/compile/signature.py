@@ -1,7 +1,27 @@
-"""Input signatures and cache keys of ``tapejax.function``: ``TensorSpec``, the binding of a call
-to an ``input_signature``, and the walk that splits a call's arguments into the dynamic leaves
-(Tensors and arrays, keyed by shape and dtype) and the static rest (Python values by value,
-Variables and other objects by identity), plus the templates that put them back together."""
+"""What a call looks like to ``tapejax.function``: specs, cache keys, argument templates.
+
+A call's arguments are walked once (``arg_key``):
+
+* Tensors, ``jax.Array`` and NumPy arrays are *dynamic*: the key holds their
+  abstract value (shape, dtype, weak type), the array goes to the dynamic
+  list that the compiled program takes;
+* Python scalars, strings and ``None`` are *static* by value; Variables and
+  every other object (a Module, an optimizer, a callable) by identity, as
+  ``tf.function``'s weak-reference keys: two equal-but-distinct models must
+  not share Variables.
+
+``template`` keeps the argument structure with each dynamic leaf replaced by
+``DYN`` (and no arrays), so a trace rebuilds the arguments from tracers with
+``fill``; ``split_out`` does the reverse for the function's outputs.
+
+``TensorSpec`` and ``bind_signature`` implement ``input_signature``;
+``LeafSpec`` is one dynamic leaf's shape (``None`` for any size) and dtype, the
+unit that ``input_signature`` and ``reduce_retracing`` generalise over
+(``tapejax/compile/polymorphism.py``).
+"""
+from __future__ import annotations
+
+from typing import Any, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import jax
 import jax.core
@@ -9,26 +29,54 @@ import numpy as np
 
 from ..core import dtypes as _dtypes
 from ..core.convert import convert_to_tensor
-from ..core.tensor import Tensor
+from ..core.tensor import Tensor, TensorShape
 from ..core.variable import Variable
 
 _Tracer = jax.core.Tracer
 _Array = jax.Array
 
 
+class _Dyn:
+    """Marks a dynamic leaf in a template (a singleton)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "DYN"
+
+
+DYN = _Dyn()
+
+
+# ---------------------------------------------------------------------------
+# TensorSpec and input signatures
+# ---------------------------------------------------------------------------
+
 class TensorSpec:
-    """``tf.TensorSpec``: a shape (``None`` for any size) and a dtype."""
+    """``tf.TensorSpec``: a shape (``None`` for any size, or ``None`` for any rank) and a dtype."""
 
     __slots__ = ("_shape", "_dtype", "_name")
 
     def __init__(self, shape, dtype=_dtypes.float32, name=None):
+        if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+            shape = (int(shape),)   # TF: a single dimension
+        if shape is not None and not (isinstance(shape, (list, tuple)) and all(
+                d is None or (isinstance(d, (int, np.integer)) and not isinstance(d, bool)) for d in shape)):
+            raise TypeError(f"Failed to convert {shape!r} to a shape (argument `shape` of TensorSpec): a shape "
+                            "is a single dimension (e.g. 10) or a list of dimensions (ints or None, e.g. "
+                            "[1, 10, None]), or None for an unknown shape")
         self._shape = None if shape is None else tuple(None if d is None else int(d) for d in shape)
         self._dtype = _dtypes.as_dtype(dtype)
         self._name = name
 
+    @classmethod
+    def from_tensor(cls, tensor, name=None) -> "TensorSpec":
+        t = convert_to_tensor(tensor)
+        return cls(tuple(t._value.shape), t.dtype, name)
+
     @property
     def shape(self):
-        return self._shape
+        return None if self._shape is None else TensorShape(self._shape)
 
     @property
     def dtype(self):
@@ -38,13 +86,24 @@ class TensorSpec:
     def name(self):
         return self._name
 
-    def is_compatible_with(self, x):
-        shape = tuple(x.shape)
-        if np.dtype(x.dtype) != self._dtype._np:
+    def is_compatible_with(self, x) -> bool:
+        """Whether ``x`` (a Tensor, array or TensorSpec) fits this spec."""
+        if isinstance(x, TensorSpec):
+            if x._dtype != self._dtype:
+                return False
+            if self._shape is None:
+                return True
+            if x._shape is None:
+                return False
+            return len(x._shape) == len(self._shape) and all(
+                s is None or o is None or s == o for s, o in zip(self._shape, x._shape))
+        v = getattr(x, "_value", x)
+        if np.dtype(v.dtype) != self._dtype._np:
             return False
-        if self._shape is None:
-            return True
-        return len(shape) == len(self._shape) and all(s is None or s == d for s, d in zip(self._shape, shape))
+        return self.leaf().accepts(tuple(v.shape))
+
+    def leaf(self) -> "LeafSpec":
+        return LeafSpec(self._shape, self._dtype._np)
 
     def __eq__(self, other):
         return (isinstance(other, TensorSpec) and self._shape == other._shape
@@ -54,16 +113,41 @@ class TensorSpec:
         return hash((self._shape, self._dtype.name, self._name))
 
     def __repr__(self):
-        shape = None if self._shape is None else list(self._shape)
-        return f"TensorSpec(shape={tuple(shape) if shape is not None else None}, dtype=tf.{self._dtype.name}, name={self._name!r})"
+        shape = "<unknown>" if self._shape is None else self._shape
+        return f"TensorSpec(shape={shape}, dtype=tf.{self._dtype.name}, name={self._name!r})"
 
 
-def _spec_of(x):
-    return f"TensorSpec(shape={tuple(x.shape)}, dtype=tf.{np.dtype(x.dtype).name}, name=None)"
+class LeafSpec(NamedTuple):
+    """One dynamic leaf as a program accepts it: ``shape`` (``None`` dims take any size;
+    ``None`` shape any rank) and a NumPy dtype."""
+
+    shape: Optional[Tuple[Optional[int], ...]]
+    dtype: Any
+
+    def accepts(self, shape: Sequence[int]) -> bool:
+        if self.shape is None:
+            return True
+        return len(shape) == len(self.shape) and all(s is None or s == d for s, d in zip(self.shape, shape))
+
+    def accepts_aval(self, aval) -> bool:
+        return np.dtype(aval.dtype) == self.dtype and self.accepts(aval.shape)
+
+    @property
+    def polymorphic(self) -> bool:
+        return self.shape is None or any(d is None for d in self.shape)
+
+    def __repr__(self):
+        shape = "<unknown>" if self.shape is None else tuple(self.shape)
+        return f"LeafSpec({shape}, {np.dtype(self.dtype).name})"
 
 
-def _bind_signature(signature, args, kwargs, fname):
-    """TF's input_signature binding: every argument a Tensor compatible with its spec."""
+def _spec_text(v) -> str:
+    return f"TensorSpec(shape={tuple(v.shape)}, dtype=tf.{np.dtype(v.dtype).name}, name=None)"
+
+
+def bind_signature(signature: Sequence[TensorSpec], args, kwargs, fname: str) -> Tuple[Tensor, ...]:
+    """TF's ``input_signature`` binding: every argument a Tensor compatible with its spec
+    (TypeError naming the argument and both specs otherwise), returned positionally."""
     if kwargs:
         raise TypeError(f"{fname}: with an input_signature, pass the arguments positionally; "
                         f"got keyword arguments {sorted(kwargs)}")
@@ -82,60 +166,79 @@ def _bind_signature(signature, args, kwargs, fname):
                                 f"{a!r} cannot be converted to {spec!r}: {e}") from None
         if not spec.is_compatible_with(t._value):
             raise TypeError(f"Binding inputs to tapejax.function `{fname}` failed due to `Can not cast "
-                            f"{_spec_of(t._value)} to {spec!r}` (argument {i}).")
+                            f"{_spec_text(t._value)} to {spec!r}` (argument {i}).")
         out.append(t)
     return tuple(out)
 
 
+def check_signature(input_signature) -> Optional[Tuple[TensorSpec, ...]]:
+    """``input_signature`` as a tuple of TensorSpecs (TypeError naming it otherwise)."""
+    if input_signature is None:
+        return None
+    sig = tuple(input_signature) if isinstance(input_signature, (list, tuple)) else None
+    if sig is None or not all(isinstance(s, TensorSpec) for s in sig):
+        raise TypeError(f"input_signature must be a list or tuple of tapejax.TensorSpec; got "
+                        f"{input_signature!r}")
+    return sig
+
+
 # ---------------------------------------------------------------------------
-# Argument keys: dynamic arrays by shape/dtype, Python values by value
+# Argument keys: dynamic arrays by abstract value, Python values by value
 # ---------------------------------------------------------------------------
 
-_DYN = object()  # marks a dynamic leaf in a template
-
-
-def _aval_key(v):
-    return v.aval   # shape, dtype, weak type (and sharding): hashable, and what jit keys on
-
-
-def _key(x, dyn):
+def arg_key(x, dyn: List[Any]):
     """Hashable key of one argument; appends its dynamic arrays to ``dyn``."""
     t = type(x)
     if t is Tensor:
         v = x._value
         dyn.append(v)
-        return _aval_key(v)
+        return v.aval   # shape, dtype, weak type (and sharding): hashable, and what jit keys on
     if t is tuple or t is list:
-        return (t, tuple([_key(e, dyn) for e in x]))
+        return (t, tuple([arg_key(e, dyn) for e in x]))
     if t is dict:
-        return (dict, tuple([(k, _key(x[k], dyn)) for k in sorted(x)]))
+        return (dict, tuple([(k, arg_key(x[k], dyn)) for k in sorted(x)]))
     if t in (int, float, bool, str, type(None)):
         return (t, x)
     if isinstance(x, Tensor):
         v = x._value
         dyn.append(v)
-        return _aval_key(v)
+        return v.aval
     if isinstance(x, Variable):
         return ("var", x._id)
     if isinstance(x, (_Array, _Tracer)):
         dyn.append(x)
-        return _aval_key(x)
+        return x.aval
     if isinstance(x, (np.ndarray, np.generic)):
         v = convert_to_tensor(x)._value
         dyn.append(v)
-        return ("np", _aval_key(v))
+        return ("np", v.aval)
     if isinstance(x, tuple) and hasattr(x, "_fields"):  # namedtuple
-        return (t, tuple([_key(e, dyn) for e in x]))
+        return (t, tuple([arg_key(e, dyn) for e in x]))
     if t in (bytes, complex, type) or isinstance(x, (np.dtype, _dtypes.DType)):
         return (t, x)
-    # Any other object (a Module, an optimizer, a callable) keys by identity, as TF's
-    # weak-reference keys: two equal-but-distinct models must not share Variables.
-    # The entry's template holds the object, so its id is not reused while cached.
+    # Any other object keys by identity; the entry's template holds the object, so its
+    # id is not reused while the entry is cached.
     return ("obj", t, id(x))
 
 
-def _tensor_args(x, out):
-    """The dynamic leaves as op inputs, in ``_key``'s order (Tensors keep their ids)."""
+def call_key(args, kwargs, dyn: List[Any]):
+    """The cache key of a call ``(args, kwargs)``; fills ``dyn`` (the inline loop of
+    ``Function.__call__`` builds the same key for Tensor arguments)."""
+    return (tuple([arg_key(a, dyn) for a in args]), arg_key(kwargs, dyn) if kwargs else None)
+
+
+def shape_free(key):
+    """``key`` with every abstract value replaced by its rank and dtype: calls whose dynamic
+    leaves differ only in sizes have the same ``shape_free`` key."""
+    if isinstance(key, jax.core.ShapedArray):
+        return ("leaf", key.ndim, np.dtype(key.dtype))
+    if isinstance(key, tuple):
+        return tuple(shape_free(k) for k in key)
+    return key
+
+
+def tensor_args(x, out: List[Any]) -> None:
+    """The dynamic leaves as op inputs, in ``arg_key``'s order (Tensors keep their ids)."""
     if isinstance(x, Tensor):
         out.append(x)
     elif isinstance(x, (_Array, _Tracer)):
@@ -144,55 +247,61 @@ def _tensor_args(x, out):
         out.append(convert_to_tensor(x))
     elif type(x) is tuple or type(x) is list or (isinstance(x, tuple) and hasattr(x, "_fields")):
         for e in x:
-            _tensor_args(e, out)
+            tensor_args(e, out)
     elif type(x) is dict:
         for k in sorted(x):
-            _tensor_args(x[k], out)
+            tensor_args(x[k], out)
 
 
-def _template(x):
-    """The argument structure with dynamic leaves replaced by ``_DYN`` (holds no arrays)."""
-    if isinstance(x, Tensor) or isinstance(x, (_Array, _Tracer, np.ndarray, np.generic)):
-        return _DYN
+def template(x):
+    """The argument structure with dynamic leaves (and TensorSpecs) replaced by ``DYN``."""
+    if isinstance(x, (Tensor, TensorSpec)) or isinstance(x, (_Array, _Tracer, np.ndarray, np.generic)):
+        return DYN
     t = type(x)
     if t is tuple or t is list:
-        return t(_template(e) for e in x)
+        return t(template(e) for e in x)
     if t is dict:
-        return {k: _template(x[k]) for k in sorted(x)}
+        return {k: template(x[k]) for k in sorted(x)}
     if isinstance(x, tuple) and hasattr(x, "_fields"):
-        return t(*[_template(e) for e in x])
+        return t(*[template(e) for e in x])
     return x
 
 
-def _fill(tpl, it):
-    """Rebuild the arguments from a template, dynamic leaves as Tensors from ``it``."""
-    if tpl is _DYN:
+def fill(tpl, it: Iterator[Any]):
+    """Rebuild a structure from a template, dynamic leaves taken from ``it``."""
+    if tpl is DYN:
         return next(it)
     t = type(tpl)
     if t is tuple or t is list:
-        return t(_fill(e, it) for e in tpl)
+        return t(fill(e, it) for e in tpl)
     if t is dict:
-        return {k: _fill(v, it) for k, v in tpl.items()}
+        return {k: fill(v, it) for k, v in tpl.items()}
     if isinstance(tpl, tuple) and hasattr(tpl, "_fields"):
-        return t(*[_fill(e, it) for e in tpl])
+        return t(*[fill(e, it) for e in tpl])
     return tpl
 
 
-def _split_out(x, dyn):
-    """Outputs -> template with arrays taken out into ``dyn``."""
-    if isinstance(x, (Tensor, Variable)):
+def split_out(x, dyn: List[Any]):
+    """Outputs -> template with arrays taken out into ``dyn`` (a returned Variable is read:
+    its value when the program runs, not a constant of the trace)."""
+    if isinstance(x, Tensor):
         dyn.append(x._value)
-        return _DYN
+        return DYN
+    if isinstance(x, Variable):
+        dyn.append(convert_to_tensor(x)._value)
+        return DYN
     if isinstance(x, (_Array, _Tracer)):
         dyn.append(x)
-        return _DYN
+        return DYN
     t = type(x)
     if t is tuple or t is list:
-        return t(_split_out(e, dyn) for e in x)
+        return t(split_out(e, dyn) for e in x)
     if t is dict:
-        return {k: _split_out(v, dyn) for k, v in x.items()}
+        return {k: split_out(v, dyn) for k, v in x.items()}
     if isinstance(x, tuple) and hasattr(x, "_fields"):
-        return t(*[_split_out(e, dyn) for e in x])
+        return t(*[split_out(e, dyn) for e in x])
     return x
 
 
+__all__ = ["DYN", "LeafSpec", "TensorSpec", "arg_key", "bind_signature", "call_key", "check_signature",
+           "fill", "shape_free", "split_out", "template", "tensor_args"]

@@ -194,7 +194,11 @@ class EagerExecutor(Executor):
         return result
 
     def _run_any(self, tapes, prim, call, skey, operands):
-        """``run`` for any operands: pending ones computed, Variables read after the op ran."""
+        """``run`` for any operands: pending ones computed, Variables read after the op ran (so a
+        bad op reads nothing); while a ``tapejax.function`` traces, read first: the read is what
+        makes the Variable an input of the program (its value a tracer), which the op must see."""
+        if _local.collector is not None:
+            operands = tuple([x._read() if is_variable(x) else x for x in operands])
         vals = [peek(x) for x in operands]
         for v in vals:
             if isinstance(v, Lazy):   # a pending input (made while deferral was on): computed now
@@ -223,7 +227,8 @@ class EagerExecutor(Executor):
         return Tensor(var._value)
 
     def update(self, var, op, delta, op_type):
-        var._set_owned(op(var._value, var._delta(delta, op_type)))   # (a new array)
+        d = var._delta(delta, op_type)   # first: a tracing function's collector sees the assign before the read
+        var._set_owned(op(var._value, d))   # (a new array)
 
     def apply(self, update):
         grads = update.values if update.values is not None else [g._value for g in update.grads]

@@ -2,7 +2,7 @@
 ``INFINITE_CARDINALITY`` and ``UNKNOWN_CARDINALITY``) and builds itself on its input's build: a
 random-access ``nodes.Node`` while the input is one, a stream otherwise."""
 import itertools
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple, cast
 
 import numpy as np
 
@@ -174,7 +174,7 @@ class Unbatch(Dataset):
         if card == UNK or size is None or any(isinstance(s, TensorSpec) and s.shape is None for s in specs):
             card = UNK if card != INF else INF
         elif card != INF:
-            card = card * size
+            card = card * cast(int, size)
         super().__init__((input,), S.map_structure(S.unbatched, input.element_spec), card)
 
     def _build(self, ctx: Build) -> Any:

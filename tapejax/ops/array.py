@@ -446,7 +446,10 @@ def ones_like(input, dtype=None, name=None, layout=None):
 def shape(input, out_type=None, name=None):
     """``tf.shape``: the shape as an int32 tensor (a constant to tapes)."""
     dt = np.int32 if out_type is None else _const_dtype(out_type)
-    return Tensor(jnp.asarray(np.asarray(_shape(input), dtype=dt)))
+    s = _shape(input)
+    if not all(isinstance(d, int) for d in s):   # a symbolic size (tapejax.function's None dims)
+        return Tensor(jnp.array(s, dtype=dt))
+    return Tensor(jnp.asarray(np.asarray(s, dtype=dt)))
 
 
 def rank(input, name=None):
@@ -457,7 +460,13 @@ def rank(input, name=None):
 def size(input, out_type=None, name=None):
     """``tf.size``: number of elements, int32 (a constant)."""
     dt = np.int32 if out_type is None else _const_dtype(out_type)
-    return Tensor(jnp.asarray(np.asarray(int(np.prod(_shape(input))), dtype=dt)))
+    s = _shape(input)
+    if not all(isinstance(d, int) for d in s):   # a symbolic size (tapejax.function's None dims)
+        n = 1
+        for d in s:
+            n = n * d
+        return Tensor(jnp.array(n, dtype=dt))
+    return Tensor(jnp.asarray(np.asarray(int(np.prod(s)), dtype=dt)))
 
 
 def fill(dims, value, name=None, layout=None):

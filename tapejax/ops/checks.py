@@ -136,7 +136,7 @@ def raise_if_failed(err: Optional[checkify.Error]) -> None:
     fmt = getattr(exc, "fmt_string", None)
     if isinstance(fmt, str) and fmt.startswith(_MARK):
         raise InvalidArgumentError(None, None, render(fmt[len(_MARK):], getattr(exc, "kwargs", {})))
-    raise InvalidArgumentError(None, None, str(exc))
+    raise InvalidArgumentError(None, None, str(exc).split(" (`check` failed)")[0])   # (a converted assert)
 
 
 def require_in_range(values: Any, hi: int, name: str, tail: str, op_type: str,

@@ -1,0 +1,196 @@
+"""Tracing the body of a control-flow op (a branch, a loop body) into a jaxpr.
+
+``close(fn, in_tree, in_avals, what)`` traces ``fn`` (Tensors in, Tensors out)
+with ``jax.make_jaxpr`` and gives a ``Closed`` record:
+
+* a *capture tape* is alone on the tape stack while it traces: it sees every
+  op input created before the trace (a Tensor captured by the Python
+  closure) and every Variable read, so the jaxpr's constants can be handed
+  back as the op's inputs (``handles``: the Variable, to be read again by
+  ``bind``, or the Tensor with its id), and tapes record the op as reading
+  them (gradients flow to closed-over Variables and watched Tensors);
+* a ``BodyCollector`` is the collector while it traces: reads pass to the
+  enclosing one (a ``tapejax.function``'s, so the Variable becomes an input of
+  the program), assignments are allowed and recorded (``Closed.assigned``),
+  and every Variable gets its value back afterwards.
+
+A body that assigns Variables is traced again with them *carried*
+(``carried=``): their values enter as extra inputs (a loop's state) and leave
+as extra outputs, through ``stop_gradient`` (an assignment is not
+differentiable, as in TF); the op assigns the results after it runs.  A
+Variable created inside a body needs a concrete initial value (an optimizer's
+slots: then the enclosing function's rules apply); one computed by the body is
+refused.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, NamedTuple, Sequence, Tuple
+
+import jax
+import jax.core
+from jax.extend import core as jex_core
+
+from ..core import state as _state
+from ..core.bind import with_id
+from ..core.convert import convert_to_tensor
+from ..core.errors import OperatorNotAllowedInGraphError
+from ..core.tensor import Tensor
+from ..core.variable import Variable
+
+_Tracer = jax.core.Tracer
+
+
+def is_tensor_leaf(x) -> bool:
+    return isinstance(x, (Tensor, Variable))
+
+
+def to_tensors(struct):
+    """Every leaf of a nested structure as a Tensor (Variables are read, Python numbers converted)."""
+    return jax.tree_util.tree_map(lambda x: x if type(x) is Tensor else convert_to_tensor(x), struct,
+                                  is_leaf=is_tensor_leaf)
+
+
+def flatten(struct):
+    return jax.tree_util.tree_flatten(struct, is_leaf=is_tensor_leaf)
+
+
+def traced(x) -> bool:
+    return isinstance(getattr(x, "_value", x), _Tracer)
+
+
+def avals(leaves) -> List[jax.ShapeDtypeStruct]:
+    return [jax.ShapeDtypeStruct(t._value.shape, t._value.dtype) for t in leaves]
+
+
+class CaptureTape:
+    """Alone on the tape stack while a body traces: collects what the body captures."""
+
+    _defers = False   # (a recorder: see ``core.state.Recorder``)
+
+    def __init__(self, start: int):
+        self.start = start
+        self.caps: Dict[int, Any] = {}   # id(value object) -> Variable or (tensor id, value)
+
+    def _record_read(self, var, t):
+        self.caps.setdefault(id(var._value), var)
+
+    def _record_op(self, prim, static, grad_type, ids, vals, result):
+        start = self.start
+        for i, v in zip(ids, vals):
+            if 0 < i < start:
+                self.caps.setdefault(id(v), (i, v))
+
+    def _record_simple(self, prim, skey, ids, vals, result):
+        self._record_op(prim, dict(skey), None, ids, vals, result)
+
+
+class BodyCollector:
+    """The collector while a body traces: reads and assignments are reported to the enclosing
+    collector; assignments are recorded and undone when the trace ends."""
+
+    def __init__(self, outer, what: str, carried: Sequence[Variable]):
+        self.outer = outer
+        self.what = what
+        self.carried = {v._id for v in carried}
+        self.assigned: Dict[int, Variable] = {}
+        self.saved: Dict[int, Any] = {}
+
+    def touch(self, var, assign: bool) -> None:
+        if self.outer is not None:
+            self.outer.touch(var, assign)   # (first: the function's read is bound before saving)
+        if assign and var._id not in self.carried:
+            if var._id not in self.saved:
+                self.saved[var._id] = var._state()
+            self.assigned[var._id] = var
+
+    def created(self, var) -> None:
+        if isinstance(var._val, _Tracer):
+            raise ValueError(f"A Variable is created inside the {self.what} of a tapejax control-flow op (a "
+                             "converted `if`, `while` or `for` on a tensor, or tapejax.cond / while_loop / "
+                             "scan) with an initial value computed there; create it before the loop, or from "
+                             "a value that does not depend on the loop.")
+        if self.outer is not None:   # a concrete initial value (an optimizer's slots): TF's rules apply
+            self.outer.created(var)
+
+    def restore(self) -> None:
+        for vid, st in self.saved.items():
+            self.assigned[vid]._restore(st)
+
+
+class Closed(NamedTuple):
+    """A traced body: the jaxpr, its constants and their handles (op inputs), the output tree,
+    and the Variables it assigned that were not carried."""
+
+    jaxpr: Any
+    consts: List[Any]
+    handles: List[Any]
+    out_tree: Any
+    assigned: Tuple[Variable, ...]
+
+
+def close(fn, in_tree, in_avals: Sequence[Any], what: str, carried: Sequence[Variable] = (),
+          carry_in: bool = True) -> Closed:
+    """Trace ``fn`` (Tensors in, Tensors out) -> ``Closed``.
+
+    With ``carried`` Variables, the jaxpr takes their values as extra last inputs
+    (``carry_in``; a branch reads them as captured values instead) and gives their values at
+    the end as extra last outputs.
+    """
+    out_box: List[Any] = []
+    n_in = len(in_avals)
+
+    def flat_fn(*vals):
+        saved = [v._state() for v in carried]
+        try:
+            if carry_in:
+                for v, x in zip(carried, vals[n_in:]):
+                    v._value = x
+            args = jax.tree_util.tree_unflatten(in_tree, [Tensor(v) for v in vals[:n_in]])
+            out = to_tensors(fn(*args))
+            leaves, tree = flatten(out)
+            out_box.append(tree)
+            new = [jax.lax.stop_gradient(convert_to_tensor(v._value)._value) for v in carried]
+        finally:
+            for v, st in zip(carried, saved):
+                v._restore(st)
+        return [t._value for t in leaves] + new
+
+    cap = CaptureTape(_state.next_id())
+    stack = _state.tapes()
+    saved_tapes = stack[:]
+    stack[:] = [cap]
+    prev_col = _state._local.collector
+    col = BodyCollector(prev_col, what, carried)
+    _state._local.collector = col
+    extra = [jax.ShapeDtypeStruct(v._meta.shape, v._meta.dtype) for v in carried] if carry_in else []
+    try:
+        closed = jax.make_jaxpr(flat_fn)(*in_avals, *extra)
+    except jax.errors.JAXTypeError as e:
+        from .tracing import CF_HINT, is_value_error
+        if is_value_error(e):
+            raise OperatorNotAllowedInGraphError(
+                f"In the {what} of a tapejax control-flow op, a traced tensor was used where Python "
+                f"needs its value. {CF_HINT}") from None
+        raise
+    finally:
+        stack[:] = saved_tapes
+        _state._local.collector = prev_col
+        col.restore()
+    handles = []
+    for c in closed.consts:
+        h = cap.caps.get(id(c))
+        if h is None:
+            handles.append(c)          # a constant: an untracked input
+        elif isinstance(h, Variable):
+            handles.append(h)          # read again by bind: tapes record the read
+        else:
+            handles.append(with_id(h[1], h[0]))
+    return Closed(closed.jaxpr, list(closed.consts), handles, out_box[-1], tuple(col.assigned.values()))
+
+
+def run_jaxpr(jaxpr, consts, args):
+    return jex_core.jaxpr_as_fun(jex_core.ClosedJaxpr(jaxpr, list(consts)))(*args)
+
+
+__all__ = ["BodyCollector", "CaptureTape", "Closed", "avals", "close", "flatten", "is_tensor_leaf",
+           "run_jaxpr", "to_tensors", "traced"]

@@ -1,0 +1,110 @@
+"""One trace for many sizes (tapejax/compile/polymorphism.py): input_signature None dims, reduce_retracing.
+
+Oracles: the same function run eagerly for each size, and TF 2.21's tracing counts
+(tests/parity/test_tracing.py).
+"""
+import numpy as np
+import pytest
+
+import tapejax as tf
+from tapejax.compile import polymorphism
+from tapejax.compile.signature import LeafSpec
+
+F32 = np.dtype("float32")
+
+
+def test_plan_shares_symbols_between_equal_sizes():
+    import jax
+    specs = [LeafSpec((None, 3), F32), LeafSpec((None,), F32), LeafSpec((2, None), F32)]
+    ex = [jax.ShapeDtypeStruct(s, F32) for s in ((5, 3), (5,), (2, 7))]
+    p = polymorphism.plan(specs, [False] * 3, example=ex)
+    assert p.groups == (((0, 0), (1, 0)), ((2, 1),))
+    assert p.avals[0].shape[0] is p.avals[1].shape[0]
+    ok = [jax.ShapeDtypeStruct(s, F32) for s in ((9, 3), (9,), (2, 1))]
+    broken = [jax.ShapeDtypeStruct(s, F32) for s in ((9, 3), (8,), (2, 1))]
+    assert p.accepts(ok) and not p.accepts(broken)
+    assert polymorphism.relax(specs[:1], [jax.ShapeDtypeStruct((4, 4), F32)]) == (LeafSpec((None, None), F32),)
+    assert polymorphism.relax(specs[:1], [jax.ShapeDtypeStruct((4,), F32)]) is None
+    with pytest.raises(ValueError, match="unknown rank"):
+        polymorphism.plan([LeafSpec(None, F32)], [False])
+
+
+def _train_step(w, opt):
+    def step(x, y):
+        with tf.GradientTape() as t:
+            loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y))
+        opt.apply_gradients([(t.gradient(loss, w), w)])
+        return loss, tf.shape(x)[0]
+    return step
+
+
+def test_one_trace_for_every_batch_size_equals_eager():
+    sig = [tf.TensorSpec([None, 3], tf.float32), tf.TensorSpec([None, 1], tf.float32)]
+    we, wc = tf.Variable(np.ones((3, 1), "float32")), tf.Variable(np.ones((3, 1), "float32"))
+    eager = _train_step(we, tf.optimizers.SGD(0.1, momentum=0.9))
+    compiled = tf.function(_train_step(wc, tf.optimizers.SGD(0.1, momentum=0.9)), input_signature=sig)
+    rng = np.random.RandomState(0)
+    for n in (4, 1, 7, 4, 2):
+        x, y = tf.constant(rng.randn(n, 3).astype("float32")), tf.constant(rng.randn(n, 1).astype("float32"))
+        le, ne = eager(x, y)
+        lc, nc = compiled(x, y)
+        np.testing.assert_allclose(lc.numpy(), le.numpy(), rtol=1e-5)
+        assert int(nc.numpy()) == int(ne.numpy()) == n
+    np.testing.assert_allclose(wc.numpy(), we.numpy(), rtol=1e-5)
+    # the optimizer creates its slots on the first call: TF traces twice, then never again
+    assert compiled.experimental_get_tracing_count() == 2
+    (entries,) = compiled._poly.values()
+    assert [e.plan is not None for e in entries] == [True]
+
+
+def test_body_that_needs_a_concrete_size_falls_back_to_a_trace_per_shape():
+    runs = []
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+    def f(x):
+        runs.append(1)
+        n = int(x.shape[0])   # Python arithmetic on the size: needs it concrete
+        return x * float(n)
+
+    for n in (2, 3, 2):
+        np.testing.assert_allclose(f(tf.ones([n])).numpy(), np.full(n, float(n)))
+    # the symbolic attempt once, then one trace per shape (the documented fallback)
+    assert len(runs) == 3 and f.experimental_get_tracing_count() == 3
+
+
+def test_a_program_that_prints_is_traced_per_shape(capsys):
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+    def f(x):
+        tf.print("sum", tf.reduce_sum(x))
+        return x + 1.0
+
+    for n in (2, 3, 3):
+        f(tf.ones([n]))
+    assert capsys.readouterr().err == "sum 2\nsum 3\nsum 3\n"
+    # symbolic trace (its program cannot be exported: it calls back into Python), then per shape
+    assert f.experimental_get_tracing_count() == 3
+
+
+def test_sizes_that_stop_being_equal_get_their_own_program():
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32), tf.TensorSpec([None], tf.float32)])
+    def f(x, y):
+        return tf.reduce_sum(x) + 10.0 * tf.reduce_sum(y)
+
+    assert f(tf.ones([3]), tf.ones([3])).numpy() == 33.0
+    assert f(tf.ones([4]), tf.ones([4])).numpy() == 44.0
+    assert f.experimental_get_tracing_count() == 1
+    assert f(tf.ones([2]), tf.ones([5])).numpy() == 52.0   # the shared size is broken: a new trace
+    assert f(tf.ones([6]), tf.ones([1])).numpy() == 16.0
+    assert f.experimental_get_tracing_count() == 2
+
+
+def test_reduce_retracing_counts_as_tf():
+    @tf.function(reduce_retracing=True)
+    def f(x):
+        return x * 2.0
+
+    counts = []
+    for shape in ((1, 3), (2, 3), (5, 3), (7, 3), (4,), (5,), (6,)):
+        np.testing.assert_allclose(f(tf.ones(shape)).numpy(), np.full(shape, 2.0))
+        counts.append(f.experimental_get_tracing_count())
+    assert counts == [1, 2, 2, 2, 3, 3, 3]   # TF 2.21: the same (a new rank: one more)
