@@ -66,6 +66,7 @@ from ..core.caches import Family
 from ..core.errors import OperatorNotAllowedInGraphError
 from ..core.tensor import Tensor, convert_to_tensor
 from ..core.variable import Variable, deferred_interrupts, write_back
+from ..optimizers._base import slot_owner
 
 if TYPE_CHECKING:
     from ..core.bind import Primitive
@@ -676,6 +677,10 @@ class Function:
         mesh = self._mesh
         assert mesh is not None  # only called for a Function with a mesh
         spec = self._variable_specs(var) if self._variable_specs is not None else None
+        if spec is None and self._variable_specs is not None:
+            owner = slot_owner(var)   # optimizer state is placed like the Variable it belongs to
+            if owner is not None:
+                spec = self._variable_specs(owner)
         if spec is not None and not isinstance(spec, P):
             raise TypeError(f"variable_specs({var.name}) must return a PartitionSpec or None; got {spec!r}")
         return jax.sharding.NamedSharding(mesh, spec if spec is not None else P())

@@ -47,6 +47,10 @@ class UnknownError(OpError):
     """An unknown error."""
 
 
+class DataLossError(OpError):
+    """Unrecoverable data loss or corruption (a file that is not what it should be)."""
+
+
 class OperatorNotAllowedInGraphError(TypeError):
     """A Python operation that needs a tensor's *value* (``bool``, ``int``,
     ``numpy()``) was used on a traced tensor inside ``tapejax.function`` (a TypeError, as
@@ -55,5 +59,5 @@ class OperatorNotAllowedInGraphError(TypeError):
 
 __all__ = [
     "OperatorNotAllowedInGraphError", "OpError", "InvalidArgumentError", "NotFoundError", "UnimplementedError",
-    "FailedPreconditionError", "ResourceExhaustedError", "InternalError", "UnknownError",
+    "FailedPreconditionError", "ResourceExhaustedError", "InternalError", "UnknownError", "DataLossError",
 ]

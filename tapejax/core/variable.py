@@ -156,6 +156,12 @@ def write_back(variables: Sequence[Any], new: Sequence[Any], inputs: Iterable[An
             v._value = x
 
 
+#: Called with every new Variable at the end of ``Variable.__init__`` (a list that is empty
+#: unless someone waits for Variables: ``tapejax.train``'s deferred restoration adds its hook
+#: while a restore has values for objects that do not exist yet, and removes it after).
+CREATION_HOOKS: list[Callable[["Variable"], None]] = []
+
+
 _MAIN_THREAD = threading.main_thread()
 _SIGINT = int(signal.SIGINT)
 
@@ -305,6 +311,9 @@ class Variable:
         self._constraint = constraint  # applied by optimizers after each update, as in TF
         if _state._local.collector is not None:  # created while a tapejax.function traces
             _state._local.collector.created(self)
+        if CREATION_HOOKS:   # (empty unless a checkpoint restore waits for Variables: ``train.restore``)
+            for hook in tuple(CREATION_HOOKS):
+                hook(self)
 
     # -- the read ----------------------------------------------------------
     def _read(self):

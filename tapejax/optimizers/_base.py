@@ -31,6 +31,7 @@ after its update.
 import inspect
 import logging
 import threading
+import weakref
 from typing import Any, Callable, Optional
 
 import jax
@@ -78,6 +79,34 @@ def _scalar_float(name, value):
     if a.shape != ():
         raise ValueError(f"Argument `{name}` must be a scalar; received: {name} of shape {a.shape}")
     return float(a)
+
+
+#: slot Variable id -> weak reference to the Variable it belongs to (``slot_owner``).
+_SLOT_OWNERS: dict[int, "weakref.ref[Variable]"] = {}
+
+
+def note_slot(slot: Variable, owner: Variable) -> None:
+    """Record that ``slot`` is optimizer state shaped like ``owner`` (``slot_owner``)."""
+    _SLOT_OWNERS[slot._id] = weakref.ref(owner)
+    weakref.finalize(slot, _SLOT_OWNERS.pop, slot._id, None)
+
+
+def slot_owner(var: Variable) -> Optional[Variable]:
+    """The Variable whose optimizer state ``var`` is (a slot, an optax state leaf), or None:
+    ``tapejax.function``'s ``variable_specs`` places a slot like its Variable."""
+    ref = _SLOT_OWNERS.get(var._id)
+    return None if ref is None else ref()
+
+
+def place_like(init, owner: Variable):
+    """``init`` (a new state array shaped like ``owner``) on ``owner``'s devices: a sharded
+    Variable gets sharded optimizer state (an uncommitted or single-device value is left as is)."""
+    val = owner._val
+    sh = getattr(val, "sharding", None)
+    if (sh is None or not getattr(val, "committed", False) or len(sh.device_set) < 2
+            or getattr(init, "shape", None) != val.shape):
+        return init
+    return jax.device_put(init, sh)
 
 
 def _touch(variables, assign):
@@ -445,10 +474,11 @@ class Optimizer:
             order = [(v, slot) for slot in self._slots_for_creation() for v in new]
         for v, slot in order:
             base = v.name.split(":")[0]
-            init = self._slot_init(slot, v)
+            init = place_like(self._slot_init(slot, v), v)
             s = Variable(init, trainable=False, name=f"{base}/{slot}")
             if init is not v._val:   # a new array (``_slot_init``'s zeros): donated by the updates
                 s._set_owned(s._value)
+            note_slot(s, v)
             self._slots[v._id][slot] = s
             self._weights.append(s)
 
