@@ -157,7 +157,9 @@ def delete_checkpoint(prefix: str) -> None:
 
 
 def _int(value: Any, what: str) -> int:
-    if isinstance(value, (bool, float)) or (hasattr(value, "dtype") and np.dtype(value.dtype).kind not in "iu"):
+    dtype = getattr(value, "dtype", None)
+    dtype = getattr(dtype, "_np", dtype)
+    if isinstance(value, (bool, float)) or (dtype is not None and np.dtype(dtype).kind not in "iu"):
         raise TypeError(f"{what} must be an integer (or an integer Variable/Tensor); got {value!r}")
     try:
         return int(np.asarray(value.numpy() if hasattr(value, "numpy") else value))

@@ -386,7 +386,19 @@ class Restoration:
             self.unused.setdefault(n, []).extend(names)
         for opt_node, var, name, slot_node in plan.later_slots:
             self._opt_waits[opt_node].append((var, name, slot_node))
-        # slots and groups: made now (their Variables and optimizer are matched)
+        # slots and groups: made now (their Variables and optimizer are matched), in the order the
+        # checkpoint lists them (the order training made them: opt.variables() comes out the same)
+        order = {s.slot: k for node in self.graph.nodes for k, s in enumerate(node.slots)}
+        plan.slots.sort(key=lambda item: order.get(item[3], 0))
+        batches: dict[int, tuple[Any, list]] = {}
+        for opt, var, _, _ in plan.slots:
+            vs = batches.setdefault(id(opt), (opt, []))[1]
+            if all(v is not var for v in vs):
+                vs.append(var)
+        for opt, vs in batches.values():
+            kind = _tr.trackable_kind(opt)
+            if kind is not None and kind.make_slots is not None:
+                kind.make_slots(opt, vs)
         for opt, var, name, slot_node in plan.slots:
             kind = _tr.trackable_kind(opt)
             slot = None if kind is None or kind.make_slot is None else kind.make_slot(opt, var, name)

@@ -77,6 +77,7 @@ class TrackableKind(NamedTuple):
     groups: Optional[Callable[[Any], list]] = None
     make_slot: Optional[Callable[[Any, Any, str], Any]] = None
     make_group: Optional[Callable[[Any, Sequence[Any]], Sequence[Any]]] = None
+    make_slots: Optional[Callable[[Any, Sequence[Any]], None]] = None   # all of several Variables' slots at once
 
 
 class ValueKind(NamedTuple):
@@ -205,6 +206,10 @@ def _optimizer_make_slot(opt: Optimizer, var: Any, slot_name: str) -> Any:
     return opt._slots[var._id].get(slot_name)
 
 
+def _optimizer_make_slots(opt: Optimizer, variables: Sequence[Any]) -> None:
+    opt._create_slots([v for v in variables if isinstance(v, Variable)])   # (in the order training made them)
+
+
 def _optax_groups(opt: OptaxOptimizer) -> list:
     return [GroupRef(tuple(key), tuple(svars)) for key, (svars, _) in opt._groups.items()]
 
@@ -214,7 +219,8 @@ def _optax_make_group(opt: OptaxOptimizer, variables: Sequence[Any]) -> Sequence
 
 
 _TRACKABLES[Module] = TrackableKind(_module_children)
-_TRACKABLES[Optimizer] = TrackableKind(_optimizer_children, _optimizer_slots, None, _optimizer_make_slot)
+_TRACKABLES[Optimizer] = TrackableKind(_optimizer_children, _optimizer_slots, None, _optimizer_make_slot,
+                                       None, _optimizer_make_slots)
 _TRACKABLES[OptaxOptimizer] = TrackableKind(_optimizer_children, None, _optax_groups, None, _optax_make_group)
 
 
