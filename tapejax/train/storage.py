@@ -172,6 +172,8 @@ class Saver:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         force = os.path.exists(path)
         ckptr = self._checkpointer(use_async)
+        if use_async:
+            _wait_at_exit()
         ckptr.save(path, args=args, force=force)
         if not use_async:
             for cb in callbacks:
@@ -209,7 +211,21 @@ class Saver:
                 pass
 
 
-atexit.register(Saver.sync_all)
+_EXIT_HOOK: list = []
+
+
+def _wait_at_exit() -> None:
+    """Make interpreter exit wait for async saves: before ``concurrent.futures`` refuses new work
+    (its exit hook runs when the main thread ends, before non-daemon threads are joined), so the
+    hook goes in the same list, after it, and runs first."""
+    if _EXIT_HOOK:
+        return
+    _EXIT_HOOK.append(True)
+    import concurrent.futures.thread  # noqa: F401  (registers its own hook first)
+    register = getattr(threading, "_register_atexit", None)
+    if register is not None:
+        register(Saver.sync_all)
+    atexit.register(Saver.sync_all)
 
 
 # -- tapejax's first format: one .npz --------------------------------------------------------

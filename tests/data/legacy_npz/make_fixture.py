@@ -1,9 +1,18 @@
-"""Written once with tapejax's .npz Checkpoint (commit a997b94) to make tests/data/legacy_npz."""
-import json, os, sys
+"""How tests/data/legacy_npz was made: run once with tapejax's first (.npz) Checkpoint, at
+commit a997b94 (``python tests/data/legacy_npz/make_fixture.py tests/data/legacy_npz``).
+
+``tests/test_checkpoint_storage.py`` imports ``Net`` and ``train`` from here to restore the
+files with today's Checkpoint and compare with ``expected.json``.
+"""
+import json
+import os
+import sys
+
 import numpy as np
 import optax
-sys.path.insert(0, "/work/wt-state")
+
 import tapejax as tf
+
 
 class Dense(tf.Module):
     def __init__(self, i, o, name=None):
@@ -33,14 +42,18 @@ def train(model, opt, steps):
         return loss
     return [float(step().numpy()) for _ in range(steps)]
 
-out = sys.argv[1]
-expect = {}
-for name, make in (("nadam", lambda: tf.optimizers.Nadam(0.01)), ("optax", lambda: tf.optimizers.from_optax(optax.adam(0.01)))):
-    model, opt = Net(), make()
-    train(model, opt, 3)
-    ck = tf.train.Checkpoint(model=model, optimizer=opt, extra=tf.Variable(np.array([1.5, -2.0], tf.bfloat16._np)))
-    path = ck.save(os.path.join(out, name, "ckpt"))
-    expect[name] = {"path": os.path.relpath(path, out), "variables": [v.numpy().tolist() for v in model.variables],
-                    "iterations": int(opt.iterations.numpy()), "next_losses": train(model, opt, 3)}
-with open(os.path.join(out, "expected.json"), "w") as f:
-    json.dump(expect, f, indent=1)
+def main(out):
+    expect = {}
+    for name, make in (("nadam", lambda: tf.optimizers.Nadam(0.01)), ("optax", lambda: tf.optimizers.from_optax(optax.adam(0.01)))):
+        model, opt = Net(), make()
+        train(model, opt, 3)
+        ck = tf.train.Checkpoint(model=model, optimizer=opt, extra=tf.Variable(np.array([1.5, -2.0], tf.bfloat16._np)))
+        path = ck.save(os.path.join(out, name, "ckpt"))
+        expect[name] = {"path": os.path.relpath(path, out), "variables": [v.numpy().tolist() for v in model.variables],
+                        "iterations": int(opt.iterations.numpy()), "next_losses": train(model, opt, 3)}
+    with open(os.path.join(out, "expected.json"), "w") as f:
+        json.dump(expect, f, indent=1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
