@@ -131,8 +131,12 @@ def _spec_of(x):
     return f"TensorSpec(shape={tuple(x.shape)}, dtype=tf.{np.dtype(x.dtype).name}, name=None)"
 
 
-def _bind_signature(signature, args, kwargs, fname):
-    """TF's input_signature binding: every argument a Tensor compatible with its spec."""
+def _bind_signature(signature, args, kwargs, fname, method=False):
+    """TF's input_signature binding: every argument a Tensor compatible with its spec.  For a
+    method (``method``: decorated in a class body, called through its instance) the signature
+    describes the arguments after ``self``."""
+    if method and len(args) == len(signature) + 1:
+        return (args[0],) + tuple(_bind_signature(signature, args[1:], kwargs, fname))
     if kwargs:
         raise TypeError(f"{fname}: with an input_signature, pass the arguments positionally; "
                         f"got keyword arguments {sorted(kwargs)}")
@@ -406,6 +410,11 @@ class Function:
         self._mesh = mesh
         self._in_specs = in_specs
         self._variable_specs = variable_specs
+        # a function defined in a class body with `self` first: called as a method, its
+        # input_signature describes the arguments after `self` (TF's)
+        code = getattr(func, "__code__", None)
+        self._method = bool(code and code.co_argcount and code.co_varnames[0] == "self"
+                            and "." in getattr(func, "__qualname__", ""))
         functools.update_wrapper(self, func)
 
     # -- descriptor: decorated methods ------------------------------------
@@ -431,12 +440,12 @@ class Function:
         if _state._local.collector is not None:
             # Called while another tapejax.function traces: inline (as TF does).
             if self.input_signature is not None:
-                args = _bind_signature(self.input_signature, args, kwargs, self._name)
+                args = _bind_signature(self.input_signature, args, kwargs, self._name, self._method)
             return self.python_function(*args, **kwargs)
         if _state.tapes():
             return self._call_under_tape(args, kwargs)
         if self.input_signature is not None:
-            args = _bind_signature(self.input_signature, args, kwargs, self._name)
+            args = _bind_signature(self.input_signature, args, kwargs, self._name, self._method)
         dyn = []
         parts = []
         for a in args:   # the common case inline: a Tensor argument keys by its aval
@@ -463,7 +472,7 @@ class Function:
         op by op instead, so every op is recorded (same values and gradients).
         """
         if self.input_signature is not None:
-            args = _bind_signature(self.input_signature, args, kwargs, self._name)
+            args = _bind_signature(self.input_signature, args, kwargs, self._name, self._method)
         dyn = []
         key = (tuple(_key(a, dyn) for a in args), _key(kwargs, dyn) if kwargs else None)
         entry = self._cache.get(key)

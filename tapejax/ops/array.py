@@ -776,9 +776,13 @@ def ones_like(input, dtype=None, name=None, layout=None):
 
 
 def shape(input, out_type=None, name=None):
-    """``tf.shape``: the shape as an int32 tensor (a constant to tapes)."""
+    """``tf.shape``: the shape as an int32 tensor (a constant to tapes).  A symbolic dimension
+    (``jax.export`` of a signature with ``None``: ``tapejax.saved_model``) is computed by the program."""
     dt = np.int32 if out_type is None else _const_dtype(out_type)
-    return Tensor(jnp.asarray(np.asarray(_shape(input), dtype=dt)))
+    dims = _shape(input)
+    if all(isinstance(d, (int, np.integer)) for d in dims):
+        return Tensor(jnp.asarray(np.asarray(dims, dtype=dt)))
+    return Tensor(jnp.array(list(dims), dtype=dt))
 
 
 def rank(input, name=None):

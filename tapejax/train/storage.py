@@ -168,7 +168,10 @@ class Saver:
             state[key] = value
             specs[key] = [list(int(d) for d in value.shape), np.dtype(value.dtype).name]
         meta = {"format": FORMAT, "version": VERSION, "graph": live.graph.to_json(), "specs": specs}
-        args = ocp.args.Composite(state=ocp.args.PyTreeSave(state), graph=ocp.args.JsonSave(meta))
+        items = {"graph": ocp.args.JsonSave(meta)}
+        if state:   # (orbax refuses an empty tree: a checkpoint of no values has the graph only)
+            items["state"] = ocp.args.PyTreeSave(state)
+        args = ocp.args.Composite(**items)
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         force = os.path.exists(path)
         ckptr = self._checkpointer(use_async)

@@ -20,6 +20,10 @@ def is_saved_model(path: str) -> bool:
     return os.path.isdir(path) and os.path.isfile(os.path.join(path, INDEX))
 
 
+def index_path(path: str) -> str:
+    return os.path.join(path, INDEX)
+
+
 def variables_path(path: str) -> str:
     return os.path.join(path, "variables")
 
@@ -28,4 +32,4 @@ def function_path(path: str, name: str) -> str:
     return os.path.join(path, "functions", f"{name}.bin")
 
 
-__all__ = ["INDEX", "FORMAT", "VERSION", "is_saved_model", "variables_path", "function_path"]
+__all__ = ["INDEX", "FORMAT", "VERSION", "is_saved_model", "index_path", "variables_path", "function_path"]
