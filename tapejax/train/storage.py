@@ -162,9 +162,16 @@ class Saver:
         ocp = orbax()
         state = {}
         specs = {}
+        import jax
+
         from .trackable import value_kind
+        several = jax.process_count() > 1
         for key, obj in live.values.items():
             value = value_kind(obj).read(obj)   # (a pending update is computed now)
+            if several and isinstance(value, jax.Array) and value.is_fully_addressable:
+                # a Variable no multi-process program placed (an unused hyperparameter): the same
+                # value in every process, written once from host memory by process 0
+                value = np.asarray(value)
             state[key] = value
             specs[key] = [list(int(d) for d in value.shape), np.dtype(value.dtype).name]
         meta = {"format": FORMAT, "version": VERSION, "graph": live.graph.to_json(), "specs": specs}
