@@ -103,8 +103,8 @@ def place_like(init, owner: Variable):
     Variable gets sharded optimizer state (an uncommitted or single-device value is left as is)."""
     val = owner._val
     sh = getattr(val, "sharding", None)
-    if (sh is None or not getattr(val, "committed", False) or len(sh.device_set) < 2
-            or getattr(init, "shape", None) != val.shape):
+    if (not isinstance(val, jax.Array) or sh is None or not getattr(val, "committed", False)
+            or len(sh.device_set) < 2 or getattr(init, "shape", None) != val.shape):
         return init
     return jax.device_put(init, sh)
 

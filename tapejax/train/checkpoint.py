@@ -110,8 +110,8 @@ class Checkpoint:
                              f"tapejax.Module, optimizer or Checkpoint), got {root!r}.")
         object.__setattr__(self, "_objects", objects)
         object.__setattr__(self, "_root", root)
-        object.__setattr__(self, "_save_counter", None)
-        object.__setattr__(self, "_saver", None)
+        object.__setattr__(self, "_save_counter", None)   # (Optional[Variable]: made on first use)
+        object.__setattr__(self, "_saver", None)          # (Optional[storage.Saver])
         object.__setattr__(self, "_options", None)
 
     def __getattr__(self, name: str) -> Any:
@@ -160,6 +160,7 @@ class Checkpoint:
             counter = Variable(np.zeros((), dtype), trainable=False, name="save_counter")
             object.__setattr__(self, "_save_counter", counter)
             _tr.track(self, "save_counter", counter)
+            return counter
         return self._save_counter
 
     # -- writing ----------------------------------------------------------------------------
@@ -168,10 +169,12 @@ class Checkpoint:
         opts = _check_options(options)
         _restore.sweep()   # values waiting for objects that now exist are restored before saving
         live = _g.build(self)
-        if self._saver is None:
-            object.__setattr__(self, "_saver", _storage.Saver())
+        saver = self._saver
+        if saver is None:
+            saver = _storage.Saver()
+            object.__setattr__(self, "_saver", saver)
         cbs = list(callbacks) + [_callback(cb, path) for cb in (opts.experimental_write_callbacks or ())]
-        self._saver.write(path, live, use_async=opts.enable_async, callbacks=cbs)
+        saver.write(path, live, use_async=opts.enable_async, callbacks=cbs)
         return path
 
     def write(self, file_prefix: Any, options: Any = None) -> str:

@@ -76,7 +76,7 @@ class SavedGraph:
     def node_names(self) -> dict[int, str]:
         """Node id -> TF's readable name: ``(root).model.dense.w``, and for a slot
         ``(root).optimizer's state 'm' for (root).model.w``."""
-        names = {0: ("(root)",)}
+        names: dict[int, tuple[str, ...]] = {0: ("(root)",)}
         queue = collections.deque([0])
         while queue:
             i = queue.popleft()

@@ -65,7 +65,7 @@ class CheckpointReader:
         return out
 
     def get_variable_to_dtype_map(self) -> dict:
-        out = {k: _dtypes.as_dtype(_storage.np_dtype(s.dtype)) for k, s in self._data.specs.items()}
+        out: dict[str, Any] = {k: _dtypes.as_dtype(_storage.np_dtype(s.dtype)) for k, s in self._data.specs.items()}
         out[OBJECT_GRAPH_KEY] = "string"   # (TF: tf.string; tapejax has no string dtype)
         return out
 

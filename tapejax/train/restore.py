@@ -40,6 +40,7 @@ import weakref
 from typing import Any, NamedTuple, Optional
 
 import jax
+import jax.core
 import numpy as np
 
 from ..core import state as _state
@@ -50,6 +51,7 @@ from .graph import GroupEntry, SavedGraph
 from .storage import CheckpointData, ReadTarget, np_dtype
 
 _log = logging.getLogger("tapejax")
+_Tracer = jax.core.Tracer
 
 
 class _Wait(NamedTuple):
@@ -483,7 +485,7 @@ def _target_sharding(obj: Any) -> Any:
     if not isinstance(obj, Variable):
         return None
     val = obj._value
-    if isinstance(val, jax.Array) and getattr(val, "committed", False) and not isinstance(val, jax.core.Tracer):
+    if isinstance(val, jax.Array) and getattr(val, "committed", False) and not isinstance(val, _Tracer):
         return val.sharding
     return None
 

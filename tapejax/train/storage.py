@@ -174,7 +174,9 @@ class Saver:
         from .trackable import value_kind
         several = jax.process_count() > 1
         for key, obj in live.values.items():
-            value = value_kind(obj).read(obj)   # (a pending update is computed now)
+            kind = value_kind(obj)
+            assert kind is not None   # (the graph holds values only under VARIABLE_VALUE)
+            value = kind.read(obj)   # (a pending update is computed now)
             if several and isinstance(value, jax.Array) and value.is_fully_addressable:
                 # a Variable no multi-process program placed (an unused hyperparameter): the same
                 # value in every process, written once from host memory by process 0
@@ -182,13 +184,13 @@ class Saver:
             state[key] = value
             specs[key] = [list(int(d) for d in value.shape), np.dtype(value.dtype).name]
         meta = {"format": FORMAT, "version": VERSION, "graph": live.graph.to_json(), "specs": specs}
-        items = {"graph": ocp.args.JsonSave(meta)}
+        items: dict[str, Any] = {"graph": ocp.args.JsonSave(meta)}
         if state:   # (orbax refuses an empty tree: a checkpoint of no values has the graph only)
             items["state"] = ocp.args.PyTreeSave(state)
         args = ocp.args.Composite(**items)
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         force = os.path.exists(path)
-        ckptr = self._checkpointer(use_async)
+        ckptr: Any = self._checkpointer(use_async)
         if use_async:
             _wait_at_exit()
         ckptr.save(path, args=args, force=force)

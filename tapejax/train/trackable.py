@@ -262,8 +262,9 @@ def children(obj: Any) -> list:
     """``[(name, child)]`` of a trackable or container, in TF's order (empty for a value)."""
     if isinstance(obj, dict):
         return [(str(k), v) for k, v in obj.items() if holds_trackable(v)]
-    if isinstance(obj, tuple) and hasattr(obj, "_fields"):   # a namedtuple: by field name (TF)
-        return [(f, v) for f, v in zip(obj._fields, obj) if holds_trackable(v)]
+    fields = getattr(obj, "_fields", None) if isinstance(obj, tuple) else None
+    if fields is not None:   # a namedtuple: by field name (TF)
+        return [(f, v) for f, v in zip(fields, obj) if holds_trackable(v)]
     if isinstance(obj, (list, tuple)):
         return [(str(i), v) for i, v in enumerate(obj) if holds_trackable(v)]
     kind = trackable_kind(obj)
@@ -281,8 +282,9 @@ def lookup(obj: Any, name: str) -> Any:
             if str(k) == name:
                 return v
         return None
-    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return getattr(obj, name, None) if name in obj._fields else None
+    fields = getattr(obj, "_fields", None) if isinstance(obj, tuple) else None
+    if fields is not None:
+        return getattr(obj, name, None) if name in fields else None
     if isinstance(obj, (list, tuple)):
         if name.isdigit() and int(name) < len(obj):
             return obj[int(name)]

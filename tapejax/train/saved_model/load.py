@@ -102,7 +102,7 @@ class LoadedFunction:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         tensors = self._bind(args, kwargs)
-        flat = self._op(list(self._variables), *tensors)
+        flat: Any = self._op(list(self._variables), *tensors)
         return _export.fill(self._outputs, list(flat))
 
     def __repr__(self) -> str:

@@ -36,8 +36,8 @@ def export_tf(obj: Any, export_dir: Any, signatures: Any = None) -> None:
 
     from .save import _same, export_plan
     functions, sigs, variables, _ = export_plan(obj, signatures)
-    module = tf.Module()
-    module.jax_variables = [tf.Variable(np.asarray(v.numpy()), trainable=v.trainable,
+    module: Any = tf.Module()
+    module.jax_variables = [tf.Variable(tf.constant(np.asarray(v.numpy())), trainable=v.trainable,
                                         name=v.name.split(":")[0].replace("/", "_")) for v in variables]
     made: list = []
 
