@@ -201,3 +201,10 @@ def test_sharded_variables_save_and_restore_onto_another_sharding(tmp_path):
     assert r["slot_spec"] == ["x", None]
     assert r["w_equal"] and r["w_spec"] == [[None, "y"], 2]
     assert r["m_equal"] and r["m2_spec"] == [[None, "y"], 2]
+
+
+def test_a_tf_checkpoint_without_tensorflow_names_the_extra(tmp_path, monkeypatch):
+    (tmp_path / "ckpt-1.index").write_bytes(b"")
+    monkeypatch.setitem(sys.modules, "tensorflow", None)
+    with pytest.raises(ImportError, match=r"tapejax\[tf\]"):
+        tf.train.Checkpoint(v=tf.Variable(1.0)).restore(str(tmp_path / "ckpt-1"))

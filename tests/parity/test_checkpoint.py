@@ -269,3 +269,7 @@ def test_tf_trained_checkpoint_restores_into_tapejax(mode, tmp_path):
         tapejax.set_speculative_updates(prev[1])
     np.testing.assert_allclose(pred, want_pred, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got_next, want_next, rtol=1e-5)
+    assert tapejax.train.list_variables(str(tmp_path)) == realtf.train.list_variables(str(tmp_path))
+    key = "model/layers/0/w/.OPTIMIZER_SLOT/optimizer/m/.ATTRIBUTES/VARIABLE_VALUE"
+    np.testing.assert_array_equal(tapejax.train.load_variable(str(tmp_path), key),
+                                  realtf.train.load_variable(str(tmp_path), key))
