@@ -293,7 +293,7 @@ def test_saves_a_pending_update_and_values_in_tapejax_function(tmp_path):
 
 
 def test_no_pickle_in_the_files(tmp_path):
-    """The format is orbax's (TensorStore/OCDBT arrays + JSON): no pickled object anywhere."""
+    """The format is orbax's (zarr arrays on TensorStore + JSON): no pickled object anywhere."""
     model, opt = Net(), tf.optimizers.Adam(0.01)
     _train(model, opt, 1)
     p = tf.train.Checkpoint(model=model, optimizer=opt).save(str(tmp_path / "c"))

@@ -6,7 +6,7 @@ A checkpoint is one orbax checkpoint directory (``prefix-N/``) with two items:
 
 * ``state``: a PyTree (``ocp.args.PyTreeSave``) of every array, a flat dict
   keyed by TF's checkpoint keys (``model/dense/w/.ATTRIBUTES/VARIABLE_VALUE``).
-  orbax writes each ``jax.Array`` shard by shard (OCDBT/TensorStore), each
+  orbax writes each ``jax.Array`` shard by shard (zarr on TensorStore), each
   process its own shards, and restores onto any sharding, so a checkpoint
   saved by 2 processes restores in 1 and the other way round.
 * ``graph``: JSON (``ocp.args.JsonSave``): the format's name and version, the
@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import logging
 import os
 import threading
 import weakref
@@ -56,6 +57,14 @@ _META_FILE = "_CHECKPOINT_METADATA"
 _TMP_SUFFIX = ".orbax-checkpoint-tmp"
 
 
+class _NoOcdbtMergeWarning(logging.Filter):
+    """orbax 0.12 tries to merge per-process OCDBT files even for a checkpoint written without
+    OCDBT, and warns on every save that there are none; tapejax writes without OCDBT on purpose."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Skipping merge of OCDBT checkpoints" not in str(record.msg)
+
+
 def orbax():
     """``orbax.checkpoint``, imported on first use (ImportError naming the extra if missing)."""
     try:
@@ -63,7 +72,13 @@ def orbax():
     except ImportError as e:   # pragma: no cover - the test extra installs it
         raise ImportError("tapejax.train.Checkpoint stores checkpoints with orbax-checkpoint, which is not "
                           "installed: pip install 'tapejax[checkpoint]'") from e
+    if not _FILTERED:
+        _FILTERED.append(True)
+        logging.getLogger("absl").addFilter(_NoOcdbtMergeWarning())
     return ocp
+
+
+_FILTERED: list = []
 
 
 class ReadTarget(NamedTuple):
@@ -148,9 +163,12 @@ class Saver:
         ocp = orbax()
 
         def handler():
-            # zarr arrays without OCDBT's single-database layer: half the write time for the
-            # models of benchmarks/bench_checkpoint.py (restoring reads either layout)
-            return ocp.CompositeCheckpointHandler(state=ocp.PyTreeCheckpointHandler(use_ocdbt=False),
+            # zarr arrays, without OCDBT's single-database layer and without zstd (float weights
+            # barely compress): a third of the default's write time for the MLP of
+            # benchmarks/bench_checkpoint.py, and less CPU taken from training during an async
+            # save (restoring reads any layout)
+            return ocp.CompositeCheckpointHandler(state=ocp.PyTreeCheckpointHandler(use_ocdbt=False,
+                                                                                    use_compression=False),
                                                   graph=ocp.JsonCheckpointHandler())
 
         if use_async:
