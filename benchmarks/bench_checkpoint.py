@@ -12,10 +12,13 @@ processes hits both alike; the table gives medians (and the fastest round) of
 * bytes:   the size of what one checkpoint puts on disk
 
 and the cost of an async save (``CheckpointOptions(enable_async=True)``) to
-the training steps it overlaps with: tapejax.function steps (batch 256) timed
-alone and while a save is written in the background (``save`` returns after
-copying the values off the devices; the time of that call is reported too).
-Target: the overlapped step <= 1.10x the step alone.
+the training steps it overlaps with: per round, tapejax.function steps (batch
+256) timed alone, then the steps that start while a save is written in the
+background (``save`` returns after copying the values off the devices; the
+time of that call is reported too); the median of the rounds' ratios.
+Target: a step during the save <= 1.10x a step alone.  On a CPU-only machine
+the write's threads (run at nice 19) and the step share the same cores; on a
+GPU the step runs on the device and the write on the host.
 """
 import argparse
 import os
@@ -91,31 +94,30 @@ def bench_io(libs, rounds, root):
     return results, sizes
 
 
-def bench_async(ckpt, step, rounds, root, steps=30):
-    """Median step time alone and while an async save runs; the blocking time of save()."""
+def bench_async(ckpt, step, rounds, root, steps=20):
+    """Per round: the median step alone, then the median of the steps that start while an async
+    save is being written; returns those, the per-round ratios, save()'s blocking time and the
+    time to the commit."""
     import tapejax as tf
     opts = tf.train.CheckpointOptions(enable_async=True)
     for _ in range(5):
         step().numpy()
-    alone, overlapped, blocking, write_time = [], [], [], []
-    for r in range(rounds):
-        ts = []
-        for _ in range(steps):
-            ts.append(_time(lambda: step().numpy()))
-        alone.append(statistics.median(ts))
+    alone, overlapped, ratios, blocking, write_time = [], [], [], [], []
+    for _ in range(rounds):
+        base = statistics.median(_time(lambda: step().numpy()) for _ in range(steps))
         t0 = time.perf_counter()
         blocking.append(_time(lambda: ckpt.save(os.path.join(root, "async", "ckpt"), options=opts)))
-        ts = []
-        pending = True
-        while pending:   # the steps that run while the save is written (at least `steps`)
-            ts.append(_time(lambda: step().numpy()))
-            pending = ckpt._saver._pending is not None and ckpt._saver._pending.thread.is_alive()
-            if len(ts) >= steps and not pending:
-                break
+        pending = ckpt._saver._pending
+        during = []
+        while pending is not None and pending.thread.is_alive():
+            during.append(_time(lambda: step().numpy()))   # a step that started while the save was written
         ckpt.sync()
         write_time.append(time.perf_counter() - t0)
-        overlapped.append(statistics.median(ts[:max(steps, 1)]))
-    return alone, overlapped, blocking, write_time
+        if during:
+            alone.append(base)
+            overlapped.append(statistics.median(during))
+            ratios.append(overlapped[-1] / base)
+    return alone, overlapped, ratios, blocking, write_time
 
 
 def main():
@@ -141,12 +143,12 @@ def main():
             for k in ("write", "restore"):
                 print(f"ratio tapejax / tf {k}: {statistics.median(io['tapejax'][k]) / statistics.median(io['tf'][k]):.2f}x"
                       f" (fastest {min(io['tapejax'][k]) / min(io['tf'][k]):.2f}x)")
-        alone, over, blocking, total = bench_async(*libs["tapejax"], rounds=args.rounds, root=root)
+        alone, over, ratios, blocking, total = bench_async(*libs["tapejax"], rounds=args.rounds, root=root)
         print(f"async save: save() blocks {statistics.median(blocking) * 1e3:.1f} ms, committed after "
               f"{statistics.median(total) * 1e3:.1f} ms")
-        print(f"training step alone {statistics.median(alone) * 1e3:.2f} ms, during the save "
-              f"{statistics.median(over) * 1e3:.2f} ms: {statistics.median(over) / statistics.median(alone):.3f}x "
-              f"(target <= 1.10x)")
+        print(f"training step alone {statistics.median(alone) * 1e3:.2f} ms, steps during the save "
+              f"{statistics.median(over) * 1e3:.2f} ms: {statistics.median(ratios):.3f}x (median of {len(ratios)} "
+              f"rounds' ratios; best {min(ratios):.3f}x; target <= 1.10x)")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

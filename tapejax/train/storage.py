@@ -16,7 +16,8 @@ orbax writes into ``prefix-N.orbax-checkpoint-tmp`` and renames it when every
 process has finished (the commit), so a save killed half way leaves the
 previous checkpoints and the ``checkpoint`` state file untouched; nothing is
 pickled.  An async save (``CheckpointOptions(enable_async=True)``) returns
-once the arrays are copied to host memory; orbax writes them in a thread, and
+once the arrays are copied to host memory; orbax writes them in threads (at
+nice 19 on Linux, so a training step on the same cores comes first), and
 a thread of ours waits for the commit and then runs the save's callbacks
 (the ``checkpoint`` state file, ``CheckpointManager``'s bookkeeping).  The next
 save, a restore, ``sync()`` and interpreter exit wait for it first.
@@ -229,6 +230,7 @@ class Saver:
         thread = threading.Thread(target=finish, name="tapejax-checkpoint-commit")
         thread.start()
         self._pending = _Pending(thread, errors)
+        _background_priority()
 
     def sync(self) -> None:
         """Wait for an async save to be committed; raise what it raised."""
@@ -246,6 +248,26 @@ class Saver:
                 saver.sync()
             except Exception:  # noqa: BLE001 - at exit: orbax logs it
                 pass
+
+
+def _background_priority() -> None:
+    """Lower the scheduling priority of the threads writing an async save (TensorStore's
+    ``ts_pool_worker`` threads, orbax's ``async_save`` thread, our commit thread) to nice 19, so
+    that on a machine whose cores also run the training step, the step gets the CPU first and
+    the write uses what is left (Linux; elsewhere nothing changes)."""
+    if not hasattr(os, "setpriority") or not os.path.isdir("/proc/self/task"):
+        return
+    tids = {t.native_id for t in threading.enumerate()
+            if t.name in ("async_save", "tapejax-checkpoint-commit") and t.native_id is not None}
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                if f.read().strip() == "ts_pool_worker":
+                    tids.add(int(tid))
+        for tid in tids:
+            os.setpriority(os.PRIO_PROCESS, tid, 19)
+    except OSError:   # a thread that ended meanwhile, or no permission: leave it
+        pass
 
 
 _EXIT_HOOK: list = []
