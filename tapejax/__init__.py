@@ -52,6 +52,7 @@ from . import optimizers
 from . import keras
 from .train.module import Module, name_scope
 from . import train
+from .train import saved_model
 from . import compat
 from . import data
 from .compat import config, debugging, summary, test
@@ -77,7 +78,7 @@ __all__ = [
     "negative", "nest", "newaxis", "nn", "norm", "not_equal", "one_hot", "ones", "ones_like",
     "op", "optimizers", "pad", "pow", "Primitive", "print", "random", "range", "rank",
     "reduce_all", "reduce_any", "reduce_logsumexp", "reduce_max", "reduce_mean", "reduce_min",
-    "reduce_prod", "reduce_sum", "RegisterGradient", "repeat", "reshape", "reverse", "roll",
+    "reduce_prod", "reduce_sum", "RegisterGradient", "repeat", "reshape", "saved_model", "reverse", "roll",
     "round", "scan", "scatter_nd", "set_cache_size", "set_deferred_execution",
     "set_speculative_updates", "shape", "sigmoid", "sign", "sin", "sinh", "size", "slice",
     "sort", "speculative_updates", "split", "sqrt", "square", "squeeze", "stack",

@@ -361,3 +361,24 @@ def test_objects_key_by_identity_not_equality():
     b.inc()
     b.inc()
     assert (a.v.numpy(), b.v.numpy()) == (2.0, 3.0)
+
+
+def test_input_signature_of_a_method_describes_the_arguments_after_self():
+    """TF: @tf.function(input_signature=[...]) on a method binds the signature to the arguments
+    after self, with TF's TypeError for a call that does not match."""
+    class M(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(2.0)
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+        def scale(self, x):
+            return x * self.w
+
+    m = M()
+    np.testing.assert_array_equal(m.scale(tf.constant([1.0, 2.0])).numpy(), [2.0, 4.0])
+    np.testing.assert_array_equal(m.scale([3.0]).numpy(), [6.0])
+    with pytest.raises(TypeError):
+        m.scale(tf.constant([1, 2]))
+    with pytest.raises(TypeError):
+        m.scale(tf.constant([1.0]), tf.constant([1.0]))

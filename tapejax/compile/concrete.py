@@ -142,7 +142,7 @@ def concrete_function(fn, args, kwargs, lead: tuple = ()) -> ConcreteFunction:
     method's instance, which an ``input_signature`` leaves out)."""
     if fn.input_signature is not None:
         if args or kwargs:
-            bind_signature(fn.input_signature, args, kwargs, fn._name)
+            bind_signature(fn.input_signature, args, kwargs, fn._name, fn._method)
         args, kwargs = tuple(fn.input_signature), {}
     args = tuple(lead) + tuple(args)
     try:

@@ -55,6 +55,7 @@ from ..core import state as _state
 from ..core.caches import Family
 from ..core.ownership import deferred_interrupts, write_back
 from ..core.tensor import Tensor
+from ..core.variable import announce
 from ..ops.checks import CHECK_ERRORS, raise_if_failed
 from . import autograph as _autograph, config as _config, polymorphism, retracing, tracing
 from .sharding import MeshPlan
@@ -144,6 +145,11 @@ class Function:
         self._first = True          # no call has traced successfully yet (Variables may be created)
         self._lock = threading.RLock()
         self._mesh = None if mesh is None else MeshPlan(mesh, in_specs, variable_specs)
+        # a function defined in a class body with `self` first: called as a method, its
+        # input_signature describes the arguments after `self` (TF's)
+        code = getattr(func, "__code__", None)
+        self._method = bool(code and code.co_argcount and code.co_varnames[0] == "self"
+                            and "." in getattr(func, "__qualname__", ""))
         self._calls = retracing.detector(func)   # TF's call statistics (the retracing warning)
         functools.update_wrapper(self, func)
 
@@ -179,7 +185,7 @@ class Function:
         """A call; ``lead``: arguments before the ones ``input_signature`` describes (a method's
         instance)."""
         if self.input_signature is not None:
-            args = bind_signature(self.input_signature, args, kwargs, self._name)
+            args = bind_signature(self.input_signature, args, kwargs, self._name, self._method)
         if lead:
             args = lead + tuple(args)
         if _config.FLAGS.eager:   # tf.config.run_functions_eagerly(True): plain Python
@@ -285,6 +291,8 @@ class Function:
         if tr.created:
             for c, value in zip(tr.created, tracing.initial_values(tr, fname)):
                 c.var._value = value
+            for c in tr.created:   # every one holds its value: a restore waiting for them applies now
+                announce(c.var)    # (``core.variable.CREATION_HOOKS``)
             self._first = False
             self._tracing_count += 1
             tr = tracing.trace(body, tpl, avals, fname=fname, create_error=tracing.SINGLETON_MSG)

@@ -13,6 +13,7 @@ from typing import Any, Callable, List, Optional, Sequence
 
 import jax
 
+from ..core.ownership import slot_owner
 from .signature import arg_key
 
 P = jax.sharding.PartitionSpec
@@ -45,6 +46,10 @@ class MeshPlan:
 
     def var_sharding(self, var) -> jax.sharding.NamedSharding:
         spec = self.variable_specs(var) if self.variable_specs is not None else None
+        if spec is None and self.variable_specs is not None:
+            owner = slot_owner(var)   # optimizer state is placed like the Variable it belongs to
+            if owner is not None:
+                spec = self.variable_specs(owner)
         if spec is not None and not isinstance(spec, P):
             raise TypeError(f"variable_specs({var.name}) must return a PartitionSpec or None; got {spec!r}")
         return jax.sharding.NamedSharding(self.mesh, spec if spec is not None else P())

@@ -145,9 +145,14 @@ def _spec_text(v) -> str:
     return f"TensorSpec(shape={tuple(v.shape)}, dtype=tf.{np.dtype(v.dtype).name}, name=None)"
 
 
-def bind_signature(signature: Sequence[TensorSpec], args, kwargs, fname: str) -> Tuple[Tensor, ...]:
+def bind_signature(signature: Sequence[TensorSpec], args, kwargs, fname: str,
+                   method: bool = False) -> Tuple[Any, ...]:
     """TF's ``input_signature`` binding: every argument a Tensor compatible with its spec
-    (TypeError naming the argument and both specs otherwise), returned positionally."""
+    (TypeError naming the argument and both specs otherwise), returned positionally.  For a
+    method (``method``: decorated in a class body, called through its instance) the signature
+    describes the arguments after ``self``."""
+    if method and len(args) == len(signature) + 1:
+        return (args[0],) + tuple(bind_signature(signature, args[1:], kwargs, fname))
     if kwargs:
         raise TypeError(f"{fname}: with an input_signature, pass the arguments positionally; "
                         f"got keyword arguments {sorted(kwargs)}")

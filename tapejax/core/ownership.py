@@ -13,10 +13,13 @@ private copy of host data sets it.
 ``commit`` runs one and writes the new values as one unit (``deferred_interrupts``: a Ctrl-C
 arriving meanwhile is delivered after it, so the Variables are all updated or all untouched),
 then runs the Variables' constraints.  ``tapejax.function`` and the optimizers use them.
+``note_slot`` / ``slot_owner`` record which Variable a piece of optimizer state belongs to, so
+``tapejax.function``'s ``variable_specs`` places (shards) the state like its Variable.
 """
 import signal
 import threading
-from typing import Any, Callable, Iterable, Sequence
+import weakref
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 import jax
 
@@ -173,3 +176,21 @@ def commit(state: Sequence[Any], constrained: Sequence[Any], update: Callable[[l
         with deferred_interrupts():
             for v, x in fixed:
                 v._value = x
+
+
+# -- optimizer state and the Variable it belongs to ----------------------------------------
+#: slot Variable id -> weak reference to the Variable it belongs to (``slot_owner``).
+_SLOT_OWNERS: dict[int, "weakref.ref[Any]"] = {}
+
+
+def note_slot(slot: Any, owner: Any) -> None:
+    """Record that ``slot`` is optimizer state shaped like ``owner`` (``slot_owner``)."""
+    _SLOT_OWNERS[slot._id] = weakref.ref(owner)
+    weakref.finalize(slot, _SLOT_OWNERS.pop, slot._id, None)
+
+
+def slot_owner(var: Any) -> Optional[Any]:
+    """The Variable whose optimizer state ``var`` is (a slot, an optax state leaf), or None:
+    ``tapejax.function``'s ``variable_specs`` places a slot like its Variable."""
+    ref = _SLOT_OWNERS.get(var._id)
+    return None if ref is None else ref()

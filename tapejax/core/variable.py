@@ -61,6 +61,11 @@ _sub = jax.jit(jnp.subtract)
 #: concurrent updates are never lost.  Re-entrant.
 UPDATE_LOCK = threading.RLock()
 
+#: Called with every new Variable at the end of ``Variable.__init__`` (a list that is empty
+#: unless someone waits for Variables: ``tapejax.train``'s deferred restoration adds its hook
+#: while a restore has values for objects that do not exist yet, and removes it after).
+CREATION_HOOKS: "list[Callable[[Variable], None]]" = []
+
 _Tracer = jax.core.Tracer
 _BINDING = threading.local()   # ``depth``: ``traced_values`` blocks open on this thread
 
@@ -107,6 +112,14 @@ class traced_values:
             v._restore(st)
         _BINDING.depth -= 1
         return False
+
+
+def announce(var: "Variable") -> None:
+    """Run the ``CREATION_HOOKS`` for ``var``, which now holds its initial value (at the end of
+    ``Variable.__init__``, or, for one a ``tapejax.function`` created while tracing, when the
+    function has given it its value)."""
+    for hook in tuple(CREATION_HOOKS):
+        hook(var)
 
 
 class Variable:
@@ -196,7 +209,10 @@ class Variable:
             raise ValueError(f"The `constraint` argument must be a callable; got {constraint!r}")
         self._constraint = constraint  # applied by optimizers after each update, as in TF
         if _state._local.collector is not None:  # created while a tapejax.function traces
+            # (the function gives it its initial value when its trace ends, then ``announce``s it)
             _state._local.collector.created(self)
+        elif CREATION_HOOKS:   # (empty unless a checkpoint restore waits for Variables: ``train.restore``)
+            announce(self)
 
     # -- the read ----------------------------------------------------------
     def _read(self):

@@ -444,7 +444,8 @@ def ones_like(input, dtype=None, name=None, layout=None):
 
 
 def shape(input, out_type=None, name=None):
-    """``tf.shape``: the shape as an int32 tensor (a constant to tapes)."""
+    """``tf.shape``: the shape as an int32 tensor (a constant to tapes).  A symbolic dimension
+    (``jax.export`` of a signature with ``None``: ``tapejax.saved_model``) is computed by the program."""
     dt = np.int32 if out_type is None else _const_dtype(out_type)
     s = _shape(input)
     if not all(isinstance(d, int) for d in s):   # a symbolic size (tapejax.function's None dims)

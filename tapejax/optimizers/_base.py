@@ -42,7 +42,7 @@ from ..core import dtypes as _dtypes, nest as _nest, state as _state
 from ..core.caches import Family
 from ..core.convert import convert_to_tensor
 from ..core.executor import ACTIVE, GroupUpdate
-from ..core.ownership import Donating
+from ..core.ownership import Donating, note_slot
 from ..core.tensor import Pending, Tensor
 from ..core.variable import Variable
 from . import schedules as _schedules
@@ -66,6 +66,17 @@ _NUMBERS = (int, float, bool)
 _MISSING = object()
 
 _ALLOWED_KWARGS = {"clipnorm", "clipvalue", "lr", "decay", "global_clipnorm"}
+
+
+def place_like(init, owner: Variable):
+    """``init`` (a new state array shaped like ``owner``) on ``owner``'s devices: a sharded
+    Variable gets sharded optimizer state (an uncommitted or single-device value is left as is)."""
+    val = owner._val
+    sh = getattr(val, "sharding", None)
+    if (not isinstance(val, jax.Array) or sh is None or not getattr(val, "committed", False)
+            or len(sh.device_set) < 2 or getattr(init, "shape", None) != val.shape):
+        return init
+    return jax.device_put(init, sh)
 
 
 def _same_aval(a, b):
@@ -336,10 +347,11 @@ class Optimizer:
             order = [(v, slot) for slot in self._slots_for_creation() for v in new]
         for v, slot in order:
             base = v.name.split(":")[0]
-            init = self._slot_init(slot, v)
+            init = place_like(self._slot_init(slot, v), v)
             s = Variable(init, trainable=False, name=f"{base}/{slot}")
             if init is not v._val:   # a new array (``_slot_init``'s zeros): donated by the updates
                 s._set_owned(s._value)
+            note_slot(s, v)
             self._slots[v._id][slot] = s
             self._weights.append(s)
 

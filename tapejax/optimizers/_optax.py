@@ -16,12 +16,23 @@ import optax
 
 from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
-from ..core.ownership import Donating
+from ..core.ownership import Donating, note_slot
 from ..core.state import _local
 from ..core.tensor import Pending
 from ..core.variable import Variable
 from ._args import _filter_empty_gradients, _touch
-from ._base import Optimizer, _run_update
+from ._base import Optimizer, _run_update, place_like
+
+
+def _owner(path, leaf, var_list):
+    """The parameter an optax state leaf belongs to: optax keeps per-parameter state (``mu``,
+    ``nu`` ...) as a tree shaped like the parameters, here a list, so such a leaf's path ends
+    with the parameter's index and the leaf has its shape; None for anything else (``count``)."""
+    last = path[-1] if path else None
+    i = getattr(last, "idx", None)
+    if isinstance(i, int) and 0 <= i < len(var_list) and getattr(leaf, "shape", None) == var_list[i].shape:
+        return var_list[i]
+    return None
 
 
 class OptaxOptimizer(Optimizer):
@@ -48,9 +59,14 @@ class OptaxOptimizer(Optimizer):
             params = [v._value for v in var_list]
             with jax.ensure_compile_time_eval():   # concrete state even inside tapejax.function
                 state = self.tx.init(params)
-                leaves, tree = jax.tree_util.tree_flatten(state)
-                svars = [Variable(jnp.asarray(x), trainable=False, name=f"optax/{i}")
-                         for i, x in enumerate(leaves)]
+                paths, tree = jax.tree_util.tree_flatten_with_path(state)
+                owners = [_owner(path, x, var_list) for path, x in paths]
+                svars = [Variable(jnp.asarray(x) if o is None else place_like(jnp.asarray(x), o),
+                                  trainable=False, name=f"optax/{i}")
+                         for i, ((_, x), o) in enumerate(zip(paths, owners))]
+                for s, o in zip(svars, owners):
+                    if o is not None:
+                        note_slot(s, o)
             self._weights.extend(svars)
             group = self._groups[key] = (svars, tree)
         return group

@@ -1,376 +1,241 @@
-"""``Checkpoint`` (``tf.train.Checkpoint``) and ``latest_checkpoint``.
+"""``Checkpoint`` (``tf.train.Checkpoint``) and ``CheckpointOptions``.
 
-File format (documented, no pickle)
------------------------------------
-One NumPy ``.npz`` archive per checkpoint, read with ``allow_pickle=False``:
+``Checkpoint(model=..., optimizer=...)`` is the root of an object graph
+(``graph``); with ``root=obj`` the object itself is the root and the keyword
+objects hang from it, as in TF.  Objects given later as attributes
+(``ckpt.step = tf.Variable(0)``) join the graph, and a restore waiting for
+them is applied then.
 
-* one array per Variable, keyed by its *object path* from the checkpoint's
-  root: ``"model/layers/0/w"`` (attributes of Modules in sorted order, list
-  indices, dict keys), ``"optimizer/iter"``, ``"optimizer/learning_rate"``, the other
-  hyperparameters that TF keeps in Variables (``"optimizer/beta_1"``, ``"optimizer/decay"`` ...),
-  ``"optimizer/slots/<variable path>/<slot name>"`` (``m``, ``v`` ...),
-  ``"optimizer/extra/<i>"`` (Nadam's momentum cache), ``"optimizer/optax/<i>"``
-  (the leaves of an optax state), ``"save_counter"``;
-* ``"__tapejax_checkpoint__"``: a 0-d unicode array holding JSON metadata
-  (format name, version, dtypes of arrays NumPy cannot store natively, such
-  as bfloat16, which are stored as same-size unsigned integers).
+* ``write(prefix)`` saves to ``prefix`` (an orbax checkpoint directory, see
+  ``storage``) and returns it; ``save(prefix)`` increments ``save_counter`` and
+  writes ``prefix-N``, then records it in the directory's ``checkpoint`` state
+  file (``manager``), so ``latest_checkpoint(dir)`` finds it.
+* ``read(path)`` / ``restore(path)`` match the saved graph to the live
+  objects (``restore``) and return a status (``status``); ``restore`` also
+  creates ``save_counter`` and accepts a SavedModel directory.  Values are
+  assigned at once where their objects exist and when they appear otherwise.
+* ``CheckpointOptions(enable_async=True)``: ``save``/``write`` return once the
+  values are copied off the devices; ``sync()`` (or the next save, a restore,
+  interpreter exit) waits for the commit.
 
-Writes are atomic: the archive is written to a temporary file in the same
-directory, flushed and fsynced, then ``os.replace``-d over the target, so an
-interrupted save leaves the previous checkpoint intact.  ``save`` also
-writes TF's ``checkpoint`` state file, so ``latest_checkpoint(dir)`` works.
-
-Restoring validates every value first (ValueError naming the variable, the
-expected and the found shape/dtype) and only then assigns, so a bad file
-changes nothing.  Values in the file with no object, and objects with no
-value, are reported by the returned status (``assert_consumed``), as in TF.
-Optimizer slots that do not exist yet are created on restore, so a fresh
-optimizer resumes exactly where the saved one stopped.
+``save_counter`` is created on the first ``save``, ``restore`` or access (as
+TF), so a checkpoint written by ``write`` alone has none.
 """
-import json
+from __future__ import annotations
+
 import os
-import tempfile
-from typing import Any, Dict, Iterable
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
 from ..core import dtypes as _dtypes
 from ..core.errors import NotFoundError
 from ..core.variable import Variable
-from ..optimizers import Optimizer
-from ..optimizers._optax import OptaxOptimizer
-from .module import Module
-
-_META = "__tapejax_checkpoint__"
-_FORMAT = "tapejax-checkpoint"
-_VERSION = 1
+from . import graph as _g, restore as _restore, storage as _storage, trackable as _tr
+from .state_file import update_checkpoint_state
+from .status import CheckpointLoadStatus, InitializationOnlyStatus
 
 
-def _is_trackable(x):
-    return isinstance(x, (Variable, Module, Optimizer, Checkpoint))
+class CheckpointOptions:
+    """Options for ``save``/``write``/``restore`` (``tf.train.CheckpointOptions``).
+
+    ``enable_async`` (or TF's older ``experimental_enable_async_checkpoint``):
+    save in the background.  ``experimental_write_callbacks``: callables run
+    after each write is committed (with the path when they take one
+    argument).  ``experimental_skip_slot_variables``: restore no optimizer
+    slots.  ``experimental_io_device`` and ``experimental_sharding_callback``
+    are accepted and have no effect (orbax decides where and how to write).
+    """
+
+    def __init__(self, experimental_io_device: Optional[str] = None,
+                 experimental_enable_async_checkpoint: bool = False,
+                 experimental_write_callbacks: Optional[Sequence[Callable]] = None,
+                 enable_async: bool = False, experimental_skip_slot_variables: bool = False,
+                 experimental_sharding_callback: Any = None):
+        if experimental_write_callbacks is not None:
+            for cb in experimental_write_callbacks:
+                if not callable(cb):
+                    raise TypeError(f"experimental_write_callbacks must be callables; got {cb!r}")
+        self.experimental_io_device = experimental_io_device
+        self.experimental_enable_async_checkpoint = bool(experimental_enable_async_checkpoint or enable_async)
+        self.enable_async = self.experimental_enable_async_checkpoint
+        self.experimental_write_callbacks = (None if experimental_write_callbacks is None
+                                             else list(experimental_write_callbacks))
+        self.experimental_skip_slot_variables = bool(experimental_skip_slot_variables)
+        self.experimental_sharding_callback = experimental_sharding_callback
 
 
-def _is_trackable_tree(x):
-    """A trackable, or a list/tuple/dict of them (TF wraps those as trackable containers)."""
-    if isinstance(x, dict):
-        return all(_is_trackable_tree(v) for v in x.values())
-    if isinstance(x, (list, tuple)):
-        return all(_is_trackable_tree(v) for v in x)
-    return _is_trackable(x)
+def _check_options(options: Any) -> CheckpointOptions:
+    if options is None:
+        return CheckpointOptions()
+    if not isinstance(options, CheckpointOptions):
+        raise TypeError(f"`options` must be a tapejax.train.CheckpointOptions; got {options!r}")
+    return options
 
 
-def _file_of(prefix):
-    prefix = os.fspath(prefix)
-    return prefix if prefix.endswith(".npz") else prefix + ".npz"
+def _callback(cb: Callable, path: str) -> Callable[[], None]:
+    import inspect
+    try:
+        n = len(inspect.signature(cb).parameters)
+    except (TypeError, ValueError):
+        n = 1
+    if n not in (0, 1):
+        raise AssertionError(f"Callback functions for checkpoint are required to have 0 or 1 parameters, but "
+                             f"this has {n} parameters: {cb}")
+    return (lambda: cb()) if n == 0 else (lambda: cb(path))
 
 
-class _Graph:
-    """Variables (path -> Variable) and optimizers (path -> optimizer) reachable from the root objects."""
-
-    def __init__(self, objects):
-        self.vars = {}
-        self.opts = []
-        self._seen = set()
-        self._var_path = {}
-        for name in sorted(objects):
-            self._struct(objects[name], name)
-
-    def _walk(self, obj, path):
-        if isinstance(obj, Variable):
-            if obj._id not in self._var_path:
-                self._var_path[obj._id] = path
-                self.vars[path] = obj
-            return
-        if id(obj) in self._seen:
-            return
-        self._seen.add(id(obj))
-        if isinstance(obj, Optimizer):
-            self.opts.append((path, obj))
-        elif isinstance(obj, Module):
-            attrs = vars(obj)
-            for key in sorted(attrs):
-                if key in Module._TF_MODULE_IGNORED_PROPERTIES or key == "_name":
-                    continue
-                self._struct(attrs[key], f"{path}/{key}")
-        elif isinstance(obj, Checkpoint):
-            for key in sorted(obj._objects):
-                self._struct(obj._objects[key], f"{path}/{key}")
-
-    def _struct(self, x, path):
-        if isinstance(x, dict):
-            for k in sorted(x, key=str):
-                self._struct(x[k], f"{path}/{k}")
-        elif isinstance(x, (list, tuple)):
-            for i, v in enumerate(x):
-                self._struct(v, f"{path}/{i}")
-        elif _is_trackable(x):
-            self._walk(x, path)
-
-    def var_path(self, var):
-        return self._var_path.get(var._id)
-
-    def optimizer_entries(self, path, opt, create_from=None):
-        """(key, Variable) for the optimizer's state; ``create_from`` (keys in a file) creates missing slots."""
-        out = [(f"{path}/iter", opt.iterations)]
-        if isinstance(opt, OptaxOptimizer):
-            return out + self._optax_entries(path, opt, create_from)
-        if opt._lr_var is not None and opt._lr_sched is None:
-            out.append((f"{path}/learning_rate", opt._lr_var))
-        for name in sorted(opt._hyper):   # beta_1, decay, momentum ... (Variables, as in TF)
-            out.append((f"{path}/{name}", opt._hyper[name]))
-        if create_from is not None:
-            want = []
-            for vpath, var in self.vars.items():
-                if var._id not in opt._slots and any(
-                        k.startswith(f"{path}/slots/{vpath}/") for k in create_from):
-                    want.append(var)
-            if want:
-                opt._create_slots(want)
-        for i, e in enumerate(getattr(opt, "_extra", [])):
-            out.append((f"{path}/extra/{i}", e))
-        for vid, slots in opt._slots.items():
-            var = next((v for v in self.vars.values() if v._id == vid), None)
-            vpath = self.var_path(var) if var is not None else None
-            if vpath is None:
-                continue   # a slot of a variable outside this checkpoint
-            for sname, svar in slots.items():
-                out.append((f"{path}/slots/{vpath}/{sname}", svar))
-        return out
-
-    def _optax_entries(self, path, opt, create_from):
-        out = []
-        if create_from is not None and not opt._groups:
-            groups = create_from.get("optax_groups", {}).get(path, [])
-            for gpaths in groups:
-                if all(p in self.vars for p in gpaths):
-                    opt._state_for([self.vars[p] for p in gpaths])
-        for gi, (key, (svars, _)) in enumerate(opt._groups.items()):
-            for i, s in enumerate(svars):
-                out.append((f"{path}/optax/{gi}/{i}", s))
-        return out
-
-    def optax_groups(self):
-        groups = {}
-        for path, opt in self.opts:
-            if isinstance(opt, OptaxOptimizer):
-                gl = []
-                for key in opt._groups:
-                    vpaths = []
-                    for vid in key:
-                        var = next((v for v in self.vars.values() if v._id == vid), None)
-                        vpaths.append(self.var_path(var) if var is not None else f"<unsaved {vid}>")
-                    gl.append(vpaths)
-                groups[path] = gl
-        return groups
-
-
-class _CreateFrom(list):
-    """Keys of a file plus its metadata (passed to optimizer_entries to create missing state)."""
-
-    def __init__(self, keys: Iterable[str], meta: Dict[str, Any]):
-        super().__init__(keys)
-        self.meta = meta
-
-    def get(self, k: str, default: Any = None) -> Any:
-        return self.meta.get(k, default)
-
-
-class CheckpointLoadStatus:
-    """What a restore matched (``tf.train.Checkpoint.restore``'s status)."""
-
-    def __init__(self, path, unmatched_objects, unused_keys):
-        self.save_path = path
-        self.unmatched_objects = unmatched_objects   # (key, Variable) with no value in the file
-        self.unused_keys = unused_keys               # values in the file with no object
-
-    def assert_consumed(self):
-        """Raise AssertionError unless every object got a value and every value was used."""
-        if self.unmatched_objects:
-            names = [f"{k} ({v.name}, shape {tuple(v.shape)})" for k, v in self.unmatched_objects]
-            raise AssertionError(f"Found {len(names)} Python objects that were not bound to checkpointed "
-                                 f"values in {self.save_path}, likely due to changes in the Python "
-                                 f"program: {names}")
-        if self.unused_keys:
-            raise AssertionError(f"Unresolved values in the checkpoint {self.save_path}: "
-                                 f"{sorted(self.unused_keys)}")
-        return self
-
-    def assert_existing_objects_matched(self):
-        if self.unmatched_objects:
-            return self.assert_consumed()
-        return self
-
-    def assert_nontrivial_match(self):
-        return self
-
-    def expect_partial(self):
-        return self
+def _path(value: Any, what: str) -> str:
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        raise TypeError(f"`{what}` must be a string or os.PathLike path; got {value!r} of type "
+                        f"{type(value).__name__}")
+    return value
 
 
 class Checkpoint:
-    """Save and restore Variables, Modules and optimizers (``tf.train.Checkpoint(**objects)``).
+    """Saves and restores Variables, Modules and optimizers (``tf.train.Checkpoint``)."""
 
-    ``save(prefix)`` writes ``prefix-N.npz`` (N counts saves) and returns
-    ``"prefix-N"``; ``write(prefix)`` writes ``prefix.npz`` and returns
-    ``prefix``; ``restore(path)`` / ``read(path)`` load it back (``path``
-    with or without ``.npz``).  See the module docstring for the format.
-    """
+    def __init__(self, root: Any = None, **kwargs: Any):
+        objects = {}
+        for name, value in kwargs.items():
+            if not (_tr.is_trackable(value) or _tr.is_container(value)):
+                raise ValueError(f"`Checkpoint` was expecting {name} to be a trackable object (a Variable, "
+                                 f"tapejax.Module, optimizer or Checkpoint, or a list, tuple or dict of them), "
+                                 f"got {value!r}.")
+            objects[name] = value
+        if root is not None and not _tr.is_trackable(root):
+            raise ValueError(f"`Checkpoint` was expecting root to be a trackable object (a Variable, "
+                             f"tapejax.Module, optimizer or Checkpoint), got {root!r}.")
+        object.__setattr__(self, "_objects", objects)
+        object.__setattr__(self, "_root", root)
+        object.__setattr__(self, "_save_counter", None)   # (Optional[Variable]: made on first use)
+        object.__setattr__(self, "_saver", None)          # (Optional[storage.Saver])
+        object.__setattr__(self, "_options", None)
 
-    def __init__(self, root=None, **kwargs):
-        objects = dict(kwargs)
-        if root is not None:
-            objects["root"] = root
-        for k, v in objects.items():
-            if not _is_trackable_tree(v):
-                raise ValueError(f"`Checkpoint` was expecting {k} to be a trackable object (a Variable, "
-                                 f"tapejax.Module, optimizer or Checkpoint, or a list/dict of them), "
-                                 f"got {v!r}.")
-        self._objects = objects
-        self._save_counter = Variable(np.zeros((), np.int32 if not _dtypes.x64_enabled() else np.int64),
-                                      trainable=False, name="save_counter")
-
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         objects = self.__dict__.get("_objects", {})
         if name in objects:
             return objects[name]
-        raise AttributeError(name)
+        raise AttributeError(f"'Checkpoint' object has no attribute {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name.startswith("_") or not (_tr.is_trackable(value) or _tr.is_container(value)):
+            object.__setattr__(self, name, value)   # a plain attribute: not saved (as TF)
+            return
+        self._objects[name] = value
+        _tr.track(self, name, value)
+
+    # -- the graph --------------------------------------------------------------------------
+    def _checkpoint_children(self) -> list:
+        out = []
+        if self._root is not None:
+            out.extend(_tr.children(self._root))
+            if _tr.is_value(self._root):
+                out = []
+        out.extend(self._objects.items())
+        if self._save_counter is not None:
+            out.append(("save_counter", self._save_counter))
+        return out
+
+    def _checkpoint_lookup(self, name: str) -> Any:
+        if name in self._objects:
+            return self._objects[name]
+        if name == "save_counter":
+            return self._save_counter
+        return None if self._root is None else _tr.lookup(self._root, name)
+
+    def _checkpoint_anchor(self, name: str) -> Any:
+        """Where a restore waits for the child ``name``: the root object for its own attributes."""
+        if self._root is not None and name not in self._objects and name != "save_counter":
+            return self._root
+        return self
 
     @property
-    def save_counter(self):
+    def save_counter(self) -> Variable:
+        """The number of ``save`` calls (an int64 Variable in TF; int32 without JAX's x64 mode)."""
+        if self._save_counter is None:
+            dtype = np.int64 if _dtypes.x64_enabled() else np.int32
+            counter = Variable(np.zeros((), dtype), trainable=False, name="save_counter")
+            object.__setattr__(self, "_save_counter", counter)
+            _tr.track(self, "save_counter", counter)
+            return counter
         return self._save_counter
 
-    # -- writing ----------------------------------------------------------------
-    def _entries(self, create_from=None):
-        graph = _Graph(self._objects)
-        entries = list(graph.vars.items())
-        for path, opt in graph.opts:
-            entries.extend(graph.optimizer_entries(path, opt, create_from))
-        entries.append(("save_counter", self._save_counter))
-        return graph, entries
-
-    def write(self, file_prefix, options=None):
-        """Write every value to ``file_prefix``(.npz) atomically; returns ``file_prefix``."""
-        graph, entries = self._entries()
-        arrays = {}
-        dtypes = {}
-        for key, var in entries:
-            a = np.asarray(var._value)
-            if a.dtype.kind == "V" or a.dtype.name not in np.sctypeDict:
-                dtypes[key] = a.dtype.name
-                a = a.view(np.dtype(f"u{a.dtype.itemsize}"))
-            arrays[key] = a
-        meta = {"format": _FORMAT, "version": _VERSION, "dtypes": dtypes, "optax_groups": graph.optax_groups()}
-        arrays[_META] = np.array(json.dumps(meta))
-        _atomic_savez(_file_of(file_prefix), arrays)
-        return os.fspath(file_prefix)
-
-    def save(self, file_prefix, options=None):
-        """Write ``file_prefix-N`` (N = the save counter + 1); record it as the latest checkpoint."""
-        n = int(np.asarray(self._save_counter._value)) + 1
-        self._save_counter.assign(np.asarray(n, self._save_counter.dtype._np))
-        path = f"{os.fspath(file_prefix)}-{n}"
-        try:
-            self.write(path)
-        except BaseException:
-            self._save_counter.assign(np.asarray(n - 1, self._save_counter.dtype._np))
-            raise
-        _write_state(os.path.dirname(path) or ".", os.path.basename(path))
+    # -- writing ----------------------------------------------------------------------------
+    def _write(self, file_prefix: Any, options: Any = None, callbacks: Sequence[Callable[[], None]] = ()) -> str:
+        path = _path(file_prefix, "file_prefix")
+        opts = _check_options(options)
+        _restore.sweep()   # values waiting for objects that now exist are restored before saving
+        live = _g.build(self)
+        saver = self._saver
+        if saver is None:
+            saver = _storage.Saver()
+            object.__setattr__(self, "_saver", saver)
+        cbs = list(callbacks) + [_callback(cb, path) for cb in (opts.experimental_write_callbacks or ())]
+        saver.write(path, live, use_async=opts.enable_async, callbacks=cbs)
         return path
 
-    # -- reading -----------------------------------------------------------------
-    def read(self, save_path, options=None):
-        """Restore from ``save_path`` (all values validated before any is assigned); returns a status."""
-        fname = _file_of(save_path)
-        if not os.path.exists(fname):
-            raise NotFoundError(None, None, f"Error when restoring from checkpoint {save_path}: no file "
-                                f"{fname}. You may be missing the checkpoint suffix (e.g. the '-1' in "
-                                "'path/to/ckpt-1').")
-        with np.load(fname, allow_pickle=False) as z:
-            data = {k: z[k] for k in z.files}
-        if _META not in data:
-            raise ValueError(f"{fname} is not a tapejax checkpoint (no {_META!r} entry)")
-        meta = json.loads(str(data.pop(_META)))
-        if meta.get("format") != _FORMAT or meta.get("version", 0) > _VERSION:
-            raise ValueError(f"{fname}: unsupported checkpoint format {meta.get('format')!r} version "
-                             f"{meta.get('version')!r} (this tapejax reads {_FORMAT!r} version {_VERSION})")
-        for key, dname in meta.get("dtypes", {}).items():
-            if key in data:
-                data[key] = data[key].view(np.dtype(_dtypes.as_dtype(dname)._np))
-        create_from = _CreateFrom(data.keys(), meta)
-        _, entries = self._entries(create_from)
-        problems, plan, unmatched = [], [], []
-        for key, var in entries:
-            if key not in data:
-                if key != "save_counter":
-                    unmatched.append((key, var))
-                continue
-            a = data[key]
-            want_shape, want_dtype = tuple(var._value.shape), np.dtype(var._value.dtype)
-            if tuple(a.shape) != want_shape:
-                problems.append(f"{key} (variable {var.name}): expected shape {want_shape}, the checkpoint "
-                                f"has shape {tuple(a.shape)}")
-            elif a.dtype != want_dtype:
-                problems.append(f"{key} (variable {var.name}): expected dtype {want_dtype.name}, the "
-                                f"checkpoint has dtype {a.dtype.name}")
-            else:
-                plan.append((var, a))
-        if problems:
-            raise ValueError(f"Cannot restore {save_path}: {len(problems)} value(s) do not match the "
-                             "objects (nothing was restored):\n  " + "\n  ".join(problems))
-        for var, a in plan:
-            var.assign(a)
-        used = {k for k, _ in entries}
-        return CheckpointLoadStatus(save_path, unmatched, [k for k in data if k not in used])
+    def write(self, file_prefix: Any, options: Any = None) -> str:
+        """Save every value to ``file_prefix`` (no numbering, no state file); returns it."""
+        return self._write(file_prefix, options)
 
-    def restore(self, save_path, options=None):
-        """``read`` (``save_path`` as returned by ``save``)."""
-        if save_path is None:
-            return CheckpointLoadStatus(None, [], [])
-        return self.read(save_path, options)
+    def save(self, file_prefix: Any, options: Any = None) -> str:
+        """Save to ``file_prefix-N`` (N = ``save_counter`` + 1) and record it as the latest checkpoint."""
+        prefix = _path(file_prefix, "file_prefix")
+        _check_options(options)
+        counter = self.save_counter
+        number = int(counter.numpy()) + 1
+        counter.assign(np.asarray(number, counter.dtype._np))
+        path = f"{prefix}-{number}"
 
+        def record() -> None:
+            update_checkpoint_state(os.path.dirname(path) or ".", path)
 
-def _atomic_write(path, write, mode, suffix=""):
-    """Write ``path`` all or nothing: ``write(file)`` fills a temporary file in the same
-    directory, which is fsynced and then renamed over ``path`` (an interrupted save
-    leaves the previous file intact)."""
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=d)
-    try:
-        with os.fdopen(fd, mode) as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
         try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+            return self._write(path, options, callbacks=[record])
+        except BaseException:
+            counter.assign(np.asarray(number - 1, counter.dtype._np))
+            raise
+
+    def sync(self) -> None:
+        """Wait for an async save to be committed (raises what it raised)."""
+        if self._saver is not None:
+            self._saver.sync()
+
+    # -- reading ----------------------------------------------------------------------------
+    def read(self, save_path: Any, options: Any = None) -> CheckpointLoadStatus:
+        """Restore what the checkpoint at ``save_path`` has for this object graph; returns a status."""
+        path = _path(save_path, "save_path")
+        _check_options(options)
+        self.sync()
+        data = _storage.open_checkpoint(path)
+        restoration = _restore.Restoration(data, skip_slots=_check_options(options).experimental_skip_slot_variables)
+        try:
+            restoration.restore_into(0, self, self, ())
+        except BaseException:
+            restoration.report.expect_partial = True   # nothing was restored: no warnings about it
+            raise
+        return CheckpointLoadStatus(restoration, self)
+
+    def restore(self, save_path: Any, options: Any = None) -> Any:
+        """``read``, with TF's error for a missing path; also creates ``save_counter`` (restored
+        from the checkpoint when it has one).  ``restore(None)`` restores nothing."""
+        if save_path is None:
+            return InitializationOnlyStatus(self)
+        path = _path(save_path, "save_path")
+        try:
+            status = self.read(path, options)
+        except NotFoundError as e:
+            raise NotFoundError(None, None, f"Error when restoring from checkpoint or SavedModel at {path}: "
+                                f"{e.message}\nPlease double-check that the path is correct. You may be "
+                                "missing the checkpoint suffix (e.g. the '-1' in 'path/to/ckpt-1').") from None
+        self.save_counter   # (created now: restored by the wait on "save_counter")
+        return status
+
+    def __repr__(self) -> str:
+        return f"<tapejax.train.Checkpoint {sorted(self._objects)}>"
 
 
-def _atomic_savez(fname, arrays):
-    _atomic_write(fname, lambda f: np.savez(f, **arrays), "wb", suffix=".npz")
-
-
-def _write_state(directory, latest):
-    text = f'model_checkpoint_path: "{latest}"\nall_model_checkpoint_paths: "{latest}"\n'
-    _atomic_write(os.path.join(directory, "checkpoint"), lambda f: f.write(text), "w")
-
-
-def latest_checkpoint(checkpoint_dir, latest_filename=None):
-    """The path of the latest checkpoint written by ``Checkpoint.save`` in ``checkpoint_dir`` (or None)."""
-    state = os.path.join(checkpoint_dir, latest_filename or "checkpoint")
-    if not os.path.exists(state):
-        return None
-    with open(state) as f:
-        for line in f:
-            if line.startswith("model_checkpoint_path:"):
-                name = line.split(":", 1)[1].strip().strip('"')
-                path = name if os.path.isabs(name) else os.path.join(checkpoint_dir, name)
-                return path if os.path.exists(_file_of(path)) else None
-    return None
-
-
-__all__ = ["Checkpoint", "CheckpointLoadStatus", "latest_checkpoint"]
+__all__ = ["Checkpoint", "CheckpointOptions"]

@@ -18,6 +18,13 @@ from ..core.variable import Variable
 
 _VALID_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
+#: ``train.restore.child_added`` while a restore waits for objects that do not exist yet, else
+#: None (set by ``restore``, which imports this module): ``Module.__setattr__`` reports each new
+#: attribute to it, so a Variable created on a model's first call gets its saved value at once.
+#: Called as ``hook(module, name, value)`` after a Module attribute is set (empty unless a
+#: restore waits for children that do not exist yet: ``train.restore`` adds its hook then).
+CHILD_HOOKS: list = []
+
 
 class name_scope:
     """``tf.name_scope(name)``: a context manager that prefixes Variable names with ``name/``.
@@ -101,6 +108,12 @@ class Module:
     @property
     def name(self):
         return self._name
+
+    def __setattr__(self, name, value):
+        object.__setattr__(self, name, value)
+        if CHILD_HOOKS:   # a restore waits for children that do not exist yet (``train.restore``)
+            for hook in tuple(CHILD_HOOKS):
+                hook(self, name, value)
 
     @property
     def name_scope(self):

@@ -1,0 +1,169 @@
+"""From a ``tapejax.function`` with an ``input_signature`` to a ``jax.export`` artifact.
+
+The exported program is pure: ``f(variables, *inputs) -> flat outputs``.  It
+is traced by running the function's Python under ``jax.jit`` with every
+Variable of the saved object bound to an input (``core.variable.traced_values``)
+and graph mode on (as ``tapejax.function`` traces), so the Variables' values
+are *arguments*, saved apart in a checkpoint, not constants baked into the
+program; a ``None`` in the signature becomes a symbolic dimension
+(``jax.export.symbolic_shape``), so one artifact serves every batch size.
+Outputs are flattened with their structure recorded as JSON (``template``):
+nests of dicts, lists and tuples of Tensors, or None.
+
+A signature function must not assign Variables (serving is read-only):
+``ValueError`` names the Variable.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Optional, Sequence
+
+import jax
+import numpy as np
+
+from ...compile.function import Function, TensorSpec, _BoundFunction
+from ...core.convert import convert_to_tensor
+from ...core.tensor import Tensor
+from ...core.variable import Variable, traced_values
+
+
+class ExportedFunction(NamedTuple):
+    """One exported function: its serialized program and what it takes and gives."""
+
+    name: str
+    inputs: list        # [{"name", "shape" (None for any size), "dtype"}]
+    outputs: Any        # the output structure (``template``)
+    data: bytes         # ``jax.export.Exported.serialize()``
+
+
+def signature_functions(obj: Any) -> dict:
+    """The ``tapejax.function``s with an ``input_signature`` reachable as attributes of ``obj``
+    (methods decorated in its class, and Functions stored on it), by attribute name."""
+    found = {}
+    names = set(dir(type(obj))) | set(getattr(obj, "__dict__", {}))
+    for name in sorted(names):
+        if name.startswith("__") and name != "__call__":
+            continue
+        try:
+            value = getattr(obj, name)
+        except Exception:  # noqa: BLE001 - a property that cannot be read now is no function
+            continue
+        if as_function(value) is not None:
+            found[name] = value
+    return found
+
+
+def as_function(value: Any) -> Optional[Any]:
+    """``value`` if it is a tapejax.function (or one bound to an instance) with an
+    input_signature, else None."""
+    fn = value._fn if isinstance(value, _BoundFunction) else value
+    if isinstance(fn, Function) and fn.input_signature is not None:
+        return value
+    return None
+
+
+def _python(value: Any) -> Any:
+    return value.python_function
+
+
+def _signature(value: Any) -> tuple:
+    fn = value._fn if isinstance(value, _BoundFunction) else value
+    return fn.input_signature
+
+
+def input_specs(value: Any) -> list:
+    out = []
+    for i, spec in enumerate(_signature(value)):
+        if not isinstance(spec, TensorSpec):
+            raise TypeError(f"input_signature entries must be tapejax.TensorSpec; got {spec!r}")
+        if spec.shape is None:
+            raise ValueError(f"input_signature[{i}] has an unknown rank (shape=None): an exported program needs "
+                             "the rank; give a shape with None for the sizes that vary")
+        out.append({"name": spec.name or (f"x_{i}" if i else "x"), "shape": list(spec.shape),
+                    "dtype": spec.dtype.name})
+    return out
+
+
+def template(x: Any, leaves: list) -> Any:
+    """The JSON structure of an output, its Tensors appended to ``leaves``."""
+    if x is None:
+        return {"none": True}
+    if isinstance(x, dict):
+        return {"dict": [[str(k), template(x[k], leaves)] for k in sorted(x, key=str)]}
+    if isinstance(x, (list, tuple)):
+        return {"list" if isinstance(x, list) else "tuple": [template(v, leaves) for v in x]}
+    leaves.append(x)
+    return {"leaf": len(leaves) - 1}
+
+
+def fill(tpl: Any, leaves: Sequence[Any]) -> Any:
+    """The inverse of ``template``."""
+    if "none" in tpl:
+        return None
+    if "dict" in tpl:
+        return {k: fill(v, leaves) for k, v in tpl["dict"]}
+    if "list" in tpl:
+        return [fill(v, leaves) for v in tpl["list"]]
+    if "tuple" in tpl:
+        return tuple(fill(v, leaves) for v in tpl["tuple"])
+    return leaves[tpl["leaf"]]
+
+
+def pure_function(value: Any, variables: Sequence[Variable], name: str):
+    """``f(variable_values, *inputs) -> flat output arrays``, and a one-element list that holds
+    the output template once ``f`` has been traced."""
+    py = _python(value)
+    out_tpl: list = []
+
+    def pure(var_vals, *args):
+        from ...autodiff.custom import graph_mode
+        with traced_values(variables, var_vals):
+            with graph_mode():
+                out = py(*[Tensor(a) for a in args])
+            for v, x in zip(variables, var_vals):
+                if v._val is not x:
+                    raise ValueError(f"saved_model: the signature function `{name}` assigns Variable "
+                                     f"'{v.name}'; exported functions must only read Variables")
+        leaves: list = []
+        tpl = template(out, leaves)
+        out_tpl[:] = [tpl]
+        return [convert_to_tensor(t)._value for t in leaves]
+
+    return pure, out_tpl
+
+
+def export_function(value: Any, variables: Sequence[Variable], name: str,
+                    platforms: Optional[Sequence[str]] = None) -> ExportedFunction:
+    """Trace and export ``value`` (see the module docstring)."""
+    from jax import export
+    inputs = input_specs(value)
+    scope = export.SymbolicScope()
+    arg_specs = []
+    for i, spec in enumerate(inputs):
+        dims = ", ".join(f"d{i}_{j}" if d is None else str(d) for j, d in enumerate(spec["shape"]))
+        shape = export.symbolic_shape(dims, scope=scope) if dims else ()
+        arg_specs.append(jax.ShapeDtypeStruct(shape, np.dtype(_np_dtype(spec["dtype"]))))
+    var_specs = [jax.ShapeDtypeStruct(tuple(v.shape), v.dtype._np) for v in variables]
+    pure, out_tpl = pure_function(value, variables, name)
+    exported = None
+    for plats in ([tuple(platforms)] if platforms else [("cpu", "cuda"), None]):
+        try:
+            exported = export.export(jax.jit(pure), platforms=plats)(var_specs, *arg_specs)
+            break
+        except (ValueError, NotImplementedError):   # an op with no lowering for one platform
+            if plats is None or platforms:
+                raise
+    assert exported is not None
+    try:   # with its first derivative: a loaded model can be fine-tuned (jax.vjp through the call)
+        data = exported.serialize(vjp_order=1)
+    except Exception:  # noqa: BLE001 - an op without a differentiable export: values only
+        data = exported.serialize()
+    return ExportedFunction(name, inputs, out_tpl[0], bytes(data))
+
+
+def _np_dtype(name: str) -> Any:
+    from ...core import dtypes as _dtypes
+    return _dtypes.as_dtype(name)._np
+
+
+__all__ = ["ExportedFunction", "signature_functions", "as_function", "export_function", "template", "fill",
+           "input_specs", "pure_function"]

@@ -1,0 +1,51 @@
+"""What a SavedModel holds of an object: its signature functions (``tapejax.function``s with an
+``input_signature``), the signatures by name, its Variables in export order and its live object
+graph (``export_plan``), shared by the jax.export format (``save``) and TF's (``tf_export``)."""
+from __future__ import annotations
+
+from typing import Any
+
+from ...core.variable import Variable
+from .. import graph as _g, trackable as _tr
+from . import export as _export
+
+
+def _check_object(obj: Any) -> None:
+    if not _tr.is_trackable(obj) or _tr.is_value(obj):
+        raise ValueError("Expected an object of type `Trackable`, such as `tf.Module` or a subclass of the "
+                         f"`Trackable` class, for export. Got {obj!r} with type {type(obj)}.")
+
+
+def _signatures(obj: Any, signatures: Any, functions: dict) -> dict:
+    def check(value: Any) -> Any:
+        if _export.as_function(value) is None:
+            raise ValueError(f"Expected a TensorFlow function for which to generate a signature, but got "
+                             f"{value!r}. Only `tf.functions` with an input signature or concrete functions "
+                             "can be used as a signature.")
+        return value
+
+    if signatures is None:
+        return {"serving_default": next(iter(functions.values()))} if len(functions) == 1 else {}
+    if isinstance(signatures, dict):
+        out = {}
+        for k, v in signatures.items():
+            if not isinstance(k, str):
+                raise ValueError(f"Signature keys must be strings; got {k!r}")
+            out[k] = check(v)
+        return out
+    return {"serving_default": check(signatures)}
+
+
+def _same(a: Any, b: Any) -> bool:
+    fa, fb = getattr(a, "_fn", a), getattr(b, "_fn", b)
+    return fa is fb and getattr(a, "_self", None) is getattr(b, "_self", None)
+
+
+def export_plan(obj: Any, signatures: Any = None):
+    """(functions by attribute name, signatures by name, Variables in export order, the live graph)."""
+    _check_object(obj)
+    functions = _export.signature_functions(obj)
+    sigs = _signatures(obj, signatures, functions)
+    live = _g.build(obj)
+    variables = [v for v in live.values.values() if isinstance(v, Variable)]
+    return functions, sigs, variables, live

@@ -1,0 +1,82 @@
+"""tf.saved_model under TensorFlow 2.21 and tapejax.saved_model: the same Module saved with its
+signatures, loaded back, called; TF's error classes.  And a tapejax model exported as a real TF
+SavedModel (format="tf", through jax2tf), loaded by TensorFlow."""
+import os
+import tempfile
+
+import numpy as np
+import pytest
+
+from .harness import parity, raises
+
+
+def _model(tf):
+    class Model(tf.Module):
+        def __init__(self):
+            super().__init__()
+            r = np.random.RandomState(0)
+            self.w = tf.Variable(r.randn(3, 4).astype("float32"), name="w")
+            self.b = tf.Variable(np.linspace(-1, 1, 4).astype("float32"), name="b")
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32, name="x")])
+        def __call__(self, x):
+            return tf.nn.relu(tf.matmul(x, self.w) + self.b)
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32, name="x")])
+        def parts(self, x):
+            return {"logits": tf.matmul(x, self.w), "n": tf.shape(x)[0]}
+
+    return Model
+
+
+X = np.random.RandomState(1).randn(5, 3).astype("float32")
+
+
+@parity
+def test_save_load_call(tf):
+    m = _model(tf)()
+    d = os.path.join(tempfile.mkdtemp(prefix="parity-sm-"), "m")
+    tf.saved_model.save(m, d, signatures={"serving_default": m.__call__, "parts": m.parts})
+    loaded = tf.saved_model.load(d)
+    x = tf.constant(X)
+    return (sorted(loaded.signatures), loaded.signatures["serving_default"](x=x),
+            loaded.signatures["parts"](x=x), loaded(x), loaded.parts(x[:2]), loaded.w, loaded.b,
+            raises(loaded, tf.constant([[1, 2, 3]])), raises(loaded, x[:, :2]))
+
+
+@parity
+def test_bad_input(tf):
+    d = tempfile.mkdtemp(prefix="parity-sm-")
+    m = _model(tf)()
+    with open(os.path.join(d, "file"), "w") as f:
+        f.write("x")
+    return [raises(tf.saved_model.save, 3, os.path.join(d, "a")),
+            raises(tf.saved_model.save, m, os.path.join(d, "b"), signatures=3),
+            raises(tf.saved_model.save, m, os.path.join(d, "c"), signatures=tf.function(lambda x: x)),
+            raises(tf.saved_model.save, m, os.path.join(d, "file")),
+            raises(tf.saved_model.load, os.path.join(d, "none")),
+            raises(tf.saved_model.load, os.path.join(d, "file")),
+            raises(tf.saved_model.load, d)]
+
+
+def test_format_tf_is_a_real_tensorflow_saved_model(tmp_path):
+    """tapejax.saved_model.save(..., format="tf"): TensorFlow loads it, its serving signatures take
+    named inputs and give TF Serving's output dicts, for any batch size, equal to tapejax's outputs."""
+    realtf = pytest.importorskip("tensorflow", reason="TensorFlow is not installed")
+    import tapejax
+    m = _model(tapejax)()
+    d = str(tmp_path / "tf")
+    tapejax.saved_model.save(m, d, signatures={"serving_default": m.__call__, "parts": m.parts}, format="tf")
+    loaded = realtf.saved_model.load(d)
+    assert sorted(loaded.signatures) == ["parts", "serving_default"]
+    for n in (1, 5):
+        x = X[:n]
+        out = loaded.signatures["serving_default"](x=realtf.constant(x))
+        assert list(out) == ["output_0"]
+        np.testing.assert_allclose(out["output_0"].numpy(), m(tapejax.constant(x)).numpy(), rtol=1e-6)
+        parts = loaded.signatures["parts"](x=realtf.constant(x))
+        assert sorted(parts) == ["logits", "n"] and int(parts["n"].numpy()) == n
+        np.testing.assert_allclose(parts["logits"].numpy(), m.parts(tapejax.constant(x))["logits"].numpy(),
+                                   rtol=1e-6)
+    np.testing.assert_allclose(loaded.parts(realtf.constant(X))["logits"].numpy(),
+                               m.parts(tapejax.constant(X))["logits"].numpy(), rtol=1e-6)

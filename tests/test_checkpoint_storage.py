@@ -1,0 +1,210 @@
+"""Storage (``storage.py``): the orbax layout, async saves, atomic commits under a killed
+process, sharded Variables, and checkpoints of tapejax's first ``.npz`` format.
+
+Oracles: the values saved (bit for bit), the committed/previous checkpoint after a SIGKILL,
+the losses recorded when the ``.npz`` fixtures were written (tests/data/legacy_npz)."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import optax
+import pytest
+
+import tapejax as tf
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LEGACY = os.path.join(ROOT, "tests", "data", "legacy_npz")
+
+
+def _run(script, *args, devices=None, timeout=240):
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    if devices:
+        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(script), *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, env=env, cwd=ROOT)
+
+
+def _result(p):
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
+    line = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT")][-1]
+    return json.loads(line[len("RESULT"):])
+
+
+def test_layout_is_one_orbax_directory_with_a_json_graph(tmp_path):
+    v = tf.Variable(np.arange(6, dtype="float32").reshape(2, 3), name="v")
+    p = tf.train.Checkpoint(v=v).save(str(tmp_path / "ckpt"))
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint", "ckpt-1"]
+    assert {"state", "graph", "_CHECKPOINT_METADATA"} <= set(os.listdir(p))
+    meta = json.loads((tmp_path / "ckpt-1" / "graph" / "metadata").read_text())
+    assert meta["format"] == "tapejax-checkpoint" and meta["version"] == 2
+    assert meta["specs"]["v/.ATTRIBUTES/VARIABLE_VALUE"] == [[2, 3], "float32"]
+    assert meta["graph"][0]["children"] == [["v", 1], ["save_counter", 2]]
+    assert meta["graph"][1]["attributes"] == [["VARIABLE_VALUE", "v", "v/.ATTRIBUTES/VARIABLE_VALUE"]]
+
+
+@pytest.mark.parametrize("name", ["nadam", "optax"])
+def test_npz_checkpoints_of_the_first_format_still_restore(name):
+    """Checkpoints written by tapejax's .npz format (commit a997b94) restore: same Variables,
+    optimizer state (Nadam's slots and momentum cache; an optax state), bfloat16 values; training
+    resumes with the losses recorded when the fixture was written."""
+    sys.path.insert(0, LEGACY)
+    try:
+        import make_fixture as fx  # the fixture's model and training loop (it writes nothing on import)
+    finally:
+        sys.path.remove(LEGACY)
+    expected = json.load(open(os.path.join(LEGACY, "expected.json")))[name]
+    path = tf.train.latest_checkpoint(os.path.join(LEGACY, name))
+    assert path == os.path.join(LEGACY, expected["path"])
+    model = fx.Net()
+    opt = tf.optimizers.Nadam(0.01) if name == "nadam" else tf.optimizers.from_optax(optax.adam(0.01))
+    extra = tf.Variable(np.zeros(2, tf.bfloat16._np))
+    tf.train.Checkpoint(model=model, optimizer=opt, extra=extra).restore(path).assert_consumed()
+    assert int(opt.iterations.numpy()) == expected["iterations"]
+    assert extra.dtype == tf.bfloat16 and extra.numpy().astype("float32").tolist() == [1.5, -2.0]
+    for v, want in zip(model.variables, expected["variables"]):
+        np.testing.assert_array_equal(v.numpy(), np.asarray(want, "float32"))
+    np.testing.assert_allclose(fx.train(model, opt, 3), expected["next_losses"], rtol=1e-6)
+    keys = [k for k, _ in tf.train.list_variables(path)]
+    assert "model/layers/0/w" in keys and "_CHECKPOINTABLE_OBJECT_GRAPH" in keys
+
+
+def test_async_save_overlaps_training_and_saves_the_values_of_its_moment(tmp_path):
+    """enable_async: save() returns after the values are copied off the devices; updating
+    (donating) the Variables right after does not change what is written; sync() waits for the
+    commit, after which the state file names it."""
+    w = tf.Variable(np.ones((256, 256), "float32"))
+    opt = tf.optimizers.SGD(0.1)
+    ck = tf.train.Checkpoint(w=w, opt=opt)
+    saved = w.numpy().copy()
+    opts = tf.train.CheckpointOptions(enable_async=True)
+    p = ck.save(str(tmp_path / "ckpt"), options=opts)
+    for _ in range(3):   # the optimizer donates w's buffer when it owns it
+        opt.apply_gradients([(tf.ones_like(w), w)])
+    ck.sync()
+    assert tf.train.latest_checkpoint(str(tmp_path)) == p
+    np.testing.assert_array_equal(tf.train.load_variable(p, "w/.ATTRIBUTES/VARIABLE_VALUE"), saved)
+    p2 = ck.save(str(tmp_path / "ckpt"), options=opts)
+    p3 = ck.save(str(tmp_path / "ckpt"), options=opts)   # waits for p2 first
+    ck.sync()
+    assert (os.path.basename(p2), os.path.basename(p3)) == ("ckpt-2", "ckpt-3")
+    np.testing.assert_array_equal(tf.train.load_variable(p3, "w/.ATTRIBUTES/VARIABLE_VALUE"), w.numpy())
+
+
+def test_async_save_is_finished_at_interpreter_exit(tmp_path):
+    p = _run("""
+        import sys, numpy as np, tapejax as tf
+        w = tf.Variable(np.full((512, 512), 3.0, "float32"))
+        ck = tf.train.Checkpoint(w=w)
+        ck.save(sys.argv[1] + "/ckpt", options=tf.train.CheckpointOptions(enable_async=True))
+        print("RESULT{}")   # exits at once: the write and the state file must still complete
+    """, tmp_path)
+    _result(p)
+    path = tf.train.latest_checkpoint(str(tmp_path))
+    assert path == str(tmp_path / "ckpt-1")
+    assert float(tf.train.load_variable(path, "w/.ATTRIBUTES/VARIABLE_VALUE").sum()) == 3.0 * 512 * 512
+
+
+KILLED = """
+    import os, signal, sys, numpy as np, tapejax as tf
+    directory, where = sys.argv[1], sys.argv[2]
+    w = tf.Variable(np.full((1024, 1024), 1.0, "float32"))
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(w=w), directory, max_to_keep=3)
+    manager.save()                       # ckpt-1: committed
+    w.assign(np.full((1024, 1024), 2.0, "float32"))
+    if where == "before-rename":         # every byte written, the commit (rename) not done
+        from orbax.checkpoint._src.path import atomicity
+        atomicity.AtomicRenameTemporaryPath.finalize = lambda self: os.kill(os.getpid(), signal.SIGKILL)
+        manager.save()
+    else:                                # killed by the parent while the async write runs
+        print("SAVING", flush=True)
+        manager.save(options=tf.train.CheckpointOptions(enable_async=True))
+        manager.sync()
+    print("SAVED", flush=True)
+"""
+
+
+@pytest.mark.parametrize("where", ["before-rename", "during-async-write"])
+def test_a_killed_save_leaves_the_previous_checkpoint_intact(tmp_path, where):
+    """SIGKILL in the middle of a save: the directory still says ckpt-1 is the latest, ckpt-1
+    restores exactly, the half-written save is no checkpoint, and saving again works."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    args = [sys.executable, "-c", textwrap.dedent(KILLED), str(tmp_path), where]
+    if where == "before-rename":
+        p = subprocess.run(args, capture_output=True, text=True, timeout=240, env=env)
+        assert p.returncode == -signal.SIGKILL, p.stderr[-3000:]
+    else:
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith("SAVING"):
+                proc.send_signal(signal.SIGKILL)
+                break
+        proc.wait(timeout=240)
+    latest = tf.train.latest_checkpoint(str(tmp_path))
+    w = tf.Variable(np.zeros((1024, 1024), "float32"))
+    ck = tf.train.Checkpoint(w=w)
+    if latest == str(tmp_path / "ckpt-2"):   # (the async write may have won the race: then it is whole)
+        ck.restore(latest).assert_consumed()
+        assert float(w.numpy().min()) == float(w.numpy().max()) == 2.0
+        return
+    assert latest == str(tmp_path / "ckpt-1")
+    ck.restore(latest).assert_consumed()
+    assert float(w.numpy().min()) == float(w.numpy().max()) == 1.0
+    with pytest.raises((tf.errors.NotFoundError, tf.errors.DataLossError)):
+        tf.train.Checkpoint(w=w).restore(str(tmp_path / "ckpt-2"))
+    manager = tf.train.CheckpointManager(ck, str(tmp_path), max_to_keep=3)
+    assert manager.checkpoints == [str(tmp_path / "ckpt-1")]
+    w.assign(np.full((1024, 1024), 5.0, "float32"))
+    again = manager.save()
+    assert again == str(tmp_path / "ckpt-2") and tf.train.latest_checkpoint(str(tmp_path)) == again
+    assert float(tf.train.load_variable(again, "w/.ATTRIBUTES/VARIABLE_VALUE").max()) == 5.0
+
+
+SHARDED = """
+    import json, sys, numpy as np, jax
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    import tapejax as tf
+    d = sys.argv[1]
+    mesh = Mesh(np.array(jax.devices()), ("x",))
+    a = np.arange(32, dtype="float32").reshape(8, 4)
+    w = tf.Variable(jax.device_put(a, NamedSharding(mesh, P("x", None))), name="w")
+    b = tf.Variable(jax.device_put(a[0], NamedSharding(mesh, P())), name="b")
+    opt = tf.optimizers.Adam(0.1)
+    opt.apply_gradients([(tf.ones_like(w), w), (tf.ones_like(b), b)])
+    path = tf.train.Checkpoint(w=w, b=b, opt=opt).save(d + "/ckpt")
+    m_slot = opt.get_slot(w, "m")
+    out = {"slot_spec": list(m_slot.value().value.sharding.spec)}
+    # restore onto another sharding and another mesh (2 of the 4 devices): orbax reshards
+    mesh2 = Mesh(np.array(jax.devices()[:2]), ("y",))
+    w2 = tf.Variable(jax.device_put(np.zeros((8, 4), "float32"), NamedSharding(mesh2, P(None, "y"))), name="w")
+    b2 = tf.Variable(np.zeros(4, "float32"), name="b")
+    opt2 = tf.optimizers.Adam(0.1)
+    tf.train.Checkpoint(w=w2, b=b2, opt=opt2).restore(path).assert_consumed()
+    sh = w2.value().value.sharding
+    out["w_equal"] = bool(np.array_equal(w2.numpy(), w.numpy()))
+    out["w_spec"] = [list(sh.spec), len(sh.device_set)]
+    out["m_equal"] = bool(np.array_equal(opt2.get_slot(w2, "m").numpy(), m_slot.numpy()))
+    out["m2_spec"] = [list(opt2.get_slot(w2, "m").value().value.sharding.spec),
+                      len(opt2.get_slot(w2, "m").value().value.sharding.device_set)]
+    print("RESULT" + json.dumps(out))
+"""
+
+
+def test_sharded_variables_save_and_restore_onto_another_sharding(tmp_path):
+    """A Variable sharded over 4 devices is saved shard by shard; it restores onto another
+    sharding on another mesh, and its optimizer slots (sharded like it) follow it."""
+    r = _result(_run(SHARDED, tmp_path, devices=4))
+    assert r["slot_spec"] == ["x", None]
+    assert r["w_equal"] and r["w_spec"] == [[None, "y"], 2]
+    assert r["m_equal"] and r["m2_spec"] == [[None, "y"], 2]
+
+
+def test_a_tf_checkpoint_without_tensorflow_names_the_extra(tmp_path, monkeypatch):
+    (tmp_path / "ckpt-1.index").write_bytes(b"")
+    monkeypatch.setitem(sys.modules, "tensorflow", None)
+    with pytest.raises(ImportError, match=r"tapejax\[tf\]"):
+        tf.train.Checkpoint(v=tf.Variable(1.0)).restore(str(tmp_path / "ckpt-1"))

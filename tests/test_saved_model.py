@@ -1,0 +1,225 @@
+"""tapejax.saved_model (``train/saved_model``): save on jax.export, load in a fresh process without
+the Python class, signatures, Variables, gradients, bad input.
+
+Oracles: the saved object's own outputs and gradients (same inputs), TF 2.21's conventions
+(signature names and output dicts, error classes: tests/parity/test_saved_model.py runs them)."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import tapejax as tf
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class Model(tf.Module):
+    def __init__(self):
+        super().__init__()
+        r = np.random.RandomState(0)
+        self.w = tf.Variable(r.randn(3, 4).astype("float32"), name="w")
+        self.b = tf.Variable(np.zeros(4, "float32"), name="b")
+        self.scale = tf.Variable(2.0, trainable=False, name="scale")
+        self.head = [tf.Variable(r.randn(4, 1).astype("float32"), name="head")]
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32, name="x")])
+    def __call__(self, x):
+        h = tf.nn.relu(tf.matmul(x, self.w) + self.b) * self.scale
+        return tf.matmul(h, self.head[0])
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32, name="x"),
+                                  tf.TensorSpec([], tf.int32, name="k")])
+    def features(self, x, k):
+        h = tf.matmul(x, self.w)
+        return {"hidden": h, "batch": tf.shape(x)[0] + k}
+
+
+X1 = np.random.RandomState(1).randn(1, 3).astype("float32")
+X5 = np.random.RandomState(2).randn(5, 3).astype("float32")
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("sm") / "model")
+    m = Model()
+    tf.saved_model.save(m, d, signatures={"serving_default": m.__call__, "features": m.features})
+    return d, m
+
+
+def test_layout(saved):
+    d, _ = saved
+    assert sorted(os.listdir(d)) == ["functions", "saved_model.json", "variables"]
+    index = json.load(open(os.path.join(d, "saved_model.json")))
+    assert index["format"] == "tapejax-saved-model"
+    assert sorted(index["functions"]) == ["call", "features"]
+    assert index["attributes"] == {"__call__": "call", "features": "features"}
+    assert index["signatures"] == {"serving_default": {"function": "call"}, "features": {"function": "features"}}
+    assert index["functions"]["call"]["inputs"] == [{"name": "x", "shape": [None, 3], "dtype": "float32"}]
+
+
+def test_loads_and_runs_in_a_fresh_process_without_the_class(saved):
+    """A new interpreter that never defines Model: outputs equal the saved object's for two batch
+    sizes (one program with a symbolic batch dimension)."""
+    d, m = saved
+    script = textwrap.dedent("""
+        import json, sys, numpy as np
+        import tapejax as tf
+        loaded = tf.saved_model.load(sys.argv[1])
+        x1, x5 = np.load(sys.argv[2]), np.load(sys.argv[3])
+        out = {"y1": loaded(tf.constant(x1)).numpy().tolist(), "y5": loaded(tf.constant(x5)).numpy().tolist(),
+               "sig": loaded.signatures["serving_default"](x=tf.constant(x5))["output_0"].numpy().tolist(),
+               "features": int(loaded.features(tf.constant(x5), tf.constant(10))["batch"].numpy()),
+               "names": sorted(loaded.signatures)}
+        print("RESULT" + json.dumps(out))
+    """)
+    np.save(d + "-x1.npy", X1)
+    np.save(d + "-x5.npy", X5)
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, "-c", script, d, d + "-x1.npy", d + "-x5.npy"], capture_output=True,
+                       text=True, timeout=240, env=env, cwd="/")
+    assert p.returncode == 0, p.stderr[-3000:]
+    r = json.loads([ln for ln in p.stdout.splitlines() if ln.startswith("RESULT")][-1][6:])
+    np.testing.assert_allclose(r["y1"], m(tf.constant(X1)).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(r["y5"], m(tf.constant(X5)).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(r["sig"], m(tf.constant(X5)).numpy(), rtol=1e-6)
+    assert r["features"] == 15 and r["names"] == ["features", "serving_default"]
+
+
+def test_signatures_follow_tf_serving_conventions(saved):
+    d, m = saved
+    loaded = tf.saved_model.load(d)
+    sig = loaded.signatures["serving_default"]
+    out = sig(x=tf.constant(X5))
+    assert list(out) == ["output_0"]
+    np.testing.assert_allclose(out["output_0"].numpy(), m(tf.constant(X5)).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(sig(tf.constant(X5))["output_0"].numpy(), out["output_0"].numpy())   # positional
+    feats = loaded.signatures["features"](x=tf.constant(X1), k=tf.constant(1))
+    assert sorted(feats) == ["batch", "hidden"] and int(feats["batch"].numpy()) == 2
+    assert list(sig.structured_input_signature[1]) == ["x"]
+
+
+def test_default_signature_rule(tmp_path):
+    """No `signatures`: the object's only input-signature function is serving_default (TF); with
+    two there is none."""
+    class One(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.v = tf.Variable(3.0)
+
+        @tf.function(input_signature=[tf.TensorSpec([], tf.float32)])
+        def f(self, x):
+            return x * self.v
+
+    tf.saved_model.save(One(), str(tmp_path / "one"))
+    assert sorted(tf.saved_model.load(str(tmp_path / "one")).signatures) == ["serving_default"]
+    tf.saved_model.save(Model(), str(tmp_path / "two"))
+    loaded = tf.saved_model.load(str(tmp_path / "two"))
+    assert loaded.signatures == {} and float(loaded.features(tf.constant(X1), tf.constant(0))["batch"].numpy()) == 1
+
+
+def test_variables_are_kept_assignable_and_differentiable(saved):
+    d, m = saved
+    loaded = tf.saved_model.load(d)
+    np.testing.assert_array_equal(loaded.w.numpy(), m.w.numpy())
+    assert [v.trainable for v in (loaded.w, loaded.b, loaded.scale, loaded.head[0])] == [True, True, False, True]
+    assert len(loaded.trainable_variables) == 3
+    x = tf.constant(X5)
+    with tf.GradientTape() as t1:
+        y1 = tf.reduce_sum(loaded(x))
+    with tf.GradientTape() as t2:
+        y2 = tf.reduce_sum(m(x))
+    g1 = t1.gradient(y1, [loaded.w, loaded.b, loaded.head[0]])
+    g2 = t2.gradient(y2, [m.w, m.b, m.head[0]])
+    for a, b in zip(g1, g2):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+    loaded.scale.assign(0.0)   # the program runs on the Variables' current values
+    np.testing.assert_array_equal(loaded(x).numpy(), np.zeros((5, 1), "float32"))
+
+
+def test_checkpoint_restores_from_a_saved_model_directory(saved):
+    """As TF: tf.train.Checkpoint(model).restore(saved_model_dir) reads its variables (a SavedModel
+    has no save_counter, which restore() creates: TF's docs call expect_partial() here)."""
+    d, m = saved
+    fresh = Model()
+    for v in fresh.variables:
+        v.assign(tf.zeros_like(v))
+    status = tf.train.Checkpoint(fresh).restore(d).expect_partial()
+    status.assert_nontrivial_match()
+    assert [id(o) for o in status._unmatched_objects()] == [id(fresh_ck_counter(status))]
+    np.testing.assert_allclose(fresh(tf.constant(X5)).numpy(), m(tf.constant(X5)).numpy(), rtol=1e-6)
+
+
+def fresh_ck_counter(status):
+    return status._root.save_counter
+
+
+def test_saving_again_replaces_the_directory(tmp_path):
+    d = str(tmp_path / "m")
+    m = Model()
+    tf.saved_model.save(m, d)
+    m.b.assign(tf.ones([4]))
+    tf.saved_model.save(m, d)
+    np.testing.assert_array_equal(tf.saved_model.load(d).b.numpy(), np.ones(4, "float32"))
+
+
+def test_bad_input(tmp_path, saved):
+    d, m = saved
+    with pytest.raises(ValueError, match="Expected an object of type `Trackable`"):
+        tf.saved_model.save(3, str(tmp_path / "a"))
+    with pytest.raises(ValueError, match="Expected an object of type `Trackable`"):
+        tf.saved_model.save(tf.Variable(1.0), str(tmp_path / "a"))
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(tf.errors.FailedPreconditionError, match="is not a directory"):
+        tf.saved_model.save(m, str(tmp_path / "file"))
+    plain = tf.function(lambda x: x)
+    with pytest.raises(ValueError, match="Only `tf.functions` with an input signature"):
+        tf.saved_model.save(m, str(tmp_path / "b"), signatures=plain)
+    with pytest.raises(ValueError, match="Only `tf.functions` with an input signature"):
+        tf.saved_model.save(m, str(tmp_path / "b"), signatures={"s": 3})
+    with pytest.raises(ValueError, match="format"):
+        tf.saved_model.save(m, str(tmp_path / "b"), format="onnx")
+    assert not os.path.exists(tmp_path / "a") and not os.path.exists(tmp_path / "b")
+    for bad in (str(tmp_path / "none"), str(tmp_path / "file"), str(tmp_path)):
+        with pytest.raises(OSError, match="SavedModel file does not exist at"):
+            tf.saved_model.load(bad)
+    loaded = tf.saved_model.load(d)
+    with pytest.raises(TypeError, match=r"Can not cast TensorSpec\(shape=\(1, 3\), dtype=tf.int32"):
+        loaded(tf.constant([[1, 2, 3]]))
+    with pytest.raises(TypeError, match="Can not cast"):
+        loaded(tf.constant(X1[:, :2]))
+    with pytest.raises(TypeError, match="its signature has 1 argument"):
+        loaded(tf.constant(X1), tf.constant(X1))
+    with pytest.raises(TypeError, match="unknown"):
+        loaded.signatures["serving_default"](y=tf.constant(X1))
+
+
+def test_signature_functions_must_not_assign(tmp_path):
+    class Counter(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.n = tf.Variable(0.0)
+
+        @tf.function(input_signature=[tf.TensorSpec([], tf.float32)])
+        def __call__(self, x):
+            self.n.assign_add(x)
+            return self.n.read_value()
+
+    with pytest.raises(ValueError, match="assigns Variable"):
+        tf.saved_model.save(Counter(), str(tmp_path / "c"))
+
+
+def test_not_callable_without_call(tmp_path):
+    class F(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([2], tf.float32)])
+        def f(self, x):
+            return x + 1.0
+
+    tf.saved_model.save(F(), str(tmp_path / "f"))
+    loaded = tf.saved_model.load(str(tmp_path / "f"))
+    np.testing.assert_array_equal(loaded.f(tf.constant([1.0, 2.0])).numpy(), [2.0, 3.0])
+    with pytest.raises(TypeError, match="not callable"):
+        loaded(tf.constant([1.0, 2.0]))
