@@ -46,8 +46,23 @@ _FORMAT = "tapejax-checkpoint"
 _VERSION = 1
 
 
+#: Other kinds of trackable objects, added by ``register_trackable``: (predicate, children) where
+#: ``children(obj)`` lists (sub-path, Variable) pairs (``tapejax.keras``: a Keras model's variables
+#: by their Keras paths).
+_KINDS: list = []
+
+
+def register_trackable(predicate, children):
+    """Walk objects for which ``predicate(obj)`` holds as ``children(obj)``: (sub-path, Variable)."""
+    _KINDS.append((predicate, children))
+
+
+def _kind(x):
+    return next((children for predicate, children in _KINDS if predicate(x)), None)
+
+
 def _is_trackable(x):
-    return isinstance(x, (Variable, Module, Optimizer, Checkpoint))
+    return isinstance(x, (Variable, Module, Optimizer, Checkpoint)) or (bool(_KINDS) and _kind(x) is not None)
 
 
 def _is_trackable_tree(x):
@@ -95,6 +110,11 @@ class _Graph:
         elif isinstance(obj, Checkpoint):
             for key in sorted(obj._objects):
                 self._struct(obj._objects[key], f"{path}/{key}")
+        else:
+            children = _kind(obj)
+            if children is not None:
+                for sub, var in children(obj):
+                    self._walk(var, f"{path}/{sub}")
 
     def _struct(self, x, path):
         if isinstance(x, dict):
