@@ -16,9 +16,16 @@ already imported with another backend):
 
 See README.md in this directory for the design.
 """
+import os
 from typing import Any
 
 from .. import optimizers
+
+# tapejax selects Keras's JAX backend before anything imports Keras (``import tapejax`` then
+# ``import keras`` gives Keras on JAX); an explicit KERAS_BACKEND is left alone (``_setup.load``
+# then refuses another backend with a clear ImportError).
+if not os.environ.get("KERAS_BACKEND") and "keras" not in __import__("sys").modules:
+    os.environ["KERAS_BACKEND"] = "jax"
 
 #: Keras modules whose functions are put on the tape (``namespace.KerasNamespace``).
 _WRAPPED = ("losses", "activations", "ops", "metrics", "utils")
@@ -26,9 +33,12 @@ _WRAPPED = ("losses", "activations", "ops", "metrics", "utils")
 #: This package's own modules (imported by name, never looked up as Keras names).
 _SUBMODULES = frozenset({"calls", "hooks", "namespace", "trainer", "variables"})
 
-__all__ = ["optimizers", "layers", "Sequential", "Model", "Input", "Layer", "Variable", "losses", "metrics",
-           "activations", "initializers", "regularizers", "constraints", "utils", "ops", "callbacks",
-           "models", "backend", "config", "random", "mixed_precision", "saving"]
+#: Keras's names, loaded by ``__getattr__`` on first access (any other Keras name works too).
+KERAS_NAMES = ("layers", "Sequential", "Model", "Input", "Layer", "Variable", "losses", "metrics", "activations",
+               "initializers", "regularizers", "constraints", "utils", "ops", "callbacks", "models", "backend",
+               "config", "random", "mixed_precision", "saving")
+
+__all__ = ["optimizers"]
 
 
 def __getattr__(name: str) -> Any:
@@ -50,4 +60,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__():
-    return sorted(set(__all__) | set(globals()))
+    return sorted(set(KERAS_NAMES) | set(globals()))

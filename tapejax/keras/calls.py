@@ -38,7 +38,9 @@ import weakref
 from typing import Any, Callable, NamedTuple, Optional
 
 import jax
+import jax.core
 import numpy as np
+from jax.extend.core import Literal
 from keras.src import backend as _kbackend
 from keras.src.backend.common.keras_tensor import KerasTensor
 from keras.src.backend.common.stateless_scope import StatelessScope
@@ -113,6 +115,7 @@ class CallKey(NamedTuple):
     state: Optional[Callable[[Any], "State"]]   # the variables the call reads (None: a pure function)
     var_ids: tuple               # their ids (trainable first)
     autocast: Optional[str]      # Keras's autocast dtype at the call (it changes the trace)
+    mapped: Optional[tuple] = None   # positions (in var_ids) of the variables the op takes (None: all)
 
 
 class State(NamedTuple):
@@ -135,8 +138,17 @@ class CallInfo(NamedTuple):
     loss_owners: tuple           # per collected loss: position of the owning layer (layer_tree)
 
 
-#: key -> CallInfo (found by ``jax.eval_shape`` of the key's function; refreshed by every trace).
-_INFO = LRU("keras_call_info", 4096)
+class Plan(NamedTuple):
+    """How calls with one key run: found once (``_plan``), then one dict lookup per call."""
+
+    key: CallKey                 # the key bound (only the variables the outputs depend on mapped)
+    keep: Optional[tuple]        # positions of the operands the op takes (None: all)
+    info: CallInfo
+    one: bool                    # one output and no state: the one-output (deferrable) op
+
+
+#: call key -> Plan (bounded; a dropped plan is found again by one abstract trace).
+_PLANS = LRU("keras_call_plans", 4096)
 
 
 # ---------------------------------------------------------------------------
@@ -178,25 +190,33 @@ def _layer_caller(layer, args, kwargs):
     return _ORIG["layer"](layer, *args, **kwargs)
 
 
-def _run_stateful(key: CallKey, dyn):
-    obj = key.target.get()
+def _variables(key: CallKey, obj) -> State:
     assert key.state is not None
-    trainable, other = key.state(obj)
-    variables = trainable + other
-    if tuple(v._id for v in variables) != key.var_ids:
+    st = key.state(obj)
+    if tuple(v._id for v in st.trainable + st.other) != key.var_ids:
         raise RuntimeError(f"Keras object '{key.target.label}' changed its variables since this call "
                            "was recorded (built, or made (non-)trainable, in between).")
+    return st
+
+
+def _run_stateful(key: CallKey, dyn):
+    obj = key.target.get()
+    trainable, other = _variables(key, obj)
+    variables = trainable + other
+    if key.mapped is not None:
+        variables = [variables[i] for i in key.mapped]
     n_var = len(variables)
     args, kwargs = _join(dyn[n_var:], key)
     with StatelessScope(state_mapping=list(zip(variables, dyn[:n_var])), collect_losses=True) as scope:
-        given = [scope.state_mapping[id(v)] for v in other]
+        mapping = scope.state_mapping
+        given = [mapping.get(id(v)) for v in other]
         out = key.caller(obj, args, kwargs)
         losses = list(scope.losses)
     flat, tree = _flat_out(out)
     updated = []
     news = []
     for i, (v, old) in enumerate(zip(other, given)):
-        new = scope.get_current_value(v)
+        new = mapping.get(id(v))
         if new is not None and new is not old:
             updated.append(i)
             news.append(new)
@@ -205,16 +225,15 @@ def _run_stateful(key: CallKey, dyn):
         layers = layer_tree(obj) if hasattr(obj, "_flatten_layers") else [obj]
         for x in losses:
             owners.append(next((j for j, lay in enumerate(layers) if id(x) in lay._loss_ids), 0))
-    _INFO[key] = CallInfo(tree, len(flat), tuple(updated), tuple(owners))
-    return flat + news + [getattr(x, "_value", x) for x in losses]
+    info = CallInfo(tree, len(flat), tuple(updated), tuple(owners))
+    return flat + news + [getattr(x, "_value", x) for x in losses], info
 
 
 def _run_function(key: CallKey, dyn):
     fn = key.target.get()
     args, kwargs = _join(dyn, key)
     flat, tree = _flat_out(key.caller(fn, args, kwargs))
-    _INFO[key] = CallInfo(tree, len(flat), (), ())
-    return flat
+    return flat, CallInfo(tree, len(flat), (), ())
 
 
 def _run(key: CallKey, dyn):
@@ -224,11 +243,11 @@ def _run(key: CallKey, dyn):
 
 
 def _impl_one(*dyn, key):
-    return _run(key, dyn)[0]
+    return _run(key, dyn)[0][0]
 
 
 def _impl_many(*dyn, key):
-    return tuple(_run(key, dyn))
+    return tuple(_run(key, dyn)[0])
 
 
 KERAS_CALL = define("KerasCall", _impl_one)
@@ -242,22 +261,51 @@ def _spec(x):
     return jax.ShapeDtypeStruct(np.shape(x), x.dtype, weak_type=getattr(x, "weak_type", False))
 
 
-def _info(key: CallKey, operands) -> CallInfo:
-    info = _INFO.get(key)
-    if info is None:
-        specs = [_spec(x) for x in operands]
-        jax.eval_shape(lambda *d: tuple(_run(key, d)), *specs)
-        info = _INFO[key]
-    return info
+def _live_inputs(jaxpr) -> list:
+    """Which inputs of ``jaxpr`` some output depends on (a backward pass over its equations; an
+    equation with a live output uses all its inputs)."""
+    live = {v for v in jaxpr.outvars if not isinstance(v, Literal)}
+    for eqn in reversed(jaxpr.eqns):
+        if any(o in live for o in eqn.outvars):
+            live.update(v for v in eqn.invars if not isinstance(v, Literal))
+    return [v in live for v in jaxpr.invars]
+
+
+def _plan(key: CallKey, operands) -> Plan:
+    """Trace the call once, abstractly: its outputs, and (stateful calls) the variables its outputs
+    depend on; the op then takes only those, so a variable the call does not use is never read
+    and its gradient is None, as in TF."""
+    found = []
+
+    def fn(*d):
+        flat, info = _run(key, d)
+        found.append(info)
+        return tuple(flat)
+
+    closed = jax.make_jaxpr(fn)(*[_spec(x) for x in operands])
+    info = found[-1]
+    bound, keep = key, None
+    if key.state is not None:
+        n_var = len(key.var_ids)
+        live = _live_inputs(closed.jaxpr)
+        if not all(live[:n_var]):
+            mapped = tuple(i for i in range(n_var) if live[i])
+            bound = key._replace(mapped=mapped)
+            keep = mapped + tuple(range(n_var, len(operands)))
+    one = info.n_out == 1 and not info.updated and not info.loss_owners
+    return Plan(bound, keep, info, one)
 
 
 def _bind(key: CallKey, operands):
-    """Run the op (the one-output form where the trace has one output and no state); the flat
-    outputs and the key's ``CallInfo``."""
-    info = _info(key, operands)
-    if info.n_out == 1 and not info.updated and not info.loss_owners:
-        return (bind(KERAS_CALL, *operands, key=key),), info
-    return bind(KERAS_CALL_N, *operands, key=key), info
+    """Run the op; the flat outputs and the key's ``CallInfo``."""
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _PLANS.setdefault(key, _plan(key, operands))
+    if plan.keep is not None:
+        operands = [operands[i] for i in plan.keep]
+    if plan.one:
+        return (bind(KERAS_CALL, *operands, key=plan.key),), plan.info
+    return bind(KERAS_CALL_N, *operands, key=plan.key), plan.info
 
 
 # ---------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import functools
 from typing import Any
 
 import jax
+import jax.core
 import numpy as np
 
 from ..core import state as _state
@@ -48,7 +49,7 @@ def tensor_result(fn):
             return out
         return jax.tree_util.tree_map(_as_tensor, out)
 
-    result._tapejax_result = True   # pyright: ignore[reportFunctionMemberAccess]
+    setattr(result, "_tapejax_result", True)
     return result
 
 
@@ -83,6 +84,7 @@ def _install_metrics() -> None:
 
 def _install_seeds() -> None:
     from keras.src.random import seed_generator
+
     from ..ops.random import get_global_generator
     keras_default = seed_generator.make_default_seed
     gen = get_global_generator()

@@ -42,7 +42,7 @@ def on_tape(fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(*args, **kwargs)
         return _calls.call_function(fn, args, kwargs)
 
-    wrapper._tapejax_on_tape = True   # pyright: ignore[reportFunctionMemberAccess]
+    setattr(wrapper, "_tapejax_on_tape", True)
     return wrapper
 
 

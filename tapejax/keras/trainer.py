@@ -136,14 +136,26 @@ def _make_test_function(self, force=False):
     return self.test_function
 
 
+def _compile(self, optimizer="rmsprop", *args, **kwargs):
+    from ..optimizers import Optimizer as TapejaxOptimizer
+    if isinstance(optimizer, TapejaxOptimizer):
+        raise ValueError(
+            f"model.compile: `optimizer` must be a Keras 3 optimizer ('adam', keras.optimizers.Adam(...)); "
+            f"got {optimizer!r}, one of tapejax.keras.optimizers, tapejax's Keras-2 optimizers for "
+            "GradientTape loops (use it in a custom train_step or training loop instead).")
+    return _ORIG["compile"](self, optimizer, *args, **kwargs)
+
+
 def install() -> None:
     from keras.src.backend.jax.trainer import JAXTrainer
     from keras.src.trainers.trainer import Trainer
     if _ORIG:
         return
+    _ORIG["compile"] = Trainer.compile
+    setattr(Trainer, "compile", _compile)
     _ORIG["compute_loss"] = Trainer.compute_loss
     _ORIG["make_train_function"] = JAXTrainer.make_train_function
     _ORIG["make_test_function"] = JAXTrainer.make_test_function
-    Trainer.compute_loss = _compute_loss
-    JAXTrainer.make_train_function = _make_train_function
-    JAXTrainer.make_test_function = _make_test_function
+    setattr(Trainer, "compute_loss", _compute_loss)
+    setattr(JAXTrainer, "make_train_function", _make_train_function)
+    setattr(JAXTrainer, "make_test_function", _make_test_function)

@@ -41,6 +41,7 @@ import copy
 from typing import Any
 
 import jax
+import jax.core
 import numpy as np
 from keras.src.backend import Variable as _BackendVariable
 from keras.src.backend.common import global_state as _global_state
@@ -52,9 +53,11 @@ from ..core.tensor import Tensor
 from ..core.variable import Variable
 from ..runtime.pending import Pending, _Thunk
 
-__all__ = ["KerasVariable", "install", "in_keras_scope", "stateless_value"]
+__all__ = ["KerasVariable", "check_variable", "in_keras_scope", "install"]
 
 _GLOBAL = _global_state.GLOBAL_STATE_TRACKER   # Keras's thread-local scopes
+_STORAGE: Any = Variable.__dict__["_value"]   # tapejax's value property (over the ``_val`` slot)
+_META: Any = Variable.__dict__["_meta"]
 
 
 def in_keras_scope() -> bool:
@@ -62,14 +65,6 @@ def in_keras_scope() -> bool:
     traced step, functional-model construction): Keras code runs as Keras defines it there."""
     return (getattr(_GLOBAL, "stateless_scope", None) is not None
             or getattr(_GLOBAL, "symbolic_scope", None) is not None)
-
-
-def stateless_value(var: Any) -> Any:
-    """The value a Keras ``StatelessScope`` gives ``var`` now, or None (no scope, or unmapped)."""
-    scope = getattr(_GLOBAL, "stateless_scope", None)
-    if scope is None:
-        return None
-    return scope.state_mapping.get(id(var))
 
 
 def _keras_op(name):
@@ -96,31 +91,64 @@ class KerasVariable(_BackendVariable, Variable):
         self._id = _state.next_id()
         self._sharding = None
         self._constraint = None
-        _BackendVariable.__init__(self, *args, **kwargs)
         col = _state._local.collector
-        if col is not None and self._val is not None:   # created while a tapejax.function traces
+        if col is None:
+            _BackendVariable.__init__(self, *args, **kwargs)
+            return
+        # created while a tapejax.function traces (a Keras optimizer's slots on the first step):
+        # the initial value is computed now, concretely, as tapejax's own optimizers do
+        with jax.ensure_compile_time_eval():
+            _BackendVariable.__init__(self, *args, **kwargs)
+        if self._val is not None:
             col.created(self)
 
     # -- reads ---------------------------------------------------------------------
     @property
     def value(self):   # pyright: ignore[reportIncompatibleMethodOverride]  (Keras's property)
-        """Keras's value (the ``StatelessScope`` value inside one, autocast applied)."""
-        if getattr(_GLOBAL, "stateless_scope", None) is None:
+        """Keras's value: the ``StatelessScope``'s inside one, a placeholder for a variable not
+        initialized yet (a symbolic build), autocast applied."""
+        scope = getattr(_GLOBAL, "stateless_scope", None)
+        if scope is not None:
+            v = scope.state_mapping.get(id(self))
+            if v is not None:
+                return self._maybe_autocast(v)
+        else:
             col = _state._local.collector
             if col is not None:   # a tapejax.function traces: the variable is part of its state
                 col.touch(self, False)
             self._own = None   # the buffer is handed out
-        return _KerasBase.value.fget(self)   # pyright: ignore[reportAttributeAccessIssue]
+        v = _STORAGE.fget(self)   # (a pending update is computed)
+        init = getattr(self, "_initializer")
+        if v is None and init is not None:   # not initialized yet (created in a Keras scope): Keras's
+            return self._maybe_autocast(init(self._shape, dtype=self._dtype))   # placeholder
+        return self._maybe_autocast(v)
+
+    @property
+    def _value(self):   # pyright: ignore[reportIncompatibleVariableOverride]
+        """tapejax's storage; inside a Keras scope the value Keras gives there (so tapejax ops in a
+        layer's ``call`` see the scope's tracers)."""
+        if in_keras_scope():
+            return self.value
+        return _STORAGE.fget(self)
+
+    @_value.setter
+    def _value(self, value):
+        _STORAGE.fset(self, value)
 
     def _read(self):
-        v = stateless_value(self)
-        if v is not None:   # inside a Keras stateless call: the scope's value, no tape sees it
-            return Tensor(self._maybe_autocast(v))
+        if in_keras_scope():   # inside a Keras stateless call or a symbolic build: Keras's value
+            return Tensor(self.value)   # (the scope's, or a placeholder), which no tape records
         return Variable._read(self)
 
+    @property
+    def _meta(self):   # pyright: ignore[reportIncompatibleVariableOverride]
+        if in_keras_scope():   # the shape and dtype of the value Keras gives there
+            return jax.typeof(self.value)
+        return _META.fget(self)
+
     def _read_deferred(self, tapes):
-        if getattr(_GLOBAL, "stateless_scope", None) is not None:
-            return self._read()
+        if in_keras_scope():
+            return Tensor(self.value)
         return Variable._read_deferred(self, tapes)
 
     def __jax_array__(self):
@@ -196,10 +224,6 @@ class KerasVariable(_BackendVariable, Variable):
             new._value = jax.numpy.array(self._value, copy=True)
         return new
 
-    def __reduce__(self):
-        raise TypeError("Keras variables under tapejax cannot be pickled; save the model's weights "
-                        "(model.save_weights) or the values (v.numpy()) instead")
-
 
 for _name in ("__getitem__", "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
               "__truediv__", "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__",
@@ -237,7 +261,3 @@ def check_variable(var: Any, what: str) -> None:
     raise TypeError(
         f"{what}: '{path}' is a variable of another Keras backend ({backend}); tapejax runs Keras "
         "on the JAX backend only: build the model with tapejax.keras (KERAS_BACKEND=jax).")
-
-
-def _np_dtype(var: Any) -> np.dtype:
-    return np.dtype(var._meta.dtype)
