@@ -45,6 +45,7 @@ from keras.src import backend as _kbackend
 from keras.src.backend.common.keras_tensor import KerasTensor
 from keras.src.backend.common.stateless_scope import StatelessScope
 
+from ..core import state as _state
 from ..core.bind import bind, define
 from ..core.caches import LRU
 from ..core.tensor import Tensor
@@ -58,26 +59,29 @@ _DYNAMIC = (Tensor, Variable, jax.Array, np.ndarray, np.generic)
 
 
 class Target:
-    """A layer or function in an op key: compared by identity, held weakly where it can be (a
-    compiled cache must not keep a model alive)."""
+    """A layer or function in an op key, compared by identity.
+
+    A function, loss or regularizer is held strongly (often a temporary:
+    ``tf.keras.losses.MeanSquaredError()(y, p)``, small).  A layer or model is
+    held weakly, so that compiled caches never keep a model's weights alive;
+    each recording tape keeps the layers it recorded alive instead
+    (``_keep_alive``) until the tape goes, so a layer made on the fly
+    (``tf.keras.layers.Flatten()(x)``) is still there when ``tape.gradient``
+    replays it."""
 
     __slots__ = ("_ref", "_strong", "label", "__weakref__")
 
-    def __init__(self, obj: Any) -> None:
-        try:
-            self._ref = weakref.ref(obj)
-            self._strong = None
-        except TypeError:   # (builtins) held strongly
-            self._ref = None
-            self._strong = obj
+    def __init__(self, obj: Any, weak: bool) -> None:
+        self._ref = weakref.ref(obj) if weak else None
+        self._strong = None if weak else obj
         self.label = getattr(obj, "name", None) or getattr(obj, "__qualname__", type(obj).__name__)
 
     def get(self) -> Any:
         obj = self._strong if self._ref is None else self._ref()
         if obj is None:
-            raise RuntimeError(f"The Keras object '{self.label}' was deleted while a tape or compiled "
-                               "step still refers to its recorded call; keep it alive until the "
-                               "gradient is computed.")
+            raise RuntimeError(f"The Keras layer '{self.label}' was deleted while a compiled step or a "
+                               "pending value still refers to its recorded call; keep it alive until "
+                               "the gradient or value is computed.")
         return obj
 
     def __repr__(self):
@@ -88,21 +92,33 @@ _TARGETS: "weakref.WeakValueDictionary[int, Target]" = weakref.WeakValueDictiona
 _TARGET_LOCK = threading.Lock()
 
 
-def target_of(obj: Any) -> Target:
+def target_of(obj: Any, weak: bool = False) -> Target:
     """The one ``Target`` of ``obj`` (stored on it, or by id for objects without attributes)."""
     tok = getattr(obj, "__dict__", {}).get("_tapejax_target")
     if tok is not None:
         return tok
     with _TARGET_LOCK:
-        tok = Target(obj)
+        tok = _TARGETS.get(id(obj))
+        if tok is not None and tok._ref is None and tok._strong is obj:
+            return tok
+        tok = Target(obj, weak)
         try:
             object.__setattr__(obj, "_tapejax_target", tok)
-        except (AttributeError, TypeError):   # a function without __dict__, a builtin
-            tok = _TARGETS.setdefault(id(obj), tok)
-            if tok._ref is not None and tok._ref() is not obj:   # a stale id
-                tok = Target(obj)
-                _TARGETS[id(obj)] = tok
+        except (AttributeError, TypeError):   # a function without __dict__, a builtin: by id
+            _TARGETS[id(obj)] = tok
     return tok
+
+
+#: recording tape -> {id: Keras object} for the layers it recorded calls of (see ``Target``).
+_KEPT: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+
+
+def _keep_alive(obj: Any) -> None:
+    for tape in _state._local.tapes:
+        kept = _KEPT.get(tape)
+        if kept is None:
+            kept = _KEPT[tape] = {}
+        kept[id(obj)] = obj
 
 
 class CallKey(NamedTuple):
@@ -394,8 +410,10 @@ def call_stateful(obj, args, kwargs, caller: Callable[..., Any], state: Callable
     for v in variables:
         if not isinstance(v, Variable):
             _kvars.check_variable(v, what)
-    key = CallKey(caller, target_of(obj), a.tree, a.static, state,
+    key = CallKey(caller, target_of(obj, weak=True), a.tree, a.static, state,
                   tuple(v._id for v in variables), _autocast())
+    if _state._local.tapes:
+        _keep_alive(obj)
     outs, info = _bind(key, variables + a.dyn)
     n_out, n_up = info.n_out, len(info.updated)
     for i, t in zip(info.updated, outs[n_out:n_out + n_up]):

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..core import state as _state
 from ..core.tensor import Tensor
+from ..core.variable import Variable
 from . import variables as _kvars
 
 __all__ = ["install", "keras_children"]
@@ -101,9 +102,59 @@ def _install_seeds() -> None:
     seed_generator.make_default_seed = make_default_seed
 
 
-def keras_children(obj: Any):
-    """(path, variable) for the variables of a Keras layer, model, optimizer or metric."""
-    return [(v.path, v) for v in obj.variables]
+def keras_children(obj: Any) -> list:
+    """(path, variable) for what ``tapejax.train.Checkpoint`` saves of a Keras object: a layer's
+    or model's variables (and a compiled model's optimizer) by the attribute paths Keras's own
+    weights files use (``layers/dense/vars/0``: attribute names and class names, never the
+    auto-generated layer names, so another process building the same model finds them), an
+    optimizer's or a metric's variables in order (``vars/3``)."""
+    from keras.src.metrics.metric import Metric
+    from keras.src.optimizers.base_optimizer import BaseOptimizer
+    if isinstance(obj, (BaseOptimizer, Metric)):
+        return [(f"vars/{i}", v) for i, v in enumerate(obj.variables)]
+    out: list = []
+    _walk(obj, "", out, set())
+    return out
+
+
+def _join(path, name):
+    return f"{path}/{name}" if path else str(name)
+
+
+def _walk(saveable, path, out, visited):
+    """Keras's ``saving_lib._save_state`` walk, collecting variables instead of writing them."""
+    from keras.src.optimizers.base_optimizer import BaseOptimizer
+    from keras.src.saving import saving_lib
+    from keras.src.saving.keras_saveable import KerasSaveable
+    if id(saveable) in visited:
+        return
+    visited.add(id(saveable))
+    if isinstance(saveable, BaseOptimizer):
+        own = {str(i): v for i, v in enumerate(saveable.variables)}
+    elif hasattr(saveable, "save_own_variables"):
+        own = {}
+        saveable.save_own_variables(own)
+    else:
+        own = {}
+    for k, v in own.items():
+        if isinstance(v, Variable):
+            out.append((_join(path, f"vars/{k}"), v))
+    for attr, child in saving_lib._walk_saveable(saveable):
+        if isinstance(child, KerasSaveable):
+            _walk(child, _join(path, attr), out, visited)
+        elif isinstance(child, (list, dict, tuple)):
+            _walk_container(child, _join(path, attr), out, visited)
+
+
+def _walk_container(container, path, out, visited):
+    from keras.src.saving import saving_lib
+    from keras.src.saving.keras_saveable import KerasSaveable
+    from keras.src.utils import naming
+    used: dict = {}
+    for child in (container.values() if isinstance(container, dict) else container):
+        if isinstance(child, KerasSaveable):
+            name = saving_lib._get_unique_name(naming.to_snake_case(type(child).__name__), used)
+            _walk(child, _join(path, name), out, visited)
 
 
 def _is_keras_object(obj: Any) -> bool:

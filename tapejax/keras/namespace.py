@@ -11,7 +11,7 @@ classes unchanged: their calls are hooked on the base classes (``calls``,
 ``hooks``).  ``keras.ops.stop_gradient`` is tapejax's ``stop_gradient`` on
 Tensors (the source is then unconnected: None, as in TF), and
 ``keras.utils.set_random_seed`` also sets ``tapejax.random.set_seed``, as TF's
-does.
+does; ``to_categorical`` takes TF's ``dtype`` (float32).
 """
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ import functools
 import inspect
 from types import ModuleType
 from typing import Any, Callable
+
+import numpy as np
 
 from . import calls as _calls, variables as _kvars
 
@@ -65,7 +67,18 @@ def _set_random_seed(keras_fn):
     return set_random_seed
 
 
-_SPECIAL = {("ops", "stop_gradient"): _stop_gradient, ("utils", "set_random_seed"): _set_random_seed}
+def _to_categorical(keras_fn):
+    @functools.wraps(keras_fn)
+    def to_categorical(x, num_classes=None, dtype="float32"):
+        """Keras's ``to_categorical`` with TF's ``dtype`` argument (float32 by default, as
+        ``tf.keras``; Keras 3 returns float64 for NumPy input)."""
+        out = keras_fn(getattr(x, "_value", x), num_classes=num_classes)
+        return np.asarray(out).astype(dtype)
+    return to_categorical
+
+
+_SPECIAL = {("ops", "stop_gradient"): _stop_gradient, ("utils", "set_random_seed"): _set_random_seed,
+            ("utils", "to_categorical"): _to_categorical}
 
 
 class KerasNamespace(ModuleType):
