@@ -39,6 +39,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jax.core
+import jax.numpy as jnp
 import numpy as np
 from jax.extend.core import Literal
 from keras.src import backend as _kbackend
@@ -51,6 +52,8 @@ from ..core.caches import LRU
 from ..core.tensor import Tensor
 from ..core.variable import Variable
 from . import variables as _kvars
+
+_META: Any = Variable.__dict__["_meta"]   # tapejax's shape and dtype of a variable's own value
 
 __all__ = ["CallInfo", "CallKey", "call_function", "call_layer", "install"]
 
@@ -131,7 +134,10 @@ class CallKey(NamedTuple):
     state: Optional[Callable[[Any], "State"]]   # the variables the call reads (None: a pure function)
     var_ids: tuple               # their ids (trainable first)
     autocast: Optional[str]      # Keras's autocast dtype at the call (it changes the trace)
-    mapped: Optional[tuple] = None   # positions (in var_ids) of the variables the op takes (None: all)
+    # One op of a call (``Group``): what it takes and gives of the whole call (None: all of it)
+    mapped: Optional[tuple] = None   # positions (in var_ids) of the variables it maps
+    stand_ins: Optional[tuple] = None   # per array argument: None (taken) or (shape, dtype) of zeros
+    outputs: Optional[tuple] = None  # positions (in the call's flat results) it returns
 
 
 class State(NamedTuple):
@@ -154,13 +160,22 @@ class CallInfo(NamedTuple):
     loss_owners: tuple           # per collected loss: position of the owning layer (layer_tree)
 
 
+class Group(NamedTuple):
+    """One op of a call: the results that depend on the same operands, and only those operands."""
+
+    key: CallKey                 # the call's key with ``mapped`` / ``stand_ins`` / ``outputs`` set
+    keep: tuple                  # positions of the operands it takes
+    outputs: tuple               # positions (in the call's flat results) it gives
+    one: bool                    # one result: the one-output op (deferred execution may keep it pending)
+    taped: bool                  # False for the state updates (assigned, never differentiated)
+
+
 class Plan(NamedTuple):
     """How calls with one key run: found once (``_plan``), then one dict lookup per call."""
 
-    key: CallKey                 # the key bound (only the variables the outputs depend on mapped)
-    keep: Optional[tuple]        # positions of the operands the op takes (None: all)
     info: CallInfo
-    one: bool                    # one output and no state: the one-output (deferrable) op
+    groups: tuple                # Group per set of operands some results depend on
+    n_results: int
 
 
 #: call key -> Plan (bounded; a dropped plan is found again by one abstract trace).
@@ -215,15 +230,33 @@ def _variables(key: CallKey, obj) -> State:
     return st
 
 
+def _arguments(key: CallKey, given):
+    """The call's array arguments: the op's own, zeros standing in for those it does not take."""
+    if key.stand_ins is None:
+        return list(given)
+    it = iter(given)
+    return [next(it) if s is None else jnp.zeros(s[0], s[1]) for s in key.stand_ins]
+
+
+def _select(key: CallKey, flat):
+    return flat if key.outputs is None else [flat[i] for i in key.outputs]
+
+
 def _run_stateful(key: CallKey, dyn):
     obj = key.target.get()
     trainable, other = _variables(key, obj)
     variables = trainable + other
-    if key.mapped is not None:
-        variables = [variables[i] for i in key.mapped]
-    n_var = len(variables)
-    args, kwargs = _join(dyn[n_var:], key)
-    with StatelessScope(state_mapping=list(zip(variables, dyn[:n_var])), collect_losses=True) as scope:
+    if key.mapped is None:
+        n_var = len(variables)
+        values = list(dyn[:n_var])
+    else:   # the variables this op does not take (none of its results depend on them) stand in as
+        # zeros: never the variable's own value, which a trace would capture as a constant
+        n_var = len(key.mapped)
+        values = [jnp.zeros(m.shape, m.dtype) for m in (_META.fget(v) for v in variables)]
+        for i, x in zip(key.mapped, dyn[:n_var]):
+            values[i] = x
+    args, kwargs = _join(_arguments(key, dyn[n_var:]), key)
+    with StatelessScope(state_mapping=list(zip(variables, values)), collect_losses=True) as scope:
         mapping = scope.state_mapping
         given = [mapping.get(id(v)) for v in other]
         out = key.caller(obj, args, kwargs)
@@ -242,7 +275,7 @@ def _run_stateful(key: CallKey, dyn):
         for x in losses:
             owners.append(next((j for j, lay in enumerate(layers) if id(x) in lay._loss_ids), 0))
     info = CallInfo(tree, len(flat), tuple(updated), tuple(owners))
-    return flat + news + [getattr(x, "_value", x) for x in losses], info
+    return _select(key, flat + news + [getattr(x, "_value", x) for x in losses]), info
 
 
 def _run_function(key: CallKey, dyn):
@@ -277,20 +310,32 @@ def _spec(x):
     return jax.ShapeDtypeStruct(np.shape(x), x.dtype, weak_type=getattr(x, "weak_type", False))
 
 
-def _live_inputs(jaxpr) -> list:
-    """Which inputs of ``jaxpr`` some output depends on (a backward pass over its equations; an
-    equation with a live output uses all its inputs)."""
-    live = {v for v in jaxpr.outvars if not isinstance(v, Literal)}
-    for eqn in reversed(jaxpr.eqns):
-        if any(o in live for o in eqn.outvars):
-            live.update(v for v in eqn.invars if not isinstance(v, Literal))
-    return [v in live for v in jaxpr.invars]
+def _dependencies(jaxpr) -> list:
+    """For each output of ``jaxpr``, the positions of the inputs it depends on (a backward pass over
+    the equations; an equation depends on all its inputs)."""
+    position = {v: i for i, v in enumerate(jaxpr.invars)}
+    out = []
+    for o in jaxpr.outvars:
+        if isinstance(o, Literal):
+            out.append(frozenset())
+            continue
+        live = {o}
+        for eqn in reversed(jaxpr.eqns):
+            if any(v in live for v in eqn.outvars):
+                live.update(v for v in eqn.invars if not isinstance(v, Literal))
+        out.append(frozenset(position[v] for v in live if v in position))
+    return out
 
 
 def _plan(key: CallKey, operands) -> Plan:
-    """Trace the call once, abstractly: its outputs, and (stateful calls) the variables its outputs
-    depend on; the op then takes only those, so a variable the call does not use is never read
-    and its gradient is None, as in TF."""
+    """Trace the call once, abstractly, and split it into ops by what its results depend on.
+
+    Results that depend on the same operands are one op that takes only those operands (the
+    others are never read, or stand in as zeros), so a variable or input a result does not
+    depend on gets ``None`` from ``tape.gradient``, as in TF (a loss on one head of a two-head
+    model has no gradient for the other head).  The updates of non-trainable state are one
+    more op no tape records.  XLA prunes what an op does not need and, in one program (a
+    gradient's, a ``tapejax.function``), computes what several ops share once."""
     found = []
 
     def fn(*d):
@@ -298,30 +343,71 @@ def _plan(key: CallKey, operands) -> Plan:
         found.append(info)
         return tuple(flat)
 
-    closed = jax.make_jaxpr(fn)(*[_spec(x) for x in operands])
+    specs = [_spec(x) for x in operands]
+    closed = jax.make_jaxpr(fn)(*specs)
     info = found[-1]
-    bound, keep = key, None
-    if key.state is not None:
-        n_var = len(key.var_ids)
-        live = _live_inputs(closed.jaxpr)
-        if not all(live[:n_var]):
-            mapped = tuple(i for i in range(n_var) if live[i])
-            bound = key._replace(mapped=mapped)
-            keep = mapped + tuple(range(n_var, len(operands)))
-    one = info.n_out == 1 and not info.updated and not info.loss_owners
-    return Plan(bound, keep, info, one)
+    n = len(closed.jaxpr.outvars)
+    if key.state is None:   # a function: one op, all of it
+        group = Group(key, tuple(range(len(operands))), tuple(range(n)), n == 1, True)
+        return Plan(info, (group,), n)
+    deps = _dependencies(closed.jaxpr)
+    n_out, n_up = info.n_out, len(info.updated)
+    sets: dict = {}
+    for j in list(range(n_out)) + list(range(n_out + n_up, n)):
+        sets.setdefault(deps[j], []).append(j)
+    groups = [(dep, tuple(js), True) for dep, js in sets.items()]
+    if n_up:
+        updates = tuple(range(n_out, n_out + n_up))
+        groups.append((frozenset().union(*(deps[j] for j in updates)), updates, False))
+    n_var = len(key.var_ids)
+    out = []
+    for dep, js, taped in groups:
+        keep = tuple(sorted(dep))
+        mapped = tuple(i for i in keep if i < n_var)
+        stand_ins = tuple(None if i in dep else (specs[i].shape, specs[i].dtype)
+                          for i in range(n_var, len(operands)))
+        bound = key._replace(mapped=None if len(mapped) == n_var else mapped,
+                             stand_ins=None if all(s is None for s in stand_ins) else stand_ins,
+                             outputs=None if js == tuple(range(n)) else js)
+        out.append(Group(bound, keep, js, len(js) == 1, taped))
+    return Plan(info, tuple(out), n)
 
 
 def _bind(key: CallKey, operands):
-    """Run the op; the flat outputs and the key's ``CallInfo``."""
+    """Run the call's ops; its flat results and ``CallInfo``."""
     plan = _PLANS.get(key)
     if plan is None:
         plan = _PLANS.setdefault(key, _plan(key, operands))
-    if plan.keep is not None:
-        operands = [operands[i] for i in plan.keep]
-    if plan.one:
-        return (bind(KERAS_CALL, *operands, key=plan.key),), plan.info
-    return bind(KERAS_CALL_N, *operands, key=plan.key), plan.info
+    groups = plan.groups
+    if len(groups) == 1 and groups[0].taped and len(groups[0].keep) == len(operands):
+        g = groups[0]   # (the common case: one op over everything)
+        if g.one:
+            return (bind(KERAS_CALL, *operands, key=g.key),), plan.info
+        return bind(KERAS_CALL_N, *operands, key=g.key), plan.info
+    flat: list = [None] * plan.n_results
+    for g in groups:
+        ops = [operands[i] for i in g.keep]
+        if g.taped:
+            res = (bind(KERAS_CALL, *ops, key=g.key),) if g.one else bind(KERAS_CALL_N, *ops, key=g.key)
+        else:
+            with _untaped():
+                res = bind(KERAS_CALL_N, *ops, key=g.key)
+        for j, r in zip(g.outputs, res):
+            flat[j] = r
+    return flat, plan.info
+
+
+class _untaped:
+    """No tape records inside (the state updates: assigned to variables, never differentiated)."""
+
+    def __enter__(self):
+        stack = _state._local.tapes
+        self.saved = stack[:]
+        stack[:] = []
+
+    def __exit__(self, *exc):
+        _state._local.tapes[:] = self.saved
+        return False
 
 
 # ---------------------------------------------------------------------------

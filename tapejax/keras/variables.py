@@ -154,6 +154,14 @@ class KerasVariable(_BackendVariable, Variable):
     def __jax_array__(self):
         return self.value
 
+    def numpy(self):
+        """A host copy of the value (the device buffer stays this variable's own)."""
+        return np.array(self._maybe_autocast(self._value))
+
+    def __array__(self, dtype=None, copy=None):
+        a = np.asarray(self._maybe_autocast(self._value))
+        return a if dtype is None else a.astype(dtype)
+
     # -- writes --------------------------------------------------------------------
     def _storage_dtype(self):
         v = self._val

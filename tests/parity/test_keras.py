@@ -395,3 +395,26 @@ def test_save_and_load_weights(tf):
     zeroed = model(x, training=False)
     model.load_weights(path)
     return before, zeroed, model(x, training=False)
+
+
+@parity(**TOL)
+def test_two_head_model_unconnected_head_is_none(tf):
+    """A loss on one head of a two-head model: the other head's variables get None (one call, but
+    the tape sees which outputs depend on which variables), and an input only that head reads too."""
+    a_in = tf.keras.Input(shape=(5,))
+    b_in = tf.keras.Input(shape=(2,))
+    trunk = tf.keras.layers.Dense(4, activation="tanh")(a_in)
+    head_a = tf.keras.layers.Dense(1)(trunk)
+    head_b = tf.keras.layers.Dense(2)(tf.keras.layers.Concatenate()([trunk, b_in]))
+    model = tf.keras.Model(inputs=[a_in, b_in], outputs=[head_a, head_b])
+    _init(model)
+    x, _ = _data()
+    b = tf.constant(np.ones((8, 2), np.float32))
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(b)
+        out_a, out_b = model([x, b])
+        loss_a = tf.reduce_sum(out_a)
+        loss_b = tf.reduce_sum(out_b)
+    grads_a = tape.gradient(loss_a, model.trainable_variables)
+    return (out_a, out_b, grads_a, [g is None for g in grads_a], tape.gradient(loss_a, b),
+            tape.gradient(loss_b, model.trainable_variables))
