@@ -47,6 +47,7 @@ from keras.src.backend import Variable as _BackendVariable
 from keras.src.backend.common import global_state as _global_state
 from keras.src.backend.common.variables import Variable as _KerasBase
 from keras.src.backend.jax.core import JaxVariable
+from keras.src.utils.naming import auto_name
 
 from ..core import state as _state
 from ..core.tensor import Tensor
@@ -91,6 +92,8 @@ class KerasVariable(_BackendVariable, Variable):
         self._id = _state.next_id()
         self._sharding = None
         self._constraint = None
+        if len(args) < 8 and kwargs.get("name") is None:   # Keras names it after the class: "variable"
+            kwargs["name"] = auto_name("Variable")
         col = _state._local.collector
         if col is None:
             _BackendVariable.__init__(self, *args, **kwargs)
@@ -200,6 +203,14 @@ class KerasVariable(_BackendVariable, Variable):
                 and np.dtype(delta._meta.dtype) == self._storage_dtype()
                 and tuple(delta._meta.shape) == tuple(self._shape)):
             delta = self._keras_cast(delta)   # Keras's cast (a Python number, another dtype)
+            if tuple(delta.shape) != tuple(self._shape):   # and broadcast (``self + delta``)
+                try:
+                    delta = jax.numpy.broadcast_to(delta, self._shape)
+                except ValueError:
+                    raise ValueError(
+                        "The shape of the target variable and the shape of the target value in "
+                        f"`variable.assign(value)` must match. variable.shape={self._shape}, Received: "
+                        f"value.shape={tuple(delta.shape)}. Target variable: {self.path}") from None
         tj_update(self, delta)   # tapejax's update: a pending delta keeps it pending
         return self
 
