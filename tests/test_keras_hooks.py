@@ -83,3 +83,20 @@ def test_checkpoint_restores_into_a_model_built_elsewhere(tmp_path):
     _train(model2, opt2, 1)   # the optimizer's slots came back too: the next step is the same
     for a, b in zip(model.weights, model2.weights):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6)
+
+
+def test_metric_update_on_tensors_is_one_op_with_keras_values():
+    from tapejax.keras import calls
+    a, b = keras.metrics.SparseCategoricalAccuracy(), keras.metrics.SparseCategoricalAccuracy()
+    m, n = keras.metrics.Mean(), keras.metrics.Mean()
+    for i in range(0, 8, 4):
+        a.update_state(tf.constant(Y[i:i + 4]), tf.constant(X[i:i + 4, :3]))   # Tensors: one op
+        b.update_state(Y[i:i + 4], X[i:i + 4, :3])                            # NumPy: Keras's own
+        m.update_state(tf.constant(X[i:i + 4]), sample_weight=tf.constant(np.arange(4.0, dtype=np.float32)))
+        n.update_state(X[i:i + 4], sample_weight=np.arange(4.0, dtype=np.float32))
+    for p, q in ((a, b), (m, n)):
+        np.testing.assert_allclose(p.result().numpy(), q.result().numpy(), rtol=1e-6)
+        for v, w in zip(p.variables, q.variables):
+            np.testing.assert_allclose(v.numpy(), w.numpy(), rtol=1e-6)
+    targets = [k.target._ref() if k.target._ref is not None else k.target._strong for k in list(calls._PLANS._data)]
+    assert any(t is a for t in targets) and not any(t is b for t in targets)

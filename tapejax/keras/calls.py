@@ -489,7 +489,7 @@ def call_stateful(obj, args, kwargs, caller: Callable[..., Any], state: Callable
     a = split(args, kwargs, convert)
     if a.symbolic:
         return caller(obj, args, kwargs)
-    if hasattr(obj, "built") and not obj.built:
+    if hasattr(obj, "_maybe_build") and not obj.built:   # (a layer)
         _build(obj, a)
     st = state(obj)
     variables = st.trainable + st.other

@@ -2,8 +2,10 @@
 
 * ``Metric.result()`` (every Keras metric class, present and future) gives
   tapejax Tensors outside a Keras scope, as ``tf.keras`` metrics give
-  ``tf.Tensor`` s (``.numpy()`` works); inside one (Keras's ``fit``) it is
-  Keras's.
+  ``tf.Tensor`` s (``.numpy()`` works); ``update_state`` on tapejax Tensors
+  is one compiled op (``calls.call_stateful`` over the metric's variables)
+  instead of Keras's op-by-op eager update; inside a Keras scope (Keras's
+  ``fit``) both are Keras's.
 * A Keras ``SeedGenerator`` made without a seed (``Dropout(0.5)``) takes its
   seed from Python's ``random`` (Keras); after ``tf.random.set_seed(s)`` it
   takes it from a stream keyed by ``s`` instead, restarted by every
@@ -25,7 +27,7 @@ import numpy as np
 from ..core import state as _state
 from ..core.tensor import Tensor
 from ..core.variable import Variable
-from . import variables as _kvars
+from . import calls as _calls, variables as _kvars
 
 __all__ = ["install", "keras_children"]
 
@@ -54,10 +56,48 @@ def tensor_result(fn):
     return result
 
 
+class _UpdateCaller:
+    """``caller`` of a metric's update op: the class's own ``update_state`` (one per class, compared
+    by identity in op keys)."""
+
+    __slots__ = ("fn", "__weakref__")
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, metric, args, kwargs):
+        return self.fn(metric, *args, **kwargs)
+
+
+def _metric_state(metric) -> _calls.State:
+    return _calls.State([], list(metric.variables))
+
+
+def one_op_update(fn):
+    """``Metric.update_state`` on tapejax Tensors outside a Keras scope: one compiled op whose
+    variable updates are written back (Keras's own runs op by op eagerly, ~ a dispatch per op)."""
+    if getattr(fn, "_tapejax_update", False):
+        return fn
+    caller = _UpdateCaller(fn)
+
+    @functools.wraps(fn)
+    def update_state(self, *args, **kwargs):
+        if _kvars.in_keras_scope() or not _calls.has_tensor(args, kwargs):
+            return fn(self, *args, **kwargs)
+        return _calls.call_stateful(self, args, kwargs, caller, _metric_state,
+                                    f"{type(self).__name__}.update_state")
+
+    setattr(update_state, "_tapejax_update", True)
+    return update_state
+
+
 def _wrap_result(cls) -> None:
     fn = cls.__dict__.get("result")
     if fn is not None and callable(fn):
         setattr(cls, "result", tensor_result(fn))
+    fn = cls.__dict__.get("update_state")
+    if fn is not None and callable(fn):
+        setattr(cls, "update_state", one_op_update(fn))
 
 
 def _install_metrics() -> None:
