@@ -31,7 +31,7 @@ from typing import Optional
 __all__ = ["EXTRA_HINT", "load"]
 
 EXTRA_HINT = "pip install 'tapejax[keras]'"
-_MIN_VERSION = (3, 6)
+_MIN_VERSION = (3, 15)   # (the Keras internals used here are those of 3.15: CallSpec, StatelessScope)
 _LOCK = threading.RLock()
 _KERAS: Optional[ModuleType] = None
 
