@@ -81,7 +81,7 @@ def jax_step():
 
 def keras_step():
     model = make_model()
-    import keras as keras3   # (tapejax.keras.optimizers are tapejax's own Keras-2 optimizers)
+    import keras as keras3  # (tapejax.keras.optimizers are tapejax's own Keras-2 optimizers)
     model.compile(optimizer=keras3.optimizers.Adam(1e-3),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 

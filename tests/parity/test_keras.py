@@ -418,3 +418,20 @@ def test_two_head_model_unconnected_head_is_none(tf):
     grads_a = tape.gradient(loss_a, model.trainable_variables)
     return (out_a, out_b, grads_a, [g is None for g in grads_a], tape.gradient(loss_a, b),
             tape.gradient(loss_b, model.trainable_variables))
+
+
+@parity(modes=True, **TOL)
+def test_initializers_and_constraints(tf):
+    """Initializers set the first values; a kernel constraint is applied after each optimizer step."""
+    x, _ = _data()
+    layer = tf.keras.layers.Dense(3, kernel_initializer=tf.keras.initializers.Constant(0.5),
+                                  bias_initializer="ones", kernel_constraint=tf.keras.constraints.NonNeg())
+    opt = tf.keras.optimizers.SGD(1.0)
+    first = None
+    for _ in range(2):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(layer(x))
+        if first is None:
+            first = [layer.kernel.numpy(), layer.bias.numpy()]
+        opt.apply_gradients(zip(tape.gradient(loss, layer.trainable_variables), layer.trainable_variables))
+    return first, layer.kernel.numpy(), layer.bias.numpy(), np.asarray(tf.keras.initializers.Ones()(shape=(2, 2)))
