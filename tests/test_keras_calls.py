@@ -5,6 +5,7 @@ import gc
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import tapejax as tf
 
@@ -321,3 +322,65 @@ def test_calls_under_a_jax_transformation_are_keras_own():
     out = jax.jit(lambda x: layer(x))(jnp.asarray(X))   # raw tracers: Keras's own __call__
     assert isinstance(out, jax.Array)
     np.testing.assert_allclose(out, X @ np.ones((5, 2), np.float32), rtol=1e-5)
+
+
+def _zoo():
+    rs = np.random.RandomState(2)
+    inp = keras.Input((4, 8))
+    attention = keras.Model(inp, keras.layers.MultiHeadAttention(2, 4)(inp, inp))
+    return {
+        "conv": (keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Conv2D(4, 3, activation="relu"),
+                                   keras.layers.MaxPooling2D(), keras.layers.Flatten(), keras.layers.Dense(2)]),
+                 rs.randn(2, 8, 8, 3).astype(np.float32)),
+        "lstm": (keras.Sequential([keras.Input((5, 3)), keras.layers.LSTM(4), keras.layers.Dense(1)]),
+                 rs.randn(2, 5, 3).astype(np.float32)),
+        "embedding-gru": (keras.Sequential([keras.Input((5,), dtype="int32"),
+                                            keras.layers.Embedding(10, 4, mask_zero=True), keras.layers.GRU(3)]),
+                          rs.randint(0, 10, (2, 5)).astype(np.int32)),
+        "attention": (attention, rs.randn(2, 4, 8).astype(np.float32)),
+        "layernorm": (keras.Sequential([keras.Input((6,)), keras.layers.LayerNormalization(),
+                                        keras.layers.Dense(2)]), rs.randn(3, 6).astype(np.float32)),
+    }
+
+
+@pytest.mark.parametrize("name", ["conv", "lstm", "embedding-gru", "attention", "layernorm"])
+def test_layer_zoo_gradients_match_jax_grad_of_stateless_call(name):
+    model, x = _zoo()[name]
+    with tf.GradientTape() as tape:
+        y = model(x, training=True)
+        loss = tf.reduce_sum(y * y)
+    got = tape.gradient(loss, model.trainable_variables)
+    ntv = values(model.non_trainable_variables)
+
+    def ref(tv):
+        out, _ = model.stateless_call(tv, ntv, jnp.asarray(x), training=True)
+        return jnp.sum(out * out)
+
+    want = jax.grad(ref)(values(model.trainable_variables))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w, rtol=2e-4, atol=1e-5)
+
+
+def test_a_dropped_model_is_freed():
+    import weakref
+    model = mlp(bn=True)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    for _ in range(2):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(Y, model(X, training=True))
+        tape.gradient(loss, model.trainable_variables)
+    ref = weakref.ref(model)
+    kernel = weakref.ref(model.layers[0].kernel)
+    del model, tape, loss
+    gc.collect()
+    assert ref() is None and kernel() is None   # no compiled cache keeps it alive
+
+
+def test_unhashable_python_argument_of_a_keras_function_is_a_clear_error():
+    class Opaque:
+        __hash__ = None
+
+    t = tf.constant(X)
+    with pytest.raises(TypeError, match="must be hashable"):
+        with tf.GradientTape():
+            keras.ops.mean(t, axis=Opaque())

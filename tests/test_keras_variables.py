@@ -65,6 +65,9 @@ def test_assign_casts_as_keras_and_checks_shape_before_changing():
     v.assign_add(1)
     v.assign_sub(np.asarray([0.5, 0.5]))
     np.testing.assert_array_equal(v.numpy(), [3.5, 4.5])
+    with pytest.raises(ValueError, match="shape"):
+        v.assign_add(np.zeros(3, np.float32))
+    np.testing.assert_array_equal(v.numpy(), [3.5, 4.5])
 
 
 def test_assign_in_a_stateless_scope_is_a_scope_update():
