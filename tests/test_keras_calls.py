@@ -384,3 +384,22 @@ def test_unhashable_python_argument_of_a_keras_function_is_a_clear_error():
     with pytest.raises(TypeError, match="must be hashable"):
         with tf.GradientTape():
             keras.ops.mean(t, axis=Opaque())
+
+
+def test_call_plans_are_a_bounded_cache_found_again_after_eviction():
+    from tapejax.keras import calls
+    assert "keras_call_plans" in tf.cache_stats()
+    layer = keras.layers.Dense(2)
+    layer(X)
+    old = calls._PLANS.maxsize
+    calls._PLANS.clear()
+    calls._PLANS.resize(1)
+    try:
+        first = [layer(X).numpy(), layer(X[:3]).numpy()]
+        for _ in range(2):
+            np.testing.assert_array_equal(layer(X).numpy(), first[0])
+            np.testing.assert_array_equal(layer(X[:3]).numpy(), first[1])
+        st = tf.cache_stats()["keras_call_plans"]
+        assert st.size == 1 and st.evictions >= 4
+    finally:
+        calls._PLANS.resize(old)

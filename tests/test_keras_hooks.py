@@ -98,5 +98,6 @@ def test_metric_update_on_tensors_is_one_op_with_keras_values():
         np.testing.assert_allclose(p.result().numpy(), q.result().numpy(), rtol=1e-6)
         for v, w in zip(p.variables, q.variables):
             np.testing.assert_allclose(v.numpy(), w.numpy(), rtol=1e-6)
-    targets = [k.target._ref() if k.target._ref is not None else k.target._strong for k in list(calls._PLANS._data)]
+    keys = [k for k, _ in list(calls._PLANS._data)]
+    targets = [k.target._ref() if k.target._ref is not None else k.target._strong for k in keys]
     assert any(t is a for t in targets) and not any(t is b for t in targets)

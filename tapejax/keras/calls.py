@@ -178,7 +178,8 @@ class Plan(NamedTuple):
     n_results: int
 
 
-#: call key -> Plan (bounded; a dropped plan is found again by one abstract trace).
+#: (call key, the arguments' shapes and dtypes) -> Plan (bounded; a dropped plan is found again by
+#: one abstract trace).
 _PLANS = LRU("keras_call_plans", 4096)
 
 
@@ -373,11 +374,18 @@ def _plan(key: CallKey, operands) -> Plan:
     return Plan(info, tuple(out), n)
 
 
-def _bind(key: CallKey, operands):
-    """Run the call's ops; its flat results and ``CallInfo``."""
-    plan = _PLANS.get(key)
+def _aval(x):
+    m = x._meta if isinstance(x, (Tensor, Variable)) else x
+    return m.shape, m.dtype, getattr(m, "weak_type", False)
+
+
+def _bind(key: CallKey, operands, n_var: int):
+    """Run the call's ops; its flat results and ``CallInfo``.  The plan is per key and shapes and
+    dtypes of the arguments (``n_var`` operands are the key's variables, whose shapes are fixed)."""
+    pkey = (key, tuple([_aval(x) for x in operands[n_var:]]))
+    plan = _PLANS.get(pkey)
     if plan is None:
-        plan = _PLANS.setdefault(key, _plan(key, operands))
+        plan = _PLANS.setdefault(pkey, _plan(key, operands))
     groups = plan.groups
     if len(groups) == 1 and groups[0].taped and len(groups[0].keep) == len(operands):
         g = groups[0]   # (the common case: one op over everything)
@@ -500,7 +508,7 @@ def call_stateful(obj, args, kwargs, caller: Callable[..., Any], state: Callable
                   tuple(v._id for v in variables), _autocast())
     if _state._local.tapes:
         _keep_alive(obj)
-    outs, info = _bind(key, variables + a.dyn)
+    outs, info = _bind(key, variables + a.dyn, len(variables))
     n_out, n_up = info.n_out, len(info.updated)
     for i, t in zip(info.updated, outs[n_out:n_out + n_up]):
         st.other[i].assign(t)
@@ -542,7 +550,7 @@ def call_function(fn: Any, args, kwargs, caller: Callable[..., Any] = _plain):
     except TypeError:
         raise TypeError(f"{getattr(fn, '__name__', fn)!r}: its non-array arguments must be hashable "
                         f"to record it on the tape; got {a.static!r}") from None
-    outs, info = _bind(key, a.dyn)
+    outs, info = _bind(key, a.dyn, 0)
     return jax.tree_util.tree_unflatten(info.out_tree, list(outs[:info.n_out]))
 
 
