@@ -1,8 +1,8 @@
-"""A top-level Keras call is ONE tape op: the layer's stateless call, compiled, differentiated by JAX.
+"""A top-level Keras call is tape ops over the layer's stateless call, compiled, differentiated by JAX.
 
 ``model(x, training=True)`` outside any Keras scope (no ``StatelessScope``,
 no symbolic tensors, no raw JAX tracers among its inputs) runs as
-``bind(KerasCall, *variables, *inputs, key=CallKey(...))``:
+``bind(KerasCall, *variables, *inputs, key=CallKey(...))`` (``call_stateful``):
 
 * the op's inputs are the model's variables (trainable, then non-trainable)
   and the array leaves of the arguments.  Variables are passed to ``bind``,
@@ -14,27 +14,28 @@ no symbolic tensors, no raw JAX tracers among its inputs) runs as
   it, compiled with the rest of the backward pass (one recorded op, not one
   per inner layer; inner ``tf.*`` ops in a subclassed layer run on tracers
   and are part of it);
-* its outputs are the call's outputs, then the new values of the
+* its results are the call's outputs, then the new values of the
   non-trainable variables the call updates (``BatchNormalization`` moving
   statistics and Dropout seeds with ``training=True``), then the losses the
   call adds (``activity_regularizer``, ``add_loss``).  After the op the
   updates are assigned (not differentiable, as TF's assign) and the losses
   are put in the owning layers' ``_losses``, so ``model.losses`` sees them.
 
-The key (``CallKey``) holds what shapes the trace: the layer (by a weak
-token), the arguments' structure and Python values, the variables' ids, and
-Keras's autocast state.  What a key's trace produces (``CallInfo``: output
-structure, which variables it updates, which layer owns each loss) is found
-once per key with ``jax.eval_shape``; a call with one output and no state is
-the one-output op, which deferred execution may keep pending (the step's
-forward then runs inside its gradient's program), any other the multi-output
-op.  Keras functions (losses, activations, ``keras.ops``, regularizers) go
-through the same op with a function as the target (``call_function``).
+Each key (``keys.CallKey``) and argument shapes are traced once abstractly
+(``_plan``, ``jax.make_jaxpr``): that gives the output structure, which
+variables the call updates and which layer owns each loss (``CallInfo``), and
+which operands each result depends on.  Results that depend on the same
+operands are one op (a ``Group``) that takes only those, so TF's ``None``
+holds for what a result does not depend on; the state updates are one more
+op no tape records.  A group with one result is the one-output op, which
+deferred execution may keep pending (an eager step's forward then runs
+inside its gradient's program).  Keras functions (losses, activations,
+``keras.ops``, regularizers) go through the same op with a function as the
+target and no variables (``call_function``); ``Loss.__call__``, weight
+regularization losses and ``Layer.__call__`` are hooked here (``install``).
 """
 from __future__ import annotations
 
-import threading
-import weakref
 from typing import Any, Callable, NamedTuple, Optional
 
 import jax
@@ -42,7 +43,6 @@ import jax.core
 import jax.numpy as jnp
 import numpy as np
 from jax.extend.core import Literal
-from keras.src import backend as _kbackend
 from keras.src.backend.common.keras_tensor import KerasTensor
 from keras.src.backend.common.stateless_scope import StatelessScope
 
@@ -52,114 +52,26 @@ from ..core.caches import LRU
 from ..core.tensor import Tensor
 from ..core.variable import Variable
 from . import variables as _kvars
+from .keys import (
+    Args,
+    CallInfo,
+    CallKey,
+    State,
+    autocast,
+    has_tensor,
+    join,
+    keep_alive,
+    layer_state,
+    merge,
+    split,
+    target_of,
+)
 
 _META: Any = Variable.__dict__["_meta"]   # tapejax's shape and dtype of a variable's own value
 
 __all__ = ["CallInfo", "CallKey", "call_function", "call_layer", "install"]
 
 _Tracer = jax.core.Tracer
-_DYNAMIC = (Tensor, Variable, jax.Array, np.ndarray, np.generic)
-
-
-class Target:
-    """A layer or function in an op key, compared by identity.
-
-    A function, loss or regularizer is held strongly (often a temporary:
-    ``tf.keras.losses.MeanSquaredError()(y, p)``, small).  A layer or model is
-    held weakly, so that compiled caches never keep a model's weights alive;
-    each recording tape keeps the layers it recorded alive instead
-    (``_keep_alive``) until the tape goes, so a layer made on the fly
-    (``tf.keras.layers.Flatten()(x)``) is still there when ``tape.gradient``
-    replays it."""
-
-    __slots__ = ("_ref", "_strong", "label", "__weakref__")
-
-    def __init__(self, obj: Any, weak: bool) -> None:
-        self._ref = weakref.ref(obj) if weak else None
-        self._strong = None if weak else obj
-        self.label = getattr(obj, "name", None) or getattr(obj, "__qualname__", type(obj).__name__)
-
-    def get(self) -> Any:
-        obj = self._strong if self._ref is None else self._ref()
-        if obj is None:
-            raise RuntimeError(f"The Keras layer '{self.label}' was deleted while a compiled step or a "
-                               "pending value still refers to its recorded call; keep it alive until "
-                               "the gradient or value is computed.")
-        return obj
-
-    def __repr__(self):
-        return f"<{self.label}>"
-
-
-_TARGETS: "weakref.WeakValueDictionary[int, Target]" = weakref.WeakValueDictionary()
-_TARGET_LOCK = threading.Lock()
-
-
-def target_of(obj: Any, weak: bool = False) -> Target:
-    """The one ``Target`` of ``obj`` (stored on it, or by id for objects without attributes)."""
-    tok = getattr(obj, "__dict__", {}).get("_tapejax_target")
-    if tok is not None:
-        return tok
-    with _TARGET_LOCK:
-        tok = _TARGETS.get(id(obj))
-        if tok is not None and tok._ref is None and tok._strong is obj:
-            return tok
-        tok = Target(obj, weak)
-        try:
-            object.__setattr__(obj, "_tapejax_target", tok)
-        except (AttributeError, TypeError):   # a function without __dict__, a builtin: by id
-            _TARGETS[id(obj)] = tok
-    return tok
-
-
-#: recording tape -> {id: Keras object} for the layers it recorded calls of (see ``Target``).
-_KEPT: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
-
-
-def _keep_alive(obj: Any) -> None:
-    for tape in _state._local.tapes:
-        kept = _KEPT.get(tape)
-        if kept is None:
-            kept = _KEPT[tape] = {}
-        kept[id(obj)] = obj
-
-
-class CallKey(NamedTuple):
-    """The static parameter of a Keras call op: everything its trace depends on."""
-
-    caller: Callable[..., Any]   # caller(target, args, kwargs): the call itself
-    target: Target
-    in_tree: Any                 # jax PyTreeDef of (args, kwargs) with array leaves taken out
-    static: tuple                # ((leaf position, Python value), ...)
-    state: Optional[Callable[[Any], "State"]]   # the variables the call reads (None: a pure function)
-    var_ids: tuple               # their ids (trainable first)
-    autocast: Optional[str]      # Keras's autocast dtype at the call (it changes the trace)
-    # One op of a call (``Group``): what it takes and gives of the whole call (None: all of it)
-    mapped: Optional[tuple] = None   # positions (in var_ids) of the variables it maps
-    stand_ins: Optional[tuple] = None   # per array argument: None (taken) or (shape, dtype) of zeros
-    outputs: Optional[tuple] = None  # positions (in the call's flat results) it returns
-
-
-class State(NamedTuple):
-    """The Keras variables a stateful call maps in its ``StatelessScope``."""
-
-    trainable: list              # differentiable inputs (read, watched when trainable)
-    other: list                  # non-trainable state the call may update (written back after it)
-
-
-def layer_state(layer) -> State:
-    return State(layer.trainable_variables, layer.non_trainable_variables)
-
-
-class CallInfo(NamedTuple):
-    """What one key's trace produces."""
-
-    out_tree: Any                # PyTreeDef of the call's outputs
-    n_out: int
-    updated: tuple               # positions (in the non-trainable variables) the call updates
-    loss_owners: tuple           # per collected loss: position of the owning layer (layer_tree)
-
-
 class Group(NamedTuple):
     """One op of a call: the results that depend on the same operands, and only those operands."""
 
@@ -186,17 +98,6 @@ _PLANS = LRU("keras_call_plans", 4096)
 # ---------------------------------------------------------------------------
 # The op's function
 # ---------------------------------------------------------------------------
-
-def _join(dyn, key):
-    tree, static = key.in_tree, key.static
-    n = len(dyn) + len(static)
-    leaves = [None] * n
-    pos = dict(static)
-    it = iter(dyn)
-    for i in range(n):
-        leaves[i] = pos[i] if i in pos else next(it)
-    return jax.tree_util.tree_unflatten(tree, leaves)
-
 
 def _is_tensor(x):
     return isinstance(x, (Tensor, Variable))
@@ -256,7 +157,7 @@ def _run_stateful(key: CallKey, dyn):
         values = [jnp.zeros(m.shape, m.dtype) for m in (_META.fget(v) for v in variables)]
         for i, x in zip(key.mapped, dyn[:n_var]):
             values[i] = x
-    args, kwargs = _join(_arguments(key, dyn[n_var:]), key)
+    args, kwargs = join(_arguments(key, dyn[n_var:]), key)
     with StatelessScope(state_mapping=list(zip(variables, values)), collect_losses=True) as scope:
         mapping = scope.state_mapping
         given = [mapping.get(id(v)) for v in other]
@@ -281,7 +182,7 @@ def _run_stateful(key: CallKey, dyn):
 
 def _run_function(key: CallKey, dyn):
     fn = key.target.get()
-    args, kwargs = _join(dyn, key)
+    args, kwargs = join(dyn, key)
     flat, tree = _flat_out(key.caller(fn, args, kwargs))
     return flat, CallInfo(tree, len(flat), (), ())
 
@@ -419,50 +320,10 @@ class _untaped:
 
 
 # ---------------------------------------------------------------------------
-# Arguments
-# ---------------------------------------------------------------------------
-
-def _is_leaf(x):
-    return isinstance(x, (Tensor, Variable, KerasTensor))
-
-
-class _Args(NamedTuple):
-    dyn: list
-    tree: Any
-    static: tuple
-    symbolic: bool     # a KerasTensor or a raw JAX tracer: Keras's own path
-
-
-def split(args, kwargs, convert: Optional[Callable[[Any], Any]] = None) -> _Args:
-    leaves, tree = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_leaf)
-    dyn = []
-    static = []
-    symbolic = False
-    for i, x in enumerate(leaves):
-        if isinstance(x, _DYNAMIC):
-            if isinstance(x, (KerasTensor, _Tracer)):
-                symbolic = True
-            elif convert is not None and isinstance(x, (np.ndarray, np.generic)):
-                x = convert(x)
-            dyn.append(x)
-        elif isinstance(x, KerasTensor):
-            symbolic = True
-            dyn.append(x)
-        else:
-            static.append((i, x))
-    return _Args(dyn, tree, tuple(static), symbolic)
-
-
-def _autocast():
-    scope = _kbackend.get_autocast_scope()
-    return None if scope is None else scope.dtype
-
-
-# ---------------------------------------------------------------------------
 # Layers
 # ---------------------------------------------------------------------------
 
-def _build(layer, a: _Args) -> None:
+def _build(layer, a: Args) -> None:
     """Build ``layer`` as Keras's ``__call__`` would, on symbolic stand-ins of the inputs (no
     forward pass runs, so no state changes but the new variables)."""
     from keras.src.layers.layer import CallSpec
@@ -472,22 +333,12 @@ def _build(layer, a: _Args) -> None:
         return KerasTensor(tuple(m.shape), dtype=np.dtype(m.dtype).name)
 
     args, kwargs = jax.tree_util.tree_unflatten(
-        a.tree, _merge([sym(x) for x in a.dyn], a.static))
+        a.tree, merge([sym(x) for x in a.dyn], a.static))
     with jax.ensure_compile_time_eval():   # concrete initial values, even while a function traces
         with layer._open_name_scope():
             layer._maybe_build(CallSpec(layer._call_signature, layer._call_context_args, args, kwargs))
     if not layer.built:   # Keras marks it built at the end of its first real call
         layer.built = True
-
-
-def _merge(dyn, static):
-    n = len(dyn) + len(static)
-    out = [None] * n
-    pos = dict(static)
-    it = iter(dyn)
-    for i in range(n):
-        out[i] = pos[i] if i in pos else next(it)
-    return out
 
 
 def call_stateful(obj, args, kwargs, caller: Callable[..., Any], state: Callable[[Any], State],
@@ -505,9 +356,9 @@ def call_stateful(obj, args, kwargs, caller: Callable[..., Any], state: Callable
         if not isinstance(v, Variable):
             _kvars.check_variable(v, what)
     key = CallKey(caller, target_of(obj, weak=True), a.tree, a.static, state,
-                  tuple(v._id for v in variables), _autocast())
+                  tuple(v._id for v in variables), autocast())
     if _state._local.tapes:
-        _keep_alive(obj)
+        keep_alive(obj)
     outs, info = _bind(key, variables + a.dyn, len(variables))
     n_out, n_up = info.n_out, len(info.updated)
     for i, t in zip(info.updated, outs[n_out:n_out + n_up]):
@@ -544,7 +395,7 @@ def call_function(fn: Any, args, kwargs, caller: Callable[..., Any] = _plain):
     a = split(args, kwargs)
     if a.symbolic:
         return caller(fn, args, kwargs)
-    key = CallKey(caller, target_of(fn), a.tree, a.static, None, (), _autocast())
+    key = CallKey(caller, target_of(fn), a.tree, a.static, None, (), autocast())
     try:
         hash(key)
     except TypeError:
@@ -552,19 +403,6 @@ def call_function(fn: Any, args, kwargs, caller: Callable[..., Any] = _plain):
                         f"to record it on the tape; got {a.static!r}") from None
     outs, info = _bind(key, a.dyn, 0)
     return jax.tree_util.tree_unflatten(info.out_tree, list(outs[:info.n_out]))
-
-
-def has_tensor(args, kwargs) -> bool:
-    """Does any argument hold a tapejax Tensor or Variable (a list or dict one level down too)?"""
-    for x in args:
-        if isinstance(x, (Tensor, Variable)):
-            return True
-        if isinstance(x, (list, tuple)) and any(isinstance(e, (Tensor, Variable)) for e in x):
-            return True
-    for x in kwargs.values():
-        if isinstance(x, (Tensor, Variable)):
-            return True
-    return False
 
 
 # ---------------------------------------------------------------------------

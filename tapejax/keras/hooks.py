@@ -27,7 +27,7 @@ import numpy as np
 from ..core import state as _state
 from ..core.tensor import Tensor
 from ..core.variable import Variable
-from . import calls as _calls, variables as _kvars
+from . import calls as _calls, keys as _keys, variables as _kvars
 
 __all__ = ["install", "keras_children"]
 
@@ -69,8 +69,8 @@ class _UpdateCaller:
         return self.fn(metric, *args, **kwargs)
 
 
-def _metric_state(metric) -> _calls.State:
-    return _calls.State([], list(metric.variables))
+def _metric_state(metric) -> _keys.State:
+    return _keys.State([], list(metric.variables))
 
 
 def one_op_update(fn):
@@ -82,7 +82,7 @@ def one_op_update(fn):
 
     @functools.wraps(fn)
     def update_state(self, *args, **kwargs):
-        if _kvars.in_keras_scope() or not _calls.has_tensor(args, kwargs):
+        if _kvars.in_keras_scope() or not _keys.has_tensor(args, kwargs):
             return fn(self, *args, **kwargs)
         return _calls.call_stateful(self, args, kwargs, caller, _metric_state,
                                     f"{type(self).__name__}.update_state")

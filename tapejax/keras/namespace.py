@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import calls as _calls, variables as _kvars
+from . import calls as _calls, keys as _keys, variables as _kvars
 
 __all__ = ["KerasNamespace", "on_tape"]
 
@@ -40,7 +40,7 @@ def on_tape(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if _kvars.in_keras_scope() or not _calls.has_tensor(args, kwargs):
+        if _kvars.in_keras_scope() or not _keys.has_tensor(args, kwargs):
             return fn(*args, **kwargs)
         return _calls.call_function(fn, args, kwargs)
 
@@ -51,7 +51,7 @@ def on_tape(fn: Callable[..., Any]) -> Callable[..., Any]:
 def _stop_gradient(keras_fn):
     @functools.wraps(keras_fn)
     def stop_gradient(variable):
-        if _kvars.in_keras_scope() or not _calls.has_tensor((variable,), {}):
+        if _kvars.in_keras_scope() or not _keys.has_tensor((variable,), {}):
             return keras_fn(variable)
         from ..autodiff.custom import stop_gradient as tj_stop_gradient
         return tj_stop_gradient(variable)

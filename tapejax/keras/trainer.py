@@ -26,7 +26,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable
 
-from . import calls as _calls, variables as _kvars
+from . import calls as _calls, keys as _keys, variables as _kvars
 
 __all__ = ["install", "tf_style"]
 
@@ -47,8 +47,8 @@ def tf_style(method: Callable[..., Any]) -> bool:
 # compute_loss on the tape
 # ---------------------------------------------------------------------------
 
-def _metrics_state(model) -> _calls.State:
-    return _calls.State([], list(model.metrics_variables))
+def _metrics_state(model) -> _keys.State:
+    return _keys.State([], list(model.metrics_variables))
 
 
 def _compute_loss_caller(model, args, kwargs):
@@ -62,7 +62,7 @@ def _compute_loss_caller(model, args, kwargs):
 
 
 def _compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-    if _kvars.in_keras_scope() or not _calls.has_tensor((x, y, y_pred, sample_weight), {}):
+    if _kvars.in_keras_scope() or not _keys.has_tensor((x, y, y_pred, sample_weight), {}):
         return _ORIG["compute_loss"](self, x, y, y_pred, sample_weight, training)
     losses = self._losses_override or self.losses   # on the tape: read here, inputs of the op
     return _calls.call_stateful(
