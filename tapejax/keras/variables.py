@@ -115,11 +115,10 @@ class KerasVariable(_BackendVariable, Variable):
             v = scope.state_mapping.get(id(self))
             if v is not None:
                 return self._maybe_autocast(v)
-        else:
-            col = _state._local.collector
-            if col is not None:   # a tapejax.function traces: the variable is part of its state
-                col.touch(self, False)
-            self._own = None   # the buffer is handed out
+        col = _state._local.collector
+        if col is not None:   # a tapejax.function traces: the variable is part of its state
+            col.touch(self, False)
+        self._own = None   # the buffer is handed out
         v = _STORAGE.fget(self)   # (a pending update is computed)
         init = getattr(self, "_initializer")
         if v is None and init is not None:   # not initialized yet (created in a Keras scope): Keras's
