@@ -120,7 +120,7 @@ def main(argv=None):
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true", help="fewer rounds (smoke run)")
     args = p.parse_args(argv)
-    rounds = 3 if args.quick else 11
+    rounds = 3 if args.quick else 21
     steps = 10 if args.quick else 30
     rng = np.random.RandomState(0)
     x = rng.randn(128, SIZES[0]).astype("float32")
