@@ -55,3 +55,19 @@ def test_hessian_recipes_agree():
                          capture_output=True, text=True, timeout=300, cwd=ROOT, env=ENV)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.count("max |diff| vs jax.hessian") == 5
+
+
+def test_keras_classifier_eager_and_compiled():
+    """examples/keras_classifier.py: a Keras Sequential trained in a GradientTape loop (loss,
+    Adam, accuracy metric, validation between epochs) learns the spirals, eagerly and compiled,
+    with the same printed numbers."""
+    import re
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "keras_classifier.py"), "--epochs", "10"],
+                         capture_output=True, text=True, timeout=600, cwd=ROOT, env=ENV)
+    assert out.returncode == 0, out.stderr[-3000:]
+    epochs = re.findall(r"^(eager|tapejax.function)\s+epoch\s+(\d+)\s+loss ([\d.]+)\s+accuracy ([\d.]+)\s+"
+                        r"val_accuracy ([\d.]+)$", out.stdout, re.M)
+    by_mode = {m: [e[1:] for e in epochs if e[0] == m] for m in ("eager", "tapejax.function")}
+    assert by_mode["eager"] and by_mode["eager"] == by_mode["tapejax.function"]
+    last = by_mode["eager"][-1]
+    assert last[0] == "10" and float(last[2]) >= 0.9 and float(last[3]) >= 0.9

@@ -101,11 +101,16 @@ class Entry:
         return len(avals) == len(self.specs) and all(s.accepts_aval(a) for s, a in zip(self.specs, avals))
 
 
-try:   # what JAX's NaN/Inf checks raise inside a nested jit (FloatingPointError at top level)
-    from jax._src.api_util import InternalFloatingPointError as _InternalFloatingPointError
-except ImportError:  # pragma: no cover - another JAX: nothing of that name to translate
-    class _InternalFloatingPointError(Exception):
-        pass
+def _internal_fp_error() -> "type[Exception]":
+    """What JAX's NaN/Inf checks raise inside a nested jit (FloatingPointError at top level)."""
+    try:
+        from jax._src.api_util import InternalFloatingPointError
+        return InternalFloatingPointError
+    except ImportError:  # pragma: no cover - another JAX: nothing of that name to translate
+        return type("_NoSuchError", (Exception,), {})
+
+
+_InternalFloatingPointError = _internal_fp_error()
 
 
 #: Compiled specialisations kept per Function (least recently used dropped first;

@@ -52,6 +52,10 @@ class VariableLike(Protocol):
     """What the executors need of a Variable operand (``tapejax.core.variable.Variable``)."""
 
     _val: Any   # the value: an array, a tracer while a trace binds it, or a pending update (``Lazy``)
+    @property
+    def _peekable(self) -> bool:
+        """Whether an op may use ``_val`` before the read (its class keeps ``_read``)."""
+        ...
 
     @property
     def _value(self) -> Any:
@@ -196,8 +200,10 @@ class EagerExecutor(Executor):
     def _run_any(self, tapes, prim, call, skey, operands):
         """``run`` for any operands: pending ones computed, Variables read after the op ran (so a
         bad op reads nothing); while a ``tapejax.function`` traces, read first: the read is what
-        makes the Variable an input of the program (its value a tracer), which the op must see."""
-        if _local.collector is not None:
+        makes the Variable an input of the program (its value a tracer), which the op must see;
+        and read first a Variable whose read is its own (``Variable._peekable`` False: a Keras
+        variable inside a Keras scope reads the scope's value, not its storage)."""
+        if _local.collector is not None or any([not x._peekable for x in operands if is_variable(x)]):
             operands = tuple([x._read() if is_variable(x) else x for x in operands])
         vals = [peek(x) for x in operands]
         for v in vals:

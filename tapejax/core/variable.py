@@ -167,6 +167,16 @@ class Variable:
     __eq__: ClassVar[Callable[[Any, Any], Any]]
     __ne__: ClassVar[Callable[[Any, Any], Any]]
 
+    #: Whether an executor may compute an op from ``_val`` before the read is recorded (so a bad op
+    #: reads nothing); False for a subclass with its own ``_read`` (``__init_subclass__``), whose
+    #: read decides the value (a Keras variable in a Keras scope): it is read first.
+    _peekable: bool = True
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "_read" in cls.__dict__ and "_peekable" not in cls.__dict__:
+            cls._peekable = False
+
     def __init__(self, initial_value=None, trainable=None, validate_shape=True, caching_device=None,
                  name=None, variable_def=None, dtype=None, import_scope=None, constraint=None,
                  synchronization=None, aggregation=None, shape=None, experimental_enable_variable_lifting=True):

@@ -1,11 +1,63 @@
-"""``tapejax.keras``: the part of ``tf.keras`` that training loops touch, so TF code ports unchanged.
+"""``tapejax.keras``: ``tf.keras`` for tapejax: real Keras 3 on the JAX backend, each call on the tape.
 
-``tapejax.keras.optimizers`` is ``tapejax.optimizers``;
-``tapejax.keras.optimizers.legacy`` (``tapejax/optimizers/legacy.py``) holds
-the Keras-2 ``OptimizerV2`` classes (the same classes: tapejax's optimizers
-*are* the legacy rules).  Keras 2 has no legacy ``AdamW``, so neither does
-``legacy`` here.
+``tapejax.keras.optimizers`` is ``tapejax.optimizers`` (tapejax's Keras-2
+optimizers; ``optimizers.legacy`` holds the ``OptimizerV2`` classes, the same
+classes).  Every other name is Keras 3's, loaded on first access
+(``_setup.load``: the JAX backend is selected before Keras is imported;
+ImportError naming the ``keras`` extra when Keras is missing, or when it is
+already imported with another backend):
+
+* ``layers``, ``Sequential``, ``Model``, ``Input``, ``initializers``,
+  ``regularizers``, ``constraints``, ``callbacks``, ``models`` ... are Keras's
+  own modules and classes; a top-level call of any layer or model is one tape
+  op (``calls``), and Keras variables are tapejax Variables (``variables``);
+* ``losses``, ``activations``, ``ops``, ``metrics`` and ``utils`` are Keras's
+  modules whose functions are tape ops on tapejax Tensors (``namespace``).
+
+See README.md in this directory for the design.
 """
+import os
+from typing import Any
+
 from .. import optimizers
 
+# tapejax selects Keras's JAX backend before anything imports Keras (``import tapejax`` then
+# ``import keras`` gives Keras on JAX); an explicit KERAS_BACKEND is left alone (``_setup.load``
+# then refuses another backend with a clear ImportError).
+if not os.environ.get("KERAS_BACKEND") and "keras" not in __import__("sys").modules:
+    os.environ["KERAS_BACKEND"] = "jax"
+
+#: Keras modules whose functions are put on the tape (``namespace.KerasNamespace``).
+_WRAPPED = ("losses", "activations", "ops", "metrics", "utils")
+
+#: This package's own modules (imported by name, never looked up as Keras names).
+_SUBMODULES = frozenset({"calls", "hooks", "keys", "namespace", "trainer", "variables"})
+
+#: Keras's names, loaded by ``__getattr__`` on first access (any other Keras name works too).
+KERAS_NAMES = ("layers", "Sequential", "Model", "Input", "Layer", "Variable", "losses", "metrics", "activations",
+               "initializers", "regularizers", "constraints", "utils", "ops", "callbacks", "models", "backend",
+               "config", "random", "mixed_precision", "saving")
+
 __all__ = ["optimizers"]
+
+
+def __getattr__(name: str) -> Any:
+    if name.startswith("_") or name in _SUBMODULES:   # (the import system probes these)
+        raise AttributeError(f"module 'tapejax.keras' has no attribute {name!r}")
+    from ._setup import load
+    keras = load()
+    if name in _WRAPPED:
+        from .namespace import KerasNamespace
+        value = KerasNamespace(f"{__name__}.{name}", getattr(keras, name), name, wrap=name != "utils")
+    else:
+        try:
+            value = getattr(keras, name)
+        except AttributeError:
+            raise AttributeError(f"module 'tapejax.keras' has no attribute {name!r} (Keras "
+                                 f"{keras.__version__} has none either)") from None
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(KERAS_NAMES) | set(globals()))

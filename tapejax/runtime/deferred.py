@@ -102,7 +102,7 @@ class DeferredExecutor(Executor):
                             out = _run_small(tapes, prim, call, skey, operands, n)
                             if out is not None:
                                 return out
-                        else:
+                        elif not any([not x._peekable for x in operands if is_variable(x)]):
                             vals = tuple([peek(x) for x in operands])
                             if concrete(vals):
                                 aval = aval_for(call, vals)   # raises what the call would, before any read

@@ -1,0 +1,451 @@
+"""A top-level Keras call is tape ops over the layer's stateless call, compiled, differentiated by JAX.
+
+``model(x, training=True)`` outside any Keras scope (no ``StatelessScope``,
+no symbolic tensors, no raw JAX tracers among its inputs) runs as
+``bind(KerasCall, *variables, *inputs, key=CallKey(...))`` (``call_stateful``):
+
+* the op's inputs are the model's variables (trainable, then non-trainable)
+  and the array leaves of the arguments.  Variables are passed to ``bind``,
+  which *reads* them: each recording tape records the read and watches the
+  trainable ones (TF's rule), a tracing ``tapejax.function`` threads them;
+* its function (``_run``) is Keras's own ``__call__`` inside a
+  ``StatelessScope`` that maps each variable to the op's input, so the op is
+  pure: a replay (``tape.gradient``) traces it again and takes ``jax.vjp`` of
+  it, compiled with the rest of the backward pass (one recorded op, not one
+  per inner layer; inner ``tf.*`` ops in a subclassed layer run on tracers
+  and are part of it);
+* its results are the call's outputs, then the new values of the
+  non-trainable variables the call updates (``BatchNormalization`` moving
+  statistics and Dropout seeds with ``training=True``), then the losses the
+  call adds (``activity_regularizer``, ``add_loss``).  After the op the
+  updates are assigned (not differentiable, as TF's assign) and the losses
+  are put in the owning layers' ``_losses``, so ``model.losses`` sees them.
+
+Each key (``keys.CallKey``) and argument shapes are traced once abstractly
+(``_plan``, ``jax.make_jaxpr``): that gives the output structure, which
+variables the call updates and which layer owns each loss (``CallInfo``), and
+which operands each result depends on.  Results that depend on the same
+operands are one op (a ``Group``) that takes only those, so TF's ``None``
+holds for what a result does not depend on; the state updates are one more
+op no tape records.  A group with one result is the one-output op, which
+deferred execution may keep pending (an eager step's forward then runs
+inside its gradient's program).  Keras functions (losses, activations,
+``keras.ops``, regularizers) go through the same op with a function as the
+target and no variables (``call_function``); ``Loss.__call__``, weight
+regularization losses and ``Layer.__call__`` are hooked here (``install``).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple, Optional
+
+import jax
+import jax.core
+import jax.numpy as jnp
+import numpy as np
+from jax.extend.core import Literal
+from keras.src.backend.common.keras_tensor import KerasTensor
+from keras.src.backend.common.stateless_scope import StatelessScope
+
+from ..core import state as _state
+from ..core.bind import bind, define
+from ..core.caches import LRU
+from ..core.tensor import Tensor
+from ..core.variable import Variable
+from . import variables as _kvars
+from .keys import (
+    Args,
+    CallInfo,
+    CallKey,
+    State,
+    autocast,
+    has_tensor,
+    join,
+    keep_alive,
+    layer_state,
+    merge,
+    split,
+    target_of,
+)
+
+_META: Any = Variable.__dict__["_meta"]   # tapejax's shape and dtype of a variable's own value
+
+__all__ = ["CallInfo", "CallKey", "call_function", "call_layer", "install"]
+
+_Tracer = jax.core.Tracer
+class Group(NamedTuple):
+    """One op of a call: the results that depend on the same operands, and only those operands."""
+
+    key: CallKey                 # the call's key with ``mapped`` / ``stand_ins`` / ``outputs`` set
+    keep: tuple                  # positions of the operands it takes
+    outputs: tuple               # positions (in the call's flat results) it gives
+    one: bool                    # one result: the one-output op (deferred execution may keep it pending)
+    taped: bool                  # False for the state updates (assigned, never differentiated)
+
+
+class Plan(NamedTuple):
+    """How calls with one key run: found once (``_plan``), then one dict lookup per call."""
+
+    info: CallInfo
+    groups: tuple                # Group per set of operands some results depend on
+    n_results: int
+
+
+#: (call key, the arguments' shapes and dtypes) -> Plan (bounded; a dropped plan is found again by
+#: one abstract trace).
+_PLANS = LRU("keras_call_plans", 4096)
+
+
+# ---------------------------------------------------------------------------
+# The op's function
+# ---------------------------------------------------------------------------
+
+def _is_tensor(x):
+    return isinstance(x, (Tensor, Variable))
+
+
+def _flat_out(out):
+    leaves, tree = jax.tree_util.tree_flatten(out, is_leaf=_is_tensor)
+    flat = []
+    for x in leaves:
+        if isinstance(x, (Tensor, Variable)):
+            x = x._value
+        elif not isinstance(x, (jax.Array, _Tracer)):
+            x = jax.numpy.asarray(x)
+        flat.append(x)
+    return flat, tree
+
+
+def layer_tree(layer) -> list:
+    return layer._flatten_layers(include_self=True)
+
+
+def _layer_caller(layer, args, kwargs):
+    return _ORIG["layer"](layer, *args, **kwargs)
+
+
+def _variables(key: CallKey, obj) -> State:
+    assert key.state is not None
+    st = key.state(obj)
+    if tuple(v._id for v in st.trainable + st.other) != key.var_ids:
+        raise RuntimeError(f"Keras object '{key.target.label}' changed its variables since this call "
+                           "was recorded (built, or made (non-)trainable, in between).")
+    return st
+
+
+def _arguments(key: CallKey, given):
+    """The call's array arguments: the op's own, zeros standing in for those it does not take."""
+    if key.stand_ins is None:
+        return list(given)
+    it = iter(given)
+    return [next(it) if s is None else jnp.zeros(s[0], s[1]) for s in key.stand_ins]
+
+
+def _select(key: CallKey, flat):
+    return flat if key.outputs is None else [flat[i] for i in key.outputs]
+
+
+def _run_stateful(key: CallKey, dyn):
+    obj = key.target.get()
+    trainable, other = _variables(key, obj)
+    variables = trainable + other
+    if key.mapped is None:
+        n_var = len(variables)
+        values = list(dyn[:n_var])
+    else:   # the variables this op does not take (none of its results depend on them) stand in as
+        # zeros: never the variable's own value, which a trace would capture as a constant
+        n_var = len(key.mapped)
+        values = [jnp.zeros(m.shape, m.dtype) for m in (_META.fget(v) for v in variables)]
+        for i, x in zip(key.mapped, dyn[:n_var]):
+            values[i] = x
+    args, kwargs = join(_arguments(key, dyn[n_var:]), key)
+    with StatelessScope(state_mapping=list(zip(variables, values)), collect_losses=True) as scope:
+        mapping = scope.state_mapping
+        given = [mapping.get(id(v)) for v in other]
+        out = key.caller(obj, args, kwargs)
+        losses = list(scope.losses)
+    flat, tree = _flat_out(out)
+    updated = []
+    news = []
+    for i, (v, old) in enumerate(zip(other, given)):
+        new = mapping.get(id(v))
+        if new is not None and new is not old:
+            updated.append(i)
+            news.append(new)
+    owners = []
+    if losses:
+        layers = layer_tree(obj) if hasattr(obj, "_flatten_layers") else [obj]
+        for x in losses:
+            owners.append(next((j for j, lay in enumerate(layers) if id(x) in lay._loss_ids), 0))
+    info = CallInfo(tree, len(flat), tuple(updated), tuple(owners))
+    return _select(key, flat + news + [getattr(x, "_value", x) for x in losses]), info
+
+
+def _run_function(key: CallKey, dyn):
+    fn = key.target.get()
+    args, kwargs = join(dyn, key)
+    flat, tree = _flat_out(key.caller(fn, args, kwargs))
+    return flat, CallInfo(tree, len(flat), (), ())
+
+
+def _run(key: CallKey, dyn):
+    if key.state is not None:
+        return _run_stateful(key, dyn)
+    return _run_function(key, dyn)
+
+
+def _impl_one(*dyn, key):
+    return _run(key, dyn)[0][0]
+
+
+def _impl_many(*dyn, key):
+    return tuple(_run(key, dyn)[0])
+
+
+KERAS_CALL = define("KerasCall", _impl_one)
+KERAS_CALL_N = define("KerasCallN", _impl_many, multiple_results=True)
+
+
+def _spec(x):
+    if isinstance(x, (Tensor, Variable)):
+        m = x._meta
+        return jax.ShapeDtypeStruct(m.shape, m.dtype, weak_type=getattr(m, "weak_type", False))
+    return jax.ShapeDtypeStruct(np.shape(x), x.dtype, weak_type=getattr(x, "weak_type", False))
+
+
+def _dependencies(jaxpr) -> list:
+    """For each output of ``jaxpr``, the positions of the inputs it depends on (a backward pass over
+    the equations; an equation depends on all its inputs)."""
+    position = {v: i for i, v in enumerate(jaxpr.invars)}
+    out = []
+    for o in jaxpr.outvars:
+        if isinstance(o, Literal):
+            out.append(frozenset())
+            continue
+        live = {o}
+        for eqn in reversed(jaxpr.eqns):
+            if any(v in live for v in eqn.outvars):
+                live.update(v for v in eqn.invars if not isinstance(v, Literal))
+        out.append(frozenset(position[v] for v in live if v in position))
+    return out
+
+
+def _plan(key: CallKey, operands) -> Plan:
+    """Trace the call once, abstractly, and split it into ops by what its results depend on.
+
+    Results that depend on the same operands are one op that takes only those operands (the
+    others are never read, or stand in as zeros), so a variable or input a result does not
+    depend on gets ``None`` from ``tape.gradient``, as in TF (a loss on one head of a two-head
+    model has no gradient for the other head).  The updates of non-trainable state are one
+    more op no tape records.  XLA prunes what an op does not need and, in one program (a
+    gradient's, a ``tapejax.function``), computes what several ops share once."""
+    found = []
+
+    def fn(*d):
+        flat, info = _run(key, d)
+        found.append(info)
+        return tuple(flat)
+
+    specs = [_spec(x) for x in operands]
+    closed = jax.make_jaxpr(fn)(*specs)
+    info = found[-1]
+    n = len(closed.jaxpr.outvars)
+    if key.state is None:   # a function: one op, all of it
+        group = Group(key, tuple(range(len(operands))), tuple(range(n)), n == 1, True)
+        return Plan(info, (group,), n)
+    deps = _dependencies(closed.jaxpr)
+    n_out, n_up = info.n_out, len(info.updated)
+    sets: dict = {}
+    for j in list(range(n_out)) + list(range(n_out + n_up, n)):
+        sets.setdefault(deps[j], []).append(j)
+    groups = [(dep, tuple(js), True) for dep, js in sets.items()]
+    if n_up:
+        updates = tuple(range(n_out, n_out + n_up))
+        groups.append((frozenset().union(*(deps[j] for j in updates)), updates, False))
+    n_var = len(key.var_ids)
+    out = []
+    for dep, js, taped in groups:
+        keep = tuple(sorted(dep))
+        mapped = tuple(i for i in keep if i < n_var)
+        stand_ins = tuple(None if i in dep else (specs[i].shape, specs[i].dtype)
+                          for i in range(n_var, len(operands)))
+        bound = key._replace(mapped=None if len(mapped) == n_var else mapped,
+                             stand_ins=None if all(s is None for s in stand_ins) else stand_ins,
+                             outputs=None if js == tuple(range(n)) else js)
+        out.append(Group(bound, keep, js, len(js) == 1, taped))
+    return Plan(info, tuple(out), n)
+
+
+def _aval(x):
+    m = x._meta if isinstance(x, (Tensor, Variable)) else x
+    return m.shape, m.dtype, getattr(m, "weak_type", False)
+
+
+def _bind(key: CallKey, operands, n_var: int):
+    """Run the call's ops; its flat results and ``CallInfo``.  The plan is per key and shapes and
+    dtypes of the arguments (``n_var`` operands are the key's variables, whose shapes are fixed)."""
+    pkey = (key, tuple([_aval(x) for x in operands[n_var:]]))
+    plan = _PLANS.get(pkey)
+    if plan is None:
+        plan = _PLANS.setdefault(pkey, _plan(key, operands))
+    groups = plan.groups
+    if len(groups) == 1 and groups[0].taped and len(groups[0].keep) == len(operands):
+        g = groups[0]   # (the common case: one op over everything)
+        if g.one:
+            return (bind(KERAS_CALL, *operands, key=g.key),), plan.info
+        return bind(KERAS_CALL_N, *operands, key=g.key), plan.info
+    flat: list = [None] * plan.n_results
+    for g in groups:
+        ops = [operands[i] for i in g.keep]
+        if g.taped:
+            res = (bind(KERAS_CALL, *ops, key=g.key),) if g.one else bind(KERAS_CALL_N, *ops, key=g.key)
+        else:
+            with _untaped():
+                res = bind(KERAS_CALL_N, *ops, key=g.key)
+        for j, r in zip(g.outputs, res):
+            flat[j] = r
+    return flat, plan.info
+
+
+class _untaped:
+    """No tape records inside (the state updates: assigned to variables, never differentiated)."""
+
+    def __enter__(self):
+        stack = _state._local.tapes
+        self.saved = stack[:]
+        stack[:] = []
+
+    def __exit__(self, *exc):
+        _state._local.tapes[:] = self.saved
+        return False
+
+
+# ---------------------------------------------------------------------------
+# Layers
+# ---------------------------------------------------------------------------
+
+def _build(layer, a: Args) -> None:
+    """Build ``layer`` as Keras's ``__call__`` would, on symbolic stand-ins of the inputs (no
+    forward pass runs, so no state changes but the new variables)."""
+    from keras.src.layers.layer import CallSpec
+
+    def sym(x):
+        m = x._meta if isinstance(x, (Tensor, Variable)) else x
+        return KerasTensor(tuple(m.shape), dtype=np.dtype(m.dtype).name)
+
+    args, kwargs = jax.tree_util.tree_unflatten(
+        a.tree, merge([sym(x) for x in a.dyn], a.static))
+    with jax.ensure_compile_time_eval():   # concrete initial values, even while a function traces
+        with layer._open_name_scope():
+            layer._maybe_build(CallSpec(layer._call_signature, layer._call_context_args, args, kwargs))
+    if not layer.built:   # Keras marks it built at the end of its first real call
+        layer.built = True
+
+
+def call_stateful(obj, args, kwargs, caller: Callable[..., Any], state: Callable[[Any], State],
+                  what: str, convert: Optional[Callable[[Any], Any]] = None):
+    """``caller(obj, args, kwargs)`` as one tape op over the variables ``state(obj)`` names and the
+    arguments' arrays; the updates it makes are written back, the losses it adds put in place."""
+    a = split(args, kwargs, convert)
+    if a.symbolic:
+        return caller(obj, args, kwargs)
+    if hasattr(obj, "_maybe_build") and not obj.built:   # (a layer)
+        _build(obj, a)
+    st = state(obj)
+    variables = st.trainable + st.other
+    for v in variables:
+        if not isinstance(v, Variable):
+            _kvars.check_variable(v, what)
+    key = CallKey(caller, target_of(obj, weak=True), a.tree, a.static, state,
+                  tuple(v._id for v in variables), autocast())
+    if _state._local.tapes:
+        keep_alive(obj)
+    outs, info = _bind(key, variables + a.dyn, len(variables))
+    n_out, n_up = info.n_out, len(info.updated)
+    for i, t in zip(info.updated, outs[n_out:n_out + n_up]):
+        st.other[i].assign(t)
+    if hasattr(obj, "_flatten_layers"):
+        layers = layer_tree(obj)
+        for lay in layers:   # a top-level call replaces the losses of the last one (Keras)
+            lay._losses.clear()
+            lay._loss_ids.clear()
+        for owner, t in zip(info.loss_owners, outs[n_out + n_up:]):
+            layers[owner]._losses.append(t)
+    return jax.tree_util.tree_unflatten(info.out_tree, outs[:n_out])
+
+
+def call_layer(layer, args, kwargs):
+    """``layer(*args, **kwargs)`` as one tape op (see the module docstring)."""
+    out = call_stateful(layer, args, kwargs, _layer_caller, layer_state,
+                        f"calling Keras layer '{layer.name}'",
+                        convert=lambda x: layer.dtype_policy.convert_input(x, layer.autocast, layer.input_dtype))
+    layer._called = True
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Functions (losses, activations, keras.ops, regularizers)
+# ---------------------------------------------------------------------------
+
+def _plain(fn, args, kwargs):
+    return fn(*args, **kwargs)
+
+
+def call_function(fn: Any, args, kwargs, caller: Callable[..., Any] = _plain):
+    """``caller(fn, args, kwargs)`` as one tape op over the array leaves of the arguments."""
+    a = split(args, kwargs)
+    if a.symbolic:
+        return caller(fn, args, kwargs)
+    key = CallKey(caller, target_of(fn), a.tree, a.static, None, (), autocast())
+    try:
+        hash(key)
+    except TypeError:
+        raise TypeError(f"{getattr(fn, '__name__', fn)!r}: its non-array arguments must be hashable "
+                        f"to record it on the tape; got {a.static!r}") from None
+    outs, info = _bind(key, a.dyn, 0)
+    return jax.tree_util.tree_unflatten(info.out_tree, list(outs[:info.n_out]))
+
+
+# ---------------------------------------------------------------------------
+# Installing the hooks on Keras's classes
+# ---------------------------------------------------------------------------
+
+_ORIG: dict = {}
+
+
+def _layer_call(self, *args, **kwargs):
+    if _kvars.in_keras_scope():
+        return _ORIG["layer"](self, *args, **kwargs)
+    return call_layer(self, args, kwargs)
+
+
+def _loss_caller(loss, args, kwargs):
+    return _ORIG["loss"](loss, *args, **kwargs)
+
+
+def _loss_call(self, y_true, y_pred, sample_weight=None):
+    if _kvars.in_keras_scope() or not has_tensor((y_true, y_pred, sample_weight), {}):
+        return _ORIG["loss"](self, y_true, y_pred, sample_weight)
+    return call_function(self, (y_true, y_pred), {"sample_weight": sample_weight}, _loss_caller)
+
+
+def _regularization_losses(self):
+    """``Layer._get_regularization_losses``; outside a Keras scope each regularizer is a tape op
+    over its variable's read, so a regularization term is differentiated."""
+    if _kvars.in_keras_scope():
+        return _ORIG["reg"](self)
+    return [call_function(v.regularizer, (v,), {}) for v in self.trainable_weights
+            if v.regularizer is not None]
+
+
+def install() -> None:
+    """Put the hooks on Keras's ``Layer.__call__``, ``Loss.__call__`` and regularization losses."""
+    from keras.src.layers.layer import Layer
+    from keras.src.losses.loss import Loss
+    if "layer" in _ORIG:
+        return
+    _ORIG["layer"] = Layer.__call__
+    _ORIG["loss"] = Loss.__call__
+    _ORIG["reg"] = Layer._get_regularization_losses
+    Layer.__call__ = _layer_call
+    Loss.__call__ = _loss_call
+    Layer._get_regularization_losses = _regularization_losses

@@ -1,0 +1,228 @@
+"""The smaller hooks: metric results as Tensors, seeds from ``tf.random.set_seed``, checkpoints.
+
+* ``Metric.result()`` (every Keras metric class, present and future) gives
+  tapejax Tensors outside a Keras scope, as ``tf.keras`` metrics give
+  ``tf.Tensor`` s (``.numpy()`` works); ``update_state`` on tapejax Tensors
+  is one compiled op (``calls.call_stateful`` over the metric's variables)
+  instead of Keras's op-by-op eager update; inside a Keras scope (Keras's
+  ``fit``) both are Keras's.
+* A Keras ``SeedGenerator`` made without a seed (``Dropout(0.5)``) takes its
+  seed from Python's ``random`` (Keras); after ``tf.random.set_seed(s)`` it
+  takes it from a stream keyed by ``s`` instead, restarted by every
+  ``set_seed``, so random layers built after it are reproducible as in TF.
+* ``tapejax.train.Checkpoint(model=model, optimizer=opt)``: Keras layers,
+  models, optimizers and metrics are trackable objects whose variables are
+  keyed by their Keras paths (``model/sequential/dense/kernel``)
+  (``train.trackable.register_trackable``).
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.core
+import numpy as np
+
+from ..core import state as _state
+from ..core.tensor import Tensor
+from ..core.variable import Variable
+from . import calls as _calls, keys as _keys, variables as _kvars
+
+__all__ = ["install", "keras_children"]
+
+_Tracer = jax.core.Tracer
+
+
+def _as_tensor(x):
+    if isinstance(x, jax.Array) and (not isinstance(x, _Tracer) or _state._local.collector is not None):
+        return Tensor(x)
+    return x
+
+
+def tensor_result(fn):
+    """``Metric.result`` giving Tensors outside a Keras scope."""
+    if getattr(fn, "_tapejax_result", False):
+        return fn
+
+    @functools.wraps(fn)
+    def result(self, *args, **kwargs):
+        out = fn(self, *args, **kwargs)
+        if _kvars.in_keras_scope():
+            return out
+        return jax.tree_util.tree_map(_as_tensor, out)
+
+    setattr(result, "_tapejax_result", True)
+    return result
+
+
+class _UpdateCaller:
+    """``caller`` of a metric's update op: the class's own ``update_state`` (one per class, compared
+    by identity in op keys)."""
+
+    __slots__ = ("fn", "__weakref__")
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, metric, args, kwargs):
+        return self.fn(metric, *args, **kwargs)
+
+
+def _metric_state(metric) -> _keys.State:
+    return _keys.State([], list(metric.variables))
+
+
+def one_op_update(fn):
+    """``Metric.update_state`` on tapejax Tensors outside a Keras scope: one compiled op whose
+    variable updates are written back (Keras's own runs op by op eagerly, ~ a dispatch per op)."""
+    if getattr(fn, "_tapejax_update", False):
+        return fn
+    caller = _UpdateCaller(fn)
+
+    @functools.wraps(fn)
+    def update_state(self, *args, **kwargs):
+        if _kvars.in_keras_scope() or not _keys.has_tensor(args, kwargs):
+            return fn(self, *args, **kwargs)
+        return _calls.call_stateful(self, args, kwargs, caller, _metric_state,
+                                    f"{type(self).__name__}.update_state")
+
+    setattr(update_state, "_tapejax_update", True)
+    return update_state
+
+
+def _wrap_result(cls) -> None:
+    fn = cls.__dict__.get("result")
+    if fn is not None and callable(fn):
+        setattr(cls, "result", tensor_result(fn))
+    fn = cls.__dict__.get("update_state")
+    if fn is not None and callable(fn):
+        setattr(cls, "update_state", one_op_update(fn))
+
+
+def _install_metrics() -> None:
+    from keras.src.metrics.metric import Metric
+    todo = [Metric]
+    seen = set()
+    while todo:
+        cls = todo.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        _wrap_result(cls)
+        todo.extend(cls.__subclasses__())
+    previous = Metric.__dict__.get("__init_subclass__")
+
+    def __init_subclass__(cls, **kwargs):
+        if previous is not None:
+            previous.__func__(cls, **kwargs)
+        else:
+            super(Metric, cls).__init_subclass__(**kwargs)
+        _wrap_result(cls)
+
+    Metric.__init_subclass__ = classmethod(__init_subclass__)   # pyright: ignore[reportAttributeAccessIssue]
+
+
+def _install_seeds() -> None:
+    from keras.src.random import seed_generator
+
+    from ..ops.random import get_global_generator
+    keras_default = seed_generator.make_default_seed
+    gen = get_global_generator()
+
+    def make_default_seed():
+        with gen._lock:
+            seed = gen.global_seed
+            if seed is None:
+                return keras_default()
+            n = gen._op_counts.get(("keras", seed), 0)   # restarted by set_seed, as the op seeds
+            gen._op_counts[("keras", seed)] = n + 1
+        return int(np.random.default_rng([seed & 0xFFFFFFFF, n]).integers(1, int(1e9)))
+
+    seed_generator.make_default_seed = make_default_seed
+
+
+def keras_children(obj: Any) -> list:
+    """(path, variable) for what ``tapejax.train.Checkpoint`` saves of a Keras object: a layer's
+    or model's variables (and a compiled model's optimizer) by the attribute paths Keras's own
+    weights files use (``layers/dense/vars/0``: attribute names and class names, never the
+    auto-generated layer names, so another process building the same model finds them), an
+    optimizer's or a metric's variables in order (``vars/3``)."""
+    from keras.src.metrics.metric import Metric
+    from keras.src.optimizers.base_optimizer import BaseOptimizer
+    if isinstance(obj, (BaseOptimizer, Metric)):
+        return [(f"vars/{i}", v) for i, v in enumerate(obj.variables)]
+    out: list = []
+    _walk(obj, "", out, set())
+    return out
+
+
+def _join(path, name):
+    return f"{path}/{name}" if path else str(name)
+
+
+def _walk(saveable, path, out, visited):
+    """Keras's ``saving_lib._save_state`` walk, collecting variables instead of writing them."""
+    from keras.src.optimizers.base_optimizer import BaseOptimizer
+    from keras.src.saving import saving_lib
+    from keras.src.saving.keras_saveable import KerasSaveable
+    if id(saveable) in visited:
+        return
+    visited.add(id(saveable))
+    if isinstance(saveable, BaseOptimizer):
+        own = {str(i): v for i, v in enumerate(saveable.variables)}
+    elif hasattr(saveable, "save_own_variables"):
+        own = {}
+        saveable.save_own_variables(own)
+    else:
+        own = {}
+    for k, v in own.items():
+        if isinstance(v, Variable):
+            out.append((_join(path, f"vars/{k}"), v))
+    for attr, child in saving_lib._walk_saveable(saveable):
+        if isinstance(child, KerasSaveable):
+            _walk(child, _join(path, attr), out, visited)
+        elif isinstance(child, (list, dict, tuple)):
+            _walk_container(child, _join(path, attr), out, visited)
+
+
+def _walk_container(container, path, out, visited):
+    from keras.src.saving import saving_lib
+    from keras.src.saving.keras_saveable import KerasSaveable
+    from keras.src.utils import naming
+    used: dict = {}
+    for child in (container.values() if isinstance(container, dict) else container):
+        if isinstance(child, KerasSaveable):
+            name = saving_lib._get_unique_name(naming.to_snake_case(type(child).__name__), used)
+            _walk(child, _join(path, name), out, visited)
+
+
+def _is_keras_object(obj: Any) -> bool:
+    from keras.src.layers.layer import Layer
+    from keras.src.metrics.metric import Metric
+    from keras.src.optimizers.base_optimizer import BaseOptimizer
+    return isinstance(obj, (Layer, BaseOptimizer, Metric))
+
+
+def _install_checkpoint() -> None:
+    """Keras layers, models, optimizers and metrics as checkpoint trackables (``train.trackable``'s
+    protocol): their children are their variables, by Keras's own weights-file paths."""
+    from keras.src.layers.layer import Layer
+    from keras.src.metrics.metric import Metric
+    from keras.src.optimizers.base_optimizer import BaseOptimizer
+
+    from ..train import trackable
+    for cls in (Layer, BaseOptimizer, Metric):
+        trackable.register_trackable(cls, children=keras_children)
+
+
+_DONE: list = []
+
+
+def install() -> None:
+    if _DONE:
+        return
+    _install_metrics()
+    _install_seeds()
+    _install_checkpoint()
+    _DONE.append(True)

@@ -1,0 +1,199 @@
+"""What identifies a Keras call op: its target, its key, the arguments split into arrays and Python
+values.
+
+``CallKey`` is the static parameter of the ``KerasCall`` ops (``calls``): the
+target (a layer, model, metric or function, as a ``Target``), the arguments'
+structure and Python values, the variables it reads (by id) and Keras's
+autocast state; ``split`` turns a call's ``(args, kwargs)`` into the array
+operands and that static part (``_join`` / ``merge`` put them back).
+"""
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any, Callable, NamedTuple, Optional
+
+import jax
+import jax.core
+import numpy as np
+from keras.src import backend as _kbackend
+from keras.src.backend.common.keras_tensor import KerasTensor
+
+from ..core import state as _state
+from ..core.tensor import Tensor
+from ..core.variable import Variable
+
+__all__ = ["Args", "CallInfo", "CallKey", "State", "Target", "has_tensor", "join", "keep_alive", "layer_state",
+           "merge", "split", "target_of"]
+
+_Tracer = jax.core.Tracer
+_DYNAMIC = (Tensor, Variable, jax.Array, np.ndarray, np.generic)
+
+
+class Target:
+    """A layer or function in an op key, compared by identity.
+
+    A function, loss or regularizer is held strongly (often a temporary:
+    ``tf.keras.losses.MeanSquaredError()(y, p)``, small).  A layer or model is
+    held weakly, so that compiled caches never keep a model's weights alive;
+    each recording tape keeps the layers it recorded alive instead
+    (``_keep_alive``) until the tape goes, so a layer made on the fly
+    (``tf.keras.layers.Flatten()(x)``) is still there when ``tape.gradient``
+    replays it."""
+
+    __slots__ = ("_ref", "_strong", "label", "__weakref__")
+
+    def __init__(self, obj: Any, weak: bool) -> None:
+        self._ref = weakref.ref(obj) if weak else None
+        self._strong = None if weak else obj
+        self.label = getattr(obj, "name", None) or getattr(obj, "__qualname__", type(obj).__name__)
+
+    def get(self) -> Any:
+        obj = self._strong if self._ref is None else self._ref()
+        if obj is None:
+            raise RuntimeError(f"The Keras layer '{self.label}' was deleted while a compiled step or a "
+                               "pending value still refers to its recorded call; keep it alive until "
+                               "the gradient or value is computed.")
+        return obj
+
+    def __repr__(self):
+        return f"<{self.label}>"
+
+
+_TARGETS: "weakref.WeakValueDictionary[int, Target]" = weakref.WeakValueDictionary()
+_TARGET_LOCK = threading.Lock()
+
+
+def target_of(obj: Any, weak: bool = False) -> Target:
+    """The one ``Target`` of ``obj`` (stored on it, or by id for objects without attributes)."""
+    tok = getattr(obj, "__dict__", {}).get("_tapejax_target")
+    if tok is not None:
+        return tok
+    with _TARGET_LOCK:
+        tok = _TARGETS.get(id(obj))
+        if tok is not None and tok._ref is None and tok._strong is obj:
+            return tok
+        tok = Target(obj, weak)
+        try:
+            object.__setattr__(obj, "_tapejax_target", tok)
+        except (AttributeError, TypeError):   # a function without __dict__, a builtin: by id
+            _TARGETS[id(obj)] = tok
+    return tok
+
+
+#: recording tape -> {id: Keras object} for the layers it recorded calls of (see ``Target``).
+_KEPT: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+
+
+def keep_alive(obj: Any) -> None:
+    for tape in _state._local.tapes:
+        kept = _KEPT.get(tape)
+        if kept is None:
+            kept = _KEPT[tape] = {}
+        kept[id(obj)] = obj
+
+
+class CallKey(NamedTuple):
+    """The static parameter of a Keras call op: everything its trace depends on."""
+
+    caller: Callable[..., Any]   # caller(target, args, kwargs): the call itself
+    target: Target
+    in_tree: Any                 # jax PyTreeDef of (args, kwargs) with array leaves taken out
+    static: tuple                # ((leaf position, Python value), ...)
+    state: Optional[Callable[[Any], "State"]]   # the variables the call reads (None: a pure function)
+    var_ids: tuple               # their ids (trainable first)
+    autocast: Optional[str]      # Keras's autocast dtype at the call (it changes the trace)
+    # One op of a call (``Group``): what it takes and gives of the whole call (None: all of it)
+    mapped: Optional[tuple] = None   # positions (in var_ids) of the variables it maps
+    stand_ins: Optional[tuple] = None   # per array argument: None (taken) or (shape, dtype) of zeros
+    outputs: Optional[tuple] = None  # positions (in the call's flat results) it returns
+
+
+class State(NamedTuple):
+    """The Keras variables a stateful call maps in its ``StatelessScope``."""
+
+    trainable: list              # differentiable inputs (read, watched when trainable)
+    other: list                  # non-trainable state the call may update (written back after it)
+
+
+def layer_state(layer) -> State:
+    return State(layer.trainable_variables, layer.non_trainable_variables)
+
+
+class CallInfo(NamedTuple):
+    """What one key's trace produces."""
+
+    out_tree: Any                # PyTreeDef of the call's outputs
+    n_out: int
+    updated: tuple               # positions (in the non-trainable variables) the call updates
+    loss_owners: tuple           # per collected loss: position of the owning layer (layer_tree)
+
+
+def join(dyn, key):
+    tree, static = key.in_tree, key.static
+    n = len(dyn) + len(static)
+    leaves = [None] * n
+    pos = dict(static)
+    it = iter(dyn)
+    for i in range(n):
+        leaves[i] = pos[i] if i in pos else next(it)
+    return jax.tree_util.tree_unflatten(tree, leaves)
+
+
+def merge(dyn, static):
+    n = len(dyn) + len(static)
+    out = [None] * n
+    pos = dict(static)
+    it = iter(dyn)
+    for i in range(n):
+        out[i] = pos[i] if i in pos else next(it)
+    return out
+
+
+def _is_leaf(x):
+    return isinstance(x, (Tensor, Variable, KerasTensor))
+
+
+class Args(NamedTuple):
+    dyn: list
+    tree: Any
+    static: tuple
+    symbolic: bool     # a KerasTensor or a raw JAX tracer: Keras's own path
+
+
+def split(args, kwargs, convert: Optional[Callable[[Any], Any]] = None) -> Args:
+    leaves, tree = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_leaf)
+    dyn = []
+    static = []
+    symbolic = False
+    for i, x in enumerate(leaves):
+        if isinstance(x, _DYNAMIC):
+            if isinstance(x, (KerasTensor, _Tracer)):
+                symbolic = True
+            elif convert is not None and isinstance(x, (np.ndarray, np.generic)):
+                x = convert(x)
+            dyn.append(x)
+        elif isinstance(x, KerasTensor):
+            symbolic = True
+            dyn.append(x)
+        else:
+            static.append((i, x))
+    return Args(dyn, tree, tuple(static), symbolic)
+
+
+def autocast() -> Optional[str]:
+    scope = _kbackend.get_autocast_scope()
+    return None if scope is None else scope.dtype
+
+
+def has_tensor(args, kwargs) -> bool:
+    """Does any argument hold a tapejax Tensor or Variable (a list or dict one level down too)?"""
+    for x in args:
+        if isinstance(x, (Tensor, Variable)):
+            return True
+        if isinstance(x, (list, tuple)) and any(isinstance(e, (Tensor, Variable)) for e in x):
+            return True
+    for x in kwargs.values():
+        if isinstance(x, (Tensor, Variable)):
+            return True
+    return False

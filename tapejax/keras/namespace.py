@@ -1,0 +1,113 @@
+"""``tapejax.keras.losses``, ``activations``, ``ops``, ``metrics``, ``utils``: Keras's modules, their
+functions on the tape.
+
+A Keras function (``keras.losses.sparse_categorical_crossentropy``,
+``keras.activations.relu``, ``keras.ops.mean`` ...) called with a tapejax
+Tensor or Variable outside a Keras scope runs as one tape op
+(``calls.call_function``), so a loss written with them is differentiated; with
+other arguments (NumPy, JAX arrays, inside a layer's call) it is Keras's own
+function.  Classes (``SparseCategoricalCrossentropy``, ``Mean``) are Keras's
+classes unchanged: their calls are hooked on the base classes (``calls``,
+``hooks``).  ``keras.ops.stop_gradient`` is tapejax's ``stop_gradient`` on
+Tensors (the source is then unconnected: None, as in TF), and
+``keras.utils.set_random_seed`` also sets ``tapejax.random.set_seed``, as TF's
+does; ``to_categorical`` takes TF's ``dtype`` (float32).
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+from types import ModuleType
+from typing import Any, Callable
+
+import numpy as np
+
+from . import calls as _calls, keys as _keys, variables as _kvars
+
+__all__ = ["KerasNamespace", "on_tape"]
+
+#: ``keras.ops`` functions that answer with Python values (shapes, dtypes, flags) or run user
+#: callables in control flow: called as they are.
+_PLAIN = frozenset({"shape", "ndim", "dtype", "is_tensor", "convert_to_numpy", "size", "result_type",
+                    "cond", "switch", "while_loop", "fori_loop", "scan", "associative_scan", "map",
+                    "vectorized_map", "custom_gradient", "is_int_dtype", "is_float_dtype"})
+
+
+def on_tape(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` recorded as one tape op when called with a tapejax Tensor outside a Keras scope."""
+    if getattr(fn, "_tapejax_on_tape", False):
+        return fn
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if _kvars.in_keras_scope() or not _keys.has_tensor(args, kwargs):
+            return fn(*args, **kwargs)
+        return _calls.call_function(fn, args, kwargs)
+
+    setattr(wrapper, "_tapejax_on_tape", True)
+    return wrapper
+
+
+def _stop_gradient(keras_fn):
+    @functools.wraps(keras_fn)
+    def stop_gradient(variable):
+        if _kvars.in_keras_scope() or not _keys.has_tensor((variable,), {}):
+            return keras_fn(variable)
+        from ..autodiff.custom import stop_gradient as tj_stop_gradient
+        return tj_stop_gradient(variable)
+    return stop_gradient
+
+
+def _set_random_seed(keras_fn):
+    @functools.wraps(keras_fn)
+    def set_random_seed(seed):
+        keras_fn(seed)   # Python, NumPy and Keras's seeds (its own error for a bad seed)
+        from ..ops.random import set_seed
+        set_seed(seed)   # and tapejax's, as TF's tf.keras.utils.set_random_seed sets TF's
+    return set_random_seed
+
+
+def _to_categorical(keras_fn):
+    @functools.wraps(keras_fn)
+    def to_categorical(x, num_classes=None, dtype="float32"):
+        """Keras's ``to_categorical`` with TF's ``dtype`` argument (float32 by default, as
+        ``tf.keras``; Keras 3 returns float64 for NumPy input)."""
+        out = keras_fn(getattr(x, "_value", x), num_classes=num_classes)
+        return np.asarray(out).astype(dtype)
+    return to_categorical
+
+
+_SPECIAL = {("ops", "stop_gradient"): _stop_gradient, ("utils", "set_random_seed"): _set_random_seed,
+            ("utils", "to_categorical"): _to_categorical}
+
+
+class KerasNamespace(ModuleType):
+    """A Keras module whose functions are put on the tape (classes and submodules as they are,
+    Keras namespaces below it wrapped too).  Attributes are resolved once and cached."""
+
+    def __init__(self, name: str, module: ModuleType, kind: str, wrap: bool) -> None:
+        super().__init__(name, module.__doc__)
+        self._keras_module = module
+        self._kind = kind
+        self._wrap = wrap
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        value = getattr(self._keras_module, attr)
+        special = _SPECIAL.get((self._kind, attr))
+        if special is not None:
+            value = special(value)
+        elif isinstance(value, ModuleType) and value.__name__.startswith("keras."):
+            value = KerasNamespace(f"{self.__name__}.{attr}", value, self._kind, self._wrap)
+        elif (self._wrap and inspect.isfunction(value) and not attr.startswith("_")
+              and not (self._kind == "ops" and attr in _PLAIN)):
+            value = on_tape(value)
+        setattr(self, attr, value)
+        return value
+
+    def __dir__(self):
+        return sorted(set(dir(self._keras_module)))
+
+    def __repr__(self):
+        return f"<tapejax.keras namespace {self.__name__} over {self._keras_module.__name__}>"

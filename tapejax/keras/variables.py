@@ -1,0 +1,293 @@
+"""Keras variables that are tapejax Variables: what tapes watch and ``tapejax.function`` threads.
+
+Keras 3's JAX backend keeps a variable's value in ``JaxVariable._value`` and
+has no tape: its own training loop threads ``trainable_variables`` through
+``stateless_call`` by hand.  ``KerasVariable`` is both classes at once
+(``class KerasVariable(keras.Variable, tapejax.Variable)``):
+
+* for Keras it is a ``JaxVariable``: ``value`` (a property), ``assign``,
+  ``path``, ``dtype`` strings, ``StatelessScope`` mappings, serialization all
+  behave as Keras defines them (Keras's methods come first in the MRO);
+* for tapejax it is a ``Variable``: ``_value`` is tapejax's property over the
+  ``_val`` slot (so Keras's own ``self._value = x`` stores there), reads
+  (``_read``) are recorded by every recording tape and auto-watched when
+  trainable, ``tape.gradient(loss, model.trainable_variables)`` finds them by
+  id, ``tapejax.function`` discovers, threads and donates them (ownership,
+  pending updates and speculation are tapejax's own), and tapejax's optimizers
+  and ``Checkpoint`` take them as they are.
+
+``JaxVariable.__new__`` is redirected (``install``) so that every variable
+Keras creates with ``backend.Variable(...)`` or ``keras.Variable(...)`` (the
+class Keras exports, a ``JaxVariable`` subclass) is a ``KerasVariable``, a
+subclass of it, so Keras's own ``isinstance`` checks hold.
+
+Which side wins where they overlap, and why:
+
+* inside a Keras ``StatelessScope`` (a layer call's op, Keras's own ``fit``),
+  everything is Keras's: ``value``/``_read`` return the scope's value, ``assign``
+  records a scope update, arithmetic is Keras's (no tape sees those tracers);
+* outside it, arithmetic (``kernel ** 2``), ``assign_add``/``assign_sub`` and
+  ``tf.*`` ops on the variable are tapejax's: recorded by tapes as TF records
+  Keras-2 variables (a regularization term written by hand is differentiated),
+  and ``v.assign_sub(lr * g)`` stays pending as any tapejax update;
+* ``value`` stays Keras's property (Keras reads it everywhere), but tells a
+  tracing ``tapejax.function`` that the variable is read;
+* ``assign`` casts to the variable's dtype as Keras does, then assigns through
+  tapejax (so a compiled step writes it back) and returns the variable.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import jax
+import jax.core
+import numpy as np
+from keras.src.backend import Variable as _BackendVariable
+from keras.src.backend.common import global_state as _global_state
+from keras.src.backend.common.variables import Variable as _KerasBase
+from keras.src.backend.jax.core import JaxVariable
+from keras.src.utils.naming import auto_name
+
+from ..core import state as _state
+from ..core.tensor import Lazy, Pending, Tensor
+from ..core.variable import Variable
+
+__all__ = ["KerasVariable", "check_variable", "in_keras_scope", "install"]
+
+_GLOBAL = _global_state.GLOBAL_STATE_TRACKER   # Keras's thread-local scopes
+_STORAGE: Any = Variable.__dict__["_value"]   # tapejax's value property (over the ``_val`` slot)
+_META: Any = Variable.__dict__["_meta"]
+
+
+def in_keras_scope() -> bool:
+    """True inside a Keras ``StatelessScope`` or ``SymbolicScope`` (a stateless call, ``fit``'s
+    traced step, functional-model construction): Keras code runs as Keras defines it there."""
+    return (getattr(_GLOBAL, "stateless_scope", None) is not None
+            or getattr(_GLOBAL, "symbolic_scope", None) is not None)
+
+
+def _keras_op(name):
+    """An operator that is Keras's inside a Keras scope and tapejax's (recorded) outside."""
+    keras_fn = getattr(_KerasBase, name)
+
+    def op(self, *args):
+        if in_keras_scope():
+            return keras_fn(self, *args)
+        return getattr(Variable, name)(self, *args)   # (installed on Variable by tapejax.ops)
+
+    op.__name__ = name
+    op.__qualname__ = f"KerasVariable.{name}"
+    return op
+
+
+class KerasVariable(_BackendVariable, Variable):
+    """A Keras 3 variable (JAX backend) that is also a ``tapejax.Variable``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # tapejax's slots first: Keras's __init__ stores the value through ``_value``
+        self._val = None   # pyright: ignore[reportAttributeAccessIssue]  (None until initialized)
+        self._own = None
+        self._id = _state.next_id()
+        self._sharding = None
+        self._constraint = None
+        if len(args) < 8 and kwargs.get("name") is None:   # Keras names it after the class: "variable"
+            kwargs["name"] = auto_name("Variable")
+        col = _state._local.collector
+        if col is None:
+            _BackendVariable.__init__(self, *args, **kwargs)
+            return
+        # created while a tapejax.function traces (a Keras optimizer's slots on the first step):
+        # the initial value is computed now, concretely, as tapejax's own optimizers do
+        with jax.ensure_compile_time_eval():
+            _BackendVariable.__init__(self, *args, **kwargs)
+        if self._val is not None:
+            col.created(self)
+
+    def _deferred_initialize(self):
+        """Keras initializes a variable created inside a ``StatelessScope`` when the scope ends;
+        that may be inside a trace (a layer built by its first call, which tapejax traces to
+        plan its ops): the initial value is computed concretely, as at creation."""
+        with jax.ensure_compile_time_eval():
+            super()._deferred_initialize()
+
+    # -- reads ---------------------------------------------------------------------
+    @property
+    def value(self):   # pyright: ignore[reportIncompatibleMethodOverride]  (Keras's property)
+        """Keras's value: the ``StatelessScope``'s inside one, a placeholder for a variable not
+        initialized yet (a symbolic build), autocast applied."""
+        scope = getattr(_GLOBAL, "stateless_scope", None)
+        if scope is not None:
+            v = scope.state_mapping.get(id(self))
+            if v is not None:
+                return self._maybe_autocast(v)
+        col = _state._local.collector
+        if col is not None:   # a tapejax.function traces: the variable is part of its state
+            col.touch(self, False)
+        self._own = None   # the buffer is handed out
+        v = _STORAGE.fget(self)   # (a pending update is computed)
+        init = getattr(self, "_initializer")
+        if v is None and init is not None:   # not initialized yet (created in a Keras scope): Keras's
+            return self._maybe_autocast(init(self._shape, dtype=self._dtype))   # placeholder
+        return self._maybe_autocast(v)
+
+    @property
+    def _value(self):   # pyright: ignore[reportIncompatibleVariableOverride]
+        """tapejax's storage; inside a Keras scope the value Keras gives there (so tapejax ops in a
+        layer's ``call`` see the scope's tracers)."""
+        if in_keras_scope():
+            return self.value
+        return _STORAGE.fget(self)
+
+    @_value.setter
+    def _value(self, value):
+        _STORAGE.fset(self, value)
+
+    @property
+    def _peekable(self):   # pyright: ignore[reportIncompatibleVariableOverride]
+        """Outside a Keras scope the read is tapejax's (an executor may compute an op from the
+        storage before recording it); inside one, the scope's value: read first."""
+        return not in_keras_scope()
+
+    def _read(self):
+        if in_keras_scope():   # inside a Keras stateless call or a symbolic build: Keras's value
+            return Tensor(self.value)   # (the scope's, or a placeholder), which no tape records
+        return Variable._read(self)
+
+    @property
+    def _meta(self):   # pyright: ignore[reportIncompatibleVariableOverride]
+        if in_keras_scope():   # the shape and dtype of the value Keras gives there
+            return jax.typeof(self.value)
+        return _META.fget(self)
+
+    def _read_deferred(self, tapes):
+        if in_keras_scope():
+            return Tensor(self.value)
+        return Variable._read_deferred(self, tapes)
+
+    def __jax_array__(self):
+        return self.value
+
+    def numpy(self):
+        """A host copy of the value (the device buffer stays this variable's own)."""
+        return np.array(self._maybe_autocast(self._value))
+
+    def __array__(self, dtype=None, copy=None):
+        a = np.asarray(self._maybe_autocast(self._value))
+        return a if dtype is None else a.astype(dtype)
+
+    # -- writes --------------------------------------------------------------------
+    def _storage_dtype(self):
+        v = self._val
+        return np.dtype(v.aval.dtype if isinstance(v, Lazy) else v.dtype)
+
+    def _keras_cast(self, value):
+        """``value`` as an array of this variable's dtype (Keras casts what it assigns)."""
+        if isinstance(value, (Tensor, Variable)):
+            value = value._value
+        return self._convert_to_tensor(value, dtype=self._storage_dtype())
+
+    def assign(self, value, use_locking=None, name=None, read_value=True):   # pyright: ignore[reportIncompatibleMethodOverride]
+        """Keras's ``assign`` (a scope update inside a ``StatelessScope``); outside one, the value is
+        cast to the variable's dtype (as Keras does) and assigned as tapejax assigns."""
+        if getattr(_GLOBAL, "stateless_scope", None) is not None:
+            return _KerasBase.assign(self, value)
+        if self._val is None:   # purged by Keras's fit (``_purge_model_variables``): put back
+            _KerasBase.assign(self, value)
+            return self if read_value else None
+        new = self._keras_cast(value)
+        if tuple(new.shape) != tuple(self._shape):
+            raise ValueError(
+                "The shape of the target variable and the shape of the target value in "
+                f"`variable.assign(value)` must match. variable.shape={self._shape}, Received: "
+                f"value.shape={tuple(new.shape)}. Target variable: {self.path}")
+        if self._layout is not None:
+            from keras.src.backend.jax import distribution_lib
+            new = distribution_lib.distribute_tensor(new, self._layout)
+        Variable.assign(self, new)
+        return self if read_value else None
+
+    def _update(self, delta, keras_update, tj_update):
+        if getattr(_GLOBAL, "stateless_scope", None) is not None:
+            return keras_update(self, delta)   # ``self.assign(self + delta)``: a scope update
+        if not ((type(delta) is Tensor or type(delta) is Pending)
+                and np.dtype(delta._meta.dtype) == self._storage_dtype()
+                and tuple(delta._meta.shape) == tuple(self._shape)):
+            delta = self._keras_cast(delta)   # Keras's cast (a Python number, another dtype)
+            if tuple(delta.shape) != tuple(self._shape):   # and broadcast (``self + delta``)
+                try:
+                    delta = jax.numpy.broadcast_to(delta, self._shape)
+                except ValueError:
+                    raise ValueError(
+                        "The shape of the target variable and the shape of the target value in "
+                        f"`variable.assign(value)` must match. variable.shape={self._shape}, Received: "
+                        f"value.shape={tuple(delta.shape)}. Target variable: {self.path}") from None
+        tj_update(self, delta)   # tapejax's update: a pending delta keeps it pending
+        return self
+
+    def assign_add(self, value, use_locking=None, name=None, read_value=True):   # pyright: ignore[reportIncompatibleMethodOverride]
+        out = self._update(value, _KerasBase.assign_add, Variable.assign_add)
+        return out if read_value else None
+
+    def assign_sub(self, value, use_locking=None, name=None, read_value=True):   # pyright: ignore[reportIncompatibleMethodOverride]
+        out = self._update(value, _KerasBase.assign_sub, Variable.assign_sub)
+        return out if read_value else None
+
+    # -- copies --------------------------------------------------------------------
+    def __deepcopy__(self, memo):
+        """A new variable with its own identity (tapes watch it apart) and a copy of the value."""
+        if _state._local.collector is not None or isinstance(self._val, jax.core.Tracer):
+            raise NotImplementedError("copy.deepcopy of a Variable is only available in eager "
+                                      "mode, not inside tapejax.function (as in TF)")
+        new = KerasVariable.__new__(KerasVariable)
+        memo[id(self)] = new
+        for k, v in self.__dict__.items():
+            new.__dict__[k] = copy.deepcopy(v, memo)
+        new._val = None   # pyright: ignore[reportAttributeAccessIssue]
+        new._own = None
+        new._id = _state.next_id()
+        new._sharding = self._sharding
+        new._name = self._name
+        new._trainable = self._trainable
+        new._constraint = self._constraint
+        if self._val is not None:
+            new._value = jax.numpy.array(self._value, copy=True)
+        return new
+
+
+for _name in ("__getitem__", "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
+              "__truediv__", "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__",
+              "__pow__", "__rpow__", "__matmul__", "__rmatmul__", "__neg__", "__abs__", "__invert__",
+              "__lt__", "__le__", "__gt__", "__ge__", "__and__", "__rand__", "__or__", "__ror__"):
+    setattr(KerasVariable, _name, _keras_op(_name))
+del _name
+
+
+def _new(cls, *args, **kwargs):
+    """``keras.Variable(...)`` (Keras's ``backend.Variable``, a ``JaxVariable``) makes a
+    ``KerasVariable``, a subclass of both, so Keras's own ``isinstance`` checks hold."""
+    return object.__new__(KerasVariable if cls is _BackendVariable or cls is JaxVariable else cls)
+
+
+def install() -> None:
+    """Make every variable Keras creates from now on a ``KerasVariable`` (idempotent)."""
+    if JaxVariable.__dict__.get("__new__") is not None:
+        return
+    JaxVariable.__new__ = _new   # pyright: ignore[reportAttributeAccessIssue]  (inherited by backend.Variable)
+
+
+def check_variable(var: Any, what: str) -> None:
+    """A Keras variable tapejax cannot track (made before ``tapejax.keras`` was loaded, or under
+    another Keras backend): TypeError naming it, before anything runs."""
+    if isinstance(var, Variable):
+        return
+    path = getattr(var, "path", None) or getattr(var, "name", repr(var))
+    backend = type(var).__module__
+    if isinstance(var, JaxVariable):
+        raise TypeError(
+            f"{what}: Keras variable '{path}' was created before tapejax.keras was loaded, so no "
+            "tape can watch it. Access tapejax.keras (e.g. tapejax.keras.layers) before building "
+            "Keras models or variables.")
+    raise TypeError(
+        f"{what}: '{path}' is a variable of another Keras backend ({backend}); tapejax runs Keras "
+        "on the JAX backend only: build the model with tapejax.keras (KERAS_BACKEND=jax).")

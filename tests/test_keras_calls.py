@@ -1,0 +1,406 @@
+"""tapejax/keras/calls.py: a top-level Keras call is one tape op; its gradient is jax.vjp of the
+layer's stateless call; state written back; functions as ops."""
+import gc
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import tapejax as tf
+
+keras = tf.keras
+import keras as K3  # noqa: E402  (Keras 3 itself, JAX backend: selected by tapejax)
+
+RS = np.random.RandomState(0)
+X = RS.randn(8, 5).astype(np.float32)
+Y = RS.randint(0, 3, size=8).astype(np.int32)
+
+
+def mlp(bn=False, dropout=0.0):
+    layers = [keras.Input((5,)), keras.layers.Dense(6, activation="tanh")]
+    if bn:
+        layers.append(keras.layers.BatchNormalization())
+    if dropout:
+        layers.append(keras.layers.Dropout(dropout))
+    layers.append(keras.layers.Dense(3))
+    return keras.Sequential(layers)
+
+
+def values(vs):
+    return [jnp.asarray(v.numpy()) for v in vs]
+
+
+def test_a_top_level_call_is_one_op_over_its_variable_reads():
+    model = mlp()
+    with tf.GradientTape() as tape:
+        logits = model(X, training=True)
+        names = [n.prim.name for n in tape._nodes]
+    assert names == ["ReadVariableOp"] * 4 + ["KerasCall"]
+    assert {v._id for v in tape.watched_variables()} == {v._id for v in model.trainable_variables}
+    assert isinstance(logits, tf.Tensor)
+
+
+def test_gradient_is_the_vjp_of_the_stateless_call():
+    model = mlp(bn=True)
+    tv, ntv = values(model.trainable_variables), values(model.non_trainable_variables)
+    x = tf.constant(X)
+    ct = RS.randn(8, 3).astype(np.float32)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        logits = model(x, training=True)
+    got = tape.gradient(logits, model.trainable_variables + [x], output_gradients=tf.constant(ct))
+
+    def f(tv, x):
+        return model.stateless_call(tv, ntv, x, training=True)[0]
+
+    want_y, vjp = jax.vjp(f, tv, jnp.asarray(X))
+    gtv, gx = vjp(jnp.asarray(ct))
+    np.testing.assert_allclose(logits.numpy(), want_y, rtol=1e-5, atol=1e-6)
+    for g, w in zip(got, list(gtv) + [gx]):
+        np.testing.assert_allclose(g.numpy(), w, rtol=1e-5, atol=1e-6)
+
+
+class WithSpare(keras.layers.Layer):
+    """tapejax ops in build/call, and a weight its call never reads."""
+
+    def build(self, input_shape):
+        self.w = self.add_weight(shape=(input_shape[-1], 2), initializer="ones")
+        self.spare = self.add_weight(shape=(3,), initializer="ones")
+
+    def call(self, x):
+        return tf.nn.relu(tf.matmul(x, self.w))
+
+
+def test_a_variable_the_call_does_not_use_gets_none():
+    layer = WithSpare()
+    with tf.GradientTape(persistent=True) as tape:
+        y = layer(X)
+    gw, gs = tape.gradient(y, [layer.w, layer.spare])
+    assert gw is not None and gs is None
+    zero = tape.gradient(y, layer.spare, unconnected_gradients="zero")
+    np.testing.assert_array_equal(zero.numpy(), np.zeros(3, np.float32))
+    assert layer.spare._id not in {n.ids[0] for n in tape._nodes if n.prim.name == "ReadVariableOp"}
+
+
+def test_batchnorm_statistics_written_back_only_when_training():
+    model = mlp(bn=True)
+    bn = model.layers[1]
+    tv, ntv = values(model.trainable_variables), values(model.non_trainable_variables)
+    _, want = model.stateless_call(tv, ntv, jnp.asarray(X), training=True)
+    before = [v.numpy() for v in model.non_trainable_variables]
+    model(X, training=False)
+    model(X)
+    for b, v in zip(before, model.non_trainable_variables):
+        np.testing.assert_array_equal(b, v.numpy())
+    with tf.GradientTape():
+        model(X, training=True)
+    for w, v in zip(want, model.non_trainable_variables):
+        np.testing.assert_allclose(v.numpy(), w, rtol=1e-6)
+    assert not np.allclose(bn.moving_mean.numpy(), before[0])
+
+
+def test_dropout_masks_follow_the_seed_and_advance():
+    model = mlp(dropout=0.5)
+    state = model.layers[1].seed_generator.state
+    s0 = state.numpy()
+    a, b = model(X, training=True).numpy(), model(X, training=True).numpy()
+    assert not np.allclose(a, b)                          # the seed state advances per call
+    assert not np.array_equal(s0, state.numpy())
+    s1 = state.numpy()
+    model(X, training=False)
+    np.testing.assert_array_equal(s1, state.numpy())     # inference draws nothing
+    keras.utils.set_random_seed(5)
+    d1 = keras.layers.Dropout(0.5)
+    m1 = d1(X, training=True).numpy()
+    keras.utils.set_random_seed(5)
+    d2 = keras.layers.Dropout(0.5)
+    np.testing.assert_array_equal(m1, d2(X, training=True).numpy())
+    np.testing.assert_array_equal(d1(X, training=False).numpy(), X)
+
+
+def test_dropout_reproducible_after_tf_random_set_seed():
+    tf.random.set_seed(3)
+    m1 = keras.layers.Dropout(0.5)(X, training=True).numpy()
+    tf.random.set_seed(3)
+    m2 = keras.layers.Dropout(0.5)(X, training=True).numpy()
+    tf.random.set_seed(4)
+    m3 = keras.layers.Dropout(0.5)(X, training=True).numpy()
+    np.testing.assert_array_equal(m1, m2)
+    assert not np.array_equal(m1, m3)
+
+
+def test_call_losses_are_kept_per_layer_and_replaced_by_the_next_call():
+    reg = keras.regularizers.L1(0.5)
+    model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(4, activity_regularizer=reg),
+                              keras.layers.Dense(2)])
+    with tf.GradientTape(persistent=True) as tape:
+        model(X)
+        loss = tf.add_n(model.losses)
+    assert len(model.losses) == 1 and len(model.layers[0].losses) == 1
+    h = model.layers[0](X)
+    want = 0.5 * np.abs(h.numpy()).sum() / 8
+    np.testing.assert_allclose(loss.numpy(), want, rtol=1e-5)
+    assert tape.gradient(loss, model.layers[0].kernel) is not None
+    assert tape.gradient(loss, model.layers[1].kernel) is None
+    model(X)
+    assert len(model.losses) == 1   # replaced, not accumulated
+
+
+class Counting(keras.layers.Layer):
+    traces = 0
+
+    def build(self, input_shape):
+        self.w = self.add_weight(shape=(input_shape[-1], 2), initializer="ones")
+
+    def call(self, x):
+        Counting.traces += 1
+        return tf.matmul(x, self.w)
+
+
+def test_a_call_structure_is_traced_once():
+    layer = Counting()
+    layer(X)
+    after_first = Counting.traces       # one abstract trace (the plan) + one jit trace
+    for _ in range(3):
+        layer(X)
+    assert Counting.traces == after_first <= 2
+    layer(X[:4])                        # a new shape: one new plan and trace
+    assert Counting.traces <= after_first + 2
+    opt = tf.keras.optimizers.SGD(0.1)
+    for _ in range(4):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(layer(X))
+        opt.apply_gradients(zip(tape.gradient(loss, [layer.w]), [layer.w]))
+    steady = Counting.traces
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(layer(X))
+        opt.apply_gradients(zip(tape.gradient(loss, [layer.w]), [layer.w]))
+    assert Counting.traces == steady
+
+
+def test_one_output_calls_are_deferred_state_updates_run_now():
+    model = mlp(bn=True)
+    before = model.layers[1].moving_mean.numpy()
+    prev = tf.set_deferred_execution(True)
+    try:
+        with tf.GradientTape():
+            y = mlp()(X)
+            y_bn = model(X, training=True)
+            assert not np.array_equal(before, model.layers[1].moving_mean.numpy())   # written back now
+        assert type(y).__name__ == "Pending"
+        assert type(y_bn).__name__ == "Pending"
+        tf.set_deferred_execution(False)
+        with tf.GradientTape():
+            y = mlp()(X)
+        assert type(y) is tf.Tensor
+    finally:
+        tf.set_deferred_execution(prev)
+
+
+def test_a_layer_made_on_the_fly_lives_until_the_gradient():
+    x = tf.constant(X)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = tf.reduce_sum(keras.layers.Dense(2, kernel_initializer="ones")(x))
+    gc.collect()
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), np.full((8, 5), 2.0, np.float32))
+
+
+def test_keras_function_is_one_op_with_jax_gradient():
+    logits = tf.constant(X[:, :3])
+    with tf.GradientTape() as tape:
+        tape.watch(logits)
+        loss = keras.losses.sparse_categorical_crossentropy(Y, logits, from_logits=True)
+        names = [n.prim.name for n in tape._nodes]
+    assert names == ["KerasCall"]
+    g = tape.gradient(loss, logits)
+    want = jax.grad(lambda z: jnp.sum(K3.losses.sparse_categorical_crossentropy(Y, z, from_logits=True)))(
+        jnp.asarray(X[:, :3]))
+    np.testing.assert_allclose(g.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_keras_ops_namespace():
+    t = tf.constant(X)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(t)
+        m = keras.ops.mean(keras.ops.square(t))
+        s = keras.ops.stop_gradient(t)
+        u = tf.reduce_sum(s * 2.0)
+    np.testing.assert_allclose(tape.gradient(m, t).numpy(), 2 * X / X.size, rtol=1e-5)
+    assert tape.gradient(u, t) is None
+    assert tuple(keras.ops.shape(t)) == (8, 5)
+    np.testing.assert_allclose(keras.ops.mean(X), X.mean(), rtol=1e-6)   # NumPy in: Keras's own
+
+
+def test_loss_object_called_inline_is_differentiated():
+    logits = tf.constant(X[:, :3])
+    with tf.GradientTape() as tape:
+        tape.watch(logits)
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(Y, logits)
+    gc.collect()
+    want = jax.grad(lambda z: K3.losses.SparseCategoricalCrossentropy(from_logits=True)(Y, z))(
+        jnp.asarray(X[:, :3]))
+    np.testing.assert_allclose(tape.gradient(loss, logits).numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_keras3_optimizer_applied_to_tape_gradients_matches_stateless_apply():
+    model, ref = mlp(), mlp()
+    ref.set_weights(model.get_weights())
+    opt, ref_opt = K3.optimizers.Adam(0.05), K3.optimizers.Adam(0.05)
+    ref_opt.build(ref.trainable_variables)
+    tv, ov = values(ref.trainable_variables), [v.value for v in ref_opt.variables]
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def ref_loss(tv):
+        logits, _ = ref.stateless_call(tv, [], jnp.asarray(X))
+        return K3.losses.SparseCategoricalCrossentropy(from_logits=True)(Y, logits)
+
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(Y, model(X))
+        opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        tv, ov = ref_opt.stateless_apply(ov, jax.grad(ref_loss)(tv), tv)
+    for v, w in zip(model.trainable_variables, tv):
+        np.testing.assert_allclose(v.numpy(), w, rtol=1e-5, atol=1e-6)
+    assert int(opt.iterations.numpy()) == 3
+
+
+def test_function_threads_and_donates_keras_variables():
+    model = mlp(bn=True)
+    opt = K3.optimizers.Adam(0.01)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    eager_model = mlp(bn=True)
+    eager_model.set_weights(model.get_weights())
+    eager_opt = K3.optimizers.Adam(0.01)
+    for _ in range(3):
+        loss = step(tf.constant(X), tf.constant(Y))
+        with tf.GradientTape() as tape:
+            eager_loss = loss_fn(Y, eager_model(X, training=True))
+        eager_opt.apply_gradients(zip(tape.gradient(eager_loss, eager_model.trainable_variables),
+                                      eager_model.trainable_variables))
+        np.testing.assert_allclose(loss.numpy(), eager_loss.numpy(), rtol=1e-5)
+    # TF's count: the first call creates the optimizer's Variables, so it traces twice
+    assert step.experimental_get_tracing_count() == 2
+    for v, w in zip(model.weights, eager_model.weights):   # BN statistics written back too
+        np.testing.assert_allclose(v.numpy(), w.numpy(), rtol=1e-5, atol=1e-6)
+    kernel = model.layers[0].kernel
+    old = kernel._val
+    step(tf.constant(X), tf.constant(Y))
+    assert old.is_deleted() and kernel.owns_buffer()     # donated, and the new buffer is its own
+    assert step.experimental_get_tracing_count() == 2
+
+
+def test_jacobian_of_layer_matches_jax():
+    layer = keras.layers.Dense(2, activation="tanh")
+    x = tf.constant(X[:3])
+    layer(x)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = layer(x)
+    jk = tape.jacobian(y, layer.kernel)
+    bj = tape.batch_jacobian(y, x)
+    k, b = layer.kernel.value, layer.bias.value
+    want_k = jax.jacrev(lambda k: jnp.tanh(jnp.asarray(X[:3]) @ k + b))(k)
+    np.testing.assert_allclose(jk.numpy(), want_k, rtol=1e-5, atol=1e-6)
+    want_b = jax.vmap(jax.jacrev(lambda xi: jnp.tanh(xi @ k + b)))(jnp.asarray(X[:3]))
+    np.testing.assert_allclose(bj.numpy(), want_b, rtol=1e-5, atol=1e-6)
+
+
+def test_calls_under_a_jax_transformation_are_keras_own():
+    layer = keras.layers.Dense(2, kernel_initializer="ones")
+    layer(X)
+    out = jax.jit(lambda x: layer(x))(jnp.asarray(X))   # raw tracers: Keras's own __call__
+    assert isinstance(out, jax.Array)
+    np.testing.assert_allclose(out, X @ np.ones((5, 2), np.float32), rtol=1e-5)
+
+
+def _zoo():
+    rs = np.random.RandomState(2)
+    inp = keras.Input((4, 8))
+    attention = keras.Model(inp, keras.layers.MultiHeadAttention(2, 4)(inp, inp))
+    return {
+        "conv": (keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Conv2D(4, 3, activation="relu"),
+                                   keras.layers.MaxPooling2D(), keras.layers.Flatten(), keras.layers.Dense(2)]),
+                 rs.randn(2, 8, 8, 3).astype(np.float32)),
+        "lstm": (keras.Sequential([keras.Input((5, 3)), keras.layers.LSTM(4), keras.layers.Dense(1)]),
+                 rs.randn(2, 5, 3).astype(np.float32)),
+        "embedding-gru": (keras.Sequential([keras.Input((5,), dtype="int32"),
+                                            keras.layers.Embedding(10, 4, mask_zero=True), keras.layers.GRU(3)]),
+                          rs.randint(0, 10, (2, 5)).astype(np.int32)),
+        "attention": (attention, rs.randn(2, 4, 8).astype(np.float32)),
+        "layernorm": (keras.Sequential([keras.Input((6,)), keras.layers.LayerNormalization(),
+                                        keras.layers.Dense(2)]), rs.randn(3, 6).astype(np.float32)),
+    }
+
+
+@pytest.mark.parametrize("name", ["conv", "lstm", "embedding-gru", "attention", "layernorm"])
+def test_layer_zoo_gradients_match_jax_grad_of_stateless_call(name):
+    model, x = _zoo()[name]
+    with tf.GradientTape() as tape:
+        y = model(x, training=True)
+        loss = tf.reduce_sum(y * y)
+    got = tape.gradient(loss, model.trainable_variables)
+    ntv = values(model.non_trainable_variables)
+
+    def ref(tv):
+        out, _ = model.stateless_call(tv, ntv, jnp.asarray(x), training=True)
+        return jnp.sum(out * out)
+
+    want = jax.grad(ref)(values(model.trainable_variables))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w, rtol=2e-4, atol=1e-5)
+
+
+def test_a_dropped_model_is_freed():
+    import weakref
+    model = mlp(bn=True)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    for _ in range(2):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(Y, model(X, training=True))
+        tape.gradient(loss, model.trainable_variables)
+    ref = weakref.ref(model)
+    kernel = weakref.ref(model.layers[0].kernel)
+    del model, tape, loss
+    gc.collect()
+    assert ref() is None and kernel() is None   # no compiled cache keeps it alive
+
+
+def test_unhashable_python_argument_of_a_keras_function_is_a_clear_error():
+    class Opaque:
+        __hash__ = None
+
+    t = tf.constant(X)
+    with pytest.raises(TypeError, match="must be hashable"):
+        with tf.GradientTape():
+            keras.ops.mean(t, axis=Opaque())
+
+
+def test_call_plans_are_a_bounded_cache_found_again_after_eviction():
+    from tapejax.keras import calls
+    assert "keras_call_plans" in tf.cache_stats()
+    layer = keras.layers.Dense(2)
+    layer(X)
+    old = calls._PLANS.maxsize
+    calls._PLANS.clear()
+    calls._PLANS.resize(1)
+    try:
+        first = [layer(X).numpy(), layer(X[:3]).numpy()]
+        for _ in range(2):
+            np.testing.assert_array_equal(layer(X).numpy(), first[0])
+            np.testing.assert_array_equal(layer(X[:3]).numpy(), first[1])
+        st = tf.cache_stats()["keras_call_plans"]
+        assert st.size == 1 and st.evictions >= 4
+    finally:
+        calls._PLANS.resize(old)

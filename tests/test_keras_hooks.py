@@ -1,0 +1,105 @@
+"""tapejax/keras/hooks.py: metric results as Tensors; Keras models and optimizers in
+tapejax.train.Checkpoint by their attribute paths."""
+import os
+
+import numpy as np
+
+import tapejax as tf
+
+keras = tf.keras
+import keras as K3  # noqa: E402
+
+RS = np.random.RandomState(0)
+X = RS.randn(8, 5).astype(np.float32)
+Y = RS.randint(0, 3, size=8).astype(np.int32)
+
+
+def test_metric_results_are_tensors_outside_keras_scopes():
+    acc = keras.metrics.SparseCategoricalAccuracy()
+    acc.update_state(Y, X[:, :3])
+    r = acc.result()
+    assert isinstance(r, tf.Tensor)
+    np.testing.assert_allclose(r.numpy(), np.mean(np.argmax(X[:, :3], 1) == Y))
+
+    class Custom(K3.metrics.Metric):   # a subclass defined after tapejax.keras was loaded
+        def __init__(self):
+            super().__init__()
+            self.total = self.add_variable(shape=(), initializer="zeros")
+
+        def update_state(self, x):
+            self.total.assign_add(K3.ops.sum(x))
+
+        def result(self):
+            return self.total.value * 2
+
+    c = Custom()
+    c.update_state(np.ones(3, np.float32))
+    assert isinstance(c.result(), tf.Tensor) and float(c.result()) == 6.0
+    inside = c.stateless_result([np.asarray(1.0, np.float32)])   # Keras's own scope: a JAX array
+    assert not isinstance(inside, tf.Tensor)
+
+
+def _model():
+    model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(4), keras.layers.BatchNormalization(),
+                              keras.layers.Dense(3)])
+    return model
+
+
+def _train(model, opt, steps=2):
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    for _ in range(steps):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(Y, model(X, training=True))
+        opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+
+
+def test_checkpoint_keys_are_attribute_paths(tmp_path):
+    model, opt = _model(), tf.keras.optimizers.Adam(0.1)
+    _train(model, opt)
+    ckpt = tf.train.Checkpoint(model=model, optimizer=opt)
+    path = ckpt.save(os.path.join(tmp_path, "ckpt"))
+    keys = {name for name, _ in tf.train.list_variables(path)}
+    # a child name is Keras's weights-file path ("layers/dense/vars/0"), its "/" escaped as TF does
+    assert "model/layers.Sdense.Svars.S0/.ATTRIBUTES/VARIABLE_VALUE" in keys
+    assert "model/layers.Sbatch_normalization.Svars.S3/.ATTRIBUTES/VARIABLE_VALUE" in keys
+    assert "model/layers.Sdense.Svars.S0/.OPTIMIZER_SLOT/optimizer/m/.ATTRIBUTES/VARIABLE_VALUE" in keys
+
+
+def test_checkpoint_restores_into_a_model_built_elsewhere(tmp_path):
+    model, opt = _model(), tf.keras.optimizers.Adam(0.1)
+    kmodel, kopt = _model(), K3.optimizers.Adam(0.1)
+    _train(model, opt)
+    _train(kmodel, kopt)
+    path = tf.train.Checkpoint(model=model, optimizer=opt, kmodel=kmodel, kopt=kopt).save(
+        os.path.join(tmp_path, "ckpt"))
+    keras.layers.Dense(7)   # other layers made first: the auto names differ from the saved model's
+    model2, opt2 = _model(), tf.keras.optimizers.Adam(0.1)
+    kmodel2, kopt2 = _model(), K3.optimizers.Adam(0.1)
+    kopt2.build(kmodel2.trainable_variables)
+    assert model2.layers[0].name != model.layers[0].name
+    status = tf.train.Checkpoint(model=model2, optimizer=opt2, kmodel=kmodel2, kopt=kopt2).restore(path)
+    status.assert_consumed()
+    for a, b in zip(model.weights + kmodel.weights + kopt.variables, model2.weights + kmodel2.weights + kopt2.variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    _train(model, opt, 1)
+    _train(model2, opt2, 1)   # the optimizer's slots came back too: the next step is the same
+    for a, b in zip(model.weights, model2.weights):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6)
+
+
+def test_metric_update_on_tensors_is_one_op_with_keras_values():
+    from tapejax.keras import calls
+    a, b = keras.metrics.SparseCategoricalAccuracy(), keras.metrics.SparseCategoricalAccuracy()
+    m, n = keras.metrics.Mean(), keras.metrics.Mean()
+    for i in range(0, 8, 4):
+        a.update_state(tf.constant(Y[i:i + 4]), tf.constant(X[i:i + 4, :3]))   # Tensors: one op
+        b.update_state(Y[i:i + 4], X[i:i + 4, :3])                            # NumPy: Keras's own
+        m.update_state(tf.constant(X[i:i + 4]), sample_weight=tf.constant(np.arange(4.0, dtype=np.float32)))
+        n.update_state(X[i:i + 4], sample_weight=np.arange(4.0, dtype=np.float32))
+    for p, q in ((a, b), (m, n)):
+        np.testing.assert_allclose(p.result().numpy(), q.result().numpy(), rtol=1e-6)
+        for v, w in zip(p.variables, q.variables):
+            np.testing.assert_allclose(v.numpy(), w.numpy(), rtol=1e-6)
+    keys = [k for k, _ in list(calls._PLANS._data)]
+    targets = [k.target._ref() if k.target._ref is not None else k.target._strong for k in keys]
+    assert any(t is a for t in targets) and not any(t is b for t in targets)

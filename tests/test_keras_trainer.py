@@ -1,0 +1,130 @@
+"""tapejax/keras/trainer.py: compile / fit / evaluate / predict as Keras 3 on JAX; a TF-style
+``train_step(self, data)`` trains under fit (compiled, or eagerly with run_eagerly=True);
+``compute_loss`` on the tape."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import tapejax as tf
+
+keras = tf.keras
+import keras as K3  # noqa: E402
+
+RS = np.random.RandomState(0)
+X = RS.randn(48, 5).astype(np.float32)
+Y = RS.randint(0, 3, size=48).astype(np.int32)
+
+
+def functional(cls=K3.Model):
+    inp = keras.Input((5,))
+    h = keras.layers.Dense(8, activation="relu")(inp)
+    h = keras.layers.BatchNormalization()(h)
+    out = keras.layers.Dense(3)(h)
+    model = cls(inp, out)
+    rs = np.random.RandomState(1)
+    model.set_weights([np.abs(w) + 0.5 if "variance" in v.path else (rs.randn(*w.shape) * 0.3).astype(np.float32)
+                       for v, w in zip(model.weights, model.get_weights())])
+    return model
+
+
+class TFStyle(K3.Model):
+    """The TF guide's "customizing what happens in fit" train_step / test_step."""
+
+    steps = 0
+
+    def train_step(self, data):
+        TFStyle.steps += 1   # (counts Python runs: traces when compiled)
+        x, y = data
+        with tf.GradientTape() as tape:
+            y_pred = self(x, training=True)
+            loss = self.compute_loss(y=y, y_pred=y_pred)
+        grads = tape.gradient(loss, self.trainable_variables)
+        self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
+        for m in self.metrics:
+            if m.name == "loss":
+                m.update_state(loss)
+            else:
+                m.update_state(y, y_pred)
+        return {m.name: m.result() for m in self.metrics}
+
+    def test_step(self, data):
+        x, y = data
+        y_pred = self(x, training=False)
+        loss = self.compute_loss(y=y, y_pred=y_pred)
+        for m in self.metrics:
+            if m.name == "loss":
+                m.update_state(loss)
+            else:
+                m.update_state(y, y_pred)
+        return {m.name: m.result() for m in self.metrics}
+
+
+def compiled(model, run_eagerly=False):
+    model.compile(optimizer=K3.optimizers.Adam(0.01), run_eagerly=run_eagerly,
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
+    return model
+
+
+def test_fit_evaluate_predict_are_keras_own():
+    model = compiled(functional())
+    hist = model.fit(X, Y, batch_size=16, epochs=2, verbose=0, shuffle=False)
+    assert len(hist.history["loss"]) == 2 and hist.history["loss"][1] < hist.history["loss"][0]
+    loss, acc = model.evaluate(X, Y, verbose=0)
+    pred = model.predict(X, verbose=0)
+    assert isinstance(pred, np.ndarray) and pred.shape == (48, 3)
+    np.testing.assert_allclose(pred, model(X, training=False).numpy(), rtol=1e-5, atol=1e-5)
+    want = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(Y, pred)
+    np.testing.assert_allclose(loss, np.asarray(want), rtol=1e-4)
+
+
+@pytest.mark.parametrize("run_eagerly", [False, True])
+def test_tf_style_train_step_trains_as_keras_own_fit(run_eagerly):
+    ref = compiled(functional())
+    model = compiled(functional(TFStyle), run_eagerly=run_eagerly)
+    TFStyle.steps = 0
+    h_ref = ref.fit(X, Y, batch_size=16, epochs=2, verbose=0, shuffle=False)
+    h = model.fit(X, Y, batch_size=16, epochs=2, verbose=0, shuffle=False)
+    for k in ("loss", "accuracy"):
+        np.testing.assert_allclose(h.history[k], h_ref.history[k], rtol=1e-4, atol=1e-5)
+    for v, w in zip(model.variables, ref.variables):
+        np.testing.assert_allclose(v.numpy(), w.numpy(), rtol=1e-4, atol=1e-5)
+    assert TFStyle.steps == (6 if run_eagerly else 1)   # compiled: one trace (Keras built the optimizer)
+    e_ref = ref.evaluate(X, Y, batch_size=16, verbose=0, return_dict=True)   # (equal batches: the guide's
+    e = model.evaluate(X, Y, batch_size=16, verbose=0, return_dict=True)   # loss mean is unweighted)
+    for k in e_ref:
+        np.testing.assert_allclose(e[k], e_ref[k], rtol=1e-4)
+
+
+def test_compute_loss_is_one_op_on_the_tape():
+    model = compiled(functional())
+    model(X)
+    ntv = [v.value for v in model.non_trainable_variables]
+    with tf.GradientTape() as tape:
+        y_pred = model(X, training=False)
+        loss = model.compute_loss(x=X, y=Y, y_pred=y_pred)
+        names = [n.prim.name for n in tape._nodes]
+    assert names.count("KerasCallN") + names.count("KerasCall") == 2   # the model call, the loss
+    grads = tape.gradient(loss, model.trainable_variables)
+
+    def ref(tv):
+        logits, _ = model.stateless_call(tv, ntv, jnp.asarray(X), training=False)
+        return K3.losses.SparseCategoricalCrossentropy(from_logits=True)(Y, logits)
+
+    want = jax.grad(ref)([v.value for v in model.trainable_variables])
+    for g, w in zip(grads, want):
+        np.testing.assert_allclose(g.numpy(), w, rtol=1e-5, atol=1e-6)
+
+
+def test_compute_loss_includes_model_losses():
+    inp = keras.Input((5,))
+    out = keras.layers.Dense(3, kernel_regularizer=keras.regularizers.L2(0.5))(inp)
+    model = compiled(K3.Model(inp, out))
+    with tf.GradientTape() as tape:
+        y_pred = model(X)
+        loss = model.compute_loss(y=Y, y_pred=y_pred)
+    data = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(Y, y_pred)
+    reg = 0.5 * np.sum(np.square(model.layers[1].kernel.numpy()))
+    np.testing.assert_allclose(loss.numpy(), data.numpy() + reg, rtol=1e-5)
+    g = tape.gradient(loss, model.layers[1].kernel)
+    assert g is not None

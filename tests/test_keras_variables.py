@@ -1,0 +1,134 @@
+"""tapejax/keras/variables.py: Keras variables are tapejax Variables (reads watched, updates
+through tapejax), and stay Keras variables inside Keras's scopes."""
+import copy
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import tapejax as tf
+
+keras = tf.keras
+import keras as K3  # noqa: E402
+from keras.src.backend.jax.core import JaxVariable  # noqa: E402
+
+from tapejax.keras.variables import KerasVariable  # noqa: E402
+
+
+def kvar(value, **kw):
+    return keras.Variable(np.asarray(value, np.float32), **kw)
+
+
+def test_every_keras_variable_is_both_kinds():
+    v = kvar([1.0, 2.0])
+    layer = keras.layers.Dense(2)
+    layer.build((None, 3))
+    for var in [v] + layer.weights:
+        assert type(var) is KerasVariable
+        assert isinstance(var, tf.Variable) and isinstance(var, K3.Variable) and isinstance(var, JaxVariable)
+    assert v.dtype == "float32" and v.shape == (2,) and v.name.startswith("variable")   # Keras's API
+
+
+def test_reads_are_watched_as_tf_variables_are():
+    w = kvar([1.0, 2.0])
+    frozen = kvar([3.0], trainable=False)
+    with tf.GradientTape() as tape:
+        y = tf.reduce_sum(w * w) + tf.reduce_sum(frozen)
+    assert tape.watched_variables() == (w,)   # the Keras variable itself
+    gw, gf = tape.gradient(y, [w, frozen])
+    np.testing.assert_allclose(gw.numpy(), [2.0, 4.0])
+    assert gf is None
+
+
+def test_operators_are_recorded_outside_keras_scopes_and_keras_own_inside():
+    w = kvar([1.0, -2.0])
+    with tf.GradientTape() as tape:
+        y = tf.reduce_sum(w ** 2 + 3.0 * w)
+    np.testing.assert_allclose(tape.gradient(y, w).numpy(), [5.0, -1.0])
+    assert isinstance(w + 1.0, tf.Tensor)
+    with K3.StatelessScope(state_mapping=[(w, jnp.asarray([10.0, 20.0]))]):
+        inside = w + 1.0
+        assert isinstance(inside, jax.Array)
+        np.testing.assert_allclose(inside, [11.0, 21.0])
+        np.testing.assert_allclose(tf.identity(w).numpy(), [10.0, 20.0])   # tapejax ops see the scope too
+
+
+def test_assign_casts_as_keras_and_checks_shape_before_changing():
+    v = kvar([1.0, 2.0])
+    assert v.assign(np.asarray([3.0, 4.0], np.float64)) is v
+    np.testing.assert_array_equal(v.numpy(), [3.0, 4.0])
+    assert v.numpy().dtype == np.float32
+    with pytest.raises(ValueError, match="shape"):
+        v.assign(np.zeros(3, np.float32))
+    np.testing.assert_array_equal(v.numpy(), [3.0, 4.0])
+    v.assign_add(1)
+    v.assign_sub(np.asarray([0.5, 0.5]))
+    np.testing.assert_array_equal(v.numpy(), [3.5, 4.5])
+    with pytest.raises(ValueError, match="shape"):
+        v.assign_add(np.zeros(3, np.float32))
+    np.testing.assert_array_equal(v.numpy(), [3.5, 4.5])
+
+
+def test_assign_in_a_stateless_scope_is_a_scope_update():
+    v = kvar([1.0])
+    with K3.StatelessScope() as scope:
+        v.assign(jnp.asarray([5.0]))
+    np.testing.assert_array_equal(v.numpy(), [1.0])
+    np.testing.assert_array_equal(scope.get_current_value(v), [5.0])
+
+
+def test_sgd_by_hand_stays_pending_like_any_tapejax_update():
+    w = kvar([1.0, 2.0])
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(w * w)
+        g = tape.gradient(loss, w)
+        w.assign_sub(0.1 * g)
+    np.testing.assert_allclose(w.numpy(), np.asarray([1.0, 2.0]) * 0.8 ** 3, rtol=1e-6)
+
+
+def test_deepcopy_is_a_new_variable_with_its_own_value():
+    v = kvar([1.0, 2.0])
+    c = copy.deepcopy(v)
+    assert type(c) is KerasVariable and c._id != v._id and c.path == v.path
+    c.assign([5.0, 6.0])
+    np.testing.assert_array_equal(v.numpy(), [1.0, 2.0])
+    assert copy.copy(v) is v
+    with tf.GradientTape() as tape:
+        y = tf.reduce_sum(v * c)
+    np.testing.assert_allclose(tape.gradient(y, [v, c])[0].numpy(), [5.0, 6.0])
+
+
+def test_function_threads_a_value_read_through_keras():
+    v = kvar([1.0, 2.0])
+
+    @tf.function
+    def f(x):
+        return x * jnp.sum(v.value)   # Keras's value property: the function's state, not a constant
+
+    np.testing.assert_allclose(f(tf.constant(2.0)).numpy(), 6.0)
+    v.assign([4.0, 4.0])
+    np.testing.assert_allclose(f(tf.constant(2.0)).numpy(), 16.0)
+    assert f.experimental_get_tracing_count() == 1
+
+
+def test_keras_own_stateless_api_still_works():
+    layer = keras.layers.Dense(2, kernel_initializer="ones")
+    layer.build((None, 3))
+    tv = [jnp.full((3, 2), 2.0), jnp.zeros(2)]
+    out, ntv = layer.stateless_call(tv, [], jnp.ones((1, 3)))
+    np.testing.assert_allclose(out, [[6.0, 6.0]])
+    np.testing.assert_allclose(layer.kernel.numpy(), np.ones((3, 2)))
+
+
+def test_a_tracer_assigned_outside_a_tapejax_trace_is_refused():
+    v = kvar([1.0])
+
+    def bad(x):
+        v.assign(x)
+        return x
+
+    with pytest.raises(ValueError, match="cannot hold a traced value"):
+        jax.jit(bad)(jnp.asarray([2.0]))
+    np.testing.assert_array_equal(v.numpy(), [1.0])
