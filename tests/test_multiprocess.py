@@ -145,7 +145,7 @@ def test_two_processes_train_like_one(runs):
         np.testing.assert_allclose(out["losses"], one["losses"], rtol=1e-5, atol=1e-6)
         for a, b in zip(out["vars"], one["vars"]):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-        assert out["traces"] == 1
+        assert out["traces"] == 2   # TF's count: the first call creates Adam's slots, so it traces twice
 
 
 def test_parameters_and_optimizer_state_are_sharded(runs):

@@ -308,12 +308,14 @@ def enable_check_numerics(stack_height_limit=30, path_length_limit=50):
     """``tf.debugging.enable_check_numerics``: check every op's output for NaN and Inf (JAX's
     ``jax_debug_nans`` / ``jax_debug_infs``, eager and compiled; JAX's ``FloatingPointError``
     names the primitive) and turn on the value checks (``enable_value_checks``).  The arguments
-    are accepted for TF compatibility."""
+    are accepted for TF compatibility.  Every program compiles again (JAX's compiled programs are
+    dropped), as TF's check numerics instruments every op anew."""
     if not _NUMERICS_PREV:
         _NUMERICS_PREV.append((getattr(jax.config, "jax_debug_nans"), getattr(jax.config, "jax_debug_infs"),
                                value_checks_enabled()))
     jax.config.update("jax_debug_nans", True)
     jax.config.update("jax_debug_infs", True)
+    jax.clear_caches()   # programs compiled before are compiled again, with the checks
     set_value_checks(True)
 
 
