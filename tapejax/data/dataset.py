@@ -12,6 +12,7 @@ semantics: a ``shuffle`` with ``reshuffle_each_iteration`` draws a new order eac
 The methods here check their arguments (TF's exception classes, the argument named) and
 compute the new spec and cardinality; the subclasses in ``sources`` and ``transforms`` build.
 """
+import os
 from typing import Any, Callable, Iterator as _PyIterator, Optional
 
 import numpy as np
@@ -202,14 +203,13 @@ class Dataset:
         return KINDS["Skip"](self, A.integer(count, "count"))
 
     def cache(self, filename: str = "", name: Optional[str] = None) -> "Dataset":
-        """The elements of the first complete iteration, kept in memory and served afterwards."""
-        if not isinstance(filename, str):
+        """The elements of the first complete iteration, kept in memory (or written to the file
+        ``filename`` + ``.tapejax-cache.npz``, which later iterations and other processes read)
+        and served afterwards."""
+        if not isinstance(filename, (str, os.PathLike)):
             raise TypeError(f"Argument `filename` must be a string; got {filename!r} of type "
                             f"{type(filename).__name__} (Cannot convert {filename!r} to EagerTensor of dtype string).")
-        if filename:
-            raise NotImplementedError(f"cache(filename={filename!r}): tapejax.data caches in memory only "
-                                      "(call cache() without a filename).")
-        return KINDS["Cache"](self)
+        return KINDS["Cache"](self, os.fspath(filename))
 
     def prefetch(self, buffer_size: Any, name: Optional[str] = None) -> "Dataset":
         """Up to ``buffer_size`` elements computed ahead in a background thread (``AUTOTUNE``: 2);

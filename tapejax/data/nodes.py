@@ -16,8 +16,11 @@ order), then grain's own ``map`` / ``filter`` / ``batch``, ``WindowShuffleIterDa
 ``ThreadPrefetchIterDataset``, and the small iterators below for what grain has no stream
 form of.  Elements are flat tuples of components (``structure``).
 """
+import json
 import math
+import os
 import sys
+import tempfile
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import jax
@@ -405,6 +408,80 @@ class CacheStore:
 
     def __init__(self):
         self.elements: Optional[List[Element]] = None
+
+
+class FileCacheStore(CacheStore):
+    """``cache(filename)``: the elements of the first complete pass, written to one file
+    (``filename + ".tapejax-cache.npz"``: NumPy's format, no pickle, written to a temporary file
+    and renamed, so a pass left unfinished or a crash leaves no file) and read from it by every
+    later iteration, in this process or another, as TF's file cache."""
+
+    SUFFIX = ".tapejax-cache.npz"
+
+    def __init__(self, filename: str):
+        self.path = filename + self.SUFFIX
+        self._elements: Optional[List[Element]] = None
+
+    @property   # pyright: ignore[reportIncompatibleVariableOverride]
+    def elements(self) -> Optional[List[Element]]:
+        if self._elements is None and os.path.exists(self.path):
+            self._elements = _read_cache(self.path)
+        return self._elements
+
+    @elements.setter
+    def elements(self, value: Optional[List[Element]]) -> None:
+        self._elements = value
+        if value is not None and not os.path.exists(self.path):
+            _write_cache(self.path, value)
+
+
+def _write_cache(path: str, elements: List[Element]) -> None:
+    arrays: Dict[str, np.ndarray] = {}
+    dtypes: List[List[Optional[str]]] = []
+    for i, el in enumerate(elements):
+        row: List[Optional[str]] = []
+        for k, c in enumerate(el):
+            if c is None:
+                row.append(None)
+                continue
+            a = np.asarray(c)
+            row.append(a.dtype.name)
+            if a.dtype.kind == "V" or a.dtype.name == "bfloat16":   # (NumPy cannot store it natively)
+                a = a.view(f"u{a.dtype.itemsize}")
+            arrays[f"{i}/{k}"] = a
+        dtypes.append(row)
+    arrays["__meta__"] = np.asarray(json.dumps({"format": "tapejax-data-cache", "version": 1, "dtypes": dtypes}))
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-cache-", suffix=".npz", dir=d)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def _read_cache(path: str) -> List[Element]:
+    with np.load(path, allow_pickle=False) as f:
+        try:
+            meta = json.loads(str(f["__meta__"]))
+        except (KeyError, ValueError):
+            raise DataLossError(None, None, f"{path} is not a tapejax.data cache file") from None
+        out: List[Element] = []
+        for i, row in enumerate(meta["dtypes"]):
+            el = []
+            for k, name in enumerate(row):
+                if name is None:
+                    el.append(None)
+                    continue
+                a = f[f"{i}/{k}"]
+                want = jnp.dtype(name)
+                el.append(a.view(want) if a.dtype != want else a)
+            out.append(tuple(el))
+    return out
 
 
 class CacheFill(Node):

@@ -270,8 +270,8 @@ class Skip(Dataset):
 
 @kind
 class Cache(Dataset):
-    def __init__(self, input: Dataset):
-        self._store = _nodes().CacheStore()
+    def __init__(self, input: Dataset, filename: str = ""):
+        self._store = _nodes().FileCacheStore(filename) if filename else _nodes().CacheStore()
         super().__init__((input,), input.element_spec, input._cardinality)
 
     def _build(self, ctx: Build) -> Any:

@@ -359,3 +359,20 @@ def test_dataset_elements_are_constants_to_a_tape(tf):
         total = tf.add_n(list(ds))
         direct = c * 2.0
     return total, tape.gradient(total, c), tape.gradient(direct, c)
+
+
+@parity
+def test_file_cache_written_by_a_complete_pass(tf):
+    """``cache(filename)``: an unfinished pass keeps nothing (the next pass computes again), a
+    complete one writes the file, and a dataset over another source with the same filename reads
+    the file, not its source."""
+    import os
+    import tempfile
+    f = os.path.join(tempfile.mkdtemp(prefix="parity-cache-"), "c")
+    ds = tf.data.Dataset.from_tensor_slices(X).map(lambda v: v * 10.0).cache(f)
+    it = iter(ds)
+    first = next(it)
+    del it
+    full = list(ds.as_numpy_iterator())
+    other = list(tf.data.Dataset.from_tensor_slices(X[:2]).cache(f).as_numpy_iterator())
+    return first, full, other
