@@ -436,7 +436,7 @@ class FileCacheStore(CacheStore):
 
 
 def _write_cache(path: str, elements: List[Element]) -> None:
-    arrays: Dict[str, np.ndarray] = {}
+    arrays: Dict[str, Any] = {}   # (Any: np.savez's **kwds would match its own keywords)
     dtypes: List[List[Optional[str]]] = []
     for i, el in enumerate(elements):
         row: List[Optional[str]] = []
