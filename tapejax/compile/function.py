@@ -39,6 +39,7 @@ tracing only, as in TF; ``tapejax.print`` prints on every call, in order.
 """
 from __future__ import annotations
 
+import collections
 import functools
 import itertools
 import threading
@@ -55,7 +56,7 @@ from ..core import state as _state
 from ..core.caches import Family
 from ..core.ownership import deferred_interrupts, write_back
 from ..core.tensor import Tensor
-from ..core.variable import announce
+from ..core.variable import Variable, announce
 from ..ops.checks import CHECK_ERRORS, raise_if_failed
 from . import autograph as _autograph, config as _config, polymorphism, retracing, tracing
 from .sharding import MeshPlan
@@ -77,9 +78,9 @@ class Entry:
     """One compiled specialisation: the program, its Variables and output structure."""
 
     __slots__ = ("jitted", "rw", "ro", "out_tpl", "n_out", "template", "in_shardings", "prim", "copies",
-                 "checked", "plain", "specs", "plan")
+                 "checked", "plain", "specs", "plan", "fresh", "fast")
 
-    def __init__(self, jitted, rw, ro, out_tpl, n_out, tpl, copies, checked, specs, plan):
+    def __init__(self, jitted, rw, ro, out_tpl, n_out, tpl, copies, checked, specs, plan, fresh=None):
         self.jitted = jitted
         self.rw = rw
         self.ro = ro
@@ -93,6 +94,9 @@ class Entry:
         self.plan: Optional[polymorphism.Plan] = plan
         self.in_shardings: Any = None
         self.prim: Any = None     # the recorded op, made on the first call from inside a tape
+        # which new values of ``rw`` are buffers the program makes (``tracing.fresh_outputs``)
+        self.fresh: Optional[Sequence[bool]] = fresh
+        self.fast = False         # the steady call takes ``Function._run_fast`` (from the second call)
 
     def accepts(self, avals) -> bool:
         """Whether a call whose dynamic leaves have ``avals`` can run this program."""
@@ -113,9 +117,34 @@ def _internal_fp_error() -> "type[Exception]":
 _InternalFloatingPointError = _internal_fp_error()
 
 
+def _floating_point_error(e: Exception) -> FloatingPointError:
+    """JAX's NaN/Inf debugging (``enable_check_numerics``) found the op while re-running the
+    program's jaxpr: the error it raises at top level."""
+    name, what = (e.args + ("", ""))[:2]
+    return FloatingPointError(f"invalid value ({what}) encountered in {name}")
+
+
 #: Compiled specialisations kept per Function (least recently used dropped first;
 #: a dropped one is traced again when called again).
 _FUNCTION_CACHE = Family("function", 256)
+
+
+_Array = type(jnp.zeros(()))   # the concrete array type
+_starmap = itertools.starmap
+_consume = collections.deque(maxlen=0).extend   # runs an iterator to its end, in C
+_VAL = itertools.repeat("_val")
+_OWN = itertools.repeat("_own")
+
+
+def _fast_ready(entry: Entry) -> None:
+    """Let ``entry``'s next calls take ``Function._run_fast`` when its Variables are plain
+    ``Variable``s (a subclass may read or write its value its own way) and every new value is a
+    buffer the program makes (so each Variable owns its new value, as ``write_back`` would find:
+    a program that passes an argument through, or returns one value twice, keeps the slow
+    path's identity checks)."""
+    if (entry.fresh is not None and all(entry.fresh) and all(type(v) is Variable for v in entry.rw)
+            and all(type(v) is Variable for v in entry.ro)):
+        entry.fast = True
 
 
 def _avals(dyn):
@@ -181,9 +210,33 @@ class Function:
 
     # -- the call ------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        if (self.input_signature is not None or _config.FLAGS.eager or _state._local.collector is not None
-                or _state._local.tapes):
+        loc = _state._local
+        if (self.input_signature is not None or _config.FLAGS.eager or loc.collector is not None
+                or loc.tapes):
             return self._call((), args, kwargs)
+        if not kwargs:   # the steady call of a training step, written out: ``_keyed``'s key and lookup
+            dyn = []
+            parts = []
+            for a in args:
+                if type(a) is not Tensor:
+                    break
+                v = a._value
+                dyn.append(v)
+                parts.append(v.aval)
+            else:
+                key = (tuple(parts), None)
+                data = self._cache._data
+                entry = data.get(key)
+                if entry is not None and entry.fast:
+                    try:
+                        data.move_to_end(key)
+                    except KeyError:   # evicted meanwhile by another thread: still valid to run
+                        pass
+                    self._calls.not_traced()
+                    try:
+                        return self._run_fast(entry, dyn)
+                    except _InternalFloatingPointError as e:
+                        raise _floating_point_error(e) from e
         return self._keyed(args, kwargs)
 
     def _call(self, lead: tuple, args, kwargs):
@@ -328,7 +381,8 @@ class Function:
                 return None
             call = exported.call
         return Entry(jax.jit(call, donate_argnums=0), rw, ro, tr.out_tpl, n_out, tpl,
-                     tracing.calls_back(closed.jaxpr), checked, specs, plan)
+                     tracing.calls_back(closed.jaxpr), checked, specs, plan,
+                     fresh=None if mesh is not None else tracing.fresh_outputs(closed, n_out))
 
     def _call_under_tape(self, args, kwargs):
         """Called eagerly while a GradientTape records.
@@ -372,11 +426,54 @@ class Function:
 
     def _run(self, entry: Entry, dyn):
         try:
-            return self._run_entry(entry, dyn)
-        except _InternalFloatingPointError as e:   # JAX's NaN/Inf debugging (``enable_check_numerics``)
-            # found the op while re-running the program's jaxpr: the error it raises at top level
-            name, what = (e.args + ("", ""))[:2]
-            raise FloatingPointError(f"invalid value ({what}) encountered in {name}") from e
+            if entry.fast:
+                return self._run_fast(entry, dyn)
+            out = self._run_entry(entry, dyn)
+            if entry.plain and entry.fresh is not None and entry.in_shardings is None:
+                _fast_ready(entry)   # JAX has compiled it: the next calls may take the fast path
+            return out
+        except _InternalFloatingPointError as e:
+            raise _floating_point_error(e) from e
+
+    def _run_fast(self, entry: Entry, dyn):
+        """``_run_entry`` for the steady call of a plain program whose Variables are plain
+        ``Variable``s holding arrays, the assigned ones owning theirs (as the previous call left
+        them): their values go to the program as they are and its new values are written back
+        with C-level loops.  A Ctrl-C cannot split the call and the write-back: the call's
+        result is stored by a C loop (``list.extend`` over ``starmap``) before any Python
+        bytecode runs, and a KeyboardInterrupt raised right after it finds the write-back in the
+        ``finally`` block, one C call that no signal handler interrupts; it is raised after it,
+        as ``deferred_interrupts`` does.  Anything else takes ``_run_entry``."""
+        rw = entry.rw
+        rw_vals = []
+        for v in rw:
+            x = v._val
+            if x is not v._own or type(x) is not _Array:   # (not its own, or a pending update)
+                return self._run_entry(entry, dyn)
+            rw_vals.append(x)
+        ro_vals = []
+        for v in entry.ro:
+            x = v._val
+            if type(x) is not _Array:   # (a pending update)
+                return self._run_entry(entry, dyn)
+            ro_vals.append(x)
+        if rw:
+            box: list = []
+            try:
+                box.extend(_starmap(entry.jitted, ((rw_vals, ro_vals, dyn),)))
+            finally:
+                if box:
+                    outs, new = box[0]
+                    _consume(map(setattr, rw, _VAL, new))
+                    _consume(map(setattr, rw, _OWN, new))   # (each a fresh buffer: its Variable's own)
+        else:
+            outs = entry.jitted(rw_vals, ro_vals, dyn)[0]
+        tpl = entry.out_tpl
+        if tpl is DYN:
+            return Tensor(outs[0])
+        if tpl is None:
+            return None
+        return fill(tpl, iter([Tensor(o) for o in outs]))
 
     def _run_entry(self, entry: Entry, dyn):
         rw = entry.rw
