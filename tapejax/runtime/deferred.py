@@ -250,6 +250,7 @@ def _defer(tapes, prim, call, skey, ids, vals, aval):
         if type(a) is Thunk:
             a.used = True
     th.owner = tapes   # (noted for ``settle``)
+    th.held = _ref(result)   # (whether the user may still read it: ``autodiff.gradient``)
     TAPED.append(_ref(th))
     if len(TAPED) > OPEN_MAX:
         settle(everyone=True)

@@ -49,11 +49,14 @@ class Thunk(Lazy):
     ``born``, for an untaped op's result (``defer_untaped``), the oldest step
     whose pending graph it needs while it is pending (``_AGELESS`` for others);
     ``owner``, for a recorded op's result (``defer``), the recording thread's
-    tape stack (which thread's step it belongs to).  ``group``, set on a Variable's pending
-    update only (``updates``): what computes it together with every other pending update.
+    tape stack (which thread's step it belongs to); ``held``, for the same, a weak reference to
+    the ``Pending`` that hands it out (alive while the user can still read it: the fused
+    gradient returns such a value too, ``autodiff.gradient``).  ``group``, set on a Variable's
+    pending update only (``updates``): what computes it together with every other pending update.
     """
 
-    __slots__ = ("call", "args", "aval", "value", "tag", "used", "born", "owner", "group", "__weakref__")
+    __slots__ = ("call", "args", "aval", "value", "tag", "used", "born", "owner", "held", "group",
+                 "__weakref__")
 
     def __init__(self, call, args, aval):
         self.call = call
@@ -64,6 +67,7 @@ class Thunk(Lazy):
         self.used = False
         self.born = _AGELESS
         self.owner: Optional[list] = None
+        self.held: Any = None
 
     def set(self, value):
         # A pending value is computed outside any trace (``force_many``): a traced value is
