@@ -786,3 +786,48 @@ def test_an_intermediate_nobody_holds_is_not_returned(deferred, fresh_cache):
     keys = _replay_keys()
     assert [type(k).__name__ for k in keys] == ["EntryKey", "HeldKey"]
     assert len(keys[1].codes) == 1   # the logits alone (the ops before them are not held)
+
+
+def _second_derivative(w, x):
+    with tf.GradientTape() as outer:
+        with tf.GradientTape() as inner:
+            y = tf.reduce_sum(tf.tanh(tf.matmul(x, w)))
+        g = inner.gradient(y, w)
+        pending = type(g) is Pending and g._thunk.value is None
+        z = tf.reduce_sum(g * g)
+    h = outer.gradient(z, w)
+    return g, z, h, pending
+
+
+@pytest.mark.parametrize("size", [4, 160])   # (a small g comes back with the gradient, a large one not)
+def test_an_inner_gradient_under_an_outer_tape_runs_inside_the_outer_gradient(deferred, size, monkeypatch):
+    """A nested ``tape.gradient`` is left pending (its op: ``replay.GradientPrimitive``) and the outer
+    gradient computes it in its own program: no op runs on its own in the steady state (nothing is
+    forced apart), and every value equals ``jax.grad`` of ``jax.grad`` and the undeferred run."""
+    rng = np.random.default_rng(5)
+    w0 = rng.normal(size=(size, size)).astype(np.float32) / size
+    x0 = rng.normal(size=(2, size)).astype(np.float32)
+    w, x = tf.Variable(w0), tf.constant(x0)
+    for _ in range(3):
+        _second_derivative(w, x)
+    forced = []
+    real = _thunks._force_many
+    monkeypatch.setattr(_thunks, "_force_many", lambda roots: (forced.append(len(roots)), real(roots))[1])
+    g, z, h, pending = _second_derivative(w, x)
+    assert pending and forced == []
+    inner = lambda a: jnp.sum(jnp.tanh(x0 @ a))  # noqa: E731
+    gj = jax.grad(inner)(w0)
+    zj, hj = jax.value_and_grad(lambda a: jnp.sum(jnp.square(jax.grad(inner)(a))))(w0)
+    scale = np.abs(hj).max()
+    np.testing.assert_allclose(h.numpy(), hj, rtol=2e-4, atol=1e-6 * scale)
+    np.testing.assert_allclose(z.numpy(), zj, rtol=2e-4)
+    assert forced == []
+    np.testing.assert_allclose(g.numpy(), gj, rtol=2e-4, atol=1e-6)   # (a large g is computed now)
+    prev = tf.set_deferred_execution(False)
+    try:
+        ge, ze, he, pe = _second_derivative(w, x)
+    finally:
+        tf.set_deferred_execution(prev)
+    assert not pe
+    for a, b in ((g, ge), (z, ze), (h, he)):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=2e-5, atol=1e-7)

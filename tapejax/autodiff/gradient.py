@@ -17,12 +17,13 @@ again (2nd, 3rd order).
 import functools
 from typing import Any, NamedTuple, Sequence
 
+import jax
 import jax.numpy as jnp
 
 from ..core import dtypes as _dtypes, state as _state
 from ..core.bind import bind, with_id
-from ..core.executor import ACTIVE
-from ..core.tensor import Pending, Tensor
+from ..core.executor import ACTIVE, peek
+from ..core.tensor import Lazy, Pending, Tensor
 from ..runtime.thunks import Thunk
 from .nodes import _TRAINABLE, OUT, Node, _tuple_new
 from .program import Aval, LeafPlan, Program, gather_leaves, slice_tape
@@ -82,10 +83,11 @@ class KeptTarget(NamedTuple):
 
 class Inner(NamedTuple):
     """A value the slice computes that the user may hold (not a target): the input ``j`` of the
-    slice node at ``idx`` on the tape, the value's ``code``."""
+    slice node at ``idx`` on the tape, the value's ``code`` and size in bytes."""
     idx: int
     j: int
     code: int
+    nbytes: int
 
 
 class HeldKey(NamedTuple):
@@ -207,26 +209,36 @@ def _inner(nodes: Sequence[Node], program: Program) -> tuple[Inner, ...]:
     skip = set(program.tgt_codes)
     out = []
     for idx in program.slice:
-        for j, c in enumerate(nodes[idx].refs):
+        node = nodes[idx]
+        for j, c in enumerate(node.refs):
             if c is not None and c >= 0 and c // OUT in in_slice and c not in skip:
                 skip.add(c)
-                out.append(Inner(idx, j, c))
+                a = getattr(node.vals[j], "aval", None)   # (its shape and dtype: part of the structure)
+                nbytes = a.size * a.dtype.itemsize if a is not None else HELD_BYTES_MAX + 1
+                out.append(Inner(idx, j, c, nbytes))
     return tuple(out)
+
+
+#: The largest value ``_held`` returns (bytes): a model's logits, not a parameter-sized
+#: intermediate (a nested tape's inner gradient, held in a local and seldom read: returning it
+#: costs its copy on every step; it is computed when read instead).
+HELD_BYTES_MAX = 1 << 16
 
 
 def _held(nodes: Sequence[Node], program: Program, plan: Plan) -> tuple[tuple[int, ...], list[Any]]:
     """The values inside the slice that are still pending while the user holds their Pending
-    Tensors (a model's logits, read by a metric after the step): their codes (a stable set in a
-    training loop: part of the compiled call's key) and thunks.  The fused call returns them
-    with the targets', so reading one later costs nothing; one nobody holds is not returned."""
+    Tensors (a model's logits, read by a metric after the step), up to ``HELD_BYTES_MAX`` each:
+    their codes (a stable set in a training loop: part of the compiled call's key) and thunks.
+    The fused call returns them with the targets', so reading one later costs nothing; one
+    nobody holds is not returned."""
     inner = plan.inner
     if inner is None:
         inner = plan.inner = _inner(nodes, program)
     codes: list[int] = []
     held: list[Any] = []
-    for idx, j, c in inner:
+    for idx, j, c, nbytes in inner:
         v = nodes[idx].vals[j]
-        if type(v) is Thunk and v.value is None:
+        if type(v) is Thunk and v.value is None and nbytes <= HELD_BYTES_MAX:
             ref = v.held
             if ref is not None and ref() is not None:
                 codes.append(c)
@@ -273,23 +285,45 @@ def _call_gradient(entry: "Compiled | Backward", nodes: Sequence[Node], program:
                    src_objs: Sequence[Any], kept: list[KeptTarget], cts: Sequence[Any], nested: bool) -> tuple:
     """Run the compiled gradient: the saved-values backward, or (``nested``: another tape
     records this call) the replay as an op that the outer tapes record (2nd, 3rd order)."""
-    leaves = gather_leaves(nodes, program, entry.gather, _src_values(entry, src_objs))
     given = [cts[i] for i, _ in kept if cts[i] is not None]
     if not nested:
+        leaves = gather_leaves(nodes, program, entry.gather, _src_values(entry, src_objs))
         assert isinstance(entry, Backward)   # the saved-values form (``_compile_backward``)
         return ACTIVE.executor.gradient(entry, leaves, tuple(g._value for g in given))[0]
     assert isinstance(entry, Compiled)   # the recorded form (``_compile``)
-    given_vals = tuple(g._value for g in given)
+    # pending leaves stay pending: the executor may leave the whole call pending (the outer
+    # gradient then computes it in its own program), or computes them
+    leaves = gather_leaves(nodes, program, entry.gather, _src_values(entry, src_objs), force=False)
     if entry.deps is None:
-        entry.deps = input_dependence(entry.raw, leaves, given_vals)
+        entry.deps = input_dependence(entry.raw, [_abstract(v) for v in leaves],
+                                      tuple(_abstract(peek(g)) for g in given))
     deps = entry.deps
     ids = _leaf_ids(nodes, program, entry.plan, src_objs)
     # Inputs the gradient does not use are passed as constants (id 0).
-    args = [with_id(v, i if d else 0) for v, i, d in zip(leaves, ids, deps)]
+    args = [_viewed(v, i if d else 0) for v, i, d in zip(leaves, ids, deps)]
     args += [g if d else g._value for g, d in zip(given, deps[len(leaves):])]
     out = bind(entry.prim, *args)
     assert isinstance(out, tuple)   # the op has multiple results
     return out
+
+
+def _abstract(v: Any) -> Any:
+    """A pending value as its shape and dtype (what the dependence analysis traces with)."""
+    if isinstance(v, Lazy):
+        a = v.aval
+        return jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type)
+    return v
+
+
+def _viewed(v: Any, id_: int) -> Tensor:
+    """A leaf value as the operand tapes see as the tensor ``id_``: a Tensor view of an array
+    (``with_id``), a ``Pending`` view of a pending value."""
+    if isinstance(v, Lazy):
+        p = Pending.__new__(Pending)
+        p._thunk = v
+        p._id = id_
+        return p
+    return with_id(v, id_)
 
 
 def _leaf_ids(nodes: Sequence[Node], program: Program, plan: LeafPlan, src_objs: Sequence[Any]) -> list[int]:

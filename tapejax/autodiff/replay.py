@@ -180,10 +180,20 @@ class Compiled:
         self.gather = _plain(plan)
         self.srcs = _src_positions(plan)
         self.n_leaves = len(plan)
-        n = self.n_leaves
-        # fn is already jitted: no second jit layer for the eager call.
-        self.prim = Primitive("SymbolicGradient", lambda *a: fn(a[:n], a[n:]), multiple_results=True,
-                              jit=False)
+        self.prim = GradientPrimitive(fn, self.n_leaves)
+
+
+class GradientPrimitive(Primitive):
+    """The op a nested gradient call records (``Compiled.prim``): ``fn(leaves, cotangents)``, already
+    jitted (no second jit layer for the eager call), a pure function whose output shapes follow
+    its inputs'.  So the deferred executor may leave it pending (``deferred_results``): under a
+    plain outer tape, an inner ``tape.gradient`` is computed inside the outer gradient's program
+    (one dispatch for a second derivative), unless its value is read first."""
+
+    deferred_results = True
+
+    def __init__(self, fn: Callable[..., Any], n: int):
+        super().__init__("SymbolicGradient", lambda *a: fn(a[:n], a[n:]), multiple_results=True, jit=False)
 
 
 def _grads_and_targets(replay: Callable[..., Any], program: Program, held: bool = False) -> Callable[..., Any]:

@@ -387,6 +387,19 @@ def aval_for(call, args):
     return a if a is not None else _out_aval(call, args, key)
 
 
+def avals_for(call, args):
+    """The output avals of ``call(*args)`` (arrays or thunks) for a call that returns a sequence of
+    arrays; raises what tracing ``call`` raises."""
+    key = ("many", call, *[a.aval for a in args])
+    a = _AVAL_PEEK(key)
+    if a is not None:
+        return a
+    outs = jax.eval_shape(call, *[_ShapeDtype(a.aval.shape, a.aval.dtype, weak_type=a.aval.weak_type)
+                                  for a in args])
+    avals = tuple([_ShapedArray(o.shape, o.dtype, weak_type=getattr(o, "weak_type", False)) for o in outs])
+    return _AVALS.setdefault(key, avals)
+
+
 #: Whether a concrete array is committed to a device (``jax.device_put``, a sharded Variable).
 committed = attrgetter("_committed" if hasattr(jnp.zeros(()), "_committed") else "committed")
 
