@@ -384,16 +384,16 @@ def test_input_signature_of_a_method_describes_the_arguments_after_self():
         m.scale(tf.constant([1.0]), tf.constant([1.0]))
 
 
-# -- the steady call's fast path (``Function._run_fast``) --------------------------------------
+# -- the steady call's fast path (``compile.entries.run_fast``) ---------------------------------
 
 def _entry(fn):
     return next(iter(fn._cache.values()))
 
 
 def _slow_only(monkeypatch):
-    """Calls never take the fast path (the oracle: ``_run_entry``'s values and records)."""
-    from tapejax.compile import function as fmod
-    monkeypatch.setattr(fmod, "_fast_ready", lambda entry: None)
+    """Calls never take the fast path (the oracle: ``run_entry``'s values and records)."""
+    from tapejax.compile import entries
+    monkeypatch.setattr(entries, "fast_ready", lambda entry: None)
 
 
 def _pass_through_step(v, w, keep):
@@ -523,7 +523,7 @@ def test_interrupt_the_moment_the_compiled_call_returns_is_raised_after_the_writ
     import signal
     import sys
 
-    from tapejax.compile import function as fmod
+    from tapejax.compile import entries
 
     vs = [tf.Variable(np.full((3,), float(i), "float32")) for i in range(3)]
 
@@ -536,7 +536,7 @@ def test_interrupt_the_moment_the_compiled_call_returns_is_raised_after_the_writ
         step(tf.constant(1.0))
     assert _entry(step).fast
     before = [v.numpy() for v in vs]
-    code = fmod.Function._run_fast.__code__
+    code = entries.run_fast.__code__
 
     def hook(frame, event, arg):
         if event == "c_return" and frame.f_code is code and getattr(arg, "__name__", "") == "extend":
