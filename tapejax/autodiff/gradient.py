@@ -24,7 +24,7 @@ from ..core import dtypes as _dtypes, state as _state
 from ..core.bind import bind, with_id
 from ..core.executor import ACTIVE, peek
 from ..core.tensor import Lazy, Pending, Tensor
-from ..runtime.thunks import Thunk
+from ..runtime.thunks import Thunk, _Array
 from .nodes import _TRAINABLE, OUT, Node, _tuple_new
 from .program import Aval, LeafPlan, Program, gather_leaves, slice_tape
 from .replay import (
@@ -48,6 +48,8 @@ def _source_codes(tape, sources: Sequence[Any]) -> tuple[list[int | None], list[
     avals: list[Aval] = []
     for s in sources:
         m = s._meta
+        if type(m) is _Array:
+            m = m.aval   # (plain attributes: an array's shape and dtype are Python properties)
         dt = m.dtype
         code = get(s._id)
         if code is not None:

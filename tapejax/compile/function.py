@@ -163,7 +163,13 @@ class Function:
                         data.move_to_end(key)
                     except KeyError:   # evicted meanwhile by another thread: still valid to run
                         pass
-                    self._calls.not_traced()
+                    calls = self._calls   # (``_Detector.not_traced``, written out)
+                    per = calls.calls_per_tracing
+                    if per:
+                        per[-1] += 1
+                        calls.call_count += 1
+                    else:
+                        calls.not_traced()
                     try:
                         return run_fast(entry, dyn)
                     except InternalFloatingPointError as e:
