@@ -134,7 +134,8 @@ def child(kind, model, mode="first", steps=3, import_tj=True, env=None):
     """Run one fresh process; its JSON record."""
     e = dict(os.environ)
     e["BENCH_MODEL"] = json.dumps(MODELS[model])
-    e["PYTHONPATH"] = ROOT + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
+    # (a PYTHONPATH given to the benchmark comes first: another tree's tapejax, for a before/after run)
+    e["PYTHONPATH"] = (e["PYTHONPATH"] + os.pathsep if e.get("PYTHONPATH") else "") + ROOT
     e.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if env:
         e.update(env)
