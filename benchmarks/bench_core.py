@@ -10,6 +10,8 @@ small machine); TF and PyTorch follow.
 
 * mlp-small: MLP 32-64-64-1, batch 32, MSE, SGD (overhead-bound)
 * mlp-large: MLP 784-512-512-10, batch 128, sparse softmax cross-entropy, SGD (compute-bound)
+* nested-2nd: a second derivative by nested tapes, h = d/dW sum((d/dW sum(tanh(x @ W)))^2),
+  W 256x256, x 1x256 (pure JAX: ``jax.jit(jax.value_and_grad(... jax.grad ...))``)
 
 Each eager step is timed twice: with the update written by hand (``v.assign_sub(lr * g)``
 per variable; PyTorch ``p.sub_(lr * g)``), and with the framework's SGD optimizer
@@ -97,6 +99,47 @@ def tape_step(tf, params, x, y, classes, optimizer=False):
             for v, g in zip(flat, grads):
                 v.assign_sub(LR * g)
         return loss.numpy()
+
+    return step
+
+
+# -- a second derivative by nested tapes -----------------------------------------
+
+def _nested_data(seed=2):
+    rng = np.random.default_rng(seed)
+    return (rng.normal(0, 1 / 16, (256, 256)).astype(np.float32),
+            rng.normal(size=(1, 256)).astype(np.float32))
+
+
+def nested_tape_step(tf, w0, x):
+    """h = d/dW sum(g * g), g = d/dW sum(tanh(x @ W)), eager, written against the module ``tf``."""
+    w = tf.Variable(w0)
+    x = tf.constant(x)
+
+    def step():
+        with tf.GradientTape() as outer:
+            with tf.GradientTape() as inner:
+                y = tf.reduce_sum(tf.tanh(tf.matmul(x, w)))
+            g = inner.gradient(y, w)
+            z = tf.reduce_sum(g * g)
+        h = outer.gradient(z, w)
+        return h.numpy()
+
+    return step
+
+
+def jax_nested_step(w0, x):
+    """The same with ``jax.value_and_grad`` (the tape computes ``z`` too), ``x`` an argument (not a
+    constant XLA could fold into the program: tapejax passes it too)."""
+    w, x = jnp.asarray(w0), jnp.asarray(x)
+
+    def inner(w, x):
+        return jnp.sum(jnp.tanh(x @ w))
+
+    hess = jax.jit(jax.value_and_grad(lambda w, x: jnp.sum(jnp.square(jax.grad(inner)(w, x)))))
+
+    def step():
+        return np.asarray(hess(w, x)[1])
 
     return step
 
@@ -205,6 +248,29 @@ def _unpredicted(step):
             return step()
         finally:
             tj.set_speculative_updates(prev)
+    return run
+
+
+def bench_nested(n, warmup, rows):
+    """The nested-tape second derivative: pure JAX and tapejax (deferral and speculation as set,
+    then both off), interleaved."""
+    w0, x = _nested_data()
+    rows[NESTED] = _interleaved({"pure JAX jit": jax_nested_step(w0, x),
+                                 "tapejax eager": nested_tape_step(tj, w0, x),
+                                 "tapejax, not deferred": _undeferred(nested_tape_step(tj, w0, x))}, n, warmup)
+
+
+NESTED = "nested-2nd W 256x256 x 1x256"
+
+
+def _undeferred(step):
+    """``step`` with deferred execution off (every op dispatched when called)."""
+    def run():
+        prev = tj.set_deferred_execution(False)
+        try:
+            return step()
+        finally:
+            tj.set_deferred_execution(prev)
     return run
 
 
@@ -327,6 +393,7 @@ def main():
     rows = {}
     for m in models:
         bench_jax_side(*m, rows)
+    bench_nested(n_large * 2, 5, rows)
     tape_us, direct_us = cached_gradient_call(200 if not args.quick else 50, 10)
     firsts = {k: first_step(k) for k in ("tapejax", "jax-eager", "jax-jit")}
     alternating = bench_small_vs_torch(2 * n_small, 20)   # before TF is imported (its threads)
@@ -334,7 +401,7 @@ def main():
         bench_other_side(*m, rows)
     print(f"jax {jax.__version__}, backend {jax.default_backend()}, {os.cpu_count()} CPUs\n")
     print(f"{'model':32} {'framework':21} {'median µs/step':>15} {'× pure JAX':>11}")
-    for model, _, *_ in models:
+    for model in [m[0] for m in models] + [NESTED]:
         base = rows[model]["pure JAX jit"]
         for label, us in rows[model].items():
             print(f"{model:32} {label:21} {us:15.1f} {us / base:11.2f}")

@@ -759,6 +759,12 @@ row("memory-growth-cpu", lambda tf, w: tf.config.experimental.set_memory_growth(
     tf.config.list_physical_devices("CPU")[0], True), "ValueError", ["memory growth", "non-GPU"])
 row("memory-growth-unknown-device", lambda tf, w: tf.config.experimental.set_memory_growth("gpu0", True),
     "ValueError", ["Unrecognized device", "'gpu0'"])
+row("compilation-cache-not-a-path", lambda tf, w: tf.config.set_compilation_cache(3),
+    "TypeError", ["directory", "path", "3", "int"],
+    tf="TF has no persistent compilation cache setting (tapejax's, on JAX's); TypeError as for any wrong type")
+row("compilation-cache-a-file", lambda tf, w: tf.config.set_compilation_cache(__file__),
+    "ValueError", ["directory", "must be a directory", "bad_inputs_table.py"],
+    tf="TF has no persistent compilation cache setting (tapejax's, on JAX's); ValueError as for a bad value")
 row("summary-writer-no-logdir", lambda tf, w: tf.summary.create_file_writer(None),
     "ValueError", ["logdir", "None"])
 row("compute-gradient-x-not-a-list", lambda tf, w: tf.test.compute_gradient(lambda a: a * a, w.x),

@@ -382,3 +382,178 @@ def test_input_signature_of_a_method_describes_the_arguments_after_self():
         m.scale(tf.constant([1, 2]))
     with pytest.raises(TypeError):
         m.scale(tf.constant([1.0]), tf.constant([1.0]))
+
+
+# -- the steady call's fast path (``compile.entries.run_fast``) ---------------------------------
+
+def _entry(fn):
+    return next(iter(fn._cache.values()))
+
+
+def _slow_only(monkeypatch):
+    """Calls never take the fast path (the oracle: ``run_entry``'s values and records)."""
+    from tapejax.compile import entries
+    monkeypatch.setattr(entries, "fast_ready", lambda entry: None)
+
+
+def _pass_through_step(v, w, keep):
+    """A step whose new values are fresh (``v``), an argument passed through (``w``), and one also
+    returned as an output (``keep``)."""
+    @tf.function
+    def step(x):
+        v.assign_add(x * 2.0)
+        w.assign(x)
+        keep.assign(v * 3.0)
+        return keep.read_value(), v + 1.0
+    return step
+
+
+def _fresh_step(v, w, keep):
+    """A step whose every new value is a buffer the program makes."""
+    @tf.function
+    def step(x):
+        v.assign_add(x * 2.0)
+        w.assign(x + 0.0)
+        keep.assign(v * 3.0)
+        return v + 1.0
+    return step
+
+
+@pytest.mark.parametrize("make, fast", [(_fresh_step, True), (_pass_through_step, False)])
+def test_steady_call_values_and_buffer_ownership_equal_the_slow_path(make, fast, monkeypatch):
+    records = []
+    for slow in (False, True):
+        if slow:
+            _slow_only(monkeypatch)
+        v, w, keep = tf.Variable([1.0, 2.0]), tf.Variable([0.0, 0.0]), tf.Variable([0.0, 0.0])
+        step = make(v, w, keep)
+        outs, owns = [], []
+        for k in range(4):
+            outs.append(step(tf.constant([float(k), 0.5])))
+            owns.append((v.owns_buffer(), w.owns_buffer(), keep.owns_buffer()))
+        assert _entry(step).fast is (fast and not slow)
+        assert step.experimental_get_tracing_count() == 1
+        # every returned Tensor is still alive (never donated by a later call)
+        records.append((jax.tree_util.tree_map(np.asarray, outs), owns,
+                        [v.numpy(), w.numpy(), keep.numpy()]))
+    (oa, wa, va), (ob, wb, vb) = records
+    assert wa == wb   # the same ownership records (``ownership.write_back``'s)
+    for a, b in zip(jax.tree_util.tree_leaves(oa) + va, jax.tree_util.tree_leaves(ob) + vb):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_steady_call_of_a_training_step_equals_the_slow_path(monkeypatch):
+    results = []
+    for fast in (True, False):
+        if not fast:
+            _slow_only(monkeypatch)
+        w = tf.Variable(np.ones((3, 1), "float32"))
+        b = tf.Variable(0.0)
+        opt = tf.keras.optimizers.Adam(0.1)
+        x, y = _data()
+
+        @tf.function
+        def step(x, y):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(tf.matmul(x, w) + b - y))
+            grads = tape.gradient(loss, [w, b])
+            opt.apply_gradients(zip(grads, [w, b]))
+            return loss
+
+        losses = [step(x, y).numpy() for _ in range(5)]
+        assert _entry(step).fast is fast
+        results.append((losses, w.numpy(), b.numpy(), [s.numpy() for s in opt.variables()]))
+    (la, wa, ba, sa), (lb, wb, bb, sb) = results
+    np.testing.assert_array_equal(la, lb)
+    np.testing.assert_array_equal(wa, wb)
+    np.testing.assert_array_equal(ba, bb)
+    for a, c in zip(sa, sb):
+        np.testing.assert_array_equal(a, c)
+
+
+def test_fast_path_reads_a_variable_that_does_not_own_its_value_through_the_slow_path():
+    """A Variable whose buffer was handed out (a kept read) is copied before donation, as always:
+    the kept Tensor survives the call."""
+    v = tf.Variable([1.0, 2.0])
+
+    @tf.function
+    def step(x):
+        v.assign_add(x)
+
+    for _ in range(3):
+        step(tf.constant([1.0, 1.0]))
+    assert _entry(step).fast and v.owns_buffer()
+    kept = v.read_value()   # hands the buffer out
+    assert not v.owns_buffer()
+    step(tf.constant([1.0, 1.0]))
+    np.testing.assert_array_equal(kept.numpy(), [4.0, 5.0])
+    np.testing.assert_array_equal(v.numpy(), [5.0, 6.0])
+    v.assign_add(tf.constant([1.0, 1.0]))   # a pending or eager update: read again by the next call
+    step(tf.constant([1.0, 1.0]))
+    np.testing.assert_array_equal(v.numpy(), [7.0, 8.0])
+
+
+def test_fast_path_is_not_taken_for_variable_subclasses_or_callbacks():
+    class MyVariable(tf.Variable):
+        pass
+
+    v = MyVariable(1.0)
+
+    @tf.function
+    def step(x):
+        v.assign_add(x)
+        return v.read_value()
+
+    @tf.function
+    def printing(x):
+        tf.print(x)
+        return x + 1.0
+
+    for _ in range(3):
+        step(tf.constant(1.0))
+        printing(tf.constant(1.0))
+    assert not _entry(step).fast and not _entry(printing).fast
+    assert v.numpy() == 4.0
+
+
+def test_interrupt_the_moment_the_compiled_call_returns_is_raised_after_the_write_back(monkeypatch):
+    """A KeyboardInterrupt raised right after the fast path's compiled call has returned (from a
+    profile hook on the C call that stored its result, i.e. as a real Ctrl-C arriving then is
+    delivered): every assigned Variable holds its new value, alive, and the interrupt is raised."""
+    import signal
+    import sys
+
+    from tapejax.compile import entries
+
+    vs = [tf.Variable(np.full((3,), float(i), "float32")) for i in range(3)]
+
+    @tf.function
+    def step(x):
+        for v in vs:
+            v.assign_add(x * tf.ones_like(v))
+
+    for _ in range(3):
+        step(tf.constant(1.0))
+    assert _entry(step).fast
+    before = [v.numpy() for v in vs]
+    code = entries.run_fast.__code__
+
+    def hook(frame, event, arg):
+        if event == "c_return" and frame.f_code is code and getattr(arg, "__name__", "") == "extend":
+            sys.setprofile(None)
+            raise KeyboardInterrupt   # what the SIGINT handler raises at this point
+
+    old = signal.getsignal(signal.SIGINT)
+    sys.setprofile(hook)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            step(tf.constant(1.0))
+    finally:
+        sys.setprofile(None)
+        signal.signal(signal.SIGINT, old)
+    for v, b in zip(vs, before):
+        assert not v._value.is_deleted()
+        np.testing.assert_array_equal(v.numpy(), b + 1.0)
+    step(tf.constant(1.0))   # and the next call runs
+    for v, b in zip(vs, before):
+        np.testing.assert_array_equal(v.numpy(), b + 2.0)

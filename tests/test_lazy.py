@@ -715,3 +715,119 @@ def test_a_pending_update_knows_the_computed_value_s_type(deferred):
         assert type(v._val) is _thunks.Thunk
         np.testing.assert_allclose(v.numpy(), 1.0)
         assert v._value.aval == pending and not pending.weak_type
+
+
+def _metric_step(x, y, w, opt, keep_logits=True):
+    """A Keras-style step: the metric is computed from the logits after the gradient (or, without
+    ``keep_logits``, the logits are no name's value when the gradient is taken)."""
+    with tf.GradientTape() as tape:
+        if not keep_logits:
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+                labels=y, logits=tf.nn.relu(tf.matmul(x, w)) * 2.0))
+        else:
+            logits = tf.nn.relu(tf.matmul(x, w)) * 2.0
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+    grads = tape.gradient(loss, [w])
+    opt.apply_gradients(zip(grads, [w]))
+    if not keep_logits:
+        return loss.numpy(), None, False
+    computed = type(logits) is Pending and logits._thunk.value is not None   # before anything reads it
+    acc = tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, 1, output_type=tf.int32), y), tf.float32))
+    return loss.numpy(), (acc.numpy(), logits.numpy()), computed
+
+
+@pytest.mark.parametrize("predict", [False, True])
+def test_an_intermediate_the_user_holds_comes_back_from_the_gradient(fresh_cache, predict, monkeypatch):
+    """The logits a metric reads after ``tape.gradient`` are returned by the gradient's own
+    program (the forward is not computed again: nothing it needs is pending); the loop still
+    compiles its gradient once per structure, and every number equals the undeferred loop's."""
+    runs = []
+    real = _thunks._run_op_by_op
+    monkeypatch.setattr(_thunks, "_run_op_by_op", lambda order: (runs.append(len(order)), real(order))[1])
+    rng = np.random.default_rng(3)
+    xs, ys = rng.normal(size=(16, 5)).astype(np.float32), rng.integers(0, 4, 16).astype(np.int32)
+    w0 = rng.normal(size=(5, 4)).astype(np.float32)
+    results = {}
+    prev = _speculate.set_speculative_updates(predict)
+    try:
+        for deferral in (True, False):
+            before = tf.set_deferred_execution(deferral)
+            try:
+                x, y, w = tf.constant(xs), tf.constant(ys), tf.Variable(w0)
+                opt = tf.keras.optimizers.SGD(0.1)
+                results[deferral] = [_metric_step(x, y, w, opt) for _ in range(8)]
+            finally:
+                tf.set_deferred_execution(before)
+            if deferral:
+                info = tf.cache_info()
+    finally:
+        _speculate.set_speculative_updates(prev)
+    assert all(c for *_, c in results[True])
+    assert info.misses == 1 and info.compiles <= 2
+    # the metric's own ops are the only pending graph computed apart: never the forward's ops
+    assert max(runs) <= 4
+    for (la, (aa, ga), _), (lb, (ab, gb), _) in zip(results[True], results[False]):
+        np.testing.assert_allclose(la, lb, rtol=1e-5)
+        np.testing.assert_allclose(ga, gb, rtol=1e-5, atol=1e-6)
+        assert aa == ab
+
+
+def test_an_intermediate_nobody_holds_is_not_returned(deferred, fresh_cache):
+    rng = np.random.default_rng(4)
+    x = tf.constant(rng.normal(size=(8, 5)).astype(np.float32))
+    y = tf.constant(rng.integers(0, 4, 8).astype(np.int32))
+    w = tf.Variable(rng.normal(size=(5, 4)).astype(np.float32))
+    opt = tf.keras.optimizers.SGD(0.1)
+    for _ in range(3):
+        _metric_step(x, y, w, opt, keep_logits=False)
+    assert [type(k).__name__ for k in _replay_keys()] == ["EntryKey"]   # the plain fused form
+    for _ in range(3):
+        _metric_step(x, y, w, opt)
+    keys = _replay_keys()
+    assert [type(k).__name__ for k in keys] == ["EntryKey", "HeldKey"]
+    assert len(keys[1].codes) == 1   # the logits alone (the ops before them are not held)
+
+
+def _second_derivative(w, x):
+    with tf.GradientTape() as outer:
+        with tf.GradientTape() as inner:
+            y = tf.reduce_sum(tf.tanh(tf.matmul(x, w)))
+        g = inner.gradient(y, w)
+        pending = type(g) is Pending and g._thunk.value is None
+        z = tf.reduce_sum(g * g)
+    h = outer.gradient(z, w)
+    return g, z, h, pending
+
+
+@pytest.mark.parametrize("size", [4, 160])   # (a small g comes back with the gradient, a large one not)
+def test_an_inner_gradient_under_an_outer_tape_runs_inside_the_outer_gradient(deferred, size, monkeypatch):
+    """A nested ``tape.gradient`` is left pending (its op: ``replay.GradientPrimitive``) and the outer
+    gradient computes it in its own program: no op runs on its own in the steady state (nothing is
+    forced apart), and every value equals ``jax.grad`` of ``jax.grad`` and the undeferred run."""
+    rng = np.random.default_rng(5)
+    w0 = rng.normal(size=(size, size)).astype(np.float32) / size
+    x0 = rng.normal(size=(2, size)).astype(np.float32)
+    w, x = tf.Variable(w0), tf.constant(x0)
+    for _ in range(3):
+        _second_derivative(w, x)
+    forced = []
+    real = _thunks._force_many
+    monkeypatch.setattr(_thunks, "_force_many", lambda roots: (forced.append(len(roots)), real(roots))[1])
+    g, z, h, pending = _second_derivative(w, x)
+    assert pending and forced == []
+    inner = lambda a: jnp.sum(jnp.tanh(x0 @ a))  # noqa: E731
+    gj = jax.grad(inner)(w0)
+    zj, hj = jax.value_and_grad(lambda a: jnp.sum(jnp.square(jax.grad(inner)(a))))(w0)
+    scale = np.abs(hj).max()
+    np.testing.assert_allclose(h.numpy(), hj, rtol=2e-4, atol=1e-6 * scale)
+    np.testing.assert_allclose(z.numpy(), zj, rtol=2e-4)
+    assert forced == []
+    np.testing.assert_allclose(g.numpy(), gj, rtol=2e-4, atol=1e-6)   # (a large g is computed now)
+    prev = tf.set_deferred_execution(False)
+    try:
+        ge, ze, he, pe = _second_derivative(w, x)
+    finally:
+        tf.set_deferred_execution(prev)
+    assert not pe
+    for a, b in ((g, ge), (z, ze), (h, he)):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=2e-5, atol=1e-7)

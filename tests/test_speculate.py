@@ -352,10 +352,13 @@ def test_threads_train_their_own_models(counts, optimizer):
             errors.append(e)
 
     threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    # (the settings are global: on here too, so that a thread ending first, restoring what it
+    # found, does not turn them off under the others when the environment has them off)
+    with _settings(True, True):
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     assert not errors
     for got in results:
         _assert_same(got, want)

@@ -14,14 +14,17 @@ Under an outer tape the call is recorded instead: the compiled replay runs throu
 as one op whose inputs are its leaves and cotangents, so the outer tape can differentiate it
 again (2nd, 3rd order).
 """
+import functools
 from typing import Any, NamedTuple, Sequence
 
+import jax
 import jax.numpy as jnp
 
 from ..core import dtypes as _dtypes, state as _state
 from ..core.bind import bind, with_id
-from ..core.executor import ACTIVE
-from ..core.tensor import Pending, Tensor
+from ..core.executor import ACTIVE, peek
+from ..core.tensor import Lazy, Pending, Tensor
+from ..runtime.thunks import Thunk, _Array
 from .nodes import _TRAINABLE, OUT, Node, _tuple_new
 from .program import Aval, LeafPlan, Program, gather_leaves, slice_tape
 from .replay import (
@@ -45,6 +48,8 @@ def _source_codes(tape, sources: Sequence[Any]) -> tuple[list[int | None], list[
     avals: list[Aval] = []
     for s in sources:
         m = s._meta
+        if type(m) is _Array:
+            m = m.aval   # (plain attributes: an array's shape and dtype are Python properties)
         dt = m.dtype
         code = get(s._id)
         if code is not None:
@@ -78,13 +83,32 @@ class KeptTarget(NamedTuple):
     code: int
 
 
+class Inner(NamedTuple):
+    """A value the slice computes that the user may hold (not a target): the input ``j`` of the
+    slice node at ``idx`` on the tape, the value's ``code`` and size in bytes."""
+    idx: int
+    j: int
+    code: int
+    nbytes: int
+
+
+class HeldKey(NamedTuple):
+    """The replay-cache key of a fused gradient that also returns the values of the slice codes
+    ``codes`` (``_held``); ``kind`` is ``"fused"``, as the plain fused form's ``EntryKey``."""
+    kind: str
+    program: Program
+    codes: tuple[int, ...]
+
+
 class Plan:
     """What one structure of gradient call computes: the connected source codes
     (``live_src``), the kept targets, the Program (None: nothing is connected),
     for each live code the position of its first source (``first``), and for each source the
-    position of its gradient among the compiled call's outputs, or -1 (``result_pos``)."""
+    position of its gradient among the compiled call's outputs, or -1 (``result_pos``);
+    ``inner``, the values inside the slice a fused call may return too (``Inner`` records,
+    found on the first fused call)."""
 
-    __slots__ = ("live_src", "kept", "program", "first", "result_pos")
+    __slots__ = ("live_src", "kept", "program", "first", "result_pos", "inner")
 
     def __init__(self, live_src: list[int], kept: list[KeptTarget], program: "Program | None",
                  first: tuple[int, ...], result_pos: tuple[int, ...]):
@@ -93,6 +117,7 @@ class Plan:
         self.program = program
         self.first = first
         self.result_pos = result_pos
+        self.inner: "tuple[Inner, ...] | None" = None
 
 
 def _plan(nodes: Sequence[Node], src_codes_all: list[int | None], tgt_all: list[int | None],
@@ -159,10 +184,12 @@ def gradient(tape, targets: Sequence[Any], sources: Sequence[Any], cts: Sequence
         if program.late:
             nodes, program = resolve_late(nodes, program, nested)
         if not nested and _pending_targets(targets, kept):
+            codes, held = _held(nodes, program, plan)
             outs = lookup_run(
                 nodes, program,
-                lambda entry: _call_fused(entry, nodes, program, src_objs, kept, cts, targets),
-                key=program.fused_key, build=_compile_fused)
+                lambda entry: _call_fused(entry, nodes, program, src_objs, kept, cts, targets, held),
+                key=HeldKey("fused", program, codes) if codes else program.fused_key,
+                build=functools.partial(_compile_fused, held=codes) if codes else _compile_fused)
         else:
             outs = lookup_run(
                 nodes, program,
@@ -175,6 +202,50 @@ def gradient(tape, targets: Sequence[Any], sources: Sequence[Any], cts: Sequence
     return results
 
 
+
+
+def _inner(nodes: Sequence[Node], program: Program) -> tuple[Inner, ...]:
+    """Every value the slice computes and uses again (an input of a later slice node), once,
+    except the targets (whose values a fused call returns anyway)."""
+    in_slice = set(program.slice)
+    skip = set(program.tgt_codes)
+    out = []
+    for idx in program.slice:
+        node = nodes[idx]
+        for j, c in enumerate(node.refs):
+            if c is not None and c >= 0 and c // OUT in in_slice and c not in skip:
+                skip.add(c)
+                a = getattr(node.vals[j], "aval", None)   # (its shape and dtype: part of the structure)
+                nbytes = a.size * a.dtype.itemsize if a is not None else HELD_BYTES_MAX + 1
+                out.append(Inner(idx, j, c, nbytes))
+    return tuple(out)
+
+
+#: The largest value ``_held`` returns (bytes): a model's logits, not a parameter-sized
+#: intermediate (a nested tape's inner gradient, held in a local and seldom read: returning it
+#: costs its copy on every step; it is computed when read instead).
+HELD_BYTES_MAX = 1 << 16
+
+
+def _held(nodes: Sequence[Node], program: Program, plan: Plan) -> tuple[tuple[int, ...], list[Any]]:
+    """The values inside the slice that are still pending while the user holds their Pending
+    Tensors (a model's logits, read by a metric after the step), up to ``HELD_BYTES_MAX`` each:
+    their codes (a stable set in a training loop: part of the compiled call's key) and thunks.
+    The fused call returns them with the targets', so reading one later costs nothing; one
+    nobody holds is not returned."""
+    inner = plan.inner
+    if inner is None:
+        inner = plan.inner = _inner(nodes, program)
+    codes: list[int] = []
+    held: list[Any] = []
+    for idx, j, c, nbytes in inner:
+        v = nodes[idx].vals[j]
+        if type(v) is Thunk and v.value is None and nbytes <= HELD_BYTES_MAX:
+            ref = v.held
+            if ref is not None and ref() is not None:
+                codes.append(c)
+                held.append(v)
+    return tuple(codes), held
 
 
 def _pending_targets(targets: Sequence[Any], kept: list[KeptTarget]) -> bool:
@@ -196,8 +267,9 @@ def _src_values(entry: "Compiled | Backward", src_objs: Sequence[Any]) -> list[A
 
 
 def _call_fused(entry: Backward, nodes: Sequence[Node], program: Program, src_objs: Sequence[Any],
-                kept: list[KeptTarget], cts: Sequence[Any], targets: Sequence[Any]) -> tuple:
-    """Run the fused forward + gradient; the pending targets get their values."""
+                kept: list[KeptTarget], cts: Sequence[Any], targets: Sequence[Any], held: Sequence[Any]) -> tuple:
+    """Run the fused forward + gradient; the pending targets get their values, and so do the
+    ``held`` thunks (``_held``: their values follow the targets')."""
     leaves = gather_leaves(nodes, program, entry.gather, _src_values(entry, src_objs), force=False)
     given = tuple([cts[i]._value for i, _ in kept if cts[i] is not None])
     results, values = ACTIVE.executor.gradient(entry, leaves, given)
@@ -205,6 +277,9 @@ def _call_fused(entry: Backward, nodes: Sequence[Node], program: Program, src_ob
         t = targets[i]
         if type(t) is Pending:
             t._thunk.set(v)
+    if held:
+        for th, v in zip(held, values[len(kept):]):
+            th.set(v)
     return results
 
 
@@ -212,23 +287,45 @@ def _call_gradient(entry: "Compiled | Backward", nodes: Sequence[Node], program:
                    src_objs: Sequence[Any], kept: list[KeptTarget], cts: Sequence[Any], nested: bool) -> tuple:
     """Run the compiled gradient: the saved-values backward, or (``nested``: another tape
     records this call) the replay as an op that the outer tapes record (2nd, 3rd order)."""
-    leaves = gather_leaves(nodes, program, entry.gather, _src_values(entry, src_objs))
     given = [cts[i] for i, _ in kept if cts[i] is not None]
     if not nested:
+        leaves = gather_leaves(nodes, program, entry.gather, _src_values(entry, src_objs))
         assert isinstance(entry, Backward)   # the saved-values form (``_compile_backward``)
         return ACTIVE.executor.gradient(entry, leaves, tuple(g._value for g in given))[0]
     assert isinstance(entry, Compiled)   # the recorded form (``_compile``)
-    given_vals = tuple(g._value for g in given)
+    # pending leaves stay pending: the executor may leave the whole call pending (the outer
+    # gradient then computes it in its own program), or computes them
+    leaves = gather_leaves(nodes, program, entry.gather, _src_values(entry, src_objs), force=False)
     if entry.deps is None:
-        entry.deps = input_dependence(entry.raw, leaves, given_vals)
+        entry.deps = input_dependence(entry.raw, [_abstract(v) for v in leaves],
+                                      tuple(_abstract(peek(g)) for g in given))
     deps = entry.deps
     ids = _leaf_ids(nodes, program, entry.plan, src_objs)
     # Inputs the gradient does not use are passed as constants (id 0).
-    args = [with_id(v, i if d else 0) for v, i, d in zip(leaves, ids, deps)]
+    args = [_viewed(v, i if d else 0) for v, i, d in zip(leaves, ids, deps)]
     args += [g if d else g._value for g, d in zip(given, deps[len(leaves):])]
     out = bind(entry.prim, *args)
     assert isinstance(out, tuple)   # the op has multiple results
     return out
+
+
+def _abstract(v: Any) -> Any:
+    """A pending value as its shape and dtype (what the dependence analysis traces with)."""
+    if isinstance(v, Lazy):
+        a = v.aval
+        return jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type)
+    return v
+
+
+def _viewed(v: Any, id_: int) -> Tensor:
+    """A leaf value as the operand tapes see as the tensor ``id_``: a Tensor view of an array
+    (``with_id``), a ``Pending`` view of a pending value."""
+    if isinstance(v, Lazy):
+        p = Pending.__new__(Pending)
+        p._thunk = v
+        p._id = id_
+        return p
+    return with_id(v, id_)
 
 
 def _leaf_ids(nodes: Sequence[Node], program: Program, plan: LeafPlan, src_objs: Sequence[Any]) -> list[int]:

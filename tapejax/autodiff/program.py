@@ -186,8 +186,10 @@ class OpStep(NamedTuple):
     multi: bool   # the op returns a sequence of outputs
 
 
-def build_replay(nodes: Sequence[Node], program: Program, resolve_impl: ImplResolver) -> Built:
-    """A pure ``replay(eps, leaves) -> targets`` and the plan to gather leaves.
+def build_replay(nodes: Sequence[Node], program: Program, resolve_impl: ImplResolver,
+                 held: tuple[int, ...] = ()) -> Built:
+    """A pure ``replay(eps, leaves) -> targets`` and the plan to gather leaves; with ``held``
+    (codes of values the slice computes), ``replay(eps, leaves) -> (targets, their values)``.
 
     ``eps[e]`` is the zero perturbation of connected source ``e``, added where
     that source is produced (every read of a source Variable).  The plan's
@@ -240,6 +242,7 @@ def build_replay(nodes: Sequence[Node], program: Program, resolve_impl: ImplReso
                             node.prim.multiple_results))
 
     tgt_slots = tuple(slot_of[c] for c in program.tgt_codes)
+    held_slots = tuple(slot_of[c] for c in held)
     n_slots = len(slot_of)
     init_t = tuple(init)
     steps_t = tuple(steps)
@@ -259,6 +262,8 @@ def build_replay(nodes: Sequence[Node], program: Program, resolve_impl: ImplReso
                 res = (res,)
             for slot, r, e in zip(step.outs, res, step.out_eps):
                 env[slot] = r if e < 0 else r + eps[e]
+        if held_slots:
+            return tuple(env[s] for s in tgt_slots), tuple(env[s] for s in held_slots)
         return tuple(env[s] for s in tgt_slots)
 
     return Built(replay, tuple(plan))

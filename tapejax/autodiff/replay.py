@@ -180,24 +180,40 @@ class Compiled:
         self.gather = _plain(plan)
         self.srcs = _src_positions(plan)
         self.n_leaves = len(plan)
-        n = self.n_leaves
-        # fn is already jitted: no second jit layer for the eager call.
-        self.prim = Primitive("SymbolicGradient", lambda *a: fn(a[:n], a[n:]), multiple_results=True,
-                              jit=False)
+        self.prim = GradientPrimitive(fn, self.n_leaves)
 
 
-def _grads_and_targets(replay: Callable[..., Any], program: Program) -> Callable[..., Any]:
-    """``(leaves, cts) -> (gradients, target values)`` through ``jax.vjp`` of the replay."""
+class GradientPrimitive(Primitive):
+    """The op a nested gradient call records (``Compiled.prim``): ``fn(leaves, cotangents)``, already
+    jitted (no second jit layer for the eager call), a pure function whose output shapes follow
+    its inputs'.  So the deferred executor may leave it pending (``deferred_results``): under a
+    plain outer tape, an inner ``tape.gradient`` is computed inside the outer gradient's program
+    (one dispatch for a second derivative), unless its value is read first."""
+
+    deferred_results = True
+
+    def __init__(self, fn: Callable[..., Any], n: int):
+        super().__init__("SymbolicGradient", lambda *a: fn(a[:n], a[n:]), multiple_results=True, jit=False)
+
+
+def _grads_and_targets(replay: Callable[..., Any], program: Program, held: bool = False) -> Callable[..., Any]:
+    """``(leaves, cts) -> (gradients, target values)`` through ``jax.vjp`` of the replay; with
+    ``held`` (a replay that also returns values the slice computes, ``build_replay``) those
+    values follow the targets'."""
     src_avals = program.src_avals
     ct_given = program.ct_given
 
     def fn(leaves, cts):
         eps0 = tuple(jnp.zeros(shape, dtype) for shape, dtype in src_avals)
-        outs, vjp = jax.vjp(lambda e: replay(e, leaves), eps0)
+        if held:
+            outs, vjp, more = jax.vjp(lambda e: replay(e, leaves), eps0, has_aux=True)
+        else:
+            outs, vjp = jax.vjp(lambda e: replay(e, leaves), eps0)
+            more = ()
         it = iter(cts)
         seeds = [seed(o, next(it) if given else None) for o, given in zip(outs, ct_given)]
         (grads,) = vjp(tuple(seeds))
-        return tuple(g.astype(dtype) for g, (_, dtype) in zip(grads, src_avals)), outs
+        return tuple(g.astype(dtype) for g, (_, dtype) in zip(grads, src_avals)), tuple(outs) + tuple(more)
 
     return fn
 
@@ -247,11 +263,13 @@ def _compile_backward(nodes: Sequence[Node], program: Program) -> Backward:
     return Backward(jax.jit(counted), plan, len(program.src_codes))
 
 
-def _compile_fused(nodes: Sequence[Node], program: Program) -> Backward:
+def _compile_fused(nodes: Sequence[Node], program: Program, held: tuple[int, ...] = ()) -> Backward:
     """The gradient when targets are pending (``runtime.deferred``): the forward runs here, from the true
-    leaves, and the targets' values come back with the gradients (one dispatch for both)."""
-    replay, plan = build_replay(nodes, program, resolve_impl)
-    both = _grads_and_targets(replay, program)
+    leaves, and the targets' values come back with the gradients (one dispatch for both); so do
+    the values of the slice's codes ``held`` (pending intermediates the user holds: a metric
+    read after the gradient does not compute the forward again)."""
+    replay, plan = build_replay(nodes, program, resolve_impl, held)
+    both = _grads_and_targets(replay, program, bool(held))
 
     def counted(leaves, cts):
         out = both(leaves, cts)

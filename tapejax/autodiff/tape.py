@@ -226,7 +226,7 @@ class GradientTape:
         idx = len(self._nodes)
         if prim.multiple_results:
             outs = result
-            mask = tuple([_trainable(o._value) for o in outs])
+            mask = tuple([_trainable(o._meta) for o in outs])   # (a pending output is not computed)
             for k, o in enumerate(outs):
                 if mask[k]:
                     codes[o._id] = idx * OUT + k
@@ -236,7 +236,7 @@ class GradientTape:
                 return
             n_out = len(outs)
         else:  # the hot path: one output
-            if not _trainable(result._value):
+            if not _trainable(result._meta):
                 self._int_cut(prim, ids, result)
                 return
             codes[result._id] = idx * OUT

@@ -16,19 +16,20 @@ before JAX starts: ``XLA_PYTHON_CLIENT_PREALLOCATE=false`` (grow on demand) or
 ``XLA_PYTHON_CLIENT_MEM_FRACTION=.5``.  As TF, it refuses non-GPU devices.
 ``set_soft_device_placement`` is the switch ``tapejax.device`` reads.
 ``run_functions_eagerly`` / ``functions_run_eagerly`` are ``tapejax.function``'s
-debugging switch (``compile.config``).
+debugging switch, ``set_compilation_cache`` / ``get_compilation_cache`` JAX's persistent
+compilation cache for every program tapejax compiles (tapejax's own, not TF's; ``compile.config``).
 """
 import collections
 from typing import Any, Dict, List, Optional
 
-from ..compile.config import functions_run_eagerly, run_functions_eagerly
+from ..compile.config import functions_run_eagerly, get_compilation_cache, run_functions_eagerly, set_compilation_cache
 from ..core.devices import device_index, device_type
 from ..core.modules import new_module
 from . import device as _device
 
-__all__ = ["LogicalDevice", "PhysicalDevice", "experimental", "functions_run_eagerly", "get_soft_device_placement",
-           "get_visible_devices", "list_logical_devices", "list_physical_devices", "run_functions_eagerly",
-           "set_soft_device_placement", "set_visible_devices"]
+__all__ = ["LogicalDevice", "PhysicalDevice", "experimental", "functions_run_eagerly", "get_compilation_cache",
+           "get_soft_device_placement", "get_visible_devices", "list_logical_devices", "list_physical_devices",
+           "run_functions_eagerly", "set_compilation_cache", "set_soft_device_placement", "set_visible_devices"]
 
 #: TF's records (namedtuples, as in ``tensorflow/python/eager/context.py``).
 PhysicalDevice = collections.namedtuple("PhysicalDevice", ["name", "device_type"])

@@ -19,7 +19,10 @@ How a call works
    ro, dyn) -> (outputs, new rw)`` evaluates the trace's jaxpr: assigned
    Variables (``rw``) are donated and written back after the call (one that
    does not own its buffer, ``Variable.owns_buffer``, donates a copy), the
-   ones only read (``ro``) are plain inputs.  A program that calls back into
+   ones only read (``ro``) are plain inputs.  From its second call, a program
+   with no run-time check or host callback, on plain ``Variable``s, whose new
+   values are all buffers it makes, takes the steady call's fast path
+   (``entries.run_fast``).  A program that calls back into
    Python (``tapejax.print``) or checks at run time gets copies, so the
    Variables are untouched when it fails, and the call waits for its prints.
    With ``None`` sizes in ``input_signature`` or ``reduce_retracing=True`` the
@@ -40,24 +43,22 @@ tracing only, as in TF; ``tapejax.print`` prints on every call, in order.
 from __future__ import annotations
 
 import functools
-import itertools
 import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import jax
 import jax.core
-import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
 from jax.extend import core as jex
 
 from ..core import state as _state
 from ..core.caches import Family
-from ..core.ownership import deferred_interrupts, write_back
 from ..core.tensor import Tensor
 from ..core.variable import announce
-from ..ops.checks import CHECK_ERRORS, raise_if_failed
+from ..ops.checks import CHECK_ERRORS
 from . import autograph as _autograph, config as _config, polymorphism, retracing, tracing
+from .entries import Entry, InternalFloatingPointError, floating_point_error, run, run_fast
 from .sharding import MeshPlan
 from .signature import (
     DYN,
@@ -71,47 +72,6 @@ from .signature import (
     template,
     tensor_args,
 )
-
-
-class Entry:
-    """One compiled specialisation: the program, its Variables and output structure."""
-
-    __slots__ = ("jitted", "rw", "ro", "out_tpl", "n_out", "template", "in_shardings", "prim", "copies",
-                 "checked", "plain", "specs", "plan")
-
-    def __init__(self, jitted, rw, ro, out_tpl, n_out, tpl, copies, checked, specs, plan):
-        self.jitted = jitted
-        self.rw = rw
-        self.ro = ro
-        self.out_tpl = out_tpl
-        self.n_out = n_out
-        self.template = tpl
-        self.copies = copies      # the program calls back into Python or checks: donate copies
-        self.checked = checked    # the program returns a checkify error first
-        self.plain = not (copies or checked)
-        self.specs: Sequence[LeafSpec] = specs   # the dynamic leaves it accepts
-        self.plan: Optional[polymorphism.Plan] = plan
-        self.in_shardings: Any = None
-        self.prim: Any = None     # the recorded op, made on the first call from inside a tape
-
-    def accepts(self, avals) -> bool:
-        """Whether a call whose dynamic leaves have ``avals`` can run this program."""
-        if self.plan is not None:
-            return self.plan.accepts(avals)
-        return len(avals) == len(self.specs) and all(s.accepts_aval(a) for s, a in zip(self.specs, avals))
-
-
-def _internal_fp_error() -> "type[Exception]":
-    """What JAX's NaN/Inf checks raise inside a nested jit (FloatingPointError at top level)."""
-    try:
-        from jax._src.api_util import InternalFloatingPointError
-        return InternalFloatingPointError
-    except ImportError:  # pragma: no cover - another JAX: nothing of that name to translate
-        return type("_NoSuchError", (Exception,), {})
-
-
-_InternalFloatingPointError = _internal_fp_error()
-
 
 #: Compiled specialisations kept per Function (least recently used dropped first;
 #: a dropped one is traced again when called again).
@@ -181,9 +141,39 @@ class Function:
 
     # -- the call ------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        if (self.input_signature is not None or _config.FLAGS.eager or _state._local.collector is not None
-                or _state._local.tapes):
+        loc = _state._local
+        if (self.input_signature is not None or _config.FLAGS.eager or loc.collector is not None
+                or loc.tapes):
             return self._call((), args, kwargs)
+        if not kwargs:   # the steady call of a training step, written out: ``_keyed``'s key and lookup
+            dyn = []
+            parts = []
+            for a in args:
+                if type(a) is not Tensor:
+                    break
+                v = a._value
+                dyn.append(v)
+                parts.append(v.aval)
+            else:
+                key = (tuple(parts), None)
+                data = self._cache._data
+                entry = data.get(key)
+                if entry is not None and entry.fast:
+                    try:
+                        data.move_to_end(key)
+                    except KeyError:   # evicted meanwhile by another thread: still valid to run
+                        pass
+                    calls = self._calls   # (``_Detector.not_traced``, written out)
+                    per = calls.calls_per_tracing
+                    if per:
+                        per[-1] += 1
+                        calls.call_count += 1
+                    else:
+                        calls.not_traced()
+                    try:
+                        return run_fast(entry, dyn)
+                    except InternalFloatingPointError as e:
+                        raise floating_point_error(e) from e
         return self._keyed(args, kwargs)
 
     def _call(self, lead: tuple, args, kwargs):
@@ -328,7 +318,8 @@ class Function:
                 return None
             call = exported.call
         return Entry(jax.jit(call, donate_argnums=0), rw, ro, tr.out_tpl, n_out, tpl,
-                     tracing.calls_back(closed.jaxpr), checked, specs, plan)
+                     tracing.calls_back(closed.jaxpr), checked, specs, plan,
+                     fresh=None if mesh is not None else tracing.fresh_outputs(closed, n_out))
 
     def _call_under_tape(self, args, kwargs):
         """Called eagerly while a GradientTape records.
@@ -371,68 +362,7 @@ class Function:
         return self._outputs(entry, list(outs), wrap=False)
 
     def _run(self, entry: Entry, dyn):
-        try:
-            return self._run_entry(entry, dyn)
-        except _InternalFloatingPointError as e:   # JAX's NaN/Inf debugging (``enable_check_numerics``)
-            # found the op while re-running the program's jaxpr: the error it raises at top level
-            name, what = (e.args + ("", ""))[:2]
-            raise FloatingPointError(f"invalid value ({what}) encountered in {name}") from e
-
-    def _run_entry(self, entry: Entry, dyn):
-        rw = entry.rw
-        rw_vals = [v._value for v in rw]
-        copy_all = entry.copies
-        for i, v in enumerate(rw):
-            # A value the Variable does not own (a read, a Tensor the user kept, a pending
-            # value's input, another Variable may hold it: ``Variable.owns_buffer``) must
-            # survive the call: donate a copy.  A program that calls back into Python or checks
-            # at run time can fail after its inputs were donated: it always gets copies.
-            if copy_all or not v.owns_buffer():
-                rw_vals[i] = jnp.array(rw_vals[i], copy=True)
-        ro_vals = [v._value for v in entry.ro]
-        if entry.in_shardings is not None:
-            dyn = MeshPlan.place_inputs(dyn, entry.in_shardings)
-        if entry.plain:   # (the common case inline: no run-time check or host callback)
-            if rw:
-                # Ctrl-C cannot split the call (which consumed the old values) and the write-back.
-                with deferred_interrupts():
-                    outs, new_rw = entry.jitted(rw_vals, ro_vals, dyn)
-                    # each Variable owns its new value unless the program passed an input through
-                    # (an unassigned path) or returned it twice (also as an output, or to another
-                    # Variable)
-                    write_back(rw, new_rw, itertools.chain(rw_vals, ro_vals, dyn), outs)
-            else:
-                outs = entry.jitted(rw_vals, ro_vals, dyn)[0]
-        elif rw:
-            with deferred_interrupts():
-                outs, new_rw, err = self._call_checked(entry, rw_vals, ro_vals, dyn)
-                write_back(rw, new_rw, itertools.chain(rw_vals, ro_vals, dyn), outs)
-            # as TF's failed Assert: the step's Variable updates happened, then the step raises
-            raise_if_failed(err)
-        else:
-            outs, _, err = self._call_checked(entry, rw_vals, ro_vals, dyn)
-            raise_if_failed(err)
-        tpl = entry.out_tpl
-        if tpl is DYN:
-            return Tensor(outs[0])
-        if tpl is None:
-            return None
-        return fill(tpl, iter([Tensor(o) for o in outs]))
-
-    @staticmethod
-    def _call_checked(entry: Entry, rw_vals, ro_vals, dyn):
-        """Run a program that checks at run time (``tapejax.debugging``, the value checks of
-        ``ops.checks``, converted asserts) or calls back into Python: (outputs, new Variable
-        values, the checkify error or None); the caller writes back, then raises a failed check
-        (``ops.checks.raise_if_failed``)."""
-        err = None
-        if entry.checked:
-            err, (outs, new_rw) = entry.jitted(rw_vals, ro_vals, dyn)
-        else:
-            outs, new_rw = entry.jitted(rw_vals, ro_vals, dyn)
-        if entry.copies:
-            jax.effects_barrier()   # its prints have happened when the call returns (TF)
-        return outs, new_rw, err
+        return run(entry, dyn)
 
     @staticmethod
     def _outputs(entry: Entry, outs, wrap: bool):

@@ -322,6 +322,22 @@ def checks(jaxpr: jex.Jaxpr) -> bool:
     return False
 
 
+def fresh_outputs(closed: jex.ClosedJaxpr, n_out: int) -> Tuple[bool, ...]:
+    """For each new value of an assigned Variable (the outputs after the first ``n_out``): is it
+    a buffer the program makes, so that the Variable alone holds it after the call?  Not where the
+    jaxpr returns an input or a constant as it is (JAX hands that array back) or one value twice
+    (also as an output, or to another Variable): what ``ownership.fresh_outputs`` finds by
+    identity after each call, decided once from the jaxpr."""
+    jaxpr = closed.jaxpr
+    given = set(jaxpr.invars) | set(jaxpr.constvars)
+    count: Dict[Any, int] = {}
+    for v in jaxpr.outvars:
+        if isinstance(v, jex.Var):
+            count[v] = count.get(v, 0) + 1
+    return tuple(isinstance(v, jex.Var) and not isinstance(v, jex.Literal) and v not in given and count[v] == 1
+                 for v in jaxpr.outvars[n_out:])
+
+
 def _nested(eqn):
     for p in eqn.params.values():
         for sub in (p if isinstance(p, (tuple, list)) else (p,)):
@@ -331,5 +347,5 @@ def _nested(eqn):
 
 
 __all__ = ["CF_HINT", "Collector", "Created", "NON_FIRST_MSG", "SINGLETON_MSG", "Touched", "Traced",
-           "VARIABLE_READ", "calls_back", "checks", "initial_values", "is_value_error", "program",
+           "VARIABLE_READ", "calls_back", "checks", "fresh_outputs", "initial_values", "is_value_error", "program",
            "trace", "value_error"]

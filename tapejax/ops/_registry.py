@@ -58,6 +58,7 @@ def dtype_of(x):
 _PY_NUMBERS = (float, int)  # matched with ``type(v) in``: bool is not one of them
 #: Python numbers used with a float32/float64/bfloat16 tensor, as device arrays of that dtype.
 _SCALARS = LRU("scalar_constants", 4096)
+_SCALARS_PEEK = _SCALARS._data.get
 _SCALAR_DTYPES = frozenset([np.dtype(np.float32), np.dtype(np.float64), np.dtype(jnp.bfloat16)])
 
 
@@ -75,7 +76,7 @@ def scalar_constant(number, dtype):
     if (dtype in _SCALAR_DTYPES and number and number == number
             and (kind is float or (kind is int and -_INT_BOUND <= number < _INT_BOUND))):
         key = (number, dtype)
-        a = _SCALARS.get(key)
+        a = _SCALARS_PEEK(key)   # (a hit does not refresh recency, as the aval cache)
         if a is None:
             with jax.ensure_compile_time_eval():  # a concrete array even while a function traces
                 a = _SCALARS.setdefault(key, jnp.asarray(number, dtype))

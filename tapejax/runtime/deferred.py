@@ -37,14 +37,25 @@ import weakref
 from operator import attrgetter
 from typing import Any, Sequence
 
-from ..core.executor import EAGER, Executor, active, install, is_variable, peek
+from ..core.executor import EAGER, Executor, active, install, is_variable, peek, record
 from ..core.ownership import commit
 from ..core.state import _local, env_flag
 from ..core.tensor import Pending, Tensor
 from ..core.variable import Variable
 from . import prediction, speculate
 from .settle import OPEN_MAX, TAPED, note_untaped, settle
-from .thunks import _AVAL_PEEK, Thunk, _Array, aval_for, call_with_pending, committed, concrete, force_all, valued
+from .thunks import (
+    _AVAL_PEEK,
+    Thunk,
+    _Array,
+    aval_for,
+    avals_for,
+    call_with_pending,
+    committed,
+    concrete,
+    force_all,
+    valued,
+)
 from .updates import defer_update
 
 
@@ -118,6 +129,10 @@ class DeferredExecutor(Executor):
                                     x._share()   # (a pending op's input: no longer the Variable's alone)
                             return _defer_untaped(call, vals)
                         break
+        elif tapes and getattr(prim, "deferred_results", False) and may_defer(tapes):
+            out = _defer_many(tapes, prim, call, skey, operands)
+            if out is not None:
+                return out
         return EAGER.run(tapes, prim, call, skey, operands)
 
     def read_pending(self, var, lazy, tapes):
@@ -250,7 +265,43 @@ def _defer(tapes, prim, call, skey, ids, vals, aval):
         if type(a) is Thunk:
             a.used = True
     th.owner = tapes   # (noted for ``settle``)
+    th.held = _ref(result)   # (whether the user may still read it: ``autodiff.gradient``)
     TAPED.append(_ref(th))
+    if len(TAPED) > OPEN_MAX:
+        settle(everyone=True)
+    return result
+
+
+def _defer_many(tapes, prim, call, skey, operands):
+    """A recorded op of several outputs that declares itself pure (``prim.deferred_results``: a
+    nested gradient, ``autodiff.replay``) left pending like a one-output op: one thunk computes
+    its outputs (a tuple), one thunk per output takes its own (``prediction._PICKS``).  None where
+    an operand may not be deferred (the caller runs it eagerly)."""
+    if any([not x._peekable for x in operands if is_variable(x)]):
+        return None
+    vals = tuple([peek(x) for x in operands])
+    if not concrete(vals):
+        return None
+    avals = avals_for(call, vals)   # raises what the call would, before any read
+    ids, vals = _reads(operands, vals, tapes)
+    group = Thunk(call, vals, avals)
+    result = tuple([Pending(Thunk(prediction._PICKS[j], (group,), a)) for j, a in enumerate(avals)])
+    record(tapes, prim, skey, ids, vals, result)
+    if not any([o._id in t._codes for t in tapes for o in result]):   # no tape keeps it: now
+        out = group.force()
+        for o, v in zip(result, out):
+            o._thunk.set(v)
+        return result
+    for a in vals:
+        if type(a) is Thunk:
+            a.used = True
+    group.used = True
+    group.owner = tapes
+    for o in result:
+        th = o._thunk
+        th.owner = tapes
+        th.held = _ref(o)
+        TAPED.append(_ref(th))
     if len(TAPED) > OPEN_MAX:
         settle(everyone=True)
     return result

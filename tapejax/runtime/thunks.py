@@ -49,11 +49,14 @@ class Thunk(Lazy):
     ``born``, for an untaped op's result (``defer_untaped``), the oldest step
     whose pending graph it needs while it is pending (``_AGELESS`` for others);
     ``owner``, for a recorded op's result (``defer``), the recording thread's
-    tape stack (which thread's step it belongs to).  ``group``, set on a Variable's pending
-    update only (``updates``): what computes it together with every other pending update.
+    tape stack (which thread's step it belongs to); ``held``, for the same, a weak reference to
+    the ``Pending`` that hands it out (alive while the user can still read it: the fused
+    gradient returns such a value too, ``autodiff.gradient``).  ``group``, set on a Variable's
+    pending update only (``updates``): what computes it together with every other pending update.
     """
 
-    __slots__ = ("call", "args", "aval", "value", "tag", "used", "born", "owner", "group", "__weakref__")
+    __slots__ = ("call", "args", "aval", "value", "tag", "used", "born", "owner", "held", "group",
+                 "__weakref__")
 
     def __init__(self, call, args, aval):
         self.call = call
@@ -64,6 +67,7 @@ class Thunk(Lazy):
         self.used = False
         self.born = _AGELESS
         self.owner: Optional[list] = None
+        self.held: Any = None
 
     def set(self, value):
         # A pending value is computed outside any trace (``force_many``): a traced value is
@@ -381,6 +385,19 @@ def aval_for(call, args):
         key = (call, *[a.aval for a in args])
     a = _AVAL_PEEK(key)
     return a if a is not None else _out_aval(call, args, key)
+
+
+def avals_for(call, args):
+    """The output avals of ``call(*args)`` (arrays or thunks) for a call that returns a sequence of
+    arrays; raises what tracing ``call`` raises."""
+    key = ("many", call, *[a.aval for a in args])
+    a = _AVAL_PEEK(key)
+    if a is not None:
+        return a
+    outs = jax.eval_shape(call, *[_ShapeDtype(a.aval.shape, a.aval.dtype, weak_type=a.aval.weak_type)
+                                  for a in args])
+    avals = tuple([_ShapedArray(o.shape, o.dtype, weak_type=getattr(o, "weak_type", False)) for o in outs])
+    return _AVALS.setdefault(key, avals)
 
 
 #: Whether a concrete array is committed to a device (``jax.device_put``, a sharded Variable).
