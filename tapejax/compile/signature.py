@@ -29,6 +29,7 @@ import numpy as np
 
 from ..core import dtypes as _dtypes
 from ..core.convert import convert_to_tensor
+from ..core.indexed_slices import IndexedSlices
 from ..core.tensor import Tensor, TensorShape
 from ..core.variable import Variable
 
@@ -272,11 +273,21 @@ def template(x):
     return x
 
 
+class SlicesOut(NamedTuple):
+    """An ``IndexedSlices`` among a function's outputs: its values' and indices' templates and its
+    dense shape (a gradient returned from a compiled step, as TF returns one)."""
+    values: Any
+    indices: Any
+    dense_shape: Any
+
+
 def fill(tpl, it: Iterator[Any]):
     """Rebuild a structure from a template, dynamic leaves taken from ``it``."""
     if tpl is DYN:
         return next(it)
     t = type(tpl)
+    if t is SlicesOut:
+        return IndexedSlices._of(fill(tpl.values, it), fill(tpl.indices, it), tpl.dense_shape)
     if t is tuple or t is list:
         return t(fill(e, it) for e in tpl)
     if t is dict:
@@ -299,6 +310,8 @@ def split_out(x, dyn: List[Any]):
         dyn.append(x)
         return DYN
     t = type(x)
+    if t is IndexedSlices and x._static_shape is not None:
+        return SlicesOut(split_out(x.values, dyn), split_out(x.indices, dyn), x._static_shape)
     if t is tuple or t is list:
         return t(split_out(e, dyn) for e in x)
     if t is dict:
