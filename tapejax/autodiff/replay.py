@@ -51,7 +51,8 @@ from ..core.caches import LRU
 from ..runtime import prediction as _prediction
 from ..runtime.thunks import clear_programs
 from .nodes import Node, _log
-from .program import LeafPlan, Program, build_backward, build_replay, seed
+from .program import LeafPlan, Program, ReplayBuilt, build_backward, build_sparse_replay, seed
+from .sparse import Layout, sparse_grads
 
 _tuple_new = tuple.__new__
 
@@ -186,25 +187,30 @@ class Compiled:
                               jit=False)
 
 
-def _grads_and_targets(replay: Callable[..., Any], program: Program) -> Callable[..., Any]:
-    """``(leaves, cts) -> (gradients, target values)`` through ``jax.vjp`` of the replay."""
+def _grads_and_targets(built: ReplayBuilt, program: Program, layout: "Layout | None") -> Callable[..., Any]:
+    """``(leaves, cts) -> (gradients, target values)`` through ``jax.vjp`` of the replay
+    (``build_sparse_replay``): the gradients in ``layout``'s flat order (``autodiff.sparse``)."""
     src_avals = program.src_avals
     ct_given = program.ct_given
+    replay = built.fn
+    slots = built.eps
 
     def fn(leaves, cts):
-        eps0 = tuple(jnp.zeros(shape, dtype) for shape, dtype in src_avals)
+        eps0 = tuple(jnp.zeros(s.row if s.ind < 0 else tuple(leaves[s.ind].shape) + s.row, src_avals[s.src][1])
+                     for s in slots)
         outs, vjp = jax.vjp(lambda e: replay(e, leaves), eps0)
         it = iter(cts)
         seeds = [seed(o, next(it) if given else None) for o, given in zip(outs, ct_given)]
         (grads,) = vjp(tuple(seeds))
-        return tuple(g.astype(dtype) for g, (_, dtype) in zip(grads, src_avals)), outs
+        return sparse_grads(built, layout, src_avals, leaves, grads), outs
 
     return fn
 
 
 def _compile(nodes: Sequence[Node], program: Program) -> Compiled:
-    replay, plan = build_replay(nodes, program, resolve_impl)
-    both = _grads_and_targets(replay, program)
+    layout = program.layout(nodes)
+    built = build_sparse_replay(nodes, program, resolve_impl, layout)
+    both = _grads_and_targets(built, program, layout)
 
     def grad_fn(leaves, cts):
         return both(leaves, cts)[0]
@@ -214,7 +220,7 @@ def _compile(nodes: Sequence[Node], program: Program) -> Compiled:
         _stats.compiles += 1  # runs once per trace that succeeds
         return out
 
-    return Compiled(jax.jit(counted), plan, raw=grad_fn)
+    return Compiled(jax.jit(counted), built.plan, raw=grad_fn)
 
 
 class Backward:
@@ -237,21 +243,23 @@ class Backward:
 
 
 def _compile_backward(nodes: Sequence[Node], program: Program) -> Backward:
-    backward, plan = build_backward(nodes, program, resolve_impl)
+    layout = program.layout(nodes)
+    backward, plan = build_backward(nodes, program, resolve_impl, layout)
 
     def counted(leaves, cts):
         out = backward(leaves, cts)
         _stats.compiles += 1  # runs once per trace that succeeds
         return out
 
-    return Backward(jax.jit(counted), plan, len(program.src_codes))
+    return Backward(jax.jit(counted), plan, layout.n_out)
 
 
 def _compile_fused(nodes: Sequence[Node], program: Program) -> Backward:
     """The gradient when targets are pending (``runtime.deferred``): the forward runs here, from the true
     leaves, and the targets' values come back with the gradients (one dispatch for both)."""
-    replay, plan = build_replay(nodes, program, resolve_impl)
-    both = _grads_and_targets(replay, program)
+    layout = program.layout(nodes)
+    built = build_sparse_replay(nodes, program, resolve_impl, layout)
+    both = _grads_and_targets(built, program, layout)
 
     def counted(leaves, cts):
         out = both(leaves, cts)
@@ -259,7 +267,7 @@ def _compile_fused(nodes: Sequence[Node], program: Program) -> Backward:
         return out
 
     # ``raw``: traced inside a program with pending updates too, where its traces are compiles
-    return Backward(jax.jit(counted), plan, len(program.src_codes), raw=counted)
+    return Backward(jax.jit(counted), built.plan, layout.n_out, raw=counted)
 
 
 # -- which inputs does a compiled gradient really use? --------------------------
