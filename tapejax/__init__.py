@@ -13,6 +13,8 @@ from .core.dtypes import (DType, as_dtype, bfloat16, bool, complex64, complex128
                           float64, half, int8, int16, int32, int64, uint8, uint16, uint32, uint64)
 from .core.tensor import Tensor, TensorShape
 from .core.convert import constant, convert_to_tensor, is_tensor
+from .core.conversion import register_tensor_conversion_function
+from .core.indexed_slices import IndexedSlices
 from .core.variable import Variable
 from .core.bind import Primitive, bind, define as define_op
 from .ops.printing import print_ as print
@@ -72,13 +74,13 @@ __all__ = [
     "expand_dims", "eye", "fill", "float16", "float32", "float64", "floor", "floordiv",
     "floormod", "foldl", "foldr", "Function", "function", "gather", "gather_nd",
     "gradient_override_map", "gradients", "GradientTape", "greater", "greater_equal", "half",
-    "hessians", "identity", "int16", "int32", "int64", "int8", "is_tensor", "keras", "less",
+    "hessians", "identity", "IndexedSlices", "int16", "int32", "int64", "int8", "is_tensor", "keras", "less",
     "less_equal", "linalg", "linspace", "log", "logical_and", "logical_not", "logical_or",
     "math", "matmul", "maximum", "meshgrid", "minimum", "Module", "multiply", "name_scope",
     "negative", "nest", "newaxis", "nn", "norm", "not_equal", "one_hot", "ones", "ones_like",
     "op", "optimizers", "pad", "pow", "Primitive", "print", "random", "range", "rank",
     "reduce_all", "reduce_any", "reduce_logsumexp", "reduce_max", "reduce_mean", "reduce_min",
-    "reduce_prod", "reduce_sum", "RegisterGradient", "repeat", "reshape", "saved_model", "reverse", "roll",
+    "reduce_prod", "reduce_sum", "register_tensor_conversion_function", "RegisterGradient", "repeat", "reshape", "saved_model", "reverse", "roll",
     "round", "scan", "scatter_nd", "set_cache_size", "set_deferred_execution",
     "set_speculative_updates", "shape", "sigmoid", "sign", "sin", "sinh", "size", "slice",
     "sort", "speculative_updates", "split", "sqrt", "square", "squeeze", "stack",

@@ -274,11 +274,13 @@ def build_sparse_replay(nodes: Sequence[Node], program: Program, resolve_impl: I
         slot_of[code] = len(slot_of)
         return slot_of[code]
 
+    piece_slot: dict[int, int] = {}
+
     def piece_eps(idx: int, ind_leaf: int) -> int:
         e = piece_src.get(idx)
         if e is None:
             return -1
-        by_src[e].append(len(eps_slots))
+        piece_slot[idx] = len(eps_slots)
         eps_slots.append(EpsSlot(e, ind_leaf, tuple(program.src_avals[e][0][1:])))
         return len(eps_slots) - 1
 
@@ -357,6 +359,9 @@ def build_sparse_replay(nodes: Sequence[Node], program: Program, resolve_impl: I
                 env[slot] = r if e < 0 else r + eps[e]
         return tuple(env[s] for s in tgt_slots)
 
+    for e, sp in enumerate(sparse):   # a sparse gradient's pieces, in TF's order (``autodiff.sparse``)
+        if sp is not None:
+            by_src[e] = [piece_slot[idx] for idx in sp.pieces]
     return ReplayBuilt(replay, tuple(plan), tuple(eps_slots), tuple(tuple(b) for b in by_src))
 
 
@@ -498,8 +503,7 @@ def build_backward(nodes: Sequence[Node], program: Program, resolve_impl: ImplRe
     steps_t = tuple(reversed(steps))
     src_codes = program.src_codes
     src_avals = program.src_avals
-    piece_steps = {e: [s for s in steps if isinstance(s, GatherBack) and s.out // OUT in sparse[e].pieces]
-                   for e, sp in enumerate(sparse) if sp is not None}
+    piece_steps = {e: [idx * OUT for idx in sp.pieces] for e, sp in enumerate(sparse) if sp is not None}
 
     def backward(leaves, cts):
         ct = {}
@@ -567,7 +571,7 @@ def build_backward(nodes: Sequence[Node], program: Program, resolve_impl: ImplRe
         res = []
         for e, (c, (shape, dtype)) in enumerate(zip(src_codes, src_avals)):
             if sparse[e] is not None:
-                res.extend(concat_pieces([pieces[s.out] for s in piece_steps[e]], tuple(shape[1:]), dtype))
+                res.extend(concat_pieces([pieces[out] for out in piece_steps[e]], tuple(shape[1:]), dtype))
                 continue
             g = grads.get(c)
             if g is None:

@@ -4,7 +4,8 @@ TF's gradient of a gather (``GatherV2`` on axis 0 without batch dimensions, ``Re
 ``tf.gather`` / ``embedding_lookup`` on a Variable) with respect to its params is
 ``IndexedSlices(values=the cotangent of the gather's output, indices=the gather's indices,
 dense_shape=the params' shape)``.  It flows unchanged through a Variable read and ``Identity``,
-gradients of several gathers are concatenated (values and indices, in tape order), and it is
+gradients of several gathers are concatenated (values and indices, in the order TF's tape runs
+their backward functions: ``tf_backward_order``), and it is
 densified as soon as it meets a dense contribution (another use of the params, the params being
 a target, a sum with a dense gradient).  So a source's gradient is sparse exactly when every
 path from it in the slice is ``source -> (read | identity)* -> gather params``, with at least one
@@ -37,7 +38,7 @@ _PASS_THROUGH = frozenset(["Identity"])
 
 class SparseSource(NamedTuple):
     """A source whose gradient is ``IndexedSlices``: the gather nodes whose output cotangents are
-    its pieces (node indices, in tape order), the codes its gradient passes through on the way
+    its pieces (node indices, in the order TF concatenates them: ``tf_backward_order``), the codes its gradient passes through on the way
     (reads, identities: nothing flows back to them), and its dense shape."""
     pieces: tuple[int, ...]
     through: frozenset[int]
@@ -103,13 +104,18 @@ def sparse_layout(nodes: Sequence[Node], slice_idx: Sequence[int], src_codes: Se
         return True
 
     sparse: list[Optional[SparseSource]] = []
+    order: Optional[dict[int, int]] = None
     for c, (shape, _dtype) in zip(src_codes, src_avals):
         found: Optional[SparseSource] = None
         if c not in targets and not produced(c) and len(shape) >= 1:
             pieces: list[int] = []
             through: set[int] = set()
             if walk(c, pieces, through) and pieces:
-                found = SparseSource(tuple(sorted(pieces)), frozenset(through), tuple(shape))
+                if len(pieces) > 1:
+                    if order is None:
+                        order = tf_backward_order(nodes, tgt_codes)
+                    pieces.sort(key=lambda idx: order.get(idx, idx))
+                found = SparseSource(tuple(pieces), frozenset(through), tuple(shape))
         sparse.append(found)
     starts = []
     n = 0
@@ -117,6 +123,57 @@ def sparse_layout(nodes: Sequence[Node], slice_idx: Sequence[int], src_codes: Se
         starts.append(n)
         n += 1 if s is None else 2
     return Layout(tuple(sparse), tuple(starts), n)
+
+
+def tf_backward_order(nodes: Sequence[Node], tgt_codes: Sequence[int]) -> dict[int, int]:
+    """node index -> its rank in the order TF's eager tape runs the backward functions
+    (``tensorflow/c/eager/tape.h``, ``ComputeGradient``), which is the order the pieces of a sparse
+    gradient are concatenated in: from the targets, every op reachable backward; an op runs once
+    every use of each of its outputs has run, and a newly ready op goes to the front of the queue
+    that ops are taken from the back of (so, breadth first)."""
+    usage: dict[int, int] = {}
+    ops: list[int] = []
+    seen: set[int] = set()
+    stack = [c for c in tgt_codes if c is not None]
+    while stack:
+        c = stack.pop()
+        if c < 0:
+            continue
+        op = c // OUT
+        if op in seen or op >= len(nodes):
+            continue
+        seen.add(op)
+        ops.append(op)
+        for r in nodes[op].refs:
+            if r is None:
+                continue
+            if r in usage:
+                usage[r] += 1
+            else:
+                usage[r] = 1
+                if r >= 0:
+                    stack.append(r)
+    missing: dict[int, int] = {}
+    for r in usage:
+        if r >= 0 and r // OUT in seen:
+            missing[r // OUT] = missing.get(r // OUT, 0) + 1
+    queue = sorted(op for op in ops if op not in missing)
+    rank: dict[int, int] = {}
+    while queue:
+        op = queue.pop()
+        rank[op] = len(rank)
+        for r in nodes[op].refs:
+            if r is None or r not in usage:
+                continue
+            usage[r] -= 1
+            if usage[r] > 0 or r < 0:
+                continue
+            p = r // OUT
+            if p in missing:
+                missing[p] -= 1
+                if missing[p] == 0:
+                    queue.insert(0, p)
+    return rank
 
 
 def sparse_grads(built: Any, layout: "Layout | None", src_avals: Sequence[tuple], leaves: Sequence[Any],

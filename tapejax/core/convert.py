@@ -12,6 +12,7 @@ import numpy as np
 from . import dtypes as _dtypes
 from .bind import pack_nested
 from .conversion import conversion_for
+from .indexed_slices import IndexedSlices
 from .tensor import Tensor, _Array, _contains_tensor, _to_array
 
 
@@ -90,4 +91,5 @@ def constant(value, dtype=None, shape=None, name="Const"):
 
 
 def is_tensor(x):
-    return isinstance(x, Tensor)
+    """``tf.is_tensor``: a Tensor or a tensor-like TF type (a Variable, ``IndexedSlices``)."""
+    return isinstance(x, (Tensor, IndexedSlices)) or hasattr(x, "_read")

@@ -126,10 +126,15 @@ class IndexedSlices:
     def consumers(self) -> list:
         return []
 
-    def __neg__(self) -> "IndexedSlices":
-        out = IndexedSlices(-self._values, self._indices, self._dense_shape)
-        out._static = self._static
+    def _with_values(self, values: Any) -> "IndexedSlices":
+        """The same slices with other ``values`` (an op applied row by row: ``-g``, ``tf.cast``,
+        the clipping ops)."""
+        out = IndexedSlices.__new__(IndexedSlices)
+        out._values, out._indices, out._dense_shape, out._static = values, self._indices, self._dense_shape, self._static
         return out
+
+    def __neg__(self) -> "IndexedSlices":
+        return self._with_values(-self._values)
 
     def __repr__(self) -> str:
         shape = "" if self._static is None and self._dense_shape is None else f", dense_shape={self.dense_shape}"

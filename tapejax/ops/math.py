@@ -10,6 +10,7 @@ from ..core import dtypes as _dtypes
 from ..core.bind import bind, bind2
 from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
+from ..core.indexed_slices import IndexedSlices
 from ..core.tensor import Pending, Tensor, register_operators
 from ..core.variable import Variable
 from . import _grads as G
@@ -207,7 +208,10 @@ _CAST = prim("Cast", _cast)
 
 @tf_types("Cast")
 def cast(x, dtype, name=None):
-    """``tf.cast``: convert to ``dtype`` (float -> int truncates toward zero)."""
+    """``tf.cast``: convert to ``dtype`` (float -> int truncates toward zero).  An
+    ``IndexedSlices`` stays one (its values cast), as in TF."""
+    if type(x) is IndexedSlices:
+        return x._with_values(cast(x.values, dtype))
     target = _dtypes.as_dtype(dtype)
     store = _dtypes.storage_dtype(target._np, "cast")
     src = dtype_of(x)
@@ -221,7 +225,10 @@ _IDENTITY = prim("Identity", lambda x: x)
 
 @tf_types("Identity")
 def identity(input, name=None):
-    """``tf.identity``: the same value as a new tensor (the tape sees a distinct tensor)."""
+    """``tf.identity``: the same value as a new tensor (the tape sees a distinct tensor).  An
+    ``IndexedSlices`` stays one, as in TF."""
+    if type(input) is IndexedSlices:
+        return input._with_values(identity(input.values))
     return bind(_IDENTITY, input)
 
 

@@ -42,11 +42,12 @@ TOP.update(_pick(_l, "norm"))
 
 # tf.math has neither where, the clip_* ops nor range/linspace (they are top-level only in TF);
 # cast / identity / matmul stay (tapejax exported them there from the start).
-_NOT_MATH = {"where", "clip_by_value", "clip_by_norm", "clip_by_global_norm"}
+_NOT_MATH = {"where", "clip_by_value", "clip_by_norm", "clip_by_global_norm", "global_norm"}
 _MATH = {n: getattr(mod, n) for mod in (_m, _red) for n in mod.__all__ if n not in _NOT_MATH}
 math = _module("math", "``tf.math``", _MATH)
 nn = _module("nn", "``tf.nn``", {n: getattr(_nn, n) for n in _nn.__all__})
-linalg = _module("linalg", "``tf.linalg``", {n: getattr(mod, n) for mod in (_l, _dg) for n in mod.__all__})
+linalg = _module("linalg", "``tf.linalg``", {**{n: getattr(mod, n) for mod in (_l, _dg) for n in mod.__all__},
+                                             "global_norm": _red.global_norm})
 random = _module("random", "``tf.random``: TF's seed rules on JAX PRNG keys (see tapejax.ops.random)",
                  {n: getattr(_r, n) for n in _r.__all__})
 nest = _module("nest", "``tf.nest``", {"flatten": _nest.flatten, "pack_sequence_as": _nest.pack_sequence_as,
