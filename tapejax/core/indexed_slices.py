@@ -88,7 +88,8 @@ class IndexedSlices:
     def dense_shape(self) -> Any:
         ds = self._dense_shape
         if ds is None and self._static is not None:
-            ds = self._dense_shape = Tensor(jnp.asarray(self._static, jnp.int32))
+            with jax.ensure_compile_time_eval():   # a constant, also while a function traces
+                ds = self._dense_shape = Tensor(jnp.asarray(self._static, jnp.int32))
         return ds
 
     @property
@@ -106,6 +107,12 @@ class IndexedSlices:
         if self._static is not None:
             return TensorShape(self._static)
         return TensorShape((None,) + tuple(np.shape(getattr(self._values, "_meta", self._values))[1:]))
+
+    @property
+    def ndim(self) -> int:
+        """The dense rank (what ``np.ndim`` reads, as ``shape`` is what ``np.shape`` reads: an op
+        checking its argument's rank sees the dense tensor's, with no host read)."""
+        return len(self.shape)
 
     @property
     def device(self) -> str:

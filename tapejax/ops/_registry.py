@@ -38,6 +38,7 @@ from ..core import dtypes as _dtypes
 from ..core.bind import bind, bind1, bind2, define
 from ..core.caches import LRU
 from ..core.errors import InvalidArgumentError
+from ..core.indexed_slices import IndexedSlices
 from ..core.tensor import Pending, Tensor
 from ..core.variable import Variable
 
@@ -47,11 +48,14 @@ _TENSORISH = (Tensor, Variable)
 
 
 def dtype_of(x):
-    """NumPy dtype of a Tensor/Variable; None for Python data."""
+    """NumPy dtype of a Tensor/Variable (or an ``IndexedSlices``, densified by the op); None for
+    Python data."""
     if isinstance(x, _TENSORISH):
         return np.dtype(x._meta.dtype)
     if isinstance(x, (np.ndarray, np.generic)):
         return x.dtype
+    if type(x) is IndexedSlices:
+        return np.dtype(x.dtype._np)
     return None
 
 
@@ -329,9 +333,12 @@ def binary_ops(namespace, table):
 
 
 def _shape(x):
-    """A Tensor's, Variable's or array-like's shape (a pending value is not computed)."""
+    """A Tensor's, Variable's or array-like's shape (a pending value is not computed); an
+    ``IndexedSlices``' dense shape."""
     if isinstance(x, _TENSORISH):
         return tuple(x._meta.shape)
+    if type(x) is IndexedSlices and x._static_shape is not None:
+        return x._static_shape
     return tuple(np.shape(x))
 
 
