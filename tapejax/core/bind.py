@@ -151,7 +151,7 @@ def operand(a: Any) -> Any:
         return host_snapshot(a)
     if isinstance(a, (list, tuple)):   # nested data, possibly holding Tensors
         return pack_nested(a) if _contains_tensor(a) else Tensor(_to_array(a, None, "value"))
-    conv = _CONVERSION_PEEK(t, _UNSEEN)
+    conv: Any = _CONVERSION_PEEK(t, _UNSEEN)
     if conv is _UNSEEN:
         conv = conversion_for(t)
     if conv is not None:   # a registered conversion (``tf.register_tensor_conversion_function``)
