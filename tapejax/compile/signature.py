@@ -220,7 +220,7 @@ def arg_key(x, dyn: List[Any]):
         return ("np", v.aval)
     if isinstance(x, tuple) and hasattr(x, "_fields"):  # namedtuple
         return (t, tuple([arg_key(e, dyn) for e in x]))
-    if t is IndexedSlices:   # (a gradient passed on: its values and indices are dynamic)
+    if isinstance(x, IndexedSlices):   # (a gradient passed on: its values and indices are dynamic)
         shape = x._static_shape
         return (t, arg_key(x.values, dyn), arg_key(x.indices, dyn),
                 shape if shape is not None else arg_key(x.dense_shape, dyn))
