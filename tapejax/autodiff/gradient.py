@@ -133,8 +133,8 @@ def _plan(nodes: Sequence[Node], src_codes_all: list[int | None], tgt_all: list[
         pos: dict[int | None, int] = {c: j for j, c in enumerate(live_src)}
         result_pos = tuple(layout.starts[pos[c]] if c in pos else -1 for c in src_codes_all)
         if any(sp is not None for sp in layout.sparse):
-            result_sparse = tuple(None if c not in pos or layout.sparse[pos[c]] is None
-                                  else layout.sparse[pos[c]].dense_shape for c in src_codes_all)
+            shapes = [None if sp is None else sp.dense_shape for sp in layout.sparse]
+            result_sparse = tuple(shapes[pos[c]] if c in pos else None for c in src_codes_all)
     return _SLICES.setdefault(key, Plan(live_src, kept, program, first, result_pos, result_sparse))
 
 

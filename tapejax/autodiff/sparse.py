@@ -114,7 +114,8 @@ def sparse_layout(nodes: Sequence[Node], slice_idx: Sequence[int], src_codes: Se
                 if len(pieces) > 1:
                     if order is None:
                         order = tf_backward_order(nodes, tgt_codes)
-                    pieces.sort(key=lambda idx: order.get(idx, idx))
+                    rank = order
+                    pieces.sort(key=lambda idx: rank.get(idx, idx))
                 found = SparseSource(tuple(pieces), frozenset(through), tuple(shape))
         sparse.append(found)
     starts = []

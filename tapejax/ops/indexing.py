@@ -79,7 +79,7 @@ def sparse_read(var, indices, name=None):
                    "of allowed values: int32, int64 (argument `indices`)")
     rows = Tensor(_GATHER_PLAIN(value, iv))
     for t in tapes:
-        t._record_sparse_read(var, idx, rows)
+        getattr(t, "_record_sparse_read")(var, idx, rows)   # (a GradientTape's: checked above)
     return rows
 
 

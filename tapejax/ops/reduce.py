@@ -1,7 +1,7 @@
 """Reductions, scans, selection, clipping, top_k, segments and bincount (``tf.math`` and the top
 level), declared as primitives with hand-written TF-named wrappers."""
 import collections
-from typing import List, Optional
+from typing import Any, List
 
 import jax
 import jax.core
@@ -348,7 +348,7 @@ def clip_by_global_norm(t_list, clip_norm, use_norm=None, name=None):
     cn = convert_to_tensor(clip_norm, dtype_hint=dt)
     un = cn if use_norm is None else convert_to_tensor(use_norm, dtype_hint=dt)
     outs = bind(_CLIP_GLOBAL, cn, un, *ts, given=use_norm is not None)
-    clipped: List[Optional[Tensor]] = [None] * len(t_list)
+    clipped: List[Any] = [None] * len(t_list)   # Tensors, IndexedSlices, None
     for i, o in zip(live, outs[:-1]):
         t = t_list[i]
         clipped[i] = t._with_values(o) if type(t) is IndexedSlices else o

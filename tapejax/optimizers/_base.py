@@ -30,7 +30,7 @@ after its update.
 """
 import logging
 import threading
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, cast
 
 import jax
 import jax.core
@@ -417,7 +417,7 @@ class Optimizer:
             if type(g) is tuple:   # an IndexedSlices' (values, indices): the sparse rule
                 nv, ns = self._apply_sparse(coef, g[0].astype(v.dtype), g[1], v, s)
             else:
-                nv, ns = self._apply(coef, g.astype(v.dtype), v, s)
+                nv, ns = self._apply(coef, cast(Any, g).astype(v.dtype), v, s)
             new_vars.append(nv.astype(v.dtype))
             new_slots.append(tuple(x.astype(o.dtype) for x, o in zip(ns, s)))
         return new_vars, new_slots, new_extra, it + 1
