@@ -113,6 +113,8 @@ def check_binary(x, y, op_type):
         return  # the hot path: two tensors (or a tensor and a converted number) of one dtype
     dx = dtype_of(x) if isinstance(x, _TENSORISH) else None
     dy = dtype_of(y) if isinstance(y, _TENSORISH) else None
+    if isinstance(x, (str, bytes)) or isinstance(y, (str, bytes)):
+        _string_operand(x, y, dx, dy, op_type)
     if dx is not None and dy is not None:
         if dx != dy:
             raise InvalidArgumentError(
@@ -126,6 +128,20 @@ def check_binary(x, y, op_type):
                 None, None, f"cannot compute AddV2 as input #1(zero-based) was expected to be a {d.name} "
                 f"tensor but is a float tensor [Op:AddV2]")
         raise TypeError(f"Cannot convert {other!r} to EagerTensor of dtype {d.name}")
+
+
+def _string_operand(x, y, dx, dy, op_type):
+    """TF's errors for a Python string next to a tensor: ``t + "a"`` converts the string to a string
+    tensor (InvalidArgumentError: dtypes differ), the other operators fail to convert it to the
+    tensor's dtype (TypeError).  tapejax has no string tensors at all."""
+    other, d = (y, dx) if dx is not None else (x, dy)
+    name = d.name if d is not None else "float"
+    if op_type == "AddV2" and d is not None:
+        raise InvalidArgumentError(None, None, f"cannot compute AddV2 as input #1(zero-based) was expected to be a "
+                                   f"{name} tensor but is a string tensor [Op:AddV2] (tapejax has no string "
+                                   "tensors: keep strings in Python)")
+    raise TypeError(f"Cannot convert {other!r} to EagerTensor of dtype {name} (tapejax has no string tensors: "
+                    "keep strings in Python)")
 
 
 class NotPlain(Exception):

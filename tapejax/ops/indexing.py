@@ -298,6 +298,36 @@ def getitem(x, key) -> Tensor:
     return out
 
 
+@tf_types("StridedSlice")
+def strided_slice(input_, begin, end, strides=None, begin_mask=0, end_mask=0, ellipsis_mask=0, new_axis_mask=0,
+                  shrink_axis_mask=0, var=None, name=None):
+    """``tf.strided_slice``: ``input_[begin:end:strides]`` per dimension, with TF's masks (bit ``i``:
+    ``begin_mask`` / ``end_mask`` ignore ``begin[i]`` / ``end[i]``, ``ellipsis_mask`` an ellipsis,
+    ``new_axis_mask`` a new axis, ``shrink_axis_mask`` takes index ``begin[i]``); the same op as
+    ``tensor[key]``.  ``begin``, ``end`` and ``strides`` are read on the host (static)."""
+    b, e = static_shape(begin), static_shape(end)
+    s = static_shape(strides) if strides is not None else (1,) * len(b)
+    if not len(b) == len(e) == len(s):
+        raise _bad("StridedSlice", f"Expected begin, end, and strides to be 1D equal size tensors, but got shapes "
+                   f"[{len(b)}], [{len(e)}], and [{len(s)}] instead.")
+    if bin(int(ellipsis_mask)).count("1") > 1:
+        raise _bad("StridedSlice", "Multiple ellipses in slice spec not allowed")
+    key = []
+    for i in _pyrange(len(b)):
+        bit = 1 << i
+        if ellipsis_mask & bit:
+            key.append(Ellipsis)
+        elif new_axis_mask & bit:
+            key.append(None)
+        elif shrink_axis_mask & bit:
+            key.append(b[i])
+        else:
+            if s[i] == 0:
+                raise _bad("StridedSlice", f"strides[{i}] must be non-zero")
+            key.append(_pyslice(None if begin_mask & bit else b[i], None if end_mask & bit else e[i], s[i]))
+    return getitem(input_, tuple(key))
+
+
 class VariableSlice(Tensor):
     """``variable[key]``: the slice, read as a Tensor, that can also be assigned (TF's sliced assign).
 
@@ -363,5 +393,5 @@ register_operators(Tensor, {"__getitem__": getitem})
 register_operators(Variable, {"__getitem__": _variable_getitem})
 
 
-__all__ = ["GATHER", "RESOURCE_GATHER", "sparse_read", "gather", "gather_nd", "scatter_nd", "tensor_scatter_nd_update", "tensor_scatter_nd_add", "slice",
+__all__ = ["GATHER", "RESOURCE_GATHER", "sparse_read", "strided_slice", "gather", "gather_nd", "scatter_nd", "tensor_scatter_nd_update", "tensor_scatter_nd_add", "slice",
            "boolean_mask", "getitem", "VariableSlice"]
