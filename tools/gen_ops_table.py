@@ -25,7 +25,7 @@ sys.path.insert(0, ROOT)
 #: Public helpers that are not ops (tested in tests/test_ops_random.py).
 NOT_OPS = {"get_global_generator", "get_state", "set_state", "state_scope", "Generator", "set_global_generator",
            "create_rng_state", "Algorithm",
-           # utilities, not ops (tests/test_ops_utilities.py)
+           # utilities, not ops (test_utilities in tests/parity/test_ops_more.py)
            "control_dependencies", "group", "no_op", "executing_eagerly", "inside_function", "is_symbolic_tensor",
            "get_static_value", "timestamp", "get_logger", "get_current_name_scope", "AggregationMethod",
            "VariableAggregation", "VariableSynchronization", "constant_initializer", "zeros_initializer",

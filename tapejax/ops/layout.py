@@ -172,6 +172,8 @@ _REVERSE_SEQUENCE = prim("ReverseSequence", _reverse_sequence)
 def reverse_sequence(input, seq_lengths, seq_axis=None, batch_axis=None, name=None):  # noqa: A002
     """``tf.reverse_sequence``: reverse the first ``seq_lengths[b]`` entries of each batch row."""
     nd = len(_shape(input))
+    if seq_axis is None:
+        raise TypeError("reverse_sequence() needs `seq_axis` (the dimension to reverse); got None")
     sa = int(seq_axis) % nd
     ba = 0 if batch_axis is None else int(batch_axis) % nd
     if sa == ba:

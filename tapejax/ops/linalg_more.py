@@ -9,12 +9,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ..core import dtypes as _dtypes
 from ..core.bind import bind
 from ._registry import _bad, _call, _shape, check_binary, check_float, dtype_of, prim, tf_types
 from .array import eye as _eye
 
 
-def eye(num_rows, num_columns=None, batch_shape=None, dtype="float32", name=None):
+def eye(num_rows, num_columns=None, batch_shape=None, dtype=_dtypes.float32, name=None):
     """``tf.linalg.eye`` (``tf.eye``)."""
     return _eye(num_rows, num_columns, batch_shape, dtype)
 
@@ -155,7 +156,7 @@ def lu_reconstruct(lower_upper, perm, validate_args=False, name=None):
 def lu_matrix_inverse(lower_upper, perm, validate_args=False, name=None):
     """``tf.linalg.lu_matrix_inverse``: the inverse from ``lu``'s factors."""
     n = _shape(lower_upper)[-1]
-    ident = _eye(n, batch_shape=_shape(lower_upper)[:-2], dtype=dtype_of(lower_upper))
+    ident = _eye(n, batch_shape=_shape(lower_upper)[:-2], dtype=_dtypes.as_dtype(dtype_of(lower_upper)))
     return lu_solve(lower_upper, perm, ident)
 
 
@@ -194,6 +195,7 @@ def _tri_parts(diagonals, fmt):
 def _tri_solve(*args, fmt):
     *diags, rhs = args
     sup, main, sub = _tri_parts(diags[0] if fmt != "sequence" else tuple(diags), fmt)
+    assert sup is not None and sub is not None
     # lax wants (lower dl, main d, upper du) with dl[0] = du[-1] = 0
     dl = sub.at[..., 0].set(0)
     du = sup.at[..., -1].set(0)

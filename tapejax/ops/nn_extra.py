@@ -26,7 +26,7 @@ def sufficient_statistics(x, axes, shift=None, keepdims=False, name=None):
     """``tf.nn.sufficient_statistics``: ``(count, mean_ss, variance_ss, shift)`` over ``axes``."""
     x = convert_to_tensor(x)
     ax = static_axis(axes)
-    ax = (ax,) if isinstance(ax, int) else tuple(ax)
+    ax = (ax,) if isinstance(ax, int) else tuple(range(len(_shape(x)))) if ax is None else tuple(ax)
     s = _shape(x)
     count = 1
     for a in ax:
@@ -47,7 +47,7 @@ def weighted_moments(x, axes, frequency_weights, keepdims=False, name=None):
     x = convert_to_tensor(x)
     w = convert_to_tensor(frequency_weights, dtype_hint=x.dtype)
     ax = static_axis(axes)
-    ax = (ax,) if isinstance(ax, int) else tuple(ax)
+    ax = (ax,) if isinstance(ax, int) else tuple(range(len(_shape(x)))) if ax is None else tuple(ax)
     wx = reduce_sum(multiply(w, x), ax, keepdims=True)
     sw = reduce_sum(multiply(w, convert_to_tensor(jnp.ones(_shape(x), x.dtype._np))), ax, keepdims=True)
     divisor = 1.0 / sw

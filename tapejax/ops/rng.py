@@ -14,6 +14,7 @@ import os
 import threading
 
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 
@@ -337,7 +338,7 @@ class Generator:
         return f"<tapejax.random.Generator state={np.asarray(self._state._value).tolist()}>"
 
 
-_GLOBAL_GENERATOR = [None]
+_GLOBAL_GENERATOR: "list[Generator | None]" = [None]
 
 
 def set_global_generator(generator):

@@ -10,6 +10,7 @@ dropped (TF's GPU kernels; its CPU kernels raise) unless the value-check mode is
 methods return the Variable (TF returns a handle on its updated value).
 """
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 
@@ -61,7 +62,7 @@ def _rows(how):
             return [at.multiply(upd, **kw)]
         if how == "div":
             return [at.divide(upd, **kw)]
-        return [getattr(at, {"update": "set"}.get(how, how))(upd, **kw)]
+        return [getattr(at, "set" if how == "update" else str(how))(upd, **kw)]
     return f
 
 
@@ -74,7 +75,7 @@ def _nd(how):
         kw = dict(mode="drop", wrap_negative_indices=False)
         if how == "sub":
             return [at.add(-upd, **kw)]
-        return [getattr(at, {"update": "set"}.get(how, how))(upd, **kw)]
+        return [getattr(at, "set" if how == "update" else str(how))(upd, **kw)]
     return f
 
 

@@ -16,6 +16,7 @@ import contextlib
 import enum
 import logging
 import time
+from typing import Any
 
 import jax
 import jax.core
@@ -37,7 +38,7 @@ def _nothing():
 def control_dependencies(control_inputs):
     """``tf.control_dependencies``: a context manager that changes nothing (see the module docstring).
     ``control_inputs`` must be a list (or None), as TF checks."""
-    if control_inputs is not None and not isinstance(control_inputs, (list, tuple)) and not callable(control_inputs):
+    if control_inputs is not None and not isinstance(control_inputs, (list, builtins.tuple)) and not callable(control_inputs):
         raise TypeError(f"`control_inputs` must be a list of tensors or operations, or None; got {control_inputs!r}")
     return _nothing()
 
@@ -83,14 +84,14 @@ def is_symbolic_tensor(tensor):
 
 
 def get_static_value(tensor, partial=False):
-    """``tf.get_static_value``: the value as NumPy data when it is known now (not traced), else None."""
-    if tensor is None:
-        return None
-    if isinstance(tensor, Tensor) or hasattr(tensor, "_read"):
-        v = tensor._value if isinstance(tensor, Tensor) else tensor._val
-        if isinstance(v, jax.core.Tracer):
+    """``tf.get_static_value``: the value as NumPy data when it is known now (not traced, not a
+    Variable), else None."""
+    if tensor is None or hasattr(tensor, "_read"):
+        return None   # (a Variable's value can change: TF gives None too)
+    if isinstance(tensor, Tensor):
+        if isinstance(tensor._value, jax.core.Tracer):
             return None
-        return np.asarray(v)
+        return np.asarray(tensor._value)
     try:
         return np.asarray(convert_to_tensor(tensor)._value)
     except (TypeError, ValueError):
@@ -195,28 +196,38 @@ class ones_initializer(_Initializer):  # noqa: N801
 
 
 class random_normal_initializer(_Initializer):  # noqa: N801
-    """``tf.random_normal_initializer(mean, stddev, seed)``: ``tapejax.random.normal`` (TF's seed rules)."""
+    """``tf.random_normal_initializer(mean, stddev, seed)``: ``tapejax.random.normal``, or with a
+    ``seed`` ``stateless_normal`` with seed ``[seed, 0]`` (TF's rule: the same values every call)."""
 
     def __init__(self, mean=0.0, stddev=0.05, seed=None):
         self.mean, self.stddev, self.seed = mean, stddev, seed
 
     def __call__(self, shape, dtype=_dtypes.float32, **kwargs):
+        if self.seed is not None:   # TF: a seeded initializer draws the same values on every call
+            from .rng import stateless_normal
+            return stateless_normal(_shape_tuple(shape), [int(self.seed), 0], self.mean, self.stddev, dtype)
         from .random import normal
-        return normal(_shape_tuple(shape), self.mean, self.stddev, dtype, seed=self.seed)
+        return normal(_shape_tuple(shape), self.mean, self.stddev, dtype)
 
     def get_config(self):
         return {"mean": self.mean, "stddev": self.stddev, "seed": self.seed}
 
 
 class random_uniform_initializer(_Initializer):  # noqa: N801
-    """``tf.random_uniform_initializer(minval, maxval, seed)``: ``tapejax.random.uniform``."""
+    """``tf.random_uniform_initializer(minval, maxval, seed)``: ``tapejax.random.uniform`` (with a
+    ``seed``: ``stateless_uniform``, as ``random_normal_initializer``)."""
 
     def __init__(self, minval=-0.05, maxval=0.05, seed=None):
-        self.minval, self.maxval, self.seed = minval, maxval, seed
+        self.minval: Any = minval
+        self.maxval: Any = maxval
+        self.seed = seed
 
     def __call__(self, shape, dtype=_dtypes.float32, **kwargs):
+        if self.seed is not None:   # (as random_normal_initializer)
+            from .rng import stateless_uniform
+            return stateless_uniform(_shape_tuple(shape), [int(self.seed), 0], self.minval, self.maxval, dtype)
         from .random import uniform
-        return uniform(_shape_tuple(shape), self.minval, self.maxval, dtype, seed=self.seed)
+        return uniform(_shape_tuple(shape), self.minval, self.maxval, dtype)
 
     def get_config(self):
         return {"minval": self.minval, "maxval": self.maxval, "seed": self.seed}

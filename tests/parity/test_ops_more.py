@@ -488,3 +488,40 @@ def test_variable_scatter_methods(tf):
     out.append(step(tf.constant(1), tf.constant(1.0)))
     out.append(u.numpy())
     return tuple(out)
+
+
+@parity
+def test_utilities(tf):
+    """control_dependencies / group / no_op (eager: nothing), executing_eagerly and inside_function
+    outside and inside a tf.function, is_symbolic_tensor, get_static_value, get_current_name_scope,
+    the enums, TF's initializers (config round trip; random ones: shape, dtype, range, seed rule),
+    tf.nest.assert_same_structure."""
+    x = tf.constant([1.0, 2.0])
+    seen = []
+
+    @tf.function
+    def f(t):
+        seen.append((tf.executing_eagerly(), tf.inside_function(), tf.is_symbolic_tensor(t),
+                     tf.get_static_value(t) is None))
+        with tf.control_dependencies([t]):
+            return t * 2.0
+    y = f(x)
+    with tf.control_dependencies([x]):
+        z = x + 1.0
+    with tf.name_scope("outer"):
+        with tf.name_scope("inner"):
+            scope = tf.get_current_name_scope()
+    ru = tf.random_uniform_initializer(-0.5, 0.5, seed=3)([200])
+    rn = tf.random_normal_initializer(1.0, 0.1, seed=3)([100], tf.float32)
+    c = tf.constant_initializer([1.0, 2.0])
+    return (y, z, tf.executing_eagerly(), tf.inside_function(), seen[0], tf.is_symbolic_tensor(x),
+            tf.get_static_value(x), tf.get_static_value(tf.Variable([3])), tf.no_op(), tf.group(x, z),
+            scope, tf.get_current_name_scope(), tf.VariableAggregation.SUM.name,
+            tf.VariableSynchronization.ON_READ.name, tf.AggregationMethod.ADD_N,
+            c([2]), c.get_config(), tf.zeros_initializer()([2, 1], tf.int32), tf.ones_initializer()([3]),
+            ru.shape.as_list(), float(tf.reduce_min(ru)) >= -0.5, float(tf.reduce_max(ru)) < 0.5, rn.dtype.name,
+            abs(float(tf.reduce_mean(rn)) - 1.0) < 0.05,
+            bool(tf.reduce_all(tf.random_uniform_initializer(seed=4)([5]) == tf.random_uniform_initializer(seed=4)([5]))),
+            tf.nest.assert_same_structure([1, (2, 3)], [4, (5, 6)]), raises(tf.nest.assert_same_structure, [1], [1, 2]),
+            raises(tf.nest.assert_same_structure, [1, 2], (1, 2)), raises(tf.control_dependencies, 3),
+            type(tf.get_logger()).__name__)
