@@ -61,6 +61,7 @@ from .ops.namespaces import bitwise, dtypes, linalg, math, nest, nn, random, rag
 from .autodiff.custom import RegisterGradient, gradient_override_map, gradients, hessians, stop_gradient
 from .autodiff.custom_gradient import custom_gradient
 from .compile.control_flow import cond, foldl, foldr, scan, while_loop
+from .compile.functional_ops import case, grad_pass_through, map_fn, switch_case, vectorized_map
 from .compile.function import Function, TensorSpec, function
 from .compile import autograph
 from . import autodiff
@@ -97,7 +98,7 @@ __all__ = [
     "argsort", "as_dtype", "asin", "asinh", "Assert", "assert_equal", "assert_greater", "assert_less",
     "assert_rank", "atan", "atan2", "atanh", "autodiff", "autograph", "batch_to_space", "bfloat16", "bind",
     "bitcast", "bitwise", "bool", "boolean_mask", "broadcast_dynamic_shape", "broadcast_static_shape",
-    "broadcast_to", "cache_info", "cache_stats", "cast", "clear_cache", "clip_by_global_norm", "clip_by_norm",
+    "broadcast_to", "cache_info", "cache_stats", "case", "cast", "clear_cache", "clip_by_global_norm", "clip_by_norm",
     "clip_by_value", "compat", "complex", "complex128", "complex64", "concat", "cond", "config", "constant",
     "constant_initializer", "control_dependencies", "conv", "conv2d_backprop_filter_v2",
     "conv2d_backprop_input_v2", "convert_to_tensor", "cos", "cosh", "cumsum", "custom_gradient", "data",
@@ -105,12 +106,12 @@ __all__ = [
     "dynamic_partition", "dynamic_stitch", "eig", "eigvals", "einsum", "ensure_shape", "equal", "errors", "executing_eagerly",
     "exp", "expand_dims", "eye", "fftnd", "fill", "float16", "float32", "float64", "floor", "floordiv",
     "floormod", "foldl", "foldr", "Function", "function", "gather", "gather_nd", "get_current_name_scope",
-    "get_logger", "get_static_value", "gradient_override_map", "gradients", "GradientTape", "greater",
+    "get_logger", "get_static_value", "grad_pass_through", "gradient_override_map", "gradients", "GradientTape", "greater",
     "greater_equal", "group", "guarantee_const", "half", "hessians", "histogram_fixed_width",
     "histogram_fixed_width_bins", "identity", "identity_n", "ifftnd", "IndexedSlices", "inside_function",
     "int16", "int32", "int64", "int8", "irfftnd", "is_symbolic_tensor", "is_tensor", "keras", "less",
     "less_equal", "linalg", "linspace", "log", "logical_and", "logical_not", "logical_or", "math", "matmul",
-    "matrix_square_root", "maximum", "meshgrid", "minimum", "Module", "multiply", "name_scope", "negative", "nest", "newaxis", "nn",
+    "matrix_square_root", "map_fn", "maximum", "meshgrid", "minimum", "Module", "multiply", "name_scope", "negative", "nest", "newaxis", "nn",
     "no_op", "norm", "not_equal", "one_hot", "ones", "ones_initializer", "ones_like", "op", "optimizers",
     "pad", "parallel_stack", "pow", "Primitive", "print", "ragged", "random", "random_normal_initializer",
     "random_uniform_initializer", "range", "rank", "realdiv", "reduce_all", "reduce_any", "reduce_logsumexp",
@@ -120,11 +121,11 @@ __all__ = [
     "scan", "scatter_nd", "searchsorted", "sequence_mask", "set_cache_size", "set_deferred_execution",
     "set_speculative_updates", "shape", "shape_n", "sigmoid", "sign", "sin", "sinh", "size", "slice", "sort",
     "space_to_batch", "space_to_batch_nd", "sparse", "speculative_updates", "split", "sqrt", "square",
-    "squeeze", "stack", "stop_gradient", "strided_slice", "strings", "subtract", "summary", "tan", "tanh",
+    "squeeze", "stack", "stop_gradient", "strided_slice", "strings", "subtract", "summary", "switch_case", "tan", "tanh",
     "Tensor", "tensor_scatter_nd_add", "tensor_scatter_nd_max", "tensor_scatter_nd_min",
     "tensor_scatter_nd_sub", "tensor_scatter_nd_update", "tensordot", "TensorShape", "TensorSpec", "test",
     "tile", "timestamp", "train", "transpose", "truediv", "truncatediv", "truncatemod", "tuple", "uint16",
     "uint32", "uint64", "uint8", "UnconnectedGradients", "unique", "unique_with_counts", "unravel_index",
-    "unstack", "Variable", "VariableAggregation", "VariableSynchronization", "where", "while_loop", "zeros",
+    "unstack", "Variable", "VariableAggregation", "vectorized_map", "VariableSynchronization", "where", "while_loop", "zeros",
     "zeros_initializer", "zeros_like",
 ]
