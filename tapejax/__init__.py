@@ -61,7 +61,7 @@ from .ops.namespaces import bitwise, dtypes, linalg, math, nest, nn, random, rag
 from .autodiff.custom import RegisterGradient, gradient_override_map, gradients, hessians, stop_gradient
 from .autodiff.custom_gradient import custom_gradient
 from .compile.control_flow import cond, foldl, foldr, scan, while_loop
-from .compile.functional_ops import case, grad_pass_through, map_fn, switch_case, vectorized_map
+from .compile.functional_ops import case, grad_pass_through, map_fn, recompute_grad, switch_case, vectorized_map
 from .compile.function import Function, TensorSpec, function
 from .compile import autograph
 from . import autodiff
@@ -114,7 +114,7 @@ __all__ = [
     "matrix_square_root", "map_fn", "maximum", "meshgrid", "minimum", "Module", "multiply", "name_scope", "negative", "nest", "newaxis", "nn",
     "no_op", "norm", "not_equal", "one_hot", "ones", "ones_initializer", "ones_like", "op", "optimizers",
     "pad", "parallel_stack", "pow", "Primitive", "print", "ragged", "random", "random_normal_initializer",
-    "random_uniform_initializer", "range", "rank", "realdiv", "reduce_all", "reduce_any", "reduce_logsumexp",
+    "random_uniform_initializer", "range", "rank", "realdiv", "recompute_grad", "reduce_all", "reduce_any", "reduce_logsumexp",
     "reduce_max", "reduce_mean", "reduce_min", "reduce_prod", "reduce_sum",
     "register_tensor_conversion_function", "RegisterGradient", "repeat", "required_space_to_batch_paddings",
     "reshape", "reverse", "reverse_sequence", "rfftnd", "roll", "round", "saturate_cast", "saved_model", "scalar_mul",

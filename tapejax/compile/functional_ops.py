@@ -7,7 +7,8 @@ length is static there; gradients are the tape's own).  ``vectorized_map`` gives
 (TF's pfor vectorizes the same computation; here it runs as map_fn's loop).  ``switch_case`` and
 ``case`` pick a branch in Python eagerly; with a traced index or predicates they are nested
 ``cond``\\ s, so every branch is traced and one runs.  ``grad_pass_through`` is a
-``custom_gradient`` whose gradient is the identity.
+``custom_gradient`` whose gradient is the identity; ``recompute_grad`` one whose gradient runs
+``f`` again under a tape.
 """
 from collections.abc import Callable
 from typing import Any
@@ -16,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..autodiff.custom_gradient import custom_gradient
+from ..autodiff.tape import GradientTape
 from ..core import dtypes as _dtypes, nest as _nest
 from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
@@ -24,6 +26,7 @@ from ..core.variable import Variable
 from ..ops.array import stack
 from ..ops.checks import require
 from ..ops.math import equal
+from ..ops.utilities import inside_function
 from .control_flow import _traced, cond
 
 
@@ -170,4 +173,36 @@ def grad_pass_through(f):
     return passed
 
 
-__all__ = ["case", "grad_pass_through", "map_fn", "switch_case", "vectorized_map"]
+def recompute_grad(f):
+    """``tf.recompute_grad(f)``: ``f`` whose intermediate values are not kept for the gradient: the
+    forward pass is a ``custom_gradient`` (the tape records only its result), and the gradient runs
+    ``f`` again under a tape and differentiates that (TF's algorithm: memory for compute).  The
+    gradients of the inputs and of the trainable Variables ``f`` reads are ``f``'s.  Inside a
+    ``tapejax.function`` ``f`` is recorded as it is (the compiled program's memory is XLA's to
+    schedule; a Variable cannot be read again at gradient time there), with the same values and
+    gradients."""
+    def call(*args):
+        if inside_function():
+            return f(*args)
+        return recomputed(*args)
+
+    @custom_gradient
+    def recomputed(*args):
+        def grad(*dys, variables=None):
+            watched = [a for a in args if isinstance(a, (Tensor, Variable))]
+            with GradientTape() as tape:
+                tape.watch(watched)
+                out = f(*args)
+            flat = _nest.flatten(out)
+            targets = list(variables or [])
+            g = tape.gradient(flat, watched + targets, output_gradients=[d for d in _nest.flatten(list(dys))])
+            it = iter(g[:len(watched)])
+            arg_grads = [next(it) if isinstance(a, (Tensor, Variable)) else None for a in args]
+            if variables is not None:
+                return arg_grads, list(g[len(watched):])
+            return arg_grads
+        return f(*args), grad
+    return call
+
+
+__all__ = ["case", "grad_pass_through", "map_fn", "recompute_grad", "switch_case", "vectorized_map"]

@@ -1,4 +1,4 @@
-"""tf.map_fn, tf.vectorized_map, tf.switch_case, tf.case and tf.grad_pass_through
+"""tf.map_fn, tf.vectorized_map, tf.switch_case, tf.case, tf.grad_pass_through and tf.recompute_grad
 (tapejax/compile/functional_ops.py) under TensorFlow and tapejax: values, gradients, errors,
 eagerly and inside a tf.function (a traced index or predicate)."""
 import numpy as np
@@ -88,3 +88,28 @@ def test_grad_pass_through(tf):
         y = tf.grad_pass_through(lambda v: tf.round(v * 3.3))(x)
         z = tf.reduce_sum(y * tf.constant([2.0, 5.0]))
     return y, t.gradient(z, x)
+
+
+@parity(modes=True)
+def test_recompute_grad(tf):
+    """recompute_grad(f): f's values and gradients (inputs and a Variable f reads; two outputs),
+    eagerly and inside a function."""
+    v = tf.Variable(3.0)
+
+    def f(a):
+        return tf.sin(a) * v, a * a
+
+    g = tf.recompute_grad(f)
+    x = tf.constant([1.0, 2.0])
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = g(x)
+        loss = tf.reduce_sum(y[0]) + tf.reduce_sum(y[1] * 2.0)
+
+    @tf.function
+    def step(a):
+        with tf.GradientTape() as tape:
+            tape.watch(a)
+            out = tf.reduce_sum(tf.recompute_grad(lambda b: tf.exp(b) * v)(a))
+        return out, tape.gradient(out, [a, v])
+    return y, t.gradient(loss, [x, v]), step(x)
