@@ -40,13 +40,13 @@ def map_fn(fn, elems, dtype=None, parallel_iterations=None, back_prop=True, swap
     leaves = [convert_to_tensor(e) for e in _nest.flatten(elems)]
     if not leaves:
         raise ValueError("elems must be a Tensor or a (possibly nested) sequence of Tensors; got no tensors")
-    lengths = {int(t.shape[0]) if t.shape.rank else None for t in leaves}
-    if None in lengths:
+    shapes = [tuple(int(d) for d in t.shape.as_list()) for t in leaves]
+    if any(not s for s in shapes):
         raise ValueError("Elements in elems must be 1+ dimensional Tensors, not scalars")
+    lengths = sorted({s[0] for s in shapes})
     if len(lengths) != 1:
-        a, b = sorted(lengths)[:2]
-        raise ValueError(f"Dimensions {a} and {b} are not compatible")
-    n = lengths.pop()
+        raise ValueError(f"Dimensions {lengths[0]} and {lengths[1]} are not compatible")
+    n = lengths[0]
     signature = fn_output_signature if fn_output_signature is not None else dtype
     if signature is None:   # TF's default: fn returns elems's structure and dtypes
         signature = _nest.pack_sequence_as(elems, [t.dtype for t in leaves])
