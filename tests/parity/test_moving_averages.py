@@ -1,0 +1,45 @@
+"""tf.train.ExponentialMovingAverage (tapejax/train/moving_averages.py) under TensorFlow and tapejax:
+shadow values over steps, num_updates, a tf.function step, names and errors."""
+from .harness import parity, raises
+
+
+@parity(modes=True)
+def test_ema_follows_variables(tf):
+    """Shadows start at the Variable's value and move by (1 - decay); num_updates lowers the decay;
+    a second apply list adds a Variable; average / average_name; float-only, Variables only."""
+    w = tf.Variable([1.0, 2.0], name="w")
+    b = tf.Variable(0.5, name="b")
+    step = tf.Variable(0.0, trainable=False)
+    ema = tf.train.ExponentialMovingAverage(0.9)
+    ema2 = tf.train.ExponentialMovingAverage(0.99, num_updates=step, name="fast")
+    out = []
+    for i in range(3):
+        w.assign_add([1.0, -1.0])
+        ema.apply([w])
+        ema2.apply([w, b])
+        b.assign(b * 2.0)
+        step.assign_add(1.0)
+        out.append((ema.average(w).read_value(), ema2.average(w).read_value(), ema2.average(b).read_value()))
+    ema.apply([w, b])
+    return (out, ema.average(b).read_value(), ema.average(tf.Variable(1.0)), ema.name, ema2.name,
+            ema.average_name(w), ema2.average_name(b), ema.average(w).trainable,
+            raises(ema.apply, [tf.Variable(1)]), raises(ema.apply, [tf.constant(1.0)]))
+
+
+@parity(modes=True)
+def test_ema_in_a_function(tf):
+    """A training step in tf.function that updates the weights and then the averages."""
+    w = tf.Variable([1.0, -1.0])
+    ema = tf.train.ExponentialMovingAverage(0.5)
+    ema.apply([w])
+
+    @tf.function
+    def train_step(x):
+        with tf.GradientTape() as t:
+            loss = tf.reduce_sum((w * x - 1.0) ** 2)
+        w.assign_sub(0.1 * t.gradient(loss, w))
+        ema.apply([w])
+        return loss
+
+    losses = [train_step(tf.constant([2.0, 3.0])) for _ in range(3)]
+    return losses, w.read_value(), ema.average(w).read_value()
