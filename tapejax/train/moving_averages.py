@@ -50,7 +50,7 @@ class ExponentialMovingAverage:
                 self._averages[id(v)] = (v, shadow)
         decay = convert_to_tensor(self._decay, dtype=_dtypes.float32)
         if self._num_updates is not None:
-            n = cast(self._num_updates, _dtypes.float32)
+            n = convert_to_tensor(cast(self._num_updates, _dtypes.float32))
             decay = minimum(decay, (1.0 + n) / (10.0 + n))
         rate = 1.0 - decay
         for v in var_list:
