@@ -102,7 +102,7 @@ MISSING = {
         "proto": "BytesList Example Feature FeatureList FeatureLists Features FloatList Int64List SequenceExample",
         "distributed": "ClusterDef ClusterSpec JobDef ServerDef Coordinator",
         "experimental": "experimental",
-        "todo": "CheckpointView TrackableView checkpoints_iterator",
+        "todo": "CheckpointView TrackableView",
     },
     "autodiff": {},
     "nest": {},

@@ -1,5 +1,6 @@
 """tf.train.ExponentialMovingAverage (tapejax/train/moving_averages.py) under TensorFlow and tapejax:
-shadow values over steps, num_updates, a tf.function step, names and errors."""
+shadow values over steps, num_updates, a tf.function step, names and errors; and
+tf.train.checkpoints_iterator (tapejax/train/state_file.py)."""
 from .harness import parity, raises
 
 
@@ -43,3 +44,26 @@ def test_ema_in_a_function(tf):
 
     losses = [train_step(tf.constant([2.0, 3.0])) for _ in range(3)]
     return losses, w.read_value(), ema.average(w).read_value()
+
+
+@parity
+def test_checkpoints_iterator(tf):
+    """checkpoints_iterator yields the latest checkpoint, then a newer one written while waiting
+    (timeout_fn saves it and keeps waiting once), then stops at the timeout."""
+    import os
+    import tempfile
+    d = tempfile.mkdtemp()
+    ckpt = tf.train.Checkpoint(v=tf.Variable(1.0))
+    ckpt.save(os.path.join(d, "ckpt"))
+    ckpt.save(os.path.join(d, "ckpt"))
+    calls = []
+
+    def timeout_fn():
+        calls.append(1)
+        if len(calls) == 1:
+            ckpt.save(os.path.join(d, "ckpt"))
+            return False
+        return True
+    seen = [os.path.basename(p) for p in tf.train.checkpoints_iterator(d, timeout=0.2, timeout_fn=timeout_fn)]
+    empty = list(tf.train.checkpoints_iterator(tempfile.mkdtemp(), timeout=0.1))
+    return seen, len(calls), empty
