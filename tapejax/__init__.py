@@ -76,6 +76,7 @@ from . import compat
 from . import data
 from .compat import config, debugging, summary, test
 from .compat.device import device
+from .compat.device_spec import DeviceSpec
 
 newaxis = None
 __version__ = "0.1.0"
@@ -102,7 +103,7 @@ __all__ = [
     "clip_by_value", "compat", "complex", "complex128", "complex64", "concat", "cond", "config", "constant",
     "constant_initializer", "control_dependencies", "conv", "conv2d_backprop_filter_v2",
     "conv2d_backprop_input_v2", "convert_to_tensor", "cos", "cosh", "cumsum", "custom_gradient", "data",
-    "debugging", "deferred_execution", "define_op", "device", "divide", "double", "DType", "dtypes",
+    "debugging", "deferred_execution", "define_op", "device", "DeviceSpec", "divide", "double", "DType", "dtypes",
     "dynamic_partition", "dynamic_stitch", "eig", "eigvals", "einsum", "ensure_shape", "equal", "errors", "executing_eagerly",
     "exp", "expand_dims", "eye", "fftnd", "fill", "float16", "float32", "float64", "floor", "floordiv",
     "floormod", "foldl", "foldr", "Function", "function", "gather", "gather_nd", "get_current_name_scope",

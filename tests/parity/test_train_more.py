@@ -1,6 +1,6 @@
 """tf.train.ExponentialMovingAverage (tapejax/train/moving_averages.py) under TensorFlow and tapejax:
 shadow values over steps, num_updates, a tf.function step, names and errors; and
-tf.train.checkpoints_iterator (tapejax/train/state_file.py)."""
+tf.train.checkpoints_iterator (tapejax/train/state_file.py); tf.DeviceSpec (tapejax/compat/device_spec.py)."""
 from .harness import parity, raises
 
 
@@ -67,3 +67,23 @@ def test_checkpoints_iterator(tf):
     seen = [os.path.basename(p) for p in tf.train.checkpoints_iterator(d, timeout=0.2, timeout_fn=timeout_fn)]
     empty = list(tf.train.checkpoints_iterator(tempfile.mkdtemp(), timeout=0.1))
     return seen, len(calls), empty
+
+
+@parity
+def test_device_spec(tf):
+    """tf.DeviceSpec: parsing TF's forms, to_string naming only the parts given, merging, replace,
+    equality and hashing, and the errors."""
+    D = tf.DeviceSpec
+    specs = ["/job:foo/replica:0/task:1/device:GPU:3", "/cpu:0", "GPU:1", "/device:CPU:*", "/job:w", "", "/gpu:*",
+             "CPU", "/job:a/job:b"]
+    parsed = [(d.job, d.replica, d.task, d.device_type, d.device_index, d.to_string())
+              for d in (D.from_string(s) for s in specs)]
+    built = D(job="a", device_type="gpu", device_index=2)
+    return (parsed, built.to_string(), built.device_type,
+            D.from_string("/job:x/task:1").make_merged_spec(D.from_string("/device:GPU:0")).to_string(),
+            D.from_string("/job:x/task:1").replace(task=3, device_type="CPU").to_string(),
+            D.from_string("/job:x") == D(job="x"), hash(D(job="x")) == hash(D.from_string("/job:x")),
+            D(job="a").parse_from_string("/GPU:0").to_string(), repr(D(job="a", task=2)),
+            raises(D.from_string, "/foo:bar"), raises(D.from_string, "/device:GPU:x"),
+            raises(D.from_string, "GPU:0:1"), raises(D, replica="x"),
+            raises(D.from_string, "/cpu:0/gpu:1"))
