@@ -115,5 +115,30 @@ compute_average_loss._tf_types = scale_regularization_loss._tf_types = ("Sum",)
 crelu._tf_types = ("Relu", "ConcatV2")
 batch_norm_with_global_normalization._tf_types = ("BatchNormalization",)
 
-__all__ = ["batch_norm_with_global_normalization", "compute_average_loss", "crelu", "local_response_normalization", "lrn",
+def collapse_repeated(labels, seq_length, name=None):
+    """``tf.nn.collapse_repeated``: each row of ``labels`` (``[batch, max_len]``, the first
+    ``seq_length[b]`` entries valid) with runs of a repeated label merged into one, left-aligned and
+    zero-padded to the longest result; returns ``(collapsed_labels, new_seq_length)`` (TF's
+    algorithm, in tapejax's ops; the lengths are read on the host, as ``boolean_mask`` does)."""
+    from .array import range as _range, reshape, shape, size
+    from .indexing import boolean_mask, scatter_nd
+    from .layout import sequence_mask
+    from .math import logical_and, not_equal
+    from .reduce import reduce_max
+    labels = convert_to_tensor(labels)
+    if len(_shape(labels)) != 2:
+        raise ValueError(f"labels must be a [batch, max_len] matrix; got shape {list(_shape(labels))}")
+    first = labels[:, :1] == labels[:, :1]   # (all True, of the first column's shape)
+    keep = concat([first, not_equal(labels[:, 1:], labels[:, :-1])], axis=1)
+    keep = logical_and(keep, sequence_mask(seq_length, maxlen=_shape(labels)[1]))
+    new_len = reduce_sum(cast(keep, "int32"), axis=1)
+    idx_mask = sequence_mask(new_len, maxlen=reduce_max(new_len))
+    flat_idx = reshape(idx_mask, [-1])
+    kept = boolean_mask(reshape(labels, [-1]), reshape(keep, [-1]))
+    where = boolean_mask(_range(size(flat_idx)), flat_idx)
+    out = scatter_nd(reshape(where, [-1, 1]), kept, shape(flat_idx))
+    return reshape(out, shape(idx_mask)), new_len
+
+
+__all__ = ["batch_norm_with_global_normalization", "collapse_repeated", "compute_average_loss", "crelu", "local_response_normalization", "lrn",
            "normalize_moments", "scale_regularization_loss", "sufficient_statistics", "weighted_moments"]

@@ -525,3 +525,13 @@ def test_utilities(tf):
             tf.nest.assert_same_structure([1, (2, 3)], [4, (5, 6)]), raises(tf.nest.assert_same_structure, [1], [1, 2]),
             raises(tf.nest.assert_same_structure, [1, 2], (1, 2)), raises(tf.control_dependencies, 3),
             type(tf.get_logger()).__name__)
+
+
+@parity
+def test_collapse_repeated(tf):
+    """nn.collapse_repeated: runs merged within each row's valid length, zero-padded to the longest
+    result; a run crossing the length boundary; float labels; a length of 0."""
+    return (tf.nn.collapse_repeated([[1, 1, 2, 2, 3], [4, 4, 4, 0, 0]], [5, 3]),
+            tf.nn.collapse_repeated(tf.constant([[7, 7, 7, 1], [2, 3, 3, 3]]), tf.constant([2, 4])),
+            tf.nn.collapse_repeated(tf.constant([[0.5, 0.5, 1.0]]), [3]),
+            tf.nn.collapse_repeated([[1, 2], [3, 3]], [0, 2]))
