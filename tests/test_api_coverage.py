@@ -79,7 +79,7 @@ MISSING = {
         "experimental": "experimental",
         "todo": "all_candidate_sampler fixed_unigram_candidate_sampler learned_unigram_candidate_sampler "
                 "compute_accidental_hits nce_loss sampled_softmax_loss ctc_beam_search_decoder ctc_greedy_decoder "
-                "ctc_loss ctc_unique_labels dilation2d erosion2d fractional_avg_pool "
+                "ctc_loss ctc_unique_labels fractional_avg_pool "
                 "fractional_max_pool isotonic_regression max_pool_with_argmax with_space_to_batch",
     },
     "linalg": {

@@ -313,7 +313,64 @@ def pool(input, window_shape, pooling_type, strides=None, padding="VALID", data_
                  padding=_padding(padding, "Pool", n), nchw=_channels_first(data_format))
 
 
-__all__ = ["atrous_conv2d", "conv", "atrous_conv2d_transpose", "avg_pool", "avg_pool1d", "avg_pool3d", "conv1d_transpose",
+def _dilation2d(x, w, *, strides, rates, padding):
+    """Grayscale morphological dilation: ``max`` over the (dilated) window of ``x + w``; positions
+    outside the input never win (padded with -inf, as TF's kernel skips them)."""
+    kh, kw, _ = w.shape
+    eff = [(k - 1) * r + 1 for k, r in zip((kh, kw), rates)]
+    size = x.shape[1:3]
+    if padding == "SAME":
+        out = [-(-n // s) for n, s in zip(size, strides)]
+        total = [max((o - 1) * s + e - n, 0) for o, s, e, n in zip(out, strides, eff, size)]
+        pads = [(t // 2, t - t // 2) for t in total]
+    else:
+        out = [(n - e) // s + 1 for n, e, s in zip(size, eff, strides)]
+        pads = [(0, 0), (0, 0)]
+    xp = jnp.pad(x, ((0, 0), pads[0], pads[1], (0, 0)), constant_values=-jnp.inf)
+    cands = []
+    for dy in range(kh):
+        for dx in range(kw):
+            y0, x0 = dy * rates[0], dx * rates[1]
+            win = xp[:, y0:y0 + (out[0] - 1) * strides[0] + 1:strides[0], x0:x0 + (out[1] - 1) * strides[1] + 1:strides[1]]
+            cands.append(win + w[dy, dx])
+    return jnp.max(jnp.stack(cands), axis=0)
+
+
+_DILATION = prim("Dilation2D", _dilation2d)
+
+
+@tf_types("Dilation2D")
+def dilation2d(input, filters, strides, padding, data_format, dilations, name=None):  # noqa: A002
+    """``tf.nn.dilation2d``: NHWC ``input``, ``filters`` ``[height, width, depth]``; ``strides`` and
+    ``dilations`` ``[1, h, w, 1]`` (both required, as TF's); "SAME" or "VALID" padding."""
+    if data_format != "NHWC":
+        raise ValueError(f"tf.nn.dilation2d only supports data_format NHWC; got {data_format!r}")
+    check_binary(input, filters, "Dilation2D")
+    st = [int(v) for v in strides]
+    dl = [1, 1, 1, 1] if dilations is None else [int(v) for v in dilations]
+    if len(st) != 4 or len(dl) != 4 or st[0] != 1 or st[3] != 1 or dl[0] != 1 or dl[3] != 1:
+        raise _bad("Dilation2D", f"strides and dilations must be [1, h, w, 1]; got {st} and {dl}")
+    if padding not in ("SAME", "VALID"):
+        raise _bad("Dilation2D", f"padding must be SAME or VALID; got {padding!r}")
+    if len(_shape(input)) != 4 or len(_shape(filters)) != 3 or _shape(input)[3] != _shape(filters)[2]:
+        raise _bad("Dilation2D", f"input must be [batch, h, w, depth] and filters [h, w, depth]; got shapes "
+                   f"{list(_shape(input))} and {list(_shape(filters))}")
+    return _call(_DILATION, "Dilation2D", input, filters, strides=(st[1], st[2]), rates=(dl[1], dl[2]),
+                 padding=padding)
+
+
+def erosion2d(value, filters, strides, padding, data_format, dilations, name=None):
+    """``tf.nn.erosion2d``: ``-dilation2d(-value, filters reversed in height and width)`` (TF's
+    definition)."""
+    from .array import reverse
+    from .math import negative
+    return negative(dilation2d(negative(value), reverse(filters, [0, 1]), strides, padding, data_format, dilations))
+
+
+erosion2d._tf_types = ("Dilation2D",)
+
+
+__all__ = ["atrous_conv2d", "conv", "dilation2d", "erosion2d", "atrous_conv2d_transpose", "avg_pool", "avg_pool1d", "avg_pool3d", "conv1d_transpose",
            "conv2d_backprop_filter_v2", "conv2d_backprop_input_v2", "conv3d", "conv3d_transpose", "conv_transpose",
            "convolution", "depthwise_conv2d_backprop_filter", "depthwise_conv2d_backprop_input", "max_pool",
            "max_pool1d", "max_pool3d", "pool", "separable_conv2d"]

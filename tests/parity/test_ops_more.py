@@ -535,3 +535,20 @@ def test_collapse_repeated(tf):
             tf.nn.collapse_repeated(tf.constant([[7, 7, 7, 1], [2, 3, 3, 3]]), tf.constant([2, 4])),
             tf.nn.collapse_repeated(tf.constant([[0.5, 0.5, 1.0]]), [3]),
             tf.nn.collapse_repeated([[1, 2], [3, 3]], [0, 2]))
+
+
+XM = RNG.normal(size=(2, 5, 6, 2)).astype(np.float32)
+WM = RNG.normal(size=(2, 3, 2)).astype(np.float32)
+
+
+@parity(rtol=1e-5, atol=1e-5)
+def test_dilation_erosion(tf):
+    """nn.dilation2d / nn.erosion2d: SAME and VALID, strides, dilations; values and gradients (to
+    the input and the filters); TF's errors."""
+    return (vg(tf, lambda x, w: tf.nn.dilation2d(x, w, [1, 1, 1, 1], "SAME", "NHWC", [1, 1, 1, 1]), XM, WM),
+            vg(tf, lambda x, w: tf.nn.dilation2d(x, w, [1, 2, 1, 1], "VALID", "NHWC", [1, 1, 2, 1]), XM, WM),
+            vg(tf, lambda x, w: tf.nn.dilation2d(x, w, [1, 2, 2, 1], "SAME", "NHWC", [1, 2, 1, 1]), XM, WM),
+            vg(tf, lambda x, w: tf.nn.erosion2d(x, w, [1, 1, 1, 1], "SAME", "NHWC", [1, 1, 1, 1]), XM, WM),
+            vg(tf, lambda x, w: tf.nn.erosion2d(x, w, [1, 1, 2, 1], "VALID", "NHWC", [1, 2, 1, 1]), XM, WM),
+            raises(tf.nn.dilation2d, XM, WM[..., :1], [1, 1, 1, 1], "SAME", "NHWC", [1, 1, 1, 1]))
+
