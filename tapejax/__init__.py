@@ -13,6 +13,8 @@ from .core.dtypes import (DType, as_dtype, bfloat16, bool, complex64, complex128
                           float64, half, int8, int16, int32, int64, uint8, uint16, uint32, uint64)
 from .core.tensor import Tensor, TensorShape
 from .core.convert import constant, convert_to_tensor, is_tensor
+from .core.conversion import register_tensor_conversion_function
+from .core.indexed_slices import IndexedSlices
 from .core.variable import Variable
 from .core.bind import Primitive, bind, define as define_op
 from .ops.printing import print_ as print
@@ -26,9 +28,25 @@ from .autodiff.tape import GradientTape
 from .ops.array import (argsort, broadcast_to, concat, einsum, expand_dims, eye, fill, linspace, meshgrid,
                         one_hot, ones, ones_like, pad, range, rank, repeat, reshape, reverse, roll, shape, size,
                         sort, split, squeeze, stack, tensordot, tile, transpose, unique, unstack, zeros, zeros_like)
-from .ops.indexing import (boolean_mask, gather, gather_nd, scatter_nd, slice, tensor_scatter_nd_add,
+from .ops.indexing import (boolean_mask, gather, gather_nd, scatter_nd, slice, strided_slice, tensor_scatter_nd_add,
                            tensor_scatter_nd_update)
-from .ops.math import (abs, acos, add, add_n, asin, atan, atan2, cast, cos, cosh, divide, equal, exp, floor,
+from .ops.scatter import tensor_scatter_nd_max, tensor_scatter_nd_min, tensor_scatter_nd_sub
+from .ops.special import complex, saturate_cast, scalar_mul, truncatediv, truncatemod
+from .ops.linalg_more import eig, eigvals, sqrtm as matrix_square_root
+from .ops.layout import (batch_to_space, bitcast, broadcast_dynamic_shape, broadcast_static_shape, dynamic_partition,
+                         dynamic_stitch, ensure_shape, fftnd, histogram_fixed_width, histogram_fixed_width_bins, ifftnd,
+                         irfftnd, required_space_to_batch_paddings, reverse_sequence, rfftnd, searchsorted,
+                         sequence_mask, shape_n, space_to_batch, space_to_batch_nd, unique_with_counts, unravel_index)
+from .ops.conv import conv, conv2d_backprop_filter_v2, conv2d_backprop_input_v2
+from .ops.segment import approx_top_k
+from .ops.utilities import (AggregationMethod, VariableAggregation, VariableSynchronization, constant_initializer,
+                            control_dependencies, executing_eagerly, get_current_name_scope, get_logger,
+                            get_static_value, group, guarantee_const, identity_n, inside_function, is_symbolic_tensor,
+                            no_op, ones_initializer, parallel_stack, random_normal_initializer,
+                            random_uniform_initializer, timestamp, tuple, zeros_initializer)
+from .ops.unsupported import TOP_LEVEL as _UNSUPPORTED, unsupported as _unsupported
+from .ops.math import (abs, acos, acosh, add, add_n, asin, asinh, atan, atan2, atanh, cast, cos, cosh, divide, equal, exp,
+                       floor,
                        floordiv, floormod, greater, greater_equal, identity, less, less_equal, log, logical_and,
                        logical_not, logical_or, matmul, maximum, minimum, multiply, negative, not_equal, pow,
                        round, sigmoid, sign, sin, sinh, sqrt, square, subtract, tan, tanh, truediv)
@@ -37,12 +55,13 @@ from .ops.reduce import (argmax, argmin, clip_by_global_norm, clip_by_norm, clip
                          reduce_sum, where)
 from .ops.linalg import norm
 from .ops.jax_op import op
-from .ops.namespaces import dtypes, linalg, math, nest, nn, random
+from .ops.namespaces import bitwise, dtypes, linalg, math, nest, nn, random, ragged, sparse, strings
 
 # -- gradient control, compiled steps, jacobians and forward mode
 from .autodiff.custom import RegisterGradient, gradient_override_map, gradients, hessians, stop_gradient
 from .autodiff.custom_gradient import custom_gradient
 from .compile.control_flow import cond, foldl, foldr, scan, while_loop
+from .compile.functional_ops import case, grad_pass_through, map_fn, recompute_grad, switch_case, vectorized_map
 from .compile.function import Function, TensorSpec, function
 from .compile import autograph
 from . import autodiff
@@ -57,33 +76,57 @@ from . import compat
 from . import data
 from .compat import config, debugging, summary, test
 from .compat.device import device
+from .compat.device_spec import DeviceSpec
 
 newaxis = None
 __version__ = "0.1.0"
+realdiv = divide
+Assert = debugging.Assert
+assert_equal, assert_greater, assert_less = debugging.assert_equal, debugging.assert_greater, debugging.assert_less
+assert_rank = debugging.assert_rank
+
+
+def __getattr__(name):
+    """TF's top-level names for types with no JAX representation (``tf.RaggedTensor``, ``tf.string``
+    ...) raise ``tapejax.ops.unsupported.UnsupportedError``, saying what to use instead."""
+    if name in _UNSUPPORTED:
+        raise _unsupported(_UNSUPPORTED[name], name)
+    raise AttributeError(f"module 'tapejax' has no attribute {name!r}")
+
 
 __all__ = [
-    "abs", "acos", "add", "add_n", "argmax", "argmin", "argsort", "as_dtype", "asin", "atan",
-    "atan2", "autodiff", "autograph", "bfloat16", "bind", "bool", "boolean_mask", "broadcast_to",
-    "cache_info", "cache_stats", "cast", "clear_cache", "clip_by_global_norm", "clip_by_norm",
-    "clip_by_value", "compat", "complex128", "complex64", "concat", "cond", "config", "constant",
-    "convert_to_tensor", "cos", "cosh", "cumsum", "custom_gradient", "data", "debugging",
-    "deferred_execution", "define_op", "device", "divide", "double", "DType", "dtypes", "einsum", "equal",
-    "errors", "exp",
-    "expand_dims", "eye", "fill", "float16", "float32", "float64", "floor", "floordiv",
-    "floormod", "foldl", "foldr", "Function", "function", "gather", "gather_nd",
-    "gradient_override_map", "gradients", "GradientTape", "greater", "greater_equal", "half",
-    "hessians", "identity", "int16", "int32", "int64", "int8", "is_tensor", "keras", "less",
-    "less_equal", "linalg", "linspace", "log", "logical_and", "logical_not", "logical_or",
-    "math", "matmul", "maximum", "meshgrid", "minimum", "Module", "multiply", "name_scope",
-    "negative", "nest", "newaxis", "nn", "norm", "not_equal", "one_hot", "ones", "ones_like",
-    "op", "optimizers", "pad", "pow", "Primitive", "print", "random", "range", "rank",
-    "reduce_all", "reduce_any", "reduce_logsumexp", "reduce_max", "reduce_mean", "reduce_min",
-    "reduce_prod", "reduce_sum", "RegisterGradient", "repeat", "reshape", "saved_model", "reverse", "roll",
-    "round", "scan", "scatter_nd", "set_cache_size", "set_deferred_execution",
-    "set_speculative_updates", "shape", "sigmoid", "sign", "sin", "sinh", "size", "slice",
-    "sort", "speculative_updates", "split", "sqrt", "square", "squeeze", "stack",
-    "stop_gradient", "subtract", "summary", "tan", "tanh", "Tensor", "tensor_scatter_nd_add",
-    "tensor_scatter_nd_update", "tensordot", "TensorShape", "TensorSpec", "test", "tile", "train",
-    "transpose", "truediv", "uint16", "uint32", "uint64", "uint8", "UnconnectedGradients",
-    "unique", "unstack", "Variable", "where", "while_loop", "zeros", "zeros_like",
+    "abs", "acos", "acosh", "add", "add_n", "AggregationMethod", "approx_top_k", "argmax", "argmin",
+    "argsort", "as_dtype", "asin", "asinh", "Assert", "assert_equal", "assert_greater", "assert_less",
+    "assert_rank", "atan", "atan2", "atanh", "autodiff", "autograph", "batch_to_space", "bfloat16", "bind",
+    "bitcast", "bitwise", "bool", "boolean_mask", "broadcast_dynamic_shape", "broadcast_static_shape",
+    "broadcast_to", "cache_info", "cache_stats", "case", "cast", "clear_cache", "clip_by_global_norm", "clip_by_norm",
+    "clip_by_value", "compat", "complex", "complex128", "complex64", "concat", "cond", "config", "constant",
+    "constant_initializer", "control_dependencies", "conv", "conv2d_backprop_filter_v2",
+    "conv2d_backprop_input_v2", "convert_to_tensor", "cos", "cosh", "cumsum", "custom_gradient", "data",
+    "debugging", "deferred_execution", "define_op", "device", "DeviceSpec", "divide", "double", "DType", "dtypes",
+    "dynamic_partition", "dynamic_stitch", "eig", "eigvals", "einsum", "ensure_shape", "equal", "errors", "executing_eagerly",
+    "exp", "expand_dims", "eye", "fftnd", "fill", "float16", "float32", "float64", "floor", "floordiv",
+    "floormod", "foldl", "foldr", "Function", "function", "gather", "gather_nd", "get_current_name_scope",
+    "get_logger", "get_static_value", "grad_pass_through", "gradient_override_map", "gradients", "GradientTape", "greater",
+    "greater_equal", "group", "guarantee_const", "half", "hessians", "histogram_fixed_width",
+    "histogram_fixed_width_bins", "identity", "identity_n", "ifftnd", "IndexedSlices", "inside_function",
+    "int16", "int32", "int64", "int8", "irfftnd", "is_symbolic_tensor", "is_tensor", "keras", "less",
+    "less_equal", "linalg", "linspace", "log", "logical_and", "logical_not", "logical_or", "math", "matmul",
+    "matrix_square_root", "map_fn", "maximum", "meshgrid", "minimum", "Module", "multiply", "name_scope", "negative", "nest", "newaxis", "nn",
+    "no_op", "norm", "not_equal", "one_hot", "ones", "ones_initializer", "ones_like", "op", "optimizers",
+    "pad", "parallel_stack", "pow", "Primitive", "print", "ragged", "random", "random_normal_initializer",
+    "random_uniform_initializer", "range", "rank", "realdiv", "recompute_grad", "reduce_all", "reduce_any", "reduce_logsumexp",
+    "reduce_max", "reduce_mean", "reduce_min", "reduce_prod", "reduce_sum",
+    "register_tensor_conversion_function", "RegisterGradient", "repeat", "required_space_to_batch_paddings",
+    "reshape", "reverse", "reverse_sequence", "rfftnd", "roll", "round", "saturate_cast", "saved_model", "scalar_mul",
+    "scan", "scatter_nd", "searchsorted", "sequence_mask", "set_cache_size", "set_deferred_execution",
+    "set_speculative_updates", "shape", "shape_n", "sigmoid", "sign", "sin", "sinh", "size", "slice", "sort",
+    "space_to_batch", "space_to_batch_nd", "sparse", "speculative_updates", "split", "sqrt", "square",
+    "squeeze", "stack", "stop_gradient", "strided_slice", "strings", "subtract", "summary", "switch_case", "tan", "tanh",
+    "Tensor", "tensor_scatter_nd_add", "tensor_scatter_nd_max", "tensor_scatter_nd_min",
+    "tensor_scatter_nd_sub", "tensor_scatter_nd_update", "tensordot", "TensorShape", "TensorSpec", "test",
+    "tile", "timestamp", "train", "transpose", "truediv", "truncatediv", "truncatemod", "tuple", "uint16",
+    "uint32", "uint64", "uint8", "UnconnectedGradients", "unique", "unique_with_counts", "unravel_index",
+    "unstack", "Variable", "VariableAggregation", "vectorized_map", "VariableSynchronization", "where", "while_loop", "zeros",
+    "zeros_initializer", "zeros_like",
 ]

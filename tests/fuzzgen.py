@@ -1080,8 +1080,7 @@ def _to_np(g, m=None):
     if g is None:
         return None
     if type(g).__name__ == "IndexedSlices":
-        # TF's gather gradient is sparse; tapejax's is dense by design (docs/ops.md):
-        # compare the densified value (TF_SEMANTICS 15)
+        # a gather's gradient is sparse (TF_SEMANTICS 15): compare the densified value
         g = m.convert_to_tensor(g)
     if hasattr(g, "numpy"):
         return np.asarray(g.numpy())

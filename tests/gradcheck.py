@@ -83,7 +83,8 @@ def _tape_grad(f, args, cts):
     with tf.GradientTape() as t:
         t.watch(xs)
         s = _scalar(f, xs, cts)
-    return [None if g is None else np.asarray(g.numpy()) for g in t.gradient(s, xs)]
+    # (a gather's params get IndexedSlices, as in TF: densified here)
+    return [None if g is None else np.asarray(tf.convert_to_tensor(g).numpy()) for g in t.gradient(s, xs)]
 
 
 def _tape_hvp(f, args, cts, vs):
@@ -95,7 +96,7 @@ def _tape_hvp(f, args, cts, vs):
             s = _scalar(f, xs, cts)
         gs = t1.gradient(s, xs)
         h = tf.add_n([tf.reduce_sum(g * v) for g, v in zip(gs, vs) if g is not None])
-    return [None if g is None else np.asarray(g.numpy()) for g in t2.gradient(h, xs)]
+    return [None if g is None else np.asarray(tf.convert_to_tensor(g).numpy()) for g in t2.gradient(h, xs)]
 
 
 def _fmt_mismatch(label, what, i, got, want):

@@ -78,8 +78,8 @@ def test_second_order_through_reduce_max_is_zero_or_none(backend):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_gather_gradient_dense_equals_tf_densified(backend):
-    """Fuzzer report (TF oracle): gather(x, [[0, 1, 2]]) then reshape; TF's gradient is
-    IndexedSlices, tapejax's dense (docs/ops.md); the densified values agree."""
+    """Fuzzer report (TF oracle): gather(x, [[0, 1, 2]]) then reshape; the gradient is
+    IndexedSlices in both; the densified values agree."""
     m = _module(backend)
     x = m.constant([0.548, -0.921, -1.836])
     with m.GradientTape() as t:

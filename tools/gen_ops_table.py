@@ -17,23 +17,37 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOC = os.path.join(ROOT, "docs", "ops.md")
 PARITY = os.path.join(ROOT, "tests", "parity", "test_ops_library.py")
+#: The parity files whose cases count as an op's parity test (test_ops_more.py: the sweep's ops).
+PARITY_FILES = (PARITY, os.path.join(ROOT, "tests", "parity", "test_ops_more.py"))
 GRADCHECK = os.path.join(ROOT, "tests", "test_ops_gradcheck.py")
 sys.path.insert(0, ROOT)
 
 #: Public helpers that are not ops (tested in tests/test_ops_random.py).
-NOT_OPS = {"get_global_generator", "get_state", "set_state", "state_scope", "Generator"}
+NOT_OPS = {"get_global_generator", "get_state", "set_state", "state_scope", "Generator", "set_global_generator",
+           "create_rng_state", "Algorithm",
+           # utilities, not ops (test_utilities in tests/parity/test_ops_more.py)
+           "control_dependencies", "group", "no_op", "executing_eagerly", "inside_function", "is_symbolic_tensor",
+           "get_static_value", "timestamp", "get_logger", "get_current_name_scope", "AggregationMethod",
+           "VariableAggregation", "VariableSynchronization", "constant_initializer", "zeros_initializer",
+           "ones_initializer", "random_normal_initializer", "random_uniform_initializer", "assert_same_structure",
+           "shape_n", "broadcast_static_shape", "broadcast_dynamic_shape", "required_space_to_batch_paddings"}
 
-_REF = re.compile(r"\btf\.((?:math|nn|linalg|random)\.)?([A-Za-z_]\w*)\b")
+_REF = re.compile(r"\btf\.((?:math\.special|math|nn|linalg|random|bitwise)\.)?([A-Za-z_]\w*)\b")
 
 
 def parity_referenced(tj, source=None):
     """The function objects the parity cases reference as ``tf.<name>`` / ``tf.<ns>.<name>``."""
     if source is None:
-        with open(PARITY) as f:
-            source = f.read()
+        source = ""
+        for path in PARITY_FILES:
+            with open(path) as f:
+                source += f.read() + "\n"
     found = {}
     for ns, name in _REF.findall(source):
-        obj = getattr(getattr(tj, ns[:-1]) if ns else tj, name, None)
+        mod = tj
+        for part in ns[:-1].split(".") if ns else ():
+            mod = getattr(mod, part)
+        obj = getattr(mod, name, None)
         if callable(obj):
             found[id(obj)] = obj
     # TOP_LEVEL: names checked to be the tf.math objects by test_top_level_aliases
@@ -110,8 +124,9 @@ def render():
               "  `sqrt`/`rsqrt`/`reciprocal` give 0 where the incoming gradient is 0, `pow`, `divide_no_nan`,",
               "  `multiply_no_nan`, `xlogy`, `xdivy` are masked as TF's; `eigh`/`eigvalsh` read the lower",
               "  triangle (lower-triangular gradient), `cholesky`'s gradient is symmetric.",
-              "* Gathers from a Variable (`gather`, `embedding_lookup`) give a dense gradient, not",
-              "  `IndexedSlices` (what `tf.convert_to_tensor` of TF's result gives).",
+              "* A gather's gradient with respect to its params (`gather` on axis 0, `embedding_lookup`)",
+              "  is `tf.IndexedSlices`, as TF's (`tapejax/autodiff/sparse.py`); it densifies where TF's",
+              "  does. On a Variable, eagerly, `gather` reads only the gathered rows (`ResourceGather`).",
               "* `cumprod`'s gradient is exact at zeros (TF's divides by `x` and returns 0 there).",
               "* `where(c)`, `unique`, `boolean_mask`, `bincount`, `segment_sum` read values to size their",
               "  output: eager only (inside `jax.jit` use `unsorted_segment_sum` or fixed-size masks).",

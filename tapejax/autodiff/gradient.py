@@ -8,7 +8,9 @@
 3. the active executor runs it (``Executor.gradient``) on the leaves the entry's plan
    gathers and the given cotangents (missing ones are ones, made inside the compiled
    function); a pending target's value comes back with the gradients (the fused form);
-4. ``None`` (or zeros) for unconnected sources, results cast to the sources' dtypes.
+4. ``None`` (or zeros) for unconnected sources, results cast to the sources' dtypes; a source
+   whose gradient TF gives as ``IndexedSlices`` (a gather's params: ``autodiff.sparse``) gets one,
+   made of the compiled call's two outputs for it (the dense gradient is never made).
 
 Under an outer tape the call is recorded instead: the compiled replay runs through ``bind``
 as one op whose inputs are its leaves and cotangents, so the outer tape can differentiate it
@@ -23,6 +25,7 @@ import jax.numpy as jnp
 from ..core import dtypes as _dtypes, state as _state
 from ..core.bind import bind, with_id
 from ..core.executor import ACTIVE, peek
+from ..core.indexed_slices import IndexedSlices
 from ..core.tensor import Lazy, Pending, Tensor
 from ..runtime.thunks import Thunk, _Array
 from .nodes import _TRAINABLE, OUT, Node, _tuple_new
@@ -105,18 +108,23 @@ class Plan:
     (``live_src``), the kept targets, the Program (None: nothing is connected),
     for each live code the position of its first source (``first``), and for each source the
     position of its gradient among the compiled call's outputs, or -1 (``result_pos``);
+    ``result_sparse``, per source, the dense shape where its gradient is IndexedSlices;
     ``inner``, the values inside the slice a fused call may return too (``Inner`` records,
     found on the first fused call)."""
 
-    __slots__ = ("live_src", "kept", "program", "first", "result_pos", "inner")
+    __slots__ = ("live_src", "kept", "program", "first", "result_pos", "result_sparse", "inner")
 
     def __init__(self, live_src: list[int], kept: list[KeptTarget], program: "Program | None",
-                 first: tuple[int, ...], result_pos: tuple[int, ...]):
+                 first: tuple[int, ...], result_pos: tuple[int, ...],
+                 result_sparse: "tuple[tuple[int, ...] | None, ...] | None" = None):
         self.live_src = live_src
         self.kept = kept
         self.program = program
         self.first = first
         self.result_pos = result_pos
+        # per source: the dense shape where its gradient is IndexedSlices (its values at
+        # ``result_pos``, its indices after them: ``autodiff.sparse``); None: all dense
+        self.result_sparse = result_sparse
         self.inner: "tuple[Inner, ...] | None" = None
 
 
@@ -139,6 +147,7 @@ def _plan(nodes: Sequence[Node], src_codes_all: list[int | None], tgt_all: list[
     program = None
     first: tuple[int, ...] = ()
     result_pos = (-1,) * len(src_codes_all)
+    result_sparse = None
     if live_src and kept:
         aval_of: dict[int | None, Aval] = {}
         for a, c in zip(src_avals, src_codes_all):
@@ -146,9 +155,13 @@ def _plan(nodes: Sequence[Node], src_codes_all: list[int | None], tgt_all: list[
         program = Program(nodes, slice_idx, tuple(live_src), tuple(aval_of[c] for c in live_src),
                           tuple(c for _, c in kept), tuple(cts[i] is not None for i, _ in kept))
         first = tuple(src_codes_all.index(c) for c in live_src)
+        layout = program.layout(nodes)
         pos: dict[int | None, int] = {c: j for j, c in enumerate(live_src)}
-        result_pos = tuple(pos.get(c, -1) for c in src_codes_all)
-    return _SLICES.setdefault(key, Plan(live_src, kept, program, first, result_pos))
+        result_pos = tuple(layout.starts[pos[c]] if c in pos else -1 for c in src_codes_all)
+        if any(sp is not None for sp in layout.sparse):
+            shapes = [None if sp is None else sp.dense_shape for sp in layout.sparse]
+            result_sparse = tuple(shapes[pos[c]] if c in pos else None for c in src_codes_all)
+    return _SLICES.setdefault(key, Plan(live_src, kept, program, first, result_pos, result_sparse))
 
 
 def gradient(tape, targets: Sequence[Any], sources: Sequence[Any], cts: Sequence[Any], mode) -> list:
@@ -195,7 +208,11 @@ def gradient(tape, targets: Sequence[Any], sources: Sequence[Any], cts: Sequence
                 nodes, program,
                 lambda entry: _call_gradient(entry, nodes, program, src_objs, kept, cts, nested),
                 key=None if nested else program.backward_key, build=None if nested else _compile_backward)
-        results = [outs[j] if j >= 0 else None for j in plan.result_pos]
+        if plan.result_sparse is None:
+            results = [outs[j] if j >= 0 else None for j in plan.result_pos]
+        else:   # IndexedSlices: values and indices, with the source's shape (``autodiff.sparse``)
+            results = [None if j < 0 else outs[j] if sp is None else IndexedSlices._of(outs[j], outs[j + 1], sp)
+                       for j, sp in zip(plan.result_pos, plan.result_sparse)]
     if mode.value == "zero":
         results = [r if r is not None else Tensor(jnp.zeros(a[0], a[1]))
                    for r, a in zip(results, src_avals)]

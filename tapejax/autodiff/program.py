@@ -38,8 +38,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core.bind import READ
+from ..ops.indexing import RESOURCE_GATHER
 from ..runtime.thunks import Thunk, force_all
 from .nodes import OUT, Node
+from .sparse import Layout, concat_pieces, sparse_layout
 from .user_grad import conj_complex
 
 #: ``(shape, dtype)`` of a source (plain tuples: built on every gradient call, hashed in keys).
@@ -82,7 +84,7 @@ class Program:
     """The structure of one gradient computation: cache key and leaf plan."""
 
     __slots__ = ("key", "slice", "src_codes", "src_avals", "tgt_codes", "ct_given", "_hash", "backward_key",
-                 "fused_key", "late")
+                 "fused_key", "late", "_layout")
 
     def __init__(self, nodes: Sequence[Node], slice_idx: tuple[int, ...], src_codes: tuple[int, ...],
                  src_avals: tuple[Aval, ...], tgt_codes: tuple[int, ...], ct_given: tuple[bool, ...]):
@@ -100,6 +102,15 @@ class Program:
         # gradients: ``autodiff.replay.resolve_late``), by node index.
         self.late: tuple[int, ...] = tuple([i for i in slice_idx
                                             if getattr(nodes[i].prim, "late", None) is not None])
+        self._layout: "Layout | None" = None
+
+    def layout(self, nodes: Sequence[Node]) -> Layout:
+        """Which of this gradient's sources get ``IndexedSlices`` and where its outputs are
+        (``autodiff.sparse``; decided once, from the structure the key names)."""
+        lay = self._layout
+        if lay is None:
+            lay = self._layout = sparse_layout(nodes, self.slice, self.src_codes, self.src_avals, self.tgt_codes)
+        return lay
 
     def __hash__(self) -> int:
         return self._hash
@@ -154,7 +165,8 @@ class Built(NamedTuple):
 # -- the replay: the forward again, from the true leaves ---------------------------------------
 
 class SourceInit(NamedTuple):
-    """A source that is a leaf of the slice: ``env[slot] = leaves[leaf] + eps[eps]``."""
+    """A source that is a leaf of the slice: ``env[slot] = leaves[leaf] + eps[eps]`` (-1: no
+    perturbation here, the source's gradient is sparse: ``autodiff.sparse``)."""
     slot: int
     leaf: int
     eps: int
@@ -162,10 +174,25 @@ class SourceInit(NamedTuple):
 
 class ReadStep(NamedTuple):
     """A Variable read: ``env[slot]`` = the value read (``leaves[leaf]``) plus the Variable's
-    perturbation ``eps[eps]``, plus the read's own (``out_eps``; -1: the read is no source)."""
+    perturbation ``eps[eps]`` (-1: none, its gradient is sparse), plus the read's own
+    (``out_eps``; -1: the read is no source)."""
     leaf: int
     slot: int
     eps: int
+    out_eps: int
+
+
+class GatherStep(NamedTuple):
+    """A ``ResourceGather`` (the rows a gather on a Variable read, ``leaves[rows]``, at the
+    indices ``leaves[ind]``): ``env[slot]`` = the rows plus the Variable's perturbation gathered
+    at the indices (``var_eps``), plus the gather's own perturbation where its Variable's
+    gradient is sparse (``piece_eps``), plus the output's own where it is a source (``out_eps``);
+    -1: none."""
+    rows: int
+    ind: int
+    slot: int
+    var_eps: int
+    piece_eps: int
     out_eps: int
 
 
@@ -178,13 +205,34 @@ class Arg(NamedTuple):
 
 class OpStep(NamedTuple):
     """An op: ``impl(*args, **static)`` into the env slots ``outs``, each output plus its
-    perturbation ``eps[out_eps[k]]`` where it is a source (-1: none)."""
+    perturbation ``eps[out_eps[k]]`` where it is a source (-1: none); a gather whose params'
+    gradient is sparse adds ``eps[piece_eps]`` to its output too."""
     impl: Callable[..., Any]
     static: dict
     args: tuple[Arg, ...]
     outs: tuple[int, ...]
     out_eps: tuple[int, ...]
     multi: bool   # the op returns a sequence of outputs
+    piece_eps: int = -1
+
+
+class EpsSlot(NamedTuple):
+    """One perturbation the replay is differentiated by: of connected source ``src`` (``ind``
+    -1: shaped as the source), or, for a source whose gradient is sparse, of one gather's output
+    (shaped ``leaves[ind].shape + row``, its indices being ``leaves[ind]``)."""
+    src: int
+    ind: int
+    row: tuple[int, ...]
+
+
+class ReplayBuilt(NamedTuple):
+    """``build_sparse_replay``'s result: the replay, its leaf plan, its perturbations (``eps``) and,
+    per connected source, the perturbations its gradient is made of (``by_src``: one for a dense
+    gradient, one per gather for a sparse one, in tape order)."""
+    fn: Callable[..., Any]
+    plan: LeafPlan
+    eps: tuple[EpsSlot, ...]
+    by_src: tuple[tuple[int, ...], ...]
 
 
 def build_replay(nodes: Sequence[Node], program: Program, resolve_impl: ImplResolver,
@@ -198,16 +246,46 @@ def build_replay(nodes: Sequence[Node], program: Program, resolve_impl: ImplReso
     ``Leaf("src", e, 0)`` the value of source ``e`` itself (for sources that
     are leaves of the slice).
     """
-    eps_of = {c: e for e, c in enumerate(program.src_codes)}
+    built = build_sparse_replay(nodes, program, resolve_impl, None, held)
+    return Built(built.fn, built.plan)
+
+
+def build_sparse_replay(nodes: Sequence[Node], program: Program, resolve_impl: ImplResolver,
+                        layout: "Layout | None", held: tuple[int, ...] = ()) -> ReplayBuilt:
+    """``build_replay`` for a gradient whose ``layout`` (``autodiff.sparse``) makes some sources'
+    gradients sparse: such a source gets no perturbation of its own; each of its gathers adds one
+    to its output instead (``ReplayBuilt.eps``), so differentiating by them gives the
+    ``IndexedSlices`` values and never the dense gradient.  ``layout`` None: every gradient dense
+    (``eps[e]`` per source, as ``build_replay``)."""
+    sparse = layout.sparse if layout is not None else (None,) * len(program.src_codes)
+    eps_slots: list[EpsSlot] = []
+    by_src: list[list[int]] = [[] for _ in program.src_codes]
+    eps_of: dict[int, int] = {}
+    for e, (c, (shape, _)) in enumerate(zip(program.src_codes, program.src_avals)):
+        if sparse[e] is None:
+            eps_of[c] = len(eps_slots)
+            by_src[e].append(len(eps_slots))
+            eps_slots.append(EpsSlot(e, -1, tuple(shape)))
+    piece_src = {idx: e for e, sp in enumerate(sparse) if sp is not None for idx in sp.pieces}
     slot_of: dict[int, int] = {}
     plan: list[Leaf] = []
     init: list[SourceInit] = []
-    steps: list[ReadStep | OpStep] = []
+    steps: list[ReadStep | OpStep | GatherStep] = []
     slice_set = set(program.slice)
 
     def new_slot(code: int) -> int:
         slot_of[code] = len(slot_of)
         return slot_of[code]
+
+    piece_slot: dict[int, int] = {}
+
+    def piece_eps(idx: int, ind_leaf: int) -> int:
+        e = piece_src.get(idx)
+        if e is None:
+            return -1
+        piece_slot[idx] = len(eps_slots)
+        eps_slots.append(EpsSlot(e, ind_leaf, tuple(program.src_avals[e][0][1:])))
+        return len(eps_slots) - 1
 
     # A source's own value is a leaf only where something uses it: a slice node's input, or a
     # target.  A Variable's code is used by its reads alone, which take the values they read
@@ -215,20 +293,26 @@ def build_replay(nodes: Sequence[Node], program: Program, resolve_impl: ImplReso
     used = set(program.tgt_codes)
     for idx in program.slice:
         node = nodes[idx]
-        if node.prim is not READ:
+        if node.prim is not READ and node.prim is not RESOURCE_GATHER:
             used.update(node.refs)
     for e, c in enumerate(program.src_codes):
         produced_in_slice = c >= 0 and (c // OUT) in slice_set
         if not produced_in_slice and c in used:
-            init.append(SourceInit(new_slot(c), len(plan), e))
+            init.append(SourceInit(new_slot(c), len(plan), eps_of.get(c, -1)))
             plan.append(Leaf("src", e, 0))
 
     for pos, idx in enumerate(program.slice):
         node = nodes[idx]
+        out = idx * OUT
         if node.prim is READ:
-            out = idx * OUT
-            steps.append(ReadStep(len(plan), new_slot(out), eps_of[node.refs[0]], eps_of.get(out, -1)))
+            steps.append(ReadStep(len(plan), new_slot(out), eps_of.get(node.refs[0], -1), eps_of.get(out, -1)))
             plan.append(Leaf("node", pos, 0))
+            continue
+        if node.prim is RESOURCE_GATHER:
+            rows, ind = len(plan), len(plan) + 1
+            plan.extend((Leaf("node", pos, 0), Leaf("node", pos, 1)))
+            steps.append(GatherStep(rows, ind, new_slot(out), eps_of.get(node.refs[0], -1), piece_eps(idx, ind),
+                                    eps_of.get(out, -1)))
             continue
         args = []
         for j, c in enumerate(node.refs):
@@ -239,8 +323,9 @@ def build_replay(nodes: Sequence[Node], program: Program, resolve_impl: ImplReso
                 plan.append(Leaf("node", pos, j))
         outs = tuple(new_slot(idx * OUT + k) for k in range(node.n_out))
         out_eps = tuple(eps_of.get(idx * OUT + k, -1) for k in range(node.n_out))
+        pe = piece_eps(idx, args[1].index) if idx in piece_src else -1
         steps.append(OpStep(resolve_impl(node), dict(node.static), tuple(args), outs, out_eps,
-                            node.prim.multiple_results))
+                            node.prim.multiple_results, pe))
 
     tgt_slots = tuple(slot_of[c] for c in program.tgt_codes)
     held_slots = tuple(slot_of[c] for c in held)
@@ -251,23 +336,39 @@ def build_replay(nodes: Sequence[Node], program: Program, resolve_impl: ImplReso
     def replay(eps, leaves):
         env: list[Any] = [None] * n_slots
         for slot, leaf, e in init_t:
-            env[slot] = leaves[leaf] + eps[e]
+            env[slot] = leaves[leaf] if e < 0 else leaves[leaf] + eps[e]
         for step in steps_t:
             if isinstance(step, ReadStep):  # the value read + the Variable's eps
-                v = leaves[step.leaf] + eps[step.eps]
+                v = leaves[step.leaf]
+                if step.eps >= 0:
+                    v = v + eps[step.eps]
                 env[step.slot] = v if step.out_eps < 0 else v + eps[step.out_eps]
+                continue
+            if isinstance(step, GatherStep):   # the rows read + the Variable's eps at the indices
+                v = leaves[step.rows]
+                if step.var_eps >= 0:
+                    v = v + jnp.take(eps[step.var_eps], leaves[step.ind], axis=0)
+                for e in (step.piece_eps, step.out_eps):
+                    if e >= 0:
+                        v = v + eps[e]
+                env[step.slot] = v
                 continue
             vals = [env[a] if live else leaves[a] for live, a in step.args]
             res = step.impl(*vals, **step.static)
             if not step.multi:
                 res = (res,)
+            if step.piece_eps >= 0:
+                res = (res[0] + eps[step.piece_eps],) + tuple(res[1:])
             for slot, r, e in zip(step.outs, res, step.out_eps):
                 env[slot] = r if e < 0 else r + eps[e]
         if held_slots:
             return tuple(env[s] for s in tgt_slots), tuple(env[s] for s in held_slots)
         return tuple(env[s] for s in tgt_slots)
 
-    return Built(replay, tuple(plan))
+    for e, sp in enumerate(sparse):   # a sparse gradient's pieces, in TF's order (``autodiff.sparse``)
+        if sp is not None:
+            by_src[e] = [piece_slot[idx] for idx in sp.pieces]
+    return ReplayBuilt(replay, tuple(plan), tuple(eps_slots), tuple(tuple(b) for b in by_src))
 
 
 def _zero_cotangent(out):
@@ -312,7 +413,20 @@ class OpBack(NamedTuple):
     multi: bool   # the op returns a sequence of outputs
 
 
-def build_backward(nodes: Sequence[Node], program: Program, resolve_impl: ImplResolver) -> Built:
+class GatherBack(NamedTuple):
+    """A gather whose output's cotangent is a piece of a sparse gradient (``autodiff.sparse``), or a
+    ``ResourceGather`` of a Variable with a dense gradient (``to``: the Variable's code, its
+    cotangent scattered there; None: a piece).  ``ind``: the leaf of its indices; ``out``: its
+    output's code; ``row``/``dtype``: its params' row shape and dtype (the seed's shape)."""
+    ind: int
+    out: int
+    to: int | None
+    shape: tuple[int, ...]
+    dtype: Any
+
+
+def build_backward(nodes: Sequence[Node], program: Program, resolve_impl: ImplResolver,
+                   layout: "Layout | None" = None) -> Built:
     """A pure ``backward(leaves, cts) -> grads`` over the values the tape saved.
 
     Where ``build_replay`` recomputes the whole forward inside ``jax.vjp``,
@@ -325,9 +439,21 @@ def build_backward(nodes: Sequence[Node], program: Program, resolve_impl: ImplRe
     several nodes is passed once).  Used when no other tape records the
     gradient call; a nested gradient replays (``build_replay``), so that the
     outer tape sees the gradient as a function of the true leaves.
+
+    With a ``layout`` (``autodiff.sparse``) a sparse source's gradient is its gathers' output
+    cotangents and indices, concatenated (two outputs); the reads and identities on the way are
+    not walked, and the params value is no leaf.
     """
     src_index = {c: e for e, c in enumerate(program.src_codes)}
     slice_set = set(program.slice)
+    sparse = layout.sparse if layout is not None else (None,) * len(program.src_codes)
+    skipped: set[int] = set()    # outputs of reads/identities a sparse gradient passes through
+    pieces_of: dict[int, int] = {}   # gather node -> the sparse source it is a piece of
+    for e, sp in enumerate(sparse):
+        if sp is not None:
+            skipped |= sp.through
+            for idx in sp.pieces:
+                pieces_of[idx] = e
 
     def diff(c: int | None) -> bool:
         return c is not None and (c in src_index or (c >= 0 and c // OUT in slice_set))
@@ -340,10 +466,25 @@ def build_backward(nodes: Sequence[Node], program: Program, resolve_impl: ImplRe
 
     plan: list[Leaf] = []
     leaf_of: dict[int, int] = {}
-    steps: list[ReadBack | OpBack] = []
+    steps: list[ReadBack | OpBack | GatherBack] = []
+    aval_of = dict(zip(program.src_codes, program.src_avals))
     for pos, idx in enumerate(program.slice):
         node = nodes[idx]
         outs = tuple(idx * OUT + k for k in range(node.n_out))
+        if outs[0] in skipped:
+            continue   # a read or identity on a sparse gradient's way: nothing flows back through it
+        if node.prim is RESOURCE_GATHER or idx in pieces_of:
+            ind = len(plan)
+            plan.append(Leaf("node", pos, 1))
+            var = node.refs[0]
+            if idx in pieces_of:
+                e = pieces_of[idx]
+                shape, dtype = program.src_avals[e]
+                steps.append(GatherBack(ind, outs[0], None, tuple(shape), dtype))
+            else:   # a ResourceGather of a Variable whose gradient is dense: scattered into it
+                shape, dtype = aval_of[var]
+                steps.append(GatherBack(ind, outs[0], var if diff(var) else None, tuple(shape), dtype))
+            continue
         if node.prim is READ:
             # The read's value matters only when the read itself is a target (its seed's shape).
             leaf = -1
@@ -369,10 +510,12 @@ def build_backward(nodes: Sequence[Node], program: Program, resolve_impl: ImplRe
     steps_t = tuple(reversed(steps))
     src_codes = program.src_codes
     src_avals = program.src_avals
+    piece_steps = {e: [idx * OUT for idx in sp.pieces] for e, sp in enumerate(sparse) if sp is not None}
 
     def backward(leaves, cts):
         ct = {}
         grads = {}
+        pieces = {}
 
         def add(c, g):
             prev = ct.get(c)
@@ -384,6 +527,18 @@ def build_backward(nodes: Sequence[Node], program: Program, resolve_impl: ImplRe
                     add(o, seed(v, None if i is None else cts[i]))
 
         for step in steps_t:
+            if isinstance(step, GatherBack):   # a gather's output cotangent: a piece, or scattered
+                out, ind = step.out, leaves[step.ind]
+                oshape = tuple(ind.shape) + step.shape[1:]
+                seed_outputs((out,), (jnp.zeros(oshape, step.dtype),))
+                g = ct.pop(out, None)
+                if g is not None and out in src_index:
+                    grads[out] = g
+                if step.to is None:
+                    pieces[out] = (jnp.zeros(oshape, step.dtype) if g is None else g, ind)
+                elif g is not None:
+                    add(step.to, jnp.zeros(step.shape, g.dtype).at[ind].add(g, mode="drop"))
+                continue
             if isinstance(step, ReadBack):  # its cotangent goes to the Variable
                 out = step.out
                 if step.leaf >= 0:
@@ -421,7 +576,10 @@ def build_backward(nodes: Sequence[Node], program: Program, resolve_impl: ImplRe
         # Sources no slice node produces (watched tensors, Variables, sources that are
         # also targets): their accumulated cotangent, plus their own seed when a target.
         res = []
-        for c, (shape, dtype) in zip(src_codes, src_avals):
+        for e, (c, (shape, dtype)) in enumerate(zip(src_codes, src_avals)):
+            if sparse[e] is not None:
+                res.extend(concat_pieces([pieces[out] for out in piece_steps[e]], tuple(shape[1:]), dtype))
+                continue
             g = grads.get(c)
             if g is None:
                 g = ct.get(c)

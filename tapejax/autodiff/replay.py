@@ -51,8 +51,8 @@ from ..core.caches import LRU
 from ..runtime import prediction as _prediction
 from ..runtime.thunks import clear_programs
 from .nodes import Node, _log
-from .program import LeafPlan, Program, build_backward, build_replay, seed
-from .user_grad import conj_complex
+from .program import LeafPlan, Program, ReplayBuilt, build_backward, build_sparse_replay, seed
+from .sparse import Layout, sparse_grads
 
 _tuple_new = tuple.__new__
 
@@ -197,15 +197,20 @@ class GradientPrimitive(Primitive):
         super().__init__("SymbolicGradient", lambda *a: fn(a[:n], a[n:]), multiple_results=True, jit=False)
 
 
-def _grads_and_targets(replay: Callable[..., Any], program: Program, held: bool = False) -> Callable[..., Any]:
-    """``(leaves, cts) -> (gradients, target values)`` through ``jax.vjp`` of the replay; with
-    ``held`` (a replay that also returns values the slice computes, ``build_replay``) those
-    values follow the targets'."""
+def _grads_and_targets(built: ReplayBuilt, program: Program, layout: "Layout | None",
+                       held: bool = False) -> Callable[..., Any]:
+    """``(leaves, cts) -> (gradients, target values)`` through ``jax.vjp`` of the replay
+    (``build_sparse_replay``): the gradients in ``layout``'s flat order (``autodiff.sparse``), in
+    TF's convention for complex values; with ``held`` (a replay that also returns values the
+    slice computes) those values follow the targets'."""
     src_avals = program.src_avals
     ct_given = program.ct_given
+    replay = built.fn
+    slots = built.eps
 
     def fn(leaves, cts):
-        eps0 = tuple(jnp.zeros(shape, dtype) for shape, dtype in src_avals)
+        eps0 = tuple(jnp.zeros(s.row if s.ind < 0 else tuple(leaves[s.ind].shape) + s.row, src_avals[s.src][1])
+                     for s in slots)
         if held:
             outs, vjp, more = jax.vjp(lambda e: replay(e, leaves), eps0, has_aux=True)
         else:
@@ -214,15 +219,15 @@ def _grads_and_targets(replay: Callable[..., Any], program: Program, held: bool 
         it = iter(cts)
         seeds = [seed(o, next(it) if given else None) for o, given in zip(outs, ct_given)]
         (grads,) = vjp(tuple(seeds))
-        grads = tuple(conj_complex(g.astype(dtype)) for g, (_, dtype) in zip(grads, src_avals))
-        return grads, tuple(outs) + tuple(more)
+        return sparse_grads(built, layout, src_avals, leaves, grads), tuple(outs) + tuple(more)
 
     return fn
 
 
 def _compile(nodes: Sequence[Node], program: Program) -> Compiled:
-    replay, plan = build_replay(nodes, program, resolve_impl)
-    both = _grads_and_targets(replay, program)
+    layout = program.layout(nodes)
+    built = build_sparse_replay(nodes, program, resolve_impl, layout)
+    both = _grads_and_targets(built, program, layout)
 
     def grad_fn(leaves, cts):
         return both(leaves, cts)[0]
@@ -232,7 +237,7 @@ def _compile(nodes: Sequence[Node], program: Program) -> Compiled:
         _stats.compiles += 1  # runs once per trace that succeeds
         return out
 
-    return Compiled(jax.jit(counted), plan, raw=grad_fn)
+    return Compiled(jax.jit(counted), built.plan, raw=grad_fn)
 
 
 class Backward:
@@ -255,14 +260,15 @@ class Backward:
 
 
 def _compile_backward(nodes: Sequence[Node], program: Program) -> Backward:
-    backward, plan = build_backward(nodes, program, resolve_impl)
+    layout = program.layout(nodes)
+    backward, plan = build_backward(nodes, program, resolve_impl, layout)
 
     def counted(leaves, cts):
         out = backward(leaves, cts)
         _stats.compiles += 1  # runs once per trace that succeeds
         return out
 
-    return Backward(jax.jit(counted), plan, len(program.src_codes))
+    return Backward(jax.jit(counted), plan, layout.n_out)
 
 
 def _compile_fused(nodes: Sequence[Node], program: Program, held: tuple[int, ...] = ()) -> Backward:
@@ -270,8 +276,9 @@ def _compile_fused(nodes: Sequence[Node], program: Program, held: tuple[int, ...
     leaves, and the targets' values come back with the gradients (one dispatch for both); so do
     the values of the slice's codes ``held`` (pending intermediates the user holds: a metric
     read after the gradient does not compute the forward again)."""
-    replay, plan = build_replay(nodes, program, resolve_impl, held)
-    both = _grads_and_targets(replay, program, bool(held))
+    layout = program.layout(nodes)
+    built = build_sparse_replay(nodes, program, resolve_impl, layout, held)
+    both = _grads_and_targets(built, program, layout, bool(held))
 
     def counted(leaves, cts):
         out = both(leaves, cts)
@@ -279,7 +286,7 @@ def _compile_fused(nodes: Sequence[Node], program: Program, held: tuple[int, ...
         return out
 
     # ``raw``: traced inside a program with pending updates too, where its traces are compiles
-    return Backward(jax.jit(counted), plan, len(program.src_codes), raw=counted)
+    return Backward(jax.jit(counted), built.plan, layout.n_out, raw=counted)
 
 
 # -- which inputs does a compiled gradient really use? --------------------------

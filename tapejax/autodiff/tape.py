@@ -22,6 +22,7 @@ Gradients are computed by ``replay`` (slice, key, compiled ``jax.vjp``), jacobia
 from ..core import dtypes as _dtypes, nest as _nest, state as _state
 from ..core.bind import READ, _hashable
 from ..core.tensor import Pending, Tensor
+from ..ops.indexing import RESOURCE_GATHER
 from . import explain as _explain, gradient as _gradient, jacobian as _jacobian
 from .nodes import (
     _ONE,
@@ -137,21 +138,31 @@ class GradientTape:
         return tuple(v for _, v in sorted(self._watched_vars.items()))
 
     # -- recording (called by _primitives.bind and Variable._read) --------
-    def _record_read(self, var, t):
-        codes = self._codes
+    def _var_code(self, var):
+        """The code of a Variable being read (watched on its first read when this tape watches
+        accessed Variables and it is trainable), or None where the tape does not track it."""
         vid = var._id
-        code = codes.get(vid)
+        code = self._codes.get(vid)
         if code is None:
-            if var._id in self._watched_vars:
-                return  # watched but not trainable dtype
+            if vid in self._watched_vars:
+                return None  # watched but not trainable dtype
             if not (self._watch_accessed and var._trainable):
                 self._unwatched[vid] = ("trainable=False" if not var._trainable
                                         else "watch_accessed_variables=False")
-                return
+                return None
             self._watched_vars[vid] = var
             if not _trainable(var._meta):
-                return
+                return None
             code = self._new_leaf(vid)
+        return code
+
+    def _record_read(self, var, t):
+        codes = self._codes
+        code = codes.get(var._id)
+        if code is None:
+            code = self._var_code(var)
+            if code is None:
+                return
         idx = len(self._nodes)
         refs = (code,)
         sig = (READ, refs)
@@ -161,6 +172,22 @@ class GradientTape:
         self._nodes.append(_tuple_new(Node, (READ, (), None, (t._thunk if type(t) is Pending else t._value,),
                                                 (t._id,), refs, 1, n)))
         codes[t._id] = idx * OUT
+
+    def _record_sparse_read(self, var, indices, rows):
+        """A gather of ``var``'s rows at ``indices`` that read only those rows
+        (``ops.indexing.sparse_read``): a ``ResourceGather`` node holding the rows and the indices,
+        whose gradient with respect to ``var`` is ``IndexedSlices`` (``autodiff.sparse``)."""
+        code = self._codes.get(var._id)
+        if code is None:
+            code = self._var_code(var)
+            if code is None:
+                return
+        refs = (code, self._codes.get(indices._id))
+        sig = _intern((RESOURCE_GATHER, (), None, refs, _ONE))
+        nodes = self._nodes
+        self._codes[rows._id] = len(nodes) * OUT
+        nodes.append(_tuple_new(Node, (RESOURCE_GATHER, (), None, (rows._value, indices._value),
+                                       (rows._id, indices._id), refs, 1, sig)))
 
     #: Whether the deferred executor may leave the ops this tape records pending (see above).
     _defers = True

@@ -29,6 +29,7 @@ import numpy as np
 
 from ..core import dtypes as _dtypes
 from ..core.convert import convert_to_tensor
+from ..core.indexed_slices import IndexedSlices
 from ..core.tensor import Tensor, TensorShape
 from ..core.variable import Variable
 
@@ -219,6 +220,10 @@ def arg_key(x, dyn: List[Any]):
         return ("np", v.aval)
     if isinstance(x, tuple) and hasattr(x, "_fields"):  # namedtuple
         return (t, tuple([arg_key(e, dyn) for e in x]))
+    if isinstance(x, IndexedSlices):   # (a gradient passed on: its values and indices are dynamic)
+        shape = x._static_shape
+        return (t, arg_key(x.values, dyn), arg_key(x.indices, dyn),
+                shape if shape is not None else arg_key(x.dense_shape, dyn))
     if t in (bytes, complex, type) or isinstance(x, (np.dtype, _dtypes.DType)):
         return (t, x)
     # Any other object keys by identity; the entry's template holds the object, so its
@@ -256,6 +261,11 @@ def tensor_args(x, out: List[Any]) -> None:
     elif type(x) is dict:
         for k in sorted(x):
             tensor_args(x[k], out)
+    elif type(x) is IndexedSlices:
+        tensor_args(x.values, out)
+        tensor_args(x.indices, out)
+        if x._static_shape is None:
+            tensor_args(x.dense_shape, out)
 
 
 def template(x):
@@ -269,7 +279,26 @@ def template(x):
         return {k: template(x[k]) for k in sorted(x)}
     if isinstance(x, tuple) and hasattr(x, "_fields"):
         return t(*[template(e) for e in x])
+    if t is IndexedSlices:
+        return _slices_template(x, template)
     return x
+
+
+class SlicesOut(NamedTuple):
+    """An ``IndexedSlices`` in a function's arguments or outputs: its values' and indices'
+    templates and its dense shape, static (``static``) or the template of its Tensor (a gradient
+    passed to or returned from a compiled step, as TF passes one)."""
+    values: Any
+    indices: Any
+    static: Optional[Tuple[int, ...]]
+    shape: Any = None
+
+
+def _slices_template(x, leaf):
+    """``SlicesOut`` of ``IndexedSlices`` ``x``, its parts' templates made by ``leaf``."""
+    if x._static_shape is not None:
+        return SlicesOut(leaf(x.values), leaf(x.indices), x._static_shape)
+    return SlicesOut(leaf(x.values), leaf(x.indices), None, leaf(x.dense_shape))
 
 
 def fill(tpl, it: Iterator[Any]):
@@ -277,6 +306,11 @@ def fill(tpl, it: Iterator[Any]):
     if tpl is DYN:
         return next(it)
     t = type(tpl)
+    if t is SlicesOut:
+        values, indices = fill(tpl.values, it), fill(tpl.indices, it)
+        if tpl.static is not None:
+            return IndexedSlices._of(values, indices, tpl.static)
+        return IndexedSlices(values, indices, fill(tpl.shape, it))
     if t is tuple or t is list:
         return t(fill(e, it) for e in tpl)
     if t is dict:
@@ -299,6 +333,8 @@ def split_out(x, dyn: List[Any]):
         dyn.append(x)
         return DYN
     t = type(x)
+    if t is IndexedSlices:
+        return _slices_template(x, lambda e: split_out(e, dyn))
     if t is tuple or t is list:
         return t(split_out(e, dyn) for e in x)
     if t is dict:

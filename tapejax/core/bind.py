@@ -9,8 +9,10 @@ record); ``bind`` only turns the call's arguments into operands:
    executor reads a Variable as the op runs, and the tapes see the read), NumPy data copied
    now (``host_snapshot``: the op reads the data as it is when the op is called, as TF's
    does), another library's array (a TF EagerTensor, ``__array__``, DLPack) copied now with its
-   own dtype, a list holding Tensors packed by the recorded Pack op, Python numbers left as
-   numbers (JAX's weak typing gives TF's "a scalar takes the tensor's dtype");
+   own dtype, a list holding Tensors packed by the recorded Pack op, an object of a type with a
+   registered conversion (``core.conversion``: an ``IndexedSlices`` is densified by its recorded
+   op) converted, Python numbers left as numbers (JAX's weak typing gives TF's "a scalar takes
+   the tensor's dtype");
 2. static keyword parameters (axes, shapes, flags) are bound into the callable
    (``Primitive.bound``): they are part of the compiled replay's cache key, so hashable.
 
@@ -31,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .caches import Family
+from .conversion import PEEK as _CONVERSION_PEEK, conversion_for
 from .errors import InvalidArgumentError
 from .executor import ACTIVE
 from .state import _local
@@ -136,6 +139,9 @@ def lookup(name: str) -> Primitive:
         raise LookupError(f"No op registered under the type name {name!r}") from None
 
 
+_UNSEEN = object()
+
+
 def operand(a: Any) -> Any:
     """One positional argument of ``bind`` as an operand (see the module docstring)."""
     t = type(a)
@@ -145,6 +151,13 @@ def operand(a: Any) -> Any:
         return host_snapshot(a)
     if isinstance(a, (list, tuple)):   # nested data, possibly holding Tensors
         return pack_nested(a) if _contains_tensor(a) else Tensor(_to_array(a, None, "value"))
+    conv: Any = _CONVERSION_PEEK(t, _UNSEEN)
+    if conv is _UNSEEN:
+        conv = conversion_for(t)
+    if conv is not None:   # a registered conversion (``tf.register_tensor_conversion_function``)
+        out = conv(a)
+        if out is not NotImplemented:
+            return out
     if is_foreign(a):   # a TF EagerTensor, a PyTorch tensor ...: copied now, its dtype kept
         return _to_array(a, None, "value")
     return a   # a Tensor subclass, a Variable, a Python scalar, a tracer: as it is

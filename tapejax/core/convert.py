@@ -1,8 +1,9 @@
 """``convert_to_tensor`` and ``constant``: TF's conversion rules for Python, NumPy and Tensor data.
 
 Python floats become float32 and ints int32 (int64 where they do not fit), NumPy arrays keep
-their dtype, Tensors pass through, Variables are read (a recorded read), and a list holding
-Tensors is the recorded Pack op (``bind.pack_nested``), as TF converts it.  Host data is copied
+their dtype, Tensors pass through, Variables are read (a recorded read), a list holding
+Tensors is the recorded Pack op (``bind.pack_nested``), as TF converts it, and an object of a
+type with a registered conversion (``core.conversion``: ``IndexedSlices``) is converted by it.  Host data is copied
 when converted (``tensor.host_snapshot``).
 """
 import jax
@@ -10,6 +11,8 @@ import numpy as np
 
 from . import dtypes as _dtypes
 from .bind import pack_nested
+from .conversion import conversion_for
+from .indexed_slices import IndexedSlices
 from .tensor import Tensor, _Array, _contains_tensor, _to_array
 
 
@@ -36,6 +39,17 @@ def convert_to_tensor(value, dtype=None, dtype_hint=None, name=None):
     if value is None:
         raise ValueError("Attempt to convert a value (None) with an unsupported type "
                          "(<class 'NoneType'>) to a Tensor.")
+    conv = conversion_for(type(value))
+    if conv is not None:   # a registered conversion (an IndexedSlices, a user's class)
+        t = conv(value, dtype=None if want is None else _dtypes.as_dtype(want), name=name, as_ref=False)
+        if t is not NotImplemented:
+            if not isinstance(t, Tensor):
+                t = convert_to_tensor(t)
+            if want is not None and np.dtype(t._meta.dtype) != want:
+                raise RuntimeError(f"Conversion function {conv!r} for type {type(value).__name__} returned "
+                                   f"incompatible dtype: requested = {want.name}, actual = "
+                                   f"{np.dtype(t._meta.dtype).name}")
+            return t
     if isinstance(value, (list, tuple)) and _contains_tensor(value):
         t = pack_nested(value)
         if want is not None and np.dtype(t._value.dtype) != want:
@@ -77,4 +91,5 @@ def constant(value, dtype=None, shape=None, name="Const"):
 
 
 def is_tensor(x):
-    return isinstance(x, Tensor)
+    """``tf.is_tensor``: a Tensor or a tensor-like TF type (a Variable, ``IndexedSlices``)."""
+    return isinstance(x, (Tensor, IndexedSlices)) or hasattr(x, "_read")

@@ -121,6 +121,8 @@ class Tensor:
     __rand__: ClassVar[Callable[[Any, Any], "Tensor"]]
     __or__: ClassVar[Callable[[Any, Any], "Tensor"]]
     __ror__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __xor__: ClassVar[Callable[[Any, Any], "Tensor"]]
+    __rxor__: ClassVar[Callable[[Any, Any], "Tensor"]]
     __neg__: ClassVar[Callable[[Any], "Tensor"]]
     __pos__: ClassVar[Callable[[Any], "Tensor"]]
     __abs__: ClassVar[Callable[[Any], "Tensor"]]
@@ -169,8 +171,10 @@ class Tensor:
         """The underlying ``jax.Array`` (or tracer inside a compiled function)."""
         return self._value
 
-    def numpy(self) -> np.ndarray:
-        return np.asarray(self._value)
+    def numpy(self) -> Any:
+        """The value as NumPy data: an array, or a NumPy scalar (``np.float32`` ...) for a 0-d
+        tensor, as TF's ``numpy()``."""
+        return host_value(self._value)
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         a = np.asarray(self._value)
@@ -198,7 +202,11 @@ class Tensor:
         return int(self._value)
 
     def __index__(self) -> int:
-        return int(self._value)
+        return index_value(self._value)
+
+    def __round__(self, ndigits=None):
+        raise ProtocolError(f"round() of a tapejax Tensor is not defined (TF raises here too): use "
+                            f"tf.round(x), or round(float(x)) for a Python number; got {self!r}")
 
     def __complex__(self) -> complex:
         return complex(self._value)
@@ -242,6 +250,30 @@ class Tensor:
 
     def __reduce__(self):
         return (_unpickle, (np.asarray(self._value),))
+
+
+class ProtocolError(TypeError, AttributeError):
+    """A Python protocol a tensor does not support (a float tensor as an index, ``round()``).
+
+    A TypeError, Python's class for such misuse; also an AttributeError, the class TF happens to
+    raise there (its tensors lack the NumPy method the protocol looks for), so ``except`` clauses
+    written for TF still catch it."""
+
+
+def host_value(a: Any) -> Any:
+    """``numpy()`` of a value: a NumPy array, or a NumPy scalar for a 0-d value (TF's rule)."""
+    out = np.asarray(a)
+    return out[()] if out.ndim == 0 else out
+
+
+def index_value(a: Any) -> int:
+    """``operator.index`` of a value: only integer scalars are indices (TF: AttributeError for a
+    float, whose NumPy scalar has no ``__index__``)."""
+    dt = np.dtype(a.dtype)
+    if dt.kind not in "iu":
+        raise ProtocolError(f"only integer scalar tensors can be used as an index (a list index, "
+                            f"range(), operator.index); got a tensor of dtype {dt.name}")
+    return int(a)
 
 
 def _unpickle(a: np.ndarray) -> Tensor:
@@ -354,6 +386,18 @@ jax.tree_util.register_pytree_node(Pending, _flatten_pending, _unflatten)
 OPERATOR_NAMES = frozenset(name for name in Tensor.__annotations__ if name.startswith("__"))
 
 
+def register_methods(cls: type, methods: "dict[str, Callable[..., Any]]") -> None:
+    """Install ``methods`` (name -> function) on ``cls``, each declared (annotated) in its class body:
+    the op library defines the Variable methods that are ops (``sparse_read``, the scatter updates)
+    where it defines the ops, as it does the operators."""
+    declared = {n for k in cls.__mro__ for n in getattr(k, "__annotations__", {})}
+    unknown = set(methods) - declared
+    if unknown:
+        raise ValueError(f"not methods declared on {cls.__name__}: {sorted(unknown)}")
+    for name, fn in methods.items():
+        setattr(cls, name, fn)
+
+
 def register_operators(cls: type, methods: "dict[str, Callable[..., Any]]") -> None:
     """Install ``methods`` (dunder name -> function) as the operators of ``cls`` (``Tensor`` or
     ``Variable``).  The op library calls it where it defines the ops (``tapejax.ops``), so each
@@ -389,7 +433,8 @@ def _python_dtype(value):
         raise ValueError(f"Attempt to convert a value ({value!r}) with an unsupported type "
                          f"({type(value)}) to a Tensor.")
     if arr.dtype.kind in "US":
-        raise TypeError(f"tapejax has no string or object tensors; got a value of dtype {arr.dtype}")
+        raise TypeError(f"tapejax has no string or object tensors (JAX arrays are numeric); got a value of dtype "
+                        f"{arr.dtype}: keep strings in Python or NumPy and map them to integer ids on the host")
     return arr.dtype
 
 
@@ -472,7 +517,8 @@ def _to_array(value, dtype, what):
         if dtype is not None:  # NumPy data is cast, as TF does (truncating floats to ints)
             return jax.numpy.asarray(host_snapshot(np.asarray(value), _dtypes.storage_dtype(dtype, what)))
         if src.kind in "USO":
-            raise TypeError(f"tapejax has no string or object tensors; {what} has dtype {src}")
+            raise TypeError(f"tapejax has no string or object tensors (JAX arrays are numeric); {what} has dtype "
+                            f"{src}: keep strings in Python or NumPy and map them to integer ids on the host")
         target = src if dtype is None else dtype
     else:
         src = _python_dtype(value)

@@ -48,7 +48,7 @@ from .convert import convert_to_tensor
 from .devices import device_name
 from .errors import InvalidArgumentError
 from .executor import ACTIVE
-from .tensor import Lazy, Pending, Tensor, TensorShape, _to_array
+from .tensor import Lazy, Pending, ProtocolError, Tensor, TensorShape, _to_array, host_value, index_value
 
 _Array = type(jnp.zeros(()))   # the concrete array type
 
@@ -159,6 +159,8 @@ class Variable:
     __rand__: ClassVar[Callable[[Any, Any], Tensor]]
     __or__: ClassVar[Callable[[Any, Any], Tensor]]
     __ror__: ClassVar[Callable[[Any, Any], Tensor]]
+    __xor__: ClassVar[Callable[[Any, Any], Tensor]]
+    __rxor__: ClassVar[Callable[[Any, Any], Tensor]]
     __neg__: ClassVar[Callable[[Any], Tensor]]
     __pos__: ClassVar[Callable[[Any], Tensor]]
     __abs__: ClassVar[Callable[[Any], Tensor]]
@@ -166,6 +168,23 @@ class Variable:
     # ``==`` / ``!=`` are elementwise; against None (or an unbroadcastable shape) a Python bool
     __eq__: ClassVar[Callable[[Any, Any], Any]]
     __ne__: ClassVar[Callable[[Any, Any], Any]]
+    # TF's sparse reads and scatter updates, installed by ``tapejax.ops.scatter``
+    # (``register_methods``): they take IndexedSlices or index tensors, update the Variable in place
+    # where it owns its buffer, and return it.
+    sparse_read: ClassVar[Callable[..., Tensor]]
+    scatter_add: ClassVar[Callable[..., Any]]
+    scatter_sub: ClassVar[Callable[..., Any]]
+    scatter_mul: ClassVar[Callable[..., Any]]
+    scatter_div: ClassVar[Callable[..., Any]]
+    scatter_max: ClassVar[Callable[..., Any]]
+    scatter_min: ClassVar[Callable[..., Any]]
+    scatter_update: ClassVar[Callable[..., Any]]
+    batch_scatter_update: ClassVar[Callable[..., Any]]
+    scatter_nd_add: ClassVar[Callable[..., Any]]
+    scatter_nd_sub: ClassVar[Callable[..., Any]]
+    scatter_nd_update: ClassVar[Callable[..., Any]]
+    scatter_nd_max: ClassVar[Callable[..., Any]]
+    scatter_nd_min: ClassVar[Callable[..., Any]]
 
     #: Whether an executor may compute an op from ``_val`` before the read is recorded (so a bad op
     #: reads nothing); False for a subclass with its own ``_read`` (``__init_subclass__``), whose
@@ -412,7 +431,7 @@ class Variable:
             return ""
 
     def numpy(self):
-        return np.asarray(self._value)
+        return host_value(self._value)
 
     def __array__(self, dtype=None, copy=None):
         a = np.asarray(self._value)
@@ -472,7 +491,11 @@ class Variable:
         return int(self._value)
 
     def __index__(self):
-        return int(self._value)
+        return index_value(self._value)
+
+    def __round__(self, ndigits=None):
+        raise ProtocolError(f"round() of a tapejax Variable is not defined (TF raises here too): use "
+                            f"tf.round(v), or round(float(v)) for a Python number; got {self!r}")
 
     def __iter__(self):
         return iter(self._read())

@@ -1,4 +1,25 @@
 """TF-named ops, by family.  Importing this package registers them and installs
 the Tensor/Variable operators.  ``_grads`` holds TF's gradient conventions,
 ``jax_op`` turns any JAX function into a tape op."""
-from . import array, diagonals, indexing, jax_op, linalg, math, nn, random, reduce  # noqa: F401
+from . import (  # noqa: F401
+    array,
+    bitwise,
+    conv,
+    diagonals,
+    indexing,
+    jax_op,
+    layout,
+    linalg,
+    linalg_more,
+    math,
+    nn,
+    nn_extra,
+    random,
+    reduce,
+    rng,
+    scatter,
+    segment,
+    special,
+    unsupported,
+    utilities,
+)

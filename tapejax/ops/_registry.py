@@ -38,6 +38,7 @@ from ..core import dtypes as _dtypes
 from ..core.bind import bind, bind1, bind2, define
 from ..core.caches import LRU
 from ..core.errors import InvalidArgumentError
+from ..core.indexed_slices import IndexedSlices
 from ..core.tensor import Pending, Tensor
 from ..core.variable import Variable
 
@@ -47,11 +48,14 @@ _TENSORISH = (Tensor, Variable)
 
 
 def dtype_of(x):
-    """NumPy dtype of a Tensor/Variable; None for Python data."""
+    """NumPy dtype of a Tensor/Variable (or an ``IndexedSlices``, densified by the op); None for
+    Python data."""
     if isinstance(x, _TENSORISH):
         return np.dtype(x._meta.dtype)
     if isinstance(x, (np.ndarray, np.generic)):
         return x.dtype
+    if type(x) is IndexedSlices:
+        return np.dtype(x.dtype._np)
     return None
 
 
@@ -110,6 +114,8 @@ def check_binary(x, y, op_type):
         return  # the hot path: two tensors (or a tensor and a converted number) of one dtype
     dx = dtype_of(x) if isinstance(x, _TENSORISH) else None
     dy = dtype_of(y) if isinstance(y, _TENSORISH) else None
+    if isinstance(x, (str, bytes)) or isinstance(y, (str, bytes)):
+        _string_operand(x, y, dx, dy, op_type)
     if dx is not None and dy is not None:
         if dx != dy:
             raise InvalidArgumentError(
@@ -123,6 +129,20 @@ def check_binary(x, y, op_type):
                 None, None, f"cannot compute AddV2 as input #1(zero-based) was expected to be a {d.name} "
                 f"tensor but is a float tensor [Op:AddV2]")
         raise TypeError(f"Cannot convert {other!r} to EagerTensor of dtype {d.name}")
+
+
+def _string_operand(x, y, dx, dy, op_type):
+    """TF's errors for a Python string next to a tensor: ``t + "a"`` converts the string to a string
+    tensor (InvalidArgumentError: dtypes differ), the other operators fail to convert it to the
+    tensor's dtype (TypeError).  tapejax has no string tensors at all."""
+    other, d = (y, dx) if dx is not None else (x, dy)
+    name = d.name if d is not None else "float"
+    if op_type == "AddV2" and d is not None:
+        raise InvalidArgumentError(None, None, f"cannot compute AddV2 as input #1(zero-based) was expected to be a "
+                                   f"{name} tensor but is a string tensor [Op:AddV2] (tapejax has no string "
+                                   "tensors: keep strings in Python)")
+    raise TypeError(f"Cannot convert {other!r} to EagerTensor of dtype {name} (tapejax has no string tensors: "
+                    "keep strings in Python)")
 
 
 class NotPlain(Exception):
@@ -330,9 +350,12 @@ def binary_ops(namespace, table):
 
 
 def _shape(x):
-    """A Tensor's, Variable's or array-like's shape (a pending value is not computed)."""
+    """A Tensor's, Variable's or array-like's shape (a pending value is not computed); an
+    ``IndexedSlices``' dense shape."""
     if isinstance(x, _TENSORISH):
         return tuple(x._meta.shape)
+    if type(x) is IndexedSlices and x._static_shape is not None:
+        return x._static_shape
     return tuple(np.shape(x))
 
 

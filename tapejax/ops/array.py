@@ -500,11 +500,16 @@ def range(start, limit=None, delta=1, dtype=None, name="range"):  # noqa: A001  
     return Tensor(jnp.arange(vals[0].item(), vals[1].item(), vals[2].item(), dtype=dt))
 
 
+_LINSPACE = prim("LinSpace", lambda start, stop, *, num, axis: jnp.linspace(start, stop, num, axis=axis))
+
+
+@tf_types("LinSpace")
 def linspace(start, stop, num, name=None, axis=0):
-    """``tf.linspace``: ``num`` evenly spaced values, float32 for Python floats."""
+    """``tf.linspace``: ``num`` evenly spaced values, float32 for Python floats; differentiable in
+    ``start`` and ``stop`` (TF's gradient)."""
     s = convert_to_tensor(start)
     e = convert_to_tensor(stop, dtype_hint=s.dtype)
-    return Tensor(jnp.linspace(s._value, e._value, int(num), axis=int(axis)))
+    return bind(_LINSPACE, s, e, num=int(num), axis=int(axis))
 
 
 def eye(num_rows, num_columns=None, batch_shape=None, dtype=_dtypes.float32, name=None):

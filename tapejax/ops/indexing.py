@@ -1,15 +1,17 @@
 """Indexing ops: gathers and scatters, slices and masks, ``tensor[key]`` (``StridedSlice``) and the
 sliced read of a Variable that can be assigned (``VariableSlice``, TF's sliced assign).
 
-Gathers from a Variable (``tf.gather(v, i)``, ``embedding_lookup``): TF's
-tape returns ``tf.IndexedSlices``; tapejax returns the *dense* gradient (a
-Tensor of the Variable's shape, zeros outside the gathered rows, repeated
-rows summed), which is what ``tf.convert_to_tensor(indexed_slices)`` gives
-and what every tapejax optimizer consumes.  Out-of-range indices are not
-checked by default (TF's CPU kernel raises, TF's GPU kernel gives zeros; JAX
-wraps a negative index and fills a row past the end, NaN for floats) unless
-the value-check mode is on (``ops.checks``): ``gather`` then raises TF's
-InvalidArgumentError.
+Gathers: the tape's gradient of a gather on axis 0 with respect to its params is
+``tf.IndexedSlices``, as TF's (``autodiff.sparse`` decides it, the compiled gradient produces
+the rows without making the dense gradient).  ``tf.gather`` / ``embedding_lookup`` on a
+Variable, eagerly, is TF's ``ResourceGather`` (``Variable.sparse_read``): it reads only the
+gathered rows, so the Variable keeps its buffer for an optimizer's in-place (donated) sparse
+update; the tapes record the rows and the indices (``GradientTape._record_sparse_read``).
+Inside ``tapejax.function``, under a gradient override or another kind of recorder, it is the
+plain gather of a Variable read (the same values and gradients).  Out-of-range indices are not
+checked by default (TF's CPU kernel raises, TF's GPU kernel gives zeros; JAX wraps a negative
+index and fills a row past the end, NaN for floats) unless the value-check mode is on
+(``ops.checks``): ``gather`` then raises TF's InvalidArgumentError.
 """
 import builtins
 
@@ -22,7 +24,7 @@ from ..core.bind import bind, bind2
 from ..core.convert import convert_to_tensor
 from ..core.tensor import Tensor, _flatten, _unflatten, register_operators
 from ..core.variable import Variable
-from ._registry import _TENSORISH, _bad, _call, _shape, check_binary, plain_jit, prim, static_shape, tf_types
+from ._registry import _TENSORISH, _Array, _bad, _call, _shape, check_binary, plain_jit, prim, static_shape, tf_types
 from .checks import VALUE_CHECKS, require_in_range
 
 _pyrange = builtins.range
@@ -39,6 +41,12 @@ def _gather(params, indices, *, axis=0, batch_dims=0):
 
 _GATHER = prim("GatherV2", _gather)
 _GATHER_PLAIN = plain_jit(_GATHER, lambda p, i: p.ndim >= 1 and i.dtype.kind in "iu")
+#: The gather op (``autodiff.sparse`` gives its params an ``IndexedSlices`` gradient).
+GATHER = _GATHER
+#: A gather on a Variable that read only the rows (``sparse_read``).  Its recorded node holds the
+#: rows it read and the indices; the replay adds the Variable's perturbation gathered at the
+#: indices (``autodiff.program``), so its function here is the rows themselves.
+RESOURCE_GATHER = prim("ResourceGather", lambda rows, indices: rows)
 
 
 def _int_indices(indices, op_type, arg="indices"):
@@ -49,10 +57,42 @@ def _int_indices(indices, op_type, arg="indices"):
     return t
 
 
-@tf_types("GatherV2")
+def sparse_read(var, indices, name=None):
+    """``Variable.sparse_read``: the rows ``var[indices]`` (TF's ``ResourceGather``), read without
+    handing out the Variable's buffer (see the module docstring).  None where that path does not
+    apply (a function traces, a gradient override is active, a recorder other than a plain tape
+    records, the Variable holds a traced value): the caller gathers from a read instead."""
+    loc = _state._local
+    if loc.collector is not None or loc.overrides or type(var) is not Variable:
+        return None
+    tapes = loc.tapes
+    for t in tapes:
+        if not t._defers or not hasattr(t, "_record_sparse_read"):
+            return None
+    value = var._value   # (a pending update is computed now)
+    if type(value) is not _Array or value.ndim < 1:
+        return None
+    idx = indices if type(indices) is Tensor else _int_indices(indices, "ResourceGather")
+    iv = idx._value
+    if iv.dtype.kind not in "iu":
+        raise _bad("ResourceGather", f"Value for attr 'Tindices' of {np.dtype(iv.dtype).name} is not in the list "
+                   "of allowed values: int32, int64 (argument `indices`)")
+    rows = Tensor(_GATHER_PLAIN(value, iv))
+    for t in tapes:
+        getattr(t, "_record_sparse_read")(var, idx, rows)   # (a GradientTape's: checked above)
+    return rows
+
+
+@tf_types("GatherV2", "ResourceGather")
 def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name=None):
-    """``tf.gather`` along ``axis`` (default ``batch_dims``).  From a Variable the gradient is dense
-    (see the module docstring)."""
+    """``tf.gather`` along ``axis`` (default ``batch_dims``).  Its gradient with respect to
+    ``params`` is ``IndexedSlices`` on axis 0; on a Variable it is ``sparse_read`` (see the module
+    docstring)."""
+    if (type(params) is Variable and (axis is None or axis == 0) and batch_dims == 0
+            and not VALUE_CHECKS[0]):
+        out = sparse_read(params, indices)
+        if out is not None:
+            return out
     if (type(params) is Tensor and type(indices) is Tensor and axis is None and batch_dims == 0
             and not VALUE_CHECKS[0]):
         try:  # the fast path: index dtype and params rank are checked when JAX traces
@@ -258,6 +298,36 @@ def getitem(x, key) -> Tensor:
     return out
 
 
+@tf_types("StridedSlice")
+def strided_slice(input_, begin, end, strides=None, begin_mask=0, end_mask=0, ellipsis_mask=0, new_axis_mask=0,
+                  shrink_axis_mask=0, var=None, name=None):
+    """``tf.strided_slice``: ``input_[begin:end:strides]`` per dimension, with TF's masks (bit ``i``:
+    ``begin_mask`` / ``end_mask`` ignore ``begin[i]`` / ``end[i]``, ``ellipsis_mask`` an ellipsis,
+    ``new_axis_mask`` a new axis, ``shrink_axis_mask`` takes index ``begin[i]``); the same op as
+    ``tensor[key]``.  ``begin``, ``end`` and ``strides`` are read on the host (static)."""
+    b, e = static_shape(begin), static_shape(end)
+    s = static_shape(strides) if strides is not None else (1,) * len(b)
+    if not len(b) == len(e) == len(s):
+        raise _bad("StridedSlice", f"Expected begin, end, and strides to be 1D equal size tensors, but got shapes "
+                   f"[{len(b)}], [{len(e)}], and [{len(s)}] instead.")
+    if bin(int(ellipsis_mask)).count("1") > 1:
+        raise _bad("StridedSlice", "Multiple ellipses in slice spec not allowed")
+    key = []
+    for i in _pyrange(len(b)):
+        bit = 1 << i
+        if ellipsis_mask & bit:
+            key.append(Ellipsis)
+        elif new_axis_mask & bit:
+            key.append(None)
+        elif shrink_axis_mask & bit:
+            key.append(b[i])
+        else:
+            if s[i] == 0:
+                raise _bad("StridedSlice", f"strides[{i}] must be non-zero")
+            key.append(_pyslice(None if begin_mask & bit else b[i], None if end_mask & bit else e[i], s[i]))
+    return getitem(input_, tuple(key))
+
+
 class VariableSlice(Tensor):
     """``variable[key]``: the slice, read as a Tensor, that can also be assigned (TF's sliced assign).
 
@@ -323,5 +393,5 @@ register_operators(Tensor, {"__getitem__": getitem})
 register_operators(Variable, {"__getitem__": _variable_getitem})
 
 
-__all__ = ["gather", "gather_nd", "scatter_nd", "tensor_scatter_nd_update", "tensor_scatter_nd_add", "slice",
+__all__ = ["GATHER", "RESOURCE_GATHER", "sparse_read", "strided_slice", "gather", "gather_nd", "scatter_nd", "tensor_scatter_nd_update", "tensor_scatter_nd_add", "slice",
            "boolean_mask", "getitem", "VariableSlice"]

@@ -53,7 +53,9 @@ _HALF = {np.dtype(np.float16): "half", np.dtype(_dtypes.bfloat16._np): "bfloat16
 def _no_half(x, op_type, arg, bf16_error: Type[Exception] = InvalidArgumentError):
     """XLA:CPU has no half-precision LAPACK kernels, nor has TF for these ops: TF's error class
     (NotFoundError for float16, InvalidArgumentError for bfloat16), not JAX's NotImplementedError."""
-    d = getattr(getattr(x, "_value", x), "dtype", None)
+    d = dtype_of(x)
+    if d is None:
+        d = getattr(x, "dtype", None)
     name = _HALF.get(np.dtype(d)) if d is not None else None
     if name is None:
         return
@@ -458,7 +460,8 @@ def pinv(a, rcond=None, validate_args=False, name=None):
     _no_half(a, "Pinv", "a", bf16_error=ValueError)
     s = _shape(a)
     if rcond is None:
-        rcond = 10.0 * max(s[-2:]) * float(np.finfo(np.dtype(getattr(a, "_value", np.asarray(a)).dtype)).eps)
+        dt = dtype_of(a)
+        rcond = 10.0 * max(s[-2:]) * float(np.finfo(dt if dt is not None else np.asarray(a).dtype).eps)
     return bind(_PINV, a, rcond=float(rcond))
 
 

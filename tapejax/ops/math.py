@@ -10,6 +10,7 @@ from ..core import dtypes as _dtypes
 from ..core.bind import bind, bind2
 from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
+from ..core.indexed_slices import IndexedSlices
 from ..core.tensor import Pending, Tensor, register_operators
 from ..core.variable import Variable
 from . import _grads as G
@@ -199,7 +200,33 @@ mod = floormod
 
 
 def _cast(x, *, dtype):
-    return x.astype(dtype)
+    target = np.dtype(dtype)
+    if jnp.issubdtype(x.dtype, jnp.complexfloating) and target.kind != "c":
+        x = jnp.real(x)   # TF casts a complex number's real part
+    if jnp.issubdtype(x.dtype, jnp.floating) and target.kind in "iu":
+        return _float_to_int(x, target)
+    return x.astype(target)
+
+
+def _float_to_int(x, target):
+    """TF's CPU cast of floats to integers (C's conversion on x86, as Eigen's kernel does): a value
+    out of range, or NaN, becomes the type's minimum for 32 and 64 bits; narrower types convert
+    through int32 and keep the low bits; uint32 wraps negative values from int32 and gives 2**31
+    out of range.  (JAX saturates and maps NaN to 0.)"""
+    if x.dtype.itemsize < 4:
+        x = x.astype(jnp.float32)   # (exactly: the bounds below do not fit a half float)
+    if target.kind == "i" and target.itemsize >= 4:
+        bound = float(2 ** (8 * target.itemsize - 1))
+        ok = (x >= -bound) & (x < bound)
+        return jnp.where(ok, jnp.trunc(jnp.where(ok, x, 0)).astype(target), np.iinfo(target).min)
+    if target.itemsize < 4:
+        return _float_to_int(x, np.dtype(np.int32)).astype(target)
+    wide = np.dtype(np.int64) if target.itemsize == 8 else np.dtype(np.int32)
+    top = float(2 ** (8 * target.itemsize))
+    ok = (x > -float(2 ** (8 * wide.itemsize - 1)) - 1) & (x < top)
+    safe = jnp.trunc(jnp.where(ok, x, 0))
+    value = jnp.where(safe < 0, safe.astype(wide).astype(target), jnp.maximum(safe, 0).astype(target))
+    return jnp.where(ok, value, np.array(2 ** (8 * target.itemsize - 1), target))
 
 
 _CAST = prim("Cast", _cast)
@@ -207,7 +234,10 @@ _CAST = prim("Cast", _cast)
 
 @tf_types("Cast")
 def cast(x, dtype, name=None):
-    """``tf.cast``: convert to ``dtype`` (float -> int truncates toward zero)."""
+    """``tf.cast``: convert to ``dtype`` (float -> int truncates toward zero).  An
+    ``IndexedSlices`` stays one (its values cast), as in TF."""
+    if type(x) is IndexedSlices:
+        return x._with_values(cast(x.values, dtype))
     target = _dtypes.as_dtype(dtype)
     store = _dtypes.storage_dtype(target._np, "cast")
     src = dtype_of(x)
@@ -221,7 +251,10 @@ _IDENTITY = prim("Identity", lambda x: x)
 
 @tf_types("Identity")
 def identity(input, name=None):
-    """``tf.identity``: the same value as a new tensor (the tape sees a distinct tensor)."""
+    """``tf.identity``: the same value as a new tensor (the tape sees a distinct tensor).  An
+    ``IndexedSlices`` stays one, as in TF."""
+    if type(input) is IndexedSlices:
+        return input._with_values(identity(input.values))
     return bind(_IDENTITY, input)
 
 
@@ -336,9 +369,12 @@ def _broadcastable(a, b):
 
 
 def _eq(a, b):
-    """``==``: elementwise; None gives False, incompatible shapes a scalar False (TF2)."""
+    """``==``: elementwise; None gives False, incompatible shapes a scalar False (TF2); a string is
+    TF's TypeError."""
     if b is None:
         return False
+    if isinstance(b, (str, bytes)):
+        check_binary(a, b, "Equal")
     if not _broadcastable(a, b):
         return Tensor(jnp.asarray(False))
     return equal(a, b)
@@ -347,6 +383,8 @@ def _eq(a, b):
 def _ne(a, b):
     if b is None:
         return True
+    if isinstance(b, (str, bytes)):
+        check_binary(a, b, "NotEqual")
     if not _broadcastable(a, b):
         return Tensor(jnp.asarray(True))
     return not_equal(a, b)
@@ -366,10 +404,7 @@ _OPERATORS = {
     "__lt__": less, "__le__": less_equal,
     "__gt__": greater, "__ge__": greater_equal,
     "__eq__": _eq, "__ne__": _ne,
-    "__and__": logical_and, "__rand__": _swap(logical_and),
-    "__or__": logical_or, "__ror__": _swap(logical_or),
-    "__invert__": logical_not,
-}
+}   # (``&``, ``|``, ``^``, ``~``: ``ops.bitwise``, logical on bool tensors, bitwise on integers)
 
 register_operators(Tensor, _OPERATORS)
 register_operators(Variable, _OPERATORS)

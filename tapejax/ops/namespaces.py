@@ -7,13 +7,24 @@ from ..core import dtypes as _dtypes, nest as _nest
 from ..core.modules import new_module
 from . import (
     array as _a,
+    bitwise as _bw,
+    conv as _cv,
     diagonals as _dg,
     indexing as _ix,
+    layout as _lo,
     linalg as _l,
+    linalg_more as _lm,
     math as _m,
     nn as _nn,
+    nn_extra as _nx,
     random as _r,
     reduce as _red,
+    rng as _rng,
+    scatter as _sc,
+    segment as _sg,
+    special as _sp,
+    unsupported as _un,
+    utilities as _ut,
 )
 
 
@@ -39,30 +50,70 @@ TOP.update(_pick(_a, """reshape transpose concat stack unstack split squeeze exp
 TOP.update(_pick(_ix, """gather gather_nd slice boolean_mask scatter_nd tensor_scatter_nd_update
     tensor_scatter_nd_add"""))
 TOP.update(_pick(_l, "norm"))
+TOP.update(_pick(_m, "asinh acosh atanh"))
+TOP.update(_pick(_ix, "strided_slice"))
+TOP.update(_pick(_sc, "tensor_scatter_nd_sub tensor_scatter_nd_max tensor_scatter_nd_min"))
+TOP.update(_pick(_sp, "complex saturate_cast truncatediv truncatemod"))
+TOP.update(_pick(_lo, """space_to_batch space_to_batch_nd batch_to_space required_space_to_batch_paddings
+    reverse_sequence sequence_mask searchsorted unravel_index histogram_fixed_width histogram_fixed_width_bins
+    unique_with_counts dynamic_partition dynamic_stitch bitcast fftnd ifftnd rfftnd irfftnd shape_n
+    broadcast_dynamic_shape broadcast_static_shape ensure_shape"""))
+TOP.update(_pick(_cv, "conv2d_backprop_filter_v2 conv2d_backprop_input_v2"))
+TOP.update(_pick(_ut, """control_dependencies group no_op tuple identity_n guarantee_const executing_eagerly
+    inside_function is_symbolic_tensor get_static_value timestamp get_logger get_current_name_scope
+    parallel_stack AggregationMethod VariableAggregation VariableSynchronization constant_initializer
+    zeros_initializer ones_initializer random_normal_initializer random_uniform_initializer"""))
+TOP["conv"] = _cv.conv
+TOP["realdiv"] = _m.divide
+TOP["approx_top_k"] = _sg.approx_top_k
+TOP.update({"eig": _lm.eig, "eigvals": _lm.eigvals, "matrix_square_root": _lm.sqrtm,
+            "scalar_mul": _sp.scalar_mul})
 
 # tf.math has neither where, the clip_* ops nor range/linspace (they are top-level only in TF);
 # cast / identity / matmul stay (tapejax exported them there from the start).
-_NOT_MATH = {"where", "clip_by_value", "clip_by_norm", "clip_by_global_norm"}
+_NOT_MATH = {"where", "clip_by_value", "clip_by_norm", "clip_by_global_norm", "global_norm"}
 _MATH = {n: getattr(mod, n) for mod in (_m, _red) for n in mod.__all__ if n not in _NOT_MATH}
+_MATH.update({n: getattr(_sp, n) for n in _sp.__all__ if n not in ("complex", "saturate_cast", "truncatediv",
+                                                                    "truncatemod", "no_gradient")})
+_MATH.update({n: getattr(_sg, n) for n in _sg.__all__ if n != "approx_top_k"})
+_MATH.update({"softmax": _nn.softmax, "log_softmax": _nn.log_softmax, "accumulate_n": _m.add_n,
+              "bincount": _red.bincount})
+for _k in ("dawsn", "expint", "spence"):   # (tf.math.special's only; the Bessel functions are in both)
+    _MATH.pop(_k)
+special = _module("math.special", "``tf.math.special``", {n: getattr(_sp, n) for n in (
+    "bessel_i0", "bessel_i0e", "bessel_i1", "bessel_i1e", "dawsn", "expint", "spence")})
+_MATH["special"] = special
 math = _module("math", "``tf.math``", _MATH)
-nn = _module("nn", "``tf.nn``", {n: getattr(_nn, n) for n in _nn.__all__})
-linalg = _module("linalg", "``tf.linalg``", {n: getattr(mod, n) for mod in (_l, _dg) for n in mod.__all__})
+_NN = {n: getattr(_nn, n) for n in _nn.__all__}
+_NN.update({n: getattr(_cv, n) for n in _cv.__all__ if n not in ("conv", "conv2d_backprop_filter_v2",
+                                                                  "conv2d_backprop_input_v2")})
+_NN.update({n: getattr(_nx, n) for n in _nx.__all__})
+_NN.update({"top_k": _red.top_k, "in_top_k": _sg.in_top_k, "zero_fraction": _sg.zero_fraction,
+            "approx_max_k": _sg.approx_max_k, "approx_min_k": _sg.approx_min_k, "depth_to_space": _lo.depth_to_space,
+            "space_to_depth": _lo.space_to_depth, "space_to_batch": _lo.space_to_batch_nd})
+nn = _module("nn", "``tf.nn``", _NN)
+linalg = _module("linalg", "``tf.linalg``", {**{n: getattr(mod, n) for mod in (_l, _dg, _lm) for n in mod.__all__},
+                                             "global_norm": _red.global_norm})
 random = _module("random", "``tf.random``: TF's seed rules on JAX PRNG keys (see tapejax.ops.random)",
-                 {n: getattr(_r, n) for n in _r.__all__})
+                 {**{n: getattr(_r, n) for n in _r.__all__}, **{n: getattr(_rng, n) for n in _rng.__all__}})
 nest = _module("nest", "``tf.nest``", {"flatten": _nest.flatten, "pack_sequence_as": _nest.pack_sequence_as,
-                                        "map_structure": _nest.map_structure, "is_nested": _nest.is_nested})
+                                        "map_structure": _nest.map_structure, "is_nested": _nest.is_nested,
+                                        "assert_same_structure": _ut.assert_same_structure})
+bitwise = _module("bitwise", "``tf.bitwise``", {n: getattr(_bw, n) for n in _bw.__all__})
+strings, ragged, sparse = _un.strings, _un.ragged, _un.sparse
 
-#: ``tf.dtypes``: the DType objects and ``as_dtype`` (``core.dtypes``), and ``cast``.
-dtypes = _module("dtypes", "``tf.dtypes``", {**{n: getattr(_dtypes, n) for n in _dtypes.PUBLIC}, "cast": _m.cast})
+#: ``tf.dtypes``: the DType objects and ``as_dtype`` (``core.dtypes``), ``cast`` and ``saturate_cast``.
+dtypes = _module("dtypes", "``tf.dtypes``", {**{n: getattr(_dtypes, n) for n in _dtypes.PUBLIC}, "cast": _m.cast,
+                                             "saturate_cast": _sp.saturate_cast, "complex": _sp.complex})
 
 # ``import tapejax.math`` (etc.) works like ``import tensorflow.math``.
-for _mod in (math, nn, linalg, random, nest, dtypes):
+for _mod in (math, special, nn, linalg, random, nest, dtypes, bitwise):
     sys.modules.setdefault(_mod.__name__, _mod)
 
 
 #: namespace name -> {public name: function}, for the coverage table ("" is the top level).
 NAMESPACES = {"": TOP, "math": _MATH, "nn": dict(vars(nn)), "linalg": dict(vars(linalg)),
-              "random": dict(vars(random))}
+              "random": dict(vars(random)), "bitwise": dict(vars(bitwise)), "math.special": dict(vars(special))}
 for _ns in NAMESPACES.values():
     for _k in [k for k in _ns if k.startswith("__") or k == "__all__"]:
         del _ns[_k]

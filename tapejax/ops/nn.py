@@ -376,17 +376,23 @@ def _dropout(x, key, *, rate, noise_shape):
 
 
 _DROPOUT = prim("Dropout", _dropout)
+# a Tensor rate is an input (differentiable, as TF's: ``x * mask / (1 - rate)``)
+_DROPOUT_T = prim("DropoutRate", lambda x, key, rate, *, noise_shape: _dropout(x, key, rate=rate, noise_shape=noise_shape))
 
 
-@tf_types("Dropout")
+@tf_types("Dropout", "DropoutRate")
 def dropout(x, rate, noise_shape=None, seed=None, name=None):
-    """``tf.nn.dropout``: zero entries with probability ``rate``, scale the rest by ``1/(1-rate)``.
-    The mask comes from ``tapejax.random`` with TF's seed rules (global seed + op ``seed``)."""
+    """``tf.nn.dropout``: zero entries with probability ``rate`` (a float or a scalar Tensor), scale the
+    rest by ``1/(1-rate)``.  The mask comes from ``tapejax.random`` with TF's seed rules."""
     from . import random as _random
     if isinstance(rate, (int, float)) and not isinstance(rate, bool):
         if not 0 <= rate < 1:
             raise ValueError(f"`rate` must be a scalar tensor or a float in the range [0, 1). "
                              f"Received: rate={rate}")
+    elif isinstance(rate, _TENSORISH) and tuple(rate.shape) == () and rate.dtype.is_floating:
+        check_float(x, "Dropout", "real", "x")
+        ns = _shape(x) if noise_shape is None else tuple(int(d) for d in noise_shape)
+        return bind(_DROPOUT_T, x, _random._next_key(seed), rate, noise_shape=ns)
     else:
         raise ValueError(f"`rate` must be a scalar tensor or a float in the range [0, 1). Received: "
                          f"rate={rate!r}")

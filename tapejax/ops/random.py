@@ -60,8 +60,10 @@ from ._registry import check_float, prim, static_shape, tf_types
 DEFAULT_GRAPH_SEED = 87654321
 
 
-class Generator:
-    """The global random state (see the module docstring)."""
+class GlobalGenerator:
+    """The global random state (see the module docstring); ``get_global_generator()`` gives it, with
+    TF's ``Generator`` draws (``normal``, ``uniform``, ``truncated_normal``) on the global stream.
+    (``tapejax.random.Generator`` is TF's class of explicit streams: ``ops.rng``.)"""
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -109,7 +111,17 @@ class Generator:
         return jax.random.fold_in(k, n)
 
 
-_GLOBAL = Generator()
+    def normal(self, shape, mean=0.0, stddev=1.0, dtype=_dtypes.float32, name=None):
+        return normal(shape, mean, stddev, dtype)
+
+    def uniform(self, shape, minval=0, maxval=None, dtype=_dtypes.float32, name=None):
+        return uniform(shape, minval, maxval, dtype)
+
+    def truncated_normal(self, shape, mean=0.0, stddev=1.0, dtype=_dtypes.float32, name=None):
+        return truncated_normal(shape, mean, stddev, dtype)
+
+
+_GLOBAL = GlobalGenerator()
 
 
 def get_global_generator():
@@ -262,5 +274,5 @@ def shuffle(value, seed=None, name=None):
 
 
 __all__ = ["normal", "uniform", "truncated_normal", "categorical", "shuffle", "set_seed",
-           "get_global_generator", "get_state", "set_state", "state_scope", "Generator",
+           "get_global_generator", "get_state", "set_state", "state_scope",
            "DEFAULT_GRAPH_SEED"]

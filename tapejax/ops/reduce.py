@@ -1,7 +1,7 @@
 """Reductions, scans, selection, clipping, top_k, segments and bincount (``tf.math`` and the top
 level), declared as primitives with hand-written TF-named wrappers."""
 import collections
-from typing import List, Optional
+from typing import Any, List
 
 import jax
 import jax.core
@@ -12,6 +12,7 @@ from ..core import dtypes as _dtypes
 from ..core.bind import bind, bind1
 from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
+from ..core.indexed_slices import IndexedSlices
 from ..core.tensor import Tensor
 from ..core.variable import Variable
 from . import _grads as G
@@ -284,7 +285,10 @@ _CLIP = prim("ClipByValue", G.clip_by_value)
 @tf_types("ClipByValue")
 def clip_by_value(t, clip_value_min, clip_value_max, name=None):
     """``tf.clip_by_value``: the gradient passes at the bounds (inclusive, as TF); points below
-    (above) the bound send their gradient to ``clip_value_min`` (``clip_value_max``)."""
+    (above) the bound send their gradient to ``clip_value_min`` (``clip_value_max``).  An
+    ``IndexedSlices`` stays one (its values clipped), as in TF."""
+    if type(t) is IndexedSlices:
+        return t._with_values(clip_by_value(t.values, clip_value_min, clip_value_max))
     if type(t) is Tensor and type(t._value) is _Array:  # Python bounds as cached arrays (scalar_constant)
         dt = t._value.dtype
         if type(clip_value_min) in _PY_NUMBERS:
@@ -313,7 +317,10 @@ _CLIP_NORM = prim("ClipByNorm", _clip_by_norm)
 
 @tf_types("ClipByNorm")
 def clip_by_norm(t, clip_norm, axes=None, name=None):
-    """``tf.clip_by_norm``: ``t * clip_norm / max(||t||, clip_norm)`` (TF's formula, finite at 0)."""
+    """``tf.clip_by_norm``: ``t * clip_norm / max(||t||, clip_norm)`` (TF's formula, finite at 0).
+    An ``IndexedSlices`` stays one: its values clipped by their own norm, as in TF."""
+    if type(t) is IndexedSlices:
+        return t._with_values(clip_by_norm(t.values, clip_norm, axes))
     check_float(t, "ClipByNorm", "float", "t")
     return bind(_CLIP_NORM, t, clip_norm, axes=static_axis(axes))
 
@@ -336,15 +343,41 @@ def clip_by_global_norm(t_list, clip_norm, use_norm=None, name=None):
     if not isinstance(t_list, (list, tuple)):
         raise TypeError(f"`t_list` should be a sequence of tensors. Received {type(t_list)}.")
     live = [i for i, t in enumerate(t_list) if t is not None]
-    ts = [t_list[i] for i in live]
+    ts = [_values_of(t_list[i]) for i in live]
     dt = next((t.dtype for t in ts if isinstance(t, (Tensor, Variable))), _dtypes.float32)
     cn = convert_to_tensor(clip_norm, dtype_hint=dt)
     un = cn if use_norm is None else convert_to_tensor(use_norm, dtype_hint=dt)
     outs = bind(_CLIP_GLOBAL, cn, un, *ts, given=use_norm is not None)
-    clipped: List[Optional[Tensor]] = [None] * len(t_list)
+    clipped: List[Any] = [None] * len(t_list)   # Tensors, IndexedSlices, None
     for i, o in zip(live, outs[:-1]):
-        clipped[i] = o
+        t = t_list[i]
+        clipped[i] = t._with_values(o) if type(t) is IndexedSlices else o
     return clipped, outs[-1]
+
+
+def _values_of(t):
+    """A tensor, or an ``IndexedSlices``' values (TF's norms of gradients read only the values)."""
+    return convert_to_tensor(t.values) if type(t) is IndexedSlices else t
+
+
+@tf_types("GlobalNorm")
+def global_norm(t_list, name=None):
+    """``tf.linalg.global_norm``: ``sqrt(sum of the squared entries of every tensor)``; ``None``
+    entries are skipped, an ``IndexedSlices`` counts its values (as TF)."""
+    if not isinstance(t_list, (list, tuple)):
+        raise TypeError(f"`t_list` should be a sequence of tensors. Received {type(t_list)}.")
+    ts = [_values_of(t) for t in t_list if t is not None]
+    if not ts:
+        raise ValueError("`t_list` holds no tensors (only None)")
+    return bind(_GLOBAL_NORM, *ts)
+
+
+def _global_norm(*ts):
+    dt = ts[0].dtype
+    return G.sqrt(sum(jnp.sum(jnp.square(t.astype(dt))) for t in ts))
+
+
+_GLOBAL_NORM = prim("GlobalNorm", _global_norm)
 
 
 def _l2_normalize(x, *, axis, epsilon):
@@ -502,5 +535,6 @@ __all__ = [
     "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod", "reduce_logsumexp", "reduce_variance",
     "reduce_std", "reduce_euclidean_norm", "reduce_any", "reduce_all", "count_nonzero", "argmax", "argmin",
     "cumsum", "cumprod", "cumulative_logsumexp", "where", "clip_by_value", "clip_by_norm", "clip_by_global_norm",
+    "global_norm",
     "l2_normalize", "polyval", "top_k", "unsorted_segment_sum", "segment_sum", "bincount",
 ]

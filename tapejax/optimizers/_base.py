@@ -30,7 +30,7 @@ after its update.
 """
 import logging
 import threading
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, cast
 
 import jax
 import jax.core
@@ -42,6 +42,7 @@ from ..core import dtypes as _dtypes, nest as _nest, state as _state
 from ..core.caches import Family
 from ..core.convert import convert_to_tensor
 from ..core.executor import ACTIVE, GroupUpdate
+from ..core.indexed_slices import IndexedSlices
 from ..core.ownership import Donating, note_slot
 from ..core.tensor import Pending, Tensor
 from ..core.variable import Variable
@@ -55,6 +56,7 @@ from ._args import (
     _takes_step,
     _touch,
 )
+from ._sparse import dedup_rows, put_rows, sparse_pair, take_rows
 
 _log = logging.getLogger("tapejax")
 _Array = type(jnp.zeros(()))   # the concrete array type
@@ -374,14 +376,17 @@ class Optimizer:
         return lr
 
     def _clip(self, grads):
+        """Keras-2's clipping; a sparse gradient (``(values, indices)``) is clipped by its values,
+        as TF clips an ``IndexedSlices`` (its norm is its values' norm, duplicates and all)."""
+        vals = [g[0] if type(g) is tuple else g for g in grads]
         if self.clipvalue is not None:
             c = self.clipvalue
-            grads = [jnp.clip(g, -c, c) for g in grads]
+            vals = [jnp.clip(g, -c, c) for g in vals]
         if self.clipnorm is not None:
-            grads = [_clip_by_norm(g, self.clipnorm) for g in grads]
+            vals = [_clip_by_norm(g, self.clipnorm) for g in vals]
         if self.global_clipnorm is not None:
-            grads = _clip_by_global_norm(grads, self.global_clipnorm)
-        return grads
+            vals = _clip_by_global_norm(vals, self.global_clipnorm)
+        return [(x, g[1]) if type(g) is tuple else x for x, g in zip(vals, grads)]
 
     def _prepare(self, c, step, extra):
         """Optimizer-wide coefficients: ``c`` holds ``lr`` and the ``_update_hypers`` (float32
@@ -390,6 +395,15 @@ class Optimizer:
 
     def _apply(self, c, g, v, slots):
         raise NotImplementedError
+
+    def _apply_sparse(self, c, g, ind, v, slots):
+        """The update for a sparse gradient (rows ``g`` at ``ind``): tf_keras' default, the
+        duplicate rows summed (``_deduplicate_indexed_slices``) and TF's sparse kernel, which is the
+        dense rule on those rows alone (SGD with momentum, Adagrad, Adadelta, Ftrl, RMSprop with
+        momentum).  Optimizers whose Keras-2 sparse rule differs override it (``_rules``)."""
+        g, u = dedup_rows(g, ind, v.shape[0])
+        nv, ns = self._apply(c, g, take_rows(v, u), tuple(take_rows(x, u) for x in slots))
+        return put_rows(v, u, nv), tuple(put_rows(x, u, y) for x, y in zip(slots, ns))
 
     def _pure_update(self, var_vals, slot_vals, extra_vals, grads, it, lr_in, hyp):
         lr = self._lr_value(lr_in, it)
@@ -400,8 +414,10 @@ class Optimizer:
         coef, new_extra = self._prepare(c, step, list(extra_vals))
         new_vars, new_slots = [], []
         for v, s, g in zip(var_vals, slot_vals, grads):
-            g = g.astype(v.dtype)
-            nv, ns = self._apply(coef, g, v, s)
+            if type(g) is tuple:   # an IndexedSlices' (values, indices): the sparse rule
+                nv, ns = self._apply_sparse(coef, g[0].astype(v.dtype), g[1], v, s)
+            else:
+                nv, ns = self._apply(coef, cast(Any, g).astype(v.dtype), v, s)
             new_vars.append(nv.astype(v.dtype))
             new_slots.append(tuple(x.astype(o.dtype) for x, o in zip(ns, s)))
         return new_vars, new_slots, new_extra, it + 1
@@ -415,10 +431,16 @@ class Optimizer:
             if done is not None:
                 return done
         grads, var_list = [], []
+        sparse = False
         for g, v in pairs:
             if not isinstance(v, Variable):
                 raise TypeError(f"apply_gradients expects (gradient, Variable) pairs; got {v!r} of type "
                                 f"{type(v).__name__} as a variable")
+            if type(g) is IndexedSlices:   # a sparse update of the rows it holds (tf_keras' sparse rules)
+                grads.append(sparse_pair(g, v))
+                var_list.append(v)
+                sparse = True
+                continue
             if isinstance(g, (Tensor, Variable)):
                 gd = np.dtype(g._value.dtype)
             elif isinstance(g, (jax.Array, jax.core.Tracer)):
@@ -453,7 +475,7 @@ class Optimizer:
         state = list(var_list) + flat_slots + extra + [it_var]
         lr_var = self._lr_var if self._lr_sched is None else None
         col = _state._local.collector
-        traced = col is not None or any(isinstance(g, jax.core.Tracer) for g in grads)
+        traced = col is not None or any(isinstance(g[0] if type(g) is tuple else g, jax.core.Tracer) for g in grads)
         hv = self._hyper_vars()
         if traced:
             _touch(state, True)
@@ -466,7 +488,9 @@ class Optimizer:
             # Eager: ONE compiled update of every variable, slot and counter (donated).
             state, fn = self._eager_plan(var_list, slot_vars, extra, it_var)
             lr_in = None if lr_var is None else lr_var._value
-            _run_update(state, var_list, fn, [g for g, _ in pairs], (lr_in, *[h._value for h in hv]), grads)
+            # (a sparse step is not offered for prediction: its update is in place, donated)
+            _run_update(state, var_list, fn, () if sparse else [g for g, _ in pairs],
+                        (lr_in, *[h._value for h in hv]), grads)
             return it_var
         new_vars, new_slots, new_extra, new_it = out
         for v, x in zip(var_list, new_vars):

@@ -3,7 +3,11 @@
 ``optimizers/legacy/*.py``, so results agree to float32 rounding.
 
 Where optax has the same rule (plain SGD) it is used; ``from_optax`` takes
-any optax transformation. Keras' Adam differs from ``optax.adam`` (Keras adds epsilon to
+any optax transformation.  A sparse gradient (``IndexedSlices``) follows tf_keras'
+``_resource_apply_sparse`` of each optimizer (``_apply_sparse``): the duplicate rows summed, then
+TF's sparse kernel on those rows (the base class: SGD with momentum, Adagrad, Adadelta, Ftrl,
+RMSprop with momentum) or tf_keras' Python rule, which for Adam, AdamW, Nadam and RMSprop without
+momentum decays its slots over the whole table (only Adamax and plain SGD touch the rows alone). Keras' Adam differs from ``optax.adam`` (Keras adds epsilon to
 ``sqrt(v)`` *before* the bias correction, i.e. epsilon-hat), so Adam,
 Adamax, Nadam, RMSprop, Adagrad, Adadelta and Ftrl are written out here.
 """
@@ -12,6 +16,7 @@ import optax
 
 from ._args import _float_hyper
 from ._base import Optimizer
+from ._sparse import add_rows, dedup_rows, put_rows, take_rows
 
 
 def _c(x, like):
@@ -57,6 +62,11 @@ class SGD(Optimizer):
             return v + (accum * mom - lr * g), (accum,)
         return v + accum, (accum,)
 
+    def _apply_sparse(self, c, g, ind, v, s):
+        if self._momentum:   # tf_keras: duplicates summed, then ResourceSparseApplyKerasMomentum
+            return super()._apply_sparse(c, g, ind, v, s)
+        return add_rows(v, ind, -g * _c(c["lr"], v)), ()   # ResourceScatterAdd(-grad * lr): duplicates add
+
 
 class Adam(Optimizer):
     """Adam (``tf.keras.optimizers.legacy.Adam``), epsilon-hat placement as Keras:
@@ -95,6 +105,19 @@ class Adam(Optimizer):
             vhat = jnp.maximum(s[2], vv)
             return v - (m * alpha) / (jnp.sqrt(vhat) + eps), (m, vv, vhat)
         return v - (m * alpha) / (jnp.sqrt(vv) + eps), (m, vv)
+
+    def _apply_sparse(self, c, g, ind, v, s):
+        """tf_keras' sparse Adam: ``m = b1 m`` and ``v = b2 v`` over the whole table, the rows'
+        ``(1 - b1) g`` and ``(1 - b2) g^2`` added, then the Adam step on every row."""
+        g, u = dedup_rows(g, ind, v.shape[0])
+        b1, b2, eps = _c(c["beta_1"], v), _c(c["beta_2"], v), _c(self.epsilon, v)
+        alpha = _c(c["alpha"], v)
+        m = add_rows(s[0] * b1, u, g * (1 - b1))
+        vv = add_rows(s[1] * b2, u, (g * g) * (1 - b2))
+        if self.amsgrad:
+            vhat = jnp.maximum(s[2], vv)
+            return v - alpha * m / (jnp.sqrt(vhat) + eps), (m, vv, vhat)
+        return v - alpha * m / (jnp.sqrt(vv) + eps), (m, vv)
 
 
 class AdamW(Adam):
@@ -137,6 +160,22 @@ class AdamW(Adam):
             return v - (m * alpha) / (jnp.sqrt(vhat) + eps), (m, vv, vhat)
         return v - (m * alpha) / (jnp.sqrt(vv) + eps), (m, vv)
 
+    def _apply_sparse(self, c, g, ind, v, s):
+        """Keras 2's AdamW on ``IndexedSlices``: weight decay over the whole Variable, the duplicate
+        rows summed, ``m -= (1 - b1) m`` everywhere and the rows' ``(1 - b1) g`` added (``v`` alike
+        with ``g^2``), then the Adam step on every row."""
+        lr = _c(c["lr"], v)
+        v = v - v * _c(self.weight_decay, v) * lr
+        g, u = dedup_rows(g, ind, v.shape[0])
+        alpha, eps = _c(c["alpha"], v), _c(self.epsilon, v)
+        omb1, omb2 = _c(1 - self.beta_1, v), _c(1 - self.beta_2, v)
+        m = add_rows(s[0] + -s[0] * omb1, u, g * omb1)
+        vv = add_rows(s[1] + -s[1] * omb2, u, jnp.square(g) * omb2)
+        if self.amsgrad:
+            vhat = jnp.maximum(s[2], vv)
+            return v - (m * alpha) / (jnp.sqrt(vhat) + eps), (m, vv, vhat)
+        return v - (m * alpha) / (jnp.sqrt(vv) + eps), (m, vv)
+
 
 class Adamax(Optimizer):
     """Adamax (``tf.keras.optimizers.legacy.Adamax``): ``v = max(b2 v, |g|)``,
@@ -165,6 +204,16 @@ class Adamax(Optimizer):
         m = m + (g - m) * (1 - b1)
         u = jnp.maximum(b2 * u, jnp.abs(g))
         return v - lr / (1 - b1p) * (m / (u + eps)), (m, u)
+
+    def _apply_sparse(self, c, g, ind, v, s):
+        """tf_keras' sparse Adamax: the rows alone (``m`` and ``u`` gathered, updated, scattered back)."""
+        g, rows = dedup_rows(g, ind, v.shape[0])
+        b1, b2, eps = _c(c["beta_1"], v), _c(c["beta_2"], v), _c(self.epsilon, v)
+        neg_scaled_lr = -_c(c["lr"], v) / (1 - _c(c["b1p"], v))
+        m = take_rows(s[0], rows) * b1 + g * (1 - b1)
+        u = jnp.maximum(take_rows(s[1], rows) * b2, jnp.abs(g))
+        return (add_rows(v, rows, neg_scaled_lr * (m / (u + eps))),
+                (put_rows(s[0], rows, m), put_rows(s[1], rows, u)))
 
 
 class Nadam(Optimizer):
@@ -221,6 +270,20 @@ class Nadam(Optimizer):
         m_bar = _c(c["one_minus_m_t"], v) * g_prime + _c(c["m_t_1"], v) * m_prime
         return v - _c(c["lr"], v) * m_bar / (jnp.sqrt(v_prime) + eps), (m, vv)
 
+    def _apply_sparse(self, c, g, ind, v, s):
+        """tf_keras' sparse Nadam: ``m`` and ``v`` decayed over the whole table, the rows' terms
+        added, the step on the rows alone."""
+        g, rows = dedup_rows(g, ind, v.shape[0])
+        b1, b2, eps = _c(c["beta_1"], v), _c(c["beta_2"], v), _c(self.epsilon, v)
+        g_prime = g / _c(c["one_minus_m_schedule_new"], v)
+        m = add_rows(s[0] * b1, rows, g * (1 - b1))
+        m_prime = take_rows(m, rows) / _c(c["one_minus_m_schedule_next"], v)
+        m_bar = _c(c["one_minus_m_t"], v) * g_prime + _c(c["m_t_1"], v) * m_prime
+        vv = add_rows(s[1] * b2, rows, (g * g) * (1 - b2))
+        v_prime = take_rows(vv, rows) / _c(c["v_t_prime_denominator"], v)
+        step = -_c(c["lr"], v) * m_bar / (jnp.sqrt(v_prime) + eps)
+        return add_rows(v, rows, step), (m, vv)
+
 
 class RMSprop(Optimizer):
     """RMSprop (``tf.keras.optimizers.legacy.RMSprop``): without momentum
@@ -275,6 +338,22 @@ class RMSprop(Optimizer):
             slots["mg"] = mg
             denom = rms - jnp.square(mg)
         return v - lr * g / (jnp.sqrt(denom) + eps), tuple(slots[k] for k in self._SLOTS)
+
+    def _apply_sparse(self, c, g, ind, v, s):
+        """tf_keras' sparse RMSprop: with momentum TF's sparse kernels on the rows (the base class);
+        without, ``rms`` (and ``mg``) decayed over the whole table, the rows' terms added, the
+        step on the rows alone."""
+        if self._momentum:
+            return super()._apply_sparse(c, g, ind, v, s)
+        g, rows = dedup_rows(g, ind, v.shape[0])
+        rho, eps, lr = _c(c["rho"], v), _c(self.epsilon, v), _c(c["lr"], v)
+        slots = dict(zip(self._SLOTS, s))
+        rms = slots["rms"] = add_rows(slots["rms"] * rho, rows, (g * g) * (1 - rho))
+        denom = take_rows(rms, rows)
+        if self.centered:
+            mg = slots["mg"] = add_rows(slots["mg"] * rho, rows, g * (1 - rho))
+            denom = denom - jnp.square(take_rows(mg, rows))
+        return add_rows(v, rows, -lr * g / (jnp.sqrt(denom) + eps)), tuple(slots[k] for k in self._SLOTS)
 
 
 class Adagrad(Optimizer):

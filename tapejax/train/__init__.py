@@ -9,12 +9,13 @@ object kinds take part (see README.md).  ``module`` holds ``tapejax.Module``;
 """
 from .checkpoint import Checkpoint, CheckpointOptions
 from .manager import CheckpointManager
+from .moving_averages import ExponentialMovingAverage
 from .reader import CheckpointReader, list_variables, load_checkpoint, load_variable
-from .state_file import CheckpointState, get_checkpoint_state, latest_checkpoint
+from .state_file import CheckpointState, checkpoints_iterator, get_checkpoint_state, latest_checkpoint
 from .status import CheckpointLoadStatus, InitializationOnlyStatus
 from .trackable import GroupRef, SlotRef, register_trackable, register_value, track
 
-__all__ = ["Checkpoint", "CheckpointOptions", "CheckpointManager", "CheckpointState", "CheckpointLoadStatus",
-           "InitializationOnlyStatus", "CheckpointReader", "get_checkpoint_state", "latest_checkpoint",
+__all__ = ["Checkpoint", "ExponentialMovingAverage", "CheckpointOptions", "CheckpointManager", "CheckpointState", "CheckpointLoadStatus",
+           "InitializationOnlyStatus", "CheckpointReader", "checkpoints_iterator", "get_checkpoint_state", "latest_checkpoint",
            "list_variables", "load_checkpoint", "load_variable", "register_trackable", "register_value", "track",
            "SlotRef", "GroupRef"]

@@ -8,6 +8,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 from typing import Optional
 
 from . import storage as _storage
@@ -135,3 +136,39 @@ def delete_checkpoint(prefix: str) -> None:
                     os.remove(os.path.join(d, name))
                 except OSError:
                     pass
+
+
+def _wait_for_new_checkpoint(checkpoint_dir: str, last: Optional[str], seconds_to_sleep: float,
+                             timeout: Optional[float]) -> Optional[str]:
+    """The latest checkpoint once it differs from ``last`` (polled), or None after ``timeout``."""
+    stop = None if timeout is None else time.time() + timeout
+    while True:
+        path = latest_checkpoint(checkpoint_dir)
+        if path is not None and path != last:
+            return path
+        if stop is not None and time.time() + seconds_to_sleep > stop:
+            return None
+        time.sleep(seconds_to_sleep)
+
+
+def checkpoints_iterator(checkpoint_dir: str, min_interval_secs: float = 0, timeout: Optional[float] = None,
+                         timeout_fn=None):
+    """``tf.train.checkpoints_iterator``: yield each new latest checkpoint of ``checkpoint_dir`` as it
+    appears (polling the state file every second), at most one per ``min_interval_secs``; after
+    ``timeout`` seconds without a new one stop, unless ``timeout_fn`` returns False (keep waiting)."""
+    last: Optional[str] = None
+    while True:
+        path = _wait_for_new_checkpoint(checkpoint_dir, last, 1.0, timeout)
+        if path is None:
+            if not timeout_fn:
+                _log.info("Timed-out waiting for a checkpoint.")
+                return
+            if timeout_fn():
+                return
+            continue
+        start = time.time()
+        last = path
+        yield path
+        wait = start + min_interval_secs - time.time()
+        if wait > 0:
+            time.sleep(wait)

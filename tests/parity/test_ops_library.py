@@ -527,6 +527,12 @@ def test_clip_by_global_norm(tf):
 
 
 @parity
+def test_global_norm(tf):
+    """linalg.global_norm: the norm of every entry of a list (None skipped); its gradient."""
+    return vg(tf, lambda a, b: tf.linalg.global_norm([a, None, b]), [3.0, 0.0], [[4.0], [-1.0]])
+
+
+@parity
 def test_l2_normalize(tf):
     """l2_normalize over an axis (also tf.nn.l2_normalize, tf.linalg.l2_normalize)."""
     _R = vg_many(tf, [
@@ -696,12 +702,14 @@ def test_embedding_lookup_sharded_div_strategy(tf):
 
 
 @parity
-def test_gather_from_variable_dense_gradient(tf):
-    """Gather from a Variable: TF returns IndexedSlices, tapejax a dense Tensor; both densify equal."""
+def test_gather_from_variable_sparse_gradient(tf):
+    """Gather from a Variable: the gradient is IndexedSlices (tests/parity/test_indexed_slices.py);
+    densified, the repeated row is summed."""
     v = tf.Variable(LIN)
     with tf.GradientTape() as t:
         y = tf.reduce_sum(tf.gather(v, [1, 1]) * 2.0)
-    return tf.convert_to_tensor(t.gradient(y, v))
+    g = t.gradient(y, v)
+    return type(g).__name__, tf.convert_to_tensor(g)
 
 
 @parity

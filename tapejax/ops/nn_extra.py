@@ -1,0 +1,144 @@
+"""The rest of ``tf.nn`` built from the op library: moments from sufficient statistics, weighted
+moments, the distributed-loss helpers (one replica here), ``crelu``, local response normalization,
+``batch_norm_with_global_normalization``, ``top_k`` / ``in_top_k`` / ``zero_fraction``, and
+``math.softmax`` / ``math.log_softmax``.  Each is composed of recorded ops (its gradient is theirs),
+or is a primitive where TF's has its own kernel (``LRN``)."""
+import jax.numpy as jnp
+
+from ..core.convert import convert_to_tensor
+from ._registry import _call, _shape, check_float, prim, static_axis, tf_types
+from .array import concat
+from .math import cast, multiply, negative, square, subtract
+from .nn import batch_normalization, relu
+from .reduce import reduce_sum
+
+
+def normalize_moments(counts, mean_ss, variance_ss, shift, name=None):
+    """``tf.nn.normalize_moments``: ``(mean, variance)`` from ``sufficient_statistics``."""
+    divisor = 1.0 / counts
+    shifted_mean = multiply(mean_ss, divisor)
+    mean = shifted_mean if shift is None else shifted_mean + shift
+    variance = subtract(multiply(variance_ss, divisor), square(shifted_mean))
+    return mean, variance
+
+
+def sufficient_statistics(x, axes, shift=None, keepdims=False, name=None):
+    """``tf.nn.sufficient_statistics``: ``(count, mean_ss, variance_ss, shift)`` over ``axes``."""
+    x = convert_to_tensor(x)
+    ax = static_axis(axes)
+    ax = (ax,) if isinstance(ax, int) else tuple(range(len(_shape(x)))) if ax is None else tuple(ax)
+    s = _shape(x)
+    count = 1
+    for a in ax:
+        count *= s[a]
+    counts = convert_to_tensor(float(count), dtype=x.dtype)
+    if shift is not None:
+        shift = convert_to_tensor(shift, dtype_hint=x.dtype)
+        m_ss = reduce_sum(subtract(x, shift), ax, keepdims=keepdims)
+        v_ss = reduce_sum(square(subtract(x, shift)), ax, keepdims=keepdims)
+    else:
+        m_ss = reduce_sum(x, ax, keepdims=keepdims)
+        v_ss = reduce_sum(square(x), ax, keepdims=keepdims)
+    return counts, m_ss, v_ss, shift
+
+
+def weighted_moments(x, axes, frequency_weights, keepdims=False, name=None):
+    """``tf.nn.weighted_moments``: ``(mean, variance)`` weighted by ``frequency_weights`` (broadcast)."""
+    x = convert_to_tensor(x)
+    w = convert_to_tensor(frequency_weights, dtype_hint=x.dtype)
+    ax = static_axis(axes)
+    ax = (ax,) if isinstance(ax, int) else tuple(range(len(_shape(x)))) if ax is None else tuple(ax)
+    wx = reduce_sum(multiply(w, x), ax, keepdims=True)
+    sw = reduce_sum(multiply(w, convert_to_tensor(jnp.ones(_shape(x), x.dtype._np))), ax, keepdims=True)
+    divisor = 1.0 / sw
+    mean = multiply(wx, divisor)
+    var = multiply(reduce_sum(multiply(w, square(subtract(x, mean))), ax, keepdims=True), divisor)
+    if not keepdims:
+        from .array import squeeze
+        mean, var = squeeze(mean, ax), squeeze(var, ax)
+    return mean, var
+
+
+def compute_average_loss(per_example_loss, sample_weight=None, global_batch_size=None):
+    """``tf.nn.compute_average_loss``: ``sum(loss * sample_weight) / global_batch_size`` (default: the
+    first dimension; one replica here)."""
+    loss = convert_to_tensor(per_example_loss)
+    if sample_weight is not None:
+        loss = multiply(loss, sample_weight)
+    n = _shape(loss)[0] if global_batch_size is None and _shape(loss) else (global_batch_size or 1)
+    return reduce_sum(loss) / cast(n, loss.dtype) if not isinstance(n, int) else reduce_sum(loss) / float(n)
+
+
+def scale_regularization_loss(regularization_loss):
+    """``tf.nn.scale_regularization_loss``: the summed loss divided by the replicas (one here)."""
+    return reduce_sum(regularization_loss)
+
+
+def crelu(features, name=None, axis=-1):
+    """``tf.nn.crelu``: ``concat([relu(x), relu(-x)], axis)``."""
+    return concat([relu(features), relu(negative(features))], axis)
+
+
+def batch_norm_with_global_normalization(t, m, v, beta, gamma, variance_epsilon, scale_after_normalization,
+                                         name=None, input=None, mean=None, variance=None):
+    """``tf.nn.batch_norm_with_global_normalization``: ``batch_normalization`` with ``gamma`` used only
+    when ``scale_after_normalization``."""
+    return batch_normalization(t, m, v, beta, gamma if scale_after_normalization else None, variance_epsilon)
+
+
+def _lrn(x, *, r, bias, alpha, beta):
+    sq = jnp.square(x)
+    c = x.shape[-1]
+    padded = jnp.pad(sq, [(0, 0)] * (x.ndim - 1) + [(r, r)])
+    window = sum(padded[..., i:i + c] for i in range(2 * r + 1))
+    return x / (bias + alpha * window) ** beta
+
+
+_LRN = prim("LRN", _lrn)
+
+
+@tf_types("LRN")
+def local_response_normalization(input, depth_radius=5, bias=1.0, alpha=1.0, beta=0.5, name=None):  # noqa: A002
+    """``tf.nn.local_response_normalization`` (``lrn``): each entry over ``(bias + alpha * sum of squares of
+    the 2r+1 entries around it in the last dimension) ** beta`` (4-D input)."""
+    check_float(input, "LRN", "real", "input")
+    if len(_shape(input)) != 4:
+        raise ValueError(f"`input` must be 4-dimensional; got shape {list(_shape(input))}")
+    return _call(_LRN, "LRN", input, r=int(depth_radius), bias=float(bias), alpha=float(alpha), beta=float(beta))
+
+
+lrn = local_response_normalization
+
+for _f in (normalize_moments, sufficient_statistics, weighted_moments):
+    _f._tf_types = ("Mul", "Sum")
+compute_average_loss._tf_types = scale_regularization_loss._tf_types = ("Sum",)
+crelu._tf_types = ("Relu", "ConcatV2")
+batch_norm_with_global_normalization._tf_types = ("BatchNormalization",)
+
+def collapse_repeated(labels, seq_length, name=None):
+    """``tf.nn.collapse_repeated``: each row of ``labels`` (``[batch, max_len]``, the first
+    ``seq_length[b]`` entries valid) with runs of a repeated label merged into one, left-aligned and
+    zero-padded to the longest result; returns ``(collapsed_labels, new_seq_length)`` (TF's
+    algorithm, in tapejax's ops; the lengths are read on the host, as ``boolean_mask`` does)."""
+    from .array import range as _range, reshape, shape, size
+    from .indexing import boolean_mask, scatter_nd
+    from .layout import sequence_mask
+    from .math import logical_and, not_equal
+    from .reduce import reduce_max
+    labels = convert_to_tensor(labels)
+    if len(_shape(labels)) != 2:
+        raise ValueError(f"labels must be a [batch, max_len] matrix; got shape {list(_shape(labels))}")
+    first = labels[:, :1] == labels[:, :1]   # (all True, of the first column's shape)
+    keep = concat([first, not_equal(labels[:, 1:], labels[:, :-1])], axis=1)
+    keep = logical_and(keep, sequence_mask(seq_length, maxlen=_shape(labels)[1]))
+    new_len = reduce_sum(cast(keep, "int32"), axis=1)
+    idx_mask = sequence_mask(new_len, maxlen=reduce_max(new_len))
+    flat_idx = reshape(idx_mask, [-1])
+    kept = boolean_mask(reshape(labels, [-1]), reshape(keep, [-1]))
+    where = boolean_mask(_range(size(flat_idx)), flat_idx)
+    out = scatter_nd(reshape(where, [-1, 1]), kept, shape(flat_idx))
+    return reshape(out, shape(idx_mask)), new_len
+
+
+__all__ = ["batch_norm_with_global_normalization", "collapse_repeated", "compute_average_loss", "crelu", "local_response_normalization", "lrn",
+           "normalize_moments", "scale_regularization_loss", "sufficient_statistics", "weighted_moments"]

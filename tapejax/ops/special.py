@@ -1,0 +1,242 @@
+"""Special functions and the rest of ``tf.math``'s elementwise ops (``tf.math.special`` too), declared
+as table rows over ``jax.scipy.special`` and ``jax.numpy``, with TF's gradient rules: inputs TF
+registers no gradient for give ``None`` (``no_gradient``: the input passes a non-differentiable
+identity, as ``stop_gradient`` does, so the tape does not connect it), and ``nextafter``'s and
+``xlog1py``'s gradients are TF's (``jax.custom_jvp``)."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ..core.bind import bind, define
+from ..core.indexed_slices import IndexedSlices
+from ..core.tensor import Tensor
+from ..core.variable import Variable
+from . import _grads as G
+from ._registry import _call, binary_ops, check_binary, prim, tf_types, unary_ops
+
+S = jax.scipy.special
+
+#: A non-differentiable identity: an input TF registers no gradient for passes it, so the tape
+#: gives that input ``None`` (an op with several inputs differentiable in some only).
+_NO_GRADIENT = define("NoGradientInput", lax.stop_gradient, differentiable=False,
+                      nondiff_reason="TF registers no gradient for this input of the op (betainc's a and b, "
+                      "polygamma's n, zeta's x, igamma's and igammac's x ...)")
+
+
+def no_gradient(x):
+    """``x`` as the tape sees a constant (see ``_NO_GRADIENT``)."""
+    return bind(_NO_GRADIENT, x)
+
+
+@jax.custom_jvp
+def _nextafter(x1, x2):
+    return jnp.nextafter(x1, x2)
+
+
+@_nextafter.defjvp
+def _nextafter_jvp(p, t):
+    # TF: d/dx1 = 1, d/dx2 = 0
+    return _nextafter(*p), jnp.broadcast_to(G._tan(t[0], p[0]), jnp.broadcast_shapes(p[0].shape, p[1].shape))
+
+
+@jax.custom_jvp
+def _xlog1py(x, y):
+    return jnp.where(x == 0, jnp.zeros((), jnp.result_type(x, y)), x * jnp.log1p(y))
+
+
+@_xlog1py.defjvp
+def _xlog1py_jvp(p, t):
+    x, y = p
+    tx, ty = G._tan(t[0], x), G._tan(t[1], y)
+    return _xlog1py(x, y), tx * jnp.where(x == 0, 0, jnp.log1p(y)) + ty * G.xdivy(x, 1 + y)
+
+
+def _erfcinv(x):
+    return -S.ndtri(x / 2) / jnp.sqrt(jnp.asarray(2.0, x.dtype))
+
+
+@jax.custom_jvp
+def _spence(x):
+    return S.spence(x)
+
+
+@_spence.defjvp
+def _spence_jvp(p, t):
+    # TF's rule (JAX's derivative of spence is NaN): log(x) / (1 - x), and -1 at x = 1
+    (x,), (tx,) = p, t
+    d = jnp.where(x == 1, -jnp.ones_like(x), jnp.log(x) / jnp.where(x == 1, 2, 1 - x))
+    return _spence(x), d * G._tan(tx, x)
+
+
+def _polygamma_fn(n, x):
+    """TF's polygamma takes a float order (NaN where it is not a whole number); JAX's an integer."""
+    n = jnp.broadcast_to(lax.stop_gradient(n), jnp.broadcast_shapes(n.shape, x.shape))
+    whole = (jnp.floor(n) == n) & (n >= 0)
+    out = S.polygamma(jnp.where(whole, n, 0).astype(jnp.int32), x)
+    return jnp.where(whole, out, jnp.asarray(jnp.nan, out.dtype))
+
+
+def _angle(x):
+    return jnp.angle(x) if jnp.iscomplexobj(x) else jnp.where(x < 0, jnp.asarray(np.pi, x.dtype), jnp.zeros_like(x))
+
+
+def _real(x):
+    return jnp.real(x)
+
+
+_UNARY = [
+    ("bessel_i0", "BesselI0", S.i0, True, "real"),
+    ("bessel_i0e", "BesselI0e", S.i0e, True, "real"),
+    ("bessel_i1", "BesselI1", S.i1, True, "real"),
+    ("bessel_i1e", "BesselI1e", S.i1e, True, "real"),
+    ("dawsn", "Dawsn", S.dawsn, True, "real"),
+    ("expint", "Expint", S.expi, True, "real"),
+    ("spence", "Spence", lambda x: _spence(x), True, "real"),
+    ("erfinv", "Erfinv", S.erfinv, True, "real"),
+    ("erfcinv", "Erfcinv", _erfcinv, True, "real"),
+    ("ndtri", "Ndtri", S.ndtri, True, "real"),
+    ("rint", "Rint", jnp.rint, False, "real"),
+    ("reciprocal_no_nan", "ReciprocalNoNan", lambda x: G.divide_no_nan(jnp.ones_like(x), x), True, "float"),
+    ("angle", "Angle", _angle, False),
+    ("real", "Real", _real),
+    ("imag", "Imag", lambda x: jnp.imag(x) if jnp.iscomplexobj(x) else jnp.zeros_like(x)),
+    ("conj", "Conj", jnp.conj),
+]
+
+_BINARY = [
+    ("nextafter", "NextAfter", _nextafter, True, "real"),
+    ("xlog1py", "Xlog1py", _xlog1py, True, "float"),
+    ("igamma", "Igamma", S.gammainc, True, "real"),
+    ("igammac", "Igammac", S.gammaincc, True, "real"),
+    ("polygamma", "Polygamma", lambda n, x: _polygamma_fn(n, x), True, "real"),
+    ("zeta", "Zeta", S.zeta, True, "real"),
+    ("truncatediv", "TruncateDiv", lambda x, y: (jnp.trunc(x / y).astype(x.dtype) if jnp.issubdtype(x.dtype, jnp.floating)
+                                               else lax.div(x, y)), False),
+    ("truncatemod", "TruncateMod", lambda x, y: jnp.fmod(x, y), False),
+]
+
+_ns: dict = {}
+unary_ops(_ns, _UNARY)
+binary_ops(_ns, _BINARY)
+bessel_i0, bessel_i0e, bessel_i1, bessel_i1e = _ns["bessel_i0"], _ns["bessel_i0e"], _ns["bessel_i1"], _ns["bessel_i1e"]
+dawsn, expint, spence = _ns["dawsn"], _ns["expint"], _ns["spence"]
+erfinv, erfcinv, ndtri, rint = _ns["erfinv"], _ns["erfcinv"], _ns["ndtri"], _ns["rint"]
+reciprocal_no_nan, angle, real, conj = _ns["reciprocal_no_nan"], _ns["angle"], _ns["real"], _ns["conj"]
+nextafter, xlog1py, truncatediv, truncatemod = _ns["nextafter"], _ns["xlog1py"], _ns["truncatediv"], _ns["truncatemod"]
+_igamma, _igammac, _polygamma, _zeta = _ns["igamma"], _ns["igammac"], _ns["polygamma"], _ns["zeta"]
+
+
+def imag(input, name=None):  # noqa: A002  (TF's name)
+    """``tf.math.imag``: the imaginary part; of a real tensor zeros that TF does not connect to the
+    input (its gradient is None there)."""
+    if isinstance(input, (Tensor, Variable)) and not input.dtype.is_complex:
+        input = no_gradient(input)
+    return _ns["imag"](input)
+
+
+imag._tf_types = ("Imag",)
+
+
+def _partly(fn, name, no_grad, doc):
+    """``fn`` with the inputs at positions ``no_grad`` given no gradient (TF's registered rule)."""
+    def op(*args, name=None):
+        args = [no_gradient(a) if i in no_grad and isinstance(a, (Tensor, Variable)) else a for i, a in enumerate(args)]
+        return fn(*args)
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = doc
+    op._tf_types = fn._tf_types
+    return op
+
+
+igamma = _partly(_igamma, "igamma", (), "``tf.math.igamma(a, x)``: the lower regularized incomplete gamma function.")
+igammac = _partly(_igammac, "igammac", (), "``tf.math.igammac(a, x)``: the upper regularized incomplete gamma function.")
+polygamma = _partly(_polygamma, "polygamma", (0,), "``tf.math.polygamma(a, x)``: the ``a``-th derivative of "
+                    "digamma; TF gives ``a`` no gradient.")
+zeta = _partly(_zeta, "zeta", (0,), "``tf.math.zeta(x, q)``: the Hurwitz zeta function; TF gives ``x`` no gradient.")
+
+_BETAINC = prim("Betainc", lambda a, b, x: S.betainc(a, b, x))
+
+
+@tf_types("Betainc")
+def betainc(a, b, x, name=None):
+    """``tf.math.betainc(a, b, x)``: the regularized incomplete beta function; TF gives ``a`` and ``b``
+    no gradient."""
+    check_binary(a, x, "Betainc")
+    check_binary(b, x, "Betainc")
+    return _call(_BETAINC, "Betainc", no_gradient(a) if isinstance(a, (Tensor, Variable)) else a,
+                 no_gradient(b) if isinstance(b, (Tensor, Variable)) else b, x)
+
+
+_LBETA = prim("Lbeta", lambda x: jnp.sum(S.gammaln(x), -1) - S.gammaln(jnp.sum(x, -1)))
+
+
+@tf_types("Lbeta")
+def lbeta(x, name=None):
+    """``tf.math.lbeta``: ``log|Beta(x)|`` over the last dimension."""
+    return _call(_LBETA, "Lbeta", x)
+
+
+_COMPLEX = prim("Complex", lambda re, im: lax.complex(re, im))
+
+
+@tf_types("Complex")
+def complex(real, imag, name=None):  # noqa: A001  (TF's name)
+    """``tf.complex(real, imag)``: complex64 from float32 parts (complex128 from float64)."""
+    check_binary(real, imag, "Complex")
+    return _call(_COMPLEX, "Complex", real, imag)
+
+
+def scalar_mul(scalar, x, name=None):
+    """``tf.math.scalar_mul``: ``scalar * x``; an ``IndexedSlices`` stays one (its values scaled)."""
+    from .math import multiply
+    if isinstance(x, IndexedSlices):
+        return x._with_values(multiply(scalar, x.values))
+    return multiply(scalar, x)
+
+
+scalar_mul._tf_types = ("Mul",)
+
+
+def _limits(d):
+    return (np.iinfo(d).min, np.iinfo(d).max) if d.kind in "iu" else (float(jnp.finfo(d).min), float(jnp.finfo(d).max))
+
+
+def saturate_cast(value, dtype, name=None):
+    """``tf.saturate_cast``: clamp to the target's range (nudged inside it where the source dtype
+    cannot hold its bounds), then ``cast`` (TF's algorithm, ``math_ops.saturate_cast``)."""
+    from ..core import dtypes as _dtypes
+    from ..core.convert import convert_to_tensor
+    from .math import cast
+    from .reduce import clip_by_value
+    value = convert_to_tensor(value)
+    target = _dtypes.as_dtype(dtype)._np
+    src = np.dtype(value._meta.dtype)
+    if src.kind == "c":
+        if target.kind != "c":
+            value, src = real(value), np.dtype(jnp.real(jnp.zeros((), src)).dtype)
+        else:
+            return cast(value, target)
+    out = np.dtype(jnp.real(jnp.zeros((), target)).dtype) if target.kind == "c" else target
+    if src.kind in "iuf" and out.kind in "iuf":
+        try:
+            promoted = np.promote_types(src, out)
+        except TypeError:
+            promoted = np.dtype(np.float64)
+        (in_lo, in_hi), (out_lo, out_hi) = _limits(src), _limits(out)
+        lo = np.asarray(max(in_lo, out_lo)).astype(src)
+        if np.asarray(lo, promoted) < np.asarray(out_lo, promoted):
+            lo = np.nextafter(lo, np.zeros((), src)).astype(src)
+        hi = np.asarray(min(float(in_hi), float(out_hi))).astype(src)
+        if np.asarray(hi, promoted) > np.asarray(out_hi, promoted):
+            hi = np.nextafter(hi, np.zeros((), src)).astype(src)
+        value = clip_by_value(value, Tensor(jnp.asarray(lo, src)), Tensor(jnp.asarray(hi, src)))
+    return cast(value, target)
+
+
+saturate_cast._tf_types = ("Cast",)
+
+__all__ = ["angle", "bessel_i0", "bessel_i0e", "bessel_i1", "bessel_i1e", "betainc", "complex",
+           "conj", "dawsn", "erfcinv", "erfinv", "expint", "igamma", "igammac", "imag", "lbeta", "ndtri", "nextafter",
+           "no_gradient", "polygamma", "real", "reciprocal_no_nan", "rint", "saturate_cast", "scalar_mul", "spence",
+           "truncatediv", "truncatemod", "xlog1py", "zeta"]

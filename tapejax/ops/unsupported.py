@@ -1,0 +1,59 @@
+"""``tf.strings``, ``tf.ragged``, ``tf.sparse`` (and the string dtype): TF types with no JAX
+representation.  Each namespace exists, so ``import tapejax as tf`` scripts load, and any name in
+it raises one clear error (``UnsupportedError``: an AttributeError, so ``hasattr`` feature checks
+say False, and a NotImplementedError) that says what to use instead.
+
+JAX arrays are dense and of fixed numeric dtypes: no strings (XLA has no string type), no rows of
+varying length, and no sparse storage that TF's ``SparseTensor`` ops could run on (JAX's
+experimental BCOO covers other ops with other semantics).
+"""
+import types
+
+from ..core.modules import new_module
+
+
+class UnsupportedError(AttributeError, NotImplementedError):
+    """A TF name whose type has no JAX representation (see the module docstring)."""
+
+
+_WHAT = {
+    "strings": ("string tensors (tf.strings)",
+                "keep strings in Python or NumPy and give tapejax numbers: map them to integer ids on the host "
+                "(a dict, or keras.layers.StringLookup / TextVectorization, which run before the model)"),
+    "ragged": ("ragged tensors (tf.ragged)",
+               "pad the rows to one length with a mask (tf.pad, tf.sequence_mask), or keep them as a Python list "
+               "of Tensors"),
+    "sparse": ("sparse tensors (tf.sparse)",
+               "use dense tensors (tf.scatter_nd builds one from indices and values), tf.IndexedSlices for "
+               "row-sparse gradients, or jax.experimental.sparse for JAX code"),
+}
+
+
+def unsupported(kind: str, name: str) -> UnsupportedError:
+    what, instead = _WHAT[kind]
+    return UnsupportedError(f"tf.{kind}.{name}: tapejax has no {what}: JAX arrays are dense and numeric. "
+                            f"Instead, {instead}.")
+
+
+def _namespace(kind: str) -> types.ModuleType:
+    mod = new_module(f"tapejax.{kind}", f"``tf.{kind}``: {_WHAT[kind][0]} have no JAX representation; every name "
+                     "raises ``UnsupportedError`` saying what to use instead.", {}, public=())
+
+    def __getattr__(name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise unsupported(kind, name)
+
+    mod.__dict__["__getattr__"] = __getattr__
+    return mod
+
+
+strings = _namespace("strings")
+ragged = _namespace("ragged")
+sparse = _namespace("sparse")
+
+#: TF's top-level names for these types (``tf.RaggedTensor`` ...), each its namespace's error.
+TOP_LEVEL = {"RaggedTensor": "ragged", "RaggedTensorSpec": "ragged", "SparseTensor": "sparse",
+             "SparseTensorSpec": "sparse", "as_string": "strings", "string": "strings"}
+
+__all__ = ["TOP_LEVEL", "UnsupportedError", "ragged", "sparse", "strings", "unsupported"]

@@ -1,0 +1,234 @@
+"""TF 2.21's public names per namespace against tapejax's: every name tapejax lacks is listed here
+with the reason it is missing, and the test fails when the lists and tapejax disagree (a gap not
+listed, or a listed name tapejax now has).
+
+The TF names come from ``tests/data/tf_api_names.json`` (``python tools/tf_api_names.py`` writes it
+from the installed TF: ``dir()`` of each namespace, ``tf.keras`` being tf_keras). A name counts as
+present when ``getattr`` on tapejax's namespace returns it; a name of a type with no JAX
+representation raises ``UnsupportedError`` there (checked below), so it counts as missing.
+
+``PYTHONPATH=. python tests/test_api_coverage.py`` prints the table: per namespace, TF's count, tapejax's and
+the missing names by reason.
+"""
+import importlib.metadata
+import importlib.util
+import json
+import os
+
+import pytest
+
+import tapejax as tf
+from tapejax.ops.unsupported import UnsupportedError
+
+DATA = os.path.join(os.path.dirname(__file__), "data", "tf_api_names.json")
+with open(DATA) as _f:
+    SNAPSHOT = json.load(_f)
+TF_NAMES: "dict[str, list[str]]" = SNAPSHOT["namespaces"]
+
+#: Why a TF name is missing from tapejax.
+REASONS = {
+    "strings": "no JAX representation: string tensors (XLA has no string type); tf.strings raises "
+               "UnsupportedError naming what to use instead",
+    "ragged": "no JAX representation: ragged tensors (rows of varying length); tf.ragged raises UnsupportedError",
+    "sparse": "no JAX representation: SparseTensor and the ops taking or giving one; tf.sparse raises "
+              "UnsupportedError",
+    "resource": "no JAX representation: resource and variant handles (TensorArray, CriticalSection, lookup "
+                "tables, queues)",
+    "quantized": "no JAX representation: TF's quantized dtypes (qint8 ...) and their ops",
+    "graph": "out of scope: TF's graph machinery (Graph, Operation, GraphDef import, raw_ops, custom-op "
+             "libraries, graph batching); tapejax compiles with jax.jit",
+    "proto": "out of scope: TF's protocol buffers (tf.train.Example and its parts, tensor protos): data "
+             "formats, not computation",
+    "distributed": "out of scope: TF's distributed runtime (cluster specs, servers, coordinators); JAX's is "
+                   "jax.distributed",
+    "subsystem": "out of scope: a TF library beside the tape (image, signal, io, audio, distribute, dtensor, "
+                 "tpu, xla, lite, profiler, feature_column, build and version info, pinned-memory checks)",
+    "keras_alias": "out of scope: Keras-2 names re-exported by TF (losses, metrics, initializers, RNN cell "
+                   "wrappers): use tapejax.keras",
+    "typespec": "out of scope: composite-tensor type specs (TypeSpec and the specs of the types above)",
+    "experimental": "out of scope: TF's unstable experimental namespace",
+    "tf1": "out of scope: TF1's graph and session API (sessions, placeholders, collections, variable "
+           "scopes); tapejax.compat.v1 keeps the gradient names TF2 code uses from it",
+    "todo": "runs on JAX; not implemented yet",
+}
+
+#: namespace -> reason -> the missing names (space separated).  compat.v1 is handled by rule below.
+MISSING = {
+    "": {
+        "strings": "as_string string fingerprint",
+        "ragged": "RaggedTensor ragged_fill_empty_rows ragged_fill_empty_rows_grad",
+        "sparse": "SparseTensor edit_distance sets",
+        "resource": "CriticalSection TensorArray lookup queue resource variant",
+        "quantized": "qint16 qint32 qint8 quint16 quint8 quantization",
+        "graph": "Graph Operation import_graph_def graph_util raw_ops load_library load_op_library mlir "
+                 "nondifferentiable_batch_function",
+        "proto": "make_ndarray make_tensor_proto",
+        "subsystem": "audio distribute dtensor image io signal tpu xla lite profiler feature_column security "
+                     "sysconfig tools version types check_pinned",
+        "keras_alias": "initializers losses metrics",
+        "typespec": "IndexedSlicesSpec NoneTensorSpec OptionalSpec RaggedTensorSpec SparseTensorSpec TensorArraySpec "
+                    "TypeSpec type_spec_from_value",
+        "experimental": "experimental",
+        "todo": "numpy_function py_function no_gradient init_scope variable_creator_scope random_index_shuffle "
+                "extract_volume_patches",
+    },
+    "math": {"todo": "sobol_sample"},
+    "nn": {
+        "sparse": "embedding_lookup_sparse safe_embedding_lookup_sparse",
+        "keras_alias": "RNNCellDeviceWrapper RNNCellDropoutWrapper RNNCellResidualWrapper",
+        "experimental": "experimental",
+        "todo": "all_candidate_sampler fixed_unigram_candidate_sampler learned_unigram_candidate_sampler "
+                "compute_accidental_hits nce_loss sampled_softmax_loss ctc_beam_search_decoder ctc_greedy_decoder "
+                "ctc_loss ctc_unique_labels fractional_avg_pool "
+                "fractional_max_pool isotonic_regression max_pool_with_argmax with_space_to_batch",
+    },
+    "linalg": {
+        "experimental": "experimental",
+        "todo": "LinearOperator LinearOperatorAdjoint LinearOperatorBlockDiag LinearOperatorBlockLowerTriangular "
+                "LinearOperatorCirculant LinearOperatorCirculant2D LinearOperatorCirculant3D "
+                "LinearOperatorComposition LinearOperatorDiag LinearOperatorFullMatrix LinearOperatorHouseholder "
+                "LinearOperatorIdentity LinearOperatorInversion LinearOperatorKronecker "
+                "LinearOperatorLowRankUpdate LinearOperatorLowerTriangular LinearOperatorPermutation "
+                "LinearOperatorScaledIdentity LinearOperatorToeplitz LinearOperatorTridiag LinearOperatorZeros "
+                "banded_triangular_solve logm",
+    },
+    "random": {
+        "experimental": "experimental",
+        "todo": "all_candidate_sampler fixed_unigram_candidate_sampler learned_unigram_candidate_sampler "
+                "log_uniform_candidate_sampler uniform_candidate_sampler",
+    },
+    "keras.optimizers": {"experimental": "experimental", "todo": "Adafactor Lion deserialize get serialize"},
+    "train": {
+        "proto": "BytesList Example Feature FeatureList FeatureLists Features FloatList Int64List SequenceExample",
+        "distributed": "ClusterDef ClusterSpec JobDef ServerDef Coordinator",
+        "experimental": "experimental",
+        "todo": "CheckpointView TrackableView",
+    },
+    "autodiff": {},
+    "nest": {},
+    "bitwise": {},
+    "dtypes": {
+        "strings": "string",
+        "resource": "resource variant",
+        "quantized": "QUANTIZED_DTYPES qint16 qint32 qint8 quint16 quint8",
+        "experimental": "experimental",
+    },
+}
+
+#: The top-level names of types with no JAX representation: tapejax raises UnsupportedError for them.
+UNSUPPORTED_TOP = ("RaggedTensor", "RaggedTensorSpec", "SparseTensor", "SparseTensorSpec", "as_string", "string")
+
+
+def _namespace(ns: str):
+    mod = tf
+    for part in ns.split(".") if ns else ():
+        mod = getattr(mod, part)
+    return mod
+
+
+def _has(mod, name: str) -> bool:
+    try:
+        getattr(mod, name)
+    except AttributeError:   # (UnsupportedError is one)
+        return False
+    return True
+
+
+def missing(ns: str) -> "set[str]":
+    """TF's names in ``ns`` that tapejax's namespace lacks."""
+    mod = _namespace(ns)
+    return {n for n in TF_NAMES[ns] if not _has(mod, n)}
+
+
+def declared(ns: str) -> "dict[str, str]":
+    """name -> reason, as listed in ``MISSING`` (compat.v1: every missing name is TF1's API)."""
+    if ns == "compat.v1":
+        return {n: "tf1" for n in missing(ns)}
+    return {n: reason for reason, names in MISSING[ns].items() for n in names.split()}
+
+
+def table() -> "list[tuple[str, int, int, dict[str, int]]]":
+    """Per namespace: (name, TF's count, tapejax has, missing count per reason)."""
+    rows = []
+    for ns in TF_NAMES:
+        why = declared(ns)
+        counts: "dict[str, int]" = {}
+        for reason in why.values():
+            counts[reason] = counts.get(reason, 0) + 1
+        rows.append((ns or "(top level)", len(TF_NAMES[ns]), len(TF_NAMES[ns]) - len(why), counts))
+    return rows
+
+
+def test_snapshot_is_tf_2_21_and_matches_installed_tf():
+    assert SNAPSHOT["version"].startswith("2.21")
+    if importlib.util.find_spec("tensorflow") is not None:
+        installed = {d.metadata["Name"]: d.version for d in importlib.metadata.distributions()
+                     if d.metadata["Name"] in ("tensorflow", "tensorflow-cpu")}
+        assert SNAPSHOT["version"] in installed.values(), (SNAPSHOT["version"], installed)
+
+
+def test_every_namespace_is_compared():
+    assert set(TF_NAMES) == set(MISSING) | {"compat.v1"}
+    for ns in ("", "math", "nn", "linalg", "random", "keras.optimizers", "train", "autodiff", "nest", "compat.v1"):
+        assert ns in TF_NAMES
+
+
+@pytest.mark.parametrize("ns", sorted(MISSING))
+def test_missing_names_are_the_listed_ones(ns):
+    """A gap not listed, or a listed name tapejax now has (or TF never had), fails."""
+    why = declared(ns)
+    assert set(why) <= set(TF_NAMES[ns]), f"listed but not in TF's tf.{ns}: {sorted(set(why) - set(TF_NAMES[ns]))}"
+    gaps = missing(ns)
+    assert not gaps - set(why), f"tf.{ns} lacks names with no reason given: {sorted(gaps - set(why))}"
+    assert not set(why) - gaps, f"tf.{ns} has names listed as missing: {sorted(set(why) - gaps)}"
+    assert set(why.values()) <= set(REASONS)
+
+
+def test_compat_v1_names_are_tfs():
+    """tapejax.compat.v1 is a subset of TF's (the rest is TF1's API: REASONS['tf1'])."""
+    # (gradient_override_map is TF's Graph method, get_default_graph().gradient_override_map; tapejax
+    # also offers it as a function there)
+    ours = {n for n in dir(tf.compat.v1) if not n.startswith("_")} - {"gradient_override_map"}
+    assert ours and ours <= set(TF_NAMES["compat.v1"]), sorted(ours - set(TF_NAMES["compat.v1"]))
+
+
+@pytest.mark.parametrize("name", UNSUPPORTED_TOP)
+def test_unsupported_top_level_names_raise_one_clear_error(name):
+    with pytest.raises(UnsupportedError, match="Instead, ") as e:
+        getattr(tf, name)
+    assert isinstance(e.value, AttributeError) and isinstance(e.value, NotImplementedError)
+    assert not hasattr(tf, name)
+
+
+@pytest.mark.parametrize("ns,name,alternative", [
+    ("strings", "split", "integer ids"), ("strings", "length", "integer ids"), ("ragged", "constant", "tf.pad"),
+    ("sparse", "SparseTensor", "tf.scatter_nd"), ("sparse", "to_dense", "IndexedSlices")])
+def test_unsupported_namespaces_raise_one_clear_error(ns, name, alternative):
+    """Any name in tf.strings / tf.ragged / tf.sparse raises UnsupportedError naming the alternative."""
+    mod = getattr(tf, ns)
+    with pytest.raises(UnsupportedError, match=f"tf.{ns}.{name}: tapejax has no") as e:
+        getattr(mod, name)
+    assert alternative in str(e.value)
+
+
+def test_string_tensors_raise_naming_the_alternative():
+    with pytest.raises(TypeError, match="no string or object tensors.*integer ids"):
+        tf.constant(["a", "b"])
+    x = tf.constant(1.0)
+    with pytest.raises(TypeError, match="no string tensors"):
+        x.__mul__("a")
+
+
+def test_reasons_are_all_used():
+    used = {r for ns in TF_NAMES for r in declared(ns).values()}
+    assert used == set(REASONS)
+
+
+if __name__ == "__main__":
+    total = [0, 0]
+    for ns, n_tf, n_have, counts in table():
+        total[0] += n_tf
+        total[1] += n_have
+        print(f"{ns:18} TF {n_tf:4}  tapejax {n_have:4}  missing {n_tf - n_have:4}  "
+              + ", ".join(f"{r} {c}" for r, c in sorted(counts.items())))
+    print(f"{'all':18} TF {total[0]:4}  tapejax {total[1]:4}  missing {total[0] - total[1]:4}")
