@@ -196,7 +196,7 @@ def _run(items, cts=None):
 
 
 def _as32(x):
-    return None if x is None else np.asarray(x.numpy()).astype(np.float32)
+    return None if x is None else np.asarray(tf.convert_to_tensor(x).numpy()).astype(np.float32)   # (IndexedSlices: dense)
 
 
 def _close(a, b, tol):
