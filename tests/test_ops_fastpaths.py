@@ -233,11 +233,15 @@ def test_binary_deferred_fast_path_records_binds_node(case):
         "variable_left": (lambda t: v - t, lambda t: bind(sub, v, t)),
     }[case]
     tapes = []
-    for fn in (fast, slow):
-        with tf.GradientTape(persistent=True) as t:
-            t.watch(x)
-            out = fn(x)
-        tapes.append((t, out))
+    prev = tf.set_deferred_execution(True)   # (whatever TAPEJAX_DEFERRED says)
+    try:
+        for fn in (fast, slow):
+            with tf.GradientTape(persistent=True) as t:
+                t.watch(x)
+                out = fn(x)
+            tapes.append((t, out))
+    finally:
+        tf.set_deferred_execution(prev)
     (ta, a), (tb, b) = tapes
     assert type(a).__name__ == "Pending"   # deferred (bind keeps a raw Python number eager)
     assert [(n.prim, n.static, n.refs, n.sig) for n in ta._nodes] == \

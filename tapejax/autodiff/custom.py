@@ -52,7 +52,7 @@ from . import gradient as _gradient, replay as _replay
 from .jacobian import _jacobian
 from .nodes import Node, UnconnectedGradients, _intern, _unconnected
 from .tape import GradientTape
-from .user_grad import check_grad, describe, tape_stack
+from .user_grad import check_grad, conj_complex, describe, tape_stack
 
 # --------------------------------------------------------------------------
 # stop_gradient
@@ -250,7 +250,7 @@ def _override_impl(prim: Primitive, grad_name: str, fn: GradientFn,
             gs = g if multi else (g,)
             op = _Op(prim, [Tensor(x) for x in xs], [Tensor(o) for o in outs], static)
             with tape_stack([]):
-                grads = fn(op, *[Tensor(x) for x in gs])
+                grads = fn(op, *[Tensor(conj_complex(x)) for x in gs])
             flat = list(grads) if isinstance(grads, (list, tuple)) else [grads]
             if len(flat) != n_in:
                 raise ValueError(f"Num gradients {len(flat)} generated for op {prim.name} (gradient "

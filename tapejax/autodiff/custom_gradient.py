@@ -76,7 +76,7 @@ from ..ops import random as _random
 from ..runtime.thunks import Thunk
 from .late import LateBackward, trace
 from .nodes import Node, _intern
-from .user_grad import check_grad, describe, is_float, tape_stack
+from .user_grad import check_grad, conj_complex, describe, is_float, tape_stack
 
 # --------------------------------------------------------------------------
 # running f: the Variables it reads, the values it reads them as
@@ -504,7 +504,7 @@ class _CustomGradientFunction:
                 variables = [r.deref() for r in spec.var_refs]
                 substituted = []
             it = iter(cts)
-            dys = [Tensor(next(it)) if f else Tensor(jnp.zeros(a.shape, a.dtype))
+            dys = [Tensor(conj_complex(next(it))) if f else Tensor(jnp.zeros(a.shape, a.dtype))
                    for a, f in zip(out_avals, float_out)]
             packed = _build(spec.out_skel, iter(dys))
             if not isinstance(packed, (list, tuple)):

@@ -43,6 +43,7 @@ from ..core.tensor import Tensor
 from . import replay as _replay
 from .nodes import NotATensorError, _check_leaves, _unconnected
 from .program import Program, aval, build_replay, gather_leaves, slice_tape
+from .user_grad import conj_complex
 
 # --------------------------------------------------------------------------
 # the compiled entry shared by jacobians and jvps
@@ -194,7 +195,7 @@ def _build_jacobian(forward, chunk):
                 return tuple(jnp.zeros(out.shape + s, d) for s, d in src_avals)
             basis = jnp.eye(n, dtype=out.dtype).reshape((n,) + out.shape)
             rows = _map(lambda ct: vjp(ct)[0], basis, chunk)
-            return tuple(r.reshape(out.shape + s).astype(d) for r, (s, d) in zip(rows, src_avals))
+            return tuple(conj_complex(r.reshape(out.shape + s).astype(d)) for r, (s, d) in zip(rows, src_avals))
 
         def fwd(leaves, _extra):
             _replay._stats.compiles += 1
@@ -277,7 +278,9 @@ def _jacobian(tape, target, flat_sources, chunk):
     program = Program(nodes, slice_idx, tuple(live), avals, (tcode,), (False,))
     nodes, program = _replay.resolve_late(nodes, program)  # custom gradients: traced now
     n_in = sum(_size(s) for s, _ in avals)
-    forward = n_in < _size(target._value.shape)
+    # complex: rows by vjp (TF's convention, conjugated); jvp columns are not its Jacobian
+    forward = n_in < _size(target._value.shape) and not any(
+        jnp.issubdtype(d, jnp.complexfloating) for d in (*(d for _, d in avals), target._value.dtype))
     outs = _replay.lookup_run(
         nodes, program, lambda entry: _run(entry, nodes, program, gather_leaves(nodes, program, entry.plan, values),
                                            first),
@@ -312,7 +315,7 @@ def _build_batch_jacobian(chunk):
                 g = jax.vmap(row_vjp, out_axes=1)(basis)
             else:
                 g = jnp.moveaxis(_map(row_vjp, basis, chunk), 0, 1)
-            return (g.reshape(shape).astype(sdtype),)
+            return (conj_complex(g.reshape(shape).astype(sdtype)),)
 
         return Entry("BatchJacobian", jax.jit(rev), plan)
 

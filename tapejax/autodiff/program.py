@@ -40,6 +40,7 @@ import numpy as np
 from ..core.bind import READ
 from ..runtime.thunks import Thunk, force_all
 from .nodes import OUT, Node
+from .user_grad import conj_complex
 
 #: ``(shape, dtype)`` of a source (plain tuples: built on every gradient call, hashed in keys).
 Aval = tuple[tuple[int, ...], Any]
@@ -278,10 +279,11 @@ def _zero_cotangent(out):
 
 def seed(out, given):
     """The cotangent a target starts with: ones, or ``given`` (validated up front: it
-    broadcasts to the target with size-1 extras only)."""
+    broadcasts to the target with size-1 extras only), in JAX's convention (a complex
+    ``given`` conjugated, ``user_grad.conj_complex``)."""
     if given is None:
         return jnp.ones_like(out)
-    ct = jnp.asarray(given, out.dtype)
+    ct = conj_complex(jnp.asarray(given, out.dtype))   # TF's convention to JAX's
     joint = np.broadcast_shapes(ct.shape, out.shape)
     return jnp.broadcast_to(ct, joint).reshape(out.shape)
 
@@ -427,7 +429,7 @@ def build_backward(nodes: Sequence[Node], program: Program, resolve_impl: ImplRe
                     for i in given_at.get(c, ()):
                         s = seed(jnp.zeros(shape, dtype), None if i is None else cts[i])
                         g = s if g is None else g + s
-            res.append(jnp.zeros(shape, dtype) if g is None else g.astype(dtype))
+            res.append(jnp.zeros(shape, dtype) if g is None else conj_complex(g.astype(dtype)))
         return tuple(res)
 
     return Built(backward, tuple(plan))

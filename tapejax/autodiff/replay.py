@@ -52,6 +52,7 @@ from ..runtime import prediction as _prediction
 from ..runtime.thunks import clear_programs
 from .nodes import Node, _log
 from .program import LeafPlan, Program, build_backward, build_replay, seed
+from .user_grad import conj_complex
 
 _tuple_new = tuple.__new__
 
@@ -213,7 +214,8 @@ def _grads_and_targets(replay: Callable[..., Any], program: Program, held: bool 
         it = iter(cts)
         seeds = [seed(o, next(it) if given else None) for o, given in zip(outs, ct_given)]
         (grads,) = vjp(tuple(seeds))
-        return tuple(g.astype(dtype) for g, (_, dtype) in zip(grads, src_avals)), tuple(outs) + tuple(more)
+        grads = tuple(conj_complex(g.astype(dtype)) for g, (_, dtype) in zip(grads, src_avals))
+        return grads, tuple(outs) + tuple(more)
 
     return fn
 

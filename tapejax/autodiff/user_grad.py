@@ -6,11 +6,14 @@ and the gradient registry (``autodiff.custom``: functions registered with
 ``tape_stack([])`` (or a watcher of its own) so no recording tape sees the
 ops it computes; each gradient it returns goes through ``check_grad``: an
 array of the input's shape and dtype, None for zero, or TF's ValueError
-naming the shapes.
+naming the shapes.  A user's gradient function speaks TF's convention for
+complex values (``conj_complex``): it gets conjugated cotangents, and what it
+returns is conjugated back.
 """
 import contextlib
 from typing import Any, Iterator, Sequence
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -28,6 +31,22 @@ def tape_stack(stack: list) -> Iterator[None]:
         yield
     finally:
         local.tapes = saved
+
+
+def conj_complex(x: Any) -> Any:
+    """``x`` conjugated where its dtype is complex, else ``x`` itself.
+
+    TF's gradient of a complex value is the conjugate of JAX's cotangent (TF
+    differentiates ``f(z)`` as a function of ``z`` and ``conj(z)``: the
+    gradient of ``c * z`` is ``conj(c)``; ``jax.vjp`` gives ``c``).  So a
+    TF gradient is ``conj(vjp(conj(cotangent)))``: every place where a
+    cotangent crosses between TF's convention (``output_gradients``, the
+    returned gradients, a user's gradient function) and JAX's goes through
+    this.  Free for real dtypes (no op is added)."""
+    dt = getattr(x, "dtype", None)
+    if dt is not None and dt != jax.dtypes.float0 and jnp.issubdtype(dt, jnp.complexfloating):
+        return jnp.conj(x)
+    return x
 
 
 def is_float(x: Any) -> bool:
@@ -59,4 +78,4 @@ def check_grad(g: Any, x: Any, what: str) -> Any:
     if _shape(arr) != _shape(x):
         raise ValueError(f"The {what} has shape {_shape(arr)} and dtype {_dtype_name(arr)}, but the input has "
                          f"shape {_shape(x)} and dtype {_dtype_name(x)}: the shapes must be equal")
-    return arr.astype(jnp.result_type(x))
+    return conj_complex(arr.astype(jnp.result_type(x)))   # back to JAX's convention

@@ -127,50 +127,58 @@ class TestCase(ArrayAssertions, unittest.TestCase):
 _GRAD_DTYPES = ("float16", "bfloat16", "float32", "float64", "complex64", "complex128")
 
 
+def _real(dt: np.dtype) -> np.dtype:
+    """A complex dtype's real part dtype (TF's ``real_dtype``); any other dtype itself."""
+    return np.dtype(np.float32 if dt == np.complex64 else np.float64) if dt.kind == "c" else dt
+
+
 def _jacobians(f, xs, param, y, delta):
+    """TF's gradient checker (``gradient_checker_v2``): a complex argument or output counts as
+    its real and imaginary parts, interleaved (the arrays viewed as their real dtype), so the
+    Jacobians are real, of shape ``(y_size * (2 if y is complex), x_size * (2 if x is complex))``."""
     x = xs[param]
     x_dt = np.dtype(x._value.dtype)
     if x.dtype.name not in _GRAD_DTYPES:
         raise AssertionError(f"Cannot compute gradient for unsupported type {x.dtype.name} of argument {param}")
     if y.dtype.name not in _GRAD_DTYPES:
         raise AssertionError(f"Cannot compute gradient for unsupported type {y.dtype.name} of y")
-    if x_dt.kind == "c" or np.dtype(y._value.dtype).kind == "c":
-        raise NotImplementedError("tapejax.test.compute_gradient: complex arguments are not supported yet")
-    x_size = int(np.prod(x.shape))
+    y_dt = np.dtype(y._value.dtype)
+    x_real, y_real = _real(x_dt), _real(y_dt)
+    x_size = int(np.prod(x.shape)) * (2 if x_dt.kind == "c" else 1)
     y_shape = tuple(y.shape)
-    y_size = int(np.prod(y_shape))
-    # theoretical: one vector-Jacobian product per output element (TF's one-hot cotangents)
-    theo = np.zeros((y_size, x_size), dtype=x_dt)
+    y_size = int(np.prod(y_shape)) * (2 if y_dt.kind == "c" else 1)
+    # theoretical: one vector-Jacobian product per (real part of an) output element: TF's
+    # one-hot cotangents (1, or 1j for an imaginary part)
+    theo = np.zeros((y_size, x_size), dtype=x_real)
     with GradientTape(persistent=True) as tape:
         tape.watch(x)
         out = convert_to_tensor(f(*xs))
-    dy = np.zeros(y_size, dtype=np.dtype(y._value.dtype))
+    dy = np.zeros(y_shape, dtype=y_dt)
+    dy_flat = dy.reshape(-1).view(y_real)
     for row in range(y_size):
-        dy[row] = 1
-        g = tape.gradient(out, x, output_gradients=convert_to_tensor(dy.reshape(y_shape)))
+        dy_flat[row] = 1
+        g = tape.gradient(out, x, output_gradients=convert_to_tensor(dy))
         if g is not None:
-            theo[row, :] = np.asarray(convert_to_tensor(g)._value).reshape(-1)
-        dy[row] = 0
+            theo[row, :] = np.asarray(convert_to_tensor(g)._value).astype(x_dt).reshape(-1).view(x_real)
+        dy_flat[row] = 0
     del tape
-    # numerical: central differences in the argument's dtype
+    # numerical: central differences in the argument's (real) dtype
     host = [np.array(np.asarray(t._value)) for t in xs]
-    flat = host[param].reshape(-1)
-    y_dt = np.dtype(y._value.dtype)
-    scale = np.asarray(2 * delta, dtype=y_dt)[()]
-    num = np.zeros((y_size, x_size), dtype=x_dt)
+    flat = host[param].reshape(-1).view(x_real)
+    scale = np.asarray(2 * delta, dtype=y_real)[()]
+    num = np.zeros((y_size, x_size), dtype=x_real)
 
     def call():
         return np.asarray(convert_to_tensor(f(*[convert_to_tensor(h) for h in host]))._value)
 
     for col in range(x_size):
         orig = flat[col]
-        flat[col] = orig + np.asarray(delta, x_dt)
+        flat[col] = orig + np.asarray(delta, x_real)
         y_pos = call()
-        flat[col] = orig
-        flat[col] = orig - np.asarray(delta, x_dt)
+        flat[col] = orig - np.asarray(delta, x_real)
         y_neg = call()
         flat[col] = orig
-        num[:, col] = ((y_pos - y_neg) / scale).reshape(-1)
+        num[:, col] = ((y_pos - y_neg) / scale).astype(y_dt).reshape(-1).view(y_real)
     return theo, num
 
 

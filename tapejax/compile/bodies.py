@@ -16,8 +16,16 @@ with ``jax.make_jaxpr`` and gives a ``Closed`` record:
 
 A body that assigns Variables is traced again with them *carried*
 (``carried=``): their values enter as extra inputs (a loop's state) and leave
-as extra outputs, through ``stop_gradient`` (an assignment is not
-differentiable, as in TF); the op assigns the results after it runs.  A
+as extra outputs; the op assigns the results after it runs.  TF's rules for
+a tape around the op hold: an assignment is not differentiated, and every
+read of the Variable counts as a read *of the Variable*, before or after an
+assignment, in any iteration.  So a carried Variable's value after an
+assignment is ``reads_of(new, anchor)``: the new value, whose derivative is
+that of ``anchor``, the value the Variable had when the body began (a loop
+body's carried input, whose own derivative passes to the previous
+iteration's, back to the op's read of the Variable; a branch's captured
+read).  The derivative of ``d(loss)/dv`` is then the sum over all reads, as
+TF's gradient of a ResourceVariable read inside ``tf.while_loop``.  A
 Variable created inside a body needs a concrete initial value (an optimizer's
 slots: then the enclosing function's rules apply); one computed by the body is
 refused.
@@ -84,21 +92,63 @@ class CaptureTape:
         self._record_op(prim, dict(skey), None, ids, vals, result)
 
 
+@jax.custom_jvp
+def reads_of(value: Any, anchor: Any) -> Any:
+    """``value``, differentiated as ``anchor``: a read of a carried Variable after an assignment
+    (the assignment not differentiated, the read counted as one of the Variable's)."""
+    return value
+
+
+@reads_of.defjvp
+def _reads_of_jvp(primals, tangents):
+    return primals[0], tangents[1]
+
+
+def _differentiable(x: Any) -> bool:
+    return jax.numpy.issubdtype(x.dtype, jax.numpy.inexact)
+
+
 class BodyCollector:
     """The collector while a body traces: reads and assignments are reported to the enclosing
-    collector; assignments are recorded and undone when the trace ends."""
+    collector; assignments are recorded and undone when the trace ends.  A carried Variable
+    with an ``anchor`` (``anchor``) is read after an assignment as ``reads_of(new, anchor)``."""
 
-    def __init__(self, outer, what: str, carried: Sequence[Variable]):
+    def __init__(self, outer, what: str, carried: Sequence[Variable], cap: "CaptureTape"):
         self.outer = outer
         self.what = what
+        self.cap = cap
         self.carried = {v._id for v in carried}
         self.assigned: Dict[int, Variable] = {}
         self.saved: Dict[int, Any] = {}
+        self.anchors: Dict[int, Any] = {}   # Variable id -> its value when the body began
+        self.current: Dict[int, Any] = {}   # Variable id -> the value its reads are of
+
+    def anchor(self, var: Variable, value: Any) -> None:
+        """``var`` (carried, holding ``value`` now) is read as ``reads_of(., value)`` once
+        assigned; a branch's ``value`` (no loop input) is a captured read of ``var``."""
+        if _differentiable(value):
+            self.anchors[var._id] = value
+            self.current[var._id] = value
+
+    def _anchored(self, var: Variable) -> None:
+        anchor = self.anchors.get(var._id)
+        if anchor is None or var._val is self.current[var._id]:
+            return
+        self.cap.caps.setdefault(id(anchor), var)   # (a branch: the anchor is the op's read)
+        var._value = reads_of(var._val, anchor)
+        self.current[var._id] = var._val
+
+    def value_out(self, var: Variable) -> Any:
+        """The carried Variable's value when the body ends, as the body's extra output."""
+        self._anchored(var)
+        return var._val
 
     def touch(self, var, assign: bool) -> None:
         if self.outer is not None:
             self.outer.touch(var, assign)   # (first: the function's read is bound before saving)
-        if assign and var._id not in self.carried:
+        if not assign:
+            self._anchored(var)
+        elif var._id not in self.carried:
             if var._id not in self.saved:
                 self.saved[var._id] = var._state()
             self.assigned[var._id] = var
@@ -142,14 +192,18 @@ def close(fn, in_tree, in_avals: Sequence[Any], what: str, carried: Sequence[Var
     def flat_fn(*vals):
         saved = [v._state() for v in carried]
         try:
-            if carry_in:
-                for v, x in zip(carried, vals[n_in:]):
-                    v._value = x
+            for i, v in enumerate(carried):
+                if carry_in:
+                    v._value = vals[n_in + i]
+                col.anchor(v, v._value)
             args = jax.tree_util.tree_unflatten(in_tree, [Tensor(v) for v in vals[:n_in]])
             out = to_tensors(fn(*args))
             leaves, tree = flatten(out)
             out_box.append(tree)
-            new = [jax.lax.stop_gradient(convert_to_tensor(v._value)._value) for v in carried]
+            # a loop's state passes its derivative back to the previous iteration's (reads_of);
+            # a branch's result is only assigned: not differentiated
+            new = [col.value_out(v) if carry_in and v._id in col.anchors
+                   else jax.lax.stop_gradient(convert_to_tensor(v._value)._value) for v in carried]
         finally:
             for v, st in zip(carried, saved):
                 v._restore(st)
@@ -160,7 +214,7 @@ def close(fn, in_tree, in_avals: Sequence[Any], what: str, carried: Sequence[Var
     saved_tapes = stack[:]
     stack[:] = [cap]
     prev_col = _state._local.collector
-    col = BodyCollector(prev_col, what, carried)
+    col = BodyCollector(prev_col, what, carried, cap)
     _state._local.collector = col
     extra = [jax.ShapeDtypeStruct(v._meta.shape, v._meta.dtype) for v in carried] if carry_in else []
     try:

@@ -27,9 +27,9 @@ Variables assigned inside a branch or a loop body (``v.assign_add(1)`` under
 ``if x > 0:``, an optimizer step in a loop) are carried: the body is traced
 again with their values as state (``bodies.py``), and the op assigns the
 results when it has run, as TF's stateful control flow.  Assignments are not
-differentiated (TF's rule); unlike TF, reads of a carried Variable after its
-first assignment inside a loop are reads of the loop's state, not new reads of
-the Variable for a tape around the loop.
+differentiated, and every read of a carried Variable, before or after an
+assignment, in any iteration, counts as a read of the Variable for a tape
+around the op (TF's rules; ``bodies.reads_of``).
 
 Deliberate differences from TF (XLA compiles static shapes): traced, both
 ``cond`` branches must return the same structure, shapes and dtypes

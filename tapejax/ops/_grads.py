@@ -190,7 +190,10 @@ def tf_abs(x):
 
 @tf_abs.defjvp
 def _abs_jvp(p, t):
-    return tf_abs(p[0]), t[0] * jnp.sign(p[0])
+    (x,), (dx,) = p, t
+    if jnp.iscomplexobj(x):   # |z|' along dz: Re(conj(z / |z|) dz), 0 at 0 (TF's ComplexAbs)
+        return tf_abs(x), jnp.real(jnp.conj(jnp.sign(x)) * dx)
+    return tf_abs(x), dx * jnp.sign(x)
 
 
 @jax.custom_jvp

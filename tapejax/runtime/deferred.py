@@ -285,20 +285,21 @@ def _defer_many(tapes, prim, call, skey, operands):
     avals = avals_for(call, vals)   # raises what the call would, before any read
     ids, vals = _reads(operands, vals, tapes)
     group = Thunk(call, vals, avals)
-    result = tuple([Pending(Thunk(prediction._PICKS[j], (group,), a)) for j, a in enumerate(avals)])
+    picks = [Thunk(prediction._PICKS[j], (group,), a) for j, a in enumerate(avals)]
+    result = tuple([Pending(th) for th in picks])
     record(tapes, prim, skey, ids, vals, result)
     if not any([o._id in t._codes for t in tapes for o in result]):   # no tape keeps it: now
         out = group.force()
-        for o, v in zip(result, out):
-            o._thunk.set(v)
+        assert out is not None   # (a multi-output op's values)
+        for th, v in zip(picks, out):
+            th.set(v)
         return result
     for a in vals:
         if type(a) is Thunk:
             a.used = True
     group.used = True
     group.owner = tapes
-    for o in result:
-        th = o._thunk
+    for o, th in zip(result, picks):
         th.owner = tapes
         th.held = _ref(o)
         TAPED.append(_ref(th))
