@@ -6,6 +6,18 @@ import pytest
 import tapejax
 
 
+@pytest.fixture(autouse=True)
+def _predicted_programs_compile_on_the_caller():
+    """Tests count the steps that predict their updates: a loop's predicted program compiles on
+    the step that first predicts (its third), not on a worker thread while steps run plain
+    (``tapejax.runtime.speculate.set_background_compile``, on by default), unless a test turns
+    that on itself."""
+    from tapejax.runtime import speculate
+    prev = speculate.set_background_compile(False)
+    yield
+    speculate.set_background_compile(prev)
+
+
 @pytest.fixture
 def fresh_cache():
     """An empty compiled-replay cache with zeroed counters."""

@@ -701,3 +701,86 @@ def test_clear_cache_drops_predictions_and_their_programs():
     gc.collect()
     assert len(_prediction._PROGRAMS) == len(_speculate._TRACKS) == len(_prediction._REGRADS) == 0
     assert sys.getrefcount(entry) == 2   # `entry` and getrefcount's argument
+
+
+# -- the predicted program compiled in the background (``set_background_compile``) ----------
+
+@contextlib.contextmanager
+def _background(monkeypatch):
+    """Background compiles on, each held back until the returned event is set (so the test,
+    not the machine's speed, decides the step from which the loop predicts)."""
+    gate = threading.Event()
+    real = _prediction._compile
+
+    def held(jitted, args):
+        gate.wait(60)
+        real(jitted, args)
+
+    monkeypatch.setattr(_prediction, "_compile", held)
+    prev = _speculate.set_background_compile(True)
+    try:
+        yield gate
+    finally:
+        gate.set()
+        _prediction.wait_compiles()
+        _speculate.set_background_compile(prev)
+
+
+def _adam_update():
+    opt = tf.keras.optimizers.Adam(0.01)
+
+    def update(i, vs, grads):
+        opt.apply_gradients(zip(grads, vs))
+
+    return update
+
+
+@pytest.mark.parametrize("name", ["manual", "adam"])
+def test_a_loop_predicts_once_its_program_compiled_in_the_background(counts, monkeypatch, name):
+    """Steps run plain (as with predictions off) while the predicted program compiles on the
+    worker thread; the first step after the compile ended predicts, and every later one; the
+    values are those of deferral off; the program is traced once (the compile the first
+    predicting step finds is the worker's)."""
+    make = (lambda: _sgd) if name == "manual" else _adam_update
+    with _background(monkeypatch) as gate:
+        def read(i, vs, grads):
+            if i == 5:   # steps 3-6 ran plain while the compile waited
+                assert counts == {"predicted": 0, "recomputed": 0}
+                gate.set()
+                _prediction.wait_compiles()
+            return tf.cache_info().compiles
+
+        got = _train(make(), n=9, read=read)
+    assert counts == {"predicted": 3, "recomputed": 0}   # steps 7-9
+    assert got[1][-1] == 2   # step 1's gradient and the predicted program (traced on the worker)
+    want = _train(make(), n=9, deferral=False)
+    _assert_same((got[0], [], got[2]), (want[0], [], want[2]))
+
+
+def test_a_loop_that_stops_before_the_compile_ends_keeps_eager_values(counts, monkeypatch):
+    """A compile that never ends while the loop runs: every step plain, values as deferral off."""
+    with _background(monkeypatch):
+        got = _train(_sgd, n=6)
+    assert counts == {"predicted": 0, "recomputed": 0}
+    _assert_same(got, _train(_sgd, n=6, deferral=False))
+
+
+def test_a_background_compile_that_failed_is_done_by_the_first_predicting_call(counts, monkeypatch):
+    """The worker swallows a compile's failure (here: a compile that did nothing): the first
+    predicting call then compiles on the caller's thread, as with background compiles off."""
+    calls = []
+    monkeypatch.setattr(_prediction, "_compile", lambda jitted, args: calls.append(jitted))
+    prev = _speculate.set_background_compile(True)
+    try:
+        got = _train(_sgd, n=8, read=lambda i, vs, grads: _prediction.wait_compiles())
+    finally:
+        _speculate.set_background_compile(prev)
+    assert len(calls) == 1 and counts == {"predicted": 5, "recomputed": 0}   # steps 4-8
+    _assert_same(got, _train(_sgd, n=8, deferral=False, read=lambda i, vs, grads: None))
+
+
+def test_set_background_compile_checks_its_argument():
+    with pytest.raises(TypeError, match="enabled"):
+        _speculate.set_background_compile("yes")
+    prev = _speculate.set_background_compile(True)
+    assert _speculate.set_background_compile(prev) is True and _speculate.background_compile() is prev

@@ -182,19 +182,29 @@ class EagerExecutor(Executor):
 
     def run(self, tapes, prim, call, skey, operands):
         vals = []
+        ids = []
         for x in operands:   # the common case first: Tensors and constant arrays
             t = type(x)
             if t is Tensor:
                 vals.append(x._value)
+                ids.append(x._id)
             elif t is _Array:
                 vals.append(x)
+                ids.append(0)
             else:
                 return self._run_any(tapes, prim, call, skey, operands)
         out = call(*vals)
-        result = tuple([Tensor(o) for o in out]) if prim.multiple_results else Tensor(out)
+        if prim.multiple_results:
+            result = tuple([Tensor(o) for o in out])
+        else:
+            result = Tensor(out)
+            if tapes and not _local.overrides:   # ``record``'s common case, written out (a recorded op's hot path)
+                ids_t, vals_t = tuple(ids), tuple(vals)
+                for tape in tapes:
+                    tape._record_simple(prim, skey, ids_t, vals_t, result)
+                return result
         if tapes:
-            record(tapes, prim, skey, tuple([x._id if type(x) is Tensor else 0 for x in operands]), tuple(vals),
-                   result)
+            record(tapes, prim, skey, tuple(ids), tuple(vals), result)
         return result
 
     def _run_any(self, tapes, prim, call, skey, operands):

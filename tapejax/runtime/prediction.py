@@ -8,19 +8,42 @@ Variable's value and each constant come from among the call's leaves, checked by
 every call), and each gradient handed out as a ``Pending`` value that recomputes the call's
 gradients only if something needs it (``_Regrad``).  The user's updates then take the
 predicted values when they match (``speculate.on_update`` / ``on_apply``).
+
+A predicted program is compiled in the background (``speculate.set_background_compile``, on
+by default): the first call that would predict with a new program starts XLA's compile on a
+worker thread (``jax.jit(...).lower(shapes).compile()``, which fills JAX's caches, so the
+program's first call later only lowers it again) and runs the plain call instead, as do the
+calls after it until the compile is done; from then on the calls predict.  The plain call is
+what a call that does not predict runs anyway (its pending leaves computed first, as a
+prediction's first call does), so no value depends on when the compile ends.  Off, the first
+predicting call compiles on the caller's thread (the third step of a loop waits for it).
 """
 import enum
-from typing import Any, Final, NamedTuple
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Final, NamedTuple, Optional
 
 import jax
 
 from ..core.caches import LRU
 from ..core.tensor import Pending
 from .settle import settle
-from .speculate import _PENALTY_MAX, _TRACKS, _back_off, _current, _Group, _GroupHit, _Hit, _Item, _Obs, _Rec
+from .speculate import (
+    _PENALTY_MAX,
+    _TRACKS,
+    _back_off,
+    _current,
+    _Group,
+    _GroupHit,
+    _Hit,
+    _Item,
+    _Obs,
+    _Rec,
+    background_compile,
+)
 from .thunks import Thunk, call_with_pending, force_all
 
-#: (compiled entry, prediction structure) -> (raw program, jitted program).
+#: (compiled entry, prediction structure) -> its ``_Prog``.
 _PROGRAMS = LRU("speculative_programs", 256)
 #: (compiled entry, number of leaves) -> the jitted gradients alone (``_regrad_fn``).
 _REGRADS = LRU("speculative_regradients", 256)
@@ -30,6 +53,97 @@ def clear():
     _TRACKS.clear()
     _PROGRAMS.clear()
     _REGRADS.clear()
+
+
+class _Prog:
+    """A predicted program: ``run`` (raw) and ``jitted``; ``ready`` once its first call may
+    run it (compiled, or compiling is left to that call); ``future``, its background compile."""
+
+    __slots__ = ("run", "jitted", "ready", "future")
+
+    def __init__(self, run, jitted):
+        self.run = run
+        self.jitted = jitted
+        self.ready = False
+        self.future: Optional[Future] = None
+
+
+_POOL: "list[ThreadPoolExecutor]" = []   # the one worker thread, made on first use
+_POOL_LOCK = threading.Lock()
+_INFLIGHT: "set[Future]" = set()
+
+
+def _compile(jitted, args):
+    """XLA's compile of ``jitted`` for ``args`` (shapes), on the worker thread.  A failure is
+    left to the caller's first call, which traces and compiles again and raises it there."""
+    try:
+        jitted.lower(*args).compile()
+    except Exception:  # noqa: BLE001 - raised again, where it belongs, by the program's first call
+        pass
+
+
+def _start_compile(prog, args):
+    """Compile ``prog`` for the input shapes ``args`` on the worker thread (once)."""
+    with _POOL_LOCK:
+        if prog.future is not None:
+            return
+        if not _POOL:
+            _POOL.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="tapejax-compile"))
+        fut = prog.future = _POOL[0].submit(_compile, prog.jitted, args)
+        _INFLIGHT.add(fut)
+    fut.add_done_callback(_INFLIGHT.discard)
+
+
+def _shape(v):
+    """What ``jax.jit(...).lower`` takes for an input: an array's or a pending value's shape."""
+    if type(v) is Thunk:
+        if v.value is not None:
+            v = v.value
+        else:
+            a = v.aval
+            return jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type)
+    if isinstance(v, jax.Array):
+        return jax.ShapeDtypeStruct(v.shape, v.dtype, weak_type=v.weak_type)
+    return v
+
+
+def _compiling(lay, leaves, given) -> bool:
+    """Whether this call runs the plain program while ``lay``'s compiles in the background
+    (starting that compile on its first call); False once it may run (``prog.ready``) or where
+    the call is left to find out what it can (a Variable gone, a shape not known)."""
+    prog = lay.prog
+    fut = prog.future
+    if fut is not None:
+        if not fut.done():
+            return True
+        prog.ready = True
+        return False
+    if not background_compile():
+        prog.ready = True
+        return False
+    ext = []
+    for slot, obj in lay.ext:
+        if slot >= 0:
+            var = lay.vrefs[slot]()
+            if var is None:
+                return False
+            obj = _current(var)
+        ext.append(obj)
+    args = (leaves + tuple(ext) if ext else leaves, given)
+    for v in args[0]:
+        if type(v) is Thunk and v.value is None and v.aval is None:
+            return False
+    _start_compile(prog, jax.tree_util.tree_map(_shape, args))
+    return True
+
+
+def wait_compiles(timeout: Optional[float] = None) -> None:
+    """Wait for the predicted programs compiling in the background (``timeout`` seconds at most)."""
+    for fut in list(_INFLIGHT):
+        try:
+            fut.result(timeout)
+        except TimeoutError:
+            return
 
 
 class _Unit(NamedTuple):
@@ -88,7 +202,7 @@ class _Layout:
     recompute."""
 
     __slots__ = ("items", "units", "vrefs", "groups", "n_leaves", "ext", "checks", "key", "run",
-                 "jitted", "regrad")
+                 "jitted", "regrad", "prog")
 
 
 class _Regrad:
@@ -199,7 +313,6 @@ def _layout(entry, items, leaves):
                 var = claim(ref)
                 if var is None or var is _GONE:
                     return var
-                var._share()   # (a predicted program's input, which its records keep)
                 k = place(_current(var), len(vrefs) - 1, None)
                 if i < len(item.js) and k >= n_leaves:   # an updated Variable this call does not read
                     return None
@@ -218,7 +331,6 @@ def _layout(entry, items, leaves):
             if p == gpos:
                 refs.append(-1)
             elif p == 0:
-                var._share()
                 k = place(_current(var), s0, None)
                 if k >= n_leaves:   # a Variable this call does not read: an earlier model's, maybe
                     return None
@@ -239,7 +351,8 @@ def _layout(entry, items, leaves):
     prog = _PROGRAMS.get(key)
     if prog is None:
         prog = _PROGRAMS.setdefault(key, _program(entry.raw, key[1], n_leaves))
-    lay.run, lay.jitted = prog
+    lay.prog = prog
+    lay.run, lay.jitted = prog.run, prog.jitted
     lay.regrad = _regrad_fn(entry, n_leaves)
     return lay
 
@@ -260,7 +373,7 @@ def _program(raw, struct, n_leaves):
                                         *[None if r is None else leaves_all[r] for r in unit.extra]))
         return values, new
 
-    return run, jax.jit(run)
+    return _Prog(run, jax.jit(run))
 
 
 
@@ -315,6 +428,9 @@ def run_predicted(track, entry, leaves, given):
     olds = None
     keep = []
     if _same_items(lay, items, leaves):
+        if not lay.prog.ready and _compiling(lay, leaves, given):
+            force_all(leaves)   # (the plain call then runs the gradient alone, as compiled)
+            return None   # compiling in the background: the plain call meanwhile
         olds = _currents(lay, keep)
         if olds is None:
             track.obs = None   # an earlier model's updates: learn again
@@ -330,6 +446,9 @@ def run_predicted(track, entry, leaves, given):
         if lay is None:   # (a Variable the call does not read): not again for a while
             track.penalty = min(max(1, 2 * track.penalty), _PENALTY_MAX)
             track.skip = track.penalty
+            return None
+        if not lay.prog.ready and _compiling(lay, leaves, given):
+            force_all(leaves)
             return None
         olds = _currents(lay, keep)
         if olds is None:   # (gone meanwhile, on another thread)

@@ -47,7 +47,8 @@ A miss costs little unless a gradient the program did not return is needed
 after all (read, or used by an update that did not match): that recomputes it,
 and the entry then stops predicting for 1, 2, 4, ... up to 1024 calls (a
 prediction whose updates all matched halves the wait), so a loop that reads its gradients
-every step pays the recompute about log2(steps) times.  Nothing is predicted
+every step pays the recompute about log2(steps) times.  The predicted program is compiled on a worker thread while the loop's steps run
+without predicting (``runtime.prediction``; ``set_background_compile``).  Nothing is predicted
 with deferral off or inside ``tapejax.function`` (no pending gradients), under
 an outer tape (``autodiff.replay``), nor for a Variable committed to a
 device (its update is not deferred).
@@ -92,6 +93,26 @@ def speculative_updates():
 
 
 enabled = speculative_updates
+
+
+class _BackgroundFlags:
+    enabled = env_flag("TAPEJAX_BACKGROUND_COMPILE")
+
+
+_background = _BackgroundFlags()
+
+
+def set_background_compile(enabled):
+    """Compile a loop's predicted program on a worker thread (the default) while its steps run
+    without predicting (``TAPEJAX_BACKGROUND_COMPILE=0``: off), or on the step that first
+    predicts (its third).  Values are the same either way; the step from which updates are
+    predicted then depends on when the compile ends.  Returns the previous setting."""
+    return set_flag(_background, enabled)
+
+
+def background_compile():
+    """Whether predicted programs compile in the background (``set_background_compile``)."""
+    return _background.enabled
 
 
 class _Obs:
