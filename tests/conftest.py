@@ -7,12 +7,16 @@ import tapejax
 
 
 @pytest.fixture(autouse=True)
-def _predicted_programs_compile_on_the_caller():
+def _predicted_programs_compile_on_the_caller(request):
     """Tests count the steps that predict their updates: a loop's predicted program compiles on
     the step that first predicts (its third), not on a worker thread while steps run plain
     (``tapejax.runtime.speculate.set_background_compile``, on by default), unless a test turns
-    that on itself."""
+    that on itself, or its module says ``BACKGROUND_COMPILE = True`` (the default's values are
+    checked there: the training-loop fuzzer)."""
     from tapejax.runtime import speculate
+    if getattr(request.module, "BACKGROUND_COMPILE", False):
+        yield
+        return
     prev = speculate.set_background_compile(False)
     yield
     speculate.set_background_compile(prev)

@@ -76,7 +76,16 @@ def _soak(step, n_steps, traced_steps, warmup=300):
     return _rss() - rss0, snap0, snap1
 
 
-def test_10000_eager_training_steps_keep_memory_flat(fresh_cache):
+@pytest.fixture
+def default_modes():
+    """Deferral and predicted updates on (the defaults), whatever TAPEJAX_DEFERRED / _SPECULATE say."""
+    prev = tf.set_deferred_execution(True), tf.set_speculative_updates(True)
+    yield
+    tf.set_deferred_execution(prev[0])
+    tf.set_speculative_updates(prev[1])
+
+
+def test_10000_eager_training_steps_keep_memory_flat(fresh_cache, default_modes):
     x, y, w, b = _problem()
     opt = tf.optimizers.Adam(0.01)
 

@@ -32,6 +32,10 @@ import pytest
 import trainfuzz as T
 from trainfuzz import TrainProgram, VarInit
 
+#: The default's background compile of predicted programs stays on here (tests/conftest.py): the
+#: values must not depend on the step from which updates are predicted.
+BACKGROUND_COMPILE = True
+
 _N = int(os.environ.get("TAPEJAX_TRAIN_FUZZ_EXAMPLES", "0") or 0)
 # CI: about 6 CPU-seconds per program (two tapejax modes and TF, cold compiles); the known bugs'
 # programs run as the short FOUND cases below, and in a longer run every seed draws every feature
