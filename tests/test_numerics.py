@@ -72,10 +72,115 @@ EXTRA_ROWS = [
     ("reduce_any_all", lambda x: [tf.reduce_any(x > 1.0), tf.reduce_all(x > -3.0)], PTS),
 ]
 
+RS = np.random.default_rng(11)
+
+
+def _pts(*shape, lo=-2.0, hi=2.0):
+    return RS.uniform(lo, hi, shape)
+
+
+POS = np.array([[0.6, 1.3, 2.1], [0.9, 1.7, 3.2]])
+SQ = np.array([[2.0, 0.5], [0.25, 3.0]])
+TOP = np.array([[0.1, 0.9, -0.5], [1.3, -0.2, 0.4]])
+
+#: The op types of the API sweep (tests/test_api_coverage.py), one row each (a few rows bind a
+#: family: the Bessel functions, histogram counts and bins, the TensorScatter ops).
+API_SWEEP_ROWS = [
+    ("linspace", lambda a, b: tf.linspace(a, b, 5), np.array(-1.0), np.array(2.0)),
+    ("global_norm", lambda x, y: tf.linalg.global_norm([x, y]), _pts(2, 3), _pts(3)),
+    ("dropout_rate", lambda x: tf.nn.dropout(x, tf.constant(0.5, x.dtype), seed=3) * 0.0 + x, _pts(2, 3)),
+    ("conv3d", lambda x, w: tf.nn.conv3d(x, w, [1, 1, 1, 1, 1], "SAME"), _pts(1, 3, 3, 2, 2), _pts(2, 2, 1, 2, 2)),
+    ("convolution", lambda x, w: tf.nn.convolution(x, w, padding="VALID"), _pts(1, 4, 4, 2), _pts(2, 2, 2, 3)),
+    ("conv", lambda x, w: tf.conv(x, w, [1, 1, 1, 1], "VALID"), _pts(1, 4, 4, 2), _pts(2, 2, 2, 3)),
+    ("conv_transpose", lambda x, w: tf.nn.conv_transpose(x, w, [1, 5, 5, 2], 1, "VALID"), _pts(1, 4, 4, 3),
+     _pts(2, 2, 2, 3)),
+    ("conv2d_backprop_filter", lambda x, dy: tf.conv2d_backprop_filter_v2(
+        x, tf.zeros([2, 2, 2, 3], x.dtype), dy, [1, 1, 1, 1], "VALID"), _pts(1, 4, 4, 2), _pts(1, 3, 3, 3)),
+    ("depthwise_backprop_filter", lambda x, dy: tf.nn.depthwise_conv2d_backprop_filter(
+        x, [2, 2, 2, 1], dy, [1, 1, 1, 1], "VALID"), _pts(1, 4, 4, 2), _pts(1, 3, 3, 2)),
+    ("depthwise_backprop_input", lambda w, dy: tf.nn.depthwise_conv2d_backprop_input(
+        [1, 4, 4, 2], w, dy, [1, 1, 1, 1], "VALID"), _pts(2, 2, 2, 1), _pts(1, 3, 3, 2)),
+    ("max_pool1d", lambda x: tf.nn.max_pool1d(x, 2, 1, "VALID"), _pts(1, 5, 2)),
+    ("max_pool3d", lambda x: tf.nn.max_pool3d(x, 2, 1, "VALID"), _pts(1, 3, 3, 3, 1)),
+    ("avg_pool1d", lambda x: tf.nn.avg_pool1d(x, 2, 1, "VALID"), _pts(1, 5, 2)),
+    ("avg_pool3d", lambda x: tf.nn.avg_pool3d(x, 2, 1, "VALID"), _pts(1, 3, 3, 3, 1)),
+    ("pool", lambda x: tf.nn.pool(x, [2, 2], "AVG", padding="VALID"), _pts(1, 4, 4, 2)),
+    ("dilation2d", lambda x, w: tf.nn.dilation2d(x, w, [1, 1, 1, 1], "VALID", "NHWC", [1, 1, 1, 1]),
+     _pts(1, 4, 4, 2), _pts(2, 2, 2)),
+    ("space_to_batch_nd", lambda x: tf.space_to_batch_nd(x, [2, 2], [[0, 0], [0, 0]]), _pts(1, 4, 4, 1)),
+    ("batch_to_space", lambda x: tf.batch_to_space(x, [2, 2], [[0, 0], [0, 0]]), _pts(4, 2, 2, 1)),
+    ("depth_to_space", lambda x: tf.nn.depth_to_space(x, 2), _pts(1, 2, 2, 4)),
+    ("reverse_sequence", lambda x: tf.reverse_sequence(x, [2, 3], seq_axis=1, batch_axis=0), _pts(2, 3)),
+    ("sequence_mask", lambda x: tf.sequence_mask([1, 3], 3, dtype=x.dtype) * x, _pts(2, 3)),
+    ("searchsorted", lambda s, v: tf.searchsorted(s, v), np.array([[-1.5, 0.25, 1.0, 1.75]]),
+     np.array([[0.1, 1.2, -3.0]])),
+    ("histogram_fixed_width", lambda x: [tf.histogram_fixed_width(x, [-2.0, 2.0], nbins=4),
+                                         tf.histogram_fixed_width_bins(x, [-2.0, 2.0], nbins=4)],
+     np.array([-1.7, -0.6, 0.3, 0.9, 1.4, 1.9])),
+    ("unique_with_counts", lambda x: tf.unique_with_counts(x)[0], np.array([1.5, -0.5, 1.5, 2.0])),
+    ("dynamic_partition", lambda x: tf.dynamic_partition(x, [0, 1, 0], 2), _pts(3, 2)),
+    ("dynamic_stitch", lambda a, b: tf.dynamic_stitch([[0, 2], [1]], [a, b]), _pts(2, 2), _pts(1, 2)),
+    ("bitcast", lambda x: tf.bitcast(tf.bitcast(x, tf.int16), x.dtype), _pts(2, 3)),
+    ("adjoint", lambda x: tf.linalg.adjoint(x), _pts(2, 3)),
+    ("set_diag", lambda x, d: tf.linalg.set_diag(x, d), _pts(3, 3), _pts(3)),
+    ("tensor_diag", lambda d: tf.linalg.tensor_diag(d), _pts(3)),
+    ("tensor_diag_part", lambda x: tf.linalg.tensor_diag_part(x), _pts(3, 3)),
+    ("lu_reconstruct", lambda lu: tf.linalg.lu_reconstruct(lu, tf.constant([1, 0])), SQ),
+    ("lu_solve", lambda lu, r: tf.linalg.lu_solve(lu, tf.constant([1, 0]), r), SQ, _pts(2, 2)),
+    ("tridiagonal_matmul", lambda d, r: tf.linalg.tridiagonal_matmul(d, r), _pts(3, 3), _pts(3, 2)),
+    ("lrn", lambda x: tf.nn.local_response_normalization(x, depth_radius=1), _pts(1, 2, 2, 3)),
+    ("tensor_scatter_sub_max_min", lambda t, u: [tf.tensor_scatter_nd_sub(t, [[1]], u),
+                                                 tf.tensor_scatter_nd_max(t, [[0]], u),
+                                                 tf.tensor_scatter_nd_min(t, [[2]], u)], _pts(3, 2), _pts(1, 2)),
+    # (no empty segment: an empty one holds the dtype's lowest / highest value, which differs from float32's)
+    ("unsorted_segment_max", lambda x: tf.math.unsorted_segment_max(x, [0, 1, 0], 2), _pts(3, 2)),
+    ("unsorted_segment_min", lambda x: tf.math.unsorted_segment_min(x, [0, 1, 0], 2), _pts(3, 2)),
+    ("unsorted_segment_prod", lambda x: tf.math.unsorted_segment_prod(x, [0, 2, 0], 3), _pts(3, 2)),
+    ("unsorted_segment_mean", lambda x: tf.math.unsorted_segment_mean(x, [0, 2, 0], 3), _pts(3, 2)),
+    ("unsorted_segment_sqrt_n", lambda x: tf.math.unsorted_segment_sqrt_n(x, [0, 2, 0], 3), _pts(3, 2)),
+    ("in_top_k", lambda p: tf.math.in_top_k([1, 0], p, 2), TOP),
+    ("is_monotonic", lambda x: [tf.math.is_non_decreasing(x), tf.math.is_strictly_increasing(x)],
+     np.array([-1.0, 0.5, 0.5, 2.0])),
+    # (TF's zero_fraction is float32 whatever the input: cast back to compare in the table's dtype)
+    ("zero_fraction", lambda x: tf.cast(tf.math.zero_fraction(x), x.dtype), np.array([0.0, 1.5, 0.0, -2.0])),
+    ("confusion_matrix", lambda w: tf.math.confusion_matrix([0, 1, 2], [0, 2, 2], num_classes=3, weights=w,
+                                                            dtype=w.dtype), np.array([0.5, 1.25, 2.0])),
+    ("approx_max_min_k", lambda x: [tf.math.approx_max_k(x, 2)[0], tf.math.approx_min_k(x, 2)[0]], TOP),
+    ("bessel", lambda x: [tf.math.bessel_i0(x), tf.math.bessel_i0e(x), tf.math.bessel_i1(x),
+                          tf.math.bessel_i1e(x)], _pts(2, 3)),
+    ("dawsn", lambda x: tf.math.special.dawsn(x), _pts(2, 3)),
+    ("expint", lambda x: tf.math.special.expint(x), POS),
+    ("erfinv", lambda x: tf.math.erfinv(x), _pts(2, 3, lo=-0.8, hi=0.8)),
+    ("rint", lambda x: tf.math.rint(x), _pts(2, 3)),
+    ("reciprocal_no_nan", lambda x: tf.math.reciprocal_no_nan(x), np.array([[0.0, 0.6, -1.3], [1.7, -2.1, 0.9]])),
+    ("real_imag_conj_angle", lambda x: [tf.math.real(x), tf.math.imag(x), tf.math.conj(x), tf.math.angle(x)],
+     _pts(2, 3)),
+    ("nextafter", lambda x, y: tf.math.nextafter(x, y) - x, _pts(2, 3), _pts(2, 3)),
+    ("xlog1py", lambda x, y: tf.math.xlog1py(x, y), _pts(2, 3), POS),
+    ("igamma", lambda a, x: [tf.math.igamma(a, x), tf.math.igammac(a, x)], POS, POS[::-1]),
+    ("polygamma", lambda x: tf.math.polygamma(tf.constant([[1.0, 2.0, 1.0]] * 2, x.dtype), x), POS),
+    ("zeta", lambda x: tf.math.zeta(x + 1.5, x), POS),
+    ("truncatediv", lambda x, y: tf.truncatediv(x, y), _pts(2, 3), POS),
+    ("truncatemod", lambda x, y: tf.truncatemod(x, y), _pts(2, 3), POS),
+    ("betainc", lambda a, b, x: tf.math.betainc(a, b, x), POS, POS[::-1], _pts(2, 3, lo=0.1, hi=0.9)),
+    ("lbeta", lambda x: tf.math.lbeta(x), POS),
+]
+
 #: Ops whose inputs are never floating (bool or int only): nothing to run in half precision.
 NO_FLOAT_INPUT = {
     "LogicalNot": "bool input only", "LogicalAnd": "bool inputs only", "LogicalOr": "bool inputs only",
     "LogicalXor": "bool inputs only", "RandomUniformInt": "int output only (dtype=int32/int64)",
+    "BitwiseAnd": "int inputs only", "BitwiseOr": "int inputs only", "BitwiseXor": "int inputs only",
+    "LeftShift": "int inputs only", "RightShift": "int inputs only", "Invert": "int input only",
+    "UnravelIndex": "int inputs only", "InvertPermutation": "int input only",
+    "StatelessUniformInt": "int seed in, int output only (dtype=int32/int64)",
+    "StatelessFullInt": "int seed in, int output only (dtype=int32/int64/uint32/uint64)",
+    "RandomUniformIntKeyed": "key in, int output only (dtype=int32/int64)",
+    "RandomFullIntKeyed": "key in, int output only (dtype=int32/int64/uint32/uint64)",
+    "StatelessFoldIn": "int seed and data in, int seed out", "StatelessSplit": "int seed in, int seeds out",
+    "FFTND": "complex input only (TF and JAX have no half complex dtype)",
+    "IFFTND": "complex input only (TF and JAX have no half complex dtype)",
+    "IRFFTND": "complex input only (TF and JAX have no half complex dtype)",
 }
 
 #: Random ops: run with ``dtype=<half>`` (values are random: dtype, shape and range are checked).
@@ -86,6 +191,27 @@ RANDOM_ROWS = [
     ("shuffle", lambda d: tf.random.shuffle(tf.cast(tf.range(64), d), seed=1), (0.0, 63.0)),
     ("categorical", lambda d: tf.random.categorical(tf.cast(tf.math.log([[0.5, 0.5]]), d), 8, seed=1),
      (0.0, 1.0)),
+    ("stateless_normal", lambda d: tf.random.stateless_normal([64], [1, 2], dtype=d), (-6.0, 6.0)),
+    ("stateless_truncated_normal", lambda d: tf.random.stateless_truncated_normal([64], [1, 2], dtype=d),
+     (-2.01, 2.01)),
+    ("stateless_uniform", lambda d: tf.random.stateless_uniform([64], [1, 2], -1.0, 1.0, dtype=d), (-1.0, 1.0)),
+    ("stateless_gamma", lambda d: tf.random.stateless_gamma([64], [1, 2], tf.constant(2.0, d), dtype=d),
+     (0.0, 30.0)),
+    ("stateless_poisson", lambda d: tf.random.stateless_poisson([64], [1, 2], tf.constant(2.0, d), dtype=d),
+     (0.0, 30.0)),
+    ("stateless_binomial", lambda d: tf.random.stateless_binomial(
+        [64], [1, 2], tf.constant(5.0, d), tf.constant(0.5, d), output_dtype=d), (0.0, 5.0)),
+    ("stateless_categorical", lambda d: tf.random.stateless_categorical(
+        tf.cast(tf.math.log([[0.5, 0.5]]), d), 8, [1, 2]), (0.0, 1.0)),
+    ("gamma", lambda d: tf.random.gamma([64], tf.constant(2.0, d), dtype=d, seed=1), (0.0, 30.0)),
+    ("poisson", lambda d: tf.random.poisson([64], tf.constant(2.0, d), dtype=d, seed=1), (0.0, 30.0)),
+    ("generator_normal", lambda d: tf.random.Generator.from_seed(1).normal([64], dtype=d), (-6.0, 6.0)),
+    ("generator_truncated_normal", lambda d: tf.random.Generator.from_seed(1).truncated_normal([64], dtype=d),
+     (-2.01, 2.01)),
+    ("generator_uniform", lambda d: tf.random.Generator.from_seed(1).uniform([64], -1.0, 1.0, dtype=d),
+     (-1.0, 1.0)),
+    ("generator_binomial", lambda d: tf.random.Generator.from_seed(1).binomial(
+        [64], tf.constant(5.0, d), tf.constant(0.5, d), dtype=d), (0.0, 5.0)),
 ]
 
 #: Op types neither JAX (XLA:CPU has no half-precision LAPACK kernels) nor, mostly, TF runs in
@@ -104,6 +230,33 @@ HALF_UNSUPPORTED = {
     "Svd": "JAX: no half SVD; TF: no half Svd",
     "Pinv": "JAX: no half SVD; TF: no half Svd",
     "MatrixExponential": "JAX: no half expm (solve); TF: no half MatrixSolve",
+    "Lu": "JAX: no half LU; TF: no half Lu (bfloat16 not allowed)",
+    "Eig": "JAX: no half eig; TF: eig's Python layer has no output dtype for half (UnboundLocalError)",
+    "EigVals": "JAX: no half eig; TF: eigvals' Python layer has no output dtype for half (UnboundLocalError)",
+    "MatrixRank": "JAX: no half SVD; TF: no half Svd",
+    "MatrixSquareRoot": "JAX: no half matrix inverse (its Denman-Beavers steps invert); TF: no half MatrixSquareRoot",
+    "TridiagonalSolve": "JAX: no half tridiagonal solve; TF: TridiagonalSolve allows float/double/complex only",
+    "EighTridiagonal": "JAX: no half eigh_tridiagonal; TF runs float16 (in Python ops), not bfloat16",
+    "Complex": "TF and JAX: no half complex dtype (TF: real and imag must be float32/float64)",
+    "RFFTND": "TF and JAX: RFFT takes float32/float64 input only",
+    "Spence": "JAX's spence takes float32/float64 only; TF: no half Spence kernel",
+    "Erfcinv": "JAX's ndtri takes float32/float64 only; TF: no half Ndtri kernel",
+    "Ndtri": "JAX's ndtri takes float32/float64 only; TF: no half Ndtri kernel",
+}
+#: Listed op types for which tapejax does not yet raise TF's "has no half kernel" error (it raises
+#: JAX's NotImplementedError or its own InvalidArgumentError, after binding): the clear-error test
+#: below is a strict xfail for them until the op layer checks the dtype first.
+HALF_ERROR_NOT_YET_TFS = {"Lu", "Eig", "EigVals", "MatrixRank", "MatrixSquareRoot", "TridiagonalSolve",
+                          "EighTridiagonal", "Complex", "RFFTND", "Spence", "Erfcinv", "Ndtri"}
+#: Rows run in bfloat16 only: JAX's float16 result is wrong (the row label -> why; see
+#: ``test_half_known_defects``, a strict xfail until it is fixed).
+F16_SKIP_ROWS = {"expint": "Expint: JAX's float16 expi gives NaN for 0 < x < ~2.5 (TF has no half Expint kernel)"}
+#: Op types TF runs in half precision that tapejax does not yet (a strict xfail in
+#: ``test_half_known_defects`` checks TF's behaviour, so the entry fails once fixed).
+HALF_DEFECTS = {
+    "StatelessParameterizedTruncatedNormal": "tapejax draws in float32 whatever the parameters' dtype: float16 "
+                                             "means/stddevs/bounds raise a float32-vs-float16 Mul error, TF 2.21 "
+                                             "gives float16 draws (bfloat16: TF rejects it too)",
 }
 #: Rows run in float16 only: TF rejects a bfloat16 inverse / QR and JAX has no bfloat16 kernel
 #: (tapejax raises TF's InvalidArgumentError); float16 ones run, in float32 inside the op, as TF runs them.
@@ -112,7 +265,8 @@ BF16_SKIP_ROWS = {"inv": "MatrixInverse", "qr_r": "Qr"}
 
 def _all_rows():
     rows = []
-    for group, table in [*G.GROUPS.items(), ("first_order_only", G.FIRST_ORDER_ONLY), ("extra", EXTRA_ROWS)]:
+    for group, table in [*G.GROUPS.items(), ("first_order_only", G.FIRST_ORDER_ONLY), ("extra", EXTRA_ROWS),
+                         ("api_sweep", API_SWEEP_ROWS)]:
         for label, f, *args in table:
             rows.append((group, label, f, [np.asarray(a, np.float64) for a in args]))
     return rows
@@ -133,6 +287,11 @@ class SpyTape(tf.GradientTape):
     def _record_op(self, prim, static, grad_type, ids, vals, result):
         self.seen.setdefault(self.label, set()).add(prim.name)
         return super()._record_op(prim, static, grad_type, ids, vals, result)
+
+    def _record_sparse_read(self, var, indices, rows):
+        # (an eager gather of a Variable is recorded here, not as an op: TF's ResourceGather)
+        self.seen.setdefault(self.label, set()).add("ResourceGather")
+        return super()._record_sparse_read(var, indices, rows)
 
 
 def _rows_of(group, skip):
@@ -242,7 +401,7 @@ def _half_dtypes(label):
     """float16 and bfloat16 for every row with TAPEJAX_NUMERICS_FULL=1; in CI the rows alternate
     between them (every op type still runs in half precision, each dtype in every group)."""
     both = [d for d in sorted(HALF) if not (d == "bfloat16" and label in BF16_SKIP_ROWS)
-            and label not in HALF_SKIP_ROWS]
+            and not (d == "float16" and label in F16_SKIP_ROWS) and label not in HALF_SKIP_ROWS]
     if FULL or len(both) < 2:
         return lambda i: both
     return lambda i: [both[i % 2]]
@@ -301,13 +460,48 @@ def test_half_random_ops(dtype):
     for label, f, (lo, hi) in RANDOM_ROWS:
         v = f(tdt)
         a = _as32(v) if v.dtype.is_floating else v.numpy()
-        if label == "categorical":
+        if label.endswith("categorical"):
             assert v.dtype.is_integer, label
         else:
             assert v.dtype == tdt, (label, v.dtype)
         assert a.shape and np.all(a >= lo) and np.all(a <= hi), (label, a)
         if label == "shuffle":
             assert sorted(a.tolist()) == list(range(64))
+
+
+GATHER_ROWS = _pts(3, 2)
+
+
+def _half_resource_gather(dtype):
+    """ResourceGather (an eager ``tf.gather`` of a Variable under a plain tape; the spy tape of the
+    table turns it into GatherV2): the rows and the IndexedSlices gradient of a half Variable
+    against the float32 run on the same half-rounded values and cotangent.  Returns (problems, op
+    types the tape recorded)."""
+    tdt, npdt, tol = HALF[dtype]
+    x = GATHER_ROWS.astype(npdt).astype(np.float32)
+    ct = R.standard_normal((3, 2)).astype(npdt).astype(np.float32)
+    res, types = {}, set()
+    for dt in (tdt, tf.float32):
+        v = tf.Variable(x, dtype=dt)
+        with tf.GradientTape() as t:
+            y = tf.gather(v, [2, 0, 2])
+        types |= {n[0].name for n in t._nodes}
+        g = t.gradient(y, v, output_gradients=tf.constant(ct, dt))
+        res[dt] = (y, g)
+    (y, g), (ry, rg) = res[tdt], res[tf.float32]
+    problems = [f"{dtype} resource_gather: {what} is {a.dtype.name}" for what, a in (("output", y), ("gradient", g))
+                if a.dtype != tdt]
+    problems += [f"{dtype} resource_gather: {what} {_as32(a).tolist()} vs float32 {_as32(b).tolist()}"
+                 for what, a, b in (("output", y, ry), ("gradient", g, rg)) if not _close(_as32(a), _as32(b), tol)]
+    return problems, types
+
+
+@pytest.mark.parametrize("dtype", sorted(HALF))
+def test_half_resource_gather(dtype):
+    """A half Variable's eager gather is TF's ResourceGather: values and its IndexedSlices gradient
+    in the Variable's dtype, equal to the float32 run."""
+    problems, types = _half_resource_gather(dtype)
+    assert "ResourceGather" in types and not problems, (types, problems)
 
 
 def test_half_table_covers_the_registry():
@@ -326,12 +520,38 @@ def test_half_table_covers_the_registry():
         for dtype in HALF:
             test_half_random_ops(dtype)
     seen |= set().union(*spy.seen.values())
-    listed = set(HALF_UNSUPPORTED) | set(NO_FLOAT_INPUT)
+    for dtype in HALF:
+        problems, types = _half_resource_gather(dtype)
+        if not problems:
+            seen |= types
+    listed = set(HALF_UNSUPPORTED) | set(NO_FLOAT_INPUT) | set(HALF_DEFECTS)
     missing = [t for t in _registry.DEFINED if t not in seen and t not in listed]
     assert not missing, f"op types run in no half-precision row and not listed: {missing}"
     # The lists are not stale: every listed type is registered, and unsupported ones are not run.
     assert listed <= set(_registry.DEFINED)
     assert not (set(HALF_UNSUPPORTED) - {"CholeskySolve"}) & seen
+
+
+KNOWN_DEFECT_CASES = {
+    "expint_float16": lambda: tf.math.special.expint(tf.constant([0.6, 1.3, 2.1], tf.float16)),
+    "stateless_parameterized_truncated_normal_float16": lambda: tf.random.stateless_parameterized_truncated_normal(
+        [64], [1, 2], tf.constant(0.0, tf.float16), tf.constant(1.0, tf.float16), tf.constant(-1.0, tf.float16),
+        tf.constant(1.0, tf.float16)),
+}
+
+
+@pytest.mark.xfail(strict=True, reason="known half-precision defects (F16_SKIP_ROWS, HALF_DEFECTS)")
+@pytest.mark.parametrize("case", sorted(KNOWN_DEFECT_CASES))
+def test_half_known_defects(case):
+    """What TF 2.21 does: float16 expint is finite (TF: no half kernel, JAX's float32 values are
+    0.770, 2.721, 5.332); float16 parameterized truncated normal draws are float16 within bounds."""
+    v = KNOWN_DEFECT_CASES[case]()
+    a = _as32(v)
+    assert v.dtype == tf.float16 and np.all(np.isfinite(a))
+    if case.startswith("expint"):
+        np.testing.assert_allclose(a, [0.7702, 2.7208, 5.3317], rtol=2e-2)
+    else:
+        assert np.all(np.abs(a) <= 1.0)
 
 
 UNSUPPORTED_CALLS = {
@@ -341,23 +561,41 @@ UNSUPPORTED_CALLS = {
     "SelfAdjointEigV2": lambda x: tf.linalg.eigh(x), "SelfAdjointEigV2Values": lambda x: tf.linalg.eigvalsh(x),
     "Svd": lambda x: tf.linalg.svd(x), "Pinv": lambda x: tf.linalg.pinv(x),
     "MatrixExponential": lambda x: tf.linalg.expm(x),
+    "Lu": lambda x: tf.linalg.lu(x), "Eig": lambda x: tf.linalg.eig(x), "EigVals": lambda x: tf.linalg.eigvals(x),
+    "MatrixRank": lambda x: tf.linalg.matrix_rank(x), "MatrixSquareRoot": lambda x: tf.linalg.sqrtm(x),
+    "TridiagonalSolve": lambda x: tf.linalg.tridiagonal_solve(tf.concat([x, x[:1]], 0), x),
+    "EighTridiagonal": lambda x: tf.linalg.eigh_tridiagonal(x[0], x[1, :1]),
+    "Complex": lambda x: tf.complex(x, x), "RFFTND": lambda x: tf.rfftnd(x, fft_length=[2, 2], axes=[0, 1]),
+    "Spence": lambda x: tf.math.special.spence(x), "Erfcinv": lambda x: tf.math.erfcinv(x * 0.25),
+    "Ndtri": lambda x: tf.math.ndtri(x * 0.25),
 }
 
 
 #: TF 2.21's exception class for a bfloat16 input (float16 inputs: NotFoundError, "no kernel").
-BF16_CLASS = {"Pinv": ValueError, "MatrixExponential": ValueError, "CholeskySolve": tf.errors.NotFoundError}
+BF16_CLASS = {"Pinv": ValueError, "MatrixExponential": ValueError, "CholeskySolve": tf.errors.NotFoundError,
+              "EighTridiagonal": ValueError,
+              "Complex": TypeError, "RFFTND": ValueError, "Spence": tf.errors.NotFoundError,
+              "Erfcinv": tf.errors.NotFoundError, "Ndtri": tf.errors.NotFoundError}
+#: TF 2.21's exception class for a float16 input where it is not NotFoundError.  Not copied: TF's
+#: UnboundLocalError for a half eig / eigvals (an accident of its Python layer): tapejax is to raise
+#: the missing-kernel error; EighTridiagonal: TF runs float16, tapejax cannot (no half kernel in JAX).
+F16_CLASS = {"TridiagonalSolve": tf.errors.InvalidArgumentError, "Complex": TypeError, "RFFTND": ValueError}
 
 
 @pytest.mark.parametrize("dtype", sorted(HALF))
 @pytest.mark.parametrize("op_type", sorted(UNSUPPORTED_CALLS))
-def test_half_unsupported_ops_raise_a_clear_error(op_type, dtype):
+def test_half_unsupported_ops_raise_a_clear_error(op_type, dtype, request):
     """An op with no half kernel raises TF's exception class (float16: NotFoundError, bfloat16:
     InvalidArgumentError, or ValueError where TF's Python layer rejects it) naming the op, the
     argument and the dtype, before running anything."""
     assert set(UNSUPPORTED_CALLS) == set(HALF_UNSUPPORTED)
+    if op_type in HALF_ERROR_NOT_YET_TFS:
+        request.applymarker(pytest.mark.xfail(strict=True, reason="tapejax does not yet raise TF's no-half-kernel "
+                                                                  "error for this op (HALF_ERROR_NOT_YET_TFS)"))
     x = tf.constant(np.eye(2, dtype=np.float32) * 2.0 + 0.5, dtype=HALF[dtype][0])
     name = "half" if dtype == "float16" else "bfloat16"
-    cls = tf.errors.NotFoundError if dtype == "float16" else BF16_CLASS.get(op_type, tf.errors.InvalidArgumentError)
+    cls = (F16_CLASS.get(op_type, tf.errors.NotFoundError) if dtype == "float16"
+           else BF16_CLASS.get(op_type, tf.errors.InvalidArgumentError))
     with pytest.raises(cls, match=rf"{op_type} has no {name} kernel \(argument `\w+` has dtype {name}") as e:
         UNSUPPORTED_CALLS[op_type](x)
     assert "float32" in str(e.value)
@@ -558,7 +796,8 @@ F64_CI_ROWS = {"unary": {"tanh", "lgamma"}, "binary": {"pow", "atan2"}, "reduce"
                "scan": {"cumprod"}, "misc_math": {"matmul", "top_k"}, "array": {"gather", "einsum"},
                "nn": {"softmax_cross_entropy_with_logits", "conv2d"},
                "linalg": {"inv", "cholesky"},
-               "first_order_only": {"moments"}, "extra": {"one_hot", "floor", "argmax"}}
+               "first_order_only": {"moments"}, "extra": {"one_hot", "floor", "argmax"},
+               "api_sweep": {"conv3d", "xlog1py"}}
 
 
 @pytest.mark.parametrize("group", GROUP_NAMES)
