@@ -138,8 +138,11 @@ def test_non_persistent_tape_releases_recorded_state_after_gradient(eager_ops):
         t.watch(x)
         e = tf.exp(x * 2.0)
         y = tf.reduce_sum(e)
+    import gc
+    gc.collect()   # (cycles left by earlier tests' objects collected first: their timing varies)
     held = sys.getrefcount(e.value)  # the user's Tensor + the reduce_sum node's input
     t.gradient(y, x)
+    gc.collect()   # (only the tape's own references count: a reference cycle elsewhere is the GC's)
     after = sys.getrefcount(e.value)  # (outside `assert`: pytest's rewrite holds temporaries)
     assert t._nodes == [] and t._codes == {}
     assert after == held - 1
