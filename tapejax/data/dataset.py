@@ -99,7 +99,9 @@ class Dataset:
 
     def _build_stream(self, ctx: Build) -> Any:
         from . import nodes
-        return nodes.to_iter(self._build(ctx))
+        p = self._build(ctx)
+        ctx.output_random_access = isinstance(p, nodes.Node)   # (the outermost call finishes last)
+        return nodes.to_iter(p)
 
     def _build_output(self, ctx: Build, to_device: Optional[Callable[[Any], Any]]) -> Any:
         """The stream the Iterator reads; ``prefetch`` at the end also moves elements to the

@@ -3,9 +3,9 @@
 ``from_generator``, ``unbatch``, ``repeat`` / ``take`` / ``skip`` / ``zip`` / ``concatenate`` /
 ``cache`` over a stream.  ``repeat`` and ``concatenate`` take *factories*: each epoch builds its
 input again, so a ``shuffle`` upstream draws a new order per epoch, as TF's iterators do.  An
-iterator's ``get_state`` reports its position (grain's prefetch asks for it after each element);
-restoring a position (``set_state``) is not supported: tapejax.data does not checkpoint
-iterators.
+iterator's ``get_state`` reports its position (grain's prefetch asks for it after each element).
+Iterator checkpoints do not go through these iterators' ``set_state``: ``iterator.Iterator``
+rebuilds the pipeline with the saved shuffle draws and reads up to the saved position.
 """
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
@@ -27,8 +27,8 @@ class _Iterator(grain.DatasetIterator):
         return {"produced": self._produced}
 
     def set_state(self, state: Dict[str, Any]) -> None:
-        raise NotImplementedError("tapejax.data iterators cannot be restored to a saved position "
-                                  "(iterate the dataset again, with skip() to resume)")
+        raise NotImplementedError("a tapejax.data stream is restored by its Iterator (rebuilt with the saved "
+                                  "shuffle draws, then read to the saved position), not through grain's set_state")
 
 
 class _Stream(grain.IterDataset):

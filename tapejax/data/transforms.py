@@ -189,7 +189,9 @@ class Shuffle(Dataset):
         super().__init__((input,), input.element_spec, input._cardinality)
 
     def _build(self, ctx: Build) -> Any:
-        seed = self._seed + [next(self._iterations) if self._reshuffle else 0]
+        k, rebuild = ctx.draw(self, lambda: next(self._iterations) if self._reshuffle else 0)
+        # a stream ``repeat`` rebuilds its input per epoch: a new order each time unless fixed
+        seed = self._seed + ([k] if rebuild == 0 or not self._reshuffle else [k, rebuild])
         p = self._inputs[0]._build(ctx)
         nodes = _nodes()
         if isinstance(p, nodes.Node):
