@@ -12,7 +12,8 @@ of the compiled program.  Iterate in Python and call the compiled step per eleme
 
 **Checkpointing** (``tf.train.Checkpoint(iterator=it)``): an iterator is a trackable with one
 child value, ``ITERATOR_STATE`` (an int64 vector): a format word, a fingerprint of the plan,
-the number of elements given so far and each ``shuffle``'s iteration number (``build.Build``).
+the number of elements given so far and the iteration number of each random transformation
+(``shuffle``, ``sample_from_datasets``, ``random``) (``build.Build``).
 Everything else is a function of the plan, so a restore rebuilds the pipeline with those draws
 and moves it to the position: with grain's ``set_state`` (``next_index``) when the output
 stream reads random-access nodes directly (sources, shuffle, map, batch, take/skip, repeat,
@@ -22,7 +23,7 @@ pipeline with ``from_generator`` cannot be saved: TF's FailedPreconditionError a
 """
 import contextlib
 import zlib
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List
 
 import jax
 import numpy as np
@@ -86,7 +87,7 @@ def _plan(dataset: Any) -> List[Any]:
 
 class IteratorState:
     """The value a checkpoint saves for an ``Iterator`` (its child ``ITERATOR_STATE``): an int64
-    vector ``[format, fingerprint, position, draw of each shuffle]`` (-1: a shuffle not built)."""
+    vector ``[format, fingerprint, position, draw of each random transformation]`` (-1: not built)."""
 
     dtype = np.dtype(np.int64)
 
@@ -121,7 +122,8 @@ class Iterator:
         self._device = device or jax.devices()[0]
         plan = _plan(dataset)
         kinds = [type(d).__name__ for d in plan]
-        self._shuffles = [d for d, k in zip(plan, kinds) if k == "Shuffle"]
+        # the random transformations (shuffle, sample_from_datasets, random): their draws are saved
+        self._shuffles = [d for d in plan if hasattr(d, "_iterations")]
         self._generator = "Generator" in kinds
         self._fingerprint = zlib.crc32(" ".join(kinds).encode()) & 0x7FFFFFFF
         self._state_value = IteratorState(self)
@@ -199,9 +201,9 @@ class Iterator:
             return S.pack(self._spec, [S.numpy_value(c) for c in comps])
         return S.pack(self._spec, [self._tensor(c) for c in comps])
 
-    def _tensor(self, c: Any) -> Optional[Tensor]:
-        if c is None:
-            return None
+    def _tensor(self, c: Any) -> Any:
+        if c is None or hasattr(type(c), "_build_stream"):   # (a window's components are Datasets)
+            return c
         if self._move or not isinstance(c, jax.Array):
             c = _put(c, self._device)
         return Tensor(c)

@@ -271,6 +271,34 @@ class Skip(Dataset):
 
 
 @kind
+class Shard(Dataset):
+    def __init__(self, input: Dataset, num: int, index: int):
+        self._num, self._index = num, index
+        n = input._cardinality
+        card = n if n in (INF, UNK) else n // num + (1 if n % num > index else 0)
+        super().__init__((input,), input.element_spec, card)
+
+    def _build(self, ctx: Build) -> Any:
+        p = self._inputs[0]._build(ctx)
+        nodes = _nodes()
+        if isinstance(p, nodes.Node):
+            return nodes.Shard(p, self._num, self._index)
+        num, index = self._num, self._index
+        return p.filter(_ShardPick(num, index))
+
+
+class _ShardPick:
+    """The stream form of ``shard``: keeps every ``num``-th element from ``index``."""
+
+    def __init__(self, num: int, index: int):
+        self._num, self._index, self._k = num, index, -1
+
+    def __call__(self, el: Any) -> bool:
+        self._k += 1
+        return self._k % self._num == self._index
+
+
+@kind
 class Cache(Dataset):
     def __init__(self, input: Dataset, filename: str = ""):
         self._store = _nodes().FileCacheStore(filename) if filename else _nodes().CacheStore()
