@@ -164,7 +164,7 @@ class Dataset:
             if num_parallel_calls <= 0 and num_parallel_calls != A.AUTOTUNE:
                 raise A.InvalidArgumentError(None, None, "map: `num_parallel_calls` must be greater than zero "
                                              f"or tf.data.AUTOTUNE (-1); got {num_parallel_calls}.")
-        return KINDS["Map"](self, map_func, num_parallel_calls)
+        return KINDS["Map"](self, map_func, num_parallel_calls, None if deterministic is None else bool(deterministic))
 
     def filter(self, predicate: Callable[..., Any], name: Optional[str] = None) -> "Dataset":
         """The elements for which ``predicate`` returns a scalar ``True``."""

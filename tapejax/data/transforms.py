@@ -36,17 +36,25 @@ def _first_then(first: Any, make: Callable[[], Any]) -> Callable[[], Any]:
 
 @kind
 class Map(Dataset):
-    def __init__(self, input: Dataset, fn: Callable[..., Any], num_parallel_calls: Optional[int]):
+    """``map``: over random access a ``MapFn`` node (grain's read threads run ``num_parallel_calls``
+    at once, in order); over a stream grain's ``map``, or ``streams.ParallelMap`` with workers."""
+
+    def __init__(self, input: Dataset, fn: Callable[..., Any], num_parallel_calls: Optional[int],
+                 deterministic: Optional[bool] = None):
         self._fn = StructuredFunction(fn, input.element_spec, "Dataset.map()", input._x64)
-        self._npc = num_parallel_calls
+        self._npc, self._deterministic = num_parallel_calls, deterministic
         super().__init__((input,), self._fn.output_spec, input._cardinality)
 
     def _build(self, ctx: Build) -> Any:
         p = self._inputs[0]._build(ctx)
         nodes = _nodes()
+        threads = ctx.threads(self._npc)
         if isinstance(p, nodes.Node):
-            return nodes.MapFn(p, self._fn, ctx.threads(self._npc))
-        return p.map(self._fn)
+            return nodes.MapFn(p, self._fn, threads)
+        if threads <= 1:
+            return p.map(self._fn)
+        ordered = self._deterministic if self._deterministic is not None else ctx.options.deterministic
+        return _streams().ParallelMap(p, self._fn, threads, ordered is not False)
 
 
 @kind

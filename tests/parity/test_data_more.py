@@ -176,3 +176,12 @@ def test_experimental_transformations(tf):
             L(r.batch(3).apply(E.unbatch())), L(r.apply(E.enumerate_dataset(start=2)).take(2)),
             L(E.Counter(1, 3).take(3)), L(E.choose_from_datasets([r, r.skip(4)], D.range(2).repeat(2))),
             L(r.apply(E.parallel_interleave(lambda x: D.range(x), cycle_length=2))))
+
+
+@parity(x64=True)
+def test_parallel_map_keeps_the_order(tf):
+    D = tf.data.Dataset
+    src = D.range(40).filter(lambda x: x % 3 != 0)
+    return (L(src.map(lambda x: x * x, num_parallel_calls=4)),
+            L(D.range(40).map(lambda x: x + 1, num_parallel_calls=tf.data.AUTOTUNE).batch(7)),
+            L(src.map(lambda x: (x, x * 2), num_parallel_calls=3, deterministic=True).batch(5)))
