@@ -133,7 +133,10 @@ class Iterator:
     def _build(self, ctx: Build) -> None:
         d = self._dataset
         self._ctx = ctx
-        self._it = d._build_output(ctx, None if self._numpy else _device_put(self._device, d._x64)).__iter__()
+        # a final prefetch's thread moves elements to the device; on the CPU device there is
+        # nothing to move (a gathered batch is a jax.Array there already), so no stage is added
+        move = not self._numpy and self._move
+        self._it = d._build_output(ctx, _device_put(self._device, d._x64) if move else None).__iter__()
 
     # -- checkpointing ---------------------------------------------------------
     def _checkpoint_children(self) -> list:
