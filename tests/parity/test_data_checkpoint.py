@@ -184,3 +184,38 @@ def test_from_generator_cannot_be_saved(tf):
     next(it)
     ckpt = tf.train.Checkpoint(iterator=it)
     return raises(ckpt.save, os.path.join(tempfile.mkdtemp(), "ckpt")), py(next(it))
+
+
+@parity(modes=True)
+def test_training_resumes_with_model_and_iterator(tf):
+    """A linear model trained from a batched, repeated pipeline: checkpoint (step, weights,
+    iterator) after 3 steps, 3 more steps, restore, the same 3 steps again: same losses."""
+    rng = np.random.default_rng(0)
+    xs = rng.standard_normal((24, 3)).astype(np.float32)
+    ys = (xs @ np.array([1.0, -2.0, 0.5], np.float32) + 0.1).astype(np.float32)
+    ds = tf.data.Dataset.from_tensor_slices((xs, ys)).batch(5).repeat().map(lambda x, y: (x * 1.0, y))
+    w = tf.Variable(np.zeros(3, np.float32))
+    b = tf.Variable(0.0)
+    step = tf.Variable(0)
+    it = iter(ds)
+
+    def train(n):
+        losses = []
+        for _ in range(n):
+            x, y = next(it)
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean((tf.linalg.matvec(x, w) + b - y) ** 2)
+            gw, gb = tape.gradient(loss, [w, b])
+            w.assign_sub(0.1 * gw)
+            b.assign_sub(0.1 * gb)
+            step.assign_add(1)
+            losses.append(float(loss.numpy()))
+        return losses
+
+    first = train(3)
+    ckpt = tf.train.Checkpoint(step=step, w=w, b=b, iterator=it)
+    path = ckpt.save(os.path.join(tempfile.mkdtemp(), "ckpt"))
+    after = train(3)
+    ckpt.restore(path)
+    again = train(3)
+    return first, after, again, int(step.numpy()), w.numpy()
