@@ -12,7 +12,7 @@ from .args import AUTOTUNE, INFINITE as INFINITE_CARDINALITY, UNKNOWN as UNKNOWN
 from .dataset import Dataset
 from .iterator import Iterator
 from .options import AutotuneOptions, OptimizationOptions, Options, ThreadingOptions
-from .structure import NoneTensorSpec
+from .structure import DatasetSpec, NoneTensorSpec
 
 
 def cardinality(dataset: Dataset):
@@ -53,5 +53,5 @@ experimental = SimpleNamespace(
         ("group_by_window", "group_by_window"), ("bucket_by_sequence_length", "bucket_by_sequence_length"),
         ("enumerate_dataset", "enumerate"), ("unbatch", "unbatch"), ("rebatch", "rebatch"))})
 
-__all__ = ["AUTOTUNE", "AutotuneOptions", "Dataset", "INFINITE_CARDINALITY", "Iterator", "NoneTensorSpec",
+__all__ = ["AUTOTUNE", "AutotuneOptions", "Dataset", "DatasetSpec", "INFINITE_CARDINALITY", "Iterator", "NoneTensorSpec",
            "OptimizationOptions", "Options", "ThreadingOptions", "UNKNOWN_CARDINALITY", "experimental"]

@@ -102,6 +102,11 @@ class Dataset:
 
     def as_numpy_iterator(self) -> _PyIterator[Any]:
         """The elements as NumPy values (an ndarray per component, a NumPy scalar at rank 0)."""
+        from .structure import DatasetSpec, flatten
+        for s in flatten(self._element_spec):
+            if isinstance(s, DatasetSpec):
+                raise TypeError("Dataset.as_numpy_iterator() is not supported for datasets that produce values of "
+                                f"type {s!r} (elements that are Datasets: iterate each one).")
         return _iterator.Iterator(self, numpy=True)
 
     def _build(self, ctx: Build) -> Any:

@@ -26,6 +26,7 @@ from . import args as A, structure as S
 from .build import Build
 from .dataset import Dataset, helper, kind
 from .functions import StructuredFunction, host_context
+from .structure import DatasetSpec
 
 INF, UNK = A.INFINITE, A.UNKNOWN
 Element = tuple
@@ -179,25 +180,6 @@ class Interleave(PyStream):
 
 
 # -- datasets of datasets: window, group_by_window -------------------------------------
-
-class DatasetSpec:
-    """The spec of a component that is itself a Dataset (``window``'s elements): its
-    ``element_spec``."""
-
-    def __init__(self, element_spec: Any):
-        self.element_spec = element_spec
-        self.shape = ()
-        self.dtype = None
-
-    def __eq__(self, other: Any) -> bool:
-        return isinstance(other, DatasetSpec) and other.element_spec == self.element_spec
-
-    def __hash__(self) -> int:
-        return hash(repr(self))
-
-    def __repr__(self) -> str:
-        return f"DatasetSpec({self.element_spec!r}, TensorShape([]))"
-
 
 @kind
 class Elements(Dataset):

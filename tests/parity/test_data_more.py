@@ -58,7 +58,9 @@ def test_window(tf):
     out = [(L(r.window(*c).flat_map(flat)), card(r.window(*c))) for c in cases]
     pairs = D.zip((r, r.map(lambda x: x * 10))).window(3, drop_remainder=True)
     zipped = pairs.flat_map(lambda a, b: D.zip((a.batch(3), b.batch(3))))
-    return out, L(zipped), card(r.repeat().window(2)), raises(r.window, 0)
+    w = r.window(2)
+    return (out, L(zipped), card(r.repeat().window(2)), raises(r.window, 0), raises(w.as_numpy_iterator),
+            isinstance(w.element_spec, tf.data.DatasetSpec), spec(w.element_spec.element_spec))
 
 
 @parity(x64=True)
