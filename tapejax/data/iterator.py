@@ -97,7 +97,7 @@ class IteratorState:
 
     @property
     def shape(self) -> tuple:
-        return (3 + len(self._iterator._shuffles),)
+        return (3 + len(self._iterator._random),)
 
     def _checkpoint_read(self) -> np.ndarray:
         return self._iterator._state_vector()
@@ -123,7 +123,7 @@ class Iterator:
         plan = _plan(dataset)
         kinds = [type(d).__name__ for d in plan]
         # the random transformations (shuffle, sample_from_datasets, random): their draws are saved
-        self._shuffles = [d for d in plan if hasattr(d, "_iterations")]
+        self._random = [d for d in plan if hasattr(d, "_iterations")]
         self._generator = "Generator" in kinds
         self._fingerprint = zlib.crc32(" ".join(kinds).encode()) & 0x7FFFFFFF
         self._state_value = IteratorState(self)
@@ -147,14 +147,14 @@ class Iterator:
             raise FailedPreconditionError(None, None, "Cannot save the state of an iterator over "
                                           "Dataset.from_generator: PyFunc is stateful (its Python generator's "
                                           "position cannot be saved; TF refuses it too).")
-        draws = [self._ctx.draws.get(id(s), -1) for s in self._shuffles]
+        draws = [self._ctx.draws.get(id(s), -1) for s in self._random]
         return np.asarray([_STATE_FORMAT, self._fingerprint, self._position] + draws, np.int64)
 
     def _restore(self, state: np.ndarray) -> None:
         if state.ndim != 1 or len(state) < 3 or int(state[0]) != _STATE_FORMAT:
             raise InvalidArgumentError(None, None, "The checkpoint's ITERATOR_STATE is not a tapejax.data iterator "
                                        f"state (got {state!r}).")
-        if int(state[1]) != self._fingerprint or len(state) != 3 + len(self._shuffles):
+        if int(state[1]) != self._fingerprint or len(state) != 3 + len(self._random):
             raise InvalidArgumentError(None, None, "The checkpoint's iterator was saved from a different "
                                        "input pipeline than this iterator's (its transformations differ).")
         if self._generator:
@@ -162,7 +162,7 @@ class Iterator:
                                           "PyFunc is stateful.")
         position = int(state[2])
         ctx = Build(self._dataset.options())
-        for s, k in zip(self._shuffles, state[3:].tolist()):
+        for s, k in zip(self._random, state[3:].tolist()):
             if k >= 0:
                 ctx.draws[id(s)] = int(k)
         self.close()
