@@ -7,12 +7,12 @@ Dataset needs grain (``pip install 'tapejax[data]'``).  See README.md here for t
 """
 from types import SimpleNamespace
 
-from . import sources, transforms  # noqa: F401  (they register the Dataset kinds: dataset.KINDS)
+from . import loops, pystreams, sources, transforms  # noqa: F401  (they register the Dataset kinds: dataset.KINDS)
 from .args import AUTOTUNE, INFINITE as INFINITE_CARDINALITY, UNKNOWN as UNKNOWN_CARDINALITY
 from .dataset import Dataset
 from .iterator import Iterator
 from .options import AutotuneOptions, OptimizationOptions, Options, ThreadingOptions
-from .structure import NoneTensorSpec
+from .structure import DatasetSpec, NoneTensorSpec
 
 
 def cardinality(dataset: Dataset):
@@ -20,11 +20,38 @@ def cardinality(dataset: Dataset):
     return dataset.cardinality()
 
 
-#: ``tf.data.experimental``: the names TF 2 still keeps there.
-experimental = SimpleNamespace(AUTOTUNE=AUTOTUNE, INFINITE_CARDINALITY=INFINITE_CARDINALITY,
-                               UNKNOWN_CARDINALITY=UNKNOWN_CARDINALITY, cardinality=cardinality,
-                               AutotuneOptions=AutotuneOptions, OptimizationOptions=OptimizationOptions,
-                               ThreadingOptions=ThreadingOptions)
+def _transformation(method: str):
+    """A ``tf.data.experimental`` transformation: ``f(*args)`` returns ``lambda ds: ds.method(*args)``
+    (for ``Dataset.apply``)."""
+    def make(*args, **kwargs):
+        return lambda dataset: getattr(dataset, method)(*args, **kwargs)
+    make.__name__ = method
+    make.__doc__ = f"``tf.data.experimental.{method}``: a transformation for ``apply`` (``Dataset.{method}``)."
+    return make
 
-__all__ = ["AUTOTUNE", "AutotuneOptions", "Dataset", "INFINITE_CARDINALITY", "Iterator", "NoneTensorSpec",
+
+def get_single_element(dataset: Dataset):
+    """``tf.data.experimental.get_single_element``: ``dataset.get_single_element()``."""
+    return dataset.get_single_element()
+
+
+def parallel_interleave(map_func, cycle_length, block_length=1, sloppy=False, buffer_output_elements=None,
+                        prefetch_input_elements=None):
+    """``tf.data.experimental.parallel_interleave``: ``interleave`` (in TF's deterministic order)."""
+    return lambda dataset: dataset.interleave(map_func, cycle_length, block_length)
+
+
+#: ``tf.data.experimental``: the names TF 2 still keeps there.
+experimental = SimpleNamespace(
+    AUTOTUNE=AUTOTUNE, INFINITE_CARDINALITY=INFINITE_CARDINALITY, UNKNOWN_CARDINALITY=UNKNOWN_CARDINALITY,
+    cardinality=cardinality, AutotuneOptions=AutotuneOptions, OptimizationOptions=OptimizationOptions,
+    ThreadingOptions=ThreadingOptions, get_single_element=get_single_element,
+    sample_from_datasets=Dataset.sample_from_datasets, choose_from_datasets=Dataset.choose_from_datasets,
+    Counter=Dataset.counter, RandomDataset=Dataset.random, parallel_interleave=parallel_interleave,
+    **{name: _transformation(method) for name, method in (
+        ("scan", "scan"), ("take_while", "take_while"), ("unique", "unique"), ("ignore_errors", "ignore_errors"),
+        ("group_by_window", "group_by_window"), ("bucket_by_sequence_length", "bucket_by_sequence_length"),
+        ("enumerate_dataset", "enumerate"), ("unbatch", "unbatch"), ("rebatch", "rebatch"))})
+
+__all__ = ["AUTOTUNE", "AutotuneOptions", "Dataset", "DatasetSpec", "INFINITE_CARDINALITY", "Iterator", "NoneTensorSpec",
            "OptimizationOptions", "Options", "ThreadingOptions", "UNKNOWN_CARDINALITY", "experimental"]

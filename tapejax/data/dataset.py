@@ -39,6 +39,17 @@ def kind(cls: type) -> type:
     return cls
 
 
+#: Functions the methods below call that live with the kinds (``loops``, ``pystreams``):
+#: registered there by name, so that this module imports neither.
+HELPERS: "dict[str, Callable[..., Any]]" = {}
+
+
+def helper(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorator: register a function in ``HELPERS``."""
+    HELPERS[fn.__name__] = fn
+    return fn
+
+
 class Dataset:
     """``tf.data.Dataset``: a pipeline of elements (Tensors in tuples and dicts), built on grain.
 
@@ -91,6 +102,11 @@ class Dataset:
 
     def as_numpy_iterator(self) -> _PyIterator[Any]:
         """The elements as NumPy values (an ndarray per component, a NumPy scalar at rank 0)."""
+        from .structure import DatasetSpec, flatten
+        for s in flatten(self._element_spec):
+            if isinstance(s, DatasetSpec):
+                raise TypeError("Dataset.as_numpy_iterator() is not supported for datasets that produce values of "
+                                f"type {s!r} (elements that are Datasets: iterate each one).")
         return _iterator.Iterator(self, numpy=True)
 
     def _build(self, ctx: Build) -> Any:
@@ -99,7 +115,9 @@ class Dataset:
 
     def _build_stream(self, ctx: Build) -> Any:
         from . import nodes
-        return nodes.to_iter(self._build(ctx))
+        p = self._build(ctx)
+        ctx.output_random_access = isinstance(p, nodes.Node)   # (the outermost call finishes last)
+        return nodes.to_iter(p)
 
     def _build_output(self, ctx: Build, to_device: Optional[Callable[[Any], Any]]) -> Any:
         """The stream the Iterator reads; ``prefetch`` at the end also moves elements to the
@@ -151,7 +169,7 @@ class Dataset:
             if num_parallel_calls <= 0 and num_parallel_calls != A.AUTOTUNE:
                 raise A.InvalidArgumentError(None, None, "map: `num_parallel_calls` must be greater than zero "
                                              f"or tf.data.AUTOTUNE (-1); got {num_parallel_calls}.")
-        return KINDS["Map"](self, map_func, num_parallel_calls)
+        return KINDS["Map"](self, map_func, num_parallel_calls, None if deterministic is None else bool(deterministic))
 
     def filter(self, predicate: Callable[..., Any], name: Optional[str] = None) -> "Dataset":
         """The elements for which ``predicate`` returns a scalar ``True``."""
@@ -230,6 +248,142 @@ class Dataset:
     def enumerate(self, start: Any = 0, name: Optional[str] = None) -> "Dataset":
         """``(index, element)`` pairs, the index an int64 scalar from ``start``."""
         return KINDS["Zip"]((KINDS["Range"].counter(A.integer(start, "start")), self))
+
+    # -- nested datasets and Python-loop transformations (``pystreams``) ------------------
+    def flat_map(self, map_func: Callable[..., Any], name: Optional[str] = None) -> "Dataset":
+        """The elements of the Datasets ``map_func`` returns for each element, one after another."""
+        return KINDS["FlatMap"](self, map_func)
+
+    def interleave(self, map_func: Callable[..., Any], cycle_length: Any = None, block_length: Any = None,
+                   num_parallel_calls: Optional[int] = None, deterministic: Optional[bool] = None,
+                   name: Optional[str] = None) -> "Dataset":
+        """The Datasets ``map_func`` returns, ``cycle_length`` at a time, ``block_length`` elements
+        from each in turn (TF's order; ``cycle_length`` None or AUTOTUNE: the CPU count)."""
+        cycle = A.AUTOTUNE if cycle_length is None else A.integer(cycle_length, "cycle_length")
+        if cycle <= 0 and cycle != A.AUTOTUNE:
+            raise A.InvalidArgumentError(None, None, "interleave: `cycle_length` must be greater than zero or "
+                                         f"tf.data.AUTOTUNE (-1); got {cycle}.")
+        block = 1 if block_length is None else A.positive(block_length, "block_length", "interleave")
+        if num_parallel_calls is not None:
+            npc = A.integer(num_parallel_calls, "num_parallel_calls")
+            if npc <= 0 and npc != A.AUTOTUNE:
+                raise A.InvalidArgumentError(None, None, "interleave: `num_parallel_calls` must be greater than "
+                                             f"zero or tf.data.AUTOTUNE (-1); got {npc}.")
+        return KINDS["Interleave"](self, map_func, cycle, block)
+
+    def window(self, size: Any, shift: Any = None, stride: Any = 1, drop_remainder: bool = False,
+               name: Optional[str] = None) -> "Dataset":
+        """Windows of ``size`` elements every ``shift`` (default ``size``), taking every
+        ``stride``-th: each an element of Datasets (one per component, in the structure)."""
+        n = A.positive(size, "size", "window")
+        sh = n if shift is None else A.positive(shift, "shift", "window")
+        st = A.positive(stride, "stride", "window")
+        return KINDS["Window"](self, n, sh, st, bool(drop_remainder))
+
+    def group_by_window(self, key_func: Callable[..., Any], reduce_func: Callable[..., Any],
+                        window_size: Any = None, window_size_func: Optional[Callable[..., Any]] = None,
+                        name: Optional[str] = None) -> "Dataset":
+        """Elements grouped by ``key_func`` (an int64 scalar); each full window of a key (and each
+        group left at the end) becomes ``reduce_func(key, window_dataset)``'s elements."""
+        if (window_size is None) == (window_size_func is None):
+            raise ValueError("Either the `window_size` argument or the `window_size_func` argument must be "
+                             "specified (exactly one of them).")
+        size = None if window_size is None else A.positive(window_size, "window_size", "group_by_window")
+        return KINDS["GroupByWindow"](self, A.callable_arg(key_func, "key_func"),
+                                      A.callable_arg(reduce_func, "reduce_func"), size, window_size_func)
+
+    def bucket_by_sequence_length(self, element_length_func: Callable[..., Any], bucket_boundaries: Any,
+                                  bucket_batch_sizes: Any, padded_shapes: Any = None, padding_values: Any = None,
+                                  pad_to_bucket_boundary: bool = False, no_padding: bool = False,
+                                  drop_remainder: bool = False, name: Optional[str] = None) -> "Dataset":
+        """Elements batched by length bucket (``group_by_window``, TF's recipe): bucket ``i`` holds
+        lengths in ``[boundaries[i-1], boundaries[i])`` and is padded-batched by ``bucket_batch_sizes[i]``."""
+        return HELPERS["bucket_by_sequence_length"](self, element_length_func, bucket_boundaries, bucket_batch_sizes,
+                                         padded_shapes, padding_values, pad_to_bucket_boundary, no_padding,
+                                         drop_remainder)
+
+    def scan(self, initial_state: Any, scan_func: Callable[..., Any], name: Optional[str] = None) -> "Dataset":
+        """``scan_func(state, element) -> (new_state, output)`` over the elements: the outputs."""
+        return KINDS["Scan"](self, initial_state, A.callable_arg(scan_func, "scan_func"))
+
+    def reduce(self, initial_state: Any, reduce_func: Callable[..., Any], name: Optional[str] = None) -> Any:
+        """``reduce_func(state, element) -> new_state`` over every element: the last state."""
+        return HELPERS["reduce"](self, initial_state, A.callable_arg(reduce_func, "reduce_func"))
+
+    def take_while(self, predicate: Callable[..., Any], name: Optional[str] = None) -> "Dataset":
+        """The elements up to the first one for which ``predicate`` is False."""
+        return KINDS["TakeWhile"](self, A.callable_arg(predicate, "predicate"))
+
+    def unique(self, name: Optional[str] = None) -> "Dataset":
+        """Each distinct element once, where it first came (scalar int32 / int64 / string elements)."""
+        return KINDS["Unique"](self)
+
+    def ignore_errors(self, log_warning: bool = False, name: Optional[str] = None) -> "Dataset":
+        """The elements whose computation raised no error (the others dropped, logged with
+        ``log_warning``)."""
+        return KINDS["IgnoreErrors"](self, bool(log_warning))
+
+    def rebatch(self, batch_size: Any, drop_remainder: bool = False, name: Optional[str] = None) -> "Dataset":
+        """The batched input's rows in batches of ``batch_size`` (a list of sizes: cycled)."""
+        sizes = batch_size if isinstance(batch_size, (list, tuple)) else [batch_size]
+        if isinstance(batch_size, Tensor):
+            sizes = np.asarray(batch_size.numpy()).reshape(-1).tolist()
+        if not sizes:
+            raise A.InvalidArgumentError(None, None, "rebatch: `batch_size` must hold at least one size; got [].")
+        return KINDS["Rebatch"](self, [A.positive(b, "batch_size", "rebatch") for b in sizes], bool(drop_remainder))
+
+    def shard(self, num_shards: Any, index: Any, name: Optional[str] = None) -> "Dataset":
+        """Every ``num_shards``-th element from ``index``."""
+        n = A.positive(num_shards, "num_shards", "shard")
+        i = A.integer(index, "index")
+        if not 0 <= i < n:
+            raise A.InvalidArgumentError(None, None, f"shard: `index` must be between 0 and {n - 1} "
+                                         f"(num_shards={n}); got {i}.")
+        return KINDS["Shard"](self, n, i)
+
+    def get_single_element(self, name: Optional[str] = None) -> Any:
+        """The dataset's only element (InvalidArgumentError when it has none or more than one)."""
+        it = iter(self)
+        try:
+            element = next(it)
+        except StopIteration:
+            raise A.InvalidArgumentError(None, None, "Dataset was empty.") from None
+        try:
+            next(it)
+        except StopIteration:
+            return element
+        finally:
+            it.close()
+        raise A.InvalidArgumentError(None, None, "Dataset had more than one element.")
+
+    @staticmethod
+    def choose_from_datasets(datasets: Any, choice_dataset: "Dataset", stop_on_empty_dataset: bool = True,
+                             name: Optional[str] = None) -> "Dataset":
+        """Element ``k`` from ``datasets[choice_k]`` (``choice_dataset``: int64 scalars)."""
+        return KINDS["Choose"](HELPERS["check_choices"](datasets, choice_dataset), choice_dataset, bool(stop_on_empty_dataset))
+
+    @staticmethod
+    def sample_from_datasets(datasets: Any, weights: Any = None, seed: Optional[int] = None,
+                             stop_on_empty_dataset: bool = False, rerandomize_each_iteration: Optional[bool] = None,
+                             name: Optional[str] = None) -> "Dataset":
+        """Elements drawn at random from ``datasets`` with ``weights`` (default: equal)."""
+        ds, w = HELPERS["check_weights"](datasets, weights)
+        return KINDS["Sample"](ds, w, _seed_list(A.seed(seed)), bool(stop_on_empty_dataset),
+                               True if rerandomize_each_iteration is None else bool(rerandomize_each_iteration))
+
+    @staticmethod
+    def counter(start: Any = 0, step: Any = 1, dtype: Any = _dtypes.int64, name: Optional[str] = None) -> "Dataset":
+        """``start, start + step, ...`` forever."""
+        _grain.require()
+        a, b = A.integer(start, "start"), A.integer(step, "step")
+        return KINDS["Range"]((a, a + b, b), dtype, counter=True)
+
+    @staticmethod
+    def random(seed: Optional[int] = None, rerandomize_each_iteration: Optional[bool] = None,
+               name: Optional[str] = None) -> "Dataset":
+        """Random non-negative int64 scalars forever (grain/NumPy's bits, not TF's: see the README)."""
+        _grain.require()
+        return KINDS["RandomInts"](_seed_list(A.seed(seed)), bool(rerandomize_each_iteration))
 
     def apply(self, transformation_func: Callable[["Dataset"], "Dataset"]) -> "Dataset":
         """``transformation_func(self)``, which must return a Dataset."""

@@ -111,8 +111,14 @@ def _is_random_in_trace(e: BaseException) -> bool:
     return isinstance(e, RuntimeError) and "tapejax.random op with seed=None" in str(e)
 
 
+def _is_check_in_trace(e: BaseException) -> bool:
+    """A runtime check (``tf.debugging.check_numerics`` / ``assert_*``: a ``checkify`` check) in a
+    traced program: the function runs eagerly, where the check raises for its element."""
+    return isinstance(e, ValueError) and "checkify.check which was not functionalized" in str(e)
+
+
 def _needs_eager(e: BaseException) -> bool:
-    return isinstance(e, _EAGER_ERRORS) or _is_random_in_trace(e) or (
+    return isinstance(e, _EAGER_ERRORS) or _is_random_in_trace(e) or _is_check_in_trace(e) or (
         isinstance(e, _UsesVariable) and e.how == "reads")
 
 

@@ -9,14 +9,27 @@ While GradientTapes record on the reading thread, reading pauses them (``stop_re
 dataset's functions are not part of the user's gradient, as in TF.  Iterating inside
 ``tapejax.function`` (or any JAX trace) raises ValueError: the elements would become constants
 of the compiled program.  Iterate in Python and call the compiled step per element instead.
+
+**Checkpointing** (``tf.train.Checkpoint(iterator=it)``): an iterator is a trackable with one
+child value, ``ITERATOR_STATE`` (an int64 vector): a format word, a fingerprint of the plan,
+the number of elements given so far and the iteration number of each random transformation
+(``shuffle``, ``sample_from_datasets``, ``random``) (``build.Build``).
+Everything else is a function of the plan, so a restore rebuilds the pipeline with those draws
+and moves it to the position: with grain's ``set_state`` (``next_index``) when the output
+stream reads random-access nodes directly (sources, shuffle, map, batch, take/skip, repeat,
+zip, concatenate, enumerate, cache, then prefetch: no element is computed), else by computing
+and dropping that many elements (past a ``filter``, ``unbatch``, an inner ``prefetch``).  A
+pipeline with ``from_generator`` cannot be saved: TF's FailedPreconditionError at ``save``.
 """
 import contextlib
-from typing import Any, Callable, List, Optional
+import zlib
+from typing import Any, Callable, List
 
 import jax
+import numpy as np
 
 from ..core import state as _state
-from ..core.errors import OutOfRangeError
+from ..core.errors import FailedPreconditionError, InvalidArgumentError, OutOfRangeError
 from ..core.tensor import Tensor
 from . import structure as S
 from .build import Build
@@ -54,20 +67,117 @@ def _device_put(device: Any, x64: bool) -> Callable[[tuple], tuple]:
     return put
 
 
+_STATE_FORMAT = 0x7D17   # the first word of a saved state (its layout's version)
+
+
+def _plan(dataset: Any) -> List[Any]:
+    """The plan's datasets, depth first from ``dataset`` (each once)."""
+    out: List[Any] = []
+    seen: set = set()
+    stack = [dataset]
+    while stack:
+        d = stack.pop()
+        if id(d) in seen:
+            continue
+        seen.add(id(d))
+        out.append(d)
+        stack.extend(reversed(d._inputs))
+    return out
+
+
+class IteratorState:
+    """The value a checkpoint saves for an ``Iterator`` (its child ``ITERATOR_STATE``): an int64
+    vector ``[format, fingerprint, position, draw of each random transformation]`` (-1: not built)."""
+
+    dtype = np.dtype(np.int64)
+
+    def __init__(self, iterator: "Iterator"):
+        self._iterator = iterator
+        self.name = "ITERATOR_STATE"
+
+    @property
+    def shape(self) -> tuple:
+        return (3 + len(self._iterator._random),)
+
+    def _checkpoint_read(self) -> np.ndarray:
+        return self._iterator._state_vector()
+
+    def _checkpoint_assign(self, value: Any) -> None:
+        self._iterator._restore(np.asarray(value))
+
+
 class Iterator:
     """``tf.data.Iterator``: ``next(it)`` gives the next element (StopIteration at the end),
-    ``get_next()`` raises ``tf.errors.OutOfRangeError`` there instead."""
+    ``get_next()`` raises ``tf.errors.OutOfRangeError`` there instead.  A trackable: a
+    ``tf.train.Checkpoint(iterator=it)`` saves its position and restores it."""
 
     def __init__(self, dataset: Any, numpy: bool = False):
         if in_trace():
             raise ValueError(_IN_TRACE)
+        self._dataset = dataset
         self._spec = dataset.element_spec
         self._numpy = numpy
         device = jax.config.jax_default_device  # pyright: ignore[reportAttributeAccessIssue]
         self._move = jax.default_backend() != "cpu" or device is not None
-        device = self._device = device or jax.devices()[0]
-        ctx = Build(dataset.options())
-        self._it = dataset._build_output(ctx, None if numpy else _device_put(device, dataset._x64)).__iter__()
+        self._device = device or jax.devices()[0]
+        plan = _plan(dataset)
+        kinds = [type(d).__name__ for d in plan]
+        # the random transformations (shuffle, sample_from_datasets, random): their draws are saved
+        self._random = [d for d in plan if hasattr(d, "_iterations")]
+        self._generator = "Generator" in kinds
+        self._fingerprint = zlib.crc32(" ".join(kinds).encode()) & 0x7FFFFFFF
+        self._state_value = IteratorState(self)
+        self._position = 0
+        self._build(Build(dataset.options()))
+
+    def _build(self, ctx: Build) -> None:
+        d = self._dataset
+        self._ctx = ctx
+        # a final prefetch's thread moves elements to the device; on the CPU device there is
+        # nothing to move (a gathered batch is a jax.Array there already), so no stage is added
+        move = not self._numpy and self._move
+        self._it = d._build_output(ctx, _device_put(self._device, d._x64) if move else None).__iter__()
+
+    # -- checkpointing ---------------------------------------------------------
+    def _checkpoint_children(self) -> list:
+        return [("ITERATOR_STATE", self._state_value)]
+
+    def _state_vector(self) -> np.ndarray:
+        if self._generator:
+            raise FailedPreconditionError(None, None, "Cannot save the state of an iterator over "
+                                          "Dataset.from_generator: PyFunc is stateful (its Python generator's "
+                                          "position cannot be saved; TF refuses it too).")
+        draws = [self._ctx.draws.get(id(s), -1) for s in self._random]
+        return np.asarray([_STATE_FORMAT, self._fingerprint, self._position] + draws, np.int64)
+
+    def _restore(self, state: np.ndarray) -> None:
+        if state.ndim != 1 or len(state) < 3 or int(state[0]) != _STATE_FORMAT:
+            raise InvalidArgumentError(None, None, "The checkpoint's ITERATOR_STATE is not a tapejax.data iterator "
+                                       f"state (got {state!r}).")
+        if int(state[1]) != self._fingerprint or len(state) != 3 + len(self._random):
+            raise InvalidArgumentError(None, None, "The checkpoint's iterator was saved from a different "
+                                       "input pipeline than this iterator's (its transformations differ).")
+        if self._generator:
+            raise FailedPreconditionError(None, None, "Cannot restore an iterator over Dataset.from_generator: "
+                                          "PyFunc is stateful.")
+        position = int(state[2])
+        ctx = Build(self._dataset.options())
+        for s, k in zip(self._random, state[3:].tolist()):
+            if k >= 0:
+                ctx.draws[id(s)] = int(k)
+        self.close()
+        self._build(ctx)
+        self._position = 0
+        if position and ctx.output_random_access:
+            self._it.set_state({"next_index": position})   # grain's position: nothing is computed
+            self._position = position
+            return
+        for _ in range(position):   # a stream: the elements before the position are computed again
+            try:
+                self._next_components()
+            except StopIteration:
+                break
+            self._position += 1
 
     @property
     def element_spec(self) -> Any:
@@ -89,13 +199,14 @@ class Iterator:
         if in_trace():
             raise ValueError(_IN_TRACE)
         comps = self._next_components()
+        self._position += 1
         if self._numpy:
             return S.pack(self._spec, [S.numpy_value(c) for c in comps])
         return S.pack(self._spec, [self._tensor(c) for c in comps])
 
-    def _tensor(self, c: Any) -> Optional[Tensor]:
-        if c is None:
-            return None
+    def _tensor(self, c: Any) -> Any:
+        if c is None or hasattr(type(c), "_build_stream"):   # (a window's components are Datasets)
+            return c
         if self._move or not isinstance(c, jax.Array):
             c = _put(c, self._device)
         return Tensor(c)

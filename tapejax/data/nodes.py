@@ -187,6 +187,32 @@ class Arange(Node):
         return ((self._start + (idx % self._length) * self._step).astype(self._dtype),)
 
 
+class RandomInts(Node):
+    """``Dataset.random``: element ``i`` is value ``i % 1024`` of block ``i // 1024``, drawn by
+    NumPy's PCG64 seeded with ``(*seed, block)``: non-negative, below 2**32 (2**31 in int32)."""
+
+    _BLOCK = 1024
+
+    def __init__(self, seed: Sequence[int], dtype: np.dtype):
+        super().__init__((), INF)
+        self._seed, self._dtype = list(seed), np.dtype(dtype)
+        self._high = 2**32 if self._dtype.itemsize == 8 else 2**31
+        self._blocks: Dict[int, np.ndarray] = {}
+
+    def _values(self, b: int) -> np.ndarray:
+        v = self._blocks.get(b)
+        if v is None:
+            if len(self._blocks) > 8:
+                self._blocks.clear()
+            v = self._blocks[b] = np.random.default_rng(self._seed + [b]).integers(
+                0, self._high, self._BLOCK, dtype=np.int64).astype(self._dtype)
+        return v
+
+    def get(self, i: int) -> Element:
+        b, k = divmod(i, self._BLOCK)
+        return (self._values(b)[k],)
+
+
 class ListSource(Node):
     """A completed ``cache``: the stored elements."""
 
@@ -241,6 +267,21 @@ class Skip(_Remap):
             return idx + self._count
         m = self._length
         return (idx // m) * self._n + self._count + idx % m
+
+
+class Shard(_Remap):
+    """``shard(num_shards, index)``: the parent's elements ``index, index + num_shards, ...``."""
+
+    def __init__(self, parent: "Node", num: int, index: int):
+        n = len(parent)
+        super().__init__(parent, INF if n == INF else n // num + (1 if n % num > index else 0))
+        self._n, self._num, self._index = n, num, index
+
+    def sources(self, idx: np.ndarray) -> np.ndarray:
+        if self._n == INF:
+            return idx * self._num + self._index
+        e, j = idx // self._length, idx % self._length
+        return e * self._n + j * self._num + self._index
 
 
 class Repeat(_Remap):

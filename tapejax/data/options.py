@@ -2,14 +2,19 @@
 
 What each option does here (grain runs the pipeline, not TF's runtime):
 
-* ``deterministic``: accepted; elements always come in order (``False`` allows reordering,
-  which tapejax.data never does).
-* ``threading.private_threadpool_size``: the most worker threads a ``map(num_parallel_calls=
-  AUTOTUNE)`` uses (default: the machine's CPU count).
+* ``deterministic = False``: a ``map(num_parallel_calls=N)`` over a stream gives elements as
+  they finish (a ``map``'s own ``deterministic=`` argument wins).  Over random-access input,
+  and everywhere else, elements keep their order (which TF's ``False`` allows).
+* ``threading.private_threadpool_size``: the most worker threads one ``map`` uses (for
+  ``num_parallel_calls=AUTOTUNE``: this, else the machine's CPU count; an explicit N is capped
+  by it).
 * ``autotune.enabled = False``: ``AUTOTUNE`` means one thread and a prefetch buffer of one.
-* the rest (``threading.max_intra_op_parallelism``, ``autotune.cpu_budget`` / ``ram_budget``,
-  ``experimental_optimization.*``, ``experimental_slack``, ``experimental_warm_start``) tune
-  TF's C++ runtime and graph rewrites: accepted, kept by ``options()``, and without effect.
+* accepted no-ops, kept by ``options()``: ``threading.max_intra_op_parallelism``,
+  ``autotune.cpu_budget`` / ``ram_budget``, ``experimental_optimization.*`` (TF's graph
+  rewrites: map fusion, map-and-batch fusion, ``map_parallelization``, ``inject_prefetch`` ...;
+  grain's pipeline is not rewritten, and a ``map`` is already compiled with ``jax.jit``),
+  ``experimental_slack``, ``experimental_warm_start``, ``experimental_symbolic_checkpoint``
+  (iterator checkpoints are always small here: see the README).
 """
 from typing import Any, Dict, Optional, Tuple, TypeVar
 

@@ -3,11 +3,13 @@
 ``from_generator``, ``unbatch``, ``repeat`` / ``take`` / ``skip`` / ``zip`` / ``concatenate`` /
 ``cache`` over a stream.  ``repeat`` and ``concatenate`` take *factories*: each epoch builds its
 input again, so a ``shuffle`` upstream draws a new order per epoch, as TF's iterators do.  An
-iterator's ``get_state`` reports its position (grain's prefetch asks for it after each element);
-restoring a position (``set_state``) is not supported: tapejax.data does not checkpoint
-iterators.
+iterator's ``get_state`` reports its position (grain's prefetch asks for it after each element).
+Iterator checkpoints do not go through these iterators' ``set_state``: ``iterator.Iterator``
+rebuilds the pipeline with the saved shuffle draws and reads up to the saved position.
 """
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
+import collections
+import concurrent.futures as _futures
+from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence
 
 from ..core.errors import InvalidArgumentError
 from . import nodes
@@ -27,8 +29,8 @@ class _Iterator(grain.DatasetIterator):
         return {"produced": self._produced}
 
     def set_state(self, state: Dict[str, Any]) -> None:
-        raise NotImplementedError("tapejax.data iterators cannot be restored to a saved position "
-                                  "(iterate the dataset again, with skip() to resume)")
+        raise NotImplementedError("a tapejax.data stream is restored by its Iterator (rebuilt with the saved "
+                                  "shuffle draws, then read to the saved position), not through grain's set_state")
 
 
 class _Stream(grain.IterDataset):
@@ -59,6 +61,61 @@ class _GeneratorIterator(_Iterator):
         value = next(self._it)
         self._produced += 1
         return self._convert(value)
+
+
+# -- map(num_parallel_calls=N) over a stream ---------------------------------------
+
+class ParallelMap(_Stream):
+    """``map`` with ``threads`` workers over a stream: up to ``threads`` elements are computed at
+    once; they come out in input order (``ordered``) or as they finish (``deterministic=False``)."""
+
+    def __init__(self, parent: Any, fn: Callable[[Element], Element], threads: int, ordered: bool):
+        super().__init__([parent])
+        self._fn, self._threads, self._ordered = fn, threads, ordered
+
+    def __iter__(self):
+        return _ParallelMapIterator(self._parent.__iter__(), self._fn, self._threads, self._ordered)
+
+
+class _ParallelMapIterator(_Iterator):
+    def __init__(self, parent: Any, fn: Callable[[Element], Element], threads: int, ordered: bool):
+        super().__init__([parent])
+        self._fn, self._threads, self._ordered = fn, threads, ordered
+        self._pool = _futures.ThreadPoolExecutor(threads, thread_name_prefix="tapejax-data-map")
+        self._pending: Deque[Any] = collections.deque()
+        self._ended = False
+
+    def _fill(self) -> None:
+        while not self._ended and len(self._pending) < self._threads:
+            try:
+                el = next(self._parent)
+            except StopIteration:
+                self._ended = True
+                break
+            self._pending.append(self._pool.submit(self._fn, el))
+
+    def __next__(self) -> Element:
+        self._fill()
+        if not self._pending:
+            self._pool.shutdown(wait=False)
+            raise StopIteration
+        if self._ordered:
+            fut = self._pending.popleft()
+        else:
+            done, _ = _futures.wait(list(self._pending), return_when=_futures.FIRST_COMPLETED)
+            fut = next(f for f in self._pending if f in done)   # (the earliest of those finished)
+            self._pending.remove(fut)
+        el = fut.result()
+        self._produced += 1
+        return el
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def __del__(self) -> None:
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 # -- unbatch ------------------------------------------------------------------

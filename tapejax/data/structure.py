@@ -40,6 +40,25 @@ class NoneTensorSpec:
         return "NoneTensorSpec()"
 
 
+class DatasetSpec:
+    """The spec of a component that is itself a Dataset (``window``'s elements): its
+    ``element_spec``."""
+
+    def __init__(self, element_spec: Any):
+        self.element_spec = element_spec
+        self.shape = ()
+        self.dtype = None
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, DatasetSpec) and other.element_spec == self.element_spec
+
+    def __hash__(self) -> int:
+        return hash(repr(self))
+
+    def __repr__(self) -> str:
+        return f"DatasetSpec({self.element_spec!r}, TensorShape([]))"
+
+
 Spec = Union[TensorSpec, NoneTensorSpec]
 
 

@@ -36,17 +36,25 @@ def _first_then(first: Any, make: Callable[[], Any]) -> Callable[[], Any]:
 
 @kind
 class Map(Dataset):
-    def __init__(self, input: Dataset, fn: Callable[..., Any], num_parallel_calls: Optional[int]):
+    """``map``: over random access a ``MapFn`` node (grain's read threads run ``num_parallel_calls``
+    at once, in order); over a stream grain's ``map``, or ``streams.ParallelMap`` with workers."""
+
+    def __init__(self, input: Dataset, fn: Callable[..., Any], num_parallel_calls: Optional[int],
+                 deterministic: Optional[bool] = None):
         self._fn = StructuredFunction(fn, input.element_spec, "Dataset.map()", input._x64)
-        self._npc = num_parallel_calls
+        self._npc, self._deterministic = num_parallel_calls, deterministic
         super().__init__((input,), self._fn.output_spec, input._cardinality)
 
     def _build(self, ctx: Build) -> Any:
         p = self._inputs[0]._build(ctx)
         nodes = _nodes()
+        threads = ctx.threads(self._npc)
         if isinstance(p, nodes.Node):
-            return nodes.MapFn(p, self._fn, ctx.threads(self._npc))
-        return p.map(self._fn)
+            return nodes.MapFn(p, self._fn, threads)
+        if threads <= 1:
+            return p.map(self._fn)
+        ordered = self._deterministic if self._deterministic is not None else ctx.options.deterministic
+        return _streams().ParallelMap(p, self._fn, threads, ordered is not False)
 
 
 @kind
@@ -189,7 +197,9 @@ class Shuffle(Dataset):
         super().__init__((input,), input.element_spec, input._cardinality)
 
     def _build(self, ctx: Build) -> Any:
-        seed = self._seed + [next(self._iterations) if self._reshuffle else 0]
+        k, rebuild = ctx.draw(self, lambda: next(self._iterations) if self._reshuffle else 0)
+        # a stream ``repeat`` rebuilds its input per epoch: a new order each time unless fixed
+        seed = self._seed + ([k] if rebuild == 0 or not self._reshuffle else [k, rebuild])
         p = self._inputs[0]._build(ctx)
         nodes = _nodes()
         if isinstance(p, nodes.Node):
@@ -266,6 +276,34 @@ class Skip(Dataset):
         if isinstance(p, nodes.Node):
             return nodes.Skip(p, self._count)
         return _streams().Skip(p, self._count)
+
+
+@kind
+class Shard(Dataset):
+    def __init__(self, input: Dataset, num: int, index: int):
+        self._num, self._index = num, index
+        n = input._cardinality
+        card = n if n in (INF, UNK) else n // num + (1 if n % num > index else 0)
+        super().__init__((input,), input.element_spec, card)
+
+    def _build(self, ctx: Build) -> Any:
+        p = self._inputs[0]._build(ctx)
+        nodes = _nodes()
+        if isinstance(p, nodes.Node):
+            return nodes.Shard(p, self._num, self._index)
+        num, index = self._num, self._index
+        return p.filter(_ShardPick(num, index))
+
+
+class _ShardPick:
+    """The stream form of ``shard``: keeps every ``num``-th element from ``index``."""
+
+    def __init__(self, num: int, index: int):
+        self._num, self._index, self._k = num, index, -1
+
+    def __call__(self, el: Any) -> bool:
+        self._k += 1
+        return self._k % self._num == self._index
 
 
 @kind
