@@ -26,6 +26,7 @@ from typing import Any, Optional, Sequence
 import jax
 import jax.numpy as jnp
 
+from ..core.errors import compiled_numerics_error
 from ..core.ownership import deferred_interrupts, write_back
 from ..core.tensor import Tensor
 from ..core.variable import Variable
@@ -79,10 +80,10 @@ InternalFloatingPointError = _internal_fp_error()
 
 
 def floating_point_error(e: Exception) -> FloatingPointError:
-    """JAX's NaN/Inf debugging (``enable_check_numerics``) found the op while re-running the
-    program's jaxpr: the error it raises at top level."""
-    name, what = (e.args + ("", ""))[:2]
-    return FloatingPointError(f"invalid value ({what}) encountered in {name}")
+    """JAX's NaN/Inf debugging (``enable_check_numerics``) found a NaN or Inf in a compiled
+    step: TF's error (``NumericsError``, an ``InvalidArgumentError`` that is also JAX's
+    ``FloatingPointError``) in TF's graph-execution shape."""
+    return compiled_numerics_error(e, "a tapejax.function step")
 
 
 _Array = type(jnp.zeros(()))   # the concrete array type
