@@ -32,6 +32,7 @@ from ..core.tensor import Tensor
 from ..core.variable import Variable
 from ..ops.checks import raise_if_failed
 from . import polymorphism
+from .host import take_error
 from .sharding import MeshPlan
 from .signature import DYN, LeafSpec, fill
 
@@ -116,6 +117,11 @@ def run(entry: Entry, dyn):
         return out
     except InternalFloatingPointError as e:
         raise floating_point_error(e) from e
+    except jax.errors.JaxRuntimeError as e:   # a py_function's error in its host callback: TF's class
+        err = take_error(e)
+        if err is None:
+            raise
+        raise err from None
 
 def run_fast(entry: Entry, dyn):
     """``run_entry`` for the steady call of a plain program whose Variables are plain
