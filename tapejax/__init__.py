@@ -63,6 +63,7 @@ from .autodiff.custom_gradient import custom_gradient
 from .compile.control_flow import cond, foldl, foldr, scan, while_loop
 from .compile.functional_ops import case, grad_pass_through, map_fn, recompute_grad, switch_case, vectorized_map
 from .compile.function import Function, TensorSpec, function
+from .compile.host import init_scope, numpy_function, py_function
 from .compile import autograph
 from . import autodiff
 
@@ -113,7 +114,7 @@ __all__ = [
     "int16", "int32", "int64", "int8", "irfftnd", "is_symbolic_tensor", "is_tensor", "keras", "less",
     "less_equal", "linalg", "linspace", "log", "logical_and", "logical_not", "logical_or", "math", "matmul",
     "matrix_square_root", "map_fn", "maximum", "meshgrid", "minimum", "Module", "multiply", "name_scope", "negative", "nest", "newaxis", "nn",
-    "no_gradient", "no_op", "norm", "not_equal", "one_hot", "ones", "ones_initializer", "ones_like", "op", "optimizers",
+    "no_gradient", "no_op", "numpy_function", "py_function", "init_scope", "norm", "not_equal", "one_hot", "ones", "ones_initializer", "ones_like", "op", "optimizers",
     "pad", "parallel_stack", "pow", "Primitive", "print", "ragged", "random", "random_normal_initializer",
     "random_uniform_initializer", "range", "rank", "realdiv", "recompute_grad", "reduce_all", "reduce_any", "reduce_logsumexp",
     "reduce_max", "reduce_mean", "reduce_min", "reduce_prod", "reduce_sum",
