@@ -69,7 +69,7 @@ MISSING = {
         "typespec": "IndexedSlicesSpec NoneTensorSpec OptionalSpec RaggedTensorSpec SparseTensorSpec TensorArraySpec "
                     "TypeSpec type_spec_from_value",
         "experimental": "experimental",
-        "todo": "variable_creator_scope random_index_shuffle extract_volume_patches",
+        "todo": "random_index_shuffle extract_volume_patches",
     },
     "math": {"todo": "sobol_sample"},
     "nn": {
