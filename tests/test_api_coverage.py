@@ -96,7 +96,7 @@ MISSING = {
         "todo": "all_candidate_sampler fixed_unigram_candidate_sampler learned_unigram_candidate_sampler "
                 "log_uniform_candidate_sampler uniform_candidate_sampler",
     },
-    "keras.optimizers": {"experimental": "experimental", "todo": "Adafactor Lion deserialize get serialize"},
+    "keras.optimizers": {"experimental": "experimental"},
     "train": {
         "proto": "BytesList Example Feature FeatureList FeatureLists Features FloatList Int64List SequenceExample",
         "distributed": "ClusterDef ClusterSpec JobDef ServerDef Coordinator",
