@@ -101,7 +101,6 @@ MISSING = {
         "proto": "BytesList Example Feature FeatureList FeatureLists Features FloatList Int64List SequenceExample",
         "distributed": "ClusterDef ClusterSpec JobDef ServerDef Coordinator",
         "experimental": "experimental",
-        "todo": "CheckpointView TrackableView",
     },
     "autodiff": {},
     "nest": {},
