@@ -146,7 +146,7 @@ class _VariableMeta(type):
             return super().__call__(*args, **kwargs)
         if len(args) > len(_CREATOR_ARGS):
             raise TypeError(f"Variable() takes at most {len(_CREATOR_ARGS)} positional arguments; got {len(args)}")
-        given = dict(zip(_CREATOR_ARGS, args))
+        given: "dict[str, Any]" = dict(zip(_CREATOR_ARGS, args))
         for k in kwargs:
             if k in given:
                 raise TypeError(f"Variable() got multiple values for argument '{k}'")
