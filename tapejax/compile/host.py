@@ -43,10 +43,12 @@ import traceback
 from typing import Any, Callable, Iterator, NamedTuple, Optional, Sequence
 
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import io_callback
 
+from ..autodiff.nodes import UnconnectedGradients
 from ..autodiff.tape import GradientTape
 from ..core import dtypes as _dtypes, errors as _errors, state as _state
 from ..core.bind import REGISTRY, bind, define
@@ -267,7 +269,7 @@ def _grad_host(call: _Call) -> Callable[..., Any]:
                     raise _tf_error(e) from e
                 results = _results(out, call.tout, False)
             grads = tape.gradient(results, args, output_gradients=[convert_to_tensor(np.asarray(g)) for g in gs],
-                                  unconnected_gradients="zero")
+                                  unconnected_gradients=UnconnectedGradients.ZERO)
             return tuple(np.asarray(g._value).astype(np.asarray(a).dtype) for g, a in zip(grads, xs))
         finally:
             local.tapes, local.collector = tapes, collector
