@@ -29,23 +29,27 @@ class NumericsError(InvalidArgumentError, FloatingPointError):
     raises, which finds the value)."""
 
 
-def compiled_numerics_error(e: BaseException, program: str) -> NumericsError:
+def compiled_numerics_error(e: BaseException, program: str, op: "str | None" = None) -> NumericsError:
     """TF's error for a NaN or Inf that JAX's checker (``jax_debug_nans`` / ``jax_debug_infs``)
     found in a compiled ``program`` (a ``tapejax.function`` step, a gradient): JAX names the
-    program or its primitive (``e.args``: the name and ``"nan"`` or ``"inf"``; or a message)."""
+    program or its primitive (``e.args``: the name and ``"nan"`` or ``"inf"``; or a message);
+    ``op``: the TF op type whose output it was, when the caller knows it."""
     if len(e.args) >= 2:
         name, what = str(e.args[0]), str(e.args[1])
         found = f"{what} in the output of {name}"
     else:
         text = str(e.args[0]) if e.args else ""
-        what = "nan" if "(nan)" in text else "inf"
-        found = text.split("\n")[0]
+        found = text.split("\n")[0].split(". Because")[0]   # (JAX's explanation of its re-run left out)
+        if len(found) > 200:
+            found = found[:200] + "..."
+        what = "nan" if "nan" in found.lower() else "inf"
     kind = "NaN" if what == "nan" else "Inf"
     graph = program != "the gradient"
     head = "Graph execution error:\n\n" if graph else "\n\n"
-    hint = "; run it eagerly, tf.config.run_functions_eagerly(True), to name the op" if graph else ""
+    where = f'output of graph op "{op}" in {program}' if op else program
+    hint = "; run it eagerly, tf.config.run_functions_eagerly(True), to name the op" if graph and not op else ""
     return NumericsError(None, None, (
-        f"{head}!!! Detected Infinity or NaN in {program} !!!\n  (JAX's checker: {found}{hint})\n\n"
+        f"{head}!!! Detected Infinity or NaN in {where} !!!\n  (JAX's checker: {found}{hint})\n\n"
         f" : Tensor had {kind} values"))
 
 
