@@ -448,3 +448,25 @@ def test_adafactor_slots_are_factored():
     opt.apply_gradients([(tf.ones_like(k), k), (tf.ones_like(b), b)])
     assert opt.get_slot(k, "r").shape == (2, 3) and opt.get_slot(k, "c").shape == (2, 4)
     assert opt.get_slot(k, "v").shape == (2, 3, 4) and opt.get_slot(b, "v").shape == (3,)
+
+
+@pytest.mark.parametrize("name", ["Lion", "Adafactor"])
+def test_new_rules_compiled_step_equals_eager(name):
+    """Oracle: the same steps taken eagerly (themselves checked against tf_keras in
+    tests/parity/test_optimizers.py)."""
+    def run(compiled):
+        opt = getattr(tf.keras.optimizers, name)(learning_rate=0.05)
+        w = tf.Variable(np.linspace(-1.0, 1.0, 6).reshape(2, 3).astype(np.float32))
+        b = tf.Variable([0.5, -0.5, 0.25])
+
+        def step():
+            with tf.GradientTape() as t:
+                loss = tf.reduce_sum(tf.square(w * 2.0 + b - 0.3))
+            opt.apply_gradients(zip(t.gradient(loss, [w, b]), [w, b]))
+            return loss
+        fn = tf.function(step) if compiled else step
+        for _ in range(4):
+            fn()
+        return w.numpy(), b.numpy()
+    for got, want in zip(run(True), run(False)):
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-7)

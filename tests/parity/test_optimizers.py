@@ -497,7 +497,7 @@ def _train3(tf, opt, steps=6):
     return {"w": w, "b": b, "k": k, "loss": loss, "iterations": int(opt.iterations.numpy())}
 
 
-@parity(needs="keras.optimizers.Lion", **RT)
+@parity(needs="keras.optimizers.Lion", modes=True, **RT)
 def test_lion_defaults_and_weight_decay(tf):
     return (_train3(tf, tf.keras.optimizers.Lion()),
             _train3(tf, tf.keras.optimizers.Lion(learning_rate=0.05, beta_1=0.8, beta_2=0.95, weight_decay=0.1)))
@@ -515,7 +515,7 @@ def test_lion_sparse_gradient(tf):
     return table
 
 
-@parity(needs="keras.optimizers.Adafactor", rtol=2e-5, atol=1e-6)
+@parity(needs="keras.optimizers.Adafactor", modes=True, rtol=2e-5, atol=1e-6)
 def test_adafactor(tf):
     return (_train3(tf, tf.keras.optimizers.Adafactor()),
             _train3(tf, tf.keras.optimizers.Adafactor(learning_rate=0.5, relative_step=False, clip_threshold=0.5,
