@@ -50,7 +50,7 @@ from ..core.convert import convert_to_tensor
 from ..core.tensor import Tensor
 from . import gradient as _gradient, replay as _replay
 from .jacobian import _jacobian
-from .nodes import Node, UnconnectedGradients, _intern, _unconnected
+from .nodes import NO_GRADIENT, Node, UnconnectedGradients, _intern, _unconnected
 from .tape import GradientTape
 from .user_grad import check_grad, conj_complex, describe, tape_stack
 
@@ -160,9 +160,10 @@ def no_gradient(op_type: str) -> None:
     (here or with ``RegisterGradient``), or naming a built-in op type (which has its gradient),
     raises TF's KeyError; a non-string is TF's TypeError.  An op type defined with
     ``tapejax.define_op`` becomes not differentiable at once (ops recorded from then on); a name
-    not defined yet is kept for ``gradient_override_map`` (an op mapped to it passes no gradient:
-    zeros along that path, where TF's graph gradient skips the op) and for an op type defined
-    later under it (the same zeros: its Primitive was made differentiable).
+    not defined yet is kept for ``gradient_override_map`` (an op mapped to it is a cut for the
+    tape, as TF's graph gradient skips it: None for a source reached only through it) and for an
+    op type defined later under it (zeros along its path there: its Primitive was made
+    differentiable, and the gradient registry stops the gradient through it).
     """
     if not isinstance(op_type, str):
         raise TypeError("op_type must be a string")
@@ -173,6 +174,7 @@ def no_gradient(op_type: str) -> None:
         raise KeyError(f"Registering two gradient with name '{op_type}'! ('{op_type}' is a built-in op type "
                        "of tapejax and already has its gradient)")
     _GRADIENTS[op_type] = _Registration(None, "tapejax.no_gradient")
+    NO_GRADIENT.add(op_type)
     prim = REGISTRY.get(op_type)
     if prim is not None and prim.differentiable:
         prim.differentiable = False
