@@ -123,6 +123,7 @@ def announce(var: "Variable") -> None:
 
 
 _CREATORS = threading.local()   # ``stack``: this thread's variable creator scopes (innermost last)
+_OPEN_SCOPES = [0]              # variable creator scopes open on any thread
 
 #: ``tf.Variable``'s arguments, in order, as a creator receives them (``kwargs``).
 _CREATOR_ARGS = ("initial_value", "trainable", "validate_shape", "caching_device", "name", "variable_def", "dtype",
@@ -141,9 +142,11 @@ class _VariableMeta(type):
     next one out, the last makes the Variable.  Subclasses are made directly (as in TF)."""
 
     def __call__(cls, *args, **kwargs):
+        if not _OPEN_SCOPES[0] or cls is not Variable:   # (the common case: one list read)
+            return type.__call__(cls, *args, **kwargs)
         stack = getattr(_CREATORS, "stack", None)
-        if not stack or cls is not Variable:
-            return super().__call__(*args, **kwargs)
+        if not stack:   # (scopes open on other threads only)
+            return type.__call__(cls, *args, **kwargs)
         if len(args) > len(_CREATOR_ARGS):
             raise TypeError(f"Variable() takes at most {len(_CREATOR_ARGS)} positional arguments; got {len(args)}")
         given: "dict[str, Any]" = dict(zip(_CREATOR_ARGS, args))
@@ -183,6 +186,8 @@ class variable_creator_scope:
         if stack is None:
             stack = _CREATORS.stack = []
         stack.append(self._creator)
+        with UPDATE_LOCK:
+            _OPEN_SCOPES[0] += 1
         return self
 
     def __exit__(self, *exc):
@@ -191,6 +196,8 @@ class variable_creator_scope:
             if stack[i] is self._creator:
                 del stack[i]
                 break
+        with UPDATE_LOCK:
+            _OPEN_SCOPES[0] -= 1
         return False
 
 
