@@ -120,3 +120,18 @@ def test_init_scope_runs_eagerly_and_pauses_the_tape(tf):
             y = x * x
         z = x * 3.0
     return out, holder["v"], flags[:2], t.gradient(y, x), t.gradient(z, x)
+
+
+@parity(modes=True)
+def test_host_functions_in_a_function_under_an_outer_tape(tf):
+    """A compiled function holding a py_function / numpy_function, called under an eager tape:
+    py_function's gradient flows through it, numpy_function's is None; float16 results."""
+    x = tf.constant([1.0, 2.0])
+    f = tf.function(lambda v: tf.py_function(lambda a: a * a, [v], tf.float32) * 3.0)
+    g = tf.function(lambda v: tf.numpy_function(lambda a: a * a, [v], tf.float32) * 3.0)
+    with tf.GradientTape(persistent=True) as t:
+        t.watch(x)
+        y = f(x)
+        z = g(x)
+    h = tf.function(lambda v: tf.numpy_function(lambda a: (a * a).astype(np.float16), [v], tf.float16))
+    return y, t.gradient(y, x), z, t.gradient(z, x), h(tf.constant([1.5, 2.0], tf.float16))
