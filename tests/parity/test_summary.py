@@ -119,9 +119,15 @@ def test_summary_errors(tf):
     return out + [err(tf.summary.create_file_writer, None)]
 
 
+def _canonical_graph(data):
+    """A serialized GraphDef with its map fields in key order (TF's writer keeps no fixed order)."""
+    from tensorboard.compat.proto import graph_pb2
+    return graph_pb2.GraphDef.FromString(data).SerializeToString(deterministic=True)
+
+
 def _read_graphs(logdir):
     from tensorboard.backend.event_processing import event_file_loader
-    return [ev.graph_def for path in sorted(glob.glob(logdir + "/*"))
+    return [_canonical_graph(ev.graph_def) for path in sorted(glob.glob(logdir + "/*"))
             for ev in event_file_loader.EventFileLoader(path).Load() if ev.HasField("graph_def")]
 
 
@@ -158,7 +164,10 @@ def test_write_audio_graph(tf):
     results.append(tf.summary.graph(gd))
     results.append(tf.summary.write("nowriter", 1.0, step=1))
     w.flush()
-    return results, read_events(logdir), _read_graphs(logdir)
+    events = [(step, tag, plugin, desc, (value[0], [_canonical_graph(b) for b in value[1]]))
+              if plugin == "graphs" else (step, tag, plugin, desc, value)
+              for step, tag, plugin, desc, value in read_events(logdir)]
+    return results, events, _read_graphs(logdir)
 
 
 @parity
