@@ -15,7 +15,7 @@ from .core.tensor import Tensor, TensorShape
 from .core.convert import constant, convert_to_tensor, is_tensor
 from .core.conversion import register_tensor_conversion_function
 from .core.indexed_slices import IndexedSlices
-from .core.variable import Variable
+from .core.variable import Variable, variable_creator_scope
 from .core.bind import Primitive, bind, define as define_op
 from .ops.printing import print_ as print
 from .runtime.deferred import deferred_execution, set_deferred_execution
@@ -58,11 +58,12 @@ from .ops.jax_op import op
 from .ops.namespaces import bitwise, dtypes, linalg, math, nest, nn, random, ragged, sparse, strings
 
 # -- gradient control, compiled steps, jacobians and forward mode
-from .autodiff.custom import RegisterGradient, gradient_override_map, gradients, hessians, stop_gradient
+from .autodiff.custom import RegisterGradient, gradient_override_map, gradients, hessians, no_gradient, stop_gradient
 from .autodiff.custom_gradient import custom_gradient
 from .compile.control_flow import cond, foldl, foldr, scan, while_loop
 from .compile.functional_ops import case, grad_pass_through, map_fn, recompute_grad, switch_case, vectorized_map
 from .compile.function import Function, TensorSpec, function
+from .compile.host import init_scope, numpy_function, py_function
 from .compile import autograph
 from . import autodiff
 
@@ -113,7 +114,7 @@ __all__ = [
     "int16", "int32", "int64", "int8", "irfftnd", "is_symbolic_tensor", "is_tensor", "keras", "less",
     "less_equal", "linalg", "linspace", "log", "logical_and", "logical_not", "logical_or", "math", "matmul",
     "matrix_square_root", "map_fn", "maximum", "meshgrid", "minimum", "Module", "multiply", "name_scope", "negative", "nest", "newaxis", "nn",
-    "no_op", "norm", "not_equal", "one_hot", "ones", "ones_initializer", "ones_like", "op", "optimizers",
+    "no_gradient", "no_op", "variable_creator_scope", "numpy_function", "py_function", "init_scope", "norm", "not_equal", "one_hot", "ones", "ones_initializer", "ones_like", "op", "optimizers",
     "pad", "parallel_stack", "pow", "Primitive", "print", "ragged", "random", "random_normal_initializer",
     "random_uniform_initializer", "range", "rank", "realdiv", "recompute_grad", "reduce_all", "reduce_any", "reduce_logsumexp",
     "reduce_max", "reduce_mean", "reduce_min", "reduce_prod", "reduce_sum",

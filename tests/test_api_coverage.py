@@ -69,8 +69,7 @@ MISSING = {
         "typespec": "IndexedSlicesSpec NoneTensorSpec OptionalSpec RaggedTensorSpec SparseTensorSpec TensorArraySpec "
                     "TypeSpec type_spec_from_value",
         "experimental": "experimental",
-        "todo": "numpy_function py_function no_gradient init_scope variable_creator_scope random_index_shuffle "
-                "extract_volume_patches",
+        "todo": "random_index_shuffle extract_volume_patches",
     },
     "math": {"todo": "sobol_sample"},
     "nn": {
@@ -97,12 +96,11 @@ MISSING = {
         "todo": "all_candidate_sampler fixed_unigram_candidate_sampler learned_unigram_candidate_sampler "
                 "log_uniform_candidate_sampler uniform_candidate_sampler",
     },
-    "keras.optimizers": {"experimental": "experimental", "todo": "Adafactor Lion deserialize get serialize"},
+    "keras.optimizers": {"experimental": "experimental"},
     "train": {
         "proto": "BytesList Example Feature FeatureList FeatureLists Features FloatList Int64List SequenceExample",
         "distributed": "ClusterDef ClusterSpec JobDef ServerDef Coordinator",
         "experimental": "experimental",
-        "todo": "CheckpointView TrackableView",
     },
     "autodiff": {},
     "nest": {},

@@ -178,7 +178,7 @@ def test_enable_check_numerics_uses_jax_nan_and_inf_checks():
     tf.debugging.enable_check_numerics()
     try:
         assert jax.config.jax_debug_nans and jax.config.jax_debug_infs and checks.value_checks_enabled()
-        with pytest.raises(FloatingPointError, match="log"):
+        with pytest.raises(FloatingPointError, match='op "Log"'):
             tf.math.log(tf.constant(-1.))
         with pytest.raises(FloatingPointError):
             tf.function(lambda a: tf.math.log(a) * 2.)(tf.constant(0.))
@@ -194,3 +194,152 @@ def test_render_of_traced_values():
     assert checks.render("{x_more}", {"x_more": np.array([1.5, 2.])}) == "[1.5 2...]"
     assert checks.render("{k_numerics}", {"k_numerics": np.array(2)}) == "Inf and NaN"
     assert checks.summarize(np.arange(5), 3) == "[0 1 2...]"
+
+
+# -- enable_check_numerics: TF's error class and eager message (strings from TF 2.21, run) ----------
+
+_TF_LOG_MESSAGE = (
+    '\n\n!!! Detected Infinity or NaN in output 0 of eagerly-executing op "Log" (# of outputs: 1) !!!\n'
+    "  dtype: <dtype: 'float32'>\n  shape: (2,)\n  # of -Inf elements: 1\n\n"
+    "  Input tensor: tf.Tensor([1. 0.], shape=(2,), dtype=float32)\n\n : Tensor had -Inf values")
+_TF_MUL_MESSAGE = (
+    '\n\n!!! Detected Infinity or NaN in output 0 of eagerly-executing op "Mul" (# of outputs: 1) !!!\n'
+    "  dtype: <dtype: 'float32'>\n  shape: (4,)\n  # of -Inf elements: 1\n  # of +Inf elements: 1\n"
+    "  # of +NaN elements: 1\n\n  Input tensors (2):\n"
+    "         0: tf.Tensor([ inf -inf  nan   1.], shape=(4,), dtype=float32)\n"
+    "         1: tf.Tensor(1.0, shape=(), dtype=float32)\n\n : Tensor had -Inf, +Inf, and NaN values")
+
+
+@pytest.fixture
+def check_numerics_on():
+    tf.debugging.enable_check_numerics()
+    try:
+        yield
+    finally:
+        tf.debugging.disable_check_numerics()
+
+
+def _tf_message(e: BaseException) -> str:
+    """TF's message without its eager prefix and suffix (``{{function_node ...}} `` / `` name: ``)."""
+    text = str(e)
+    if text.startswith("{{function_node"):
+        text = text[text.index("}} ") + 3:]
+    return text.split(" [Op:CheckNumericsV2]")[0]
+
+
+@pytest.mark.parametrize("case", ["log", "mul"])
+def test_check_numerics_eager_error_is_tfs(check_numerics_on, case):
+    def program(tf_):
+        if case == "log":
+            return tf_.math.log(tf_.constant([1.0, 0.0]))
+        return tf_.multiply(tf_.constant([np.inf, -np.inf, np.nan, 1.0]), tf_.constant(1.0))
+    with pytest.raises(tf.errors.InvalidArgumentError) as e:
+        program(tf)
+    assert isinstance(e.value, FloatingPointError)   # JAX's class too (what its checker raises)
+    want = _TF_LOG_MESSAGE if case == "log" else _TF_MUL_MESSAGE
+    assert _tf_message(e.value) == want
+    assert str(e.value).endswith("[Op:CheckNumericsV2]")
+    tf_real = pytest.importorskip("tensorflow")
+    tf_real.debugging.enable_check_numerics()
+    try:
+        with pytest.raises(tf_real.errors.InvalidArgumentError) as te:
+            program(tf_real)
+    finally:
+        tf_real.debugging.disable_check_numerics()
+    assert _tf_message(te.value) == want
+
+
+def test_check_numerics_sqrt_of_negative_and_recorded_op(check_numerics_on):
+    x = tf.Variable(-1.0)
+    with tf.GradientTape():
+        with pytest.raises(tf.errors.InvalidArgumentError, match='(?s)op "Sqrt".*# of \\+NaN elements: 1.*Tensor had NaN'):
+            tf.sqrt(x)
+
+
+def test_check_numerics_constant_holding_nan_is_allowed(check_numerics_on):
+    """TF checks op outputs; a constant holding NaN is made (its first op raises)."""
+    c = tf.constant([np.nan, 1.0])
+    assert np.isnan(c.numpy()[0])
+    with pytest.raises(tf.errors.InvalidArgumentError, match='op "AddV2"'):
+        c + 1.0
+
+
+def test_check_numerics_in_function_and_gradient(check_numerics_on):
+    f = tf.function(lambda a: tf.math.log(a) * 2.)
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match='(?s)Graph execution error:.*graph op "Log".*Tensor had Inf values'):
+        f(tf.constant([1.0, 0.0]))
+    g = tf.function(lambda b: tf.sqrt(b) + 1.)   # (JAX finds it only in the whole program)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="(?s)Graph execution error:.*Tensor had NaN values"):
+        g(tf.constant([-1.0, 1.0]))
+    assert f(tf.constant([1.0, 2.0])).numpy()[0] == 0.0
+    x = tf.Variable(0.0)
+    with tf.GradientTape() as t:
+        y = tf.sqrt(x)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Tensor had Inf values"):
+        t.gradient(y, x)
+
+
+def test_check_numerics_idempotent_and_restores_execution_mode():
+    from tapejax.core.executor import active
+    before = active()
+    tf.debugging.enable_check_numerics()
+    tf.debugging.enable_check_numerics()
+    try:
+        assert active().name == "eager"
+    finally:
+        tf.debugging.disable_check_numerics()
+    assert active() is before
+    tf.debugging.disable_check_numerics()   # not on: nothing to do
+    assert not jax.config.jax_debug_nans
+    assert np.isinf(tf.math.log(tf.constant(0.)).numpy())
+
+
+def _outcome(fn):
+    """(result or exception class name, message) of ``fn()`` with TF's class names and tensor text."""
+    try:
+        r = fn()
+    except Exception as e:   # noqa: BLE001 - the outcome is what is compared
+        return type(e).__name__, str(e).replace("tapejax.core.tensor.Tensor", "EagerTensor").replace(
+            "tensorflow.python.framework.ops.EagerTensor", "EagerTensor")
+    return "ok", repr(r)
+
+
+def _proper_iterable_cases(tf_):
+    return [lambda v=v: tf_.debugging.assert_proper_iterable(v)
+            for v in ([1, 2], (1,), "abc", b"x", np.zeros(2), tf_.constant([1.]), 3, {1: 2})]
+
+
+def _same_float_cases(tf_):
+    c = tf_.constant
+    args = [([c(1.), c(2.)],), ([c(1.), c(2., tf_.float16)],), ([c(1)],), (None, tf_.float16),
+            ([c(1.)], tf_.float16), ([], None), ([c(1.)], tf_.int32), (None, None)]
+    return [lambda a=a: tf_.debugging.assert_same_float_dtype(*a) for a in args]
+
+
+@pytest.mark.parametrize("cases", [_proper_iterable_cases, _same_float_cases])
+def test_argument_asserts_match_tf(cases):
+    tf_real = pytest.importorskip("tensorflow")
+    ours = [_outcome(f) for f in cases(tf)]
+    theirs = [_outcome(f) for f in cases(tf_real)]
+    assert ours == theirs
+
+
+def test_traceback_filtering_and_log_device_placement():
+    assert tf.debugging.is_traceback_filtering_enabled()
+    tf.debugging.disable_traceback_filtering()
+    try:
+        assert not tf.debugging.is_traceback_filtering_enabled()
+        assert jax.config.jax_traceback_filtering == "off"
+    finally:
+        tf.debugging.enable_traceback_filtering()
+    assert tf.debugging.is_traceback_filtering_enabled()
+    assert tf.debugging.get_log_device_placement() is False
+    tf.debugging.set_log_device_placement(True)
+    try:
+        assert tf.debugging.get_log_device_placement() is True
+        with pytest.raises(TypeError, match="`enabled` must be a bool"):
+            tf.debugging.set_log_device_placement("x")
+        assert tf.debugging.get_log_device_placement() is True   # unchanged by the bad call
+    finally:
+        tf.debugging.set_log_device_placement(False)

@@ -143,3 +143,37 @@ def test_bad_inputs():
             tf.summary.text("t", [1, 2], step=0)
     assert not bool(tf.summary.scalar("no writer", 1.))   # no writer: no step needed, nothing written
     np.testing.assert_equal(tf.summary.should_record_summaries().numpy(), False)
+
+
+def test_write_and_audio_in_a_compiled_step_record_each_call(tmp_path):
+    """Oracle: the eager summaries of the same values (the same file contents per call)."""
+    w = tf.summary.create_file_writer(str(tmp_path / "fn"))
+    e = tf.summary.create_file_writer(str(tmp_path / "eager"))
+    clips = [np.full((1, 4, 1), v, np.float32) for v in (0.25, -0.5)]
+
+    @tf.function
+    def step(x, i):
+        tf.summary.write("raw", x * 2.0, step=i)
+        tf.summary.audio("snd", x, 8000, step=i)
+        return x
+    with w.as_default():
+        for i, c in enumerate(clips):
+            step(tf.constant(c), tf.constant(i))
+    with e.as_default():
+        for i, c in enumerate(clips):
+            tf.summary.write("raw", tf.constant(c) * 2.0, step=i)
+            tf.summary.audio("snd", tf.constant(c), 8000, step=i)
+    w.flush()
+    e.flush()
+
+    def plain(logdir):
+        return [(s, t, p, repr(v)) for s, t, p, _, v in read_events(logdir)]
+    assert plain(str(tmp_path / "fn")) == plain(str(tmp_path / "eager"))
+    assert len(plain(str(tmp_path / "fn"))) == 4
+
+
+def test_graph_inside_a_compiled_step_is_tfs_error(tmp_path):
+    w = tf.summary.create_file_writer(str(tmp_path))
+    with w.as_default(step=0):
+        with pytest.raises(ValueError, match="graph\\(\\) cannot be invoked inside a graph context"):
+            tf.function(lambda: tf.summary.graph(b"x"))()

@@ -1055,3 +1055,59 @@ def test_second_registration_names_where_the_first_was():
     where = f"{first.__code__.co_filename}:{first.__code__.co_firstlineno}"
     with pytest.raises(KeyError, match="Previous registration was in " + where.replace(".", r"\.")):
         tf.RegisterGradient(name)(lambda op, g: g)
+
+
+# --------------------------------------------------------------------------
+# no_gradient (TF's NotDifferentiable)
+# --------------------------------------------------------------------------
+
+def test_no_gradient_makes_a_defined_op_type_not_differentiable():
+    """Oracle: TF's registry (run): after tf.no_gradient(t) a tape gives None through ops of
+    type t, while other paths keep their gradient."""
+    name = unique("Sq")
+    sq = tf.define_op(name, lambda x: x * x)
+    x = tf.constant(3.0)
+
+    def grads():
+        with tf.GradientTape(persistent=True) as t:
+            t.watch(x)
+            y = tf.bind(sq, x)
+            z = y + 2.0 * x
+        return t.gradient(y, x), t.gradient(z, x)
+    g, gz = grads()
+    close(g, 6.0)
+    close(gz, 8.0)
+    tf.no_gradient(name)
+    g, gz = grads()
+    assert g is None
+    close(gz, 2.0)
+
+
+def test_no_gradient_registry_errors_are_tfs():
+    """TF 2.21 (run): a non-string TypeError, a second registration or a built-in type KeyError."""
+    with pytest.raises(TypeError, match="op_type must be a string"):
+        tf.no_gradient(3)
+    with pytest.raises(KeyError, match="Registering two gradient with name 'Log'"):
+        tf.no_gradient("Log")
+    name = unique("NoGrad")
+    tf.no_gradient(name)
+    with pytest.raises(KeyError, match=f"Registering two gradient with name '{name}'"):
+        tf.no_gradient(name)
+    with pytest.raises(KeyError, match=f"Registering two gradient with name '{name}'"):
+        tf.RegisterGradient(name)(lambda op, g: g)
+
+
+def test_no_gradient_name_in_override_map_passes_no_gradient():
+    """TF 2.21 (run): an op mapped to a no_gradient name is skipped by the graph gradient: None
+    when it is the only path, the other paths' gradient otherwise."""
+    name = unique("NoG")
+    tf.no_gradient(name)
+
+    @tf.function
+    def f(x):
+        with tf.gradient_override_map({"Square": name}):
+            y = tf.square(x)
+        return tf.gradients(y, x)[0], tf.gradients(y + x, x)[0]
+    only, other = f(tf.constant(3.0))
+    assert only is None
+    close(other, 1.0)

@@ -401,3 +401,72 @@ def test_slot_deciding_attributes():
     r.centered = False
     r.apply_gradients([(tf.constant([1.0, 1.0]), w)])
     assert r.get_slot_names() == ["rms"]
+
+
+# -- Lion, Adafactor, get / serialize / deserialize -------------------------------------------------
+
+@pytest.mark.parametrize("cls,kw", [("Lion", {"learning_rate": 0.02, "beta_1": 0.7, "weight_decay": 0.1}),
+                                    ("Adafactor", {"learning_rate": 0.3, "clip_threshold": 0.5,
+                                                   "relative_step": False}),
+                                    ("Adam", {"learning_rate": 0.25, "amsgrad": True})])
+def test_serialize_round_trip_gives_the_same_training(cls, kw):
+    """Oracle: the optimizer made directly; deserialize(serialize(opt)) trains to the same weights."""
+    ko = tf.keras.optimizers
+    opt = getattr(ko, cls)(**kw)
+    back = ko.deserialize(ko.serialize(opt))
+    assert type(back) is type(opt) and back.get_config() == opt.get_config()
+
+    def train(o):
+        w = tf.Variable([[0.5, -1.0], [2.0, 0.25]])
+        for _ in range(3):
+            with tf.GradientTape() as t:
+                loss = tf.reduce_sum(tf.square(w - 1.0) * w)
+            o.apply_gradients([(t.gradient(loss, w), w)])
+        return w.numpy()
+    np.testing.assert_array_equal(train(opt), train(back))
+
+
+def test_get_and_deserialize_errors():
+    ko = tf.keras.optimizers
+    with pytest.raises(TypeError, match="Invalid keyword arguments"):
+        ko.get("adam", foo=1)
+    with pytest.raises(TypeError, match="`config` of deserialize must be a dict"):
+        ko.deserialize("adam")
+    with pytest.raises(ValueError, match="Unknown optimizer: 'Nope'"):
+        ko.deserialize({"class_name": "Nope", "config": {}})
+    assert type(ko.get("Lion")).__name__ == "Lion"   # a class name (Keras' registry finds it)
+    with pytest.raises(ValueError, match="use_ema=True"):
+        ko.Lion(use_ema=True)
+    with pytest.warns(UserWarning, match="should only be used for objects of type"):
+        assert ko.serialize(3) == 3
+
+
+def test_adafactor_slots_are_factored():
+    opt = tf.keras.optimizers.Adafactor()
+    k = tf.Variable(np.ones((2, 3, 4), np.float32))
+    b = tf.Variable(np.ones(3, np.float32))
+    opt.apply_gradients([(tf.ones_like(k), k), (tf.ones_like(b), b)])
+    assert opt.get_slot(k, "r").shape == (2, 3) and opt.get_slot(k, "c").shape == (2, 4)
+    assert opt.get_slot(k, "v").shape == (2, 3, 4) and opt.get_slot(b, "v").shape == (3,)
+
+
+@pytest.mark.parametrize("name", ["Lion", "Adafactor"])
+def test_new_rules_compiled_step_equals_eager(name):
+    """Oracle: the same steps taken eagerly (themselves checked against tf_keras in
+    tests/parity/test_optimizers.py)."""
+    def run(compiled):
+        opt = getattr(tf.keras.optimizers, name)(learning_rate=0.05)
+        w = tf.Variable(np.linspace(-1.0, 1.0, 6).reshape(2, 3).astype(np.float32))
+        b = tf.Variable([0.5, -0.5, 0.25])
+
+        def step():
+            with tf.GradientTape() as t:
+                loss = tf.reduce_sum(tf.square(w * 2.0 + b - 0.3))
+            opt.apply_gradients(zip(t.gradient(loss, [w, b]), [w, b]))
+            return loss
+        fn = tf.function(step) if compiled else step
+        for _ in range(4):
+            fn()
+        return w.numpy(), b.numpy()
+    for got, want in zip(run(True), run(False)):
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-7)

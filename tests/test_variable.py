@@ -86,3 +86,26 @@ def test_assign_inside_tape_does_not_propagate():
         y = v * 1.0
     gv, gu = t.gradient(y, [v, u])
     assert gv.numpy() == 1.0 and gu is None
+
+
+def test_variable_creator_scope_is_per_thread_and_subclasses_are_made_directly():
+    """TF: creator scopes are the creating thread's; only ``tf.Variable(...)`` calls go through them."""
+    import threading
+
+    seen = []
+
+    def creator(next_creator, **kwargs):
+        seen.append(kwargs["name"])
+        return next_creator(**kwargs)
+
+    class MyVar(tf.Variable):
+        pass
+    other = []
+    with tf.variable_creator_scope(creator):
+        t = threading.Thread(target=lambda: other.append(tf.Variable(1.0, name="elsewhere")))
+        t.start()
+        t.join()
+        tf.Variable(1.0, name="here")
+        MyVar(2.0, name="sub")
+    tf.Variable(3.0, name="after")
+    assert seen == ["here"] and other[0].numpy() == 1.0

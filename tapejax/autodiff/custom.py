@@ -50,7 +50,7 @@ from ..core.convert import convert_to_tensor
 from ..core.tensor import Tensor
 from . import gradient as _gradient, replay as _replay
 from .jacobian import _jacobian
-from .nodes import Node, UnconnectedGradients, _intern, _unconnected
+from .nodes import NO_GRADIENT, Node, UnconnectedGradients, _intern, _unconnected
 from .tape import GradientTape
 from .user_grad import check_grad, conj_complex, describe, tape_stack
 
@@ -91,7 +91,7 @@ GradientFn = Callable[..., Any]
 class _Registration(NamedTuple):
     """A registered gradient function and where it was registered (for the error message of a
     second registration)."""
-    fn: GradientFn
+    fn: "GradientFn | None"   # None: registered by ``no_gradient``
     where: str
 
 
@@ -150,6 +150,46 @@ class RegisterGradient:
             # gradient for it: drop them so the registered gradient is used from now on.
             _replay.clear_cache()
         return f
+
+
+def no_gradient(op_type: str) -> None:
+    """``tf.no_gradient(op_type)`` (TF's ``NotDifferentiable``): ops of type ``op_type`` have no
+    gradient, so the tape gives their inputs ``None`` through them (as a ``stop_gradient``).
+
+    ``op_type`` is registered in the gradient registry with no function: registering it again
+    (here or with ``RegisterGradient``), or naming a built-in op type (which has its gradient),
+    raises TF's KeyError; a non-string is TF's TypeError.  An op type defined with
+    ``tapejax.define_op`` becomes not differentiable at once (ops recorded from then on); a name
+    not defined yet is kept for ``gradient_override_map`` (an op mapped to it is a cut for the
+    tape, as TF's graph gradient skips it: None for a source reached only through it) and for an
+    op type defined later under it (zeros along its path there: its Primitive was made
+    differentiable, and the gradient registry stops the gradient through it).
+    """
+    if not isinstance(op_type, str):
+        raise TypeError("op_type must be a string")
+    if op_type in _GRADIENTS:
+        raise KeyError(f"Registering two gradient with name '{op_type}'! (Previous registration was in "
+                       f"{_GRADIENTS[op_type].where})")
+    if op_type in BUILTIN_GRADIENTS or op_type in _BUILTIN_OP_TYPES:
+        raise KeyError(f"Registering two gradient with name '{op_type}'! ('{op_type}' is a built-in op type "
+                       "of tapejax and already has its gradient)")
+    _GRADIENTS[op_type] = _Registration(None, "tapejax.no_gradient")
+    NO_GRADIENT.add(op_type)
+    prim = REGISTRY.get(op_type)
+    if prim is not None and prim.differentiable:
+        prim.differentiable = False
+        prim.nondiff_reason = f"op type '{op_type}' was registered with tf.no_gradient"
+        _replay.clear_cache()
+
+
+def _stopped_impl(prim: Primitive) -> Callable[..., Any]:
+    """``prim``'s function with no gradient to its inputs (an op type registered by ``no_gradient``)."""
+    impl = prim.impl
+
+    def stopped(*vals, **static):
+        return impl(*[lax.stop_gradient(v) for v in vals], **static)
+
+    return stopped
 
 
 def _registered(name: str) -> "GradientFn | None":
@@ -310,6 +350,9 @@ def _registry_impl(node: Node) -> "Callable[..., Any] | None":
             return _checked_impl(prim)  # a user's op type: "JAX cannot differentiate it" -> LookupError
         else:
             return None
+    entry = _GRADIENTS.get(name)
+    if entry is not None and entry.fn is None:   # registered by no_gradient
+        return _stopped_impl(prim)
     fn = _registered(name)
     if fn is None:
         raise _no_gradient_error(prim.name, prim.name,

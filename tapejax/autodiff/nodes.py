@@ -26,6 +26,11 @@ from ..core.errors import InvalidArgumentError
 from ..core.tensor import Pending, Tensor, _python_dtype as _tensor_python_dtype
 from ..core.variable import Variable
 
+#: Gradient names registered by ``tf.no_gradient`` (``autodiff.custom``): an op whose gradient is
+#: mapped to one of them (``gradient_override_map``) is a cut for the tape, as TF's graph gradient
+#: skips it (None for a source reached only through it).
+NO_GRADIENT: "set[str]" = set()
+
 OUT = 1 << 20  # outputs per node in a code (node_index * OUT + k)
 
 _log = logging.getLogger("tapejax")

@@ -28,6 +28,7 @@ from .nodes import (
     _ONE,
     _SIG_PEEK,
     _TRAINABLE,
+    NO_GRADIENT,
     OUT,
     Node,
     UnconnectedGradients,
@@ -246,9 +247,12 @@ class GradientTape:
             if self._cuts:
                 self._propagate_cut(prim, ids, result)
             return
-        if not prim.differentiable and grad_type is None:  # an override makes it differentiable
+        if (not prim.differentiable and grad_type is None) or grad_type in NO_GRADIENT:
+            # (an override makes it differentiable, unless it maps to a tf.no_gradient name)
+            reason = prim.nondiff_reason if grad_type is None else \
+                f"its gradient was mapped to '{grad_type}', registered with tf.no_gradient"
             for o in (result if prim.multiple_results else (result,)):
-                self._cuts[o._id] = (prim.nondiff_reason, prim.name, tuple(ids))
+                self._cuts[o._id] = (reason, prim.name, tuple(ids))
             return
         idx = len(self._nodes)
         if prim.multiple_results:

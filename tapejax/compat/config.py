@@ -18,6 +18,10 @@ before JAX starts: ``XLA_PYTHON_CLIENT_PREALLOCATE=false`` (grow on demand) or
 ``run_functions_eagerly`` / ``functions_run_eagerly`` are ``tapejax.function``'s
 debugging switch, ``set_compilation_cache`` / ``get_compilation_cache`` JAX's persistent
 compilation cache for every program tapejax compiles (tapejax's own, not TF's; ``compile.config``).
+``set_log_device_placement`` / ``get_log_device_placement`` (``tf.debugging``'s) keep TF's
+setting and log nothing: JAX places every op on the default device (``tf.device`` scopes
+set it) and has no per-op placement log; ``jax.config.update("jax_log_compiles", True)`` is
+its nearest, a log line per compiled program.
 """
 import collections
 from typing import Any, Dict, List, Optional
@@ -28,8 +32,8 @@ from ..core.modules import new_module
 from . import device as _device
 
 __all__ = ["LogicalDevice", "PhysicalDevice", "experimental", "functions_run_eagerly", "get_compilation_cache",
-           "get_soft_device_placement", "get_visible_devices", "list_logical_devices", "list_physical_devices",
-           "run_functions_eagerly", "set_compilation_cache", "set_soft_device_placement", "set_visible_devices"]
+           "get_log_device_placement", "get_soft_device_placement", "get_visible_devices", "list_logical_devices", "list_physical_devices",
+           "run_functions_eagerly", "set_compilation_cache", "set_log_device_placement", "set_soft_device_placement", "set_visible_devices"]
 
 #: TF's records (namedtuples, as in ``tensorflow/python/eager/context.py``).
 PhysicalDevice = collections.namedtuple("PhysicalDevice", ["name", "device_type"])
@@ -147,3 +151,19 @@ experimental = new_module(
      "get_memory_info": get_memory_info, "get_device_details": get_device_details,
      "list_physical_devices": list_physical_devices, "list_logical_devices": list_logical_devices,
      "get_visible_devices": get_visible_devices, "set_visible_devices": set_visible_devices})
+
+
+_LOG_DEVICE_PLACEMENT = [False]
+
+
+def set_log_device_placement(enabled: bool) -> None:
+    """``tf.debugging.set_log_device_placement``: kept (see the module docstring: JAX has no
+    per-op placement log, so nothing is logged).  ``enabled`` must be a bool (TF's TypeError)."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"set_log_device_placement(): argument `enabled` must be a bool; got {enabled!r}")
+    _LOG_DEVICE_PLACEMENT[0] = enabled
+
+
+def get_log_device_placement() -> bool:
+    """``tf.debugging.get_log_device_placement``: the setting ``set_log_device_placement`` kept."""
+    return _LOG_DEVICE_PLACEMENT[0]

@@ -23,26 +23,40 @@ which only control dependencies use); ``check_numerics`` and
 ``assert_all_finite`` return their input's value (an ``identity``, so the
 gradient flows through them as through TF's).
 
-``enable_check_numerics()`` turns on JAX's own per-op NaN/Inf checker
-(``jax_debug_nans`` and ``jax_debug_infs``: every primitive's output is
-checked, eager and compiled, and the failing primitive is named; the error is
-JAX's ``FloatingPointError``, not TF's ``InvalidArgumentError``, because
-tapejax has no hook on every op's output outside its core) and the value
-checks of ``enable_value_checks()`` (see ``tapejax.ops.checks``).
+``enable_check_numerics()`` turns on JAX's own NaN/Inf checker
+(``jax_debug_nans`` and ``jax_debug_infs``: every program's output is checked,
+eager ops and compiled steps alike) and the value checks of
+``enable_value_checks()`` (see ``tapejax.ops.checks``).  What JAX raises
+(``FloatingPointError``) becomes TF's ``InvalidArgumentError``
+(``core.errors.NumericsError``, which is both):
+
+* an eager op (``core.bind`` hands its error to ``_eager_numerics_error``)
+  gets TF's eager message: the op's TF type, the output's dtype and shape, the
+  counts of -Inf, +Inf and NaN elements, the input tensors, and
+  ``: Tensor had -Inf and NaN values`` (the op is run again, unchecked, to
+  count them: only on the error path);
+* a ``tapejax.function`` step gets TF's ``Graph execution error`` shape naming
+  the function; JAX checks the compiled program's outputs, so the op inside it
+  is not named (run the function eagerly to see it);
+* deferred execution is turned off while the checks are on, so each op is
+  checked when it is called, as in TF.
 """
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ..core import dtypes as _dtypes
+from ..core.bind import NUMERICS_ERROR
 from ..core.convert import convert_to_tensor
-from ..core.errors import InvalidArgumentError
+from ..core.errors import InvalidArgumentError, NumericsError
+from ..core.executor import EAGER, Executor, active, install
 from ..core.tensor import Tensor
 from ..ops import math as _m, reduce as _red
 from ..ops.checks import require, set_value_checks, summarize, traced, value_checks_enabled
 from ._shapes import assert_rank, assert_rank_at_least, assert_rank_in, assert_scalar, assert_shapes, assert_type
+from .config import get_log_device_placement, set_log_device_placement
 
 __all__ = [
     "Assert", "assert_all_finite", "assert_equal", "assert_greater", "assert_greater_equal", "assert_integer",
@@ -50,7 +64,9 @@ __all__ = [
     "assert_non_positive", "assert_none_equal", "assert_positive", "assert_rank", "assert_rank_at_least",
     "assert_rank_in", "assert_scalar", "assert_shapes", "assert_type", "check_numerics",
     "disable_check_numerics", "disable_value_checks", "enable_check_numerics", "enable_value_checks",
-    "is_numeric_tensor", "value_checks_enabled",
+    "is_numeric_tensor", "value_checks_enabled", "assert_proper_iterable", "assert_same_float_dtype",
+    "disable_traceback_filtering", "enable_traceback_filtering", "is_traceback_filtering_enabled",
+    "get_log_device_placement", "set_log_device_placement",
 ]
 
 
@@ -301,32 +317,107 @@ def assert_all_finite(x, message, name=None):
     return check_numerics(x, message, name)
 
 
-_NUMERICS_PREV: list = []
+class _NumericsState(NamedTuple):
+    """The settings ``enable_check_numerics`` replaced (restored by ``disable_check_numerics``)."""
+
+    debug_nans: bool
+    debug_infs: bool
+    value_checks: bool
+    executor: Executor
+
+
+_NUMERICS_PREV: "list[_NumericsState]" = []
+
+
+def _counts(a: np.ndarray) -> "tuple[int, int, int]":
+    inf = np.isinf(a)
+    return int(np.sum(inf & (a < 0))), int(np.sum(inf & (a > 0))), int(np.sum(np.isnan(a)))
+
+
+def _had(neg: int, pos: int, nan: int) -> str:
+    """The tail of TF's CheckNumericsV2 message: ``-Inf, +Inf, and NaN`` ..."""
+    kinds = [k for k, n in (("-Inf", neg), ("+Inf", pos), ("NaN", nan)) if n]
+    if len(kinds) == 3:
+        return f"{kinds[0]}, {kinds[1]}, and {kinds[2]}"
+    return " and ".join(kinds)
+
+
+def _operand_tensor(x: Any) -> Tensor:
+    """An op's operand as a Tensor (a Variable's current value; a pending value computed)."""
+    return x if isinstance(x, Tensor) else convert_to_tensor(x)
+
+
+def _tf_str(t: Tensor) -> str:
+    """TF's ``str`` of an eager tensor (``tf.Tensor([1. 0.], shape=(2,), dtype=float32)``)."""
+    text = str(t)
+    return "tf." + text[len("tapejax."):] if text.startswith("tapejax.") else text
+
+
+def _eager_numerics_error(prim: Any, call: Callable[..., Any], operands: tuple, error: FloatingPointError):
+    """TF's eager check-numerics error for ``prim`` run on ``operands`` (JAX found a NaN or Inf in
+    its output): the op is run again with JAX's checks off to describe the bad output."""
+    if traced(*operands):
+        return error   # inside a trace: the compiled step reports it (``tapejax.function``)
+    try:
+        with jax.debug_nans(False), jax.debug_infs(False):
+            inputs = [_operand_tensor(x) for x in operands]
+            out = call(*[t._value for t in inputs])
+    except Exception:   # pragma: no cover - the op itself fails unchecked: JAX's error stands
+        return error
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    for slot, o in enumerate(outs):
+        a = np.asarray(o)
+        if a.dtype.kind not in _FLOAT_KINDS:
+            continue
+        neg, pos, nan = _counts(a.astype(np.float32) if a.dtype.kind == "V" else a)
+        if not (neg or pos or nan):
+            continue
+        lines = ["", "", f"!!! Detected Infinity or NaN in output {slot} of eagerly-executing op "
+                 f"\"{prim.name}\" (# of outputs: {len(outs)}) !!!",
+                 f"  dtype: <dtype: '{_dtypes.as_dtype(a.dtype).name}'>", f"  shape: {tuple(a.shape)}"]
+        lines += [f"  # of {k} elements: {n}" for k, n in (("-Inf", neg), ("+Inf", pos), ("+NaN", nan)) if n]
+        lines.append("")
+        if len(operands) > 1:
+            lines.append(f"  Input tensors ({len(operands)}):")
+            lines += [f"         {i}: {_tf_str(t)}" for i, t in enumerate(inputs)]
+        elif inputs:
+            lines.append(f"  Input tensor: {_tf_str(inputs[0])}")
+        lines += ["", f" : Tensor had {_had(neg, pos, nan)} values [Op:CheckNumericsV2]"]
+        return NumericsError(None, None, "\n".join(lines))
+    return error   # pragma: no cover - JAX's checker and the recount disagree
 
 
 def enable_check_numerics(stack_height_limit=30, path_length_limit=50):
-    """``tf.debugging.enable_check_numerics``: check every op's output for NaN and Inf (JAX's
-    ``jax_debug_nans`` / ``jax_debug_infs``, eager and compiled; JAX's ``FloatingPointError``
-    names the primitive) and turn on the value checks (``enable_value_checks``).  The arguments
-    are accepted for TF compatibility.  Every program compiles again (JAX's compiled programs are
-    dropped), as TF's check numerics instruments every op anew."""
+    """``tf.debugging.enable_check_numerics``: any op whose output holds a NaN or Inf raises TF's
+    ``InvalidArgumentError`` (``NumericsError``; eager: at the op, with TF's message naming it; in
+    ``tapejax.function``: after the step), through JAX's ``jax_debug_nans`` / ``jax_debug_infs``;
+    also turns on the value checks (``enable_value_checks``) and turns deferred execution off
+    until ``disable_check_numerics``.  The arguments are accepted for TF compatibility.  Every
+    program compiles again (JAX's compiled programs are dropped), as TF's check numerics
+    instruments every op anew.  Calling it again changes nothing (TF: idempotent)."""
     if not _NUMERICS_PREV:
-        _NUMERICS_PREV.append((getattr(jax.config, "jax_debug_nans"), getattr(jax.config, "jax_debug_infs"),
-                               value_checks_enabled()))
+        _NUMERICS_PREV.append(_NumericsState(bool(getattr(jax.config, "jax_debug_nans")),
+                                             bool(getattr(jax.config, "jax_debug_infs")),
+                                             value_checks_enabled(), install(EAGER)))
     jax.config.update("jax_debug_nans", True)
     jax.config.update("jax_debug_infs", True)
+    NUMERICS_ERROR[0] = _eager_numerics_error
     jax.clear_caches()   # programs compiled before are compiled again, with the checks
     set_value_checks(True)
 
 
 def disable_check_numerics():
-    """``tf.debugging.disable_check_numerics``: back to the settings before ``enable_check_numerics``."""
+    """``tf.debugging.disable_check_numerics``: back to the settings before ``enable_check_numerics``
+    (a no-op when it is not on)."""
     if not _NUMERICS_PREV:
         return
-    nans, infs, checks = _NUMERICS_PREV.pop()
-    jax.config.update("jax_debug_nans", nans)
-    jax.config.update("jax_debug_infs", infs)
-    set_value_checks(checks)
+    prev = _NUMERICS_PREV.pop()
+    jax.config.update("jax_debug_nans", prev.debug_nans)
+    jax.config.update("jax_debug_infs", prev.debug_infs)
+    NUMERICS_ERROR[0] = None
+    set_value_checks(prev.value_checks)
+    if active() is EAGER:
+        install(prev.executor)
 
 
 def enable_value_checks():
@@ -342,3 +433,52 @@ def enable_value_checks():
 def disable_value_checks():
     """Back to JAX's semantics for those ops (the default)."""
     set_value_checks(False)
+
+
+# -- argument checks and tracebacks ---------------------------------------------------------------
+
+def assert_proper_iterable(values):
+    """``tf.debugging.assert_proper_iterable``: TypeError unless ``values`` is an iterable that is
+    not a string, bytes, a NumPy array or a Tensor (which iterate element by element)."""
+    unintentional = (Tensor, np.ndarray, bytes, str)
+    if isinstance(values, unintentional) or hasattr(values, "_read"):
+        raise TypeError(f'Expected argument "values" to be a "proper" iterable.  Found: {type(values)}')
+    if not hasattr(values, "__iter__"):
+        raise TypeError(f'Expected argument "values" to be iterable.  Found: {type(values)}')
+
+
+def assert_same_float_dtype(tensors=None, dtype=None):
+    """``tf.debugging.assert_same_float_dtype``: the one floating dtype of ``tensors`` (and
+    ``dtype`` when given), else ValueError; float32 when neither gives one."""
+    want = None if dtype is None else _dtypes.as_dtype(dtype)
+    first = None
+    for t in tensors or ():
+        t = t if isinstance(t, Tensor) or hasattr(t, "_read") else convert_to_tensor(t)
+        if want is None:
+            want, first = t.dtype, t
+        elif t.dtype != want:
+            shown = t if isinstance(t, Tensor) else convert_to_tensor(t)
+            against = f" as {_tf_str(first)}" if first is not None else ""
+            raise ValueError(f"{_tf_str(shown)}, type=<dtype: '{t.dtype.name}'>, must be of the same type "
+                             f"(<dtype: '{want.name}'>){against}.")
+    if want is None:
+        return _dtypes.float32
+    if not want.is_floating:
+        raise ValueError(f"Expected floating point type, got <dtype: '{want.name}'>.")
+    return want
+
+
+def enable_traceback_filtering() -> None:
+    """``tf.debugging.enable_traceback_filtering``: JAX's traceback filtering on
+    (``jax_traceback_filtering="auto"``: JAX's and tapejax's frames left out of errors)."""
+    jax.config.update("jax_traceback_filtering", "auto")
+
+
+def disable_traceback_filtering() -> None:
+    """``tf.debugging.disable_traceback_filtering``: full tracebacks (``jax_traceback_filtering="off"``)."""
+    jax.config.update("jax_traceback_filtering", "off")
+
+
+def is_traceback_filtering_enabled() -> bool:
+    """``tf.debugging.is_traceback_filtering_enabled``: whether JAX filters tracebacks."""
+    return getattr(jax.config, "jax_traceback_filtering") != "off"

@@ -18,6 +18,11 @@ every call writes its own values, in call order (``flush`` waits for pending
 callbacks with ``jax.effects_barrier``).  As in TF, the writer, a Python step
 and a Python ``record_if`` condition are those of the trace.
 
+``write`` writes any tensor with the caller's ``SummaryMetadata`` (tag as given, as TF);
+``audio`` encodes clips as TF's ``encode_wav`` does (16-bit PCM, ``round(x * 32768)``
+clamped) in TensorBoard's ``[k, 2]`` layout; ``graph`` writes a ``GraphDef`` event (from
+TensorFlow: tapejax has no TF graphs of its own).
+
 ``trace_on`` / ``trace_off`` / ``trace_export`` are accepted and record
 nothing: tapejax has no graph of TF ops to export (a compiled step's program
 is ``jax.jit(...).lower(...).as_text()``).
@@ -40,16 +45,17 @@ import numpy as np
 
 from ..core import state as _state
 from ..core.convert import constant, convert_to_tensor
+from ..core.errors import InvalidArgumentError
 from ..core.modules import new_module
 from ..core.tensor import Tensor
 from ..core.variable import Variable
 from ..ops.checks import traced
 from ._shapes import assert_rank
-from ._summary_data import histogram_buckets, image_strings, scalar_value, text_array
+from ._summary_data import histogram_buckets, image_strings, scalar_value, text_array, wav_strings
 
-__all__ = ["SummaryWriter", "create_file_writer", "create_noop_writer", "experimental", "flush", "histogram",
-           "image", "record_if", "scalar", "should_record_summaries", "text", "trace_export", "trace_off",
-           "trace_on"]
+__all__ = ["SummaryWriter", "audio", "create_file_writer", "create_noop_writer", "experimental", "flush", "graph",
+           "histogram", "image", "record_if", "scalar", "should_record_summaries", "text", "trace_export",
+           "trace_off", "trace_on", "write"]
 
 _log = logging.getLogger("tapejax")
 
@@ -96,15 +102,25 @@ class SummaryWriter:
     def logdir(self) -> str:
         return self._logdir
 
-    def write(self, tag: str, tensor_proto: Any, plugin: str, step: int, description: str = "") -> None:
-        """Append one summary value (a ``TensorProto`` of TF2's layout for ``plugin``) at ``step``."""
+    def write(self, tag: str, tensor_proto: Any, plugin: str, step: int, description: str = "",
+              metadata: Any = None) -> None:
+        """Append one summary value (a ``TensorProto`` of TF2's layout for ``plugin``) at ``step``
+        (``metadata``: a tensorboardX ``SummaryMetadata`` given whole, then ``plugin`` and
+        ``description`` are unused)."""
         _, event_pb2, summary_pb2, _, _ = _tbx()
-        meta = summary_pb2.SummaryMetadata(
+        meta = metadata if metadata is not None else summary_pb2.SummaryMetadata(
             plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name=plugin),
             summary_description=description)
         summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, tensor=tensor_proto,
                                                                        metadata=meta)])
-        event = event_pb2.Event(summary=summary, step=int(step), wall_time=time.time())
+        self._append(event_pb2.Event(summary=summary, step=int(step), wall_time=time.time()))
+
+    def write_graph(self, graph_def: bytes) -> None:
+        """Append an event holding a serialized ``GraphDef`` (TensorBoard's graph tab)."""
+        _, event_pb2, _, _, _ = _tbx()
+        self._append(event_pb2.Event(graph_def=graph_def, wall_time=time.time()))
+
+    def _append(self, event: Any) -> None:
         with self._lock:
             if self._closed:   # TF: writing to a closed writer is a no-op
                 return
@@ -166,7 +182,10 @@ class _NoopWriter(SummaryWriter):
         self._closed = True
         self._lock = threading.Lock()
 
-    def write(self, tag, tensor_proto, plugin, step, description=""):
+    def write(self, tag, tensor_proto, plugin, step, description="", metadata=None):
+        return None
+
+    def write_graph(self, graph_def):
         return None
 
     def flush(self):
@@ -257,8 +276,9 @@ def _value_of(x: Any) -> Any:
 
 
 def _emit(name: str, data_value: Any, step: Any, proto_of: Callable[[np.ndarray], Any], plugin: str,
-          description: Optional[str]) -> Tensor:
-    """Write one summary now (eager) or when the compiled step runs (traced)."""
+          description: Optional[str], metadata: Any = None, scoped: bool = True) -> Tensor:
+    """Write one summary now (eager) or when the compiled step runs (traced); ``data_value`` may
+    be a callable giving it, called only when the summary is recorded."""
     writer = _STATE.writer
     if writer is None:
         return constant(False)
@@ -273,13 +293,15 @@ def _emit(name: str, data_value: Any, step: Any, proto_of: Callable[[np.ndarray]
     step_value = _value_of(step)
     cond_value = jnp.asarray(cond) if not isinstance(cond, (bool, np.bool_)) else None
     cond_value = _value_of(cond) if isinstance(cond, (Tensor, Variable)) else cond_value
-    tag = _tag(name)
+    if callable(data_value):
+        data_value = _value_of(data_value())
+    tag = _tag(name) if scoped else name
     desc = description or ""
 
     def write(value, step_now, cond_now):
         if cond_now is not None and not bool(np.asarray(cond_now)):
             return
-        writer.write(tag, proto_of(np.asarray(value)), plugin, int(np.asarray(step_now)), desc)
+        writer.write(tag, proto_of(np.asarray(value)), plugin, int(np.asarray(step_now)), desc, metadata)
 
     if _state._local.collector is not None or traced(data_value, step_value, cond_value):
         # inside a compiled step (or a traced body): written when the program runs, every call
@@ -298,8 +320,17 @@ def _tensor_proto(a: np.ndarray) -> Any:
         return tensor_pb2.TensorProto(dtype="DT_STRING", tensor_shape=shape,
                                       string_val=[s if isinstance(s, bytes) else str(s).encode()
                                                   for s in a.reshape(-1)])
-    dtype = {np.dtype(np.float32): "DT_FLOAT", np.dtype(np.float64): "DT_DOUBLE"}[a.dtype]
-    return tensor_pb2.TensorProto(dtype=dtype, tensor_shape=shape, tensor_content=a.tobytes())
+    dtype = _TF_DTYPES.get(a.dtype.name)
+    if dtype is None:
+        raise TypeError(f"tf.summary: no TensorBoard dtype for a tensor of dtype {a.dtype.name}")
+    return tensor_pb2.TensorProto(dtype=dtype, tensor_shape=shape, tensor_content=np.ascontiguousarray(a).tobytes())
+
+
+#: NumPy dtype name -> TF's ``DataType`` enum name (``types.proto``).
+_TF_DTYPES = {"float32": "DT_FLOAT", "float64": "DT_DOUBLE", "float16": "DT_HALF", "bfloat16": "DT_BFLOAT16",
+              "int8": "DT_INT8", "int16": "DT_INT16", "int32": "DT_INT32", "int64": "DT_INT64", "uint8": "DT_UINT8",
+              "uint16": "DT_UINT16", "uint32": "DT_UINT32", "uint64": "DT_UINT64", "bool": "DT_BOOL",
+              "complex64": "DT_COMPLEX64", "complex128": "DT_COMPLEX128"}
 
 
 def scalar(name: str, data: Any, step: Any = None, description: Optional[str] = None) -> Tensor:
@@ -338,6 +369,92 @@ def text(name: str, data: Any, step: Any = None, description: Optional[str] = No
     def proto(_unused):
         return _tensor_proto(arr)
     return _emit(name, writer_value, step, proto, "text", description)
+
+
+def _metadata(metadata: Any) -> Any:
+    """``write``'s ``metadata`` as tensorboardX's ``SummaryMetadata``: None (empty), its
+    serialized bytes, or a ``SummaryMetadata`` proto (TF's, TensorBoard's or tensorboardX's)."""
+    summary_pb2 = _tbx()[2]
+    if metadata is None:
+        return summary_pb2.SummaryMetadata()
+    if isinstance(metadata, (bytes, bytearray)):
+        return summary_pb2.SummaryMetadata.FromString(bytes(metadata))
+    serialize = getattr(metadata, "SerializeToString", None)
+    if serialize is None or getattr(getattr(metadata, "DESCRIPTOR", None), "name", None) != "SummaryMetadata":
+        raise TypeError(f"Cannot convert {metadata!r} to EagerTensor of dtype string (argument `metadata` of "
+                        "tf.summary.write must be a SummaryMetadata proto or its serialized bytes)")
+    return summary_pb2.SummaryMetadata.FromString(serialize())
+
+
+def write(tag: str, tensor: Any, step: Any = None, metadata: Any = None, name: Optional[str] = None) -> Tensor:
+    """``tf.summary.write``: ``tensor`` (any numeric dtype; a callable giving it is called only when
+    the summary is recorded) under ``tag`` as given (no name scope), with ``metadata`` (a
+    ``SummaryMetadata`` or its bytes; default empty)."""
+    meta = _metadata(metadata)
+    value = tensor if callable(tensor) and not isinstance(tensor, (Tensor, Variable)) else _value_of(tensor)
+    return _emit(tag, value, step, _tensor_proto, meta.plugin_data.plugin_name, meta.summary_description,
+                 metadata=meta, scoped=False)
+
+
+def audio(name: str, data: Any, sample_rate: Any, step: Any = None, max_outputs: int = 3,
+          encoding: Optional[str] = None, description: Optional[str] = None) -> Tensor:
+    """``tf.summary.audio``: ``data`` of shape ``[k, t, c]`` (floats in [-1, 1]), the first
+    ``max_outputs`` clips as 16-bit PCM WAV (TF's ``encode_wav``) with empty labels, a ``[k, 2]``
+    string tensor in TensorBoard's ``audio`` layout."""
+    if encoding is None:
+        encoding = "wav"
+    if encoding != "wav":
+        raise ValueError(f"Unknown encoding: {encoding!r}")
+    v = _value_of(data)
+    if v.ndim != 3:
+        raise ValueError(f"Tensor  must have rank 3.  Received rank {v.ndim}, shape {tuple(v.shape)}")
+    n = int(max_outputs)
+    if n < 0:
+        raise InvalidArgumentError(None, None, f"Argument `max_outputs` must be >= 0; got {n}")
+    rate_value = sample_rate if isinstance(sample_rate, (int, np.integer)) else _value_of(sample_rate)
+    if traced(rate_value):
+        raise ValueError("tf.summary.audio in tapejax.function: argument `sample_rate` must be a Python int "
+                         "or a Tensor computed outside the function (the WAV header is written on the host)")
+    rate = int(np.asarray(rate_value))
+    summary_pb2 = _tbx()[2]
+    meta = summary_pb2.SummaryMetadata(
+        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="audio", content=_AUDIO_WAV_CONTENT),
+        summary_description=description or "")
+    return _emit(name, v, step, lambda a: _tensor_proto(wav_strings(a, rate, n)), "audio", description,
+                 metadata=meta)
+
+
+#: TensorBoard's ``AudioPluginData(encoding=WAV)`` serialized (field 2, WAV = 11).
+_AUDIO_WAV_CONTENT = b"\x10\x0b"
+
+
+def graph(graph_data: Any) -> Tensor:
+    """``tf.summary.graph``: write a ``GraphDef`` (TF's ``tf.compat.v1.GraphDef`` or any
+    ``GraphDef`` proto, or a TF ``tf.Graph``) to the default writer, eagerly only (TF's
+    ValueError inside a compiled step).  tapejax makes no TF graphs of its own: this writes the
+    graphs a user has from TensorFlow."""
+    if _state._local.collector is not None:
+        raise ValueError("graph() cannot be invoked inside a graph context.")
+    writer = _STATE.writer
+    if writer is None:
+        return constant(False)
+    cond = _condition()
+    if not bool(np.asarray(_value_of(cond)) if isinstance(cond, (Tensor, Variable)) else cond):
+        return constant(False)
+    given = graph_data
+    as_graph_def = getattr(graph_data, "as_graph_def", None)
+    descriptor = getattr(graph_data, "DESCRIPTOR", None)
+    if as_graph_def is not None and callable(as_graph_def):
+        graph_data = as_graph_def(add_shapes=True)
+    elif descriptor is None or getattr(descriptor, "name", None) != "GraphDef":
+        graph_data = None
+    if graph_data is not None:   # (map fields in key order, as TF's writer serializes them)
+        data = graph_data.SerializeToString(deterministic=True)
+    else:
+        raise ValueError("Argument 'graph_data' is not tf.Graph or tf.compat.v1.GraphDef. Received "
+                         f"graph_data={given} of type {type(given).__name__}.")
+    writer.write_graph(data)
+    return constant(True)
 
 
 def trace_on(graph: bool = True, profiler: bool = False, profiler_outdir: Optional[str] = None) -> None:

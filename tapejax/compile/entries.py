@@ -21,16 +21,20 @@ from __future__ import annotations
 
 import collections
 import itertools
+import re
 from typing import Any, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
 
+from ..core.bind import REGISTRY
+from ..core.errors import NumericsError, compiled_numerics_error
 from ..core.ownership import deferred_interrupts, write_back
 from ..core.tensor import Tensor
 from ..core.variable import Variable
 from ..ops.checks import raise_if_failed
 from . import polymorphism
+from .host import take_error
 from .sharding import MeshPlan
 from .signature import DYN, LeafSpec, fill
 
@@ -79,10 +83,16 @@ InternalFloatingPointError = _internal_fp_error()
 
 
 def floating_point_error(e: Exception) -> FloatingPointError:
-    """JAX's NaN/Inf debugging (``enable_check_numerics``) found the op while re-running the
-    program's jaxpr: the error it raises at top level."""
-    name, what = (e.args + ("", ""))[:2]
-    return FloatingPointError(f"invalid value ({what}) encountered in {name}")
+    """JAX's NaN/Inf debugging (``enable_check_numerics``) found a NaN or Inf in a compiled
+    step: TF's error (``NumericsError``, an ``InvalidArgumentError`` that is also JAX's
+    ``FloatingPointError``) in TF's graph-execution shape, naming the op when JAX names the
+    op's own jitted function (``jit(Log_kinds)``: op type ``Log``)."""
+    if isinstance(e, NumericsError):
+        return e
+    name = str(e.args[0]) if e.args else ""
+    m = re.fullmatch(r"jit\((\w+?)(?:_kinds|_plain)?\)", name)
+    op = m.group(1) if m is not None and m.group(1) in REGISTRY else None
+    return compiled_numerics_error(e, "a tapejax.function step", op)
 
 
 _Array = type(jnp.zeros(()))   # the concrete array type
@@ -113,8 +123,13 @@ def run(entry: Entry, dyn):
         if entry.plain and entry.fresh is not None and entry.in_shardings is None:
             fast_ready(entry)   # JAX has compiled it: the next calls may take the fast path
         return out
-    except InternalFloatingPointError as e:
+    except (InternalFloatingPointError, FloatingPointError) as e:
         raise floating_point_error(e) from e
+    except jax.errors.JaxRuntimeError as e:   # a py_function's error in its host callback: TF's class
+        err = take_error(e)
+        if err is None:
+            raise
+        raise err from None
 
 def run_fast(entry: Entry, dyn):
     """``run_entry`` for the steady call of a plain program whose Variables are plain

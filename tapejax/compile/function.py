@@ -172,7 +172,7 @@ class Function:
                         calls.not_traced()
                     try:
                         return run_fast(entry, dyn)
-                    except InternalFloatingPointError as e:
+                    except (InternalFloatingPointError, FloatingPointError) as e:
                         raise floating_point_error(e) from e
         return self._keyed(args, kwargs)
 

@@ -163,20 +163,38 @@ def operand(a: Any) -> Any:
     return a   # a Tensor subclass, a Variable, a Python scalar, a tracer: as it is
 
 
+#: What a ``FloatingPointError`` from an op becomes (JAX's NaN/Inf checker, turned on by
+#: ``tf.debugging.enable_check_numerics``): ``NUMERICS_ERROR[0](prim, call, operands, error)``
+#: gives the exception to raise (``tapejax.compat.debugging`` sets it: TF's error and message).
+NUMERICS_ERROR: "list[Optional[Callable[..., BaseException]]]" = [None]
+
+
+def _numerics_error(prim: "Primitive", call: Callable[..., Any], operands: tuple, e: FloatingPointError):
+    make = NUMERICS_ERROR[0]
+    return e if make is None else make(prim, call, operands, e)
+
+
 def bind(prim: Primitive, *args: Any, **static: Any) -> Any:
     """Run ``prim`` on ``args`` with static parameters ``static`` (the active executor runs it
     and offers it to every recording tape); a Tensor, or a tuple of them."""
     skey, call = prim.bound(static)
-    return ACTIVE.executor.run(_local.tapes, prim, call, skey, tuple([operand(a) for a in args]))
+    operands = tuple([operand(a) for a in args])
+    try:
+        return ACTIVE.executor.run(_local.tapes, prim, call, skey, operands)
+    except FloatingPointError as e:
+        raise _numerics_error(prim, call, operands, e) from None
 
 
 def bind1(prim: Primitive, call: Callable[..., Any], skey: tuple, x: Any) -> Tensor:
     """``bind`` for a one-output op on one operand, ``call`` being ``prim.fixed(skey)`` (or a
     checked variant of it, see ``tapejax.ops._registry``)."""
     tapes = _local.tapes
-    if not tapes and type(x) is Tensor:   # nothing records: what the eager executor does
-        return Tensor(call(x._value))
-    return ACTIVE.executor.run(tapes, prim, call, skey, (x,))
+    try:
+        if not tapes and type(x) is Tensor:   # nothing records: what the eager executor does
+            return Tensor(call(x._value))
+        return ACTIVE.executor.run(tapes, prim, call, skey, (x,))
+    except FloatingPointError as e:
+        raise _numerics_error(prim, call, (x,), e) from None
 
 
 def bind2(prim: Primitive, call: Callable[..., Any], x: Any, y: Any) -> Tensor:
@@ -184,16 +202,19 @@ def bind2(prim: Primitive, call: Callable[..., Any], x: Any, y: Any) -> Tensor:
     Pending Tensors, Variables or constant arrays), ``call`` being ``prim``'s jitted function
     (or a checked variant of it)."""
     tapes = _local.tapes
-    if not tapes:   # nothing records: plain Tensors and arrays run now, as the eager executor would
-        tx, ty = type(x), type(y)
-        if tx is Tensor:
-            if ty is Tensor:
-                return Tensor(call(x._value, y._value))
-            if ty is _Array:
-                return Tensor(call(x._value, y))
-        elif tx is _Array and ty is Tensor:
-            return Tensor(call(x, y._value))
-    return ACTIVE.executor.run(tapes, prim, call, (), (x, y))
+    try:
+        if not tapes:   # nothing records: plain Tensors and arrays run now, as the eager executor would
+            tx, ty = type(x), type(y)
+            if tx is Tensor:
+                if ty is Tensor:
+                    return Tensor(call(x._value, y._value))
+                if ty is _Array:
+                    return Tensor(call(x._value, y))
+            elif tx is _Array and ty is Tensor:
+                return Tensor(call(x, y._value))
+        return ACTIVE.executor.run(tapes, prim, call, (), (x, y))
+    except FloatingPointError as e:
+        raise _numerics_error(prim, call, (x, y), e) from None
 
 
 def with_id(value: Any, id_: int) -> Tensor:

@@ -23,6 +23,36 @@ class InvalidArgumentError(OpError):
     """An op got an argument of the wrong value, shape or dtype."""
 
 
+class NumericsError(InvalidArgumentError, FloatingPointError):
+    """A NaN or Inf found while ``tf.debugging.enable_check_numerics`` is on: TF's
+    ``InvalidArgumentError``, and also JAX's ``FloatingPointError`` (what JAX's NaN/Inf checker
+    raises, which finds the value)."""
+
+
+def compiled_numerics_error(e: BaseException, program: str, op: "str | None" = None) -> NumericsError:
+    """TF's error for a NaN or Inf that JAX's checker (``jax_debug_nans`` / ``jax_debug_infs``)
+    found in a compiled ``program`` (a ``tapejax.function`` step, a gradient): JAX names the
+    program or its primitive (``e.args``: the name and ``"nan"`` or ``"inf"``; or a message);
+    ``op``: the TF op type whose output it was, when the caller knows it."""
+    if len(e.args) >= 2:
+        name, what = str(e.args[0]), str(e.args[1])
+        found = f"{what} in the output of {name}"
+    else:
+        text = str(e.args[0]) if e.args else ""
+        found = text.split("\n")[0].split(". Because")[0]   # (JAX's explanation of its re-run left out)
+        if len(found) > 200:
+            found = found[:200] + "..."
+        what = "nan" if "nan" in found.lower() else "inf"
+    kind = "NaN" if what == "nan" else "Inf"
+    graph = program != "the gradient"
+    head = "Graph execution error:\n\n" if graph else "\n\n"
+    where = f'output of graph op "{op}" in {program}' if op else program
+    hint = "; run it eagerly, tf.config.run_functions_eagerly(True), to name the op" if graph and not op else ""
+    return NumericsError(None, None, (
+        f"{head}!!! Detected Infinity or NaN in {where} !!!\n  (JAX's checker: {found}{hint})\n\n"
+        f" : Tensor had {kind} values"))
+
+
 class NotFoundError(OpError):
     """A requested entity was not found."""
 
@@ -62,7 +92,7 @@ class OperatorNotAllowedInGraphError(TypeError):
 
 
 __all__ = [
-    "OperatorNotAllowedInGraphError", "OpError", "InvalidArgumentError", "NotFoundError", "UnimplementedError",
+    "OperatorNotAllowedInGraphError", "OpError", "InvalidArgumentError", "NumericsError", "compiled_numerics_error", "NotFoundError", "UnimplementedError",
     "FailedPreconditionError", "ResourceExhaustedError", "InternalError", "UnknownError", "OutOfRangeError",
     "DataLossError",
 ]

@@ -41,6 +41,7 @@ from typing import Any, Callable, NamedTuple, Optional, Protocol, Sequence
 
 import jax
 
+from .errors import compiled_numerics_error
 from .ownership import Donating, commit
 from .state import _local
 from .tensor import Lazy, Pending, Tensor
@@ -252,7 +253,10 @@ class EagerExecutor(Executor):
         commit(update.state, update.constrained, lambda vals, shared: fn(vals, shared, grads, *extra))
 
     def gradient(self, entry, leaves, given):
-        out = entry.fn(tuple(computed(leaves)), given)
+        try:
+            out = entry.fn(tuple(computed(leaves)), given)
+        except FloatingPointError as e:   # JAX's NaN/Inf checker (tf.debugging.enable_check_numerics)
+            raise compiled_numerics_error(e, "the gradient") from None
         if entry.fused:
             grads, values = out
             return tuple([Tensor(g) for g in grads]), values

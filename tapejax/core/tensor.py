@@ -540,4 +540,8 @@ def _to_array(value, dtype, what):
         owned = True
     if not owned:   # a NumPy array or another host buffer that its owner may change
         arr = host_snapshot(arr)
-    return jax.numpy.asarray(arr)
+    try:
+        return jax.numpy.asarray(arr)
+    except FloatingPointError:   # NaN/Inf data under JAX's checker (check numerics checks op outputs)
+        with jax.debug_nans(False), jax.debug_infs(False):
+            return jax.numpy.asarray(arr)

@@ -37,6 +37,9 @@ from . import legacy, schedules
 from ._base import Optimizer
 from ._optax import OptaxOptimizer, from_optax
 from ._rules import SGD, Adadelta, Adagrad, Adam, Adamax, AdamW, Ftrl, Nadam, RMSprop
+from ._rules_new import Adafactor, Lion
+from ._serialization import deserialize, get, serialize
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "Nadam",
-           "Ftrl", "from_optax", "OptaxOptimizer", "schedules", "legacy"]
+           "Ftrl", "Lion", "Adafactor", "get", "serialize", "deserialize", "from_optax", "OptaxOptimizer",
+           "schedules", "legacy"]

@@ -14,8 +14,9 @@ from .reader import CheckpointReader, list_variables, load_checkpoint, load_vari
 from .state_file import CheckpointState, checkpoints_iterator, get_checkpoint_state, latest_checkpoint
 from .status import CheckpointLoadStatus, InitializationOnlyStatus
 from .trackable import GroupRef, SlotRef, register_trackable, register_value, track
+from .views import CheckpointView, TrackableView
 
 __all__ = ["Checkpoint", "ExponentialMovingAverage", "CheckpointOptions", "CheckpointManager", "CheckpointState", "CheckpointLoadStatus",
            "InitializationOnlyStatus", "CheckpointReader", "checkpoints_iterator", "get_checkpoint_state", "latest_checkpoint",
            "list_variables", "load_checkpoint", "load_variable", "register_trackable", "register_value", "track",
-           "SlotRef", "GroupRef"]
+           "SlotRef", "GroupRef", "CheckpointView", "TrackableView"]

@@ -117,3 +117,64 @@ def test_summary_errors(tf):
         out = [err(tf.summary.scalar, "a", 1.0), err(tf.summary.scalar, "v", [1., 2.], step=0),
                err(tf.summary.image, "i", tf.zeros((4, 5, 1)), step=0)]
     return out + [err(tf.summary.create_file_writer, None)]
+
+
+def _canonical_graph(data):
+    """A serialized GraphDef with its map fields in key order (TF's writer keeps no fixed order)."""
+    from tensorboard.compat.proto import graph_pb2
+    return graph_pb2.GraphDef.FromString(data).SerializeToString(deterministic=True)
+
+
+def _read_graphs(logdir):
+    from tensorboard.backend.event_processing import event_file_loader
+    return [_canonical_graph(ev.graph_def) for path in sorted(glob.glob(logdir + "/*"))
+            for ev in event_file_loader.EventFileLoader(path).Load() if ev.HasField("graph_def")]
+
+
+@parity
+def test_write_audio_graph(tf):
+    """tf.summary.write (any dtype, a callable, metadata as a proto or bytes, tag unscoped),
+    tf.summary.audio (WAV bytes as TF's encode_wav, clamped and rounded), tf.summary.graph (a
+    GraphDef made by TensorFlow; also the migrated __run_graph__ value TensorBoard reads)."""
+    import tensorflow as real_tf
+    from tensorboard.compat.proto import summary_pb2
+
+    w, logdir = _writer(tf)
+    t = np.linspace(0.0, 30.0, 2 * 50 * 2).reshape(2, 50, 2)
+    clip = (1.2 * np.sin(t)).astype(np.float32)   # some samples beyond [-1, 1]: clamped
+    md = summary_pb2.SummaryMetadata()
+    md.plugin_data.plugin_name = "custom"
+    md.summary_description = "mine"
+    g = real_tf.Graph()
+    with g.as_default():
+        real_tf.constant(1.0, name="c")
+    gd = g.as_graph_def()
+    results = []
+    with w.as_default(step=3):
+        with tf.name_scope("scope"):
+            results.append(tf.summary.write("raw", tf.constant([1.0, 2.0])))
+            tf.summary.write("ints", lambda: tf.constant([[1, 2], [3, 4]]), step=4, metadata=b"")
+            tf.summary.write("md", tf.constant(1.5), metadata=md)
+            tf.summary.write("mdbytes", tf.constant(True), metadata=md.SerializeToString())
+            results.append(tf.summary.audio("snd", tf.constant(clip), 8000, max_outputs=1, description="d"))
+            tf.summary.audio("snd2", tf.constant(clip), tf.constant(16000), step=5)
+        results.append(tf.summary.graph(gd))
+        with tf.summary.record_if(False):
+            results.append(tf.summary.graph(gd))
+    results.append(tf.summary.graph(gd))
+    results.append(tf.summary.write("nowriter", 1.0, step=1))
+    w.flush()
+    events = [(step, tag, plugin, desc, (value[0], [_canonical_graph(b) for b in value[1]]))
+              if plugin == "graphs" else (step, tag, plugin, desc, value)
+              for step, tag, plugin, desc, value in read_events(logdir)]
+    return results, events, _read_graphs(logdir)
+
+
+@parity
+def test_write_audio_graph_errors(tf):
+    from .harness import raises
+    w, _ = _writer(tf)
+    with w.as_default(step=1):
+        return (raises(tf.summary.graph, 3), raises(tf.summary.audio, "a", tf.zeros([2, 3]), 8000),
+                raises(tf.summary.audio, "a", tf.zeros([1, 3, 1]), 8000, encoding="mp3"),
+                raises(tf.summary.write, "x", 1.0, metadata=3))

@@ -1,0 +1,89 @@
+"""``tf.keras.optimizers.get`` / ``serialize`` / ``deserialize`` (tf_keras 2.21's rules,
+``tf_keras/src/optimizers/__init__.py``) over tapejax's optimizers.
+
+``serialize(opt)`` is Keras' dict: ``{"module", "class_name", "config", "registered_name": None}``
+(module ``keras.optimizers.legacy`` for the Keras-2 legacy rules, ``keras.optimizers`` for
+``AdamW``, ``Lion``, ``Adafactor``).  ``deserialize(config)`` makes the optimizer back from such a
+dict (or Keras' older ``{"class_name", "config"}``): a lower-case Keras name (``"adam"``,
+``"sgd"`` ...) or a class name.  ``get`` takes an optimizer (returned as is), a dict
+(``deserialize``) or a name (``"adam"``: the optimizer with its defaults).
+
+One family only: tf_keras has a new and a legacy class per name and picks one by the config's
+``is_legacy_optimizer``; tapejax's classes follow tf_keras' legacy update rules (``AdamW``, ``Lion``
+and ``Adafactor`` its new ones), so both spellings give tapejax's class.  An unknown name is
+TF's ValueError (tf_keras' ``deserialize`` of an unknown ``class_name`` returns the name itself,
+an accident not kept).
+"""
+import warnings
+from typing import Any
+
+from ._base import Optimizer
+from ._rules import SGD, Adadelta, Adagrad, Adam, Adamax, AdamW, Ftrl, Nadam, RMSprop
+from ._rules_new import Adafactor, Lion
+
+__all__ = ["deserialize", "get", "serialize"]
+
+#: tf_keras' lower-case names (``all_classes`` in ``deserialize``).
+_BY_NAME = {"adadelta": Adadelta, "adagrad": Adagrad, "adam": Adam, "adamw": AdamW, "adamax": Adamax,
+            "experimentaladadelta": Adadelta, "experimentaladagrad": Adagrad, "experimentaladam": Adam,
+            "experimentalsgd": SGD, "nadam": Nadam, "rmsprop": RMSprop, "sgd": SGD, "ftrl": Ftrl}
+#: Class names Keras' object registry finds (``keras.optimizers.<ClassName>``).
+_BY_CLASS = {c.__name__: c for c in (SGD, Adadelta, Adagrad, Adam, Adamax, AdamW, Ftrl, Nadam, RMSprop,
+                                     Lion, Adafactor)}
+_NEW = (AdamW, Lion, Adafactor)
+
+
+def _unknown(name: Any) -> ValueError:
+    return ValueError(f"Unknown optimizer: '{name}'. Please ensure you are using a "
+                      "`keras.utils.custom_object_scope` and that this object is included in the scope. See "
+                      "https://www.tensorflow.org/guide/keras/save_and_serialize#registering_the_custom_object "
+                      "for details.")
+
+
+def serialize(optimizer: Any, use_legacy_format: bool = False) -> Any:
+    """``tf.keras.optimizers.serialize``: Keras' dict for ``optimizer`` (None for None)."""
+    if optimizer is None:
+        return None
+    if not isinstance(optimizer, Optimizer):
+        warnings.warn("The `keras.optimizers.serialize()` API should only be used for objects of type "
+                      f"`keras.optimizers.Optimizer`. Found an instance of type {type(optimizer)}, which may "
+                      "lead to improper serialization.", stacklevel=2)
+        return optimizer
+    cls = type(optimizer)
+    config = optimizer.get_config()
+    if use_legacy_format:
+        return {"class_name": cls.__name__, "config": config}
+    module = "keras.optimizers" if isinstance(optimizer, _NEW) else "keras.optimizers.legacy"
+    return {"module": module, "class_name": cls.__name__, "config": config, "registered_name": None}
+
+
+def deserialize(config: Any, custom_objects: Any = None, use_legacy_format: bool = False, **kwargs: Any):
+    """``tf.keras.optimizers.deserialize``: the optimizer a ``serialize`` dict describes."""
+    kwargs.pop("use_legacy_optimizer", None)
+    if kwargs:
+        raise TypeError(f"Invalid keyword arguments: {kwargs}")
+    if not isinstance(config, dict):
+        raise TypeError(f"Argument `config` of deserialize must be a dict with 'class_name' and 'config'; got "
+                        f"{config!r}")
+    name = config["class_name"]   # (KeyError, as TF, when missing)
+    cls = (custom_objects or {}).get(name) or _BY_NAME.get(str(name).lower()) or _BY_CLASS.get(name)
+    if cls is None:
+        raise _unknown(name)
+    return cls.from_config(dict(config.get("config", {})))
+
+
+def get(identifier: Any, **kwargs: Any):
+    """``tf.keras.optimizers.get``: an optimizer from an optimizer, a dict or a name."""
+    kwargs.pop("use_legacy_optimizer", None)
+    if kwargs:
+        raise TypeError(f"Invalid keyword arguments: {kwargs}")
+    if isinstance(identifier, Optimizer):
+        return identifier
+    if isinstance(identifier, dict):
+        return deserialize(identifier)
+    if isinstance(identifier, str):
+        cls = _BY_NAME.get(identifier.lower()) or _BY_CLASS.get(identifier)
+        if cls is None:
+            raise _unknown(identifier)
+        return cls()
+    raise ValueError(f"Could not interpret optimizer identifier: {identifier}")
