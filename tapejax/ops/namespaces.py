@@ -14,6 +14,8 @@ from . import (
     layout as _lo,
     linalg as _l,
     linalg_more as _lm,
+    linear_operator as _lop,
+    linear_operator_wrappers as _lopw,
     math as _m,
     nn as _nn,
     nn_extra as _nx,
@@ -93,7 +95,9 @@ _NN.update({"top_k": _red.top_k, "in_top_k": _sg.in_top_k, "zero_fraction": _sg.
             "space_to_depth": _lo.space_to_depth, "space_to_batch": _lo.space_to_batch_nd})
 nn = _module("nn", "``tf.nn``", _NN)
 linalg = _module("linalg", "``tf.linalg``", {**{n: getattr(mod, n) for mod in (_l, _dg, _lm) for n in mod.__all__},
-                                             "global_norm": _red.global_norm})
+                                             "global_norm": _red.global_norm, **_lop.DISPATCH,
+                                             "LinearOperator": _lop.LinearOperator,
+                                             **{n: getattr(mod, n) for mod in (_lopw,) for n in mod.__all__}})
 random = _module("random", "``tf.random``: TF's seed rules on JAX PRNG keys (see tapejax.ops.random)",
                  {**{n: getattr(_r, n) for n in _r.__all__}, **{n: getattr(_rng, n) for n in _rng.__all__}})
 nest = _module("nest", "``tf.nest``", {"flatten": _nest.flatten, "pack_sequence_as": _nest.pack_sequence_as,
