@@ -596,9 +596,18 @@ def _op_logdet(matrix, name=None):
     raise ValueError("Expected matrix to be self-adjoint positive definite.")
 
 
+@functools.wraps(_m.matmul)
+def matmul(a, b, *args, **kwargs):
+    """``tf.linalg.matmul`` / ``tf.matmul``; an operator argument is dispatched to its ``matmul`` (TF's
+    dispatch), anything else runs the op."""
+    if isinstance(a, LinearOperator) or isinstance(b, LinearOperator):
+        return _op_matmul(a, b, *args, **kwargs)
+    return _m.matmul(a, b, *args, **kwargs)
+
+
 #: name in tf.linalg (and tf.matmul) -> the function that dispatches an operator argument to its method.
 DISPATCH = {
-    "matmul": _dispatch(_m.matmul, _op_matmul, 2),
+    "matmul": matmul,
     "solve": _dispatch(_l.solve, _op_solve, 2),
     "adjoint": _dispatch(_lm.adjoint, lambda matrix, name=None: matrix.adjoint()),
     "cholesky": _dispatch(_l.cholesky, lambda input, name=None: input.cholesky()),
