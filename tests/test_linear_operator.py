@@ -401,3 +401,73 @@ def test_kronecker():
                    solve=False, det=False, diag=False)
     with pytest.raises(ValueError, match="not compatible"):   # as TF (its set_shape check)
         rect.diag_part()
+
+
+def test_low_rank_update():
+    base = L.LinearOperatorDiag(np.array([2.0, 3.0, 4.0], np.float32), is_positive_definite=True)
+    u = _rand(3, 2, dtype=np.float32)
+    d = np.array([0.5, 1.5], np.float32)
+    op = L.LinearOperatorLowRankUpdate(base, u, diag_update=d, is_diag_update_positive=True)
+    assert op.is_self_adjoint and op.is_positive_definite and op._use_cholesky
+    check_operator(op, np.diag([2.0, 3.0, 4.0]).astype(np.float32) + u @ np.diag(d) @ u.T)
+    v = _rand(3, 2, dtype=np.float32)
+    full = L.LinearOperatorFullMatrix(_rand(3, 3, dtype=np.float32) + 4 * np.eye(3, dtype=np.float32))
+    op2 = L.LinearOperatorLowRankUpdate(full, u, v=v)
+    check_operator(op2, full.to_dense().numpy() + u @ v.T)
+    with pytest.raises(ValueError, match="Default diagonal is the identity"):
+        L.LinearOperatorLowRankUpdate(base, u, is_diag_update_positive=False)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+def test_toeplitz(dtype):
+    col = _rand(2, 4, dtype=dtype)
+    row = _rand(4, dtype=dtype)
+    op = L.LinearOperatorToeplitz(col, row)
+    dense = np.stack([[[c[i - j] if i >= j else row[j - i] for j in range(4)] for i in range(4)] for c in col])
+    check_operator(op, dense.astype(dtype))
+    with pytest.raises(ValueError, match="mismatched dimensions"):
+        L.LinearOperatorToeplitz([1.0, 2.0], [1.0])
+
+
+@pytest.mark.parametrize("fmt", ["compact", "matrix", "sequence"])
+def test_tridiag(fmt):
+    sup = np.array([1.0, 2.0, 3.0, 0.0], np.float32)
+    main = np.array([5.0, 6.0, 7.0, 8.0], np.float32)
+    sub = np.array([0.0, -1.0, -2.0, -3.0], np.float32)
+    dense = np.diag(main) + np.diag(sup[:-1], 1) + np.diag(sub[1:], -1)
+    diagonals = {"compact": np.stack([sup, main, sub]), "matrix": dense, "sequence": [sup, main, sub]}[fmt]
+    check_operator(L.LinearOperatorTridiag(diagonals, diagonals_format=fmt), dense.astype(np.float32))
+    with pytest.raises(ValueError, match="must be one of compact, matrix, or sequence"):
+        L.LinearOperatorTridiag(dense, diagonals_format="banded")
+
+
+def _circulant_dense(kernel):
+    """The (nested block) circulant matrix whose first column is ``kernel`` (1-3 axes)."""
+    shape = kernel.shape
+    n = int(np.prod(shape))
+    idx = np.array(list(np.ndindex(*shape)))
+    out = np.zeros((n, n), kernel.dtype)
+    for a, ia in enumerate(idx):
+        for b, ib in enumerate(idx):
+            out[a, b] = kernel[tuple((ia - ib) % np.array(shape))]
+    return out
+
+
+@pytest.mark.parametrize("depth,cls", [(1, "LinearOperatorCirculant"), (2, "LinearOperatorCirculant2D"),
+                                       (3, "LinearOperatorCirculant3D")])
+def test_circulant(depth, cls):
+    shape = {1: (5,), 2: (2, 3), 3: (2, 2, 2)}[depth]
+    kernel = _rand(*shape, dtype=np.complex64) + 4 * (np.arange(np.prod(shape)).reshape(shape) == 0)
+    spectrum = np.fft.fftn(kernel).astype(np.complex64)
+    op = getattr(L, cls)(spectrum)
+    check_operator(op, _circulant_dense(kernel.astype(np.complex64)), eig=spectrum.reshape(-1))
+    np.testing.assert_allclose(op.convolution_kernel().numpy(), kernel, rtol=1e-4, atol=1e-5)
+    assert type(op.inverse()).__name__ == cls
+
+
+def test_circulant_hermitian_spectrum_real_output():
+    kernel = np.array([4.0, 1.0, 0.5, 1.0], np.float32)     # symmetric: a real, Hermitian spectrum
+    spectrum = np.fft.fft(kernel).real.astype(np.float32)
+    op = L.LinearOperatorCirculant(spectrum, input_output_dtype=tf.float32)
+    assert op.is_self_adjoint and op.dtype == tf.float32
+    check_operator(op, _circulant_dense(kernel))

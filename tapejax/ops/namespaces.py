@@ -16,7 +16,9 @@ from . import (
     linalg_more as _lm,
     linear_operator as _lop,
     linear_operator_block as _lopb,
+    linear_operator_circulant as _lopc,
     linear_operator_diag as _lopd,
+    linear_operator_structured as _lops,
     linear_operator_wrappers as _lopw,
     math as _m,
     nn as _nn,
@@ -100,7 +102,7 @@ nn = _module("nn", "``tf.nn``", _NN)
 linalg = _module("linalg", "``tf.linalg``", {**{n: getattr(mod, n) for mod in (_l, _dg, _lm) for n in mod.__all__},
                                              "global_norm": _red.global_norm, **_lop.DISPATCH,
                                              "LinearOperator": _lop.LinearOperator,
-                                             **{n: getattr(mod, n) for mod in (_lopw, _lopd, _lopb) for n in mod.__all__}})
+                                             **{n: getattr(mod, n) for mod in (_lopw, _lopd, _lopb, _lopc, _lops) for n in mod.__all__}})
 random = _module("random", "``tf.random``: TF's seed rules on JAX PRNG keys (see tapejax.ops.random)",
                  {**{n: getattr(_r, n) for n in _r.__all__}, **{n: getattr(_rng, n) for n in _rng.__all__}})
 nest = _module("nest", "``tf.nest``", {"flatten": _nest.flatten, "pack_sequence_as": _nest.pack_sequence_as,
