@@ -257,14 +257,14 @@ class LinearOperator(abc.ABC):
 
     @property
     def domain_dimension(self) -> int:
-        return self.shape[-1]
+        return int(tuple(self.shape)[-1])
 
     def domain_dimension_tensor(self, name="domain_dimension_tensor") -> Tensor:
         return convert_to_tensor(self.domain_dimension)
 
     @property
     def range_dimension(self) -> int:
-        return self.shape[-2]
+        return int(tuple(self.shape)[-2])
 
     def range_dimension_tensor(self, name="range_dimension_tensor") -> Tensor:
         return convert_to_tensor(self.range_dimension)

@@ -2,6 +2,8 @@
 determinants block by block), ``LinearOperatorBlockLowerTriangular`` (forward substitution).  As TF, ``matmul`` / ``solve`` of the block operators also take a
 list of per-block arguments and then return a list."""
 
+from typing import Any
+
 from . import array as _a, linalg_more as _lm, math as _m
 from .linear_operator import (
     CLASSES,
@@ -149,7 +151,7 @@ class LinearOperatorBlockDiag(_Blocks):
                                        is_self_adjoint=self.is_self_adjoint,
                                        is_positive_definite=self.is_positive_definite, is_square=True)
 
-    def _blockwise_pair(self, left, right, verb):
+    def _blockwise_pair(self, left: Any, right: Any, verb: str) -> None:
         if len(left.operators) != len(right.operators):
             raise ValueError(f"Can not efficiently {verb} when number of blocks differ.")
         for o1, o2 in zip(left.operators, right.operators):
@@ -159,8 +161,8 @@ class LinearOperatorBlockDiag(_Blocks):
 
     def matmul(self, x, adjoint=False, adjoint_arg=False, name="matmul"):
         if isinstance(x, LinearOperator):
-            left = self.adjoint() if adjoint else self
-            right = x.adjoint() if adjoint_arg else x
+            left: Any = self.adjoint() if adjoint else self
+            right: Any = x.adjoint() if adjoint_arg else x
             if right.range_dimension != left.domain_dimension:
                 raise ValueError(f"Operators are incompatible. Expected `x` to have dimension "
                                  f"{left.domain_dimension} but got {right.range_dimension}.")
@@ -178,8 +180,8 @@ class LinearOperatorBlockDiag(_Blocks):
             raise NotImplementedError("Exact solve not implemented for an operator that is expected to not be "
                                       "square.")
         if isinstance(rhs, LinearOperator):
-            left = self.adjoint() if adjoint else self
-            right = rhs.adjoint() if adjoint_arg else rhs
+            left: Any = self.adjoint() if adjoint else self
+            right: Any = rhs.adjoint() if adjoint_arg else rhs
             if right.range_dimension != left.domain_dimension:
                 raise ValueError(f"Operators are incompatible. Expected `x` to have dimension "
                                  f"{left.domain_dimension} but got {right.range_dimension}.")
@@ -337,7 +339,7 @@ class LinearOperatorBlockLowerTriangular(_Blocks):
             return LinearOperatorBlockLowerTriangular([[ops[0][0].inverse()]], is_non_singular=self.is_non_singular,
                                                       is_self_adjoint=self.is_self_adjoint,
                                                       is_positive_definite=self.is_positive_definite, is_square=True)
-        upper = LinearOperatorBlockLowerTriangular(ops[:-1]).inverse()
+        upper: Any = LinearOperatorBlockLowerTriangular(ops[:-1]).inverse()
         bottom = ops[-1]
         br_inv = bottom[-1].inverse()
         row = []

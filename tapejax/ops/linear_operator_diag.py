@@ -2,6 +2,8 @@
 solves divide), ``LinearOperatorIdentity`` / ``LinearOperatorScaledIdentity`` (no matrix at all),
 and ``LinearOperatorZeros``.  TF's hint rules and its algebra between them
 (``Diag @ Diag`` is a ``Diag``, ``Identity.inverse()`` is itself ...)."""
+from typing import Any, Dict
+
 import numpy as np
 
 from ..core import dtypes as _dtypes
@@ -69,8 +71,8 @@ class LinearOperatorDiag(LinearOperator):
                                   is_positive_definite=self.is_positive_definite, is_square=True)
 
     def _linop_matmul(self, left, right):
-        hints = dict(is_non_singular=non_singular_hint(left, right),
-                     is_self_adjoint=commuting_self_adjoint_hint(left, right))
+        hints: Dict[str, Any] = dict(is_non_singular=non_singular_hint(left, right),
+                                     is_self_adjoint=commuting_self_adjoint_hint(left, right))
         if isinstance(right, LinearOperatorDiag):
             return LinearOperatorDiag(_m.multiply(left.diag, right.diag),
                                       is_positive_definite=commuting_positive_definite_hint(left, right),
@@ -85,8 +87,8 @@ class LinearOperatorDiag(LinearOperator):
         return super()._linop_matmul(left, right)
 
     def _linop_solve(self, left, right):
-        hints = dict(is_non_singular=non_singular_hint(left, right),
-                     is_self_adjoint=commuting_self_adjoint_hint(left, right))
+        hints: Dict[str, Any] = dict(is_non_singular=non_singular_hint(left, right),
+                                     is_self_adjoint=commuting_self_adjoint_hint(left, right))
         if isinstance(right, LinearOperatorDiag):
             return LinearOperatorDiag(_m.divide(right.diag, left.diag),
                                       is_positive_definite=commuting_positive_definite_hint(left, right),
@@ -384,8 +386,8 @@ class LinearOperatorScaledIdentity(_BaseIdentity):
         return _m.pow(self.multiplier, _m.cast(self._num_rows_static, self.dtype))
 
     def _log_abs_determinant(self):
-        real = self.dtype.real_dtype if hasattr(self.dtype, "real_dtype") else self.dtype
-        return _m.multiply(_m.cast(self._num_rows_static, real), _m.log(_m.abs(self.multiplier)))
+        log_abs = _m.log(_m.abs(self.multiplier))   # in the real dtype, as TF
+        return _m.multiply(_m.cast(self._num_rows_static, log_abs.dtype), log_abs)
 
     def _solve(self, rhs, adjoint=False, adjoint_arg=False):
         rhs = _lm.adjoint(rhs) if adjoint_arg else rhs

@@ -3,6 +3,8 @@ by the matrix determinant lemma, through the ``r x r`` capacitance ``D^-1 + V^H 
 when the hints allow it), ``LinearOperatorToeplitz`` (products through a ``2n`` circulant
 embedding, i.e. FFTs) and ``LinearOperatorTridiag`` (``tridiagonal_matmul`` / ``tridiagonal_solve``
 in TF's three diagonal formats)."""
+from typing import Any
+
 from . import (
     array as _a,
     diagonals as _dg,
@@ -218,7 +220,7 @@ class LinearOperatorToeplitz(LinearOperator):
         col, row = _broadcast_all([value_of(self.col), value_of(self.row)])
         circ_col = _a.concat([col, _a.zeros_like(col[..., 0:1]), _a.reverse(row[..., 1:], axis=[-1])], axis=-1)
         circulant = LinearOperatorCirculant(_lo.fftnd(to_complex(circ_col), axes=[-1]), input_output_dtype=row.dtype)
-        result = circulant.matmul(expanded, adjoint=adjoint)
+        result: Any = circulant.matmul(expanded, adjoint=adjoint)
         return _m.cast(result[..., :self.domain_dimension, :], self.dtype)
 
     def _trace(self):
@@ -264,7 +266,7 @@ class LinearOperatorTridiag(LinearOperator):
                          name=name)
 
     @property
-    def diagonals(self):
+    def diagonals(self) -> Any:
         return self._diagonals
 
     @property
@@ -272,7 +274,7 @@ class LinearOperatorTridiag(LinearOperator):
         return self._diagonals_format
 
     def _shape(self):
-        d = self.diagonals
+        d: Any = self.diagonals
         if self.diagonals_format == "matrix":
             return tuple(d.shape)
         if self.diagonals_format == "compact":
@@ -328,7 +330,7 @@ class LinearOperatorTridiag(LinearOperator):
     def _solve(self, rhs, adjoint=False, adjoint_arg=False):
         d = self._adjoint_diagonals(self.diagonals) if adjoint else self.diagonals
         rhs = _lm.adjoint(rhs) if adjoint_arg else rhs
-        compact = self._compact(d)
+        compact: Any = self._compact(d)
         batch = list(broadcast_shapes(compact.shape[:-2], rhs.shape[:-2]))
         rhs = _a.broadcast_to(rhs, batch + list(rhs.shape[-2:]))
         compact = _a.broadcast_to(compact, batch + list(compact.shape[-2:]))
@@ -346,7 +348,8 @@ class LinearOperatorTridiag(LinearOperator):
             return value_of(self.diagonals)
         d = self.diagonals if self.diagonals_format == "compact" else _a.stack(
             list(_broadcast_all([value_of(x) for x in self.diagonals])), axis=-2)
-        return _dg.diag(d, k=(-1, 1), num_rows=-1, num_cols=-1, align="LEFT_RIGHT", padding_value=0)
+        band: Any = (-1, 1)
+        return _dg.diag(d, k=band, num_rows=-1, num_cols=-1, align="LEFT_RIGHT", padding_value=0)
 
 
 def _broadcast_all(tensors):
