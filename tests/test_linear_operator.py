@@ -471,3 +471,23 @@ def test_circulant_hermitian_spectrum_real_output():
     op = L.LinearOperatorCirculant(spectrum, input_output_dtype=tf.float32)
     assert op.is_self_adjoint and op.dtype == tf.float32
     check_operator(op, _circulant_dense(kernel))
+
+
+def test_batch_slicing():
+    d = np.arange(1.0, 13.0, dtype=np.float32).reshape(2, 2, 3)
+    op = L.LinearOperatorDiag(d)
+    np.testing.assert_allclose(op[1].to_dense().numpy(), np.stack([np.diag(r) for r in d[1]]))
+    np.testing.assert_allclose(op[:, 0].to_dense().numpy(), np.stack([np.diag(r) for r in d[:, 0]]))
+    np.testing.assert_allclose(op[..., 1].diag_part().numpy(), d[:, 1])
+    assert op[0, 1].shape == (3, 3)
+    assert L.LinearOperatorIdentity(2, batch_shape=[4, 3])[1:3].shape == (2, 3, 2, 2)
+    toe = L.LinearOperatorToeplitz(np.ones((2, 3), np.float32), np.ones(3, np.float32))   # row broadcast
+    assert toe[0].shape == (3, 3)
+    comp = L.LinearOperatorComposition([op, op])
+    np.testing.assert_allclose(comp[1].to_dense().numpy(), np.stack([np.diag(r * r) for r in d[1]]))
+    with pytest.raises(ValueError, match="Too many slices"):
+        op[0, 0, 0]
+    v = tf.Variable(d)
+    with tf.GradientTape() as tape:
+        y = tf.reduce_sum(L.LinearOperatorDiag(v)[1].to_dense())
+    np.testing.assert_allclose(tape.gradient(y, v).numpy(), np.stack([np.zeros((2, 3)), np.ones((2, 3))]))

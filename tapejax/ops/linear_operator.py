@@ -531,9 +531,50 @@ class LinearOperator(abc.ABC):
     def _can_use_cholesky(self) -> bool:
         return bool(self.is_self_adjoint and self.is_positive_definite)
 
+    # ---- batch slicing -----------------------------------------------------
+    @property
+    def _experimental_parameter_ndims_to_matrix_ndims(self) -> dict:
+        """Parameter name -> its number of non-batch dimensions (TF's protocol for ``op[...]``)."""
+        return {}
+
+    def __getitem__(self, slices) -> "LinearOperator":
+        """``op[i]``, ``op[:, 1:]`` ...: the operator over a slice of the batch dimensions (each
+        parameter broadcast to the batch shape and sliced), as TF's ``batch_slice``."""
+        slices = slices if isinstance(slices, tuple) else (slices,)
+        batch = tuple(self.batch_shape)
+        if any(s is Ellipsis for s in slices):
+            i = next(k for k, s in enumerate(slices) if s is Ellipsis)
+            slices = slices[:i] + (slice(None),) * (len(batch) - len(slices) + 1) + slices[i + 1:]
+        if len(slices) > len(batch):
+            raise ValueError(f"Too many slices for the batch shape {list(batch)} of {self.name}: got {len(slices)} "
+                             f"(only batch dimensions can be sliced)")
+        params = dict(self.parameters)
+        for name, nd in self._experimental_parameter_ndims_to_matrix_ndims.items():
+            params[name] = _slice_param(params.get(name), nd, batch, slices)
+        return self._sliced(params, batch, slices)
+
+    def _sliced(self, params: dict, batch: tuple, slices: tuple) -> "LinearOperator":
+        return type(self)(**params)
+
     def __repr__(self) -> str:
         return (f"<tf.linalg.{type(self).__name__} '{self.name}' shape={list(self.shape)} "
                 f"dtype={self.dtype.name if self.dtype else None}>")
+
+
+def _slice_param(value: Any, nd: Any, batch: tuple, slices: tuple) -> Any:
+    """One parameter of a batch-sliced operator (``nd``: its non-batch rank, or a structure of them)."""
+    if value is None:
+        return None
+    if isinstance(nd, (list, tuple)):
+        return type(value)(_slice_param(v, n, batch, slices) for v, n in zip(value, nd))
+    if isinstance(value, LinearOperator):
+        if tuple(value.batch_shape) != batch:
+            raise NotImplementedError(f"Slicing an operator whose operand {value.name} has batch shape "
+                                      f"{list(value.batch_shape)}, not the operator's {list(batch)}, is not supported")
+        return value[slices]
+    t = convert_to_tensor(value)
+    event = list(t.shape[len(t.shape) - nd:]) if nd else []
+    return _a.broadcast_to(t, list(batch) + event)[slices]
 
 
 def _product_hints(left: LinearOperator, right: LinearOperator) -> dict:

@@ -134,6 +134,10 @@ class LinearOperatorBlockDiag(_Blocks):
                          name=name if name is not None else "_ds_".join(o.name for o in operators), **hints)
 
     @property
+    def _experimental_parameter_ndims_to_matrix_ndims(self) -> dict:
+        return {"operators": [0] * len(self.operators)}
+
+    @property
     def operators(self):
         return self._operators
 
@@ -324,6 +328,10 @@ class LinearOperatorBlockLowerTriangular(_Blocks):
                                  f"to be True. Received: {o.is_square}.")
         super().__init__(dtype=dtype, is_non_singular=is_non_singular, is_self_adjoint=is_self_adjoint,
                          is_positive_definite=is_positive_definite, is_square=True, parameters=parameters, name=name)
+
+    @property
+    def _experimental_parameter_ndims_to_matrix_ndims(self) -> dict:
+        return {"operators": [[0] * len(row) for row in self.operators]}
 
     @property
     def operators(self):

@@ -56,6 +56,10 @@ class BaseLinearOperatorCirculant(LinearOperator):
                          parameters=parameters, name=name)
 
     @property
+    def _experimental_parameter_ndims_to_matrix_ndims(self) -> dict:
+        return {"spectrum": self.block_depth}
+
+    @property
     def block_depth(self) -> int:
         return self._block_depth
 

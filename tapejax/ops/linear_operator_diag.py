@@ -53,6 +53,10 @@ class LinearOperatorDiag(LinearOperator):
                          is_positive_definite=is_positive_definite, is_square=True, parameters=parameters,
                          name=name)
 
+    @property
+    def _experimental_parameter_ndims_to_matrix_ndims(self) -> dict:
+        return {"diag": 1}
+
     def _check_diag(self, diag):
         if len(diag.shape) < 1:
             raise ValueError(f"Argument diag must have at least 1 dimension.  Found: {diag}")
@@ -244,6 +248,11 @@ class LinearOperatorIdentity(_BaseIdentity):
         self._num_rows_static = _static_int(num_rows, "num_rows")
         self._batch_shape_static = _static_batch_shape(batch_shape)
 
+    def _sliced(self, params, batch, slices):
+        if params.get("batch_shape") is not None:
+            params["batch_shape"] = list(np.ones(batch, np.int8)[slices].shape)
+        return type(self)(**params)
+
     def _shape(self):
         return tuple(self._batch_shape_static or ()) + (self._num_rows_static, self._num_rows_static)
 
@@ -323,6 +332,10 @@ class LinearOperatorScaledIdentity(_BaseIdentity):
                          is_self_adjoint=is_self_adjoint, is_positive_definite=is_positive_definite,
                          is_square=is_square, parameters=parameters, name=name)
         self._num_rows_static = _static_int(num_rows, "num_rows")
+
+    @property
+    def _experimental_parameter_ndims_to_matrix_ndims(self) -> dict:
+        return {"multiplier": 0}
 
     @property
     def multiplier(self):
@@ -444,6 +457,11 @@ class LinearOperatorZeros(LinearOperator):
             raise ValueError(f"LinearOperatorZeros initialized as is_square=True, but got "
                              f"num_rows({self._num_rows_static}) != num_columns({self._num_columns_static})")
         self._batch_shape_static = _static_batch_shape(batch_shape)
+
+    def _sliced(self, params, batch, slices):
+        if params.get("batch_shape") is not None:
+            params["batch_shape"] = list(np.ones(batch, np.int8)[slices].shape)
+        return type(self)(**params)
 
     def _shape(self):
         return tuple(self._batch_shape_static or ()) + (self._num_rows_static, self._num_columns_static)

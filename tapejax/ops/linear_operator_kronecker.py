@@ -39,6 +39,10 @@ class LinearOperatorKronecker(LinearOperator):
                          name=name if name is not None else "_x_".join(o.name for o in operators), **hints)
 
     @property
+    def _experimental_parameter_ndims_to_matrix_ndims(self) -> dict:
+        return {"operators": [0] * len(self.operators)}
+
+    @property
     def operators(self):
         return self._operators
 

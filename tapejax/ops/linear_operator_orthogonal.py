@@ -32,6 +32,10 @@ class LinearOperatorHouseholder(LinearOperator):
                          is_positive_definite=False, is_square=True, parameters=parameters, name=name)
 
     @property
+    def _experimental_parameter_ndims_to_matrix_ndims(self) -> dict:
+        return {"reflection_axis": 1}
+
+    @property
     def reflection_axis(self):
         return self._reflection_axis
 
@@ -120,6 +124,10 @@ class LinearOperatorPermutation(LinearOperator):
         super().__init__(dtype=dtype, is_non_singular=is_non_singular, is_self_adjoint=is_self_adjoint,
                          is_positive_definite=is_positive_definite, is_square=True, parameters=parameters,
                          name=name)
+
+    @property
+    def _experimental_parameter_ndims_to_matrix_ndims(self) -> dict:
+        return {"perm": 1}
 
     @property
     def perm(self):

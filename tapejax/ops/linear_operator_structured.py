@@ -81,6 +81,10 @@ class LinearOperatorLowRankUpdate(LinearOperator):
             broadcast_shapes(batch, self._diag_update.shape[:-1])
 
     @property
+    def _experimental_parameter_ndims_to_matrix_ndims(self) -> dict:
+        return {"base_operator": 0, "u": 2, "diag_update": 1, "v": 2}
+
+    @property
     def u(self):
         return self._u
 
@@ -199,6 +203,10 @@ class LinearOperatorToeplitz(LinearOperator):
                          name=name)
 
     @property
+    def _experimental_parameter_ndims_to_matrix_ndims(self) -> dict:
+        return {"col": 1, "row": 1}
+
+    @property
     def col(self):
         return self._col
 
@@ -264,6 +272,10 @@ class LinearOperatorTridiag(LinearOperator):
         super().__init__(dtype=dtype, is_non_singular=is_non_singular, is_self_adjoint=is_self_adjoint,
                          is_positive_definite=is_positive_definite, is_square=is_square, parameters=parameters,
                          name=name)
+
+    @property
+    def _experimental_parameter_ndims_to_matrix_ndims(self) -> dict:
+        return {"diagonals": [1, 1, 1] if self.diagonals_format == "sequence" else 2}
 
     @property
     def diagonals(self) -> Any:

@@ -42,6 +42,10 @@ class LinearOperatorFullMatrix(LinearOperator):
                          is_square=is_square, parameters=parameters, name=name)
 
     @property
+    def _experimental_parameter_ndims_to_matrix_ndims(self) -> dict:
+        return {"matrix": 2}
+
+    @property
     def matrix(self):
         return self._matrix
 
@@ -71,6 +75,10 @@ class LinearOperatorLowerTriangular(LinearOperator):
         super().__init__(dtype=self._tril.dtype, is_non_singular=is_non_singular, is_self_adjoint=is_self_adjoint,
                          is_positive_definite=is_positive_definite, is_square=True, parameters=parameters,
                          name=name)
+
+    @property
+    def _experimental_parameter_ndims_to_matrix_ndims(self) -> dict:
+        return {"tril": 2}
 
     @property
     def tril(self):
@@ -145,6 +153,10 @@ class LinearOperatorAdjoint(LinearOperator):
         super().__init__(dtype=operator.dtype, is_non_singular=is_non_singular, is_self_adjoint=is_self_adjoint,
                          is_positive_definite=is_positive_definite, is_square=is_square, parameters=parameters,
                          name=name if name is not None else operator.name + "_adjoint")
+
+    @property
+    def _experimental_parameter_ndims_to_matrix_ndims(self) -> dict:
+        return {"operator": 0}
 
     @property
     def operator(self):
@@ -234,6 +246,10 @@ class LinearOperatorInversion(LinearOperator):
                          name=name if name is not None else operator.name + "_inv")
 
     @property
+    def _experimental_parameter_ndims_to_matrix_ndims(self) -> dict:
+        return {"operator": 0}
+
+    @property
     def operator(self):
         return self._operator
 
@@ -317,6 +333,10 @@ class LinearOperatorComposition(LinearOperator):
         super().__init__(dtype=dtype, is_non_singular=is_non_singular, is_self_adjoint=is_self_adjoint,
                          is_positive_definite=is_positive_definite, is_square=is_square, parameters=parameters,
                          name=name if name is not None else "_o_".join(o.name for o in operators))
+
+    @property
+    def _experimental_parameter_ndims_to_matrix_ndims(self) -> dict:
+        return {"operators": [0] * len(self.operators)}
 
     @property
     def operators(self):

@@ -267,3 +267,24 @@ def test_user_subclass(tf):
 
     op = OnesPlusNI(3)
     return _methods(tf, op, X32), op.name, raises(NoMatmul, tf.float32)
+
+
+@parity(rtol=2e-4, atol=2e-5)
+def test_batch_slicing(tf):
+    """op[...] slices the batch dimensions of each parameter (broadcast first), for parameter and
+    composite operators; a gradient flows through a sliced Variable parameter."""
+    L = tf.linalg
+    d = np.arange(1.0, 13.0, dtype=np.float32).reshape(2, 2, 3)
+    m = np.stack([N3, 2 * N3])
+    diag, full = L.LinearOperatorDiag(d), L.LinearOperatorFullMatrix(m)
+    v = tf.Variable(d)
+    with tf.GradientTape() as tape:
+        y = tf.reduce_sum(L.LinearOperatorDiag(v)[1, :1].to_dense())
+    return ([diag[1].to_dense(), diag[:, 0].to_dense(), diag[..., 1].to_dense(), full[1].to_dense(),
+             L.LinearOperatorToeplitz(np.ones((2, 3), np.float32), [1.0, 2.0, 3.0])[0].to_dense(),
+             L.LinearOperatorIdentity(2, batch_shape=[4, 3])[1:3].shape.as_list(),
+             L.LinearOperatorScaledIdentity(2, [1.0, 2.0, 3.0])[::2].to_dense(),
+             L.LinearOperatorComposition([full, full])[0].to_dense(),
+             L.LinearOperatorLowRankUpdate(L.LinearOperatorDiag(np.ones((2, 3), np.float32)),
+                                           np.ones((2, 3, 1), np.float32))[1].to_dense()],
+            tape.gradient(y, v))
