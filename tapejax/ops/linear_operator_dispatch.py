@@ -5,6 +5,10 @@ Tensor argument runs the op as before)."""
 import functools
 from typing import Any, Callable
 
+import numpy as np
+
+from ..core.tensor import Pending, Tensor
+from ..core.variable import Variable
 from . import diagonals as _dg, linalg as _l, linalg_more as _lm, math as _m
 from .linear_operator import LinearOperator
 
@@ -51,13 +55,18 @@ def _op_logdet(matrix, name=None):
     raise ValueError("Expected matrix to be self-adjoint positive definite.")
 
 
+#: Argument types that are never operators: ``tf.matmul`` on them skips the (ABC) instance checks.
+_PLAIN = frozenset({Tensor, Pending, Variable, np.ndarray, list, tuple, float, int})
+
+
 @functools.wraps(_m.matmul)
 def matmul(a, b, *args, **kwargs):
     """``tf.linalg.matmul`` / ``tf.matmul``; an operator argument is dispatched to its ``matmul`` (TF's
     dispatch), anything else runs the op."""
-    if isinstance(a, LinearOperator) or isinstance(b, LinearOperator):
-        return _op_matmul(a, b, *args, **kwargs)
-    return _m.matmul(a, b, *args, **kwargs)
+    if (type(a) in _PLAIN and type(b) in _PLAIN) or not (isinstance(a, LinearOperator)
+                                                          or isinstance(b, LinearOperator)):
+        return _m.matmul(a, b, *args, **kwargs)
+    return _op_matmul(a, b, *args, **kwargs)
 
 
 #: name in tf.linalg (and tf.matmul) -> the function that dispatches an operator argument to its method.
