@@ -288,3 +288,41 @@ def test_batch_slicing(tf):
              L.LinearOperatorLowRankUpdate(L.LinearOperatorDiag(np.ones((2, 3), np.float32)),
                                            np.ones((2, 3, 1), np.float32))[1].to_dense()],
             tape.gradient(y, v))
+
+
+GP_X = np.linspace(0.0, 1.0, 4).astype(np.float32)
+GP_T = np.linspace(0.0, 2.0, 3).astype(np.float32)
+GP_Y = np.sin(3 * GP_X[:, None] + GP_T[None, :]).reshape(-1, 1).astype(np.float32)
+
+
+@parity(needs="keras.optimizers.legacy.Adam", rtol=2e-3, atol=2e-4, modes=True)
+def test_kronecker_gp_with_adam(tf):
+    """A Gaussian process on a space x time grid: a Kronecker covariance of two RBF kernels plus
+    noise (LowRankUpdate of the noise diagonal), fitted by its marginal likelihood with Adam in a
+    tf.function step; the operator is rebuilt from Variables each step."""
+    log_ls = tf.Variable([0.0, 0.0])
+    log_noise = tf.Variable(-1.0)
+    opt = tf.keras.optimizers.legacy.Adam(0.05)
+
+    def rbf(x, log_l):
+        d = x[:, None] - x[None, :]
+        return tf.exp(-0.5 * tf.square(d) / tf.exp(2.0 * log_l))
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            k = tf.linalg.LinearOperatorKronecker([
+                tf.linalg.LinearOperatorFullMatrix(rbf(GP_X, log_ls[0]) + 1e-3 * tf.eye(4), is_self_adjoint=True,
+                                                   is_positive_definite=True),
+                tf.linalg.LinearOperatorFullMatrix(rbf(GP_T, log_ls[1]) + 1e-3 * tf.eye(3), is_self_adjoint=True,
+                                                   is_positive_definite=True)])
+            cov = tf.linalg.LinearOperatorFullMatrix(k.to_dense() + tf.exp(log_noise) * tf.eye(12),
+                                                     is_self_adjoint=True, is_positive_definite=True)
+            nll = 0.5 * cov.log_abs_determinant() + 0.5 * tf.reduce_sum(GP_Y * cov.solve(GP_Y))
+            nll += 0.01 * k.log_abs_determinant() + 0.01 * tf.reduce_sum(k.solvevec(GP_Y[:, 0]))   # (a prior)
+        grads = tape.gradient(nll, [log_ls, log_noise])
+        opt.apply_gradients(zip(grads, [log_ls, log_noise]))
+        return nll
+
+    losses = [step() for _ in range(4)]
+    return losses, log_ls, log_noise
