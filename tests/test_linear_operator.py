@@ -491,3 +491,15 @@ def test_batch_slicing():
     with tf.GradientTape() as tape:
         y = tf.reduce_sum(L.LinearOperatorDiag(v)[1].to_dense())
     np.testing.assert_allclose(tape.gradient(y, v).numpy(), np.stack([np.zeros((2, 3)), np.ones((2, 3))]))
+
+
+def test_float64_under_x64():
+    """In JAX's 64-bit mode operators keep float64 / complex128 (a circulant over float64 runs its
+    FFTs in complex128, as TF)."""
+    with jax.enable_x64(True):
+        a = _rand(3, 3, dtype=np.float64) + 3 * np.eye(3)
+        check_operator(L.LinearOperatorFullMatrix(a), a)
+        kernel = np.array([4.0, 1.0, 0.5, 1.0])
+        op = L.LinearOperatorCirculant(np.fft.fft(kernel).real, input_output_dtype=tf.float64)
+        assert op.dtype == tf.float64
+        check_operator(op, _circulant_dense(kernel))
