@@ -343,6 +343,8 @@ def test_dispatch_of_linalg_functions():
     np.testing.assert_allclose(tf.matmul(op, np.ones((3, 1), np.float32)).numpy(), [[1.0], [2.0], [4.0]])
     np.testing.assert_allclose(L.solve(op, np.ones((3, 1), np.float32)).numpy(), [[1.0], [0.5], [0.25]])
     assert L.adjoint(op) is op
+    np.testing.assert_allclose((tf.ones([2, 3]) @ op).numpy(), [[1.0, 2.0, 4.0]] * 2)
+    np.testing.assert_allclose((tf.Variable(tf.ones([1, 3])) @ op).numpy(), [[1.0, 2.0, 4.0]])
     with pytest.raises(ValueError, match="Transposing not supported"):
         L.matmul(op, np.ones((3, 1), np.float32), transpose_a=True)
     # plain tensors still go to the ops

@@ -370,6 +370,10 @@ class LinearOperator(abc.ABC):
     def __matmul__(self, other):
         return self.matmul(other)
 
+    def __rmatmul__(self, other):
+        """``tensor @ operator`` = ``(operator^H @ tensor^H)^H``, as TF's dispatch of ``matmul``."""
+        return _lm.adjoint(self.matmul(other, adjoint=True, adjoint_arg=True))
+
     def _matvec(self, x, adjoint=False):
         return _a.squeeze(self.matmul(expand(x, -1), adjoint=adjoint), axis=-1)
 

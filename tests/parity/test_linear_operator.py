@@ -32,7 +32,8 @@ def _methods(tf, op, x, *, solve=True, eig=True, xa=None):
     out = {"facts": _shape_facts(op), "dense": op.to_dense(), "matmul": op.matmul(x),
            "matmul_adj": op.matmul(xa, adjoint=True), "matmul_adj_arg": op.matmul(tf.linalg.adjoint(x), adjoint_arg=True),
            "matvec": op.matvec(x[..., 0]), "matvec_adj": op.matvec(xa[..., 0], adjoint=True),
-           "at": op @ x, "linalg_matmul": tf.linalg.matmul(op, x), "diag_part": op.diag_part(), "trace": op.trace(),
+           "at": op @ x, "linalg_matmul": tf.linalg.matmul(op, x), "rmatmul": tf.linalg.adjoint(xa) @ op,
+           "tf_matmul_right": tf.matmul(tf.linalg.adjoint(xa), op), "diag_part": op.diag_part(), "trace": op.trace(),
            "add_to_tensor": op.add_to_tensor(tf.ones(op.shape, op.dtype)), "adjoint": op.adjoint().to_dense(),
            "H_type": type(op.H).__name__}
     if solve:
