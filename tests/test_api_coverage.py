@@ -83,13 +83,6 @@ MISSING = {
     },
     "linalg": {
         "experimental": "experimental",
-        "todo": "LinearOperator LinearOperatorAdjoint LinearOperatorBlockDiag LinearOperatorBlockLowerTriangular "
-                "LinearOperatorCirculant LinearOperatorCirculant2D LinearOperatorCirculant3D "
-                "LinearOperatorComposition LinearOperatorDiag LinearOperatorFullMatrix LinearOperatorHouseholder "
-                "LinearOperatorIdentity LinearOperatorInversion LinearOperatorKronecker "
-                "LinearOperatorLowRankUpdate LinearOperatorLowerTriangular LinearOperatorPermutation "
-                "LinearOperatorScaledIdentity LinearOperatorToeplitz LinearOperatorTridiag LinearOperatorZeros "
-                "banded_triangular_solve logm",
     },
     "random": {
         "experimental": "experimental",

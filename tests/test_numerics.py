@@ -173,6 +173,7 @@ NO_FLOAT_INPUT = {
     "BitwiseAnd": "int inputs only", "BitwiseOr": "int inputs only", "BitwiseXor": "int inputs only",
     "LeftShift": "int inputs only", "RightShift": "int inputs only", "Invert": "int input only",
     "UnravelIndex": "int inputs only", "InvertPermutation": "int input only",
+    "MatrixLogarithm": "complex inputs only (TF: complex64/complex128)",
     "StatelessUniformInt": "int seed in, int output only (dtype=int32/int64)",
     "StatelessFullInt": "int seed in, int output only (dtype=int32/int64/uint32/uint64)",
     "RandomUniformIntKeyed": "key in, int output only (dtype=int32/int64)",
@@ -242,6 +243,8 @@ HALF_UNSUPPORTED = {
     "Spence": "JAX's spence takes float32/float64 only; TF: no half Spence kernel",
     "Erfcinv": "JAX's ndtri takes float32/float64 only; TF: no half Ndtri kernel",
     "Ndtri": "JAX's ndtri takes float32/float64 only; TF: no half Ndtri kernel",
+    "BandedTriangularSolve": "TF: no half BandedTriangularSolve kernel on CPU (bfloat16 not allowed): tapejax "
+                             "raises TF's error (JAX would solve in half)",
 }
 #: Listed op types for which tapejax does not yet raise TF's "has no half kernel" error (it raises
 #: JAX's NotImplementedError or its own InvalidArgumentError, after binding): the clear-error test
@@ -568,6 +571,7 @@ UNSUPPORTED_CALLS = {
     "Complex": lambda x: tf.complex(x, x), "RFFTND": lambda x: tf.rfftnd(x, fft_length=[2, 2], axes=[0, 1]),
     "Spence": lambda x: tf.math.special.spence(x), "Erfcinv": lambda x: tf.math.erfcinv(x * 0.25),
     "Ndtri": lambda x: tf.math.ndtri(x * 0.25),
+    "BandedTriangularSolve": lambda x: tf.linalg.banded_triangular_solve(x, x),
 }
 
 

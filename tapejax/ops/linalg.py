@@ -186,7 +186,7 @@ def det(input, name=None):
 
 def _slogdet(x):
     s, l = jnp.linalg.slogdet(x)
-    return s, l
+    return s, l.astype(x.dtype)   # complex input: a complex log|det| (zero imaginary part), as TF
 
 
 _SLOGDET = prim("LogMatrixDeterminant", _slogdet, multiple_results=True)

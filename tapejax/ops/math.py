@@ -390,6 +390,15 @@ def _ne(a, b):
     return not_equal(a, b)
 
 
+def _matmul_operator(a, b):
+    """``a @ b``: a right operand that defines its own product with tensors (a
+    ``tf.linalg.LinearOperator``, its ``_linop_matmul``) gets it through ``__rmatmul__``, as TF's
+    dispatch gives it the product."""
+    if type(b) is not Tensor and hasattr(type(b), "_linop_matmul"):
+        return NotImplemented
+    return matmul(a, b)
+
+
 _OPERATORS = {
     "__add__": add, "__radd__": _swap(add),
     "__sub__": subtract, "__rsub__": _swap(subtract),
@@ -398,7 +407,7 @@ _OPERATORS = {
     "__floordiv__": floordiv, "__rfloordiv__": _swap(floordiv),
     "__mod__": floormod, "__rmod__": _swap(floormod),
     "__pow__": pow, "__rpow__": _swap(pow),
-    "__matmul__": matmul, "__rmatmul__": _swap(matmul),
+    "__matmul__": _matmul_operator, "__rmatmul__": _swap(matmul),
     "__neg__": negative, "__abs__": abs,
     "__pos__": lambda a: a,
     "__lt__": less, "__le__": less_equal,

@@ -13,7 +13,17 @@ from . import (
     indexing as _ix,
     layout as _lo,
     linalg as _l,
+    linalg_extra as _lx,
     linalg_more as _lm,
+    linear_operator as _lop,
+    linear_operator_block as _lopb,
+    linear_operator_circulant as _lopc,
+    linear_operator_diag as _lopd,
+    linear_operator_dispatch as _lopx,
+    linear_operator_kronecker as _lopk,
+    linear_operator_orthogonal as _lopo,
+    linear_operator_structured as _lops,
+    linear_operator_wrappers as _lopw,
     math as _m,
     nn as _nn,
     nn_extra as _nx,
@@ -64,6 +74,7 @@ TOP.update(_pick(_ut, """control_dependencies group no_op tuple identity_n guara
     parallel_stack AggregationMethod VariableAggregation VariableSynchronization constant_initializer
     zeros_initializer ones_initializer random_normal_initializer random_uniform_initializer"""))
 TOP["conv"] = _cv.conv
+TOP["matmul"] = _lopx.matmul   # (an operator argument dispatches to its method, as TF)
 TOP["realdiv"] = _m.divide
 TOP["approx_top_k"] = _sg.approx_top_k
 TOP.update({"eig": _lm.eig, "eigvals": _lm.eigvals, "matrix_square_root": _lm.sqrtm,
@@ -92,8 +103,10 @@ _NN.update({"top_k": _red.top_k, "in_top_k": _sg.in_top_k, "zero_fraction": _sg.
             "approx_max_k": _sg.approx_max_k, "approx_min_k": _sg.approx_min_k, "depth_to_space": _lo.depth_to_space,
             "space_to_depth": _lo.space_to_depth, "space_to_batch": _lo.space_to_batch_nd})
 nn = _module("nn", "``tf.nn``", _NN)
-linalg = _module("linalg", "``tf.linalg``", {**{n: getattr(mod, n) for mod in (_l, _dg, _lm) for n in mod.__all__},
-                                             "global_norm": _red.global_norm})
+linalg = _module("linalg", "``tf.linalg``", {**{n: getattr(mod, n) for mod in (_l, _dg, _lm, _lx) for n in mod.__all__},
+                                             "global_norm": _red.global_norm, **_lopx.DISPATCH,
+                                             "LinearOperator": _lop.LinearOperator,
+                                             **{n: getattr(mod, n) for mod in (_lopw, _lopd, _lopo, _lopb, _lopk, _lopc, _lops) for n in mod.__all__}})
 random = _module("random", "``tf.random``: TF's seed rules on JAX PRNG keys (see tapejax.ops.random)",
                  {**{n: getattr(_r, n) for n in _r.__all__}, **{n: getattr(_rng, n) for n in _rng.__all__}})
 nest = _module("nest", "``tf.nest``", {"flatten": _nest.flatten, "pack_sequence_as": _nest.pack_sequence_as,

@@ -552,3 +552,33 @@ def test_dilation_erosion(tf):
             vg(tf, lambda x, w: tf.nn.erosion2d(x, w, [1, 1, 2, 1], "VALID", "NHWC", [1, 2, 1, 1]), XM, WM),
             raises(tf.nn.dilation2d, XM, WM[..., :1], [1, 1, 1, 1], "SAME", "NHWC", [1, 1, 1, 1]))
 
+
+
+BANDS = np.array([[1.5, 2.0, 3.0, -1.0], [4.0, 0.5, 6.0, 2.0], [0.3, -0.7, 1.1, 0.2]], np.float32)
+BRHS = RNG.normal(size=(2, 4, 2)).astype(np.float32)
+LOGM_IN = (np.array([[2.0, 1.0], [0.5, 3.0]], np.complex64), np.array([[0.0, 1.0], [-1.0, 0.0]], np.complex64),
+           np.array([[1.0, 1.0], [0.0, 1.0]], np.complex64), np.array([[-1.0, 0.0], [0.0, 2.0]], np.complex64),
+           (RNG.normal(size=(2, 3, 3)) + 1j * RNG.normal(size=(2, 3, 3)) + 3 * np.eye(3)).astype(np.complex64))
+
+
+@parity(rtol=1e-4, atol=1e-5)
+def test_banded_triangular_solve_and_logm(tf):
+    """linalg.banded_triangular_solve (lower / upper, adjoint, rhs batch broadcast, the padding
+    entries get zero gradient): values and gradients; linalg.logm of complex matrices (a rotation,
+    a Jordan block, a negative eigenvalue, a batch), a singular one (NaN), no gradient (LookupError);
+    the errors of both."""
+    x = tf.constant(LOGM_IN[0])
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = tf.math.real(tf.linalg.logm(x))
+    return (vg(tf, lambda b, r: tf.linalg.banded_triangular_solve(b, r), BANDS, BRHS),
+            vg(tf, lambda b, r: tf.linalg.banded_triangular_solve(b, r, lower=False), BANDS, BRHS),
+            vg(tf, lambda b, r: tf.linalg.banded_triangular_solve(b, r, adjoint=True), BANDS[:2], BRHS[0]),
+            vg(tf, lambda b, r: tf.linalg.banded_triangular_solve(b, r, lower=False, adjoint=True), BANDS, BRHS),
+            [tf.linalg.logm(a) for a in LOGM_IN],
+            tf.math.is_nan(tf.math.real(tf.linalg.logm(np.array([[0.0, 0.0], [0.0, 2.0]], np.complex64)))),
+            raises(t.gradient, y, x),
+            raises(tf.linalg.logm, np.eye(2, dtype=np.float32)), raises(tf.linalg.logm, np.ones((2, 3), np.complex64)),
+            raises(tf.linalg.banded_triangular_solve, BANDS[0], BRHS), raises(tf.linalg.banded_triangular_solve,
+                                                                            BANDS, BRHS[:, :3]),
+            raises(tf.linalg.banded_triangular_solve, np.ones((2, 3), np.int32), np.ones((3, 1), np.int32)))
