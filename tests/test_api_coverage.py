@@ -77,9 +77,7 @@ MISSING = {
         "sparse": "embedding_lookup_sparse safe_embedding_lookup_sparse",
         "keras_alias": "RNNCellDeviceWrapper RNNCellDropoutWrapper RNNCellResidualWrapper",
         "experimental": "experimental",
-        "todo": "all_candidate_sampler fixed_unigram_candidate_sampler learned_unigram_candidate_sampler "
-                "compute_accidental_hits nce_loss sampled_softmax_loss ctc_beam_search_decoder ctc_greedy_decoder "
-                "ctc_loss ctc_unique_labels fractional_avg_pool "
+        "todo": "ctc_beam_search_decoder fractional_avg_pool "
                 "fractional_max_pool isotonic_regression max_pool_with_argmax with_space_to_batch",
     },
     "linalg": {
@@ -92,11 +90,7 @@ MISSING = {
                 "LinearOperatorScaledIdentity LinearOperatorToeplitz LinearOperatorTridiag LinearOperatorZeros "
                 "banded_triangular_solve logm",
     },
-    "random": {
-        "experimental": "experimental",
-        "todo": "all_candidate_sampler fixed_unigram_candidate_sampler learned_unigram_candidate_sampler "
-                "log_uniform_candidate_sampler uniform_candidate_sampler",
-    },
+    "random": {"experimental": "experimental"},
     "keras.optimizers": {"experimental": "experimental", "todo": "Adafactor Lion deserialize get serialize"},
     "train": {
         "proto": "BytesList Example Feature FeatureList FeatureLists Features FloatList Int64List SequenceExample",

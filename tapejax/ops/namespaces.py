@@ -16,7 +16,9 @@ from . import (
     linalg_more as _lm,
     math as _m,
     nn as _nn,
+    nn_ctc as _ctc,
     nn_extra as _nx,
+    nn_sampled as _smp,
     random as _r,
     reduce as _red,
     rng as _rng,
@@ -88,6 +90,8 @@ _NN = {n: getattr(_nn, n) for n in _nn.__all__}
 _NN.update({n: getattr(_cv, n) for n in _cv.__all__ if n not in ("conv", "conv2d_backprop_filter_v2",
                                                                   "conv2d_backprop_input_v2")})
 _NN.update({n: getattr(_nx, n) for n in _nx.__all__})
+_NN.update({n: getattr(_ctc, n) for n in _ctc.__all__ if n != "CTCDecoded"})
+_NN.update({n: getattr(_smp, n) for n in _smp.__all__})
 _NN.update({"top_k": _red.top_k, "in_top_k": _sg.in_top_k, "zero_fraction": _sg.zero_fraction,
             "approx_max_k": _sg.approx_max_k, "approx_min_k": _sg.approx_min_k, "depth_to_space": _lo.depth_to_space,
             "space_to_depth": _lo.space_to_depth, "space_to_batch": _lo.space_to_batch_nd})
@@ -95,7 +99,8 @@ nn = _module("nn", "``tf.nn``", _NN)
 linalg = _module("linalg", "``tf.linalg``", {**{n: getattr(mod, n) for mod in (_l, _dg, _lm) for n in mod.__all__},
                                              "global_norm": _red.global_norm})
 random = _module("random", "``tf.random``: TF's seed rules on JAX PRNG keys (see tapejax.ops.random)",
-                 {**{n: getattr(_r, n) for n in _r.__all__}, **{n: getattr(_rng, n) for n in _rng.__all__}})
+                 {**{n: getattr(_r, n) for n in _r.__all__}, **{n: getattr(_rng, n) for n in _rng.__all__},
+                  **{n: getattr(_smp, n) for n in _smp.__all__ if n.endswith("_sampler")}})
 nest = _module("nest", "``tf.nest``", {"flatten": _nest.flatten, "pack_sequence_as": _nest.pack_sequence_as,
                                         "map_structure": _nest.map_structure, "is_nested": _nest.is_nested,
                                         "assert_same_structure": _ut.assert_same_structure})

@@ -1,0 +1,140 @@
+"""tf.nn's CTC ops, candidate samplers and sampled losses, the pooling extras and the top-level
+ops of the API sweep's last gaps (tapejax.ops.nn_ctc, nn_sampled, pooling_more), under TensorFlow
+and tapejax: values, gradients and errors.  Random samplers are compared through TF's rules (shapes,
+dtypes, ranges, expected counts); the losses take fixed ``sampled_values``, so they agree exactly.
+TF's SparseTensor results are compared through their components (tapejax: ``CTCDecoded``)."""
+import numpy as np
+
+from .harness import parity, raises
+
+RNG = np.random.default_rng(3)
+CTC_LOGITS = RNG.standard_normal((6, 3, 5)).astype(np.float32)
+CTC_LABELS = np.array([[1, 2, 2, 0], [3, 1, 0, 0], [4, 3, 3, 1]], np.int32)
+CTC_LABEL_LEN = np.array([3, 2, 4], np.int32)
+CTC_LOGIT_LEN = np.array([6, 5, 6], np.int32)
+
+
+def _sparse_parts(tf, s):
+    return [tf.cast(s.indices, tf.int32), tf.cast(s.values, tf.int32), tf.cast(s.dense_shape, tf.int32)]
+
+
+@parity(rtol=1e-5, atol=1e-5)
+def test_ctc_loss_values_and_gradients(tf):
+    """ctc_loss (dense labels, repeated labels, padded frames) with blank_index 0, -1 and 2 (a label
+    equal to the blank, as TF shifts it), batch-major logits, and with `unique`: losses and the
+    gradient w.r.t. the logits (zero beyond logit_length)."""
+    out = []
+    for kw in ({}, {"blank_index": -1}, {"blank_index": 2}, {"unique": "yes"}, {"time_major": False}):
+        x = tf.constant(CTC_LOGITS)
+        with tf.GradientTape() as t:
+            t.watch(x)
+            if "unique" in kw:
+                loss = tf.nn.ctc_loss(CTC_LABELS, x, CTC_LABEL_LEN, CTC_LOGIT_LEN,
+                                      unique=tf.nn.ctc_unique_labels(CTC_LABELS))
+            elif "time_major" in kw:
+                loss = tf.nn.ctc_loss(CTC_LABELS, tf.transpose(x, [1, 0, 2]), CTC_LABEL_LEN, CTC_LOGIT_LEN,
+                                      logits_time_major=False)
+            else:
+                loss = tf.nn.ctc_loss(CTC_LABELS, x, CTC_LABEL_LEN, CTC_LOGIT_LEN, **kw)
+            weighted = loss * tf.constant([1.0, 2.0, -0.5])
+        out.append((loss, t.gradient(weighted, x)))
+    return out
+
+
+@parity
+def test_ctc_loss_half_and_errors(tf):
+    """float16 logits give a float16 loss; 2-D logits raise (TF: an IndexError by accident; tapejax a
+    ValueError naming `logits`)."""
+    h = tf.nn.ctc_loss(CTC_LABELS, tf.constant(CTC_LOGITS, tf.float16), CTC_LABEL_LEN, CTC_LOGIT_LEN)
+    return (h.dtype.name, h.shape.as_list(),
+            raises(tf.nn.ctc_loss, CTC_LABELS, CTC_LOGITS[0], CTC_LABEL_LEN, CTC_LOGIT_LEN,
+                   ok=("ValueError",)))
+
+
+@parity
+def test_ctc_unique_labels(tf):
+    """ctc_unique_labels: distinct labels in order of first appearance, 0-padded, and indices."""
+    y, idx = tf.nn.ctc_unique_labels(tf.constant([[3, 4, 4, 3], [1, 1, 0, 0], [0, 5, 0, 6]]))
+    return tf.cast(y, tf.int32), idx, y.shape.as_list()
+
+
+@parity
+def test_ctc_greedy_decoder(tf):
+    """ctc_greedy_decoder: merged and unmerged, default and explicit blank; the SparseTensor's parts
+    and the negative sum of the best logits."""
+    out = []
+    x = np.concatenate([CTC_LOGITS, CTC_LOGITS[::-1]], axis=0)
+    for kw in ({}, {"merge_repeated": False}, {"blank_index": 0}, {"blank_index": -2}):
+        d, neg = tf.nn.ctc_greedy_decoder(x, [12, 7, 3], **kw)
+        out.append((_sparse_parts(tf, d[0]), neg))
+    return out
+
+
+# -- candidate samplers and sampled losses -------------------------------------------------
+
+SW = RNG.standard_normal((10, 4)).astype(np.float32)
+SB = RNG.standard_normal((10,)).astype(np.float32)
+SX = RNG.standard_normal((3, 4)).astype(np.float32)
+SLABELS = np.array([[2, 7], [5, 5], [0, 9]], np.int64)
+
+
+def _sampled_values(tf, ids):
+    return (tf.constant(np.asarray(ids, np.int64)), tf.constant(np.linspace(0.2, 0.7, 6, dtype=np.float32).reshape(3, 2)),
+            tf.constant(np.linspace(0.1, 0.9, len(ids), dtype=np.float32)))
+
+
+@parity(rtol=2e-5, atol=2e-5)
+def test_sampled_losses_with_given_samples(tf):
+    """nce_loss and sampled_softmax_loss with fixed sampled_values (num_true 2; an id sampled twice and
+    ids equal to labels, with and without remove_accidental_hits; weights as two "div" shards): losses
+    and gradients w.r.t. weights, biases and inputs."""
+    out = []
+    for fn, remove in ((tf.nn.nce_loss, False), (tf.nn.nce_loss, True), (tf.nn.sampled_softmax_loss, True),
+                       (tf.nn.sampled_softmax_loss, False)):
+        w, b, x = tf.constant(SW), tf.constant(SB), tf.constant(SX)
+        with tf.GradientTape() as t:
+            t.watch([w, b, x])
+            loss = fn([w[:5], w[5:]], b, SLABELS, x, 5, 10, num_true=2,
+                      sampled_values=_sampled_values(tf, [7, 1, 5, 3, 5]), remove_accidental_hits=remove)
+            weighted = loss * tf.constant([1.0, -2.0, 0.5])
+        out.append((loss, t.gradient(weighted, [w, b, x])))
+    return out
+
+
+@parity
+def test_compute_accidental_hits(tf):
+    """compute_accidental_hits: TF's order, the last position of an id sampled twice, duplicated
+    labels hit twice."""
+    h = tf.nn.compute_accidental_hits(tf.constant([[1, 2], [3, 3]], tf.int64), tf.constant([3, 1, 0, 3], tf.int64), 2)
+    return h.indices, tf.cast(h.ids, tf.int32), h.weights
+
+
+@parity
+def test_candidate_samplers_rules(tf):
+    """Each sampler: shapes, dtypes, ids in range, unique ids distinct, expected counts TF's where they
+    do not depend on the draws; all_candidate_sampler exactly; errors (range too small, num_true, a
+    true class out of range, unigrams not matching range_max)."""
+    tc = tf.constant([[3, 1], [0, 4]], tf.int64)
+    res = []
+    for f, kw in ((tf.random.uniform_candidate_sampler, {}), (tf.random.log_uniform_candidate_sampler, {}),
+                  (tf.random.learned_unigram_candidate_sampler, {}),
+                  (tf.random.fixed_unigram_candidate_sampler, {"unigrams": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]})):
+        for unique in (True, False):
+            s, t, e = f(tc, 2, 5, unique, 6, seed=11, **kw)
+            v = s.numpy()
+            res.append((s.dtype.name in ("int64", "int32"), s.shape.as_list(), t.shape.as_list(), e.shape.as_list(),
+                        t.dtype.name, bool(np.all((v >= 0) & (v < 6))), (len(set(v.tolist())) == 5) if unique else None))
+        if not kw:
+            res.append(raises(f, tc, 2, 7, True, 6))
+            res.append(raises(f, tc, 1, 3, True, 6))
+            res.append(raises(f, tf.constant([[3, 9], [0, 4]], tf.int64), 2, 3, True, 6))
+    _, t, e = tf.random.uniform_candidate_sampler(tc, 2, 3, False, 6, seed=1)
+    res.append((t, e))
+    _, t, e = tf.random.fixed_unigram_candidate_sampler(tc, 2, 3, False, 6, unigrams=[1.0, 2.0, 3.0, 4.0],
+                                                        num_reserved_ids=2, distortion=0.5, seed=1)
+    res.append(t)
+    s, t, e = tf.random.all_candidate_sampler(tc, 2, 5, True)
+    res.append((tf.cast(s, tf.int32), t, e))
+    res.append(raises(tf.random.all_candidate_sampler, tc, 2, 4, True))
+    res.append(raises(tf.random.fixed_unigram_candidate_sampler, tc, 2, 3, False, 6, unigrams=[1.0, 2.0]))
+    return res
