@@ -19,6 +19,7 @@ from . import (
     nn_ctc as _ctc,
     nn_extra as _nx,
     nn_sampled as _smp,
+    pooling_more as _pm,
     random as _r,
     reduce as _red,
     rng as _rng,
@@ -92,6 +93,7 @@ _NN.update({n: getattr(_cv, n) for n in _cv.__all__ if n not in ("conv", "conv2d
 _NN.update({n: getattr(_nx, n) for n in _nx.__all__})
 _NN.update({n: getattr(_ctc, n) for n in _ctc.__all__ if n != "CTCDecoded"})
 _NN.update({n: getattr(_smp, n) for n in _smp.__all__})
+_NN.update({n: getattr(_pm, n) for n in _pm.__all__})
 _NN.update({"top_k": _red.top_k, "in_top_k": _sg.in_top_k, "zero_fraction": _sg.zero_fraction,
             "approx_max_k": _sg.approx_max_k, "approx_min_k": _sg.approx_min_k, "depth_to_space": _lo.depth_to_space,
             "space_to_depth": _lo.space_to_depth, "space_to_batch": _lo.space_to_batch_nd})

@@ -138,3 +138,60 @@ def test_candidate_samplers_rules(tf):
     res.append(raises(tf.random.all_candidate_sampler, tc, 2, 4, True))
     res.append(raises(tf.random.fixed_unigram_candidate_sampler, tc, 2, 3, False, 6, unigrams=[1.0, 2.0]))
     return res
+
+
+# -- pooling extras ----------------------------------------------------------------------------
+
+POOL_X = RNG.standard_normal((2, 5, 6, 3)).astype(np.float32)
+POOL_X[0, 0, 0, 0] = POOL_X[0, 0, 1, 0] = 9.0   # a tie: TF keeps the first
+
+
+@parity
+def test_max_pool_with_argmax(tf):
+    """max_pool_with_argmax, VALID and SAME, strides 1 and 2, with and without the batch in the index,
+    int32 indices; values, indices and the gradient w.r.t. the input (to the maxima; int64 indices)."""
+    out = []
+    for k, s, pad, batch, dt in ((2, 2, "VALID", False, tf.int64), (3, 2, "SAME", True, tf.int64),
+                                 ([1, 2, 3, 1], [1, 1, 2, 1], "SAME", False, tf.int32)):
+        x = tf.constant(POOL_X)
+        with tf.GradientTape() as t:
+            t.watch(x)
+            v, i = tf.nn.max_pool_with_argmax(x, k, s, pad, output_dtype=dt, include_batch_in_index=batch)
+            y = v * tf.reshape(tf.range(tf.size(v), dtype=tf.float32), v.shape)
+        # (TF has no CPU gradient kernel for int32 indices)
+        out.append((v, tf.cast(i, tf.int32), t.gradient(y, x) if dt == tf.int64 else None))
+    return out
+
+
+@parity
+def test_isotonic_regression(tf):
+    """isotonic_regression: decreasing and increasing, along axis 0 and -1, equal neighbours kept
+    apart; outputs, segments and the gradient (averaged over each block)."""
+    x0 = np.array([[3.0, 1.0, 2.0, 2.0, 5.0, -1.0], [1.0, 1.0, 1.0, 0.0, 4.0, 4.0]], np.float32)
+    out = []
+    for kw in ({}, {"decreasing": False}, {"axis": 0}):
+        x = tf.constant(x0)
+        with tf.GradientTape() as t:
+            t.watch(x)
+            y, seg = tf.nn.isotonic_regression(x, **kw)
+            z = y * tf.reshape(tf.range(12, dtype=tf.float32), y.shape)
+        out.append((y, seg, t.gradient(z, x)))
+    return out
+
+
+STB_X = RNG.standard_normal((1, 7, 8, 2)).astype(np.float32)
+STB_W = RNG.standard_normal((3, 2, 2, 4)).astype(np.float32)
+
+
+@parity
+def test_with_space_to_batch(tf):
+    """with_space_to_batch around a VALID/SAME convolution and a pool (rates 2 and [2, 3]) equals the
+    dilated op."""
+    x, w = tf.constant(STB_X), tf.constant(STB_W)
+    out = []
+    for rate, pad in ((2, "VALID"), ([2, 3], "SAME"), (1, "SAME")):
+        r = [rate, rate] if isinstance(rate, int) else rate
+        out.append(tf.nn.with_space_to_batch(x, r, pad, lambda inp, n, p: tf.nn.convolution(inp, w, padding=p),
+                                             filter_shape=[3, 2]))
+    out.append(tf.nn.with_space_to_batch(x, [2, 2], "VALID", lambda inp, n, p: tf.nn.max_pool2d(inp, 2, 1, p)))
+    return out

@@ -1,0 +1,114 @@
+"""max_pool_with_argmax, isotonic_regression and with_space_to_batch (tapejax.ops.pooling_more)
+against hand oracles: a loop over windows with TF's index formula, pool-adjacent-violators and a
+brute-force least-squares check, the dilated op.  TF parity: tests/parity/test_ops_nn_more.py."""
+import itertools
+
+import numpy as np
+import pytest
+
+import tapejax as tf
+
+RNG = np.random.default_rng(4)
+
+
+def loop_pool(x, k, s):
+    """VALID max pool with TF's flattened argmax (batch included), by loops; first maximum wins."""
+    b, h, w, c = x.shape
+    oh, ow = (h - k) // s + 1, (w - k) // s + 1
+    val, idx = np.zeros((b, oh, ow, c), x.dtype), np.zeros((b, oh, ow, c), np.int64)
+    for n, i, j, ch in itertools.product(range(b), range(oh), range(ow), range(c)):
+        best = None
+        for di, dj in itertools.product(range(k), range(k)):
+            y, xx = i * s + di, j * s + dj
+            if best is None or x[n, y, xx, ch] > best[0]:
+                best = (x[n, y, xx, ch], ((n * h + y) * w + xx) * c + ch)
+        val[n, i, j, ch], idx[n, i, j, ch] = best
+    return val, idx
+
+
+def test_max_pool_with_argmax_by_loops():
+    """Values and indices equal the loop's; without the batch the index drops b*h*w*c; the gradient
+    puts each output's cotangent at its argmax (summed where windows share it)."""
+    x = np.round(RNG.standard_normal((2, 5, 5, 2)), 1).astype(np.float32)   # (rounded: ties occur)
+    v, i = tf.nn.max_pool_with_argmax(x, 2, 1, "VALID", include_batch_in_index=True)
+    want_v, want_i = loop_pool(x, 2, 1)
+    np.testing.assert_array_equal(v.numpy(), want_v)
+    np.testing.assert_array_equal(i.numpy(), want_i)
+    _, i2 = tf.nn.max_pool_with_argmax(x, 2, 1, "VALID")
+    np.testing.assert_array_equal(i2.numpy(), want_i % (5 * 5 * 2))
+    xt = tf.constant(x)
+    ct = RNG.standard_normal(want_v.shape).astype(np.float32)
+    with tf.GradientTape() as t:
+        t.watch(xt)
+        out = tf.nn.max_pool_with_argmax(xt, 2, 1, "VALID")[0]
+    g = t.gradient(out, xt, output_gradients=tf.constant(ct)).numpy().reshape(-1)
+    want = np.zeros(x.size, np.float32)
+    np.add.at(want, want_i.reshape(-1), ct.reshape(-1))
+    np.testing.assert_allclose(g, want, rtol=1e-6)
+
+
+def test_max_pool_with_argmax_errors():
+    x = np.zeros((1, 3, 3, 1), np.float32)
+    with pytest.raises(ValueError, match="`padding`"):
+        tf.nn.max_pool_with_argmax(x, 2, 1, "FULL")
+    with pytest.raises(ValueError, match="`input`"):
+        tf.nn.max_pool_with_argmax(x[0], 2, 1, "VALID")
+    with pytest.raises(TypeError, match="`output_dtype`"):
+        tf.nn.max_pool_with_argmax(x, 2, 1, "VALID", output_dtype=tf.float32)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="ksize"):
+        tf.nn.max_pool_with_argmax(x, 4, 1, "VALID")
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`input`"):
+        tf.nn.max_pool_with_argmax(np.zeros((1, 3, 3, 1), np.int32), 2, 1, "VALID")
+
+
+def brute_isotonic(row):
+    """Least-squares non-increasing fit by checking every partition into blocks (small rows)."""
+    n, best = len(row), None
+    for cuts in itertools.product([0, 1], repeat=n - 1):
+        bounds = [0] + [i + 1 for i, c in enumerate(cuts) if c] + [n]
+        means = [np.mean(row[a:b]) for a, b in zip(bounds, bounds[1:])]
+        if all(m1 >= m2 for m1, m2 in zip(means, means[1:])):
+            fit = np.concatenate([np.full(b - a, m) for a, b, m in zip(bounds, bounds[1:], means)])
+            err = np.sum((fit - row) ** 2)
+            if best is None or err < best[0] - 1e-12:
+                best = (err, fit)
+    return best[1]
+
+
+def test_isotonic_regression_is_the_least_squares_fit():
+    """The output is the best non-increasing fit (every block partition tried), non-decreasing with
+    decreasing=False; the gradient averages the cotangent over each block."""
+    x = np.round(RNG.standard_normal((4, 6)), 1).astype(np.float32)
+    xt = tf.constant(x)
+    ct = RNG.standard_normal((4, 6)).astype(np.float32)
+    with tf.GradientTape() as t:
+        t.watch(xt)
+        y, seg = tf.nn.isotonic_regression(xt)
+    g = t.gradient(y, xt, output_gradients=tf.constant(ct)).numpy()
+    for r in range(4):
+        np.testing.assert_allclose(y.numpy()[r], brute_isotonic(x[r].astype(np.float64)), rtol=1e-5, atol=1e-6)
+        s = seg.numpy()[r]
+        for k in set(s.tolist()):
+            np.testing.assert_allclose(g[r][s == k], ct[r][s == k].mean(), rtol=1e-5)
+    up, _ = tf.nn.isotonic_regression(xt, decreasing=False)
+    np.testing.assert_allclose(up.numpy()[0], -brute_isotonic(-x[0].astype(np.float64)), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="`inputs`"):
+        tf.nn.isotonic_regression(3.0)
+
+
+def test_with_space_to_batch_is_the_dilated_op():
+    """SAME and VALID, rates [2, 3]: the result equals tf.nn.convolution with dilations; rate 1 calls
+    the op as it is; bad arguments raise naming them."""
+    x = tf.constant(RNG.standard_normal((2, 9, 7, 3)).astype(np.float32))
+    w = tf.constant(RNG.standard_normal((3, 2, 3, 2)).astype(np.float32))
+    for pad in ("SAME", "VALID"):
+        got = tf.nn.with_space_to_batch(x, [2, 3], pad, lambda inp, n, p: tf.nn.convolution(inp, w, padding=p),
+                                        filter_shape=[3, 2])
+        want = tf.nn.convolution(x, w, padding=pad, dilations=[2, 3])
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="`filter_shape`"):
+        tf.nn.with_space_to_batch(x, [2, 2], "SAME", lambda inp, n, p: inp)
+    with pytest.raises(ValueError, match="`dilation_rate`"):
+        tf.nn.with_space_to_batch(x, [0, 2], "VALID", lambda inp, n, p: inp)
+    with pytest.raises(ValueError, match="`spatial_dims`"):
+        tf.nn.with_space_to_batch(x, [2, 2], "VALID", lambda inp, n, p: inp, spatial_dims=[2, 1])
