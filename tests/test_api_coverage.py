@@ -77,7 +77,7 @@ MISSING = {
         "sparse": "embedding_lookup_sparse safe_embedding_lookup_sparse",
         "keras_alias": "RNNCellDeviceWrapper RNNCellDropoutWrapper RNNCellResidualWrapper",
         "experimental": "experimental",
-        "todo": "ctc_beam_search_decoder fractional_avg_pool fractional_max_pool",
+        "todo": "fractional_avg_pool fractional_max_pool",
     },
     "linalg": {
         "experimental": "experimental",

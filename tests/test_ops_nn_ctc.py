@@ -132,3 +132,27 @@ def test_ctc_greedy_decoder_errors():
         tf.nn.ctc_greedy_decoder(x, [3, 3], blank_index=4)
     with pytest.raises(ValueError, match="`inputs`"):
         tf.nn.ctc_greedy_decoder(x[0], [3, 3])
+
+
+def test_ctc_beam_search_decoder_by_hand():
+    """Uniform frames over 3 classes (blank last), 3 frames: "0" and "1" each have 6 of the 27 paths,
+    "01" has 5 (01-, 011, 001, 0-1, -01); a two-frame case worked by hand: P("0") = .6*.7 + .6*.1
+    + .1*.1 = 0.49."""
+    d, lp = tf.nn.ctc_beam_search_decoder(np.zeros((3, 1, 3), np.float32), [3], beam_width=10, top_paths=3)
+    np.testing.assert_allclose(lp.numpy()[0], np.log([6 / 27, 6 / 27, 5 / 27]), rtol=1e-5)
+    assert sorted(p.to_dense().numpy().tolist() for p in d[:2]) == [[[0]], [[1]]]
+    assert d[2].to_dense().numpy().tolist() == [[0, 1]]
+    x = np.log(np.array([[[0.6, 0.3, 0.1]], [[0.1, 0.2, 0.7]]], np.float32)) + 5.0
+    d, lp = tf.nn.ctc_beam_search_decoder(x, [2], beam_width=5, top_paths=1)
+    np.testing.assert_allclose(lp.numpy(), [[np.log(0.49)]], rtol=1e-5)
+    assert d[0].to_dense().numpy().tolist() == [[0]]
+
+
+def test_ctc_beam_search_decoder_errors():
+    x = np.zeros((3, 2, 4), np.float32)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`top_paths`"):
+        tf.nn.ctc_beam_search_decoder(x, [3, 3], beam_width=2, top_paths=3)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`beam_width`"):
+        tf.nn.ctc_beam_search_decoder(x, [3, 3], beam_width=0)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Less leaves"):
+        tf.nn.ctc_beam_search_decoder(np.zeros((1, 1, 2), np.float32), [1], beam_width=5, top_paths=3)

@@ -210,4 +210,119 @@ def ctc_greedy_decoder(inputs, sequence_length, merge_repeated=True, blank_index
     return [_sparse([[int(v) for v in row if v >= 0] for row in dense], dense.shape[0])], neg
 
 
-__all__ = ["CTCDecoded", "ctc_greedy_decoder", "ctc_loss", "ctc_unique_labels"]
+class _Beam:
+    """One prefix in TF's beam search tree: log probabilities ending in blank / in its label."""
+    __slots__ = ("parent", "label", "children", "old", "new")
+
+    def __init__(self, parent, label):
+        self.parent, self.label, self.children = parent, label, {}
+        self.old = self.new = (_NEG_INF, _NEG_INF, _NEG_INF)   # (blank, label, total)
+
+    def active(self):
+        return self.new[2] != _NEG_INF
+
+    def labels(self):
+        out, b = [], self
+        while b.parent is not None:
+            out.append(b.label)
+            b = b.parent
+        return out[::-1]
+
+
+_NEG_INF = float("-inf")
+
+
+def _lse(a, b):
+    if a == _NEG_INF:
+        return b
+    if b == _NEG_INF:
+        return a
+    m = max(a, b)
+    return m + float(np.log1p(np.exp(-abs(a - b))))
+
+
+def _beam_search(frames, width, blank):
+    """TF's ``CTCBeamSearchDecoder`` for one sequence (``frames``: log-softmax rows): the leaves,
+    best first (TF's tree of prefixes, its update order and its pruning of the weakest leaf)."""
+    root = _Beam(None, -1)
+    root.new = (0.0, _NEG_INF, 0.0)
+    leaves = [root]
+    order = lambda b: -b.new[2]   # noqa: E731
+    for x in frames:
+        branches = sorted(leaves, key=order)
+        leaves = []
+        for b in branches:
+            b.old = b.new
+        for b in branches:
+            blank_p, label_p, _ = b.new
+            if b.parent is not None:
+                if b.parent.active():
+                    prev = b.parent.old[0] if b.label == b.parent.label else b.parent.old[2]
+                    label_p = _lse(label_p, prev)
+                label_p = label_p + float(x[b.label])
+            blank_p = b.old[2] + float(x[blank])
+            b.new = (blank_p, label_p, _lse(blank_p, label_p))
+            leaves.append(b)
+
+        def candidate(total):
+            return total > _NEG_INF and (len(leaves) < width or total > min(c.new[2] for c in leaves))
+
+        for b in branches:
+            if not candidate(b.old[2]):
+                continue
+            for label in range(len(x)):
+                if label == blank:
+                    continue
+                c = b.children.get(label)
+                if c is None:
+                    c = b.children[label] = _Beam(b, label)
+                if c.active():
+                    continue
+                prev = b.old[0] if label == b.label else b.old[2]
+                lp = float(x[label]) + prev
+                if candidate(lp):
+                    if len(leaves) == width:
+                        bottom = min(leaves, key=lambda e: e.new[2])
+                        bottom.new = (_NEG_INF, _NEG_INF, _NEG_INF)
+                        leaves.remove(bottom)
+                    c.new = (_NEG_INF, lp, lp)
+                    leaves.append(c)
+                else:
+                    c.old = c.new = (_NEG_INF, _NEG_INF, _NEG_INF)
+    return sorted(leaves, key=order)
+
+
+def ctc_beam_search_decoder(inputs, sequence_length, beam_width=100, top_paths=1):
+    """``tf.nn.ctc_beam_search_decoder`` (TF2: repeated labels are not merged): TF's prefix beam search
+    over the log-softmax of each frame, blank ``num_classes - 1``.  Returns ``([CTCDecoded] * top_paths,
+    log_probabilities [batch, top_paths])``.  Runs on the host, in NumPy (the search is sequential and
+    its result's size depends on the values: eager only, no gradient, as TF)."""
+    inputs, seq = _decoder_inputs(inputs, sequence_length, "CTCBeamSearchDecoder")
+    if int(beam_width) < 1:
+        raise InvalidArgumentError(None, None, f"beam_width must be at least 1; got {int(beam_width)} (argument "
+                                   "`beam_width`) [Op:CTCBeamSearchDecoder]")
+    if not 1 <= int(top_paths) <= int(beam_width):
+        raise InvalidArgumentError(None, None, f"top_paths must be in [1, beam_width = {int(beam_width)}]; got "
+                                   f"{int(top_paths)} (argument `top_paths`) [Op:CTCBeamSearchDecoder]")
+    x = np.asarray(inputs.numpy()).astype(np.float32)
+    x = x - x.max(axis=2, keepdims=True)
+    x = x - np.log(np.sum(np.exp(x), axis=2, keepdims=True))
+    lens = np.asarray(seq.numpy())
+    blank = x.shape[2] - 1
+    paths = [[None] * x.shape[1] for _ in range(int(top_paths))]
+    logp = np.zeros((x.shape[1], int(top_paths)), np.float32)
+    for b in range(x.shape[1]):
+        leaves = _beam_search(x[:lens[b], b], int(beam_width), blank)
+        if len(leaves) < int(top_paths):
+            raise InvalidArgumentError(None, None, f"Less leaves in the beam search than requested: {len(leaves)} < "
+                                       f"top_paths {int(top_paths)} [Op:CTCBeamSearchDecoder]")
+        for i in range(int(top_paths)):
+            paths[i][b] = leaves[i].labels()
+            logp[b, i] = leaves[i].new[2]
+    out = convert_to_tensor(logp.astype(np.dtype(inputs.dtype.as_numpy_dtype)))
+    return [_sparse(p, x.shape[1]) for p in paths], out
+
+
+ctc_beam_search_decoder._tf_types = ()
+
+__all__ = ["CTCDecoded", "ctc_beam_search_decoder", "ctc_greedy_decoder", "ctc_loss", "ctc_unique_labels"]

@@ -70,6 +70,22 @@ def test_ctc_greedy_decoder(tf):
     return out
 
 
+BEAM_X = (RNG.standard_normal((7, 3, 4)) * 2.0).astype(np.float32)
+
+
+@parity(rtol=1e-5, atol=1e-5)
+def test_ctc_beam_search_decoder(tf):
+    """ctc_beam_search_decoder: TF's prefix beam search (beam widths 1, 3 and 8, top paths 1 to 3,
+    a sequence of length 0), the paths' SparseTensor parts and log probabilities; top_paths above the
+    beam width raises."""
+    out = []
+    for width, top, lens in ((1, 1, [7, 4, 0]), (3, 2, [7, 4, 1]), (8, 3, [7, 4, 1])):
+        d, lp = tf.nn.ctc_beam_search_decoder(BEAM_X, lens, beam_width=width, top_paths=top)
+        out.append(([_sparse_parts(tf, p) for p in d], lp))
+    out.append(raises(tf.nn.ctc_beam_search_decoder, BEAM_X, [7, 4, 0], beam_width=2, top_paths=3))
+    return out
+
+
 # -- candidate samplers and sampled losses -------------------------------------------------
 
 SW = RNG.standard_normal((10, 4)).astype(np.float32)
