@@ -77,7 +77,6 @@ MISSING = {
         "sparse": "embedding_lookup_sparse safe_embedding_lookup_sparse",
         "keras_alias": "RNNCellDeviceWrapper RNNCellDropoutWrapper RNNCellResidualWrapper",
         "experimental": "experimental",
-        "todo": "fractional_avg_pool fractional_max_pool",
     },
     "linalg": {
         "experimental": "experimental",

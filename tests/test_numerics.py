@@ -171,10 +171,13 @@ API_SWEEP_ROWS = [
             tf.constant([0, 2, 4]), tf.constant([[0.5], [0.5]], w.dtype), tf.constant([0.4, 0.6, 0.8], w.dtype))),
      _pts(5, 3), _pts(2, 3)),
     ("nce_loss", lambda w, x: tf.nn.nce_loss(
-        w, tf.zeros([5], w.dtype), [[1], [3]], x, 3, 5, remove_accidental_hits=True, sampled_values=(
+        w, tf.zeros([5], w.dtype), [[1], [3]], x, 3, 5, sampled_values=(
             tf.constant([0, 3, 4]), tf.constant([[0.5], [0.5]], w.dtype), tf.constant([0.4, 0.6, 0.8], w.dtype))),
      _pts(5, 3), _pts(2, 3)),
     ("max_pool_with_argmax", lambda x: tf.nn.max_pool_with_argmax(x, 2, 1, "SAME")[0], _pts(1, 3, 3, 2)),
+    # (an evenly dividing ratio: the pooling regions do not depend on the draws)
+    ("fractional_pools", lambda x: [tf.nn.fractional_max_pool(x, [1.0, 2.0, 2.0, 1.0], seed=2)[0],
+                                    tf.nn.fractional_avg_pool(x, [1.0, 2.0, 2.0, 1.0], seed=2)[0]], _pts(1, 6, 4, 2)),
 ]
 
 #: Ops whose inputs are never floating (bool or int only): nothing to run in half precision.

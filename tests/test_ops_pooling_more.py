@@ -112,3 +112,65 @@ def test_with_space_to_batch_is_the_dilated_op():
         tf.nn.with_space_to_batch(x, [0, 2], "VALID", lambda inp, n, p: inp)
     with pytest.raises(ValueError, match="`spatial_dims`"):
         tf.nn.with_space_to_batch(x, [2, 2], "VALID", lambda inp, n, p: inp, spatial_dims=[2, 1])
+
+
+def test_fractional_pool_sequences_follow_tf_rules():
+    """Random sequences: n_out = floor(n_in / ratio) steps, each k or k + 1, summing to n_in; pseudo-random:
+    ceil(alpha * (i + u)) - 1 for one u in [0, max_u); an op seed repeats after set_seed."""
+    x = RNG.standard_normal((1, 23, 17, 1)).astype(np.float32)
+    for _ in range(5):
+        _, r, c = tf.nn.fractional_max_pool(x, [1.0, 1.7, 1.3, 1.0])
+        for seq, n_in, ratio in ((r.numpy(), 23, 1.7), (c.numpy(), 17, 1.3)):
+            n_out = int(np.floor(n_in / ratio))
+            assert len(seq) == n_out + 1 and seq[0] == 0 and seq[-1] == n_in
+            assert set(np.diff(seq).tolist()) <= {n_in // n_out, n_in // n_out + 1}
+        _, r, _ = tf.nn.fractional_avg_pool(x, [1.0, 1.7, 1.3, 1.0], pseudo_random=True)
+        seq, alpha, k = r.numpy(), 23 / 13, 23 // 13
+        max_u = min((k + 2) / alpha - 1, (23 + 1 - k) / alpha - 12)
+        us = [u for u in np.linspace(0, max_u, 2001) if all(
+            int(np.ceil(alpha * (i + u))) - 1 == seq[i] for i in range(1, 13))]
+        assert us and seq[-1] == 23, seq
+    tf.random.set_seed(3)
+    a = tf.nn.fractional_max_pool(x, [1.0, 1.7, 1.3, 1.0], seed=4)[1].numpy()
+    tf.random.set_seed(3)
+    b = tf.nn.fractional_max_pool(x, [1.0, 1.7, 1.3, 1.0], seed=4)[1].numpy()
+    np.testing.assert_array_equal(a, b)
+    tf.random.set_seed(None)
+
+
+def test_fractional_pool_gradients():
+    """Max: each output's cotangent lands on its region's maximum; avg: spread evenly over the region
+    (overlapping regions share the boundary row/column)."""
+    x = RNG.standard_normal((1, 9, 7, 2)).astype(np.float32)
+    for kind, f in (("max", tf.nn.fractional_max_pool), ("avg", tf.nn.fractional_avg_pool)):
+        xt = tf.constant(x)
+        with tf.GradientTape() as t:
+            t.watch(xt)
+            out, rows, cols = f(xt, [1.0, 1.5, 1.4, 1.0], overlapping=True)
+        ct = RNG.standard_normal(tuple(out.shape)).astype(np.float32)
+        g = t.gradient(out, xt, output_gradients=tf.constant(ct)).numpy()
+        r, c = rows.numpy(), cols.numpy()
+        want = np.zeros_like(x)
+        for i in range(len(r) - 1):
+            for j in range(len(c) - 1):
+                r1, c1 = min(r[i + 1] + 1, 9), min(c[j + 1] + 1, 7)
+                for ch in range(2):
+                    win = x[0, r[i]:r1, c[j]:c1, ch]
+                    if kind == "max":
+                        a, b = np.unravel_index(np.argmax(win), win.shape)
+                        want[0, r[i] + a, c[j] + b, ch] += ct[0, i, j, ch]
+                    else:
+                        want[0, r[i]:r1, c[j]:c1, ch] += ct[0, i, j, ch] / win.size
+        np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-6)
+
+
+def test_fractional_pool_errors():
+    x = np.zeros((1, 4, 4, 1), np.float32)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`pooling_ratio`"):
+        tf.nn.fractional_max_pool(x, [1.0, 0.5, 2.0, 1.0])
+    with pytest.raises(ValueError, match="`pooling_ratio`"):
+        tf.nn.fractional_avg_pool(x, [2.0, 2.0, 2.0, 1.0])
+    with pytest.raises(ValueError, match="`value`"):
+        tf.nn.fractional_avg_pool(x[0], [1.0, 2.0, 2.0, 1.0])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="too large"):
+        tf.nn.fractional_max_pool(x, [1.0, 5.0, 2.0, 1.0])

@@ -40,7 +40,7 @@ from ._registry import _call, _shape, prim, tf_types
 from .array import concat, ones_like, reshape, zeros_like
 from .math import cast, log, matmul, multiply, subtract
 from .nn import embedding_lookup, sigmoid_cross_entropy_with_logits, softmax_cross_entropy_with_logits
-from .reduce import reduce_sum
+from .reduce import reduce_sum, where
 
 _STOP = REGISTRY.get("StopGradient") or define(
     "StopGradient", lax.stop_gradient, differentiable=False,
@@ -303,8 +303,12 @@ def _sampled_logits(weights, biases, labels, inputs, num_sampled, num_classes, n
     sampled_logits = sampled_logits + sampled_b
     if remove_accidental_hits:
         hit = _hit_mask(labels, sampled, num_true)
-        any_hit = cast(reduce_sum(cast(hit, "int32"), axis=1) > 0, sampled_logits.dtype)
-        sampled_logits = sampled_logits + multiply(any_hit, convert_to_tensor(-_FLT_MAX, dtype=sampled_logits.dtype))
+        any_hit = reduce_sum(cast(hit, "int32"), axis=1) > 0
+        # (TF adds -FLT_MAX in the logits' dtype: -inf in half precision; no 0 * inf where there is no hit)
+        with np.errstate(over="ignore"):
+            low = convert_to_tensor(np.full(_shape(sampled_logits), -_FLT_MAX, np.float32).astype(
+                np.dtype(sampled_logits.dtype.as_numpy_dtype)))
+        sampled_logits = sampled_logits + where(any_hit, low, zeros_like(sampled_logits))
     if subtract_log_q:
         true_logits = subtract(true_logits, log(cast(true_count, true_logits.dtype)))
         sampled_logits = subtract(sampled_logits, log(cast(sampled_count, sampled_logits.dtype)))

@@ -19,6 +19,7 @@ the dilated filter's size), ``space_to_batch_nd``, the op with VALID padding, ``
 """
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -223,4 +224,101 @@ def with_space_to_batch(input, dilation_rate, padding, op, filter_shape=None, sp
 
 with_space_to_batch._tf_types = ("SpaceToBatchND", "BatchToSpaceND")
 
-__all__ = ["isotonic_regression", "max_pool_with_argmax", "with_space_to_batch"]
+def _pooling_sequence(n_in, n_out, rng, pseudo_random):
+    """TF's fractional pooling sequence (``fractional_pool_common.cc``): ``n_out + 1`` boundaries from
+    0 to ``n_in``; random: steps of ``k`` and ``k + 1`` (``k = n_in // n_out``) shuffled; pseudo-random:
+    ``ceil(alpha * (i + u)) - 1`` with ``u`` uniform below TF's bound."""
+    if pseudo_random:
+        alpha = n_in / n_out
+        k = n_in // n_out
+        max_u = min((k + 2) / alpha - 1, (n_in + 1 - k) / alpha - (n_out - 1))
+        u = rng.random() * max_u
+        seq = [0] + [int(np.ceil(alpha * (i + u))) - 1 for i in range(1, n_out)] + [n_in]
+        return np.asarray(seq, np.int64)
+    k, extra = divmod(n_in, n_out)
+    diff = np.full(n_out, k, np.int64)
+    diff[:extra] += 1
+    rng.shuffle(diff)
+    return np.concatenate([[0], np.cumsum(diff)]).astype(np.int64)
+
+
+def _regions(seq, n_in, overlapping):
+    """``[n_out, width]`` input positions of each pooling region (-1 pads)."""
+    ends = [min(int(b) + (1 if overlapping else 0), n_in) for b in seq[1:]]
+    starts = [int(a) for a in seq[:-1]]
+    width = max(e - a for a, e in zip(starts, ends))
+    return np.asarray([[a + j if a + j < e else -1 for j in range(width)] for a, e in zip(starts, ends)])
+
+
+def _fractional_pool(x, *, rows, cols, kind):
+    b, h, w, c = x.shape
+    r, cc = np.asarray(rows), np.asarray(cols)
+    flat = np.where((r[:, None, :, None] >= 0) & (cc[None, :, None, :] >= 0),
+                    r[:, None, :, None] * w + cc[None, :, None, :], h * w).reshape(r.shape[0], cc.shape[0], -1)
+    fill = -jnp.inf if kind == "max" else 0.0
+    xs = jnp.concatenate([x.reshape(b, h * w, c), jnp.full((b, 1, c), fill, x.dtype)], axis=1)
+    win = xs[:, flat.reshape(-1), :].reshape(b, *flat.shape, c)
+    if kind == "max":
+        k = jnp.argmax(win, axis=3)
+        return jnp.take_along_axis(win, k[:, :, :, None, :], axis=3)[:, :, :, 0, :]
+    count = jnp.asarray((flat < h * w).sum(-1), x.dtype)[None, :, :, None]
+    return jnp.sum(win, axis=3) / count
+
+
+_FRACTIONAL = {k: prim(f"Fractional{k.capitalize()}Pool", _fractional_pool) for k in ("max", "avg")}
+
+
+class FractionalPool(NamedTuple):
+    """``(output, row_pooling_sequence, col_pooling_sequence)``, TF's result."""
+    output: Tensor
+    row_pooling_sequence: Tensor
+    col_pooling_sequence: Tensor
+
+
+def _fractional(kind, value, pooling_ratio, pseudo_random, overlapping, seed):
+    op = f"Fractional{kind.capitalize()}Pool"
+    check_float(value, op, "real", "value")
+    shape = _shape(value)
+    if len(shape) != 4:
+        raise ValueError(f"{op}: argument `value` must be 4-D [batch, height, width, channels]; got shape "
+                         f"{list(shape)}")
+    ratio = [float(v) for v in np.asarray(pooling_ratio, np.float64).reshape(-1)]
+    ratio = [1.0, *ratio * (2 if len(ratio) == 1 else 1), 1.0] if len(ratio) in (1, 2) else ratio
+    if len(ratio) != 4 or ratio[0] != 1.0 or ratio[3] != 1.0:
+        raise ValueError(f"{op}: argument `pooling_ratio` must have 1, 2 or 4 entries, the batch and channel ones "
+                         f"1.0; got {list(np.asarray(pooling_ratio).reshape(-1))}")
+    if min(ratio) < 1.0:
+        raise InvalidArgumentError(None, None, f"pooling_ratio cannot be smaller than 1, got: {ratio} (argument "
+                                   f"`pooling_ratio`) [Op:{op}]")
+    outs = [int(np.floor(shape[i] / ratio[i])) for i in (1, 2)]
+    if min(outs) < 1:
+        raise InvalidArgumentError(None, None, f"pooling_ratio is too large: output size {outs} from input "
+                                   f"{list(shape[1:3])} (argument `pooling_ratio`) [Op:{op}]")
+    from . import random as _random
+    key = _random._next_key(int(seed) if seed else None)
+    rng = np.random.default_rng(np.asarray(jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
+                                           else key).astype(np.uint32).tolist())
+    seqs = [_pooling_sequence(shape[i], outs[i - 1], rng, pseudo_random) for i in (1, 2)]
+    regions = [tuple(map(tuple, _regions(sq, shape[i], overlapping).tolist())) for sq, i in zip(seqs, (1, 2))]
+    out = _call(_FRACTIONAL[kind], op, value, rows=regions[0], cols=regions[1], kind=kind)
+    long = _dtypes.storage_dtype(np.dtype(np.int64), "pooling sequence")
+    return FractionalPool(out, convert_to_tensor(seqs[0].astype(long)), convert_to_tensor(seqs[1].astype(long)))
+
+
+@tf_types("FractionalMaxPool")
+def fractional_max_pool(value, pooling_ratio, pseudo_random=False, overlapping=False, seed=0, name=None):
+    """``tf.nn.fractional_max_pool``: max pooling over regions of fractional average size
+    ``pooling_ratio`` (TF's pooling sequences; the shuffle draws from tapejax's seed rules, not TF's
+    Philox bits).  The gradient goes to each region's first maximum."""
+    return _fractional("max", value, pooling_ratio, pseudo_random, overlapping, seed)
+
+
+@tf_types("FractionalAvgPool")
+def fractional_avg_pool(value, pooling_ratio, pseudo_random=False, overlapping=False, seed=0, name=None):
+    """``tf.nn.fractional_avg_pool``: the mean of each fractional pooling region (see
+    ``fractional_max_pool``)."""
+    return _fractional("avg", value, pooling_ratio, pseudo_random, overlapping, seed)
+
+
+__all__ = ["fractional_avg_pool", "fractional_max_pool", "isotonic_regression", "max_pool_with_argmax",
+           "with_space_to_batch"]

@@ -211,3 +211,44 @@ def test_with_space_to_batch(tf):
                                              filter_shape=[3, 2]))
     out.append(tf.nn.with_space_to_batch(x, [2, 2], "VALID", lambda inp, n, p: tf.nn.max_pool2d(inp, 2, 1, p)))
     return out
+
+
+FRAC_X = RNG.standard_normal((2, 8, 9, 2)).astype(np.float32)
+
+
+def _pool_from(x, rows, cols, overlapping, kind):
+    """Fractional pooling of NumPy ``x`` over the given sequences (the oracle both sides share)."""
+    out = np.zeros((x.shape[0], len(rows) - 1, len(cols) - 1, x.shape[3]), np.float32)
+    for i in range(len(rows) - 1):
+        for j in range(len(cols) - 1):
+            r1 = min(rows[i + 1] + (1 if overlapping else 0), x.shape[1])
+            c1 = min(cols[j + 1] + (1 if overlapping else 0), x.shape[2])
+            win = x[:, rows[i]:r1, cols[j]:c1, :]
+            out[:, i, j, :] = win.max(axis=(1, 2)) if kind == "max" else win.mean(axis=(1, 2))
+    return out
+
+
+@parity(rtol=1e-5, atol=1e-6)
+def test_fractional_pools(tf):
+    """fractional_max_pool / fractional_avg_pool: the sequences follow TF's rules (0 to the input size;
+    random: steps k and k + 1; pseudo-random: increasing) and the output is the pooling over them
+    (random and pseudo-random, overlapping or not); an evenly dividing ratio is deterministic in TF,
+    so its values and gradients are compared exactly."""
+    res = []
+    for f, kind in ((tf.nn.fractional_max_pool, "max"), (tf.nn.fractional_avg_pool, "avg")):
+        for pseudo in (False, True):
+            for overlapping in (False, True):
+                out, rows, cols = f(FRAC_X, [1.0, 1.6, 2.2, 1.0], pseudo_random=pseudo, overlapping=overlapping, seed=5)
+                r, c = rows.numpy().tolist(), cols.numpy().tolist()
+                steps = sorted(set(np.diff(r).tolist()) | set(np.diff(c).tolist()))
+                res.append((out.shape.as_list(), r[0], r[-1], c[0], c[-1], len(r), len(c),
+                            all(s > 0 for s in steps), (max(steps) <= 3) if not pseudo else None,
+                            bool(np.allclose(out.numpy(), _pool_from(FRAC_X, r, c, overlapping, kind), atol=1e-6))))
+        x = tf.constant(FRAC_X[:, :8, :8])
+        with tf.GradientTape() as t:
+            t.watch(x)
+            out, rows, cols = f(x, [1.0, 2.0, 2.0, 1.0], seed=1)
+            y = out * tf.reshape(tf.range(tf.size(out), dtype=tf.float32), out.shape)
+        res.append((out, tf.cast(rows, tf.int32), tf.cast(cols, tf.int32), t.gradient(y, x)))
+    res.append(raises(tf.nn.fractional_max_pool, FRAC_X, [1.0, 0.5, 2.0, 1.0], ok=("InvalidArgumentError",)))
+    return res
