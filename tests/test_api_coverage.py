@@ -69,10 +69,9 @@ MISSING = {
         "typespec": "IndexedSlicesSpec NoneTensorSpec OptionalSpec RaggedTensorSpec SparseTensorSpec TensorArraySpec "
                     "TypeSpec type_spec_from_value",
         "experimental": "experimental",
-        "todo": "numpy_function py_function no_gradient init_scope variable_creator_scope random_index_shuffle "
-                "extract_volume_patches",
+        "todo": "numpy_function py_function no_gradient init_scope variable_creator_scope random_index_shuffle",
     },
-    "math": {"todo": "sobol_sample"},
+    "math": {},
     "nn": {
         "sparse": "embedding_lookup_sparse safe_embedding_lookup_sparse",
         "keras_alias": "RNNCellDeviceWrapper RNNCellDropoutWrapper RNNCellResidualWrapper",

@@ -178,6 +178,8 @@ API_SWEEP_ROWS = [
     # (an evenly dividing ratio: the pooling regions do not depend on the draws)
     ("fractional_pools", lambda x: [tf.nn.fractional_max_pool(x, [1.0, 2.0, 2.0, 1.0], seed=2)[0],
                                     tf.nn.fractional_avg_pool(x, [1.0, 2.0, 2.0, 1.0], seed=2)[0]], _pts(1, 6, 4, 2)),
+    ("extract_volume_patches", lambda x: tf.extract_volume_patches(x, [1, 2, 2, 2, 1], [1, 1, 2, 1, 1], "SAME"),
+     _pts(1, 3, 3, 2, 2)),
 ]
 
 #: Ops whose inputs are never floating (bool or int only): nothing to run in half precision.

@@ -19,6 +19,7 @@ from . import (
     nn_ctc as _ctc,
     nn_extra as _nx,
     nn_sampled as _smp,
+    patches_sequences as _psq,
     pooling_more as _pm,
     random as _r,
     reduce as _red,
@@ -67,6 +68,7 @@ TOP.update(_pick(_ut, """control_dependencies group no_op tuple identity_n guara
     parallel_stack AggregationMethod VariableAggregation VariableSynchronization constant_initializer
     zeros_initializer ones_initializer random_normal_initializer random_uniform_initializer"""))
 TOP["conv"] = _cv.conv
+TOP["extract_volume_patches"] = _psq.extract_volume_patches
 TOP["realdiv"] = _m.divide
 TOP["approx_top_k"] = _sg.approx_top_k
 TOP.update({"eig": _lm.eig, "eigvals": _lm.eigvals, "matrix_square_root": _lm.sqrtm,
@@ -81,6 +83,7 @@ _MATH.update({n: getattr(_sp, n) for n in _sp.__all__ if n not in ("complex", "s
 _MATH.update({n: getattr(_sg, n) for n in _sg.__all__ if n != "approx_top_k"})
 _MATH.update({"softmax": _nn.softmax, "log_softmax": _nn.log_softmax, "accumulate_n": _m.add_n,
               "bincount": _red.bincount})
+_MATH["sobol_sample"] = _psq.sobol_sample
 for _k in ("dawsn", "expint", "spence"):   # (tf.math.special's only; the Bessel functions are in both)
     _MATH.pop(_k)
 special = _module("math.special", "``tf.math.special``", {n: getattr(_sp, n) for n in (

@@ -38,7 +38,7 @@ from .reduce import unsorted_segment_sum
 def _windows(size, k, s, padding):
     """Output length and each output's input positions (-1 for padding) along one dimension."""
     if padding == "VALID":
-        out, start = (size - k) // s + 1, 0
+        out, start = max((size - k) // s + 1, 0), 0
     else:
         out = -(-size // s)
         start = -(max((out - 1) * s + k - size, 0) // 2)

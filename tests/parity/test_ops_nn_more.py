@@ -252,3 +252,35 @@ def test_fractional_pools(tf):
         res.append((out, tf.cast(rows, tf.int32), tf.cast(cols, tf.int32), t.gradient(y, x)))
     res.append(raises(tf.nn.fractional_max_pool, FRAC_X, [1.0, 0.5, 2.0, 1.0], ok=("InvalidArgumentError",)))
     return res
+
+
+# -- top level: volume patches, Sobol points --------------------------------------------------
+
+VOL_X = RNG.standard_normal((2, 5, 4, 6, 3)).astype(np.float32)
+
+
+@parity
+def test_extract_volume_patches(tf):
+    """extract_volume_patches, VALID and SAME with uneven padding and strides: the patches and the
+    gradient w.r.t. the input (overlapping windows add up)."""
+    out = []
+    for k, s, pad in (([1, 2, 2, 2, 1], [1, 2, 2, 2, 1], "VALID"), ([1, 3, 2, 2, 1], [1, 2, 1, 3, 1], "SAME"),
+                      ([1, 2, 3, 2, 1], [1, 1, 1, 1, 1], "SAME")):
+        x = tf.constant(VOL_X)
+        with tf.GradientTape() as t:
+            t.watch(x)
+            p = tf.extract_volume_patches(x, k, s, pad)
+            y = p * tf.reshape(tf.range(tf.size(p), dtype=tf.float32), p.shape)
+        out.append((p, t.gradient(y, x)))
+    x = np.zeros((1, 3, 3, 3, 1), np.float32)
+    out.append(tf.extract_volume_patches(x, [1, 4, 2, 2, 1], [1, 1, 1, 1, 1], "VALID").shape.as_list())
+    out.append(raises(tf.extract_volume_patches, x, [2, 2, 2, 2, 1], [1, 1, 1, 1, 1], "VALID"))
+    out.append(raises(tf.extract_volume_patches, x[0], [1, 2, 2, 2, 1], [1, 1, 1, 1, 1], "VALID"))
+    return out
+
+
+@parity(rtol=0, atol=0)
+def test_sobol_sample(tf):
+    """sobol_sample: TF's points exactly (dims 1, 5, 40 and 1000, skips 0, 3, 100 and 12345)."""
+    return ([tf.math.sobol_sample(d, n, skip=s) for d, n, s in ((1, 6, 0), (5, 9, 3), (40, 4, 100), (1000, 3, 12345))],
+            raises(tf.math.sobol_sample, 0, 3), raises(tf.math.sobol_sample, 2, 3, skip=-1))
