@@ -69,7 +69,7 @@ MISSING = {
         "typespec": "IndexedSlicesSpec NoneTensorSpec OptionalSpec RaggedTensorSpec SparseTensorSpec TensorArraySpec "
                     "TypeSpec type_spec_from_value",
         "experimental": "experimental",
-        "todo": "numpy_function py_function no_gradient init_scope variable_creator_scope random_index_shuffle",
+        "todo": "numpy_function py_function no_gradient init_scope variable_creator_scope",
     },
     "math": {},
     "nn": {

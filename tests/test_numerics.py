@@ -199,6 +199,7 @@ NO_FLOAT_INPUT = {
     "IRFFTND": "complex input only (TF and JAX have no half complex dtype)",
     "CTCUniqueLabels": "int labels in, int outputs only",
     "ComputeAccidentalHits": "int classes in, a bool mask out",
+    "RandomIndexShuffle": "int index, seed and max_index in, int out",
     "UniformCandidateSampler": "int classes in; float32 expected counts whatever the dtypes (TF's attr-free output)",
     "LogUniformCandidateSampler": "int classes in; float32 expected counts (TF's fixed output dtype)",
     "FixedUnigramCandidateSampler": "int classes in; float32 expected counts (TF's fixed output dtype)",

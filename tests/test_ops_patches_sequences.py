@@ -85,3 +85,29 @@ def test_sobol_sample_errors():
         tf.math.sobol_sample(2, 3, skip=-1)
     with pytest.raises(TypeError, match="`dtype`"):
         tf.math.sobol_sample(2, 3, dtype=tf.int32)
+
+
+@pytest.mark.parametrize("max_index,rounds", [(0, 4), (1, 4), (9, 4), (300, 8), (70000, 4)])
+def test_random_index_shuffle_is_a_bijection(max_index, rounds):
+    """For each seed the map is a permutation of [0, max_index], different seeds give different ones,
+    and the compiled op gives the eager values."""
+    idx = np.arange(max_index + 1, dtype=np.int32)
+    perms = [tf.random_index_shuffle(idx, np.array(s, np.int32), np.int32(max_index), rounds=rounds).numpy()
+             for s in ([1, 2, 3], [3, 2, 1])]
+    for p in perms:
+        assert sorted(p.tolist()) == idx.tolist()
+    if max_index > 8:
+        assert not np.array_equal(perms[0], perms[1]) and not np.array_equal(perms[0], idx)
+    f = tf.function(lambda i: tf.random_index_shuffle(i, [1, 2, 3], max_index, rounds=rounds))
+    np.testing.assert_array_equal(f(tf.constant(idx)).numpy(), perms[0])
+
+
+def test_random_index_shuffle_errors():
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`rounds`"):
+        tf.random_index_shuffle(1, [1, 2, 3], 5, rounds=3)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`seed`"):
+        tf.random_index_shuffle(1, [1, 2], 5)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`index`"):
+        tf.random_index_shuffle([[1]], [1, 2, 3], 5)
+    with pytest.raises(TypeError, match="`index`"):
+        tf.random_index_shuffle(1.0, [1, 2, 3], 5)

@@ -69,6 +69,7 @@ TOP.update(_pick(_ut, """control_dependencies group no_op tuple identity_n guara
     zeros_initializer ones_initializer random_normal_initializer random_uniform_initializer"""))
 TOP["conv"] = _cv.conv
 TOP["extract_volume_patches"] = _psq.extract_volume_patches
+TOP["random_index_shuffle"] = _psq.random_index_shuffle
 TOP["realdiv"] = _m.divide
 TOP["approx_top_k"] = _sg.approx_top_k
 TOP.update({"eig": _lm.eig, "eigvals": _lm.eigvals, "matrix_square_root": _lm.sqrtm,

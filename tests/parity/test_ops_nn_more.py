@@ -284,3 +284,30 @@ def test_sobol_sample(tf):
     """sobol_sample: TF's points exactly (dims 1, 5, 40 and 1000, skips 0, 3, 100 and 12345)."""
     return ([tf.math.sobol_sample(d, n, skip=s) for d, n, s in ((1, 6, 0), (5, 9, 3), (40, 4, 100), (1000, 3, 12345))],
             raises(tf.math.sobol_sample, 0, 3), raises(tf.math.sobol_sample, 2, 3, skip=-1))
+
+
+@parity
+def test_random_index_shuffle(tf):
+    """random_index_shuffle: TF's values for block sizes 16 to 32 bits, 4 and 6 rounds, one seed or one
+    per index, max_index 0 and 1; a scalar stays a scalar; bad seed shapes raise."""
+    idx = np.array([0, 1, 2, 77, 1000, 65535], np.int32)
+    out = [tf.random_index_shuffle(idx, np.array(s, np.int32), np.int32(m), rounds=r)
+           for s, m, r in (([1, 2, 3], 65535, 4), ([7, -1, 2**30], 70000, 6), ([0, 0, 0], 2**31 - 1, 4))]
+    seeds = np.arange(18, dtype=np.int32).reshape(6, 3)
+    out.append(tf.random_index_shuffle(idx, seeds, np.array([5, 9, 2, 100, 2000, 2**20], np.int32)))
+    out.append(tf.random_index_shuffle(np.int32(0), [4, 5, 6], np.int32(0)))
+    out.append(tf.random_index_shuffle(np.int32(1), [4, 5, 6], np.int32(1)))
+    out.append(raises(tf.random_index_shuffle, idx, np.zeros((2, 3), np.int32), np.int32(9)))
+    return out
+
+
+@parity(x64=True)
+def test_random_index_shuffle_64_bit(tf):
+    """int64 indices above 2**32 (blocks of 34 to 64 bits, TF's double log2 near 2**62), 64-bit seeds
+    (their low 32 bits)."""
+    out = []
+    for m in (2**40 + 7, 2**62 + 5, 2**63 - 1):
+        idx = np.array([0, 1, m // 3, m], np.int64)
+        seed = np.array([[5, 6, 7], [2**40 + 1, -3, 9], [1, 1, 1], [0, 2, 4]], np.int64)
+        out.append(tf.random_index_shuffle(idx, seed, np.int64(m)))
+    return out
