@@ -96,7 +96,7 @@ def sobol_sample(dim, num_results, skip=0, dtype=_dtypes.float32, name=None):
     return convert_to_tensor(pts.astype(_dtypes.storage_dtype(d._np, "dtype")))
 
 
-sobol_sample._tf_types = ("SobolSample",)
+sobol_sample._tf_types = ()   # (data made on the host: no registered op)
 
 _Z = 0x7369F885192C0EF5   # (the Simon key schedule's constant sequence, TF's)
 
