@@ -17,8 +17,9 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOC = os.path.join(ROOT, "docs", "ops.md")
 PARITY = os.path.join(ROOT, "tests", "parity", "test_ops_library.py")
-#: The parity files whose cases count as an op's parity test (test_ops_more.py: the sweep's ops).
-PARITY_FILES = (PARITY, os.path.join(ROOT, "tests", "parity", "test_ops_more.py"))
+#: The parity files whose cases count as an op's parity test (test_ops_more.py, test_ops_nn_more.py: the sweep's ops).
+PARITY_FILES = (PARITY, os.path.join(ROOT, "tests", "parity", "test_ops_more.py"),
+                os.path.join(ROOT, "tests", "parity", "test_ops_nn_more.py"))
 GRADCHECK = os.path.join(ROOT, "tests", "test_ops_gradcheck.py")
 sys.path.insert(0, ROOT)
 
