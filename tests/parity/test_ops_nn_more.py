@@ -311,3 +311,53 @@ def test_random_index_shuffle_64_bit(tf):
         seed = np.array([[5, 6, 7], [2**40 + 1, -3, 9], [1, 1, 1], [0, 2, 4]], np.int64)
         out.append(tf.random_index_shuffle(idx, seed, np.int64(m)))
     return out
+
+
+# -- a user's programs ---------------------------------------------------------------------------
+
+PROG_X = RNG.standard_normal((4, 8, 6)).astype(np.float32)          # [batch, time, features]
+PROG_W = (RNG.standard_normal((6, 5)) * 0.3).astype(np.float32)
+PROG_LABELS = np.array([[1, 2, 0], [3, 3, 1], [2, 0, 0], [4, 1, 4]], np.int32)
+PROG_LABEL_LEN = np.array([2, 3, 1, 3], np.int32)
+PROG_FRAMES = np.array([8, 7, 8, 6], np.int32)
+EMB = (RNG.standard_normal((20, 6)) * 0.3).astype(np.float32)
+EMB_X = RNG.standard_normal((5, 6)).astype(np.float32)
+EMB_Y = np.array([[3], [7], [0], [19], [7]], np.int64)
+
+
+@parity(rtol=2e-4, atol=2e-5, modes=True)
+def test_training_programs(tf):
+    """Two small models trained by SGD as a user writes them, evaluated between steps: a linear CTC
+    acoustic model (batch-major logits, the loss in a tf.function step, greedy decoding of the
+    result) and a sampled-softmax classifier with fixed sampled classes (the weights as a Variable,
+    nce_loss as the metric)."""
+    w = tf.Variable(PROG_W)
+    opt_lr = 0.5
+
+    @tf.function
+    def ctc_step(x):
+        with tf.GradientTape() as t:
+            logits = tf.einsum("btf,fk->btk", x, w)
+            loss = tf.reduce_mean(tf.nn.ctc_loss(PROG_LABELS, logits, PROG_LABEL_LEN, PROG_FRAMES,
+                                                 logits_time_major=False, blank_index=0))
+        w.assign_sub(opt_lr * t.gradient(loss, w))
+        return loss
+
+    ctc_losses = [ctc_step(tf.constant(PROG_X)) for _ in range(4)]
+    logits = tf.transpose(tf.einsum("btf,fk->btk", tf.constant(PROG_X), w), [1, 0, 2])
+    (decoded,), neg = tf.nn.ctc_greedy_decoder(logits, PROG_FRAMES, blank_index=0)
+
+    emb = tf.Variable(EMB)
+    bias = tf.Variable(np.zeros(20, np.float32))
+    sampled = (tf.constant(np.array([1, 5, 7, 12], np.int64)), tf.constant(np.full((5, 1), 0.2, np.float32)),
+               tf.constant(np.array([0.3, 0.25, 0.2, 0.1], np.float32)))
+    ssm_losses, metrics = [], []
+    for _ in range(3):
+        with tf.GradientTape() as t:
+            loss = tf.reduce_mean(tf.nn.sampled_softmax_loss(emb, bias, EMB_Y, EMB_X, 4, 20, sampled_values=sampled))
+        g_emb, g_bias = t.gradient(loss, [emb, bias])
+        emb.assign_sub(0.3 * tf.convert_to_tensor(g_emb))
+        bias.assign_sub(0.3 * tf.convert_to_tensor(g_bias))
+        ssm_losses.append(loss)
+        metrics.append(tf.reduce_mean(tf.nn.nce_loss(emb, bias, EMB_Y, EMB_X, 4, 20, sampled_values=sampled)))
+    return ctc_losses, w, _sparse_parts(tf, decoded), neg, ssm_losses, metrics, emb, bias
