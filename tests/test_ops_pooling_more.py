@@ -22,6 +22,7 @@ def loop_pool(x, k, s):
             y, xx = i * s + di, j * s + dj
             if best is None or x[n, y, xx, ch] > best[0]:
                 best = (x[n, y, xx, ch], ((n * h + y) * w + xx) * c + ch)
+        assert best is not None
         val[n, i, j, ch], idx[n, i, j, ch] = best
     return val, idx
 
@@ -72,6 +73,7 @@ def brute_isotonic(row):
             err = np.sum((fit - row) ** 2)
             if best is None or err < best[0] - 1e-12:
                 best = (err, fit)
+    assert best is not None
     return best[1]
 
 
