@@ -183,3 +183,27 @@ def test_loss_errors():
         tf.nn.sampled_softmax_loss(W, B, LABELS[:, :1], X, 4, 10, sampled_values=(SAMPLED, TRUE_Q.astype(np.float32), SAMPLED_Q.astype(np.float32)))
     with pytest.raises(ValueError, match="`inputs`"):
         tf.nn.nce_loss(W, B, LABELS[:, :1], X[0], 5, 10)
+
+
+def test_samplers_and_losses_in_a_function():
+    """With op seeds the samplers and sampled_softmax_loss's own sampling run inside tf.function (the
+    true classes are traced: their range is checked eagerly only); a training step lowers the loss."""
+    f = tf.function(lambda tc: tf.random.log_uniform_candidate_sampler(tc, 1, 5, True, 50, seed=4))
+    s, t, e = f(tf.constant([[3], [9]], tf.int64))
+    assert len(set(s.numpy().tolist())) == 5 and t.shape == (2, 1) and e.shape == (5,)
+    w = tf.Variable(RNG.standard_normal((30, 6)).astype(np.float32))
+    b = tf.Variable(np.zeros(30, np.float32))
+    x = tf.constant(RNG.standard_normal((8, 6)).astype(np.float32))
+    y = RNG.integers(0, 30, (8, 1))
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.nn.sampled_softmax_loss(w, b, y, x, 6, 30, seed=3))
+        gw, gb = tape.gradient(loss, [w, b])
+        w.assign_sub(0.2 * tf.convert_to_tensor(gw))
+        b.assign_sub(0.2 * tf.convert_to_tensor(gb))
+        return loss
+
+    losses = [float(step()) for _ in range(4)]
+    assert all(np.isfinite(losses)) and losses[-1] < losses[0]

@@ -176,3 +176,14 @@ def test_fractional_pool_errors():
         tf.nn.fractional_avg_pool(x[0], [1.0, 2.0, 2.0, 1.0])
     with pytest.raises(tf.errors.InvalidArgumentError, match="too large"):
         tf.nn.fractional_max_pool(x, [1.0, 5.0, 2.0, 1.0])
+
+
+def test_fractional_pool_in_a_function():
+    """With an op seed the pooling runs inside tf.function (its regions fixed for the trace) and equals
+    the pooling over the sequences it returns."""
+    x = tf.constant(RNG.standard_normal((1, 7, 6, 1)).astype(np.float32))
+    out, rows, cols = tf.function(lambda v: tf.nn.fractional_avg_pool(v, [1.0, 1.4, 1.5, 1.0], seed=9))(x)
+    r, c = rows.numpy(), cols.numpy()
+    xv = x.numpy()
+    want = [[xv[0, r[i]:r[i + 1], c[j]:c[j + 1], 0].mean() for j in range(len(c) - 1)] for i in range(len(r) - 1)]
+    np.testing.assert_allclose(out.numpy()[0, :, :, 0], want, rtol=1e-5)

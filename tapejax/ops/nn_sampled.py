@@ -131,8 +131,9 @@ def _check(op, true_classes, num_true, num_sampled, unique, range_max):
             raise InvalidArgumentError(None, None, f"Sampler's range is too small: cannot sample {int(num_sampled)} "
                                        f"unique values from range_max {int(range_max)} (argument `num_sampled`) "
                                        f"[Op:{op}]")
-        vals = np.asarray(tc.numpy())
-        bad = vals[(vals < 0) | (vals >= int(range_max))]
+        # (checked on concrete values; inside a compiled function the classes are traced: unchecked)
+        vals = None if isinstance(tc._value, jax.core.Tracer) else np.asarray(tc.numpy())
+        bad = np.zeros(0) if vals is None else vals[(vals < 0) | (vals >= int(range_max))]
         if bad.size:
             raise InvalidArgumentError(None, None, f"`true_candidate` out of range [0, {int(range_max)}), received "
                                        f"{int(bad[0])} (argument `true_classes`) [Op:{op}]")

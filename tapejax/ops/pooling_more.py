@@ -295,7 +295,12 @@ def _fractional(kind, value, pooling_ratio, pseudo_random, overlapping, seed):
         raise InvalidArgumentError(None, None, f"pooling_ratio is too large: output size {outs} from input "
                                    f"{list(shape[1:3])} (argument `pooling_ratio`) [Op:{op}]")
     from . import random as _random
-    key = _random._next_key(int(seed) if seed else None)
+    # (an op seed's key is a constant even inside a compiled function: the regions are static there)
+    if seed:
+        with jax.ensure_compile_time_eval():
+            key = _random._next_key(int(seed))
+    else:
+        key = _random._next_key(None)
     rng = np.random.default_rng(np.asarray(jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
                                            else key).astype(np.uint32).tolist())
     seqs = [_pooling_sequence(shape[i], outs[i - 1], rng, pseudo_random) for i in (1, 2)]
@@ -309,7 +314,8 @@ def _fractional(kind, value, pooling_ratio, pseudo_random, overlapping, seed):
 def fractional_max_pool(value, pooling_ratio, pseudo_random=False, overlapping=False, seed=0, name=None):
     """``tf.nn.fractional_max_pool``: max pooling over regions of fractional average size
     ``pooling_ratio`` (TF's pooling sequences; the shuffle draws from tapejax's seed rules, not TF's
-    Philox bits).  The gradient goes to each region's first maximum."""
+    Philox bits).  The gradient goes to each region's first maximum.  The regions are drawn on the
+    host: inside a compiled function give an op ``seed`` (they are then fixed for that trace)."""
     return _fractional("max", value, pooling_ratio, pseudo_random, overlapping, seed)
 
 
