@@ -26,6 +26,7 @@ was sampled twice only its last position gets it (TF writes the hits with ``spar
 from typing import NamedTuple
 
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
