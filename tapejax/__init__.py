@@ -39,6 +39,7 @@ from .ops.layout import (batch_to_space, bitcast, broadcast_dynamic_shape, broad
                          sequence_mask, shape_n, space_to_batch, space_to_batch_nd, unique_with_counts, unravel_index)
 from .ops.conv import conv, conv2d_backprop_filter_v2, conv2d_backprop_input_v2
 from .ops.segment import approx_top_k
+from .ops.patches_sequences import extract_volume_patches, random_index_shuffle
 from .ops.utilities import (AggregationMethod, VariableAggregation, VariableSynchronization, constant_initializer,
                             control_dependencies, executing_eagerly, get_current_name_scope, get_logger,
                             get_static_value, group, guarantee_const, identity_n, inside_function, is_symbolic_tensor,
@@ -107,7 +108,7 @@ __all__ = [
     "conv2d_backprop_input_v2", "convert_to_tensor", "cos", "cosh", "cumsum", "custom_gradient", "data",
     "debugging", "deferred_execution", "define_op", "device", "DeviceSpec", "divide", "double", "DType", "dtypes",
     "dynamic_partition", "dynamic_stitch", "eig", "eigvals", "einsum", "ensure_shape", "equal", "errors", "executing_eagerly",
-    "exp", "expand_dims", "eye", "fftnd", "fill", "float16", "float32", "float64", "floor", "floordiv",
+    "exp", "expand_dims", "extract_volume_patches", "eye", "fftnd", "fill", "float16", "float32", "float64", "floor", "floordiv",
     "floormod", "foldl", "foldr", "Function", "function", "gather", "gather_nd", "get_current_name_scope",
     "get_logger", "get_static_value", "grad_pass_through", "gradient_override_map", "gradients", "GradientTape", "greater",
     "greater_equal", "group", "guarantee_const", "half", "hessians", "histogram_fixed_width",
@@ -117,7 +118,7 @@ __all__ = [
     "matrix_square_root", "map_fn", "maximum", "meshgrid", "minimum", "Module", "multiply", "name_scope", "negative", "nest", "newaxis", "nn",
     "no_gradient", "no_op", "variable_creator_scope", "numpy_function", "py_function", "init_scope", "norm", "not_equal", "one_hot", "ones", "ones_initializer", "ones_like", "op", "optimizers",
     "pad", "parallel_stack", "pow", "Primitive", "print", "ragged", "random", "random_normal_initializer",
-    "random_uniform_initializer", "range", "rank", "realdiv", "recompute_grad", "reduce_all", "reduce_any", "reduce_logsumexp",
+    "random_index_shuffle", "random_uniform_initializer", "range", "rank", "realdiv", "recompute_grad", "reduce_all", "reduce_any", "reduce_logsumexp",
     "reduce_max", "reduce_mean", "reduce_min", "reduce_prod", "reduce_sum",
     "register_tensor_conversion_function", "RegisterGradient", "repeat", "required_space_to_batch_paddings",
     "reshape", "reverse", "reverse_sequence", "rfftnd", "roll", "round", "saturate_cast", "saved_model", "scalar_mul",

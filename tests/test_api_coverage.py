@@ -49,7 +49,6 @@ REASONS = {
     "experimental": "out of scope: TF's unstable experimental namespace",
     "tf1": "out of scope: TF1's graph and session API (sessions, placeholders, collections, variable "
            "scopes); tapejax.compat.v1 keeps the gradient names TF2 code uses from it",
-    "todo": "runs on JAX; not implemented yet",
 }
 
 #: namespace -> reason -> the missing names (space separated).  compat.v1 is handled by rule below.
@@ -69,26 +68,17 @@ MISSING = {
         "typespec": "IndexedSlicesSpec NoneTensorSpec OptionalSpec RaggedTensorSpec SparseTensorSpec TensorArraySpec "
                     "TypeSpec type_spec_from_value",
         "experimental": "experimental",
-        "todo": "random_index_shuffle extract_volume_patches",
     },
-    "math": {"todo": "sobol_sample"},
+    "math": {},
     "nn": {
         "sparse": "embedding_lookup_sparse safe_embedding_lookup_sparse",
         "keras_alias": "RNNCellDeviceWrapper RNNCellDropoutWrapper RNNCellResidualWrapper",
         "experimental": "experimental",
-        "todo": "all_candidate_sampler fixed_unigram_candidate_sampler learned_unigram_candidate_sampler "
-                "compute_accidental_hits nce_loss sampled_softmax_loss ctc_beam_search_decoder ctc_greedy_decoder "
-                "ctc_loss ctc_unique_labels fractional_avg_pool "
-                "fractional_max_pool isotonic_regression max_pool_with_argmax with_space_to_batch",
     },
     "linalg": {
         "experimental": "experimental",
     },
-    "random": {
-        "experimental": "experimental",
-        "todo": "all_candidate_sampler fixed_unigram_candidate_sampler learned_unigram_candidate_sampler "
-                "log_uniform_candidate_sampler uniform_candidate_sampler",
-    },
+    "random": {"experimental": "experimental"},
     "keras.optimizers": {"experimental": "experimental"},
     "train": {
         "proto": "BytesList Example Feature FeatureList FeatureLists Features FloatList Int64List SequenceExample",

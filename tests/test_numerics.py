@@ -164,6 +164,22 @@ API_SWEEP_ROWS = [
     ("truncatemod", lambda x, y: tf.truncatemod(x, y), _pts(2, 3), POS),
     ("betainc", lambda a, b, x: tf.math.betainc(a, b, x), POS, POS[::-1], _pts(2, 3, lo=0.1, hi=0.9)),
     ("lbeta", lambda x: tf.math.lbeta(x), POS),
+    ("ctc_loss", lambda x: tf.nn.ctc_loss([[1, 2]], x, [2], [4]), _pts(4, 1, 3)),
+    ("ctc_greedy_decoder", lambda x: tf.nn.ctc_greedy_decoder(x, [4])[1], _pts(4, 1, 3)),
+    ("sampled_softmax_loss", lambda w, x: tf.nn.sampled_softmax_loss(
+        w, tf.zeros([5], w.dtype), [[1], [3]], x, 3, 5, sampled_values=(
+            tf.constant([0, 2, 4]), tf.constant([[0.5], [0.5]], w.dtype), tf.constant([0.4, 0.6, 0.8], w.dtype))),
+     _pts(5, 3), _pts(2, 3)),
+    ("nce_loss", lambda w, x: tf.nn.nce_loss(
+        w, tf.zeros([5], w.dtype), [[1], [3]], x, 3, 5, sampled_values=(
+            tf.constant([0, 3, 4]), tf.constant([[0.5], [0.5]], w.dtype), tf.constant([0.4, 0.6, 0.8], w.dtype))),
+     _pts(5, 3), _pts(2, 3)),
+    ("max_pool_with_argmax", lambda x: tf.nn.max_pool_with_argmax(x, 2, 1, "SAME")[0], _pts(1, 3, 3, 2)),
+    # (an evenly dividing ratio: the pooling regions do not depend on the draws)
+    ("fractional_pools", lambda x: [tf.nn.fractional_max_pool(x, [1.0, 2.0, 2.0, 1.0], seed=2)[0],
+                                    tf.nn.fractional_avg_pool(x, [1.0, 2.0, 2.0, 1.0], seed=2)[0]], _pts(1, 6, 4, 2)),
+    ("extract_volume_patches", lambda x: tf.extract_volume_patches(x, [1, 2, 2, 2, 1], [1, 1, 2, 1, 1], "SAME"),
+     _pts(1, 3, 3, 2, 2)),
 ]
 
 #: Ops whose inputs are never floating (bool or int only): nothing to run in half precision.
@@ -182,6 +198,13 @@ NO_FLOAT_INPUT = {
     "FFTND": "complex input only (TF and JAX have no half complex dtype)",
     "IFFTND": "complex input only (TF and JAX have no half complex dtype)",
     "IRFFTND": "complex input only (TF and JAX have no half complex dtype)",
+    "CTCUniqueLabels": "int labels in, int outputs only",
+    "ComputeAccidentalHits": "int classes in, a bool mask out",
+    "RandomIndexShuffle": "int index, seed and max_index in, int out",
+    "UniformCandidateSampler": "int classes in; float32 expected counts whatever the dtypes (TF's attr-free output)",
+    "LogUniformCandidateSampler": "int classes in; float32 expected counts (TF's fixed output dtype)",
+    "FixedUnigramCandidateSampler": "int classes in; float32 expected counts (TF's fixed output dtype)",
+    "LearnedUnigramCandidateSampler": "int classes in; float32 expected counts (TF's fixed output dtype)",
 }
 
 #: Random ops: run with ``dtype=<half>`` (values are random: dtype, shape and range are checked).

@@ -17,8 +17,9 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOC = os.path.join(ROOT, "docs", "ops.md")
 PARITY = os.path.join(ROOT, "tests", "parity", "test_ops_library.py")
-#: The parity files whose cases count as an op's parity test (test_ops_more.py: the sweep's ops).
-PARITY_FILES = (PARITY, os.path.join(ROOT, "tests", "parity", "test_ops_more.py"))
+#: The parity files whose cases count as an op's parity test (test_ops_more.py, test_ops_nn_more.py: the sweep's ops).
+PARITY_FILES = (PARITY, os.path.join(ROOT, "tests", "parity", "test_ops_more.py"),
+                os.path.join(ROOT, "tests", "parity", "test_ops_nn_more.py"))
 GRADCHECK = os.path.join(ROOT, "tests", "test_ops_gradcheck.py")
 sys.path.insert(0, ROOT)
 
@@ -132,6 +133,14 @@ def render():
               "  output: eager only (inside `jax.jit` use `unsorted_segment_sum` or fixed-size masks).",
               "* `tapejax.random` follows TF's seed rules with JAX keys (values differ from TF's); inside",
               "  `jax.jit` thread the key with `tapejax.random.state_scope` (see its module docstring).",
+              "* `nn.ctc_greedy_decoder` / `ctc_beam_search_decoder` return `CTCDecoded` records (TF's",
+              "  SparseTensor's `indices`, `values`, `dense_shape`, and `to_dense()`) in place of a",
+              "  SparseTensor; they, `compute_accidental_hits`, `isotonic_regression` and",
+              "  `learned_unigram_candidate_sampler` read values on the host (eager only). The candidate",
+              "  samplers and fractional pools draw from tapejax's seeds (TF's distributions, expected",
+              "  counts and pooling-sequence rules, not its bits); `fixed_unigram_candidate_sampler`'s",
+              "  `vocab_file` is not supported (pass `unigrams`). `ctc_loss` of an infeasible labelling",
+              "  is about 711 as TF's (log(1e-307)) but not to the digit.",
               "* int64 results (`argmax`, `count_nonzero`, `where(c)`, `categorical`) are int32 unless JAX's",
               "  x64 mode is on (then int64, as TF).",
               "* Out-of-range indices in `gather`/`gather_nd` give NaN (JAX's fill) where TF's CPU kernel",

@@ -26,7 +26,11 @@ from . import (
     linear_operator_wrappers as _lopw,
     math as _m,
     nn as _nn,
+    nn_ctc as _ctc,
     nn_extra as _nx,
+    nn_sampled as _smp,
+    patches_sequences as _psq,
+    pooling_more as _pm,
     random as _r,
     reduce as _red,
     rng as _rng,
@@ -75,6 +79,8 @@ TOP.update(_pick(_ut, """control_dependencies group no_op tuple identity_n guara
     zeros_initializer ones_initializer random_normal_initializer random_uniform_initializer"""))
 TOP["conv"] = _cv.conv
 TOP["matmul"] = _lopx.matmul   # (an operator argument dispatches to its method, as TF)
+TOP["extract_volume_patches"] = _psq.extract_volume_patches
+TOP["random_index_shuffle"] = _psq.random_index_shuffle
 TOP["realdiv"] = _m.divide
 TOP["approx_top_k"] = _sg.approx_top_k
 TOP.update({"eig": _lm.eig, "eigvals": _lm.eigvals, "matrix_square_root": _lm.sqrtm,
@@ -89,6 +95,7 @@ _MATH.update({n: getattr(_sp, n) for n in _sp.__all__ if n not in ("complex", "s
 _MATH.update({n: getattr(_sg, n) for n in _sg.__all__ if n != "approx_top_k"})
 _MATH.update({"softmax": _nn.softmax, "log_softmax": _nn.log_softmax, "accumulate_n": _m.add_n,
               "bincount": _red.bincount})
+_MATH["sobol_sample"] = _psq.sobol_sample
 for _k in ("dawsn", "expint", "spence"):   # (tf.math.special's only; the Bessel functions are in both)
     _MATH.pop(_k)
 special = _module("math.special", "``tf.math.special``", {n: getattr(_sp, n) for n in (
@@ -99,6 +106,9 @@ _NN = {n: getattr(_nn, n) for n in _nn.__all__}
 _NN.update({n: getattr(_cv, n) for n in _cv.__all__ if n not in ("conv", "conv2d_backprop_filter_v2",
                                                                   "conv2d_backprop_input_v2")})
 _NN.update({n: getattr(_nx, n) for n in _nx.__all__})
+_NN.update({n: getattr(_ctc, n) for n in _ctc.__all__ if n != "CTCDecoded"})
+_NN.update({n: getattr(_smp, n) for n in _smp.__all__})
+_NN.update({n: getattr(_pm, n) for n in _pm.__all__})
 _NN.update({"top_k": _red.top_k, "in_top_k": _sg.in_top_k, "zero_fraction": _sg.zero_fraction,
             "approx_max_k": _sg.approx_max_k, "approx_min_k": _sg.approx_min_k, "depth_to_space": _lo.depth_to_space,
             "space_to_depth": _lo.space_to_depth, "space_to_batch": _lo.space_to_batch_nd})
@@ -108,7 +118,8 @@ linalg = _module("linalg", "``tf.linalg``", {**{n: getattr(mod, n) for mod in (_
                                              "LinearOperator": _lop.LinearOperator,
                                              **{n: getattr(mod, n) for mod in (_lopw, _lopd, _lopo, _lopb, _lopk, _lopc, _lops) for n in mod.__all__}})
 random = _module("random", "``tf.random``: TF's seed rules on JAX PRNG keys (see tapejax.ops.random)",
-                 {**{n: getattr(_r, n) for n in _r.__all__}, **{n: getattr(_rng, n) for n in _rng.__all__}})
+                 {**{n: getattr(_r, n) for n in _r.__all__}, **{n: getattr(_rng, n) for n in _rng.__all__},
+                  **{n: getattr(_smp, n) for n in _smp.__all__ if n.endswith("_sampler")}})
 nest = _module("nest", "``tf.nest``", {"flatten": _nest.flatten, "pack_sequence_as": _nest.pack_sequence_as,
                                         "map_structure": _nest.map_structure, "is_nested": _nest.is_nested,
                                         "assert_same_structure": _ut.assert_same_structure})

@@ -1,0 +1,158 @@
+"""tf.nn's CTC ops (tapejax.ops.nn_ctc) against hand oracles: the loss as the brute-force sum over
+every alignment, its gradient by central differences of that sum (float64), the decoders and
+ctc_unique_labels on hand-worked rows, and TF's errors.  TF parity: tests/parity/test_ops_nn_more.py."""
+import itertools
+
+import numpy as np
+import pytest
+
+import tapejax as tf
+
+RNG = np.random.default_rng(5)
+
+
+def _collapse(path, blank):
+    out, prev = [], None
+    for p in path:
+        if p != prev and p != blank:
+            out.append(p)
+        prev = p
+    return out
+
+
+def brute_ctc(logits, label, blank):
+    """-log sum over all paths of length T (logits [T, K]) that collapse to ``label``."""
+    lp = logits - np.log(np.sum(np.exp(logits), axis=1, keepdims=True))
+    total = 0.0
+    for path in itertools.product(range(logits.shape[1]), repeat=logits.shape[0]):
+        if _collapse(path, blank) == list(label):
+            total += np.exp(sum(lp[t, k] for t, k in enumerate(path)))
+    return -np.log(total)
+
+
+@pytest.mark.parametrize("blank", [0, 2, -1])
+def test_ctc_loss_is_the_sum_over_alignments(blank):
+    """Each batch entry's loss is -log of the summed probability of its alignments (logit_length
+    frames), for the blank first, in the middle and last; labels with a repeat."""
+    x = RNG.standard_normal((5, 2, 4))
+    labels = np.array([[1, 1, 0], [3, 0, 0]]) if blank != -1 else np.array([[1, 1, 0], [2, 0, 0]])
+    label_len, logit_len = np.array([2, 1]), np.array([5, 3])
+    got = tf.nn.ctc_loss(labels, tf.constant(x, tf.float32), label_len, logit_len, blank_index=blank).numpy()
+    b = blank % 4
+    for i in range(2):
+        want = brute_ctc(x[:logit_len[i], i], labels[i, :label_len[i]], b)
+        np.testing.assert_allclose(got[i], want, rtol=1e-5)
+
+
+def test_ctc_loss_gradient_is_the_numerical_one():
+    """The gradient w.r.t. the logits equals central differences of the brute-force loss (float64),
+    and is zero for frames beyond logit_length."""
+    x = RNG.standard_normal((4, 1, 3))
+    label = [1, 2]
+    xt = tf.constant(x, tf.float32)
+    with tf.GradientTape() as t:
+        t.watch(xt)
+        loss = tf.nn.ctc_loss([label], xt, [2], [3])
+    g = t.gradient(loss, xt).numpy()
+    num = np.zeros_like(x)
+    eps = 1e-6
+    for idx in np.ndindex(x.shape):
+        d = np.zeros_like(x)
+        d[idx] = eps
+        num[idx] = (brute_ctc((x + d)[:3, 0], label, 0) - brute_ctc((x - d)[:3, 0], label, 0)) / (2 * eps)
+    np.testing.assert_allclose(g, num, atol=2e-5)
+    assert np.all(g[3] == 0.0)
+
+
+def test_ctc_loss_errors():
+    """Bad input raises naming the argument, before anything runs."""
+    x = np.zeros((4, 2, 3), np.float32)
+    with pytest.raises(ValueError, match="`labels`"):
+        tf.nn.ctc_loss([1, 2], x, [1, 1], [4, 4])
+    with pytest.raises(ValueError, match="`label_length`.*batch size 2"):
+        tf.nn.ctc_loss([[1], [2]], x, [1, 1, 1], [4, 4])
+    with pytest.raises(ValueError, match="`label_length`"):
+        tf.nn.ctc_loss([[1], [2]], x, None, [4, 4])
+    with pytest.raises(ValueError, match="`blank_index`.*got 3"):
+        tf.nn.ctc_loss([[1], [2]], x, [1, 1], [4, 4], blank_index=3)
+    with pytest.raises(TypeError, match="`labels`.*float32"):
+        tf.nn.ctc_loss([[1.0], [2.0]], x, [1, 1], [4, 4])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`logits`"):
+        tf.nn.ctc_loss([[1], [2]], np.zeros((4, 2, 3), np.int32), [1, 1], [4, 4])
+    with pytest.raises(TypeError, match="`unique`"):
+        tf.nn.ctc_loss([[1], [2]], x, [1, 1], [4, 4], unique=3)
+
+
+def test_ctc_loss_in_a_function_and_half():
+    """Under tf.function the loss is the eager one; bfloat16 logits give a bfloat16 loss."""
+    x = RNG.standard_normal((5, 2, 4)).astype(np.float32)
+    args = ([[1, 2], [3, 3]], [2, 2], [5, 5])
+    eager = tf.nn.ctc_loss(args[0], x, *args[1:])
+    traced = tf.function(lambda v: tf.nn.ctc_loss(args[0], v, *args[1:]))(tf.constant(x))
+    np.testing.assert_allclose(np.asarray(traced), eager.numpy(), rtol=1e-6)
+    h = tf.nn.ctc_loss(args[0], tf.constant(x, tf.bfloat16), *args[1:])
+    assert h.dtype == tf.bfloat16
+    np.testing.assert_allclose(h.numpy().astype(np.float32), eager.numpy(), rtol=2e-2)
+
+
+def test_ctc_unique_labels_by_hand():
+    """TF's docstring example and a row of one value."""
+    y, idx = tf.nn.ctc_unique_labels([[3, 4, 4, 3], [7, 7, 7, 7]])
+    assert y.numpy().tolist() == [[3, 4, 0, 0], [7, 0, 0, 0]]
+    assert idx.numpy().tolist() == [[0, 1, 1, 0], [0, 0, 0, 0]] and idx.dtype == tf.int32
+    with pytest.raises(ValueError, match="`labels`"):
+        tf.nn.ctc_unique_labels([1, 2])
+
+
+def test_ctc_greedy_decoder_by_hand():
+    """A B B * B * B (blank last) decodes to A B B B merged and A B B B B unmerged; the second entry
+    stops at its sequence length; neg_sum_logits is minus the sum of each frame's best logit."""
+    a, b, blank = 0, 1, 2
+    path = [a, b, b, blank, b, blank, b]
+    x = np.full((7, 2, 3), -1.0, np.float32)
+    for t, k in enumerate(path):
+        x[t, 0, k] = 2.0 + t
+        x[t, 1, k] = 1.0
+    (d,), neg = tf.nn.ctc_greedy_decoder(x, [7, 3])
+    assert d.to_dense(-1).numpy().tolist() == [[a, b, b, b], [a, b, -1, -1]]
+    assert d.dense_shape.numpy().tolist() == [2, 4]
+    assert d.indices.numpy().tolist() == [[0, 0], [0, 1], [0, 2], [0, 3], [1, 0], [1, 1]]
+    np.testing.assert_allclose(neg.numpy(), [[-sum(2.0 + t for t in range(7))], [-3.0]])
+    (d2,), _ = tf.nn.ctc_greedy_decoder(x, [7, 3], merge_repeated=False)
+    assert d2.to_dense().numpy()[0].tolist() == [a, b, b, b, b]
+
+
+def test_ctc_greedy_decoder_errors():
+    x = np.zeros((3, 2, 4), np.float32)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="sequence_length"):
+        tf.nn.ctc_greedy_decoder(x, [3])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="must not exceed"):
+        tf.nn.ctc_greedy_decoder(x, [3, 4])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="blank_index"):
+        tf.nn.ctc_greedy_decoder(x, [3, 3], blank_index=4)
+    with pytest.raises(ValueError, match="`inputs`"):
+        tf.nn.ctc_greedy_decoder(x[0], [3, 3])
+
+
+def test_ctc_beam_search_decoder_by_hand():
+    """Uniform frames over 3 classes (blank last), 3 frames: "0" and "1" each have 6 of the 27 paths,
+    "01" has 5 (01-, 011, 001, 0-1, -01); a two-frame case worked by hand: P("0") = .6*.7 + .6*.1
+    + .1*.1 = 0.49."""
+    d, lp = tf.nn.ctc_beam_search_decoder(np.zeros((3, 1, 3), np.float32), [3], beam_width=10, top_paths=3)
+    np.testing.assert_allclose(lp.numpy()[0], np.log([6 / 27, 6 / 27, 5 / 27]), rtol=1e-5)
+    assert sorted(p.to_dense().numpy().tolist() for p in d[:2]) == [[[0]], [[1]]]
+    assert d[2].to_dense().numpy().tolist() == [[0, 1]]
+    x = np.log(np.array([[[0.6, 0.3, 0.1]], [[0.1, 0.2, 0.7]]], np.float32)) + 5.0
+    d, lp = tf.nn.ctc_beam_search_decoder(x, [2], beam_width=5, top_paths=1)
+    np.testing.assert_allclose(lp.numpy(), [[np.log(0.49)]], rtol=1e-5)
+    assert d[0].to_dense().numpy().tolist() == [[0]]
+
+
+def test_ctc_beam_search_decoder_errors():
+    x = np.zeros((3, 2, 4), np.float32)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`top_paths`"):
+        tf.nn.ctc_beam_search_decoder(x, [3, 3], beam_width=2, top_paths=3)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`beam_width`"):
+        tf.nn.ctc_beam_search_decoder(x, [3, 3], beam_width=0)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Less leaves"):
+        tf.nn.ctc_beam_search_decoder(np.zeros((1, 1, 2), np.float32), [1], beam_width=5, top_paths=3)
