@@ -121,12 +121,84 @@ def test_the_global_key_made_on_first_use_inside_a_trace_is_concrete():
     in the generator: eager draws afterwards work."""
     from tapejax.ops import random as R
     g = R.get_global_generator()
-    saved = g._key
-    g._key = None
+    saved = g._holder
+    g._holder = None   # (as before the first use)
     try:
         with pytest.raises(RuntimeError, match="state_scope"):
             jax.jit(lambda x: x + tf.random.uniform([2])._value)(jnp.zeros(2))
         assert isinstance(g._key, jax.Array) and not isinstance(g._key, jax.core.Tracer)
         assert tf.random.uniform([2]).shape == (2,)
     finally:
-        g._key = saved
+        g._holder = saved
+
+
+# -- ops with seed=None inside tapejax.function (TF's stateful random ops) ----------------------
+# Checked under TF 2.21: an unseeded tf.random.uniform in a tf.function gives new values at each
+# call, and tf.random.set_seed restarts the sequence, so the calls after it repeat exactly.
+
+def test_unseeded_ops_in_a_compiled_function_draw_new_values_at_each_call():
+    @tf.function
+    def f():
+        return tf.random.uniform([4]), tf.random.normal([3])
+    tf.random.set_seed(7)
+    a, b = f(), f()
+    assert not np.array_equal(a[0].numpy(), b[0].numpy())
+    assert not np.array_equal(a[1].numpy(), b[1].numpy())
+    tf.random.set_seed(7)
+    a2, b2 = f(), f()
+    for x, y in zip(a + b, a2 + b2):
+        np.testing.assert_array_equal(x.numpy(), y.numpy())
+    assert f.experimental_get_tracing_count() == 1   # (the key is state, not a constant of the trace)
+    assert tf.random.uniform([2]).shape == (2,)      # the eager stream goes on from the same key
+
+
+def test_dropout_in_a_compiled_training_step_masks_differently_each_step():
+    x = tf.Variable(np.ones(64, np.float32))
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as t:
+            y = tf.nn.dropout(x, 0.5)
+            loss = tf.reduce_sum(y)
+        return y, t.gradient(loss, x)
+
+    (y1, g1), (y2, g2) = step(), step()
+    for y, g in ((y1, g1), (y2, g2)):
+        np.testing.assert_array_equal(g.numpy(), y.numpy())   # d(sum(x*mask*2))/dx = mask*2 = y here
+        assert set(np.unique(y.numpy())) <= {0.0, 2.0}
+    assert not np.array_equal(y1.numpy(), y2.numpy())
+
+
+def _noisy_sum(n):
+    acc = tf.zeros([2])
+    for _ in tf.range(n):   # (converted: a loop on a tensor)
+        acc = acc + tf.random.uniform([2])
+    return acc
+
+
+def test_unseeded_ops_in_a_converted_loop_draw_at_each_iteration_and_each_call():
+    f = tf.function(_noisy_sum)
+    tf.random.set_seed(3)
+    one = f(tf.constant(1)).numpy()
+    tf.random.set_seed(3)
+    first = tf.random.uniform([2]).numpy()
+    np.testing.assert_array_equal(one, first)   # one iteration: the stream's next draw
+    a, b = f(tf.constant(3)).numpy(), f(tf.constant(3)).numpy()
+    assert not np.array_equal(a, b)
+    assert np.all((a > 0) & (a < 3)) and np.all((b > 0) & (b < 3))
+
+
+def test_op_seeded_ops_in_a_compiled_function_are_kernels_with_their_own_state():
+    """TF 2.21: in a tf.function, two ops with the same op seed draw the same values, each
+    draws its next values at the next call, and set_seed starts them again."""
+    @tf.function
+    def f():
+        return tf.random.uniform([2], seed=3), tf.random.uniform([2], seed=3)
+    a, b = f(), f()
+    np.testing.assert_array_equal(a[0].numpy(), a[1].numpy())
+    np.testing.assert_array_equal(b[0].numpy(), b[1].numpy())
+    assert not np.array_equal(a[0].numpy(), b[0].numpy())
+    tf.random.set_seed(5)
+    np.testing.assert_array_equal(f()[0].numpy(), a[0].numpy())
+    np.testing.assert_array_equal(f()[0].numpy(), b[0].numpy())
+    tf.random.set_seed(None)

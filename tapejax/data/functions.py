@@ -55,6 +55,10 @@ class _Watch:
     """A ``core.state`` collector installed while a dataset function runs: a Variable read
     aborts a trace (the function then runs eagerly); assigning or creating one is refused."""
 
+    #: random ops draw as outside a trace (the global stream, op-seed counters): a traced
+    #: function's unseeded draw fails (``_is_random_in_trace``) and it runs eagerly per element
+    threads_random = False
+
     def __init__(self, reads_ok: bool):
         self.reads_ok = reads_ok
 

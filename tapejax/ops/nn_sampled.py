@@ -146,7 +146,7 @@ def _long():
 
 
 def _run(kind, tc, weights, num_sampled, unique, range_max, seed):
-    key = _random._next_key(seed)
+    key = _random._next_key(seed, static=True)   # (drawn on the host: a constant in a trace)
     w = convert_to_tensor(np.zeros((1,), np.float32) if weights is None else np.asarray(weights, np.float32))
     out = _call(_SAMPLERS[kind], _OP_TYPES[kind], key, tc, w, kind=kind, n=int(num_sampled), unique=bool(unique),
                 range_max=int(range_max), dtype=_long())

@@ -298,7 +298,7 @@ def _fractional(kind, value, pooling_ratio, pseudo_random, overlapping, seed):
     # (an op seed's key is a constant even inside a compiled function: the regions are static there)
     if seed:
         with jax.ensure_compile_time_eval():
-            key = _random._next_key(int(seed))
+            key = _random._next_key(int(seed), static=True)
     else:
         key = _random._next_key(None)
     rng = np.random.default_rng(np.asarray(jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key)

@@ -22,9 +22,18 @@ TF's rules (``tf.random.set_seed`` docstring), on that state:
 
 The *values* differ from TF's (another generator); the rules are TF's.
 
-Inside ``jax.jit`` (and a later ``tapejax.function``): the key must be
-threaded, because a key written during tracing is a tracer.  Use
-``state_scope``::
+Inside ``tapejax.function`` the key is state like any Variable's value: it is
+held by a Variable (``GlobalGenerator._variable``), so a trace threads it (the
+key in, the advanced key out, written back after each call) and an op with
+``seed=None`` draws new values at every call, as TF's stateful random ops do
+in a ``tf.function``; ``set_seed`` restarts that sequence too.  An op-seeded
+call (rule 4) in a trace is, as in TF's graph, a kernel with a state of its
+own: a counter Variable from 0 (``_new_counter``), advanced at every call and
+reset by ``set_seed``; so two ops with the same seeds in one function draw the
+same values, and each draws its next values at the next call.
+
+Inside a user's own ``jax.jit`` the key must be threaded by hand, because a
+key written during tracing is a tracer.  Use ``state_scope``::
 
     def step(key, x):
         with tapejax.random.state_scope(key) as s:
@@ -33,23 +42,17 @@ threaded, because a key written during tracing is a tracer.  Use
 
     y, new_key = jax.jit(step)(tapejax.random.get_state(), x)
     tapejax.random.set_state(new_key)
-
-``tapejax.function`` does exactly this for the global generator: pass
-``get_state()`` in, run under ``state_scope``, ``set_state`` the returned
-key.  Op-seeded calls (rule 4) derive their keys from Python counters, so
-inside one compiled function they are constants of the trace: the same
-values at every call of that compiled function (like a fixed
-``jax.random`` key).
 """
 import contextlib
 import os
 import threading
+import weakref
 
 import jax
 import jax.core
 import numpy as np
 
-from ..core import dtypes as _dtypes
+from ..core import dtypes as _dtypes, state as _state
 from ..core.bind import bind
 from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
@@ -68,16 +71,51 @@ class GlobalGenerator:
     def __init__(self):
         self._lock = threading.Lock()
         self.global_seed = None
-        self._key = None          # made on first use: importing tapejax does no device work
+        self._holder = None       # the key's Variable, made on first use (importing does no device work)
         self._op_counts = {}
+        self._counters: "list[weakref.ref[Variable]]" = []   # traced op-seeded ops' counters
         self.scopes = 0
+
+    def _variable(self) -> Variable:
+        """The Variable holding the key: a ``tapejax.function`` trace threads it like any other
+        Variable its body assigns (the key in, the advanced key out), so an op with
+        ``seed=None`` draws new values at every call of a compiled function, as TF's stateful
+        random ops do."""
+        h = self._holder
+        if h is None:
+            col = _state._local.collector
+            _state._local.collector = None   # (made outside any trace that is running)
+            try:
+                with jax.ensure_compile_time_eval():
+                    key = jax.random.PRNGKey(int.from_bytes(os.urandom(4), "little"))
+                    # (``type.__call__``: no user variable creator scope makes this one)
+                    h = self._holder = type.__call__(Variable, key, trainable=False, name="global_generator_key")
+            finally:
+                _state._local.collector = col
+        return h
+
+    @property
+    def _key(self):
+        """The key as stored (no trace is told of the read)."""
+        return self._variable()._value
+
+    @_key.setter
+    def _key(self, value):
+        h = self._variable()
+        h._val, h._own = value, None
 
     @property
     def key(self):
-        if self._key is None:
-            with jax.ensure_compile_time_eval():   # concrete even when first used inside a trace
-                self._key = jax.random.PRNGKey(int.from_bytes(os.urandom(4), "little"))
-        return self._key
+        h = self._variable()
+        if self._threaded():   # a tapejax.function traces: the key is its state
+            _state._local.collector.touch(h, True)
+        return h._value
+
+    def _threaded(self) -> bool:
+        """Whether a trace that threads Variables runs (not a ``state_scope``; a collector that
+        only watches, as a dataset function's, says so with ``threads_random = False``)."""
+        col = _state._local.collector
+        return col is not None and not self.scopes and getattr(col, "threads_random", True)
 
     @key.setter
     def key(self, value):
@@ -87,15 +125,24 @@ class GlobalGenerator:
         with self._lock:
             self.global_seed = None if seed is None else int(seed)
             with jax.ensure_compile_time_eval():   # (``set_seed`` inside a compiled function too)
-                self._key = None if seed is None else jax.random.PRNGKey(int(seed))
+                s = int.from_bytes(os.urandom(4), "little") if seed is None else int(seed)
+                key = jax.random.PRNGKey(s)
+            if self._holder is not None or seed is not None:
+                self._key = key
             self._op_counts = {}
+            live = [ctr for ctr in (r() for r in self._counters) if ctr is not None]
+            self._counters = [weakref.ref(ctr) for ctr in live]
+            for ctr in live:   # (compiled op-seeded ops start again, as TF's kernels)
+                ctr._val, ctr._own = jax.numpy.zeros((), np.uint32), None
 
-    def next_key(self, seed=None):
-        """A fresh key for one op call with op seed ``seed`` (None: the global stream)."""
+    def next_key(self, seed=None, static=False):
+        """A fresh key for one op call with op seed ``seed`` (None: the global stream).  ``static``:
+        an op-seeded key that is a constant even in a trace (an op that draws on the host while
+        tracing: the same values at every call of the compiled function)."""
         with self._lock:
             if seed is None:
                 key, sub = jax.random.split(self.key)
-                if not self.scopes and isinstance(key, jax.core.Tracer):
+                if not self.scopes and isinstance(key, jax.core.Tracer) and not self._threaded():
                     raise RuntimeError(
                         "a tapejax.random op with seed=None ran inside jax.jit without the generator's "
                         "state threaded through: wrap the traced code in `with tapejax.random."
@@ -105,10 +152,30 @@ class GlobalGenerator:
                 return sub
             g = DEFAULT_GRAPH_SEED if self.global_seed is None else self.global_seed
             s = int(seed)
-            n = self._op_counts.get((g, s), 0)
-            self._op_counts[(g, s)] = n + 1
+            if not static and self._threaded():
+                # A tapejax.function traces: this op is a stateful kernel of its own, as in TF's
+                # graph (its own counter from 0, advanced at every call, reset by ``set_seed``).
+                ctr = self._new_counter()
+                _state._local.collector.touch(ctr, True)
+                n = ctr._value
+                ctr._val = n + 1
+            else:
+                n = self._op_counts.get((g, s), 0)
+                self._op_counts[(g, s)] = n + 1
         k = jax.random.fold_in(jax.random.PRNGKey(g), s & 0x7FFFFFFF)
         return jax.random.fold_in(k, n)
+
+    def _new_counter(self) -> Variable:
+        """A Variable counting one traced op-seeded op's calls, made outside the running trace."""
+        col = _state._local.collector
+        _state._local.collector = None
+        try:
+            with jax.ensure_compile_time_eval():
+                ctr = type.__call__(Variable, np.uint32(0), trainable=False, name="random_op_counter")
+        finally:
+            _state._local.collector = col
+        self._counters.append(weakref.ref(ctr))
+        return ctr
 
 
     def normal(self, shape, mean=0.0, stddev=1.0, dtype=_dtypes.float32, name=None):
@@ -170,8 +237,10 @@ def state_scope(key):
         _GLOBAL.key = old
 
 
-def _next_key(seed):
-    return _GLOBAL.next_key(seed)
+def _next_key(seed, static=False):
+    return _GLOBAL.next_key(seed, static)
+
+
 
 
 def _float_dtype(dtype, op_type):
