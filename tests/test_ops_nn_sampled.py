@@ -13,6 +13,15 @@ import tapejax as tf
 TC = tf.constant([[1], [2]], tf.int64)
 
 
+@pytest.fixture(autouse=True)
+def _seeded():
+    """The frequency checks draw from a seeded global stream: the same draws in any test order
+    (a 3.5-standard-error bound fails once in a few thousand unseeded runs)."""
+    tf.random.set_seed(20261124)
+    yield
+    tf.random.set_seed(None)
+
+
 def _freq(sample_fn, r, rounds):
     counts = np.zeros(r)
     for _ in range(rounds):
