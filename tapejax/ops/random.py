@@ -107,15 +107,19 @@ class GlobalGenerator:
     @property
     def key(self):
         h = self._variable()
-        if self._threaded():   # a tapejax.function traces: the key is its state
-            _state._local.collector.touch(h, True)
+        col = self._threaded()
+        if col is not None:   # a tapejax.function traces: the key is its state
+            col.touch(h, True)
         return h._value
 
-    def _threaded(self) -> bool:
-        """Whether a trace that threads Variables runs (not a ``state_scope``; a collector that
-        only watches, as a dataset function's, says so with ``threads_random = False``)."""
+    def _threaded(self) -> "_state.Collector | None":
+        """The collector of a trace that threads Variables, if one runs (not in a ``state_scope``;
+        a collector that only watches, as a dataset function's, says so with
+        ``threads_random = False``)."""
         col = _state._local.collector
-        return col is not None and not self.scopes and getattr(col, "threads_random", True)
+        if col is not None and not self.scopes and getattr(col, "threads_random", True):
+            return col
+        return None
 
     @key.setter
     def key(self, value):
@@ -142,7 +146,7 @@ class GlobalGenerator:
         with self._lock:
             if seed is None:
                 key, sub = jax.random.split(self.key)
-                if not self.scopes and isinstance(key, jax.core.Tracer) and not self._threaded():
+                if not self.scopes and isinstance(key, jax.core.Tracer) and self._threaded() is None:
                     raise RuntimeError(
                         "a tapejax.random op with seed=None ran inside jax.jit without the generator's "
                         "state threaded through: wrap the traced code in `with tapejax.random."
@@ -152,11 +156,12 @@ class GlobalGenerator:
                 return sub
             g = DEFAULT_GRAPH_SEED if self.global_seed is None else self.global_seed
             s = int(seed)
-            if not static and self._threaded():
+            col = None if static else self._threaded()
+            if col is not None:
                 # A tapejax.function traces: this op is a stateful kernel of its own, as in TF's
                 # graph (its own counter from 0, advanced at every call, reset by ``set_seed``).
                 ctr = self._new_counter()
-                _state._local.collector.touch(ctr, True)
+                col.touch(ctr, True)
                 n = ctr._value
                 ctr._val = n + 1
             else:
