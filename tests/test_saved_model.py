@@ -223,3 +223,21 @@ def test_not_callable_without_call(tmp_path):
     np.testing.assert_array_equal(loaded.f(tf.constant([1.0, 2.0])).numpy(), [2.0, 3.0])
     with pytest.raises(TypeError, match="not callable"):
         loaded(tf.constant([1.0, 2.0]))
+
+
+def test_a_function_drawing_from_the_global_random_stream_is_refused_before_writing(tmp_path):
+    """Exported functions hold no random state yet: an unseeded draw (dropout) is a clear
+    UnimplementedError naming the function and what to do, and nothing is written."""
+    class M(tf.Module):
+        def __init__(self):
+            self.w = tf.Variable(np.ones((3, 2), np.float32))
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32)])
+        def __call__(self, x):
+            return tf.nn.dropout(tf.matmul(x, self.w), 0.5)
+
+    m = M()
+    assert m(tf.ones([2, 3])).shape == (2, 2)   # (compiled calls draw: the key is threaded)
+    with pytest.raises(tf.errors.UnimplementedError, match="global random stream.*`seed`"):
+        tf.saved_model.save(m, str(tmp_path / "m"))
+    assert not (tmp_path / "m").exists()

@@ -22,6 +22,7 @@ import numpy as np
 
 from ...compile.function import Function, TensorSpec, _BoundFunction
 from ...core.convert import convert_to_tensor
+from ...core.errors import UnimplementedError
 from ...core.tensor import Tensor
 from ...core.variable import Variable, traced_values
 
@@ -118,7 +119,17 @@ def pure_function(value: Any, variables: Sequence[Variable], name: str):
         from ...autodiff.custom import graph_mode
         with traced_values(variables, var_vals):
             with graph_mode():
-                out = py(*[Tensor(a) for a in args])
+                try:
+                    out = py(*[Tensor(a) for a in args])
+                except RuntimeError as e:
+                    if "random op with seed=None" not in str(e):
+                        raise
+                    raise UnimplementedError(
+                        None, None, f"saved_model: the signature function `{name}` draws from the global "
+                        "random stream (a random op with seed=None, e.g. tf.nn.dropout); tapejax cannot export "
+                        "random state yet: give the op a `seed` (the exported function then draws the same "
+                        "values at every call), or save a function that does not draw (dropout only when "
+                        "training)") from None
             for v, x in zip(variables, var_vals):
                 if v._val is not x:
                     raise ValueError(f"saved_model: the signature function `{name}` assigns Variable "
