@@ -11,10 +11,15 @@ Outputs are flattened with their structure recorded as JSON (``template``):
 nests of dicts, lists and tuples of Tensors, or None.
 
 A signature function must not assign Variables (serving is read-only):
-``ValueError`` names the Variable.
+``ValueError`` names the Variable.  One that draws from the global random
+stream (an op with ``seed=None``: dropout) is traced again with a PRNG key as
+its first input after the variables (``ExportedFunction.random``); the loaded
+function passes a fresh key from the global stream at every call, so each call
+draws new values, as TF's stateful random ops do.
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Any, NamedTuple, Optional, Sequence
 
 import jax
@@ -34,6 +39,7 @@ class ExportedFunction(NamedTuple):
     inputs: list        # [{"name", "shape" (None for any size), "dtype"}]
     outputs: Any        # the output structure (``template``)
     data: bytes         # ``jax.export.Exported.serialize()``
+    random: bool = False   # takes a PRNG key first (it draws from the global random stream)
 
 
 def signature_functions(obj: Any) -> dict:
@@ -109,27 +115,40 @@ def fill(tpl: Any, leaves: Sequence[Any]) -> Any:
     return leaves[tpl["leaf"]]
 
 
-def pure_function(value: Any, variables: Sequence[Variable], name: str):
+class DrawsRandom(UnimplementedError):
+    """The traced function drew from the global random stream: a tapejax SavedModel exports it
+    with a key input; a TF-format export cannot (TF's stateful random ops are not JAX's)."""
+
+    def __init__(self, name: str):
+        super().__init__(None, None, f"saved_model: the function `{name}` draws from the global random "
+                         "stream (a random op with seed=None, e.g. tf.nn.dropout), which the TF-format "
+                         "export cannot carry: give the op a `seed`, or save a function that does not draw "
+                         "(dropout only when training)")
+
+
+def pure_function(value: Any, variables: Sequence[Variable], name: str, keyed: bool = False):
     """``f(variable_values, *inputs) -> flat output arrays``, and a one-element list that holds
-    the output template once ``f`` has been traced."""
+    the output template once ``f`` has been traced.  ``keyed``: ``f(variable_values, key,
+    *inputs)``, the random ops with ``seed=None`` drawing from ``key`` (the caller gives a fresh
+    key at every call: the loaded function draws new values each time, as TF's stateful ops);
+    unkeyed, such a draw raises ``DrawsRandom``."""
+    from ...ops.random import state_scope
     py = _python(value)
     out_tpl: list = []
 
     def pure(var_vals, *args):
         from ...autodiff.custom import graph_mode
+        scope = contextlib.nullcontext()
+        if keyed:
+            scope, args = state_scope(args[0]), args[1:]
         with traced_values(variables, var_vals):
-            with graph_mode():
+            with graph_mode(), scope:
                 try:
                     out = py(*[Tensor(a) for a in args])
                 except RuntimeError as e:
                     if "random op with seed=None" not in str(e):
                         raise
-                    raise UnimplementedError(
-                        None, None, f"saved_model: the signature function `{name}` draws from the global "
-                        "random stream (a random op with seed=None, e.g. tf.nn.dropout); tapejax cannot export "
-                        "random state yet: give the op a `seed` (the exported function then draws the same "
-                        "values at every call), or save a function that does not draw (dropout only when "
-                        "training)") from None
+                    raise DrawsRandom(name) from None
             for v, x in zip(variables, var_vals):
                 if v._val is not x:
                     raise ValueError(f"saved_model: the signature function `{name}` assigns Variable "
@@ -154,11 +173,20 @@ def export_function(value: Any, variables: Sequence[Variable], name: str,
         shape = export.symbolic_shape(dims, scope=scope) if dims else ()
         arg_specs.append(jax.ShapeDtypeStruct(shape, np.dtype(_np_dtype(spec["dtype"]))))
     var_specs = [jax.ShapeDtypeStruct(tuple(v.shape), v.dtype._np) for v in variables]
+    keyed = False
     pure, out_tpl = pure_function(value, variables, name)
     exported = None
     for plats in ([tuple(platforms)] if platforms else [("cpu", "cuda"), None]):
         try:
-            exported = export.export(jax.jit(pure), platforms=plats)(var_specs, *arg_specs)
+            try:
+                exported = export.export(jax.jit(pure), platforms=plats)(var_specs, *arg_specs)
+            except DrawsRandom:   # traced again with a key input
+                from ...ops.random import get_state
+                key = get_state()
+                keyed = True
+                pure, out_tpl = pure_function(value, variables, name, keyed=True)
+                exported = export.export(jax.jit(pure), platforms=plats)(
+                    var_specs, jax.ShapeDtypeStruct(key.shape, key.dtype), *arg_specs)
             break
         except (ValueError, NotImplementedError):   # an op with no lowering for one platform
             if plats is None or platforms:
@@ -168,7 +196,7 @@ def export_function(value: Any, variables: Sequence[Variable], name: str,
         data = exported.serialize(vjp_order=1)
     except Exception:  # noqa: BLE001 - an op without a differentiable export: values only
         data = exported.serialize()
-    return ExportedFunction(name, inputs, out_tpl[0], bytes(data))
+    return ExportedFunction(name, inputs, out_tpl[0], bytes(data), keyed)
 
 
 def _np_dtype(name: str) -> Any:
@@ -176,5 +204,5 @@ def _np_dtype(name: str) -> Any:
     return _dtypes.as_dtype(name)._np
 
 
-__all__ = ["ExportedFunction", "signature_functions", "as_function", "export_function", "template", "fill",
+__all__ = ["DrawsRandom", "ExportedFunction", "signature_functions", "as_function", "export_function", "template", "fill",
            "input_specs", "pure_function"]

@@ -64,9 +64,11 @@ def _spec_text(shape: Any, dtype: str, name: Any) -> str:
 class LoadedFunction:
     """An exported function: call it with Tensors matching its input signature."""
 
-    def __init__(self, name: str, exported: Any, inputs: list, outputs: Any, variables: list):
+    def __init__(self, name: str, exported: Any, inputs: list, outputs: Any, variables: list,
+                 random: bool = False):
         from ...ops.jax_op import op
         self.name = name
+        self._random = random   # it takes a PRNG key first: a fresh one from the global stream per call
         self._exported = exported
         self._inputs = inputs
         self._outputs = outputs
@@ -104,6 +106,9 @@ class LoadedFunction:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         tensors = self._bind(args, kwargs)
+        if self._random:
+            from ...ops.random import _next_key
+            tensors = [Tensor(_next_key(None)), *tensors]
         flat: Any = self._op(list(self._variables), *tensors)
         return _export.fill(self._outputs, list(flat))
 
@@ -209,7 +214,8 @@ def load(export_dir: Any, tags: Any = None, options: Any = None) -> LoadedModel:
     for name, spec in index["functions"].items():
         with open(layout.function_path(path, name), "rb") as f:
             exported = jax.export.deserialize(bytearray(f.read()))
-        functions[name] = LoadedFunction(name, exported, spec["inputs"], spec["outputs"], variables)
+        functions[name] = LoadedFunction(name, exported, spec["inputs"], spec["outputs"], variables,
+                                         bool(spec.get("random", False)))
     for attr, name in index["attributes"].items():
         if attr == "__call__":
             object.__setattr__(root, "_call_fn", functions[name])
