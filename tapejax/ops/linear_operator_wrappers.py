@@ -23,6 +23,14 @@ from .linear_operator import (
 _FULL_MATRIX_DTYPES = (_dtypes.float16, _dtypes.float32, _dtypes.float64, _dtypes.complex64, _dtypes.complex128)
 
 
+
+def _kept_hints(operator, what: str, *given):
+    """The four hints of an operator's adjoint or inverse, which has each hint exactly when the
+    operator does (TF's ValueError when a given hint contradicts the operator's)."""
+    return tuple(combine_hint(operator, hint, value, f"An operator is {word} if and only if its {what} is {word}.")
+                 for hint, word, value in zip(("is_square", "is_non_singular", "is_self_adjoint", "is_positive_definite"),
+                                              ("square", "non-singular", "self-adjoint", "positive-definite"), given))
+
 class LinearOperatorFullMatrix(LinearOperator):
     """``tf.linalg.LinearOperatorFullMatrix``: a dense ``[..., M, N]`` matrix."""
 
@@ -141,15 +149,8 @@ class LinearOperatorAdjoint(LinearOperator):
         parameters = dict(operator=operator, is_non_singular=is_non_singular, is_self_adjoint=is_self_adjoint,
                           is_positive_definite=is_positive_definite, is_square=is_square, name=name)
         self._operator = operator
-        is_square = combine_hint(operator, "is_square", is_square,
-                                 "An operator is square if and only if its adjoint is square.")
-        is_non_singular = combine_hint(operator, "is_non_singular", is_non_singular,
-                                       "An operator is non-singular if and only if its adjoint is non-singular.")
-        is_self_adjoint = combine_hint(operator, "is_self_adjoint", is_self_adjoint,
-                                       "An operator is self-adjoint if and only if its adjoint is self-adjoint.")
-        is_positive_definite = combine_hint(
-            operator, "is_positive_definite", is_positive_definite,
-            "An operator is positive-definite if and only if its adjoint is positive-definite.")
+        is_square, is_non_singular, is_self_adjoint, is_positive_definite = _kept_hints(
+            operator, "adjoint", is_square, is_non_singular, is_self_adjoint, is_positive_definite)
         super().__init__(dtype=operator.dtype, is_non_singular=is_non_singular, is_self_adjoint=is_self_adjoint,
                          is_positive_definite=is_positive_definite, is_square=is_square, parameters=parameters,
                          name=name if name is not None else operator.name + "_adjoint")
@@ -232,15 +233,8 @@ class LinearOperatorInversion(LinearOperator):
             raise ValueError(f"Argument `is_square` or argument `operator` must have supplied hint `is_square` "
                              f"equal to `True` or `None`. Found `operator.is_square`: {operator.is_square}, "
                              f"`is_square`: {is_square}.")
-        is_square = combine_hint(operator, "is_square", is_square,
-                                 "An operator is square if and only if its inverse is square.")
-        is_non_singular = combine_hint(operator, "is_non_singular", is_non_singular,
-                                       "An operator is non-singular if and only if its inverse is non-singular.")
-        is_self_adjoint = combine_hint(operator, "is_self_adjoint", is_self_adjoint,
-                                       "An operator is self-adjoint if and only if its inverse is self-adjoint.")
-        is_positive_definite = combine_hint(
-            operator, "is_positive_definite", is_positive_definite,
-            "An operator is positive-definite if and only if its inverse is positive-definite.")
+        is_square, is_non_singular, is_self_adjoint, is_positive_definite = _kept_hints(
+            operator, "inverse", is_square, is_non_singular, is_self_adjoint, is_positive_definite)
         super().__init__(dtype=operator.dtype, is_non_singular=is_non_singular, is_self_adjoint=is_self_adjoint,
                          is_positive_definite=is_positive_definite, is_square=is_square, parameters=parameters,
                          name=name if name is not None else operator.name + "_inv")
