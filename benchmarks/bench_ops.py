@@ -16,7 +16,9 @@ For each op the table gives the median time per call (µs) of
 and the ratios to ``jnp`` (the median over rounds of each round's ratio: the columns are timed
 in turn within a round, so a round's ratio is taken under one load).  Targets (issue #3):
 ``no tape`` <= 1.15x and ``recording`` <= 1.5x.
-Inputs are small (8x8 float32) so the numbers measure dispatch overhead, not arithmetic.
+Inputs are small (8x8 float32) so the numbers measure dispatch overhead, not arithmetic.  The
+random rows draw from the global stream; their ``jnp`` column is what a JAX user writes for a
+stateful draw (``key, sub = jax.random.split(key)``, then the draw from ``sub``).
 """
 import argparse
 import os
@@ -44,6 +46,14 @@ def _cases():
     ta, tb = tf.constant(a), tf.constant(b)
     idx = jnp.asarray([0, 3, 5], jnp.int32)
     tidx = tf.constant([0, 3, 5])
+    key = [jax.random.PRNGKey(0)]
+
+    def draw(f):   # what a JAX user writes for one stateful draw: split the key, draw from the sub-key
+        def call():
+            key[0], sub = jax.random.split(key[0])
+            return f(sub)
+        return call
+
     # name: (bare jnp call, tapejax call, tapejax inputs to watch)
     return {
         "add": (lambda: jnp.add(ja, jb), lambda x: tf.add(x, tb)),
@@ -65,6 +75,9 @@ def _cases():
         "concat": (lambda: jnp.concatenate([ja, jb], axis=0), lambda x: tf.concat([x, tb], 0)),
         "gather": (lambda: jnp.take(ja, idx, axis=0), lambda x: tf.gather(x, tidx)),
         "clip_by_value": (lambda: jnp.clip(ja, -0.5, 0.5), lambda x: tf.clip_by_value(x, -0.5, 0.5)),
+        "random.uniform": (draw(lambda k: jax.random.uniform(k, (8, 8))), lambda x: tf.random.uniform([8, 8])),
+        "nn.dropout(0.5)": (draw(lambda k: jnp.where(jax.random.bernoulli(k, 0.5, ja.shape), ja / 0.5, 0.0)),
+                            lambda x: tf.nn.dropout(x, 0.5)),
     }, ta
 
 

@@ -44,6 +44,7 @@ key written during tracing is a tracer.  Use ``state_scope``::
     tapejax.random.set_state(new_key)
 """
 import contextlib
+import math
 import os
 import threading
 import weakref
@@ -61,6 +62,34 @@ from ..core.variable import Variable
 from ._registry import check_float, prim, static_shape, tf_types
 
 DEFAULT_GRAPH_SEED = 87654321
+
+
+@jax.jit
+def split_key(key):
+    """``key, sub = split(key)`` as one compiled call: JAX's ``split`` run op by op costs about
+    ten times more per eager draw, and inside a trace this inlines."""
+    ks = jax.random.split(key)
+    return ks[0], ks[1]
+
+
+@jax.jit
+def _fold_twice(base, seed, n):
+    return jax.random.fold_in(jax.random.fold_in(base, seed), n)
+
+
+#: ``PRNGKey(g)`` per global seed ``g`` (the base of rule 4's streams)
+_BASES: "dict[int, jax.Array]" = {}
+
+
+def _op_key(g: int, seed: int, n):
+    """Rule 4's key: ``fold_in(fold_in(PRNGKey(g), seed), n)`` (``n`` a count or a traced counter)."""
+    base = _BASES.get(g)
+    if base is None:
+        with jax.ensure_compile_time_eval():   # (a concrete key even while a function traces)
+            base = jax.random.PRNGKey(g)
+        if len(_BASES) < 64:
+            _BASES[g] = base
+    return _fold_twice(base, np.uint32(seed), n)
 
 
 class GlobalGenerator:
@@ -145,7 +174,7 @@ class GlobalGenerator:
         tracing: the same values at every call of the compiled function)."""
         with self._lock:
             if seed is None:
-                key, sub = jax.random.split(self.key)
+                key, sub = split_key(self.key)
                 if not self.scopes and isinstance(key, jax.core.Tracer) and self._threaded() is None:
                     raise RuntimeError(
                         "a tapejax.random op with seed=None ran inside jax.jit without the generator's "
@@ -167,8 +196,7 @@ class GlobalGenerator:
             else:
                 n = self._op_counts.get((g, s), 0)
                 self._op_counts[(g, s)] = n + 1
-        k = jax.random.fold_in(jax.random.PRNGKey(g), s & 0x7FFFFFFF)
-        return jax.random.fold_in(k, n)
+        return _op_key(g, s & 0x7FFFFFFF, n)
 
     def _new_counter(self) -> Variable:
         """A Variable counting one traced op-seeded op's calls, made outside the running trace."""
@@ -255,8 +283,24 @@ def _float_dtype(dtype, op_type):
     return _dtypes.storage_dtype(d._np, "dtype").name
 
 
+#: Python numbers given as a random op's parameters (``minval``, ``stddev`` ...), as device
+#: arrays per (type, value, sign, dtype): converting one costs more than the draw.
+_PARAMS: "dict[tuple, jax.Array]" = {}
+
+
 def _param(v, dt):
-    return v if isinstance(v, (Tensor, Variable)) else convert_to_tensor(v, dtype=dt)
+    if isinstance(v, (Tensor, Variable)):
+        return v
+    kind = type(v)
+    if (kind is float or kind is int) and v == v:   # (NaN matches no key)
+        key = (kind, v, math.copysign(1.0, v) if kind is float else 1.0, dt)
+        a = _PARAMS.get(key)
+        if a is None:
+            a = convert_to_tensor(v, dtype=dt)._value
+            if len(_PARAMS) < 1024:
+                _PARAMS[key] = a
+        return a
+    return convert_to_tensor(v, dtype=dt)
 
 
 def _normal(key, mean, stddev, *, shape, dtype):

@@ -24,7 +24,7 @@ from ..core.convert import convert_to_tensor
 from ..core.tensor import Tensor
 from ..core.variable import Variable
 from ._registry import prim, static_shape, tf_types
-from .random import _GLOBAL, _float_dtype, _next_key, _param
+from .random import _GLOBAL, _float_dtype, _next_key, _param, split_key
 
 
 class Algorithm(enum.Enum):
@@ -283,7 +283,7 @@ class Generator:
     def _next_key(self):
         with self._lock:
             k = self._state.read_value()._value
-            nxt, sub = jax.random.split(k)
+            nxt, sub = split_key(k)
             self._state.assign(nxt)
             return sub
 
