@@ -202,3 +202,47 @@ def test_op_seeded_ops_in_a_compiled_function_are_kernels_with_their_own_state()
     np.testing.assert_array_equal(f()[0].numpy(), a[0].numpy())
     np.testing.assert_array_equal(f()[0].numpy(), b[0].numpy())
     tf.random.set_seed(None)
+
+
+def test_eager_draws_follow_the_documented_key_arithmetic_and_compile_nothing_in_steady_state():
+    """The global stream's draw is ``key, sub = split(key)`` then the draw from ``sub``; an op-seeded
+    draw's n-th key is ``fold_in(fold_in(PRNGKey(global), seed), n)`` (the module docstring's rules,
+    computed here with JAX's own functions).  The key arithmetic is compiled once: drawing again
+    compiles nothing."""
+    tf.random.set_seed(5)
+    key = jax.random.PRNGKey(5)
+    for _ in range(3):
+        key, sub = jax.random.split(key)
+        np.testing.assert_array_equal(tf.random.uniform([4]).numpy(), jax.random.uniform(sub, (4,)))
+    for n in range(3):
+        k = jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(5), 9), n)
+        np.testing.assert_array_equal(tf.random.normal([3], seed=9).numpy(), jax.random.normal(k, (3,)))
+    g = tf.random.Generator.from_seed(3)
+    gk = g.state.numpy()
+    for _ in range(2):
+        gk, sub = jax.random.split(gk)
+        np.testing.assert_array_equal(g.uniform([2]).numpy(), jax.random.uniform(sub, (2,)))
+
+    import logging
+    tf.random.uniform([4], 0.0, 2.0)
+    tf.random.normal([3], seed=9)
+    g.normal([2])
+    records = []
+    with jax.log_compiles(True):
+
+        class _Catch(logging.Handler):
+            def emit(self, record):
+                if "Compiling" in record.getMessage() or "Finished XLA compilation" in record.getMessage():
+                    records.append(record.getMessage())
+
+        h = _Catch()
+        lg = logging.getLogger("jax")
+        lg.addHandler(h)
+        try:
+            for _ in range(3):
+                tf.random.uniform([4], 0.0, 2.0)
+                tf.random.normal([3], seed=9)
+                g.normal([2])
+        finally:
+            lg.removeHandler(h)
+    assert records == []
