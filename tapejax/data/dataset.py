@@ -385,6 +385,56 @@ class Dataset:
         _grain.require()
         return KINDS["RandomInts"](_seed_list(A.seed(seed)), bool(rerandomize_each_iteration))
 
+    # -- files: save / load, snapshot, list_files (``persist``, ``strings``) ----------------
+    def save(self, path: Any, compression: Optional[str] = None, shard_func: Optional[Callable[..., Any]] = None,
+             checkpoint_args: Optional[dict] = None) -> None:
+        """Write every element under the directory ``path`` (tapejax's format: NumPy parts and a
+        JSON description, not TF's snapshot files); ``load`` reads it back.  ``compression``:
+        ``"GZIP"`` compresses; ``shard_func(element)`` (an int64 scalar) picks each element's
+        shard file.  ``checkpoint_args`` is accepted (a dict) but the write is not resumable: it
+        is all or nothing."""
+        HELPERS["save"](self, path, compression, shard_func, checkpoint_args)
+
+    @staticmethod
+    def load(path: Any, element_spec: Any = None, compression: Optional[str] = None,
+             reader_func: Optional[Callable[["Dataset"], "Dataset"]] = None, wait: bool = False) -> "Dataset":
+        """The dataset ``save`` wrote under ``path``: ``element_spec`` and cardinality recovered from
+        it; ``compression`` must be the one it was written with (else DataLossError when read);
+        ``reader_func(shards)`` gets a Dataset of the shard Datasets (default: interleaved, as TF).
+        NotFoundError when ``path`` holds no save."""
+        _grain.require()
+        return HELPERS["load"](path, element_spec, compression, reader_func)
+
+    def snapshot(self, path: Any, compression: Optional[str] = "AUTO",
+                 reader_func: Optional[Callable[["Dataset"], "Dataset"]] = None,
+                 shard_func: Optional[Callable[..., Any]] = None, name: Optional[str] = None) -> "Dataset":
+        """This dataset, written under ``path/<fingerprint>`` by the first iteration that runs to the
+        end and read from there by every later one (an iteration stopped early writes nothing)."""
+        return HELPERS["snapshot"](self, path, compression, reader_func, shard_func)
+
+    def fingerprint(self) -> Tensor:
+        """A hash of the dataset's plan (sources, transformations, arguments, functions' code):
+        a uint64 scalar (uint32, its low bits, without JAX's 64-bit mode)."""
+        from .fingerprint import fingerprint
+        h = fingerprint(self)
+        return constant(np.uint64(h) if _dtypes.x64_enabled() else np.uint32(h & 0xFFFFFFFF))
+
+    @staticmethod
+    def list_files(file_pattern: Any, shuffle: Optional[bool] = None, seed: Optional[int] = None,
+                   name: Optional[str] = None) -> "Dataset":
+        """The files matching the glob pattern(s) as scalar string elements (NumPy bytes: tapejax
+        has no string tensors), sorted, shuffled unless ``shuffle`` is False; InvalidArgumentError
+        when nothing matches."""
+        _grain.require()
+        return HELPERS["list_files"](file_pattern, shuffle, seed)
+
+    def rejection_resample(self, class_func: Callable[..., Any], target_dist: Any, initial_dist: Any = None,
+                           seed: Optional[int] = None, name: Optional[str] = None) -> "Dataset":
+        """``(class, element)`` pairs whose classes follow ``target_dist``: elements rejected or
+        repeated (TF's mixture of the input and a rejection-sampled copy of it); ``initial_dist``
+        None: the class distribution is estimated as the elements stream by."""
+        return HELPERS["rejection_resample"](self, class_func, target_dist, initial_dist, seed)
+
     def apply(self, transformation_func: Callable[["Dataset"], "Dataset"]) -> "Dataset":
         """``transformation_func(self)``, which must return a Dataset."""
         out = transformation_func(self)
