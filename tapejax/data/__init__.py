@@ -37,8 +37,10 @@ def get_single_element(dataset: Dataset):
 
 def parallel_interleave(map_func, cycle_length, block_length=1, sloppy=False, buffer_output_elements=None,
                         prefetch_input_elements=None):
-    """``tf.data.experimental.parallel_interleave``: ``interleave`` (in TF's deterministic order)."""
-    return lambda dataset: dataset.interleave(map_func, cycle_length, block_length)
+    """``tf.data.experimental.parallel_interleave``: ``interleave`` with ``cycle_length`` inner
+    datasets read at once (in TF's deterministic order unless ``sloppy``)."""
+    return lambda dataset: dataset.interleave(map_func, cycle_length, block_length, num_parallel_calls=cycle_length,
+                                              deterministic=not sloppy)
 
 
 #: ``tf.data.experimental``: the names TF 2 still keeps there.

@@ -258,18 +258,22 @@ class Dataset:
                    num_parallel_calls: Optional[int] = None, deterministic: Optional[bool] = None,
                    name: Optional[str] = None) -> "Dataset":
         """The Datasets ``map_func`` returns, ``cycle_length`` at a time, ``block_length`` elements
-        from each in turn (TF's order; ``cycle_length`` None or AUTOTUNE: the CPU count)."""
+        from each in turn (TF's order; ``cycle_length`` None or AUTOTUNE: the CPU count).  With
+        ``num_parallel_calls`` the open datasets are read ahead in threads (that many computing at
+        once), in the same order unless ``deterministic=False``."""
         cycle = A.AUTOTUNE if cycle_length is None else A.integer(cycle_length, "cycle_length")
         if cycle <= 0 and cycle != A.AUTOTUNE:
             raise A.InvalidArgumentError(None, None, "interleave: `cycle_length` must be greater than zero or "
                                          f"tf.data.AUTOTUNE (-1); got {cycle}.")
         block = 1 if block_length is None else A.positive(block_length, "block_length", "interleave")
+        npc = None
         if num_parallel_calls is not None:
             npc = A.integer(num_parallel_calls, "num_parallel_calls")
             if npc <= 0 and npc != A.AUTOTUNE:
                 raise A.InvalidArgumentError(None, None, "interleave: `num_parallel_calls` must be greater than "
                                              f"zero or tf.data.AUTOTUNE (-1); got {npc}.")
-        return KINDS["Interleave"](self, map_func, cycle, block)
+        return KINDS["Interleave"](self, map_func, cycle, block, npc,
+                                   None if deterministic is None else bool(deterministic))
 
     def window(self, size: Any, shift: Any = None, stride: Any = 1, drop_remainder: bool = False,
                name: Optional[str] = None) -> "Dataset":

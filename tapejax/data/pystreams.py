@@ -148,46 +148,86 @@ class FlatMap(PyStream):
 class Interleave(PyStream):
     """TF's interleave: ``cycle_length`` open iterators visited in turn, ``block_length``
     elements from each; an exhausted one is closed and its slot refilled from the input when
-    the cycle comes back to it.  ``num_parallel_calls`` gives the same order (it runs in turn)."""
+    the cycle comes back to it.  With ``num_parallel_calls`` each open iterator is read ahead in
+    its own thread (``streams.Producer``; at most ``num_parallel_calls`` computing at once), so the
+    cycle's inner datasets are produced at the same time; the order stays TF's deterministic one,
+    unless ``deterministic=False`` (or ``Options.deterministic = False``), where a slot whose next
+    element is not ready yet is passed over for one that is."""
 
-    def __init__(self, input: Dataset, fn: Callable[..., Any], cycle_length: int, block_length: int):
+    def __init__(self, input: Dataset, fn: Callable[..., Any], cycle_length: int, block_length: int,
+                 num_parallel_calls: Optional[int] = None, deterministic: Optional[bool] = None):
         self._fn = DatasetFunction(fn, input.element_spec, input._x64, "Dataset.interleave()")
         self._cycle, self._block = cycle_length, block_length
+        self._npc, self._deterministic = num_parallel_calls, deterministic
         super().__init__((input,), self._fn.element_spec, UNK)
+
+    def _open(self, el: Element, threads: int, permits: Any) -> Any:
+        """The slot's iterator over ``map_func(el)``; with threads, a ``Producer`` that calls
+        ``map_func`` and reads the dataset in its own thread."""
+        def make() -> Iterator[Element]:
+            inner = self._fn(*el)
+            _check_spec(inner.element_spec, self.element_spec, "Dataset.interleave()")
+            return read_new(inner)
+        if threads <= 1:
+            return make()
+        from . import streams
+        x64 = self._x64
+        return streams.Producer(make, max(2, self._block), permits, lambda: host_context(x64))
 
     def _elements(self, ctx: Build) -> Iterator[Element]:
         import os
+        import threading
         cycle = self._cycle if self._cycle != A.AUTOTUNE else (os.cpu_count() or 1)
+        threads = ctx.threads(self._npc)
+        ordered = (self._deterministic if self._deterministic is not None else ctx.options.deterministic) is not False
+        permits = threading.Semaphore(max(threads, 1))
         source = read(self._inputs[0], ctx)
-        slots: List[Optional[Iterator[Element]]] = [None] * cycle
+        slots: List[Any] = [None] * cycle
         index = block = n_open = 0
         end_of_input = False
-        while not end_of_input or n_open > 0:
-            it = slots[index]
-            if it is not None:
-                try:
-                    el = next(it)
-                except StopIteration:
-                    slots[index] = None
-                    n_open -= 1
+        try:
+            while not end_of_input or n_open > 0:
+                it = slots[index]
+                if it is not None:
+                    if threads > 1 and not ordered and not it.ready():
+                        index = self._ready_slot(slots, index)
+                        it = slots[index]
+                    try:
+                        el = it.get() if threads > 1 else next(it)
+                    except StopIteration:
+                        slots[index] = None
+                        n_open -= 1
+                        index, block = (index + 1) % cycle, 0
+                        continue
+                    block += 1
+                    if block == self._block:
+                        index, block = (index + 1) % cycle, 0
+                    yield el
+                elif not end_of_input:
+                    try:
+                        el = next(source)
+                    except StopIteration:
+                        end_of_input = True
+                        continue
+                    slots[index] = self._open(el, threads, permits)
+                    n_open += 1
+                else:
                     index, block = (index + 1) % cycle, 0
-                    continue
-                block += 1
-                if block == self._block:
-                    index, block = (index + 1) % cycle, 0
-                yield el
-            elif not end_of_input:
-                try:
-                    el = next(source)
-                except StopIteration:
-                    end_of_input = True
-                    continue
-                inner = self._fn(*el)
-                _check_spec(inner.element_spec, self.element_spec, "Dataset.interleave()")
-                slots[index] = read_new(inner)
-                n_open += 1
-            else:
-                index, block = (index + 1) % cycle, 0
+        finally:
+            for it in slots:
+                if it is not None and threads > 1:
+                    it.close()
+
+    @staticmethod
+    def _ready_slot(slots: List[Any], index: int) -> int:
+        """``deterministic=False``: the first open slot from ``index`` on with an element ready
+        (``index`` itself when none is)."""
+        n = len(slots)
+        for k in range(n):
+            j = (index + k) % n
+            if slots[j] is not None and slots[j].ready():
+                return j
+        return index
 
 
 # -- datasets of datasets: window, group_by_window -------------------------------------
