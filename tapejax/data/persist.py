@@ -335,30 +335,19 @@ class Load(Dataset):
     interleaved); ``element_spec`` and cardinality from the save's JSON."""
 
     def __init__(self, path: str, element_spec: Any, compression: str, reader_func: Any, x64: bool):
-        self._path, self._compression, self._reader_func, self._given = path, compression, reader_func, element_spec
         meta = read_meta(path)
-        if meta is None and element_spec is None:
-            raise NotFoundError(None, None, f"tf.data snapshot element_spec file not found: "
-                                f"{os.path.join(path, META)} (no tapejax.data save at {path!r}).")
-        spec = decode_spec(meta["element_spec"]) if element_spec is None else element_spec
-        self._reader = None if meta is None else reader_output(path, meta, spec, compression, reader_func, x64)
-        card = A.UNKNOWN if meta is None else int(meta["cardinality"])
-        self._saved_spec = None if meta is None else decode_spec(meta["element_spec"])
-        super().__init__((), spec, card)
+        if meta is None:
+            raise NotFoundError(None, None, f"Could not find metadata file [{path}] (no tapejax.data save there: "
+                                f"{os.path.join(path, META)} is missing).")
+        self._saved_spec = decode_spec(meta["element_spec"])
+        spec = self._saved_spec if element_spec is None else element_spec
+        self._reader = reader_output(path, meta, spec, compression, reader_func, x64)
+        super().__init__((), spec, int(meta["cardinality"]))
         self._x64 = x64
 
     def _build(self, ctx: Build) -> Any:
-        reader = self._reader
-        if reader is None:
-            meta = read_meta(self._path)
-            if meta is None:
-                raise NotFoundError(None, None, f"Could not find metadata file [{self._path}] (no tapejax.data "
-                                    "save there).")
-            self._saved_spec = decode_spec(meta["element_spec"])
-            reader = self._reader = reader_output(self._path, meta, self._element_spec, self._compression,
-                                                  self._reader_func, self._x64)
         _check_given(self._saved_spec, self._element_spec)
-        return reader._build(ctx)
+        return self._reader._build(ctx)
 
 
 def _check_given(saved: Any, given: Any) -> None:
