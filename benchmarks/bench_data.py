@@ -93,6 +93,7 @@ def per_step(step, batches, steps):
         if i == steps:
             break
         loss = step(xb, yb)
+    assert loss is not None
     jax.block_until_ready(loss.value)
     return (time.perf_counter() - t) / steps * 1e6
 
@@ -147,7 +148,8 @@ def bench_interleave(rounds):
     for kind in ("map", "from_generator"):
         for name, lib in (("tapejax.data", tf), ("tf.data", real_tf)):
             seq, par = interleave_pipeline(lib, False, kind), interleave_pipeline(lib, True, kind)
-            pass_time(seq), pass_time(par)   # warm-up (traces, threads)
+            pass_time(seq)   # warm-up (traces, threads)
+            pass_time(par)
             a, b = [], []
             for _ in range(rounds):
                 a.append(pass_time(seq))

@@ -89,7 +89,7 @@ def encode_spec(spec: Any) -> Any:
                 raise TypeError(f"Dataset.save: element dict keys must be strings; got {k!r}.")
         return {"dict": [[k, encode_spec(v)] for k, v in spec.items()]}
     if isinstance(spec, tuple) and hasattr(type(spec), "_fields"):
-        return {"namedtuple": type(spec).__name__, "fields": list(type(spec)._fields),
+        return {"namedtuple": type(spec).__name__, "fields": list(getattr(type(spec), "_fields")),
                 "items": [encode_spec(v) for v in spec]}
     if isinstance(spec, tuple):
         return {"tuple": [encode_spec(v) for v in spec]}

@@ -98,12 +98,14 @@ class DatasetFunction:
     ``element_spec`` from runs on zeros of the input spec (two sizes when a dimension is
     unknown: dimensions that differ become None)."""
 
-    def __init__(self, fn: Callable[..., Any], input_spec: Any, x64: bool, name: str, arg: str = "map_func"):
+    def __init__(self, fn: Callable[..., Any], input_spec: Any, x64: bool, name: str, arg: str = "map_func",
+                 input: Optional[Dataset] = None):
         A.callable_arg(fn)
         self._fn, self._spec, self._x64, self._name, self._arg = fn, input_spec, x64, name, arg
-        out = self.probe(1)
+        sample = _first_element(input) if input is not None and _has_strings(input_spec) else None
+        out = self(*sample).element_spec if sample is not None else self.probe(1)
         unknown = any(isinstance(s, TensorSpec) and (s.shape is None or None in s.shape) for s in S.flatten(input_spec))
-        if unknown:
+        if unknown and sample is None:
             other = self.probe(2)
             out = S.pack(out, [S.combine(a, b) or a for a, b in zip(S.flatten(out), S.flatten(other))])
         self.element_spec = out
@@ -120,6 +122,24 @@ class DatasetFunction:
         return out
 
 
+def _has_strings(spec: Any) -> bool:
+    return any(getattr(getattr(s, "dtype", None), "name", None) == "string" for s in S.flatten(spec))
+
+
+def _first_element(dataset: Dataset) -> Optional[Element]:
+    """The input's first element (None when it has none): a function over string components (file
+    names) is probed on it, as zeros (an empty name) are no file to open."""
+    it = read_new(dataset)
+    try:
+        return next(it)
+    except StopIteration:
+        return None
+    finally:
+        close = getattr(it, "close", None)
+        if close is not None:
+            close()
+
+
 def _check_spec(inner: Any, spec: Any, name: str) -> None:
     ok = S.same_structure(inner, spec) and all(
         S.combine(a, b) is not None and getattr(a, "dtype", None) == getattr(b, "dtype", None)
@@ -134,7 +154,7 @@ def _check_spec(inner: Any, spec: Any, name: str) -> None:
 @kind
 class FlatMap(PyStream):
     def __init__(self, input: Dataset, fn: Callable[..., Any]):
-        self._fn = DatasetFunction(fn, input.element_spec, input._x64, "Dataset.flat_map()")
+        self._fn = DatasetFunction(fn, input.element_spec, input._x64, "Dataset.flat_map()", input=input)
         super().__init__((input,), self._fn.element_spec, UNK)
 
     def _elements(self, ctx: Build) -> Iterator[Element]:
@@ -156,7 +176,7 @@ class Interleave(PyStream):
 
     def __init__(self, input: Dataset, fn: Callable[..., Any], cycle_length: int, block_length: int,
                  num_parallel_calls: Optional[int] = None, deterministic: Optional[bool] = None):
-        self._fn = DatasetFunction(fn, input.element_spec, input._x64, "Dataset.interleave()")
+        self._fn = DatasetFunction(fn, input.element_spec, input._x64, "Dataset.interleave()", input=input)
         self._cycle, self._block = cycle_length, block_length
         self._npc, self._deterministic = num_parallel_calls, deterministic
         super().__init__((input,), self._fn.element_spec, UNK)

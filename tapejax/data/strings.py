@@ -14,6 +14,7 @@ functions of ``interleave`` / ``flat_map`` (run eagerly in Python) receive them 
 """
 import glob
 import os
+import sys
 from typing import Any, List, Optional, Sequence
 
 import numpy as np
@@ -76,6 +77,10 @@ def _patterns(file_pattern: Any) -> List[str]:
     return out
 
 
+#: TF's glob matches names that start with a dot; Python's does with ``include_hidden`` (3.11+).
+_HIDDEN: "dict[str, Any]" = {"include_hidden": True} if sys.version_info >= (3, 11) else {}
+
+
 @helper
 def list_files(file_pattern: Any, shuffle: Any, seed: Any) -> Dataset:
     """``Dataset.list_files``: the names of the files matching the glob pattern(s), sorted, each
@@ -87,7 +92,7 @@ def list_files(file_pattern: Any, shuffle: Any, seed: Any) -> Dataset:
     A.seed(seed)
     names: List[str] = []
     for p in patterns:
-        names.extend(glob.glob(p, include_hidden=True))
+        names.extend(glob.glob(p, **_HIDDEN))
     if not names:
         raise InvalidArgumentError(None, None, "No files matched pattern: " + ", ".join(patterns))
     names.sort()
