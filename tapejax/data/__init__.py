@@ -7,7 +7,7 @@ Dataset needs grain (``pip install 'tapejax[data]'``).  See README.md here for t
 """
 from types import SimpleNamespace
 
-from . import loops, persist, pystreams, resample, sources, strings, transforms  # noqa: F401  (they register the Dataset kinds: dataset.KINDS)
+from . import fingerprint, loops, persist, pystreams, resample, sources, strings, transforms  # noqa: F401  (they register the Dataset kinds: dataset.KINDS)
 from .args import AUTOTUNE, INFINITE as INFINITE_CARDINALITY, UNKNOWN as UNKNOWN_CARDINALITY
 from .dataset import Dataset
 from .iterator import Iterator

@@ -419,9 +419,7 @@ class Dataset:
     def fingerprint(self) -> Tensor:
         """A hash of the dataset's plan (sources, transformations, arguments, functions' code):
         a uint64 scalar (uint32, its low bits, without JAX's 64-bit mode)."""
-        from .fingerprint import fingerprint
-        h = fingerprint(self)
-        return constant(np.uint64(h) if _dtypes.x64_enabled() else np.uint32(h & 0xFFFFFFFF))
+        return HELPERS["fingerprint_tensor"](self)
 
     @staticmethod
     def list_files(file_pattern: Any, shuffle: Optional[bool] = None, seed: Optional[int] = None,

@@ -18,6 +18,11 @@ from typing import Any, Callable, List, Set
 import jax
 import numpy as np
 
+from ..core import dtypes as _dtypes
+from ..core.convert import constant
+from ..core.tensor import Tensor
+from .dataset import Dataset, helper
+
 #: Dataset attributes that are not part of what it computes (run-time state, derived values).
 _SKIP = {"_inputs", "_element_spec", "_iterations", "_store", "_device_arrays", "_own_options",
          "_x64", "_dir", "_lock"}
@@ -28,6 +33,13 @@ def fingerprint(dataset: Any) -> int:
     h = hashlib.blake2b(digest_size=8)
     _Hasher(h.update).dataset(dataset)
     return int.from_bytes(h.digest(), "little")
+
+
+@helper
+def fingerprint_tensor(dataset: Dataset) -> Tensor:
+    """``Dataset.fingerprint()``: uint64 (its low 32 bits as uint32 without JAX's 64-bit mode)."""
+    h = fingerprint(dataset)
+    return constant(np.uint64(h) if _dtypes.x64_enabled() else np.uint32(h & 0xFFFFFFFF))
 
 
 class _Hasher:
@@ -49,9 +61,6 @@ class _Hasher:
             self.dataset(x)
 
     def value(self, v: Any, attribute: bool = False) -> None:
-        from ..core.tensor import Tensor
-        from .dataset import Dataset
-        from .functions import StructuredFunction
         if v is None or isinstance(v, (bool, int, float, complex, str, bytes, np.generic)):
             self.tag(f"{type(v).__name__}:{v!r}")
         elif isinstance(v, Tensor):
@@ -71,7 +80,7 @@ class _Hasher:
                 self.value(v[k], attribute)
         elif isinstance(v, Dataset):
             self.dataset(v)
-        elif isinstance(v, StructuredFunction) or hasattr(v, "_fn") and callable(getattr(v, "_fn")):
+        elif hasattr(v, "_fn") and callable(getattr(v, "_fn")):   # a StructuredFunction / DatasetFunction
             self.function(v._fn)
         elif isinstance(v, (types.FunctionType, types.MethodType)):
             self.function(v)
