@@ -213,3 +213,19 @@ if __name__ == "__main__":
         print(f"{ns:18} TF {n_tf:4}  tapejax {n_have:4}  missing {n_tf - n_have:4}  "
               + ", ".join(f"{r} {c}" for r, c in sorted(counts.items())))
     print(f"{'all':18} TF {total[0]:4}  tapejax {total[1]:4}  missing {total[0] - total[1]:4}")
+
+
+#: TF 2.21's public ``tf.data.Dataset`` names (``dir``), and those tapejax.data lacks, with the reason.
+TF_DATASET = ("apply as_numpy_iterator batch bucket_by_sequence_length cache cardinality choose_from_datasets "
+              "concatenate counter element_spec enumerate filter fingerprint flat_map from_generator "
+              "from_tensor_slices from_tensors get_single_element group_by_window ignore_errors interleave "
+              "list_files load map options padded_batch prefetch ragged_batch random range rebatch reduce "
+              "rejection_resample repeat sample_from_datasets save scan shard shuffle skip snapshot sparse_batch "
+              "take take_while unbatch unique window with_options zip").split()
+DATASET_MISSING = {"ragged_batch": "ragged", "sparse_batch": "sparse"}
+
+
+def test_dataset_methods_missing_are_the_listed_ones():
+    ours = {n for n in dir(tf.data.Dataset) if not n.startswith("_")}
+    assert {n for n in TF_DATASET if n not in ours} == set(DATASET_MISSING)
+    assert all(reason in REASONS for reason in DATASET_MISSING.values())

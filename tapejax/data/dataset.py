@@ -258,18 +258,22 @@ class Dataset:
                    num_parallel_calls: Optional[int] = None, deterministic: Optional[bool] = None,
                    name: Optional[str] = None) -> "Dataset":
         """The Datasets ``map_func`` returns, ``cycle_length`` at a time, ``block_length`` elements
-        from each in turn (TF's order; ``cycle_length`` None or AUTOTUNE: the CPU count)."""
+        from each in turn (TF's order; ``cycle_length`` None or AUTOTUNE: the CPU count).  With
+        ``num_parallel_calls`` the open datasets are read ahead in threads (that many computing at
+        once), in the same order unless ``deterministic=False``."""
         cycle = A.AUTOTUNE if cycle_length is None else A.integer(cycle_length, "cycle_length")
         if cycle <= 0 and cycle != A.AUTOTUNE:
             raise A.InvalidArgumentError(None, None, "interleave: `cycle_length` must be greater than zero or "
                                          f"tf.data.AUTOTUNE (-1); got {cycle}.")
         block = 1 if block_length is None else A.positive(block_length, "block_length", "interleave")
+        npc = None
         if num_parallel_calls is not None:
             npc = A.integer(num_parallel_calls, "num_parallel_calls")
             if npc <= 0 and npc != A.AUTOTUNE:
                 raise A.InvalidArgumentError(None, None, "interleave: `num_parallel_calls` must be greater than "
                                              f"zero or tf.data.AUTOTUNE (-1); got {npc}.")
-        return KINDS["Interleave"](self, map_func, cycle, block)
+        return KINDS["Interleave"](self, map_func, cycle, block, npc,
+                                   None if deterministic is None else bool(deterministic))
 
     def window(self, size: Any, shift: Any = None, stride: Any = 1, drop_remainder: bool = False,
                name: Optional[str] = None) -> "Dataset":
@@ -384,6 +388,54 @@ class Dataset:
         """Random non-negative int64 scalars forever (grain/NumPy's bits, not TF's: see the README)."""
         _grain.require()
         return KINDS["RandomInts"](_seed_list(A.seed(seed)), bool(rerandomize_each_iteration))
+
+    # -- files: save / load, snapshot, list_files (``persist``, ``strings``) ----------------
+    def save(self, path: Any, compression: Optional[str] = None, shard_func: Optional[Callable[..., Any]] = None,
+             checkpoint_args: Optional[dict] = None) -> None:
+        """Write every element under the directory ``path`` (tapejax's format: NumPy parts and a
+        JSON description, not TF's snapshot files); ``load`` reads it back.  ``compression``:
+        ``"GZIP"`` compresses; ``shard_func(element)`` (an int64 scalar) picks each element's
+        shard file.  ``checkpoint_args`` is accepted (a dict) but the write is not resumable: it
+        is all or nothing."""
+        HELPERS["save"](self, path, compression, shard_func, checkpoint_args)
+
+    @staticmethod
+    def load(path: Any, element_spec: Any = None, compression: Optional[str] = None,
+             reader_func: Optional[Callable[["Dataset"], "Dataset"]] = None, wait: bool = False) -> "Dataset":
+        """The dataset ``save`` wrote under ``path``: ``element_spec`` and cardinality recovered from
+        it; ``compression`` must be the one it was written with (else DataLossError when read);
+        ``reader_func(shards)`` gets a Dataset of the shard Datasets (default: interleaved, as TF).
+        NotFoundError when ``path`` holds no save."""
+        _grain.require()
+        return HELPERS["load"](path, element_spec, compression, reader_func)
+
+    def snapshot(self, path: Any, compression: Optional[str] = "AUTO",
+                 reader_func: Optional[Callable[["Dataset"], "Dataset"]] = None,
+                 shard_func: Optional[Callable[..., Any]] = None, name: Optional[str] = None) -> "Dataset":
+        """This dataset, written under ``path/<fingerprint>`` by the first iteration that runs to the
+        end and read from there by every later one (an iteration stopped early writes nothing)."""
+        return HELPERS["snapshot"](self, path, compression, reader_func, shard_func)
+
+    def fingerprint(self) -> Tensor:
+        """A hash of the dataset's plan (sources, transformations, arguments, functions' code):
+        a uint64 scalar (uint32, its low bits, without JAX's 64-bit mode)."""
+        return HELPERS["fingerprint_tensor"](self)
+
+    @staticmethod
+    def list_files(file_pattern: Any, shuffle: Optional[bool] = None, seed: Optional[int] = None,
+                   name: Optional[str] = None) -> "Dataset":
+        """The files matching the glob pattern(s) as scalar string elements (NumPy bytes: tapejax
+        has no string tensors), sorted, shuffled unless ``shuffle`` is False; InvalidArgumentError
+        when nothing matches."""
+        _grain.require()
+        return HELPERS["list_files"](file_pattern, shuffle, seed)
+
+    def rejection_resample(self, class_func: Callable[..., Any], target_dist: Any, initial_dist: Any = None,
+                           seed: Optional[int] = None, name: Optional[str] = None) -> "Dataset":
+        """``(class, element)`` pairs whose classes follow ``target_dist``: elements rejected or
+        repeated (TF's mixture of the input and a rejection-sampled copy of it); ``initial_dist``
+        None: the class distribution is estimated as the elements stream by."""
+        return HELPERS["rejection_resample"](self, class_func, target_dist, initial_dist, seed)
 
     def apply(self, transformation_func: Callable[["Dataset"], "Dataset"]) -> "Dataset":
         """``transformation_func(self)``, which must return a Dataset."""

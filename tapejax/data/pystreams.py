@@ -60,7 +60,18 @@ def read_new(dataset: Dataset) -> Iterator[Element]:
 
 def to_user(spec: Any, comps: Sequence[Any]) -> Any:
     """A flat element as the user sees it: Tensors (Datasets as they are) in ``spec``'s structure."""
-    return S.pack(spec, [c if c is None or isinstance(c, Dataset) else Tensor(jnp.asarray(c)) for c in comps])
+    return S.pack(spec, [c if c is None or isinstance(c, Dataset) else _host_bytes(c) if _is_bytes(c)
+                         else Tensor(jnp.asarray(c)) for c in comps])
+
+
+def _is_bytes(c: Any) -> bool:
+    return isinstance(c, (np.bytes_, np.ndarray)) and np.asarray(c).dtype.kind == "S"
+
+
+def _host_bytes(c: Any) -> Any:
+    """A string component as a function sees it: ``np.bytes_`` (an ``S`` array when batched)."""
+    a = np.asarray(c)
+    return a[()] if a.ndim == 0 else a
 
 
 def call(fn: Callable[..., Any], element: Any) -> Any:
@@ -87,12 +98,14 @@ class DatasetFunction:
     ``element_spec`` from runs on zeros of the input spec (two sizes when a dimension is
     unknown: dimensions that differ become None)."""
 
-    def __init__(self, fn: Callable[..., Any], input_spec: Any, x64: bool, name: str, arg: str = "map_func"):
+    def __init__(self, fn: Callable[..., Any], input_spec: Any, x64: bool, name: str, arg: str = "map_func",
+                 input: Optional[Dataset] = None):
         A.callable_arg(fn)
         self._fn, self._spec, self._x64, self._name, self._arg = fn, input_spec, x64, name, arg
-        out = self.probe(1)
+        sample = _first_element(input) if input is not None and _has_strings(input_spec) else None
+        out = self(*sample).element_spec if sample is not None else self.probe(1)
         unknown = any(isinstance(s, TensorSpec) and (s.shape is None or None in s.shape) for s in S.flatten(input_spec))
-        if unknown:
+        if unknown and sample is None:
             other = self.probe(2)
             out = S.pack(out, [S.combine(a, b) or a for a, b in zip(S.flatten(out), S.flatten(other))])
         self.element_spec = out
@@ -109,6 +122,24 @@ class DatasetFunction:
         return out
 
 
+def _has_strings(spec: Any) -> bool:
+    return any(getattr(getattr(s, "dtype", None), "name", None) == "string" for s in S.flatten(spec))
+
+
+def _first_element(dataset: Dataset) -> Optional[Element]:
+    """The input's first element (None when it has none): a function over string components (file
+    names) is probed on it, as zeros (an empty name) are no file to open."""
+    it = read_new(dataset)
+    try:
+        return next(it)
+    except StopIteration:
+        return None
+    finally:
+        close = getattr(it, "close", None)
+        if close is not None:
+            close()
+
+
 def _check_spec(inner: Any, spec: Any, name: str) -> None:
     ok = S.same_structure(inner, spec) and all(
         S.combine(a, b) is not None and getattr(a, "dtype", None) == getattr(b, "dtype", None)
@@ -123,7 +154,7 @@ def _check_spec(inner: Any, spec: Any, name: str) -> None:
 @kind
 class FlatMap(PyStream):
     def __init__(self, input: Dataset, fn: Callable[..., Any]):
-        self._fn = DatasetFunction(fn, input.element_spec, input._x64, "Dataset.flat_map()")
+        self._fn = DatasetFunction(fn, input.element_spec, input._x64, "Dataset.flat_map()", input=input)
         super().__init__((input,), self._fn.element_spec, UNK)
 
     def _elements(self, ctx: Build) -> Iterator[Element]:
@@ -137,46 +168,86 @@ class FlatMap(PyStream):
 class Interleave(PyStream):
     """TF's interleave: ``cycle_length`` open iterators visited in turn, ``block_length``
     elements from each; an exhausted one is closed and its slot refilled from the input when
-    the cycle comes back to it.  ``num_parallel_calls`` gives the same order (it runs in turn)."""
+    the cycle comes back to it.  With ``num_parallel_calls`` each open iterator is read ahead in
+    its own thread (``streams.Producer``; at most ``num_parallel_calls`` computing at once), so the
+    cycle's inner datasets are produced at the same time; the order stays TF's deterministic one,
+    unless ``deterministic=False`` (or ``Options.deterministic = False``), where a slot whose next
+    element is not ready yet is passed over for one that is."""
 
-    def __init__(self, input: Dataset, fn: Callable[..., Any], cycle_length: int, block_length: int):
-        self._fn = DatasetFunction(fn, input.element_spec, input._x64, "Dataset.interleave()")
+    def __init__(self, input: Dataset, fn: Callable[..., Any], cycle_length: int, block_length: int,
+                 num_parallel_calls: Optional[int] = None, deterministic: Optional[bool] = None):
+        self._fn = DatasetFunction(fn, input.element_spec, input._x64, "Dataset.interleave()", input=input)
         self._cycle, self._block = cycle_length, block_length
+        self._npc, self._deterministic = num_parallel_calls, deterministic
         super().__init__((input,), self._fn.element_spec, UNK)
+
+    def _open(self, el: Element, threads: int, permits: Any) -> Any:
+        """The slot's iterator over ``map_func(el)``; with threads, a ``Producer`` that calls
+        ``map_func`` and reads the dataset in its own thread."""
+        def make() -> Iterator[Element]:
+            inner = self._fn(*el)
+            _check_spec(inner.element_spec, self.element_spec, "Dataset.interleave()")
+            return read_new(inner)
+        if threads <= 1:
+            return make()
+        from . import streams
+        x64 = self._x64
+        return streams.Producer(make, max(2, self._block), permits, lambda: host_context(x64))
 
     def _elements(self, ctx: Build) -> Iterator[Element]:
         import os
+        import threading
         cycle = self._cycle if self._cycle != A.AUTOTUNE else (os.cpu_count() or 1)
+        threads = ctx.threads(self._npc)
+        ordered = (self._deterministic if self._deterministic is not None else ctx.options.deterministic) is not False
+        permits = threading.Semaphore(max(threads, 1))
         source = read(self._inputs[0], ctx)
-        slots: List[Optional[Iterator[Element]]] = [None] * cycle
+        slots: List[Any] = [None] * cycle
         index = block = n_open = 0
         end_of_input = False
-        while not end_of_input or n_open > 0:
-            it = slots[index]
-            if it is not None:
-                try:
-                    el = next(it)
-                except StopIteration:
-                    slots[index] = None
-                    n_open -= 1
+        try:
+            while not end_of_input or n_open > 0:
+                it = slots[index]
+                if it is not None:
+                    if threads > 1 and not ordered and not it.ready():
+                        index = self._ready_slot(slots, index)
+                        it = slots[index]
+                    try:
+                        el = it.get() if threads > 1 else next(it)
+                    except StopIteration:
+                        slots[index] = None
+                        n_open -= 1
+                        index, block = (index + 1) % cycle, 0
+                        continue
+                    block += 1
+                    if block == self._block:
+                        index, block = (index + 1) % cycle, 0
+                    yield el
+                elif not end_of_input:
+                    try:
+                        el = next(source)
+                    except StopIteration:
+                        end_of_input = True
+                        continue
+                    slots[index] = self._open(el, threads, permits)
+                    n_open += 1
+                else:
                     index, block = (index + 1) % cycle, 0
-                    continue
-                block += 1
-                if block == self._block:
-                    index, block = (index + 1) % cycle, 0
-                yield el
-            elif not end_of_input:
-                try:
-                    el = next(source)
-                except StopIteration:
-                    end_of_input = True
-                    continue
-                inner = self._fn(*el)
-                _check_spec(inner.element_spec, self.element_spec, "Dataset.interleave()")
-                slots[index] = read_new(inner)
-                n_open += 1
-            else:
-                index, block = (index + 1) % cycle, 0
+        finally:
+            for it in slots:
+                if it is not None and threads > 1:
+                    it.close()
+
+    @staticmethod
+    def _ready_slot(slots: List[Any], index: int) -> int:
+        """``deterministic=False``: the first open slot from ``index`` on with an element ready
+        (``index`` itself when none is)."""
+        n = len(slots)
+        for k in range(n):
+            j = (index + k) % n
+            if slots[j] is not None and slots[j].ready():
+                return j
+        return index
 
 
 # -- datasets of datasets: window, group_by_window -------------------------------------

@@ -1,7 +1,7 @@
 """The stream forms grain has no ready transformation for (``grain.IterDataset`` subclasses).
 
 ``from_generator``, ``unbatch``, ``repeat`` / ``take`` / ``skip`` / ``zip`` / ``concatenate`` /
-``cache`` over a stream.  ``repeat`` and ``concatenate`` take *factories*: each epoch builds its
+``cache`` over a stream, and the ``Producer`` threads of a parallel ``interleave``.  ``repeat`` and ``concatenate`` take *factories*: each epoch builds its
 input again, so a ``shuffle`` upstream draws a new order per epoch, as TF's iterators do.  An
 iterator's ``get_state`` reports its position (grain's prefetch asks for it after each element).
 Iterator checkpoints do not go through these iterators' ``set_state``: ``iterator.Iterator``
@@ -9,6 +9,8 @@ rebuilds the pipeline with the saved shuffle draws and reads up to the saved pos
 """
 import collections
 import concurrent.futures as _futures
+import queue
+import threading
 from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence
 
 from ..core.errors import InvalidArgumentError
@@ -336,3 +338,71 @@ def prefetch(parent: Any, size: int) -> Any:
 
 _WindowShuffleIter = nodes._WindowShuffleIter
 _ThreadPrefetchIter = nodes._ThreadPrefetchIter
+
+
+# -- interleave(num_parallel_calls=N): inner iterators read ahead in threads ----------
+
+_END = object()
+
+
+class _Failed:
+    def __init__(self, error: BaseException):
+        self.error = error
+
+
+class Producer:
+    """Opens a Python iterator (``make()``) and reads it ahead in a daemon thread into a queue of
+    ``capacity`` elements;
+    ``permits`` (a semaphore shared by one interleave's producers) caps how many compute an
+    element at once (``num_parallel_calls``).  ``get()`` gives the next element (StopIteration at
+    the end, the iterator's own exception where it raised); ``close()`` stops the thread."""
+
+    def __init__(self, make: Callable[[], Iterator[Element]], capacity: int, permits: "threading.Semaphore",
+                 context: Callable[[], Any]):
+        self._make, self._permits, self._context = make, permits, context
+        self._queue: "queue.Queue[Any]" = queue.Queue(maxsize=capacity)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tapejax-data-interleave", daemon=True)
+        self._thread.start()
+
+    def _put(self, item: Any) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self) -> None:
+        try:
+            with self._context():
+                with self._permits:
+                    it = self._make()
+                while not self._stop.is_set():
+                    with self._permits:
+                        try:
+                            el = next(it)
+                        except StopIteration:
+                            self._put(_END)
+                            return
+                    if not self._put(el):
+                        return
+        except BaseException as e:  # noqa: BLE001 - handed to the reader, raised there
+            self._put(_Failed(e))
+
+    def ready(self) -> bool:
+        """Whether ``get()`` would not wait."""
+        return not self._queue.empty()
+
+    def get(self) -> Element:
+        item = self._queue.get()
+        if item is _END:
+            self._queue.put(_END)   # (asked again: still the end)
+            raise StopIteration
+        if isinstance(item, _Failed):
+            raise item.error
+        return item
+
+    def close(self) -> None:
+        self._stop.set()

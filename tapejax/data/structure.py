@@ -202,6 +202,8 @@ def numpy_value(component: Any) -> Any:
     if component is None:
         return None
     a = np.asarray(component)
+    if a.ndim == 0 and a.dtype.kind == "S":   # a string: ``bytes``, as TF's
+        return bytes(a[()])
     return a[()] if a.ndim == 0 else a
 
 

@@ -1,0 +1,104 @@
+"""String components (``list_files``' file names): host bytes, never device arrays.
+
+tapejax has no string tensors (XLA has no string type; ``tapejax.constant("a")`` raises
+TypeError naming integer ids as the way out).  tf.data pipelines still carry strings, file names
+first of all, so a data element may have *string components*: their spec is a ``TensorSpec``
+whose dtype is ``STRING`` (``name == "string"``, as TF's ``tf.string``), and their values are
+NumPy bytes (an ``np.bytes_`` scalar, an ``S`` array after ``batch``).  They stay on the host:
+iterating gives them as NumPy bytes (``np.bytes_`` is a ``bytes``: ``.decode()``, ``open(f)``
+work), ``as_numpy_iterator`` gives ``bytes`` as TF's does.  Transformations that move elements
+(``shuffle``, ``take``, ``skip``, ``repeat``, ``batch``, ``unbatch``, ``zip``, ``enumerate``,
+``shard``, ``concatenate``, ``prefetch``, ``save`` / ``load``, ``snapshot``) carry them; the
+functions of ``interleave`` / ``flat_map`` (run eagerly in Python) receive them as ``np.bytes_``;
+``map`` / ``filter`` functions, compiled by JAX, cannot take them (TypeError naming the way out).
+"""
+import glob
+import os
+import sys
+from typing import Any, List, Optional, Sequence
+
+import numpy as np
+
+from ..compile.signature import TensorSpec
+from ..core import dtypes as _dtypes
+from ..core.errors import InvalidArgumentError
+from ..core.tensor import Tensor
+from .dataset import Dataset, helper
+
+
+class StringDType(_dtypes.DType):
+    """The dtype of a string component: ``name == "string"`` (TF's ``tf.string``), held as NumPy
+    bytes on the host."""
+
+    __slots__ = ()
+
+    def __init__(self):
+        super().__init__(np.bytes_)
+
+    @property
+    def name(self) -> str:
+        return "string"
+
+    @property
+    def is_numeric(self) -> bool:
+        return False
+
+
+STRING = StringDType()
+
+
+def string_spec(shape: Optional[Sequence[Optional[int]]] = ()) -> TensorSpec:
+    return TensorSpec(None if shape is None else list(shape), STRING)
+
+
+def is_string(spec: Any) -> bool:
+    return isinstance(spec, TensorSpec) and isinstance(spec.dtype, StringDType)
+
+
+def is_bytes(component: Any) -> bool:
+    """Whether a component is a string component's value (NumPy bytes)."""
+    return isinstance(component, (np.bytes_, np.ndarray)) and np.asarray(component).dtype.kind == "S"
+
+
+def _patterns(file_pattern: Any) -> List[str]:
+    if isinstance(file_pattern, Tensor):
+        raise TypeError("list_files: `file_pattern` must be a string or a list of strings (tapejax has no string "
+                        "tensors); got a Tensor.")
+    values = list(np.asarray(file_pattern, dtype=object).reshape(-1)) if isinstance(
+        file_pattern, (list, tuple, np.ndarray)) else [file_pattern]
+    out = []
+    for v in values:
+        if isinstance(v, bytes):
+            v = v.decode()
+        if not isinstance(v, (str, os.PathLike)):
+            raise TypeError(f"Argument `file_pattern` must be a string or a list of strings; got {file_pattern!r} "
+                            f"(Cannot convert {v!r} to EagerTensor of dtype string).")
+        out.append(os.fspath(v))
+    return out
+
+
+#: TF's glob matches names that start with a dot; Python's does with ``include_hidden`` (3.11+).
+_HIDDEN: "dict[str, Any]" = {"include_hidden": True} if sys.version_info >= (3, 11) else {}
+
+
+@helper
+def list_files(file_pattern: Any, shuffle: Any, seed: Any) -> Dataset:
+    """``Dataset.list_files``: the names of the files matching the glob pattern(s), sorted, each
+    once per match, as scalar string components; shuffled over all of them (a new order per
+    iteration) unless ``shuffle`` is False.  No match: InvalidArgumentError (TF's assertion,
+    raised when the dataset is made)."""
+    patterns = _patterns(file_pattern)
+    from . import args as A
+    A.seed(seed)
+    names: List[str] = []
+    for p in patterns:
+        names.extend(glob.glob(p, **_HIDDEN))
+    if not names:
+        raise InvalidArgumentError(None, None, "No files matched pattern: " + ", ".join(patterns))
+    names.sort()
+    from .pystreams import Elements
+    spec = string_spec(())
+    ds: Dataset = Elements([(np.bytes_(os.fsencode(n)),) for n in names], spec, _dtypes.x64_enabled())
+    if shuffle is None or shuffle:
+        ds = ds.shuffle(max(len(names), 1), seed=seed)
+    return ds
