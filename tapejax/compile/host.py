@@ -44,7 +44,6 @@ from typing import Any, Callable, Iterator, NamedTuple, Optional, Sequence
 
 import jax
 import jax.core
-import jax.numpy as jnp
 import numpy as np
 from jax.experimental import io_callback
 
@@ -152,12 +151,15 @@ def _as_result(value: Any, spec: OutSpec, numpy_style: bool) -> Tensor:
                            f"`.read_value()` on the variable in question: {value}")
     if numpy_style:
         a = np.asarray(value)
-        if a.dtype != np.dtype(spec.dtype._np):
+        # (a value at the dtype's storage precision is the dtype: without x64 an int64 input
+        # arrives as int32, and what ``func`` computes from it too)
+        if a.dtype != np.dtype(spec.dtype._np) and a.dtype != _dtypes.storage_dtype(spec.dtype._np, "Tout"):
             raise _errors.InvalidArgumentError(
                 None, None, f"0-th value returned by pyfunc is {_dtypes.as_dtype(a.dtype).name}, but expects "
                 f"{spec.dtype.name}")
         return convert_to_tensor(a)
-    if isinstance(value, Tensor) and value.dtype != spec.dtype:
+    if (isinstance(value, Tensor) and value.dtype != spec.dtype
+            and value._value.dtype != _dtypes.storage_dtype(spec.dtype._np, "Tout")):
         raise _errors.InvalidArgumentError(
             None, None, f"ValueError: Tensor conversion requested dtype {spec.dtype.name} for Tensor with "
             f"dtype {value.dtype.name}: {value!r}")
@@ -240,7 +242,8 @@ def _callback(call: _Call) -> Callable[..., Any]:
 
 
 def _result_types(call: _Call) -> tuple:
-    return tuple(jax.ShapeDtypeStruct(s, jnp.dtype(spec.dtype._np)) for s, spec in zip(call.shapes, call.tout.specs))
+    return tuple(jax.ShapeDtypeStruct(s, _dtypes.storage_dtype(spec.dtype._np, "Tout"))
+                 for s, spec in zip(call.shapes, call.tout.specs))
 
 
 def _run(call: _Call, *xs):
@@ -305,7 +308,13 @@ _PY_FUNC = REGISTRY.get("PyFunc") or define(
 
 
 def _traced(tensors: Sequence[Tensor]) -> bool:
-    return _state._local.collector is not None or any(isinstance(t._value, jax.core.Tracer) for t in tensors)
+    """Whether the call is staged into a program: a ``tapejax.function`` traces (even on constant
+    inputs: the program calls ``func`` at each run), or an input is a tracer.  A collector that
+    only watches (a dataset function's, ``stages_host_calls = False``) stages nothing itself."""
+    col = _state._local.collector
+    if col is not None and getattr(col, "stages_host_calls", True):
+        return True
+    return any(isinstance(t._value, jax.core.Tracer) for t in tensors)
 
 
 def _shapes(func: Callable[..., Any], tensors: Sequence[Tensor], tout: _Tout, numpy_style: bool) -> tuple:

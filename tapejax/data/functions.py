@@ -14,7 +14,9 @@ structure, and then runs the graph per element.  Here:
    Python control flow on a tensor value (what TF's AutoGraph converts; eagerly Python takes
    the branch), value-dependent shapes (``boolean_mask``), a ``tapejax.random`` op drawing
    from the global stream (fresh values per element, as TF's), or a Variable read (its value
-   at each element, as TF's).  The output spec then comes from one run on zeros of the input
+   at each element, as TF's).  Also, with the traced output spec kept, a function that calls
+   back into Python (``numpy_function``, ``py_function``): compiled, each element would take
+   JAX's slow dispatch path for programs with host callbacks.  The output spec then comes from one run on zeros of the input
    spec: structure, dtypes and ranks, with every dimension unknown.
 
 Python side effects therefore run at ``map()`` time and once per traced shape (TF: once), or
@@ -58,6 +60,9 @@ class _Watch:
     #: random ops draw as outside a trace (the global stream, op-seed counters): a traced
     #: function's unseeded draw fails (``_is_random_in_trace``) and it runs eagerly per element
     threads_random = False
+    #: a host function (``numpy_function``) is staged only when its inputs are traced: an
+    #: element run eagerly calls it directly (``compile.host``)
+    stages_host_calls = False
 
     def __init__(self, reads_ok: bool):
         self.reads_ok = reads_ok
@@ -214,7 +219,13 @@ class StructuredFunction:
 
     def _trace_shapes(self, args: List[Any]) -> Any:
         _materialize_random_key()
-        jax.eval_shape(self._pure, *args)
+        closed = jax.make_jaxpr(self._pure)(*args)
+        if _calls_host(closed.jaxpr):
+            # (``numpy_function`` / ``py_function``: a compiled program with a host callback runs
+            # JAX's slow dispatch path per element, ten times the function itself; eagerly the
+            # callback is a plain call.  The traced output spec stays.)
+            self.eager = True
+            self.eager_reason = "it calls back into Python (numpy_function / py_function)"
         return S.map_structure(_concrete_spec, self._traced)
 
     def _symbolic_args(self) -> List[Any]:
@@ -289,6 +300,20 @@ class StructuredFunction:
                     f"The function passed to {self._name} returned a component of dtype {np.dtype(c.dtype).name} "
                     f"where its element_spec says {spec.dtype.name}.")
         return tuple(comps)
+
+
+def _calls_host(jaxpr: Any) -> bool:
+    """Whether ``jaxpr`` (or one nested in it: a jit, a cond's branch, a loop's body) calls back
+    into Python."""
+    for eqn in jaxpr.eqns:
+        if "callback" in eqn.primitive.name:
+            return True
+        for p in eqn.params.values():
+            for sub in (p if isinstance(p, (tuple, list)) else (p,)):
+                inner = getattr(sub, "jaxpr", sub)   # (a ClosedJaxpr holds its Jaxpr)
+                if hasattr(inner, "eqns") and _calls_host(inner):
+                    return True
+    return False
 
 
 @dataclass(frozen=True)

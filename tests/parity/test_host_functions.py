@@ -135,3 +135,21 @@ def test_host_functions_in_a_function_under_an_outer_tape(tf):
         z = g(x)
     h = tf.function(lambda v: tf.numpy_function(lambda a: (a * a).astype(np.float16), [v], tf.float16))
     return y, t.gradient(y, x), z, t.gradient(z, x), h(tf.constant([1.5, 2.0], tf.float16))
+
+
+@parity(modes=True)
+def test_host_functions_in_dataset_map_with_int64_elements(tf):
+    """The tf.data idiom: ``map`` a ``numpy_function`` (and a ``py_function``) over ``Dataset.range``,
+    whose elements are int64 in TF (int32 storage in tapejax without x64); ``Tout=tf.int64`` is
+    what TF code writes.  Each element gets the function's own result, called once per element."""
+    calls = []
+
+    def double(x):
+        calls.append(int(x))
+        return x * 2
+
+    ds = tf.data.Dataset.range(6).map(lambda x: tf.numpy_function(double, [x], tf.int64))
+    ds = ds.map(lambda y: (y, tf.py_function(lambda v: tf.cast(v, tf.float32) / 4.0, [y], tf.float32)))
+    calls.clear()   # (TF calls nothing at map() time; tapejax traces once: only iteration is compared)
+    out = [(int(a), float(b)) for a, b in ds]
+    return out, calls
