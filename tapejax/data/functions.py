@@ -8,8 +8,11 @@ structure, and then runs the graph per element.  Here:
    there, as in TF.  A dimension the spec leaves unknown (``None``, after ``batch``) is a
    symbolic dimension (``jax.export.symbolic_shape``); when an op cannot take one, the function
    is traced at two concrete sizes instead and dimensions that differ become None.
-2. **Per element** the function runs as one ``jax.jit`` program (traced once per input shape; on
-   the CPU, where tf.data runs its functions too): Tensors in, Tensors out.
+2. **Per element** the function runs as one ``jax.jit`` program (on the CPU, where tf.data runs
+   its functions too): Tensors in, Tensors out.  When every input size is known, the trace made
+   at ``map()`` time is that program (``shared_program``: compiled once for every dataset
+   function with the same trace, its captured values as arguments, so an ``interleave``'s inner
+   datasets share one compile); otherwise it is traced once per input shape.
 3. **Eager** instead, op by op on concrete Tensors, when the function cannot be one program:
    Python control flow on a tensor value (what TF's AutoGraph converts; eagerly Python takes
    the branch), value-dependent shapes (``boolean_mask``), a ``tapejax.random`` op drawing
@@ -19,8 +22,8 @@ structure, and then runs the graph per element.  Here:
    JAX's slow dispatch path for programs with host callbacks.  The output spec then comes from one run on zeros of the input
    spec: structure, dtypes and ranks, with every dimension unknown.
 
-Python side effects therefore run at ``map()`` time and once per traced shape (TF: once), or
-per element in eager mode.  Assigning or creating a Variable inside a dataset function is
+Python side effects therefore run once at ``map()`` time (as TF's) and, where sizes are unknown,
+once more per traced shape, or per element in eager mode.  Assigning or creating a Variable inside a dataset function is
 refused (ValueError at ``map()`` time).
 """
 import contextlib
@@ -28,11 +31,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 
 import jax
+import jax.extend.core as jex
 import jax.numpy as jnp
 import numpy as np
 
 from ..compile.signature import TensorSpec
 from ..core import state as _state
+from ..core.caches import LRU
 from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError, OperatorNotAllowedInGraphError
 from ..core.tensor import Tensor
@@ -154,6 +159,8 @@ class StructuredFunction:
         self.output_spec: Any = None    # the output structure, a spec per component
         self._traced: Any = None        # the last trace's output structure (an ``_Aval`` per component)
         self._jitted = jax.jit(self._pure)
+        #: the per-element program when every input size is known (``shared_program``)
+        self._run: Optional[Callable[[Sequence[Any]], Tuple[Any, ...]]] = None
         with host_context(x64):
             spec = self._infer()
         self.output_spec = spec
@@ -207,7 +214,7 @@ class StructuredFunction:
                     if isinstance(e, _UsesVariable) or _needs_eager(e):
                         raise
                 return _merge(self._trace_shapes(self._concrete_args(2)), self._trace_shapes(self._concrete_args(3)))
-            return self._trace_shapes(self._concrete_args(None))
+            return self._trace_shapes(self._concrete_args(None), share=True)
         except _UsesVariable as e:
             if e.how != "reads":
                 raise self._refuse(e) from None
@@ -217,15 +224,20 @@ class StructuredFunction:
                 return self._infer_eagerly(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
             raise
 
-    def _trace_shapes(self, args: List[Any]) -> Any:
+    def _trace_shapes(self, args: List[Any], share: bool = False) -> Any:
+        """The output spec from a trace at ``args``' shapes; with ``share`` (every input size
+        known: this trace is the per-element program) the compiled program is also looked up
+        among the ones other dataset functions traced (``shared_program``)."""
         _materialize_random_key()
-        closed = jax.make_jaxpr(self._pure)(*args)
+        closed, out_shape = jax.make_jaxpr(self._pure, return_shape=True)(*args)
         if _calls_host(closed.jaxpr):
             # (``numpy_function`` / ``py_function``: a compiled program with a host callback runs
             # JAX's slow dispatch path per element, ten times the function itself; eagerly the
             # callback is a plain call.  The traced output spec stays.)
             self.eager = True
             self.eager_reason = "it calls back into Python (numpy_function / py_function)"
+        elif share:
+            self._run = shared_program(closed, jax.tree_util.tree_structure(out_shape), self._x64)
         return S.map_structure(_concrete_spec, self._traced)
 
     def _symbolic_args(self) -> List[Any]:
@@ -275,8 +287,11 @@ class StructuredFunction:
     def __call__(self, components: Tuple[Any, ...]) -> Tuple[Any, ...]:
         with host_context(self._x64):
             if not self.eager:
-                _materialize_random_key()
+                run = self._run
                 try:
+                    if run is not None:
+                        return run(components)
+                    _materialize_random_key()
                     return self._jitted(*components)
                 except _UsesVariable as e:
                     if e.how != "reads":
@@ -285,7 +300,10 @@ class StructuredFunction:
                 except Exception as e:
                     if not _needs_eager(e):
                         raise
-                    self.eager = True   # a new input shape took a path that cannot be traced
+                    # a new input shape took a path that cannot be traced, or a run-time check
+                    # cannot be compiled
+                    self.eager = True
+                    self._run = None
             try:
                 out = self._run_eager(components)
             except _UsesVariable as e:
@@ -300,6 +318,33 @@ class StructuredFunction:
                     f"The function passed to {self._name} returned a component of dtype {np.dtype(c.dtype).name} "
                     f"where its element_spec says {spec.dtype.name}.")
         return tuple(comps)
+
+
+#: compiled element programs by traced program (its jaxpr's text, its constants' types, the
+#: 64-bit mode): every dataset function that traces to the same program runs one compiled
+#: program, its captured values (a Tensor an ``interleave`` function closes over) as arguments.
+#: An ``interleave``'s inner datasets each ``map`` a function: one compile, not one per dataset.
+_PROGRAMS = LRU("data_element_programs", 256)
+
+
+def shared_program(closed: Any, out_tree: Any, x64: bool) -> Callable[[Sequence[Any]], Tuple[Any, ...]]:
+    """The per-element call of the traced program ``closed`` (whose output structure is
+    ``out_tree``): the compiled program shared with every equal trace, on ``closed``'s constants."""
+    jaxpr = closed.jaxpr
+    key = (str(jaxpr), tuple((tuple(np.shape(c)), np.dtype(getattr(c, "dtype", None) or np.result_type(c)),
+                              bool(getattr(getattr(c, "aval", None), "weak_type", False)))
+                             for c in closed.consts), x64)
+    prog = _PROGRAMS.get(key)
+    if prog is None:
+        def element_program(consts, leaves):
+            return jex.jaxpr_as_fun(jex.ClosedJaxpr(jaxpr, consts))(*leaves)
+        prog = _PROGRAMS.setdefault(key, jax.jit(element_program))
+    consts = list(closed.consts)
+    unflatten = jax.tree_util.tree_unflatten
+
+    def run(components: Sequence[Any]) -> Tuple[Any, ...]:
+        return unflatten(out_tree, prog(consts, [c for c in components if c is not None]))
+    return run
 
 
 def _calls_host(jaxpr: Any) -> bool:
