@@ -390,6 +390,11 @@ try:   # tapejax.keras (the keras extra) adds its call-plan cache once Keras is 
     _GLOBAL["keras_call_plans"] = 2
 except ImportError:
     pass
+try:   # tapejax.data (the data extra) adds the shared element programs of dataset functions
+    tf.data.Dataset   # noqa: B018
+    _GLOBAL["data_element_programs"] = 2
+except ImportError:
+    pass
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ new index value does not recompile anything.
 """
 import builtins
 import collections
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -15,7 +16,7 @@ import numpy as np
 from ..core import dtypes as _dtypes
 from ..core.bind import PACK, bind
 from ..core.convert import convert_to_tensor
-from ..core.tensor import Tensor
+from ..core.tensor import Tensor, to_device
 from ._registry import (
     _TENSORISH,
     _bad,
@@ -421,26 +422,39 @@ def _const_shape(shape, op_type):
     return shape
 
 
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
+def _full_program(shape, dtype, value):
+    return jnp.full(shape, value, dtype)
+
+
+def _filled(shape, dtype, value) -> Tensor:
+    """A constant array: one compiled program per (shape, dtype, value), called through JAX's C++
+    path (``jnp.zeros`` dispatches its ops one by one: several times the cost of the call)."""
+    if all(type(d) is int for d in shape):
+        return Tensor(_full_program(tuple(shape), np.dtype(dtype), value))
+    return Tensor(jnp.full(shape, value, dtype))   # (a symbolic size: a polymorphic trace)
+
+
 def zeros(shape, dtype=_dtypes.float32, name=None, layout=None):
     """``tf.zeros``."""
-    return Tensor(jnp.zeros(_const_shape(shape, "Fill"), _const_dtype(dtype)))
+    return _filled(_const_shape(shape, "Fill"), _const_dtype(dtype), 0)
 
 
 def ones(shape, dtype=_dtypes.float32, name=None, layout=None):
     """``tf.ones``."""
-    return Tensor(jnp.ones(_const_shape(shape, "Fill"), _const_dtype(dtype)))
+    return _filled(_const_shape(shape, "Fill"), _const_dtype(dtype), 1)
 
 
 def zeros_like(input, dtype=None, name=None, layout=None):
     """``tf.zeros_like`` (a constant: TF gives its input no gradient)."""
-    v = convert_to_tensor(input)._value
-    return Tensor(jnp.zeros(v.shape, v.dtype if dtype is None else _const_dtype(dtype)))
+    v = convert_to_tensor(input)._meta
+    return _filled(v.shape, v.dtype if dtype is None else _const_dtype(dtype), 0)
 
 
 def ones_like(input, dtype=None, name=None, layout=None):
     """``tf.ones_like`` (a constant: TF gives its input no gradient)."""
-    v = convert_to_tensor(input)._value
-    return Tensor(jnp.ones(v.shape, v.dtype if dtype is None else _const_dtype(dtype)))
+    v = convert_to_tensor(input)._meta
+    return _filled(v.shape, v.dtype if dtype is None else _const_dtype(dtype), 1)
 
 
 def shape(input, out_type=None, name=None):
@@ -450,12 +464,12 @@ def shape(input, out_type=None, name=None):
     s = _shape(input)
     if not all(isinstance(d, int) for d in s):   # a symbolic size (tapejax.function's None dims)
         return Tensor(jnp.array(s, dtype=dt))
-    return Tensor(jnp.asarray(np.asarray(s, dtype=dt)))
+    return Tensor(to_device(np.asarray(s, dtype=dt)))
 
 
 def rank(input, name=None):
     """``tf.rank``: int32 scalar (a constant)."""
-    return Tensor(jnp.asarray(np.int32(len(_shape(input)))))
+    return Tensor(to_device(np.asarray(len(_shape(input)), np.int32)))
 
 
 def size(input, out_type=None, name=None):
@@ -467,7 +481,7 @@ def size(input, out_type=None, name=None):
         for d in s:
             n = n * d
         return Tensor(jnp.array(n, dtype=dt))
-    return Tensor(jnp.asarray(np.asarray(int(np.prod(s)), dtype=dt)))
+    return Tensor(to_device(np.asarray(int(np.prod(s)), dtype=dt)))
 
 
 def fill(dims, value, name=None, layout=None):
