@@ -4,23 +4,31 @@ Writing (``Saver``)
 -------------------
 A checkpoint is one orbax checkpoint directory (``prefix-N/``) with two items:
 
-* ``state``: a PyTree (``ocp.args.PyTreeSave``) of every array, a flat dict
-  keyed by TF's checkpoint keys (``model/dense/w/.ATTRIBUTES/VARIABLE_VALUE``).
-  orbax writes each ``jax.Array`` shard by shard (zarr on TensorStore), each
-  process its own shards, and restores onto any sharding, so a checkpoint
-  saved by 2 processes restores in 1 and the other way round.
+* ``state``: a PyTree (``ocp.args.PyTreeSave``) of arrays.  The values this
+  process holds whole (all of them in one process) are copied to host memory
+  in one ``jax.device_get``; those up to ``PACK_MAX_BYTES`` are packed into one
+  flat array per dtype (``PACKED-float32``), as TF writes every tensor into one
+  data file, because orbax's cost is per array; larger ones are arrays keyed by
+  TF's checkpoint keys (``model/dense/w/.ATTRIBUTES/VARIABLE_VALUE``).  Arrays
+  spread over several processes are written by orbax shard by shard (zarr on
+  TensorStore), each process its own shards.  orbax restores onto any
+  sharding, and packed values are placed onto theirs, so a checkpoint saved by
+  2 processes restores in 1 and the other way round.
 * ``graph``: JSON (``ocp.args.JsonSave``): the format's name and version, the
-  object graph (``graph.SavedGraph``) and each key's shape and dtype.
+  object graph (``graph.SavedGraph``), each key's shape and dtype, and where
+  each packed key lies (format 3; format 2, one array per key, still reads).
 
 orbax writes into ``prefix-N.orbax-checkpoint-tmp`` and renames it when every
 process has finished (the commit), so a save killed half way leaves the
 previous checkpoints and the ``checkpoint`` state file untouched; nothing is
-pickled.  An async save (``CheckpointOptions(enable_async=True)``) returns
-once the arrays are copied to host memory; orbax writes them in threads (at
-nice 19 on Linux, so a training step on the same cores comes first), and
-a thread of ours waits for the commit and then runs the save's callbacks
-(the ``checkpoint`` state file, ``CheckpointManager``'s bookkeeping).  The next
-save, a restore, ``sync()`` and interpreter exit wait for it first.
+pickled.  Each ``Saver`` keeps one orbax ``Checkpointer`` for all its saves.
+An async save (``CheckpointOptions(enable_async=True)``) returns once the
+snapshot above is taken (host copies, so later updates cannot reach it); one
+thread of ours, at nice 19 on Linux (so a training step on the same cores
+comes first), runs the same orbax save and then the save's callbacks (the
+``checkpoint`` state file, ``CheckpointManager``'s bookkeeping).  The next
+save, a restore (of any Checkpoint reading that path), ``sync()`` and
+interpreter exit wait for it first.
 
 Reading (``open_checkpoint``)
 -----------------------------
@@ -54,7 +62,7 @@ from .graph import SavedGraph, ValueSpec
 from .trackable import value_kind
 
 FORMAT = "tapejax-checkpoint"
-VERSION = 2
+VERSION = 3   # 3: small arrays packed by dtype (``snapshot``); 2 still reads
 _META_FILE = "_CHECKPOINT_METADATA"
 _TMP_SUFFIX = ".orbax-checkpoint-tmp"
 
@@ -104,12 +112,12 @@ def np_dtype(name: str) -> np.dtype:
 
 # -- tapejax's format on orbax --------------------------------------------------------------
 class OrbaxData:
-    """A tapejax checkpoint directory."""
+    """A tapejax checkpoint directory (format 2: one array per key; 3: small arrays packed)."""
 
     def __init__(self, path: str):
         ocp = orbax()
         self.path = path
-        meta = self._checkpointer().restore(path, args=ocp.args.Composite(graph=ocp.args.JsonRestore()))["graph"]
+        meta = _reader().restore(path, args=ocp.args.Composite(graph=ocp.args.JsonRestore()))["graph"]
         if not isinstance(meta, dict) or meta.get("format") != FORMAT:
             raise DataLossError(None, None, f"{path} is an orbax checkpoint but not a tapejax checkpoint (no "
                                 f"{FORMAT!r} graph item)")
@@ -118,19 +126,23 @@ class OrbaxData:
                                 f"is newer than this tapejax reads ({VERSION})")
         self.graph = SavedGraph.from_json(meta["graph"])
         self.specs = {k: ValueSpec(tuple(s), str(d)) for k, (s, d) in meta["specs"].items()}
-
-    @staticmethod
-    def _checkpointer():
-        ocp = orbax()
-        return ocp.Checkpointer(ocp.CompositeCheckpointHandler())
+        self.packed = {k: PackEntry(str(p), int(o)) for k, (p, o) in meta.get("packed", {}).items()}
 
     def read(self, targets: Sequence[ReadTarget]) -> list[Any]:
+        """The values of ``targets``, in one orbax restore: the packs holding any of them (read
+        whole, as NumPy, then cut) and the other keys, each read onto its sharding by orbax."""
         if not targets:
             return []
         import jax
         ocp = orbax()
-        item, args = {}, {}
+        item: dict[str, Any] = {}
+        args: dict[str, Any] = {}
         for t in targets:
+            entry = self.packed.get(t.key)
+            if entry is not None:
+                item[entry.pack] = 0
+                args[entry.pack] = ocp.RestoreArgs(restore_type=np.ndarray)
+                continue
             spec = self.specs[t.key]
             if t.sharding is None:
                 item[t.key] = 0
@@ -139,18 +151,129 @@ class OrbaxData:
                 item[t.key] = jax.ShapeDtypeStruct(spec.shape, np_dtype(spec.dtype), sharding=t.sharding)
                 args[t.key] = ocp.ArrayRestoreArgs(sharding=t.sharding, global_shape=spec.shape,
                                                    dtype=np_dtype(spec.dtype))
-        out = self._checkpointer().restore(self.path, args=ocp.args.Composite(
+        out = _reader().restore(self.path, args=ocp.args.Composite(
             state=ocp.args.PyTreeRestore(item=item, restore_args=args, partial_restore=True)))["state"]
-        return [out[t.key] for t in targets]
+        return [self._value(out, t) for t in targets]
+
+    def _value(self, out: dict, t: ReadTarget) -> Any:
+        entry = self.packed.get(t.key)
+        if entry is None:
+            return out[t.key]
+        spec = self.specs[t.key]
+        size = int(np.prod(spec.shape, dtype=np.int64))
+        a = out[entry.pack][entry.offset:entry.offset + size].reshape(spec.shape)
+        if t.sharding is None:
+            return a
+        import jax
+        if t.sharding.is_fully_addressable:
+            return jax.device_put(a, t.sharding)
+        return jax.make_array_from_callback(tuple(spec.shape), t.sharding, lambda index: a[index])
+
+
+_READER: list = []
+
+
+def _reader() -> Any:
+    """One orbax Checkpointer for every read (it holds no state between restores)."""
+    if not _READER:
+        ocp = orbax()
+        _READER.append(ocp.Checkpointer(ocp.CompositeCheckpointHandler()))
+    return _READER[0]
 
 
 class _Pending(NamedTuple):
+    path: str
     thread: threading.Thread
     errors: list
 
 
+PACK_MAX_BYTES = 16 << 20   # arrays up to this size are written packed (see ``snapshot``)
+_PACK_PREFIX = "PACKED-"     # (no TF key lacks a "/.": packs never collide with values)
+
+
+class PackEntry(NamedTuple):
+    """Where a packed value lies: the pack's key in the state tree and its first element."""
+
+    pack: str
+    offset: int
+
+
+class Snapshot(NamedTuple):
+    """What one save writes, taken before ``save()`` returns: the state tree (packs and
+    arrays, host copies of every value this process can address) and the graph item."""
+
+    state: dict
+    meta: dict
+
+
+def snapshot(live: _g.LiveGraph) -> Snapshot:
+    """Copy ``live``'s values to host memory and lay them out for orbax.
+
+    Every value this process can address whole (all of them in one process) comes to the
+    host in one ``jax.device_get``; those of at most ``PACK_MAX_BYTES`` are packed into one
+    flat array per dtype (``PACKED-float32``), with each key's offset in the graph item, as
+    TF puts every tensor into one data file with an index: orbax's cost is per array (a
+    TensorStore, its directory and metadata files), which for a model's many small arrays
+    is most of a save.  Larger ones are their own arrays, copied.  Arrays spread over
+    several processes stay ``jax.Array``s, written shard by shard by each process.  The
+    packs and copies are new memory, so later updates (donated buffers) cannot reach them.
+    """
+    import jax
+
+    values: dict[str, Any] = {}
+    for key, obj in live.values.items():
+        kind = value_kind(obj)
+        assert kind is not None   # (the graph holds values only under VARIABLE_VALUE)
+        values[key] = kind.read(obj)   # (a pending update is computed now)
+    local = [k for k, v in values.items() if not (isinstance(v, jax.Array) and not v.is_fully_addressable)]
+    host = dict(zip(local, jax.device_get([values[k] for k in local])))   # (transfers started together)
+    specs, packed, groups = {}, {}, {}
+    state: dict[str, Any] = {}
+    for key, value in values.items():
+        specs[key] = [[int(d) for d in value.shape], np.dtype(value.dtype).name]
+        a = host.get(key)
+        if a is None:
+            state[key] = value   # (several processes: each writes its shards)
+        elif a.nbytes <= PACK_MAX_BYTES:
+            groups.setdefault(np.dtype(a.dtype).name, []).append((key, a))
+        else:
+            state[key] = np.array(a, copy=True)
+    for dname, items in groups.items():
+        pack, offset = _PACK_PREFIX + dname, 0
+        for key, a in items:
+            packed[key] = [pack, offset]
+            offset += int(a.size)
+        state[pack] = np.concatenate([np.ravel(a) for _, a in items]) if len(items) > 1 \
+            else np.array(np.ravel(items[0][1]), copy=True)
+    meta = {"format": FORMAT, "version": VERSION, "graph": live.graph.to_json(), "specs": specs,
+            "packed": packed}
+    return Snapshot(state, meta)
+
+
+def _type_handlers(ocp: Any) -> Any:
+    """orbax's handlers, but NumPy arrays are written without the defensive deep copy: ours
+    are the snapshot's own (a second 8 MB copy per save for the benchmark's MLP)."""
+    th = ocp.type_handlers
+    return th.create_type_handler_registry(
+        (int, th.ScalarHandler()), (float, th.ScalarHandler()), (bytes, th.ScalarHandler()),
+        (np.number, th.ScalarHandler()), (np.ndarray, th.NumpyHandler(deepcopy_host_arrays=False)),
+        (jax_array_type(), th.ArrayHandler()), (str, th.StringHandler()))
+
+
+def jax_array_type() -> Any:
+    import jax
+    return jax.Array
+
+
 class Saver:
-    """Writes a Checkpoint's saves through orbax, synchronously or asynchronously."""
+    """Writes a Checkpoint's saves through orbax, synchronously or asynchronously.
+
+    One orbax ``Checkpointer`` per Saver, reused by every save.  An async save takes the
+    snapshot (``snapshot``) in the caller's thread, then one thread of ours (at nice 19)
+    runs the same synchronous orbax save as a sync save, and the callbacks after the commit.
+    Arrays spread over several processes (a multi-process program) are written by orbax's
+    ``AsyncCheckpointer`` instead, which copies them off the devices before returning.
+    """
 
     _ALL: "weakref.WeakSet[Saver]" = weakref.WeakSet()
 
@@ -166,12 +289,11 @@ class Saver:
 
         def handler():
             # zarr arrays, without OCDBT's single-database layer and without zstd (float weights
-            # barely compress): a third of the default's write time for the MLP of
-            # benchmarks/bench_checkpoint.py, and less CPU taken from training during an async
-            # save (restoring reads any layout)
-            return ocp.CompositeCheckpointHandler(state=ocp.PyTreeCheckpointHandler(use_ocdbt=False,
-                                                                                    use_compression=False),
-                                                  graph=ocp.JsonCheckpointHandler())
+            # barely compress): less CPU per save, taken from training during an async save
+            # (restoring reads any layout)
+            return ocp.CompositeCheckpointHandler(state=ocp.PyTreeCheckpointHandler(
+                use_ocdbt=False, use_compression=False, type_handler_registry=_type_handlers(ocp)),
+                graph=ocp.JsonCheckpointHandler())
 
         if use_async:
             if self._async is None:
@@ -187,50 +309,50 @@ class Saver:
         there); run ``callbacks`` once it is committed (in a thread after an async save)."""
         self.sync()
         ocp = orbax()
-        state = {}
-        specs = {}
         import jax
 
-        several = jax.process_count() > 1
-        for key, obj in live.values.items():
-            kind = value_kind(obj)
-            assert kind is not None   # (the graph holds values only under VARIABLE_VALUE)
-            value = kind.read(obj)   # (a pending update is computed now)
-            if several and isinstance(value, jax.Array) and value.is_fully_addressable:
-                # a Variable no multi-process program placed (an unused hyperparameter): the same
-                # value in every process, written once from host memory by process 0
-                value = np.asarray(value)
-            state[key] = value
-            specs[key] = [list(int(d) for d in value.shape), np.dtype(value.dtype).name]
-        meta = {"format": FORMAT, "version": VERSION, "graph": live.graph.to_json(), "specs": specs}
-        items: dict[str, Any] = {"graph": ocp.args.JsonSave(meta)}
-        if state:   # (orbax refuses an empty tree: a checkpoint of no values has the graph only)
-            items["state"] = ocp.args.PyTreeSave(state)
+        snap = snapshot(live)
+        items: dict[str, Any] = {"graph": ocp.args.JsonSave(snap.meta)}
+        if snap.state:   # (orbax refuses an empty tree: a checkpoint of no values has the graph only)
+            items["state"] = ocp.args.PyTreeSave(snap.state)
         args = ocp.args.Composite(**items)
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         force = os.path.exists(path)
-        ckptr: Any = self._checkpointer(use_async)
-        if use_async:
-            _wait_at_exit()
-        ckptr.save(path, args=args, force=force)
         if not use_async:
+            self._checkpointer(False).save(path, args=args, force=force)
             for cb in callbacks:
                 cb()
             return
+        _wait_at_exit()
         errors: list = []
+        if jax.process_count() > 1:
+            ckptr: Any = self._checkpointer(True)
+            ckptr.save(path, args=args, force=force)
 
-        def finish():
-            try:
-                ckptr.wait_until_finished()
-                for cb in callbacks:
-                    cb()
-            except BaseException as e:  # noqa: BLE001 - raised again by sync()
-                errors.append(e)
+            def finish():
+                _background_priority()
+                try:
+                    ckptr.wait_until_finished()
+                    for cb in callbacks:
+                        cb()
+                except BaseException as e:  # noqa: BLE001 - raised again by sync()
+                    errors.append(e)
+        else:
+            ckptr = self._checkpointer(False)
+
+            def finish():
+                _background_priority()   # (threads started from here inherit it)
+                try:
+                    ckptr.save(path, args=args, force=force)
+                    for cb in callbacks:
+                        cb()
+                except BaseException as e:  # noqa: BLE001 - raised again by sync()
+                    errors.append(e)
+                _background_priority()   # (TensorStore's workers, started on first use)
 
         thread = threading.Thread(target=finish, name="tapejax-checkpoint-commit")
+        self._pending = _Pending(os.path.abspath(path), thread, errors)
         thread.start()
-        self._pending = _Pending(thread, errors)
-        _background_priority()
 
     def sync(self) -> None:
         """Wait for an async save to be committed; raise what it raised."""
@@ -248,6 +370,16 @@ class Saver:
                 saver.sync()
             except Exception:  # noqa: BLE001 - at exit: orbax logs it
                 pass
+
+    @classmethod
+    def wait_for(cls, path: str) -> None:
+        """Wait for an async save (of any Checkpoint) writing ``path`` to be committed: a
+        restore of a path being written reads the whole checkpoint."""
+        path = os.path.abspath(path)
+        for saver in list(cls._ALL):
+            pending = saver._pending
+            if pending is not None and pending.path == path:
+                saver.sync()
 
 
 def _background_priority() -> None:
@@ -401,6 +533,7 @@ def checkpoint_exists(path: str) -> bool:
 def open_checkpoint(path: str) -> CheckpointData:
     """The CheckpointData at ``path`` (see the module docstring for the order of formats)."""
     path = os.fspath(path)
+    Saver.wait_for(path)   # (an async save still writing it)
     if is_tapejax_checkpoint(path):
         return OrbaxData(path)
     if _sm.is_saved_model(path):
