@@ -35,37 +35,58 @@ def _result(p):
     return json.loads(line[len("RESULT"):])
 
 
+def _graph_item(path):
+    return json.loads(open(os.path.join(path, "_CHECKPOINT_METADATA")).read())["custom_metadata"]
+
+
 def test_layout_is_one_orbax_directory_with_a_json_graph(tmp_path):
     v = tf.Variable(np.arange(6, dtype="float32").reshape(2, 3), name="v")
     p = tf.train.Checkpoint(v=v).save(str(tmp_path / "ckpt"))
     assert sorted(os.listdir(tmp_path)) == ["checkpoint", "ckpt-1"]
-    assert {"state", "graph", "_CHECKPOINT_METADATA"} <= set(os.listdir(p))
-    meta = json.loads((tmp_path / "ckpt-1" / "graph" / "metadata").read_text())
+    # one orbax PyTree item; small arrays are packed, one flat array per dtype
+    assert {"PACKED-float32", "PACKED-int32", "_METADATA", "_CHECKPOINT_METADATA"} <= set(os.listdir(p))
+    assert "v" not in os.listdir(p)
+    meta = _graph_item(p)   # (the graph item is orbax's custom step metadata)
     assert meta["format"] == "tapejax-checkpoint" and meta["version"] == 3
     assert meta["specs"]["v/.ATTRIBUTES/VARIABLE_VALUE"] == [[2, 3], "float32"]
     assert meta["graph"][0]["children"] == [["v", 1], ["save_counter", 2]]
     assert meta["graph"][1]["attributes"] == [["VARIABLE_VALUE", "v", "v/.ATTRIBUTES/VARIABLE_VALUE"]]
-    # small arrays are packed, one flat array per dtype, each key at its offset
     assert meta["packed"] == {"v/.ATTRIBUTES/VARIABLE_VALUE": ["PACKED-float32", 0],
                               "save_counter/.ATTRIBUTES/VARIABLE_VALUE": ["PACKED-int32", 0]}
-    assert {"PACKED-float32", "PACKED-int32"} <= set(os.listdir(os.path.join(p, "state")))
-    assert "v" not in os.listdir(os.path.join(p, "state"))
+
+
+def test_a_checkpoint_of_no_values_holds_its_graph(tmp_path):
+    class Empty(tf.Module):
+        pass
+
+    path = tf.train.Checkpoint(m=Empty()).write(str(tmp_path / "ck"))
+    assert _graph_item(path)["specs"] == {}
+    tf.train.Checkpoint(m=Empty()).read(path).assert_consumed()
+    assert tf.train.list_variables(path)[0][0] == "_CHECKPOINTABLE_OBJECT_GRAPH"
+
+
+def test_an_orbax_checkpoint_that_is_not_tapejax_s_is_refused(tmp_path):
+    import orbax.checkpoint as ocp
+    ocp.PyTreeCheckpointer().save(str(tmp_path / "other"), {"a": np.ones(3, "float32")})
+    with pytest.raises(tf.errors.DataLossError, match="not a tapejax checkpoint"):
+        tf.train.Checkpoint(v=tf.Variable(np.ones(3, "float32"))).restore(str(tmp_path / "other"))
 
 
 def test_packed_and_separate_arrays_of_every_dtype_round_trip(tmp_path, monkeypatch):
     """Arrays over PACK_MAX_BYTES are their own orbax arrays, the others share a pack per dtype
     (offsets in the graph item); every value comes back bit for bit, by restore and by
     load_variable, scalars and empty arrays included."""
-    from tapejax.train import storage
-    monkeypatch.setattr(storage, "PACK_MAX_BYTES", 64)
+    from tapejax.train import writer
+    monkeypatch.setattr(writer, "PACK_MAX_BYTES", 64)
     rng = np.random.RandomState(0)
     values = {"big": rng.randn(8, 5).astype("float32"), "small": rng.randn(3).astype("float32"),
               "scalar": np.float32(2.5), "empty": np.zeros((0, 4), "float32"),
               "ints": np.arange(5, dtype="int32"), "flags": np.array([True, False]),
-              "half": rng.randn(4).astype(tf.bfloat16._np), "bigint": np.arange(40, dtype="int32")}
+              "half": rng.randn(4).astype(tf.bfloat16._np), "bigint": np.arange(40, dtype="int32"),
+              "none": np.zeros((0, 3), "uint8")}   # (alone in its pack: orbax writes no empty array)
     src = {k: tf.Variable(v) for k, v in values.items()}
     path = tf.train.Checkpoint(**src).write(str(tmp_path / "ck"))
-    meta = json.loads((tmp_path / "ck" / "graph" / "metadata").read_text())
+    meta = _graph_item(path)
     key = "{}/.ATTRIBUTES/VARIABLE_VALUE".format
     assert key("big") not in meta["packed"] and key("bigint") not in meta["packed"]
     assert meta["packed"][key("small")] == ["PACKED-float32", 0]
