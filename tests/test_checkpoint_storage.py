@@ -327,7 +327,9 @@ SHARDED = """
     import json, sys, numpy as np, jax
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
     import tapejax as tf
+    from tapejax.train import writer
     d = sys.argv[1]
+    writer.PACK_MAX_BYTES = int(sys.argv[2])   # (0: every value its own orbax array)
     mesh = Mesh(np.array(jax.devices()), ("x",))
     a = np.arange(32, dtype="float32").reshape(8, 4)
     w = tf.Variable(jax.device_put(a, NamedSharding(mesh, P("x", None))), name="w")
@@ -353,10 +355,12 @@ SHARDED = """
 """
 
 
-def test_sharded_variables_save_and_restore_onto_another_sharding(tmp_path):
-    """A Variable sharded over 4 devices is saved shard by shard; it restores onto another
-    sharding on another mesh, and its optimizer slots (sharded like it) follow it."""
-    r = _result(_run(SHARDED, tmp_path, devices=4))
+@pytest.mark.parametrize("pack_max", [1 << 20, 0])
+def test_sharded_variables_save_and_restore_onto_another_sharding(tmp_path, pack_max):
+    """A Variable sharded over 4 devices is saved (packed with the others, or as its own array);
+    it restores onto another sharding on another mesh, and its optimizer slots (sharded like
+    it) follow it."""
+    r = _result(_run(SHARDED, tmp_path, pack_max, devices=4))
     assert r["slot_spec"] == ["x", None]
     assert r["w_equal"] and r["w_spec"] == [[None, "y"], 2]
     assert r["m_equal"] and r["m2_spec"] == [[None, "y"], 2]
