@@ -221,6 +221,27 @@ def test_a_restore_right_after_an_async_save_waits_for_its_commit(tmp_path, monk
     np.testing.assert_array_equal(w.numpy(), np.arange(12, dtype="float32").reshape(3, 4))
 
 
+def test_a_callback_of_an_async_save_reads_the_committed_checkpoint(tmp_path):
+    """experimental_write_callbacks run after the commit (in the writer's thread for an async
+    save): reading the checkpoint there, or syncing, does not wait for itself."""
+    w = tf.Variable(np.full((4, 4), 2.0, "float32"))
+    ck = tf.train.Checkpoint(w=w)
+    seen, done = [], threading.Event()
+
+    def check(path):
+        try:
+            ck.sync()
+            seen.append(float(tf.train.load_variable(path, "w/.ATTRIBUTES/VARIABLE_VALUE").sum()))
+        finally:
+            done.set()
+
+    opts = tf.train.CheckpointOptions(enable_async=True, experimental_write_callbacks=[check])
+    ck.save(str(tmp_path / "ckpt"), options=opts)
+    assert done.wait(60)   # (the main thread waits for nothing before the callback has run)
+    ck.sync()
+    assert seen == [32.0]
+
+
 @pytest.mark.parametrize("use_async", [False, True])
 def test_a_failed_commit_keeps_the_previous_checkpoint_and_the_next_save_works(tmp_path, monkeypatch, use_async):
     """The same Checkpoint (its orbax Checkpointer reused) saves, fails at the commit (raised by

@@ -251,7 +251,10 @@ class Saver:
     def sync(self) -> None:
         """Wait for an async save to be committed; raise what it raised."""
         with self._lock:
-            pending, self._pending = self._pending, None
+            pending = self._pending
+            if pending is not None and pending.thread is threading.current_thread():
+                return   # (a callback of that save, run after its commit: nothing to wait for)
+            self._pending = None
         if pending is not None:
             pending.thread.join()
             if pending.errors:
