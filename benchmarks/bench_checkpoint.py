@@ -23,8 +23,8 @@ while a save is written in the background (``save`` returns after copying the
 values off the devices; the time of that call is reported too).  Two figures:
 the median of the rounds' ratios (during / alone), and the ratio of the
 medians of all steps during and all steps alone.  Target: a step during the
-save <= 1.10x a step alone.  On a CPU-only machine the write's thread (run at
-nice 19) and the step share the same cores (and with anything else the machine
+save <= 1.10x a step alone.  On a CPU-only machine the write's threads (run at
+SCHED_IDLE, or nice 19) and the step share the same cores (and with anything else the machine
 runs: the header gives the load average); on a GPU the step runs on the device
 and the write on the host.
 """

@@ -203,6 +203,42 @@ def test_async_save_returns_with_its_snapshot_before_the_write_is_committed(tmp_
     assert float(tf.train.load_variable(p, "w/.ATTRIBUTES/VARIABLE_VALUE").max()) == 1.0
 
 
+@pytest.mark.skipif(not hasattr(os, "sched_getscheduler") or not os.path.isdir("/proc/self/task"),
+                    reason="thread scheduling policies are Linux's")
+def test_an_async_save_is_written_at_the_lowest_priority_and_gives_it_back(tmp_path, monkeypatch):
+    """While an async save is written its thread runs under SCHED_IDLE (nice 19 where leaving
+    SCHED_IDLE is not permitted); afterwards TensorStore's shared threads, which synchronous
+    saves and restores use too, are back at the main thread's policy and nice."""
+    from orbax.checkpoint._src.path import atomicity
+
+    from tapejax.train import writer
+    seen = {}
+    finalize = atomicity.AtomicRenameTemporaryPath.finalize
+
+    def record(self, *a, **k):   # (runs in the thread that writes: the commit)
+        seen["policy"] = os.sched_getscheduler(0)
+        seen["nice"] = os.getpriority(os.PRIO_PROCESS, 0)
+        return finalize(self, *a, **k)
+
+    monkeypatch.setattr(atomicity.AtomicRenameTemporaryPath, "finalize", record)
+    ck = tf.train.Checkpoint(w=tf.Variable(np.ones((64, 64), "float32")))
+    ck.write(str(tmp_path / "sync"))   # (TensorStore's threads exist now)
+    ck.save(str(tmp_path / "ckpt"), options=tf.train.CheckpointOptions(enable_async=True))
+    ck.sync()
+    if writer._IDLE_PROBE[0]:
+        assert seen["policy"] == os.SCHED_IDLE
+    else:
+        assert seen["nice"] == 19
+        return
+    main_nice = os.getpriority(os.PRIO_PROCESS, 0)
+    workers = [int(t) for t in os.listdir("/proc/self/task")
+               if open(f"/proc/self/task/{t}/comm").read().strip() == "ts_pool_worker"]
+    assert workers
+    for tid in workers:
+        assert os.sched_getscheduler(tid) == os.SCHED_OTHER
+        assert os.getpriority(os.PRIO_PROCESS, tid) == main_nice
+
+
 def test_a_restore_right_after_an_async_save_waits_for_its_commit(tmp_path, monkeypatch):
     """Restoring the path an async save is writing, through the same Checkpoint or another
     object, waits for the commit and reads the whole checkpoint."""

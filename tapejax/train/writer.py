@@ -26,9 +26,11 @@ previous checkpoints and the ``checkpoint`` state file untouched; nothing is
 pickled.  Each ``Saver`` keeps one orbax ``Checkpointer`` for all its saves.
 An async save (``CheckpointOptions(enable_async=True)``) returns once the
 snapshot above is taken (host copies, so later updates cannot reach it); one
-thread of ours, at nice 19 on Linux (so a training step on the same cores
-comes first), runs the same orbax save and then the save's callbacks (the
-``checkpoint`` state file, ``CheckpointManager``'s bookkeeping).  The next
+thread of ours runs the same orbax save and then the save's callbacks (the
+``checkpoint`` state file, ``CheckpointManager``'s bookkeeping).  While it
+writes, its threads are at the lowest priority (``SCHED_IDLE`` on Linux where
+that can be undone, else nice 19): a training step on the same cores comes
+first, and on cores kept busy the commit comes later.  The next
 save, a restore (of any Checkpoint reading that path), ``sync()`` and
 interpreter exit wait for it first.
 """
@@ -166,8 +168,9 @@ class Saver:
     """Writes a Checkpoint's saves through orbax, synchronously or asynchronously.
 
     One orbax ``Checkpointer`` per Saver, reused by every save.  An async save takes the
-    snapshot (``snapshot``) in the caller's thread, then one thread of ours (at nice 19)
-    runs the same synchronous orbax save as a sync save, and the callbacks after the commit.
+    snapshot (``snapshot``) in the caller's thread, then one thread of ours (at the lowest
+    priority while it writes: ``_Background``) runs the same synchronous orbax save as a sync
+    save, and the callbacks after the commit.
     Arrays spread over several processes (a multi-process program) are written by orbax's
     ``AsyncCheckpointer`` instead, which copies them off the devices before returning.
     """
@@ -223,26 +226,25 @@ class Saver:
             ckptr: Any = self._checkpointer(True)
             ckptr.save(path, args=args, force=force, custom_metadata=meta)
 
-            def finish():
-                _background_priority()
-                try:
-                    ckptr.wait_until_finished()
-                    for cb in callbacks:
-                        cb()
-                except BaseException as e:  # noqa: BLE001 - raised again by sync()
-                    errors.append(e)
+            def write():
+                ckptr.wait_until_finished()
         else:
             ckptr = self._checkpointer(False)
 
-            def finish():
-                _background_priority()   # (threads started from here inherit it)
+            def write():
+                ckptr.save(path, args=args, force=force, custom_metadata=meta)
+
+        def finish():
+            try:
+                background = _Background()
                 try:
-                    ckptr.save(path, args=args, force=force, custom_metadata=meta)
-                    for cb in callbacks:
-                        cb()
-                except BaseException as e:  # noqa: BLE001 - raised again by sync()
-                    errors.append(e)
-                _background_priority()   # (TensorStore's workers, started on first use)
+                    write()
+                finally:
+                    background.restore()
+                for cb in callbacks:
+                    cb()
+            except BaseException as e:  # noqa: BLE001 - raised again by sync()
+                errors.append(e)
 
         thread = threading.Thread(target=finish, name="tapejax-checkpoint-commit")
         self._pending = _Pending(os.path.abspath(path), thread, errors)
@@ -279,24 +281,79 @@ class Saver:
                 saver.sync()
 
 
-def _background_priority() -> None:
-    """Lower the scheduling priority of the threads writing an async save (TensorStore's
-    ``ts_pool_worker`` threads, orbax's ``async_save`` thread, our commit thread) to nice 19, so
-    that on a machine whose cores also run the training step, the step gets the CPU first and
-    the write uses what is left (Linux; elsewhere nothing changes)."""
-    if not hasattr(os, "setpriority") or not os.path.isdir("/proc/self/task"):
-        return
-    tids = {t.native_id for t in threading.enumerate()
-            if t.name in ("async_save", "tapejax-checkpoint-commit") and t.native_id is not None}
-    try:
-        for tid in os.listdir("/proc/self/task"):
-            with open(f"/proc/self/task/{tid}/comm") as f:
-                if f.read().strip() == "ts_pool_worker":
-                    tids.add(int(tid))
-        for tid in tids:
-            os.setpriority(os.PRIO_PROCESS, tid, 19)
-    except OSError:   # a thread that ended meanwhile, or no permission: leave it
-        pass
+class _Background:
+    """The scheduling priority of the threads writing an async save, lowered while it is written.
+
+    The threads are ours (the writer, and the threads orbax starts from it, which inherit its
+    priority), orbax's ``async_save`` thread and TensorStore's shared ``ts_pool_worker``
+    threads.  Where the change can be undone (Linux, and the permission to leave ``SCHED_IDLE``
+    again, probed once), they run under ``SCHED_IDLE`` -- the write gets a core only when
+    nothing else wants it, so a training step on the same cores is barely slowed -- and go back
+    to the main thread's priority when the write is done (so later synchronous saves and
+    restores, which use the same TensorStore threads, run at full speed).  Otherwise (no
+    permission) they get nice 19 for good; elsewhere nothing changes.
+    """
+
+    def __init__(self):
+        self.idle = False
+        self.nice = 0
+        if not (hasattr(os, "setpriority") and os.path.isdir("/proc/self/task")):
+            return
+        try:
+            self.nice = os.getpriority(os.PRIO_PROCESS, threading.main_thread().native_id or 0)
+        except OSError:
+            return
+        self.idle = _idle_reversible()
+        self._set(lower=True)
+
+    @staticmethod
+    def _threads() -> set:
+        tids = {threading.get_native_id()}
+        tids |= {t.native_id for t in threading.enumerate() if t.name == "async_save" and t.native_id is not None}
+        try:
+            for tid in os.listdir("/proc/self/task"):
+                with open(f"/proc/self/task/{tid}/comm") as f:
+                    if f.read().strip() == "ts_pool_worker":
+                        tids.add(int(tid))
+        except OSError:   # a thread that ended meanwhile
+            pass
+        return tids
+
+    def _set(self, lower: bool) -> None:
+        for tid in self._threads():
+            try:
+                if lower and self.idle:
+                    os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+                elif lower:
+                    os.setpriority(os.PRIO_PROCESS, tid, 19)
+                else:
+                    os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
+                    os.setpriority(os.PRIO_PROCESS, tid, self.nice)
+            except OSError:   # a thread that ended meanwhile, or no permission: leave it
+                pass
+
+    def restore(self) -> None:
+        if self.idle:
+            self._set(lower=False)
+
+
+_IDLE_PROBE: list = []
+
+
+def _idle_reversible() -> bool:
+    """Whether a thread may enter ``SCHED_IDLE`` and leave it again (tried once, on the calling
+    thread: a writer thread, which stays idle if it may not leave)."""
+    if not _IDLE_PROBE:
+        ok = False
+        if hasattr(os, "sched_setscheduler") and hasattr(os, "SCHED_IDLE"):
+            try:
+                os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+                os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+                ok = True
+            except OSError:
+                pass
+        _IDLE_PROBE.append(ok)
+    return _IDLE_PROBE[0]
 
 
 _EXIT_HOOK: list = []
