@@ -212,18 +212,21 @@ def test_an_async_save_is_written_at_the_lowest_priority_and_gives_it_back(tmp_p
     from orbax.checkpoint._src.path import atomicity
 
     from tapejax.train import writer
-    seen = {}
+    seen, recorded = {}, threading.Event()
     finalize = atomicity.AtomicRenameTemporaryPath.finalize
 
     def record(self, *a, **k):   # (runs in the thread that writes: the commit)
         seen["policy"] = os.sched_getscheduler(0)
         seen["nice"] = os.getpriority(os.PRIO_PROCESS, 0)
+        recorded.set()
         return finalize(self, *a, **k)
 
     monkeypatch.setattr(atomicity.AtomicRenameTemporaryPath, "finalize", record)
     ck = tf.train.Checkpoint(w=tf.Variable(np.ones((64, 64), "float32")))
     ck.write(str(tmp_path / "sync"))   # (TensorStore's threads exist now)
+    recorded.clear()
     ck.save(str(tmp_path / "ckpt"), options=tf.train.CheckpointOptions(enable_async=True))
+    assert recorded.wait(60)   # (before sync(), which would give the priority back at once)
     ck.sync()
     if writer._IDLE_PROBE[0]:
         assert seen["policy"] == os.SCHED_IDLE
@@ -237,6 +240,36 @@ def test_an_async_save_is_written_at_the_lowest_priority_and_gives_it_back(tmp_p
     for tid in workers:
         assert os.sched_getscheduler(tid) == os.SCHED_OTHER
         assert os.getpriority(os.PRIO_PROCESS, tid) == main_nice
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getscheduler") or not os.path.isdir("/proc/self/task"),
+                    reason="thread scheduling policies are Linux's")
+def test_waiting_for_an_async_save_gives_its_writer_full_priority(tmp_path, monkeypatch):
+    """On cores kept busy an idle-priority write could take long: once someone waits for it
+    (sync, the next save, a restore of its path, exit), it is written at full priority."""
+    from tapejax.train import writer
+    release, reached = _hold_commits(monkeypatch)
+    ck = tf.train.Checkpoint(w=tf.Variable(np.ones((64, 64), "float32")))
+    ck.save(str(tmp_path / "ckpt"), options=tf.train.CheckpointOptions(enable_async=True))
+    assert reached.wait(60)
+    if not writer._IDLE_PROBE[0]:   # (no permission to leave SCHED_IDLE: nice 19 for good)
+        release.set()
+        ck.sync()
+        return
+    tid = next(t.native_id for t in threading.enumerate() if t.name == "tapejax-checkpoint-commit")
+    assert tid is not None
+    assert os.sched_getscheduler(tid) == os.SCHED_IDLE
+    waiter = threading.Thread(target=ck.sync)
+    waiter.start()
+    for _ in range(600):   # (the wait gives the priority back before it joins the writer)
+        if os.sched_getscheduler(tid) == os.SCHED_OTHER:
+            break
+        threading.Event().wait(0.01)
+    policy = os.sched_getscheduler(tid)
+    release.set()
+    waiter.join(60)
+    assert policy == os.SCHED_OTHER
+    assert tf.train.latest_checkpoint(str(tmp_path)) == str(tmp_path / "ckpt-1")
 
 
 def test_a_restore_right_after_an_async_save_waits_for_its_commit(tmp_path, monkeypatch):

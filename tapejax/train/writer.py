@@ -80,6 +80,7 @@ class _Pending(NamedTuple):
     path: str
     thread: threading.Thread
     errors: list
+    priority: "_Priority"
 
 
 PACK_MAX_BYTES = 16 << 20   # arrays up to this size are written packed (see ``snapshot``)
@@ -234,20 +235,22 @@ class Saver:
             def write():
                 ckptr.save(path, args=args, force=force, custom_metadata=meta)
 
+        priority = _Priority()
+
         def finish():
             try:
-                background = _Background()
+                priority.lower()
                 try:
                     write()
                 finally:
-                    background.restore()
+                    priority.restore()
                 for cb in callbacks:
                     cb()
             except BaseException as e:  # noqa: BLE001 - raised again by sync()
                 errors.append(e)
 
         thread = threading.Thread(target=finish, name="tapejax-checkpoint-commit")
-        self._pending = _Pending(os.path.abspath(path), thread, errors)
+        self._pending = _Pending(os.path.abspath(path), thread, errors, priority)
         thread.start()
 
     def sync(self) -> None:
@@ -258,6 +261,7 @@ class Saver:
                 return   # (a callback of that save, run after its commit: nothing to wait for)
             self._pending = None
         if pending is not None:
+            pending.priority.restore()   # (waited for now: written at full speed)
             pending.thread.join()
             if pending.errors:
                 raise pending.errors[0]
@@ -289,14 +293,16 @@ class _Background:
     threads.  Where the change can be undone (Linux, and the permission to leave ``SCHED_IDLE``
     again, probed once), they run under ``SCHED_IDLE`` -- the write gets a core only when
     nothing else wants it, so a training step on the same cores is barely slowed -- and go back
-    to the main thread's priority when the write is done (so later synchronous saves and
-    restores, which use the same TensorStore threads, run at full speed).  Otherwise (no
+    to the main thread's priority when the write is done or waited for (``_Priority``; later
+    synchronous saves and restores use the same TensorStore threads).  Otherwise (no
     permission) they get nice 19 for good; elsewhere nothing changes.
     """
 
     def __init__(self):
         self.idle = False
         self.nice = 0
+        self.writer = threading.get_native_id()
+        self.idle_before: set = set()   # (threads idle already: not ours to change back)
         if not (hasattr(os, "setpriority") and os.path.isdir("/proc/self/task")):
             return
         try:
@@ -304,11 +310,12 @@ class _Background:
         except OSError:
             return
         self.idle = _idle_reversible()
+        if self.idle:
+            self.idle_before = _idle_threads()
         self._set(lower=True)
 
-    @staticmethod
-    def _threads() -> set:
-        tids = {threading.get_native_id()}
+    def _threads(self) -> set:
+        tids = {self.writer}
         tids |= {t.native_id for t in threading.enumerate() if t.name == "async_save" and t.native_id is not None}
         try:
             for tid in os.listdir("/proc/self/task"):
@@ -320,7 +327,8 @@ class _Background:
         return tids
 
     def _set(self, lower: bool) -> None:
-        for tid in self._threads():
+        # (going back: also the threads orbax started from the writer, which inherited SCHED_IDLE)
+        for tid in self._threads() if lower else self._threads() | (_idle_threads() - self.idle_before):
             try:
                 if lower and self.idle:
                     os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
@@ -335,6 +343,44 @@ class _Background:
     def restore(self) -> None:
         if self.idle:
             self._set(lower=False)
+
+
+class _Priority:
+    """An async save's priority: lowered by its thread when it starts writing, given back when
+    the write is done or as soon as someone waits for it (``sync``, the next save, a restore of
+    its path, interpreter exit), so on cores that training keeps busy the write proceeds in
+    their idle time, and a wait for it is short."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._background: Optional[_Background] = None
+        self._done = False
+
+    def lower(self) -> None:
+        with self._lock:
+            if not self._done:
+                self._background = _Background()
+
+    def restore(self) -> None:
+        with self._lock:
+            self._done = True
+            if self._background is not None:
+                self._background.restore()
+                self._background = None
+
+
+def _idle_threads() -> set:
+    out = set()
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                if os.sched_getscheduler(int(tid)) == os.SCHED_IDLE:
+                    out.add(int(tid))
+            except OSError:   # ended meanwhile
+                pass
+    except OSError:
+        pass
+    return out
 
 
 _IDLE_PROBE: list = []
