@@ -88,6 +88,11 @@ WORKER = textwrap.dedent("""
     # both processes save one checkpoint (each writes its own shards) ...
     ckpt = tf.train.Checkpoint(model=model, optimizer=opt)
     out["saved"] = ckpt.save(directory + "/two/ckpt")
+    # an async save (orbax's AsyncCheckpointer copies the shards off the devices first): a step
+    # taken while it is written does not change what it writes
+    out["saved_async"] = ckpt.save(directory + "/two/ckpt", options=tf.train.CheckpointOptions(enable_async=True))
+    step(local(X[1]), local(Y[1]))
+    ckpt.sync()
     # ... and restore the one the single process saved, onto their sharded Variables
     model2, opt2 = MLP(), tf.optimizers.Adam(0.05)
     step2 = make_step(model2, opt2, mesh=mesh, in_specs=P("data"), variable_specs=specs)
@@ -158,7 +163,6 @@ def test_parameters_and_optimizer_state_are_sharded(runs):
 def test_checkpoint_saved_by_two_processes_restores_in_one(runs):
     one, outs, directory, ns = runs
     assert outs[0]["saved"] == outs[1]["saved"] == directory + "/two/ckpt-1"
-    assert tf.train.latest_checkpoint(directory + "/two") == directory + "/two/ckpt-1"
     model, opt = ns["MLP"](), tf.optimizers.Adam(0.05)
     tf.train.Checkpoint(model=model, optimizer=opt).restore(directory + "/two/ckpt-1").assert_consumed()
     assert int(opt.iterations.numpy()) == STEPS
@@ -167,6 +171,17 @@ def test_checkpoint_saved_by_two_processes_restores_in_one(runs):
     step = ns["make_step"](model, opt)
     loss = float(step(tf.constant(ns["X"][0]), tf.constant(ns["Y"][0])).numpy())
     np.testing.assert_allclose(loss, one["next_loss"], rtol=1e-5)
+
+
+def test_async_checkpoint_saved_by_two_processes_holds_the_values_of_its_moment(runs):
+    _, outs, directory, ns = runs
+    assert outs[0]["saved_async"] == outs[1]["saved_async"] == directory + "/two/ckpt-2"
+    assert tf.train.latest_checkpoint(directory + "/two") == directory + "/two/ckpt-2"
+    model, opt = ns["MLP"](), tf.optimizers.Adam(0.05)
+    tf.train.Checkpoint(model=model, optimizer=opt).restore(directory + "/two/ckpt-2").assert_consumed()
+    assert int(opt.iterations.numpy()) == STEPS
+    for v, want in zip(model.variables, outs[0]["vars"]):
+        np.testing.assert_array_equal(v.numpy(), np.asarray(want, "float32"))
 
 
 def test_checkpoint_saved_by_one_process_restores_in_two(runs):

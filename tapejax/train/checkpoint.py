@@ -31,7 +31,7 @@ import numpy as np
 from ..core import dtypes as _dtypes
 from ..core.errors import NotFoundError
 from ..core.variable import Variable
-from . import graph as _g, restore as _restore, storage as _storage, trackable as _tr
+from . import graph as _g, restore as _restore, storage as _storage, trackable as _tr, writer as _writer
 from .state_file import update_checkpoint_state
 from .status import CheckpointLoadStatus, InitializationOnlyStatus
 
@@ -111,7 +111,7 @@ class Checkpoint:
         object.__setattr__(self, "_objects", objects)
         object.__setattr__(self, "_root", root)
         object.__setattr__(self, "_save_counter", None)   # (Optional[Variable]: made on first use)
-        object.__setattr__(self, "_saver", None)          # (Optional[storage.Saver])
+        object.__setattr__(self, "_saver", None)          # (Optional[writer.Saver])
         object.__setattr__(self, "_options", None)
 
     def __getattr__(self, name: str) -> Any:
@@ -171,7 +171,7 @@ class Checkpoint:
         live = _g.build(self)
         saver = self._saver
         if saver is None:
-            saver = _storage.Saver()
+            saver = _writer.Saver()
             object.__setattr__(self, "_saver", saver)
         cbs = list(callbacks) + [_callback(cb, path) for cb in (opts.experimental_write_callbacks or ())]
         saver.write(path, live, use_async=opts.enable_async, callbacks=cbs)

@@ -1,26 +1,9 @@
-"""Where checkpoints live: tapejax's format on orbax-checkpoint, and the readers of every format.
+"""Where checkpoints live: the readers of every format (``writer`` writes tapejax's, on orbax).
 
-Writing (``Saver``)
--------------------
-A checkpoint is one orbax checkpoint directory (``prefix-N/``) with two items:
-
-* ``state``: a PyTree (``ocp.args.PyTreeSave``) of every array, a flat dict
-  keyed by TF's checkpoint keys (``model/dense/w/.ATTRIBUTES/VARIABLE_VALUE``).
-  orbax writes each ``jax.Array`` shard by shard (zarr on TensorStore), each
-  process its own shards, and restores onto any sharding, so a checkpoint
-  saved by 2 processes restores in 1 and the other way round.
-* ``graph``: JSON (``ocp.args.JsonSave``): the format's name and version, the
-  object graph (``graph.SavedGraph``) and each key's shape and dtype.
-
-orbax writes into ``prefix-N.orbax-checkpoint-tmp`` and renames it when every
-process has finished (the commit), so a save killed half way leaves the
-previous checkpoints and the ``checkpoint`` state file untouched; nothing is
-pickled.  An async save (``CheckpointOptions(enable_async=True)``) returns
-once the arrays are copied to host memory; orbax writes them in threads (at
-nice 19 on Linux, so a training step on the same cores comes first), and
-a thread of ours waits for the commit and then runs the save's callbacks
-(the ``checkpoint`` state file, ``CheckpointManager``'s bookkeeping).  The next
-save, a restore, ``sync()`` and interpreter exit wait for it first.
+tapejax's format (see ``writer``): one orbax checkpoint directory per
+checkpoint, its arrays one PyTree item (small ones packed by dtype), the graph
+item (format, version, object graph, specs, packed offsets) JSON in orbax's
+step metadata; format 2 (items ``state`` and ``graph``) still reads.
 
 Reading (``open_checkpoint``)
 -----------------------------
@@ -37,13 +20,9 @@ sharding asked for (orbax) or as a NumPy array.
 """
 from __future__ import annotations
 
-import atexit
 import json
-import logging
 import os
-import threading
-import weakref
-from typing import Any, Callable, NamedTuple, Optional, Protocol, Sequence
+from typing import Any, NamedTuple, Optional, Protocol, Sequence
 
 import numpy as np
 
@@ -51,36 +30,10 @@ from ..core import dtypes as _dtypes
 from ..core.errors import DataLossError, NotFoundError
 from . import export_layout as _sm, graph as _g, tf_format
 from .graph import SavedGraph, ValueSpec
-from .trackable import value_kind
+from .writer import FORMAT, VERSION, PackEntry, Saver, orbax
 
-FORMAT = "tapejax-checkpoint"
-VERSION = 2
 _META_FILE = "_CHECKPOINT_METADATA"
 _TMP_SUFFIX = ".orbax-checkpoint-tmp"
-
-
-class _NoOcdbtMergeWarning(logging.Filter):
-    """orbax 0.12 tries to merge per-process OCDBT files even for a checkpoint written without
-    OCDBT, and warns on every save that there are none; tapejax writes without OCDBT on purpose."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "Skipping merge of OCDBT checkpoints" not in str(record.msg)
-
-
-def orbax():
-    """``orbax.checkpoint``, imported on first use (ImportError naming the extra if missing)."""
-    try:
-        import orbax.checkpoint as ocp
-    except ImportError as e:   # pragma: no cover - the test extra installs it
-        raise ImportError("tapejax.train.Checkpoint stores checkpoints with orbax-checkpoint, which is not "
-                          "installed: pip install 'tapejax[checkpoint]'") from e
-    if not _FILTERED:
-        _FILTERED.append(True)
-        logging.getLogger("absl").addFilter(_NoOcdbtMergeWarning())
-    return ocp
-
-
-_FILTERED: list = []
 
 
 class ReadTarget(NamedTuple):
@@ -104,12 +57,18 @@ def np_dtype(name: str) -> np.dtype:
 
 # -- tapejax's format on orbax --------------------------------------------------------------
 class OrbaxData:
-    """A tapejax checkpoint directory."""
+    """A tapejax checkpoint directory.  Format 3: one orbax PyTree item (small arrays packed),
+    the graph item in orbax's step metadata; format 2: orbax items ``state`` (one array per key)
+    and ``graph`` (JSON)."""
 
     def __init__(self, path: str):
         ocp = orbax()
         self.path = path
-        meta = self._checkpointer().restore(path, args=ocp.args.Composite(graph=ocp.args.JsonRestore()))["graph"]
+        self.composite = os.path.isdir(os.path.join(path, "graph"))   # (format 2)
+        if self.composite:
+            meta = _reader(True).restore(path, args=ocp.args.Composite(graph=ocp.args.JsonRestore()))["graph"]
+        else:
+            meta = _step_metadata(path).get("custom_metadata")
         if not isinstance(meta, dict) or meta.get("format") != FORMAT:
             raise DataLossError(None, None, f"{path} is an orbax checkpoint but not a tapejax checkpoint (no "
                                 f"{FORMAT!r} graph item)")
@@ -118,19 +77,23 @@ class OrbaxData:
                                 f"is newer than this tapejax reads ({VERSION})")
         self.graph = SavedGraph.from_json(meta["graph"])
         self.specs = {k: ValueSpec(tuple(s), str(d)) for k, (s, d) in meta["specs"].items()}
-
-    @staticmethod
-    def _checkpointer():
-        ocp = orbax()
-        return ocp.Checkpointer(ocp.CompositeCheckpointHandler())
+        self.packed = {k: PackEntry(str(p), int(o)) for k, (p, o) in meta.get("packed", {}).items()}
 
     def read(self, targets: Sequence[ReadTarget]) -> list[Any]:
+        """The values of ``targets``, in one orbax restore: the packs holding any of them (read
+        whole, as NumPy, then cut) and the other keys, each read onto its sharding by orbax."""
         if not targets:
             return []
         import jax
         ocp = orbax()
-        item, args = {}, {}
+        item: dict[str, Any] = {}
+        args: dict[str, Any] = {}
         for t in targets:
+            entry = self.packed.get(t.key)
+            if entry is not None:
+                item[entry.pack] = 0
+                args[entry.pack] = ocp.RestoreArgs(restore_type=np.ndarray)
+                continue
             spec = self.specs[t.key]
             if t.sharding is None:
                 item[t.key] = 0
@@ -139,152 +102,49 @@ class OrbaxData:
                 item[t.key] = jax.ShapeDtypeStruct(spec.shape, np_dtype(spec.dtype), sharding=t.sharding)
                 args[t.key] = ocp.ArrayRestoreArgs(sharding=t.sharding, global_shape=spec.shape,
                                                    dtype=np_dtype(spec.dtype))
-        out = self._checkpointer().restore(self.path, args=ocp.args.Composite(
-            state=ocp.args.PyTreeRestore(item=item, restore_args=args, partial_restore=True)))["state"]
-        return [out[t.key] for t in targets]
+        restore = ocp.args.PyTreeRestore(item=item, restore_args=args, partial_restore=True)
+        if self.composite:
+            out = _reader(True).restore(self.path, args=ocp.args.Composite(state=restore))["state"]
+        else:
+            out = _reader(False).restore(self.path, args=restore)
+        return [self._value(out, t) for t in targets]
 
-
-class _Pending(NamedTuple):
-    thread: threading.Thread
-    errors: list
-
-
-class Saver:
-    """Writes a Checkpoint's saves through orbax, synchronously or asynchronously."""
-
-    _ALL: "weakref.WeakSet[Saver]" = weakref.WeakSet()
-
-    def __init__(self):
-        self._sync = None
-        self._async = None
-        self._pending: Optional[_Pending] = None
-        self._lock = threading.Lock()
-        Saver._ALL.add(self)
-
-    def _checkpointer(self, use_async: bool):
-        ocp = orbax()
-
-        def handler():
-            # zarr arrays, without OCDBT's single-database layer and without zstd (float weights
-            # barely compress): a third of the default's write time for the MLP of
-            # benchmarks/bench_checkpoint.py, and less CPU taken from training during an async
-            # save (restoring reads any layout)
-            return ocp.CompositeCheckpointHandler(state=ocp.PyTreeCheckpointHandler(use_ocdbt=False,
-                                                                                    use_compression=False),
-                                                  graph=ocp.JsonCheckpointHandler())
-
-        if use_async:
-            if self._async is None:
-                self._async = ocp.AsyncCheckpointer(handler())
-            return self._async
-        if self._sync is None:
-            self._sync = ocp.Checkpointer(handler())
-        return self._sync
-
-    def write(self, path: str, live: _g.LiveGraph, use_async: bool = False,
-              callbacks: Sequence[Callable[[], None]] = ()) -> None:
-        """Save ``live``'s values and graph to the directory ``path`` (replacing one that is
-        there); run ``callbacks`` once it is committed (in a thread after an async save)."""
-        self.sync()
-        ocp = orbax()
-        state = {}
-        specs = {}
+    def _value(self, out: dict, t: ReadTarget) -> Any:
+        entry = self.packed.get(t.key)
+        if entry is None:
+            return out[t.key]
+        spec = self.specs[t.key]
+        size = int(np.prod(spec.shape, dtype=np.int64))
+        a = out[entry.pack][entry.offset:entry.offset + size].reshape(spec.shape)
+        if t.sharding is None:
+            return a
         import jax
-
-        several = jax.process_count() > 1
-        for key, obj in live.values.items():
-            kind = value_kind(obj)
-            assert kind is not None   # (the graph holds values only under VARIABLE_VALUE)
-            value = kind.read(obj)   # (a pending update is computed now)
-            if several and isinstance(value, jax.Array) and value.is_fully_addressable:
-                # a Variable no multi-process program placed (an unused hyperparameter): the same
-                # value in every process, written once from host memory by process 0
-                value = np.asarray(value)
-            state[key] = value
-            specs[key] = [list(int(d) for d in value.shape), np.dtype(value.dtype).name]
-        meta = {"format": FORMAT, "version": VERSION, "graph": live.graph.to_json(), "specs": specs}
-        items: dict[str, Any] = {"graph": ocp.args.JsonSave(meta)}
-        if state:   # (orbax refuses an empty tree: a checkpoint of no values has the graph only)
-            items["state"] = ocp.args.PyTreeSave(state)
-        args = ocp.args.Composite(**items)
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        force = os.path.exists(path)
-        ckptr: Any = self._checkpointer(use_async)
-        if use_async:
-            _wait_at_exit()
-        ckptr.save(path, args=args, force=force)
-        if not use_async:
-            for cb in callbacks:
-                cb()
-            return
-        errors: list = []
-
-        def finish():
-            try:
-                ckptr.wait_until_finished()
-                for cb in callbacks:
-                    cb()
-            except BaseException as e:  # noqa: BLE001 - raised again by sync()
-                errors.append(e)
-
-        thread = threading.Thread(target=finish, name="tapejax-checkpoint-commit")
-        thread.start()
-        self._pending = _Pending(thread, errors)
-        _background_priority()
-
-    def sync(self) -> None:
-        """Wait for an async save to be committed; raise what it raised."""
-        with self._lock:
-            pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.thread.join()
-            if pending.errors:
-                raise pending.errors[0]
-
-    @classmethod
-    def sync_all(cls) -> None:
-        for saver in list(cls._ALL):
-            try:
-                saver.sync()
-            except Exception:  # noqa: BLE001 - at exit: orbax logs it
-                pass
+        if t.sharding.is_fully_addressable:
+            return jax.device_put(a, t.sharding)
+        return jax.make_array_from_callback(tuple(spec.shape), t.sharding, lambda index: a[index])
 
 
-def _background_priority() -> None:
-    """Lower the scheduling priority of the threads writing an async save (TensorStore's
-    ``ts_pool_worker`` threads, orbax's ``async_save`` thread, our commit thread) to nice 19, so
-    that on a machine whose cores also run the training step, the step gets the CPU first and
-    the write uses what is left (Linux; elsewhere nothing changes)."""
-    if not hasattr(os, "setpriority") or not os.path.isdir("/proc/self/task"):
-        return
-    tids = {t.native_id for t in threading.enumerate()
-            if t.name in ("async_save", "tapejax-checkpoint-commit") and t.native_id is not None}
+_READERS: dict = {}
+
+
+def _reader(composite: bool) -> Any:
+    """One orbax Checkpointer per layout for every read (it holds no state between restores)."""
+    if composite not in _READERS:
+        ocp = orbax()
+        _READERS[composite] = ocp.Checkpointer(ocp.CompositeCheckpointHandler() if composite
+                                               else ocp.PyTreeCheckpointHandler())
+    return _READERS[composite]
+
+
+def _step_metadata(path: str) -> dict:
+    """orbax's step metadata (``_CHECKPOINT_METADATA``, JSON), where format 3 keeps the graph item
+    (``custom_metadata``); read directly, since ``Checkpointer.metadata`` also reads every array's."""
     try:
-        for tid in os.listdir("/proc/self/task"):
-            with open(f"/proc/self/task/{tid}/comm") as f:
-                if f.read().strip() == "ts_pool_worker":
-                    tids.add(int(tid))
-        for tid in tids:
-            os.setpriority(os.PRIO_PROCESS, tid, 19)
-    except OSError:   # a thread that ended meanwhile, or no permission: leave it
-        pass
-
-
-_EXIT_HOOK: list = []
-
-
-def _wait_at_exit() -> None:
-    """Make interpreter exit wait for async saves: before ``concurrent.futures`` refuses new work
-    (its exit hook runs when the main thread ends, before non-daemon threads are joined), so the
-    hook goes in the same list, after it, and runs first."""
-    if _EXIT_HOOK:
-        return
-    _EXIT_HOOK.append(True)
-    import concurrent.futures.thread  # noqa: F401  (registers its own hook first)
-    register = getattr(threading, "_register_atexit", None)
-    if register is not None:
-        register(Saver.sync_all)
-    atexit.register(Saver.sync_all)
+        with open(os.path.join(path, _META_FILE)) as f:
+            meta = json.load(f)
+    except (OSError, ValueError) as e:
+        raise DataLossError(None, None, f"{path}: unreadable orbax checkpoint metadata ({e})") from None
+    return meta if isinstance(meta, dict) else {}
 
 
 # -- tapejax's first format: one .npz --------------------------------------------------------
@@ -388,8 +248,10 @@ def _npz_graph(keys: list, meta: dict) -> SavedGraph:
 
 # -- finding the format ---------------------------------------------------------------------
 def is_tapejax_checkpoint(path: str) -> bool:
+    """A committed orbax checkpoint directory of format 3 (a PyTree item: ``_METADATA``) or 2
+    (a ``graph`` item); ``OrbaxData`` checks it is tapejax's."""
     return os.path.isdir(path) and os.path.exists(os.path.join(path, _META_FILE)) \
-        and os.path.isdir(os.path.join(path, "graph"))
+        and (os.path.exists(os.path.join(path, "_METADATA")) or os.path.isdir(os.path.join(path, "graph")))
 
 
 def checkpoint_exists(path: str) -> bool:
@@ -401,6 +263,7 @@ def checkpoint_exists(path: str) -> bool:
 def open_checkpoint(path: str) -> CheckpointData:
     """The CheckpointData at ``path`` (see the module docstring for the order of formats)."""
     path = os.fspath(path)
+    Saver.wait_for(path)   # (an async save still writing it)
     if is_tapejax_checkpoint(path):
         return OrbaxData(path)
     if _sm.is_saved_model(path):
