@@ -6,30 +6,15 @@ int64 components (``range``, ``enumerate``, ``cardinality``) exist in tapejax on
 mode: those cases run with ``x64=True`` or compare Python ints."""
 import numpy as np
 
+from .data_helpers import card, spec
 from .harness import parity, raises
 
 X = np.arange(30, dtype=np.float32).reshape(10, 3)
 Y = np.arange(10, dtype=np.int32)
 
 
-def spec(s):
-    """An element_spec as plain data: (shape list or None, dtype name) per component."""
-    if isinstance(s, dict):
-        return {k: spec(v) for k, v in s.items()}
-    if isinstance(s, tuple):
-        return tuple(spec(v) for v in s)
-    shape = s.shape
-    if shape is not None and hasattr(shape, "rank"):       # TF's TensorShape
-        shape = None if shape.rank is None else shape.as_list()
-    return (None if shape is None else list(shape), s.dtype.name)
-
-
 def ints(ds):
     return [int(v) for v in ds.as_numpy_iterator()]
-
-
-def card(ds):
-    return int(ds.cardinality().numpy())
 
 
 # ---------------------------------------------------------------------------

@@ -7,26 +7,8 @@ than TF's, so their cases compare structure, counts and ranges.  int64 elements 
 run with ``x64=True``."""
 import numpy as np
 
+from .data_helpers import L, card, spec
 from .harness import parity, raises
-
-
-def spec(s):
-    if isinstance(s, dict):
-        return {k: spec(v) for k, v in s.items()}
-    if isinstance(s, tuple):
-        return tuple(spec(v) for v in s)
-    shape = s.shape
-    if shape is not None and hasattr(shape, "rank"):
-        shape = None if shape.rank is None else shape.as_list()
-    return (None if shape is None else list(shape), s.dtype.name)
-
-
-def L(ds):
-    return [v.tolist() if hasattr(v, "tolist") else v for v in ds.as_numpy_iterator()]
-
-
-def card(ds):
-    return int(ds.cardinality().numpy())
 
 
 @parity(x64=True)
