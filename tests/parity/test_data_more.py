@@ -31,6 +31,28 @@ def test_interleave_orders(tf):
             raises(src.interleave, f, cycle_length=0), raises(src.interleave, f, cycle_length=2, block_length=0))
 
 
+@parity(x64=True, modes=True)
+def test_inner_datasets_mapping_functions_that_capture_the_outer_element(tf):
+    """Inner datasets whose maps close over the outer element (one compiled program shared by
+    all of them in tapejax, the captured value an argument): each inner dataset computes with its
+    own captured values, a captured table included; the same function over float rows too."""
+    D = tf.data.Dataset
+    table = np.arange(5, dtype=np.int64) * 10
+
+    def scaled(x):
+        return x * 2 + 1
+
+    def inner(i):
+        rows = D.range(4).map(lambda x: x + i).map(scaled)
+        return rows.map(lambda x: x + tf.gather(tf.constant(table), x % 5) * i)
+
+    ints = D.range(7).interleave(inner, cycle_length=3, block_length=2)
+    rows = np.arange(12, dtype=np.float32).reshape(6, 2)
+    floats = D.from_tensor_slices(rows).interleave(
+        lambda r: D.from_tensor_slices(r).map(lambda v: v * tf.reduce_sum(r) + 0.5), cycle_length=2)
+    return L(ints), L(floats), spec(floats.element_spec)
+
+
 @parity(x64=True)
 def test_window(tf):
     D = tf.data.Dataset
