@@ -11,7 +11,6 @@ commit guard disabled and sees a half-updated state, so the injection does
 land inside the commit window.
 """
 import contextlib
-import gc
 import signal
 import threading
 
@@ -173,17 +172,10 @@ class _SigintVar(tf.Variable):
 
 @pytest.fixture
 def sigint_default():
-    """Python's own SIGINT handler for the test, and the garbage collector paused: a collection
-    runs callbacks (JAX's ``_xla_gc_callback``), and a SIGINT handled inside one is lost there
-    as an unraisable exception instead of reaching the code under test."""
     if threading.current_thread() is not threading.main_thread():
         pytest.skip("signals need the main thread")
     old = signal.signal(signal.SIGINT, signal.default_int_handler)
-    was_enabled = gc.isenabled()
-    gc.disable()
     yield
-    if was_enabled:
-        gc.enable()
     _SigintVar.arm = None
     signal.signal(signal.SIGINT, old)
 
