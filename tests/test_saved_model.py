@@ -225,19 +225,22 @@ def test_not_callable_without_call(tmp_path):
         loaded(tf.constant([1.0, 2.0]))
 
 
+class _DropoutModule(tf.Module):
+    """A module whose exported function draws from the global random stream (unseeded dropout)."""
+
+    def __init__(self):
+        self.w = tf.Variable(np.ones((3, 2), np.float32))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32)])
+    def __call__(self, x):
+        return tf.nn.dropout(tf.matmul(x, self.w), 0.5)
+
+
 def test_a_function_drawing_from_the_global_random_stream_draws_anew_at_each_loaded_call(tmp_path):
     """An unseeded draw (dropout) is exported with a key input; the loaded function draws a fresh
     key from the global stream at every call (new masks each call, as TF's stateful ops), and
     set_seed makes the calls repeat."""
-    class M(tf.Module):
-        def __init__(self):
-            self.w = tf.Variable(np.ones((3, 2), np.float32))
-
-        @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32)])
-        def __call__(self, x):
-            return tf.nn.dropout(tf.matmul(x, self.w), 0.5)
-
-    m = M()
+    m = _DropoutModule()
     x = tf.ones([64, 3])
     tf.saved_model.save(m, str(tmp_path / "m"))
     r = tf.saved_model.load(str(tmp_path / "m"))
@@ -255,13 +258,5 @@ def test_the_tf_format_export_refuses_a_function_drawing_from_the_global_stream(
     UnimplementedError naming the function and the way out."""
     pytest.importorskip("tensorflow")
 
-    class M(tf.Module):
-        def __init__(self):
-            self.w = tf.Variable(np.ones((3, 2), np.float32))
-
-        @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32)])
-        def __call__(self, x):
-            return tf.nn.dropout(tf.matmul(x, self.w), 0.5)
-
     with pytest.raises(tf.errors.UnimplementedError, match="draws from the global random stream.*`seed`"):
-        tf.saved_model.export_tf(M(), str(tmp_path / "m"))
+        tf.saved_model.export_tf(_DropoutModule(), str(tmp_path / "m"))
