@@ -191,3 +191,39 @@ def test_parallel_map_keeps_the_order(tf):
     return (L(src.map(lambda x: x * x, num_parallel_calls=4)),
             L(D.range(40).map(lambda x: x + 1, num_parallel_calls=tf.data.AUTOTUNE).batch(7)),
             L(src.map(lambda x: (x, x * 2), num_parallel_calls=3, deterministic=True).batch(5)))
+
+
+@parity(modes=True)
+def test_training_fed_by_an_interleaved_mapped_pipeline_with_an_evaluation_function(tf):
+    """A user's program: a linear model whose weights start from ``tf.zeros`` and host constants,
+    trained for a few eager tape steps on batches from an ``interleave`` of mapped inner datasets
+    (each closing over its outer element), a running-mean metric kept in a Variable, and a
+    compiled evaluation function called between the eager steps."""
+    D = tf.data.Dataset
+    feats = np.linspace(-1.0, 1.0, 24, dtype=np.float32).reshape(8, 3)
+
+    def inner(row):
+        return D.range(3).map(lambda k: (row * (tf.cast(k, tf.float32) + 1.0),
+                                         tf.reduce_sum(row) * 2.0 + tf.cast(k, tf.float32)))
+
+    ds = D.from_tensor_slices(feats).interleave(inner, cycle_length=2).batch(4)
+    w = tf.Variable(tf.zeros([3, 1]))
+    b = tf.Variable(tf.constant(np.float32(0.5)))
+    total, count = tf.Variable(0.0), tf.Variable(0.0)
+
+    @tf.function
+    def evaluate(x, y):
+        return tf.reduce_mean(tf.square(tf.matmul(x, w)[:, 0] + b - y))
+
+    losses, evals = [], []
+    for x, y in ds:
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(tf.matmul(x, w)[:, 0] + b - y))
+        gw, gb = tape.gradient(loss, [w, b])
+        w.assign_sub(0.05 * gw)
+        b.assign_sub(0.05 * gb)
+        total.assign_add(loss)
+        count.assign_add(1.0)
+        losses.append(loss)
+        evals.append(evaluate(x, y))
+    return losses, evals, w, b, total / count
