@@ -384,7 +384,7 @@ def test_failed_function_trace_leaves_no_tracer_and_no_entry():
 _GLOBAL = {"replay": 8, "slices": 16, "signatures": 16, "control_flow": 3, "op_output_trees": 4,
            "custom_checked": 2, "scalar_constants": 4, "deferred_avals": 4, "deferred_programs": 2,
            "deferred_structures": 2, "fused_updates": 2, "speculation_tracks": 2, "speculative_programs": 2,
-           "speculative_regradients": 2}
+           "speculative_regradients": 2, "transfer_shapes": 2}
 try:   # tapejax.keras (the keras extra) adds its call-plan cache once Keras is loaded: load it, so the
     tf.keras.layers   # noqa: B018   set of caches does not depend on which tests ran before
     _GLOBAL["keras_call_plans"] = 2

@@ -27,6 +27,7 @@ from typing import Any, Optional, Sequence
 import jax
 import jax.numpy as jnp
 
+from ..core import transfer
 from ..core.bind import REGISTRY
 from ..core.errors import NumericsError, compiled_numerics_error
 from ..core.ownership import deferred_interrupts, write_back
@@ -183,7 +184,7 @@ def run_entry(entry: Entry, dyn):
         # survive the call: donate a copy.  A program that calls back into Python or checks
         # at run time can fail after its inputs were donated: it always gets copies.
         if copy_all or not v.owns_buffer():
-            rw_vals[i] = jnp.array(rw_vals[i], copy=True)
+            rw_vals[i] = transfer.copy(rw_vals[i])
     ro_vals = [v._value for v in entry.ro]
     if entry.in_shardings is not None:
         dyn = MeshPlan.place_inputs(dyn, entry.in_shardings)

@@ -14,7 +14,6 @@ it holds a ``Lazy``, the interface the core knows of a value not computed yet;
 it then); ``convert_to_tensor`` is in ``convert`` (a list holding Tensors is
 the recorded Pack op, above this module).
 """
-import functools
 from typing import Any, Callable, ClassVar, Iterator
 
 import jax
@@ -24,6 +23,7 @@ import numpy as np
 from . import dtypes as _dtypes
 from .devices import device_name
 from .state import next_id
+from .transfer import to_device
 
 _Array = jax.Array
 
@@ -477,22 +477,6 @@ def host_snapshot(a: np.ndarray, dtype: "np.dtype | None" = None) -> np.ndarray:
     out = buf[off:off + nbytes].view(dtype).reshape(a.shape)
     np.copyto(out, a, casting="unsafe")
     return out
-
-
-@functools.partial(jax.jit, donate_argnums=0)
-def _put(a):
-    return a
-
-
-def to_device(a: np.ndarray) -> jax.Array:
-    """The private host array ``a`` (a ``host_snapshot``, or one just made from Python data) as a
-    device array: through a compiled identity that takes ``a``'s transfer as its own buffer
-    (JAX's C++ call path: about a quarter of ``jnp.asarray``'s cost for a small array, and no
-    second copy of a large one)."""
-    try:
-        return _put(a)
-    except TypeError:   # (a dtype jit does not take: ``jnp.asarray`` says what is wrong)
-        return jax.numpy.asarray(a)
 
 
 def is_foreign(value) -> bool:

@@ -43,7 +43,7 @@ import jax.core
 import jax.numpy as jnp
 import numpy as np
 
-from . import dtypes as _dtypes, state as _state
+from . import dtypes as _dtypes, state as _state, transfer
 from .convert import convert_to_tensor
 from .devices import device_name
 from .errors import InvalidArgumentError
@@ -542,9 +542,7 @@ class Variable(metaclass=_VariableMeta):
                                       "mode, not inside tapejax.function (as in TF)")
         value = self._value   # computes a pending update first
         # its own buffer: an update donating the original's buffer must not delete the copy's
-        value = jnp.array(value, copy=True)
-        if value.sharding != self._value.sharding:
-            value = jax.device_put(value, self._value.sharding)
+        value = transfer.copy(value)   # (with the original's placement)
         new = Variable.__new__(Variable)
         new._value = value
         new._id = _state.next_id()

@@ -7,16 +7,16 @@ new index value does not recompile anything.
 """
 import builtins
 import collections
-import functools
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import dtypes as _dtypes
+from ..core import dtypes as _dtypes, transfer
 from ..core.bind import PACK, bind
 from ..core.convert import convert_to_tensor
-from ..core.tensor import Tensor, to_device
+from ..core.tensor import Tensor
+from ..core.transfer import to_device
 from ._registry import (
     _TENSORISH,
     _bad,
@@ -422,16 +422,11 @@ def _const_shape(shape, op_type):
     return shape
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 2))
-def _full_program(shape, dtype, value):
-    return jnp.full(shape, value, dtype)
-
-
 def _filled(shape, dtype, value) -> Tensor:
-    """A constant array: one compiled program per (shape, dtype, value), called through JAX's C++
-    path (``jnp.zeros`` dispatches its ops one by one: several times the cost of the call)."""
+    """A constant array (``core.transfer.filled``: a compiled fill, called through JAX's C++ path,
+    for a shape made before; ``jnp.zeros`` dispatches its ops one by one)."""
     if all(type(d) is int for d in shape):
-        return Tensor(_full_program(tuple(shape), np.dtype(dtype), value))
+        return Tensor(transfer.filled(tuple(shape), np.dtype(dtype), value))
     return Tensor(jnp.full(shape, value, dtype))   # (a symbolic size: a polymorphic trace)
 
 

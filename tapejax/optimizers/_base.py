@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..autodiff.tape import GradientTape
-from ..core import dtypes as _dtypes, nest as _nest, state as _state
+from ..core import dtypes as _dtypes, nest as _nest, state as _state, transfer
 from ..core.caches import Family
 from ..core.convert import convert_to_tensor
 from ..core.executor import ACTIVE, GroupUpdate
@@ -324,7 +324,8 @@ class Optimizer:
 
     # -- slots ------------------------------------------------------------------
     def _slot_init(self, slot_name, var):
-        return jnp.zeros(var._value.shape, var._value.dtype)
+        meta = var._meta
+        return transfer.filled(tuple(meta.shape), meta.dtype, 0)
 
     def _extra_init(self):
         """Optimizer-wide state Variables other than iterations (Nadam's momentum cache)."""

@@ -14,6 +14,7 @@ Adamax, Nadam, RMSprop, Adagrad, Adadelta and Ftrl are written out here.
 import jax.numpy as jnp
 import optax
 
+from ..core import transfer
 from ._args import _float_hyper
 from ._base import Optimizer
 from ._sparse import add_rows, dedup_rows, put_rows, take_rows
@@ -374,7 +375,8 @@ class Adagrad(Optimizer):
         return {"initial_accumulator_value": self.initial_accumulator_value, "epsilon": self.epsilon}
 
     def _slot_init(self, slot_name, var):
-        return jnp.full(var._value.shape, self.initial_accumulator_value, var._value.dtype)
+        meta = var._meta
+        return transfer.filled(tuple(meta.shape), meta.dtype, self.initial_accumulator_value)
 
     def _apply(self, c, g, v, s):
         acc = s[0] + jnp.square(g)
@@ -444,9 +446,9 @@ class Ftrl(Optimizer):
                 "beta": self.beta}
 
     def _slot_init(self, slot_name, var):
-        if slot_name == "accumulator":
-            return jnp.full(var._value.shape, self.initial_accumulator_value, var._value.dtype)
-        return jnp.zeros(var._value.shape, var._value.dtype)
+        meta = var._meta
+        value = self.initial_accumulator_value if slot_name == "accumulator" else 0
+        return transfer.filled(tuple(meta.shape), meta.dtype, value)
 
     def _apply(self, c, g, v, s):
         lr = _c(c["lr"], v)

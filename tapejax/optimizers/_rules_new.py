@@ -13,6 +13,7 @@ tf_keras' numbers.  ``use_ema=True`` is refused (tapejax keeps no moving average
 import jax.numpy as jnp
 from jax import lax
 
+from ..core import transfer
 from ._args import _float_hyper
 from ._base import Optimizer
 from ._sparse import add_rows
@@ -131,12 +132,12 @@ class Adafactor(_NewOptimizer):
                 "relative_step": self.relative_step}
 
     def _slot_init(self, slot_name, var):
-        shape, dtype = tuple(var._value.shape), var._value.dtype
+        shape, dtype = tuple(var._meta.shape), var._meta.dtype
         if slot_name == "v":
-            return jnp.zeros(shape, dtype)
+            return transfer.filled(shape, dtype, 0)
         if len(shape) < 2:
-            return jnp.zeros((), dtype)
-        return jnp.zeros(shape[:-1] if slot_name == "r" else shape[:-2] + shape[-1:], dtype)
+            return transfer.filled((), dtype, 0)
+        return transfer.filled(shape[:-1] if slot_name == "r" else shape[:-2] + shape[-1:], dtype, 0)
 
     def _prepare(self, c, step, extra):
         c["step"] = step
