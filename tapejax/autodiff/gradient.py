@@ -314,7 +314,9 @@ def _call_gradient(entry: "Compiled | Backward", nodes: Sequence[Node], program:
     # gradient then computes it in its own program), or computes them
     leaves = gather_leaves(nodes, program, entry.gather, _src_values(entry, src_objs), force=False)
     if entry.deps is None:
-        entry.deps = input_dependence(entry.raw, [_abstract(v) for v in leaves],
+        # (the jitted function, called as the recorded op calls it: its trace is cached, so
+        # the op's call below inside a trace does not trace the gradient a second time)
+        entry.deps = input_dependence(entry.fn, tuple([_abstract(v) for v in leaves]),
                                       tuple(_abstract(peek(g)) for g in given))
     deps = entry.deps
     ids = _leaf_ids(nodes, program, entry.plan, src_objs)
