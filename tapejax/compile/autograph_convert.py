@@ -25,16 +25,18 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import os
+import threading
 import traceback
 from typing import Any, Optional, Tuple, cast
 
 from malt.core import ag_ctx, converter
 from malt.impl import api as ag_api, conversion
 from malt.operators import py_builtins
-from malt.pyct import error_utils, inspect_utils
+from malt.pyct import error_utils, inspect_utils, transpiler
 
 from ..core.errors import OperatorNotAllowedInGraphError, OpError
-from . import autograph_ops as ops, tracing
+from . import autograph_cache, autograph_ops as ops, tracing
 
 logger = logging.getLogger("tapejax")
 
@@ -61,6 +63,50 @@ class _Transformer(ag_api.PyToPy):
         return self._extra_locals
 
 
+    def transform_ast(self, node, ctx):
+        if getattr(_LOCAL, "storing", False):   # (a conversion to keep on disk: note what it asks)
+            rec = autograph_cache.Recording(ctx.info.namespace)
+            root = self.get_transformed_name(node)
+            rec.asked[root] = "absent" if ctx.info.name == root else "unstorable"
+            ctx.info = ctx.info._replace(namespace=rec)
+            ctx.namer.global_namespace = rec
+            _LOCAL.recording = rec
+        return super().transform_ast(node, ctx)
+
+    def transform_function(self, fn, user_context):
+        """malt's, with the conversions kept on disk while the compilation cache is on
+        (``autograph_cache``)."""
+        where = autograph_cache.directory()
+        subkey = self.get_caching_key(user_context)
+        name = None
+        if where is not None and not self._cache.has(fn, subkey):
+            name = autograph_cache.key(fn, subkey, tuple(inspect_utils.getfutureimports(fn)))
+        if where is None or name is None:
+            return super().transform_function(fn, user_context)
+        path = os.path.join(where, name + ".json")
+        hit = autograph_cache.load(path, inspect_utils.getnamespace(fn))
+        if hit is not None:
+            module, unbound, source_map = hit
+            factory = transpiler._PythonFnFactory("tf__" + fn.__name__, fn.__code__.co_freevars,
+                                                  self.get_extra_locals())
+            factory._unbound_factory, factory.module, factory.source_map = unbound, module, source_map
+            with self._cache_lock:
+                if not self._cache.has(fn, subkey):
+                    self._cache[fn][subkey] = factory
+            return super().transform_function(fn, user_context)
+        _LOCAL.storing, _LOCAL.recording = True, None
+        try:
+            out = super().transform_function(fn, user_context)
+        finally:
+            _LOCAL.storing = False
+        rec, _LOCAL.recording = _LOCAL.recording, None
+        if rec is not None and "unstorable" not in rec.asked.values():
+            factory = self._cache[fn][subkey]
+            autograph_cache.save(path, factory.module, factory.source_map, rec.asked)
+        return out
+
+
+_LOCAL = threading.local()
 _TRANSFORMER = _Transformer()
 
 

@@ -10,7 +10,9 @@ environment, read at ``import tapejax``): every XLA program tapejax compiles (a
 ``tapejax.function``'s step, an eager step's gradient and predicted programs, an optimizer's
 update, the ops' own programs) is written to JAX's persistent compilation cache in
 ``directory`` and read back by the next process that compiles the same program, so a second run
-of a script skips XLA's compile (tracing still runs: it is Python).  It is JAX's own cache
+of a script skips XLA's compile (tracing still runs: it is Python).  AutoGraph's conversions
+are kept beside the programs (``autograph_cache``: ``directory/tapejax-autograph``), so that
+process does not convert its functions again either.  It is JAX's own cache
 (``jax_compilation_cache_dir``) with its thresholds lowered so that small programs are kept too
 (``jax_persistent_cache_min_compile_time_secs = 0``: JAX's default keeps only programs that took
 a second to compile, which misses every program of a small model).  As JAX warns, the
