@@ -5,8 +5,19 @@
 dataset is the common use.  Importing this package needs nothing beyond tapejax; making a
 Dataset needs grain (``pip install 'tapejax[data]'``).  See README.md here for the design.
 """
-from . import (experimental, extras, fingerprint, loops, persist, pystreams, readers, resample, sources,  # noqa: F401
-               strings, transforms)  # (they register the Dataset kinds: dataset.KINDS)
+from . import (  # noqa: F401
+               experimental,
+               extras,
+               fingerprint,
+               loops,
+               persist,
+               pystreams,
+               readers,
+               resample,
+               sources,
+               strings,  # (they register the Dataset kinds: dataset.KINDS)
+               transforms,
+)
 from .args import AUTOTUNE, INFINITE as INFINITE_CARDINALITY, UNKNOWN as UNKNOWN_CARDINALITY
 from .dataset import Dataset
 from .iterator import Iterator, NumpyIterator

@@ -23,8 +23,16 @@ from .dataset import KINDS, Dataset
 from .extras import Reducer
 from .iterator import Iterator, in_trace
 from .optional import Optional
-from .options import (AutoShardPolicy, AutotuneAlgorithm, AutotuneOptions, DistributeOptions, ExternalStatePolicy,
-                      OptimizationOptions, ThreadingOptions, toggle_debug_mode)
+from .options import (
+    AutoShardPolicy,
+    AutotuneAlgorithm,
+    AutotuneOptions,
+    DistributeOptions,
+    ExternalStatePolicy,
+    OptimizationOptions,
+    ThreadingOptions,
+    toggle_debug_mode,
+)
 
 #: ``tf.data.experimental.SHARD_HINT``: a ``shard(num_shards=SHARD_HINT)`` placeholder for tf.distribute.
 SHARD_HINT = -1
@@ -84,8 +92,7 @@ def load(path, element_spec=None, compression=None, reader_func=None):
 def assert_cardinality(expected_cardinality: Any) -> Transformation:
     """The dataset with cardinality ``expected_cardinality``; iterating raises FailedPreconditionError
     (TF's message) at the element where the real count proves different."""
-    n = A.integer(expected_cardinality, "expected_cardinality")
-    return lambda dataset: KINDS["AssertCardinality"](dataset, n)
+    return lambda dataset: KINDS["AssertCardinality"](dataset, A.integer(expected_cardinality, "expected_cardinality"))
 
 
 def from_list(elements: Any, name: _Opt[str] = None) -> Dataset:
@@ -116,7 +123,7 @@ def pad_to_cardinality(cardinality: Any, mask_key: str = "valid") -> Transformat
         spec = dataset.element_spec
         if not isinstance(spec, dict):
             raise ValueError("`pad_to_cardinality` requires its input dataset to be a dictionary.")
-        filler = {k: np.zeros(tuple(s.shape), S.host_dtype(s)) for k, s in spec.items()}
+        filler: "dict[str, Any]" = {k: np.zeros(tuple(s.shape), S.host_dtype(s)) for k, s in spec.items()}
         filler[mask_key] = np.False_
         out = dataset.map(lambda d: {**d, mask_key: True})
         return out.concatenate(Dataset.from_tensors(filler).repeat(target - card))
@@ -171,9 +178,10 @@ def enable_debug_mode() -> None:
 def copy_to_device(target_device: Any, source_device: str = "/cpu:0") -> Transformation:
     """The elements put on the JAX device TF's name ``target_device`` names (``"/gpu:0"``; one that
     is not here: the default device, TF's soft placement)."""
-    _extras.resolve_device(source_device, "source_device")
-    device = _extras.resolve_device(target_device, "target_device")
-    return lambda dataset: KINDS["CopyToDevice"](dataset, device)
+    def apply(dataset: Dataset) -> Dataset:   # (the names are parsed here, as TF)
+        _extras.resolve_device(source_device, "source_device")
+        return KINDS["CopyToDevice"](dataset, _extras.resolve_device(target_device, "target_device"))
+    return apply
 
 
 def prefetch_to_device(device: Any, buffer_size: Any = None) -> Transformation:

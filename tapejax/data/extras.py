@@ -69,9 +69,8 @@ class Reducer:
 
     def __init__(self, init_func: Callable[..., Any], reduce_func: Callable[..., Any],
                  finalize_func: Callable[..., Any]):
-        self._init_func = A.callable_arg(init_func)
-        self._reduce_func = A.callable_arg(reduce_func)
-        self._finalize_func = A.callable_arg(finalize_func)
+        # (checked where they are used, as TF: ``group_by_reducer``)
+        self._init_func, self._reduce_func, self._finalize_func = init_func, reduce_func, finalize_func
 
     @property
     def init_func(self) -> Callable[..., Any]:
@@ -96,6 +95,8 @@ class GroupByReducer(PyStream):
         if not isinstance(reducer, Reducer):
             raise TypeError("Invalid `reducer`. `reducer` must be a tf.data.experimental.Reducer; got "
                             f"{reducer!r} of type {type(reducer).__name__}.")
+        for fn in (reducer.init_func, reducer.reduce_func, reducer.finalize_func):
+            A.callable_arg(fn)
         x64, spec = input._x64, input.element_spec
         int64 = int64_name(x64)
         self._key = scalar_function(key_func, spec, x64, "group_by_reducer()", "key_func", int64)

@@ -29,9 +29,9 @@ from typing import Any, Callable, List
 import jax
 import numpy as np
 
+from ..compile.signature import TensorSpec
 from ..core import state as _state
 from ..core.errors import FailedPreconditionError, InvalidArgumentError, OutOfRangeError
-from ..compile.signature import TensorSpec
 from ..core.tensor import Tensor, TensorShape
 from . import structure as S
 from .build import Build
@@ -77,7 +77,14 @@ def _is_bytes(c: Any) -> bool:
     return isinstance(c, (np.bytes_, np.ndarray)) and np.asarray(c).dtype.kind == "S"
 
 
+_WARNED: set = set()
+
+
 def _deprecated(name: str) -> None:
+    """TF's deprecation notice, logged once per property."""
+    if name in _WARNED:
+        return
+    _WARNED.add(name)
     _log.warning("Iterator.%s is deprecated and will be removed in a future version (TF's notice). Instructions "
                  "for updating: use `iterator.element_spec`.", name)
 

@@ -96,7 +96,7 @@ class AutoShardPolicy(enum.IntEnum):
     HINT = 3
 
 
-class AutotuneAlgorithm(enum.IntEnum):
+class AutotuneAlgorithm(enum.Enum):
     """``tf.data.experimental.AutotuneAlgorithm``: TF's autotuner's algorithm."""
     DEFAULT = 0
     HILL_CLIMB = 1
@@ -105,7 +105,7 @@ class AutotuneAlgorithm(enum.IntEnum):
     STAGE_BASED = 4
 
 
-class ExternalStatePolicy(enum.IntEnum):
+class ExternalStatePolicy(enum.Enum):
     """``tf.data.experimental.ExternalStatePolicy``: what saving a pipeline with external state does."""
     WARN = 0
     IGNORE = 1
