@@ -7,6 +7,8 @@ name below is imported from the module that defines it, in the order the
 layers build on each other (dtypes and tensors, the op entry point and the
 tape, gradient control, compiled steps, training), and ``__all__`` lists them.
 """
+from types import SimpleNamespace as _SimpleNamespace
+
 from .core import errors
 from . import ops as _ops  # noqa: F401  (importing the op families registers the ops and Tensor operators)
 from .core.dtypes import (DType, as_dtype, bfloat16, bool, complex64, complex128, double, float16, float32,
@@ -77,11 +79,14 @@ from . import train
 from .train import saved_model
 from . import compat
 from . import data
+from .data.optional import Optional as _Optional
 from .compat import config, debugging, summary, test
 from .compat.device import device
 from .compat.device_spec import DeviceSpec
 
 newaxis = None
+#: ``tf.experimental``: only ``Optional`` (tf.data's), the rest of TF's experimental namespace is out of scope
+experimental = _SimpleNamespace(Optional=_Optional)
 __version__ = "0.1.0"
 realdiv = divide
 Assert = debugging.Assert
@@ -108,7 +113,7 @@ __all__ = [
     "conv2d_backprop_input_v2", "convert_to_tensor", "cos", "cosh", "cumsum", "custom_gradient", "data",
     "debugging", "deferred_execution", "define_op", "device", "DeviceSpec", "divide", "double", "DType", "dtypes",
     "dynamic_partition", "dynamic_stitch", "eig", "eigvals", "einsum", "ensure_shape", "equal", "errors", "executing_eagerly",
-    "exp", "expand_dims", "extract_volume_patches", "eye", "fftnd", "fill", "float16", "float32", "float64", "floor", "floordiv",
+    "exp", "expand_dims", "experimental", "extract_volume_patches", "eye", "fftnd", "fill", "float16", "float32", "float64", "floor", "floordiv",
     "floormod", "foldl", "foldr", "Function", "function", "gather", "gather_nd", "get_current_name_scope",
     "get_logger", "get_static_value", "grad_pass_through", "gradient_override_map", "gradients", "GradientTape", "greater",
     "greater_equal", "group", "guarantee_const", "half", "hessians", "histogram_fixed_width",

@@ -67,7 +67,6 @@ MISSING = {
         "keras_alias": "initializers losses metrics",
         "typespec": "IndexedSlicesSpec NoneTensorSpec OptionalSpec RaggedTensorSpec SparseTensorSpec TensorArraySpec "
                     "TypeSpec type_spec_from_value",
-        "experimental": "experimental",
     },
     "math": {},
     "nn": {
@@ -229,3 +228,42 @@ def test_dataset_methods_missing_are_the_listed_ones():
     ours = {n for n in dir(tf.data.Dataset) if not n.startswith("_")}
     assert {n for n in TF_DATASET if n not in ours} == set(DATASET_MISSING)
     assert all(reason in REASONS for reason in DATASET_MISSING.values())
+
+
+#: TF 2.21's ``tf.data``, ``tf.data.experimental`` and iterator names (``dir``) tapejax lacks, with the reason.
+TF_DATA = ("AUTOTUNE Dataset DatasetSpec FixedLengthRecordDataset INFINITE_CARDINALITY Iterator IteratorSpec "
+           "NumpyIterator Options TFRecordDataset TextLineDataset ThreadingOptions UNKNOWN_CARDINALITY "
+           "experimental").split()
+DATA_MISSING = {"IteratorSpec": "typespec", "TFRecordDataset": "proto"}
+TF_DATA_EXPERIMENTAL = (
+    "AUTOTUNE AutoShardPolicy AutotuneAlgorithm AutotuneOptions Counter CsvDataset DatasetInitializer "
+    "DistributeOptions ExternalStatePolicy INFINITE_CARDINALITY OptimizationOptions Optional RandomDataset Reducer "
+    "SHARD_HINT ServiceOptions SqlDataset TFRecordWriter ThreadingOptions UNKNOWN_CARDINALITY assert_cardinality at "
+    "bucket_by_sequence_length cardinality choose_from_datasets copy_to_device dense_to_ragged_batch "
+    "dense_to_sparse_batch distributed_save enable_debug_mode enumerate_dataset from_list from_variant "
+    "get_model_proto get_next_as_optional get_single_element get_structure group_by_reducer group_by_window "
+    "ignore_errors index_table_from_dataset load make_batched_features_dataset make_csv_dataset "
+    "make_saveable_from_iterator map_and_batch pad_to_cardinality parallel_interleave parse_example_dataset "
+    "prefetch_to_device rejection_resample sample_from_datasets save scan service shuffle_and_repeat snapshot "
+    "table_from_dataset take_while to_variant unbatch unique").split()
+DATA_EXPERIMENTAL_MISSING = {
+    "DatasetInitializer": "resource", "index_table_from_dataset": "resource", "table_from_dataset": "resource",
+    "from_variant": "resource", "to_variant": "resource", "dense_to_ragged_batch": "ragged",
+    "dense_to_sparse_batch": "sparse", "SqlDataset": "subsystem", "TFRecordWriter": "proto",
+    "make_batched_features_dataset": "proto", "parse_example_dataset": "proto", "get_model_proto": "proto",
+    "ServiceOptions": "distributed", "service": "distributed", "distributed_save": "distributed",
+    "make_saveable_from_iterator": "tf1"}
+TF_ITERATOR = "element_spec get_next get_next_as_optional next output_classes output_shapes output_types".split()
+
+
+@pytest.mark.parametrize("ns,names,missing_", [
+    ("data", TF_DATA, DATA_MISSING), ("data.experimental", TF_DATA_EXPERIMENTAL, DATA_EXPERIMENTAL_MISSING),
+    ("data.Iterator", TF_ITERATOR, {})])
+def test_data_names_missing_are_the_listed_ones(ns, names, missing_):
+    mod = _namespace(ns)
+    assert {n for n in names if not _has(mod, n)} == set(missing_)
+    assert all(reason in REASONS for reason in missing_.values())
+
+
+def test_tf_experimental_has_optional_only():
+    assert tf.experimental.Optional is tf.data.experimental.Optional

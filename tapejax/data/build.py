@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional
 
 from . import args as A
-from .options import Options
+from .options import Options, debug_mode
 
 
 @dataclass
@@ -26,8 +26,8 @@ class Build:
     output_random_access: bool = False
 
     def threads(self, requested: Optional[int]) -> int:
-        """Worker threads for ``num_parallel_calls=requested`` (None: 0, run in order)."""
-        if requested is None:
+        """Worker threads for ``num_parallel_calls=requested`` (None, or debug mode: 0, run in order)."""
+        if requested is None or debug_mode():
             return 0
         if requested == A.AUTOTUNE:
             if self.options.autotune.enabled is False:

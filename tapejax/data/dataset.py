@@ -107,7 +107,7 @@ class Dataset:
             if isinstance(s, DatasetSpec):
                 raise TypeError("Dataset.as_numpy_iterator() is not supported for datasets that produce values of "
                                 f"type {s!r} (elements that are Datasets: iterate each one).")
-        return _iterator.Iterator(self, numpy=True)
+        return _iterator.NumpyIterator(self)
 
     def _build(self, ctx: Build) -> Any:
         """The grain dataset for one iteration (a ``nodes.Node`` or a grain ``IterDataset``)."""

@@ -42,6 +42,7 @@ from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError, OperatorNotAllowedInGraphError
 from ..core.tensor import Tensor
 from . import structure as S
+from .options import debug_mode
 
 # Errors that mean "this function cannot be one traced program; run it eagerly".
 _EAGER_ERRORS: Tuple[type, ...] = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
@@ -163,6 +164,8 @@ class StructuredFunction:
         self._run: Optional[Callable[[Sequence[Any]], Tuple[Any, ...]]] = None
         with host_context(x64):
             spec = self._infer()
+        if debug_mode():   # ``enable_debug_mode``: traced once for the spec, then run eagerly (TF's rule)
+            self.eager, self.eager_reason, self._run = True, "tf.data.experimental.enable_debug_mode()", None
         self.output_spec = spec
         self._out_specs: List[S.Spec] = S.flatten(spec)
 

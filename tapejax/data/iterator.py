@@ -22,17 +22,22 @@ and dropping that many elements (past a ``filter``, ``unbatch``, an inner ``pref
 pipeline with ``from_generator`` cannot be saved: TF's FailedPreconditionError at ``save``.
 """
 import contextlib
+import logging
 import zlib
 from typing import Any, Callable, List
 
 import jax
 import numpy as np
 
+from ..compile.signature import TensorSpec
 from ..core import state as _state
 from ..core.errors import FailedPreconditionError, InvalidArgumentError, OutOfRangeError
-from ..core.tensor import Tensor
+from ..core.tensor import Tensor, TensorShape
 from . import structure as S
 from .build import Build
+from .optional import Optional, from_element
+
+_log = logging.getLogger("tapejax")
 
 try:   # JAX's own test: no trace (jit, vmap, grad, eval_shape ...) is running on this thread
     from jax._src.core import trace_state_clean as _trace_state_clean
@@ -70,6 +75,31 @@ def _device_put(device: Any, x64: bool) -> Callable[[tuple], tuple]:
 
 def _is_bytes(c: Any) -> bool:
     return isinstance(c, (np.bytes_, np.ndarray)) and np.asarray(c).dtype.kind == "S"
+
+
+_WARNED: set = set()
+
+
+def _deprecated(name: str) -> None:
+    """TF's deprecation notice, logged once per property."""
+    if name in _WARNED:
+        return
+    _WARNED.add(name)
+    _log.warning("Iterator.%s is deprecated and will be removed in a future version (TF's notice). Instructions "
+                 "for updating: use `iterator.element_spec`.", name)
+
+
+def output_device(dataset: Any) -> Any:
+    """The device a ``copy_to_device`` / ``prefetch_to_device`` at the end of the plan names (through
+    ``prefetch`` and ``with_options``), else None (the default device)."""
+    d = dataset
+    while True:
+        target = getattr(d, "target_device", None)
+        if target is not None:
+            return target
+        if type(d).__name__ not in ("Prefetch", "WithOptions") or len(d._inputs) != 1:
+            return None
+        d = d._inputs[0]
 
 
 _STATE_FORMAT = 0x7D17   # the first word of a saved state (its layout's version)
@@ -122,7 +152,7 @@ class Iterator:
         self._dataset = dataset
         self._spec = dataset.element_spec
         self._numpy = numpy
-        device = jax.config.jax_default_device  # pyright: ignore[reportAttributeAccessIssue]
+        device = output_device(dataset) or jax.config.jax_default_device  # pyright: ignore[reportAttributeAccessIssue]
         self._move = jax.default_backend() != "cpu" or device is not None
         self._device = device or jax.devices()[0]
         plan = _plan(dataset)
@@ -225,8 +255,51 @@ class Iterator:
         except StopIteration:
             raise OutOfRangeError(None, None, "End of sequence") from None
 
+    def next(self) -> Any:
+        """``next(iterator)`` (TF's Python 2 spelling): StopIteration after the last element."""
+        return self.__next__()
+
+    def get_next_as_optional(self) -> Optional:
+        """The next element as a ``tf.experimental.Optional``: empty after the last element (where
+        ``get_next`` raises), so ``while opt.has_value():`` loops end without an exception."""
+        try:
+            element = self.__next__()
+        except StopIteration:
+            return Optional.empty(self._spec)
+        return from_element(element, self._spec)
+
+    # TF 1's properties, deprecated in TF 2 (TF logs a warning; ``element_spec`` replaces them)
+    @property
+    def output_shapes(self) -> Any:
+        """Each component's ``TensorShape`` in the element's structure (deprecated: ``element_spec``)."""
+        _deprecated("output_shapes")
+        return S.map_structure(lambda s: s.shape if isinstance(s, TensorSpec) else TensorShape([]), self._spec)
+
+    @property
+    def output_types(self) -> Any:
+        """Each component's dtype in the element's structure (deprecated: ``element_spec``)."""
+        _deprecated("output_types")
+        return S.map_structure(lambda s: s.dtype if isinstance(s, TensorSpec) else s, self._spec)
+
+    @property
+    def output_classes(self) -> Any:
+        """Each component's Python class in the element's structure (deprecated: ``element_spec``)."""
+        _deprecated("output_classes")
+        return S.map_structure(lambda s: Tensor if isinstance(s, TensorSpec) else type(s), self._spec)
+
     def close(self) -> None:
         """Stop the pipeline's threads now (they also stop when the iterator is collected)."""
         close = getattr(self._it, "close", None)
         if close is not None:
             close()
+
+
+class NumpyIterator(Iterator):
+    """``tf.data.NumpyIterator``: what ``Dataset.as_numpy_iterator()`` gives: the elements as NumPy
+    values (an ndarray per component, a NumPy scalar at rank 0, ``bytes`` for a string)."""
+
+    def __init__(self, dataset: Any):
+        super().__init__(dataset, numpy=True)
+
+    def __repr__(self) -> str:
+        return f"NumpyIterator(element_spec={self._spec!r})"

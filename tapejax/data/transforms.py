@@ -13,7 +13,7 @@ from . import args as A, structure as S
 from .build import Build
 from .dataset import Dataset, kind
 from .functions import StructuredFunction
-from .options import Options
+from .options import Options, debug_mode
 
 INF, UNK = A.INFINITE, A.UNKNOWN
 
@@ -323,6 +323,8 @@ class Cache(Dataset):
 
 
 def _prefetch_size(size: int, ctx: Build) -> int:
+    if debug_mode():   # (``enable_debug_mode``: no background thread)
+        return 0
     if size != A.AUTOTUNE:
         return size
     return 1 if ctx.options.autotune.enabled is False else 2

@@ -1,0 +1,99 @@
+"""``tf.experimental.Optional`` (also ``tf.data.experimental.Optional``): a value that may be absent.
+
+TF's Optional is a variant tensor; here it is a small Python record: the value (a structure of
+Tensors, or None when empty) and its ``element_spec``.  ``Iterator.get_next_as_optional()``
+gives one per call (empty after the last element, where ``get_next`` raises), for the eager
+pattern ``while opt.has_value(): use(opt.get_value()); opt = it.get_next_as_optional()``.
+``has_value()`` is a scalar bool Tensor, as TF's; ``get_value()`` of an empty Optional raises
+TF's InvalidArgumentError.  ``from_value`` converts with tf.data's nesting rules (tuples and dicts
+are structure, a list is one tensor) and works inside ``tapejax.function`` too.
+"""
+from typing import Any
+
+from ..compile.signature import TensorSpec
+from ..core.convert import constant, convert_to_tensor
+from ..core.errors import InvalidArgumentError
+from ..core.tensor import Tensor
+from . import structure as S
+
+_EMPTY = object()
+
+
+def _spec_of_value(value: Any) -> Any:
+    if value is None:
+        return S.NoneTensorSpec()
+    if isinstance(value, Tensor):
+        return TensorSpec(tuple(value._value.shape), value.dtype)
+    if hasattr(type(value), "_build_stream"):   # a Dataset (this module imports none: no cycle)
+        return S.DatasetSpec(value.element_spec)
+    raise TypeError(f"Optional: {value!r} is not a tensor component")
+
+
+def _is_spec(x: Any) -> bool:
+    return isinstance(x, (TensorSpec, S.NoneTensorSpec, S.DatasetSpec))
+
+
+class Optional:
+    """``tf.experimental.Optional``: ``has_value()``, ``get_value()``, ``element_spec``; made by
+    ``Optional.from_value(value)``, ``Optional.empty(element_spec)`` or
+    ``Iterator.get_next_as_optional()``."""
+
+    __slots__ = ("_value", "_spec")
+
+    def __init__(self, value: Any, element_spec: Any, _token: Any = None):
+        if _token is not _EMPTY:
+            raise TypeError("Can't instantiate Optional directly: use Optional.from_value(value), "
+                            "Optional.empty(element_spec) or Iterator.get_next_as_optional().")
+        self._value = value
+        self._spec = element_spec
+
+    @staticmethod
+    def from_value(value: Any) -> "Optional":
+        """An Optional holding ``value`` (a structure of tensors; Python and NumPy values become Tensors)."""
+        leaves = S.flatten(value)
+        if all(v is None for v in leaves):
+            raise InvalidArgumentError(None, None, "Optional.from_value: `value` must hold at least one tensor "
+                                       f"component; got {value!r} (Length for attr 'Toutput_types' of 0 must be "
+                                       "at least minimum 1).")
+        comps = [c if c is None or isinstance(c, Tensor) or hasattr(type(c), "_build_stream") else convert_to_tensor(c)
+                 for c in leaves]
+        packed = S.pack(value, comps)
+        return Optional(packed, S.pack(value, [_spec_of_value(c) for c in comps]), _EMPTY)
+
+    @staticmethod
+    def empty(element_spec: Any) -> "Optional":
+        """An Optional with no value whose value would have ``element_spec`` (a structure of
+        ``TensorSpec`` s)."""
+        leaves = S.flatten(element_spec)
+        bad = [s for s in leaves if not _is_spec(s)]
+        if bad or not leaves:
+            raise TypeError("Optional.empty: `element_spec` must be a (nested) structure of tf.TypeSpec "
+                            f"(TensorSpec ...); got {element_spec!r}.")
+        return Optional(None, element_spec, _EMPTY)
+
+    def has_value(self, name: Any = None) -> Tensor:
+        """A scalar bool Tensor: whether a value is held."""
+        return constant(self._value is not None)
+
+    def get_value(self, name: Any = None) -> Any:
+        """The value; InvalidArgumentError when the Optional is empty."""
+        if self._value is None:
+            raise InvalidArgumentError(None, None, "The given optional does not have a value.")
+        return self._value
+
+    @property
+    def element_spec(self) -> Any:
+        """The structure of the value's specs (a ``TensorSpec`` per component)."""
+        return self._spec
+
+    def __repr__(self) -> str:
+        state = "empty" if self._value is None else "has a value"
+        return f"<Optional ({state}) element_spec={self._spec!r}>"
+
+
+def from_element(element: Any, element_spec: Any) -> Optional:
+    """An Optional holding an iterator's element (already Tensors in ``element_spec``'s structure)."""
+    return Optional(element, element_spec, _EMPTY)
+
+
+__all__ = ["Optional"]
