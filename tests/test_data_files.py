@@ -30,7 +30,7 @@ def _files(tmp_path, n=3):
 def test_list_files_feeds_interleave_with_bytes(tmp_path):
     files = D.list_files(_files(tmp_path), shuffle=False)
     names = list(files)
-    assert all(isinstance(f, np.bytes_) for f in names)   # host bytes, not Tensors
+    assert all(type(f) is bytes for f in names)   # host bytes (Python ``bytes``), not Tensors
     assert [os.path.basename(f.decode()) for f in names] == ["part0.npy", "part1.npy", "part2.npy"]
     assert files.element_spec.dtype.name == "string" and files.element_spec.shape == ()
     seen = []
@@ -40,19 +40,77 @@ def test_list_files_feeds_interleave_with_bytes(tmp_path):
         return D.from_tensor_slices(np.load(f.decode()))
     rows = files.interleave(read, cycle_length=2, num_parallel_calls=2)
     assert [float(x) for x in rows] == [0, 10, 1, 11, 2, 12, 20, 21, 22]
-    assert set(seen) == {np.bytes_}
+    assert set(seen) == {bytes}
 
 
 def test_string_components_batch_save_and_snapshot(tmp_path):
     files = D.list_files(_files(tmp_path), shuffle=False)
     batch = next(iter(files.batch(2)))
-    assert isinstance(batch, np.ndarray) and batch.dtype.kind == "S" and batch.shape == (2,)
+    assert isinstance(batch, np.ndarray) and batch.dtype == object and batch.shape == (2,)
+    assert all(type(b) is bytes for b in batch)
     files.save(str(tmp_path / "saved"))
     back = D.load(str(tmp_path / "saved"))
     assert back.element_spec == files.element_spec
     assert list(back.as_numpy_iterator()) == list(files.as_numpy_iterator())
     snap = files.snapshot(str(tmp_path / "snap"))
     assert list(snap.as_numpy_iterator()) == list(snap.as_numpy_iterator()) == list(files.as_numpy_iterator())
+
+
+def _strings():
+    return tf.data.experimental.from_list([b"ab\x00\x00", b"\x00", b"c"])
+
+
+def test_string_values_keep_trailing_nuls_in_structure_helpers():
+    from tapejax.data import structure as S
+    rows = [b"a\x00", b"", b"\x00\x00"]
+    batch = S.stack_strings(rows)
+    assert batch.dtype == object and batch.tolist() == rows
+    assert S.stack_strings([batch, batch]).tolist() == [rows, rows]
+    data, lengths = S.encode_strings(batch)
+    assert data.dtype == np.uint8 and lengths.tolist() == [2, 0, 2]
+    assert S.decode_strings(data, lengths).tolist() == rows
+    assert S.decode_strings(*S.encode_strings(b"x\x00")) == b"x\x00"
+    assert type(S.string_value(np.bytes_(b"q"))) is bytes
+    assert S.string_value([["a", b"b\x00"]]).tolist() == [[b"a", b"b\x00"]]
+    with pytest.raises(TypeError, match="bytes or str"):
+        S.string_value([1, 2])
+
+
+def test_string_cache_file_keeps_bytes_and_reads_version_1(tmp_path):
+    path = str(tmp_path / "c")
+    ds = _strings().cache(path)
+    assert list(ds) == list(ds) == [b"ab\x00\x00", b"\x00", b"c"]   # (written, then read back)
+    old = str(tmp_path / "old")   # a version 1 cache file: strings as ``S`` arrays
+    np.savez(old + ".tapejax-cache.npz", **{"0/0": np.asarray(b"zz"), "__meta__": np.asarray(json.dumps(
+        {"format": "tapejax-data-cache", "version": 1, "dtypes": [["bytes2"]]}))})
+    assert list(tf.data.experimental.from_list([b"??"]).cache(old)) == [b"zz"]
+
+
+def test_string_save_of_version_1_still_loads(tmp_path):
+    d = tmp_path / "saved"
+    _strings().batch(2).save(str(d))
+    meta = json.loads((d / "tapejax-dataset.json").read_text())
+    assert meta["version"] == 2
+    part = d / meta["shards"][0]["parts"][0][0]
+    with np.load(part) as f:
+        assert sorted(f.files) == ["c0/0.bytes", "c0/0.len", "c0/1.bytes", "c0/1.len"]   # (shapes 2 and 1)
+    np.savez(str(part), **{"c0/0": np.asarray([b"ab", b""]), "c0/1": np.asarray([b"c"])})   # version 1's form
+    meta["version"] = 1
+    (d / "tapejax-dataset.json").write_text(json.dumps(meta))
+    got = list(D.load(str(d)).as_numpy_iterator())
+    assert [g.tolist() for g in got] == [[b"ab", b""], [b"c"]] and all(g.dtype == object for g in got)
+    meta["version"] = 3
+    (d / "tapejax-dataset.json").write_text(json.dumps(meta))
+    with pytest.raises(DataLossError, match="version 3"):
+        D.load(str(d))
+
+
+def test_string_padding_values(tmp_path):
+    ds = _strings()
+    assert [b.tolist() for b in ds.padded_batch(2, padding_values="-").as_numpy_iterator()] == [
+        [b"ab\x00\x00", b"\x00"], [b"c"]]
+    with pytest.raises(TypeError, match="padding_values"):
+        ds.padded_batch(2, padding_values=0)
 
 
 def test_map_over_strings_names_the_way_out(tmp_path):

@@ -180,7 +180,7 @@ class CopyToDevice(Dataset):
         device = self._device
 
         def put(el: Element) -> Element:
-            return tuple(jax.device_put(c, device) if S.is_array(c) and np.dtype(c.dtype).kind != "S" else c
+            return tuple(jax.device_put(c, device) if S.is_array(c) and not S.is_bytes(c) else c
                          for c in el)
         return self._inputs[0]._build_stream(ctx).map(put)
 

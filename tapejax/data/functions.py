@@ -151,8 +151,8 @@ class StructuredFunction:
         if any(getattr(getattr(s, "dtype", None), "name", None) == "string" for s in self._in_specs):
             raise TypeError(f"{transformation}: the elements have string components ({input_spec!r}), which a "
                             "function compiled with JAX cannot take (tapejax has no string tensors). Use them in "
-                            "`interleave` / `flat_map` functions (they get NumPy bytes), or map them to integer "
-                            "ids on the host.")
+                            "`interleave` / `flat_map` functions (they get them as Python `bytes`, an object array "
+                            "of `bytes` when batched), or map them to integer ids on the host.")
         self._name = transformation
         self._x64 = x64
         self.eager = False

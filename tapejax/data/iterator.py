@@ -67,14 +67,10 @@ def _device_put(device: Any, x64: bool) -> Callable[[tuple], tuple]:
         if jax.enable_x64.value != x64:
             with jax.enable_x64(x64):
                 return put(element)
-        return tuple(c if c is None or (not move and isinstance(c, jax.Array)) or _is_bytes(c) else _put(c, device)
+        return tuple(c if c is None or (not move and isinstance(c, jax.Array)) or S.is_bytes(c) else _put(c, device)
                      for c in element)
     move = jax.default_backend() != "cpu"   # (a single CPU device: a jax.Array is where it must be)
     return put
-
-
-def _is_bytes(c: Any) -> bool:
-    return isinstance(c, (np.bytes_, np.ndarray)) and np.asarray(c).dtype.kind == "S"
 
 
 _WARNED: set = set()
@@ -242,8 +238,8 @@ class Iterator:
     def _tensor(self, c: Any) -> Any:
         if c is None or hasattr(type(c), "_build_stream"):   # (a window's components are Datasets)
             return c
-        if _is_bytes(c):   # a string component stays NumPy bytes on the host (``strings``)
-            return c[()] if isinstance(c, np.ndarray) and c.ndim == 0 else c
+        if S.is_bytes(c):   # a string component stays host bytes (``strings``)
+            return c
         if self._move or not isinstance(c, jax.Array):
             c = _put(c, self._device)
         return Tensor(c)

@@ -83,10 +83,13 @@ class Unique(PyStream):
     def _elements(self, ctx: Build) -> Iterator[Element]:
         seen: set = set()
         for el in read(self._inputs[0], ctx):
-            v = np.asarray(el[0])
-            if v.ndim != 0:
-                raise InvalidArgumentError(None, None, f"unique: expected a scalar element; got shape {v.shape}.")
-            key = v.item()
+            if isinstance(el[0], bytes):   # a string (every byte counts: not via NumPy ``S``)
+                key: Any = el[0]
+            else:
+                v = np.asarray(el[0])
+                if v.ndim != 0:
+                    raise InvalidArgumentError(None, None, f"unique: expected a scalar element; got shape {v.shape}.")
+                key = v.item()
             if key not in seen:
                 seen.add(key)
                 yield el

@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core.errors import DataLossError, InvalidArgumentError
+from . import structure as S
 from ._grain import require
 
 grain = require()
@@ -53,13 +54,13 @@ def stack(elements: Sequence[Element]) -> Element:
             continue
         comps = [e[k] for e in elements]
         try:
-            out.append(np.stack(comps))
+            out.append(S.stack_strings(comps) if S.is_bytes(comps[0]) else np.stack(comps))
         except ValueError:
-            shape0 = np.shape(comps[0])
-            bad = next(i for i, c in enumerate(comps) if np.shape(c) != shape0)
+            shape0 = S.string_shape(comps[0])
+            bad = next(i for i, c in enumerate(comps) if S.string_shape(c) != shape0)
             raise InvalidArgumentError(
                 f"Cannot batch tensors with different shapes in component {k}: first element had shape "
-                f"{list(shape0)} and element {bad} had shape {list(np.shape(comps[bad]))}. Use "
+                f"{list(shape0)} and element {bad} had shape {list(S.string_shape(comps[bad]))}. Use "
                 "padded_batch to pad them to a common shape.") from None
     return tuple(out)
 
@@ -78,7 +79,8 @@ class Padding:
             if comps[0] is None:
                 out.append(None)
                 continue
-            comps = [np.asarray(c) for c in comps]
+            strings = S.is_bytes(comps[0])
+            comps = [np.asarray(c, dtype=object if strings else None) for c in comps]
             longest = np.max([c.shape for c in comps], axis=0) if comps[0].ndim else ()
             target = tuple(int(m) if d is None else d for d, m in zip(shape or longest, longest)) \
                 if comps[0].ndim else ()
@@ -88,7 +90,7 @@ class Padding:
                     raise DataLossError(None, None, f"Attempted to pad to a smaller size than the input element: "
                                         f"component {k} has shape {list(c.shape)}, padded_shapes asks for "
                                         f"{list(target)}.")
-                batch[(i,) + tuple(slice(0, n) for n in c.shape)] = c
+                batch[(i,) + tuple(slice(0, n) for n in c.shape)] = c if c.ndim else c[()]
             out.append(batch)
         return tuple(out)
 
@@ -485,13 +487,17 @@ def _write_cache(path: str, elements: List[Element]) -> None:
             if c is None:
                 row.append(None)
                 continue
+            if S.is_bytes(c):   # (every byte: lengths and the bytes, not an ``S`` array)
+                row.append("string")
+                arrays[f"{i}/{k}/bytes"], arrays[f"{i}/{k}/len"] = S.encode_strings(c)
+                continue
             a = np.asarray(c)
             row.append(a.dtype.name)
             if a.dtype.kind == "V" or a.dtype.name == "bfloat16":   # (NumPy cannot store it natively)
                 a = a.view(f"u{a.dtype.itemsize}")
             arrays[f"{i}/{k}"] = a
         dtypes.append(row)
-    arrays["__meta__"] = np.asarray(json.dumps({"format": "tapejax-data-cache", "version": 1, "dtypes": dtypes}))
+    arrays["__meta__"] = np.asarray(json.dumps({"format": "tapejax-data-cache", "version": 2, "dtypes": dtypes}))
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-cache-", suffix=".npz", dir=d)
@@ -518,7 +524,13 @@ def _read_cache(path: str) -> List[Element]:
                 if name is None:
                     el.append(None)
                     continue
+                if name == "string":
+                    el.append(S.decode_strings(f[f"{i}/{k}/bytes"], f[f"{i}/{k}/len"]))
+                    continue
                 a = f[f"{i}/{k}"]
+                if a.dtype.kind == "S":   # (a version 1 cache: strings were ``S`` arrays)
+                    el.append(S.string_value(a))
+                    continue
                 want = jnp.dtype(name)
                 el.append(a.view(want) if a.dtype != want else a)
             out.append(tuple(el))

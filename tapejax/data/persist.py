@@ -4,7 +4,7 @@ The format is tapejax's own (TF's snapshot files, protobuf records, are not read
 
 ```
 path/
-  tapejax-dataset.json       {"format": "tapejax.data.save", "version": 1, "element_spec": ...,
+  tapejax-dataset.json       {"format": "tapejax.data.save", "version": 2, "element_spec": ...,
                               "cardinality": n, "compression": "GZIP" | "SNAPPY" | "",
                               "run": "run-<hex>", "shards": [{"index": s, "parts": [[file, count], ...]}]}
   run-<hex>/shard-00000000-part-00000.npz   ...
@@ -13,6 +13,10 @@ path/
 Each part holds up to ``PART`` elements of one shard as NumPy arrays (``np.savez``, read back with
 ``allow_pickle=False``): component ``k`` is one stacked array ``c{k}`` when every element of the
 part has the same shape, else one array ``c{k}/{i}`` per element; a None component stores nothing.
+A string component (version 2) is two arrays, ``c{k}.bytes`` (its values' bytes concatenated,
+uint8) and ``c{k}.len`` (their lengths, int64, the stacked shape), or ``c{k}/{i}.bytes`` /
+``c{k}/{i}.len`` per element, so that every byte survives; version 1 saves (strings as ``S``
+arrays, trailing NUL bytes already lost) still load.
 The JSON names the element structure (dicts, tuples, namedtuples, ``TensorSpec`` s with dtype
 names), so ``load`` recovers ``element_spec`` and cardinality without being told.  A write goes
 to a fresh ``run-*`` directory and the JSON is replaced last (``os.replace``): a save that stops
@@ -49,6 +53,8 @@ from .structure import DatasetSpec, NoneTensorSpec
 
 META = "tapejax-dataset.json"
 FORMAT = "tapejax.data.save"
+#: 2: string components as bytes and lengths (every byte kept); 1 (still read): as ``S`` arrays.
+VERSION = 2
 PART = 1024   # elements per part file
 
 
@@ -126,15 +132,19 @@ def _np_name(name: str) -> Any:
 
 # -- parts ------------------------------------------------------------------------------
 
-def _host(c: Any) -> np.ndarray:
-    a = np.asarray(c)
-    if a.dtype.kind in "OU":
-        a = a.astype(np.bytes_)
-    return a
-
-
 def _storable(a: np.ndarray) -> np.ndarray:
     return a.view(f"u{a.dtype.itemsize}") if a.dtype.kind == "V" or a.dtype.name == "bfloat16" else a
+
+
+def _write_strings(arrays: Dict[str, Any], key: str, comps: List[Any]) -> None:
+    """String components as ``key.bytes`` / ``key.len`` (stacked when their shapes agree), or per
+    element ``key/i.bytes`` / ``key/i.len``: every byte kept (``structure.encode_strings``)."""
+    shape = S.string_shape(comps[0])
+    if all(S.string_shape(c) == shape for c in comps):
+        arrays[f"{key}.bytes"], arrays[f"{key}.len"] = S.encode_strings(S.stack_strings(comps))
+    else:
+        for i, c in enumerate(comps):
+            arrays[f"{key}/{i}.bytes"], arrays[f"{key}/{i}.len"] = S.encode_strings(c)
 
 
 def write_part(path: str, elements: List[Element], compression: str) -> None:
@@ -142,7 +152,10 @@ def write_part(path: str, elements: List[Element], compression: str) -> None:
     for k in range(len(elements[0])):
         if elements[0][k] is None:
             continue
-        comps = [_host(el[k]) for el in elements]
+        if S.is_bytes(elements[0][k]):
+            _write_strings(arrays, f"c{k}", [el[k] for el in elements])
+            continue
+        comps = [np.asarray(el[k]) for el in elements]
         if all(c.shape == comps[0].shape and c.dtype == comps[0].dtype for c in comps):
             arrays[f"c{k}"] = _storable(np.stack(comps))
         else:
@@ -164,6 +177,10 @@ def read_part(path: str, count: int, specs: List[Any]) -> Iterator[Element]:
         for k, s in enumerate(specs):
             if isinstance(s, NoneTensorSpec):
                 columns.append(None)
+            elif f"c{k}.len" in f.files:
+                columns.append(S.decode_strings(f[f"c{k}.bytes"], f[f"c{k}.len"]))
+            elif f"c{k}/0.len" in f.files:
+                columns.append([S.decode_strings(f[f"c{k}/{i}.bytes"], f[f"c{k}/{i}.len"]) for i in range(count)])
             elif f"c{k}" in f.files:
                 columns.append(_typed(f[f"c{k}"], s))
             else:
@@ -174,7 +191,7 @@ def read_part(path: str, count: int, specs: List[Any]) -> Iterator[Element]:
 
 def _typed(a: np.ndarray, spec: Any) -> np.ndarray:
     if getattr(spec.dtype, "name", None) == "string":
-        return a
+        return S.string_value(a)   # (a version 1 save: strings were ``S`` arrays)
     want = np.dtype(spec.dtype._np)
     if a.dtype == want:
         return a
@@ -219,7 +236,7 @@ class Writer:
     def finish(self) -> None:
         for s in list(self._buffers):
             self._flush(s)
-        meta = {"format": FORMAT, "version": 1, "element_spec": self._spec_json, "cardinality": self._count,
+        meta = {"format": FORMAT, "version": VERSION, "element_spec": self._spec_json, "cardinality": self._count,
                 "compression": self._compression, "run": self._run,
                 "shards": [{"index": s, "parts": [list(p) for p in self._parts[s]]} for s in sorted(self._parts)]}
         tmp = os.path.join(self._dir, f".{META}.{self._run}")
@@ -291,6 +308,9 @@ def read_meta(path: str) -> Optional[dict]:
         raise DataLossError(None, None, f"{f} is not a tapejax.data save description.") from None
     if meta.get("format") != FORMAT:
         raise DataLossError(None, None, f"{f} is not a tapejax.data save description.")
+    if int(meta.get("version", 1)) > VERSION:
+        raise DataLossError(None, None, f"{f} is a tapejax.data save of format version {meta['version']}; this "
+                            f"tapejax reads versions up to {VERSION} (a newer tapejax wrote it).")
     return meta
 
 

@@ -59,19 +59,10 @@ def read_new(dataset: Dataset) -> Iterator[Element]:
 
 
 def to_user(spec: Any, comps: Sequence[Any]) -> Any:
-    """A flat element as the user sees it: Tensors (Datasets as they are) in ``spec``'s structure."""
-    return S.pack(spec, [c if c is None or isinstance(c, Dataset) else _host_bytes(c) if _is_bytes(c)
+    """A flat element as the user sees it: Tensors (Datasets and string components' host bytes as
+    they are) in ``spec``'s structure."""
+    return S.pack(spec, [c if c is None or isinstance(c, Dataset) or S.is_bytes(c)
                          else Tensor(jnp.asarray(c)) for c in comps])
-
-
-def _is_bytes(c: Any) -> bool:
-    return isinstance(c, (np.bytes_, np.ndarray)) and np.asarray(c).dtype.kind == "S"
-
-
-def _host_bytes(c: Any) -> Any:
-    """A string component as a function sees it: ``np.bytes_`` (an ``S`` array when batched)."""
-    a = np.asarray(c)
-    return a[()] if a.ndim == 0 else a
 
 
 def call(fn: Callable[..., Any], element: Any) -> Any:

@@ -65,7 +65,7 @@ def _names(filenames: Any, what: str) -> Dataset:
         if not isinstance(v, bytes):
             got = "int32" if isinstance(v, (int, np.integer)) else "float32" if isinstance(v, float) else type(v).__name__
             raise TypeError(f"The `filenames` argument must contain `tf.string` elements. Got `tf.{got}` elements.")
-        names.append((np.bytes_(v),))
+        names.append((bytes(v),))
     return Elements(names, string_spec(()), _dtypes.x64_enabled())
 
 
@@ -105,7 +105,7 @@ class _FileReader(PyStream):
         raise NotImplementedError(type(self).__name__)   # every subclass defines it
 
     def _elements(self, ctx: Build) -> Iterator[Element]:
-        names = (bytes(np.asarray(el[0])[()]) for el in read(self._inputs[0], ctx))
+        names = (bytes(el[0]) for el in read(self._inputs[0], ctx))
         if self._parallel is None or self._parallel == 1:
             for name in names:
                 yield from self._records(name)
@@ -144,7 +144,7 @@ class TextLineDataset(_FileReader):
 
     def _records(self, name: bytes) -> Iterator[Element]:
         for line in _lines(name, self._compression):
-            yield (np.bytes_(line),)
+            yield (line,)
 
 
 @kind
@@ -174,7 +174,7 @@ class FixedLengthRecordDataset(_FileReader):
                                        f"{max(body, 0)} bytes, which is not an exact multiple of the record length "
                                        f"({self._record} bytes).")
         for start in range(self._header, self._header + body, self._record):
-            yield (np.bytes_(data[start:start + self._record]),)
+            yield (bytes(data[start:start + self._record]),)
 
 
 # -- CSV ----------------------------------------------------------------------------------
@@ -202,6 +202,8 @@ def _column(default: Any, i: int) -> "tuple[Any, Any]":
             a = np.asarray(S.to_component(v))   # (TF's conversion: Python floats float32, ints int32)
             dtype = _dtypes.as_dtype(a.dtype)
         value = None if a.size == 0 else a.reshape(-1)[0]
+        if dtype is STRING and value is not None:   # (from ``v`` itself: ``S`` values lose trailing NULs)
+            value = np.asarray(S.string_value(v), dtype=object).reshape(-1)[0]
     name = dtype.name
     if name not in _CSV_TYPES:
         raise InvalidArgumentError(None, None, f"Value for attr 'output_types' of {name} is not in the list of "
@@ -211,7 +213,7 @@ def _column(default: Any, i: int) -> "tuple[Any, Any]":
         dtype = _dtypes.as_dtype(store)
         value = None if value is None else store.type(value)
     else:
-        value = None if value is None else np.bytes_(value.encode() if isinstance(value, str) else value)
+        value = None if value is None else S.string_value(value)
     return dtype, value
 
 
@@ -276,7 +278,7 @@ class CsvDataset(_FileReader):
                 raise InvalidArgumentError(None, None, f"Field {c} is required but missing in record!")
             return default
         if dtype is STRING:
-            return np.bytes_(field)
+            return bytes(field)
         np_dtype = np.dtype(dtype._np)
         try:
             if np_dtype.kind == "i":
@@ -310,7 +312,7 @@ def from_list(elements: Any) -> Dataset:
             raise ValueError("The two structures don't have the same nested structure.\n\nFirst structure: "
                              f"{first!r}\n\nSecond structure: {item!r}")
         comps = [_list_component(v) for v in S.flatten(item)]
-        these = [string_spec(np.shape(c)) if np.asarray(c).dtype.kind == "S" else S.spec_of(c) for c in comps]
+        these = [string_spec(S.string_shape(c)) if S.is_bytes(c) else S.spec_of(c) for c in comps]
         if specs is None:
             specs = these
         else:
@@ -325,10 +327,10 @@ def from_list(elements: Any) -> Dataset:
 
 
 def _list_component(v: Any) -> Any:
-    if isinstance(v, (str, bytes)) or (isinstance(v, np.ndarray) and v.dtype.kind in "SU"):
-        a = np.asarray(v).astype(bytes) if not isinstance(v, (str, bytes)) else np.bytes_(
-            v.encode() if isinstance(v, str) else v)
-        return a
+    if isinstance(v, (str, bytes)) or (isinstance(v, np.ndarray) and v.dtype.kind in "SU") or (
+            isinstance(v, (list, np.ndarray)) and np.size(v) > 0 and all(
+                isinstance(x, (str, bytes)) for x in np.asarray(v, dtype=object).reshape(-1))):
+        return S.string_value(v)   # (host bytes, every byte kept)
     return S.to_component(v)
 
 

@@ -1,16 +1,22 @@
-"""String components (``list_files``' file names): host bytes, never device arrays.
+"""String components (``list_files``' file names, the readers' lines and records): host bytes,
+never device arrays.
 
 tapejax has no string tensors (XLA has no string type; ``tapejax.constant("a")`` raises
 TypeError naming integer ids as the way out).  tf.data pipelines still carry strings, file names
 first of all, so a data element may have *string components*: their spec is a ``TensorSpec``
-whose dtype is ``STRING`` (``name == "string"``, as TF's ``tf.string``), and their values are
-NumPy bytes (an ``np.bytes_`` scalar, an ``S`` array after ``batch``).  They stay on the host:
-iterating gives them as NumPy bytes (``np.bytes_`` is a ``bytes``: ``.decode()``, ``open(f)``
-work), ``as_numpy_iterator`` gives ``bytes`` as TF's does.  Transformations that move elements
-(``shuffle``, ``take``, ``skip``, ``repeat``, ``batch``, ``unbatch``, ``zip``, ``enumerate``,
-``shard``, ``concatenate``, ``prefetch``, ``save`` / ``load``, ``snapshot``) carry them; the
-functions of ``interleave`` / ``flat_map`` (run eagerly in Python) receive them as ``np.bytes_``;
-``map`` / ``filter`` functions, compiled by JAX, cannot take them (TypeError naming the way out).
+whose dtype is ``STRING`` (``name == "string"``, as TF's ``tf.string``; ``as_numpy_dtype`` is
+``object``, as TF's), and their values are a Python ``bytes`` (rank 0) or a NumPy object array of
+``bytes`` (after ``batch``), kept on the host (``structure``: ``string_value``,
+``stack_strings``).  Never NumPy ``S`` values: those drop trailing NUL bytes, and a binary record
+(``FixedLengthRecordDataset``) may end in zeros.  Iterating gives them as they are (``bytes``:
+``.decode()``, ``open(f)``, ``np.frombuffer(r, np.uint8)`` work), as does
+``as_numpy_iterator`` (TF's form there).  Transformations that move elements (``shuffle``,
+``take``, ``skip``, ``repeat``, ``batch``, ``padded_batch`` (padding ``b""``), ``unbatch``,
+``rebatch``, ``zip``, ``enumerate``, ``shard``, ``concatenate``, ``cache``, ``prefetch``,
+``unique``, ``save`` / ``load``, ``snapshot``) carry every byte; the functions of
+``interleave`` / ``flat_map`` / ``group_by_window``'s ``reduce_func`` (run eagerly in Python)
+receive them as ``bytes``; ``map`` / ``filter`` / key functions, compiled by JAX, cannot take them
+(TypeError naming the way out).
 """
 import glob
 import os
@@ -27,13 +33,13 @@ from .dataset import Dataset, helper
 
 
 class StringDType(_dtypes.DType):
-    """The dtype of a string component: ``name == "string"`` (TF's ``tf.string``), held as NumPy
-    bytes on the host."""
+    """The dtype of a string component: ``name == "string"`` (TF's ``tf.string``), held as
+    ``bytes`` (object arrays of them) on the host."""
 
     __slots__ = ()
 
     def __init__(self):
-        super().__init__(np.bytes_)
+        super().__init__(np.object_)
 
     @property
     def name(self) -> str:
@@ -53,11 +59,6 @@ def string_spec(shape: Optional[Sequence[Optional[int]]] = ()) -> TensorSpec:
 
 def is_string(spec: Any) -> bool:
     return isinstance(spec, TensorSpec) and isinstance(spec.dtype, StringDType)
-
-
-def is_bytes(component: Any) -> bool:
-    """Whether a component is a string component's value (NumPy bytes)."""
-    return isinstance(component, (np.bytes_, np.ndarray)) and np.asarray(component).dtype.kind == "S"
 
 
 def _patterns(file_pattern: Any) -> List[str]:
@@ -98,7 +99,7 @@ def list_files(file_pattern: Any, shuffle: Any, seed: Any) -> Dataset:
     names.sort()
     from .pystreams import Elements
     spec = string_spec(())
-    ds: Dataset = Elements([(np.bytes_(os.fsencode(n)),) for n in names], spec, _dtypes.x64_enabled())
+    ds: Dataset = Elements([(os.fsencode(n),) for n in names], spec, _dtypes.x64_enabled())
     if shuffle is None or shuffle:
         ds = ds.shuffle(max(len(names), 1), seed=seed)
     return ds

@@ -9,6 +9,12 @@ None) in ``flatten`` order; the structure lives once, in the dataset's ``element
 nesting with a spec per component), and ``pack`` rebuilds it only when an element is handed to
 the user.  A component's dtype is the one a tapejax Tensor of it has (``to_component``: TF's
 conversion rules, int64 held as int32 without JAX's 64-bit mode, float64 only with it).
+
+A *string component* (``strings``: file names, text lines, binary records) is host bytes: a
+Python ``bytes`` at rank 0, a NumPy object array of ``bytes`` at higher ranks (TF's
+``as_numpy_iterator`` form), never NumPy ``S`` values, which drop trailing NUL bytes
+(``np.bytes_(b"a\\x00") == b"a"``).  ``is_bytes``, ``string_value``, ``stack_strings`` and
+``encode_strings`` / ``decode_strings`` (an npz-storable form) keep every byte.
 """
 from typing import Any, Callable, List, Optional, Sequence, Union
 
@@ -198,14 +204,82 @@ def host_dtype(spec: Spec) -> Optional[np.dtype]:
 
 
 def numpy_value(component: Any) -> Any:
-    """A component as ``as_numpy_iterator`` gives it: an ndarray, or a NumPy scalar at rank 0."""
-    if component is None:
-        return None
+    """A component as ``as_numpy_iterator`` gives it: an ndarray, or a NumPy scalar at rank 0
+    (a string: ``bytes``, or an object array of ``bytes``, as TF's)."""
+    if component is None or is_bytes(component):
+        return component
     a = np.asarray(component)
-    if a.ndim == 0 and a.dtype.kind == "S":   # a string: ``bytes``, as TF's
-        return bytes(a[()])
     return a[()] if a.ndim == 0 else a
 
 
 def is_array(x: Any) -> bool:
     return isinstance(x, (np.ndarray, jax.Array))
+
+
+# -- string components -----------------------------------------------------------
+
+def is_bytes(component: Any) -> bool:
+    """Whether a component is a string component's value (``bytes``, or an object / ``S`` array)."""
+    return isinstance(component, bytes) or (isinstance(component, np.ndarray) and component.dtype.kind in "OS")
+
+
+def _one_string(v: Any) -> bytes:
+    if isinstance(v, str):
+        return v.encode()
+    if isinstance(v, bytes):
+        return bytes(v)   # (an ``np.bytes_`` becomes a plain ``bytes``)
+    raise TypeError(f"A string component holds bytes or str values; got {v!r} of type {type(v).__name__}.")
+
+
+def string_value(value: Any) -> Any:
+    """``value`` (``bytes``, ``str``, NumPy bytes, an ``S`` / ``U`` / object array, nested lists of
+    them) as a string component's value: ``bytes`` at rank 0, else an object array of ``bytes``.
+    (An ``S`` array has already lost its values' trailing NUL bytes: make none.)"""
+    if isinstance(value, (bytes, str)):
+        return _one_string(value)
+    a = value if isinstance(value, np.ndarray) else np.asarray(value, dtype=object)
+    if a.ndim == 0:
+        return _one_string(a[()])
+    out = np.empty(a.shape, object)
+    for index, v in np.ndenumerate(a):
+        out[index] = _one_string(v)
+    return out
+
+
+def stack_strings(components: Sequence[Any]) -> np.ndarray:
+    """String components of one shape stacked on a new leading axis (an object array; ValueError
+    when their shapes differ)."""
+    shape = np.shape(components[0]) if not isinstance(components[0], bytes) else ()
+    out = np.empty((len(components),) + tuple(shape), object)
+    for i, c in enumerate(components):
+        if (() if isinstance(c, bytes) else np.shape(c)) != shape:
+            raise ValueError("shapes differ")
+        out[i] = c
+    return out
+
+
+def string_shape(component: Any) -> tuple:
+    return () if isinstance(component, bytes) else tuple(np.shape(component))
+
+
+def encode_strings(value: Any) -> "tuple[np.ndarray, np.ndarray]":
+    """A string component as two numeric arrays (storable with ``allow_pickle=False``): its values'
+    bytes concatenated (uint8) and their lengths (int64, the component's shape)."""
+    if isinstance(value, bytes):
+        return np.frombuffer(value, np.uint8).copy(), np.asarray(len(value), np.int64)
+    flat = [bytes(v) for v in np.asarray(value, dtype=object).reshape(-1)]
+    lengths = np.asarray([len(v) for v in flat], np.int64).reshape(np.shape(value))
+    return np.frombuffer(b"".join(flat), np.uint8).copy(), lengths
+
+
+def decode_strings(data: np.ndarray, lengths: np.ndarray) -> Any:
+    """``encode_strings``' inverse."""
+    raw = np.asarray(data, np.uint8).tobytes()
+    lengths = np.asarray(lengths, np.int64)
+    if lengths.ndim == 0:
+        return raw
+    ends = np.cumsum(lengths.reshape(-1))
+    out = np.empty(lengths.size, object)
+    for i, (start, end) in enumerate(zip(np.concatenate([[0], ends[:-1]]), ends)):
+        out[i] = raw[int(start):int(end)]
+    return out.reshape(lengths.shape)

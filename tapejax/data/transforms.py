@@ -119,14 +119,17 @@ def _padding(element_spec: Any, specs: List[S.Spec], padded_shapes: Any, padding
                                  "corresponding input component.")
             shapes.append(g)
     if padding_values is None:
-        values: List[Any] = [False if s.dtype == _dtypes.bool else 0 for s in specs
-                             if not isinstance(s, S.NoneTensorSpec)]
+        values: List[Any] = [False if s.dtype == _dtypes.bool else b"" if s.dtype.name == "string" else 0
+                             for s in specs if not isinstance(s, S.NoneTensorSpec)]
         values = [None if isinstance(s, S.NoneTensorSpec) else values.pop(0) for s in specs]
     else:
         values = []
         for s, v in zip(specs, _up_to(element_spec, padding_values, "padding_values")):
             if isinstance(s, S.NoneTensorSpec):
                 values.append(None)
+                continue
+            if s.dtype.name == "string" and isinstance(v, (bytes, str)):
+                values.append(S.string_value(v))
                 continue
             a = np.asarray(v.numpy() if isinstance(v, Tensor) else v)
             kind_ok = (a.dtype == s.dtype._np or (isinstance(v, (int, bool)) and s.dtype.is_integer)
