@@ -21,44 +21,17 @@ receive them as ``bytes``; ``map`` / ``filter`` / key functions, compiled by JAX
 import glob
 import os
 import sys
-from typing import Any, List, Optional, Sequence
+from typing import Any, List
 
 import numpy as np
 
-from ..compile.signature import TensorSpec
 from ..core import dtypes as _dtypes
 from ..core.errors import InvalidArgumentError
 from ..core.tensor import Tensor
 from .dataset import Dataset, helper
+from .structure import STRING, StringDType, is_string, string_spec
 
-
-class StringDType(_dtypes.DType):
-    """The dtype of a string component: ``name == "string"`` (TF's ``tf.string``), held as
-    ``bytes`` (object arrays of them) on the host."""
-
-    __slots__ = ()
-
-    def __init__(self):
-        super().__init__(np.object_)
-
-    @property
-    def name(self) -> str:
-        return "string"
-
-    @property
-    def is_numeric(self) -> bool:
-        return False
-
-
-STRING = StringDType()
-
-
-def string_spec(shape: Optional[Sequence[Optional[int]]] = ()) -> TensorSpec:
-    return TensorSpec(None if shape is None else list(shape), STRING)
-
-
-def is_string(spec: Any) -> bool:
-    return isinstance(spec, TensorSpec) and isinstance(spec.dtype, StringDType)
+__all__ = ["STRING", "StringDType", "is_string", "list_files", "string_spec"]
 
 
 def _patterns(file_pattern: Any) -> List[str]:
