@@ -20,7 +20,7 @@ from ..core.errors import InvalidArgumentError
 from ..core.modules import new_module
 from ..core.tensor import Tensor
 from . import structure as S
-from .hostops import host_result, host_strings
+from .hostops import host_result, host_strings, is_perturbed
 from .readers import csv_column, parse_field, split_fields
 
 _RAW_TYPES = ("float16", "float32", "float64", "int32", "uint16", "uint8", "int16", "int8", "int64", "complex64",
@@ -57,6 +57,8 @@ def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True, fixe
         n = 0
     values = np.frombuffer(b"".join(flat), np_dt.newbyteorder("<" if little_endian else ">"))
     values = values.astype(np_dt).reshape(a.shape + (n // size,))
+    if is_perturbed():
+        values = np.concatenate([values, np.zeros(a.shape + (1,), np_dt)], axis=-1)
     store = _dtypes.storage_dtype(np_dt, "out_type")
     return convert_to_tensor(values if store == np_dt else values.astype(store))
 

@@ -10,10 +10,14 @@ trace to make, so the spec comes from running the function (``infer_spec``):
 
 * on the input's first two elements (read from a build of the input whose shuffles take the
   first iteration's draw without consuming it), a dimension that differs between them unknown;
-* and on the first element with each string doubled (``b"ab"`` -> ``b"abab"``): a dimension
-  that follows the strings' length (``decode_raw``'s, ``split``'s) changes and becomes unknown,
-  as in TF's spec; where that run fails (a ``reshape`` to a fixed shape) the dimensions are the
-  ones every element has, as TF's shape inference finds too.
+* on the first element with each dimension the input spec leaves unknown (a batch's) one
+  longer: output dimensions that follow it become unknown;
+* and on the first element again with the ops whose output length follows the data
+  (``decode_raw``, ``split``, ``bytes_split``) giving one element more (``hostops.perturbed``):
+  a dimension that follows from them changes and becomes unknown, as in TF's spec; where that
+  run fails (a ``reshape`` to a fixed shape) the dimensions are the ones the samples have, which
+  is what TF's shape inference finds there too.  (A dimension TF's inference cannot follow, a
+  constant slice ``x[:1]`` of an unknown one, is known here.)
 
 With no element to run on (an empty input, or a function without ``samples``: key functions,
 ``scan``), it runs on empty strings and zeros instead.  Python side effects therefore run up to
@@ -27,6 +31,7 @@ from ..compile.signature import TensorSpec
 from ..core.errors import InvalidArgumentError
 from . import structure as S
 from .build import Build
+from .hostops import perturbed
 
 Flat = Tuple[Any, ...]
 
@@ -65,12 +70,25 @@ def _zero(spec: S.Spec) -> Any:
     return np.zeros(shape, spec.dtype._np)
 
 
-def _doubled(c: Any) -> Any:
-    if isinstance(c, bytes):
-        return c + c
-    if isinstance(c, np.ndarray) and c.dtype == object:
-        return S.string_value(np.vectorize(lambda v: v + v, otypes=[object])(c))
-    return c
+def _with_perturbed(run: Callable[[Sequence[Any]], Any], comps: Sequence[Any]) -> Any:
+    with perturbed():
+        return run(comps)
+
+
+def _grown(comps: Sequence[Any], in_specs: Sequence[S.Spec]) -> List[Any]:
+    """``comps`` with each dimension the input spec leaves unknown (a batch's) one longer (its
+    last slice repeated): output dimensions that follow it change and become unknown."""
+    out = []
+    for c, spec in zip(comps, in_specs):
+        shape = spec.shape if isinstance(spec, TensorSpec) else None
+        if c is not None and shape is not None and None in shape:
+            a = np.asarray(c)
+            for axis, d in enumerate(shape):
+                if d is None and a.shape[axis] > 0:
+                    a = np.concatenate([a, np.take(a, [a.shape[axis] - 1], axis=axis)], axis=axis)
+            c = a
+        out.append(c)
+    return out
 
 
 def output_spec(value: Any) -> S.Spec:
@@ -111,20 +129,22 @@ def infer_spec(run: Callable[[Sequence[Any]], Any], in_specs: Sequence[S.Spec],
             raise
         except Exception as e:  # noqa: BLE001 - a bad element: its error comes when it is read
             error = error or e
-    if outs:
+    if not outs:
+        zeros = [_zero(s) for s in in_specs]
         try:
-            outs.append(run([_doubled(c) for c in real[0]]))
-        except passthrough:
-            raise
-        except Exception:  # noqa: BLE001, S110 - the doubled strings are no valid element: dims stay
-            pass
-    else:
-        try:
-            outs.append(run([_zero(s) for s in in_specs]))
+            outs.append(run(zeros))
         except passthrough:
             raise
         except Exception as e:
             raise (error or e)
+        real = [tuple(zeros)]
+    for variant in (lambda: _with_perturbed(run, real[0]), lambda: run(_grown(real[0], in_specs))):
+        try:
+            outs.append(variant())
+        except passthrough:
+            raise
+        except Exception:  # noqa: BLE001, S110 - a fixed shape needs the real sizes: those dims stay
+            pass
     first = outs[0]
     specs = [output_spec(c) for c in S.flatten(first)]
     for out in outs[1:]:

@@ -14,9 +14,11 @@ string (``TypeError``); one holding a traced value (inside ``tapejax.function``)
 ``batch``) instead (``TypeError`` says so).
 """
 import builtins
+import contextlib
 import re
+import threading
 import types
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import jax
 import numpy as np
@@ -32,6 +34,25 @@ from . import structure as S
 _WHERE = ("string ops run on the host, on Python bytes (and NumPy object arrays of bytes): call it in a "
           "tf.data map / filter function (which then runs eagerly per element) or in eager code, before the "
           "compiled step, and pass the step the numeric Tensors it gives")
+
+
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def perturbed() -> Iterator[None]:
+    """While active (``hostfn``'s spec inference), the ops whose output length follows the data
+    (``split``, ``bytes_split``, ``decode_raw``) give one element more: the dimensions that follow
+    from them change, and become unknown in the spec, as in TF's shape inference."""
+    _local.perturb = True
+    try:
+        yield
+    finally:
+        _local.perturb = False
+
+
+def is_perturbed() -> bool:
+    return getattr(_local, "perturb", False)
 
 
 def host_strings(value: Any, op: str, arg: str) -> np.ndarray:
@@ -100,15 +121,15 @@ def split(input: Any, sep: Any = None, maxsplit: int = -1, name: Optional[str] =
         sep = S.string_value(sep)
         if sep == b"":
             raise InvalidArgumentError(None, None, "tf.strings.split: `sep` must not be empty.")
-    parts = s.split(sep, maxsplit)
+    parts = s.split(sep, maxsplit) + ([b""] if is_perturbed() else [])
     return S.string_value(np.asarray(parts + [b""], dtype=object)[:-1])
 
 
 def bytes_split(input: Any, name: Optional[str] = None) -> np.ndarray:
     """``tf.strings.bytes_split`` of one string: a 1-D object array of its bytes."""
     s = _one_string_only(host_strings(input, "tf.strings.bytes_split", "input"), "tf.strings.bytes_split")
-    out = np.empty(len(s), object)
-    for i in range(len(s)):
+    out = np.empty(len(s) + is_perturbed(), object)
+    for i in range(len(out)):
         out[i] = s[i:i + 1]
     return out
 
@@ -286,5 +307,5 @@ def _namespace() -> types.ModuleType:
 
 strings = _namespace()
 
-__all__ = ["OPS", "as_string", "bytes_split", "host_result", "host_strings", "join", "length", "lower",
+__all__ = ["OPS", "as_string", "is_perturbed", "perturbed", "bytes_split", "host_result", "host_strings", "join", "length", "lower",
            "reduce_join", "regex_full_match", "split", "strings", "strip", "substr", "to_number", "upper"]
