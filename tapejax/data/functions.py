@@ -43,12 +43,13 @@ from ..core.errors import InvalidArgumentError, OperatorNotAllowedInGraphError
 from ..core.tensor import Tensor
 from . import structure as S
 from .hostfn import infer_spec, output_spec
+from .hostops import TracedStringError
 from .options import debug_mode
 
 # Errors that mean "this function cannot be one traced program; run it eagerly".
 _EAGER_ERRORS: Tuple[type, ...] = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
                                    jax.errors.TracerIntegerConversionError, jax.errors.NonConcreteBooleanIndexError,
-                                   OperatorNotAllowedInGraphError)
+                                   OperatorNotAllowedInGraphError, TracedStringError)
 
 
 class _UsesVariable(Exception):

@@ -36,6 +36,11 @@ _WHERE = ("string ops run on the host, on Python bytes (and NumPy object arrays 
           "compiled step, and pass the step the numeric Tensors it gives")
 
 
+class TracedStringError(TypeError):
+    """A string op given a traced value (inside ``tapejax.function`` or a dataset function being
+    compiled): string ops are host ops.  A dataset function raising it runs eagerly instead."""
+
+
 _local = threading.local()
 
 
@@ -61,7 +66,7 @@ def host_strings(value: Any, op: str, arg: str) -> np.ndarray:
     if isinstance(value, Tensor) or isinstance(value, jax.Array):
         inner = value.value if isinstance(value, Tensor) else value
         if isinstance(inner, jax.core.Tracer):
-            raise TypeError(f"{op}: `{arg}` is a traced value (inside tapejax.function or another JAX trace), "
+            raise TracedStringError(f"{op}: `{arg}` is a traced value (inside tapejax.function or another JAX trace), "
                             f"not a string: {_WHERE}.")
         raise TypeError(f"{op}: `{arg}` must be strings (Python bytes / str, or a NumPy array of them); got a "
                         f"Tensor of dtype {np.dtype(inner.dtype).name} (tapejax has no string tensors).")
@@ -265,7 +270,7 @@ def as_string(input: Any, precision: int = -1, scientific: bool = False, shortes
     """``tf.strings.as_string`` / ``tf.as_string``: numbers and bools formatted as TF does (floats
     ``%f``-style, six digits unless ``precision``)."""
     if isinstance(input, Tensor) and isinstance(input.value, jax.core.Tracer):
-        raise TypeError(f"tf.strings.as_string: `input` is a traced value (inside tapejax.function or another JAX "
+        raise TracedStringError(f"tf.strings.as_string: `input` is a traced value (inside tapejax.function or another JAX "
                         f"trace): {_WHERE}.")
     a = np.asarray(input.numpy() if isinstance(input, Tensor) else input)
     if a.dtype.kind not in "biuf":
@@ -307,5 +312,5 @@ def _namespace() -> types.ModuleType:
 
 strings = _namespace()
 
-__all__ = ["OPS", "as_string", "is_perturbed", "perturbed", "bytes_split", "host_result", "host_strings", "join", "length", "lower",
+__all__ = ["OPS", "TracedStringError", "as_string", "is_perturbed", "perturbed", "bytes_split", "host_result", "host_strings", "join", "length", "lower",
            "reduce_join", "regex_full_match", "split", "strings", "strip", "substr", "to_number", "upper"]
