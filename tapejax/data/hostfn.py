@@ -23,11 +23,12 @@ With no element to run on (an empty input, or a function without ``samples``: ke
 ``scan``), it runs on empty strings and zeros instead.  Python side effects therefore run up to
 three times when the function is given, as well as once per element.
 """
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Type
 
 import numpy as np
 
 from ..compile.signature import TensorSpec
+from ..core import dtypes as _dtypes
 from ..core.errors import InvalidArgumentError
 from . import structure as S
 from .build import Build
@@ -97,7 +98,7 @@ def output_spec(value: Any) -> S.Spec:
         return S.NoneTensorSpec()
     if S.is_bytes(value):
         return S.string_spec(S.string_shape(value))
-    return TensorSpec(tuple(np.shape(value)), np.dtype(value.dtype))
+    return TensorSpec(tuple(np.shape(value)), _dtypes.as_dtype(np.dtype(value.dtype)))
 
 
 def _merge(a: S.Spec, b: S.Spec, name: str) -> S.Spec:
@@ -116,7 +117,7 @@ def _merge(a: S.Spec, b: S.Spec, name: str) -> S.Spec:
 
 
 def infer_spec(run: Callable[[Sequence[Any]], Any], in_specs: Sequence[S.Spec],
-               samples: Optional[Callable[[], List[Flat]]], name: str, passthrough: Tuple[type, ...]) -> Any:
+               samples: Optional[Callable[[], List[Flat]]], name: str, passthrough: Tuple[Type[BaseException], ...]) -> Any:
     """The output spec of ``run`` (the function on flat components, giving its output structure
     of values) from sample runs (the module docstring)."""
     outs: List[Any] = []

@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 import jax
 import numpy as np
+from jax.core import Tracer as _Tracer
 
 from ..core import dtypes as _dtypes
 from ..core.convert import convert_to_tensor
@@ -65,7 +66,7 @@ def host_strings(value: Any, op: str, arg: str) -> np.ndarray:
     (tapejax has no string tensors) or a value that is not strings."""
     if isinstance(value, Tensor) or isinstance(value, jax.Array):
         inner = value.value if isinstance(value, Tensor) else value
-        if isinstance(inner, jax.core.Tracer):
+        if isinstance(inner, _Tracer):
             raise TracedStringError(f"{op}: `{arg}` is a traced value (inside tapejax.function or another JAX trace), "
                             f"not a string: {_WHERE}.")
         raise TypeError(f"{op}: `{arg}` must be strings (Python bytes / str, or a NumPy array of them); got a "
@@ -115,7 +116,7 @@ def _one_string_only(a: np.ndarray, op: str) -> bytes:
         raise TypeError(f"{op}: a batch of strings (shape {a.shape}) gives a RaggedTensor in TF, which tapejax does "
                         "not have: call it on one string at a time (in a Dataset.map before batch, or a Python "
                         "loop).")
-    return a[()]
+    return bytes(a[()])
 
 
 def split(input: Any, sep: Any = None, maxsplit: int = -1, name: Optional[str] = None) -> np.ndarray:
@@ -269,7 +270,7 @@ def as_string(input: Any, precision: int = -1, scientific: bool = False, shortes
               fill: str = "", name: Optional[str] = None) -> Any:
     """``tf.strings.as_string`` / ``tf.as_string``: numbers and bools formatted as TF does (floats
     ``%f``-style, six digits unless ``precision``)."""
-    if isinstance(input, Tensor) and isinstance(input.value, jax.core.Tracer):
+    if isinstance(input, Tensor) and isinstance(input.value, _Tracer):
         raise TracedStringError(f"tf.strings.as_string: `input` is a traced value (inside tapejax.function or another JAX "
                         f"trace): {_WHERE}.")
     a = np.asarray(input.numpy() if isinstance(input, Tensor) else input)
