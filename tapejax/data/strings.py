@@ -15,8 +15,8 @@ whose dtype is ``STRING`` (``name == "string"``, as TF's ``tf.string``; ``as_num
 ``rebatch``, ``zip``, ``enumerate``, ``shard``, ``concatenate``, ``cache``, ``prefetch``,
 ``unique``, ``save`` / ``load``, ``snapshot``) carry every byte; the functions of
 ``interleave`` / ``flat_map`` / ``group_by_window``'s ``reduce_func`` (run eagerly in Python)
-receive them as ``bytes``; ``map`` / ``filter`` / key functions, compiled by JAX, cannot take them
-(TypeError naming the way out).
+receive them as ``bytes``, and so do ``map`` / ``filter`` / key functions, which then run eagerly
+per element with the host string ops (``hostfn``, ``hostops``, ``decode``).
 """
 import glob
 import os
