@@ -59,7 +59,7 @@ from .ops.reduce import (argmax, argmin, clip_by_global_norm, clip_by_norm, clip
 from .ops.linalg import norm
 from .ops.linear_operator_dispatch import matmul  # noqa: F811 - tf.matmul dispatches a LinearOperator to its method, as TF
 from .ops.jax_op import op
-from .ops.namespaces import bitwise, dtypes, linalg, math, nest, nn, random, ragged, sparse, strings
+from .ops.namespaces import bitwise, dtypes, linalg, math, nest, nn, random, ragged, sparse
 
 # -- gradient control, compiled steps, jacobians and forward mode
 from .autodiff.custom import RegisterGradient, gradient_override_map, gradients, hessians, no_gradient, stop_gradient
@@ -79,6 +79,8 @@ from . import train
 from .train import saved_model
 from . import compat
 from . import data
+from .data.decode import io
+from .data.hostops import as_string, strings
 from .data.optional import Optional as _Optional
 from .compat import config, debugging, summary, test
 from .compat.device import device
@@ -104,7 +106,7 @@ def __getattr__(name):
 
 __all__ = [
     "abs", "acos", "acosh", "add", "add_n", "AggregationMethod", "approx_top_k", "argmax", "argmin",
-    "argsort", "as_dtype", "asin", "asinh", "Assert", "assert_equal", "assert_greater", "assert_less",
+    "argsort", "as_dtype", "as_string", "asin", "asinh", "Assert", "assert_equal", "assert_greater", "assert_less",
     "assert_rank", "atan", "atan2", "atanh", "autodiff", "autograph", "batch_to_space", "bfloat16", "bind",
     "bitcast", "bitwise", "bool", "boolean_mask", "broadcast_dynamic_shape", "broadcast_static_shape",
     "broadcast_to", "cache_info", "cache_stats", "case", "cast", "clear_cache", "clip_by_global_norm", "clip_by_norm",
@@ -118,7 +120,7 @@ __all__ = [
     "get_logger", "get_static_value", "grad_pass_through", "gradient_override_map", "gradients", "GradientTape", "greater",
     "greater_equal", "group", "guarantee_const", "half", "hessians", "histogram_fixed_width",
     "histogram_fixed_width_bins", "identity", "identity_n", "ifftnd", "IndexedSlices", "inside_function",
-    "int16", "int32", "int64", "int8", "irfftnd", "is_symbolic_tensor", "is_tensor", "keras", "less",
+    "int16", "io", "int32", "int64", "int8", "irfftnd", "is_symbolic_tensor", "is_tensor", "keras", "less",
     "less_equal", "linalg", "linspace", "log", "logical_and", "logical_not", "logical_or", "math", "matmul",
     "matrix_square_root", "map_fn", "maximum", "meshgrid", "minimum", "Module", "multiply", "name_scope", "negative", "nest", "newaxis", "nn",
     "no_gradient", "no_op", "variable_creator_scope", "numpy_function", "py_function", "init_scope", "norm", "not_equal", "one_hot", "ones", "ones_initializer", "ones_like", "op", "optimizers",

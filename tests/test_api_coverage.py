@@ -27,8 +27,8 @@ TF_NAMES: "dict[str, list[str]]" = SNAPSHOT["namespaces"]
 
 #: Why a TF name is missing from tapejax.
 REASONS = {
-    "strings": "no JAX representation: string tensors (XLA has no string type); tf.strings raises "
-               "UnsupportedError naming what to use instead",
+    "strings": "no JAX representation: string tensors (XLA has no string type); tf.strings' basic ops run on "
+               "host bytes (tapejax.data.hostops), its other names raise UnsupportedError naming what to use instead",
     "ragged": "no JAX representation: ragged tensors (rows of varying length); tf.ragged raises UnsupportedError",
     "sparse": "no JAX representation: SparseTensor and the ops taking or giving one; tf.sparse raises "
               "UnsupportedError",
@@ -54,7 +54,7 @@ REASONS = {
 #: namespace -> reason -> the missing names (space separated).  compat.v1 is handled by rule below.
 MISSING = {
     "": {
-        "strings": "as_string string fingerprint",
+        "strings": "string fingerprint",
         "ragged": "RaggedTensor ragged_fill_empty_rows ragged_fill_empty_rows_grad",
         "sparse": "SparseTensor edit_distance sets",
         "resource": "CriticalSection TensorArray lookup queue resource variant",
@@ -62,7 +62,7 @@ MISSING = {
         "graph": "Graph Operation import_graph_def graph_util raw_ops load_library load_op_library mlir "
                  "nondifferentiable_batch_function",
         "proto": "make_ndarray make_tensor_proto",
-        "subsystem": "audio distribute dtensor image io signal tpu xla lite profiler feature_column security "
+        "subsystem": "audio distribute dtensor image signal tpu xla lite profiler feature_column security "
                      "sysconfig tools version types check_pinned",
         "keras_alias": "initializers losses metrics",
         "typespec": "IndexedSlicesSpec NoneTensorSpec OptionalSpec RaggedTensorSpec SparseTensorSpec TensorArraySpec "
@@ -96,7 +96,7 @@ MISSING = {
 }
 
 #: The top-level names of types with no JAX representation: tapejax raises UnsupportedError for them.
-UNSUPPORTED_TOP = ("RaggedTensor", "RaggedTensorSpec", "SparseTensor", "SparseTensorSpec", "as_string", "string")
+UNSUPPORTED_TOP = ("RaggedTensor", "RaggedTensorSpec", "SparseTensor", "SparseTensorSpec", "string")
 
 
 def _namespace(ns: str):
@@ -181,7 +181,7 @@ def test_unsupported_top_level_names_raise_one_clear_error(name):
 
 
 @pytest.mark.parametrize("ns,name,alternative", [
-    ("strings", "split", "integer ids"), ("strings", "length", "integer ids"), ("ragged", "constant", "tf.pad"),
+    ("strings", "unicode_decode", "integer ids"), ("strings", "ngrams", "integer ids"), ("ragged", "constant", "tf.pad"),
     ("sparse", "SparseTensor", "tf.scatter_nd"), ("sparse", "to_dense", "IndexedSlices")])
 def test_unsupported_namespaces_raise_one_clear_error(ns, name, alternative):
     """Any name in tf.strings / tf.ragged / tf.sparse raises UnsupportedError naming the alternative."""

@@ -113,12 +113,14 @@ def test_string_padding_values(tmp_path):
         ds.padded_batch(2, padding_values=0)
 
 
-def test_map_over_strings_names_the_way_out(tmp_path):
-    files = D.list_files(_files(tmp_path))
-    with pytest.raises(TypeError, match="string components.*interleave"):
-        files.map(lambda f: f)
-    with pytest.raises(TypeError, match="string components"):
-        files.filter(lambda f: True)
+def test_map_over_strings_gets_host_bytes(tmp_path):
+    """(TF's oracle: tests/parity/test_data_strings.py.)  A map over file names gets each name as
+    ``bytes``; a string output stays a string component; filter takes a string predicate."""
+    files = D.list_files(_files(tmp_path), shuffle=False)
+    names = files.map(lambda f: f)
+    assert names.element_spec.dtype.name == "string" and names.element_spec.shape == ()
+    assert all(isinstance(n, bytes) for n in names)
+    assert len(list(files.filter(lambda f: tf.strings.regex_full_match(f, b".*part0.*")))) == 1
 
 
 def test_list_files_shuffles_each_iteration_with_seed(tmp_path):

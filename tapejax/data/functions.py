@@ -42,12 +42,14 @@ from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError, OperatorNotAllowedInGraphError
 from ..core.tensor import Tensor
 from . import structure as S
+from .hostfn import infer_spec, output_spec
+from .hostops import TracedStringError
 from .options import debug_mode
 
 # Errors that mean "this function cannot be one traced program; run it eagerly".
 _EAGER_ERRORS: Tuple[type, ...] = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
                                    jax.errors.TracerIntegerConversionError, jax.errors.NonConcreteBooleanIndexError,
-                                   OperatorNotAllowedInGraphError)
+                                   OperatorNotAllowedInGraphError, TracedStringError)
 
 
 class _UsesVariable(Exception):
@@ -144,15 +146,14 @@ class StructuredFunction:
     object with a flat tuple of input components returns the flat tuple of output components.
     """
 
-    def __init__(self, fn: Callable[..., Any], input_spec: Any, transformation: str, x64: bool):
+    def __init__(self, fn: Callable[..., Any], input_spec: Any, transformation: str, x64: bool,
+                 samples: Optional[Callable[[], List[Tuple[Any, ...]]]] = None):
         self._fn = fn
         self._input_spec = input_spec
         self._in_specs: List[S.Spec] = S.flatten(input_spec)
-        if any(getattr(getattr(s, "dtype", None), "name", None) == "string" for s in self._in_specs):
-            raise TypeError(f"{transformation}: the elements have string components ({input_spec!r}), which a "
-                            "function compiled with JAX cannot take (tapejax has no string tensors). Use them in "
-                            "`interleave` / `flat_map` functions (they get them as Python `bytes`, an object array "
-                            "of `bytes` when batched), or map them to integer ids on the host.")
+        #: which input components are strings: host bytes, so the function runs eagerly (``hostfn``)
+        self._strings = [S.is_string(s) for s in self._in_specs]
+        self._samples = samples
         self._name = transformation
         self._x64 = x64
         self.eager = False
@@ -163,7 +164,7 @@ class StructuredFunction:
         #: the per-element program when every input size is known (``shared_program``)
         self._run: Optional[Callable[[Sequence[Any]], Tuple[Any, ...]]] = None
         with host_context(x64):
-            spec = self._infer()
+            spec = self._infer_host() if any(self._strings) else self._infer()
         if debug_mode():   # ``enable_debug_mode``: traced once for the spec, then run eagerly (TF's rule)
             self.eager, self.eager_reason, self._run = True, "tf.data.experimental.enable_debug_mode()", None
         self.output_spec = spec
@@ -173,7 +174,8 @@ class StructuredFunction:
     def _call_user(self, components: Sequence[Any]) -> Any:
         """The user's function on Tensors (or None) in the input structure; its output with
         every component a Tensor or None (TF's rules for what a dataset function may return)."""
-        element = S.pack(self._input_spec, [None if c is None else Tensor(c) for c in components])
+        element = S.pack(self._input_spec, [c if c is None or is_str else Tensor(c)
+                                            for c, is_str in zip(components, self._strings)])
         out = self._fn(*element) if type(element) is tuple else self._fn(element)
         if type(out) is list:      # TF: a top-level list is a tuple of components
             out = tuple(out)
@@ -184,9 +186,11 @@ class StructuredFunction:
                 "(nested) tuple or dict of tensors.")
         return S.pack(out, comps)
 
-    def _component(self, value: Any) -> Optional[Tensor]:
+    def _component(self, value: Any) -> Any:
         if value is None or isinstance(value, Tensor):
             return value
+        if S.is_bytes(value) or isinstance(value, str) or (isinstance(value, np.ndarray) and value.dtype.kind == "U"):
+            return S.string_value(value)   # a string output stays host bytes
         try:
             return convert_to_tensor(value)
         except ValueError:
@@ -273,8 +277,7 @@ class StructuredFunction:
             out = self._run_eager(zeros)
         except _UsesVariable as e:
             raise self._refuse(e) from None
-        return S.map_structure(
-            lambda c: S.NoneTensorSpec() if c is None else TensorSpec((None,) * c.ndim, c.dtype), out)
+        return S.map_structure(lambda c: _unknown_dims(output_spec(c)), out)
 
     def _refuse(self, e: _UsesVariable) -> ValueError:
         return ValueError(f"The function passed to {self._name} {e.how} a Variable "
@@ -283,8 +286,17 @@ class StructuredFunction:
 
     def _run_eager(self, components: Sequence[Any]) -> Any:
         with _watching(reads_ok=True):
-            out = self._call_user([None if c is None else jnp.asarray(c) for c in components])
-        return S.map_structure(lambda t: None if t is None else t.value, out)
+            out = self._call_user([c if c is None or is_str else jnp.asarray(c)
+                                   for c, is_str in zip(components, self._strings)])
+        return S.map_structure(lambda t: t if t is None or not isinstance(t, Tensor) else t.value, out)
+
+    def _infer_host(self) -> Any:
+        """Eager mode for string inputs: the output spec from runs on sample elements (``hostfn``)."""
+        self.eager, self.eager_reason = True, "its input has string components (host bytes)"
+        try:
+            return infer_spec(self._run_eager, self._in_specs, self._samples, self._name, (_UsesVariable,))
+        except _UsesVariable as e:
+            raise self._refuse(e) from None
 
     # -- per element -----------------------------------------------------------
     def __call__(self, components: Tuple[Any, ...]) -> Tuple[Any, ...]:
@@ -316,7 +328,11 @@ class StructuredFunction:
                                        f"differs from its element_spec {self.output_spec!r}.")
         comps = S.flatten(out)
         for c, spec in zip(comps, self._out_specs):
-            if isinstance(spec, TensorSpec) and np.dtype(c.dtype) != spec.dtype._np:
+            if S.is_string(spec) or S.is_bytes(c):
+                if S.is_string(spec) != S.is_bytes(c):
+                    raise InvalidArgumentError(
+                        f"The function passed to {self._name} returned {c!r} where its element_spec says {spec!r}.")
+            elif isinstance(spec, TensorSpec) and np.dtype(c.dtype) != spec.dtype._np:
                 raise InvalidArgumentError(
                     f"The function passed to {self._name} returned a component of dtype {np.dtype(c.dtype).name} "
                     f"where its element_spec says {spec.dtype.name}.")
@@ -378,6 +394,12 @@ def _concrete_spec(aval: Optional[_Aval]) -> S.Spec:
     if aval is None:
         return S.NoneTensorSpec()
     return TensorSpec(tuple(d if isinstance(d, int) else None for d in aval.shape), aval.dtype)
+
+
+def _unknown_dims(spec: S.Spec) -> S.Spec:
+    if not isinstance(spec, TensorSpec) or spec.shape is None:
+        return spec
+    return TensorSpec((None,) * len(spec.shape), spec.dtype)
 
 
 def _merge(a: Any, b: Any) -> Any:

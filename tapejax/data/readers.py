@@ -17,7 +17,7 @@ import io
 import os
 import re
 import zlib
-from typing import Any, Iterator, List, Optional, Sequence
+from typing import Any, Iterable, Iterator, List, Optional, Sequence
 
 import numpy as np
 
@@ -183,7 +183,7 @@ _CSV_TYPES = {"float32": "float", "float64": "double", "int32": "int32", "int64"
 _INT = re.compile(rb"\s*[+-]?\d+\s*")
 
 
-def _column(default: Any, i: int) -> "tuple[Any, Any]":
+def csv_column(default: Any, i: int) -> "tuple[Any, Any]":
     """``(dtype, default value or None)`` of one ``record_defaults`` entry (a dtype: required)."""
     if isinstance(default, (_dtypes.DType, type)) or (isinstance(default, str) and default in _CSV_TYPES):
         dtype = STRING if default in ("string", STRING) else _dtypes.as_dtype(default)
@@ -229,7 +229,7 @@ class CsvDataset(_FileReader):
         if not record_defaults:
             raise InvalidArgumentError(None, None, "Length for attr 'output_types' of 0 must be at least minimum 1 "
                                        "(`record_defaults` is empty).")
-        self._columns = [_column(d, i) for i, d in enumerate(record_defaults)]
+        self._columns = [csv_column(d, i) for i, d in enumerate(record_defaults)]
         if select_cols is not None and exclude_cols is not None:
             raise ValueError("Either select_cols or exclude_cols should be empty")
         if len(field_delim) != 1:
@@ -249,12 +249,10 @@ class CsvDataset(_FileReader):
         super().__init__(filenames, spec, None)
 
     def _rows(self, name: bytes) -> Iterator[List[bytes]]:
-        text = (line.decode("latin-1") for line in _lines(name, self._compression))
-        quoting = csv.QUOTE_MINIMAL if self._quote else csv.QUOTE_NONE
-        for i, row in enumerate(csv.reader(text, delimiter=self._delim, quoting=quoting)):
+        for i, row in enumerate(split_fields(_lines(name, self._compression), self._delim, self._quote)):
             if i == 0 and self._header:
                 continue
-            yield [f.encode("latin-1") for f in (row or [""])]
+            yield row
 
     def _records(self, name: bytes) -> Iterator[Element]:
         n = len(self._columns)
@@ -272,29 +270,44 @@ class CsvDataset(_FileReader):
             yield tuple(self._parse(c, f) for c, f in enumerate(fields))
 
     def _parse(self, c: int, field: bytes) -> Any:
-        dtype, default = self._columns[c]
-        if field == b"" or field == self._na:
-            if default is None:
-                raise InvalidArgumentError(None, None, f"Field {c} is required but missing in record!")
-            return default
-        if dtype is STRING:
-            return bytes(field)
-        np_dtype = np.dtype(dtype._np)
-        try:
-            if np_dtype.kind == "i":
-                if not _INT.fullmatch(field):
-                    raise ValueError(field)
-                value = int(field)
-                info = np.iinfo(np_dtype)
-                if not info.min <= value <= info.max:
-                    raise ValueError(field)
-                return np_dtype.type(value)
-            if b"_" in field:
+        return parse_field(self._columns[c], c, field, self._na)
+
+
+def parse_field(column: "tuple[Any, Any]", c: int, field: bytes, na: bytes, where: str = "") -> Any:
+    """One CSV field of column ``c`` (``column``: ``_column``'s dtype and default) as its value;
+    TF's errors for a missing required field or one that does not parse (``where``: " 0" for
+    ``decode_csv``'s record 0)."""
+    dtype, default = column
+    if field == b"" or field == na:
+        if default is None:
+            raise InvalidArgumentError(None, None, f"Field {c} is required but missing in record{where}!")
+        return default
+    if dtype is STRING:
+        return bytes(field)
+    np_dtype = np.dtype(dtype._np)
+    try:
+        if np_dtype.kind == "i":
+            if not _INT.fullmatch(field):
                 raise ValueError(field)
-            return np_dtype.type(float(field))
-        except ValueError:
-            raise InvalidArgumentError(None, None, f"Field {c} in record is not a valid {_CSV_TYPES[dtype.name]}: "
-                                       f"{field.decode('latin-1')}") from None
+            value = int(field)
+            info = np.iinfo(np_dtype)
+            if not info.min <= value <= info.max:
+                raise ValueError(field)
+            return np_dtype.type(value)
+        if b"_" in field:
+            raise ValueError(field)
+        return np_dtype.type(float(field))
+    except ValueError:
+        raise InvalidArgumentError(None, None, f"Field {c} in record{where} is not a valid "
+                                   f"{_CSV_TYPES[dtype.name]}: {field.decode('latin-1')}") from None
+
+
+def split_fields(lines: Iterable[bytes], delim: str, quote: bool) -> Iterator[List[bytes]]:
+    """CSV lines as lists of fields (Python's ``csv``; TF's quoting: ``""`` in a quoted field)."""
+    text = (line.decode("latin-1") for line in lines)
+    quoting = csv.QUOTE_MINIMAL if quote else csv.QUOTE_NONE
+    for row in csv.reader(text, delimiter=delim, quoting=quoting):
+        yield [f.encode("latin-1") for f in (row or [""])]
 
 
 def from_list(elements: Any) -> Dataset:

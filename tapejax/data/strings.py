@@ -15,50 +15,23 @@ whose dtype is ``STRING`` (``name == "string"``, as TF's ``tf.string``; ``as_num
 ``rebatch``, ``zip``, ``enumerate``, ``shard``, ``concatenate``, ``cache``, ``prefetch``,
 ``unique``, ``save`` / ``load``, ``snapshot``) carry every byte; the functions of
 ``interleave`` / ``flat_map`` / ``group_by_window``'s ``reduce_func`` (run eagerly in Python)
-receive them as ``bytes``; ``map`` / ``filter`` / key functions, compiled by JAX, cannot take them
-(TypeError naming the way out).
+receive them as ``bytes``, and so do ``map`` / ``filter`` / key functions, which then run eagerly
+per element with the host string ops (``hostfn``, ``hostops``, ``decode``).
 """
 import glob
 import os
 import sys
-from typing import Any, List, Optional, Sequence
+from typing import Any, List
 
 import numpy as np
 
-from ..compile.signature import TensorSpec
 from ..core import dtypes as _dtypes
 from ..core.errors import InvalidArgumentError
 from ..core.tensor import Tensor
 from .dataset import Dataset, helper
+from .structure import STRING, StringDType, is_string, string_spec
 
-
-class StringDType(_dtypes.DType):
-    """The dtype of a string component: ``name == "string"`` (TF's ``tf.string``), held as
-    ``bytes`` (object arrays of them) on the host."""
-
-    __slots__ = ()
-
-    def __init__(self):
-        super().__init__(np.object_)
-
-    @property
-    def name(self) -> str:
-        return "string"
-
-    @property
-    def is_numeric(self) -> bool:
-        return False
-
-
-STRING = StringDType()
-
-
-def string_spec(shape: Optional[Sequence[Optional[int]]] = ()) -> TensorSpec:
-    return TensorSpec(None if shape is None else list(shape), STRING)
-
-
-def is_string(spec: Any) -> bool:
-    return isinstance(spec, TensorSpec) and isinstance(spec.dtype, StringDType)
+__all__ = ["STRING", "StringDType", "is_string", "list_files", "string_spec"]
 
 
 def _patterns(file_pattern: Any) -> List[str]:

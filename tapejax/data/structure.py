@@ -218,6 +218,37 @@ def is_array(x: Any) -> bool:
 
 # -- string components -----------------------------------------------------------
 
+class StringDType(_dtypes.DType):
+    """The dtype of a string component: ``name == "string"`` (TF's ``tf.string``), held as
+    ``bytes`` (object arrays of them) on the host."""
+
+    __slots__ = ()
+
+    def __init__(self):
+        super().__init__(np.object_)
+
+    @property
+    def name(self) -> str:
+        return "string"
+
+    @property
+    def is_numeric(self) -> bool:
+        return False
+
+
+STRING = StringDType()
+
+
+def string_spec(shape: Optional[Sequence[Optional[int]]] = ()) -> TensorSpec:
+    return TensorSpec(None if shape is None else list(shape), STRING)
+
+
+def is_string(spec: Any) -> bool:
+    return isinstance(spec, TensorSpec) and isinstance(spec.dtype, StringDType)
+
+
+
+
 def is_bytes(component: Any) -> bool:
     """Whether a component is a string component's value (``bytes``, or an object / ``S`` array)."""
     return isinstance(component, bytes) or (isinstance(component, np.ndarray) and component.dtype.kind in "OS")

@@ -13,6 +13,7 @@ from . import args as A, structure as S
 from .build import Build
 from .dataset import Dataset, kind
 from .functions import StructuredFunction
+from .hostfn import peek
 from .options import Options, debug_mode
 
 INF, UNK = A.INFINITE, A.UNKNOWN
@@ -41,7 +42,7 @@ class Map(Dataset):
 
     def __init__(self, input: Dataset, fn: Callable[..., Any], num_parallel_calls: Optional[int],
                  deterministic: Optional[bool] = None):
-        self._fn = StructuredFunction(fn, input.element_spec, "Dataset.map()", input._x64)
+        self._fn = StructuredFunction(fn, input.element_spec, "Dataset.map()", input._x64, lambda: peek(input))
         self._npc, self._deterministic = num_parallel_calls, deterministic
         super().__init__((input,), self._fn.output_spec, input._cardinality)
 
@@ -60,7 +61,8 @@ class Map(Dataset):
 @kind
 class Filter(Dataset):
     def __init__(self, input: Dataset, predicate: Callable[..., Any]):
-        self._fn = StructuredFunction(predicate, input.element_spec, "Dataset.filter()", input._x64)
+        self._fn = StructuredFunction(predicate, input.element_spec, "Dataset.filter()", input._x64,
+                                      lambda: peek(input))
         out = self._fn.output_spec
         if not (isinstance(out, TensorSpec) and out.dtype == _dtypes.bool and out.shape == ()):
             raise ValueError("Invalid `predicate`. `predicate` must return a `tf.bool` scalar tensor, but its return "
