@@ -1,11 +1,13 @@
-"""``tf.strings``, ``tf.ragged``, ``tf.sparse`` (and the string dtype): TF types with no JAX
-representation.  Each namespace exists, so ``import tapejax as tf`` scripts load, and any name in
-it raises one clear error (``UnsupportedError``: an AttributeError, so ``hasattr`` feature checks
+"""``tf.ragged``, ``tf.sparse`` and string tensors: TF types with no JAX representation.  Each
+namespace exists, so ``import tapejax as tf`` scripts load, and any name in it raises one clear
+error (``UnsupportedError``: an AttributeError, so ``hasattr`` feature checks
 say False, and a NotImplementedError) that says what to use instead.
 
 JAX arrays are dense and of fixed numeric dtypes: no strings (XLA has no string type), no rows of
 varying length, and no sparse storage that TF's ``SparseTensor`` ops could run on (JAX's
-experimental BCOO covers other ops with other semantics).
+experimental BCOO covers other ops with other semantics).  ``tf.strings`` itself is
+``tapejax.data.hostops``: its basic ops work on host strings (Python bytes, NumPy arrays of
+them), and its other names raise this module's error for ``strings``.
 """
 import types
 
