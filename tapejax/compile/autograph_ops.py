@@ -50,6 +50,7 @@ from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
 from ..ops import array as _array, indexing as _indexing, math as _math
 from . import control_flow as _cf
+from .tensor_array import TensorArray
 from .autograph_checks import (
     is_tensor,
     verify_branch_vars,
@@ -350,6 +351,8 @@ def _describe(v):
         return jax.ShapeDtypeStruct(a.shape, a.dtype)
     if isinstance(v, (list, tuple, dict)):
         return jax.tree_util.tree_map(_describe, v, is_leaf=lambda x: not isinstance(x, (list, tuple, dict)))
+    if isinstance(v, TensorArray):   # (defined before the loop: no placeholder needed)
+        return None
     raise TypeError(f"Found an unsupported type '{type(v).__name__}' while creating placeholder for {v}. "
                     "Supported types include Tensor, int, float, bool, list, tuple or dict.")
 
