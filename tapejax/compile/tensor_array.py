@@ -381,11 +381,12 @@ class TensorArray:
             require_in_range(t._value, self._size_rows(), "indices", f"is not in [0, {self._size_rows()})",
                              "TensorListGather")
         else:
-            t = convert_to_tensor(np.asarray(getattr(indices, "_value", indices), np.int32))
-            bad = [int(i) for i in np.asarray(t._value).reshape(-1) if not 0 <= int(i) < self._size_rows()]
+            raw = np.asarray(getattr(indices, "_value", indices), np.int32)
+            bad = [int(i) for i in raw.reshape(-1) if not 0 <= int(i) < self._size_rows()]
             if bad:
                 raise InvalidArgumentError(None, None, f"Tried to gather index {bad[0]} but array size is: "
                                            f"{self._size_rows()} ")
+            t = convert_to_tensor(raw)
         return bind(_GATHER, self._buffer(), t)
 
     def _checked(self, i: int) -> int:
