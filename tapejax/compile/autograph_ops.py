@@ -50,7 +50,6 @@ from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
 from ..ops import array as _array, indexing as _indexing, math as _math
 from . import control_flow as _cf
-from .tensor_array import TensorArray
 from .autograph_checks import (
     is_tensor,
     verify_branch_vars,
@@ -60,6 +59,7 @@ from .autograph_checks import (
     verify_loop_vars,
     verify_single_cond_var,
 )
+from .tensor_array import TensorArray
 
 _Tracer = jax.core.Tracer
 def _stages(x) -> bool:

@@ -50,7 +50,7 @@ from ..core import state as _state
 from ..core.bind import Primitive, bind
 from ..core.caches import LRU
 from ..core.convert import convert_to_tensor
-from . import tensor_array as _ta
+from . import tensor_array_loop as _ta
 from .bodies import (
     Closed,
     avals as _avals,

@@ -18,9 +18,9 @@ Two representations, one class (TF has the same split: an eager Python list and 
 A TensorArray is a JAX pytree (its buffer, and its length when ``dynamic_size``, are the
 children; dtype, sizes and element shape the static part), so it is a loop variable of
 ``tapejax.while_loop`` / ``scan`` / ``foldl`` and of AutoGraph's converted ``for``/``while``.
-``enter_loop`` puts it in loop form first; a TensorArray whose element shape is not known
+``tensor_array_loop.enter_loop`` puts it in loop form first; a TensorArray whose element shape is not known
 yet (``TensorArray(tf.float32, size=n)`` filled in the loop) is given its shape by one trace of
-the body (``refine``), and the body is traced again.
+the body (``tensor_array_loop.refine``), and the body is traced again.
 
 XLA compiles static shapes, so in a traced loop a ``dynamic_size=True`` array needs a bound:
 it grows by the loop's trip count on entry (a ``for`` over a tensor or ``tf.range`` of static
@@ -38,7 +38,7 @@ unknown rank), since tapejax's ``TensorShape`` holds full shapes only.
 """
 from __future__ import annotations
 
-from typing import Any, List, NamedTuple, Optional, Tuple
+from typing import Any, List, NamedTuple, Optional, Tuple, cast
 
 import jax
 import jax.core
@@ -130,6 +130,10 @@ class TensorArray:
     infer_shape, element_shape, colocate_with_first_write_call, name)`` (see the module docstring)."""
 
     __slots__ = ("_a", "_elems", "_buf", "_len")
+    _a: _Aux
+    _elems: Optional[List[Optional[Tensor]]]
+    _buf: Optional[Tensor]
+    _len: Any
 
     def __init__(self, dtype, size=None, dynamic_size=None, clear_after_read=None, tensor_array_name=None,
                  handle=None, flow=None, infer_shape=True, element_shape=None, colocate_with_first_write_call=True,
@@ -153,10 +157,10 @@ class TensorArray:
         listed = not _in_trace()
         self._a = _Aux(dt, bool(dynamic_size), True if clear_after_read is None else bool(clear_after_read),
                        bool(infer_shape), shape, n, listed, (), frozenset(), False, n if dynamic_size else None)
-        self._elems: Optional[List[Optional[Tensor]]] = [None] * n if listed else None
-        self._buf: Optional[Tensor] = None
+        self._elems = [cast(Optional[Tensor], None)] * n if listed else None
+        self._buf = None
         self._len: Any = n
-        if not listed and _full(shape):
+        if not listed and shape is not None and _full(shape):
             self._materialize(shape)
 
     # -- construction helpers ------------------------------------------------------------------
@@ -174,7 +178,7 @@ class TensorArray:
     def _with(self, buf: Optional[Tensor], length: Any, **changes: Any) -> "TensorArray":
         a = self._a._replace(**changes)
         if buf is not None:
-            a = a._replace(materialized=True, cap=int(buf.shape[0]))
+            a = a._replace(materialized=True, cap=int(buf._value.shape[0]))
         if a.dynamic:
             a = a._replace(static_len=None if _traced(length) or isinstance(length, Tensor) else int(length))
         return TensorArray._make(a, None, buf if buf is not None else self._buf, length)
@@ -191,7 +195,7 @@ class TensorArray:
     @property
     def element_shape(self):
         s = self._a.shape
-        return TensorShape(s) if _full(s) else s
+        return TensorShape(s or ()) if _full(s) else s
 
     @property
     def flow(self) -> Tensor:
@@ -341,13 +345,13 @@ class TensorArray:
     def write(self, index, value, name=None) -> "TensorArray":
         """Write ``value`` at ``index``; eagerly in place (returns this array), traced a new array."""
         if self._elems is not None:
-            self._list_write(_static_int(index, "index") if not _traced(index) else _no_traced_index(), value)
+            self._list_write(_eager_index(index), value)
             return self
         return self._buf_write(index, value)
 
     def read(self, index, name=None) -> Tensor:
         if self._elems is not None:
-            return self._list_read(_static_int(index, "index") if not _traced(index) else _no_traced_index())
+            return self._list_read(_eager_index(index))
         idx, _ = self._index(index, "read from", self._size_rows(), False)
         return bind(_GET, self._buffer(), idx)
 
@@ -367,7 +371,7 @@ class TensorArray:
                 self._zero(i)
             return _array.stack(list(self._elems))
         if self._buf is None and self._a.cap == 0:
-            return _array.zeros((0,) + tuple(self._a.shape if _full(self._a.shape) else ()), self._a.dtype)
+            return _array.zeros((0,) + tuple((self._a.shape or ()) if _full(self._a.shape) else ()), self._a.dtype)
         return self._rows()
 
     def gather(self, indices, name=None) -> Tensor:
@@ -400,7 +404,7 @@ class TensorArray:
         t = self._value(value)
         if t.shape.rank == 0:
             raise ValueError("Cannot unstack a scalar into a TensorArray: value must have rank >= 1")
-        n = int(t.shape[0])
+        n = int(t._value.shape[0])
         if n > self._a.cap and not self._a.dynamic:
             raise ValueError(f"Cannot unstack {n} tensors into a TensorArray of static size {self._a.cap} ")
         shape = self._check_shape(tuple(t.shape[1:]))
@@ -469,7 +473,7 @@ class TensorArray:
                                        f"{list(lens.shape)} ")
         if t.shape.rank == 0:
             raise InvalidArgumentError(None, None, "Expected value to be at least a vector, but received shape: [] ")
-        if int(lens.sum()) != int(t.shape[0]):
+        if int(lens.sum()) != int(t._value.shape[0]):
             raise InvalidArgumentError(None, None, "Expected sum of lengths to be equal to values.shape[0], but sum "
                                        f"of lengths is {int(lens.sum())} and value's shape is: {list(t.shape)} ")
         if not self._a.dynamic and len(lens) != self._a.cap:
@@ -494,6 +498,11 @@ class TensorArray:
         if self._a.dynamic and self._a.static_len is None:
             return convert_to_tensor(self._len)
         return convert_to_tensor(self._size_rows())
+
+
+def _eager_index(index: Any) -> int:
+    i = None if _traced(index) else _static_int(index, "index")
+    return _no_traced_index() if i is None else i
 
 
 def _no_traced_index() -> Any:
@@ -533,79 +542,4 @@ def _unflatten(a: _Aux, kids) -> TensorArray:
 jax.tree_util.register_pytree_node(TensorArray, _flatten, _unflatten)
 
 
-def _is_ta(x: Any) -> bool:
-    return isinstance(x, TensorArray)
-
-
-def _map(fn, struct):
-    return jax.tree_util.tree_map(lambda x: fn(x) if _is_ta(x) else x, struct, is_leaf=lambda x: _is_ta(x) or
-                                  isinstance(x, Tensor) or x is None)
-
-
-def has_tensor_arrays(struct: Any) -> bool:
-    return any(_is_ta(x) for x in jax.tree_util.tree_leaves(struct, is_leaf=_is_ta))
-
-
-def enter_loop(struct: Any, bound: Optional[int]) -> Any:
-    """``struct`` with its TensorArrays in loop form: buffers (an eager list becomes one), a
-    dynamic array grown by ``bound`` rows (the loop's trip count; ValueError without one)."""
-    def convert(ta: TensorArray) -> TensorArray:
-        if ta._elems is not None:
-            a = ta._a
-            if any(t is not None for t in ta._elems) or _full(a.shape):
-                shape = a.shape if _full(a.shape) else next(tuple(t.shape) for t in ta._elems if t is not None)
-                rows = [t if t is not None else _array.zeros(shape, a.dtype) for t in ta._elems]
-                buf = _array.stack(rows) if rows else _array.zeros((0,) + tuple(shape), a.dtype)
-                ta = TensorArray._make(a._replace(listed=False, materialized=True, shape=shape,
-                                                  static_len=len(rows) if a.dynamic else None), None, buf, len(rows))
-            else:
-                ta = TensorArray._make(a._replace(listed=False, static_len=a.cap if a.dynamic else None), None,
-                                       None, a.cap)
-        if not ta._a.dynamic:
-            return ta
-        if bound is None:
-            raise ValueError("A TensorArray with dynamic_size=True is a loop variable of a compiled loop with no "
-                             "bound on its trip count; XLA compiles static shapes, so give the TensorArray a static "
-                             "size, or bound the loop: tf.autograph.experimental.set_loop_options("
-                             "maximum_iterations=...) in a converted `while`, maximum_iterations= of "
-                             "tapejax.while_loop, or a `for` over a tensor / tf.range of static length")
-        known = ta._a.static_len if ta._a.static_len is not None else ta._a.cap
-        want = known + int(bound)
-        if want <= ta._a.cap:
-            return ta
-        if ta._buf is None:
-            return TensorArray._make(ta._a._replace(cap=want), None, None, ta._len)
-        return ta._with(bind(_GROW, ta._buf, rows=want - ta._a.cap), ta._len)
-    return _map(convert, struct)
-
-
-def refine(struct: Any, out_tree: Any) -> Optional[Any]:
-    """After one trace of a loop body: ``struct`` with each TensorArray that had no buffer given
-    one of the element shape the body wrote (then the body is traced again), or None when no
-    TensorArray changed."""
-    try:
-        skeleton = jax.tree_util.tree_unflatten(out_tree, [None] * out_tree.num_leaves)
-    except Exception:   # noqa: BLE001 - a structure mismatch: the loop reports it
-        return None
-    outs = [x for x in jax.tree_util.tree_leaves(skeleton, is_leaf=_is_ta) if _is_ta(x)]
-    ins = [x for x in jax.tree_util.tree_leaves(struct, is_leaf=_is_ta) if _is_ta(x)]
-    if len(outs) != len(ins):
-        return None
-    fix = {}
-    for i, o in zip(ins, outs):
-        if i._elems is None and i._buf is None and o._a.materialized and _full(o._a.shape):
-            fix[id(i)] = o._a.shape
-    if not fix:
-        return None
-
-    def give(ta: TensorArray) -> TensorArray:
-        shape = fix.get(id(ta))
-        if shape is None:
-            return ta
-        new = TensorArray._make(ta._a, None, None, ta._len)
-        new._materialize(shape)
-        return new
-    return _map(give, struct)
-
-
-__all__ = ["TensorArray", "enter_loop", "has_tensor_arrays", "refine"]
+__all__ = ["TensorArray"]
