@@ -32,7 +32,7 @@ REASONS = {
     "ragged": "no JAX representation: ragged tensors (rows of varying length); tf.ragged raises UnsupportedError",
     "sparse": "no JAX representation: SparseTensor and the ops taking or giving one; tf.sparse raises "
               "UnsupportedError",
-    "resource": "no JAX representation: resource and variant handles (TensorArray, CriticalSection, lookup "
+    "resource": "no JAX representation: resource and variant handles (CriticalSection, lookup "
                 "tables, queues)",
     "quantized": "no JAX representation: TF's quantized dtypes (qint8 ...) and their ops",
     "graph": "out of scope: TF's graph machinery (Graph, Operation, GraphDef import, raw_ops, custom-op "
@@ -57,7 +57,7 @@ MISSING = {
         "strings": "string fingerprint",
         "ragged": "RaggedTensor ragged_fill_empty_rows ragged_fill_empty_rows_grad",
         "sparse": "SparseTensor edit_distance sets",
-        "resource": "CriticalSection TensorArray lookup queue resource variant",
+        "resource": "CriticalSection lookup queue resource variant",
         "quantized": "qint16 qint32 qint8 quint16 quint8 quantization",
         "graph": "Graph Operation import_graph_def graph_util raw_ops load_library load_op_library mlir "
                  "nondifferentiable_batch_function",

@@ -59,6 +59,7 @@ from .autograph_checks import (
     verify_loop_vars,
     verify_single_cond_var,
 )
+from .tensor_array import TensorArray
 
 _Tracer = jax.core.Tracer
 def _stages(x) -> bool:
@@ -350,6 +351,8 @@ def _describe(v):
         return jax.ShapeDtypeStruct(a.shape, a.dtype)
     if isinstance(v, (list, tuple, dict)):
         return jax.tree_util.tree_map(_describe, v, is_leaf=lambda x: not isinstance(x, (list, tuple, dict)))
+    if isinstance(v, TensorArray):   # (defined before the loop: no placeholder needed)
+        return None
     raise TypeError(f"Found an unsupported type '{type(v).__name__}' while creating placeholder for {v}. "
                     "Supported types include Tensor, int, float, bool, list, tuple or dict.")
 

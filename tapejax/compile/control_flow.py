@@ -50,6 +50,7 @@ from ..core import state as _state
 from ..core.bind import Primitive, bind
 from ..core.caches import LRU
 from ..core.convert import convert_to_tensor
+from . import tensor_array_loop as _ta
 from .bodies import (
     Closed,
     avals as _avals,
@@ -192,6 +193,9 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
     tracing = _state._local.collector is not None or any(_traced(t) for t in leaves)
     if not tracing:
         return _eager_while(cond, body, vars_, single, maximum_iterations)
+    if _ta.has_tensor_arrays(packed):   # TensorArrays as buffers, grown by the loop's bound
+        packed = _ta.enter_loop(packed, maximum_iterations)
+        leaves, in_tree = _flatten(packed)
     in_avals = _avals(leaves)
 
     def body_flat(*args):
@@ -201,9 +205,15 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
         return tuple(out) if isinstance(out, (list, tuple)) else (out,)
 
     carried: tuple = ()
-    for _ in range(3):   # a body that assigns Variables: traced again with them as loop state
+    for _ in range(5):   # a body that assigns Variables: traced again with them as loop state
         c = close(lambda *a: cond(*a), in_tree, in_avals, "cond", carried)
         b = close(body_flat, in_tree, in_avals, "body", carried)
+        refined = _ta.refine(packed, b.out_tree) if b.out_tree != in_tree else None
+        if refined is not None:   # a TensorArray's element shape, learnt from the body: again
+            packed = refined
+            leaves, in_tree = _flatten(packed)
+            in_avals = _avals(leaves)
+            continue
         more = _carried(c, b, before=carried)
         if len(more) == len(carried):
             break
@@ -322,6 +332,8 @@ def _scan_core(fn, elems, initializer, reverse, want_all, what):
         init = _to_tensors(initializer)
         rest = e_leaves
         skip_first = False
+    if _ta.has_tensor_arrays(init):   # TensorArrays as buffers, grown by the scan's length
+        init = _ta.enter_loop(init, n - (1 if skip_first else 0))
     a_leaves, a_tree = _flatten(init)
     a_avals = _avals(a_leaves)
     x_avals = [jax.ShapeDtypeStruct(t._value.shape[1:], t._value.dtype) for t in rest]
@@ -335,8 +347,16 @@ def _scan_core(fn, elems, initializer, reverse, want_all, what):
 
     flat_tree = jax.tree_util.tree_structure(tuple(range(na + len(rest))))
     carried: tuple = ()
-    for _ in range(3):   # fn assigns Variables: traced again with them in the accumulator
+    for _ in range(5):   # fn assigns Variables: traced again with them in the accumulator
         f = close(fn_flat, flat_tree, a_avals + x_avals, "fn", carried)
+        refined = _ta.refine(init, f.out_tree) if f.out_tree != a_tree else None
+        if refined is not None:   # a TensorArray's element shape, learnt from fn: again
+            init = refined
+            a_leaves, a_tree = _flatten(init)
+            a_avals = _avals(a_leaves)
+            na = len(a_leaves)
+            flat_tree = jax.tree_util.tree_structure(tuple(range(na + len(rest))))
+            continue
         more = _carried(f, before=carried)
         if len(more) == len(carried):
             break

@@ -1,0 +1,97 @@
+"""A TensorArray entering a traced loop (``tapejax.while_loop`` / ``scan`` / AutoGraph's loops).
+
+``enter_loop`` puts every TensorArray of the loop variables in loop form: a buffer (an eager
+list is stacked), a ``dynamic_size`` array grown by the loop's bound (its trip count: ValueError
+without one, naming the alternatives).  ``refine`` runs after one trace of the body: an array
+that had no buffer (element shape unknown until the body wrote it) gets one of the shape written,
+and the loop traces the body again.  See ``tensor_array``'s docstring for the rules.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import jax
+
+from ..core.bind import bind
+from ..core.tensor import Tensor
+from ..ops import array as _array
+from .tensor_array import _GROW, TensorArray, _full
+
+
+def _is_ta(x: Any) -> bool:
+    return isinstance(x, TensorArray)
+
+
+def _map(fn, struct):
+    return jax.tree_util.tree_map(lambda x: fn(x) if _is_ta(x) else x, struct, is_leaf=lambda x: _is_ta(x) or
+                                  isinstance(x, Tensor) or x is None)
+
+
+def has_tensor_arrays(struct: Any) -> bool:
+    return any(_is_ta(x) for x in jax.tree_util.tree_leaves(struct, is_leaf=_is_ta))
+
+
+def enter_loop(struct: Any, bound: Optional[int]) -> Any:
+    """``struct`` with its TensorArrays in loop form: buffers (an eager list becomes one), a
+    dynamic array grown by ``bound`` rows (the loop's trip count; ValueError without one)."""
+    def convert(ta: TensorArray) -> TensorArray:
+        if ta._elems is not None:
+            a = ta._a
+            if any(t is not None for t in ta._elems) or _full(a.shape):
+                shape = tuple(a.shape or ()) if _full(a.shape) else next(tuple(t.shape) for t in ta._elems
+                                                                          if t is not None)
+                rows = [t if t is not None else _array.zeros(shape, a.dtype) for t in ta._elems]
+                buf = _array.stack(rows) if rows else _array.zeros((0,) + tuple(shape), a.dtype)
+                ta = TensorArray._make(a._replace(listed=False, materialized=True, shape=shape,
+                                                  static_len=len(rows) if a.dynamic else None), None, buf, len(rows))
+            else:
+                ta = TensorArray._make(a._replace(listed=False, static_len=a.cap if a.dynamic else None), None,
+                                       None, a.cap)
+        if not ta._a.dynamic:
+            return ta
+        if bound is None:
+            raise ValueError("A TensorArray with dynamic_size=True is a loop variable of a compiled loop with no "
+                             "bound on its trip count; XLA compiles static shapes, so give the TensorArray a static "
+                             "size, or bound the loop: tf.autograph.experimental.set_loop_options("
+                             "maximum_iterations=...) in a converted `while`, maximum_iterations= of "
+                             "tapejax.while_loop, or a `for` over a tensor / tf.range of static length")
+        known = ta._a.static_len if ta._a.static_len is not None else ta._a.cap
+        want = known + int(bound)
+        if want <= ta._a.cap:
+            return ta
+        if ta._buf is None:
+            return TensorArray._make(ta._a._replace(cap=want), None, None, ta._len)
+        return ta._with(bind(_GROW, ta._buf, rows=want - ta._a.cap), ta._len)
+    return _map(convert, struct)
+
+
+def refine(struct: Any, out_tree: Any) -> Optional[Any]:
+    """After one trace of a loop body: ``struct`` with each TensorArray that had no buffer given
+    one of the element shape the body wrote (then the body is traced again), or None when no
+    TensorArray changed."""
+    try:
+        skeleton = jax.tree_util.tree_unflatten(out_tree, [None] * out_tree.num_leaves)
+    except Exception:   # noqa: BLE001 - a structure mismatch: the loop reports it
+        return None
+    outs = [x for x in jax.tree_util.tree_leaves(skeleton, is_leaf=_is_ta) if _is_ta(x)]
+    ins = [x for x in jax.tree_util.tree_leaves(struct, is_leaf=_is_ta) if _is_ta(x)]
+    if len(outs) != len(ins):
+        return None
+    fix = {}
+    for i, o in zip(ins, outs):
+        if i._elems is None and i._buf is None and o._a.materialized and _full(o._a.shape):
+            fix[id(i)] = o._a.shape
+    if not fix:
+        return None
+
+    def give(ta: TensorArray) -> TensorArray:
+        shape = fix.get(id(ta))
+        if shape is None:
+            return ta
+        new = TensorArray._make(ta._a, None, None, ta._len)
+        new._materialize(shape)
+        return new
+    return _map(give, struct)
+
+
+__all__ = ["enter_loop", "has_tensor_arrays", "refine"]
