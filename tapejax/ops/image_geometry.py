@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ..core import dtypes as _dtypes
 from ..core.errors import InvalidArgumentError
 from ..core.tensor import Tensor
 from ..core.variable import Variable
@@ -201,11 +202,11 @@ def _random_flip(image, axis, draw):
 
 
 def _stateful(seed):
-    return lambda shape: _r.uniform(shape, 0.0, 1.0, seed=seed)
+    return lambda shape: _r.uniform(shape, 0, 1.0, seed=seed)
 
 
 def _stateless(seed):
-    return lambda shape: _rng.stateless_uniform(shape, seed, 0.0, 1.0)
+    return lambda shape: _rng.stateless_uniform(shape, seed, 0, 1.0)
 
 
 @tf_types("ImageRandomFlip")
@@ -258,13 +259,13 @@ def _random_crop(value, size, draw):
 @tf_types("ImageRandomCrop")
 def random_crop(value, size, seed=None, name=None):
     """``tf.image.random_crop``: a ``size`` window of ``value`` at a uniform offset (any rank)."""
-    return _random_crop(value, size, lambda n: _r.uniform([n], 0, 2 ** 31 - 1, dtype="int32", seed=seed))
+    return _random_crop(value, size, lambda n: _r.uniform([n], 0, 2 ** 31 - 1, dtype=_dtypes.int32, seed=seed))
 
 
 @tf_types("ImageRandomCrop")
 def stateless_random_crop(value, size, seed, name=None):
     """``tf.image.stateless_random_crop``: the same ``seed`` crops at the same offset."""
-    return _random_crop(value, size, lambda n: _rng.stateless_uniform([n], seed, 0, 2 ** 31 - 1, dtype="int32"))
+    return _random_crop(value, size, lambda n: _rng.stateless_uniform([n], seed, 0, 2 ** 31 - 1, dtype=_dtypes.int32))
 
 
 # -- extract_patches ------------------------------------------------------------------------------
