@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import dtypes as _dtypes
-from ..core.errors import InvalidArgumentError
+from ..core.errors import FailedPreconditionError, InvalidArgumentError
 from ..core.tensor import Tensor
 from ..core.variable import Variable
 from . import random as _r, rng as _rng
@@ -145,7 +145,7 @@ _HSV_TO_RGB = prim("HSVToRGB", hsv_rgb, differentiable=False,
 
 
 def _hsv_op(p, images):
-    _channels3(images, p.name)
+    _channels3(images, p.name, FailedPreconditionError)   # (TF's kernel's class for this check)
     d = _dtype_name(images)
     if d.kind != "f":
         raise InvalidArgumentError(None, None, f"Value for attr 'T' of {d.name} is not in the list of allowed "

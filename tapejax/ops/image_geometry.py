@@ -247,8 +247,8 @@ def _random_crop(value, size, draw):
         size = np.asarray(size.numpy())
     size = tuple(int(s) for s in np.asarray(size).reshape(-1))
     if len(size) != len(shape):
-        raise ValueError(f"Dimensions must be equal, but are {len(shape)} and {len(size)} (argument `size` "
-                         f"must give one size per dimension of `value`, shape {list(shape)})")
+        raise InvalidArgumentError(None, None, f"Incompatible shapes: [{len(shape)}] vs. [{len(size)}] (argument "
+                                   f"`size` must give one size per dimension of `value`, shape {list(shape)})")
     if any(s > d or s < 0 for s, d in zip(size, shape)):
         raise InvalidArgumentError(None, None, f"Need value.shape >= size, got {list(shape)} vs {list(size)} "
                                    "(argument `size`)")
@@ -310,7 +310,8 @@ def extract_patches(images, sizes, strides, rates, padding, name=None):
     """``tf.image.extract_patches``: every ``sizes`` window of a ``[b, h, w, c]`` batch (entries ``rates``
     apart, windows ``strides`` apart), flattened (rows, cols, channels) into the last dimension."""
     if padding not in ("SAME", "VALID"):
-        raise ValueError(f"extract_patches: argument `padding` must be 'SAME' or 'VALID'; got {padding!r}")
+        raise InvalidArgumentError(None, None, f"Value for attr 'padding' of {padding!r} is not in the list of allowed "
+                                   "values: 'SAME', 'VALID' (argument `padding` of extract_patches)")
     shape = _shape(images)
     if len(shape) != 4:
         raise InvalidArgumentError(None, None, f"input must be 4-dimensional (argument `images`); got shape "

@@ -96,15 +96,17 @@ def sobel_edges(image):
 
 # -- psnr, ssim -----------------------------------------------------------------------------------
 
-def _compatible(a, b):
+def _compatible(a, b, inner=ValueError):
     """TF's ``_verify_compatible_image_shapes``: both at least 3-D, the same inner 3 dims, leading dims
-    that broadcast."""
+    that broadcast.  ``inner``: the class for unequal inner dims (``psnr`` meets them first in its
+    ``SquaredDifference``: InvalidArgumentError)."""
     s1, s2 = _shape(a), _shape(b)
     for s in (s1, s2):
         if len(s) < 3:
             raise ValueError(f"Shape {list(s)} must have rank at least 3")
     if tuple(s1[-3:]) != tuple(s2[-3:]):
-        raise ValueError(f"Shapes {list(s1[-3:])} and {list(s2[-3:])} are incompatible")
+        msg = f"Shapes {list(s1[-3:])} and {list(s2[-3:])} are incompatible"
+        raise ValueError(msg) if inner is ValueError else inner(None, None, msg)
     for d1, d2 in zip(reversed(s1[:-3]), reversed(s2[:-3])):
         if not (d1 == 1 or d2 == 1 or d1 == d2):
             raise ValueError(f"Two images are not compatible: {list(s1)} and {list(s2)}")
@@ -143,7 +145,7 @@ def _pair_dtypes(a, b, op):
 @tf_types("PSNR")
 def psnr(a, b, max_val, name=None):
     """``tf.image.psnr``: peak signal-to-noise ratio per image, ``max_val`` the dynamic range (255 for uint8)."""
-    _compatible(a, b)
+    _compatible(a, b, InvalidArgumentError)
     _pair_dtypes(a, b, "SquaredDifference")
     return _call(_PSNR, "PSNR", a, b, _max_val(max_val, a))
 
