@@ -187,25 +187,25 @@ def _matrix_op(images, space):
     return _call(_COLOR_MATMUL, "MatMul", images, space=space)
 
 
-@tf_types("MatMul")
+@tf_types("ImageColorTransform")
 def rgb_to_yuv(images):
     """``tf.image.rgb_to_yuv``: float RGB to YUV (Y in [0, 1], U and V centred on 0)."""
     return _matrix_op(images, "yuv")
 
 
-@tf_types("MatMul")
+@tf_types("ImageColorTransform")
 def yuv_to_rgb(images):
     """``tf.image.yuv_to_rgb``."""
     return _matrix_op(images, "yuv_inv")
 
 
-@tf_types("MatMul")
+@tf_types("ImageColorTransform")
 def rgb_to_yiq(images):
     """``tf.image.rgb_to_yiq``."""
     return _matrix_op(images, "yiq")
 
 
-@tf_types("MatMul")
+@tf_types("ImageColorTransform")
 def yiq_to_rgb(images):
     """``tf.image.yiq_to_rgb``."""
     return _matrix_op(images, "yiq_inv")

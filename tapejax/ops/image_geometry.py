@@ -131,7 +131,7 @@ def crop_to_bounding_box(image, offset_height, offset_width, target_height, targ
     return _ix.slice(image, [0, oh, ow, 0], [-1, th, tw, -1])
 
 
-@tf_types("Pad")
+@tf_types("PadV2")
 def pad_to_bounding_box(image, offset_height, offset_width, target_height, target_width):
     """``tf.image.pad_to_bounding_box``: zeros around ``image`` to ``[target_height, target_width]``."""
     (_, h, w, _), single = _as_batch(image)
@@ -147,7 +147,7 @@ def pad_to_bounding_box(image, offset_height, offset_width, target_height, targe
     return _a.pad(image, pads if single else [[0, 0]] + pads)
 
 
-@tf_types("Slice", "Pad")
+@tf_types("Slice", "PadV2")
 def resize_with_crop_or_pad(image, target_height, target_width):
     """``tf.image.resize_with_crop_or_pad``: center-crop and/or zero-pad to the target size."""
     (_, h, w, _), _single = _as_batch(image)

@@ -205,7 +205,7 @@ def resize(images, size, method=ResizeMethod.BILINEAR, preserve_aspect_ratio=Fal
     return out if len(shape) == 4 else _a.squeeze(out, [0])
 
 
-@tf_types("ResizeBilinear", "Pad")
+@tf_types("ResizeBilinear", "PadV2")
 def resize_with_pad(image, target_height, target_width, method=ResizeMethod.BILINEAR, antialias=False):
     """``tf.image.resize_with_pad``: resize keeping the aspect ratio, then zero-pad to the target size."""
     shape = _shape(image)
