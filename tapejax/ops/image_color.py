@@ -103,7 +103,7 @@ def _as_float(x):
     return x if x.dtype in (jnp.float16, jnp.float32) else convert(x, jnp.float32)
 
 
-def _channels3(image, op_type, exc=InvalidArgumentError):
+def _channels3(image, op_type, exc: type = InvalidArgumentError):
     shape = _shape(image)
     if not shape or shape[-1] != 3:
         raise exc(None, None, f"input must have 3 channels but input only has {shape[-1] if shape else 0} channels "

@@ -96,7 +96,7 @@ def sobel_edges(image):
 
 # -- psnr, ssim -----------------------------------------------------------------------------------
 
-def _compatible(a, b, inner=ValueError):
+def _compatible(a, b, inner: type = ValueError):
     """TF's ``_verify_compatible_image_shapes``: both at least 3-D, the same inner 3 dims, leading dims
     that broadcast.  ``inner``: the class for unequal inner dims (``psnr`` meets them first in its
     ``SquaredDifference``: InvalidArgumentError)."""
