@@ -59,7 +59,7 @@ from .ops.reduce import (argmax, argmin, clip_by_global_norm, clip_by_norm, clip
 from .ops.linalg import norm
 from .ops.linear_operator_dispatch import matmul  # noqa: F811 - tf.matmul dispatches a LinearOperator to its method, as TF
 from .ops.jax_op import op
-from .ops.namespaces import bitwise, dtypes, linalg, math, nest, nn, random, ragged, sparse
+from .ops.namespaces import bitwise, dtypes, image, linalg, math, nest, nn, random, ragged, sparse
 
 # -- gradient control, compiled steps, jacobians and forward mode
 from .autodiff.custom import RegisterGradient, gradient_override_map, gradients, hessians, no_gradient, stop_gradient
@@ -120,7 +120,7 @@ __all__ = [
     "floormod", "foldl", "foldr", "Function", "function", "gather", "gather_nd", "get_current_name_scope",
     "get_logger", "get_static_value", "grad_pass_through", "gradient_override_map", "gradients", "GradientTape", "greater",
     "greater_equal", "group", "guarantee_const", "half", "hessians", "histogram_fixed_width",
-    "histogram_fixed_width_bins", "identity", "identity_n", "ifftnd", "IndexedSlices", "inside_function",
+    "histogram_fixed_width_bins", "identity", "identity_n", "ifftnd", "image", "IndexedSlices", "inside_function",
     "int16", "io", "int32", "int64", "int8", "irfftnd", "is_symbolic_tensor", "is_tensor", "keras", "less",
     "less_equal", "linalg", "linspace", "log", "logical_and", "logical_not", "logical_or", "math", "matmul",
     "matrix_square_root", "map_fn", "maximum", "meshgrid", "minimum", "Module", "multiply", "name_scope", "negative", "nest", "newaxis", "nn",

@@ -19,13 +19,14 @@ DOC = os.path.join(ROOT, "docs", "ops.md")
 PARITY = os.path.join(ROOT, "tests", "parity", "test_ops_library.py")
 #: The parity files whose cases count as an op's parity test (test_ops_more.py, test_ops_nn_more.py: the sweep's ops).
 PARITY_FILES = (PARITY, os.path.join(ROOT, "tests", "parity", "test_ops_more.py"),
-                os.path.join(ROOT, "tests", "parity", "test_ops_nn_more.py"))
+                os.path.join(ROOT, "tests", "parity", "test_ops_nn_more.py"),
+                os.path.join(ROOT, "tests", "parity", "test_image.py"))
 GRADCHECK = os.path.join(ROOT, "tests", "test_ops_gradcheck.py")
 sys.path.insert(0, ROOT)
 
 #: Public helpers that are not ops (tested in tests/test_ops_random.py).
 NOT_OPS = {"get_global_generator", "get_state", "set_state", "state_scope", "Generator", "set_global_generator",
-           "create_rng_state", "Algorithm",
+           "create_rng_state", "Algorithm", "ResizeMethod",
            # utilities, not ops (test_utilities in tests/parity/test_ops_more.py)
            "control_dependencies", "group", "no_op", "executing_eagerly", "inside_function", "is_symbolic_tensor",
            "get_static_value", "timestamp", "get_logger", "get_current_name_scope", "AggregationMethod",
@@ -33,7 +34,7 @@ NOT_OPS = {"get_global_generator", "get_state", "set_state", "state_scope", "Gen
            "ones_initializer", "random_normal_initializer", "random_uniform_initializer", "assert_same_structure",
            "shape_n", "broadcast_static_shape", "broadcast_dynamic_shape", "required_space_to_batch_paddings"}
 
-_REF = re.compile(r"\btf\.((?:math\.special|math|nn|linalg|random|bitwise)\.)?([A-Za-z_]\w*)\b")
+_REF = re.compile(r"\btf\.((?:math\.special|math|nn|linalg|random|bitwise|image)\.)?([A-Za-z_]\w*)\b")
 
 
 def parity_referenced(tj, source=None):

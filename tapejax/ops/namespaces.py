@@ -10,6 +10,10 @@ from . import (
     bitwise as _bw,
     conv as _cv,
     diagonals as _dg,
+    image_color as _ic,
+    image_geometry as _ig,
+    image_metrics as _imx,
+    image_resize as _ir,
     indexing as _ix,
     layout as _lo,
     linalg as _l,
@@ -125,19 +129,23 @@ nest = _module("nest", "``tf.nest``", {"flatten": _nest.flatten, "pack_sequence_
                                         "assert_same_structure": _ut.assert_same_structure})
 bitwise = _module("bitwise", "``tf.bitwise``", {n: getattr(_bw, n) for n in _bw.__all__})
 strings, ragged, sparse = _un.strings, _un.ragged, _un.sparse
+#: ``tf.image``: the image family modules (``image_*``).
+IMAGE_MODULES = (_ig, _ir, _ic, _imx)
+image = _module("image", "``tf.image``", {n: getattr(mod, n) for mod in IMAGE_MODULES for n in mod.__all__})
 
 #: ``tf.dtypes``: the DType objects and ``as_dtype`` (``core.dtypes``), ``cast`` and ``saturate_cast``.
 dtypes = _module("dtypes", "``tf.dtypes``", {**{n: getattr(_dtypes, n) for n in _dtypes.PUBLIC}, "cast": _m.cast,
                                              "saturate_cast": _sp.saturate_cast, "complex": _sp.complex})
 
 # ``import tapejax.math`` (etc.) works like ``import tensorflow.math``.
-for _mod in (math, special, nn, linalg, random, nest, dtypes, bitwise):
+for _mod in (math, special, nn, linalg, random, nest, dtypes, bitwise, image):
     sys.modules.setdefault(_mod.__name__, _mod)
 
 
 #: namespace name -> {public name: function}, for the coverage table ("" is the top level).
 NAMESPACES = {"": TOP, "math": _MATH, "nn": dict(vars(nn)), "linalg": dict(vars(linalg)),
-              "random": dict(vars(random)), "bitwise": dict(vars(bitwise)), "math.special": dict(vars(special))}
+              "random": dict(vars(random)), "bitwise": dict(vars(bitwise)), "math.special": dict(vars(special)),
+              "image": dict(vars(image))}
 for _ns in NAMESPACES.values():
     for _k in [k for k in _ns if k.startswith("__") or k == "__all__"]:
         del _ns[_k]
