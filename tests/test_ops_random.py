@@ -246,3 +246,25 @@ def test_eager_draws_follow_the_documented_key_arithmetic_and_compile_nothing_in
         finally:
             lg.removeHandler(h)
     assert records == []
+
+
+def test_random_op_parameters_first_converted_inside_a_trace_stay_concrete(monkeypatch):
+    """A random op's Python-number parameters are cached as device arrays: one first made while a
+    tapejax.function traces must be a concrete array, not the trace's tracer (a cached tracer
+    made the next call's program take the wrong inputs, or leaked into a dataset function)."""
+    from tapejax.ops import random as R
+    monkeypatch.setattr(R, "_PARAMS", {})   # (as in a fresh process: nothing converted yet)
+    tf.random.set_seed(11)
+
+    @tf.function
+    def draw(x):
+        return x + tf.random.uniform([2], minval=-0.25, maxval=0.75, seed=3) + tf.random.normal([2], 0.5, 2.0)
+
+    outs = [draw(tf.zeros(2)).numpy() for _ in range(3)]
+    assert all(not isinstance(a, jax.core.Tracer) for a in R._PARAMS.values()) and R._PARAMS
+    assert len({tuple(o.round(6)) for o in outs}) == 3   # new draws at every call
+    tf.random.set_seed(11)
+    again = [draw(tf.zeros(2)).numpy() for _ in range(3)]
+    np.testing.assert_array_equal(np.stack(outs), np.stack(again))
+    eager = tf.random.uniform([2], minval=-0.25, maxval=0.75, seed=3).numpy()
+    assert eager.shape == (2,) and np.all(eager >= -0.25) and np.all(eager < 0.75)

@@ -15,9 +15,10 @@ structure, and then runs the graph per element.  Here:
    datasets share one compile); otherwise it is traced once per input shape.
 3. **Eager** instead, op by op on concrete Tensors, when the function cannot be one program:
    Python control flow on a tensor value (what TF's AutoGraph converts; eagerly Python takes
-   the branch), value-dependent shapes (``boolean_mask``), a ``tapejax.random`` op drawing
-   from the global stream (fresh values per element, as TF's), or a Variable read (its value
-   at each element, as TF's).  Also, with the traced output spec kept, a function that calls
+   the branch), value-dependent shapes (``boolean_mask``), a ``tapejax.random`` op (fresh
+   values per element, as TF's: the global stream, or an op seed's kernel counter, which
+   advances once per call and starts again at each iteration of the dataset), or a Variable
+   read (its value at each element, as TF's).  Also, with the traced output spec kept, a function that calls
    back into Python (``numpy_function``, ``py_function``): compiled, each element would take
    JAX's slow dispatch path for programs with host callbacks.  The output spec then comes from one run on zeros of the input
    spec: structure, dtypes and ranks, with every dimension unknown.
@@ -27,6 +28,7 @@ once more per traced shape, or per element in eager mode.  Assigning or creating
 refused (ValueError at ``map()`` time).
 """
 import contextlib
+import itertools
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 
@@ -41,6 +43,7 @@ from ..core.caches import LRU
 from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError, OperatorNotAllowedInGraphError
 from ..core.tensor import Tensor
+from ..ops.random import DrawInTrace
 from . import structure as S
 from .hostfn import infer_spec, output_spec
 from .hostops import TracedStringError
@@ -72,8 +75,11 @@ class _Watch:
     #: element run eagerly calls it directly (``compile.host``)
     stages_host_calls = False
 
-    def __init__(self, reads_ok: bool):
+    def __init__(self, reads_ok: bool, op_seed_calls: Optional[int] = None):
         self.reads_ok = reads_ok
+        #: the function's call number in this iteration of the dataset, for op-seeded random ops
+        #: (``ops.random``: each advances once per call, as TF's kernels); None while tracing
+        self.op_seed_calls = op_seed_calls
 
     def touch(self, var: Any, assign: bool) -> None:
         if assign:
@@ -86,9 +92,9 @@ class _Watch:
 
 
 @contextlib.contextmanager
-def _watching(reads_ok: bool) -> Iterator[None]:
+def _watching(reads_ok: bool, op_seed_calls: Optional[int] = None) -> Iterator[None]:
     prev = _state._local.collector
-    _state._local.collector = _Watch(reads_ok)
+    _state._local.collector = _Watch(reads_ok, op_seed_calls)
     try:
         yield
     finally:
@@ -125,7 +131,7 @@ def _materialize_random_key() -> None:
 
 
 def _is_random_in_trace(e: BaseException) -> bool:
-    return isinstance(e, RuntimeError) and "tapejax.random op with seed=None" in str(e)
+    return isinstance(e, DrawInTrace)
 
 
 def _is_check_in_trace(e: BaseException) -> bool:
@@ -161,6 +167,7 @@ class StructuredFunction:
         self.output_spec: Any = None    # the output structure, a spec per component
         self._traced: Any = None        # the last trace's output structure (an ``_Aval`` per component)
         self._jitted = jax.jit(self._pure)
+        self._calls = itertools.count()   # this iteration's calls (``new_iteration``)
         #: the per-element program when every input size is known (``shared_program``)
         self._run: Optional[Callable[[Sequence[Any]], Tuple[Any, ...]]] = None
         with host_context(x64):
@@ -284,8 +291,12 @@ class StructuredFunction:
                           f"({getattr(e.var, 'name', e.var)!r}): tapejax.data functions may read Variables "
                           "but not assign or create them.")
 
+    def new_iteration(self) -> None:
+        """A new iteration of the dataset starts: op-seeded random ops count calls from 0 again."""
+        self._calls = itertools.count()
+
     def _run_eager(self, components: Sequence[Any]) -> Any:
-        with _watching(reads_ok=True):
+        with _watching(reads_ok=True, op_seed_calls=next(self._calls)):
             out = self._call_user([c if c is None or is_str else jnp.asarray(c)
                                    for c, is_str in zip(components, self._strings)])
         return S.map_structure(lambda t: t if t is None or not isinstance(t, Tensor) else t.value, out)

@@ -50,6 +50,7 @@ class Map(Dataset):
         p = self._inputs[0]._build(ctx)
         nodes = _nodes()
         threads = ctx.threads(self._npc)
+        self._fn.new_iteration()
         if isinstance(p, nodes.Node):
             return nodes.MapFn(p, self._fn, threads)
         if threads <= 1:
@@ -71,6 +72,7 @@ class Filter(Dataset):
 
     def _build(self, ctx: Build) -> Any:
         fn = self._fn
+        fn.new_iteration()
         return self._inputs[0]._build_stream(ctx).filter(lambda el: bool(fn(el)[0]))
 
 

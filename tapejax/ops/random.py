@@ -77,6 +77,14 @@ def _fold_twice(base, seed, n):
     return jax.random.fold_in(jax.random.fold_in(base, seed), n)
 
 
+class DrawInTrace(RuntimeError):
+    """A random op drew inside a trace that cannot carry its state (an unseeded op under a bare
+    ``jax.jit``; any random op in a dataset function's trace, which then runs eagerly)."""
+
+
+#: ``getattr``'s default: the running collector is not a dataset function's (``op_seed_calls``).
+_NOT_DATA = object()
+
 #: ``PRNGKey(g)`` per global seed ``g`` (the base of rule 4's streams)
 _BASES: "dict[int, jax.Array]" = {}
 
@@ -176,7 +184,7 @@ class GlobalGenerator:
             if seed is None:
                 key, sub = split_key(self.key)
                 if not self.scopes and isinstance(key, jax.core.Tracer) and self._threaded() is None:
-                    raise RuntimeError(
+                    raise DrawInTrace(
                         "a tapejax.random op with seed=None ran inside jax.jit without the generator's "
                         "state threaded through: wrap the traced code in `with tapejax.random."
                         "state_scope(key) as s:` (key an argument, s.key an output), or pass an op "
@@ -185,8 +193,18 @@ class GlobalGenerator:
                 return sub
             g = DEFAULT_GRAPH_SEED if self.global_seed is None else self.global_seed
             s = int(seed)
+            watch = _state._local.collector
+            calls = getattr(watch, "op_seed_calls", _NOT_DATA) if watch is not None and not static else _NOT_DATA
             col = None if static else self._threaded()
-            if col is not None:
+            if calls is not _NOT_DATA:
+                # A dataset function: each op-seeded op is a kernel whose counter advances once per
+                # call of the function, from 0 at each iteration of the dataset (TF).  Only a run
+                # per element knows the call: a trace of the function runs it eagerly instead.
+                if calls is None:
+                    raise DrawInTrace("a tapejax.random op with an op seed in a traced dataset function: "
+                                      "its draws differ per element, so the function runs eagerly")
+                n = calls
+            elif col is not None:
                 # A tapejax.function traces: this op is a stateful kernel of its own, as in TF's
                 # graph (its own counter from 0, advanced at every call, reset by ``set_seed``).
                 ctr = self._new_counter()
@@ -296,8 +314,10 @@ def _param(v, dt):
         key = (kind, v, math.copysign(1.0, v) if kind is float else 1.0, dt)
         a = _PARAMS.get(key)
         if a is None:
-            a = convert_to_tensor(v, dtype=dt)._value
-            if len(_PARAMS) < 1024:
+            # (concrete even while a function traces: a cached tracer would leak into later traces)
+            with jax.ensure_compile_time_eval():
+                a = convert_to_tensor(v, dtype=dt)._value
+            if len(_PARAMS) < 1024 and not isinstance(a, jax.core.Tracer):
                 _PARAMS[key] = a
         return a
     return convert_to_tensor(v, dtype=dt)

@@ -227,3 +227,28 @@ def test_training_fed_by_an_interleaved_mapped_pipeline_with_an_evaluation_funct
         losses.append(loss)
         evals.append(evaluate(x, y))
     return losses, evals, w, b, total / count
+
+
+@parity(x64=True, modes=True)
+def test_op_seeded_random_ops_in_dataset_functions_draw_per_element(tf):
+    """An op-seeded random op in a ``map`` / ``filter`` function is a kernel whose counter advances
+    per call (TF): every element draws anew, an iteration repeats the previous one's values, two
+    ops with one seed draw alike, and another seed draws otherwise.  (The values are tapejax's own
+    stream: the comparison is of these properties.)"""
+    D = tf.data.Dataset
+    tf.random.set_seed(5)
+
+    def make():
+        return D.range(6).map(lambda v: (v, tf.random.uniform([], seed=1), tf.random.uniform([], seed=1),
+                                          tf.random.uniform([3], seed=2)))
+
+    def rows(ds):
+        return [(int(v), float(a), float(b), tuple(np.asarray(c).round(6).tolist())) for v, a, b, c in ds]
+
+    ds = make()
+    first, again, other = rows(ds), rows(ds), rows(make())
+    kept = D.range(40).filter(lambda v: tf.random.uniform([], seed=3) < 0.5)
+    k1, k2 = L(kept), L(kept)
+    return (first == again, first == other, len({r[1] for r in first}), all(r[1] == r[2] for r in first),
+            len({r[3] for r in first}), all(r[1] != r[3][0] for r in first),
+            k1 == k2, 0 < len(k1) < 40)
