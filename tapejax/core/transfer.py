@@ -75,8 +75,9 @@ def to_device(a: np.ndarray) -> jax.Array:
 
 
 def copy(x: jax.Array) -> jax.Array:
-    """A new buffer holding ``x``'s value, with ``x``'s placement and commitment."""
-    if _again(("copy", x.shape, x.dtype, x.sharding)):
+    """A new buffer holding ``x``'s value, with ``x``'s placement and commitment (an array spread
+    over several processes is copied by the compiled call: ``device_put`` takes addressable ones)."""
+    if not x.is_fully_addressable or _again(("copy", x.shape, x.dtype, x.sharding)):
         return _copy(x)
     return jax.device_put(x, may_alias=False)
 
