@@ -147,7 +147,7 @@ _HSV_TO_RGB = prim("HSVToRGB", hsv_rgb, differentiable=False,
 def _hsv_op(p, images):
     _channels3(images, p.name, FailedPreconditionError)   # (TF's kernel's class for this check)
     d = _dtype_name(images)
-    if d.kind != "f":
+    if d.kind != "f" and d != np.dtype(jnp.bfloat16):
         raise InvalidArgumentError(None, None, f"Value for attr 'T' of {d.name} is not in the list of allowed "
                                    f"values: half, bfloat16, float, double (argument `images`) [Op:{p.name}]")
     return _call(p, p.name, images)
@@ -182,7 +182,7 @@ def _matrix_op(images, space):
         raise InvalidArgumentError(None, None, f"Matrix size-incompatible: In[0]: {list(shape)}, In[1]: [3,3] "
                                    "(argument `images` must have 3 channels) [Op:MatMul]")
     d = _dtype_name(images)
-    if d.kind != "f":
+    if d.kind != "f" and d != np.dtype(jnp.bfloat16):
         raise TypeError(f"argument `images` must be a float tensor; got {d.name}")
     return _call(_COLOR_MATMUL, "MatMul", images, space=space)
 
