@@ -28,6 +28,7 @@ from ..core.variable import Variable
 from . import random as _r, rng as _rng
 from ._registry import _call, _shape, dtype_of, prim, tf_types
 from .image_geometry import image_rank
+from .special import saturation_bounds
 
 
 def _max(d):
@@ -35,24 +36,10 @@ def _max(d):
     return np.iinfo(d).max if d.kind in "iu" else float(np.finfo(d).max)
 
 
-def _limits(d):
-    return (np.iinfo(d).min, np.iinfo(d).max) if d.kind in "iu" else (float(jnp.finfo(d).min), float(jnp.finfo(d).max))
-
-
 def _saturate(x, d):
-    """TF's ``saturate_cast`` of array ``x`` to dtype ``d``: clamp to ``d``'s range as ``x``'s dtype holds
-    it (nudged inside where it rounds outside), then cast."""
-    src, d = np.dtype(x.dtype), np.dtype(d)
-    promoted = np.promote_types(src, d)
-    (in_lo, in_hi), (out_lo, out_hi) = _limits(src), _limits(d)
-    with np.errstate(over="ignore"):
-        lo = np.asarray(max(in_lo, out_lo)).astype(src)
-        if np.asarray(lo, promoted) < np.asarray(out_lo, promoted):
-            lo = np.nextafter(lo, np.zeros((), src)).astype(src)
-        hi = np.asarray(min(float(in_hi), float(out_hi))).astype(src)
-        if np.asarray(hi, promoted) > np.asarray(out_hi, promoted):
-            hi = np.nextafter(hi, np.zeros((), src)).astype(src)
-    return jnp.clip(x, lo, hi).astype(d)
+    """TF's ``saturate_cast`` of array ``x`` to dtype ``d`` (``special.saturation_bounds``)."""
+    lo, hi = saturation_bounds(np.dtype(x.dtype), np.dtype(d))
+    return jnp.clip(x, lo, hi).astype(np.dtype(d))
 
 
 def convert(x, dtype, saturate=False):

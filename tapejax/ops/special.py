@@ -202,6 +202,24 @@ def _limits(d):
     return (np.iinfo(d).min, np.iinfo(d).max) if d.kind in "iu" else (float(jnp.finfo(d).min), float(jnp.finfo(d).max))
 
 
+def saturation_bounds(src: np.dtype, out: np.dtype) -> "tuple[np.ndarray, np.ndarray]":
+    """TF's ``saturate_cast`` bounds for casting real dtype ``src`` to real dtype ``out``: ``out``'s
+    range as ``src`` values, nudged inside where ``src`` rounds a bound outside it."""
+    try:
+        promoted = np.promote_types(src, out)
+    except TypeError:
+        promoted = np.dtype(np.float64)
+    (in_lo, in_hi), (out_lo, out_hi) = _limits(src), _limits(out)
+    with np.errstate(over="ignore"):
+        lo = np.asarray(max(in_lo, out_lo)).astype(src)
+        if np.asarray(lo, promoted) < np.asarray(out_lo, promoted):
+            lo = np.nextafter(lo, np.zeros((), src)).astype(src)
+        hi = np.asarray(min(float(in_hi), float(out_hi))).astype(src)
+        if np.asarray(hi, promoted) > np.asarray(out_hi, promoted):
+            hi = np.nextafter(hi, np.zeros((), src)).astype(src)
+    return lo, hi
+
+
 def saturate_cast(value, dtype, name=None):
     """``tf.saturate_cast``: clamp to the target's range (nudged inside it where the source dtype
     cannot hold its bounds), then ``cast`` (TF's algorithm, ``math_ops.saturate_cast``)."""
@@ -219,17 +237,7 @@ def saturate_cast(value, dtype, name=None):
             return cast(value, target)
     out = np.dtype(jnp.real(jnp.zeros((), target)).dtype) if target.kind == "c" else target
     if src.kind in "iuf" and out.kind in "iuf":
-        try:
-            promoted = np.promote_types(src, out)
-        except TypeError:
-            promoted = np.dtype(np.float64)
-        (in_lo, in_hi), (out_lo, out_hi) = _limits(src), _limits(out)
-        lo = np.asarray(max(in_lo, out_lo)).astype(src)
-        if np.asarray(lo, promoted) < np.asarray(out_lo, promoted):
-            lo = np.nextafter(lo, np.zeros((), src)).astype(src)
-        hi = np.asarray(min(float(in_hi), float(out_hi))).astype(src)
-        if np.asarray(hi, promoted) > np.asarray(out_hi, promoted):
-            hi = np.nextafter(hi, np.zeros((), src)).astype(src)
+        lo, hi = saturation_bounds(src, out)
         value = clip_by_value(value, Tensor(jnp.asarray(lo, src)), Tensor(jnp.asarray(hi, src)))
     return cast(value, target)
 
