@@ -1,5 +1,7 @@
 """Helpers the tf.data parity tests share: an element_spec, a dataset's elements and its
-cardinality as plain data (the same under TensorFlow and tapejax)."""
+cardinality as plain data (the same under TensorFlow and tapejax), and the small model their
+training programs fit."""
+import numpy as np
 
 
 def spec(s):
@@ -21,3 +23,22 @@ def L(ds):
 
 def card(ds):
     return int(ds.cardinality().numpy())
+
+
+def softmax_classifier(tf, n_in, n_classes=10, lr=0.5):
+    """A linear softmax classifier from zeros and its compiled SGD step ``step(x, y) -> loss``
+    (``x`` reshaped to ``[-1, n_in]``): ``(w, b, step)``."""
+    w = tf.Variable(np.zeros((n_in, n_classes), np.float32))
+    b = tf.Variable(np.zeros((n_classes,), np.float32))
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            logits = tf.matmul(tf.reshape(x, [-1, n_in]), w) + b
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+        gw, gb = tape.gradient(loss, [w, b])
+        w.assign_sub(lr * gw)
+        b.assign_sub(lr * gb)
+        return loss
+
+    return w, b, step

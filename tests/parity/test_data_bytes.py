@@ -12,7 +12,7 @@ import tempfile
 
 import numpy as np
 
-from .data_helpers import L, card, spec
+from .data_helpers import L, card, softmax_classifier, spec
 from .harness import parity
 
 #: records of 4 bytes, most ending in zeros (one all zeros), after a 3-byte header, before a
@@ -196,18 +196,7 @@ def test_program_cifar_like_binary_records(tf):
     train = tf.data.FixedLengthRecordDataset(names, RECORD).batch(8)
     tf.data.FixedLengthRecordDataset(names, RECORD).save(os.path.join(d, "eval"))
     evaluation = tf.data.Dataset.load(os.path.join(d, "eval")).cache().batch(16)
-    w = tf.Variable(np.zeros((H * W * C, 10), np.float32))
-    b = tf.Variable(np.zeros((10,), np.float32))
-
-    @tf.function
-    def step(x, y):
-        with tf.GradientTape() as tape:
-            logits = tf.matmul(tf.reshape(x, [-1, H * W * C]), w) + b
-            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
-        gw, gb = tape.gradient(loss, [w, b])
-        w.assign_sub(0.5 * gw)
-        b.assign_sub(0.5 * gb)
-        return loss
+    w, b, step = softmax_classifier(tf, H * W * C)
 
     def accuracy():
         right = total = 0

@@ -9,7 +9,7 @@ import tempfile
 
 import numpy as np
 
-from .data_helpers import L, spec
+from .data_helpers import L, softmax_classifier, spec
 from .harness import parity, raises
 
 C, H, W = 3, 4, 4
@@ -71,18 +71,7 @@ def test_program_cifar_binary_pipeline_trains(tf):
     names = _cifar_files()
     train = tf.data.FixedLengthRecordDataset(names, RECORD).map(_parse(tf)).batch(8)
     evaluation = tf.data.FixedLengthRecordDataset(names[:1], RECORD).map(_parse(tf)).cache().batch(16)
-    w = tf.Variable(np.zeros((H * W * C, 10), np.float32))
-    b = tf.Variable(np.zeros((10,), np.float32))
-
-    @tf.function
-    def step(x, y):
-        with tf.GradientTape() as tape:
-            logits = tf.matmul(tf.reshape(x, [-1, H * W * C]), w) + b
-            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
-        gw, gb = tape.gradient(loss, [w, b])
-        w.assign_sub(0.5 * gw)
-        b.assign_sub(0.5 * gb)
-        return loss
+    w, b, step = softmax_classifier(tf, H * W * C)
 
     losses, accs = [], []
     for _ in range(2):
