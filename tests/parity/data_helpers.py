@@ -1,6 +1,9 @@
 """Helpers the tf.data parity tests share: an element_spec, a dataset's elements and its
 cardinality as plain data (the same under TensorFlow and tapejax), and the small model their
-training programs fit."""
+training programs fit, and the files their readers read."""
+import os
+import tempfile
+
 import numpy as np
 
 
@@ -42,3 +45,25 @@ def softmax_classifier(tf, n_in, n_classes=10, lr=0.5):
         return loss
 
     return w, b, step
+
+
+def tmp():
+    """A new temporary directory for a parity test's files."""
+    return tempfile.mkdtemp(prefix="tapejax-parity-")
+
+
+def cifar_like_files(c, h, w, records=24, seed=0):
+    """Two files in CIFAR-10's binary format (a label byte, then the pixels channel-major) of
+    ``records`` records each, most of them ending in zero bytes (a dark corner)."""
+    rng = np.random.default_rng(seed)
+    d = tmp()
+    names = []
+    for k in range(2):
+        labels = rng.integers(0, 10, size=records, dtype=np.uint8)
+        pixels = rng.integers(0, 256, size=(records, c * h * w), dtype=np.uint8)
+        pixels[:, -3:] = 0
+        pixels[::5, -1] = 7
+        name = os.path.join(d, f"data_batch_{k}.bin")
+        np.concatenate([labels[:, None], pixels], axis=1).tofile(name)
+        names.append(name)
+    return names

@@ -8,11 +8,10 @@ program: a tiny CIFAR-10-style binary file (label byte + pixel bytes) decoded on
 model trained on it.  NumPy's ``S`` values drop trailing NULs; these cases fail with them."""
 import gzip
 import os
-import tempfile
 
 import numpy as np
 
-from .data_helpers import L, card, softmax_classifier, spec
+from .data_helpers import L, card, cifar_like_files, softmax_classifier, spec, tmp
 from .harness import parity
 
 #: records of 4 bytes, most ending in zeros (one all zeros), after a 3-byte header, before a
@@ -20,10 +19,6 @@ from .harness import parity
 RECORDS = [b"ab\x00\x00", b"\x00\x00\x00\x00", b"c\x00d\x00", b"efgh", b"\x01\x00\x00\x00", b"i\x00\x00j"]
 HEADER, FOOTER = b"HDR", b"\x00\x00"
 LINES = [b"ab\x00", b"\x00\x00", b"", b"x\x00y", b"z"]
-
-
-def tmp():
-    return tempfile.mkdtemp(prefix="tapejax-parity-")
 
 
 def _record_files():
@@ -161,23 +156,6 @@ C = 3
 RECORD = 1 + H * W * C   # label byte, then the pixels channel-major (CIFAR-10's layout)
 
 
-def _cifar_like():
-    """Two files of 24 records each; the last pixel bytes are zero in most records."""
-    rng = np.random.default_rng(0)
-    d = tmp()
-    names = []
-    for k in range(2):
-        labels = rng.integers(0, 10, size=24, dtype=np.uint8)
-        pixels = rng.integers(0, 256, size=(24, C * H * W), dtype=np.uint8)
-        pixels[:, -3:] = 0                       # (a dark corner: records end in zeros)
-        pixels[::5, -1] = 7
-        rows = np.concatenate([labels[:, None], pixels], axis=1)
-        name = os.path.join(d, f"data_batch_{k}.bin")
-        rows.tofile(name)
-        names.append(name)
-    return names
-
-
 def _decode(records):
     """A batch of records (an object array of bytes) as (labels int32, images float32 NHWC)."""
     raw = np.frombuffer(b"".join(records), np.uint8).reshape(len(records), RECORD)
@@ -191,7 +169,7 @@ def test_program_cifar_like_binary_records(tf):
     """Records read from two files, batched, decoded on the host and fed to a softmax classifier
     (a ``tf.function`` step) trained for two epochs; evaluated after each epoch on a saved,
     loaded and cached copy."""
-    names = _cifar_like()
+    names = cifar_like_files(C, H, W)
     d = tmp()
     train = tf.data.FixedLengthRecordDataset(names, RECORD).batch(8)
     tf.data.FixedLengthRecordDataset(names, RECORD).save(os.path.join(d, "eval"))

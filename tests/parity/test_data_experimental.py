@@ -5,18 +5,12 @@ construction and while iterating), and a model trained from CSV rows read with a
 with deferral on and off."""
 import gzip
 import os
-import tempfile
 import zlib
 
 import numpy as np
 
-from .data_helpers import L, card, spec
+from .data_helpers import L, card, spec, tmp
 from .harness import parity, raises
-
-
-def tmp():
-    return tempfile.mkdtemp(prefix="tapejax-parity-")
-
 
 # -- Iterator and Optional -------------------------------------------------------------------
 

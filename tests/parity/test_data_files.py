@@ -7,16 +7,11 @@ bytes), ``rejection_resample`` (structure, cardinality, class histogram of a lon
 programs: a model trained on a saved-and-loaded dataset, and a snapshot'ed pipeline over two
 epochs.  Each case writes under its own temporary directory."""
 import os
-import tempfile
 
 import numpy as np
 
-from .data_helpers import L, card, spec
+from .data_helpers import L, card, spec, tmp
 from .harness import parity, raises
-
-
-def tmp():
-    return tempfile.mkdtemp(prefix="tapejax-parity-")
 
 
 def first(ds):

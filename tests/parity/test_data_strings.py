@@ -5,35 +5,14 @@ strip, lower / upper, regex_full_match, substr, join, to_number); ``tf.io.decode
 ``TextLineDataset`` lines; ``filter`` with a string predicate; element specs; bad input.  On
 the main branch before this change every ``map`` / ``filter`` here raised TypeError."""
 import os
-import tempfile
 
-import numpy as np
-
-from .data_helpers import L, softmax_classifier, spec
+from .data_helpers import L, cifar_like_files, softmax_classifier, spec, tmp
 from .harness import parity, raises
 
 C, H, W = 3, 4, 4
 RECORD = 1 + C * H * W
 TEXT = ["The quick brown fox", "  jumps over  ", "", "the LAZY dog 42", "a,b,,c"]
 CSV = ["1,alpha,2.5", "2,,3.25", "3,gamma,", "4,\"de,lta\",1e3"]
-
-
-def tmp():
-    return tempfile.mkdtemp(prefix="tapejax-parity-")
-
-
-def _cifar_files():
-    rng = np.random.default_rng(1)
-    d = tmp()
-    names = []
-    for k in range(2):
-        labels = rng.integers(0, 10, size=20, dtype=np.uint8)
-        pixels = rng.integers(0, 256, size=(20, C * H * W), dtype=np.uint8)
-        pixels[:, -2:] = 0
-        name = os.path.join(d, f"data_batch_{k}.bin")
-        np.concatenate([labels[:, None], pixels], axis=1).tofile(name)
-        names.append(name)
-    return names
 
 
 def _text_file(lines):
@@ -54,7 +33,7 @@ def _parse(tf):
 
 @parity
 def test_cifar_records_decoded_in_map(tf):
-    names = _cifar_files()
+    names = cifar_like_files(C, H, W, records=20, seed=1)
     ds = tf.data.FixedLengthRecordDataset(names, RECORD)
     raw = ds.map(lambda r: tf.io.decode_raw(r, tf.uint8))
     parsed = ds.map(_parse(tf))
@@ -68,7 +47,7 @@ def test_cifar_records_decoded_in_map(tf):
 def test_program_cifar_binary_pipeline_trains(tf):
     """CIFAR-10's reader as TF users write it: records -> decode_raw -> label and image -> batch,
     a softmax classifier trained by a compiled step, evaluated after each epoch."""
-    names = _cifar_files()
+    names = cifar_like_files(C, H, W, records=20, seed=1)
     train = tf.data.FixedLengthRecordDataset(names, RECORD).map(_parse(tf)).batch(8)
     evaluation = tf.data.FixedLengthRecordDataset(names[:1], RECORD).map(_parse(tf)).cache().batch(16)
     w, b, step = softmax_classifier(tf, H * W * C)
