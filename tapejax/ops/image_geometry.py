@@ -13,6 +13,8 @@ drawn values then select through one op (``ImageRandomFlip``, ``ImageRandomCrop`
 hold (a 3-D image flips with probability 1/2, each image of a 4-D batch independently; a crop's
 offset is uniform over the valid ones); the values differ from TF's (another generator).
 """
+from typing import NamedTuple
+
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -112,14 +114,26 @@ def _as_batch(image):
     return (1,) + tuple(shape) if len(shape) == 3 else tuple(shape), len(shape) == 3
 
 
+class _BoxArg(NamedTuple):
+    """A bounding-box argument: its value on the host, and whether it was given as a Tensor
+    (TF then raises InvalidArgumentError where a Python int gives ValueError)."""
+
+    value: int
+    tensor: bool
+
+
+def _box(offset_height, offset_width, target_height, target_width) -> "tuple[_BoxArg, ...]":
+    """The four bounding-box arguments of ``crop_to_bounding_box`` / ``pad_to_bounding_box``."""
+    return tuple(_BoxArg(*host_int(v, name)) for v, name in (
+        (offset_height, "offset_height"), (offset_width, "offset_width"),
+        (target_height, "target_height"), (target_width, "target_width")))
+
+
 @tf_types("Slice")
 def crop_to_bounding_box(image, offset_height, offset_width, target_height, target_width):
     """``tf.image.crop_to_bounding_box``: the ``[target_height, target_width]`` window at the offsets."""
     (_, h, w, _), single = _as_batch(image)
-    oh, toh = host_int(offset_height, "offset_height")
-    ow, tow = host_int(offset_width, "offset_width")
-    th, tth = host_int(target_height, "target_height")
-    tw, ttw = host_int(target_width, "target_width")
+    (oh, toh), (ow, tow), (th, tth), (tw, ttw) = _box(offset_height, offset_width, target_height, target_width)
     check(ow >= 0, "offset_width must be >= 0.", tow)
     check(oh >= 0, "offset_height must be >= 0.", toh)
     check(tw > 0, "target_width must be > 0.", ttw)
@@ -135,10 +149,7 @@ def crop_to_bounding_box(image, offset_height, offset_width, target_height, targ
 def pad_to_bounding_box(image, offset_height, offset_width, target_height, target_width):
     """``tf.image.pad_to_bounding_box``: zeros around ``image`` to ``[target_height, target_width]``."""
     (_, h, w, _), single = _as_batch(image)
-    oh, toh = host_int(offset_height, "offset_height")
-    ow, tow = host_int(offset_width, "offset_width")
-    th, tth = host_int(target_height, "target_height")
-    tw, ttw = host_int(target_width, "target_width")
+    (oh, toh), (ow, tow), (th, tth), (tw, ttw) = _box(offset_height, offset_width, target_height, target_width)
     check(oh >= 0, "offset_height must be >= 0", toh)
     check(ow >= 0, "offset_width must be >= 0", tow)
     check(tw - ow - w >= 0, "width must be <= target - offset", tow or ttw)
