@@ -492,6 +492,31 @@ def test_an_optimizer_with_big_state_is_left_to_update_it_in_place(counts, monke
     assert counts == {"predicted": 6, "recomputed": 0}
 
 
+def test_an_optimizer_with_state_much_larger_than_its_variables_is_not_predicted(counts, monkeypatch):
+    """Prediction saves the gradients (as large as the Variables) but must allocate the state
+    anew each step: Adam's two slots (twice the Variables) exceed the Variables by more than
+    ``_GROUP_SLACK_BYTES`` (here 64 bytes) and run Adam's own donating update; momentum's one
+    slot (as large as the Variables, plus the counter) stays predicted."""
+    monkeypatch.setattr(_speculate, "_GROUP_SLACK_BYTES", 64)
+    _assert_same_optimizer(OPTIMIZERS["adam"], 8)
+    assert counts == {"predicted": 0, "recomputed": 0}
+    tf.clear_cache()
+    _assert_same_optimizer(OPTIMIZERS["nesterov"], 8)
+    assert counts == {"predicted": 6, "recomputed": 0}
+
+
+def test_worth_predicting_compares_the_state_with_the_variables():
+    """The rule on sizes alone: a group's updated Variables first, then its slots and counters."""
+    v = tf.Variable(np.zeros((512, 512), np.float32))          # 1 MiB
+    slot1, slot2 = tf.Variable(np.zeros((512, 512), np.float32)), tf.Variable(np.zeros((512, 512), np.float32))
+    small = tf.Variable(np.zeros((8,), np.float32))
+    counter = tf.Variable(np.int64(0))
+    assert _speculate._worth_predicting((v, slot1, counter), 1)              # momentum: state = Variables
+    assert _speculate._worth_predicting((v, slot1, small, counter), 1)       # within the slack
+    assert not _speculate._worth_predicting((v, slot1, slot2, counter), 1)   # Adam: 1 MiB and 8 bytes over
+    assert _speculate._worth_predicting((small, small, small, counter), 1)   # a small model's Adam
+
+
 def test_a_predicted_optimizer_step_sets_every_state_variable_at_once(counts):
     update, _ = _with(lambda: tf.keras.optimizers.Adam(0.01))
     seen = []
