@@ -17,7 +17,14 @@ from typing import Any, Callable, Optional as _Opt
 
 import numpy as np
 
-from . import args as A, extras as _extras, readers as _readers, structure as S
+from . import (
+               args as A,
+               extras as _extras,
+               parse_example as _parse_example,
+               readers as _readers,
+               structure as S,
+               tfrecord as _tfrecord,
+)
 from .args import AUTOTUNE, INFINITE as INFINITE_CARDINALITY, UNKNOWN as UNKNOWN_CARDINALITY
 from .dataset import KINDS, Dataset
 from .extras import Reducer
@@ -191,14 +198,27 @@ def prefetch_to_device(device: Any, buffer_size: Any = None) -> Transformation:
 
 
 CsvDataset, make_csv_dataset = _readers.CsvDataset, _readers.make_csv_dataset
+TFRecordWriter = _tfrecord.DatasetWriter
+
+
+def parse_example_dataset(features: Any, num_parallel_calls: Any = 1, deterministic: Any = None) -> Transformation:
+    """A ``map`` parsing batches of serialized ``tf.train.Example``s (``tf.io.parse_example``) into
+    a dict of features (for ``apply``)."""
+    if features is None:
+        raise ValueError("Argument `features` is required, but not specified.")
+
+    def apply(dataset: Dataset) -> Dataset:
+        return dataset.map(lambda serialized: _parse_example.parse_example(serialized, features),
+                           num_parallel_calls=num_parallel_calls, deterministic=deterministic)
+    return apply
 
 __all__ = [
     "AUTOTUNE", "AutoShardPolicy", "AutotuneAlgorithm", "AutotuneOptions", "Counter", "CsvDataset",
     "DistributeOptions", "ExternalStatePolicy", "INFINITE_CARDINALITY", "OptimizationOptions", "Optional",
-    "RandomDataset", "Reducer", "SHARD_HINT", "ThreadingOptions", "UNKNOWN_CARDINALITY", "assert_cardinality", "at",
+    "RandomDataset", "Reducer", "SHARD_HINT", "TFRecordWriter", "ThreadingOptions", "UNKNOWN_CARDINALITY", "assert_cardinality", "at",
     "bucket_by_sequence_length", "cardinality", "choose_from_datasets", "copy_to_device", "enable_debug_mode",
     "enumerate_dataset", "from_list", "get_next_as_optional", "get_single_element", "get_structure",
     "group_by_reducer", "group_by_window", "ignore_errors", "load", "make_csv_dataset", "map_and_batch",
-    "pad_to_cardinality", "parallel_interleave", "prefetch_to_device", "rebatch", "rejection_resample",
+    "pad_to_cardinality", "parallel_interleave", "parse_example_dataset", "prefetch_to_device", "rebatch", "rejection_resample",
     "sample_from_datasets", "save", "scan", "shuffle_and_repeat", "snapshot", "take_while", "unbatch", "unique",
 ]
