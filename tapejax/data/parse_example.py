@@ -20,6 +20,7 @@ not parse are ``InvalidArgumentError`` with TF's key / index text.  dtypes are `
 ragged configurations) give a SparseTensor in TF, which tapejax does not have:
 ``UnimplementedError`` naming the dense alternatives.
 """
+import math
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
@@ -71,6 +72,7 @@ class _Config(NamedTuple):
     shape: Tuple[int, ...]
     sequence: bool
     default: Optional[np.ndarray]   # flat, or None (required / sequence without one)
+    size: int           # values per row (the product of ``shape``)
 
 
 def _dtype_name(dtype: Any) -> str:
@@ -136,7 +138,7 @@ def _config(key: Any, feature: Any) -> _Config:
                                        f"the feature's shape {list(shape)} needs {want} (TF: Input to reshape is a "
                                        f"tensor with {default.size} values, but the requested shape has {want}).")
     kind, dtype_name = _KINDS[name]
-    return _Config(str(key), kind, dtype_name, shape, sequence, default)
+    return _Config(str(key), kind, dtype_name, shape, sequence, default, math.prod(shape))
 
 
 def _configs(features: Any) -> List[_Config]:
@@ -178,7 +180,7 @@ def _values(feature: Any, c: _Config, where: str) -> Optional[np.ndarray]:
 
 def _dense(values: Optional[np.ndarray], c: _Config, where: str) -> np.ndarray:
     """One Example's value of feature ``c``: ``shape`` (fixed) or ``[rows] + shape`` (sequence)."""
-    size = int(np.prod(c.shape, dtype=np.int64))
+    size = c.size
     if c.sequence:
         if values is None:
             values = np.empty(0, _kind_dtype(c.kind))
