@@ -12,14 +12,17 @@ from .parse_example import (
     parse_example,
     parse_single_example,
 )
+from .parse_sequence import parse_sequence_example, parse_single_sequence_example
 from .tfrecord import TFRecordOptions, TFRecordWriter
 
 io = new_module("tapejax.io", "``tf.io``: ``decode_raw`` / ``decode_csv`` on host strings, TFRecord files "
                 "(``TFRecordWriter``, ``TFRecordOptions``) and ``tf.train.Example`` parsing (``parse_example``, "
-                "``parse_single_example``, ``FixedLenFeature``, ``FixedLenSequenceFeature``; tapejax.data).",
+                "``parse_single_example``, the sequence forms, ``FixedLenFeature``, ``FixedLenSequenceFeature``; tapejax.data).",
                 {"decode_raw": decode_raw, "decode_csv": decode_csv, "TFRecordWriter": TFRecordWriter,
                  "TFRecordOptions": TFRecordOptions, "parse_example": parse_example,
                  "parse_single_example": parse_single_example, "FixedLenFeature": FixedLenFeature,
-                 "FixedLenSequenceFeature": FixedLenSequenceFeature, "VarLenFeature": VarLenFeature})
+                 "FixedLenSequenceFeature": FixedLenSequenceFeature, "VarLenFeature": VarLenFeature,
+                 "parse_sequence_example": parse_sequence_example,
+                 "parse_single_sequence_example": parse_single_sequence_example})
 
 __all__ = ["io"]

@@ -60,10 +60,10 @@ class VarLenFeature(NamedTuple):
 
 #: the Example kind of each feature dtype, and TF's name of the dtype in its messages
 _KINDS = {"float32": ("float_list", "float"), "int64": ("int64_list", "int64"), "string": ("bytes_list", "string")}
-_KIND_NAMES = {"float_list": "float", "int64_list": "int64", "bytes_list": "string"}
+KIND_NAMES = {"float_list": "float", "int64_list": "int64", "bytes_list": "string"}
 
 
-class _Config(NamedTuple):
+class FeatureConfig(NamedTuple):
     """One feature's configuration, checked: its key, kind, shape and default (flat values)."""
 
     key: str
@@ -91,7 +91,7 @@ def _dtype_name(dtype: Any) -> str:
     return name
 
 
-def _kind_dtype(kind: str) -> Any:
+def kind_dtype(kind: str) -> Any:
     return {"bytes_list": object, "float_list": np.float32, "int64_list": np.int64}[kind]
 
 
@@ -104,7 +104,7 @@ def _flat_values(value: Any, name: str, what: str) -> np.ndarray:
     return np.asarray(v, dtype=np.dtype(name)).reshape(-1)
 
 
-def _config(key: Any, feature: Any) -> _Config:
+def feature_config(key: Any, feature: Any) -> FeatureConfig:
     if isinstance(feature, VarLenFeature):
         raise UnimplementedError(None, None, f"Feature {key!r}: tf.io.VarLenFeature parses into a SparseTensor, which "
                                  "tapejax does not have (no sparse tensors). Use tf.io.FixedLenSequenceFeature("
@@ -138,16 +138,16 @@ def _config(key: Any, feature: Any) -> _Config:
                                        f"the feature's shape {list(shape)} needs {want} (TF: Input to reshape is a "
                                        f"tensor with {default.size} values, but the requested shape has {want}).")
     kind, dtype_name = _KINDS[name]
-    return _Config(str(key), kind, dtype_name, shape, sequence, default, math.prod(shape))
+    return FeatureConfig(str(key), kind, dtype_name, shape, sequence, default, math.prod(shape))
 
 
-def _configs(features: Any) -> List[_Config]:
+def _configs(features: Any) -> List[FeatureConfig]:
     if not isinstance(features, dict):
         raise TypeError(f"`features` must be a dict of feature key to tf.io.FixedLenFeature / "
                         f"FixedLenSequenceFeature; got {type(features).__name__}.")
     if not features:
         raise ValueError("Invalid argument: features cannot be empty.")
-    return [_config(k, features[k]) for k in sorted(features)]
+    return [feature_config(k, features[k]) for k in sorted(features)]
 
 
 def _parse(data: bytes, where: str) -> Any:
@@ -160,7 +160,7 @@ def _parse(data: bytes, where: str) -> Any:
     return example
 
 
-def _values(feature: Any, c: _Config, where: str) -> Optional[np.ndarray]:
+def _values(feature: Any, c: FeatureConfig, where: str) -> Optional[np.ndarray]:
     """The flat values of one feature of one Example (None: missing)."""
     if feature is None:
         return None
@@ -169,21 +169,21 @@ def _values(feature: Any, c: _Config, where: str) -> Optional[np.ndarray]:
         return None
     if kind != c.kind:
         raise InvalidArgumentError(None, None, f"{where}Key: {c.key}.  Data types don't match. Data type: "
-                                   f"{_KIND_NAMES[kind]} but expected type: {c.dtype_name}")
+                                   f"{KIND_NAMES[kind]} but expected type: {c.dtype_name}")
     values = getattr(feature, kind).value
     if c.kind == "bytes_list":
         out = np.empty(len(values), object)
         out[:] = list(values)
         return out
-    return np.asarray(values, dtype=_kind_dtype(c.kind))
+    return np.asarray(values, dtype=kind_dtype(c.kind))
 
 
-def _dense(values: Optional[np.ndarray], c: _Config, where: str) -> np.ndarray:
+def _dense(values: Optional[np.ndarray], c: FeatureConfig, where: str) -> np.ndarray:
     """One Example's value of feature ``c``: ``shape`` (fixed) or ``[rows] + shape`` (sequence)."""
     size = c.size
     if c.sequence:
         if values is None:
-            values = np.empty(0, _kind_dtype(c.kind))
+            values = np.empty(0, kind_dtype(c.kind))
         if size == 0:
             if values.size:
                 raise InvalidArgumentError(None, None, f"{where}Key: {c.key}: a sequence feature of shape "
@@ -206,13 +206,13 @@ def _dense(values: Optional[np.ndarray], c: _Config, where: str) -> np.ndarray:
     return values.reshape(c.shape)
 
 
-def _pad_value(c: _Config) -> Any:
+def pad_value(c: FeatureConfig) -> Any:
     if c.default is not None:
         return c.default[0]
     return b"" if c.kind == "bytes_list" else 0
 
 
-def _output(a: np.ndarray, c: _Config) -> Any:
+def to_output(a: np.ndarray, c: FeatureConfig) -> Any:
     """A parsed array as tapejax gives it: host strings, or a Tensor of tapejax's storage dtype."""
     if c.kind == "bytes_list":
         return host_result(a)
@@ -228,15 +228,15 @@ def _output(a: np.ndarray, c: _Config) -> Any:
     return convert_to_tensor(a)
 
 
-def _grown(rows: np.ndarray, c: _Config) -> np.ndarray:
+def grown(rows: np.ndarray, c: FeatureConfig) -> np.ndarray:
     """Under ``hostops.perturbed``: a sequence feature's value with one row more (spec inference)."""
     if not (c.sequence and is_perturbed()):
         return rows
-    extra = np.full((1,) + c.shape, _pad_value(c), dtype=rows.dtype)
+    extra = np.full((1,) + c.shape, pad_value(c), dtype=rows.dtype)
     return np.concatenate([rows, extra], axis=0)
 
 
-def _batch(examples: Sequence[Any], configs: List[_Config], names: Sequence[str]) -> Dict[str, Any]:
+def _batch(examples: Sequence[Any], configs: List[FeatureConfig], names: Sequence[str]) -> Dict[str, Any]:
     out: Dict[str, Any] = {}
     for c in configs:
         parts = []
@@ -248,17 +248,17 @@ def _batch(examples: Sequence[Any], configs: List[_Config], names: Sequence[str]
             except InvalidArgumentError as e:
                 raise InvalidArgumentError(None, None, e.message.replace("Key: " + c.key, f"Key: {c.key}, Index: {i}",
                                                                           1)) from None
-        parts = [_grown(p, c) for p in parts]
+        parts = [grown(p, c) for p in parts]
         if c.sequence:
             rows = max((p.shape[0] for p in parts), default=0)
-            pad = _pad_value(c)
+            pad = pad_value(c)
             parts = [np.concatenate([p, np.full((rows - p.shape[0],) + c.shape, pad, dtype=p.dtype)])
                      if p.shape[0] < rows else p for p in parts]
             shape: Tuple[int, ...] = (len(parts), rows) + c.shape
         else:
             shape = (len(parts),) + c.shape
-        a = np.stack(parts) if parts else np.empty(shape, _kind_dtype(c.kind))
-        out[c.key] = _output(a, c)
+        a = np.stack(parts) if parts else np.empty(shape, kind_dtype(c.kind))
+        out[c.key] = to_output(a, c)
     return out
 
 
@@ -274,7 +274,7 @@ def parse_single_example(serialized: Any, features: Any, example_names: Any = No
     out: Dict[str, Any] = {}
     for c in configs:
         feature = example.features.feature[c.key] if c.key in example.features.feature else None
-        out[c.key] = _output(_grown(_dense(_values(feature, c, ""), c, ""), c), c)
+        out[c.key] = to_output(grown(_dense(_values(feature, c, ""), c, ""), c), c)
     return out
 
 
@@ -301,4 +301,5 @@ def parse_example(serialized: Any, features: Any, example_names: Any = None,
     return _batch(examples, configs, shown)
 
 
-__all__ = ["FixedLenFeature", "FixedLenSequenceFeature", "VarLenFeature", "parse_example", "parse_single_example"]
+__all__ = ["FeatureConfig", "KIND_NAMES", "FixedLenFeature", "feature_config", "grown", "kind_dtype", "pad_value",
+           "to_output", "FixedLenSequenceFeature", "FixedLenSequenceFeature", "VarLenFeature", "parse_example", "parse_single_example"]

@@ -317,3 +317,67 @@ def test_program_examples_pipeline_trains(tf):
             total += int(tf.size(y))
         accs.append(right / total)
     return losses, accs, spec(train.element_spec), w.numpy(), b.numpy()
+
+
+# -- tf.train.SequenceExample ------------------------------------------------------------------
+
+def _sequence_example(tf, n):
+    t = tf.train
+    return t.SequenceExample(
+        context=t.Features(feature={"id": t.Feature(int64_list=t.Int64List(value=[n])),
+                                    "score": t.Feature(float_list=t.FloatList(value=[n / 2, -1.0]))}),
+        feature_lists=t.FeatureLists(feature_list={
+            "tok": t.FeatureList(feature=[t.Feature(int64_list=t.Int64List(value=[i, i + 1])) for i in range(n)]),
+            "word": t.FeatureList(feature=[t.Feature(bytes_list=t.BytesList(value=[b"w%d" % i])) for i in range(n)])})
+    ).SerializeToString()
+
+
+def _sequence_features(tf):
+    context = {"id": tf.io.FixedLenFeature([], tf.int64), "score": tf.io.FixedLenFeature([2], tf.float32),
+               "missing": tf.io.FixedLenFeature([], tf.float32, default_value=1.5)}
+    lists = {"tok": tf.io.FixedLenSequenceFeature([2], tf.int64), "word": tf.io.FixedLenSequenceFeature([], "string"),
+             "absent": tf.io.FixedLenSequenceFeature([], tf.float32, allow_missing=True)}
+    return context, lists
+
+
+@parity(x64=True)
+def test_parse_sequence_examples(tf):
+    data = [_sequence_example(tf, n) for n in (3, 1, 0)]
+    context, lists = _sequence_features(tf)
+    single = tf.io.parse_single_sequence_example(data[0], context, lists)
+    batch = tf.io.parse_sequence_example(data, context, lists)
+    return _np((single, batch, tf.io.parse_sequence_example(data[1], context, lists),
+                tf.io.parse_single_sequence_example(data[0], context), tf.io.parse_single_sequence_example(
+                    data[0], sequence_features={"tok": lists["tok"]})))
+
+
+@parity(x64=True)
+def test_parse_sequence_examples_in_map(tf):
+    d = tmp()
+    p = _write(tf, os.path.join(d, "seq.tfrecord"), [_sequence_example(tf, n) for n in (2, 3, 1, 4)])
+    context, lists = _sequence_features(tf)
+
+    def parse(r):
+        c, s = tf.io.parse_single_sequence_example(r, context, {"tok": lists["tok"]})
+        return c["id"], s["tok"]
+    ds = tf.data.TFRecordDataset(p).map(parse)
+    batched = tf.data.TFRecordDataset(p).batch(2).map(lambda r: tf.io.parse_sequence_example(
+        r, context, {"tok": lists["tok"]})[1:])
+    return spec(ds.element_spec), L(ds), L(ds.padded_batch(2)), spec(batched.element_spec), L(batched)
+
+
+@parity(x64=True)
+def test_parse_sequence_example_bad_input(tf):
+    data = _sequence_example(tf, 3)
+    context, lists = _sequence_features(tf)
+    one = tf.io.parse_single_sequence_example
+    F = tf.io.FixedLenSequenceFeature
+    return (raises(one, data, context, {"m2": F([], tf.float32)}),                           # absent list
+            raises(one, data, context, {"tok": F([3], tf.int64)}),                           # values per step
+            raises(one, data, context, {"tok": F([2], tf.float32)}),                         # kind
+            raises(one, data, context, {"tok": tf.io.FixedLenFeature([2], tf.int64)}),       # not a sequence
+            raises(one, data, {"zz": tf.io.FixedLenFeature([], tf.int64)}, lists),           # required context
+            raises(one, data, None, None),
+            raises(one, data, {"id": F([], tf.int64, allow_missing=True)}),
+            raises(one, data, None, {"tok": F([2], tf.int64, default_value=[0, 0])}),
+            raises(one, b"\xff\xff", context, lists))
