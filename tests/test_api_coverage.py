@@ -37,8 +37,9 @@ REASONS = {
     "quantized": "no JAX representation: TF's quantized dtypes (qint8 ...) and their ops",
     "graph": "out of scope: TF's graph machinery (Graph, Operation, GraphDef import, raw_ops, custom-op "
              "libraries, graph batching); tapejax compiles with jax.jit",
-    "proto": "out of scope: TF's protocol buffers other than tf.train.Example's (tensor and model "
-             "protos, generic proto codecs, make_batched_features_dataset): data formats, not computation",
+    "proto": "out of scope: TF's protocol buffers beyond tf.train.Example and serialize_tensor's TensorProto "
+             "(TensorProto objects, model protos, generic proto codecs, make_batched_features_dataset): data "
+             "formats, not computation",
     "distributed": "out of scope: TF's distributed runtime (cluster specs, servers, coordinators); JAX's is "
                    "jax.distributed",
     "subsystem": "out of scope: a TF library beside the tape (signal, io, audio, distribute, dtensor, "
@@ -322,7 +323,7 @@ IO_MISSING = {
     **{n: "sparse" for n in "SparseFeature deserialize_many_sparse serialize_many_sparse serialize_sparse".split()},
     "RaggedFeature": "ragged",
     **{n: "proto" for n in (
-        "decode_proto encode_proto parse_tensor serialize_tensor").split()},
+        "decode_proto encode_proto").split()},
     "write_graph": "graph",
     **{n: "subsystem" for n in "gfile read_file write_file matching_files match_filenames_once".split()}}
 

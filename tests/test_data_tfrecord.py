@@ -181,3 +181,21 @@ def test_parse_example_of_an_empty_batch():
                                                          "s": tf.io.FixedLenSequenceFeature([2], tf.float32,
                                                                                             allow_missing=True)})
     assert out["f"].shape == (0, 3) and out["s"].shape == (0, 0, 2)
+
+
+def test_serialize_tensor_of_a_traced_value_names_where_to_call_it():
+    @tf.function
+    def f(x):
+        return tf.io.serialize_tensor(x)
+
+    with pytest.raises(TypeError, match="traced value"):
+        f(tf.constant([1.0]))
+
+
+def test_parse_tensor_float64_needs_x64():
+    """A float64 TensorProto (written by TF) needs JAX's 64-bit mode: tapejax's float64 rule."""
+    from tapejax.data.tensor_proto import DATA_TYPES, classes
+    proto = classes().TensorProto(dtype=DATA_TYPES["float64"], tensor_content=np.array([0.5]).tobytes())
+    proto.tensor_shape.dim.add(size=1)
+    with pytest.raises(TypeError, match="64-bit mode"):
+        tf.io.parse_tensor(proto.SerializeToString(), tf.float64)

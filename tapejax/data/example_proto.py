@@ -41,7 +41,7 @@ class Messages(NamedTuple):
 NAMES: Tuple[str, ...] = Messages._fields
 
 
-def _protobuf() -> Any:
+def protobuf_modules() -> Any:
     try:
         from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
     except ImportError as e:   # pragma: no cover - the test install has it
@@ -102,7 +102,7 @@ def _files(descriptor_pb2: Any) -> "tuple[Any, Any]":
 @functools.lru_cache(maxsize=None)
 def messages() -> Messages:
     """The message classes (built once, in a pool of their own)."""
-    descriptor_pb2, descriptor_pool, message_factory = _protobuf()
+    descriptor_pb2, descriptor_pool, message_factory = protobuf_modules()
     pool = descriptor_pool.DescriptorPool()
     for file in _files(descriptor_pb2):
         pool.Add(file)
@@ -116,4 +116,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["Messages", "NAMES", "messages"]
+__all__ = ["Messages", "NAMES", "messages", "protobuf_modules"]

@@ -1,7 +1,7 @@
 """``tf.io`` (``tapejax.io``): the host-string decoders (``decode``), TFRecord files
 (``tfrecord``) and ``tf.train.Example`` parsing (``parse_example``), gathered as one namespace.
 
-TF's other ``tf.io`` names (``gfile``, image codecs, ``serialize_tensor`` ...) are not here.
+TF's other ``tf.io`` names (``gfile``, image codecs, sparse serialization ...) are not here.
 """
 from ..core.modules import new_module
 from .decode import decode_csv, decode_raw
@@ -13,6 +13,7 @@ from .parse_example import (
     parse_single_example,
 )
 from .parse_sequence import parse_sequence_example, parse_single_sequence_example
+from .tensor_proto import parse_tensor, serialize_tensor
 from .tfrecord import TFRecordOptions, TFRecordWriter
 
 io = new_module("tapejax.io", "``tf.io``: ``decode_raw`` / ``decode_csv`` on host strings, TFRecord files "
@@ -23,6 +24,7 @@ io = new_module("tapejax.io", "``tf.io``: ``decode_raw`` / ``decode_csv`` on hos
                  "parse_single_example": parse_single_example, "FixedLenFeature": FixedLenFeature,
                  "FixedLenSequenceFeature": FixedLenSequenceFeature, "VarLenFeature": VarLenFeature,
                  "parse_sequence_example": parse_sequence_example,
-                 "parse_single_sequence_example": parse_single_sequence_example})
+                 "parse_single_sequence_example": parse_single_sequence_example,
+                 "serialize_tensor": serialize_tensor, "parse_tensor": parse_tensor})
 
 __all__ = ["io"]
