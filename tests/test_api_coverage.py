@@ -38,7 +38,7 @@ REASONS = {
     "graph": "out of scope: TF's graph machinery (Graph, Operation, GraphDef import, raw_ops, custom-op "
              "libraries, graph batching); tapejax compiles with jax.jit",
     "proto": "out of scope: TF's protocol buffers beyond tf.train.Example and serialize_tensor's TensorProto "
-             "(TensorProto objects, model protos, generic proto codecs, make_batched_features_dataset): data "
+             "(TensorProto objects, model protos, generic proto codecs): data "
              "formats, not computation",
     "distributed": "out of scope: TF's distributed runtime (cluster specs, servers, coordinators); JAX's is "
                    "jax.distributed",
@@ -250,7 +250,7 @@ DATA_EXPERIMENTAL_MISSING = {
     "DatasetInitializer": "resource", "index_table_from_dataset": "resource", "table_from_dataset": "resource",
     "from_variant": "resource", "to_variant": "resource", "dense_to_ragged_batch": "ragged",
     "dense_to_sparse_batch": "sparse", "SqlDataset": "subsystem",
-    "make_batched_features_dataset": "proto", "get_model_proto": "proto",
+    "get_model_proto": "proto",
     "ServiceOptions": "distributed", "service": "distributed", "distributed_save": "distributed",
     "make_saveable_from_iterator": "tf1"}
 TF_ITERATOR = "element_spec get_next get_next_as_optional next output_classes output_shapes output_types".split()

@@ -412,3 +412,24 @@ def test_serialized_tensors_through_tfrecord(tf):
     ds = tf.data.TFRecordDataset(p).map(lambda r: tf.io.parse_tensor(r, tf.float32))
     # (the spec: TF's shape inference knows no rank here; tapejax's sample runs find [None])
     return _read(p), L(ds), L(ds.padded_batch(2, padded_shapes=[None]))
+
+
+@parity(x64=True)
+def test_make_batched_features_dataset(tf):
+    """TF's recipe over two files: in order (``shuffle=False``), with a label, repeated forever
+    (full batches), and shuffled (the multiset: tapejax's order is grain's)."""
+    d = tmp()
+    for k in range(2):
+        _write(tf, os.path.join(d, f"part-{k}.tfrecord"), [_example(tf, i + 3 * k).SerializeToString()
+                                                          for i in range(3)])
+    F = {"f": tf.io.FixedLenFeature([2], tf.float32), "i": tf.io.FixedLenFeature([3], tf.int64),
+         "label": tf.io.FixedLenFeature([], tf.float32, default_value=-1.0)}
+    pattern = os.path.join(d, "part-*.tfrecord")
+    make = tf.data.experimental.make_batched_features_dataset
+    ordered = make(pattern, 4, F, label_key="label", num_epochs=1, shuffle=False)
+    forever = make(pattern, 4, F, shuffle=False)
+    shuffled = make(pattern, 2, {"f": F["f"]}, num_epochs=2, shuffle=True, shuffle_seed=3)
+    firsts = sorted(v for batch in shuffled.as_numpy_iterator() for v in batch["f"][:, 0].tolist())
+    return (spec(ordered.element_spec), L(ordered.map(lambda x, y: (x["f"], x["i"], y))),
+            spec(forever.element_spec), L(forever.take(3).map(lambda x: x["f"])), firsts,
+            raises(make, pattern, 2, F, label_key="nope"))
