@@ -20,6 +20,7 @@ not parse are ``InvalidArgumentError`` with TF's key / index text.  dtypes are `
 ragged configurations) give a SparseTensor in TF, which tapejax does not have:
 ``UnimplementedError`` naming the dense alternatives.
 """
+import functools
 import math
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -76,6 +77,15 @@ class FeatureConfig(NamedTuple):
 
 
 def _dtype_name(dtype: Any) -> str:
+    try:
+        return _cached_dtype_name(dtype)
+    except TypeError as e:
+        if "unhashable" not in str(e):
+            raise
+        return _find_dtype_name(dtype)
+
+
+def _find_dtype_name(dtype: Any) -> str:
     if isinstance(dtype, (str, bytes)) and (dtype in ("string", b"string")):
         return "string"
     name = getattr(dtype, "name", None)
@@ -89,6 +99,9 @@ def _dtype_name(dtype: Any) -> str:
         raise InvalidArgumentError(None, None, f"Value for attr 'Tdense' of {name} is not in the list of allowed "
                                    "values: float, int64, string")
     return name
+
+
+_cached_dtype_name = functools.lru_cache(maxsize=64)(lambda dtype: _find_dtype_name(dtype))
 
 
 def kind_dtype(kind: str) -> Any:
