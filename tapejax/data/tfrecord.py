@@ -30,7 +30,7 @@ import struct
 import zlib
 from typing import Any, BinaryIO, Iterator, Optional
 
-from ..core.errors import DataLossError, FailedPreconditionError, NotFoundError
+from ..core.errors import DataLossError, FailedPreconditionError, InvalidArgumentError, NotFoundError
 from . import args as A
 from .dataset import Dataset, kind
 from .pystreams import Element
@@ -270,7 +270,7 @@ class _Inflated:
 def _records_of(name: bytes, compression: str, buffer: int) -> Iterator[bytes]:
     path = os.fsdecode(name)
     try:
-        raw = open(path, "rb", buffering=buffer or -1)
+        raw = open(path, "rb", buffering=buffer if buffer > 1 else -1)   # (1 would be line buffering)
     except FileNotFoundError:
         raise NotFoundError(None, None, f"{path}; No such file or directory") from None
     with raw:
@@ -290,9 +290,10 @@ class TFRecordDataset(_FileReader):
     def __init__(self, filenames: Any, compression_type: Optional[str] = None, buffer_size: Any = None,
                  num_parallel_reads: Any = None, name: Optional[str] = None):
         self._compression = _compression(compression_type)
-        self._buffer = 0 if buffer_size is None else A.integer(buffer_size, "buffer_size")
-        if self._buffer < 0:
-            self._buffer = 0   # (TF: a negative buffer_size is its default, 256 KB)
+        self._buffer = -1 if buffer_size is None else A.integer(buffer_size, "buffer_size")
+        if self._buffer < -1:   # (TF raises it when read; -1 is its default)
+            raise InvalidArgumentError(None, None, f"`buffer_size` must be >= 0 (0 == no buffering); got "
+                                       f"{self._buffer}.")
         super().__init__(filenames, string_spec(()), num_parallel_reads)
 
     def _records(self, name: bytes) -> Iterator[Element]:

@@ -131,6 +131,9 @@ def test_tfrecord_bad_files(tf):
     out.append(raises(lambda: L(tf.data.TFRecordDataset(os.path.join(d, "missing.tfrecord")))))
     out.append(raises(tf.data.TFRecordDataset, 5))
     out.append(raises(lambda: L(tf.data.TFRecordDataset(os.path.join(d, "good.tfrecord"), num_parallel_reads=0))))
+    out.append(raises(lambda: L(tf.data.TFRecordDataset(os.path.join(d, "good.tfrecord"), buffer_size=-5))))
+    out.append(L(tf.data.TFRecordDataset(os.path.join(d, "good.tfrecord"), buffer_size=1)))
+    out.append(L(tf.data.TFRecordDataset(os.path.join(d, "good.tfrecord"), buffer_size=0)))
     return out
 
 
