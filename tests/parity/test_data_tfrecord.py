@@ -300,13 +300,14 @@ def _parse_image(tf):
 @parity(modes=True, rtol=1e-4, atol=1e-5)
 def test_program_examples_pipeline_trains(tf):
     """Examples (raw image bytes, an int64 label) in GZIP TFRecord files, read with
-    TFRecordDataset -> map(parse) -> shuffle -> batch, a softmax classifier trained for two epochs
+    TFRecordDataset -> map(parse, parallel) -> batch -> prefetch, a softmax classifier trained for two epochs
     by a compiled step and evaluated after each on a second file."""
     d = tmp()
     train_file = _image_examples(tf, os.path.join(d, "train.tfrecord.gz"), 40, 0)
     eval_file = _image_examples(tf, os.path.join(d, "eval.tfrecord.gz"), 16, 1)
     parse = _parse_image(tf)
-    train = tf.data.TFRecordDataset(train_file, "GZIP").map(parse).batch(8)
+    train = tf.data.TFRecordDataset(train_file, "GZIP").map(parse, num_parallel_calls=tf.data.AUTOTUNE).batch(
+        8).prefetch(tf.data.AUTOTUNE)
     evaluation = tf.data.TFRecordDataset([eval_file], compression_type="GZIP").map(parse).cache().batch(16)
     w, b, step = softmax_classifier(tf, H * W * C, n_classes=4)
     losses, accs = [], []
