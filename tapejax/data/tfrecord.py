@@ -24,7 +24,6 @@ record is read.  ``TFRecordDataset`` is a ``readers._FileReader`` as ``TextLineD
 records are scalar string components (host ``bytes``), files read in turn or
 ``num_parallel_reads`` at a time (TF's interleave order).
 """
-import gzip
 import os
 import struct
 import zlib
@@ -275,10 +274,7 @@ def _records_of(name: bytes, compression: str, buffer: int) -> Iterator[bytes]:
         raise NotFoundError(None, None, f"{path}; No such file or directory") from None
     with raw:
         stream: Any = raw if not compression else _Inflated(raw, 31 if compression == "GZIP" else 15)
-        try:
-            yield from read_records(stream, path)
-        except (gzip.BadGzipFile, EOFError) as e:
-            raise DataLossError(None, None, f"{path}: {e}") from None
+        yield from read_records(stream, path)
 
 
 @kind
