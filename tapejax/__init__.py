@@ -80,7 +80,7 @@ from . import train
 from .train import saved_model
 from . import compat
 from . import data
-from .data.decode import io
+from .data.io_names import io
 from .data.hostops import as_string, strings
 from .data.optional import Optional as _Optional
 from .compat import config, debugging, summary, test

@@ -37,7 +37,8 @@ REASONS = {
     "quantized": "no JAX representation: TF's quantized dtypes (qint8 ...) and their ops",
     "graph": "out of scope: TF's graph machinery (Graph, Operation, GraphDef import, raw_ops, custom-op "
              "libraries, graph batching); tapejax compiles with jax.jit",
-    "proto": "out of scope: TF's protocol buffers (tf.train.Example and its parts, tensor protos): data "
+    "proto": "out of scope: TF's protocol buffers beyond tf.train.Example and serialize_tensor's TensorProto "
+             "(TensorProto objects, model protos, generic proto codecs): data "
              "formats, not computation",
     "distributed": "out of scope: TF's distributed runtime (cluster specs, servers, coordinators); JAX's is "
                    "jax.distributed",
@@ -80,7 +81,6 @@ MISSING = {
     "random": {"experimental": "experimental"},
     "keras.optimizers": {"experimental": "experimental"},
     "train": {
-        "proto": "BytesList Example Feature FeatureList FeatureLists Features FloatList Int64List SequenceExample",
         "distributed": "ClusterDef ClusterSpec JobDef ServerDef Coordinator",
         "experimental": "experimental",
     },
@@ -234,7 +234,7 @@ def test_dataset_methods_missing_are_the_listed_ones():
 TF_DATA = ("AUTOTUNE Dataset DatasetSpec FixedLengthRecordDataset INFINITE_CARDINALITY Iterator IteratorSpec "
            "NumpyIterator Options TFRecordDataset TextLineDataset ThreadingOptions UNKNOWN_CARDINALITY "
            "experimental").split()
-DATA_MISSING = {"IteratorSpec": "typespec", "TFRecordDataset": "proto"}
+DATA_MISSING = {"IteratorSpec": "typespec"}
 TF_DATA_EXPERIMENTAL = (
     "AUTOTUNE AutoShardPolicy AutotuneAlgorithm AutotuneOptions Counter CsvDataset DatasetInitializer "
     "DistributeOptions ExternalStatePolicy INFINITE_CARDINALITY OptimizationOptions Optional RandomDataset Reducer "
@@ -249,8 +249,8 @@ TF_DATA_EXPERIMENTAL = (
 DATA_EXPERIMENTAL_MISSING = {
     "DatasetInitializer": "resource", "index_table_from_dataset": "resource", "table_from_dataset": "resource",
     "from_variant": "resource", "to_variant": "resource", "dense_to_ragged_batch": "ragged",
-    "dense_to_sparse_batch": "sparse", "SqlDataset": "subsystem", "TFRecordWriter": "proto",
-    "make_batched_features_dataset": "proto", "parse_example_dataset": "proto", "get_model_proto": "proto",
+    "dense_to_sparse_batch": "sparse", "SqlDataset": "subsystem",
+    "get_model_proto": "proto",
     "ServiceOptions": "distributed", "service": "distributed", "distributed_save": "distributed",
     "make_saveable_from_iterator": "tf1"}
 TF_ITERATOR = "element_spec get_next get_next_as_optional next output_classes output_shapes output_types".split()
@@ -305,3 +305,32 @@ def test_image_names_missing_are_the_listed_ones():
     assert all(r in REASONS or r in IMAGE_REASONS for r in IMAGE_MISSING.values())
     ours = {n for n in dir(tf.image) if not n.startswith("_")}
     assert ours <= set(TF_IMAGE), sorted(ours - set(TF_IMAGE))
+
+
+#: TF 2.21's ``tf.io`` names (``dir``), and those tapejax lacks, with the reason.
+TF_IO = (
+    "FixedLenFeature FixedLenSequenceFeature RaggedFeature SparseFeature TFRecordOptions TFRecordWriter VarLenFeature "
+    "decode_and_crop_jpeg decode_base64 decode_bmp decode_compressed decode_csv decode_gif decode_image decode_jpeg "
+    "decode_json_example decode_jxl decode_png decode_proto decode_raw decode_webp deserialize_many_sparse "
+    "encode_base64 encode_jpeg encode_png encode_proto extract_jpeg_shape gfile is_jpeg match_filenames_once "
+    "matching_files parse_example parse_sequence_example parse_single_example parse_single_sequence_example "
+    "parse_tensor read_file serialize_many_sparse serialize_sparse serialize_tensor write_file write_graph").split()
+IO_MISSING = {
+    **{n: "strings" for n in (
+        "decode_and_crop_jpeg decode_base64 decode_bmp decode_compressed decode_gif decode_image decode_jpeg "
+        "decode_json_example decode_jxl decode_png decode_webp encode_base64 encode_jpeg encode_png "
+        "extract_jpeg_shape is_jpeg").split()},
+    **{n: "sparse" for n in "SparseFeature deserialize_many_sparse serialize_many_sparse serialize_sparse".split()},
+    "RaggedFeature": "ragged",
+    **{n: "proto" for n in (
+        "decode_proto encode_proto").split()},
+    "write_graph": "graph",
+    **{n: "subsystem" for n in "gfile read_file write_file matching_files match_filenames_once".split()}}
+
+
+def test_io_names_missing_are_the_listed_ones():
+    """tf.io: TFRecord files, Example parsing and the host decoders are here (tapejax.data)."""
+    assert {n for n in TF_IO if not _has(tf.io, n)} == set(IO_MISSING)
+    assert all(r in REASONS for r in IO_MISSING.values())
+    ours = {n for n in dir(tf.io) if not n.startswith("_")}
+    assert ours <= set(TF_IO), sorted(ours - set(TF_IO))

@@ -21,7 +21,7 @@ ALLOWED = {
     "autodiff": {"core", "runtime", "ops"},
     "compile": {"core", "runtime", "ops", "autodiff"},
     "optimizers": {"core", "autodiff"},
-    "train": {"core", "autodiff", "optimizers", "compile", "ops", "runtime"},
+    "train": {"core", "autodiff", "optimizers", "compile", "ops", "runtime", "data"},  # data: tf.train.Example
     "compat": {"core", "autodiff", "ops", "compile", "runtime"},
     "keras": {"core", "autodiff", "optimizers", "ops", "compile", "train", "runtime"},
     "data": {"core", "ops", "compile"},

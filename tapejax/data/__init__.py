@@ -16,6 +16,7 @@ from . import (  # noqa: F401
                resample,
                sources,
                strings,  # (they register the Dataset kinds: dataset.KINDS)
+               tfrecord,
                transforms,
 )
 from .args import AUTOTUNE, INFINITE as INFINITE_CARDINALITY, UNKNOWN as UNKNOWN_CARDINALITY
@@ -24,7 +25,8 @@ from .iterator import Iterator, NumpyIterator
 from .options import AutotuneOptions, OptimizationOptions, Options, ThreadingOptions
 from .readers import FixedLengthRecordDataset, TextLineDataset
 from .structure import DatasetSpec, NoneTensorSpec
+from .tfrecord import TFRecordDataset
 
 __all__ = ["AUTOTUNE", "AutotuneOptions", "Dataset", "DatasetSpec", "FixedLengthRecordDataset", "INFINITE_CARDINALITY",
            "Iterator", "NoneTensorSpec", "NumpyIterator", "OptimizationOptions", "Options",
-           "TextLineDataset", "ThreadingOptions", "UNKNOWN_CARDINALITY", "experimental"]
+           "TFRecordDataset", "TextLineDataset", "ThreadingOptions", "UNKNOWN_CARDINALITY", "experimental"]

@@ -17,7 +17,6 @@ import numpy as np
 from ..core import dtypes as _dtypes
 from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
-from ..core.modules import new_module
 from ..core.tensor import Tensor
 from . import structure as S
 from .hostops import host_result, host_strings, is_perturbed
@@ -106,8 +105,4 @@ def decode_csv(records: Any, record_defaults: Sequence[Any], field_delim: str = 
     return results
 
 
-#: ``tf.io``: the two decoders (TF's other ``tf.io`` names are file and proto formats, not here).
-io = new_module("tapejax.io", "``tf.io``: ``decode_raw`` and ``decode_csv`` on host strings "
-                "(tapejax.data.decode).", {"decode_raw": decode_raw, "decode_csv": decode_csv})
-
-__all__ = ["decode_csv", "decode_raw", "io"]
+__all__ = ["decode_csv", "decode_raw"]

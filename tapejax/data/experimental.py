@@ -17,7 +17,14 @@ from typing import Any, Callable, Optional as _Opt
 
 import numpy as np
 
-from . import args as A, extras as _extras, readers as _readers, structure as S
+from . import (
+               args as A,
+               extras as _extras,
+               parse_example as _parse_example,
+               readers as _readers,
+               structure as S,
+               tfrecord as _tfrecord,
+)
 from .args import AUTOTUNE, INFINITE as INFINITE_CARDINALITY, UNKNOWN as UNKNOWN_CARDINALITY
 from .dataset import KINDS, Dataset
 from .extras import Reducer
@@ -191,14 +198,60 @@ def prefetch_to_device(device: Any, buffer_size: Any = None) -> Transformation:
 
 
 CsvDataset, make_csv_dataset = _readers.CsvDataset, _readers.make_csv_dataset
+TFRecordWriter = _tfrecord.DatasetWriter
+
+
+def parse_example_dataset(features: Any, num_parallel_calls: Any = 1, deterministic: Any = None) -> Transformation:
+    """A ``map`` parsing batches of serialized ``tf.train.Example``s (``tf.io.parse_example``) into
+    a dict of features (for ``apply``)."""
+    if features is None:
+        raise ValueError("Argument `features` is required, but not specified.")
+
+    def apply(dataset: Dataset) -> Dataset:
+        return dataset.map(lambda serialized: _parse_example.parse_example(serialized, features),
+                           num_parallel_calls=num_parallel_calls, deterministic=deterministic)
+    return apply
+
+
+def make_batched_features_dataset(file_pattern: Any, batch_size: Any, features: Any, reader: Any = None,
+                                  label_key: _Opt[str] = None, reader_args: Any = None, num_epochs: Any = None,
+                                  shuffle: bool = True, shuffle_buffer_size: Any = 10000, shuffle_seed: Any = None,
+                                  prefetch_buffer_size: Any = None, reader_num_threads: Any = None,
+                                  parser_num_threads: Any = None, sloppy_ordering: bool = False,
+                                  drop_final_batch: bool = False) -> Dataset:
+    """TF's recipe: the files matching ``file_pattern`` (shuffled unless ``shuffle=False``), read by
+    ``reader`` (``TFRecordDataset``) ``reader_num_threads`` at a time, records shuffled and
+    repeated ``num_epochs`` times (None: forever, batches then all full), batched, parsed with
+    ``parse_example`` (``features``), ``label_key``'s feature split off as ``(features, label)``,
+    prefetched."""
+    if label_key is not None and label_key not in features:
+        raise ValueError(f"The `label_key` provided ({label_key}) must be one of the `features` keys.")
+    read = _tfrecord.TFRecordDataset if reader is None else reader
+    args = list(reader_args or [])
+    threads = 1 if reader_num_threads is None else reader_num_threads
+    ds = Dataset.list_files(file_pattern, shuffle=shuffle, seed=shuffle_seed)
+    ds = ds.interleave(lambda name: read(name, *args), cycle_length=threads if threads != AUTOTUNE else None,
+                       block_length=1, num_parallel_calls=None if threads == 1 else threads,
+                       deterministic=not sloppy_ordering)
+    if shuffle:
+        ds = ds.shuffle(shuffle_buffer_size, shuffle_seed)
+    if num_epochs != 1:
+        ds = ds.repeat(num_epochs)
+    ds = ds.batch(batch_size, drop_remainder=drop_final_batch or num_epochs is None)
+    ds = ds.apply(parse_example_dataset(features, num_parallel_calls=2 if parser_num_threads is None
+                                        else parser_num_threads))
+    if label_key is not None:
+        ds = ds.map(lambda x: ({k: v for k, v in x.items() if k != label_key}, x[label_key]))
+    return ds.prefetch(AUTOTUNE if prefetch_buffer_size is None else prefetch_buffer_size)
 
 __all__ = [
     "AUTOTUNE", "AutoShardPolicy", "AutotuneAlgorithm", "AutotuneOptions", "Counter", "CsvDataset",
     "DistributeOptions", "ExternalStatePolicy", "INFINITE_CARDINALITY", "OptimizationOptions", "Optional",
-    "RandomDataset", "Reducer", "SHARD_HINT", "ThreadingOptions", "UNKNOWN_CARDINALITY", "assert_cardinality", "at",
+    "RandomDataset", "Reducer", "SHARD_HINT", "TFRecordWriter", "ThreadingOptions", "UNKNOWN_CARDINALITY", "assert_cardinality", "at",
     "bucket_by_sequence_length", "cardinality", "choose_from_datasets", "copy_to_device", "enable_debug_mode",
     "enumerate_dataset", "from_list", "get_next_as_optional", "get_single_element", "get_structure",
-    "group_by_reducer", "group_by_window", "ignore_errors", "load", "make_csv_dataset", "map_and_batch",
-    "pad_to_cardinality", "parallel_interleave", "prefetch_to_device", "rebatch", "rejection_resample",
+    "group_by_reducer", "group_by_window", "ignore_errors", "load", "make_batched_features_dataset",
+    "make_csv_dataset", "map_and_batch",
+    "pad_to_cardinality", "parallel_interleave", "parse_example_dataset", "prefetch_to_device", "rebatch", "rejection_resample",
     "sample_from_datasets", "save", "scan", "shuffle_and_repeat", "snapshot", "take_while", "unbatch", "unique",
 ]

@@ -5,8 +5,12 @@
 ``load_variable`` and ``load_checkpoint`` behave as TF's, on orbax-checkpoint
 storage; ``register_trackable`` / ``register_value`` / ``track`` let other
 object kinds take part (see README.md).  ``module`` holds ``tapejax.Module``;
-``saved_model`` is ``tapejax.saved_model``.
+``saved_model`` is ``tapejax.saved_model``.  ``Example``, ``Features``, ``Feature`` and the other
+``tf.train`` protocol buffers are ``tapejax.data.example_proto``'s (built on first use: protobuf
+is the ``data`` extra).
 """
+from typing import Any as _Any
+
 from .checkpoint import Checkpoint, CheckpointOptions
 from .manager import CheckpointManager
 from .moving_averages import ExponentialMovingAverage
@@ -20,3 +24,11 @@ __all__ = ["Checkpoint", "ExponentialMovingAverage", "CheckpointOptions", "Check
            "InitializationOnlyStatus", "CheckpointReader", "checkpoints_iterator", "get_checkpoint_state", "latest_checkpoint",
            "list_variables", "load_checkpoint", "load_variable", "register_trackable", "register_value", "track",
            "SlotRef", "GroupRef", "CheckpointView", "TrackableView"]
+
+
+def __getattr__(name: str) -> _Any:
+    """``tf.train.Example`` and its parts (``tapejax.data.example_proto``), built on first use."""
+    from ..data import example_proto
+    if name in example_proto.NAMES:
+        return getattr(example_proto, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
