@@ -146,10 +146,18 @@ class Slices(Node):
 
     def gather(self, idx: np.ndarray) -> Element:
         idx = (idx % self._length).astype(np.int32 if self._length < 2**31 else np.int64)
+        arrays = self._device_arrays
+        strings = [k for k, a in enumerate(arrays) if S.is_bytes(a)]   # (host bytes: taken on the host)
+        if strings:
+            arrays = tuple(None if k in strings else a for k, a in enumerate(arrays))
         if jax.enable_x64.value != self._x64:
             with jax.enable_x64(self._x64):
-                return _take(self._device_arrays, idx)
-        return _take(self._device_arrays, idx)
+                out = _take(arrays, idx)
+        else:
+            out = _take(arrays, idx)
+        if strings:
+            out = tuple(np.take(self._arrays[k], idx, axis=0) if k in strings else a for k, a in enumerate(out))
+        return out
 
 
 @jax.jit

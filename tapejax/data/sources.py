@@ -34,7 +34,7 @@ class TensorSlices(Dataset):
         for c in comps:
             if c is None:
                 continue
-            if c.ndim == 0:
+            if np.ndim(c) == 0:
                 raise ValueError(f"from_tensor_slices: `tensors` has a scalar component {c!r}: unbatching a tensor "
                                  "is only supported for rank >= 1.")
             if n is not None and c.shape[0] != n:

@@ -1,5 +1,5 @@
-"""String components (``list_files``' file names, the readers' lines and records): host bytes,
-never device arrays.
+"""String components (``list_files``' file names, the readers' lines and records, strings given
+to ``from_tensor_slices`` / ``from_tensors``): host bytes, never device arrays.
 
 tapejax has no string tensors (XLA has no string type; ``tapejax.constant("a")`` raises
 TypeError naming integer ids as the way out).  tf.data pipelines still carry strings, file names

@@ -147,14 +147,45 @@ def to_component(value: Any, device: bool = False) -> Any:
     ``device`` the ``jax.Array`` (on the default device) it was made as."""
     if value is None:
         return None
+    if is_string_like(value):
+        return string_value(value)   # (host bytes, never a device array: ``strings``)
     array = value.value if isinstance(value, Tensor) else convert_to_tensor(value).value
     return array if device else np.asarray(array)
+
+
+def is_string_like(value: Any) -> bool:
+    """Whether a component given to ``from_tensors`` / ``from_tensor_slices`` is string data (as
+    TF's ``tf.string`` tensors): ``str`` / ``bytes``, a NumPy ``U`` / ``S`` array, an object
+    array (empty, or of ``str`` / ``bytes``) or a (nested) list of ``str`` / ``bytes``.  A list or
+    object array mixing strings with other values: TF's ValueError."""
+    if isinstance(value, (str, bytes)):
+        return True
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind in "US":
+            return True
+        return value.dtype.kind == "O" and _all_strings(value)
+    if isinstance(value, list) and value:
+        try:
+            a = np.asarray(value, dtype=object)
+        except ValueError:   # (ragged nesting: not a tensor either)
+            return False
+        return _all_strings(a)
+    return False
+
+
+def _all_strings(a: np.ndarray) -> bool:
+    kinds = {isinstance(v, (str, bytes)) for v in a.flat}
+    if kinds == {True, False}:
+        raise ValueError("Can't convert Python sequence with mixed types to Tensor.")
+    return kinds != {False}   # (an empty object array is a string tensor, as in TF)
 
 
 def spec_of(component: Any) -> Spec:
     """The spec of one component (an array, or None)."""
     if component is None:
         return NoneTensorSpec()
+    if is_bytes(component):
+        return string_spec(string_shape(component))
     return TensorSpec(tuple(component.shape), _dtypes.as_dtype(component.dtype))
 
 

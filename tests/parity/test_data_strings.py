@@ -125,3 +125,44 @@ def test_string_ops_bad_input(tf):
             raises(tf.io.decode_csv, b",", [[0], [0]]), raises(tf.strings.to_number, b"x"),
             raises(tf.strings.to_number, b"1.5", tf.int32), raises(tf.strings.substr, b"hello", 7, 2),
             raises(L, odd), raises(L, bad_csv))
+
+
+@parity
+def test_string_slices_and_tensors(tf):
+    """``from_tensor_slices`` / ``from_tensors`` over Python strings, bytes, NumPy string arrays
+    and dicts mixing strings and numbers (on the main branch before this change: TypeError)."""
+    import numpy as np
+    names = tf.data.Dataset.from_tensor_slices(["a.txt", "bb.txt", "ccc.txt"])
+    pairs = tf.data.Dataset.from_tensor_slices((np.array(["x", "yy", "zzz"]), [1, 2, 3]))
+    rows = tf.data.Dataset.from_tensor_slices([[b"a", b"b"], [b"c", b"d"]])
+    feats = tf.data.Dataset.from_tensor_slices({"text": np.array([b"p", b"qq"], dtype=object),
+                                                "w": np.array([0.5, 1.5], np.float32)})
+    one = tf.data.Dataset.from_tensors(("hello", [b"u", b"v"]))
+    lengths = pairs.map(lambda s, n: tf.strings.length(s) + n)
+    return (spec(names.element_spec), spec(pairs.element_spec), spec(rows.element_spec), spec(feats.element_spec),
+            spec(one.element_spec), spec(lengths.element_spec), L(names), L(pairs), L(rows), L(feats), L(one),
+            L(lengths), L(pairs.batch(2)), L(names.repeat(2).skip(2).take(3)),
+            L(tf.data.Dataset.zip((names, pairs)).take(2)))
+
+
+@parity
+def test_file_names_interleaved_into_readers(tf):
+    """The common input pipeline: a list of file names -> ``interleave`` of ``TextLineDataset`` s
+    -> string ops -> batch."""
+    files = []
+    for k in range(3):
+        name = os.path.join(tmp(), f"part{k}.txt")
+        with open(name, "w") as f:
+            f.write("\n".join(f"{k} line {i}" for i in range(4 + k)) + "\n")
+        files.append(name)
+    lines = tf.data.Dataset.from_tensor_slices(files).interleave(lambda f: tf.data.TextLineDataset(f), cycle_length=2,
+                                                                   block_length=2)
+    words = lines.map(lambda line: tf.size(tf.strings.split(line))).batch(4)
+    return spec(lines.element_spec), L(lines), L(words)
+
+
+@parity
+def test_string_slices_bad_input(tf):
+    return (raises(lambda: tf.data.Dataset.from_tensor_slices("abc")),
+            raises(lambda: tf.data.Dataset.from_tensor_slices((["a", "b"], [1, 2, 3]))),
+            raises(lambda: tf.data.Dataset.from_tensor_slices(["a", 1])))
