@@ -12,7 +12,7 @@ from types import SimpleNamespace as _SimpleNamespace
 from .core import errors
 from . import ops as _ops  # noqa: F401  (importing the op families registers the ops and Tensor operators)
 from .core.dtypes import (DType, as_dtype, bfloat16, bool, complex64, complex128, double, float16, float32,
-                          float64, half, int8, int16, int32, int64, uint8, uint16, uint32, uint64)
+                          float64, half, int8, int16, int32, int64, string, uint8, uint16, uint32, uint64)
 from .core.tensor import Tensor, TensorShape
 from .core.convert import constant, convert_to_tensor, is_tensor
 from .core.conversion import register_tensor_conversion_function
@@ -98,7 +98,7 @@ assert_rank = debugging.assert_rank
 
 
 def __getattr__(name):
-    """TF's top-level names for types with no JAX representation (``tf.RaggedTensor``, ``tf.string``
+    """TF's top-level names for types with no JAX representation (``tf.RaggedTensor``, ``tf.SparseTensor``
     ...) raise ``tapejax.ops.unsupported.UnsupportedError``, saying what to use instead."""
     if name in _UNSUPPORTED:
         raise _unsupported(_UNSUPPORTED[name], name)
@@ -133,7 +133,7 @@ __all__ = [
     "scan", "scatter_nd", "searchsorted", "sequence_mask", "set_cache_size", "set_deferred_execution",
     "set_speculative_updates", "shape", "shape_n", "sigmoid", "sign", "sin", "sinh", "size", "slice", "sort",
     "space_to_batch", "space_to_batch_nd", "sparse", "speculative_updates", "split", "sqrt", "square",
-    "squeeze", "stack", "stop_gradient", "strided_slice", "strings", "subtract", "summary", "switch_case", "tan", "tanh",
+    "squeeze", "stack", "stop_gradient", "strided_slice", "string", "strings", "subtract", "summary", "switch_case", "tan", "tanh",
     "Tensor", "tensor_scatter_nd_add", "tensor_scatter_nd_max", "tensor_scatter_nd_min",
     "tensor_scatter_nd_sub", "tensor_scatter_nd_update", "tensordot", "TensorArray", "TensorShape", "TensorSpec", "test",
     "tile", "timestamp", "train", "transpose", "truediv", "truncatediv", "truncatemod", "tuple", "uint16",

@@ -55,7 +55,7 @@ REASONS = {
 #: namespace -> reason -> the missing names (space separated).  compat.v1 is handled by rule below.
 MISSING = {
     "": {
-        "strings": "string fingerprint",
+        "strings": "fingerprint",
         "ragged": "RaggedTensor ragged_fill_empty_rows ragged_fill_empty_rows_grad",
         "sparse": "SparseTensor edit_distance sets",
         "resource": "CriticalSection lookup queue resource variant",
@@ -88,7 +88,6 @@ MISSING = {
     "nest": {},
     "bitwise": {},
     "dtypes": {
-        "strings": "string",
         "resource": "resource variant",
         "quantized": "QUANTIZED_DTYPES qint16 qint32 qint8 quint16 quint8",
         "experimental": "experimental",
@@ -96,7 +95,7 @@ MISSING = {
 }
 
 #: The top-level names of types with no JAX representation: tapejax raises UnsupportedError for them.
-UNSUPPORTED_TOP = ("RaggedTensor", "RaggedTensorSpec", "SparseTensor", "SparseTensorSpec", "string")
+UNSUPPORTED_TOP = ("RaggedTensor", "RaggedTensorSpec", "SparseTensor", "SparseTensorSpec")
 
 
 def _namespace(ns: str):
@@ -197,6 +196,11 @@ def test_string_tensors_raise_naming_the_alternative():
     x = tf.constant(1.0)
     with pytest.raises(TypeError, match="no string tensors"):
         x.__mul__("a")
+    # ``tf.string`` names host string data (tf.data, parse_example specs); no Tensor holds it
+    assert tf.string.name == "string" and tf.as_dtype("string") is tf.string and not tf.string.is_numeric
+    for make in (lambda: tf.zeros([2], tf.string), lambda: tf.cast(x, tf.string), lambda: tf.ones([1], "string")):
+        with pytest.raises(TypeError, match="no string tensors.*tf.string names host string data"):
+            make()
 
 
 def test_reasons_are_all_used():

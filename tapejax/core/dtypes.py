@@ -119,8 +119,33 @@ uint32 = DType(np.uint32)
 uint64 = DType(np.uint64)
 bool = DType(np.bool_)  # noqa: A001  (TF's name)
 
+
+
+class StringDType(DType):
+    """TF's ``tf.string``.  No Tensor holds it (XLA has no string type): it names the dtype of
+    host string data, ``tf.data``'s string components (``bytes``, object arrays of them) and the
+    string features of ``tf.io.parse_example``, ``TensorSpec`` s and ``CsvDataset`` defaults.  As
+    a Tensor's dtype (``tf.zeros([2], tf.string)``, ``tf.cast(x, tf.string)``) it is TypeError
+    (``storage_dtype``)."""
+
+    __slots__ = ()
+
+    def __init__(self):
+        super().__init__(np.object_)
+
+    @property
+    def name(self) -> str:
+        return "string"
+
+    @property
+    def is_numeric(self) -> builtins.bool:
+        return False
+
+
+string = StringDType()
+
 _BY_NAME = {d.name: d for d in (float16, bfloat16, float32, float64, complex64, complex128,
-                                 int8, int16, int32, int64, uint8, uint16, uint32, uint64, bool)}
+                                 int8, int16, int32, int64, uint8, uint16, uint32, uint64, bool, string)}
 _BY_NAME.update({"half": float16, "double": float64, "float": float32})
 _BY_NP = {d._np: d for d in _BY_NAME.values()}
 _PY_TYPES = {float: float32, int: int32, complex: complex128, builtins.bool: bool}
@@ -170,6 +195,10 @@ def require_representable(np_dtype: Any, what: str = "value") -> None:
 def storage_dtype(np_dtype: Any, what: str = "value") -> "np.dtype[Any]":
     """The dtype JAX will actually hold for ``np_dtype`` (int64 -> int32 without x64)."""
     np_dtype = np.dtype(np_dtype)
+    if np_dtype.kind in "OUS":
+        raise TypeError(f"{what}: tapejax has no string tensors (XLA has no string type); tf.string names host "
+                        "string data only (tf.data string components, tf.io.parse_example features): keep strings "
+                        "in Python or NumPy and map them to integer ids on the host.")
     if x64_enabled():
         return np_dtype
     require_representable(np_dtype, what)
@@ -184,4 +213,4 @@ def is_trainable_dtype(np_dtype: "np.dtype[Any]") -> builtins.bool:
 #: The public names of ``tf.dtypes`` this module defines (``tapejax.dtypes`` adds ``cast``: see
 #: ``ops.namespaces``).
 PUBLIC = ("DType", "as_dtype", "float16", "half", "bfloat16", "float32", "float64", "double", "complex64",
-          "complex128", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool")
+          "complex128", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool", "string")

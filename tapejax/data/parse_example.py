@@ -16,7 +16,7 @@ only) gives ``[rows] + shape``, a batch padded to its longest with ``default_val
 a feature stored as another kind than its dtype, a wrong number of values or a message that does
 not parse are ``InvalidArgumentError`` with TF's key / index text.  dtypes are ``float32``,
 ``int64`` (int32 without JAX's 64-bit mode: a value outside int32 is an error, not a wrap) and
-``string`` (``"string"``: tapejax has no ``tf.string``).  ``VarLenFeature`` (and TF's sparse and
+``tf.string`` (or ``"string"``).  ``VarLenFeature`` (and TF's sparse and
 ragged configurations) give a SparseTensor in TF, which tapejax does not have:
 ``UnimplementedError`` naming the dense alternatives.
 """

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..compile.signature import TensorSpec
 from ..core import dtypes as _dtypes
-from ..core.errors import InvalidArgumentError
+from ..core.errors import InternalError, InvalidArgumentError
 from . import args as A, structure as S
 from .build import Build
 from .dataset import Dataset, kind
@@ -100,7 +100,7 @@ def _signature(output_types: Any, output_shapes: Any, output_signature: Any) -> 
 
         def spec(s: Any) -> TensorSpec:
             if isinstance(s, TensorSpec):
-                return TensorSpec(s.shape, _dtypes.as_dtype(_dtypes.storage_dtype(s.dtype._np, "output_signature")))
+                return TensorSpec(s.shape, _held_dtype(s.dtype, "output_signature"))
             if hasattr(s, "shape") and hasattr(s, "dtype") and type(s).__name__ == "TensorSpec":   # TF's
                 dims = None if s.shape.rank is None else s.shape.as_list()
                 return spec(TensorSpec(dims, s.dtype.name))
@@ -115,9 +115,17 @@ def _signature(output_types: Any, output_shapes: Any, output_signature: Any) -> 
     if len(shapes) != len(types):
         raise ValueError(f"from_generator: `output_shapes` {output_shapes!r} does not match the structure of "
                          f"`output_types` {output_types!r}.")
-    specs = [TensorSpec(None if s is None else list(s), _dtypes.as_dtype(
-        _dtypes.storage_dtype(_dtypes.as_dtype(t)._np, "output_types"))) for t, s in zip(types, shapes)]
+    specs = [TensorSpec(None if s is None else list(s), _held_dtype(_dtypes.as_dtype(t), "output_types"))
+             for t, s in zip(types, shapes)]
     return S.pack(output_types, specs)
+
+
+def _held_dtype(dtype: Any, what: str) -> Any:
+    """The dtype a generator's component is held in: ``tf.string`` as host bytes, a numeric one as
+    JAX holds it (int64 as int32 without x64)."""
+    if S.is_string(TensorSpec((), dtype)):
+        return S.STRING
+    return _dtypes.as_dtype(_dtypes.storage_dtype(dtype._np, what))
 
 
 @kind
@@ -142,6 +150,9 @@ class Generator(Dataset):
                                        f"yielded element was {value!r}.")
         out = []
         for v, s in zip(S.flatten(value), self._specs):
+            if S.is_string(s):
+                out.append(self._string(v, s))
+                continue
             dtype = s.dtype._np
             try:
                 a = np.asarray(v.numpy() if hasattr(v, "numpy") else v, dtype=dtype)
@@ -154,6 +165,22 @@ class Generator(Dataset):
                                            f"element of shape {tuple(s.shape or ())} was expected.")
             out.append(a)
         return tuple(out)
+
+    @staticmethod
+    def _string(v: Any, s: TensorSpec) -> Any:
+        """A yielded string value (``str`` / ``bytes`` / arrays of them) as a string component."""
+        v = v.numpy() if hasattr(v, "numpy") else v
+        try:
+            value = S.string_value(v)
+        except (TypeError, ValueError):   # (TF's class and words for a value that is not a string)
+            bad = next((x for x in np.asarray(v, dtype=object).flat if not isinstance(x, (str, bytes))), v)
+            raise InternalError(None, None, f"Unsupported object type {type(bad).__name__}: `generator` yielded "
+                                f"{v!r} where a string was expected.") from None
+        shape = S.string_shape(value)
+        if not S.shape_fits(shape, s):
+            raise InvalidArgumentError(None, None, f"`generator` yielded an element of shape {shape} where an "
+                                       f"element of shape {tuple(s.shape or ())} was expected.")
+        return value
 
     def _build(self, ctx: Build) -> Any:
         from . import streams

@@ -249,25 +249,10 @@ def is_array(x: Any) -> bool:
 
 # -- string components -----------------------------------------------------------
 
-class StringDType(_dtypes.DType):
-    """The dtype of a string component: ``name == "string"`` (TF's ``tf.string``), held as
-    ``bytes`` (object arrays of them) on the host."""
-
-    __slots__ = ()
-
-    def __init__(self):
-        super().__init__(np.object_)
-
-    @property
-    def name(self) -> str:
-        return "string"
-
-    @property
-    def is_numeric(self) -> bool:
-        return False
-
-
-STRING = StringDType()
+#: The dtype of a string component: TF's ``tf.string`` (``core.dtypes.string``), held as ``bytes``
+#: (object arrays of them) on the host.
+StringDType = _dtypes.StringDType
+STRING = _dtypes.string
 
 
 def string_spec(shape: Optional[Sequence[Optional[int]]] = ()) -> TensorSpec:

@@ -56,6 +56,6 @@ sparse = _namespace("sparse")
 
 #: TF's top-level names for these types (``tf.RaggedTensor`` ...), each its namespace's error.
 TOP_LEVEL = {"RaggedTensor": "ragged", "RaggedTensorSpec": "ragged", "SparseTensor": "sparse",
-             "SparseTensorSpec": "sparse", "as_string": "strings", "string": "strings"}
+             "SparseTensorSpec": "sparse", "as_string": "strings"}
 
 __all__ = ["TOP_LEVEL", "UnsupportedError", "ragged", "sparse", "strings", "unsupported"]

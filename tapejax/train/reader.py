@@ -66,7 +66,7 @@ class CheckpointReader:
 
     def get_variable_to_dtype_map(self) -> dict:
         out: dict[str, Any] = {k: _dtypes.as_dtype(_storage.np_dtype(s.dtype)) for k, s in self._data.specs.items()}
-        out[OBJECT_GRAPH_KEY] = "string"   # (TF: tf.string; tapejax has no string dtype)
+        out[OBJECT_GRAPH_KEY] = _dtypes.string
         return out
 
     def debug_string(self) -> bytes:

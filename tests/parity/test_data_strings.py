@@ -166,3 +166,30 @@ def test_string_slices_bad_input(tf):
     return (raises(lambda: tf.data.Dataset.from_tensor_slices("abc")),
             raises(lambda: tf.data.Dataset.from_tensor_slices((["a", "b"], [1, 2, 3]))),
             raises(lambda: tf.data.Dataset.from_tensor_slices(["a", 1])))
+
+
+@parity
+def test_tf_string_names_string_data(tf):
+    """``tf.string`` where TF programs write it: ``FixedLenFeature`` s of a TFRecord pipeline,
+    ``from_generator`` 's ``output_signature`` / ``output_types``, ``CsvDataset`` defaults (on the
+    main branch before this change ``tf.string`` raised UnsupportedError)."""
+    path = os.path.join(tmp(), "items.tfrecord")
+    with tf.io.TFRecordWriter(path) as w:
+        for i in range(5):
+            w.write(tf.train.Example(features=tf.train.Features(feature={
+                "name": tf.train.Feature(bytes_list=tf.train.BytesList(value=[f"item{i}".encode()])),
+                "x": tf.train.Feature(float_list=tf.train.FloatList(value=[i, i + 0.5]))})).SerializeToString())
+    features = {"name": tf.io.FixedLenFeature([], tf.string), "x": tf.io.FixedLenFeature([2], tf.float32)}
+    parsed = tf.data.TFRecordDataset([path]).map(lambda r: tf.io.parse_single_example(r, features)).batch(2)
+    gen = tf.data.Dataset.from_generator(lambda: iter([("a", 1), ("bc", 2)]),
+                                         output_signature=(tf.TensorSpec([], tf.string), tf.TensorSpec([], tf.int32)))
+    typed = tf.data.Dataset.from_generator(lambda: iter([[b"x", b"y"]]), output_types=tf.string, output_shapes=[2])
+    csv = os.path.join(tmp(), "rows.csv")
+    with open(csv, "w") as f:
+        f.write("1,a\n2,b\n")
+    rows = tf.data.experimental.CsvDataset(csv, [tf.int32, tf.string])
+    return (tf.string.name, tf.as_dtype("string").name, tf.dtypes.string == tf.string, tf.string.is_numeric if hasattr(
+        tf.string, "is_numeric") else None, spec(parsed.element_spec), L(parsed), spec(gen.element_spec), L(gen),
+        spec(typed.element_spec), L(typed), spec(rows.element_spec), L(rows),
+        raises(lambda: L(tf.data.Dataset.from_generator(lambda: iter([1.5]), output_signature=tf.TensorSpec(
+            [], tf.string)))))
