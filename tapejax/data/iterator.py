@@ -35,7 +35,8 @@ from ..core.errors import FailedPreconditionError, InvalidArgumentError, OutOfRa
 from ..core.tensor import Tensor, TensorShape
 from . import structure as S
 from .build import Build
-from .optional import Optional, from_element
+from .optional import Optional, from_element, from_flag
+from .staged import staged_next, staged_optional, stages
 
 _log = logging.getLogger("tapejax")
 
@@ -159,6 +160,7 @@ class Iterator:
         self._fingerprint = zlib.crc32(" ".join(kinds).encode()) & 0x7FFFFFFF
         self._state_value = IteratorState(self)
         self._position = 0
+        self._ahead: List[tuple] = []   # an element read ahead (``_peek``), given next
         self._build(Build(dataset.options()))
 
     def _build(self, ctx: Build) -> None:
@@ -199,6 +201,7 @@ class Iterator:
         self.close()
         self._build(ctx)
         self._position = 0
+        self._ahead = []
         if position and ctx.output_random_access:
             self._it.set_state({"next_index": position})   # grain's position: nothing is computed
             self._position = position
@@ -217,7 +220,18 @@ class Iterator:
     def __iter__(self) -> "Iterator":
         return self
 
+    def _peek(self) -> Any:
+        """The next element's components without consuming it (None at the end)."""
+        if not self._ahead:
+            try:
+                self._ahead.append(self._next_components())
+            except StopIteration:
+                return None
+        return self._ahead[0]
+
     def _next_components(self) -> tuple:
+        if self._ahead:
+            return self._ahead.pop()
         tapes: List[Any] = _state.tapes()
         if not tapes:
             return next(self._it)
@@ -228,6 +242,8 @@ class Iterator:
 
     def __next__(self) -> Any:
         if in_trace():
+            if stages() and not self._numpy:   # a tapejax.function: each call reads the next element
+                return staged_next(self)
             raise ValueError(_IN_TRACE)
         comps = self._next_components()
         self._position += 1
@@ -258,6 +274,9 @@ class Iterator:
     def get_next_as_optional(self) -> Optional:
         """The next element as a ``tf.experimental.Optional``: empty after the last element (where
         ``get_next`` raises), so ``while opt.has_value():`` loops end without an exception."""
+        if in_trace() and stages():
+            read = staged_optional(self)
+            return from_flag(read.has_value, read.value, self._spec)
         try:
             element = self.__next__()
         except StopIteration:
