@@ -1,0 +1,129 @@
+"""A tf.data iterator read inside a compiled step (``tapejax/data/staged.py``): every call reads the
+next element (TF's iterator is a resource), never the element of the trace frozen into the
+program; the end of the data is TF's OutOfRangeError; ``get_next_as_optional`` gives a flag known
+when the step runs.  Each case runs with deferred execution on and off (``modes=True``)."""
+import numpy as np
+
+from .data_helpers import softmax_classifier
+from .harness import parity, raises
+
+X = np.linspace(-1.0, 1.0, 12 * 4, dtype=np.float32).reshape(12, 4)
+Y = (np.arange(12) % 3).astype(np.int32)
+
+
+def _ints(values):
+    return [int(v) for v in values]
+
+
+@parity(modes=True)
+def test_next_of_an_iterator_argument_reads_the_next_element_each_call(tf):
+    ds = tf.data.Dataset.from_tensor_slices(np.arange(5, dtype=np.int32))
+    it = iter(ds)
+    f = tf.function(lambda it: next(it) * 10)
+    return _ints([f(it) for _ in range(3)]), f.experimental_get_tracing_count(), int(next(it))
+
+
+@parity(modes=True)
+def test_next_of_a_captured_iterator_reads_the_next_element_each_call(tf):
+    it = iter(tf.data.Dataset.from_tensor_slices((X[:4], Y[:4])))
+
+    @tf.function
+    def f():
+        x, y = next(it)
+        return tf.reduce_sum(x) + tf.cast(y, tf.float32)
+
+    return [f() for _ in range(4)]
+
+
+@parity(modes=True)
+def test_get_next_past_the_end_raises_out_of_range(tf):
+    it = iter(tf.data.Dataset.from_tensor_slices(np.arange(2, dtype=np.int32)))
+    f = tf.function(lambda it: it.get_next())
+    return _ints([f(it), f(it)]), raises(f, it), raises(f, it)
+
+
+@parity(modes=True)
+def test_next_past_the_end_raises_out_of_range(tf):
+    it = iter(tf.data.Dataset.from_tensor_slices(np.arange(1, dtype=np.int32)))
+    f = tf.function(lambda it: next(it))
+    return int(f(it)), raises(f, it)
+
+
+@parity(modes=True)
+def test_get_next_as_optional_has_a_run_time_flag(tf):
+    it = iter(tf.data.Dataset.from_tensor_slices(np.arange(2, dtype=np.int32)))
+
+    @tf.function
+    def f(it):
+        opt = it.get_next_as_optional()
+        return opt.has_value(), tf.cond(opt.has_value(), opt.get_value, lambda: tf.constant(-1))
+
+    return [f(it) for _ in range(4)]
+
+
+@parity(modes=True)
+def test_get_value_of_an_empty_optional_fails_when_the_step_runs(tf):
+    it = iter(tf.data.Dataset.from_tensor_slices(np.arange(1, dtype=np.int32)))
+    f = tf.function(lambda it: it.get_next_as_optional().get_value() + 1)
+    return int(f(it)), raises(f, it)
+
+
+@parity(modes=True)
+def test_reads_inside_a_loop_body_read_one_element_per_iteration(tf):
+    it = iter(tf.data.Dataset.from_tensor_slices(np.arange(10, dtype=np.float32)))
+
+    @tf.function
+    def f(n):
+        s = tf.constant(0.0)
+        for _ in tf.range(n):
+            s += next(it)
+        return s
+
+    return f(tf.constant(3)), f(tf.constant(2)), next(it)
+
+
+@parity(modes=True)
+def test_unknown_batch_size_takes_the_next_elements_shape(tf):
+    """batch() without drop_remainder: a None size in the spec; the full batches are read."""
+    it = iter(tf.data.Dataset.from_tensor_slices(np.arange(7, dtype=np.float32)).batch(3))
+    f = tf.function(lambda it: tf.reduce_sum(next(it)))
+    return f(it), f(it)
+
+
+@parity(deliberate="the program's shapes are static: a short last batch fails the traced step "
+                   "(InvalidArgumentError naming drop_remainder=True) where TF's graph takes it",
+        tapejax_expected=(3.0, "InvalidArgumentError"))
+def test_a_short_last_batch_inside_the_step(tf):
+    it = iter(tf.data.Dataset.from_tensor_slices(np.arange(5, dtype=np.float32)).batch(3))
+    f = tf.function(lambda it: tf.reduce_sum(next(it)))
+    first = float(f(it))
+    r = raises(f, it)
+    return first, (r.name if hasattr(r, "name") else float(r.value))
+
+
+@parity(modes=True)
+def test_steps_and_python_reads_share_one_position(tf):
+    it = iter(tf.data.Dataset.range(6).map(lambda v: tf.cast(v, tf.int32)))
+    f = tf.function(lambda it: next(it))
+    return _ints([f(it), next(it), f(it), it.get_next(), f(it)])
+
+
+@parity(modes=True)
+def test_training_loop_pulls_batches_inside_the_compiled_step(tf):
+    """A softmax classifier trained for 6 steps, each step's tf.function reading next(it) from a
+    shuffled (order-free: one batch is the whole epoch), batched, repeated dataset, and from an
+    unshuffled one whose batch order shows; an evaluation between the two phases."""
+    w, b, sgd = softmax_classifier(tf, 4, n_classes=3, lr=0.3)
+
+    @tf.function
+    def train(it):
+        x, y = next(it)
+        return sgd(x, y)
+
+    shuffled = iter(tf.data.Dataset.from_tensor_slices((X, Y)).shuffle(12, seed=7).batch(12).repeat())
+    ordered = iter(tf.data.Dataset.from_tensor_slices((X, Y)).batch(4, drop_remainder=True).repeat())
+    losses = [train(shuffled) for _ in range(3)]
+    acc = tf.reduce_mean(tf.cast(tf.equal(tf.argmax(tf.matmul(X, w) + b, axis=1, output_type=tf.int32), Y),
+                                 tf.float32))
+    losses += [train(ordered) for _ in range(4)]
+    return losses, acc, w, b
