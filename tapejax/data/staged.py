@@ -25,7 +25,10 @@ The callback's cost, measured by ``benchmarks/bench_iterator_step.py`` against t
 fed the batch as an argument (``for x, y in ds: step(x, y)``, still the fastest form): the
 element goes device -> host -> device, and a program with a host callback gets copies of the
 Variables it assigns (``compile/entries.py``: it may fail after its inputs were donated) and
-waits for its callbacks.
+waits for its callbacks.  On the shared 2-core CPU machine (an MLP 784-128-10 step, batches of
+128): argument 1.29 ms/step, inside 2.66 ms/step (2.1x); TF 3.91 and 1.91 ms (TF's inside is
+its faster form, and tapejax's inside is within 1.4x of it).  Feeding the batch as an argument
+stays the recommended form for speed.
 
 Shapes: the callback's results need static shapes.  A component whose ``element_spec`` has
 ``None`` sizes (``batch`` without ``drop_remainder``) takes the shape of the next element, read
