@@ -32,6 +32,7 @@ from ..core.convert import convert_to_tensor
 from ..core.indexed_slices import IndexedSlices
 from ..core.tensor import Tensor, TensorShape
 from ..core.variable import Variable
+from . import tensor_array_args as _ta_args
 
 _Tracer = jax.core.Tracer
 _Array = jax.Array
@@ -226,6 +227,8 @@ def arg_key(x, dyn: List[Any]):
                 shape if shape is not None else arg_key(x.dense_shape, dyn))
     if t in (bytes, complex, type) or isinstance(x, (np.dtype, _dtypes.DType)):
         return (t, x)
+    if _ta_args.is_tensor_array(x):   # its stacked buffer is dynamic, its metadata static
+        return _ta_args.key(x, dyn)
     # Any other object keys by identity; the entry's template holds the object, so its
     # id is not reused while the entry is cached.
     return ("obj", t, id(x))
@@ -261,6 +264,8 @@ def tensor_args(x, out: List[Any]) -> None:
     elif type(x) is dict:
         for k in sorted(x):
             tensor_args(x[k], out)
+    elif _ta_args.is_tensor_array(x):
+        _ta_args.tensors(x, out)
     elif type(x) is IndexedSlices:
         tensor_args(x.values, out)
         tensor_args(x.indices, out)
@@ -281,6 +286,8 @@ def template(x):
         return t(*[template(e) for e in x])
     if t is IndexedSlices:
         return _slices_template(x, template)
+    if _ta_args.is_tensor_array(x):
+        return _ta_args.template(x)
     return x
 
 
@@ -315,6 +322,8 @@ def fill(tpl, it: Iterator[Any]):
         return t(fill(e, it) for e in tpl)
     if t is dict:
         return {k: fill(v, it) for k, v in tpl.items()}
+    if t is _ta_args.TAArg or t is _ta_args.TAOut:   # (before namedtuples: these are records)
+        return tpl.fill(it)
     if isinstance(tpl, tuple) and hasattr(tpl, "_fields"):
         return t(*[fill(e, it) for e in tpl])
     return tpl
@@ -335,6 +344,8 @@ def split_out(x, dyn: List[Any]):
     t = type(x)
     if t is IndexedSlices:
         return _slices_template(x, lambda e: split_out(e, dyn))
+    if _ta_args.is_tensor_array(x):
+        return _ta_args.out(x, dyn)
     if t is tuple or t is list:
         return t(split_out(e, dyn) for e in x)
     if t is dict:
