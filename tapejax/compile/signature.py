@@ -147,7 +147,15 @@ def _spec_text(v) -> str:
     return f"TensorSpec(shape={tuple(v.shape)}, dtype=tf.{np.dtype(v.dtype).name}, name=None)"
 
 
-def bind_signature(signature: Sequence[TensorSpec], args, kwargs, fname: str,
+def is_value_spec(spec: Any) -> bool:
+    """A spec of ``input_signature`` other than ``TensorSpec`` (``type_spec.py``): a
+    ``TensorArraySpec``, ``tf.data.DatasetSpec`` or ``IteratorSpec``, which checks its argument with
+    ``is_compatible_with`` and passes it on as it is."""
+    return isinstance(spec, _ta_args.TensorArraySpec) or (
+        type(spec).__name__ in ("DatasetSpec", "IteratorSpec") and hasattr(spec, "is_compatible_with"))
+
+
+def bind_signature(signature: Sequence[Any], args, kwargs, fname: str,
                    method: bool = False) -> Tuple[Any, ...]:
     """TF's ``input_signature`` binding: every argument a Tensor compatible with its spec
     (TypeError naming the argument and both specs otherwise), returned positionally.  For a
@@ -163,6 +171,12 @@ def bind_signature(signature: Sequence[TensorSpec], args, kwargs, fname: str,
                         f"has {len(signature)} argument(s) but the call passed {len(args)}.")
     out = []
     for i, (a, spec) in enumerate(zip(args, signature)):
+        if is_value_spec(spec):
+            if not spec.is_compatible_with(a):
+                raise TypeError(f"Binding inputs to tapejax.function `{fname}` failed: argument {i} {a!r} is not "
+                                f"compatible with {spec!r} (its input_signature).")
+            out.append(a)
+            continue
         if isinstance(a, (Tensor, Variable, _Array, np.ndarray)):
             t = convert_to_tensor(a)
         else:
@@ -179,12 +193,13 @@ def bind_signature(signature: Sequence[TensorSpec], args, kwargs, fname: str,
 
 
 def check_signature(input_signature) -> Optional[Tuple[TensorSpec, ...]]:
-    """``input_signature`` as a tuple of TensorSpecs (TypeError naming it otherwise)."""
+    """``input_signature`` as a tuple of specs (TypeError naming it otherwise)."""
     if input_signature is None:
         return None
     sig = tuple(input_signature) if isinstance(input_signature, (list, tuple)) else None
-    if sig is None or not all(isinstance(s, TensorSpec) for s in sig):
-        raise TypeError(f"input_signature must be a list or tuple of tapejax.TensorSpec; got "
+    if sig is None or not all(isinstance(s, TensorSpec) or is_value_spec(s) for s in sig):
+        raise TypeError(f"input_signature must be a list or tuple of tapejax.TensorSpec (or TensorArraySpec, "
+                        f"tf.data.DatasetSpec, tf.data.IteratorSpec); got "
                         f"{input_signature!r}")
     return sig
 
@@ -355,5 +370,5 @@ def split_out(x, dyn: List[Any]):
     return x
 
 
-__all__ = ["DYN", "LeafSpec", "TensorSpec", "arg_key", "bind_signature", "call_key", "check_signature",
+__all__ = ["DYN", "LeafSpec", "TensorSpec", "arg_key", "bind_signature", "call_key", "check_signature", "is_value_spec",
            "fill", "shape_free", "split_out", "template", "tensor_args"]

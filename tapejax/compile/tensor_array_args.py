@@ -19,9 +19,8 @@ buffer's abstract value:
   buffer's rows.  TF returns the TensorArray's variant tensor to eager callers, which has no
   TensorArray methods; tapejax returns the TensorArray.
 
-``TensorArraySpec`` is TF's record (``from_value``, ``is_compatible_with``,
-``most_specific_common_supertype``, equality and ``repr``); ``tf.type_spec_from_value(ta)`` and
-``ta._type_spec`` give it.  Under a recording tape a TensorArray argument's buffer is stacked by
+``TensorArraySpec`` is TF's record (``from_value``, ``is_compatible_with``, ``value_type``,
+equality and ``repr``); ``tf.type_spec_from_value(ta)`` gives it.  Under a recording tape a TensorArray argument's buffer is stacked by
 a recorded op, so gradients reach the elements written eagerly.
 """
 from __future__ import annotations
@@ -29,6 +28,7 @@ from __future__ import annotations
 from typing import Any, Iterator, List, NamedTuple, Optional, Tuple
 
 import jax.numpy as jnp
+import numpy as np
 
 from ..core import dtypes as _dtypes
 from ..core.tensor import Tensor, TensorShape
@@ -45,16 +45,23 @@ def is_tensor_array(x: Any) -> bool:
 
 class TensorArraySpec:
     """``tf.TensorArraySpec(element_shape=None, dtype=tf.float32, dynamic_size=False,
-    infer_shape=True)``: the type of a TensorArray (its elements' shape and dtype, not its size)."""
+    infer_shape=True)``: the type of a TensorArray (its elements' shape and dtype, not its size).
+    As TF's, its fields are private (``_element_shape``, ``_dtype``, ``_dynamic_size``,
+    ``_infer_shape``); ``value_type`` is ``TensorArray``."""
 
-    __slots__ = ("_shape", "_dtype", "_dynamic_size", "_infer_shape")
+    __slots__ = ("_element_shape", "_dtype", "_dynamic_size", "_infer_shape")
 
     def __init__(self, element_shape: Any = None, dtype: Any = _dtypes.float32, dynamic_size: bool = False,
                  infer_shape: bool = True):
-        if element_shape is not None and not isinstance(element_shape, (list, tuple, TensorShape)):
-            raise TypeError(f"TensorArraySpec: `element_shape` must be a shape (a list of ints or None); got "
-                            f"{element_shape!r}")
-        self._shape = None if element_shape is None else tuple(None if d is None else int(d) for d in element_shape)
+        if isinstance(element_shape, TensorShape):
+            element_shape = tuple(element_shape)
+        if element_shape is not None and not (isinstance(element_shape, (list, tuple)) and all(
+                d is None or (isinstance(d, (int, np.integer)) and not isinstance(d, bool)) for d in element_shape)):
+            raise TypeError(f"Failed to convert {element_shape!r} to a shape (argument `element_shape` of "
+                            "TensorArraySpec): a shape is a list of dimensions (ints or None, e.g. [1, 10, None]), "
+                            "or None for an unknown shape")
+        self._element_shape = None if element_shape is None else tuple(None if d is None else int(d)
+                                                                       for d in element_shape)
         self._dtype = _dtypes.as_dtype(dtype)
         self._dynamic_size = bool(dynamic_size)
         self._infer_shape = bool(infer_shape)
@@ -62,24 +69,9 @@ class TensorArraySpec:
     @classmethod
     def from_value(cls, value: Any) -> "TensorArraySpec":
         if not isinstance(value, TensorArray):
-            raise ValueError(f"Expected value to be a TensorArray, but saw: {type(value)}")
+            raise TypeError(f"Expected value to be a TensorArray, but got: `{type(value)}` (argument `value` of "
+                            "TensorArraySpec.from_value)")
         return spec_of(value)
-
-    @property
-    def element_shape(self) -> Any:
-        return TensorShape(self._shape) if self._shape is not None and _full(self._shape) else self._shape
-
-    @property
-    def dtype(self) -> Any:
-        return self._dtype
-
-    @property
-    def dynamic_size(self) -> bool:
-        return self._dynamic_size
-
-    @property
-    def infer_shape(self) -> bool:
-        return self._infer_shape
 
     @property
     def value_type(self) -> type:
@@ -95,24 +87,12 @@ class TensorArraySpec:
         if (self._dtype, self._dynamic_size, self._infer_shape) != (other._dtype, other._dynamic_size,
                                                                     other._infer_shape):
             return False
-        a, b = self._shape, other._shape
+        a, b = self._element_shape, other._element_shape
         return a is None or b is None or (len(a) == len(b) and all(x is None or y is None or x == y
                                                                    for x, y in zip(a, b)))
 
-    def most_specific_common_supertype(self, others: Any) -> Optional["TensorArraySpec"]:
-        shape = self._shape
-        for o in others:
-            if not isinstance(o, TensorArraySpec) or (o._dtype, o._dynamic_size, o._infer_shape) != (
-                    self._dtype, self._dynamic_size, self._infer_shape):
-                return None
-            if shape is None or o._shape is None or len(shape) != len(o._shape):
-                shape = None
-            else:
-                shape = tuple(x if x == y else None for x, y in zip(shape, o._shape))
-        return TensorArraySpec(shape, self._dtype, self._dynamic_size, self._infer_shape)
-
     def _key(self) -> tuple:
-        return (self._shape, self._dtype, self._dynamic_size, self._infer_shape)
+        return (self._element_shape, self._dtype, self._dynamic_size, self._infer_shape)
 
     def __eq__(self, other: Any) -> bool:
         return isinstance(other, TensorArraySpec) and self._key() == other._key()
@@ -121,7 +101,7 @@ class TensorArraySpec:
         return hash(self._key())
 
     def __repr__(self) -> str:
-        shape = "TensorShape(None)" if self._shape is None else f"TensorShape({list(self._shape)})"
+        shape = "TensorShape(None)" if self._element_shape is None else f"TensorShape({list(self._element_shape)})"
         return f"TensorArraySpec({shape}, tf.{self._dtype.name}, {self._dynamic_size}, {self._infer_shape})"
 
 

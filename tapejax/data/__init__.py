@@ -23,8 +23,8 @@ from .dataset import Dataset
 from .iterator import Iterator, NumpyIterator
 from .options import AutotuneOptions, OptimizationOptions, Options, ThreadingOptions
 from .readers import FixedLengthRecordDataset, TextLineDataset
-from .structure import DatasetSpec, NoneTensorSpec
+from .structure import DatasetSpec, IteratorSpec, NoneTensorSpec
 
 __all__ = ["AUTOTUNE", "AutotuneOptions", "Dataset", "DatasetSpec", "FixedLengthRecordDataset", "INFINITE_CARDINALITY",
-           "Iterator", "NoneTensorSpec", "NumpyIterator", "OptimizationOptions", "Options",
+           "Iterator", "IteratorSpec", "NoneTensorSpec", "NumpyIterator", "OptimizationOptions", "Options",
            "TextLineDataset", "ThreadingOptions", "UNKNOWN_CARDINALITY", "experimental"]

@@ -70,6 +70,12 @@ class Dataset:
         """The structure of an element, a ``TensorSpec`` per component (None: unknown size)."""
         return self._element_spec
 
+    @property
+    def _type_spec(self) -> Any:
+        """TF's ``DatasetSpec`` of this dataset (``tf.type_spec_from_value`` reads it)."""
+        from .structure import DatasetSpec
+        return DatasetSpec(self._element_spec)
+
     def cardinality(self) -> Tensor:
         """The number of elements as a scalar int64 Tensor (int32 without JAX's x64 mode), or
         ``INFINITE_CARDINALITY`` (-1) / ``UNKNOWN_CARDINALITY`` (-2)."""

@@ -217,6 +217,11 @@ class Iterator:
     def element_spec(self) -> Any:
         return self._spec
 
+    @property
+    def _type_spec(self) -> S.IteratorSpec:
+        """TF's ``IteratorSpec`` of this iterator (``tf.type_spec_from_value`` reads it)."""
+        return S.IteratorSpec(self._spec)
+
     def __iter__(self) -> "Iterator":
         return self
 
