@@ -53,7 +53,6 @@ from ..core.bind import Primitive, bind
 from ..core.caches import LRU
 from ..core.convert import convert_to_tensor
 from . import tensor_array_loop as _ta
-from .tracing import calls_back
 from .bodies import (
     Closed,
     avals as _avals,
@@ -63,6 +62,7 @@ from .bodies import (
     to_tensors as _to_tensors,
     traced as _traced,
 )
+from .tracing import calls_back
 
 _PRIMS = LRU("control_flow", 1024)
 _EMPTY = jax.tree_util.tree_structure(())

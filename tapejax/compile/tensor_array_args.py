@@ -25,7 +25,7 @@ a recorded op, so gradients reach the elements written eagerly.
 """
 from __future__ import annotations
 
-from typing import Any, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Any, Iterator, List, NamedTuple, Tuple, TypeGuard
 
 import jax.numpy as jnp
 import numpy as np
@@ -39,7 +39,7 @@ __all__ = ["TAArg", "TAOut", "TensorArraySpec", "is_tensor_array", "key", "out",
            "template"]
 
 
-def is_tensor_array(x: Any) -> bool:
+def is_tensor_array(x: Any) -> TypeGuard[TensorArray]:
     return isinstance(x, TensorArray)
 
 
@@ -135,7 +135,7 @@ def _parts(ta: TensorArray, recorded: bool) -> Tuple[TAArg, List[Any]]:
     a = ta._a
     if ta._elems is not None:   # eager: a list of Tensors, stacked (zeros where nothing was written)
         written = [t for t in ta._elems if t is not None]
-        shape = tuple(a.shape) if _full(a.shape) else (tuple(written[0].shape) if written else None)
+        shape = tuple(a.shape or ()) if _full(a.shape) else (tuple(written[0].shape) if written else None)
         n = len(ta._elems)
         base = a._replace(listed=False, present=(), cleared=frozenset(), cap=n,
                           static_len=n if a.dynamic else None)

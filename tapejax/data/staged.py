@@ -84,16 +84,18 @@ def _slots(iterator: Any) -> List[_Slot]:
             continue
         if not isinstance(spec, TensorSpec) or S.is_string(spec):
             raise ValueError(_NOT_STAGED.format(repr(spec)))
-        shape = spec._shape
-        if shape is None or any(d is None for d in shape):
+        known = spec._shape
+        if known is None or any(d is None for d in known):
             if ahead is None:
                 with init_scope():   # the pipeline's own functions run eagerly, not in this trace
                     ahead = iterator._peek()
             if ahead is None:   # the iterator is at its end: any call raises, the shape is moot
-                shape = tuple(0 if d is None else d for d in (shape or ()))
+                shape = tuple(0 if d is None else int(d) for d in (known or ()))
             else:
-                shape = tuple(np.shape(ahead[i]))
-        out.append(_Slot(i, tuple(shape), spec.dtype))
+                shape = tuple(int(d) for d in np.shape(ahead[i]))
+        else:
+            shape = tuple(d for d in known if d is not None)   # (all known)
+        out.append(_Slot(i, shape, spec.dtype))
     return out
 
 
@@ -160,5 +162,6 @@ def staged_optional(iterator: Any) -> StagedOptional:
         iterator._position += 1
         return [np.asarray(True)] + _host_arrays(iterator, slots, comps)
 
-    out = list(numpy_function(read, [], [TensorSpec((), _dtypes.bool)] + _tout(slots), stateful=True))
+    read_out: Any = numpy_function(read, [], [TensorSpec((), _dtypes.bool)] + _tout(slots), stateful=True)
+    out = list(read_out)
     return StagedOptional(out[0], _pack(iterator, slots, out[1:]))
