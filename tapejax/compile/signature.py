@@ -172,9 +172,11 @@ def bind_signature(signature: Sequence[Any], args, kwargs, fname: str,
     out = []
     for i, (a, spec) in enumerate(zip(args, signature)):
         if is_value_spec(spec):
-            if not spec.is_compatible_with(a):
-                raise TypeError(f"Binding inputs to tapejax.function `{fname}` failed: argument {i} {a!r} is not "
-                                f"compatible with {spec!r} (its input_signature).")
+            if not getattr(spec, "_binds", spec.is_compatible_with)(a):   # (``_binds``: TF's own binding rule)
+                msg = (f"Binding inputs to tapejax.function `{fname}` failed: argument {i} {a!r} is not "
+                       f"compatible with {spec!r} (its input_signature).")
+                own = getattr(spec, "_binding_error", None)   # (a spec whose TF error is another class)
+                raise own(a, msg) if own is not None else TypeError(msg)
             out.append(a)
             continue
         if isinstance(a, (Tensor, Variable, _Array, np.ndarray)):

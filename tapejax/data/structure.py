@@ -24,6 +24,7 @@ import numpy as np
 from ..compile.signature import TensorSpec
 from ..core import dtypes as _dtypes
 from ..core.convert import convert_to_tensor
+from ..core.errors import InvalidArgumentError
 from ..core.tensor import Tensor
 
 
@@ -71,6 +72,11 @@ class DatasetSpec:
         return isinstance(other, DatasetSpec) and other._dataset_shape == self._dataset_shape and \
             _compatible(self.element_spec, other.element_spec)
 
+    def _binds(self, value: Any) -> bool:
+        """TF's ``input_signature`` rule for a DatasetSpec: any Dataset binds (its element spec is
+        not checked); anything else is a TypeError."""
+        return hasattr(type(value), "_build_stream")
+
     def __eq__(self, other: Any) -> bool:
         return isinstance(other, DatasetSpec) and other.element_spec == self.element_spec and \
             other._dataset_shape == self._dataset_shape
@@ -101,6 +107,15 @@ class IteratorSpec:
         """Whether ``other`` (an IteratorSpec or an iterator) has a compatible element structure and specs."""
         other = getattr(other, "_type_spec", other)
         return isinstance(other, IteratorSpec) and _compatible(self._element_spec, other._element_spec)
+
+    def _binding_error(self, value: Any, message: str) -> Exception:
+        """TF's error for an ``input_signature`` argument this spec does not accept: an iterator
+        whose elements nest the same way but differ in dtype or shape fails when read, with
+        InvalidArgumentError ("Data type mismatch"); anything else is a TypeError."""
+        other = getattr(value, "_type_spec", None)
+        if isinstance(other, IteratorSpec) and same_structure(self._element_spec, other._element_spec):
+            return InvalidArgumentError(None, None, message + f" Its elements are {other._element_spec!r}.")
+        return TypeError(message)
 
     def __eq__(self, other: Any) -> bool:
         return isinstance(other, IteratorSpec) and other._element_spec == self._element_spec
