@@ -6,9 +6,11 @@ there by a final ``prefetch``'s thread, else here) and are packed into ``element
 structure.  ``as_numpy_iterator`` reads the same pipeline and gives NumPy values.
 
 While GradientTapes record on the reading thread, reading pauses them (``stop_recording``): a
-dataset's functions are not part of the user's gradient, as in TF.  Iterating inside
-``tapejax.function`` (or any JAX trace) raises ValueError: the elements would become constants
-of the compiled program.  Iterate in Python and call the compiled step per element instead.
+dataset's functions are not part of the user's gradient, as in TF.  Making an iterator
+inside a trace (``for x in dataset`` in a ``tapejax.function``) raises ValueError: its elements
+would become constants of the compiled program.  An iterator made outside and read inside a
+``tapejax.function`` (``next(it)``, ``get_next``, ``get_next_as_optional``) reads the next element
+at each call (``staged.py``: a host callback); inside any other trace reading raises ValueError.
 
 **Checkpointing** (``tf.train.Checkpoint(iterator=it)``): an iterator is a trackable with one
 child value, ``ITERATOR_STATE`` (an int64 vector): a format word, a fingerprint of the plan,
@@ -48,7 +50,13 @@ except ImportError:  # pragma: no cover - a JAX without it: only tapejax.functio
 
 _IN_TRACE = ("Iterating over a tapejax.data.Dataset inside tapejax.function (or another JAX trace) is not "
              "supported: its elements would be frozen into the compiled program as constants. Iterate in Python "
-             "and call the compiled step on each element: `for x, y in dataset: train_step(x, y)`.")
+             "and call the compiled step on each element: `for x, y in dataset: train_step(x, y)`; or make the "
+             "iterator outside (`it = iter(dataset)`) and read it in the step: `next(it)` / `it.get_next()` inside "
+             "a tapejax.function read the next element at each call.")
+_IN_OTHER_TRACE = ("Reading a tapejax.data iterator inside a JAX trace other than tapejax.function's (jax.jit, a "
+                   "dataset function, jax.vmap ...) is not supported: its element would be frozen into the "
+                   "program as a constant. Read it in a tapejax.function (each call reads the next element), or "
+                   "read it in Python and pass the element as an argument.")
 
 
 def in_trace() -> bool:
@@ -249,7 +257,7 @@ class Iterator:
         if in_trace():
             if stages() and not self._numpy:   # a tapejax.function: each call reads the next element
                 return staged_next(self)
-            raise ValueError(_IN_TRACE)
+            raise ValueError(_IN_OTHER_TRACE)
         comps = self._next_components()
         self._position += 1
         if self._numpy:
