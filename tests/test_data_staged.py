@@ -26,12 +26,34 @@ def test_one_trace_and_a_new_element_every_call():
 
 
 def test_unknown_size_reads_ahead_without_losing_the_element():
-    it = iter(D.from_tensor_slices(np.arange(7, dtype=np.float32)).batch(3))
+    ds = D.from_tensor_slices(np.arange(7, dtype=np.float32)).batch(3)
+    it = iter(ds)
     f = tf.function(lambda it: next(it) * 1.0)
-    assert f(it).numpy().tolist() == [0.0, 1.0, 2.0]   # the element read ahead at trace time
+    assert f(it).numpy().tolist() == [0.0, 1.0, 2.0]   # the element read ahead to key the call
     assert f(it).numpy().tolist() == [3.0, 4.0, 5.0]
+    assert f(it).numpy().tolist() == [6.0]              # the short last batch: a second trace
+    assert f.experimental_get_tracing_count() == 2
+    it = iter(ds)
+    g = tf.function(lambda: next(it) * 1.0)              # captured: shapes fixed at the trace
+    assert g().numpy().tolist() == [0.0, 1.0, 2.0] and g().numpy().tolist() == [3.0, 4.0, 5.0]
     with pytest.raises(tf.errors.InvalidArgumentError, match="drop_remainder=True"):
-        f(it)                                           # the short last batch
+        g()
+
+
+def test_iterators_of_one_spec_share_a_trace_and_are_not_kept_alive():
+    import gc
+    import weakref
+    ds = D.from_tensor_slices(np.arange(4, dtype=np.int32)).batch(2, drop_remainder=True)
+    f = tf.function(lambda it: tf.reduce_sum(next(it)))
+    refs = []
+    for _ in range(3):                                   # an epoch: a new iterator, the same program
+        it = iter(ds)
+        assert [int(f(it)), int(f(it))] == [1, 5]
+        refs.append(weakref.ref(it))
+        del it
+    gc.collect()
+    assert f.experimental_get_tracing_count() == 1
+    assert all(r() is None for r in refs)
 
 
 def test_string_components_are_refused_at_trace_time(tmp_path):

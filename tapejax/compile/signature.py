@@ -50,6 +50,16 @@ class _Dyn:
 DYN = _Dyn()
 
 
+class ArgRecord:
+    """The template of an argument that is neither a tensor nor keyed by identity: a value whose
+    type has ``_tapejax_flatten() -> (key, record, leaves)`` (a ``tapejax.data`` iterator: its
+    ``IteratorSpec`` as the key, its handle as the one leaf).  ``fill`` rebuilds what the trace
+    sees from the leaves' tracers."""
+
+    def fill(self, it: Iterator[Any]) -> Any:
+        raise NotImplementedError
+
+
 # ---------------------------------------------------------------------------
 # TensorSpec and input signatures
 # ---------------------------------------------------------------------------
@@ -246,6 +256,11 @@ def arg_key(x, dyn: List[Any]):
         return (t, x)
     if _ta_args.is_tensor_array(x):   # its stacked buffer is dynamic, its metadata static
         return _ta_args.key(x, dyn)
+    flat = getattr(t, "_tapejax_flatten", None)
+    if flat is not None:
+        key, _, leaves = flat(x)
+        dyn.extend(leaf._value for leaf in leaves)
+        return (t, key, tuple(leaf._value.aval for leaf in leaves))
     # Any other object keys by identity; the entry's template holds the object, so its
     # id is not reused while the entry is cached.
     return ("obj", t, id(x))
@@ -283,6 +298,8 @@ def tensor_args(x, out: List[Any]) -> None:
             tensor_args(x[k], out)
     elif _ta_args.is_tensor_array(x):
         _ta_args.tensors(x, out)
+    elif getattr(type(x), "_tapejax_flatten", None) is not None:
+        out.extend(x._tapejax_flatten()[2])
     elif type(x) is IndexedSlices:
         tensor_args(x.values, out)
         tensor_args(x.indices, out)
@@ -305,6 +322,8 @@ def template(x):
         return _slices_template(x, template)
     if _ta_args.is_tensor_array(x):
         return _ta_args.template(x)
+    if getattr(t, "_tapejax_flatten", None) is not None:
+        return x._tapejax_flatten()[1]
     return x
 
 
@@ -339,7 +358,7 @@ def fill(tpl, it: Iterator[Any]):
         return t(fill(e, it) for e in tpl)
     if t is dict:
         return {k: fill(v, it) for k, v in tpl.items()}
-    if t is _ta_args.TAArg or t is _ta_args.TAOut:   # (before namedtuples: these are records)
+    if t is _ta_args.TAArg or t is _ta_args.TAOut or isinstance(tpl, ArgRecord):   # (before namedtuples)
         return tpl.fill(it)
     if isinstance(tpl, tuple) and hasattr(tpl, "_fields"):
         return t(*[fill(e, it) for e in tpl])
@@ -372,5 +391,5 @@ def split_out(x, dyn: List[Any]):
     return x
 
 
-__all__ = ["DYN", "LeafSpec", "TensorSpec", "arg_key", "bind_signature", "call_key", "check_signature", "is_value_spec",
+__all__ = ["ArgRecord", "DYN", "LeafSpec", "TensorSpec", "arg_key", "bind_signature", "call_key", "check_signature", "is_value_spec",
            "fill", "shape_free", "split_out", "template", "tensor_args"]

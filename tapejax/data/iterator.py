@@ -38,7 +38,7 @@ from ..core.tensor import Tensor, TensorShape
 from . import structure as S
 from .build import Build
 from .optional import Optional, from_element, from_flag
-from .staged import staged_next, staged_optional, stages
+from .staged import flatten_argument, staged_next, staged_optional, stages
 
 _log = logging.getLogger("tapejax")
 
@@ -169,6 +169,8 @@ class Iterator:
         self._state_value = IteratorState(self)
         self._position = 0
         self._ahead: List[tuple] = []   # an element read ahead (``_peek``), given next
+        self._handle: Any = None        # as a tapejax.function argument (``staged.flatten_argument``)
+        self._arg_slots: Any = None
         self._build(Build(dataset.options()))
 
     def _build(self, ctx: Build) -> None:
@@ -224,6 +226,14 @@ class Iterator:
     @property
     def element_spec(self) -> Any:
         return self._spec
+
+    def _tapejax_flatten(self) -> Any:
+        """As a ``tapejax.function`` argument: keyed by its ``IteratorSpec``, passed as a handle
+        that the step's reads use (``staged.flatten_argument``)."""
+        if self._numpy:
+            raise ValueError("A NumpyIterator (as_numpy_iterator()) cannot be passed to a tapejax.function: "
+                             "pass iter(dataset) instead.")
+        return flatten_argument(self)
 
     @property
     def _type_spec(self) -> S.IteratorSpec:

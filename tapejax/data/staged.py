@@ -40,18 +40,23 @@ argument-feeding alternative.  String and Dataset components cannot enter a comp
 Only ``tapejax.function`` traces stage reads: inside a dataset function, a raw ``jax.jit`` or
 another JAX transformation, reading an iterator is the ValueError of ``iterator.py``.
 """
-from typing import Any, List, NamedTuple, Optional, Tuple
+import itertools
+import weakref
+from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Tuple
 
+import jax.numpy as jnp
 import numpy as np
 
 from ..compile.host import init_scope, numpy_function
-from ..compile.signature import TensorSpec
+from ..compile.signature import ArgRecord, TensorSpec
 from ..core import dtypes as _dtypes, state as _state
 from ..core.errors import InvalidArgumentError, OutOfRangeError
 from ..core.tensor import Tensor
 from . import structure as S
+from .optional import from_flag
 
-__all__ = ["StagedOptional", "stages", "staged_next", "staged_optional"]
+__all__ = ["IteratorArg", "StagedOptional", "TracedIterator", "flatten_argument", "stages", "staged_next",
+           "staged_optional"]
 
 
 def stages() -> bool:
@@ -114,54 +119,136 @@ def _host_arrays(iterator: Any, slots: List[_Slot], comps: tuple) -> List[np.nda
     return arrays
 
 
-def _pack(iterator: Any, slots: List[_Slot], values: List[Any]) -> Any:
-    comps: List[Any] = [None] * len(S.flatten(iterator.element_spec))
+def _pack(spec: Any, slots: List[_Slot], values: List[Any]) -> Any:
+    comps: List[Any] = [None] * len(S.flatten(spec))
     for s, v in zip(slots, values):
         comps[s.index] = v if isinstance(v, Tensor) else Tensor(v)
-    return S.pack(iterator.element_spec, comps)
+    return S.pack(spec, comps)
 
 
 def _tout(slots: List[_Slot]) -> List[TensorSpec]:
-    return [TensorSpec(s.shape, s.dtype) for s in slots]
-
-
-def staged_next(iterator: Any) -> Any:
-    """``next(iterator)`` / ``get_next()`` in a ``tapejax.function`` trace: the element as tracers of
-    a host callback that reads the next element at each call (OutOfRangeError at the end)."""
-    slots = _slots(iterator)
-
-    def read() -> List[np.ndarray]:
-        try:
-            comps = iterator._next_components()
-        except StopIteration:
-            raise OutOfRangeError(None, None, "End of sequence") from None
-        iterator._position += 1
-        return _host_arrays(iterator, slots, comps)
-
-    out = numpy_function(read, [], _tout(slots), stateful=True) if slots else []
-    return _pack(iterator, slots, list(out))
+    return [TensorSpec((), _dtypes.bool)] + [TensorSpec(s.shape, s.dtype) for s in slots]
 
 
 class StagedOptional(NamedTuple):
-    """What ``get_next_as_optional`` reads in a trace: the flag and the element (zeros when empty)."""
+    """What one read gives in a trace: the flag (False after the end) and the element (zeros then)."""
 
     has_value: Tensor
     value: Any
 
 
-def staged_optional(iterator: Any) -> StagedOptional:
-    """``get_next_as_optional()`` in a ``tapejax.function`` trace: a bool flag and the element (zeros
-    after the end), read by one host callback per call."""
-    slots = _slots(iterator)
-
-    def read() -> List[np.ndarray]:
+def _read(spec: Any, slots: List[_Slot], find: Callable[..., Any], operands: List[Any], optional: bool
+          ) -> StagedOptional:
+    """One read as a host callback: ``find(*operands)`` gives the iterator on the host; the flag is
+    always an output, so a read happens at each call even for an element of only None components."""
+    def host(*ops: Any) -> List[np.ndarray]:
+        iterator = find(*ops)
         try:
             comps = iterator._next_components()
         except StopIteration:
+            if not optional:
+                raise OutOfRangeError(None, None, "End of sequence") from None
             return [np.asarray(False)] + [np.zeros(s.shape, s.dtype._np) for s in slots]
         iterator._position += 1
         return [np.asarray(True)] + _host_arrays(iterator, slots, comps)
 
-    read_out: Any = numpy_function(read, [], [TensorSpec((), _dtypes.bool)] + _tout(slots), stateful=True)
-    out = list(read_out)
-    return StagedOptional(out[0], _pack(iterator, slots, out[1:]))
+    got: Any = numpy_function(host, operands, _tout(slots), stateful=True)
+    out = list(got)
+    return StagedOptional(out[0], _pack(spec, slots, out[1:]))
+
+
+def staged_next(iterator: Any) -> Any:
+    """``next(iterator)`` / ``get_next()`` on an iterator the trace captured: the element as tracers
+    of a host callback that reads the next element at each call (OutOfRangeError at the end)."""
+    return _read(iterator.element_spec, _slots(iterator), lambda: iterator, [], False).value
+
+
+def staged_optional(iterator: Any) -> StagedOptional:
+    """``get_next_as_optional()`` on an iterator the trace captured: a bool flag and the element
+    (zeros after the end), read by one host callback per call."""
+    return _read(iterator.element_spec, _slots(iterator), lambda: iterator, [], True)
+
+
+# ---------------------------------------------------------------------------
+# An iterator passed as an argument: a handle, keyed by its IteratorSpec
+# ---------------------------------------------------------------------------
+
+_LIVE: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
+_NEXT_HANDLE = itertools.count(1)
+
+
+def _find(handle: Any) -> Any:
+    iterator = _LIVE.get(int(handle))
+    if iterator is None:   # pragma: no cover - the caller holds the iterator while the step runs
+        raise InvalidArgumentError(None, None, "The iterator passed to this tapejax.function step no longer exists.")
+    return iterator
+
+
+class IteratorArg(ArgRecord):
+    """An iterator argument in a function's template: its element spec and the static shapes of
+    the components the program reads; one dynamic leaf, the iterator's handle (an int32 scalar)."""
+
+    def __init__(self, spec: Any, slots: Tuple[_Slot, ...]):
+        self.spec = spec
+        self.slots = slots
+
+    def fill(self, it: Iterator[Any]) -> "TracedIterator":
+        return TracedIterator(self.spec, list(self.slots), next(it))
+
+
+def flatten_argument(iterator: Any) -> Tuple[Any, IteratorArg, List[Tensor]]:
+    """``signature``'s view of an iterator argument: the cache key (its ``IteratorSpec`` and the
+    shapes of the next element's components), the template record and the handle.  A component
+    with unknown sizes takes the next element's shape (read ahead now, outside any trace), so a
+    short last batch keys a new trace, as a batch fed as an argument does."""
+    slots = iterator._arg_slots
+    if slots is None:
+        slots = tuple(_slots(iterator))
+        known = all(not (t._shape is None or None in t._shape) for t in S.flatten(iterator.element_spec)
+                    if isinstance(t, TensorSpec))
+        if known:
+            iterator._arg_slots = slots   # (fully known: the same for every call)
+    handle = iterator._handle
+    if handle is None:
+        h = next(_NEXT_HANDLE)
+        _LIVE[h] = iterator
+        handle = iterator._handle = Tensor(jnp.asarray(h, jnp.int32))
+    key = ("tapejax.data.Iterator", repr(iterator.element_spec), tuple(s.shape for s in slots))
+    return key, IteratorArg(iterator.element_spec, slots), [handle]
+
+
+class TracedIterator:
+    """An iterator argument inside the trace: reads are host callbacks on its handle, so the
+    program serves every iterator of the same spec (one trace, as TF's ``IteratorSpec``)."""
+
+    def __init__(self, spec: Any, slots: List[_Slot], handle: Tensor):
+        self._spec = spec
+        self._slots = slots
+        self._handle = handle
+
+    @property
+    def element_spec(self) -> Any:
+        return self._spec
+
+    @property
+    def _type_spec(self) -> Any:
+        return S.IteratorSpec(self._spec)
+
+    def __iter__(self) -> "TracedIterator":
+        return self
+
+    def __next__(self) -> Any:
+        return _read(self._spec, self._slots, _find, [self._handle], False).value
+
+    def next(self) -> Any:
+        return self.__next__()
+
+    def get_next(self) -> Any:
+        return self.__next__()
+
+    def get_next_as_optional(self) -> Any:
+        read = _read(self._spec, self._slots, _find, [self._handle], True)
+        return from_flag(read.has_value, read.value, self._spec)
+
+    def __repr__(self) -> str:
+        return f"<tapejax.data.Iterator (traced) element_spec={self._spec!r}>"
