@@ -299,7 +299,7 @@ def tensor_args(x, out: List[Any]) -> None:
     elif _ta_args.is_tensor_array(x):
         _ta_args.tensors(x, out)
     elif getattr(type(x), "_tapejax_flatten", None) is not None:
-        out.extend(x._tapejax_flatten()[2])
+        out.extend(type(x)._tapejax_flatten(x)[2])
     elif type(x) is IndexedSlices:
         tensor_args(x.values, out)
         tensor_args(x.indices, out)
@@ -322,8 +322,9 @@ def template(x):
         return _slices_template(x, template)
     if _ta_args.is_tensor_array(x):
         return _ta_args.template(x)
-    if getattr(t, "_tapejax_flatten", None) is not None:
-        return x._tapejax_flatten()[1]
+    flat = getattr(t, "_tapejax_flatten", None)
+    if flat is not None:
+        return flat(x)[1]
     return x
 
 

@@ -21,21 +21,33 @@ program at each call.  Two ways were weighed:
   the callback's costs, but it needs every read to happen exactly once per call (not in a
   branch or loop body), which TF does not require.
 
+An iterator **passed as an argument** is, as TF's, a resource handle: ``signature.arg_key`` asks
+it for ``_tapejax_flatten`` (``flatten_argument``): the call is keyed by its ``IteratorSpec`` and
+the shapes of the components the program reads, and its dynamic leaf is an int32 handle that the
+callback looks up (a weak registry, so the function's cache keeps no iterator and no pipeline
+thread alive).  A new ``iter(dataset)`` each epoch reuses the program (one trace, TF's count).
+An iterator the body **captures** (a closure, a global) is read by a callback that holds it.
+
+Shapes: the callback's results need static shapes.  For an argument, a component whose
+``element_spec`` has ``None`` sizes (``batch`` without ``drop_remainder``) takes the shape of
+the next element, read ahead when the call is keyed (kept by the iterator, not lost): the short
+last batch keys a second trace, as TF's graph takes it.  For a captured iterator the element
+read ahead at trace time fixes the shape, and an element of another shape at run time raises
+InvalidArgumentError naming ``drop_remainder=True`` and the argument forms.  A step that reads
+several elements reads the later ones with the first one's shapes (the same error if they
+differ).  String and Dataset components cannot enter a compiled program (ValueError at trace
+time).
+
 The callback's cost, measured by ``benchmarks/bench_iterator_step.py`` against the same step
 fed the batch as an argument (``for x, y in ds: step(x, y)``, still the fastest form): the
 element goes device -> host -> device, and a program with a host callback gets copies of the
 Variables it assigns (``compile/entries.py``: it may fail after its inputs were donated) and
 waits for its callbacks.  On the shared 2-core CPU machine (an MLP 784-128-10 step, batches of
-128): argument 1.29 ms/step, inside 2.66 ms/step (2.1x); TF 3.91 and 1.91 ms (TF's inside is
-its faster form, and tapejax's inside is within 1.4x of it).  Feeding the batch as an argument
-stays the recommended form for speed.
-
-Shapes: the callback's results need static shapes.  A component whose ``element_spec`` has
-``None`` sizes (``batch`` without ``drop_remainder``) takes the shape of the next element, read
-ahead once at trace time (kept by the iterator, not lost); an element of another shape at run
-time (the short last batch) raises InvalidArgumentError naming ``drop_remainder=True`` and the
-argument-feeding alternative.  String and Dataset components cannot enter a compiled program
-(ValueError at trace time).
+128, medians): argument 1.28-1.43 ms/step, inside 2.7-5.6 ms/step (2-4x; the machine's load
+varies); TF 2.1-3.9 and 1.8-5.5 ms.  Feeding the batch as an argument stays the recommended
+form for speed.  Not done: passing a pre-read element as program inputs when the step's first
+read stands at the top level of the body (always executed), which would remove the callback
+from the common case.
 
 Only ``tapejax.function`` traces stage reads: inside a dataset function, a raw ``jax.jit`` or
 another JAX transformation, reading an iterator is the ValueError of ``iterator.py``.
