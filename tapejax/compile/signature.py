@@ -282,6 +282,11 @@ def shape_free(key):
     return key
 
 
+def _flattener(x: Any) -> Any:
+    """The ``_tapejax_flatten`` of ``x``'s type (see ``ArgRecord``), or None."""
+    return getattr(type(x), "_tapejax_flatten", None)
+
+
 def tensor_args(x, out: List[Any]) -> None:
     """The dynamic leaves as op inputs, in ``arg_key``'s order (Tensors keep their ids)."""
     if isinstance(x, Tensor):
@@ -298,8 +303,8 @@ def tensor_args(x, out: List[Any]) -> None:
             tensor_args(x[k], out)
     elif _ta_args.is_tensor_array(x):
         _ta_args.tensors(x, out)
-    elif getattr(type(x), "_tapejax_flatten", None) is not None:
-        out.extend(type(x)._tapejax_flatten(x)[2])
+    elif _flattener(x) is not None:
+        out.extend(_flattener(x)(x)[2])
     elif type(x) is IndexedSlices:
         tensor_args(x.values, out)
         tensor_args(x.indices, out)
