@@ -130,3 +130,27 @@ def test_jit_trace_still_refuses():
     it = iter(D.range(3))
     with pytest.raises(ValueError):
         jax.jit(lambda: it.get_next_as_optional().has_value()._value)()
+
+
+def test_for_over_a_dataset_leaves_no_iterator_open():
+    from tapejax.data import staged_for
+    ds = D.from_tensor_slices(np.arange(6, dtype=np.int32))
+
+    @tf.function
+    def first_over(limit):
+        found = tf.constant(-1)
+        for v in ds:
+            if v > limit:
+                found = v
+                break
+        return found
+
+    assert [int(first_over(tf.constant(k))) for k in (2, 4, 9)] == [3, 5, -1]
+    assert staged_for._OPEN == {}
+
+
+def test_for_over_a_dataset_eagerly_is_a_python_loop():
+    from tapejax.data.staged_for import dataset_for_stmt
+    seen = []
+    dataset_for_stmt(D.range(3), None, lambda v: seen.append(int(v)), lambda: (), lambda s: None, (), {})
+    assert seen == [0, 1, 2]

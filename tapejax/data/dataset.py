@@ -23,6 +23,7 @@ from ..core.tensor import Tensor
 from . import _grain, args as A, iterator as _iterator
 from .build import Build
 from .options import Options
+from .staged_for import dataset_for_stmt
 
 #: The op seed under which datasets draw their seeds from ``tapejax.random``'s generator.
 _DATA_SEED_STREAM = 0x7DA7A
@@ -105,6 +106,12 @@ class Dataset:
     # -- iteration -------------------------------------------------------------
     def __iter__(self) -> "_iterator.Iterator":
         return _iterator.Iterator(self)
+
+    def _tapejax_for_stmt(self, extra_test: Any, body: Any, get_state: Any, set_state: Any, symbol_names: Any,
+                          opts: Any) -> None:
+        """AutoGraph's converted ``for x in dataset`` in a ``tapejax.function``: a staged loop over
+        a new iteration at each call (``staged_for.py``)."""
+        dataset_for_stmt(self, extra_test, body, get_state, set_state, symbol_names, opts)
 
     def as_numpy_iterator(self) -> _PyIterator[Any]:
         """The elements as NumPy values (an ndarray per component, a NumPy scalar at rank 0)."""

@@ -122,7 +122,8 @@ def _host_arrays(iterator: Any, slots: List[_Slot], comps: tuple) -> List[np.nda
         a = np.asarray(comps[s.index])
         if a.shape != s.shape:
             raise InvalidArgumentError(
-                None, None, f"An element read by next(iterator) inside a tapejax.function has a component of "
+                None, None, f"An element read inside a tapejax.function (next(iterator), or a `for` over a dataset) "
+                f"has a component of "
                 f"shape {a.shape}, but the compiled step was traced for shape {s.shape} (the spec "
                 f"{iterator.element_spec!r} leaves sizes unknown; a short last batch?). Use "
                 "`batch(..., drop_remainder=True)`, or read the element in Python and pass it as an "

@@ -147,3 +147,104 @@ def test_a_new_iterator_each_epoch_uses_the_same_trace(tf):
         it = iter(ds)
         sums += [f(it), f(it)]
     return sums, f.experimental_get_tracing_count()
+
+
+# ---------------------------------------------------------------------------
+# for element in dataset: inside the function (data/staged_for.py)
+# ---------------------------------------------------------------------------
+
+@parity(modes=True)
+def test_for_over_a_dataset_iterates_it_again_at_each_call(tf):
+    ds = tf.data.Dataset.from_tensor_slices(np.arange(5, dtype=np.int32))
+
+    @tf.function
+    def total():
+        s = tf.constant(0)
+        for v in ds:
+            s += v * v
+        return s
+
+    return total(), total(), total.experimental_get_tracing_count()
+
+
+@parity(modes=True)
+def test_for_over_a_dataset_argument_with_break(tf):
+    @tf.function
+    def upto(d, limit):
+        s = tf.constant(0.0)
+        n = tf.constant(0)
+        for x, y in d:
+            if tf.reduce_sum(x) > limit:
+                break
+            s += tf.reduce_sum(x * y)
+            n += 1
+        return s, n
+
+    ds = tf.data.Dataset.from_tensor_slices((X, X)).batch(3, drop_remainder=True)
+    return upto(ds, tf.constant(100.0)), upto(ds, tf.constant(0.0)), upto(ds.take(2), tf.constant(100.0))
+
+
+@parity(modes=True)
+def test_for_over_a_shuffled_dataset_sees_every_element_once_per_call(tf):
+    ds = tf.data.Dataset.from_tensor_slices(np.arange(8, dtype=np.float32)).shuffle(8, seed=3)
+
+    @tf.function
+    def seen():
+        ta = tf.TensorArray(tf.float32, size=8)
+        i = 0
+        for v in ds:
+            ta = ta.write(i, v)
+            i += 1
+        return tf.sort(ta.stack())
+
+    return seen(), seen()
+
+
+@parity(modes=True)
+def test_an_epoch_inside_the_compiled_function(tf):
+    """A whole epoch per call: for (x, y) in a batched dataset, a softmax classifier's SGD step."""
+    w = tf.Variable(np.zeros((4, 3), np.float32))
+
+    @tf.function
+    def epoch(d):
+        total = tf.constant(0.0)
+        for x, y in d:
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=x @ w))
+            w.assign_sub(0.5 * tape.gradient(loss, w))
+            total += loss
+        return total
+
+    ds = tf.data.Dataset.from_tensor_slices((X, Y)).batch(4, drop_remainder=True)
+    return epoch(ds), epoch(ds), w
+
+
+@parity(deliberate="the loop's program has static shapes: a short last batch fails the step "
+                   "(InvalidArgumentError naming drop_remainder=True) where TF's graph takes it",
+        tapejax_expected="InvalidArgumentError")
+def test_for_over_a_dataset_with_a_short_last_batch(tf):
+    ds = tf.data.Dataset.from_tensor_slices(np.arange(7, dtype=np.float32)).batch(3)
+
+    @tf.function
+    def total():
+        s = tf.constant(0.0)
+        for b in ds:
+            s += tf.reduce_sum(b)
+        return s
+
+    r = raises(total)
+    return r.name if hasattr(r, "name") else "returned"
+
+
+@parity
+def test_for_over_a_dataset_without_autograph_is_a_value_error(tf):
+    ds = tf.data.Dataset.from_tensor_slices(np.arange(3, dtype=np.int32))
+
+    @tf.function(autograph=False)
+    def total():
+        s = tf.constant(0)
+        for v in ds:
+            s += v
+        return s
+
+    return raises(total)
