@@ -154,3 +154,19 @@ def test_for_over_a_dataset_eagerly_is_a_python_loop():
     seen = []
     dataset_for_stmt(D.range(3), None, lambda v: seen.append(int(v)), lambda: (), lambda s: None, (), {})
     assert seen == [0, 1, 2]
+
+
+def test_a_failed_read_in_a_dataset_loop_drops_its_iterator():
+    from tapejax.data import staged_for
+    ds = D.from_tensor_slices(np.arange(7, dtype=np.float32)).batch(3)
+
+    @tf.function
+    def total():
+        s = tf.constant(0.0)
+        for b in ds:
+            s += tf.reduce_sum(b)
+        return s
+
+    with pytest.raises(tf.errors.InvalidArgumentError, match="drop_remainder=True"):
+        total()
+    assert staged_for._OPEN == {}

@@ -150,20 +150,28 @@ class StagedOptional(NamedTuple):
     value: Any
 
 
-def _read(spec: Any, slots: List[_Slot], find: Callable[..., Any], operands: List[Any], optional: bool
-          ) -> StagedOptional:
+def _read(spec: Any, slots: List[_Slot], find: Callable[..., Any], operands: List[Any], optional: bool,
+          done: Optional[Callable[..., Any]] = None) -> StagedOptional:
     """One read as a host callback: ``find(*operands)`` gives the iterator on the host; the flag is
-    always an output, so a read happens at each call even for an element of only None components."""
+    always an output, so a read happens at each call even for an element of only None components.
+    ``done(*operands)`` runs on the host when the read ends the iteration (its end, or an error)."""
     def host(*ops: Any) -> List[np.ndarray]:
         iterator = find(*ops)
         try:
-            comps = iterator._next_components()
-        except StopIteration:
-            if not optional:
-                raise OutOfRangeError(None, None, "End of sequence") from None
-            return [np.asarray(False)] + [np.zeros(s.shape, s.dtype._np) for s in slots]
-        iterator._position += 1
-        return [np.asarray(True)] + _host_arrays(iterator, slots, comps)
+            try:
+                comps = iterator._next_components()
+            except StopIteration:
+                if done is not None:
+                    done(*ops)
+                if not optional:
+                    raise OutOfRangeError(None, None, "End of sequence") from None
+                return [np.asarray(False)] + [np.zeros(s.shape, s.dtype._np) for s in slots]
+            iterator._position += 1
+            return [np.asarray(True)] + _host_arrays(iterator, slots, comps)
+        except Exception:
+            if done is not None:
+                done(*ops)
+            raise
 
     got: Any = numpy_function(host, operands, _tout(slots), stateful=True)
     out = list(got)

@@ -8,8 +8,8 @@ whose type has ``_tapejax_for_stmt`` to it; ``Dataset`` points it here.
 The loop is built from ``staged.py``'s reads: a host callback makes the iterator (``iter(dataset)``
 on the host, kept in a table under an int32 handle), each iteration reads the next element with
 ``get_next_as_optional``'s callback, and a converted ``while`` (``autograph_ops.while_stmt``)
-carries the flag, the element and the loop's own variables; a last callback drops the iterator
-(also dropped when its end is read).  So every call iterates the dataset again, in TF's order
+carries the flag, the element and the loop's own variables; the iterator is dropped when its
+end is read, when a read fails, and by a last callback after the loop (a ``break``).  So every call iterates the dataset again, in TF's order
 (a new shuffle per iteration, as ``iter(dataset)`` in Python), and ``break`` ends the loop.
 
 Shapes are static in the program: each component has the shape of ``element_spec``, or where the
@@ -105,7 +105,7 @@ def dataset_for_stmt(dataset: Any, extra_test: Any, body: Callable[[Any], None],
     slots = _loop_slots(dataset)
     made: Any = numpy_function(_open(dataset), [], [TensorSpec((), _dtypes.int32)], stateful=True)
     handle = made[0]
-    first = _read(spec, slots, _find_open, [handle], True)
+    first = _read(spec, slots, _find_open, [handle], True, _close)
     n = len(slots)
     cur: List[Any] = [first.has_value] + _leaves(first.value, slots)
 
@@ -118,7 +118,7 @@ def dataset_for_stmt(dataset: Any, extra_test: Any, body: Callable[[Any], None],
 
     def loop_body() -> None:
         body(_pack(spec, slots, cur[1:]))
-        nxt = _read(spec, slots, _find_open, [handle], True)
+        nxt = _read(spec, slots, _find_open, [handle], True, _close)
         cur[:] = [nxt.has_value] + _leaves(nxt.value, slots)
 
     def get() -> tuple:
