@@ -84,3 +84,14 @@ def test_type_spec_from_value_of_a_variable_is_a_type_error():
         tf.type_spec_from_value(tf.Variable(1.0))
     with pytest.raises(TypeError, match="argument `element_shape`"):
         tf.TensorArraySpec(element_shape=3)
+
+
+def test_get_concrete_function_refuses_a_tensor_array_plainly():
+    f = tf.function(lambda ta: ta.stack())
+    with pytest.raises(ValueError, match="call the tapejax.function itself"):
+        f.get_concrete_function(_ta([1.0, 2.0]))
+    it = iter(tf.data.Dataset.from_tensor_slices(np.arange(3, dtype=np.float32)))
+    g = tf.function(lambda it: next(it))
+    with pytest.raises(ValueError, match="call the tapejax.function itself"):
+        g.get_concrete_function(it)
+    assert float(g(it)) == 0.0                # nothing was read
