@@ -170,3 +170,9 @@ def test_a_failed_read_in_a_dataset_loop_drops_its_iterator():
     with pytest.raises(tf.errors.InvalidArgumentError, match="drop_remainder=True"):
         total()
     assert staged_for._OPEN == {}
+
+
+def test_a_numpy_iterator_inside_the_step_names_iter():
+    it = D.range(3).as_numpy_iterator()
+    with pytest.raises(ValueError, match=r"read iter\(dataset\) there"):
+        tf.function(lambda: tf.constant(next(it)))()

@@ -267,6 +267,9 @@ class Iterator:
         if in_trace():
             if stages() and not self._numpy:   # a tapejax.function: each call reads the next element
                 return staged_next(self)
+            if stages():
+                raise ValueError("A NumpyIterator (as_numpy_iterator()) gives NumPy values and cannot be read inside "
+                                 "a tapejax.function: read iter(dataset) there (each call reads the next element).")
             raise ValueError(_IN_OTHER_TRACE)
         comps = self._next_components()
         self._position += 1
