@@ -68,6 +68,8 @@ from .compile.control_flow import cond, foldl, foldr, scan, while_loop
 from .compile.functional_ops import case, grad_pass_through, map_fn, recompute_grad, switch_case, vectorized_map
 from .compile.function import Function, TensorSpec, function
 from .compile.tensor_array import TensorArray
+from .compile.tensor_array_args import TensorArraySpec
+from .compile.type_spec import type_spec_from_value
 from .compile.host import init_scope, numpy_function, py_function
 from .compile import autograph
 from . import autodiff
@@ -135,8 +137,8 @@ __all__ = [
     "space_to_batch", "space_to_batch_nd", "sparse", "speculative_updates", "split", "sqrt", "square",
     "squeeze", "stack", "stop_gradient", "strided_slice", "string", "strings", "subtract", "summary", "switch_case", "tan", "tanh",
     "Tensor", "tensor_scatter_nd_add", "tensor_scatter_nd_max", "tensor_scatter_nd_min",
-    "tensor_scatter_nd_sub", "tensor_scatter_nd_update", "tensordot", "TensorArray", "TensorShape", "TensorSpec", "test",
-    "tile", "timestamp", "train", "transpose", "truediv", "truncatediv", "truncatemod", "tuple", "uint16",
+    "tensor_scatter_nd_sub", "tensor_scatter_nd_update", "tensordot", "TensorArray", "TensorArraySpec", "TensorShape", "TensorSpec", "test",
+    "tile", "timestamp", "train", "transpose", "truediv", "truncatediv", "truncatemod", "tuple", "type_spec_from_value", "uint16",
     "uint32", "uint64", "uint8", "UnconnectedGradients", "unique", "unique_with_counts", "unravel_index",
     "unstack", "Variable", "VariableAggregation", "vectorized_map", "VariableSynchronization", "where", "while_loop", "zeros",
     "zeros_initializer", "zeros_like",

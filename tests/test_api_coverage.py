@@ -66,8 +66,7 @@ MISSING = {
         "subsystem": "audio distribute dtensor signal tpu xla lite profiler feature_column security "
                      "sysconfig tools version types check_pinned",
         "keras_alias": "initializers losses metrics",
-        "typespec": "IndexedSlicesSpec NoneTensorSpec OptionalSpec RaggedTensorSpec SparseTensorSpec TensorArraySpec "
-                    "TypeSpec type_spec_from_value",
+        "typespec": "IndexedSlicesSpec NoneTensorSpec OptionalSpec RaggedTensorSpec SparseTensorSpec TypeSpec",
     },
     "math": {},
     "nn": {
@@ -238,7 +237,7 @@ def test_dataset_methods_missing_are_the_listed_ones():
 TF_DATA = ("AUTOTUNE Dataset DatasetSpec FixedLengthRecordDataset INFINITE_CARDINALITY Iterator IteratorSpec "
            "NumpyIterator Options TFRecordDataset TextLineDataset ThreadingOptions UNKNOWN_CARDINALITY "
            "experimental").split()
-DATA_MISSING = {"IteratorSpec": "typespec"}
+DATA_MISSING: "dict[str, str]" = {}
 TF_DATA_EXPERIMENTAL = (
     "AUTOTUNE AutoShardPolicy AutotuneAlgorithm AutotuneOptions Counter CsvDataset DatasetInitializer "
     "DistributeOptions ExternalStatePolicy INFINITE_CARDINALITY OptimizationOptions Optional RandomDataset Reducer "

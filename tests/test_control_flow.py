@@ -196,3 +196,25 @@ def test_back_prop_false_is_ignored_as_in_tf2():
     assert (t.gradient(a, x).numpy(), t.gradient(b, x).numpy()) == (32.0, 4.0)   # x**4, x*x
     assert t.gradient(c, x).numpy() == 3.0      # [x, 2x] summed: 3
     assert (a.numpy(), b.numpy()) == (16.0, 4.0)
+
+
+def test_loop_bodies_that_call_back_into_python_are_not_shared_between_functions():
+    """Two functions with the same loop text but different numpy_function callbacks: each runs
+    its own callback (the op cache keyed by jaxpr text alone reused the first one's: 3.0 twice)."""
+    import numpy as np
+
+    def make(k):
+        @tf.function
+        def f(n):
+            s = tf.constant(0.0)
+            for _ in tf.range(n):
+                s += tf.numpy_function(lambda: np.float32(k), [], tf.float32)
+            return s
+        return f
+
+    assert float(make(1)(tf.constant(3))) == 3.0
+    assert float(make(2)(tf.constant(3))) == 6.0
+    g = lambda k: tf.function(lambda p: tf.cond(p, lambda: tf.numpy_function(lambda: np.float32(k), [], tf.float32),
+                                                lambda: tf.constant(0.0)))
+    assert float(g(1)(tf.constant(True))) == 1.0
+    assert float(g(5)(tf.constant(True))) == 5.0

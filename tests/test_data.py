@@ -138,8 +138,12 @@ def test_iterating_inside_a_jax_trace_is_refused():
     with pytest.raises(ValueError, match="inside tapejax.function"):
         jax.jit(f)(0)
     it = iter(ds)
+    with pytest.raises(ValueError, match="other than tapejax.function"):
+        jax.jit(lambda: next(it)._value)()
     with pytest.raises(ValueError, match="frozen into the compiled program"):
-        tf.function(lambda: next(it))()
+        tf.function(lambda: next(iter(ds)))()
+    f = tf.function(lambda: next(it))   # made outside, read inside: the next element at each call
+    assert [int(f()) for _ in range(3)] == [0, 1, 2]
 
 
 # -- cache, None components, generators, options ---------------------------------------------

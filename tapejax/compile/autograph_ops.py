@@ -276,7 +276,12 @@ BUILTINS = {builtins.range: range_, builtins.len: len_, builtins.int: int_, buil
 def for_stmt(iter_, extra_test, body, get_state, set_state, symbol_names, opts):
     """``for target in iter_`` (see the module docstring).  A type registered in malt's
     ``for_loop_registry`` (``registry.register(SomeType, fn)``, TF's hook for its datasets) is
-    handed to its own function, with the same arguments."""
+    handed to its own function, with the same arguments; so is a type with a
+    ``_tapejax_for_stmt`` method (``tapejax.data.Dataset``: a staged loop over a new iteration)."""
+    own = getattr(type(iter_), "_tapejax_for_stmt", None)   # (a tapejax.data Dataset: data/staged_for.py)
+    if own is not None:
+        own(iter_, extra_test, body, get_state, set_state, symbol_names, opts)
+        return
     try:
         custom = _for_loop_registry.lookup(iter_)
     except LookupError:

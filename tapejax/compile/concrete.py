@@ -22,7 +22,8 @@ import numpy as np
 from ..core.convert import convert_to_tensor
 from ..core.tensor import Tensor
 from . import polymorphism
-from .signature import TensorSpec, arg_key, bind_signature, fill, template
+from .signature import TensorSpec, arg_key, bind_signature, fill, is_value_spec, template
+from .tensor_array_args import is_tensor_array
 
 
 def _as_specs(x, name: str):
@@ -145,6 +146,11 @@ def concrete_function(fn, args, kwargs, lead: tuple = ()) -> ConcreteFunction:
             bind_signature(fn.input_signature, args, kwargs, fn._name, fn._method)
         args, kwargs = tuple(fn.input_signature), {}
     args = tuple(lead) + tuple(args)
+    for a in tuple(args) + tuple((kwargs or {}).values()):
+        if is_tensor_array(a) or is_value_spec(a) or getattr(type(a), "_tapejax_flatten", None) is not None:
+            raise ValueError(f"get_concrete_function of `{fn._name}` takes Tensors and TensorSpecs only; got "
+                             f"{a!r} (a TensorArray, tf.data iterator or their specs are not supported there): "
+                             "call the tapejax.function itself with it (it traces once per spec).")
     try:
         params = list(inspect.signature(fn.python_function).parameters)
     except (TypeError, ValueError):

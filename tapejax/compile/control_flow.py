@@ -14,7 +14,9 @@ branch on a tensor's value; these run ``lax.cond`` / ``lax.while_loop`` /
    a pure function of (operands, captured values), so the compiled replay's
    ``jax.vjp`` differentiates it.  Ops are cached by the jaxpr text, so a
    training loop that builds the same loop each step reuses one compiled
-   gradient.
+   gradient; a jaxpr that calls back into Python (``numpy_function``, an
+   iterator read) is keyed by its own identity too: two callbacks print alike,
+   and sharing the first one's op would run the wrong Python function.
 
 Eagerly (no trace), ``cond`` with a concrete predicate runs the chosen branch
 in Python, and ``while_loop`` runs a Python loop, exactly as TF's eager mode
@@ -60,9 +62,33 @@ from .bodies import (
     to_tensors as _to_tensors,
     traced as _traced,
 )
+from .tracing import calls_back
 
 _PRIMS = LRU("control_flow", 1024)
 _EMPTY = jax.tree_util.tree_structure(())
+
+
+class _Same:
+    """A key part equal only to itself (holding its object, so its id is not reused)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __hash__(self):
+        return id(self.obj)
+
+    def __eq__(self, other):
+        return isinstance(other, _Same) and other.obj is self.obj
+
+
+def _text(j):
+    """A body's part of an op's cache key: its jaxpr text, and itself when it calls back into
+    Python (the text does not tell two callbacks apart)."""
+    if calls_back(getattr(j, "jaxpr", j)):
+        return (str(j), _Same(j))
+    return str(j)
 
 
 def _prim(key, name, make_impl):
@@ -148,7 +174,7 @@ def staged_cond(pred, true_fn, false_fn):
                                   consts))
         return impl
 
-    prim = _prim(("cond", str(jt), str(jf)), "StatelessIf", make)
+    prim = _prim(("cond", _text(jt), _text(jf)), "StatelessIf", make)
     outs = list(bind(prim, p, *t.handles, *f.handles))
     if nv:
         _assign(carried, outs[len(outs) - nv:])
@@ -254,7 +280,7 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
             return tuple(final)
         return impl
 
-    key = ("while", str(jc), str(jb), maxit)
+    key = ("while", _text(jc), _text(jb), maxit)
     prim = _prim(key, "While", make)
     outs = list(bind(prim, *leaves, *carried, *c.handles, *b.handles))
     if nv:
@@ -389,7 +415,7 @@ def _scan_core(fn, elems, initializer, reverse, want_all, what):
             return tuple(ys) + tuple(final[na:])
         return impl
 
-    key = (what, str(jf), reverse, want_all, skip_first, nv)
+    key = (what, _text(jf), reverse, want_all, skip_first, nv)
     prim = _prim(key, "Scan", make)
     outs = list(bind(prim, *a_leaves, *rest, *carried, *f.handles))
     if nv:

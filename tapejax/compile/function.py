@@ -236,8 +236,9 @@ class Function:
     def _specs_for(self, sf, avals) -> Sequence[LeafSpec]:
         """The leaf specs a new trace generalises to: the input signature's, or (with
         ``reduce_retracing``) the last trace's relaxed to this call, else the call's own."""
-        if self.input_signature is not None and len(self.input_signature) == len(avals):
-            return [s.leaf() for s in self.input_signature]
+        sig = self.input_signature
+        if sig is not None and len(sig) == len(avals) and all(isinstance(s, TensorSpec) for s in sig):
+            return [s.leaf() for s in sig]
         if self._reduce_retracing and sf in self._last_specs:
             relaxed = polymorphism.relax(self._last_specs[sf], avals)
             if relaxed is not None:

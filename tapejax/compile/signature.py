@@ -32,6 +32,7 @@ from ..core.convert import convert_to_tensor
 from ..core.indexed_slices import IndexedSlices
 from ..core.tensor import Tensor, TensorShape
 from ..core.variable import Variable
+from . import tensor_array_args as _ta_args
 
 _Tracer = jax.core.Tracer
 _Array = jax.Array
@@ -47,6 +48,16 @@ class _Dyn:
 
 
 DYN = _Dyn()
+
+
+class ArgRecord:
+    """The template of an argument that is neither a tensor nor keyed by identity: a value whose
+    type has ``_tapejax_flatten() -> (key, record, leaves)`` (a ``tapejax.data`` iterator: its
+    ``IteratorSpec`` as the key, its handle as the one leaf).  ``fill`` rebuilds what the trace
+    sees from the leaves' tracers."""
+
+    def fill(self, it: Iterator[Any]) -> Any:
+        raise NotImplementedError
 
 
 # ---------------------------------------------------------------------------
@@ -146,7 +157,15 @@ def _spec_text(v) -> str:
     return f"TensorSpec(shape={tuple(v.shape)}, dtype=tf.{np.dtype(v.dtype).name}, name=None)"
 
 
-def bind_signature(signature: Sequence[TensorSpec], args, kwargs, fname: str,
+def is_value_spec(spec: Any) -> bool:
+    """A spec of ``input_signature`` other than ``TensorSpec`` (``type_spec.py``): a
+    ``TensorArraySpec``, ``tf.data.DatasetSpec`` or ``IteratorSpec``, which checks its argument with
+    ``is_compatible_with`` and passes it on as it is."""
+    return isinstance(spec, _ta_args.TensorArraySpec) or (
+        type(spec).__name__ in ("DatasetSpec", "IteratorSpec") and hasattr(spec, "is_compatible_with"))
+
+
+def bind_signature(signature: Sequence[Any], args, kwargs, fname: str,
                    method: bool = False) -> Tuple[Any, ...]:
     """TF's ``input_signature`` binding: every argument a Tensor compatible with its spec
     (TypeError naming the argument and both specs otherwise), returned positionally.  For a
@@ -162,6 +181,14 @@ def bind_signature(signature: Sequence[TensorSpec], args, kwargs, fname: str,
                         f"has {len(signature)} argument(s) but the call passed {len(args)}.")
     out = []
     for i, (a, spec) in enumerate(zip(args, signature)):
+        if is_value_spec(spec):
+            if not getattr(spec, "_binds", spec.is_compatible_with)(a):   # (``_binds``: TF's own binding rule)
+                msg = (f"Binding inputs to tapejax.function `{fname}` failed: argument {i} {a!r} is not "
+                       f"compatible with {spec!r} (its input_signature).")
+                own = getattr(spec, "_binding_error", None)   # (a spec whose TF error is another class)
+                raise own(a, msg) if own is not None else TypeError(msg)
+            out.append(a)
+            continue
         if isinstance(a, (Tensor, Variable, _Array, np.ndarray)):
             t = convert_to_tensor(a)
         else:
@@ -178,12 +205,13 @@ def bind_signature(signature: Sequence[TensorSpec], args, kwargs, fname: str,
 
 
 def check_signature(input_signature) -> Optional[Tuple[TensorSpec, ...]]:
-    """``input_signature`` as a tuple of TensorSpecs (TypeError naming it otherwise)."""
+    """``input_signature`` as a tuple of specs (TypeError naming it otherwise)."""
     if input_signature is None:
         return None
     sig = tuple(input_signature) if isinstance(input_signature, (list, tuple)) else None
-    if sig is None or not all(isinstance(s, TensorSpec) for s in sig):
-        raise TypeError(f"input_signature must be a list or tuple of tapejax.TensorSpec; got "
+    if sig is None or not all(isinstance(s, TensorSpec) or is_value_spec(s) for s in sig):
+        raise TypeError(f"input_signature must be a list or tuple of tapejax.TensorSpec (or TensorArraySpec, "
+                        f"tf.data.DatasetSpec, tf.data.IteratorSpec); got "
                         f"{input_signature!r}")
     return sig
 
@@ -226,6 +254,13 @@ def arg_key(x, dyn: List[Any]):
                 shape if shape is not None else arg_key(x.dense_shape, dyn))
     if t in (bytes, complex, type) or isinstance(x, (np.dtype, _dtypes.DType)):
         return (t, x)
+    if _ta_args.is_tensor_array(x):   # its stacked buffer is dynamic, its metadata static
+        return _ta_args.key(x, dyn)
+    flat = getattr(t, "_tapejax_flatten", None)
+    if flat is not None:
+        key, _, leaves = flat(x)
+        dyn.extend(leaf._value for leaf in leaves)
+        return (t, key, tuple(leaf._value.aval for leaf in leaves))
     # Any other object keys by identity; the entry's template holds the object, so its
     # id is not reused while the entry is cached.
     return ("obj", t, id(x))
@@ -247,6 +282,11 @@ def shape_free(key):
     return key
 
 
+def _flattener(x: Any) -> Any:
+    """The ``_tapejax_flatten`` of ``x``'s type (see ``ArgRecord``), or None."""
+    return getattr(type(x), "_tapejax_flatten", None)
+
+
 def tensor_args(x, out: List[Any]) -> None:
     """The dynamic leaves as op inputs, in ``arg_key``'s order (Tensors keep their ids)."""
     if isinstance(x, Tensor):
@@ -261,6 +301,10 @@ def tensor_args(x, out: List[Any]) -> None:
     elif type(x) is dict:
         for k in sorted(x):
             tensor_args(x[k], out)
+    elif _ta_args.is_tensor_array(x):
+        _ta_args.tensors(x, out)
+    elif _flattener(x) is not None:
+        out.extend(_flattener(x)(x)[2])
     elif type(x) is IndexedSlices:
         tensor_args(x.values, out)
         tensor_args(x.indices, out)
@@ -281,6 +325,11 @@ def template(x):
         return t(*[template(e) for e in x])
     if t is IndexedSlices:
         return _slices_template(x, template)
+    if _ta_args.is_tensor_array(x):
+        return _ta_args.template(x)
+    flat = getattr(t, "_tapejax_flatten", None)
+    if flat is not None:
+        return flat(x)[1]
     return x
 
 
@@ -315,6 +364,8 @@ def fill(tpl, it: Iterator[Any]):
         return t(fill(e, it) for e in tpl)
     if t is dict:
         return {k: fill(v, it) for k, v in tpl.items()}
+    if t is _ta_args.TAArg or t is _ta_args.TAOut or isinstance(tpl, ArgRecord):   # (before namedtuples)
+        return tpl.fill(it)
     if isinstance(tpl, tuple) and hasattr(tpl, "_fields"):
         return t(*[fill(e, it) for e in tpl])
     return tpl
@@ -335,6 +386,8 @@ def split_out(x, dyn: List[Any]):
     t = type(x)
     if t is IndexedSlices:
         return _slices_template(x, lambda e: split_out(e, dyn))
+    if _ta_args.is_tensor_array(x):
+        return _ta_args.out(x, dyn)
     if t is tuple or t is list:
         return t(split_out(e, dyn) for e in x)
     if t is dict:
@@ -344,5 +397,5 @@ def split_out(x, dyn: List[Any]):
     return x
 
 
-__all__ = ["DYN", "LeafSpec", "TensorSpec", "arg_key", "bind_signature", "call_key", "check_signature",
+__all__ = ["ArgRecord", "DYN", "LeafSpec", "TensorSpec", "arg_key", "bind_signature", "call_key", "check_signature", "is_value_spec",
            "fill", "shape_free", "split_out", "template", "tensor_args"]

@@ -24,9 +24,9 @@ from .dataset import Dataset
 from .iterator import Iterator, NumpyIterator
 from .options import AutotuneOptions, OptimizationOptions, Options, ThreadingOptions
 from .readers import FixedLengthRecordDataset, TextLineDataset
-from .structure import DatasetSpec, NoneTensorSpec
+from .structure import DatasetSpec, IteratorSpec, NoneTensorSpec
 from .tfrecord import TFRecordDataset
 
 __all__ = ["AUTOTUNE", "AutotuneOptions", "Dataset", "DatasetSpec", "FixedLengthRecordDataset", "INFINITE_CARDINALITY",
-           "Iterator", "NoneTensorSpec", "NumpyIterator", "OptimizationOptions", "Options",
+           "Iterator", "IteratorSpec", "NoneTensorSpec", "NumpyIterator", "OptimizationOptions", "Options",
            "TFRecordDataset", "TextLineDataset", "ThreadingOptions", "UNKNOWN_CARDINALITY", "experimental"]

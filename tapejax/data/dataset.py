@@ -23,6 +23,7 @@ from ..core.tensor import Tensor
 from . import _grain, args as A, iterator as _iterator
 from .build import Build
 from .options import Options
+from .staged_for import dataset_for_stmt
 
 #: The op seed under which datasets draw their seeds from ``tapejax.random``'s generator.
 _DATA_SEED_STREAM = 0x7DA7A
@@ -70,6 +71,12 @@ class Dataset:
         """The structure of an element, a ``TensorSpec`` per component (None: unknown size)."""
         return self._element_spec
 
+    @property
+    def _type_spec(self) -> Any:
+        """TF's ``DatasetSpec`` of this dataset (``tf.type_spec_from_value`` reads it)."""
+        from .structure import DatasetSpec
+        return DatasetSpec(self._element_spec)
+
     def cardinality(self) -> Tensor:
         """The number of elements as a scalar int64 Tensor (int32 without JAX's x64 mode), or
         ``INFINITE_CARDINALITY`` (-1) / ``UNKNOWN_CARDINALITY`` (-2)."""
@@ -99,6 +106,12 @@ class Dataset:
     # -- iteration -------------------------------------------------------------
     def __iter__(self) -> "_iterator.Iterator":
         return _iterator.Iterator(self)
+
+    def _tapejax_for_stmt(self, extra_test: Any, body: Any, get_state: Any, set_state: Any, symbol_names: Any,
+                          opts: Any) -> None:
+        """AutoGraph's converted ``for x in dataset`` in a ``tapejax.function``: a staged loop over
+        a new iteration at each call (``staged_for.py``)."""
+        dataset_for_stmt(self, extra_test, body, get_state, set_state, symbol_names, opts)
 
     def as_numpy_iterator(self) -> _PyIterator[Any]:
         """The elements as NumPy values (an ndarray per component, a NumPy scalar at rank 0)."""

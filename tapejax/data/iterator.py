@@ -6,9 +6,11 @@ there by a final ``prefetch``'s thread, else here) and are packed into ``element
 structure.  ``as_numpy_iterator`` reads the same pipeline and gives NumPy values.
 
 While GradientTapes record on the reading thread, reading pauses them (``stop_recording``): a
-dataset's functions are not part of the user's gradient, as in TF.  Iterating inside
-``tapejax.function`` (or any JAX trace) raises ValueError: the elements would become constants
-of the compiled program.  Iterate in Python and call the compiled step per element instead.
+dataset's functions are not part of the user's gradient, as in TF.  Making an iterator
+inside a trace (``for x in dataset`` in a ``tapejax.function``) raises ValueError: its elements
+would become constants of the compiled program.  An iterator made outside and read inside a
+``tapejax.function`` (``next(it)``, ``get_next``, ``get_next_as_optional``) reads the next element
+at each call (``staged.py``: a host callback); inside any other trace reading raises ValueError.
 
 **Checkpointing** (``tf.train.Checkpoint(iterator=it)``): an iterator is a trackable with one
 child value, ``ITERATOR_STATE`` (an int64 vector): a format word, a fingerprint of the plan,
@@ -35,7 +37,8 @@ from ..core.errors import FailedPreconditionError, InvalidArgumentError, OutOfRa
 from ..core.tensor import Tensor, TensorShape
 from . import structure as S
 from .build import Build
-from .optional import Optional, from_element
+from .optional import Optional, from_element, from_flag
+from .staged import flatten_argument, staged_next, staged_optional, stages
 
 _log = logging.getLogger("tapejax")
 
@@ -47,7 +50,13 @@ except ImportError:  # pragma: no cover - a JAX without it: only tapejax.functio
 
 _IN_TRACE = ("Iterating over a tapejax.data.Dataset inside tapejax.function (or another JAX trace) is not "
              "supported: its elements would be frozen into the compiled program as constants. Iterate in Python "
-             "and call the compiled step on each element: `for x, y in dataset: train_step(x, y)`.")
+             "and call the compiled step on each element: `for x, y in dataset: train_step(x, y)`; or make the "
+             "iterator outside (`it = iter(dataset)`) and read it in the step: `next(it)` / `it.get_next()` inside "
+             "a tapejax.function read the next element at each call.")
+_IN_OTHER_TRACE = ("Reading a tapejax.data iterator inside a JAX trace other than tapejax.function's (jax.jit, a "
+                   "dataset function, jax.vmap ...) is not supported: its element would be frozen into the "
+                   "program as a constant. Read it in a tapejax.function (each call reads the next element), or "
+                   "read it in Python and pass the element as an argument.")
 
 
 def in_trace() -> bool:
@@ -159,6 +168,9 @@ class Iterator:
         self._fingerprint = zlib.crc32(" ".join(kinds).encode()) & 0x7FFFFFFF
         self._state_value = IteratorState(self)
         self._position = 0
+        self._ahead: List[tuple] = []   # an element read ahead (``_peek``), given next
+        self._handle: Any = None        # as a tapejax.function argument (``staged.flatten_argument``)
+        self._arg_slots: Any = None
         self._build(Build(dataset.options()))
 
     def _build(self, ctx: Build) -> None:
@@ -199,6 +211,7 @@ class Iterator:
         self.close()
         self._build(ctx)
         self._position = 0
+        self._ahead = []
         if position and ctx.output_random_access:
             self._it.set_state({"next_index": position})   # grain's position: nothing is computed
             self._position = position
@@ -214,10 +227,34 @@ class Iterator:
     def element_spec(self) -> Any:
         return self._spec
 
+    def _tapejax_flatten(self) -> Any:
+        """As a ``tapejax.function`` argument: keyed by its ``IteratorSpec``, passed as a handle
+        that the step's reads use (``staged.flatten_argument``)."""
+        if self._numpy:
+            raise ValueError("A NumpyIterator (as_numpy_iterator()) cannot be passed to a tapejax.function: "
+                             "pass iter(dataset) instead.")
+        return flatten_argument(self)
+
+    @property
+    def _type_spec(self) -> S.IteratorSpec:
+        """TF's ``IteratorSpec`` of this iterator (``tf.type_spec_from_value`` reads it)."""
+        return S.IteratorSpec(self._spec)
+
     def __iter__(self) -> "Iterator":
         return self
 
+    def _peek(self) -> Any:
+        """The next element's components without consuming it (None at the end)."""
+        if not self._ahead:
+            try:
+                self._ahead.append(self._next_components())
+            except StopIteration:
+                return None
+        return self._ahead[0]
+
     def _next_components(self) -> tuple:
+        if self._ahead:
+            return self._ahead.pop()
         tapes: List[Any] = _state.tapes()
         if not tapes:
             return next(self._it)
@@ -228,7 +265,12 @@ class Iterator:
 
     def __next__(self) -> Any:
         if in_trace():
-            raise ValueError(_IN_TRACE)
+            if stages() and not self._numpy:   # a tapejax.function: each call reads the next element
+                return staged_next(self)
+            if stages():
+                raise ValueError("A NumpyIterator (as_numpy_iterator()) gives NumPy values and cannot be read inside "
+                                 "a tapejax.function: read iter(dataset) there (each call reads the next element).")
+            raise ValueError(_IN_OTHER_TRACE)
         comps = self._next_components()
         self._position += 1
         if self._numpy:
@@ -258,6 +300,9 @@ class Iterator:
     def get_next_as_optional(self) -> Optional:
         """The next element as a ``tf.experimental.Optional``: empty after the last element (where
         ``get_next`` raises), so ``while opt.has_value():`` loops end without an exception."""
+        if in_trace() and stages():
+            read = staged_optional(self)
+            return from_flag(read.has_value, read.value, self._spec)
         try:
             element = self.__next__()
         except StopIteration:

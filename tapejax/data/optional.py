@@ -14,6 +14,7 @@ from ..compile.signature import TensorSpec
 from ..core.convert import constant, convert_to_tensor
 from ..core.errors import InvalidArgumentError
 from ..core.tensor import Tensor
+from ..ops.checks import require
 from . import structure as S
 
 _EMPTY = object()
@@ -38,14 +39,15 @@ class Optional:
     ``Optional.from_value(value)``, ``Optional.empty(element_spec)`` or
     ``Iterator.get_next_as_optional()``."""
 
-    __slots__ = ("_value", "_spec")
+    __slots__ = ("_value", "_spec", "_flag")
 
-    def __init__(self, value: Any, element_spec: Any, _token: Any = None):
+    def __init__(self, value: Any, element_spec: Any, _token: Any = None, _flag: Any = None):
         if _token is not _EMPTY:
             raise TypeError("Can't instantiate Optional directly: use Optional.from_value(value), "
                             "Optional.empty(element_spec) or Iterator.get_next_as_optional().")
         self._value = value
         self._spec = element_spec
+        self._flag = _flag   # a traced bool Tensor: known at run time only (``from_flag``)
 
     @staticmethod
     def from_value(value: Any) -> "Optional":
@@ -73,10 +75,16 @@ class Optional:
 
     def has_value(self, name: Any = None) -> Tensor:
         """A scalar bool Tensor: whether a value is held."""
+        if self._flag is not None:
+            return self._flag
         return constant(self._value is not None)
 
     def get_value(self, name: Any = None) -> Any:
-        """The value; InvalidArgumentError when the Optional is empty."""
+        """The value; InvalidArgumentError when the Optional is empty (when the step runs, for an
+        Optional read inside a ``tapejax.function``)."""
+        if self._flag is not None:
+            require(self._flag._value, "The given optional does not have a value.")
+            return self._value
         if self._value is None:
             raise InvalidArgumentError(None, None, "The given optional does not have a value.")
         return self._value
@@ -87,13 +95,20 @@ class Optional:
         return self._spec
 
     def __repr__(self) -> str:
-        state = "empty" if self._value is None else "has a value"
+        state = "known when the step runs" if self._flag is not None else (
+            "empty" if self._value is None else "has a value")
         return f"<Optional ({state}) element_spec={self._spec!r}>"
 
 
 def from_element(element: Any, element_spec: Any) -> Optional:
     """An Optional holding an iterator's element (already Tensors in ``element_spec``'s structure)."""
     return Optional(element, element_spec, _EMPTY)
+
+
+def from_flag(flag: Tensor, element: Any, element_spec: Any) -> Optional:
+    """An Optional read inside a ``tapejax.function`` (``staged.staged_optional``): ``flag`` is the
+    traced ``has_value()``, ``element`` the traced value (zeros when empty; ``get_value`` checks)."""
+    return Optional(element, element_spec, _EMPTY, flag)
 
 
 __all__ = ["Optional"]

@@ -24,6 +24,7 @@ import numpy as np
 from ..compile.signature import TensorSpec
 from ..core import dtypes as _dtypes
 from ..core.convert import convert_to_tensor
+from ..core.errors import InvalidArgumentError
 from ..core.tensor import Tensor
 
 
@@ -47,22 +48,96 @@ class NoneTensorSpec:
 
 
 class DatasetSpec:
-    """The spec of a component that is itself a Dataset (``window``'s elements): its
-    ``element_spec``."""
+    """``tf.data.DatasetSpec(element_spec, dataset_shape=())``: the type of a Dataset (its
+    ``element_spec``), also the spec of a component that is itself a Dataset (``window``'s
+    elements).  ``Dataset._type_spec`` and ``tf.type_spec_from_value(dataset)`` give one."""
 
-    def __init__(self, element_spec: Any):
+    def __init__(self, element_spec: Any, dataset_shape: Any = ()):
         self.element_spec = element_spec
-        self.shape = ()
+        self._dataset_shape = tuple(None if d is None else int(d) for d in dataset_shape)
+        self.shape = self._dataset_shape
         self.dtype = None
 
+    @staticmethod
+    def from_value(value: Any) -> "DatasetSpec":
+        """The spec of Dataset ``value`` (TypeError naming the argument otherwise)."""
+        if not hasattr(type(value), "_build_stream"):
+            raise TypeError(f"DatasetSpec.from_value: argument `value` must be a tf.data.Dataset; got {value!r}")
+        return DatasetSpec(value.element_spec)
+
+    def is_compatible_with(self, other: Any) -> bool:
+        """Whether ``other`` (a DatasetSpec or a Dataset) has a compatible element structure and specs."""
+        if hasattr(type(other), "_build_stream"):
+            other = DatasetSpec(other.element_spec)
+        return isinstance(other, DatasetSpec) and other._dataset_shape == self._dataset_shape and \
+            _compatible(self.element_spec, other.element_spec)
+
+    def _binds(self, value: Any) -> bool:
+        """TF's ``input_signature`` rule for a DatasetSpec: any Dataset binds (its element spec is
+        not checked); anything else is a TypeError."""
+        return hasattr(type(value), "_build_stream")
+
     def __eq__(self, other: Any) -> bool:
-        return isinstance(other, DatasetSpec) and other.element_spec == self.element_spec
+        return isinstance(other, DatasetSpec) and other.element_spec == self.element_spec and \
+            other._dataset_shape == self._dataset_shape
 
     def __hash__(self) -> int:
         return hash(repr(self))
 
     def __repr__(self) -> str:
-        return f"DatasetSpec({self.element_spec!r}, TensorShape([]))"
+        return f"DatasetSpec({self.element_spec!r}, TensorShape({list(self._dataset_shape)}))"
+
+
+class IteratorSpec:
+    """``tf.data.IteratorSpec(element_spec)``: the type of an iterator (``Iterator._type_spec``,
+    ``tf.type_spec_from_value(iterator)``); as TF's, the element spec is ``_element_spec``."""
+
+    def __init__(self, element_spec: Any):
+        self._element_spec = element_spec
+
+    @staticmethod
+    def from_value(value: Any) -> "IteratorSpec":
+        """The spec of iterator ``value`` (TypeError naming the argument otherwise)."""
+        spec = getattr(value, "_type_spec", None)
+        if not isinstance(spec, IteratorSpec):
+            raise TypeError(f"IteratorSpec.from_value: argument `value` must be a tf.data.Iterator; got {value!r}")
+        return spec
+
+    def is_compatible_with(self, other: Any) -> bool:
+        """Whether ``other`` (an IteratorSpec or an iterator) has a compatible element structure and specs."""
+        other = getattr(other, "_type_spec", other)
+        return isinstance(other, IteratorSpec) and _compatible(self._element_spec, other._element_spec)
+
+    def _binding_error(self, value: Any, message: str) -> Exception:
+        """TF's error for an ``input_signature`` argument this spec does not accept: an iterator
+        whose elements nest the same way but differ in dtype or shape fails when read, with
+        InvalidArgumentError ("Data type mismatch"); anything else is a TypeError."""
+        other = getattr(value, "_type_spec", None)
+        if isinstance(other, IteratorSpec) and same_structure(self._element_spec, other._element_spec):
+            return InvalidArgumentError(None, None, message + f" Its elements are {other._element_spec!r}.")
+        return TypeError(message)
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, IteratorSpec) and other._element_spec == self._element_spec
+
+    def __hash__(self) -> int:
+        return hash(repr(self))
+
+    def __repr__(self) -> str:
+        return f"IteratorSpec({self._element_spec!r},)"
+
+
+def _compatible(a: Any, b: Any) -> bool:
+    """Two element specs with the same nesting whose component specs are compatible."""
+    if not same_structure(a, b):
+        return False
+    for x, y in zip(flatten(a), flatten(b)):
+        if hasattr(x, "is_compatible_with"):
+            if not x.is_compatible_with(y):
+                return False
+        elif x != y:
+            return False
+    return True
 
 
 Spec = Union[TensorSpec, NoneTensorSpec]
