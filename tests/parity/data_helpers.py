@@ -47,6 +47,23 @@ def softmax_classifier(tf, n_in, n_classes=10, lr=0.5):
     return w, b, step
 
 
+def fit_and_evaluate(tf, train, evaluation, n_in, n_classes=10, epochs=2):
+    """``softmax_classifier`` trained on ``train`` for ``epochs`` epochs, its accuracy on
+    ``evaluation`` after each: ``(losses, accuracies, w, b)``."""
+    w, b, step = softmax_classifier(tf, n_in, n_classes=n_classes)
+    losses, accs = [], []
+    for _ in range(epochs):
+        for x, y in train:
+            losses.append(float(step(x, y)))
+        right = total = 0
+        for x, y in evaluation:
+            pred = tf.argmax(tf.matmul(tf.reshape(x, [-1, n_in]), w) + b, axis=1, output_type=tf.int32)
+            right += int(tf.reduce_sum(tf.cast(tf.equal(pred, y), tf.int32)))
+            total += int(tf.size(y))
+        accs.append(right / total)
+    return losses, accs, w.numpy(), b.numpy()
+
+
 def tmp():
     """A new temporary directory for a parity test's files."""
     return tempfile.mkdtemp(prefix="tapejax-parity-")

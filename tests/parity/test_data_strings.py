@@ -6,7 +6,7 @@ strip, lower / upper, regex_full_match, substr, join, to_number); ``tf.io.decode
 the main branch before this change every ``map`` / ``filter`` here raised TypeError."""
 import os
 
-from .data_helpers import L, cifar_like_files, softmax_classifier, spec, tmp
+from .data_helpers import L, cifar_like_files, fit_and_evaluate, spec, tmp
 from .harness import parity, raises
 
 C, H, W = 3, 4, 4
@@ -50,19 +50,7 @@ def test_program_cifar_binary_pipeline_trains(tf):
     names = cifar_like_files(C, H, W, records=20, seed=1)
     train = tf.data.FixedLengthRecordDataset(names, RECORD).map(_parse(tf)).batch(8)
     evaluation = tf.data.FixedLengthRecordDataset(names[:1], RECORD).map(_parse(tf)).cache().batch(16)
-    w, b, step = softmax_classifier(tf, H * W * C)
-
-    losses, accs = [], []
-    for _ in range(2):
-        for x, y in train:
-            losses.append(float(step(x, y)))
-        right = total = 0
-        for x, y in evaluation:
-            pred = tf.argmax(tf.matmul(tf.reshape(x, [-1, H * W * C]), w) + b, axis=1, output_type=tf.int32)
-            right += int(tf.reduce_sum(tf.cast(tf.equal(pred, y), tf.int32)))
-            total += int(tf.size(y))
-        accs.append(right / total)
-    return losses, accs, w.numpy(), b.numpy()
+    return fit_and_evaluate(tf, train, evaluation, H * W * C)
 
 
 @parity

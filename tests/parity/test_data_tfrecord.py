@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from .data_helpers import L, card, softmax_classifier, spec, tmp
+from .data_helpers import L, card, fit_and_evaluate, spec, tmp
 from .harness import parity, raises
 
 RECORDS = [b"hello", b"", b"x\x00" * 40, bytes(range(256)) * 3, b"\x00\x00"]
@@ -309,18 +309,8 @@ def test_program_examples_pipeline_trains(tf):
     train = tf.data.TFRecordDataset(train_file, "GZIP").map(parse, num_parallel_calls=tf.data.AUTOTUNE).batch(
         8).prefetch(tf.data.AUTOTUNE)
     evaluation = tf.data.TFRecordDataset([eval_file], compression_type="GZIP").map(parse).cache().batch(16)
-    w, b, step = softmax_classifier(tf, H * W * C, n_classes=4)
-    losses, accs = [], []
-    for _ in range(2):
-        for x, y in train:
-            losses.append(float(step(x, y)))
-        right = total = 0
-        for x, y in evaluation:
-            pred = tf.argmax(tf.matmul(tf.reshape(x, [-1, H * W * C]), w) + b, axis=1, output_type=tf.int32)
-            right += int(tf.reduce_sum(tf.cast(tf.equal(pred, y), tf.int32)))
-            total += int(tf.size(y))
-        accs.append(right / total)
-    return losses, accs, spec(train.element_spec), w.numpy(), b.numpy()
+    losses, accs, w, b = fit_and_evaluate(tf, train, evaluation, H * W * C, n_classes=4)
+    return losses, accs, spec(train.element_spec), w, b
 
 
 # -- tf.train.SequenceExample ------------------------------------------------------------------
