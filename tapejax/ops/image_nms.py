@@ -123,7 +123,7 @@ def greedy(similarity, scores, k, iou_threshold, score_threshold, soft_nms_sigma
     return Selected(out_i, out_s, count)
 
 
-def _no_gradient(op_type, fn):
+def no_gradient(op_type, fn):
     """``fn`` (arrays, then static keywords) whose vjp raises TF's LookupError: TF registers no
     gradient for ``op_type``."""
     def bwd(_, g):
@@ -149,7 +149,7 @@ def _nms_overlaps(overlaps, scores, *, k, iou_threshold, score_threshold):
 
 
 _NMS_V3 = prim("NonMaxSuppressionV3", _nms, differentiable=False, multiple_results=True)
-_NMS_V5 = prim("NonMaxSuppressionV5", _no_gradient("NonMaxSuppressionV5", _nms), multiple_results=True)
+_NMS_V5 = prim("NonMaxSuppressionV5", no_gradient("NonMaxSuppressionV5", _nms), multiple_results=True)
 _NMS_OVERLAPS = prim("NonMaxSuppressionWithOverlaps", _nms_overlaps, differentiable=False, multiple_results=True)
 
 
@@ -449,7 +449,7 @@ def _combined(boxes, scores, *, per_class, per_batch, total, pad_per_class, clip
     return jax.vmap(one_image)(boxes, scores)
 
 
-_COMBINED = prim("CombinedNonMaxSuppression", _no_gradient("CombinedNonMaxSuppression", _combined),
+_COMBINED = prim("CombinedNonMaxSuppression", no_gradient("CombinedNonMaxSuppression", _combined),
                  multiple_results=True)
 
 

@@ -10,6 +10,7 @@ from . import (
     bitwise as _bw,
     conv as _cv,
     diagonals as _dg,
+    image_boxes as _ibx,
     image_color as _ic,
     image_geometry as _ig,
     image_metrics as _imx,
@@ -131,7 +132,7 @@ nest = _module("nest", "``tf.nest``", {"flatten": _nest.flatten, "pack_sequence_
 bitwise = _module("bitwise", "``tf.bitwise``", {n: getattr(_bw, n) for n in _bw.__all__})
 strings, ragged, sparse = _un.strings, _un.ragged, _un.sparse
 #: ``tf.image``: the image family modules (``image_*``).
-IMAGE_MODULES = (_ig, _ir, _ic, _imx, _inms)
+IMAGE_MODULES = (_ig, _ir, _ic, _imx, _inms, _ibx)
 image = _module("image", "``tf.image``", {n: getattr(mod, n) for mod in IMAGE_MODULES for n in mod.__all__})
 
 #: ``tf.dtypes``: the DType objects and ``as_dtype`` (``core.dtypes``), ``cast`` and ``saturate_cast``.
