@@ -28,7 +28,7 @@ from ..core.errors import InvalidArgumentError, OutOfRangeError
 from ..core.tensor import Tensor
 from ..core.variable import Variable
 from ._registry import _call, _shape, dtype_of, prim, tf_types
-from .image_nms import host_data, no_gradient
+from .image_nms import data_dtype, host_data, no_gradient
 
 _TENSORISH = (Tensor, Variable)
 
@@ -158,7 +158,7 @@ def crop_and_resize(image, boxes, box_indices, crop_size, method="bilinear", ext
     op = "CropAndResize"
     if not isinstance(extrapolation_value, (int, float, np.number)) or isinstance(extrapolation_value, bool):
         raise TypeError(f"Expected float for argument 'extrapolation_value' not {extrapolation_value!r}.")
-    d = dtype_of(image) if isinstance(image, _TENSORISH) else np.asarray(image).dtype
+    d = data_dtype(image)
     if d.name not in _IMAGE_DTYPES:
         raise _bad(op, f"Value for attr 'T' of {d.name} is not in the list of allowed values: "
                    f"{', '.join(_IMAGE_DTYPES)} (argument `image`)")
@@ -233,7 +233,7 @@ def draw_bounding_boxes(images, boxes, colors=None, name=None):
     the outlines of ``[batch, num_boxes, 4]`` boxes painted in ``colors`` (``[num_colors, >= depth]``;
     None or empty: TF's default table)."""
     op = "DrawBoundingBoxesV2"
-    d = dtype_of(images) if isinstance(images, _TENSORISH) else np.dtype(np.float32)
+    d = data_dtype(images, np.float32)
     if d.name not in ("float16", "float32"):
         raise _bad(op, f"Value for attr 'T' of {d.name} is not in the list of allowed values: float, half "
                    "(argument `images`)")

@@ -183,7 +183,7 @@ def _host_scalar(v, arg, op_type, *, integer=False):
         return int(v)
     if isinstance(v, (list, tuple, np.ndarray)) and np.shape(v) != ():
         raise _bad(op_type, f"{arg} must be 0-D, got shape {list(np.shape(v))}")
-    return float(v)
+    return float(np.asarray(v))
 
 
 def _float_kind(x, op_type, arg, allowed):
@@ -211,6 +211,14 @@ def _check_boxes_scores(boxes, scores, op_type, allowed=("float16", "float32")):
         raise _bad(op_type, f"boxes must have 4 columns (Dimension must be 4 but is {bs[1]})")
     _check_scores(ss, bs[0], op_type)
     return db
+
+
+def data_dtype(x, default=None) -> np.dtype:
+    """A Tensor's dtype, else ``default`` or the NumPy dtype of the Python data."""
+    d = dtype_of(x) if isinstance(x, _TENSORISH) else None
+    if d is None:
+        d = np.dtype(default) if default is not None else np.asarray(x).dtype
+    return d
 
 
 def host_data(x, dtype):
@@ -462,7 +470,7 @@ def combined_non_max_suppression(boxes, scores, max_output_size_per_class, max_t
     valid_detections)``, zero past ``valid_detections``, float32 (classes as floats, as TF)."""
     op = "CombinedNonMaxSuppression"
     for x, arg, i in ((boxes, "boxes", 0), (scores, "scores", 1)):
-        d = dtype_of(x) if isinstance(x, _TENSORISH) else np.dtype(np.float32)
+        d = data_dtype(x, np.float32)
         if d != np.float32:
             raise _bad(op, f"cannot compute {op} as input #{i}(zero-based) was expected to be a float tensor but "
                        f"is a {d.name} tensor (argument `{arg}`)")

@@ -272,3 +272,69 @@ def test_roi_head_trained_then_detections_post_processed(tf):
         boxes = tf.reshape(rois, [2, 2, 1, 4])
         evals.append(list(tf.image.combined_non_max_suppression(boxes, scores, 2, 3, 0.5, 0.2)))
     return losses, w, rois, evals
+
+
+def _crop_rules(tf, out, h, w, boxes, min_covered, ar=(0.75, 1.33), area=(0.05, 1.0)):
+    """What TF promises of a sampled crop (its values depend on the generator): inside the image, the
+    aspect ratio and area in range (rounded to pixels) or the whole image, covering ``min_covered`` of
+    a box, ``bboxes`` the crop normalized."""
+    begin, size, bboxes = (np.asarray(v.numpy()) for v in out)
+    y, x, ch, cw = int(begin[0]), int(begin[1]), int(size[0]), int(size[1])
+    whole = (y, x, ch, cw) == (0, 0, h, w)
+    inside = y >= 0 and x >= 0 and y + ch <= h and x + cw <= w and begin[2] == 0 and size[2] == -1
+    ratio_ok = ar[0] - 1.0 / ch <= cw / ch <= ar[1] + 1.0 / ch
+    area_ok = area[0] * h * w - 1 <= ch * cw <= area[1] * h * w + 1
+    rects = [(int(b[0] * h), int(b[1] * w), int(b[2] * h), int(b[3] * w)) for b in np.reshape(boxes, (-1, 4))]
+    cover = any((max(0, min(y + ch, r[2]) - max(y, r[0])) * max(0, min(x + cw, r[3]) - max(x, r[1])))
+                >= min_covered * (r[2] - r[0]) * (r[3] - r[1]) for r in rects)
+    same_box = np.allclose(bboxes, [[[y / h, x / w, (y + ch) / h, (x + cw) / w]]])
+    return (str(out[0].dtype.name), tuple(out[0].shape), tuple(out[2].shape), str(out[2].dtype.name), inside,
+            whole or (ratio_ok and area_ok and cover), same_box), whole
+
+
+@parity
+def test_sample_distorted_bounding_box_rules(tf):
+    """Stateful (op seeds, seed 0) and stateless sampling under TF's constraints for several settings;
+    the stateless op repeats with its seed; impossible constraints give the whole image; no boxes with
+    use_image_if_no_bounding_boxes; image_size's dtype is kept (uint8, int32); no gradient."""
+    boxes = tf.constant([[[0.1, 0.2, 0.5, 0.6], [0.3, 0.3, 0.9, 0.8]]])
+    s, sl = tf.image.sample_distorted_bounding_box, tf.image.stateless_sample_distorted_bounding_box
+    out = []
+    for k in range(4):
+        out.append(_crop_rules(tf, s([100, 80, 3], boxes, seed=k + 1), 100, 80, boxes.numpy(), 0.1))
+        out.append(_crop_rules(tf, sl([100, 80, 3], boxes, seed=[k, 7], min_object_covered=0.5,
+                                      aspect_ratio_range=(0.5, 2.0), area_range=(0.2, 0.9)),
+                               100, 80, boxes.numpy(), 0.5, (0.5, 2.0), (0.2, 0.9)))
+    out.append(_crop_rules(tf, s(tf.constant([40, 60, 3]), boxes), 40, 60, boxes.numpy(), 0.1))
+    rules, wholes = [r for r, _ in out], [w for _, w in out]
+    a = sl([50, 50, 1], boxes, seed=[3, 4])
+    b = sl([50, 50, 1], boxes, seed=tf.constant([3, 4]))
+    impossible = s([100, 80, 3], boxes, seed=1, area_range=(0.01, 0.02), min_object_covered=1.0)
+    none = s([30, 20, 3], tf.zeros([1, 0, 4]), seed=2, use_image_if_no_bounding_boxes=True)
+    u8 = s(tf.constant([30, 20, 3], tf.uint8), boxes, seed=2)
+    with tf.GradientTape() as g:
+        g.watch(boxes)
+        drawn = s([100, 80, 3], boxes, seed=5)
+    return (rules, sum(wholes) < len(wholes) - 3, [bool(np.array_equal(x.numpy(), y.numpy())) for x, y in zip(a, b)],
+            list(impossible), _crop_rules(tf, none, 30, 20, [[0.0, 0.0, 1.0, 1.0]], 0.1)[0], u8[0].dtype.name,
+            u8[1].dtype.name,
+            g.gradient(drawn.bboxes, boxes))
+
+
+@parity
+def test_sample_distorted_bounding_box_bad_input(tf):
+    """TF's classes for image_size's shape and dtype, boxes outside [0, 1], of the wrong rank, of
+    float64 (ValueError); no boxes without use_image_if_no_bounding_boxes; negative coverage, bad
+    ranges and attempts; a stateless seed not of shape [2]."""
+    s, boxes = tf.image.sample_distorted_bounding_box, [[[0.1, 0.2, 0.5, 0.6]]]
+    return [raises(f) for f in (
+        lambda: s([100, 80], boxes, seed=1), lambda: s([100.0, 80.0, 3.0], boxes, seed=1),
+        lambda: s([100, 80, 3], [[[0.1, 0.2, 1.5, 0.6]]], seed=1), lambda: s([100, 80, 3], boxes[0], seed=1),
+        lambda: s([100, 80, 3], [[[0.1, 0.2, 0.5]]], seed=1), lambda: s([100, 80, 3], tf.zeros([1, 0, 4]), seed=1),
+        lambda: s([100, 80, 3], boxes, seed=1, min_object_covered=-0.1),
+        lambda: s([100, 80, 3], boxes, seed=1, aspect_ratio_range=[-1, 2]),
+        lambda: s([100, 80, 3], boxes, seed=1, aspect_ratio_range=[1, 2, 3]),
+        lambda: s([100, 80, 3], boxes, seed=1, area_range=[0.5, 1.5]),
+        lambda: s([100, 80, 3], boxes, seed=1, area_range=[0.0, 0.5]),
+        lambda: s([100, 80, 3], boxes, seed=1, max_attempts=0),
+        lambda: tf.image.stateless_sample_distorted_bounding_box([100, 80, 3], boxes, seed=[1, 2, 3]))]
