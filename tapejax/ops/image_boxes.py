@@ -1,4 +1,5 @@
-"""``tf.image``'s ops on boxes of pixels: ``crop_and_resize`` and ``draw_bounding_boxes``.
+"""``tf.image``'s ops on boxes of pixels: ``crop_and_resize``, ``draw_bounding_boxes`` and
+``extract_glimpse``.
 
 ``crop_and_resize`` samples each box (``[y1, x1, y2, x2]`` in normalized coordinates, of the image
 ``box_indices`` names) at ``crop_size`` points, TF's ``CropAndResize`` rules: sample row ``y`` of a
@@ -17,6 +18,11 @@ gives float32.
 truncated toward zero as TF's kernel) in the box's color (``colors[i % len(colors)]``, TF's default
 table without colors), a later box over an earlier one; boxes inverted or wholly outside the image
 are skipped, as TF (which logs a warning).  TF registers no gradient for it (LookupError).
+
+``extract_glimpse`` cuts a fixed-size window per image at an offset (TF's ``ExtractGlimpses``
+conventions: the offset truncated toward zero, the part of a window past an edge filled with noise);
+one gather and a mask, so any offsets run in one compiled op.  Its noise is drawn from
+``tapejax.random``'s global stream (TF's op takes no seed), so those values differ from TF's.
 """
 import jax
 import jax.core
@@ -27,6 +33,7 @@ from jax import lax
 from ..core.errors import InvalidArgumentError, OutOfRangeError
 from ..core.tensor import Tensor
 from ..core.variable import Variable
+from . import random as _r
 from ._registry import _call, _shape, dtype_of, prim, tf_types
 from .image_nms import data_dtype, host_data, no_gradient
 
@@ -273,4 +280,92 @@ def draw_bounding_boxes(images, boxes, colors=None, name=None):
     return _call(_DRAW, op, images, boxes, colors)
 
 
-__all__ = ["crop_and_resize", "draw_bounding_boxes"]
+# -- extract_glimpse ------------------------------------------------------------------------------
+
+def _glimpse_axis(offset, n_in, n_out):
+    """Per image, each output position's source index along one axis and whether it is inside the
+    image: TF's ``ExtractGlimpses`` (offset truncated toward zero; a window past an edge keeps the
+    part inside, shifted to the output's far side when it starts before the image)."""
+    o = offset.astype(jnp.int32)[:, None]                      # [batch, 1]
+    before = o < 0
+    past = ~before & (o + n_out >= n_in)
+    kept = jnp.where(before, jnp.maximum(0, n_out + o), jnp.where(past, jnp.maximum(0, n_in - o), n_out))
+    ext = jnp.minimum(kept, n_in)
+    base = jnp.where(before, n_out - kept, 0)
+    start = jnp.where(before, 0, o)
+    c = jnp.arange(n_out)[None, :] - base
+    return jnp.clip(start + c, 0, n_in - 1), (c >= 0) & (c < ext), kept > 0
+
+
+def _glimpse(x, offsets, u, *, size, centered, normalized, noise):
+    b, h, w, ch = x.shape
+    gh, gw = size
+    oy, ox = offsets[:, 0], offsets[:, 1]
+    if normalized:
+        ox, oy = ox * w, oy * h
+        if centered:
+            ox = ox / 2.0 + w / 2.0 - gw / 2.0
+            oy = oy / 2.0 + h / 2.0 - gh / 2.0
+    elif centered:
+        ox, oy = ox + w / 2.0, oy + h / 2.0
+    rows, vy, any_y = _glimpse_axis(oy, h, gh)
+    cols, vx, any_x = _glimpse_axis(ox, w, gw)
+    inside = (vy[:, :, None] & vx[:, None, :] & (any_y & any_x)[:, :, None])[..., None]
+    picked = x[jnp.arange(b)[:, None, None], rows[:, :, None], cols[:, None, :]]
+    if noise == "uniform":
+        lo = jnp.min(x, axis=(1, 2, 3), keepdims=True)
+        fill = lo + u * (jnp.max(x, axis=(1, 2, 3), keepdims=True) - lo)
+    elif noise == "gaussian":
+        mean = jnp.mean(x, axis=(1, 2), keepdims=True)
+        sigma = jnp.sqrt(jnp.mean(jnp.square(x - mean), axis=(1, 2), keepdims=True))
+        fill = jnp.clip(mean + u * sigma, jnp.min(x, axis=(1, 2), keepdims=True), jnp.max(x, axis=(1, 2), keepdims=True))
+    else:
+        fill = jnp.zeros((), x.dtype)
+    return jnp.where(inside, picked, fill)
+
+
+_GLIMPSE = prim("ExtractGlimpseV2", no_gradient("ExtractGlimpseV2", _glimpse))
+
+
+@tf_types("ExtractGlimpseV2")
+def extract_glimpse(input, size, offsets, centered=True, normalized=True, noise="uniform", name=None):  # noqa: A002
+    """``tf.image.extract_glimpse``: a ``size`` window of each ``[batch, h, w, c]`` float32 image at
+    ``offsets[i] = (y, x)`` (of the window's center when ``centered`` and ``normalized``, in [-1, 1];
+    see TF's docs for the other conventions); where the window leaves the image, ``noise``:
+    ``uniform`` (between the image's min and max), ``gaussian`` (each channel's mean and deviation,
+    clipped to its range) or ``zero``.  The noise comes from ``tapejax.random``'s global stream, so
+    its values differ from TF's; no gradient (LookupError), as TF."""
+    op = "ExtractGlimpseV2"
+    for v, arg in ((input, "input"), (offsets, "offsets")):
+        d = data_dtype(v, np.float32)
+        if d != np.float32:
+            raise ValueError(f"Tensor conversion requested dtype float32 for Tensor with dtype {d.name} (argument "
+                             f"`{arg}`)")
+    x, offsets = host_data(input, np.float32), host_data(offsets, np.float32)
+    if noise not in ("uniform", "gaussian", "zero"):
+        raise _bad(op, f"The noise could only be uniform, gaussian, or zero, got {noise!r} (argument `noise`)")
+    xs, os_ = _shape(x), _shape(offsets)
+    if len(xs) != 4:
+        raise _bad(op, f"input must be 4-dimensional (batch_size, height, width, depth){list(xs)}")
+    s = _exact_dtype(size.numpy() if isinstance(size, _TENSORISH) else size, np.int32, "size")
+    if s.shape != (2,):
+        raise _bad(op, f"input must be a vector of size 2 (height, width){list(s.shape)} (argument `size`)")
+    if len(os_) != 2 or os_[0] != xs[0]:
+        raise _bad(op, f"first dimension should be batch{list(os_)} (argument `offsets`)")
+    if os_[1] != 2:
+        raise _bad(op, f"second dimension should be of size 2 (y,x){list(os_)} (argument `offsets`)")
+    gh, gw = int(s[0]), int(s[1])
+    if gh < 0 or gw < 0:
+        raise _bad(op, f"glimpse size must be non-negative (argument `size`, got [{gh}, {gw}])")
+    shape = [xs[0], gh, gw, xs[3]]
+    if noise == "uniform":
+        u = _r.uniform(shape, 0, 1.0)
+    elif noise == "gaussian":
+        u = _r.normal(shape)
+    else:
+        u = np.zeros((), np.float32)
+    return _call(_GLIMPSE, op, x, offsets, u, size=(gh, gw), centered=bool(centered), normalized=bool(normalized),
+                 noise=noise)
+
+
+__all__ = ["crop_and_resize", "draw_bounding_boxes", "extract_glimpse"]

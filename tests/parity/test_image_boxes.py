@@ -338,3 +338,40 @@ def test_sample_distorted_bounding_box_bad_input(tf):
         lambda: s([100, 80, 3], boxes, seed=1, area_range=[0.0, 0.5]),
         lambda: s([100, 80, 3], boxes, seed=1, max_attempts=0),
         lambda: tf.image.stateless_sample_distorted_bounding_box([100, 80, 3], boxes, seed=[1, 2, 3]))]
+
+
+GLIMPSE_CASES = [([3, 2], [[0.0, 0.0], [0.5, -0.6]], {}),
+                 ([3, 2], [[1.0, 2.0], [4.0, -1.0]], dict(centered=False, normalized=False)),
+                 ([3, 2], [[1.0, 2.0], [4.0, -1.0]], dict(centered=True, normalized=False)),
+                 ([3, 2], [[0.3, 0.2], [0.9, 0.1]], dict(centered=False)), ([7, 8], [[0.0, 0.0], [0.0, 0.0]], {}),
+                 ([4, 4], [[-0.9, 0.95], [1.5, -1.5]], {}), ([0, 2], [[0.0, 0.0], [0.0, 0.0]], {}),
+                 ([5, 6], [[-20.0, 30.0], [2.0, 3.0]], dict(centered=False, normalized=False))]
+
+
+@parity
+def test_extract_glimpse(tf):
+    """Windows inside, across every edge, larger than the image and wholly outside, under each
+    convention (centered / normalized); zero noise exactly; uniform and gaussian noise (another
+    generator): the part inside the image exact, the rest within each image's range; no gradient."""
+    x = tf.constant(IMG * 10.0 + 1.0)
+    out = []
+    for size, off, kw in GLIMPSE_CASES:
+        zero = tf.image.extract_glimpse(x, size, off, noise="zero", **kw)
+        out.append(zero)
+        inside = tf.not_equal(zero, 0.0)
+        for noise in ("uniform", "gaussian"):
+            y = tf.image.extract_glimpse(x, size, off, noise=noise, **kw)
+            same_inside = tf.reduce_all(tf.equal(tf.where(inside, y, 0.0), zero))
+            in_range = tf.reduce_all((y >= tf.reduce_min(x)) & (y <= tf.reduce_max(x)))
+            out.append((same_inside, in_range, y.dtype.name, tuple(y.shape)))
+    with tf.GradientTape() as g:
+        g.watch(x)
+        y = tf.image.extract_glimpse(x, [3, 3], [[0.0, 0.0], [0.1, 0.2]])
+    bad = [raises(f) for f in (
+        lambda: tf.image.extract_glimpse(x, [3, 2], [[0.0, 0.0], [0.0, 0.0]], noise="foo"),
+        lambda: tf.image.extract_glimpse(tf.cast(x, tf.uint8), [3, 2], [[0.0, 0.0], [0.0, 0.0]]),
+        lambda: tf.image.extract_glimpse(x[0], [3, 2], [[0.0, 0.0]]),
+        lambda: tf.image.extract_glimpse(x, [3, 2], [[0.0, 0.0]]),
+        lambda: tf.image.extract_glimpse(x, [3, 2], [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]),
+        lambda: tf.image.extract_glimpse(x, [3, 2, 1], [[0.0, 0.0], [0.0, 0.0]]))]
+    return out, raises(g.gradient, y, x), bad
