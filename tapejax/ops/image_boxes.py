@@ -14,6 +14,11 @@ gradient of the *bilinear* sampler for ``nearest`` too; a ``jax.custom_jvp`` doe
 ``box_indices`` and ``crop_size`` have no gradient (None), as in TF.  Every image dtype TF takes
 gives float32.
 
+Known difference: where TF's float32 sample position is exactly an integer (``floor == ceil``: no
+box gradient from that sample) and XLA's compiled gradient program computes it one ulp away, the
+boxes' gradient gets that sample's one-sided difference (seen for a 1 x 5 crop of a zero-height box
+batched with another box); values and the image's gradient are not affected.
+
 ``draw_bounding_boxes`` paints each box's outline (rows and columns at ``int(y * (h - 1))`` ...,
 truncated toward zero as TF's kernel) in the box's color (``colors[i % len(colors)]``, TF's default
 table without colors), a later box over an earlier one; boxes inverted or wholly outside the image
