@@ -154,6 +154,24 @@ def test_fixed_shape_ops_compile_once_in_a_function():
     assert len(traces) == 1
 
 
+def test_traced_thresholds_match_host_ones():
+    """Thresholds as tapejax.function arguments give what Python numbers give eagerly (one trace for
+    several values)."""
+    traces = []
+
+    @tf.function
+    def f(boxes, scores, iou, low):
+        traces.append(1)
+        return tf.image.non_max_suppression_padded(boxes, scores, 6, iou, low, pad_to_max_output_size=True)
+
+    boxes, scores = RNG.uniform(0, 1, (25, 4)).astype(np.float32), RNG.uniform(0, 1, 25).astype(np.float32)
+    for iou, low in ((0.3, 0.2), (0.7, -1.0)):
+        got = f(tf.constant(boxes), tf.constant(scores), tf.constant(iou), tf.constant(low))
+        want = tf.image.non_max_suppression_padded(boxes, scores, 6, iou, low, pad_to_max_output_size=True)
+        assert got[0].numpy().tolist() == want[0].numpy().tolist() and int(got[1]) == int(want[1])
+    assert len(traces) == 1
+
+
 def test_value_length_ops_say_what_to_use_in_a_function():
     """non_max_suppression's length depends on the scores: inside tapejax.function it raises a
     TypeError naming the fixed-shape alternatives."""

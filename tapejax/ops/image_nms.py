@@ -22,8 +22,10 @@ IoU (with ``1e-8`` added to the union) is ``>= iou_threshold``, except inside on
 where a non-positive threshold suppresses nothing; a kept box is an output only when one of its
 coordinates is positive.  Here that is the same greedy loop over the sorted boxes with those rules.
 
-The thresholds and ``max_output_size`` are read on the host (Python numbers or concrete tensors:
-static parameters of the op).  ``non_max_suppression``, ``..._with_scores``, ``..._overlaps`` and
+``max_output_size`` (and ``combined``'s sizes) are read on the host (Python ints or concrete tensors:
+static parameters of the op, so a compiled step has fixed shapes); the thresholds are operands, so
+they may be tensors computed in a compiled step (TF's range checks then cannot raise: only a
+threshold known on the host is checked).  ``non_max_suppression``, ``..._with_scores``, ``..._overlaps`` and
 the unpadded ``..._padded`` return as many indices as were selected, which only the values decide:
 they read the count (eager, or deferred: a value is asked for); inside ``tapejax.function`` use
 ``non_max_suppression_padded(..., pad_to_max_output_size=True)`` or
@@ -86,13 +88,15 @@ class Selected(NamedTuple):
 def greedy(similarity, scores, k, iou_threshold, score_threshold, soft_nms_sigma=0.0):
     """Greedy (Soft-)NMS over ``scores[n]`` selecting at most ``k`` (static) boxes.
 
-    ``similarity(i)`` is the ``[n]`` similarity of every box with box ``i`` (float32); thresholds
-    are Python floats, compared in the scores' dtype as TF's kernel does."""
+    ``similarity(i)`` is the ``[n]`` similarity of every box with box ``i`` (float32); the thresholds
+    and ``soft_nms_sigma`` are scalars (numbers or arrays, also traced), compared in the scores' dtype
+    as TF's kernel does."""
     n = scores.shape[0]
     dt = scores.dtype
-    thr, sthr = jnp.asarray(iou_threshold, dt), jnp.asarray(score_threshold, dt)
-    soft = soft_nms_sigma > 0
-    scale = jnp.asarray(-0.5 / soft_nms_sigma if soft else 0.0, dt)
+    thr, sthr = jnp.asarray(iou_threshold).astype(dt), jnp.asarray(score_threshold).astype(dt)
+    sigma = jnp.asarray(soft_nms_sigma).astype(dt)
+    soft = sigma > 0
+    scale = jnp.where(soft, jnp.asarray(-0.5, dt) / jnp.where(soft, sigma, jnp.ones((), dt)), jnp.zeros((), dt))
     alive = scores > sthr
     out_i = jnp.zeros((k,), jnp.int32)
     out_s = jnp.zeros((k,), dt)
@@ -109,13 +113,9 @@ def greedy(similarity, scores, k, iou_threshold, score_threshold, soft_nms_sigma
         out_i = out_i.at[count].set(i)
         out_s = out_s.at[count].set(cur[i])
         sim = similarity(i).astype(dt)
-        weight = jnp.exp(scale * sim * sim)
-        if not soft:
-            weight = jnp.where(sim <= thr, weight, jnp.zeros((), dt))
+        weight = jnp.where(soft | (sim <= thr), jnp.exp(scale * sim * sim), jnp.zeros((), dt))
         cur = cur * weight
-        keep = alive & (cur > sthr) & (jnp.arange(n) != i)
-        if not soft:
-            keep = keep & ~(sim > thr)
+        keep = alive & (cur > sthr) & (jnp.arange(n) != i) & (soft | ~(sim > thr))
         return keep, cur, out_i, out_s, count + 1
 
     state = (alive, scores, out_i, out_s, jnp.zeros((), jnp.int32))
@@ -138,12 +138,12 @@ def no_gradient(op_type, fn):
     return call
 
 
-def _nms(boxes, scores, *, k, iou_threshold, score_threshold, soft_nms_sigma):
+def _nms(boxes, scores, iou_threshold, score_threshold, soft_nms_sigma, *, k):
     r = greedy(lambda i: iou_with(boxes, i), scores, k, iou_threshold, score_threshold, soft_nms_sigma)
     return r.indices, r.scores, r.count
 
 
-def _nms_overlaps(overlaps, scores, *, k, iou_threshold, score_threshold):
+def _nms_overlaps(overlaps, scores, iou_threshold, score_threshold, *, k):
     r = greedy(lambda i: overlaps[:, i], scores, k, iou_threshold, score_threshold)
     return r.indices, r.count
 
@@ -233,6 +233,25 @@ def _check_scores(ss, n, op_type):
         raise _bad(op_type, f"scores has incompatible shape (Dimensions must be equal, but are {n} and {ss[0]})")
 
 
+def _traced(v):
+    return isinstance(v, _TENSORISH) and (isinstance(v._meta, jax.core.Tracer)
+                                          or isinstance(getattr(v, "_value", None), jax.core.Tracer))
+
+
+def threshold(v, arg, op_type, dtype: "np.dtype | type" = np.float32, low=None, high=None, what=None):
+    """A scalar float argument as an operand: a traced tensor as it is (TF's runtime checks cannot
+    raise inside a compiled step), anything else checked on the host (0-D, in ``[low, high]``) and
+    passed as a ``dtype`` scalar."""
+    if _traced(v):
+        if tuple(v._meta.shape) != ():
+            raise _bad(op_type, f"{arg} must be 0-D, got shape {list(v._meta.shape)}")
+        return v
+    t = _host_scalar(v, arg, op_type)
+    if (low is not None and t < low) or (high is not None and t > high):
+        raise _bad(op_type, what.format(t) if what else f"{arg} must be in [{low}, {high}] (got {t})")
+    return np.asarray(t, dtype)
+
+
 def _max_output(max_output_size, op_type, arg="max_output_size"):
     k = _host_scalar(max_output_size, arg, op_type, integer=True)
     if k < 0:
@@ -240,11 +259,9 @@ def _max_output(max_output_size, op_type, arg="max_output_size"):
     return k
 
 
-def _iou_threshold(v, op_type, arg="iou_threshold"):
-    t = _host_scalar(v, arg, op_type)
-    if not 0.0 <= t <= 1.0:
-        raise _bad(op_type, f"iou_threshold must be in [0, 1] (argument `{arg}`, got {t})")
-    return t
+def _iou_threshold(v, op_type, dtype: "np.dtype | type" = np.float32):
+    return threshold(v, "iou_threshold", op_type, dtype, 0.0, 1.0,
+                     "iou_threshold must be in [0, 1] (argument `iou_threshold`, got {})")
 
 
 def _first(selected, count, op_type):
@@ -270,9 +287,8 @@ def non_max_suppression(boxes, scores, max_output_size, iou_threshold=0.5, score
     boxes, scores = host_data(boxes, d), host_data(scores, d)
     k = _max_output(max_output_size, op)
     thr = _iou_threshold(iou_threshold, op)
-    sthr = _host_scalar(score_threshold, "score_threshold", op)
-    idx, _, count = _call(_NMS_V3, op, boxes, scores, k=k, iou_threshold=thr, score_threshold=sthr,
-                          soft_nms_sigma=0.0)
+    sthr = threshold(score_threshold, "score_threshold", op)
+    idx, _, count = _call(_NMS_V3, op, boxes, scores, thr, sthr, np.zeros((), np.float32), k=k)
     return _first([idx], count, op)[0]
 
 
@@ -292,13 +308,11 @@ def non_max_suppression_with_scores(boxes, scores, max_output_size, iou_threshol
         if vd != d:
             raise _bad(op, f"cannot compute {op} as argument `{arg}` was expected to be a {d.name} tensor but is a "
                        f"{vd.name} tensor")
-    thr = _iou_threshold(iou_threshold, op)
-    sigma = _host_scalar(soft_nms_sigma, "soft_nms_sigma", op)
-    if sigma < 0:
-        raise _bad(op, f"soft_nms_sigma_val must be >= 0 (argument `soft_nms_sigma`, got {sigma})")
-    sthr = _host_scalar(score_threshold, "score_threshold", op)
-    idx, sel, count = _call(_NMS_V5, op, boxes, scores, k=k, iou_threshold=thr, score_threshold=sthr,
-                            soft_nms_sigma=sigma)
+    thr = _iou_threshold(iou_threshold, op, d)
+    sigma = threshold(soft_nms_sigma, "soft_nms_sigma", op, d, 0.0, None,
+                      "soft_nms_sigma_val must be >= 0 (argument `soft_nms_sigma`, got {})")
+    sthr = threshold(score_threshold, "score_threshold", op, d)
+    idx, sel, count = _call(_NMS_V5, op, boxes, scores, thr, sthr, sigma, k=k)
     return tuple(_first([idx, sel], count, op))
 
 
@@ -317,15 +331,15 @@ def non_max_suppression_overlaps(overlaps, scores, max_output_size, overlap_thre
         raise _bad(op, f"overlaps must be square{list(os_)}")
     _check_scores(_shape(scores), os_[0], op)
     k = _max_output(max_output_size, op)
-    thr = _host_scalar(overlap_threshold, "overlap_threshold", op)
-    sthr = _host_scalar(score_threshold, "score_threshold", op)
-    idx, count = _call(_NMS_OVERLAPS, op, overlaps, scores, k=k, iou_threshold=thr, score_threshold=sthr)
+    thr = threshold(overlap_threshold, "overlap_threshold", op)
+    sthr = threshold(score_threshold, "score_threshold", op)
+    idx, count = _call(_NMS_OVERLAPS, op, overlaps, scores, thr, sthr, k=k)
     return _first([idx], count, op)[0]
 
 
 # -- non_max_suppression_padded (TF 2's tiled algorithm's rules) ----------------------------------
 
-def _padded_one(boxes, scores, *, k, iou_threshold, score_threshold, tile_size, swap):
+def _padded_one(boxes, scores, iou_threshold, score_threshold, *, k, tile_size, swap):
     n = scores.shape[0]
     keep_score = scores > score_threshold
     scores = jnp.where(keep_score, scores, 0.0).astype(jnp.float32)
@@ -337,7 +351,7 @@ def _padded_one(boxes, scores, *, k, iou_threshold, score_threshold, tile_size, 
     b = boxes[order]
     area = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
     pos = jnp.arange(n)
-    thr = jnp.float32(iou_threshold)
+    thr = jnp.asarray(iou_threshold).astype(jnp.float32)
     output = jnp.any(b > 0, axis=1)
 
     def iou(p):
@@ -367,7 +381,7 @@ def _padded_one(boxes, scores, *, k, iou_threshold, score_threshold, tile_size, 
     return out[:k], jnp.minimum(count, k)
 
 
-def _padded(boxes, scores, *, k, iou_threshold, score_threshold, tile_size):
+def _padded(boxes, scores, iou_threshold, score_threshold, *, k, tile_size):
     flat_b = boxes.reshape((-1,) + boxes.shape[-2:])
     flat_s = scores.reshape((-1, scores.shape[-1]))
     if flat_b.shape[0] and flat_b.shape[1]:
@@ -375,8 +389,7 @@ def _padded(boxes, scores, *, k, iou_threshold, score_threshold, tile_size):
         swap = (first & (flat_b[0, 0, 0] > flat_b[0, 0, 2]), first & (flat_b[0, 0, 1] > flat_b[0, 0, 3]))
     else:
         swap = (jnp.bool_(False), jnp.bool_(False))
-    idx, count = jax.vmap(lambda b, s: _padded_one(b, s, k=k, iou_threshold=iou_threshold,
-                                                  score_threshold=score_threshold, tile_size=tile_size,
+    idx, count = jax.vmap(lambda b, s: _padded_one(b, s, iou_threshold, score_threshold, k=k, tile_size=tile_size,
                                                   swap=swap))(flat_b, flat_s)
     return idx.reshape(boxes.shape[:-2] + (k,)), count.reshape(boxes.shape[:-2])
 
@@ -409,9 +422,8 @@ def non_max_suppression_padded(boxes, scores, max_output_size, iou_threshold=0.5
     k = _host_scalar(max_output_size, "max_output_size", op, integer=True)
     if k < 0:
         raise _bad(op, f"Requires start <= limit when delta > 0: 0/{k} (argument `max_output_size`)")
-    idx, count = _call(_NMS_PADDED, op, boxes, scores, k=k, iou_threshold=_host_scalar(iou_threshold, "iou_threshold",
-                                                                                       op),
-                       score_threshold=_host_scalar(score_threshold, "score_threshold", op), tile_size=int(tile_size))
+    idx, count = _call(_NMS_PADDED, op, boxes, scores, threshold(iou_threshold, "iou_threshold", op),
+                       threshold(score_threshold, "score_threshold", op), k=k, tile_size=int(tile_size))
     if not pad_to_max_output_size:
         idx = _first([idx], count, op)[0]
     return idx, count
@@ -423,7 +435,7 @@ CombinedNonMaxSuppression = collections.namedtuple(
     "CombinedNonMaxSuppression", ["nmsed_boxes", "nmsed_scores", "nmsed_classes", "valid_detections"])
 
 
-def _combined(boxes, scores, *, per_class, per_batch, total, pad_per_class, clip, iou_threshold, score_threshold):
+def _combined(boxes, scores, iou_threshold, score_threshold, *, per_class, per_batch, total, pad_per_class, clip):
     nb, n, q, _ = boxes.shape
     c = scores.shape[2]
     spc = min(per_class, n)
@@ -492,11 +504,10 @@ def combined_non_max_suppression(boxes, scores, max_output_size_per_class, max_t
     if total <= 0:
         raise _bad(op, "max_total_size must be > 0")
     thr = _iou_threshold(iou_threshold, op)
-    sthr = _host_scalar(score_threshold, "score_threshold", op)
+    sthr = threshold(score_threshold, "score_threshold", op)
     per_batch = min(total, per_class * ss[2]) if pad_per_class else total
-    out = _call(_COMBINED, op, boxes, scores, per_class=per_class, per_batch=per_batch, total=total,
-                pad_per_class=bool(pad_per_class), clip=bool(clip_boxes), iou_threshold=thr,
-                score_threshold=sthr)
+    out = _call(_COMBINED, op, boxes, scores, thr, sthr, per_class=per_class, per_batch=per_batch, total=total,
+                pad_per_class=bool(pad_per_class), clip=bool(clip_boxes))
     return CombinedNonMaxSuppression(*out)
 
 

@@ -218,6 +218,21 @@ def test_box_ops_inside_a_function(tf):
                                                                            tf.constant(NMS_SCORES[::-1].copy()))
 
 
+@parity(rtol=1e-5, atol=1e-6)
+def test_thresholds_as_function_arguments(tf):
+    """IoU and score thresholds and Soft-NMS's sigma given as tensors to a compiled function: the
+    padded, combined and overlaps variants with values that change between calls (one trace)."""
+    @tf.function
+    def detect(boxes, scores, iou, low):
+        idx, n = tf.image.non_max_suppression_padded(boxes, scores, 5, iou, low, pad_to_max_output_size=True)
+        comb = tf.image.combined_non_max_suppression(boxes[None, :, None], scores[None, :, None], 4, 4, iou, low)
+        return idx, n, list(comb)
+
+    b, s = _random_boxes(3, 20)
+    return [detect(tf.constant(b), tf.constant(s), tf.constant(iou), tf.constant(low))
+            for iou, low in ((0.5, 0.1), (0.2, 0.5), (0.9, -1.0))]
+
+
 @parity
 def test_draw_bounding_boxes(tf):
     """Outlines in the given colors (a later box over an earlier one), TF's default table (None or an
