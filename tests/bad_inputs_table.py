@@ -781,6 +781,33 @@ row("compute-gradient-int-argument", lambda tf, w: tf.test.compute_gradient(lamb
 # the devices in the message, nothing recorded, nothing changed.
 # ---------------------------------------------------------------------------
 
+# -- tf.image's box ops (tapejax/ops/image_boxes.py, image_nms.py, image_sample.py) -----------------------
+
+_IMG = np.linspace(0.0, 1.0, 2 * 4 * 4 * 1, dtype=np.float32).reshape(2, 4, 4, 1)
+_BOXES = np.array([[0.0, 0.0, 1.0, 1.0], [0.2, 0.1, 0.9, 0.7]], np.float32)
+_BOXES3 = np.array([[0.0, 0.0, 1.0, 1.0], [0.2, 0.1, 0.9, 0.7], [0.5, 0.5, 0.6, 0.6]], np.float32)
+row("crop-and-resize-box-index-past-batch",
+    lambda tf, w: tf.image.crop_and_resize(_IMG, _BOXES, [0, 2], [2, 2]),
+    "OutOfRangeError", ["box_index", "box_indices", "batch_size 2"], world=recording)
+row("crop-and-resize-method-bicubic", lambda tf, w: tf.image.crop_and_resize(_IMG, _BOXES, [0, 1], [2, 2], "bicubic"),
+    "InvalidArgumentError", ["method", "bicubic", "bilinear", "nearest"], world=recording)
+row("nms-iou-threshold-above-one",
+    lambda tf, w: tf.image.non_max_suppression(_BOXES3, w.x, 1, iou_threshold=1.5),
+    "InvalidArgumentError", ["iou_threshold", "[0, 1]", "1.5"], world=recording)
+row("nms-negative-max-output-size", lambda tf, w: tf.image.non_max_suppression(_BOXES, [0.5, 0.4], -1),
+    "InvalidArgumentError", ["max_output_size", "non-negative"], world=recording)
+row("combined-nms-max-total-size-zero",
+    lambda tf, w: tf.image.combined_non_max_suppression(_BOXES[None, :, None], [[[0.5], [0.4]]], 1, 0),
+    "InvalidArgumentError", ["max_total_size", "> 0"], world=recording)
+row("draw-bounding-boxes-two-channels",
+    lambda tf, w: tf.image.draw_bounding_boxes(tf.zeros([1, 4, 4, 2]), [[[0.1, 0.1, 0.5, 0.5]]], [[1.0, 0.0]]),
+    "InvalidArgumentError", ["Channel depth", "1 (GRY), 3 (RGB), or 4 (RGBA)", "2"], world=recording)
+row("sample-distorted-bounding-box-area-above-one",
+    lambda tf, w: tf.image.sample_distorted_bounding_box([4, 4, 1], [[[0.1, 0.1, 0.5, 0.5]]], seed=1,
+                                                         area_range=[0.5, 1.5]),
+    "InvalidArgumentError", ["Area range", "1.0", "1.5"], world=recording)
+
+
 DEVICE_ROWS = []
 _NO_TF_DEVICES = ("TF copies operands between devices itself (and has one CPU device here); "
                   "tapejax raises InvalidArgumentError naming the devices")

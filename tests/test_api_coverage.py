@@ -294,16 +294,13 @@ IMAGE_MISSING = {
         "decode_png decode_webp encode_jpeg encode_png extract_jpeg_shape is_jpeg random_jpeg_quality "
         "stateless_random_jpeg_quality").split()},
     **{n: "not_yet" for n in (
-        "combined_non_max_suppression crop_and_resize draw_bounding_boxes extract_glimpse "
-        "generate_bounding_box_proposals non_max_suppression non_max_suppression_overlaps "
-        "non_max_suppression_padded non_max_suppression_with_scores sample_distorted_bounding_box "
-        "stateless_sample_distorted_bounding_box").split()}}
-IMAGE_REASONS = {"not_yet": "not written yet: the bounding-box ops (crops and resizes of boxes, non-max "
-                            "suppression, box sampling, drawing, glimpses)"}
+        "generate_bounding_box_proposals").split()}}
+IMAGE_REASONS = {"not_yet": "not written yet: box proposals (the other box ops are in tapejax/ops/image_boxes.py, "
+                            "image_nms.py, image_sample.py)"}
 
 
 def test_image_names_missing_are_the_listed_ones():
-    """tf.image: the codecs need string tensors (REASONS['strings']); the box ops are still to do."""
+    """tf.image: the codecs need string tensors (REASONS['strings']); box proposals are still to do."""
     assert {n for n in TF_IMAGE if not _has(tf.image, n)} == set(IMAGE_MISSING)
     assert all(r in REASONS or r in IMAGE_REASONS for r in IMAGE_MISSING.values())
     ours = {n for n in dir(tf.image) if not n.startswith("_")}

@@ -242,6 +242,12 @@ def _img(*shape):
     return RS.uniform(0.05, 0.95, shape)
 
 
+def _no_f64(x):
+    """``x`` in float32 where it is float64 (an op TF defines for half and float only; the row casts
+    its float outputs back)."""
+    return tf.cast(x, tf.float32) if x.dtype == tf.float64 else x
+
+
 #: ``tf.image``: each op type on an image in [0, 1] (stateless seeds, so the float32 run draws alike).
 IMAGE_ROWS = [
     ("flip_left_right", lambda x: tf.image.flip_left_right(x), _img(3, 4, 3)),
@@ -273,10 +279,22 @@ IMAGE_ROWS = [
     ("resize_area", lambda x: tf.image.resize(x, [2, 2], "area"), _img(4, 4, 2)),
     ("resize_lanczos3", lambda x: tf.image.resize(x, [5, 4], "lanczos3"), _img(3, 3, 2)),
     ("resize_nearest", lambda x: tf.image.resize(x, [5, 4], "nearest"), _img(3, 3, 2)),
+    ("crop_and_resize", lambda x: tf.image.crop_and_resize(x, [[0.1, 0.2, 0.8, 0.7], [0.0, 0.3, 0.5, 1.0]], [0, 1],
+                                                           [3, 2]), _img(2, 4, 4, 2)),
+    # (TF's draw and non-max suppression take half or float only, and register no gradient for
+    # their float outputs: float64 runs in float32, the float outputs' gradients are cut.)
+    ("draw_bounding_boxes", lambda x: tf.cast(tf.stop_gradient(tf.image.draw_bounding_boxes(
+        _no_f64(x), [[[0.1, 0.2, 0.7, 0.9]]], [[1.0, 0.0, 0.5]])), x.dtype), _img(1, 4, 5, 3)),
+    ("non_max_suppression", lambda b, s: tf.image.non_max_suppression(_no_f64(b), _no_f64(s), 3, 0.5),
+     _img(6, 4), _img(6)),
+    ("non_max_suppression_with_scores", lambda b, s: [tf.cast(tf.stop_gradient(v), b.dtype) if v.dtype.is_floating
+                                                      else v for v in tf.image.non_max_suppression_with_scores(
+        _no_f64(b), _no_f64(s), 3, tf.constant(0.5, _no_f64(b).dtype), tf.constant(0.1, _no_f64(b).dtype),
+        tf.constant(0.5, _no_f64(b).dtype))], _img(6, 4), _img(6)),
 ]
 #: Rows whose float output is float32 whatever the input's float dtype, as TF 2.21 gives it (its
 #: Python layer converts to float32 first; resize keeps the dtype for ``nearest`` only).
-FLOAT32_OUTPUT = {"convert_image_dtype", "per_image_standardization", "psnr", "ssim", "ssim_multiscale",
+FLOAT32_OUTPUT = {"crop_and_resize", "convert_image_dtype", "per_image_standardization", "psnr", "ssim", "ssim_multiscale",
                   "resize_bilinear", "resize_bicubic", "resize_area", "resize_lanczos3"}
 
 
@@ -326,9 +344,19 @@ HALF_DEFECTS = {
                                              "means/stddevs/bounds raise a float32-vs-float16 Mul error, TF 2.21 "
                                              "gives float16 draws (bfloat16: TF rejects it too)",
 }
-#: Rows run in float16 only: TF rejects a bfloat16 inverse / QR and JAX has no bfloat16 kernel
+#: Rows run in float16 only: TF rejects a bfloat16 inverse / QR (JAX has no bfloat16 kernel either), crop,
+#: draw and non-max suppression
 #: (tapejax raises TF's InvalidArgumentError); float16 ones run, in float32 inside the op, as TF runs them.
-BF16_SKIP_ROWS = {"inv": "MatrixInverse", "qr_r": "Qr"}
+BF16_SKIP_ROWS = {"inv": "MatrixInverse", "qr_r": "Qr", "crop_and_resize": "CropAndResize",
+                  "draw_bounding_boxes": "DrawBoundingBoxesV2", "non_max_suppression": "NonMaxSuppressionV3",
+                  "non_max_suppression_with_scores": "NonMaxSuppressionV5"}
+#: Op types TF defines for float32 inputs only (a half input is TF's dtype error, InvalidArgumentError
+#: or TypeError, compared with TF in tests/parity/test_image_boxes.py).
+FLOAT32_ONLY = {"NonMaxSuppressionWithOverlaps": "TF: overlaps and scores are float32 only",
+                "NonMaxSuppressionPadded": "TF: its Python layer compares the scores with a float32 threshold",
+                "CombinedNonMaxSuppression": "TF: boxes and scores are float32 only",
+                "SampleDistortedBoundingBoxV2": "TF: bounding_boxes are float32 only (int image_size, int outputs)",
+                "ExtractGlimpseV2": "TF: input and offsets are float32 only"}
 
 
 def _all_rows():
@@ -593,7 +621,7 @@ def test_half_table_covers_the_registry():
         problems, types = _half_resource_gather(dtype)
         if not problems:
             seen |= types
-    listed = set(HALF_UNSUPPORTED) | set(NO_FLOAT_INPUT) | set(HALF_DEFECTS)
+    listed = set(HALF_UNSUPPORTED) | set(NO_FLOAT_INPUT) | set(HALF_DEFECTS) | set(FLOAT32_ONLY)
     missing = [t for t in _registry.DEFINED if t not in seen and t not in listed]
     assert not missing, f"op types run in no half-precision row and not listed: {missing}"
     # The lists are not stale: every listed type is registered, and unsupported ones are not run.

@@ -20,7 +20,8 @@ PARITY = os.path.join(ROOT, "tests", "parity", "test_ops_library.py")
 #: The parity files whose cases count as an op's parity test (test_ops_more.py, test_ops_nn_more.py: the sweep's ops).
 PARITY_FILES = (PARITY, os.path.join(ROOT, "tests", "parity", "test_ops_more.py"),
                 os.path.join(ROOT, "tests", "parity", "test_ops_nn_more.py"),
-                os.path.join(ROOT, "tests", "parity", "test_image.py"))
+                os.path.join(ROOT, "tests", "parity", "test_image.py"),
+                os.path.join(ROOT, "tests", "parity", "test_image_boxes.py"))
 GRADCHECK = os.path.join(ROOT, "tests", "test_ops_gradcheck.py")
 sys.path.insert(0, ROOT)
 

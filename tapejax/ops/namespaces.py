@@ -10,10 +10,13 @@ from . import (
     bitwise as _bw,
     conv as _cv,
     diagonals as _dg,
+    image_boxes as _ibx,
     image_color as _ic,
     image_geometry as _ig,
     image_metrics as _imx,
+    image_nms as _inms,
     image_resize as _ir,
+    image_sample as _isd,
     indexing as _ix,
     layout as _lo,
     linalg as _l,
@@ -130,7 +133,7 @@ nest = _module("nest", "``tf.nest``", {"flatten": _nest.flatten, "pack_sequence_
 bitwise = _module("bitwise", "``tf.bitwise``", {n: getattr(_bw, n) for n in _bw.__all__})
 strings, ragged, sparse = _un.strings, _un.ragged, _un.sparse
 #: ``tf.image``: the image family modules (``image_*``).
-IMAGE_MODULES = (_ig, _ir, _ic, _imx)
+IMAGE_MODULES = (_ig, _ir, _ic, _imx, _inms, _ibx, _isd)
 image = _module("image", "``tf.image``", {n: getattr(mod, n) for mod in IMAGE_MODULES for n in mod.__all__})
 
 #: ``tf.dtypes``: the DType objects and ``as_dtype`` (``core.dtypes``), ``cast`` and ``saturate_cast``.
