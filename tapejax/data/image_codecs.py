@@ -146,12 +146,21 @@ def _frame_pixels(im: Any, channels: int, fmt: str, want16: bool) -> np.ndarray:
         c = channels or _NATIVE.get(mode, 3)
     if fmt == "gif" and channels == 0:
         c = 3
+    if c == 1 and mode not in ("L", "LA", "1"):
+        return _libpng_gray(np.asarray(im.convert("RGB")))
     if mode != _MODE[c]:
         im = im.convert(_MODE[c])
     a = np.asarray(im)
     if a.ndim == 2:
         a = a[..., None]
     return a
+
+
+def _libpng_gray(rgb: np.ndarray) -> np.ndarray:
+    """libpng's RGB to gray as TF asks for it (``png_set_rgb_to_gray`` with 0.299 / 0.587 in
+    15-bit fixed point, truncated): Pillow's ``convert("L")`` rounds, one level above it at times."""
+    r, g, b = (rgb[..., i].astype(np.uint32) for i in range(3))
+    return ((9797 * r + 19234 * g + 3737 * b) >> 15).astype(np.uint8)[..., None]
 
 
 def _png_is_16bit_colour(data: bytes) -> bool:
@@ -185,10 +194,16 @@ def _decode(data: bytes, op: str, channels: int, dtype: np.dtype = np.dtype(np.u
     Image = _pil()
     try:
         im = Image.open(_io.BytesIO(data))
-        if fmt == "jpeg" and jpeg is not None:
-            _jpeg_setup(im, channels, **jpeg)
+        if fmt == "jpeg":
+            _jpeg_setup(im, channels, **(jpeg or _JPEG_DEFAULTS))
+        if fmt == "bmp":
+            _bmp_alpha(im)
         frames = []
-        n = getattr(im, "n_frames", 1) if (animated and fmt == "gif") else 1
+        n = getattr(im, "n_frames", 1) if fmt == "gif" else 1
+        if n > 1 and not animated and op != "DecodeImage":
+            raise InvalidArgumentError(None, None, f"Got {n} frames, but animated gifs can only be decoded by "
+                                       "tf.io.decode_gif or tf.io.decode_image")
+        n = n if animated else 1
         for i in range(n):
             if n > 1:
                 im.seek(i)
@@ -201,10 +216,22 @@ def _decode(data: bytes, op: str, channels: int, dtype: np.dtype = np.dtype(np.u
         out = out.astype(np.uint16) * 257
     if is_perturbed():
         grow = [(0, 1)] * out.ndim
-        if channels or op == "DecodeGif":
+        if channels:
             grow[-1] = (0, 0)
         out = np.pad(out, grow, mode="edge")
     return out
+
+
+def _bmp_alpha(im: Any) -> None:
+    """A 32-bit BMP's fourth byte is alpha for TF (4 channels); Pillow reads it as padding
+    (``BGRX``): read the same bytes as ``BGRA`` instead."""
+    tile = im.tile[0] if len(im.tile) == 1 else None
+    if im.mode == "RGB" and tile is not None and tile.args and tile.args[0] == "BGRX":
+        im.tile = [tile._replace(args=("BGRA",) + tuple(tile.args[1:]))]
+        im._mode = "RGBA"
+
+
+_JPEG_DEFAULTS = {"ratio": 1, "fancy_upscaling": True, "dct_method": ""}
 
 
 def _jpeg_setup(im: Any, channels: int, ratio: int, fancy_upscaling: bool, dct_method: str) -> None:
@@ -250,7 +277,7 @@ def decode_jpeg(contents: Any, channels: int = 0, ratio: int = 1, fancy_upscalin
 def decode_gif(contents: Any, name: Optional[str] = None) -> Tensor:
     """``tf.io.decode_gif``: every frame, ``[N, H, W, 3]`` uint8 (another format: one frame)."""
     data = _scalar_string(contents, "tf.io.decode_gif", "contents")
-    return _result(_decode(data, "DecodeGif", 0, animated=True))
+    return _result(_decode(data, "DecodeGif", 3, animated=True))
 
 
 def decode_bmp(contents: Any, channels: int = 0, name: Optional[str] = None) -> Tensor:
@@ -270,11 +297,13 @@ def decode_image(contents: Any, channels: Optional[int] = None, dtype: Any = _dt
         raise AttributeError("dtype must be either floating point or integer")
     data = _scalar_string(contents, "tf.io.decode_image", "contents")
     animated = bool(expand_animations) and sniff(data) == "gif"
-    pixels = _decode(data, "DecodeImage", c, animated=animated)
+    # TF decodes at 8 bits for uint8, else at 16 (8-bit files scaled by 257) and converts from there
+    depth = np.dtype(np.uint8) if d.name == "uint8" else np.dtype(np.uint16)
+    pixels = _decode(data, "DecodeImage", c, depth, animated=animated)
     if is_perturbed() and expand_animations:
         pixels = pixels[None]               # a GIF has one axis more: the spec's rank is unknown, as TF's
     image = _result(pixels)
-    return image if d.name == "uint8" else convert_image_dtype(image, d)
+    return image if d.name == depth.name else convert_image_dtype(image, d)
 
 
 def is_jpeg(contents: Any, name: Optional[str] = None) -> Tensor:
@@ -346,8 +375,7 @@ def encode_png(image: Any, compression: int = -1, name: Optional[str] = None) ->
     Image = _pil()
 
     def one(x: np.ndarray) -> bytes:
-        pic = (Image.fromarray(np.ascontiguousarray(x[..., 0]).astype("<u2"), "I;16") if x.dtype == np.uint16
-               else Image.fromarray(np.ascontiguousarray(x[..., 0] if c == 1 else x), _MODE[c]))
+        pic = Image.fromarray(np.ascontiguousarray(x[..., 0] if c == 1 else x))   # 16-bit gray: "I;16"
         buf = _io.BytesIO()
         pic.save(buf, "PNG", compress_level=6 if level == -1 else level)
         return buf.getvalue()
@@ -379,7 +407,7 @@ def encode_jpeg(image: Any, format: str = "", quality: int = 95, progressive: bo
         raise InvalidArgumentError(None, None, f"image must have 1 or 3 channels, got [{','.join(map(str, a.shape))}]")
     if density_unit not in ("in", "cm"):
         raise InvalidArgumentError(None, None, f"density_unit must be 'in' or 'cm', got {density_unit!r}")
-    pic = _pil().fromarray(np.ascontiguousarray(a[..., 0] if c == 1 else a), _MODE[c])
+    pic = _pil().fromarray(np.ascontiguousarray(a[..., 0] if c == 1 else a))
     buf = _io.BytesIO()
     dpi = (x_density, y_density) if density_unit == "in" else (x_density * 2.54, y_density * 2.54)
     extra = {"xmp": xmp_metadata.encode()} if xmp_metadata else {}
