@@ -57,8 +57,9 @@ def test_sixteen_bit_colour_pngs_are_unimplemented():
         tf.io.encode_png(np.zeros((2, 2, 3), np.uint16))
     gray = (np.arange(12).reshape(3, 4, 1) * 5000).astype(np.uint16)
     np.testing.assert_array_equal(tf.io.decode_png(tf.io.encode_png(gray), dtype=tf.uint16).numpy(), gray)
-    from PIL import Image
     import io
+
+    from PIL import Image
     buf = io.BytesIO()
     Image.fromarray(IMG).save(buf, "PNG")
     colour16 = bytearray(buf.getvalue())
