@@ -77,8 +77,8 @@ def test_missing_pillow_raises_import_error_naming_the_extra(monkeypatch):
 
 
 def test_namespaces():
-    import tapejax.image
-    assert tapejax.image is tf.image and tf.image.decode_jpeg is tf.io.decode_jpeg
+    import importlib
+    assert importlib.import_module("tapejax.image") is tf.image and tf.image.decode_jpeg is tf.io.decode_jpeg
     assert tf.image.resize is tf.image.resize and hasattr(tf.image, "convert_image_dtype")
     assert not hasattr(tf.image, "read_file") and tf.io.write_file is image_codecs.write_file
 
