@@ -209,6 +209,9 @@ def _decode(data: bytes, op: str, channels: int, dtype: np.dtype = np.dtype(np.u
                 im.seek(i)
             im.load()
             frames.append(_frame_pixels(im, channels, fmt, want16))
+            if fmt == "png" and channels == 4 and data[24] < 8 and "transparency" not in im.info:
+                frames[-1] = frames[-1].copy()
+                frames[-1][..., 3] = (1 << data[24]) - 1    # TF's alpha for a 1/2/4-bit PNG: its bit depth's max
     except (OSError, ValueError, SyntaxError, EOFError):
         raise _invalid(fmt, data) from None
     out = np.stack(frames) if animated else frames[0]

@@ -57,6 +57,14 @@ def _files():
     put("gray.png", real.io.encode_png(_noise(6, 5, 1, 2)).numpy())
     put("la.png", real.io.encode_png(_noise(3, 4, 2, 3)).numpy())
     put("gray16.png", real.io.encode_png((np.arange(30).reshape(5, 6, 1) * 2111).astype(np.uint16)).numpy())
+    rgb = _noise(4, 5, 3, 7)
+    palette = Image.fromarray(rgb).convert("P", palette=Image.Palette.ADAPTIVE, colors=8)    # a 4-bit palette
+    for name, im, kw in (("pal.png", palette, {}), ("pal_trns.png", palette, {"transparency": 2}),
+                         ("bits.png", Image.fromarray(rgb[..., 0] > 127), {}),
+                         ("gray_trns.png", Image.fromarray(rgb[..., 1]), {"transparency": 7})):
+        b = io.BytesIO()
+        im.save(b, "PNG", **kw)
+        put(name, b.getvalue())
     put("rgb.jpg", real.io.encode_jpeg(_smooth(37, 53, 3, 4), quality=90).numpy())
     put("gray.jpg", real.io.encode_jpeg(_smooth(21, 18, 1, 5)).numpy())
     put("big.jpg", real.io.encode_jpeg(_smooth(64, 48, 3, 6), quality=75).numpy())
@@ -85,12 +93,17 @@ def _bytes(name):
 
 @parity
 def test_png_files_written_by_tf(tf):
-    """TF's PNGs read and decoded: every channels value, uint16, both namespaces, decode_image."""
+    """TF's PNGs read and decoded: every channels value, uint16, both namespaces, decode_image;
+    palette, 1-bit and tRNS PNGs (TF's alpha for a low-bit PNG without transparency is the bit
+    depth's maximum, 15 for 4 bits, and tapejax gives it too)."""
     out = []
     for name in ("rgb.png", "rgba.png", "gray.png", "la.png"):
         data = _read(tf, name)
         out += [tf.io.decode_png(data, channels=c) for c in (0, 1, 3, 4)]
         out += [tf.image.decode_png(data, dtype=tf.uint16), tf.io.decode_image(data)]
+    for name in ("pal.png", "pal_trns.png", "bits.png", "gray_trns.png"):      # written by Pillow
+        data = _read(tf, name)
+        out += [tf.io.decode_png(data, channels=c) for c in (0, 1, 3, 4)]
     g16 = _read(tf, "gray16.png")
     out += [tf.io.decode_png(g16, dtype=tf.uint16), tf.io.decode_png(g16), tf.io.decode_png(g16, channels=3, dtype=tf.uint16),
             tf.io.decode_image(g16, dtype=tf.uint16)]
