@@ -59,7 +59,7 @@ from .ops.reduce import (argmax, argmin, clip_by_global_norm, clip_by_norm, clip
 from .ops.linalg import norm
 from .ops.linear_operator_dispatch import matmul  # noqa: F811 - tf.matmul dispatches a LinearOperator to its method, as TF
 from .ops.jax_op import op
-from .ops.namespaces import bitwise, dtypes, image, linalg, math, nest, nn, random, ragged, sparse
+from .ops.namespaces import bitwise, dtypes, linalg, math, nest, nn, random, ragged, sparse
 
 # -- gradient control, compiled steps, jacobians and forward mode
 from .autodiff.custom import RegisterGradient, gradient_override_map, gradients, hessians, no_gradient, stop_gradient
@@ -82,7 +82,7 @@ from . import train
 from .train import saved_model
 from . import compat
 from . import data
-from .data.io_names import io
+from .data.io_names import image, io  # tf.image: ops' image ops and data's codecs
 from .data.hostops import as_string, strings
 from .data.optional import Optional as _Optional
 from .compat import config, debugging, summary, test

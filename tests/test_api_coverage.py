@@ -287,11 +287,11 @@ TF_IMAGE = (
     "stateless_random_contrast stateless_random_crop stateless_random_flip_left_right "
     "stateless_random_flip_up_down stateless_random_hue stateless_random_jpeg_quality stateless_random_saturation "
     "stateless_sample_distorted_bounding_box total_variation transpose yiq_to_rgb yuv_to_rgb").split()
-#: The codecs take or give encoded bytes (string tensors); the box ops are not written yet.
+#: The PNG / JPEG / GIF / BMP codecs are here, on host strings (tapejax.data.image_codecs); the
+#: other string codecs and the JPEG-quality augmentations are not; box proposals are not written yet.
 IMAGE_MISSING = {
     **{n: "strings" for n in (
-        "adjust_jpeg_quality decode_and_crop_jpeg decode_bmp decode_gif decode_image decode_jpeg decode_jxl "
-        "decode_png decode_webp encode_jpeg encode_png extract_jpeg_shape is_jpeg random_jpeg_quality "
+        "adjust_jpeg_quality decode_and_crop_jpeg decode_jxl decode_webp random_jpeg_quality "
         "stateless_random_jpeg_quality").split()},
     **{n: "not_yet" for n in (
         "generate_bounding_box_proposals").split()}}
@@ -300,7 +300,8 @@ IMAGE_REASONS = {"not_yet": "not written yet: box proposals (the other box ops a
 
 
 def test_image_names_missing_are_the_listed_ones():
-    """tf.image: the codecs need string tensors (REASONS['strings']); box proposals are still to do."""
+    """tf.image: PNG / JPEG / GIF / BMP codecs on host strings; WebP, JPEG XL, crop-decoding and the
+    JPEG-quality augmentations not (REASONS['strings']); box proposals are still to do."""
     assert {n for n in TF_IMAGE if not _has(tf.image, n)} == set(IMAGE_MISSING)
     assert all(r in REASONS or r in IMAGE_REASONS for r in IMAGE_MISSING.values())
     ours = {n for n in dir(tf.image) if not n.startswith("_")}
@@ -317,19 +318,19 @@ TF_IO = (
     "parse_tensor read_file serialize_many_sparse serialize_sparse serialize_tensor write_file write_graph").split()
 IO_MISSING = {
     **{n: "strings" for n in (
-        "decode_and_crop_jpeg decode_base64 decode_bmp decode_compressed decode_gif decode_image decode_jpeg "
-        "decode_json_example decode_jxl decode_png decode_webp encode_base64 encode_jpeg encode_png "
-        "extract_jpeg_shape is_jpeg").split()},
+        "decode_and_crop_jpeg decode_base64 decode_compressed decode_json_example decode_jxl decode_webp "
+        "encode_base64").split()},
     **{n: "sparse" for n in "SparseFeature deserialize_many_sparse serialize_many_sparse serialize_sparse".split()},
     "RaggedFeature": "ragged",
     **{n: "proto" for n in (
         "decode_proto encode_proto").split()},
     "write_graph": "graph",
-    **{n: "subsystem" for n in "gfile read_file write_file matching_files match_filenames_once".split()}}
+    **{n: "subsystem" for n in "gfile matching_files match_filenames_once".split()}}
 
 
 def test_io_names_missing_are_the_listed_ones():
-    """tf.io: TFRecord files, Example parsing and the host decoders are here (tapejax.data)."""
+    """tf.io: TFRecord files, Example parsing, the host decoders, read_file / write_file and the
+    PNG / JPEG / GIF / BMP codecs are here (tapejax.data)."""
     assert {n for n in TF_IO if not _has(tf.io, n)} == set(IO_MISSING)
     assert all(r in REASONS for r in IO_MISSING.values())
     ours = {n for n in dir(tf.io) if not n.startswith("_")}

@@ -1,10 +1,17 @@
 """``tf.io`` (``tapejax.io``): the host-string decoders (``decode``), TFRecord files
 (``tfrecord``) and ``tf.train.Example`` parsing (``parse_example``), gathered as one namespace.
 
-TF's other ``tf.io`` names (``gfile``, image codecs, sparse serialization ...) are not here.
+and the files and image codecs (``image_codecs``), gathered as one namespace; ``tf.image`` is
+``ops``' image ops with the codecs added.
+
+TF's other ``tf.io`` names (``gfile``, sparse serialization ...) are not here.
 """
+import sys
+
 from ..core.modules import new_module
+from ..ops.namespaces import image as _ops_image
 from .decode import decode_csv, decode_raw
+from .image_codecs import IMAGE_OPS, IO_OPS
 from .parse_example import (
     FixedLenFeature,
     FixedLenSequenceFeature,
@@ -16,7 +23,7 @@ from .parse_sequence import parse_sequence_example, parse_single_sequence_exampl
 from .tensor_proto import parse_tensor, serialize_tensor
 from .tfrecord import TFRecordOptions, TFRecordWriter
 
-io = new_module("tapejax.io", "``tf.io``: ``decode_raw`` / ``decode_csv`` on host strings, TFRecord files "
+io = new_module("tapejax.io", "``tf.io``: ``decode_raw`` / ``decode_csv`` on host strings, files and image codecs (``read_file``, ``decode_png`` ...), TFRecord files "
                 "(``TFRecordWriter``, ``TFRecordOptions``) and ``tf.train.Example`` parsing (``parse_example``, "
                 "``parse_single_example``, the sequence forms, ``FixedLenFeature``, ``FixedLenSequenceFeature``; tapejax.data).",
                 {"decode_raw": decode_raw, "decode_csv": decode_csv, "TFRecordWriter": TFRecordWriter,
@@ -25,6 +32,12 @@ io = new_module("tapejax.io", "``tf.io``: ``decode_raw`` / ``decode_csv`` on hos
                  "FixedLenSequenceFeature": FixedLenSequenceFeature, "VarLenFeature": VarLenFeature,
                  "parse_sequence_example": parse_sequence_example,
                  "parse_single_sequence_example": parse_single_sequence_example,
-                 "serialize_tensor": serialize_tensor, "parse_tensor": parse_tensor})
+                 "serialize_tensor": serialize_tensor, "parse_tensor": parse_tensor, **IO_OPS})
 
-__all__ = ["io"]
+#: ``tf.image``: ``ops``' image ops and the codecs (``decode_png`` ...).
+image = new_module("tapejax.image", "``tf.image``: resizing, geometry, color, measures (tapejax.ops) and the "
+                   "image codecs on host strings (tapejax.data.image_codecs).",
+                   {**{n: getattr(_ops_image, n) for n in _ops_image.__all__}, **IMAGE_OPS})
+sys.modules["tapejax.image"] = image
+
+__all__ = ["image", "io"]
