@@ -134,6 +134,22 @@ def test_schedules(tf):
     return values, trained
 
 
+@parity(needs="keras.optimizers.schedules.ExponentialDecay", **RT)
+def test_schedule_called_by_the_user_gives_a_tensor(tf):
+    """A built-in schedule called with an int, a Tensor, ``optimizer.iterations`` or inside a
+    function returns a float32 Tensor, as in TF (a training loop logs ``sched(step).numpy()``)."""
+    s = tf.keras.optimizers.schedules
+    scheds = [s.ExponentialDecay(0.1, decay_steps=3, decay_rate=0.5, staircase=True),
+              s.PiecewiseConstantDecay([2, 4], [0.1, 0.05, 0.01]), s.CosineDecay(0.1, decay_steps=5)]
+    opt = _opt(tf, "SGD", learning_rate=scheds[0])
+    w = tf.Variable([1.0, 2.0])
+    for _ in range(4):
+        opt.apply_gradients([(tf.constant([0.5, -0.5]), w)])
+    logged = tf.function(lambda step: [sc(step) for sc in scheds])
+    return ([sc(3) for sc in scheds], [sc(tf.constant(4)) for sc in scheds],
+            scheds[0](opt.iterations).numpy(), logged(tf.constant(5)), w)
+
+
 @parity(needs=f"{LEG}.SGD", **RT)
 def test_constraint_applied_after_update(tf):
     return _train(tf, _opt(tf, "SGD", learning_rate=0.5), constraint=lambda v: tf.clip_by_value(v, -0.3, 0.3))
