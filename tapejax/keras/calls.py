@@ -437,8 +437,22 @@ def _regularization_losses(self):
             if v.regularizer is not None]
 
 
+def _traced_value(x):
+    if isinstance(x, (Tensor, Variable)) and isinstance(x._value, _Tracer):
+        return x._value
+    return x
+
+
+def _add_loss(self, loss):
+    """``Layer.add_loss``: a loss made by ``tf.*`` ops inside a layer's ``call`` is a tapejax
+    Tensor over a tracer of the call op (or of Keras's symbolic build); Keras takes the tracer
+    (it comes back as one of the op's results, ``model.losses``)."""
+    return _ORIG["add_loss"](self, jax.tree_util.tree_map(_traced_value, loss, is_leaf=_is_tensor))
+
+
 def install() -> None:
-    """Put the hooks on Keras's ``Layer.__call__``, ``Loss.__call__`` and regularization losses."""
+    """Put the hooks on Keras's ``Layer.__call__``, ``Layer.add_loss``, ``Loss.__call__`` and
+    regularization losses."""
     from keras.src.layers.layer import Layer
     from keras.src.losses.loss import Loss
     if "layer" in _ORIG:
@@ -446,6 +460,8 @@ def install() -> None:
     _ORIG["layer"] = Layer.__call__
     _ORIG["loss"] = Loss.__call__
     _ORIG["reg"] = Layer._get_regularization_losses
+    _ORIG["add_loss"] = Layer.add_loss
     Layer.__call__ = _layer_call
     Loss.__call__ = _loss_call
     Layer._get_regularization_losses = _regularization_losses
+    Layer.add_loss = _add_loss
