@@ -168,6 +168,17 @@ def test_add_loss_of_tapejax_ops_builds_and_is_differentiated():
     np.testing.assert_allclose(step(X).numpy(), 0.1 * (X ** 2).sum(), rtol=1e-5)
 
 
+def test_a_gradient_replaying_the_call_keeps_its_losses():
+    reg = keras.regularizers.L2(0.5)
+    model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(4, activity_regularizer=reg)])
+    with tf.GradientTape() as tape:
+        model(X)
+        loss = tf.add_n(model.losses)
+    before = [x.numpy() for x in model.layers[0].losses]
+    assert tape.gradient(loss, model.layers[0].kernel) is not None
+    assert [x.numpy() for x in model.layers[0].losses] == before and len(before) == 1
+
+
 class Counting(keras.layers.Layer):
     traces = 0
 

@@ -158,11 +158,22 @@ def _run_stateful(key: CallKey, dyn):
         for i, x in zip(key.mapped, dyn[:n_var]):
             values[i] = x
     args, kwargs = join(_arguments(key, dyn[n_var:]), key)
-    with StatelessScope(state_mapping=list(zip(variables, values)), collect_losses=True) as scope:
-        mapping = scope.state_mapping
-        given = [mapping.get(id(v)) for v in other]
-        out = key.caller(obj, args, kwargs)
-        losses = list(scope.losses)
+    # Keras's __call__ clears its layers' losses; this function also runs when a gradient
+    # replays the call, which must leave the losses of the call the user made (model.losses)
+    layers = layer_tree(obj) if hasattr(obj, "_flatten_layers") else [obj]
+    kept = [(lay, list(lay._losses), set(lay._loss_ids)) for lay in layers if hasattr(obj, "_flatten_layers")]
+    try:
+        with StatelessScope(state_mapping=list(zip(variables, values)), collect_losses=True) as scope:
+            mapping = scope.state_mapping
+            given = [mapping.get(id(v)) for v in other]
+            out = key.caller(obj, args, kwargs)
+            losses = list(scope.losses)
+        owners = [next((j for j, lay in enumerate(layers) if id(x) in lay._loss_ids), 0) for x in losses]
+    finally:
+        for lay, lost, ids in kept:
+            lay._losses[:] = lost
+            lay._loss_ids.clear()
+            lay._loss_ids.update(ids)
     flat, tree = _flat_out(out)
     updated = []
     news = []
@@ -171,11 +182,6 @@ def _run_stateful(key: CallKey, dyn):
         if new is not None and new is not old:
             updated.append(i)
             news.append(new)
-    owners = []
-    if losses:
-        layers = layer_tree(obj) if hasattr(obj, "_flatten_layers") else [obj]
-        for x in losses:
-            owners.append(next((j for j, lay in enumerate(layers) if id(x) in lay._loss_ids), 0))
     info = CallInfo(tree, len(flat), tuple(updated), tuple(owners))
     return _select(key, flat + news + [getattr(x, "_value", x) for x in losses]), info
 
