@@ -1197,6 +1197,37 @@ def test_jit_compile_and_reduce_retracing(tf):
     return out, w
 
 
+@parity(modes=True, **TOL)
+def test_gradient_reversal_strength_in_a_variable_compiled(tf):
+    """Domain-adversarial step compiled: the reversal's grad_fn reads a non-trainable Variable
+    that nothing else in the function reads, changed between epochs by ``assign``."""
+    x, _ = _data()
+    dom = (np.arange(8) % 2).astype(np.float32).reshape(8, 1)
+    lam = tf.Variable(0.0, trainable=False)
+    feat = tf.Variable(_init((3, 4), 40))
+    head = tf.Variable(_init((4, 1), 41))
+    opt = tf.keras.optimizers.legacy.SGD(0.1)
+
+    @tf.custom_gradient
+    def reverse(h):
+        return tf.identity(h), lambda dy: -lam * dy
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            logits = tf.matmul(reverse(tf.tanh(tf.matmul(x, feat))), head)
+            loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=dom, logits=logits))
+        grads = tape.gradient(loss, [feat, head])
+        opt.apply_gradients(zip(grads, [feat, head]))
+        return loss, grads[0]
+
+    out = []
+    for epoch in range(3):
+        lam.assign(0.5 * epoch)
+        out.append(step())
+    return out, feat, head
+
+
 # Keras models (tf_keras on the TF side, Keras 3 on JAX on tapejax's; see test_keras.py)
 
 KTOL = dict(rtol=1e-4, atol=1e-5)
