@@ -365,6 +365,19 @@ def test_adam_hyperparameters_changed_between_steps(tf):
     return out, float(opt.beta_1.numpy()), float(opt.beta_2.numpy()), opt.epsilon
 
 
+@parity(needs=f"{LEG}.Adam", modes=True, **RT_LONG)
+def test_learning_rate_given_as_a_variable_follows_its_assigns(tf):
+    """``learning_rate=tf.Variable(...)``: the legacy optimizer keeps that Variable, so a decay
+    written as ``lr.assign(...)`` (eagerly or in a function) changes the next update; setting
+    ``opt.learning_rate`` writes into it."""
+    lr = tf.Variable(0.1)
+    opt = _opt(tf, "Adam", learning_rate=lr)
+    decay = tf.function(lambda: lr.assign(lr * 0.5))
+    out = _train_changing(tf, opt, {2: lambda o: lr.assign(0.02), 4: lambda o: decay(),
+                                    6: _set("learning_rate", 0.3)})
+    return out, lr, opt.learning_rate is lr
+
+
 @parity(needs=f"{LEG}.SGD", **RT_LONG)
 def test_sgd_momentum_and_nesterov_changed_between_steps(tf):
     return _train_changing(tf, _opt(tf, "SGD", learning_rate=0.05, momentum=0.9),
