@@ -1228,6 +1228,70 @@ def test_gradient_reversal_strength_in_a_variable_compiled(tf):
     return out, feat, head
 
 
+@parity(modes=True, **TOL)
+def test_minimize_inside_function_with_lazy_var_list(tf):
+    x, y = _data()
+    store = []
+
+    def var_list():
+        if not store:
+            store.append(tf.Variable(_init((3, 1), 2)))
+        return store
+
+    opt = tf.keras.optimizers.legacy.Adam(0.1)
+
+    @tf.function
+    def step():
+        loss = lambda: tf.reduce_mean((tf.matmul(x, var_list()[0]) - y) ** 2)  # noqa: E731
+        opt.minimize(loss, var_list)
+        return loss()
+
+    return [step() for _ in range(3)], store[0]
+
+
+@parity(modes=True, **TOL)
+def test_half_precision_variable_trained(tf):
+    x, y = _data()
+    w = tf.Variable(_init((3, 1), 3).astype(np.float16))
+    opt = tf.keras.optimizers.legacy.SGD(0.1)
+    out = []
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            pred = tf.matmul(tf.cast(x, tf.float16), w)
+            loss = tf.reduce_mean(tf.cast(pred, tf.float32) - y) ** 2
+        g = tape.gradient(loss, w)
+        opt.apply_gradients([(g, w)])
+        out.append((loss, g))
+    return out, w
+
+
+@parity(modes=True, **TOL)
+def test_metric_objects_in_compiled_eval_between_eager_steps(tf):
+    x, y = _data(n=12)
+    w = tf.Variable(_init((3, 1), 4))
+    opt = tf.keras.optimizers.legacy.RMSprop(0.05)
+    mse = tf.keras.metrics.MeanSquaredError()
+    acc = tf.keras.metrics.BinaryAccuracy(threshold=0.0)
+
+    @tf.function
+    def evaluate(a, b):
+        p = tf.matmul(a, w)
+        mse.update_state(b, p)
+        acc.update_state(tf.cast(b > 0, tf.float32), p)
+
+    out = []
+    for step in range(4):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((tf.matmul(x, w) - y) ** 2)
+        opt.apply_gradients([(tape.gradient(loss, w), w)])
+        evaluate(x[:6], y[:6])
+        evaluate(x[6:], y[6:])
+        out.append((loss, mse.result(), acc.result()))
+        if step == 1:
+            mse.reset_state()
+    return out, w
+
+
 # Keras models (tf_keras on the TF side, Keras 3 on JAX on tapejax's; see test_keras.py)
 
 KTOL = dict(rtol=1e-4, atol=1e-5)
