@@ -1439,3 +1439,117 @@ def test_tf_function_closure_over_python_float(tf):
     w.assign(w * 2.0)
     out.append(f(x))
     return out
+
+@parity(modes=True, **KTOL)
+def test_wgan_gradient_penalty_with_keras_critic(tf):
+    rs = np.random.RandomState(0)
+    real = tf.constant(rs.randn(6, 4).astype(np.float32))
+    z = tf.constant(rs.randn(6, 2).astype(np.float32))
+    eps = tf.constant(rs.uniform(size=(6, 1)).astype(np.float32))
+    critic = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(5, activation="tanh"),
+                                  tf.keras.layers.Dense(1)])
+    critic.set_weights([_init(tuple(v.shape), 10 + i) for i, v in enumerate(critic.weights)])
+    gen = tf.Variable(_init((2, 4), 3))
+    c_opt = tf.keras.optimizers.legacy.Adam(0.01, beta_1=0.5)
+    g_opt = tf.keras.optimizers.legacy.Adam(0.01, beta_1=0.5)
+
+    def critic_loss():
+        fake = tf.matmul(z, gen)
+        inter = eps * real + (1 - eps) * fake
+        with tf.GradientTape() as gp_tape:
+            gp_tape.watch(inter)
+            c_inter = critic(inter, training=True)
+        grads = gp_tape.gradient(c_inter, inter)
+        gp = tf.reduce_mean((tf.norm(grads, axis=1) - 1.0) ** 2)
+        return tf.reduce_mean(critic(fake)) - tf.reduce_mean(critic(real)) + 10.0 * gp, gp
+
+    @tf.function
+    def c_step():
+        with tf.GradientTape() as tape:
+            loss, gp = critic_loss()
+        g = tape.gradient(loss, critic.trainable_variables)
+        c_opt.apply_gradients(zip(g, critic.trainable_variables))
+        return loss, gp
+
+    out = []
+    for i in range(3):
+        out.append(c_step())
+        with tf.GradientTape() as tape:
+            loss, gp = critic_loss()
+        g = tape.gradient(loss, critic.trainable_variables)
+        c_opt.apply_gradients(zip(g, critic.trainable_variables))
+        with tf.GradientTape() as tape:
+            g_loss = -tf.reduce_mean(critic(tf.matmul(z, gen)))
+        g_opt.apply_gradients([(tape.gradient(g_loss, gen), gen)])
+        out.append((loss, gp, g_loss))
+    return out, [v.numpy() for v in critic.weights], gen
+
+
+@parity(modes=True, **KTOL)
+def test_restore_into_objects_a_function_already_traced(tf):
+    rs = np.random.RandomState(1)
+    x = tf.constant(rs.randn(8, 3).astype(np.float32))
+    y = tf.constant(rs.randn(8, 1).astype(np.float32))
+    w = tf.Variable(_init((3, 1), 4))
+    opt = tf.keras.optimizers.legacy.Adam(0.1)
+    ckpt = tf.train.Checkpoint(w=w, opt=opt)
+    prefix = os.path.join(tempfile.mkdtemp(), "ck")
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((tf.matmul(x, w) - y) ** 2)
+        opt.apply_gradients([(tape.gradient(loss, w), w)])
+        return loss
+
+    out = [step() for _ in range(2)]
+    path = ckpt.write(prefix)
+    out += [step() for _ in range(3)]
+    ckpt.read(path).assert_consumed()
+    out += [step() for _ in range(3)]
+    return out, w, int(opt.iterations.numpy())
+
+
+@parity(modes=True, **KTOL)
+def test_ema_of_weights_for_evaluation(tf):
+    rs = np.random.RandomState(2)
+    x = tf.constant(rs.randn(8, 3).astype(np.float32))
+    y = tf.constant(rs.randn(8, 1).astype(np.float32))
+    w = tf.Variable(_init((3, 1), 5))
+    b = tf.Variable([0.0])
+    ema = tf.train.ExponentialMovingAverage(0.5)
+    opt = tf.keras.optimizers.legacy.SGD(0.1, momentum=0.5)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((tf.matmul(x, w) + b - y) ** 2)
+        opt.apply_gradients(zip(tape.gradient(loss, [w, b]), [w, b]))
+        ema.apply([w, b])
+        return loss
+
+    out = []
+    for i in range(4):
+        out.append(step())
+        out.append(tf.reduce_mean((tf.matmul(x, ema.average(w)) + ema.average(b) - y) ** 2))
+    return out, w, ema.average(w)
+
+
+@parity(modes=True, **KTOL)
+def test_hessian_vector_product_curvature_step(tf):
+    rs = np.random.RandomState(3)
+    x = tf.constant(rs.randn(8, 3).astype(np.float32))
+    y = tf.constant(rs.randn(8, 1).astype(np.float32))
+    w = tf.Variable(_init((3, 1), 6))
+    out = []
+    for _ in range(3):
+        with tf.GradientTape() as outer:
+            with tf.GradientTape() as inner:
+                loss = tf.reduce_mean(tf.math.softplus(tf.matmul(x, w) - y) ** 2)
+            g = inner.gradient(loss, w)
+            gv = tf.reduce_sum(g * tf.stop_gradient(g))
+        hv = outer.gradient(gv, w)
+        step = tf.reduce_sum(g * g) / (tf.reduce_sum(g * hv) + 1e-6)
+        w.assign_sub(step * g)
+        out.append((loss, g, hv, step))
+    return out, w
