@@ -1291,6 +1291,38 @@ def test_metric_objects_in_compiled_eval_between_eager_steps(tf):
             mse.reset_state()
     return out, w
 
+@parity(modes=True)
+def test_variable_made_on_first_call_from_an_updated_value(tf):
+    w = tf.Variable([1.0, 2.0])
+    store = {}
+
+    @tf.function
+    def f():
+        w.assign(w * 3.0)
+        if "m" not in store:
+            store["m"] = tf.Variable(w * 2.0)
+            store["c"] = tf.Variable(lambda: tf.ones([2]) * 7.0)
+        store["m"].assign_add(w)
+        return store["m"].read_value() + store["c"]
+
+    return [f() for _ in range(3)], w, store["m"], store["c"]
+
+
+@parity(modes=True)
+def test_slots_made_inside_a_function_after_an_assign(tf):
+    w = tf.Variable([1.0, 2.0])
+    opt = tf.keras.optimizers.legacy.Adagrad(0.5, initial_accumulator_value=0.2)
+
+    @tf.function
+    def f():
+        w.assign(w * 2.0)
+        with tf.GradientTape() as t:
+            loss = tf.reduce_sum(w ** 2)
+        opt.apply_gradients([(t.gradient(loss, w), w)])
+        return loss
+
+    return [f() for _ in range(3)], w, [v.numpy() for v in opt.variables()[1:]]
+
 
 # Keras models (tf_keras on the TF side, Keras 3 on JAX on tapejax's; see test_keras.py)
 
