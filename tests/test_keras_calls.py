@@ -147,6 +147,38 @@ def test_call_losses_are_kept_per_layer_and_replaced_by_the_next_call():
     assert len(model.losses) == 1   # replaced, not accumulated
 
 
+class TfPenalty(keras.layers.Layer):
+    """Adds a loss made by tapejax ops: Keras's add_loss gets the tracer under the Tensor."""
+
+    def call(self, x):
+        self.add_loss(0.1 * tf.reduce_sum(tf.square(x)))
+        return x
+
+
+def test_add_loss_of_tapejax_ops_builds_and_is_differentiated():
+    inp = keras.Input((5,))
+    dense = keras.layers.Dense(2)
+    model = keras.Model(inp, dense(TfPenalty()(inp)))   # Keras's symbolic build runs add_loss
+    with tf.GradientTape() as tape:
+        model(X)
+        (penalty,) = model.losses
+    np.testing.assert_allclose(penalty.numpy(), 0.1 * (X ** 2).sum(), rtol=1e-5)
+    assert tape.gradient(penalty, dense.kernel) is None
+    step = tf.function(lambda x: (model(x), tf.add_n(model.losses))[1])
+    np.testing.assert_allclose(step(X).numpy(), 0.1 * (X ** 2).sum(), rtol=1e-5)
+
+
+def test_a_gradient_replaying_the_call_keeps_its_losses():
+    reg = keras.regularizers.L2(0.5)
+    model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(4, activity_regularizer=reg)])
+    with tf.GradientTape() as tape:
+        model(X)
+        loss = tf.add_n(model.losses)
+    before = [x.numpy() for x in model.layers[0].losses]
+    assert tape.gradient(loss, model.layers[0].kernel) is not None
+    assert [x.numpy() for x in model.layers[0].losses] == before and len(before) == 1
+
+
 class Counting(keras.layers.Layer):
     traces = 0
 

@@ -470,3 +470,18 @@ def test_new_rules_compiled_step_equals_eager(name):
         return w.numpy(), b.numpy()
     for got, want in zip(run(True), run(False)):
         np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-7)
+
+
+@pytest.mark.xfail(strict=True, raises=TypeError,
+                   reason="a Variable hyperparameter other than learning_rate (momentum=tf.Variable) "
+                          "raises TypeError; tf_keras' OptimizerV2 keeps the Variable and follows its assigns")
+def test_momentum_given_as_a_variable_follows_its_assigns():
+    """tf_keras (legacy SGD): one step with momentum 0.9, then ``m.assign(0.0)``: plain steps
+    of 0.1 after the first (checked under TF 2.21: 0.6 after four steps of gradient 1)."""
+    m = tf.Variable(0.9)
+    opt = tf.keras.optimizers.legacy.SGD(0.1, momentum=m)
+    w = tf.Variable(1.0)
+    for _ in range(4):
+        opt.apply_gradients([(tf.constant(1.0), w)])
+        m.assign(0.0)
+    np.testing.assert_allclose(w.numpy(), 0.6, rtol=1e-6)

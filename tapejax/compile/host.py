@@ -64,6 +64,11 @@ def init_scope() -> Iterator[None]:
     local = _state._local
     tapes, collector = local.tapes, local.collector
     local.tapes, local.collector = [], None
+    # the Variables the trace has touched read there as they are outside it (before the call),
+    # as TF's eager context reads them; their traced values come back after the block
+    inside = [(rec.var, rec.var._state(), rec.saved) for rec in getattr(collector, "order", ())]
+    for var, _, saved in inside:
+        var._restore(saved)
     try:
         if collector is not None:
             with jax.ensure_compile_time_eval():
@@ -71,6 +76,8 @@ def init_scope() -> Iterator[None]:
         else:
             yield
     finally:
+        for var, traced, _ in inside:
+            var._restore(traced)
         local.tapes, local.collector = tapes, collector
 
 

@@ -69,6 +69,13 @@ def _no_impl(*args, **params):
     raise RuntimeError("tapejax_variable is a placeholder of a tapejax.function trace; it never runs")
 
 
+def _no_constant_folding():
+    """Turn off ``jax.ensure_compile_time_eval`` for one bind: under it JAX evaluates a primitive
+    with no tracer inputs on the spot (JAX 0.10 has no public switch for that flag)."""
+    from jax._src import config as _jax_config
+    return _jax_config.eager_constant_folding(False)
+
+
 VARIABLE_READ = jex.Primitive("tapejax_variable")
 VARIABLE_READ.def_abstract_eval(lambda *, index, aval: aval)
 VARIABLE_READ.def_impl(_no_impl)
@@ -112,7 +119,9 @@ class Collector:
                 return
             value = var._value   # a pending update is computed now, outside the trace
             rec = Touched(var, var._state(), len(self.order))
-            with jex.set_current_trace(self.outer):   # the function's trace, even from a nested one
+            # the function's trace, even from a nested one or under ensure_compile_time_eval
+            # (a custom_gradient's f runs there): the read is a program input, never folded
+            with jex.set_current_trace(self.outer), _no_constant_folding():
                 read = VARIABLE_READ.bind(index=rec.index, aval=jax.core.ShapedArray(
                     value.shape, value.dtype, weak_type=value.aval.weak_type))
             self.touched[var._id] = rec

@@ -158,11 +158,22 @@ def _run_stateful(key: CallKey, dyn):
         for i, x in zip(key.mapped, dyn[:n_var]):
             values[i] = x
     args, kwargs = join(_arguments(key, dyn[n_var:]), key)
-    with StatelessScope(state_mapping=list(zip(variables, values)), collect_losses=True) as scope:
-        mapping = scope.state_mapping
-        given = [mapping.get(id(v)) for v in other]
-        out = key.caller(obj, args, kwargs)
-        losses = list(scope.losses)
+    # Keras's __call__ clears its layers' losses; this function also runs when a gradient
+    # replays the call, which must leave the losses of the call the user made (model.losses)
+    layers = layer_tree(obj) if hasattr(obj, "_flatten_layers") else [obj]
+    kept = [(lay, list(lay._losses), set(lay._loss_ids)) for lay in layers if hasattr(obj, "_flatten_layers")]
+    try:
+        with StatelessScope(state_mapping=list(zip(variables, values)), collect_losses=True) as scope:
+            mapping = scope.state_mapping
+            given = [mapping.get(id(v)) for v in other]
+            out = key.caller(obj, args, kwargs)
+            losses = list(scope.losses)
+        owners = [next((j for j, lay in enumerate(layers) if id(x) in lay._loss_ids), 0) for x in losses]
+    finally:
+        for lay, lost, ids in kept:
+            lay._losses[:] = lost
+            lay._loss_ids.clear()
+            lay._loss_ids.update(ids)
     flat, tree = _flat_out(out)
     updated = []
     news = []
@@ -171,11 +182,6 @@ def _run_stateful(key: CallKey, dyn):
         if new is not None and new is not old:
             updated.append(i)
             news.append(new)
-    owners = []
-    if losses:
-        layers = layer_tree(obj) if hasattr(obj, "_flatten_layers") else [obj]
-        for x in losses:
-            owners.append(next((j for j, lay in enumerate(layers) if id(x) in lay._loss_ids), 0))
     info = CallInfo(tree, len(flat), tuple(updated), tuple(owners))
     return _select(key, flat + news + [getattr(x, "_value", x) for x in losses]), info
 
@@ -437,8 +443,22 @@ def _regularization_losses(self):
             if v.regularizer is not None]
 
 
+def _traced_value(x):
+    if isinstance(x, (Tensor, Variable)) and isinstance(x._value, _Tracer):
+        return x._value
+    return x
+
+
+def _add_loss(self, loss):
+    """``Layer.add_loss``: a loss made by ``tf.*`` ops inside a layer's ``call`` is a tapejax
+    Tensor over a tracer of the call op (or of Keras's symbolic build); Keras takes the tracer
+    (it comes back as one of the op's results, ``model.losses``)."""
+    return _ORIG["add_loss"](self, jax.tree_util.tree_map(_traced_value, loss, is_leaf=_is_tensor))
+
+
 def install() -> None:
-    """Put the hooks on Keras's ``Layer.__call__``, ``Loss.__call__`` and regularization losses."""
+    """Put the hooks on Keras's ``Layer.__call__``, ``Layer.add_loss``, ``Loss.__call__`` and
+    regularization losses."""
     from keras.src.layers.layer import Layer
     from keras.src.losses.loss import Loss
     if "layer" in _ORIG:
@@ -446,6 +466,8 @@ def install() -> None:
     _ORIG["layer"] = Layer.__call__
     _ORIG["loss"] = Loss.__call__
     _ORIG["reg"] = Layer._get_regularization_losses
+    _ORIG["add_loss"] = Layer.add_loss
     Layer.__call__ = _layer_call
     Loss.__call__ = _loss_call
     Layer._get_regularization_losses = _regularization_losses
+    Layer.add_loss = _add_loss

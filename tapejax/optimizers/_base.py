@@ -220,6 +220,13 @@ class Optimizer:
         return hv
 
     def _set_learning_rate(self, value):
+        if (self._lr_var is None and isinstance(value, Variable) and value.shape.rank == 0
+                and value.dtype.name == "float32"):
+            # tf_keras' OptimizerV2 keeps a Variable learning rate as its hyperparameter: the
+            # user's later ``lr.assign(...)`` changes the rate of the next update
+            self._lr_sched = None
+            self._lr_var = value
+            return
         value = getattr(value, "_value", value) if isinstance(value, (Tensor, Variable)) else value
         if isinstance(value, _schedules.LearningRateSchedule) or (callable(value) and not isinstance(value, (int, float))):
             self._lr_sched = value

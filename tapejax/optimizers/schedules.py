@@ -4,14 +4,19 @@ A schedule is called with the optimizer's ``iterations`` (the number of
 updates already applied) as a JAX scalar and returns the learning rate; it
 runs inside the compiled update, so it never forces a retrace.  Any optax
 schedule (a callable ``count -> value``) is accepted by the optimizers too.
+The built-in schedules compute with jnp (``_rate``) and, as in TF, return a
+float32 ``Tensor`` when called (``sched(opt.iterations).numpy()``); the
+optimizer unwraps it.
 """
 import math
 
 import jax.numpy as jnp
 
+from ..core.tensor import Tensor
+
 
 class LearningRateSchedule:
-    """Base class: subclasses implement ``__call__(step)`` with jnp ops and ``get_config``."""
+    """Base class: subclasses implement ``__call__(step)`` (tapejax or jnp ops) and ``get_config``."""
 
     def __call__(self, step):
         raise NotImplementedError
@@ -22,6 +27,16 @@ class LearningRateSchedule:
     @classmethod
     def from_config(cls, config):
         return cls(**config)
+
+
+class _JnpSchedule(LearningRateSchedule):
+    """A built-in schedule: ``_rate(step)`` in jnp; calling it gives that rate as a Tensor."""
+
+    def _rate(self, step):
+        raise NotImplementedError
+
+    def __call__(self, step):
+        return Tensor(self._rate(step))
 
 
 def _f32(x):
@@ -37,7 +52,7 @@ def _positive(name, value):
         raise ValueError(f"Argument `{name}` must be > 0; received: {name}={value!r}")
 
 
-class ExponentialDecay(LearningRateSchedule):
+class ExponentialDecay(_JnpSchedule):
     """``initial_learning_rate * decay_rate ** (step / decay_steps)`` (floored with ``staircase``)."""
 
     def __init__(self, initial_learning_rate, decay_steps, decay_rate, staircase=False, name=None):
@@ -48,7 +63,7 @@ class ExponentialDecay(LearningRateSchedule):
         self.staircase = staircase
         self.name = name
 
-    def __call__(self, step):
+    def _rate(self, step):
         p = _step(step) / _f32(self.decay_steps)
         if self.staircase:
             p = jnp.floor(p)
@@ -59,7 +74,7 @@ class ExponentialDecay(LearningRateSchedule):
                 "decay_rate": self.decay_rate, "staircase": self.staircase, "name": self.name}
 
 
-class PiecewiseConstantDecay(LearningRateSchedule):
+class PiecewiseConstantDecay(_JnpSchedule):
     """``values[i]`` while ``boundaries[i-1] < step <= boundaries[i]`` (TF's inclusive upper bounds)."""
 
     def __init__(self, boundaries, values, name=None):
@@ -73,7 +88,7 @@ class PiecewiseConstantDecay(LearningRateSchedule):
         self.values = values
         self.name = name
 
-    def __call__(self, step):
+    def _rate(self, step):
         s = jnp.asarray(getattr(step, "_value", step))
         b = jnp.asarray(self.boundaries, dtype=s.dtype if jnp.issubdtype(s.dtype, jnp.integer) else jnp.float32)
         idx = jnp.sum(s > b)   # number of boundaries passed (step == boundary stays in the lower piece)
@@ -83,7 +98,7 @@ class PiecewiseConstantDecay(LearningRateSchedule):
         return {"boundaries": self.boundaries, "values": self.values, "name": self.name}
 
 
-class CosineDecay(LearningRateSchedule):
+class CosineDecay(_JnpSchedule):
     """Cosine decay from ``initial_learning_rate`` to ``alpha * initial_learning_rate`` over
     ``decay_steps`` (after an optional linear warmup to ``warmup_target``), as tf_keras 2.21."""
 
@@ -103,7 +118,7 @@ class CosineDecay(LearningRateSchedule):
         decayed = (1 - _f32(self.alpha)) * cos + _f32(self.alpha)
         return decay_from * decayed
 
-    def __call__(self, step):
+    def _rate(self, step):
         s = _step(step)
         init = _f32(self.initial_learning_rate)
         decay_steps = _f32(self.decay_steps)

@@ -1,7 +1,8 @@
 """``tf.train.ExponentialMovingAverage``: shadow Variables that follow other Variables.
 
 ``apply(var_list)`` creates, for each Variable it has not seen, a non-trainable shadow Variable
-holding the Variable's current value (named ``<name>/ExponentialMovingAverage``), then moves every
+holding the Variable's current value (named ``<name>/ExponentialMovingAverage``; inside a
+``tapejax.function``, as TF, the value before the call: the shadow is made in ``init_scope``), then moves every
 shadow towards its Variable: ``shadow -= (shadow - var) * (1 - decay)``, ``decay`` lowered to
 ``(1 + n) / (10 + n)`` early in training when ``num_updates`` (n) is given.  As TF executing
 eagerly (and in ``tf.function``, where tapejax's functions run): only Variables of a floating dtype
@@ -10,6 +11,7 @@ and the object is not tracked by checkpoints (save the shadows through ``average
 """
 from typing import Any, Optional
 
+from ..compile.host import init_scope
 from ..core import dtypes as _dtypes
 from ..core.convert import convert_to_tensor
 from ..core.variable import Variable
@@ -46,7 +48,10 @@ class ExponentialMovingAverage:
                 raise TypeError(f"The variables must be half, float, or double: {v.name}")
         for v in var_list:
             if id(v) not in self._averages:
-                shadow = Variable(v.read_value(), trainable=False, name=f"{_op_name(v)}/{self._name}")
+                # made outside any function being traced (TF's init_scope): from the value the
+                # Variable holds there, before a compiled step's own updates
+                with init_scope():
+                    shadow = Variable(v.read_value(), trainable=False, name=f"{_op_name(v)}/{self._name}")
                 self._averages[id(v)] = (v, shadow)
         decay = convert_to_tensor(self._decay, dtype=_dtypes.float32)
         if self._num_updates is not None:

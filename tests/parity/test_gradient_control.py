@@ -309,6 +309,31 @@ def test_custom_gradient_with_variables(tf):
     return t.gradient(y, [x, v])
 
 
+@parity(expected=([A(30.0), A(50.0)], A(6.0), A(2.5)), modes=True)
+def test_custom_gradient_reading_a_variable_inside_a_function(tf):
+    """f reads a Variable the function has not read before (its first read happens inside the
+    custom gradient's forward): the compiled step gives the eager gradients and updates."""
+    v = tf.Variable(3.0)
+
+    @tf.custom_gradient
+    def fv(x):
+        def grad(dy, variables=None):
+            return dy * v * 10.0, [dy * x * 25.0]
+        return x * v, grad
+
+    @tf.function
+    def step(x):
+        with tf.GradientTape() as t:
+            t.watch(x)
+            y = fv(x)
+        gx, gv = t.gradient(y, [x, v])
+        v.assign_sub(0.01 * gv)
+        return [gx, gv], y
+
+    grads, y = step(tf.constant(2.0))
+    return grads, y, v
+
+
 @parity(expected=(Raised("TypeError"),))
 def test_custom_gradient_variables_without_keyword(tf):
     """f reads a Variable but grad_fn has no `variables` keyword: TypeError at call time."""

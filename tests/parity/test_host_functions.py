@@ -123,6 +123,26 @@ def test_init_scope_runs_eagerly_and_pauses_the_tape(tf):
 
 
 @parity(modes=True)
+def test_init_scope_reads_variables_as_they_are_outside_the_function(tf):
+    """A Variable the function assigned (or read) before the block reads there as it was before
+    the call (TF's eager context); after the block the function sees its own values again."""
+    v = tf.Variable(1.0)
+    w = tf.Variable(10.0)
+    seen = []
+
+    @tf.function
+    def f():
+        v.assign(v + 4.0)
+        r = w * 2.0
+        with tf.init_scope():
+            seen.append((v.numpy(), w.numpy()))
+        w.assign_add(1.0)
+        return v.read_value(), r
+
+    return f(), seen, v, w
+
+
+@parity(modes=True)
 def test_host_functions_in_a_function_under_an_outer_tape(tf):
     """A compiled function holding a py_function / numpy_function, called under an eager tape:
     py_function's gradient flows through it, numpy_function's is None; float16 results."""

@@ -435,3 +435,34 @@ def test_initializers_and_constraints(tf):
             first = [layer.kernel.numpy(), layer.bias.numpy()]
         opt.apply_gradients(zip(tape.gradient(loss, layer.trainable_variables), layer.trainable_variables))
     return first, layer.kernel.numpy(), layer.bias.numpy(), np.asarray(tf.keras.initializers.Ones()(shape=(2, 2)))
+
+
+@parity(modes=True, **TOL)
+def test_add_loss_of_tf_ops_inside_a_layer_call(tf):
+    """A layer's ``call`` adds an activity penalty computed with ``tf.*`` ops (``self.add_loss``):
+    the functional model builds, ``model.losses`` holds it after an eager call and inside a
+    compiled step, and it is differentiated with the rest."""
+    x, _ = _data()
+
+    class Penalty(tf.keras.layers.Layer):
+        def call(self, inputs):
+            self.add_loss(0.1 * tf.reduce_mean(tf.square(inputs)))
+            return inputs
+
+    inp = tf.keras.Input(shape=(5,))
+    out = tf.keras.layers.Dense(3)(Penalty()(tf.keras.layers.Dense(4, activation="tanh")(inp)))
+    model = tf.keras.Model(inp, out)
+    _init(model)
+    with tf.GradientTape() as tape:
+        y = model(x)
+        penalty = tf.add_n(model.losses)
+        loss = tf.reduce_mean(y ** 2) + penalty
+    eager = (penalty, tape.gradient(loss, model.trainable_variables), len(model.losses))
+
+    @tf.function
+    def step(x):
+        with tf.GradientTape() as tape:
+            penalty = tf.reduce_sum(model(x)) * 0.0 + tf.add_n(model.losses)
+        return penalty, tape.gradient(penalty, model.trainable_variables)
+
+    return eager, step(x)

@@ -134,6 +134,22 @@ def test_schedules(tf):
     return values, trained
 
 
+@parity(needs="keras.optimizers.schedules.ExponentialDecay", **RT)
+def test_schedule_called_by_the_user_gives_a_tensor(tf):
+    """A built-in schedule called with an int, a Tensor, ``optimizer.iterations`` or inside a
+    function returns a float32 Tensor, as in TF (a training loop logs ``sched(step).numpy()``)."""
+    s = tf.keras.optimizers.schedules
+    scheds = [s.ExponentialDecay(0.1, decay_steps=3, decay_rate=0.5, staircase=True),
+              s.PiecewiseConstantDecay([2, 4], [0.1, 0.05, 0.01]), s.CosineDecay(0.1, decay_steps=5)]
+    opt = _opt(tf, "SGD", learning_rate=scheds[0])
+    w = tf.Variable([1.0, 2.0])
+    for _ in range(4):
+        opt.apply_gradients([(tf.constant([0.5, -0.5]), w)])
+    logged = tf.function(lambda step: [sc(step) for sc in scheds])
+    return ([sc(3) for sc in scheds], [sc(tf.constant(4)) for sc in scheds],
+            scheds[0](opt.iterations).numpy(), logged(tf.constant(5)), w)
+
+
 @parity(needs=f"{LEG}.SGD", **RT)
 def test_constraint_applied_after_update(tf):
     return _train(tf, _opt(tf, "SGD", learning_rate=0.5), constraint=lambda v: tf.clip_by_value(v, -0.3, 0.3))
@@ -347,6 +363,19 @@ def test_adam_hyperparameters_changed_between_steps(tf):
                                     5: lambda o: o.beta_2.assign(0.9),
                                     6: _set("epsilon", 0.1)})
     return out, float(opt.beta_1.numpy()), float(opt.beta_2.numpy()), opt.epsilon
+
+
+@parity(needs=f"{LEG}.Adam", modes=True, **RT_LONG)
+def test_learning_rate_given_as_a_variable_follows_its_assigns(tf):
+    """``learning_rate=tf.Variable(...)``: the legacy optimizer keeps that Variable, so a decay
+    written as ``lr.assign(...)`` (eagerly or in a function) changes the next update; setting
+    ``opt.learning_rate`` writes into it."""
+    lr = tf.Variable(0.1)
+    opt = _opt(tf, "Adam", learning_rate=lr)
+    decay = tf.function(lambda: lr.assign(lr * 0.5))
+    out = _train_changing(tf, opt, {2: lambda o: lr.assign(0.02), 4: lambda o: decay(),
+                                    6: _set("learning_rate", 0.3)})
+    return out, lr, opt.learning_rate is lr
 
 
 @parity(needs=f"{LEG}.SGD", **RT_LONG)

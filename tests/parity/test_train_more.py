@@ -46,6 +46,25 @@ def test_ema_in_a_function(tf):
     return losses, w.read_value(), ema.average(w).read_value()
 
 
+@parity(modes=True)
+def test_ema_first_applied_inside_a_function_after_an_update(tf):
+    """The shadow made by the first ``apply`` inside a compiled step starts from the Variable's
+    value before the call (TF creates it in init_scope), not from the step's updated value."""
+    w = tf.Variable([1.0, -1.0])
+    ema = tf.train.ExponentialMovingAverage(0.5)
+
+    @tf.function
+    def train_step():
+        w.assign_add([1.0, 2.0])
+        ema.apply([w])
+
+    shadows = []
+    for _ in range(3):
+        train_step()
+        shadows.append(ema.average(w).read_value())
+    return shadows, w
+
+
 @parity
 def test_checkpoints_iterator(tf):
     """checkpoints_iterator yields the latest checkpoint, then a newer one written while waiting
