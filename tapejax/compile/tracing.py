@@ -31,6 +31,7 @@ value back, and nothing runs before the trace succeeds.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -71,9 +72,11 @@ def _no_impl(*args, **params):
 
 def _no_constant_folding():
     """Turn off ``jax.ensure_compile_time_eval`` for one bind: under it JAX evaluates a primitive
-    with no tracer inputs on the spot (JAX 0.10 has no public switch for that flag)."""
+    with no tracer inputs on the spot (JAX 0.10 has no public switch for that flag; a JAX
+    without it gets no switch, and such a read fails loudly in ``_no_impl``)."""
     from jax._src import config as _jax_config
-    return _jax_config.eager_constant_folding(False)
+    flag = getattr(_jax_config, "eager_constant_folding", None)
+    return contextlib.nullcontext() if flag is None else flag(False)
 
 
 VARIABLE_READ = jex.Primitive("tapejax_variable")
