@@ -241,9 +241,10 @@ def kind_jit(prim, kinds):
 #: The operands ``bind1``/``bind2`` take as they are (anything else goes through ``bind``).
 _OPERANDS = frozenset([Tensor, Pending, Variable])
 #: Such an operand's (or a constant array's) shape-and-dtype carrier by its exact type, read
-#: without computing a pending value (a C call).
-_META_OF = {Tensor: operator.attrgetter("_value"), Pending: operator.attrgetter("_thunk.aval"),
-            Variable: operator.attrgetter("_meta"), _Array: lambda a: a}.get
+#: without computing a pending value (a C call; an array's ``aval``, whose ``dtype`` is a plain
+#: attribute where ``jax.Array.dtype`` is a Python property).
+_META_OF = {Tensor: operator.attrgetter("_value.aval"), Pending: operator.attrgetter("_thunk.aval"),
+            Variable: operator.attrgetter("_meta"), _Array: operator.attrgetter("aval")}.get
 
 
 def _unary(p, op_type, kinds, call):
