@@ -22,6 +22,15 @@ def _predicted_programs_compile_on_the_caller(request):
     speculate.set_background_compile(prev)
 
 
+@pytest.fixture(autouse=True)
+def _unseeded_global_generator():
+    """Each test starts as a fresh process does: no global seed (``tf.random.set_seed(None)``),
+    whatever a test before it on the same worker set (a seed left set changes every op-seeded
+    draw after it: ``Dataset.random(seed=5)`` is TF's pair (global, op) seed)."""
+    tapejax.random.set_seed(None)
+    yield
+
+
 @pytest.fixture
 def fresh_cache():
     """An empty compiled-replay cache with zeroed counters."""
