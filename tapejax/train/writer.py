@@ -317,13 +317,7 @@ class _Background:
     def _threads(self) -> set:
         tids = {self.writer}
         tids |= {t.native_id for t in threading.enumerate() if t.name == "async_save" and t.native_id is not None}
-        try:
-            for tid in os.listdir("/proc/self/task"):
-                with open(f"/proc/self/task/{tid}/comm") as f:
-                    if f.read().strip() == "ts_pool_worker":
-                        tids.add(int(tid))
-        except OSError:   # a thread that ended meanwhile
-            pass
+        tids |= _pool_workers()
         return tids
 
     def _set(self, lower: bool) -> None:
@@ -367,6 +361,24 @@ class _Priority:
             if self._background is not None:
                 self._background.restore()
                 self._background = None
+
+
+def _pool_workers() -> set:
+    """TensorStore's worker threads.  A thread that ends between the listing and the read of
+    its name is skipped, and the scan goes on to the others."""
+    out = set()
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                if f.read().strip() == "ts_pool_worker":
+                    out.add(int(tid))
+        except OSError:   # ended meanwhile
+            pass
+    return out
 
 
 def _idle_threads() -> set:
