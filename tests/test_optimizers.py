@@ -472,9 +472,6 @@ def test_new_rules_compiled_step_equals_eager(name):
         np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-7)
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError,
-                   reason="a Variable hyperparameter other than learning_rate (momentum=tf.Variable) "
-                          "raises TypeError; tf_keras' OptimizerV2 keeps the Variable and follows its assigns")
 def test_momentum_given_as_a_variable_follows_its_assigns():
     """tf_keras (legacy SGD): one step with momentum 0.9, then ``m.assign(0.0)``: plain steps
     of 0.1 after the first (checked under TF 2.21: 0.6 after four steps of gradient 1)."""
@@ -485,3 +482,33 @@ def test_momentum_given_as_a_variable_follows_its_assigns():
         opt.apply_gradients([(tf.constant(1.0), w)])
         m.assign(0.0)
     np.testing.assert_allclose(w.numpy(), 0.6, rtol=1e-6)
+    assert opt.momentum is m
+
+
+def test_a_hyperparameter_variable_given_after_the_first_update_is_copied():
+    """tf_keras follows a Variable given before the first update; after it, the hyperparameter's
+    own Variable is assigned the value (a later assign of the user's Variable is not seen)."""
+    opt = tf.keras.optimizers.legacy.SGD(0.1, momentum=0.9)
+    w = tf.Variable(1.0)
+    opt.apply_gradients([(tf.constant(1.0), w)])
+    m = tf.Variable(0.0)
+    opt.momentum = m
+    assert opt.momentum is not m
+    m.assign(0.9)
+    opt.apply_gradients([(tf.constant(1.0), w)])
+    np.testing.assert_allclose(w.numpy(), 0.8, rtol=1e-6)   # momentum 0: a plain step
+
+
+def test_an_integer_variable_hyperparameter_is_read_as_float32():
+    b = tf.Variable(0)
+    opt = tf.keras.optimizers.legacy.Adam(0.1, beta_1=b)
+    w = tf.Variable(1.0)
+    opt.apply_gradients([(tf.constant(1.0), w)])
+    np.testing.assert_allclose(w.numpy(), 0.9, rtol=1e-5)
+
+
+def test_a_bad_hyperparameter_variable_is_refused_before_any_change():
+    with pytest.raises(ValueError, match="`momentum` must be a scalar"):
+        tf.keras.optimizers.legacy.SGD(0.1, momentum=tf.constant([0.9, 0.1]))
+    with pytest.raises(TypeError, match="`beta_1` must be a float"):
+        tf.keras.optimizers.legacy.Adam(0.1, beta_1=tf.Variable(True))

@@ -24,6 +24,12 @@ RMSprop made without it.  Plain attributes (``epsilon``, ``nesterov``,
 eager step (setting one drops the compiled update, which is compiled again);
 a compiled function reads them when it is traced, as ``tf.function`` does.
 ``amsgrad`` and ``centered`` decide the slots: settable until the first update.
+A hyperparameter given as a scalar Variable before the first update is followed
+(``SGD(momentum=m)``: ``m.assign(0.0)`` changes the next update, ``opt.momentum is
+m``, ``opt.momentum = 0.5`` assigns ``m``); one given as a callable is called at
+every update (once per trace inside ``tapejax.function``, as ``tf.function``); a
+Tensor is a constant.  SGD and RMSprop decide their momentum slot when made, as
+tf_keras: a Variable at 0 then gives none.
 
 Differences from tf_keras, on purpose or forced: ``iterations`` is int32
 unless JAX's x64 mode is on (TF: int64); a hyperparameter set to None or to

@@ -9,6 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import state as _state
+from ..core.tensor import Tensor
+from ..core.variable import Variable
 from . import schedules as _schedules
 
 _log = logging.getLogger("tapejax")
@@ -18,6 +20,25 @@ def _float_hyper(name, value):
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
         raise TypeError(f"Argument `{name}` must be a float; received: {name}={value!r}")
     return float(value)
+
+
+def _hyper_arg(name: str, value: Any) -> Any:
+    """A hyperparameter tf_keras keeps as given (``_set_hyper``): a Tensor or Variable (a
+    Variable is followed: its later ``assign`` changes the next update), a callable (called
+    at every update), else a number (a Python float)."""
+    if isinstance(value, (Tensor, Variable)) or (callable(value) and not isinstance(value, type)):
+        return value
+    return _float_hyper(name, value)
+
+
+def _momentum_on(value) -> bool:
+    """tf_keras' test for a momentum slot (SGD, RMSprop), made once at construction: a Tensor
+    or a callable always; a Variable or a number when its value now is above 0."""
+    if isinstance(value, Variable):
+        return bool(np.asarray(value.numpy()) > 0)
+    if isinstance(value, Tensor) or callable(value):
+        return True
+    return value > 0
 
 
 def _scalar_float(name, value):

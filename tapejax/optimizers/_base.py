@@ -56,6 +56,7 @@ from ._args import (
     _takes_step,
     _touch,
 )
+from ._hypers import HyperParameters
 from ._sparse import dedup_rows, put_rows, sparse_pair, take_rows
 
 _log = logging.getLogger("tapejax")
@@ -94,7 +95,7 @@ def _run_update(state, var_list, fn, gs, extra, grads=None):
     ACTIVE.executor.apply(GroupUpdate(state, constrained, fn, gs, extra, grads))
 
 
-class Optimizer:
+class Optimizer(HyperParameters):
     """Base class of the Keras-2 optimizers (``tf.keras.optimizers.legacy.Optimizer``)."""
 
     _SLOTS = ()           # slot names, in Keras' creation order
@@ -112,6 +113,8 @@ class Optimizer:
         object.__setattr__(self, "_hyper_py", {})     # name -> the Python float last set
         object.__setattr__(self, "_updates", None)
         object.__setattr__(self, "_hv", None)         # the Variables the update reads (cached)
+        object.__setattr__(self, "_hyper_user", set())   # names whose Variable is the user's (followed)
+        object.__setattr__(self, "_hyper_fn", {})     # name -> callable, called at every update
         for k in kwargs:
             if k not in _ALLOWED_KWARGS:
                 raise TypeError(f"Unexpected keyword argument passed to optimizer: {k}. Allowed "
@@ -180,45 +183,6 @@ class Optimizer:
     def _set_slots(self):
         """Set ``_SLOTS`` from the ``_STRUCTURAL`` attributes (Adam's ``amsgrad`` ...)."""
 
-    def _set_hyper(self, name, value):
-        """Set a ``_HYPERS`` hyperparameter: assign its float32 Variable (made on first set)."""
-        if isinstance(value, (Tensor, Variable)):
-            if tuple(value.shape) != ():
-                raise ValueError(f"Argument `{name}` must be a scalar; received: {name} of shape "
-                                 f"{tuple(value.shape)}")
-            if not (value.dtype.is_floating or value.dtype.is_integer):
-                raise TypeError(f"Argument `{name}` must be a float; received: {name}={value!r}")
-            new = jnp.asarray(value._value, jnp.float32)
-            py = None
-        else:
-            py = _scalar_float(name, value)
-            new = np.float32(py)
-        var = self._hyper.get(name)
-        if var is None:
-            with jax.ensure_compile_time_eval():
-                self._hyper[name] = Variable(new, trainable=False, name=f"{self._name}/{name}")
-        else:
-            var.assign(new)
-        self._hyper_py[name] = py
-
-    def _hyper_value(self, name):
-        """A hyperparameter's value as a Python float (``get_config``): the number last set
-        while the Variable still holds it, else the Variable's value."""
-        now = self._hyper[name].numpy().item()
-        py = self._hyper_py.get(name)
-        return py if py is not None and np.float32(py) == np.float32(now) else now
-
-    def _update_hypers(self) -> tuple[str, ...]:
-        """The ``_HYPERS`` the update reads (all of them; SGD and RMSprop without momentum
-        leave ``momentum`` out, as tf_keras does)."""
-        return self._HYPERS
-
-    def _hyper_vars(self):
-        hv = self._hv
-        if hv is None:
-            hv = self._hv = tuple(self._hyper[n] for n in self._update_hypers())
-        return hv
-
     def _set_learning_rate(self, value):
         if (self._lr_var is None and isinstance(value, Variable) and value.shape.rank == 0
                 and value.dtype.name == "float32"):
@@ -272,8 +236,8 @@ class Optimizer:
         return self._iterations
 
     def variables(self):
-        """The optimizer's Variables: ``iterations`` first, then the slots in creation order."""
-        self.iterations
+        """The optimizer's Variables: ``iterations`` first (once made: by the first update, or a
+        read of ``iterations``), then the slots in creation order; none before, as tf_keras."""
         return list(self._weights)
 
     @property
@@ -307,7 +271,7 @@ class Optimizer:
         return slots[slot_name]
 
     def get_config(self):
-        cfg = {"name": self._name}
+        cfg: dict[str, Any] = {"name": self._name}
         if self._lr_sched is not None:
             cfg["learning_rate"] = self._lr_sched
         else:
@@ -417,7 +381,8 @@ class Optimizer:
         lr = self._lr_value(lr_in, it)
         grads = self._clip(list(grads))
         step = (it + 1).astype(jnp.float32)
-        c = dict(zip(self._update_hypers(), hyp))
+        # (a hyperparameter that follows an integer Variable is read as float32, as tf_keras' cast)
+        c = {n: jnp.asarray(h, jnp.float32) for n, h in zip(self._update_hypers(), hyp)}
         c["lr"] = lr
         coef, new_extra = self._prepare(c, step, list(extra_vals))
         new_vars, new_slots = [], []
@@ -434,6 +399,8 @@ class Optimizer:
     def apply_gradients(self, grads_and_vars, name=None, experimental_aggregate_gradients=True):
         """Apply ``(gradient, variable)`` pairs; ``None`` gradients are skipped with a warning."""
         pairs = _filter_empty_gradients(grads_and_vars)
+        if self._hyper_fn:
+            self._call_hypers()
         if _state._local.collector is None:
             done = self._apply_again(pairs)
             if done is not None:

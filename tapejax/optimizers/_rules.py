@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import optax
 
 from ..core import transfer
-from ._args import _float_hyper
+from ._args import _float_hyper, _hyper_arg, _momentum_on
 from ._base import Optimizer
 from ._sparse import add_rows, dedup_rows, put_rows, take_rows
 
@@ -38,8 +38,8 @@ class SGD(Optimizer):
         if isinstance(momentum, (int, float)) and (momentum < 0 or momentum > 1):
             raise ValueError(f"`momentum` must be between [0, 1]. Received: momentum={momentum} "
                              f"(of type {type(momentum)}).")
-        momentum = _float_hyper("momentum", momentum)
-        self._momentum = momentum > 0   # fixed here, as in tf_keras: a slot or none
+        momentum = _hyper_arg("momentum", momentum)
+        self._momentum = _momentum_on(momentum)   # fixed here, as in tf_keras: a slot or none
         self.momentum = momentum
         self.nesterov = bool(nesterov)
         self._SLOTS = ("momentum",) if self._momentum else ()
@@ -79,8 +79,9 @@ class Adam(Optimizer):
     def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7, amsgrad=False,
                  name="Adam", **kwargs):
         super().__init__(name, learning_rate, **kwargs)
-        self.beta_1 = _float_hyper("beta_1", beta_1)
-        self.beta_2 = _float_hyper("beta_2", beta_2)
+        arg = _hyper_arg if self._HYPERS else _float_hyper   # (AdamW: Keras 2's plain floats)
+        self.beta_1 = arg("beta_1", beta_1)
+        self.beta_2 = arg("beta_2", beta_2)
         self.epsilon = _float_hyper("epsilon", 1e-7 if epsilon is None else epsilon)
         self.amsgrad = bool(amsgrad)   # (sets _SLOTS: _set_slots)
 
@@ -187,8 +188,8 @@ class Adamax(Optimizer):
 
     def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7, name="Adamax", **kwargs):
         super().__init__(name, learning_rate, **kwargs)
-        self.beta_1 = _float_hyper("beta_1", beta_1)
-        self.beta_2 = _float_hyper("beta_2", beta_2)
+        self.beta_1 = _hyper_arg("beta_1", beta_1)
+        self.beta_2 = _hyper_arg("beta_2", beta_2)
         self.epsilon = _float_hyper("epsilon", 1e-7 if epsilon is None else epsilon)
 
     def _hyper_config(self):
@@ -233,8 +234,8 @@ class Nadam(Optimizer):
         super().__init__(name, learning_rate, **kwargs)
         self._schedule_decay = self._initial_decay
         self._initial_decay = 0.0   # Nadam uses it for the momentum schedule, not to decay lr
-        self.beta_1 = _float_hyper("beta_1", beta_1)
-        self.beta_2 = _float_hyper("beta_2", beta_2)
+        self.beta_1 = _hyper_arg("beta_1", beta_1)
+        self.beta_2 = _hyper_arg("beta_2", beta_2)
         self.epsilon = _float_hyper("epsilon", 1e-7 if epsilon is None else epsilon)
 
     def _hyper_config(self):
@@ -297,11 +298,11 @@ class RMSprop(Optimizer):
     def __init__(self, learning_rate=0.001, rho=0.9, momentum=0.0, epsilon=1e-7, centered=False,
                  name="RMSprop", **kwargs):
         super().__init__(name, learning_rate, **kwargs)
-        rho = _float_hyper("rho", rho)
-        momentum = _float_hyper("momentum", momentum)
-        if momentum < 0 or momentum > 1:
+        rho = _hyper_arg("rho", rho)
+        momentum = _hyper_arg("momentum", momentum)
+        if isinstance(momentum, float) and (momentum < 0 or momentum > 1):
             raise ValueError(f"`momentum` must be between [0, 1]. Received: momentum={momentum}")
-        self._momentum = momentum > 0   # fixed here, as in tf_keras: a slot or none
+        self._momentum = _momentum_on(momentum)   # fixed here, as in tf_keras: a slot or none
         self.rho = rho
         self.momentum = momentum
         self.epsilon = _float_hyper("epsilon", 1e-7 if epsilon is None else epsilon)
@@ -391,7 +392,7 @@ class Adadelta(Optimizer):
 
     def __init__(self, learning_rate=0.001, rho=0.95, epsilon=1e-7, name="Adadelta", **kwargs):
         super().__init__(name, learning_rate, **kwargs)
-        self.rho = _float_hyper("rho", rho)
+        self.rho = _hyper_arg("rho", rho)
         self.epsilon = _float_hyper("epsilon", 1e-7 if epsilon is None else epsilon)
 
     def _hyper_config(self):
@@ -429,13 +430,13 @@ class Ftrl(Optimizer):
             if val < 0.0:
                 raise ValueError(f"`{k}` needs to be positive or zero. Received: {k}={val}.")
         super().__init__(name, learning_rate, **kwargs)
-        self.learning_rate_power = _float_hyper("learning_rate_power", learning_rate_power)
+        self.learning_rate_power = _hyper_arg("learning_rate_power", learning_rate_power)
         self.initial_accumulator_value = _float_hyper("initial_accumulator_value", initial_accumulator_value)
-        self.l1_regularization_strength = _float_hyper("l1_regularization_strength", l1_regularization_strength)
-        self.l2_regularization_strength = _float_hyper("l2_regularization_strength", l2_regularization_strength)
+        self.l1_regularization_strength = _hyper_arg("l1_regularization_strength", l1_regularization_strength)
+        self.l2_regularization_strength = _hyper_arg("l2_regularization_strength", l2_regularization_strength)
         self.l2_shrinkage_regularization_strength = _float_hyper("l2_shrinkage_regularization_strength",
                                                                  l2_shrinkage_regularization_strength)
-        self.beta = _float_hyper("beta", beta)
+        self.beta = _hyper_arg("beta", beta)
 
     def _hyper_config(self):
         return {"learning_rate_power": self.learning_rate_power,

@@ -378,6 +378,41 @@ def test_learning_rate_given_as_a_variable_follows_its_assigns(tf):
     return out, lr, opt.learning_rate is lr
 
 
+@parity(needs=[f"{LEG}.SGD", f"{LEG}.Adam", f"{LEG}.RMSprop", f"{LEG}.Ftrl"], modes=True, **RT_FTRL)
+def test_hyperparameters_given_as_variables_follow_their_assigns(tf):
+    """tf_keras keeps any hyperparameter given as a Variable (``_set_hyper``): the user's
+    ``assign`` (eagerly or in a function) changes the next update, ``opt.momentum = x`` writes
+    into that Variable, and the optimizer's attribute is the user's Variable."""
+    m, b1, b2, rho, l2 = (tf.Variable(0.9), tf.Variable(0.8), tf.Variable(0.99), tf.Variable(0.9),
+                          tf.Variable(0.01))
+    sgd = _opt(tf, "SGD", learning_rate=0.05, momentum=m)
+    adam = _opt(tf, "Adam", learning_rate=0.1, beta_1=b1, beta_2=b2)
+    rms = _opt(tf, "RMSprop", learning_rate=0.01, rho=rho, momentum=tf.Variable(0.5))
+    ftrl = _opt(tf, "Ftrl", learning_rate=0.2, l2_regularization_strength=l2)
+    halve = tf.function(lambda: b2.assign(b2 * 0.5))
+    out = (_train_changing(tf, sgd, {2: lambda o: m.assign(0.1), 4: _set("momentum", 0.0)}),
+           _train_changing(tf, adam, {2: lambda o: b1.assign(0.5), 4: lambda o: halve()}),
+           _train_changing(tf, rms, {3: lambda o: rho.assign(0.5)}),
+           _train_changing(tf, ftrl, {3: lambda o: l2.assign(0.2)}))
+    return out, m, b2, sgd.momentum is m, adam.beta_1 is b1, sgd.get_config()["momentum"]
+
+
+@parity(needs=[f"{LEG}.SGD", f"{LEG}.Adam"], modes=True, **RT_LONG)
+def test_hyperparameters_given_as_callables_tensors_and_zero_variables(tf):
+    """A callable is called at every update; a Tensor is a constant; a momentum Variable at 0
+    when the SGD is made gives no momentum slot (tf_keras decides it then), whatever it is
+    assigned later."""
+    box = [0.9]
+    sgd = _opt(tf, "SGD", learning_rate=0.05, momentum=lambda: box[0])
+    adam = _opt(tf, "Adam", learning_rate=0.1, beta_1=tf.constant(0.5))
+    zero = tf.Variable(0.0)
+    plain = _opt(tf, "SGD", learning_rate=0.05, momentum=zero)
+    out = (_train_changing(tf, sgd, {3: lambda o: box.__setitem__(0, 0.2)}),
+           _train_changing(tf, adam, {}),
+           _train_changing(tf, plain, {1: lambda o: zero.assign(0.9)}))
+    return out, sgd.get_config()["momentum"], len(plain.variables())
+
+
 @parity(needs=f"{LEG}.SGD", **RT_LONG)
 def test_sgd_momentum_and_nesterov_changed_between_steps(tf):
     return _train_changing(tf, _opt(tf, "SGD", learning_rate=0.05, momentum=0.9),
