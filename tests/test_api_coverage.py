@@ -288,10 +288,10 @@ TF_IMAGE = (
     "stateless_random_flip_up_down stateless_random_hue stateless_random_jpeg_quality stateless_random_saturation "
     "stateless_sample_distorted_bounding_box total_variation transpose yiq_to_rgb yuv_to_rgb").split()
 #: The PNG / JPEG / GIF / BMP codecs are here, on host strings (tapejax.data.image_codecs); the
-#: other string codecs and the JPEG-quality augmentations are not; box proposals are not written yet.
+#: WebP / JPEG XL and the JPEG-quality augmentations are not; box proposals are not written yet.
 IMAGE_MISSING = {
     **{n: "strings" for n in (
-        "adjust_jpeg_quality decode_and_crop_jpeg decode_jxl decode_webp random_jpeg_quality "
+        "adjust_jpeg_quality decode_jxl decode_webp random_jpeg_quality "
         "stateless_random_jpeg_quality").split()},
     **{n: "not_yet" for n in (
         "generate_bounding_box_proposals").split()}}
@@ -300,7 +300,7 @@ IMAGE_REASONS = {"not_yet": "not written yet: box proposals (the other box ops a
 
 
 def test_image_names_missing_are_the_listed_ones():
-    """tf.image: PNG / JPEG / GIF / BMP codecs on host strings; WebP, JPEG XL, crop-decoding and the
+    """tf.image: PNG / JPEG / GIF / BMP codecs on host strings; WebP, JPEG XL and the
     JPEG-quality augmentations not (REASONS['strings']); box proposals are still to do."""
     assert {n for n in TF_IMAGE if not _has(tf.image, n)} == set(IMAGE_MISSING)
     assert all(r in REASONS or r in IMAGE_REASONS for r in IMAGE_MISSING.values())
@@ -318,8 +318,7 @@ TF_IO = (
     "parse_tensor read_file serialize_many_sparse serialize_sparse serialize_tensor write_file write_graph").split()
 IO_MISSING = {
     **{n: "strings" for n in (
-        "decode_and_crop_jpeg decode_base64 decode_compressed decode_json_example decode_jxl decode_webp "
-        "encode_base64").split()},
+        "decode_json_example decode_jxl decode_webp").split()},
     **{n: "sparse" for n in "SparseFeature deserialize_many_sparse serialize_many_sparse serialize_sparse".split()},
     "RaggedFeature": "ragged",
     **{n: "proto" for n in (

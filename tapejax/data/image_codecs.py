@@ -19,8 +19,11 @@ average); ``fancy_upscaling=False`` is the fast DCT without it in both, equal ag
 differs from TF's libpng / BMP settings in three places, adjusted here: RGB to gray (libpng's
 truncating fixed point), a 32-bit BMP's fourth byte (alpha for TF), the alpha TF gives a
 1/2/4-bit PNG without transparency (its bit depth's maximum).  Not done: 16-bit colour PNGs at 16 bits (Pillow reads and
-writes only 8 bits per colour channel; 16-bit grayscale works), WebP / JPEG XL input,
-``decode_and_crop_jpeg``.
+writes only 8 bits per colour channel; 16-bit grayscale works), WebP / JPEG XL input.
+``decode_and_crop_jpeg`` decodes the whole image and crops it (TF decodes the window's rows and
+columns only): equal pixels, except with 4:2:0 chroma, where TF's partial decode upsamples the
+colour at the crop's right edge as at the image's, so the crop's last column can differ by up
+to about 30 levels (both sides agree everywhere else, and everywhere for 4:4:4 files).
 
 Under ``hostops.perturbed`` (``hostfn``'s spec inference) a decoded image is one pixel larger
 each way (one channel more when ``channels=0``, one frame more for animations), so those
@@ -280,6 +283,48 @@ def decode_jpeg(contents: Any, channels: int = 0, ratio: int = 1, fancy_upscalin
     return _result(_decode(data, "DecodeJpeg", c, jpeg=opts))
 
 
+def decode_and_crop_jpeg(contents: Any, crop_window: Any, channels: int = 0, ratio: int = 1,
+                         fancy_upscaling: bool = True, try_recover_truncated: bool = False,
+                         acceptable_fraction: float = 1, dct_method: str = "", name: Optional[str] = None) -> Tensor:
+    """``tf.image.decode_and_crop_jpeg``: the ``crop_window`` ``[y, x, h, w]`` of the decoded JPEG
+    (after ``ratio``), ``[h, w, C]`` uint8.  The whole image is decoded and cropped: the same
+    pixels as TF's, except that for 4:2:0 chroma TF's partial decode treats the crop's right edge
+    as the image's when it upsamples the colour, so the last column may differ (the module docstring)."""
+    c = _check_channels(channels)
+    r = int(ratio)
+    if r not in (1, 2, 4, 8):
+        raise InvalidArgumentError(None, None, f"ratio must be 1, 2, 4, or 8, got {r}")
+    if dct_method not in ("", "INTEGER_FAST", "INTEGER_ACCURATE"):
+        raise InvalidArgumentError(None, None, "dct_method must be one of {'', 'INTEGER_FAST', 'INTEGER_ACCURATE'}, "
+                                   f"got {dct_method!r}")
+    window = np.asarray(crop_window)
+    if window.dtype.kind not in "iu":
+        raise InvalidArgumentError(None, None, "crop_window must be int32; got dtype "
+                                   f"{window.dtype.name}")
+    if window.ndim != 1 or window.shape[0] != 4:
+        raise InvalidArgumentError(None, None, f"crop_size must have four elements [{','.join(map(str, window.shape))}]")
+    data = _scalar_string(contents, "tf.image.decode_and_crop_jpeg", "contents")
+    fmt = sniff(data)
+    if fmt is None:
+        raise InvalidArgumentError(None, None, _UNKNOWN)
+    if fmt != "jpeg":
+        raise InvalidArgumentError(None, None, f"DecodeAndCropJpeg operation can run on JPEG only, but detected "
+                                   f"{_FORMATS[fmt]}.")
+    opts = dict(ratio=r, fancy_upscaling=bool(fancy_upscaling), dct_method=dct_method)
+    pixels = _decode(data, "DecodeAndCropJpeg", c, jpeg=opts)
+    grown = is_perturbed()
+    if grown:   # (``_decode`` made it a pixel larger: crop the real image, then grow the crop)
+        pixels = pixels[:-1, :-1, :pixels.shape[2] - (0 if c else 1)]
+    y, x, h, w = (int(v) for v in window)
+    height, width = pixels.shape[:2]
+    if y < 0 or x < 0 or h <= 0 or w <= 0 or y + h > height or x + w > width:
+        raise InvalidArgumentError(None, None, "jpeg::Uncompress failed. Invalid JPEG data or crop window.")
+    out = pixels[y:y + h, x:x + w]
+    if grown:
+        out = np.pad(out, [(0, 1), (0, 1), (0, 0 if c else 1)], mode="edge")
+    return _result(np.ascontiguousarray(out))
+
+
 def decode_gif(contents: Any, name: Optional[str] = None) -> Tensor:
     """``tf.io.decode_gif``: every frame, ``[N, H, W, 3]`` uint8 (another format: one frame)."""
     data = _scalar_string(contents, "tf.io.decode_gif", "contents")
@@ -425,7 +470,8 @@ def encode_jpeg(image: Any, format: str = "", quality: int = 95, progressive: bo
 #: ``tf.io``'s names for these ops; ``IMAGE_OPS`` those ``tf.image`` also has.
 IO_OPS = {"read_file": read_file, "write_file": write_file, "decode_png": decode_png, "decode_jpeg": decode_jpeg,
           "decode_gif": decode_gif, "decode_bmp": decode_bmp, "decode_image": decode_image, "encode_png": encode_png,
-          "encode_jpeg": encode_jpeg, "is_jpeg": is_jpeg, "extract_jpeg_shape": extract_jpeg_shape}
+          "encode_jpeg": encode_jpeg, "is_jpeg": is_jpeg, "extract_jpeg_shape": extract_jpeg_shape,
+          "decode_and_crop_jpeg": decode_and_crop_jpeg}
 IMAGE_OPS = {n: f for n, f in IO_OPS.items() if n not in ("read_file", "write_file")}
 
 __all__ = ["IMAGE_OPS", "IO_OPS", "decode_bmp", "decode_gif", "decode_image", "decode_jpeg", "decode_png",

@@ -1,4 +1,4 @@
-"""``tf.io`` (``tapejax.io``): the host-string decoders (``decode``), TFRecord files
+"""``tf.io`` (``tapejax.io``): the host-string decoders (``decode``, ``byte_codecs``), TFRecord files
 (``tfrecord``) and ``tf.train.Example`` parsing (``parse_example``), gathered as one namespace.
 
 and the files and image codecs (``image_codecs``), gathered as one namespace; ``tf.image`` is
@@ -10,6 +10,7 @@ import sys
 
 from ..core.modules import new_module
 from ..ops.namespaces import image as _ops_image
+from .byte_codecs import IO_OPS as _BYTE_OPS
 from .decode import decode_csv, decode_raw
 from .image_codecs import IMAGE_OPS, IO_OPS
 from .parse_example import (
@@ -32,7 +33,7 @@ io = new_module("tapejax.io", "``tf.io``: ``decode_raw`` / ``decode_csv`` on hos
                  "FixedLenSequenceFeature": FixedLenSequenceFeature, "VarLenFeature": VarLenFeature,
                  "parse_sequence_example": parse_sequence_example,
                  "parse_single_sequence_example": parse_single_sequence_example,
-                 "serialize_tensor": serialize_tensor, "parse_tensor": parse_tensor, **IO_OPS})
+                 "serialize_tensor": serialize_tensor, "parse_tensor": parse_tensor, **IO_OPS, **_BYTE_OPS})
 
 #: ``tf.image``: ``ops``' image ops and the codecs (``decode_png`` ...).
 image = new_module("tapejax.image", "``tf.image``: resizing, geometry, color, measures (tapejax.ops) and the "

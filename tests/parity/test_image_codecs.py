@@ -306,3 +306,61 @@ def test_program_png_folder_trains(tf):
         for x, y in ds:
             losses.append(float(step(x, y)))
     return spec(ds.element_spec), losses, w.numpy(), b.numpy()
+
+
+def _jpeg_444(h, w, seed):
+    """A JPEG written by TF without chroma subsampling (4:4:4), from a smooth image."""
+    return _real_tf().io.encode_jpeg(_smooth(h, w, 3, seed), quality=90, chroma_downsampling=False).numpy()
+
+
+@parity
+def test_decode_and_crop_jpeg(tf):
+    """``decode_and_crop_jpeg`` gives the window of the decoded image: every window of a 4:4:4
+    JPEG exactly (both DCTs within the decoders' own tolerance), with ``ratio``, channels, the
+    window as a list or a Tensor; a 4:2:0 JPEG's windows but their last column (where TF's
+    partial decode upsamples the colour as at an image edge: the module docstring)."""
+    data = _jpeg_444(29, 41, 11)
+    out = []
+    for win in ([0, 0, 29, 41], [3, 5, 10, 17], [13, 17, 16, 24], [28, 40, 1, 1]):
+        out += [tf.image.decode_and_crop_jpeg(data, win, dct_method="INTEGER_ACCURATE"),
+                tf.io.decode_and_crop_jpeg(data, tf.constant(win), channels=1, dct_method="INTEGER_ACCURATE")]
+    out.append(tf.image.decode_and_crop_jpeg(data, [1, 2, 7, 9], ratio=2, dct_method="INTEGER_ACCURATE"))
+    sub = _read(tf, "rgb.jpg")   # 4:2:0, 37 x 53
+    for win in ([0, 0, 37, 53], [4, 6, 20, 30], [11, 3, 9, 13]):
+        out.append(np.asarray(tf.image.decode_and_crop_jpeg(sub, win, dct_method="INTEGER_ACCURATE"))[:, :-1])
+    return out
+
+
+@parity
+def test_decode_and_crop_jpeg_bad_input(tf):
+    data = _jpeg_444(9, 11, 12)
+    out = [raises(tf.image.decode_and_crop_jpeg, data, win) for win in
+           ([0, 0, 10, 11], [0, 0, 9, 12], [0, 0, 0, 5], [-1, 0, 3, 3], [2, 2, 3])]
+    out.append(raises(tf.image.decode_and_crop_jpeg, _bytes("rgb.png"), [0, 0, 2, 2]))
+    out.append(raises(tf.image.decode_and_crop_jpeg, data, [0, 0, 2, 2], ratio=3))
+    out.append(raises(tf.image.decode_and_crop_jpeg, data, [0, 0, 2, 2], channels=4))
+    return out
+
+
+@parity(modes=True, rtol=1e-4, atol=1e-5)
+def test_program_inception_style_crops_train(tf):
+    """ImageNet preprocessing as TF's model garden writes it: ``extract_jpeg_shape`` gives the
+    image's size, a crop window is computed from it (here a fixed central fraction, so both
+    sides crop alike), ``decode_and_crop_jpeg`` decodes only that window, then resize and
+    flip; a classifier trained on the batches."""
+    images = [_jpeg_444(24 + 4 * i, 30 - 2 * i, 40 + i) for i in range(6)]
+    labels = [i % 3 for i in range(6)]
+
+    def load(image_bytes, label):
+        shape = tf.image.extract_jpeg_shape(image_bytes)
+        h, w = shape[0], shape[1]
+        ch, cw = h * 3 // 4, w * 3 // 4
+        window = tf.stack([(h - ch) // 2, (w - cw) // 2, ch, cw])
+        image = tf.image.decode_and_crop_jpeg(image_bytes, window, channels=3, dct_method="INTEGER_ACCURATE")
+        image = tf.image.resize(image, [8, 8]) / 255.0
+        return tf.image.flip_left_right(image), label
+
+    ds = tf.data.Dataset.from_tensor_slices((images, labels)).map(load).batch(3)
+    w, b, step = softmax_classifier(tf, 8 * 8 * 3, n_classes=3, lr=0.1)
+    losses = [float(step(x, y)) for _ in range(2) for x, y in ds]
+    return spec(ds.element_spec), losses, w.numpy(), b.numpy()
