@@ -135,13 +135,13 @@ def test_iterating_inside_a_jax_trace_is_refused():
         for v in ds:
             x = x + v
         return x
-    with pytest.raises(ValueError, match="inside tapejax.function"):
+    with pytest.raises(ValueError, match="other than tapejax.function's"):
         jax.jit(f)(0)
     it = iter(ds)
     with pytest.raises(ValueError, match="other than tapejax.function"):
         jax.jit(lambda: next(it)._value)()
-    with pytest.raises(ValueError, match="frozen into the compiled program"):
-        tf.function(lambda: next(iter(ds)))()
+    first = tf.function(lambda: next(iter(ds)))   # a new iterator at each call: its first element
+    assert [int(first()) for _ in range(2)] == [0, 0]
     f = tf.function(lambda: next(it))   # made outside, read inside: the next element at each call
     assert [int(f()) for _ in range(3)] == [0, 1, 2]
 

@@ -176,3 +176,24 @@ def test_a_numpy_iterator_inside_the_step_names_iter():
     it = D.range(3).as_numpy_iterator()
     with pytest.raises(ValueError, match=r"read iter\(dataset\) there"):
         tf.function(lambda: tf.constant(next(it)))()
+
+
+def test_iterators_made_in_a_step_stay_bounded():
+    """``next(iter(ds))`` leaves its iterator open at the end of the call: the next call closes it
+    when it opens its own (at most one per site); a ``reduce`` or a ``for`` closes its own."""
+    from tapejax.data import staged_for
+    ds = D.range(100)
+    first = tf.function(lambda: next(iter(ds)))
+    total = tf.function(lambda: ds.reduce(tf.constant(0), lambda s, x: s + tf.cast(x, tf.int32)))
+    before = len(staged_for._OPEN)
+    for _ in range(20):
+        assert int(first()) == 0
+        assert int(total()) == 4950
+    assert len(staged_for._OPEN) - before <= 1
+
+
+def test_reduce_in_a_step_whose_state_changes_dtype_is_a_type_error():
+    ds = D.range(3)
+    f = tf.function(lambda: ds.reduce(tf.constant(0), lambda s, x: tf.cast(s, tf.float32) + 1.0))
+    with pytest.raises(TypeError, match="must match the initial state"):
+        f()

@@ -23,7 +23,8 @@ from ..core.tensor import Tensor
 from . import _grain, args as A, iterator as _iterator
 from .build import Build
 from .options import Options
-from .staged_for import dataset_for_stmt
+from .staged import stages
+from .staged_for import dataset_for_stmt, staged_iter, staged_reduce, staged_single_element
 
 #: The op seed under which datasets draw their seeds from ``tapejax.random``'s generator.
 _DATA_SEED_STREAM = 0x7DA7A
@@ -104,7 +105,9 @@ class Dataset:
         return merged if own is None else merged.merge(own)
 
     # -- iteration -------------------------------------------------------------
-    def __iter__(self) -> "_iterator.Iterator":
+    def __iter__(self) -> Any:
+        if stages():   # in a tapejax.function: a new iterator at each call (``staged_for``)
+            return staged_iter(self)
         return _iterator.Iterator(self)
 
     def _tapejax_for_stmt(self, extra_test: Any, body: Any, get_state: Any, set_state: Any, symbol_names: Any,
@@ -325,7 +328,10 @@ class Dataset:
 
     def reduce(self, initial_state: Any, reduce_func: Callable[..., Any], name: Optional[str] = None) -> Any:
         """``reduce_func(state, element) -> new_state`` over every element: the last state."""
-        return HELPERS["reduce"](self, initial_state, A.callable_arg(reduce_func, "reduce_func"))
+        fn = A.callable_arg(reduce_func, "reduce_func")
+        if stages():   # in a tapejax.function: the whole reduction at each call
+            return staged_reduce(self, initial_state, fn)
+        return HELPERS["reduce"](self, initial_state, fn)
 
     def take_while(self, predicate: Callable[..., Any], name: Optional[str] = None) -> "Dataset":
         """The elements up to the first one for which ``predicate`` is False."""
@@ -360,6 +366,8 @@ class Dataset:
 
     def get_single_element(self, name: Optional[str] = None) -> Any:
         """The dataset's only element (InvalidArgumentError when it has none or more than one)."""
+        if stages():   # in a tapejax.function: read at each call
+            return staged_single_element(self)
         it = iter(self)
         try:
             element = next(it)

@@ -48,11 +48,11 @@ except ImportError:  # pragma: no cover - a JAX without it: only tapejax.functio
     def _trace_state_clean() -> bool:
         return True
 
-_IN_TRACE = ("Iterating over a tapejax.data.Dataset inside tapejax.function (or another JAX trace) is not "
-             "supported: its elements would be frozen into the compiled program as constants. Iterate in Python "
-             "and call the compiled step on each element: `for x, y in dataset: train_step(x, y)`; or make the "
-             "iterator outside (`it = iter(dataset)`) and read it in the step: `next(it)` / `it.get_next()` inside "
-             "a tapejax.function read the next element at each call.")
+_IN_TRACE = ("Iterating over a tapejax.data.Dataset inside a JAX trace other than tapejax.function's (jax.jit, "
+             "jax.vmap, a dataset function ...) is not supported: its elements would be frozen into the compiled "
+             "program as constants. Iterate in Python and call the compiled step on each element: `for x, y in "
+             "dataset: train_step(x, y)`; or iterate inside a tapejax.function, where `for x in dataset`, "
+             "`iter(dataset)`, `reduce` and `next(it)` read the data at each call.")
 _IN_OTHER_TRACE = ("Reading a tapejax.data iterator inside a JAX trace other than tapejax.function's (jax.jit, a "
                    "dataset function, jax.vmap ...) is not supported: its element would be frozen into the "
                    "program as a constant. Read it in a tapejax.function (each call reads the next element), or "

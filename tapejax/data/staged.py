@@ -54,7 +54,7 @@ another JAX transformation, reading an iterator is the ValueError of ``iterator.
 """
 import itertools
 import weakref
-from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 import jax.numpy as jnp
 import numpy as np
@@ -238,14 +238,28 @@ def flatten_argument(iterator: Any) -> Tuple[Any, IteratorArg, List[Tensor]]:
     return key, IteratorArg(iterator.element_spec, slots), [handle]
 
 
+#: TF's limit on ``get_next`` calls in one trace (``iterator_ops.GET_NEXT_CALL_ERROR_THRESHOLD``):
+#: more means a Python ``for`` over the iterator (AutoGraph off), which no read would end.
+_READS_IN_ONE_TRACE = 32
+_MANY_READS = ("An unusually high number of `tf.data.Iterator.get_next()` calls was detected. This suggests that "
+               "the `for elem in dataset: ...` idiom is used within tf.function with AutoGraph disabled. This "
+               "idiom is only supported when AutoGraph is enabled.")
+
+
 class TracedIterator:
     """An iterator argument inside the trace: reads are host callbacks on its handle, so the
-    program serves every iterator of the same spec (one trace, as TF's ``IteratorSpec``)."""
+    program serves every iterator of the same spec (one trace, as TF's ``IteratorSpec``).  Also
+    what ``iter(dataset)`` gives inside the trace (``staged_for.staged_iter``: a handle to a new
+    iterator made at each call)."""
 
-    def __init__(self, spec: Any, slots: List[_Slot], handle: Tensor):
+    def __init__(self, spec: Any, slots: List[_Slot], handle: Tensor, find: Callable[..., Any] = _find,
+                 done: Optional[Callable[..., Any]] = None):
         self._spec = spec
         self._slots = slots
         self._handle = handle
+        self._find = find   # handle -> the iterator on the host
+        self._done = done   # (``staged_for``'s per-call iterators: closed at their end)
+        self._reads = 0
 
     @property
     def element_spec(self) -> Any:
@@ -259,7 +273,10 @@ class TracedIterator:
         return self
 
     def __next__(self) -> Any:
-        return _read(self._spec, self._slots, _find, [self._handle], False).value
+        self._reads += 1
+        if self._reads > _READS_IN_ONE_TRACE:   # (a Python ``for``: the read never ends the loop)
+            raise ValueError(_MANY_READS)
+        return _read(self._spec, self._slots, self._find, [self._handle], False, self._done).value
 
     def next(self) -> Any:
         return self.__next__()
@@ -267,9 +284,54 @@ class TracedIterator:
     def get_next(self) -> Any:
         return self.__next__()
 
+    def _tapejax_for_stmt(self, extra_test: Any, body: Any, get_state: Any, set_state: Any, symbol_names: Any,
+                          opts: Any) -> None:
+        """AutoGraph's converted ``for x in iterator``: a staged loop reading it on to its end (or
+        a ``break``), as TF's."""
+        _staged_loop(self._spec, self._slots, self._find, self._handle, self._done, extra_test, body, get_state,
+                     set_state, symbol_names, opts)
+
     def get_next_as_optional(self) -> Any:
-        read = _read(self._spec, self._slots, _find, [self._handle], True)
+        read = _read(self._spec, self._slots, self._find, [self._handle], True, self._done)
         return from_flag(read.has_value, read.value, self._spec)
 
     def __repr__(self) -> str:
         return f"<tapejax.data.Iterator (traced) element_spec={self._spec!r}>"
+
+
+def _staged_loop(spec: Any, slots: List[_Slot], find: Callable[..., Any], handle: Any, done: Any, extra_test: Any,
+                 body: Callable[[Any], None], get_state: Callable[[], tuple], set_state: Callable[[tuple], None],
+                 symbol_names: Tuple[str, ...], opts: Dict[str, Any]) -> None:
+    """A converted ``while`` carrying the read's flag, the element and the loop's variables; each
+    iteration reads the next element by a host callback."""
+    from ..compile.autograph_ops import while_stmt  # (only reached while AutoGraph converts)
+    first = _read(spec, slots, find, [handle], True, done)
+    n = len(slots)
+    cur: List[Any] = [first.has_value] + _leaves(first.value, slots)
+
+    def test() -> Any:
+        if extra_test is None:
+            return cur[0]
+        more = extra_test()
+        from ..ops import math as _math
+        return _math.logical_and(cur[0], more)
+
+    def loop_body() -> None:
+        body(_pack(spec, slots, cur[1:]))
+        nxt = _read(spec, slots, find, [handle], True, done)
+        cur[:] = [nxt.has_value] + _leaves(nxt.value, slots)
+
+    def get() -> tuple:
+        return tuple(cur) + tuple(get_state())
+
+    def put(values: tuple) -> None:
+        cur[:] = list(values[:n + 1])
+        set_state(tuple(values[n + 1:]))
+
+    names = ("<dataset element present>",) + tuple(f"<dataset component {s.index}>" for s in slots)
+    while_stmt(test, loop_body, get, put, names + tuple(symbol_names), opts)
+
+
+def _leaves(element: Any, slots: List[_Slot]) -> List[Tensor]:
+    comps = S.flatten(element)
+    return [comps[s.index] for s in slots]

@@ -12,6 +12,11 @@ carries the flag, the element and the loop's own variables; the iterator is drop
 end is read, when a read fails, and by a last callback after the loop (a ``break``).  So every call iterates the dataset again, in TF's order
 (a new shuffle per iteration, as ``iter(dataset)`` in Python), and ``break`` ends the loop.
 
+The same reads serve ``iter(dataset)`` made inside the step (``staged_iter``: a new iterator at
+each call, the previous call's closed when the site opens again), ``Dataset.reduce`` (a staged
+loop whose state is the reduction's) and ``get_single_element`` (one callback that iterates anew
+and checks there is exactly one element).
+
 Shapes are static in the program: each component has the shape of ``element_spec``, or where the
 spec leaves sizes unknown (``batch`` without ``drop_remainder``) that of the dataset's first
 element (read at trace time from a throwaway iteration, in a thread of its own); an element of another shape (the short
@@ -29,11 +34,9 @@ from ..compile.host import numpy_function
 from ..compile.signature import TensorSpec
 from ..core import dtypes as _dtypes
 from ..core.errors import InvalidArgumentError
-from ..core.tensor import Tensor
-from . import structure as S
-from .staged import _pack, _read, _Slot, _slots, stages
+from .staged import TracedIterator, _host_arrays, _pack, _Slot, _slots, _staged_loop, _tout, stages
 
-__all__ = ["dataset_for_stmt"]
+__all__ = ["dataset_for_stmt", "staged_iter", "staged_reduce", "staged_single_element"]
 
 #: Iterators made by running steps, by handle (strong references: a loop's iterator lives from the
 #: callback that makes it to its end, its ``break`` or the end of the step).
@@ -72,10 +75,17 @@ def _first(dataset: Any, x64: bool) -> Optional[tuple]:
             it.close()
 
 
-def _open(dataset: Any) -> Callable[[], List[np.ndarray]]:
+def _open(dataset: Any, site: Optional[List[int]] = None) -> Callable[[], List[np.ndarray]]:
+    """The callback that makes a new iterator of ``dataset`` at each call.  With ``site`` (an
+    ``iter(dataset)`` whose iterator may never be read to its end), the iterator the previous
+    call made there is closed first, so each site keeps at most one open."""
     def host() -> List[np.ndarray]:
+        if site is not None and site:
+            _close(site.pop())
         h = next(_HANDLES)
         _OPEN[h] = iter(dataset)
+        if site is not None:
+            site.append(h)
         return [np.asarray(h, np.int32)]
     return host
 
@@ -100,40 +110,81 @@ def dataset_for_stmt(dataset: Any, extra_test: Any, body: Callable[[Any], None],
     if not stages():
         _py_for(dataset, extra_test, body)   # eagerly: Python's loop (another trace: iter() refuses)
         return
-    from ..compile.autograph_ops import while_stmt  # (only reached while AutoGraph converts)
-    spec = dataset.element_spec
     slots = _loop_slots(dataset)
     made: Any = numpy_function(_open(dataset), [], [TensorSpec((), _dtypes.int32)], stateful=True)
     handle = made[0]
-    first = _read(spec, slots, _find_open, [handle], True, _close)
-    n = len(slots)
-    cur: List[Any] = [first.has_value] + _leaves(first.value, slots)
-
-    def test() -> Any:
-        if extra_test is None:
-            return cur[0]
-        more = extra_test()
-        from ..ops import math as _math
-        return _math.logical_and(cur[0], more)
-
-    def loop_body() -> None:
-        body(_pack(spec, slots, cur[1:]))
-        nxt = _read(spec, slots, _find_open, [handle], True, _close)
-        cur[:] = [nxt.has_value] + _leaves(nxt.value, slots)
-
-    def get() -> tuple:
-        return tuple(cur) + tuple(get_state())
-
-    def put(values: tuple) -> None:
-        cur[:] = list(values[:n + 1])
-        set_state(tuple(values[n + 1:]))
-
-    names = ("<dataset element present>",) + tuple(f"<dataset component {s.index}>" for s in slots)
-    while_stmt(test, loop_body, get, put, names + tuple(symbol_names), opts)
+    _staged_loop(dataset.element_spec, slots, _find_open, handle, _close, extra_test, body, get_state, set_state,
+                 symbol_names, opts)
     done: Any = numpy_function(_close, [handle], [TensorSpec((), _dtypes.bool)], stateful=True)
     del done
 
 
-def _leaves(element: Any, slots: List[_Slot]) -> List[Tensor]:
-    comps = S.flatten(element)
-    return [comps[s.index] for s in slots]
+
+
+def staged_iter(dataset: Any) -> TracedIterator:
+    """``iter(dataset)`` inside a ``tapejax.function``: each call makes a new iterator (TF's
+    ``iter`` in a graph), read by ``next`` / ``get_next`` / ``get_next_as_optional`` as host
+    callbacks; ``next(iter(dataset))`` is the first element at every call.  An iterator read to
+    its end is closed then; one left open is closed when the next call opens this site again."""
+    slots = _loop_slots(dataset)
+    made: Any = numpy_function(_open(dataset, []), [], [TensorSpec((), _dtypes.int32)], stateful=True)
+    return TracedIterator(dataset.element_spec, slots, made[0], find=_find_open, done=_close)
+
+
+def staged_single_element(dataset: Any) -> Any:
+    """``get_single_element()`` inside a ``tapejax.function``: one host callback per call iterates
+    the dataset anew and gives its only element (TF's InvalidArgumentError when it has none or
+    more than one, raised by the call)."""
+    spec = dataset.element_spec
+    slots = _loop_slots(dataset)
+
+    def host() -> List[np.ndarray]:
+        it = iter(dataset)
+        try:
+            try:
+                comps = it._next_components()
+            except StopIteration:
+                raise InvalidArgumentError(None, None, "Dataset was empty.") from None
+            try:
+                it._next_components()
+            except StopIteration:
+                return [np.asarray(True)] + _host_arrays(it, slots, comps)
+            raise InvalidArgumentError(None, None, "Dataset had more than one element.")
+        finally:
+            it.close()
+
+    got: Any = numpy_function(host, [], _tout(slots), stateful=True)
+    return _pack(spec, slots, list(got)[1:])
+
+
+def staged_reduce(dataset: Any, initial_state: Any, reduce_func: Callable[..., Any]) -> Any:
+    """``Dataset.reduce`` inside a ``tapejax.function``: a staged loop over a new iteration per
+    call (``dataset_for_stmt``), ``reduce_func`` traced in the step (so it reads Variables when the
+    step runs, as TF's graph).  The state keeps its structure, dtypes and shapes (TypeError /
+    the loop's error naming it otherwise)."""
+    from ..core import nest
+    from ..core.convert import convert_to_tensor
+    leaves = [convert_to_tensor(v) for v in nest.flatten(initial_state)]
+    state: List[Any] = [nest.pack_sequence_as(initial_state, leaves)]
+
+    def body(element: Any) -> None:
+        new = reduce_func(state[0], element)
+        if isinstance(new, list):
+            new = tuple(new)
+        flat = [convert_to_tensor(v) for v in nest.flatten(new)]
+        old = nest.flatten(state[0])
+        if len(flat) != len(old) or any(a.dtype != b.dtype for a, b in zip(flat, old)):
+            raise TypeError("The element types for the new state must match the initial state. Expected "
+                            f"{[(tuple(b.shape), b.dtype.name) for b in old]}; got "
+                            f"{[(tuple(a.shape), a.dtype.name) for a in flat]}.")
+        state[0] = nest.pack_sequence_as(state[0], flat)
+
+    def get_state() -> tuple:
+        return tuple(nest.flatten(state[0]))
+
+    def set_state(values: tuple) -> None:
+        state[0] = nest.pack_sequence_as(state[0], list(values))
+
+    names = tuple(f"<reduce state {i}>" for i in range(len(leaves)))
+    dataset_for_stmt(dataset, None, body, get_state, set_state, names, {})
+    return state[0]

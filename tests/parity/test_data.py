@@ -289,8 +289,8 @@ def test_errors_while_iterating(tf):
 
 @parity
 def test_iterating_inside_a_function_without_autograph(tf):
-    """TF without AutoGraph refuses the `for x in dataset` idiom (ValueError); tapejax refuses any
-    iteration in a trace (its elements would be frozen into the compiled program)."""
+    """Without AutoGraph the `for x in dataset` idiom reads on and on: both raise ValueError after
+    32 reads in the trace (TF's threshold)."""
     ds = tf.data.Dataset.from_tensor_slices(X).batch(2)
 
     @tf.function(autograph=False)

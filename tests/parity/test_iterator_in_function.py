@@ -248,3 +248,105 @@ def test_for_over_a_dataset_without_autograph_is_a_value_error(tf):
         return s
 
     return raises(total)
+
+
+@parity(modes=True)
+def test_next_of_a_new_iterator_is_the_first_element_at_every_call(tf):
+    """``next(iter(dataset))`` in a step: TF makes a new iterator at each call (its first
+    element every time), and the step reads the Variable when it runs."""
+    ds = tf.data.Dataset.range(10).map(lambda x: tf.cast(x + 2, tf.float32))
+    w = tf.Variable(2.0)
+
+    @tf.function
+    def first_times_w():
+        it = iter(ds)
+        return next(it) * w + next(it)
+
+    out = []
+    for _ in range(3):
+        out.append(float(first_times_w()))
+        w.assign_add(1.0)
+    return out, first_times_w.experimental_get_tracing_count()
+
+
+@parity(modes=True)
+def test_for_over_an_iterator_made_in_the_step(tf):
+    ds = tf.data.Dataset.from_tensor_slices(np.arange(5, dtype=np.int32))
+
+    @tf.function
+    def total():
+        it = iter(ds)
+        first = next(it)
+        s = tf.constant(0)
+        for v in it:   # the rest of this call's iteration
+            s += v
+        return first, s
+
+    return [_ints(total()) for _ in range(2)]
+
+
+@parity(modes=True)
+def test_reduce_in_a_step_runs_at_every_call(tf):
+    """``Dataset.reduce`` in a step: the whole reduction at each call, ``reduce_func`` reading the
+    Variable's value of that call; a structured state."""
+    ds = tf.data.Dataset.from_tensor_slices(X[:6])
+    w = tf.Variable(np.ones(4, np.float32))
+
+    @tf.function
+    def stats():
+        return ds.reduce((tf.constant(0.0), tf.constant(0)),
+                         lambda s, x: (s[0] + tf.reduce_sum(x * w), s[1] + 1))
+
+    out = []
+    for k in range(3):
+        total, count = stats()
+        out.append((float(total), int(count)))
+        w.assign(w * 2.0 + k)
+    return out, stats.experimental_get_tracing_count()
+
+
+@parity(modes=True)
+def test_get_single_element_in_a_step(tf):
+    one = tf.data.Dataset.from_tensors((X[0], Y[0]))
+    empty = tf.data.Dataset.range(0)
+    two = tf.data.Dataset.range(2)
+    w = tf.Variable(3.0)
+    f = tf.function(lambda: tf.reduce_sum(one.get_single_element()[0]) * w)
+    out = [float(f())]
+    w.assign(4.0)
+    out.append(float(f()))
+    return (out, raises(tf.function(lambda: empty.get_single_element())),
+            raises(tf.function(lambda: two.get_single_element())))
+
+
+@parity(modes=True, rtol=1e-5, atol=1e-6)
+def test_validation_loss_by_reduce_between_eager_training_steps(tf):
+    """A user's evaluation function: a compiled ``reduce`` over a validation set, called after
+    each eager training step (the Variables it reads change between calls)."""
+    w, b, step = softmax_classifier(tf, 4, n_classes=3, lr=0.5)
+    train = tf.data.Dataset.from_tensor_slices((X, Y)).batch(4)
+    val = tf.data.Dataset.from_tensor_slices((X[::2], Y[::2])).batch(3)
+
+    @tf.function
+    def val_loss():
+        def add(s, batch):
+            x, y = batch
+            logits = tf.matmul(x, w) + b
+            loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+            return s + loss
+        return ds_reduce(val, add) / 6.0
+
+    def ds_reduce(ds, fn):
+        return ds.reduce(tf.constant(0.0), fn)
+
+    losses = []
+    for x, y in train:
+        step(x, y)
+        losses.append(float(val_loss()))
+    return losses, val_loss.experimental_get_tracing_count()
+
+
+@parity
+def test_list_of_a_dataset_without_autograph_is_a_value_error(tf):
+    ds = tf.data.Dataset.range(3)
+    return raises(tf.function(lambda: list(ds), autograph=False))
