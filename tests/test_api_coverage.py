@@ -295,8 +295,9 @@ IMAGE_MISSING = {
         "stateless_random_jpeg_quality").split()},
     **{n: "not_yet" for n in (
         "generate_bounding_box_proposals").split()}}
-IMAGE_REASONS = {"not_yet": "not written yet: box proposals (the other box ops are in tapejax/ops/image_boxes.py, "
-                            "image_nms.py, image_sample.py)"}
+IMAGE_REASONS = {"not_yet": "not written yet: box proposals, which TF 2.21 runs on GPUs only (its CPU build has no "
+                            "kernel: NotFoundError), so no CPU oracle; the other box ops are in "
+                            "tapejax/ops/image_boxes.py, image_nms.py, image_sample.py"}
 
 
 def test_image_names_missing_are_the_listed_ones():
