@@ -52,6 +52,7 @@ from the common case.
 Only ``tapejax.function`` traces stage reads: inside a dataset function, a raw ``jax.jit`` or
 another JAX transformation, reading an iterator is the ValueError of ``iterator.py``.
 """
+import contextlib
 import itertools
 import weakref
 from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
@@ -329,7 +330,21 @@ def _staged_loop(spec: Any, slots: List[_Slot], find: Callable[..., Any], handle
         set_state(tuple(values[n + 1:]))
 
     names = ("<dataset element present>",) + tuple(f"<dataset component {s.index}>" for s in slots)
-    while_stmt(test, loop_body, get, put, names + tuple(symbol_names), opts)
+    with _outside_tapes():
+        while_stmt(test, loop_body, get, put, names + tuple(symbol_names), opts)
+
+
+@contextlib.contextmanager
+def _outside_tapes() -> Iterator[None]:
+    """The tapes recording around a dataset loop do not record it: TF's AutoGraph makes the loop a
+    ``ReduceDataset`` op, which has no gradient, so a gradient through it is None (tapes made in
+    the loop's body record as usual: a training step per element works)."""
+    with contextlib.ExitStack() as stack:
+        for tape in list(_state.tapes()):
+            pause = getattr(tape, "stop_recording", None)
+            if pause is not None and getattr(tape, "_recording", False):
+                stack.enter_context(pause())
+        yield
 
 
 def _leaves(element: Any, slots: List[_Slot]) -> List[Tensor]:

@@ -25,6 +25,7 @@ any trace the loop is Python's; inside another JAX trace it is ``iterator.py``'s
 """
 import concurrent.futures
 import itertools
+import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import jax
@@ -75,17 +76,31 @@ def _first(dataset: Any, x64: bool) -> Optional[tuple]:
             it.close()
 
 
-def _open(dataset: Any, site: Optional[List[int]] = None) -> Callable[[], List[np.ndarray]]:
-    """The callback that makes a new iterator of ``dataset`` at each call.  With ``site`` (an
-    ``iter(dataset)`` whose iterator may never be read to its end), the iterator the previous
-    call made there is closed first, so each site keeps at most one open."""
+class _Site:
+    """An ``iter(dataset)`` in a step's program: the handle of the iterator its last call made.
+    That iterator is closed when the next call opens the site again, or when the program (whose
+    callback holds the site) is freed, which JAX's caches of traced programs may put off."""
+
+    def __init__(self) -> None:
+        self.handles: List[int] = []
+        weakref.finalize(self, _close_all, self.handles)
+
+
+def _close_all(handles: List[int]) -> None:
+    while handles:
+        _close(handles.pop())
+
+
+def _open(dataset: Any, site: Optional[_Site] = None) -> Callable[[], List[np.ndarray]]:
+    """The callback that makes a new iterator of ``dataset`` at each call (with ``site``: after
+    closing the one the previous call made there, so each site keeps at most one open)."""
     def host() -> List[np.ndarray]:
-        if site is not None and site:
-            _close(site.pop())
+        if site is not None:
+            _close_all(site.handles)
         h = next(_HANDLES)
         _OPEN[h] = iter(dataset)
         if site is not None:
-            site.append(h)
+            site.handles.append(h)
         return [np.asarray(h, np.int32)]
     return host
 
@@ -125,9 +140,10 @@ def staged_iter(dataset: Any) -> TracedIterator:
     """``iter(dataset)`` inside a ``tapejax.function``: each call makes a new iterator (TF's
     ``iter`` in a graph), read by ``next`` / ``get_next`` / ``get_next_as_optional`` as host
     callbacks; ``next(iter(dataset))`` is the first element at every call.  An iterator read to
-    its end is closed then; one left open is closed when the next call opens this site again."""
+    its end is closed then; one left open is closed when the next call opens this site again, or
+    when the program is dropped (``_Site``)."""
     slots = _loop_slots(dataset)
-    made: Any = numpy_function(_open(dataset, []), [], [TensorSpec((), _dtypes.int32)], stateful=True)
+    made: Any = numpy_function(_open(dataset, _Site()), [], [TensorSpec((), _dtypes.int32)], stateful=True)
     return TracedIterator(dataset.element_spec, slots, made[0], find=_find_open, done=_close)
 
 

@@ -350,3 +350,37 @@ def test_validation_loss_by_reduce_between_eager_training_steps(tf):
 def test_list_of_a_dataset_without_autograph_is_a_value_error(tf):
     ds = tf.data.Dataset.range(3)
     return raises(tf.function(lambda: list(ds), autograph=False))
+
+
+@parity(modes=True)
+def test_a_tape_around_a_dataset_loop_in_a_step_gives_none(tf):
+    """TF's AutoGraph makes a ``for`` over a dataset (and ``reduce``) a ReduceDataset op, which has
+    no gradient: a tape entered before the loop gives None for what flows through it; a tape
+    made inside the loop's body differentiates as usual."""
+    ds = tf.data.Dataset.from_tensor_slices(np.arange(4, dtype=np.float32))
+    w = tf.Variable(2.0)
+
+    @tf.function
+    def through_reduce():
+        with tf.GradientTape() as t:
+            r = ds.reduce(tf.constant(0.0), lambda s, x: s + x * w)
+        return r, t.gradient(r, w)
+
+    @tf.function
+    def through_for():
+        with tf.GradientTape() as t:
+            s = tf.constant(0.0)
+            for x in ds:
+                s += x * w
+        return s, t.gradient(s, w)
+
+    @tf.function
+    def inside_body():
+        g = tf.constant(0.0)
+        for x in ds:
+            with tf.GradientTape() as t:
+                y = x * w * w
+            g += t.gradient(y, w)
+        return g
+
+    return through_reduce(), through_for(), inside_body()
