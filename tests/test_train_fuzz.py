@@ -98,6 +98,8 @@ BUG_COPY_TENSOR = "issue #20.2: copy.copy / copy.deepcopy of a Tensor drops it f
 BUG_CUSTOM = ("issue #20.3: custom_gradient's forward / gradient function do not see the Python state "
               "of the moment (the first step's values are frozen)")
 BUG_HOST = "issue #20.4: a NumPy operand refilled after the op call is read late under deferral"
+BUG_DEEPCOPY_TRACED = ("the generator deep-copied a Tensor inside a compiled step, which TF refuses (TypeError: "
+                       "a graph tensor cannot be pickled; tapejax now raises it too): found by seed 777041")
 BUG_TRACER = ("issue #20.6: tapejax.function after eager steps with manual assign_sub under deferral "
               "raises UnexpectedTracerError (a tracer leaks into a Variable)")
 
@@ -209,6 +211,7 @@ FOUND = [
     ("seed_1038", T.generate(1038, off=set(T.GATED)), DEFERRED, BUG_TRACER),
     ("seed_1161", T.generate(1161, off=set(T.GATED)), DEFERRED, BUG_TRACER),
     ("seed_1098", T.generate(1098, off=set(T.GATED)), DEFERRED, BUG_TRACER),
+    ("deepcopy_in_a_compiled_step", _tiny(copy_tensor="deepcopy", compiled_at=(0, 2)), ALL, BUG_DEEPCOPY_TRACED),
 ]
 
 

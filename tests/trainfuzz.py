@@ -297,7 +297,10 @@ def _render(p: TrainProgram) -> str:
     w("        pred = f(xb)")
     if p.custom:
         w("        pred = scale_grad(pred)")
-    if p.copy_tensor:
+    if p.copy_tensor == "deepcopy" and p.compiled_at:
+        # (TF cannot deep-copy a graph tensor: TypeError in a tf.function, tapejax's too)
+        w("        pred = copy.deepcopy(pred) if tf.executing_eagerly() else pred")
+    elif p.copy_tensor:
         w(f"        pred = copy.{p.copy_tensor}(pred)")
     w("        loss = tf.reduce_mean(tf.square(pred - y))")
     if p.copy_var:

@@ -247,6 +247,11 @@ class Tensor:
         return self
 
     def __deepcopy__(self, memo):
+        if isinstance(self._value, jax.core.Tracer):
+            # TF: a graph tensor inside tf.function cannot be deep-copied (pickled); copy.copy can
+            raise TypeError("cannot pickle 'SymbolicTensor' object: a Tensor inside a tapejax.function (a traced "
+                            "value) cannot be deep-copied, as in TF's tf.function; copy.copy(t), or t itself, "
+                            "is the same tensor")
         return self
 
     def __reduce__(self):

@@ -104,3 +104,13 @@ def test_deepcopy_inside_a_compiled_function_raises(tf):
         return v + 1.0
 
     return raises(f), v
+
+
+@parity
+def test_deepcopy_of_a_tensor_inside_a_function_is_a_type_error(tf):
+    """Inside tf.function a tensor is symbolic: ``copy.deepcopy`` fails (TypeError, it cannot be
+    pickled) while ``copy.copy`` gives the tensor; eagerly both give the tensor."""
+    x = tf.constant([1.0, 2.0])
+    deep = tf.function(lambda t: copy.deepcopy({"y": t * 2}))
+    shallow = tf.function(lambda t: copy.copy(t * 2))
+    return raises(deep, x), shallow(x), copy.deepcopy(x * 3)
