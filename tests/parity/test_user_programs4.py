@@ -1437,3 +1437,252 @@ def test_scatter_updates_of_a_memory_bank(tf):
         r = bank.assign(tf.tensor_scatter_nd_add(bank, [[4]], [[0.1, -0.1]]), read_value=False)
         out.append((loss, gbank is None, r is None, tf.identity(bank)))
     return out, q, bank
+
+
+# ---------------------------------------------------------------------------
+# Eager loops whose Python reads and writes meet deferred and predicted updates
+# ---------------------------------------------------------------------------
+
+@parity(modes=True, **TOL)
+def test_dqn_eager_with_huber_and_polyak_target_updates(tf):
+    """DQN eagerly: Huber loss on TD targets from a target network updated by Polyak averaging
+    (``t.assign(tau * v + (1 - tau) * t)``) after every Adam step; actions chosen by ``argmax``
+    read as Python ints for the next transition."""
+    rs = np.random.RandomState(13)
+    obs = rs.randn(10, 3).astype(np.float32)
+    q = [tf.Variable(_init((3, 2), 36)), tf.Variable([0.0, 0.0])]
+    t = [tf.Variable(v) for v in q]
+    huber = tf.keras.losses.Huber(delta=1.0)
+    opt = tf.keras.optimizers.legacy.Adam(0.05)
+    out = []
+    for step in range(7):
+        s, s2 = obs[step:step + 3], obs[step + 1:step + 4]
+        a = int(tf.argmax(tf.matmul(s[:1], q[0]) + q[1], axis=1)[0])
+        r = tf.constant([1.0 if a == 0 else -0.5, 0.2, 0.0])
+        target = r + 0.9 * tf.reduce_max(tf.matmul(s2, t[0]) + t[1], axis=1)
+        with tf.GradientTape() as tape:
+            qsa = tf.gather(tf.matmul(s, q[0]) + q[1], [a, 1 - a, a], axis=1, batch_dims=0)[:, 0]
+            loss = huber(target, qsa)
+        opt.apply_gradients(zip(tape.gradient(loss, q), q))
+        for tv, qv in zip(t, q):
+            tv.assign(0.3 * qv + 0.7 * tv)
+        out.append((a, loss))
+    return out, q, t
+
+
+@parity(modes=True, **TOL)
+def test_alternating_freezing_changes_the_updated_set(tf):
+    """Block-coordinate training: even steps update the first layer, odd steps the second (and
+    every third step both), one Adam; the predicted update must follow the changing set."""
+    x, y = _data(n=8, seed=14)
+    vs = _mlp_vars(tf, seed=5)
+    opt = tf.keras.optimizers.legacy.Adam(0.05)
+    out = []
+    for i in range(9):
+        subset = vs if i % 3 == 2 else (vs[:2] if i % 2 == 0 else vs[2:])
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((_mlp(tf, vs, x) - y) ** 2)
+        opt.apply_gradients(zip(tape.gradient(loss, subset), subset))
+        out.append(loss)
+    return out, vs, [v.numpy() for v in opt.variables()[1:]]
+
+
+@parity(modes=True, **TOL)
+def test_reading_optimizer_slots_during_training(tf):
+    """A loop that logs Adam's first-moment slot (``get_slot``) and the momentum of SGD every
+    other step, while the updates repeat (the step the loop predicts)."""
+    x, y = _data(n=8, seed=15)
+    w, b = _lin(tf, 37)
+    w2, b2 = _lin(tf, 38)
+    adam = tf.keras.optimizers.legacy.Adam(0.05)
+    sgd = tf.keras.optimizers.legacy.SGD(0.05, momentum=0.9)
+    out = []
+    for i in range(8):
+        with tf.GradientTape(persistent=True) as tape:
+            l1 = tf.reduce_mean((tf.matmul(x, w) + b - y) ** 2)
+            l2 = tf.reduce_mean((tf.matmul(x, w2) + b2 - y) ** 2)
+        adam.apply_gradients(zip(tape.gradient(l1, [w, b]), [w, b]))
+        sgd.apply_gradients(zip(tape.gradient(l2, [w2, b2]), [w2, b2]))
+        del tape
+        if i % 2:
+            out.append((l1, l2, adam.get_slot(w, "m").numpy(), sgd.get_slot(b2, "momentum").numpy()))
+    return out, w, b, w2, b2
+
+
+@parity(modes=True, **TOL)
+def test_keep_best_weights_by_identity_and_restore(tf):
+    """Eager early stopping: when the loss improves, ``best = [tf.identity(v) ...]``; the step
+    size is too large so it diverges later; the best snapshot is assigned back at the end."""
+    x, y = _data(n=8, seed=16)
+    vs = _mlp_vars(tf, seed=6)
+    opt = tf.keras.optimizers.legacy.SGD(0.6, momentum=0.9)
+    best, best_loss, out = None, float("inf"), []
+    for i in range(8):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((_mlp(tf, vs, x) - y) ** 2)
+        if float(loss) < best_loss:
+            best_loss, best = float(loss), [tf.identity(v) for v in vs]
+        opt.apply_gradients(zip(tape.gradient(loss, vs), vs))
+        out.append(loss)
+    for v, bv in zip(vs, best):
+        v.assign(bv)
+    return out, best_loss, vs, tf.reduce_mean((_mlp(tf, vs, x) - y) ** 2)
+
+
+@parity(modes=True, **TOL)
+def test_numpy_snapshots_and_rollback_on_nan(tf):
+    """A loop that keeps NumPy copies of the weights (``v.numpy().copy()``) and rolls back with
+    ``assign`` and halves the learning rate when the loss is not finite or rises by 10x."""
+    x, y = _data(n=8, seed=17)
+    w, b = _lin(tf, 39)
+    lr = 1.5
+    snap = [w.numpy().copy(), b.numpy().copy()]
+    prev, out = None, []
+    for i in range(8):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((tf.matmul(x * 3.0, w) + b - y) ** 2)
+        lv = float(loss)
+        if not np.isfinite(lv) or (prev is not None and lv > 10 * prev):
+            w.assign(snap[0])
+            b.assign(snap[1])
+            lr *= 0.5
+            out.append(("rollback", lr))
+            continue
+        snap, prev = [w.numpy().copy(), b.numpy().copy()], lv
+        gw, gb = tape.gradient(loss, [w, b])
+        w.assign_sub(lr * gw)
+        b.assign_sub(lr * gb)
+        out.append(loss)
+    return out, w, b
+
+
+@parity(modes=True, **TOL)
+def test_learning_rate_variable_annealed_by_the_loop(tf):
+    """``opt.learning_rate = v`` with a Python float replaced by ``assign`` on the optimizer's
+    learning rate every few steps (cosine by hand); a plain SGD on the same data as a check."""
+    x, y = _data(n=8, seed=18)
+    w, b = _lin(tf, 40)
+    opt = tf.keras.optimizers.legacy.SGD(0.2, momentum=0.5)
+    out = []
+    for i in range(9):
+        if i % 3 == 0:
+            opt.learning_rate = 0.2 * 0.5 * (1 + np.cos(np.pi * i / 9))
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((tf.matmul(x, w) + b - y) ** 2)
+        opt.apply_gradients(zip(tape.gradient(loss, [w, b]), [w, b]))
+        out.append((loss, float(opt.learning_rate.numpy() if hasattr(opt.learning_rate, "numpy") else opt.learning_rate)))
+    return out, w, b
+
+
+@parity(modes=True, **TOL)
+def test_non_persistent_tape_second_gradient_raises_and_training_goes_on(tf):
+    """Calling ``gradient`` twice on a non-persistent tape raises RuntimeError; the loop catches
+    it, records the error and keeps training with the first gradient."""
+    x, y = _data(n=6, seed=19)
+    w, b = _lin(tf, 41)
+    out = []
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((tf.matmul(x, w) + b - y) ** 2)
+        g = tape.gradient(loss, [w, b])
+        out.append(raises(tape.gradient, loss, [w, b]))
+        w.assign_sub(0.1 * g[0])
+        b.assign_sub(0.1 * g[1])
+        out.append(loss)
+    return out, w, b
+
+
+@parity(modes=True, **TOL)
+def test_whole_epoch_compiled_over_a_dataset(tf):
+    """``for xb, yb in dataset:`` inside a ``tf.function`` (the epoch is one compiled loop over a
+    batched dataset), the dataset passed as an argument, an optimizer stepping per batch; the
+    epoch's mean loss returned.  (``drop_remainder=True``: a short last batch inside a compiled
+    loop is tapejax's documented InvalidArgumentError, XLA's static shapes.)"""
+    x, y = _data(n=10, seed=20)
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(4, drop_remainder=True)
+    w, b = _lin(tf, 42)
+    opt = tf.keras.optimizers.legacy.SGD(0.1, momentum=0.5)
+
+    @tf.function
+    def epoch(data):
+        total, n = tf.constant(0.0), tf.constant(0.0)
+        for xb, yb in data:
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean((tf.matmul(xb, w) + b - yb) ** 2)
+            opt.apply_gradients(zip(tape.gradient(loss, [w, b]), [w, b]))
+            total += loss
+            n += 1.0
+        return total / n
+
+    return [epoch(ds) for _ in range(3)], w, b, int(opt.iterations.numpy())
+
+
+@parity(modes=True, **KTOL)
+def test_dict_features_dataset_into_a_named_input_model(tf):
+    """A dataset of ``({"num": ..., "cat": ...}, label)`` dicts built by ``map`` from a feature
+    matrix, fed to ``fit`` of a functional model with named inputs and an Embedding branch."""
+    rs = np.random.RandomState(21)
+    num = rs.randn(12, 3).astype(np.float32)
+    cat = rs.randint(0, 4, size=(12, 1)).astype(np.int32)
+    lab = rs.randint(0, 2, size=12).astype(np.int32)
+    ds = (tf.data.Dataset.from_tensor_slices((num, cat, lab))
+          .map(lambda n, c, t: ({"num": n, "cat": c}, t)).batch(4))
+    i_num, i_cat = tf.keras.Input((3,), name="num"), tf.keras.Input((1,), name="cat", dtype="int32")
+    e = tf.keras.layers.Flatten()(tf.keras.layers.Embedding(4, 2)(i_cat))
+    h = tf.keras.layers.Dense(4, activation="relu")(tf.keras.layers.Concatenate()([i_num, e]))
+    model = tf.keras.Model({"num": i_num, "cat": i_cat}, tf.keras.layers.Dense(2)(h))
+    _kinit(model, 8)
+    model.compile(optimizer="sgd", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    model.optimizer.learning_rate.assign(0.2)
+    h = model.fit(ds, epochs=3, verbose=0)
+    return _hist(h, ["loss", "accuracy"]), model.evaluate(ds, verbose=0), [v.numpy() for v in model.weights]
+
+
+@parity(modes=True, **TOL)
+def test_unbatch_rebatch_cache_and_take_twice(tf):
+    """``batch(3).map(normalise per batch).unbatch().batch(4)``, ``cache()``, iterated twice via
+    ``take(2)`` (the same elements each time) to train two epochs."""
+    x, y = _data(n=9, seed=22)
+    ds = (tf.data.Dataset.from_tensor_slices((x, y)).batch(3)
+          .map(lambda a, t: (a - tf.reduce_mean(a, axis=0), t)).unbatch().batch(4).cache())
+    w, b = _lin(tf, 43)
+    out = []
+    for _ in range(2):
+        for xb, yb in ds.take(2):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean((tf.matmul(xb, w) + b - yb) ** 2)
+            gw, gb = tape.gradient(loss, [w, b])
+            w.assign_sub(0.1 * gw)
+            b.assign_sub(0.1 * gb)
+            out.append((xb, loss))
+    return out, w, b, int(ds.cardinality().numpy())
+
+
+@parity(modes=True, **TOL)
+def test_triplet_margin_loss_with_sqrt_of_relu_distances(tf):
+    """Batch-hard triplet loss plus a spread term over distances ``sqrt(relu(d2))`` (the relu
+    guards round-off): the gradient is NaN when a distance is exactly 0 (the diagonal: TF
+    multiplies relu's mask into sqrt's infinite gradient; tapejax gave a finite gradient), which
+    users then fix by keeping the diagonal off 0; that form trains."""
+    rs = np.random.RandomState(23)
+    x = tf.constant(rs.randn(6, 3).astype(np.float32))
+    labels = tf.constant([0, 0, 1, 1, 2, 2])
+    w = tf.Variable(_init((3, 2), 44))
+    same = tf.cast(tf.equal(labels[:, None], labels[None, :]), tf.float32)
+    out = []
+    for masked in (False, True, True, True):
+        with tf.GradientTape() as tape:
+            e = tf.matmul(x, w)
+            d2 = tf.reduce_sum((e[:, None, :] - e[None, :, :]) ** 2, axis=-1) - 1e-3 * (1.0 - tf.eye(6))
+            if masked:
+                d2 = d2 + tf.eye(6)   # no exact zeros on the diagonal
+            d = tf.sqrt(tf.nn.relu(d2))
+            pos = tf.reduce_max(d * (same - tf.eye(6)), axis=1)
+            neg = tf.reduce_min(d + 1e3 * same, axis=1)
+            loss = tf.reduce_mean(tf.nn.relu(pos - neg + 1.0)) - 0.01 * tf.reduce_mean(d)   # + spread
+        g = tape.gradient(loss, w)
+        out.append((loss, bool(np.isnan(g.numpy()).any())))
+        if masked:
+            w.assign_sub(0.1 * g)
+    return out, w
