@@ -557,3 +557,22 @@ def test_interrupt_the_moment_the_compiled_call_returns_is_raised_after_the_writ
     step(tf.constant(1.0))   # and the next call runs
     for v, b in zip(vs, before):
         np.testing.assert_array_equal(v.numpy(), b + 2.0)
+
+
+def test_python_numbers_returned_by_a_function_are_tensors_as_in_tf():
+    """TF's function outputs: a Python bool / int / float or a NumPy value becomes a constant
+    Tensor (int32, float32, bool); None and strings stay; under a tape and the steady call too."""
+    @tf.function
+    def f(x):
+        return x * 2.0, True, 3, 2.5, np.float32(1.5), None, "tag", [1, {"k": False}]
+
+    for _ in range(2):   # the first call and the steady call
+        y, b, i, fl, npv, none, s, rest = f(tf.constant(1.0))
+        assert [type(v).__name__ for v in (b, i, fl, npv, rest[0], rest[1]["k"])] == ["Tensor"] * 6
+        assert [v.dtype.name for v in (b, i, fl, npv, rest[0])] == ["bool", "int32", "float32", "float32", "int32"]
+        assert (bool(b), int(i), float(fl), none, s) == (True, 3, 2.5, None, "tag")
+    x = tf.constant(2.0)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y, b = f(x)[:2]
+    assert isinstance(b, tf.Tensor) and float(tape.gradient(y, x)) == 2.0

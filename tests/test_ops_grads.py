@@ -35,7 +35,8 @@ def test_scale_nz_forward_mode_vmap_and_second_order():
 
 @pytest.mark.parametrize("f,x,want", [
     (G.tf_abs, 0.0, 0.0), (lambda v: G.leaky_relu(v, 0.2), 0.0, 0.2), (G.selu, 0.0, 1.0507009873554805),
-    (G.relu6, 0.0, 0.0), (G.relu6, 6.0, 0.0), (G.relu6, 3.0, 1.0),
+    (G.relu6, 0.0, 0.0), (G.relu6, 6.0, 0.0), (G.relu6, 3.0, 1.0), (G.relu, 0.0, 0.0), (G.relu, -1.0, 0.0),
+    (G.relu, 2.0, 1.0),
 ])
 def test_kinks_in_reverse_and_forward_mode(f, x, want):
     assert float(jax.grad(f)(x)) == pytest.approx(want)
@@ -66,3 +67,27 @@ def test_masked_binary_rules():
     assert (float(gx[0]), float(gy[0])) == (0.0, 0.0)
     gx, gy = jax.grad(lambda x, y: jnp.sum(G.divide_no_nan(x, y)), (0, 1))(jnp.asarray([1.0]), jnp.asarray([0.0]))
     assert (float(gx[0]), float(gy[0])) == (0.0, 0.0)
+
+
+@pytest.mark.parametrize("f", [G.relu, G.relu6])
+def test_relu_mask_multiplies_an_infinite_gradient_into_nan_as_tf(f):
+    """TF's ReluGrad / Relu6Grad multiply the incoming gradient by the mask: ``sqrt(relu(x))``
+    at ``x <= 0`` has gradient NaN in TF (inf * 0), eagerly and under jit (where XLA would turn
+    a multiplication by a converted mask into a select); the tape's op and a tapejax.function too."""
+    x = jnp.asarray([-1.0, 0.0, 3.0])
+    g = lambda v: jnp.sum(G.sqrt(f(v)))  # noqa: E731
+    for grad in (jax.grad(g), jax.jit(jax.grad(g))):
+        out = np.asarray(grad(x))
+        assert np.isnan(out[:2]).all() and np.isfinite(out[2])
+    tfn = tf.nn.relu if f is G.relu else tf.nn.relu6
+    tx = tf.constant([-1.0, 0.0, 3.0])
+
+    def tape_grad(v):
+        with tf.GradientTape() as t:
+            t.watch(v)
+            y = tf.reduce_sum(tf.sqrt(tfn(v)))
+        return t.gradient(y, v)
+
+    for out in (tape_grad(tx), tf.function(tape_grad)(tx)):
+        out = out.numpy()
+        assert np.isnan(out[:2]).all() and np.isfinite(out[2])

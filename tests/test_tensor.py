@@ -150,3 +150,31 @@ def test_dtype_objects():
     assert tf.float32.as_numpy_dtype is np.float32 and tf.float16.size == 2
     with pytest.raises(TypeError):
         tf.as_dtype("float128x")
+
+
+def test_set_shape_checks_compatibility_as_tf():
+    """``Tensor.set_shape`` (the tf.data / py_function idiom): a compatible shape is a no-op
+    (``None`` sizes, TensorShape, ``None``), an incompatible one ValueError, a non-shape
+    TypeError; in a function and on a pending value too, which it does not compute."""
+    x = tf.constant([1.0, 2.0, 3.0])
+    for ok in ([3], [None], None, tf.TensorShape([3]), 3):
+        assert x.set_shape(ok) is None
+    for bad in ([4], [3, 1], []):
+        with pytest.raises(ValueError, match="not compatible with supplied shape"):
+            x.set_shape(bad)
+    with pytest.raises(TypeError, match="to a shape"):
+        x.set_shape("a")
+
+    @tf.function
+    def f(a):
+        a.set_shape([None, 2])
+        return a * 2.0
+
+    assert f(tf.zeros([3, 2])).shape == [3, 2]
+    with pytest.raises(ValueError):
+        f(tf.zeros([3, 3]))
+    w = tf.Variable([[1.0, 2.0]])
+    with tf.GradientTape() as tape:
+        y = tf.matmul(w, w, transpose_b=True)
+        y.set_shape([1, None])
+    assert float(tape.gradient(y, w)[0, 1]) == 4.0

@@ -373,7 +373,8 @@ def fill(tpl, it: Iterator[Any]):
 
 def split_out(x, dyn: List[Any]):
     """Outputs -> template with arrays taken out into ``dyn`` (a returned Variable is read:
-    its value when the program runs, not a constant of the trace)."""
+    its value when the program runs, not a constant of the trace; a Python number or NumPy
+    array becomes a Tensor, as TF's function outputs do; strings and other objects stay)."""
     if isinstance(x, Tensor):
         dyn.append(x._value)
         return DYN
@@ -394,6 +395,9 @@ def split_out(x, dyn: List[Any]):
         return {k: split_out(v, dyn) for k, v in x.items()}
     if isinstance(x, tuple) and hasattr(x, "_fields"):
         return t(*[split_out(e, dyn) for e in x])
+    if t in (bool, int, float, complex) or isinstance(x, (np.ndarray, np.generic)):
+        dyn.append(convert_to_tensor(x)._value)   # TF returns a Python number as a constant Tensor
+        return DYN
     return x
 
 

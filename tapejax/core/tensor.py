@@ -152,6 +152,23 @@ class Tensor:
     def get_shape(self) -> TensorShape:
         return self.shape
 
+    def set_shape(self, shape) -> None:
+        """``tf.Tensor.set_shape``: shapes here are always known, so this checks that ``shape``
+        (a list with ``None`` sizes, a TensorShape, ``None`` for any) is compatible; ValueError
+        as TF's otherwise.  Does not compute a pending value."""
+        if shape is None:
+            return
+        try:
+            dims = (shape,) if isinstance(shape, int) else tuple(
+                None if d is None else int(d) for d in getattr(shape, "as_list", lambda: shape)())
+        except (TypeError, ValueError):
+            raise TypeError(f"Failed to convert {shape!r} to a shape: a shape should be a single "
+                            "dimension (e.g. 10) or an iterable of dimensions (e.g. [1, 10, None]).") from None
+        have = tuple(self._meta.shape)
+        if len(dims) != len(have) or any(d is not None and isinstance(h, int) and d != h for d, h in zip(dims, have)):
+            raise ValueError(f"Tensor's shape {have} is not compatible with supplied shape "
+                             f"{tuple('?' if d is None else d for d in dims)}.".replace("'?'", "None"))
+
     @property
     def dtype(self) -> _dtypes.DType:
         return _dtypes.as_dtype(self._value.dtype)

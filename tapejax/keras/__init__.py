@@ -31,7 +31,7 @@ if not os.environ.get("KERAS_BACKEND") and "keras" not in __import__("sys").modu
 _WRAPPED = ("losses", "activations", "ops", "metrics", "utils")
 
 #: This package's own modules (imported by name, never looked up as Keras names).
-_SUBMODULES = frozenset({"calls", "hooks", "keys", "namespace", "trainer", "variables"})
+_SUBMODULES = frozenset({"calls", "data_adapter", "hooks", "keys", "namespace", "trainer", "variables"})
 
 #: Keras's names, loaded by ``__getattr__`` on first access (any other Keras name works too).
 KERAS_NAMES = ("layers", "Sequential", "Model", "Input", "Layer", "Variable", "losses", "metrics", "activations",

@@ -91,10 +91,11 @@ def load() -> ModuleType:
             os.environ["KERAS_BACKEND"] = "jax"
             keras = importlib.import_module("keras")
         _check_loaded(keras)
-        from . import calls, hooks, trainer, variables
+        from . import calls, data_adapter, hooks, trainer, variables
         variables.install()
         calls.install()
         trainer.install()
         hooks.install()
+        data_adapter.install()
         _KERAS = keras
         return keras

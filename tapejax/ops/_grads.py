@@ -7,7 +7,8 @@ at every order:
 
 * ties and kinks: ``maximum``/``minimum`` give the whole gradient to ``x`` on
   ties; ``abs'(0) = 0``; ``clip_by_value`` (their composition, as TF) passes
-  the gradient at its (inclusive) bounds; ``relu6`` passes nothing at 0 and 6; ``leaky_relu'(0) = alpha``; ``selu'(0) = scale``;
+  the gradient at its (inclusive) bounds; ``relu'(0) = 0`` and ``relu6`` passes nothing at 0 and 6,
+  both by multiplying with the mask as TF's kernels do (an infinite gradient becomes NaN there); ``leaky_relu'(0) = alpha``; ``selu'(0) = scale``;
 * NaN hygiene: ``sqrt``, ``rsqrt`` and ``reciprocal`` give a zero gradient
   wherever the *incoming* gradient is zero, so ``where(x > 0, sqrt(x), 0)``
   stays finite at ``x <= 0``.  That rule is not linear in IEEE arithmetic
@@ -231,6 +232,20 @@ def clip_by_value(x, lo, hi):
 
 
 @jax.custom_jvp
+def relu(x):
+    x = jnp.asarray(x)
+    return jnp.maximum(x, 0).astype(x.dtype)
+
+
+@relu.defjvp
+def _relu_jvp(p, t):
+    # TF's ReluGrad multiplies by the mask (an infinite incoming gradient gives NaN at x <= 0,
+    # as sqrt(relu(x)) does in TF); jax.nn.relu selects, which gives 0 there
+    (x,), (tx,) = p, t
+    return relu(x), jnp.where(x > 0, tx, tx * 0)   # (not tx * mask: XLA rewrites that to a select)
+
+
+@jax.custom_jvp
 def relu6(x):
     x = jnp.asarray(x)
     return jnp.minimum(jnp.maximum(x, 0), 6).astype(x.dtype)
@@ -239,7 +254,7 @@ def relu6(x):
 @relu6.defjvp
 def _relu6_jvp(p, t):
     (x,), (tx,) = p, t
-    return relu6(x), jnp.where((x > 0) & (x < 6), tx, jnp.zeros_like(tx))
+    return relu6(x), jnp.where((x > 0) & (x < 6), tx, tx * 0)   # TF's Relu6Grad multiplies by the mask
 
 
 @jax.custom_jvp

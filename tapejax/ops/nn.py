@@ -42,7 +42,7 @@ def _elu(x):
 
 _ns = {}
 unary_ops(_ns, [
-    ("relu", "Relu", jax.nn.relu, True, None, "features"),
+    ("relu", "Relu", G.relu, True, None, "features"),
     ("relu6", "Relu6", G.relu6, True, None, "features"),
     ("elu", "Elu", _elu, True, "real", "features"),
     ("selu", "Selu", G.selu, True, "real", "features"),

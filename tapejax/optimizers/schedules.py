@@ -135,4 +135,90 @@ class CosineDecay(_JnpSchedule):
                 "warmup_steps": self.warmup_steps}
 
 
-__all__ = ["LearningRateSchedule", "ExponentialDecay", "PiecewiseConstantDecay", "CosineDecay"]
+class InverseTimeDecay(_JnpSchedule):
+    """``initial_learning_rate / (1 + decay_rate * step / decay_steps)`` (the ratio floored with
+    ``staircase``), as tf_keras 2.21."""
+
+    def __init__(self, initial_learning_rate, decay_steps, decay_rate, staircase=False, name=None):
+        _positive("decay_steps", decay_steps)
+        self.initial_learning_rate = initial_learning_rate
+        self.decay_steps = decay_steps
+        self.decay_rate = decay_rate
+        self.staircase = staircase
+        self.name = name
+
+    def _rate(self, step):
+        p = _step(step) / _f32(self.decay_steps)
+        if self.staircase:
+            p = jnp.floor(p)
+        return _f32(self.initial_learning_rate) / (1.0 + _f32(self.decay_rate) * p)
+
+    def get_config(self):
+        return {"initial_learning_rate": self.initial_learning_rate, "decay_steps": self.decay_steps,
+                "decay_rate": self.decay_rate, "staircase": self.staircase, "name": self.name}
+
+
+class PolynomialDecay(_JnpSchedule):
+    """``(initial - end) * (1 - step / decay_steps) ** power + end``, the step capped at
+    ``decay_steps``; with ``cycle`` the horizon grows to the next multiple of ``decay_steps``
+    instead, as tf_keras 2.21."""
+
+    def __init__(self, initial_learning_rate, decay_steps, end_learning_rate=0.0001, power=1.0, cycle=False,
+                 name=None):
+        _positive("decay_steps", decay_steps)
+        self.initial_learning_rate = initial_learning_rate
+        self.decay_steps = decay_steps
+        self.end_learning_rate = end_learning_rate
+        self.power = power
+        self.cycle = cycle
+        self.name = name
+
+    def _rate(self, step):
+        s = _step(step)
+        horizon = _f32(self.decay_steps)
+        if self.cycle:
+            horizon = horizon * jnp.where(s == 0, 1.0, jnp.ceil(s / horizon))
+        else:
+            s = jnp.minimum(s, horizon)
+        init, end = _f32(self.initial_learning_rate), _f32(self.end_learning_rate)
+        return (init - end) * jnp.power(1.0 - s / horizon, _f32(self.power)) + end
+
+    def get_config(self):
+        return {"initial_learning_rate": self.initial_learning_rate, "decay_steps": self.decay_steps,
+                "end_learning_rate": self.end_learning_rate, "power": self.power, "cycle": self.cycle,
+                "name": self.name}
+
+
+class CosineDecayRestarts(_JnpSchedule):
+    """Cosine decay with warm restarts (SGDR): periods ``first_decay_steps * t_mul ** i``, each
+    restart's peak scaled by ``m_mul ** i``, floor ``alpha``, as tf_keras 2.21."""
+
+    def __init__(self, initial_learning_rate, first_decay_steps, t_mul=2.0, m_mul=1.0, alpha=0.0, name=None):
+        _positive("first_decay_steps", first_decay_steps)
+        self.initial_learning_rate = initial_learning_rate
+        self.first_decay_steps = first_decay_steps
+        self._t_mul = t_mul
+        self._m_mul = m_mul
+        self.alpha = alpha
+        self.name = name
+
+    def _rate(self, step):
+        frac = _step(step) / _f32(self.first_decay_steps)
+        t_mul, m_mul = _f32(self._t_mul), _f32(self._m_mul)
+        if self._t_mul == 1.0:
+            i_restart = jnp.floor(frac)
+            frac = frac - i_restart
+        else:
+            i_restart = jnp.floor(jnp.log(1.0 - frac * (1.0 - t_mul)) / jnp.log(t_mul))
+            done = (1.0 - t_mul ** i_restart) / (1.0 - t_mul)
+            frac = (frac - done) / t_mul ** i_restart
+        cosine = 0.5 * m_mul ** i_restart * (1.0 + jnp.cos(_f32(math.pi) * frac))
+        return _f32(self.initial_learning_rate) * ((1 - _f32(self.alpha)) * cosine + _f32(self.alpha))
+
+    def get_config(self):
+        return {"initial_learning_rate": self.initial_learning_rate, "first_decay_steps": self.first_decay_steps,
+                "t_mul": self._t_mul, "m_mul": self._m_mul, "alpha": self.alpha, "name": self.name}
+
+
+__all__ = ["LearningRateSchedule", "ExponentialDecay", "PiecewiseConstantDecay", "CosineDecay", "CosineDecayRestarts",
+           "InverseTimeDecay", "PolynomialDecay"]

@@ -135,6 +135,23 @@ def test_schedules(tf):
 
 
 @parity(needs="keras.optimizers.schedules.ExponentialDecay", **RT)
+def test_inverse_time_polynomial_and_restart_schedules(tf):
+    """InverseTimeDecay, PolynomialDecay (capped and cycling) and CosineDecayRestarts (t_mul 1
+    and 2, m_mul) at steps 0..14, their configs, and SGD trained with each."""
+    s = tf.keras.optimizers.schedules
+    scheds = [s.InverseTimeDecay(0.2, decay_steps=2, decay_rate=0.5),
+              s.InverseTimeDecay(0.2, decay_steps=2, decay_rate=0.5, staircase=True),
+              s.PolynomialDecay(0.1, decay_steps=5, end_learning_rate=0.01, power=2.0),
+              s.PolynomialDecay(0.1, decay_steps=4, cycle=True),
+              s.CosineDecayRestarts(0.1, first_decay_steps=3, alpha=0.1),
+              s.CosineDecayRestarts(0.1, first_decay_steps=2, t_mul=1.0, m_mul=0.5)]
+    values = [[float(np.asarray(sc(step))) for step in range(15)] for sc in scheds]
+    configs = [sorted(sc.get_config()) for sc in scheds]
+    trained = [_train(tf, _opt(tf, "SGD", learning_rate=sc)) for sc in scheds[::2]]
+    return values, configs, trained, float(np.asarray(type(scheds[2]).from_config(scheds[2].get_config())(3)))
+
+
+@parity(needs="keras.optimizers.schedules.ExponentialDecay", **RT)
 def test_schedule_called_by_the_user_gives_a_tensor(tf):
     """A built-in schedule called with an int, a Tensor, ``optimizer.iterations`` or inside a
     function returns a float32 Tensor, as in TF (a training loop logs ``sched(step).numpy()``)."""
