@@ -113,6 +113,25 @@ def _static_shape(dense_shape: Any) -> Optional[Tuple[int, ...]]:
     return tuple(int(d) for d in a.reshape(-1))
 
 
+def _int_tensor(x: Any, arg: str) -> Tensor:
+    """``x`` as an index Tensor: int64 held as ``index_dtype()`` (an integer Tensor of another
+    width is cast: without JAX's 64-bit mode int64 and int32 Tensors are the same)."""
+    try:
+        t = x if isinstance(x, Tensor) else convert_to_tensor(x, dtype=_dtypes.int64)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"Cannot convert {x!r} to EagerTensor of dtype int64 (argument `{arg}` of SparseTensor): "
+                        f"{e}") from None
+    if not t.dtype.is_integer:
+        raise TypeError(f"Cannot convert {x!r} to EagerTensor of dtype int64 (argument `{arg}` of SparseTensor: "
+                        f"got {t.dtype.name})")
+    if t.dtype.name != np.dtype(index_dtype()).name:
+        t = bind(_AS_INDEX, t, dtype=index_dtype())
+    return t
+
+
+_AS_INDEX = define("SparseIndexCast", lambda x, *, dtype: x.astype(dtype), differentiable=False)
+
+
 def _rank_error(shape: tuple, rank: int) -> ValueError:
     return ValueError(f"Shape {tuple(shape)} must have rank {rank}")
 
@@ -124,17 +143,13 @@ class SparseTensor:
 
     def __init__(self, indices: Any, values: Any, dense_shape: Any):
         static = _static_shape(dense_shape)
-        try:
-            ind = convert_to_tensor(indices, dtype=_dtypes.int64)
-        except (TypeError, ValueError) as e:
-            raise TypeError(f"Cannot convert {indices!r} to EagerTensor of dtype int64 (argument `indices` of "
-                            f"SparseTensor): {e}") from None
+        ind = _int_tensor(indices, "indices")
         vals = values if isinstance(values, Tensor) else convert_to_tensor(values)
         if static is not None:
             with jax.ensure_compile_time_eval():
                 shape_t = Tensor(jnp.asarray(static, index_dtype()))
         else:
-            shape_t = convert_to_tensor(dense_shape, dtype=_dtypes.int64)
+            shape_t = _int_tensor(dense_shape, "dense_shape")
         if ind.ndim != 2:
             raise _rank_error(ind.shape, 2)
         if vals.ndim != 1:
