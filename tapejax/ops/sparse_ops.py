@@ -31,7 +31,16 @@ from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
 from ..core.nest import flatten, pack_sequence_as
 from ..core.tensor import Tensor
-from .sparse_tensor import SparseTensor, SparseTensorSpec, check_indices, host_indices, index_dtype, is_traced, to_dense
+from .sparse_tensor import (
+    SparseTensor,
+    SparseTensorSpec,
+    TracedSparseError,
+    check_indices,
+    host_indices,
+    index_dtype,
+    is_traced,
+    to_dense,
+)
 
 _FLAT = define("SparseFlattenDense", lambda x: x.reshape(-1))
 GATHER = define("SparseGatherValues", lambda values, sel: values[sel])
@@ -130,7 +139,7 @@ def from_dense(tensor: Any, name: Any = None) -> SparseTensor:
     """``tf.sparse.from_dense``: the non-zero entries of ``tensor``, in row-major order."""
     t = convert_to_tensor(tensor)
     if is_traced(t):
-        raise ValueError("tf.sparse.from_dense: the number of entries depends on the tensor's values, which are "
+        raise TracedSparseError("tf.sparse.from_dense: the number of entries depends on the tensor's values, which are "
                          "unknown inside a tapejax.function trace (JAX needs static shapes).")
     host = np.asarray(t.numpy())
     ind = np.argwhere(host != np.zeros((), host.dtype)).astype(np.int64)

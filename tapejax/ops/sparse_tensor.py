@@ -62,10 +62,15 @@ def is_traced(t: Any) -> bool:
     return isinstance(getattr(t, "_value", t), _Tracer)
 
 
+class TracedSparseError(ValueError):
+    """A sparse op whose result's size depends on values, called inside a JAX trace (a
+    ``tapejax.data`` function catches it and runs eagerly instead)."""
+
+
 def host_indices(sp: "SparseTensor", op: str) -> np.ndarray:
     """``sp``'s indices on the host (int64), or ValueError inside a trace."""
     if is_traced(sp._indices):
-        raise ValueError(f"{op}: the number of entries of its result depends on the values of the SparseTensor's "
+        raise TracedSparseError(f"{op}: the number of entries of its result depends on the values of the SparseTensor's "
                          "indices, which are unknown inside a tapejax.function trace (JAX needs static shapes); "
                          "call it outside the function (eagerly, or in a tf.data map).")
     return np.asarray(sp._indices.numpy(), np.int64).reshape(-1, sp.rank)
@@ -377,5 +382,5 @@ def to_dense(sp_input: Any, default_value: Any = None, validate_indices: bool = 
     return out
 
 
-__all__ = ["CWISE_DIV", "CWISE_MUL", "SparseParts", "SparseTensor", "SparseTensorSpec", "TO_DENSE", "check_indices", "cwise", "host_indices",
+__all__ = ["CWISE_DIV", "CWISE_MUL", "SparseParts", "SparseTensor", "SparseTensorSpec", "TO_DENSE", "TracedSparseError", "check_indices", "cwise", "host_indices",
            "index_dtype", "is_traced", "to_dense"]
