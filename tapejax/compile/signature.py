@@ -253,7 +253,7 @@ def arg_key(x, dyn: List[Any]):
         shape = x._static_shape
         return (t, arg_key(x.values, dyn), arg_key(x.indices, dyn),
                 shape if shape is not None else arg_key(x.dense_shape, dyn))
-    if t is SparseTensor:   # its parts dynamic, its static dense shape in the key (ops.sparse_tensor)
+    if isinstance(x, SparseTensor):   # its parts dynamic, its static dense shape in the key (ops.sparse_tensor)
         shape = x._static
         return (t, arg_key(x.indices, dyn), arg_key(x.values, dyn),
                 shape if shape is not None else arg_key(x.dense_shape, dyn))

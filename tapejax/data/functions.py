@@ -417,7 +417,7 @@ def _concrete_spec(aval: Optional[_Aval]) -> S.Spec:
 
 def _unknown_dims(spec: S.Spec) -> S.Spec:
     if isinstance(spec, SparseTensorSpec):
-        return spec if spec.shape.rank is None else SparseTensorSpec([None] * spec.shape.rank, spec.dtype)
+        return spec if spec.dims is None else SparseTensorSpec([None] * len(spec.dims), spec.dtype)
     if not isinstance(spec, TensorSpec) or spec.shape is None:
         return spec
     return TensorSpec((None,) * len(spec.shape), spec.dtype)

@@ -21,7 +21,6 @@ import numpy as np
 from ..core import dtypes as _dtypes
 from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
-from ..core.tensor import TensorShape
 from ..ops.sparse_tensor import SparseTensor, SparseTensorSpec
 
 
@@ -72,30 +71,30 @@ def spec(v: SparseValue) -> SparseTensorSpec:
 
 def zero(s: SparseTensorSpec) -> SparseValue:
     """An element with no entries fitting spec ``s`` (unknown dimensions 1)."""
-    dims = s.shape.as_list() if s.shape.rank is not None else [1]
+    dims = list(s.dims) if s.dims is not None else [1]
     shape = np.asarray([1 if d is None else d for d in dims], np.int64)
     return SparseValue(np.zeros((0, len(shape)), np.int64), np.zeros(0, s.dtype.as_numpy_dtype), shape)
 
 
 def batched(s: SparseTensorSpec, size: Optional[int]) -> SparseTensorSpec:
-    if s.shape.rank is None:
+    if s.dims is None:
         return SparseTensorSpec(None, s.dtype)
-    return SparseTensorSpec([size] + s.shape.as_list(), s.dtype)
+    return SparseTensorSpec((size,) + s.dims, s.dtype)
 
 
 def unbatched(s: SparseTensorSpec) -> SparseTensorSpec:
-    if s.shape.rank is None:
+    if s.dims is None:
         return s
-    return SparseTensorSpec(s.shape.as_list()[1:], s.dtype)
+    return SparseTensorSpec(s.dims[1:], s.dtype)
 
 
 def combine(a: SparseTensorSpec, b: Any) -> Optional[SparseTensorSpec]:
     """The most specific spec both fit (dimensions that differ unknown), or None."""
     if not isinstance(b, SparseTensorSpec) or a.dtype != b.dtype:
         return None
-    if a.shape.rank is None or b.shape.rank is None or a.shape.rank != b.shape.rank:
+    if a.dims is None or b.dims is None or len(a.dims) != len(b.dims):
         return SparseTensorSpec(None, a.dtype)
-    return SparseTensorSpec([x if x == y else None for x, y in zip(a.shape.as_list(), b.shape.as_list())], a.dtype)
+    return SparseTensorSpec([x if x == y else None for x, y in zip(a.dims, b.dims)], a.dtype)
 
 
 def stack(comps: Sequence[SparseValue], k: int) -> SparseValue:
@@ -114,16 +113,11 @@ def stack(comps: Sequence[SparseValue], k: int) -> SparseValue:
 
 def grown(v: SparseValue, s: SparseTensorSpec) -> SparseValue:
     """``v`` with each dimension ``s`` leaves unknown one larger (``hostfn``'s spec inference)."""
-    if s.shape.rank is None:
+    if s.dims is None:
         return v
-    more = np.asarray([1 if d is None else 0 for d in s.shape.as_list()], np.int64)
+    more = np.asarray([1 if d is None else 0 for d in s.dims], np.int64)
     return SparseValue(v.indices, v.values, v.dense_shape + more)
 
 
-def is_compatible(v: SparseValue, s: Any) -> bool:
-    return isinstance(s, SparseTensorSpec) and s.dtype.as_numpy_dtype == v.values.dtype and \
-        TensorShape(v.shape).is_compatible_with(s.shape)
-
-
-__all__ = ["SparseValue", "batched", "combine", "dense", "from_sparse", "grown", "is_compatible", "spec", "stack", "to_sparse",
+__all__ = ["SparseValue", "batched", "combine", "dense", "from_sparse", "grown", "spec", "stack", "to_sparse",
            "unbatched", "zero"]

@@ -9,6 +9,7 @@ import numpy as np
 from ..compile.signature import TensorSpec
 from ..core import dtypes as _dtypes
 from ..core.tensor import Tensor
+from ..ops.sparse_tensor import SparseTensorSpec
 from . import args as A, structure as S
 from .build import Build
 from .dataset import Dataset, kind
@@ -98,8 +99,9 @@ class Batch(Dataset):
     def _build(self, ctx: Build) -> Any:
         p = self._inputs[0]._build(ctx)
         nodes = _nodes()
-        if isinstance(p, nodes.Node):
-            return nodes.Batch(p, self._size, self._drop, self._padding)
+        if isinstance(p, nodes.Node):   # (SparseTensor components: no gather, ``sparse_elements.stack``)
+            sparse = any(isinstance(s, SparseTensorSpec) for s in S.flatten(self._inputs[0].element_spec))
+            return nodes.Batch(p, self._size, self._drop, self._padding or (nodes.stack if sparse else None))
         return p.batch(self._size, drop_remainder=self._drop, batch_fn=self._padding or nodes.stack)
 
 

@@ -144,7 +144,7 @@ def from_dense(tensor: Any, name: Any = None) -> SparseTensor:
     host = np.asarray(t.numpy())
     ind = np.argwhere(host != np.zeros((), host.dtype)).astype(np.int64)
     flat = np.ravel_multi_index(tuple(ind.T), host.shape) if host.ndim else np.zeros(len(ind), np.int64)
-    values = _gather(bind(_FLAT, t), flat)
+    values = _gather(bind(_FLAT, t), np.asarray(flat, np.int64))
     return SparseTensor._of(ind, values, tuple(host.shape))
 
 

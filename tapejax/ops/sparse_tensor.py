@@ -206,7 +206,7 @@ class SparseTensor:
 
     @property
     def rank(self) -> int:
-        return int(self._indices.shape[1])
+        return int(np.shape(self._indices)[1])
 
     @property
     def shape(self) -> TensorShape:
@@ -270,12 +270,14 @@ class SparseTensor:
 
 
 class SparseTensorSpec:
-    """``tf.SparseTensorSpec(shape=None, dtype=float32)``: the type of a SparseTensor."""
+    """``tf.SparseTensorSpec(shape=None, dtype=float32)``: the type of a SparseTensor (a shape of
+    ints and Nones; None for an unknown rank, whose ``shape`` is None as ``TensorSpec``'s)."""
 
-    __slots__ = ("_shape", "_dtype")
+    __slots__ = ("_dims", "_dtype")
 
     def __init__(self, shape: Any = None, dtype: Any = _dtypes.float32):
-        self._shape = TensorShape(shape)
+        self._dims: Optional[Tuple[Optional[int], ...]] = None if shape is None else tuple(
+            None if d is None else int(d) for d in (shape.as_list() if hasattr(shape, "as_list") else shape))
         self._dtype = _dtypes.as_dtype(dtype)
 
     @classmethod
@@ -285,8 +287,13 @@ class SparseTensorSpec:
         return value._type_spec
 
     @property
-    def shape(self) -> TensorShape:
-        return self._shape
+    def shape(self) -> Optional[TensorShape]:
+        return None if self._dims is None else TensorShape(self._dims)
+
+    @property
+    def dims(self) -> Optional[Tuple[Optional[int], ...]]:
+        """The dense shape as a tuple (None entries unknown), or None for an unknown rank."""
+        return self._dims
 
     @property
     def dtype(self) -> _dtypes.DType:
@@ -299,21 +306,21 @@ class SparseTensorSpec:
     def is_compatible_with(self, other: Any) -> bool:
         if isinstance(other, SparseTensor):
             other = other._type_spec
-        return (isinstance(other, SparseTensorSpec) and self._dtype == other._dtype
-                and self._shape.is_compatible_with(other._shape))
-
-    def _key(self) -> tuple:
-        dims = None if self._shape.rank is None else tuple(self._shape.as_list())
-        return (dims, self._dtype.name)
+        if not isinstance(other, SparseTensorSpec) or self._dtype != other._dtype:
+            return False
+        a, b = self._dims, other._dims
+        return a is None or b is None or (len(a) == len(b) and all(
+            x is None or y is None or x == y for x, y in zip(a, b)))
 
     def __eq__(self, other: Any) -> bool:
-        return type(other) is SparseTensorSpec and self._key() == other._key()
+        return type(other) is SparseTensorSpec and (self._dims, self._dtype.name) == (other._dims, other._dtype.name)
 
     def __hash__(self) -> int:
-        return hash(("SparseTensorSpec",) + self._key())
+        return hash(("SparseTensorSpec", self._dims, self._dtype.name))
 
     def __repr__(self) -> str:
-        return f"SparseTensorSpec({self._shape!r}, tf.{self._dtype.name})"
+        shape = "TensorShape(None)" if self._dims is None else f"TensorShape({list(self._dims)})"
+        return f"SparseTensorSpec({shape}, tf.{self._dtype.name})"
 
 
 class SparseParts(NamedTuple):
