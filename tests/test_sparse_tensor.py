@@ -163,3 +163,25 @@ def test_dataset_components():
     mixed = tf.data.Dataset.from_tensors(a).concatenate(tf.data.Dataset.from_tensors(tf.SparseTensor([[0, 0]], [1], [1, 1])))
     with pytest.raises(Exception):
         next(iter(mixed.batch(2)))
+
+
+def test_unsupported_dataset_transforms_on_sparse_components_say_so():
+    ds = tf.data.Dataset.from_tensors(tf.SparseTensor([[0]], [1], [2]))
+    with pytest.raises(TypeError, match="padded_batch"):
+        ds.padded_batch(2)
+    with pytest.raises(tf.errors.UnimplementedError, match="unbatch"):
+        ds.batch(1).unbatch()
+
+
+def test_var_len_spec_dimensions_are_unknown_and_int64_range_checked():
+    """A VarLenFeature's spec is [None] even when the samples agree (hostops.perturbed), and an
+    int64 value outside int32 without x64 is InvalidArgumentError (tapejax's int64 rule)."""
+    ex = tf.train.Example(features=tf.train.Features(feature={
+        "ids": tf.train.Feature(int64_list=tf.train.Int64List(value=[1, 2]))})).SerializeToString()
+    feats = {"ids": tf.io.VarLenFeature(tf.int64)}
+    ds = tf.data.Dataset.from_tensors(ex).repeat(2).map(lambda s: tf.io.parse_single_example(s, feats))
+    assert ds.element_spec["ids"] == tf.SparseTensorSpec([None], tf.int32)
+    big = tf.train.Example(features=tf.train.Features(feature={
+        "ids": tf.train.Feature(int64_list=tf.train.Int64List(value=[2 ** 40]))})).SerializeToString()
+    with pytest.raises(InvalidArgumentError, match="64-bit mode"):
+        tf.io.parse_single_example(big, feats)

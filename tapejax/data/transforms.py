@@ -8,6 +8,7 @@ import numpy as np
 
 from ..compile.signature import TensorSpec
 from ..core import dtypes as _dtypes
+from ..core.errors import UnimplementedError
 from ..core.tensor import Tensor
 from ..ops.sparse_tensor import SparseTensorSpec
 from . import args as A, structure as S
@@ -90,6 +91,8 @@ class Batch(Dataset):
     def __init__(self, input: Dataset, size: int, drop: bool, padding: Optional[Tuple[Any, Any]]):
         self._size, self._drop = size, drop
         specs: List[S.Spec] = S.flatten(input.element_spec)
+        if padding is not None and any(isinstance(s, SparseTensorSpec) for s in specs):
+            raise TypeError("Dataset.padded_batch() does not support SparseTensor components (TF's rule); use batch().")
         self._padding = None if padding is None else _padding(input.element_spec, specs, *padding)
         if self._padding is not None:
             specs = [S.with_shape(s, shape) for s, shape in zip(specs, self._padding.shapes)]
@@ -185,6 +188,9 @@ class Unbatch(Dataset):
         for s in specs:
             if isinstance(s, TensorSpec) and s.shape is not None and len(s.shape) == 0:
                 raise ValueError("Cannot unbatch an input with scalar components.")
+            if isinstance(s, SparseTensorSpec):
+                raise UnimplementedError(None, None, "Dataset.unbatch() of SparseTensor components is not "
+                                         "implemented in tapejax yet; densify them first (tf.sparse.to_dense in a map).")
         leading = {s.shape[0] for s in specs if isinstance(s, TensorSpec) and s.shape is not None}
         size = next(iter(leading)) if len(leading) == 1 else None
         card = input._cardinality
