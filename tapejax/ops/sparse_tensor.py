@@ -41,6 +41,7 @@ import numpy as np
 
 from ..core import dtypes as _dtypes
 from ..core.bind import bind, define
+from ..core.conversion import register_tensor_conversion_function
 from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
 from ..core.tensor import Tensor, TensorShape
@@ -145,6 +146,9 @@ class SparseTensor:
     """``tf.SparseTensor(indices, values, dense_shape)`` (see the module docstring)."""
 
     __slots__ = ("_indices", "_values", "_dense_shape", "_static", "__weakref__")
+
+    #: ``tf.is_tensor`` is True for a SparseTensor, as TF's (``core.convert.is_tensor``)
+    _tapejax_composite = True
 
     def __init__(self, indices: Any, values: Any, dense_shape: Any):
         static = _static_shape(dense_shape)
@@ -349,6 +353,17 @@ def _unflatten(parts: SparseParts, children) -> SparseTensor:
 
 
 jax.tree_util.register_pytree_node(SparseTensor, _flatten, _unflatten)
+
+
+def _refuse_conversion(value: SparseTensor, dtype: Any = None, name: Any = None, as_ref: bool = False) -> Any:
+    """A SparseTensor is not converted to a dense Tensor implicitly (TF's ValueError), so an op
+    that takes a dense tensor refuses one rather than reading it as an object."""
+    raise ValueError(f"Attempt to convert a value ({value!r}) with an unsupported type ({type(value)}) to a Tensor. "
+                     "A SparseTensor is not densified implicitly: use tf.sparse.to_dense(sp), or "
+                     "tf.sparse.map_values(op, sp) for an elementwise op on its values.")
+
+
+register_tensor_conversion_function(SparseTensor, _refuse_conversion, priority=0)
 
 
 def check_indices(ind: np.ndarray, shape: Tuple[int, ...], order: bool = True) -> None:
