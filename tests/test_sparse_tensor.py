@@ -185,3 +185,18 @@ def test_var_len_spec_dimensions_are_unknown_and_int64_range_checked():
         "ids": tf.train.Feature(int64_list=tf.train.Int64List(value=[2 ** 40]))})).SerializeToString()
     with pytest.raises(InvalidArgumentError, match="64-bit mode"):
         tf.io.parse_single_example(big, feats)
+
+
+def test_from_tensor_slices_of_a_sparse_tensor_says_so():
+    with pytest.raises(tf.errors.UnimplementedError, match="from_tensor_slices of a SparseTensor"):
+        tf.data.Dataset.from_tensor_slices(tf.SparseTensor([[0, 1]], [1.0], [2, 2]))
+
+
+def test_no_implicit_densifying_and_is_tensor():
+    sp = tf.SparseTensor([[0, 1]], [1.0], [2, 2])
+    assert tf.is_tensor(sp)
+    with pytest.raises(ValueError, match="not densified implicitly.*tf.sparse.to_dense"):
+        tf.convert_to_tensor(sp)
+    with pytest.raises(ValueError, match="not densified implicitly"):
+        tf.identity(sp)
+    np.testing.assert_array_equal(tf.shape(sp).numpy(), [2, 2])

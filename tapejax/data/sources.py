@@ -11,7 +11,7 @@ import numpy as np
 
 from ..compile.signature import TensorSpec
 from ..core import dtypes as _dtypes
-from ..core.errors import InternalError, InvalidArgumentError
+from ..core.errors import InternalError, InvalidArgumentError, UnimplementedError
 from . import args as A, structure as S
 from .build import Build
 from .dataset import Dataset, kind
@@ -34,6 +34,10 @@ class TensorSlices(Dataset):
         for c in comps:
             if c is None:
                 continue
+            if not hasattr(c, "ndim"):   # (a SparseTensor's host SparseValue: ``sparse_elements``)
+                raise UnimplementedError(None, None, "from_tensor_slices of a SparseTensor is not implemented in "
+                                         "tapejax yet: slice it densely (tf.sparse.to_dense), or use from_tensors "
+                                         "of each row.")
             if np.ndim(c) == 0:
                 raise ValueError(f"from_tensor_slices: `tensors` has a scalar component {c!r}: unbatching a tensor "
                                  "is only supported for rank >= 1.")

@@ -47,6 +47,13 @@ def test_construction_errors(tf):
 
 
 @parity
+def test_not_a_dense_tensor(tf):
+    """is_tensor is True, convert_to_tensor refuses (ValueError), tf.shape is the dense shape."""
+    sp = _sp(tf)
+    return tf.is_tensor(sp), raises(tf.convert_to_tensor, sp), tf.shape(sp)
+
+
+@parity
 def test_to_dense_and_from_dense(tf):
     """to_dense (default value), from_dense's row-major entries, eye."""
     sp = _ordered(tf)
