@@ -45,6 +45,7 @@ from ..core.conversion import register_tensor_conversion_function
 from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
 from ..core.tensor import Tensor, TensorShape
+from ._registry import UNARY_DISPATCH
 
 _Tracer = jax.core.Tracer
 
@@ -364,6 +365,20 @@ def _refuse_conversion(value: SparseTensor, dtype: Any = None, name: Any = None,
 
 
 register_tensor_conversion_function(SparseTensor, _refuse_conversion, priority=0)
+
+#: The unary ops TF 2.21 applies to a SparseTensor's values (those with f(0) = 0 it dispatches);
+#: any other refuses it as a dense op does.
+UNARY_OPS = frozenset(["Abs", "Neg", "Square", "Sqrt", "Sin", "Sign", "Tanh", "Erf", "Atan", "Asin", "Tan",
+                       "BesselI0e", "BesselI1e", "Asinh", "Atanh"])
+
+
+def _unary(op: Any, op_type: str, sp: SparseTensor) -> SparseTensor:
+    if op_type not in UNARY_OPS:
+        _refuse_conversion(sp)
+    return sp.with_values(op(sp._values))
+
+
+UNARY_DISPATCH[SparseTensor] = _unary
 
 
 def check_indices(ind: np.ndarray, shape: Tuple[int, ...], order: bool = True) -> None:

@@ -146,6 +146,23 @@ def test_elementwise(tf):
 
 
 @parity
+def test_unary_ops_dispatch_on_values(tf):
+    """The zero-preserving unary ops TF dispatches (abs, negative, square, sqrt, sin, sign, tanh,
+    erf, atan, asin, tan, asinh, atanh), cast and identity map the values; exp (f(0) != 0) and
+    relu refuse a SparseTensor (ValueError); the values' gradient flows through."""
+    a = _ordered(tf)
+    ops = [tf.abs, tf.negative, tf.math.square, tf.math.sin, tf.math.sign, tf.math.tanh, tf.math.erf, tf.math.atan,
+           tf.math.tan, tf.math.asinh]
+    small = tf.sparse.map_values(lambda v: v / 10.0, a)
+    v = tf.Variable([1.0, -2.0])
+    with tf.GradientTape() as t:
+        y = tf.reduce_sum(tf.abs(tf.SparseTensor([[0, 0], [1, 1]], v * 3.0, [2, 2])).values)
+    return ([parts(tf, f(a)) for f in ops], parts(tf, tf.math.sqrt(tf.abs(a))), parts(tf, tf.math.asin(small)),
+            parts(tf, tf.math.atanh(small)), parts(tf, tf.cast(a, tf.int32)), parts(tf, tf.identity(a)),
+            raises(tf.exp, a), raises(tf.nn.relu, a), t.gradient(y, v))
+
+
+@parity
 def test_gradients_wrt_values_and_dense(tf):
     """Gradients through to_dense, sparse_dense_matmul (values and b), reductions, add, map_values,
     reorder, slice, softmax, fill_empty_rows (values and default); None for indices."""
