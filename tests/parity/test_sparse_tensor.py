@@ -146,6 +146,24 @@ def test_elementwise(tf):
 
 
 @parity
+def test_split_reset_shape_and_segment_reductions(tf):
+    """split (uneven sizes), reset_shape (tightest, larger, smaller refused), segment_sum / mean /
+    sqrt_n (with and without num_segments, their errors) and segment_mean's gradient."""
+    s = tf.SparseTensor([[0, 0], [0, 3], [1, 1], [2, 4]], [1.0, 2.0, 3.0, 4.0], [3, 5])
+    c = tf.Variable([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    with tf.GradientTape() as t:
+        y = tf.reduce_sum(tf.sparse.segment_mean(c, [0, 2, 0], [0, 0, 1]) ** 2)
+    return ([parts(tf, x) for x in tf.sparse.split(sp_input=s, num_split=2, axis=1)],
+            [parts(tf, x) for x in tf.sparse.split(sp_input=s, num_split=2, axis=0)],
+            parts(tf, tf.sparse.reset_shape(s)), parts(tf, tf.sparse.reset_shape(s, [4, 6])),
+            raises(tf.sparse.reset_shape, s, [2, 6]),
+            tf.sparse.segment_sum(c, [0, 2, 1], [0, 0, 1]), tf.sparse.segment_sum(c, [0, 2, 1], [0, 0, 2], num_segments=4),
+            tf.sparse.segment_mean(c, [0, 2, 1], [0, 0, 2]), tf.sparse.segment_sqrt_n(c, [0, 2, 1], [0, 0, 2]),
+            raises(tf.sparse.segment_sum, c, [0, 2, 1], [1, 0, 0]), raises(tf.sparse.segment_sum, c, [0, 5, 1], [0, 0, 1]),
+            t.gradient(y, c))
+
+
+@parity
 def test_unary_ops_dispatch_on_values(tf):
     """The zero-preserving unary ops TF dispatches (abs, negative, square, sqrt, sin, sign, tanh,
     erf, atan, asin, tan, asinh, atanh), cast and identity map the values; exp (f(0) != 0) and
