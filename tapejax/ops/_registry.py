@@ -29,6 +29,7 @@ test).
 """
 import operator
 import types
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -250,7 +251,7 @@ _META_OF = {Tensor: operator.attrgetter("_value.aval"), Pending: operator.attrge
 #: type -> ``fn(op, op_type, x)`` applying the unary op ``op`` (TF type ``op_type``) to ``x`` of that
 #: type, which is not a Tensor (TF's dispatch for composite tensors: ``tf.abs(sparse_tensor)``);
 #: filled by the type's module (``sparse_tensor``).  Only the slow path looks it up.
-UNARY_DISPATCH: "dict[type, object]" = {}
+UNARY_DISPATCH: "dict[type, Callable[..., Any]]" = {}
 
 
 def _unary(p, op_type, kinds, call):
