@@ -200,3 +200,16 @@ def test_no_implicit_densifying_and_is_tensor():
     with pytest.raises(ValueError, match="not densified implicitly"):
         tf.identity(sp)
     np.testing.assert_array_equal(tf.shape(sp).numpy(), [2, 2])
+
+
+def test_input_signature_with_a_sparse_tensor_spec():
+    """A SparseTensorSpec in input_signature checks its argument (TypeError otherwise; TF does not
+    check the dense shape of an eager SparseTensor there) and the call is keyed by the dense shape."""
+    f = tf.function(lambda sp: tf.sparse.reduce_sum(sp, axis=1),
+                    input_signature=[tf.SparseTensorSpec([None, 4], tf.float32)])
+    np.testing.assert_allclose(f(tf.SparseTensor([[0, 1]], [2.0], [2, 4])).numpy(), [2.0, 0.0])
+    np.testing.assert_allclose(f(tf.SparseTensor([[2, 1]], [2.0], [3, 4])).numpy(), [0.0, 0.0, 2.0])
+    with pytest.raises(TypeError, match="argument 0"):
+        f(tf.ones([2, 4]))
+    with pytest.raises(TypeError, match="argument 0"):
+        f(tf.SparseTensor([[0, 1]], [2.0], [3, 5]))
