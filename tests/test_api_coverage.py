@@ -320,7 +320,7 @@ IO_MISSING = {
     **{n: "strings" for n in (
         "decode_and_crop_jpeg decode_base64 decode_compressed decode_json_example decode_jxl decode_webp "
         "encode_base64").split()},
-    **{n: "sparse" for n in "SparseFeature deserialize_many_sparse serialize_many_sparse serialize_sparse".split()},
+    **{n: "sparse" for n in "deserialize_many_sparse serialize_many_sparse serialize_sparse".split()},
     "RaggedFeature": "ragged",
     **{n: "proto" for n in (
         "decode_proto encode_proto").split()},

@@ -9,7 +9,7 @@ a ``Dataset.map`` over TFRecord records the function therefore runs eagerly per 
 (``hostfn``), and its output spec comes from sample runs: a ``FixedLenSequenceFeature`` gives one
 row more under ``hostops.perturbed`` so its first dimension is unknown (``None``), as in TF.
 
-TF's rules: the outputs are a dict in sorted key order; a ``FixedLenFeature`` has a fully known
+TF's rules: the outputs are a dict in sorted key order (the VarLenFeatures' keys first, as TF's); a ``FixedLenFeature`` has a fully known
 shape, its values (or ``default_value``, reshaped to it) fill it, and without a default a
 missing feature is ``InvalidArgumentError``; a ``FixedLenSequenceFeature`` (``allow_missing=True``
 only) gives ``[rows] + shape``, a batch padded to its longest with ``default_value`` (0 / b"");
@@ -249,6 +249,13 @@ def to_output(a: np.ndarray, c: FeatureConfig) -> Any:
     return convert_to_tensor(a)
 
 
+def tf_order(out: Dict[str, Any], configs: Sequence[FeatureConfig]) -> Dict[str, Any]:
+    """``out`` in TF's key order: the VarLenFeatures' keys (sorted), then the others' (sorted)."""
+    if not any(c.varlen for c in configs):
+        return out
+    return {**{c.key: out[c.key] for c in configs if c.varlen}, **{c.key: out[c.key] for c in configs if not c.varlen}}
+
+
 def varlen_output(parts: Sequence[Optional[np.ndarray]], c: FeatureConfig, batched: bool) -> SparseTensor:
     """A VarLenFeature's SparseTensor from each Example's flat values (None: missing), for one
     Example (``batched`` False: ``parts`` has one) or a batch (see the module docstring)."""
@@ -300,7 +307,7 @@ def _batch(examples: Sequence[Any], configs: List[FeatureConfig], names: Sequenc
             shape = (len(parts),) + c.shape
         a = np.stack(parts) if parts else np.empty(shape, kind_dtype(c.kind))
         out[c.key] = to_output(a, c)
-    return out
+    return tf_order(out, configs)
 
 
 def parse_single_example(serialized: Any, features: Any, example_names: Any = None,
@@ -319,7 +326,7 @@ def parse_single_example(serialized: Any, features: Any, example_names: Any = No
             out[c.key] = varlen_output([_values(feature, c, "")], c, False)
             continue
         out[c.key] = to_output(grown(_dense(_values(feature, c, ""), c, ""), c), c)
-    return out
+    return tf_order(out, configs)
 
 
 def parse_example(serialized: Any, features: Any, example_names: Any = None,
@@ -346,4 +353,4 @@ def parse_example(serialized: Any, features: Any, example_names: Any = None,
 
 
 __all__ = ["FeatureConfig", "KIND_NAMES", "FixedLenFeature", "feature_config", "grown", "kind_dtype", "pad_value",
-           "to_output", "varlen_output", "FixedLenSequenceFeature", "FixedLenSequenceFeature", "VarLenFeature", "parse_example", "parse_single_example"]
+           "tf_order", "to_output", "varlen_output", "FixedLenSequenceFeature", "FixedLenSequenceFeature", "VarLenFeature", "parse_example", "parse_single_example"]

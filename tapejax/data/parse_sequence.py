@@ -28,6 +28,7 @@ from .parse_example import (
     grown,
     kind_dtype,
     pad_value,
+    tf_order,
     to_output,
     varlen_output,
 )
@@ -143,8 +144,8 @@ def parse_single_sequence_example(serialized: Any, context_features: Any = None,
         raise ValueError(f"Input serialized must be a scalar; got shape {list(a.shape)}.")
     shown = "<unknown>" if example_name is None else str(example_name)
     msg = _parse(bytes(a[()]), shown)
-    context = {c.key: varlen_output([_context(msg, c, shown)], c, False) if c.varlen else
-               to_output(_context(msg, c, shown), c) for c in contexts}
+    context = tf_order({c.key: varlen_output([_context(msg, c, shown)], c, False) if c.varlen else
+                        to_output(_context(msg, c, shown), c) for c in contexts}, contexts)
     steps = {lc.config.key: to_output(grown(_steps(msg, lc, shown), lc.config), lc.config) for lc in lists}
     return context, steps
 
@@ -176,6 +177,7 @@ def parse_sequence_example(serialized: Any, context_features: Any = None, sequen
             continue
         value = np.stack(parts) if parts else np.empty((0,) + c.shape, kind_dtype(c.kind))
         context[c.key] = to_output(value[0] if a.ndim == 0 else value, c)
+    context = tf_order(context, contexts)
     steps: Dict[str, Any] = {}
     lengths: Dict[str, Any] = {}
     length_config = FeatureConfig("lengths", "int64_list", "int64", (), False, None, 1)

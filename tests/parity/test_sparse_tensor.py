@@ -274,6 +274,34 @@ def test_var_len_feature_parse(tf):
             raises(tf.io.parse_single_example, _example(tf, [1], 0.0), {"label": tf.io.VarLenFeature(tf.int64)}))
 
 
+def _mixed(tf):
+    f = {"a": tf.train.Feature(float_list=tf.train.FloatList(value=[1.0])),
+         "b": tf.train.Feature(int64_list=tf.train.Int64List(value=[2, 0])),
+         "c": tf.train.Feature(int64_list=tf.train.Int64List(value=[4])),
+         "e": tf.train.Feature(float_list=tf.train.FloatList(value=[0.5, 1.5]))}
+    return tf.train.Example(features=tf.train.Features(feature=f)).SerializeToString()
+
+
+@parity
+def test_sparse_feature_and_key_order(tf):
+    """SparseFeature (sorted entries, already_sorted, two index keys, a batch, no bounds check,
+    the length mismatch error) and TF's key order: VarLen keys, then fixed, then SparseFeatures."""
+    s = _mixed(tf)
+    feats = {"d": tf.io.FixedLenFeature([1], tf.float32, default_value=[0.0]), "c": tf.io.VarLenFeature(tf.int64),
+             "a": tf.io.FixedLenFeature([1], tf.float32), "sp": tf.io.SparseFeature("b", "e", tf.float32, 3)}
+    one, batch = tf.io.parse_single_example(s, feats), tf.io.parse_example([s, s], feats)
+    two = tf.io.parse_single_example(s, {"sp": tf.io.SparseFeature(["b", "b"], "e", tf.float32, [3, 3])})["sp"]
+    kept = tf.io.parse_single_example(s, {"sp": tf.io.SparseFeature("b", "e", tf.float32, 1, already_sorted=True)})
+    seq = tf.train.SequenceExample(context=tf.train.Features(feature={
+        "x": tf.train.Feature(float_list=tf.train.FloatList(value=[1.0])),
+        "w": tf.train.Feature(int64_list=tf.train.Int64List(value=[5]))})).SerializeToString()
+    ctx = tf.io.parse_single_sequence_example(seq, context_features={
+        "x": tf.io.FixedLenFeature([1], tf.float32), "w": tf.io.VarLenFeature(tf.int64)})[0]
+    return (list(one), list(batch), list(ctx), parts(tf, one["sp"]), parts(tf, batch["sp"]), parts(tf, two),
+            parts(tf, kept["sp"]),
+            raises(tf.io.parse_single_example, s, {"sp": tf.io.SparseFeature("c", "e", tf.float32, 3)}))
+
+
 @parity
 def test_var_len_dataset_batches(tf):
     """TFRecordDataset -> parse (VarLenFeature) -> batch -> to_dense: specs and values."""
