@@ -165,12 +165,10 @@ def test_dataset_components():
         next(iter(mixed.batch(2)))
 
 
-def test_unsupported_dataset_transforms_on_sparse_components_say_so():
+def test_padded_batch_of_sparse_components_is_refused():
     ds = tf.data.Dataset.from_tensors(tf.SparseTensor([[0]], [1], [2]))
     with pytest.raises(TypeError, match="padded_batch"):
         ds.padded_batch(2)
-    with pytest.raises(tf.errors.UnimplementedError, match="unbatch"):
-        ds.batch(1).unbatch()
 
 
 def test_var_len_spec_dimensions_are_unknown_and_int64_range_checked():

@@ -9,7 +9,8 @@ caller (``to_sparse``), and a function's SparseTensor output becomes one again (
 
 ``batch`` stacks SparseValues as TF's ``batch`` stacks SparseTensors (``stack``): each element's
 entries prefixed by its position in the batch, the dense shape ``[n] + `` the elementwise maximum
-of the elements' dense shapes (their ranks must agree: InvalidArgumentError as TF's).  A function
+of the elements' dense shapes (their ranks must agree: InvalidArgumentError as TF's); ``unbatch``
+takes rows (``SparseValue[i]``: the entries of row ``i``, dense shape ``dense_shape[1:]``).  A function
 whose input or output has a SparseTensor component runs eagerly per element (its spec from
 sample runs, ``hostfn``): the number of entries of each element is data.
 """
@@ -41,6 +42,11 @@ class SparseValue:
     def shape(self) -> tuple:
         """The dense shape (what a component's ``shape`` means)."""
         return tuple(int(d) for d in self.dense_shape)
+
+    def __getitem__(self, i: int) -> "SparseValue":
+        """Row ``i`` (``unbatch``): the entries whose first index is ``i``, without it."""
+        keep = self.indices[:, 0] == i
+        return SparseValue(self.indices[keep, 1:], self.values[keep], self.dense_shape[1:])
 
     def __repr__(self) -> str:
         return f"SparseTensorValue(indices={self.indices!r}, values={self.values!r}, dense_shape={self.dense_shape!r})"

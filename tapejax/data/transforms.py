@@ -8,7 +8,6 @@ import numpy as np
 
 from ..compile.signature import TensorSpec
 from ..core import dtypes as _dtypes
-from ..core.errors import UnimplementedError
 from ..core.tensor import Tensor
 from ..ops.sparse_tensor import SparseTensorSpec
 from . import args as A, structure as S
@@ -188,9 +187,8 @@ class Unbatch(Dataset):
         for s in specs:
             if isinstance(s, TensorSpec) and s.shape is not None and len(s.shape) == 0:
                 raise ValueError("Cannot unbatch an input with scalar components.")
-            if isinstance(s, SparseTensorSpec):
-                raise UnimplementedError(None, None, "Dataset.unbatch() of SparseTensor components is not "
-                                         "implemented in tapejax yet; densify them first (tf.sparse.to_dense in a map).")
+            if isinstance(s, SparseTensorSpec) and s.dims is not None and len(s.dims) == 0:
+                raise ValueError("Cannot unbatch an input with scalar components.")
         leading = {s.shape[0] for s in specs if isinstance(s, TensorSpec) and s.shape is not None}
         size = next(iter(leading)) if len(leading) == 1 else None
         card = input._cardinality

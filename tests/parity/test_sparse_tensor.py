@@ -304,14 +304,17 @@ def test_sparse_feature_and_key_order(tf):
 
 @parity
 def test_var_len_dataset_batches(tf):
-    """TFRecordDataset -> parse (VarLenFeature) -> batch -> to_dense: specs and values."""
+    """TFRecordDataset -> parse (VarLenFeature) -> batch -> to_dense, and unbatch: specs and values."""
     ds = tf.data.TFRecordDataset(_records(tf)).map(lambda s: tf.io.parse_single_example(s, _features(tf)))
     spec1 = ds.element_spec["ids"]
     batched = ds.batch(2)
     spec2 = batched.element_spec["ids"]
     dense = batched.map(lambda d: tf.cast(tf.sparse.to_dense(d["ids"]), tf.int32))
-    return ((spec1.shape.as_list(), spec2.shape.as_list(), dense.element_spec.shape.as_list()),
-            [parts(tf, tf.sparse.map_values(tf.cast, d["ids"], tf.int32)) for d in batched], list(dense))
+    rows = batched.unbatch()
+    return ((spec1.shape.as_list(), spec2.shape.as_list(), dense.element_spec.shape.as_list(),
+             rows.element_spec["ids"].shape.as_list()),
+            [parts(tf, tf.sparse.map_values(tf.cast, d["ids"], tf.int32)) for d in batched], list(dense),
+            [parts(tf, tf.sparse.map_values(tf.cast, d["ids"], tf.int32)) for d in rows])
 
 
 @parity(modes=True, rtol=1e-5, atol=1e-6)
