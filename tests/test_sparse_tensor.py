@@ -196,7 +196,8 @@ def test_no_implicit_densifying_and_is_tensor():
     with pytest.raises(ValueError, match="not densified implicitly.*tf.sparse.to_dense"):
         tf.convert_to_tensor(sp)
     with pytest.raises(ValueError, match="not densified implicitly"):
-        tf.identity(sp)
+        tf.exp(sp)   # (f(0) != 0: TF does not dispatch it for a SparseTensor)
+    assert isinstance(tf.identity(sp), tf.SparseTensor) and isinstance(tf.abs(sp), tf.SparseTensor)
     np.testing.assert_array_equal(tf.shape(sp).numpy(), [2, 2])
 
 
