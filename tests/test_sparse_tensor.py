@@ -185,9 +185,14 @@ def test_var_len_spec_dimensions_are_unknown_and_int64_range_checked():
         tf.io.parse_single_example(big, feats)
 
 
-def test_from_tensor_slices_of_a_sparse_tensor_says_so():
-    with pytest.raises(tf.errors.UnimplementedError, match="from_tensor_slices of a SparseTensor"):
-        tf.data.Dataset.from_tensor_slices(tf.SparseTensor([[0, 1]], [1.0], [2, 2]))
+def test_from_tensor_slices_of_a_sparse_tensor_gives_its_rows():
+    sp = tf.SparseTensor([[0, 1], [2, 0], [2, 2]], [1.0, 2.0, 3.0], [3, 3])
+    ds = tf.data.Dataset.from_tensor_slices((sp, tf.range(3)))
+    assert ds.element_spec[0] == tf.SparseTensorSpec([3], tf.float32) and ds.cardinality().numpy() == 3
+    rows = [tf.sparse.to_dense(r).numpy() for r, _ in ds]
+    np.testing.assert_array_equal(rows, tf.sparse.to_dense(sp).numpy())
+    with pytest.raises(ValueError, match="scalar component"):
+        tf.data.Dataset.from_tensor_slices(tf.SparseTensor(np.zeros((0, 0)), [], []))
 
 
 def test_no_implicit_densifying_and_is_tensor():

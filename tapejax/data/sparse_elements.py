@@ -55,7 +55,8 @@ class SparseValue:
 def from_sparse(sp: SparseTensor) -> SparseValue:
     """A SparseTensor's host copy (reads its parts)."""
     shape = sp.static_shape("a dataset element")
-    return SparseValue(np.asarray(sp.indices.numpy(), np.int64).reshape(-1, len(shape)), np.asarray(sp.values.numpy()),
+    values = np.asarray(sp.values.numpy())
+    return SparseValue(np.asarray(sp.indices.numpy(), np.int64).reshape(len(values), len(shape)), values,
                        np.asarray(shape, np.int64))
 
 

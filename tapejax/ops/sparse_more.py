@@ -105,7 +105,7 @@ def split(sp_input: Any = None, num_split: Any = None, axis: Any = None, name: A
         n = size + (1 if i < extra else 0)
         keep = (ind >= start) & (ind < start + n)
         piece = retain(sp_input, keep)
-        shifted = np.asarray(piece.indices.numpy(), np.int64).reshape(-1, len(shape))
+        shifted = np.asarray(piece.indices.numpy(), np.int64).reshape(int(np.shape(piece.indices)[0]), len(shape))
         shifted[:, ax] -= start
         out.append(SparseTensor._of(shifted, piece.values, shape[:ax] + (n,) + shape[ax + 1:]))
         start += n

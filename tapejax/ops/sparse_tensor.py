@@ -75,7 +75,7 @@ def host_indices(sp: "SparseTensor", op: str) -> np.ndarray:
         raise TracedSparseError(f"{op}: the number of entries of its result depends on the values of the SparseTensor's "
                          "indices, which are unknown inside a tapejax.function trace (JAX needs static shapes); "
                          "call it outside the function (eagerly, or in a tf.data map).")
-    return np.asarray(sp._indices.numpy(), np.int64).reshape(-1, sp.rank)
+    return np.asarray(sp._indices.numpy(), np.int64).reshape(int(np.shape(sp._indices)[0]), sp.rank)
 
 
 def _cwise(fn):

@@ -317,6 +317,15 @@ def test_var_len_dataset_batches(tf):
             [parts(tf, tf.sparse.map_values(tf.cast, d["ids"], tf.int32)) for d in rows])
 
 
+@parity
+def test_from_tensor_slices_and_batch(tf):
+    """from_tensor_slices of a SparseTensor gives its rows; batching them back (TF's dense shape rule)."""
+    sp = tf.SparseTensor([[0, 1], [2, 0], [2, 2], [3, 1]], [1.0, 2.0, 3.0, 4.0], [4, 3])
+    ds = tf.data.Dataset.from_tensor_slices(sp)
+    return (ds.element_spec.shape.as_list(), [parts(tf, r) for r in ds], [parts(tf, b) for b in ds.batch(3)],
+            ds.batch(3).element_spec.shape.as_list())
+
+
 @parity(modes=True, rtol=1e-5, atol=1e-6)
 def test_embedding_sum_model_trained_on_var_len_features(tf):
     """The common program: variable-length id lists from TFRecords, batched, densified, an
