@@ -30,7 +30,13 @@ shapes).  Validation TF does eagerly (indices out of bounds, out of order, repea
 
 A SparseTensor is a JAX pytree (children: indices and values, and ``dense_shape`` when it is not
 static), and ``tapejax.function`` passes it as an argument and returns it as a result
-(``compile.signature``).
+(``compile.signature``; ``tf.SparseTensorSpec`` in an ``input_signature`` checks it).
+
+As TF's, it is not a dense Tensor: its registered conversion refuses (ValueError naming
+``tf.sparse.to_dense``), so a dense op given one raises; ``tf.is_tensor`` is True.  The unary ops
+TF dispatches for it (those with ``f(0) == 0``: ``UNARY_OPS``, through ``ops._registry``'s
+``UNARY_DISPATCH``), ``tf.cast`` and ``tf.identity`` map its values; ``sp * dense`` and
+``sp / dense`` read the dense operand (broadcast to the dense shape) at the entries (``cwise``).
 """
 from typing import Any, NamedTuple, Optional, Tuple
 
