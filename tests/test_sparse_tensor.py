@@ -217,3 +217,13 @@ def test_input_signature_with_a_sparse_tensor_spec():
         f(tf.ones([2, 4]))
     with pytest.raises(TypeError, match="argument 0"):
         f(tf.SparseTensor([[0, 1]], [2.0], [3, 5]))
+
+
+def test_reshape_beyond_int32_needs_x64():
+    """Without x64 the indices are int32: a reshape whose flat index overflows them is refused."""
+    sp = tf.SparseTensor([[0, 1]], [1.0], [2 ** 16, 2 ** 16])
+    if jax.config.jax_enable_x64:   # int64 indices: it reshapes
+        np.testing.assert_array_equal(tf.sparse.reshape(sp, [-1]).indices.numpy(), [[1]])
+        return
+    with pytest.raises(InvalidArgumentError, match="64-bit mode"):
+        tf.sparse.reshape(sp, [-1])

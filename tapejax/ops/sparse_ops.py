@@ -175,6 +175,10 @@ def reshape(sp_input: Any, shape: Any, name: Any = None) -> SparseTensor:
                                    f"requested shape has {math.prod(want)}. input_shape=[{','.join(map(str, old))}] "
                                    f"output_shape=[{','.join(map(str, want))}]")
     new = tuple(want)
+    if size >= 2 ** 31 and np.dtype(index_dtype()).itemsize < 8:
+        raise InvalidArgumentError(None, None, f"tf.sparse.reshape: a dense size of {size} overflows the int32 "
+                                   "indices tapejax holds without JAX's 64-bit mode (jax.config.update("
+                                   "'jax_enable_x64', True)).")
     return SparseTensor._of(bind(RESHAPE, sp._indices, old=old, new=new), sp._values, new)
 
 
