@@ -17,6 +17,7 @@ from .core.tensor import Tensor, TensorShape
 from .core.convert import constant, convert_to_tensor, is_tensor
 from .core.conversion import register_tensor_conversion_function
 from .core.indexed_slices import IndexedSlices
+from .ops.sparse_tensor import SparseTensor, SparseTensorSpec
 from .core.variable import Variable, variable_creator_scope
 from .core.bind import Primitive, bind, define as define_op
 from .ops.printing import print_ as print
@@ -100,8 +101,8 @@ assert_rank = debugging.assert_rank
 
 
 def __getattr__(name):
-    """TF's top-level names for types with no JAX representation (``tf.RaggedTensor``, ``tf.SparseTensor``
-    ...) raise ``tapejax.ops.unsupported.UnsupportedError``, saying what to use instead."""
+    """TF's top-level names for types with no JAX representation (``tf.RaggedTensor``,
+    ``tf.RaggedTensorSpec``, ``tf.as_string``) raise ``tapejax.ops.unsupported.UnsupportedError``, saying what to use instead."""
     if name in _UNSUPPORTED:
         raise _unsupported(_UNSUPPORTED[name], name)
     raise AttributeError(f"module 'tapejax' has no attribute {name!r}")
@@ -134,7 +135,7 @@ __all__ = [
     "reshape", "reverse", "reverse_sequence", "rfftnd", "roll", "round", "saturate_cast", "saved_model", "scalar_mul",
     "scan", "scatter_nd", "searchsorted", "sequence_mask", "set_cache_size", "set_deferred_execution",
     "set_speculative_updates", "shape", "shape_n", "sigmoid", "sign", "sin", "sinh", "size", "slice", "sort",
-    "space_to_batch", "space_to_batch_nd", "sparse", "speculative_updates", "split", "sqrt", "square",
+    "space_to_batch", "space_to_batch_nd", "sparse", "SparseTensor", "SparseTensorSpec", "speculative_updates", "split", "sqrt", "square",
     "squeeze", "stack", "stop_gradient", "strided_slice", "string", "strings", "subtract", "summary", "switch_case", "tan", "tanh",
     "Tensor", "tensor_scatter_nd_add", "tensor_scatter_nd_max", "tensor_scatter_nd_min",
     "tensor_scatter_nd_sub", "tensor_scatter_nd_update", "tensordot", "TensorArray", "TensorArraySpec", "TensorShape", "TensorSpec", "test",

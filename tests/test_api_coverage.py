@@ -30,8 +30,8 @@ REASONS = {
     "strings": "no JAX representation: string tensors (XLA has no string type); tf.strings' basic ops run on "
                "host bytes (tapejax.data.hostops), its other names raise UnsupportedError naming what to use instead",
     "ragged": "no JAX representation: ragged tensors (rows of varying length); tf.ragged raises UnsupportedError",
-    "sparse": "no JAX representation: SparseTensor and the ops taking or giving one; tf.sparse raises "
-              "UnsupportedError",
+    "sparse": "not yet: the sparse ops beyond tf.sparse's core (tapejax.ops.sparse_ops): set ops, edit "
+              "distance, sparse embedding lookups",
     "resource": "no JAX representation: resource and variant handles (CriticalSection, lookup "
                 "tables, queues)",
     "quantized": "no JAX representation: TF's quantized dtypes (qint8 ...) and their ops",
@@ -57,7 +57,7 @@ MISSING = {
     "": {
         "strings": "fingerprint",
         "ragged": "RaggedTensor ragged_fill_empty_rows ragged_fill_empty_rows_grad",
-        "sparse": "SparseTensor edit_distance sets",
+        "sparse": "edit_distance sets",
         "resource": "CriticalSection lookup queue resource variant",
         "quantized": "qint16 qint32 qint8 quint16 quint8 quantization",
         "graph": "Graph Operation import_graph_def graph_util raw_ops load_library load_op_library mlir "
@@ -66,7 +66,7 @@ MISSING = {
         "subsystem": "audio distribute dtensor signal tpu xla lite profiler feature_column security "
                      "sysconfig tools version types check_pinned",
         "keras_alias": "initializers losses metrics",
-        "typespec": "IndexedSlicesSpec NoneTensorSpec OptionalSpec RaggedTensorSpec SparseTensorSpec TypeSpec",
+        "typespec": "IndexedSlicesSpec NoneTensorSpec OptionalSpec RaggedTensorSpec TypeSpec",
     },
     "math": {},
     "nn": {
@@ -94,7 +94,7 @@ MISSING = {
 }
 
 #: The top-level names of types with no JAX representation: tapejax raises UnsupportedError for them.
-UNSUPPORTED_TOP = ("RaggedTensor", "RaggedTensorSpec", "SparseTensor", "SparseTensorSpec")
+UNSUPPORTED_TOP = ("RaggedTensor", "RaggedTensorSpec")
 
 
 def _namespace(ns: str):
@@ -180,9 +180,9 @@ def test_unsupported_top_level_names_raise_one_clear_error(name):
 
 @pytest.mark.parametrize("ns,name,alternative", [
     ("strings", "unicode_decode", "integer ids"), ("strings", "ngrams", "integer ids"), ("ragged", "constant", "tf.pad"),
-    ("sparse", "SparseTensor", "tf.scatter_nd"), ("sparse", "to_dense", "IndexedSlices")])
+])
 def test_unsupported_namespaces_raise_one_clear_error(ns, name, alternative):
-    """Any name in tf.strings / tf.ragged / tf.sparse raises UnsupportedError naming the alternative."""
+    """Any name in tf.strings / tf.ragged raises UnsupportedError naming the alternative."""
     mod = getattr(tf, ns)
     with pytest.raises(UnsupportedError, match=f"tf.{ns}.{name}: tapejax has no") as e:
         getattr(mod, name)
@@ -320,7 +320,7 @@ TF_IO = (
 IO_MISSING = {
     **{n: "strings" for n in (
         "decode_json_example decode_jxl decode_webp").split()},
-    **{n: "sparse" for n in "SparseFeature deserialize_many_sparse serialize_many_sparse serialize_sparse".split()},
+    **{n: "sparse" for n in "deserialize_many_sparse serialize_many_sparse serialize_sparse".split()},
     "RaggedFeature": "ragged",
     **{n: "proto" for n in (
         "decode_proto encode_proto").split()},

@@ -1,6 +1,6 @@
 """TFRecord files and Example parsing where TF is not the oracle (TF's values and errors:
 tests/parity/test_data_tfrecord.py): the CRC against tensorboardX's independent implementation,
-the framing by hand, VarLenFeature refused (no SparseTensor), int64 features without JAX's 64-bit
+the framing by hand, VarLenFeature as a SparseTensor, int64 features without JAX's 64-bit
 mode, the spec a map's sample runs give, traced and Tensor inputs refused, the ImportErrors naming
 the extra, and the message classes living apart from TF's."""
 import builtins
@@ -99,10 +99,15 @@ def test_unsupported_compression_is_refused_when_made():
         tf.data.TFRecordDataset(_path(), compression_type="BZ2")
 
 
-def test_var_len_feature_names_the_gap():
+def test_var_len_feature_parses_into_a_sparse_tensor():
+    """VarLenFeature gives a SparseTensor (more in tests/test_sparse_data.py); a string one, whose
+    values would be a string tensor, names the gap."""
     data = _example(v=[1.0, 2.0])
-    with pytest.raises(UnimplementedError, match="SparseTensor.*FixedLenSequenceFeature"):
-        tf.io.parse_single_example(data, {"v": tf.io.VarLenFeature(tf.float32)})
+    sp = tf.io.parse_single_example(data, {"v": tf.io.VarLenFeature(tf.float32)})["v"]
+    assert isinstance(sp, tf.SparseTensor) and sp.shape.as_list() == [2]
+    np.testing.assert_array_equal(sp.values.numpy(), [1.0, 2.0])
+    with pytest.raises(UnimplementedError, match="string tensors.*FixedLenSequenceFeature"):
+        tf.io.parse_single_example(data, {"v": tf.io.VarLenFeature(tf.string)})
     assert tf.io.VarLenFeature(tf.float32).dtype == tf.float32
 
 

@@ -32,6 +32,7 @@ from ..core.convert import convert_to_tensor
 from ..core.indexed_slices import IndexedSlices
 from ..core.tensor import Tensor, TensorShape
 from ..core.variable import Variable
+from ..ops.sparse_tensor import SparseTensor, SparseTensorSpec
 from . import tensor_array_args as _ta_args
 
 _Tracer = jax.core.Tracer
@@ -159,9 +160,10 @@ def _spec_text(v) -> str:
 
 def is_value_spec(spec: Any) -> bool:
     """A spec of ``input_signature`` other than ``TensorSpec`` (``type_spec.py``): a
-    ``TensorArraySpec``, ``tf.data.DatasetSpec`` or ``IteratorSpec``, which checks its argument with
-    ``is_compatible_with`` and passes it on as it is."""
-    return isinstance(spec, _ta_args.TensorArraySpec) or (
+    ``TensorArraySpec``, ``tf.SparseTensorSpec`` (the call is still keyed by the SparseTensor's
+    static dense shape: ``ops.sparse_tensor``), ``tf.data.DatasetSpec`` or ``IteratorSpec``, which
+    checks its argument with ``is_compatible_with`` and passes it on as it is."""
+    return isinstance(spec, (_ta_args.TensorArraySpec, SparseTensorSpec)) or (
         type(spec).__name__ in ("DatasetSpec", "IteratorSpec") and hasattr(spec, "is_compatible_with"))
 
 
@@ -252,6 +254,10 @@ def arg_key(x, dyn: List[Any]):
         shape = x._static_shape
         return (t, arg_key(x.values, dyn), arg_key(x.indices, dyn),
                 shape if shape is not None else arg_key(x.dense_shape, dyn))
+    if isinstance(x, SparseTensor):   # its parts dynamic, its static dense shape in the key (ops.sparse_tensor)
+        shape = x._static
+        return (t, arg_key(x.indices, dyn), arg_key(x.values, dyn),
+                shape if shape is not None else arg_key(x.dense_shape, dyn))
     if t in (bytes, complex, type) or isinstance(x, (np.dtype, _dtypes.DType)):
         return (t, x)
     if _ta_args.is_tensor_array(x):   # its stacked buffer is dynamic, its metadata static
@@ -305,6 +311,11 @@ def tensor_args(x, out: List[Any]) -> None:
         _ta_args.tensors(x, out)
     elif _flattener(x) is not None:
         out.extend(_flattener(x)(x)[2])
+    elif type(x) is SparseTensor:
+        tensor_args(x.indices, out)
+        tensor_args(x.values, out)
+        if x._static is None:
+            tensor_args(x.dense_shape, out)
     elif type(x) is IndexedSlices:
         tensor_args(x.values, out)
         tensor_args(x.indices, out)
@@ -325,6 +336,8 @@ def template(x):
         return t(*[template(e) for e in x])
     if t is IndexedSlices:
         return _slices_template(x, template)
+    if t is SparseTensor:
+        return _sparse_template(x, template)
     if _ta_args.is_tensor_array(x):
         return _ta_args.template(x)
     flat = getattr(t, "_tapejax_flatten", None)
@@ -350,6 +363,21 @@ def _slices_template(x, leaf):
     return SlicesOut(leaf(x.values), leaf(x.indices), None, leaf(x.dense_shape))
 
 
+class SparseOut(NamedTuple):
+    """A ``SparseTensor`` in a function's arguments or outputs: its indices' and values' templates
+    and its static dense shape, or (computed in the trace) the template of its ``dense_shape``."""
+    indices: Any
+    values: Any
+    static: Optional[Tuple[int, ...]]
+    shape: Any = None
+
+
+def _sparse_template(x, leaf):
+    if x._static is not None:
+        return SparseOut(leaf(x.indices), leaf(x.values), x._static)
+    return SparseOut(leaf(x.indices), leaf(x.values), None, leaf(x.dense_shape))
+
+
 def fill(tpl, it: Iterator[Any]):
     """Rebuild a structure from a template, dynamic leaves taken from ``it``."""
     if tpl is DYN:
@@ -360,6 +388,11 @@ def fill(tpl, it: Iterator[Any]):
         if tpl.static is not None:
             return IndexedSlices._of(values, indices, tpl.static)
         return IndexedSlices(values, indices, fill(tpl.shape, it))
+    if t is SparseOut:
+        indices, values = fill(tpl.indices, it), fill(tpl.values, it)
+        if tpl.static is not None:
+            return SparseTensor._of(indices, values, tpl.static)
+        return SparseTensor(indices, values, fill(tpl.shape, it))
     if t is tuple or t is list:
         return t(fill(e, it) for e in tpl)
     if t is dict:
@@ -387,6 +420,8 @@ def split_out(x, dyn: List[Any]):
     t = type(x)
     if t is IndexedSlices:
         return _slices_template(x, lambda e: split_out(e, dyn))
+    if t is SparseTensor:
+        return _sparse_template(x, lambda e: split_out(e, dyn))
     if _ta_args.is_tensor_array(x):
         return _ta_args.out(x, dyn)
     if t is tuple or t is list:

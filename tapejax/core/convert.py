@@ -91,5 +91,6 @@ def constant(value, dtype=None, shape=None, name="Const"):
 
 
 def is_tensor(x):
-    """``tf.is_tensor``: a Tensor or a tensor-like TF type (a Variable, ``IndexedSlices``)."""
-    return isinstance(x, (Tensor, IndexedSlices)) or hasattr(x, "_read")
+    """``tf.is_tensor``: a Tensor or a tensor-like TF type (a Variable, ``IndexedSlices``, a
+    composite type marking itself ``_tapejax_composite = True``: ``tf.SparseTensor``)."""
+    return isinstance(x, (Tensor, IndexedSlices)) or hasattr(x, "_read") or getattr(type(x), "_tapejax_composite", False)

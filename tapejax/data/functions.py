@@ -44,7 +44,8 @@ from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError, OperatorNotAllowedInGraphError
 from ..core.tensor import Tensor
 from ..ops.random import DrawInTrace
-from . import structure as S
+from ..ops.sparse_tensor import SparseTensor, SparseTensorSpec, TracedSparseError, is_traced
+from . import sparse_elements as _sparse, structure as S
 from .hostfn import infer_spec, output_spec
 from .hostops import TracedStringError
 from .options import debug_mode
@@ -52,7 +53,7 @@ from .options import debug_mode
 # Errors that mean "this function cannot be one traced program; run it eagerly".
 _EAGER_ERRORS: Tuple[type, ...] = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
                                    jax.errors.TracerIntegerConversionError, jax.errors.NonConcreteBooleanIndexError,
-                                   OperatorNotAllowedInGraphError, TracedStringError)
+                                   OperatorNotAllowedInGraphError, TracedStringError, TracedSparseError)
 
 
 class _UsesVariable(Exception):
@@ -157,8 +158,9 @@ class StructuredFunction:
         self._fn = fn
         self._input_spec = input_spec
         self._in_specs: List[S.Spec] = S.flatten(input_spec)
-        #: which input components are strings: host bytes, so the function runs eagerly (``hostfn``)
-        self._strings = [S.is_string(s) for s in self._in_specs]
+        #: which input components are strings (host bytes) or SparseTensors (host SparseValues), so
+        #: the function runs eagerly (``hostfn``, ``sparse_elements``)
+        self._strings = [S.is_string(s) or isinstance(s, SparseTensorSpec) for s in self._in_specs]
         self._samples = samples
         self._name = transformation
         self._x64 = x64
@@ -181,7 +183,8 @@ class StructuredFunction:
     def _call_user(self, components: Sequence[Any]) -> Any:
         """The user's function on Tensors (or None) in the input structure; its output with
         every component a Tensor or None (TF's rules for what a dataset function may return)."""
-        element = S.pack(self._input_spec, [c if c is None or is_str else Tensor(c)
+        element = S.pack(self._input_spec, [_sparse.to_sparse(c) if isinstance(c, _sparse.SparseValue) else
+                                            c if c is None or is_str else Tensor(c)
                                             for c, is_str in zip(components, self._strings)])
         out = self._fn(*element) if type(element) is tuple else self._fn(element)
         if type(out) is list:      # TF: a top-level list is a tuple of components
@@ -195,6 +198,10 @@ class StructuredFunction:
 
     def _component(self, value: Any) -> Any:
         if value is None or isinstance(value, Tensor):
+            return value
+        if isinstance(value, SparseTensor):
+            if is_traced(value.indices) or is_traced(value.values):
+                raise TracedSparseError("a SparseTensor output: the function runs eagerly")
             return value
         if S.is_bytes(value) or isinstance(value, str) or (isinstance(value, np.ndarray) and value.dtype.kind == "U"):
             return S.string_value(value)   # a string output stays host bytes
@@ -299,7 +306,8 @@ class StructuredFunction:
         with _watching(reads_ok=True, op_seed_calls=next(self._calls)):
             out = self._call_user([c if c is None or is_str else jnp.asarray(c)
                                    for c, is_str in zip(components, self._strings)])
-        return S.map_structure(lambda t: t if t is None or not isinstance(t, Tensor) else t.value, out)
+        return S.map_structure(lambda t: _sparse.from_sparse(t) if isinstance(t, SparseTensor) else
+                               t if t is None or not isinstance(t, Tensor) else t.value, out)
 
     def _infer_host(self) -> Any:
         """Eager mode for string inputs: the output spec from runs on sample elements (``hostfn``)."""
@@ -408,6 +416,8 @@ def _concrete_spec(aval: Optional[_Aval]) -> S.Spec:
 
 
 def _unknown_dims(spec: S.Spec) -> S.Spec:
+    if isinstance(spec, SparseTensorSpec):
+        return spec if spec.dims is None else SparseTensorSpec([None] * len(spec.dims), spec.dtype)
     if not isinstance(spec, TensorSpec) or spec.shape is None:
         return spec
     return TensorSpec((None,) * len(spec.shape), spec.dtype)

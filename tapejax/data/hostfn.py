@@ -30,7 +30,8 @@ import numpy as np
 from ..compile.signature import TensorSpec
 from ..core import dtypes as _dtypes
 from ..core.errors import InvalidArgumentError
-from . import structure as S
+from ..ops.sparse_tensor import SparseTensorSpec
+from . import sparse_elements as _sparse, structure as S
 from .build import Build
 from .hostops import perturbed
 
@@ -63,6 +64,8 @@ def peek(dataset: Any, n: int = 2) -> List[Flat]:
 
 
 def _zero(spec: S.Spec) -> Any:
+    if isinstance(spec, SparseTensorSpec):
+        return _sparse.zero(spec)
     if not isinstance(spec, TensorSpec):
         return None
     shape = tuple(1 if d is None else d for d in (spec.shape or ()))
@@ -81,6 +84,9 @@ def _grown(comps: Sequence[Any], in_specs: Sequence[S.Spec]) -> List[Any]:
     last slice repeated): output dimensions that follow it change and become unknown."""
     out = []
     for c, spec in zip(comps, in_specs):
+        if isinstance(c, _sparse.SparseValue) and isinstance(spec, SparseTensorSpec):
+            out.append(_sparse.grown(c, spec))
+            continue
         shape = spec.shape if isinstance(spec, TensorSpec) else None
         if c is not None and shape is not None and None in shape:
             a = np.asarray(c)
@@ -96,6 +102,8 @@ def output_spec(value: Any) -> S.Spec:
     """The spec of one output component value (all dimensions as they are)."""
     if value is None:
         return S.NoneTensorSpec()
+    if isinstance(value, _sparse.SparseValue):
+        return _sparse.spec(value)
     if S.is_bytes(value):
         return S.string_spec(S.string_shape(value))
     return TensorSpec(tuple(np.shape(value)), _dtypes.as_dtype(np.dtype(value.dtype)))
@@ -107,6 +115,12 @@ def _merge(a: S.Spec, b: S.Spec, name: str) -> S.Spec:
             raise InvalidArgumentError(f"The function passed to {name} returned None for one element and a "
                                        "tensor for another.")
         return a
+    if isinstance(a, SparseTensorSpec) or isinstance(b, SparseTensorSpec):
+        merged = _sparse.combine(a, b) if isinstance(a, SparseTensorSpec) else None
+        if merged is None:
+            raise InvalidArgumentError(f"The function passed to {name} returned {a!r} for one element and {b!r} "
+                                       "for another.")
+        return merged
     assert isinstance(a, TensorSpec) and isinstance(b, TensorSpec)
     if a.dtype.name != b.dtype.name:
         raise InvalidArgumentError(f"The function passed to {name} returned {a.dtype.name} for one element and "

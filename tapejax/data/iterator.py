@@ -35,7 +35,7 @@ from ..compile.signature import TensorSpec
 from ..core import state as _state
 from ..core.errors import FailedPreconditionError, InvalidArgumentError, OutOfRangeError
 from ..core.tensor import Tensor, TensorShape
-from . import structure as S
+from . import sparse_elements as _sparse, structure as S
 from .build import Build
 from .optional import Optional, from_element, from_flag
 from .staged import flatten_argument, staged_next, staged_optional, stages
@@ -282,6 +282,8 @@ class Iterator:
             return c
         if S.is_bytes(c):   # a string component stays host bytes (``strings``)
             return c
+        if isinstance(c, _sparse.SparseValue):
+            return _sparse.to_sparse(c)
         if self._move or not isinstance(c, jax.Array):
             c = _put(c, self._device)
         return Tensor(c)

@@ -9,16 +9,19 @@ a ``Dataset.map`` over TFRecord records the function therefore runs eagerly per 
 (``hostfn``), and its output spec comes from sample runs: a ``FixedLenSequenceFeature`` gives one
 row more under ``hostops.perturbed`` so its first dimension is unknown (``None``), as in TF.
 
-TF's rules: the outputs are a dict in sorted key order; a ``FixedLenFeature`` has a fully known
+TF's rules: the outputs are a dict in sorted key order (the VarLenFeatures' keys first, as TF's); a ``FixedLenFeature`` has a fully known
 shape, its values (or ``default_value``, reshaped to it) fill it, and without a default a
 missing feature is ``InvalidArgumentError``; a ``FixedLenSequenceFeature`` (``allow_missing=True``
 only) gives ``[rows] + shape``, a batch padded to its longest with ``default_value`` (0 / b"");
 a feature stored as another kind than its dtype, a wrong number of values or a message that does
 not parse are ``InvalidArgumentError`` with TF's key / index text.  dtypes are ``float32``,
 ``int64`` (int32 without JAX's 64-bit mode: a value outside int32 is an error, not a wrap) and
-``tf.string`` (or ``"string"``).  ``VarLenFeature`` (and TF's sparse and
-ragged configurations) give a SparseTensor in TF, which tapejax does not have:
-``UnimplementedError`` naming the dense alternatives.
+``tf.string`` (or ``"string"``).  A ``VarLenFeature`` gives a ``tf.SparseTensor``
+(``varlen_output``): for one Example indices ``[[0], [1], ...]`` and dense shape ``[n]``, for a batch
+indices ``[[b, j], ...]`` and dense shape ``[batch, longest]``, a missing feature holding no entries;
+under ``hostops.perturbed`` each Example's list is one value longer, so the spec's dimensions are
+unknown, as TF's.  A string ``VarLenFeature`` (tapejax has no string tensors), ``SparseFeature`` and
+``RaggedFeature`` are ``UnimplementedError``.
 """
 import functools
 import math
@@ -29,6 +32,7 @@ import numpy as np
 from ..core import dtypes as _dtypes
 from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError, UnimplementedError
+from ..ops.sparse_tensor import SparseTensor
 from . import structure as S
 from .example_proto import messages
 from .hostops import host_result, host_strings, is_perturbed
@@ -53,8 +57,7 @@ class FixedLenSequenceFeature(NamedTuple):
 
 
 class VarLenFeature(NamedTuple):
-    """``tf.io.VarLenFeature(dtype)``: TF parses it into a SparseTensor, which tapejax does not have
-    (parsing one raises UnimplementedError)."""
+    """``tf.io.VarLenFeature(dtype)``: any number of values, parsed into a ``tf.SparseTensor``."""
 
     dtype: Any
 
@@ -74,6 +77,7 @@ class FeatureConfig(NamedTuple):
     sequence: bool
     default: Optional[np.ndarray]   # flat, or None (required / sequence without one)
     size: int           # values per row (the product of ``shape``)
+    varlen: bool = False   # a VarLenFeature: a SparseTensor of the values
 
 
 def _dtype_name(dtype: Any) -> str:
@@ -119,16 +123,20 @@ def _flat_values(value: Any, name: str, what: str) -> np.ndarray:
 
 def feature_config(key: Any, feature: Any) -> FeatureConfig:
     if isinstance(feature, VarLenFeature):
-        raise UnimplementedError(None, None, f"Feature {key!r}: tf.io.VarLenFeature parses into a SparseTensor, which "
-                                 "tapejax does not have (no sparse tensors). Use tf.io.FixedLenSequenceFeature("
-                                 "shape, dtype, allow_missing=True) (a dense [rows] + shape tensor; a batch is padded "
-                                 "with default_value) or tf.io.FixedLenFeature for a fixed number of values.")
+        name = _dtype_name(feature.dtype)
+        if name == "string":
+            raise UnimplementedError(None, None, f"Feature {key!r}: a string tf.io.VarLenFeature parses into a string "
+                                     "SparseTensor, and tapejax has no string tensors (XLA has no string type); use "
+                                     "tf.io.FixedLenSequenceFeature([], tf.string, allow_missing=True) (host "
+                                     "strings, a batch padded with b'').")
+        kind, dtype_name = _KINDS[name]
+        return FeatureConfig(str(key), kind, dtype_name, (), False, None, 1, True)
     if not isinstance(feature, (FixedLenFeature, FixedLenSequenceFeature)):
         if type(feature).__name__ in ("SparseFeature", "RaggedFeature"):
-            raise UnimplementedError(None, None, f"Feature {key!r}: {type(feature).__name__} parses into a sparse or "
-                                     "ragged tensor, which tapejax does not have; use FixedLenSequenceFeature.")
+            raise UnimplementedError(None, None, f"Feature {key!r}: tapejax does not parse {type(feature).__name__} "
+                                     "yet; use tf.io.VarLenFeature (a SparseTensor) or FixedLenSequenceFeature.")
         raise ValueError(f"Unsupported {type(feature).__name__} {feature!r} for key {key!r}: expected "
-                         "tf.io.FixedLenFeature or tf.io.FixedLenSequenceFeature.")
+                         "tf.io.FixedLenFeature, tf.io.FixedLenSequenceFeature or tf.io.VarLenFeature.")
     name = _dtype_name(feature.dtype)
     sequence = isinstance(feature, FixedLenSequenceFeature)
     if feature.shape is None:
@@ -241,6 +249,30 @@ def to_output(a: np.ndarray, c: FeatureConfig) -> Any:
     return convert_to_tensor(a)
 
 
+def tf_order(out: Dict[str, Any], configs: Sequence[FeatureConfig]) -> Dict[str, Any]:
+    """``out`` in TF's key order: the VarLenFeatures' keys (sorted), then the others' (sorted)."""
+    if not any(c.varlen for c in configs):
+        return out
+    return {**{c.key: out[c.key] for c in configs if c.varlen}, **{c.key: out[c.key] for c in configs if not c.varlen}}
+
+
+def varlen_output(parts: Sequence[Optional[np.ndarray]], c: FeatureConfig, batched: bool) -> SparseTensor:
+    """A VarLenFeature's SparseTensor from each Example's flat values (None: missing), for one
+    Example (``batched`` False: ``parts`` has one) or a batch (see the module docstring)."""
+    lists = [np.empty(0, kind_dtype(c.kind)) if p is None else p for p in parts]
+    if is_perturbed():
+        lists = [np.concatenate([p, np.zeros(1, p.dtype)]) for p in lists]
+    values = np.concatenate(lists) if lists else np.empty(0, kind_dtype(c.kind))
+    if not batched:
+        n = len(lists[0])
+        return SparseTensor._of(np.arange(n, dtype=np.int64)[:, None], to_output(values, c), (n,))
+    rows = np.concatenate([np.full(len(p), b, np.int64) for b, p in enumerate(lists)]) if lists else \
+        np.empty(0, np.int64)
+    cols = np.concatenate([np.arange(len(p), dtype=np.int64) for p in lists]) if lists else np.empty(0, np.int64)
+    longest = max((len(p) for p in lists), default=0)
+    return SparseTensor._of(np.stack([rows, cols], axis=1), to_output(values, c), (len(lists), longest))
+
+
 def grown(rows: np.ndarray, c: FeatureConfig) -> np.ndarray:
     """Under ``hostops.perturbed``: a sequence feature's value with one row more (spec inference)."""
     if not (c.sequence and is_perturbed()):
@@ -257,10 +289,13 @@ def _batch(examples: Sequence[Any], configs: List[FeatureConfig], names: Sequenc
             where = f"Name: {names[i]}, " if names is not None else ""
             feature = ex.features.feature[c.key] if c.key in ex.features.feature else None
             try:
-                parts.append(_dense(_values(feature, c, where), c, where))
+                parts.append(_values(feature, c, where) if c.varlen else _dense(_values(feature, c, where), c, where))
             except InvalidArgumentError as e:
                 raise InvalidArgumentError(None, None, e.message.replace("Key: " + c.key, f"Key: {c.key}, Index: {i}",
                                                                           1)) from None
+        if c.varlen:
+            out[c.key] = varlen_output(parts, c, True)
+            continue
         parts = [grown(p, c) for p in parts]
         if c.sequence:
             rows = max((p.shape[0] for p in parts), default=0)
@@ -272,7 +307,7 @@ def _batch(examples: Sequence[Any], configs: List[FeatureConfig], names: Sequenc
             shape = (len(parts),) + c.shape
         a = np.stack(parts) if parts else np.empty(shape, kind_dtype(c.kind))
         out[c.key] = to_output(a, c)
-    return out
+    return tf_order(out, configs)
 
 
 def parse_single_example(serialized: Any, features: Any, example_names: Any = None,
@@ -287,8 +322,11 @@ def parse_single_example(serialized: Any, features: Any, example_names: Any = No
     out: Dict[str, Any] = {}
     for c in configs:
         feature = example.features.feature[c.key] if c.key in example.features.feature else None
+        if c.varlen:
+            out[c.key] = varlen_output([_values(feature, c, "")], c, False)
+            continue
         out[c.key] = to_output(grown(_dense(_values(feature, c, ""), c, ""), c), c)
-    return out
+    return tf_order(out, configs)
 
 
 def parse_example(serialized: Any, features: Any, example_names: Any = None,
@@ -315,4 +353,4 @@ def parse_example(serialized: Any, features: Any, example_names: Any = None,
 
 
 __all__ = ["FeatureConfig", "KIND_NAMES", "FixedLenFeature", "feature_config", "grown", "kind_dtype", "pad_value",
-           "to_output", "FixedLenSequenceFeature", "FixedLenSequenceFeature", "VarLenFeature", "parse_example", "parse_single_example"]
+           "tf_order", "to_output", "varlen_output", "FixedLenSequenceFeature", "FixedLenSequenceFeature", "VarLenFeature", "parse_example", "parse_single_example"]

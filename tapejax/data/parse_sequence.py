@@ -9,13 +9,14 @@ TF's rules: ``context_features`` are ``FixedLenFeature``s (a default, or require
 a feature list that is absent is ``InvalidArgumentError`` unless ``allow_missing`` (then no
 steps).  The batched form pads each feature list to the batch's longest with 0 / ``b""`` and also
 gives the lengths (int64, the number of steps per SequenceExample).  Results are dicts in sorted
-key order.  ``VarLenFeature`` / ragged configurations: ``UnimplementedError`` (no SparseTensor).
+key order.  A ``VarLenFeature`` in ``context_features`` gives a SparseTensor as ``parse_example``'s
+(``varlen_output``); in ``sequence_features`` and ragged configurations: ``UnimplementedError``.
 """
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
-from ..core.errors import InvalidArgumentError
+from ..core.errors import InvalidArgumentError, UnimplementedError
 from .example_proto import messages
 from .hostops import host_strings
 from .parse_example import (
@@ -27,7 +28,9 @@ from .parse_example import (
     grown,
     kind_dtype,
     pad_value,
+    tf_order,
     to_output,
+    varlen_output,
 )
 
 
@@ -60,8 +63,11 @@ def _list_configs(features: Optional[dict]) -> List[_ListConfig]:
             if f.default_value is not None:
                 raise ValueError(f"Value feature_list.dense_defaults[{key}] must be None")
             out.append(_ListConfig(feature_config(key, f._replace(allow_missing=True)), bool(f.allow_missing)))
+        elif type(f).__name__ == "VarLenFeature":
+            raise UnimplementedError(None, None, f"Feature list {key!r}: tapejax does not parse a VarLenFeature in "
+                                     "`sequence_features` yet (a rank-2 SparseTensor); use FixedLenSequenceFeature.")
         else:
-            out.append(_ListConfig(feature_config(key, f), False))   # (raises: VarLenFeature, other kinds)
+            out.append(_ListConfig(feature_config(key, f), False))   # (raises: other kinds)
     return out
 
 
@@ -84,9 +90,11 @@ def _parse(data: bytes, name: str) -> Any:
     return msg
 
 
-def _context(msg: Any, c: FeatureConfig, name: str) -> np.ndarray:
+def _context(msg: Any, c: FeatureConfig, name: str) -> Any:
     feature = msg.context.feature[c.key] if c.key in msg.context.feature else None
     kind = None if feature is None else feature.WhichOneof("kind")
+    if kind is None and c.varlen:
+        return None
     if kind is None:
         if c.default is None:
             raise InvalidArgumentError(None, None, f"Name: {name}, Context feature: {c.key} (data type: "
@@ -96,6 +104,8 @@ def _context(msg: Any, c: FeatureConfig, name: str) -> np.ndarray:
         raise InvalidArgumentError(None, None, f"Name: {name}, Context feature: {c.key}.  Data types don't match. "
                                    f"Data type: {KIND_NAMES[kind]} but expected type: {c.dtype_name}")
     values = np.asarray(list(getattr(feature, kind).value), dtype=kind_dtype(c.kind))
+    if c.varlen:
+        return values
     if values.size != c.size:
         raise InvalidArgumentError(None, None, f"Name: {name}, Context feature: {c.key}.  Number of values != "
                                    f"expected.  values size: {values.size} but output shape: {list(c.shape)}")
@@ -134,7 +144,8 @@ def parse_single_sequence_example(serialized: Any, context_features: Any = None,
         raise ValueError(f"Input serialized must be a scalar; got shape {list(a.shape)}.")
     shown = "<unknown>" if example_name is None else str(example_name)
     msg = _parse(bytes(a[()]), shown)
-    context = {c.key: to_output(_context(msg, c, shown), c) for c in contexts}
+    context = tf_order({c.key: varlen_output([_context(msg, c, shown)], c, False) if c.varlen else
+                        to_output(_context(msg, c, shown), c) for c in contexts}, contexts)
     steps = {lc.config.key: to_output(grown(_steps(msg, lc, shown), lc.config), lc.config) for lc in lists}
     return context, steps
 
@@ -161,8 +172,12 @@ def parse_sequence_example(serialized: Any, context_features: Any = None, sequen
     context: Dict[str, Any] = {}
     for c in contexts:
         parts = [_context(m, c, n) for m, n in zip(msgs, names)]
+        if c.varlen:
+            context[c.key] = varlen_output(parts, c, a.ndim != 0)
+            continue
         value = np.stack(parts) if parts else np.empty((0,) + c.shape, kind_dtype(c.kind))
         context[c.key] = to_output(value[0] if a.ndim == 0 else value, c)
+    context = tf_order(context, contexts)
     steps: Dict[str, Any] = {}
     lengths: Dict[str, Any] = {}
     length_config = FeatureConfig("lengths", "int64_list", "int64", (), False, None, 1)

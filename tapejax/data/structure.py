@@ -26,6 +26,8 @@ from ..core import dtypes as _dtypes
 from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
 from ..core.tensor import Tensor
+from ..ops.sparse_tensor import SparseTensor, SparseTensorSpec
+from . import sparse_elements as _sp
 
 
 class NoneTensorSpec:
@@ -140,7 +142,7 @@ def _compatible(a: Any, b: Any) -> bool:
     return True
 
 
-Spec = Union[TensorSpec, NoneTensorSpec]
+Spec = Union[TensorSpec, NoneTensorSpec, SparseTensorSpec]
 
 
 # -- nesting -------------------------------------------------------------------
@@ -222,6 +224,8 @@ def to_component(value: Any, device: bool = False) -> Any:
     ``device`` the ``jax.Array`` (on the default device) it was made as."""
     if value is None:
         return None
+    if isinstance(value, SparseTensor):   # (a host SparseValue: ``sparse_elements``)
+        return _sp.from_sparse(value)
     if is_string_like(value):
         return string_value(value)   # (host bytes, never a device array: ``strings``)
     array = value.value if isinstance(value, Tensor) else convert_to_tensor(value).value
@@ -259,6 +263,8 @@ def spec_of(component: Any) -> Spec:
     """The spec of one component (an array, or None)."""
     if component is None:
         return NoneTensorSpec()
+    if isinstance(component, _sp.SparseValue):
+        return _sp.spec(component)
     if is_bytes(component):
         return string_spec(string_shape(component))
     return TensorSpec(tuple(component.shape), _dtypes.as_dtype(component.dtype))
@@ -268,11 +274,15 @@ def batched(spec: Spec, size: Optional[int]) -> Spec:
     """``spec`` with a leading batch dimension (None: unknown size)."""
     if isinstance(spec, NoneTensorSpec):
         return spec
+    if isinstance(spec, SparseTensorSpec):
+        return _sp.batched(spec, size)
     shape = None if spec.shape is None else (size,) + tuple(spec.shape)
     return TensorSpec(shape, spec.dtype)
 
 
 def unbatched(spec: Spec) -> Spec:
+    if isinstance(spec, SparseTensorSpec):
+        return _sp.unbatched(spec)
     if isinstance(spec, NoneTensorSpec) or spec.shape is None:
         return spec
     return TensorSpec(tuple(spec.shape)[1:], spec.dtype)
@@ -289,6 +299,8 @@ def combine(a: Spec, b: Spec) -> Optional[Spec]:
     None when they cannot be one component (dtype, rank or None-ness differ)."""
     if isinstance(a, NoneTensorSpec) or isinstance(b, NoneTensorSpec):
         return a if isinstance(a, NoneTensorSpec) and isinstance(b, NoneTensorSpec) else None
+    if isinstance(a, SparseTensorSpec) or isinstance(b, SparseTensorSpec):
+        return _sp.combine(a, b) if isinstance(a, SparseTensorSpec) else None
     if a.dtype != b.dtype:
         return None
     if a.shape is None or b.shape is None:
@@ -311,9 +323,12 @@ def host_dtype(spec: Spec) -> Optional[np.dtype]:
 
 def numpy_value(component: Any) -> Any:
     """A component as ``as_numpy_iterator`` gives it: an ndarray, or a NumPy scalar at rank 0
-    (a string: ``bytes``, or an object array of ``bytes``, as TF's)."""
+    (a string: ``bytes``, or an object array of ``bytes``, as TF's; a SparseTensor: its dense
+    array, as TF 2.21's)."""
     if component is None or is_bytes(component):
         return component
+    if isinstance(component, _sp.SparseValue):   # (TF 2.21's as_numpy_iterator densifies a SparseTensor)
+        return _sp.dense(component)
     a = np.asarray(component)
     return a[()] if a.ndim == 0 else a
 

@@ -9,6 +9,7 @@ import numpy as np
 from ..compile.signature import TensorSpec
 from ..core import dtypes as _dtypes
 from ..core.tensor import Tensor
+from ..ops.sparse_tensor import SparseTensorSpec
 from . import args as A, structure as S
 from .build import Build
 from .dataset import Dataset, kind
@@ -89,6 +90,8 @@ class Batch(Dataset):
     def __init__(self, input: Dataset, size: int, drop: bool, padding: Optional[Tuple[Any, Any]]):
         self._size, self._drop = size, drop
         specs: List[S.Spec] = S.flatten(input.element_spec)
+        if padding is not None and any(isinstance(s, SparseTensorSpec) for s in specs):
+            raise TypeError("Dataset.padded_batch() does not support SparseTensor components (TF's rule); use batch().")
         self._padding = None if padding is None else _padding(input.element_spec, specs, *padding)
         if self._padding is not None:
             specs = [S.with_shape(s, shape) for s, shape in zip(specs, self._padding.shapes)]
@@ -98,8 +101,9 @@ class Batch(Dataset):
     def _build(self, ctx: Build) -> Any:
         p = self._inputs[0]._build(ctx)
         nodes = _nodes()
-        if isinstance(p, nodes.Node):
-            return nodes.Batch(p, self._size, self._drop, self._padding)
+        if isinstance(p, nodes.Node):   # (SparseTensor components: no gather, ``sparse_elements.stack``)
+            sparse = any(isinstance(s, SparseTensorSpec) for s in S.flatten(self._inputs[0].element_spec))
+            return nodes.Batch(p, self._size, self._drop, self._padding or (nodes.stack if sparse else None))
         return p.batch(self._size, drop_remainder=self._drop, batch_fn=self._padding or nodes.stack)
 
 
@@ -182,6 +186,8 @@ class Unbatch(Dataset):
         specs = S.flatten(input.element_spec)
         for s in specs:
             if isinstance(s, TensorSpec) and s.shape is not None and len(s.shape) == 0:
+                raise ValueError("Cannot unbatch an input with scalar components.")
+            if isinstance(s, SparseTensorSpec) and s.dims is not None and len(s.dims) == 0:
                 raise ValueError("Cannot unbatch an input with scalar components.")
         leading = {s.shape[0] for s in specs if isinstance(s, TensorSpec) and s.shape is not None}
         size = next(iter(leading)) if len(leading) == 1 else None

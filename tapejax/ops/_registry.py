@@ -29,6 +29,7 @@ test).
 """
 import operator
 import types
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -247,6 +248,12 @@ _META_OF = {Tensor: operator.attrgetter("_value.aval"), Pending: operator.attrge
             Variable: operator.attrgetter("_meta"), _Array: operator.attrgetter("aval")}.get
 
 
+#: type -> ``fn(op, op_type, x)`` applying the unary op ``op`` (TF type ``op_type``) to ``x`` of that
+#: type, which is not a Tensor (TF's dispatch for composite tensors: ``tf.abs(sparse_tensor)``);
+#: filled by the type's module (``sparse_tensor``).  Only the slow path looks it up.
+UNARY_DISPATCH: "dict[type, Callable[..., Any]]" = {}
+
+
 def _unary(p, op_type, kinds, call):
     """The TF-named function of a one-input elementwise op: a Tensor, pending Tensor or Variable
     goes to ``bind1`` through ``call`` (``kind_jit`` where the op has a dtype list: a refused
@@ -260,6 +267,9 @@ def _unary(p, op_type, kinds, call):
                 pass
             except (TypeError, ValueError) as e:
                 raise op_error(e, op_type) from e
+        dispatch = UNARY_DISPATCH.get(type(x))
+        if dispatch is not None:
+            return dispatch(op, op_type, x)
         if kinds is not None:
             check_float(x, op_type, kinds)
         try:

@@ -25,6 +25,7 @@ from ._registry import (
     tf_types,
     unary_ops,
 )
+from .sparse_tensor import SparseTensor
 
 
 def _truediv(x, y):
@@ -238,6 +239,8 @@ def cast(x, dtype, name=None):
     ``IndexedSlices`` stays one (its values cast), as in TF."""
     if type(x) is IndexedSlices:
         return x._with_values(cast(x.values, dtype))
+    if type(x) is SparseTensor:   # (its values cast, as TF's)
+        return x.with_values(cast(x.values, dtype))
     target = _dtypes.as_dtype(dtype)
     store = _dtypes.storage_dtype(target._np, "cast")
     src = dtype_of(x)
@@ -255,6 +258,8 @@ def identity(input, name=None):
     ``IndexedSlices`` stays one, as in TF."""
     if type(input) is IndexedSlices:
         return input._with_values(identity(input.values))
+    if type(input) is SparseTensor:
+        return input.with_values(identity(input.values))
     return bind(_IDENTITY, input)
 
 

@@ -43,6 +43,8 @@ from . import (
     rng as _rng,
     scatter as _sc,
     segment as _sg,
+    sparse_more as _spm,
+    sparse_ops as _spo,
     special as _sp,
     unsupported as _un,
     utilities as _ut,
@@ -131,7 +133,10 @@ nest = _module("nest", "``tf.nest``", {"flatten": _nest.flatten, "pack_sequence_
                                         "map_structure": _nest.map_structure, "is_nested": _nest.is_nested,
                                         "assert_same_structure": _ut.assert_same_structure})
 bitwise = _module("bitwise", "``tf.bitwise``", {n: getattr(_bw, n) for n in _bw.__all__})
-strings, ragged, sparse = _un.strings, _un.ragged, _un.sparse
+strings, ragged = _un.strings, _un.ragged
+sparse = _module("sparse", "``tf.sparse``: SparseTensor ops (see tapejax.ops.sparse_tensor)",
+                 {**{n: getattr(_spo, n) for n in _spo.PUBLIC},
+                  **{n: getattr(_spm, n) for n in _spm.__all__ if n.islower()}})
 #: ``tf.image``: the image family modules (``image_*``).
 IMAGE_MODULES = (_ig, _ir, _ic, _imx, _inms, _ibx, _isd)
 image = _module("image", "``tf.image``", {n: getattr(mod, n) for mod in IMAGE_MODULES for n in mod.__all__})
@@ -141,7 +146,7 @@ dtypes = _module("dtypes", "``tf.dtypes``", {**{n: getattr(_dtypes, n) for n in 
                                              "saturate_cast": _sp.saturate_cast, "complex": _sp.complex})
 
 # ``import tapejax.math`` (etc.) works like ``import tensorflow.math``.
-for _mod in (math, special, nn, linalg, random, nest, dtypes, bitwise, image):
+for _mod in (math, special, nn, linalg, random, nest, dtypes, bitwise, image, sparse):
     sys.modules.setdefault(_mod.__name__, _mod)
 
 

@@ -1,11 +1,11 @@
-"""``tf.ragged``, ``tf.sparse`` and string tensors: TF types with no JAX representation.  Each
+"""``tf.ragged`` and string tensors: TF types with no JAX representation.  Each
 namespace exists, so ``import tapejax as tf`` scripts load, and any name in it raises one clear
 error (``UnsupportedError``: an AttributeError, so ``hasattr`` feature checks
 say False, and a NotImplementedError) that says what to use instead.
 
-JAX arrays are dense and of fixed numeric dtypes: no strings (XLA has no string type), no rows of
-varying length, and no sparse storage that TF's ``SparseTensor`` ops could run on (JAX's
-experimental BCOO covers other ops with other semantics).  ``tf.strings`` itself is
+JAX arrays are dense and of fixed numeric dtypes: no strings (XLA has no string type) and no rows
+of varying length.  (``tf.sparse`` / ``tf.SparseTensor`` are ``ops.sparse_tensor`` and
+``ops.sparse_ops``: a SparseTensor is three dense Tensors, as TF's.)  ``tf.strings`` itself is
 ``tapejax.data.hostops``: its basic ops work on host strings (Python bytes, NumPy arrays of
 them), and its other names raise this module's error for ``strings``.
 """
@@ -25,9 +25,6 @@ _WHAT = {
     "ragged": ("ragged tensors (tf.ragged)",
                "pad the rows to one length with a mask (tf.pad, tf.sequence_mask), or keep them as a Python list "
                "of Tensors"),
-    "sparse": ("sparse tensors (tf.sparse)",
-               "use dense tensors (tf.scatter_nd builds one from indices and values), tf.IndexedSlices for "
-               "row-sparse gradients, or jax.experimental.sparse for JAX code"),
 }
 
 
@@ -52,10 +49,8 @@ def _namespace(kind: str) -> types.ModuleType:
 
 strings = _namespace("strings")
 ragged = _namespace("ragged")
-sparse = _namespace("sparse")
 
 #: TF's top-level names for these types (``tf.RaggedTensor`` ...), each its namespace's error.
-TOP_LEVEL = {"RaggedTensor": "ragged", "RaggedTensorSpec": "ragged", "SparseTensor": "sparse",
-             "SparseTensorSpec": "sparse", "as_string": "strings"}
+TOP_LEVEL = {"RaggedTensor": "ragged", "RaggedTensorSpec": "ragged", "as_string": "strings"}
 
-__all__ = ["TOP_LEVEL", "UnsupportedError", "ragged", "sparse", "strings", "unsupported"]
+__all__ = ["TOP_LEVEL", "UnsupportedError", "ragged", "strings", "unsupported"]
