@@ -15,11 +15,11 @@ from typing import Any, List, Optional, Sequence
 import numpy as np
 
 from ..core import dtypes as _dtypes
-from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
 from ..core.tensor import Tensor
 from . import structure as S
 from .hostops import host_result, host_strings, is_perturbed
+from .hostvalues import numeric_result
 from .readers import csv_column, parse_field, split_fields
 
 _RAW_TYPES = ("float16", "float32", "float64", "int32", "uint16", "uint8", "int16", "int8", "int64", "complex64",
@@ -59,7 +59,7 @@ def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True, fixe
     if is_perturbed():
         values = np.concatenate([values, np.zeros(a.shape + (1,), np_dt)], axis=-1)
     store = _dtypes.storage_dtype(np_dt, "out_type")
-    return convert_to_tensor(values if store == np_dt else values.astype(store))
+    return numeric_result(values if store == np_dt else values.astype(store))
 
 
 def decode_csv(records: Any, record_defaults: Sequence[Any], field_delim: str = ",", use_quote_delim: bool = True,
@@ -101,7 +101,7 @@ def decode_csv(records: Any, record_defaults: Sequence[Any], field_delim: str = 
             arr[:] = values
             results.append(host_result(arr.reshape(a.shape)))
         else:
-            results.append(convert_to_tensor(np.asarray(values, np.dtype(dtype._np)).reshape(a.shape)))
+            results.append(numeric_result(np.asarray(values, np.dtype(dtype._np)).reshape(a.shape)))
     return results
 
 

@@ -47,6 +47,7 @@ from ..ops.random import DrawInTrace
 from . import structure as S
 from .hostfn import infer_spec, output_spec
 from .hostops import TracedStringError
+from .hostvalues import host_values, outputs as host_outputs
 from .options import debug_mode
 
 # Errors that mean "this function cannot be one traced program; run it eagerly".
@@ -296,10 +297,11 @@ class StructuredFunction:
         self._calls = itertools.count()
 
     def _run_eager(self, components: Sequence[Any]) -> Any:
-        with _watching(reads_ok=True, op_seed_calls=next(self._calls)):
+        with _watching(reads_ok=True, op_seed_calls=next(self._calls)), host_values():
             out = self._call_user([c if c is None or is_str else jnp.asarray(c)
                                    for c, is_str in zip(components, self._strings)])
-        return S.map_structure(lambda t: t if t is None or not isinstance(t, Tensor) else t.value, out)
+            # host op results stay NumPy; the ops staged on them run as one program (``hostvalues``)
+            return S.pack(out, host_outputs(S.flatten(out)))
 
     def _infer_host(self) -> Any:
         """Eager mode for string inputs: the output spec from runs on sample elements (``hostfn``)."""

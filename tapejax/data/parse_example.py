@@ -27,11 +27,11 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 import numpy as np
 
 from ..core import dtypes as _dtypes
-from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError, UnimplementedError
 from . import structure as S
 from .example_proto import messages
 from .hostops import host_result, host_strings, is_perturbed
+from .hostvalues import numeric_result
 
 
 class FixedLenFeature(NamedTuple):
@@ -238,7 +238,7 @@ def to_output(a: np.ndarray, c: FeatureConfig) -> Any:
                                            "JAX's 64-bit mode (jax.config.update('jax_enable_x64', True)); without "
                                            "it int64 features are int32.")
             a = a.astype(store)
-    return convert_to_tensor(a)
+    return numeric_result(a)
 
 
 def grown(rows: np.ndarray, c: FeatureConfig) -> np.ndarray:

@@ -1,0 +1,252 @@
+"""Host values in dataset functions: host op results stay NumPy, the ops after them run as one program.
+
+A dataset function over string components (``hostfn``: a ``map`` over TFRecord records or file
+names) runs eagerly per element.  Its host ops (``parse_single_example``, ``decode_raw``,
+``decode_png`` ...) make NumPy arrays; as Tensors, each would be moved to the device (about
+30 us), each op after it (``reshape``, ``cast``, ``resize``, ``/ 255``) would be its own
+dispatch (25-80 us), and ``batch`` would stack the results on the host again.  Instead, while a
+dataset function runs (``host_values()``, entered by ``functions.StructuredFunction``):
+
+* a host op's numeric result (``result``) is a ``Pending`` Tensor whose value is a ``HostValue``
+  leaf holding the NumPy array: shape and dtype known, nothing moved;
+* an op on host values (the executor offers it: ``core.tensor.Lazy.stage``) is not run: it
+  becomes a ``HostValue`` node (the op's jitted callable and its inputs), its shape and dtype
+  from ``jax.eval_shape`` (cached per callable and input signature), which raises the op's
+  shape and dtype errors at the op, as running it would;
+* when the function returns, ``outputs`` gives its components: a leaf's NumPy array as it is
+  (``batch`` stacks it on the host: one transfer per batch, by the iterator), and the nodes
+  computed together by one compiled program per graph structure (``materialize``: the ops'
+  callables and their wiring; the leaves, constants and Python scalars are its arguments, so
+  every element of a pipeline reuses one program).
+
+Anything that needs a value earlier (``numpy()``, Python control flow on it, an op that is not
+one jitted callable, a ``numpy_function``) computes it there (``HostValue.force``: a leaf moved
+to the device, a node by the same program), so the values, dtypes and errors are the op-by-op
+path's.  Ops with a Variable operand, ops recorded by a tape, ops with several outputs and ops
+on traced or device-committed arrays are never staged.  Outside dataset functions host ops give
+plain Tensors, as before.
+"""
+import contextlib
+import threading
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+
+import jax
+import jax.core
+import numpy as np
+
+from ..core.caches import LRU
+from ..core.convert import convert_to_tensor
+from ..core.tensor import Lazy, Pending, Tensor
+from ..core.transfer import to_device
+
+_Array = type(jax.numpy.zeros(()))   # the concrete array type
+_SCALARS = (bool, int, float, complex)
+
+_local = threading.local()
+
+
+class Counts:
+    """What host values did (read by tests): programs compiled, program runs, staged ops."""
+
+    compiles = 0
+    runs = 0
+    staged = 0
+    forced = 0
+
+
+@contextlib.contextmanager
+def host_values() -> Iterator[None]:
+    """While a dataset function runs on this thread: host op results are host values."""
+    prev = getattr(_local, "on", False)
+    _local.on = True
+    try:
+        yield
+    finally:
+        _local.on = prev
+
+
+def active() -> bool:
+    return getattr(_local, "on", False)
+
+
+def numeric_result(array: np.ndarray) -> Tensor:
+    """A host op's numeric result (``array``, of tapejax's storage dtype): a host value inside a
+    dataset function, else a Tensor (``convert_to_tensor``)."""
+    if getattr(_local, "on", False) and type(array) is np.ndarray and array.dtype.kind in "biufc" \
+            and jax.dtypes.canonicalize_dtype(array.dtype) == array.dtype:
+        return Pending(HostValue(None, None, jax.core.ShapedArray(array.shape, array.dtype), array))
+    return convert_to_tensor(array)
+
+
+def _signature(v: Any) -> Any:
+    """An input's part of a cache key: shape, dtype and weak type (a Python scalar: its type)."""
+    if isinstance(v, HostValue):
+        a = v.aval
+        return (a.shape, a.dtype, a.weak_type)
+    if type(v) in _SCALARS:
+        return type(v)
+    return (v.shape, v.dtype, bool(getattr(v, "weak_type", False)))
+
+
+def _struct(v: Any) -> Any:
+    if isinstance(v, HostValue):
+        return jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype, weak_type=v.aval.weak_type)
+    if type(v) in _SCALARS:
+        return v
+    return jax.ShapeDtypeStruct(v.shape, v.dtype, weak_type=bool(getattr(v, "weak_type", False)))
+
+
+#: (callable, input signatures, 64-bit mode) -> the result's aval
+_AVALS = LRU("data_host_value_avals", 1024)
+
+
+def _aval(call: Callable[..., Any], vals: Sequence[Any]) -> Any:
+    key = (call, tuple([_signature(v) for v in vals]), jax.config.jax_enable_x64)
+    aval = _AVALS.get(key)
+    if aval is None:
+        out = jax.eval_shape(call, *[_struct(v) for v in vals])   # raises what the call would
+        aval = _AVALS.setdefault(key, jax.core.ShapedArray(out.shape, out.dtype, weak_type=out.weak_type))
+    return aval
+
+
+def _stageable(v: Any) -> bool:
+    t = type(v)
+    if t is HostValue or t in _SCALARS:
+        return True
+    if t is _Array:
+        return not v.committed   # (a committed array keeps its device checks: run op by op)
+    return t is np.ndarray or isinstance(v, np.generic)
+
+
+class HostValue(Lazy):
+    """A value in a dataset function: a NumPy array (a leaf: ``host``) or an op on host values
+    (a node: ``call(*args)``), computed when needed (module docstring)."""
+
+    __slots__ = ("call", "args", "aval", "value", "host")
+
+    def __init__(self, call: Optional[Callable[..., Any]], args: Optional[tuple], aval: Any,
+                 host: Optional[np.ndarray] = None):
+        self.call = call
+        self.args = args
+        self.aval = aval
+        self.value: Any = None
+        self.host = host
+
+    def force(self) -> jax.Array:
+        if self.value is None:
+            Counts.forced += 1
+            if self.host is not None:
+                self.value = to_device(self.host)
+            else:
+                materialize([self])
+        return self.value
+
+    def set(self, value: jax.Array) -> None:
+        self.value = value
+
+    def stage(self, call: Callable[..., Any], vals: Sequence[Any]) -> Optional[Lazy]:
+        if not getattr(_local, "on", False) or jax.config.jax_debug_nans or jax.config.jax_debug_infs:
+            return None
+        for v in vals:
+            if not _stageable(v):
+                return None
+        aval = _aval(call, vals)
+        Counts.staged += 1
+        return HostValue(call, tuple(vals), aval)
+
+
+class _Graph(NamedTuple):
+    """The pending part of a set of host values: ``steps`` (callable, input references) in
+    topological order, ``inputs`` (arrays, scalars, computed values), the roots' step indices."""
+
+    key: Any
+    inputs: List[Any]
+    nodes: List[HostValue]
+    roots: Tuple[int, ...]
+
+
+def _graph(roots: Sequence[HostValue]) -> _Graph:
+    index: Dict[int, Tuple[int, int]] = {}   # id(object) -> (0: node / 1: input, position)
+    steps: List[Any] = []
+    sigs: List[Any] = []
+    inputs: List[Any] = []
+    nodes: List[HostValue] = []
+
+    def ref(v: Any) -> Tuple[int, int]:
+        r = index.get(id(v))
+        if r is not None:
+            return r
+        if type(v) is HostValue and v.value is None and v.host is None:
+            refs = tuple([ref(a) for a in v.args or ()])
+            steps.append((v.call, refs))
+            nodes.append(v)
+            r = (0, len(nodes) - 1)
+        else:
+            x = v if type(v) is not HostValue else (v.value if v.value is not None else v.host)
+            sigs.append(_signature(x))
+            inputs.append(x)
+            r = (1, len(inputs) - 1)
+        index[id(v)] = r
+        return r
+
+    root_refs = tuple([ref(r) for r in roots])
+    assert all(k == 0 for k, _ in root_refs)
+    key = (tuple(steps), tuple(sigs), tuple(j for _, j in root_refs), jax.config.jax_enable_x64)
+    return _Graph(key, inputs, nodes, tuple(j for _, j in root_refs))
+
+
+#: graph structure -> its compiled program (the roots' values from the inputs)
+_PROGRAMS = LRU("data_host_value_programs", 256)
+
+
+def _program(key: Any) -> Callable[..., Any]:
+    prog = _PROGRAMS.get(key)
+    if prog is None:
+        steps, _, roots, _ = key
+
+        def host_graph(inputs):
+            vals: List[Any] = []
+            for call, refs in steps:
+                vals.append(call(*[vals[j] if k == 0 else inputs[j] for k, j in refs]))
+            return tuple([vals[j] for j in roots])
+        Counts.compiles += 1
+        prog = _PROGRAMS.setdefault(key, jax.jit(host_graph))
+    return prog
+
+
+def materialize(roots: Sequence[HostValue]) -> None:
+    """Compute the pending nodes ``roots`` (and what they need) in one program run."""
+    g = _graph(roots)
+    Counts.runs += 1
+    outs = _program(g.key)(g.inputs)
+    for j, v in zip(g.roots, outs):
+        g.nodes[j].value = v
+
+
+def outputs(values: Sequence[Any]) -> List[Any]:
+    """A dataset function's output components (Tensors or None) as arrays: a host leaf's NumPy
+    array, the pending nodes computed together (one program), other Tensors' values."""
+    out: List[Any] = list(values)
+    pending = []
+    for i, t in enumerate(values):
+        if t is None:
+            continue
+        th = t._thunk if type(t) is Pending else None
+        if type(th) is HostValue:
+            if th.value is not None:
+                out[i] = th.value
+            elif th.host is not None:
+                out[i] = th.host
+            else:
+                pending.append((i, th))
+        else:
+            out[i] = t.value if isinstance(t, Tensor) else t
+    if pending:
+        roots = list({id(th): th for _, th in pending}.values())
+        materialize(roots)
+        for i, th in pending:
+            out[i] = th.value
+    return out
+
+
+__all__ = ["Counts", "HostValue", "active", "host_values", "materialize", "numeric_result", "outputs"]
