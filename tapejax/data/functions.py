@@ -296,12 +296,13 @@ class StructuredFunction:
         """A new iteration of the dataset starts: op-seeded random ops count calls from 0 again."""
         self._calls = itertools.count()
 
-    def _run_eager(self, components: Sequence[Any]) -> Any:
+    def _run_eager(self, components: Sequence[Any], defer: bool = False) -> Any:
         with _watching(reads_ok=True, op_seed_calls=next(self._calls)), host_values():
             out = self._call_user([c if c is None or is_str else jnp.asarray(c)
                                    for c, is_str in zip(components, self._strings)])
-            # host op results stay NumPy; the ops staged on them run as one program (``hostvalues``)
-            return S.pack(out, host_outputs(S.flatten(out)))
+            # host op results stay NumPy; the ops staged on them run as one program (``hostvalues``),
+            # or with ``defer`` stay staged (``HostValue`` components) for the batch to run them
+            return S.pack(out, host_outputs(S.flatten(out), defer))
 
     def _infer_host(self) -> Any:
         """Eager mode for string inputs: the output spec from runs on sample elements (``hostfn``)."""
@@ -336,6 +337,23 @@ class StructuredFunction:
                 out = self._run_eager(components)
             except _UsesVariable as e:
                 raise self._refuse(e) from None
+        return self._checked(out)
+
+    def call_deferred(self, components: Tuple[Any, ...]) -> Tuple[Any, ...]:
+        """``__call__`` for a ``batch`` right after the ``map`` (``transforms.Batch``): an eager
+        function's outputs that are ops staged on host values stay staged (``HostValue``
+        components: ``hostvalues.batch_stack`` computes them for the whole batch at once)."""
+        if not self.eager:
+            return self(components)
+        with host_context(self._x64):
+            try:
+                out = self._run_eager(components, defer=True)
+            except _UsesVariable as e:
+                raise self._refuse(e) from None
+        return self._checked(out)
+
+    def _checked(self, out: Any) -> Tuple[Any, ...]:
+        """The output's components, after TF's checks against the element spec."""
         if not S.same_structure(out, self.output_spec):
             raise InvalidArgumentError(f"The function passed to {self._name} returned {out!r}, whose structure "
                                        f"differs from its element_spec {self.output_spec!r}.")

@@ -72,10 +72,18 @@ def active() -> bool:
 def numeric_result(array: np.ndarray) -> Tensor:
     """A host op's numeric result (``array``, of tapejax's storage dtype): a host value inside a
     dataset function, else a Tensor (``convert_to_tensor``)."""
-    if getattr(_local, "on", False) and type(array) is np.ndarray and array.dtype.kind in "biufc" \
-            and jax.dtypes.canonicalize_dtype(array.dtype) == array.dtype:
-        return Pending(HostValue(None, None, jax.core.ShapedArray(array.shape, array.dtype), array))
+    if getattr(_local, "on", False) and type(array) is np.ndarray:
+        key = (array.shape, array.dtype, jax.config.jax_enable_x64)
+        aval = _LEAF_AVALS.get(key)
+        if aval is None and array.dtype.kind in "biufc" and jax.dtypes.canonicalize_dtype(array.dtype) == array.dtype:
+            aval = _LEAF_AVALS.setdefault(key, jax.core.ShapedArray(array.shape, array.dtype))
+        if aval is not None:
+            return Pending(HostValue(None, None, aval, array))
     return convert_to_tensor(array)
+
+
+#: (shape, dtype, 64-bit mode) -> a host leaf's aval, for the shapes and dtypes JAX holds as they are
+_LEAF_AVALS = LRU("data_host_value_leaf_avals", 1024)
 
 
 def _signature(v: Any) -> Any:
@@ -131,6 +139,14 @@ class HostValue(Lazy):
         self.aval = aval
         self.value: Any = None
         self.host = host
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.aval.dtype
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        return self.aval.shape
 
     def force(self) -> jax.Array:
         if self.value is None:
@@ -223,9 +239,10 @@ def materialize(roots: Sequence[HostValue]) -> None:
         g.nodes[j].value = v
 
 
-def outputs(values: Sequence[Any]) -> List[Any]:
+def outputs(values: Sequence[Any], defer: bool = False) -> List[Any]:
     """A dataset function's output components (Tensors or None) as arrays: a host leaf's NumPy
-    array, the pending nodes computed together (one program), other Tensors' values."""
+    array, the pending nodes computed together (one program; with ``defer`` left as they are,
+    ``HostValue``s for ``batch_stack``), other Tensors' values."""
     out: List[Any] = list(values)
     pending = []
     for i, t in enumerate(values):
@@ -241,7 +258,10 @@ def outputs(values: Sequence[Any]) -> List[Any]:
                 pending.append((i, th))
         else:
             out[i] = t.value if isinstance(t, Tensor) else t
-    if pending:
+    if pending and defer:
+        for i, th in pending:
+            out[i] = th
+    elif pending:
         roots = list({id(th): th for _, th in pending}.values())
         materialize(roots)
         for i, th in pending:
@@ -249,4 +269,86 @@ def outputs(values: Sequence[Any]) -> List[Any]:
     return out
 
 
-__all__ = ["Counts", "HostValue", "active", "host_values", "materialize", "numeric_result", "outputs"]
+Element = Tuple[Any, ...]
+
+
+def _batch_inputs(graphs: Sequence[_Graph]) -> Optional[Tuple[List[Any], Tuple[Optional[int], ...]]]:
+    """The batch's program inputs: each position's values stacked (``in_axes`` 0), or the value
+    all elements share (``None``: the same array, or equal Python scalars); None where neither
+    (Python scalars that differ, weakly typed arrays that differ: stacking would change types)."""
+    inputs: List[Any] = []
+    axes: List[Optional[int]] = []
+    for p, first in enumerate(graphs[0].inputs):
+        vals = [g.inputs[p] for g in graphs]
+        if all(v is first for v in vals) or (type(first) in _SCALARS and all(v == first for v in vals)):
+            inputs.append(first)
+            axes.append(None)
+        elif type(first) in _SCALARS or bool(getattr(first, "weak_type", False)):
+            return None
+        else:
+            inputs.append(np.stack([np.asarray(v) for v in vals]))
+            axes.append(0)
+    return inputs, tuple(axes)
+
+
+#: (graph structure, in_axes) -> the graph's program over a batch (``jax.vmap``)
+_BATCH_PROGRAMS = LRU("data_host_value_batch_programs", 256)
+
+
+def _batch_program(key: Any, axes: Tuple[Optional[int], ...]) -> Callable[..., Any]:
+    prog = _BATCH_PROGRAMS.get((key, axes))
+    if prog is None:
+        steps, _, roots, _ = key
+
+        def host_graph(inputs):
+            vals: List[Any] = []
+            for call, refs in steps:
+                vals.append(call(*[vals[j] if k == 0 else inputs[j] for k, j in refs]))
+            return tuple([vals[j] for j in roots])
+        Counts.compiles += 1
+        prog = _BATCH_PROGRAMS.setdefault((key, axes), jax.jit(jax.vmap(host_graph, in_axes=(list(axes),))))
+    return prog
+
+
+def batch_stack(elements: Sequence[Element], stack: Callable[[Sequence[Element]], Element]) -> Element:
+    """``batch`` of elements from ``StructuredFunction.call_deferred``: components that are
+    staged ops on host values (``HostValue``) computed for the whole batch by one program (the
+    elements' graph under ``jax.vmap``, their inputs stacked on the host), the others by
+    ``stack``.  Elements whose graphs differ (a shape, the ops) are computed one by one and
+    stacked (``stack``'s error for shapes that differ)."""
+    first = elements[0]
+    ks = [k for k, c in enumerate(first) if type(c) is HostValue]
+    if not ks and not any(type(c) is HostValue for e in elements for c in e):
+        return stack(elements)
+    graphs: Optional[List[_Graph]] = []
+    for e in elements:
+        if graphs is None or any(type(e[k]) is not HostValue for k in ks) or \
+                sum(type(c) is HostValue for c in e) != len(ks):
+            graphs = None
+            break
+        graphs.append(_graph([e[k] for k in ks]))
+    batched = None
+    if graphs is not None and all(g.key == graphs[0].key for g in graphs):
+        batched = _batch_inputs(graphs)
+    if graphs is None or batched is None:
+        return stack([tuple(outputs_of(e)) for e in elements])
+    inputs, axes = batched
+    Counts.runs += 1
+    outs = _batch_program(graphs[0].key, axes)(inputs)
+    rest = stack([tuple(None if type(c) is HostValue else c for c in e) for e in elements])
+    out = list(rest)
+    for k, v in zip(ks, outs):
+        out[k] = v
+    return tuple(out)
+
+
+def outputs_of(element: Element) -> List[Any]:
+    """An element's components with its staged ones computed (one program)."""
+    pending = [c for c in element if type(c) is HostValue and c.value is None]
+    if pending:
+        materialize(list({id(c): c for c in pending}.values()))
+    return [c.value if type(c) is HostValue else c for c in element]
+
+
+__all__ = ["Counts", "HostValue", "active", "batch_stack", "host_values", "materialize", "numeric_result", "outputs",
+           "outputs_of"]
