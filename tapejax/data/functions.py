@@ -30,7 +30,7 @@ refused (ValueError at ``map()`` time).
 import contextlib
 import itertools
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import jax
 import jax.extend.core as jex
@@ -92,14 +92,20 @@ class _Watch:
         raise _UsesVariable(var, "creates")
 
 
-@contextlib.contextmanager
-def _watching(reads_ok: bool, op_seed_calls: Optional[int] = None) -> Iterator[None]:
-    prev = _state._local.collector
-    _state._local.collector = _Watch(reads_ok, op_seed_calls)
-    try:
-        yield
-    finally:
-        _state._local.collector = prev
+class _watching:
+    """While a dataset function runs: its ``_Watch`` installed (a class: entered per element)."""
+
+    __slots__ = ("watch", "prev")
+
+    def __init__(self, reads_ok: bool, op_seed_calls: Optional[int] = None):
+        self.watch = _Watch(reads_ok, op_seed_calls)
+
+    def __enter__(self) -> None:
+        self.prev = _state._local.collector
+        _state._local.collector = self.watch
+
+    def __exit__(self, *exc: Any) -> None:
+        _state._local.collector = self.prev
 
 
 def _cpu():
@@ -112,16 +118,33 @@ def _cpu():
 _CPU = _cpu()
 
 
-@contextlib.contextmanager
-def host_context(x64: bool) -> Iterator[None]:
+_DEFAULT_CPU = _CPU is None or jax.default_backend() == "cpu"   # (the backend is chosen once per process)
+
+
+class host_context:
     """Where pipeline code runs: JAX's 64-bit mode as when the dataset was made (worker threads
-    have their own), on the CPU device (tf.data's functions run on the host)."""
-    with contextlib.ExitStack() as stack:
-        if jax.enable_x64.value != x64:
-            stack.enter_context(jax.enable_x64(x64))
-        if _CPU is not None and jax.default_backend() != "cpu":
+    have their own), on the CPU device (tf.data's functions run on the host).  A class, entered
+    per element: nothing to do in the common case."""
+
+    __slots__ = ("x64", "stack")
+
+    def __init__(self, x64: bool):
+        self.x64 = x64
+        self.stack: Optional[contextlib.ExitStack] = None
+
+    def __enter__(self) -> None:
+        if jax.enable_x64.value == self.x64 and _DEFAULT_CPU:
+            return
+        stack = self.stack = contextlib.ExitStack()
+        if jax.enable_x64.value != self.x64:
+            stack.enter_context(jax.enable_x64(self.x64))
+        if not _DEFAULT_CPU:
             stack.enter_context(jax.default_device(_CPU))
-        yield
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.stack is not None:
+            self.stack.close()
+            self.stack = None
 
 
 def _materialize_random_key() -> None:

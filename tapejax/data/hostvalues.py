@@ -26,9 +26,8 @@ path's.  Ops with a Variable operand, ops recorded by a tape, ops with several o
 on traced or device-committed arrays are never staged.  Outside dataset functions host ops give
 plain Tensors, as before.
 """
-import contextlib
 import threading
-from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import jax
 import jax.core
@@ -36,6 +35,7 @@ import numpy as np
 
 from ..core.caches import LRU
 from ..core.convert import convert_to_tensor
+from ..core.state import env_flag, set_flag
 from ..core.tensor import Lazy, Pending, Tensor
 from ..core.transfer import to_device
 
@@ -45,24 +45,41 @@ _SCALARS = (bool, int, float, complex)
 _local = threading.local()
 
 
-class Counts:
-    """What host values did (read by tests): programs compiled, program runs, staged ops."""
+class _Setting:
+    #: host values on (``TAPEJAX_DATA_HOST_VALUES=0`` in the environment: off, every host op
+    #: result a Tensor and every op run at once, the op-by-op path)
+    enabled = env_flag("TAPEJAX_DATA_HOST_VALUES")
 
-    compiles = 0
-    runs = 0
+
+def set_host_values(enabled: bool) -> bool:
+    """Turn host values on or off for dataset functions run from now on; the previous setting."""
+    return set_flag(_Setting, enabled)
+
+
+class Counts:
+    """What host values did (read by tests): ops staged, ops run for one element
+    (``op_runs``), ops run once for a whole batch (``batch_runs``) and the batched programs
+    compiled for that, leaves moved to the device alone (``forced``: a value read early)."""
+
     staged = 0
+    op_runs = 0
+    batch_runs = 0
+    compiles = 0
     forced = 0
 
 
-@contextlib.contextmanager
-def host_values() -> Iterator[None]:
-    """While a dataset function runs on this thread: host op results are host values."""
-    prev = getattr(_local, "on", False)
-    _local.on = True
-    try:
-        yield
-    finally:
-        _local.on = prev
+class host_values:
+    """While a dataset function runs on this thread: host op results are host values (a class:
+    entered per element)."""
+
+    __slots__ = ("prev",)
+
+    def __enter__(self) -> None:
+        self.prev = getattr(_local, "on", False)
+        _local.on = _Setting.enabled
+
+    def __exit__(self, *exc: Any) -> None:
+        _local.on = self.prev
 
 
 def active() -> bool:
@@ -104,17 +121,48 @@ def _struct(v: Any) -> Any:
     return jax.ShapeDtypeStruct(v.shape, v.dtype, weak_type=bool(getattr(v, "weak_type", False)))
 
 
-#: (callable, input signatures, 64-bit mode) -> the result's aval
-_AVALS = LRU("data_host_value_avals", 1024)
+class _Op(NamedTuple):
+    """What staging an op learns once per callable and input signature: its result's aval and
+    whether it may run over a batch under ``jax.vmap`` with the values it gives element by
+    element (only elementwise arithmetic, comparisons, casts and shape ops: a reduction, a dot
+    or a transcendental function may round differently at another shape)."""
+
+    aval: Any
+    batchable: bool
 
 
-def _aval(call: Callable[..., Any], vals: Sequence[Any]) -> Any:
+#: (callable, input signatures, 64-bit mode) -> ``_Op``
+_OPS = LRU("data_host_value_ops", 1024)
+
+#: primitives whose batched result is, element by element, the unbatched one
+_EXACT_UNDER_VMAP = frozenset({
+    "add", "sub", "mul", "div", "rem", "neg", "sign", "floor", "ceil", "round", "abs", "max", "min",
+    "integer_pow", "square", "convert_element_type", "reshape", "broadcast_in_dim", "squeeze",
+    "expand_dims", "transpose", "select_n", "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "not",
+    "xor", "clamp", "copy", "copy_p", "concatenate", "slice", "rev", "pad", "iota",
+    "stop_gradient", "is_finite", "shift_left", "shift_right_logical", "shift_right_arithmetic",
+    "bitcast_convert_type", "pjit", "jit", "closed_call"})
+
+
+def _exact_under_vmap(jaxpr: Any) -> bool:
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name not in _EXACT_UNDER_VMAP:
+            return False
+        for p in eqn.params.values():
+            inner = getattr(p, "jaxpr", None)
+            if inner is not None and not _exact_under_vmap(getattr(inner, "jaxpr", inner)):
+                return False
+    return True
+
+
+def _op(call: Callable[..., Any], vals: Sequence[Any]) -> _Op:
     key = (call, tuple([_signature(v) for v in vals]), jax.config.jax_enable_x64)
-    aval = _AVALS.get(key)
-    if aval is None:
-        out = jax.eval_shape(call, *[_struct(v) for v in vals])   # raises what the call would
-        aval = _AVALS.setdefault(key, jax.core.ShapedArray(out.shape, out.dtype, weak_type=out.weak_type))
-    return aval
+    op = _OPS.get(key)
+    if op is None:
+        closed, out = jax.make_jaxpr(call, return_shape=True)(*[_struct(v) for v in vals])   # raises what the call would
+        op = _OPS.setdefault(key, _Op(jax.core.ShapedArray(out.shape, out.dtype, weak_type=out.weak_type),
+                                      _exact_under_vmap(closed.jaxpr)))
+    return op
 
 
 def _stageable(v: Any) -> bool:
@@ -130,15 +178,16 @@ class HostValue(Lazy):
     """A value in a dataset function: a NumPy array (a leaf: ``host``) or an op on host values
     (a node: ``call(*args)``), computed when needed (module docstring)."""
 
-    __slots__ = ("call", "args", "aval", "value", "host")
+    __slots__ = ("call", "args", "aval", "value", "host", "batchable")
 
     def __init__(self, call: Optional[Callable[..., Any]], args: Optional[tuple], aval: Any,
-                 host: Optional[np.ndarray] = None):
+                 host: Optional[np.ndarray] = None, batchable: bool = False):
         self.call = call
         self.args = args
         self.aval = aval
         self.value: Any = None
         self.host = host
+        self.batchable = batchable
 
     @property
     def dtype(self) -> np.dtype:
@@ -166,9 +215,9 @@ class HostValue(Lazy):
         for v in vals:
             if not _stageable(v):
                 return None
-        aval = _aval(call, vals)
+        op = _op(call, vals)
         Counts.staged += 1
-        return HostValue(call, tuple(vals), aval)
+        return HostValue(call, tuple(vals), op.aval, None, op.batchable)
 
 
 class _Graph(NamedTuple):
@@ -194,7 +243,7 @@ def _graph(roots: Sequence[HostValue]) -> _Graph:
             return r
         if type(v) is HostValue and v.value is None and v.host is None:
             refs = tuple([ref(a) for a in v.args or ()])
-            steps.append((v.call, refs))
+            steps.append((v.call, refs, v.batchable))
             nodes.append(v)
             r = (0, len(nodes) - 1)
         else:
@@ -211,32 +260,18 @@ def _graph(roots: Sequence[HostValue]) -> _Graph:
     return _Graph(key, inputs, nodes, tuple(j for _, j in root_refs))
 
 
-#: graph structure -> its compiled program (the roots' values from the inputs)
-_PROGRAMS = LRU("data_host_value_programs", 256)
-
-
-def _program(key: Any) -> Callable[..., Any]:
-    prog = _PROGRAMS.get(key)
-    if prog is None:
-        steps, _, roots, _ = key
-
-        def host_graph(inputs):
-            vals: List[Any] = []
-            for call, refs in steps:
-                vals.append(call(*[vals[j] if k == 0 else inputs[j] for k, j in refs]))
-            return tuple([vals[j] for j in roots])
-        Counts.compiles += 1
-        prog = _PROGRAMS.setdefault(key, jax.jit(host_graph))
-    return prog
-
-
 def materialize(roots: Sequence[HostValue]) -> None:
-    """Compute the pending nodes ``roots`` (and what they need) in one program run."""
+    """Compute the pending nodes ``roots`` (and what they need): each op's jitted callable on
+    its inputs, in order (the op-by-op path's programs, so its values; the NumPy leaves are
+    moved by those calls, not one by one first)."""
     g = _graph(roots)
-    Counts.runs += 1
-    outs = _program(g.key)(g.inputs)
-    for j, v in zip(g.roots, outs):
-        g.nodes[j].value = v
+    steps = g.key[0]
+    vals: List[Any] = []
+    for call, refs, _ in steps:
+        Counts.op_runs += 1
+        vals.append(call(*[vals[j] if k == 0 else g.inputs[j] for k, j in refs]))
+    for j in g.roots:
+        g.nodes[j].value = vals[j]
 
 
 def outputs(values: Sequence[Any], defer: bool = False) -> List[Any]:
@@ -291,23 +326,50 @@ def _batch_inputs(graphs: Sequence[_Graph]) -> Optional[Tuple[List[Any], Tuple[O
     return inputs, tuple(axes)
 
 
-#: (graph structure, in_axes) -> the graph's program over a batch (``jax.vmap``)
-_BATCH_PROGRAMS = LRU("data_host_value_batch_programs", 256)
+#: (callable, in_axes, batch size) -> the op's jitted ``jax.vmap``
+_BATCHED = LRU("data_host_value_batched_ops", 512)
 
 
-def _batch_program(key: Any, axes: Tuple[Optional[int], ...]) -> Callable[..., Any]:
-    prog = _BATCH_PROGRAMS.get((key, axes))
-    if prog is None:
-        steps, _, roots, _ = key
-
-        def host_graph(inputs):
-            vals: List[Any] = []
-            for call, refs in steps:
-                vals.append(call(*[vals[j] if k == 0 else inputs[j] for k, j in refs]))
-            return tuple([vals[j] for j in roots])
+def _batched(call: Callable[..., Any], axes: Tuple[Optional[int], ...], size: int) -> Callable[..., Any]:
+    key = (call, axes, size)
+    fn = _BATCHED.get(key)
+    if fn is None:
         Counts.compiles += 1
-        prog = _BATCH_PROGRAMS.setdefault((key, axes), jax.jit(jax.vmap(host_graph, in_axes=(list(axes),))))
-    return prog
+        fn = _BATCHED.setdefault(key, jax.jit(jax.vmap(call, in_axes=axes, axis_size=size)))
+    return fn
+
+
+def _run_batch(graphs: Sequence[_Graph], inputs: List[Any], axes: Tuple[Optional[int], ...]) -> List[Any]:
+    """The roots' values over the batch: each op once for the whole batch (``jax.vmap`` of its
+    callable) where it is exact under vmap, else element by element and stacked."""
+    size = len(graphs)
+    steps = graphs[0].key[0]
+    vals: List[Any] = []
+    val_axes: List[Optional[int]] = []
+    for call, refs, batchable in steps:
+        args = [vals[j] if k == 0 else inputs[j] for k, j in refs]
+        in_axes = tuple([val_axes[j] if k == 0 else axes[j] for k, j in refs])
+        if all(a is None for a in in_axes):
+            Counts.op_runs += 1
+            vals.append(call(*args))
+            val_axes.append(None)
+        elif batchable:
+            Counts.batch_runs += 1
+            vals.append(_batched(call, in_axes, size)(*args))
+            val_axes.append(0)
+        else:
+            hosts = [np.asarray(a) if ax is not None else a for a, ax in zip(args, in_axes)]
+            outs = []
+            for i in range(size):
+                Counts.op_runs += 1
+                outs.append(np.asarray(call(*[a[i] if ax is not None else a for a, ax in zip(hosts, in_axes)])))
+            vals.append(np.stack(outs))
+            val_axes.append(0)
+    out = []
+    for j in graphs[0].roots:
+        v = vals[j]
+        out.append(v if val_axes[j] is not None else np.broadcast_to(np.asarray(v), (size,) + np.shape(v)))
+    return out
 
 
 def batch_stack(elements: Sequence[Element], stack: Callable[[Sequence[Element]], Element]) -> Element:
@@ -333,8 +395,7 @@ def batch_stack(elements: Sequence[Element], stack: Callable[[Sequence[Element]]
     if graphs is None or batched is None:
         return stack([tuple(outputs_of(e)) for e in elements])
     inputs, axes = batched
-    Counts.runs += 1
-    outs = _batch_program(graphs[0].key, axes)(inputs)
+    outs = _run_batch(graphs, inputs, axes)
     rest = stack([tuple(None if type(c) is HostValue else c for c in e) for e in elements])
     out = list(rest)
     for k, v in zip(ks, outs):
@@ -351,4 +412,4 @@ def outputs_of(element: Element) -> List[Any]:
 
 
 __all__ = ["Counts", "HostValue", "active", "batch_stack", "host_values", "materialize", "numeric_result", "outputs",
-           "outputs_of"]
+           "outputs_of", "set_host_values"]
