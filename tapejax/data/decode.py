@@ -26,15 +26,35 @@ _RAW_TYPES = ("float16", "float32", "float64", "int32", "uint16", "uint8", "int1
               "complex128", "bool", "bfloat16")
 
 
-def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True, fixed_length: Any = None,
-               name: Optional[str] = None) -> Tensor:
-    """``tf.io.decode_raw``: the bytes of each string as a vector of ``out_type`` numbers."""
-    a = host_strings(input_bytes, "tf.io.decode_raw", "input_bytes")
+def _raw_type(out_type: Any) -> "tuple[Any, np.dtype]":
+    """``out_type`` checked (TF's TypeError) as (DType, NumPy dtype); cached per ``out_type``
+    (``decode_raw`` runs per element in a ``map``)."""
+    try:
+        hit = _RAW_CACHE.get(out_type)
+    except TypeError:   # (an unhashable out_type: as_dtype says what is wrong)
+        hit = None
+    if hit is not None:
+        return hit
     dt = _dtypes.as_dtype(out_type)
     if dt.name not in _RAW_TYPES:
         raise TypeError(f"Value for attr 'out_type' of {dt.name} is not in the list of allowed values: "
                         + ", ".join(_RAW_TYPES))
-    np_dt = np.dtype(dt._np)
+    hit = (dt, np.dtype(dt._np))
+    try:
+        _RAW_CACHE[out_type] = hit
+    except TypeError:
+        pass
+    return hit
+
+
+_RAW_CACHE: "dict[Any, tuple[Any, np.dtype]]" = {}
+
+
+def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True, fixed_length: Any = None,
+               name: Optional[str] = None) -> Tensor:
+    """``tf.io.decode_raw``: the bytes of each string as a vector of ``out_type`` numbers."""
+    a = host_strings(input_bytes, "tf.io.decode_raw", "input_bytes")
+    dt, np_dt = _raw_type(out_type)
     size = np_dt.itemsize
     flat = list(a.reshape(-1))
     if fixed_length is not None:

@@ -319,13 +319,18 @@ class StructuredFunction:
         """A new iteration of the dataset starts: op-seeded random ops count calls from 0 again."""
         self._calls = itertools.count()
 
-    def _run_eager(self, components: Sequence[Any], defer: bool = False) -> Any:
+    def _run_eager(self, components: Sequence[Any]) -> Any:
+        out, comps = self._run_eager_flat(components)
+        return S.pack(out, comps)
+
+    def _run_eager_flat(self, components: Sequence[Any], defer: bool = False) -> Tuple[Any, List[Any]]:
+        """The function run eagerly: its output structure (of Tensors) and its components as
+        values.  Host op results stay NumPy and the ops staged on them run at the end
+        (``hostvalues``), or with ``defer`` stay staged (``HostValue`` components) for the batch."""
         with _watching(reads_ok=True, op_seed_calls=next(self._calls)), host_values():
             out = self._call_user([c if c is None or is_str else jnp.asarray(c)
                                    for c, is_str in zip(components, self._strings)])
-            # host op results stay NumPy; the ops staged on them run as one program (``hostvalues``),
-            # or with ``defer`` stay staged (``HostValue`` components) for the batch to run them
-            return S.pack(out, host_outputs(S.flatten(out), defer))
+            return out, host_outputs(S.flatten(out), defer)
 
     def _infer_host(self) -> Any:
         """Eager mode for string inputs: the output spec from runs on sample elements (``hostfn``)."""
@@ -357,10 +362,10 @@ class StructuredFunction:
                     self.eager = True
                     self._run = None
             try:
-                out = self._run_eager(components)
+                out, comps = self._run_eager_flat(components)
             except _UsesVariable as e:
                 raise self._refuse(e) from None
-        return self._checked(out)
+        return self._checked(out, comps)
 
     def call_deferred(self, components: Tuple[Any, ...]) -> Tuple[Any, ...]:
         """``__call__`` for a ``batch`` right after the ``map`` (``transforms.Batch``): an eager
@@ -370,17 +375,19 @@ class StructuredFunction:
             return self(components)
         with host_context(self._x64):
             try:
-                out = self._run_eager(components, defer=True)
+                out, comps = self._run_eager_flat(components, defer=True)
             except _UsesVariable as e:
                 raise self._refuse(e) from None
-        return self._checked(out)
+        return self._checked(out, comps)
 
-    def _checked(self, out: Any) -> Tuple[Any, ...]:
-        """The output's components, after TF's checks against the element spec."""
+    def _checked(self, out: Any, comps: Optional[List[Any]] = None) -> Tuple[Any, ...]:
+        """The output's components (``comps``: its flattened values, else ``out``'s), after TF's
+        checks against the element spec."""
         if not S.same_structure(out, self.output_spec):
             raise InvalidArgumentError(f"The function passed to {self._name} returned {out!r}, whose structure "
                                        f"differs from its element_spec {self.output_spec!r}.")
-        comps = S.flatten(out)
+        if comps is None:
+            comps = S.flatten(out)
         for c, spec in zip(comps, self._out_specs):
             if S.is_string(spec) or S.is_bytes(c):
                 if S.is_string(spec) != S.is_bytes(c):

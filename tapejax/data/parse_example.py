@@ -203,7 +203,7 @@ def _values(feature: Any, c: FeatureConfig, where: str) -> Optional[np.ndarray]:
         out = np.empty(len(values), object)
         out[:] = list(values)
         return out
-    return np.asarray(values, dtype=kind_dtype(c.kind))
+    return np.fromiter(values, kind_dtype(c.kind), len(values))
 
 
 def _dense(values: Optional[np.ndarray], c: FeatureConfig, where: str) -> np.ndarray:
@@ -240,6 +240,9 @@ def pad_value(c: FeatureConfig) -> Any:
     return b"" if c.kind == "bytes_list" else 0
 
 
+_iinfo = functools.lru_cache(maxsize=8)(np.iinfo)
+
+
 def to_output(a: np.ndarray, c: FeatureConfig) -> Any:
     """A parsed array as tapejax gives it: host strings, or a Tensor of tapejax's storage dtype."""
     if c.kind == "bytes_list":
@@ -247,7 +250,7 @@ def to_output(a: np.ndarray, c: FeatureConfig) -> Any:
     if c.kind == "int64_list":
         store = _dtypes.storage_dtype(np.dtype(np.int64), "int64 feature")
         if store != np.int64:
-            info = np.iinfo(store)
+            info = _iinfo(store)
             small = a.tolist() if a.ndim == 0 else a.ravel().tolist() if a.size <= 16 else None
             if small is not None and not isinstance(small, list):
                 small = [small]
