@@ -47,7 +47,7 @@ from ..ops.random import DrawInTrace
 from . import structure as S
 from .hostfn import infer_spec, output_spec
 from .hostops import TracedStringError
-from .hostvalues import host_values, outputs as host_outputs
+from .hostvalues import host_input, host_values, outputs as host_outputs
 from .options import debug_mode
 
 # Errors that mean "this function cannot be one traced program; run it eagerly".
@@ -205,7 +205,7 @@ class StructuredFunction:
     def _call_user(self, components: Sequence[Any]) -> Any:
         """The user's function on Tensors (or None) in the input structure; its output with
         every component a Tensor or None (TF's rules for what a dataset function may return)."""
-        element = S.pack(self._input_spec, [c if c is None or is_str else Tensor(c)
+        element = S.pack(self._input_spec, [c if c is None or is_str or isinstance(c, Tensor) else Tensor(c)
                                             for c, is_str in zip(components, self._strings)])
         out = self._fn(*element) if type(element) is tuple else self._fn(element)
         if type(out) is list:      # TF: a top-level list is a tuple of components
@@ -328,7 +328,8 @@ class StructuredFunction:
         values.  Host op results stay NumPy and the ops staged on them run at the end
         (``hostvalues``), or with ``defer`` stay staged (``HostValue`` components) for the batch."""
         with _watching(reads_ok=True, op_seed_calls=next(self._calls)), host_values():
-            out = self._call_user([c if c is None or is_str else jnp.asarray(c)
+            # (a NumPy input component is a host value too: nothing moved unless an op needs it)
+            out = self._call_user([c if c is None or is_str else host_input(c)
                                    for c, is_str in zip(components, self._strings)])
             return out, host_outputs(S.flatten(out), defer)
 

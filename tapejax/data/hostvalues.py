@@ -89,6 +89,18 @@ def active() -> bool:
 def numeric_result(array: np.ndarray) -> Tensor:
     """A host op's numeric result (``array``, of tapejax's storage dtype): a host value inside a
     dataset function, else a Tensor (``convert_to_tensor``)."""
+    leaf = _leaf(array)
+    return leaf if leaf is not None else convert_to_tensor(array)
+
+
+def host_input(value: Any) -> Any:
+    """A dataset function's numeric input component: a NumPy array as a host value (inside a
+    dataset function, of a dtype JAX holds as it is), else as a device array (``jnp.asarray``)."""
+    leaf = _leaf(value)
+    return leaf if leaf is not None else jax.numpy.asarray(value)
+
+
+def _leaf(array: Any) -> Optional[Pending]:
     if getattr(_local, "on", False) and type(array) is np.ndarray:
         key = (array.shape, array.dtype, jax.config.jax_enable_x64)
         aval = _LEAF_AVALS.get(key)
@@ -96,7 +108,7 @@ def numeric_result(array: np.ndarray) -> Tensor:
             aval = _LEAF_AVALS.setdefault(key, jax.core.ShapedArray(array.shape, array.dtype))
         if aval is not None:
             return Pending(HostValue(None, None, aval, array))
-    return convert_to_tensor(array)
+    return None
 
 
 #: (shape, dtype, 64-bit mode) -> a host leaf's aval, for the shapes and dtypes JAX holds as they are
@@ -411,5 +423,5 @@ def outputs_of(element: Element) -> List[Any]:
     return [c.value if type(c) is HostValue else c for c in element]
 
 
-__all__ = ["Counts", "HostValue", "active", "batch_stack", "host_values", "materialize", "numeric_result", "outputs",
+__all__ = ["Counts", "HostValue", "active", "batch_stack", "host_input", "host_values", "materialize", "numeric_result", "outputs",
            "outputs_of", "set_host_values"]
