@@ -200,6 +200,8 @@ class StructuredFunction:
             self.eager, self.eager_reason, self._run = True, "tf.data.experimental.enable_debug_mode()", None
         self.output_spec = spec
         self._out_specs: List[S.Spec] = S.flatten(spec)
+        #: per output component: (a string?, its NumPy dtype), made at the first check
+        self._out_checks: Optional[List[Tuple[bool, Optional[np.dtype]]]] = None
 
     # -- calling the user's function -----------------------------------------
     def _call_user(self, components: Sequence[Any]) -> Any:
@@ -389,12 +391,17 @@ class StructuredFunction:
                                        f"differs from its element_spec {self.output_spec!r}.")
         if comps is None:
             comps = S.flatten(out)
-        for c, spec in zip(comps, self._out_specs):
-            if S.is_string(spec) or S.is_bytes(c):
-                if S.is_string(spec) != S.is_bytes(c):
+        checks = self._out_checks
+        if checks is None:
+            checks = self._out_checks = [(S.is_string(spec), np.dtype(spec.dtype._np) if isinstance(spec, TensorSpec)
+                                          else None) for spec in self._out_specs]
+        for c, spec, (is_str, np_dtype) in zip(comps, self._out_specs, checks):
+            is_bytes = type(c) is bytes or S.is_bytes(c)
+            if is_str or is_bytes:
+                if is_str != is_bytes:
                     raise InvalidArgumentError(
                         f"The function passed to {self._name} returned {c!r} where its element_spec says {spec!r}.")
-            elif isinstance(spec, TensorSpec) and np.dtype(c.dtype) != spec.dtype._np:
+            elif np_dtype is not None and c.dtype != np_dtype:
                 raise InvalidArgumentError(
                     f"The function passed to {self._name} returned a component of dtype {np.dtype(c.dtype).name} "
                     f"where its element_spec says {spec.dtype.name}.")
