@@ -1,30 +1,37 @@
-"""Host values in dataset functions: host op results stay NumPy, the ops after them run as one program.
+"""Host values in dataset functions: host op results stay NumPy, the ops after them are staged.
 
 A dataset function over string components (``hostfn``: a ``map`` over TFRecord records or file
 names) runs eagerly per element.  Its host ops (``parse_single_example``, ``decode_raw``,
 ``decode_png`` ...) make NumPy arrays; as Tensors, each would be moved to the device (about
 30 us), each op after it (``reshape``, ``cast``, ``resize``, ``/ 255``) would be its own
-dispatch (25-80 us), and ``batch`` would stack the results on the host again.  Instead, while a
-dataset function runs (``host_values()``, entered by ``functions.StructuredFunction``):
+dispatch (25-80 us), and ``batch`` would stack the results on the host again.  Instead, while an
+eager dataset function runs (``host_values()``, entered by ``functions.StructuredFunction``):
 
-* a host op's numeric result (``result``) is a ``Pending`` Tensor whose value is a ``HostValue``
-  leaf holding the NumPy array: shape and dtype known, nothing moved;
+* a host op's numeric result (``numeric_result``) and a NumPy input component
+  (``host_input``) are ``Pending`` Tensors whose value is a ``HostValue`` leaf holding the
+  array: shape and dtype known, nothing moved;
 * an op on host values (the executor offers it: ``core.tensor.Lazy.stage``) is not run: it
-  becomes a ``HostValue`` node (the op's jitted callable and its inputs), its shape and dtype
-  from ``jax.eval_shape`` (cached per callable and input signature), which raises the op's
-  shape and dtype errors at the op, as running it would;
+  becomes a ``HostValue`` node (the op's jitted callable and its inputs); its result's aval comes
+  from ``jax.make_jaxpr`` of the callable (cached per callable and input signature: ``_op``),
+  which raises the op's shape and dtype errors at the op, as running it would, and says
+  whether the op may run over a batch (``_EXACT_UNDER_VMAP``);
 * when the function returns, ``outputs`` gives its components: a leaf's NumPy array as it is
-  (``batch`` stacks it on the host: one transfer per batch, by the iterator), and the nodes
-  computed together by one compiled program per graph structure (``materialize``: the ops'
-  callables and their wiring; the leaves, constants and Python scalars are its arguments, so
-  every element of a pipeline reuses one program).
+  (``batch`` stacks it on the host; the iterator moves the batch), and the nodes computed by
+  their ops' own jitted callables in order (``materialize``): the programs the op-by-op path
+  runs, so its values bit for bit (one fused program rounds differently: XLA contracts
+  ``x / 255 + 1``), without the per-result transfers;
+* with a ``batch`` right after the ``map`` (``transforms.Batch``), the nodes stay staged in the
+  elements and ``batch_stack`` runs each op once for the whole batch (``jax.vmap`` of its
+  callable, inputs stacked on the host or shared) where that gives the same values element by
+  element (elementwise arithmetic, comparisons, casts, shape ops), and element by element
+  otherwise (a reduction, a dot, ``resize``).  Elements whose staged ops differ are computed one
+  by one and stacked (``outputs_of``).
 
 Anything that needs a value earlier (``numpy()``, Python control flow on it, an op that is not
-one jitted callable, a ``numpy_function``) computes it there (``HostValue.force``: a leaf moved
-to the device, a node by the same program), so the values, dtypes and errors are the op-by-op
-path's.  Ops with a Variable operand, ops recorded by a tape, ops with several outputs and ops
-on traced or device-committed arrays are never staged.  Outside dataset functions host ops give
-plain Tensors, as before.
+one jitted callable, a ``numpy_function``) computes it there (``HostValue.force``).  Ops with a
+Variable operand, ops recorded by a tape, ops with several outputs and ops on traced or
+device-committed arrays are never staged.  Outside dataset functions host ops give plain
+Tensors, as before; ``TAPEJAX_DATA_HOST_VALUES=0`` / ``set_host_values(False)`` turns it off.
 """
 import threading
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
