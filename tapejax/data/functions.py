@@ -401,10 +401,10 @@ class StructuredFunction:
                 if is_str != is_bytes:
                     raise InvalidArgumentError(
                         f"The function passed to {self._name} returned {c!r} where its element_spec says {spec!r}.")
-            elif np_dtype is not None and c.dtype != np_dtype:
+            elif np_dtype is not None and getattr(c, "dtype") != np_dtype:
                 raise InvalidArgumentError(
-                    f"The function passed to {self._name} returned a component of dtype {np.dtype(c.dtype).name} "
-                    f"where its element_spec says {spec.dtype.name}.")
+                    f"The function passed to {self._name} returned a component of dtype "
+                    f"{np.dtype(getattr(c, 'dtype')).name} where its element_spec says {np_dtype.name}.")
         return tuple(comps)
 
 

@@ -109,7 +109,7 @@ def host_input(value: Any) -> Any:
 
 def _leaf(array: Any) -> Optional[Pending]:
     if getattr(_local, "on", False) and type(array) is np.ndarray:
-        key = (array.shape, array.dtype, jax.config.jax_enable_x64)
+        key = (array.shape, array.dtype, jax.enable_x64.value)
         aval = _LEAF_AVALS.get(key)
         if aval is None and array.dtype.kind in "biufc" and jax.dtypes.canonicalize_dtype(array.dtype) == array.dtype:
             aval = _LEAF_AVALS.setdefault(key, jax.core.ShapedArray(array.shape, array.dtype))
@@ -175,7 +175,7 @@ def _exact_under_vmap(jaxpr: Any) -> bool:
 
 
 def _op(call: Callable[..., Any], vals: Sequence[Any]) -> _Op:
-    key = (call, tuple([_signature(v) for v in vals]), jax.config.jax_enable_x64)
+    key = (call, tuple([_signature(v) for v in vals]), jax.enable_x64.value)
     op = _OPS.get(key)
     if op is None:
         closed, out = jax.make_jaxpr(call, return_shape=True)(*[_struct(v) for v in vals])   # raises what the call would
@@ -216,7 +216,7 @@ class HostValue(Lazy):
     def shape(self) -> Tuple[int, ...]:
         return self.aval.shape
 
-    def force(self) -> jax.Array:
+    def force(self) -> Any:
         if self.value is None:
             Counts.forced += 1
             if self.host is not None:
@@ -229,7 +229,7 @@ class HostValue(Lazy):
         self.value = value
 
     def stage(self, call: Callable[..., Any], vals: Sequence[Any]) -> Optional[Lazy]:
-        if not getattr(_local, "on", False) or jax.config.jax_debug_nans or jax.config.jax_debug_infs:
+        if not getattr(_local, "on", False) or jax.debug_nans.value or jax.debug_infs.value:
             return None
         for v in vals:
             if not _stageable(v):
@@ -275,7 +275,7 @@ def _graph(roots: Sequence[HostValue]) -> _Graph:
 
     root_refs = tuple([ref(r) for r in roots])
     assert all(k == 0 for k, _ in root_refs)
-    key = (tuple(steps), tuple(sigs), tuple(j for _, j in root_refs), jax.config.jax_enable_x64)
+    key = (tuple(steps), tuple(sigs), tuple(j for _, j in root_refs), jax.enable_x64.value)
     return _Graph(key, inputs, nodes, tuple(j for _, j in root_refs))
 
 
