@@ -303,3 +303,30 @@ def test_only_ops_exact_under_vmap_run_once_per_batch():
     assert c1[1] - c0[1] == 3 * 2                 # reshape, cast and divide, once per batch
     assert c1[4] - c0[4] == 8                     # the reduction, once per element
     _assert_same(*_both(lambda: ds))
+
+
+def test_other_transformations_after_a_host_map_equal_op_by_op():
+    """padded_batch (not deferred), filter, cache, shuffle + batch, zip and as_numpy_iterator over
+    a host map's NumPy components: the op-by-op path's elements."""
+    path, _, _ = _records(7, sizes=[6, 9, 3, 6, 12, 3, 6])
+    def fn(r):
+        e = tf.io.parse_single_example(r, FEATURES)
+        return tf.cast(tf.io.decode_raw(e["image"], tf.uint8), tf.int32) * 2, e["label"]
+    T = tf.data.TFRecordDataset
+    makes = [lambda: T(path).map(fn).padded_batch(3),
+             lambda: T(path).map(fn).filter(lambda x, y: tf.reduce_sum(x) > 200).padded_batch(2),
+             lambda: T(path).map(fn).cache().padded_batch(4),
+             lambda: tf.data.Dataset.zip((T(path).map(fn), T(path).map(lambda r: tf.strings.length(r)))).map(
+                 lambda a, b: (tf.reduce_sum(a[0]) + b, a[1])).shuffle(4, seed=2).batch(3)]
+    for make in makes:
+        _assert_same(*_both(make))
+    on = list(T(path).map(fn).as_numpy_iterator())
+    prev = hv.set_host_values(False)
+    try:
+        off = list(T(path).map(fn).as_numpy_iterator())
+    finally:
+        hv.set_host_values(prev)
+    for (a, b), (c, d) in zip(on, off):
+        assert type(a) is type(c) and type(b) is type(d)
+        np.testing.assert_array_equal(a, c)
+        assert b == d
