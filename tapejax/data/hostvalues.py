@@ -89,10 +89,6 @@ class host_values:
         _local.on = self.prev
 
 
-def active() -> bool:
-    return getattr(_local, "on", False)
-
-
 def numeric_result(array: np.ndarray) -> Tensor:
     """A host op's numeric result (``array``, of tapejax's storage dtype): a host value inside a
     dataset function, else a Tensor (``convert_to_tensor``)."""
@@ -430,5 +426,5 @@ def outputs_of(element: Element) -> List[Any]:
     return [c.value if type(c) is HostValue else c for c in element]
 
 
-__all__ = ["Counts", "HostValue", "active", "batch_stack", "host_input", "host_values", "materialize", "numeric_result", "outputs",
+__all__ = ["Counts", "HostValue", "batch_stack", "host_input", "host_values", "materialize", "numeric_result", "outputs",
            "outputs_of", "set_host_values"]
