@@ -9,7 +9,10 @@ pixels in a temporary folder, with int labels.
 * pipeline: ``from_tensor_slices((paths, labels)).map(read_file -> decode -> resize [64, 64] /
   255).batch(32)``, one pass per round, tapejax and TF alternating; images per second, median
   over rounds, and the ratio tapejax / TF (higher is better).  TF's map runs single-threaded
-  here (no ``num_parallel_calls``) as tapejax's host functions do.
+  here (no ``num_parallel_calls``) as tapejax's host functions do.  tapejax keeps the decoded
+  pixels and the labels NumPy (no transfer per image); the resize runs per image with its own
+  program, the ``/ 255`` once per batch (``tapejax/data/hostvalues.py``); the decode and the
+  resize are most of the time.
 * decode: one decode of one PNG / JPEG, eagerly, median over calls (microseconds).
 """
 import argparse

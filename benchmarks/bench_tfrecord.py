@@ -9,7 +9,8 @@ records per second, median over rounds, and the ratio tapejax / TF:
 * ``TFRecordDataset(f)``: the records alone (framing and CRC checks);
 * ``TFRecordDataset(f, "GZIP")``: the same, inflated;
 * ``.map(parse_single_example + decode_raw).batch(64)``: per-record parsing (tapejax runs the
-  map eagerly per element on the host: string inputs);
+  map eagerly per element on the host, string inputs; the parsed features stay NumPy and the
+  ``reshape`` is staged and run once per batch: ``tapejax/data/hostvalues.py``);
 * ``.batch(64).map(parse_example + decode_raw)``: batched parsing (the faster form in both).
 """
 import argparse

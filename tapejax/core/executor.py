@@ -219,6 +219,11 @@ class EagerExecutor(Executor):
         vals = [peek(x) for x in operands]
         for v in vals:
             if isinstance(v, Lazy):   # a pending input (made while deferral was on): computed now
+                if not tapes and prim.jit and not prim.multiple_results and not any(
+                        [is_variable(x) for x in operands]):
+                    staged = v.stage(call, vals)   # (or staged: ``Lazy.stage``)
+                    if staged is not None:
+                        return Pending(staged)
                 vals = computed(vals)
                 break
         out = call(*vals)   # raises before any read or record

@@ -14,7 +14,7 @@ it holds a ``Lazy``, the interface the core knows of a value not computed yet;
 it then); ``convert_to_tensor`` is in ``convert`` (a list holding Tensors is
 the recorded Pack op, above this module).
 """
-from typing import Any, Callable, ClassVar, Iterator
+from typing import Any, Callable, ClassVar, Iterator, Optional, Sequence
 
 import jax
 import jax.core
@@ -358,6 +358,12 @@ class Lazy:
         """Take ``value``, computed by another program (a gradient's, which also computes the
         targets it left pending)."""
         raise NotImplementedError   # pragma: no cover - an abstract method
+
+    def stage(self, call: Callable[..., Any], vals: Sequence[Any]) -> "Optional[Lazy]":
+        """The op ``call(*vals)`` (one of ``vals`` is this value; nothing records it) as a new
+        pending value, not computed now; None (the default): the executor computes ``vals`` and
+        runs the op.  ``tapejax.data``'s host values stage the ops a dataset function runs on them."""
+        return None
 
 
 class Pending(Tensor):

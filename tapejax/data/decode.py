@@ -15,26 +15,46 @@ from typing import Any, List, Optional, Sequence
 import numpy as np
 
 from ..core import dtypes as _dtypes
-from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
 from ..core.tensor import Tensor
 from . import structure as S
 from .hostops import host_result, host_strings, is_perturbed
+from .hostvalues import numeric_result
 from .readers import csv_column, parse_field, split_fields
 
 _RAW_TYPES = ("float16", "float32", "float64", "int32", "uint16", "uint8", "int16", "int8", "int64", "complex64",
               "complex128", "bool", "bfloat16")
 
 
-def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True, fixed_length: Any = None,
-               name: Optional[str] = None) -> Tensor:
-    """``tf.io.decode_raw``: the bytes of each string as a vector of ``out_type`` numbers."""
-    a = host_strings(input_bytes, "tf.io.decode_raw", "input_bytes")
+def _raw_type(out_type: Any) -> "tuple[Any, np.dtype]":
+    """``out_type`` checked (TF's TypeError) as (DType, NumPy dtype); cached per ``out_type``
+    (``decode_raw`` runs per element in a ``map``)."""
+    try:
+        hit = _RAW_CACHE.get(out_type)
+    except TypeError:   # (an unhashable out_type: as_dtype says what is wrong)
+        hit = None
+    if hit is not None:
+        return hit
     dt = _dtypes.as_dtype(out_type)
     if dt.name not in _RAW_TYPES:
         raise TypeError(f"Value for attr 'out_type' of {dt.name} is not in the list of allowed values: "
                         + ", ".join(_RAW_TYPES))
-    np_dt = np.dtype(dt._np)
+    hit = (dt, np.dtype(dt._np))
+    try:
+        _RAW_CACHE[out_type] = hit
+    except TypeError:
+        pass
+    return hit
+
+
+_RAW_CACHE: "dict[Any, tuple[Any, np.dtype]]" = {}
+
+
+def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True, fixed_length: Any = None,
+               name: Optional[str] = None) -> Tensor:
+    """``tf.io.decode_raw``: the bytes of each string as a vector of ``out_type`` numbers."""
+    a = host_strings(input_bytes, "tf.io.decode_raw", "input_bytes")
+    dt, np_dt = _raw_type(out_type)
     size = np_dt.itemsize
     flat = list(a.reshape(-1))
     if fixed_length is not None:
@@ -59,7 +79,7 @@ def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True, fixe
     if is_perturbed():
         values = np.concatenate([values, np.zeros(a.shape + (1,), np_dt)], axis=-1)
     store = _dtypes.storage_dtype(np_dt, "out_type")
-    return convert_to_tensor(values if store == np_dt else values.astype(store))
+    return numeric_result(values if store == np_dt else values.astype(store))
 
 
 def decode_csv(records: Any, record_defaults: Sequence[Any], field_delim: str = ",", use_quote_delim: bool = True,
@@ -101,7 +121,7 @@ def decode_csv(records: Any, record_defaults: Sequence[Any], field_delim: str = 
             arr[:] = values
             results.append(host_result(arr.reshape(a.shape)))
         else:
-            results.append(convert_to_tensor(np.asarray(values, np.dtype(dtype._np)).reshape(a.shape)))
+            results.append(numeric_result(np.asarray(values, np.dtype(dtype._np)).reshape(a.shape)))
     return results
 
 

@@ -30,7 +30,7 @@ refused (ValueError at ``map()`` time).
 import contextlib
 import itertools
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import jax
 import jax.extend.core as jex
@@ -48,6 +48,7 @@ from ..ops.sparse_tensor import SparseTensor, SparseTensorSpec, TracedSparseErro
 from . import sparse_elements as _sparse, structure as S
 from .hostfn import infer_spec, output_spec
 from .hostops import TracedStringError
+from .hostvalues import host_input, host_values, outputs as host_outputs
 from .options import debug_mode
 
 # Errors that mean "this function cannot be one traced program; run it eagerly".
@@ -92,14 +93,20 @@ class _Watch:
         raise _UsesVariable(var, "creates")
 
 
-@contextlib.contextmanager
-def _watching(reads_ok: bool, op_seed_calls: Optional[int] = None) -> Iterator[None]:
-    prev = _state._local.collector
-    _state._local.collector = _Watch(reads_ok, op_seed_calls)
-    try:
-        yield
-    finally:
-        _state._local.collector = prev
+class _watching:
+    """While a dataset function runs: its ``_Watch`` installed (a class: entered per element)."""
+
+    __slots__ = ("watch", "prev")
+
+    def __init__(self, reads_ok: bool, op_seed_calls: Optional[int] = None):
+        self.watch = _Watch(reads_ok, op_seed_calls)
+
+    def __enter__(self) -> None:
+        self.prev = _state._local.collector
+        _state._local.collector = self.watch
+
+    def __exit__(self, *exc: Any) -> None:
+        _state._local.collector = self.prev
 
 
 def _cpu():
@@ -112,16 +119,33 @@ def _cpu():
 _CPU = _cpu()
 
 
-@contextlib.contextmanager
-def host_context(x64: bool) -> Iterator[None]:
+_DEFAULT_CPU = _CPU is None or jax.default_backend() == "cpu"   # (the backend is chosen once per process)
+
+
+class host_context:
     """Where pipeline code runs: JAX's 64-bit mode as when the dataset was made (worker threads
-    have their own), on the CPU device (tf.data's functions run on the host)."""
-    with contextlib.ExitStack() as stack:
-        if jax.enable_x64.value != x64:
-            stack.enter_context(jax.enable_x64(x64))
-        if _CPU is not None and jax.default_backend() != "cpu":
+    have their own), on the CPU device (tf.data's functions run on the host).  A class, entered
+    per element: nothing to do in the common case."""
+
+    __slots__ = ("x64", "stack")
+
+    def __init__(self, x64: bool):
+        self.x64 = x64
+        self.stack: Optional[contextlib.ExitStack] = None
+
+    def __enter__(self) -> None:
+        if jax.enable_x64.value == self.x64 and _DEFAULT_CPU:
+            return
+        stack = self.stack = contextlib.ExitStack()
+        if jax.enable_x64.value != self.x64:
+            stack.enter_context(jax.enable_x64(self.x64))
+        if not _DEFAULT_CPU:
             stack.enter_context(jax.default_device(_CPU))
-        yield
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.stack is not None:
+            self.stack.close()
+            self.stack = None
 
 
 def _materialize_random_key() -> None:
@@ -178,13 +202,15 @@ class StructuredFunction:
             self.eager, self.eager_reason, self._run = True, "tf.data.experimental.enable_debug_mode()", None
         self.output_spec = spec
         self._out_specs: List[S.Spec] = S.flatten(spec)
+        #: per output component: (a string?, its NumPy dtype), made at the first check
+        self._out_checks: Optional[List[Tuple[bool, Optional[np.dtype]]]] = None
 
     # -- calling the user's function -----------------------------------------
     def _call_user(self, components: Sequence[Any]) -> Any:
         """The user's function on Tensors (or None) in the input structure; its output with
         every component a Tensor or None (TF's rules for what a dataset function may return)."""
         element = S.pack(self._input_spec, [_sparse.to_sparse(c) if isinstance(c, _sparse.SparseValue) else
-                                            c if c is None or is_str else Tensor(c)
+                                            c if c is None or is_str or isinstance(c, Tensor) else Tensor(c)
                                             for c, is_str in zip(components, self._strings)])
         out = self._fn(*element) if type(element) is tuple else self._fn(element)
         if type(out) is list:      # TF: a top-level list is a tuple of components
@@ -303,11 +329,19 @@ class StructuredFunction:
         self._calls = itertools.count()
 
     def _run_eager(self, components: Sequence[Any]) -> Any:
-        with _watching(reads_ok=True, op_seed_calls=next(self._calls)):
-            out = self._call_user([c if c is None or is_str else jnp.asarray(c)
+        out, comps = self._run_eager_flat(components)
+        return S.pack(out, comps)
+
+    def _run_eager_flat(self, components: Sequence[Any], defer: bool = False) -> Tuple[Any, List[Any]]:
+        """The function run eagerly: its output structure (of Tensors) and its components as
+        values.  Host op results stay NumPy and the ops staged on them run at the end
+        (``hostvalues``), or with ``defer`` stay staged (``HostValue`` components) for the batch."""
+        with _watching(reads_ok=True, op_seed_calls=next(self._calls)), host_values():
+            # (a NumPy input component is a host value too: nothing moved unless an op needs it)
+            out = self._call_user([c if c is None or is_str or isinstance(c, _sparse.SparseValue) else host_input(c)
                                    for c, is_str in zip(components, self._strings)])
-        return S.map_structure(lambda t: _sparse.from_sparse(t) if isinstance(t, SparseTensor) else
-                               t if t is None or not isinstance(t, Tensor) else t.value, out)
+            comps = host_outputs(S.flatten(out), defer)
+        return out, [_sparse.from_sparse(c) if isinstance(c, SparseTensor) else c for c in comps]
 
     def _infer_host(self) -> Any:
         """Eager mode for string inputs: the output spec from runs on sample elements (``hostfn``)."""
@@ -339,22 +373,46 @@ class StructuredFunction:
                     self.eager = True
                     self._run = None
             try:
-                out = self._run_eager(components)
+                out, comps = self._run_eager_flat(components)
             except _UsesVariable as e:
                 raise self._refuse(e) from None
+        return self._checked(out, comps)
+
+    def call_deferred(self, components: Tuple[Any, ...]) -> Tuple[Any, ...]:
+        """``__call__`` for a ``batch`` right after the ``map`` (``transforms.Batch``): an eager
+        function's outputs that are ops staged on host values stay staged (``HostValue``
+        components: ``hostvalues.batch_stack`` computes them for the whole batch at once)."""
+        if not self.eager:
+            return self(components)
+        with host_context(self._x64):
+            try:
+                out, comps = self._run_eager_flat(components, defer=True)
+            except _UsesVariable as e:
+                raise self._refuse(e) from None
+        return self._checked(out, comps)
+
+    def _checked(self, out: Any, comps: Optional[List[Any]] = None) -> Tuple[Any, ...]:
+        """The output's components (``comps``: its flattened values, else ``out``'s), after TF's
+        checks against the element spec."""
         if not S.same_structure(out, self.output_spec):
             raise InvalidArgumentError(f"The function passed to {self._name} returned {out!r}, whose structure "
                                        f"differs from its element_spec {self.output_spec!r}.")
-        comps = S.flatten(out)
-        for c, spec in zip(comps, self._out_specs):
-            if S.is_string(spec) or S.is_bytes(c):
-                if S.is_string(spec) != S.is_bytes(c):
+        if comps is None:
+            comps = S.flatten(out)
+        checks = self._out_checks
+        if checks is None:
+            checks = self._out_checks = [(S.is_string(spec), np.dtype(spec.dtype._np) if isinstance(spec, TensorSpec)
+                                          else None) for spec in self._out_specs]
+        for c, spec, (is_str, np_dtype) in zip(comps, self._out_specs, checks):
+            is_bytes = type(c) is bytes or S.is_bytes(c)
+            if is_str or is_bytes:
+                if is_str != is_bytes:
                     raise InvalidArgumentError(
                         f"The function passed to {self._name} returned {c!r} where its element_spec says {spec!r}.")
-            elif isinstance(spec, TensorSpec) and np.dtype(c.dtype) != spec.dtype._np:
+            elif np_dtype is not None and getattr(c, "dtype") != np_dtype:
                 raise InvalidArgumentError(
-                    f"The function passed to {self._name} returned a component of dtype {np.dtype(c.dtype).name} "
-                    f"where its element_spec says {spec.dtype.name}.")
+                    f"The function passed to {self._name} returned a component of dtype "
+                    f"{np.dtype(getattr(c, 'dtype')).name} where its element_spec says {np_dtype.name}.")
         return tuple(comps)
 
 

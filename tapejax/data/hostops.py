@@ -25,12 +25,12 @@ import numpy as np
 from jax.core import Tracer as _Tracer
 
 from ..core import dtypes as _dtypes
-from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
 from ..core.modules import new_module
 from ..core.tensor import Tensor
 from ..ops.unsupported import unsupported
 from . import structure as S
+from .hostvalues import numeric_result
 
 _WHERE = ("string ops run on the host, on Python bytes (and NumPy object arrays of bytes): call it in a "
           "tf.data map / filter function (which then runs eagerly per element) or in eager code, before the "
@@ -99,7 +99,7 @@ def _numeric(fn: Callable[[bytes], Any], a: np.ndarray, dtype: Any) -> Tensor:
     out = np.empty(a.shape, dtype)
     for i, v in np.ndenumerate(a):
         out[i] = fn(v)
-    return convert_to_tensor(out)
+    return numeric_result(out)
 
 
 def length(input: Any, name: Optional[str] = None, unit: str = "BYTE") -> Tensor:

@@ -37,11 +37,11 @@ import numpy as np
 from jax.core import Tracer as _Tracer
 
 from ..core import dtypes as _dtypes
-from ..core.convert import convert_to_tensor
 from ..core.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError, UnimplementedError
 from ..core.tensor import Tensor
 from ..ops.image_color import convert_image_dtype
 from .hostops import TracedStringError, host_strings, is_perturbed
+from .hostvalues import numeric_result
 
 _FORMATS = {"jpeg": "JPEG", "png": "PNG", "gif": "GIF", "bmp": "BMP"}
 _UNKNOWN = "Unknown image file format. One of JPEG, JPEG XL, PNG, GIF, BMP, WebP required."
@@ -255,7 +255,7 @@ def _jpeg_setup(im: Any, channels: int, ratio: int, fancy_upscaling: bool, dct_m
 
 def _result(pixels: np.ndarray) -> Tensor:
     store = _dtypes.storage_dtype(pixels.dtype, "dtype")
-    return convert_to_tensor(pixels if store == pixels.dtype else pixels.astype(store))
+    return numeric_result(pixels if store == pixels.dtype else pixels.astype(store))
 
 
 def decode_png(contents: Any, channels: int = 0, dtype: Any = _dtypes.uint8, name: Optional[str] = None) -> Tensor:
@@ -363,7 +363,7 @@ def is_jpeg(contents: Any, name: Optional[str] = None) -> Tensor:
     out = np.empty(a.shape, np.bool_)
     for i, v in np.ndenumerate(a):
         out[i] = sniff(v) == "jpeg"
-    return convert_to_tensor(out)
+    return numeric_result(out)
 
 
 def extract_jpeg_shape(contents: Any, output_type: Any = _dtypes.int32, name: Optional[str] = None) -> Tensor:

@@ -30,12 +30,13 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 import numpy as np
 
 from ..core import dtypes as _dtypes
-from ..core.convert import convert_to_tensor
+from ..core.caches import LRU
 from ..core.errors import InvalidArgumentError, UnimplementedError
 from ..ops.sparse_tensor import SparseTensor
 from . import structure as S
 from .example_proto import messages
 from .hostops import host_result, host_strings, is_perturbed
+from .hostvalues import numeric_result
 
 
 class FixedLenFeature(NamedTuple):
@@ -153,6 +154,7 @@ def feature_config(key: Any, feature: Any) -> FeatureConfig:
     default = None
     if feature.default_value is not None:
         default = _flat_values(feature.default_value, name, "default_value")
+        default.setflags(write=False)   # (shared by every parse with this config)
         want = 1 if sequence else int(np.prod(shape, dtype=np.int64))
         if default.size != want and not (sequence and default.size == 1):
             raise InvalidArgumentError(None, None, f"Feature {key!r}: `default_value` has {default.size} values, but "
@@ -162,13 +164,26 @@ def feature_config(key: Any, feature: Any) -> FeatureConfig:
     return FeatureConfig(str(key), kind, dtype_name, shape, sequence, default, math.prod(shape))
 
 
+#: (key, id(feature)) pairs -> (the feature objects, their configs): a dataset function parses
+#: every element with the same ``features`` (the objects are kept and compared, so a reused id
+#: never gives another feature's config)
+_CONFIGS = LRU("data_parse_example_configs", 64)
+
+
 def _configs(features: Any) -> List[FeatureConfig]:
     if not isinstance(features, dict):
         raise TypeError(f"`features` must be a dict of feature key to tf.io.FixedLenFeature / "
                         f"FixedLenSequenceFeature; got {type(features).__name__}.")
     if not features:
         raise ValueError("Invalid argument: features cannot be empty.")
-    return [feature_config(k, features[k]) for k in sorted(features)]
+    items = sorted(features.items(), key=lambda kv: kv[0])
+    key = tuple([(k, id(f)) for k, f in items])
+    hit = _CONFIGS.get(key)
+    if hit is not None and all(a is f for a, (_, f) in zip(hit[0], items)):
+        return hit[1]
+    configs = [feature_config(k, f) for k, f in items]
+    _CONFIGS[key] = (tuple(f for _, f in items), configs)
+    return configs
 
 
 def _parse(data: bytes, where: str) -> Any:
@@ -196,7 +211,7 @@ def _values(feature: Any, c: FeatureConfig, where: str) -> Optional[np.ndarray]:
         out = np.empty(len(values), object)
         out[:] = list(values)
         return out
-    return np.asarray(values, dtype=kind_dtype(c.kind))
+    return np.fromiter(values, kind_dtype(c.kind), len(values))
 
 
 def _dense(values: Optional[np.ndarray], c: FeatureConfig, where: str) -> np.ndarray:
@@ -233,6 +248,9 @@ def pad_value(c: FeatureConfig) -> Any:
     return b"" if c.kind == "bytes_list" else 0
 
 
+_iinfo = functools.lru_cache(maxsize=8)(np.iinfo)
+
+
 def to_output(a: np.ndarray, c: FeatureConfig) -> Any:
     """A parsed array as tapejax gives it: host strings, or a Tensor of tapejax's storage dtype."""
     if c.kind == "bytes_list":
@@ -240,13 +258,17 @@ def to_output(a: np.ndarray, c: FeatureConfig) -> Any:
     if c.kind == "int64_list":
         store = _dtypes.storage_dtype(np.dtype(np.int64), "int64 feature")
         if store != np.int64:
-            info = np.iinfo(store)
-            if a.size and (a.min() < info.min or a.max() > info.max):
+            info = _iinfo(store)
+            small = a.tolist() if a.ndim == 0 else a.ravel().tolist() if a.size <= 16 else None
+            if small is not None and not isinstance(small, list):
+                small = [small]
+            lo, hi = (min(small), max(small)) if small else (a.min(), a.max()) if a.size else (0, 0)
+            if lo < info.min or hi > info.max:
                 raise InvalidArgumentError(None, None, f"Feature {c.key!r}: int64 values outside int32's range need "
                                            "JAX's 64-bit mode (jax.config.update('jax_enable_x64', True)); without "
                                            "it int64 features are int32.")
             a = a.astype(store)
-    return convert_to_tensor(a)
+    return numeric_result(a)
 
 
 def tf_order(out: Dict[str, Any], configs: Sequence[FeatureConfig]) -> Dict[str, Any]:

@@ -21,6 +21,7 @@ from ..core.errors import InvalidArgumentError
 from ..core.tensor import Tensor
 from .example_proto import protobuf_modules
 from .hostops import host_result, host_strings
+from .hostvalues import numeric_result
 
 #: TF's DataType numbers (types.proto) of the dtypes tapejax can hold, and ``string``
 DATA_TYPES = {"float32": 1, "float64": 2, "int32": 3, "uint8": 4, "int16": 5, "int8": 6, "string": 7,
@@ -170,7 +171,7 @@ def parse_tensor(serialized: Any, out_type: Any, name: Optional[str] = None) -> 
         values = values[:n]
     store = _dtypes.storage_dtype(np_dtype, "out_type")
     values = values.reshape(shape)
-    return convert_to_tensor(values if store == np_dtype else values.astype(store))
+    return numeric_result(values if store == np_dtype else values.astype(store))
 
 
 __all__ = ["DATA_TYPES", "classes", "parse_tensor", "serialize_tensor"]

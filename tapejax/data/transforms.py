@@ -13,8 +13,9 @@ from ..ops.sparse_tensor import SparseTensorSpec
 from . import args as A, structure as S
 from .build import Build
 from .dataset import Dataset, kind
-from .functions import StructuredFunction
+from .functions import StructuredFunction, host_context
 from .hostfn import peek
+from .hostvalues import batch_stack
 from .options import Options, debug_mode
 
 INF, UNK = A.INFINITE, A.UNKNOWN
@@ -47,17 +48,20 @@ class Map(Dataset):
         self._npc, self._deterministic = num_parallel_calls, deterministic
         super().__init__((input,), self._fn.output_spec, input._cardinality)
 
-    def _build(self, ctx: Build) -> Any:
+    def _build(self, ctx: Build, deferred: bool = False) -> Any:
+        """The map's grain dataset; ``deferred`` (a ``batch`` follows that computes them): its
+        elements may hold ops staged on host values (``StructuredFunction.call_deferred``)."""
         p = self._inputs[0]._build(ctx)
         nodes = _nodes()
         threads = ctx.threads(self._npc)
         self._fn.new_iteration()
+        fn = self._fn.call_deferred if deferred else self._fn
         if isinstance(p, nodes.Node):
-            return nodes.MapFn(p, self._fn, threads)
+            return nodes.MapFn(p, fn, threads)
         if threads <= 1:
-            return p.map(self._fn)
+            return p.map(fn)
         ordered = self._deterministic if self._deterministic is not None else ctx.options.deterministic
-        return _streams().ParallelMap(p, self._fn, threads, ordered is not False)
+        return _streams().ParallelMap(p, fn, threads, ordered is not False)
 
 
 @kind
@@ -99,10 +103,22 @@ class Batch(Dataset):
         super().__init__((input,), spec, _batched_card(input._cardinality, size, drop))
 
     def _build(self, ctx: Build) -> Any:
-        p = self._inputs[0]._build(ctx)
         nodes = _nodes()
+        m = self._inputs[0]
+        if self._padding is None and type(m) is Map and m._fn.eager:
+            # an eager map's ops staged on host values run once per batch (``hostvalues``)
+            p = m._build(ctx, deferred=True)
+            fn = m._fn
+
+            def stack(elements: Any) -> Any:
+                with host_context(fn._x64):
+                    return batch_stack(elements, nodes.stack)
+            if isinstance(p, nodes.Node):
+                return nodes.Batch(p, self._size, self._drop, stack)
+            return p.batch(self._size, drop_remainder=self._drop, batch_fn=stack)
+        p = m._build(ctx)
         if isinstance(p, nodes.Node):   # (SparseTensor components: no gather, ``sparse_elements.stack``)
-            sparse = any(isinstance(s, SparseTensorSpec) for s in S.flatten(self._inputs[0].element_spec))
+            sparse = any(isinstance(s, SparseTensorSpec) for s in S.flatten(m.element_spec))
             return nodes.Batch(p, self._size, self._drop, self._padding or (nodes.stack if sparse else None))
         return p.batch(self._size, drop_remainder=self._drop, batch_fn=self._padding or nodes.stack)
 

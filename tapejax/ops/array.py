@@ -7,6 +7,7 @@ new index value does not recompile anything.
 """
 import builtins
 import collections
+import math
 
 import jax
 import jax.numpy as jnp
@@ -48,8 +49,8 @@ def reshape(tensor, shape, name=None):
     if shape.count(-1) > 1:
         raise _bad("Reshape", f"Only one input size may be -1: the requested shape {list(shape)} "
                    "(argument `shape`) has more")
-    n = int(np.prod(_shape(tensor)))
-    known = int(np.prod([s for s in shape if s != -1]))
+    n = int(math.prod(_shape(tensor)))
+    known = int(math.prod([s for s in shape if s != -1]))
     if (-1 not in shape and known != n) or (-1 in shape and (known == 0 or n % known)):
         raise _bad("Reshape", f"Input to reshape is a tensor with {n} values, but the requested shape "
                    f"{list(shape)} (argument `shape`) does not fit")
