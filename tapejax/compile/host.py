@@ -52,6 +52,7 @@ from ..autodiff.tape import GradientTape
 from ..core import dtypes as _dtypes, errors as _errors, state as _state
 from ..core.bind import REGISTRY, bind, define
 from ..core.convert import convert_to_tensor
+from ..core.executor import EFFECTFUL
 from ..core.tensor import Tensor
 
 __all__ = ["init_scope", "numpy_function", "py_function", "take_error"]
@@ -312,6 +313,7 @@ _EAGER_PY_FUNC = REGISTRY.get("EagerPyFunc") or define(
 _PY_FUNC = REGISTRY.get("PyFunc") or define(
     "PyFunc", _py_func, differentiable=False, multiple_results=True, jit=False,
     nondiff_reason="tf.numpy_function (op PyFunc) has no gradient")
+EFFECTFUL.update((_EAGER_PY_FUNC, _PY_FUNC))   # (never computed while tracing: they run at every call)
 
 
 def _traced(tensors: Sequence[Tensor]) -> bool:

@@ -25,6 +25,9 @@ The operations (each a method of ``Executor``)
     Tensors, Variables (read as the op runs: each read is recorded by the tapes), constant
     arrays or Python scalars.  A bad op raises before any Variable is read or anything is
     recorded.  The op is offered to each of ``tapes`` (``record``), which may be empty.
+    While a ``tapejax.function`` traces, an op on a ``StaticTensor`` (``tf.shape``'s value) whose
+    operands are all concrete is computed at once (``fold``: TF's graph folds static shapes),
+    unless it calls back into Python (``EFFECTFUL``).
 ``read_pending(var, lazy, tapes)``
     A read of a Variable whose value is a pending update ``lazy``.
 ``update(var, op, delta, op_type)``
@@ -44,7 +47,7 @@ import jax
 from .errors import compiled_numerics_error
 from .ownership import Donating, commit
 from .state import _local
-from .tensor import Lazy, Pending, Tensor
+from .tensor import Lazy, Pending, StaticTensor, Tensor
 
 _Array = type(jax.numpy.zeros(()))   # the concrete array type (``jax.Array`` is abstract)
 
@@ -176,6 +179,33 @@ class Executor:
         return f"<tapejax {self.name} executor>"
 
 
+#: Primitives that may not be computed while tracing even on constant operands: they call back
+#: into Python (``numpy_function``, ``tf.print``) at every run of the program.  Filled where
+#: they are defined (``compile.host``, ``ops.printing``).
+EFFECTFUL: "set[Any]" = set()
+
+_CONCRETE = type(jax.numpy.zeros(()))
+
+
+def fold(prim: Any, call: Callable[..., Any], operands: tuple) -> Any:
+    """An op on a ``StaticTensor`` inside a trace, computed now when every operand is concrete
+    (a ``StaticTensor``, a Tensor holding an array, an array or a Python number) and the op may
+    run at trace time: its results as ``StaticTensor``s; None otherwise (the op is staged)."""
+    if prim in EFFECTFUL or not prim.jit:
+        return None
+    vals = []
+    for x in operands:
+        v = x._value if isinstance(x, Tensor) and type(x) is not Pending else x
+        if not (type(v) is _CONCRETE or isinstance(v, (bool, int, float, complex))):
+            return None
+        vals.append(v)
+    with jax.ensure_compile_time_eval():
+        out = call(*vals)
+    if prim.multiple_results:
+        return tuple([StaticTensor(o) for o in out])
+    return StaticTensor(out)
+
+
 class EagerExecutor(Executor):
     """Every op runs when it is called (``tapejax.set_deferred_execution(False)``)."""
 
@@ -214,7 +244,13 @@ class EagerExecutor(Executor):
         makes the Variable an input of the program (its value a tracer), which the op must see;
         and read first a Variable whose read is its own (``Variable._peekable`` False: a Keras
         variable inside a Keras scope reads the scope's value, not its storage)."""
-        if _local.collector is not None or any([not x._peekable for x in operands if is_variable(x)]):
+        if _local.collector is not None:
+            if any([type(x) is StaticTensor for x in operands]):
+                folded = fold(prim, call, operands)
+                if folded is not None:
+                    return folded
+            operands = tuple([x._read() if is_variable(x) else x for x in operands])
+        elif any([not x._peekable for x in operands if is_variable(x)]):
             operands = tuple([x._read() if is_variable(x) else x for x in operands])
         vals = [peek(x) for x in operands]
         for v in vals:

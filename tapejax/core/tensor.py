@@ -366,6 +366,18 @@ class Lazy:
         return None
 
 
+class StaticTensor(Tensor):
+    """A Tensor holding a concrete value that a trace knows statically: ``tf.shape(x)`` (and
+    ``size``, ``rank``) inside a ``tapejax.function``, where every shape is static.  An op whose
+    operands are all concrete, one of them a ``StaticTensor``, is computed while tracing (the
+    executor folds it: ``executor.fold``) and gives a ``StaticTensor`` again, so that
+    ``x[:tf.shape(x)[0] // 2]``, ``tf.reshape(x, [tf.shape(x)[0], -1])`` or
+    ``tf.zeros([tf.shape(x)[0], 3])`` see Python numbers, as TF's graph folds its static shapes.
+    Outside a trace ``tf.shape`` gives a plain Tensor."""
+
+    __slots__ = ()
+
+
 class Pending(Tensor):
     """A Tensor whose value is computed when first needed (deferred execution, ``tapejax.runtime``).
 

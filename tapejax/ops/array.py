@@ -13,10 +13,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import dtypes as _dtypes, transfer
+from ..core import dtypes as _dtypes, state as _state, transfer
 from ..core.bind import PACK, bind
 from ..core.convert import convert_to_tensor
-from ..core.tensor import Tensor
+from ..core.tensor import StaticTensor, Tensor
 from ..core.transfer import to_device
 from ._registry import (
     _TENSORISH,
@@ -453,6 +453,15 @@ def ones_like(input, dtype=None, name=None, layout=None):
     return _filled(v.shape, v.dtype if dtype is None else _const_dtype(dtype), 1)
 
 
+def _static(value: np.ndarray) -> Tensor:
+    """A shape value: a ``StaticTensor`` inside a trace (ops on it fold while tracing, as TF's
+    graph folds static shapes), a plain Tensor outside."""
+    if _state._local.collector is not None:
+        with jax.ensure_compile_time_eval():   # (concrete: ``to_device`` may be a compiled call, staged)
+            return StaticTensor(jnp.asarray(value))
+    return Tensor(to_device(value))
+
+
 def shape(input, out_type=None, name=None):
     """``tf.shape``: the shape as an int32 tensor (a constant to tapes).  A symbolic dimension
     (``jax.export`` of a signature with ``None``: ``tapejax.saved_model``) is computed by the program."""
@@ -460,12 +469,12 @@ def shape(input, out_type=None, name=None):
     s = _shape(input)
     if not all(isinstance(d, int) for d in s):   # a symbolic size (tapejax.function's None dims)
         return Tensor(jnp.array(s, dtype=dt))
-    return Tensor(to_device(np.asarray(s, dtype=dt)))
+    return _static(np.asarray(s, dtype=dt))
 
 
 def rank(input, name=None):
     """``tf.rank``: int32 scalar (a constant)."""
-    return Tensor(to_device(np.asarray(len(_shape(input)), np.int32)))
+    return _static(np.asarray(len(_shape(input)), np.int32))
 
 
 def size(input, out_type=None, name=None):
@@ -477,7 +486,7 @@ def size(input, out_type=None, name=None):
         for d in s:
             n = n * d
         return Tensor(jnp.array(n, dtype=dt))
-    return Tensor(to_device(np.asarray(int(np.prod(s)), dtype=dt)))
+    return _static(np.asarray(int(np.prod(s)), dtype=dt))
 
 
 def fill(dims, value, name=None, layout=None):

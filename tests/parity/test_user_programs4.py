@@ -9,33 +9,15 @@ Keras layers, tf.data pipelines feeding the loops, and Keras's ``fit`` with call
 data, ``loss_weights``, freezing and mixed precision.  The TF side's Keras is tf_keras (Keras 2,
 see ``test_keras.py``); tapejax's is Keras 3 on JAX.
 """
-import functools
 import os
 import tempfile
 
 import numpy as np
-import pytest
 
 from .harness import parity, raises
 
 TOL = dict(rtol=2e-5, atol=2e-6)
 KTOL = dict(rtol=1e-4, atol=1e-5)
-
-
-def tapejax_xfail(reason):
-    """A strict xfail of the tapejax sides of a parity test (the TF side must still pass)."""
-    def deco(test):
-        @functools.wraps(test)
-        def wrapped(backend):
-            if backend == "tf":
-                return test(backend)
-            try:
-                test(backend)
-            except Exception:  # noqa: BLE001 - the known failure
-                pytest.xfail(reason)
-            pytest.fail(f"XPASS(strict) on {backend}: {reason}")
-        return wrapped
-    return deco
 
 
 def _data(n=8, d=3, seed=0):
@@ -577,9 +559,6 @@ def test_gru_classifier_compiled_step(tf):
     return out, [v.numpy() for v in model.weights]
 
 
-@tapejax_xfail(
-    "tapejax.function stages tf.shape(x)[0] // 2 (JAX stages every op in a trace) and a slice needs "
-    "static bounds: TF constant-folds the static shape; tapejax raises OperatorNotAllowedInGraphError")
 @parity(modes=True, **TOL)
 def test_slice_bounds_computed_from_tf_shape_in_a_function(tf):
     """The batch split in halves by ``x[:tf.shape(x)[0] // 2]`` inside a compiled step (TF
