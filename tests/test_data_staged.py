@@ -145,8 +145,9 @@ def test_for_over_a_dataset_leaves_no_iterator_open():
                 break
         return found
 
+    before = set(staged_for._OPEN)   # (an iter(dataset) site of another test may keep one open)
     assert [int(first_over(tf.constant(k))) for k in (2, 4, 9)] == [3, 5, -1]
-    assert staged_for._OPEN == {}
+    assert set(staged_for._OPEN) <= before
 
 
 def test_for_over_a_dataset_eagerly_is_a_python_loop():

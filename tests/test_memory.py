@@ -393,6 +393,9 @@ except ImportError:
 try:   # tapejax.data (the data extra) adds the shared element programs of dataset functions
     tf.data.Dataset   # noqa: B018
     _GLOBAL["data_element_programs"] = 2
+    # (and host values' per-element and per-batch op programs and avals, Example parse configs)
+    _GLOBAL.update({"data_host_value_leaf_avals": 2, "data_host_value_ops": 2, "data_host_value_batched_ops": 2,
+                    "data_parse_example_configs": 2})
 except ImportError:
     pass
 
