@@ -266,20 +266,25 @@ def decode_png(contents: Any, channels: int = 0, dtype: Any = _dtypes.uint8, nam
     return _result(_decode(data, "DecodePng", c, d))
 
 
-def decode_jpeg(contents: Any, channels: int = 0, ratio: int = 1, fancy_upscaling: bool = True,
-                try_recover_truncated: bool = False, acceptable_fraction: float = 1, dct_method: str = "",
-                name: Optional[str] = None) -> Tensor:
-    """``tf.io.decode_jpeg``: ``[H, W, C]`` uint8 (``ratio``: 1, 2, 4 or 8 times smaller).
-    ``try_recover_truncated`` / ``acceptable_fraction`` are accepted but a truncated file is an error."""
-    c = _check_channels(channels)
+def _jpeg_options(ratio: Any, fancy_upscaling: Any, dct_method: str) -> dict:
+    """The JPEG decoders' options, checked with TF's errors."""
     r = int(ratio)
     if r not in (1, 2, 4, 8):
         raise InvalidArgumentError(None, None, f"ratio must be 1, 2, 4, or 8, got {r}")
     if dct_method not in ("", "INTEGER_FAST", "INTEGER_ACCURATE"):
         raise InvalidArgumentError(None, None, "dct_method must be one of {'', 'INTEGER_FAST', 'INTEGER_ACCURATE'}, "
                                    f"got {dct_method!r}")
+    return dict(ratio=r, fancy_upscaling=bool(fancy_upscaling), dct_method=dct_method)
+
+
+def decode_jpeg(contents: Any, channels: int = 0, ratio: int = 1, fancy_upscaling: bool = True,
+                try_recover_truncated: bool = False, acceptable_fraction: float = 1, dct_method: str = "",
+                name: Optional[str] = None) -> Tensor:
+    """``tf.io.decode_jpeg``: ``[H, W, C]`` uint8 (``ratio``: 1, 2, 4 or 8 times smaller).
+    ``try_recover_truncated`` / ``acceptable_fraction`` are accepted but a truncated file is an error."""
+    c = _check_channels(channels)
+    opts = _jpeg_options(ratio, fancy_upscaling, dct_method)
     data = _scalar_string(contents, "tf.io.decode_jpeg", "contents")
-    opts = dict(ratio=r, fancy_upscaling=bool(fancy_upscaling), dct_method=dct_method)
     return _result(_decode(data, "DecodeJpeg", c, jpeg=opts))
 
 
@@ -291,12 +296,7 @@ def decode_and_crop_jpeg(contents: Any, crop_window: Any, channels: int = 0, rat
     pixels as TF's, except that for 4:2:0 chroma TF's partial decode treats the crop's right edge
     as the image's when it upsamples the colour, so the last column may differ (the module docstring)."""
     c = _check_channels(channels)
-    r = int(ratio)
-    if r not in (1, 2, 4, 8):
-        raise InvalidArgumentError(None, None, f"ratio must be 1, 2, 4, or 8, got {r}")
-    if dct_method not in ("", "INTEGER_FAST", "INTEGER_ACCURATE"):
-        raise InvalidArgumentError(None, None, "dct_method must be one of {'', 'INTEGER_FAST', 'INTEGER_ACCURATE'}, "
-                                   f"got {dct_method!r}")
+    opts = _jpeg_options(ratio, fancy_upscaling, dct_method)
     window = np.asarray(crop_window)
     if window.dtype.kind not in "iu":
         raise InvalidArgumentError(None, None, "crop_window must be int32; got dtype "
@@ -310,7 +310,6 @@ def decode_and_crop_jpeg(contents: Any, crop_window: Any, channels: int = 0, rat
     if fmt != "jpeg":
         raise InvalidArgumentError(None, None, f"DecodeAndCropJpeg operation can run on JPEG only, but detected "
                                    f"{_FORMATS[fmt]}.")
-    opts = dict(ratio=r, fancy_upscaling=bool(fancy_upscaling), dct_method=dct_method)
     pixels = _decode(data, "DecodeAndCropJpeg", c, jpeg=opts)
     grown = is_perturbed()
     if grown:   # (``_decode`` made it a pixel larger: crop the real image, then grow the crop)
