@@ -1,7 +1,7 @@
 """Round four of realistic user programs, each run under real TensorFlow 2.21 and under tapejax;
-the training loops also with deferred execution and predicted updates off (``modes=True``; the
-Keras ``fit`` programs, whose step is one compiled function, and the data-only ones run in the
-default mode): eager training loops with tape options
+the eager training loops also with deferred execution and predicted updates off (``modes=True``;
+the programs whose step is compiled, the Keras programs and the data-feeding ones run in the
+default mode only, to keep the suite's time: the fuzzer and the mode tests cover deferral there): eager training loops with tape options
 (``watch_accessed_variables=False``, ``stop_recording``, ``unconnected_gradients``), gradient
 accumulation, curvature, EMA weight swapping, seeded sampling (compared through quantities that
 do not depend on the random generator: tapejax's draws differ from TF's by design), recurrent
@@ -177,7 +177,7 @@ def test_batch_jacobian_input_sensitivity_penalty(tf):
     return out, w1, w2
 
 
-@parity(modes=True, **TOL)
+@parity(**TOL)
 def test_hvp_conjugate_gradient_in_a_function(tf):
     """Truncated Newton: Hessian-vector products by nested tapes inside a ``tf.function``, a
     few conjugate-gradient iterations in a Python loop, the step applied by ``assign_add``."""
@@ -267,7 +267,7 @@ def test_ema_swap_weights_for_evaluation_eagerly(tf):
     return out, vs, [ema.average(v) for v in vs]
 
 
-@parity(modes=True, **TOL)
+@parity(**TOL)
 def test_wgan_gp_with_variables_in_a_function(tf):
     """WGAN-GP critic step compiled: the penalty's gradient w.r.t. the interpolates is taken by an
     inner tape inside the outer one; the generator step eager; interpolation weights from NumPy."""
@@ -382,7 +382,7 @@ def test_actor_critic_with_two_optimizers(tf):
     return out, actor, critic
 
 
-@parity(modes=True, **TOL)
+@parity(**TOL)
 def test_vae_step_compiled_with_reparameterisation(tf):
     """A tiny VAE: encoder to (mu, logvar), ``z = mu + exp(0.5 logvar) * eps`` with eps fed from
     NumPy, decoder, reconstruction + KL, one compiled step; the seeded ``tf.random.normal`` is
@@ -439,7 +439,7 @@ def test_contrastive_loss_with_linalg_normalize(tf):
     return out, proj
 
 
-@parity(modes=True, **TOL)
+@parity(**TOL)
 def test_input_signature_step_with_an_inner_range_loop(tf):
     """A compiled step with ``input_signature`` (batch size None) whose body runs
     ``for i in tf.range(2)`` inner SGD updates on the halves of the batch (``tf.reshape`` to
@@ -464,7 +464,7 @@ def test_input_signature_step_with_an_inner_range_loop(tf):
     return out, w
 
 
-@parity(modes=True, **TOL)
+@parity(**TOL)
 def test_manager_checkpoint_restore_then_continue_identically(tf):
     """An eager run saves with ``CheckpointManager(max_to_keep=2)`` every 2 steps; a fresh model
     and optimizer restore ``manager.latest_checkpoint`` and continue: the losses match the
@@ -503,7 +503,7 @@ def test_manager_checkpoint_restore_then_continue_identically(tf):
     return full[6:], resumed, kept, int(step2.numpy()), vs2, int(opt2.iterations.numpy())
 
 
-@parity(modes=True, **KTOL)
+@parity(**KTOL)
 def test_lstm_sequence_regressor_custom_loop(tf):
     """``tf.keras.layers.LSTM`` (weights set from NumPy) + Dense regressing the sum of a sequence;
     a custom loop with Adam, one compiled evaluation between steps; a ``return_sequences``
@@ -559,7 +559,7 @@ def test_gru_classifier_compiled_step(tf):
     return out, [v.numpy() for v in model.weights]
 
 
-@parity(modes=True, **TOL)
+@parity(**TOL)
 def test_slice_bounds_computed_from_tf_shape_in_a_function(tf):
     """The batch split in halves by ``x[:tf.shape(x)[0] // 2]`` inside a compiled step (TF
     constant-folds the static shape; the slice's bounds are Tensors)."""
@@ -587,7 +587,7 @@ def _lin(tf, seed=21):
     return tf.Variable(_init((3, 1), seed)), tf.Variable([0.0])
 
 
-@parity(modes=True, **TOL)
+@parity(**TOL)
 def test_full_batch_shuffled_pipeline_trains_order_free(tf):
     """``from_tensor_slices((x, y)).shuffle(buf, seed).batch(n).prefetch(AUTOTUNE)`` with one
     batch per epoch: the mean loss and its gradient do not depend on the order; the epoch's
@@ -606,7 +606,7 @@ def test_full_batch_shuffled_pipeline_trains_order_free(tf):
     return out, w, b
 
 
-@parity(modes=True, **TOL)
+@parity(**TOL)
 def test_repeat_take_zip_and_parallel_map_feed_a_loop(tf):
     """Features and labels zipped from two datasets, ``map(num_parallel_calls=AUTOTUNE)``
     standardising, ``batch(3, drop_remainder=True).repeat().take(7)`` steps in a loop."""
@@ -652,7 +652,7 @@ def test_padded_batches_of_sequences_with_a_mask(tf):
     return out, w, b
 
 
-@parity(modes=True, **TOL)
+@parity(**TOL)
 def test_window_flat_map_autoregressive_forecaster(tf):
     """Sliding windows of a series by ``window(4, shift=1, drop_remainder=True)`` +
     ``flat_map(lambda w: w.batch(4))``, split into (inputs, target) by ``map``, batched, and a
@@ -706,7 +706,7 @@ def test_py_function_map_feeds_a_loop(tf):
     return out, w, [s.shape.as_list() for s in ds.element_spec]
 
 
-@parity(modes=True, **TOL)
+@parity(**TOL)
 def test_enumerate_filter_batch_into_a_signature_step(tf):
     """``enumerate`` + ``filter`` (every third row held out for validation) + ``batch``; a
     training step with an ``input_signature``; validation loss computed each epoch."""
@@ -732,7 +732,7 @@ def test_enumerate_filter_batch_into_a_signature_step(tf):
     return out, w, b
 
 
-@parity(modes=True, **TOL)
+@parity(**TOL)
 def test_iterator_next_inside_a_compiled_epoch(tf):
     """``iter(dataset)`` passed to a compiled step that calls ``next`` twice per step (two
     micro-batches summed), until the iterator is exhausted (``get_next_as_optional``)."""
@@ -957,7 +957,7 @@ def test_functional_two_inputs_two_outputs_with_loss_weights(tf):
     return _hist(hist, ["loss"]), {k: float(ev[k]) for k in sorted(ev)}, [v.numpy() for v in model.weights]
 
 
-@parity(modes=True, **KTOL)
+@parity(**KTOL)
 def test_fine_tuning_freeze_the_base_mid_training(tf):
     """A custom loop trains the whole model, then ``base.trainable = False`` (the base layer):
     ``trainable_variables`` shrinks, the base stops moving, the head keeps training."""
@@ -988,7 +988,7 @@ def test_fine_tuning_freeze_the_base_mid_training(tf):
     return out, [v.numpy() for v in model.weights]
 
 
-@parity(modes=True, **KTOL)
+@parity(**KTOL)
 def test_batch_norm_training_vs_inference_in_a_custom_loop(tf):
     """BatchNormalization updated by ``training=True`` calls in a compiled step, read by
     ``training=False`` evaluations between steps: moving statistics and both outputs."""
@@ -1032,7 +1032,7 @@ def test_dropout_training_flag_determines_randomness(tf):
             bool(np.array_equal(g != 0, kept)), bool(np.allclose(g[kept], 2.0)))
 
 
-@parity(modes=True, **KTOL)
+@parity(**KTOL)
 def test_metrics_updated_in_a_loop_and_reset_per_epoch(tf):
     """Mean, SparseCategoricalAccuracy and AUC (on the positive class probability) updated
     batch by batch in a custom loop, read and ``reset_state`` at each epoch end."""
@@ -1061,7 +1061,7 @@ def test_metrics_updated_in_a_loop_and_reset_per_epoch(tf):
     return out
 
 
-@parity(modes=True, **KTOL)
+@parity(**KTOL)
 def test_kernel_and_activity_regularizers_in_a_compiled_step(tf):
     """Dense layers with an L2 kernel regularizer, an L1 bias regularizer and an activity
     regularizer; ``model.losses`` added inside the tape of a compiled step."""
@@ -1152,7 +1152,7 @@ def test_fit_evaluate_predict_on_tf_data_pipelines(tf):
             model.evaluate(ds, verbose=0), model.predict(ds.map(lambda a, b: a), verbose=0))
 
 
-@parity(modes=True, rtol=2e-3, atol=2e-3)
+@parity(rtol=2e-3, atol=2e-3)
 def test_mixed_float16_policy_with_manual_loss_scaling(tf):
     """``set_global_policy('mixed_float16')``: Dense layers compute in float16 with float32
     Variables, a float32 output layer; a custom loop scales the loss by 1024 and unscales the
@@ -1206,7 +1206,7 @@ def test_where_guarded_sqrt_gives_tf_nan_gradient_and_the_safe_form(tf):
     return out, p
 
 
-@parity(modes=True, **TOL)
+@parity(**TOL)
 def test_nested_functions_inner_tape_outer_optimizer(tf):
     """A compiled ``grads(x, y)`` holding the tape, called by a compiled ``train(x, y)`` that
     clips and applies, called by an eager loop; and the inner one called eagerly too."""
@@ -1297,7 +1297,7 @@ def test_piecewise_schedule_and_learning_rate_reads(tf):
     return out, w1, w2, int(o1.iterations.numpy())
 
 
-@parity(modes=True, **KTOL)
+@parity(**KTOL)
 def test_distillation_from_a_frozen_keras_teacher(tf):
     """Knowledge distillation: a frozen Keras teacher (``trainable = False``), a student trained
     on ``KLDivergence`` of temperature-softened outputs plus hard-label cross entropy with
@@ -1574,7 +1574,7 @@ def test_non_persistent_tape_second_gradient_raises_and_training_goes_on(tf):
     return out, w, b
 
 
-@parity(modes=True, **TOL)
+@parity(**TOL)
 def test_whole_epoch_compiled_over_a_dataset(tf):
     """``for xb, yb in dataset:`` inside a ``tf.function`` (the epoch is one compiled loop over a
     batched dataset), the dataset passed as an argument, an optimizer stepping per batch; the
@@ -1621,7 +1621,7 @@ def test_dict_features_dataset_into_a_named_input_model(tf):
     return _hist(h, ["loss", "accuracy"]), model.evaluate(ds, verbose=0), [v.numpy() for v in model.weights]
 
 
-@parity(modes=True, **TOL)
+@parity(**TOL)
 def test_unbatch_rebatch_cache_and_take_twice(tf):
     """``batch(3).map(normalise per batch).unbatch().batch(4)``, ``cache()``, iterated twice via
     ``take(2)`` (the same elements each time) to train two epochs."""
