@@ -351,6 +351,13 @@ def parse_single_example(serialized: Any, features: Any, example_names: Any = No
     return tf_order(out, configs)
 
 
+def check_vector(serialized: np.ndarray) -> None:
+    """A batch of serialized Examples is a vector (TF's error otherwise; a scalar is handled before)."""
+    if serialized.ndim != 1:
+        raise InvalidArgumentError(None, None, "Expected serialized to be a scalar or vector, got shape: "
+                                   f"[{','.join(str(d) for d in serialized.shape)}]")
+
+
 def parse_example(serialized: Any, features: Any, example_names: Any = None,
                   name: Optional[str] = None) -> Dict[str, Any]:
     """``tf.io.parse_example``: a vector of serialized Examples (a batch) as a dict of batched
@@ -359,9 +366,7 @@ def parse_example(serialized: Any, features: Any, example_names: Any = None,
     a = host_strings(serialized, "tf.io.parse_example", "serialized")
     if a.ndim == 0:
         return parse_single_example(a[()], features)
-    if a.ndim != 1:
-        raise InvalidArgumentError(None, None, "Expected serialized to be a scalar or vector, got shape: "
-                                   f"[{','.join(str(d) for d in a.shape)}]")
+    check_vector(a)
     names: Any = None
     if example_names is not None:
         names = [bytes(n).decode("utf-8", "replace") for n in host_strings(example_names, "tf.io.parse_example",
@@ -374,5 +379,5 @@ def parse_example(serialized: Any, features: Any, example_names: Any = None,
     return _batch(examples, configs, shown)
 
 
-__all__ = ["FeatureConfig", "KIND_NAMES", "FixedLenFeature", "feature_config", "grown", "kind_dtype", "pad_value",
+__all__ = ["FeatureConfig", "KIND_NAMES", "FixedLenFeature", "check_vector", "feature_config", "grown", "kind_dtype", "pad_value",
            "tf_order", "to_output", "varlen_output", "FixedLenSequenceFeature", "FixedLenSequenceFeature", "VarLenFeature", "parse_example", "parse_single_example"]

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
-from ..core.errors import InvalidArgumentError, UnimplementedError
+from ..core.errors import UnimplementedError
 from ..ops.sparse_tensor import SparseTensor
 from . import parse_example as _pe
 from .hostops import host_strings
@@ -117,9 +117,7 @@ def parse_example(serialized: Any, features: Any, example_names: Any = None,
     a = host_strings(serialized, "tf.io.parse_example", "serialized")
     if a.ndim == 0:
         return parse_single_example(a[()], features)
-    if a.ndim != 1:
-        raise InvalidArgumentError(None, None, "Expected serialized to be a scalar or vector, got shape: "
-                                   f"[{','.join(str(d) for d in a.shape)}]")
+    _pe.check_vector(a)
     out = _pe.parse_example(serialized, plain, example_names) if plain else {}
     examples = [_pe._parse(bytes(s), "") for s in a]
     for sc in sparse:

@@ -52,8 +52,9 @@ def _positive(name, value):
         raise ValueError(f"Argument `{name}` must be > 0; received: {name}={value!r}")
 
 
-class ExponentialDecay(_JnpSchedule):
-    """``initial_learning_rate * decay_rate ** (step / decay_steps)`` (floored with ``staircase``)."""
+class _DecayByRatio(_JnpSchedule):
+    """The arguments both ratio decays take, and their ratio ``step / decay_steps`` (floored with
+    ``staircase``)."""
 
     def __init__(self, initial_learning_rate, decay_steps, decay_rate, staircase=False, name=None):
         _positive("decay_steps", decay_steps)
@@ -63,15 +64,20 @@ class ExponentialDecay(_JnpSchedule):
         self.staircase = staircase
         self.name = name
 
-    def _rate(self, step):
+    def _ratio(self, step):
         p = _step(step) / _f32(self.decay_steps)
-        if self.staircase:
-            p = jnp.floor(p)
-        return _f32(self.initial_learning_rate) * jnp.power(_f32(self.decay_rate), p)
+        return jnp.floor(p) if self.staircase else p
 
     def get_config(self):
         return {"initial_learning_rate": self.initial_learning_rate, "decay_steps": self.decay_steps,
                 "decay_rate": self.decay_rate, "staircase": self.staircase, "name": self.name}
+
+
+class ExponentialDecay(_DecayByRatio):
+    """``initial_learning_rate * decay_rate ** (step / decay_steps)`` (floored with ``staircase``)."""
+
+    def _rate(self, step):
+        return _f32(self.initial_learning_rate) * jnp.power(_f32(self.decay_rate), self._ratio(step))
 
 
 class PiecewiseConstantDecay(_JnpSchedule):
@@ -135,27 +141,12 @@ class CosineDecay(_JnpSchedule):
                 "warmup_steps": self.warmup_steps}
 
 
-class InverseTimeDecay(_JnpSchedule):
+class InverseTimeDecay(_DecayByRatio):
     """``initial_learning_rate / (1 + decay_rate * step / decay_steps)`` (the ratio floored with
     ``staircase``), as tf_keras 2.21."""
 
-    def __init__(self, initial_learning_rate, decay_steps, decay_rate, staircase=False, name=None):
-        _positive("decay_steps", decay_steps)
-        self.initial_learning_rate = initial_learning_rate
-        self.decay_steps = decay_steps
-        self.decay_rate = decay_rate
-        self.staircase = staircase
-        self.name = name
-
     def _rate(self, step):
-        p = _step(step) / _f32(self.decay_steps)
-        if self.staircase:
-            p = jnp.floor(p)
-        return _f32(self.initial_learning_rate) / (1.0 + _f32(self.decay_rate) * p)
-
-    def get_config(self):
-        return {"initial_learning_rate": self.initial_learning_rate, "decay_steps": self.decay_steps,
-                "decay_rate": self.decay_rate, "staircase": self.staircase, "name": self.name}
+        return _f32(self.initial_learning_rate) / (1.0 + _f32(self.decay_rate) * self._ratio(step))
 
 
 class PolynomialDecay(_JnpSchedule):
