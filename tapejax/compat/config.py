@@ -21,7 +21,8 @@ compilation cache for every program tapejax compiles (tapejax's own, not TF's; `
 ``set_log_device_placement`` / ``get_log_device_placement`` (``tf.debugging``'s) keep TF's
 setting and log nothing: JAX places every op on the default device (``tf.device`` scopes
 set it) and has no per-op placement log; ``jax.config.update("jax_log_compiles", True)`` is
-its nearest, a log line per compiled program.
+its nearest, a log line per compiled program.  The settings JAX fixes when it starts
+(threads, logical devices, TF32, determinism) are in ``config_settings``.
 """
 import collections
 from typing import Any, Dict, List, Optional
@@ -30,8 +31,12 @@ from ..compile.config import functions_run_eagerly, get_compilation_cache, run_f
 from ..core.devices import device_index, device_type
 from ..core.modules import new_module
 from . import device as _device
+from .config_settings import EXPERIMENTAL, LOGICAL, LogicalDeviceConfiguration, optimizer, threading
 
-__all__ = ["LogicalDevice", "PhysicalDevice", "experimental", "functions_run_eagerly", "get_compilation_cache",
+__all__ = ["LogicalDevice", "LogicalDeviceConfiguration", "PhysicalDevice", "experimental",
+           "experimental_functions_run_eagerly", "experimental_run_functions_eagerly", "functions_run_eagerly",
+           "get_compilation_cache", "get_logical_device_configuration", "optimizer", "set_logical_device_configuration",
+           "threading",
            "get_log_device_placement", "get_soft_device_placement", "get_visible_devices", "list_logical_devices", "list_physical_devices",
            "run_functions_eagerly", "set_compilation_cache", "set_log_device_placement", "set_soft_device_placement", "set_visible_devices"]
 
@@ -95,6 +100,31 @@ def set_soft_device_placement(enabled: bool) -> None:
     _device.set_soft_placement(enabled)
 
 
+def set_logical_device_configuration(device: Any, logical_devices: Any) -> None:
+    """``tf.config.set_logical_device_configuration``: one configuration without a memory limit
+    (the device as it is) is accepted and kept; anything else raises TF's RuntimeError (see the
+    module docstring)."""
+    from .config import _jax_device  # (config.py re-exports this module's names)
+    _jax_device(device)   # TF's ValueError for a device that is not here
+    configs = list(logical_devices) if isinstance(logical_devices, (list, tuple)) else [logical_devices]
+    for c in configs:
+        if not isinstance(c, LogicalDeviceConfiguration):
+            raise ValueError(f"`logical_devices` must be LogicalDeviceConfiguration objects; got {c!r}")
+    if len(configs) == 1 and configs[0].memory_limit is None:
+        LOGICAL[device] = configs
+        return
+    raise RuntimeError("Virtual devices cannot be modified after being initialized: JAX fixes its devices when it "
+                       "starts. Before importing tapejax set XLA_FLAGS=--xla_force_host_platform_device_count=N for "
+                       "N CPU devices, or XLA_PYTHON_CLIENT_MEM_FRACTION / XLA_PYTHON_CLIENT_PREALLOCATE=false to "
+                       "bound a GPU's memory.")
+
+
+def get_logical_device_configuration(device: Any) -> Optional[List[LogicalDeviceConfiguration]]:
+    """What ``set_logical_device_configuration`` kept for ``device`` (None: never set, as TF)."""
+    _jax_device(device)
+    return LOGICAL.get(device)
+
+
 # -- tf.config.experimental ----------------------------------------------------------------
 
 _MEMORY_GROWTH: Dict[PhysicalDevice, bool] = {}
@@ -150,7 +180,13 @@ experimental = new_module(
     {"set_memory_growth": set_memory_growth, "get_memory_growth": get_memory_growth,
      "get_memory_info": get_memory_info, "get_device_details": get_device_details,
      "list_physical_devices": list_physical_devices, "list_logical_devices": list_logical_devices,
-     "get_visible_devices": get_visible_devices, "set_visible_devices": set_visible_devices})
+     "get_visible_devices": get_visible_devices, "set_visible_devices": set_visible_devices,
+     "set_virtual_device_configuration": set_logical_device_configuration,
+     "get_virtual_device_configuration": get_logical_device_configuration, **EXPERIMENTAL})
+
+#: TF's older names for ``functions_run_eagerly`` / ``run_functions_eagerly``.
+experimental_functions_run_eagerly = functions_run_eagerly
+experimental_run_functions_eagerly = run_functions_eagerly
 
 
 _LOG_DEVICE_PLACEMENT = [False]

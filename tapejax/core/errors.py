@@ -1,26 +1,44 @@
 """TensorFlow's exception classes (``tf.errors``), so ``except`` clauses port.
 
 TF raises ``InvalidArgumentError`` for bad shapes/dtypes met while running an
-op; tapejax raises it for the same situations, before any state changes.
+op; tapejax raises it for the same situations, before any state changes.  Each
+class carries TF's canonical ``error_code`` (``tf.errors.NOT_FOUND`` ...), the
+codes of ``tensorflow/core/protobuf/error_codes.proto``.
 """
 from typing import Any
+
+OK, CANCELLED, UNKNOWN, INVALID_ARGUMENT, DEADLINE_EXCEEDED, NOT_FOUND = 0, 1, 2, 3, 4, 5
+ALREADY_EXISTS, PERMISSION_DENIED, RESOURCE_EXHAUSTED, FAILED_PRECONDITION, ABORTED = 6, 7, 8, 9, 10
+OUT_OF_RANGE, UNIMPLEMENTED, INTERNAL, UNAVAILABLE, DATA_LOSS, UNAUTHENTICATED = 11, 12, 13, 14, 15, 16
 
 
 class OpError(Exception):
     """Base class of the errors raised while running an op (as ``tf.errors.OpError``)."""
 
+    error_code: "int | None" = None
+
     def __init__(self, node_def: Any = None, op: Any = None, message: str = "", *args: Any):
-        # TF's signature is (node_def, op, message); allow OpError("msg") too.
+        # TF's signature is (node_def, op, message); allow OpError("msg") too.  The base class
+        # takes TF's fourth argument, the error code.
         if message == "" and isinstance(node_def, str) and op is None:
             node_def, message = None, node_def
+        if type(self) is OpError and args and isinstance(args[0], int):
+            self.error_code = args[0]
         super().__init__(message)
         self.message = message
         self.node_def = node_def
         self.op = op
 
+    @property
+    def experimental_payloads(self) -> dict:
+        """TF's error payloads (none: tapejax's errors carry only the message)."""
+        return {}
+
 
 class InvalidArgumentError(OpError):
     """An op got an argument of the wrong value, shape or dtype."""
+
+    error_code = INVALID_ARGUMENT
 
 
 class NumericsError(InvalidArgumentError, FloatingPointError):
@@ -56,33 +74,91 @@ def compiled_numerics_error(e: BaseException, program: str, op: "str | None" = N
 class NotFoundError(OpError):
     """A requested entity was not found."""
 
+    error_code = NOT_FOUND
+
 
 class UnimplementedError(OpError):
     """The operation is not implemented."""
+
+    error_code = UNIMPLEMENTED
 
 
 class FailedPreconditionError(OpError):
     """The system is not in a state to run the operation."""
 
+    error_code = FAILED_PRECONDITION
+
 
 class ResourceExhaustedError(OpError):
     """A resource (memory) ran out."""
+
+    error_code = RESOURCE_EXHAUSTED
 
 
 class InternalError(OpError):
     """An internal invariant broke."""
 
+    error_code = INTERNAL
+
 
 class UnknownError(OpError):
     """An unknown error."""
+
+    error_code = UNKNOWN
 
 
 class OutOfRangeError(OpError):
     """An iteration ran past the end (``tf.data`` iterators' ``get_next()``)."""
 
+    error_code = OUT_OF_RANGE
+
 
 class DataLossError(OpError):
     """Data was lost or corrupted (``padded_batch`` asked to pad an element to a smaller size)."""
+
+    error_code = DATA_LOSS
+
+
+class CancelledError(OpError):
+    """An operation was cancelled."""
+
+    error_code = CANCELLED
+
+
+class DeadlineExceededError(OpError):
+    """A deadline expired before the operation could complete."""
+
+    error_code = DEADLINE_EXCEEDED
+
+
+class AlreadyExistsError(OpError):
+    """An entity to be created exists already (``tf.io.gfile.copy`` onto an existing file)."""
+
+    error_code = ALREADY_EXISTS
+
+
+class PermissionDeniedError(OpError):
+    """The caller may not run the operation (reading a file opened for writing)."""
+
+    error_code = PERMISSION_DENIED
+
+
+class UnauthenticatedError(OpError):
+    """The request lacks valid credentials."""
+
+    error_code = UNAUTHENTICATED
+
+
+class AbortedError(OpError):
+    """An operation was aborted (a concurrency conflict)."""
+
+    error_code = ABORTED
+
+
+class UnavailableError(OpError):
+    """A service is not available at the moment."""
+
+    error_code = UNAVAILABLE
 
 
 class OperatorNotAllowedInGraphError(TypeError):
@@ -92,7 +168,11 @@ class OperatorNotAllowedInGraphError(TypeError):
 
 
 __all__ = [
-    "OperatorNotAllowedInGraphError", "OpError", "InvalidArgumentError", "NumericsError", "compiled_numerics_error", "NotFoundError", "UnimplementedError",
-    "FailedPreconditionError", "ResourceExhaustedError", "InternalError", "UnknownError", "OutOfRangeError",
-    "DataLossError",
+    "ABORTED", "ALREADY_EXISTS", "AbortedError", "AlreadyExistsError", "CANCELLED", "CancelledError", "DATA_LOSS",
+    "DEADLINE_EXCEEDED", "DataLossError", "DeadlineExceededError", "FAILED_PRECONDITION", "FailedPreconditionError",
+    "INTERNAL", "INVALID_ARGUMENT", "InternalError", "InvalidArgumentError", "NOT_FOUND", "NotFoundError", "NumericsError",
+    "OK", "OUT_OF_RANGE", "OpError", "OperatorNotAllowedInGraphError", "OutOfRangeError", "PERMISSION_DENIED",
+    "PermissionDeniedError", "RESOURCE_EXHAUSTED", "ResourceExhaustedError", "UNAUTHENTICATED", "UNAVAILABLE",
+    "UNIMPLEMENTED", "UNKNOWN", "UnauthenticatedError", "UnavailableError", "UnimplementedError", "UnknownError",
+    "compiled_numerics_error",
 ]

@@ -4,7 +4,8 @@
 and the files and image codecs (``image_codecs``), gathered as one namespace; ``tf.image`` is
 ``ops``' image ops with the codecs added.
 
-TF's other ``tf.io`` names (``gfile``, sparse serialization ...) are not here.
+``gfile`` and ``matching_files`` are TF's file-system API on the local file system (``gfile``).
+TF's other ``tf.io`` names (sparse serialization, protos ...) are not here.
 """
 import sys
 
@@ -12,6 +13,7 @@ from ..core.modules import new_module
 from ..ops.namespaces import image as _ops_image
 from .byte_codecs import IO_OPS as _BYTE_OPS
 from .decode import decode_csv, decode_raw
+from .gfile import gfile, matching_files
 from .image_codecs import IMAGE_OPS, IO_OPS
 from .parse_example import FixedLenFeature, FixedLenSequenceFeature, VarLenFeature
 from .parse_sequence import parse_sequence_example, parse_single_sequence_example
@@ -21,7 +23,8 @@ from .tfrecord import TFRecordOptions, TFRecordWriter
 
 io = new_module("tapejax.io", "``tf.io``: ``decode_raw`` / ``decode_csv`` on host strings, files and image codecs (``read_file``, ``decode_png`` ...), TFRecord files "
                 "(``TFRecordWriter``, ``TFRecordOptions``) and ``tf.train.Example`` parsing (``parse_example``, "
-                "``parse_single_example``, the sequence forms, ``FixedLenFeature``, ``FixedLenSequenceFeature``, ``VarLenFeature``, ``SparseFeature``; tapejax.data).",
+                "``parse_single_example``, the sequence forms, ``FixedLenFeature``, ``FixedLenSequenceFeature``, ``VarLenFeature``, ``SparseFeature``; tapejax.data), "
+                "``gfile`` and ``matching_files`` (local files).",
                 {"decode_raw": decode_raw, "decode_csv": decode_csv, "TFRecordWriter": TFRecordWriter,
                  "TFRecordOptions": TFRecordOptions, "parse_example": parse_example,
                  "parse_single_example": parse_single_example, "FixedLenFeature": FixedLenFeature,
@@ -29,7 +32,8 @@ io = new_module("tapejax.io", "``tf.io``: ``decode_raw`` / ``decode_csv`` on hos
                  "SparseFeature": SparseFeature,
                  "parse_sequence_example": parse_sequence_example,
                  "parse_single_sequence_example": parse_single_sequence_example,
-                 "serialize_tensor": serialize_tensor, "parse_tensor": parse_tensor, **IO_OPS, **_BYTE_OPS})
+                 "serialize_tensor": serialize_tensor, "parse_tensor": parse_tensor, "gfile": gfile,
+                 "matching_files": matching_files, **IO_OPS, **_BYTE_OPS})
 
 #: ``tf.image``: ``ops``' image ops and the codecs (``decode_png`` ...).
 image = new_module("tapejax.image", "``tf.image``: resizing, geometry, color, measures (tapejax.ops) and the "

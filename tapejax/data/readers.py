@@ -11,7 +11,6 @@ parse errors (NotFoundError, InvalidArgumentError with TF's messages) when the e
 ``compression_type`` is ``""`` / None, ``"GZIP"`` or ``"ZLIB"``.
 """
 import csv
-import glob
 import gzip
 import io
 import os
@@ -28,8 +27,9 @@ from ..core.tensor import Tensor
 from . import args as A, structure as S
 from .build import Build
 from .dataset import Dataset, kind
+from .gfile import match_paths
 from .pystreams import UNK, Element, Elements, PyStream, read
-from .strings import _HIDDEN, STRING, _patterns, is_string, string_spec
+from .strings import STRING, _patterns, is_string, string_spec
 
 _COMPRESSIONS = ("", "GZIP", "ZLIB")
 
@@ -399,7 +399,7 @@ def make_csv_dataset(file_pattern: Any, batch_size: Any, column_names: Optional[
     ``num_parallel_reads`` at a time, rows shuffled and repeated ``num_epochs`` times (None:
     forever, batches then all full), batched, prefetched.  Column names come from the header, types
     from the first ``num_rows_for_inference`` rows when not given."""
-    names = sorted(n for p in _patterns(file_pattern) for n in glob.glob(p, **_HIDDEN))
+    names = sorted(n for p in _patterns(file_pattern) for n in match_paths(p))
     if not names:
         raise InvalidArgumentError(None, None, f"No files match `file_pattern` {file_pattern}.")
     compression = _compression(compression_type)

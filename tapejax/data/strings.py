@@ -18,9 +18,7 @@ whose dtype is ``STRING`` (``name == "string"``, as TF's ``tf.string``; ``as_num
 receive them as ``bytes``, and so do ``map`` / ``filter`` / key functions, which then run eagerly
 per element with the host string ops (``hostfn``, ``hostops``, ``decode``).
 """
-import glob
 import os
-import sys
 from typing import Any, List
 
 import numpy as np
@@ -29,6 +27,7 @@ from ..core import dtypes as _dtypes
 from ..core.errors import InvalidArgumentError
 from ..core.tensor import Tensor
 from .dataset import Dataset, helper
+from .gfile import match_paths
 from .structure import STRING, StringDType, is_string, string_spec
 
 __all__ = ["STRING", "StringDType", "is_string", "list_files", "string_spec"]
@@ -51,9 +50,6 @@ def _patterns(file_pattern: Any) -> List[str]:
     return out
 
 
-#: TF's glob matches names that start with a dot; Python's does with ``include_hidden`` (3.11+).
-_HIDDEN: "dict[str, Any]" = {"include_hidden": True} if sys.version_info >= (3, 11) else {}
-
 
 @helper
 def list_files(file_pattern: Any, shuffle: Any, seed: Any) -> Dataset:
@@ -66,7 +62,7 @@ def list_files(file_pattern: Any, shuffle: Any, seed: Any) -> Dataset:
     A.seed(seed)
     names: List[str] = []
     for p in patterns:
-        names.extend(glob.glob(p, **_HIDDEN))
+        names.extend(match_paths(p))
     if not names:
         raise InvalidArgumentError(None, None, "No files matched pattern: " + ", ".join(patterns))
     names.sort()

@@ -33,6 +33,7 @@ from .. import export_layout as layout
 from ..module import Module
 from ..storage import OrbaxData, ReadTarget
 from . import export as _export
+from .constants import LoadOptions
 
 
 class LoadedModel(Module):
@@ -196,7 +197,10 @@ def _build_objects(data: OrbaxData, trainable: dict) -> LoadedModel:
 
 
 def load(export_dir: Any, tags: Any = None, options: Any = None) -> LoadedModel:
-    """Load a directory written by ``saved_model.save`` (see the module docstring)."""
+    """Load a directory written by ``saved_model.save`` (see the module docstring).  ``options``: a
+    ``LoadOptions`` (accepted; see ``constants.LoadOptions``)."""
+    if options is not None and not isinstance(options, LoadOptions):
+        raise TypeError(f"`options` must be a tapejax.saved_model.LoadOptions or None; got {options!r}")
     path = os.fspath(export_dir)
     if not layout.is_saved_model(path):
         raise OSError(f"SavedModel file does not exist at: {path}/{{{layout.INDEX}}}")
