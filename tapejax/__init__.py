@@ -85,6 +85,7 @@ from . import compat
 from . import data
 from .data.io_names import image, io  # tf.image: ops' image ops and data's codecs
 from .data.hostops import as_string, strings
+from .data.lookup import fingerprint, lookup
 from .data.optional import Optional as _Optional
 from .compat import config, debugging, summary, test
 from .compat.device import device
@@ -119,13 +120,13 @@ __all__ = [
     "conv2d_backprop_input_v2", "convert_to_tensor", "cos", "cosh", "cumsum", "custom_gradient", "data",
     "debugging", "deferred_execution", "define_op", "device", "DeviceSpec", "divide", "double", "DType", "dtypes",
     "dynamic_partition", "dynamic_stitch", "eig", "eigvals", "einsum", "ensure_shape", "equal", "errors", "executing_eagerly",
-    "exp", "expand_dims", "experimental", "extract_volume_patches", "eye", "fftnd", "fill", "float16", "float32", "float64", "floor", "floordiv",
+    "exp", "expand_dims", "experimental", "extract_volume_patches", "eye", "fftnd", "fill", "fingerprint", "float16", "float32", "float64", "floor", "floordiv",
     "floormod", "foldl", "foldr", "Function", "function", "gather", "gather_nd", "get_current_name_scope",
     "get_logger", "get_static_value", "grad_pass_through", "gradient_override_map", "gradients", "GradientTape", "greater",
     "greater_equal", "group", "guarantee_const", "half", "hessians", "histogram_fixed_width",
     "histogram_fixed_width_bins", "identity", "identity_n", "ifftnd", "image", "IndexedSlices", "inside_function",
     "int16", "io", "int32", "int64", "int8", "irfftnd", "is_symbolic_tensor", "is_tensor", "keras", "less",
-    "less_equal", "linalg", "linspace", "log", "logical_and", "logical_not", "logical_or", "math", "matmul",
+    "less_equal", "linalg", "linspace", "log", "logical_and", "logical_not", "logical_or", "lookup", "math", "matmul",
     "matrix_square_root", "map_fn", "maximum", "meshgrid", "minimum", "Module", "multiply", "name_scope", "negative", "nest", "newaxis", "nn",
     "no_gradient", "no_op", "variable_creator_scope", "numpy_function", "py_function", "init_scope", "norm", "not_equal", "one_hot", "ones", "ones_initializer", "ones_like", "op", "optimizers",
     "pad", "parallel_stack", "pow", "Primitive", "print", "ragged", "random", "random_normal_initializer",

@@ -565,7 +565,7 @@ def _to_array(value, dtype, what):
         src = _python_dtype(value)
         target = src if dtype is None else dtype
         if dtype is not None and ((dtype.kind in "iub" and src.kind in "fc") or
-                                  (dtype.kind == "b" and src.kind != "b")):
+                                  (dtype.kind == "b" and src.kind != "b")) and np.size(value) != 0:
             raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {dtype.name}")
     store = _dtypes.storage_dtype(target, what)
     arr = np.asarray(value)

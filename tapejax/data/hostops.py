@@ -9,6 +9,8 @@ eagerly per element: ``hostfn``), or anywhere in eager code.  A Tensor argument 
 string (``TypeError``); one holding a traced value (inside ``tapejax.function``) gets a
 ``TypeError`` saying where string ops run instead.
 
+``to_hash_bucket_fast`` is TF's FarmHash bucketing (``farmhash``).
+
 ``split`` and ``bytes_split`` give a 1-D object array for a scalar string; for a batch TF gives a
 ``RaggedTensor``, which tapejax does not have: split per element (in a ``map`` before
 ``batch``) instead (``TypeError`` says so).
@@ -30,6 +32,7 @@ from ..core.modules import new_module
 from ..core.tensor import Tensor
 from ..ops.unsupported import unsupported
 from . import structure as S
+from .farmhash import fingerprint64
 from .hostvalues import numeric_result
 
 _WHERE = ("string ops run on the host, on Python bytes (and NumPy object arrays of bytes): call it in a "
@@ -293,9 +296,23 @@ def as_string(input: Any, precision: int = -1, scientific: bool = False, shortes
 
 
 #: ``tf.strings``: these ops; every other TF name raises ``UnsupportedError`` naming integer ids.
+def to_hash_bucket_fast(input: Any, num_buckets: int, name: Optional[str] = None) -> Tensor:  # noqa: A002
+    """``tf.strings.to_hash_bucket_fast``: ``Fingerprint64(s) % num_buckets`` of each string (an
+    int64 Tensor, as tapejax holds int64)."""
+    if isinstance(num_buckets, bool) or not isinstance(num_buckets, (int, np.integer)) or num_buckets < 1:
+        raise InvalidArgumentError(None, None, f"Value for attr 'num_buckets' of {num_buckets} must be at least "
+                                   "minimum 1 (argument `num_buckets`)")
+    a = host_strings(input, "tf.strings.to_hash_bucket_fast", "input")
+    n = int(num_buckets)
+    out = np.empty(a.shape, np.int64)
+    for i, v in np.ndenumerate(a):
+        out[i] = fingerprint64(v) % n
+    return numeric_result(out.astype(_dtypes.storage_dtype(np.int64)))
+
+
 OPS = {"as_string": as_string, "bytes_split": bytes_split, "join": join, "length": length, "lower": lower,
        "reduce_join": reduce_join, "regex_full_match": regex_full_match, "split": split, "strip": strip,
-       "substr": substr, "to_number": to_number, "upper": upper}
+       "substr": substr, "to_hash_bucket_fast": to_hash_bucket_fast, "to_number": to_number, "upper": upper}
 
 
 def _namespace() -> types.ModuleType:
@@ -314,4 +331,5 @@ def _namespace() -> types.ModuleType:
 strings = _namespace()
 
 __all__ = ["OPS", "TracedStringError", "as_string", "is_perturbed", "perturbed", "bytes_split", "host_result", "host_strings", "join", "length", "lower",
-           "reduce_join", "regex_full_match", "split", "strings", "strip", "substr", "to_number", "upper"]
+           "reduce_join", "regex_full_match", "split", "strings", "strip", "substr", "to_hash_bucket_fast", "to_number",
+           "upper"]

@@ -4,7 +4,7 @@ import re
 
 import numpy as np
 
-from .harness import A, parity
+from .harness import A, parity, raises
 
 
 def _unprefix(s):
@@ -361,3 +361,11 @@ def test_tapes_reading_variables_right_after_their_updates(tf):
         g = inner.gradient(y, [w, b])
         s = tf.reduce_sum(g[0] * g[0]) + tf.reduce_sum(g[1])
     return seen, g_two_reads, first, second, persistent, g, outer.gradient(s, [w, b]), w, b
+
+
+@parity
+def test_empty_constants_take_any_dtype(tf):
+    """``tf.constant([], tf.int32)`` / ``[[]]`` with an integer or boolean dtype is an empty
+    tensor of it (an empty list is no float data to refuse); a float into an int still raises."""
+    return (tf.constant([], tf.int32), tf.constant([[]], tf.bool), tf.constant([], tf.uint8),
+            tf.constant([[], []], tf.int32), raises(tf.constant, [1.5], tf.int32))
