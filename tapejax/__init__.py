@@ -84,7 +84,8 @@ from .train import saved_model
 from . import compat
 from . import data
 from .data.io_names import image, io  # tf.image: ops' image ops and data's codecs
-from .data.hostops import as_string, strings
+from .data.hostops import as_string
+from .data.hostops_text import strings
 from .data.lookup import fingerprint, lookup
 from .data.optional import Optional as _Optional
 from .compat import config, debugging, summary, test

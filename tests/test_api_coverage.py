@@ -178,7 +178,8 @@ def test_unsupported_top_level_names_raise_one_clear_error(name):
 
 
 @pytest.mark.parametrize("ns,name,alternative", [
-    ("strings", "unicode_decode", "integer ids"), ("strings", "ngrams", "integer ids"), ("ragged", "constant", "tf.pad"),
+    ("strings", "unicode_script", "integer ids"), ("strings", "unicode_decode_with_offsets", "integer ids"),
+    ("ragged", "constant", "tf.pad"),
 ])
 def test_unsupported_namespaces_raise_one_clear_error(ns, name, alternative):
     """Any name in tf.strings / tf.ragged raises UnsupportedError naming the alternative."""

@@ -140,4 +140,69 @@ def fingerprint64(s: bytes) -> int:
                        (_hash_len16(v1, w1, mul) + x) & _M, mul)
 
 
-__all__ = ["fingerprint64"]
+
+
+
+def tf_hash64(s: bytes, seed: int = 0xDECAFCAFFE) -> int:
+    """TensorFlow's own ``Hash64`` (a MurmurHash2-64A; ``tf.strings.to_hash_bucket``'s)."""
+    m, r = 0xC6A4A7935BD1E995, 47
+    n = len(s)
+    h = (seed ^ (n * m)) & _M
+    i = 0
+    while n - i >= 8:
+        k = (_fetch64(s, i) * m) & _M
+        k ^= k >> r
+        k = (k * m) & _M
+        h = ((h ^ k) * m) & _M
+        i += 8
+    rest = n - i
+    if rest:
+        for j in range(rest - 1, -1, -1):
+            h ^= s[i + j] << (8 * j)
+        h = (h * m) & _M
+    h ^= h >> r
+    h = (h * m) & _M
+    h ^= h >> r
+    return h
+
+
+def siphash24(key: Tuple[int, int], s: bytes) -> int:
+    """SipHash-2-4 of ``s`` under the 128-bit key ``(k0, k1)`` (``tf.strings.to_hash_bucket_strong``'s
+    ``StrongKeyedHash``)."""
+    k0, k1 = key[0] & _M, key[1] & _M
+    v0, v1 = k0 ^ 0x736F6D6570736575, k1 ^ 0x646F72616E646F6D
+    v2, v3 = k0 ^ 0x6C7967656E657261, k1 ^ 0x7465646279746573
+
+    def rounds(v0: int, v1: int, v2: int, v3: int, n: int) -> Tuple[int, int, int, int]:
+        for _ in range(n):
+            v0 = (v0 + v1) & _M
+            v1 = ((v1 << 13) | (v1 >> 51)) & _M
+            v1 ^= v0
+            v0 = ((v0 << 32) | (v0 >> 32)) & _M
+            v2 = (v2 + v3) & _M
+            v3 = ((v3 << 16) | (v3 >> 48)) & _M
+            v3 ^= v2
+            v0 = (v0 + v3) & _M
+            v3 = ((v3 << 21) | (v3 >> 43)) & _M
+            v3 ^= v0
+            v2 = (v2 + v1) & _M
+            v1 = ((v1 << 17) | (v1 >> 47)) & _M
+            v1 ^= v2
+            v2 = ((v2 << 32) | (v2 >> 32)) & _M
+        return v0, v1, v2, v3
+
+    n = len(s)
+    full = n - n % 8
+    for i in range(0, full, 8):
+        m = _fetch64(s, i)
+        v3 ^= m
+        v0, v1, v2, v3 = rounds(v0, v1, v2, v3, 2)
+        v0 ^= m
+    last = ((n & 0xFF) << 56) | int.from_bytes(s[full:], "little")
+    v3 ^= last
+    v0, v1, v2, v3 = rounds(v0, v1, v2, v3, 2)
+    v0 ^= last
+    v2 ^= 0xFF
+    v0, v1, v2, v3 = rounds(v0, v1, v2, v3, 4)
+    return v0 ^ v1 ^ v2 ^ v3
+__all__ = ["fingerprint64", "siphash24", "tf_hash64"]

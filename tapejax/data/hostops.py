@@ -19,7 +19,6 @@ import builtins
 import contextlib
 import re
 import threading
-import types
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 import jax
@@ -28,9 +27,7 @@ from jax.core import Tracer as _Tracer
 
 from ..core import dtypes as _dtypes
 from ..core.errors import InvalidArgumentError
-from ..core.modules import new_module
 from ..core.tensor import Tensor
-from ..ops.unsupported import unsupported
 from . import structure as S
 from .farmhash import fingerprint64
 from .hostvalues import numeric_result
@@ -315,21 +312,7 @@ OPS = {"as_string": as_string, "bytes_split": bytes_split, "join": join, "length
        "substr": substr, "to_hash_bucket_fast": to_hash_bucket_fast, "to_number": to_number, "upper": upper}
 
 
-def _namespace() -> types.ModuleType:
-    mod = new_module("tapejax.strings", "``tf.strings``: host string ops (tapejax.data.hostops); TF's other names "
-                     "raise ``UnsupportedError``.", dict(OPS))
-
-    def __getattr__(name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        raise unsupported("strings", name)
-
-    mod.__dict__["__getattr__"] = __getattr__
-    return mod
-
-
-strings = _namespace()
 
 __all__ = ["OPS", "TracedStringError", "as_string", "is_perturbed", "perturbed", "bytes_split", "host_result", "host_strings", "join", "length", "lower",
-           "reduce_join", "regex_full_match", "split", "strings", "strip", "substr", "to_hash_bucket_fast", "to_number",
+           "reduce_join", "regex_full_match", "split", "strip", "substr", "to_hash_bucket_fast", "to_number",
            "upper"]

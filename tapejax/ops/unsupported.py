@@ -21,7 +21,8 @@ class UnsupportedError(AttributeError, NotImplementedError):
 _WHAT = {
     "strings": ("string tensors (tf.strings)",
                 "keep strings in Python or NumPy and give tapejax numbers: map them to integer ids on the host "
-                "(a dict, or keras.layers.StringLookup / TextVectorization, which run before the model)"),
+                "(tapejax.lookup tables, a dict, or keras.layers.StringLookup / TextVectorization, which run before the "
+                "model)"),
     "ragged": ("ragged tensors (tf.ragged)",
                "pad the rows to one length with a mask (tf.pad, tf.sequence_mask), or keep them as a Python list "
                "of Tensors"),
