@@ -69,7 +69,6 @@ MISSING = {
     },
     "math": {},
     "nn": {
-        "sparse": "embedding_lookup_sparse safe_embedding_lookup_sparse",
         "keras_alias": "RNNCellDeviceWrapper RNNCellDropoutWrapper RNNCellResidualWrapper",
         "experimental": "experimental",
     },

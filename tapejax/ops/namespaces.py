@@ -34,6 +34,7 @@ from . import (
     math as _m,
     nn as _nn,
     nn_ctc as _ctc,
+    nn_embedding_sparse as _nes,
     nn_extra as _nx,
     nn_sampled as _smp,
     patches_sequences as _psq,
@@ -118,6 +119,7 @@ _NN.update({n: getattr(_nx, n) for n in _nx.__all__})
 _NN.update({n: getattr(_ctc, n) for n in _ctc.__all__ if n != "CTCDecoded"})
 _NN.update({n: getattr(_smp, n) for n in _smp.__all__})
 _NN.update({n: getattr(_pm, n) for n in _pm.__all__})
+_NN.update({n: getattr(_nes, n) for n in _nes.__all__})
 _NN.update({"top_k": _red.top_k, "in_top_k": _sg.in_top_k, "zero_fraction": _sg.zero_fraction,
             "approx_max_k": _sg.approx_max_k, "approx_min_k": _sg.approx_min_k, "depth_to_space": _lo.depth_to_space,
             "space_to_depth": _lo.space_to_depth, "space_to_batch": _lo.space_to_batch_nd})
