@@ -1,4 +1,4 @@
-"""``tapejax.data.farmhash.fingerprint64`` against TF's FarmHash (``to_hash_bucket_fast`` with
+"""``tapejax.ops.farmhash.fingerprint64`` against TF's FarmHash (``to_hash_bucket_fast`` with
 2**63 - 1 buckets keeps 63 of the 64 bits) on random bytes of every length from 0 to 300 and a few
 long ones: every branch of the algorithm (0-3, 4-7, 8-16, 17-32, 33-64, over 64 bytes, the loop
 run once and several times)."""
@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from tapejax.data.farmhash import fingerprint64
+from tapejax.ops.farmhash import fingerprint64
 
 
 def test_fingerprint64_equals_tfs_on_every_length():
@@ -31,7 +31,7 @@ def test_tf_hash64_and_siphash_equal_tfs():
     """TF's legacy ``Hash64`` (``to_hash_bucket``) and SipHash-2-4 (``to_hash_bucket_strong``) on
     every tail length (0-7 bytes after whole 8-byte words) and longer strings."""
     tf = pytest.importorskip("tensorflow")
-    from tapejax.data.farmhash import siphash24, tf_hash64
+    from tapejax.ops.farmhash import siphash24, tf_hash64
     rng = random.Random(2)
     data = [bytes(rng.randrange(256) for _ in range(n)) for n in list(range(80)) + [255, 1024]]
     n = 2**63 - 1

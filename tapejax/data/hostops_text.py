@@ -33,7 +33,7 @@ from ..core.modules import new_module
 from ..core.tensor import Tensor
 from ..ops.unsupported import unsupported
 from . import hostops
-from .farmhash import siphash24, tf_hash64
+from ..ops.farmhash import siphash24, tf_hash64
 from .hostops import host_result, host_strings
 from .hostvalues import numeric_result
 

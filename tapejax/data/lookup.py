@@ -38,7 +38,7 @@ from ..ops.layout import searchsorted
 from ..ops.math import cast, equal, minimum, not_equal
 from ..ops.reduce import where
 from . import hostops
-from .farmhash import fingerprint64
+from ..ops.farmhash import fingerprint64
 from .hostvalues import numeric_result
 
 STRING = _dtypes.string

@@ -44,6 +44,7 @@ from . import (
     rng as _rng,
     scatter as _sc,
     segment as _sg,
+    sparse_counts as _spc,
     sparse_more as _spm,
     sparse_ops as _spo,
     special as _sp,
@@ -138,7 +139,8 @@ bitwise = _module("bitwise", "``tf.bitwise``", {n: getattr(_bw, n) for n in _bw.
 strings, ragged = _un.strings, _un.ragged
 sparse = _module("sparse", "``tf.sparse``: SparseTensor ops (see tapejax.ops.sparse_tensor)",
                  {**{n: getattr(_spo, n) for n in _spo.PUBLIC},
-                  **{n: getattr(_spm, n) for n in _spm.__all__ if n.islower()}})
+                  **{n: getattr(_spm, n) for n in _spm.__all__ if n.islower()},
+                  **{n: getattr(_spc, n) for n in _spc.__all__}})
 #: ``tf.image``: the image family modules (``image_*``).
 IMAGE_MODULES = (_ig, _ir, _ic, _imx, _inms, _ibx, _isd)
 image = _module("image", "``tf.image``", {n: getattr(mod, n) for mod in IMAGE_MODULES for n in mod.__all__})

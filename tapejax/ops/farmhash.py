@@ -4,7 +4,9 @@ buckets, ``tf.fingerprint``).  No maintained Python package on the index here pr
 is written out from FarmHash's published algorithm (Google's farmhash, MIT licence) and checked
 against TF on strings of every length class (0-16, 17-32, 33-64 and longer bytes).
 
-Python integers are unbounded: every step that would wrap in C is masked to 64 bits.
+Beside it: TF's ``FingerprintCat64`` (feature crosses), its legacy ``Hash64`` and SipHash-2-4 (the
+keyed bucketing).  Python integers are unbounded: every step that would wrap in C is masked to 64
+bits.
 """
 from typing import Tuple
 
@@ -205,4 +207,14 @@ def siphash24(key: Tuple[int, int], s: bytes) -> int:
     v2 ^= 0xFF
     v0, v1, v2, v3 = rounds(v0, v1, v2, v3, 4)
     return v0 ^ v1 ^ v2 ^ v3
-__all__ = ["fingerprint64", "siphash24", "tf_hash64"]
+def fingerprint_cat64(fp1: int, fp2: int) -> int:
+    """TF's ``FingerprintCat64``: two fingerprints combined (``tf.sparse.cross_hashed``)."""
+    mul = 0xC6A4A7935BD1E995
+    result = fp1 ^ mul
+    result ^= (_shift_mix((fp2 * mul) & _M) * mul) & _M
+    result = (result * mul) & _M
+    result = (_shift_mix(result) * mul) & _M
+    return _shift_mix(result)
+
+
+__all__ = ["fingerprint64", "fingerprint_cat64", "siphash24", "tf_hash64"]
