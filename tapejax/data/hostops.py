@@ -28,8 +28,8 @@ from jax.core import Tracer as _Tracer
 from ..core import dtypes as _dtypes
 from ..core.errors import InvalidArgumentError
 from ..core.tensor import Tensor
-from . import structure as S
 from ..ops.farmhash import fingerprint64
+from . import structure as S
 from .hostvalues import numeric_result
 
 _WHERE = ("string ops run on the host, on Python bytes (and NumPy object arrays of bytes): call it in a "

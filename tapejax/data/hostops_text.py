@@ -31,9 +31,9 @@ from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
 from ..core.modules import new_module
 from ..core.tensor import Tensor
+from ..ops.farmhash import siphash24, tf_hash64
 from ..ops.unsupported import unsupported
 from . import hostops
-from ..ops.farmhash import siphash24, tf_hash64
 from .hostops import host_result, host_strings
 from .hostvalues import numeric_result
 

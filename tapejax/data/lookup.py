@@ -33,12 +33,12 @@ from ..core.errors import FailedPreconditionError, InvalidArgumentError, NotFoun
 from ..core.modules import new_module
 from ..core.tensor import Tensor
 from ..ops.array import reshape, shape
+from ..ops.farmhash import fingerprint64
 from ..ops.indexing import gather
 from ..ops.layout import searchsorted
 from ..ops.math import cast, equal, minimum, not_equal
 from ..ops.reduce import where
 from . import hostops
-from ..ops.farmhash import fingerprint64
 from .hostvalues import numeric_result
 
 STRING = _dtypes.string
