@@ -16,6 +16,7 @@ import numpy as np
 from ..core import dtypes as _dtypes
 from ..core.bind import bind
 from ..core.convert import convert_to_tensor
+from ..core.errors import InvalidArgumentError
 from ..core.tensor import Tensor
 from . import ragged_partition as _rp
 from .ragged_tensor import GATHER, OPERATORS, TO_DENSE, RaggedTensor, flatten_dense
@@ -113,10 +114,9 @@ def _shape_arg(rt: RaggedTensor, shape: Any) -> Sequence[Optional[int]]:
         return [None] * rt.ndim
     if isinstance(shape, Tensor):
         shape = _rp.host_splits(shape, "RaggedTensor.to_tensor's `shape`").tolist()
-    dims = [None if d is None or (not isinstance(d, type(None)) and int(d) < 0) else int(d)
-            for d in (shape.as_list() if hasattr(shape, "as_list") else list(shape))]
+    dims = [None if d is None or int(d) < 0 else int(d) for d in (shape.as_list() if hasattr(shape, "as_list") else list(shape))]
     if len(dims) != rt.ndim:
-        raise ValueError(f"Shapes {tuple(dims)} and {tuple(rt.shape)} must have the same rank (argument `shape` of "
+        raise InvalidArgumentError(None, None, f"Shapes {tuple(dims)} and {tuple(rt.shape)} must have the same rank (argument `shape` of "
                          "RaggedTensor.to_tensor)")
     return dims
 
@@ -168,8 +168,8 @@ def from_tensor(tensor: Any, lengths: Any = None, padding: Any = None, ragged_ra
         out: Any = flat
         for level in range(ragged_rank - 1, -1, -1):
             nrows = int(np.prod(t.shape[:level + 1], dtype=np.int64))
-            out = RaggedTensor._of(out, host_tensor(np.arange(nrows + 1, dtype=np.int64) * int(t.shape[level + 1]),
-                                                    sd), sd)
+            width = int(t.shape[level + 1])
+            out = RaggedTensor._of(out, host_tensor(np.arange(nrows + 1, dtype=np.int64) * width, sd), sd, width)
         return out
     if ragged_rank != 1:
         raise ValueError("tapejax's RaggedTensor.from_tensor takes `lengths` / `padding` with ragged_rank=1 only "

@@ -77,7 +77,7 @@ def values_arg(values: Any, arg: str = "values") -> "Union[Tensor, RaggedTensor]
 class RaggedTensor:
     """``tf.RaggedTensor`` (see the module docstring); made by its ``from_*`` factories."""
 
-    __slots__ = ("_values", "_row_splits", "_splits_dtype", "__weakref__")
+    __slots__ = ("_values", "_row_splits", "_splits_dtype", "_uniform", "__weakref__")
 
     #: ``tf.is_tensor`` is True for a RaggedTensor, as TF's (``core.convert.is_tensor``)
     _tapejax_composite = True
@@ -87,9 +87,12 @@ class RaggedTensor:
                          "(e.g., RaggedTensor.from_row_lengths())")
 
     @classmethod
-    def _of(cls, values: "Union[Tensor, RaggedTensor]", splits: Tensor, splits_dtype: _dtypes.DType) -> "RaggedTensor":
+    def _of(cls, values: "Union[Tensor, RaggedTensor]", splits: Tensor, splits_dtype: _dtypes.DType,
+            uniform: Optional[int] = None) -> "RaggedTensor":
+        """One made by the library from checked parts; ``uniform``: every row has this static length
+        (TF's ``uniform_row_length``, as ``from_tensor`` makes: ``.shape`` shows it)."""
         out = cls.__new__(cls)
-        out._values, out._row_splits, out._splits_dtype = values, splits, splits_dtype
+        out._values, out._row_splits, out._splits_dtype, out._uniform = values, splits, splits_dtype, uniform
         return out
 
     @staticmethod
@@ -215,7 +218,7 @@ class RaggedTensor:
 
     @property
     def shape(self) -> TensorShape:
-        return TensorShape((self.nrows_static, None) + tuple(self._values.shape[1:]))
+        return TensorShape((self.nrows_static, self._uniform) + tuple(self._values.shape[1:]))
 
     def get_shape(self) -> TensorShape:
         return self.shape
@@ -286,7 +289,7 @@ class RaggedTensor:
                              "with_values must have as many rows as the values)")
         if isinstance(v, RaggedTensor) and v._splits_dtype != self._splits_dtype:
             raise ValueError("`new_values` has a different row_splits dtype than this RaggedTensor")
-        return RaggedTensor._of(v, self._row_splits, self._splits_dtype)
+        return RaggedTensor._of(v, self._row_splits, self._splits_dtype, self._uniform)
 
     def with_flat_values(self, new_values: Any) -> "RaggedTensor":
         if isinstance(self._values, RaggedTensor):
@@ -300,7 +303,7 @@ class RaggedTensor:
         store = np.dtype(_rp.storage(d)).name
         if splits.dtype.name != store:
             splits = bind(_rp.SPLITS_CAST, splits, dtype=store)
-        return RaggedTensor._of(v, splits, d)
+        return RaggedTensor._of(v, splits, d, self._uniform)
 
     def to_tensor(self, default_value: Any = None, name: Any = None, shape: Any = None) -> Tensor:
         return OPERATORS["to_tensor"](self, default_value, shape)
@@ -456,17 +459,19 @@ class RaggedTensorSpec:
 
 
 class RaggedParts(NamedTuple):
-    """A RaggedTensor taken apart for JAX (the pytree's static part): its row_splits dtype."""
+    """A RaggedTensor taken apart for JAX (the pytree's static part): its row_splits dtype and
+    uniform row length (None: ragged)."""
     splits_dtype: str
+    uniform: Optional[int]
 
 
 def _flatten(rt: RaggedTensor):
-    return (rt._values, rt._row_splits), RaggedParts(rt._splits_dtype.name)
+    return (rt._values, rt._row_splits), RaggedParts(rt._splits_dtype.name, rt._uniform)
 
 
 def _unflatten(parts: RaggedParts, children) -> RaggedTensor:
     values, splits = children
-    return RaggedTensor._of(values, splits, _dtypes.as_dtype(parts.splits_dtype))
+    return RaggedTensor._of(values, splits, _dtypes.as_dtype(parts.splits_dtype), parts.uniform)
 
 
 jax.tree_util.register_pytree_node(RaggedTensor, _flatten, _unflatten)
