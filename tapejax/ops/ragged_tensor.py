@@ -310,14 +310,14 @@ class RaggedTensor:
 
     def to_list(self) -> list:
         """The rows as nested Python lists (read on the host)."""
-        flat = np.asarray(self.flat_values.numpy())
-        return _host_rows(flat, [_rp.host_splits(s, "RaggedTensor.to_list") for s in self.nested_row_splits])
+        splits = [_rp.host_splits(s, "RaggedTensor.to_list") for s in self.nested_row_splits]
+        return _host_rows(np.asarray(self.flat_values.numpy()), splits)
 
     def numpy(self) -> np.ndarray:
         """TF's: a NumPy object array of the rows (each a NumPy array, or an object array for more
         ragged dimensions)."""
-        flat = np.asarray(self.flat_values.numpy())
-        return _host_arrays(flat, [_rp.host_splits(s, "RaggedTensor.numpy") for s in self.nested_row_splits])
+        splits = [_rp.host_splits(s, "RaggedTensor.numpy") for s in self.nested_row_splits]
+        return _host_arrays(np.asarray(self.flat_values.numpy()), splits)
 
     def __getitem__(self, key: Any) -> Any:
         return OPERATORS["__getitem__"](self, key)
