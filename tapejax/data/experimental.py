@@ -20,7 +20,7 @@ import numpy as np
 from . import (
                args as A,
                extras as _extras,
-               parse_sparse as _parse_example,
+               parse_ragged as _parse_example,
                readers as _readers,
                structure as S,
                tfrecord as _tfrecord,

@@ -110,3 +110,66 @@ def test_bag_of_ids_model_fed_by_ragged_batch(tf):
             w.assign_sub(0.2 * gw)
             losses.append(loss)
     return losses, emb, w
+
+
+def _example(tf, **features):
+    f = {}
+    for k, v in features.items():
+        if v and isinstance(v[0], float):
+            f[k] = tf.train.Feature(float_list=tf.train.FloatList(value=v))
+        else:
+            f[k] = tf.train.Feature(int64_list=tf.train.Int64List(value=v))
+    return tf.train.Example(features=tf.train.Features(feature=f)).SerializeToString()
+
+
+def _ragged_records(tf):
+    return [_example(tf, v=[1.0, 2.0, 3.0], lens=[2, 1], splits=[0, 2, 3], label=[1]),
+            _example(tf, v=[4.0, 5.0], lens=[0, 2], splits=[0, 0, 2], label=[0]),
+            _example(tf, lens=[], splits=[0], label=[1])]
+
+
+def _out(tf, d):
+    return {k: rows(tf, v) if isinstance(v, (tf.RaggedTensor, tf.Tensor)) else v for k, v in d.items()}
+
+
+@parity
+def test_ragged_feature_parse(tf):
+    """RaggedFeature in parse_single_example / parse_example: no partitions (a Tensor for one
+    Example), RowLengths / RowSplits / RowStarts / RowLimits / UniformRowLength partitions, a
+    missing feature, row_splits_dtype, key order after the other features, validate=True's error."""
+    F = tf.io.RaggedFeature
+    e1, e2, e3 = _ragged_records(tf)
+    lens = F(tf.float32, value_key="v", partitions=[F.RowLengths("lens")])
+    one = tf.io.parse_single_example(e1, {"r": F(tf.float32, value_key="v"), "p": lens})
+    batch = tf.io.parse_example([e1, e2, e3], {
+        "r": F(tf.float32, value_key="v"), "s": F(tf.float32, value_key="v", partitions=[F.RowSplits("splits")]),
+        "l": F(tf.float32, value_key="v", partitions=[F.RowLengths("lens")]),
+        "label": tf.io.FixedLenFeature([], tf.int64)})
+    other = tf.io.parse_example([e1, e2], {
+        "u": F(tf.float32, value_key="v", partitions=[F.UniformRowLength(1)], row_splits_dtype=tf.int64),
+        "st": F(tf.float32, value_key="v", partitions=[F.RowStarts("splits")], row_splits_dtype=tf.int64)})
+    bad = _example(tf, v=[1.0, 2.0], lens=[1, 2])
+    return (_out(tf, one), list(one), _out(tf, batch), list(batch), _out(tf, other),
+            batch["l"].shape.as_list(), other["u"].shape.as_list(),
+            raises(tf.io.parse_single_example, bad, {"r": F(tf.float32, value_key="v", partitions=[F.RowLengths("lens")],
+                                                           validate=True)}),
+            raises(tf.io.parse_example, [e1], {"r": F(tf.float32, value_key="v", partitions=[F.RowLengths("v")])}),
+            raises(tf.io.parse_example, [e1], {"r": F(tf.int64, value_key="v")}),
+            raises(tf.io.parse_example, [e1], {"label": tf.io.FixedLenFeature([], tf.int64),
+                                               "w": F(tf.int64, value_key="label")}),
+            raises(tf.io.parse_example, [e1], {"a": lens, "b": F(tf.float32, value_key="v", partitions=[
+                F.RowLengths("lens")], row_splits_dtype=tf.int64)}))
+
+
+@parity
+def test_ragged_feature_in_a_pipeline(tf):
+    """A TFRecord-like pipeline: serialized Examples, map(parse_single_example with a RaggedFeature),
+    ragged_batch, and the rows' sums; and batch-then-parse with parse_example."""
+    F = tf.io.RaggedFeature
+    feats = {"r": F(tf.float32, value_key="v", partitions=[F.RowLengths("lens")]), "label": tf.io.FixedLenFeature([], tf.int64)}
+    ds = tf.data.Dataset.from_tensor_slices(_ragged_records(tf))
+    parsed = ds.map(lambda s: tf.io.parse_single_example(s, feats))
+    batched = parsed.ragged_batch(2)
+    out = [(rows(tf, b["r"]), tf.reduce_sum(b["r"].flat_values).numpy().tolist()) for b in batched]
+    two = [_out(tf, b) for b in ds.batch(2).map(lambda s: tf.io.parse_example(s, feats))]
+    return rspec(parsed.element_spec["r"]), out, rspec(batched.element_spec["r"]), two
