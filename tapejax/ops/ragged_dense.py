@@ -19,8 +19,8 @@ from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
 from ..core.tensor import Tensor
 from . import ragged_partition as _rp
-from .ragged_tensor import GATHER, OPERATORS, TO_DENSE, RaggedTensor, flatten_dense
-from .sparse_tensor import is_traced
+from .ragged_tensor import FLATTEN, GATHER, OPERATORS, TO_DENSE, RaggedTensor, flatten_dense
+from .sparse_tensor import SparseTensor, host_indices, is_traced
 
 
 def host_tensor(a: np.ndarray, dtype: _dtypes.DType = _dtypes.int64) -> Tensor:
@@ -198,6 +198,95 @@ def from_tensor(tensor: Any, lengths: Any = None, padding: Any = None, ragged_ra
     return RaggedTensor._of(values, _splits_of(lens, sd), sd)
 
 
-OPERATORS.update({"from_tensor": from_tensor, "to_tensor": to_tensor, "__getitem__": getitem})
+def merge_dims(rt: RaggedTensor, outer_axis: int, inner_axis: int) -> Any:
+    """``RaggedTensor.merge_dims``: axes ``outer_axis .. inner_axis`` as one (static: splits composed
+    and scaled, the flat values reshaped)."""
+    n, k = rt.ndim, rt.ragged_rank
+    outer, inner = (outer_axis % n if -n <= outer_axis < n else None), (inner_axis % n if -n <= inner_axis < n else None)
+    if outer is None or inner is None:
+        raise ValueError(f"axis out of bounds: expected {-n} <= outer_axis, inner_axis < {n}; got {outer_axis}, "
+                         f"{inner_axis} (arguments of merge_dims)")
+    if outer > inner:
+        raise ValueError(f"Expected outer_axis ({outer_axis}) to be less than or equal to inner_axis ({inner_axis})")
+    if outer == inner:
+        return rt
+    if inner > k:   # uniform inner dimensions absorbed first
+        flat = rt.flat_values
+        lo = max(outer, k) - k + 1   # (the flat values' first merged axis)
+        j = inner - k
+        if outer > k:
+            shape = (flat.shape[0],) + tuple(flat.shape[1:lo]) + (int(np.prod(flat.shape[lo:j + 1], dtype=np.int64)),) \
+                + tuple(flat.shape[j + 1:])
+            return rt.with_flat_values(bind(FLATTEN, flat, shape=shape))
+        m = int(np.prod(flat.shape[1:j + 1], dtype=np.int64))
+        flat = bind(FLATTEN, flat, shape=(flat.shape[0] * m,) + tuple(flat.shape[j + 1:]))
+        rt = _scale_innermost(rt, m, flat)
+        inner = k
+        if outer == inner:
+            return rt
+    if outer == 0:
+        out: Any = rt
+        for _ in range(inner):
+            out = out._values
+        return out
+    values = rt._values
+    assert isinstance(values, RaggedTensor)
+    merged = merge_dims(values, outer - 1, inner - 1)
+    if outer > 1:
+        return rt.with_values(merged)
+    splits, level = rt._row_splits, values
+    for _ in range(inner - 1):
+        splits = bind(_rp.COMPOSE_SPLITS, level._row_splits, splits)
+        level = level._values
+    return RaggedTensor._of(merged, splits, rt._splits_dtype)
 
-__all__ = ["from_tensor", "gather_rows", "getitem", "host_tensor", "take_values", "to_tensor"]
+
+def _scale_innermost(rt: RaggedTensor, m: int, flat: Tensor) -> RaggedTensor:
+    if isinstance(rt._values, RaggedTensor):
+        return RaggedTensor._of(_scale_innermost(rt._values, m, flat), rt._row_splits, rt._splits_dtype, rt._uniform)
+    return RaggedTensor._of(flat, bind(_rp.SCALE_SPLITS, rt._row_splits, m=m), rt._splits_dtype,
+                            None if rt._uniform is None else rt._uniform * m)
+
+
+def to_sparse(rt: RaggedTensor) -> SparseTensor:
+    """``RaggedTensor.to_sparse``: every value's coordinates (row-major), the bounding shape."""
+    levels = [_rp.host_splits(s, "RaggedTensor.to_sparse") for s in rt.nested_row_splits]
+    flat = rt.flat_values
+    n = int(flat.shape[0])
+    pos, cols = np.arange(n, dtype=np.int64), []
+    for s in reversed(levels):
+        row = np.searchsorted(s, pos, side="right") - 1
+        cols.insert(0, pos - s[row])
+        pos = row
+    coords = np.stack([pos] + cols, axis=1) if n else np.zeros((0, len(levels) + 1), np.int64)
+    inner = tuple(int(d) for d in flat.shape[1:])
+    if inner:
+        grid = np.indices(inner).reshape(len(inner), -1).T
+        reps = int(np.prod(inner, dtype=np.int64))
+        coords = np.concatenate([np.repeat(coords, reps, axis=0), np.tile(grid, (n, 1))], axis=1)
+    values = bind(FLATTEN, flat, shape=(n * int(np.prod(inner, dtype=np.int64)),))
+    return SparseTensor._of(coords, values, tuple(rt.host_bounding_shape("RaggedTensor.to_sparse")))
+
+
+def from_sparse(st: Any, row_splits_dtype: Any = _dtypes.int64) -> RaggedTensor:
+    """``RaggedTensor.from_sparse``: a rank-2, right-ragged (each row's columns 0, 1, ...) SparseTensor."""
+    if not isinstance(st, SparseTensor):
+        raise TypeError(f"st_input must be a SparseTensor; got {type(st).__name__} (argument `st_input`)")
+    if st.rank != 2:
+        raise ValueError("rank(st_input) must be 2.")
+    sd = _rp.splits_dtype_arg(row_splits_dtype)
+    ind = host_indices(st, "RaggedTensor.from_sparse")
+    nrows = st.static_shape("RaggedTensor.from_sparse")[0]
+    rows = ind[:, 0]
+    lens = np.bincount(rows, minlength=nrows)[:nrows] if rows.size else np.zeros(nrows, np.int64)
+    starts = np.concatenate([[0], np.cumsum(lens)[:-1]]) if nrows else np.zeros(0, np.int64)
+    if rows.size and ((np.diff(rows) < 0).any() or (ind[:, 1] != np.arange(len(rows)) - starts[rows]).any()):
+        raise InvalidArgumentError(None, None, "SparseTensor is not right-ragged (argument `st_input` of "
+                                   "RaggedTensor.from_sparse: each row's columns must be 0, 1, ... in order)")
+    return RaggedTensor._of(st.values, _splits_of(lens, sd), sd)
+
+
+OPERATORS.update({"from_tensor": from_tensor, "to_tensor": to_tensor, "__getitem__": getitem, "merge_dims": merge_dims,
+                  "to_sparse": to_sparse, "from_sparse": from_sparse})
+
+__all__ = ["from_sparse", "merge_dims", "to_sparse", "from_tensor", "gather_rows", "getitem", "host_tensor", "take_values", "to_tensor"]

@@ -24,7 +24,7 @@ from ._registry import OP_DISPATCH
 from .array import concat as _dense_concat
 from .ragged_dense import from_tensor, gather_rows, host_tensor, take_values
 from .ragged_math import same_partitions
-from .ragged_tensor import RaggedTensor, RaggedTensorSpec
+from .ragged_tensor import RaggedTensor
 from .sparse_tensor import is_traced
 
 _SEG_TO_SPLITS = define("RaggedSegmentIdsToSplits",
@@ -217,13 +217,10 @@ def concat(values: Any, axis: int, name: Any = None) -> RaggedTensor:
         st = _interleave(rts, "tf.concat")   # [n, k, None, ...], then rows k merged into one
         inner = st._values
         assert isinstance(inner, RaggedTensor)
-        merged = bind(GATHER_SPLITS, inner._row_splits, st._row_splits)
+        merged = bind(_rp.COMPOSE_SPLITS, inner._row_splits, st._row_splits)
         return RaggedTensor._of(inner._values, merged, inner.row_splits_dtype)
     raise NotImplementedError(f"tf.concat of RaggedTensors along axis {axis}: tapejax concatenates along axis 0 "
                               "or 1")
-
-
-GATHER_SPLITS = define("RaggedComposeSplits", lambda inner, outer: inner[outer], differentiable=False)
 
 
 # -- masks, maps, segment ids ---------------------------------------------------------------------
@@ -317,8 +314,7 @@ OP_DISPATCH[("ConcatV2", RaggedTensor)] = concat
 #: the names of ``tf.ragged`` (``ops.namespaces`` builds the module from them)
 PUBLIC = {"constant": constant, "range": ragged_range, "stack": stack, "boolean_mask": boolean_mask,
           "map_flat_values": map_flat_values, "row_splits_to_segment_ids": row_splits_to_segment_ids,
-          "segment_ids_to_row_splits": segment_ids_to_row_splits, "RaggedTensor": RaggedTensor,
-          "RaggedTensorSpec": RaggedTensorSpec}
+          "segment_ids_to_row_splits": segment_ids_to_row_splits}
 
-__all__ = ["GATHER_SPLITS", "PUBLIC", "boolean_mask", "concat", "constant", "map_flat_values", "ragged_range",
+__all__ = ["PUBLIC", "boolean_mask", "concat", "constant", "map_flat_values", "ragged_range",
            "row_splits_to_segment_ids", "segment_ids_to_row_splits", "stack"]

@@ -56,6 +56,8 @@ SPLITS_TO_ROWIDS = define("RaggedSplitsToRowIds", _splits_to_rowids, differentia
 SPLITS_HEAD = define("RaggedSplitsStarts", lambda s: s[:-1], differentiable=False)
 SPLITS_TAIL = define("RaggedSplitsLimits", lambda s: s[1:], differentiable=False)
 SPLITS_CAST = define("RaggedSplitsCast", lambda s, *, dtype: s.astype(dtype), differentiable=False)
+COMPOSE_SPLITS = define("RaggedComposeSplits", lambda inner, outer: inner[outer], differentiable=False)
+SCALE_SPLITS = define("RaggedScaleSplits", lambda s, *, m: s * m, differentiable=False)
 
 
 def storage(splits_dtype: _dtypes.DType) -> Any:
@@ -184,7 +186,7 @@ def segment_ids(splits: Tensor, nvals: int) -> Tensor:
     return bind(SPLITS_TO_ROWIDS, splits, n=nvals)
 
 
-__all__ = ["LENGTHS_TO_SPLITS", "LIMITS_TO_SPLITS", "ROWIDS_TO_SPLITS", "SPLITS_CAST", "SPLITS_HEAD",
+__all__ = ["COMPOSE_SPLITS", "SCALE_SPLITS", "LENGTHS_TO_SPLITS", "LIMITS_TO_SPLITS", "ROWIDS_TO_SPLITS", "SPLITS_CAST", "SPLITS_HEAD",
            "SPLITS_TAIL", "SPLITS_TO_LENGTHS", "SPLITS_TO_ROWIDS", "STARTS_TO_SPLITS", "TracedRaggedError",
            "from_lengths", "from_rowids", "host_splits", "partition_arg", "segment_ids", "splits_dtype_arg",
            "storage", "validate_nonnegative", "validate_splits"]

@@ -140,6 +140,34 @@ class RaggedTensor:
         return cls._of(v, splits, sd)
 
     @classmethod
+    def from_uniform_row_length(cls, values: Any, uniform_row_length: Any, nrows: Any = None, validate: bool = True,
+                                name: Any = None) -> "RaggedTensor":
+        """Rows of ``uniform_row_length`` values each (a static length: ``.shape`` shows it)."""
+        v = values_arg(values)
+        length = uniform_row_length
+        if isinstance(length, Tensor):
+            length = _rp.host_splits(length, "from_uniform_row_length's `uniform_row_length`").reshape(())
+        length, nvals = int(length), _nvals(v)
+        if length < 0:
+            raise ValueError(f"uniform_row_length must be >= 0; got {length} (argument `uniform_row_length`)")
+        if nrows is None:
+            if length == 0:
+                raise ValueError("from_uniform_row_length: `nrows` is needed when uniform_row_length is 0")
+            nrows = nvals // length
+        nrows = int(_rp.host_splits(nrows, "from_uniform_row_length's `nrows`").reshape(())
+                    if isinstance(nrows, Tensor) else nrows)
+        if length * nrows != nvals:
+            raise ValueError(f"uniform_row_length={length} times nrows={nrows} must equal nvals={nvals}")
+        sd = cls._inner_dtype(v) or _dtypes.int64
+        with jax.ensure_compile_time_eval():
+            splits = convert_to_tensor(np.arange(nrows + 1, dtype=np.int64) * length, dtype=sd)
+        return cls._of(v, splits, sd, length)
+
+    @classmethod
+    def from_sparse(cls, st_input: Any, name: Any = None, row_splits_dtype: Any = _dtypes.int64) -> "RaggedTensor":
+        return OPERATORS["from_sparse"](st_input, row_splits_dtype)
+
+    @classmethod
     def _nested(cls, factory: Callable[..., "RaggedTensor"], flat_values: Any, partitions: Any, arg: str,
                 validate: bool) -> "RaggedTensor":
         if isinstance(partitions, (Tensor, np.ndarray)) or not isinstance(partitions, (list, tuple)):
@@ -281,6 +309,20 @@ class RaggedTensor:
             dims.append(int(np.diff(s).max()) if s.size > 1 else 0)
             rt = rt._values
         return dims + list(rt.shape[1:])
+
+    @property
+    def uniform_row_length(self) -> Optional[Tensor]:
+        """The static length of every row (``from_uniform_row_length``, ``from_tensor``), or None."""
+        if self._uniform is None:
+            return None
+        with jax.ensure_compile_time_eval():
+            return convert_to_tensor(self._uniform, dtype=self._splits_dtype)
+
+    def merge_dims(self, outer_axis: int, inner_axis: int) -> Union[Tensor, "RaggedTensor"]:
+        return OPERATORS["merge_dims"](self, outer_axis, inner_axis)
+
+    def to_sparse(self, name: Any = None) -> Any:
+        return OPERATORS["to_sparse"](self)
 
     def with_values(self, new_values: Any) -> "RaggedTensor":
         v = values_arg(new_values, "new_values")

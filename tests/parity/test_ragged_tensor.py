@@ -204,3 +204,24 @@ def test_repr_and_misc(tf):
     r = repr(rt)
     return (r.startswith("<tf.RaggedTensor [[1, 2], [3]]"), [x for x in rt.to_list()],
             raises(tf.convert_to_tensor, rt), raises(bool, rt), np.asarray([1]).tolist())
+
+
+@parity
+def test_merge_dims_uniform_and_sparse(tf):
+    """merge_dims over ragged and uniform axes, from_uniform_row_length (shape, uniform_row_length,
+    its error), to_sparse (nested, inner dims) and from_sparse (its rank and right-ragged errors)."""
+    n = tf.ragged.constant([[[1, 2], [3]], [[4]], []])
+    r = tf.ragged.constant([[1.0, 2.0], [], [3.0]])
+    i = tf.RaggedTensor.from_row_lengths(tf.constant([[1, 2], [3, 4], [5, 6]]), [1, 2])
+    u = tf.RaggedTensor.from_uniform_row_length([1, 2, 3, 4, 5, 6], 2)
+
+    def sp(s):
+        return tf.cast(s.indices, tf.int32), s.values, tf.cast(s.dense_shape, tf.int32)
+    return (parts(tf, n.merge_dims(0, 1)), parts(tf, n.merge_dims(1, 2)), n.merge_dims(0, 2), n.merge_dims(0, -1),
+            r.merge_dims(0, 1), r.uniform_row_length is None, parts(tf, i.merge_dims(1, 2)), i.merge_dims(0, 2),
+            parts(tf, u), u.shape.as_list(), tf.cast(u.uniform_row_length, tf.int32),
+            raises(tf.RaggedTensor.from_uniform_row_length, [1, 2, 3], 2), sp(n.to_sparse()), sp(r.to_sparse()),
+            sp(i.to_sparse()),
+            parts(tf, tf.RaggedTensor.from_sparse(tf.SparseTensor([[0, 0], [0, 1], [2, 0]], [1.0, 2.0, 3.0], [3, 4]))),
+            raises(tf.RaggedTensor.from_sparse, tf.SparseTensor([[0, 0], [0, 2], [2, 0]], [1.0, 2.0, 3.0], [3, 4])),
+            raises(tf.RaggedTensor.from_sparse, tf.SparseTensor([[0, 0, 0]], [1.0], [3, 4, 1])))
