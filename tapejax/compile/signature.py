@@ -259,7 +259,7 @@ def arg_key(x, dyn: List[Any]):
         shape = x._static
         return (t, arg_key(x.indices, dyn), arg_key(x.values, dyn),
                 shape if shape is not None else arg_key(x.dense_shape, dyn))
-    if t is RaggedTensor:   # its values and row splits dynamic (their shapes in the key)
+    if isinstance(x, RaggedTensor):   # its values and row splits dynamic (their shapes in the key)
         return (t, x._splits_dtype.name, x._uniform, arg_key(x._values, dyn), arg_key(x._row_splits, dyn))
     if t in (bytes, complex, type) or isinstance(x, (np.dtype, _dtypes.DType)):
         return (t, x)
@@ -344,7 +344,7 @@ def template(x):
         return _slices_template(x, template)
     if t is SparseTensor:
         return _sparse_template(x, template)
-    if t is RaggedTensor:
+    if isinstance(x, RaggedTensor):
         return RaggedOut(template(x._values), template(x._row_splits), x._splits_dtype.name, x._uniform)
     if _ta_args.is_tensor_array(x):
         return _ta_args.template(x)

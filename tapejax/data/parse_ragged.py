@@ -163,8 +163,8 @@ def _output(rc: _RaggedConfig, v: RaggedValue) -> Any:
     levels = list(zip(v.splits, uniform))
     flat = v.flat_values
     while levels and levels[-1][1] is not None:   # innermost uniform rows: a dimension of the values, as TF's
-        s, u = levels.pop()
-        rows = len(s) - 1
+        s, length = levels.pop()
+        u, rows = int(length or 0), len(s) - 1
         flat = flat[:rows * u].reshape((rows, u) + flat.shape[1:])
     out: Any = _pe.to_output(flat, rc.value)
     for s, u in reversed(levels):

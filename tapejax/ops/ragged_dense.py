@@ -9,7 +9,7 @@ is a reshape and uniform partitions (static); with them, and every row selection
 ``rt[a:b]``, ``rt[:, :k]``, ``gather_rows``), NumPy computes which values stay from concrete
 partitions and a recorded gather takes them (ValueError inside a trace).
 """
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, cast
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
 from ..core.tensor import Tensor
 from . import ragged_partition as _rp
-from .ragged_tensor import FLATTEN, GATHER, OPERATORS, TO_DENSE, RaggedTensor, flatten_dense
+from .ragged_tensor import FLATTEN, GATHER, OPERATORS, TO_DENSE, RaggedTensor, dim, flatten_dense
 from .sparse_tensor import SparseTensor, host_indices, is_traced
 
 
@@ -132,7 +132,7 @@ def to_tensor(rt: RaggedTensor, default_value: Any = None, shape: Any = None) ->
     if default.ndim > len(dims) - 1 - rt.ragged_rank and default.ndim:
         raise ValueError(f"Shape {tuple(default.shape)} must have rank at most {len(dims) - 1 - rt.ragged_rank} "
                          "(argument `default_value` of RaggedTensor.to_tensor: a scalar or the inner dimensions)")
-    return _dense(rt, default, [int(d) for d in dims])
+    return _dense(rt, default, [int(cast(int, d)) for d in dims])
 
 
 def _dense(rt: RaggedTensor, default: Tensor, dims: Sequence[int]) -> Tensor:
@@ -168,13 +168,13 @@ def from_tensor(tensor: Any, lengths: Any = None, padding: Any = None, ragged_ra
         out: Any = flat
         for level in range(ragged_rank - 1, -1, -1):
             nrows = int(np.prod(t.shape[:level + 1], dtype=np.int64))
-            width = int(t.shape[level + 1])
+            width = dim(t, level + 1)
             out = RaggedTensor._of(out, host_tensor(np.arange(nrows + 1, dtype=np.int64) * width, sd), sd, width)
         return out
     if ragged_rank != 1:
         raise ValueError("tapejax's RaggedTensor.from_tensor takes `lengths` / `padding` with ragged_rank=1 only "
                          f"(got ragged_rank={ragged_rank}); build more ragged dimensions with from_nested_row_lengths")
-    nrows, width = int(t.shape[0]), int(t.shape[1])
+    nrows, width = dim(t, 0), dim(t, 1)
     if padding is not None:
         if is_traced(t):
             _rp.host_splits(t, "RaggedTensor.from_tensor with `padding`")
@@ -252,7 +252,7 @@ def to_sparse(rt: RaggedTensor) -> SparseTensor:
     """``RaggedTensor.to_sparse``: every value's coordinates (row-major), the bounding shape."""
     levels = [_rp.host_splits(s, "RaggedTensor.to_sparse") for s in rt.nested_row_splits]
     flat = rt.flat_values
-    n = int(flat.shape[0])
+    n = dim(flat, 0)
     pos, cols = np.arange(n, dtype=np.int64), []
     for s in reversed(levels):
         row = np.searchsorted(s, pos, side="right") - 1

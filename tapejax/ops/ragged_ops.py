@@ -24,7 +24,7 @@ from ._registry import OP_DISPATCH
 from .array import concat as _dense_concat
 from .ragged_dense import from_tensor, gather_rows, host_tensor, take_values
 from .ragged_math import same_partitions
-from .ragged_tensor import RaggedTensor
+from .ragged_tensor import RaggedTensor, dim
 from .sparse_tensor import is_traced
 
 _SEG_TO_SPLITS = define("RaggedSegmentIdsToSplits",
@@ -227,7 +227,7 @@ def concat(values: Any, axis: int, name: Any = None) -> RaggedTensor:
 def boolean_mask(data: Any, mask: Any, name: Any = None) -> Any:
     """``tf.ragged.boolean_mask``: the entries of ``data`` where ``mask`` (rank 1 or 2, dense or
     ragged) is True; a rank-2 mask gives ragged rows."""
-    m = mask if isinstance(mask, RaggedTensor) else convert_to_tensor(mask)
+    m: Any = mask if isinstance(mask, RaggedTensor) else convert_to_tensor(mask)
     if m.dtype.name != "bool":
         raise TypeError(f"Expected bool for argument 'mask' not {m.dtype.name}.")
     if m.ndim == 1:
@@ -276,7 +276,7 @@ def map_flat_values(op: Any, *args: Any, **kwargs: Any) -> Any:
     swap = (lambda x: x.flat_values if isinstance(x, RaggedTensor) else x)  # noqa: E731
     out = op(*[_nest.map_structure(swap, a) for a in args], **{k: _nest.map_structure(swap, v)
                                                              for k, v in kwargs.items()})
-    n = int(leaves[0].flat_values.shape[0])
+    n = dim(leaves[0].flat_values, 0)
     if not isinstance(out, Tensor) or out.ndim == 0 or out.shape[0] != n:
         raise ValueError(f"tf.ragged.map_flat_values: `op` must return a Tensor with as many rows as flat_values "
                          f"({n}); got {getattr(out, 'shape', type(out).__name__)}")

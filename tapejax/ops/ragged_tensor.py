@@ -22,7 +22,7 @@ A RaggedTensor is a JAX pytree (children: values and row_splits).  It is not a d
 registered conversion refuses (ValueError, as TF's), ``tf.is_tensor`` is True.  Python operators
 dispatch to ``ops.ragged_math`` (``OPERATORS``, filled there).
 """
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Union
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Union, cast
 
 import jax
 import jax.numpy as jnp
@@ -60,8 +60,13 @@ def _to_dense(values, splits, default, *, shape):
 TO_DENSE = define("RaggedTensorToTensor", _to_dense)
 
 
+def dim(t: Any, i: int) -> int:
+    """Dimension ``i`` of Tensor ``t``'s static shape (every Tensor dimension is known)."""
+    return cast(int, t.shape[i])
+
+
 def _nvals(values: "Union[Tensor, RaggedTensor]") -> int:
-    return values.nrows_static if isinstance(values, RaggedTensor) else int(values.shape[0])
+    return values.nrows_static if isinstance(values, RaggedTensor) else dim(values, 0)
 
 
 def values_arg(values: Any, arg: str = "values") -> "Union[Tensor, RaggedTensor]":
@@ -536,4 +541,4 @@ def flatten_dense(x: Tensor, leading: int) -> Tensor:
 
 
 __all__ = ["FLATTEN", "GATHER", "OPERATORS", "OPERATOR_NAMES", "RaggedParts", "RaggedTensor", "RaggedTensorSpec",
-           "TO_DENSE", "flatten_dense", "values_arg"]
+           "TO_DENSE", "dim", "flatten_dense", "values_arg"]
