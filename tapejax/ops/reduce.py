@@ -24,6 +24,7 @@ from ._registry import (
     _Array,
     check_binary,
     check_float,
+    dispatch_of,
     dtype_of,
     op_error,
     prim,
@@ -266,6 +267,10 @@ def where(condition, x=None, y=None, name=None):
     them: eager only)."""
     if (x is None) != (y is None):
         raise ValueError("x and y must both be non-None or both be None.")
+    if type(condition) is not Tensor or type(x) is not Tensor or type(y) is not Tensor:
+        dispatch = dispatch_of("SelectV2", condition, x, y)   # a composite tensor (ragged_math)
+        if dispatch is not None:
+            return dispatch(condition, x, y)
     if x is None:
         store = _dtypes.storage_dtype(np.dtype(np.int64), "where")
         c = convert_to_tensor(condition)
