@@ -37,7 +37,7 @@ from ._registry import BINARY_DISPATCH, OP_DISPATCH, UNARY_DISPATCH
 from .indexing import gather
 from .ragged_dense import gather_rows, host_tensor
 from .ragged_tensor import FLATTEN, GATHER, OPERATORS, RaggedTensor
-from .reduce import reduce_sum
+from .reduce import reduce_sum, where
 
 
 def _segment_reduce(values, splits, *, kind, nrows):
@@ -231,6 +231,27 @@ def _gather(params: Any, indices: Any, axis: Any = None, batch_dims: int = 0) ->
     return gather_rows(params, idx)
 
 
+def _where(condition: Any, x: Any = None, y: Any = None) -> Any:
+    """``tf.where(c, x, y)`` with RaggedTensors: each ragged argument (same partitions) read at its
+    flat values, dense ones broadcast to them as the binary ops do; ``tf.where(c)`` of a ragged
+    condition is not built."""
+    if x is None:
+        raise NotImplementedError("tf.where(condition) of a RaggedTensor (its coordinates): tapejax selects with "
+                                  "tf.where(condition, x, y) only")
+    rts = [a for a in (condition, x, y) if isinstance(a, RaggedTensor)]
+    for other in rts[1:]:
+        same_partitions(rts[0], other, "tf.where (SelectV2)")
+    first = rts[0]
+    dtype = next((a.dtype for a in (x, y) if isinstance(a, (RaggedTensor, Tensor))), None)
+
+    def flat(a: Any, is_value: bool) -> Any:
+        if isinstance(a, RaggedTensor):
+            return a.flat_values
+        t = a if isinstance(a, Tensor) else convert_to_tensor(a, dtype=dtype if is_value else None)
+        return _dense_on_values(first, t, "tf.where (SelectV2)")
+    return first.with_flat_values(where(flat(condition, False), flat(x, True), flat(y, True)))
+
+
 def _shape(rt: RaggedTensor, out_type: Any = None) -> Tensor:
     dims = rt.host_bounding_shape("tf.shape")
     return convert_to_tensor(np.asarray(dims, np.int64), dtype=_dtypes.int32 if out_type is None else out_type)
@@ -247,7 +268,7 @@ def _identity(rt: RaggedTensor) -> RaggedTensor:
 UNARY_DISPATCH[RaggedTensor] = _unary
 BINARY_DISPATCH[RaggedTensor] = _binary
 OP_DISPATCH.update({("GatherV2", RaggedTensor): _gather, ("Shape", RaggedTensor): _shape,
-                    ("Cast", RaggedTensor): _cast,
+                    ("Cast", RaggedTensor): _cast, ("SelectV2", RaggedTensor): _where,
                     ("Identity", RaggedTensor): _identity})
 for _t in ("Sum", "Mean", "Max", "Min", "Prod", "Any", "All", "ReduceLogSumExp", "ReduceVariance", "ReduceStd",
            "EuclideanNorm"):

@@ -127,3 +127,15 @@ def test_embedding_bag_training(tf):
         z = tf.reduce_sum(tf.reduce_max(r * tf.constant([[2.0], [3.0]]) + r, axis=1))
     del opt
     return losses, emb, w, tape.gradient(z, x)
+
+
+@parity
+def test_where(tf):
+    """tf.where(c, x, y) with ragged condition and values (same partitions), a scalar and a dense
+    [nrows, 1] column broadcast; different partitions raise InvalidArgumentError."""
+    rt = _rt(tf)
+    col = tf.constant([[10.0], [20.0], [30.0]])
+    other = tf.RaggedTensor.from_row_splits([1.0, 2.0, 3.0, 4.0, 5.0], [0, 1, 2, 5])
+    return (parts(tf, tf.where(rt > 2.0, rt, 0.0)), parts(tf, tf.where(rt > 2.0, rt, -rt)),
+            parts(tf, tf.where(rt > 2.0, col, rt)), parts(tf, tf.where(rt < 0.0, 1.0, rt)),
+            raises(tf.where, rt > 0.0, rt, other))
