@@ -12,7 +12,8 @@ usual) plus partition bookkeeping.
   otherwise); a dense operand broadcasts to the ragged shape when it is a scalar, touches only
   the uniform inner dimensions, or has size 1 (or ``nrows``) in the outer dimension and 1 in the
   ragged ones (it is gathered at each value's row: its gradient is TF's, a segment sum).
-* Reductions (``reduce_sum / mean / max / min / prod / any / all``) over ``axis=None``, the
+* Reductions (``reduce_sum / mean / max / min / prod / any / all``; ``reduce_variance / std`` as
+  the mean of squared deviations, over all axes or the ragged axis of ragged_rank 1) over ``axis=None``, the
   innermost ragged axis (one segment reduction over ``row_splits``: static, traces), uniform inner
   axes, and axis 0 of a ``ragged_rank`` 1 tensor (columns: read on the host).  An empty row gives
   TF's identity: 0, 1, the dtype's lowest / highest *finite* value for max / min, NaN for mean
@@ -37,7 +38,7 @@ from ._registry import BINARY_DISPATCH, OP_DISPATCH, UNARY_DISPATCH
 from .indexing import gather
 from .ragged_dense import gather_rows, host_tensor
 from .ragged_tensor import FLATTEN, GATHER, OPERATORS, RaggedTensor
-from .reduce import reduce_sum, where
+from .reduce import reduce_mean, reduce_sum, where
 
 
 def _segment_reduce(values, splits, *, kind, nrows):
@@ -187,6 +188,14 @@ def _reduce(op: Any, op_type: str, rt: RaggedTensor, axis: Any, keepdims: bool) 
         total = _reduce(reduce_sum, "Sum", rt, axis, keepdims)
         ones = rt.with_flat_values(bind(_ONES, rt.flat_values))
         return _m.divide(total, _reduce(reduce_sum, "Sum", ones, axis, keepdims))
+    if op_type in ("ReduceVariance", "ReduceStd"):   # TF's: the mean of squared deviations from the mean
+        mean = _reduce(reduce_mean, "Mean", rt, axis, True)
+        if isinstance(mean, RaggedTensor) or (axes is not None and 0 in axes and len(axes) < rt.ndim):
+            raise NotImplementedError(f"{name} of a RaggedTensor over axis {axis}: tapejax computes ragged "
+                                      "variances over axis=None, the ragged axis of ragged_rank 1 and the inner axes")
+        dev = _binary(_m.subtract, "Sub", rt, mean)
+        var = _reduce(reduce_mean, "Mean", _unary(_m.square, "Square", dev), axis, keepdims)
+        return var if op_type == "ReduceVariance" else _m.sqrt(var)
     if op_type not in _KIND:
         raise NotImplementedError(f"{name} of a RaggedTensor: tapejax's ragged reductions are reduce_sum, "
                                   "reduce_mean, reduce_max, reduce_min, reduce_prod, reduce_any and reduce_all")

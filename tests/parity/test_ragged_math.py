@@ -139,3 +139,12 @@ def test_where(tf):
     return (parts(tf, tf.where(rt > 2.0, rt, 0.0)), parts(tf, tf.where(rt > 2.0, rt, -rt)),
             parts(tf, tf.where(rt > 2.0, col, rt)), parts(tf, tf.where(rt < 0.0, 1.0, rt)),
             raises(tf.where, rt > 0.0, rt, other))
+
+
+@parity
+def test_variance_and_std(tf):
+    """reduce_variance / reduce_std of a RaggedTensor over the ragged axis (NaN for an empty row),
+    all axes, keepdims."""
+    rt = tf.ragged.constant([[1.0, -2.0], [], [3.0, 5.0, 7.0]])
+    return (tf.math.reduce_variance(rt, axis=1), tf.math.reduce_std(rt, axis=1), tf.math.reduce_variance(rt),
+            tf.math.reduce_std(rt), tf.math.reduce_variance(rt, axis=1, keepdims=True))
