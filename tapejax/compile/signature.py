@@ -32,7 +32,7 @@ from ..core.convert import convert_to_tensor
 from ..core.indexed_slices import IndexedSlices
 from ..core.tensor import Tensor, TensorShape
 from ..core.variable import Variable
-from ..ops.ragged_tensor import RaggedTensor
+from ..ops.ragged_tensor import RaggedTensor, RaggedTensorSpec
 from ..ops.sparse_tensor import SparseTensor, SparseTensorSpec
 from . import tensor_array_args as _ta_args
 
@@ -162,9 +162,10 @@ def _spec_text(v) -> str:
 def is_value_spec(spec: Any) -> bool:
     """A spec of ``input_signature`` other than ``TensorSpec`` (``type_spec.py``): a
     ``TensorArraySpec``, ``tf.SparseTensorSpec`` (the call is still keyed by the SparseTensor's
-    static dense shape: ``ops.sparse_tensor``), ``tf.data.DatasetSpec`` or ``IteratorSpec``, which
+    static dense shape: ``ops.sparse_tensor``), ``tf.RaggedTensorSpec`` (keyed by its parts'
+    shapes), ``tf.data.DatasetSpec`` or ``IteratorSpec``, which
     checks its argument with ``is_compatible_with`` and passes it on as it is."""
-    return isinstance(spec, (_ta_args.TensorArraySpec, SparseTensorSpec)) or (
+    return isinstance(spec, (_ta_args.TensorArraySpec, SparseTensorSpec, RaggedTensorSpec)) or (
         type(spec).__name__ in ("DatasetSpec", "IteratorSpec") and hasattr(spec, "is_compatible_with"))
 
 
