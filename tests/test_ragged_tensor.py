@@ -133,3 +133,16 @@ def test_ragged_namespace_is_an_importable_module():
     import tapejax.ragged as ragged_mod
     assert ragged_mod is tf.ragged and ragged_mod.constant is tf.ragged.constant
     assert not hasattr(tf.ragged, "RaggedTensor") and not hasattr(tf.ragged, "no_such_name")   # (as TF's)
+
+
+def test_input_signature_with_a_ragged_tensor_spec():
+    @tf.function(input_signature=[tf.RaggedTensorSpec([None, None], tf.float32)])
+    def f(r):
+        return tf.reduce_sum(r, axis=1)
+
+    assert f(tf.ragged.constant([[1.0, 2.0], [3.0]])).numpy().tolist() == [3.0, 3.0]
+    assert f(tf.ragged.constant([[1.0], [], [2.0]])).numpy().tolist() == [1.0, 0.0, 2.0]
+    with pytest.raises(TypeError, match="not compatible with RaggedTensorSpec"):
+        f(tf.ragged.constant([[1, 2]]))   # (int32: the spec's dtype is float32)
+    with pytest.raises(TypeError, match="not compatible with RaggedTensorSpec"):
+        f(tf.constant([[1.0]]))
