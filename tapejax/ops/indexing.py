@@ -26,12 +26,12 @@ from ..core.tensor import Tensor, _flatten, _unflatten, register_operators
 from ..core.variable import Variable
 from ._registry import (
     _TENSORISH,
+    OP_DISPATCH,
     _Array,
     _bad,
     _call,
     _shape,
     check_binary,
-    dispatch_of,
     plain_jit,
     prim,
     static_shape,
@@ -101,7 +101,7 @@ def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name
     ``params`` is ``IndexedSlices`` on axis 0; on a Variable it is ``sparse_read`` (see the module
     docstring)."""
     if type(params) is not Tensor or type(indices) is not Tensor:
-        dispatch = dispatch_of("GatherV2", params, indices)   # a composite tensor (ragged_math)
+        dispatch = OP_DISPATCH.get(("GatherV2", type(params))) or OP_DISPATCH.get(("GatherV2", type(indices)))
         if dispatch is not None:
             return dispatch(params, indices, axis, batch_dims)
     if (type(params) is Variable and (axis is None or axis == 0) and batch_dims == 0

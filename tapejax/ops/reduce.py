@@ -24,7 +24,6 @@ from ._registry import (
     _Array,
     check_binary,
     check_float,
-    dispatch_of,
     dtype_of,
     op_error,
     prim,
@@ -268,7 +267,8 @@ def where(condition, x=None, y=None, name=None):
     if (x is None) != (y is None):
         raise ValueError("x and y must both be non-None or both be None.")
     if type(condition) is not Tensor or type(x) is not Tensor or type(y) is not Tensor:
-        dispatch = dispatch_of("SelectV2", condition, x, y)   # a composite tensor (ragged_math)
+        dispatch = (OP_DISPATCH.get(("SelectV2", type(condition))) or OP_DISPATCH.get(("SelectV2", type(x)))
+                    or OP_DISPATCH.get(("SelectV2", type(y))))   # a composite tensor (ragged_math)
         if dispatch is not None:
             return dispatch(condition, x, y)
     if x is None:
