@@ -86,6 +86,34 @@ class RaggedTensor:
 
     #: ``tf.is_tensor`` is True for a RaggedTensor, as TF's (``core.convert.is_tensor``)
     _tapejax_composite = True
+    # the Python operators TF defines (installed from ``OPERATOR_NAMES`` below, run by ``ragged_math``)
+    __add__: Callable[..., Any]
+    __radd__: Callable[..., Any]
+    __sub__: Callable[..., Any]
+    __rsub__: Callable[..., Any]
+    __mul__: Callable[..., Any]
+    __rmul__: Callable[..., Any]
+    __truediv__: Callable[..., Any]
+    __rtruediv__: Callable[..., Any]
+    __floordiv__: Callable[..., Any]
+    __rfloordiv__: Callable[..., Any]
+    __mod__: Callable[..., Any]
+    __rmod__: Callable[..., Any]
+    __pow__: Callable[..., Any]
+    __rpow__: Callable[..., Any]
+    __neg__: Callable[..., Any]
+    __abs__: Callable[..., Any]
+    __invert__: Callable[..., Any]
+    __and__: Callable[..., Any]
+    __rand__: Callable[..., Any]
+    __or__: Callable[..., Any]
+    __ror__: Callable[..., Any]
+    __lt__: Callable[..., Any]
+    __le__: Callable[..., Any]
+    __gt__: Callable[..., Any]
+    __ge__: Callable[..., Any]
+    __eq__: Callable[..., Any]
+    __ne__: Callable[..., Any]
 
     def __init__(self, values: Any = None, row_partition: Any = None, internal: bool = False):
         raise ValueError("RaggedTensor constructor is private; please use one of the factory methods instead "
@@ -402,9 +430,7 @@ def _operator(name: str) -> Callable[..., Any]:
 
 
 #: the Python operators TF defines on RaggedTensor (each dispatched to ``ops.ragged_math``)
-OPERATOR_NAMES = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
-                  "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__pow__", "__rpow__",
-                  "__neg__", "__abs__", "__invert__", "__and__", "__rand__", "__or__", "__ror__", "__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__")
+OPERATOR_NAMES = tuple(n for n in RaggedTensor.__annotations__ if n.startswith("__"))
 for _name in OPERATOR_NAMES:
     setattr(RaggedTensor, _name, _operator(_name))
 RaggedTensor.__hash__ = None   # type: ignore[assignment]  (== is elementwise, as TF's: unhashable)
