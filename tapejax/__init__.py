@@ -18,6 +18,7 @@ from .core.convert import constant, convert_to_tensor, is_tensor
 from .core.conversion import register_tensor_conversion_function
 from .core.indexed_slices import IndexedSlices
 from .ops.sparse_tensor import SparseTensor, SparseTensorSpec
+from .ops.ragged_tensor import RaggedTensor, RaggedTensorSpec
 from .core.variable import Variable, variable_creator_scope
 from .core.bind import Primitive, bind, define as define_op
 from .ops.printing import print_ as print
@@ -103,8 +104,7 @@ assert_rank = debugging.assert_rank
 
 
 def __getattr__(name):
-    """TF's top-level names for types with no JAX representation (``tf.RaggedTensor``,
-    ``tf.RaggedTensorSpec``, ``tf.as_string``) raise ``tapejax.ops.unsupported.UnsupportedError``, saying what to use instead."""
+    """TF's top-level names for types with no JAX representation (``tf.as_string``) raise ``tapejax.ops.unsupported.UnsupportedError``, saying what to use instead."""
     if name in _UNSUPPORTED:
         raise _unsupported(_UNSUPPORTED[name], name)
     raise AttributeError(f"module 'tapejax' has no attribute {name!r}")
@@ -130,7 +130,7 @@ __all__ = [
     "less_equal", "linalg", "linspace", "log", "logical_and", "logical_not", "logical_or", "lookup", "math", "matmul",
     "matrix_square_root", "map_fn", "maximum", "meshgrid", "minimum", "Module", "multiply", "name_scope", "negative", "nest", "newaxis", "nn",
     "no_gradient", "no_op", "variable_creator_scope", "numpy_function", "py_function", "init_scope", "norm", "not_equal", "one_hot", "ones", "ones_initializer", "ones_like", "op", "optimizers",
-    "pad", "parallel_stack", "pow", "Primitive", "print", "ragged", "random", "random_normal_initializer",
+    "pad", "parallel_stack", "pow", "Primitive", "print", "ragged", "RaggedTensor", "RaggedTensorSpec", "random", "random_normal_initializer",
     "random_index_shuffle", "random_uniform_initializer", "range", "rank", "realdiv", "recompute_grad", "reduce_all", "reduce_any", "reduce_logsumexp",
     "reduce_max", "reduce_mean", "reduce_min", "reduce_prod", "reduce_sum",
     "register_tensor_conversion_function", "RegisterGradient", "repeat", "required_space_to_batch_paddings",

@@ -29,7 +29,8 @@ TF_NAMES: "dict[str, list[str]]" = SNAPSHOT["namespaces"]
 REASONS = {
     "strings": "no JAX representation: string tensors (XLA has no string type); tf.strings' basic ops run on "
                "host bytes (tapejax.data.hostops), its other names raise UnsupportedError naming what to use instead",
-    "ragged": "no JAX representation: ragged tensors (rows of varying length); tf.ragged raises UnsupportedError",
+    "ragged": "not yet: the ragged ops beyond tf.RaggedTensor and tf.ragged's core (tapejax.ops.ragged_tensor, "
+              "ragged_ops): fill_empty_rows, string crosses (no string tensors), stack_dynamic_partitions",
     "sparse": "not yet: the sparse ops beyond tf.sparse's core (tapejax.ops.sparse_ops): set ops, edit "
               "distance, sparse embedding lookups",
     "resource": "no JAX representation: resource and variant handles (CriticalSection, lookup "
@@ -55,7 +56,7 @@ REASONS = {
 #: namespace -> reason -> the missing names (space separated).  compat.v1 is handled by rule below.
 MISSING = {
     "": {
-        "ragged": "RaggedTensor ragged_fill_empty_rows ragged_fill_empty_rows_grad",
+        "ragged": "ragged_fill_empty_rows ragged_fill_empty_rows_grad",
         "sparse": "edit_distance sets",
         "resource": "CriticalSection queue resource variant",
         "quantized": "qint16 qint32 qint8 quint16 quint8 quantization",
@@ -65,7 +66,7 @@ MISSING = {
         "subsystem": "audio distribute dtensor signal tpu xla lite profiler feature_column security "
                      "sysconfig tools version types check_pinned",
         "keras_alias": "initializers losses metrics",
-        "typespec": "IndexedSlicesSpec NoneTensorSpec OptionalSpec RaggedTensorSpec TypeSpec",
+        "typespec": "IndexedSlicesSpec NoneTensorSpec OptionalSpec TypeSpec",
     },
     "math": {},
     "nn": {
@@ -91,8 +92,6 @@ MISSING = {
     },
 }
 
-#: The top-level names of types with no JAX representation: tapejax raises UnsupportedError for them.
-UNSUPPORTED_TOP = ("RaggedTensor", "RaggedTensorSpec")
 
 
 def _namespace(ns: str):
@@ -168,20 +167,20 @@ def test_compat_v1_names_are_tfs():
     assert ours and ours <= set(TF_NAMES["compat.v1"]), sorted(ours - set(TF_NAMES["compat.v1"]))
 
 
-@pytest.mark.parametrize("name", UNSUPPORTED_TOP)
-def test_unsupported_top_level_names_raise_one_clear_error(name):
-    with pytest.raises(UnsupportedError, match="Instead, ") as e:
-        getattr(tf, name)
-    assert isinstance(e.value, AttributeError) and isinstance(e.value, NotImplementedError)
-    assert not hasattr(tf, name)
+def test_ragged_types_are_top_level_names():
+    """tf.RaggedTensor / tf.RaggedTensorSpec are tapejax's types (tapejax.ops.ragged_tensor), and
+    another unknown top-level name is an AttributeError."""
+    from tapejax.ops.ragged_tensor import RaggedTensor, RaggedTensorSpec
+    assert tf.RaggedTensor is RaggedTensor and tf.RaggedTensorSpec is RaggedTensorSpec
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchName'"):
+        getattr(tf, "NoSuchName")
 
 
 @pytest.mark.parametrize("ns,name,alternative", [
     ("strings", "unicode_script", "integer ids"), ("strings", "unicode_decode_with_offsets", "integer ids"),
-    ("ragged", "constant", "tf.pad"),
 ])
 def test_unsupported_namespaces_raise_one_clear_error(ns, name, alternative):
-    """Any name in tf.strings / tf.ragged raises UnsupportedError naming the alternative."""
+    """Any name in tf.strings tapejax lacks raises UnsupportedError naming the alternative."""
     mod = getattr(tf, ns)
     with pytest.raises(UnsupportedError, match=f"tf.{ns}.{name}: tapejax has no") as e:
         getattr(mod, name)
@@ -224,7 +223,7 @@ TF_DATASET = ("apply as_numpy_iterator batch bucket_by_sequence_length cache car
               "list_files load map options padded_batch prefetch ragged_batch random range rebatch reduce "
               "rejection_resample repeat sample_from_datasets save scan shard shuffle skip snapshot sparse_batch "
               "take take_while unbatch unique window with_options zip").split()
-DATASET_MISSING = {"ragged_batch": "ragged", "sparse_batch": "sparse"}
+DATASET_MISSING = {"sparse_batch": "sparse"}
 
 
 def test_dataset_methods_missing_are_the_listed_ones():
@@ -251,7 +250,7 @@ TF_DATA_EXPERIMENTAL = (
     "table_from_dataset take_while to_variant unbatch unique").split()
 DATA_EXPERIMENTAL_MISSING = {
     "DatasetInitializer": "resource", "index_table_from_dataset": "resource", "table_from_dataset": "resource",
-    "from_variant": "resource", "to_variant": "resource", "dense_to_ragged_batch": "ragged",
+    "from_variant": "resource", "to_variant": "resource",
     "dense_to_sparse_batch": "sparse", "SqlDataset": "subsystem",
     "get_model_proto": "proto",
     "ServiceOptions": "distributed", "service": "distributed", "distributed_save": "distributed",
@@ -321,7 +320,6 @@ IO_MISSING = {
     **{n: "strings" for n in (
         "decode_json_example decode_jxl decode_webp").split()},
     **{n: "sparse" for n in "deserialize_many_sparse serialize_many_sparse serialize_sparse".split()},
-    "RaggedFeature": "ragged",
     **{n: "proto" for n in (
         "decode_proto encode_proto").split()},
     "write_graph": "graph",
@@ -335,3 +333,24 @@ def test_io_names_missing_are_the_listed_ones():
     assert all(r in REASONS for r in IO_MISSING.values())
     ours = {n for n in dir(tf.io) if not n.startswith("_")}
     assert ours <= set(TF_IO), sorted(ours - set(TF_IO))
+
+
+#: TF 2.21's ``tf.ragged`` and ``tf.RaggedTensor`` public names (``dir``), and those tapejax lacks.
+TF_RAGGED = ("boolean_mask constant cross cross_hashed map_flat_values range row_splits_to_segment_ids "
+             "segment_ids_to_row_splits stack stack_dynamic_partitions").split()
+RAGGED_MISSING = {"cross": "strings", "cross_hashed": "strings", "stack_dynamic_partitions": "ragged"}
+TF_RAGGED_TENSOR = (
+    "bounding_shape consumers dtype flat_values from_nested_row_lengths from_nested_row_splits "
+    "from_nested_value_rowids from_row_lengths from_row_limits from_row_splits from_row_starts from_sparse "
+    "from_tensor from_uniform_row_length from_value_rowids get_shape merge_dims nested_row_lengths "
+    "nested_row_splits nested_value_rowids nrows numpy ragged_rank row_lengths row_limits row_splits row_starts "
+    "shape to_list to_sparse to_tensor uniform_row_length value_rowids values with_flat_values "
+    "with_row_splits_dtype with_values").split()
+
+
+def test_ragged_names_missing_are_the_listed_ones():
+    assert {n for n in TF_RAGGED if not _has(tf.ragged, n)} == set(RAGGED_MISSING)
+    assert all(r in REASONS for r in RAGGED_MISSING.values())
+    ours = {n for n in dir(tf.ragged) if not n.startswith("_")}
+    assert ours <= set(TF_RAGGED), sorted(ours - set(TF_RAGGED))
+    assert [n for n in TF_RAGGED_TENSOR if not hasattr(tf.RaggedTensor, n)] == []

@@ -32,6 +32,7 @@ from ..core.convert import convert_to_tensor
 from ..core.indexed_slices import IndexedSlices
 from ..core.tensor import Tensor, TensorShape
 from ..core.variable import Variable
+from ..ops.ragged_tensor import RaggedTensor, RaggedTensorSpec
 from ..ops.sparse_tensor import SparseTensor, SparseTensorSpec
 from . import tensor_array_args as _ta_args
 
@@ -161,9 +162,10 @@ def _spec_text(v) -> str:
 def is_value_spec(spec: Any) -> bool:
     """A spec of ``input_signature`` other than ``TensorSpec`` (``type_spec.py``): a
     ``TensorArraySpec``, ``tf.SparseTensorSpec`` (the call is still keyed by the SparseTensor's
-    static dense shape: ``ops.sparse_tensor``), ``tf.data.DatasetSpec`` or ``IteratorSpec``, which
+    static dense shape: ``ops.sparse_tensor``), ``tf.RaggedTensorSpec`` (keyed by its parts'
+    shapes), ``tf.data.DatasetSpec`` or ``IteratorSpec``, which
     checks its argument with ``is_compatible_with`` and passes it on as it is."""
-    return isinstance(spec, (_ta_args.TensorArraySpec, SparseTensorSpec)) or (
+    return isinstance(spec, (_ta_args.TensorArraySpec, SparseTensorSpec, RaggedTensorSpec)) or (
         type(spec).__name__ in ("DatasetSpec", "IteratorSpec") and hasattr(spec, "is_compatible_with"))
 
 
@@ -258,6 +260,8 @@ def arg_key(x, dyn: List[Any]):
         shape = x._static
         return (t, arg_key(x.indices, dyn), arg_key(x.values, dyn),
                 shape if shape is not None else arg_key(x.dense_shape, dyn))
+    if isinstance(x, RaggedTensor):   # its values and row splits dynamic (their shapes in the key)
+        return (t, x._splits_dtype.name, x._uniform, arg_key(x._values, dyn), arg_key(x._row_splits, dyn))
     if t in (bytes, complex, type) or isinstance(x, (np.dtype, _dtypes.DType)):
         return (t, x)
     if _ta_args.is_tensor_array(x):   # its stacked buffer is dynamic, its metadata static
@@ -311,6 +315,9 @@ def tensor_args(x, out: List[Any]) -> None:
         _ta_args.tensors(x, out)
     elif _flattener(x) is not None:
         out.extend(_flattener(x)(x)[2])
+    elif type(x) is RaggedTensor:
+        tensor_args(x._values, out)
+        tensor_args(x._row_splits, out)
     elif type(x) is SparseTensor:
         tensor_args(x.indices, out)
         tensor_args(x.values, out)
@@ -338,6 +345,8 @@ def template(x):
         return _slices_template(x, template)
     if t is SparseTensor:
         return _sparse_template(x, template)
+    if isinstance(x, RaggedTensor):
+        return RaggedOut(template(x._values), template(x._row_splits), x._splits_dtype.name, x._uniform)
     if _ta_args.is_tensor_array(x):
         return _ta_args.template(x)
     flat = getattr(t, "_tapejax_flatten", None)
@@ -378,6 +387,15 @@ def _sparse_template(x, leaf):
     return SparseOut(leaf(x.indices), leaf(x.values), None, leaf(x.dense_shape))
 
 
+class RaggedOut(NamedTuple):
+    """A ``RaggedTensor`` in a function's arguments or outputs: its values' and row splits'
+    templates, its row_splits dtype and uniform row length (``ops.ragged_tensor``)."""
+    values: Any
+    splits: Any
+    splits_dtype: str
+    uniform: Optional[int]
+
+
 def fill(tpl, it: Iterator[Any]):
     """Rebuild a structure from a template, dynamic leaves taken from ``it``."""
     if tpl is DYN:
@@ -393,6 +411,9 @@ def fill(tpl, it: Iterator[Any]):
         if tpl.static is not None:
             return SparseTensor._of(indices, values, tpl.static)
         return SparseTensor(indices, values, fill(tpl.shape, it))
+    if t is RaggedOut:
+        values = fill(tpl.values, it)
+        return RaggedTensor._of(values, fill(tpl.splits, it), _dtypes.as_dtype(tpl.splits_dtype), tpl.uniform)
     if t is tuple or t is list:
         return t(fill(e, it) for e in tpl)
     if t is dict:
@@ -422,6 +443,8 @@ def split_out(x, dyn: List[Any]):
         return _slices_template(x, lambda e: split_out(e, dyn))
     if t is SparseTensor:
         return _sparse_template(x, lambda e: split_out(e, dyn))
+    if t is RaggedTensor:
+        return RaggedOut(split_out(x._values, dyn), split_out(x._row_splits, dyn), x._splits_dtype.name, x._uniform)
     if _ta_args.is_tensor_array(x):
         return _ta_args.out(x, dyn)
     if t is tuple or t is list:

@@ -206,6 +206,17 @@ class Dataset:
         size = A.positive(batch_size, "batch_size", "padded_batch")
         return KINDS["Batch"](self, size, bool(drop_remainder), (padded_shapes, padding_values))
 
+    def ragged_batch(self, batch_size: Any, drop_remainder: bool = False, row_splits_dtype: Any = _dtypes.int64,
+                     name: Optional[str] = None) -> "Dataset":
+        """``batch`` where components whose shapes vary become RaggedTensors (a dense component with
+        unknown dimensions: ragged up to its last unknown one; a RaggedTensor: one more ragged
+        dimension); fully known dense components are stacked, as TF's."""
+        size = A.positive(batch_size, "batch_size", "ragged_batch")
+        if _dtypes.as_dtype(row_splits_dtype).name not in ("int32", "int64"):
+            raise ValueError(f"row_splits_dtype must be int32 or int64; got {_dtypes.as_dtype(row_splits_dtype).name} "
+                             "(argument `row_splits_dtype` of ragged_batch)")
+        return KINDS["Batch"](self, size, bool(drop_remainder), None, ragged=True)
+
     def unbatch(self, name: Optional[str] = None) -> "Dataset":
         """Each element split along its first axis into elements."""
         return KINDS["Unbatch"](self)

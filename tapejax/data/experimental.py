@@ -20,7 +20,7 @@ import numpy as np
 from . import (
                args as A,
                extras as _extras,
-               parse_sparse as _parse_example,
+               parse_ragged as _parse_example,
                readers as _readers,
                structure as S,
                tfrecord as _tfrecord,
@@ -142,6 +142,13 @@ def shuffle_and_repeat(buffer_size: Any, count: Any = None, seed: _Opt[int] = No
     return lambda dataset: dataset.shuffle(buffer_size, seed).repeat(count)
 
 
+def dense_to_ragged_batch(batch_size: Any, drop_remainder: bool = False, row_splits_dtype: Any = None) -> Transformation:
+    """``Dataset.ragged_batch(batch_size, drop_remainder, row_splits_dtype)`` as a transformation."""
+    if row_splits_dtype is None:
+        return lambda dataset: dataset.ragged_batch(batch_size, drop_remainder)
+    return lambda dataset: dataset.ragged_batch(batch_size, drop_remainder, row_splits_dtype)
+
+
 def map_and_batch(map_func: Callable[..., Any], batch_size: Any, num_parallel_batches: Any = None,
                   drop_remainder: bool = False, num_parallel_calls: Any = None) -> Transformation:
     """``map(map_func, num_parallel_calls).batch(batch_size, drop_remainder)``."""
@@ -248,7 +255,7 @@ __all__ = [
     "AUTOTUNE", "AutoShardPolicy", "AutotuneAlgorithm", "AutotuneOptions", "Counter", "CsvDataset",
     "DistributeOptions", "ExternalStatePolicy", "INFINITE_CARDINALITY", "OptimizationOptions", "Optional",
     "RandomDataset", "Reducer", "SHARD_HINT", "TFRecordWriter", "ThreadingOptions", "UNKNOWN_CARDINALITY", "assert_cardinality", "at",
-    "bucket_by_sequence_length", "cardinality", "choose_from_datasets", "copy_to_device", "enable_debug_mode",
+    "bucket_by_sequence_length", "cardinality", "choose_from_datasets", "copy_to_device", "dense_to_ragged_batch", "enable_debug_mode",
     "enumerate_dataset", "from_list", "get_next_as_optional", "get_single_element", "get_structure",
     "group_by_reducer", "group_by_window", "ignore_errors", "load", "make_batched_features_dataset",
     "make_csv_dataset", "map_and_batch",

@@ -43,9 +43,11 @@ from ..core.caches import LRU
 from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError, OperatorNotAllowedInGraphError
 from ..core.tensor import Tensor
+from ..ops.ragged_partition import TracedRaggedError
+from ..ops.ragged_tensor import RaggedTensor, RaggedTensorSpec
 from ..ops.random import DrawInTrace
 from ..ops.sparse_tensor import SparseTensor, SparseTensorSpec, TracedSparseError, is_traced
-from . import sparse_elements as _sparse, structure as S
+from . import ragged_elements as _ragged, sparse_elements as _sparse, structure as S
 from .hostfn import infer_spec, output_spec
 from .hostops import TracedStringError
 from .hostvalues import host_input, host_values, outputs as host_outputs
@@ -54,7 +56,8 @@ from .options import debug_mode
 # Errors that mean "this function cannot be one traced program; run it eagerly".
 _EAGER_ERRORS: Tuple[type, ...] = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
                                    jax.errors.TracerIntegerConversionError, jax.errors.NonConcreteBooleanIndexError,
-                                   OperatorNotAllowedInGraphError, TracedStringError, TracedSparseError)
+                                   OperatorNotAllowedInGraphError, TracedStringError, TracedSparseError,
+                                   TracedRaggedError)
 
 
 class _UsesVariable(Exception):
@@ -184,7 +187,7 @@ class StructuredFunction:
         self._in_specs: List[S.Spec] = S.flatten(input_spec)
         #: which input components are strings (host bytes) or SparseTensors (host SparseValues), so
         #: the function runs eagerly (``hostfn``, ``sparse_elements``)
-        self._strings = [S.is_string(s) or isinstance(s, SparseTensorSpec) for s in self._in_specs]
+        self._strings = [S.is_string(s) or isinstance(s, (SparseTensorSpec, RaggedTensorSpec)) for s in self._in_specs]
         self._samples = samples
         self._name = transformation
         self._x64 = x64
@@ -210,6 +213,7 @@ class StructuredFunction:
         """The user's function on Tensors (or None) in the input structure; its output with
         every component a Tensor or None (TF's rules for what a dataset function may return)."""
         element = S.pack(self._input_spec, [_sparse.to_sparse(c) if isinstance(c, _sparse.SparseValue) else
+                                            _ragged.to_ragged(c) if isinstance(c, _ragged.RaggedValue) else
                                             c if c is None or is_str or isinstance(c, Tensor) else Tensor(c)
                                             for c, is_str in zip(components, self._strings)])
         out = self._fn(*element) if type(element) is tuple else self._fn(element)
@@ -228,6 +232,10 @@ class StructuredFunction:
         if isinstance(value, SparseTensor):
             if is_traced(value.indices) or is_traced(value.values):
                 raise TracedSparseError("a SparseTensor output: the function runs eagerly")
+            return value
+        if isinstance(value, RaggedTensor):
+            if is_traced(value.flat_values) or any(is_traced(s) for s in value.nested_row_splits):
+                raise TracedRaggedError("a RaggedTensor output: the function runs eagerly")
             return value
         if S.is_bytes(value) or isinstance(value, str) or (isinstance(value, np.ndarray) and value.dtype.kind == "U"):
             return S.string_value(value)   # a string output stays host bytes
@@ -338,10 +346,11 @@ class StructuredFunction:
         (``hostvalues``), or with ``defer`` stay staged (``HostValue`` components) for the batch."""
         with _watching(reads_ok=True, op_seed_calls=next(self._calls)), host_values():
             # (a NumPy input component is a host value too: nothing moved unless an op needs it)
-            out = self._call_user([c if c is None or is_str or isinstance(c, _sparse.SparseValue) else host_input(c)
+            out = self._call_user([c if c is None or is_str or isinstance(c, (_sparse.SparseValue, _ragged.RaggedValue))
+                                   else host_input(c)
                                    for c, is_str in zip(components, self._strings)])
             comps = host_outputs(S.flatten(out), defer)
-        return out, [_sparse.from_sparse(c) if isinstance(c, SparseTensor) else c for c in comps]
+        return out, [_sparse.from_sparse(c) if isinstance(c, SparseTensor) else _ragged.as_component(c) for c in comps]
 
     def _infer_host(self) -> Any:
         """Eager mode for string inputs: the output spec from runs on sample elements (``hostfn``)."""
@@ -476,6 +485,8 @@ def _concrete_spec(aval: Optional[_Aval]) -> S.Spec:
 def _unknown_dims(spec: S.Spec) -> S.Spec:
     if isinstance(spec, SparseTensorSpec):
         return spec if spec.dims is None else SparseTensorSpec([None] * len(spec.dims), spec.dtype)
+    if isinstance(spec, RaggedTensorSpec):
+        return spec if spec.shape is None else RaggedTensorSpec([None] * len(spec.shape), spec.dtype, spec.ragged_rank)
     if not isinstance(spec, TensorSpec) or spec.shape is None:
         return spec
     return TensorSpec((None,) * len(spec.shape), spec.dtype)

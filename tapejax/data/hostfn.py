@@ -30,8 +30,9 @@ import numpy as np
 from ..compile.signature import TensorSpec
 from ..core import dtypes as _dtypes
 from ..core.errors import InvalidArgumentError
+from ..ops.ragged_tensor import RaggedTensorSpec
 from ..ops.sparse_tensor import SparseTensorSpec
-from . import sparse_elements as _sparse, structure as S
+from . import ragged_elements as _ragged, sparse_elements as _sparse, structure as S
 from .build import Build
 from .hostops import perturbed
 
@@ -66,6 +67,8 @@ def peek(dataset: Any, n: int = 2) -> List[Flat]:
 def _zero(spec: S.Spec) -> Any:
     if isinstance(spec, SparseTensorSpec):
         return _sparse.zero(spec)
+    if isinstance(spec, RaggedTensorSpec):
+        return _ragged.zero(spec)
     if not isinstance(spec, TensorSpec):
         return None
     shape = tuple(1 if d is None else d for d in (spec.shape or ()))
@@ -87,6 +90,9 @@ def _grown(comps: Sequence[Any], in_specs: Sequence[S.Spec]) -> List[Any]:
         if isinstance(c, _sparse.SparseValue) and isinstance(spec, SparseTensorSpec):
             out.append(_sparse.grown(c, spec))
             continue
+        if isinstance(c, _ragged.RaggedValue) and isinstance(spec, RaggedTensorSpec):
+            out.append(_ragged.grown(c, spec))
+            continue
         shape = spec.shape if isinstance(spec, TensorSpec) else None
         if c is not None and shape is not None and None in shape:
             a = np.asarray(c)
@@ -104,6 +110,8 @@ def output_spec(value: Any) -> S.Spec:
         return S.NoneTensorSpec()
     if isinstance(value, _sparse.SparseValue):
         return _sparse.spec(value)
+    if isinstance(value, _ragged.RaggedValue):
+        return _ragged.spec(value)
     if S.is_bytes(value):
         return S.string_spec(S.string_shape(value))
     return TensorSpec(tuple(np.shape(value)), _dtypes.as_dtype(np.dtype(value.dtype)))
@@ -115,8 +123,9 @@ def _merge(a: S.Spec, b: S.Spec, name: str) -> S.Spec:
             raise InvalidArgumentError(f"The function passed to {name} returned None for one element and a "
                                        "tensor for another.")
         return a
-    if isinstance(a, SparseTensorSpec) or isinstance(b, SparseTensorSpec):
-        merged = _sparse.combine(a, b) if isinstance(a, SparseTensorSpec) else None
+    if isinstance(a, (SparseTensorSpec, RaggedTensorSpec)) or isinstance(b, (SparseTensorSpec, RaggedTensorSpec)):
+        merged = (_sparse.combine(a, b) if isinstance(a, SparseTensorSpec) else
+                  _ragged.combine(a, b) if isinstance(a, RaggedTensorSpec) else None)
         if merged is None:
             raise InvalidArgumentError(f"The function passed to {name} returned {a!r} for one element and {b!r} "
                                        "for another.")

@@ -12,8 +12,9 @@ string (``TypeError``); one holding a traced value (inside ``tapejax.function``)
 ``to_hash_bucket_fast`` is TF's FarmHash bucketing (``farmhash``).
 
 ``split`` and ``bytes_split`` give a 1-D object array for a scalar string; for a batch TF gives a
-``RaggedTensor``, which tapejax does not have: split per element (in a ``map`` before
-``batch``) instead (``TypeError`` says so).
+``RaggedTensor`` of strings, which tapejax cannot hold (a RaggedTensor's values are a Tensor, and
+there are no string tensors): split per element (in a ``map`` before ``batch``) instead
+(``TypeError`` says so).
 """
 import builtins
 import contextlib
@@ -113,9 +114,9 @@ def length(input: Any, name: Optional[str] = None, unit: str = "BYTE") -> Tensor
 
 def _one_string_only(a: np.ndarray, op: str) -> bytes:
     if a.ndim != 0:
-        raise TypeError(f"{op}: a batch of strings (shape {a.shape}) gives a RaggedTensor in TF, which tapejax does "
-                        "not have: call it on one string at a time (in a Dataset.map before batch, or a Python "
-                        "loop).")
+        raise TypeError(f"{op}: a batch of strings (shape {a.shape}) gives a RaggedTensor of strings in TF, which "
+                        "tapejax cannot hold (no string tensors): call it on one string at a time (in a Dataset.map "
+                        "before batch, or a Python loop).")
     return bytes(a[()])
 
 

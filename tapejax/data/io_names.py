@@ -16,20 +16,21 @@ from .decode import decode_csv, decode_raw
 from .gfile import gfile, matching_files
 from .image_codecs import IMAGE_OPS, IO_OPS
 from .parse_example import FixedLenFeature, FixedLenSequenceFeature, VarLenFeature
+from .parse_ragged import RaggedFeature, parse_example, parse_single_example
 from .parse_sequence import parse_sequence_example, parse_single_sequence_example
-from .parse_sparse import SparseFeature, parse_example, parse_single_example
+from .parse_sparse import SparseFeature
 from .tensor_proto import parse_tensor, serialize_tensor
 from .tfrecord import TFRecordOptions, TFRecordWriter
 
 io = new_module("tapejax.io", "``tf.io``: ``decode_raw`` / ``decode_csv`` on host strings, files and image codecs (``read_file``, ``decode_png`` ...), TFRecord files "
                 "(``TFRecordWriter``, ``TFRecordOptions``) and ``tf.train.Example`` parsing (``parse_example``, "
-                "``parse_single_example``, the sequence forms, ``FixedLenFeature``, ``FixedLenSequenceFeature``, ``VarLenFeature``, ``SparseFeature``; tapejax.data), "
+                "``parse_single_example``, the sequence forms, ``FixedLenFeature``, ``FixedLenSequenceFeature``, ``VarLenFeature``, ``SparseFeature``, ``RaggedFeature``; tapejax.data), "
                 "``gfile`` and ``matching_files`` (local files).",
                 {"decode_raw": decode_raw, "decode_csv": decode_csv, "TFRecordWriter": TFRecordWriter,
                  "TFRecordOptions": TFRecordOptions, "parse_example": parse_example,
                  "parse_single_example": parse_single_example, "FixedLenFeature": FixedLenFeature,
                  "FixedLenSequenceFeature": FixedLenSequenceFeature, "VarLenFeature": VarLenFeature,
-                 "SparseFeature": SparseFeature,
+                 "SparseFeature": SparseFeature, "RaggedFeature": RaggedFeature,
                  "parse_sequence_example": parse_sequence_example,
                  "parse_single_sequence_example": parse_single_sequence_example,
                  "serialize_tensor": serialize_tensor, "parse_tensor": parse_tensor, "gfile": gfile,

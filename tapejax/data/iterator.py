@@ -35,7 +35,7 @@ from ..compile.signature import TensorSpec
 from ..core import state as _state
 from ..core.errors import FailedPreconditionError, InvalidArgumentError, OutOfRangeError
 from ..core.tensor import Tensor, TensorShape
-from . import sparse_elements as _sparse, structure as S
+from . import ragged_elements as _ragged, sparse_elements as _sparse, structure as S
 from .build import Build
 from .optional import Optional, from_element, from_flag
 from .staged import flatten_argument, staged_next, staged_optional, stages
@@ -284,6 +284,8 @@ class Iterator:
             return c
         if isinstance(c, _sparse.SparseValue):
             return _sparse.to_sparse(c)
+        if isinstance(c, _ragged.RaggedValue):
+            return _ragged.to_ragged(c)
         if self._move or not isinstance(c, jax.Array):
             c = _put(c, self._device)
         return Tensor(c)

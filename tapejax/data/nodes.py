@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core.errors import DataLossError, InvalidArgumentError
-from . import sparse_elements as _sparse, structure as S
+from . import ragged_elements as _ragged, sparse_elements as _sparse, structure as S
 from ._grain import require
 
 grain = require()
@@ -55,6 +55,9 @@ def stack(elements: Sequence[Element]) -> Element:
         comps = [e[k] for e in elements]
         if isinstance(comps[0], _sparse.SparseValue):
             out.append(_sparse.stack(comps, k))
+            continue
+        if isinstance(comps[0], _ragged.RaggedValue):
+            out.append(_ragged.stack(comps, k))
             continue
         try:
             out.append(S.stack_strings(comps) if S.is_bytes(comps[0]) else np.stack(comps))

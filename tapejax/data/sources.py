@@ -15,6 +15,7 @@ from ..core.errors import InternalError, InvalidArgumentError
 from . import args as A, structure as S
 from .build import Build
 from .dataset import Dataset, kind
+from .ragged_elements import RaggedValue
 from .sparse_elements import SparseValue
 
 
@@ -36,7 +37,7 @@ class TensorSlices(Dataset):
             if c is None:
                 continue
             sparse = isinstance(c, SparseValue)   # (a SparseTensor: its rows are ``c[i]``)
-            if (len(c.dense_shape) if sparse else np.ndim(c)) == 0:
+            if (len(c.dense_shape) if sparse else len(c.shape) if isinstance(c, RaggedValue) else np.ndim(c)) == 0:
                 raise ValueError(f"from_tensor_slices: `tensors` has a scalar component {c!r}: unbatching a tensor "
                                  "is only supported for rank >= 1.")
             if n is not None and c.shape[0] != n:
@@ -45,7 +46,8 @@ class TensorSlices(Dataset):
             n = c.shape[0]
         assert n is not None
         self._device_arrays = tuple(comps)
-        self._arrays = tuple(None if c is None else c if isinstance(c, SparseValue) else np.asarray(c) for c in comps)
+        self._arrays = tuple(None if c is None else c if isinstance(c, (SparseValue, RaggedValue)) else np.asarray(c)
+                             for c in comps)
         spec = S.pack(tensors, [S.unbatched(S.spec_of(c)) for c in comps])
         super().__init__((), spec, n)
 

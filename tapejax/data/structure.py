@@ -26,8 +26,9 @@ from ..core import dtypes as _dtypes
 from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
 from ..core.tensor import Tensor
+from ..ops.ragged_tensor import RaggedTensor, RaggedTensorSpec
 from ..ops.sparse_tensor import SparseTensor, SparseTensorSpec
-from . import sparse_elements as _sp
+from . import ragged_elements as _rg, sparse_elements as _sp
 
 
 class NoneTensorSpec:
@@ -142,7 +143,7 @@ def _compatible(a: Any, b: Any) -> bool:
     return True
 
 
-Spec = Union[TensorSpec, NoneTensorSpec, SparseTensorSpec]
+Spec = Union[TensorSpec, NoneTensorSpec, SparseTensorSpec, RaggedTensorSpec]
 
 
 # -- nesting -------------------------------------------------------------------
@@ -226,6 +227,8 @@ def to_component(value: Any, device: bool = False) -> Any:
         return None
     if isinstance(value, SparseTensor):   # (a host SparseValue: ``sparse_elements``)
         return _sp.from_sparse(value)
+    if isinstance(value, RaggedTensor):   # (a host RaggedValue: ``ragged_elements``)
+        return _rg.from_ragged(value)
     if is_string_like(value):
         return string_value(value)   # (host bytes, never a device array: ``strings``)
     array = value.value if isinstance(value, Tensor) else convert_to_tensor(value).value
@@ -265,6 +268,8 @@ def spec_of(component: Any) -> Spec:
         return NoneTensorSpec()
     if isinstance(component, _sp.SparseValue):
         return _sp.spec(component)
+    if isinstance(component, _rg.RaggedValue):
+        return _rg.spec(component)
     if is_bytes(component):
         return string_spec(string_shape(component))
     return TensorSpec(tuple(component.shape), _dtypes.as_dtype(component.dtype))
@@ -276,6 +281,8 @@ def batched(spec: Spec, size: Optional[int]) -> Spec:
         return spec
     if isinstance(spec, SparseTensorSpec):
         return _sp.batched(spec, size)
+    if isinstance(spec, RaggedTensorSpec):
+        return _rg.batched(spec, size)
     shape = None if spec.shape is None else (size,) + tuple(spec.shape)
     return TensorSpec(shape, spec.dtype)
 
@@ -283,6 +290,8 @@ def batched(spec: Spec, size: Optional[int]) -> Spec:
 def unbatched(spec: Spec) -> Spec:
     if isinstance(spec, SparseTensorSpec):
         return _sp.unbatched(spec)
+    if isinstance(spec, RaggedTensorSpec):
+        return _rg.unbatched(spec)
     if isinstance(spec, NoneTensorSpec) or spec.shape is None:
         return spec
     return TensorSpec(tuple(spec.shape)[1:], spec.dtype)
@@ -301,6 +310,8 @@ def combine(a: Spec, b: Spec) -> Optional[Spec]:
         return a if isinstance(a, NoneTensorSpec) and isinstance(b, NoneTensorSpec) else None
     if isinstance(a, SparseTensorSpec) or isinstance(b, SparseTensorSpec):
         return _sp.combine(a, b) if isinstance(a, SparseTensorSpec) else None
+    if isinstance(a, RaggedTensorSpec) or isinstance(b, RaggedTensorSpec):
+        return _rg.combine(a, b) if isinstance(a, RaggedTensorSpec) else None
     if a.dtype != b.dtype:
         return None
     if a.shape is None or b.shape is None:
@@ -329,6 +340,8 @@ def numpy_value(component: Any) -> Any:
         return component
     if isinstance(component, _sp.SparseValue):   # (TF 2.21's as_numpy_iterator densifies a SparseTensor)
         return _sp.dense(component)
+    if isinstance(component, _rg.RaggedValue):   # (TF's RaggedTensor.numpy(): rows, an object array if ragged)
+        return component.numpy()
     a = np.asarray(component)
     return a[()] if a.ndim == 0 else a
 

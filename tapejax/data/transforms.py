@@ -9,8 +9,9 @@ import numpy as np
 from ..compile.signature import TensorSpec
 from ..core import dtypes as _dtypes
 from ..core.tensor import Tensor
+from ..ops.ragged_tensor import RaggedTensorSpec
 from ..ops.sparse_tensor import SparseTensorSpec
-from . import args as A, structure as S
+from . import args as A, ragged_elements as _ragged, structure as S
 from .build import Build
 from .dataset import Dataset, kind
 from .functions import StructuredFunction, host_context
@@ -91,12 +92,21 @@ def _batched_card(card: int, size: int, drop: bool) -> int:
 class Batch(Dataset):
     """``batch`` (``padding`` None) and ``padded_batch`` (``padding``: (padded_shapes, padding_values))."""
 
-    def __init__(self, input: Dataset, size: int, drop: bool, padding: Optional[Tuple[Any, Any]]):
+    def __init__(self, input: Dataset, size: int, drop: bool, padding: Optional[Tuple[Any, Any]],
+                 ragged: bool = False):
         self._size, self._drop = size, drop
         specs: List[S.Spec] = S.flatten(input.element_spec)
         if padding is not None and any(isinstance(s, SparseTensorSpec) for s in specs):
             raise TypeError("Dataset.padded_batch() does not support SparseTensor components (TF's rule); use batch().")
+        if padding is not None and any(isinstance(s, RaggedTensorSpec) for s in specs):
+            raise TypeError("`padded_batch` is only supported for datasets that produce tensor elements but type spec "
+                            "of elements in the input dataset is not a subclass of TensorSpec (a RaggedTensor "
+                            "component); use ragged_batch() or batch().")
         self._padding = None if padding is None else _padding(input.element_spec, specs, *padding)
+        #: ``ragged_batch``: per component, the ragged rank its dense elements become (None: dense)
+        self._ragged = [_ragged.ragged_rank_of(s) for s in specs] if ragged else None
+        if self._ragged is not None:
+            specs = [_ragged.as_ragged_spec(s, r) for s, r in zip(specs, self._ragged)]
         if self._padding is not None:
             specs = [S.with_shape(s, shape) for s, shape in zip(specs, self._padding.shapes)]
         spec = S.pack(input.element_spec, [S.batched(s, size if drop else None) for s in specs])
@@ -105,6 +115,12 @@ class Batch(Dataset):
     def _build(self, ctx: Build) -> Any:
         nodes = _nodes()
         m = self._inputs[0]
+        if self._ragged is not None:
+            stack = _ragged.RaggedStack(self._ragged, nodes.stack)
+            p = m._build(ctx)
+            if isinstance(p, nodes.Node):
+                return nodes.Batch(p, self._size, self._drop, stack)
+            return p.batch(self._size, drop_remainder=self._drop, batch_fn=stack)
         if self._padding is None and type(m) is Map and m._fn.eager:
             # an eager map's ops staged on host values run once per batch (``hostvalues``)
             p = m._build(ctx, deferred=True)
@@ -118,7 +134,7 @@ class Batch(Dataset):
             return p.batch(self._size, drop_remainder=self._drop, batch_fn=stack)
         p = m._build(ctx)
         if isinstance(p, nodes.Node):   # (SparseTensor components: no gather, ``sparse_elements.stack``)
-            sparse = any(isinstance(s, SparseTensorSpec) for s in S.flatten(m.element_spec))
+            sparse = any(isinstance(s, (SparseTensorSpec, RaggedTensorSpec)) for s in S.flatten(m.element_spec))
             return nodes.Batch(p, self._size, self._drop, self._padding or (nodes.stack if sparse else None))
         return p.batch(self._size, drop_remainder=self._drop, batch_fn=self._padding or nodes.stack)
 
@@ -204,6 +220,8 @@ class Unbatch(Dataset):
             if isinstance(s, TensorSpec) and s.shape is not None and len(s.shape) == 0:
                 raise ValueError("Cannot unbatch an input with scalar components.")
             if isinstance(s, SparseTensorSpec) and s.dims is not None and len(s.dims) == 0:
+                raise ValueError("Cannot unbatch an input with scalar components.")
+            if isinstance(s, RaggedTensorSpec) and s.shape is not None and len(s.shape) == 0:
                 raise ValueError("Cannot unbatch an input with scalar components.")
         leading = {s.shape[0] for s in specs if isinstance(s, TensorSpec) and s.shape is not None}
         size = next(iter(leading)) if len(leading) == 1 else None

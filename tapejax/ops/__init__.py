@@ -14,6 +14,8 @@ from . import (  # noqa: F401
     math,
     nn,
     nn_extra,
+    ragged_math,
+    ragged_ops,
     random,
     reduce,
     rng,

@@ -253,6 +253,33 @@ _META_OF = {Tensor: operator.attrgetter("_value.aval"), Pending: operator.attrge
 #: filled by the type's module (``sparse_tensor``).  Only the slow path looks it up.
 UNARY_DISPATCH: "dict[type, Callable[..., Any]]" = {}
 
+#: type -> ``fn(op, op_type, x, y)`` applying the binary op ``op`` (TF type ``op_type``) when ``x``
+#: or ``y`` is of that composite type (``tf.add(ragged, dense)``); filled by the type's module
+#: (``ragged_math``).  Only the slow path (an operand that is no Tensor) looks it up.
+BINARY_DISPATCH: "dict[type, Callable[..., Any]]" = {}
+
+#: ``(op name, type)`` -> the function running that op (``tf.reduce_sum``, ``tf.gather``,
+#: ``tf.concat``, ``tf.shape``, ``tf.cast`` ...) when its first tensor argument is of that composite
+#: type, called with the op's own arguments (TF's dispatch for composite tensors); filled by the
+#: type's module (``ragged_math``).  Looked up only where the argument is no Tensor.
+OP_DISPATCH: "dict[tuple[str, type], Callable[..., Any]]" = {}
+
+
+def dispatch_of(op_name, *args):
+    """The ``OP_DISPATCH`` function for the first of ``args`` (or of an element of a list among
+    them, as ``tf.concat``'s) whose type has one registered for ``op_name``, or None."""
+    for a in args:
+        if isinstance(a, (list, tuple)):
+            for e in a:
+                fn = OP_DISPATCH.get((op_name, type(e)))
+                if fn is not None:
+                    return fn
+        else:
+            fn = OP_DISPATCH.get((op_name, type(a)))
+            if fn is not None:
+                return fn
+    return None
+
 
 def _unary(p, op_type, kinds, call):
     """The TF-named function of a one-input elementwise op: a Tensor, pending Tensor or Variable
@@ -335,12 +362,16 @@ def binary_ops(namespace, table):
         kinds = row[4] if len(row) > 4 else None
         p = prim(op_type, fn, differentiable=differentiable)
 
-        def op(x, y, name=None, _prim=p, _t=op_type, _kinds=kinds, _call=p._call0):
+        def op(x, y, name=None, _prim=p, _t=op_type, _kinds=kinds, _call=p._call0, _name=name):
             tx, ty = type(x), type(y)
             if tx in _PY_NUMBERS or ty in _PY_NUMBERS:
                 x, y = _number_operands(x, y)
                 tx, ty = type(x), type(y)
             gx, gy = _META_OF(tx), _META_OF(ty)
+            if gx is None or gy is None:
+                dispatch = BINARY_DISPATCH.get(tx) or BINARY_DISPATCH.get(ty)
+                if dispatch is not None:
+                    return dispatch(namespace[_name], _t, x, y)
             if gx is None or gy is None or gx(x).dtype != gy(y).dtype:
                 check_binary(x, y, _t)   # TF's dtype rule (its error), or Python data for ``bind``
             if _kinds is not None:

@@ -20,11 +20,13 @@ from ..core.tensor import StaticTensor, Tensor
 from ..core.transfer import to_device
 from ._registry import (
     _TENSORISH,
+    OP_DISPATCH,
     _bad,
     _call,
     _norm_axis,
     _shape,
     check_binary,
+    dispatch_of,
     dtype_of,
     prim,
     registered,
@@ -144,6 +146,9 @@ def concat(values, axis, name="concat"):
     """``tf.concat`` along ``axis``."""
     if not isinstance(values, (list, tuple)):
         values = [values]
+    dispatch = dispatch_of("ConcatV2", values)   # composite tensors (ragged_math)
+    if dispatch is not None:
+        return dispatch(values, axis)
     shapes = [_shape(v) for v in values]
     nd = len(shapes[0])
     ax = _norm_axis(axis, max(nd, 1), "ConcatV2")
@@ -465,6 +470,9 @@ def _static(value: np.ndarray) -> Tensor:
 def shape(input, out_type=None, name=None):
     """``tf.shape``: the shape as an int32 tensor (a constant to tapes).  A symbolic dimension
     (``jax.export`` of a signature with ``None``: ``tapejax.saved_model``) is computed by the program."""
+    dispatch = OP_DISPATCH.get(("Shape", type(input)))   # a composite tensor (ragged_math)
+    if dispatch is not None:
+        return dispatch(input, out_type)
     dt = np.int32 if out_type is None else _const_dtype(out_type)
     s = _shape(input)
     if not all(isinstance(d, int) for d in s):   # a symbolic size (tapejax.function's None dims)

@@ -24,7 +24,19 @@ from ..core.bind import bind, bind2
 from ..core.convert import convert_to_tensor
 from ..core.tensor import Tensor, _flatten, _unflatten, register_operators
 from ..core.variable import Variable
-from ._registry import _TENSORISH, _Array, _bad, _call, _shape, check_binary, plain_jit, prim, static_shape, tf_types
+from ._registry import (
+    _TENSORISH,
+    OP_DISPATCH,
+    _Array,
+    _bad,
+    _call,
+    _shape,
+    check_binary,
+    plain_jit,
+    prim,
+    static_shape,
+    tf_types,
+)
 from .checks import VALUE_CHECKS, require_in_range
 
 _pyrange = builtins.range
@@ -88,6 +100,10 @@ def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name
     """``tf.gather`` along ``axis`` (default ``batch_dims``).  Its gradient with respect to
     ``params`` is ``IndexedSlices`` on axis 0; on a Variable it is ``sparse_read`` (see the module
     docstring)."""
+    if type(params) is not Tensor or type(indices) is not Tensor:
+        dispatch = OP_DISPATCH.get(("GatherV2", type(params))) or OP_DISPATCH.get(("GatherV2", type(indices)))
+        if dispatch is not None:
+            return dispatch(params, indices, axis, batch_dims)
     if (type(params) is Variable and (axis is None or axis == 0) and batch_dims == 0
             and not VALUE_CHECKS[0]):
         out = sparse_read(params, indices)

@@ -15,6 +15,8 @@ from ..core.tensor import Pending, Tensor, register_operators
 from ..core.variable import Variable
 from . import _grads as G
 from ._registry import (
+    BINARY_DISPATCH,
+    OP_DISPATCH,
     NotPlain,
     binary_ops,
     check_binary,
@@ -241,6 +243,9 @@ def cast(x, dtype, name=None):
         return x._with_values(cast(x.values, dtype))
     if type(x) is SparseTensor:   # (its values cast, as TF's)
         return x.with_values(cast(x.values, dtype))
+    dispatch = OP_DISPATCH.get(("Cast", type(x)))   # a composite tensor (ragged_math)
+    if dispatch is not None:
+        return dispatch(x, dtype)
     target = _dtypes.as_dtype(dtype)
     store = _dtypes.storage_dtype(target._np, "cast")
     src = dtype_of(x)
@@ -260,12 +265,18 @@ def identity(input, name=None):
         return input._with_values(identity(input.values))
     if type(input) is SparseTensor:
         return input.with_values(identity(input.values))
+    dispatch = OP_DISPATCH.get(("Identity", type(input)))   # a composite tensor (ragged_math)
+    if dispatch is not None:
+        return dispatch(input)
     return bind(_IDENTITY, input)
 
 
 @tf_types("RealDiv")
 def divide(x, y, name=None):
     """``tf.divide`` / ``tf.math.truediv``: integer inputs give floats (int32 -> float64, as TF)."""
+    dispatch = BINARY_DISPATCH.get(type(x)) or BINARY_DISPATCH.get(type(y))   # a composite tensor
+    if dispatch is not None:
+        return dispatch(divide, "RealDiv", x, y)
     check_binary(x, y, "RealDiv")
     d = dtype_of(x) or dtype_of(y)
     if d is not None and d.kind in "iu":

@@ -39,6 +39,7 @@ from . import (
     nn_sampled as _smp,
     patches_sequences as _psq,
     pooling_more as _pm,
+    ragged_ops as _rgo,
     random as _r,
     reduce as _red,
     rng as _rng,
@@ -136,7 +137,8 @@ nest = _module("nest", "``tf.nest``", {"flatten": _nest.flatten, "pack_sequence_
                                         "map_structure": _nest.map_structure, "is_nested": _nest.is_nested,
                                         "assert_same_structure": _ut.assert_same_structure})
 bitwise = _module("bitwise", "``tf.bitwise``", {n: getattr(_bw, n) for n in _bw.__all__})
-strings, ragged = _un.strings, _un.ragged
+strings = _un.strings
+ragged = _module("ragged", "``tf.ragged``: RaggedTensor ops (see tapejax.ops.ragged_tensor)", dict(_rgo.PUBLIC))
 sparse = _module("sparse", "``tf.sparse``: SparseTensor ops (see tapejax.ops.sparse_tensor)",
                  {**{n: getattr(_spo, n) for n in _spo.PUBLIC},
                   **{n: getattr(_spm, n) for n in _spm.__all__ if n.islower()},
@@ -150,7 +152,7 @@ dtypes = _module("dtypes", "``tf.dtypes``", {**{n: getattr(_dtypes, n) for n in 
                                              "saturate_cast": _sp.saturate_cast, "complex": _sp.complex})
 
 # ``import tapejax.math`` (etc.) works like ``import tensorflow.math``.
-for _mod in (math, special, nn, linalg, random, nest, dtypes, bitwise, image, sparse):
+for _mod in (math, special, nn, linalg, random, nest, dtypes, bitwise, image, sparse, ragged):
     sys.modules.setdefault(_mod.__name__, _mod)
 
 

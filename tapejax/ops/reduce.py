@@ -20,6 +20,7 @@ from ._registry import (
     _KINDS,
     _OPERANDS,
     _PY_NUMBERS,
+    OP_DISPATCH,
     _Array,
     check_binary,
     check_float,
@@ -48,6 +49,9 @@ def _reduction(op_type, fn, doc, *, kinds=None, differentiable=True, bool_only=F
                 return bind1(p, p.fixed(skey), skey, input_tensor)
             except (TypeError, ValueError) as e:
                 raise op_error(e, op_type) from e
+        dispatch = OP_DISPATCH.get((op_type, tx))   # a composite tensor (ragged_math)
+        if dispatch is not None:
+            return dispatch(op, op_type, input_tensor, axis, keepdims)
         if kinds is not None:
             check_float(input_tensor, op_type, kinds, "input_tensor")
         if bool_only:
@@ -262,6 +266,11 @@ def where(condition, x=None, y=None, name=None):
     them: eager only)."""
     if (x is None) != (y is None):
         raise ValueError("x and y must both be non-None or both be None.")
+    if type(condition) is not Tensor or type(x) is not Tensor or type(y) is not Tensor:
+        dispatch = (OP_DISPATCH.get(("SelectV2", type(condition))) or OP_DISPATCH.get(("SelectV2", type(x)))
+                    or OP_DISPATCH.get(("SelectV2", type(y))))   # a composite tensor (ragged_math)
+        if dispatch is not None:
+            return dispatch(condition, x, y)
     if x is None:
         store = _dtypes.storage_dtype(np.dtype(np.int64), "where")
         c = convert_to_tensor(condition)

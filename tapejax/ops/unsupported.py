@@ -1,11 +1,12 @@
-"""``tf.ragged`` and string tensors: TF types with no JAX representation.  Each
-namespace exists, so ``import tapejax as tf`` scripts load, and any name in it raises one clear
-error (``UnsupportedError``: an AttributeError, so ``hasattr`` feature checks
-say False, and a NotImplementedError) that says what to use instead.
+"""String tensors: a TF type with no JAX representation.  The namespace exists, so
+``import tapejax as tf`` scripts load, and any name in it raises one clear error
+(``UnsupportedError``: an AttributeError, so ``hasattr`` feature checks say False, and a
+NotImplementedError) that says what to use instead.
 
-JAX arrays are dense and of fixed numeric dtypes: no strings (XLA has no string type) and no rows
-of varying length.  (``tf.sparse`` / ``tf.SparseTensor`` are ``ops.sparse_tensor`` and
-``ops.sparse_ops``: a SparseTensor is three dense Tensors, as TF's.)  ``tf.strings`` itself is
+JAX arrays are dense and of fixed numeric dtypes: no strings (XLA has no string type).
+(``tf.sparse`` / ``tf.SparseTensor`` are ``ops.sparse_tensor`` and ``ops.sparse_ops``: a
+SparseTensor is three dense Tensors, as TF's; ``tf.ragged`` / ``tf.RaggedTensor`` are
+``ops.ragged_tensor`` and ``ops.ragged_ops``: a RaggedTensor is dense values and row splits.)  ``tf.strings`` itself is
 ``tapejax.data.hostops``: its basic ops work on host strings (Python bytes, NumPy arrays of
 them), and its other names raise this module's error for ``strings``.
 """
@@ -23,9 +24,6 @@ _WHAT = {
                 "keep strings in Python or NumPy and give tapejax numbers: map them to integer ids on the host "
                 "(tapejax.lookup tables, a dict, or keras.layers.StringLookup / TextVectorization, which run before the "
                 "model)"),
-    "ragged": ("ragged tensors (tf.ragged)",
-               "pad the rows to one length with a mask (tf.pad, tf.sequence_mask), or keep them as a Python list "
-               "of Tensors"),
 }
 
 
@@ -49,9 +47,8 @@ def _namespace(kind: str) -> types.ModuleType:
 
 
 strings = _namespace("strings")
-ragged = _namespace("ragged")
 
-#: TF's top-level names for these types (``tf.RaggedTensor`` ...), each its namespace's error.
-TOP_LEVEL = {"RaggedTensor": "ragged", "RaggedTensorSpec": "ragged", "as_string": "strings"}
+#: TF's top-level names for these types (``tf.as_string``), each its namespace's error.
+TOP_LEVEL = {"as_string": "strings"}
 
-__all__ = ["TOP_LEVEL", "UnsupportedError", "ragged", "strings", "unsupported"]
+__all__ = ["TOP_LEVEL", "UnsupportedError", "strings", "unsupported"]
