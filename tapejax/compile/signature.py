@@ -396,7 +396,7 @@ class RaggedOut(NamedTuple):
     uniform: Optional[int]
 
 
-def fill(tpl, it: Iterator[Any]):
+def fill(tpl, it: Iterator[Any]) -> Any:
     """Rebuild a structure from a template, dynamic leaves taken from ``it``."""
     if tpl is DYN:
         return next(it)

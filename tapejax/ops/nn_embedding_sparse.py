@@ -59,7 +59,7 @@ def _combine(params: Any, ids: Any, rows: Any, n_rows: int, weights: Any, combin
     if combiner == "sum":
         return total
     denom = unsorted_segment_sum(w, rows, n_rows) if combiner == "mean" else \
-        sqrt(unsorted_segment_sum(w * w, rows, n_rows))
+        sqrt(unsorted_segment_sum(multiply(w, w), rows, n_rows))
     return total * reshape(_div_no_nan_scale(denom), [-1, 1])
 
 
