@@ -1,0 +1,310 @@
+"""``tf.signal`` under TensorFlow and tapejax: the FFTs (values, dtypes, shapes, ``fft_length``'s
+cropping and padding, gradients by a tape with TF's conventions, errors), ``fftshift``.
+
+Where TF fails rather than computes (an ``fft_length`` shorter than the input under a tape, the
+3-D real FFTs' missing gradients), the plain tests at the end compare tapejax with TF's gradient
+of the same program written without the failing op (tapejax.ops.signal_fft's docstring).  TF's
+kernels abort the whole process on a zero ``fft_length`` for a non-empty input: no case runs that
+under TF.
+"""
+import numpy as np
+import pytest
+
+from .harness import parity, raises
+
+RNG = np.random.default_rng(7)
+X6 = (RNG.normal(size=6)).astype(np.float32)
+XB = RNG.normal(size=(2, 3, 6)).astype(np.float32)
+X3 = RNG.normal(size=(2, 4, 5, 6)).astype(np.float32)
+ZR, ZI = RNG.normal(size=(2, 4, 5)).astype(np.float32), RNG.normal(size=(2, 4, 5)).astype(np.float32)
+RT = AT = 2e-4
+
+
+def _z(tf, re=ZR, im=ZI):
+    return tf.complex(tf.constant(re), tf.constant(im))
+
+
+def _loss(tf, y):
+    """A real loss that weighs every entry (and both parts) differently."""
+    real = tf.float64 if y.dtype in (tf.complex128, tf.float64) else tf.float32
+    w = tf.reshape(tf.cast(tf.range(tf.size(y)), real), tf.shape(y)) * 0.1 + 1.0
+    if y.dtype.is_complex:
+        return tf.reduce_sum(tf.math.real(y) * w) + tf.reduce_sum(tf.math.imag(y) * w * w) + tf.reduce_sum(
+            tf.abs(y) ** 2)
+    return tf.reduce_sum(y * w) + tf.reduce_sum(y * y)
+
+
+def _vg(tf, fn, x):
+    """fn(x), its dtype name, and d loss(fn(x)) / dx by a tape."""
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = fn(x)
+        loss = _loss(tf, y)
+    return y, y.dtype.name, t.gradient(loss, x)
+
+
+# -- complex FFTs ---------------------------------------------------------------------------
+
+@parity(rtol=RT, atol=AT, modes=True)
+def test_complex_ffts_values_and_gradients(tf):
+    """fft/ifft of rank 1, 2, 3 on complex64: values and gradients (TF: ifft(g) * n, fft(g) / n)."""
+    s = tf.signal
+    z = _z(tf)
+    return [_vg(tf, f, z) for f in (s.fft, s.ifft, s.fft2d, s.ifft2d, s.fft3d, s.ifft3d)]
+
+
+@parity(rtol=RT, atol=AT)
+def test_complex_fft_output_gradients_and_roundtrip(tf):
+    """fft with complex output_gradients; ifft(fft(z)) is z; gradient of a real part only."""
+    z = _z(tf)
+    with tf.GradientTape(persistent=True) as t:
+        t.watch(z)
+        y = tf.signal.fft2d(z)
+        back = tf.signal.ifft(tf.signal.fft(z))
+        r = tf.reduce_sum(tf.math.real(tf.signal.ifft3d(z * z)))
+    u = tf.complex(tf.ones_like(ZR) * 0.5, tf.constant(ZR))
+    return [t.gradient(y, z, output_gradients=u), back, t.gradient(r, z)]
+
+
+@parity(rtol=RT, atol=AT)
+def test_complex_fft_python_data_and_shapes(tf):
+    """Python float lists convert to complex64; batch dimensions stay; empty inputs give empty outputs."""
+    s = tf.signal
+    return [s.fft([1.0, 2.0, 0.5]), s.ifft2d([[1.0, 2.0], [3.0, -1.0]]),
+            s.fft(tf.zeros([3, 0], tf.complex64)), s.fft2d(tf.zeros([2, 1, 4], tf.complex64))]
+
+
+@parity(x64=True, rtol=RT, atol=AT)
+def test_complex128_ffts(tf):
+    """complex128 in, complex128 out (rank 1 and 3), with gradients."""
+    z = tf.complex(tf.constant(ZR.astype(np.float64)), tf.constant(ZI.astype(np.float64)))
+    return [_vg(tf, tf.signal.fft, z), _vg(tf, tf.signal.ifft3d, z)]
+
+
+@parity
+def test_complex_fft_errors(tf):
+    """A real input (float32, int32), too low a rank: InvalidArgumentError, as TF's attr and kernel checks."""
+    s = tf.signal
+    return [raises(s.fft, tf.constant([1.0, 2.0])), raises(s.ifft, tf.constant([1, 2])),
+            raises(s.fft, tf.constant(3 + 0j, tf.complex64)), raises(s.fft2d, tf.constant([1j, 2j], tf.complex64)),
+            raises(s.ifft3d, tf.zeros([2, 2], tf.complex64)), raises(s.fft2d, tf.zeros([2, 2], tf.float16))]
+
+
+# -- real FFTs --------------------------------------------------------------------------------
+
+@parity(rtol=RT, atol=AT, modes=True)
+def test_rfft_irfft_lengths_and_gradients(tf):
+    """rfft with fft_length unset, equal and longer than the input (zero padding); irfft with
+    fft_length unset, odd, and longer than 2 * (n - 1) (the half spectrum padded): values, dtypes,
+    shapes and TF's gradients (the dropped Hermitian half folded back; [1, 2, .., 2, 1] / n)."""
+    s = tf.signal
+    x = tf.constant(X6)
+    out = [_vg(tf, lambda v, n=n: s.rfft(v, fft_length=n), x) for n in (None, [6], [8], [9])]
+    z = tf.complex(tf.constant([1.0, 2, 3, 4, 5]), tf.constant([0.5, -1, 2, 0, 1.0]))
+    out += [_vg(tf, lambda v, n=n: s.irfft(v, fft_length=n), z) for n in (None, [8], [9], [12])]
+    xb = tf.constant(XB)
+    out += [_vg(tf, s.rfft, xb), _vg(tf, lambda v: s.irfft(s.rfft(v)), xb)]
+    return out
+
+
+@parity(rtol=RT, atol=AT, modes=True)
+def test_rfft2d_irfft2d_lengths_and_gradients(tf):
+    """rfft2d / irfft2d: default lengths, padding on both axes, odd last length; TF's rank-2 gradients."""
+    s = tf.signal
+    x = tf.constant(XB)
+    out = [_vg(tf, lambda v, n=n: s.rfft2d(v, fft_length=n), x) for n in (None, [3, 6], [4, 7], [5, 8])]
+    z = _z(tf)
+    out += [_vg(tf, lambda v, n=n: s.irfft2d(v, fft_length=n), z) for n in (None, [4, 8], [4, 9], [6, 10])]
+    return out
+
+
+@parity(rtol=RT, atol=AT)
+def test_rfft3d_irfft3d_values(tf):
+    """rfft3d / irfft3d values and dtypes: default lengths, cropping and padding."""
+    s = tf.signal
+    x = tf.constant(X3)
+    z = _z(tf, ZR[None], ZI[None])
+    return [s.rfft3d(x), s.rfft3d(x, [3, 5, 4]), s.rfft3d(x, [5, 6, 9]), s.irfft3d(z), s.irfft3d(z, [2, 4, 5]),
+            s.irfft3d(z, [5, 5, 12]), s.irfft3d(s.rfft3d(x))]
+
+
+@parity(rtol=RT, atol=AT)
+def test_real_fft_cropping_values(tf):
+    """An fft_length shorter than the input crops it (values; TF's gradient fails there, see below)."""
+    s = tf.signal
+    x = tf.constant(XB)
+    z = _z(tf)
+    return [s.rfft(x, [4]), s.rfft(x, [3]), s.irfft(z, [4]), s.irfft(z, [5]), s.rfft2d(x, [2, 5]),
+            s.irfft2d(z, [3, 4])]
+
+
+@parity(rtol=RT, atol=AT)
+def test_real_fft_python_data_and_empty(tf):
+    """Python lists convert (float32 / complex64); empty inputs give empty outputs of TF's shape (an
+    empty input padded by fft_length: TF's kernel leaves that output uninitialised, tapejax gives
+    zeros, test_empty_input_padded_is_zeros)."""
+    s = tf.signal
+    return [s.rfft([1, 2, 3]), s.irfft([1.0, 2.0, 3.0]), s.rfft(tf.zeros([3, 0])), tuple(s.rfft(tf.zeros([3, 0]), [4]).shape),
+            s.irfft(tf.zeros([3, 0], tf.complex64)), s.rfft2d(tf.zeros([3, 5]), [2, 8])]
+
+
+@parity(x64=True, rtol=RT, atol=AT)
+def test_real_ffts_float64(tf):
+    """float64 -> complex128 and back, with gradients."""
+    x = tf.constant(XB.astype(np.float64))
+    return [_vg(tf, tf.signal.rfft, x), _vg(tf, lambda v: tf.signal.irfft2d(tf.signal.rfft2d(v)), x)]
+
+
+@parity
+def test_real_fft_errors(tf):
+    """TF's errors: complex or int input to rfft (ValueError), real input to irfft (ValueError), a scalar
+    (ValueError), fft_length of the wrong size or negative (InvalidArgumentError; ValueError for irfft),
+    a bare int or floats (TypeError)."""
+    s = tf.signal
+    x = tf.constant([1.0, 2, 3, 4])
+    c = tf.complex(x, x)
+    return [raises(s.rfft, c), raises(s.rfft, tf.constant([1, 2, 3])), raises(s.irfft, x),
+            raises(s.rfft, tf.constant(1.0)), raises(s.rfft2d, x), raises(s.irfft3d, tf.zeros([2, 2], tf.complex64)),
+            raises(s.rfft, x, [2, 3]), raises(s.rfft, x, [-1]), raises(s.irfft, c, [-2]), raises(s.rfft, x, 3),
+            raises(s.irfft, c, [1.5]), raises(s.rfft, tf.zeros([2], tf.float16))]
+
+
+# -- fftshift ---------------------------------------------------------------------------------
+
+@parity
+def test_fftshift(tf):
+    """fftshift / ifftshift over all axes, one int axis, a negative one, a list; odd lengths; gradient."""
+    s = tf.signal
+    m = tf.reshape(tf.range(15), [3, 5])
+    x = tf.constant([0.0, 1, 2, 3, 4, -5, -4, -3, -2, -1])
+    out = [s.fftshift(x), s.ifftshift(s.fftshift(x)), s.fftshift(m), s.ifftshift(m), s.fftshift(m, axes=1),
+           s.ifftshift(m, axes=-1), s.fftshift(m, axes=[0]), s.ifftshift(m, axes=(0, 1)), s.fftshift(m, axes=[-2])]
+    xf = tf.constant(XB)
+    with tf.GradientTape() as t:
+        t.watch(xf)
+        loss = _loss(tf, s.fftshift(xf, axes=[1, 2]))
+    return out + [t.gradient(loss, xf)]
+
+
+@parity
+def test_fftshift_errors(tf):
+    """An axis out of range: InvalidArgumentError (an int or a list)."""
+    m = tf.reshape(tf.range(6), [2, 3])
+    return [raises(tf.signal.fftshift, m, axes=5), raises(tf.signal.ifftshift, m, axes=[5])]
+
+
+@parity(rtol=RT, atol=AT)
+def test_ffts_in_function(tf):
+    """A spectral loss inside tf.function: rfft -> |.| -> mean, and its gradient; fftshift of the spectrum."""
+    x = tf.Variable(XB)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as t:
+            spec = tf.signal.rfft(x)
+            loss = tf.reduce_mean(tf.abs(spec)) + tf.reduce_mean(tf.math.real(tf.signal.ifft(spec)))
+        return loss, t.gradient(loss, x), tf.signal.fftshift(tf.abs(spec), axes=-1)
+
+    return [step(), step()]
+
+
+# -- where TF fails: tapejax's exact gradients, against TF's gradient of the same program ------
+
+def _tf():
+    return pytest.importorskip("tensorflow")
+
+
+def _grad(mod, fn, x):
+    with mod.GradientTape() as t:
+        t.watch(x)
+        loss = _loss(mod, fn(x))
+    return t.gradient(loss, x).numpy()
+
+
+def test_shorter_fft_length_gradient_is_exact_where_tf_raises():
+    """TF's RFFT/IRFFT gradients raise InvalidArgumentError when fft_length crops the input; tapejax's
+    gradient equals TF's gradient of the explicitly cropped program (zeros for the cropped part)."""
+    tf = _tf()
+    import tapejax as tj
+    x = XB
+    z = ZR + 1j * ZI
+    cases = [
+        (lambda m, v: m.signal.rfft(v, [4]), lambda m, v: m.signal.rfft(v[..., :4]), x),
+        (lambda m, v: m.signal.rfft2d(v, [2, 5]), lambda m, v: m.signal.rfft2d(v[..., :2, :5]), x),
+        (lambda m, v: m.signal.irfft(v, [4]), lambda m, v: m.signal.irfft(v[..., :3]), z.astype(np.complex64)),
+        (lambda m, v: m.signal.irfft2d(v, [3, 4]), lambda m, v: m.signal.irfft2d(v[..., :3, :3]), z.astype(np.complex64)),
+    ]
+    for short, explicit, value in cases:
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            _grad(tf, lambda v, f=short: f(tf, v), tf.constant(value))
+        want = _grad(tf, lambda v, f=explicit: f(tf, v), tf.constant(value))
+        got = _grad(tj, lambda v, f=short: f(tj, v), tj.constant(value))
+        assert got.shape == value.shape and got.dtype == value.dtype
+        np.testing.assert_allclose(got, want, rtol=RT, atol=AT)
+
+
+def test_rfft3d_gradient_is_exact_where_tf_has_none():
+    """TF registers no gradient for RFFT3D / IRFFT3D (LookupError); tapejax's equals TF's gradient of
+    the same transform written as rfft over the last axis and fft2d over the other two."""
+    tf = _tf()
+    import tapejax as tj
+
+    def composed(m, v):   # rfft3d(v) == fft over axes -3, -2 of rfft over -1
+        y = m.transpose(m.signal.rfft(v), [0, 3, 1, 2])
+        return m.transpose(m.signal.fft2d(y), [0, 2, 3, 1])
+
+    x = X3
+    with pytest.raises(LookupError):
+        _grad(tf, tf.signal.rfft3d, tf.constant(x))
+    want = _grad(tf, lambda v: composed(tf, v), tf.constant(x))
+    np.testing.assert_allclose(_grad(tj, tj.signal.rfft3d, tj.constant(x)), want, rtol=RT, atol=AT)
+    np.testing.assert_allclose(tj.signal.rfft3d(tj.constant(x)).numpy(), composed(tf, tf.constant(x)).numpy(), rtol=RT, atol=AT)
+
+    def composed_inverse(m, v):   # irfft3d(v) == irfft over -1 of ifft2d over -3, -2
+        y = m.signal.ifft2d(m.transpose(v, [0, 3, 1, 2]))
+        return m.signal.irfft(m.transpose(y, [0, 2, 3, 1]), [8])
+
+    z = (RNG.normal(size=(1, 3, 4, 5)) + 1j * RNG.normal(size=(1, 3, 4, 5))).astype(np.complex64)
+    with pytest.raises(LookupError):
+        _grad(tf, lambda v: tf.signal.irfft3d(v, [3, 4, 8]), tf.constant(z))
+    want = _grad(tf, lambda v: composed_inverse(tf, v), tf.constant(z))
+    np.testing.assert_allclose(_grad(tj, lambda v: tj.signal.irfft3d(v, [3, 4, 8]), tj.constant(z)), want, rtol=RT, atol=AT)
+
+
+def test_zero_fft_length_is_an_error_not_an_abort():
+    """TF's kernels abort the process on fft_length 0 for a non-empty input (never run here);
+    tapejax raises InvalidArgumentError naming fft_length."""
+    import tapejax as tj
+    x = tj.constant([1.0, 2.0])
+    for fn, arg in ((tj.signal.rfft, x), (tj.signal.irfft, tj.complex(x, x))):
+        with pytest.raises(tj.errors.InvalidArgumentError, match="fft_length"):
+            fn(arg, [0])
+    with pytest.raises(tj.errors.InvalidArgumentError, match="fft_length"):
+        tj.signal.irfft(tj.constant([1 + 0j], tj.complex64))   # inferred 2 * (1 - 1) = 0
+
+
+def test_empty_input_padded_is_zeros():
+    """TF's kernel returns uninitialised memory for an empty input padded by fft_length; tapejax zeros."""
+    import tapejax as tj
+    y = tj.signal.rfft(tj.zeros([3, 0]), [4])
+    assert y.dtype == tj.complex64 and y.shape == (3, 3) and not np.any(y.numpy())
+    y = tj.signal.irfft(tj.zeros([2, 0], tj.complex64), [6])
+    assert y.dtype == tj.float32 and y.shape == (2, 6) and not np.any(y.numpy())
+
+
+@pytest.mark.parametrize("call,argument", [
+    (lambda s, tj: s.fft(tj.constant([1.0])), "input"),
+    (lambda s, tj: s.fft2d(tj.constant([1j], tj.complex64)), "input"),
+    (lambda s, tj: s.rfft(tj.constant([1j], tj.complex64)), "input_tensor"),
+    (lambda s, tj: s.rfft(tj.constant(1.0)), "input_tensor"),
+    (lambda s, tj: s.rfft(tj.constant([1.0]), [1, 2]), "fft_length"),
+    (lambda s, tj: s.rfft(tj.constant([1.0]), [-1]), "fft_length"),
+    (lambda s, tj: s.irfft(tj.constant([1j], tj.complex64), [-3]), "fft_length"),
+    (lambda s, tj: s.rfft(tj.constant([1.0]), 2), "fft_length"),
+    (lambda s, tj: s.rfft(tj.constant([1.0]), [0.5]), "fft_length"),
+    (lambda s, tj: s.fftshift(tj.constant([1.0]), axes=3), "axes"),
+])
+def test_error_messages_name_the_argument(call, argument):
+    import tapejax as tj
+    with pytest.raises(Exception, match=f"`{argument}`"):
+        call(tj.signal, tj)
