@@ -142,7 +142,7 @@ def _real_op(t: Transform):
         allowed = _COMPLEX if t.inverse else _REAL
         if d not in allowed:
             want = "tf.complex64 or tf.complex128" if t.inverse else "tf.float32 or tf.float64"
-            raise ValueError(f"{kind} requires {want} inputs, got: a {getattr(d, "name", d)} tensor (argument `input_tensor`)")
+            raise ValueError(f"{kind} requires {want} inputs, got: a {getattr(d, 'name', d)} tensor (argument `input_tensor`)")
         shape = _shape(x)
         if len(shape) < t.rank:
             raise ValueError(f"Shape {tuple(shape)} must have rank at least {t.rank} (argument `input_tensor`)")
