@@ -44,6 +44,8 @@ from . import (
     scatter as _sc,
     segment as _sg,
     signal_fft as _sfft,
+    signal_shape as _sshape,
+    signal_windows as _swin,
     sparse_more as _spm,
     sparse_ops as _spo,
     special as _sp,
@@ -143,7 +145,7 @@ IMAGE_MODULES = (_ig, _ir, _ic, _imx, _inms, _ibx, _isd)
 image = _module("image", "``tf.image``", {n: getattr(mod, n) for mod in IMAGE_MODULES for n in mod.__all__})
 
 #: ``tf.signal``: the signal family modules (``signal_*``), and the n-d FFTs of ``layout``.
-SIGNAL_MODULES = (_sfft,)
+SIGNAL_MODULES = (_sfft, _sshape, _swin)
 signal = _module("signal", "``tf.signal``", {**{n: getattr(mod, n) for mod in SIGNAL_MODULES for n in mod.__all__
                                                 if n.islower()},
                                              **_pick(_lo, "fftnd ifftnd rfftnd irfftnd")})

@@ -308,3 +308,123 @@ def test_error_messages_name_the_argument(call, argument):
     import tapejax as tj
     with pytest.raises(Exception, match=f"`{argument}`"):
         call(tj.signal, tj)
+
+
+# -- framing ---------------------------------------------------------------------------------
+
+@parity(modes=True)
+def test_frame_shapes_values_and_gradients(tf):
+    """frame: overlapping, hop longer than the frame, pad_end with a pad value, axis 0 and a middle axis,
+    too short a signal (no frames), zero frame_length, int signals; the gradient sums overlaps and
+    pad_value gets None."""
+    x = tf.constant(XB)
+    pv = tf.constant(-2.0)
+    with tf.GradientTape(persistent=True) as t:
+        t.watch([x, pv])
+        frames = [tf.signal.frame(x, 4, 2), tf.signal.frame(x, 2, 3), tf.signal.frame(x, 4, 3, pad_end=True, pad_value=pv),
+                  tf.signal.frame(x, 2, 1, axis=0), tf.signal.frame(x, 2, 1, axis=-2, pad_end=True),
+                  tf.signal.frame(x, 7, 2), tf.signal.frame(x, 8, 5, pad_end=True)]
+        loss = tf.add_n([_loss(tf, f) for f in frames])
+    g = t.gradient(loss, [x, pv])
+    ints = tf.range(10)
+    return frames + g + [tf.signal.frame(ints, 4, 3, pad_end=True, pad_value=7), tf.signal.frame(x, 0, 2),
+                         tf.signal.frame(tf.zeros([2, 0]), 3, 2), tf.signal.frame(tf.zeros([2, 0]), 3, 2, pad_end=True),
+                         tf.signal.frame(ints, tf.constant(3), tf.constant(2), axis=tf.constant(0))]
+
+
+@parity
+def test_frame_errors(tf):
+    """frame: frame_step 0 and a negative frame_length (InvalidArgumentError), a float frame_length
+    (InvalidArgumentError), non-scalar arguments and a scalar signal (ValueError), axis out of range
+    (IndexError), a pad_value TF cannot convert (TypeError)."""
+    x = tf.reshape(tf.range(20.0), [2, 10])
+    return [raises(tf.signal.frame, x, 3, 0), raises(tf.signal.frame, x, -2, 2), raises(tf.signal.frame, x, 3.0, 2),
+            raises(tf.signal.frame, x, [3], 2), raises(tf.signal.frame, x, 3, [2]), raises(tf.signal.frame, tf.constant(1.0), 3, 2),
+            raises(tf.signal.frame, x, 3, 2, axis=5), raises(tf.signal.frame, x, 3, 2, axis=-3),
+            raises(tf.signal.frame, x, 4, 3, pad_end=True, pad_value=[1.0, 2.0]),
+            raises(tf.signal.frame, tf.range(10), 4, 3, pad_end=True, pad_value=1.5),
+            tf.signal.frame(x, 3, -1)]
+
+
+@parity(rtol=RT, atol=AT, modes=True)
+def test_overlap_and_add(tf):
+    """overlap_and_add: hop < frame (odd and dividing), hop == frame (a reshape), hop > frame (gaps),
+    batch dimensions, int and complex frames, no frames; gradients."""
+    x = tf.constant(XB)
+    with tf.GradientTape() as t:
+        t.watch(x)
+        outs = [tf.signal.overlap_and_add(x, s) for s in (1, 2, 4, 6, 9)]
+        loss = tf.add_n([_loss(tf, o) for o in outs])
+    ints = tf.reshape(tf.range(12), [3, 4])
+    return outs + [t.gradient(loss, x), tf.signal.overlap_and_add(ints, 2), tf.signal.overlap_and_add(_z(tf), 3),
+                   tf.signal.overlap_and_add(tf.ones([0, 4]), 2),
+                   tf.signal.overlap_and_add(tf.signal.frame(tf.constant(X6), 4, 2), tf.constant(2))]
+
+
+@parity
+def test_overlap_and_add_errors(tf):
+    """frame_step 0 or negative (InvalidArgumentError), a float or a list (ValueError), rank 1 (ValueError)."""
+    f = tf.signal.overlap_and_add
+    o = tf.ones([3, 4])
+    return [raises(f, o, 0), raises(f, o, -1), raises(f, o, 1.0), raises(f, o, [2]), raises(f, tf.ones([4]), 1)]
+
+
+# -- windows ---------------------------------------------------------------------------------
+
+@parity(rtol=RT, atol=AT)
+def test_windows(tf):
+    """hann / hamming (periodic and symmetric, odd and even, 0, 1, 2 samples, float16/bfloat16), vorbis,
+    kaiser (beta), kaiser_bessel_derived (even and odd lengths: TF's odd length gives one sample less)."""
+    s = tf.signal
+    out = []
+    for n in (0, 1, 2, 5, 8):
+        out += [s.hann_window(n), s.hann_window(n, periodic=False), s.hamming_window(n),
+                s.hamming_window(n, periodic=False), s.vorbis_window(n), s.kaiser_bessel_derived_window(n)]
+    out += [s.kaiser_window(n) for n in (1, 2, 5, 8)]
+    out += [s.kaiser_window(7, beta=3.5), s.kaiser_bessel_derived_window(9, beta=4.0),
+            s.hann_window(6, periodic=tf.constant(False)), s.hann_window(tf.constant(6))]
+    for dt in (tf.float16, tf.bfloat16):
+        out += [s.hann_window(6, dtype=dt), s.hamming_window(5, False, dtype=dt), s.vorbis_window(6, dtype=dt)]
+    return out
+
+
+@parity(rtol=2e-3, atol=1e-3)
+def test_kaiser_windows_float16(tf):
+    """float16 Kaiser windows, within one float16 step (TF's CPU kernels round after each op, XLA's
+    fused float16 arithmetic does not)."""
+    return [tf.signal.kaiser_window(6, 2.0, dtype=tf.float16),
+            tf.signal.kaiser_bessel_derived_window(6, 2.0, dtype=tf.float16)]
+
+
+@parity(x64=True, rtol=RT, atol=AT)
+def test_windows_float64(tf):
+    """float64 windows (TF computes the Kaiser positions in float32 whatever the dtype)."""
+    s = tf.signal
+    return [s.hann_window(7, dtype=tf.float64), s.hamming_window(8, periodic=False, dtype=tf.float64),
+            s.vorbis_window(5, dtype=tf.float64), s.kaiser_window(9, 5.0, dtype=tf.float64),
+            s.kaiser_bessel_derived_window(10, 5.0, dtype=tf.float64)]
+
+
+@parity(rtol=RT, atol=AT)
+def test_kaiser_windows_gradient_in_beta(tf):
+    """TF differentiates the Kaiser windows in beta; length 1 is a constant [1] (None)."""
+    b = tf.constant(3.0)
+    with tf.GradientTape(persistent=True) as t:
+        t.watch(b)
+        k = tf.signal.kaiser_window(6, beta=b)
+        kbd = tf.signal.kaiser_bessel_derived_window(7, beta=b)
+        one = tf.signal.kaiser_window(1, beta=b)
+    return [t.gradient(_loss(tf, k), b), t.gradient(_loss(tf, kbd), b), t.gradient(one, b), k, kbd]
+
+
+@parity
+def test_window_errors(tf):
+    """An int or complex dtype (ValueError), a negative length (InvalidArgumentError; kaiser_window(0) too),
+    a float length (TypeError), a list (ValueError), periodic not a bool (TypeError)."""
+    s = tf.signal
+    out = []
+    for f in (s.hann_window, s.hamming_window, s.vorbis_window, s.kaiser_window, s.kaiser_bessel_derived_window):
+        out += [raises(f, 5, dtype=tf.int32), raises(f, 4, dtype=tf.complex64), raises(f, -3), raises(f, 4.0),
+                raises(f, [4])]
+    return out + [raises(s.kaiser_window, 0), raises(s.hann_window, 5, periodic=1),
+                  raises(s.hamming_window, 5, periodic=[True])]
