@@ -43,8 +43,10 @@ from . import (
     rng as _rng,
     scatter as _sc,
     segment as _sg,
+    signal_dct as _sdct,
     signal_fft as _sfft,
     signal_shape as _sshape,
+    signal_spectral as _sspec,
     signal_windows as _swin,
     sparse_more as _spm,
     sparse_ops as _spo,
@@ -145,7 +147,7 @@ IMAGE_MODULES = (_ig, _ir, _ic, _imx, _inms, _ibx, _isd)
 image = _module("image", "``tf.image``", {n: getattr(mod, n) for mod in IMAGE_MODULES for n in mod.__all__})
 
 #: ``tf.signal``: the signal family modules (``signal_*``), and the n-d FFTs of ``layout``.
-SIGNAL_MODULES = (_sfft, _sshape, _swin)
+SIGNAL_MODULES = (_sfft, _sshape, _swin, _sspec, _sdct)
 signal = _module("signal", "``tf.signal``", {**{n: getattr(mod, n) for mod in SIGNAL_MODULES for n in mod.__all__
                                                 if n.islower()},
                                              **_pick(_lo, "fftnd ifftnd rfftnd irfftnd")})

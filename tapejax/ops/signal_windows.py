@@ -20,7 +20,7 @@ from ..core import dtypes as _dtypes
 from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
 from ..core.tensor import Tensor
-from . import math as _m
+from . import _grads as G, math as _m
 from ._registry import _call, _shape, prim, tf_types
 
 
@@ -96,7 +96,7 @@ def _kaiser(beta, *, n):
     half = (np.float32(n) - np.float32(1.0)) / np.float32(2.0)           # (TF: float32 positions)
     pos = jnp.asarray(np.arange(-half, half + np.float32(0.1), dtype=np.float32)).astype(dtype)
     halfd = jnp.asarray(half, dtype)
-    num = beta * jnp.sqrt(jax.nn.relu(jnp.ones((), dtype) - jnp.square(pos / halfd)))
+    num = beta * jnp.sqrt(G.relu(jnp.ones((), dtype) - jnp.square(pos / halfd)))
     i0e = jax.scipy.special.i0e
     return (jnp.exp(num - beta) * (i0e(num) / i0e(beta))).astype(dtype)
 

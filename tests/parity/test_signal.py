@@ -428,3 +428,147 @@ def test_window_errors(tf):
                 raises(f, [4])]
     return out + [raises(s.kaiser_window, 0), raises(s.hann_window, 5, periodic=1),
                   raises(s.hamming_window, 5, periodic=[True])]
+
+
+# -- stft, inverse_stft, mel, mfcc, dct -----------------------------------------------------------
+
+AUDIO = (np.sin(np.arange(2 * 300, dtype=np.float64) * 0.07) + 0.3 * RNG.normal(size=600)).reshape(2, 300).astype(
+    np.float32)
+
+
+@parity(rtol=RT, atol=1e-3, modes=True)
+def test_stft_and_inverse(tf):
+    """stft with the default fft_length (a power of two), an explicit longer one, pad_end, no window,
+    hamming; inverse_stft with inverse_stft_window_fn reconstructs the inside of the signal; gradients."""
+    x = tf.constant(AUDIO)
+    with tf.GradientTape(persistent=True) as t:
+        t.watch(x)
+        s1 = tf.signal.stft(x, 40, 16)
+        s2 = tf.signal.stft(x, 40, 10, fft_length=100, pad_end=True)
+        s3 = tf.signal.stft(x, 32, 32, window_fn=None)
+        s4 = tf.signal.stft(x, 25, 8, window_fn=tf.signal.hamming_window)
+        back = tf.signal.inverse_stft(s1, 40, 16, window_fn=tf.signal.inverse_stft_window_fn(16))
+        back2 = tf.signal.inverse_stft(s2, 40, 10, fft_length=100)
+        back3 = tf.signal.inverse_stft(s1, 40, 16, fft_length=32, window_fn=None)
+        loss = tf.reduce_sum(tf.abs(s1)) + tf.reduce_sum(tf.abs(s2) ** 2) * 1e-3 + tf.reduce_sum(back * back2[:, :back.shape[1]])
+    return [s1, s2, s3, s4, back, back2, back3, t.gradient(loss, x),
+            t.gradient(tf.reduce_sum(tf.math.real(s4)), x)]
+
+
+@parity(rtol=RT, atol=AT)
+def test_inverse_stft_window_fn(tf):
+    """inverse_stft_window_fn for hops that divide the frame and not, and a window with zeros."""
+    out = [tf.signal.inverse_stft_window_fn(s)(40, tf.float32) for s in (10, 16, 40)]
+    out.append(tf.signal.inverse_stft_window_fn(4, forward_window_fn=tf.signal.vorbis_window)(8, dtype=tf.float32))
+    out.append(tf.signal.inverse_stft_window_fn(3, forward_window_fn=lambda n, dtype: tf.signal.hann_window(
+        n, periodic=False, dtype=dtype))(9, tf.float32))
+    return out
+
+
+@parity
+def test_stft_errors(tf):
+    """A non-scalar frame_length (ValueError), a scalar signal (ValueError), int signals (ValueError from
+    the window's dtype), a complex stft to inverse_stft of too low a rank (ValueError)."""
+    x = tf.constant(AUDIO)
+    return [raises(tf.signal.stft, x, [40], 16), raises(tf.signal.stft, tf.constant(1.0), 4, 2),
+            raises(tf.signal.stft, tf.range(100), 16, 8), raises(tf.signal.inverse_stft, tf.zeros([5], tf.complex64), 8, 4),
+            raises(tf.signal.inverse_stft, tf.zeros([3, 5], tf.complex64), 8, [4])]
+
+
+@parity(rtol=RT, atol=AT)
+def test_linear_to_mel_weight_matrix(tf):
+    """The default matrix, a 16 kHz one with zero lower edge and Nyquist upper edge, few spectrogram bins
+    (empty filters), float64 not needed: a sample_rate Tensor; TF's edge rows (DC row zero)."""
+    m = tf.signal.linear_to_mel_weight_matrix
+    return [m(), m(40, 257, 16000, 0.0, 8000.0), m(8, 9, 8000, 300.0, 3000.0), m(3, 65, tf.constant(16000.0), 20.0, 7600.0),
+            m(num_mel_bins=64, num_spectrogram_bins=513, sample_rate=22050, lower_edge_hertz=80.0,
+              upper_edge_hertz=7600.0)]
+
+
+@parity(x64=True, rtol=1e-6, atol=1e-8)
+def test_linear_to_mel_weight_matrix_float64(tf):
+    """dtype=float64."""
+    return tf.signal.linear_to_mel_weight_matrix(10, 33, 16000, 100.0, 7000.0, dtype=tf.float64)
+
+
+@parity(rtol=RT, atol=AT)
+def test_mel_matrix_gradient_in_sample_rate(tf):
+    """TF differentiates the matrix in sample_rate and the edge frequencies (Tensors)."""
+    sr, lo, hi = tf.constant(16000.0), tf.constant(100.0), tf.constant(7000.0)
+    with tf.GradientTape() as t:
+        t.watch([sr, lo, hi])
+        m = tf.signal.linear_to_mel_weight_matrix(6, 33, sr, lo, hi)
+        loss = _loss(tf, m)
+    return [m, t.gradient(loss, [sr, lo, hi])]
+
+
+@parity
+def test_mel_matrix_errors(tf):
+    """TF's ValueErrors: non-positive mel bins, a negative lower edge, lower >= upper, a non-positive
+    sample rate, an upper edge above Nyquist, an int dtype."""
+    m = tf.signal.linear_to_mel_weight_matrix
+    return [raises(m, 0), raises(m, 20, 129, 8000, -1.0), raises(m, 20, 129, 8000, 500.0, 400.0),
+            raises(m, 20, 129, 0, 125.0, 3800.0), raises(m, 20, 129, 8000, 125.0, 4100.0),
+            raises(m, 20, 129, 8000, 125.0, 3800.0, tf.int32)]
+
+
+@parity(rtol=RT, atol=AT, modes=True)
+def test_dct_idct(tf):
+    """dct / idct of types 1-4, unnormalised and ortho (not type 1), n cropping and padding; round trips;
+    gradients."""
+    x = tf.constant(XB)
+    out = []
+    with tf.GradientTape(persistent=True) as t:
+        t.watch(x)
+        for k in (1, 2, 3, 4):
+            out += [tf.signal.dct(x, type=k), tf.signal.idct(x, type=k), tf.signal.dct(x, type=k, n=4),
+                    tf.signal.dct(x, type=k, n=9)]
+            if k != 1:
+                out += [tf.signal.dct(x, type=k, norm="ortho"), tf.signal.idct(tf.signal.dct(x, type=k, norm="ortho"),
+                                                                               type=k, norm="ortho")]
+        loss = tf.add_n([_loss(tf, o) for o in out])
+    return out + [t.gradient(loss, x), t.gradient(_loss(tf, tf.signal.dct(x, type=1)), x)]
+
+
+@parity(x64=True, rtol=1e-6, atol=1e-6)
+def test_dct_float64(tf):
+    """float64 DCTs."""
+    x = tf.constant(XB.astype(np.float64))
+    return [tf.signal.dct(x, type=k) for k in (1, 2, 3, 4)] + [tf.signal.idct(x, norm="ortho")]
+
+
+@parity
+def test_dct_errors(tf):
+    """axis other than -1 (NotImplementedError), n < 1, type 5, ortho type 1, type 1 of one sample, an
+    unknown norm, an int input (ValueError)."""
+    x = tf.constant(XB)
+    d = tf.signal.dct
+    return [raises(d, x, axis=0), raises(d, x, n=0), raises(d, x, type=5), raises(d, x, type=1, norm="ortho"),
+            raises(d, tf.zeros([3, 1]), type=1), raises(d, x, norm="forward"), raises(d, tf.constant([1, 2, 3])),
+            raises(tf.signal.idct, x, type=0)]
+
+
+@parity(rtol=RT, atol=AT)
+def test_mfccs(tf):
+    """mfccs_from_log_mel_spectrograms of a log-mel spectrogram, with its gradient; no mel bins (ValueError)."""
+    x = tf.constant(AUDIO)
+    with tf.GradientTape() as t:
+        t.watch(x)
+        mag = tf.abs(tf.signal.stft(x, 64, 32))
+        mel = tf.tensordot(mag, tf.signal.linear_to_mel_weight_matrix(16, 33, 8000, 60.0, 3800.0), 1)
+        mfcc = tf.signal.mfccs_from_log_mel_spectrograms(tf.math.log(mel + 1e-6))[..., :8]
+        loss = tf.reduce_sum(mfcc * mfcc)
+    return [mfcc, t.gradient(loss, x), raises(tf.signal.mfccs_from_log_mel_spectrograms, tf.zeros([2, 0]))]
+
+
+@parity(rtol=RT, atol=1e-3)
+def test_mdct(tf):
+    """mdct / inverse_mdct (vorbis window, none, ortho): the pair reconstructs the inside of the signal."""
+    x = tf.constant(AUDIO[:, :256])
+    m = tf.signal.mdct(x, 16)
+    with tf.GradientTape() as t:
+        t.watch(x)
+        mo = tf.signal.mdct(x, 32, norm="ortho", window_fn=None, pad_end=True)
+        loss = tf.reduce_sum(mo * mo)
+    return [m, tf.signal.inverse_mdct(m), mo, tf.signal.inverse_mdct(mo, norm="ortho", window_fn=None),
+            t.gradient(loss, x), raises(tf.signal.mdct, x, 10)]
