@@ -9,6 +9,10 @@ cropped or zero-padded to ``frame_length``, windowed, and overlap-added; with
 ``inverse_stft_window_fn(frame_step)`` as its window it inverts ``stft`` (the forward window divided
 by the overlapping squared windows' sum).  The MDCT pair is TF's: frames of ``frame_length`` with
 hop ``frame_length / 2``, folded and transformed by a type-IV DCT (``signal_dct``).
+
+A ``window_fn`` is called as ``window_fn(frame_length, dtype=...)`` with ``frame_length`` a Python
+int (TF passes an int32 Tensor; a window function written with TF's ops takes either, and an int
+stays static inside ``tapejax.function``).
 """
 import jax.numpy as jnp
 import numpy as np
@@ -45,7 +49,7 @@ def stft(signals, frame_length, frame_step, fft_length=None, window_fn=hann_wind
     n = _enclosing_power_of_two(length) if fft_length is None else _length(fft_length, "fft_length", "stft")
     framed = frame(x, length, step, pad_end=pad_end)
     if window_fn is not None:
-        window = window_fn(convert_to_tensor(length), dtype=framed.dtype)
+        window = window_fn(length, dtype=framed.dtype)
         framed = _m.multiply(framed, window)
     return rfft(framed, [n])
 
@@ -67,7 +71,7 @@ def inverse_stft(stfts, frame_length, frame_step, fft_length=None, window_fn=han
     elif have < length:
         frames = pad(frames, [[0, 0]] * (len(_shape(frames)) - 1) + [[0, length - have]])
     if window_fn is not None:
-        window = window_fn(convert_to_tensor(length), dtype=_COMPLEX_TO_REAL[np.dtype(z._meta.dtype)])
+        window = window_fn(length, dtype=_COMPLEX_TO_REAL[np.dtype(z._meta.dtype)])
         frames = _m.multiply(frames, window)
     return overlap_and_add(frames, step)
 
@@ -94,7 +98,7 @@ def inverse_stft_window_fn(frame_step, forward_window_fn=hann_window, name=None)
 
     def inverse_stft_window_fn_inner(frame_length, dtype):
         length = _scalar_int(frame_length, "frame_length", "inverse_stft_window_fn")
-        window = convert_to_tensor(forward_window_fn(convert_to_tensor(length), dtype=dtype))
+        window = convert_to_tensor(forward_window_fn(length, dtype=dtype))
         return _call(_INVERSE_WINDOW, "InverseStftWindow", window, step=step)
 
     return inverse_stft_window_fn_inner
@@ -143,7 +147,7 @@ def mdct(signals, frame_length, window_fn=vorbis_window, pad_end=False, norm=Non
     _check_norm(norm)
     framed = frame(x, length, length // 2, pad_end=pad_end)
     if window_fn is not None:
-        framed = _m.multiply(framed, window_fn(convert_to_tensor(length), dtype=framed.dtype))
+        framed = _m.multiply(framed, window_fn(length, dtype=framed.dtype))
     return _call(_MDCT, "MDCTFold", framed, norm=norm, windowed=window_fn is not None)
 
 
@@ -159,7 +163,7 @@ def inverse_mdct(mdcts, window_fn=vorbis_window, norm=None, name=None):
     half = shape[-1]
     frames = _call(_IMDCT, "InverseMDCTUnfold", z, norm=norm)
     if window_fn is not None:
-        frames = _m.multiply(frames, window_fn(convert_to_tensor(2 * half), dtype=z.dtype))
+        frames = _m.multiply(frames, window_fn(2 * half, dtype=z.dtype))
     else:
         frames = _m.multiply(frames, convert_to_tensor(np.asarray(1.0 / np.sqrt(2), np.dtype(z._meta.dtype))))
     return overlap_and_add(frames, half)

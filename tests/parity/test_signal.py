@@ -208,6 +208,19 @@ def test_ffts_in_function(tf):
     return [step(), step()]
 
 
+@parity(rtol=RT, atol=AT)
+def test_signal_lengths_from_static_shapes_in_function(tf):
+    """Lengths computed from tf.shape inside tf.function (static there) drive frame, windows, rfft, stft."""
+    @tf.function
+    def f(x):
+        n = tf.shape(x)[0]
+        return (tf.signal.frame(x, n // 2, 2), tf.signal.hann_window(n // 2), tf.signal.rfft(x, [n * 2]),
+                tf.signal.stft(x, n // 2, 2), tf.signal.kaiser_window(n), tf.signal.overlap_and_add(
+                    tf.reshape(x, [2, n // 2]), n // 4))
+
+    return f(tf.constant(X6.tolist() + X6.tolist()[:4]))
+
+
 # -- where TF fails: tapejax's exact gradients, against TF's gradient of the same program ------
 
 def _tf():
@@ -572,3 +585,70 @@ def test_mdct(tf):
         loss = tf.reduce_sum(mo * mo)
     return [m, tf.signal.inverse_mdct(m), mo, tf.signal.inverse_mdct(mo, norm="ortho", window_fn=None),
             t.gradient(loss, x), raises(tf.signal.mdct, x, 10)]
+
+
+# -- a user's program: a spectrogram classifier -----------------------------------------------------
+
+def _audio_batch(seed, n=8, length=256):
+    """Two classes of noisy tones (low vs high pitch), as float32 [n, length], and int32 labels."""
+    r = np.random.default_rng(seed)
+    labels = r.integers(0, 2, size=n).astype(np.int32)
+    f = np.where(labels == 0, r.uniform(0.05, 0.12, n), r.uniform(0.3, 0.45, n))
+    t = np.arange(length)
+    x = np.sin(2 * np.pi * f[:, None] * t[None, :] + r.uniform(0, 6, n)[:, None]) + 0.3 * r.normal(size=(n, length))
+    return x.astype(np.float32), labels
+
+
+def _classifier(tf):
+    """Variables of a tiny log-mel classifier: a learnable pre-emphasis, a dense layer over 12 mel bands."""
+    r = np.random.default_rng(3)
+    return {"pre": tf.Variable(0.5), "w": tf.Variable(r.normal(scale=0.1, size=(12, 2)).astype(np.float32)),
+            "b": tf.Variable(np.zeros(2, np.float32))}
+
+
+def _logits(tf, v, x):
+    emphasized = x[:, 1:] - v["pre"] * x[:, :-1]
+    spec = tf.abs(tf.signal.stft(emphasized, frame_length=64, frame_step=32, window_fn=tf.signal.hann_window))
+    mel = tf.tensordot(spec, tf.signal.linear_to_mel_weight_matrix(12, 33, 8000, 50.0, 4000.0), 1)
+    feats = tf.reduce_mean(tf.math.log(mel + 1e-3), axis=1)
+    return tf.matmul(feats, v["w"]) + v["b"]
+
+
+def _xent(tf, logits, labels):
+    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+
+
+def _train(tf, step_fn, steps=5):
+    v = _classifier(tf)
+    losses, accuracies = [], []
+    xe, ye = _audio_batch(99)
+    for i in range(steps):
+        x, y = _audio_batch(i)
+        losses.append(step_fn(v, tf.constant(x), tf.constant(y)))
+        pred = tf.argmax(_logits(tf, v, tf.constant(xe)), axis=1, output_type=tf.int32)   # evaluation between steps
+        accuracies.append(tf.reduce_mean(tf.cast(tf.equal(pred, tf.constant(ye)), tf.float32)))
+    return losses, accuracies, [v["pre"], v["w"], v["b"]]
+
+
+def _eager_step(tf):
+    def step(v, x, y):
+        with tf.GradientTape() as t:
+            loss = _xent(tf, _logits(tf, v, x), y)
+        grads = t.gradient(loss, [v["pre"], v["w"], v["b"]])
+        for var, g in zip([v["pre"], v["w"], v["b"]], grads):
+            var.assign_sub(0.5 * g)
+        return loss
+    return step
+
+
+@parity(rtol=1e-3, atol=1e-4, modes=True)
+def test_spectrogram_classifier_trains(tf):
+    """stft -> |.| -> mel matrix -> log -> dense, with a learnable pre-emphasis, trained 5 SGD steps with
+    an evaluation after each: the same losses, accuracies and weights (deferred and eager)."""
+    return _train(tf, _eager_step(tf))
+
+
+@parity(rtol=1e-3, atol=1e-4, modes=True)
+def test_spectrogram_classifier_trains_in_function(tf):
+    """The same training step inside tf.function (compiled once, then reused)."""
+    return _train(tf, tf.function(_eager_step(tf)))
