@@ -48,9 +48,8 @@ def _vg(tf, fn, x):
 @parity(rtol=RT, atol=AT, modes=True)
 def test_complex_ffts_values_and_gradients(tf):
     """fft/ifft of rank 1, 2, 3 on complex64: values and gradients (TF: ifft(g) * n, fft(g) / n)."""
-    s = tf.signal
     z = _z(tf)
-    return [_vg(tf, f, z) for f in (s.fft, s.ifft, s.fft2d, s.ifft2d, s.fft3d, s.ifft3d)]
+    return [_vg(tf, f, z) for f in (tf.signal.fft, tf.signal.ifft, tf.signal.fft2d, tf.signal.ifft2d, tf.signal.fft3d, tf.signal.ifft3d)]
 
 
 @parity(rtol=RT, atol=AT)
@@ -69,9 +68,8 @@ def test_complex_fft_output_gradients_and_roundtrip(tf):
 @parity(rtol=RT, atol=AT)
 def test_complex_fft_python_data_and_shapes(tf):
     """Python float lists convert to complex64; batch dimensions stay; empty inputs give empty outputs."""
-    s = tf.signal
-    return [s.fft([1.0, 2.0, 0.5]), s.ifft2d([[1.0, 2.0], [3.0, -1.0]]),
-            s.fft(tf.zeros([3, 0], tf.complex64)), s.fft2d(tf.zeros([2, 1, 4], tf.complex64))]
+    return [tf.signal.fft([1.0, 2.0, 0.5]), tf.signal.ifft2d([[1.0, 2.0], [3.0, -1.0]]),
+            tf.signal.fft(tf.zeros([3, 0], tf.complex64)), tf.signal.fft2d(tf.zeros([2, 1, 4], tf.complex64))]
 
 
 @parity(x64=True, rtol=RT, atol=AT)
@@ -84,10 +82,9 @@ def test_complex128_ffts(tf):
 @parity
 def test_complex_fft_errors(tf):
     """A real input (float32, int32), too low a rank: InvalidArgumentError, as TF's attr and kernel checks."""
-    s = tf.signal
-    return [raises(s.fft, tf.constant([1.0, 2.0])), raises(s.ifft, tf.constant([1, 2])),
-            raises(s.fft, tf.constant(3 + 0j, tf.complex64)), raises(s.fft2d, tf.constant([1j, 2j], tf.complex64)),
-            raises(s.ifft3d, tf.zeros([2, 2], tf.complex64)), raises(s.fft2d, tf.zeros([2, 2], tf.float16))]
+    return [raises(tf.signal.fft, tf.constant([1.0, 2.0])), raises(tf.signal.ifft, tf.constant([1, 2])),
+            raises(tf.signal.fft, tf.constant(3 + 0j, tf.complex64)), raises(tf.signal.fft2d, tf.constant([1j, 2j], tf.complex64)),
+            raises(tf.signal.ifft3d, tf.zeros([2, 2], tf.complex64)), raises(tf.signal.fft2d, tf.zeros([2, 2], tf.float16))]
 
 
 # -- real FFTs --------------------------------------------------------------------------------
@@ -97,45 +94,41 @@ def test_rfft_irfft_lengths_and_gradients(tf):
     """rfft with fft_length unset, equal and longer than the input (zero padding); irfft with
     fft_length unset, odd, and longer than 2 * (n - 1) (the half spectrum padded): values, dtypes,
     shapes and TF's gradients (the dropped Hermitian half folded back; [1, 2, .., 2, 1] / n)."""
-    s = tf.signal
     x = tf.constant(X6)
-    out = [_vg(tf, lambda v, n=n: s.rfft(v, fft_length=n), x) for n in (None, [6], [8], [9])]
+    out = [_vg(tf, lambda v, n=n: tf.signal.rfft(v, fft_length=n), x) for n in (None, [6], [8], [9])]
     z = tf.complex(tf.constant([1.0, 2, 3, 4, 5]), tf.constant([0.5, -1, 2, 0, 1.0]))
-    out += [_vg(tf, lambda v, n=n: s.irfft(v, fft_length=n), z) for n in (None, [8], [9], [12])]
+    out += [_vg(tf, lambda v, n=n: tf.signal.irfft(v, fft_length=n), z) for n in (None, [8], [9], [12])]
     xb = tf.constant(XB)
-    out += [_vg(tf, s.rfft, xb), _vg(tf, lambda v: s.irfft(s.rfft(v)), xb)]
+    out += [_vg(tf, tf.signal.rfft, xb), _vg(tf, lambda v: tf.signal.irfft(tf.signal.rfft(v)), xb)]
     return out
 
 
 @parity(rtol=RT, atol=AT, modes=True)
 def test_rfft2d_irfft2d_lengths_and_gradients(tf):
     """rfft2d / irfft2d: default lengths, padding on both axes, odd last length; TF's rank-2 gradients."""
-    s = tf.signal
     x = tf.constant(XB)
-    out = [_vg(tf, lambda v, n=n: s.rfft2d(v, fft_length=n), x) for n in (None, [3, 6], [4, 7], [5, 8])]
+    out = [_vg(tf, lambda v, n=n: tf.signal.rfft2d(v, fft_length=n), x) for n in (None, [3, 6], [4, 7], [5, 8])]
     z = _z(tf)
-    out += [_vg(tf, lambda v, n=n: s.irfft2d(v, fft_length=n), z) for n in (None, [4, 8], [4, 9], [6, 10])]
+    out += [_vg(tf, lambda v, n=n: tf.signal.irfft2d(v, fft_length=n), z) for n in (None, [4, 8], [4, 9], [6, 10])]
     return out
 
 
 @parity(rtol=RT, atol=AT)
 def test_rfft3d_irfft3d_values(tf):
     """rfft3d / irfft3d values and dtypes: default lengths, cropping and padding."""
-    s = tf.signal
     x = tf.constant(X3)
     z = _z(tf, ZR[None], ZI[None])
-    return [s.rfft3d(x), s.rfft3d(x, [3, 5, 4]), s.rfft3d(x, [5, 6, 9]), s.irfft3d(z), s.irfft3d(z, [2, 4, 5]),
-            s.irfft3d(z, [5, 5, 12]), s.irfft3d(s.rfft3d(x))]
+    return [tf.signal.rfft3d(x), tf.signal.rfft3d(x, [3, 5, 4]), tf.signal.rfft3d(x, [5, 6, 9]), tf.signal.irfft3d(z), tf.signal.irfft3d(z, [2, 4, 5]),
+            tf.signal.irfft3d(z, [5, 5, 12]), tf.signal.irfft3d(tf.signal.rfft3d(x))]
 
 
 @parity(rtol=RT, atol=AT)
 def test_real_fft_cropping_values(tf):
     """An fft_length shorter than the input crops it (values; TF's gradient fails there, see below)."""
-    s = tf.signal
     x = tf.constant(XB)
     z = _z(tf)
-    return [s.rfft(x, [4]), s.rfft(x, [3]), s.irfft(z, [4]), s.irfft(z, [5]), s.rfft2d(x, [2, 5]),
-            s.irfft2d(z, [3, 4])]
+    return [tf.signal.rfft(x, [4]), tf.signal.rfft(x, [3]), tf.signal.irfft(z, [4]), tf.signal.irfft(z, [5]), tf.signal.rfft2d(x, [2, 5]),
+            tf.signal.irfft2d(z, [3, 4])]
 
 
 @parity(rtol=RT, atol=AT)
@@ -143,9 +136,8 @@ def test_real_fft_python_data_and_empty(tf):
     """Python lists convert (float32 / complex64); empty inputs give empty outputs of TF's shape (an
     empty input padded by fft_length: TF's kernel leaves that output uninitialised, tapejax gives
     zeros, test_empty_input_padded_is_zeros)."""
-    s = tf.signal
-    return [s.rfft([1, 2, 3]), s.irfft([1.0, 2.0, 3.0]), s.rfft(tf.zeros([3, 0])), tuple(s.rfft(tf.zeros([3, 0]), [4]).shape),
-            s.irfft(tf.zeros([3, 0], tf.complex64)), s.rfft2d(tf.zeros([3, 5]), [2, 8])]
+    return [tf.signal.rfft([1, 2, 3]), tf.signal.irfft([1.0, 2.0, 3.0]), tf.signal.rfft(tf.zeros([3, 0])), tuple(tf.signal.rfft(tf.zeros([3, 0]), [4]).shape),
+            tf.signal.irfft(tf.zeros([3, 0], tf.complex64)), tf.signal.rfft2d(tf.zeros([3, 5]), [2, 8])]
 
 
 @parity(x64=True, rtol=RT, atol=AT)
@@ -160,13 +152,12 @@ def test_real_fft_errors(tf):
     """TF's errors: complex or int input to rfft (ValueError), real input to irfft (ValueError), a scalar
     (ValueError), fft_length of the wrong size or negative (InvalidArgumentError; ValueError for irfft),
     a bare int or floats (TypeError)."""
-    s = tf.signal
     x = tf.constant([1.0, 2, 3, 4])
     c = tf.complex(x, x)
-    return [raises(s.rfft, c), raises(s.rfft, tf.constant([1, 2, 3])), raises(s.irfft, x),
-            raises(s.rfft, tf.constant(1.0)), raises(s.rfft2d, x), raises(s.irfft3d, tf.zeros([2, 2], tf.complex64)),
-            raises(s.rfft, x, [2, 3]), raises(s.rfft, x, [-1]), raises(s.irfft, c, [-2]), raises(s.rfft, x, 3),
-            raises(s.irfft, c, [1.5]), raises(s.rfft, tf.zeros([2], tf.float16))]
+    return [raises(tf.signal.rfft, c), raises(tf.signal.rfft, tf.constant([1, 2, 3])), raises(tf.signal.irfft, x),
+            raises(tf.signal.rfft, tf.constant(1.0)), raises(tf.signal.rfft2d, x), raises(tf.signal.irfft3d, tf.zeros([2, 2], tf.complex64)),
+            raises(tf.signal.rfft, x, [2, 3]), raises(tf.signal.rfft, x, [-1]), raises(tf.signal.irfft, c, [-2]), raises(tf.signal.rfft, x, 3),
+            raises(tf.signal.irfft, c, [1.5]), raises(tf.signal.rfft, tf.zeros([2], tf.float16))]
 
 
 # -- fftshift ---------------------------------------------------------------------------------
@@ -174,15 +165,14 @@ def test_real_fft_errors(tf):
 @parity
 def test_fftshift(tf):
     """fftshift / ifftshift over all axes, one int axis, a negative one, a list; odd lengths; gradient."""
-    s = tf.signal
     m = tf.reshape(tf.range(15), [3, 5])
     x = tf.constant([0.0, 1, 2, 3, 4, -5, -4, -3, -2, -1])
-    out = [s.fftshift(x), s.ifftshift(s.fftshift(x)), s.fftshift(m), s.ifftshift(m), s.fftshift(m, axes=1),
-           s.ifftshift(m, axes=-1), s.fftshift(m, axes=[0]), s.ifftshift(m, axes=(0, 1)), s.fftshift(m, axes=[-2])]
+    out = [tf.signal.fftshift(x), tf.signal.ifftshift(tf.signal.fftshift(x)), tf.signal.fftshift(m), tf.signal.ifftshift(m), tf.signal.fftshift(m, axes=1),
+           tf.signal.ifftshift(m, axes=-1), tf.signal.fftshift(m, axes=[0]), tf.signal.ifftshift(m, axes=(0, 1)), tf.signal.fftshift(m, axes=[-2])]
     xf = tf.constant(XB)
     with tf.GradientTape() as t:
         t.watch(xf)
-        loss = _loss(tf, s.fftshift(xf, axes=[1, 2]))
+        loss = _loss(tf, tf.signal.fftshift(xf, axes=[1, 2]))
     return out + [t.gradient(loss, xf)]
 
 
@@ -388,16 +378,15 @@ def test_overlap_and_add_errors(tf):
 def test_windows(tf):
     """hann / hamming (periodic and symmetric, odd and even, 0, 1, 2 samples, float16/bfloat16), vorbis,
     kaiser (beta), kaiser_bessel_derived (even and odd lengths: TF's odd length gives one sample less)."""
-    s = tf.signal
     out = []
     for n in (0, 1, 2, 5, 8):
-        out += [s.hann_window(n), s.hann_window(n, periodic=False), s.hamming_window(n),
-                s.hamming_window(n, periodic=False), s.vorbis_window(n), s.kaiser_bessel_derived_window(n)]
-    out += [s.kaiser_window(n) for n in (1, 2, 5, 8)]
-    out += [s.kaiser_window(7, beta=3.5), s.kaiser_bessel_derived_window(9, beta=4.0),
-            s.hann_window(6, periodic=tf.constant(False)), s.hann_window(tf.constant(6))]
+        out += [tf.signal.hann_window(n), tf.signal.hann_window(n, periodic=False), tf.signal.hamming_window(n),
+                tf.signal.hamming_window(n, periodic=False), tf.signal.vorbis_window(n), tf.signal.kaiser_bessel_derived_window(n)]
+    out += [tf.signal.kaiser_window(n) for n in (1, 2, 5, 8)]
+    out += [tf.signal.kaiser_window(7, beta=3.5), tf.signal.kaiser_bessel_derived_window(9, beta=4.0),
+            tf.signal.hann_window(6, periodic=tf.constant(False)), tf.signal.hann_window(tf.constant(6))]
     for dt in (tf.float16, tf.bfloat16):
-        out += [s.hann_window(6, dtype=dt), s.hamming_window(5, False, dtype=dt), s.vorbis_window(6, dtype=dt)]
+        out += [tf.signal.hann_window(6, dtype=dt), tf.signal.hamming_window(5, False, dtype=dt), tf.signal.vorbis_window(6, dtype=dt)]
     return out
 
 
@@ -412,10 +401,9 @@ def test_kaiser_windows_float16(tf):
 @parity(x64=True, rtol=RT, atol=AT)
 def test_windows_float64(tf):
     """float64 windows (TF computes the Kaiser positions in float32 whatever the dtype)."""
-    s = tf.signal
-    return [s.hann_window(7, dtype=tf.float64), s.hamming_window(8, periodic=False, dtype=tf.float64),
-            s.vorbis_window(5, dtype=tf.float64), s.kaiser_window(9, 5.0, dtype=tf.float64),
-            s.kaiser_bessel_derived_window(10, 5.0, dtype=tf.float64)]
+    return [tf.signal.hann_window(7, dtype=tf.float64), tf.signal.hamming_window(8, periodic=False, dtype=tf.float64),
+            tf.signal.vorbis_window(5, dtype=tf.float64), tf.signal.kaiser_window(9, 5.0, dtype=tf.float64),
+            tf.signal.kaiser_bessel_derived_window(10, 5.0, dtype=tf.float64)]
 
 
 @parity(rtol=RT, atol=AT)
@@ -434,13 +422,12 @@ def test_kaiser_windows_gradient_in_beta(tf):
 def test_window_errors(tf):
     """An int or complex dtype (ValueError), a negative length (InvalidArgumentError; kaiser_window(0) too),
     a float length (TypeError), a list (ValueError), periodic not a bool (TypeError)."""
-    s = tf.signal
     out = []
-    for f in (s.hann_window, s.hamming_window, s.vorbis_window, s.kaiser_window, s.kaiser_bessel_derived_window):
+    for f in (tf.signal.hann_window, tf.signal.hamming_window, tf.signal.vorbis_window, tf.signal.kaiser_window, tf.signal.kaiser_bessel_derived_window):
         out += [raises(f, 5, dtype=tf.int32), raises(f, 4, dtype=tf.complex64), raises(f, -3), raises(f, 4.0),
                 raises(f, [4])]
-    return out + [raises(s.kaiser_window, 0), raises(s.hann_window, 5, periodic=1),
-                  raises(s.hamming_window, 5, periodic=[True])]
+    return out + [raises(tf.signal.kaiser_window, 0), raises(tf.signal.hann_window, 5, periodic=1),
+                  raises(tf.signal.hamming_window, 5, periodic=[True])]
 
 
 # -- stft, inverse_stft, mel, mfcc, dct -----------------------------------------------------------
