@@ -22,7 +22,8 @@ PARITY_FILES = (PARITY, os.path.join(ROOT, "tests", "parity", "test_ops_more.py"
                 os.path.join(ROOT, "tests", "parity", "test_ops_nn_more.py"),
                 os.path.join(ROOT, "tests", "parity", "test_image.py"),
                 os.path.join(ROOT, "tests", "parity", "test_image_boxes.py"),
-                os.path.join(ROOT, "tests", "parity", "test_signal.py"))
+                os.path.join(ROOT, "tests", "parity", "test_signal.py"),
+                os.path.join(ROOT, "tests", "parity", "test_signal_spectral.py"))
 GRADCHECK = os.path.join(ROOT, "tests", "test_ops_gradcheck.py")
 sys.path.insert(0, ROOT)
 
