@@ -217,3 +217,26 @@ def test_spectrogram_classifier_trains(tf):
 def test_spectrogram_classifier_trains_in_function(tf):
     """The same training step inside tf.function (compiled once, then reused)."""
     return _train(tf, tf.function(_eager_step(tf)))
+
+
+@parity(rtol=RT, atol=AT, modes=True)
+def test_log_mel_features_in_a_dataset_map(tf):
+    """Signal preprocessing in a tf.data map (stft with pad_end -> |.| -> mel -> log), batched, then one
+    training step of a dense layer on each batch."""
+    audio = np.random.default_rng(11).normal(size=(6, 200)).astype(np.float32)
+    mel = tf.signal.linear_to_mel_weight_matrix(8, 33, 8000, 50.0, 4000.0)
+
+    def features(x, y):
+        spec = tf.abs(tf.signal.stft(x, 64, 32, pad_end=True))
+        return tf.math.log(tf.tensordot(spec, mel, 1) + 1e-3), y
+
+    ds = tf.data.Dataset.from_tensor_slices((audio, np.arange(6, dtype=np.int32) % 2)).map(features).batch(4)
+    w = tf.Variable(np.full((8, 2), 0.1, np.float32))
+    out = []
+    for feats, labels in ds:
+        with tf.GradientTape() as t:
+            logits = tf.matmul(tf.reduce_mean(feats, axis=1), w)
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+        w.assign_sub(0.1 * t.gradient(loss, w))
+        out.append((feats, labels, loss))
+    return out, w
