@@ -19,7 +19,7 @@ import numpy as np
 
 from ..core import dtypes as _dtypes
 from ..core.convert import convert_to_tensor
-from ..core.tensor import Tensor
+from ..core.tensor import Pending, Tensor
 from ..core.variable import Variable
 from . import _grads as G, math as _m
 from ._registry import _call, _shape, dtype_of, prim, tf_types
@@ -163,10 +163,11 @@ _MEL = prim("LinearToMelWeightMatrix", _mel_matrix)
 
 
 def _host_number(v):
-    """A constant Tensor's value as a Python number (TF reads it statically too), else None."""
+    """A constant Tensor's value as a Python number (TF reads it statically too), else None (a traced
+    or pending Tensor: TF skips the checks for a non-constant Tensor too)."""
     if isinstance(v, (int, float, np.integer, np.floating)):
         return float(v)
-    if isinstance(v, Tensor):
+    if isinstance(v, Tensor) and not isinstance(v, Pending):   # (a pending value is not computed for a check)
         try:
             return float(np.asarray(v._value))
         except Exception:  # noqa: BLE001 - a traced value: TF skips the checks too
