@@ -61,7 +61,7 @@ from .ops.reduce import (argmax, argmin, clip_by_global_norm, clip_by_norm, clip
 from .ops.linalg import norm
 from .ops.linear_operator_dispatch import matmul  # noqa: F811 - tf.matmul dispatches a LinearOperator to its method, as TF
 from .ops.jax_op import op
-from .ops.namespaces import bitwise, dtypes, linalg, math, nest, nn, random, ragged, sparse
+from .ops.namespaces import bitwise, dtypes, linalg, math, nest, nn, random, ragged, signal, sparse
 
 # -- gradient control, compiled steps, jacobians and forward mode
 from .autodiff.custom import RegisterGradient, gradient_override_map, gradients, hessians, no_gradient, stop_gradient
@@ -137,7 +137,7 @@ __all__ = [
     "reshape", "reverse", "reverse_sequence", "rfftnd", "roll", "round", "saturate_cast", "saved_model", "scalar_mul",
     "scan", "scatter_nd", "searchsorted", "sequence_mask", "set_cache_size", "set_deferred_execution",
     "set_speculative_updates", "shape", "shape_n", "sigmoid", "sign", "sin", "sinh", "size", "slice", "sort",
-    "space_to_batch", "space_to_batch_nd", "sparse", "SparseTensor", "SparseTensorSpec", "speculative_updates", "split", "sqrt", "square",
+    "space_to_batch", "space_to_batch_nd", "signal", "sparse", "SparseTensor", "SparseTensorSpec", "speculative_updates", "split", "sqrt", "square",
     "squeeze", "stack", "stop_gradient", "strided_slice", "string", "strings", "subtract", "summary", "switch_case", "tan", "tanh",
     "Tensor", "tensor_scatter_nd_add", "tensor_scatter_nd_max", "tensor_scatter_nd_min",
     "tensor_scatter_nd_sub", "tensor_scatter_nd_update", "tensordot", "TensorArray", "TensorArraySpec", "TensorShape", "TensorSpec", "test",

@@ -43,7 +43,7 @@ REASONS = {
              "formats, not computation",
     "distributed": "out of scope: TF's distributed runtime (cluster specs, servers, coordinators); JAX's is "
                    "jax.distributed",
-    "subsystem": "out of scope: a TF library beside the tape (signal, io, audio, distribute, dtensor, "
+    "subsystem": "out of scope: a TF library beside the tape (io, audio, distribute, dtensor, "
                  "tpu, xla, lite, profiler, feature_column, build and version info, pinned-memory checks)",
     "keras_alias": "out of scope: Keras-2 names re-exported by TF (losses, metrics, initializers, RNN cell "
                    "wrappers): use tapejax.keras",
@@ -63,7 +63,7 @@ MISSING = {
         "graph": "Graph Operation import_graph_def graph_util raw_ops load_library load_op_library mlir "
                  "nondifferentiable_batch_function",
         "proto": "make_ndarray make_tensor_proto",
-        "subsystem": "audio distribute dtensor signal tpu xla lite profiler feature_column security "
+        "subsystem": "audio distribute dtensor tpu xla lite profiler feature_column security "
                      "sysconfig tools version types check_pinned",
         "keras_alias": "initializers losses metrics",
         "typespec": "IndexedSlicesSpec NoneTensorSpec OptionalSpec TypeSpec",
@@ -84,6 +84,7 @@ MISSING = {
     },
     "autodiff": {},
     "nest": {},
+    "signal": {},
     "bitwise": {},
     "dtypes": {
         "resource": "resource variant",
@@ -144,7 +145,8 @@ def test_snapshot_is_tf_2_21_and_matches_installed_tf():
 
 def test_every_namespace_is_compared():
     assert set(TF_NAMES) == set(MISSING) | {"compat.v1"}
-    for ns in ("", "math", "nn", "linalg", "random", "keras.optimizers", "train", "autodiff", "nest", "compat.v1"):
+    for ns in ("", "math", "nn", "linalg", "random", "keras.optimizers", "train", "autodiff", "nest", "compat.v1",
+               "signal"):
         assert ns in TF_NAMES
 
 

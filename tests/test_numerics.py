@@ -195,6 +195,8 @@ NO_FLOAT_INPUT = {
     "RandomUniformIntKeyed": "key in, int output only (dtype=int32/int64)",
     "RandomFullIntKeyed": "key in, int output only (dtype=int32/int64/uint32/uint64)",
     "StatelessFoldIn": "int seed and data in, int seed out", "StatelessSplit": "int seed in, int seeds out",
+    **{t: "complex input only (TF and JAX have no half complex dtype)" for t in (
+        "FFT", "IFFT", "FFT2D", "IFFT2D", "FFT3D", "IFFT3D", "IRFFT", "IRFFT2D", "IRFFT3D")},
     "FFTND": "complex input only (TF and JAX have no half complex dtype)",
     "IFFTND": "complex input only (TF and JAX have no half complex dtype)",
     "IRFFTND": "complex input only (TF and JAX have no half complex dtype)",
@@ -240,6 +242,20 @@ RANDOM_ROWS = [
 
 def _img(*shape):
     return RS.uniform(0.05, 0.95, shape)
+
+
+#: tf.signal's ops that run in half precision (the FFTs and DCTs take complex or float32/float64 only).
+SIGNAL_ROWS = [
+    ("frame", lambda x: tf.signal.frame(x, 3, 2, pad_end=True), _pts(2, 7)),
+    ("overlap_and_add", lambda x: tf.signal.overlap_and_add(x, 2), _pts(2, 3, 4)),
+    ("kaiser_window", lambda b: tf.signal.kaiser_window(5, b, dtype=b.dtype), np.array(3.0)),
+    ("kaiser_bessel_derived_window", lambda b: tf.signal.kaiser_bessel_derived_window(6, b, dtype=b.dtype),
+     np.array(3.0)),
+    ("linear_to_mel_weight_matrix", lambda lo: tf.signal.linear_to_mel_weight_matrix(3, 9, 8000, lo, 3000.0,
+                                                                                      dtype=lo.dtype), np.array(500.0)),
+    ("inverse_stft_window_fn", lambda w: tf.signal.inverse_stft_window_fn(3, lambda n, dtype: w)(8, w.dtype),
+     _img(8)),
+]
 
 
 def _no_f64(x):
@@ -350,19 +366,23 @@ HALF_DEFECTS = {
 BF16_SKIP_ROWS = {"inv": "MatrixInverse", "qr_r": "Qr", "crop_and_resize": "CropAndResize",
                   "draw_bounding_boxes": "DrawBoundingBoxesV2", "non_max_suppression": "NonMaxSuppressionV3",
                   "non_max_suppression_with_scores": "NonMaxSuppressionV5"}
-#: Op types TF defines for float32 inputs only (a half input is TF's dtype error, InvalidArgumentError
-#: or TypeError, compared with TF in tests/parity/test_image_boxes.py).
+#: Op types TF defines for float32 (or float32/float64) inputs only: a half input is TF's dtype error
+#: (InvalidArgumentError, TypeError or ValueError, compared with TF in tests/parity/test_image_boxes.py and
+#: tests/parity/test_signal*.py).
 FLOAT32_ONLY = {"NonMaxSuppressionWithOverlaps": "TF: overlaps and scores are float32 only",
                 "NonMaxSuppressionPadded": "TF: its Python layer compares the scores with a float32 threshold",
                 "CombinedNonMaxSuppression": "TF: boxes and scores are float32 only",
                 "SampleDistortedBoundingBoxV2": "TF: bounding_boxes are float32 only (int image_size, int outputs)",
-                "ExtractGlimpseV2": "TF: input and offsets are float32 only"}
+                "ExtractGlimpseV2": "TF: input and offsets are float32 only",
+                **{t: "TF: RFFT (and the DCT / MDCT built on it) takes float32/float64 only: a half input is "
+                      "TF's ValueError (compared with TF in tests/parity/test_signal*.py)"
+                   for t in ("RFFT", "RFFT2D", "RFFT3D", "DCT", "MDCTFold", "InverseMDCTUnfold")}}
 
 
 def _all_rows():
     rows = []
     for group, table in [*G.GROUPS.items(), ("first_order_only", G.FIRST_ORDER_ONLY), ("extra", EXTRA_ROWS),
-                         ("api_sweep", API_SWEEP_ROWS), ("image", IMAGE_ROWS)]:
+                         ("api_sweep", API_SWEEP_ROWS), ("image", IMAGE_ROWS), ("signal", SIGNAL_ROWS)]:
         for label, f, *args in table:
             rows.append((group, label, f, [np.asarray(a, np.float64) for a in args]))
     return rows

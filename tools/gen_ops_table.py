@@ -21,7 +21,9 @@ PARITY = os.path.join(ROOT, "tests", "parity", "test_ops_library.py")
 PARITY_FILES = (PARITY, os.path.join(ROOT, "tests", "parity", "test_ops_more.py"),
                 os.path.join(ROOT, "tests", "parity", "test_ops_nn_more.py"),
                 os.path.join(ROOT, "tests", "parity", "test_image.py"),
-                os.path.join(ROOT, "tests", "parity", "test_image_boxes.py"))
+                os.path.join(ROOT, "tests", "parity", "test_image_boxes.py"),
+                os.path.join(ROOT, "tests", "parity", "test_signal.py"),
+                os.path.join(ROOT, "tests", "parity", "test_signal_spectral.py"))
 GRADCHECK = os.path.join(ROOT, "tests", "test_ops_gradcheck.py")
 sys.path.insert(0, ROOT)
 
@@ -35,7 +37,7 @@ NOT_OPS = {"get_global_generator", "get_state", "set_state", "state_scope", "Gen
            "ones_initializer", "random_normal_initializer", "random_uniform_initializer", "assert_same_structure",
            "shape_n", "broadcast_static_shape", "broadcast_dynamic_shape", "required_space_to_batch_paddings"}
 
-_REF = re.compile(r"\btf\.((?:math\.special|math|nn|linalg|random|bitwise|image)\.)?([A-Za-z_]\w*)\b")
+_REF = re.compile(r"\btf\.((?:math\.special|math|nn|linalg|random|bitwise|image|signal)\.)?([A-Za-z_]\w*)\b")
 
 
 def parity_referenced(tj, source=None):

@@ -45,6 +45,11 @@ from . import (
     rng as _rng,
     scatter as _sc,
     segment as _sg,
+    signal_dct as _sdct,
+    signal_fft as _sfft,
+    signal_shape as _sshape,
+    signal_spectral as _sspec,
+    signal_windows as _swin,
     sparse_counts as _spc,
     sparse_more as _spm,
     sparse_ops as _spo,
@@ -147,19 +152,25 @@ sparse = _module("sparse", "``tf.sparse``: SparseTensor ops (see tapejax.ops.spa
 IMAGE_MODULES = (_ig, _ir, _ic, _imx, _inms, _ibx, _isd)
 image = _module("image", "``tf.image``", {n: getattr(mod, n) for mod in IMAGE_MODULES for n in mod.__all__})
 
+#: ``tf.signal``: the signal family modules (``signal_*``), and the n-d FFTs of ``layout``.
+SIGNAL_MODULES = (_sfft, _sshape, _swin, _sspec, _sdct)
+signal = _module("signal", "``tf.signal``", {**{n: getattr(mod, n) for mod in SIGNAL_MODULES for n in mod.__all__
+                                                if n.islower()},
+                                             **_pick(_lo, "fftnd ifftnd rfftnd irfftnd")})
+
 #: ``tf.dtypes``: the DType objects and ``as_dtype`` (``core.dtypes``), ``cast`` and ``saturate_cast``.
 dtypes = _module("dtypes", "``tf.dtypes``", {**{n: getattr(_dtypes, n) for n in _dtypes.PUBLIC}, "cast": _m.cast,
                                              "saturate_cast": _sp.saturate_cast, "complex": _sp.complex})
 
 # ``import tapejax.math`` (etc.) works like ``import tensorflow.math``.
-for _mod in (math, special, nn, linalg, random, nest, dtypes, bitwise, image, sparse, ragged):
+for _mod in (math, special, nn, linalg, random, nest, dtypes, bitwise, image, sparse, ragged, signal):
     sys.modules.setdefault(_mod.__name__, _mod)
 
 
 #: namespace name -> {public name: function}, for the coverage table ("" is the top level).
 NAMESPACES = {"": TOP, "math": _MATH, "nn": dict(vars(nn)), "linalg": dict(vars(linalg)),
               "random": dict(vars(random)), "bitwise": dict(vars(bitwise)), "math.special": dict(vars(special)),
-              "image": dict(vars(image))}
+              "image": dict(vars(image)), "signal": dict(vars(signal))}
 for _ns in NAMESPACES.values():
     for _k in [k for k in _ns if k.startswith("__") or k == "__all__"]:
         del _ns[_k]
