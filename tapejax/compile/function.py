@@ -69,6 +69,7 @@ from .signature import (
     check_signature,
     fill,
     shape_free,
+    signature_leaves,
     template,
     tensor_args,
 )
@@ -236,8 +237,8 @@ class Function:
     def _specs_for(self, sf, avals) -> Sequence[LeafSpec]:
         """The leaf specs a new trace generalises to: the input signature's, or (with
         ``reduce_retracing``) the last trace's relaxed to this call, else the call's own."""
-        sig = self.input_signature
-        if sig is not None and len(sig) == len(avals) and all(isinstance(s, TensorSpec) for s in sig):
+        sig = None if self.input_signature is None else signature_leaves(self.input_signature)
+        if sig is not None and len(sig) == len(avals):
             return [s.leaf() for s in sig]
         if self._reduce_retracing and sf in self._last_specs:
             relaxed = polymorphism.relax(self._last_specs[sf], avals)

@@ -266,3 +266,25 @@ def test_tf_print_goes_to_stderr_by_default(capsys):
     assert err == "value 3\nvalue 4\n"
     tj.print(tj.constant([1.5, 2.0]), output_stream=sys.stdout)
     assert capsys.readouterr().out == "[1.5 2]\n"
+
+
+@parity
+def test_nested_input_signature_dict_and_tuple_of_specs(tf):
+    """An ``input_signature`` holding a dict with a tuple of specs (tf.data's dict elements): the
+    argument keeps its structure, one trace serves every size of the None dimension, a list where
+    the spec has a tuple, missing or extra keys and a short tuple are TypeErrors (it raised
+    'input_signature must be a list or tuple of TensorSpec' before)."""
+    traces = []
+
+    @tf.function(input_signature=[{"a": tf.TensorSpec([None], tf.float32),
+                                   "b": (tf.TensorSpec([], tf.int32), tf.TensorSpec([2], tf.float32))}])
+    def f(d):
+        traces.append((type(d).__name__, type(d["b"]).__name__))
+        return d["a"] * 2.0, d["b"][0] + 1, d["b"][1]
+
+    out = [f({"a": [1.0, 2.0], "b": (3, tf.constant([1.0, 2.0]))}),
+           f({"b": (3, [1.0, 2.0]), "a": tf.constant([1.0, 2.0, 3.0])})]
+    bad = [{"b": [3, [1.0, 2.0]], "a": [1.0]}, {"a": [1.0]}, {"a": [1.0], "b": (1, [1.0, 2.0]), "c": 1},
+           {"a": [1.0], "b": (1,)}, [1.0], {"a": [1.0], "b": (1, [1.0, 2.0, 3.0])}]
+    out += [raises(f, b) for b in bad]
+    return out, traces, f.experimental_get_tracing_count()
