@@ -692,3 +692,360 @@ def test_gan_disjoint_variable_sets_in_one_compiled_step(tf):
 
     out = [step(noise, real) for _ in range(4)]
     return out, gen.trainable_variables, disc.trainable_variables, int(d_opt.iterations.numpy()), int(g_opt.iterations.numpy())
+
+
+# ---------------------------------------------------------------------------
+# tf.data pipelines feeding training loops
+# ---------------------------------------------------------------------------
+
+def _linear_step(tf, w, b, xb, yb, lr=0.1):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean((tf.matmul(xb, w) + b - yb) ** 2)
+    gw, gb = tape.gradient(loss, [w, b])
+    w.assign_sub(lr * gw)
+    b.assign_sub(lr * gb)
+    return loss
+
+
+@parity(**TOL)
+def test_interleaved_shards_feed_a_training_loop(tf):
+    """Three "files" (ranges of rows) read by ``interleave(cycle_length=2, block_length=2)``, each
+    mapped to (features, label) rows, batched by 3; a linear model trains on the stream."""
+    x, y = _data(n=12, seed=20)
+    ds = (tf.data.Dataset.range(3)
+          .interleave(lambda k: tf.data.Dataset.range(k * 4, k * 4 + 4), cycle_length=2, block_length=2)
+          .map(lambda i: (tf.gather(x, i), tf.gather(y, i), i))
+          .batch(3))
+    w, b = tf.Variable(_init((3, 1), 30)), tf.Variable([0.0])
+    out = []
+    for xb, yb, idx in ds:
+        out.append((idx.numpy().tolist(), _linear_step(tf, w, b, xb, yb)))
+    return out, w, b
+
+
+@parity(**TOL)
+def test_group_by_window_trains_per_class_batches(tf):
+    """``group_by_window`` keyed on the label's class gathers same-class rows into windows of 2,
+    each window reduced by ``batch``; the model trains on the class-pure batches."""
+    x, y = _data(n=10, seed=21)
+    cls = (y[:, 0] > 0).astype(np.int64)
+    ds = (tf.data.Dataset.from_tensor_slices((x, y, cls))
+          .group_by_window(key_func=lambda a, b, c: c, reduce_func=lambda key, win: win.batch(2),
+                           window_size=2))
+    w, b = tf.Variable(_init((3, 1), 31)), tf.Variable([0.0])
+    out = []
+    for xb, yb, cb in ds:
+        out.append((cb.numpy().tolist(), _linear_step(tf, w, b, xb, yb)))
+    return out, w, b
+
+
+@parity(**TOL)
+def test_bucket_by_sequence_length_feeds_a_masked_rnn(tf):
+    """Variable-length sequences bucketed by ``bucket_by_sequence_length`` (boundaries [3, 5],
+    padded per bucket), then a masked Elman RNN (a Python loop over the padded time axis)
+    trains on each bucket."""
+    rs = np.random.RandomState(22)
+    lengths = [2, 4, 1, 5, 3, 2, 6, 4]
+    seqs = [rs.randn(n).astype(np.float32) for n in lengths]
+    ds = tf.data.Dataset.from_generator(lambda: iter(seqs), output_signature=tf.TensorSpec([None], tf.float32))
+    ds = ds.bucket_by_sequence_length(lambda s: tf.shape(s)[0], bucket_boundaries=[3, 5],
+                                      bucket_batch_sizes=[2, 2, 2])
+    wx, wh, wo = tf.Variable(0.5), tf.Variable(0.3), tf.Variable(0.8)
+    out = []
+    for batch in ds:
+        mask = tf.cast(tf.not_equal(batch, 0.0), tf.float32)
+        target = tf.reduce_sum(batch, axis=1)
+        with tf.GradientTape() as tape:
+            h = tf.zeros([tf.shape(batch)[0]])
+            for t in range(batch.shape[1]):
+                nh = tf.tanh(wx * batch[:, t] + wh * h)
+                h = mask[:, t] * nh + (1.0 - mask[:, t]) * h
+            loss = tf.reduce_mean((wo * h - target) ** 2)
+        g = tape.gradient(loss, [wx, wh, wo])
+        for v, gv in zip([wx, wh, wo], g):
+            v.assign_sub(0.05 * gv)
+        out.append((batch.shape.as_list(), loss, g))
+    return out, wx, wh, wo
+
+
+@parity(**TOL)
+def test_scan_running_normaliser_and_take_while(tf):
+    """``Dataset.scan`` keeps a running mean of a stream (the state is a tuple), each element is
+    normalised by it; ``take_while`` stops at the first large value; the rest trains a scale."""
+    vals = np.array([1.0, 2.0, 4.0, 3.0, 5.0, 30.0, 2.0], np.float32)
+
+    def step(state, v):
+        n, mean = state
+        n = n + 1.0
+        mean = mean + (v - mean) / n
+        return (n, mean), (v, v / mean)
+
+    ds = (tf.data.Dataset.from_tensor_slices(vals)
+          .scan((tf.constant(0.0), tf.constant(0.0)), step)
+          .take_while(lambda v, r: v < 10.0))
+    s = tf.Variable(0.5)
+    out = []
+    for v, r in ds:
+        with tf.GradientTape() as tape:
+            loss = (s * v - r) ** 2
+        s.assign_sub(0.01 * tape.gradient(loss, s))
+        out.append((v, r, loss))
+    return out, s
+
+
+@parity(**TOL)
+def test_choose_and_sample_from_datasets_mix_two_sources(tf):
+    """Two sources mixed by ``choose_from_datasets`` (a fixed choice pattern: the order is TF's)
+    and by ``sample_from_datasets`` with weights [1, 0] (only the first source); a model trains
+    on the chosen mixture; the sampled stream is compared as its values."""
+    xa, ya = _data(n=6, seed=23)
+    xb, yb = _data(n=6, seed=24)
+    a = tf.data.Dataset.from_tensor_slices((xa, ya))
+    b = tf.data.Dataset.from_tensor_slices((xb, yb + 1.0))
+    choice = tf.data.Dataset.from_tensor_slices(np.array([0, 1, 1, 0, 0, 1, 0, 1], np.int64))
+    mixed = tf.data.Dataset.choose_from_datasets([a, b], choice).batch(2)
+    w, bias = tf.Variable(_init((3, 1), 32)), tf.Variable([0.0])
+    out = [_linear_step(tf, w, bias, xb_, yb_) for xb_, yb_ in mixed]
+    sampled = tf.data.Dataset.sample_from_datasets([a, b], weights=[1.0, 0.0], seed=3)
+    out.append([yv for _, yv in sampled.take(4)])
+    return out, w, bias
+
+
+@parity(**TOL)
+def test_reduce_statistics_then_standardised_training(tf):
+    """``Dataset.reduce`` computes the feature means and second moments of the training set in
+    one pass; a ``map`` standardises with them; ``shard(2, 0)`` takes every other row; the
+    compiled step trains on the shard."""
+    x, y = _data(n=10, seed=25)
+    x = x * np.array([1.0, 10.0, 0.1], np.float32) + np.array([0.0, 5.0, -2.0], np.float32)
+    ds = tf.data.Dataset.from_tensor_slices((x, y))
+    n, s1, s2 = ds.reduce((tf.constant(0.0), tf.zeros([3]), tf.zeros([3])),
+                          lambda st, e: (st[0] + 1.0, st[1] + e[0], st[2] + e[0] ** 2))
+    mean = s1 / n
+    std = tf.sqrt(s2 / n - mean ** 2)
+    train = ds.map(lambda a, b: ((a - mean) / std, b)).shard(2, 0).batch(5)
+    w, b = tf.Variable(_init((3, 1), 33)), tf.Variable([0.0])
+
+    @tf.function
+    def step(xb, yb):
+        return _linear_step(tf, w, b, xb, yb)
+
+    out = [mean, std]
+    for _ in range(2):
+        for xb, yb in train:
+            out.append(step(xb, yb))
+    return out, w, b
+
+
+@parity(**TOL)
+def test_generator_with_output_signature_prefetched_into_a_signature_step(tf):
+    """``from_generator`` with a dict ``output_signature``, ``padded_batch`` on the ragged
+    feature, ``prefetch``; a compiled step with a nested-dict ``input_signature`` trains a
+    bag-of-values model (one trace for every batch size)."""
+    rs = np.random.RandomState(26)
+    rows = [{"vals": rs.randn(k).astype(np.float32), "y": np.float32(k)} for k in (2, 3, 1, 4, 2)]
+    ds = tf.data.Dataset.from_generator(
+        lambda: iter(rows), output_signature={"vals": tf.TensorSpec([None], tf.float32), "y": tf.TensorSpec([], tf.float32)})
+    ds = ds.padded_batch(2, padded_shapes={"vals": [4], "y": []}).prefetch(tf.data.AUTOTUNE)
+    w = tf.Variable(np.ones(4, np.float32) * 0.1)
+    c = tf.Variable(0.0)
+
+    @tf.function(input_signature=[{"vals": tf.TensorSpec([None, 4], tf.float32), "y": tf.TensorSpec([None], tf.float32)}])
+    def step(batch):
+        with tf.GradientTape() as tape:
+            pred = tf.reduce_sum(tf.abs(batch["vals"]) * w, axis=1) + c
+            loss = tf.reduce_mean((pred - batch["y"]) ** 2)
+        gw, gc = tape.gradient(loss, [w, c])
+        w.assign_sub(0.02 * gw)
+        c.assign_sub(0.02 * gc)
+        return loss
+
+    out = [step(b) for _ in range(2) for b in ds]
+    return out, w, c, step.experimental_get_tracing_count()
+
+
+# ---------------------------------------------------------------------------
+# Numerics and linear algebra in losses
+# ---------------------------------------------------------------------------
+
+@parity(modes=True, rtol=1e-4, atol=1e-5)
+def test_gaussian_process_marginal_likelihood_by_cholesky(tf):
+    """GP regression hyperparameters (log length-scale, log signal and noise variances) trained
+    on the negative log marginal likelihood: ``cholesky``, ``cholesky_solve``, log-determinant
+    from the factor's diagonal."""
+    rs = np.random.RandomState(27)
+    x = np.linspace(0, 3, 7).astype(np.float32)[:, None]
+    y = (np.sin(2 * x) + 0.1 * rs.randn(7, 1)).astype(np.float32)
+    log_l, log_s, log_n = tf.Variable(0.0), tf.Variable(0.0), tf.Variable(-2.0)
+    opt = tf.keras.optimizers.legacy.Adam(0.05)
+    out = []
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            d2 = (x - tf.transpose(x)) ** 2
+            k = tf.exp(log_s) * tf.exp(-0.5 * d2 / tf.exp(2.0 * log_l)) + tf.exp(log_n) * tf.eye(7)
+            chol = tf.linalg.cholesky(k)
+            alpha = tf.linalg.cholesky_solve(chol, y)
+            nll = 0.5 * tf.reduce_sum(y * alpha) + tf.reduce_sum(tf.math.log(tf.linalg.diag_part(chol)))
+        g = tape.gradient(nll, [log_l, log_s, log_n])
+        opt.apply_gradients(zip(g, [log_l, log_s, log_n]))
+        out.append((nll, g))
+    return out, log_l, log_s, log_n
+
+
+@parity(modes=True, rtol=1e-4, atol=1e-5)
+def test_least_squares_readout_solved_inside_the_loss(tf):
+    """A random-features model whose readout is solved in closed form in the loss
+    (``tf.linalg.lstsq`` with L2 regulariser, ``triangular_solve`` on a QR factor for the
+    validation fit); the feature map's weights train through the solves."""
+    x, y = _data(n=10, d=2, seed=28)
+    w = tf.Variable(_init((2, 4), 34, scale=1.0))
+    out = []
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            phi = tf.tanh(tf.matmul(x[:7], w))
+            beta = tf.linalg.lstsq(phi, y[:7], l2_regularizer=0.1)
+            q, r = tf.linalg.qr(tf.tanh(tf.matmul(x[7:], w)) + 0.0 * tf.eye(3, 4))
+            _ = q
+            z = tf.linalg.triangular_solve(r[:3, :3] + 2.0 * tf.eye(3), tf.ones([3, 1]), lower=False)
+            loss = tf.reduce_mean((tf.matmul(tf.tanh(tf.matmul(x[7:], w)), beta) - y[7:]) ** 2) + 0.01 * tf.reduce_sum(z ** 2)
+        g = tape.gradient(loss, w)
+        w.assign_sub(0.1 * g)
+        out.append((loss, g))
+    return out, w
+
+
+@parity(modes=True, **TOL)
+def test_sampled_softmax_with_given_samples_trains_an_embedding(tf):
+    """``tf.nn.sampled_softmax_loss`` with ``sampled_values`` given (so both sides use the same
+    negatives) and ``remove_accidental_hits``; the class embeddings, biases and the input
+    projection train with Adagrad (their gradients are IndexedSlices)."""
+    rs = np.random.RandomState(29)
+    inputs = rs.randn(4, 3).astype(np.float32)
+    labels = np.array([[1], [4], [2], [1]], np.int64)
+    sampled = (np.array([0, 2, 5, 6], np.int64), np.full([4, 1], 0.5, np.float32), np.full([4], 0.4, np.float32))
+    emb = tf.Variable(_init((8, 3), 35))
+    bias = tf.Variable(np.zeros(8, np.float32))
+    proj = tf.Variable(np.eye(3, dtype=np.float32))
+    opt = tf.keras.optimizers.legacy.Adagrad(0.2)
+    out = []
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            h = tf.matmul(inputs, proj)
+            loss = tf.reduce_mean(tf.nn.sampled_softmax_loss(
+                emb, bias, labels, h, num_sampled=4, num_classes=8, sampled_values=sampled,
+                remove_accidental_hits=True))
+        g = tape.gradient(loss, [emb, bias, proj])
+        opt.apply_gradients(zip(g, [emb, bias, proj]))
+        out.append((loss, [tf.convert_to_tensor(x) for x in g]))
+    return out, emb, bias, proj
+
+
+@parity(modes=True, **TOL)
+def test_norm_and_masked_logsumexp_gradients_at_the_edges(tf):
+    """Gradients where textbook formulas divide by zero: ``tf.norm`` of a zero row (TF: NaN),
+    ``tf.math.reduce_euclidean_norm``, ``reduce_logsumexp`` over a row masked with -inf, and
+    ``softmax_cross_entropy_with_logits`` w.r.t. soft labels."""
+    v = tf.Variable([[0.0, 0.0], [3.0, 4.0]])
+    logits = tf.Variable([[1.0, -np.inf, 2.0], [0.5, 0.5, -np.inf]])
+    labels = tf.Variable([[0.2, 0.0, 0.8], [0.5, 0.5, 0.0]])
+    out = []
+    for _ in range(2):
+        with tf.GradientTape(persistent=True) as tape:
+            n = tf.reduce_sum(tf.norm(v, axis=1))
+            en = tf.reduce_sum(tf.math.reduce_euclidean_norm(v, axis=1))
+            lse = tf.reduce_sum(tf.reduce_logsumexp(logits, axis=1))
+            finite = tf.where(tf.math.is_finite(logits), logits, -1e9 * tf.ones_like(logits))
+            xent = tf.reduce_sum(tf.nn.softmax_cross_entropy_with_logits(labels=labels, logits=finite))
+        out.append((n, tape.gradient(n, v), en, tape.gradient(en, v), lse, tape.gradient(lse, logits),
+                    xent, tape.gradient(xent, [labels, logits])))
+        del tape
+        v.assign(v * 1.5)
+    return out
+
+
+@parity(modes=True, **TOL)
+def test_dynamic_partition_and_stitch_mixture_of_experts(tf):
+    """Hard routing: rows partitioned to two experts by ``tf.dynamic_partition`` on an argmax,
+    each expert a matmul, results put back by ``tf.dynamic_stitch``; the gate trains through a
+    soft weight, the experts through the partition."""
+    x, y = _data(n=6, seed=30)
+    gate = tf.Variable(_init((3, 2), 36))
+    e0, e1 = tf.Variable(_init((3, 1), 37)), tf.Variable(_init((3, 1), 38))
+    out = []
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            scores = tf.nn.softmax(tf.matmul(x, gate))
+            route = tf.cast(tf.argmax(scores, axis=1), tf.int32)
+            parts = tf.dynamic_partition(x, route, 2)
+            idx = tf.dynamic_partition(tf.range(6), route, 2)
+            outs = [tf.matmul(parts[0], e0), tf.matmul(parts[1], e1)]
+            pred = tf.dynamic_stitch(idx, outs) * tf.reduce_max(scores, axis=1, keepdims=True)
+            loss = tf.reduce_mean((pred - y) ** 2)
+        g = tape.gradient(loss, [gate, e0, e1])
+        for v, gv in zip([gate, e0, e1], g):
+            v.assign_sub(0.1 * gv)
+        out.append((route, loss, g))
+    return out, gate, e0, e1
+
+
+@parity(modes=True, **TOL)
+def test_top_k_and_sort_ranking_loss(tf):
+    """A ranking loss on the top-2 scores (``tf.math.top_k`` values, ties included) plus a
+    ``tf.sort``-based quantile penalty; gradients flow to the selected entries only."""
+    feats = np.array([[1.0, 0.0], [0.5, 0.5], [0.0, 1.0], [1.0, 1.0], [0.5, 0.5]], np.float32)
+    w = tf.Variable([[0.6], [0.4]])
+    out = []
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            s = tf.reshape(tf.matmul(feats, w), [-1])
+            top = tf.math.top_k(s, k=2)
+            srt = tf.sort(s, direction="DESCENDING")
+            loss = -tf.reduce_sum(top.values) + tf.reduce_sum(srt ** 2) * 0.1 + (srt[2] - 0.5) ** 2
+        g = tape.gradient(loss, w)
+        w.assign_sub(0.1 * g)
+        out.append((top.indices, loss, g))
+    return out, w
+
+
+@parity(modes=True, **TOL)
+def test_cumsum_exclusive_reverse_returns_and_gather_nd_batch_dims(tf):
+    """Returns-to-go by ``tf.math.cumsum(reverse=True, exclusive=True)`` and a pointer-network
+    style pick of one logit per (batch, step) by ``tf.gather_nd(batch_dims=1)``."""
+    rewards = np.array([[1.0, 0.0, 2.0, 1.0], [0.0, 1.0, 1.0, 0.0]], np.float32)
+    actions = np.array([[0, 2, 1, 1], [2, 2, 0, 1]], np.int32)
+    w = tf.Variable(_init((4, 3), 39))
+    out = []
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            logits = tf.einsum("bt,tk->btk", rewards + 1.0, w)
+            logp = tf.nn.log_softmax(logits)
+            picked = tf.gather_nd(logp, actions[..., None], batch_dims=2)
+            togo = tf.math.cumsum(rewards, axis=1, reverse=True, exclusive=True)
+            loss = -tf.reduce_mean(picked * togo)
+        g = tape.gradient(loss, w)
+        w.assign_sub(0.1 * g)
+        out.append((togo, loss, g))
+    return out, w
+
+
+@parity(**TOL)
+def test_jacobian_without_pfor_and_with_zero_unconnected(tf):
+    """``tape.jacobian(..., experimental_use_pfor=False)`` in a sensitivity penalty, and a
+    jacobian w.r.t. an unused Variable with ``unconnected_gradients=ZERO`` (zeros of shape
+    target + source) against the default None."""
+    x, _ = _data(n=3, d=2, seed=31)
+    w = tf.Variable(_init((2, 2), 40))
+    u = tf.Variable([1.0, 2.0, 3.0])
+    out = []
+    for _ in range(2):
+        with tf.GradientTape() as outer:
+            with tf.GradientTape(persistent=True) as inner:
+                y = tf.tanh(tf.matmul(x, w))
+            j = inner.jacobian(y, w, experimental_use_pfor=False)
+            jz = inner.jacobian(y, u, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+            jn = inner.jacobian(y, u)
+            loss = tf.reduce_sum(y ** 2) + 0.1 * tf.reduce_sum(j ** 2)
+        g = outer.gradient(loss, w)
+        w.assign_sub(0.1 * g)
+        out.append((j.shape.as_list(), jz, jn is None, loss, g))
+    return out, w
