@@ -107,6 +107,7 @@ class Function:
         self._poly: Dict[Any, List[Entry]] = {}   # shape-free key -> polymorphic entries
         self._failed: set = set()   # (shape-free key, specs) whose symbolic trace failed
         self._last_specs: Dict[Any, Sequence[LeafSpec]] = {}   # shape-free key -> last traced specs
+        self._latest_specs: Optional[Sequence[LeafSpec]] = None   # the specs of the latest trace
         self._tracing_count = 0
         self._first = True          # no call has traced successfully yet (Variables may be created)
         self._lock = threading.RLock()
@@ -245,8 +246,12 @@ class Function:
             if relaxed is not None:
                 return relaxed
         if self._reduce_retracing and self._last_specs:
-            # a new rank (or structure) after earlier traces: TF relaxes to an unknown shape;
-            # XLA needs the rank, so every size of this one is generalised
+            # a new rank (or structure) after earlier traces: TF relaxes the leaves that changed
+            # rank to an unknown shape and keeps the others as the last trace relaxed them; XLA
+            # needs the rank, so every size of a changed leaf is generalised
+            prev = self._latest_specs
+            if prev is not None and len(prev) == len(avals):
+                return polymorphism.relax_ranks(prev, avals)
             return [LeafSpec((None,) * len(a.shape), np.dtype(a.dtype)) for a in avals]
         return polymorphism.concrete(avals)
 
@@ -270,6 +275,7 @@ class Function:
             entry = self._make(tpl, avals, polymorphism.concrete(avals), None)
             assert entry is not None   # (only a polymorphic program can fail to export)
         self._last_specs[sf] = entry.specs
+        self._latest_specs = entry.specs
         if self._mesh is not None:
             entry.in_shardings = self._mesh.input_shardings(args, kwargs, self._name)
             self._mesh.place_variables(entry.rw + entry.ro)

@@ -9,6 +9,8 @@ import os
 import sys
 import tempfile
 
+import numpy as np
+
 from .harness import parity, raises, warned
 
 
@@ -288,3 +290,24 @@ def test_nested_input_signature_dict_and_tuple_of_specs(tf):
            {"a": [1.0], "b": (1,)}, [1.0], {"a": [1.0], "b": (1, [1.0, 2.0, 3.0])}]
     out += [raises(f, b) for b in bad]
     return out, traces, f.experimental_get_tracing_count()
+
+
+@parity
+def test_reduce_retracing_after_a_rank_change_keeps_the_other_arguments_relaxed(tf):
+    """``reduce_retracing=True``: after sizes 4, 8, 12, 2 (two traces), a target of a new rank
+    gives one more trace in which the features stay ``(None, 3)`` and a later size reuses it (it
+    relaxed every leaf to unknown sizes, whose matmul against a (3, 1) weight could not trace
+    symbolically, and traced each size again)."""
+    x = np.arange(36, dtype=np.float32).reshape(12, 3) / 10.0
+    y = np.ones((12, 1), np.float32)
+    w = tf.Variable(np.ones((3, 1), np.float32))
+
+    @tf.function(reduce_retracing=True)
+    def loss_of(xb, yb):
+        return tf.reduce_mean((tf.matmul(xb, w) - yb) ** 2)
+
+    out = [loss_of(x[:n], y[:n]) for n in (4, 8, 12, 2)]
+    counts = [loss_of.experimental_get_tracing_count()]
+    out += [loss_of(x[:4], y[:4, 0]), loss_of(x[:5], y[:5, 0])]
+    counts.append(loss_of.experimental_get_tracing_count())
+    return out, counts
