@@ -1049,3 +1049,325 @@ def test_jacobian_without_pfor_and_with_zero_unconnected(tf):
         w.assign_sub(0.1 * g)
         out.append((j.shape.as_list(), jz, jn is None, loss, g))
     return out, w
+
+
+# ---------------------------------------------------------------------------
+# Round five, part three: restoration, retracing, converted loops and branches in gradients
+# ---------------------------------------------------------------------------
+
+@parity(**TOL)
+def test_restore_before_a_lazy_module_builds_then_continue(tf):
+    """``Checkpoint.restore`` into a fresh Module tree whose Variables do not exist yet (built on
+    the first call): TF restores each one when it is created (deferred restoration), so the
+    resumed run continues the saved one exactly."""
+    _, MLP = _module_classes(tf)
+    x, y = _data(n=6, seed=33)
+    d = tempfile.mkdtemp()
+
+    def train(m, opt, n):
+        losses = []
+        for _ in range(n):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean((m(x) - y) ** 2)
+            opt.apply_gradients(zip(tape.gradient(loss, m.trainable_variables), m.trainable_variables))
+            losses.append(loss)
+        return losses
+
+    m = MLP()
+    opt = tf.keras.optimizers.legacy.SGD(0.1, momentum=0.9)
+    first = train(m, opt, 2)
+    path = tf.train.Checkpoint(model=m, opt=opt).save(os.path.join(d, "ck"))
+    cont = train(m, opt, 2)
+
+    m2 = MLP()
+    opt2 = tf.keras.optimizers.legacy.SGD(0.1, momentum=0.9)
+    status = tf.train.Checkpoint(model=m2, opt=opt2).restore(path)
+    resumed = train(m2, opt2, 2)
+    status.assert_consumed()
+    return first, cont, resumed, m2.trainable_variables, m2.layers[0].calls
+
+
+@parity(**TOL)
+def test_reduce_retracing_counts_traces_over_batch_sizes(tf):
+    """``reduce_retracing=True``: the second batch size generalises the trace (TF traces twice for
+    three sizes, once more for a new rank); the losses are those of the eager step."""
+    x, y = _data(n=12, seed=34)
+    w = tf.Variable(_init((3, 1), 42))
+
+    @tf.function(reduce_retracing=True)
+    def loss_of(xb, yb):
+        return tf.reduce_mean((tf.matmul(xb, w) - yb) ** 2)
+
+    out = [loss_of(x[:n], y[:n]) for n in (4, 8, 12, 2)]
+    counts = [loss_of.experimental_get_tracing_count()]
+    out.append(loss_of(x[:4], y[:4, 0]))   # a new rank for the target: one more trace
+    counts.append(loss_of.experimental_get_tracing_count())
+    return out, counts
+
+
+@parity(**TOL)
+def test_for_row_in_tensor_accumulates_inside_a_compiled_step(tf):
+    """``for row in xb:`` over a tensor's leading axis (converted by AutoGraph), with a per-row
+    hinge loss accumulated in a tensor and the count of margin violations; trained by SGD."""
+    x, y = _data(n=6, seed=35)
+    lab = np.sign(y)
+    w = tf.Variable(_init((3, 1), 43))
+
+    @tf.function
+    def step(xb, yb):
+        with tf.GradientTape() as tape:
+            total = tf.constant(0.0)
+            viol = tf.constant(0)
+            k = 0
+            for row in xb:
+                m = yb[k, 0] * tf.reduce_sum(row * tf.reshape(w, [-1]))
+                total += tf.nn.relu(1.0 - m)
+                viol += tf.cast(m < 1.0, tf.int32)
+                k += 1
+            loss = total / 6.0
+        w.assign_sub(0.2 * tape.gradient(loss, w))
+        return loss, viol
+
+    return [step(tf.constant(x), tf.constant(lab)) for _ in range(3)], w
+
+
+@parity(modes=True, **TOL)
+def test_piecewise_loss_by_if_elif_on_a_tensor_compiled_and_eager(tf):
+    """A robust loss written with ``if / elif / else`` on a scalar tensor (converted to nested
+    ``tf.cond`` in the compiled step, plain Python eagerly): the gradient flows through the
+    taken branch; both steps train the same weights."""
+    x, y = _data(n=6, seed=36)
+
+    def loss_fn(err):
+        if err < 0.5:
+            return err ** 2
+        elif err < 2.0:
+            return err - 0.25
+        else:
+            return tf.math.log(err) + 1.75 - tf.math.log(2.0)
+
+    def make():
+        return tf.Variable(_init((3, 1), 44, scale=1.5))
+
+    def step_body(w, xb, yb):
+        with tf.GradientTape() as tape:
+            err = tf.reduce_mean(tf.abs(tf.matmul(xb, w) - yb))
+            loss = loss_fn(err)
+        g = tape.gradient(loss, w)
+        w.assign_sub(0.3 * g)
+        return err, loss, g
+
+    w_c, w_e = make(), make()
+    compiled = tf.function(lambda xb, yb: step_body(w_c, xb, yb))
+    out = []
+    for i in range(4):
+        xb = x * (1.0 + i)          # a growing error visits the branches
+        out.append((compiled(xb, y), step_body(w_e, xb, y)))
+    return out, w_c, w_e
+
+
+@parity(rtol=1e-4, atol=1e-5)
+def test_maml_outer_gradient_through_an_inner_range_loop(tf):
+    """MAML: three inner SGD steps on a support set in ``for _ in tf.range(3)`` (converted loop,
+    fast weights as loop variables), the query loss's gradient w.r.t. the initial weights taken
+    through the loop by the outer tape (second order); compiled, then the same eagerly."""
+    xs, ys = _data(n=5, d=2, seed=37)
+    xq, yq = _data(n=5, d=2, seed=38)
+    w = tf.Variable(_init((2, 1), 45))
+
+    def inner_loss(fw, xb, yb):
+        return tf.reduce_mean((tf.tanh(tf.matmul(xb, fw)) - yb) ** 2)
+
+    def meta_step(loop):
+        with tf.GradientTape() as outer:
+            fw = tf.identity(w)
+            for _ in loop(3):
+                with tf.GradientTape() as inner:
+                    inner.watch(fw)
+                    li = inner_loss(fw, xs, ys)
+                fw = fw - 0.5 * inner.gradient(li, fw)
+            lq = inner_loss(fw, xq, yq)
+        g = outer.gradient(lq, w)
+        w.assign_sub(0.1 * g)
+        return lq, g
+
+    compiled = tf.function(lambda: meta_step(tf.range))
+    out = [compiled() for _ in range(2)]
+    out += [meta_step(range) for _ in range(2)]
+    return out, w
+
+
+@parity(**TOL)
+def test_window_of_feature_label_pairs_zipped_back(tf):
+    """``window(3, shift=2)`` of (feature, label) pairs gives a tuple of window datasets; each is
+    batched and zipped back by ``flat_map``; a sequence model trains on the windows."""
+    x, y = _data(n=9, d=2, seed=39)
+    ds = (tf.data.Dataset.from_tensor_slices((x, y)).window(3, shift=2, drop_remainder=True)
+          .flat_map(lambda wx, wy: tf.data.Dataset.zip((wx.batch(3), wy.batch(3)))))
+    w = tf.Variable(_init((2, 1), 46))
+    b = tf.Variable([0.0])
+    out = []
+    for xb, yb in ds:
+        out.append((xb.shape.as_list(), _linear_step(tf, w, b, xb, yb)))
+    return out, w, b
+
+
+@parity(**TOL)
+def test_rebatch_unique_and_counter_pipeline(tf):
+    """``Dataset.counter`` zipped with user ids, ``unique`` on the ids, ``batch(4).rebatch(2)``:
+    the rebatched pieces train a per-user bias table through ``tf.gather``."""
+    ids = np.array([3, 1, 3, 2, 1, 0, 2, 4], np.int32)
+    uniq = tf.data.Dataset.from_tensor_slices(ids).unique()
+    ds = tf.data.Dataset.zip((tf.data.Dataset.counter(start=1, dtype=tf.int32), uniq)).batch(4).rebatch(2)
+    table = tf.Variable(np.zeros(5, np.float32))
+    out = []
+    for step, uid in ds:
+        with tf.GradientTape() as tape:
+            pred = tf.gather(table, uid)
+            loss = tf.reduce_sum((pred - tf.cast(step, tf.float32)) ** 2)
+        g = tape.gradient(loss, table)
+        table.assign_sub(0.25 * tf.convert_to_tensor(g))
+        out.append((step.numpy().tolist(), uid.numpy().tolist(), loss))
+    return out, table
+
+
+@parity(rtol=1e-4, atol=1e-5)
+def test_masked_embedding_gru_on_padded_batches(tf):
+    """Token sequences padded by ``padded_batch`` (0 is padding), ``Embedding(mask_zero=True)``
+    feeding a ``GRU`` that skips the masked steps, a Dense head; weights set from NumPy; a
+    custom loop with SGD."""
+    seqs = [[1, 2, 3], [4, 1], [2, 2, 2, 3], [3]]
+    ds = tf.data.Dataset.from_generator(lambda: iter(seqs), output_signature=tf.TensorSpec([None], tf.int32))
+    ys = tf.data.Dataset.from_tensor_slices(np.array([[0.5], [-0.5], [1.0], [0.0]], np.float32))
+    ds = tf.data.Dataset.zip((ds.padded_batch(2), ys.batch(2)))
+    emb = tf.keras.layers.Embedding(5, 3, mask_zero=True)
+    gru = tf.keras.layers.GRU(2)
+    head = tf.keras.layers.Dense(1)
+    model = tf.keras.Sequential([tf.keras.Input((None,), dtype="int32"), emb, gru, head])
+    model.set_weights([_init(tuple(v.shape), 50 + i) for i, v in enumerate(model.weights)])
+    opt = tf.keras.optimizers.legacy.SGD(0.1)
+    out = []
+    for _ in range(2):
+        for tok, yb in ds:
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean((model(tok, training=True) - yb) ** 2)
+            g = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(g, model.trainable_variables))
+            out.append((tok.shape.as_list(), loss))
+    return out, [v.numpy() for v in model.weights]
+
+
+@parity(modes=True, **TOL)
+def test_clip_by_norm_of_sparse_embedding_gradients(tf):
+    """An embedding's gradient (IndexedSlices, a row looked up twice) clipped by ``clip_by_norm``
+    (TF keeps it IndexedSlices) and a dense one clipped alike; SGD applies both."""
+    table = tf.Variable(_init((6, 2), 47, scale=2.0))
+    proj = tf.Variable(_init((2, 1), 48))
+    ids = np.array([1, 4, 1, 5], np.int32)
+    y = np.array([[1.0], [0.0], [1.0], [-1.0]], np.float32)
+    opt = tf.keras.optimizers.legacy.SGD(0.5)
+    out = []
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            h = tf.nn.embedding_lookup(table, ids)
+            loss = tf.reduce_mean((tf.matmul(h, proj) - y) ** 2)
+        gt, gp = tape.gradient(loss, [table, proj])
+        ct, cp = tf.clip_by_norm(gt, 0.1), tf.clip_by_norm(gp, 0.1)
+        opt.apply_gradients([(ct, table), (cp, proj)])
+        out.append((loss, type(ct).__name__, tf.convert_to_tensor(ct), cp))
+    return out, table, proj
+
+
+@parity(modes=True, **TOL)
+def test_nested_custom_gradients_and_a_none_input_gradient(tf):
+    """A custom-gradient clip (gradient clipped in the backward) wrapping a custom-gradient
+    ``log1pexp`` (stable gradient); a second custom op returns None for its mask input (the
+    mask's gradient is compared in the next program); trained eagerly."""
+    @tf.custom_gradient
+    def log1pexp(z):
+        e = tf.exp(z)
+
+        def grad(dy):
+            return dy * (1.0 - 1.0 / (1.0 + e))
+
+        return tf.math.log(1.0 + e), grad
+
+    @tf.custom_gradient
+    def clip_grad(z):
+        def grad(dy):
+            return tf.clip_by_value(dy, -0.1, 0.1)
+
+        return tf.identity(z), grad
+
+    @tf.custom_gradient
+    def masked(z, mask):
+        def grad(dy):
+            return dy * mask, None
+
+        return z * mask, grad
+
+    x, y = _data(n=6, seed=40)
+    w = tf.Variable(_init((3, 1), 49, scale=3.0))
+    mask = tf.constant([[1.0], [0.0], [1.0], [1.0], [0.0], [1.0]])
+    out = []
+    for _ in range(3):
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch(mask)
+            z = masked(tf.matmul(x, w), mask)
+            loss = tf.reduce_mean(clip_grad(log1pexp(z)) - y * z)
+        g, gm = tape.gradient(loss, [w, mask])
+        del tape
+        w.assign_sub(0.5 * g)
+        out.append((loss, g, gm is None or float(tf.reduce_sum(tf.abs(gm))) == 0.0))
+    return out, w
+
+
+@_xfail_on_tapejax("documented deviation (custom_gradient's docstring): a grad_fn returning None for an "
+                   "input gives zeros where TF gives None (tapejax decides connectivity before grad_fn runs)")
+@parity(**TOL)
+def test_custom_gradient_none_for_an_input_is_none_at_the_tape(tf):
+    """``grad_fn`` returning None for a watched input reached only through the op: TF's tape
+    gives None for it."""
+    @tf.custom_gradient
+    def masked(z, mask):
+        def grad(dy):
+            return dy * mask, None
+
+        return z * mask, grad
+
+    z, m = tf.constant([1.0, 2.0]), tf.constant([1.0, 0.0])
+    with tf.GradientTape() as t:
+        t.watch([z, m])
+        y = tf.reduce_sum(masked(z, m))
+    return t.gradient(y, [z, m])
+
+
+@parity(modes=True, **TOL)
+def test_module_variables_gradient_includes_int_step_and_non_trainable(tf):
+    """``tape.gradient(loss, module.variables)`` over every Variable of a module (an int step
+    counter, a non-trainable moving mean, the trainable weights): None for the int and the
+    non-trainable ones (not watched), values for the rest."""
+    x, y = _data(n=6, seed=41)
+
+    class Net(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(_init((3, 1), 50))
+            self.steps = tf.Variable(0)
+            self.mean = tf.Variable(tf.zeros([3]), trainable=False)
+
+        def __call__(self, xb):
+            self.steps.assign_add(1)
+            self.mean.assign(0.9 * self.mean + 0.1 * tf.reduce_mean(xb, axis=0))
+            return tf.matmul(xb - self.mean, self.w)
+
+    net = Net()
+    out = []
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((net(x) - y) ** 2)
+        vs = net.variables
+        g = tape.gradient(loss, vs)
+        out.append(([v.name for v in vs], [gi is None for gi in g], loss))
+        net.w.assign_sub(0.1 * g[[v is net.w for v in vs].index(True)])
+    return out, net.variables
