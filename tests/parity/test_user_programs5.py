@@ -1,6 +1,7 @@
 """Round five of realistic user programs, each run under real TensorFlow 2.21 and under tapejax;
 the cheap eager loops also with deferred execution and predicted updates off (``modes=True``),
-compiled steps and data pipelines in the default mode only (to keep the suite short): Keras-style
+compiled steps, data pipelines and the eager loops slower than a few seconds on a loaded 2-core
+machine in the default mode only (to keep the suite short): Keras-style
 ``tf.Module`` trees built on first call, ``tf.function`` methods and concrete functions,
 AutoGraph loops that stop on a tensor predicate or return early, Variables assigned in converted
 branches, tape subtleties (a target given twice, dict targets with dict ``output_gradients``,
@@ -72,7 +73,7 @@ def _module_classes(tf):
     return Dense, MLP
 
 
-@parity(modes=True, **TOL)
+@parity(**TOL)
 def test_module_tree_built_on_first_call_trained_eagerly(tf):
     """A ``tf.Module`` tree whose layers make their Variables on the first call (a non-trainable
     call counter among them); ``trainable_variables`` (sorted by attribute name, as TF's) feeds
@@ -469,7 +470,7 @@ def test_reduce_max_ties_share_the_gradient(tf):
     return out, w
 
 
-@parity(modes=True, **TOL)
+@parity(**TOL)
 def test_segment_max_readout_with_ties_and_empty_segments(tf):
     """A graph readout: node states pooled per graph with ``unsorted_segment_max`` (a graph with
     no nodes, tied maxima) and ``segment_mean``; the pooled vector trains a linear head."""
@@ -552,7 +553,7 @@ def test_custom_gradient_with_variables_eagerly(tf):
     return out, w, b
 
 
-@parity(modes=True, **TOL)
+@parity(**TOL)
 def test_stop_gradient_target_network_mixed_into_the_loss(tf):
     """A bootstrapped target built from the same weights and ``tf.stop_gradient``; a second term
     with ``watch_accessed_variables=False`` and an explicit watch of one Variable."""
@@ -868,7 +869,7 @@ def test_generator_with_output_signature_prefetched_into_a_signature_step(tf):
 # Numerics and linear algebra in losses
 # ---------------------------------------------------------------------------
 
-@parity(modes=True, rtol=1e-4, atol=1e-5)
+@parity(rtol=1e-4, atol=1e-5)
 def test_gaussian_process_marginal_likelihood_by_cholesky(tf):
     """GP regression hyperparameters (log length-scale, log signal and noise variances) trained
     on the negative log marginal likelihood: ``cholesky``, ``cholesky_solve``, log-determinant
@@ -892,7 +893,7 @@ def test_gaussian_process_marginal_likelihood_by_cholesky(tf):
     return out, log_l, log_s, log_n
 
 
-@parity(modes=True, rtol=1e-4, atol=1e-5)
+@parity(rtol=1e-4, atol=1e-5)
 def test_least_squares_readout_solved_inside_the_loss(tf):
     """A random-features model whose readout is solved in closed form in the loss
     (``tf.linalg.lstsq`` with L2 regulariser, ``triangular_solve`` on a QR factor for the
@@ -914,7 +915,7 @@ def test_least_squares_readout_solved_inside_the_loss(tf):
     return out, w
 
 
-@parity(modes=True, **TOL)
+@parity(**TOL)
 def test_sampled_softmax_with_given_samples_trains_an_embedding(tf):
     """``tf.nn.sampled_softmax_loss`` with ``sampled_values`` given (so both sides use the same
     negatives) and ``remove_accidental_hits``; the class embeddings, biases and the input
@@ -963,7 +964,7 @@ def test_norm_and_masked_logsumexp_gradients_at_the_edges(tf):
     return out
 
 
-@parity(modes=True, **TOL)
+@parity(**TOL)
 def test_dynamic_partition_and_stitch_mixture_of_experts(tf):
     """Hard routing: rows partitioned to two experts by ``tf.dynamic_partition`` on an argmax,
     each expert a matmul, results put back by ``tf.dynamic_stitch``; the gate trains through a
@@ -1007,7 +1008,7 @@ def test_top_k_and_sort_ranking_loss(tf):
     return out, w
 
 
-@parity(modes=True, **TOL)
+@parity(**TOL)
 def test_cumsum_exclusive_reverse_returns_and_gather_nd_batch_dims(tf):
     """Returns-to-go by ``tf.math.cumsum(reverse=True, exclusive=True)`` and a pointer-network
     style pick of one logit per (batch, step) by ``tf.gather_nd(batch_dims=1)``."""
@@ -1131,7 +1132,7 @@ def test_for_row_in_tensor_accumulates_inside_a_compiled_step(tf):
     return [step(tf.constant(x), tf.constant(lab)) for _ in range(3)], w
 
 
-@parity(modes=True, **TOL)
+@parity(**TOL)
 def test_piecewise_loss_by_if_elif_on_a_tensor_compiled_and_eager(tf):
     """A robust loss written with ``if / elif / else`` on a scalar tensor (converted to nested
     ``tf.cond`` in the compiled step, plain Python eagerly): the gradient flows through the
