@@ -1372,3 +1372,163 @@ def test_module_variables_gradient_includes_int_step_and_non_trainable(tf):
         out.append(([v.name for v in vs], [gi is None for gi in g], loss))
         net.w.assign_sub(0.1 * g[[v is net.w for v in vs].index(True)])
     return out, net.variables
+
+
+# ---------------------------------------------------------------------------
+# Round five, part four: optimizer bookkeeping, sliced Variables, gradients through compiled loops
+# ---------------------------------------------------------------------------
+
+@parity(modes=True, **TOL)
+def test_adam_slots_follow_variables_when_the_list_order_changes(tf):
+    """``apply_gradients`` with the (gradient, Variable) pairs in another order each step: the
+    slots belong to the Variable, not the position."""
+    x, y = _data(n=6, seed=42)
+    a = tf.Variable(_init((3, 1), 51))
+    b = tf.Variable([0.3])
+    opt = tf.keras.optimizers.legacy.Adam(0.1)
+    out = []
+    for i in range(4):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((tf.matmul(x, a) + b - y) ** 2)
+        ga, gb = tape.gradient(loss, [a, b])
+        pairs = [(ga, a), (gb, b)] if i % 2 == 0 else [(gb, b), (ga, a)]
+        opt.apply_gradients(pairs)
+        out.append(loss)
+    out.append([s.numpy() for s in (opt.get_slot(a, "m"), opt.get_slot(b, "m"), opt.get_slot(b, "v"))])
+    return out, a, b, int(opt.iterations.numpy())
+
+
+@parity(modes=True, **TOL)
+def test_sliced_variable_reads_and_sliced_assigns_in_training(tf):
+    """A parameter block read by slices (``v[:, :2]``, ``v[1]``) and partly frozen by assigning a
+    slice back (``v[:, 2:].assign(...)``) after each step: the slices' gradients land in the
+    right places."""
+    x, y = _data(n=5, seed=43)
+    v = tf.Variable(_init((3, 3), 52))
+    out = []
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            h = tf.matmul(x, v[:, :2])
+            loss = tf.reduce_mean((tf.reduce_sum(h, axis=1, keepdims=True) + tf.reduce_sum(v[1]) - y) ** 2)
+        g = tape.gradient(loss, v)
+        v.assign_sub(0.1 * g)
+        v[:, 2:].assign(tf.zeros([3, 1]))
+        v[0, 0].assign(v[0, 0] * 0.5)
+        out.append((loss, g))
+    return out, v
+
+
+@parity(**TOL)
+def test_compiled_apply_gradients_with_a_none_gradient_warns_once(tf):
+    """A compiled step whose gradient list has None for a Variable the loss does not read: the
+    optimizer skips it (TF logs a warning while tracing) and updates the rest every call."""
+    x, y = _data(n=6, seed=44)
+    w = tf.Variable(_init((3, 1), 53))
+    spare = tf.Variable([1.0, -1.0])
+    opt = tf.keras.optimizers.legacy.RMSprop(0.05, momentum=0.5, centered=True)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((tf.matmul(x, w) - y) ** 2)
+        vs = [w, spare]
+        opt.apply_gradients(zip(tape.gradient(loss, vs), vs))
+        return loss
+
+    first, did_warn = warned(step)
+    out = [first, did_warn] + [step() for _ in range(3)]
+    return out, w, spare, int(opt.iterations.numpy())
+
+
+@parity(**TOL)
+def test_eager_tape_around_a_compiled_while_loop(tf):
+    """An eager tape around a call of a compiled fixed-point solver (a converted ``while`` with
+    ``maximum_iterations``) that reads a Variable: the gradient flows back through the loop's
+    iterations to the Variable; trained by SGD."""
+    w = tf.Variable(0.5)
+    target = tf.constant(0.8)
+
+    @tf.function
+    def fixed_point(x0):
+        x = x0
+        i = tf.constant(0)
+        while i < 8:
+            tf.autograph.experimental.set_loop_options(maximum_iterations=8)
+            x = tf.tanh(w * x + 0.5)
+            i += 1
+        return x
+
+    out = []
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            z = fixed_point(tf.constant(0.1))
+            loss = (z - target) ** 2
+        g = tape.gradient(loss, w)
+        w.assign_sub(0.5 * g)
+        out.append((z, loss, g))
+    return out, w
+
+
+@parity(**TOL)
+def test_checkpoint_model_optimizer_and_iterator_mid_epoch(tf):
+    """A ``tf.train.Checkpoint`` of model, optimizer and a dataset iterator saved mid-epoch; the
+    run continues; a fresh model, optimizer and iterator restored from it replay the same
+    batches and the same losses."""
+    x, y = _data(n=12, seed=45)
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(2)
+    d = tempfile.mkdtemp()
+
+    def make():
+        w, b = tf.Variable(_init((3, 1), 54)), tf.Variable([0.0])
+        opt = tf.keras.optimizers.legacy.Adam(0.05)
+        it = iter(ds)
+        return w, b, opt, it, tf.train.Checkpoint(w=w, b=b, opt=opt, it=it)
+
+    def train(w, b, opt, it, n):
+        losses = []
+        for _ in range(n):
+            xb, yb = next(it)
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean((tf.matmul(xb, w) + b - yb) ** 2)
+            opt.apply_gradients(zip(tape.gradient(loss, [w, b]), [w, b]))
+            losses.append((xb[0, 0], loss))
+        return losses
+
+    w, b, opt, it, ck = make()
+    train(w, b, opt, it, 2)
+    path = ck.save(os.path.join(d, "mid"))
+    cont = train(w, b, opt, it, 3)
+    w2, b2, opt2, it2, ck2 = make()
+    ck2.restore(path)
+    resumed = train(w2, b2, opt2, it2, 3)
+    return cont, resumed, w2, b2
+
+
+@parity(**TOL)
+def test_eval_function_with_keras_metrics_between_eager_steps_and_reset(tf):
+    """An eager training loop; every other step a compiled evaluation updates a ``Mean`` and a
+    ``MeanSquaredError`` metric over two validation batches, reads them and resets them."""
+    x, y = _data(n=8, seed=46)
+    xv, yv = _data(n=4, seed=47)
+    w = tf.Variable(_init((3, 1), 55))
+    mean = tf.keras.metrics.Mean()
+    mse = tf.keras.metrics.MeanSquaredError()
+
+    @tf.function
+    def evaluate(xb, yb):
+        pred = tf.matmul(xb, w)
+        mean.update_state(tf.abs(pred - yb))
+        mse.update_state(yb, pred)
+
+    out = []
+    for i in range(4):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((tf.matmul(x, w) - y) ** 2)
+        w.assign_sub(0.1 * tape.gradient(loss, w))
+        if i % 2 == 1:
+            evaluate(xv[:2], yv[:2])
+            evaluate(xv[2:], yv[2:])
+            out.append((loss, mean.result(), mse.result()))
+            mean.reset_state()
+            mse.reset_state()
+    return out, w
