@@ -1532,3 +1532,124 @@ def test_eval_function_with_keras_metrics_between_eager_steps_and_reset(tf):
             mean.reset_state()
             mse.reset_state()
     return out, w
+
+
+# ---------------------------------------------------------------------------
+# Round five, part five: per-example gradients, spectral and count-data losses, safe ops at zero
+# ---------------------------------------------------------------------------
+
+@parity(**TOL)
+def test_dp_sgd_per_example_gradients_clipped_and_averaged(tf):
+    """DP-SGD without noise: per-example gradients by ``tape.jacobian`` of the per-example losses
+    (and again by ``tf.vectorized_map`` over an inner tape), each clipped to norm 0.5, averaged,
+    applied; both ways agree."""
+    x, y = _data(n=4, seed=48)
+    w = tf.Variable(_init((3, 1), 56, scale=1.5))
+
+    def per_example(xi, yi):
+        with tf.GradientTape() as t:
+            li = tf.reduce_sum((tf.matmul(xi[None], w) - yi) ** 2)
+        return t.gradient(li, w)
+
+    out = []
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            losses = tf.reshape((tf.matmul(x, w) - y) ** 2, [-1])
+        jac = tape.jacobian(losses, w)                       # [4, 3, 1]
+        vm = tf.vectorized_map(lambda e: per_example(e[0], e[1]), (tf.constant(x), tf.constant(y)))
+        norms = tf.norm(tf.reshape(jac, [4, -1]), axis=1)
+        scale = tf.minimum(1.0, 0.5 / norms)
+        g = tf.reduce_mean(jac * scale[:, None, None], axis=0)
+        w.assign_sub(0.2 * g)
+        out.append((tf.reduce_mean(losses), norms, vm, g))
+    return out, w
+
+
+@parity(rtol=1e-4, atol=1e-5)
+def test_spectral_regulariser_by_eigh_and_nuclear_norm_by_svd(tf):
+    """A weight matrix trained with a penalty on the largest eigenvalue of ``W^T W``
+    (``tf.linalg.eigh``) and on its nuclear norm (``tf.linalg.svd`` singular values)."""
+    x, y = _data(n=6, seed=49)
+    w = tf.Variable(np.array([[0.9, 0.1, 0.0], [0.2, -0.7, 0.3], [0.0, 0.4, 0.5]], np.float32))
+    v = tf.Variable(_init((3, 1), 57))
+    out = []
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            pred = tf.matmul(tf.matmul(x, w), v)
+            evals, _ = tf.linalg.eigh(tf.matmul(w, w, transpose_a=True))
+            s = tf.linalg.svd(w, compute_uv=False)
+            loss = tf.reduce_mean((pred - y) ** 2) + 0.1 * evals[-1] + 0.05 * tf.reduce_sum(s)
+        gw, gv = tape.gradient(loss, [w, v])
+        w.assign_sub(0.05 * gw)
+        v.assign_sub(0.05 * gv)
+        out.append((loss, evals, s, gw))
+    return out, w, v
+
+
+@parity(modes=True, rtol=1e-4, atol=1e-5)
+def test_negative_binomial_count_model_with_lgamma(tf):
+    """A count regression with a negative-binomial likelihood written with ``tf.math.lgamma``,
+    ``xlogy`` and ``softplus`` for the dispersion; trained with Adam."""
+    x, _ = _data(n=8, seed=50)
+    counts = np.array([0, 3, 1, 0, 7, 2, 0, 4], np.float32)[:, None]
+    w = tf.Variable(_init((3, 1), 58))
+    raw_r = tf.Variable(0.5)
+    opt = tf.keras.optimizers.legacy.Adam(0.05)
+    out = []
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            mu = tf.exp(tf.matmul(x, w))
+            r = tf.nn.softplus(raw_r)
+            ll = (tf.math.lgamma(counts + r) - tf.math.lgamma(r) - tf.math.lgamma(counts + 1.0)
+                  + r * tf.math.log(r / (r + mu)) + tf.math.xlogy(counts, mu / (r + mu)))
+            loss = -tf.reduce_mean(ll)
+        g = tape.gradient(loss, [w, raw_r])
+        opt.apply_gradients(zip(g, [w, raw_r]))
+        out.append((loss, g))
+    return out, w, raw_r
+
+
+@parity(modes=True, **TOL)
+def test_safe_ops_at_zero_l2_normalize_divide_no_nan_xlogy(tf):
+    """Embeddings normalised by ``tf.nn.l2_normalize`` (one row all zero), a ratio by
+    ``divide_no_nan`` with a zero denominator, an entropy by ``xlogy`` with zero probabilities:
+    TF's gradients at the zeros (finite) train the weights."""
+    e = tf.Variable([[0.0, 0.0], [3.0, 4.0], [1.0, -1.0]])
+    den = tf.Variable([0.0, 2.0, 0.5])
+    p = tf.Variable([0.0, 0.3, 0.7])
+    out = []
+    for _ in range(2):
+        with tf.GradientTape() as tape:
+            n = tf.nn.l2_normalize(e, axis=1)
+            ratio = tf.math.divide_no_nan(tf.constant([1.0, 1.0, 1.0]), den)
+            ent = -tf.reduce_sum(tf.math.xlogy(p, p))
+            loss = tf.reduce_sum(n * tf.constant([[1.0, 2.0]])) + tf.reduce_sum(ratio) + ent
+        ge, gd, gp = tape.gradient(loss, [e, den, p])
+        e.assign_sub(0.1 * ge)
+        den.assign_sub(0.01 * gd)
+        p.assign_sub(0.01 * gp)
+        out.append((n, ratio, ent, ge, gd, gp))
+    return out
+
+
+@parity(modes=True, **TOL)
+def test_layer_norm_by_moments_with_a_constant_feature_row(tf):
+    """A hand-written layer norm (``tf.nn.moments`` over features, ``tf.nn.batch_normalization``
+    with gain and bias Variables) where one row is constant (zero variance): gradients stay finite
+    thanks to the epsilon; a sigmoid cross-entropy head trains on it."""
+    x = np.array([[1.0, 2.0, 3.0], [2.0, 2.0, 2.0], [0.5, -1.0, 0.0], [3.0, 1.0, 2.0]], np.float32)
+    labels = np.array([[1.0], [0.0], [1.0], [0.0]], np.float32)
+    gain, bias = tf.Variable(np.ones(3, np.float32)), tf.Variable(np.zeros(3, np.float32))
+    head = tf.Variable(_init((3, 1), 59))
+    out = []
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            mean, var = tf.nn.moments(x, axes=[1], keepdims=True)
+            h = tf.nn.batch_normalization(x, mean, var, bias, gain, 1e-3)
+            logits = tf.matmul(h, head)
+            loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits))
+        g = tape.gradient(loss, [gain, bias, head])
+        for var_, gv in zip([gain, bias, head], g):
+            var_.assign_sub(0.5 * gv)
+        out.append((var, loss, g))
+    return out, gain, bias, head
