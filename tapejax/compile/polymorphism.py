@@ -106,9 +106,12 @@ def relax_ranks(old: Sequence[LeafSpec], avals: Sequence[Any]) -> Tuple[LeafSpec
     every size generalised (TF relaxes it to an unknown shape; XLA needs the rank)."""
     out = []
     for s, a in zip(old, avals):
-        same = s.shape is not None and len(s.shape) == len(a.shape) and np.dtype(a.dtype) == s.dtype
-        out.append(LeafSpec(tuple(None if d is None or d != n else d for d, n in zip(s.shape, a.shape))
-                            if same else (None,) * len(a.shape), np.dtype(a.dtype)))
+        old_shape = s.shape
+        if old_shape is not None and len(old_shape) == len(a.shape) and np.dtype(a.dtype) == s.dtype:
+            shape = tuple(None if d is None or d != n else d for d, n in zip(old_shape, a.shape))
+        else:
+            shape = (None,) * len(a.shape)
+        out.append(LeafSpec(shape, np.dtype(a.dtype)))
     return tuple(out)
 
 

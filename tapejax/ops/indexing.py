@@ -16,6 +16,7 @@ index and fills a row past the end, NaN for floats) unless the value-check mode 
 import builtins
 
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 
