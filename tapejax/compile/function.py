@@ -43,7 +43,9 @@ tracing only, as in TF; ``tapejax.print`` prints on every call, in order.
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
+import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import jax
@@ -110,6 +112,8 @@ class Function:
         self._latest_specs: Optional[Sequence[LeafSpec]] = None   # the specs of the latest trace
         self._tracing_count = 0
         self._first = True          # no call has traced successfully yet (Variables may be created)
+        # a decorated method: instance -> its traces (an instance there has had its first call)
+        self._per_instance: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
         self._lock = threading.RLock()
         self._mesh = None if mesh is None else MeshPlan(mesh, in_specs, variable_specs)
         # a function defined in a class body with `self` first: called as a method, its
@@ -118,6 +122,13 @@ class Function:
         self._method = bool(code and code.co_argcount and code.co_varnames[0] == "self"
                             and "." in getattr(func, "__qualname__", ""))
         self._calls = retracing.detector(func)   # TF's call statistics (the retracing warning)
+        try:
+            self._py_signature: Optional[inspect.Signature] = inspect.signature(func)
+        except (TypeError, ValueError):
+            self._py_signature = None
+        params = [] if self._py_signature is None else list(self._py_signature.parameters.values())
+        # the number of parameters when all are plain positional-or-keyword ones (else -1)
+        self._n_plain = len(params) if all(p.kind is p.POSITIONAL_OR_KEYWORD for p in params) else -1
         functools.update_wrapper(self, func)
 
     # -- descriptor: decorated methods ------------------------------------
@@ -194,8 +205,25 @@ class Function:
             return self._call_under_tape(args, kwargs)
         return self._keyed(args, kwargs)
 
+    def _canonical(self, args, kwargs):
+        """The call bound to the Python signature, defaults filled (TF's canonical call): a
+        positional and a keyword call of the same values, or a default left out and given,
+        share one trace.  Arguments that do not bind are passed on as they are (the body
+        raises Python's TypeError)."""
+        sig = self._py_signature
+        if sig is None or self.input_signature is not None or (not kwargs and len(args) == self._n_plain):
+            return args, kwargs   # (every parameter given positionally: already canonical)
+        try:
+            ba = sig.bind(*args, **kwargs)
+        except TypeError:
+            return args, kwargs
+        ba.apply_defaults()
+        return ba.args, ba.kwargs
+
     def _keyed(self, args, kwargs):
         """Key the call, trace on a miss, run the compiled program."""
+        raw = args if not kwargs and all(type(a) is Tensor for a in args) else None
+        args, kwargs = self._canonical(args, kwargs)
         dyn: List[Any] = []
         parts = []
         for a in args:   # the common case inline: a Tensor argument keys by its aval
@@ -212,6 +240,9 @@ class Function:
                 entry = self._entry(key, args, kwargs, dyn)
         else:
             self._calls.not_traced()
+        if raw is not None and len(raw) != len(args) and entry.fast:
+            # the written call (Tensors, defaults left out) finds the entry on ``__call__``'s fast path
+            self._cache[(tuple(a._value.aval for a in raw), None)] = entry
         return self._run(entry, dyn)
 
     def _entry(self, key, args, kwargs, dyn) -> Entry:
@@ -282,14 +313,36 @@ class Function:
         self._cache[key] = entry
         return entry
 
+    def _instance_of(self, tpl) -> Any:
+        """A decorated method's instance in a call's template (None for a plain function, or an
+        instance that cannot be a weak key)."""
+        if not self._method or not tpl[0]:
+            return None
+        inst = tpl[0][0]
+        try:
+            weakref.ref(inst)
+            hash(inst)
+        except TypeError:
+            return None
+        return inst
+
+    def _count_trace(self, inst) -> None:
+        self._tracing_count += 1
+        if inst is not None:
+            self._per_instance[inst] = self._per_instance.get(inst, 0) + 1
+
     def _trace(self, tpl, avals):
         """The program's trace; on the first call, TF's initialising trace first when the body
-        creates Variables."""
+        creates Variables.  A decorated method is a function per instance, as TF's (its own
+        first call, Variable creation and tracing count): another instance's first call may
+        create its Variables (optimizer slots) too."""
         body, fname = self._body(), self._name
-        if not self._first:
-            self._tracing_count += 1
+        inst = self._instance_of(tpl)
+        first = self._first if inst is None else inst not in self._per_instance
+        if not first:
+            self._count_trace(inst)
             return tracing.trace(body, tpl, avals, fname=fname, create_error=tracing.NON_FIRST_MSG)
-        self._tracing_count += 1
+        self._count_trace(inst)
         tr = tracing.trace(body, tpl, avals, fname=fname, create_error=None)
         if tr.created:
             for c, value in zip(tr.created, tracing.initial_values(tr, fname)):
@@ -297,7 +350,7 @@ class Function:
             for c in tr.created:   # every one holds its value: a restore waiting for them applies now
                 announce(c.var)    # (``core.variable.CREATION_HOOKS``)
             self._first = False
-            self._tracing_count += 1
+            self._count_trace(inst)
             tr = tracing.trace(body, tpl, avals, fname=fname, create_error=tracing.SINGLETON_MSG)
         self._first = False
         return tr
@@ -338,6 +391,7 @@ class Function:
         records a tf.function call).  A function that assigns Variables runs
         op by op instead, so every op is recorded (same values and gradients).
         """
+        args, kwargs = self._canonical(args, kwargs)
         dyn: List[Any] = []
         key = call_key(args, kwargs, dyn)
         entry = self._cache.get(key)
@@ -405,7 +459,10 @@ class _BoundFunction:
         return self._fn._call((self._self,), args, kwargs)   # (an input_signature leaves out the instance)
 
     def experimental_get_tracing_count(self):
-        return self._fn.experimental_get_tracing_count()
+        """This instance's traces (TF: a decorated method is a function per instance)."""
+        if self._fn._instance_of(((self._self,), None)) is None:   # (not a weak key: the function's count)
+            return self._fn.experimental_get_tracing_count()
+        return self._fn._per_instance.get(self._self, 0)
 
     def get_concrete_function(self, *args, **kwargs):
         from .concrete import concrete_function

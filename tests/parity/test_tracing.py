@@ -311,3 +311,44 @@ def test_reduce_retracing_after_a_rank_change_keeps_the_other_arguments_relaxed(
     out += [loss_of(x[:4], y[:4, 0]), loss_of(x[:5], y[:5, 0])]
     counts.append(loss_of.experimental_get_tracing_count())
     return out, counts
+
+
+@parity
+def test_a_decorated_method_is_a_function_per_instance(tf):
+    """``@tf.function`` on a method: each instance has its own first call (where its optimizer
+    makes its slots: a second instance's first call raised 'Creating variables on a non-first
+    call' before) and its own tracing count."""
+    class Lin(tf.Module):
+        def __init__(self, w0):
+            super().__init__()
+            self.w = tf.Variable([w0])
+            self.opt = tf.keras.optimizers.legacy.Adam(0.1)
+
+        @tf.function
+        def step(self, x):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum((self.w * x - 1.0) ** 2)
+            self.opt.apply_gradients([(tape.gradient(loss, self.w), self.w)])
+            return loss
+
+    a, b = Lin(0.5), Lin(-0.5)
+    x = tf.constant([2.0])
+    out = [a.step(x), b.step(x), a.step(x), b.step(x)]
+    return out, a.w, b.w, a.step.experimental_get_tracing_count(), b.step.experimental_get_tracing_count()
+
+
+@parity
+def test_positional_keyword_and_default_calls_share_a_trace(tf):
+    """TF binds a call to the function's signature with its defaults: ``f(x, y)``,
+    ``f(x=x, y=y)``, ``f(x, y=y)`` and ``f(x, y, 2.0)`` (the default given) are one trace; another
+    Python value of ``scale`` is a new one (each was a separate trace before)."""
+    @tf.function
+    def f(x, y, scale=2.0):
+        return x * scale + y
+
+    x, y = tf.constant([1.0, 2.0]), tf.constant([3.0, 4.0])
+    out = [f(x, y), f(x=x, y=y), f(x, y=y), f(x, y, 2.0), f(x, y, scale=2.0)]
+    counts = [f.experimental_get_tracing_count()]
+    out += [f(x, y, 3.0), f(x, y, scale=3.0), f(x, y)]
+    counts.append(f.experimental_get_tracing_count())
+    return out, counts
