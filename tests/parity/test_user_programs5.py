@@ -1653,3 +1653,83 @@ def test_layer_norm_by_moments_with_a_constant_feature_row(tf):
             var_.assign_sub(0.5 * gv)
         out.append((var, loss, g))
     return out, gain, bias, head
+
+
+# ---------------------------------------------------------------------------
+# Round five, part six: tracing rules users trip over
+# ---------------------------------------------------------------------------
+
+@parity(**TOL)
+def test_compiled_method_on_two_module_instances_keeps_their_variables_apart(tf):
+    """One ``@tf.function`` method, two instances with their own Variables and optimizers,
+    trained alternately: each call updates its own instance (one trace per instance, as TF)."""
+    x, y = _data(n=6, seed=51)
+
+    class Lin(tf.Module):
+        def __init__(self, seed):
+            super().__init__()
+            self.w = tf.Variable(_init((3, 1), seed))
+            self.opt = tf.keras.optimizers.legacy.SGD(0.1, momentum=0.5)
+            self.py_traces = 0
+
+        @tf.function
+        def step(self, xb, yb):
+            self.py_traces += 1
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean((tf.matmul(xb, self.w) - yb) ** 2)
+            self.opt.apply_gradients([(tape.gradient(loss, self.w), self.w)])
+            return loss
+
+    a, b = Lin(60), Lin(61)
+    out = [a.step(x, y), b.step(x, y), a.step(x, y), b.step(x[:3], y[:3]), a.step(x, y)]
+    return out, a.w, b.w, a.py_traces, b.py_traces
+
+
+@parity(**TOL)
+def test_keyword_and_positional_calls_share_a_trace_and_python_args_retrace(tf):
+    """A step called positionally and by keyword (one trace, as TF canonicalises the call), and
+    with a Python float learning rate (a new trace per value, TF's rule for Python scalars)."""
+    x, y = _data(n=6, seed=52)
+    w = tf.Variable(_init((3, 1), 62))
+
+    @tf.function
+    def step(xb, yb, lr=0.1):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((tf.matmul(xb, w) - yb) ** 2)
+        w.assign_sub(lr * tape.gradient(loss, w))
+        return loss
+
+    out = [step(x, y), step(xb=x, yb=y), step(x, yb=y)]
+    counts = [step.experimental_get_tracing_count()]
+    out += [step(x, y, 0.05), step(x, y, lr=0.05), step(x, y, 0.2)]
+    counts.append(step.experimental_get_tracing_count())
+    return out, counts, w
+
+
+@parity(**TOL)
+def test_variable_created_on_a_later_call_is_an_error(tf):
+    """A ``tf.function`` that makes a new Variable at every trace is TF's ValueError already on its
+    first call (TF traces a body that creates Variables twice, and the second trace makes another
+    one), and again on a new signature; the guarded form (create once) trains."""
+    x, y = _data(n=6, seed=53)
+
+    @tf.function
+    def bad(xb):
+        v = tf.Variable(tf.ones([3, 1]))
+        return tf.reduce_sum(tf.matmul(xb, v))
+
+    holder = {}
+
+    @tf.function
+    def good(xb, yb):
+        if "w" not in holder:
+            holder["w"] = tf.Variable(tf.ones([3, 1]) * 0.1)
+        w = holder["w"]
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((tf.matmul(xb, w) - yb) ** 2)
+        w.assign_sub(0.1 * tape.gradient(loss, w))
+        return loss
+
+    out = [raises(bad, x), raises(bad, x[:3])]
+    out += [good(x, y), good(x[:4], y[:4]), good(x, y)]
+    return out, holder["w"]
