@@ -1733,3 +1733,62 @@ def test_variable_created_on_a_later_call_is_an_error(tf):
     out = [raises(bad, x), raises(bad, x[:3])]
     out += [good(x, y), good(x[:4], y[:4]), good(x, y)]
     return out, holder["w"]
+
+
+# ---------------------------------------------------------------------------
+# Round five, part seven: what a trace captures
+# ---------------------------------------------------------------------------
+
+@parity(**TOL)
+def test_layer_list_grown_after_the_trace_is_not_seen_until_a_retrace(tf):
+    """Progressive growing: a compiled step loops over a Python list of layer Variables; a layer
+    appended after the trace is not used by that trace (TF captured the list as it was), a new
+    input signature retraces and uses it; its gradient is None until then."""
+    x, y = _data(n=6, seed=54)
+    layers = [tf.Variable(np.eye(3, dtype=np.float32) * 0.9)]
+    head = tf.Variable(_init((3, 1), 63))
+
+    @tf.function
+    def step(xb, yb):
+        with tf.GradientTape() as tape:
+            h = xb
+            for m in layers:
+                h = tf.tanh(tf.matmul(h, m))
+            loss = tf.reduce_mean((tf.matmul(h, head) - yb) ** 2)
+        vs = layers + [head]
+        grads = tape.gradient(loss, vs)
+        for v, g in zip(vs, grads):
+            v.assign_sub(0.1 * g)
+        return loss, len(layers)
+
+    out = [step(x, y), step(x, y)]
+    layers.append(tf.Variable(np.eye(3, dtype=np.float32)))
+    out.append(step(x, y))             # the old trace: one layer, the new one untouched
+    out.append(step(x[:4], y[:4]))     # a new trace: both layers
+    out.append(step(x[:4], y[:4]))
+    return out, layers, head
+
+
+@parity(**TOL)
+def test_recompute_grad_block_inside_a_compiled_step_with_adam(tf):
+    """``tf.recompute_grad`` around a residual block reading two Variables, called twice in the
+    forward of a compiled step (weights shared), trained with Adam."""
+    x, y = _data(n=6, seed=55)
+    w1, w2 = tf.Variable(_init((3, 3), 64)), tf.Variable(_init((3, 3), 65))
+    head = tf.Variable(_init((3, 1), 66))
+    opt = tf.keras.optimizers.legacy.Adam(0.05)
+
+    @tf.recompute_grad
+    def block(h):
+        return h + tf.matmul(tf.nn.relu(tf.matmul(h, w1)), w2)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((tf.matmul(block(block(tf.constant(x))), head) - y) ** 2)
+        vs = [w1, w2, head]
+        g = tape.gradient(loss, vs)
+        opt.apply_gradients(zip(g, vs))
+        return loss, g
+
+    return [step() for _ in range(3)], w1, w2, head
