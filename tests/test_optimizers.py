@@ -512,3 +512,28 @@ def test_a_bad_hyperparameter_variable_is_refused_before_any_change():
         tf.keras.optimizers.legacy.SGD(0.1, momentum=tf.constant([0.9, 0.1]))
     with pytest.raises(TypeError, match="`beta_1` must be a float"):
         tf.keras.optimizers.legacy.Adam(0.1, beta_1=tf.Variable(True))
+
+
+@pytest.mark.parametrize("sched", [
+    optimizers.schedules.ExponentialDecay(0.5, 3, 0.5),
+    optimizers.schedules.InverseTimeDecay(0.5, 3, 0.5, staircase=True),
+    optimizers.schedules.PiecewiseConstantDecay([1, 2], [0.5, 0.25, 0.1]),
+    optimizers.schedules.CosineDecay(0.5, 5, alpha=0.1),
+    optimizers.schedules.CosineDecayRestarts(0.5, 2),
+    optimizers.schedules.PolynomialDecay(0.3, 4, end_learning_rate=0.01, power=2.0),
+], ids=lambda s: type(s).__name__)
+def test_schedule_called_with_a_variable_step_inside_a_function_follows_it(sched):
+    """A schedule called with a Variable step inside tapejax.function reads the Variable at each
+    call (it once read its value at trace time, so every call gave the first step's rate)."""
+    step = tf.Variable(0, dtype=tf.int64)
+
+    @tf.function
+    def rate():
+        lr = sched(step)
+        step.assign_add(1)
+        return lr
+
+    got = [float(rate()) for _ in range(4)]
+    want = [float(sched(tf.constant(s, tf.int64))) for s in range(4)]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert len(set(want)) > 1

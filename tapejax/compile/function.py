@@ -43,7 +43,9 @@ tracing only, as in TF; ``tapejax.print`` prints on every call, in order.
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
+import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import jax
@@ -69,6 +71,7 @@ from .signature import (
     check_signature,
     fill,
     shape_free,
+    signature_leaves,
     template,
     tensor_args,
 )
@@ -106,8 +109,11 @@ class Function:
         self._poly: Dict[Any, List[Entry]] = {}   # shape-free key -> polymorphic entries
         self._failed: set = set()   # (shape-free key, specs) whose symbolic trace failed
         self._last_specs: Dict[Any, Sequence[LeafSpec]] = {}   # shape-free key -> last traced specs
+        self._latest_specs: Optional[Sequence[LeafSpec]] = None   # the specs of the latest trace
         self._tracing_count = 0
         self._first = True          # no call has traced successfully yet (Variables may be created)
+        # a decorated method: instance -> its traces (an instance there has had its first call)
+        self._per_instance: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
         self._lock = threading.RLock()
         self._mesh = None if mesh is None else MeshPlan(mesh, in_specs, variable_specs)
         # a function defined in a class body with `self` first: called as a method, its
@@ -116,6 +122,15 @@ class Function:
         self._method = bool(code and code.co_argcount and code.co_varnames[0] == "self"
                             and "." in getattr(func, "__qualname__", ""))
         self._calls = retracing.detector(func)   # TF's call statistics (the retracing warning)
+        try:
+            self._py_signature: Optional[inspect.Signature] = inspect.signature(func)
+        except (TypeError, ValueError):
+            self._py_signature = None
+        params = [] if self._py_signature is None else list(self._py_signature.parameters.values())
+        # the number of parameters when all are plain positional-or-keyword ones (else -1)
+        self._n_plain = len(params) if all(p.kind is p.POSITIONAL_OR_KEYWORD for p in params) else -1
+        self._param_names = tuple(p.name for p in params)
+        self._defaults = {p.name: p.default for p in params if p.default is not p.empty}
         functools.update_wrapper(self, func)
 
     # -- descriptor: decorated methods ------------------------------------
@@ -192,8 +207,40 @@ class Function:
             return self._call_under_tape(args, kwargs)
         return self._keyed(args, kwargs)
 
+    def _canonical(self, args, kwargs):
+        """The call bound to the Python signature, defaults filled (TF's canonical call): a
+        positional and a keyword call of the same values, or a default left out and given,
+        share one trace.  Arguments that do not bind are passed on as they are (the body
+        raises Python's TypeError)."""
+        sig = self._py_signature
+        n = self._n_plain
+        if sig is None or self.input_signature is not None or (not kwargs and len(args) == n):
+            return args, kwargs   # (every parameter given positionally: already canonical)
+        if n >= 0:   # plain parameters only: bound by hand (``Signature.bind`` costs ~10 us a call)
+            if len(args) > n:
+                return args, kwargs
+            out = list(args)
+            used = 0
+            for name in self._param_names[len(args):]:
+                if name in kwargs:
+                    out.append(kwargs[name])
+                    used += 1
+                elif name in self._defaults:
+                    out.append(self._defaults[name])
+                else:
+                    return args, kwargs   # (a missing argument: the body raises Python's TypeError)
+            return (tuple(out), {}) if used == len(kwargs) else (args, kwargs)
+        try:
+            ba = sig.bind(*args, **kwargs)
+        except TypeError:
+            return args, kwargs
+        ba.apply_defaults()
+        return ba.args, ba.kwargs
+
     def _keyed(self, args, kwargs):
         """Key the call, trace on a miss, run the compiled program."""
+        raw = args if not kwargs and all(type(a) is Tensor for a in args) else None
+        args, kwargs = self._canonical(args, kwargs)
         dyn: List[Any] = []
         parts = []
         for a in args:   # the common case inline: a Tensor argument keys by its aval
@@ -210,6 +257,9 @@ class Function:
                 entry = self._entry(key, args, kwargs, dyn)
         else:
             self._calls.not_traced()
+        if raw is not None and len(raw) != len(args) and entry.fast:
+            # the written call (Tensors, defaults left out) finds the entry on ``__call__``'s fast path
+            self._cache[(tuple(a._value.aval for a in raw), None)] = entry
         return self._run(entry, dyn)
 
     def _entry(self, key, args, kwargs, dyn) -> Entry:
@@ -236,16 +286,20 @@ class Function:
     def _specs_for(self, sf, avals) -> Sequence[LeafSpec]:
         """The leaf specs a new trace generalises to: the input signature's, or (with
         ``reduce_retracing``) the last trace's relaxed to this call, else the call's own."""
-        sig = self.input_signature
-        if sig is not None and len(sig) == len(avals) and all(isinstance(s, TensorSpec) for s in sig):
+        sig = None if self.input_signature is None else signature_leaves(self.input_signature)
+        if sig is not None and len(sig) == len(avals):
             return [s.leaf() for s in sig]
         if self._reduce_retracing and sf in self._last_specs:
             relaxed = polymorphism.relax(self._last_specs[sf], avals)
             if relaxed is not None:
                 return relaxed
         if self._reduce_retracing and self._last_specs:
-            # a new rank (or structure) after earlier traces: TF relaxes to an unknown shape;
-            # XLA needs the rank, so every size of this one is generalised
+            # a new rank (or structure) after earlier traces: TF relaxes the leaves that changed
+            # rank to an unknown shape and keeps the others as the last trace relaxed them; XLA
+            # needs the rank, so every size of a changed leaf is generalised
+            prev = self._latest_specs
+            if prev is not None and len(prev) == len(avals):
+                return polymorphism.relax_ranks(prev, avals)
             return [LeafSpec((None,) * len(a.shape), np.dtype(a.dtype)) for a in avals]
         return polymorphism.concrete(avals)
 
@@ -269,20 +323,43 @@ class Function:
             entry = self._make(tpl, avals, polymorphism.concrete(avals), None)
             assert entry is not None   # (only a polymorphic program can fail to export)
         self._last_specs[sf] = entry.specs
+        self._latest_specs = entry.specs
         if self._mesh is not None:
             entry.in_shardings = self._mesh.input_shardings(args, kwargs, self._name)
             self._mesh.place_variables(entry.rw + entry.ro)
         self._cache[key] = entry
         return entry
 
+    def _instance_of(self, tpl) -> Any:
+        """A decorated method's instance in a call's template (None for a plain function, or an
+        instance that cannot be a weak key)."""
+        if not self._method or not tpl[0]:
+            return None
+        inst = tpl[0][0]
+        try:
+            weakref.ref(inst)
+            hash(inst)
+        except TypeError:
+            return None
+        return inst
+
+    def _count_trace(self, inst) -> None:
+        self._tracing_count += 1
+        if inst is not None:
+            self._per_instance[inst] = self._per_instance.get(inst, 0) + 1
+
     def _trace(self, tpl, avals):
         """The program's trace; on the first call, TF's initialising trace first when the body
-        creates Variables."""
+        creates Variables.  A decorated method is a function per instance, as TF's (its own
+        first call, Variable creation and tracing count): another instance's first call may
+        create its Variables (optimizer slots) too."""
         body, fname = self._body(), self._name
-        if not self._first:
-            self._tracing_count += 1
+        inst = self._instance_of(tpl)
+        first = self._first if inst is None else inst not in self._per_instance
+        if not first:
+            self._count_trace(inst)
             return tracing.trace(body, tpl, avals, fname=fname, create_error=tracing.NON_FIRST_MSG)
-        self._tracing_count += 1
+        self._count_trace(inst)
         tr = tracing.trace(body, tpl, avals, fname=fname, create_error=None)
         if tr.created:
             for c, value in zip(tr.created, tracing.initial_values(tr, fname)):
@@ -290,7 +367,7 @@ class Function:
             for c in tr.created:   # every one holds its value: a restore waiting for them applies now
                 announce(c.var)    # (``core.variable.CREATION_HOOKS``)
             self._first = False
-            self._tracing_count += 1
+            self._count_trace(inst)
             tr = tracing.trace(body, tpl, avals, fname=fname, create_error=tracing.SINGLETON_MSG)
         self._first = False
         return tr
@@ -331,6 +408,7 @@ class Function:
         records a tf.function call).  A function that assigns Variables runs
         op by op instead, so every op is recorded (same values and gradients).
         """
+        args, kwargs = self._canonical(args, kwargs)
         dyn: List[Any] = []
         key = call_key(args, kwargs, dyn)
         entry = self._cache.get(key)
@@ -398,7 +476,10 @@ class _BoundFunction:
         return self._fn._call((self._self,), args, kwargs)   # (an input_signature leaves out the instance)
 
     def experimental_get_tracing_count(self):
-        return self._fn.experimental_get_tracing_count()
+        """This instance's traces (TF: a decorated method is a function per instance)."""
+        if self._fn._instance_of(((self._self,), None)) is None:   # (not a weak key: the function's count)
+            return self._fn.experimental_get_tracing_count()
+        return self._fn._per_instance.get(self._self, 0)
 
     def get_concrete_function(self, *args, **kwargs):
         from .concrete import concrete_function

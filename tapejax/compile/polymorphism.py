@@ -100,6 +100,21 @@ def relax(old: Sequence[LeafSpec], avals: Sequence[Any]) -> Optional[Tuple[LeafS
     return tuple(out)
 
 
+def relax_ranks(old: Sequence[LeafSpec], avals: Sequence[Any]) -> Tuple[LeafSpec, ...]:
+    """``reduce_retracing`` after a rank or dtype changed (``len(old) == len(avals)``): a leaf
+    like its ``old`` one is relaxed as ``relax`` does, a leaf whose rank or dtype changed gets
+    every size generalised (TF relaxes it to an unknown shape; XLA needs the rank)."""
+    out = []
+    for s, a in zip(old, avals):
+        old_shape = s.shape
+        if old_shape is not None and len(old_shape) == len(a.shape) and np.dtype(a.dtype) == s.dtype:
+            shape = tuple(None if d is None or d != n else d for d, n in zip(old_shape, a.shape))
+        else:
+            shape = (None,) * len(a.shape)
+        out.append(LeafSpec(shape, np.dtype(a.dtype)))
+    return tuple(out)
+
+
 def concrete(avals: Sequence[Any]) -> Tuple[LeafSpec, ...]:
     return tuple(LeafSpec(tuple(a.shape), np.dtype(a.dtype)) for a in avals)
 
@@ -113,4 +128,4 @@ def export(fun, rw_avals: Sequence[Any], ro_avals: Sequence[Any], p: Plan):
         return None
 
 
-__all__ = ["Plan", "concrete", "export", "plan", "relax"]
+__all__ = ["Plan", "concrete", "export", "plan", "relax", "relax_ranks"]

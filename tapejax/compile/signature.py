@@ -185,6 +185,9 @@ def bind_signature(signature: Sequence[Any], args, kwargs, fname: str,
                         f"has {len(signature)} argument(s) but the call passed {len(args)}.")
     out = []
     for i, (a, spec) in enumerate(zip(args, signature)):
+        if type(spec) in (tuple, list, dict):
+            out.append(_bind_nested(a, spec, f"argument {i}", fname))
+            continue
         if is_value_spec(spec):
             if not getattr(spec, "_binds", spec.is_compatible_with)(a):   # (``_binds``: TF's own binding rule)
                 msg = (f"Binding inputs to tapejax.function `{fname}` failed: argument {i} {a!r} is not "
@@ -193,19 +196,71 @@ def bind_signature(signature: Sequence[Any], args, kwargs, fname: str,
                 raise own(a, msg) if own is not None else TypeError(msg)
             out.append(a)
             continue
-        if isinstance(a, (Tensor, Variable, _Array, np.ndarray)):
-            t = convert_to_tensor(a)
-        else:
-            try:
-                t = convert_to_tensor(a, dtype=spec.dtype)
-            except (TypeError, ValueError) as e:
-                raise TypeError(f"Binding inputs to tapejax.function `{fname}` failed: argument {i} "
-                                f"{a!r} cannot be converted to {spec!r}: {e}") from None
-        if not spec.is_compatible_with(t._value):
-            raise TypeError(f"Binding inputs to tapejax.function `{fname}` failed due to `Can not cast "
-                            f"{_spec_text(t._value)} to {spec!r}` (argument {i}).")
-        out.append(t)
+        out.append(_bind_tensor(a, spec, f"argument {i}", fname))
     return tuple(out)
+
+
+def _bind_tensor(a, spec: TensorSpec, where: str, fname: str) -> Tensor:
+    """One argument (or a leaf of one) bound to its ``TensorSpec``: converted, checked."""
+    if isinstance(a, (Tensor, Variable, _Array, np.ndarray)):
+        t = convert_to_tensor(a)
+    else:
+        try:
+            t = convert_to_tensor(a, dtype=spec.dtype)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"Binding inputs to tapejax.function `{fname}` failed: {where} "
+                            f"{a!r} cannot be converted to {spec!r}: {e}") from None
+    if not spec.is_compatible_with(t._value):
+        raise TypeError(f"Binding inputs to tapejax.function `{fname}` failed due to `Can not cast "
+                        f"{_spec_text(t._value)} to {spec!r}` ({where}).")
+    return t
+
+
+def _bind_nested(a, spec, where: str, fname: str):
+    """An argument whose spec is a tuple / list / dict of specs (TF's nested ``input_signature``):
+    the same container type, length and keys (TypeError otherwise, as TF's), leaves bound."""
+    if isinstance(spec, TensorSpec):
+        return _bind_tensor(a, spec, where, fname)
+    fail = f"Binding inputs to tapejax.function `{fname}` failed due to `"
+    if type(spec) is dict:
+        if not isinstance(a, dict):
+            raise TypeError(f"{fail}Can not cast {a!r} to a Dict type.` ({where}, spec {spec!r}).")
+        if sorted(a) != sorted(spec):
+            raise TypeError(f"{fail}{a!r} has different keys with the spec {spec!r}` ({where}).")
+        return {k: _bind_nested(a[k], spec[k], f"{where}[{k!r}]", fname) for k in a}
+    if type(a) is not type(spec):
+        raise TypeError(f"{fail}Can not cast {a!r} to {type(spec).__name__} type.` ({where}, spec {spec!r}).")
+    if len(a) != len(spec):
+        raise TypeError(f"{fail}Expected {a!r} to have length of {len(spec)}` ({where}).")
+    return type(spec)(_bind_nested(e, s, f"{where}[{j}]", fname) for j, (e, s) in enumerate(zip(a, spec)))
+
+
+def _nested_tensor_specs(spec) -> bool:
+    if isinstance(spec, TensorSpec):
+        return True
+    if type(spec) in (tuple, list):
+        return all(_nested_tensor_specs(e) for e in spec)
+    if type(spec) is dict:
+        return all(isinstance(k, str) and _nested_tensor_specs(v) for k, v in spec.items())
+    return False
+
+
+def signature_leaves(signature: Sequence[Any]) -> Optional[List[TensorSpec]]:
+    """The ``TensorSpec`` leaves of an input signature in the order ``arg_key`` walks a call's
+    arguments (dicts by sorted key), or None when it holds another kind of spec."""
+    out: List[TensorSpec] = []
+
+    def walk(s) -> bool:
+        if isinstance(s, TensorSpec):
+            out.append(s)
+            return True
+        if type(s) in (tuple, list):
+            return all(walk(e) for e in s)
+        if type(s) is dict:
+            return all(walk(s[k]) for k in sorted(s))
+        return False
+
+    return out if all(walk(s) for s in signature) else None
 
 
 def check_signature(input_signature) -> Optional[Tuple[TensorSpec, ...]]:
@@ -213,9 +268,9 @@ def check_signature(input_signature) -> Optional[Tuple[TensorSpec, ...]]:
     if input_signature is None:
         return None
     sig = tuple(input_signature) if isinstance(input_signature, (list, tuple)) else None
-    if sig is None or not all(isinstance(s, TensorSpec) or is_value_spec(s) for s in sig):
-        raise TypeError(f"input_signature must be a list or tuple of tapejax.TensorSpec (or TensorArraySpec, "
-                        f"tf.data.DatasetSpec, tf.data.IteratorSpec); got "
+    if sig is None or not all(_nested_tensor_specs(s) or is_value_spec(s) for s in sig):
+        raise TypeError(f"input_signature must be a list or tuple of tapejax.TensorSpec (or tuples, lists and "
+                        f"dicts of them, TensorArraySpec, tf.data.DatasetSpec, tf.data.IteratorSpec); got "
                         f"{input_signature!r}")
     return sig
 

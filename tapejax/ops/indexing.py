@@ -16,6 +16,7 @@ index and fills a row past the end, NaN for floats) unless the value-check mode 
 import builtins
 
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 
@@ -193,6 +194,8 @@ _SLICE = prim("Slice", lambda x, *, begin, size: jax.lax.slice(
 def slice(input_, begin, size, name=None):  # noqa: A001  (TF's name)
     """``tf.slice``: ``size[i] == -1`` takes everything from ``begin[i]``."""
     shape = _shape(input_)
+    if _traced_begin(begin):
+        return _slice_at_traced_begin(input_, begin, static_shape(size), shape)
     begin = static_shape(begin)
     size = static_shape(size)
     if len(begin) != len(shape) or len(size) != len(shape):
@@ -204,6 +207,45 @@ def slice(input_, begin, size, name=None):  # noqa: A001  (TF's name)
             raise _bad("Slice", f"Expected begin[i] + size[i] <= dim, got begin {list(begin)}, size "
                        f"{list(size)} for shape {list(shape)}")
     return bind(_SLICE, input_, begin=begin, size=size)
+
+
+def _is_traced(v):
+    return isinstance(v, Tensor) and isinstance(v._value, jax.core.Tracer)
+
+
+def _traced_begin(begin):
+    """Whether ``begin`` holds a value known only when the step runs (a loop index inside
+    ``tapejax.function``: ``tf.slice(x, [i * bs, 0], [bs, -1])``)."""
+    if isinstance(begin, (list, tuple)):
+        return builtins.any(_is_traced(b) for b in begin)
+    return _is_traced(begin)
+
+
+def _slice_at_traced_begin(input_, begin, size, shape):
+    """``tf.slice`` whose ``begin`` is traced: XLA needs a static ``size`` (-1 only on an axis whose
+    ``begin`` is a Python int; TF's graph also allows a size known at run time); each axis is a gather of ``begin[i] + range(size[i])``, so its
+    gradient is the gather's (and an out-of-range ``begin`` follows the gather's rules)."""
+    if len(size) != len(shape):
+        raise _bad("Slice", f"Expected `begin` and `size` arguments to be 1-D tensors of size "
+                   f"{len(shape)}, but got `size` of shape [{len(size)}] instead.")
+    for axis, (s, d) in enumerate(zip(size, shape)):
+        if s < 0 and s != -1 or s > d:
+            raise _bad("Slice", f"Expected 0 <= size[i] <= dim, got size {list(size)} for shape {list(shape)}")
+        fixed = begin[axis] if isinstance(begin, (list, tuple)) and not _is_traced(begin[axis]) else None
+        if s == -1 and fixed is not None:   # a static begin on this axis: the rest of it
+            size = size[:axis] + (d - int(fixed),) + size[axis + 1:]
+        elif s == -1:
+            raise ValueError(f"`size`[{axis}] = -1 with a `begin` known only at run time gives a slice "
+                             f"whose shape XLA cannot compile inside tapejax.function: give the size "
+                             f"(got size={list(size)})")
+    b = convert_to_tensor(begin, dtype_hint="int32")
+    if b.shape.rank != 1 or b.shape[0] != len(shape):
+        raise _bad("Slice", f"Expected `begin` and `size` arguments to be 1-D tensors of size "
+                   f"{len(shape)}, but got `begin` of shape {b.shape.as_list()} instead.")
+    out = input_
+    for axis, s in enumerate(size):
+        out = gather(out, b[axis] + np.arange(s, dtype=np.dtype(b.dtype.name)), axis=axis)
+    return out
 
 
 def _boolean_mask(x, *, mask, mask_shape, axis):

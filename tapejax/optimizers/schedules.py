@@ -13,6 +13,7 @@ import math
 import jax.numpy as jnp
 
 from ..core.tensor import Tensor
+from ..core.variable import Variable
 
 
 class LearningRateSchedule:
@@ -43,8 +44,17 @@ def _f32(x):
     return jnp.asarray(x, jnp.float32)
 
 
+def _step_value(step):
+    """The step as a JAX array.  A Variable step is read through ``read_value`` (a recorded read):
+    inside ``tapejax.function`` the read binds the Variable, where its raw value would freeze the
+    step at trace time."""
+    if isinstance(step, Variable):
+        step = step.read_value()
+    return jnp.asarray(getattr(step, "_value", step))
+
+
 def _step(step):
-    return jnp.asarray(getattr(step, "_value", step)).astype(jnp.float32)
+    return _step_value(step).astype(jnp.float32)
 
 
 def _positive(name, value):
@@ -95,7 +105,7 @@ class PiecewiseConstantDecay(_JnpSchedule):
         self.name = name
 
     def _rate(self, step):
-        s = jnp.asarray(getattr(step, "_value", step))
+        s = _step_value(step)
         b = jnp.asarray(self.boundaries, dtype=s.dtype if jnp.issubdtype(s.dtype, jnp.integer) else jnp.float32)
         idx = jnp.sum(s > b)   # number of boundaries passed (step == boundary stays in the lower piece)
         return jnp.asarray(self.values, jnp.float32)[idx]

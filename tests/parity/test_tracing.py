@@ -9,6 +9,8 @@ import os
 import sys
 import tempfile
 
+import numpy as np
+
 from .harness import parity, raises, warned
 
 
@@ -266,3 +268,87 @@ def test_tf_print_goes_to_stderr_by_default(capsys):
     assert err == "value 3\nvalue 4\n"
     tj.print(tj.constant([1.5, 2.0]), output_stream=sys.stdout)
     assert capsys.readouterr().out == "[1.5 2]\n"
+
+
+@parity
+def test_nested_input_signature_dict_and_tuple_of_specs(tf):
+    """An ``input_signature`` holding a dict with a tuple of specs (tf.data's dict elements): the
+    argument keeps its structure, one trace serves every size of the None dimension, a list where
+    the spec has a tuple, missing or extra keys and a short tuple are TypeErrors (it raised
+    'input_signature must be a list or tuple of TensorSpec' before)."""
+    traces = []
+
+    @tf.function(input_signature=[{"a": tf.TensorSpec([None], tf.float32),
+                                   "b": (tf.TensorSpec([], tf.int32), tf.TensorSpec([2], tf.float32))}])
+    def f(d):
+        traces.append((type(d).__name__, type(d["b"]).__name__))
+        return d["a"] * 2.0, d["b"][0] + 1, d["b"][1]
+
+    out = [f({"a": [1.0, 2.0], "b": (3, tf.constant([1.0, 2.0]))}),
+           f({"b": (3, [1.0, 2.0]), "a": tf.constant([1.0, 2.0, 3.0])})]
+    bad = [{"b": [3, [1.0, 2.0]], "a": [1.0]}, {"a": [1.0]}, {"a": [1.0], "b": (1, [1.0, 2.0]), "c": 1},
+           {"a": [1.0], "b": (1,)}, [1.0], {"a": [1.0], "b": (1, [1.0, 2.0, 3.0])}]
+    out += [raises(f, b) for b in bad]
+    return out, traces, f.experimental_get_tracing_count()
+
+
+@parity
+def test_reduce_retracing_after_a_rank_change_keeps_the_other_arguments_relaxed(tf):
+    """``reduce_retracing=True``: after sizes 4, 8, 12, 2 (two traces), a target of a new rank
+    gives one more trace in which the features stay ``(None, 3)`` and a later size reuses it (it
+    relaxed every leaf to unknown sizes, whose matmul against a (3, 1) weight could not trace
+    symbolically, and traced each size again)."""
+    x = np.arange(36, dtype=np.float32).reshape(12, 3) / 10.0
+    y = np.ones((12, 1), np.float32)
+    w = tf.Variable(np.ones((3, 1), np.float32))
+
+    @tf.function(reduce_retracing=True)
+    def loss_of(xb, yb):
+        return tf.reduce_mean((tf.matmul(xb, w) - yb) ** 2)
+
+    out = [loss_of(x[:n], y[:n]) for n in (4, 8, 12, 2)]
+    counts = [loss_of.experimental_get_tracing_count()]
+    out += [loss_of(x[:4], y[:4, 0]), loss_of(x[:5], y[:5, 0])]
+    counts.append(loss_of.experimental_get_tracing_count())
+    return out, counts
+
+
+@parity
+def test_a_decorated_method_is_a_function_per_instance(tf):
+    """``@tf.function`` on a method: each instance has its own first call (where its optimizer
+    makes its slots: a second instance's first call raised 'Creating variables on a non-first
+    call' before) and its own tracing count."""
+    class Lin(tf.Module):
+        def __init__(self, w0):
+            super().__init__()
+            self.w = tf.Variable([w0])
+            self.opt = tf.keras.optimizers.legacy.Adam(0.1)
+
+        @tf.function
+        def step(self, x):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum((self.w * x - 1.0) ** 2)
+            self.opt.apply_gradients([(tape.gradient(loss, self.w), self.w)])
+            return loss
+
+    a, b = Lin(0.5), Lin(-0.5)
+    x = tf.constant([2.0])
+    out = [a.step(x), b.step(x), a.step(x), b.step(x)]
+    return out, a.w, b.w, a.step.experimental_get_tracing_count(), b.step.experimental_get_tracing_count()
+
+
+@parity
+def test_positional_keyword_and_default_calls_share_a_trace(tf):
+    """TF binds a call to the function's signature with its defaults: ``f(x, y)``,
+    ``f(x=x, y=y)``, ``f(x, y=y)`` and ``f(x, y, 2.0)`` (the default given) are one trace; another
+    Python value of ``scale`` is a new one (each was a separate trace before)."""
+    @tf.function
+    def f(x, y, scale=2.0):
+        return x * scale + y
+
+    x, y = tf.constant([1.0, 2.0]), tf.constant([3.0, 4.0])
+    out = [f(x, y), f(x=x, y=y), f(x, y=y), f(x, y, 2.0), f(x, y, scale=2.0)]
+    counts = [f.experimental_get_tracing_count()]
+    out += [f(x, y, 3.0), f(x, y, scale=3.0), f(x, y)]
+    counts.append(f.experimental_get_tracing_count())
+    return out, counts
