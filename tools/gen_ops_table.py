@@ -17,13 +17,15 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOC = os.path.join(ROOT, "docs", "ops.md")
 PARITY = os.path.join(ROOT, "tests", "parity", "test_ops_library.py")
-#: The parity files whose cases count as an op's parity test (test_ops_more.py, test_ops_nn_more.py: the sweep's ops).
+#: The parity files whose cases count as an op's parity test (test_ops_more.py, test_ops_nn_more.py: the sweep's
+#: ops; the image, signal and sparse-embedding families' own files).
 PARITY_FILES = (PARITY, os.path.join(ROOT, "tests", "parity", "test_ops_more.py"),
                 os.path.join(ROOT, "tests", "parity", "test_ops_nn_more.py"),
                 os.path.join(ROOT, "tests", "parity", "test_image.py"),
                 os.path.join(ROOT, "tests", "parity", "test_image_boxes.py"),
                 os.path.join(ROOT, "tests", "parity", "test_signal.py"),
-                os.path.join(ROOT, "tests", "parity", "test_signal_spectral.py"))
+                os.path.join(ROOT, "tests", "parity", "test_signal_spectral.py"),
+                os.path.join(ROOT, "tests", "parity", "test_embedding_sparse.py"))
 GRADCHECK = os.path.join(ROOT, "tests", "test_ops_gradcheck.py")
 sys.path.insert(0, ROOT)
 
