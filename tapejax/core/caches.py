@@ -69,7 +69,8 @@ class LRU:
         return key in self._data
 
     def __len__(self) -> int:
-        return len(self._data)
+        with self._lock:   # (not between another thread's insert and its eviction)
+            return len(self._data)
 
     def __iter__(self):
         return iter(list(self._data))
