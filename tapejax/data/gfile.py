@@ -98,28 +98,25 @@ class GFile:
     def mode(self) -> str:
         return self._mode
 
+    def _open(self, allowed: bool, what: str, mode: str) -> Any:
+        """The file opened with ``mode`` at its first use (TF's lazy opening), with TF's errors."""
+        if not allowed:
+            raise PermissionDeniedError(None, None, f"File isn't open for {what}")
+        if os.path.isdir(self._path):
+            raise FailedPreconditionError(None, None, f"{self._path}; Is a directory")
+        try:
+            return open(self._path, mode)
+        except FileNotFoundError:
+            raise _missing(self._path) from None
+
     def _read_file(self) -> Any:
         if self._reader is None:
-            if not self._readable:
-                raise PermissionDeniedError(None, None, "File isn't open for reading")
-            if os.path.isdir(self._path):
-                raise FailedPreconditionError(None, None, f"{self._path}; Is a directory")
-            try:
-                self._reader = open(self._path, "rb")
-            except FileNotFoundError:
-                raise _missing(self._path) from None
+            self._reader = self._open(self._readable, "reading", "rb")
         return self._reader
 
     def _write_file(self) -> Any:
         if self._writer is None:
-            if not self._writable:
-                raise PermissionDeniedError(None, None, "File isn't open for writing")
-            if os.path.isdir(self._path):
-                raise FailedPreconditionError(None, None, f"{self._path}; Is a directory")
-            try:
-                self._writer = open(self._path, "ab" if self._append else "wb")
-            except FileNotFoundError:
-                raise _missing(self._path) from None
+            self._writer = self._open(self._writable, "writing", "ab" if self._append else "wb")
         return self._writer
 
     def _value(self, data: bytes) -> Any:
