@@ -37,7 +37,7 @@ def test_string_ops_refuse_tensors_and_non_strings():
     with pytest.raises(TypeError, match="out_type"):
         tf.strings.to_number(b"1", tf.bool)
     with pytest.raises(UnsupportedError, match="integer ids"):
-        tf.strings.unicode_script   # noqa: B018 - the attribute access raises
+        tf.strings.unicode_normalize   # noqa: B018 - the attribute access raises (not a TF name either)
 
 
 def test_str_and_unicode_arrays_are_utf8_bytes():

@@ -14,13 +14,20 @@ Strings are host values as in ``hostops`` (``bytes`` / NumPy object arrays of ``
 * ``to_hash_bucket`` (TF's ``Hash64``) and ``to_hash_bucket_strong`` (SipHash-2-4 with the
   two-word key), both equal to TF's (``farmhash``).
 * ``ngrams`` over the last axis of a dense string Tensor (TF's widths, padding and
-  ``preserve_short_sequences``); ``unicode_decode`` / ``unicode_split`` of one string give a
-  vector (for a batch TF gives a RaggedTensor: decode per element in a ``map`` before
-  ``batch``); ``unicode_encode`` of a vector (or of the rows of a matrix), ``unicode_transcode``
-  elementwise.  Encodings: UTF-8, UTF-16-BE, UTF-32-BE; ``errors``: ``replace`` (TF's default,
-  with ``replacement_char``), ``ignore``, ``strict`` (InvalidArgumentError).
+  ``preserve_short_sequences``); ``unicode_decode`` / ``unicode_decode_with_offsets`` of one
+  string give vectors, of a batch RaggedTensors (ragged rank = the batch's rank, as TF's; code
+  points int32, byte offsets int64); ``unicode_split`` / ``unicode_split_with_offsets`` of one
+  string give each character's bytes in the input's encoding (for a batch TF gives a RaggedTensor
+  of strings, which tapejax cannot hold: split per element in a ``map`` before ``batch``);
+  ``unicode_encode`` of a vector (or of the rows of a matrix), ``unicode_transcode`` elementwise;
+  ``unicode_script`` (``unicode_scripts``: ICU's script codes, a recorded op).  Encodings:
+  UTF-8, UTF-16-BE / -LE, UTF-32-BE / -LE; ``errors``: ``replace`` (TF's default, one
+  ``replacement_char`` per maximal invalid subsequence, as ICU), ``ignore``, ``strict``
+  (InvalidArgumentError); ``replace_control_characters`` replaces U+0000..U+001F.
 """
+import codecs
 import re
+import threading
 import types
 from typing import Any, Callable, List, Optional, Sequence
 
@@ -36,6 +43,7 @@ from ..ops.unsupported import unsupported
 from . import hostops
 from .hostops import host_result, host_strings
 from .hostvalues import numeric_result
+from .unicode_scripts import unicode_script
 
 
 def _text(b: bytes) -> str:
@@ -260,7 +268,8 @@ def ngrams(data: Any, ngram_width: Any, separator: str = " ", pad_values: Any = 
 
 # -- Unicode -------------------------------------------------------------------------------------
 
-_CODECS = {"UTF-8": "utf-8", "UTF-16-BE": "utf-16-be", "UTF-32-BE": "utf-32-be"}
+_CODECS = {"UTF-8": "utf-8", "UTF-16-BE": "utf-16-be", "UTF-32-BE": "utf-32-be", "UTF-16-LE": "utf-16-le",
+           "UTF-32-LE": "utf-32-le"}
 _ERRORS = ("replace", "ignore", "strict")
 
 
@@ -277,49 +286,159 @@ def _check_errors(errors: str) -> None:
         raise ValueError(f"errors must be one of {_ERRORS}, got {errors!r} (argument `errors`)")
 
 
+_LOCAL = threading.local()
+
+
+def _dispatch(e: UnicodeError) -> "tuple[str, int]":
+    if not isinstance(e, UnicodeDecodeError):
+        raise e
+    return _LOCAL.handler(e)
+
+
+codecs.register_error("tapejax.unicode_decode", _dispatch)
+
+
+def _with_handler(b: bytes, codec: str, handler: Callable[[UnicodeDecodeError], "tuple[str, int]"]) -> str:
+    """``b`` decoded with ``handler`` as the error handler (a registered handler that calls the
+    thread's current one)."""
+    prev = getattr(_LOCAL, "handler", None)
+    _LOCAL.handler = handler
+    try:
+        return b.decode(codec, "tapejax.unicode_decode")
+    finally:
+        _LOCAL.handler = prev
+
+
+def _check_replacement(replacement_char: Any) -> int:
+    r = int(replacement_char)
+    if not 0 <= r <= 0x10FFFF:
+        raise InvalidArgumentError(None, None, f"replacement_char out of unicode codepoint range: {r} (argument "
+                                   "`replacement_char`)")
+    return r
+
+
+def _decode_offsets(b: bytes, codec: str, errors: str, replacement_char: int,
+                    control: bool) -> "tuple[List[int], List[int]]":
+    """The code points of ``b`` and the byte offset where each starts.  Invalid bytes as ICU
+    (and Python) cut them: one replacement per maximal invalid subsequence."""
+    bad: List["tuple[int, int]"] = []
+
+    def on_error(e: UnicodeDecodeError) -> "tuple[str, int]":
+        if errors == "strict":
+            raise InvalidArgumentError(None, None, f"Invalid formatting on input string: {e}")
+        bad.append((e.start, e.end))
+        return ("\ufffd" if errors == "replace" else "", e.end)
+
+    text = _with_handler(b, codec, on_error)
+    points: List[int] = []
+    offsets: List[int] = []
+    pos = k = 0
+    width = {"utf-8": 0, "utf-16-be": 2, "utf-16-le": 2, "utf-32-be": 4, "utf-32-le": 4}[codec]
+    for ch in text:
+        while k < len(bad) and bad[k][0] == pos and errors == "ignore":
+            pos = bad[k][1]
+            k += 1
+        offsets.append(pos)
+        if k < len(bad) and bad[k][0] == pos:
+            points.append(replacement_char)
+            pos = bad[k][1]
+            k += 1
+            continue
+        p = ord(ch)
+        points.append(replacement_char if control and p < 0x20 else p)
+        pos += len(ch.encode("utf-8")) if not width else (4 if width == 2 and p > 0xFFFF else width)
+    return points, offsets
+
+
 def _decode(b: bytes, codec: str, errors: str, replacement_char: int, control: bool) -> List[int]:
-    if errors == "strict":
-        try:
-            text = b.decode(codec)
-        except UnicodeDecodeError as e:
-            raise InvalidArgumentError(None, None, f"Invalid formatting on input string: {e}") from None
-    else:
-        text = b.decode(codec, "replace" if errors == "replace" else "ignore")
-    points = [ord(ch) for ch in text]
-    if errors == "replace" and replacement_char != 0xFFFD:
-        points = [replacement_char if p == 0xFFFD else p for p in points]
-    if control:
-        points = [replacement_char if p < 0x20 and p not in (0x09, 0x0A, 0x0D) else p for p in points]
-    return points
+    return _decode_offsets(b, codec, errors, replacement_char, control)[0]
 
 
 def _one(input: Any, op: str) -> bytes:  # noqa: A002
     a = host_strings(input, op, "input")
     if a.ndim != 0:
-        raise TypeError(f"{op}: a batch of strings (shape {a.shape}) gives a RaggedTensor in TF, which tapejax does "
-                        "not have: decode each string in a dataset map before batch")
+        raise TypeError(f"{op}: a batch of strings (shape {a.shape}) gives a RaggedTensor of strings in TF, which "
+                        "tapejax does not have (no string tensors): split each string in a dataset map before batch, "
+                        "or use tf.strings.unicode_decode, whose batch result is a RaggedTensor of code points")
     return a.item()
 
 
-def unicode_decode(input: Any, input_encoding: str, errors: str = "replace", replacement_char: int = 65533,  # noqa: A002
-                   replace_control_characters: bool = False, name: Optional[str] = None) -> Tensor:
-    """``tf.strings.unicode_decode`` of one string: its code points (int32)."""
+def _decode_args(errors: str, replacement_char: Any, input_encoding: str) -> "tuple[str, int]":
     _check_errors(errors)
-    b = _one(input, "tf.strings.unicode_decode")
-    pts = _decode(b, _codec(input_encoding, "input_encoding"), errors, replacement_char, replace_control_characters)
-    return numeric_result(np.asarray(pts, np.int32))
+    return _codec(input_encoding, "input_encoding"), _check_replacement(replacement_char)
+
+
+def _ragged(rows: List[List[int]], outer: "tuple[int, ...]", dtype: Any) -> Any:
+    """Rows of numbers (one per string of a batch of shape ``outer``) as a RaggedTensor of
+    ragged rank ``len(outer)`` (TF's: the batch's dimensions are row partitions too)."""
+    from ..ops.ragged_tensor import RaggedTensor
+
+    store = _dtypes.storage_dtype(np.int64)
+    flat = np.fromiter((p for r in rows for p in r), dtype, sum(len(r) for r in rows))
+    splits = np.concatenate([[0], np.cumsum([len(r) for r in rows], dtype=np.int64)])
+    out = RaggedTensor.from_row_splits(convert_to_tensor(flat.astype(_dtypes.storage_dtype(dtype))),
+                                       convert_to_tensor(splits.astype(store), _dtypes.int64), validate=False)
+    for j in range(len(outer) - 2, -1, -1):   # (the batch's own dimensions: uniform rows, as TF's shape shows)
+        out = RaggedTensor.from_uniform_row_length(out, outer[j + 1], nrows=int(np.prod(outer[:j + 1])))
+    return out
+
+
+def _decode_all(input: Any, op: str, codec: str, errors: str, replacement_char: int,  # noqa: A002
+                control: bool) -> "tuple[np.ndarray, List[List[int]], List[List[int]]]":
+    a = host_strings(input, op, "input")
+    decoded = [_decode_offsets(v, codec, errors, replacement_char, control) for v in a.reshape(-1)]
+    return a, [d[0] for d in decoded], [d[1] for d in decoded]
+
+
+def unicode_decode(input: Any, input_encoding: str, errors: str = "replace", replacement_char: int = 65533,  # noqa: A002
+                   replace_control_characters: bool = False, name: Optional[str] = None) -> Any:
+    """``tf.strings.unicode_decode``: the code points (int32) of one string (a vector), or of each
+    string of a batch (a RaggedTensor whose ragged rank is the batch's rank)."""
+    codec, rc = _decode_args(errors, replacement_char, input_encoding)
+    a, pts, _ = _decode_all(input, "tf.strings.unicode_decode", codec, errors, rc, replace_control_characters)
+    if a.ndim == 0:
+        return numeric_result(np.asarray(pts[0], np.int32))
+    return _ragged(pts, a.shape, np.int32)
+
+
+def unicode_decode_with_offsets(input: Any, input_encoding: str, errors: str = "replace",  # noqa: A002
+                                replacement_char: int = 65533, replace_control_characters: bool = False,
+                                name: Optional[str] = None) -> Any:
+    """``tf.strings.unicode_decode_with_offsets``: ``(code points, offsets)``, each character's
+    code point (int32) and the byte offset where it starts (int64), as ``unicode_decode``: vectors
+    for one string, RaggedTensors for a batch."""
+    codec, rc = _decode_args(errors, replacement_char, input_encoding)
+    a, pts, offs = _decode_all(input, "tf.strings.unicode_decode_with_offsets", codec, errors, rc,
+                               replace_control_characters)
+    if a.ndim == 0:
+        return (numeric_result(np.asarray(pts[0], np.int32)),
+                numeric_result(np.asarray(offs[0], np.int64).astype(_dtypes.storage_dtype(np.int64))))
+    return _ragged(pts, a.shape, np.int32), _ragged(offs, a.shape, np.int64)
+
+
+def _pieces(points: List[int], codec: str) -> np.ndarray:
+    """Each code point encoded in the input's encoding (TF's ``unicode_split``)."""
+    out = np.empty(len(points), object)
+    out[:] = [chr(p).encode(codec, "surrogatepass") for p in points]
+    return out
 
 
 def unicode_split(input: Any, input_encoding: str, errors: str = "replace", replacement_char: int = 65533,  # noqa: A002
                   name: Optional[str] = None) -> Any:
-    """``tf.strings.unicode_split`` of one string: each character's UTF-8 bytes."""
-    _check_errors(errors)
-    codec = _codec(input_encoding, "input_encoding")
+    """``tf.strings.unicode_split`` of one string: each character's bytes (in ``input_encoding``)."""
+    codec, rc = _decode_args(errors, replacement_char, input_encoding)
     b = _one(input, "tf.strings.unicode_split")
-    pts = _decode(b, codec, errors, replacement_char, False)
-    out = np.empty(len(pts), object)
-    out[:] = [chr(p).encode("utf-8", "surrogatepass") for p in pts]
-    return out
+    return _pieces(_decode(b, codec, errors, rc, False), codec)
+
+
+def unicode_split_with_offsets(input: Any, input_encoding: str, errors: str = "replace",  # noqa: A002
+                               replacement_char: int = 65533, name: Optional[str] = None) -> Any:
+    """``tf.strings.unicode_split_with_offsets`` of one string: ``(characters, offsets)``, each
+    character's bytes (in ``input_encoding``) and the byte offset (int64) where it starts."""
+    codec, rc = _decode_args(errors, replacement_char, input_encoding)
+    b = _one(input, "tf.strings.unicode_split_with_offsets")
+    pts, offs = _decode_offsets(b, codec, errors, rc, False)
+    return _pieces(pts, codec), numeric_result(np.asarray(offs, np.int64).astype(_dtypes.storage_dtype(np.int64)))
 
 
 def _encode(points: Sequence[int], codec: str, errors: str, replacement_char: int) -> bytes:
@@ -356,13 +475,12 @@ def unicode_transcode(input: Any, input_encoding: str, output_encoding: str, err
                       replacement_char: int = 65533, replace_control_characters: bool = False,
                       name: Optional[str] = None) -> Any:
     """``tf.strings.unicode_transcode``: each string from one encoding to another."""
-    _check_errors(errors)
-    src, dst = _codec(input_encoding, "input_encoding"), _codec(output_encoding, "output_encoding")
+    src, rc = _decode_args(errors, replacement_char, input_encoding)
+    dst = _codec(output_encoding, "output_encoding")
     a = host_strings(input, "tf.strings.unicode_transcode", "input")
     out = np.empty(a.shape, object)
     for i, v in np.ndenumerate(a):
-        out[i] = _encode(_decode(v, src, errors, replacement_char, replace_control_characters), dst, errors,
-                         replacement_char)
+        out[i] = _encode(_decode(v, src, errors, rc, replace_control_characters), dst, errors, rc)
     return host_result(out)
 
 
@@ -381,11 +499,14 @@ def _namespace() -> types.ModuleType:
 
 OPS = {"format": format, "ngrams": ngrams, "regex_replace": regex_replace, "to_hash_bucket": to_hash_bucket,
        "to_hash_bucket_strong": to_hash_bucket_strong, "unicode_decode": unicode_decode, "unicode_encode": unicode_encode,
-       "unicode_split": unicode_split, "unicode_transcode": unicode_transcode,
+       "unicode_decode_with_offsets": unicode_decode_with_offsets, "unicode_script": unicode_script,
+       "unicode_split": unicode_split, "unicode_split_with_offsets": unicode_split_with_offsets,
+       "unicode_transcode": unicode_transcode,
        "unsorted_segment_join": unsorted_segment_join}
 
 #: ``tf.strings``: ``hostops``' ops and these.
 strings = _namespace()
 
 __all__ = ["OPS", "format", "ngrams", "regex_replace", "to_hash_bucket", "to_hash_bucket_strong", "unicode_decode",
-           "unicode_encode", "unicode_split", "unicode_transcode", "unsorted_segment_join", "strings"]
+           "unicode_decode_with_offsets", "unicode_encode", "unicode_script", "unicode_split",
+           "unicode_split_with_offsets", "unicode_transcode", "unsorted_segment_join", "strings"]

@@ -1,0 +1,90 @@
+"""More of ``tf.strings``, ``tf.sparse``, ``tf.lookup`` and ``tf.config`` under TF and tapejax:
+``unicode_script`` (ICU's script codes), ``unicode_decode_with_offsets`` /
+``unicode_split_with_offsets`` (and a batch's RaggedTensor results), ``tf.sparse.cross`` /
+``cross_hashed`` over string and integer features (string SparseTensors), the lookup table
+``tf.lookup.experimental.DenseHashTable``, and ``tf.config.experimental``'s memory statistics.
+Strings go in as TF string Tensors / tapejax NumPy bytes (``_s``) and come back as Python bytes
+(``_py``)."""
+import numpy as np
+
+from .harness import parity, raises
+
+
+def _s(tf, values):
+    if tf.__name__.startswith("tensorflow"):
+        return tf.constant(values)
+    if isinstance(values, (bytes, str)):   # (not through NumPy's S dtype, which drops trailing NULs)
+        out = np.empty((), object)
+        out[()] = values.encode() if isinstance(values, str) else values
+        return out
+    return np.array([v.encode() if isinstance(v, str) else v for v in np.ravel(values)], object).reshape(np.shape(values))
+
+
+def _py(x):
+    """A string result as Python bytes / nested lists of bytes."""
+    if hasattr(x, "numpy"):
+        x = x.numpy()
+    return np.asarray(x, dtype=object).tolist() if isinstance(x, np.ndarray) else x
+
+
+def _rt(r):
+    """A RaggedTensor as (nested lists, ragged rank, static shape)."""
+    return r.to_list(), r.ragged_rank, [None if d is None else int(d) for d in r.shape.as_list()]
+
+
+# -- tf.strings ----------------------------------------------------------------------------------
+
+@parity(x64=True)
+def test_unicode_script(tf):
+    """Latin, Cyrillic, Han, Hiragana, digits, Arabic, emoji (Common), a combining mark
+    (Inherited), U+30FC (Common, where script extensions say Hira / Kana), an unassigned code
+    point, out of range values; a matrix and a Python scalar; a wrong dtype and a non-number."""
+    u = tf.strings.unicode_script
+    text = [ord(c) for c in "aА字ひ1 ا"] + [0x1F600, 0x0300, 0x30FC, 0x0378, 0x1E900, 0x10FFFF, -1, 0x110000, 2**31 - 1]
+    sample = list(range(0, 0x110000, 97))   # (a spread over every plane)
+    return (u(tf.constant(text, tf.int32)), u(tf.constant([[65, 0x5D0], [0x0E01, 0x1100]])), u(65),
+            u(tf.constant(sample)), raises(u, tf.constant([65], tf.int64)), raises(u, tf.constant([1.0])),
+            raises(u, 1.5))
+
+
+@parity(x64=True)
+def test_unicode_decode_with_offsets(tf):
+    """One string: code points and byte offsets in UTF-8 / UTF-16-BE / UTF-32-BE, invalid bytes
+    replaced (one replacement per maximal invalid subsequence, as ICU), ignored, with another
+    ``replacement_char``, control characters replaced; a batch (RaggedTensors, the batch's rank
+    as the ragged rank); the errors."""
+    d = tf.strings.unicode_decode_with_offsets
+    bad = b"a\xffb\xe2\x98x\xf0\x80\x80\x80\xed\xa0\x80\xc3"
+    out = [d(_s(tf, "héllo ☃"), "UTF-8"), d(_s(tf, bad), "UTF-8"), d(_s(tf, bad), "UTF-8", errors="ignore"),
+           d(_s(tf, bad), "UTF-8", replacement_char=63), d(_s(tf, b"a\tb\nc\x01d\x7f"), "UTF-8", replace_control_characters=True),
+           d(_s(tf, "hé☃😀".encode("utf-16-be")), "UTF-16-BE"), d(_s(tf, b"\x00a\xd8\x00\x00b\x00"), "UTF-16-BE"),
+           d(_s(tf, "a😀".encode("utf-32-be") + b"\x00\x11\x00\x00"), "UTF-32-BE"), d(_s(tf, ""), "UTF-8")]
+    batch = d(_s(tf, ["héllo".encode(), b"", b"ab\xffc"]), "UTF-8")
+    matrix = d(_s(tf, [["a", "bc"], ["dé", "f"]]), "UTF-8")
+    return (out, [_rt(r) for r in batch], [_rt(r) for r in matrix],
+            _rt(tf.strings.unicode_decode(_s(tf, ["ab", "☃"]), "UTF-8")),
+            raises(d, _s(tf, bad), "UTF-8", errors="strict"), raises(d, _s(tf, "ab"), "UTF-8", replacement_char=0x110000),
+            raises(d, _s(tf, "ab"), "UTF-8", replacement_char=-1), raises(d, _s(tf, "ab"), "Latin-Nonsense"))
+
+
+@parity(x64=True)
+def test_unicode_split_with_offsets(tf):
+    """Each character's UTF-8 bytes and where it starts in the input: UTF-8, UTF-16-BE (offsets
+    count the input's bytes), replaced and ignored invalid bytes, an empty string."""
+    sp = tf.strings.unicode_split_with_offsets
+    cases = [sp(_s(tf, "héllo"), "UTF-8"), sp(_s(tf, b"a\xffb\xc3"), "UTF-8"),
+             sp(_s(tf, b"a\xffb\xc3"), "UTF-8", replacement_char=63), sp(_s(tf, b"a\xffb\xc3"), "UTF-8", errors="ignore"),
+             sp(_s(tf, "☃x".encode("utf-16-be")), "UTF-16-BE"), sp(_s(tf, ""), "UTF-8")]
+    return [(_py(c), o) for c, o in cases] + [raises(sp, _s(tf, b"\xff"), "UTF-8", errors="strict")]
+
+
+@parity
+def test_unicode_script_of_decoded_text_in_a_dataset_map(tf):
+    """A text pipeline keeps the Latin characters of each line: decode, script codes, mask."""
+    lines = ["héllo мир", "日本 abc"]
+
+    def latin(s):
+        cps = tf.strings.unicode_decode(s, "UTF-8")
+        return tf.boolean_mask(cps, tf.equal(tf.strings.unicode_script(cps), 25))
+    ds = tf.data.Dataset.from_tensor_slices(lines).map(latin)
+    return [e.tolist() for e in ds.as_numpy_iterator()]
