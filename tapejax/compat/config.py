@@ -14,6 +14,10 @@ after being initialized"), naming JAX's way (``CUDA_VISIBLE_DEVICES`` /
 no per-device growth switch at run time.  Its equivalent is the environment,
 before JAX starts: ``XLA_PYTHON_CLIENT_PREALLOCATE=false`` (grow on demand) or
 ``XLA_PYTHON_CLIENT_MEM_FRACTION=.5``.  As TF, it refuses non-GPU devices.
+``experimental.get_memory_info`` / ``get_memory_usage`` read JAX's allocator statistics
+(``Device.memory_stats()``: ``bytes_in_use``, ``peak_bytes_in_use``); the CPU has none, and TF's
+default CPU allocator neither (ValueError in both; TF with oneDNN's allocator reports zeros).
+``reset_memory_stats`` is not here: JAX has no way to reset a device's peak.
 ``set_soft_device_placement`` is the switch ``tapejax.device`` reads.
 ``run_functions_eagerly`` / ``functions_run_eagerly`` are ``tapejax.function``'s
 debugging switch, ``set_compilation_cache`` / ``get_compilation_cache`` JAX's persistent
@@ -151,15 +155,33 @@ def get_memory_growth(device: Any) -> bool:
 
 def get_memory_info(device: str) -> Dict[str, int]:
     """``tf.config.experimental.get_memory_info('GPU:0')``: ``{'current', 'peak'}`` bytes in use,
-    from JAX's allocator statistics (TF's ValueError where there are none: the CPU)."""
-    spec = _device.parse(device)
+    from JAX's allocator statistics (TF's ValueError where there are none: the CPU, as TF's
+    default CPU allocator).  ``device`` names a type and an index (``'GPU:0'``, ``'/device:GPU:0'``),
+    the type as TF spells it."""
+    if not isinstance(device, str):
+        raise TypeError(f"get_memory_info(): argument `device` must be a device name string like 'GPU:0'; got "
+                        f"{device!r}")
+    try:
+        spec = _device.parse(device)
+    except ValueError:
+        spec = None
+    if spec is None or spec.device_index is None:
+        raise ValueError(f"Failed parsing device name: '{device}'. Note a valid device string should at least contain "
+                         'a device type and a device index, like "GPU:0". (argument `device`)')
+    typed = device.rsplit("/", 1)[-1].split(":")[-2]   # (TF matches the type as written: 'cpu:0' is no device)
     for d in _device.local_devices():
-        if device_type(d) == spec.device_type and device_index(d) == (spec.device_index or 0):
+        if typed == device_type(d) == spec.device_type and device_index(d) == spec.device_index:
             stats = d.memory_stats() if hasattr(d, "memory_stats") else None
             if not stats:
                 raise ValueError(f"Allocator stats not available for device '{device}'")
             return {"current": int(stats.get("bytes_in_use", 0)), "peak": int(stats.get("peak_bytes_in_use", 0))}
     raise ValueError(f"No matching devices found for '{device}'")
+
+
+def get_memory_usage(device: str) -> int:
+    """``tf.config.experimental.get_memory_usage`` (deprecated in TF for
+    ``get_memory_info(device)['current']``, which it is): bytes in use on ``device``."""
+    return get_memory_info(device)["current"]
 
 
 def get_device_details(device: Any) -> Dict[str, Any]:
@@ -178,7 +200,7 @@ def get_device_details(device: Any) -> Dict[str, Any]:
 experimental = new_module(
     "tapejax.config.experimental", "``tf.config.experimental``",
     {"set_memory_growth": set_memory_growth, "get_memory_growth": get_memory_growth,
-     "get_memory_info": get_memory_info, "get_device_details": get_device_details,
+     "get_memory_info": get_memory_info, "get_memory_usage": get_memory_usage, "get_device_details": get_device_details,
      "list_physical_devices": list_physical_devices, "list_logical_devices": list_logical_devices,
      "get_visible_devices": get_visible_devices, "set_visible_devices": set_visible_devices,
      "set_virtual_device_configuration": set_logical_device_configuration,

@@ -12,6 +12,8 @@
   num_oov_buckets`` (FarmHash's fingerprint of the key's bytes, of its decimal form for integer
   keys; ``farmhash.py``), as TF: ids agree with TF's for every key.  Inside ``tapejax.function``
   the integer keys' buckets are computed by a host callback (``numpy_function``).
+* ``experimental.DenseHashTable`` is TF's open-addressing table on the host, bucket for bucket
+  (``lookup_dense``).
 * ``experimental.MutableHashTable`` is a host dictionary: ``insert`` / ``remove`` / ``lookup``
   / ``export`` run eagerly (inside ``tapejax.function`` they raise TypeError: TF stages them
   as resource ops, which tapejax does not have).
@@ -40,6 +42,7 @@ from ..ops.math import cast, equal, minimum, not_equal
 from ..ops.reduce import where
 from . import hostops
 from .hostvalues import numeric_result
+from .lookup_dense import DenseHashTable
 
 STRING = _dtypes.string
 
@@ -406,7 +409,7 @@ lookup = new_module(
      "StaticVocabularyTable": StaticVocabularyTable, "TextFileIndex": TextFileIndex,
      "TextFileInitializer": TextFileInitializer,
      "experimental": new_module("tapejax.lookup.experimental", "``tf.lookup.experimental``",
-                                {"MutableHashTable": MutableHashTable})})
+                                {"DenseHashTable": DenseHashTable, "MutableHashTable": MutableHashTable})})
 
-__all__ = ["KeyValueTensorInitializer", "MutableHashTable", "StaticHashTable", "StaticVocabularyTable", "TextFileIndex",
+__all__ = ["DenseHashTable", "KeyValueTensorInitializer", "MutableHashTable", "StaticHashTable", "StaticVocabularyTable", "TextFileIndex",
            "TextFileInitializer", "fingerprint", "lookup"]

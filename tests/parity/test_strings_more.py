@@ -27,6 +27,16 @@ def _py(x):
     return np.asarray(x, dtype=object).tolist() if isinstance(x, np.ndarray) else x
 
 
+def _export(table):
+    """A table's export as copies (TF's exported Tensors share the table's buckets: a later
+    insert would show through)."""
+    out = []
+    for x in table.export():
+        a = np.asarray(x.numpy() if hasattr(x, "numpy") else x)
+        out.append(a.tolist() if a.dtype.kind == "O" else a.copy())
+    return out
+
+
 def _rt(r):
     """A RaggedTensor as (nested lists, ragged rank, static shape)."""
     return r.to_list(), r.ragged_rank, [None if d is None else int(d) for d in r.shape.as_list()]
@@ -88,3 +98,77 @@ def test_unicode_script_of_decoded_text_in_a_dataset_map(tf):
         return tf.boolean_mask(cps, tf.equal(tf.strings.unicode_script(cps), 25))
     ds = tf.data.Dataset.from_tensor_slices(lines).map(latin)
     return [e.tolist() for e in ds.as_numpy_iterator()]
+
+
+# -- tf.lookup.experimental.DenseHashTable -------------------------------------------------------
+
+@parity(x64=True)
+def test_dense_hash_table_buckets(tf):
+    """Insert, update, erase, insert again (a deleted bucket reused: the key stands twice, as in
+    TF), growth past the load factor; lookup, size and export bucket for bucket; int64 keys
+    (large and negative), vector keys and values, int32 keys, string keys, bool values."""
+    D = tf.lookup.experimental.DenseHashTable
+    k64 = lambda v: tf.constant(v, tf.int64)  # noqa: E731
+    t = D(tf.int64, tf.float32, default_value=-1.0, empty_key=0, deleted_key=-1, initial_num_buckets=8)
+    out = [t.size(), t.key_dtype.name, t.value_dtype.name, t.name]
+    t.insert(k64([1, 9, 17, 2]), tf.constant([1., 2., 3., 4.]))
+    out += [_export(t), t.size()]
+    t.erase(k64([9, 100]))
+    out += [_export(t), t.size()]
+    t.insert(k64([17, 25]), [5., 6.])
+    out += [_export(t), t.size(), t.lookup(k64([17, 25, 9, 1])), t.lookup(k64([[17], [2]])), t.lookup(k64(25))]
+    t.insert_or_assign(k64([3, 4, 5, 2**40, -3]), [7., 8., 9., 10., 11.])
+    out += [_export(t), t.size(), t.lookup(k64([2**40, -3, 4]))]
+    t.remove(k64([2**40]))
+    out += [t.size(), t.lookup(k64([2**40]))]
+    tv = D(tf.int64, tf.float32, default_value=[-1., -1.], empty_key=[0, 0], deleted_key=[-1, -1], initial_num_buckets=4)
+    tv.insert(k64([[1, 2], [3, 4]]), [[1., 2.], [3., 4.]])
+    out += [_export(tv), tv.lookup(k64([[1, 2], [5, 6]])), tv.lookup(k64([[[3, 4]]]))]
+    t32 = D(tf.int32, tf.float32, default_value=-1., empty_key=0, deleted_key=-1, initial_num_buckets=4)
+    t32.insert([5, -7], [1., 2.])
+    tb = D(tf.int64, tf.bool, default_value=False, empty_key=0, deleted_key=-1, initial_num_buckets=4)
+    tb.insert(k64([3]), [True])
+    ts = D(tf.string, tf.float32, default_value=-1., empty_key="", deleted_key="$", initial_num_buckets=8)
+    ts.insert(_s(tf, ["a", "bb", "hello", "x"]), [1., 2., 3., 4.])
+    ts.erase(_s(tf, ["bb"]))
+    out += [_export(t32), t32.lookup([-7, 5, 6]), tb.lookup(k64([3, 4])), _export(ts),
+            ts.lookup(_s(tf, ["a", "bb", "zz"])), ts.size()]
+    return out
+
+
+@parity(x64=True)
+def test_dense_hash_table_errors(tf):
+    """TF's errors: empty / deleted keys equal, of other shapes, used as keys; a bad bucket count;
+    shapes of keys and values that do not fit; keys of another dtype; key / value dtypes with
+    no kernel."""
+    D = tf.lookup.experimental.DenseHashTable
+    k64 = lambda v: tf.constant(v, tf.int64)  # noqa: E731
+    t = D(tf.int64, tf.float32, default_value=-1.0, empty_key=0, deleted_key=-1, initial_num_buckets=4)
+    t.insert(k64([1]), [1.])
+    return [raises(D, tf.int64, tf.float32, default_value=-1.0, empty_key=0, deleted_key=0),
+            raises(D, tf.int64, tf.float32, default_value=-1.0, empty_key=0, deleted_key=[-1, -2]),
+            raises(D, tf.int64, tf.float32, default_value=[[1.]], empty_key=0, deleted_key=-1),
+            raises(D, tf.int64, tf.float32, default_value=1., empty_key=[[0]], deleted_key=[[-1]]),
+            raises(D, tf.int64, tf.float32, default_value=1., empty_key=0, deleted_key=-1, initial_num_buckets=12),
+            raises(D, tf.int64, tf.float32, default_value=1., empty_key=0, deleted_key=-1, initial_num_buckets=2),
+            raises(D, tf.int64, tf.float32, default_value="x", empty_key=0, deleted_key=-1),
+            raises(D, tf.float32, tf.float32, default_value=1., empty_key=0., deleted_key=-1.),
+            raises(D, tf.int64, tf.string, default_value="", empty_key=0, deleted_key=-1),
+            raises(t.insert, k64([0]), [1.]), raises(t.insert, k64([-1]), [1.]), raises(t.lookup, k64([0])),
+            raises(t.erase, k64([-1])), raises(t.insert, k64([1, 2]), [1.]), raises(t.insert, k64([[1]]), [1.]),
+            raises(t.lookup, k64([[1, 2]])), raises(t.lookup, tf.constant([1], tf.int32)),
+            raises(t.insert, k64([1]), tf.constant([1], tf.int32)), raises(t.erase, tf.constant([1], tf.int32)),
+            t.size(), t.lookup(k64([1]))]
+
+
+# -- tf.config.experimental ----------------------------------------------------------------------
+
+@parity
+def test_memory_info_and_usage(tf):
+    """get_memory_info / get_memory_usage: the CPU has no allocator statistics (TF's ValueError
+    with its default allocator), an unknown device, a name without an index, a lower-case type
+    and a number are TF's errors."""
+    e = tf.config.experimental
+    return [raises(f, d) for f in (e.get_memory_info, e.get_memory_usage)
+            for d in ("CPU:0", "/device:CPU:0", "GPU:0", "CPU:1", "bogus", "CPU", "cpu:0")] + [
+        raises(e.get_memory_info, 3)]
