@@ -148,6 +148,11 @@ def operand(a: Any) -> Any:
     if t is Tensor or t is Pending or t is _Array:
         return a
     if isinstance(a, np.ndarray):
+        if a.dtype.kind in "OSU":
+            raise TypeError(f"an op got host strings (a NumPy array of dtype {a.dtype}): tapejax has no string "
+                            "tensors (XLA has no string type); strings (tf.strings results, a string SparseTensor's "
+                            "values) stay on the host and only the host string ops (tf.strings, tf.sparse.to_dense / "
+                            "from_dense / cross / cross_hashed, tf.lookup) take them")
         return host_snapshot(a)
     if isinstance(a, (list, tuple)):   # nested data, possibly holding Tensors
         return pack_nested(a) if _contains_tensor(a) else Tensor(_to_array(a, None, "value"))

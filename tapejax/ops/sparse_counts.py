@@ -1,5 +1,5 @@
-"""``tf.sparse.bincount``, ``tf.sparse.cross_hashed`` and ``tf.sparse.mask``: sparse results whose
-entries depend on the input values, so they are computed on the host from concrete inputs
+"""``tf.sparse.bincount``, ``tf.sparse.cross`` / ``cross_hashed`` and ``tf.sparse.mask``: sparse
+results whose entries depend on the input values, so they are computed on the host from concrete inputs
 (eagerly, in dataset functions) as ``sparse_ops``' value-dependent ops are; inside a
 ``tapejax.function`` trace they raise ``TracedSparseError`` (a ValueError).
 
@@ -7,13 +7,17 @@ entries depend on the input values, so they are computed on the host from concre
   all values (``axis=0``, a vector) or per row (``axis=-1``, a ``[rows, size]`` matrix), of a
   dense integer Tensor or a SparseTensor; ``size = max(max value + 1, minlength)`` capped by
   ``maxlength`` (larger values dropped), as TF's ``DenseCountSparseOutput``.
-* ``cross_hashed``: the crosses of each row's features, one per combination in TF's order (the
-  first input's features varying slowest), each ``FingerprintCat64`` of ``hash_key`` and the
-  features' hashes (a string's ``Fingerprint64``, an integer as it is), modulo ``num_buckets``
-  (``farmhash``; equal to TF's).  Inputs: SparseTensors and dense Tensors of integers, and dense
-  host string arrays (``[rows, n]`` NumPy bytes: tapejax has no string Tensors, so a string
-  SparseTensor and ``tf.sparse.cross``, whose result is strings, are not available).  Hashes
-  span 63 bits: ``num_buckets=0`` needs JAX's 64-bit mode.
+* ``cross`` / ``cross_hashed``: the crosses of each row's features, one per combination in
+  TF's order (the SparseTensors first, then the dense inputs, as TF's ``SparseCrossV2`` takes
+  them; the first varying slowest): ``cross`` joins the features' text (an integer in decimal)
+  with ``separator`` into a string SparseTensor (its values a NumPy object array of bytes, on the
+  host: ``sparse_tensor``); ``cross_hashed`` gives each cross the ``FingerprintCat64`` of
+  ``hash_key`` and the features' hashes (a string's ``Fingerprint64``, an integer as it is),
+  modulo ``num_buckets`` (``farmhash``; equal to TF's).  Inputs: SparseTensors of strings or
+  numbers, dense numeric Tensors and dense host string arrays (``[rows, n]`` NumPy bytes);
+  numbers are cast to int64 as TF's wrapper does.  Hashes span 63 bits: ``num_buckets=0`` needs
+  JAX's 64-bit mode.  A SparseTensor's entries go to the row their index names; TF's kernel
+  assumes row-ordered indices (``tf.sparse.reorder`` first) and mixes rows up otherwise.
 * ``mask``: the slices of an ``IndexedSlices`` whose index is not in ``mask_indices``.
 """
 import itertools
@@ -94,29 +98,100 @@ def bincount(values: Any, weights: Any = None, axis: int = 0, minlength: Optiona
     return SparseTensor(indices, convert_to_tensor(data.astype(_dtypes.storage_dtype(out_dtype))), shape)
 
 
-def _features(t: Any, n_rows: Optional[int]) -> "tuple[List[List[Any]], int]":
-    """Each row's features (strings as bytes, integers as ints) and the number of rows."""
-    if isinstance(t, SparseTensor):
-        idx = host_indices(t, "cross_hashed")
-        vals = _host(t.values, "cross_hashed", "inputs")
-        rows = int(t.shape.as_list()[0] or 0)
+def _ints(a: np.ndarray) -> np.ndarray:
+    """Numeric features as int64, as TF's Python wrapper casts them (floats toward zero)."""
+    return np.trunc(a).astype(np.int64) if a.dtype.kind == "f" else a.astype(np.int64)
+
+
+def _columns(inputs: Any, op: str) -> "tuple[List[List[List[Any]]], int]":
+    """Each input's features per row (strings as bytes, numbers as int64), the SparseTensors first
+    and then the dense inputs (the order TF's ``SparseCrossV2`` crosses them in), and the batch
+    size; TF's checks and errors."""
+    if not isinstance(inputs, (list, tuple)):
+        raise TypeError("Inputs must be a list")
+    for t in inputs:
+        if not isinstance(t, (SparseTensor, Tensor, np.ndarray)):
+            raise TypeError(f"All inputs must be Tensor or SparseTensor (tapejax: or a NumPy array of strings); got "
+                            f"{type(t).__name__} (argument `inputs` of tf.sparse.{op})")
+    sparse = [t for t in inputs if isinstance(t, SparseTensor)]
+    dense = [t for t in inputs if not isinstance(t, SparseTensor)]
+    batch: Optional[int] = None
+    columns: List[List[List[Any]]] = []
+    for pos, t in enumerate(sparse):
+        idx = host_indices(t, f"tf.sparse.{op}")
+        if t.rank != 2:
+            raise InvalidArgumentError(None, None, f"Expected D2 of index to be 2 got {t.rank} at position {pos} "
+                                       f"(argument `inputs` of tf.sparse.{op})")
+        rows = int(t.static_shape(f"tf.sparse.{op}")[0])
+        if batch is None:
+            batch = rows
+        elif rows != batch:
+            raise InvalidArgumentError(None, None, f"Expected batch size {batch} got {rows} at position {pos} "
+                                       f"(argument `inputs` of tf.sparse.{op})")
+        vals = t.values if isinstance(t.values, np.ndarray) else _ints(_host(t.values, op, "inputs"))
         out: List[List[Any]] = [[] for _ in range(rows)]
-        for (r, *_), v in zip(idx.tolist(), vals.tolist()):
-            out[r].append(v)
-        return out, rows
-    if isinstance(t, np.ndarray) and t.dtype.kind in "OSU":
-        arr = t
-    else:
-        arr = _host(t if isinstance(t, Tensor) else convert_to_tensor(t), "cross_hashed", "inputs")
-    if arr.ndim != 2:
-        raise ValueError(f"Expected a rank-2 dense input to tf.sparse.cross_hashed; got shape {list(arr.shape)}")
-    return [[v.encode() if isinstance(v, str) else v for v in row] for row in arr.tolist()], arr.shape[0]
+        for (r, _), v in zip(idx.tolist(), vals.tolist()):
+            if 0 <= r < rows:
+                out[r].append(v)
+        columns.append(out)
+    for pos, t in enumerate(dense):
+        if isinstance(t, np.ndarray) and t.dtype.kind in "OSU":
+            arr = t.astype(object)
+        else:
+            arr = _host(t if isinstance(t, (Tensor, np.ndarray)) else convert_to_tensor(t), op, "inputs")
+            arr = _ints(arr)
+        if arr.ndim != 2:
+            raise InvalidArgumentError(None, None, f"Dense inputs should be a matrix but received shape "
+                                       f"[{','.join(str(d) for d in arr.shape)}] at position {pos} (argument `inputs` "
+                                       f"of tf.sparse.{op})")
+        if batch is None:
+            batch = arr.shape[0]
+        elif arr.shape[0] != batch:
+            raise InvalidArgumentError(None, None, f"Expected batch size {batch} got {arr.shape[0]} at dense tensor "
+                                       f"{pos} (argument `inputs` of tf.sparse.{op})")
+        columns.append([[v.encode() if isinstance(v, str) else v for v in row] for row in arr.tolist()])
+    return columns, batch or 0
+
+
+def _crossed(columns: List[List[List[Any]]], rows: int, feature: Any, combine: Any) -> "tuple[np.ndarray, list, int]":
+    """Every combination of each row's features (the first column varying slowest), combined:
+    (indices, values, the widest row)."""
+    indices: List[List[int]] = []
+    values: List[Any] = []
+    width = 0
+    for r in range(rows):
+        k = 0
+        for combo in itertools.product(*[[feature(f) for f in col[r]] for col in columns]):
+            values.append(combine(combo))
+            indices.append([r, k])
+            k += 1
+        width = max(width, k)
+    return np.asarray(indices, np.int64).reshape(-1, 2), values, width
 
 
 def _feature_hash(v: Any) -> int:
     if isinstance(v, (bytes, np.bytes_)):
         return fingerprint64(bytes(v))
     return int(v) & (2**64 - 1)
+
+
+def _feature_text(v: Any) -> bytes:
+    return bytes(v) if isinstance(v, (bytes, np.bytes_)) else str(int(v)).encode()
+
+
+def cross(inputs: Sequence[Any], name: Optional[str] = None, separator: Any = None) -> SparseTensor:
+    """``tf.sparse.cross``: a string SparseTensor of each row's feature crosses, one per
+    combination (see the module docstring), the features joined by ``separator`` (``"_X_"``)."""
+    sep = "_X_" if separator is None else separator
+    if not isinstance(sep, (bytes, str)):
+        raise TypeError(f"Cannot convert {separator!r} to EagerTensor of dtype string (argument `separator` of "
+                        "tf.sparse.cross)")
+    sep_b = sep.encode() if isinstance(sep, str) else sep
+    columns, rows = _columns(inputs, "cross")
+    indices, values, width = _crossed(columns, rows, _feature_text, sep_b.join)
+    data = np.empty(len(values), object)
+    data[:] = values
+    return SparseTensor._of(indices, data, (rows if columns else 0, width))
 
 
 def cross_hashed(inputs: Sequence[Any], num_buckets: int = 0, hash_key: Optional[int] = None,
@@ -129,30 +204,18 @@ def cross_hashed(inputs: Sequence[Any], num_buckets: int = 0, hash_key: Optional
     if (num_buckets == 0 or num_buckets > 2**31) and not _dtypes.x64_enabled():
         raise ValueError("tf.sparse.cross_hashed: hashes of up to 63 bits (num_buckets=0 or above 2**31) need JAX's "
                          "64-bit mode (jax.config.update('jax_enable_x64', True)); or give num_buckets below 2**31")
-    columns = [_features(t, None) for t in inputs]
-    n_rows = {rows for _, rows in columns}
-    if len(n_rows) > 1:
-        raise InvalidArgumentError(None, None, f"Expected batch size {columns[0][1]} for every input, got "
-                                   f"{sorted(n_rows)} (argument `inputs`)")
-    rows = columns[0][1] if columns else 0
+    columns, rows = _columns(inputs, "cross_hashed")
     key = _DEFAULT_HASH_KEY if hash_key is None else int(hash_key)
-    indices: List[List[int]] = []
-    values: List[int] = []
-    width = 0
-    for r in range(rows):
-        combos = itertools.product(*[[_feature_hash(f) for f in col[r]] for col, _ in columns])
-        k = 0
-        for combo in combos:
-            h = key
-            for fh in combo:
-                h = fingerprint_cat64(h, fh)
-            values.append(h % num_buckets if num_buckets > 0 else h % _INT64_MAX)
-            indices.append([r, k])
-            k += 1
-        width = max(width, k)
+
+    def combine(hashes: "tuple[int, ...]") -> int:
+        h = key
+        for fh in hashes:
+            h = fingerprint_cat64(h, fh)
+        return h % num_buckets if num_buckets > 0 else h % _INT64_MAX
+    indices, values, width = _crossed(columns, rows, _feature_hash, combine)
     data = np.asarray(values, np.int64)
-    return SparseTensor(np.asarray(indices, np.int64).reshape(-1, 2),
-                        convert_to_tensor(data.astype(_dtypes.storage_dtype(np.int64))), [rows, width])
+    return SparseTensor(indices, convert_to_tensor(data.astype(_dtypes.storage_dtype(np.int64))),
+                        [rows if columns else 0, width])
 
 
 def mask(a: IndexedSlices, mask_indices: Any, name: Optional[str] = None) -> IndexedSlices:
@@ -166,4 +229,4 @@ def mask(a: IndexedSlices, mask_indices: Any, name: Optional[str] = None) -> Ind
     return IndexedSlices(values, convert_to_tensor(idx[keep]), a.dense_shape)
 
 
-__all__ = ["bincount", "cross_hashed", "mask"]
+__all__ = ["bincount", "cross", "cross_hashed", "mask"]

@@ -37,6 +37,7 @@ from .sparse_tensor import (
     TracedSparseError,
     check_indices,
     host_indices,
+    host_string_values,
     index_dtype,
     is_traced,
     to_dense,
@@ -136,7 +137,14 @@ def _sorted(indices: Any, values: Any, shape: Tuple[int, ...]) -> SparseTensor:
 # -- conversions --------------------------------------------------------------------------
 
 def from_dense(tensor: Any, name: Any = None) -> SparseTensor:
-    """``tf.sparse.from_dense``: the non-zero entries of ``tensor``, in row-major order."""
+    """``tf.sparse.from_dense``: the non-zero entries of ``tensor``, in row-major order (of host
+    strings: the non-empty ones, a string SparseTensor)."""
+    strings = None if isinstance(tensor, Tensor) else host_string_values(
+        np.asarray(tensor, object) if isinstance(tensor, (bytes, str)) else tensor)
+    if strings is not None:
+        ind = np.argwhere(strings != b"").astype(np.int64)
+        return SparseTensor._of(ind, strings[tuple(ind.T)] if strings.ndim else strings.reshape(-1)[:len(ind)],
+                                tuple(strings.shape))
     t = convert_to_tensor(tensor)
     if is_traced(t):
         raise TracedSparseError("tf.sparse.from_dense: the number of entries depends on the tensor's values, which are "

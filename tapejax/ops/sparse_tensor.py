@@ -28,6 +28,13 @@ shapes).  Validation TF does eagerly (indices out of bounds, out of order, repea
 ``to_dense``) reads the indices on the host when they are concrete, raising
 ``InvalidArgumentError`` with TF's text; inside a trace it is skipped (as TF's XLA kernels skip it).
 
+**String values.**  tapejax has no string tensors, so a SparseTensor of strings (values given as
+``bytes`` / ``str``, a list of them or a NumPy string array) keeps its ``values`` on the host, a
+NumPy object array of ``bytes`` (``dtype`` is ``tf.string``); ``tf.sparse.to_dense`` (``b""`` where
+no entry is), ``tf.sparse.from_dense`` of host strings (the non-empty ones) and
+``tf.sparse.cross`` / ``cross_hashed`` take it; another op given it is TypeError (``core.bind``
+refuses host strings).
+
 A SparseTensor is a JAX pytree (children: indices and values, and ``dense_shape`` when it is not
 static), and ``tapejax.function`` passes it as an argument and returns it as a result
 (``compile.signature``; ``tf.SparseTensorSpec`` in an ``input_signature`` checks it).
@@ -145,6 +152,26 @@ def _int_tensor(x: Any, arg: str) -> Tensor:
 _AS_INDEX = define("SparseIndexCast", lambda x, *, dtype: x.astype(dtype), differentiable=False)
 
 
+def host_string_values(values: Any) -> Optional[np.ndarray]:
+    """``values`` as a NumPy object array of ``bytes`` when they are strings (``bytes`` / ``str``,
+    a list of them, a NumPy ``S`` / ``U`` / object array): a string SparseTensor's values stay on
+    the host (tapejax has no string tensors); None for other values."""
+    if isinstance(values, np.ndarray) and values.dtype.kind in "OSU":
+        a = values
+    elif isinstance(values, (list, tuple)) and values and all(isinstance(v, (bytes, str)) for v in values):
+        a = np.empty(len(values), object)
+        a[:] = list(values)
+    else:
+        return None
+    out = np.empty(a.shape, object)
+    for i, v in np.ndenumerate(a):
+        if not isinstance(v, (bytes, str, np.bytes_, np.str_)):
+            raise TypeError(f"Cannot convert {v!r} to EagerTensor of dtype string (argument `values` of SparseTensor: "
+                            "strings, or numbers)")
+        out[i] = v.encode() if isinstance(v, str) else bytes(v)
+    return out
+
+
 def _rank_error(shape: tuple, rank: int) -> ValueError:
     return ValueError(f"Shape {tuple(shape)} must have rank {rank}")
 
@@ -160,7 +187,9 @@ class SparseTensor:
     def __init__(self, indices: Any, values: Any, dense_shape: Any):
         static = _static_shape(dense_shape)
         ind = _int_tensor(indices, "indices")
-        vals = values if isinstance(values, Tensor) else convert_to_tensor(values)
+        strings = None if isinstance(values, Tensor) else host_string_values(values)
+        vals: Any = strings if strings is not None else (
+            values if isinstance(values, Tensor) else convert_to_tensor(values))
         if static is not None:
             with jax.ensure_compile_time_eval():
                 shape_t = Tensor(jnp.asarray(static, index_dtype()))
@@ -204,7 +233,8 @@ class SparseTensor:
         return self._indices
 
     @property
-    def values(self) -> Tensor:
+    def values(self) -> Any:
+        """A Tensor, or for a string SparseTensor a NumPy object array of ``bytes``."""
         return self._values
 
     @property
@@ -213,7 +243,7 @@ class SparseTensor:
 
     @property
     def dtype(self) -> _dtypes.DType:
-        return self._values.dtype
+        return _dtypes.string if isinstance(self._values, np.ndarray) else self._values.dtype
 
     @property
     def rank(self) -> int:
@@ -411,14 +441,27 @@ def check_indices(ind: np.ndarray, shape: Tuple[int, ...], order: bool = True) -
                                    "sorted indices.\n    Use `tf.sparse.reorder` to create a correctly ordered copy.")
 
 
-def to_dense(sp_input: Any, default_value: Any = None, validate_indices: bool = True, name: Any = None) -> Tensor:
-    """``tf.sparse.to_dense``: the dense Tensor, ``default_value`` (0) where no entry is."""
+def to_dense(sp_input: Any, default_value: Any = None, validate_indices: bool = True, name: Any = None) -> Any:
+    """``tf.sparse.to_dense``: the dense Tensor, ``default_value`` (0) where no entry is (of a
+    string SparseTensor: a NumPy object array, ``b""`` where no entry is)."""
     if not isinstance(sp_input, SparseTensor):
         raise TypeError(f"Input must be a SparseTensor (argument `sp_input` of tf.sparse.to_dense); got "
                         f"{type(sp_input).__name__}.")
     shape = sp_input.static_shape("tf.sparse.to_dense")
     if validate_indices and not is_traced(sp_input._indices):
         check_indices(host_indices(sp_input, "tf.sparse.to_dense"), shape)
+    if isinstance(sp_input._values, np.ndarray):   # strings, on the host
+        default_bytes = b"" if default_value is None else default_value
+        if not isinstance(default_bytes, (bytes, str)):
+            raise TypeError(f"Cannot convert {default_value!r} to EagerTensor of dtype string (argument "
+                            "`default_value` of tf.sparse.to_dense)")
+        out_strings = np.empty(shape, object)
+        out_strings[...] = default_bytes.encode() if isinstance(default_bytes, str) else default_bytes
+        ind = host_indices(sp_input, "tf.sparse.to_dense")
+        ok = ((ind >= 0) & (ind < np.asarray(shape, np.int64))).all(axis=1)   # (TF drops out-of-bounds ones)
+        for k in np.nonzero(ok)[0]:
+            out_strings[tuple(ind[k])] = sp_input._values[k]
+        return out_strings
     default = convert_to_tensor(0 if default_value is None else default_value, dtype=sp_input.dtype)
     out = bind(TO_DENSE, sp_input._indices, sp_input._values, default, shape=shape)
     assert isinstance(out, Tensor)
@@ -426,4 +469,4 @@ def to_dense(sp_input: Any, default_value: Any = None, validate_indices: bool = 
 
 
 __all__ = ["CWISE_DIV", "CWISE_MUL", "SparseParts", "SparseTensor", "SparseTensorSpec", "TO_DENSE", "TracedSparseError", "check_indices", "cwise", "host_indices",
-           "index_dtype", "is_traced", "to_dense"]
+           "host_string_values", "index_dtype", "is_traced", "to_dense"]

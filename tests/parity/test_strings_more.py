@@ -172,3 +172,50 @@ def test_memory_info_and_usage(tf):
     return [raises(f, d) for f in (e.get_memory_info, e.get_memory_usage)
             for d in ("CPU:0", "/device:CPU:0", "GPU:0", "CPU:1", "bogus", "CPU", "cpu:0")] + [
         raises(e.get_memory_info, 3)]
+
+
+# -- tf.sparse.cross / cross_hashed over strings --------------------------------------------------
+
+def _sp(x):
+    """A SparseTensor as (indices, values, dense_shape), string values as Python bytes."""
+    return x.indices, _py(x.values) if x.dtype.name == "string" else x.values, x.dense_shape
+
+
+@parity(x64=True)
+def test_sparse_cross_of_strings_and_integers(tf):
+    """String and integer SparseTensors with several features per row, dense string / integer /
+    float / bool inputs (the SparseTensors cross first, whatever the list's order, as TF's op),
+    a separator, a row with no feature (no cross), large and negative ints;
+    cross_hashed of the same inputs."""
+    st = tf.sparse.SparseTensor([[0, 0], [1, 0], [1, 1]], ["a", "b", "c"], [2, 2])
+    si = tf.sparse.SparseTensor([[0, 0], [1, 0]], tf.constant([7, 8], tf.int64), [2, 1])
+    gap = tf.sparse.SparseTensor([[1, 0]], ["only"], [2, 1])
+    d = _s(tf, [["x"], ["y"]])
+    di = tf.constant([[1, 2], [3, 4]])
+    c, h = tf.sparse.cross, tf.sparse.cross_hashed
+    return [_sp(x) for x in (
+        c([st, d]), c([d, st]), c([di, si, st]), c([st, si], separator="#"), c([st, gap]),
+        c([st, tf.constant([[1.5], [-2.7]])]), c([st, tf.constant([[True], [False]])]),
+        c([st, tf.constant([[-3], [2**40]], tf.int64)]), c([st]), c([d, di]),
+        c([st, tf.sparse.SparseTensor([[0, 0]], [1.5], [2, 1])]),
+        h([st, d, si], num_buckets=100), h([d, st]), h([st, gap, di], num_buckets=7, hash_key=5))] + [
+        _py(tf.sparse.to_dense(c([st, d, di]))), list(tf.sparse.to_dense(c([st, si])).shape)]
+
+
+@parity(x64=True)
+def test_string_sparse_tensors_and_cross_errors(tf):
+    """A string SparseTensor: dtype, to_dense (``b""`` or a given default; unordered indices are
+    TF's error), from_dense of strings; cross's errors: not a list, a Python list input, a dense
+    vector, batch sizes that differ, a rank-3 SparseTensor, a separator that is no string."""
+    st = tf.sparse.SparseTensor([[0, 0], [1, 0], [1, 1]], ["a", "b", "c"], [2, 2])
+    d = _s(tf, [["x"], ["y"]])
+    c = tf.sparse.cross
+    fd = tf.sparse.from_dense(_s(tf, [["a", ""], ["", "b"]]))
+    return [st.dtype.name, _py(tf.sparse.to_dense(st)), _py(tf.sparse.to_dense(st, default_value="z")),
+            _sp(fd), _py(tf.sparse.to_dense(fd)),
+            raises(tf.sparse.to_dense, tf.sparse.SparseTensor([[1, 0], [0, 0]], ["q", "r"], [2, 1])),
+            raises(tf.sparse.to_dense, st, default_value=5),
+            raises(c, st), raises(c, [st, [["x"], ["y"]]]), raises(c, [st, _s(tf, ["x", "y"])]),
+            raises(c, [st, _s(tf, [["x"]])]), raises(c, [st, tf.sparse.SparseTensor([[0, 0]], ["q"], [3, 1])]),
+            raises(c, [st, tf.sparse.SparseTensor([[0, 0, 0]], ["q"], [2, 1, 1])]), raises(c, [st, d], separator=5),
+            raises(tf.sparse.cross_hashed, [st, _s(tf, ["x", "y"])], num_buckets=5)]
