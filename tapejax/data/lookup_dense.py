@@ -24,7 +24,10 @@ fit, a bucket count that is not a power of 2 of at least 4: InvalidArgumentError
 of another dtype: ValueError (``erase``: TypeError).  Unlike TF, an insert that fails changes
 nothing (TF has inserted the keys before the bad one).  The table runs eagerly: inside
 ``tapejax.function`` its methods raise TypeError (TF stages them as resource ops, which tapejax
-does not have).
+does not have); a dataset function that uses one runs eagerly per element (tapejax first runs
+such a function once on zeros to learn its output: a table whose ``empty_key`` or
+``deleted_key`` is 0 raises there, as a lookup of its empty key does; TF traces the function
+instead).
 """
 from typing import Any, Optional, Tuple
 
@@ -166,8 +169,10 @@ class DenseHashTable:
     def _host(self, value: Any, dtype: Any, arg: str, error: type) -> np.ndarray:
         """``value`` as a NumPy array of ``dtype`` (bytes objects for strings)."""
         if is_traced(value):
-            raise TypeError(f"DenseHashTable: `{arg}` is traced (inside tapejax.function); TF stages table ops as "
-                            "resource ops, which tapejax does not have: use the table eagerly")
+            # (a dataset function catches this TypeError and runs eagerly per element)
+            raise hostops.TracedStringError(f"DenseHashTable: `{arg}` is traced (inside tapejax.function); TF stages "
+                                            "table ops as resource ops, which tapejax does not have: use the table "
+                                            "eagerly or in a dataset map")
         if dtype.name == "string":
             if isinstance(value, Tensor):
                 raise error(f"{arg}: Tensor conversion requested dtype string for Tensor with dtype {value.dtype.name}")

@@ -137,6 +137,17 @@ def test_dense_hash_table_buckets(tf):
 
 
 @parity(x64=True)
+def test_dense_hash_table_in_a_dataset_map(tf):
+    """Ids looked up in a dataset map (the table captured by the function), then updated."""
+    t = tf.lookup.experimental.DenseHashTable(tf.int64, tf.int64, default_value=0, empty_key=-1, deleted_key=-2)
+    t.insert(tf.constant([10, 20, 30], tf.int64), tf.constant([1, 2, 3], tf.int64))
+    ds = tf.data.Dataset.from_tensor_slices(tf.constant([[10, 99], [30, 20]], tf.int64)).map(lambda k: t.lookup(k))
+    first = [e.tolist() for e in ds.as_numpy_iterator()]
+    t.insert(tf.constant([99], tf.int64), tf.constant([9], tf.int64))
+    return first, [e.tolist() for e in ds.as_numpy_iterator()]
+
+
+@parity(x64=True)
 def test_dense_hash_table_errors(tf):
     """TF's errors: empty / deleted keys equal, of other shapes, used as keys; a bad bucket count;
     shapes of keys and values that do not fit; keys of another dtype; key / value dtypes with
