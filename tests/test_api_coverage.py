@@ -341,7 +341,7 @@ def test_io_names_missing_are_the_listed_ones():
 #: TF 2.21's ``tf.ragged`` and ``tf.RaggedTensor`` public names (``dir``), and those tapejax lacks.
 TF_RAGGED = ("boolean_mask constant cross cross_hashed map_flat_values range row_splits_to_segment_ids "
              "segment_ids_to_row_splits stack stack_dynamic_partitions").split()
-RAGGED_MISSING = {"cross": "strings", "cross_hashed": "strings", "stack_dynamic_partitions": "ragged"}
+RAGGED_MISSING = {"cross": "strings", "stack_dynamic_partitions": "ragged"}
 TF_RAGGED_TENSOR = (
     "bounding_shape consumers dtype flat_values from_nested_row_lengths from_nested_row_splits "
     "from_nested_value_rowids from_row_lengths from_row_limits from_row_splits from_row_starts from_sparse "

@@ -143,7 +143,8 @@ nest = _module("nest", "``tf.nest``", {"flatten": _nest.flatten, "pack_sequence_
                                         "assert_same_structure": _ut.assert_same_structure})
 bitwise = _module("bitwise", "``tf.bitwise``", {n: getattr(_bw, n) for n in _bw.__all__})
 strings = _un.strings
-ragged = _module("ragged", "``tf.ragged``: RaggedTensor ops (see tapejax.ops.ragged_tensor)", dict(_rgo.PUBLIC))
+ragged = _module("ragged", "``tf.ragged``: RaggedTensor ops (see tapejax.ops.ragged_tensor)",
+                 dict(_rgo.PUBLIC, cross_hashed=_spc.ragged_cross_hashed))
 sparse = _module("sparse", "``tf.sparse``: SparseTensor ops (see tapejax.ops.sparse_tensor)",
                  {**{n: getattr(_spo, n) for n in _spo.PUBLIC},
                   **{n: getattr(_spm, n) for n in _spm.__all__ if n.islower()},

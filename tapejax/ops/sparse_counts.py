@@ -18,6 +18,9 @@ results whose entries depend on the input values, so they are computed on the ho
   numbers are cast to int64 as TF's wrapper does.  Hashes span 63 bits: ``num_buckets=0`` needs
   JAX's 64-bit mode.  A SparseTensor's entries go to the row their index names; TF's kernel
   assumes row-ordered indices (``tf.sparse.reorder`` first) and mixes rows up otherwise.
+  ``tf.ragged.cross_hashed`` (``ragged_cross_hashed``) is the same over RaggedTensors of rank 2
+  too, crossing the inputs in their order (TF's ``RaggedCross``), a RaggedTensor of int64;
+  ``tf.ragged.cross`` (strings in a RaggedTensor) is not here: tapejax has no string tensors.
 * ``mask``: the slices of an ``IndexedSlices`` whose index is not in ``mask_indices``.
 """
 import itertools
@@ -32,6 +35,7 @@ from ..core.indexed_slices import IndexedSlices
 from ..core.tensor import Tensor
 from .farmhash import fingerprint64, fingerprint_cat64
 from .indexing import gather
+from .ragged_tensor import RaggedTensor
 from .sparse_tensor import SparseTensor, TracedSparseError, host_indices, is_traced
 
 _DEFAULT_HASH_KEY = 0xDECAFCAFFE
@@ -103,20 +107,40 @@ def _ints(a: np.ndarray) -> np.ndarray:
     return np.trunc(a).astype(np.int64) if a.dtype.kind == "f" else a.astype(np.int64)
 
 
-def _columns(inputs: Any, op: str) -> "tuple[List[List[List[Any]]], int]":
-    """Each input's features per row (strings as bytes, numbers as int64), the SparseTensors first
-    and then the dense inputs (the order TF's ``SparseCrossV2`` crosses them in), and the batch
-    size; TF's checks and errors."""
+def _ragged_column(t: RaggedTensor, op: str) -> List[List[Any]]:
+    if t.ragged_rank != 1 or len(t.shape) != 2:
+        raise ValueError(f"tf.ragged.cross only supports inputs with rank=2 (argument `inputs` of tf.ragged.{op})")
+    splits = _host(t.row_splits, op, "inputs").astype(np.int64)
+    vals = _ints(_host(t.values, op, "inputs")).tolist()
+    return [vals[splits[r]:splits[r + 1]] for r in range(len(splits) - 1)]
+
+
+def _columns(inputs: Any, op: str, ragged: bool = False) -> "tuple[List[List[List[Any]]], int]":
+    """Each input's features per row (strings as bytes, numbers as int64), and the batch size;
+    TF's checks and errors.  ``tf.sparse``'s op crosses the SparseTensors first and then the dense
+    inputs (TF's ``SparseCrossV2``), ``tf.ragged``'s (``ragged``) keeps the inputs' order."""
     if not isinstance(inputs, (list, tuple)):
         raise TypeError("Inputs must be a list")
+    kinds = (SparseTensor, Tensor, np.ndarray) + ((RaggedTensor,) if ragged else ())
     for t in inputs:
-        if not isinstance(t, (SparseTensor, Tensor, np.ndarray)):
+        if not isinstance(t, kinds):
             raise TypeError(f"All inputs must be Tensor or SparseTensor (tapejax: or a NumPy array of strings); got "
-                            f"{type(t).__name__} (argument `inputs` of tf.sparse.{op})")
+                            f"{type(t).__name__} (argument `inputs` of tf.{'ragged' if ragged else 'sparse'}.{op})")
+    if ragged:
+        batch_sizes = set()
+        columns = []
+        for t in inputs:
+            col = _ragged_column(t, op) if isinstance(t, RaggedTensor) else _columns([t], op)[0][0]
+            batch_sizes.add(len(col))
+            columns.append(col)
+        if len(batch_sizes) > 1:
+            raise InvalidArgumentError(None, None, f"inputs must all have the same batch dimension size; got "
+                                       f"{sorted(batch_sizes)} (argument `inputs` of tf.ragged.{op})")
+        return columns, batch_sizes.pop() if batch_sizes else 0
     sparse = [t for t in inputs if isinstance(t, SparseTensor)]
     dense = [t for t in inputs if not isinstance(t, SparseTensor)]
     batch: Optional[int] = None
-    columns: List[List[List[Any]]] = []
+    columns = []
     for pos, t in enumerate(sparse):
         idx = host_indices(t, f"tf.sparse.{op}")
         if t.rank != 2:
@@ -194,17 +218,15 @@ def cross(inputs: Sequence[Any], name: Optional[str] = None, separator: Any = No
     return SparseTensor._of(indices, data, (rows if columns else 0, width))
 
 
-def cross_hashed(inputs: Sequence[Any], num_buckets: int = 0, hash_key: Optional[int] = None,
-                 name: Optional[str] = None) -> SparseTensor:
-    """``tf.sparse.cross_hashed`` (see the module docstring)."""
-    if not isinstance(inputs, (list, tuple)):
-        raise TypeError("Inputs must be a list")
+def _check_buckets(num_buckets: int) -> None:
     if num_buckets < 0:
         raise InvalidArgumentError(None, None, f"num_buckets must be >= 0, got {num_buckets} (argument `num_buckets`)")
     if (num_buckets == 0 or num_buckets > 2**31) and not _dtypes.x64_enabled():
-        raise ValueError("tf.sparse.cross_hashed: hashes of up to 63 bits (num_buckets=0 or above 2**31) need JAX's "
-                         "64-bit mode (jax.config.update('jax_enable_x64', True)); or give num_buckets below 2**31")
-    columns, rows = _columns(inputs, "cross_hashed")
+        raise ValueError("cross_hashed: hashes of up to 63 bits (num_buckets=0 or above 2**31) need JAX's 64-bit "
+                         "mode (jax.config.update('jax_enable_x64', True)); or give num_buckets below 2**31")
+
+
+def _hasher(num_buckets: int, hash_key: Optional[int]) -> Any:
     key = _DEFAULT_HASH_KEY if hash_key is None else int(hash_key)
 
     def combine(hashes: "tuple[int, ...]") -> int:
@@ -212,10 +234,35 @@ def cross_hashed(inputs: Sequence[Any], num_buckets: int = 0, hash_key: Optional
         for fh in hashes:
             h = fingerprint_cat64(h, fh)
         return h % num_buckets if num_buckets > 0 else h % _INT64_MAX
-    indices, values, width = _crossed(columns, rows, _feature_hash, combine)
+    return combine
+
+
+def cross_hashed(inputs: Sequence[Any], num_buckets: int = 0, hash_key: Optional[int] = None,
+                 name: Optional[str] = None) -> SparseTensor:
+    """``tf.sparse.cross_hashed`` (see the module docstring)."""
+    if not isinstance(inputs, (list, tuple)):
+        raise TypeError("Inputs must be a list")
+    _check_buckets(num_buckets)
+    columns, rows = _columns(inputs, "cross_hashed")
+    indices, values, width = _crossed(columns, rows, _feature_hash, _hasher(num_buckets, hash_key))
     data = np.asarray(values, np.int64)
     return SparseTensor(indices, convert_to_tensor(data.astype(_dtypes.storage_dtype(np.int64))),
                         [rows if columns else 0, width])
+
+
+def ragged_cross_hashed(inputs: Sequence[Any], num_buckets: int = 0, hash_key: Optional[int] = None,
+                        name: Optional[str] = None) -> RaggedTensor:
+    """``tf.ragged.cross_hashed``: ``cross_hashed``'s crosses as a RaggedTensor (a row per batch
+    row), the inputs (RaggedTensors of rank 2, SparseTensors, dense Tensors) crossed in their
+    order, as TF's ``RaggedCross``."""
+    _check_buckets(num_buckets)
+    columns, rows = _columns(inputs, "cross_hashed", ragged=True)
+    indices, values, _ = _crossed(columns, rows, _feature_hash, _hasher(num_buckets, hash_key))
+    counts = np.bincount(indices[:, 0], minlength=rows) if len(indices) else np.zeros(rows, np.int64)
+    store = _dtypes.storage_dtype(np.int64)
+    splits = np.concatenate([[0], np.cumsum(counts)]).astype(store)
+    return RaggedTensor.from_row_splits(convert_to_tensor(np.asarray(values, np.int64).astype(store), _dtypes.int64),
+                                        convert_to_tensor(splits, _dtypes.int64), validate=False)
 
 
 def mask(a: IndexedSlices, mask_indices: Any, name: Optional[str] = None) -> IndexedSlices:

@@ -230,3 +230,18 @@ def test_string_sparse_tensors_and_cross_errors(tf):
             raises(c, [st, _s(tf, [["x"]])]), raises(c, [st, tf.sparse.SparseTensor([[0, 0]], ["q"], [3, 1])]),
             raises(c, [st, tf.sparse.SparseTensor([[0, 0, 0]], ["q"], [2, 1, 1])]), raises(c, [st, d], separator=5),
             raises(tf.sparse.cross_hashed, [st, _s(tf, ["x", "y"])], num_buckets=5)]
+
+
+@parity(x64=True)
+def test_ragged_cross_hashed(tf):
+    """tf.ragged.cross_hashed keeps the inputs' order (unlike tf.sparse's): RaggedTensors, dense
+    integer / string inputs and SparseTensors; a rank-3 RaggedTensor is TF's ValueError."""
+    r = tf.ragged.constant([[1, 2], [3]], tf.int64)
+    d = tf.constant([[7], [8]], tf.int64)
+    st = tf.sparse.SparseTensor([[0, 0], [1, 0]], tf.constant([5, 6], tf.int64), [2, 1])
+    strs = tf.sparse.SparseTensor([[0, 0], [0, 1], [1, 0]], ["a", "b", "c"], [2, 2])
+    h = tf.ragged.cross_hashed
+    return [_rt(x) for x in (h([r, d], num_buckets=100), h([d, r], num_buckets=100), h([st, r], num_buckets=100),
+                             h([r, st], num_buckets=100), h([strs, d], num_buckets=100), h([r, _s(tf, [["x"], ["y"]])]),
+                             h([tf.ragged.constant([[1, 2], [3]], tf.int32), d], num_buckets=9, hash_key=3))] + [
+        raises(h, [tf.ragged.constant([[[1], [2]], [[3]]], tf.int64), d], num_buckets=100)]
