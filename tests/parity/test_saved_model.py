@@ -49,6 +49,35 @@ def test_save_load_call(tf):
 
 
 @parity
+def test_concrete_functions_as_signatures(tf):
+    """``signatures=`` given concrete functions (TF's usual spelling): of a method traced with a
+    TensorSpec (no ``input_signature``: the spec's name is the signature's keyword), and of a plain
+    ``tf.function`` over the object's Variables; a concrete function of one with an
+    ``input_signature`` too."""
+    class Scaler(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.s = tf.Variable([2.0, -1.0, 0.5], name="s")
+
+        @tf.function
+        def scale(self, x):
+            return x * self.s
+
+    m = _model(tf)()
+    m.scaler = Scaler()
+    plain = tf.function(lambda v: tf.reduce_sum(v * m.scaler.s, axis=-1))
+    d = os.path.join(tempfile.mkdtemp(prefix="parity-sm-"), "m")
+    tf.saved_model.save(m, d, signatures={
+        "serving_default": m.__call__.get_concrete_function(),
+        "scale": m.scaler.scale.get_concrete_function(tf.TensorSpec([None, 3], tf.float32, name="inp")),
+        "total": plain.get_concrete_function(tf.TensorSpec([None, 3], tf.float32))})
+    loaded = tf.saved_model.load(d)
+    x = tf.constant(X)
+    return (sorted(loaded.signatures), loaded.signatures["serving_default"](x=x),
+            loaded.signatures["scale"](inp=x), loaded.signatures["total"](v=x[:2]))
+
+
+@parity
 def test_bad_input(tf):
     d = tempfile.mkdtemp(prefix="parity-sm-")
     m = _model(tf)()

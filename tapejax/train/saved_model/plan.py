@@ -18,6 +18,7 @@ def _check_object(obj: Any) -> None:
 
 def _signatures(obj: Any, signatures: Any, functions: dict) -> dict:
     def check(value: Any) -> Any:
+        value = _export.from_concrete(value)
         if _export.as_function(value) is None:
             raise ValueError(f"Expected a TensorFlow function for which to generate a signature, but got "
                              f"{value!r}. Only `tf.functions` with an input signature or concrete functions "
