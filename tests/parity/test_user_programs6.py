@@ -17,7 +17,7 @@ import tempfile
 import numpy as np
 import pytest
 
-from .harness import parity, raises
+from .harness import parity
 
 TOL = dict(rtol=2e-5, atol=2e-6)
 KTOL = dict(rtol=1e-4, atol=1e-5)
