@@ -187,13 +187,16 @@ def export_function(value: Any, variables: Sequence[Variable], name: str,
     """Trace and export ``value`` (see the module docstring)."""
     from jax import export
     inputs = input_specs(value)
+    shared = bool(getattr(value, "_shared_batch", False))
     scope = export.SymbolicScope()
     arg_specs = []
     for i, spec in enumerate(inputs):
-        dims = ", ".join(f"d{i}_{j}" if d is None else str(d) for j, d in enumerate(spec["shape"]))
+        # (a Keras model's inputs share their batch size: one symbol for their first axis)
+        dims = ", ".join(("batch" if j == 0 and shared else f"d{i}_{j}") if d is None else str(d)
+                         for j, d in enumerate(spec["shape"]))
         shape = export.symbolic_shape(dims, scope=scope) if dims else ()
         arg_specs.append(jax.ShapeDtypeStruct(shape, np.dtype(_np_dtype(spec["dtype"]))))
-    var_specs = [jax.ShapeDtypeStruct(tuple(v.shape), v.dtype._np) for v in variables]
+    var_specs = [jax.ShapeDtypeStruct(tuple(v._meta.shape), np.dtype(v._meta.dtype)) for v in variables]
     keyed = False
     pure, out_tpl = pure_function(value, variables, name)
     exported = None
