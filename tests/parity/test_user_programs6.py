@@ -1152,3 +1152,71 @@ def test_bounded_while_loop_records_a_trajectory_in_a_tensor_array(tf):
         return i, ta.stack(), tape.gradient(target, damping)
 
     return simulate(tf.constant([1.0, 0.0])), simulate(tf.constant([0.3, 0.1]))
+
+
+@parity(**KTOL)
+def test_keras_model_fit_then_exported_as_a_saved_model_and_served(tf):
+    """A Keras model trained by ``fit`` and saved with ``tf.saved_model.save`` (no signatures given):
+    the loaded object's ``serving_default`` takes the named input and gives the predictions, and the
+    loaded call equals ``predict``."""
+    x, y = _kdata(n=8, seed=28)
+    model = tf.keras.Sequential([tf.keras.Input((5,), name="features"), tf.keras.layers.Dense(4, activation="relu"),
+                                 tf.keras.layers.Dense(3)])
+    _kinit(model, 29)
+    model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0)
+    path = os.path.join(tempfile.mkdtemp(), "export")
+    tf.saved_model.save(model, path)
+    loaded = tf.saved_model.load(path)
+    served = loaded.signatures["serving_default"](features=tf.constant(x[:3]))
+    # (the output's key is the last layer's name in tf_keras, output_0 in Keras 3: its value is compared)
+    return list(served.values())[0], loaded(tf.constant(x[3:])), model.predict(x[3:], verbose=0)
+
+
+@_xfail_on_tapejax("Keras 3 (tapejax's Keras, and TF 2.21's default tf.keras too) saves weights only to "
+                   "'.weights.h5' files and raises ValueError for a TF-checkpoint prefix; tf_keras writes a TF "
+                   "checkpoint (the 'Save and load models' tutorial's model.save_weights('./checkpoints/x'))")
+@parity(**KTOL)
+def test_save_weights_to_a_checkpoint_prefix_and_load_into_a_fresh_model(tf):
+    """``model.save_weights(prefix)`` in TF's checkpoint format, ``tf.train.latest_checkpoint`` finds
+    it, a fresh model ``load_weights`` it and predicts alike."""
+    x, _ = _kdata(n=4, seed=30)
+    d = tempfile.mkdtemp()
+
+    def make(seed):
+        m = tf.keras.Sequential([tf.keras.Input((5,)), tf.keras.layers.Dense(3)])
+        _kinit(m, seed)
+        return m
+
+    a = make(31)
+    a.save_weights(os.path.join(d, "my_checkpoint"))
+    b = make(32)
+    b.load_weights(tf.train.latest_checkpoint(d))
+    return b(x), a(x)
+
+
+@parity(**KTOL)
+def test_lstm_encoder_decoder_with_initial_state_and_time_distributed_head(tf):
+    """A seq2seq model: an ``LSTM(return_state=True)`` encoder whose ``[h, c]`` is the
+    ``initial_state`` of an ``LSTM(return_sequences=True)`` decoder, a ``TimeDistributed(Dense)``
+    head; teacher-forced MSE trained by two compiled steps with the legacy RMSprop."""
+    rs = np.random.RandomState(33)
+    enc_x = rs.randn(3, 4, 2).astype(np.float32)
+    dec_x = rs.randn(3, 3, 2).astype(np.float32)
+    target = rs.randn(3, 3, 2).astype(np.float32)
+    enc_in, dec_in = tf.keras.Input((4, 2)), tf.keras.Input((3, 2))
+    _, h, c = tf.keras.layers.LSTM(3, return_state=True)(enc_in)
+    seq = tf.keras.layers.LSTM(3, return_sequences=True)(dec_in, initial_state=[h, c])
+    out = tf.keras.layers.TimeDistributed(tf.keras.layers.Dense(2))(seq)
+    model = tf.keras.Model([enc_in, dec_in], out)
+    _kinit(model, 34)
+    opt = tf.keras.optimizers.legacy.RMSprop(0.01)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((model([enc_x, dec_x], training=True) - target) ** 2)
+        opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        return loss
+
+    return [step() for _ in range(2)], model([enc_x, dec_x]), [v.numpy() for v in model.weights]
