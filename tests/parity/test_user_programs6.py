@@ -150,14 +150,15 @@ def test_bidirectional_gru_over_masked_sequences_in_an_eager_loop(tf):
         tf.keras.layers.Dense(1)])
     _kinit(model, 8)
     opt = tf.keras.optimizers.legacy.Adam(0.02)
-    out = [model(x)]
-    for _ in range(2):
+    out = []
+    for _ in range(3):
         with tf.GradientTape() as tape:
-            loss = tf.reduce_mean((model(x, training=True) - y) ** 2)
+            pred = model(x, training=True)
+            loss = tf.reduce_mean((pred - y) ** 2)
         g = tape.gradient(loss, model.trainable_variables)
         opt.apply_gradients(zip(g, model.trainable_variables))
-        out.append(loss)
-    return out, model(x), [v.numpy() for v in model.weights]
+        out.append((pred, loss))
+    return out, [v.numpy() for v in model.weights]
 
 
 @parity(**KTOL)
@@ -261,7 +262,7 @@ def test_custom_layer_with_add_weight_and_a_transformer_block(tf):
 @parity(rtol=2e-4, atol=2e-5)
 def test_multi_head_attention_classifier_in_a_custom_loop(tf):
     """``MultiHeadAttention`` self-attention over a short sequence with a residual and pooling,
-    trained by a compiled custom step with Adam; the per-head attention scores come back too."""
+    trained by a compiled custom step with SGD (the per-head attention scores are a second output)."""
     rs = np.random.RandomState(12)
     x = rs.randn(4, 5, 6).astype(np.float32)
     y = rs.randint(0, 2, 4).astype(np.int32)
@@ -272,7 +273,9 @@ def test_multi_head_attention_classifier_in_a_custom_loop(tf):
     out = tf.keras.layers.Dense(2)(h)
     model = tf.keras.Model(inp, [out, scores])
     _kinit(model, 13)
-    opt = tf.keras.optimizers.Adam(0.01)
+    # (SGD, not Adam: the key bias's gradient is 0 up to rounding, softmax being shift-invariant;
+    # Adam would scale that rounding noise up to full steps)
+    opt = tf.keras.optimizers.legacy.SGD(0.1)
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
     @tf.function
@@ -285,8 +288,7 @@ def test_multi_head_attention_classifier_in_a_custom_loop(tf):
         return loss
 
     losses = [step(x, y) for _ in range(2)]
-    logits, sc = model(x)
-    return losses, logits, sc, [tuple(v.shape) for v in model.weights]
+    return losses, [v.numpy() for v in model.weights]
 
 
 # ---------------------------------------------------------------------------
@@ -1199,7 +1201,7 @@ def test_save_weights_to_a_checkpoint_prefix_and_load_into_a_fresh_model(tf):
 def test_lstm_encoder_decoder_with_initial_state_and_time_distributed_head(tf):
     """A seq2seq model: an ``LSTM(return_state=True)`` encoder whose ``[h, c]`` is the
     ``initial_state`` of an ``LSTM(return_sequences=True)`` decoder, a ``TimeDistributed(Dense)``
-    head; teacher-forced MSE trained by two compiled steps with the legacy RMSprop."""
+    head; teacher-forced MSE trained by three compiled steps with the legacy RMSprop."""
     rs = np.random.RandomState(33)
     enc_x = rs.randn(3, 4, 2).astype(np.float32)
     dec_x = rs.randn(3, 3, 2).astype(np.float32)
@@ -1219,4 +1221,4 @@ def test_lstm_encoder_decoder_with_initial_state_and_time_distributed_head(tf):
         opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
         return loss
 
-    return [step() for _ in range(2)], model([enc_x, dec_x]), [v.numpy() for v in model.weights]
+    return [step() for _ in range(3)], [v.numpy() for v in model.weights]
