@@ -1,6 +1,6 @@
 """Round six of realistic user programs, each run under real TensorFlow 2.21 and under tapejax
 (the TF side's Keras is tf_keras, Keras 2; tapejax's is Keras 3 on JAX): Keras models built from
-convolutions, attention, bidirectional and masked recurrent layers and custom layers, trained by
+convolutions, attention, an LSTM encoder-decoder, lookup and hashing layers and custom layers, trained by
 ``fit`` on ``tf.data`` pipelines (``prefetch``, ``class_weight``, per-example weights in the
 dataset, ``validation_split``, a callback that stops training) and then evaluated and predicted;
 custom loops whose metrics live in compiled steps; the optimizer zoo fed dense and sparse
@@ -131,34 +131,6 @@ def test_small_cnn_with_pooling_trained_by_fit(tf):
     model.optimizer.learning_rate.assign(0.05)
     h = model.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0)
     return _hist(h, ["loss", "accuracy"]), model.predict(x[:3], verbose=0), [v.numpy() for v in model.weights]
-
-
-@parity(**KTOL)
-def test_bidirectional_gru_over_masked_sequences_in_an_eager_loop(tf):
-    """``Embedding(mask_zero=True)`` -> ``Bidirectional(GRU)`` -> ``Dense``: the mask flows into
-    both directions (left-padded, right-padded and one-token rows); two eager tape steps with Adam."""
-    rs = np.random.RandomState(7)
-    x = rs.randint(1, 6, size=(6, 5)).astype(np.int32)
-    x[0, :2] = 0
-    x[1, 3:] = 0
-    x[2, 1:] = 0
-    y = rs.randn(6, 1).astype(np.float32)
-    model = tf.keras.Sequential([
-        tf.keras.Input((5,), dtype="int32"),
-        tf.keras.layers.Embedding(6, 3, mask_zero=True),
-        tf.keras.layers.Bidirectional(tf.keras.layers.GRU(4)),
-        tf.keras.layers.Dense(1)])
-    _kinit(model, 8)
-    opt = tf.keras.optimizers.legacy.Adam(0.02)
-    out = []
-    for _ in range(3):
-        with tf.GradientTape() as tape:
-            pred = model(x, training=True)
-            loss = tf.reduce_mean((pred - y) ** 2)
-        g = tape.gradient(loss, model.trainable_variables)
-        opt.apply_gradients(zip(g, model.trainable_variables))
-        out.append((pred, loss))
-    return out, [v.numpy() for v in model.weights]
 
 
 @parity(**KTOL)
