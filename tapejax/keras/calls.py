@@ -437,8 +437,10 @@ def _host(x):
 def _call_tf_backed(layer, args, kwargs):
     args, kwargs = jax.tree_util.tree_map(_host, (args, kwargs), is_leaf=_is_tensor)
     out = _ORIG["layer"](layer, *args, **kwargs)
+    # (numbers become Tensors; strings, e.g. StringLookup(invert=True), stay NumPy: no string tensors)
     return jax.tree_util.tree_map(
-        lambda x: Tensor(jnp.asarray(x)) if isinstance(x, (jax.Array, np.ndarray)) else x, out)
+        lambda x: Tensor(jnp.asarray(x)) if isinstance(x, (jax.Array, np.ndarray)) and np.dtype(x.dtype).kind in "biufc"
+        else x, out)
 
 
 def _layer_call(self, *args, **kwargs):
