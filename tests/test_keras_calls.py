@@ -436,3 +436,21 @@ def test_call_plans_are_a_bounded_cache_found_again_after_eviction():
         assert st.size == 1 and st.evictions >= 4
     finally:
         calls._PLANS.resize(old)
+
+
+def test_tf_backed_preprocessing_layers_run_eagerly_on_host_values_and_refuse_a_trace():
+    """IntegerLookup / Hashing run TensorFlow inside their ``call`` (JAX cannot trace them): called
+    eagerly on host values, their ids are tapejax Tensors a tape treats as constants; inside a
+    tapejax.function a TypeError says what to do."""
+    lookup = keras.layers.IntegerLookup()
+    lookup.adapt(np.array([3, 3, 5, 7, 7, 7], np.int32))
+    ids = lookup(tf.constant([7, 3, 9]))
+    assert isinstance(ids, tf.Tensor) and ids.numpy().tolist() == [1, 2, 0]
+    assert keras.layers.Hashing(num_bins=4)(np.array([1, 2, 3])).shape == (3,)
+    emb = keras.layers.Embedding(4, 2)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(emb(lookup(np.array([7, 7, 9], np.int32))))
+    g = tf.convert_to_tensor(tape.gradient(loss, emb.trainable_variables)[0]).numpy()
+    assert g[:, 0].tolist() == [1.0, 2.0, 0.0, 0.0]
+    with pytest.raises(TypeError, match="inside a tapejax.function"):
+        tf.function(lambda x: lookup(x))(tf.constant([7, 3]))

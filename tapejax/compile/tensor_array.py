@@ -73,6 +73,16 @@ def _traced(x: Any) -> bool:
     return isinstance(getattr(x, "_value", x), _Tracer)
 
 
+def _indices(x: Any) -> Any:
+    """``indices`` of ``gather`` / ``scatter``: a Python list or tuple holding a traced scalar
+    (``ta.gather([0, n - 1])`` inside a compiled function) packed into one traced Tensor, as TF
+    packs it; anything else as it is."""
+    def has_traced(v: Any) -> bool:
+        return any(has_traced(e) for e in v) if isinstance(v, (list, tuple)) else _traced(v)
+
+    return convert_to_tensor(x) if isinstance(x, (list, tuple)) and has_traced(x) else x
+
+
 def _static_int(x: Any, what: str) -> Optional[int]:
     """``x`` as a Python int when it is known now, else None (a traced scalar)."""
     if _traced(x):
@@ -375,6 +385,7 @@ class TensorArray:
         return self._rows()
 
     def gather(self, indices, name=None) -> Tensor:
+        indices = _indices(indices)
         if self._elems is not None:
             if _traced(indices):
                 _no_traced_index()
@@ -415,6 +426,7 @@ class TensorArray:
         return self._with(t, n, shape=shape, cap=n)
 
     def scatter(self, indices, value, name=None) -> "TensorArray":
+        indices = _indices(indices)
         t = self._value(value)
         if self._elems is not None:
             if _traced(indices):

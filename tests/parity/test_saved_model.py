@@ -49,6 +49,58 @@ def test_save_load_call(tf):
 
 
 @parity
+def test_concrete_functions_as_signatures(tf):
+    """``signatures=`` given concrete functions (TF's usual spelling): of a method traced with a
+    TensorSpec (no ``input_signature``: the spec's name is the signature's keyword), and of a plain
+    ``tf.function`` over the object's Variables; a concrete function of one with an
+    ``input_signature`` too."""
+    class Scaler(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.s = tf.Variable([2.0, -1.0, 0.5], name="s")
+
+        @tf.function
+        def scale(self, x):
+            return x * self.s
+
+    m = _model(tf)()
+    m.scaler = Scaler()
+    plain = tf.function(lambda v: tf.reduce_sum(v * m.scaler.s, axis=-1))
+    d = os.path.join(tempfile.mkdtemp(prefix="parity-sm-"), "m")
+    tf.saved_model.save(m, d, signatures={
+        "serving_default": m.__call__.get_concrete_function(),
+        "scale": m.scaler.scale.get_concrete_function(tf.TensorSpec([None, 3], tf.float32, name="inp")),
+        "total": plain.get_concrete_function(tf.TensorSpec([None, 3], tf.float32))})
+    loaded = tf.saved_model.load(d)
+    x = tf.constant(X)
+    return (sorted(loaded.signatures), loaded.signatures["serving_default"](x=x),
+            loaded.signatures["scale"](inp=x), loaded.signatures["total"](v=x[:2]))
+
+
+@parity(rtol=1e-5, atol=1e-6)
+def test_keras_model_saved_gets_its_call_and_a_serving_signature(tf):
+    """``tf.saved_model.save(keras_model, path)`` with no signatures: the loaded object is callable
+    and has a ``serving_default`` signature over the model's named inputs (the output key differs
+    between Kerases: the single value is compared), for one and for two inputs."""
+    r = np.random.RandomState(2)
+    one = tf.keras.Sequential([tf.keras.Input((3,), name="features"), tf.keras.layers.Dense(4, activation="relu"),
+                               tf.keras.layers.BatchNormalization(), tf.keras.layers.Dense(2)])
+    a, b = tf.keras.Input((3,), name="a"), tf.keras.Input((2,), name="b")
+    two = tf.keras.Model([a, b], tf.keras.layers.Dense(1)(tf.keras.layers.Concatenate()([a, b])))
+    out = []
+    for m, feeds in ((one, {"features": X}), (two, {"a": X, "b": X[:, :2]})):
+        m.set_weights([r.randn(*w.shape).astype("float32") * 0.5 + ("variance" in w.name) for w in m.weights])
+        d = os.path.join(tempfile.mkdtemp(prefix="parity-sm-"), "m")
+        tf.saved_model.save(m, d)
+        loaded = tf.saved_model.load(d)
+        served = loaded.signatures["serving_default"](**{k: tf.constant(v) for k, v in feeds.items()})
+        args = [tf.constant(v) for v in feeds.values()]
+        out.append((sorted(loaded.signatures), list(served.values())[0], loaded(args[0] if len(args) == 1 else args),
+                    m(args[0] if len(args) == 1 else args)))
+    return out
+
+
+@parity
 def test_bad_input(tf):
     d = tempfile.mkdtemp(prefix="parity-sm-")
     m = _model(tf)()

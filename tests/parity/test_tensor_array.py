@@ -214,3 +214,17 @@ def test_rnn_trained_with_tensor_array(tf):
 
     losses = [step(xs, ys) for _ in range(3)]
     return losses, W, U, V
+
+
+@parity
+def test_gather_and_scatter_with_a_list_holding_a_traced_index(tf):
+    """``ta.gather([0, n - 1])`` and ``ta.scatter([i, i + 1], rows)`` inside a compiled function:
+    the Python list holding a traced scalar is packed into one index tensor, as TF packs it."""
+    @tf.function
+    def f(n, i):
+        ta = tf.TensorArray(tf.float32, size=5, element_shape=[2])
+        ta = ta.unstack(tf.reshape(tf.range(10, dtype=tf.float32), [5, 2]))
+        ta = ta.scatter([i, i + 1], tf.constant([[-1.0, -2.0], [-3.0, -4.0]]))
+        return ta.gather([0, n - 1]), ta.gather((i, 4)), ta.stack()
+
+    return f(tf.constant(3), tf.constant(1)), f(tf.constant(5), tf.constant(3))

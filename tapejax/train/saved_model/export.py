@@ -68,6 +68,27 @@ def as_function(value: Any) -> Optional[Any]:
     return None
 
 
+def from_concrete(value: Any) -> Any:
+    """A ``ConcreteFunction`` given as a signature (``signatures=f.get_concrete_function(spec)``, TF's
+    usual spelling) as the ``tapejax.function`` of its Python with its TensorSpecs as the
+    ``input_signature`` (a method's instance bound first); anything else as it is.  Not a concrete
+    function of Tensors and TensorSpecs only (a Python value, a keyword argument): as it is (then
+    refused as a signature)."""
+    from ...compile.concrete import ConcreteFunction
+    if not isinstance(value, ConcreteFunction):
+        return value
+    fn, args = value._function, tuple(value._args)
+    py = fn.python_function
+    if fn._method and args and not isinstance(args[0], TensorSpec):   # the bound instance
+        method, instance, args = py, args[0], args[1:]
+
+        def py(*a):
+            return method(instance, *a)
+    if value._kwargs or not all(isinstance(a, TensorSpec) for a in args):
+        return value
+    return Function(py, input_signature=list(args), autograph=fn._autograph)
+
+
 def _python(value: Any) -> Any:
     return value.python_function
 
@@ -166,13 +187,16 @@ def export_function(value: Any, variables: Sequence[Variable], name: str,
     """Trace and export ``value`` (see the module docstring)."""
     from jax import export
     inputs = input_specs(value)
+    shared = bool(getattr(value, "_shared_batch", False))
     scope = export.SymbolicScope()
     arg_specs = []
     for i, spec in enumerate(inputs):
-        dims = ", ".join(f"d{i}_{j}" if d is None else str(d) for j, d in enumerate(spec["shape"]))
+        # (a Keras model's inputs share their batch size: one symbol for their first axis)
+        dims = ", ".join(("batch" if j == 0 and shared else f"d{i}_{j}") if d is None else str(d)
+                         for j, d in enumerate(spec["shape"]))
         shape = export.symbolic_shape(dims, scope=scope) if dims else ()
         arg_specs.append(jax.ShapeDtypeStruct(shape, np.dtype(_np_dtype(spec["dtype"]))))
-    var_specs = [jax.ShapeDtypeStruct(tuple(v.shape), v.dtype._np) for v in variables]
+    var_specs = [jax.ShapeDtypeStruct(tuple(v._meta.shape), np.dtype(v._meta.dtype)) for v in variables]
     keyed = False
     pure, out_tpl = pure_function(value, variables, name)
     exported = None
@@ -204,5 +228,5 @@ def _np_dtype(name: str) -> Any:
     return _dtypes.as_dtype(name)._np
 
 
-__all__ = ["DrawsRandom", "ExportedFunction", "signature_functions", "as_function", "export_function", "template", "fill",
+__all__ = ["DrawsRandom", "ExportedFunction", "signature_functions", "as_function", "from_concrete", "export_function", "template", "fill",
            "input_specs", "pure_function"]

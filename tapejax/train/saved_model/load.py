@@ -88,6 +88,8 @@ class LoadedFunction:
                                 + (f" (unknown: {unknown})" if unknown else "")
                                 + (f" (missing: {missing})" if missing else ""))
             args = tuple(args) + tuple(kwargs[n] for n in names[len(args):])
+        if len(names) > 1 and len(args) == 1 and isinstance(args[0], (list, tuple)) and len(args[0]) == len(names):
+            args = tuple(args[0])   # (a Keras model's inputs as one list, as its call takes them)
         if len(args) != len(names):
             raise TypeError(f"Binding inputs to the loaded function `{self.name}` failed: its signature has "
                             f"{len(names)} argument(s) ({names}); the call passed {len(args)}.")

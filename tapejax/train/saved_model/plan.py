@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...compile.function import Function, TensorSpec
 from ...core.variable import Variable
 from .. import graph as _g, trackable as _tr
 from . import export as _export
@@ -18,6 +19,7 @@ def _check_object(obj: Any) -> None:
 
 def _signatures(obj: Any, signatures: Any, functions: dict) -> dict:
     def check(value: Any) -> Any:
+        value = _export.from_concrete(value)
         if _export.as_function(value) is None:
             raise ValueError(f"Expected a TensorFlow function for which to generate a signature, but got "
                              f"{value!r}. Only `tf.functions` with an input signature or concrete functions "
@@ -41,10 +43,34 @@ def _same(a: Any, b: Any) -> bool:
     return fa is fb and getattr(a, "_self", None) is getattr(b, "_self", None)
 
 
+def _keras_call(obj: Any) -> Any:
+    """A built Keras model with known inputs (functional, ``Sequential`` with an ``Input``) as the
+    ``tapejax.function`` of its inference call over TensorSpecs of its inputs (TF saves a Keras
+    model's call and serving signature that way); None for anything else."""
+    inputs = getattr(obj, "inputs", None) if hasattr(obj, "_flatten_layers") else None
+    if not inputs or not getattr(obj, "built", False):
+        return None
+    from ...core.dtypes import as_dtype
+    specs = [TensorSpec(tuple(x.shape), as_dtype(x.dtype), name=getattr(x, "name", None) or f"input_{i}")
+             for i, x in enumerate(inputs)]
+    single = len(specs) == 1
+
+    def call(*xs):
+        return obj(xs[0] if single else list(xs), training=False)
+
+    fn = Function(call, input_signature=specs)
+    setattr(fn, "_shared_batch", True)   # (read by export.export_function: one batch size for all the inputs)
+    return fn
+
+
 def export_plan(obj: Any, signatures: Any = None):
     """(functions by attribute name, signatures by name, Variables in export order, the live graph)."""
     _check_object(obj)
     functions = _export.signature_functions(obj)
+    if "__call__" not in functions:   # a Keras model: its call, serving_default by default
+        call = _keras_call(obj)
+        if call is not None:
+            functions["__call__"] = call
     sigs = _signatures(obj, signatures, functions)
     live = _g.build(obj)
     variables = [v for v in live.values.values() if isinstance(v, Variable)]
