@@ -72,7 +72,8 @@ def test_both_executors_give_the_same_values_nodes_and_gradients(restore_executo
     np.testing.assert_allclose(eager[0], lazy[0], rtol=1e-6)
     assert eager[1] == lazy[1]
     for a, b in zip(eager[2] + eager[3], lazy[2] + lazy[3]):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+        # (one fused program and several small ones may round differently: float32 ulps of the largest entries)
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("executor", ["eager", "deferred"])
