@@ -173,6 +173,29 @@ def test_custom_gradient_hits_the_replay_cache(fresh_cache):
     assert info.misses == 1 and info.hits == 2, info
 
 
+def test_custom_gradient_none_input_is_cut_and_compiles_once(fresh_cache, deferral):
+    """A grad_fn returning None for its mask input: the mask is unconnected (None) and ``z``'s
+    gradient is ``mask`` (hand derivative of sum(z * mask) through grad_fn ``dy * mask``); the
+    slice taken again without the cut edge is memoized, so new values compile nothing after the
+    first call (one replay miss, then hits); ``explain`` says the path has a custom gradient."""
+    @tf.custom_gradient
+    def masked(z, mask):
+        return z * mask, lambda dy: (dy * mask, None)
+    for v in (1.0, 2.0, 3.0):
+        z, m = tf.constant([v, 2.0 * v]), tf.constant([1.0, v])
+        with tf.GradientTape(persistent=True) as t:
+            t.watch([z, m])
+            y = tf.reduce_sum(masked(z, m))
+        gz, gm = t.gradient(y, [z, m])
+        close(gz, [1.0, v])
+        assert gm is None
+        if v == 1.0:
+            compiles = tf.cache_info().compiles
+    info = tf.cache_info()
+    assert info.compiles == compiles and info.misses == 1 and info.hits == 2, info
+    assert "masked" in t.explain(y, m) and "grad_fn returns None" in t.explain(y, m)
+
+
 def test_custom_gradient_with_variables_matches_hand_values():
     """y = x*v + w (w non-trainable): dx = 10*v = 30, dv = 25*x = 50; w gets nothing."""
     v = tf.Variable(3.0, name="v")

@@ -412,14 +412,15 @@ def test_resolve_late_keys_custom_nodes_by_their_traced_backward(fresh_cache):
         return _program.Program(nodes, sl, src, aval, (codes[target._id],), (False,))
     plain = program(a)
     assert plain.late == ()
-    assert _replay.resolve_late(nodes, plain, False) == (nodes, plain)
+    assert _replay.resolve_late(nodes, plain, False) == (nodes, plain, False)
     custom = program(y)
     assert len(custom.late) == 1 and nodes[custom.late[0]].prim.name == "CustomGradient:f"
-    n2, p2 = _replay.resolve_late(nodes, custom, False)
+    n2, p2, cut = _replay.resolve_late(nodes, custom, False)
+    assert not cut   # (grad_fn returns a gradient for its input)
     s["k"] = 5.0
-    n5, p5 = _replay.resolve_late(nodes, custom, False)
+    n5, p5, _ = _replay.resolve_late(nodes, custom, False)
     s["sq"] = True
-    _, psq = _replay.resolve_late(nodes, custom, False)
+    _, psq, _ = _replay.resolve_late(nodes, custom, False)
     assert p2 == p5 and hash(p2) == hash(p5) and p2 != custom and psq != p2
     late2, late5 = n2[custom.late[0]], n5[custom.late[0]]
     assert late2.sig == late5.sig and len(late2.vals) > len(nodes[custom.late[0]].vals)

@@ -17,8 +17,12 @@ never splits a cache) on the call's ``grad_fn`` and the random state ``f``
 started from; the recording tapes keep that record alive.
 
 *Gradient.*  ``autodiff.replay.resolve_late`` calls ``_late_node`` for each such
-node in the slice: the backward is traced now (``jax.make_jaxpr`` on the
-inputs' avals).  First order: the call's ``grad_fn``, as TF calls it.
+node the gradient reaches (walking the slice back from the targets): the
+backward is traced now (``jax.make_jaxpr`` on the inputs' avals).  An input
+it returns ``None`` for loses its edge (the node's code for it becomes None),
+and the gradient driver slices again: TF's ``None`` for a source reached only
+through such inputs, and no ``grad_fn`` call for a custom gradient reached
+only through them.  First order: the call's ``grad_fn``, as TF calls it.
 Recorded by another tape (nested tapes, a persistent tape inside its
 ``with``): ``f`` is rematerialised on the op's inputs with the call's
 random state, then its ``grad_fn``, so the gradient is a function of the
@@ -463,8 +467,13 @@ class _CustomGradientFunction:
 
         late, extra = trace(backward, (v_abs, ct_abs), nested)
         k = len(extra)
+        # An input grad_fn returns None for is cut here, as TF's tape sees it: no gradient flows
+        # to it through this op (None at the tape unless another path connects it).  Which are
+        # None is the traced structure (``late.key.out_tree``), part of the new signature.
+        nones = jax.tree_util.tree_unflatten(late.out_tree, [False] * late.out_tree.num_leaves)
+        refs = tuple(None if g is None else r for r, g in zip(node.refs, nones)) + node.refs[len(nones):]
         return Node(node.prim, node.static + (("late", late),), node.grad_type, node.vals + extra,
-                    node.ids + (0,) * k, node.refs + (None,) * k, node.n_out,
+                    node.ids + (0,) * k, refs + (None,) * k, node.n_out,
                     _intern(("late", node.sig, late.key)))
 
     def _run(self, spec: _Spec, vals: Sequence[Any]) -> tuple[list, Callable[..., Any], list]:
@@ -551,7 +560,11 @@ def custom_gradient(f: "Callable[..., Any] | None" = None):
 
     ``grad_fn(*dy)`` gets one upstream gradient per output of ``y`` (in ``y``'s
     top-level structure) and returns one gradient per flattened input of
-    ``f`` (``None`` means zero).  If ``f`` reads trainable Variables, they are
+    ``f``; ``None`` means no gradient flows to that input through this op, so,
+    as in TF, ``tape.gradient`` gives ``None`` for a source reached only that
+    way (zeros with ``unconnected_gradients='zero'``; another path's gradient
+    where one exists), and the ``grad_fn`` of a custom gradient further up
+    that path is not called.  If ``f`` reads trainable Variables, they are
     inputs too: ``grad_fn(*dy, variables=None)`` receives them and returns
     ``(input_grads, variable_grads)``; a ``grad_fn`` without a ``variables``
     keyword is a TypeError when the function is called, as in TF.  A wrong
@@ -568,11 +581,9 @@ def custom_gradient(f: "Callable[..., Any] | None" = None):
     ``tf.shape`` and random ops work inside ``f``; the random numbers are
     drawn once, at the call.
 
-    Differences from TF: a ``grad_fn`` that returns ``None`` for an input
-    gives zeros for it rather than TF's ``None`` (the tape decides what is
-    connected before ``grad_fn`` runs); when another tape records the
-    gradient (nested tapes), ``f`` runs again at gradient time on traced
-    values (Python side effects in ``f`` happen again then).
+    Difference from TF: when another tape records the gradient (nested
+    tapes), ``f`` runs again at gradient time on traced values (Python side
+    effects in ``f`` happen again then).
     """
     if f is None:
         return custom_gradient

@@ -96,8 +96,15 @@ def explain(tape, target, source):
     t_code = tape._codes.get(t_id)
     s_code = tape._codes[s._id]
     if t_code is not None:
-        _, needed = slice_tape(tape._nodes, [s_code], [t_code])
+        slice_idx, needed = slice_tape(tape._nodes, [s_code], [t_code])
         if s_code in needed:
+            custom = sorted({tape._nodes[i].prim.name for i in slice_idx
+                             if getattr(tape._nodes[i].prim, "late", None) is not None})
+            if custom:
+                return (f"Connected: the target depends on the source {sname} through recorded ops, "
+                        f"among them custom gradients ({', '.join(custom)}): its gradient is not None "
+                        "unless, on every path, a custom gradient's grad_fn returns None for the input "
+                        "the path goes through (known only when gradient() calls grad_fn).")
             return (f"Connected: the target depends on the source {sname} through recorded ops; "
                     "its gradient is not None.")
     path = _find_path(tape, t_id, s._id)

@@ -4,7 +4,10 @@
 
 1. codes of sources and targets on the tape; ``program.slice_tape`` (memoized per call
    structure in ``replay._SLICES``: a ``Plan``);
-2. the ``Program`` (the key); ``replay.lookup_run`` finds or builds its compiled entry;
+2. the ``Program`` (the key), its custom-gradient nodes traced now (``replay.resolve_late``; a
+   ``grad_fn`` returning None for an input cuts that edge, and the slice is taken again, so such
+   an input is unconnected as in TF unless another path reaches it); ``replay.lookup_run`` finds
+   or builds its compiled entry;
 3. the active executor runs it (``Executor.gradient``) on the leaves the entry's plan
    gathers and the given cotangents (missing ones are ones, made inside the compiled
    function); a pending target's value comes back with the gradients (the fused form);
@@ -187,15 +190,20 @@ def gradient(tape, targets: Sequence[Any], sources: Sequence[Any], cts: Sequence
         tgt_all = [codes.get(t._id) for t in targets]
     plan = _plan(nodes, src_codes_all, tgt_all, cts, src_avals)
     program = plan.program
+    nested = bool(_state.tapes())
+    if program is not None and program.late:
+        nodes, program, cut = resolve_late(nodes, program, nested)
+        if cut:
+            # a grad_fn returned None for an input: slice again without those edges (the
+            # resolved nodes' signatures say which, so this is memoized like the first)
+            plan = _plan(nodes, src_codes_all, tgt_all, cts, src_avals)
+            program = plan.program
     results: list[Any]
     if program is None:
         results = [None] * len(sources)
     else:
         kept = plan.kept
         src_objs = [sources[k] for k in plan.first]   # each live code's first source
-        nested = bool(_state.tapes())
-        if program.late:
-            nodes, program = resolve_late(nodes, program, nested)
         if not nested and _pending_targets(targets, kept):
             codes, held = _held(nodes, program, plan)
             outs = lookup_run(

@@ -138,6 +138,22 @@ def leaf_tensors(nodes, program, plan, leaves, first):
     return out
 
 
+def _resolve_late(nodes, program, values):
+    """Custom gradients traced now (``replay.resolve_late``): ``(nodes, program, values)``, sliced
+    again where a ``grad_fn`` returned None for an input (the sources no path reaches any more are
+    dropped, with their ``values``); program None: none is connected."""
+    nodes, resolved, cut = _replay.resolve_late(nodes, program)
+    if not cut:
+        return nodes, resolved, values
+    slice_idx, needed = slice_tape(nodes, program.src_codes, program.tgt_codes)
+    keep = [e for e, c in enumerate(program.src_codes) if c in needed]
+    if not keep:
+        return nodes, None, values
+    return nodes, Program(nodes, slice_idx, tuple(program.src_codes[e] for e in keep),
+                          tuple(program.src_avals[e] for e in keep), program.tgt_codes,
+                          program.ct_given), [values[e] for e in keep]
+
+
 def _run(entry, nodes, program, leaves, first):
     """Run the entry; under a recording tape, as an op that tape records."""
     if _state.tapes():
@@ -276,7 +292,10 @@ def _jacobian(tape, target, flat_sources, chunk):
         return [None] * len(flat_sources)
     avals = tuple(aval(v) for v in values)
     program = Program(nodes, slice_idx, tuple(live), avals, (tcode,), (False,))
-    nodes, program = _replay.resolve_late(nodes, program)  # custom gradients: traced now
+    nodes, program, values = _resolve_late(nodes, program, values)
+    if program is None:
+        return [None] * len(flat_sources)
+    avals = program.src_avals
     n_in = sum(_size(s) for s, _ in avals)
     # complex: rows by vjp (TF's convention, conjugated); jvp columns are not its Jacobian
     forward = n_in < _size(target._value.shape) and not any(
@@ -285,7 +304,7 @@ def _jacobian(tape, target, flat_sources, chunk):
         nodes, program, lambda entry: _run(entry, nodes, program, gather_leaves(nodes, program, entry.plan, values),
                                            first),
         key=("jacobian", forward, chunk, program), build=_build_jacobian(forward, chunk))
-    by_code = dict(zip(live, outs))
+    by_code: dict = dict(zip(program.src_codes, outs))   # (connected after custom gradients' cuts)
     codes = tape._codes if extra is None else {**tape._codes, **extra}
     return [by_code.get(codes.get(s._id)) if _trainable(s) else None for s in flat_sources]
 
@@ -368,7 +387,9 @@ def _batch_jacobian(tape, target, source, chunk):
     if not live:
         return None
     program = Program(nodes, slice_idx, tuple(live), (aval(values[0]),), (tcode,), (False,))
-    nodes, program = _replay.resolve_late(nodes, program)  # custom gradients: traced now
+    nodes, program, values = _resolve_late(nodes, program, values)
+    if program is None:
+        return None
     (out,) = _replay.lookup_run(
         nodes, program, lambda entry: _run(entry, nodes, program, gather_leaves(nodes, program, entry.plan, values),
                                            first),

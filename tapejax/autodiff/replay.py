@@ -50,7 +50,7 @@ from ..core.bind import Primitive
 from ..core.caches import LRU
 from ..runtime import prediction as _prediction
 from ..runtime.thunks import clear_programs
-from .nodes import Node, _log
+from .nodes import OUT, Node, _log
 from .program import LeafPlan, Program, ReplayBuilt, build_backward, build_sparse_replay, seed
 from .sparse import Layout, sparse_grads
 
@@ -389,25 +389,51 @@ def _forget(key, entry):
                 _stats.misses -= 1
 
 
-def resolve_late(nodes: Sequence[Node], program: Program,
-                 nested: "bool | None" = None) -> tuple[Sequence[Node], Program]:
-    """``(nodes, program)`` with each node of ``program.late`` (a custom gradient) replaced by
-    ``node.prim.late(node, nested)``: the node with its backward traced now, at gradient time,
-    as TF runs ``grad_fn`` then.  The traced computation's constants and literals are new
-    constant inputs of the node and its structure is part of the node's signature, so the new
-    ``Program`` (the cache key) is the old one exactly when the traced computation is the same;
-    new values of the constants are new arguments, not a new compile.  ``nested``: another tape
-    records this gradient (default: any tape is recording)."""
+class Resolved(NamedTuple):
+    """``resolve_late``'s result: the nodes with the custom-gradient nodes the gradient reaches
+    traced now, the Program over them and ``cut``: some ``grad_fn`` returned None for an input
+    (that node's edge to it is cut, see ``autodiff.custom_gradient``), so the slice must be taken
+    again on ``nodes`` (sources and targets may have become unconnected, and the custom-gradient
+    nodes no gradient reaches any more were left as they were, their ``grad_fn`` not called)."""
+    nodes: Sequence[Node]
+    program: Program
+    cut: bool
+
+
+def resolve_late(nodes: Sequence[Node], program: Program, nested: "bool | None" = None) -> Resolved:
+    """``(nodes, program, cut)`` with each node of ``program.late`` (a custom gradient) that the
+    gradient reaches replaced by ``node.prim.late(node, nested)``: the node with its backward traced
+    now, at gradient time, as TF runs ``grad_fn`` then.  The traced computation's constants and
+    literals are new constant inputs of the node and its structure is part of the node's signature,
+    so the new ``Program`` (the cache key) is the old one exactly when the traced computation is the
+    same; new values of the constants are new arguments, not a new compile.  ``nested``: another
+    tape records this gradient (default: any tape is recording).
+
+    The slice is walked from the targets back, as TF's tape runs the backward: a node is reached
+    when a gradient flows into one of its outputs, and an input a ``grad_fn`` returns None for
+    gets nothing from that node, so a custom-gradient node reached only through such an input
+    is not traced (TF does not call its ``grad_fn``) and ``cut`` is True."""
     if not program.late:
-        return nodes, program
+        return Resolved(nodes, program, False)
     if nested is None:
         nested = bool(_state.tapes())
     nodes = list(nodes)
-    for idx in program.late:
+    late = set(program.late)
+    needed = set(program.tgt_codes)
+    cut = False
+    for idx in reversed(program.slice):
         node = nodes[idx]
-        nodes[idx] = node.prim.late(node, nested)
-    return nodes, Program(nodes, program.slice, program.src_codes, program.src_avals, program.tgt_codes,
-                          program.ct_given)
+        base = idx * OUT
+        if not any(base + k in needed for k in range(node.n_out)):
+            continue   # (only after a cut: every slice node leads to a target)
+        if idx in late:
+            new = nodes[idx] = node.prim.late(node, nested)
+            if any(a is not None and b is None for a, b in zip(node.refs, new.refs)):
+                cut = True
+            node = new
+        needed.update(c for c in node.refs if c is not None)
+    return Resolved(nodes, Program(nodes, program.slice, program.src_codes, program.src_avals, program.tgt_codes,
+                                   program.ct_given), cut)
 
 
 def _plain(plan: LeafPlan) -> tuple[tuple[str, int, int], ...]:

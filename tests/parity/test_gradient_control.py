@@ -5,8 +5,7 @@ The seed 002 and 004 examples are here as eager tape programs; their graph
 versions are in test_seeds.py.
 
 Deliberate differences (DESIGN.md) use ``tapejax_expected``: the override map
-is honoured by GradientTape; a wrongly shaped custom gradient is an error;
-a ``None`` from a custom grad_fn gives zeros.
+is honoured by GradientTape; a wrongly shaped custom gradient is an error.
 """
 
 import itertools
@@ -383,10 +382,9 @@ def test_custom_gradient_wrong_shape(tf):
     return r.value if not isinstance(r, Raised) else r
 
 
-@parity(expected=None, tapejax_expected=A(0.0),
-        deliberate="a None from grad_fn gives zeros: the tape decides connectivity before grad_fn runs")
+@parity(expected=None)
 def test_custom_gradient_none_gradient(tf):
-    """grad_fn returns None for the input: TF gives None; tapejax gives zeros."""
+    """grad_fn returns None for the input: None at the tape (the input is unconnected)."""
     @tf.custom_gradient
     def f(x):
         return x * x, lambda dy: None

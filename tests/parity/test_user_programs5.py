@@ -1322,8 +1322,6 @@ def test_nested_custom_gradients_and_a_none_input_gradient(tf):
     return out, w
 
 
-@_xfail_on_tapejax("documented deviation (custom_gradient's docstring): a grad_fn returning None for an "
-                   "input gives zeros where TF gives None (tapejax decides connectivity before grad_fn runs)")
 @parity(**TOL)
 def test_custom_gradient_none_for_an_input_is_none_at_the_tape(tf):
     """``grad_fn`` returning None for a watched input reached only through the op: TF's tape
