@@ -831,3 +831,58 @@ def test_an_inner_gradient_under_an_outer_tape_runs_inside_the_outer_gradient(de
     assert not pe
     for a, b in ((g, ge), (z, ze), (h, he)):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=2e-5, atol=1e-7)
+
+
+def _readout_program(steps=3):
+    """A few-step linear-algebra loop on NumPy data (a least-squares readout solved in the loss, a
+    QR factor, a triangular solve; the readout of ``tests/parity/test_user_programs5.py``): the
+    losses and gradients it returns are read after the loop, as a script prints them."""
+    rs = np.random.RandomState(28)
+    x, y = rs.randn(13, 7).astype(np.float32), rs.randn(13, 1).astype(np.float32)
+    w = tf.Variable(np.random.RandomState(34).randn(7, 6).astype(np.float32))
+    out, kinds = [], []
+    for _ in range(steps):
+        with tf.GradientTape() as tape:
+            phi = tf.tanh(tf.matmul(x[:9], w))
+            beta = tf.linalg.lstsq(phi, y[:9], l2_regularizer=0.1)
+            r = tf.linalg.qr(tf.tanh(tf.matmul(x[9:], w)))[1]
+            z = tf.linalg.triangular_solve(r[:, :4] + 2.0 * tf.eye(4), tf.ones([4, 1]), lower=False)
+            loss = tf.reduce_mean((tf.matmul(tf.tanh(tf.matmul(x[9:], w)), beta) - y[9:]) ** 2) \
+                + 0.01 * tf.reduce_sum(z ** 2)
+        kinds.append([type(t) is Pending and t._thunk.value is None for t in (beta, r, loss)])   # none ran yet
+        g = tape.gradient(loss, w)
+        w.assign_sub(0.1 * g)
+        out.append((loss, g))
+    return out, w, kinds
+
+
+def test_a_few_step_linalg_loop_compiles_only_the_step_and_its_prediction(fresh_cache):
+    """Deferral compiles, beyond the per-op programs the same loop compiles with deferral off:
+    the step's program (forward and gradient), the pending update's op, and the predicted step
+    (third step, ``runtime.speculate``): 3 programs.  NumPy operands and a QR factor stay pending
+    (the whole forward waits for the gradient: before, each op on NumPy data ran at once, computing
+    its pending inputs, which the third step then compiled as programs of their own), and reading
+    the predicted step's gradient runs the step's compiled program again (before: a program of
+    its own).  Oracle: XLA's compile log (``xla_compiles``); values: the loop with deferral off."""
+    from xla_compiles import TRANSFERS, compiles
+
+    prev_d, prev_p = tf.set_deferred_execution(False), _speculate.set_speculative_updates(True)
+    try:
+        out, w, _ = _readout_program()
+        want = [(loss.numpy(), g.numpy()) for loss, g in out], w.numpy()
+        tf.clear_cache()   # (the per-op programs stay compiled: JAX's own caches)
+        tf.set_deferred_execution(True)
+        with compiles() as names:
+            out, w, kinds = _readout_program()
+        with compiles() as read_names:
+            got = [(loss.numpy(), g.numpy()) for loss, g in out], w.numpy()
+    finally:
+        tf.set_deferred_execution(prev_d)
+        _speculate.set_speculative_updates(prev_p)
+    assert kinds == [[True] * 3] * 3
+    assert len([n for n in names if n not in TRANSFERS]) == 3, names
+    assert read_names == []
+    for (l1, g1), (l0, g0) in zip(got[0], want[0]):
+        np.testing.assert_allclose(l1, l0, rtol=1e-5)
+        np.testing.assert_allclose(g1, g0, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-6)

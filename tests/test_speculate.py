@@ -138,6 +138,27 @@ def test_a_predicted_step_updates_at_once_and_returns_its_gradients_uncomputed(c
     _assert_same(got, _train(_sgd, n=8, deferral=False, read=read))
 
 
+def test_reading_a_predicted_gradient_compiles_nothing(counts):
+    """The recompute of a predicted step's gradients runs the gradient's own compiled program
+    (which the steps before the prediction ran, on inputs of the same shapes), its targets'
+    values dropped: reading one compiles nothing (before: a program of the gradients alone, as
+    long to compile as the step's).  Oracle: XLA's compile log; values: the eager loop."""
+    from xla_compiles import compiles
+    logs = []
+
+    def read(i, vs, grads):
+        if i != 4:
+            return 0.0
+        with compiles() as names:
+            g = grads[2].numpy()
+        logs.append(names)
+        return g
+
+    got = _train(_sgd, n=6, read=read)
+    assert logs == [[]] and counts["recomputed"] == 1
+    _assert_same(got, _train(_sgd, n=6, deferral=False, read=read))
+
+
 def test_reading_gradients_every_step_backs_off(counts):
     """A loop that reads its gradients every step (a norm it logs) pays the recompute at
     exponentially spaced steps only."""

@@ -117,17 +117,30 @@ class Primitive:
         return f"Primitive({self.name!r})"
 
 
+class PureResults(Primitive):
+    """An op of several outputs computed by its jitted ``impl`` alone (a matrix decomposition): the
+    deferred executor may leave it pending (``deferred_results``, as a nested gradient's op) rather
+    than compute its pending inputs when it is called."""
+
+    __slots__ = ()
+    deferred_results = True
+
+
 def define(name: str, impl: Callable[..., Any], *, differentiable: bool = True, multiple_results: bool = False,
-           nondiff_reason: Optional[str] = None, jit: bool = True) -> Primitive:
+           nondiff_reason: Optional[str] = None, jit: bool = True, pure_results: bool = False) -> Primitive:
     """Register a new op type; a name may be registered once (KeyError, as TF).
 
     ``impl(*arrays, **static)`` must be pure JAX; ``differentiable=False`` makes
     the op a cut for tapes (TF registers no gradient: its inputs get None);
-    ``jit=False`` for ops whose output shape depends on input values.
+    ``jit=False`` for ops whose output shape depends on input values;
+    ``pure_results`` for a jitted op of several outputs that may stay pending (``PureResults``).
     """
     if name in REGISTRY:
         raise KeyError(f"Registering two ops with name '{name}'")
-    prim = Primitive(name, impl, differentiable, multiple_results, nondiff_reason, jit)
+    if pure_results and not (jit and multiple_results):
+        raise ValueError(f"op {name}: pure_results is for jitted ops of several outputs")
+    cls = PureResults if pure_results else Primitive
+    prim = cls(name, impl, differentiable, multiple_results, nondiff_reason, jit)
     REGISTRY[name] = prim
     return prim
 

@@ -169,11 +169,13 @@ def plain_jit(prim, guard):
 DEFINED = []
 
 
-def prim(op_type, fn, *, differentiable=True, multiple_results=False, jit=True, nondiff_reason=None):
-    """Register ``fn`` (pure JAX; keyword-only parameters are static) as TF op ``op_type``."""
+def prim(op_type, fn, *, differentiable=True, multiple_results=False, jit=True, nondiff_reason=None,
+         pure_results=False):
+    """Register ``fn`` (pure JAX; keyword-only parameters are static) as TF op ``op_type``
+    (``pure_results``: its outputs may stay pending, see ``core.bind.PureResults``)."""
     DEFINED.append(op_type)
     return define(op_type, fn, differentiable=differentiable, multiple_results=multiple_results,
-                  nondiff_reason=nondiff_reason, jit=jit)
+                  nondiff_reason=nondiff_reason, jit=jit, pure_results=pure_results)
 
 
 def registered(p):

@@ -33,7 +33,8 @@ Qr = collections.namedtuple("Qr", ["q", "r"])
 
 
 def _shape(x):
-    return tuple(x._value.shape) if isinstance(x, _TENSORISH) else tuple(np.shape(x))
+    # (``_meta``: a pending value's shape is known without computing it)
+    return tuple(x._meta.shape) if isinstance(x, _TENSORISH) else tuple(np.shape(x))
 
 
 def _bad(op_type, msg):
@@ -189,7 +190,7 @@ def _slogdet(x):
     return s, l.astype(x.dtype)   # complex input: a complex log|det| (zero imaginary part), as TF
 
 
-_SLOGDET = prim("LogMatrixDeterminant", _slogdet, multiple_results=True)
+_SLOGDET = prim("LogMatrixDeterminant", _slogdet, multiple_results=True, pure_results=True)
 
 
 @tf_types("LogMatrixDeterminant")
@@ -316,7 +317,7 @@ def _eigh(x):
     return w, v
 
 
-_EIGH = prim("SelfAdjointEigV2", _eigh, multiple_results=True)
+_EIGH = prim("SelfAdjointEigV2", _eigh, multiple_results=True, pure_results=True)
 _EIGVALSH = prim("SelfAdjointEigV2Values", lambda x: jnp.linalg.eigvalsh(_lower_sym(x)))
 
 
@@ -343,7 +344,7 @@ def _svd(x, *, full_matrices, compute_uv):
     return s, u, jnp.conj(_mT(vh))
 
 
-_SVD = prim("Svd", _svd, multiple_results=True)
+_SVD = prim("Svd", _svd, multiple_results=True, pure_results=True)
 
 
 @tf_types("Svd")
@@ -365,7 +366,7 @@ def _qr(x, *, full):
     return tuple(jnp.linalg.qr(x, mode="complete" if full else "reduced"))
 
 
-_QR = prim("Qr", _qr, multiple_results=True)
+_QR = prim("Qr", _qr, multiple_results=True, pure_results=True)
 
 
 @tf_types("Qr")

@@ -106,7 +106,7 @@ def _lu(x):
     return lu_, perm.astype(jnp.int32)
 
 
-_LU = prim("Lu", _lu, multiple_results=True)
+_LU = prim("Lu", _lu, multiple_results=True, pure_results=True)
 
 
 #: ``(lu, p)`` of ``lu``: TF's namedtuple.
@@ -162,7 +162,7 @@ def lu_matrix_inverse(lower_upper, perm, validate_args=False, name=None):
 
 lu_matrix_inverse._tf_types = ("LuSolve",)
 
-_EIG = prim("Eig", lambda x: tuple(jnp.linalg.eig(x)), multiple_results=True)
+_EIG = prim("Eig", lambda x: tuple(jnp.linalg.eig(x)), multiple_results=True, pure_results=True)
 _EIGVALS = prim("EigVals", lambda x: jnp.linalg.eigvals(x))
 
 

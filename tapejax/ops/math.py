@@ -348,7 +348,7 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
             raise _matmul_error(e, a, b) from e
     check_binary(a, b, "MatMul")
     for arg, v in (("a", a), ("b", b)):
-        nd = v._value.ndim if isinstance(v, (Tensor, Variable)) else np.ndim(v)
+        nd = v._meta.ndim if isinstance(v, (Tensor, Variable)) else np.ndim(v)   # (not computing a pending one)
         if nd < 2:
             raise InvalidArgumentError(None, None, f"In[{0 if arg == 'a' else 1}] ndims must be >= 2: "
                                        f"matmul argument `{arg}` has rank {nd}")
@@ -375,8 +375,8 @@ def _swap(fn):
 
 
 def _broadcastable(a, b):
-    sa = a._value.shape if isinstance(a, (Tensor, Variable)) else np.shape(a)
-    sb = b._value.shape if isinstance(b, (Tensor, Variable)) else np.shape(b)
+    sa = a._meta.shape if isinstance(a, (Tensor, Variable)) else np.shape(a)
+    sb = b._meta.shape if isinstance(b, (Tensor, Variable)) else np.shape(b)
     try:
         np.broadcast_shapes(sa, sb)
     except ValueError:

@@ -29,7 +29,8 @@ _TENSORISH = (Tensor, Variable)
 
 
 def _shape(x):
-    return tuple(x._value.shape) if isinstance(x, _TENSORISH) else tuple(np.shape(x))
+    # (``_meta``: a pending value's shape is known without computing it)
+    return tuple(x._meta.shape) if isinstance(x, _TENSORISH) else tuple(np.shape(x))
 
 
 def _bad(op_type, msg):

@@ -27,7 +27,10 @@ deferred inside ``tapejax.function`` or control-flow traces, under
 ``gradient_override_map``, while any other recorder (a forward accumulator, a custom-gradient
 trace) is on the tape stack, or when an input is not a concrete array or is committed to a
 device (``jax.device_put``, sharded Variables: their device checks stay eager): there it does
-what the eager executor does.  What an unread pending value keeps alive is bounded
+what the eager executor does.  NumPy operands (copied by ``bind`` when the op is called) are put
+on the device and the op stays pending (``_on_device``), and so do the matrix decompositions
+(``core.bind.PureResults``): an op that ran at once would compute its pending inputs op by op,
+splitting the step into programs of their own.  What an unread pending value keeps alive is bounded
 (``settle``).
 
 ``set_deferred_execution(False)`` (or ``TAPEJAX_DEFERRED=0`` in the environment) installs the
@@ -37,10 +40,13 @@ import weakref
 from operator import attrgetter
 from typing import Any, Sequence
 
+import numpy as np
+
 from ..core.executor import EAGER, Executor, active, install, is_variable, peek, record
 from ..core.ownership import commit
 from ..core.state import _local, env_flag
 from ..core.tensor import Pending, Tensor
+from ..core.transfer import to_device
 from ..core.variable import Variable
 from . import prediction, speculate
 from .settle import OPEN_MAX, TAPED, note_untaped, settle
@@ -114,7 +120,8 @@ class DeferredExecutor(Executor):
                             if out is not None:
                                 return out
                         elif not any([not x._peekable for x in operands if is_variable(x)]):
-                            vals = tuple([peek(x) for x in operands])
+                            vals = tuple([_on_device(v) if type(v) is _NDArray else v
+                                          for v in [peek(x) for x in operands]])
                             if concrete(vals):
                                 aval = aval_for(call, vals)   # raises what the call would, before any read
                                 ids, vals = _reads(operands, vals, tapes)
@@ -123,6 +130,8 @@ class DeferredExecutor(Executor):
                 vals = tuple([peek(x) for x in operands])
                 for v in vals:
                     if type(v) is Thunk:   # an op on a pending value: stays pending
+                        if _NDArray in [type(u) for u in vals]:
+                            vals = tuple([_on_device(u) if type(u) is _NDArray else u for u in vals])
                         if concrete(vals):
                             for x in operands:
                                 if is_variable(x):
@@ -205,6 +214,11 @@ def _run_small(tapes, prim, call, skey, operands, n):
     tx = type(x)
     if tx is _Array:
         vx = x
+    elif tx is _NDArray:
+        vx = _on_device(x)   # (then a constant: id 0, as an array operand)
+        if vx is None:
+            return None
+        tx = _Array
     else:
         get = _VALUE_OF(tx)
         if get is None:
@@ -226,6 +240,11 @@ def _run_small(tapes, prim, call, skey, operands, n):
     ty = type(y)
     if ty is _Array:
         vy = y
+    elif ty is _NDArray:
+        vy = _on_device(y)   # (then a constant: id 0, as an array operand)
+        if vy is None:
+            return None
+        ty = _Array
     else:
         get = _VALUE_OF(ty)
         if get is None:
@@ -245,6 +264,21 @@ def _run_small(tapes, prim, call, skey, operands, n):
         vy = y._thunk if type(y) is Pending else y._value
     return _defer(tapes, prim, call, skey, (0 if tx is _Array else x._id, 0 if ty is _Array else y._id),
                   (vx, vy), aval)
+
+
+_NDArray = np.ndarray
+
+
+def _on_device(a):
+    """A host operand (NumPy data, which ``bind`` has copied: ``core.tensor.host_snapshot``) as a
+    constant device array, so the op can stay pending: otherwise it would run now, computing its
+    pending inputs op by op, outside the gradient's program (a loss on NumPy labels split a
+    training step into several programs).  The transfer is the one the op's call would make.
+    None (stays a host array: the op runs now, as the eager executor runs it) for data JAX does
+    not hold (strings, objects)."""
+    if a.dtype.kind not in "biufc":
+        return None
+    return to_device(a)
 
 
 def _defer(tapes, prim, call, skey, ids, vals, aval):
@@ -274,12 +308,12 @@ def _defer(tapes, prim, call, skey, ids, vals, aval):
 
 def _defer_many(tapes, prim, call, skey, operands):
     """A recorded op of several outputs that declares itself pure (``prim.deferred_results``: a
-    nested gradient, ``autodiff.replay``) left pending like a one-output op: one thunk computes
+    nested gradient, ``autodiff.replay``; a matrix decomposition, ``core.bind.PureResults``) left pending like a one-output op: one thunk computes
     its outputs (a tuple), one thunk per output takes its own (``prediction._PICKS``).  None where
     an operand may not be deferred (the caller runs it eagerly)."""
     if any([not x._peekable for x in operands if is_variable(x)]):
         return None
-    vals = tuple([peek(x) for x in operands])
+    vals = tuple([_on_device(v) if type(v) is _NDArray else v for v in [peek(x) for x in operands]])
     if not concrete(vals):
         return None
     avals = avals_for(call, vals)   # raises what the call would, before any read

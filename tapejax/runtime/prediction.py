@@ -6,7 +6,8 @@ call predicts them (``speculate.predicts``); this module builds and runs that ca
 (``autodiff.program``), with its inputs laid out once per structure (``_Layout``: where each updated
 Variable's value and each constant come from among the call's leaves, checked by identity on
 every call), and each gradient handed out as a ``Pending`` value that recomputes the call's
-gradients only if something needs it (``_Regrad``).  The user's updates then take the
+gradients only if something needs it (``_Regrad``: with the gradient's own compiled program,
+so a read compiles nothing).  The user's updates then take the
 predicted values when they match (``speculate.on_update`` / ``on_apply``).
 
 A predicted program is compiled in the background (``speculate.set_background_compile``, on
@@ -45,7 +46,7 @@ from .thunks import Thunk, call_with_pending, force_all
 
 #: (compiled entry, prediction structure) -> its ``_Prog``.
 _PROGRAMS = LRU("speculative_programs", 256)
-#: (compiled entry, number of leaves) -> the jitted gradients alone (``_regrad_fn``).
+#: (compiled entry, number of leaves) -> the gradients' recompute (``_regrad_fn``).
 _REGRADS = LRU("speculative_regradients", 256)
 
 def clear():
@@ -238,15 +239,19 @@ _PICKS = _Picks()
 
 
 def _regrad_fn(entry, n_leaves):
-    """The jitted gradients of ``entry`` alone, from its leaves and cotangents as arguments."""
+    """The gradients of ``entry``, from its leaves and cotangents as arguments: its own compiled
+    program (``entry.fn``, which the calls before the prediction ran: the same inputs, so no
+    compile), its targets' values dropped.  (A program of the gradients alone would be a new
+    compile, as long as the gradient's, for what a loop reads once, if ever: a short loop
+    reading its last gradient paid it.)"""
     fn = _REGRADS.get((entry, n_leaves))
     if fn is None:
-        raw = entry.raw
+        compiled = entry.fn
 
         def regrad(*args):
-            return raw(args[:n_leaves], args[n_leaves:])[0]
+            return compiled(args[:n_leaves], args[n_leaves:])[0]
 
-        fn = _REGRADS.setdefault((entry, n_leaves), jax.jit(regrad))
+        fn = _REGRADS.setdefault((entry, n_leaves), regrad)
     return fn
 
 
