@@ -9,6 +9,7 @@ variants (3,000 program structures instead of 48).
 import gc
 import os
 import sys
+import threading
 import tracemalloc
 import weakref
 
@@ -478,8 +479,12 @@ def test_many_distinct_structures_keep_every_cache_bounded_and_memory_flat(small
     for name in ("replay", "slices", "signatures"):
         assert stats[name].size == stats[name].maxsize, (name, stats[name])
         assert stats[name].evictions > 0, (name, stats[name])
-    assert tf.cache_info().misses == N_STRUCTURES       # each structure compiled once ...
-    assert tf.cache_info().evictions == N_STRUCTURES - 8  # ... and all but 8 evicted
+    # each structure compiled once, and all but 8 evicted.  (In a full-suite worker the count was
+    # once 49 and once 50, never alone: something an earlier test left behind compiles a program of
+    # its own meanwhile; a structure compiled twice would give 96.)
+    info = tf.cache_info()
+    assert N_STRUCTURES <= info.misses <= N_STRUCTURES + 2, (info, threading.enumerate())
+    assert info.evictions == info.misses - 8, info
     assert _dead(*fn_refs), "an evicted compiled replay (its jax.jit object) must be released"
     # memory: the last third of the structures adds (almost) nothing over the second third
     (b1, r1), (b2, r2) = marks[1], marks[2]
