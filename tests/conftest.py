@@ -1,9 +1,28 @@
-"""Shared fixtures for the unit tests."""
+"""Shared fixtures for the unit tests, and the suite's compilation cache.
+
+Many tests compile the same XLA programs (the same op on the same shapes, a training step of
+the same structure) under other jit objects, which JAX's in-memory caches do not share.  The
+suite therefore turns tapejax's own setting for JAX's persistent compilation cache on
+(``tapejax.config.set_compilation_cache``, see ``tapejax/compile/config.py``), in a directory of
+its own per worker process, removed at the end: a program compiled once is loaded the next time
+instead of compiled (the same executable; the compile log still names it).  One directory per
+worker because JAX's cache locks its files only when eviction is on, which needs ``filelock``.
+``TAPEJAX_TEST_COMPILATION_CACHE=0`` turns it off.
+"""
+import atexit
 import logging
+import os
+import shutil
+import tempfile
 
 import pytest
 
 import tapejax
+
+if os.environ.get("TAPEJAX_TEST_COMPILATION_CACHE", "1") != "0" and tapejax.config.get_compilation_cache() is None:
+    _CACHE_DIR = tempfile.mkdtemp(prefix="tapejax-test-xla-")
+    tapejax.config.set_compilation_cache(_CACHE_DIR)
+    atexit.register(shutil.rmtree, _CACHE_DIR, True)
 
 
 @pytest.fixture(autouse=True)

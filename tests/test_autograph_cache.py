@@ -23,7 +23,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 @pytest.fixture
 def disk(tmp_path, monkeypatch):
     """The compilation cache on in ``tmp_path`` (off afterwards), a fresh transformer (a new
-    process's), and the number of real conversions made."""
+    process's), and the number of real conversions made; then the suite's own cache
+    (tests/conftest.py) on again."""
+    suite = tf.config.get_compilation_cache()
+    tf.config.set_compilation_cache(None)
     before = (jax.config.jax_compilation_cache_dir, jax.config.jax_persistent_cache_min_compile_time_secs,
               jax.config.jax_persistent_cache_min_entry_size_bytes)
     tf.config.set_compilation_cache(tmp_path)
@@ -40,6 +43,8 @@ def disk(tmp_path, monkeypatch):
     tf.config.set_compilation_cache(None)
     assert (jax.config.jax_compilation_cache_dir, jax.config.jax_persistent_cache_min_compile_time_secs,
             jax.config.jax_persistent_cache_min_entry_size_bytes) == before
+    if suite is not None:
+        tf.config.set_compilation_cache(suite)
 
 
 def _new_process(monkeypatch):

@@ -19,14 +19,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 @pytest.fixture
 def cache_off():
-    """The cache off before and after the test (JAX's settings as they were)."""
+    """The cache off before and after the test (JAX's settings as they were with it off), then
+    the suite's own cache (tests/conftest.py) on again."""
+    suite = tf.config.get_compilation_cache()
+    tf.config.set_compilation_cache(None)
     before = (jax.config.jax_compilation_cache_dir, jax.config.jax_persistent_cache_min_compile_time_secs,
               jax.config.jax_persistent_cache_min_entry_size_bytes)
-    tf.config.set_compilation_cache(None)
     yield
     tf.config.set_compilation_cache(None)
     assert (jax.config.jax_compilation_cache_dir, jax.config.jax_persistent_cache_min_compile_time_secs,
             jax.config.jax_persistent_cache_min_entry_size_bytes) == before
+    if suite is not None:
+        tf.config.set_compilation_cache(suite)
 
 
 def test_setting_turns_jax_cache_on_for_small_programs_and_off_again(tmp_path, cache_off):
