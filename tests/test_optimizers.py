@@ -33,7 +33,11 @@ def _step(opt, x, y, w, b):
 
 def test_namespaces():
     assert tf.keras.optimizers.Adam is optimizers.Adam
-    assert tf.keras.optimizers.legacy.SGD is optimizers.SGD
+    # tf.keras.optimizers.X are tf_keras' new optimizers, .legacy.X the OptimizerV2 ones (other rules)
+    for name in ("SGD", "Adam", "RMSprop", "Adagrad", "Adadelta", "Adamax", "Nadam", "Ftrl"):
+        new, old = getattr(optimizers, name), getattr(optimizers.legacy, name)
+        assert new is not old and issubclass(new, old), name
+        assert old.__module__ == "tapejax.optimizers._rules" and new.__module__ == "tapejax.optimizers._rules_v2"
     assert not hasattr(tf.keras.optimizers.legacy, "AdamW")   # as tf_keras 2.21
     assert tf.keras.optimizers.schedules.ExponentialDecay is optimizers.schedules.ExponentialDecay
 
@@ -49,7 +53,7 @@ def test_eager_update_is_one_compiled_program():
     assert len(state) == 2 + 4 + 1        # variables, slots, iterations: all in the one update
     assert int(opt.iterations.numpy()) == 5
     names = [v.name for v in opt.variables()]
-    assert names == ["iter:0", "w/m:0", "b/m:0", "w/v:0", "b/v:0"]
+    assert names == ["iter:0", "w/m:0", "w/v:0", "b/m:0", "b/v:0"]   # tf_keras' new Adam: variable by variable
     assert opt.get_slot(w, "m") is opt.variables()[1]
     with pytest.raises(KeyError):
         opt.get_slot(tf.Variable(1.0), "m")
@@ -537,3 +541,38 @@ def test_schedule_called_with_a_variable_step_inside_a_function_follows_it(sched
     want = [float(sched(tf.constant(s, tf.int64))) for s in range(4)]
     np.testing.assert_allclose(got, want, rtol=1e-6)
     assert len(set(want)) > 1
+
+
+def test_new_nadam_inside_function_equals_eager():
+    """Oracle: the eager new Nadam (parity-tested against tf_keras; TF's own new Nadam gives NaN
+    inside a tf.function).  Two Variables, so the momentum-schedule product is taken once a step."""
+    def run(compiled):
+        x, y, w, b = _problem()
+        opt = tf.keras.optimizers.Nadam(0.05)
+
+        def step():
+            return _step(opt, x, y, w, b)
+
+        step_fn = tf.function(step) if compiled else step
+        for _ in range(4):
+            step_fn()
+        return w.numpy(), b.numpy()
+
+    for a, e in zip(run(True), run(False)):
+        np.testing.assert_allclose(a, e, rtol=2e-6, atol=1e-7)
+
+
+def test_new_optimizers_config_round_trip_and_legacy_pick():
+    ko = tf.keras.optimizers
+    opt = ko.RMSprop(0.01, momentum=0.5, weight_decay=0.1)
+    cfg = ko.serialize(opt)
+    assert cfg["module"] == "keras.optimizers" and cfg["config"]["is_legacy_optimizer"] is False
+    back = ko.deserialize(cfg)
+    assert type(back) is ko.RMSprop and back.weight_decay == 0.1
+    old = ko.deserialize(ko.serialize(ko.legacy.RMSprop(0.01)))
+    assert type(old) is ko.legacy.RMSprop
+    assert type(ko.deserialize({"class_name": "Adam", "config": {"is_legacy_optimizer": True}})) is ko.legacy.Adam
+    with pytest.raises(ValueError, match="decay is deprecated"):
+        ko.Adam(0.1, decay=0.5)
+    with pytest.raises(ValueError, match="use_ema"):
+        ko.SGD(0.1, use_ema=True)

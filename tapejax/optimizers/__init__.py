@@ -1,4 +1,5 @@
-"""Keras-2 optimizers (``tf.keras.optimizers.legacy``) on JAX, plus ``from_optax``.
+"""Keras-2 optimizers on JAX (``tf.keras.optimizers``: tf_keras' new update rules, ``_rules_v2``;
+``tf.keras.optimizers.legacy``: the ``OptimizerV2`` rules, ``_rules``), plus ``from_optax``.
 
 ``SGD``, ``Adam``, ``AdamW``, ``RMSprop``, ``Adagrad``, ``Adadelta``,
 ``Adamax``, ``Nadam``, ``Ftrl``: Keras' hyperparameter names and defaults and
@@ -42,7 +43,8 @@ changed).
 from . import legacy, schedules
 from ._base import Optimizer
 from ._optax import OptaxOptimizer, from_optax
-from ._rules import SGD, Adadelta, Adagrad, Adam, Adamax, AdamW, Ftrl, Nadam, RMSprop
+from ._rules import AdamW
+from ._rules_v2 import SGD, Adadelta, Adagrad, Adam, Adamax, Ftrl, Nadam, RMSprop
 from ._rules_new import Adafactor, Lion
 from ._serialization import deserialize, get, serialize
 

@@ -100,6 +100,7 @@ class Optimizer(HyperParameters):
 
     _SLOTS = ()           # slot names, in Keras' creation order
     _INTERLEAVED = False  # slots created variable by variable (Ftrl) instead of slot by slot
+    _EXTRA_IN_VARIABLES = True   # ``_extra_init``'s Variables listed by ``variables()`` (checkpointed either way)
     _DEFAULT_NAME = "Optimizer"
     #: Hyperparameters that tf_keras keeps in float32 Variables (its ``_set_hyper``) and the
     #: update reads at every step: ``opt.beta_1`` is that Variable, ``opt.beta_1 = 0.5``
@@ -312,14 +313,11 @@ class Optimizer(HyperParameters):
     def _create_slots_now(self, new):
         if not self._slots:
             self._extra = self._extra_init()
-            self._weights.extend(self._extra)
+            if self._EXTRA_IN_VARIABLES:
+                self._weights.extend(self._extra)
         for v in new:
             self._slots[v._id] = {}
-        if self._INTERLEAVED:   # Ftrl: all slots of a variable, variable by variable
-            order = [(v, slot) for v in new for slot in self._slots_for_creation()]
-        else:                   # most Keras optimizers: one loop per slot name
-            order = [(v, slot) for slot in self._slots_for_creation() for v in new]
-        for v, slot in order:
+        for v, slot in self._creation_order(new):
             base = v.name.split(":")[0]
             init = place_like(self._slot_init(slot, v), v)
             s = Variable(init, trainable=False, name=f"{base}/{slot}")
@@ -331,6 +329,12 @@ class Optimizer(HyperParameters):
 
     def _slots_for_creation(self):
         return self._SLOTS
+
+    def _creation_order(self, new):
+        """``(variable, slot name)`` pairs in Keras' creation order (``variables()``' order)."""
+        if self._INTERLEAVED:   # Ftrl: all slots of a variable, variable by variable
+            return [(v, slot) for v in new for slot in self._slots_for_creation()]
+        return [(v, slot) for slot in self._slots_for_creation() for v in new]   # one loop per slot name
 
     # -- the pure update ----------------------------------------------------------
     def _lr_value(self, lr_in, it):

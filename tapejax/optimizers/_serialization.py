@@ -2,15 +2,14 @@
 ``tf_keras/src/optimizers/__init__.py``) over tapejax's optimizers.
 
 ``serialize(opt)`` is Keras' dict: ``{"module", "class_name", "config", "registered_name": None}``
-(module ``keras.optimizers.legacy`` for the Keras-2 legacy rules, ``keras.optimizers`` for
-``AdamW``, ``Lion``, ``Adafactor``).  ``deserialize(config)`` makes the optimizer back from such a
+(module ``keras.optimizers.legacy`` for the Keras-2 legacy classes, ``keras.optimizers`` for
+the new ones).  ``deserialize(config)`` makes the optimizer back from such a
 dict (or Keras' older ``{"class_name", "config"}``): a lower-case Keras name (``"adam"``,
 ``"sgd"`` ...) or a class name.  ``get`` takes an optimizer (returned as is), a dict
 (``deserialize``) or a name (``"adam"``: the optimizer with its defaults).
 
-One family only: tf_keras has a new and a legacy class per name and picks one by the config's
-``is_legacy_optimizer``; tapejax's classes follow tf_keras' legacy update rules (``AdamW``, ``Lion``
-and ``Adafactor`` its new ones), so both spellings give tapejax's class.  An unknown name is
+Two families, as tf_keras: a name gives the new class (``_rules_v2``), a config with
+``is_legacy_optimizer: True`` (or module ``keras.optimizers.legacy``) the legacy one (``_rules``).  An unknown name is
 TF's ValueError (tf_keras' ``deserialize`` of an unknown ``class_name`` returns the name itself,
 an accident not kept).
 """
@@ -18,8 +17,10 @@ import warnings
 from typing import Any
 
 from ._base import Optimizer
-from ._rules import SGD, Adadelta, Adagrad, Adam, Adamax, AdamW, Ftrl, Nadam, RMSprop
+from . import _rules
+from ._rules import AdamW
 from ._rules_new import Adafactor, Lion
+from ._rules_v2 import SGD, Adadelta, Adagrad, Adam, Adamax, Ftrl, Nadam, RMSprop, _New
 
 __all__ = ["deserialize", "get", "serialize"]
 
@@ -30,7 +31,10 @@ _BY_NAME = {"adadelta": Adadelta, "adagrad": Adagrad, "adam": Adam, "adamw": Ada
 #: Class names Keras' object registry finds (``keras.optimizers.<ClassName>``).
 _BY_CLASS = {c.__name__: c for c in (SGD, Adadelta, Adagrad, Adam, Adamax, AdamW, Ftrl, Nadam, RMSprop,
                                      Lion, Adafactor)}
-_NEW = (AdamW, Lion, Adafactor)
+_NEW = (AdamW, Lion, Adafactor, _New)
+#: ``is_legacy_optimizer: True`` in a config: the legacy class of that name.
+_LEGACY = {c.__name__: c for c in (_rules.SGD, _rules.Adadelta, _rules.Adagrad, _rules.Adam, _rules.Adamax,
+                                   _rules.Ftrl, _rules.Nadam, _rules.RMSprop)}
 
 
 def _unknown(name: Any) -> ValueError:
@@ -69,7 +73,11 @@ def deserialize(config: Any, custom_objects: Any = None, use_legacy_format: bool
     cls = (custom_objects or {}).get(name) or _BY_NAME.get(str(name).lower()) or _BY_CLASS.get(name)
     if cls is None:
         raise _unknown(name)
-    return cls.from_config(dict(config.get("config", {})))
+    inner = dict(config.get("config", {}))
+    if (inner.pop("is_legacy_optimizer", False) or str(config.get("module", "")).endswith(".legacy")) \
+            and name not in (custom_objects or {}):
+        cls = _LEGACY.get(cls.__name__, cls)
+    return cls.from_config(inner)
 
 
 def get(identifier: Any, **kwargs: Any):

@@ -499,14 +499,6 @@ def test_keras_embedding_layer_with_legacy_momentum_touches_only_the_looked_up_r
     return kinds, emb.weights[0].numpy()
 
 
-_NEW_RULES = ("tapejax's tf.keras.optimizers.X is the legacy OptimizerV2 class (tapejax/optimizers/legacy.py); "
-              "tf_keras' (and Keras 3's) new optimizers ")
-
-
-@_xfail_on_tapejax(_NEW_RULES + "apply IndexedSlices to every row (momentum of rows not looked up keeps "
-                   "moving them; Ftrl densifies), the legacy sparse kernels only to the rows looked up: a "
-                   "silent difference for embeddings trained with tf.keras.optimizers.SGD(momentum=...), "
-                   "RMSprop, Adamax, Ftrl")
 @parity(rtol=1e-4, atol=1e-5)
 def test_keras_sgd_rmsprop_adamax_ftrl_on_sparse_embedding_gradients(tf):
     """The new Keras SGD with momentum and Ftrl fed ``IndexedSlices``: the momentum of every row
@@ -515,8 +507,6 @@ def test_keras_sgd_rmsprop_adamax_ftrl_on_sparse_embedding_gradients(tf):
     return [_sparse_train(tf, o, steps=2) for o in (k.SGD(0.1, momentum=0.9), k.Ftrl(0.1))]
 
 
-@_xfail_on_tapejax(_NEW_RULES + "include Nadam, whose rule differs from the legacy Nadam's (u_t / u_product "
-                   "schedule): tf.keras.optimizers.Nadam trains to different weights")
 @parity(rtol=1e-4, atol=1e-5)
 def test_keras_nadam_on_dense_gradients_eagerly(tf):
     """The new Keras ``Nadam`` on a small regressor, eagerly."""
