@@ -127,7 +127,8 @@ def test_checkpoints_of_format_version_2_still_restore():
 @pytest.mark.parametrize("name", ["nadam", "optax"])
 def test_npz_checkpoints_of_the_first_format_still_restore(name):
     """Checkpoints written by tapejax's .npz format (commit a997b94) restore: same Variables,
-    optimizer state (Nadam's slots and momentum cache; an optax state), bfloat16 values; training
+    optimizer state (the legacy Nadam's slots and momentum cache, written when it was
+    tf.optimizers.Nadam; an optax state), bfloat16 values; training
     resumes with the losses recorded when the fixture was written."""
     sys.path.insert(0, LEGACY)
     try:
@@ -138,7 +139,7 @@ def test_npz_checkpoints_of_the_first_format_still_restore(name):
     path = tf.train.latest_checkpoint(os.path.join(LEGACY, name))
     assert path == os.path.join(LEGACY, expected["path"])
     model = fx.Net()
-    opt = tf.optimizers.Nadam(0.01) if name == "nadam" else tf.optimizers.from_optax(optax.adam(0.01))
+    opt = tf.optimizers.legacy.Nadam(0.01) if name == "nadam" else tf.optimizers.from_optax(optax.adam(0.01))
     extra = tf.Variable(np.zeros(2, tf.bfloat16._np))
     tf.train.Checkpoint(model=model, optimizer=opt, extra=extra).restore(path).assert_consumed()
     assert int(opt.iterations.numpy()) == expected["iterations"]

@@ -458,7 +458,7 @@ OPTIMIZERS = {
     "adagrad": lambda: tf.keras.optimizers.Adagrad(0.1),
     "ftrl": lambda: tf.keras.optimizers.Ftrl(0.1),
     "schedule": lambda: tf.keras.optimizers.SGD(tf.optimizers.schedules.ExponentialDecay(0.1, 2, 0.5)),
-    "decay_clipnorm": lambda: tf.keras.optimizers.SGD(0.1, decay=0.01, clipnorm=0.5),
+    "decay_clipnorm": lambda: tf.keras.optimizers.legacy.SGD(0.1, decay=0.01, clipnorm=0.5),
     "global_clipnorm": lambda: tf.keras.optimizers.Adam(0.01, global_clipnorm=0.1),
     "optax_adamw": _optax_adamw,
 }

@@ -1,8 +1,8 @@
 """``tapejax.keras``: ``tf.keras`` for tapejax: real Keras 3 on the JAX backend, each call on the tape.
 
 ``tapejax.keras.optimizers`` is ``tapejax.optimizers`` (tapejax's Keras-2
-optimizers; ``optimizers.legacy`` holds the ``OptimizerV2`` classes, the same
-classes).  Every other name is Keras 3's, loaded on first access
+optimizers: ``optimizers.X`` with tf_keras' new update rules, ``optimizers.legacy.X``
+the ``OptimizerV2`` classes and rules).  Every other name is Keras 3's, loaded on first access
 (``_setup.load``: the JAX backend is selected before Keras is imported;
 ImportError naming the ``keras`` extra when Keras is missing, or when it is
 already imported with another backend):

@@ -38,14 +38,19 @@ a string is an error at once (TF stores NaN, or fails at the next update);
 results agree with TF to float32 rounding (XLA may fuse ``a * b + c`` into
 one rounding, TF's kernels round twice), which the parity tests bound at rtol
 2e-6 over six steps (2e-5 for Ftrl and for eight steps with hyperparameters
-changed).
+changed).  The new optimizers (``SGD`` ... here, ``legacy.X`` beside them, ``_rules_v2``)
+keep the legacy classes' machinery: their hyperparameters are float32 Variables
+(tf_keras': Python floats, ``1 - beta`` rounded in float64: parity at rtol 1e-5), their
+slots keep the legacy slot names (``get_slot`` works; tf_keras' new classes have none),
+``use_ema=True`` is refused, and inside a ``tapejax.function`` the new Nadam is right
+where TF's gives NaN.
 """
 from . import legacy, schedules
 from ._base import Optimizer
 from ._optax import OptaxOptimizer, from_optax
 from ._rules import AdamW
-from ._rules_v2 import SGD, Adadelta, Adagrad, Adam, Adamax, Ftrl, Nadam, RMSprop
 from ._rules_new import Adafactor, Lion
+from ._rules_v2 import SGD, Adadelta, Adagrad, Adam, Adamax, Ftrl, Nadam, RMSprop
 from ._serialization import deserialize, get, serialize
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "Nadam",

@@ -19,10 +19,13 @@ What the new rules change (checked against tf_keras in ``tests/parity/test_optim
 * The constructors take the new optimizers' arguments: ``weight_decay`` (``w -= w * wd * lr``
   before the rule), ``use_ema`` (True is refused: tapejax keeps no moving average),
   ``ema_momentum``, ``ema_overwrite_frequency``, ``jit_compile`` (tapejax always compiles),
-  Adam's ``adaptive_epsilon``; ``decay`` is TF's ValueError, as tf_keras.  Hyperparameters stay
+  Adam's ``adaptive_epsilon``; ``decay`` is TF's ValueError and ``lr`` is ignored with a warning,
+  as tf_keras.  Hyperparameters stay
   float32 Variables as in the legacy classes (tf_keras' new ones keep plain floats and compute
   ``1 - beta`` in float64: a float32 rounding apart).
 """
+import logging
+
 import jax.numpy as jnp
 from jax import lax
 
@@ -30,6 +33,8 @@ from . import _rules
 from ._args import _float_hyper, _hyper_arg
 from ._base import Optimizer
 from ._sparse import add_rows, dedup_rows, take_rows
+
+_log = logging.getLogger("tapejax")
 
 __all__ = ["SGD", "RMSprop", "Adam", "Adamax", "Adagrad", "Adadelta", "Ftrl", "Nadam"]
 
@@ -89,9 +94,13 @@ def _split(name, kwargs, ema_overwrite_frequency=None):
     """The new optimizers' own arguments, taken out of ``kwargs`` (TF's errors for ``decay`` and
     ``use_ema=True``)."""
     if "decay" in kwargs:
-        raise ValueError("decay is deprecated in the new Keras optimizer, please check the docstring for "
+        raise ValueError("decay is deprecated in the new TF-Keras optimizer, please check the docstring for "
                          "valid arguments, or use the legacy optimizer, e.g., "
                          f"tf.keras.optimizers.legacy.{name}.")
+    if "lr" in kwargs:   # tf_keras' new optimizers warn and ignore it (the learning rate stays)
+        kwargs.pop("lr")
+        _log.warning("`lr` is deprecated in TF-Keras optimizer, please use `learning_rate` or use the legacy "
+                     f"optimizer, e.g.,tf.keras.optimizers.legacy.{name}.")
     defaults = dict(weight_decay=None, use_ema=False, ema_momentum=0.99,
                     ema_overwrite_frequency=ema_overwrite_frequency, jit_compile=True)
     new = {k: kwargs.pop(k, d) for k, d in defaults.items()}

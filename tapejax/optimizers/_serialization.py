@@ -16,8 +16,8 @@ an accident not kept).
 import warnings
 from typing import Any
 
-from ._base import Optimizer
 from . import _rules
+from ._base import Optimizer
 from ._rules import AdamW
 from ._rules_new import Adafactor, Lion
 from ._rules_v2 import SGD, Adadelta, Adagrad, Adam, Adamax, Ftrl, Nadam, RMSprop, _New

@@ -44,7 +44,7 @@ def train(model, opt, steps):
 
 def main(out):
     expect = {}
-    for name, make in (("nadam", lambda: tf.optimizers.Nadam(0.01)), ("optax", lambda: tf.optimizers.from_optax(optax.adam(0.01)))):
+    for name, make in (("nadam", lambda: tf.optimizers.legacy.Nadam(0.01)), ("optax", lambda: tf.optimizers.from_optax(optax.adam(0.01)))):
         model, opt = Net(), make()
         train(model, opt, 3)
         ck = tf.train.Checkpoint(model=model, optimizer=opt, extra=tf.Variable(np.array([1.5, -2.0], tf.bfloat16._np)))
