@@ -112,7 +112,8 @@ def test_namespace_is_keras_own_and_optimizers_stay_tapejax():
     assert tf.keras.losses.SparseCategoricalCrossentropy is keras.losses.SparseCategoricalCrossentropy
     assert tf.keras.metrics.Mean is keras.metrics.Mean
     assert tf.keras.optimizers is tf.optimizers
-    assert tf.keras.optimizers.legacy.Adam is tf.optimizers.Adam
+    assert tf.keras.optimizers.legacy.Adam is tf.optimizers.legacy.Adam   # (tf.keras.optimizers.Adam: the new rules)
+    assert issubclass(tf.keras.optimizers.Adam, tf.keras.optimizers.legacy.Adam)
     assert tf.keras.utils.Progbar is keras.utils.Progbar
     with pytest.raises(AttributeError, match="no_such_thing"):
         tf.keras.no_such_thing   # noqa: B018
