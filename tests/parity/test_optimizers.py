@@ -694,11 +694,9 @@ def test_new_nadam_rmsprop_adagrad_dense(tf):
     optimizers' ``weight_decay``; a learning-rate schedule for the new Nadam."""
     ko = tf.keras.optimizers
     sched = ko.schedules.ExponentialDecay(0.05, 2, 0.5)
-    return [_train(tf, ko.Nadam(0.05)), _train(tf, ko.legacy.Nadam(0.05)),
-            _train(tf, ko.Nadam(sched, beta_1=0.8, weight_decay=0.1)),
-            _train(tf, ko.RMSprop(0.05, epsilon=0.5, centered=True)),
-            _train(tf, ko.legacy.RMSprop(0.05, epsilon=0.5, centered=True)),
-            _train(tf, ko.Adagrad(0.1, epsilon=0.5)), _train(tf, ko.legacy.Adagrad(0.1, epsilon=0.5)),
+    # (the legacy rules beside them: test_nadam*, test_rmsprop*, test_adagrad* above)
+    return [_train(tf, ko.Nadam(0.05)), _train(tf, ko.Nadam(sched, beta_1=0.8, weight_decay=0.1)),
+            _train(tf, ko.RMSprop(0.05, epsilon=0.5, centered=True)), _train(tf, ko.Adagrad(0.1, epsilon=0.5)),
             _train(tf, ko.Adam(0.05, epsilon=0.5, adaptive_epsilon=True, weight_decay=0.05)),
             _train(tf, ko.Adam(0.05, amsgrad=True)), _train(tf, ko.Adamax(0.05)), _train(tf, ko.Adadelta(1.0)),
             raises(ko.SGD, 0.1, decay=0.5)]
