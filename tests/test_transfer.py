@@ -3,36 +3,13 @@
 Oracle: JAX's own compile log (``jax.log_compiles``) counts the XLA compiles; values are
 compared with NumPy's.
 """
-import contextlib
-import logging
-
 import jax
 import numpy as np
 import pytest
 
 import tapejax as tf
 from tapejax.core import transfer
-
-
-@contextlib.contextmanager
-def compiles():
-    """The names of the programs XLA compiles inside the block."""
-    names = []
-
-    class _Catch(logging.Handler):
-        def emit(self, record):
-            msg = record.getMessage()
-            if msg.startswith("Finished XLA compilation of"):
-                names.append(msg.split()[4])
-
-    h = _Catch()
-    lg = logging.getLogger("jax")
-    lg.addHandler(h)
-    try:
-        with jax.log_compiles(True):
-            yield names
-    finally:
-        lg.removeHandler(h)
+from xla_compiles import compiles
 
 
 def test_to_device_compiles_only_once_a_shape_is_common():

@@ -12,7 +12,7 @@ import tempfile
 
 import numpy as np
 
-from .harness import parity
+from .harness import keras_init, parity
 
 TOL = dict(rtol=2e-5, atol=2e-6)
 
@@ -1335,24 +1335,13 @@ def _kdata(n=16, d=5, classes=3, seed=0):
     return rs.randn(n, d).astype(np.float32), rs.randint(0, classes, size=n).astype(np.int32)
 
 
-def _kinit(model, seed=1):
-    rs = np.random.RandomState(seed)
-    ws = []
-    for v in model.weights:
-        w = np.asarray(rs.randn(*v.shape) * 0.5, np.float32)
-        if "variance" in v.name:
-            w = np.abs(w) + 0.5
-        ws.append(w)
-    model.set_weights(ws)
-
-
 def _kmlp(tf, bn=False):
     layers = [tf.keras.Input(shape=(5,)), tf.keras.layers.Dense(6, activation="relu")]
     if bn:
         layers.append(tf.keras.layers.BatchNormalization())
     layers.append(tf.keras.layers.Dense(3))
     model = tf.keras.Sequential(layers)
-    _kinit(model)
+    keras_init(model)
     return model
 
 @parity(modes=True, **KTOL)
@@ -1426,7 +1415,7 @@ def test_functional_model_two_losses_frozen_layer(tf):
     a = tf.keras.layers.Dense(3, name="cls")(h)
     b = tf.keras.layers.Dense(1, name="reg")(h)
     model = tf.keras.Model(inp, [a, b])
-    _kinit(model)
+    keras_init(model)
     model.get_layer("shared").trainable = False
     opt = tf.keras.optimizers.legacy.Adam(0.05)
     out = []

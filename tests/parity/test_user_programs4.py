@@ -14,7 +14,7 @@ import tempfile
 
 import numpy as np
 
-from .harness import parity, raises
+from .harness import keras_init, parity, raises
 
 TOL = dict(rtol=2e-5, atol=2e-6)
 KTOL = dict(rtol=1e-4, atol=1e-5)
@@ -769,17 +769,6 @@ def _kdata(n=16, d=5, classes=3, seed=0):
     return rs.randn(n, d).astype(np.float32), rs.randint(0, classes, size=n).astype(np.int32)
 
 
-def _kinit(model, seed=1):
-    rs = np.random.RandomState(seed)
-    ws = []
-    for v in model.weights:
-        w = np.asarray(rs.randn(*v.shape) * 0.5, np.float32)
-        if "variance" in v.name:
-            w = np.abs(w) + 0.5
-        ws.append(w)
-    model.set_weights(ws)
-
-
 def _kmlp(tf, bn=False, dropout=None, out=3):
     layers = [tf.keras.Input(shape=(5,)), tf.keras.layers.Dense(6, activation="relu")]
     if bn:
@@ -788,7 +777,7 @@ def _kmlp(tf, bn=False, dropout=None, out=3):
         layers.append(tf.keras.layers.Dropout(dropout))
     layers.append(tf.keras.layers.Dense(out))
     model = tf.keras.Sequential(layers)
-    _kinit(model)
+    keras_init(model)
     return model
 
 
@@ -925,7 +914,7 @@ def test_train_step_override_with_validation_and_test_step(tf):
 
     m = M()
     m(x[:1])
-    _kinit(m, 2)
+    keras_init(m, 2)
     m.compile(optimizer="sgd")
     m.optimizer.learning_rate.assign(0.5)
     h = m.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0, validation_data=(xv, yv))
@@ -947,7 +936,7 @@ def test_functional_two_inputs_two_outputs_with_loss_weights(tf):
     cls = tf.keras.layers.Dense(2, name="cls")(h)
     reg = tf.keras.layers.Dense(1, name="reg")(h)
     model = tf.keras.Model([ia, ib], [cls, reg])
-    _kinit(model, 3)
+    keras_init(model, 3)
     model.compile(optimizer="sgd",
                   loss={"cls": tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), "reg": "mse"},
                   loss_weights={"cls": 1.0, "reg": 0.25})
@@ -965,7 +954,7 @@ def test_fine_tuning_freeze_the_base_mid_training(tf):
     base = tf.keras.layers.Dense(6, activation="relu", name="base")
     head = tf.keras.layers.Dense(3, name="head")
     model = tf.keras.Sequential([tf.keras.Input((5,)), base, head])
-    _kinit(model, 4)
+    keras_init(model, 4)
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     opt = tf.keras.optimizers.Adam(0.05)
     out = []
@@ -1071,7 +1060,7 @@ def test_kernel_and_activity_regularizers_in_a_compiled_step(tf):
         tf.keras.layers.Dense(4, activation="relu", kernel_regularizer=tf.keras.regularizers.l2(0.1),
                               bias_regularizer=tf.keras.regularizers.l1(0.05)),
         tf.keras.layers.Dense(3, activity_regularizer=tf.keras.regularizers.L1L2(l1=0.01, l2=0.02))])
-    _kinit(model, 5)
+    keras_init(model, 5)
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     opt = tf.keras.optimizers.SGD(0.1)
 
@@ -1162,7 +1151,7 @@ def test_mixed_float16_policy_with_manual_loss_scaling(tf):
     try:
         model = tf.keras.Sequential([tf.keras.Input((5,)), tf.keras.layers.Dense(4, activation="relu"),
                                      tf.keras.layers.Dense(3), tf.keras.layers.Activation("linear", dtype="float32")])
-        _kinit(model, 6)
+        keras_init(model, 6)
         hidden_dtype = model.layers[0].compute_dtype
     finally:
         tf.keras.mixed_precision.set_global_policy("float32")
@@ -1306,7 +1295,7 @@ def test_distillation_from_a_frozen_keras_teacher(tf):
     teacher = _kmlp(tf)
     teacher.trainable = False
     student = tf.keras.Sequential([tf.keras.Input((5,)), tf.keras.layers.Dense(3)])
-    _kinit(student, 7)
+    keras_init(student, 7)
     kl = tf.keras.losses.KLDivergence()
     ce = tf.keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=0.1)
     opt = tf.keras.optimizers.SGD(0.2)
@@ -1613,7 +1602,7 @@ def test_dict_features_dataset_into_a_named_input_model(tf):
     e = tf.keras.layers.Flatten()(tf.keras.layers.Embedding(4, 2)(i_cat))
     h = tf.keras.layers.Dense(4, activation="relu")(tf.keras.layers.Concatenate()([i_num, e]))
     model = tf.keras.Model({"num": i_num, "cat": i_cat}, tf.keras.layers.Dense(2)(h))
-    _kinit(model, 8)
+    keras_init(model, 8)
     model.compile(optimizer="sgd", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"])
     model.optimizer.learning_rate.assign(0.2)

@@ -14,9 +14,8 @@ import os
 import tempfile
 
 import numpy as np
-import pytest
 
-from .harness import parity, raises, warned
+from .harness import parity, raises, warned, xfail_on_tapejax
 
 TOL = dict(rtol=2e-5, atol=2e-6)
 
@@ -28,17 +27,6 @@ def _data(n=8, d=3, seed=0):
 
 def _init(shape, seed, scale=0.5):
     return (np.random.RandomState(seed).randn(*shape) * scale).astype(np.float32)
-
-
-def _xfail_on_tapejax(reason):
-    """A strict ``xfail`` on the tapejax backends of a parity test (its [tf] side must pass)."""
-    def deco(test):
-        (par,) = [m for m in test.pytestmark if m.name == "parametrize"]
-        params = [pytest.param(b, marks=() if b == "tf" else pytest.mark.xfail(strict=True, reason=reason))
-                  for b in par.args[1]]
-        test.pytestmark = [m for m in test.pytestmark if m is not par] + [pytest.mark.parametrize("backend", params)]
-        return test
-    return deco
 
 
 # ---------------------------------------------------------------------------
@@ -232,7 +220,7 @@ def test_range_loop_collects_per_step_losses_in_a_tensor_array(tf):
     return epoch(x, y, 4), epoch(x, y, 2), epoch(x, y, 4), w, b
 
 
-@_xfail_on_tapejax("a slice whose bounds are both traced (xs[i * 3:(i + 1) * 3] in a tf.range loop) has a "
+@xfail_on_tapejax("a slice whose bounds are both traced (xs[i * 3:(i + 1) * 3] in a tf.range loop) has a "
                    "size XLA cannot know while tracing; tapejax raises OperatorNotAllowedInGraphError "
                    "(tf.slice(xs, [i * 3, 0], [3, -1]) works)")
 @parity(**TOL)

@@ -15,9 +15,8 @@ import os
 import tempfile
 
 import numpy as np
-import pytest
 
-from .harness import parity
+from .harness import keras_init, parity, xfail_on_tapejax
 
 TOL = dict(rtol=2e-5, atol=2e-6)
 KTOL = dict(rtol=1e-4, atol=1e-5)
@@ -37,31 +36,8 @@ def _init(shape, seed, scale=0.5):
     return (np.random.RandomState(seed).randn(*shape) * scale).astype(np.float32)
 
 
-def _kinit(model, seed=1):
-    """Deterministic weights for a Keras model (both Kerases list the same weights in the same order)."""
-    rs = np.random.RandomState(seed)
-    ws = []
-    for v in model.weights:
-        w = np.asarray(rs.randn(*v.shape) * 0.5, np.float32)
-        if "variance" in v.name:
-            w = np.abs(w) + 0.5
-        ws.append(w)
-    model.set_weights(ws)
-
-
 def _hist(h, keys):
     return {k: [float(v) for v in h.history[k]] for k in keys}
-
-
-def _xfail_on_tapejax(reason):
-    """A strict ``xfail`` on the tapejax backends of a parity test (its [tf] side must pass)."""
-    def deco(test):
-        (par,) = [m for m in test.pytestmark if m.name == "parametrize"]
-        params = [pytest.param(b, marks=() if b == "tf" else pytest.mark.xfail(strict=True, reason=reason))
-                  for b in par.args[1]]
-        test.pytestmark = [m for m in test.pytestmark if m is not par] + [pytest.mark.parametrize("backend", params)]
-        return test
-    return deco
 
 
 # ---------------------------------------------------------------------------
@@ -81,7 +57,7 @@ def test_functional_model_fit_on_a_mapped_prefetched_pipeline(tf):
     h = tf.keras.layers.Concatenate()([a, b])
     out = tf.keras.layers.Dense(3)(h)
     model = tf.keras.Model(inp, out)
-    _kinit(model, 2)
+    keras_init(model, 2)
     model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=[tf.keras.metrics.SparseCategoricalAccuracy(name="acc"),
                            tf.keras.metrics.SparseTopKCategoricalAccuracy(k=2, name="top2")])
@@ -95,7 +71,7 @@ def test_functional_model_fit_on_a_mapped_prefetched_pipeline(tf):
     return _hist(h, ["loss", "acc", "top2"]), ev, [v.numpy() for v in model.weights]
 
 
-@_xfail_on_tapejax("model.compile takes only Keras 3 optimizers: tapejax's tf.keras.optimizers.Adam is its own "
+@xfail_on_tapejax("model.compile takes only Keras 3 optimizers: tapejax's tf.keras.optimizers.Adam is its own "
                    "Keras-2 optimizer for tape loops and compile raises ValueError (tapejax/keras/README.md, "
                    "Known limits)")
 @parity(**KTOL)
@@ -104,7 +80,7 @@ def test_compile_with_an_optimizer_object_then_fit(tf):
     and the optimizer object the user holds counts the steps."""
     x, y = _kdata(n=8)
     model = tf.keras.Sequential([tf.keras.Input((5,)), tf.keras.layers.Dense(3)])
-    _kinit(model, 3)
+    keras_init(model, 3)
     opt = tf.keras.optimizers.Adam(0.01)
     model.compile(optimizer=opt, loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     h = model.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0)
@@ -125,7 +101,7 @@ def test_small_cnn_with_pooling_trained_by_fit(tf):
         tf.keras.layers.Conv2D(4, 2, activation="relu"),
         tf.keras.layers.GlobalAveragePooling2D(),
         tf.keras.layers.Dense(2)])
-    _kinit(model, 4)
+    keras_init(model, 4)
     model.compile(optimizer="sgd", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"])
     model.optimizer.learning_rate.assign(0.05)
@@ -172,7 +148,7 @@ def test_class_weight_and_dataset_sample_weights_in_fit(tf):
     w = np.linspace(0.2, 2.0, 12).astype(np.float32)
     model = tf.keras.Sequential([tf.keras.Input((5,)), tf.keras.layers.Dense(4, activation="relu"),
                                  tf.keras.layers.Dense(3)])
-    _kinit(model, 9)
+    keras_init(model, 9)
     model.compile(optimizer="sgd", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   weighted_metrics=["accuracy"])
     h1 = model.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0, class_weight={0: 1.0, 1: 3.0, 2: 0.5})
@@ -188,7 +164,7 @@ def test_validation_split_and_a_callback_that_stops_training(tf):
     x, y = _kdata(n=16, seed=2)
     model = tf.keras.Sequential([tf.keras.Input((5,)), tf.keras.layers.Dense(8, activation="relu"),
                                  tf.keras.layers.Dense(3)])
-    _kinit(model, 10)
+    keras_init(model, 10)
     model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     model.optimizer.learning_rate.assign(0.05)
     seen = []
@@ -224,7 +200,7 @@ def test_custom_layer_with_add_weight_and_a_transformer_block(tf):
     h = Scale()(h)
     out = tf.keras.layers.Dense(1)(h)
     model = tf.keras.Model(inp, out)
-    _kinit(model, 11)
+    keras_init(model, 11)
     model.compile(optimizer="adam", loss=tf.keras.losses.Huber(delta=0.5))
     model.optimizer.learning_rate.assign(0.02)
     h = model.fit(x, y, batch_size=6, epochs=3, shuffle=False, verbose=0)
@@ -244,7 +220,7 @@ def test_multi_head_attention_classifier_in_a_custom_loop(tf):
     h = tf.keras.layers.GlobalAveragePooling1D()(att + inp)
     out = tf.keras.layers.Dense(2)(h)
     model = tf.keras.Model(inp, [out, scores])
-    _kinit(model, 13)
+    keras_init(model, 13)
     # (SGD, not Adam: the key bias's gradient is 0 up to rounding, softmax being shift-invariant;
     # Adam would scale that rounding noise up to full steps)
     opt = tf.keras.optimizers.legacy.SGD(0.1)
@@ -276,7 +252,7 @@ def test_compiled_train_and_test_steps_with_metrics_reset_each_epoch(tf):
     xt, yt = _kdata(n=6, seed=5)
     model = tf.keras.Sequential([tf.keras.Input((5,)), tf.keras.layers.Dense(6, activation="relu"),
                                  tf.keras.layers.Dense(3)])
-    _kinit(model, 14)
+    keras_init(model, 14)
     loss_obj = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     opt = tf.keras.optimizers.Adam(0.02)
     train_loss, train_acc = tf.keras.metrics.Mean(), tf.keras.metrics.SparseCategoricalAccuracy()
@@ -476,7 +452,7 @@ def test_keras_optimizer_zoo_on_dense_gradients_compiled(tf):
     return out
 
 
-@_xfail_on_tapejax("a Keras Embedding's gradient is dense in tapejax (a top-level Keras call is one op: "
+@xfail_on_tapejax("a Keras Embedding's gradient is dense in tapejax (a top-level Keras call is one op: "
                    "tapejax/keras/README.md), TF's is IndexedSlices; the legacy SGD with momentum then applies "
                    "its dense rule and moves the rows not looked up by their momentum, TF's sparse kernel does "
                    "not: silently different weights")
@@ -522,7 +498,7 @@ def test_keras_nadam_on_dense_gradients_eagerly(tf):
     return out, w
 
 
-@_xfail_on_tapejax("tapejax's AdamW takes no use_ema / ema_momentum / ema_overwrite_frequency (TypeError: "
+@xfail_on_tapejax("tapejax's AdamW takes no use_ema / ema_momentum / ema_overwrite_frequency (TypeError: "
                    "unexpected keyword argument) and keeps no moving average of the weights; TF's does and "
                    "finalize_variable_values swaps it in")
 @parity(rtol=1e-4, atol=1e-5)
@@ -604,7 +580,7 @@ def test_keras_model_checkpointed_after_an_epoch_resumes_fit_like_an_uninterrupt
     def make():
         m = tf.keras.Sequential([tf.keras.Input((5,)), tf.keras.layers.Dense(4, activation="tanh"),
                                  tf.keras.layers.Dense(3)])
-        _kinit(m, 15)
+        keras_init(m, 15)
         m.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         return m
 
@@ -724,7 +700,7 @@ def test_autograph_for_over_range_with_continue_and_if_on_tensors(tf):
     return [epoch(x, y) for _ in range(3)], w
 
 
-@_xfail_on_tapejax("a while_loop variable that grows (shape_invariants with a None dimension) cannot compile "
+@xfail_on_tapejax("a while_loop variable that grows (shape_invariants with a None dimension) cannot compile "
                    "in XLA's static shapes: tapejax ignores shape_invariants and raises ValueError (body must "
                    "return the shapes of loop_vars); documented in tapejax/compile/control_flow.py")
 @parity(**TOL)
@@ -877,7 +853,7 @@ def test_gzip_tfrecords_feed_keras_fit(tf):
 
     ds = tf.data.TFRecordDataset(path, compression_type="GZIP").map(parse).shuffle(1).batch(4)
     model = tf.keras.Sequential([tf.keras.Input((5,)), tf.keras.layers.Dense(3)])
-    _kinit(model, 16)
+    keras_init(model, 16)
     model.compile(optimizer="sgd", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     h = model.fit(ds, epochs=2, verbose=0)
     return _hist(h, ["loss"]), model.evaluate(ds, verbose=0), [v.numpy() for v in model.weights]
@@ -946,7 +922,7 @@ def test_keras_vae_subclass_with_add_loss_and_noise_as_an_input(tf):
 
     model = VAE()
     model((x, noise[0]))
-    _kinit(model, 17)
+    keras_init(model, 17)
     opt = tf.keras.optimizers.legacy.Adam(0.02)
     out = []
     for eps in noise:
@@ -1086,7 +1062,7 @@ def test_loaded_module_fine_tuned_with_a_tape(tf):
     return losses, [v.numpy() for v in vs], m.l1.w
 
 
-@_xfail_on_tapejax("a dynamic_size TensorArray filled by a compiled loop that stops early has a data-dependent "
+@xfail_on_tapejax("a dynamic_size TensorArray filled by a compiled loop that stops early has a data-dependent "
                    "length: XLA gives it the loop's bound (40) and stack() raises InvalidArgumentError "
                    "(tapejax/compile/tensor_array_loop.py; TF returns the 12 written rows)")
 @parity(**TOL)
@@ -1126,7 +1102,7 @@ def test_keras_model_fit_then_exported_as_a_saved_model_and_served(tf):
     x, y = _kdata(n=8, seed=28)
     model = tf.keras.Sequential([tf.keras.Input((5,), name="features"), tf.keras.layers.Dense(4, activation="relu"),
                                  tf.keras.layers.Dense(3)])
-    _kinit(model, 29)
+    keras_init(model, 29)
     model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     model.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0)
     path = os.path.join(tempfile.mkdtemp(), "export")
@@ -1137,7 +1113,7 @@ def test_keras_model_fit_then_exported_as_a_saved_model_and_served(tf):
     return list(served.values())[0], loaded(tf.constant(x[3:])), model.predict(x[3:], verbose=0)
 
 
-@_xfail_on_tapejax("Keras 3 (tapejax's Keras, and TF 2.21's default tf.keras too) saves weights only to "
+@xfail_on_tapejax("Keras 3 (tapejax's Keras, and TF 2.21's default tf.keras too) saves weights only to "
                    "'.weights.h5' files and raises ValueError for a TF-checkpoint prefix; tf_keras writes a TF "
                    "checkpoint (the 'Save and load models' tutorial's model.save_weights('./checkpoints/x'))")
 @parity(**KTOL)
@@ -1149,7 +1125,7 @@ def test_save_weights_to_a_checkpoint_prefix_and_load_into_a_fresh_model(tf):
 
     def make(seed):
         m = tf.keras.Sequential([tf.keras.Input((5,)), tf.keras.layers.Dense(3)])
-        _kinit(m, seed)
+        keras_init(m, seed)
         return m
 
     a = make(31)
@@ -1173,7 +1149,7 @@ def test_lstm_encoder_decoder_with_initial_state_and_time_distributed_head(tf):
     seq = tf.keras.layers.LSTM(3, return_sequences=True)(dec_in, initial_state=[h, c])
     out = tf.keras.layers.TimeDistributed(tf.keras.layers.Dense(2))(seq)
     model = tf.keras.Model([enc_in, dec_in], out)
-    _kinit(model, 34)
+    keras_init(model, 34)
     opt = tf.keras.optimizers.legacy.RMSprop(0.01)
 
     @tf.function
