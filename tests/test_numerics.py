@@ -345,21 +345,9 @@ HALF_UNSUPPORTED = {
     "BandedTriangularSolve": "TF: no half BandedTriangularSolve kernel on CPU (bfloat16 not allowed): tapejax "
                              "raises TF's error (JAX would solve in half)",
 }
-#: Listed op types for which tapejax does not yet raise TF's "has no half kernel" error (it raises
-#: JAX's NotImplementedError or its own InvalidArgumentError, after binding): the clear-error test
-#: below is a strict xfail for them until the op layer checks the dtype first.
-HALF_ERROR_NOT_YET_TFS = {"Lu", "Eig", "EigVals", "MatrixRank", "MatrixSquareRoot", "TridiagonalSolve",
-                          "EighTridiagonal", "Complex", "RFFTND", "Spence", "Erfcinv", "Ndtri"}
-#: Rows run in bfloat16 only: JAX's float16 result is wrong (the row label -> why; see
-#: ``test_half_known_defects``, a strict xfail until it is fixed).
-F16_SKIP_ROWS = {"expint": "Expint: JAX's float16 expi gives NaN for 0 < x < ~2.5 (TF has no half Expint kernel)"}
-#: Op types TF runs in half precision that tapejax does not yet (a strict xfail in
-#: ``test_half_known_defects`` checks TF's behaviour, so the entry fails once fixed).
-HALF_DEFECTS = {
-    "StatelessParameterizedTruncatedNormal": "tapejax draws in float32 whatever the parameters' dtype: float16 "
-                                             "means/stddevs/bounds raise a float32-vs-float16 Mul error, TF 2.21 "
-                                             "gives float16 draws (bfloat16: TF rejects it too)",
-}
+#: Rows run in bfloat16 only (the row label -> why).  (Expint ran in bfloat16 only while JAX's
+#: float16 expi was NaN on (0, 2.5): tapejax now computes float16 in float32.)
+F16_SKIP_ROWS: "dict[str, str]" = {}
 #: Rows run in float16 only: TF rejects a bfloat16 inverse / QR (JAX has no bfloat16 kernel either), crop,
 #: draw and non-max suppression
 #: (tapejax raises TF's InvalidArgumentError); float16 ones run, in float32 inside the op, as TF runs them.
@@ -584,6 +572,15 @@ def test_half_random_ops(dtype):
         assert a.shape and np.all(a >= lo) and np.all(a <= hi), (label, a)
         if label == "shuffle":
             assert sorted(a.tolist()) == list(range(64))
+    # Parameterized truncated normal: the parameters' dtype, half (as TF), or TF's error for bfloat16
+    params = [tf.constant(v, tdt) for v in (0.0, 1.0, -1.0, 1.0)]
+    if dtype == "bfloat16":
+        with pytest.raises(tf.errors.InvalidArgumentError, match="attr 'dtype' of bfloat16 is not in the list"):
+            tf.random.stateless_parameterized_truncated_normal([64], [1, 2], *params)
+        return
+    v = tf.random.stateless_parameterized_truncated_normal([64], [1, 2], *params)
+    a = _as32(v)
+    assert v.dtype == tdt and np.all(np.abs(a) <= 1.0) and np.std(a) > 0.3, a
 
 
 GATHER_ROWS = _pts(3, 2)
@@ -641,7 +638,7 @@ def test_half_table_covers_the_registry():
         problems, types = _half_resource_gather(dtype)
         if not problems:
             seen |= types
-    listed = set(HALF_UNSUPPORTED) | set(NO_FLOAT_INPUT) | set(HALF_DEFECTS) | set(FLOAT32_ONLY)
+    listed = set(HALF_UNSUPPORTED) | set(NO_FLOAT_INPUT) | set(FLOAT32_ONLY)
     missing = [t for t in _registry.DEFINED if t not in seen and t not in listed]
     assert not missing, f"op types run in no half-precision row and not listed: {missing}"
     # The lists are not stale: every listed type is registered, and unsupported ones are not run.
@@ -649,26 +646,12 @@ def test_half_table_covers_the_registry():
     assert not (set(HALF_UNSUPPORTED) - {"CholeskySolve"}) & seen
 
 
-KNOWN_DEFECT_CASES = {
-    "expint_float16": lambda: tf.math.special.expint(tf.constant([0.6, 1.3, 2.1], tf.float16)),
-    "stateless_parameterized_truncated_normal_float16": lambda: tf.random.stateless_parameterized_truncated_normal(
-        [64], [1, 2], tf.constant(0.0, tf.float16), tf.constant(1.0, tf.float16), tf.constant(-1.0, tf.float16),
-        tf.constant(1.0, tf.float16)),
-}
-
-
-@pytest.mark.xfail(strict=True, reason="known half-precision defects (F16_SKIP_ROWS, HALF_DEFECTS)")
-@pytest.mark.parametrize("case", sorted(KNOWN_DEFECT_CASES))
-def test_half_known_defects(case):
-    """What TF 2.21 does: float16 expint is finite (TF: no half kernel, JAX's float32 values are
-    0.770, 2.721, 5.332); float16 parameterized truncated normal draws are float16 within bounds."""
-    v = KNOWN_DEFECT_CASES[case]()
-    a = _as32(v)
-    assert v.dtype == tf.float16 and np.all(np.isfinite(a))
-    if case.startswith("expint"):
-        np.testing.assert_allclose(a, [0.7702, 2.7208, 5.3317], rtol=2e-2)
-    else:
-        assert np.all(np.abs(a) <= 1.0)
+def test_half_expint_computed_in_float32():
+    """float16 expint (TF: no half kernel; JAX's float16 expi is NaN on (0, 2.5)) is the float32
+    value rounded: 0.770, 2.721, 5.332."""
+    v = tf.math.special.expint(tf.constant([0.6, 1.3, 2.1], tf.float16))
+    assert v.dtype == tf.float16
+    np.testing.assert_allclose(_as32(v), [0.7702, 2.7208, 5.3317], rtol=2e-3)
 
 
 UNSUPPORTED_CALLS = {
@@ -702,14 +685,11 @@ F16_CLASS = {"TridiagonalSolve": tf.errors.InvalidArgumentError, "Complex": Type
 
 @pytest.mark.parametrize("dtype", sorted(HALF))
 @pytest.mark.parametrize("op_type", sorted(UNSUPPORTED_CALLS))
-def test_half_unsupported_ops_raise_a_clear_error(op_type, dtype, request):
+def test_half_unsupported_ops_raise_a_clear_error(op_type, dtype):
     """An op with no half kernel raises TF's exception class (float16: NotFoundError, bfloat16:
     InvalidArgumentError, or ValueError where TF's Python layer rejects it) naming the op, the
     argument and the dtype, before running anything."""
     assert set(UNSUPPORTED_CALLS) == set(HALF_UNSUPPORTED)
-    if op_type in HALF_ERROR_NOT_YET_TFS:
-        request.applymarker(pytest.mark.xfail(strict=True, reason="tapejax does not yet raise TF's no-half-kernel "
-                                                                  "error for this op (HALF_ERROR_NOT_YET_TFS)"))
     x = tf.constant(np.eye(2, dtype=np.float32) * 2.0 + 0.5, dtype=HALF[dtype][0])
     name = "half" if dtype == "float16" else "bfloat16"
     cls = (F16_CLASS.get(op_type, tf.errors.NotFoundError) if dtype == "float16"

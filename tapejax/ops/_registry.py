@@ -38,7 +38,7 @@ import numpy as np
 from ..core import dtypes as _dtypes
 from ..core.bind import bind, bind1, bind2, define
 from ..core.caches import LRU
-from ..core.errors import InvalidArgumentError
+from ..core.errors import InvalidArgumentError, NotFoundError, OpError
 from ..core.indexed_slices import IndexedSlices
 from ..core.tensor import Pending, Tensor
 from ..core.variable import Variable
@@ -201,9 +201,31 @@ def op_error(e, op_type):
 
 
 # Kinds TF's kernels accept: "float" = floating or complex, "real" = floating only.
-_KINDS = {"float": "fcV", "real": "fV", None: None}
+_KINDS = {"float": "fcV", "real": "fV", "real32": "f", None: None}
 _ALLOWED = {"float": "bfloat16, half, float, double, complex64, complex128",
-            "real": "bfloat16, half, float, double"}
+            "real": "bfloat16, half, float, double", "real32": "float, double"}
+#: Half-precision dtypes by TF's kernel-registry name.
+_HALF = {np.dtype(np.float16): "half", np.dtype(_dtypes.bfloat16._np): "bfloat16"}
+
+
+def no_half(x, op_type, arg, f16_error: "type[Exception]" = NotFoundError,
+            bf16_error: "type[Exception]" = InvalidArgumentError,
+            allowed: str = "float, double, complex64, complex128"):
+    """An op TF registers no half-precision kernel for (nor has JAX one, or JAX's would differ):
+    a float16 / bfloat16 ``x`` raises TF's error class for that dtype (float16: NotFoundError,
+    "no kernel"; bfloat16: InvalidArgumentError, "not in the list of allowed values"; some ops'
+    Python layers raise TypeError or ValueError first), naming the op and the argument, before
+    anything runs, instead of JAX's NotImplementedError from inside the op."""
+    d = dtype_of(x)
+    if d is None:
+        d = getattr(x, "dtype", None)
+    name = _HALF.get(np.dtype(getattr(d, "_np", d))) if d is not None else None
+    if name is None:
+        return
+    msg = (f"{op_type} has no {name} kernel (argument `{arg}` has dtype {name}; allowed: {allowed}): "
+           f"cast it to float32 first [Op:{op_type}]")
+    cls = f16_error if name == "half" else bf16_error
+    raise cls(None, None, msg) if issubclass(cls, OpError) else cls(msg)
 
 
 def check_float(x, op_type, kinds="float", arg="x"):
@@ -218,6 +240,8 @@ def check_float(x, op_type, kinds="float", arg="x"):
         k = x.dtype.kind
     else:
         return
+    if kinds == "real32" and k in "fV":   # (TF: no half kernel registered, NotFoundError for both)
+        no_half(x, op_type, arg, bf16_error=NotFoundError, allowed=_ALLOWED[kinds])
     if k not in _KINDS[kinds]:
         dt = dtype_of(x)
         name = dt.name if dt is not None else ("bool" if k == "b" else "int32")
@@ -232,8 +256,10 @@ def kind_jit(prim, kinds):
     signature instead of on every call."""
     impl = prim.impl
 
+    wide = kinds == _KINDS["real32"]   # (float32/float64 only: no half kernel)
+
     def checked(x):
-        if x.dtype.kind not in kinds:
+        if x.dtype.kind not in kinds or wide and x.dtype.itemsize < 4:
             raise NotPlain
         return impl(x)
 

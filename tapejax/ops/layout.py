@@ -19,7 +19,7 @@ from ..core.bind import bind
 from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
 from ..core.tensor import Tensor, TensorShape
-from ._registry import _bad, _call, _shape, dtype_of, prim, static_shape, tf_types
+from ._registry import _bad, _call, _shape, dtype_of, no_half, prim, static_shape, tf_types
 
 # -- space <-> batch, space <-> depth -------------------------------------------------------
 
@@ -355,6 +355,8 @@ def _fft_op(op_type, fn, real_in=False):
                                                                                      fft_length)).reshape(-1))
         if norm not in (None, "backward"):
             raise ValueError(f"Only the 'backward' norm is supported here (TF's default); got {norm!r}")
+        if real_in:   # (TF: RFFT takes float32/float64 input only)
+            no_half(input, op_type, "input", f16_error=ValueError, bf16_error=ValueError)
         return _call(p, op_type, input, s=s, axes=ax)
 
     op._tf_types = (op_type,)
@@ -363,7 +365,7 @@ def _fft_op(op_type, fn, real_in=False):
 
 fftnd = _fft_op("FFTND", jnp.fft.fftn)
 ifftnd = _fft_op("IFFTND", jnp.fft.ifftn)
-rfftnd = _fft_op("RFFTND", jnp.fft.rfftn)
+rfftnd = _fft_op("RFFTND", jnp.fft.rfftn, real_in=True)
 irfftnd = _fft_op("IRFFTND", jnp.fft.irfftn)
 for _f, _n in ((fftnd, "fftnd"), (ifftnd, "ifftnd"), (rfftnd, "rfftnd"), (irfftnd, "irfftnd")):
     _f.__name__ = _f.__qualname__ = _n

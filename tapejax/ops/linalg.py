@@ -6,7 +6,7 @@ the diagonal halved, as TF's (TF_SEMANTICS 19).  ``svd`` returns ``(s, u, v)``
 with ``v`` not transposed, as TF.
 """
 import collections
-from typing import Type, Union
+from typing import Union
 
 import jax
 import jax.numpy as jnp
@@ -18,7 +18,7 @@ from ..core.errors import InvalidArgumentError, NotFoundError
 from ..core.tensor import Tensor
 from ..core.variable import Variable
 from . import _grads as G
-from ._registry import check_binary, check_float, dtype_of, op_error, prim, static_axis, tf_types
+from ._registry import check_binary, check_float, dtype_of, no_half, op_error, prim, static_axis, tf_types
 from .array import einsum, tensordot  # noqa: F401
 from .checks import VALUE_CHECKS, require, traced
 from .math import matmul  # noqa: F401
@@ -46,25 +46,6 @@ def _square(x, op_type, arg="input"):
     s = _shape(x)
     if len(s) < 2 or s[-1] != s[-2]:
         raise _bad(op_type, f"Input matrix must be square (argument `{arg}`): got shape {list(s)}")
-
-
-_HALF = {np.dtype(np.float16): "half", np.dtype(_dtypes.bfloat16._np): "bfloat16"}
-
-
-def _no_half(x, op_type, arg, bf16_error: Type[Exception] = InvalidArgumentError):
-    """XLA:CPU has no half-precision LAPACK kernels, nor has TF for these ops: TF's error class
-    (NotFoundError for float16, InvalidArgumentError for bfloat16), not JAX's NotImplementedError."""
-    d = dtype_of(x)
-    if d is None:
-        d = getattr(x, "dtype", None)
-    name = _HALF.get(np.dtype(d)) if d is not None else None
-    if name is None:
-        return
-    msg = (f"{op_type} has no {name} kernel (argument `{arg}` has dtype {name}; allowed: float, double, "
-           f"complex64, complex128): cast it to float32 first [Op:{op_type}]")
-    if name == "half":
-        raise NotFoundError(None, None, msg)
-    raise ValueError(msg) if bf16_error is ValueError else bf16_error(None, None, msg)
 
 
 def _call(p, op_type, *args, **static):
@@ -135,7 +116,7 @@ def inv(input, adjoint=False, name=None):
     raises, as tapejax does in the value-check mode, ``ops.checks``)."""
     _square(input, "MatrixInverse")
     if dtype_of(input) == _dtypes.bfloat16._np:
-        _no_half(input, "MatrixInverse", "input")
+        no_half(input, "MatrixInverse", "input")
     if VALUE_CHECKS[0]:
         _require_invertible(input, "Input is not invertible.", "MatrixInverse")
     return bind(_INV, input, adjoint=bool(adjoint))
@@ -197,7 +178,7 @@ _SLOGDET = prim("LogMatrixDeterminant", _slogdet, multiple_results=True, pure_re
 def slogdet(input, name=None):
     """``tf.linalg.slogdet``: ``(sign, log|det|)``."""
     _square(input, "LogMatrixDeterminant")
-    _no_half(input, "LogMatrixDeterminant", "input")
+    no_half(input, "LogMatrixDeterminant", "input")
     return LogMatrixDeterminant(*bind(_SLOGDET, input))
 
 
@@ -213,7 +194,7 @@ _LOGDET = prim("LogDet", _logdet)
 def logdet(matrix, name=None):
     """``tf.linalg.logdet`` of a Hermitian positive definite matrix (through its Cholesky factor)."""
     _square(matrix, "LogDet", "matrix")
-    _no_half(matrix, "LogDet", "matrix")
+    no_half(matrix, "LogDet", "matrix")
     return bind(_LOGDET, matrix)
 
 
@@ -236,7 +217,7 @@ def cholesky(input, name=None):
     """``tf.linalg.cholesky``: lower factor; reads the lower triangle (non-PD input gives NaN); the
     gradient is symmetric, as TF's."""
     _square(input, "Cholesky")
-    _no_half(input, "Cholesky", "input")
+    no_half(input, "Cholesky", "input")
     return bind(_CHOLESKY, input)
 
 
@@ -253,7 +234,7 @@ def cholesky_solve(chol, rhs, name=None):
     """``tf.linalg.cholesky_solve``: solve ``A X = rhs`` given ``chol = cholesky(A)``."""
     check_binary(chol, rhs, "CholeskySolve")
     _square(chol, "CholeskySolve", "chol")
-    _no_half(chol, "CholeskySolve", "chol", bf16_error=NotFoundError)  # TF: no bf16 triangular solve
+    no_half(chol, "CholeskySolve", "chol", bf16_error=NotFoundError)  # TF: no bf16 triangular solve
     return _call(_CHO_SOLVE, "CholeskySolve", chol, rhs)
 
 
@@ -265,7 +246,7 @@ def solve(matrix, rhs, adjoint=False, name=None):
     """``tf.linalg.solve``: ``matrix [..., M, M] X = rhs [..., M, K]``."""
     check_binary(matrix, rhs, "MatrixSolve")
     _square(matrix, "MatrixSolve", "matrix")
-    _no_half(matrix, "MatrixSolve", "matrix")
+    no_half(matrix, "MatrixSolve", "matrix")
     if len(_shape(rhs)) < 2 or _shape(rhs)[-2] != _shape(matrix)[-1]:
         raise _bad("MatrixSolve", f"Input matrix and right-hand side must have the same number of rows: "
                    f"{list(_shape(matrix))} vs {list(_shape(rhs))} (argument `rhs`)")
@@ -308,7 +289,7 @@ def lstsq(matrix, rhs, l2_regularizer=0.0, fast=True, name=None):
     """``tf.linalg.lstsq`` (``fast=True`` path: regularised normal equations, as TF)."""
     check_binary(matrix, rhs, "MatrixSolveLs")
     check_float(matrix, "MatrixSolveLs", "float", "matrix")
-    _no_half(matrix, "MatrixSolveLs", "matrix")
+    no_half(matrix, "MatrixSolveLs", "matrix")
     return _call(_LSTSQ, "MatrixSolveLs", matrix, rhs, l2=float(l2_regularizer))
 
 
@@ -325,7 +306,7 @@ _EIGVALSH = prim("SelfAdjointEigV2Values", lambda x: jnp.linalg.eigvalsh(_lower_
 def eigh(tensor, name=None):
     """``tf.linalg.eigh``: ``(eigenvalues ascending, eigenvectors)``; reads the lower triangle."""
     _square(tensor, "SelfAdjointEigV2", "tensor")
-    _no_half(tensor, "SelfAdjointEigV2", "tensor")
+    no_half(tensor, "SelfAdjointEigV2", "tensor")
     return tuple(bind(_EIGH, tensor))
 
 
@@ -333,7 +314,7 @@ def eigh(tensor, name=None):
 def eigvalsh(tensor, name=None):
     """``tf.linalg.eigvalsh``: eigenvalues ascending; reads the lower triangle."""
     _square(tensor, "SelfAdjointEigV2", "tensor")
-    _no_half(tensor, "SelfAdjointEigV2Values", "tensor")
+    no_half(tensor, "SelfAdjointEigV2Values", "tensor")
     return bind(_EIGVALSH, tensor)
 
 
@@ -352,7 +333,7 @@ def svd(tensor, full_matrices=False, compute_uv=True, name=None):
     """``tf.linalg.svd``: ``(s, u, v)`` with ``tensor = u @ diag(s) @ adjoint(v)``; only ``s`` when
     ``compute_uv=False``."""
     check_float(tensor, "Svd", "float", "tensor")
-    _no_half(tensor, "Svd", "tensor")
+    no_half(tensor, "Svd", "tensor")
     if len(_shape(tensor)) < 2:
         raise _bad("Svd", f"Shape must be at least rank 2 but is rank {len(_shape(tensor))} (argument "
                    f"`tensor`)")
@@ -374,7 +355,7 @@ def qr(input, full_matrices=False, name=None):
     """``tf.linalg.qr``: ``(q, r)``."""
     check_float(input, "Qr", "float", "input")
     if dtype_of(input) == _dtypes.bfloat16._np:
-        _no_half(input, "Qr", "input")
+        no_half(input, "Qr", "input")
     return Qr(*bind(_QR, input, full=bool(full_matrices)))
 
 
@@ -458,7 +439,7 @@ def pinv(a, rcond=None, validate_args=False, name=None):
     """``tf.linalg.pinv`` (singular values below ``rcond * max(s)`` are dropped; default
     ``10 * max(m, n) * eps``, as TF)."""
     check_float(a, "Pinv", "float", "a")
-    _no_half(a, "Pinv", "a", bf16_error=ValueError)
+    no_half(a, "Pinv", "a", bf16_error=ValueError)
     s = _shape(a)
     if rcond is None:
         dt = dtype_of(a)
@@ -473,7 +454,7 @@ _EXPM = prim("MatrixExponential", jax.scipy.linalg.expm)
 def expm(input, name=None):
     """``tf.linalg.expm``: matrix exponential."""
     _square(input, "MatrixExponential")
-    _no_half(input, "MatrixExponential", "input", bf16_error=ValueError)
+    no_half(input, "MatrixExponential", "input", bf16_error=ValueError)
     return bind(_EXPM, input)
 
 

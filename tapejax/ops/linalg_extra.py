@@ -17,11 +17,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._registry import _bad, _call, _shape, check_binary, dtype_of, prim, tf_types
-from .linalg import _no_half
+from ._registry import _bad, _call, _shape, check_binary, dtype_of, no_half, prim, tf_types
 
 _BANDED_DTYPES = {np.dtype(t) for t in (np.float16, np.float32, np.float64, np.complex64, np.complex128)} | {
-    np.dtype(jnp.bfloat16)}   # (bfloat16: TF's missing-kernel error, from _no_half)
+    np.dtype(jnp.bfloat16)}   # (bfloat16: TF's missing-kernel error, from no_half)
 
 
 def _banded_to_dense(bands, lower):
@@ -59,7 +58,7 @@ def banded_triangular_solve(bands, rhs, lower=True, adjoint=False, name=None):
     if np.dtype(d) not in _BANDED_DTYPES:
         raise _bad("BandedTriangularSolve", f"Value for attr 'T' of {np.dtype(d).name} is not in the list of "
                    f"allowed values: double, float, half, complex64, complex128 (argument `bands`)")
-    _no_half(bands, "BandedTriangularSolve", "bands")   # TF: no half kernel (float16: NotFoundError)
+    no_half(bands, "BandedTriangularSolve", "bands")   # TF: no half kernel (float16: NotFoundError)
     sb, sr = _shape(bands), _shape(rhs)
     if len(sb) < 2:
         raise _bad("BandedTriangularSolve", f"In[0] ndims must be >= 2: {len(sb)} (argument `bands`)")

@@ -11,7 +11,8 @@ from jax import lax
 
 from ..core import dtypes as _dtypes
 from ..core.bind import bind
-from ._registry import _bad, _call, _shape, check_binary, check_float, dtype_of, prim, tf_types
+from ..core.errors import InvalidArgumentError
+from ._registry import _bad, _call, _shape, check_binary, check_float, dtype_of, no_half, prim, tf_types
 from .array import eye as _eye
 
 
@@ -98,6 +99,7 @@ _RANK = prim("MatrixRank", lambda x, *, tol: jnp.sum(jnp.linalg.svd(x, compute_u
 def matrix_rank(a, tol=None, validate_args=False, name=None):
     """``tf.linalg.matrix_rank``: singular values above ``tol`` (default ``max(s) * max(m, n) * eps``)."""
     check_float(a, "MatrixRank", "float", "a")
+    no_half(a, "MatrixRank", "a")   # (TF: its Svd has no half kernel)
     return _call(_RANK, "MatrixRank", a, tol=None if tol is None else float(tol))
 
 
@@ -117,6 +119,7 @@ Lu = collections.namedtuple("Lu", ["lu", "p"])
 def lu(input, output_idx_type="int32", name=None):  # noqa: A002
     """``tf.linalg.lu``: ``(lu, p)``: L (unit lower) and U packed, and the row permutation."""
     check_float(input, "Lu", "float", "input")
+    no_half(input, "Lu", "input")
     return Lu(*_call(_LU, "Lu", input))
 
 
@@ -170,6 +173,7 @@ _EIGVALS = prim("EigVals", lambda x: jnp.linalg.eigvals(x))
 def eig(tensor, name=None):
     """``tf.linalg.eig``: ``(eigenvalues, eigenvectors)`` of a general square matrix, complex (CPU only)."""
     check_float(tensor, "Eig", "float", "tensor")
+    no_half(tensor, "Eig", "tensor")   # (TF 2.21: an UnboundLocalError in its Python layer, not copied)
     return tuple(_call(_EIG, "Eig", tensor))
 
 
@@ -177,6 +181,7 @@ def eig(tensor, name=None):
 def eigvals(tensor, name=None):
     """``tf.linalg.eigvals``: the complex eigenvalues of a general square matrix (CPU only)."""
     check_float(tensor, "Eig", "float", "tensor")
+    no_half(tensor, "EigVals", "tensor")
     return _call(_EIGVALS, "EigVals", tensor)
 
 
@@ -215,6 +220,7 @@ def tridiagonal_solve(diagonals, rhs, diagonals_format="compact", transpose_rhs=
     if transpose_rhs or conjugate_rhs:
         raise _bad("TridiagonalSolve", "transpose_rhs / conjugate_rhs are not supported here")
     parts = list(diagonals) if diagonals_format == "sequence" else [diagonals]
+    no_half(parts[0], "TridiagonalSolve", "diagonals", f16_error=InvalidArgumentError)   # (TF: not in T's list)
     return _call(_TRI_SOLVE, "TridiagonalSolve", *parts, rhs, fmt=diagonals_format)
 
 
@@ -246,6 +252,8 @@ def eigh_tridiagonal(alpha, beta, eigvals_only=True, select="a", select_range=No
     with diagonal ``alpha`` and off-diagonal ``beta`` (``eigvals_only`` and ``select='a'`` only)."""
     if not eigvals_only or select != "a":
         raise _bad("EighTridiagonal", "only eigvals_only=True with select='a' is supported here")
+    # (TF runs float16 in its Python bisection; JAX has no half eigvalsh.  bfloat16: TF's ValueError)
+    no_half(alpha, "EighTridiagonal", "alpha", bf16_error=ValueError)
     return _call(_EIGH_TRI, "EighTridiagonal", alpha, beta)
 
 
@@ -266,6 +274,7 @@ def sqrtm(input, name=None):  # noqa: A002
     """``tf.linalg.sqrtm`` (``tf.linalg.matrix_square_root``): the principal square root of a real matrix
     with no eigenvalue on the closed negative real axis, by 30 Denman-Beavers steps."""
     check_float(input, "MatrixSquareRoot", "real", "input")
+    no_half(input, "MatrixSquareRoot", "input")
     s = _shape(input)
     if len(s) < 2 or s[-1] != s[-2]:
         raise _bad("MatrixSquareRoot", f"input must be a (batch of) square matrices; got shape {list(s)}")

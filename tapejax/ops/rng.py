@@ -21,6 +21,7 @@ import numpy as np
 from ..core import dtypes as _dtypes
 from ..core.bind import bind
 from ..core.convert import convert_to_tensor
+from ..core.errors import InvalidArgumentError
 from ..core.tensor import Tensor
 from ..core.variable import Variable
 from ._registry import prim, static_shape, tf_types
@@ -170,17 +171,34 @@ def stateless_binomial(shape, seed, counts, probs, output_dtype=_dtypes.int32, n
 
 def stateless_parameterized_truncated_normal(shape, seed, means=0.0, stddevs=1.0, minvals=-2.0, maxvals=2.0, name=None):
     """``tf.random.stateless_parameterized_truncated_normal``: normal draws truncated to
-    ``[minvals, maxvals]`` (in standard deviations from ``means``)."""
+    ``[minvals, maxvals]``, in the parameters' dtype (``means``'s: half, float or double; the
+    others must share it, as TF's op).  Half draws are made in float32 and rounded."""
     s = _seed(seed)
     shape = static_shape(shape)
-    lo = (convert_to_tensor(minvals, dtype_hint="float32") - means) / stddevs
-    hi = (convert_to_tensor(maxvals, dtype_hint="float32") - means) / stddevs
-    z = bind(_TRUNC_PARAM, s, lo, hi, shape=shape)
-    return z * stddevs + means
+    params = [convert_to_tensor(v, dtype_hint="float32") for v in (means, stddevs, minvals, maxvals)]
+    dt = params[0].dtype
+    if dt not in _TRUNC_DTYPES:
+        raise InvalidArgumentError(
+            None, None, f"Value for attr 'dtype' of {dt.name} is not in the list of allowed values: half, float, "
+            "double (argument `means` of StatelessParameterizedTruncatedNormal)")
+    for i, p in enumerate(params[1:], 3):
+        if p.dtype != dt:
+            raise InvalidArgumentError(
+                None, None, f"cannot compute StatelessParameterizedTruncatedNormal as input #{i}(zero-based) was "
+                f"expected to be a {dt.name} tensor but is a {p.dtype.name} tensor [Op:StatelessParameterizedTruncatedNormal]")
+    return bind(_TRUNC_PARAM, s, *params, shape=shape)
 
 
-_TRUNC_PARAM = prim("StatelessParameterizedTruncatedNormal", lambda seed, lo, hi, *, shape: jax.random.truncated_normal(
-    _seed_key(seed), lo, hi, shape), differentiable=False)
+def _trunc_param(seed, mean, std, lo, hi, *, shape):
+    out = mean.dtype
+    wide = jnp.promote_types(out, jnp.float32)   # (half: drawn in float32, then rounded)
+    mean, std, lo, hi = (p.astype(wide) for p in (mean, std, lo, hi))
+    z = jax.random.truncated_normal(_seed_key(seed), (lo - mean) / std, (hi - mean) / std, shape, wide)
+    return (z * std + mean).astype(out)
+
+
+_TRUNC_DTYPES = (_dtypes.float16, _dtypes.float32, _dtypes.float64)
+_TRUNC_PARAM = prim("StatelessParameterizedTruncatedNormal", _trunc_param, differentiable=False)
 stateless_parameterized_truncated_normal._tf_types = ("StatelessParameterizedTruncatedNormal",)
 
 _FOLD = prim("StatelessFoldIn", lambda seed, data: jax.random.key_data(jax.random.fold_in(_seed_key(seed), data))

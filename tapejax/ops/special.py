@@ -13,7 +13,7 @@ from ..core.indexed_slices import IndexedSlices
 from ..core.tensor import Tensor
 from ..core.variable import Variable
 from . import _grads as G
-from ._registry import _call, binary_ops, check_binary, prim, tf_types, unary_ops
+from ._registry import _call, binary_ops, check_binary, no_half, prim, tf_types, unary_ops
 
 S = jax.scipy.special
 
@@ -81,6 +81,14 @@ def _angle(x):
     return jnp.angle(x) if jnp.iscomplexobj(x) else jnp.where(x < 0, jnp.asarray(np.pi, x.dtype), jnp.zeros_like(x))
 
 
+def _expint(x):
+    """JAX's float16 ``expi`` is NaN on (0, ~2.5): float16 is computed in float32 and rounded
+    (TF has no half Expint kernel; bfloat16 is right in JAX)."""
+    if x.dtype == jnp.float16:
+        return S.expi(x.astype(jnp.float32)).astype(jnp.float16)
+    return S.expi(x)
+
+
 def _real(x):
     return jnp.real(x)
 
@@ -91,11 +99,11 @@ _UNARY = [
     ("bessel_i1", "BesselI1", S.i1, True, "real"),
     ("bessel_i1e", "BesselI1e", S.i1e, True, "real"),
     ("dawsn", "Dawsn", S.dawsn, True, "real"),
-    ("expint", "Expint", S.expi, True, "real"),
-    ("spence", "Spence", lambda x: _spence(x), True, "real"),
+    ("expint", "Expint", _expint, True, "real"),
+    ("spence", "Spence", lambda x: _spence(x), True, "real32"),
     ("erfinv", "Erfinv", S.erfinv, True, "real"),
-    ("erfcinv", "Erfcinv", _erfcinv, True, "real"),
-    ("ndtri", "Ndtri", S.ndtri, True, "real"),
+    ("erfcinv", "Erfcinv", _erfcinv, True, "real32"),
+    ("ndtri", "Ndtri", S.ndtri, True, "real32"),
     ("rint", "Rint", jnp.rint, False, "real"),
     ("reciprocal_no_nan", "ReciprocalNoNan", lambda x: G.divide_no_nan(jnp.ones_like(x), x), True, "float"),
     ("angle", "Angle", _angle, False),
@@ -184,6 +192,7 @@ _COMPLEX = prim("Complex", lambda re, im: lax.complex(re, im))
 def complex(real, imag, name=None):  # noqa: A001  (TF's name)
     """``tf.complex(real, imag)``: complex64 from float32 parts (complex128 from float64)."""
     check_binary(real, imag, "Complex")
+    no_half(real, "Complex", "real", f16_error=TypeError, bf16_error=TypeError)   # (TF: float32/float64 parts)
     return _call(_COMPLEX, "Complex", real, imag)
 
 

@@ -404,6 +404,19 @@ def test_stateless_random_rules(tf):
 
 
 @parity
+def test_parameterized_truncated_normal_takes_the_parameters_dtype(tf):
+    """The draws have ``means``'s dtype (float16 included); a parameter of another dtype, or a
+    bfloat16 one, is TF's InvalidArgumentError."""
+    h = [tf.constant(v, tf.float16) for v in (0.0, 1.0, -1.0, 1.0)]
+    v = tf.random.stateless_parameterized_truncated_normal([50], [1, 2], *h)
+    b = [tf.constant(v, tf.bfloat16) for v in (0.0, 1.0, -1.0, 1.0)]
+    return (v.dtype.name, bool(tf.reduce_all(tf.abs(v) <= 1.0)),
+            raises(tf.random.stateless_parameterized_truncated_normal, [3], [1, 2], h[0], 1.0),
+            raises(tf.random.stateless_parameterized_truncated_normal, [3], [1, 2], h[0], h[1], h[2], 1.0),
+            raises(tf.random.stateless_parameterized_truncated_normal, [3], [1, 2], *b))
+
+
+@parity
 def test_generator_rules(tf):
     """Generator.from_seed: reproducible streams that advance; split gives independent generators;
     make_seeds gives [2, n] seeds; gamma / poisson shapes; global generator draws."""
