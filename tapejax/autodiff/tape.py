@@ -203,7 +203,8 @@ class GradientTape:
     def _record_simple(self, prim, skey, ids, vals, result):
         """``_record_op`` for the common case, written out: one output, no gradient override;
         ``skey`` is the static parameters as a tuple of items, ``ids`` and ``vals`` tuples.
-        Same node, same signature."""
+        Same node, same signature.  Returns whether this tape keeps the op as a node (the
+        deferred executor computes at once a value no tape keeps)."""
         get = self._codes.get
         n_in = len(ids)
         if n_in == 1:
@@ -215,28 +216,29 @@ class GradientTape:
         if refs.count(None) == n_in:
             if self._cuts:
                 self._propagate_cut(prim, ids, result)
-            return
+            return False
         if not prim.differentiable:
             self._cuts[result._id] = (prim.nondiff_reason, prim.name, tuple(ids))
-            return
+            return False
         dt = (result._thunk.aval if type(result) is Pending else result._value).dtype
         t = _TRAINABLE.get(dt)
         if t is None:
             t = _TRAINABLE[dt] = _dtypes.is_trainable_dtype(dt)
         if not t:
             self._int_cut(prim, ids, result)
-            return
+            return False
         nodes = self._nodes
         sig = (prim, skey, None, refs, _ONE)
         try:
             n = _SIG_PEEK(sig)  # a hit here does not refresh recency (see _SIGS)
         except TypeError:  # an unhashable static value (a list): the generic path converts it
             self._record_op(prim, dict(skey), None, ids, vals, result)
-            return
+            return result._id in self._codes
         if n is None:
             n = _intern(sig)
         self._codes[result._id] = len(nodes) * OUT
         nodes.append(_tuple_new(Node, (prim, skey, None, vals, ids, refs, 1, n)))
+        return True
 
     def _record_op(self, prim, static, grad_type, ids, vals, result):
         codes = self._codes

@@ -210,7 +210,7 @@ def bind1(prim: Primitive, call: Callable[..., Any], skey: tuple, x: Any) -> Ten
     try:
         if not tapes and type(x) is Tensor:   # nothing records: what the eager executor does
             return Tensor(call(x._value))
-        return ACTIVE.executor.run(tapes, prim, call, skey, (x,))
+        return ACTIVE.executor.run1(tapes, prim, call, skey, x)
     except FloatingPointError as e:
         raise _numerics_error(prim, call, (x,), e) from None
 
@@ -230,7 +230,7 @@ def bind2(prim: Primitive, call: Callable[..., Any], x: Any, y: Any) -> Tensor:
                     return Tensor(call(x._value, y))
             elif tx is _Array and ty is Tensor:
                 return Tensor(call(x, y._value))
-        return ACTIVE.executor.run(tapes, prim, call, (), (x, y))
+        return ACTIVE.executor.run2(tapes, prim, call, x, y)
     except FloatingPointError as e:
         raise _numerics_error(prim, call, (x, y), e) from None
 

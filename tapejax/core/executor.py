@@ -28,6 +28,10 @@ The operations (each a method of ``Executor``)
     While a ``tapejax.function`` traces, an op on a ``StaticTensor`` (``tf.shape``'s value) whose
     operands are all concrete is computed at once (``fold``: TF's graph folds static shapes),
     unless it calls back into Python (``EFFECTFUL``).
+``run1(tapes, prim, call, skey, x)``, ``run2(tapes, prim, call, x, y)``
+    ``run`` for a one-output op on one operand, or on two with no static parameters (what
+    ``bind1`` / ``bind2`` call: the ops of a training step's forward); the same contract, so an
+    executor may specialise them (the deferred one does) and by default they call ``run``.
 ``read_pending(var, lazy, tapes)``
     A read of a Variable whose value is a pending update ``lazy``.
 ``update(var, op, delta, op_type)``
@@ -163,6 +167,16 @@ class Executor:
     def run(self, tapes: list, prim: Any, call: Callable[..., Any], skey: tuple, operands: tuple) -> Any:
         raise NotImplementedError   # pragma: no cover - abstract
 
+    def run1(self, tapes: list, prim: Any, call: Callable[..., Any], skey: tuple, x: Any) -> Any:
+        """``run`` for a one-output op on one operand (``core.bind.bind1``); an executor may
+        specialise it, with ``run``'s contract."""
+        return self.run(tapes, prim, call, skey, (x,))
+
+    def run2(self, tapes: list, prim: Any, call: Callable[..., Any], x: Any, y: Any) -> Any:
+        """``run`` for a one-output op with no static parameters on two operands
+        (``core.bind.bind2``); an executor may specialise it, with ``run``'s contract."""
+        return self.run(tapes, prim, call, (), (x, y))
+
     def read_pending(self, var: VariableLike, lazy: Lazy, tapes: list) -> Tensor:
         raise NotImplementedError   # pragma: no cover - abstract
 
@@ -236,6 +250,35 @@ class EagerExecutor(Executor):
                 return result
         if tapes:
             record(tapes, prim, skey, tuple(ids), tuple(vals), result)
+        return result
+
+    # ``run`` for ``bind1`` / ``bind2`` (one-output ops), its common case written out
+    def run1(self, tapes, prim, call, skey, x):
+        if type(x) is not Tensor:
+            return self.run(tapes, prim, call, skey, (x,))
+        v = x._value
+        result = Tensor(call(v))
+        if tapes:
+            if _local.overrides:
+                record(tapes, prim, skey, (x._id,), (v,), result)
+            else:
+                ids, vals = (x._id,), (v,)
+                for tape in tapes:
+                    tape._record_simple(prim, skey, ids, vals, result)
+        return result
+
+    def run2(self, tapes, prim, call, x, y):
+        if type(x) is not Tensor or type(y) is not Tensor:
+            return self.run(tapes, prim, call, (), (x, y))
+        vx, vy = x._value, y._value
+        result = Tensor(call(vx, vy))
+        if tapes:
+            if _local.overrides:
+                record(tapes, prim, (), (x._id, y._id), (vx, vy), result)
+            else:
+                ids, vals = (x._id, y._id), (vx, vy)
+                for tape in tapes:
+                    tape._record_simple(prim, (), ids, vals, result)
         return result
 
     def _run_any(self, tapes, prim, call, skey, operands):

@@ -21,8 +21,10 @@ class Recorder(Protocol):
     def _record_read(self, var: Any, t: Any) -> None:
         """``var`` was read as the Tensor ``t``."""
 
-    def _record_simple(self, prim: Any, skey: tuple, ids: tuple, vals: tuple, result: Any) -> None:
-        """A one-output op with no gradient override (static parameters as items ``skey``)."""
+    def _record_simple(self, prim: Any, skey: tuple, ids: tuple, vals: tuple, result: Any) -> Any:
+        """A one-output op with no gradient override (static parameters as items ``skey``).  A
+        plain ``GradientTape`` (the only recorder whose ops the deferred executor leaves
+        pending: ``_defers``) returns whether it kept the op as a node."""
 
     def _record_op(self, prim: Any, static: dict, grad_type: Any, ids: Any, vals: Any, result: Any) -> None:
         """Any op (``grad_type``: the gradient ``gradient_override_map`` names for it, or None)."""

@@ -273,7 +273,7 @@ _OPERANDS = frozenset([Tensor, Pending, Variable])
 #: without computing a pending value (a C call; an array's ``aval``, whose ``dtype`` is a plain
 #: attribute where ``jax.Array.dtype`` is a Python property).
 _META_OF = {Tensor: operator.attrgetter("_value.aval"), Pending: operator.attrgetter("_thunk.aval"),
-            Variable: operator.attrgetter("_meta"), _Array: operator.attrgetter("aval")}.get
+            Variable: operator.attrgetter("_val.aval"), _Array: operator.attrgetter("aval")}.get
 
 
 #: type -> ``fn(op, op_type, x)`` applying the unary op ``op`` (TF type ``op_type``) to ``x`` of that
@@ -396,6 +396,11 @@ def binary_ops(namespace, table):
                 x, y = _number_operands(x, y)
                 tx, ty = type(x), type(y)
             gx, gy = _META_OF(tx), _META_OF(ty)
+            if _kinds is None and gx is not None and gy is not None and gx(x).dtype == gy(y).dtype:
+                try:   # the common case first: operands ``bind2`` takes, one dtype, no dtype list
+                    return bind2(_prim, _call, x, y)
+                except (TypeError, ValueError) as e:
+                    raise op_error(e, _t) from e
             if gx is None or gy is None:
                 dispatch = BINARY_DISPATCH.get(tx) or BINARY_DISPATCH.get(ty)
                 if dispatch is not None:

@@ -37,7 +37,6 @@ splitting the step into programs of their own.  What an unread pending value kee
 eager executor instead.
 """
 import weakref
-from operator import attrgetter
 from typing import Any, Sequence
 
 import numpy as np
@@ -115,8 +114,12 @@ class DeferredExecutor(Executor):
                             break
                     else:
                         n = len(operands)
-                        if n == 2 or n == 1:   # the common case, written out (``_run_small``)
-                            out = _run_small(tapes, prim, call, skey, operands, n)
+                        if n == 2:
+                            out = _small2(tapes, prim, call, skey, operands[0], operands[1])
+                            if out is not None:
+                                return out
+                        elif n == 1:
+                            out = _small1(tapes, prim, call, skey, operands[0])
                             if out is not None:
                                 return out
                         elif not any([not x._peekable for x in operands if is_variable(x)]):
@@ -143,6 +146,34 @@ class DeferredExecutor(Executor):
             if out is not None:
                 return out
         return EAGER.run(tapes, prim, call, skey, operands)
+
+    # ``run`` for the ops of a training step's forward (``bind1`` / ``bind2``), written out: the
+    # same cases in the same order, without ``run``'s tuple of operands.
+    def run1(self, tapes, prim, call, skey, x):
+        if tapes and prim.jit:
+            loc = _local   # ``may_defer``, written out
+            if loc.collector is None and not loc.overrides:
+                for t in tapes:
+                    if not t._defers:
+                        break
+                else:
+                    out = _small1(tapes, prim, call, skey, x)
+                    if out is not None:
+                        return out
+        return self.run(tapes, prim, call, skey, (x,))
+
+    def run2(self, tapes, prim, call, x, y):
+        if tapes and prim.jit:
+            loc = _local   # ``may_defer``, written out
+            if loc.collector is None and not loc.overrides:
+                for t in tapes:
+                    if not t._defers:
+                        break
+                else:
+                    out = _small2(tapes, prim, call, (), x, y)
+                    if out is not None:
+                        return out
+        return self.run(tapes, prim, call, (), (x, y))
 
     def read_pending(self, var, lazy, tapes):
         if tapes and may_defer(tapes):
@@ -201,18 +232,18 @@ def results(values: Sequence[Any]) -> tuple:
     return tuple(out)
 
 
-#: An operand's array or thunk by its exact type (what ``_run_small`` takes as it is).
-_VALUE_OF = {Tensor: attrgetter("_value"), Pending: attrgetter("_thunk"), Variable: attrgetter("_val")}.get
-
-
-def _run_small(tapes, prim, call, skey, operands, n):
-    """``run``'s deferred case for ``n`` (one or two) operands (Tensors, pending Tensors,
-    Variables, constant arrays), written out: what the general case does, without its loops.
-    None where an operand is of another kind or may not be deferred (the caller runs it
-    eagerly)."""
-    x = operands[0]
+def _small1(tapes, prim, call, skey, x):
+    """``run``'s deferred case for one operand (a Tensor, pending Tensor, Variable, constant
+    array or NumPy array), written out.  None where the operand is of another kind or may not
+    be deferred (the caller runs the op eagerly); nothing is read or recorded before that."""
     tx = type(x)
-    if tx is _Array:
+    if tx is Tensor:
+        vx = x._value
+    elif tx is Pending:
+        vx = x._thunk
+    elif tx is Variable:
+        vx = x._val
+    elif tx is _Array:
         vx = x
     elif tx is _NDArray:
         vx = _on_device(x)   # (then a constant: id 0, as an array operand)
@@ -220,36 +251,58 @@ def _run_small(tapes, prim, call, skey, operands, n):
             return None
         tx = _Array
     else:
-        get = _VALUE_OF(tx)
-        if get is None:
-            return None
-        vx = get(x)
+        return None
     t = type(vx)
     if t is not Thunk and (t is not _Array or committed(vx)):
         return None
-    if n == 1:
-        key = (call, vx.aval)
-        aval = _AVAL_PEEK(key)
-        if aval is None:
-            aval = aval_for(call, (vx,))   # raises what the call would, before any read
-        if tx is Variable:
-            x = x._read_deferred(tapes)
-            vx = x._thunk if type(x) is Pending else x._value
-        return _defer(tapes, prim, call, skey, (x._id if tx is not _Array else 0,), (vx,), aval)
-    y = operands[1]
+    aval = _AVAL_PEEK((call, vx.aval))
+    if aval is None:
+        aval = aval_for(call, (vx,))   # raises what the call would, before any read
+    if tx is Variable:
+        x = x._read_deferred(tapes)
+        vx = x._thunk if type(x) is Pending else x._value
+    elif tx is _Array:
+        return _defer(tapes, prim, call, skey, (0,), (vx,), aval)
+    return _defer(tapes, prim, call, skey, (x._id,), (vx,), aval)
+
+
+def _small2(tapes, prim, call, skey, x, y):
+    """``_small1`` for two operands."""
+    tx = type(x)
+    if tx is Tensor:
+        vx = x._value
+    elif tx is Pending:
+        vx = x._thunk
+    elif tx is Variable:
+        vx = x._val
+    elif tx is _Array:
+        vx = x
+    elif tx is _NDArray:
+        vx = _on_device(x)   # (then a constant: id 0, as an array operand)
+        if vx is None:
+            return None
+        tx = _Array
+    else:
+        return None
+    t = type(vx)
+    if t is not Thunk and (t is not _Array or committed(vx)):
+        return None
     ty = type(y)
-    if ty is _Array:
+    if ty is Tensor:
+        vy = y._value
+    elif ty is Pending:
+        vy = y._thunk
+    elif ty is Variable:
+        vy = y._val
+    elif ty is _Array:
         vy = y
     elif ty is _NDArray:
-        vy = _on_device(y)   # (then a constant: id 0, as an array operand)
+        vy = _on_device(y)
         if vy is None:
             return None
         ty = _Array
     else:
-        get = _VALUE_OF(ty)
-        if get is None:
-            return None
-        vy = get(y)
+        return None
     t = type(vy)
     if t is not Thunk and (t is not _Array or committed(vy)):
         return None
@@ -286,11 +339,9 @@ def _defer(tapes, prim, call, skey, ids, vals, aval):
     with a pending result.  An op that no tape keeps as a node runs at once."""
     th = Thunk(call, vals, aval)
     result = Pending(th)
-    rid = result._id
     kept = False
-    for tape in tapes:
-        tape._record_simple(prim, skey, ids, vals, result)
-        if not kept and rid in tape._codes:
+    for tape in tapes:   # (plain tapes: each says whether it keeps the op)
+        if tape._record_simple(prim, skey, ids, vals, result):
             kept = True
     if not kept:
         th.force()
