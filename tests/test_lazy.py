@@ -373,6 +373,28 @@ def test_pending_variable_updates_match_eager_updates(deferred, update):
     np.testing.assert_allclose(b.numpy(), b0.numpy(), rtol=1e-6)
 
 
+def test_shape_and_dtype_checks_do_not_compute_a_pending_value(deferred):
+    """The argument checks of an optimizer update, a jacobian and an explanation read a pending
+    value's shape and dtype, never its value (a computed value would split the step's program)."""
+    (w, b), (gw, gb) = _grads(True)
+    w.assign_sub(0.5 * gw)                        # pending update: w holds a thunk
+    assert isinstance(w._val, _thunks.Thunk) and w._val.value is None
+    opt = tf.keras.optimizers.SGD(0.1)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="same shape"):
+        opt.apply_gradients([(gb, w)])            # the wrong gradient's shape: TF's error, first
+    assert w._val.value is None                   # ... and the pending update is still pending
+    x = tf.constant(X)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = tf.reduce_sum(tf.tanh(x), axis=1)
+    assert type(y) is Pending and y._thunk.value is None
+    assert "never watched" not in tape.explain(y, x)
+    assert y._thunk.value is None
+    jac = tape.jacobian(y, x)
+    want = jax.jacrev(lambda a: jnp.tanh(a).sum(1))(jnp.asarray(X))
+    np.testing.assert_allclose(jac.numpy(), want, rtol=1e-5)
+
+
 def test_pending_updates_keep_tf_errors_and_snapshot_semantics(deferred):
     (w, b), (gw, gb) = _grads(True)
     before = w.numpy()

@@ -393,7 +393,7 @@ class _GraphTape(GradientTape):
 
     def _record_read(self, var, t):
         vid = var._id
-        if vid not in self._codes and _dtypes.is_trainable_dtype(var._value.dtype):
+        if vid not in self._codes and _dtypes.is_trainable_dtype(var._meta.dtype):
             self._watched_vars.setdefault(vid, var)
             self._new_leaf(vid)
         GradientTape._record_read(self, var, t)

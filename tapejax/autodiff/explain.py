@@ -66,7 +66,7 @@ def explain(tape, target, source):
     if tape._used:
         return ("This non-persistent tape was already used by a gradient() call and has released "
                 "what it recorded; use GradientTape(persistent=True) to ask several questions.")
-    if not _dtypes.is_trainable_dtype(s._value.dtype):
+    if not _dtypes.is_trainable_dtype(s._meta.dtype):
         return (f"The source is an integer/bool {sname}: TensorFlow gives integer and bool sources no "
                 "gradient (None). Cast it to a float dtype before the ops that use it, and watch that.")
     if s._id not in tape._codes:

@@ -84,7 +84,7 @@ def _same_structure(a, b):
 
 
 def _trainable(x):
-    return _dtypes.is_trainable_dtype(np.dtype(x._value.dtype))
+    return _dtypes.is_trainable_dtype(np.dtype(x._meta.dtype))
 
 
 class ForwardAccumulator:
@@ -123,7 +123,7 @@ class ForwardAccumulator:
             ids.add(p._id)
         converted = []
         for i, (p, t) in enumerate(zip(flat_p, flat_t)):
-            want = np.dtype(p._value.dtype)
+            want = np.dtype(p._meta.dtype)
             if t is None:
                 raise ValueError(f"Attempt to convert a value (None) with an unsupported type "
                                  f"(<class 'NoneType'>) to a Tensor: tangents[{i}] is None")
@@ -131,7 +131,7 @@ class ForwardAccumulator:
                 t = convert_to_tensor(t, dtype=want)
             except (TypeError, ValueError) as e:
                 raise type(e)(f"tangents[{i}] must have its primal's dtype {want.name}: {e}") from None
-            pshape, tshape = tuple(p._value.shape), tuple(t._value.shape)
+            pshape, tshape = tuple(p._meta.shape), tuple(t._meta.shape)
             try:
                 ok = np.broadcast_shapes(tshape, pshape) == pshape
             except ValueError:
@@ -172,7 +172,7 @@ class ForwardAccumulator:
         flat = _check_leaves(_nest.flatten(primals), "primals")
         results = _jvp(self, flat)
         if mode.value == "zero":
-            results = [r if r is not None else Tensor(jnp.zeros(t._value.shape, t._value.dtype))
+            results = [r if r is not None else Tensor(jnp.zeros(t._meta.shape, t._meta.dtype))
                        for r, t in zip(results, flat)]
         return _nest.pack_sequence_as(primals, results)
 

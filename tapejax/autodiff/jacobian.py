@@ -262,13 +262,13 @@ def jacobian(tape, target, sources, unconnected_gradients, parallel_iterations, 
         tape._end_use()
     tshape = tuple(target._value.shape)
     if mode.value == "zero":
-        flat = [r if r is not None else Tensor(jnp.zeros(tshape + tuple(s._value.shape), s._value.dtype))
+        flat = [r if r is not None else Tensor(jnp.zeros(tshape + tuple(s._meta.shape), s._meta.dtype))
                 for r, s in zip(flat, flat_sources)]
     return _nest.pack_sequence_as(sources, flat)
 
 
 def _trainable(s):
-    return is_trainable_dtype(np.dtype(s._value.dtype))
+    return is_trainable_dtype(np.dtype(s._meta.dtype))
 
 
 def _variable_target(tape, target, sources):
@@ -298,8 +298,8 @@ def _jacobian(tape, target, flat_sources, chunk):
     avals = program.src_avals
     n_in = sum(_size(s) for s, _ in avals)
     # complex: rows by vjp (TF's convention, conjugated); jvp columns are not its Jacobian
-    forward = n_in < _size(target._value.shape) and not any(
-        jnp.issubdtype(d, jnp.complexfloating) for d in (*(d for _, d in avals), target._value.dtype))
+    forward = n_in < _size(target._meta.shape) and not any(
+        jnp.issubdtype(d, jnp.complexfloating) for d in (*(d for _, d in avals), target._meta.dtype))
     outs = _replay.lookup_run(
         nodes, program, lambda entry: _run(entry, nodes, program, gather_leaves(nodes, program, entry.plan, values),
                                            first),
@@ -350,8 +350,8 @@ def batch_jacobian(tape, target, source, unconnected_gradients, parallel_iterati
         raise NotATensorError(f"Argument `source` of batch_jacobian must be one Tensor or Variable; "
                               f"got a {type(source).__name__}")
     source = _check_leaves([source], "source")[0]
-    tshape = tuple(target._value.shape)
-    sshape = tuple(source._value.shape)
+    tshape = tuple(target._meta.shape)
+    sshape = tuple(source._meta.shape)
     for name, shape in (("target", tshape), ("source", sshape)):
         if len(shape) < 2:
             raise ValueError(f"Shape {shape} must have rank at least 2: batch_jacobian's `{name}` "
@@ -374,7 +374,7 @@ def batch_jacobian(tape, target, source, unconnected_gradients, parallel_iterati
         tape._end_use()
     if out is None:
         # TF: zeros even with 'none'; in the target's dtype then, the source's with 'zero'.
-        dtype = source._value.dtype if mode.value == "zero" else target._value.dtype
+        dtype = source._meta.dtype if mode.value == "zero" else target._meta.dtype
         out = Tensor(jnp.zeros(tshape + sshape[1:], dtype))
     return out
 

@@ -297,13 +297,18 @@ def dispatch_of(op_name, *args):
     """The ``OP_DISPATCH`` function for the first of ``args`` (or of an element of a list among
     them, as ``tf.concat``'s) whose type has one registered for ``op_name``, or None."""
     for a in args:
-        if isinstance(a, (list, tuple)):
+        t = type(a)
+        if t in _OPERANDS:   # (the common case: a Tensor has no dispatch)
+            continue
+        if t is list or t is tuple or isinstance(a, (list, tuple)):
             for e in a:
-                fn = OP_DISPATCH.get((op_name, type(e)))
-                if fn is not None:
-                    return fn
+                te = type(e)
+                if te not in _OPERANDS:
+                    fn = OP_DISPATCH.get((op_name, te))
+                    if fn is not None:
+                        return fn
         else:
-            fn = OP_DISPATCH.get((op_name, type(a)))
+            fn = OP_DISPATCH.get((op_name, t))
             if fn is not None:
                 return fn
     return None

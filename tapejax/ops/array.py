@@ -516,7 +516,7 @@ def range(start, limit=None, delta=1, dtype=None, name="range"):  # noqa: A001  
         dt = np.float32 if "f" in kinds else np.int32
         for v in (start, limit, delta):
             if isinstance(v, _TENSORISH):
-                dt = np.result_type(dt, v._value.dtype) if "f" in kinds else v._value.dtype
+                dt = np.result_type(dt, v._meta.dtype) if "f" in kinds else v._meta.dtype
     else:
         dt = _const_dtype(dtype)
     if float(vals[2]) == 0:
@@ -560,7 +560,7 @@ def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None
     """``tf.one_hot``: float32 by default (or the dtype of ``on_value``/``off_value``).  TF gives it
     no gradient (not even to ``on_value``/``off_value``): the tape gives None."""
     idx = convert_to_tensor(indices)
-    if idx._value.dtype.kind not in "iu":
+    if idx._meta.dtype.kind not in "iu":
         raise _bad("OneHot", f"Value for attr 'TI' of {idx.dtype.name} is not in the list of allowed "
                    f"values: uint8, int8, int32, int64 (argument `indices`)")
     given = on_value if on_value is not None else off_value

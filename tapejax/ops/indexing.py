@@ -64,7 +64,7 @@ RESOURCE_GATHER = prim("ResourceGather", lambda rows, indices: rows)
 
 def _int_indices(indices, op_type, arg="indices"):
     t = convert_to_tensor(indices)
-    if t._value.dtype.kind not in "iu":
+    if t._meta.dtype.kind not in "iu":
         raise _bad(op_type, f"Value for attr 'Tindices' of {t.dtype.name} is not in the list of "
                    f"allowed values: int16, int32, int64 (argument `{arg}`)")
     return t
@@ -147,9 +147,9 @@ _GATHER_ND = prim("GatherNd", _gather_nd)
 def gather_nd(params, indices, batch_dims=0, name=None, bad_indices_policy=""):
     """``tf.gather_nd``: ``indices[..., k]`` index the first ``k`` dimensions of ``params``."""
     idx = _int_indices(indices, "GatherNd")
-    if idx._value.shape[-1] > len(_shape(params)) - int(batch_dims):
+    if idx._meta.shape[-1] > len(_shape(params)) - int(batch_dims):
         raise _bad("GatherNd", f"index innermost dimension length must be <= params rank; saw: "
-                   f"{idx._value.shape[-1]} vs. {len(_shape(params))} (argument `indices`)")
+                   f"{idx._meta.shape[-1]} vs. {len(_shape(params))} (argument `indices`)")
     return bind(_GATHER_ND, params, idx, batch_dims=int(batch_dims))
 
 
@@ -263,7 +263,7 @@ def boolean_mask(tensor, mask, axis=None, name="boolean_mask"):
     mask's values, which are read on the host (eager only) and become a static parameter; the
     gradient scatters back, as TF's."""
     m = convert_to_tensor(mask)
-    if m._value.dtype.kind != "b":
+    if m._meta.dtype.kind != "b":
         raise TypeError(f"Argument `mask` must be a bool tensor; got {m.dtype.name}")
     shape = _shape(tensor)
     ax = 0 if axis is None else int(axis) % len(shape)
@@ -312,7 +312,7 @@ def getitem(x, key) -> Tensor:
         key = tuple(key)
     if not isinstance(key, tuple):
         key = (key,)
-    if len(key) == 1 and isinstance(key[0], _TENSORISH) and key[0]._value.dtype.kind == "b":
+    if len(key) == 1 and isinstance(key[0], _TENSORISH) and key[0]._meta.dtype.kind == "b":
         out = boolean_mask(x, key[0])
         assert isinstance(out, Tensor)  # (one result)
         return out
@@ -345,7 +345,7 @@ def getitem(x, key) -> Tensor:
             spec.append(("i", k))
         else:
             t = convert_to_tensor(k)
-            if t.dtype.is_floating or t.dtype.is_bool or t._value.ndim != 0:
+            if t.dtype.is_floating or t.dtype.is_bool or t._meta.ndim != 0:
                 raise TypeError("Only integers, slices (`:`), ellipsis (`...`), tf.newaxis (`None`) and "
                                 f"scalar tf.int32/tf.int64 tensors are valid indices, got {k!r}")
             spec.append(("t",))
@@ -398,7 +398,7 @@ class VariableSlice(Tensor):
 
     def _update(self, value, how):
         var = self._var
-        want = np.dtype(var._value.dtype)
+        want = np.dtype(var._meta.dtype)
         if isinstance(value, _TENSORISH):
             new = convert_to_tensor(value)._value
             if np.dtype(new.dtype) != want:
@@ -406,7 +406,7 @@ class VariableSlice(Tensor):
                                  f"{np.dtype(new.dtype).name}: {value!r}")
         else:
             new = convert_to_tensor(value, dtype=want)._value
-        target = tuple(self._value.shape)
+        target = tuple(self._meta.shape)
         try:
             joint = np.broadcast_shapes(tuple(new.shape), target)
         except ValueError:

@@ -274,7 +274,7 @@ def where(condition, x=None, y=None, name=None):
     if x is None:
         store = _dtypes.storage_dtype(np.dtype(np.int64), "where")
         c = convert_to_tensor(condition)
-        if c._value.dtype.kind != "b":
+        if c._meta.dtype.kind != "b":
             c = not_equal(c, 0)
         return bind(_WHERE, c, dtype=store.name)
     cd = dtype_of(condition)
@@ -457,7 +457,7 @@ _SEGMENT_SUM = prim("UnsortedSegmentSum", _unsorted_segment_sum)
 
 def _seg_ids_check(data, segment_ids, op_type):
     ids = convert_to_tensor(segment_ids)
-    if ids._value.dtype.kind not in "iu":
+    if ids._meta.dtype.kind not in "iu":
         raise InvalidArgumentError(None, None, f"{op_type}: argument `segment_ids` must be an integer "
                                    f"tensor; got {ids.dtype.name} [Op:{op_type}]")
     dshape = tuple(data.shape) if isinstance(data, (Tensor, Variable)) else np.shape(data)
@@ -518,10 +518,10 @@ def bincount(arr, weights=None, minlength=None, maxlength=None, dtype=_dtypes.in
         raise ValueError("Arguments `binary_output` and `weights` are mutually exclusive. Please "
                          "specify only one.")
     a = convert_to_tensor(arr)
-    per_row = axis == -1 and a._value.ndim > 1
-    if per_row and a._value.ndim > 2:
+    per_row = axis == -1 and a._meta.ndim > 1
+    if per_row and a._meta.ndim > 2:
         raise InvalidArgumentError(None, None, f"Shape must be at most rank 2 but is rank "
-                                   f"{a._value.ndim} (argument `arr` with axis=-1) [Op:DenseBincount]")
+                                   f"{a._meta.ndim} (argument `arr` with axis=-1) [Op:DenseBincount]")
     host = np.asarray(a._value)
     if host.size and host.min() < 0:
         raise InvalidArgumentError(None, None, f"Input arr must be non-negative! Got {int(host.min())} "
@@ -534,7 +534,7 @@ def bincount(arr, weights=None, minlength=None, maxlength=None, dtype=_dtypes.in
     flags = {k: True for k, v in (("per_row", per_row), ("binary", bool(binary_output))) if v}
     if weights is not None:
         w = convert_to_tensor(weights)
-        store = np.dtype(w._value.dtype)
+        store = np.dtype(w._meta.dtype)
         return bind(_BINCOUNT, a, w, length=n, dtype=store.name, **flags)
     store = _dtypes.storage_dtype(_dtypes.as_dtype(dtype)._np, "dtype")
     return bind(_BINCOUNT, a, length=n, dtype=store.name, **flags)

@@ -421,22 +421,22 @@ class Optimizer(HyperParameters):
                 sparse = True
                 continue
             if isinstance(g, (Tensor, Variable)):
-                gd = np.dtype(g._value.dtype)
+                gd = np.dtype(g._meta.dtype)
             elif isinstance(g, (jax.Array, jax.core.Tracer)):
                 gd = np.dtype(g.dtype)
             else:
                 gd = None
-            if gd is not None and gd != v._value.dtype:
+            if gd is not None and gd != v._meta.dtype:
                 from ..core.errors import InvalidArgumentError
                 raise InvalidArgumentError(
                     None, None, f"var and grad do not have the same dtype: variable {v.name} has dtype "
-                    f"{np.dtype(v._value.dtype).name}, its gradient has dtype {gd.name}")
+                    f"{np.dtype(v._meta.dtype).name}, its gradient has dtype {gd.name}")
             g = g._value if type(g) is Tensor else convert_to_tensor(g, dtype_hint=v.dtype)._value
-            if g.shape != v._value.shape:
+            if g.shape != v._meta.shape:
                 from ..core.errors import InvalidArgumentError
                 raise InvalidArgumentError(
                     None, None, f"var and grad do not have the same shape: variable {v.name} has shape "
-                    f"{tuple(v._value.shape)}, its gradient has shape {tuple(g.shape)}")
+                    f"{tuple(v._meta.shape)}, its gradient has shape {tuple(g.shape)}")
             grads.append(g)
             var_list.append(v)
         seen = set()

@@ -79,9 +79,9 @@ class OptaxOptimizer(Optimizer):
                 raise TypeError(f"apply_gradients expects (gradient, Variable) pairs; got {v!r}")
             if type(g) is not Pending:   # (a gradient stays uncomputed: see ``runtime.speculate``)
                 g = convert_to_tensor(g, dtype_hint=v.dtype)
-            if tuple(g.shape) != tuple(v._value.shape):
+            if tuple(g.shape) != tuple(v._meta.shape):
                 raise InvalidArgumentError(None, None, f"var and grad do not have the same shape: variable "
-                                           f"{v.name} has shape {tuple(v._value.shape)}, its gradient has "
+                                           f"{v.name} has shape {tuple(v._meta.shape)}, its gradient has "
                                            f"shape {tuple(g.shape)}")
             gs.append(g)
             var_list.append(v)

@@ -122,13 +122,10 @@ class DeferredExecutor(Executor):
                             out = _small1(tapes, prim, call, skey, operands[0])
                             if out is not None:
                                 return out
-                        elif not any([not x._peekable for x in operands if is_variable(x)]):
-                            vals = tuple([_on_device(v) if type(v) is _NDArray else v
-                                          for v in [peek(x) for x in operands]])
-                            if concrete(vals):
-                                aval = aval_for(call, vals)   # raises what the call would, before any read
-                                ids, vals = _reads(operands, vals, tapes)
-                                return _defer(tapes, prim, call, skey, ids, vals, aval)
+                        else:
+                            out = _small_n(tapes, prim, call, skey, operands)
+                            if out is not None:
+                                return out
             elif _local.collector is None:
                 vals = tuple([peek(x) for x in operands])
                 for v in vals:
@@ -317,6 +314,40 @@ def _small2(tapes, prim, call, skey, x, y):
         vy = y._thunk if type(y) is Pending else y._value
     return _defer(tapes, prim, call, skey, (0 if tx is _Array else x._id, 0 if ty is _Array else y._id),
                   (vx, vy), aval)
+
+
+def _small_n(tapes, prim, call, skey, operands):
+    """``run``'s deferred case for any number of operands (Tensors, pending Tensors, Variables
+    whose value an op may take before the read, constant and NumPy arrays).  None where one is
+    of another kind or may not be deferred; nothing is read or recorded before that."""
+    vals = []
+    reads = False
+    for x in operands:
+        tx = type(x)
+        if tx is Tensor:
+            v = x._value
+        elif tx is Pending:
+            v = x._thunk
+        elif tx is _Array:
+            v = x
+        elif tx is _NDArray:
+            v = _on_device(x)   # (then a constant: id 0, as an array operand)
+        elif is_variable(x) and x._peekable:
+            v = x._val
+            reads = True
+        else:
+            return None
+        t = type(v)
+        if t is not Thunk and (t is not _Array or committed(v)):
+            return None
+        vals.append(v)
+    vals = tuple(vals)
+    aval = aval_for(call, vals)   # raises what the call would, before any read
+    if reads:
+        ids, vals = _reads(operands, vals, tapes)
+    else:
+        ids = tuple([x._id if type(x) is Tensor or type(x) is Pending else 0 for x in operands])
+    return _defer(tapes, prim, call, skey, ids, vals, aval)
 
 
 _NDArray = np.ndarray
