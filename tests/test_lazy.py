@@ -395,6 +395,38 @@ def test_shape_and_dtype_checks_do_not_compute_a_pending_value(deferred):
     np.testing.assert_allclose(jac.numpy(), want, rtol=1e-5)
 
 
+@pytest.mark.parametrize("op", [
+    lambda h: tf.unstack(h, axis=1),
+    lambda h: tf.split(h, [1, 1], axis=1),
+    lambda h: list(tf.math.top_k(tf.transpose(h), k=2)),
+    lambda h: list(tf.nn.moments(h, axes=[0])),
+    lambda h: list(tf.nn.max_pool_with_argmax(tf.reshape(h, [1, 4, 2, 1]), 2, 2, "VALID")),
+    lambda h: list(tf.image.image_gradients(tf.reshape(h, [1, 4, 2, 1]))),
+], ids=["unstack", "split", "top_k", "moments", "max_pool_with_argmax", "image_gradients"])
+def test_pure_ops_of_several_outputs_stay_pending(op):
+    """A recorded op of several outputs computed by its jitted function alone stays pending with
+    its inputs (computed inside the gradient's program), and gives the eager values and gradients."""
+    def run(deferral):
+        prev = tf.set_deferred_execution(deferral)
+        try:
+            w = tf.Variable(W)
+            with tf.GradientTape() as tape:
+                h = tf.tanh(tf.matmul(tf.constant(X), w))
+                outs = op(h)
+                pending = type(h) is Pending and h._thunk.value is None and all(
+                    type(o) is Pending for o in outs)
+                loss = tf.add_n([tf.reduce_sum(tf.square(tf.cast(o, tf.float32))) for o in outs])
+            return pending, [o.numpy() for o in outs], tape.gradient(loss, w).numpy()
+        finally:
+            tf.set_deferred_execution(prev)
+    pending, vals, grad = run(True)
+    _, want_vals, want_grad = run(False)
+    assert pending
+    for v, e in zip(vals, want_vals):
+        np.testing.assert_allclose(v, e, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(grad, want_grad, rtol=1e-5, atol=1e-6)
+
+
 def test_pending_updates_keep_tf_errors_and_snapshot_semantics(deferred):
     (w, b), (gw, gb) = _grads(True)
     before = w.numpy()

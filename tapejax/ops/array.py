@@ -75,7 +75,7 @@ def _unstack(x, *, axis):
     return tuple(jnp.moveaxis(x, axis, 0))
 
 
-_UNPACK = prim("Unpack", _unstack, multiple_results=True)
+_UNPACK = prim("Unpack", _unstack, multiple_results=True, pure_results=True)
 
 
 @tf_types("Unpack")
@@ -93,7 +93,7 @@ def _split(x, *, sizes, axis):
     return tuple(jnp.split(x, idx, axis=axis))
 
 
-_SPLIT = prim("SplitV", _split, multiple_results=True)
+_SPLIT = prim("SplitV", _split, multiple_results=True, pure_results=True)
 
 
 @tf_types("SplitV")

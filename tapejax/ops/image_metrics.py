@@ -53,7 +53,7 @@ def _gradients(x):
     return dy, dx
 
 
-_GRADIENTS = prim("ImageGradients", _gradients, multiple_results=True)
+_GRADIENTS = prim("ImageGradients", _gradients, multiple_results=True, pure_results=True)
 
 
 @tf_types("ImageGradients")

@@ -258,7 +258,7 @@ def _moments(x, *, axes, keepdims):
     return mean, var
 
 
-_MOMENTS = prim("Moments", _moments, multiple_results=True)
+_MOMENTS = prim("Moments", _moments, multiple_results=True, pure_results=True)
 
 
 @tf_types("Moments")

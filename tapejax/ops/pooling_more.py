@@ -64,7 +64,7 @@ def _argmax_pool(x, *, ksize, strides, padding, batch_index, dtype):
     return val, idx
 
 
-_ARGMAX_POOL = prim("MaxPoolWithArgmax", _argmax_pool, multiple_results=True)
+_ARGMAX_POOL = prim("MaxPoolWithArgmax", _argmax_pool, multiple_results=True, pure_results=True)
 
 
 class MaxPoolWithArgmax(NamedTuple):

@@ -433,7 +433,7 @@ def _top_k(x, *, k, dtype):
     return v, i.astype(dtype)
 
 
-_TOP_K = prim("TopKV2", _top_k, multiple_results=True)
+_TOP_K = prim("TopKV2", _top_k, multiple_results=True, pure_results=True)
 
 
 @tf_types("TopKV2")
