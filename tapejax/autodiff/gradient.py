@@ -112,7 +112,8 @@ class Plan:
     for each live code the position of its first source (``first``), and for each source the
     position of its gradient among the compiled call's outputs, or -1 (``result_pos``);
     ``result_sparse``, per source, the dense shape where its gradient is IndexedSlices;
-    ``inner``, the values inside the slice a fused call may return too (``Inner`` records,
+    ``inner``, the values inside the slice a fused call may return too (``Inner`` records of
+    at most ``HELD_BYTES_MAX`` bytes,
     found on the first fused call)."""
 
     __slots__ = ("live_src", "kept", "program", "first", "result_pos", "result_sparse", "inner")
@@ -259,15 +260,15 @@ def _held(nodes: Sequence[Node], program: Program, plan: Plan) -> tuple[tuple[in
     The fused call returns them with the targets', so reading one later costs nothing; one
     nobody holds is not returned."""
     inner = plan.inner
-    if inner is None:
-        inner = plan.inner = _inner(nodes, program)
+    if inner is None:   # (the values small enough to return, once per plan)
+        inner = plan.inner = tuple([i for i in _inner(nodes, program) if i.nbytes <= HELD_BYTES_MAX])
     codes: list[int] = []
     held: list[Any] = []
-    for idx, j, c, nbytes in inner:
+    for idx, j, c, _ in inner:
         v = nodes[idx].vals[j]
-        if type(v) is Thunk and v.value is None and nbytes <= HELD_BYTES_MAX:
+        if type(v) is Thunk:
             ref = v.held
-            if ref is not None and ref() is not None:
+            if ref is not None and v.value is None and ref() is not None:
                 codes.append(c)
                 held.append(v)
     return tuple(codes), held

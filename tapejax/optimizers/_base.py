@@ -82,10 +82,6 @@ def place_like(init, owner: Variable):
     return jax.device_put(init, sh)
 
 
-def _same_aval(a, b):
-    return a.dtype == b.dtype and a.shape == b.shape
-
-
 def _run_update(state, var_list, fn, gs, extra, grads=None):
     """Commit ``fn``'s update of ``state`` (a ``Donating``: ``fn(values, shared, grads, *extra)``)
     for the gradient Tensors ``gs`` (their arrays ``grads`` where converted already): the active
@@ -501,12 +497,21 @@ class Optimizer(HyperParameters):
             if tg is Pending:   # a gradient (``runtime.deferred``), maybe not computed (``runtime.speculate``)
                 th = g._thunk
                 a = th.value
-                meta = th.aval if a is None else a
+                if a is None:
+                    meta = th.aval
+                elif type(a) is _Array:
+                    meta = a.aval
+                else:
+                    return None
             elif tg is Tensor:
-                a = meta = g._value
+                a = g._value
+                if type(a) is not _Array:
+                    return None
+                meta = a.aval
             else:
                 return None
-            if (a is not None and type(a) is not _Array) or not _same_aval(meta, v._value):
+            va = v._val.aval   # (the Variable's value, or its pending update's: not computed)
+            if meta.dtype != va.dtype or meta.shape != va.shape:
                 return None
             gs.append(g)
             var_list.append(v)
