@@ -354,3 +354,51 @@ def test_a_numpy_operand_gives_binds_values_and_node_from_its_value_at_the_call(
         assert node.prim is t._nodes[0].prim
     finally:
         tf.set_deferred_execution(prev)
+
+
+@pytest.mark.parametrize("deferred", [True, False], ids=["deferred", "eager"])
+@pytest.mark.parametrize("case", ["unary_tensor", "unary_pending", "unary_variable", "binary_variable",
+                                  "binary_pending_variable", "three_operands"])
+def test_executor_single_and_pair_entries_match_run(deferred, case):
+    """``Executor.run1`` / ``run2`` (what ``bind1`` / ``bind2`` call) give ``run``'s values, nodes and
+    gradients in both executors, for each kind of operand."""
+    from tapejax.core.executor import ACTIVE, EAGER
+    x = tf.constant(np.array([[0.5, -1.0], [2.0, 0.25]], np.float32))
+    v = tf.Variable(np.array([[0.75, 3.0], [-1.0, 0.5]], np.float32))
+    tanh, mul, clip = REGISTRY["Tanh"], REGISTRY["Mul"], REGISTRY["ClipByValue"]
+    ex = lambda: ACTIVE.executor   # noqa: E731
+    fast, slow = {
+        "unary_tensor": (lambda t, ts: ex().run1(ts, tanh, tanh.fixed(()), (), t),
+                         lambda t, ts: ex().run(ts, tanh, tanh.fixed(()), (), (t,))),
+        "unary_pending": (lambda t, ts: ex().run1(ts, tanh, tanh.fixed(()), (), tf.exp(t)),
+                          lambda t, ts: ex().run(ts, tanh, tanh.fixed(()), (), (tf.exp(t),))),
+        "unary_variable": (lambda t, ts: ex().run1(ts, tanh, tanh.fixed(()), (), v) * t,
+                           lambda t, ts: ex().run(ts, tanh, tanh.fixed(()), (), (v,)) * t),
+        "binary_variable": (lambda t, ts: ex().run2(ts, mul, mul.fixed(()), t, v),
+                            lambda t, ts: ex().run(ts, mul, mul.fixed(()), (), (t, v))),
+        "binary_pending_variable": (lambda t, ts: ex().run2(ts, mul, mul.fixed(()), v, tf.exp(t)),
+                                    lambda t, ts: ex().run(ts, mul, mul.fixed(()), (), (v, tf.exp(t)))),
+        "three_operands": (lambda t, ts: bind(clip, t * v, tf.exp(t) * 0.0, v),   # (``run``'s one pass)
+                           lambda t, ts: EAGER.run(ts, clip, clip.fixed(()), (), (t * v, tf.exp(t) * 0.0, v))),
+    }[case]
+    from tapejax.core.state import tapes as _tapes
+    runs = []
+    prev = tf.set_deferred_execution(deferred)
+    try:
+        for fn in (fast, slow):
+            with tf.GradientTape(persistent=True) as t:
+                t.watch(x)
+                out = fn(x, _tapes())
+            runs.append((t, out))
+    finally:
+        tf.set_deferred_execution(prev)
+    (ta, a), (tb, b) = runs
+    assert (type(a).__name__ == "Pending") == deferred
+    assert [(n.prim, n.static, n.refs, n.sig) for n in ta._nodes] == \
+        [(n.prim, n.static, n.refs, n.sig) for n in tb._nodes]
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+    for src in (x, v):
+        ga, gb = ta.gradient(a, src), tb.gradient(b, src)
+        assert (ga is None) == (gb is None)
+        if ga is not None:
+            np.testing.assert_allclose(ga.numpy(), gb.numpy(), rtol=1e-6)
