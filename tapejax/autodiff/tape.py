@@ -42,8 +42,9 @@ from .nodes import (
 )
 
 
-def _simple_via_record_op(self, prim, skey, ids, vals, result):
+def _simple_via_record_op(self, prim, skey, ids, vals, result) -> bool:
     self._record_op(prim, dict(skey), None, ids, vals, result)
+    return result._id in self._codes
 
 
 class GradientTape:
