@@ -498,9 +498,6 @@ def test_keras_nadam_on_dense_gradients_eagerly(tf):
     return out, w
 
 
-@xfail_on_tapejax("tapejax's AdamW takes no use_ema / ema_momentum / ema_overwrite_frequency (TypeError: "
-                   "unexpected keyword argument) and keeps no moving average of the weights; TF's does and "
-                   "finalize_variable_values swaps it in")
 @parity(rtol=1e-4, atol=1e-5)
 def test_adamw_with_excluded_variables_and_ema(tf):
     """``AdamW(weight_decay=)`` with ``exclude_from_weight_decay(var_names=['bias'])`` and
