@@ -330,6 +330,15 @@ def _slice_bound(b):
     return int(np.asarray(getattr(b, "_value", b)))
 
 
+def _traced_slice(k: _pyslice) -> bool:
+    """Whether a bound of slice ``k`` is known only when a compiled step runs (Python ints and None,
+    the common case, answered first)."""
+    a, b, c = k.start, k.stop, k.step
+    if (a is None or type(a) is int) and (b is None or type(b) is int) and (c is None or type(c) is int):
+        return False
+    return is_traced(a) or is_traced(b) or is_traced(c)
+
+
 def _consumes(k) -> bool:
     """Whether index ``k`` applies to an input dimension (not ``None`` or ``...``)."""
     return k is not None and k is not Ellipsis
@@ -375,7 +384,7 @@ def _parse_key(x, key: tuple):
             spec.append(("e",))
             dim = None
         elif isinstance(k, _pyslice):
-            if is_traced(k.start) or is_traced(k.stop) or is_traced(k.step):   # a loop index's slice
+            if _traced_slice(k):   # a loop index's slice
                 ds = traced_slice(k, _input_axis(key, pos, len(shape)), shape)
                 spec.append(ds.spec)
                 if ds.start is not None:
@@ -499,7 +508,10 @@ jax.tree_util.register_pytree_node(VariableSlice, _flatten, _unflatten)
 
 def _variable_getitem(var, key) -> VariableSlice:
     raw = tuple(key) if isinstance(key, (list, tuple)) else (key,)
-    traced = builtins.any(isinstance(k, _pyslice) and (is_traced(k.start) or is_traced(k.stop)) for k in raw)
+    traced = False
+    for k in raw:
+        if type(k) is _pyslice and _traced_slice(k):
+            traced = True
     if not traced:
         t = getitem(var, key)
         spec, dyn = None, ()
