@@ -12,12 +12,14 @@ Where the start runs past the dimension TF gives a *shorter* slice (``x[i:i + 3]
 last row gives one row), a size known only at run time; tapejax's slice keeps its static size, so
 it checks at run time (``ops.checks.require``: InvalidArgumentError from the compiled step) that
 TF's slice would have that size, unless the start's range is proven inside the dimension while
-tracing (a ``for`` over ``tf.range`` with static bounds: no check, no host sync).  A negative
+tracing (a ``for`` over ``tf.range`` with static bounds: no check; a step with a check waits for
+its result, ``ops.checks``).  A negative
 start counts from the end, as TF's (``x[i:i + 3]`` with ``i = -4``).
 
 ``tf.slice`` with a traced ``begin`` is ``dynamic_slice`` too.  TF's kernel rejects a ``begin``
 outside ``[0, dim - size]`` (InvalidArgumentError); ``dynamic_slice`` clamps it, so that check is
-made in the value-check mode (``ops.checks``), as the gather's, or where nothing is proven.
+made in the value-check mode only (``ops.checks``), as the gather's, on the axes whose ``begin``
+is not proven in range while tracing.
 """
 from typing import Any, NamedTuple, Optional, Sequence
 
