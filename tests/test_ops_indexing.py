@@ -50,3 +50,122 @@ def test_slice_with_a_traced_begin_size_minus_one():
     g = tf.function(lambda i: tf.slice(x, [i, 0], [-1, 2]))
     with pytest.raises(ValueError, match="size"):
         g(tf.constant(1))
+
+
+# -- slices whose start is a traced index (ops/indexing_traced.py) --------------------------
+
+def _entries(fn):
+    return list(fn._cache.values()) if hasattr(fn._cache, "values") else [fn._cache[k] for k in fn._cache]
+
+
+def test_a_range_index_slice_is_proven_in_range_and_needs_no_check():
+    """``xs[i * 3:(i + 1) * 3]`` over ``tf.range(4)`` of 12 rows: the range of ``i`` is known, so
+    the program has no run-time check (no host sync); its values and the tape's gradient are
+    those of ``dynamic_slice`` (``jax.vjp`` the oracle)."""
+    x = np.arange(24, dtype=np.float32).reshape(12, 2) / 10.0
+    v = tf.Variable(x)
+
+    @tf.function
+    def f():
+        tot = tf.constant(0.0)
+        for i in tf.range(4):
+            tot += tf.reduce_sum(tf.sin(v[i * 3:(i + 1) * 3])) * tf.cast(i + 1, tf.float32)
+        return tot
+
+    def ref(a):
+        return sum(jnp.sum(jnp.sin(jax.lax.dynamic_slice_in_dim(a, i * 3, 3))) * (i + 1) for i in range(4))
+
+    with tf.GradientTape() as tape:
+        y = f()
+    want, vjp = jax.vjp(ref, jnp.asarray(x))
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-6)
+    np.testing.assert_allclose(tape.gradient(y, v).numpy(), vjp(jnp.float32(1.0))[0], rtol=1e-6)
+    assert not any(e.checked for e in _entries(f))
+
+
+@pytest.mark.parametrize("start", [0, 5, 8, -5, -12])
+def test_an_argument_start_gives_pythons_slice_where_it_fits(start):
+    """An integer argument's ``xs[i:i + 3]`` and ``xs[i:i + 4:2]``: Python's (TF's) slice, a negative
+    start counting from the end; the range is unknown, so the program checks at run time."""
+    xs = np.arange(12, dtype=np.float32)
+    f = tf.function(lambda i: (tf.constant(xs)[i:i + 3], tf.constant(xs)[i:i + 4:2]))
+    a, b = f(tf.constant(start))
+    np.testing.assert_array_equal(a.numpy(), xs[start:start + 3])
+    np.testing.assert_array_equal(b.numpy(), xs[start:start + 4:2])
+    assert all(e.checked for e in _entries(f))
+
+
+@pytest.mark.parametrize("start,got", [(10, 2), (12, 0), (-2, 0), (-13, 2)])
+def test_a_start_past_the_end_is_an_error_at_run_time(start, got):
+    """TF's ``xs[i:i + 3]`` is shorter there (Python's slice: ``got`` elements, a size known only at
+    run time); tapejax's keeps its compiled size, so the step raises InvalidArgumentError naming
+    the start and both sizes."""
+    xs = np.arange(12, dtype=np.float32)
+    assert len(xs[start:start + 3]) == got   # (the oracle: Python's slice, which TF follows)
+    f = tf.function(lambda i: tf.constant(xs)[i:i + 3])
+    with pytest.raises(tf.errors.InvalidArgumentError, match=f"s = {start} of dimension 0 .* has {got} elements"):
+        f(tf.constant(start))
+
+
+@pytest.mark.parametrize("key", ["prefix", "suffix", "two"])
+def test_a_slice_whose_size_is_data_dependent_is_a_value_error(key):
+    """``xs[:i]``, ``xs[i:]``, ``xs[i:j]``: the size is known only at run time; a ValueError that
+    says what to write instead."""
+    xs = tf.constant(np.arange(12, dtype=np.float32))
+    fn = {"prefix": lambda i, j: xs[:i], "suffix": lambda i, j: xs[i:], "two": lambda i, j: xs[i:j]}[key]
+    with pytest.raises(ValueError, match=r"tf\.slice\(x, \[start\], \[size\]\)"):
+        tf.function(fn)(tf.constant(2), tf.constant(5))
+
+
+def test_a_float_bound_is_a_type_error():
+    xs = tf.constant(np.arange(12, dtype=np.float32))
+    with pytest.raises(TypeError, match="valid indices"):
+        tf.function(lambda i: xs[i:tf.cast(i, tf.float32)])(tf.constant(2))
+
+
+def test_sliced_assign_at_a_traced_start():
+    """``v[i * 2:i * 2 + 2, 1].assign`` / ``v[...].assign_add`` updates that window (NumPy the oracle)."""
+    v = tf.Variable(np.zeros((6, 2), np.float32))
+
+    @tf.function
+    def f(k):
+        v[k * 2:k * 2 + 2, 1].assign(tf.ones([2]) * 5.0)
+        v[k * 2:k * 2 + 2].assign_add(tf.ones([2, 2]))
+
+    f(tf.constant(1))
+    f(tf.constant(2))
+    want = np.zeros((6, 2), np.float32)
+    for k in (1, 2):
+        want[k * 2:k * 2 + 2, 1] = 5.0
+        want[k * 2:k * 2 + 2] += 1.0
+    np.testing.assert_array_equal(v.numpy(), want)
+
+
+def test_slice_with_a_traced_begin_is_checked_in_the_value_check_mode():
+    """TF's kernel rejects ``tf.slice(x, [i], [3])`` with ``i`` past ``dim - 3`` (InvalidArgumentError,
+    TF's message); ``dynamic_slice`` clamps, so the check is made in the value-check mode only."""
+    xs = tf.constant(np.arange(12, dtype=np.float32))
+    plain = tf.function(lambda i: tf.slice(xs, [i], [3]))
+    np.testing.assert_array_equal(plain(tf.constant(9)).numpy(), [9.0, 10.0, 11.0])
+    assert not any(e.checked for e in _entries(plain))
+    tf.debugging.enable_value_checks()
+    try:
+        checked = tf.function(lambda i: tf.slice(xs, [i], [3]))
+        np.testing.assert_array_equal(checked(tf.constant(9)).numpy(), [9.0, 10.0, 11.0])
+        with pytest.raises(tf.errors.InvalidArgumentError, match=r"Expected size\[0\] in \[0, 2\], but got 3"):
+            checked(tf.constant(10))
+        with pytest.raises(tf.errors.InvalidArgumentError, match=r"Expected begin\[0\] in \[0, 12\], but got -1"):
+            checked(tf.constant(-1))
+    finally:
+        tf.debugging.disable_value_checks()
+
+
+def test_an_eager_scan_checks_its_bodys_slices():
+    """``tf.scan`` run eagerly traces its body: a slice by the element is checked by the op itself
+    (values of the Python loop; past the end InvalidArgumentError, not JAX's staging error)."""
+    x = np.arange(12, dtype=np.float32)
+    xs = tf.constant(x)
+    out = tf.scan(lambda acc, i: acc + tf.reduce_sum(xs[i * 3:(i + 1) * 3]), tf.range(4), initializer=tf.constant(0.0))
+    np.testing.assert_allclose(out.numpy(), np.cumsum([x[k * 3:(k + 1) * 3].sum() for k in range(4)]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="s = 12"):
+        tf.scan(lambda acc, i: acc + tf.reduce_sum(xs[i * 3:(i + 1) * 3]), tf.range(5), initializer=tf.constant(0.0))

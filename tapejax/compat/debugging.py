@@ -423,7 +423,8 @@ def disable_check_numerics():
 def enable_value_checks():
     """Make the ops whose TF CPU kernel rejects a value JAX would clamp or turn into inf/NaN raise
     TF's ``InvalidArgumentError`` (eager: at the op; in ``tapejax.function``: after the step):
-    ``gather`` / ``embedding_lookup`` with an index out of range, ``unsorted_segment_sum`` with a
+    ``gather`` / ``embedding_lookup`` with an index out of range, ``tf.slice`` with a ``begin`` known
+    only when a compiled step runs that puts the slice past the end, ``unsorted_segment_sum`` with a
     segment id >= ``num_segments``, ``linalg.inv`` / ``solve`` of a singular matrix and
     ``linalg.det``'s gradient there.  Off by default (JAX's semantics, as TF on GPU): each check
     reads values (a host sync eagerly, an error output compiled)."""

@@ -48,7 +48,7 @@ from malt.operators.variables import Undefined, UndefinedReturnValue
 from ..core import state as _state
 from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
-from ..ops import array as _array, indexing as _indexing, math as _math
+from ..ops import affine as _affine, array as _array, indexing as _indexing, math as _math
 from . import control_flow as _cf
 from .autograph_checks import (
     is_tensor,
@@ -473,6 +473,22 @@ def _staged_while(test, body, get_state, set_state, symbol_names, opts):
     set_state(tuple(final))
 
 
+def _range_bounds(rng, n) -> Tuple[Optional[int], Optional[int]]:
+    """The smallest and largest index of a ``tf.range`` of ``n`` static elements (``rng`` its
+    bounds), when it holds integers; (None, None) otherwise."""
+    if rng is None or not n:
+        return None, None
+    vals = []
+    for v in rng[1:]:
+        a = np.asarray(getattr(v, "_value", v))
+        if a.dtype.kind not in "iu" or a.ndim:
+            return None, None
+        vals.append(int(a))
+    start, _, delta = vals
+    last = start + (n - 1) * delta
+    return min(start, last), max(start, last)
+
+
 def _staged_for(t, rng, extra_test, body, get_state, set_state, symbol_names, opts):
     """A converted ``for``: over the rows of tensor ``t`` (its length static; ``rng`` the bounds
     when ``t`` came from ``tf.range``), or over a ``StagedRange`` ``rng`` (``t`` None)."""
@@ -486,13 +502,14 @@ def _staged_for(t, rng, extra_test, body, get_state, set_state, symbol_names, op
         default = None if rng is None else _math.cast(convert_to_tensor(rng[1]), t.dtype)
     loop = _prepare(lambda: body(sample), get_state, set_state, symbol_names, opts, default)
     init, one = loop.init, loop.require
+    lo, hi = _range_bounds(rng, n) if t is not None else (None, None)
     flag0 = (False,) if one else ()
     if t is not None and extra_test is None:
         # no early exit: one scan over the rows
         def step(state, x):
             cur = tuple(state)[1:] if one else tuple(state)
             set_state(cur)
-            body(x)
+            body(_affine.index(x, lo, hi))   # (a tf.range index knows its range: ops.affine)
             new = tuple(get_state())
             verify_loop_vars(init, cur, new, symbol_names, loop.invariants)
             return ((True,) if one else ()) + new
@@ -521,7 +538,7 @@ def _staged_for(t, rng, extra_test, body, get_state, set_state, symbol_names, op
         def aug_body(i, *vs):
             state = vs[1:] if one else vs
             set_state(state)
-            body(_indexing.gather(t, i) if n is not None else i)
+            body(_affine.index(_indexing.gather(t, i), lo, hi) if n is not None else i)
             new = tuple(get_state())
             verify_loop_vars(init, state, new, symbol_names, loop.invariants)
             return (i + 1 if n is not None else i + delta,) + ((True,) if one else ()) + new

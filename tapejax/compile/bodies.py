@@ -44,6 +44,7 @@ from ..core.convert import convert_to_tensor
 from ..core.errors import OperatorNotAllowedInGraphError
 from ..core.tensor import Tensor
 from ..core.variable import Variable
+from ..ops import affine as _affine
 
 _Tracer = jax.core.Tracer
 
@@ -196,7 +197,8 @@ def close(fn, in_tree, in_avals: Sequence[Any], what: str, carried: Sequence[Var
                 if carry_in:
                     v._value = vals[n_in + i]
                 col.anchor(v, v._value)
-            args = jax.tree_util.tree_unflatten(in_tree, [Tensor(v) for v in vals[:n_in]])
+            # an integer scalar (a loop index) knows its linear form: slices by it have static sizes
+            args = jax.tree_util.tree_unflatten(in_tree, [_affine.index(v) for v in vals[:n_in]])
             out = to_tensors(fn(*args))
             leaves, tree = flatten(out)
             out_box.append(tree)

@@ -47,11 +47,13 @@ is stricter about the container type).
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.experimental import checkify
 
 from ..core import state as _state
 from ..core.bind import Primitive, bind
 from ..core.caches import LRU
 from ..core.convert import convert_to_tensor
+from ..ops.checks import CHECK_ERRORS, raise_if_failed
 from . import tensor_array_loop as _ta
 from .bodies import (
     Closed,
@@ -62,7 +64,7 @@ from .bodies import (
     to_tensors as _to_tensors,
     traced as _traced,
 )
-from .tracing import calls_back
+from .tracing import calls_back, checks
 
 _PRIMS = LRU("control_flow", 1024)
 _EMPTY = jax.tree_util.tree_structure(())
@@ -120,6 +122,30 @@ def _carried(*closed: Closed, before=()):
 def _assign(carried, values) -> None:
     for v, x in zip(carried, values):
         v.assign(x)
+
+
+def _checked(impl):
+    """``impl`` functionalized with ``checkify``: its outputs, then the error's leaves (their tree
+    kept on the function, found by ``_raise_failed``)."""
+    def run(*args):
+        err, outs = checkify.checkify(impl, errors=CHECK_ERRORS)(*args)
+        return tuple(outs) + tuple(jax.tree_util.tree_leaves(err))
+    run.unchecked = impl
+    run.error_tree = None
+    return run
+
+
+def _raise_failed(prim, operands, outs, n_out):
+    """The op's outputs (its first ``n_out``), after raising the first failed check among the
+    error leaves that follow them (``ops.checks.raise_if_failed``: reading them is a host sync)."""
+    run = prim.impl
+    if run.error_tree is None:
+        specs = [jax.ShapeDtypeStruct(x._meta.shape, x._meta.dtype) if hasattr(x, "_meta") else x
+                 for x in operands]
+        err, _ = jax.eval_shape(checkify.checkify(run.unchecked, errors=CHECK_ERRORS), *specs)
+        run.error_tree = jax.tree_util.tree_structure(err)
+    raise_if_failed(jax.tree_util.tree_unflatten(run.error_tree, [t._value for t in outs[n_out:]]))
+    return outs[:n_out]
 
 
 # ---------------------------------------------------------------------------
@@ -415,9 +441,15 @@ def _scan_core(fn, elems, initializer, reverse, want_all, what):
             return tuple(ys) + tuple(final[na:])
         return impl
 
-    key = (what, _text(jf), reverse, want_all, skip_first, nv)
-    prim = _prim(key, "Scan", make)
-    outs = list(bind(prim, *a_leaves, *rest, *carried, *f.handles))
+    operands = (*a_leaves, *rest, *carried, *f.handles)
+    # run outside any trace, a body's run-time checks (ops.checks) are the op's own to raise
+    eager_checks = (_state._local.collector is None and not any(_traced(t) for t in a_leaves + rest)
+                    and checks(jf))
+    key = (what, _text(jf), reverse, want_all, skip_first, nv, eager_checks)
+    prim = _prim(key, "Scan", (lambda: _checked(make())) if eager_checks else make)
+    outs = list(bind(prim, *operands))
+    if eager_checks:
+        outs = _raise_failed(prim, operands, outs, na + nv)
     if nv:
         _assign(carried, outs[len(outs) - nv:])
         outs = outs[:len(outs) - nv]

@@ -42,8 +42,8 @@ from jax.extend import core as jex
 
 from ..core import state as _state
 from ..core.errors import OperatorNotAllowedInGraphError
-from ..core.tensor import Tensor
 from ..core.variable import Variable
+from ..ops import affine as _affine
 from .signature import fill, split_out
 
 _Tracer = jax.core.Tracer
@@ -198,7 +198,7 @@ def trace(fn: Callable[..., Any], tpl: Any, avals: Sequence[Any], *, fname: str,
         _state._local.collector = col
         box.append(col)
         try:
-            args, kwargs = fill(tpl, iter([Tensor(d) for d in dyn_vals]))
+            args, kwargs = fill(tpl, iter([_affine.index(d) for d in dyn_vals]))   # (ints: ops.affine)
             with graph_mode():
                 out = fn(*args, **(kwargs or {}))
                 flat: List[Any] = []

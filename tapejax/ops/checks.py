@@ -27,7 +27,8 @@ TF's summarized tensors (``[1 2 3]``).
 The opt-in value-check mode (``tapejax.debugging.enable_value_checks()``, also
 turned on by ``enable_check_numerics``) makes the ops whose TF CPU kernel
 rejects a value that JAX clamps or turns into inf/NaN check it, each next to
-its op in its family module (``array.gather``, ``math.unsorted_segment_sum``,
+its op in its family module (``array.gather``, ``tf.slice`` with a traced ``begin``
+(``indexing_traced``), ``math.unsorted_segment_sum``,
 ``linalg.inv`` / ``solve`` / ``det``'s gradient).  Off by default: JAX's
 semantics (TF's on GPU), no host read, no extra work.  A ``tapejax.function``
 traced while the mode was off keeps its program (as TF keeps a traced graph).

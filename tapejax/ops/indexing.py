@@ -12,6 +12,10 @@ plain gather of a Variable read (the same values and gradients).  Out-of-range i
 checked by default (TF's CPU kernel raises, TF's GPU kernel gives zeros; JAX wraps a negative
 index and fills a row past the end, NaN for floats) unless the value-check mode is on
 (``ops.checks``): ``gather`` then raises TF's InvalidArgumentError.
+
+Slices whose start is known only when a compiled step runs (``x[i * 3:(i + 1) * 3]``,
+``tf.slice(x, [i, 0], [3, -1])``, ``v[i:i + 2].assign(...)``) are ``dynamic_slice`` of a static
+size: ``indexing_traced`` (with ``affine``, the loop index's linear form).
 """
 import builtins
 
@@ -38,7 +42,9 @@ from ._registry import (
     static_shape,
     tf_types,
 )
+from .affine import form_of
 from .checks import VALUE_CHECKS, require_in_range
+from .indexing_traced import check_slice_begin, dynamic_starts, dynamic_update_starts, is_traced, traced_slice
 
 _pyrange = builtins.range
 _pyslice = builtins.slice
@@ -186,13 +192,20 @@ def tensor_scatter_nd_add(tensor, indices, updates, name=None):
     return _call(_TS_ADD, "TensorScatterAdd", tensor, _int_indices(indices, "TensorScatterAdd"), updates)
 
 
-_SLICE = prim("Slice", lambda x, *, begin, size: jax.lax.slice(
-    x, begin, tuple(b + s for b, s in zip(begin, size))))
+def _slice_impl(x, *dyn_begin, begin, size):
+    if dyn_begin:   # a begin known only when the step runs (a loop index): XLA's dynamic_slice
+        b = dyn_begin[0]
+        return jax.lax.dynamic_slice(x, tuple(b[i] for i in _pyrange(x.ndim)), size)
+    return jax.lax.slice(x, begin, tuple(b + s for b, s in zip(begin, size)))
+
+
+_SLICE = prim("Slice", _slice_impl)
 
 
 @tf_types("Slice")
 def slice(input_, begin, size, name=None):  # noqa: A001  (TF's name)
-    """``tf.slice``: ``size[i] == -1`` takes everything from ``begin[i]``."""
+    """``tf.slice``: ``size[i] == -1`` takes everything from ``begin[i]``.  A ``begin`` known only
+    when a compiled step runs is ``dynamic_slice`` (``ops.indexing_traced``)."""
     shape = _shape(input_)
     if _traced_begin(begin):
         return _slice_at_traced_begin(input_, begin, static_shape(size), shape)
@@ -209,31 +222,29 @@ def slice(input_, begin, size, name=None):  # noqa: A001  (TF's name)
     return bind(_SLICE, input_, begin=begin, size=size)
 
 
-def _is_traced(v):
-    return isinstance(v, Tensor) and isinstance(v._value, jax.core.Tracer)
-
-
 def _traced_begin(begin):
     """Whether ``begin`` holds a value known only when the step runs (a loop index inside
     ``tapejax.function``: ``tf.slice(x, [i * bs, 0], [bs, -1])``)."""
     if isinstance(begin, (list, tuple)):
-        return builtins.any(_is_traced(b) for b in begin)
-    return _is_traced(begin)
+        return builtins.any(is_traced(b) for b in begin)
+    return is_traced(begin)
 
 
 def _slice_at_traced_begin(input_, begin, size, shape):
     """``tf.slice`` whose ``begin`` is traced: XLA needs a static ``size`` (-1 only on an axis whose
-    ``begin`` is a Python int; TF's graph also allows a size known at run time); each axis is a gather of ``begin[i] + range(size[i])``, so its
-    gradient is the gather's (and an out-of-range ``begin`` follows the gather's rules)."""
+    ``begin`` is a Python int; TF's graph also allows a size known at run time); it is
+    ``dynamic_slice``, whose gradient is TF's (the cotangent padded back, dense).  TF's check of
+    ``begin`` is made in the value-check mode (``ops.indexing_traced``)."""
     if len(size) != len(shape):
         raise _bad("Slice", f"Expected `begin` and `size` arguments to be 1-D tensors of size "
                    f"{len(shape)}, but got `size` of shape [{len(size)}] instead.")
+    listed = isinstance(begin, (list, tuple))
     for axis, (s, d) in enumerate(zip(size, shape)):
         if s < 0 and s != -1 or s > d:
             raise _bad("Slice", f"Expected 0 <= size[i] <= dim, got size {list(size)} for shape {list(shape)}")
-        fixed = begin[axis] if isinstance(begin, (list, tuple)) and not _is_traced(begin[axis]) else None
+        fixed = begin[axis] if listed and axis < len(begin) and not is_traced(begin[axis]) else None
         if s == -1 and fixed is not None:   # a static begin on this axis: the rest of it
-            size = size[:axis] + (d - int(fixed),) + size[axis + 1:]
+            size = size[:axis] + (d - int(getattr(fixed, "_value", fixed)),) + size[axis + 1:]
         elif s == -1:
             raise ValueError(f"`size`[{axis}] = -1 with a `begin` known only at run time gives a slice "
                              f"whose shape XLA cannot compile inside tapejax.function: give the size "
@@ -242,10 +253,9 @@ def _slice_at_traced_begin(input_, begin, size, shape):
     if b.shape.rank != 1 or b.shape[0] != len(shape):
         raise _bad("Slice", f"Expected `begin` and `size` arguments to be 1-D tensors of size "
                    f"{len(shape)}, but got `begin` of shape {b.shape.as_list()} instead.")
-    out = input_
-    for axis, s in enumerate(size):
-        out = gather(out, b[axis] + np.arange(s, dtype=np.dtype(b.dtype.name)), axis=axis)
-    return out
+    forms = [form_of(e) for e in begin] if listed else []
+    check_slice_begin(b._value, size, shape, forms)
+    return bind(_SLICE, input_, b, begin=None, size=tuple(size))
 
 
 def _boolean_mask(x, *, mask, mask_shape, axis):
@@ -278,21 +288,37 @@ def boolean_mask(tensor, mask, axis=None, name="boolean_mask"):
 # The index is split into a static spec (part of the cache key) and dynamic
 # tensor indices (inputs, so x[i] with a tensor i does not recompile per i).
 
-def _getitem_impl(x, *dyn, spec):
-    it = iter(dyn)
+def _split_dyn(spec, dyn):
+    """The dynamic operands of a ``tensor[key]`` spec: (traced slice starts, tensor indices)."""
+    kinds = [e[0] for e in spec if e[0] in "td"]
+    return ([v for k, v in zip(kinds, dyn) if k == "d"], [v for k, v in zip(kinds, dyn) if k == "t"])
+
+
+def _index_tuple(spec, tensor_indices):
+    """The NumPy-style index of a spec (a traced slice is ``::step`` of its dynamic window)."""
+    it = iter(tensor_indices)
     idx = []
     for kind, *a in spec:
         if kind == "i":
             idx.append(a[0])
         elif kind == "s":
             idx.append(_pyslice(*a))
+        elif kind == "d":
+            idx.append(_pyslice(None, None, a[1]))
         elif kind == "n":
             idx.append(None)
         elif kind == "e":
             idx.append(Ellipsis)
         else:
             idx.append(next(it))
-    return x[tuple(idx)]
+    return tuple(idx)
+
+
+def _getitem_impl(x, *dyn, spec):
+    starts, tensor_indices = _split_dyn(spec, dyn)
+    if starts:   # traced slice starts first: each a dynamic_slice of its static span
+        x = dynamic_starts(x, spec, starts)
+    return x[_index_tuple(spec, tensor_indices)]
 
 
 _GETITEM = prim("StridedSlice", _getitem_impl)
@@ -304,9 +330,32 @@ def _slice_bound(b):
     return int(np.asarray(getattr(b, "_value", b)))
 
 
+def _traced_slice(k: _pyslice) -> bool:
+    """Whether a bound of slice ``k`` is known only when a compiled step runs (Python ints and None,
+    the common case, answered first)."""
+    a, b, c = k.start, k.stop, k.step
+    if (a is None or type(a) is int) and (b is None or type(b) is int) and (c is None or type(c) is int):
+        return False
+    return is_traced(a) or is_traced(b) or is_traced(c)
+
+
+def _consumes(k) -> bool:
+    """Whether index ``k`` applies to an input dimension (not ``None`` or ``...``)."""
+    return k is not None and k is not Ellipsis
+
+
+def _input_axis(key: tuple, pos: int, ndim: int):
+    """The input dimension ``key[pos]`` applies to (counted from the end after an ellipsis)."""
+    ell = next((j for j, k in enumerate(key) if k is Ellipsis), None)
+    if ell is None or pos < ell:
+        return builtins.sum(1 for k in key[:pos] if _consumes(k))
+    return ndim - builtins.sum(1 for k in key[pos:] if _consumes(k))
+
+
 def getitem(x, key) -> Tensor:
-    """``tensor[key]``: ints, slices, ``...``, ``None``, scalar integer tensors, and a bool tensor
-    (a ``boolean_mask``).  A Python list is a tuple of indices (as TF); an out-of-range int index is
+    """``tensor[key]``: ints, slices (whose bounds may be a loop index inside a compiled step, when
+    the size is static: ``indexing_traced``), ``...``, ``None``, scalar integer tensors, and a bool
+    tensor (a ``boolean_mask``).  A Python list is a tuple of indices (as TF); an out-of-range int index is
     an InvalidArgumentError; array-valued indices are a TypeError (use ``tf.gather``)."""
     if isinstance(key, list):
         key = tuple(key)
@@ -316,18 +365,32 @@ def getitem(x, key) -> Tensor:
         out = boolean_mask(x, key[0])
         assert isinstance(out, Tensor)  # (one result)
         return out
+    spec, dyn = _parse_key(x, key)
+    out = _call(_GETITEM, "StridedSlice", x, *dyn, spec=spec)
+    assert isinstance(out, Tensor)  # (one result)
+    return out
+
+
+def _parse_key(x, key: tuple):
+    """``tensor[key]``'s static spec (one entry per index) and its dynamic operands."""
     shape = _shape(x)
     spec = []
     dyn = []
     dim = 0            # the input dimension the next index applies to (None after an ellipsis)
-    for k in key:
+    for pos, k in enumerate(key):
         if k is None:
             spec.append(("n",))
         elif k is Ellipsis:
             spec.append(("e",))
             dim = None
         elif isinstance(k, _pyslice):
-            spec.append(("s", _slice_bound(k.start), _slice_bound(k.stop), _slice_bound(k.step)))
+            if _traced_slice(k):   # a loop index's slice
+                ds = traced_slice(k, _input_axis(key, pos, len(shape)), shape)
+                spec.append(ds.spec)
+                if ds.start is not None:
+                    dyn.append(ds.start)
+            else:
+                spec.append(("s", _slice_bound(k.start), _slice_bound(k.stop), _slice_bound(k.step)))
             dim = None if dim is None else dim + 1
         elif isinstance(k, (bool, np.bool_)):
             raise TypeError("Only integers, slices (`:`), ellipsis (`...`), tf.newaxis (`None`) and "
@@ -351,9 +414,7 @@ def getitem(x, key) -> Tensor:
             spec.append(("t",))
             dyn.append(t)
             dim = None if dim is None else dim + 1
-    out = _call(_GETITEM, "StridedSlice", x, *dyn, spec=tuple(spec))
-    assert isinstance(out, Tensor)  # (one result)
-    return out
+    return tuple(spec), dyn
 
 
 @tf_types("StridedSlice")
@@ -394,7 +455,7 @@ class VariableSlice(Tensor):
     the Variable and return the Variable.
     """
 
-    __slots__ = ("_var", "_key")
+    __slots__ = ("_var", "_key", "_spec", "_dyn")
 
     def _update(self, value, how):
         var = self._var
@@ -417,7 +478,15 @@ class VariableSlice(Tensor):
         collector = _state._local.collector
         if collector is not None:  # a tapejax.function is tracing: the Variable is state
             collector.touch(var, True)
-        var._value = getattr(var._value.at[self._key], how)(new)
+        if self._key is not None:
+            var._value = getattr(var._value.at[self._key], how)(new)
+            return var
+        # a slice with a traced start: its dynamic window is updated and written back
+        starts, tensor_indices = _split_dyn(self._spec, self._dyn)
+        full = var._value
+        window = dynamic_starts(full, self._spec, starts)
+        window = getattr(window.at[_index_tuple(self._spec, tensor_indices)], how)(new)
+        var._value = dynamic_update_starts(full, window, self._spec, starts)
         return var
 
     def assign(self, value, use_locking=None, name=None, read_value=True):
@@ -438,12 +507,23 @@ jax.tree_util.register_pytree_node(VariableSlice, _flatten, _unflatten)
 
 
 def _variable_getitem(var, key) -> VariableSlice:
-    t = getitem(var, key)
+    raw = tuple(key) if isinstance(key, (list, tuple)) else (key,)
+    traced = False
+    for k in raw:
+        if type(k) is _pyslice and _traced_slice(k):
+            traced = True
+    if not traced:
+        t = getitem(var, key)
+        spec, dyn = None, ()
+    else:   # (a loop index's slice: assigned through its dynamic window)
+        spec, dyn = _parse_key(var, raw)
+        t = _call(_GETITEM, "StridedSlice", var, *dyn, spec=spec)
+        assert isinstance(t, Tensor)  # (one result)
     view = VariableSlice.__new__(VariableSlice)
     view._value, view._id = t._value, t._id
     view._var = var
-    raw = tuple(key) if isinstance(key, (list, tuple)) else (key,)
-    view._key = tuple(k._value if isinstance(k, _TENSORISH) else k for k in raw)
+    view._key = None if traced else tuple(k._value if isinstance(k, _TENSORISH) else k for k in raw)
+    view._spec, view._dyn = spec, tuple(convert_to_tensor(d)._value for d in dyn)
     return view
 
 

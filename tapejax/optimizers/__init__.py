@@ -42,8 +42,11 @@ changed).  The new optimizers (``SGD`` ... here, ``legacy.X`` beside them, ``_ru
 keep the legacy classes' machinery: their hyperparameters are float32 Variables
 (tf_keras': Python floats, ``1 - beta`` rounded in float64: parity at rtol 1e-5), their
 slots keep the legacy slot names (``get_slot`` works; tf_keras' new classes have none),
-``use_ema=True`` is refused, and inside a ``tapejax.function`` the new Nadam is right
-where TF's gives NaN.
+and inside a ``tapejax.function`` the new Nadam is right where TF's gives NaN.  The new
+optimizers (and ``AdamW``, ``Lion``, ``Adafactor``) keep tf_keras' moving average of the weights
+with ``use_ema=True`` (an ``average`` slot per Variable, overwritten into it every
+``ema_overwrite_frequency`` steps, assigned by ``finalize_variable_values``) and take
+``exclude_from_weight_decay`` (``_ema``).
 """
 from . import legacy, schedules
 from ._base import Optimizer

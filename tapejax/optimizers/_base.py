@@ -313,9 +313,11 @@ class Optimizer(HyperParameters):
                 self._weights.extend(self._extra)
         for v in new:
             self._slots[v._id] = {}
-        for v, slot in self._creation_order(new):
+        leading = self._leading_slots()
+        for v, slot in [(v, n) for n in leading for v in new] + list(self._creation_order(new)):
             base = v.name.split(":")[0]
-            init = place_like(self._slot_init(slot, v), v)
+            init = self._leading_slot_init(slot, v) if slot in leading else self._slot_init(slot, v)
+            init = place_like(init, v)
             s = Variable(init, trainable=False, name=f"{base}/{slot}")
             if init is not v._val:   # a new array (``_slot_init``'s zeros): donated by the updates
                 s._set_owned(s._value)
@@ -325,6 +327,27 @@ class Optimizer(HyperParameters):
 
     def _slots_for_creation(self):
         return self._SLOTS
+
+    def _leading_slots(self):
+        """Slots of every trained Variable that come before the rule's (``_SLOTS``): made first,
+        not passed to the rule, updated after it by ``_after_rule`` (the new optimizers'
+        ``average``, ``_ema``); none here."""
+        return ()
+
+    def _leading_slot_init(self, slot_name, var):
+        raise NotImplementedError   # pragma: no cover - only with _leading_slots
+
+    def _after_rule(self, c, new, leading):
+        """The new value of a Variable and of its leading slots, after the rule gave ``new``."""
+        return new, leading
+
+    def _slot_names(self):
+        """Every slot of a trained Variable, in the order the update takes them."""
+        return tuple(self._leading_slots()) + tuple(self._SLOTS)
+
+    def _var_flags(self, var_list):
+        """Per-Variable entries added to the rule's coefficients (None: none)."""
+        return None
 
     def _creation_order(self, new):
         """``(variable, slot name)`` pairs in Keras' creation order (``variables()``' order)."""
@@ -377,7 +400,7 @@ class Optimizer(HyperParameters):
         nv, ns = self._apply(c, g, take_rows(v, u), tuple(take_rows(x, u) for x in slots))
         return put_rows(v, u, nv), tuple(put_rows(x, u, y) for x, y in zip(slots, ns))
 
-    def _pure_update(self, var_vals, slot_vals, extra_vals, grads, it, lr_in, hyp):
+    def _pure_update(self, var_vals, slot_vals, extra_vals, grads, it, lr_in, hyp, flags=None):
         lr = self._lr_value(lr_in, it)
         grads = self._clip(list(grads))
         step = (it + 1).astype(jnp.float32)
@@ -385,12 +408,19 @@ class Optimizer(HyperParameters):
         c = {n: jnp.asarray(h, jnp.float32) for n, h in zip(self._update_hypers(), hyp)}
         c["lr"] = lr
         coef, new_extra = self._prepare(c, step, list(extra_vals))
+        coef["iterations"] = it   # (before this update)
+        nl = len(self._leading_slots())
         new_vars, new_slots = [], []
-        for v, s, g in zip(var_vals, slot_vals, grads):
+        for k, (v, s, g) in enumerate(zip(var_vals, slot_vals, grads)):
+            cv = coef if flags is None else {**coef, **flags[k]}
+            lead, s = tuple(s[:nl]), tuple(s[nl:])
             if type(g) is tuple:   # an IndexedSlices' (values, indices): the sparse rule
-                nv, ns = self._apply_sparse(coef, g[0].astype(v.dtype), g[1], v, s)
+                nv, ns = self._apply_sparse(cv, g[0].astype(v.dtype), g[1], v, s)
             else:
-                nv, ns = self._apply(coef, cast(Any, g).astype(v.dtype), v, s)
+                nv, ns = self._apply(cv, cast(Any, g).astype(v.dtype), v, s)
+            if nl:
+                nv, lead = self._after_rule(cv, nv, lead)
+                ns, s = lead + tuple(ns), lead + s
             new_vars.append(nv.astype(v.dtype))
             new_slots.append(tuple(x.astype(o.dtype) for x, o in zip(ns, s)))
         return new_vars, new_slots, new_extra, it + 1
@@ -443,8 +473,8 @@ class Optimizer(HyperParameters):
             seen.add(v._id)
         it_var = self.iterations
         self._create_slots(var_list)
-        slot_vars = [tuple(self._slots[v._id][s] for s in self._SLOTS if s in self._slots[v._id])
-                     for v in var_list]
+        names = self._slot_names()
+        slot_vars = [tuple(self._slots[v._id][s] for s in names if s in self._slots[v._id]) for v in var_list]
         extra = list(getattr(self, "_extra", []))
         flat_slots = [s for ss in slot_vars for s in ss]
         state = list(var_list) + flat_slots + extra + [it_var]
@@ -458,7 +488,7 @@ class Optimizer(HyperParameters):
             lr_in = None if lr_var is None else lr_var._value
             out = self._pure_update([v._value for v in var_list], [tuple(s._value for s in ss) for ss in slot_vars],
                                     [e._value for e in extra], grads, it_var._value, lr_in,
-                                    [h._value for h in hv])
+                                    [h._value for h in hv], self._var_flags(var_list))
         else:
             # Eager: ONE compiled update of every variable, slot and counter (donated).
             state, fn = self._eager_plan(var_list, slot_vars, extra, it_var)
@@ -533,6 +563,7 @@ class Optimizer(HyperParameters):
                     n_extra = len(extra)
                     state = tuple(var_list) + tuple(s for ss in slot_vars for s in ss) + tuple(extra) + (it_var,)
                     pure = self._pure_update
+                    flags = self._var_flags(var_list)
 
                     def flat_update(vals, grads, lr_in, *hyp):
                         pos = n
@@ -541,7 +572,7 @@ class Optimizer(HyperParameters):
                             slots.append(tuple(vals[pos:pos + k]))
                             pos += k
                         nv, ns, ne, it = pure(vals[:n], slots, vals[pos:pos + n_extra], grads, vals[-1], lr_in,
-                                              hyp)
+                                              hyp, flags)
                         return list(nv) + [x for xs in ns for x in xs] + list(ne) + [it]
 
                     plan = self._updates[key] = (state, Donating(flat_update))

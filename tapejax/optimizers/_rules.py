@@ -17,6 +17,7 @@ import optax
 from ..core import transfer
 from ._args import _float_hyper, _hyper_arg, _momentum_on
 from ._base import Optimizer
+from ._ema import NO_DECAY, NewOptimizerState, check_ema
 from ._sparse import add_rows, dedup_rows, put_rows, take_rows
 
 
@@ -122,26 +123,40 @@ class Adam(Optimizer):
         return v - alpha * m / (jnp.sqrt(vv) + eps), (m, vv)
 
 
-class AdamW(Adam):
+class AdamW(NewOptimizerState, Adam):
     """AdamW (``tf.keras.optimizers.AdamW``, Keras 2): decoupled weight decay
-    ``w -= w * weight_decay * lr`` first, then the Adam step (Keras 2's order).  Keras 2's
-    new optimizers keep ``beta_1``, ``beta_2`` and ``weight_decay`` as plain floats, so they
-    are plain floats here (a change recompiles the update at the next step)."""
+    ``w -= w * weight_decay * lr`` first (``exclude_from_weight_decay`` leaves Variables out), then
+    the Adam step (Keras 2's order); ``use_ema`` keeps a moving average of the weights (``_ema``).
+    Keras 2's new optimizers keep ``beta_1``, ``beta_2`` and ``weight_decay`` as plain floats, so
+    they are plain floats here (a change recompiles the update at the next step)."""
 
     _HYPERS = ()
 
     def __init__(self, learning_rate=0.001, weight_decay=0.004, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
-                 amsgrad=False, name="AdamW", **kwargs):
-        super().__init__(learning_rate, beta_1, beta_2, epsilon, amsgrad, name, **kwargs)
+                 amsgrad=False, clipnorm=None, clipvalue=None, global_clipnorm=None, use_ema=False,
+                 ema_momentum=0.99, ema_overwrite_frequency=None, jit_compile=True, name="AdamW", **kwargs):
+        check_ema(use_ema, ema_momentum, ema_overwrite_frequency)
         if weight_decay is None:
             raise ValueError("Argument `weight_decay` must be a float. Received: weight_decay=None")
+        super().__init__(learning_rate, beta_1, beta_2, epsilon, amsgrad, name, clipnorm=clipnorm,
+                         clipvalue=clipvalue, global_clipnorm=global_clipnorm, **kwargs)
         self.weight_decay = _float_hyper("weight_decay", weight_decay)
+        self.set_ema(use_ema, ema_momentum, ema_overwrite_frequency)
+        self.jit_compile = bool(jit_compile)   # tapejax always compiles the update
 
     def _slots_for_creation(self):
         return self._SLOTS   # Keras 2's AdamW interleaves m/v per variable; the values are the same
 
     def _hyper_config(self):
-        return {**super()._hyper_config(), "weight_decay": self.weight_decay}
+        return {**super()._hyper_config(), "weight_decay": self.weight_decay, "use_ema": self.use_ema,
+                "ema_momentum": self.ema_momentum, "ema_overwrite_frequency": self.ema_overwrite_frequency,
+                "jit_compile": self.jit_compile, "is_legacy_optimizer": False}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config.pop("is_legacy_optimizer", None)   # (written by get_config, as tf_keras)
+        return cls(**config)
 
     def _prepare(self, c, step, extra):
         b1p = jnp.power(jnp.float32(self.beta_1), step)
@@ -151,8 +166,8 @@ class AdamW(Adam):
 
     def _apply(self, c, g, v, s):
         lr = _c(c["lr"], v)
-        wd = _c(self.weight_decay, v)
-        v = v - v * wd * lr
+        if not c.get(NO_DECAY):
+            v = v - v * _c(self.weight_decay, v) * lr
         # Keras 2's new optimizers compute ``1 - beta`` in Python (float64), then cast.
         alpha, eps = _c(c["alpha"], v), _c(self.epsilon, v)
         m = s[0] + (g - s[0]) * _c(1 - self.beta_1, v)
@@ -167,7 +182,8 @@ class AdamW(Adam):
         rows summed, ``m -= (1 - b1) m`` everywhere and the rows' ``(1 - b1) g`` added (``v`` alike
         with ``g^2``), then the Adam step on every row."""
         lr = _c(c["lr"], v)
-        v = v - v * _c(self.weight_decay, v) * lr
+        if not c.get(NO_DECAY):
+            v = v - v * _c(self.weight_decay, v) * lr
         g, u = dedup_rows(g, ind, v.shape[0])
         alpha, eps = _c(c["alpha"], v), _c(self.epsilon, v)
         omb1, omb2 = _c(1 - self.beta_1, v), _c(1 - self.beta_2, v)

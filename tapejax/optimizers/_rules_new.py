@@ -8,7 +8,7 @@ compiled update, compiled again at the next step) and apply ``weight_decay`` bef
 ``w -= w * weight_decay * lr``.  optax's ``lion`` and ``adafactor`` are not used: optax's lion
 scales the weight decay differently and its adafactor factors and clips otherwise (momentum,
 decay-rate schedule, update clipping by RMS over the factored estimate), so neither gives
-tf_keras' numbers.  ``use_ema=True`` is refused (tapejax keeps no moving average of the weights).
+tf_keras' numbers.  ``use_ema`` keeps tf_keras' moving average of the weights (``_ema``).
 """
 import jax.numpy as jnp
 from jax import lax
@@ -16,6 +16,7 @@ from jax import lax
 from ..core import transfer
 from ._args import _float_hyper
 from ._base import Optimizer
+from ._ema import NO_DECAY, NewOptimizerState, check_ema
 from ._sparse import add_rows
 
 
@@ -23,24 +24,21 @@ def _c(x, like):
     return jnp.asarray(x, like.dtype)
 
 
-class _NewOptimizer(Optimizer):
-    """tf_keras' new ``Optimizer`` base: ``weight_decay`` before the rule, the EMA arguments."""
+class _NewOptimizer(NewOptimizerState, Optimizer):
+    """tf_keras' new ``Optimizer`` base: ``weight_decay`` before the rule, ``use_ema`` (``_ema``)."""
 
     _HYPERS = ()
 
     def __init__(self, name, learning_rate, weight_decay, use_ema, ema_momentum, ema_overwrite_frequency,
                  jit_compile, **kwargs):
-        if use_ema:
-            raise ValueError(f"{name}: `use_ema=True` is not supported by tapejax (no moving average of the "
-                             "weights is kept); got use_ema=True")
+        check_ema(use_ema, ema_momentum, ema_overwrite_frequency)
         super().__init__(name, learning_rate, **kwargs)
         self.weight_decay = None if weight_decay is None else _float_hyper("weight_decay", weight_decay)
-        self.ema_momentum = ema_momentum
-        self.ema_overwrite_frequency = ema_overwrite_frequency
+        self.set_ema(use_ema, ema_momentum, ema_overwrite_frequency)
         self.jit_compile = bool(jit_compile)   # tapejax always compiles the update
 
     def _hyper_config(self):
-        return {"weight_decay": self.weight_decay, "use_ema": False, "ema_momentum": self.ema_momentum,
+        return {"weight_decay": self.weight_decay, "use_ema": self.use_ema, "ema_momentum": self.ema_momentum,
                 "ema_overwrite_frequency": self.ema_overwrite_frequency, "jit_compile": self.jit_compile,
                 "is_legacy_optimizer": False}
 
@@ -51,7 +49,7 @@ class _NewOptimizer(Optimizer):
         return cls(**config)
 
     def _decayed(self, c, v):
-        if self.weight_decay is None:
+        if self.weight_decay is None or c.get(NO_DECAY):
             return v
         return v - v * _c(self.weight_decay, v) * _c(c["lr"], v)
 

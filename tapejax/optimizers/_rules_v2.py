@@ -17,8 +17,9 @@ What the new rules change (checked against tf_keras in ``tests/parity/test_optim
   schedule is ``b1 (1 - 0.5 * 0.96^t)`` (no ``schedule_decay``: legacy's exponent is
   ``0.004 t``), with the product of the schedule kept in one extra Variable (``u_product``).
 * The constructors take the new optimizers' arguments: ``weight_decay`` (``w -= w * wd * lr``
-  before the rule), ``use_ema`` (True is refused: tapejax keeps no moving average),
-  ``ema_momentum``, ``ema_overwrite_frequency``, ``jit_compile`` (tapejax always compiles),
+  before the rule; ``exclude_from_weight_decay``), ``use_ema``, ``ema_momentum``,
+  ``ema_overwrite_frequency`` (a moving average of the weights, ``_ema``; ``finalize_variable_values``),
+  ``jit_compile`` (tapejax always compiles),
   Adam's ``adaptive_epsilon``; ``decay`` is TF's ValueError and ``lr`` is ignored with a warning,
   as tf_keras.  Hyperparameters stay
   float32 Variables as in the legacy classes (tf_keras' new ones keep plain floats and compute
@@ -32,6 +33,7 @@ from jax import lax
 from . import _rules
 from ._args import _float_hyper, _hyper_arg
 from ._base import Optimizer
+from ._ema import NO_DECAY, NewOptimizerState, check_ema
 from ._sparse import add_rows, dedup_rows, take_rows
 
 _log = logging.getLogger("tapejax")
@@ -48,20 +50,20 @@ def _dense(g, u, v):
     return add_rows(jnp.zeros_like(v), u, g)
 
 
-class _New:
-    """The new optimizers' constructor arguments and ``weight_decay`` (a mixin before the legacy class)."""
+class _New(NewOptimizerState):
+    """The new optimizers' constructor arguments, ``weight_decay`` and ``use_ema`` (``_ema``; a mixin
+    before the legacy class)."""
 
     def _set_new(self, new):
         """Keep the new optimizers' own arguments (after the legacy class' constructor)."""
         self.weight_decay = None if new["weight_decay"] is None else _float_hyper("weight_decay",
                                                                                   new["weight_decay"])
-        self.ema_momentum = new["ema_momentum"]
-        self.ema_overwrite_frequency = new["ema_overwrite_frequency"]
+        self.set_ema(new["use_ema"], new["ema_momentum"], new["ema_overwrite_frequency"])
         self.jit_compile = bool(new["jit_compile"])
 
     def _hyper_config(self):
         return {**super()._hyper_config(),   # type: ignore[misc]
-                "weight_decay": self.weight_decay, "use_ema": False, "ema_momentum": self.ema_momentum,
+                "weight_decay": self.weight_decay, "use_ema": self.use_ema, "ema_momentum": self.ema_momentum,
                 "ema_overwrite_frequency": self.ema_overwrite_frequency, "jit_compile": self.jit_compile,
                 "is_legacy_optimizer": False}
 
@@ -72,7 +74,7 @@ class _New:
         return cls(**config)
 
     def _decayed(self, c, v):
-        if self.weight_decay is None:
+        if self.weight_decay is None or c.get(NO_DECAY):
             return v
         return v - v * _c(self.weight_decay, v) * _c(c["lr"], v)
 
@@ -92,7 +94,7 @@ class _New:
 
 def _split(name, kwargs, ema_overwrite_frequency=None):
     """The new optimizers' own arguments, taken out of ``kwargs`` (TF's errors for ``decay`` and
-    ``use_ema=True``)."""
+    the EMA arguments)."""
     if "decay" in kwargs:
         raise ValueError("decay is deprecated in the new TF-Keras optimizer, please check the docstring for "
                          "valid arguments, or use the legacy optimizer, e.g., "
@@ -104,9 +106,7 @@ def _split(name, kwargs, ema_overwrite_frequency=None):
     defaults = dict(weight_decay=None, use_ema=False, ema_momentum=0.99,
                     ema_overwrite_frequency=ema_overwrite_frequency, jit_compile=True)
     new = {k: kwargs.pop(k, d) for k, d in defaults.items()}
-    if new["use_ema"]:
-        raise ValueError(f"{name}: `use_ema=True` is not supported by tapejax (no moving average of the "
-                         "weights is kept); got use_ema=True")
+    check_ema(new["use_ema"], new["ema_momentum"], new["ema_overwrite_frequency"])
     return new
 
 

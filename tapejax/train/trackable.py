@@ -192,7 +192,7 @@ def _optimizer_children(opt: Optimizer) -> list:
 
 def _optimizer_slots(opt: Optimizer) -> list:
     out = []
-    for name in opt._SLOTS:   # TF's order: slot name by slot name, then the Variables
+    for name in opt._slot_names():   # TF's order: slot name by slot name, then the Variables
         for vid, slots in opt._slots.items():
             if name in slots:
                 out.append(SlotRef(vid, name, slots[name]))
@@ -200,7 +200,7 @@ def _optimizer_slots(opt: Optimizer) -> list:
 
 
 def _optimizer_make_slot(opt: Optimizer, var: Any, slot_name: str) -> Any:
-    if not isinstance(var, Variable) or slot_name not in opt._SLOTS:
+    if not isinstance(var, Variable) or slot_name not in opt._slot_names():
         return None
     opt._create_slots([var])
     return opt._slots[var._id].get(slot_name)

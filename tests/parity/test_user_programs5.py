@@ -15,7 +15,7 @@ import tempfile
 
 import numpy as np
 
-from .harness import parity, raises, warned, xfail_on_tapejax
+from .harness import parity, raises, warned
 
 TOL = dict(rtol=2e-5, atol=2e-6)
 
@@ -220,9 +220,6 @@ def test_range_loop_collects_per_step_losses_in_a_tensor_array(tf):
     return epoch(x, y, 4), epoch(x, y, 2), epoch(x, y, 4), w, b
 
 
-@xfail_on_tapejax("a slice whose bounds are both traced (xs[i * 3:(i + 1) * 3] in a tf.range loop) has a "
-                   "size XLA cannot know while tracing; tapejax raises OperatorNotAllowedInGraphError "
-                   "(tf.slice(xs, [i * 3, 0], [3, -1]) works)")
 @parity(**TOL)
 def test_python_slice_of_a_loop_index_inside_a_compiled_epoch(tf):
     """``xs[i * 3:(i + 1) * 3]`` with ``i`` from ``tf.range`` inside a compiled epoch."""

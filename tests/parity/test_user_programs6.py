@@ -498,9 +498,6 @@ def test_keras_nadam_on_dense_gradients_eagerly(tf):
     return out, w
 
 
-@xfail_on_tapejax("tapejax's AdamW takes no use_ema / ema_momentum / ema_overwrite_frequency (TypeError: "
-                   "unexpected keyword argument) and keeps no moving average of the weights; TF's does and "
-                   "finalize_variable_values swaps it in")
 @parity(rtol=1e-4, atol=1e-5)
 def test_adamw_with_excluded_variables_and_ema(tf):
     """``AdamW(weight_decay=)`` with ``exclude_from_weight_decay(var_names=['bias'])`` and
@@ -683,8 +680,7 @@ def test_autograph_for_over_range_with_continue_and_if_on_tensors(tf):
         for i in tf.range(n):
             if i % 3 == 2:
                 continue
-            # (xs[2 * i:2 * i + 2] is round five's xfail: both bounds traced)
-            xb, yb = tf.slice(xs, [2 * i, 0], [2, -1]), tf.slice(ys, [2 * i, 0], [2, -1])
+            xb, yb = xs[2 * i:2 * i + 2], tf.slice(ys, [2 * i, 0], [2, -1])   # (both bounds traced)
             with tf.GradientTape() as tape:
                 loss = tf.reduce_mean((tf.matmul(xb, w) - yb) ** 2)
             g = tape.gradient(loss, w)

@@ -1,0 +1,117 @@
+"""What tf_keras' new ``Optimizer`` base adds to every new optimizer (``tf_keras/src/optimizers/
+optimizer.py``, TF 2.11+): a moving average of the trained weights (``use_ema``) and the
+Variables left out of ``weight_decay`` (``exclude_from_weight_decay``).
+
+``use_ema=True``: each trained Variable gets an ``average`` slot, made from its value when the
+optimizer first updates it (before that update), listed by ``variables()`` right after
+``iterations`` (tf_keras' order: the averages, then the rule's slots) and saved by
+``tapejax.train.Checkpoint`` with the other slots.  Every update, after the rule (and the weight
+decay), ``average = ema_momentum * average + (1 - ema_momentum) * new_value``; with
+``ema_overwrite_frequency = N`` the Variable takes its average when ``(iterations + 1) % N == 0``
+(``iterations`` before the update is counted), as tf_keras'
+``_distributed_apply_gradients_fn``.  It is part of the one compiled update, eagerly and inside
+``tapejax.function``.  ``finalize_variable_values(var_list)`` assigns the averages to the
+Variables (a no-op without ``use_ema``).
+
+``exclude_from_weight_decay(var_list=None, var_names=None)``, before the first update: those
+Variables, and those whose name ``re.search``-matches one of ``var_names``, get no weight decay.
+"""
+import re
+from typing import Any, Optional
+
+import jax.numpy as jnp
+
+#: The key of a per-Variable coefficient that turns the weight decay off (``_var_flags``).
+NO_DECAY = "weight_decay_off"
+
+
+def check_ema(use_ema: Any, ema_momentum: Any, ema_overwrite_frequency: Any) -> None:
+    """tf_keras' checks of the EMA arguments (made only with ``use_ema``)."""
+    if not use_ema:
+        return
+    if ema_momentum > 1 or ema_momentum < 0:
+        raise ValueError(f"`ema_momentum` must be in the range [0, 1]. Received: ema_momentum={ema_momentum}")
+    if ema_overwrite_frequency and (not isinstance(ema_overwrite_frequency, int) or ema_overwrite_frequency < 1):
+        raise ValueError("`ema_overwrite_frequency` must be an integer > 1 or None. Received: "
+                         f"ema_overwrite_frequency={ema_overwrite_frequency}")
+
+
+class NewOptimizerState:
+    """A mixin (first in the bases) of the new optimizers: ``use_ema``'s ``average`` slot and
+    update, ``exclude_from_weight_decay``.  The class sets ``use_ema``, ``ema_momentum`` and
+    ``ema_overwrite_frequency`` (``set_ema``); the average is a leading slot of ``Optimizer``
+    (``_leading_slots``: made first, updated after the rule by ``_after_rule``)."""
+
+    use_ema: bool = False
+    ema_momentum: Any = 0.99
+    ema_overwrite_frequency: Optional[int] = None
+    _SLOTS: tuple
+    _slots: dict
+
+    def set_ema(self, use_ema, ema_momentum, ema_overwrite_frequency):
+        check_ema(use_ema, ema_momentum, ema_overwrite_frequency)
+        self.use_ema = bool(use_ema)
+        self.ema_momentum = ema_momentum
+        self.ema_overwrite_frequency = ema_overwrite_frequency
+
+    # -- the average slot (``Optimizer``'s leading-slot hooks) --------------------------------
+    def _leading_slots(self):
+        return ("average",) if self.use_ema else ()
+
+    def _leading_slot_init(self, slot_name, var):
+        return jnp.array(var._value, copy=True)   # (its value now: before this first update)
+
+    def _after_rule(self, c, new, leading):
+        """tf_keras' ``_update_model_variables_moving_average`` (``ema_momentum`` and ``1 -
+        ema_momentum`` rounded from Python floats), then the overwrite every N iterations."""
+        (average,) = leading
+        m = float(self.ema_momentum)
+        average = jnp.asarray(m, new.dtype) * average + jnp.asarray(1 - m, new.dtype) * new
+        freq = self.ema_overwrite_frequency
+        if freq:
+            new = jnp.where((c["iterations"] + 1) % freq == 0, average, new)
+        return new, (average,)
+
+    def finalize_variable_values(self, var_list):
+        """With ``use_ema``, assign each Variable its moving average (tf_keras' end of ``fit``)."""
+        if not self.use_ema:
+            return None
+        if not self._slots:
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute "
+                                 "'_model_variables_moving_average' (no update has run: the averages are made "
+                                 "by the first apply_gradients)")
+        averages = []
+        for var in var_list:
+            slots = self._slots.get(getattr(var, "_id", None))
+            if slots is None or "average" not in slots:
+                raise KeyError(f"{getattr(var, 'name', var)!r}: the optimizer keeps no moving average of this "
+                               "variable (it never updated it)")
+            averages.append(slots["average"])
+        for var, average in zip(var_list, averages):
+            var.assign(average)
+        return None
+
+    # -- weight decay ------------------------------------------------------------------
+    def exclude_from_weight_decay(self, var_list=None, var_names=None):
+        """Leave ``var_list`` and the Variables whose name matches one of ``var_names`` (regular
+        expressions, ``re.search``) out of ``weight_decay``; only before the first update."""
+        if self._slots:
+            raise ValueError("`exclude_from_weight_decay()` can only be configued before the optimizer is built.")
+        self._exclude_ids = {v._id for v in var_list} if var_list else set()
+        self._exclude_names = list(var_names or [])
+        updates = self.__dict__.get("_updates")
+        if updates is not None:
+            updates.clear()
+
+    def _use_weight_decay(self, var) -> bool:
+        if var._id in getattr(self, "_exclude_ids", ()):
+            return False
+        return not any(re.search(n, var.name) is not None for n in getattr(self, "_exclude_names", ()))
+
+    def _var_flags(self, var_list):
+        if not getattr(self, "_exclude_ids", None) and not getattr(self, "_exclude_names", None):
+            return None
+        return tuple({} if self._use_weight_decay(v) else {NO_DECAY: True} for v in var_list)
+
+
+__all__ = ["NO_DECAY", "NewOptimizerState", "check_ema"]

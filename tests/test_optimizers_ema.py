@@ -1,0 +1,124 @@
+"""``tapejax/optimizers/_ema.py``: ``use_ema``'s moving average, checked against the same average
+computed with NumPy over the weights the optimizer produced (the oracle), in the places the parity
+tests do not reach: slots made inside a compiled first call, sparse gradients, the slot order and
+``get_slot``, ``finalize_variable_values`` inside a function, ``exclude_from_weight_decay`` by
+Variable, a checkpoint restored before the first update."""
+import tempfile
+
+import numpy as np
+import pytest
+
+import tapejax as tf
+
+ko = tf.keras.optimizers
+X = np.array([[1.0, 2.0], [3.0, -1.0], [0.5, 0.5]], np.float32)
+
+
+def _run(opt, steps, compiled, w0=((0.5, -1.0), (2.0, 0.25))):
+    w = tf.Variable(np.array(w0, np.float32), name="kernel")
+
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(tf.matmul(X, w) - 1.0))
+        opt.apply_gradients([(tape.gradient(loss, w), w)])
+
+    step = tf.function(step) if compiled else step
+    traj = [w.numpy()]
+    for _ in range(steps):
+        step()
+        traj.append(w.numpy())
+    return w, traj
+
+
+def _ema(traj, m):
+    """The oracle: tf_keras' average of the weights after each update (its start: the weights before
+    the first)."""
+    avg = traj[0].astype(np.float64)
+    for w in traj[1:]:
+        avg = m * avg + (1 - m) * w
+    return avg
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_average_is_the_numpy_average_of_the_trajectory(compiled):
+    """The ``average`` slot after five steps (made inside the compiled first call when compiled: its
+    start is the weights before the call) is NumPy's average of the weights the optimizer gave."""
+    opt = ko.Adam(0.1, use_ema=True, ema_momentum=0.8)
+    w, traj = _run(opt, 5, compiled)
+    np.testing.assert_allclose(opt.get_slot(w, "average").numpy(), _ema(traj, 0.8), rtol=1e-6)
+    names = [v.name for v in opt.variables()]
+    assert names[:2] == ["iter:0", "kernel/average:0"] and len(names) == 4   # iterations, average, m, v
+
+
+def test_overwrite_every_n_steps_sets_the_weights_to_the_average():
+    """With ``ema_overwrite_frequency=2`` the weights after steps 2 and 4 are the average then."""
+    opt = ko.SGD(0.1, use_ema=True, ema_momentum=0.5, ema_overwrite_frequency=2)
+    w = tf.Variable(np.array([[0.5, -1.0], [2.0, 0.25]], np.float32))
+    avg = w.numpy().astype(np.float64)
+    for t in range(1, 5):
+        before = w.numpy()
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(tf.matmul(X, w) - 1.0))
+        g = tape.gradient(loss, w).numpy()
+        opt.apply_gradients([(tf.constant(g), w)])
+        stepped = before - 0.1 * g
+        avg = 0.5 * avg + 0.5 * stepped
+        np.testing.assert_allclose(w.numpy(), avg if t % 2 == 0 else stepped, rtol=1e-6)
+        np.testing.assert_allclose(opt.get_slot(w, "average").numpy(), avg, rtol=1e-6)
+
+
+def test_sparse_gradient_averages_every_row():
+    """An embedding's ``IndexedSlices`` gradient: the average moves on every row (the new Adam moves
+    every row), as NumPy's average of the table."""
+    table = tf.Variable(np.arange(12, dtype=np.float32).reshape(6, 2) / 10.0)
+    opt = ko.Adam(0.05, use_ema=True, ema_momentum=0.7)
+    traj = [table.numpy()]
+    for ids in ([0, 2], [2, 5], [1, 1]):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.square(tf.gather(table, ids)))
+        g = tape.gradient(loss, table)
+        assert type(g).__name__ == "IndexedSlices"
+        opt.apply_gradients([(g, table)])
+        traj.append(table.numpy())
+    np.testing.assert_allclose(opt.get_slot(table, "average").numpy(), _ema(traj, 0.7), rtol=1e-6)
+
+
+def test_finalize_inside_a_function_and_exclusion_by_variable():
+    """``finalize_variable_values`` in a compiled function assigns the averages; a Variable left out of
+    the weight decay by ``var_list`` takes the step it takes without decay (a run without decay the
+    oracle: one step, so its gradient is the same), the others the decayed step."""
+    def train(decay, exclude, steps=3):
+        w = tf.Variable(np.array([[0.5, -1.0], [2.0, 0.25]], np.float32))
+        b = tf.Variable([0.1, -0.2])
+        opt = ko.AdamW(0.05, weight_decay=decay, use_ema=True, ema_momentum=0.6)
+        if exclude:
+            opt.exclude_from_weight_decay(var_list=[b])
+        for _ in range(steps):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(tf.matmul(X, w) + b - 1.0))
+            opt.apply_gradients(zip(tape.gradient(loss, [w, b]), [w, b]))
+        return w, b, opt
+
+    w, b, opt = train(0.5, True)
+    avg_w, avg_b = opt.get_slot(w, "average").numpy(), opt.get_slot(b, "average").numpy()
+    tf.function(lambda: opt.finalize_variable_values([w, b]))()
+    np.testing.assert_array_equal(w.numpy(), avg_w)
+    np.testing.assert_array_equal(b.numpy(), avg_b)
+    decayed, plain, excluded = train(0.5, False, 1), train(0.0, False, 1), train(0.5, True, 1)
+    assert not np.allclose(decayed[1].numpy(), plain[1].numpy())   # (the decay does move b)
+    np.testing.assert_allclose(excluded[1].numpy(), plain[1].numpy(), rtol=1e-6)   # b excluded: no decay
+    np.testing.assert_allclose(excluded[0].numpy(), decayed[0].numpy(), rtol=1e-6)   # w still decayed
+
+
+def test_checkpoint_restored_before_the_first_update():
+    """A checkpoint of an optimizer with averages, restored into a new one before it has updated:
+    the averages come back with the slots (deferred until the first update makes them)."""
+    opt = ko.RMSprop(0.01, use_ema=True, ema_momentum=0.5)
+    w, _ = _run(opt, 3, False)
+    path = tf.train.Checkpoint(w=w, opt=opt).save(tempfile.mkdtemp() + "/ck")
+    w2 = tf.Variable(np.zeros((2, 2), np.float32), name="kernel")
+    opt2 = ko.RMSprop(0.01, use_ema=True, ema_momentum=0.5)
+    tf.train.Checkpoint(w=w2, opt=opt2).restore(path)
+    opt2.apply_gradients([(tf.zeros((2, 2)), w2)])
+    np.testing.assert_allclose(opt2.get_slot(w2, "average").numpy(),
+                               0.5 * opt.get_slot(w, "average").numpy() + 0.5 * w.numpy(), rtol=1e-6)
