@@ -419,3 +419,164 @@ def test_function_passing_a_value_through_does_not_own_it():
     np.testing.assert_array_equal(b.numpy(), [5.0, 6.0])
     np.testing.assert_array_equal(out.numpy(), [5.0, 6.0])
     np.testing.assert_array_equal(a.numpy(), [5.0, 6.0])
+
+
+# -- buffers lent to a step's pending ops (``core.ownership.Loan``) ---------------------------
+# A deferred step's forward reads each Variable as a loan to its pending ops and tapes; once
+# they are done with it (the tape released by its gradient, the ops computed or dropped) the
+# buffer is the Variable's again and the optimizer's update donates it, as a hand-written
+# ``jax.jit`` step donates its parameters.  Every holder the loan does not list must keep it.
+
+_X = np.random.default_rng(3).normal(size=(64, 40)).astype(np.float32)   # 64 x 40 -> 40 x 300
+_W = (np.random.default_rng(4).normal(size=(40, 300)) / 7).astype(np.float32)
+
+
+def _loan_step(w, opt, keep=None, persistent=False, inside=False, read=False, aux=False):
+    """One Adam step of a model whose intermediate ``h`` (64 x 300 floats: more than a fused
+    gradient returns) the caller may keep; returns (loss, what was kept)."""
+    kept = {}
+
+    def forward():
+        h = tf.tanh(tf.matmul(tf.constant(_X), w))
+        if keep:
+            kept["h"] = h
+        return tf.reduce_mean(tf.square(h))
+
+    with tf.GradientTape(persistent=persistent) as tape:
+        loss = forward()
+        if aux:
+            kept["aux"] = tf.reduce_sum(w * 2.0)          # recorded, outside the loss's slice
+        if read:
+            kept["read"] = w.read_value()
+        if inside:   # the update while the tape still records
+            opt.apply_gradients([(tape.gradient(loss, w), w)])
+    if not inside:
+        opt.apply_gradients([(tape.gradient(loss, w), w)])
+    if persistent:
+        kept["tape"] = tape
+    return loss, kept
+
+
+@pytest.mark.parametrize("hold", ["nothing", "intermediate", "persistent", "inside", "read", "aux"])
+def test_a_buffer_lent_to_a_step_is_donated_only_when_its_holders_are_done(hold):
+    """Deferral on, predictions off (the optimizer's own update runs): the step's lent buffer is
+    donated by the next update exactly when nothing listed still holds it, and every value kept
+    matches the same program with deferral off."""
+    opts = dict(keep=hold == "intermediate", persistent=hold == "persistent", inside=hold == "inside",
+                read=hold == "read", aux=hold == "aux")
+
+    def run(deferral):
+        with _settings(deferral, False):
+            w = tf.Variable(_W)
+            opt = tf.keras.optimizers.Adam(0.05)
+            losses, donated, kept_vals = [], [], []
+            for _ in range(4):
+                old = w._val
+                loss, kept = _loan_step(w, opt, **opts)
+                donated.append(old.is_deleted())
+                losses.append(float(loss.numpy()))
+                kept_vals.append({k: v.numpy() for k, v in kept.items() if k != "tape"})
+                if "tape" in kept:
+                    kept_vals[-1]["tape"] = kept["tape"].gradient(loss, w).numpy()   # (still usable)
+                del kept
+            return losses, donated, kept_vals, w.numpy()
+
+    losses, donated, kept, final = run(True)
+    want_losses, _, want_kept, want_final = run(False)
+    np.testing.assert_allclose(losses, want_losses, rtol=1e-5)
+    np.testing.assert_allclose(final, want_final, rtol=1e-5, atol=1e-6)
+    for got, want in zip(kept, want_kept):
+        assert got.keys() == want.keys()
+        for k in got:
+            np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-6)
+    # the first step's buffer is the caller's copy (owned); from then on a buffer comes back
+    # only where nothing holds it when the update runs
+    # (``inside``: a non-persistent tape's gradient stops it recording and releases it, as TF's)
+    free = hold in ("nothing", "inside")
+    assert all(donated[1:]) if free else not any(donated[1:]), donated
+
+
+def test_a_lent_buffer_captured_by_a_prediction_is_never_donated():
+    """A predicted step's gradients recompute from the call's inputs (a capture no loan lists):
+    the buffers lent before it stay where they are, and reading a gradient after the updates
+    recomputes it from them."""
+    with _settings(True, True):
+        w = tf.Variable(np.ones((4, 3), np.float32))
+        x = tf.constant(np.arange(8, dtype=np.float32).reshape(2, 4) / 8)
+        opt = tf.keras.optimizers.SGD(0.1)
+        grads = []
+        for _ in range(6):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(tf.square(tf.matmul(x, w)))
+            g = tape.gradient(loss, w)
+            opt.apply_gradients([(g, w)])
+            grads.append(g)
+        got = [g.numpy() for g in grads]   # each recomputed, or computed, after the later updates
+    with _settings(False, False):
+        w = tf.Variable(np.ones((4, 3), np.float32))
+        opt = tf.keras.optimizers.SGD(0.1)
+        want = []
+        for _ in range(6):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(tf.square(tf.matmul(x, w)))
+            g = tape.gradient(loss, w)
+            opt.apply_gradients([(g, w)])
+            want.append(g.numpy())
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5)
+
+
+def test_a_lent_buffer_held_by_a_predicted_recompute_survives_another_update():
+    """A predicted step whose gradients are then not applied: a compiled function assigns the
+    Variable instead (it would donate a buffer it owns), and the gradient is read afterwards,
+    recomputed from the call's inputs, the lent buffer among them."""
+    def run(deferral, speculation):
+        with _settings(deferral, speculation):
+            w = tf.Variable(np.ones((4, 3), np.float32))
+            x = tf.constant(np.arange(8, dtype=np.float32).reshape(2, 4) / 8)
+            opt = tf.keras.optimizers.SGD(0.1)
+
+            @tf.function
+            def bump():
+                w.assign(w * 2.0)
+
+            for _ in range(2):   # (the optimizer's own updates: w owns its buffer; the third step predicts)
+                with tf.GradientTape() as tape:
+                    loss = tf.reduce_sum(tf.square(tf.matmul(x, w)))
+                opt.apply_gradients([(tape.gradient(loss, w), w)])
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(tf.square(tf.matmul(x, w)))
+            g = tape.gradient(loss, w)
+            bump()
+            bump()
+            return g.numpy(), w.numpy()
+    got = run(True, True)
+    want = run(False, False)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5)
+
+
+def test_nested_tapes_keep_the_buffers_their_inner_gradients_hold():
+    """An inner gradient recorded by an outer tape holds the leaves of its call, the lent buffer
+    among them: the updates between keep it."""
+    def run(deferral):
+        with _settings(deferral, False):
+            w = tf.Variable(_W[:, :8])
+            opt = tf.keras.optimizers.Adam(0.05)
+            out = []
+            for _ in range(3):
+                with tf.GradientTape() as outer:
+                    with tf.GradientTape() as inner:
+                        y = tf.reduce_sum(tf.tanh(tf.matmul(tf.constant(_X), w)))
+                    g = inner.gradient(y, w)
+                    z = tf.reduce_sum(g * g)
+                hz = outer.gradient(z, w)
+                opt.apply_gradients([(hz, w)])
+                out.append((g.numpy(), float(z.numpy())))
+            return out, w.numpy()
+    got, gw = run(True)
+    want, ww = run(False)
+    np.testing.assert_allclose(gw, ww, rtol=1e-4, atol=1e-6)
+    for (a, b), (c, d) in zip(got, want):
+        np.testing.assert_allclose(a, c, rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(b, d, rtol=1e-4)

@@ -29,6 +29,7 @@ from ..core import dtypes as _dtypes, state as _state
 from ..core.bind import bind, with_id
 from ..core.executor import ACTIVE, peek
 from ..core.indexed_slices import IndexedSlices
+from ..core.ownership import note_capture
 from ..core.tensor import Lazy, Pending, Tensor
 from ..runtime.thunks import Thunk, _Array
 from .nodes import _TRAINABLE, OUT, Node, _tuple_new
@@ -332,6 +333,7 @@ def _call_gradient(entry: "Compiled | Backward", nodes: Sequence[Node], program:
     # Inputs the gradient does not use are passed as constants (id 0).
     args = [_viewed(v, i if d else 0) for v, i, d in zip(leaves, ids, deps)]
     args += [g if d else g._value for g, d in zip(given, deps[len(leaves):])]
+    note_capture()   # (the outer tapes, or the op left pending, hold this call's leaves)
     out = bind(entry.prim, *args)
     assert isinstance(out, tuple)   # the op has multiple results
     return out

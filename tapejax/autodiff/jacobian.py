@@ -39,6 +39,7 @@ import numpy as np
 from ..core import nest as _nest, state as _state
 from ..core.bind import Primitive, bind, with_id
 from ..core.dtypes import is_trainable_dtype
+from ..core.ownership import note_capture
 from ..core.tensor import Tensor
 from . import replay as _replay
 from .nodes import NotATensorError, _check_leaves, _unconnected
@@ -157,6 +158,7 @@ def _resolve_late(nodes, program, values):
 def _run(entry, nodes, program, leaves, first):
     """Run the entry; under a recording tape, as an op that tape records."""
     if _state.tapes():
+        note_capture()   # (the recording tapes hold this call's leaves)
         return bind(entry.prim, *leaf_tensors(nodes, program, entry.plan, leaves, first))
     return tuple(Tensor(o) for o in entry.call(leaves))
 

@@ -331,6 +331,11 @@ class GradientTape:
             raise RuntimeError("Trying to stop recording a tape which is not recording.")
         return GradientTape._Pause(self)
 
+    def _holds_inputs(self):
+        """Whether this tape still holds recorded values (a buffer lent to its step among them:
+        ``core.ownership.Loan``): until it is released."""
+        return bool(self._nodes)
+
     def _release(self):
         """Drop everything recorded (watched variables stay listed, as in TF)."""
         self._fresh()

@@ -9,6 +9,16 @@ assignment from outside clears it, and only a fresh output of a library update
 (``write_back``: a new array that is none of the call's inputs and not returned twice) or a
 private copy of host data sets it.
 
+A read by a step's deferred ops (``runtime.deferred``: the forward of a training step) is not a
+hand-out but a ``Loan``: the buffer goes to the ops left pending and to the recording tapes, which
+the loan lists (weakly).  It comes back to its Variable (``Variable.owns_buffer``) once each of
+them is gone or done with it (a tape released after its gradient, a pending op computed, which
+drops its inputs: ``_holds_inputs()``), so the step's optimizer update donates it as a
+hand-written ``jax.jit`` step donates its parameters.  A gradient call's inputs captured by a
+value that outlives the call (a predicted call's recompute, a nested gradient left pending:
+``note_capture``) may hold a lent buffer where no loan lists it: a buffer lent before any such
+capture never comes back.
+
 ``Donating`` is a jitted update that donates exactly the buffers their Variables own;
 ``commit`` runs one and writes the new values as one unit (``deferred_interrupts``: a Ctrl-C
 arriving meanwhile is delivered after it, so the Variables are all updated or all untouched),
@@ -30,6 +40,43 @@ except ImportError:  # pragma: no cover - not CPython
     from signal import getsignal as _getsignal, signal as _setsignal
 
 _Array = type(jax.numpy.zeros(()))   # the concrete array type
+
+
+#: How many times a gradient call's inputs were captured by a value that outlives the call
+#: (``note_capture``): a ``Loan`` made before the last capture never settles.
+CAPTURES = [0]
+
+
+def note_capture() -> None:
+    """A gradient call's inputs (a step's lent buffers among them) are held by a value that
+    outlives the call, where no ``Loan`` lists it: no buffer lent before now comes back."""
+    CAPTURES[0] += 1
+
+
+class Loan:
+    """A Variable's own buffer lent to one step's pending ops and recording tapes: the buffer
+    (weakly), ``CAPTURES`` when it was lent, and its holders (weakly; each has
+    ``_holds_inputs()``: a pending op until it is computed, a tape until it is released)."""
+
+    __slots__ = ("buffer", "epoch", "holders")
+
+    def __init__(self, buffer: Any):
+        self.buffer = weakref.ref(buffer)
+        self.epoch = CAPTURES[0]
+        self.holders: list = []
+
+    def lend(self, holder: Any) -> None:
+        self.holders.append(weakref.ref(holder))
+
+    def settled(self) -> bool:
+        """Whether every holder is gone or done with the buffer, with no capture since the loan."""
+        if self.epoch != CAPTURES[0]:
+            return False
+        for r in self.holders:
+            h = r()
+            if h is not None and h._holds_inputs():
+                return False
+        return True
 
 
 def fresh_outputs(inputs: Iterable[Any], outputs: Sequence[Any], others: Iterable[Any] = ()) -> list:

@@ -48,6 +48,7 @@ from .convert import convert_to_tensor
 from .devices import device_name
 from .errors import InvalidArgumentError
 from .executor import ACTIVE
+from .ownership import Loan
 from .tensor import Lazy, Pending, ProtocolError, Tensor, TensorShape, _to_array, host_value, index_value
 
 _Array = type(jnp.zeros(()))   # the concrete array type
@@ -204,7 +205,7 @@ class variable_creator_scope:
 class Variable(metaclass=_VariableMeta):
     """A mutable tensor (``tf.Variable``)."""
 
-    __slots__ = ("_val", "_own", "_id", "_trainable", "_name", "_sharding", "_constraint", "__weakref__")
+    __slots__ = ("_val", "_own", "_lent", "_id", "_trainable", "_name", "_sharding", "_constraint", "__weakref__")
     __array_priority__ = 100
     _unnamed = 0
     # the value: an array (a tracer while a trace binds this Variable) or a pending update
@@ -330,6 +331,7 @@ class Variable(metaclass=_VariableMeta):
         v = self._val
         if v is self._own:   # the buffer is handed out: no longer this Variable's alone
             self._own = None
+        self._lent = None
         if isinstance(v, _Array):   # (the common case first: an exact type is one compare)
             t = Tensor(v)
         elif isinstance(v, Lazy):   # a pending update: the executor decides whether it stays so
@@ -343,12 +345,21 @@ class Variable(metaclass=_VariableMeta):
 
     def _read_deferred(self, tapes):
         """``_read`` for an op being deferred (``runtime.deferred``: no ``tapejax.function``
-        traces), so only the read itself is left: a pending update stays pending."""
+        traces), so only the read itself is left: a pending update stays pending.  An owned
+        buffer is lent (``ownership.Loan``) to the recording tapes, and by the caller
+        (``_lend``) to the pending op that takes it."""
         v = self._val
-        if v is self._own:
+        if v is self._own and v is not None:
             self._own = None
+            self._lent = Loan(v)
         if isinstance(v, _Array):   # (the common case first: an exact type is one compare)
             t = Tensor(v)
+            loan = self._lent
+            if loan is not None and loan.buffer() is v:
+                for tape in tapes:
+                    tape._record_read(self, t)
+                    loan.lend(tape)
+                return t
         elif isinstance(v, Lazy):
             t = Tensor(v.value) if v.value is not None else Pending(v)
         else:   # a tracer (a trace binds this Variable)
@@ -356,6 +367,12 @@ class Variable(metaclass=_VariableMeta):
         for tape in tapes:
             tape._record_read(self, t)
         return t
+
+    def _lend(self, holder):
+        """``holder`` (a pending op) took the buffer a deferred read lent: list it on the loan."""
+        loan = self._lent
+        if loan is not None and loan.buffer() is self._val:
+            loan.lend(holder)
 
     @property
     def _value(self) -> jax.Array:
@@ -376,6 +393,7 @@ class Variable(metaclass=_VariableMeta):
             raise _tracer_error(self)
         self._val = value
         self._own = None   # a value from outside: others may hold it
+        self._lent = None
 
     # -- ownership (donation) ----------------------------------------------------
     # ``_own`` is the current buffer when this Variable alone holds it: a fresh result of a
@@ -386,12 +404,23 @@ class Variable(metaclass=_VariableMeta):
         """The current value (array or pending update's thunk) for a holder outside this
         Variable (a pending op's inputs): the buffer is then no longer this Variable's alone."""
         self._own = None
+        self._lent = None
         return self._val
 
     def owns_buffer(self):
-        """Whether the current value is a buffer only this Variable holds (it may be donated)."""
+        """Whether the current value is a buffer only this Variable holds (it may be donated): its
+        own, or lent to a step's pending ops that are all done with it (``ownership.Loan``)."""
         v = self._val
-        return v is self._own and v is not None
+        if v is None:
+            return False
+        if v is self._own:
+            return True
+        loan = self._lent
+        if loan is not None and loan.buffer() is v and loan.settled():
+            self._own = v   # (given back)
+            self._lent = None
+            return True
+        return False
 
     def _set_owned(self, value):
         """Take ``value``, a fresh buffer nothing else holds (a compiled update's output that is
@@ -406,6 +435,7 @@ class Variable(metaclass=_VariableMeta):
 
     def _restore(self, state):
         self._val, self._own = state
+        self._lent = None
 
     @property
     def _meta(self) -> Any:
@@ -521,6 +551,7 @@ class Variable(metaclass=_VariableMeta):
             _state._local.collector.touch(self, False)
         v = self._value
         self._own = None   # handed out
+        self._lent = None
         return v
 
     def ref(self):

@@ -88,6 +88,7 @@ class KerasVariable(_BackendVariable, Variable):
         # tapejax's slots first: Keras's __init__ stores the value through ``_value``
         self._val = None   # pyright: ignore[reportAttributeAccessIssue]  (None until initialized)
         self._own = None
+        self._lent = None
         self._id = _state.next_id()
         self._sharding = None
         self._constraint = None
@@ -125,6 +126,7 @@ class KerasVariable(_BackendVariable, Variable):
         if col is not None:   # a tapejax.function traces: the variable is part of its state
             col.touch(self, False)
         self._own = None   # the buffer is handed out
+        self._lent = None
         v = _STORAGE.fget(self)   # (a pending update is computed)
         init = getattr(self, "_initializer")
         if v is None and init is not None:   # not initialized yet (created in a Keras scope): Keras's
@@ -245,6 +247,7 @@ class KerasVariable(_BackendVariable, Variable):
             new.__dict__[k] = copy.deepcopy(v, memo)
         new._val = None   # pyright: ignore[reportAttributeAccessIssue]
         new._own = None
+        new._lent = None
         new._id = _state.next_id()
         new._sharding = self._sharding
         new._name = self._name

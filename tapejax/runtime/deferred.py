@@ -79,11 +79,13 @@ def may_defer(tapes: Sequence[Any]) -> bool:
 _ref = weakref.ref
 
 
-def _reads(operands: tuple, vals: tuple, tapes: list) -> "tuple[tuple, tuple]":
+def _reads(operands: tuple, vals: tuple, tapes: list) -> "tuple[tuple, tuple, list]":
     """(ids, values) of a deferred op's operands, its Variables read now (each read recorded;
-    a pending update stays pending)."""
+    a pending update stays pending), and those Variables (the op's thunk is lent their buffers:
+    ``Variable._lend``)."""
     ids = []
     out = list(vals)
+    read = []
     for k, x in enumerate(operands):
         t = type(x)
         if t is Tensor or t is Pending:
@@ -94,9 +96,10 @@ def _reads(operands: tuple, vals: tuple, tapes: list) -> "tuple[tuple, tuple]":
             r = x._read_deferred(tapes)
             ids.append(r._id)
             out[k] = peek(r)
+            read.append(x)
         else:
             ids.append(x._id if isinstance(x, Tensor) else 0)
-    return tuple(ids), tuple(out)
+    return tuple(ids), tuple(out), read
 
 
 class DeferredExecutor(Executor):
@@ -256,9 +259,13 @@ def _small1(tapes, prim, call, skey, x):
     if aval is None:
         aval = aval_for(call, (vx,))   # raises what the call would, before any read
     if tx is Variable:
+        var = x
         x = x._read_deferred(tapes)
         vx = x._thunk if type(x) is Pending else x._value
-    elif tx is _Array:
+        out = _defer(tapes, prim, call, skey, (x._id,), (vx,), aval)
+        var._lend(out._thunk)
+        return out
+    if tx is _Array:
         return _defer(tapes, prim, call, skey, (0,), (vx,), aval)
     return _defer(tapes, prim, call, skey, (x._id,), (vx,), aval)
 
@@ -307,13 +314,20 @@ def _small2(tapes, prim, call, skey, x, y):
     if aval is None:
         aval = aval_for(call, (vx, vy))   # raises what the call would, before any read
     if tx is Variable:
+        xv = x
         x = x._read_deferred(tapes)
         vx = x._thunk if type(x) is Pending else x._value
     if ty is Variable:
+        yv = y
         y = y._read_deferred(tapes)
         vy = y._thunk if type(y) is Pending else y._value
-    return _defer(tapes, prim, call, skey, (0 if tx is _Array else x._id, 0 if ty is _Array else y._id),
-                  (vx, vy), aval)
+    out = _defer(tapes, prim, call, skey, (0 if tx is _Array else x._id, 0 if ty is _Array else y._id),
+                 (vx, vy), aval)
+    if tx is Variable:   # (the op's thunk holds the buffers the reads lent: ``Variable._lend``)
+        xv._lend(out._thunk)
+    if ty is Variable:
+        yv._lend(out._thunk)
+    return out
 
 
 def _small_n(tapes, prim, call, skey, operands):
@@ -343,11 +357,14 @@ def _small_n(tapes, prim, call, skey, operands):
         vals.append(v)
     vals = tuple(vals)
     aval = aval_for(call, vals)   # raises what the call would, before any read
-    if reads:
-        ids, vals = _reads(operands, vals, tapes)
-    else:
+    if not reads:
         ids = tuple([x._id if type(x) is Tensor or type(x) is Pending else 0 for x in operands])
-    return _defer(tapes, prim, call, skey, ids, vals, aval)
+        return _defer(tapes, prim, call, skey, ids, vals, aval)
+    ids, vals, read = _reads(operands, vals, tapes)
+    out = _defer(tapes, prim, call, skey, ids, vals, aval)
+    for var in read:
+        var._lend(out._thunk)
+    return out
 
 
 _NDArray = np.ndarray
@@ -399,8 +416,10 @@ def _defer_many(tapes, prim, call, skey, operands):
     if not concrete(vals):
         return None
     avals = avals_for(call, vals)   # raises what the call would, before any read
-    ids, vals = _reads(operands, vals, tapes)
+    ids, vals, read = _reads(operands, vals, tapes)
     group = Thunk(call, vals, avals)
+    for var in read:
+        var._lend(group)
     picks = [Thunk(prediction._PICKS[j], (group,), a) for j, a in enumerate(avals)]
     result = tuple([Pending(th) for th in picks])
     record(tapes, prim, skey, ids, vals, result)

@@ -27,6 +27,7 @@ from typing import Any, Final, NamedTuple, Optional
 import jax
 
 from ..core.caches import LRU
+from ..core.ownership import note_capture
 from ..core.tensor import Pending
 from .settle import settle
 from .speculate import (
@@ -481,6 +482,7 @@ def run_predicted(track, entry, leaves, given):
     if obs.forced:   # (recomputed while this call computed the previous updates)
         _back_off(track, obs)
     obs = track.obs = _Obs(avals, items_d, True)
+    note_capture()   # (the recompute holds this call's inputs)
     group = Thunk(_Regrad(obs, lay.regrad), args, None)
     table = {}
     rec = _Rec(obs, table)

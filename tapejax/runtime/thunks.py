@@ -76,6 +76,11 @@ class Thunk(Lazy):
             self.value = value
             self.args = None   # the inputs are no longer needed
 
+    def _holds_inputs(self):
+        """Whether this still holds its inputs (pending: a lent buffer may be one of them,
+        ``core.ownership.Loan``)."""
+        return self.args is not None
+
     def force(self):
         """The value, computing what is still pending (``force_many``)."""
         if self.value is None:
