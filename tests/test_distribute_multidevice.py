@@ -104,6 +104,18 @@ SCRIPT = textwrap.dedent(r'''
         return {"losses": out, "vars": [v.numpy().tolist() for v in model.trainable_variables],
                 "var_placement": [placement(v) for v in model.trainable_variables]}
 
+    def keras_fit(strategy):
+        """compile / fit in the scope: TF's values (on several devices Keras's own trainer runs
+        on the replicated Variables: not split, see tapejax/distribute/README.md)."""
+        with strategy.scope():
+            model = tf.keras.Sequential([tf.keras.Input((5,)), tf.keras.layers.Dense(4, activation="tanh"),
+                                         tf.keras.layers.Dense(3)])
+            r = np.random.RandomState(3)
+            model.set_weights([(r.randn(*v.shape) * 0.5).astype("float32") for v in model.weights])
+            model.compile(optimizer="sgd", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+            hist = model.fit(X, Y, batch_size=GLOBAL, epochs=2, shuffle=False, verbose=0)
+        return {"losses": hist.history["loss"], "vars": [v.numpy().tolist() for v in model.trainable_variables]}
+
     def from_function(strategy, mode):
         contexts = []
 
@@ -129,6 +141,7 @@ SCRIPT = textwrap.dedent(r'''
         results[label + "_compiled"] = custom_loop(s, True)
         results[label + "_eager"] = custom_loop(s, False)
         results[label + "_keras"] = keras_loop(s)
+        results[label + "_fit"] = keras_fit(s)
         results[label + "_per_worker"] = from_function(s, tf.distribute.InputReplicationMode.PER_WORKER)
         results[label + "_per_replica"] = from_function(s, tf.distribute.InputReplicationMode.PER_REPLICA)
     results["hooks_left"] = len(core_variable.CREATION_HOOKS)
@@ -159,7 +172,7 @@ def test_mirrored_strategy_has_the_four_devices(results):
     assert results["mesh"] == [["data"], 4]
 
 
-@pytest.mark.parametrize("kind", ["compiled", "eager", "keras"])
+@pytest.mark.parametrize("kind", ["compiled", "eager", "keras", "fit"])
 def test_four_devices_give_one_devices_losses_and_weights(results, kind):
     one, four = results["one_" + kind], results["four_" + kind]
     _close(four["losses"], one["losses"])

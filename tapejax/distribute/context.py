@@ -351,9 +351,9 @@ class _Scope:
         if self._again:
             self._again -= 1
             return False
+        _modes.pop(self._mode)   # (first: out of order, it raises with nothing changed)
         creator, self._creator = self._creator, None
         creator.__exit__(*exc)
-        _modes.pop(self._mode)
         return False
 
 

@@ -345,3 +345,21 @@ def test_run_converts_the_step_inside_a_function(tf):
 
     f = tf.function(lambda x: s.run(step, args=(x,)))
     return f(tf.constant([1.0, 2.0])), f(tf.constant([-3.0, 1.0]))
+
+
+@parity
+def test_experimental_set_strategy(tf):
+    s = tf.distribute.MirroredStrategy()
+    tf.distribute.experimental_set_strategy(s)
+    out = [tf.distribute.get_strategy() is s, tf.distribute.in_cross_replica_context()]
+    out.append(s.extended.variable_created_in_scope(tf.Variable(1.0)))
+    tf.distribute.experimental_set_strategy(None)
+    out.append([tf.distribute.has_strategy(), tf.distribute.get_replica_context() is not None])
+
+    def inside_a_scope():
+        with s.scope():
+            tf.distribute.experimental_set_strategy(s)
+
+    out.append(raises(inside_a_scope))
+    out.append(tf.distribute.has_strategy())
+    return out
