@@ -144,6 +144,18 @@ SCRIPT = textwrap.dedent(r'''
         results[label + "_fit"] = keras_fit(s)
         results[label + "_per_worker"] = from_function(s, tf.distribute.InputReplicationMode.PER_WORKER)
         results[label + "_per_replica"] = from_function(s, tf.distribute.InputReplicationMode.PER_REPLICA)
+    # a strategy on devices that are not JAX's default one: Variables and batches go there
+    for label, s in (("cpu1", tf.distribute.OneDeviceStrategy("/cpu:1")),
+                     ("two", tf.distribute.MirroredStrategy(["/cpu:2", "/cpu:3"]))):
+        with s.scope():
+            v = tf.Variable(np.ones((5, 3), "float32"))
+        batch = next(iter(s.experimental_distribute_dataset(tf.data.Dataset.from_tensor_slices(X).batch(4))))
+        step = tf.function(lambda b: s.run(lambda b: v.assign_add(tf.matmul(tf.transpose(b), b)[:, :3])
+                                           .read_value(), args=(b,)))
+        out = step(batch)
+        results[label] = {"ids": [sorted(d.id for d in a.sharding.device_set)
+                                  for a in (v._value, batch._value, out._value)],
+                          "value": out.numpy().tolist(), "replicas": s.num_replicas_in_sync}
     results["hooks_left"] = len(core_variable.CREATION_HOOKS)
     print("RESULT" + json.dumps(results))
 ''')
@@ -195,6 +207,17 @@ def test_variables_and_optimizer_state_are_replicated(results, kind):
     Variable created inside the step's first trace are replicated over the 4 devices."""
     assert all(p == ["P()", 4] for p in results["four_" + kind]["var_placement"]), results["four_" + kind]
     assert results["hooks_left"] == 0
+
+
+def test_strategies_on_other_devices_put_everything_there(results):
+    """OneDeviceStrategy('/cpu:1') and MirroredStrategy(['/cpu:2', '/cpu:3']): the Variable, the
+    batch and the step's result live on those devices; the value is NumPy's."""
+    x = np.random.RandomState(0).randn(70, 5).astype(np.float32)[:4]
+    want = np.ones((5, 3)) + (x.T @ x)[:, :3]
+    assert results["cpu1"]["ids"] == [[1], [1], [1]] and results["cpu1"]["replicas"] == 1
+    assert results["two"]["ids"] == [[2, 3], [2, 3], [2, 3]] and results["two"]["replicas"] == 2
+    _close(results["cpu1"]["value"], want)
+    _close(results["two"]["value"], want)
 
 
 def test_datasets_from_function_make_global_batches(results):
