@@ -143,10 +143,14 @@ class ReplicaContext:
     def merge_call(self, merge_fn, args=(), kwargs=None) -> Any:
         """``merge_fn(strategy, *args, **kwargs)`` in the cross-replica context (the values it
         gets are the global ones: there is one program)."""
-        mode = _modes.current()
-        if mode is None or mode.replica_context is not self:
-            raise RuntimeError("Need to be inside `call_for_each_replica()`" if mode is None or mode.replica_context
-                               is None else "Mismatching ReplicaContext.")
+        current = get_replica_context()
+        if current is not self:   # (TF's ``require_replica_context``)
+            if current is None:
+                raise RuntimeError("Need to be inside `call_for_each_replica()`")
+            if current.strategy is self._strategy:
+                raise RuntimeError("Mismatching ReplicaContext.")
+            raise RuntimeError(f"Mismatching tf.distribute.Strategy objects: {current.strategy} is not "
+                               f"{self._strategy}.")
         cross = _modes.Mode(self._strategy, None, self._strategy is _DEFAULT_STRATEGY)
         _modes.push(cross)
         try:

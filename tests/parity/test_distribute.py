@@ -176,6 +176,10 @@ def test_default_strategy_and_contexts(tf):
         return a * b, ctx.replica_id_in_sync_group, tf.distribute.in_cross_replica_context(), ctx.num_replicas_in_sync
 
     out.append(d.run(fn, args=(tf.constant([1.0, 2.0]),), kwargs={"b": 3.0}))
+    out.append(rc.merge_call(lambda strategy, a: (strategy is d, tf.distribute.in_cross_replica_context(),
+                                                  tf.distribute.has_strategy(), a), args=(2.0,)))
+    s = tf.distribute.MirroredStrategy()
+    out.append(raises(lambda: s.run(lambda: rc.merge_call(lambda strategy: 1))))
     ds = tf.data.Dataset.range(3)
     out.append(d.experimental_distribute_dataset(ds) is ds)
     out.append(d.distribute_datasets_from_function(
