@@ -90,6 +90,7 @@ from .data.hostops_text import strings
 from .data.lookup import fingerprint, lookup
 from .data.optional import Optional as _Optional
 from .compat import config, debugging, summary, test
+from . import distribute
 from .compat.device import device
 from .compat.device_spec import DeviceSpec
 
@@ -117,7 +118,7 @@ __all__ = [
     "bitcast", "bitwise", "bool", "boolean_mask", "broadcast_dynamic_shape", "broadcast_static_shape",
     "broadcast_to", "cache_info", "cache_stats", "case", "cast", "clear_cache", "clip_by_global_norm", "clip_by_norm",
     "clip_by_value", "compat", "complex", "complex128", "complex64", "concat", "cond", "config", "constant",
-    "constant_initializer", "control_dependencies", "conv", "conv2d_backprop_filter_v2",
+    "constant_initializer", "control_dependencies", "conv", "conv2d_backprop_filter_v2", "distribute",
     "conv2d_backprop_input_v2", "convert_to_tensor", "cos", "cosh", "cumsum", "custom_gradient", "data",
     "debugging", "deferred_execution", "define_op", "device", "DeviceSpec", "divide", "double", "DType", "dtypes",
     "dynamic_partition", "dynamic_stitch", "eig", "eigvals", "einsum", "ensure_shape", "equal", "errors", "executing_eagerly",

@@ -808,6 +808,26 @@ row("sample-distorted-bounding-box-area-above-one",
     "InvalidArgumentError", ["Area range", "1.0", "1.5"], world=recording)
 
 
+# tf.distribute and its loss helpers
+_LOSSES = [1.0, 2.0, 3.0]
+row("compute-average-loss-float-batch-size",
+    lambda tf, w: tf.nn.compute_average_loss(_LOSSES, global_batch_size=4.0),
+    "TypeError", ["global_batch_size", "integer", "float32"])
+row("compute-average-loss-negative-batch-size",
+    lambda tf, w: tf.nn.compute_average_loss(_LOSSES, global_batch_size=-2),
+    "InvalidArgumentError", ["global_batch_size", "non-negative", "-2"])
+row("compute-average-loss-scalar-loss", lambda tf, w: tf.nn.compute_average_loss(1.0),
+    "ValueError", ["per_example_loss", "at least rank 1", "rank 0"])
+row("strategy-run-args-not-a-sequence",
+    lambda tf, w: tf.distribute.MirroredStrategy().run(lambda v: v, args=w.x),
+    "ValueError", ["positional args", "list or tuple"])
+row("strategy-reduce-unknown-op",
+    lambda tf, w: tf.distribute.get_strategy().reduce("MAX", w.x, axis=None),
+    "ValueError", ["MAX", "ReduceOp"])
+row("one-device-strategy-device-not-a-string", lambda tf, w: tf.distribute.OneDeviceStrategy(3),
+    "TypeError", ["`device`", "device name", "int"], tf_exc="AttributeError",
+    note="TF splits the argument as a string (AttributeError: 'int' object has no attribute 'split')")
+
 DEVICE_ROWS = []
 _NO_TF_DEVICES = ("TF copies operands between devices itself (and has one CPU device here); "
                   "tapejax raises InvalidArgumentError naming the devices")

@@ -43,12 +43,14 @@ REASONS = {
              "formats, not computation",
     "distributed": "out of scope: TF's distributed runtime (cluster specs, servers, coordinators); JAX's is "
                    "jax.distributed",
-    "subsystem": "out of scope: a TF library beside the tape (io, audio, distribute, dtensor, "
+    "subsystem": "out of scope: a TF library beside the tape (io, audio, dtensor, "
                  "tpu, xla, lite, profiler, feature_column, build and version info, pinned-memory checks)",
     "keras_alias": "out of scope: Keras-2 names re-exported by TF (losses, metrics, initializers, RNN cell "
                    "wrappers): use tapejax.keras",
     "typespec": "out of scope: composite-tensor type specs (TypeSpec and the specs of the types above)",
     "experimental": "out of scope: TF's unstable experimental namespace",
+    "one_program": "not applicable: a strategy here runs one SPMD program, so a value of strategy.run is its global "
+                   "value, never a per-replica container (tapejax/distribute/README.md)",
     "tf1": "out of scope: TF1's graph and session API (sessions, placeholders, collections, variable "
            "scopes); tapejax.compat.v1 keeps the gradient names TF2 code uses from it",
 }
@@ -63,7 +65,7 @@ MISSING = {
         "graph": "Graph Operation import_graph_def graph_util raw_ops load_library load_op_library mlir "
                  "nondifferentiable_batch_function",
         "proto": "make_ndarray make_tensor_proto",
-        "subsystem": "audio distribute dtensor tpu xla lite profiler feature_column security "
+        "subsystem": "audio dtensor tpu xla lite profiler feature_column security "
                      "sysconfig tools version types check_pinned",
         "keras_alias": "initializers losses metrics",
         "typespec": "IndexedSlicesSpec NoneTensorSpec OptionalSpec TypeSpec",
@@ -86,6 +88,12 @@ MISSING = {
     "nest": {},
     "signal": {},
     "bitwise": {},
+    "distribute": {
+        "distributed": "MultiWorkerMirroredStrategy ParameterServerStrategy Server TPUStrategy cluster_resolver "
+                       "coordinator",
+        "one_program": "DistributedValues",
+        "experimental": "experimental",
+    },
     "dtypes": {
         "resource": "resource variant",
         "quantized": "QUANTIZED_DTYPES qint16 qint32 qint8 quint16 quint8",
@@ -146,7 +154,7 @@ def test_snapshot_is_tf_2_21_and_matches_installed_tf():
 def test_every_namespace_is_compared():
     assert set(TF_NAMES) == set(MISSING) | {"compat.v1"}
     for ns in ("", "math", "nn", "linalg", "random", "keras.optimizers", "train", "autodiff", "nest", "compat.v1",
-               "signal"):
+               "signal", "distribute"):
         assert ns in TF_NAMES
 
 

@@ -25,6 +25,7 @@ ALLOWED = {
     "compat": {"core", "autodiff", "ops", "compile", "runtime"},
     "keras": {"core", "autodiff", "optimizers", "ops", "compile", "train", "runtime"},
     "data": {"core", "ops", "compile"},
+    "distribute": {"core", "ops", "compile", "data", "compat"},
 }
 
 

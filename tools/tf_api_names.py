@@ -16,7 +16,7 @@ OUT = os.path.join(ROOT, "tests", "data", "tf_api_names.json")
 
 #: The namespaces compared (``""`` is the top level).
 NAMESPACES = ("", "math", "nn", "linalg", "random", "keras.optimizers", "train", "autodiff", "nest", "compat.v1",
-              "bitwise", "dtypes", "signal")
+              "bitwise", "dtypes", "signal", "distribute")
 
 
 def collect():

@@ -17,7 +17,8 @@ What each option does here (grain runs the pipeline, not TF's runtime):
   (iterator checkpoints are always small here: see the README).
 * carried, typed and merged, but with nothing to act on here: ``experimental_distribute``
   (``DistributeOptions``: ``auto_shard_policy``, an ``AutoShardPolicy``, default ``AUTO``;
-  ``num_devices``: tapejax has no ``tf.distribute`` to shard for), ``autotune.autotune_algorithm``
+  ``num_devices``: ``tapejax.distribute`` runs one pipeline per process and splits its global
+  batches over the devices, so no worker shards a dataset), ``autotune.autotune_algorithm``
   (an ``AutotuneAlgorithm``: grain has no autotuner), ``experimental_external_state_policy`` (an
   ``ExternalStatePolicy``: an iterator over ``from_generator`` is never saved, TF's own rule for
   it; other functions' state is not part of a saved iterator).

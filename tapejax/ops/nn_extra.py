@@ -1,14 +1,18 @@
 """The rest of ``tf.nn`` built from the op library: moments from sufficient statistics, weighted
-moments, the distributed-loss helpers (one replica here), ``crelu``, local response normalization,
+moments, the distributed-loss helpers (``tapejax.distribute``'s global batch), ``crelu``, local response normalization,
 ``batch_norm_with_global_normalization``, ``top_k`` / ``in_top_k`` / ``zero_fraction``, and
 ``math.softmax`` / ``math.log_softmax``.  Each is composed of recorded ops (its gradient is theirs),
 or is a primitive where TF's has its own kernel (``LRN``)."""
 import jax.numpy as jnp
 
 from ..core.convert import convert_to_tensor
+from ..core.distribution import cross_replica_with_strategy
+from ..core.dtypes import float32
+from ..core.errors import InvalidArgumentError
 from ._registry import _call, _shape, check_float, prim, static_axis, tf_types
-from .array import concat
-from .math import cast, multiply, negative, square, subtract
+from .array import concat, expand_dims, squeeze
+from .checks import require
+from .math import cast, divide_no_nan, multiply, negative, square, subtract
 from .nn import batch_normalization, relu
 from .reduce import reduce_sum
 
@@ -59,18 +63,64 @@ def weighted_moments(x, axes, frequency_weights, keepdims=False, name=None):
     return mean, var
 
 
+def _scaled_by_weights(loss, sample_weight):
+    """TF's ``scale_losses_by_sample_weight``: both cast to float32, the weights' last dimension
+    squeezed or added when their rank differs by one from the losses' (a scalar kept)."""
+    loss = cast(loss, float32)
+    w = cast(convert_to_tensor(sample_weight), float32)
+    lr, wr = len(_shape(loss)), len(_shape(w))
+    if wr and wr - lr == 1:
+        w = squeeze(w, [-1])
+    elif wr and lr - wr == 1:
+        w = expand_dims(w, -1)
+    return multiply(loss, w)
+
+
+_NEGATIVE = ("global_batch_size must be non-negative. Condition x >= 0 did not hold element-wise: "
+             "x (global_batch_size) = {n}")
+
+
 def compute_average_loss(per_example_loss, sample_weight=None, global_batch_size=None):
-    """``tf.nn.compute_average_loss``: ``sum(loss * sample_weight) / global_batch_size`` (default: the
-    first dimension; one replica here)."""
+    """``tf.nn.compute_average_loss``: ``sum(per_example_loss * sample_weight) / global_batch_size``
+    (0 when it is 0), in the loss's dtype.  Without ``global_batch_size`` the divisor is the
+    loss's first dimension: TF multiplies it by the number of replicas, and under a
+    ``tapejax.distribute`` strategy the step sees the global batch, so it is that batch's size.
+    RuntimeError in a strategy's cross-replica context, as TF."""
     loss = convert_to_tensor(per_example_loss)
+    dtype = loss.dtype
+    if not _shape(loss):
+        raise ValueError("Invalid value passed for `per_example_loss`. Expected a tensor with at least rank 1. "
+                         f"Received per_example_loss={loss} with rank 0")
     if sample_weight is not None:
-        loss = multiply(loss, sample_weight)
-    n = _shape(loss)[0] if global_batch_size is None and _shape(loss) else (global_batch_size or 1)
-    return reduce_sum(loss) / cast(n, loss.dtype) if not isinstance(n, int) else reduce_sum(loss) / float(n)
+        loss = cast(_scaled_by_weights(loss, sample_weight), dtype)
+    if global_batch_size is None:
+        if cross_replica_with_strategy():
+            raise RuntimeError("You are calling `compute_average_loss` in cross replica context, while it was "
+                               "expected to be called in replica context.")
+        n = convert_to_tensor(_shape(loss)[0])
+    else:
+        n = convert_to_tensor(global_batch_size)
+        if _shape(n):
+            raise ValueError(f"global_batch_size must be scalar. Expected scalar shape for {n}, got shape "
+                             f"{list(_shape(n))}.")
+        if not n.dtype.is_integer:
+            raise TypeError(f"global_batch_size must be an integer. Expected Tensor {n} to be of integer dtype but "
+                            f"got {n.dtype.name}")
+        if isinstance(global_batch_size, int):   # (the usual case: checked on the host)
+            if global_batch_size < 0:
+                raise InvalidArgumentError(None, None, _NEGATIVE.format(n=global_batch_size))
+        else:
+            require(n._value >= 0, _NEGATIVE, n=n._value)
+    return divide_no_nan(reduce_sum(loss), cast(n, dtype))
 
 
 def scale_regularization_loss(regularization_loss):
-    """``tf.nn.scale_regularization_loss``: the summed loss divided by the replicas (one here)."""
+    """``tf.nn.scale_regularization_loss``: the summed loss divided by the number of replicas:
+    by 1 here, where the step is one program over the global batch (its gradient is not summed
+    again across replicas).  RuntimeError in a strategy's cross-replica context, as TF."""
+    if cross_replica_with_strategy():
+        raise RuntimeError("You are calling `scale_regularization_loss` in cross replica context, while it was "
+                           "expected to be called in replica context.")
     return reduce_sum(regularization_loss)
 
 
