@@ -451,6 +451,14 @@ def _layer_call(self, *args, **kwargs):
     return call_layer(self, args, kwargs)
 
 
+def _loss_init(self, name=None, reduction="sum_over_batch_size", dtype=None):
+    """Keras's ``Loss.__init__`` taking ``tf.keras.losses.Reduction.AUTO`` too, as tf.keras's losses
+    do: outside a distribution strategy's replica it is ``SUM_OVER_BATCH_SIZE``."""
+    if reduction == "auto":
+        reduction = "sum_over_batch_size"
+    _ORIG["loss_init"](self, name=name, reduction=reduction, dtype=dtype)
+
+
 def _loss_caller(loss, args, kwargs):
     return _ORIG["loss"](loss, *args, **kwargs)
 
@@ -497,9 +505,11 @@ def install() -> None:
     from keras.src.layers.preprocessing.text_vectorization import TextVectorization
     _TF_BACKED[:] = [HashedCrossing, Hashing, IndexLookup, TextVectorization]
     _ORIG["loss"] = Loss.__call__
+    _ORIG["loss_init"] = Loss.__init__
     _ORIG["reg"] = Layer._get_regularization_losses
     _ORIG["add_loss"] = Layer.add_loss
     Layer.__call__ = _layer_call
     Loss.__call__ = _loss_call
+    Loss.__init__ = _loss_init
     Layer._get_regularization_losses = _regularization_losses
     Layer.add_loss = _add_loss

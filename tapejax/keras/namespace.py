@@ -81,6 +81,16 @@ _SPECIAL = {("ops", "stop_gradient"): _stop_gradient, ("utils", "set_random_seed
             ("utils", "to_categorical"): _to_categorical}
 
 
+def _legacy_reduction():
+    from keras.src.legacy.losses import Reduction  # Keras's own copy of tf.keras's class
+    return Reduction
+
+
+#: tf.keras names Keras 3 dropped from the module but keeps for ``tf.keras`` (``keras._tf_keras``):
+#: ``tf.keras.losses.Reduction`` (its ``AUTO`` is accepted by every loss: ``calls.install``).
+_LEGACY = {("losses", "Reduction"): _legacy_reduction}
+
+
 class KerasNamespace(ModuleType):
     """A Keras module whose functions are put on the tape (classes and submodules as they are,
     Keras namespaces below it wrapped too).  Attributes are resolved once and cached."""
@@ -94,7 +104,8 @@ class KerasNamespace(ModuleType):
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("__"):
             raise AttributeError(attr)
-        value = getattr(self._keras_module, attr)
+        legacy = _LEGACY.get((self._kind, attr))
+        value = legacy() if legacy is not None else getattr(self._keras_module, attr)
         special = _SPECIAL.get((self._kind, attr))
         if special is not None:
             value = special(value)
@@ -107,7 +118,7 @@ class KerasNamespace(ModuleType):
         return value
 
     def __dir__(self):
-        return sorted(set(dir(self._keras_module)))
+        return sorted(set(dir(self._keras_module)) | {a for k, a in _LEGACY if k == self._kind})
 
     def __repr__(self):
         return f"<tapejax.keras namespace {self.__name__} over {self._keras_module.__name__}>"

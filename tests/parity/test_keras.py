@@ -466,3 +466,22 @@ def test_add_loss_of_tf_ops_inside_a_layer_call(tf):
         return penalty, tape.gradient(penalty, model.trainable_variables)
 
     return eager, step(x)
+
+
+@parity(modes=True, **TOL)
+def test_loss_reduction_names_of_tf_keras(tf):
+    """``tf.keras.losses.Reduction`` (TF's custom-loop idiom: ``reduction=Reduction.NONE``, then
+    ``tf.nn.compute_average_loss``): its names, ``validate``, and ``AUTO`` / ``NONE`` / ``SUM`` losses
+    and their gradients, in one training step."""
+    from .harness import raises
+    R = tf.keras.losses.Reduction
+    x, y = _data()
+    model = _mlp(tf)
+    out = [R.all(), R.NONE, R.AUTO, raises(R.validate, "mean")]
+    for red in (R.AUTO, R.NONE, R.SUM, R.SUM_OVER_BATCH_SIZE):
+        loss_obj = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=red)
+        with tf.GradientTape() as tape:
+            per = loss_obj(y, model(x))
+            loss = tf.nn.compute_average_loss(per, global_batch_size=8) if red == R.NONE else per
+        out.append((per, tape.gradient(loss, model.trainable_variables)))
+    return out
