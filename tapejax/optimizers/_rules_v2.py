@@ -51,6 +51,8 @@ def _dense(g, u, v):
 class _New:
     """The new optimizers' constructor arguments and ``weight_decay`` (a mixin before the legacy class)."""
 
+    _SCHEDULE_STEP_FLOAT = False   # (tf_keras' new optimizers call a schedule with ``iterations``)
+
     def _set_new(self, new):
         """Keep the new optimizers' own arguments (after the legacy class' constructor)."""
         self.weight_decay = None if new["weight_decay"] is None else _float_hyper("weight_decay",
