@@ -655,3 +655,20 @@ def test_a_constant_callable_learning_rate_still_lets_updates_be_predicted(monke
     want = train(False)
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("make", [optimizers.legacy.SGD, optimizers.SGD])
+def test_a_new_schedule_set_on_the_optimizer_is_used_by_the_next_eager_update(make):
+    """``opt.learning_rate = other_schedule`` after some updates: the next update uses it (the
+    compiled update held the first schedule, so the new one was silently ignored).  Oracle:
+    tf_keras (SGD on a gradient of 1 moves by the rate: 0.1, 0.05, then 1.0, 1.0, then 0.3)."""
+    S = optimizers.schedules
+    v = tf.Variable(0.0)
+    opt = make(S.ExponentialDecay(0.1, 1, 0.5))
+    for i in range(5):
+        if i == 2:
+            opt.learning_rate = S.PiecewiseConstantDecay([100], [1.0, 2.0])
+        if i == 4:
+            opt.learning_rate = 0.3
+        opt.apply_gradients([(tf.constant(-1.0), v)])
+    np.testing.assert_allclose(v.numpy(), 0.1 + 0.05 + 1.0 + 1.0 + 0.3, rtol=1e-6)

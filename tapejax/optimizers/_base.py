@@ -194,6 +194,8 @@ class Optimizer(HyperParameters):
             return
         value = getattr(value, "_value", value) if isinstance(value, (Tensor, Variable)) else value
         if isinstance(value, _schedules.LearningRateSchedule) or (callable(value) and not isinstance(value, (int, float))):
+            if value is not self._lr_sched and self._updates is not None:
+                self._updates.clear()   # (a compiled update may hold the old schedule: compile again)
             self._lr_sched = value
             return
         try:
@@ -205,6 +207,8 @@ class Optimizer(HyperParameters):
                           "tapejax.optimizers.schedules schedule or an optax schedule; received: "
                           f"learning_rate={value!r}") from None
         lr = _float_hyper("learning_rate", lr)
+        if self._lr_sched is not None and self._updates is not None:
+            self._updates.clear()       # (compiled with the schedule inside: compile with the Variable)
         self._lr_sched = None
         if self._lr_var is None:
             self._lr_var = Variable(np.float32(lr), trainable=False, name=f"{self._name}/learning_rate")
