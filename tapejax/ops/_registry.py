@@ -124,7 +124,8 @@ def check_binary(x, y, op_type):
                 f"{dx.name} tensor but is a {dy.name} tensor [Op:{op_type}]")
         return
     d, other = (dx, y) if dx is not None else (dy, x)
-    if d is not None and d.kind in "iub" and isinstance(other, float) and not float(other).is_integer():
+    # (any Python float, 2.0 too: JAX would promote the int tensor to float32, where TF refuses)
+    if d is not None and d.kind in "iub" and type(other) is float:
         if op_type == "AddV2" and dx is not None:  # TF's tf.add / `t + 1.5` convert 1.5 to a float tensor
             raise InvalidArgumentError(
                 None, None, f"cannot compute AddV2 as input #1(zero-based) was expected to be a {d.name} "
