@@ -23,7 +23,6 @@ import optax
 from ..core import dtypes as _dtypes
 from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
-from ..core.tensor import Tensor
 from ._registry import _call, _shape, check_float, prim, tf_types
 from .sparse_tensor import SparseTensor
 
