@@ -519,6 +519,36 @@ def test_warmup_schedule_subclass_reading_a_python_attribute_and_a_variable(tf):
 
 
 @parity(modes=True, **TOL)
+def test_new_adam_with_weight_decay_and_a_user_schedule_gated_by_a_variable(tf):
+    """The new-style ``tf.keras.optimizers.Adam(weight_decay=, clipnorm=)`` driven by a user
+    schedule that multiplies a cosine of the step (it gets ``iterations`` itself) by a gate
+    Variable the loop closes for two steps (a "pause" in training)."""
+
+    class Gated(tf.keras.optimizers.schedules.LearningRateSchedule):
+        def __init__(self):
+            self.gate = tf.Variable(1.0, trainable=False)
+
+        def __call__(self, step):
+            return self.gate * 0.05 * (1.0 + tf.cos(tf.cast(step, tf.float32) * 0.3)) / 2.0
+
+        def get_config(self):
+            return {}
+
+    x, y = _data(n=8, seed=98)
+    vs = _mlp_vars(tf, seed=99)
+    sched = Gated()
+    opt = tf.keras.optimizers.Adam(sched, weight_decay=0.1, clipnorm=1.0)
+    out = []
+    for step in range(6):
+        sched.gate.assign(0.0 if step in (2, 3) else 1.0)
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((_mlp(tf, vs, x) - y) ** 2)
+        opt.apply_gradients(zip(tape.gradient(loss, vs), vs))
+        out.append((loss, [v.numpy() for v in vs[:1]]))
+    return out, vs
+
+
+@parity(modes=True, **TOL)
 def test_second_phase_sets_a_new_schedule_on_the_same_optimizer(tf):
     """Two-phase training with one Adam: phase one under ``ExponentialDecay``, phase two after
     ``opt.learning_rate = PiecewiseConstantDecay(...)`` (keyed on the same ``iterations``), phase
