@@ -378,6 +378,31 @@ def _number_operands(x, y):
     return x, y
 
 
+_NUMPY_DATA = (np.ndarray, np.generic)
+
+
+def numpy_operands(x, y):
+    """``(x, y)`` with a NumPy operand next to a Tensor or Variable converted to that tensor's
+    dtype, as TF converts it (``convert_to_tensor(y, dtype=x.dtype)``): float64 statistics next
+    to a float32 batch give float32 (JAX would promote the result to float64 in x64 mode, and
+    narrow the NumPy data by accident without it), a float array next to an int tensor is
+    truncated as TF's.  Only numbers (bool, string and complex data keep their dtype and their
+    errors)."""
+    if isinstance(y, _NUMPY_DATA) and isinstance(x, _TENSORISH):
+        return x, _as_dtype_of(y, x)
+    if isinstance(x, _NUMPY_DATA) and isinstance(y, _TENSORISH):
+        return _as_dtype_of(x, y), y
+    return x, y
+
+
+def _as_dtype_of(a, t):
+    a = np.asarray(a)
+    d = np.dtype(t._meta.dtype)
+    if a.dtype == d or a.dtype.kind not in "iuf" or d.kind not in "iufc":
+        return a
+    return a.astype(d)
+
+
 def binary_ops(namespace, table):
     """``table``: rows (public name, TF type, jax fn[, differentiable[, dtypes]]).
 
@@ -398,6 +423,8 @@ def binary_ops(namespace, table):
                 tx, ty = type(x), type(y)
             gx, gy = _META_OF(tx), _META_OF(ty)
             if gx is None or gy is None:
+                if isinstance(x, _NUMPY_DATA) or isinstance(y, _NUMPY_DATA):
+                    x, y = numpy_operands(x, y)
                 dispatch = BINARY_DISPATCH.get(tx) or BINARY_DISPATCH.get(ty)
                 if dispatch is not None:
                     return dispatch(namespace[_name], _t, x, y)

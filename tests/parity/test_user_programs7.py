@@ -220,6 +220,31 @@ def test_custom_gradient_reads_a_numpy_mask_when_the_gradient_runs(tf):
     return out, w
 
 
+@parity(x64=True, **TOL)
+def test_float64_numpy_statistics_standardise_a_float32_batch_in_x64_mode(tf):
+    """Raw data in float64 (as pandas gives it), cast to a float32 batch, standardised with NumPy
+    float64 mean / std and projected by NumPy float64 initial weights: TF converts a NumPy
+    operand to the tensor's dtype, so everything stays float32 and trains with float32
+    Variables (tapejax in JAX's x64 mode, where promotion would make it float64)."""
+    rs = np.random.RandomState(100)
+    raw = rs.randn(8, 3) * [1.0, 10.0, 0.1] + [0.0, 5.0, -1.0]          # float64
+    target = rs.randn(8, 1)
+    mean, std = raw.mean(0), raw.std(0)
+    proj = rs.randn(3, 3) * 0.5                                          # float64
+    x = tf.constant(raw, tf.float32)
+    w = tf.Variable(np.zeros((3, 1), np.float32))
+    out = []
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            xn = (x - mean) / std
+            h = tf.matmul(xn, proj) * np.float64(0.5) + np.array([0.1, 0.0, -0.1])
+            loss = tf.reduce_mean((tf.matmul(h, w) - tf.cast(target, tf.float32)) ** 2)
+        g = tape.gradient(loss, w)
+        w.assign_sub(0.1 * g)
+        out.append((xn, h, loss, g))
+    return out, w
+
+
 @parity(modes=True, **TOL)
 def test_variables_made_and_assigned_from_buffers_and_views(tf):
     """Variables created from, assigned from and ``assign_add``-ed with a NumPy buffer that the
