@@ -590,7 +590,7 @@ def test_callable_and_user_schedule_learning_rates_are_called_at_every_eager_upd
 
         def __call__(self, step):
             self.steps.append(step)
-            return tf.maximum(self.floor, self.peak * (step + 1.0))
+            return tf.maximum(self.floor, self.peak * (tf.cast(step, tf.float32) + 1.0))
 
         def get_config(self):
             return {}
