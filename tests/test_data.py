@@ -57,6 +57,27 @@ def test_shuffle_of_a_stream_is_grains_window_shuffle():
     assert got[:12] != got[12:]    # a new order in the second epoch
 
 
+def test_from_generator_copies_an_array_it_refills_in_place():
+    """A generator that refills and yields one array: each element keeps the values it had when
+    it was yielded (they all ended as the last one: batches of repeated rows).  Oracle: TF 2.21
+    (which copies unless the array happens to be 64-byte aligned, see
+    tests/parity/test_user_programs7.py ``_unaligned``)."""
+    def gen():
+        buf, lab = np.zeros(2, np.float32), np.zeros((), np.int32)
+        for i in range(5):
+            buf[:] = i
+            lab[...] = i
+            yield buf, lab
+
+    spec = (tf.TensorSpec([2], tf.float32), tf.TensorSpec([], tf.int32))
+    got = [(x.tolist(), y.tolist()) for x, y in D.from_generator(gen, output_signature=spec)
+           .batch(2).prefetch(2).as_numpy_iterator()]
+    assert got == [([[0.0, 0.0], [1.0, 1.0]], [0, 1]), ([[2.0, 2.0], [3.0, 3.0]], [2, 3]), ([[4.0, 4.0]], [4])]
+    it = iter(D.from_generator(gen, output_signature=spec))
+    first, second = next(it), next(it)
+    assert first[0].numpy().tolist() == [0.0, 0.0] and second[0].numpy().tolist() == [1.0, 1.0]
+
+
 # -- functions: tracing, Variables, random ops, tapes -------------------------------------
 
 def test_map_is_traced_at_map_time_and_once_per_input_shape():

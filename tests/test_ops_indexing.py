@@ -169,3 +169,21 @@ def test_an_eager_scan_checks_its_bodys_slices():
     np.testing.assert_allclose(out.numpy(), np.cumsum([x[k * 3:(k + 1) * 3].sum() for k in range(4)]))
     with pytest.raises(tf.errors.InvalidArgumentError, match="s = 12"):
         tf.scan(lambda acc, i: acc + tf.reduce_sum(xs[i * 3:(i + 1) * 3]), tf.range(5), initializer=tf.constant(0.0))
+
+
+def test_gather_nd_out_of_range_index_gives_the_fill_not_the_clamped_last_row():
+    """``gather_nd`` with an index past the end: NaN (JAX's fill, as ``gather``'s; TF's CPU kernel
+    raises), never the value of the last row, which plain JAX indexing clamps to (a silently
+    wrong number).  The gradient of a filled entry is dropped.  Oracle: ``jnp`` fill mode."""
+    p = tf.constant([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    got = tf.gather_nd(p, [[3, 0], [1, 1], [0, 2]])
+    assert np.isnan(got.numpy()[[0, 2]]).all() and got.numpy()[1] == 4.0
+    rows = tf.gather_nd(p, [[5], [0]])
+    assert np.isnan(rows.numpy()[0]).all() and rows.numpy()[1].tolist() == [1.0, 2.0]
+    with tf.GradientTape() as tape:
+        tape.watch(p)
+        g2 = tf.gather_nd(p, [[3, 0], [1, 1]])
+        y = tf.reduce_sum(tf.where(tf.math.is_nan(g2), 0.0, g2))
+    want = jax.grad(lambda a: jnp.nansum(a.at[jnp.array([3, 1]), jnp.array([0, 1])].get(mode="fill")))(
+        jnp.asarray(p.numpy()))
+    np.testing.assert_array_equal(tape.gradient(y, p).numpy(), want)

@@ -114,12 +114,13 @@ def test_ctc_greedy_decoder_by_hand():
         x[t, 0, k] = 2.0 + t
         x[t, 1, k] = 1.0
     (d,), neg = tf.nn.ctc_greedy_decoder(x, [7, 3])
-    assert d.to_dense(-1).numpy().tolist() == [[a, b, b, b], [a, b, -1, -1]]
+    assert isinstance(d, tf.sparse.SparseTensor)   # TF's type, so tf.sparse.to_dense(decoded[0]) works
+    assert tf.sparse.to_dense(d, default_value=-1).numpy().tolist() == [[a, b, b, b], [a, b, -1, -1]]
     assert d.dense_shape.numpy().tolist() == [2, 4]
     assert d.indices.numpy().tolist() == [[0, 0], [0, 1], [0, 2], [0, 3], [1, 0], [1, 1]]
     np.testing.assert_allclose(neg.numpy(), [[-sum(2.0 + t for t in range(7))], [-3.0]])
     (d2,), _ = tf.nn.ctc_greedy_decoder(x, [7, 3], merge_repeated=False)
-    assert d2.to_dense().numpy()[0].tolist() == [a, b, b, b, b]
+    assert tf.sparse.to_dense(d2).numpy()[0].tolist() == [a, b, b, b, b]
 
 
 def test_ctc_greedy_decoder_errors():
@@ -140,12 +141,12 @@ def test_ctc_beam_search_decoder_by_hand():
     + .1*.1 = 0.49."""
     d, lp = tf.nn.ctc_beam_search_decoder(np.zeros((3, 1, 3), np.float32), [3], beam_width=10, top_paths=3)
     np.testing.assert_allclose(lp.numpy()[0], np.log([6 / 27, 6 / 27, 5 / 27]), rtol=1e-5)
-    assert sorted(p.to_dense().numpy().tolist() for p in d[:2]) == [[[0]], [[1]]]
-    assert d[2].to_dense().numpy().tolist() == [[0, 1]]
+    assert sorted(tf.sparse.to_dense(p).numpy().tolist() for p in d[:2]) == [[[0]], [[1]]]
+    assert tf.sparse.to_dense(d[2]).numpy().tolist() == [[0, 1]]
     x = np.log(np.array([[[0.6, 0.3, 0.1]], [[0.1, 0.2, 0.7]]], np.float32)) + 5.0
     d, lp = tf.nn.ctc_beam_search_decoder(x, [2], beam_width=5, top_paths=1)
     np.testing.assert_allclose(lp.numpy(), [[np.log(0.49)]], rtol=1e-5)
-    assert d[0].to_dense().numpy().tolist() == [[0]]
+    assert tf.sparse.to_dense(d[0]).numpy().tolist() == [[0]]
 
 
 def test_ctc_beam_search_decoder_errors():

@@ -576,3 +576,99 @@ def test_new_optimizers_config_round_trip_and_legacy_pick():
         ko.Adam(0.1, decay=0.5)
     with pytest.raises(ValueError, match="ema_overwrite_frequency"):
         ko.SGD(0.1, use_ema=True, ema_overwrite_frequency=0.5)
+
+
+@pytest.mark.parametrize("deferred", [True, False])
+def test_callable_and_user_schedule_learning_rates_are_called_at_every_eager_update(deferred):
+    """tf_keras calls a zero-argument learning-rate callable and a user's LearningRateSchedule
+    at every update, so they see the loop's edits to Python state and Variables.  They were
+    traced into the compiled update once, which froze both (silently wrong rates).  Oracle:
+    plain SGD on a gradient of 1, where each step moves the Variable by the rate."""
+    class Warmup(optimizers.schedules.LearningRateSchedule):
+        def __init__(self):
+            self.peak, self.floor, self.steps = tf.Variable(0.2, trainable=False), 0.0, []
+
+        def __call__(self, step):
+            self.steps.append(step)
+            return tf.maximum(self.floor, self.peak * (tf.cast(step, tf.float32) + 1.0))
+
+        def get_config(self):
+            return {}
+
+    prev = tf.set_deferred_execution(deferred)
+    try:
+        base, scale = [0.1], tf.Variable(1.0, trainable=False)
+        sched = Warmup()
+        v1, v2 = tf.Variable(0.0), tf.Variable(0.0)
+        o1 = optimizers.legacy.SGD(lambda: base[0] * scale)
+        o2 = optimizers.legacy.SGD(sched)
+        want1, want2 = [], []
+        for i in range(4):
+            want1.append(base[0] * (1.0 + i))
+            want2.append(max(sched.floor, 0.2 * 2 ** i * (i + 1)))
+            o1.apply_gradients([(tf.constant(-1.0), v1)])
+            o2.apply_gradients([(tf.constant(-1.0), v2)])
+            base[0] *= 0.5
+            scale.assign_add(1.0)
+            sched.peak.assign(sched.peak * 2.0)
+            if i == 1:
+                sched.floor = 100.0
+        np.testing.assert_allclose(v1.numpy(), sum(want1), rtol=1e-6)
+        np.testing.assert_allclose(v2.numpy(), sum(want2), rtol=1e-6)
+        # the legacy optimizers give the step as float32 (tf_keras' _decayed_lr), the new ones
+        # the iterations Variable
+        assert [s.dtype.name for s in sched.steps] == ["float32"] * 4
+        sched.steps.clear()
+        optimizers.SGD(sched).apply_gradients([(tf.constant(-1.0), v2)])
+        assert sched.steps[-1] is not None and isinstance(sched.steps[-1], tf.Variable)
+    finally:
+        tf.set_deferred_execution(prev)
+
+
+def test_a_constant_callable_learning_rate_still_lets_updates_be_predicted(monkeypatch, fresh_cache):
+    """A callable that returns the same Python float each step gives the same input array, so
+    the deferred executor can still take the predicted update (the values equal eager's)."""
+    from tapejax.runtime import prediction
+
+    predicted = []
+    real = prediction.run_predicted
+
+    def run(*args):
+        out = real(*args)
+        predicted.append(out is not None)
+        return out
+
+    monkeypatch.setattr(prediction, "run_predicted", run)
+
+    def train(deferred):
+        prev = tf.set_deferred_execution(deferred)
+        try:
+            x, y, w, b = _problem(3)
+            opt = optimizers.legacy.SGD(lambda: 0.05, momentum=0.5)
+            losses = [_step(opt, x, y, w, b).numpy() for _ in range(8)]
+            return losses, w.numpy(), b.numpy()
+        finally:
+            tf.set_deferred_execution(prev)
+
+    got = train(True)
+    assert sum(predicted) >= 3
+    want = train(False)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("make", [optimizers.legacy.SGD, optimizers.SGD])
+def test_a_new_schedule_set_on_the_optimizer_is_used_by_the_next_eager_update(make):
+    """``opt.learning_rate = other_schedule`` after some updates: the next update uses it (the
+    compiled update held the first schedule, so the new one was silently ignored).  Oracle:
+    tf_keras (SGD on a gradient of 1 moves by the rate: 0.1, 0.05, then 1.0, 1.0, then 0.3)."""
+    S = optimizers.schedules
+    v = tf.Variable(0.0)
+    opt = make(S.ExponentialDecay(0.1, 1, 0.5))
+    for i in range(5):
+        if i == 2:
+            opt.learning_rate = S.PiecewiseConstantDecay([100], [1.0, 2.0])
+        if i == 4:
+            opt.learning_rate = 0.3
+        opt.apply_gradients([(tf.constant(-1.0), v)])
+    np.testing.assert_allclose(v.numpy(), 0.1 + 0.05 + 1.0 + 1.0 + 0.3, rtol=1e-6)

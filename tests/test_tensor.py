@@ -143,6 +143,27 @@ def test_tensor_is_a_pytree_and_an_array():
     assert jax.tree_util.tree_leaves({"a": t})[0] is t.value
 
 
+@pytest.mark.parametrize("make", [lambda: tf.constant([1.0, 2.0]), lambda: tf.Variable([1.0, 2.0]),
+                                  lambda: tf.constant([1.0, 2.0]) * 1.0],
+                         ids=["tensor", "variable", "pending"])
+def test_numpy_is_a_writable_copy_and_asarray_a_read_only_view(make):
+    """TF's ``numpy()`` copies, so ``w = v.numpy(); w[mask] = 0; v.assign(w)`` works and leaves
+    ``v`` alone until the assign (it raised "assignment destination is read-only");
+    ``np.array(t)`` is a copy too, ``np.asarray(t)`` a read-only view, as TF's.  Oracle: TF 2.21."""
+    t = make()
+    a = t.numpy()
+    a[0] = 9.0
+    a *= 2.0
+    np.testing.assert_array_equal(t.numpy(), [1.0, 2.0])
+    b = np.array(t)
+    b += 1.0
+    np.testing.assert_array_equal(t.numpy(), [1.0, 2.0])
+    assert not np.asarray(t).flags.writeable
+    assert np.asarray(t, dtype=np.float64).dtype == np.float64
+    s = tf.reduce_sum(t).numpy()
+    assert isinstance(s, np.float32) and s == 3.0
+
+
 def test_dtype_objects():
     assert tf.as_dtype("float32") is tf.float32 and tf.as_dtype(np.int32) is tf.int32
     assert tf.as_dtype(float) is tf.float32 and tf.as_dtype(bool) is tf.bool

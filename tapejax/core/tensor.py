@@ -195,8 +195,7 @@ class Tensor:
         return host_value(self._value)
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
-        a = np.asarray(self._value)
-        return a if dtype is None else a.astype(dtype)
+        return array_of(self._value, dtype, copy)
 
     def __jax_array__(self):
         return self._value
@@ -284,9 +283,21 @@ class ProtocolError(TypeError, AttributeError):
 
 
 def host_value(a: Any) -> Any:
-    """``numpy()`` of a value: a NumPy array, or a NumPy scalar for a 0-d value (TF's rule)."""
-    out = np.asarray(a)
+    """``numpy()`` of a value: a NumPy array, or a NumPy scalar for a 0-d value (TF's rule).
+    The array is the caller's own writable copy, as TF's ``numpy()`` (a user edits it in place:
+    ``w = v.numpy(); w[mask] = 0``), never a view of the device buffer."""
+    out = np.array(a)
     return out[()] if out.ndim == 0 else out
+
+
+def array_of(a: Any, dtype: Any = None, copy: Any = None) -> np.ndarray:
+    """``__array__`` of a value: a read-only view of the host value where NumPy allows one (TF's
+    ``np.asarray(t)`` is read-only too); a writable copy for ``np.array(t)`` (``copy=True``) or
+    another ``dtype``."""
+    out = np.asarray(a)
+    if dtype is not None and np.dtype(dtype) != out.dtype:
+        return out.astype(dtype)
+    return out.copy() if copy else out
 
 
 def index_value(a: Any) -> int:

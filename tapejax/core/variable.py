@@ -49,7 +49,7 @@ from .devices import device_name
 from .errors import InvalidArgumentError
 from .executor import ACTIVE
 from .ownership import Loan
-from .tensor import Lazy, Pending, ProtocolError, Tensor, TensorShape, _to_array, host_value, index_value
+from .tensor import Lazy, Pending, ProtocolError, Tensor, TensorShape, _to_array, array_of, host_value, index_value
 
 _Array = type(jnp.zeros(()))   # the concrete array type
 
@@ -543,8 +543,7 @@ class Variable(metaclass=_VariableMeta):
         return host_value(self._value)
 
     def __array__(self, dtype=None, copy=None):
-        a = np.asarray(self._value)
-        return a if dtype is None else a.astype(dtype)
+        return array_of(self._value, dtype, copy)
 
     def __jax_array__(self):
         if _state._local.collector is not None:  # a tapejax.function is tracing (jnp.f(variable))

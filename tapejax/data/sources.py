@@ -159,7 +159,8 @@ class Generator(Dataset):
                 continue
             dtype = s.dtype._np
             try:
-                a = np.asarray(v.numpy() if hasattr(v, "numpy") else v, dtype=dtype)
+                # a copy, as TF's: a generator may yield one array it refills in place
+                a = np.array(v.numpy() if hasattr(v, "numpy") else v, dtype=dtype)
             except (TypeError, ValueError):
                 raise InvalidArgumentError(None, None, "`generator` yielded an element that could not be converted "
                                            f"to the expected type. The expected type was {s.dtype.name}, but the "

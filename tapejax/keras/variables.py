@@ -50,7 +50,7 @@ from keras.src.backend.jax.core import JaxVariable
 from keras.src.utils.naming import auto_name
 
 from ..core import state as _state
-from ..core.tensor import Lazy, Pending, Tensor
+from ..core.tensor import Lazy, Pending, Tensor, array_of
 from ..core.variable import Variable
 
 __all__ = ["KerasVariable", "check_variable", "in_keras_scope", "install"]
@@ -175,8 +175,7 @@ class KerasVariable(_BackendVariable, Variable):
         return np.array(self._maybe_autocast(self._value))
 
     def __array__(self, dtype=None, copy=None):
-        a = np.asarray(self._maybe_autocast(self._value))
-        return a if dtype is None else a.astype(dtype)
+        return array_of(self._maybe_autocast(self._value), dtype, copy)
 
     # -- writes --------------------------------------------------------------------
     def _storage_dtype(self):

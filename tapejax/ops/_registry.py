@@ -124,7 +124,8 @@ def check_binary(x, y, op_type):
                 f"{dx.name} tensor but is a {dy.name} tensor [Op:{op_type}]")
         return
     d, other = (dx, y) if dx is not None else (dy, x)
-    if d is not None and d.kind in "iub" and isinstance(other, float) and not float(other).is_integer():
+    # (any Python float, 2.0 too: JAX would promote the int tensor to float32, where TF refuses)
+    if d is not None and d.kind in "iub" and type(other) is float:
         if op_type == "AddV2" and dx is not None:  # TF's tf.add / `t + 1.5` convert 1.5 to a float tensor
             raise InvalidArgumentError(
                 None, None, f"cannot compute AddV2 as input #1(zero-based) was expected to be a {d.name} "
@@ -382,6 +383,31 @@ def _number_operands(x, y):
     return x, y
 
 
+_NUMPY_DATA = (np.ndarray, np.generic)
+
+
+def numpy_operands(x, y):
+    """``(x, y)`` with a NumPy operand next to a Tensor or Variable converted to that tensor's
+    dtype, as TF converts it (``convert_to_tensor(y, dtype=x.dtype)``): float64 statistics next
+    to a float32 batch give float32 (JAX would promote the result to float64 in x64 mode, and
+    narrow the NumPy data by accident without it), a float array next to an int tensor is
+    truncated as TF's.  Only numbers (bool, string and complex data keep their dtype and their
+    errors)."""
+    if isinstance(y, _NUMPY_DATA) and isinstance(x, _TENSORISH):
+        return x, _as_dtype_of(y, x)
+    if isinstance(x, _NUMPY_DATA) and isinstance(y, _TENSORISH):
+        return _as_dtype_of(x, y), y
+    return x, y
+
+
+def _as_dtype_of(a, t):
+    a = np.asarray(a)
+    d = np.dtype(t._meta.dtype)
+    if a.dtype == d or a.dtype.kind not in "iuf" or d.kind not in "iufc":
+        return a
+    return a.astype(d)
+
+
 def binary_ops(namespace, table):
     """``table``: rows (public name, TF type, jax fn[, differentiable[, dtypes]]).
 
@@ -407,6 +433,8 @@ def binary_ops(namespace, table):
                 except (TypeError, ValueError) as e:
                     raise op_error(e, _t) from e
             if gx is None or gy is None:
+                if isinstance(x, _NUMPY_DATA) or isinstance(y, _NUMPY_DATA):
+                    x, y = numpy_operands(x, y)
                 dispatch = BINARY_DISPATCH.get(tx) or BINARY_DISPATCH.get(ty)
                 if dispatch is not None:
                     return dispatch(namespace[_name], _t, x, y)

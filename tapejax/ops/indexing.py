@@ -143,7 +143,9 @@ def _gather_nd(params, indices, *, batch_dims):
         f = lambda p, i: _gather_nd(p, i, batch_dims=batch_dims - 1)  # noqa: E731
         return jax.vmap(f)(params, indices)
     k = indices.shape[-1]
-    return params[tuple(jnp.moveaxis(indices, -1, 0)[j] for j in _pyrange(k))]
+    # an index out of range gives JAX's fill (NaN), as gather's: plain indexing clamps it to the
+    # last row, a silently wrong value (TF's CPU kernel raises; tapejax.debugging value checks)
+    return params.at[tuple(jnp.moveaxis(indices, -1, 0)[j] for j in _pyrange(k))].get(mode="fill")
 
 
 _GATHER_ND = prim("GatherNd", _gather_nd)

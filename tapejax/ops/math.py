@@ -21,6 +21,7 @@ from ._registry import (
     binary_ops,
     check_binary,
     dtype_of,
+    numpy_operands,
     op_error,
     plain_jit,
     prim,
@@ -346,6 +347,7 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
             pass  # the checks below raise TF's error
         except (TypeError, ValueError) as e:
             raise _matmul_error(e, a, b) from e
+    a, b = numpy_operands(a, b)   # (NumPy weights next to a float32 batch: float32, as TF's)
     check_binary(a, b, "MatMul")
     for arg, v in (("a", a), ("b", b)):
         nd = v._meta.ndim if isinstance(v, (Tensor, Variable)) else np.ndim(v)   # (not computing a pending one)

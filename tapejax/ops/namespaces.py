@@ -123,7 +123,7 @@ _NN = {n: getattr(_nn, n) for n in _nn.__all__}
 _NN.update({n: getattr(_cv, n) for n in _cv.__all__ if n not in ("conv", "conv2d_backprop_filter_v2",
                                                                   "conv2d_backprop_input_v2")})
 _NN.update({n: getattr(_nx, n) for n in _nx.__all__})
-_NN.update({n: getattr(_ctc, n) for n in _ctc.__all__ if n != "CTCDecoded"})
+_NN.update({n: getattr(_ctc, n) for n in _ctc.__all__})
 _NN.update({n: getattr(_smp, n) for n in _smp.__all__})
 _NN.update({n: getattr(_pm, n) for n in _pm.__all__})
 _NN.update({n: getattr(_nes, n) for n in _nes.__all__})

@@ -11,15 +11,11 @@ infeasible label sequence (longer than its logits allow) cost about 711 as in TF
 the last digit (TF's recursion renormalizes each step; see tests/test_ops_nn_ctc.py).  Half
 inputs run in float32 and the loss is cast back, as TF.
 
-The decoders' result in TF is a ``SparseTensor``, which tapejax has no representation for
-(``tapejax.ops.unsupported``).  They return ``CTCDecoded`` records instead: TF's three
-components (``indices`` ``[n, 2]`` rows ``[batch, time]``, ``values``, ``dense_shape``) as
-Tensors under TF's attribute names, and ``to_dense(default_value=0)`` for what TF code does with
-``tf.sparse.to_dense(decoded[0])``.  The number of decoded labels depends on the values, so the
-decoders read them on the host (eager only, no gradient: TF registers none either).
+The decoders return TF's ``SparseTensor``s (``ops.sparse_tensor``: ``indices`` ``[n, 2]`` rows
+``[batch, time]``, ``values``, ``dense_shape`` ``[batch, max_decoded_length]``), so TF code's
+``tf.sparse.to_dense(decoded[0])`` works as it is.  The number of decoded labels depends on the
+values, so the decoders read them on the host (eager only, no gradient: TF registers none either).
 """
-from typing import NamedTuple
-
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -27,8 +23,8 @@ import optax
 from ..core import dtypes as _dtypes
 from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
-from ..core.tensor import Tensor
 from ._registry import _call, _shape, check_float, prim, tf_types
+from .sparse_tensor import SparseTensor
 
 #: TF's log(0) in the CTC recursion (``ctc_state_log_probs``: log(1e-307) in float32).
 _LOG_0 = float(np.float32(np.log(1e-307)))
@@ -134,30 +130,14 @@ def ctc_unique_labels(labels, name=None):
     return list(_call(_UNIQUE, "CTCUniqueLabels", labels, dtype=store))
 
 
-class CTCDecoded(NamedTuple):
-    """A decoded batch as TF's ``SparseTensor`` holds it (tapejax has none): ``indices`` ``[n, 2]``
-    (``[batch, time]``), ``values`` ``[n]`` and ``dense_shape`` ``[batch, max_decoded_length]``."""
-    indices: Tensor
-    values: Tensor
-    dense_shape: Tensor
-
-    def to_dense(self, default_value=0):
-        """The ``[batch, max_decoded_length]`` matrix (``tf.sparse.to_dense`` of TF's result)."""
-        shape = tuple(int(s) for s in np.asarray(self.dense_shape.numpy()))
-        out = np.full(shape, default_value, np.asarray(self.values.numpy()).dtype)
-        ix = np.asarray(self.indices.numpy()).reshape(-1, 2)
-        out[ix[:, 0], ix[:, 1]] = np.asarray(self.values.numpy())
-        return convert_to_tensor(out)
-
-
 def _sparse(rows, batch):
     """TF's SparseTensor components of ``rows`` (one label list per batch entry)."""
     long = _dtypes.storage_dtype(np.dtype(np.int64), "decoded")
     ix = [(b, t) for b, r in enumerate(rows) for t in range(len(r))]
     vals = [v for r in rows for v in r]
     width = max((len(r) for r in rows), default=0)
-    return CTCDecoded(convert_to_tensor(np.asarray(ix, long).reshape(-1, 2)), convert_to_tensor(np.asarray(vals, long)),
-                      convert_to_tensor(np.asarray([batch, width], long)))
+    return SparseTensor(convert_to_tensor(np.asarray(ix, long).reshape(-1, 2)), convert_to_tensor(np.asarray(vals, long)),
+                        (batch, width))
 
 
 def _greedy(inputs, seq_len, *, blank, merge):
@@ -194,9 +174,8 @@ def _decoder_inputs(inputs, sequence_length, op):
 @tf_types("CTCGreedyDecoder")
 def ctc_greedy_decoder(inputs, sequence_length, merge_repeated=True, blank_index=None):
     """``tf.nn.ctc_greedy_decoder``: the best class per frame, repeats merged (``merge_repeated``) and
-    blanks dropped.  Returns ``([CTCDecoded], neg_sum_logits [batch, 1])``; ``blank_index`` defaults to
-    ``num_classes - 1`` (negative counts from ``num_classes``).  See the module docstring for the
-    ``CTCDecoded`` record that stands for TF's SparseTensor."""
+    blanks dropped.  Returns ``([SparseTensor], neg_sum_logits [batch, 1])``; ``blank_index`` defaults to
+    ``num_classes - 1`` (negative counts from ``num_classes``)."""
     inputs, seq = _decoder_inputs(inputs, sequence_length, "CTCGreedyDecoder")
     classes = _shape(inputs)[2]
     blank = classes - 1 if blank_index is None else int(blank_index)
@@ -294,7 +273,7 @@ def _beam_search(frames, width, blank):
 
 def ctc_beam_search_decoder(inputs, sequence_length, beam_width=100, top_paths=1):
     """``tf.nn.ctc_beam_search_decoder`` (TF2: repeated labels are not merged): TF's prefix beam search
-    over the log-softmax of each frame, blank ``num_classes - 1``.  Returns ``([CTCDecoded] * top_paths,
+    over the log-softmax of each frame, blank ``num_classes - 1``.  Returns ``([SparseTensor] * top_paths,
     log_probabilities [batch, top_paths])``.  Runs on the host, in NumPy (the search is sequential and
     its result's size depends on the values: eager only, no gradient, as TF)."""
     inputs, seq = _decoder_inputs(inputs, sequence_length, "CTCBeamSearchDecoder")
@@ -325,4 +304,4 @@ def ctc_beam_search_decoder(inputs, sequence_length, beam_width=100, top_paths=1
 
 ctc_beam_search_decoder._tf_types = ()
 
-__all__ = ["CTCDecoded", "ctc_beam_search_decoder", "ctc_greedy_decoder", "ctc_loss", "ctc_unique_labels"]
+__all__ = ["ctc_beam_search_decoder", "ctc_greedy_decoder", "ctc_loss", "ctc_unique_labels"]

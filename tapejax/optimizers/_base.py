@@ -190,6 +190,8 @@ class Optimizer(HyperParameters):
             return
         value = getattr(value, "_value", value) if isinstance(value, (Tensor, Variable)) else value
         if isinstance(value, _schedules.LearningRateSchedule) or (callable(value) and not isinstance(value, (int, float))):
+            if value is not self._lr_sched and self._updates is not None:
+                self._updates.clear()   # (a compiled update may hold the old schedule: compile again)
             self._lr_sched = value
             return
         try:
@@ -201,6 +203,8 @@ class Optimizer(HyperParameters):
                           "tapejax.optimizers.schedules schedule or an optax schedule; received: "
                           f"learning_rate={value!r}") from None
         lr = _float_hyper("learning_rate", lr)
+        if self._lr_sched is not None and self._updates is not None:
+            self._updates.clear()       # (compiled with the schedule inside: compile with the Variable)
         self._lr_sched = None
         if self._lr_var is None:
             self._lr_var = Variable(np.float32(lr), trainable=False, name=f"{self._name}/learning_rate")
@@ -358,7 +362,7 @@ class Optimizer(HyperParameters):
     # -- the pure update ----------------------------------------------------------
     def _lr_value(self, lr_in, it):
         """The learning rate for this update (float32 scalar): Variable value or schedule(iterations)."""
-        if self._lr_sched is not None:
+        if self._lr_sched is not None and lr_in is None:   # (a built-in or optax schedule, or traced)
             sched = self._lr_sched
             # a zero-argument callable (Keras accepts those) or a schedule of the step; an error
             # the callable raises is its own (not retried without the step)
@@ -471,6 +475,9 @@ class Optimizer(HyperParameters):
                 raise ValueError(f"Variable {v.name} appears more than once in grads_and_vars; sum its "
                                  "gradients first.")
             seen.add(v._id)
+        col = _state._local.collector
+        traced = col is not None or any(isinstance(g[0] if type(g) is tuple else g, jax.core.Tracer) for g in grads)
+        lr_now = None if traced else self._lr_now()   # (a learning-rate callable runs before any state changes)
         it_var = self.iterations
         self._create_slots(var_list)
         names = self._slot_names()
@@ -479,8 +486,6 @@ class Optimizer(HyperParameters):
         flat_slots = [s for ss in slot_vars for s in ss]
         state = list(var_list) + flat_slots + extra + [it_var]
         lr_var = self._lr_var if self._lr_sched is None else None
-        col = _state._local.collector
-        traced = col is not None or any(isinstance(g[0] if type(g) is tuple else g, jax.core.Tracer) for g in grads)
         hv = self._hyper_vars()
         if traced:
             _touch(state, True)
@@ -492,10 +497,9 @@ class Optimizer(HyperParameters):
         else:
             # Eager: ONE compiled update of every variable, slot and counter (donated).
             state, fn = self._eager_plan(var_list, slot_vars, extra, it_var)
-            lr_in = None if lr_var is None else lr_var._value
             # (a sparse step is not offered for prediction: its update is in place, donated)
             _run_update(state, var_list, fn, () if sparse else [g for g, _ in pairs],
-                        (lr_in, *[h._value for h in hv]), grads)
+                        (lr_now, *[h._value for h in hv]), grads)
             return it_var
         new_vars, new_slots, new_extra, new_it = out
         for v, x in zip(var_list, new_vars):
@@ -546,7 +550,7 @@ class Optimizer(HyperParameters):
             gs.append(g)
             var_list.append(v)
         state, fn = plan
-        lr_in = self._lr_var._value if self._lr_sched is None and self._lr_var is not None else None
+        lr_in = self._lr_now()
         _run_update(state, var_list, fn, gs, (lr_in, *[h._value for h in self._hyper_vars()]))
         return self._iterations   # (no local keeps a gradient's value: see Donating)
 

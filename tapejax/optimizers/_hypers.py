@@ -10,6 +10,13 @@ input, so a change needs no recompile.  What a hyperparameter can be given as:
   ``assign`` changes the next update; ``opt.momentum = x`` assigns it, as tf_keras'
   ``backend.set_value``); after the first update, its value, as tf_keras;
 * a callable: called now and before every update (once per trace in a compiled step).
+
+The learning rate follows the same rules (``_lr_now``): a zero-argument callable or a schedule
+of the user's (a ``LearningRateSchedule`` subclass) is called before every eager update, with
+the optimizer's ``iterations`` (the legacy optimizers: cast to float32, as tf_keras'
+``_decayed_lr``), so it may read Variables and Python state as TF's does; its value is an input
+of the compiled update.  A built-in schedule or an optax schedule, pure functions of the step,
+runs inside the compiled update instead.
 """
 from typing import Any
 
@@ -19,7 +26,19 @@ import numpy as np
 
 from ..core.tensor import Tensor
 from ..core.variable import Variable
-from ._args import _scalar_float
+from . import schedules as _schedules
+from ._args import _scalar_float, _takes_step
+
+
+def _per_update(sched: Any) -> bool:
+    """Whether the learning-rate callable ``sched`` is called before each eager update (its
+    value an input of the compiled update) rather than inside the compiled update: a
+    zero-argument callable or a user's ``LearningRateSchedule`` may read Python state and
+    Variables, which a compiled update would freeze; the built-in schedules and optax's are
+    pure functions of the step."""
+    if isinstance(sched, _schedules.LearningRateSchedule):
+        return type(sched).__module__ != _schedules.__name__
+    return not _takes_step(sched)
 
 
 class HyperParameters:
@@ -27,12 +46,18 @@ class HyperParameters:
     ``__init__`` sets ``_hyper``, ``_hyper_py``, ``_hyper_user``, ``_hyper_fn`` and ``_hv``."""
 
     _HYPERS: tuple[str, ...] = ()
+    #: A schedule called before an eager update is given ``iterations`` cast to float32 (the
+    #: legacy optimizers' ``_decayed_lr``); the new optimizers give the Variable itself.
+    _SCHEDULE_STEP_FLOAT = True
     _name: str
     _hyper: dict
     _hyper_py: dict
     _hyper_user: set
     _hyper_fn: dict
     _hv: Any
+    _lr_sched: Any
+    _lr_var: Any
+    iterations: Any
 
     def _set_hyper(self, name, value):
         """Set a ``_HYPERS`` hyperparameter, as tf_keras' ``_set_hyper``:
@@ -90,6 +115,33 @@ class HyperParameters:
             var = self._hyper[name]
             value = value._value if isinstance(value, (Tensor, Variable)) else _scalar_float(name, value)
             var.assign(jnp.asarray(value, var._meta.dtype))
+
+    def _lr_now(self):
+        """The learning rate an eager update takes as input: the learning-rate Variable's value;
+        a per-update callable's or schedule's value now (``_per_update``; TF calls them at every
+        update); None where the compiled update computes it from the step (a built-in or optax
+        schedule).  A Python number equal to the last one gives the same array (an unchanged
+        input lets the deferred executor use a predicted update)."""
+        sched = self._lr_sched
+        if sched is None:
+            lr_var = self._lr_var
+            return None if lr_var is None else lr_var._value
+        if not _per_update(sched):
+            return None
+        if _takes_step(sched):
+            it = self.iterations
+            value = sched(Tensor(jnp.asarray(it._value, jnp.float32)) if self._SCHEDULE_STEP_FLOAT else it)
+        else:
+            value = sched()
+        if isinstance(value, (Tensor, Variable)):
+            return jnp.asarray(value._value, jnp.float32)
+        py = _scalar_float("learning_rate", value)
+        last = self.__dict__.get("_lr_last")
+        if last is not None and last[0] == py:
+            return last[1]
+        arr = np.float32(py)
+        object.__setattr__(self, "_lr_last", (py, arr))
+        return arr
 
     def _hyper_value(self, name):
         """A hyperparameter's value for ``get_config``: a callable's value now; a followed

@@ -54,6 +54,8 @@ class _New(NewOptimizerState):
     """The new optimizers' constructor arguments, ``weight_decay`` and ``use_ema`` (``_ema``; a mixin
     before the legacy class)."""
 
+    _SCHEDULE_STEP_FLOAT = False   # (tf_keras' new optimizers call a schedule with ``iterations``)
+
     def _set_new(self, new):
         """Keep the new optimizers' own arguments (after the legacy class' constructor)."""
         self.weight_decay = None if new["weight_decay"] is None else _float_hyper("weight_decay",

@@ -1,9 +1,13 @@
 """Learning-rate schedules (``tf.keras.optimizers.schedules``): pure functions of the step.
 
 A schedule is called with the optimizer's ``iterations`` (the number of
-updates already applied) as a JAX scalar and returns the learning rate; it
-runs inside the compiled update, so it never forces a retrace.  Any optax
-schedule (a callable ``count -> value``) is accepted by the optimizers too.
+updates already applied) and returns the learning rate.  A built-in one
+(and any optax schedule, a callable ``count -> value``, which the optimizers
+accept too) is a pure function of the step: it runs inside the compiled
+update, so it never forces a retrace.  A subclass of the user's may read
+Variables and Python state, so an eager update calls it first, as tf_keras
+does at every update, and takes its value as an input
+(``_hypers.HyperParameters._lr_now``).
 The built-in schedules compute with jnp (``_rate``) and, as in TF, return a
 float32 ``Tensor`` when called (``sched(opt.iterations).numpy()``); the
 optimizer unwraps it.

@@ -290,6 +290,19 @@ def test_operator_dtype_mismatch(tf):
     return raises(lambda: ai + 1.5), raises(lambda: a + ai), raises(lambda: a > ai)
 
 
+@parity
+def test_an_integral_python_float_with_an_int_tensor_is_refused_too(tf):
+    """``ids * 2.0``, ``ids - 1.0``, ``2.0 * ids``, ``ids == 1.0``, ``tf.maximum(ids, 0.0)``,
+    ``ids + 1.0``: TF refuses every Python float next to an int tensor (TypeError, AddV2's
+    InvalidArgumentError); tapejax let an integral one through and JAX promoted the result to
+    float32.  A NumPy int scalar and an int with a float tensor still convert."""
+    ids = tf.constant([1, 2])
+    x = tf.constant([1.0, 2.0])
+    return (raises(lambda: ids * 2.0), raises(lambda: ids - 1.0), raises(lambda: 2.0 * ids),
+            raises(lambda: ids == 1.0), raises(tf.maximum, ids, 0.0), raises(lambda: ids + 1.0),
+            raises(lambda: ids // 2.0), ids * 2, x * 2, x + np.int32(1), ids + np.int32(1))
+
+
 @parity(x64=True, expected=(Raised("InvalidArgumentError"), Raised("InvalidArgumentError")))
 def test_operator_float64_mismatch(tf):
     """float32 + float64 and float64 * float32 raise InvalidArgumentError (tapejax: x64 mode)."""

@@ -2,7 +2,7 @@
 ops of the API sweep's last gaps (tapejax.ops.nn_ctc, nn_sampled, pooling_more), under TensorFlow
 and tapejax: values, gradients and errors.  Random samplers are compared through TF's rules (shapes,
 dtypes, ranges, expected counts); the losses take fixed ``sampled_values``, so they agree exactly.
-TF's SparseTensor results are compared through their components (tapejax: ``CTCDecoded``)."""
+TF's SparseTensor results are compared through their components."""
 import numpy as np
 
 from .harness import parity, raises
