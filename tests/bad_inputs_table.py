@@ -468,6 +468,13 @@ row("constant-float64-without-x64", lambda tf, w: tf.constant([1.0, 2.0], dtype=
 row("convert-numpy-float64-without-x64", lambda tf, w: tf.convert_to_tensor(np.array([1.0, 2.0])),
     "TypeError", ["float64", "jax_enable_x64"],
     tf="TF keeps NumPy float64 as float64; without JAX's x64 mode tapejax raises TypeError (no silent float32)")
+row("op-numpy-float64-without-x64", lambda tf, w: tf.reduce_sum(np.array([1.0, 2.0])),
+    "TypeError", ["float64", "jax_enable_x64", "NumPy operand"],
+    tf="TF's op gives float64 for NumPy float64 data; without JAX's x64 mode tapejax raises TypeError "
+       "(it computed a float32 sum)")
+row("matmul-numpy-float64-without-x64", lambda tf, w: tf.matmul(np.ones((2, 2)), np.ones((2, 2))),
+    "TypeError", ["float64", "jax_enable_x64"],
+    tf="TF's MatMul of NumPy float64 data is float64; without JAX's x64 mode tapejax raises TypeError")
 
 # ---------------------------------------------------------------------------
 # rows: Variable

@@ -34,6 +34,7 @@ import numpy as np
 
 from .caches import Family
 from .conversion import PEEK as _CONVERSION_PEEK, conversion_for
+from .dtypes import _WIDE, require_representable
 from .errors import InvalidArgumentError
 from .executor import ACTIVE
 from .state import _local
@@ -166,6 +167,8 @@ def operand(a: Any) -> Any:
                             "tensors (XLA has no string type); strings (tf.strings results, a string SparseTensor's "
                             "values) stay on the host and only the host string ops (tf.strings, tf.sparse.to_dense / "
                             "from_dense / cross / cross_hashed, tf.lookup) take them")
+        if a.dtype in _WIDE:   # (float64 / complex128: TF's dtype; never narrowed quietly)
+            require_representable(a.dtype, "a NumPy operand")
         return host_snapshot(a)
     if isinstance(a, (list, tuple)):   # nested data, possibly holding Tensors
         return pack_nested(a) if _contains_tensor(a) else Tensor(_to_array(a, None, "value"))

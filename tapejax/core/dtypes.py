@@ -181,11 +181,16 @@ _WIDE = {np.dtype(np.float64): "float64", np.dtype(np.complex128): "complex128"}
 _NARROW_INT = {np.dtype(np.int64): np.dtype(np.int32), np.dtype(np.uint64): np.dtype(np.uint32)}
 
 
+class PrecisionError(TypeError):
+    """A float64 / complex128 value while JAX's 64-bit mode is off (a TypeError, as TF raises for
+    a dtype it cannot hold; ops pass it on as it is, not as a shape or dtype complaint)."""
+
+
 def require_representable(np_dtype: Any, what: str = "value") -> None:
-    """Raise if ``np_dtype`` needs JAX's x64 mode and it is off."""
+    """Raise ``PrecisionError`` if ``np_dtype`` needs JAX's x64 mode and it is off."""
     np_dtype = np.dtype(np_dtype)
     if np_dtype in _WIDE and not x64_enabled():
-        raise TypeError(
+        raise PrecisionError(
             f"{what} has dtype {_WIDE[np_dtype]}, which JAX holds only in 64-bit mode: "
             "call jax.config.update('jax_enable_x64', True) at start-up (or set "
             "JAX_ENABLE_X64=1), or ask for dtype=tapejax.float32. tapejax never "

@@ -364,7 +364,10 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
 
 
 def _matmul_error(e, a, b):
-    """JAX's complaint, with both operands' shapes named (TF: ``Matrix size-incompatible``)."""
+    """JAX's complaint, with both operands' shapes named (TF: ``Matrix size-incompatible``); a
+    dtype refused for precision (``PrecisionError``) as it is."""
+    if isinstance(e, _dtypes.PrecisionError):
+        return e
     sa, sb = (list(np.shape(getattr(v, "_value", v))) for v in (a, b))
     return op_error(type(e)(f"Matrix size-incompatible: In[0] (argument `a`): {sa}, In[1] (argument "
                             f"`b`): {sb}: {e}"), "MatMul")
