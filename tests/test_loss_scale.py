@@ -226,3 +226,18 @@ def test_attributes_forward_to_the_inner_optimizer():
     opt.apply_gradients(zip(opt.get_unscaled_gradients([tf.constant([1.0, 1.0])]), [w]))
     assert opt.get_slot(w, "momentum") is inner.get_slot(w, "momentum")
     assert opt.variables() == inner.variables() and opt.get_slot_names() == ["momentum"]
+
+
+def test_scaling_ops_are_differentiated_like_tfs_mul():
+    """``ScaleLoss`` and ``UnscaleGradients`` are recorded ops: a tape differentiates through them
+    (oracle: ``jax.grad`` of the same pure function), float16 values cast the scale first."""
+    import jax
+    opt = LSO(optimizers.legacy.SGD(0.1), initial_scale=4.0)
+    x = tf.Variable([1.0, 2.0])
+    with tf.GradientTape() as tape:
+        (u, none, half) = opt.get_unscaled_gradients([x * 3.0, None, tf.cast(x, tf.float16)])
+        y = tf.reduce_sum(u * u) + tf.reduce_sum(opt.get_scaled_loss(x * x))
+    want = jax.grad(lambda v: jnp.sum((v * 3.0 / 4.0) ** 2) + jnp.sum(v * v * 4.0))(jnp.asarray([1.0, 2.0]))
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), want, rtol=1e-6)
+    assert none is None and half.dtype == tf.float16
+    np.testing.assert_array_equal(half.numpy(), np.float16([0.25, 0.5]))

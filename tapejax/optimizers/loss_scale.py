@@ -26,6 +26,11 @@ the optimizer's keys are the inner optimizer's, as TF's ``DelegatingTrackableMix
 * either way ``iterations`` counts the step, as TF's skipped branch (``do_not_apply_fn``)
   increments it: a schedule or Adam's bias correction sees skipped steps too.
 
+``get_scaled_loss`` is one op (``ScaleLoss``: ``loss * cast(scale, loss.dtype)``) and
+``get_unscaled_gradients`` one op for all the gradients (``UnscaleGradients``: each times
+``cast(1 / scale, its dtype)``), so scaling adds two dispatches to an eager step, not one per
+gradient; both are recorded and differentiable like TF's ``Mul``.
+
 The decision is staged, never a host sync: the inner optimizer's one compiled update takes the
 scale and counter as two more state Variables, computes the update, and selects it with
 ``jnp.where(all_finite, new, old)`` for every Variable, slot and state Variable (``Guard``), so
@@ -53,7 +58,7 @@ import numpy as np
 
 from ..autodiff.tape import GradientTape
 from ..core import dtypes as _dtypes
-from ..core.bind import bind, lookup
+from ..core.bind import bind, define
 from ..core.convert import convert_to_tensor
 from ..core.indexed_slices import IndexedSlices
 from ..core.variable import Variable
@@ -145,20 +150,20 @@ class DynamicLossScaleState:
 
 
 # -- helpers ------------------------------------------------------------------------------------
-def _np_dtype(x) -> np.dtype:
-    return np.dtype(_dtypes.as_dtype(x.dtype)._np)
+# -- the two ops (one dispatch each, however many gradients) ----------------------------------
+def _scale_loss(loss, scale):
+    """tf_keras' ``loss * tf.cast(loss_scale, loss.dtype)``."""
+    return loss * scale.astype(loss.dtype)
 
 
-def _cast(x, dtype: np.dtype):
-    """``tf.cast`` of a Tensor (the registered ``Cast`` op; the same Tensor when it has ``dtype``)."""
-    return x if _np_dtype(x) == dtype else bind(lookup("Cast"), x, dtype=dtype.name)
+def _unscale(scale, *grads):
+    """tf_keras' ``g * tf.cast(1.0 / loss_scale, g.dtype)`` for every gradient (``_multiply_gradient``)."""
+    reciprocal = jnp.float32(1.0) / scale
+    return tuple([g * reciprocal.astype(g.dtype) for g in grads])
 
 
-def _multiply_gradient(g, scale):
-    """tf_keras' ``_multiply_gradient``: ``g * cast(scale, g.dtype)``, an ``IndexedSlices`` by its values."""
-    if type(g) is IndexedSlices:
-        return g._with_values(_multiply_gradient(g.values, scale))
-    return g * _cast(scale, _np_dtype(g))
+_SCALE_LOSS = define("ScaleLoss", _scale_loss)
+_UNSCALE = define("UnscaleGradients", _unscale, multiple_results=True, pure_results=True)
 
 
 _EXAMPLE = """
@@ -279,10 +284,12 @@ class BaseLossScaleOptimizer(Optimizer, metaclass=_Dispatch):
     @property
     def loss_scale(self):
         """The current loss scale: a float32 scalar Tensor."""
+        return convert_to_tensor(self._scale_operand())
+
+    def _scale_operand(self):
+        """The scale as an op's operand: its Variable (read by the op), or the fixed float32."""
         ls = self._loss_scale
-        if isinstance(ls, DynamicLossScaleState):
-            return convert_to_tensor(ls.current_loss_scale)
-        return convert_to_tensor(np.float32(ls))
+        return ls.current_loss_scale if isinstance(ls, DynamicLossScaleState) else np.float32(ls)
 
     @property
     def dynamic_counter(self) -> Optional[Variable]:
@@ -306,17 +313,27 @@ class BaseLossScaleOptimizer(Optimizer, metaclass=_Dispatch):
         object.__setattr__(self, "_loss_has_been_scaled", True)
         if callable(loss):
             def new_loss():
-                value = loss()
-                return value * _cast(self.loss_scale, _np_dtype(value))
+                return self._scaled(loss())
             return new_loss
-        return loss * _cast(self.loss_scale, _np_dtype(loss))
+        return self._scaled(loss)
+
+    def _scaled(self, loss):
+        if not hasattr(loss, "dtype"):   # (a Python number: tf_keras' AttributeError)
+            raise AttributeError(f"{type(loss).__name__!r} object has no attribute 'dtype'")
+        return bind(_SCALE_LOSS, loss, self._scale_operand())
 
     def get_unscaled_gradients(self, grads):
         """Each gradient divided by the loss scale (times ``1 / loss_scale`` cast to its dtype, as
         TF); None stays None, an ``IndexedSlices`` stays one."""
         object.__setattr__(self, "_gradients_have_been_unscaled", True)
-        reciprocal = 1.0 / self.loss_scale
-        return [None if g is None else _multiply_gradient(g, reciprocal) for g in grads]
+        grads = list(grads)
+        given = [g for g in grads if g is not None]
+        if not given:
+            return grads
+        outs = iter(bind(_UNSCALE, self._scale_operand(),
+                         *[g.values if type(g) is IndexedSlices else g for g in given]))
+        return [None if g is None else g._with_values(next(outs)) if type(g) is IndexedSlices else next(outs)
+                for g in grads]
 
     # -- updates ------------------------------------------------------------------------------
     def _apply_scaled(self, grads_and_vars):
