@@ -149,7 +149,6 @@ class DynamicLossScaleState:
         return [("current_loss_scale", self.current_loss_scale), ("good_steps", self.counter)]
 
 
-# -- helpers ------------------------------------------------------------------------------------
 # -- the two ops (one dispatch each, however many gradients) ----------------------------------
 def _scale_loss(loss, scale):
     """tf_keras' ``loss * tf.cast(loss_scale, loss.dtype)``."""
@@ -165,7 +164,7 @@ def _unscale(scale, *grads):
 _SCALE_LOSS = define("ScaleLoss", _scale_loss)
 _UNSCALE = define("UnscaleGradients", _unscale, multiple_results=True, pure_results=True)
 
-
+# -- helpers ------------------------------------------------------------------------------------
 _EXAMPLE = """
     with tf.GradientTape() as tape:
       loss = loss_fn()
