@@ -697,6 +697,27 @@ row("optimizer-unknown-kwarg", lambda tf, w: _sgd(tf, 0.1, clip=1.0),
 row("optimizer-momentum-string", lambda tf, w: _sgd(tf, 0.1, momentum="high"),
     "TypeError", ["momentum", "'high'"], world=optimizer)
 
+
+def _lso(tf, *args, **kwargs):
+    return tf.keras.mixed_precision.LossScaleOptimizer(*args, **kwargs)
+
+
+# (tf_keras marks the inner optimizer as wrapped before it converts the scale arguments; tapejax
+# checks every argument first, so the optimizer can still be wrapped afterwards)
+row("loss-scale-not-an-optimizer", lambda tf, w: _lso(tf, 3),
+    "TypeError", ["inner_optimizer", "3"], world=optimizer)
+row("loss-scale-dynamic-string", lambda tf, w: _lso(tf, w.opt, "dynamic"),
+    "TypeError", ["dynamic", "bool", "'dynamic'"], world=optimizer)
+row("loss-scale-initial-scale-string", lambda tf, w: _lso(tf, w.opt, initial_scale="a"),
+    "ValueError", ["initial_scale", "'a'"], world=optimizer)
+row("loss-scale-growth-steps-string", lambda tf, w: _lso(tf, w.opt, dynamic_growth_steps="a"),
+    "ValueError", ["dynamic_growth_steps", "'a'"], world=optimizer)
+row("loss-scale-fixed-without-scale", lambda tf, w: _lso(tf, w.opt, dynamic=False),
+    "ValueError", ["initial_scale", "dynamic"], world=optimizer)
+row("loss-scale-fixed-with-growth-steps",
+    lambda tf, w: _lso(tf, w.opt, dynamic=False, initial_scale=8, dynamic_growth_steps=3),
+    "ValueError", ["dynamic_growth_steps", "3"], world=optimizer)
+
 # ---------------------------------------------------------------------------
 # rows: Checkpoint
 # ---------------------------------------------------------------------------

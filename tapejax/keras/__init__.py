@@ -29,6 +29,8 @@ if not os.environ.get("KERAS_BACKEND") and "keras" not in __import__("sys").modu
 
 #: Keras modules whose functions are put on the tape (``namespace.KerasNamespace``).
 _WRAPPED = ("losses", "activations", "ops", "metrics", "utils")
+#: Keras modules completed with tf.keras names (``namespace._LEGACY``), their functions as they are.
+_COMPLETED = ("mixed_precision",)
 
 #: This package's own modules (imported by name, never looked up as Keras names).
 _SUBMODULES = frozenset({"calls", "data_adapter", "hooks", "keys", "namespace", "trainer", "variables"})
@@ -46,9 +48,9 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'tapejax.keras' has no attribute {name!r}")
     from ._setup import load
     keras = load()
-    if name in _WRAPPED:
+    if name in _WRAPPED or name in _COMPLETED:
         from .namespace import KerasNamespace
-        value = KerasNamespace(f"{__name__}.{name}", getattr(keras, name), name, wrap=name != "utils")
+        value = KerasNamespace(f"{__name__}.{name}", getattr(keras, name), name, wrap=name in _WRAPPED and name != "utils")
     else:
         try:
             value = getattr(keras, name)

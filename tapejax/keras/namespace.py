@@ -86,9 +86,22 @@ def _legacy_reduction():
     return Reduction
 
 
-#: tf.keras names Keras 3 dropped from the module but keeps for ``tf.keras`` (``keras._tf_keras``):
-#: ``tf.keras.losses.Reduction`` (its ``AUTO`` is accepted by every loss: ``calls.install``).
-_LEGACY = {("losses", "Reduction"): _legacy_reduction}
+def _loss_scale_optimizer():
+    """tf_keras' ``LossScaleOptimizer`` around tapejax's optimizers (``tapejax.optimizers.loss_scale``:
+    ``get_scaled_loss`` / ``get_unscaled_gradients`` for a GradientTape loop); a Keras 3 optimizer
+    (``model.compile``'s) gets Keras 3's own."""
+    import keras
+
+    from ..optimizers import loss_scale
+    loss_scale.FOREIGN.setdefault(keras.optimizers.Optimizer, keras.optimizers.LossScaleOptimizer)
+    return loss_scale.BaseLossScaleOptimizer
+
+
+#: tf.keras names Keras 3 dropped from the module, or has with another API, kept as ``tf.keras``
+#: has them: ``tf.keras.losses.Reduction`` (Keras's legacy copy; its ``AUTO`` is accepted by
+#: every loss: ``calls.install``); ``tf.keras.mixed_precision.LossScaleOptimizer`` (tf_keras').
+_LEGACY = {("losses", "Reduction"): _legacy_reduction,
+           ("mixed_precision", "LossScaleOptimizer"): _loss_scale_optimizer}
 
 
 class KerasNamespace(ModuleType):

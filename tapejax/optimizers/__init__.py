@@ -47,8 +47,11 @@ optimizers (and ``AdamW``, ``Lion``, ``Adafactor``) keep tf_keras' moving averag
 with ``use_ema=True`` (an ``average`` slot per Variable, overwritten into it every
 ``ema_overwrite_frequency`` steps, assigned by ``finalize_variable_values``) and take
 ``exclude_from_weight_decay`` (``_ema``).
+
+``loss_scale``: ``tf.keras.mixed_precision.LossScaleOptimizer`` around these optimizers (dynamic
+loss scaling for float16 training; a skipped step is a staged select inside the one update).
 """
-from . import legacy, schedules
+from . import legacy, loss_scale, schedules
 from ._base import Optimizer
 from ._optax import OptaxOptimizer, from_optax
 from ._rules import AdamW
@@ -58,4 +61,4 @@ from ._serialization import deserialize, get, serialize
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "Nadam",
            "Ftrl", "Lion", "Adafactor", "get", "serialize", "deserialize", "from_optax", "OptaxOptimizer",
-           "schedules", "legacy"]
+           "schedules", "legacy", "loss_scale"]

@@ -432,11 +432,16 @@ class Optimizer(HyperParameters):
     # -- API ----------------------------------------------------------------------
     def apply_gradients(self, grads_and_vars, name=None, experimental_aggregate_gradients=True):
         """Apply ``(gradient, variable)`` pairs; ``None`` gradients are skipped with a warning."""
+        return self._apply_gradients(grads_and_vars, None)
+
+    def _apply_gradients(self, grads_and_vars, guard):
+        """``apply_gradients``; a ``guard`` (``loss_scale.Guard``) wraps the pure update (``guard.wrap``)
+        and adds its Variables after ``_extra`` (``guard.state``; ``guard.key`` in the plan's key)."""
         pairs = _filter_empty_gradients(grads_and_vars)
         if self._hyper_fn:
             self._call_hypers()
         if _state._local.collector is None:
-            done = self._apply_again(pairs)
+            done = self._apply_again(pairs, guard)
             if done is not None:
                 return done
         grads, var_list = [], []
@@ -482,7 +487,7 @@ class Optimizer(HyperParameters):
         self._create_slots(var_list)
         names = self._slot_names()
         slot_vars = [tuple(self._slots[v._id][s] for s in names if s in self._slots[v._id]) for v in var_list]
-        extra = list(getattr(self, "_extra", []))
+        extra = list(getattr(self, "_extra", [])) + list(() if guard is None else guard.state)
         flat_slots = [s for ss in slot_vars for s in ss]
         state = list(var_list) + flat_slots + extra + [it_var]
         lr_var = self._lr_var if self._lr_sched is None else None
@@ -491,12 +496,13 @@ class Optimizer(HyperParameters):
             _touch(state, True)
             _touch(hv if lr_var is None else (lr_var,) + hv, False)
             lr_in = None if lr_var is None else lr_var._value
-            out = self._pure_update([v._value for v in var_list], [tuple(s._value for s in ss) for ss in slot_vars],
-                                    [e._value for e in extra], grads, it_var._value, lr_in,
-                                    [h._value for h in hv], self._var_flags(var_list))
+            pure = self._pure_update if guard is None else guard.wrap(self._pure_update)
+            out = pure([v._value for v in var_list], [tuple(s._value for s in ss) for ss in slot_vars],
+                       [e._value for e in extra], grads, it_var._value, lr_in, [h._value for h in hv],
+                       self._var_flags(var_list))
         else:
             # Eager: ONE compiled update of every variable, slot and counter (donated).
-            state, fn = self._eager_plan(var_list, slot_vars, extra, it_var)
+            state, fn = self._eager_plan(var_list, slot_vars, extra, it_var, guard)
             # (a sparse step is not offered for prediction: its update is in place, donated)
             _run_update(state, var_list, fn, () if sparse else [g for g, _ in pairs],
                         (lr_now, *[h._value for h in hv]), grads)
@@ -515,14 +521,15 @@ class Optimizer(HyperParameters):
                 v.assign(v.constraint(v))
         return it_var
 
-    def _apply_again(self, pairs):
+    def _apply_again(self, pairs, guard=None):
         """The eager update of a list of Variables this optimizer updated before (its compiled
         plan is cached, so the list was checked then: Variables, no repeats, slots made): only
         the gradients are left to check, Tensors (or pending ones, checked without computing
         them: the update may have been predicted, ``_run_update``) of their Variables' dtypes and
         shapes.  None where the full path must run (anything else, or the first update of this
         list)."""
-        plan = self._updates.get(tuple([v._id if type(v) is Variable else None for _, v in pairs]))
+        key = tuple([v._id if type(v) is Variable else None for _, v in pairs])
+        plan = self._updates.get(key if guard is None else (key, guard.key))
         if plan is None:
             return None
         gs, var_list = [], []
@@ -554,9 +561,10 @@ class Optimizer(HyperParameters):
         _run_update(state, var_list, fn, gs, (lr_in, *[h._value for h in self._hyper_vars()]))
         return self._iterations   # (no local keeps a gradient's value: see Donating)
 
-    def _eager_plan(self, var_list, slot_vars, extra, it_var):
+    def _eager_plan(self, var_list, slot_vars, extra, it_var, guard=None):
         """(state Variables in a flat list, jitted flat update) for this list of variables (cached)."""
         key = tuple(v._id for v in var_list)
+        key = key if guard is None else (key, guard.key)
         plan = self._updates.get(key)
         if plan is None:
             with self._lock:
@@ -566,7 +574,7 @@ class Optimizer(HyperParameters):
                     sizes = [len(ss) for ss in slot_vars]
                     n_extra = len(extra)
                     state = tuple(var_list) + tuple(s for ss in slot_vars for s in ss) + tuple(extra) + (it_var,)
-                    pure = self._pure_update
+                    pure = self._pure_update if guard is None else guard.wrap(self._pure_update)
                     flags = self._var_flags(var_list)
 
                     def flat_update(vals, grads, lr_in, *hyp):

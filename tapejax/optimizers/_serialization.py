@@ -22,7 +22,7 @@ from ._rules import AdamW
 from ._rules_new import Adafactor, Lion
 from ._rules_v2 import SGD, Adadelta, Adagrad, Adam, Adamax, Ftrl, Nadam, RMSprop, _New
 
-__all__ = ["deserialize", "get", "serialize"]
+__all__ = ["deserialize", "get", "register", "serialize"]
 
 #: tf_keras' lower-case names (``all_classes`` in ``deserialize``).
 _BY_NAME = {"adadelta": Adadelta, "adagrad": Adagrad, "adam": Adam, "adamw": AdamW, "adamax": Adamax,
@@ -55,6 +55,9 @@ def serialize(optimizer: Any, use_legacy_format: bool = False) -> Any:
         return optimizer
     cls = type(optimizer)
     config = optimizer.get_config()
+    module = getattr(cls, "_KERAS_MODULE", None)
+    if module is not None:   # a class Keras registers by name (``loss_scale``'s)
+        return {"module": module, "class_name": cls.__name__, "config": config, "registered_name": cls.__name__}
     if use_legacy_format:
         return {"class_name": cls.__name__, "config": config}
     module = "keras.optimizers" if isinstance(optimizer, _NEW) else "keras.optimizers.legacy"
@@ -78,6 +81,13 @@ def deserialize(config: Any, custom_objects: Any = None, use_legacy_format: bool
             and name not in (custom_objects or {}):
         cls = _LEGACY.get(cls.__name__, cls)
     return cls.from_config(inner)
+
+
+def register(cls: Any, *names: str) -> None:
+    """Let ``deserialize`` make ``cls`` from the lower-case ``names`` (and from its class name)."""
+    for name in names:
+        _BY_NAME[name] = cls
+    _BY_CLASS[cls.__name__] = cls
 
 
 def get(identifier: Any, **kwargs: Any):

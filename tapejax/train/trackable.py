@@ -47,6 +47,7 @@ import numpy as np
 from ..core.variable import Variable
 from ..optimizers import Optimizer
 from ..optimizers._optax import OptaxOptimizer
+from ..optimizers.loss_scale import BaseLossScaleOptimizer
 from .module import CHILD_HOOKS, Module
 
 VARIABLE_VALUE = "VARIABLE_VALUE"
@@ -218,9 +219,20 @@ def _optax_make_group(opt: OptaxOptimizer, variables: Sequence[Any]) -> Sequence
     return opt._state_for(list(variables))[0]
 
 
+def _loss_scale_children(opt: BaseLossScaleOptimizer) -> list:
+    """A LossScaleOptimizer is its inner optimizer to a checkpoint (TF's ``DelegatingTrackableMixin``),
+    plus the dynamic scale's ``loss_scale`` node (``current_loss_scale``, ``good_steps``)."""
+    out = _optimizer_children(opt.inner_optimizer)
+    return out + [("loss_scale", opt._loss_scale)] if opt.dynamic else out
+
+
 _TRACKABLES[Module] = TrackableKind(_module_children)
 _TRACKABLES[Optimizer] = TrackableKind(_optimizer_children, _optimizer_slots, None, _optimizer_make_slot,
                                        None, _optimizer_make_slots)
+_TRACKABLES[BaseLossScaleOptimizer] = TrackableKind(
+    _loss_scale_children, lambda o: _optimizer_slots(o.inner_optimizer), None,
+    lambda o, v, n: _optimizer_make_slot(o.inner_optimizer, v, n), None,
+    lambda o, vs: _optimizer_make_slots(o.inner_optimizer, vs))
 _TRACKABLES[OptaxOptimizer] = TrackableKind(_optimizer_children, None, _optax_groups, None, _optax_make_group)
 
 

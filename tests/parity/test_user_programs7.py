@@ -1243,10 +1243,6 @@ def test_siamese_keras_encoder_called_twice_in_one_tape(tf):
     return out, enc.get_weights()
 
 
-@xfail_on_tapejax("tf.keras.mixed_precision is Keras 3's: its LossScaleOptimizer has no Keras-2 "
-                  "get_scaled_loss / get_unscaled_gradients (AttributeError), and its scale_loss "
-                  "returns a JAX array no tape records; tapejax has no loss-scale optimizer for "
-                  "its Keras-2 optimizers")
 @parity(modes=True, **TOL)
 def test_loss_scale_optimizer_skips_an_overflowing_step_and_halves_the_scale(tf):
     """The mixed-precision custom loop: ``LossScaleOptimizer`` around a legacy SGD,
