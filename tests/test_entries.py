@@ -187,3 +187,36 @@ def test_a_function_called_under_a_tape_and_outside_compiles_one_program():
     np.testing.assert_array_equal(tape.gradient(y, x).numpy(), [1.0, 2.0])
     assert float(y.numpy()) == 11.0
     assert names.count("jit(prog)") == 1 and f.experimental_get_tracing_count() == 1
+
+
+def test_a_decorated_method_takes_the_steady_call_of_its_own_instance(monkeypatch):
+    """Each instance keys its own entry (TF: a method is a function per instance); the steady call
+    of one instance never runs for another."""
+    class Model:
+        def __init__(self, k):
+            self.v = tf.Variable(float(k))
+
+        @tf.function
+        def step(self, x):
+            self.v.assign_add(x * 2.0)
+            return self.v * 1.0
+
+    results = []
+    for slow in (False, True):
+        if slow:
+            _slow_only(monkeypatch)
+        a, b = Model(1), Model(100)
+        outs = []
+        with compiles() as names:
+            for i in range(6):
+                m = a if i % 3 else b
+                outs.append(float(m.step(tf.constant(float(i))).numpy()))
+        hot = Model.step._hot_bound
+        results.append((outs, a.v.numpy(), b.v.numpy(), a.step.experimental_get_tracing_count(),
+                        b.step.experimental_get_tracing_count(), [n for n in names if n not in TRANSFERS],
+                        sorted(k is a or k is b for k, _ in hot.values()), a.v.owns_buffer()))
+    fast, slow = results
+    assert fast[:6] == slow[:6]
+    assert fast[0] == [100.0, 3.0, 7.0, 106.0, 15.0, 25.0] and fast[3:5] == (1, 1)
+    assert fast[5] == ["jit(prog)", "jit(prog)"]
+    assert fast[6] == [True, True] and slow[6] == [] and fast[7] and slow[7]

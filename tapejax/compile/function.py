@@ -51,7 +51,7 @@ import functools
 import inspect
 import threading
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import jax
 import jax.core
@@ -126,6 +126,8 @@ class Function:
         # the steady call (``entries.tensors_call``) of the entry the latest call of Tensors only
         # took: ``__call__`` tries it first
         self._hot: Optional[Callable[[tuple], Any]] = None
+        # the same for a decorated method: id(instance) -> (instance, its steady call)
+        self._hot_bound: Dict[int, Tuple[Any, Callable[[tuple], Any]]] = {}
         self._mesh = None if mesh is None else MeshPlan(mesh, in_specs, variable_specs)
         # a function defined in a class body with `self` first: called as a method, its
         # input_signature describes the arguments after `self` (TF's)
@@ -172,17 +174,24 @@ class Function:
             return self._call((), args, kwargs)
         hot = self._hot   # the steady call of the latest call of Tensors only (``_keyed``)
         if hot is not None:
-            try:
-                out = hot(args)
-            except (InternalFloatingPointError, FloatingPointError) as e:
-                raise floating_point_error(e) from e
+            out = self._steady(hot, args)
             if out is not SLOW:
-                try:
-                    self._calls.calls_per_tracing[-1] += 1   # (``_Detector.not_traced``, written out)
-                except IndexError:   # pragma: no cover - a traced function's statistics have a trace
-                    self._calls.not_traced()
                 return out
         return self._keyed(args, kwargs)
+
+    def _steady(self, hot, args):
+        """``hot(args)`` (``entries.tensors_call``), counted as a call that did not trace when it
+        ran; ``SLOW`` when it declined."""
+        try:
+            out = hot(args)
+        except (InternalFloatingPointError, FloatingPointError) as e:
+            raise floating_point_error(e) from e
+        if out is not SLOW:
+            try:
+                self._calls.calls_per_tracing[-1] += 1   # (``_Detector.not_traced``, written out)
+            except IndexError:   # pragma: no cover - a traced function's statistics have a trace
+                self._calls.not_traced()
+        return out
 
     def _call(self, lead: tuple, args, kwargs):
         """A call; ``lead``: arguments before the ones ``input_signature`` describes (a method's
@@ -198,7 +207,7 @@ class Function:
             return self._body()(*args, **kwargs)
         if _state.tapes():
             return self._call_under_tape(args, kwargs)
-        return self._keyed(args, kwargs)
+        return self._keyed(args, kwargs, len(lead))
 
     def _canonical(self, args, kwargs):
         """The call bound to the Python signature, defaults filled (TF's canonical call): a
@@ -230,9 +239,11 @@ class Function:
         ba.apply_defaults()
         return ba.args, ba.kwargs
 
-    def _keyed(self, args, kwargs):
-        """Key the call, trace on a miss, run the compiled program."""
-        raw = args if not kwargs and all(type(a) is Tensor for a in args) else None
+    def _keyed(self, args, kwargs, n_lead: int = 0):
+        """Key the call, trace on a miss, run the compiled program.  ``n_lead``: arguments before
+        the written ones (a method's instance)."""
+        written = args[n_lead:] if n_lead else args
+        raw = written if not kwargs and all(type(a) is Tensor for a in written) else None
         args, kwargs = self._canonical(args, kwargs)
         dyn: List[Any] = []
         parts = []
@@ -250,20 +261,34 @@ class Function:
                 entry = self._entry(key, args, kwargs, dyn)
         else:
             self._calls.not_traced()
-        if (raw is not None and entry.steady is not None and entry.plan is None and len(dyn) == len(raw)
-                and (raw is args or all(type(a) in _SCALARS for a in (*args[len(raw):], *kwargs.values())))):
-            # a call of Tensors only (the defaults it leaves out Python scalars, keyed by value, the
-            # same in every such call): the next one starts at this entry's steady call (``__call__``)
-            hot = entry.hot.get(len(raw))
-            if hot is None:
-                hot = entry.hot[len(raw)] = tensors_call(entry, key[0][:len(raw)])
-            self._hot = hot
+        if raw is not None and entry.steady is not None and entry.plan is None and len(dyn) == len(raw):
+            self._note_steady(entry, key, args, kwargs, raw, n_lead)
         return self._run(entry, dyn)
+
+    def _note_steady(self, entry: Entry, key, args, kwargs, raw, n_lead: int) -> None:
+        """A call of Tensors only (``raw``, after ``n_lead`` arguments: a method's instance) that
+        keyed ``entry``: the next such call starts at the entry's steady call (``__call__``,
+        ``_BoundFunction.__call__``), when the call's canonical form is those Tensors and
+        defaults that are Python scalars (keyed by value, the same in every such call)."""
+        n = len(raw)
+        if not (all(a is b for a, b in zip(args[n_lead:], raw))
+                and all(type(a) in _SCALARS for a in (*args[n_lead + n:], *kwargs.values()))):
+            return
+        hot = entry.hot.get(n)
+        if hot is None:
+            hot = entry.hot[n] = tensors_call(entry, key[0][n_lead:n_lead + n])
+        if n_lead:
+            # (the entry's template holds the instance: its id is not reused while this is kept,
+            # and ``_entry`` drops these on every miss, before anything is evicted)
+            self._hot_bound[id(args[0])] = (args[0], hot)
+        else:
+            self._hot = hot
 
     def _entry(self, key, args, kwargs, dyn) -> Entry:
         """The entry for a call that missed the cache: a polymorphic one that accepts it, or a
         new trace.  Caches it under ``key``; nothing runs here."""
         self._hot = None   # (the cache changes: the steady call starts from a key lookup again)
+        self._hot_bound.clear()
         entry = self._cache.get(key)
         if entry is not None:
             return entry
@@ -470,7 +495,15 @@ class _BoundFunction:
         self._self = instance
 
     def __call__(self, *args, **kwargs):
-        return self._fn._call((self._self,), args, kwargs)   # (an input_signature leaves out the instance)
+        fn, inst = self._fn, self._self
+        loc = _local
+        if not (kwargs or loc.tapes or loc.collector is not None or fn.input_signature is not None or _FLAGS.eager):
+            pair = fn._hot_bound.get(id(inst))   # (``Function.__call__``'s steady call, per instance)
+            if pair is not None and pair[0] is inst:
+                out = fn._steady(pair[1], args)
+                if out is not SLOW:
+                    return out
+        return fn._call((inst,), args, kwargs)   # (an input_signature leaves out the instance)
 
     def experimental_get_tracing_count(self):
         """This instance's traces (TF: a decorated method is a function per instance)."""
