@@ -173,9 +173,16 @@ class Function:
         if kwargs or loc.tapes or loc.collector is not None or self.input_signature is not None or _FLAGS.eager:
             return self._call((), args, kwargs)
         hot = self._hot   # the steady call of the latest call of Tensors only (``_keyed``)
-        if hot is not None:
-            out = self._steady(hot, args)
+        if hot is not None:   # (``_steady`` written out)
+            try:
+                out = hot(args)
+            except (InternalFloatingPointError, FloatingPointError) as e:
+                raise floating_point_error(e) from e
             if out is not SLOW:
+                try:
+                    self._calls.calls_per_tracing[-1] += 1   # (``_Detector.not_traced``, written out)
+                except IndexError:   # pragma: no cover - a traced function's statistics have a trace
+                    self._calls.not_traced()
                 return out
         return self._keyed(args, kwargs)
 
@@ -188,7 +195,7 @@ class Function:
             raise floating_point_error(e) from e
         if out is not SLOW:
             try:
-                self._calls.calls_per_tracing[-1] += 1   # (``_Detector.not_traced``, written out)
+                self._calls.calls_per_tracing[-1] += 1
             except IndexError:   # pragma: no cover - a traced function's statistics have a trace
                 self._calls.not_traced()
         return out
