@@ -220,3 +220,29 @@ def test_a_decorated_method_takes_the_steady_call_of_its_own_instance(monkeypatc
     assert fast[0] == [100.0, 3.0, 7.0, 106.0, 15.0, 25.0] and fast[3:5] == (1, 1)
     assert fast[5] == ["jit(prog)", "jit(prog)"]
     assert fast[6] == [True, True] and slow[6] == [] and fast[7] and slow[7]
+
+
+def test_an_evicted_entry_is_released_though_its_steady_call_was_the_latest():
+    """The steady call a Function keeps (``_hot``) is dropped when the cache changes, so an
+    evicted specialisation's program is released as before."""
+    import gc
+    import weakref
+
+    v = tf.Variable(0.0)
+
+    @tf.function
+    def f(x):
+        v.assign_add(tf.reduce_sum(x))
+        return x * 2.0
+
+    f._cache.resize(2)
+    for _ in range(3):   # the third call runs the steady call, which the Function then keeps
+        f(tf.ones(1))
+    assert f._hot is not None
+    ref = weakref.ref(_entry(f).jitted)
+    f(tf.ones(2))        # two new shapes, one call each: the first entry is evicted
+    f(tf.ones(3))
+    assert len(f._cache) == 2 and f._cache.evictions == 1 and f._hot is None
+    gc.collect()
+    assert ref() is None, "an evicted specialisation must release its program"
+    assert float(v.numpy()) == 3.0 + 2.0 + 3.0
