@@ -516,27 +516,32 @@ def test_fast_path_is_not_taken_for_variable_subclasses_or_callbacks():
     assert v.numpy() == 4.0
 
 
-def test_interrupt_the_moment_the_compiled_call_returns_is_raised_after_the_write_back(monkeypatch):
+@pytest.mark.parametrize("kind", ["tensors", "keyed"])
+def test_interrupt_the_moment_the_compiled_call_returns_is_raised_after_the_write_back(kind):
     """A KeyboardInterrupt raised right after the fast path's compiled call has returned (from a
     profile hook on the C call that stored its result, i.e. as a real Ctrl-C arriving then is
-    delivered): every assigned Variable holds its new value, alive, and the interrupt is raised."""
+    delivered): every assigned Variable holds its new value, alive, and the interrupt is raised.
+    Both steady calls: a call of Tensors only (``entries.tensors_call``) and one with a Python
+    argument (``entries.steady_call``, after the key lookup)."""
     import signal
     import sys
-
-    from tapejax.compile import entries
 
     vs = [tf.Variable(np.full((3,), float(i), "float32")) for i in range(3)]
 
     @tf.function
-    def step(x):
+    def step(x, scale=1.0):
         for v in vs:
-            v.assign_add(x * tf.ones_like(v))
+            v.assign_add(x * scale * tf.ones_like(v))
+
+    def call():
+        return step(tf.constant(1.0)) if kind == "tensors" else step(tf.constant(1.0), 1.0)
 
     for _ in range(3):
-        step(tf.constant(1.0))
-    assert _entry(step).fast
+        call()
+    entry = _entry(step)
+    assert entry.fast and (step._hot is not None) is (kind == "tensors")
     before = [v.numpy() for v in vs]
-    code = entries.run_fast.__code__
+    code = (entry.hot[1] if kind == "tensors" else entry.steady).__code__
 
     def hook(frame, event, arg):
         if event == "c_return" and frame.f_code is code and getattr(arg, "__name__", "") == "extend":
@@ -547,16 +552,17 @@ def test_interrupt_the_moment_the_compiled_call_returns_is_raised_after_the_writ
     sys.setprofile(hook)
     try:
         with pytest.raises(KeyboardInterrupt):
-            step(tf.constant(1.0))
+            call()
     finally:
         sys.setprofile(None)
         signal.signal(signal.SIGINT, old)
     for v, b in zip(vs, before):
         assert not v._value.is_deleted()
         np.testing.assert_array_equal(v.numpy(), b + 1.0)
-    step(tf.constant(1.0))   # and the next call runs
+    call()   # and the next call runs
     for v, b in zip(vs, before):
         np.testing.assert_array_equal(v.numpy(), b + 2.0)
+    assert step.experimental_get_tracing_count() == 1
 
 
 def test_python_numbers_returned_by_a_function_are_tensors_as_in_tf():

@@ -135,7 +135,7 @@ def test_the_program_jaxpr_has_no_variable_placeholders():
 
     f(tf.constant(2.0))
     entry = next(iter(f._cache.values()))
-    text = str(entry.jitted.trace([], [v._value], [jax.numpy.float32(1.0)]).jaxpr)
+    text = str(entry.jitted.trace(v._value, jax.numpy.float32(1.0)).jaxpr)   # (*rw, *ro, *dyn)
     assert tracing.VARIABLE_READ.name not in text
 
 

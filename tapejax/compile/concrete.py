@@ -80,9 +80,9 @@ class ConcreteFunction:
     @property
     def structured_outputs(self):
         e = self._entry
-        avals = e.jitted.eval_shape([v._value for v in e.rw], [v._value for v in e.ro],
-                                    [jax.ShapeDtypeStruct(s.shape, s.dtype) for s in self._leaf_avals()])
-        outs = avals[1][0] if e.checked else avals[0]
+        avals = e.jitted.eval_shape(*[v._value for v in e.rw], *[v._value for v in e.ro],
+                                    *[jax.ShapeDtypeStruct(s.shape, s.dtype) for s in self._leaf_avals()])
+        outs = (avals[1] if e.checked else avals)[:e.n_out]
         return fill(e.out_tpl, iter([TensorSpec(tuple(o.shape) if all(isinstance(d, int) for d in o.shape)
                                                 else tuple(d if isinstance(d, int) else None for d in o.shape),
                                                 o.dtype) for o in outs]))

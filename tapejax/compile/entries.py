@@ -7,22 +7,29 @@ Python or checks at run time), the program runs, and its new values are written 
 Ctrl-C cannot split (``ownership.deferred_interrupts``); a failed run-time check is raised
 after the write-back (``ops.checks.raise_if_failed``), as TF's failed ``Assert``.
 
+The program is flat: ``jitted(*rw values, *ro values, *dynamic leaves) -> (*outputs, *new rw
+values)``, the ``rw`` values donated, so that JAX's C++ dispatch takes a call of arrays.
+
 ``run_fast`` is the steady call of a plain program (no run-time check, no host callback, no
 mesh) on plain ``Variable``s whose new values are all buffers the program makes
 (``tracing.fresh_outputs``, decided once from the jaxpr): from the entry's second call
-(``fast_ready``), when every assigned Variable owns its value (as the previous call left
-it), the values go in as they are and the write-back is C loops (``setattr`` over ``map``)
-after the call's result was stored by a C loop too: a KeyboardInterrupt arriving after the
-call is raised after the write-back, as ``deferred_interrupts`` delivers it, without swapping
-the signal handler twice per call.  It gives ``run_entry``'s values and ownership records
-(``tests/test_function.py``).
+(``fast_ready``), ``Entry.steady`` is a function written for that entry (``steady_call``: its
+Variables, program and output template bound, every loop over the Variables unrolled), and
+``tensors_call`` writes the same for a call of Tensors only (``Function.__call__``'s steady
+call: the Tensors' avals compared with the entry's key, which is the key lookup for that call).
+When every assigned Variable owns its value (as the previous call left it) and every value is a
+concrete array, the values go in as they are; the call's result is stored by a C loop and the
+write-back is straight-line attribute stores, which CPython runs without delivering a signal
+between them: a KeyboardInterrupt arriving after the call is raised after the write-back, as
+``deferred_interrupts`` delivers it, without swapping the signal handler twice per call.
+Anything else declines (``SLOW``, nothing having run) and takes ``run_entry``.  Both give
+``run_entry``'s values and ownership records (``tests/test_function.py``).
 """
 from __future__ import annotations
 
-import collections
 import itertools
 import re
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -44,7 +51,7 @@ class Entry:
     """One compiled specialisation: the program, its Variables and output structure."""
 
     __slots__ = ("jitted", "rw", "ro", "out_tpl", "n_out", "template", "in_shardings", "prim", "copies",
-                 "checked", "plain", "specs", "plan", "fresh", "fast")
+                 "checked", "plain", "specs", "plan", "fresh", "steady", "hot")
 
     def __init__(self, jitted, rw, ro, out_tpl, n_out, tpl, copies, checked, specs, plan, fresh=None):
         self.jitted = jitted
@@ -62,7 +69,15 @@ class Entry:
         self.prim: Any = None     # the recorded op, made on the first call from inside a tape
         # which new values of ``rw`` are buffers the program makes (``tracing.fresh_outputs``)
         self.fresh: Optional[Sequence[bool]] = fresh
-        self.fast = False         # the steady call takes ``run_fast`` (from the second call)
+        # the steady call (``steady_call``), set from the second call when it applies (``fast_ready``)
+        self.steady: Optional[Callable[[Sequence[Any]], Any]] = None
+        # its steady calls for calls of Tensors only (``tensors_call``) by their number
+        self.hot: Dict[int, Callable[[tuple], Any]] = {}
+
+    @property
+    def fast(self) -> bool:
+        """Whether the steady call takes the fast path (``run_fast``)."""
+        return self.steady is not None
 
     def accepts(self, avals) -> bool:
         """Whether a call whose dynamic leaves have ``avals`` can run this program."""
@@ -98,9 +113,6 @@ def floating_point_error(e: Exception) -> FloatingPointError:
 
 _Array = type(jnp.zeros(()))   # the concrete array type
 _starmap = itertools.starmap
-_consume = collections.deque(maxlen=0).extend   # runs an iterator to its end, in C
-_VAL = itertools.repeat("_val")
-_OWN = itertools.repeat("_own")
 
 
 def fast_ready(entry: Entry) -> None:
@@ -111,14 +123,135 @@ def fast_ready(entry: Entry) -> None:
     path's identity checks)."""
     if (entry.fresh is not None and all(entry.fresh) and all(type(v) is Variable for v in entry.rw)
             and all(type(v) is Variable for v in entry.ro)):
-        entry.fast = True
+        entry.steady = steady_call(entry)
+
+
+#: What ``Entry.steady`` returns when a Variable does not own its value or holds no array (a
+#: pending update, a read handed out): the call then takes ``run_entry``, nothing having run.
+SLOW = type("SLOW", (), {"__repr__": lambda self: "SLOW", "__slots__": ()})()
+
+
+def steady_call(entry: Entry) -> Callable[[Sequence[Any]], Any]:
+    """``entry``'s steady call as a function of its dynamic leaves (a list of arrays).
+
+    Written for the entry's Variables (``v0 ...`` assigned, ``r0 ...`` only read), program and
+    output template; for two dynamic leaves, two assigned Variables and one read it is::
+
+        def steady(dyn):
+            x0, x1 = dyn
+            if type(x0) is not _Array or type(x1) is not _Array:
+                return SLOW
+            a0 = v0._val
+            if a0 is not v0._own or type(a0) is not _Array:
+                return SLOW
+            a1 = v1._val
+            ...
+            b0 = r0._val
+            if type(b0) is not _Array:
+                return SLOW
+            box = []
+            try:
+                box.extend(_starmap(jitted, ((a0, a1, b0, x0, x1),)))
+            finally:
+                if box:
+                    o0, n0, n1 = box[0]
+                    v0._val = n0
+                    v0._own = n0
+                    v1._val = n1
+                    v1._own = n1
+            return Tensor(o0)
+
+    The compiled call's result is stored by a C loop (``list.extend`` over ``starmap``) before
+    any bytecode runs, and a KeyboardInterrupt raised right after it finds the write-back in the
+    ``finally`` block: attribute stores of slots, between which CPython delivers no signal (it
+    does so at calls and backward jumps; a ``Variable``'s slots run no Python code).  Each new
+    value is a fresh buffer (``fast_ready``): its Variable's own."""
+    n = len(entry.specs)
+    head = [f"{_names('x', n)}, = dyn" if n else "if dyn:", *([] if n else ["    return SLOW"])]
+    if n:
+        head += [f"if {' or '.join(f'type(x{i}) is not _Array' for i in range(n))}:", "    return SLOW"]
+    return _written(entry, "dyn", head, n, {})
+
+
+def tensors_call(entry: Entry, avals: Sequence[Any]) -> Callable[[tuple], Any]:
+    """``entry``'s steady call as a function of a call's positional arguments, for an entry keyed
+    by Tensors only, ``avals`` the key's (their values' avals): ``steady_call`` preceded by the
+    key lookup written out.  Arguments that are not that many Tensors holding concrete arrays
+    whose avals equal ``avals`` (the key's equality: by identity first, as a dict compares keys)
+    decline (``SLOW``)::
+
+        def steady(args):
+            if len(args) != 2:
+                return SLOW
+            t0, t1 = args
+            if type(t0) is not Tensor or type(t1) is not Tensor:
+                return SLOW
+            x0 = t0._value
+            if type(x0) is not _Array:
+                return SLOW
+            c = x0.aval
+            if c is not k0 and c != k0:
+                return SLOW
+            ...   (``steady_call``'s body)
+    """
+    n = len(avals)
+    head = [f"if len(args) != {n}:", "    return SLOW"]
+    if n:
+        head += [f"{_names('t', n)}, = args",
+                 f"if {' or '.join(f'type(t{i}) is not Tensor' for i in range(n))}:", "    return SLOW"]
+    for i in range(n):
+        head += [f"x{i} = t{i}._value", f"if type(x{i}) is not _Array:", "    return SLOW",
+                 f"c = x{i}.aval", f"if c is not k{i} and c != k{i}:", "    return SLOW"]
+    return _written(entry, "args", head, n, {f"k{i}": a for i, a in enumerate(avals)})
+
+
+def _names(prefix: str, n: int) -> str:
+    return ", ".join(f"{prefix}{i}" for i in range(n))
+
+
+def _written(entry: Entry, param: str, head: list, n_dyn: int, extra: dict) -> Callable[..., Any]:
+    """The steady call's source for ``entry`` after ``head`` (which binds ``x0 ...``, the
+    dynamic leaves), compiled with the entry's objects bound as closure variables."""
+    names: dict = {"jitted": entry.jitted, "SLOW": SLOW, "_Array": _Array, "_starmap": _starmap,
+                   "Tensor": Tensor, "fill": fill, "tpl": entry.out_tpl, **extra}
+    body = list(head)
+    for i, v in enumerate(entry.rw):
+        names[f"v{i}"] = v
+        body += [f"a{i} = v{i}._val", f"if a{i} is not v{i}._own or type(a{i}) is not _Array:", "    return SLOW"]
+    for i, v in enumerate(entry.ro):
+        names[f"r{i}"] = v
+        body += [f"b{i} = r{i}._val", f"if type(b{i}) is not _Array:", "    return SLOW"]
+    n_rw, n_out = len(entry.rw), entry.n_out
+    args = ", ".join(x for x in (_names("a", n_rw), _names("b", len(entry.ro)), _names("x", n_dyn)) if x)
+    results = ", ".join(x for x in (_names("o", n_out), _names("n", n_rw)) if x)
+    if n_rw:
+        body += ["box = []", "try:", f"    box.extend(_starmap(jitted, (({args}{',' if args else ''}),)))",
+                 "finally:", "    if box:", f"        {results}, = box[0]"]
+        for i in range(n_rw):
+            body += [f"        v{i}._val = n{i}", f"        v{i}._own = n{i}"]
+    elif n_out:
+        body.append(f"{results}, = jitted({args})")
+    else:
+        body.append(f"jitted({args})")
+    tpl = entry.out_tpl
+    if tpl is DYN:
+        body.append("return Tensor(o0)")
+    elif tpl is None:
+        body.append("return None")
+    else:
+        body.append(f"return fill(tpl, iter([{', '.join(f'Tensor(o{i})' for i in range(n_out))}]))")
+    src = (f"def make({', '.join(names)}):\n    def steady({param}):\n"
+           + "".join(f"        {line}\n" for line in body) + "    return steady\n")
+    namespace: dict = {}
+    exec(compile(src, "<tapejax.function steady call>", "exec"), namespace)   # noqa: S102 - our own source
+    return namespace["make"](**names)
 
 
 def run(entry: Entry, dyn):
     """Run ``entry`` on the dynamic leaves ``dyn``: the fast path once it applies (``fast_ready``),
     else ``run_entry``; JAX's NaN/Inf debugging error as the one it raises at top level."""
     try:
-        if entry.fast:
+        if entry.steady is not None:
             return run_fast(entry, dyn)
         out = run_entry(entry, dyn)
         if entry.plain and entry.fresh is not None and entry.in_shardings is None:
@@ -132,45 +265,14 @@ def run(entry: Entry, dyn):
             raise
         raise err from None
 
+
 def run_fast(entry: Entry, dyn):
-    """``run_entry`` for the steady call of a plain program whose Variables are plain
-    ``Variable``s holding arrays, the assigned ones owning theirs (as the previous call left
-    them): their values go to the program as they are and its new values are written back
-    with C-level loops.  A Ctrl-C cannot split the call and the write-back: the call's
-    result is stored by a C loop (``list.extend`` over ``starmap``) before any Python
-    bytecode runs, and a KeyboardInterrupt raised right after it finds the write-back in the
-    ``finally`` block, one C call that no signal handler interrupts; it is raised after it,
-    as ``deferred_interrupts`` does.  Anything else takes ``run_entry``."""
-    rw = entry.rw
-    rw_vals = []
-    for v in rw:
-        x = v._val
-        if x is not v._own or type(x) is not _Array:   # (not its own, or a pending update)
-            return run_entry(entry, dyn)
-        rw_vals.append(x)
-    ro_vals = []
-    for v in entry.ro:
-        x = v._val
-        if type(x) is not _Array:   # (a pending update)
-            return run_entry(entry, dyn)
-        ro_vals.append(x)
-    if rw:
-        box: list = []
-        try:
-            box.extend(_starmap(entry.jitted, ((rw_vals, ro_vals, dyn),)))
-        finally:
-            if box:
-                outs, new = box[0]
-                _consume(map(setattr, rw, _VAL, new))
-                _consume(map(setattr, rw, _OWN, new))   # (each a fresh buffer: its Variable's own)
-    else:
-        outs = entry.jitted(rw_vals, ro_vals, dyn)[0]
-    tpl = entry.out_tpl
-    if tpl is DYN:
-        return Tensor(outs[0])
-    if tpl is None:
-        return None
-    return fill(tpl, iter([Tensor(o) for o in outs]))
+    """``run_entry`` for the steady call of a program that takes the fast path
+    (``fast_ready``): its ``steady`` call, or ``run_entry`` where that declines (``SLOW``)."""
+    steady = entry.steady
+    out = SLOW if steady is None else steady(dyn)
+    return run_entry(entry, dyn) if out is SLOW else out
+
 
 def run_entry(entry: Entry, dyn):
     """One call of ``entry``: the Variables' values in (a copy of each one it does not own), the
@@ -188,17 +290,19 @@ def run_entry(entry: Entry, dyn):
     ro_vals = [v._value for v in entry.ro]
     if entry.in_shardings is not None:
         dyn = MeshPlan.place_inputs(dyn, entry.in_shardings)
+    n_out = entry.n_out
     if entry.plain:   # (the common case inline: no run-time check or host callback)
         if rw:
             # Ctrl-C cannot split the call (which consumed the old values) and the write-back.
             with deferred_interrupts():
-                outs, new_rw = entry.jitted(rw_vals, ro_vals, dyn)
+                flat = entry.jitted(*rw_vals, *ro_vals, *dyn)
+                outs, new_rw = flat[:n_out], flat[n_out:]
                 # each Variable owns its new value unless the program passed an input through
                 # (an unassigned path) or returned it twice (also as an output, or to another
                 # Variable)
                 write_back(rw, new_rw, itertools.chain(rw_vals, ro_vals, dyn), outs)
         else:
-            outs = entry.jitted(rw_vals, ro_vals, dyn)[0]
+            outs = entry.jitted(*rw_vals, *ro_vals, *dyn)
     elif rw:
         with deferred_interrupts():
             outs, new_rw, err = call_checked(entry, rw_vals, ro_vals, dyn)
@@ -215,6 +319,7 @@ def run_entry(entry: Entry, dyn):
         return None
     return fill(tpl, iter([Tensor(o) for o in outs]))
 
+
 def call_checked(entry: Entry, rw_vals, ro_vals, dyn):
     """Run a program that checks at run time (``tapejax.debugging``, the value checks of
     ``ops.checks``, converted asserts) or calls back into Python: (outputs, new Variable
@@ -222,13 +327,14 @@ def call_checked(entry: Entry, rw_vals, ro_vals, dyn):
     (``ops.checks.raise_if_failed``)."""
     err = None
     if entry.checked:
-        err, (outs, new_rw) = entry.jitted(rw_vals, ro_vals, dyn)
+        err, flat = entry.jitted(*rw_vals, *ro_vals, *dyn)
     else:
-        outs, new_rw = entry.jitted(rw_vals, ro_vals, dyn)
+        flat = entry.jitted(*rw_vals, *ro_vals, *dyn)
+    outs, new_rw = flat[:entry.n_out], flat[entry.n_out:]
     if entry.copies:
         jax.effects_barrier()   # its prints have happened when the call returns (TF)
     return outs, new_rw, err
 
 
-__all__ = ["Entry", "InternalFloatingPointError", "call_checked", "fast_ready", "floating_point_error", "run", "run_entry",
-           "run_fast"]
+__all__ = ["SLOW", "Entry", "InternalFloatingPointError", "call_checked", "fast_ready", "floating_point_error", "run",
+           "run_entry", "run_fast", "steady_call", "tensors_call"]

@@ -6,7 +6,10 @@ How a call works
    arrays are dynamic (the key holds their shape and dtype), Python values
    static by value, Variables and other objects by identity, as
    ``tf.function``.  A hit calls the compiled program: one dict lookup, one
-   compiled call, the write-back of the assigned Variables.
+   compiled call, the write-back of the assigned Variables.  A call of Tensors
+   only first tries the steady call of the entry the latest such call took
+   (``entries.tensors_call``: the Tensors' avals compared with that entry's key,
+   the lookup written out), and takes the key lookup when they differ.
 2. **Trace** (``tracing.py``), on a miss.  The Python body (converted by
    AutoGraph unless ``autograph=False``, ``autograph.py``) runs once under
    ``jax.make_jaxpr``; every Variable it touches becomes an input of the
@@ -15,14 +18,16 @@ How a call works
    first call only, TF's rule) is traced twice on that call, as in TF.
    ``GradientTape`` records while the body runs and ``tape.gradient`` inlines
    its compiled replay: the compiled step has no Python tape cost.
-3. **Program.**  ``jax.jit(program, donate_argnums=0)`` where ``program(rw,
-   ro, dyn) -> (outputs, new rw)`` evaluates the trace's jaxpr: assigned
+3. **Program.**  ``jax.jit(program, donate_argnums=range(len(rw)))`` where
+   ``program(*rw, *ro, *dyn) -> (*outputs, *new rw)`` evaluates the trace's
+   jaxpr (flat: JAX's C++ dispatch takes a call of arrays): assigned
    Variables (``rw``) are donated and written back after the call (one that
    does not own its buffer, ``Variable.owns_buffer``, donates a copy), the
    ones only read (``ro``) are plain inputs.  From its second call, a program
    with no run-time check or host callback, on plain ``Variable``s, whose new
    values are all buffers it makes, takes the steady call's fast path
-   (``entries.run_fast``).  A program that calls back into
+   (``entries.run_fast``: a call written for the entry, its loops over the
+   Variables unrolled).  A program that calls back into
    Python (``tapejax.print``) or checks at run time gets copies, so the
    Variables are untouched when it fails, and the call waits for its prints.
    With ``None`` sizes in ``input_signature`` or ``reduce_retracing=True`` the
@@ -46,7 +51,7 @@ import functools
 import inspect
 import threading
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import jax
 import jax.core
@@ -60,7 +65,7 @@ from ..core.tensor import Tensor
 from ..core.variable import announce
 from ..ops.checks import CHECK_ERRORS
 from . import autograph as _autograph, config as _config, polymorphism, retracing, tracing
-from .entries import Entry, InternalFloatingPointError, floating_point_error, run, run_fast
+from .entries import SLOW, Entry, InternalFloatingPointError, floating_point_error, run, tensors_call
 from .sharding import MeshPlan
 from .signature import (
     DYN,
@@ -79,6 +84,9 @@ from .signature import (
 #: Compiled specialisations kept per Function (least recently used dropped first;
 #: a dropped one is traced again when called again).
 _FUNCTION_CACHE = Family("function", 256)
+_local = _state._local
+_FLAGS = _config.FLAGS
+_SCALARS = (bool, int, float, str, type(None))   # defaults a steady call of Tensors may leave out
 
 
 def _avals(dyn):
@@ -115,6 +123,11 @@ class Function:
         # a decorated method: instance -> its traces (an instance there has had its first call)
         self._per_instance: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
         self._lock = threading.RLock()
+        # the steady call (``entries.tensors_call``) of the entry the latest call of Tensors only
+        # took: ``__call__`` tries it first
+        self._hot: Optional[Callable[[tuple], Any]] = None
+        # the same for a decorated method: id(instance) -> (instance, its steady call)
+        self._hot_bound: Dict[int, Tuple[Any, Callable[[tuple], Any]]] = {}
         self._mesh = None if mesh is None else MeshPlan(mesh, in_specs, variable_specs)
         # a function defined in a class body with `self` first: called as a method, its
         # input_signature describes the arguments after `self` (TF's)
@@ -156,40 +169,36 @@ class Function:
 
     # -- the call ------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        loc = _state._local
-        if (self.input_signature is not None or _config.FLAGS.eager or loc.collector is not None
-                or loc.tapes):
+        loc = _local
+        if kwargs or loc.tapes or loc.collector is not None or self.input_signature is not None or _FLAGS.eager:
             return self._call((), args, kwargs)
-        if not kwargs:   # the steady call of a training step, written out: ``_keyed``'s key and lookup
-            dyn = []
-            parts = []
-            for a in args:
-                if type(a) is not Tensor:
-                    break
-                v = a._value
-                dyn.append(v)
-                parts.append(v.aval)
-            else:
-                key = (tuple(parts), None)
-                data = self._cache._data
-                entry = data.get(key)
-                if entry is not None and entry.fast:
-                    try:
-                        data.move_to_end(key)
-                    except KeyError:   # evicted meanwhile by another thread: still valid to run
-                        pass
-                    calls = self._calls   # (``_Detector.not_traced``, written out)
-                    per = calls.calls_per_tracing
-                    if per:
-                        per[-1] += 1
-                        calls.call_count += 1
-                    else:
-                        calls.not_traced()
-                    try:
-                        return run_fast(entry, dyn)
-                    except (InternalFloatingPointError, FloatingPointError) as e:
-                        raise floating_point_error(e) from e
+        hot = self._hot   # the steady call of the latest call of Tensors only (``_keyed``)
+        if hot is not None:   # (``_steady`` written out)
+            try:
+                out = hot(args)
+            except (InternalFloatingPointError, FloatingPointError) as e:
+                raise floating_point_error(e) from e
+            if out is not SLOW:
+                try:
+                    self._calls.calls_per_tracing[-1] += 1   # (``_Detector.not_traced``, written out)
+                except IndexError:   # pragma: no cover - a traced function's statistics have a trace
+                    self._calls.not_traced()
+                return out
         return self._keyed(args, kwargs)
+
+    def _steady(self, hot, args):
+        """``hot(args)`` (``entries.tensors_call``), counted as a call that did not trace when it
+        ran; ``SLOW`` when it declined."""
+        try:
+            out = hot(args)
+        except (InternalFloatingPointError, FloatingPointError) as e:
+            raise floating_point_error(e) from e
+        if out is not SLOW:
+            try:
+                self._calls.calls_per_tracing[-1] += 1
+            except IndexError:   # pragma: no cover - a traced function's statistics have a trace
+                self._calls.not_traced()
+        return out
 
     def _call(self, lead: tuple, args, kwargs):
         """A call; ``lead``: arguments before the ones ``input_signature`` describes (a method's
@@ -205,7 +214,7 @@ class Function:
             return self._body()(*args, **kwargs)
         if _state.tapes():
             return self._call_under_tape(args, kwargs)
-        return self._keyed(args, kwargs)
+        return self._keyed(args, kwargs, len(lead))
 
     def _canonical(self, args, kwargs):
         """The call bound to the Python signature, defaults filled (TF's canonical call): a
@@ -237,9 +246,11 @@ class Function:
         ba.apply_defaults()
         return ba.args, ba.kwargs
 
-    def _keyed(self, args, kwargs):
-        """Key the call, trace on a miss, run the compiled program."""
-        raw = args if not kwargs and all(type(a) is Tensor for a in args) else None
+    def _keyed(self, args, kwargs, n_lead: int = 0):
+        """Key the call, trace on a miss, run the compiled program.  ``n_lead``: arguments before
+        the written ones (a method's instance)."""
+        written = args[n_lead:] if n_lead else args
+        raw = written if not kwargs and all(type(a) is Tensor for a in written) else None
         args, kwargs = self._canonical(args, kwargs)
         dyn: List[Any] = []
         parts = []
@@ -257,14 +268,34 @@ class Function:
                 entry = self._entry(key, args, kwargs, dyn)
         else:
             self._calls.not_traced()
-        if raw is not None and len(raw) != len(args) and entry.fast:
-            # the written call (Tensors, defaults left out) finds the entry on ``__call__``'s fast path
-            self._cache[(tuple(a._value.aval for a in raw), None)] = entry
+        if raw is not None and entry.steady is not None and entry.plan is None and len(dyn) == len(raw):
+            self._note_steady(entry, key, args, kwargs, raw, n_lead)
         return self._run(entry, dyn)
+
+    def _note_steady(self, entry: Entry, key, args, kwargs, raw, n_lead: int) -> None:
+        """A call of Tensors only (``raw``, after ``n_lead`` arguments: a method's instance) that
+        keyed ``entry``: the next such call starts at the entry's steady call (``__call__``,
+        ``_BoundFunction.__call__``), when the call's canonical form is those Tensors and
+        defaults that are Python scalars (keyed by value, the same in every such call)."""
+        n = len(raw)
+        if not (all(a is b for a, b in zip(args[n_lead:], raw))
+                and all(type(a) in _SCALARS for a in (*args[n_lead + n:], *kwargs.values()))):
+            return
+        hot = entry.hot.get(n)
+        if hot is None:
+            hot = entry.hot[n] = tensors_call(entry, key[0][n_lead:n_lead + n])
+        if n_lead:
+            # (the entry's template holds the instance: its id is not reused while this is kept,
+            # and ``_entry`` drops these on every miss, before anything is evicted)
+            self._hot_bound[id(args[0])] = (args[0], hot)
+        else:
+            self._hot = hot
 
     def _entry(self, key, args, kwargs, dyn) -> Entry:
         """The entry for a call that missed the cache: a polymorphic one that accepts it, or a
         new trace.  Caches it under ``key``; nothing runs here."""
+        self._hot = None   # (the cache changes: the steady call starts from a key lookup again)
+        self._hot_bound.clear()
         entry = self._cache.get(key)
         if entry is not None:
             return entry
@@ -379,23 +410,22 @@ class Function:
         fun = jex.jaxpr_as_fun(closed)
         n_out, mesh = tr.n_out, self._mesh
 
-        def prog(rw_vals, ro_vals, dyn_vals):
-            flat = fun(*rw_vals, *ro_vals, *dyn_vals)
-            new = list(flat[n_out:])
+        def prog(*vals):   # (*rw, *ro, *dyn) -> (*outputs, *new rw)
+            flat = fun(*vals)
             if mesh is not None:
-                new = [mesh.constrain(v, x) for v, x in zip(rw, new)]
-            return list(flat[:n_out]), new
+                return [*flat[:n_out], *(mesh.constrain(v, x) for v, x in zip(rw, flat[n_out:]))]
+            return flat
 
         checked = tracing.checks(closed.jaxpr)
         run: Callable[..., Any] = checkify.checkify(prog, errors=CHECK_ERRORS) if checked else prog
         call: Callable[..., Any] = run
         if plan is not None:
-            exported = polymorphism.export(run, _avals([v._value for v in rw]), _avals([v._value for v in ro]),
+            exported = polymorphism.export(run, _avals([v._value for v in rw]) + _avals([v._value for v in ro]),
                                            plan)
             if exported is None:
                 return None
             call = exported.call
-        return Entry(jax.jit(call, donate_argnums=0), rw, ro, tr.out_tpl, n_out, tpl,
+        return Entry(jax.jit(call, donate_argnums=tuple(range(len(rw)))), rw, ro, tr.out_tpl, n_out, tpl,
                      tracing.calls_back(closed.jaxpr), checked, specs, plan,
                      fresh=None if mesh is not None else tracing.fresh_outputs(closed, n_out))
 
@@ -429,11 +459,10 @@ class Function:
         tensor_args((args, kwargs), tensors)
         if entry.prim is None:
             from ..core.bind import Primitive
-            n_ro = len(entry.ro)
             jitted = entry.jitted
 
-            def impl(*vals):
-                return tuple(jitted([], list(vals[:n_ro]), list(vals[n_ro:]))[0])
+            def impl(*vals):   # (no Variable assigned: the program's results are its outputs)
+                return tuple(jitted(*vals))
 
             entry.prim = Primitive(f"PartitionedCall[{self._name}]", impl, multiple_results=True)
         from ..core.bind import bind
@@ -473,7 +502,15 @@ class _BoundFunction:
         self._self = instance
 
     def __call__(self, *args, **kwargs):
-        return self._fn._call((self._self,), args, kwargs)   # (an input_signature leaves out the instance)
+        fn, inst = self._fn, self._self
+        loc = _local
+        if not (kwargs or loc.tapes or loc.collector is not None or fn.input_signature is not None or _FLAGS.eager):
+            pair = fn._hot_bound.get(id(inst))   # (``Function.__call__``'s steady call, per instance)
+            if pair is not None and pair[0] is inst:
+                out = fn._steady(pair[1], args)
+                if out is not SLOW:
+                    return out
+        return fn._call((inst,), args, kwargs)   # (an input_signature leaves out the instance)
 
     def experimental_get_tracing_count(self):
         """This instance's traces (TF: a decorated method is a function per instance)."""

@@ -119,11 +119,12 @@ def concrete(avals: Sequence[Any]) -> Tuple[LeafSpec, ...]:
     return tuple(LeafSpec(tuple(a.shape), np.dtype(a.dtype)) for a in avals)
 
 
-def export(fun, rw_avals: Sequence[Any], ro_avals: Sequence[Any], p: Plan):
-    """``fun(rw, ro, dyn)`` exported for the plan's symbolic sizes; ``None`` when it cannot be
-    (a host callback: the program then cannot be exported)."""
+def export(fun, state_avals: Sequence[Any], p: Plan):
+    """``fun(*state, *dyn)`` exported for the plan's symbolic sizes (``state_avals``: the
+    Variables' values); ``None`` when it cannot be (a host callback: the program then cannot be
+    exported)."""
     try:
-        return jax_export.export(jax.jit(fun))(list(rw_avals), list(ro_avals), list(p.avals))
+        return jax_export.export(jax.jit(fun))(*state_avals, *p.avals)
     except Exception:   # noqa: BLE001 - any refusal of export means: trace per concrete shape
         return None
 

@@ -21,20 +21,28 @@ logger = logging.getLogger("tapejax")
 
 
 class _Detector:
-    __slots__ = ("calls_per_tracing", "call_count", "warnings")
+    """``calls_per_tracing``: for each of the remembered traces, the calls from it to the next
+    (itself included), oldest first: a call that does not trace adds one to the last (the
+    steady call of ``Function.__call__`` does so itself, the list being the same object)."""
+
+    __slots__ = ("calls_per_tracing", "warnings")
 
     def __init__(self):
         self.calls_per_tracing: List[int] = []
-        self.call_count = 0
         self.warnings = 0
+
+    @property
+    def call_count(self) -> int:
+        """The calls remembered (at most ``MAX_CALL_HISTORY`` after the oldest trace's group)."""
+        return sum(self.calls_per_tracing)
 
     def traced(self, fname: str) -> None:
         """A call that traced (under the Function's lock)."""
-        self.call_count += 1
-        self.calls_per_tracing.append(1)
-        while self.calls_per_tracing and self.call_count - self.calls_per_tracing[0] > MAX_CALL_HISTORY:
-            self.call_count -= self.calls_per_tracing.pop(0)
-        if self.warnings >= MAX_WARNINGS or len(self.calls_per_tracing) < THRESHOLD:
+        per = self.calls_per_tracing
+        per.append(1)
+        while per and sum(per) - per[0] > MAX_CALL_HISTORY:
+            del per[0]
+        if self.warnings >= MAX_WARNINGS or len(per) < THRESHOLD:
             return
         self.warnings += 1
         logger.warning(
@@ -45,14 +53,14 @@ class _Detector:
             "outside of the loop. For (2), @tapejax.function has reduce_retracing=True option that can "
             "avoid unnecessary retracing. For (3), pass tensors, or see "
             "https://www.tensorflow.org/guide/function#controlling_retracing.",
-            len(self.calls_per_tracing), self.call_count, fname)
+            len(per), self.call_count, fname)
 
     def not_traced(self) -> None:
         """A call that did not trace (no lock: the counts only decide when to warn)."""
-        if not self.calls_per_tracing:
-            self.calls_per_tracing = [0]
-        self.calls_per_tracing[-1] += 1
-        self.call_count += 1
+        per = self.calls_per_tracing
+        if not per:
+            per.append(0)
+        per[-1] += 1
 
 
 _DETECTORS: "weakref.WeakKeyDictionary[Any, _Detector]" = weakref.WeakKeyDictionary()
