@@ -109,3 +109,20 @@ def test_choose_from_datasets_out_of_range_choice():
     assert int(next(it)) == 0
     with pytest.raises(tf.errors.InvalidArgumentError, match="choice_dataset"):
         next(it)
+
+
+ROWS = np.array([[1, 2, 0, 0], [3, 0, 0, 0], [4, 5, 6, 0]], np.int32)
+
+
+@pytest.mark.parametrize("fn, want", [
+    # a slice whose stop is a value of the element: its size is known only per element
+    (lambda x: x[:tf.reduce_sum(tf.cast(x > 0, tf.int32))], [r[r > 0] for r in ROWS]),
+    # tf.slice from a traced begin to the end (size -1)
+    (lambda x: tf.slice(x, [tf.reduce_sum(tf.cast(x > 4, tf.int32))], [-1]),
+     [r[int((r > 4).sum()):] for r in ROWS]),
+])
+def test_map_with_a_slice_of_per_element_size_runs_eagerly(fn, want):
+    # XLA compiles static shapes, so such a function cannot be one traced program; as TF's
+    # dynamic shapes, each element gets its own size (the function runs eagerly per element)
+    got = [e.tolist() for e in D.from_tensor_slices(ROWS).map(fn).as_numpy_iterator()]
+    assert got == [w.tolist() for w in want]

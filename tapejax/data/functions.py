@@ -43,6 +43,7 @@ from ..core.caches import LRU
 from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError, OperatorNotAllowedInGraphError
 from ..core.tensor import Tensor
+from ..ops.indexing_traced import TracedSizeError
 from ..ops.ragged_partition import TracedRaggedError
 from ..ops.ragged_tensor import RaggedTensor, RaggedTensorSpec
 from ..ops.random import DrawInTrace
@@ -57,7 +58,7 @@ from .options import debug_mode
 _EAGER_ERRORS: Tuple[type, ...] = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
                                    jax.errors.TracerIntegerConversionError, jax.errors.NonConcreteBooleanIndexError,
                                    OperatorNotAllowedInGraphError, TracedStringError, TracedSparseError,
-                                   TracedRaggedError)
+                                   TracedRaggedError, TracedSizeError)
 
 
 class _UsesVariable(Exception):

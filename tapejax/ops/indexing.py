@@ -44,7 +44,14 @@ from ._registry import (
 )
 from .affine import form_of
 from .checks import VALUE_CHECKS, require_in_range
-from .indexing_traced import check_slice_begin, dynamic_starts, dynamic_update_starts, is_traced, traced_slice
+from .indexing_traced import (
+    TracedSizeError,
+    check_slice_begin,
+    dynamic_starts,
+    dynamic_update_starts,
+    is_traced,
+    traced_slice,
+)
 
 _pyrange = builtins.range
 _pyslice = builtins.slice
@@ -248,7 +255,7 @@ def _slice_at_traced_begin(input_, begin, size, shape):
         if s == -1 and fixed is not None:   # a static begin on this axis: the rest of it
             size = size[:axis] + (d - int(getattr(fixed, "_value", fixed)),) + size[axis + 1:]
         elif s == -1:
-            raise ValueError(f"`size`[{axis}] = -1 with a `begin` known only at run time gives a slice "
+            raise TracedSizeError(f"`size`[{axis}] = -1 with a `begin` known only at run time gives a slice "
                              f"whose shape XLA cannot compile inside tapejax.function: give the size "
                              f"(got size={list(size)})")
     b = convert_to_tensor(begin, dtype_hint="int32")

@@ -32,7 +32,7 @@ from ..core.tensor import Tensor
 from .affine import Form, form_of, static_int
 from .checks import VALUE_CHECKS, require
 
-__all__ = ["DynamicSlice", "traced_slice", "dynamic_starts", "dynamic_update_starts", "check_slice_begin", "is_traced"]
+__all__ = ["TracedSizeError", "DynamicSlice", "traced_slice", "dynamic_starts", "dynamic_update_starts", "check_slice_begin", "is_traced"]
 
 
 def is_traced(v: Any) -> bool:
@@ -42,6 +42,12 @@ def is_traced(v: Any) -> bool:
 _HINT = ("give the slice a size known while tracing: a constant offset of a traced start (`x[i * 3:i * 3 + 3]`, "
          "`x[i:i + k]` with `k` a Python int, `i` a loop index) or `tf.slice(x, [start], [size])` with a static "
          "size; inside tapejax.function XLA compiles static shapes")
+
+
+class TracedSizeError(ValueError):
+    """A slice whose size (or step) is known only at run time inside a trace: XLA compiles static
+    shapes.  (A dataset function that raises it runs eagerly per element instead, where TF's
+    dynamic shapes are plain NumPy sizes.)"""
 
 
 class DynamicSlice(NamedTuple):
@@ -66,18 +72,18 @@ def traced_slice(k: slice, axis: Optional[int], shape: Sequence[int]) -> Dynamic
     size depends on a traced value."""
     text = f"[{_show(k.start)}:{_show(k.stop)}" + ("" if k.step is None else f":{_show(k.step)}") + "]"
     if axis is None or not 0 <= axis < len(shape):
-        raise ValueError(f"Slice {text} of a tensor of shape {list(shape)}: its dimension is not known")
+        raise TracedSizeError(f"Slice {text} of a tensor of shape {list(shape)}: its dimension is not known")
     step = 1 if k.step is None else static_int(k.step)
     if step is None:
-        raise ValueError(f"Slice {text} inside tapejax.function has a traced step: {_HINT}")
+        raise TracedSizeError(f"Slice {text} inside tapejax.function has a traced step: {_HINT}")
     if step <= 0:
-        raise ValueError(f"Slice {text} inside tapejax.function has bounds known only at run time and step "
+        raise TracedSizeError(f"Slice {text} inside tapejax.function has bounds known only at run time and step "
                          f"{step}: only a positive step is supported there (reverse the slice afterwards)")
     start = _form(k.start, "start") if k.start is not None else Form({}, 0)
     stop = None if k.stop is None else _form(k.stop, "stop")
     size = None if stop is None else stop.plus(start, -1).constant()
     if size is None:
-        raise ValueError(f"Slice {text} of dimension {axis} (size {shape[axis]}) inside tapejax.function: its size "
+        raise TracedSizeError(f"Slice {text} of dimension {axis} (size {shape[axis]}) inside tapejax.function: its size "
                          f"depends on a value known only at run time, which XLA cannot compile; {_HINT}")
     first = start.constant()
     if first is not None:   # a start known while tracing: a static slice after all
