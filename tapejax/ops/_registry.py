@@ -302,6 +302,8 @@ def dispatch_of(op_name, *args):
         if t in _OPERANDS:   # (the common case: a Tensor has no dispatch)
             continue
         if t is list or t is tuple or isinstance(a, (list, tuple)):
+            if _OPERANDS.issuperset(map(type, a)):   # (a list of Tensors: one C loop)
+                continue
             for e in a:
                 te = type(e)
                 if te not in _OPERANDS:

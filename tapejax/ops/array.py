@@ -152,8 +152,9 @@ def concat(values, axis, name="concat"):
     shapes = [_shape(v) for v in values]
     nd = len(shapes[0])
     ax = _norm_axis(axis, max(nd, 1), "ConcatV2")
+    head, tail = shapes[0][:ax], shapes[0][ax + 1:]   # (every dimension but the axis must match)
     for s in shapes[1:]:
-        if len(s) != nd or any(a != b for i, (a, b) in enumerate(zip(s, shapes[0])) if i != ax):
+        if len(s) != nd or s[:ax] != head or s[ax + 1:] != tail:
             raise _bad("ConcatV2", f"ConcatOp : Dimensions of inputs should match (argument `values`): "
                        f"shape[0] = {list(shapes[0])} vs. {list(s)}")
     dts = [dtype_of(v) if isinstance(v, _TENSORISH) else None for v in values]
