@@ -430,3 +430,28 @@ def xfail_on_tapejax(reason):
         test.pytestmark = [m for m in test.pytestmark if m is not par] + [pytest.mark.parametrize("backend", params)]
         return test
     return deco
+
+
+# -- the user-program files' shared data and model (tests/parity/test_user_programs*.py) --------
+
+def regression_data(n=8, d=3, seed=0):
+    """``n`` rows of ``d`` float32 features and a float32 target column."""
+    rs = np.random.RandomState(seed)
+    return rs.randn(n, d).astype(np.float32), rs.randn(n, 1).astype(np.float32)
+
+
+def init_array(shape, seed, scale=0.5):
+    """A float32 initial value: normal draws of ``seed`` times ``scale``."""
+    return (np.random.RandomState(seed).randn(*shape) * scale).astype(np.float32)
+
+
+def mlp_vars(tf, d=3, h=4, seed=0):
+    """The Variables of a ``d``-``h``-1 tanh MLP, under ``tf`` (TF or tapejax)."""
+    return [tf.Variable(init_array((d, h), seed), name="w1"), tf.Variable(np.zeros(h, np.float32), name="b1"),
+            tf.Variable(init_array((h, 1), seed + 1), name="w2"), tf.Variable([0.1], name="b2")]
+
+
+def mlp(tf, vs, x):
+    """``mlp_vars``' model on ``x``."""
+    w1, b1, w2, b2 = vs
+    return tf.matmul(tf.tanh(tf.matmul(x, w1) + b1), w2) + b2

@@ -12,26 +12,17 @@ import tempfile
 
 import numpy as np
 
-from .harness import keras_init, parity
+from .harness import init_array, keras_init, parity, regression_data
 
 TOL = dict(rtol=2e-5, atol=2e-6)
-
-
-def _data(n=8, d=3, seed=0):
-    rs = np.random.RandomState(seed)
-    return rs.randn(n, d).astype(np.float32), rs.randn(n, 1).astype(np.float32)
-
-
-def _init(shape, seed, scale=0.5):
-    return (np.random.RandomState(seed).randn(*shape) * scale).astype(np.float32)
 
 
 @parity(modes=True, **TOL)
 def test_gradient_accumulation_in_a_compiled_loop(tf):
     """Micro-batch gradients summed into Variable accumulators by ``assign_add`` inside
     ``for i in tf.range(k)``; clipped by global norm and applied once per step."""
-    x, y = _data(n=12)
-    w = tf.Variable(_init((3, 1), 1))
+    x, y = regression_data(n=12)
+    w = tf.Variable(init_array((3, 1), 1))
     b = tf.Variable([0.1])
     acc = [tf.Variable(tf.zeros_like(w)), tf.Variable(tf.zeros_like(b))]
     opt = tf.keras.optimizers.SGD(0.1, momentum=0.5)
@@ -59,9 +50,9 @@ def test_gradient_accumulation_in_a_compiled_loop(tf):
 @parity(modes=True, **TOL)
 def test_gan_alternating_compiled_and_eager_steps(tf):
     """Discriminator steps compiled, generator steps eager, alternating; two optimizers."""
-    z, real = _data(n=6, d=2)[0], _data(n=6, d=3, seed=5)[0]
-    gw = tf.Variable(_init((2, 3), 2))
-    dw = tf.Variable(_init((3, 1), 3))
+    z, real = regression_data(n=6, d=2)[0], regression_data(n=6, d=3, seed=5)[0]
+    gw = tf.Variable(init_array((2, 3), 2))
+    dw = tf.Variable(init_array((3, 1), 3))
     g_opt, d_opt = tf.keras.optimizers.Adam(0.01), tf.keras.optimizers.RMSprop(0.02)
 
     def losses():
@@ -94,10 +85,10 @@ def test_gan_alternating_compiled_and_eager_steps(tf):
 def test_schedule_clipping_and_none_gradients(tf):
     """An ExponentialDecay schedule read through ``optimizer.iterations``; a frozen head
     gives a None gradient that ``apply_gradients`` skips; global-norm clipping with None."""
-    x, y = _data()
-    w = tf.Variable(_init((3, 4), 4))
-    unused = tf.Variable(_init((4, 1), 5))
-    head = tf.Variable(_init((4, 1), 6))
+    x, y = regression_data()
+    w = tf.Variable(init_array((3, 4), 4))
+    unused = tf.Variable(init_array((4, 1), 5))
+    head = tf.Variable(init_array((4, 1), 6))
     sched = tf.keras.optimizers.schedules.ExponentialDecay(0.2, decay_steps=2, decay_rate=0.5)
     opt = tf.keras.optimizers.Adam(sched)
     out = []
@@ -115,13 +106,13 @@ def test_schedule_clipping_and_none_gradients(tf):
 def test_checkpoint_mid_training_restores_into_a_fresh_model(tf):
     """Save a Module and its Adam state after 3 steps, restore into fresh objects, train on:
     the same numbers as the run that was never interrupted."""
-    x, y = _data()
+    x, y = regression_data()
 
     class Net(tf.Module):
         def __init__(self):
             super().__init__()
-            self.w = tf.Variable(_init((3, 2), 7), name="w")
-            self.v = tf.Variable(_init((2, 1), 8), name="v")
+            self.w = tf.Variable(init_array((3, 2), 7), name="w")
+            self.v = tf.Variable(init_array((2, 1), 8), name="v")
 
         def __call__(self, x):
             return tf.matmul(tf.tanh(tf.matmul(x, self.w)), self.v)
@@ -149,8 +140,8 @@ def test_checkpoint_mid_training_restores_into_a_fresh_model(tf):
 @parity(modes=True, **TOL)
 def test_early_stopping_inside_a_compiled_step(tf):
     """``if loss < best:`` in a converted function keeps the best weights and counts patience."""
-    x, y = _data()
-    w = tf.Variable(_init((3, 1), 9))
+    x, y = regression_data()
+    w = tf.Variable(init_array((3, 1), 9))
     best = tf.Variable(1e9)
     best_w = tf.Variable(tf.zeros_like(w))
     patience = tf.Variable(0)
@@ -184,9 +175,9 @@ def test_tensor_array_rnn_trained_by_a_compiled_step(tf):
     stacked states; the step is compiled, the evaluation eager."""
     seq = tf.constant(np.random.RandomState(3).randn(5, 4, 2).astype(np.float32))  # time, batch, feat
     target = tf.constant(np.random.RandomState(4).randn(4, 1).astype(np.float32))
-    wx = tf.Variable(_init((2, 3), 10))
-    wh = tf.Variable(_init((3, 3), 11))
-    wo = tf.Variable(_init((3, 1), 12))
+    wx = tf.Variable(init_array((2, 3), 10))
+    wh = tf.Variable(init_array((3, 3), 11))
+    wo = tf.Variable(init_array((3, 1), 12))
     opt = tf.keras.optimizers.Adam(0.05)
 
     def run(seq):
@@ -223,8 +214,8 @@ def test_physics_informed_loss_with_jacobians(tf):
     """u(x, t) by a small MLP; the residual u_t + u * u_x - nu * u_xx needs first and second
     derivatives (a persistent inner tape and ``batch_jacobian``); trained by SGD."""
     pts = tf.constant(np.random.RandomState(5).uniform(-1, 1, (6, 2)).astype(np.float32))
-    w1 = tf.Variable(_init((2, 5), 13))
-    w2 = tf.Variable(_init((5, 1), 14))
+    w1 = tf.Variable(init_array((2, 5), 13))
+    w2 = tf.Variable(init_array((5, 1), 14))
     opt = tf.keras.optimizers.SGD(0.05)
     out = []
     for _ in range(2):
@@ -251,8 +242,8 @@ def test_physics_informed_loss_with_jacobians(tf):
 def test_keras_mean_metric_updated_inside_the_tape(tf):
     """``tf.keras.metrics.Mean`` and ``MeanAbsoluteError`` updated inside the tape every step,
     read and reset between epochs, with a compiled step in the second epoch."""
-    x, y = _data()
-    w = tf.Variable(_init((3, 1), 15))
+    x, y = regression_data()
+    w = tf.Variable(init_array((3, 1), 15))
     opt = tf.keras.optimizers.SGD(0.1)
     loss_m, mae = tf.keras.metrics.Mean(), tf.keras.metrics.MeanAbsoluteError()
 
@@ -279,7 +270,7 @@ def test_keras_mean_metric_updated_inside_the_tape(tf):
 def test_module_with_variables_created_on_first_call(tf):
     """A ``tf.Module`` whose Dense-like layers build their Variables lazily on the first call,
     which happens inside the ``tf.function`` step; ``trainable_variables`` then lists them."""
-    x, y = _data()
+    x, y = regression_data()
 
     class Dense(tf.Module):
         def __init__(self, units, seed, name=None):
@@ -288,7 +279,7 @@ def test_module_with_variables_created_on_first_call(tf):
 
         def __call__(self, x):
             if self.w is None:
-                self.w = tf.Variable(_init((x.shape[-1], self.units), self.seed), name="w")
+                self.w = tf.Variable(init_array((x.shape[-1], self.units), self.seed), name="w")
                 self.b = tf.Variable(tf.zeros([self.units]), name="b")
             return tf.matmul(x, self.w) + self.b
 
@@ -320,8 +311,8 @@ def test_module_with_variables_created_on_first_call(tf):
 def test_ensemble_with_hand_made_loss_scaling(tf):
     """Three members trained together on one tape in float16 compute with float32 master
     weights; the loss is scaled by hand, the gradients unscaled and checked for finiteness."""
-    x, y = _data()
-    members = [(tf.Variable(_init((3, 4), 20 + i)), tf.Variable(_init((4, 1), 30 + i))) for i in range(3)]
+    x, y = regression_data()
+    members = [(tf.Variable(init_array((3, 4), 20 + i)), tf.Variable(init_array((4, 1), 30 + i))) for i in range(3)]
     params = [v for m in members for v in m]
     opt = tf.keras.optimizers.SGD(0.05)
     scale = tf.Variable(1024.0, trainable=False)
@@ -347,8 +338,8 @@ def test_ensemble_with_hand_made_loss_scaling(tf):
 
 @parity(modes=True, **TOL)
 def test_persistent_tape_across_updates(tf):
-    x, y = _data()
-    w = tf.Variable(_init((3, 1), 1))
+    x, y = regression_data()
+    w = tf.Variable(init_array((3, 1), 1))
     b = tf.Variable([0.0])
     opt = tf.keras.optimizers.legacy.SGD(0.1, momentum=0.5)
     out = []
@@ -375,7 +366,7 @@ def test_dqn_numpy_replay_compiled(tf):
     rew = np.zeros((16,), np.float32)
     nxt = np.zeros((16, 3), np.float32)
     act = np.zeros((16,), np.int32)
-    q = [tf.Variable(_init((3, 4), 2)), tf.Variable(_init((4, 2), 3))]
+    q = [tf.Variable(init_array((3, 4), 2)), tf.Variable(init_array((4, 2), 3))]
     tq = [tf.Variable(v) for v in q]
     opt = tf.keras.optimizers.Adam(0.01)
 
@@ -412,8 +403,8 @@ def test_dqn_numpy_replay_compiled(tf):
 
 @parity(modes=True, **TOL)
 def test_minimize_callable_and_var_list_callable_lazy(tf):
-    x, y = _data()
-    w = tf.Variable(_init((3, 1), 4))
+    x, y = regression_data()
+    w = tf.Variable(init_array((3, 1), 4))
     b = tf.Variable([0.0])
     opt = tf.keras.optimizers.legacy.RMSprop(0.05, momentum=0.3, centered=True)
     losses = []
@@ -426,8 +417,8 @@ def test_minimize_callable_and_var_list_callable_lazy(tf):
 
 @parity(modes=True, **TOL)
 def test_gradient_of_function_under_outer_tape(tf):
-    x, y = _data()
-    w = tf.Variable(_init((3, 1), 5))
+    x, y = regression_data()
+    w = tf.Variable(init_array((3, 1), 5))
 
     @tf.function
     def inner_grad(w_t):
@@ -450,8 +441,8 @@ def test_gradient_of_function_under_outer_tape(tf):
 
 @parity(modes=True, **TOL)
 def test_assign_inside_tape_then_read(tf):
-    x, y = _data()
-    w = tf.Variable(_init((3, 1), 6))
+    x, y = regression_data()
+    w = tf.Variable(init_array((3, 1), 6))
     ema = tf.Variable(tf.zeros_like(w))
     out = []
     for step in range(4):
@@ -469,12 +460,12 @@ def test_assign_inside_tape_then_read(tf):
 
 @parity(modes=True, **TOL)
 def test_tf_data_pipeline_feeding_signature_step(tf):
-    x, y = _data(n=20)
+    x, y = regression_data(n=20)
     ds = (tf.data.Dataset.from_tensor_slices((x, y))
           .map(lambda a, b: (a * 2.0, b + 1.0))
           .batch(6)
           .prefetch(2))
-    w = tf.Variable(_init((3, 1), 7))
+    w = tf.Variable(init_array((3, 1), 7))
     opt = tf.keras.optimizers.SGD(0.05, nesterov=True, momentum=0.9)
 
     @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32), tf.TensorSpec([None, 1], tf.float32)])
@@ -492,8 +483,8 @@ def test_tf_data_pipeline_feeding_signature_step(tf):
 
 @parity(modes=True, **TOL)
 def test_lr_changed_mid_training(tf):
-    x, y = _data()
-    w = tf.Variable(_init((3, 1), 1))
+    x, y = regression_data()
+    w = tf.Variable(init_array((3, 1), 1))
     opt = tf.keras.optimizers.legacy.SGD(0.1, momentum=0.5)
     out = []
     for step in range(12):
@@ -513,8 +504,8 @@ def test_lr_changed_mid_training(tf):
 
 @parity(modes=True, **TOL)
 def test_python_lr_decays_each_step(tf):
-    x, y = _data()
-    w = tf.Variable(_init((3, 1), 2))
+    x, y = regression_data()
+    w = tf.Variable(init_array((3, 1), 2))
     lr = 0.2
     out = []
     for step in range(10):
@@ -529,8 +520,8 @@ def test_python_lr_decays_each_step(tf):
 
 @parity(modes=True, **TOL)
 def test_gradient_modified_sometimes(tf):
-    x, y = _data()
-    w = tf.Variable(_init((3, 1), 3))
+    x, y = regression_data()
+    w = tf.Variable(init_array((3, 1), 3))
     b = tf.Variable([0.1])
     opt = tf.keras.optimizers.legacy.Adam(0.1)
     out = []
@@ -554,8 +545,8 @@ def test_gradient_modified_sometimes(tf):
 
 @parity(modes=True, **TOL)
 def test_skip_update_on_condition(tf):
-    x, y = _data()
-    w = tf.Variable(_init((3, 1), 4))
+    x, y = regression_data()
+    w = tf.Variable(init_array((3, 1), 4))
     opt = tf.keras.optimizers.legacy.SGD(0.3)
     out = []
     for step in range(12):
@@ -572,8 +563,8 @@ def test_skip_update_on_condition(tf):
 
 @parity(modes=True, **TOL)
 def test_two_optimizers_same_variable(tf):
-    x, y = _data()
-    w = tf.Variable(_init((3, 1), 5))
+    x, y = regression_data()
+    w = tf.Variable(init_array((3, 1), 5))
     a = tf.keras.optimizers.legacy.SGD(0.1)
     b = tf.keras.optimizers.legacy.Adam(0.05)
     out = []
@@ -588,8 +579,8 @@ def test_two_optimizers_same_variable(tf):
 
 @parity(modes=True, **TOL)
 def test_data_changes_between_steps(tf):
-    x, y = _data(n=24)
-    w = tf.Variable(_init((3, 1), 6))
+    x, y = regression_data(n=24)
+    w = tf.Variable(init_array((3, 1), 6))
     opt = tf.keras.optimizers.legacy.SGD(0.1)
     out = []
     for step in range(12):
@@ -604,8 +595,8 @@ def test_data_changes_between_steps(tf):
 
 @parity(modes=True, **TOL)
 def test_assign_between_steps_and_reads(tf):
-    x, y = _data()
-    w = tf.Variable(_init((3, 1), 7))
+    x, y = regression_data()
+    w = tf.Variable(init_array((3, 1), 7))
     opt = tf.keras.optimizers.legacy.Adam(0.1)
     out = []
     snap = None
@@ -628,7 +619,7 @@ def test_replay_buffer_in_variables(tf):
     buf_x = tf.Variable(tf.zeros((6, 3)), trainable=False)
     buf_y = tf.Variable(tf.zeros((6, 1)), trainable=False)
     ptr = tf.Variable(0, trainable=False)
-    w = tf.Variable(_init((3, 1), 1))
+    w = tf.Variable(init_array((3, 1), 1))
     opt = tf.keras.optimizers.legacy.SGD(0.1)
 
     @tf.function
@@ -648,7 +639,7 @@ def test_replay_buffer_in_variables(tf):
         opt.apply_gradients([(tape.gradient(loss, w), w)])
         return loss
 
-    xs, ys = _data(n=9)
+    xs, ys = regression_data(n=9)
     out = []
     for i in range(9):
         insert(xs[i], ys[i])
@@ -659,8 +650,8 @@ def test_replay_buffer_in_variables(tf):
 @parity(modes=True, **TOL)
 def test_embedding_sparse_adam_with_global_clipping(tf):
     """Embedding rows gathered with duplicates (IndexedSlices), clip_by_global_norm, Adam."""
-    emb = tf.Variable(_init((6, 2), 2))
-    w = tf.Variable(_init((2, 1), 3))
+    emb = tf.Variable(init_array((6, 2), 2))
+    w = tf.Variable(init_array((2, 1), 3))
     ids = tf.constant([[0, 2, 2], [5, 0, 1]])
     y = tf.constant([[1.0], [-1.0]])
     opt = tf.keras.optimizers.legacy.Adam(0.1)
@@ -679,8 +670,8 @@ def test_embedding_sparse_adam_with_global_clipping(tf):
 @parity(modes=True, **TOL)
 def test_custom_gradient_with_variables_in_function(tf):
     """A custom_gradient layer reading a Variable (``variables=`` kwarg) inside tf.function."""
-    x, y = _data()
-    w = tf.Variable(_init((3, 1), 4))
+    x, y = regression_data()
+    w = tf.Variable(init_array((3, 1), 4))
 
     @tf.custom_gradient
     def clipped_linear(x):
@@ -712,11 +703,11 @@ def test_custom_gradient_with_variables_in_function(tf):
 def test_checkpoint_manager_restore_before_slots_exist(tf):
     """CheckpointManager keeps 2; restoring into a fresh optimizer whose slots are created by
     the first compiled step (deferred restoration), then training continues."""
-    x, y = _data()
+    x, y = regression_data()
     d = tempfile.mkdtemp()
 
     def make():
-        w = tf.Variable(_init((3, 1), 5), name="w")
+        w = tf.Variable(init_array((3, 1), 5), name="w")
         opt = tf.keras.optimizers.legacy.Adam(0.1)
         ckpt = tf.train.Checkpoint(w=w, opt=opt, step=tf.Variable(0))
 
@@ -746,8 +737,8 @@ def test_checkpoint_manager_restore_before_slots_exist(tf):
 
 @parity(modes=True, **TOL)
 def test_watch_accessed_variables_false_in_function(tf):
-    x, y = _data()
-    w = tf.Variable(_init((3, 1), 6))
+    x, y = regression_data()
+    w = tf.Variable(init_array((3, 1), 6))
     b = tf.Variable([0.5])
 
     @tf.function
@@ -767,9 +758,9 @@ def test_watch_accessed_variables_false_in_function(tf):
 
 @parity(modes=True, **TOL)
 def test_losses_collected_in_tensor_array_inside_function(tf):
-    x, y = _data(n=12)
+    x, y = regression_data(n=12)
     xs, ys = tf.constant(x.reshape(3, 4, 3)), tf.constant(y.reshape(3, 4, 1))
-    w = tf.Variable(_init((3, 1), 7))
+    w = tf.Variable(init_array((3, 1), 7))
     opt = tf.keras.optimizers.legacy.SGD(0.1, momentum=0.9)
 
     @tf.function
@@ -787,9 +778,9 @@ def test_losses_collected_in_tensor_array_inside_function(tf):
 
 @parity(modes=True, **TOL)
 def test_recompute_grad_block(tf):
-    x, y = _data()
-    w1 = tf.Variable(_init((3, 4), 8))
-    w2 = tf.Variable(_init((4, 1), 9))
+    x, y = regression_data()
+    w1 = tf.Variable(init_array((3, 4), 8))
+    w2 = tf.Variable(init_array((4, 1), 9))
 
     @tf.recompute_grad
     def block(h):
@@ -811,7 +802,7 @@ def test_reinforce_with_discounted_returns_by_scan(tf):
     obs = tf.constant(rs.randn(6, 3).astype(np.float32))
     acts = tf.constant(rs.randint(0, 2, 6).astype(np.int32))
     rews = tf.constant(rs.randn(6).astype(np.float32))
-    w = tf.Variable(_init((3, 2), 1))
+    w = tf.Variable(init_array((3, 2), 1))
     opt = tf.keras.optimizers.legacy.Adam(0.05)
     out = []
     for _ in range(3):
@@ -834,7 +825,7 @@ def test_causal_attention_with_masks_compiled(tf):
     rs = np.random.RandomState(1)
     x = tf.constant(rs.randn(2, 4, 6).astype(np.float32))
     pad = tf.constant([[1, 1, 1, 0], [1, 1, 0, 0]], tf.float32)
-    wq, wk, wv = (tf.Variable(_init((6, 6), s)) for s in (2, 3, 4))
+    wq, wk, wv = (tf.Variable(init_array((6, 6), s)) for s in (2, 3, 4))
     opt = tf.keras.optimizers.legacy.SGD(0.1)
 
     @tf.function
@@ -861,9 +852,9 @@ def test_causal_attention_with_masks_compiled(tf):
 def test_graph_message_passing_with_segments(tf):
     senders = tf.constant([0, 1, 2, 2, 3, 0])
     receivers = tf.constant([1, 2, 0, 3, 0, 3])
-    feats = tf.constant(_init((4, 3), 5, 1.0))
-    w_msg = tf.Variable(_init((3, 3), 6))
-    w_out = tf.Variable(_init((3, 1), 7))
+    feats = tf.constant(init_array((4, 3), 5, 1.0))
+    w_msg = tf.Variable(init_array((3, 3), 6))
+    w_out = tf.Variable(init_array((3, 1), 7))
     target = tf.constant([[1.0], [0.0], [-1.0], [0.5]])
     opt = tf.keras.optimizers.legacy.RMSprop(0.05)
     out = []
@@ -884,9 +875,9 @@ def test_graph_message_passing_with_segments(tf):
 
 @parity(modes=True, **TOL)
 def test_dict_losses_and_nested_sources(tf):
-    x, y = _data()
-    params = {"enc": {"w": tf.Variable(_init((3, 2), 8)), "b": tf.Variable([0.1, -0.1])},
-              "dec": [tf.Variable(_init((2, 1), 9))], "unused": tf.Variable(1.0)}
+    x, y = regression_data()
+    params = {"enc": {"w": tf.Variable(init_array((3, 2), 8)), "b": tf.Variable([0.1, -0.1])},
+              "dec": [tf.Variable(init_array((2, 1), 9))], "unused": tf.Variable(1.0)}
     with tf.GradientTape(persistent=True) as tape:
         h = tf.tanh(tf.matmul(x, params["enc"]["w"]) + params["enc"]["b"])
         losses = {"rec": tf.reduce_mean((tf.matmul(h, params["dec"][0]) - y) ** 2),
@@ -899,8 +890,8 @@ def test_dict_losses_and_nested_sources(tf):
 
 @parity(modes=True, **TOL)
 def test_constraints_and_assign_add_value_in_tape(tf):
-    x, y = _data()
-    w = tf.Variable(_init((3, 1), 10), constraint=lambda v: tf.clip_by_value(v, -0.4, 0.4))
+    x, y = regression_data()
+    w = tf.Variable(init_array((3, 1), 10), constraint=lambda v: tf.clip_by_value(v, -0.4, 0.4))
     count = tf.Variable(0.0)
     opt = tf.keras.optimizers.legacy.Adam(0.2)
     out = []
@@ -916,8 +907,8 @@ def test_constraints_and_assign_add_value_in_tape(tf):
 
 @parity(modes=True, **TOL)
 def test_early_break_in_compiled_range_loop(tf):
-    x, y = _data()
-    w = tf.Variable(_init((3, 1), 11))
+    x, y = regression_data()
+    w = tf.Variable(init_array((3, 1), 11))
 
     @tf.function
     def fit(n, tol):
@@ -938,8 +929,8 @@ def test_early_break_in_compiled_range_loop(tf):
 
 @parity(modes=True, **TOL)
 def test_decoupled_weight_decay_between_gradient_and_update(tf):
-    x, y = _data()
-    w = tf.Variable(_init((3, 1), 1))
+    x, y = regression_data()
+    w = tf.Variable(init_array((3, 1), 1))
     b = tf.Variable([0.2])
     opt = tf.keras.optimizers.legacy.Adam(0.1)
     out = []
@@ -955,8 +946,8 @@ def test_decoupled_weight_decay_between_gradient_and_update(tf):
 
 @parity(modes=True, **TOL)
 def test_plain_sgd_with_assign_between(tf):
-    x, y = _data()
-    w = tf.Variable(_init((3, 1), 2))
+    x, y = regression_data()
+    w = tf.Variable(init_array((3, 1), 2))
     out = []
     for i in range(8):
         with tf.GradientTape() as tape:
@@ -970,9 +961,9 @@ def test_plain_sgd_with_assign_between(tf):
 
 @parity(modes=True, **TOL)
 def test_gradient_applied_to_two_variables(tf):
-    x, y = _data()
-    w = tf.Variable(_init((3, 1), 3))
-    shadow = tf.Variable(_init((3, 1), 4))
+    x, y = regression_data()
+    w = tf.Variable(init_array((3, 1), 3))
+    shadow = tf.Variable(init_array((3, 1), 4))
     opt = tf.keras.optimizers.legacy.SGD(0.1, momentum=0.5)
     opt2 = tf.keras.optimizers.legacy.SGD(0.05)
     out = []
@@ -988,8 +979,8 @@ def test_gradient_applied_to_two_variables(tf):
 
 @parity(modes=True, **TOL)
 def test_momentum_slot_reset_between(tf):
-    x, y = _data()
-    w = tf.Variable(_init((3, 1), 5))
+    x, y = regression_data()
+    w = tf.Variable(init_array((3, 1), 5))
     opt = tf.keras.optimizers.legacy.SGD(0.1, momentum=0.9)
     out = []
     for i in range(9):
@@ -1005,9 +996,9 @@ def test_momentum_slot_reset_between(tf):
 
 @parity(modes=True, **TOL)
 def test_swap_two_variables_values_every_step(tf):
-    x, y = _data()
-    a = tf.Variable(_init((3, 1), 6))
-    bb = tf.Variable(_init((3, 1), 7))
+    x, y = regression_data()
+    a = tf.Variable(init_array((3, 1), 6))
+    bb = tf.Variable(init_array((3, 1), 7))
     out = []
     for i in range(8):
         with tf.GradientTape() as tape:
@@ -1024,8 +1015,8 @@ def test_swap_two_variables_values_every_step(tf):
 
 @parity(modes=True, **TOL)
 def test_update_then_gradient_reused_next_step(tf):
-    x, y = _data()
-    w = tf.Variable(_init((3, 1), 8))
+    x, y = regression_data()
+    w = tf.Variable(init_array((3, 1), 8))
     prev = None
     out = []
     for i in range(8):
@@ -1042,8 +1033,8 @@ def test_update_then_gradient_reused_next_step(tf):
 
 @parity(modes=True, **TOL)
 def test_lookahead_slow_weights(tf):
-    x, y = _data()
-    w = tf.Variable(_init((3, 1), 9))
+    x, y = regression_data()
+    w = tf.Variable(init_array((3, 1), 9))
     slow = tf.Variable(w)
     opt = tf.keras.optimizers.legacy.Adam(0.1)
     out = []
@@ -1059,13 +1050,13 @@ def test_lookahead_slow_weights(tf):
 
 @parity(modes=True, **TOL)
 def test_compiled_forward_eager_tape(tf):
-    x, y = _data()
+    x, y = regression_data()
 
     class Net(tf.Module):
         def __init__(self):
             super().__init__()
-            self.w = tf.Variable(_init((3, 4), 1))
-            self.v = tf.Variable(_init((4, 1), 2))
+            self.w = tf.Variable(init_array((3, 4), 1))
+            self.v = tf.Variable(init_array((4, 1), 2))
 
         @tf.function
         def __call__(self, x, training=False):
@@ -1089,7 +1080,7 @@ def test_compiled_forward_eager_tape(tf):
 
 @parity(modes=True, **TOL)
 def test_variable_replaced_after_trace(tf):
-    x, _ = _data()
+    x, _ = regression_data()
 
     class Holder:
         pass
@@ -1113,8 +1104,8 @@ def test_variable_replaced_after_trace(tf):
 
 @parity(modes=True, **TOL)
 def test_python_int_argument_retraces(tf):
-    x, y = _data()
-    w = tf.Variable(_init((3, 1), 3))
+    x, y = regression_data()
+    w = tf.Variable(init_array((3, 1), 3))
     traces = []
 
     @tf.function
@@ -1131,7 +1122,7 @@ def test_python_int_argument_retraces(tf):
 
 @parity(modes=True, **TOL)
 def test_keras_add_loss_and_regularizers_compiled(tf):
-    x, y = _data(d=5)
+    x, y = regression_data(d=5)
 
     class Sparse(tf.keras.layers.Layer):
         def call(self, inputs):
@@ -1162,14 +1153,14 @@ def test_keras_add_loss_and_regularizers_compiled(tf):
 
 @parity(modes=True, **TOL)
 def test_init_scope_variable_in_function(tf):
-    x, y = _data()
+    x, y = regression_data()
     store = {}
 
     @tf.function
     def step(x):
         if "w" not in store:
             with tf.init_scope():
-                store["w"] = tf.Variable(_init((3, 1), 4))
+                store["w"] = tf.Variable(init_array((3, 1), 4))
                 store["opt"] = tf.keras.optimizers.legacy.SGD(0.2)
         w = store["w"]
         with tf.GradientTape() as tape:
@@ -1182,8 +1173,8 @@ def test_init_scope_variable_in_function(tf):
 
 @parity(modes=True, **TOL)
 def test_jit_compile_and_reduce_retracing(tf):
-    x, y = _data(n=12)
-    w = tf.Variable(_init((3, 1), 5))
+    x, y = regression_data(n=12)
+    w = tf.Variable(init_array((3, 1), 5))
     opt = tf.keras.optimizers.legacy.Adagrad(0.3)
 
     @tf.function(jit_compile=True, reduce_retracing=True)
@@ -1201,11 +1192,11 @@ def test_jit_compile_and_reduce_retracing(tf):
 def test_gradient_reversal_strength_in_a_variable_compiled(tf):
     """Domain-adversarial step compiled: the reversal's grad_fn reads a non-trainable Variable
     that nothing else in the function reads, changed between epochs by ``assign``."""
-    x, _ = _data()
+    x, _ = regression_data()
     dom = (np.arange(8) % 2).astype(np.float32).reshape(8, 1)
     lam = tf.Variable(0.0, trainable=False)
-    feat = tf.Variable(_init((3, 4), 40))
-    head = tf.Variable(_init((4, 1), 41))
+    feat = tf.Variable(init_array((3, 4), 40))
+    head = tf.Variable(init_array((4, 1), 41))
     opt = tf.keras.optimizers.legacy.SGD(0.1)
 
     @tf.custom_gradient
@@ -1230,12 +1221,12 @@ def test_gradient_reversal_strength_in_a_variable_compiled(tf):
 
 @parity(modes=True, **TOL)
 def test_minimize_inside_function_with_lazy_var_list(tf):
-    x, y = _data()
+    x, y = regression_data()
     store = []
 
     def var_list():
         if not store:
-            store.append(tf.Variable(_init((3, 1), 2)))
+            store.append(tf.Variable(init_array((3, 1), 2)))
         return store
 
     opt = tf.keras.optimizers.legacy.Adam(0.1)
@@ -1252,8 +1243,8 @@ def test_minimize_inside_function_with_lazy_var_list(tf):
 # (float16: XLA and TF may round a dot product's float16 result one ulp apart, about 1e-3 relative)
 @parity(modes=True, rtol=2e-3, atol=1e-4)
 def test_half_precision_variable_trained(tf):
-    x, y = _data()
-    w = tf.Variable(_init((3, 1), 3).astype(np.float16))
+    x, y = regression_data()
+    w = tf.Variable(init_array((3, 1), 3).astype(np.float16))
     opt = tf.keras.optimizers.legacy.SGD(0.1)
     out = []
     for _ in range(3):
@@ -1268,8 +1259,8 @@ def test_half_precision_variable_trained(tf):
 
 @parity(modes=True, **TOL)
 def test_metric_objects_in_compiled_eval_between_eager_steps(tf):
-    x, y = _data(n=12)
-    w = tf.Variable(_init((3, 1), 4))
+    x, y = regression_data(n=12)
+    w = tf.Variable(init_array((3, 1), 4))
     opt = tf.keras.optimizers.legacy.RMSprop(0.05)
     mse = tf.keras.metrics.MeanSquaredError()
     acc = tf.keras.metrics.BinaryAccuracy(threshold=0.0)
@@ -1470,8 +1461,8 @@ def test_wgan_gradient_penalty_with_keras_critic(tf):
     eps = tf.constant(rs.uniform(size=(6, 1)).astype(np.float32))
     critic = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(5, activation="tanh"),
                                   tf.keras.layers.Dense(1)])
-    critic.set_weights([_init(tuple(v.shape), 10 + i) for i, v in enumerate(critic.weights)])
-    gen = tf.Variable(_init((2, 4), 3))
+    critic.set_weights([init_array(tuple(v.shape), 10 + i) for i, v in enumerate(critic.weights)])
+    gen = tf.Variable(init_array((2, 4), 3))
     c_opt = tf.keras.optimizers.legacy.Adam(0.01, beta_1=0.5)
     g_opt = tf.keras.optimizers.legacy.Adam(0.01, beta_1=0.5)
 
@@ -1512,7 +1503,7 @@ def test_restore_into_objects_a_function_already_traced(tf):
     rs = np.random.RandomState(1)
     x = tf.constant(rs.randn(8, 3).astype(np.float32))
     y = tf.constant(rs.randn(8, 1).astype(np.float32))
-    w = tf.Variable(_init((3, 1), 4))
+    w = tf.Variable(init_array((3, 1), 4))
     opt = tf.keras.optimizers.legacy.Adam(0.1)
     ckpt = tf.train.Checkpoint(w=w, opt=opt)
     prefix = os.path.join(tempfile.mkdtemp(), "ck")
@@ -1537,7 +1528,7 @@ def test_ema_of_weights_for_evaluation(tf):
     rs = np.random.RandomState(2)
     x = tf.constant(rs.randn(8, 3).astype(np.float32))
     y = tf.constant(rs.randn(8, 1).astype(np.float32))
-    w = tf.Variable(_init((3, 1), 5))
+    w = tf.Variable(init_array((3, 1), 5))
     b = tf.Variable([0.0])
     ema = tf.train.ExponentialMovingAverage(0.5)
     opt = tf.keras.optimizers.legacy.SGD(0.1, momentum=0.5)
@@ -1562,7 +1553,7 @@ def test_hessian_vector_product_curvature_step(tf):
     rs = np.random.RandomState(3)
     x = tf.constant(rs.randn(8, 3).astype(np.float32))
     y = tf.constant(rs.randn(8, 1).astype(np.float32))
-    w = tf.Variable(_init((3, 1), 6))
+    w = tf.Variable(init_array((3, 1), 6))
     out = []
     for _ in range(3):
         with tf.GradientTape() as outer:

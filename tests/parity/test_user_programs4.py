@@ -14,29 +14,10 @@ import tempfile
 
 import numpy as np
 
-from .harness import keras_init, parity, raises
+from .harness import init_array, keras_init, mlp, mlp_vars, parity, raises, regression_data
 
 TOL = dict(rtol=2e-5, atol=2e-6)
 KTOL = dict(rtol=1e-4, atol=1e-5)
-
-
-def _data(n=8, d=3, seed=0):
-    rs = np.random.RandomState(seed)
-    return rs.randn(n, d).astype(np.float32), rs.randn(n, 1).astype(np.float32)
-
-
-def _init(shape, seed, scale=0.5):
-    return (np.random.RandomState(seed).randn(*shape) * scale).astype(np.float32)
-
-
-def _mlp_vars(tf, d=3, h=4, seed=0):
-    return [tf.Variable(_init((d, h), seed), name="w1"), tf.Variable(np.zeros(h, np.float32), name="b1"),
-            tf.Variable(_init((h, 1), seed + 1), name="w2"), tf.Variable([0.1], name="b2")]
-
-
-def _mlp(tf, vs, x):
-    w1, b1, w2, b2 = vs
-    return tf.matmul(tf.tanh(tf.matmul(x, w1) + b1), w2) + b2
 
 
 # ---------------------------------------------------------------------------
@@ -47,15 +28,15 @@ def _mlp(tf, vs, x):
 def test_eager_gradient_accumulation_every_k_micro_batches(tf):
     """Accumulators made with ``zeros_like`` of each trainable Variable, ``assign_add`` per micro
     batch, ``apply_gradients`` and reset every third micro batch, eagerly."""
-    x, y = _data(n=12)
-    vs = _mlp_vars(tf)
+    x, y = regression_data(n=12)
+    vs = mlp_vars(tf)
     acc = [tf.Variable(tf.zeros_like(v), trainable=False) for v in vs]
     opt = tf.keras.optimizers.legacy.Adam(0.05)
     out = []
     for i in range(9):
         xb, yb = x[(i % 4) * 3:(i % 4) * 3 + 3], y[(i % 4) * 3:(i % 4) * 3 + 3]
         with tf.GradientTape() as tape:
-            loss = tf.reduce_mean((_mlp(tf, vs, xb) - yb) ** 2)
+            loss = tf.reduce_mean((mlp(tf, vs, xb) - yb) ** 2)
         for a, g in zip(acc, tape.gradient(loss, vs)):
             a.assign_add(g / 3.0)
         out.append(loss)
@@ -71,14 +52,14 @@ def test_eager_gradient_accumulation_every_k_micro_batches(tf):
 def test_watch_only_the_head_eagerly(tf):
     """``watch_accessed_variables=False`` + ``tape.watch(head)``: the body's gradients are None,
     the head trains with SGD + momentum; the body is read every step."""
-    x, y = _data()
-    w1, b1, w2, b2 = vs = _mlp_vars(tf)
+    x, y = regression_data()
+    w1, b1, w2, b2 = vs = mlp_vars(tf)
     opt = tf.keras.optimizers.legacy.SGD(0.1, momentum=0.9)
     out = []
     for _ in range(4):
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             tape.watch([w2, b2])
-            loss = tf.reduce_mean((_mlp(tf, vs, x) - y) ** 2)
+            loss = tf.reduce_mean((mlp(tf, vs, x) - y) ** 2)
         grads = tape.gradient(loss, vs)
         out.append([g is None for g in grads])
         out.append([len(tape.watched_variables())])
@@ -91,13 +72,13 @@ def test_watch_only_the_head_eagerly(tf):
 def test_stop_recording_for_metrics_inside_the_tape(tf):
     """A running accuracy and a norm computed under ``tape.stop_recording()`` inside the tape; the
     tape's gradient ignores them; a second target after the block is still recorded."""
-    x, y = _data()
-    vs = _mlp_vars(tf)
+    x, y = regression_data()
+    vs = mlp_vars(tf)
     opt = tf.keras.optimizers.legacy.SGD(0.2)
     out = []
     for _ in range(3):
         with tf.GradientTape(persistent=True) as tape:
-            pred = _mlp(tf, vs, x)
+            pred = mlp(tf, vs, x)
             loss = tf.reduce_mean((pred - y) ** 2)
             with tape.stop_recording():
                 hit = tf.reduce_mean(tf.cast(tf.abs(pred - y) < 0.5, tf.float32))
@@ -116,9 +97,9 @@ def test_stop_recording_for_metrics_inside_the_tape(tf):
 def test_unconnected_zero_gradients_feed_adam_slots(tf):
     """``unconnected_gradients=ZERO`` gives a zero gradient for an unused Variable; Adam then still
     moves it (its momentum from earlier connected steps), which None would have skipped."""
-    x, y = _data()
-    w = tf.Variable(_init((3, 1), 2))
-    extra = tf.Variable(_init((3, 1), 3))
+    x, y = regression_data()
+    w = tf.Variable(init_array((3, 1), 2))
+    extra = tf.Variable(init_array((3, 1), 3))
     opt = tf.keras.optimizers.legacy.Adam(0.1)
     out = []
     for i in range(5):
@@ -137,8 +118,8 @@ def test_unconnected_zero_gradients_feed_adam_slots(tf):
 def test_gauss_newton_step_from_the_jacobian(tf):
     """The residuals' Jacobian w.r.t. a small model's weights (``tape.jacobian``), the
     Levenberg-Marquardt step solved with ``tf.linalg.solve``, applied by ``assign_sub``."""
-    x, y = _data(n=6, d=2)
-    w = tf.Variable(_init((2, 1), 4))
+    x, y = regression_data(n=6, d=2)
+    w = tf.Variable(init_array((2, 1), 4))
     b = tf.Variable([0.0])
     out = []
     for _ in range(3):
@@ -158,9 +139,9 @@ def test_gauss_newton_step_from_the_jacobian(tf):
 def test_batch_jacobian_input_sensitivity_penalty(tf):
     """A Jacobian penalty (the Frobenius norm of ``batch_jacobian`` of the outputs w.r.t. the
     inputs) added to the loss: the inner persistent tape sits inside the outer tape."""
-    x, _ = _data(n=5, d=3)
-    w1 = tf.Variable(_init((3, 4), 5))
-    w2 = tf.Variable(_init((4, 2), 6))
+    x, _ = regression_data(n=5, d=3)
+    w1 = tf.Variable(init_array((3, 4), 5))
+    w2 = tf.Variable(init_array((4, 2), 6))
     xt = tf.constant(x)
     opt = tf.keras.optimizers.legacy.SGD(0.1)
     out = []
@@ -181,8 +162,8 @@ def test_batch_jacobian_input_sensitivity_penalty(tf):
 def test_hvp_conjugate_gradient_in_a_function(tf):
     """Truncated Newton: Hessian-vector products by nested tapes inside a ``tf.function``, a
     few conjugate-gradient iterations in a Python loop, the step applied by ``assign_add``."""
-    x, y = _data(n=10, d=3, seed=3)
-    w = tf.Variable(_init((3, 1), 7))
+    x, y = regression_data(n=10, d=3, seed=3)
+    w = tf.Variable(init_array((3, 1), 7))
 
     def loss_fn():
         return tf.reduce_mean(tf.math.log1p(tf.exp(-y * tf.matmul(x, w)))) + 0.05 * tf.reduce_sum(w ** 2)
@@ -224,14 +205,14 @@ def test_hvp_conjugate_gradient_in_a_function(tf):
 def test_clip_by_global_norm_with_a_none_gradient_eagerly(tf):
     """``tf.clip_by_global_norm`` over a list with a None (a frozen Variable), the norm logged,
     the clipped list applied; then the same with ``clip_by_norm`` per tensor."""
-    x, y = _data()
-    vs = _mlp_vars(tf)
+    x, y = regression_data()
+    vs = mlp_vars(tf)
     frozen = tf.Variable([[2.0]])
     opt = tf.keras.optimizers.legacy.SGD(0.5)
     out = []
     for i in range(4):
         with tf.GradientTape() as tape:
-            loss = tf.reduce_mean((_mlp(tf, vs, x) * 3.0 - y) ** 2)
+            loss = tf.reduce_mean((mlp(tf, vs, x) * 3.0 - y) ** 2)
         grads = tape.gradient(loss, vs + [frozen])
         if i % 2 == 0:
             clipped, norm = tf.clip_by_global_norm(grads, 0.3)
@@ -247,20 +228,20 @@ def test_clip_by_global_norm_with_a_none_gradient_eagerly(tf):
 def test_ema_swap_weights_for_evaluation_eagerly(tf):
     """``ExponentialMovingAverage(num_updates=opt.iterations)`` applied after each eager step;
     evaluation swaps the averages into the model Variables and back."""
-    x, y = _data(n=10)
-    vs = _mlp_vars(tf, seed=2)
+    x, y = regression_data(n=10)
+    vs = mlp_vars(tf, seed=2)
     opt = tf.keras.optimizers.legacy.SGD(0.1)
     ema = tf.train.ExponentialMovingAverage(0.9, num_updates=opt.iterations)
     out = []
     for _ in range(4):
         with tf.GradientTape() as tape:
-            loss = tf.reduce_mean((_mlp(tf, vs, x) - y) ** 2)
+            loss = tf.reduce_mean((mlp(tf, vs, x) - y) ** 2)
         opt.apply_gradients(zip(tape.gradient(loss, vs), vs))
         ema.apply(vs)
         backup = [tf.identity(v) for v in vs]
         for v in vs:
             v.assign(ema.average(v))
-        eval_loss = tf.reduce_mean((_mlp(tf, vs, x) - y) ** 2)
+        eval_loss = tf.reduce_mean((mlp(tf, vs, x) - y) ** 2)
         for v, b in zip(vs, backup):
             v.assign(b)
         out.append((loss, eval_loss))
@@ -275,9 +256,9 @@ def test_wgan_gp_with_variables_in_a_function(tf):
     real = tf.constant(rs.randn(6, 3).astype(np.float32))
     z = tf.constant(rs.randn(6, 2).astype(np.float32))
     eps = tf.constant(rs.uniform(size=(6, 1)).astype(np.float32))
-    g_w = tf.Variable(_init((2, 3), 8))
-    c_w1 = tf.Variable(_init((3, 5), 9))
-    c_w2 = tf.Variable(_init((5, 1), 10))
+    g_w = tf.Variable(init_array((2, 3), 8))
+    c_w1 = tf.Variable(init_array((3, 5), 9))
+    c_w2 = tf.Variable(init_array((5, 1), 10))
     c_opt = tf.keras.optimizers.legacy.Adam(0.01, beta_1=0.0, beta_2=0.9)
     g_opt = tf.keras.optimizers.legacy.Adam(0.01, beta_1=0.0, beta_2=0.9)
 
@@ -320,8 +301,8 @@ def test_reinforce_with_seeded_categorical_actions(tf):
     picks the actions (values are the generator's, so the program checks what does not depend on
     it: integer dtype (int64 in TF, int32 without JAX's x64 mode), range, the same draws after re-seeding, and the policy gradient equal to the
     analytic ``(onehot(a) - softmax) * reward`` of the drawn actions)."""
-    x = tf.constant(_init((6, 3), 11, 1.0))
-    w = tf.Variable(_init((3, 4), 12))
+    x = tf.constant(init_array((6, 3), 11, 1.0))
+    w = tf.Variable(init_array((3, 4), 12))
     rewards = tf.constant(np.linspace(-1, 1, 4).astype(np.float32))
     opt = tf.keras.optimizers.legacy.SGD(0.1)
     out = []
@@ -362,8 +343,8 @@ def test_actor_critic_with_two_optimizers(tf):
         run = rew[i] + 0.9 * run
         ret[i] = run
     ret = tf.constant(ret)
-    actor = tf.Variable(_init((3, 3), 13))
-    critic = tf.Variable(_init((3, 1), 14))
+    actor = tf.Variable(init_array((3, 3), 13))
+    critic = tf.Variable(init_array((3, 1), 14))
     a_opt, c_opt = tf.keras.optimizers.legacy.RMSprop(0.05), tf.keras.optimizers.legacy.Adam(0.05)
     out = []
     for _ in range(4):
@@ -388,8 +369,8 @@ def test_vae_step_compiled_with_reparameterisation(tf):
     NumPy, decoder, reconstruction + KL, one compiled step; the seeded ``tf.random.normal`` is
     checked to repeat under the same seeds."""
     x = tf.constant(np.random.RandomState(5).rand(6, 4).astype(np.float32))
-    enc = tf.Variable(_init((4, 4), 15))
-    dec = tf.Variable(_init((2, 4), 16))
+    enc = tf.Variable(init_array((4, 4), 15))
+    dec = tf.Variable(init_array((2, 4), 16))
     opt = tf.keras.optimizers.legacy.Adam(0.02)
 
     @tf.function
@@ -423,7 +404,7 @@ def test_contrastive_loss_with_linalg_normalize(tf):
     rs = np.random.RandomState(7)
     v1 = tf.constant(rs.randn(5, 4).astype(np.float32))
     v2 = tf.constant((v1.numpy() + 0.3 * rs.randn(5, 4)).astype(np.float32))
-    proj = tf.Variable(_init((4, 3), 17))
+    proj = tf.Variable(init_array((4, 3), 17))
     opt = tf.keras.optimizers.legacy.SGD(0.5)
     out = []
     for _ in range(3):
@@ -444,8 +425,8 @@ def test_input_signature_step_with_an_inner_range_loop(tf):
     """A compiled step with ``input_signature`` (batch size None) whose body runs
     ``for i in tf.range(2)`` inner SGD updates on the halves of the batch (``tf.reshape`` to
     ``[2, -1, 3]``); called with three batch sizes."""
-    x, y = _data(n=12)
-    w = tf.Variable(_init((3, 1), 18))
+    x, y = regression_data(n=12)
+    w = tf.Variable(init_array((3, 1), 18))
 
     @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32), tf.TensorSpec([None, 1], tf.float32)])
     def step(xb, yb):
@@ -469,11 +450,11 @@ def test_manager_checkpoint_restore_then_continue_identically(tf):
     """An eager run saves with ``CheckpointManager(max_to_keep=2)`` every 2 steps; a fresh model
     and optimizer restore ``manager.latest_checkpoint`` and continue: the losses match the
     uninterrupted run's."""
-    x, y = _data(n=10)
+    x, y = regression_data(n=10)
     d = tempfile.mkdtemp()
 
     def make():
-        vs = _mlp_vars(tf, seed=3)
+        vs = mlp_vars(tf, seed=3)
         opt = tf.keras.optimizers.legacy.Adam(0.05)
         step_v = tf.Variable(0, dtype=tf.int64)
         return vs, opt, step_v, tf.train.Checkpoint(vs=vs, opt=opt, step=step_v)
@@ -482,7 +463,7 @@ def test_manager_checkpoint_restore_then_continue_identically(tf):
         losses = []
         for _ in range(n):
             with tf.GradientTape() as tape:
-                loss = tf.reduce_mean((_mlp(tf, vs, x) - y) ** 2)
+                loss = tf.reduce_mean((mlp(tf, vs, x) - y) ** 2)
             opt.apply_gradients(zip(tape.gradient(loss, vs), vs))
             step_v.assign_add(1)
             losses.append(loss)
@@ -514,7 +495,7 @@ def test_lstm_sequence_regressor_custom_loop(tf):
     lstm = tf.keras.layers.LSTM(3)
     head = tf.keras.layers.Dense(1)
     model = tf.keras.Sequential([tf.keras.Input((5, 2)), lstm, head])
-    model.set_weights([_init(tuple(v.shape), 20 + i) for i, v in enumerate(model.weights)])
+    model.set_weights([init_array(tuple(v.shape), 20 + i) for i, v in enumerate(model.weights)])
     opt = tf.keras.optimizers.Adam(0.05)
 
     @tf.function
@@ -530,7 +511,7 @@ def test_lstm_sequence_regressor_custom_loop(tf):
         out.append((loss, evaluate(x)))
     seq = tf.keras.layers.LSTM(3, return_sequences=True)
     seq(x[:1])
-    seq.set_weights([_init(tuple(v.shape), 30 + i) for i, v in enumerate(seq.weights)])
+    seq.set_weights([init_array(tuple(v.shape), 30 + i) for i, v in enumerate(seq.weights)])
     return out, [v.numpy() for v in model.weights], seq(x).shape.as_list()
 
 
@@ -543,7 +524,7 @@ def test_gru_classifier_compiled_step(tf):
     labels = np.array([0, 1, 1, 0, 1], np.int32)
     model = tf.keras.Sequential([tf.keras.Input((4,), dtype="int32"), tf.keras.layers.Embedding(7, 3),
                                  tf.keras.layers.GRU(4), tf.keras.layers.Dense(2)])
-    model.set_weights([_init(tuple(v.shape), 40 + i) for i, v in enumerate(model.weights)])
+    model.set_weights([init_array(tuple(v.shape), 40 + i) for i, v in enumerate(model.weights)])
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     opt = tf.keras.optimizers.legacy.SGD(0.3)
 
@@ -563,8 +544,8 @@ def test_gru_classifier_compiled_step(tf):
 def test_slice_bounds_computed_from_tf_shape_in_a_function(tf):
     """The batch split in halves by ``x[:tf.shape(x)[0] // 2]`` inside a compiled step (TF
     constant-folds the static shape; the slice's bounds are Tensors)."""
-    x, y = _data(n=8)
-    w = tf.Variable(_init((3, 1), 19))
+    x, y = regression_data(n=8)
+    w = tf.Variable(init_array((3, 1), 19))
 
     @tf.function
     def step(xb, yb):
@@ -584,7 +565,7 @@ def test_slice_bounds_computed_from_tf_shape_in_a_function(tf):
 # ---------------------------------------------------------------------------
 
 def _lin(tf, seed=21):
-    return tf.Variable(_init((3, 1), seed)), tf.Variable([0.0])
+    return tf.Variable(init_array((3, 1), seed)), tf.Variable([0.0])
 
 
 @parity(**TOL)
@@ -592,7 +573,7 @@ def test_full_batch_shuffled_pipeline_trains_order_free(tf):
     """``from_tensor_slices((x, y)).shuffle(buf, seed).batch(n).prefetch(AUTOTUNE)`` with one
     batch per epoch: the mean loss and its gradient do not depend on the order; the epoch's
     multiset of rows does not either."""
-    x, y = _data(n=10)
+    x, y = regression_data(n=10)
     ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(10, seed=3).batch(10).prefetch(tf.data.AUTOTUNE)
     w, b = _lin(tf)
     opt = tf.keras.optimizers.legacy.SGD(0.1)
@@ -610,7 +591,7 @@ def test_full_batch_shuffled_pipeline_trains_order_free(tf):
 def test_repeat_take_zip_and_parallel_map_feed_a_loop(tf):
     """Features and labels zipped from two datasets, ``map(num_parallel_calls=AUTOTUNE)``
     standardising, ``batch(3, drop_remainder=True).repeat().take(7)`` steps in a loop."""
-    x, y = _data(n=8)
+    x, y = regression_data(n=8)
     mean, std = x.mean(0), x.std(0)
     xs = tf.data.Dataset.from_tensor_slices(x)
     ys = tf.data.Dataset.from_tensor_slices(y)
@@ -710,7 +691,7 @@ def test_py_function_map_feeds_a_loop(tf):
 def test_enumerate_filter_batch_into_a_signature_step(tf):
     """``enumerate`` + ``filter`` (every third row held out for validation) + ``batch``; a
     training step with an ``input_signature``; validation loss computed each epoch."""
-    x, y = _data(n=12, seed=4)
+    x, y = regression_data(n=12, seed=4)
     base = tf.data.Dataset.from_tensor_slices((x, y)).enumerate()
     train = base.filter(lambda i, xy: i % 3 != 0).map(lambda i, xy: xy).batch(4)
     val = base.filter(lambda i, xy: i % 3 == 0).map(lambda i, xy: xy).batch(8)
@@ -736,7 +717,7 @@ def test_enumerate_filter_batch_into_a_signature_step(tf):
 def test_iterator_next_inside_a_compiled_epoch(tf):
     """``iter(dataset)`` passed to a compiled step that calls ``next`` twice per step (two
     micro-batches summed), until the iterator is exhausted (``get_next_as_optional``)."""
-    x, y = _data(n=12, seed=5)
+    x, y = regression_data(n=12, seed=5)
     ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(3)
     w, b = _lin(tf, 23)
     opt = tf.keras.optimizers.legacy.SGD(0.1)
@@ -1199,14 +1180,14 @@ def test_where_guarded_sqrt_gives_tf_nan_gradient_and_the_safe_form(tf):
 def test_nested_functions_inner_tape_outer_optimizer(tf):
     """A compiled ``grads(x, y)`` holding the tape, called by a compiled ``train(x, y)`` that
     clips and applies, called by an eager loop; and the inner one called eagerly too."""
-    x, y = _data(n=8, seed=6)
-    vs = _mlp_vars(tf, seed=4)
+    x, y = regression_data(n=8, seed=6)
+    vs = mlp_vars(tf, seed=4)
     opt = tf.keras.optimizers.legacy.Adam(0.05)
 
     @tf.function
     def grads(xb, yb):
         with tf.GradientTape() as tape:
-            loss = tf.reduce_mean((_mlp(tf, vs, xb) - yb) ** 2)
+            loss = tf.reduce_mean((mlp(tf, vs, xb) - yb) ** 2)
         return loss, tape.gradient(loss, vs)
 
     @tf.function
@@ -1226,7 +1207,7 @@ def test_nested_functions_inner_tape_outer_optimizer(tf):
 def test_per_example_weights_through_output_gradients(tf):
     """Per-example loss weights passed as ``output_gradients`` of the per-example losses (a
     vector target), against the explicitly weighted mean; trained with the former."""
-    x, y = _data(n=6, seed=7)
+    x, y = regression_data(n=6, seed=7)
     wts = tf.constant(np.array([1.0, 0.5, 2.0, 0.0, 1.0, 1.5], np.float32) / 6.0)
     w, b = _lin(tf, 24)
     out = []
@@ -1247,7 +1228,7 @@ def test_per_example_weights_through_output_gradients(tf):
 def test_tape_reset_discards_a_warmup_forward(tf):
     """``tape.reset()`` inside the block drops a warm-up forward pass recorded before it; only
     what follows is differentiated (the warm-up's Variable gets None)."""
-    x, y = _data(n=6, seed=8)
+    x, y = regression_data(n=6, seed=8)
     w, b = _lin(tf, 25)
     warm = tf.Variable([[2.0]])
     out = []
@@ -1267,7 +1248,7 @@ def test_tape_reset_discards_a_warmup_forward(tf):
 def test_piecewise_schedule_and_learning_rate_reads(tf):
     """A ``PiecewiseConstantDecay`` on a legacy Adam and an ``InverseTimeDecay`` on SGD: the rate
     read by calling the schedule on ``optimizer.iterations`` every step, losses and weights."""
-    x, y = _data(n=8, seed=9)
+    x, y = regression_data(n=8, seed=9)
     w1, b1 = _lin(tf, 26)
     w2, b2 = _lin(tf, 27)
     s1 = tf.keras.optimizers.schedules.PiecewiseConstantDecay([2, 4], [0.1, 0.05, 0.01])
@@ -1321,8 +1302,8 @@ def test_unrolled_rnn_over_unstacked_time_steps(tf):
     rs = np.random.RandomState(10)
     seq = tf.constant(rs.randn(3, 4, 2).astype(np.float32))
     unused = tf.constant(rs.randn(3, 2).astype(np.float32))
-    wx = tf.Variable(_init((2, 3), 28))
-    wh = tf.Variable(_init((3, 3), 29) * 0.5)
+    wx = tf.Variable(init_array((2, 3), 28))
+    wh = tf.Variable(init_array((3, 3), 29) * 0.5)
     out = []
     for _ in range(3):
         with tf.GradientTape() as tape:
@@ -1345,7 +1326,7 @@ def test_unrolled_rnn_over_unstacked_time_steps(tf):
 def test_minimize_with_tape_and_callable_var_list(tf):
     """``optimizer.minimize(loss, var_list, tape=tape)`` with a tensor loss and a tape, and
     ``minimize(callable, var_list=callable)``, alternating, on a legacy RMSprop."""
-    x, y = _data(n=8, seed=11)
+    x, y = regression_data(n=8, seed=11)
     w, b = _lin(tf, 30)
     opt = tf.keras.optimizers.legacy.RMSprop(0.05, momentum=0.5)
     out = []
@@ -1366,11 +1347,11 @@ def test_minimize_with_tape_and_callable_var_list(tf):
 def test_multi_task_uncertainty_weighting(tf):
     """Two task losses weighted by learned log-variances (``exp(-s) * L + s``); all Variables in
     one Adam; a compiled step returning a dict of logs."""
-    x, y = _data(n=8, seed=12)
+    x, y = regression_data(n=8, seed=12)
     y2 = tf.constant((y > 0).astype(np.float32))
-    trunk = tf.Variable(_init((3, 4), 31))
-    h1 = tf.Variable(_init((4, 1), 32))
-    h2 = tf.Variable(_init((4, 1), 33))
+    trunk = tf.Variable(init_array((3, 4), 31))
+    h1 = tf.Variable(init_array((4, 1), 32))
+    h2 = tf.Variable(init_array((4, 1), 33))
     s = tf.Variable([0.0, 0.0])
     opt = tf.keras.optimizers.legacy.Adam(0.05)
     vs = [trunk, h1, h2, s]
@@ -1394,8 +1375,8 @@ def test_scatter_updates_of_a_memory_bank(tf):
     ``assign(..., read_value=False)`` between steps; the loss reads the bank through ``gather``
     (the bank is not trainable: its gradient is None)."""
     bank = tf.Variable(np.zeros((5, 2), np.float32), trainable=False)
-    q = tf.Variable(_init((2, 2), 34))
-    feats = tf.constant(_init((4, 2), 35, 1.0))
+    q = tf.Variable(init_array((2, 2), 34))
+    feats = tf.constant(init_array((4, 2), 35, 1.0))
     out = []
     for i in range(4):
         with tf.GradientTape() as tape:
@@ -1421,7 +1402,7 @@ def test_dqn_eager_with_huber_and_polyak_target_updates(tf):
     read as Python ints for the next transition."""
     rs = np.random.RandomState(13)
     obs = rs.randn(10, 3).astype(np.float32)
-    q = [tf.Variable(_init((3, 2), 36)), tf.Variable([0.0, 0.0])]
+    q = [tf.Variable(init_array((3, 2), 36)), tf.Variable([0.0, 0.0])]
     t = [tf.Variable(v) for v in q]
     huber = tf.keras.losses.Huber(delta=1.0)
     opt = tf.keras.optimizers.legacy.Adam(0.05)
@@ -1445,14 +1426,14 @@ def test_dqn_eager_with_huber_and_polyak_target_updates(tf):
 def test_alternating_freezing_changes_the_updated_set(tf):
     """Block-coordinate training: even steps update the first layer, odd steps the second (and
     every third step both), one Adam; the predicted update must follow the changing set."""
-    x, y = _data(n=8, seed=14)
-    vs = _mlp_vars(tf, seed=5)
+    x, y = regression_data(n=8, seed=14)
+    vs = mlp_vars(tf, seed=5)
     opt = tf.keras.optimizers.legacy.Adam(0.05)
     out = []
     for i in range(9):
         subset = vs if i % 3 == 2 else (vs[:2] if i % 2 == 0 else vs[2:])
         with tf.GradientTape() as tape:
-            loss = tf.reduce_mean((_mlp(tf, vs, x) - y) ** 2)
+            loss = tf.reduce_mean((mlp(tf, vs, x) - y) ** 2)
         opt.apply_gradients(zip(tape.gradient(loss, subset), subset))
         out.append(loss)
     return out, vs, [v.numpy() for v in opt.variables()[1:]]
@@ -1462,7 +1443,7 @@ def test_alternating_freezing_changes_the_updated_set(tf):
 def test_reading_optimizer_slots_during_training(tf):
     """A loop that logs Adam's first-moment slot (``get_slot``) and the momentum of SGD every
     other step, while the updates repeat (the step the loop predicts)."""
-    x, y = _data(n=8, seed=15)
+    x, y = regression_data(n=8, seed=15)
     w, b = _lin(tf, 37)
     w2, b2 = _lin(tf, 38)
     adam = tf.keras.optimizers.legacy.Adam(0.05)
@@ -1484,27 +1465,27 @@ def test_reading_optimizer_slots_during_training(tf):
 def test_keep_best_weights_by_identity_and_restore(tf):
     """Eager early stopping: when the loss improves, ``best = [tf.identity(v) ...]``; the step
     size is too large so it diverges later; the best snapshot is assigned back at the end."""
-    x, y = _data(n=8, seed=16)
-    vs = _mlp_vars(tf, seed=6)
+    x, y = regression_data(n=8, seed=16)
+    vs = mlp_vars(tf, seed=6)
     opt = tf.keras.optimizers.legacy.SGD(0.6, momentum=0.9)
     best, best_loss, out = None, float("inf"), []
     for i in range(8):
         with tf.GradientTape() as tape:
-            loss = tf.reduce_mean((_mlp(tf, vs, x) - y) ** 2)
+            loss = tf.reduce_mean((mlp(tf, vs, x) - y) ** 2)
         if float(loss) < best_loss:
             best_loss, best = float(loss), [tf.identity(v) for v in vs]
         opt.apply_gradients(zip(tape.gradient(loss, vs), vs))
         out.append(loss)
     for v, bv in zip(vs, best):
         v.assign(bv)
-    return out, best_loss, vs, tf.reduce_mean((_mlp(tf, vs, x) - y) ** 2)
+    return out, best_loss, vs, tf.reduce_mean((mlp(tf, vs, x) - y) ** 2)
 
 
 @parity(modes=True, **TOL)
 def test_numpy_snapshots_and_rollback_on_nan(tf):
     """A loop that keeps NumPy copies of the weights (``v.numpy().copy()``) and rolls back with
     ``assign`` and halves the learning rate when the loss is not finite or rises by 10x."""
-    x, y = _data(n=8, seed=17)
+    x, y = regression_data(n=8, seed=17)
     w, b = _lin(tf, 39)
     lr = 1.5
     snap = [w.numpy().copy(), b.numpy().copy()]
@@ -1531,7 +1512,7 @@ def test_numpy_snapshots_and_rollback_on_nan(tf):
 def test_learning_rate_variable_annealed_by_the_loop(tf):
     """``opt.learning_rate = v`` with a Python float replaced by ``assign`` on the optimizer's
     learning rate every few steps (cosine by hand); a plain SGD on the same data as a check."""
-    x, y = _data(n=8, seed=18)
+    x, y = regression_data(n=8, seed=18)
     w, b = _lin(tf, 40)
     opt = tf.keras.optimizers.legacy.SGD(0.2, momentum=0.5)
     out = []
@@ -1549,7 +1530,7 @@ def test_learning_rate_variable_annealed_by_the_loop(tf):
 def test_non_persistent_tape_second_gradient_raises_and_training_goes_on(tf):
     """Calling ``gradient`` twice on a non-persistent tape raises RuntimeError; the loop catches
     it, records the error and keeps training with the first gradient."""
-    x, y = _data(n=6, seed=19)
+    x, y = regression_data(n=6, seed=19)
     w, b = _lin(tf, 41)
     out = []
     for _ in range(3):
@@ -1569,7 +1550,7 @@ def test_whole_epoch_compiled_over_a_dataset(tf):
     batched dataset), the dataset passed as an argument, an optimizer stepping per batch; the
     epoch's mean loss returned.  (``drop_remainder=True``: a short last batch inside a compiled
     loop is tapejax's documented InvalidArgumentError, XLA's static shapes.)"""
-    x, y = _data(n=10, seed=20)
+    x, y = regression_data(n=10, seed=20)
     ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(4, drop_remainder=True)
     w, b = _lin(tf, 42)
     opt = tf.keras.optimizers.legacy.SGD(0.1, momentum=0.5)
@@ -1614,7 +1595,7 @@ def test_dict_features_dataset_into_a_named_input_model(tf):
 def test_unbatch_rebatch_cache_and_take_twice(tf):
     """``batch(3).map(normalise per batch).unbatch().batch(4)``, ``cache()``, iterated twice via
     ``take(2)`` (the same elements each time) to train two epochs."""
-    x, y = _data(n=9, seed=22)
+    x, y = regression_data(n=9, seed=22)
     ds = (tf.data.Dataset.from_tensor_slices((x, y)).batch(3)
           .map(lambda a, t: (a - tf.reduce_mean(a, axis=0), t)).unbatch().batch(4).cache())
     w, b = _lin(tf, 43)
@@ -1639,7 +1620,7 @@ def test_triplet_margin_loss_with_sqrt_of_relu_distances(tf):
     rs = np.random.RandomState(23)
     x = tf.constant(rs.randn(6, 3).astype(np.float32))
     labels = tf.constant([0, 0, 1, 1, 2, 2])
-    w = tf.Variable(_init((3, 2), 44))
+    w = tf.Variable(init_array((3, 2), 44))
     same = tf.cast(tf.equal(labels[:, None], labels[None, :]), tf.float32)
     out = []
     for masked in (False, True, True, True):

@@ -15,18 +15,9 @@ import tempfile
 
 import numpy as np
 
-from .harness import parity, raises, warned
+from .harness import init_array, parity, raises, regression_data, warned
 
 TOL = dict(rtol=2e-5, atol=2e-6)
-
-
-def _data(n=8, d=3, seed=0):
-    rs = np.random.RandomState(seed)
-    return rs.randn(n, d).astype(np.float32), rs.randn(n, 1).astype(np.float32)
-
-
-def _init(shape, seed, scale=0.5):
-    return (np.random.RandomState(seed).randn(*shape) * scale).astype(np.float32)
 
 
 # ---------------------------------------------------------------------------
@@ -42,7 +33,7 @@ def _module_classes(tf):
         def __call__(self, x):
             if not self.built:
                 d = int(x.shape[-1])
-                self.w = tf.Variable(_init((d, self.units), self.seed), name="w")
+                self.w = tf.Variable(init_array((d, self.units), self.seed), name="w")
                 self.b = tf.Variable(np.zeros(self.units, np.float32), name="b")
                 self.calls = tf.Variable(0, trainable=False, name="calls")
                 self.built = True
@@ -67,7 +58,7 @@ def test_module_tree_built_on_first_call_trained_eagerly(tf):
     call counter among them); ``trainable_variables`` (sorted by attribute name, as TF's) feeds
     an optimizer; the non-trainable ones never get a gradient."""
     _, MLP = _module_classes(tf)
-    x, y = _data()
+    x, y = regression_data()
     m = MLP()
     opt = tf.keras.optimizers.legacy.SGD(0.1)
     out = []
@@ -88,7 +79,7 @@ def test_module_tree_built_inside_a_reduce_retracing_step(tf):
     first call (Variables created once), then called with three batch sizes; an eager evaluation
     between steps reads the trained weights."""
     _, MLP = _module_classes(tf)
-    x, y = _data(n=12)
+    x, y = regression_data(n=12)
     m = MLP()
     opt = tf.keras.optimizers.legacy.Adam(0.05)
 
@@ -111,12 +102,12 @@ def test_module_tree_built_inside_a_reduce_retracing_step(tf):
 def test_tf_function_method_on_a_module_with_a_signature(tf):
     """A ``@tf.function(input_signature=...)`` method on a ``tf.Module`` subclass (the train step
     lives in the model); its concrete function is fetched and called too; eval is eager."""
-    x, y = _data(n=10)
+    x, y = regression_data(n=10)
 
     class Regressor(tf.Module):
         def __init__(self):
             super().__init__()
-            self.w = tf.Variable(_init((3, 1), 5))
+            self.w = tf.Variable(init_array((3, 1), 5))
             self.b = tf.Variable([0.0])
             self.opt = tf.keras.optimizers.legacy.SGD(0.1, momentum=0.9)
 
@@ -144,8 +135,8 @@ def test_checkpoint_rollback_into_the_same_objects(tf):
     """Train, ``checkpoint.write`` a snapshot, train two more steps, ``read`` the snapshot back
     into the same Variables and optimizer (slots and iterations roll back), and train again:
     the replayed steps equal the first ones."""
-    x, y = _data(n=6)
-    w = tf.Variable(_init((3, 1), 9))
+    x, y = regression_data(n=6)
+    w = tf.Variable(init_array((3, 1), 9))
     opt = tf.keras.optimizers.legacy.Adam(0.1)
     ck = tf.train.Checkpoint(w=w, opt=opt)
 
@@ -173,7 +164,7 @@ def test_inner_solver_while_gradient_norm_above_eps(tf):
     """A compiled inner optimisation ``while tf.norm(g) > eps`` (with ``maximum_iterations`` set by
     ``set_loop_options``) fits ridge weights for each batch; the number of iterations and the
     solution come back; a Python float eps is part of the trace."""
-    x, y = _data(n=10, seed=2)
+    x, y = regression_data(n=10, seed=2)
     w = tf.Variable(np.zeros((3, 1), np.float32))
 
     @tf.function
@@ -198,8 +189,8 @@ def test_range_loop_collects_per_step_losses_in_a_tensor_array(tf):
     """``for i in tf.range(n)`` over mini-batches inside one compiled epoch, each step's loss and
     gradient norm written to ``tf.TensorArray``s (one sized ``n``, one ``dynamic_size``), stacked
     and returned; ``n`` is a Python int (a static size: XLA's rule, README's compile section)."""
-    x, y = _data(n=12, seed=4)
-    w = tf.Variable(_init((3, 1), 11))
+    x, y = regression_data(n=12, seed=4)
+    w = tf.Variable(init_array((3, 1), 11))
     b = tf.Variable([0.0])
 
     @tf.function
@@ -223,8 +214,8 @@ def test_range_loop_collects_per_step_losses_in_a_tensor_array(tf):
 @parity(**TOL)
 def test_python_slice_of_a_loop_index_inside_a_compiled_epoch(tf):
     """``xs[i * 3:(i + 1) * 3]`` with ``i`` from ``tf.range`` inside a compiled epoch."""
-    x, y = _data(n=12, seed=4)
-    w = tf.Variable(_init((3, 1), 11))
+    x, y = regression_data(n=12, seed=4)
+    w = tf.Variable(init_array((3, 1), 11))
 
     @tf.function
     def epoch(xs, ys):
@@ -245,9 +236,9 @@ def test_early_return_from_a_loop_in_a_compiled_evaluator(tf):
     predicate: TF's AutoGraph refuses it (NotImplementedError); the form users then write, a
     ``break`` with the result kept in loop variables, finds the first batch whose loss exceeds a
     threshold (else -1)."""
-    xn, yn = _data(n=12, seed=5)
+    xn, yn = regression_data(n=12, seed=5)
     x, y = tf.constant(xn), tf.constant(yn)
-    w = tf.Variable(_init((3, 1), 12))
+    w = tf.Variable(init_array((3, 1), 12))
 
     @tf.function
     def first_bad_batch_return(thresh):
@@ -280,8 +271,8 @@ def test_variables_assigned_in_converted_branches(tf):
     """A compiled step keeps the best loss and a patience counter in Variables assigned in the
     branches of ``if loss < best:`` (converted to ``tf.cond``), and halves a learning-rate
     Variable when patience runs out (a nested ``if``)."""
-    x, y = _data(n=8, seed=6)
-    w = tf.Variable(_init((3, 1), 13))
+    x, y = regression_data(n=8, seed=6)
+    w = tf.Variable(init_array((3, 1), 13))
     best = tf.Variable(np.inf, dtype=tf.float32)
     wait = tf.Variable(0)
     lr = tf.Variable(0.5)
@@ -309,8 +300,8 @@ def test_variables_assigned_in_converted_branches(tf):
 def test_nested_compiled_functions_with_converted_control_flow(tf):
     """An outer compiled step calls an inner ``tf.function`` loss (which clips with a converted
     ``if``) and a plain Python helper with a ``while`` on a tensor (converted recursively)."""
-    x, y = _data(n=8, seed=7)
-    w = tf.Variable(_init((3, 1), 14))
+    x, y = regression_data(n=8, seed=7)
+    w = tf.Variable(init_array((3, 1), 14))
 
     @tf.function
     def robust_loss(pred, target):
@@ -374,8 +365,8 @@ def test_break_on_converged_loss_inside_a_while_true(tf):
 def test_target_given_twice_and_dict_targets_with_dict_output_gradients(tf):
     """``tape.gradient([loss, loss, aux], w)`` counts ``loss`` twice; a dict of targets with a dict of
     ``output_gradients`` (per-head weights) trains a two-head model."""
-    x, y = _data(n=6, seed=8)
-    w = tf.Variable(_init((3, 2), 15))
+    x, y = regression_data(n=6, seed=8)
+    w = tf.Variable(init_array((3, 2), 15))
     opt = tf.keras.optimizers.legacy.SGD(0.05)
     out = []
     for i in range(3):
@@ -396,8 +387,8 @@ def test_integer_paths_give_none_and_the_straight_through_fix(tf):
     """A quantised forward ``cast(round(x*w)) -> int32 -> float`` has a None gradient (TF's integer
     rule); the straight-through estimator ``w + stop_gradient(q - w)`` trains; an argmax-selected
     row trains through ``gather`` only."""
-    x, y = _data(n=6, seed=9)
-    w = tf.Variable(_init((3, 1), 16))
+    x, y = regression_data(n=6, seed=9)
+    w = tf.Variable(init_array((3, 1), 16))
     out = []
     for _ in range(3):
         with tf.GradientTape(persistent=True) as tape:
@@ -419,8 +410,8 @@ def test_integer_paths_give_none_and_the_straight_through_fix(tf):
 def test_non_trainable_variable_is_not_watched_unless_asked(tf):
     """A ``trainable=False`` running scale read in the loss: its gradient is None under the
     automatic watch; ``tape.watch`` of it gives a value; the trainable weight trains."""
-    x, y = _data(n=6, seed=10)
-    w = tf.Variable(_init((3, 1), 17))
+    x, y = regression_data(n=6, seed=10)
+    w = tf.Variable(init_array((3, 1), 17))
     s = tf.Variable(2.0, trainable=False)
     out = []
     for i in range(3):
@@ -462,8 +453,8 @@ def test_segment_max_readout_with_ties_and_empty_segments(tf):
     feats = np.array([[1.0, 0.0], [1.0, 2.0], [0.0, 2.0], [3.0, -1.0], [3.0, -1.0]], np.float32)
     seg = np.array([0, 0, 0, 2, 2], np.int32)
     target = np.array([[1.0], [0.0], [-1.0]], np.float32)
-    w = tf.Variable(_init((2, 2), 18))
-    v = tf.Variable(_init((4, 1), 19))
+    w = tf.Variable(init_array((2, 2), 18))
+    v = tf.Variable(init_array((4, 1), 19))
     out = []
     for _ in range(3):
         with tf.GradientTape() as tape:
@@ -511,8 +502,8 @@ def test_custom_gradient_with_variables_eagerly(tf):
     """A ``tf.custom_gradient`` layer that reads a Variable: its ``grad_fn(dy, variables=None)``
     returns the input gradient and a scaled Variable gradient (gradient scaling for one layer);
     trained eagerly with Adam."""
-    x, y = _data(n=6, seed=11)
-    w = tf.Variable(_init((3, 1), 20))
+    x, y = regression_data(n=6, seed=11)
+    w = tf.Variable(init_array((3, 1), 20))
     b = tf.Variable([0.2])
 
     @tf.custom_gradient
@@ -542,9 +533,9 @@ def test_custom_gradient_with_variables_eagerly(tf):
 def test_stop_gradient_target_network_mixed_into_the_loss(tf):
     """A bootstrapped target built from the same weights and ``tf.stop_gradient``; a second term
     with ``watch_accessed_variables=False`` and an explicit watch of one Variable."""
-    x, y = _data(n=6, seed=12)
-    w = tf.Variable(_init((3, 1), 21))
-    v = tf.Variable(_init((3, 1), 22))
+    x, y = regression_data(n=6, seed=12)
+    w = tf.Variable(init_array((3, 1), 21))
+    v = tf.Variable(init_array((3, 1), 22))
     out = []
     for _ in range(3):
         with tf.GradientTape() as tape:
@@ -567,8 +558,8 @@ def test_split_unstack_and_scatter_update_gradients(tf):
     """A model that splits its hidden state (``tf.split``, ``tf.unstack``) and uses only some parts,
     then overwrites rows with ``tensor_scatter_nd_update``: unused parts and overwritten rows get
     zeros, not None."""
-    x, _ = _data(n=4, seed=13)
-    w = tf.Variable(_init((3, 6), 23))
+    x, _ = regression_data(n=4, seed=13)
+    w = tf.Variable(init_array((3, 6), 23))
     out = []
     for _ in range(2):
         with tf.GradientTape() as tape:
@@ -597,9 +588,9 @@ def test_split_unstack_and_scatter_update_gradients(tf):
 def test_apply_gradients_with_some_and_all_none(tf):
     """A frozen head leaves its gradients None: ``apply_gradients`` warns and updates the rest;
     when every gradient is None it raises ValueError and changes nothing."""
-    x, y = _data(n=6, seed=14)
-    w1 = tf.Variable(_init((3, 2), 24))
-    w2 = tf.Variable(_init((2, 1), 25))
+    x, y = regression_data(n=6, seed=14)
+    w1 = tf.Variable(init_array((3, 2), 24))
+    w2 = tf.Variable(init_array((2, 1), 25))
     unused = tf.Variable([1.0, 2.0])
     opt = tf.keras.optimizers.legacy.Adam(0.05)
     out = []
@@ -620,8 +611,8 @@ def test_schedules_read_with_a_variable_step_and_global_norm_clipping(tf):
     """``CosineDecay`` and ``PolynomialDecay`` schedules called with a Variable step inside a
     compiled step (clip by global norm, then a manual SGD update with the scheduled rate); a
     schedule as an optimizer's learning rate advances with ``iterations``."""
-    x, y = _data(n=8, seed=15)
-    w = tf.Variable(_init((3, 1), 26))
+    x, y = regression_data(n=8, seed=15)
+    w = tf.Variable(init_array((3, 1), 26))
     b = tf.Variable([0.0])
     step_v = tf.Variable(0, dtype=tf.int64)
     cos = tf.keras.optimizers.schedules.CosineDecay(0.5, decay_steps=5, alpha=0.1)
@@ -656,7 +647,7 @@ def test_gan_disjoint_variable_sets_in_one_compiled_step(tf):
     class Lin(tf.Module):
         def __init__(self, din, dout, seed):
             super().__init__()
-            self.w = tf.Variable(_init((din, dout), seed))
+            self.w = tf.Variable(init_array((din, dout), seed))
             self.b = tf.Variable(np.zeros(dout, np.float32))
 
         def __call__(self, z):
@@ -697,12 +688,12 @@ def _linear_step(tf, w, b, xb, yb, lr=0.1):
 def test_interleaved_shards_feed_a_training_loop(tf):
     """Three "files" (ranges of rows) read by ``interleave(cycle_length=2, block_length=2)``, each
     mapped to (features, label) rows, batched by 3; a linear model trains on the stream."""
-    x, y = _data(n=12, seed=20)
+    x, y = regression_data(n=12, seed=20)
     ds = (tf.data.Dataset.range(3)
           .interleave(lambda k: tf.data.Dataset.range(k * 4, k * 4 + 4), cycle_length=2, block_length=2)
           .map(lambda i: (tf.gather(x, i), tf.gather(y, i), i))
           .batch(3))
-    w, b = tf.Variable(_init((3, 1), 30)), tf.Variable([0.0])
+    w, b = tf.Variable(init_array((3, 1), 30)), tf.Variable([0.0])
     out = []
     for xb, yb, idx in ds:
         out.append((idx.numpy().tolist(), _linear_step(tf, w, b, xb, yb)))
@@ -713,12 +704,12 @@ def test_interleaved_shards_feed_a_training_loop(tf):
 def test_group_by_window_trains_per_class_batches(tf):
     """``group_by_window`` keyed on the label's class gathers same-class rows into windows of 2,
     each window reduced by ``batch``; the model trains on the class-pure batches."""
-    x, y = _data(n=10, seed=21)
+    x, y = regression_data(n=10, seed=21)
     cls = (y[:, 0] > 0).astype(np.int64)
     ds = (tf.data.Dataset.from_tensor_slices((x, y, cls))
           .group_by_window(key_func=lambda a, b, c: c, reduce_func=lambda key, win: win.batch(2),
                            window_size=2))
-    w, b = tf.Variable(_init((3, 1), 31)), tf.Variable([0.0])
+    w, b = tf.Variable(init_array((3, 1), 31)), tf.Variable([0.0])
     out = []
     for xb, yb, cb in ds:
         out.append((cb.numpy().tolist(), _linear_step(tf, w, b, xb, yb)))
@@ -784,13 +775,13 @@ def test_choose_and_sample_from_datasets_mix_two_sources(tf):
     """Two sources mixed by ``choose_from_datasets`` (a fixed choice pattern: the order is TF's)
     and by ``sample_from_datasets`` with weights [1, 0] (only the first source); a model trains
     on the chosen mixture; the sampled stream is compared as its values."""
-    xa, ya = _data(n=6, seed=23)
-    xb, yb = _data(n=6, seed=24)
+    xa, ya = regression_data(n=6, seed=23)
+    xb, yb = regression_data(n=6, seed=24)
     a = tf.data.Dataset.from_tensor_slices((xa, ya))
     b = tf.data.Dataset.from_tensor_slices((xb, yb + 1.0))
     choice = tf.data.Dataset.from_tensor_slices(np.array([0, 1, 1, 0, 0, 1, 0, 1], np.int64))
     mixed = tf.data.Dataset.choose_from_datasets([a, b], choice).batch(2)
-    w, bias = tf.Variable(_init((3, 1), 32)), tf.Variable([0.0])
+    w, bias = tf.Variable(init_array((3, 1), 32)), tf.Variable([0.0])
     out = [_linear_step(tf, w, bias, xb_, yb_) for xb_, yb_ in mixed]
     sampled = tf.data.Dataset.sample_from_datasets([a, b], weights=[1.0, 0.0], seed=3)
     out.append([yv for _, yv in sampled.take(4)])
@@ -802,7 +793,7 @@ def test_reduce_statistics_then_standardised_training(tf):
     """``Dataset.reduce`` computes the feature means and second moments of the training set in
     one pass; a ``map`` standardises with them; ``shard(2, 0)`` takes every other row; the
     compiled step trains on the shard."""
-    x, y = _data(n=10, seed=25)
+    x, y = regression_data(n=10, seed=25)
     x = x * np.array([1.0, 10.0, 0.1], np.float32) + np.array([0.0, 5.0, -2.0], np.float32)
     ds = tf.data.Dataset.from_tensor_slices((x, y))
     n, s1, s2 = ds.reduce((tf.constant(0.0), tf.zeros([3]), tf.zeros([3])),
@@ -810,7 +801,7 @@ def test_reduce_statistics_then_standardised_training(tf):
     mean = s1 / n
     std = tf.sqrt(s2 / n - mean ** 2)
     train = ds.map(lambda a, b: ((a - mean) / std, b)).shard(2, 0).batch(5)
-    w, b = tf.Variable(_init((3, 1), 33)), tf.Variable([0.0])
+    w, b = tf.Variable(init_array((3, 1), 33)), tf.Variable([0.0])
 
     @tf.function
     def step(xb, yb):
@@ -883,8 +874,8 @@ def test_least_squares_readout_solved_inside_the_loss(tf):
     """A random-features model whose readout is solved in closed form in the loss
     (``tf.linalg.lstsq`` with L2 regulariser, ``triangular_solve`` on a QR factor for the
     validation fit); the feature map's weights train through the solves."""
-    x, y = _data(n=10, d=2, seed=28)
-    w = tf.Variable(_init((2, 4), 34, scale=1.0))
+    x, y = regression_data(n=10, d=2, seed=28)
+    w = tf.Variable(init_array((2, 4), 34, scale=1.0))
     out = []
     for _ in range(3):
         with tf.GradientTape() as tape:
@@ -909,7 +900,7 @@ def test_sampled_softmax_with_given_samples_trains_an_embedding(tf):
     inputs = rs.randn(4, 3).astype(np.float32)
     labels = np.array([[1], [4], [2], [1]], np.int64)
     sampled = (np.array([0, 2, 5, 6], np.int64), np.full([4, 1], 0.5, np.float32), np.full([4], 0.4, np.float32))
-    emb = tf.Variable(_init((8, 3), 35))
+    emb = tf.Variable(init_array((8, 3), 35))
     bias = tf.Variable(np.zeros(8, np.float32))
     proj = tf.Variable(np.eye(3, dtype=np.float32))
     opt = tf.keras.optimizers.legacy.Adagrad(0.2)
@@ -954,9 +945,9 @@ def test_dynamic_partition_and_stitch_mixture_of_experts(tf):
     """Hard routing: rows partitioned to two experts by ``tf.dynamic_partition`` on an argmax,
     each expert a matmul, results put back by ``tf.dynamic_stitch``; the gate trains through a
     soft weight, the experts through the partition."""
-    x, y = _data(n=6, seed=30)
-    gate = tf.Variable(_init((3, 2), 36))
-    e0, e1 = tf.Variable(_init((3, 1), 37)), tf.Variable(_init((3, 1), 38))
+    x, y = regression_data(n=6, seed=30)
+    gate = tf.Variable(init_array((3, 2), 36))
+    e0, e1 = tf.Variable(init_array((3, 1), 37)), tf.Variable(init_array((3, 1), 38))
     out = []
     for _ in range(3):
         with tf.GradientTape() as tape:
@@ -999,7 +990,7 @@ def test_cumsum_exclusive_reverse_returns_and_gather_nd_batch_dims(tf):
     style pick of one logit per (batch, step) by ``tf.gather_nd(batch_dims=1)``."""
     rewards = np.array([[1.0, 0.0, 2.0, 1.0], [0.0, 1.0, 1.0, 0.0]], np.float32)
     actions = np.array([[0, 2, 1, 1], [2, 2, 0, 1]], np.int32)
-    w = tf.Variable(_init((4, 3), 39))
+    w = tf.Variable(init_array((4, 3), 39))
     out = []
     for _ in range(3):
         with tf.GradientTape() as tape:
@@ -1019,8 +1010,8 @@ def test_jacobian_without_pfor_and_with_zero_unconnected(tf):
     """``tape.jacobian(..., experimental_use_pfor=False)`` in a sensitivity penalty, and a
     jacobian w.r.t. an unused Variable with ``unconnected_gradients=ZERO`` (zeros of shape
     target + source) against the default None."""
-    x, _ = _data(n=3, d=2, seed=31)
-    w = tf.Variable(_init((2, 2), 40))
+    x, _ = regression_data(n=3, d=2, seed=31)
+    w = tf.Variable(init_array((2, 2), 40))
     u = tf.Variable([1.0, 2.0, 3.0])
     out = []
     for _ in range(2):
@@ -1047,7 +1038,7 @@ def test_restore_before_a_lazy_module_builds_then_continue(tf):
     the first call): TF restores each one when it is created (deferred restoration), so the
     resumed run continues the saved one exactly."""
     _, MLP = _module_classes(tf)
-    x, y = _data(n=6, seed=33)
+    x, y = regression_data(n=6, seed=33)
     d = tempfile.mkdtemp()
 
     def train(m, opt, n):
@@ -1077,8 +1068,8 @@ def test_restore_before_a_lazy_module_builds_then_continue(tf):
 def test_reduce_retracing_counts_traces_over_batch_sizes(tf):
     """``reduce_retracing=True``: the second batch size generalises the trace (TF traces twice for
     three sizes, once more for a new rank); the losses are those of the eager step."""
-    x, y = _data(n=12, seed=34)
-    w = tf.Variable(_init((3, 1), 42))
+    x, y = regression_data(n=12, seed=34)
+    w = tf.Variable(init_array((3, 1), 42))
 
     @tf.function(reduce_retracing=True)
     def loss_of(xb, yb):
@@ -1095,9 +1086,9 @@ def test_reduce_retracing_counts_traces_over_batch_sizes(tf):
 def test_for_row_in_tensor_accumulates_inside_a_compiled_step(tf):
     """``for row in xb:`` over a tensor's leading axis (converted by AutoGraph), with a per-row
     hinge loss accumulated in a tensor and the count of margin violations; trained by SGD."""
-    x, y = _data(n=6, seed=35)
+    x, y = regression_data(n=6, seed=35)
     lab = np.sign(y)
-    w = tf.Variable(_init((3, 1), 43))
+    w = tf.Variable(init_array((3, 1), 43))
 
     @tf.function
     def step(xb, yb):
@@ -1122,7 +1113,7 @@ def test_piecewise_loss_by_if_elif_on_a_tensor_compiled_and_eager(tf):
     """A robust loss written with ``if / elif / else`` on a scalar tensor (converted to nested
     ``tf.cond`` in the compiled step, plain Python eagerly): the gradient flows through the
     taken branch; both steps train the same weights."""
-    x, y = _data(n=6, seed=36)
+    x, y = regression_data(n=6, seed=36)
 
     def loss_fn(err):
         if err < 0.5:
@@ -1133,7 +1124,7 @@ def test_piecewise_loss_by_if_elif_on_a_tensor_compiled_and_eager(tf):
             return tf.math.log(err) + 1.75 - tf.math.log(2.0)
 
     def make():
-        return tf.Variable(_init((3, 1), 44, scale=1.5))
+        return tf.Variable(init_array((3, 1), 44, scale=1.5))
 
     def step_body(w, xb, yb):
         with tf.GradientTape() as tape:
@@ -1157,9 +1148,9 @@ def test_maml_outer_gradient_through_an_inner_range_loop(tf):
     """MAML: three inner SGD steps on a support set in ``for _ in tf.range(3)`` (converted loop,
     fast weights as loop variables), the query loss's gradient w.r.t. the initial weights taken
     through the loop by the outer tape (second order); compiled, then the same eagerly."""
-    xs, ys = _data(n=5, d=2, seed=37)
-    xq, yq = _data(n=5, d=2, seed=38)
-    w = tf.Variable(_init((2, 1), 45))
+    xs, ys = regression_data(n=5, d=2, seed=37)
+    xq, yq = regression_data(n=5, d=2, seed=38)
+    w = tf.Variable(init_array((2, 1), 45))
 
     def inner_loss(fw, xb, yb):
         return tf.reduce_mean((tf.tanh(tf.matmul(xb, fw)) - yb) ** 2)
@@ -1187,10 +1178,10 @@ def test_maml_outer_gradient_through_an_inner_range_loop(tf):
 def test_window_of_feature_label_pairs_zipped_back(tf):
     """``window(3, shift=2)`` of (feature, label) pairs gives a tuple of window datasets; each is
     batched and zipped back by ``flat_map``; a sequence model trains on the windows."""
-    x, y = _data(n=9, d=2, seed=39)
+    x, y = regression_data(n=9, d=2, seed=39)
     ds = (tf.data.Dataset.from_tensor_slices((x, y)).window(3, shift=2, drop_remainder=True)
           .flat_map(lambda wx, wy: tf.data.Dataset.zip((wx.batch(3), wy.batch(3)))))
-    w = tf.Variable(_init((2, 1), 46))
+    w = tf.Variable(init_array((2, 1), 46))
     b = tf.Variable([0.0])
     out = []
     for xb, yb in ds:
@@ -1230,7 +1221,7 @@ def test_masked_embedding_gru_on_padded_batches(tf):
     gru = tf.keras.layers.GRU(2)
     head = tf.keras.layers.Dense(1)
     model = tf.keras.Sequential([tf.keras.Input((None,), dtype="int32"), emb, gru, head])
-    model.set_weights([_init(tuple(v.shape), 50 + i) for i, v in enumerate(model.weights)])
+    model.set_weights([init_array(tuple(v.shape), 50 + i) for i, v in enumerate(model.weights)])
     opt = tf.keras.optimizers.legacy.SGD(0.1)
     out = []
     for tok, yb in ds:
@@ -1246,8 +1237,8 @@ def test_masked_embedding_gru_on_padded_batches(tf):
 def test_clip_by_norm_of_sparse_embedding_gradients(tf):
     """An embedding's gradient (IndexedSlices, a row looked up twice) clipped by ``clip_by_norm``
     (TF keeps it IndexedSlices) and a dense one clipped alike; SGD applies both."""
-    table = tf.Variable(_init((6, 2), 47, scale=2.0))
-    proj = tf.Variable(_init((2, 1), 48))
+    table = tf.Variable(init_array((6, 2), 47, scale=2.0))
+    proj = tf.Variable(init_array((2, 1), 48))
     ids = np.array([1, 4, 1, 5], np.int32)
     y = np.array([[1.0], [0.0], [1.0], [-1.0]], np.float32)
     opt = tf.keras.optimizers.legacy.SGD(0.5)
@@ -1291,8 +1282,8 @@ def test_nested_custom_gradients_and_a_none_input_gradient(tf):
 
         return z * mask, grad
 
-    x, y = _data(n=6, seed=40)
-    w = tf.Variable(_init((3, 1), 49, scale=3.0))
+    x, y = regression_data(n=6, seed=40)
+    w = tf.Variable(init_array((3, 1), 49, scale=3.0))
     mask = tf.constant([[1.0], [0.0], [1.0], [1.0], [0.0], [1.0]])
     out = []
     for _ in range(3):
@@ -1330,12 +1321,12 @@ def test_module_variables_gradient_includes_int_step_and_non_trainable(tf):
     """``tape.gradient(loss, module.variables)`` over every Variable of a module (an int step
     counter, a non-trainable moving mean, the trainable weights): None for the int and the
     non-trainable ones (not watched), values for the rest."""
-    x, y = _data(n=6, seed=41)
+    x, y = regression_data(n=6, seed=41)
 
     class Net(tf.Module):
         def __init__(self):
             super().__init__()
-            self.w = tf.Variable(_init((3, 1), 50))
+            self.w = tf.Variable(init_array((3, 1), 50))
             self.steps = tf.Variable(0)
             self.mean = tf.Variable(tf.zeros([3]), trainable=False)
 
@@ -1364,8 +1355,8 @@ def test_module_variables_gradient_includes_int_step_and_non_trainable(tf):
 def test_adam_slots_follow_variables_when_the_list_order_changes(tf):
     """``apply_gradients`` with the (gradient, Variable) pairs in another order each step: the
     slots belong to the Variable, not the position."""
-    x, y = _data(n=6, seed=42)
-    a = tf.Variable(_init((3, 1), 51))
+    x, y = regression_data(n=6, seed=42)
+    a = tf.Variable(init_array((3, 1), 51))
     b = tf.Variable([0.3])
     opt = tf.keras.optimizers.legacy.Adam(0.1)
     out = []
@@ -1385,8 +1376,8 @@ def test_sliced_variable_reads_and_sliced_assigns_in_training(tf):
     """A parameter block read by slices (``v[:, :2]``, ``v[1]``) and partly frozen by assigning a
     slice back (``v[:, 2:].assign(...)``) after each step: the slices' gradients land in the
     right places."""
-    x, y = _data(n=5, seed=43)
-    v = tf.Variable(_init((3, 3), 52))
+    x, y = regression_data(n=5, seed=43)
+    v = tf.Variable(init_array((3, 3), 52))
     out = []
     for _ in range(3):
         with tf.GradientTape() as tape:
@@ -1404,8 +1395,8 @@ def test_sliced_variable_reads_and_sliced_assigns_in_training(tf):
 def test_compiled_apply_gradients_with_a_none_gradient_warns_once(tf):
     """A compiled step whose gradient list has None for a Variable the loss does not read: the
     optimizer skips it (TF logs a warning while tracing) and updates the rest every call."""
-    x, y = _data(n=6, seed=44)
-    w = tf.Variable(_init((3, 1), 53))
+    x, y = regression_data(n=6, seed=44)
+    w = tf.Variable(init_array((3, 1), 53))
     spare = tf.Variable([1.0, -1.0])
     opt = tf.keras.optimizers.legacy.RMSprop(0.05, momentum=0.5, centered=True)
 
@@ -1456,12 +1447,12 @@ def test_checkpoint_model_optimizer_and_iterator_mid_epoch(tf):
     """A ``tf.train.Checkpoint`` of model, optimizer and a dataset iterator saved mid-epoch; the
     run continues; a fresh model, optimizer and iterator restored from it replay the same
     batches and the same losses."""
-    x, y = _data(n=12, seed=45)
+    x, y = regression_data(n=12, seed=45)
     ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(2)
     d = tempfile.mkdtemp()
 
     def make():
-        w, b = tf.Variable(_init((3, 1), 54)), tf.Variable([0.0])
+        w, b = tf.Variable(init_array((3, 1), 54)), tf.Variable([0.0])
         opt = tf.keras.optimizers.legacy.Adam(0.05)
         it = iter(ds)
         return w, b, opt, it, tf.train.Checkpoint(w=w, b=b, opt=opt, it=it)
@@ -1490,9 +1481,9 @@ def test_checkpoint_model_optimizer_and_iterator_mid_epoch(tf):
 def test_eval_function_with_keras_metrics_between_eager_steps_and_reset(tf):
     """An eager training loop; every other step a compiled evaluation updates a ``Mean`` and a
     ``MeanSquaredError`` metric over two validation batches, reads them and resets them."""
-    x, y = _data(n=8, seed=46)
-    xv, yv = _data(n=4, seed=47)
-    w = tf.Variable(_init((3, 1), 55))
+    x, y = regression_data(n=8, seed=46)
+    xv, yv = regression_data(n=4, seed=47)
+    w = tf.Variable(init_array((3, 1), 55))
     mean = tf.keras.metrics.Mean()
     mse = tf.keras.metrics.MeanSquaredError()
 
@@ -1525,8 +1516,8 @@ def test_dp_sgd_per_example_gradients_clipped_and_averaged(tf):
     """DP-SGD without noise: per-example gradients by ``tape.jacobian`` of the per-example losses
     (and again by ``tf.vectorized_map`` over an inner tape), each clipped to norm 0.5, averaged,
     applied; both ways agree."""
-    x, y = _data(n=4, seed=48)
-    w = tf.Variable(_init((3, 1), 56, scale=1.5))
+    x, y = regression_data(n=4, seed=48)
+    w = tf.Variable(init_array((3, 1), 56, scale=1.5))
 
     def per_example(xi, yi):
         with tf.GradientTape() as t:
@@ -1551,9 +1542,9 @@ def test_dp_sgd_per_example_gradients_clipped_and_averaged(tf):
 def test_spectral_regulariser_by_eigh_and_nuclear_norm_by_svd(tf):
     """A weight matrix trained with a penalty on the largest eigenvalue of ``W^T W``
     (``tf.linalg.eigh``) and on its nuclear norm (``tf.linalg.svd`` singular values)."""
-    x, y = _data(n=6, seed=49)
+    x, y = regression_data(n=6, seed=49)
     w = tf.Variable(np.array([[0.9, 0.1, 0.0], [0.2, -0.7, 0.3], [0.0, 0.4, 0.5]], np.float32))
-    v = tf.Variable(_init((3, 1), 57))
+    v = tf.Variable(init_array((3, 1), 57))
     out = []
     for _ in range(3):
         with tf.GradientTape() as tape:
@@ -1572,9 +1563,9 @@ def test_spectral_regulariser_by_eigh_and_nuclear_norm_by_svd(tf):
 def test_negative_binomial_count_model_with_lgamma(tf):
     """A count regression with a negative-binomial likelihood written with ``tf.math.lgamma``,
     ``xlogy`` and ``softplus`` for the dispersion; trained with Adam."""
-    x, _ = _data(n=8, seed=50)
+    x, _ = regression_data(n=8, seed=50)
     counts = np.array([0, 3, 1, 0, 7, 2, 0, 4], np.float32)[:, None]
-    w = tf.Variable(_init((3, 1), 58))
+    w = tf.Variable(init_array((3, 1), 58))
     raw_r = tf.Variable(0.5)
     opt = tf.keras.optimizers.legacy.Adam(0.05)
     out = []
@@ -1622,7 +1613,7 @@ def test_layer_norm_by_moments_with_a_constant_feature_row(tf):
     x = np.array([[1.0, 2.0, 3.0], [2.0, 2.0, 2.0], [0.5, -1.0, 0.0], [3.0, 1.0, 2.0]], np.float32)
     labels = np.array([[1.0], [0.0], [1.0], [0.0]], np.float32)
     gain, bias = tf.Variable(np.ones(3, np.float32)), tf.Variable(np.zeros(3, np.float32))
-    head = tf.Variable(_init((3, 1), 59))
+    head = tf.Variable(init_array((3, 1), 59))
     out = []
     for _ in range(3):
         with tf.GradientTape() as tape:
@@ -1645,12 +1636,12 @@ def test_layer_norm_by_moments_with_a_constant_feature_row(tf):
 def test_compiled_method_on_two_module_instances_keeps_their_variables_apart(tf):
     """One ``@tf.function`` method, two instances with their own Variables and optimizers,
     trained alternately: each call updates its own instance (one trace per instance, as TF)."""
-    x, y = _data(n=6, seed=51)
+    x, y = regression_data(n=6, seed=51)
 
     class Lin(tf.Module):
         def __init__(self, seed):
             super().__init__()
-            self.w = tf.Variable(_init((3, 1), seed))
+            self.w = tf.Variable(init_array((3, 1), seed))
             self.opt = tf.keras.optimizers.legacy.SGD(0.1, momentum=0.5)
             self.py_traces = 0
 
@@ -1671,8 +1662,8 @@ def test_compiled_method_on_two_module_instances_keeps_their_variables_apart(tf)
 def test_keyword_and_positional_calls_share_a_trace_and_python_args_retrace(tf):
     """A step called positionally and by keyword (one trace, as TF canonicalises the call), and
     with a Python float learning rate (a new trace per value, TF's rule for Python scalars)."""
-    x, y = _data(n=6, seed=52)
-    w = tf.Variable(_init((3, 1), 62))
+    x, y = regression_data(n=6, seed=52)
+    w = tf.Variable(init_array((3, 1), 62))
 
     @tf.function
     def step(xb, yb, lr=0.1):
@@ -1693,7 +1684,7 @@ def test_variable_created_on_a_later_call_is_an_error(tf):
     """A ``tf.function`` that makes a new Variable at every trace is TF's ValueError already on its
     first call (TF traces a body that creates Variables twice, and the second trace makes another
     one), and again on a new signature; the guarded form (create once) trains."""
-    x, y = _data(n=6, seed=53)
+    x, y = regression_data(n=6, seed=53)
 
     @tf.function
     def bad(xb):
@@ -1726,9 +1717,9 @@ def test_layer_list_grown_after_the_trace_is_not_seen_until_a_retrace(tf):
     """Progressive growing: a compiled step loops over a Python list of layer Variables; a layer
     appended after the trace is not used by that trace (TF captured the list as it was), a new
     input signature retraces and uses it; its gradient is None until then."""
-    x, y = _data(n=6, seed=54)
+    x, y = regression_data(n=6, seed=54)
     layers = [tf.Variable(np.eye(3, dtype=np.float32) * 0.9)]
-    head = tf.Variable(_init((3, 1), 63))
+    head = tf.Variable(init_array((3, 1), 63))
 
     @tf.function
     def step(xb, yb):
@@ -1755,9 +1746,9 @@ def test_layer_list_grown_after_the_trace_is_not_seen_until_a_retrace(tf):
 def test_recompute_grad_block_inside_a_compiled_step_with_adam(tf):
     """``tf.recompute_grad`` around a residual block reading two Variables, called twice in the
     forward of a compiled step (weights shared), trained with Adam."""
-    x, y = _data(n=6, seed=55)
-    w1, w2 = tf.Variable(_init((3, 3), 64)), tf.Variable(_init((3, 3), 65))
-    head = tf.Variable(_init((3, 1), 66))
+    x, y = regression_data(n=6, seed=55)
+    w1, w2 = tf.Variable(init_array((3, 3), 64)), tf.Variable(init_array((3, 3), 65))
+    head = tf.Variable(init_array((3, 1), 66))
     opt = tf.keras.optimizers.legacy.Adam(0.05)
 
     @tf.recompute_grad

@@ -16,24 +16,15 @@ import tempfile
 
 import numpy as np
 
-from .harness import keras_init, parity, xfail_on_tapejax
+from .harness import init_array, keras_init, parity, regression_data, xfail_on_tapejax
 
 TOL = dict(rtol=2e-5, atol=2e-6)
 KTOL = dict(rtol=1e-4, atol=1e-5)
 
 
-def _data(n=8, d=3, seed=0):
-    rs = np.random.RandomState(seed)
-    return rs.randn(n, d).astype(np.float32), rs.randn(n, 1).astype(np.float32)
-
-
 def _kdata(n=16, d=5, classes=3, seed=0):
     rs = np.random.RandomState(seed)
     return rs.randn(n, d).astype(np.float32), rs.randint(0, classes, size=n).astype(np.int32)
-
-
-def _init(shape, seed, scale=0.5):
-    return (np.random.RandomState(seed).randn(*shape) * scale).astype(np.float32)
 
 
 def _hist(h, keys):
@@ -124,9 +115,9 @@ def test_integer_lookup_and_hashing_feed_embeddings_in_an_eager_loop(tf):
     ids, hashed = lookup(codes), hashing(codes)
     e1, e2 = tf.keras.layers.Embedding(5, 2), tf.keras.layers.Embedding(5, 2)
     e1(ids), e2(hashed)
-    e1.set_weights([_init((5, 2), 25)])
-    e2.set_weights([_init((5, 2), 26)])
-    head = tf.Variable(_init((2, 1), 27))
+    e1.set_weights([init_array((5, 2), 25)])
+    e2.set_weights([init_array((5, 2), 26)])
+    head = tf.Variable(init_array((2, 1), 27))
     params = e1.trainable_variables + e2.trainable_variables + [head]
     opt = tf.keras.optimizers.legacy.Adam(0.05)
     losses = []
@@ -192,7 +183,7 @@ def test_custom_layer_with_add_weight_and_a_transformer_block(tf):
         def call(self, x):
             return x * self.s
 
-    x, y = _data(n=12, d=4, seed=4)
+    x, y = regression_data(n=12, d=4, seed=4)
     inp = tf.keras.Input((4,))
     h = tf.keras.layers.LayerNormalization()(inp)
     r = tf.keras.layers.Dense(4, activation="gelu")(h)
@@ -293,9 +284,9 @@ def test_cosine_decay_with_warmup_and_restarts_drive_adam(tf):
     """``CosineDecay(warmup_target=, warmup_steps=)`` and ``CosineDecayRestarts`` read at each step
     of a compiled loop (the optimizer's ``iterations`` is the step) and by hand; a
     ``ExponentialDecay(staircase=True)`` drives a second optimizer."""
-    x, y = _data(n=8, seed=6)
-    w1 = tf.Variable(_init((3, 1), 1))
-    w2 = tf.Variable(_init((3, 1), 1))
+    x, y = regression_data(n=8, seed=6)
+    w1 = tf.Variable(init_array((3, 1), 1))
+    w2 = tf.Variable(init_array((3, 1), 1))
     warm = tf.keras.optimizers.schedules.CosineDecay(0.0, decay_steps=6, warmup_target=0.2, warmup_steps=3,
                                                      alpha=0.1)
     restarts = tf.keras.optimizers.schedules.CosineDecayRestarts(0.1, first_decay_steps=2, t_mul=2.0, m_mul=0.5)
@@ -334,8 +325,8 @@ def test_custom_schedule_subclass_with_inverse_sqrt_warmup(tf):
         def get_config(self):
             return {"d_model": self.d_model, "warmup": self.warmup}
 
-    x, y = _data(n=8, seed=7)
-    w = tf.Variable(_init((3, 1), 2))
+    x, y = regression_data(n=8, seed=7)
+    w = tf.Variable(init_array((3, 1), 2))
     sched = Noam(16)
     opt = tf.keras.optimizers.Adam(sched, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
 
@@ -354,9 +345,9 @@ def test_custom_schedule_subclass_with_inverse_sqrt_warmup(tf):
 def test_clip_by_global_norm_returns_the_norm_and_skips_a_spike(tf):
     """``tf.clip_by_global_norm`` inside a compiled step returns the pre-clip norm; the loop logs
     it, and an eager Python ``if`` on the tensor norm skips the update of a spiking batch."""
-    x, y = _data(n=12, seed=8)
+    x, y = regression_data(n=12, seed=8)
     y[6:9] *= 40.0
-    w = tf.Variable(_init((3, 1), 3))
+    w = tf.Variable(init_array((3, 1), 3))
     b = tf.Variable([0.0])
     opt = tf.keras.optimizers.legacy.SGD(0.05)
 
@@ -388,7 +379,7 @@ _IDS = [np.array([0, 2, 2], np.int32), np.array([1, 2, 4], np.int32), np.array([
 
 def _sparse_train(tf, opt, steps=3):
     """Three steps of an embedding table fed ``IndexedSlices`` gradients (a repeated id included)."""
-    table = tf.Variable(_init((5, 2), 5))
+    table = tf.Variable(init_array((5, 2), 5))
     for step_ids in _IDS[:steps]:
         with tf.GradientTape() as tape:
             e = tf.nn.embedding_lookup(table, step_ids)
@@ -404,12 +395,12 @@ def test_legacy_optimizer_zoo_on_dense_gradients(tf):
     with l1/l2) trains its own copy of a small regressor for three
     eager steps."""
     k = tf.keras.optimizers.legacy
-    x, y = _data(n=8, seed=9)
+    x, y = regression_data(n=8, seed=9)
     out = []
     for opt in [k.SGD(0.1, momentum=0.9, nesterov=True), k.Adam(0.05, amsgrad=True),
                 k.RMSprop(0.05, momentum=0.5, centered=True), k.Nadam(0.05),
                 k.Ftrl(0.1, l1_regularization_strength=0.01, l2_regularization_strength=0.01)]:
-        w = tf.Variable(_init((3, 1), 4))
+        w = tf.Variable(init_array((3, 1), 4))
         for _ in range(3):
             with tf.GradientTape() as tape:
                 loss = tf.reduce_mean((tf.matmul(x, w) - y) ** 2)
@@ -434,11 +425,11 @@ def test_keras_optimizer_zoo_on_dense_gradients_compiled(tf):
     """``tf.keras.optimizers`` (the new optimizers), each step compiled: their dense rules equal the
     legacy ones for these (TF's new Nadam gives NaN inside a tf.function: left out)."""
     k = tf.keras.optimizers
-    x, y = _data(n=8, seed=9)
+    x, y = regression_data(n=8, seed=9)
     out = []
     for opt in [k.SGD(0.1, momentum=0.9, nesterov=True), k.Adagrad(0.1), k.Adamax(0.05),
                 k.Ftrl(0.1, l1_regularization_strength=0.01, l2_regularization_strength=0.01)]:
-        w = tf.Variable(_init((3, 1), 4))
+        w = tf.Variable(init_array((3, 1), 4))
 
         @tf.function
         def step():
@@ -462,7 +453,7 @@ def test_keras_embedding_layer_with_legacy_momentum_touches_only_the_looked_up_r
     ``IndexedSlices`` and the rows not looked up in a step stay where they are."""
     emb = tf.keras.layers.Embedding(5, 2)
     emb(_IDS[0])
-    emb.set_weights([_init((5, 2), 5)])
+    emb.set_weights([init_array((5, 2), 5)])
     opt = tf.keras.optimizers.legacy.SGD(0.1, momentum=0.9)
     kinds = []
     for ids in _IDS:
@@ -486,9 +477,9 @@ def test_keras_sgd_rmsprop_adamax_ftrl_on_sparse_embedding_gradients(tf):
 @parity(rtol=1e-4, atol=1e-5)
 def test_keras_nadam_on_dense_gradients_eagerly(tf):
     """The new Keras ``Nadam`` on a small regressor, eagerly."""
-    x, y = _data(n=8, seed=9)
+    x, y = regression_data(n=8, seed=9)
     opt = tf.keras.optimizers.Nadam(0.05)
-    w = tf.Variable(_init((3, 1), 4))
+    w = tf.Variable(init_array((3, 1), 4))
     out = []
     for _ in range(3):
         with tf.GradientTape() as tape:
@@ -502,8 +493,8 @@ def test_keras_nadam_on_dense_gradients_eagerly(tf):
 def test_adamw_with_excluded_variables_and_ema(tf):
     """``AdamW(weight_decay=)`` with ``exclude_from_weight_decay(var_names=['bias'])`` and
     ``use_ema=True``: trained eagerly, then ``finalize_variable_values`` swaps in the averages."""
-    x, y = _data(n=8, seed=10)
-    w = tf.Variable(_init((3, 1), 6), name="kernel")
+    x, y = regression_data(n=8, seed=10)
+    w = tf.Variable(init_array((3, 1), 6), name="kernel")
     b = tf.Variable([0.5], name="bias")
     opt = tf.keras.optimizers.AdamW(0.05, weight_decay=0.1, use_ema=True, ema_momentum=0.5,
                                     ema_overwrite_frequency=None)
@@ -523,9 +514,9 @@ def test_adamw_with_excluded_variables_and_ema(tf):
 # ---------------------------------------------------------------------------
 
 def _ck_parts(tf):
-    x, y = _data(n=12, seed=11)
-    vs = [tf.Variable(_init((3, 4), 7), name="w1"), tf.Variable(np.zeros(4, np.float32), name="b1"),
-          tf.Variable(_init((4, 1), 8), name="w2")]
+    x, y = regression_data(n=12, seed=11)
+    vs = [tf.Variable(init_array((3, 4), 7), name="w1"), tf.Variable(np.zeros(4, np.float32), name="b1"),
+          tf.Variable(init_array((4, 1), 8), name="w2")]
     opt = tf.keras.optimizers.legacy.Adam(0.05)
     step_var = tf.Variable(0, dtype=tf.int64, trainable=False)
 
@@ -604,9 +595,9 @@ def test_early_stopping_on_a_tensor_loss_with_patience_and_best_weights(tf):
     """An eager loop with validation: a Python ``if`` on ``val < best - 1e-3`` (a tensor
     comparison), a patience counter, the best weights kept by ``assign`` into shadow Variables,
     and a ``break``; the best weights are put back at the end."""
-    x, y = _data(n=10, seed=12)
-    xv, yv = _data(n=6, seed=13)
-    w = tf.Variable(_init((3, 1), 9))
+    x, y = regression_data(n=10, seed=12)
+    xv, yv = regression_data(n=6, seed=13)
+    w = tf.Variable(init_array((3, 1), 9))
     best_w = tf.Variable(w)
     opt = tf.keras.optimizers.legacy.SGD(0.6)
     best, wait, log = float("inf"), 0, []
@@ -635,8 +626,8 @@ def test_gradient_accumulation_of_sparse_and_dense_gradients_in_variables(tf):
     rs = np.random.RandomState(14)
     ids = rs.randint(0, 6, size=(8, 3)).astype(np.int32)
     y = rs.randn(8, 1).astype(np.float32)
-    table = tf.Variable(_init((6, 2), 10))
-    head = tf.Variable(_init((2, 1), 11))
+    table = tf.Variable(init_array((6, 2), 10))
+    head = tf.Variable(init_array((2, 1), 11))
     params = [table, head]
     acc = [tf.Variable(tf.zeros_like(p), trainable=False) for p in params]
     opt = tf.keras.optimizers.legacy.Adam(0.05)
@@ -669,8 +660,8 @@ def test_autograph_for_over_range_with_continue_and_if_on_tensors(tf):
     """A compiled training epoch: ``for i in tf.range(n)`` with ``if i % 3 == 2: continue`` (skip
     every third batch), an ``if`` on the loss tensor choosing a smaller step, and a counter of the
     steps taken; Python ``if`` on a static shape stays Python."""
-    x, y = _data(n=12, seed=15)
-    w = tf.Variable(_init((3, 1), 12))
+    x, y = regression_data(n=12, seed=15)
+    w = tf.Variable(init_array((3, 1), 12))
 
     @tf.function
     def epoch(xs, ys):
@@ -734,7 +725,7 @@ def test_dynamic_tensor_array_collects_a_beam_of_states_with_gradients(tf):
     """A ``TensorArray(dynamic_size=True, clear_after_read=False, element_shape=[2])`` written in
     a compiled Python ``for`` over ``tf.range(n)`` (``n`` a Python int: one trace per length), read back with ``gather`` and ``stack``; the loss
     over the gathered states trains the recurrence weights by SGD."""
-    w = tf.Variable(_init((2, 2), 13, scale=0.8))
+    w = tf.Variable(init_array((2, 2), 13, scale=0.8))
     opt = tf.keras.optimizers.legacy.SGD(0.05)
 
     @tf.function
@@ -762,9 +753,9 @@ def test_elman_rnn_by_scan_trained_with_clipping(tf):
     rs = np.random.RandomState(16)
     xs = rs.randn(6, 3, 2).astype(np.float32)   # [time, batch, features]
     ys = np.cumsum(xs[..., :1], axis=0).astype(np.float32)
-    wx = tf.Variable(_init((2, 4), 14))
-    wh = tf.Variable(_init((4, 4), 15, scale=0.3))
-    wo = tf.Variable(_init((4, 1), 16))
+    wx = tf.Variable(init_array((2, 4), 14))
+    wh = tf.Variable(init_array((4, 4), 15, scale=0.3))
+    wo = tf.Variable(init_array((4, 1), 16))
     params = [wx, wh, wo]
     opt = tf.keras.optimizers.legacy.Adam(0.03)
 
@@ -985,7 +976,7 @@ def _regressor_module(tf):
     class Linear(tf.Module):
         def __init__(self, din, dout, seed, name=None):
             super().__init__(name=name)
-            self.w = tf.Variable(_init((din, dout), seed), name="w")
+            self.w = tf.Variable(init_array((din, dout), seed), name="w")
             self.b = tf.Variable(np.zeros(dout, np.float32), name="b")
 
         def __call__(self, x):
@@ -1015,7 +1006,7 @@ def test_trained_module_saved_then_loaded_and_called_through_signatures(tf):
     ``tf.saved_model.save`` with a serving signature and a second named one, loaded back: the
     signatures (keyword inputs, dict outputs), the restored ``__call__`` and the restored
     Variables give the trained model's values."""
-    x, y = _data(n=8, seed=22)
+    x, y = regression_data(n=8, seed=22)
     m = _regressor_module(tf)()
     opt = tf.keras.optimizers.legacy.SGD(0.1)
     for _ in range(3):
@@ -1041,7 +1032,7 @@ def test_trained_module_saved_then_loaded_and_called_through_signatures(tf):
 def test_loaded_module_fine_tuned_with_a_tape(tf):
     """A SavedModel's restored function is differentiable: a tape over ``loaded(x)`` gives the
     gradients of its restored Variables, which an optimizer updates; the original is untouched."""
-    x, y = _data(n=8, seed=23)
+    x, y = regression_data(n=8, seed=23)
     m = _regressor_module(tf)()
     path = os.path.join(tempfile.mkdtemp(), "model")
     tf.saved_model.save(m, path)

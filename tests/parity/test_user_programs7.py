@@ -15,19 +15,10 @@ design); a program with a seeded generator compares what does not depend on its 
 """
 import numpy as np
 
-from .harness import parity, xfail_on_tapejax
+from .harness import init_array, mlp, mlp_vars, parity, regression_data, xfail_on_tapejax
 
 TOL = dict(rtol=2e-5, atol=2e-6)
 KTOL = dict(rtol=1e-4, atol=1e-5)
-
-
-def _data(n=8, d=3, seed=0):
-    rs = np.random.RandomState(seed)
-    return rs.randn(n, d).astype(np.float32), rs.randn(n, 1).astype(np.float32)
-
-
-def _init(shape, seed, scale=0.5):
-    return (np.random.RandomState(seed).randn(*shape) * scale).astype(np.float32)
 
 
 def _unaligned(n):
@@ -43,16 +34,6 @@ def _unaligned(n):
     return raw[start:start + n]
 
 
-def _mlp_vars(tf, d=3, h=4, seed=0):
-    return [tf.Variable(_init((d, h), seed), name="w1"), tf.Variable(np.zeros(h, np.float32), name="b1"),
-            tf.Variable(_init((h, 1), seed + 1), name="w2"), tf.Variable([0.1], name="b2")]
-
-
-def _mlp(tf, vs, x):
-    w1, b1, w2, b2 = vs
-    return tf.matmul(tf.tanh(tf.matmul(x, w1) + b1), w2) + b2
-
-
 # ---------------------------------------------------------------------------
 # Host data that changes under the library
 # ---------------------------------------------------------------------------
@@ -62,9 +43,9 @@ def test_one_numpy_buffer_refilled_in_place_feeds_eager_steps(tf):
     """A loader that refills one preallocated NumPy batch in place (``x_buf[:] = ...``) before each
     step; the step reads it directly (``tf.matmul(x_buf, w)``) and through ``tf.constant`` /
     ``convert_to_tensor`` tensors kept in a list and read only after the loop."""
-    x, y = _data(n=16, seed=1)
+    x, y = regression_data(n=16, seed=1)
     x_buf, y_buf = np.empty((4, 3), np.float32), np.empty((4, 1), np.float32)
-    vs = _mlp_vars(tf, seed=2)
+    vs = mlp_vars(tf, seed=2)
     opt = tf.keras.optimizers.legacy.SGD(0.1, momentum=0.9)
     kept, out = [], []
     for step in range(6):
@@ -75,7 +56,7 @@ def test_one_numpy_buffer_refilled_in_place_feeds_eager_steps(tf):
         kept.append((xb, tf.convert_to_tensor(y_buf), tf.reduce_sum(x_buf)))
         with tf.GradientTape() as tape:
             direct = tf.matmul(x_buf, vs[0])
-            loss = tf.reduce_mean((_mlp(tf, vs, xb) - y_buf) ** 2) + 0.01 * tf.reduce_mean(direct ** 2)
+            loss = tf.reduce_mean((mlp(tf, vs, xb) - y_buf) ** 2) + 0.01 * tf.reduce_mean(direct ** 2)
         opt.apply_gradients(zip(tape.gradient(loss, vs), vs))
         out.append(loss)
     x_buf[:] = 0.0
@@ -86,9 +67,9 @@ def test_one_numpy_buffer_refilled_in_place_feeds_eager_steps(tf):
 def test_numpy_buffer_refilled_in_place_feeds_a_compiled_step(tf):
     """The same refilled buffer passed to a ``tf.function`` step as an argument every step (a NumPy
     array argument is a tensor: one trace), and to an eager evaluation after each step."""
-    x, y = _data(n=12, seed=3)
+    x, y = regression_data(n=12, seed=3)
     x_buf, y_buf = np.empty((4, 3), np.float32), np.empty((4, 1), np.float32)
-    w = tf.Variable(_init((3, 1), 4))
+    w = tf.Variable(init_array((3, 1), 4))
     b = tf.Variable([0.0])
     opt = tf.keras.optimizers.legacy.Adam(0.05)
     traces = []
@@ -117,7 +98,7 @@ def test_generator_yielding_one_reused_buffer_batched_and_prefetched(tf):
     """A ``from_generator`` loader that fills and yields the same NumPy arrays each time (each
     element is copied when it is yielded; see ``_unaligned`` for TF's exception), batched and
     prefetched, feeding an eager training loop."""
-    x, y = _data(n=8, seed=5)
+    x, y = regression_data(n=8, seed=5)
 
     def gen():
         xb, yb = _unaligned(3), _unaligned(1)
@@ -129,7 +110,7 @@ def test_generator_yielding_one_reused_buffer_batched_and_prefetched(tf):
     ds = (tf.data.Dataset.from_generator(
         gen, output_signature=(tf.TensorSpec([3], tf.float32), tf.TensorSpec([1], tf.float32)))
         .batch(4).prefetch(2))
-    w = tf.Variable(_init((3, 1), 6))
+    w = tf.Variable(init_array((3, 1), 6))
     out = []
     for epoch in range(2):
         for xb, yb in ds:
@@ -147,9 +128,9 @@ def test_generator_yielding_one_reused_buffer_batched_and_prefetched(tf):
 def test_numpy_snapshots_of_weights_edited_in_place_and_assigned_back(tf):
     """``snap = v.numpy()`` edited in place (a pruning mask, a rescale) and assigned back; the
     Tensor whose ``numpy()`` was edited keeps its value; ``np.array(t)`` is a fresh copy."""
-    x, y = _data(n=8, seed=7)
-    w = tf.Variable(_init((3, 2), 8))
-    v = tf.Variable(_init((2, 1), 9))
+    x, y = regression_data(n=8, seed=7)
+    w = tf.Variable(init_array((3, 2), 8))
+    v = tf.Variable(init_array((2, 1), 9))
     opt = tf.keras.optimizers.legacy.SGD(0.1)
     out = []
     for step in range(4):
@@ -175,15 +156,15 @@ def test_buffer_refilled_between_the_forward_and_the_gradient(tf):
     step right after the forward pass, before ``tape.gradient``; TF's ops took the values at call
     time, so the gradient is the old batch's.  A Variable assigned from the buffer inside the tape
     keeps the old values too."""
-    x, y = _data(n=16, seed=91)
+    x, y = regression_data(n=16, seed=91)
     x_buf, y_buf = x[:4].copy(), y[:4].copy()
-    vs = _mlp_vars(tf, seed=92)
+    vs = mlp_vars(tf, seed=92)
     seen = tf.Variable(np.zeros((4, 3), np.float32), trainable=False)
     out = []
     for step in range(4):
         with tf.GradientTape() as tape:
             seen.assign(x_buf)
-            loss = tf.reduce_mean((_mlp(tf, vs, x_buf) - y_buf) ** 2)
+            loss = tf.reduce_mean((mlp(tf, vs, x_buf) - y_buf) ** 2)
         nxt = ((step + 1) * 4) % 16
         x_buf[:] = x[nxt:nxt + 4]          # the next batch, into the same arrays
         y_buf[:] = y[nxt:nxt + 4]
@@ -198,8 +179,8 @@ def test_buffer_refilled_between_the_forward_and_the_gradient(tf):
 def test_custom_gradient_reads_a_numpy_mask_when_the_gradient_runs(tf):
     """A straight-through gate whose ``grad_fn`` multiplies by a NumPy mask the loop edits in
     place between the forward and ``tape.gradient`` (TF converts it when ``grad_fn`` runs)."""
-    x, y = _data(n=6, seed=93)
-    w = tf.Variable(_init((3, 1), 94))
+    x, y = regression_data(n=6, seed=93)
+    w = tf.Variable(init_array((3, 1), 94))
     mask = np.ones((6, 1), np.float32)
 
     @tf.custom_gradient
@@ -290,8 +271,8 @@ def test_double_dqn_with_a_hard_target_sync_every_three_steps(tf):
     acts = rs.randint(0, 2, 12).astype(np.int32)
     rew = rs.randn(12).astype(np.float32)
     done = (rs.rand(12) < 0.25).astype(np.float32)
-    online = [tf.Variable(_init((3, 8), 11)), tf.Variable(np.zeros(8, np.float32)),
-              tf.Variable(_init((8, 2), 12)), tf.Variable(np.zeros(2, np.float32))]
+    online = [tf.Variable(init_array((3, 8), 11)), tf.Variable(np.zeros(8, np.float32)),
+              tf.Variable(init_array((8, 2), 12)), tf.Variable(np.zeros(2, np.float32))]
     target = [tf.Variable(v) for v in online]
     huber = tf.keras.losses.Huber(delta=1.0, reduction="none")
     opt = tf.keras.optimizers.legacy.Adam(0.02)
@@ -328,10 +309,10 @@ def test_gan_two_tapes_opened_in_one_with_statement(tf):
     rs = np.random.RandomState(14)
     real = (rs.randn(16, 2) * 0.3 + [1.0, -1.0]).astype(np.float32)
     noise = rs.randn(6, 16, 2).astype(np.float32)
-    gen = [tf.Variable(_init((2, 4), 15)), tf.Variable(np.zeros(4, np.float32)),
-           tf.Variable(_init((4, 2), 16)), tf.Variable(np.zeros(2, np.float32))]
-    disc = [tf.Variable(_init((2, 4), 17)), tf.Variable(np.zeros(4, np.float32)),
-            tf.Variable(_init((4, 1), 18)), tf.Variable(np.zeros(1, np.float32))]
+    gen = [tf.Variable(init_array((2, 4), 15)), tf.Variable(np.zeros(4, np.float32)),
+           tf.Variable(init_array((4, 2), 16)), tf.Variable(np.zeros(2, np.float32))]
+    disc = [tf.Variable(init_array((2, 4), 17)), tf.Variable(np.zeros(4, np.float32)),
+            tf.Variable(init_array((4, 1), 18)), tf.Variable(np.zeros(1, np.float32))]
     bce = tf.keras.losses.BinaryCrossentropy(from_logits=True)
     g_opt, d_opt = tf.keras.optimizers.legacy.Adam(0.01, beta_1=0.5), tf.keras.optimizers.legacy.Adam(0.02, beta_1=0.5)
 
@@ -364,8 +345,8 @@ def test_gan_one_persistent_tape_and_two_tapes_give_the_same_training(tf):
     noise = rs.randn(4, 8, 2).astype(np.float32)
 
     def run(persistent):
-        gen = [tf.Variable(_init((2, 2), 20)), tf.Variable(np.zeros(2, np.float32))]
-        disc = [tf.Variable(_init((2, 1), 21)), tf.Variable(np.zeros(1, np.float32))]
+        gen = [tf.Variable(init_array((2, 2), 20)), tf.Variable(np.zeros(2, np.float32))]
+        disc = [tf.Variable(init_array((2, 1), 21)), tf.Variable(np.zeros(1, np.float32))]
         g_opt, d_opt = tf.keras.optimizers.legacy.SGD(0.1), tf.keras.optimizers.legacy.SGD(0.1, momentum=0.5)
         hist = []
         for step in range(4):
@@ -409,9 +390,9 @@ def test_python_list_accumulation_with_nones_then_global_norm_clip(tf):
     """Gradients summed in a Python list over three micro-batches (``acc = g if acc is None else
     acc + g``); one Variable is used only by some micro-batches (None there); the sums are
     clipped by ``clip_by_global_norm`` (Nones pass through) and applied by the new-style SGD."""
-    x, y = _data(n=12, seed=22)
-    vs = _mlp_vars(tf, seed=23)
-    aux = tf.Variable(_init((3, 1), 24))
+    x, y = regression_data(n=12, seed=22)
+    vs = mlp_vars(tf, seed=23)
+    aux = tf.Variable(init_array((3, 1), 24))
     allv = vs + [aux]
     opt = tf.keras.optimizers.SGD(0.1)
     out = []
@@ -420,7 +401,7 @@ def test_python_list_accumulation_with_nones_then_global_norm_clip(tf):
         for mb in range(3):
             xb, yb = x[mb * 4:mb * 4 + 4], y[mb * 4:mb * 4 + 4]
             with tf.GradientTape() as tape:
-                loss = tf.reduce_mean((_mlp(tf, vs, xb) - yb) ** 2)
+                loss = tf.reduce_mean((mlp(tf, vs, xb) - yb) ** 2)
                 if (mb + step) % 2 == 1:
                     loss = loss + tf.reduce_mean(tf.matmul(xb, aux) ** 2)
             grads = tape.gradient(loss, allv)
@@ -437,8 +418,8 @@ def test_running_statistics_updated_inside_the_tape_read_after_the_next_update(t
     """An EMA of the loss (``ema.assign(0.9 * ema + 0.1 * loss)``), an int step counter
     (``assign_add``) and a Keras ``Mean`` all updated inside the tape; read after the following
     ``apply_gradients``; a ``reset_state`` halfway."""
-    x, y = _data(n=8, seed=25)
-    vs = _mlp_vars(tf, seed=26)
+    x, y = regression_data(n=8, seed=25)
+    vs = mlp_vars(tf, seed=26)
     ema = tf.Variable(0.0, trainable=False)
     seen = tf.Variable(0, trainable=False)
     mean = tf.keras.metrics.Mean()
@@ -446,7 +427,7 @@ def test_running_statistics_updated_inside_the_tape_read_after_the_next_update(t
     out = []
     for step in range(6):
         with tf.GradientTape() as tape:
-            loss = tf.reduce_mean((_mlp(tf, vs, x) - y) ** 2)
+            loss = tf.reduce_mean((mlp(tf, vs, x) - y) ** 2)
             ema.assign(0.9 * ema + 0.1 * loss)
             seen.assign_add(1)
             mean.update_state(loss)
@@ -462,8 +443,8 @@ def test_running_statistics_updated_inside_the_tape_read_after_the_next_update(t
 def test_compiled_probe_reads_adam_slots_and_iterations_between_eager_steps(tf):
     """Eager Adam steps; between them a ``tf.function`` probe reads the optimizer's ``m`` / ``v``
     slots, its ``iterations`` and the weights it is updating; the probe's trace is reused."""
-    x, y = _data(n=8, seed=27)
-    w = tf.Variable(_init((3, 1), 28))
+    x, y = regression_data(n=8, seed=27)
+    w = tf.Variable(init_array((3, 1), 28))
     opt = tf.keras.optimizers.legacy.Adam(0.1)
     opt.apply_gradients([(tf.zeros_like(w), w)])       # makes the slots
     traces = []
@@ -491,8 +472,8 @@ def test_compiled_probe_reads_adam_slots_and_iterations_between_eager_steps(tf):
 def test_callable_learning_rate_reads_python_state_at_each_step(tf):
     """A legacy optimizer with ``learning_rate=lambda: base[0] * scale`` (a Python list the loop
     edits, a Variable it assigns): the callable is evaluated at each ``apply_gradients``."""
-    x, y = _data(n=8, seed=29)
-    w = tf.Variable(_init((3, 1), 30))
+    x, y = regression_data(n=8, seed=29)
+    w = tf.Variable(init_array((3, 1), 30))
     base = [0.1]
     scale = tf.Variable(1.0, trainable=False)
     opt = tf.keras.optimizers.legacy.SGD(learning_rate=lambda: base[0] * scale, momentum=0.5)
@@ -526,14 +507,14 @@ def test_warmup_schedule_subclass_reading_a_python_attribute_and_a_variable(tf):
         def get_config(self):
             return {}
 
-    x, y = _data(n=8, seed=31)
-    vs = _mlp_vars(tf, seed=32)
+    x, y = regression_data(n=8, seed=31)
+    vs = mlp_vars(tf, seed=32)
     sched = Warmup()
     opt = tf.keras.optimizers.legacy.Adam(sched)
     out = []
     for step in range(7):
         with tf.GradientTape() as tape:
-            loss = tf.reduce_mean((_mlp(tf, vs, x) - y) ** 2)
+            loss = tf.reduce_mean((mlp(tf, vs, x) - y) ** 2)
         opt.apply_gradients(zip(tape.gradient(loss, vs), vs))
         if step == 2:
             sched.peak.assign(0.4)
@@ -559,15 +540,15 @@ def test_new_adam_with_weight_decay_and_a_user_schedule_gated_by_a_variable(tf):
         def get_config(self):
             return {}
 
-    x, y = _data(n=8, seed=98)
-    vs = _mlp_vars(tf, seed=99)
+    x, y = regression_data(n=8, seed=98)
+    vs = mlp_vars(tf, seed=99)
     sched = Gated()
     opt = tf.keras.optimizers.Adam(sched, weight_decay=0.1, clipnorm=1.0)
     out = []
     for step in range(6):
         sched.gate.assign(0.0 if step in (2, 3) else 1.0)
         with tf.GradientTape() as tape:
-            loss = tf.reduce_mean((_mlp(tf, vs, x) - y) ** 2)
+            loss = tf.reduce_mean((mlp(tf, vs, x) - y) ** 2)
         opt.apply_gradients(zip(tape.gradient(loss, vs), vs))
         out.append((loss, [v.numpy() for v in vs[:1]]))
     return out, vs
@@ -578,8 +559,8 @@ def test_second_phase_sets_a_new_schedule_on_the_same_optimizer(tf):
     """Two-phase training with one Adam: phase one under ``ExponentialDecay``, phase two after
     ``opt.learning_rate = PiecewiseConstantDecay(...)`` (keyed on the same ``iterations``), phase
     three at a constant rate; the slots carry over."""
-    x, y = _data(n=8, seed=95)
-    vs = _mlp_vars(tf, seed=96)
+    x, y = regression_data(n=8, seed=95)
+    vs = mlp_vars(tf, seed=96)
     S = tf.keras.optimizers.schedules
     opt = tf.keras.optimizers.legacy.Adam(S.ExponentialDecay(0.05, decay_steps=2, decay_rate=0.5))
     out = []
@@ -589,7 +570,7 @@ def test_second_phase_sets_a_new_schedule_on_the_same_optimizer(tf):
         if step == 6:
             opt.learning_rate = 0.001
         with tf.GradientTape() as tape:
-            loss = tf.reduce_mean((_mlp(tf, vs, x) - y) ** 2)
+            loss = tf.reduce_mean((mlp(tf, vs, x) - y) ** 2)
         opt.apply_gradients(zip(tape.gradient(loss, vs), vs))
         out.append(loss)
     return out, vs
@@ -600,8 +581,8 @@ def test_a_new_variable_joins_the_optimizer_mid_training(tf):
     """Progressive growing: a second head Variable is created at step 3 and from then on trained
     by the same legacy Adam, whose bias correction uses the optimizer's global ``iterations``
     (already 3), not the new slot's age."""
-    x, y = _data(n=8, seed=33)
-    w = tf.Variable(_init((3, 1), 34))
+    x, y = regression_data(n=8, seed=33)
+    w = tf.Variable(init_array((3, 1), 34))
     opt = tf.keras.optimizers.legacy.Adam(0.05)
     extra = None
     out = []
@@ -623,14 +604,14 @@ def test_a_new_variable_joins_the_optimizer_mid_training(tf):
 def test_optimizer_iterations_read_inside_the_loss_as_a_curriculum(tf):
     """A curriculum weight ``min(1, iterations / 4)`` read from the optimizer's ``iterations``
     inside the tape: each step's loss uses the count the previous update left."""
-    x, y = _data(n=8, seed=35)
-    vs = _mlp_vars(tf, seed=36)
+    x, y = regression_data(n=8, seed=35)
+    vs = mlp_vars(tf, seed=36)
     opt = tf.keras.optimizers.legacy.SGD(0.1)
     out = []
     for _ in range(6):
         with tf.GradientTape() as tape:
             lam = tf.minimum(1.0, tf.cast(opt.iterations, tf.float32) / 4.0)
-            pred = _mlp(tf, vs, x)
+            pred = mlp(tf, vs, x)
             loss = tf.reduce_mean((pred - y) ** 2) + lam * tf.reduce_mean(tf.abs(pred))
         opt.apply_gradients(zip(tape.gradient(loss, vs), vs))
         out.append((lam, loss))
@@ -649,8 +630,8 @@ def test_tied_input_and_output_embedding_gives_one_dense_gradient(tf):
     rs = np.random.RandomState(37)
     ids = rs.randint(0, 7, size=(5, 3)).astype(np.int32)
     nxt = rs.randint(0, 7, size=(5,)).astype(np.int32)
-    emb = tf.Variable(_init((7, 4), 38))
-    mix = tf.Variable(_init((4, 4), 39))
+    emb = tf.Variable(init_array((7, 4), 38))
+    mix = tf.Variable(init_array((4, 4), 39))
     opt = tf.keras.optimizers.legacy.Adam(0.05)
     out = []
     for _ in range(4):
@@ -670,7 +651,7 @@ def test_tied_autoencoder_uses_w_and_its_transpose(tf):
     reads add into ``W``'s gradient; SGD with Nesterov momentum."""
     rs = np.random.RandomState(40)
     x = rs.randn(10, 5).astype(np.float32)
-    w = tf.Variable(_init((5, 2), 41))
+    w = tf.Variable(init_array((5, 2), 41))
     b_enc, b_dec = tf.Variable(np.zeros(2, np.float32)), tf.Variable(np.zeros(5, np.float32))
     opt = tf.keras.optimizers.legacy.SGD(0.05, momentum=0.9, nesterov=True)
     out = []
@@ -693,8 +674,8 @@ def test_embedding_looked_up_twice_gives_indexed_slices_with_repeated_rows(tf):
     rs = np.random.RandomState(42)
     q_ids = rs.randint(0, 6, size=(4, 2)).astype(np.int32)
     d_ids = rs.randint(0, 6, size=(4, 2)).astype(np.int32)
-    table = tf.Variable(_init((6, 3), 43))
-    table2 = tf.Variable(_init((6, 3), 43))
+    table = tf.Variable(init_array((6, 3), 43))
+    table2 = tf.Variable(init_array((6, 3), 43))
     o1, o2 = tf.keras.optimizers.legacy.Adagrad(0.2), tf.keras.optimizers.legacy.Adam(0.1)
     out = []
     for _ in range(3):
@@ -719,9 +700,9 @@ def test_custom_gradient_layer_with_variables_called_twice_per_step(tf):
     """A ``tf.custom_gradient`` dense layer closing over its kernel (``grad_fn(dy, variables=)``
     returns the kernel's gradient, scaled by 0.5 as a gradient-damping trick), applied twice
     in a step (a weight-shared block): the kernel's gradient is the sum of both calls'."""
-    x, y = _data(n=6, seed=44)
-    k = tf.Variable(_init((3, 3), 45))
-    head = tf.Variable(_init((3, 1), 46))
+    x, y = regression_data(n=6, seed=44)
+    k = tf.Variable(init_array((3, 3), 45))
+    head = tf.Variable(init_array((3, 1), 46))
 
     @tf.custom_gradient
     def dense(h):
@@ -748,10 +729,10 @@ def test_custom_gradient_reads_python_state_when_the_gradient_runs(tf):
     """A gradient-reversal layer whose strength is a Python attribute the loop changes between
     the forward pass and ``tape.gradient``: TF runs ``grad_fn`` at gradient time, so the new
     strength applies (the forward saw the old one)."""
-    x, y = _data(n=6, seed=47)
-    feat = tf.Variable(_init((3, 2), 48))
-    dom = tf.Variable(_init((2, 1), 49))
-    task = tf.Variable(_init((2, 1), 50))
+    x, y = regression_data(n=6, seed=47)
+    feat = tf.Variable(init_array((3, 2), 48))
+    dom = tf.Variable(init_array((2, 1), 49))
+    task = tf.Variable(init_array((2, 1), 50))
 
     class Reverse:
         strength = 0.1
@@ -783,16 +764,16 @@ def test_jvp_penalty_by_forward_accumulator_inside_the_training_tape(tf):
     """A smoothness penalty ``|J v|^2`` (the network's directional derivative along a fixed
     input direction ``v``) by ``tf.autodiff.ForwardAccumulator`` inside the training tape; the
     tape differentiates through the forward-mode product; Adam updates."""
-    x, y = _data(n=6, seed=51)
+    x, y = regression_data(n=6, seed=51)
     direction = tf.constant(np.tile([[1.0, -0.5, 0.25]], (6, 1)).astype(np.float32))
-    vs = _mlp_vars(tf, seed=52)
+    vs = mlp_vars(tf, seed=52)
     opt = tf.keras.optimizers.legacy.Adam(0.05)
     out = []
     for _ in range(3):
         xt = tf.constant(x)
         with tf.GradientTape() as tape:
             with tf.autodiff.ForwardAccumulator(xt, direction) as acc:
-                pred = _mlp(tf, vs, xt)
+                pred = mlp(tf, vs, xt)
             jv = acc.jvp(pred)
             loss = tf.reduce_mean((pred - y) ** 2) + 0.1 * tf.reduce_mean(jv ** 2)
         grads = tape.gradient(loss, vs)
@@ -806,9 +787,9 @@ def test_per_example_gradient_norms_by_vectorized_map_in_a_compiled_step(tf):
     """Per-example gradient norms by ``tf.vectorized_map`` over an inner tape inside a
     ``tf.function`` step; examples whose norm is above the median get half weight in the batch
     loss (a robust-training heuristic); SGD updates inside the step."""
-    x, y = _data(n=6, seed=53)
+    x, y = regression_data(n=6, seed=53)
     y[2] += 6.0
-    w = tf.Variable(_init((3, 1), 54))
+    w = tf.Variable(init_array((3, 1), 54))
     b = tf.Variable([0.0])
 
     def example_norm(e):
@@ -840,8 +821,8 @@ def test_jit_compiled_step_reads_a_variable_lr_and_freezes_a_python_global(tf):
     """A ``tf.function(jit_compile=True)`` step: a learning rate held in a Variable changes the
     next call; a Python global read in the body is frozen at trace time (TF's rule) until an
     argument's new shape retraces."""
-    x, y = _data(n=8, seed=55)
-    w = tf.Variable(_init((3, 1), 56))
+    x, y = regression_data(n=8, seed=55)
+    w = tf.Variable(init_array((3, 1), 56))
     lr = tf.Variable(0.1, trainable=False)
     cfg = {"l2": 0.0}
 
@@ -867,9 +848,9 @@ def test_compiled_sgd_step_takes_the_variables_as_arguments(tf):
     """A generic ``tf.function`` SGD step that takes the model's Variables as arguments, called
     alternately for two models of the same shapes: each call updates the Variables it was
     given."""
-    x, y = _data(n=8, seed=57)
-    m1 = [tf.Variable(_init((3, 1), 58)), tf.Variable([0.0])]
-    m2 = [tf.Variable(_init((3, 1), 59)), tf.Variable([0.5])]
+    x, y = regression_data(n=8, seed=57)
+    m1 = [tf.Variable(init_array((3, 1), 58)), tf.Variable([0.0])]
+    m2 = [tf.Variable(init_array((3, 1), 59)), tf.Variable([0.5])]
 
     @tf.function
     def sgd_step(w, b, xb, yb, lr):
@@ -903,9 +884,9 @@ def test_graph_attention_with_segment_softmax_and_an_isolated_node(tf):
     feats = rs.randn(6, 3).astype(np.float32)
     feats[4] = feats[3]                       # edges 3->4 and 4->... tie in score
     target = rs.randn(6, 1).astype(np.float32)
-    w = tf.Variable(_init((3, 4), 61))
-    a_src, a_dst = tf.Variable(_init((4, 1), 62)), tf.Variable(_init((4, 1), 63))
-    out_w = tf.Variable(_init((4, 1), 64))
+    w = tf.Variable(init_array((3, 4), 61))
+    a_src, a_dst = tf.Variable(init_array((4, 1), 62)), tf.Variable(init_array((4, 1), 63))
+    out_w = tf.Variable(init_array((4, 1), 64))
     opt = tf.keras.optimizers.legacy.Adam(0.05)
     out = []
     for _ in range(3):
@@ -935,8 +916,8 @@ def test_while_loop_rnn_eagerly_with_a_tensor_array_and_the_initial_state_watche
     rs = np.random.RandomState(65)
     xs = rs.randn(5, 2, 3).astype(np.float32)            # time, batch, features
     ys = rs.randn(2, 1).astype(np.float32)
-    wx, wh = tf.Variable(_init((3, 4), 66)), tf.Variable(_init((4, 4), 67, scale=0.3))
-    wo = tf.Variable(_init((4, 1), 68))
+    wx, wh = tf.Variable(init_array((3, 4), 66)), tf.Variable(init_array((4, 4), 67, scale=0.3))
+    wo = tf.Variable(init_array((4, 1), 68))
     h0 = tf.constant(np.zeros((2, 4), np.float32))
     out = []
     for _ in range(3):
@@ -968,7 +949,7 @@ def test_dataset_map_with_a_numpy_function_augmentation_feeds_training(tf):
     """A ``map`` whose augmentation is NumPy code through ``tf.numpy_function`` (a flip and a
     shift chosen from the example's index), with ``ensure_shape`` restoring the static shape,
     batched into an eager training loop."""
-    x, y = _data(n=8, seed=69)
+    x, y = regression_data(n=8, seed=69)
 
     def augment(i, xi):
         out = xi[::-1].copy() if i % 2 else xi + 0.1 * i
@@ -980,7 +961,7 @@ def test_dataset_map_with_a_numpy_function_augmentation_feeds_training(tf):
 
     ds = (tf.data.Dataset.from_tensor_slices((np.arange(8, dtype=np.int64), x, y))
           .map(prep).batch(4))
-    w = tf.Variable(_init((3, 1), 70))
+    w = tf.Variable(init_array((3, 1), 70))
     out = []
     for epoch in range(2):
         for xb, yb in ds:
@@ -1000,7 +981,7 @@ def test_numpy_function_in_a_compiled_step_runs_once_per_step(tf):
     """A compiled step that draws its noise from a NumPy RNG through ``tf.numpy_function`` (a
     common way to keep NumPy's generator): TF calls the function once per step, so the noise
     sequence is the RNG's first draws."""
-    x, y = _data(n=6, seed=71)
+    x, y = regression_data(n=6, seed=71)
     rng = np.random.RandomState(72)
     calls = []
 
@@ -1008,7 +989,7 @@ def test_numpy_function_in_a_compiled_step_runs_once_per_step(tf):
         calls.append(1)
         return rng.randn(*shape).astype(np.float32) * 0.1
 
-    w = tf.Variable(_init((3, 1), 73))
+    w = tf.Variable(init_array((3, 1), 73))
 
     @tf.function
     def step(xb, yb):
@@ -1027,11 +1008,11 @@ def test_generator_from_seed_dropout_masks_reproduce_after_reset(tf):
     """Dropout masks drawn from ``tf.random.Generator.from_seed`` inside the step; after
     ``reset_from_seed`` a second training from the same start repeats the first exactly (the
     draws themselves are the generator's: compared only with each other)."""
-    x, y = _data(n=8, seed=74)
+    x, y = regression_data(n=8, seed=74)
     gen = tf.random.Generator.from_seed(1234)
 
     def train():
-        vs = _mlp_vars(tf, seed=75)
+        vs = mlp_vars(tf, seed=75)
         losses = []
         for _ in range(4):
             keep = tf.cast(gen.uniform([8, 4]) > 0.3, tf.float32) / 0.7
@@ -1066,7 +1047,7 @@ def test_ctc_loss_trains_a_tiny_frame_classifier(tf):
     labels = np.array([[1, 2, 1], [2, 0, 0]], np.int32)
     label_len = np.array([3, 1], np.int32)
     logit_len = np.array([6, 4], np.int32)
-    w = tf.Variable(_init((3, 4), 77))
+    w = tf.Variable(init_array((3, 4), 77))
     b = tf.Variable(np.zeros(4, np.float32))
     out = []
     for _ in range(2):
@@ -1114,9 +1095,9 @@ def test_soft_label_cross_entropy_passes_gradient_to_trainable_labels(tf):
     """Co-distillation where the *labels* are trainable too: ``softmax_cross_entropy_with_logits``
     and ``sigmoid_cross_entropy_with_logits`` both differentiate w.r.t. ``labels`` (TF's
     kernels give that gradient); a teacher's logits Variable moves toward the student's."""
-    x, _ = _data(n=6, seed=79)
-    student = tf.Variable(_init((3, 4), 80))
-    teacher = tf.Variable(_init((6, 4), 81))
+    x, _ = regression_data(n=6, seed=79)
+    student = tf.Variable(init_array((3, 4), 80))
+    teacher = tf.Variable(init_array((6, 4), 81))
     out = []
     for _ in range(4):
         with tf.GradientTape() as tape:
@@ -1248,8 +1229,8 @@ def test_loss_scale_optimizer_skips_an_overflowing_step_and_halves_the_scale(tf)
     """The mixed-precision custom loop: ``LossScaleOptimizer`` around a legacy SGD,
     ``get_scaled_loss`` inside the tape, ``get_unscaled_gradients`` after it; a step whose loss
     overflows is skipped and the dynamic scale halves."""
-    x, y = _data(n=6, seed=87)
-    w = tf.Variable(_init((3, 1), 88))
+    x, y = regression_data(n=6, seed=87)
+    w = tf.Variable(init_array((3, 1), 88))
     opt = tf.keras.mixed_precision.LossScaleOptimizer(tf.keras.optimizers.legacy.SGD(0.1))
     out = []
     for step in range(4):
@@ -1267,15 +1248,15 @@ def test_manual_warmup_mixing_python_floats_and_a_decay_variable(tf):
     """A hand-written update ``v -= lr * decay * g``: ``lr`` a Python float recomputed each step
     (linear warmup), ``decay`` a Variable the loop halves every other step; momentum kept in
     Variables by hand."""
-    x, y = _data(n=8, seed=89)
-    vs = _mlp_vars(tf, seed=90)
+    x, y = regression_data(n=8, seed=89)
+    vs = mlp_vars(tf, seed=90)
     mom = [tf.Variable(tf.zeros_like(v)) for v in vs]
     decay = tf.Variable(1.0, trainable=False)
     out = []
     for step in range(6):
         lr = 0.2 * min(1.0, (step + 1) / 3.0)
         with tf.GradientTape() as tape:
-            loss = tf.reduce_mean((_mlp(tf, vs, x) - y) ** 2)
+            loss = tf.reduce_mean((mlp(tf, vs, x) - y) ** 2)
         for v, m, g in zip(vs, mom, tape.gradient(loss, vs)):
             m.assign(0.8 * m + g)
             v.assign_sub(lr * decay * m)
@@ -1323,7 +1304,7 @@ def test_csv_line_parser_reads_a_python_setting_once_at_map(tf):
         return vals[:2] * config["scale"], vals[2:]
 
     ds = tf.data.Dataset.from_tensor_slices(lines).map(parse).batch(2)
-    w = tf.Variable(_init((2, 1), 97))
+    w = tf.Variable(init_array((2, 1), 97))
     out = []
     for epoch in range(2):
         for xb, yb in ds:
