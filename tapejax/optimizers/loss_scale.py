@@ -213,6 +213,17 @@ def _scale_args(dynamic, initial_scale, dynamic_growth_steps):
 
 
 # -- the classes --------------------------------------------------------------------------------
+def _inner(name: str, writable: bool = False) -> property:
+    """An attribute of the wrapped optimizer, read (and with ``writable`` set) through the loss
+    scale optimizer, as tf_keras' wrapper delegates it."""
+    def get(self):
+        return getattr(self._optimizer, name)
+
+    def put(self, value):
+        setattr(self._optimizer, name, value)
+    return property(get, put if writable else None, doc=f"The inner optimizer's ``{name}``.")
+
+
 class _Dispatch(type):
     """tf_keras' ``LossScaleOptimizerMetaclass``: ``BaseLossScaleOptimizer(opt)`` makes the class
     for ``opt``'s kind; a subclass called directly is made as it is."""
@@ -355,30 +366,15 @@ class BaseLossScaleOptimizer(Optimizer, metaclass=_Dispatch):
         return self.apply_gradients(self._compute_gradients(loss, var_list, grad_loss=grad_loss, tape=tape))
 
     # -- the inner optimizer's API ------------------------------------------------------------
-    @property
-    def iterations(self):
-        return self._optimizer.iterations
-
-    @property
-    def name(self):
-        return self._optimizer.name
-
-    @property
-    def learning_rate(self):
-        return self._optimizer.learning_rate
-
-    @learning_rate.setter
-    def learning_rate(self, value):
-        self._optimizer.learning_rate = value
-
+    iterations = _inner("iterations")
+    name = _inner("name")
+    learning_rate = _inner("learning_rate", writable=True)
     lr = learning_rate
 
     def variables(self):
         return self._optimizer.variables()
 
-    @property
-    def weights(self):
-        return self._optimizer.weights
+    weights = _inner("weights")
 
     def get_weights(self):
         return self._optimizer.get_weights()
@@ -429,29 +425,9 @@ class LossScaleOptimizer(BaseLossScaleOptimizer):
         """The unscaled gradients of the scaled ``loss`` (a callable, recorded on a new tape)."""
         return [g for g, _ in self._compute_gradients(loss, params)]
 
-    @property
-    def clipnorm(self):
-        return self._optimizer.clipnorm
-
-    @clipnorm.setter
-    def clipnorm(self, value):
-        self._optimizer.clipnorm = value
-
-    @property
-    def global_clipnorm(self):
-        return self._optimizer.global_clipnorm
-
-    @global_clipnorm.setter
-    def global_clipnorm(self, value):
-        self._optimizer.global_clipnorm = value
-
-    @property
-    def clipvalue(self):
-        return self._optimizer.clipvalue
-
-    @clipvalue.setter
-    def clipvalue(self, value):
-        self._optimizer.clipvalue = value
+    clipnorm = _inner("clipnorm", writable=True)
+    global_clipnorm = _inner("global_clipnorm", writable=True)
+    clipvalue = _inner("clipvalue", writable=True)
 
     def __getattr__(self, name):
         inner = self.__dict__.get("_optimizer")
@@ -497,13 +473,8 @@ class LossScaleOptimizerV3(BaseLossScaleOptimizer):
         """Make the inner optimizer's slots for ``var_list`` now (its first update would)."""
         self._optimizer._create_slots(list(var_list))
 
-    @property
-    def use_ema(self):
-        return self._optimizer.use_ema
-
-    @property
-    def ema_momentum(self):
-        return self._optimizer.ema_momentum
+    use_ema = _inner("use_ema")
+    ema_momentum = _inner("ema_momentum")
 
     def finalize_variable_values(self, var_list):
         self._optimizer.finalize_variable_values(var_list)
