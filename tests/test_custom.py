@@ -791,7 +791,7 @@ def test_override_map_validation_nesting_and_restore():
     with pytest.raises(RuntimeError):
         with tf.gradient_override_map({"Identity": three}):
             raise RuntimeError("boom")
-    assert _state.overrides() == []
+    assert _state._local.overrides == ()
 
 
 def test_gradient_override_map_is_per_thread():

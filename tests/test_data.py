@@ -135,6 +135,26 @@ def test_tapes_do_not_record_the_pipeline():
     assert float(tape.gradient(direct, c)) == 2.0
 
 
+def test_next_inside_a_custom_gradient_forward_and_a_forward_accumulator():
+    """The recorders there are not tapes (a custom gradient's Variable watcher, an accumulator):
+    they see nothing of the element's production, as tapes do not.  TF 2.21's numbers: the
+    forward 4.0 and the user's gradient 3.0; the accumulator's jvp of ``x * element`` is 0."""
+    it = iter(D.from_tensor_slices(np.arange(6, dtype=np.float32)).batch(2))
+    x = tf.constant(2.0)
+    with tf.autodiff.ForwardAccumulator(x, tf.constant(1.0)) as acc:
+        y = x * next(it)[0]
+    assert float(acc.jvp(y)) == 0.0
+
+    @tf.custom_gradient
+    def f(x):
+        return x * next(it)[0], lambda dy: dy * 3.0
+
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        z = f(x)
+    assert (float(z), float(tape.gradient(z, x))) == (4.0, 3.0)
+
+
 def test_parallel_map_keeps_the_order():
     x = np.arange(200, dtype=np.float32)
     seq = D.from_tensor_slices(x).map(lambda v: v * v)

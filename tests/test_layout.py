@@ -149,6 +149,34 @@ def test_no_module_rebinds_another_modules_globals():
     assert not bad, "\n".join(bad)
 
 
+def _targets(node):
+    for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+        yield from (t.elts if isinstance(t, ast.Tuple) else [t])
+
+
+def test_only_core_state_changes_what_records_and_traces_on_a_thread():
+    """The tape stack, the collector and the override mappings change through ``core.state``'s
+    functions alone, which derive ``_local.defers`` from them (the deferred executor's one
+    check per op); a module assigning them would leave that flag stale."""
+    bad = []
+    for name, path in MODULES.items():
+        if name == "tapejax.core.state":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.Assign, ast.AugAssign)):
+                for t in _targets(node):
+                    if isinstance(t, ast.Subscript):
+                        t = t.value   # (``stack[:] = ...``)
+                    if (isinstance(t, ast.Attribute) and t.attr in ("tapes", "collector", "overrides", "defers")
+                            and ast.unparse(t.value).split(".")[-1] in ("_local", "local", "loc")):
+                        bad.append(f"{name}:{node.lineno} sets {ast.unparse(t)}")
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                  and node.func.attr in ("append", "remove", "pop", "insert", "extend", "clear")
+                  and ast.unparse(node.func.value) == "_state.tapes()"):
+                bad.append(f"{name}:{node.lineno} changes {ast.unparse(node.func.value)} in place")
+    assert not bad, "\n".join(bad)
+
+
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_module_size(name):
     n = len(MODULES[name].read_text().splitlines())

@@ -52,7 +52,7 @@ from . import gradient as _gradient, replay as _replay
 from .jacobian import _jacobian
 from .nodes import NO_GRADIENT, Node, UnconnectedGradients, _intern, _unconnected
 from .tape import GradientTape
-from .user_grad import check_grad, conj_complex, describe, tape_stack
+from .user_grad import check_grad, conj_complex, describe
 
 # --------------------------------------------------------------------------
 # stop_gradient
@@ -204,7 +204,7 @@ def _gradient_override_push(op_type_map: dict) -> dict:
             isinstance(k, str) and isinstance(v, str) for k, v in op_type_map.items()):
         raise TypeError("op_type_map must be a dictionary mapping strings to strings")
     mapping = dict(op_type_map)
-    _state.overrides().append(mapping)
+    _state.push_override(mapping)
     return mapping
 
 
@@ -229,11 +229,7 @@ def gradient_override_map(op_type_map: dict) -> Iterator[None]:
     try:
         yield
     finally:
-        stack = _state.overrides()  # this thread's: the map applies to ops this thread creates
-        for i in range(len(stack) - 1, -1, -1):
-            if stack[i] is mapping:
-                del stack[i]
-                break
+        _state.pop_override(mapping)  # this thread's: the map applies to ops this thread creates
 
 
 class _Op:
@@ -289,7 +285,7 @@ def _override_impl(prim: Primitive, grad_name: str, fn: GradientFn,
             outs = out if multi else (out,)
             gs = g if multi else (g,)
             op = _Op(prim, [Tensor(x) for x in xs], [Tensor(o) for o in outs], static)
-            with tape_stack([]):
+            with _state.swap(tapes=()):
                 grads = fn(op, *[Tensor(conj_complex(x)) for x in gs])
             flat = list(grads) if isinstance(grads, (list, tuple)) else [grads]
             if len(flat) != n_in:

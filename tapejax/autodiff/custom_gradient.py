@@ -80,7 +80,7 @@ from ..ops import random as _random
 from ..runtime.thunks import Thunk
 from .late import LateBackward, trace
 from .nodes import Node, _intern
-from .user_grad import check_grad, conj_complex, describe, is_float, tape_stack
+from .user_grad import check_grad, conj_complex, describe, is_float
 
 # --------------------------------------------------------------------------
 # running f: the Variables it reads, the values it reads them as
@@ -347,7 +347,7 @@ class _CustomGradientFunction:
         rng = _rng_snapshot()
         watcher = _VariableWatcher()
         # Inside a trace, ops on concrete values alone (tf.shape ...) are computed on the spot.
-        with tape_stack([watcher]), jax.ensure_compile_time_eval():
+        with _state.swap(tapes=(watcher,)), jax.ensure_compile_time_eval():
             out, grad_fn = self._call_f(bound, args, kwargs)
         arg_ids = {id(a) for a in flat_args}
         read = [v for v in watcher.variables.values() if id(v) not in arg_ids]
@@ -500,7 +500,7 @@ class _CustomGradientFunction:
         as TF runs them eagerly, so Python can use their values."""
         n_in, n_var = spec.n_in, len(spec.var_refs)
         name = self._name
-        with tape_stack([]), jax.ensure_compile_time_eval():
+        with _state.swap(tapes=()), jax.ensure_compile_time_eval():
             grad_fn = None if remat or rec is None else rec.grad_fn
             if grad_fn is None:
                 with _rng_replayed(None if rec is None else rec.rng):

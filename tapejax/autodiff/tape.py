@@ -98,15 +98,11 @@ class GradientTape:
             self._pop()
 
     def _push(self):
-        _state.tapes().append(self)
+        _state.push_tape(self)
         self._recording = True
 
     def _pop(self):
-        stack = _state.tapes()
-        for i in range(len(stack) - 1, -1, -1):
-            if stack[i] is self:
-                del stack[i]
-                break
+        _state.pop_tape(self)
         self._recording = False
 
     # -- watching ---------------------------------------------------------

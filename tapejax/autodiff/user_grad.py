@@ -3,34 +3,21 @@
 Shared by ``custom_gradient`` (``autodiff.custom_gradient``: ``f`` and ``grad_fn``)
 and the gradient registry (``autodiff.custom``: functions registered with
 ``RegisterGradient``).  A user's gradient function runs under
-``tape_stack([])`` (or a watcher of its own) so no recording tape sees the
+``core.state.swap(tapes=())`` (or a watcher of its own) so no recording tape sees the
 ops it computes; each gradient it returns goes through ``check_grad``: an
 array of the input's shape and dtype, None for zero, or TF's ValueError
 naming the shapes.  A user's gradient function speaks TF's convention for
 complex values (``conj_complex``): it gets conjugated cotangents, and what it
 returns is conjugated back.
 """
-import contextlib
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import dtypes as _dtypes, state as _state
+from ..core import dtypes as _dtypes
 from ..core.tensor import Tensor
-
-
-@contextlib.contextmanager
-def tape_stack(stack: list) -> Iterator[None]:
-    """Replace this thread's stack of recording tapes by ``stack`` for the block."""
-    local = _state._local
-    saved = local.tapes
-    local.tapes = stack
-    try:
-        yield
-    finally:
-        local.tapes = saved
 
 
 def conj_complex(x: Any) -> Any:

@@ -212,15 +212,11 @@ def close(fn, in_tree, in_avals: Sequence[Any], what: str, carried: Sequence[Var
         return [t._value for t in leaves] + new
 
     cap = CaptureTape(_state.next_id())
-    stack = _state.tapes()
-    saved_tapes = stack[:]
-    stack[:] = [cap]
-    prev_col = _state._local.collector
-    col = BodyCollector(prev_col, what, carried, cap)
-    _state._local.collector = col
+    col = BodyCollector(_state._local.collector, what, carried, cap)
     extra = [jax.ShapeDtypeStruct(v._meta.shape, v._meta.dtype) for v in carried] if carry_in else []
     try:
-        closed = jax.make_jaxpr(flat_fn)(*in_avals, *extra)
+        with _state.swap(tapes=(cap,), collector=col):
+            closed = jax.make_jaxpr(flat_fn)(*in_avals, *extra)
     except jax.errors.JAXTypeError as e:
         from .tracing import CF_HINT, is_value_error
         if is_value_error(e):
@@ -229,8 +225,6 @@ def close(fn, in_tree, in_avals: Sequence[Any], what: str, carried: Sequence[Var
                 f"needs its value. {CF_HINT}") from None
         raise
     finally:
-        stack[:] = saved_tapes
-        _state._local.collector = prev_col
         col.restore()
     handles = []
     for c in closed.consts:

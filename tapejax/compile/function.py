@@ -443,14 +443,8 @@ class Function:
         key = call_key(args, kwargs, dyn)
         entry = self._cache.get(key)
         if entry is None:
-            stack = _state.tapes()
-            saved = stack[:]
-            stack[:] = []          # build with no tape recording the trace
-            try:
-                with self._lock:
-                    entry = self._entry(key, args, kwargs, dyn)
-            finally:
-                stack[:] = saved
+            with _state.swap(tapes=()), self._lock:   # build with no tape recording the trace
+                entry = self._entry(key, args, kwargs, dyn)
         if entry.rw or self._mesh is not None or not entry.plain:   # (checks, host callbacks: op by op)
             from ..autodiff.custom import graph_mode  # graph mode: tapejax.gradients works (issue #4)
             with graph_mode():

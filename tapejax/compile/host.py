@@ -62,24 +62,22 @@ __all__ = ["init_scope", "numpy_function", "py_function", "take_error"]
 def init_scope() -> Iterator[None]:
     """``tf.init_scope``: the block runs eagerly, outside any function being traced, with the
     tapes paused (see the module docstring)."""
-    local = _state._local
-    tapes, collector = local.tapes, local.collector
-    local.tapes, local.collector = [], None
+    collector = _state._local.collector
     # the Variables the trace has touched read there as they are outside it (before the call),
     # as TF's eager context reads them; their traced values come back after the block
     inside = [(rec.var, rec.var._state(), rec.saved) for rec in getattr(collector, "order", ())]
     for var, _, saved in inside:
         var._restore(saved)
     try:
-        if collector is not None:
-            with jax.ensure_compile_time_eval():
+        with _state.swap(tapes=(), collector=None):
+            if collector is not None:
+                with jax.ensure_compile_time_eval():
+                    yield
+            else:
                 yield
-        else:
-            yield
     finally:
         for var, traced, _ in inside:
             var._restore(traced)
-        local.tapes, local.collector = tapes, collector
 
 
 # -- TF's error classes for an exception raised by ``func`` ---------------------------------------
@@ -204,10 +202,7 @@ def take_error(e: BaseException) -> Optional[_errors.OpError]:
 def _host_call(func: Callable[..., Any], arrays: Sequence[np.ndarray], tout: _Tout, numpy_style: bool) -> list:
     """``func`` run on the host on ``arrays``, with no tape and no trace: its results as arrays
     (exceptions as TF's classes)."""
-    local = _state._local
-    tapes, collector = local.tapes, local.collector
-    local.tapes, local.collector = [], None
-    try:
+    with _state.swap(tapes=(), collector=None):
         args = [np.asarray(a) for a in arrays] if numpy_style else [convert_to_tensor(np.asarray(a)) for a in arrays]
         try:
             try:
@@ -218,8 +213,6 @@ def _host_call(func: Callable[..., Any], arrays: Sequence[np.ndarray], tout: _To
         except _errors.OpError as e:
             _ERRORS.append(e)
             raise
-    finally:
-        local.tapes, local.collector = tapes, collector
 
 
 # -- the op ---------------------------------------------------------------------------------------
@@ -265,10 +258,7 @@ def _grad_host(call: _Call) -> Callable[..., Any]:
     """TF's EagerPyFunc gradient: ``func`` again under a tape, the tape's gradient of its results
     (weighted by the incoming gradients) with respect to its inputs."""
     def host(xs, gs):
-        local = _state._local
-        tapes, collector = local.tapes, local.collector
-        local.tapes, local.collector = [], None
-        try:
+        with _state.swap(tapes=(), collector=None):
             args = [convert_to_tensor(np.asarray(a)) for a in xs]
             with GradientTape() as tape:
                 for a in args:
@@ -282,8 +272,6 @@ def _grad_host(call: _Call) -> Callable[..., Any]:
             grads = tape.gradient(results, args, output_gradients=[convert_to_tensor(np.asarray(g)) for g in gs],
                                   unconnected_gradients=UnconnectedGradients.ZERO)
             return tuple(np.asarray(g._value).astype(np.asarray(a).dtype) for g, a in zip(grads, xs))
-        finally:
-            local.tapes, local.collector = tapes, collector
     return host
 
 

@@ -194,8 +194,7 @@ def trace(fn: Callable[..., Any], tpl: Any, avals: Sequence[Any], *, fname: str,
 
     def body(*dyn_vals):
         col = Collector(fname, jex.find_top_trace(()), create_error)
-        prev = _state._local.collector
-        _state._local.collector = col
+        prev = _state.set_collector(col)
         box.append(col)
         try:
             args, kwargs = fill(tpl, iter([_affine.index(d) for d in dyn_vals]))   # (ints: ops.affine)
@@ -206,7 +205,7 @@ def trace(fn: Callable[..., Any], tpl: Any, avals: Sequence[Any], *, fname: str,
             new_rw = [t.var._value for t in col.order if t.assigned]
             inits = [c.init for c in col.made]
         finally:
-            _state._local.collector = prev
+            _state.set_collector(prev)
             col.restore()
         box.append(out_tpl)
         box.append(len(flat))

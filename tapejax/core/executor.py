@@ -11,7 +11,8 @@ active ``Executor``.  There are two:
   Variable updates with them stay pending and run inside the next program, so a training step
   is one dispatch; speculation (``tapejax.runtime.speculate``) is a policy inside it.  Where
   it may not defer (a ``tapejax.function`` traces, a gradient override is active, another
-  kind of tape records, an input is committed to a device) it does what the eager one does.
+  kind of tape records: ``core.state``'s ``_local.defers`` is False; an input is committed to a
+  device) it does what the eager one does.
 
 ``install`` makes one active for every thread (``tapejax.set_deferred_execution`` calls it).
 Both give the same values and record the same nodes; only the number of dispatches differs
@@ -103,7 +104,7 @@ def is_variable(x: Any) -> bool:
     return not isinstance(x, Tensor) and hasattr(x, "_read")
 
 
-def _override_for(name: str, mappings: list) -> Optional[str]:
+def _override_for(name: str, mappings: Sequence[dict]) -> Optional[str]:
     """The gradient ``gradient_override_map`` names for op type ``name`` on this thread."""
     for mapping in reversed(mappings):
         if name in mapping:

@@ -1,13 +1,29 @@
-"""Per-thread state shared by every layer: the stack of recording tapes.
+"""Per-thread state shared by every layer: what records and what traces on this thread.
 
 It lives in the lowest module so that ``core.bind`` (which records) and
-``autodiff.tape`` (which owns tapes) need not import each other.  A tape is on the
-stack exactly while it records; ``stop_recording`` takes it off.
+``autodiff.tape`` (which owns tapes) need not import each other.  Three things, each changed
+only through the functions here (``tests/test_layout.py`` checks that no other module assigns
+them):
+
+* the stack of recording tapes (``_local.tapes``, innermost last): a tape is on it exactly
+  while it records (``push_tape`` / ``pop_tape``, in place; ``stop_recording`` takes it off);
+  ``swap`` puts another list in its place for a block (a custom gradient's function, a host
+  callback, a control-flow body's capture) and the same list back after it, so a loop over the
+  stack never sees it change under it but for a tape entering or leaving.  The list names the
+  thread's step: ``runtime.settle`` tells a thread's pending values by it (``Thunk.owner``);
+* the ``tapejax.function`` collector tracing on this thread (``set_collector``, ``swap``);
+* the ``gradient_override_map`` mappings in force (``push_override`` / ``pop_override``).
+
+From the three, each change derives ``_local.defers``: whether ops may be left pending by the
+deferred executor (``tapejax.runtime.deferred``): a tape records, every recorder on the stack
+is a plain one (``Recorder._defers``), no function traces and no override is in force.  An op's
+hot path reads that one attribute instead of re-deriving it per op.
 """
+import contextlib
 import itertools
 import os
 import threading
-from typing import Any, Dict, List, Optional, Protocol
+from typing import Any, Dict, Iterator, List, Optional, Protocol, Tuple
 
 
 class Recorder(Protocol):
@@ -43,7 +59,7 @@ class Collector(Protocol):
 class _Local(threading.local):
     tapes: List[Recorder]
     def __init__(self):
-        #: The tapes recording on this thread (innermost last); a list per thread.
+        #: The tapes recording on this thread (innermost last): changed by the functions below only.
         self.tapes = []
 
     #: The ``tapejax.function`` variable collector tracing on this thread, or
@@ -54,9 +70,10 @@ class _Local(threading.local):
     #: by ``Variable`` names; see ``train.module``.
     name_scope = ""
     #: The active ``gradient_override_map`` mappings on this thread (innermost
-    #: last), or None; see ``autodiff.custom``.  Consulted by ``bind`` only while a
-    #: tape records.
-    overrides: Optional[List[Dict[str, str]]] = None
+    #: last); see ``autodiff.custom``.  Consulted by ``bind`` only while a tape records.
+    overrides: Tuple[Dict[str, str], ...] = ()
+    #: Derived from the three above (``_refresh``): ops may be left pending.
+    defers = False
 
 
 _local = _Local()
@@ -66,17 +83,84 @@ _local = _Local()
 next_id = itertools.count(1).__next__
 
 
-def overrides() -> List[Dict[str, str]]:
-    """This thread's list of ``gradient_override_map`` mappings (innermost last)."""
-    ov = _local.overrides
-    if ov is None:
-        ov = _local.overrides = []
-    return ov
+def _refresh(loc: _Local) -> None:
+    tapes = loc.tapes
+    loc.defers = bool(tapes) and loc.collector is None and not loc.overrides and all(
+        [t._defers for t in tapes])
 
 
 def tapes() -> List[Recorder]:
-    """The list of tapes recording on this thread (innermost last)."""
+    """The tapes recording on this thread (innermost last); read it, never change it (use
+    ``push_tape``, ``pop_tape``, ``swap``)."""
     return _local.tapes
+
+
+def push_tape(rec: Recorder) -> None:
+    """``rec`` starts recording on this thread (innermost)."""
+    loc = _local
+    loc.tapes.append(rec)
+    _refresh(loc)
+
+
+def pop_tape(rec: Recorder) -> None:
+    """``rec`` stops recording on this thread (its innermost place on the stack; nothing if it
+    is not there)."""
+    loc = _local
+    stack = loc.tapes
+    for i in range(len(stack) - 1, -1, -1):
+        if stack[i] is rec:
+            del stack[i]
+            _refresh(loc)
+            return
+
+
+def set_collector(col: Optional[Collector]) -> Optional[Collector]:
+    """``col`` becomes this thread's collector (None: no function traces); the previous one is
+    returned, for the caller to put back."""
+    loc = _local
+    prev = loc.collector
+    loc.collector = col
+    _refresh(loc)
+    return prev
+
+
+_KEEP: Any = object()
+
+
+@contextlib.contextmanager
+def swap(tapes: Any = _KEEP, collector: Any = _KEEP) -> Iterator[None]:
+    """For the block, this thread's tape stack is a list of ``tapes`` (recorders) and its collector
+    ``collector`` (each only where given); both are put back after it."""
+    loc = _local
+    saved = loc.tapes, loc.collector
+    if tapes is not _KEEP:
+        loc.tapes = list(tapes)
+    if collector is not _KEEP:
+        loc.collector = collector
+    _refresh(loc)
+    try:
+        yield
+    finally:
+        loc.tapes, loc.collector = saved
+        _refresh(loc)
+
+
+def push_override(mapping: Dict[str, str]) -> None:
+    """A ``gradient_override_map`` mapping comes into force on this thread (innermost)."""
+    loc = _local
+    loc.overrides = loc.overrides + (mapping,)
+    _refresh(loc)
+
+
+def pop_override(mapping: Dict[str, str]) -> None:
+    """``mapping`` (``push_override``'s) is no longer in force on this thread."""
+    loc = _local
+    stack = loc.overrides
+    for i in range(len(stack) - 1, -1, -1):
+        if stack[i] is mapping:
+            loc.overrides = stack[:i] + stack[i + 1:]
+            _refresh(loc)
+            return
 
 
 def env_flag(name: str) -> bool:

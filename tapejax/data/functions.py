@@ -106,11 +106,10 @@ class _watching:
         self.watch = _Watch(reads_ok, op_seed_calls)
 
     def __enter__(self) -> None:
-        self.prev = _state._local.collector
-        _state._local.collector = self.watch
+        self.prev = _state.set_collector(self.watch)
 
     def __exit__(self, *exc: Any) -> None:
-        _state._local.collector = self.prev
+        _state.set_collector(self.prev)
 
 
 def _cpu():

@@ -255,12 +255,15 @@ class Iterator:
     def _next_components(self) -> tuple:
         if self._ahead:
             return self._ahead.pop()
-        tapes: List[Any] = _state.tapes()
+        tapes = _state.tapes()
         if not tapes:
             return next(self._it)
         with contextlib.ExitStack() as stack:
-            for tape in reversed(list(tapes)):
-                stack.enter_context(tape.stop_recording())
+            for tape in reversed(list(tapes)):   # a tape pauses (its record says so); other recorders see nothing
+                pause = getattr(tape, "stop_recording", None)
+                if pause is not None:
+                    stack.enter_context(pause())
+            stack.enter_context(_state.swap(tapes=()))
             return next(self._it)
 
     def __next__(self) -> Any:

@@ -305,24 +305,11 @@ def _bind(key: CallKey, operands, n_var: int):
         if g.taped:
             res = (bind(KERAS_CALL, *ops, key=g.key),) if g.one else bind(KERAS_CALL_N, *ops, key=g.key)
         else:
-            with _untaped():
+            with _state.swap(tapes=()):   # (state updates: assigned to variables, never differentiated)
                 res = bind(KERAS_CALL_N, *ops, key=g.key)
         for j, r in zip(g.outputs, res):
             flat[j] = r
     return flat, plan.info
-
-
-class _untaped:
-    """No tape records inside (the state updates: assigned to variables, never differentiated)."""
-
-    def __enter__(self):
-        stack = _state._local.tapes
-        self.saved = stack[:]
-        stack[:] = []
-
-    def __exit__(self, *exc):
-        _state._local.tapes[:] = self.saved
-        return False
 
 
 # ---------------------------------------------------------------------------

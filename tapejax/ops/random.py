@@ -120,15 +120,11 @@ class GlobalGenerator:
         random ops do."""
         h = self._holder
         if h is None:
-            col = _state._local.collector
-            _state._local.collector = None   # (made outside any trace that is running)
-            try:
-                with jax.ensure_compile_time_eval():
-                    key = jax.random.PRNGKey(int.from_bytes(os.urandom(4), "little"))
-                    # (``type.__call__``: no user variable creator scope makes this one)
-                    h = self._holder = type.__call__(Variable, key, trainable=False, name="global_generator_key")
-            finally:
-                _state._local.collector = col
+            # (made outside any trace that is running)
+            with _state.swap(collector=None), jax.ensure_compile_time_eval():
+                key = jax.random.PRNGKey(int.from_bytes(os.urandom(4), "little"))
+                # (``type.__call__``: no user variable creator scope makes this one)
+                h = self._holder = type.__call__(Variable, key, trainable=False, name="global_generator_key")
         return h
 
     @property
@@ -218,13 +214,8 @@ class GlobalGenerator:
 
     def _new_counter(self) -> Variable:
         """A Variable counting one traced op-seeded op's calls, made outside the running trace."""
-        col = _state._local.collector
-        _state._local.collector = None
-        try:
-            with jax.ensure_compile_time_eval():
-                ctr = type.__call__(Variable, np.uint32(0), trainable=False, name="random_op_counter")
-        finally:
-            _state._local.collector = col
+        with _state.swap(collector=None), jax.ensure_compile_time_eval():
+            ctr = type.__call__(Variable, np.uint32(0), trainable=False, name="random_op_counter")
         self._counters.append(weakref.ref(ctr))
         return ctr
 

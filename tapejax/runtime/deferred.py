@@ -63,19 +63,6 @@ from .thunks import (
 )
 from .updates import defer_update
 
-
-def may_defer(tapes: Sequence[Any]) -> bool:
-    """Whether ops recorded by ``tapes`` (this thread's recording tapes, non-empty) may be
-    deferred: only plain tapes record (``_defers``), no ``tapejax.function`` traces, no gradient
-    override is active."""
-    if _local.collector is not None or _local.overrides:
-        return False
-    for t in tapes:
-        if not t._defers:
-            return False
-    return True
-
-
 _ref = weakref.ref
 
 
@@ -110,25 +97,20 @@ class DeferredExecutor(Executor):
     def run(self, tapes, prim, call, skey, operands):
         if prim.jit and not prim.multiple_results:
             if tapes:
-                loc = _local   # ``may_defer``, written out: this is a training step's hot path
-                if loc.collector is None and not loc.overrides:
-                    for t in tapes:
-                        if not t._defers:
-                            break
+                if _local.defers:   # (only plain tapes record, nothing traces: ``core.state``)
+                    n = len(operands)
+                    if n == 2:
+                        out = _small2(tapes, prim, call, skey, operands[0], operands[1])
+                        if out is not None:
+                            return out
+                    elif n == 1:
+                        out = _small1(tapes, prim, call, skey, operands[0])
+                        if out is not None:
+                            return out
                     else:
-                        n = len(operands)
-                        if n == 2:
-                            out = _small2(tapes, prim, call, skey, operands[0], operands[1])
-                            if out is not None:
-                                return out
-                        elif n == 1:
-                            out = _small1(tapes, prim, call, skey, operands[0])
-                            if out is not None:
-                                return out
-                        else:
-                            out = _small_n(tapes, prim, call, skey, operands)
-                            if out is not None:
-                                return out
+                        out = _small_n(tapes, prim, call, skey, operands)
+                        if out is not None:
+                            return out
             elif _local.collector is None:
                 vals = tuple([peek(x) for x in operands])
                 for v in vals:
@@ -141,7 +123,7 @@ class DeferredExecutor(Executor):
                                     x._share()   # (a pending op's input: no longer the Variable's alone)
                             return _defer_untaped(call, vals)
                         break
-        elif tapes and getattr(prim, "deferred_results", False) and may_defer(tapes):
+        elif _local.defers and getattr(prim, "deferred_results", False):
             out = _defer_many(tapes, prim, call, skey, operands)
             if out is not None:
                 return out
@@ -150,33 +132,21 @@ class DeferredExecutor(Executor):
     # ``run`` for the ops of a training step's forward (``bind1`` / ``bind2``), written out: the
     # same cases in the same order, without ``run``'s tuple of operands.
     def run1(self, tapes, prim, call, skey, x):
-        if tapes and prim.jit:
-            loc = _local   # ``may_defer``, written out
-            if loc.collector is None and not loc.overrides:
-                for t in tapes:
-                    if not t._defers:
-                        break
-                else:
-                    out = _small1(tapes, prim, call, skey, x)
-                    if out is not None:
-                        return out
+        if _local.defers and prim.jit:
+            out = _small1(tapes, prim, call, skey, x)
+            if out is not None:
+                return out
         return self.run(tapes, prim, call, skey, (x,))
 
     def run2(self, tapes, prim, call, x, y):
-        if tapes and prim.jit:
-            loc = _local   # ``may_defer``, written out
-            if loc.collector is None and not loc.overrides:
-                for t in tapes:
-                    if not t._defers:
-                        break
-                else:
-                    out = _small2(tapes, prim, call, (), x, y)
-                    if out is not None:
-                        return out
+        if _local.defers and prim.jit:
+            out = _small2(tapes, prim, call, (), x, y)
+            if out is not None:
+                return out
         return self.run(tapes, prim, call, (), (x, y))
 
     def read_pending(self, var, lazy, tapes):
-        if tapes and may_defer(tapes):
+        if _local.defers:
             # a pending update read by a recording tape stays pending: the gradient computes
             # it in its own program (``thunks.call_with_pending``)
             return Pending(lazy)
@@ -477,5 +447,5 @@ def deferred_execution() -> bool:
 
 install(DEFERRED if env_flag("TAPEJAX_DEFERRED") else EAGER)
 
-__all__ = ["DeferredExecutor", "DEFERRED", "deferred_execution", "may_defer", "results",
+__all__ = ["DeferredExecutor", "DEFERRED", "deferred_execution", "results",
            "set_deferred_execution"]
