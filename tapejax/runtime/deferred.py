@@ -100,17 +100,12 @@ class DeferredExecutor(Executor):
                 if _local.defers:   # (only plain tapes record, nothing traces: ``core.state``)
                     n = len(operands)
                     if n == 2:
-                        out = _small2(tapes, prim, call, skey, operands[0], operands[1])
-                        if out is not None:
-                            return out
-                    elif n == 1:
-                        out = _small1(tapes, prim, call, skey, operands[0])
-                        if out is not None:
-                            return out
-                    else:
-                        out = _small_n(tapes, prim, call, skey, operands)
-                        if out is not None:
-                            return out
+                        return self.run2(tapes, prim, call, operands[0], operands[1], skey)
+                    if n == 1:
+                        return self.run1(tapes, prim, call, skey, operands[0])
+                    out = _small_n(tapes, prim, call, skey, operands)
+                    if out is not None:
+                        return out
             elif _local.collector is None:
                 vals = tuple([peek(x) for x in operands])
                 for v in vals:
@@ -129,21 +124,107 @@ class DeferredExecutor(Executor):
                 return out
         return EAGER.run(tapes, prim, call, skey, operands)
 
-    # ``run`` for the ops of a training step's forward (``bind1`` / ``bind2``), written out: the
-    # same cases in the same order, without ``run``'s tuple of operands.
+    # The ops of a training step's forward (``bind1`` / ``bind2``; ``run`` for one or two operands):
+    # the deferred case written out, without ``run``'s tuple of operands.  The operands: Tensors,
+    # pending Tensors, Variables, constant and NumPy arrays; another kind, or an operand that may
+    # not be deferred (a committed array), and the op runs as the eager executor runs it, nothing
+    # read or recorded before that.  (``run2``'s ``skey``: ``run``'s static parameters; ``bind2``'s
+    # ops have none.)
     def run1(self, tapes, prim, call, skey, x):
-        if _local.defers and prim.jit:
-            out = _small1(tapes, prim, call, skey, x)
-            if out is not None:
-                return out
-        return self.run(tapes, prim, call, skey, (x,))
+        if not (_local.defers and prim.jit):
+            return self.run(tapes, prim, call, skey, (x,))   # (``run`` checks both before it comes here)
+        tx = type(x)
+        if tx is Tensor:
+            vx = x._value
+        elif tx is Pending:
+            vx = x._thunk
+        elif tx is Variable:
+            vx = x._val
+        elif tx is _Array:
+            vx = x
+        elif tx is _NDArray:
+            vx = _on_device(x)   # (then a constant: id 0, as an array operand)
+            if vx is None:
+                return EAGER.run(tapes, prim, call, skey, (x,))
+            tx = _Array
+        else:
+            return EAGER.run(tapes, prim, call, skey, (x,))
+        t = type(vx)
+        if t is not Thunk and (t is not _Array or committed(vx)):
+            return EAGER.run(tapes, prim, call, skey, (x,))
+        aval = _AVAL_PEEK((call, vx.aval))
+        if aval is None:
+            aval = aval_for(call, (vx,))   # raises what the call would, before any read
+        if tx is Variable:
+            var = x
+            x = x._read_deferred(tapes)
+            vx = x._thunk if type(x) is Pending else x._value
+            out = _defer(tapes, prim, call, skey, (x._id,), (vx,), aval)
+            var._lend(out._thunk)
+            return out
+        if tx is _Array:
+            return _defer(tapes, prim, call, skey, (0,), (vx,), aval)
+        return _defer(tapes, prim, call, skey, (x._id,), (vx,), aval)
 
-    def run2(self, tapes, prim, call, x, y):
-        if _local.defers and prim.jit:
-            out = _small2(tapes, prim, call, (), x, y)
-            if out is not None:
-                return out
-        return self.run(tapes, prim, call, (), (x, y))
+    def run2(self, tapes, prim, call, x, y, skey=()):
+        if not (_local.defers and prim.jit):
+            return self.run(tapes, prim, call, skey, (x, y))
+        tx = type(x)
+        if tx is Tensor:
+            vx = x._value
+        elif tx is Pending:
+            vx = x._thunk
+        elif tx is Variable:
+            vx = x._val
+        elif tx is _Array:
+            vx = x
+        elif tx is _NDArray:
+            vx = _on_device(x)   # (then a constant: id 0, as an array operand)
+            if vx is None:
+                return EAGER.run(tapes, prim, call, skey, (x, y))
+            tx = _Array
+        else:
+            return EAGER.run(tapes, prim, call, skey, (x, y))
+        t = type(vx)
+        if t is not Thunk and (t is not _Array or committed(vx)):
+            return EAGER.run(tapes, prim, call, skey, (x, y))
+        ty = type(y)
+        if ty is Tensor:
+            vy = y._value
+        elif ty is Pending:
+            vy = y._thunk
+        elif ty is Variable:
+            vy = y._val
+        elif ty is _Array:
+            vy = y
+        elif ty is _NDArray:
+            vy = _on_device(y)
+            if vy is None:
+                return EAGER.run(tapes, prim, call, skey, (x, y))
+            ty = _Array
+        else:
+            return EAGER.run(tapes, prim, call, skey, (x, y))
+        t = type(vy)
+        if t is not Thunk and (t is not _Array or committed(vy)):
+            return EAGER.run(tapes, prim, call, skey, (x, y))
+        aval = _AVAL_PEEK((call, vx.aval, vy.aval))
+        if aval is None:
+            aval = aval_for(call, (vx, vy))   # raises what the call would, before any read
+        if tx is Variable:
+            xv = x
+            x = x._read_deferred(tapes)
+            vx = x._thunk if type(x) is Pending else x._value
+        if ty is Variable:
+            yv = y
+            y = y._read_deferred(tapes)
+            vy = y._thunk if type(y) is Pending else y._value
+        out = _defer(tapes, prim, call, skey, (0 if tx is _Array else x._id, 0 if ty is _Array else y._id),
+                     (vx, vy), aval)
+        if tx is Variable:   # (the op's thunk holds the buffers the reads lent: ``Variable._lend``)
+            xv._lend(out._thunk)
+        if ty is Variable:
+            yv._lend(out._thunk)
+        return out
 
     def read_pending(self, var, lazy, tapes):
         if _local.defers:
@@ -200,104 +281,6 @@ def results(values: Sequence[Any]) -> tuple:
             out.append(Tensor(v))
     settle()   # the end of a step: values of earlier steps nobody read are computed now
     return tuple(out)
-
-
-def _small1(tapes, prim, call, skey, x):
-    """``run``'s deferred case for one operand (a Tensor, pending Tensor, Variable, constant
-    array or NumPy array), written out.  None where the operand is of another kind or may not
-    be deferred (the caller runs the op eagerly); nothing is read or recorded before that."""
-    tx = type(x)
-    if tx is Tensor:
-        vx = x._value
-    elif tx is Pending:
-        vx = x._thunk
-    elif tx is Variable:
-        vx = x._val
-    elif tx is _Array:
-        vx = x
-    elif tx is _NDArray:
-        vx = _on_device(x)   # (then a constant: id 0, as an array operand)
-        if vx is None:
-            return None
-        tx = _Array
-    else:
-        return None
-    t = type(vx)
-    if t is not Thunk and (t is not _Array or committed(vx)):
-        return None
-    aval = _AVAL_PEEK((call, vx.aval))
-    if aval is None:
-        aval = aval_for(call, (vx,))   # raises what the call would, before any read
-    if tx is Variable:
-        var = x
-        x = x._read_deferred(tapes)
-        vx = x._thunk if type(x) is Pending else x._value
-        out = _defer(tapes, prim, call, skey, (x._id,), (vx,), aval)
-        var._lend(out._thunk)
-        return out
-    if tx is _Array:
-        return _defer(tapes, prim, call, skey, (0,), (vx,), aval)
-    return _defer(tapes, prim, call, skey, (x._id,), (vx,), aval)
-
-
-def _small2(tapes, prim, call, skey, x, y):
-    """``_small1`` for two operands."""
-    tx = type(x)
-    if tx is Tensor:
-        vx = x._value
-    elif tx is Pending:
-        vx = x._thunk
-    elif tx is Variable:
-        vx = x._val
-    elif tx is _Array:
-        vx = x
-    elif tx is _NDArray:
-        vx = _on_device(x)   # (then a constant: id 0, as an array operand)
-        if vx is None:
-            return None
-        tx = _Array
-    else:
-        return None
-    t = type(vx)
-    if t is not Thunk and (t is not _Array or committed(vx)):
-        return None
-    ty = type(y)
-    if ty is Tensor:
-        vy = y._value
-    elif ty is Pending:
-        vy = y._thunk
-    elif ty is Variable:
-        vy = y._val
-    elif ty is _Array:
-        vy = y
-    elif ty is _NDArray:
-        vy = _on_device(y)
-        if vy is None:
-            return None
-        ty = _Array
-    else:
-        return None
-    t = type(vy)
-    if t is not Thunk and (t is not _Array or committed(vy)):
-        return None
-    aval = _AVAL_PEEK((call, vx.aval, vy.aval))
-    if aval is None:
-        aval = aval_for(call, (vx, vy))   # raises what the call would, before any read
-    if tx is Variable:
-        xv = x
-        x = x._read_deferred(tapes)
-        vx = x._thunk if type(x) is Pending else x._value
-    if ty is Variable:
-        yv = y
-        y = y._read_deferred(tapes)
-        vy = y._thunk if type(y) is Pending else y._value
-    out = _defer(tapes, prim, call, skey, (0 if tx is _Array else x._id, 0 if ty is _Array else y._id),
-                 (vx, vy), aval)
-    if tx is Variable:   # (the op's thunk holds the buffers the reads lent: ``Variable._lend``)
-        xv._lend(out._thunk)
-    if ty is Variable:
-        yv._lend(out._thunk)
-    return out
 
 
 def _small_n(tapes, prim, call, skey, operands):
