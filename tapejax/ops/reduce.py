@@ -337,7 +337,7 @@ def clip_by_norm(t, clip_norm, axes=None, name=None):
 def _clip_global(clip_norm, use_norm, *ts, given):
     if not given:
         use_norm = G.sqrt(sum(jnp.sum(jnp.square(t)) for t in ts))
-    scale = clip_norm * jnp.minimum(1.0 / use_norm, 1.0 / clip_norm)
+    scale = clip_norm * G.minimum(1.0 / use_norm, 1.0 / clip_norm)   # a tie (norm == clip_norm): through the norm (TF)
     scale = jnp.where(jnp.isfinite(use_norm), scale, jnp.nan)
     return tuple((t * scale).astype(t.dtype) for t in ts) + (use_norm,)
 
