@@ -25,7 +25,7 @@ from ..core import dtypes as _dtypes
 from ..core.errors import FailedPreconditionError, InvalidArgumentError
 from ..core.tensor import Tensor
 from ..core.variable import Variable
-from . import random as _r, rng as _rng
+from . import _grads as G, random as _r, rng as _rng
 from ._registry import _call, _shape, dtype_of, prim, tf_types
 from .image_geometry import image_rank
 from .special import saturation_bounds
@@ -327,8 +327,10 @@ def _std(x):
     f = x.astype(jnp.float32)
     n = np.prod(f.shape[-3:])
     mean = jnp.mean(f, axis=(-3, -2, -1), keepdims=True)
-    std = jnp.sqrt(jnp.mean(jnp.square(f - mean), axis=(-3, -2, -1), keepdims=True))
-    return (f - mean) / jnp.maximum(std, np.float32(1.0 / np.sqrt(n)))
+    # TF's formula (``reduce_std``: the square of ``abs(f - mean)``): a constant image's gradient
+    # is finite, TF's ``abs`` and ``sqrt`` conventions at 0 carrying it through the deviations
+    std = G.sqrt(jnp.mean(jnp.square(G.tf_abs(f - mean)), axis=(-3, -2, -1), keepdims=True))
+    return (f - mean) / G.maximum(std, np.float32(1.0 / np.sqrt(n)))   # (a tie: through ``std``, as TF)
 
 
 _STANDARDIZE = prim("PerImageStandardization", _std)

@@ -154,6 +154,16 @@ def test_color_gradients(tf):
 
 
 @parity
+def test_standardization_gradient_of_a_constant_image_and_at_the_minimum_stddev(tf):
+    """A constant image (its deviations 0: TF's abs and sqrt conventions keep the gradient
+    finite) and one whose stddev is exactly ``1/sqrt(n)`` (a tie of TF's maximum: the gradient
+    goes through the stddev)."""
+    w = tf.constant([[[[1.0], [2.0]], [[3.0], [5.0]]]])
+    return [vg(tf, lambda a: tf.reduce_sum(tf.image.per_image_standardization(a) * w), img)
+            for img in ([[[[3.0], [3.0]], [[3.0], [3.0]]]], [[[[0.0], [1.0]], [[0.0], [1.0]]]])]
+
+
+@parity
 def test_color_bad_input(tf):
     """Bad channels, ranks, dtypes and ranges: TF's classes."""
     img, two = tf.constant(IMG), tf.zeros([4, 5, 2])

@@ -538,7 +538,8 @@ def test_l2_normalize(tf):
     _R = vg_many(tf, [
         (lambda x: tf.math.l2_normalize(x, axis=1), LIN),
         (tf.nn.l2_normalize, ROW),
-        (lambda x: tf.linalg.l2_normalize(x, 0), LIN)])
+        (lambda x: tf.linalg.l2_normalize(x, 0), LIN),
+        (lambda x: tf.math.l2_normalize(x, epsilon=4.0), [2.0])])   # (a tie of TF's maximum: through the sum)
     return tuple(_R)
 
 
