@@ -13,7 +13,9 @@ no symbolic tensors, no raw JAX tracers among its inputs) runs as
   pure: a replay (``tape.gradient``) traces it again and takes ``jax.vjp`` of
   it, compiled with the rest of the backward pass (one recorded op, not one
   per inner layer; inner ``tf.*`` ops in a subclassed layer run on tracers
-  and are part of it);
+  and are part of it), with TF's derivatives at kinks and ties
+  (``ops.tf_rules``: a Keras MAE at a zero residual, an L1 penalty on zero
+  weights, ``clip``'s bounds get TF's gradient, not JAX's);
 * its results are the call's outputs, then the new values of the
   non-trainable variables the call updates (``BatchNormalization`` moving
   statistics and Dropout seeds with ``training=True``), then the losses the
@@ -51,6 +53,7 @@ from ..core.bind import bind, define
 from ..core.caches import LRU
 from ..core.tensor import Tensor
 from ..core.variable import Variable
+from ..ops.tf_rules import with_tf_rules
 from . import variables as _kvars
 from .keys import (
     Args,
@@ -200,11 +203,11 @@ def _run(key: CallKey, dyn):
 
 
 def _impl_one(*dyn, key):
-    return _run(key, dyn)[0][0]
+    return with_tf_rules(lambda *d: _run(key, d)[0][0])(*dyn)
 
 
 def _impl_many(*dyn, key):
-    return tuple(_run(key, dyn)[0])
+    return tuple(with_tf_rules(lambda *d: _run(key, d)[0])(*dyn))
 
 
 KERAS_CALL = define("KerasCall", _impl_one)

@@ -485,3 +485,24 @@ def test_loss_reduction_names_of_tf_keras(tf):
             loss = tf.nn.compute_average_loss(per, global_batch_size=8) if red == R.NONE else per
         out.append((per, tape.gradient(loss, model.trainable_variables)))
     return out
+
+
+@parity(**TOL)
+def test_losses_and_regularizers_at_kinks_take_tf_gradients(tf):
+    """Keras's JAX code differentiated with TF's conventions (``ops.tf_rules``): an L1 bias
+    penalty on zero-initialised biases (``|b|'(0)``: 0, JAX's 1), MAE with a zero-initialised head
+    on targets that are 0 (residuals at the kink), hinge, Huber at ``delta=0`` and MSLE."""
+    x = np.array([[0.5, -1.0], [1.0, 2.0], [0.0, 0.3]], np.float32)
+    y = np.array([[0.0], [1.0], [0.0]], np.float32)
+    model = tf.keras.Sequential([
+        tf.keras.layers.Dense(3, activation="relu", kernel_initializer=tf.keras.initializers.Constant(0.2),
+                              bias_regularizer=tf.keras.regularizers.L1(0.1)),
+        tf.keras.layers.Dense(1, kernel_initializer="zeros")])
+    model(x)
+    out = []
+    for fn in (tf.keras.losses.MeanAbsoluteError(), tf.keras.losses.Hinge(), tf.keras.losses.Huber(delta=0.0),
+               tf.keras.losses.MeanSquaredLogarithmicError()):
+        with tf.GradientTape() as tape:
+            loss = fn(y, model(x)) + tf.add_n(model.losses)
+        out.append((loss, tape.gradient(loss, model.trainable_variables)))
+    return out

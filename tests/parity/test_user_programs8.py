@@ -26,7 +26,7 @@ import threading
 
 import numpy as np
 
-from .harness import init_array, mlp, mlp_vars, parity, regression_data, xfail_on_tapejax
+from .harness import init_array, mlp, mlp_vars, parity, regression_data
 
 TOL = dict(rtol=2e-5, atol=2e-6)
 LOOSE = dict(rtol=1e-4, atol=1e-5)
@@ -734,11 +734,6 @@ def test_gnn_readout_by_unsorted_segment_mean_and_sqrt_n_with_an_empty_graph(tf)
 # Keras losses at a kink
 # ---------------------------------------------------------------------------
 
-@xfail_on_tapejax("tapejax.keras.losses are Keras 3's functions differentiated by jax.vjp inside one "
-                  "tape op, so they follow JAX's kink conventions, not TF's (TF_SEMANTICS 11): "
-                  "mean_absolute_error at y_pred == y_true has abs'(0) = 1 (TF: 0), so a "
-                  "zero-initialised head on zero targets gets a different first gradient "
-                  "(head bias 0.135 vs TF's 0.197)")
 @parity(modes=True, **TOL)
 def test_mae_on_zero_inflated_targets_with_a_zero_initialised_head(tf):
     """A regressor on zero-inflated targets (``max(N(0, 1), 0)``: half of them exactly 0) whose
