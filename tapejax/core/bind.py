@@ -195,12 +195,22 @@ def _numerics_error(prim: "Primitive", call: Callable[..., Any], operands: tuple
     return e if make is None else make(prim, call, operands, e)
 
 
+#: Operand types ``operand`` returns as they are (checked for all arguments in one C call).
+_AS_IS = frozenset({Tensor, Pending, _Array, float, int, bool})
+
+
 def bind(prim: Primitive, *args: Any, **static: Any) -> Any:
     """Run ``prim`` on ``args`` with static parameters ``static`` (the active executor runs it
     and offers it to every recording tape); a Tensor, or a tuple of them."""
-    skey, call = prim.bound(static)
-    operands = tuple([operand(a) for a in args])
+    skey, call = prim.bound(static) if static else ((), prim._call0)
+    operands = args if _AS_IS.issuperset(map(type, args)) else tuple([operand(a) for a in args])
     try:
+        if not prim.multiple_results:   # (the executor's entries for one and two operands)
+            n = len(operands)
+            if n == 1:
+                return ACTIVE.executor.run1(_local.tapes, prim, call, skey, operands[0])
+            if n == 2:
+                return ACTIVE.executor.run2(_local.tapes, prim, call, operands[0], operands[1], skey)
         return ACTIVE.executor.run(_local.tapes, prim, call, skey, operands)
     except FloatingPointError as e:
         raise _numerics_error(prim, call, operands, e) from None

@@ -29,10 +29,10 @@ The operations (each a method of ``Executor``)
     While a ``tapejax.function`` traces, an op on a ``StaticTensor`` (``tf.shape``'s value) whose
     operands are all concrete is computed at once (``fold``: TF's graph folds static shapes),
     unless it calls back into Python (``EFFECTFUL``).
-``run1(tapes, prim, call, skey, x)``, ``run2(tapes, prim, call, x, y)``
-    ``run`` for a one-output op on one operand, or on two with no static parameters (what
-    ``bind1`` / ``bind2`` call: the ops of a training step's forward); the same contract, so an
-    executor may specialise them (the deferred one does) and by default they call ``run``.
+``run1(tapes, prim, call, skey, x)``, ``run2(tapes, prim, call, x, y, skey=())``
+    ``run`` for a one-output op on one operand, or on two (what ``bind`` calls for them, and
+    ``bind1`` / ``bind2``: the ops of a training step's forward); the same contract, so an
+    executor may specialise them (both do) and by default they call ``run``.
 ``read_pending(var, lazy, tapes)``
     A read of a Variable whose value is a pending update ``lazy``.
 ``update(var, op, delta, op_type)``
@@ -173,10 +173,10 @@ class Executor:
         specialise it, with ``run``'s contract."""
         return self.run(tapes, prim, call, skey, (x,))
 
-    def run2(self, tapes: list, prim: Any, call: Callable[..., Any], x: Any, y: Any) -> Any:
-        """``run`` for a one-output op with no static parameters on two operands
-        (``core.bind.bind2``); an executor may specialise it, with ``run``'s contract."""
-        return self.run(tapes, prim, call, (), (x, y))
+    def run2(self, tapes: list, prim: Any, call: Callable[..., Any], x: Any, y: Any, skey: tuple = ()) -> Any:
+        """``run`` for a one-output op on two operands (``core.bind.bind2``: no static parameters);
+        an executor may specialise it, with ``run``'s contract."""
+        return self.run(tapes, prim, call, skey, (x, y))
 
     def read_pending(self, var: VariableLike, lazy: Lazy, tapes: list) -> Tensor:
         raise NotImplementedError   # pragma: no cover - abstract
@@ -268,18 +268,18 @@ class EagerExecutor(Executor):
                     tape._record_simple(prim, skey, ids, vals, result)
         return result
 
-    def run2(self, tapes, prim, call, x, y):
+    def run2(self, tapes, prim, call, x, y, skey=()):
         if type(x) is not Tensor or type(y) is not Tensor:
-            return self.run(tapes, prim, call, (), (x, y))
+            return self.run(tapes, prim, call, skey, (x, y))
         vx, vy = x._value, y._value
         result = Tensor(call(vx, vy))
         if tapes:
             if _local.overrides:
-                record(tapes, prim, (), (x._id, y._id), (vx, vy), result)
+                record(tapes, prim, skey, (x._id, y._id), (vx, vy), result)
             else:
                 ids, vals = (x._id, y._id), (vx, vy)
                 for tape in tapes:
-                    tape._record_simple(prim, (), ids, vals, result)
+                    tape._record_simple(prim, skey, ids, vals, result)
         return result
 
     def _run_any(self, tapes, prim, call, skey, operands):
