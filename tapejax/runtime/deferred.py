@@ -43,7 +43,7 @@ import numpy as np
 
 from ..core.executor import EAGER, Executor, active, install, is_variable, peek, record
 from ..core.ownership import commit
-from ..core.state import _local, env_flag
+from ..core.state import _local, env_flag, next_id
 from ..core.tensor import Pending, Tensor
 from ..core.transfer import to_device
 from ..core.variable import Variable
@@ -64,6 +64,7 @@ from .thunks import (
 from .updates import defer_update
 
 _ref = weakref.ref
+_new = object.__new__
 
 
 def _reads(operands: tuple, vals: tuple, tapes: list) -> "tuple[tuple, tuple, list]":
@@ -339,7 +340,9 @@ def _defer(tapes, prim, call, skey, ids, vals, aval):
     """Record ``prim`` (one output; static parameters ``skey`` bound into ``call``) on ``tapes``
     with a pending result.  An op that no tape keeps as a node runs at once."""
     th = Thunk(call, vals, aval)
-    result = Pending(th)
+    result = _new(Pending)   # ``Pending(th)``, written out (a forward op's hot path)
+    result._thunk = th
+    result._id = next_id()
     kept = False
     for tape in tapes:   # (plain tapes: each says whether it keeps the op)
         if tape._record_simple(prim, skey, ids, vals, result):
