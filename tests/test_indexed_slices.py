@@ -163,10 +163,14 @@ def test_register_refuses_tfs_own_types(bad):
 
 
 def test_unregistered_types_pay_one_lookup():
-    """An operand type is resolved once (cached), also when no conversion exists for it."""
+    """An operand type is resolved once (cached), also when no conversion exists for it; Python
+    numbers and Tensors, which no conversion may be registered for, are not looked up at all."""
     _conversion._BY_TYPE.clear()
+    assert float(tf.math.square(np.float32(2.0))) == 4.0
+    assert _conversion._BY_TYPE.get(np.float32, "missing") is None
     tf.math.square(2.0)
-    assert _conversion._BY_TYPE.get(float, "missing") is None
+    tf.math.square(tf.constant(2.0))
+    assert float not in _conversion._BY_TYPE and tf.Tensor not in _conversion._BY_TYPE
 
 
 def test_warning_logger_is_tapejax():
