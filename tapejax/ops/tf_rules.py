@@ -17,6 +17,7 @@ equation bound as it is (a ``custom_jvp`` function, ``jax.nn.relu``, keeps the r
 gave it; a loop or a branch keeps JAX's rules inside it).  A Keras MAE on targets that are
 exactly 0, or an L1 penalty on zero-initialised biases, then trains as it does in TF.
 """
+import contextlib
 from typing import Any, Callable, Sequence
 
 import jax
@@ -87,7 +88,8 @@ def _eval(jaxpr: Any, consts: Sequence[Any], args: Sequence[Any], rules: dict) -
             subfuns: Sequence[Any] = ()
             if isinstance(params, tuple):   # (older JAX: (functions, parameters))
                 subfuns, params = params
-            with eqn.ctx.manager:
+            ctx = getattr(eqn, "ctx", None)   # (the equation's context: a compute_on, a name scope)
+            with ctx.manager if ctx is not None else contextlib.nullcontext():
                 out = prim.bind(*subfuns, *invals, **params)
             outs = out if prim.multiple_results else [out]
         for v, x in zip(eqn.outvars, outs):
