@@ -8,6 +8,17 @@ its own per worker process, removed at the end: a program compiled once is loade
 instead of compiled (the same executable; the compile log still names it).  One directory per
 worker because JAX's cache locks its files only when eviction is on, which needs ``filelock``.
 ``TAPEJAX_TEST_COMPILATION_CACHE=0`` turns it off.
+
+Most of the suite's time is XLA compiling small CPU programs (about 0.1 s each, thousands of
+them), not running them.  The suite therefore asks XLA's CPU backend for its quick code
+generation (``TEST_XLA_FLAGS``: LLVM optimisation level 0 and the classic loop emitters instead
+of the MLIR fusion emitters), which compiles a small program about twice as fast; the programs
+compute the same values (IEEE arithmetic in the same order: no fast-math either way), so what
+the tests check, tapejax's own logic against TF's numbers, is the same.  The flags are set
+before JAX starts, in ``XLA_FLAGS`` (so subprocesses started with ``tests/_env.py`` get them
+too), only for the jaxlib releases they were checked on (XLA aborts on a flag it does not
+know); a flag the caller already put in ``XLA_FLAGS`` wins.  ``TAPEJAX_TEST_XLA_FLAGS=default``
+runs the suite with XLA's default code generation (the benchmarks always use it).
 """
 import atexit
 import logging
@@ -15,9 +26,13 @@ import os
 import shutil
 import tempfile
 
-import pytest
+from _env import set_test_xla_flags
 
-import tapejax
+set_test_xla_flags()   # (before JAX starts: importing tapejax below does not start a backend)
+
+import pytest  # noqa: E402
+
+import tapejax  # noqa: E402
 
 if os.environ.get("TAPEJAX_TEST_COMPILATION_CACHE", "1") != "0" and tapejax.config.get_compilation_cache() is None:
     _CACHE_DIR = tempfile.mkdtemp(prefix="tapejax-test-xla-")

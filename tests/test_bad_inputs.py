@@ -32,6 +32,7 @@ from tapejax.core import state as _state  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bad_inputs_table as T  # noqa: E402
+from _env import subprocess_env
 
 IDS = [r.id for r in T.ROWS]
 
@@ -218,8 +219,8 @@ def test_mixed_devices():
     import json
     import subprocess
     tests = os.path.dirname(os.path.abspath(__file__))
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu",
-               PYTHONPATH=os.pathsep.join([os.path.dirname(tests), os.environ.get("PYTHONPATH", "")]))
+    env = subprocess_env("--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu",
+                         PYTHONPATH=os.pathsep.join([os.path.dirname(tests), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, "-c", _DEVICE_SCRIPT.format(tests=tests)], env=env,
                           capture_output=True, text=True, timeout=300, cwd=os.path.dirname(tests))
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")]

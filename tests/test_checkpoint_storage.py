@@ -16,15 +16,15 @@ import optax
 import pytest
 
 import tapejax as tf
+from _env import subprocess_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LEGACY = os.path.join(ROOT, "tests", "data", "legacy_npz")
 
 
 def _run(script, *args, devices=None, timeout=240):
-    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    if devices:
-        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    env = subprocess_env(f"--xla_force_host_platform_device_count={devices}" if devices else "",
+                         JAX_PLATFORMS="cpu", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run([sys.executable, "-c", textwrap.dedent(script), *map(str, args)], capture_output=True,
                           text=True, timeout=timeout, env=env, cwd=ROOT)
 

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 import tapejax as tf
+from _env import subprocess_env
 from tapejax.compat import device as devmod
 from tapejax.core import devices as names
 
@@ -48,8 +49,8 @@ SCRIPT = textwrap.dedent(r'''
 
 
 def test_scope_places_tensors_variables_and_results_on_a_second_device():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu",
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = subprocess_env("--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu",
+                         PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])

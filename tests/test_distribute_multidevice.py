@@ -14,6 +14,8 @@ import textwrap
 import numpy as np
 import pytest
 
+from _env import subprocess_env
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SCRIPT = textwrap.dedent(r'''
@@ -163,8 +165,8 @@ SCRIPT = textwrap.dedent(r'''
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu",
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = subprocess_env("--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu",
+                         PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     script = tmp_path_factory.mktemp("distribute") / "program.py"   # (a file: AutoGraph reads its source)
     script.write_text(SCRIPT)
     p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600, env=env,

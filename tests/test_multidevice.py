@@ -12,6 +12,8 @@ import textwrap
 
 import pytest
 
+from _env import subprocess_env
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SCRIPT = textwrap.dedent(r'''
@@ -85,8 +87,8 @@ SCRIPT = textwrap.dedent(r'''
 
 @pytest.fixture(scope="module")
 def results():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu",
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = subprocess_env("--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu",
+                         PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     p = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300, env=env,
                        cwd=ROOT)
     assert p.returncode == 0, p.stdout + p.stderr[-4000:]

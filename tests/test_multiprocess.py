@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import tapejax as tf
+from _env import subprocess_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 20
@@ -127,8 +128,8 @@ def runs(tmp_path_factory):
            "next_loss": float(step(tf.constant(X[0]), tf.constant(Y[0])).numpy())}
 
     port = _free_port()
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=2",
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = subprocess_env("--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu",
+                         PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(i), str(port), directory], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT) for i in range(2)]
     outs = []

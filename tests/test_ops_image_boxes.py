@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import tapejax as tf
+from _env import default_codegen
 
 RNG = np.random.default_rng(5)
 
@@ -89,6 +90,7 @@ def _bilinear_reference(image, boxes, ind, size):
     return out
 
 
+@default_codegen
 def test_crop_and_resize_values_and_image_gradient():
     """Values against the direct loop; the image gradient is the vjp of a jnp sampler (the
     transposed gathers), the box indices' None."""
