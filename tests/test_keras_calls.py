@@ -11,6 +11,7 @@ import tapejax as tf
 
 keras = tf.keras
 import keras as K3  # noqa: E402  (Keras 3 itself, JAX backend: selected by tapejax)
+from keras.src.backend.common.masking import get_keras_mask  # noqa: E402
 
 RS = np.random.RandomState(0)
 X = RS.randn(8, 5).astype(np.float32)
@@ -454,3 +455,109 @@ def test_tf_backed_preprocessing_layers_run_eagerly_on_host_values_and_refuse_a_
     assert g[:, 0].tolist() == [1.0, 2.0, 0.0, 0.0]
     with pytest.raises(TypeError, match="inside a tapejax.function"):
         tf.function(lambda x: lookup(x))(tf.constant([7, 3]))
+
+
+def _masked_pair(go_backwards):
+    """Zero-padded frames, a Masking layer and a SimpleRNN with weights from NumPy."""
+    rs = np.random.RandomState(3)
+    x = rs.randn(3, 5, 2).astype(np.float32)
+    x[0, 3:] = 0.0
+    x[2, 1:] = 0.0
+    masking = keras.layers.Masking(0.0)
+    rnn = keras.layers.SimpleRNN(3, go_backwards=go_backwards, return_sequences=True, return_state=True)
+    rnn(masking(x))
+    rnn.set_weights([rs.randn(*v.shape).astype(np.float32) * 0.5 for v in rnn.weights])
+    return x, masking, rnn
+
+
+@pytest.mark.parametrize("go_backwards", [False, True])
+def test_a_keras_mask_flows_from_one_top_level_call_to_the_next(go_backwards):
+    """TF's eager tensors carry ``_keras_mask`` from ``Masking`` into the next layer's call; so do
+    tapejax's Tensors: the RNN skips the padded frames (its final state is the state after the last
+    real frame, checked against a NumPy loop), values and gradients as in one Sequential call
+    (where Keras propagates the mask itself), eager, deferred and in a tapejax.function."""
+    x, masking, rnn = _masked_pair(go_backwards)
+    w, u, b = [v.numpy() for v in rnn.weights]
+    want = []
+    for i in range(3):
+        h = np.zeros(3, np.float32)
+        for t in (reversed(range(5)) if go_backwards else range(5)):
+            if np.any(x[i, t] != 0):
+                h = np.tanh(x[i, t] @ w + h @ u + b)
+        want.append(h)
+    assert get_keras_mask(masking(x)) is not None
+    seq_model = keras.Sequential([keras.Input((5, 2)), masking, rnn])
+
+    def run(fn):
+        xt = tf.constant(x)
+        with tf.GradientTape() as tape:
+            tape.watch(xt)
+            seq, state = fn(xt)
+            loss = tf.reduce_sum(state ** 2) + tf.reduce_sum(tf.sin(seq))
+        return [state.numpy(), seq.numpy()] + [g.numpy() for g in tape.gradient(loss, rnn.trainable_variables + [xt])]
+
+    def two_calls(xt):
+        return rnn(masking(xt))
+
+    base = run(lambda xt: seq_model(xt))
+    np.testing.assert_allclose(base[0], np.stack(want), rtol=1e-5, atol=1e-6)
+    for fn in (two_calls, tf.function(two_calls)):
+        for got, ref in zip(run(fn), base):
+            np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
+    prev = tf.set_deferred_execution(False)
+    try:
+        for got, ref in zip(run(two_calls), base):
+            np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
+    finally:
+        tf.set_deferred_execution(prev)
+
+
+def test_embedding_mask_zero_reaches_a_bidirectional_lstm_called_after_it():
+    """``Embedding(mask_zero=True)`` called on its own, then ``Bidirectional(LSTM)``: the mask is on
+    the embedding's output Tensor and the LSTMs skip the padding, as in one model call; a mask
+    given explicitly wins; the output carries the mask on (``return_sequences``)."""
+    ids = np.array([[3, 1, 4, 0, 0], [2, 5, 1, 5, 0]], np.int32)
+    emb = keras.layers.Embedding(6, 3, mask_zero=True)
+    bi = keras.layers.Bidirectional(keras.layers.LSTM(2, return_sequences=True))
+    model = keras.Sequential([keras.Input((5,), dtype="int32"), emb, bi])
+    e = emb(ids)
+    np.testing.assert_array_equal(get_keras_mask(e).numpy(), ids > 0)
+    out = bi(e)
+    np.testing.assert_allclose(out.numpy(), np.asarray(model(ids)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(get_keras_mask(out).numpy(), ids > 0)
+    unmasked = bi(e, mask=np.ones((2, 5), bool))
+    assert not np.allclose(unmasked.numpy(), out.numpy())
+
+
+def test_a_cell_written_with_tf_ops_runs_inside_keras_rnn():
+    """A user's RNN cell written with ``tf.*`` ops (tapejax Tensors over the loop's tracers) in
+    ``keras.layers.RNN`` (Keras's ``backend.rnn``, a ``lax.scan``): values and gradients equal a
+    Python loop of the same cell."""
+
+    class Cell(keras.layers.Layer):
+        state_size = 2
+
+        def build(self, input_shape):
+            self.w = self.add_weight(shape=(input_shape[-1], 2), name="w")
+            self.u = self.add_weight(shape=(2, 2), name="u")
+
+        def call(self, inputs, states):
+            h = tf.tanh(tf.matmul(inputs, self.w) + tf.matmul(states[0], self.u))
+            return h, [h]
+
+    x = np.random.RandomState(4).randn(3, 4, 2).astype(np.float32)
+    rnn = keras.layers.RNN(Cell(), return_sequences=True)
+    with tf.GradientTape(persistent=True) as tape:
+        seq = rnn(x)
+        loss = tf.reduce_sum(seq ** 2)
+    cell_w, cell_u = rnn.cell.w, rnn.cell.u
+    with tf.GradientTape() as tape2:
+        h = tf.zeros((3, 2))
+        hs = []
+        for t in range(4):
+            h = tf.tanh(tf.matmul(x[:, t], cell_w) + tf.matmul(h, cell_u))
+            hs.append(h)
+        loss2 = tf.reduce_sum(tf.stack(hs, 1) ** 2)
+    np.testing.assert_allclose(seq.numpy(), tf.stack(hs, 1).numpy(), rtol=1e-5, atol=1e-6)
+    for g, w in zip(tape.gradient(loss, [cell_w, cell_u]), tape2.gradient(loss2, [cell_w, cell_u])):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-6)

@@ -21,7 +21,12 @@ no symbolic tensors, no raw JAX tracers among its inputs) runs as
   statistics and Dropout seeds with ``training=True``), then the losses the
   call adds (``activity_regularizer``, ``add_loss``).  After the op the
   updates are assigned (not differentiable, as TF's assign) and the losses
-  are put in the owning layers' ``_losses``, so ``model.losses`` sees them.
+  are put in the owning layers' ``_losses``, so ``model.losses`` sees them;
+  last come the Keras masks of the outputs (``Embedding(mask_zero=True)``,
+  ``Masking``, an RNN with ``return_sequences``): they are put on the output
+  Tensors, and a mask on a layer's first input is given to its call, so a
+  mask flows from one top-level layer call to the next as on TF's eager
+  tensors.
 
 Each key (``keys.CallKey``) and argument shapes are traced once abstractly
 (``_plan``, ``jax.make_jaxpr``): that gives the output structure, which
@@ -46,6 +51,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.extend.core import Literal
 from keras.src.backend.common.keras_tensor import KerasTensor
+from keras.src.backend.common.masking import get_keras_mask, set_keras_mask
 from keras.src.backend.common.stateless_scope import StatelessScope
 
 from ..core import state as _state
@@ -106,10 +112,14 @@ def _is_tensor(x):
     return isinstance(x, (Tensor, Variable))
 
 
-def _flat_out(out):
+def _flat_out(out, masks=None):
     leaves, tree = jax.tree_util.tree_flatten(out, is_leaf=_is_tensor)
     flat = []
-    for x in leaves:
+    for i, x in enumerate(leaves):
+        if masks is not None:
+            m = get_keras_mask(x)
+            if m is not None:
+                masks.append((i, getattr(m, "_value", m)))
         if isinstance(x, (Tensor, Variable)):
             x = x._value
         elif not isinstance(x, (jax.Array, _Tracer)):
@@ -123,6 +133,21 @@ def layer_tree(layer) -> list:
 
 
 def _layer_caller(layer, args, kwargs):
+    return _ORIG["layer"](layer, *args, **kwargs)
+
+
+_MASKS = "_tapejax_input_masks"
+
+
+def _masked_layer_caller(layer, args, kwargs):
+    """A layer's call whose first argument carried Keras masks (on its Tensors, from the call that
+    made them): they are put back on the arrays inside the op, and Keras's ``__call__`` does the
+    rest (the ``mask`` argument, ``compute_mask`` for the outputs), as on TF's eager tensors."""
+    kwargs = dict(kwargs)
+    masks = kwargs.pop(_MASKS)
+    for x, m in zip(jax.tree_util.tree_leaves(args[0]), masks):
+        if m is not None:
+            set_keras_mask(x, m)
     return _ORIG["layer"](layer, *args, **kwargs)
 
 
@@ -177,7 +202,8 @@ def _run_stateful(key: CallKey, dyn):
             lay._losses[:] = lost
             lay._loss_ids.clear()
             lay._loss_ids.update(ids)
-    flat, tree = _flat_out(out)
+    masks: list = []
+    flat, tree = _flat_out(out, masks)
     updated = []
     news = []
     for i, (v, old) in enumerate(zip(other, given)):
@@ -185,8 +211,8 @@ def _run_stateful(key: CallKey, dyn):
         if new is not None and new is not old:
             updated.append(i)
             news.append(new)
-    info = CallInfo(tree, len(flat), tuple(updated), tuple(owners))
-    return _select(key, flat + news + [getattr(x, "_value", x) for x in losses]), info
+    info = CallInfo(tree, len(flat), tuple(updated), tuple(owners), tuple(i for i, _ in masks))
+    return _select(key, flat + news + [getattr(x, "_value", x) for x in losses] + [m for _, m in masks]), info
 
 
 def _run_function(key: CallKey, dyn):
@@ -262,14 +288,15 @@ def _plan(key: CallKey, operands) -> Plan:
         group = Group(key, tuple(range(len(operands))), tuple(range(n)), n == 1, True)
         return Plan(info, (group,), n)
     deps = _dependencies(closed.jaxpr)
-    n_out, n_up = info.n_out, len(info.updated)
+    n_out, n_up, n_mask = info.n_out, len(info.updated), len(info.masked)
     sets: dict = {}
-    for j in list(range(n_out)) + list(range(n_out + n_up, n)):
+    for j in list(range(n_out)) + list(range(n_out + n_up, n - n_mask)):
         sets.setdefault(deps[j], []).append(j)
     groups = [(dep, tuple(js), True) for dep, js in sets.items()]
-    if n_up:
-        updates = tuple(range(n_out, n_out + n_up))
-        groups.append((frozenset().union(*(deps[j] for j in updates)), updates, False))
+    # the state updates and the output masks: ops no tape records
+    for untaped in (tuple(range(n_out, n_out + n_up)), tuple(range(n - n_mask, n))):
+        if untaped:
+            groups.append((frozenset().union(*(deps[j] for j in untaped)), untaped, False))
     n_var = len(key.var_ids)
     out = []
     for dep, js, taped in groups:
@@ -308,7 +335,7 @@ def _bind(key: CallKey, operands, n_var: int):
         if g.taped:
             res = (bind(KERAS_CALL, *ops, key=g.key),) if g.one else bind(KERAS_CALL_N, *ops, key=g.key)
         else:
-            with _state.swap(tapes=()):   # (state updates: assigned to variables, never differentiated)
+            with _state.swap(tapes=()):   # (state updates and masks: never differentiated)
                 res = bind(KERAS_CALL_N, *ops, key=g.key)
         for j, r in zip(g.outputs, res):
             flat[j] = r
@@ -330,6 +357,7 @@ def _build(layer, a: Args) -> None:
 
     args, kwargs = jax.tree_util.tree_unflatten(
         a.tree, merge([sym(x) for x in a.dyn], a.static))
+    kwargs.pop(_MASKS, None)
     with jax.ensure_compile_time_eval():   # concrete initial values, even while a function traces
         with layer._open_name_scope():
             layer._maybe_build(CallSpec(layer._call_signature, layer._call_context_args, args, kwargs))
@@ -366,12 +394,21 @@ def call_stateful(obj, args, kwargs, caller: Callable[..., Any], state: Callable
             lay._loss_ids.clear()
         for owner, t in zip(info.loss_owners, outs[n_out + n_up:]):
             layers[owner]._losses.append(t)
+    if info.masked:
+        for i, m in zip(info.masked, outs[len(outs) - len(info.masked):]):
+            set_keras_mask(outs[i], m)
     return jax.tree_util.tree_unflatten(info.out_tree, outs[:n_out])
 
 
 def call_layer(layer, args, kwargs):
     """``layer(*args, **kwargs)`` as one tape op (see the module docstring)."""
-    out = call_stateful(layer, args, kwargs, _layer_caller, layer_state,
+    caller = _layer_caller
+    if args and kwargs.get("mask") is None:
+        masks = [get_keras_mask(x) if isinstance(x, Tensor) else None
+                 for x in jax.tree_util.tree_leaves(args[0], is_leaf=_is_tensor)]
+        if any(m is not None for m in masks):
+            caller, kwargs = _masked_layer_caller, dict(kwargs, **{_MASKS: masks})
+    out = call_stateful(layer, args, kwargs, caller, layer_state,
                         f"calling Keras layer '{layer.name}'",
                         convert=lambda x: layer.dtype_policy.convert_input(x, layer.autocast, layer.input_dtype))
     layer._called = True
@@ -481,9 +518,21 @@ def _add_loss(self, loss):
     return _ORIG["add_loss"](self, jax.tree_util.tree_map(_traced_value, loss, is_leaf=_is_tensor))
 
 
+def _plain_step_results(x):
+    return x._value if isinstance(x, Tensor) else x
+
+
+def _rnn(step_function, inputs, initial_states, *args, **kwargs):
+    """Keras's ``backend.rnn`` (the loop of ``keras.layers.RNN``): a user's cell written with
+    ``tf.*`` ops returns tapejax Tensors over the loop's tracers; ``lax.scan`` gets their arrays."""
+    def step(x, states):
+        return jax.tree_util.tree_map(_plain_step_results, step_function(x, states), is_leaf=_is_tensor)
+    return _ORIG["rnn"](step, inputs, initial_states, *args, **kwargs)
+
+
 def install() -> None:
-    """Put the hooks on Keras's ``Layer.__call__``, ``Layer.add_loss``, ``Loss.__call__`` and
-    regularization losses."""
+    """Put the hooks on Keras's ``Layer.__call__``, ``Layer.add_loss``, ``Loss.__call__``,
+    regularization losses and ``backend.rnn``."""
     from keras.src.layers.layer import Layer
     from keras.src.losses.loss import Loss
     if "layer" in _ORIG:
@@ -503,3 +552,6 @@ def install() -> None:
     Loss.__init__ = _loss_init
     Layer._get_regularization_losses = _regularization_losses
     Layer.add_loss = _add_loss
+    from keras.src import backend as _kbackend
+    _ORIG["rnn"] = _kbackend.rnn
+    _kbackend.rnn = _rnn

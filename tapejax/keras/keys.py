@@ -127,6 +127,7 @@ class CallInfo(NamedTuple):
     n_out: int
     updated: tuple               # positions (in the non-trainable variables) the call updates
     loss_owners: tuple           # per collected loss: position of the owning layer (layer_tree)
+    masked: tuple = ()           # positions (in the flat outputs) that carry a Keras mask (results last)
 
 
 def join(dyn, key):
