@@ -512,6 +512,28 @@ def test_a_keras_mask_flows_from_one_top_level_call_to_the_next(go_backwards):
         tf.set_deferred_execution(prev)
 
 
+@pytest.mark.parametrize("deferred", [False, True])
+def test_outputs_carry_keras_mask_as_an_attribute_as_tf_eager_tensors_do(deferred):
+    """``out._keras_mask`` after ``Masking`` and ``Embedding(mask_zero=True)``, inside a tape too;
+    a Tensor no masking layer made has no such attribute (``hasattr`` False).  Oracle: TF 2.21
+    (the same calls on its eager tensors)."""
+    x = np.zeros((2, 3, 2), np.float32)
+    x[0, :2], x[1, :1] = 1, 2
+    prev = tf.set_deferred_execution(deferred)
+    try:
+        plain = tf.constant(x)
+        assert not hasattr(plain, "_keras_mask")
+        with tf.GradientTape() as tape:
+            tape.watch(plain)
+            masked = tf.keras.layers.Masking(0.0)(plain)
+            emb = tf.keras.layers.Embedding(5, 2, mask_zero=True)(tf.constant([[1, 2, 0]]))
+        assert np.asarray(masked._keras_mask).tolist() == [[True, True, False], [True, False, False]]
+        assert np.asarray(emb._keras_mask).tolist() == [[True, True, False]]
+        assert not hasattr(plain, "_keras_mask") and not hasattr(masked + 1.0, "_keras_mask")
+    finally:
+        tf.set_deferred_execution(prev)
+
+
 def test_embedding_mask_zero_reaches_a_bidirectional_lstm_called_after_it():
     """``Embedding(mask_zero=True)`` called on its own, then ``Bidirectional(LSTM)``: the mask is on
     the embedding's output Tensor and the LSTMs skip the padding, as in one model call; a mask

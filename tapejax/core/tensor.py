@@ -91,7 +91,9 @@ class Tensor:
     hashable; use ``ref()`` as a dict key, as in TF.
     """
 
-    __slots__ = ("_value", "_id", "__weakref__")
+    # ``_keras_mask``: set only on the outputs of a Keras layer that makes a mask (as on TF's
+    # eager tensors; unset, reading it raises AttributeError as TF's does); Keras stores it there.
+    __slots__ = ("_value", "_id", "_keras_mask", "__weakref__")
     __array_priority__ = 100
 
     # The operators, installed on the class by ``tapejax.ops`` (``ops/math.py``: arithmetic,
