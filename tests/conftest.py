@@ -65,6 +65,62 @@ def _unseeded_global_generator():
     yield
 
 
+def _global_modes():
+    import jax
+
+    from tapejax.compile import config as compile_config
+    return {"deferred execution": tapejax.deferred_execution(), "speculative updates": tapejax.speculative_updates(),
+            "functions run eagerly": compile_config.functions_run_eagerly(),
+            "jax_enable_x64": bool(jax.config.jax_enable_x64)}
+
+
+def thread_leaks(modes) -> list:
+    """What a test left changed on this thread against ``modes`` (``_global_modes()`` before it):
+    a tape recording, a function's collector, a gradient override, a name scope, a global mode;
+    each is put back."""
+    from tapejax.core import state
+    loc, leaks = state._local, []
+    if loc.tapes:
+        leaks.append(f"{len(loc.tapes)} tape(s) still recording")
+        for rec in reversed(list(loc.tapes)):
+            state.pop_tape(rec)
+    if loc.collector is not None:
+        leaks.append("a tapejax.function collector still set")
+        state.set_collector(None)
+    if loc.overrides:
+        leaks.append("a gradient_override_map still active")
+        for mapping in reversed(loc.overrides):
+            state.pop_override(mapping)
+    if loc.name_scope:
+        leaks.append(f"name scope {loc.name_scope!r} still open")
+        loc.name_scope = ""
+    now = _global_modes()
+    changed = {k: (modes[k], now[k]) for k in modes if modes[k] != now[k]}
+    if changed:
+        import jax
+
+        from tapejax.compile import config as compile_config
+        leaks.append(f"global modes changed (before, after): {changed}")
+        tapejax.set_deferred_execution(modes["deferred execution"])
+        tapejax.set_speculative_updates(modes["speculative updates"])
+        compile_config.run_functions_eagerly(modes["functions run eagerly"])
+        jax.config.update("jax_enable_x64", modes["jax_enable_x64"])
+    return leaks
+
+
+@pytest.fixture(autouse=True)
+def _test_leaves_its_thread_as_it_found_it():
+    """A test that leaves a tape recording, a function's collector or a gradient override on the
+    thread, a name scope open, or a global mode changed (deferred execution, predicted updates,
+    ``run_functions_eagerly``, x64) fails here (``thread_leaks``), and the state is put back:
+    otherwise a later test on the same worker runs under it and fails in its place, depending on
+    the order xdist gives."""
+    modes = _global_modes()
+    yield
+    leaks = thread_leaks(modes)
+    assert not leaks, "the test left its thread changed: " + "; ".join(leaks)
+
+
 @pytest.fixture
 def fresh_cache():
     """An empty compiled-replay cache with zeroed counters."""
