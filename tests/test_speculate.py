@@ -10,6 +10,7 @@ import sys
 import threading
 import weakref
 
+import jax
 import numpy as np
 import pytest
 
@@ -823,6 +824,40 @@ def test_a_background_compile_that_failed_is_done_by_the_first_predicting_call(c
         _speculate.set_background_compile(prev)
     assert len(calls) == 1 and counts == {"predicted": 5, "recomputed": 0}   # steps 4-8
     _assert_same(got, _train(_sgd, n=8, deferral=False, read=lambda i, vs, grads: None))
+
+
+def test_the_worker_traces_with_a_short_switch_interval_and_puts_the_callers_back():
+    """While the worker traces and lowers a predicted program, CPython switches threads every
+    ``WORKER_SWITCH_INTERVAL`` at most (so a training thread that gives up the GIL at each
+    dispatch is not held for the default 5 ms each time); the interval is put back after, a
+    shorter one the caller set is kept, and a change made meanwhile is not undone."""
+    seen = []
+
+    def f(x):
+        seen.append(sys.getswitchinterval())
+        return x * 2
+
+    old = sys.getswitchinterval()
+    try:
+        sys.setswitchinterval(0.005)
+        _prediction._compile(jax.jit(f), (jax.ShapeDtypeStruct((3,), np.float32),))
+        assert seen == [_prediction.WORKER_SWITCH_INTERVAL] and sys.getswitchinterval() == 0.005
+        sys.setswitchinterval(0.0001)   # already shorter: kept
+        short = sys.getswitchinterval()
+        _prediction._compile(jax.jit(f), (jax.ShapeDtypeStruct((4,), np.float32),))
+        assert seen[-1] == short and sys.getswitchinterval() == short
+
+        def g(x):   # someone sets their own interval while the worker traces: theirs stays
+            sys.setswitchinterval(0.002)
+            return x + 1
+
+        sys.setswitchinterval(0.005)
+        _prediction._compile(jax.jit(g), (jax.ShapeDtypeStruct((3,), np.float32),))
+        assert sys.getswitchinterval() == 0.002
+        _prediction._compile(jax.jit(lambda x: x.undefined), (jax.ShapeDtypeStruct((3,), np.float32),))
+        assert sys.getswitchinterval() == 0.002   # a trace that failed puts it back too
+    finally:
+        sys.setswitchinterval(old)
 
 
 def test_set_background_compile_checks_its_argument():

@@ -16,10 +16,13 @@ worker thread (``jax.jit(...).lower(shapes).compile()``, which fills JAX's cache
 program's first call later only lowers it again) and runs the plain call instead, as do the
 calls after it until the compile is done; from then on the calls predict.  The plain call is
 what a call that does not predict runs anyway (its pending leaves computed first, as a
-prediction's first call does), so no value depends on when the compile ends.  Off, the first
+prediction's first call does), so no value depends on when the compile ends.  The worker traces
+and lowers with CPython's switch interval shortened (``WORKER_SWITCH_INTERVAL``), so that the
+steps running meanwhile are not held up by its Python.  Off, the first
 predicting call compiles on the caller's thread (the third step of a loop waits for it).
 """
 import enum
+import sys
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Final, NamedTuple, Optional
@@ -75,11 +78,38 @@ _POOL_LOCK = threading.Lock()
 _INFLIGHT: "set[Future]" = set()
 
 
+#: CPython's thread switch interval while the worker traces and lowers (seconds; its default is
+#: 5 ms).  The training thread gives up the GIL at every dispatch and blocking read; with the
+#: default it then waits up to 5 ms for the worker's Python each time (a convoy: a loop's 1 ms
+#: step took ~45 ms while a predicted program traced).  XLA's compile itself releases the GIL.
+WORKER_SWITCH_INTERVAL: Final = 0.0005
+
+
+class _ShortSwitch:
+    """The process's switch interval at most ``WORKER_SWITCH_INTERVAL`` for a block (the worker's
+    trace and lowering), put back after unless someone changed it meanwhile."""
+
+    __slots__ = ("old", "mine")
+
+    def __enter__(self):
+        self.old = sys.getswitchinterval()
+        self.mine = None
+        if self.old > WORKER_SWITCH_INTERVAL:
+            sys.setswitchinterval(WORKER_SWITCH_INTERVAL)
+            self.mine = sys.getswitchinterval()   # (as CPython keeps it: whole microseconds)
+
+    def __exit__(self, *exc):
+        if self.mine is not None and sys.getswitchinterval() == self.mine:   # (a change meanwhile wins)
+            sys.setswitchinterval(self.old)
+
+
 def _compile(jitted, args):
     """XLA's compile of ``jitted`` for ``args`` (shapes), on the worker thread.  A failure is
     left to the caller's first call, which traces and compiles again and raises it there."""
     try:
-        jitted.lower(*args).compile()
+        with _ShortSwitch():
+            lowered = jitted.lower(*args)
+        lowered.compile()
     except Exception:  # noqa: BLE001 - raised again, where it belongs, by the program's first call
         pass
 
