@@ -98,6 +98,9 @@ class Optimizer(HyperParameters):
     _INTERLEAVED = False  # slots created variable by variable (Ftrl) instead of slot by slot
     _EXTRA_IN_VARIABLES = True   # ``_extra_init``'s Variables listed by ``variables()`` (checkpointed either way)
     _DEFAULT_NAME = "Optimizer"
+    #: OptimizerV2 raises RuntimeError for a sparse gradient of a Variable with a ``constraint``
+    #: (tf_keras' new optimizers apply the constraint after the sparse update: ``_rules_v2``).
+    _SPARSE_REFUSES_CONSTRAINT = True
     #: Hyperparameters that tf_keras keeps in float32 Variables (its ``_set_hyper``) and the
     #: update reads at every step: ``opt.beta_1`` is that Variable, ``opt.beta_1 = 0.5``
     #: assigns it, and the compiled update takes their values as inputs (no recompile).
@@ -451,7 +454,7 @@ class Optimizer(HyperParameters):
                 raise TypeError(f"apply_gradients expects (gradient, Variable) pairs; got {v!r} of type "
                                 f"{type(v).__name__} as a variable")
             if type(g) is IndexedSlices:   # a sparse update of the rows it holds (tf_keras' sparse rules)
-                grads.append(sparse_pair(g, v))
+                grads.append(sparse_pair(g, v, self._SPARSE_REFUSES_CONSTRAINT))
                 var_list.append(v)
                 sparse = True
                 continue

@@ -55,6 +55,7 @@ class _New(NewOptimizerState):
     before the legacy class)."""
 
     _SCHEDULE_STEP_FLOAT = False   # (tf_keras' new optimizers call a schedule with ``iterations``)
+    _SPARSE_REFUSES_CONSTRAINT = False   # (the constraint runs after a sparse update too)
 
     def _set_new(self, new):
         """Keep the new optimizers' own arguments (after the legacy class' constructor)."""

@@ -24,10 +24,12 @@ from ..core.errors import InvalidArgumentError
 from ..core.indexed_slices import IndexedSlices
 
 
-def sparse_pair(g: IndexedSlices, v: Any) -> tuple[Any, Any]:
-    """``(values, indices)`` arrays of the gradient ``g`` of Variable ``v``, after TF's checks (a
-    constraint is refused on a sparse update; dtype, index dtype and row shape must fit)."""
-    if v.constraint is not None:
+def sparse_pair(g: IndexedSlices, v: Any, refuse_constraint: bool = True) -> tuple[Any, Any]:
+    """``(values, indices)`` arrays of the gradient ``g`` of Variable ``v``, after TF's checks (the
+    legacy optimizers refuse a constraint on a sparse update, ``refuse_constraint``: tf_keras'
+    new ones apply it after the update as after a dense one; dtype, index dtype and row shape
+    must fit)."""
+    if refuse_constraint and v.constraint is not None:
         raise RuntimeError(f"Cannot use a constraint function on a sparse variable. Received: grad={g!r}, "
                            f"var.constraint={v.constraint!r}.")
     values = convert_to_tensor(g.values)

@@ -3,7 +3,7 @@ tf_keras' legacy OptimizerV2 and tapejax.optimizers; weights and every slot afte
 
 import numpy as np
 
-from .harness import parity, raises, warned
+from .harness import Raised, parity, raises, warned
 
 LEG = "keras.optimizers.legacy"
 RT = dict(rtol=2e-6, atol=1e-7)   # float32 rounding
@@ -700,3 +700,24 @@ def test_new_nadam_rmsprop_adagrad_dense(tf):
             _train(tf, ko.Adam(0.05, epsilon=0.5, adaptive_epsilon=True, weight_decay=0.05)),
             _train(tf, ko.Adam(0.05, amsgrad=True)), _train(tf, ko.Adamax(0.05)), _train(tf, ko.Adadelta(1.0)),
             raises(ko.SGD, 0.1, decay=0.5)]
+
+
+@parity(rtol=2e-5, atol=2e-6)
+def test_a_sparse_gradient_of_a_constrained_variable(tf):
+    """A Variable with a ``constraint`` (rows to unit norm) and a ``tf.gather`` gradient
+    (``IndexedSlices``): tf_keras' new optimizers apply the sparse update, then the constraint
+    (SGD with momentum moves the looked-up rows, Adam every row); the legacy OptimizerV2 refuses
+    it with RuntimeError and changes nothing."""
+    out = []
+    for make in (lambda: tf.keras.optimizers.Adam(0.1), lambda: tf.keras.optimizers.SGD(0.1, momentum=0.5),
+                 lambda: tf.keras.optimizers.legacy.SGD(0.1)):
+        v = tf.Variable(np.arange(12, dtype=np.float32).reshape(4, 3) / 7 + 0.33,
+                        constraint=lambda w: w / tf.norm(w, axis=1, keepdims=True))
+        opt = make()
+        for _ in range(2):
+            with tf.GradientTape() as t:
+                loss = tf.reduce_sum(tf.gather(v, [0, 2, 2]) * [1.0, 2.0, 3.0])
+            g = t.gradient(loss, v)
+            r = raises(opt.apply_gradients, [(g, v)])
+            out.append((r if isinstance(r, Raised) else None, v.numpy()))
+    return out
