@@ -506,3 +506,56 @@ def test_losses_and_regularizers_at_kinks_take_tf_gradients(tf):
             loss = fn(y, model(x)) + tf.add_n(model.losses)
         out.append((loss, tape.gradient(loss, model.trainable_variables)))
     return out
+
+
+def _embedding_model(tf, tied=False):
+    emb = tf.keras.layers.Embedding(7, 4)
+    inp = tf.keras.Input((3,), dtype="int32")
+    h = emb(inp)
+    if tied:   # the table again as the output projection: a dense use besides the gather
+        out = tf.keras.layers.Lambda(lambda t: tf.matmul(t, emb.embeddings, transpose_b=True))(h)
+    else:
+        out = tf.keras.layers.Dense(2)(tf.keras.layers.GlobalAveragePooling1D()(h))
+    model = tf.keras.Model(inp, out)
+    rs = np.random.RandomState(3)
+    model.set_weights([rs.randn(*w.shape).astype(np.float32) for w in model.get_weights()])
+    return model
+
+
+_EMB_IDS = np.array([[1, 2, 2], [5, 0, 1]], np.int32)
+
+
+@parity(modes=True, **TOL)
+def test_embedding_inside_a_model_gives_indexed_slices_and_legacy_momentum_moves_only_its_rows(tf):
+    """An ``Embedding`` inside a functional model: the table's gradient is ``IndexedSlices`` of
+    the looked-up rows (TF's ``ResourceGather``; duplicates kept, in lookup order), so the
+    legacy SGD with momentum leaves rows 3, 4 and 6 where they were, eagerly and in a
+    ``tf.function`` step; the Dense kernel's gradient stays dense."""
+    model = _embedding_model(tf)
+    y = np.array([[1.0, -1.0], [0.5, 2.0]], np.float32)
+    opt = tf.keras.optimizers.legacy.SGD(0.1, momentum=0.9)
+
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((model(_EMB_IDS) - y) ** 2)
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss, grads
+
+    loss, grads = step()
+    first = (loss, isinstance(grads[0], tf.IndexedSlices), grads[0].indices, grads[0].values,
+             isinstance(grads[1], tf.IndexedSlices), grads[1])
+    compiled = tf.function(lambda: step()[0])
+    losses = [compiled() for _ in range(3)]
+    return first, losses, [v.numpy() for v in model.trainable_variables]
+
+
+@parity(**TOL)
+def test_a_tied_embedding_table_has_a_dense_gradient(tf):
+    """The table gathered by ``Embedding`` and multiplied as the output projection (tied
+    weights): the gather's ``IndexedSlices`` meets a dense gradient, and TF's sum is dense."""
+    model = _embedding_model(tf, tied=True)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(model(_EMB_IDS) ** 2)
+    (g,) = tape.gradient(loss, model.trainable_variables)
+    return isinstance(g, tf.IndexedSlices), g

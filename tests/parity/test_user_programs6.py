@@ -443,10 +443,6 @@ def test_keras_optimizer_zoo_on_dense_gradients_compiled(tf):
     return out
 
 
-@xfail_on_tapejax("a Keras Embedding's gradient is dense in tapejax (a top-level Keras call is one op: "
-                   "tapejax/keras/README.md), TF's is IndexedSlices; the legacy SGD with momentum then applies "
-                   "its dense rule and moves the rows not looked up by their momentum, TF's sparse kernel does "
-                   "not: silently different weights")
 @parity(rtol=1e-4, atol=1e-5)
 def test_keras_embedding_layer_with_legacy_momentum_touches_only_the_looked_up_rows(tf):
     """A ``tf.keras.layers.Embedding`` trained by the legacy SGD with momentum: its gradient is
