@@ -436,3 +436,411 @@ def test_text_classifier_embedding_mask_zero_into_global_average_pooling_by_fit(
     pred = model.predict(np.concatenate([x[3:4], x[1:2]]), verbose=0)
     return (_hist(h, ["loss", "binary_accuracy", "val_loss", "val_binary_accuracy"]), ev, pred,
             model(short), [v.numpy() for v in model.weights])
+
+
+@parity(**KTOL)
+def test_time_series_windows_by_tf_data_into_an_lstm_fit_and_custom_loop(tf):
+    """The time-series tutorial: a sine-plus-noise series cut into windows by ``Dataset.window(6,
+    shift=1, drop_remainder=True)``, ``flat_map(lambda w: w.batch(6))``, split into inputs and the
+    next value by ``map``, batched; an ``LSTM`` + Dense model trained by ``fit`` with the MSE loss
+    and a ``MeanAbsoluteError`` metric, and a twin trained by a tape loop over the same dataset
+    with the metric updated by hand; both histories and final weights are compared."""
+    series = (np.sin(np.arange(14) * 0.6) + 0.1 * np.random.RandomState(7).randn(14)).astype(np.float32)
+
+    def windows(known=False):
+        ds = tf.data.Dataset.from_tensor_slices(series)
+        ds = ds.window(6, shift=1, drop_remainder=True)
+        ds = ds.flat_map(lambda w: w.batch(6))
+        ds = ds.map(lambda w: (tf.expand_dims(w[:-1], -1), w[-1:]))
+        if known:
+            ds = ds.apply(tf.data.experimental.assert_cardinality(9))
+        return ds.batch(3)
+
+    def make():
+        m = tf.keras.Sequential([tf.keras.Input((5, 1)), tf.keras.layers.LSTM(4), tf.keras.layers.Dense(1)])
+        _set(m, 90)
+        return m
+
+    model = make()
+    model.compile(loss=tf.keras.losses.MeanSquaredError(), optimizer="adam",
+                  metrics=[tf.keras.metrics.MeanAbsoluteError()])
+    model.optimizer.learning_rate.assign(0.02)
+    # (fit gets the cardinality: on a dataset of unknown cardinality, tf_keras' compiled fit counts
+    # one optimizer iteration more at the first epoch's end, where the step that finds the data
+    # exhausted still runs its counter's increment; its run_eagerly fit does not, nor does tapejax)
+    h = model.fit(windows(known=True), epochs=2, verbose=0)
+
+    twin = make()
+    opt = tf.keras.optimizers.Adam(0.02)
+    mae = tf.keras.metrics.MeanAbsoluteError()
+    mse = tf.keras.losses.MeanSquaredError()
+    log = []
+    for _ in range(2):
+        mae.reset_state()
+        for xb, yb in windows():
+            with tf.GradientTape() as tape:
+                pred = twin(xb, training=True)
+                loss = mse(yb, pred)
+            grads = tape.gradient(loss, twin.trainable_variables)
+            opt.apply_gradients(zip(grads, twin.trainable_variables))
+            mae.update_state(yb, pred)
+            log.append(loss)
+        log.append(mae.result())
+    firsts = [x.numpy()[:, 0] for x, _ in windows()]
+    return (firsts, _hist(h, ["loss", "mean_absolute_error"]), log,
+            [v.numpy() for v in model.weights], [v.numpy() for v in twin.weights])
+
+
+@parity(**KTOL)
+def test_seq2seq_with_bahdanau_attention_by_hand_under_teacher_forcing(tf):
+    """The NMT-with-attention tutorial, tiny: a GRU encoder (``return_sequences``,
+    ``return_state``), Bahdanau attention written with three Dense layers (``V(tanh(W1(query) +
+    W2(values)))``, softmax over time, context by ``reduce_sum``), a decoder GRU called one step at a
+    time with ``initial_state`` under teacher forcing, logits per step, a loss masked on padding
+    (``SparseCategoricalCrossentropy(reduction='none')``), in a ``tf.function`` step with Adam."""
+    rs = np.random.RandomState(8)
+    src = rs.randint(1, 6, (2, 4)).astype(np.int32)
+    src[1, 3] = 0
+    tgt = rs.randint(1, 5, (2, 3)).astype(np.int32)
+    tgt[0, 2] = 0
+    tgt[:, 0] = 1   # <start>
+    enc_emb = tf.keras.layers.Embedding(6, 3)
+    enc_gru = tf.keras.layers.GRU(4, return_sequences=True, return_state=True)
+    dec_emb = tf.keras.layers.Embedding(5, 3)
+    dec_gru = tf.keras.layers.GRU(4, return_sequences=True, return_state=True)
+    w1, w2, v = tf.keras.layers.Dense(4), tf.keras.layers.Dense(4), tf.keras.layers.Dense(1)
+    fc = tf.keras.layers.Dense(5)
+
+    def attention(query, values):
+        score = v(tf.nn.tanh(w1(tf.expand_dims(query, 1)) + w2(values)))
+        weights = tf.nn.softmax(score, axis=1)
+        return tf.reduce_sum(weights * values, axis=1), weights
+
+    def decode_step(token, hidden, enc_out):
+        context, weights = attention(hidden, enc_out)
+        x = tf.concat([tf.expand_dims(context, 1), dec_emb(token)], axis=-1)
+        out, state = dec_gru(x, initial_state=hidden)
+        return fc(tf.reshape(out, (-1, out.shape[2]))), state, weights
+
+    enc_out, enc_state = enc_gru(enc_emb(src))
+    decode_step(tgt[:, :1], enc_state, enc_out)
+    layers = (enc_emb, enc_gru, dec_emb, dec_gru, w1, w2, v, fc)
+    for i, layer in enumerate(layers):
+        _set(layer, 100 + 7 * i)
+    params = [p for layer in layers for p in layer.trainable_variables]
+    opt = tf.keras.optimizers.Adam(0.02)
+    loss_object = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+
+    def loss_function(real, pred):
+        mask = tf.math.logical_not(tf.math.equal(real, 0))
+        loss_ = loss_object(real, pred)
+        return tf.reduce_mean(loss_ * tf.cast(mask, dtype=loss_.dtype))
+
+    @tf.function
+    def train_step(inp, targ):
+        loss = 0.0
+        attn = []
+        with tf.GradientTape() as tape:
+            enc_output, hidden = enc_gru(enc_emb(inp))
+            for t in range(1, targ.shape[1]):
+                logits, hidden, weights = decode_step(targ[:, t - 1:t], hidden, enc_output)
+                loss += loss_function(targ[:, t], logits)
+                attn.append(weights)
+        batch_loss = loss / int(targ.shape[1])
+        grads = tape.gradient(loss, params)
+        opt.apply_gradients(zip(grads, params))
+        return batch_loss, attn, [tf.convert_to_tensor(g) for g in grads]
+
+    out = [train_step(tf.constant(src), tf.constant(tgt)) for _ in range(2)]
+    return out, [p.numpy() for p in params]
+
+
+@parity(modes=True, **LOOSE)
+def test_char_rnn_with_embedding_lookup_and_clip_by_global_norm(tf):
+    """A character RNN written with tf ops: ``tf.nn.embedding_lookup`` on a Variable table (its
+    gradient ``IndexedSlices`` with repeated rows), a GRU-like cell unrolled in Python, softmax
+    cross-entropy over the next characters, all gradients clipped together by
+    ``tf.clip_by_global_norm`` (the embedding's stays ``IndexedSlices``, its values scaled), then
+    legacy Adagrad (sparse on the table: unseen rows keep their accumulators) for three steps; a
+    greedy generation loop from the trained weights."""
+    rs = np.random.RandomState(9)
+    text = rs.randint(0, 6, (2, 6)).astype(np.int32)
+    text[:, 2] = text[:, 1]
+    table = tf.Variable(init_array((8, 3), 110))
+    wz, wh = tf.Variable(init_array((7, 4), 111)), tf.Variable(init_array((7, 4), 112))
+    wo, bo = tf.Variable(init_array((4, 8), 113)), tf.Variable(np.zeros(8, np.float32))
+    params = [table, wz, wh, wo, bo]
+    opt = tf.keras.optimizers.legacy.Adagrad(0.3)
+
+    def cell(x, h):
+        xh = tf.concat([x, h], axis=1)
+        z = tf.sigmoid(tf.matmul(xh, wz))
+        return z * h + (1 - z) * tf.tanh(tf.matmul(xh, wh))
+
+    out = []
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            h = tf.zeros((2, 4))
+            loss = 0.0
+            for t in range(5):
+                h = cell(tf.nn.embedding_lookup(table, text[:, t]), h)
+                logits = tf.matmul(h, wo) + bo
+                loss += tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(text[:, t + 1], logits))
+        grads = tape.gradient(loss, params)
+        clipped, norm = tf.clip_by_global_norm(grads, 1.0)
+        opt.apply_gradients(zip(clipped, params))
+        out.append((loss, norm, type(grads[0]).__name__, type(clipped[0]).__name__,
+                    [tf.convert_to_tensor(g) for g in clipped]))
+    h = tf.zeros((1, 4))
+    ch = tf.constant([3])
+    gen = []
+    for _ in range(4):
+        h = cell(tf.nn.embedding_lookup(table, ch), h)
+        ch = tf.argmax(tf.matmul(h, wo) + bo, axis=1, output_type=tf.int32)
+        gen.append(int(ch[0]))
+    return out, gen, params
+
+
+@parity(modes=True, **LOOSE)
+def test_gradient_penalty_on_a_recurrent_critic_with_clip_by_global_norm(tf):
+    """A WGAN-GP-style penalty on a sequence critic: an Elman RNN written with ``tf.while_loop`` over
+    time; the penalty is ``(||d critic / d x_hat||_2 - 1)^2`` at fed interpolates (an inner tape
+    watching them, its gradient taken inside the outer tape: a second derivative through the
+    loop), the total loss differentiated w.r.t. the weights, clipped by ``clip_by_global_norm``,
+    SGD; compiled and eager steps compared."""
+    rs = np.random.RandomState(10)
+    real = tf.constant(rs.randn(3, 4, 2).astype(np.float32))
+    fake = tf.constant(rs.randn(3, 4, 2).astype(np.float32))
+    alpha = tf.constant(rs.rand(3, 1, 1).astype(np.float32))
+    wx = tf.Variable(init_array((2, 3), 120))
+    wh = tf.Variable(init_array((3, 3), 121))
+    wo = tf.Variable(init_array((3, 1), 122))
+    params = [wx, wh, wo]
+    opt = tf.keras.optimizers.legacy.SGD(0.1)
+
+    def critic(x):
+        def body(t, h):
+            return t + 1, tf.tanh(tf.matmul(x[:, t], wx) + tf.matmul(h, wh))
+        _, h = tf.while_loop(lambda t, h: t < 4, body, (tf.constant(0), tf.zeros((3, 3))),
+                             maximum_iterations=4)   # (a static bound: see the neural ODE case)
+        return tf.matmul(h, wo)
+
+    def step(real, fake, alpha):
+        with tf.GradientTape() as tape:
+            x_hat = alpha * real + (1 - alpha) * fake
+            with tf.GradientTape() as gp_tape:
+                gp_tape.watch(x_hat)
+                c = critic(x_hat)
+            g = gp_tape.gradient(c, x_hat)
+            norm = tf.sqrt(tf.reduce_sum(g ** 2, axis=[1, 2]))
+            gp = tf.reduce_mean((norm - 1.0) ** 2)
+            loss = tf.reduce_mean(critic(fake)) - tf.reduce_mean(critic(real)) + 10.0 * gp
+        grads = tape.gradient(loss, params)
+        clipped, gnorm = tf.clip_by_global_norm(grads, 2.0)
+        opt.apply_gradients(zip(clipped, params))
+        return loss, gp, gnorm, grads
+
+    compiled = tf.function(step)
+    out = [step(real, fake, alpha), compiled(real, fake, alpha), step(real, fake, alpha)]
+    return out, params
+
+
+# ---------------------------------------------------------------------------
+# Scientific models
+# ---------------------------------------------------------------------------
+
+@parity(modes=True, **LOOSE)
+def test_physics_informed_network_for_a_poisson_problem_in_a_compiled_step(tf):
+    """A PINN for ``u'' = -pi^2 sin(pi x)`` on [0, 1] with ``u(0) = u(1) = 0``: an MLP of tf ops,
+    ``u_x`` and ``u_xx`` w.r.t. the collocation points by nested tapes (outer persistent, watching
+    the points), the residual and boundary losses, the gradient w.r.t. the weights by a third tape
+    around both, Adam inside ``tf.function``; the eager derivatives of the trained net against the
+    compiled ones."""
+    xs = np.linspace(0.05, 0.95, 7, dtype=np.float32)[:, None]
+    xb = np.array([[0.0], [1.0]], np.float32)
+    vs = [tf.Variable(init_array((1, 6), 130)), tf.Variable(init_array((6,), 131)),
+          tf.Variable(init_array((6, 6), 132)), tf.Variable(init_array((6,), 133)),
+          tf.Variable(init_array((6, 1), 134)), tf.Variable([0.0])]
+    opt = tf.keras.optimizers.Adam(0.01)
+
+    def u(x):
+        h = tf.tanh(tf.matmul(x, vs[0]) + vs[1])
+        h = tf.tanh(tf.matmul(h, vs[2]) + vs[3])
+        return tf.matmul(h, vs[4]) + vs[5]
+
+    def derivatives(x):
+        x = tf.convert_to_tensor(x)
+        with tf.GradientTape(persistent=True) as t2:
+            t2.watch(x)
+            with tf.GradientTape() as t1:
+                t1.watch(x)
+                ux = u(x)
+            u_x = t1.gradient(ux, x)
+        u_xx = t2.gradient(u_x, x)
+        also = t2.gradient(ux, x)
+        del t2
+        return ux, u_x, u_xx, also
+
+    @tf.function
+    def train_step(x, xb):
+        with tf.GradientTape() as tape:
+            _, _, u_xx, _ = derivatives(x)
+            f = u_xx + np.pi ** 2 * tf.sin(np.pi * x)
+            loss = tf.reduce_mean(f ** 2) + tf.reduce_mean(u(xb) ** 2)
+        grads = tape.gradient(loss, vs)
+        opt.apply_gradients(zip(grads, vs))
+        return loss, grads
+
+    out = [train_step(xs, xb) for _ in range(3)]
+    return out, derivatives(xs), tf.function(derivatives)(xs), vs
+
+
+@parity(modes=True, **LOOSE)
+def test_neural_ode_by_rk4_in_a_python_loop_and_in_a_while_loop(tf):
+    """A neural ODE: an MLP vector field integrated by classical RK4 over 6 steps, once in a Python
+    loop (eager) and once in ``tf.while_loop`` inside ``tf.function`` (the trajectory collected in
+    a ``TensorArray``); the trajectory-matching loss's gradients w.r.t. the field's weights and the
+    initial state agree between the two and with TF's; two Adam steps on the loop version."""
+    z0 = np.array([[1.0, 0.0], [0.5, -0.5]], np.float32)
+    target = np.stack([np.cos(0.2 * k) * z0 for k in range(1, 7)]).astype(np.float32)
+    w1, b1 = tf.Variable(init_array((2, 5), 140)), tf.Variable(np.zeros(5, np.float32))
+    w2 = tf.Variable(init_array((5, 2), 141))
+    params = [w1, b1, w2]
+    dt = 0.2
+
+    def f(z):
+        return tf.matmul(tf.tanh(tf.matmul(z, w1) + b1), w2)
+
+    def rk4(z):
+        k1 = f(z)
+        k2 = f(z + 0.5 * dt * k1)
+        k3 = f(z + 0.5 * dt * k2)
+        k4 = f(z + dt * k3)
+        return z + dt / 6.0 * (k1 + 2 * k2 + 2 * k3 + k4)
+
+    def loss_python(z):
+        traj = []
+        for _ in range(6):
+            z = rk4(z)
+            traj.append(z)
+        return tf.reduce_mean((tf.stack(traj) - target) ** 2)
+
+    @tf.function
+    def loss_and_grads_while(z0):
+        with tf.GradientTape() as tape:
+            tape.watch(z0)
+            ta = tf.TensorArray(tf.float32, size=6)
+
+            def body(i, z, ta):
+                z = rk4(z)
+                return i + 1, z, ta.write(i, z)
+
+            # (``maximum_iterations``: tapejax's reverse mode through a while needs a static bound, README)
+            _, _, ta = tf.while_loop(lambda i, z, ta: i < 6, body, (0, z0, ta), maximum_iterations=6)
+            loss = tf.reduce_mean((ta.stack() - target) ** 2)
+        return loss, tape.gradient(loss, params + [z0])
+
+    z0c = tf.constant(z0)
+    with tf.GradientTape() as tape:
+        tape.watch(z0c)
+        lp = loss_python(z0c)
+    gp = tape.gradient(lp, params + [z0c])
+    lw, gw = loss_and_grads_while(z0c)
+    opt = tf.keras.optimizers.Adam(0.05)
+    steps = []
+    for _ in range(2):
+        loss, g = loss_and_grads_while(z0c)
+        opt.apply_gradients(zip(g[:3], params))
+        steps.append(loss)
+    return lp, gp, lw, gw, steps, params
+
+
+@parity(modes=True, **LOOSE)
+def test_cvae_tutorial_loss_with_fed_noise(tf):
+    """The convolutional-VAE tutorial's loss on a dense encoder/decoder: ``encode`` splits the
+    encoder output into mean and log-variance by ``tf.split``, ``reparameterize`` with fed ``eps``,
+    ``log_normal_pdf`` (``tf.math.log(2. * np.pi)``), ``sigmoid_cross_entropy_with_logits`` summed
+    over pixels, the single-sample Monte Carlo ELBO ``-mean(logpx_z + logpz - logqz_x)``; a
+    ``tf.function`` train step with Adam."""
+    rs = np.random.RandomState(11)
+    x = (rs.rand(4, 6) > 0.5).astype(np.float32)
+    eps_all = rs.randn(3, 4, 2).astype(np.float32)
+    enc = tf.keras.Sequential([tf.keras.Input((6,)), tf.keras.layers.Dense(5, activation="relu"),
+                               tf.keras.layers.Dense(4)])
+    dec = tf.keras.Sequential([tf.keras.Input((2,)), tf.keras.layers.Dense(5, activation="relu"),
+                               tf.keras.layers.Dense(6)])
+    _set(enc, 150)
+    _set(dec, 160)
+    params = enc.trainable_variables + dec.trainable_variables
+    opt = tf.keras.optimizers.Adam(1e-2)
+
+    def log_normal_pdf(sample, mean, logvar, raxis=1):
+        log2pi = tf.math.log(2. * np.pi)
+        return tf.reduce_sum(-.5 * ((sample - mean) ** 2. * tf.exp(-logvar) + logvar + log2pi), axis=raxis)
+
+    def compute_loss(x, eps):
+        mean, logvar = tf.split(enc(x), num_or_size_splits=2, axis=1)
+        z = eps * tf.exp(logvar * .5) + mean
+        x_logit = dec(z)
+        cross_ent = tf.nn.sigmoid_cross_entropy_with_logits(logits=x_logit, labels=x)
+        logpx_z = -tf.reduce_sum(cross_ent, axis=[1])
+        logpz = log_normal_pdf(z, 0., 0.)
+        logqz_x = log_normal_pdf(z, mean, logvar)
+        return -tf.reduce_mean(logpx_z + logpz - logqz_x)
+
+    @tf.function
+    def train_step(x, eps):
+        with tf.GradientTape() as tape:
+            loss = compute_loss(x, eps)
+        grads = tape.gradient(loss, params)
+        opt.apply_gradients(zip(grads, params))
+        return loss, grads
+
+    out = [train_step(x, e) for e in eps_all]
+    return out, [p.numpy() for p in params]
+
+
+# ---------------------------------------------------------------------------
+# Structured data
+# ---------------------------------------------------------------------------
+
+@parity(**KTOL)
+def test_structured_data_with_normalization_category_encoding_and_a_dict_dataset(tf):
+    """The structured-data tutorial: numeric features normalised by ``Normalization`` layers
+    adapted on their columns, an integer category one-hot encoded by ``CategoryEncoding``, the
+    encoded features concatenated in a functional model over a dict of ``keras.Input``s, trained by
+    ``fit`` on a ``tf.data`` dataset of (feature dict, label) batches, then ``evaluate`` and
+    ``predict`` on a dict."""
+    rs = np.random.RandomState(12)
+    n = 12
+    feats = {"age": (rs.rand(n, 1) * 60 + 20).astype(np.float32),
+             "fee": (rs.rand(n, 1) * 5).astype(np.float32),
+             "kind": rs.randint(0, 3, (n, 1)).astype(np.int32)}
+    labels = rs.randint(0, 2, (n, 1)).astype(np.float32)
+    inputs = {"age": tf.keras.Input((1,), name="age"), "fee": tf.keras.Input((1,), name="fee"),
+              "kind": tf.keras.Input((1,), name="kind", dtype="int32")}
+    encoded = []
+    norms = []
+    for name in ("age", "fee"):
+        norm = tf.keras.layers.Normalization(axis=None)
+        norm.adapt(feats[name])
+        norms.append(norm)
+        encoded.append(norm(inputs[name]))
+    encoded.append(tf.keras.layers.CategoryEncoding(num_tokens=3, output_mode="one_hot")(inputs["kind"]))
+    h = tf.keras.layers.concatenate(encoded)
+    h = tf.keras.layers.Dense(4, activation="relu")(h)
+    out = tf.keras.layers.Dense(1)(h)
+    model = tf.keras.Model(inputs, out)
+    dense = [layer for layer in model.layers if isinstance(layer, tf.keras.layers.Dense)]
+    for i, layer in enumerate(dense):
+        _set(layer, 170 + 5 * i)
+    model.compile(optimizer="adam", loss=tf.keras.losses.BinaryCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    model.optimizer.learning_rate.assign(0.05)
+    ds = tf.data.Dataset.from_tensor_slices((feats, labels)).batch(4)
+    h = model.fit(ds, epochs=3, verbose=0)
+    ev = model.evaluate(ds, verbose=0)
+    pred = model.predict({k: v[:3] for k, v in feats.items()}, verbose=0)
+    stats = [(np.asarray(nm.mean).ravel(), np.asarray(nm.variance).ravel()) for nm in norms]
+    return (stats, _hist(h, ["loss", "accuracy"]), ev, pred,
+            [w for layer in dense for w in layer.get_weights()])
