@@ -158,7 +158,8 @@ def test_reinforce_with_a_learned_baseline_and_returns_by_reversed_scan(tf):
 @parity(modes=True, **LOOSE)
 def test_dqn_with_target_network_synced_by_assign_and_clip_by_norm(tf):
     """A DQN training loop on a fed replay batch: the Q network and its target are two Keras
-    Sequentials; the target is synced by ``assign`` every second step; targets ``r + gamma *
+    Sequentials; the target is synced by ``assign`` every second step (eagerly, then by a
+    ``tf.function``); targets ``r + gamma *
     max Q_target * (1 - done)``; the Q-value of the taken action by a ``tf.one_hot`` mask;
     ``Huber`` loss; every gradient clipped by ``clip_by_norm`` (some above the norm, some below);
     a ``tf.function`` step with RMSprop."""
@@ -192,13 +193,20 @@ def test_dqn_with_target_network_synced_by_assign_and_clip_by_norm(tf):
         opt.apply_gradients(zip(clipped, q.trainable_variables))
         return loss, grads, clipped
 
+    def sync():
+        for tv, qv in zip(target.trainable_variables, q.trainable_variables):
+            tv.assign(qv)
+
+    compiled_sync = tf.function(sync)
     out = []
-    for step in range(4):
+    for step in range(6):
         out.append(train_step(s, a, r, s2, done))
-        if step % 2 == 1:
-            for tv, qv in zip(target.trainable_variables, q.trainable_variables):
-                tv.assign(qv)
-    return out, [v.numpy() for v in q.weights], [v.numpy() for v in target.weights]
+        if step == 1:
+            sync()
+        elif step in (3, 5):   # (the second call must copy the new values, not the first trace's)
+            compiled_sync()
+        out.append([v.numpy() for v in target.weights])
+    return out, [v.numpy() for v in q.weights]
 
 
 @parity(modes=True, **TOL)
