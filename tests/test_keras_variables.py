@@ -113,6 +113,40 @@ def test_function_threads_a_value_read_through_keras():
     assert f.experimental_get_tracing_count() == 1
 
 
+def test_assign_from_another_variable_reads_it():
+    """``target.assign(source)`` between Keras variables (a DQN's target sync) reads ``source``:
+    inside a ``tapejax.function`` as an input, not its value at trace time as a constant (the
+    second sync copied the stale first value); eagerly, the buffer is then shared, so a compiled
+    update of ``source`` must not donate it while ``target`` holds it (it did: XLA refused the
+    call, 'Attempt to use a buffer that was previously donated')."""
+    q, t = kvar([1.0, 2.0]), kvar([0.0, 0.0])
+
+    @tf.function
+    def sync():
+        t.assign(q)
+
+    sync()
+    q.assign([5.0, 6.0])
+    sync()
+    np.testing.assert_array_equal(t.numpy(), [5.0, 6.0])
+
+    opt = tf.keras.optimizers.SGD(0.5)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(q * t)
+        g = tape.gradient(loss, [q])
+        opt.apply_gradients(zip(g, [q]))
+        return loss
+
+    step()
+    t.assign(q)   # eagerly: t shares q's buffer
+    np.testing.assert_allclose(step().numpy(), 2.5 * 2.5 + 3.0 * 3.0)
+    np.testing.assert_array_equal(t.numpy(), [2.5, 3.0])
+    np.testing.assert_allclose(q.numpy(), [2.5 - 1.25, 3.0 - 1.5])
+
+
 def test_keras_own_stateless_api_still_works():
     layer = keras.layers.Dense(2, kernel_initializer="ones")
     layer.build((None, 3))

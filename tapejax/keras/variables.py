@@ -183,8 +183,13 @@ class KerasVariable(_BackendVariable, Variable):
         return np.dtype(v.aval.dtype if isinstance(v, Lazy) else v.dtype)
 
     def _keras_cast(self, value):
-        """``value`` as an array of this variable's dtype (Keras casts what it assigns)."""
-        if isinstance(value, (Tensor, Variable)):
+        """``value`` as an array of this variable's dtype (Keras casts what it assigns).  A
+        Variable is read as a read (``_read``): a tracing ``tapejax.function`` then takes it as an
+        input (not its value at trace time as a constant) and its buffer is no longer its own
+        alone (this variable shares it: it must not be donated by the other's update)."""
+        if isinstance(value, Variable):
+            value = value._read()._value
+        elif isinstance(value, Tensor):
             value = value._value
         return self._convert_to_tensor(value, dtype=self._storage_dtype())
 
