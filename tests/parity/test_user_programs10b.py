@@ -24,7 +24,7 @@ TF's side, Keras 3 on JAX on tapejax's, see ``test_keras.py``).
 """
 import numpy as np
 
-from .harness import init_array, parity, xfail_on_tapejax
+from .harness import init_array, parity
 
 TOL = dict(rtol=2e-5, atol=2e-6)
 LOOSE = dict(rtol=1e-4, atol=1e-5)
@@ -293,10 +293,6 @@ def test_word2vec_skipgram_with_negative_sampling_and_sparse_adam(tf):
     return out, [v.numpy() for v in model.weights]
 
 
-@xfail_on_tapejax("a Keras layer call is one op differentiated by jax.vjp, so a Keras Embedding's "
-                  "gradient is a dense Tensor where TF's is IndexedSlices; legacy SGD(momentum)'s sparse "
-                  "update leaves unseen rows (and their momentum) alone, the dense one moves them: row 0 "
-                  "ends at 0.458 for TF's 0.8")
 @parity(**TOL)
 def test_keras_embedding_gradient_is_indexed_slices_and_momentum_skips_unseen_rows(tf):
     """A Keras ``Embedding`` called eagerly and inside a ``Sequential``: TF's gradient of its table
