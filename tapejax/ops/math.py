@@ -249,6 +249,15 @@ def cast(x, dtype, name=None):
         return dispatch(x, dtype)
     target = _dtypes.as_dtype(dtype)
     store = _dtypes.storage_dtype(target._np, "cast")
+    if isinstance(x, (np.ndarray, np.generic)) and np.dtype(x.dtype) in _dtypes._WIDE and not _dtypes.x64_enabled():
+        # a float64 / complex128 NumPy constant cast to a dtype JAX holds (the Transformer
+        # tutorial's ``tf.cast(np_encoding, tf.float32)``): cast on the host, as TF's Cast rounds
+        # it (round to nearest; toward zero to an integer; a complex value's real part to a real)
+        x = np.asarray(x)
+        if x.dtype.kind == "c" and store.kind != "c":
+            x = np.real(x)
+        with np.errstate(over="ignore", invalid="ignore"):   # (TF's Cast warns of neither)
+            return convert_to_tensor(x.astype(store))
     src = dtype_of(x)
     if src is not None and src == store:
         return bind(_IDENTITY, x)

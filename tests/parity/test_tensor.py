@@ -369,3 +369,14 @@ def test_empty_constants_take_any_dtype(tf):
     tensor of it (an empty list is no float data to refuse); a float into an int still raises."""
     return (tf.constant([], tf.int32), tf.constant([[]], tf.bool), tf.constant([], tf.uint8),
             tf.constant([[], []], tf.int32), raises(tf.constant, [1.5], tf.int32))
+
+
+@parity()
+def test_cast_of_a_float64_numpy_constant_to_a_narrower_dtype(tf):
+    """``tf.cast`` of a float64 / complex128 NumPy array (the Transformer tutorial's
+    ``tf.cast(positional_encoding, tf.float32)``): rounded to float32 and bfloat16, truncated
+    toward zero to int32, the real part to a real dtype, overflow to inf, nonzero to True."""
+    a = np.array([0.5, -1.7, 2.9, 1e40, 1.0 / 3.0])
+    c = np.array([1 + 2j, -0.5 - 1j])
+    return (tf.cast(a, tf.float32), tf.cast(a[:3], tf.int32), tf.cast(np.float64(2.5), tf.float32),
+            tf.cast(a, tf.bool), tf.cast(a[:3], tf.bfloat16), tf.cast(c, tf.float32), tf.cast(c, tf.complex64))
