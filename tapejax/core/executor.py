@@ -26,8 +26,8 @@ The operations (each a method of ``Executor``)
     Tensors, Variables (read as the op runs: each read is recorded by the tapes), constant
     arrays or Python scalars.  A bad op raises before any Variable is read or anything is
     recorded.  The op is offered to each of ``tapes`` (``record``), which may be empty.
-    While a ``tapejax.function`` traces, an op on a ``StaticTensor`` (``tf.shape``'s value) whose
-    operands are all concrete is computed at once (``fold``: TF's graph folds static shapes),
+    Inside a trace (a ``tapejax.function``'s, or JAX's around a Keras layer's call), an op on a
+    ``StaticTensor`` (``tf.shape``'s value) whose operands are all concrete is computed at once (``fold``: TF's graph folds static shapes),
     unless it calls back into Python (``EFFECTFUL``).
 ``run1(tapes, prim, call, skey, x)``, ``run2(tapes, prim, call, x, y, skey=())``
     ``run`` for a one-output op on one operand, or on two (what ``bind`` calls for them, and
@@ -288,11 +288,11 @@ class EagerExecutor(Executor):
         makes the Variable an input of the program (its value a tracer), which the op must see;
         and read first a Variable whose read is its own (``Variable._peekable`` False: a Keras
         variable inside a Keras scope reads the scope's value, not its storage)."""
+        if any([type(x) is StaticTensor for x in operands]):   # (made only inside a trace)
+            folded = fold(prim, call, operands)
+            if folded is not None:
+                return folded
         if _local.collector is not None:
-            if any([type(x) is StaticTensor for x in operands]):
-                folded = fold(prim, call, operands)
-                if folded is not None:
-                    return folded
             operands = tuple([x._read() if is_variable(x) else x for x in operands])
         elif any([not x._peekable for x in operands if is_variable(x)]):
             operands = tuple([x._read() if is_variable(x) else x for x in operands])

@@ -12,6 +12,7 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.extend import core as jex
 
 from ..core import dtypes as _dtypes, state as _state, transfer
 from ..core.bind import PACK, bind
@@ -459,10 +460,14 @@ def ones_like(input, dtype=None, name=None, layout=None):
     return _filled(v.shape, v.dtype if dtype is None else _const_dtype(dtype), 1)
 
 
+_EVAL_TRACE = type(jex.find_top_trace(()))   # (JAX's trace outside any transformation)
+
+
 def _static(value: np.ndarray) -> Tensor:
-    """A shape value: a ``StaticTensor`` inside a trace (ops on it fold while tracing, as TF's
-    graph folds static shapes), a plain Tensor outside."""
-    if _state._local.collector is not None:
+    """A shape value: a ``StaticTensor`` inside a trace (a ``tapejax.function``'s, or JAX's own
+    around a Keras layer's call: ops on it fold while tracing, as TF's graph folds static
+    shapes), a plain Tensor outside."""
+    if _state._local.collector is not None or type(jex.find_top_trace(())) is not _EVAL_TRACE:
         with jax.ensure_compile_time_eval():   # (concrete: ``to_device`` may be a compiled call, staged)
             return StaticTensor(jnp.asarray(value))
     return Tensor(to_device(value))

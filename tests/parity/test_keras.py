@@ -559,3 +559,56 @@ def test_a_tied_embedding_table_has_a_dense_gradient(tf):
         loss = tf.reduce_sum(model(_EMB_IDS) ** 2)
     (g,) = tape.gradient(loss, model.trainable_variables)
     return isinstance(g, tf.IndexedSlices), g
+
+
+def _angles(length, depth):
+    depth = depth / 2
+    positions = np.arange(length)[:, np.newaxis]
+    depths = np.arange(depth)[np.newaxis, :] / depth
+    angle_rads = positions / (10000 ** depths)
+    return np.concatenate([np.sin(angle_rads), np.cos(angle_rads)], axis=-1)   # float64, as the tutorial's
+
+
+@parity(**TOL)
+def test_custom_layers_reading_tf_shape_in_call(tf):
+    """Layers written as TF's tutorials write them, called eagerly and trained by a tape: the
+    Transformer tutorial's ``PositionalEmbedding`` (``length = tf.shape(x)[1]`` slicing a float64
+    NumPy encoding cast by ``tf.cast``) and a learned position table looked up by
+    ``tf.range(tf.shape(x)[-1])``: ``tf.shape`` inside a layer's call is a static shape, as in TF's
+    graph, so the slice and the range have static sizes; both tables' gradients are
+    ``IndexedSlices``."""
+
+    class PositionalEmbedding(tf.keras.layers.Layer):
+        def __init__(self, vocab_size, d_model):
+            super().__init__()
+            self.d_model = d_model
+            self.embedding = tf.keras.layers.Embedding(vocab_size, d_model, mask_zero=True)
+            self.pos_encoding = tf.cast(_angles(16, d_model), dtype=tf.float32)
+
+        def call(self, x):
+            length = tf.shape(x)[1]
+            x = self.embedding(x)
+            x *= tf.math.sqrt(tf.cast(self.d_model, tf.float32))
+            return x + self.pos_encoding[tf.newaxis, :length, :]
+
+    class LearnedPositions(tf.keras.layers.Layer):
+        def __init__(self):
+            super().__init__()
+            self.pos = tf.keras.layers.Embedding(10, 4)
+
+        def call(self, x):
+            n = tf.shape(x)[-1]
+            return x[..., None] * 0.5 + self.pos(tf.range(n))
+
+    ids = np.array([[1, 2, 2, 0], [4, 3, 1, 1]], np.int32)
+    out = []
+    for layer, x in ((PositionalEmbedding(6, 4), ids), (LearnedPositions(), ids.astype(np.float32))):
+        layer(x)
+        rs = np.random.RandomState(1)
+        layer.set_weights([rs.randn(*w.shape).astype(np.float32) for w in layer.get_weights()])
+        with tf.GradientTape() as tape:
+            y = layer(x)
+            loss = tf.reduce_sum(y ** 2)
+        (g,) = tape.gradient(loss, layer.trainable_variables)
+        out.append((y, loss, isinstance(g, tf.IndexedSlices), tf.convert_to_tensor(g)))
+    return out
