@@ -672,3 +672,36 @@ def test_a_new_schedule_set_on_the_optimizer_is_used_by_the_next_eager_update(ma
             opt.learning_rate = 0.3
         opt.apply_gradients([(tf.constant(-1.0), v)])
     np.testing.assert_allclose(v.numpy(), 0.1 + 0.05 + 1.0 + 1.0 + 0.3, rtol=1e-6)
+
+
+@pytest.mark.parametrize("make", [lambda: tf.keras.optimizers.legacy.RMSprop(0.05),
+                                  lambda: tf.keras.optimizers.Adam(0.05)], ids=["legacy-rmsprop", "adam"])
+def test_sparse_updates_in_a_function_traced_for_every_batch_size(make):
+    """An ``IndexedSlices`` gradient whose number of rows is a symbolic size (``input_signature``
+    with ``None``): the duplicate rows are summed into a static pad of the table's rows, so the
+    step is traced once for every batch size and gives the eager loop's values."""
+    rs = np.random.RandomState(0)
+    batches = [rs.randint(0, 6, n).astype(np.int32) for n in (3, 5, 4, 5)]
+    init = rs.randn(6, 2).astype(np.float32)
+
+    def run(compiled):
+        table = tf.Variable(init)
+        opt = make()
+
+        def step(ids):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(tf.gather(table, ids) ** 2)
+            opt.apply_gradients([(tape.gradient(loss, table), table)])
+            return loss
+
+        f = tf.function(step, input_signature=[tf.TensorSpec([None], tf.int32)]) if compiled else step
+        losses = [float(f(tf.constant(b))) for b in batches]
+        return f, losses, table.numpy(), [v.numpy() for v in opt.variables()]
+
+    f, *got = run(True)
+    _, *want = run(False)
+    assert f.experimental_get_tracing_count() == 2   # (the first call creates the slots: TF's two traces)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-6, atol=1e-7)
+    for a, b in zip(got[2], want[2]):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)

@@ -58,8 +58,12 @@ def _in_range(ind: Any, n: int) -> Any:
 
 def dedup_rows(g: Any, ind: Any, n: int) -> tuple[Any, Any]:
     """``(summed rows, unique indices)``: rows of ``g`` with equal indices summed, padded to
-    ``len(ind)`` rows with index ``n`` (out of range, zero rows)."""
+    ``len(ind)`` rows with index ``n`` (out of range, zero rows); to ``n`` rows where ``len(ind)``
+    is a symbolic size (a ``tapejax.function`` traced for every batch size: at most ``n`` rows
+    are distinct, and the pad must be static)."""
     k = ind.shape[0]
+    if not isinstance(k, int):
+        k = n
     u, inv = jnp.unique(_in_range(ind, n), size=k, fill_value=n, return_inverse=True)
     return jax.ops.segment_sum(g, inv.reshape(-1), num_segments=k), u
 
