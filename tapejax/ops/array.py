@@ -285,8 +285,8 @@ def roll(input, shift, axis, name=None):
     ax = static_axis(axis)
     if is_traced(shift) or (isinstance(shift, (list, tuple)) and builtins.any(is_traced(s) for s in shift)):
         sh = convert_to_tensor(shift, dtype_hint="int32")
-        if sh.dtype not in (_dtypes.int32, _dtypes.int64) or len(sh.shape) != (0 if isinstance(ax, int) else 1) \
-                or (not isinstance(ax, int) and sh.shape[0] != len(ax)):
+        want = () if isinstance(ax, int) else (len(ax),) if isinstance(ax, tuple) else None
+        if sh.dtype not in (_dtypes.int32, _dtypes.int64) or tuple(sh.shape.as_list()) != want:
             raise _bad("Roll", f"`shift` must be an int scalar or a 1-D int tensor as long as `axis` {ax}; "
                        f"got {sh.dtype.name} of shape {sh.shape.as_list()}")
         return _call(_ROLL, "Roll", input, sh, shift=None, axis=ax)
