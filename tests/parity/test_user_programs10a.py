@@ -1,0 +1,441 @@
+"""Round ten (a) of realistic user programs: the training code of TensorFlow's own tutorials on
+the vision and generative side (what new users copy first), scaled down to tiny images so each
+case runs in seconds, each run under real TensorFlow 2.21 and under tapejax.  The programs built
+of tf ops (and the cheap Keras ones) run also with deferred execution and predicted updates off
+(``modes=True``), the heavier Keras programs in the default mode only.  Covered: DCGAN (two tapes
+in one compiled step, transposed convolutions, batch norm), pix2pix (U-Net skips by
+``Concatenate``, PatchGAN on the concatenated pair, L1 + GAN loss), neural style transfer (an
+image Variable under Adam, Gram matrices by ``einsum``, total variation, clipping assigned back),
+DeepDream (gradient ascent under ``input_signature`` with unknown image sizes, a ``tf.range``
+loop, rolled tiles), FGSM, the CVAE (reparameterisation with fed noise, ``log_normal_pdf``),
+Grad-CAM (a two-output functional model), integrated gradients (``linspace`` alphas, batched by a
+``TensorArray``, trapezoidal sum), image classification with deterministic preprocessing layers
+by ``fit`` on a ``tf.data`` pipeline and by a custom loop, (denoising) autoencoders with anomaly
+thresholds, transfer learning with a frozen base then fine-tuning, and per-pixel segmentation
+losses with class weights gathered into sample weights.  Random draws are made with NumPy and fed
+in; Keras weights are set from NumPy on both sides (tf_keras on TF's side, Keras 3 on JAX on
+tapejax's, see ``test_keras.py``).
+"""
+import numpy as np
+
+from .harness import keras_init, parity, xfail_on_tapejax
+
+TOL = dict(rtol=2e-5, atol=2e-6)
+KTOL = dict(rtol=1e-4, atol=1e-5)
+
+
+def _images(n, h, w, c, seed, lo=-1.0, hi=1.0):
+    return np.random.RandomState(seed).uniform(lo, hi, size=(n, h, w, c)).astype(np.float32)
+
+
+def _fused_bn_layers(tf, model):
+    """The BatchNormalization layers of ``model`` on 4-D inputs: tf_keras' fused kernel keeps an
+    unbiased (n / (n - 1)) moving variance there, Keras 3 a biased one (a definitional difference
+    of the two Kerases, see ``test_user_programs9.py``)."""
+    return [layer for layer in model.layers
+            if isinstance(layer, tf.keras.layers.BatchNormalization) and len(layer.input.shape) == 4]
+
+
+def _comparable_weights(tf, *models):
+    """Every weight of ``models`` but the moving variances of ``_fused_bn_layers``."""
+    out = []
+    for model in models:
+        skip = {id(layer.moving_variance) for layer in _fused_bn_layers(tf, model)}
+        out += [w.numpy() for w in model.weights if id(w) not in skip]
+    return out
+
+
+def _set_fused_moving_variances(tf, model, seed):
+    """Both sides' ``_fused_bn_layers`` get the same moving variance, so inference mode compares."""
+    for i, layer in enumerate(_fused_bn_layers(tf, model)):
+        n = int(layer.moving_variance.shape[0])
+        layer.moving_variance.assign(np.random.RandomState(seed + i).uniform(0.5, 1.5, n).astype(np.float32))
+
+
+# ---------------------------------------------------------------------------
+# Generative models
+# ---------------------------------------------------------------------------
+
+def _dcgan_models(tf):
+    layers = tf.keras.layers
+    generator = tf.keras.Sequential([
+        tf.keras.Input(shape=(4,)),
+        layers.Dense(2 * 2 * 8, use_bias=False),
+        layers.BatchNormalization(),
+        layers.LeakyReLU(0.3),
+        layers.Reshape((2, 2, 8)),
+        layers.Conv2DTranspose(4, (3, 3), strides=(1, 1), padding="same", use_bias=False),
+        layers.BatchNormalization(),
+        layers.LeakyReLU(0.3),
+        layers.Conv2DTranspose(3, (3, 3), strides=(2, 2), padding="same", use_bias=False),
+        layers.BatchNormalization(),
+        layers.LeakyReLU(0.3),
+        layers.Conv2DTranspose(1, (3, 3), strides=(2, 2), padding="same", use_bias=False, activation="tanh"),
+    ])
+    discriminator = tf.keras.Sequential([
+        tf.keras.Input(shape=(8, 8, 1)),
+        layers.Conv2D(4, (3, 3), strides=(2, 2), padding="same"),
+        layers.LeakyReLU(0.3),
+        layers.Conv2D(8, (3, 3), strides=(2, 2), padding="same"),
+        layers.LeakyReLU(0.3),
+        layers.Flatten(),
+        layers.Dense(1),
+    ])
+    keras_init(generator, 1)
+    keras_init(discriminator, 2)
+    return generator, discriminator
+
+
+@parity(**KTOL)
+def test_dcgan_tutorial_train_step_two_tapes_in_a_tf_function(tf):
+    """The DCGAN tutorial's ``train_step``: a generator of Dense / BatchNormalization / LeakyReLU /
+    ``Conv2DTranspose`` and a convolutional discriminator, two tapes in one ``tf.function`` step,
+    ``BinaryCrossentropy(from_logits=True)`` against ``ones_like`` / ``zeros_like``, one Adam(1e-4)
+    each; three steps on fed noise, then the generator's images in inference mode (the moving
+    variances of the batch norms on 4-D inputs set equal first: ``_fused_bn_layers``)."""
+    generator, discriminator = _dcgan_models(tf)
+    cross_entropy = tf.keras.losses.BinaryCrossentropy(from_logits=True)
+
+    def discriminator_loss(real_output, fake_output):
+        real_loss = cross_entropy(tf.ones_like(real_output), real_output)
+        fake_loss = cross_entropy(tf.zeros_like(fake_output), fake_output)
+        return real_loss + fake_loss
+
+    def generator_loss(fake_output):
+        return cross_entropy(tf.ones_like(fake_output), fake_output)
+
+    generator_optimizer = tf.keras.optimizers.Adam(1e-2)
+    discriminator_optimizer = tf.keras.optimizers.Adam(1e-2)
+
+    @tf.function
+    def train_step(images, noise):
+        with tf.GradientTape() as gen_tape, tf.GradientTape() as disc_tape:
+            generated_images = generator(noise, training=True)
+            real_output = discriminator(images, training=True)
+            fake_output = discriminator(generated_images, training=True)
+            gen_loss = generator_loss(fake_output)
+            disc_loss = discriminator_loss(real_output, fake_output)
+        gradients_of_generator = gen_tape.gradient(gen_loss, generator.trainable_variables)
+        gradients_of_discriminator = disc_tape.gradient(disc_loss, discriminator.trainable_variables)
+        generator_optimizer.apply_gradients(zip(gradients_of_generator, generator.trainable_variables))
+        discriminator_optimizer.apply_gradients(zip(gradients_of_discriminator, discriminator.trainable_variables))
+        return gen_loss, disc_loss, gradients_of_generator[0], gradients_of_discriminator[-1]
+
+    images = _images(3, 8, 8, 1, 5)
+    rs = np.random.RandomState(6)
+    out = [train_step(images, rs.randn(3, 4).astype(np.float32)) for _ in range(3)]
+    weights = _comparable_weights(tf, generator, discriminator)
+    _set_fused_moving_variances(tf, generator, 8)
+    seed = np.random.RandomState(7).randn(2, 4).astype(np.float32)
+    return out, weights, generator(seed, training=False)
+
+
+def _unet(tf):
+    layers = tf.keras.layers
+    inp = tf.keras.Input(shape=(8, 8, 2))
+    d1 = layers.LeakyReLU(0.3)(layers.Conv2D(4, 3, strides=2, padding="same", use_bias=False)(inp))
+    d2 = layers.LeakyReLU(0.3)(layers.BatchNormalization()(
+        layers.Conv2D(8, 3, strides=2, padding="same", use_bias=False)(d1)))
+    u1 = layers.ReLU()(layers.BatchNormalization()(
+        layers.Conv2DTranspose(4, 3, strides=2, padding="same", use_bias=False)(d2)))
+    u1 = layers.Concatenate()([u1, d1])
+    out = layers.Conv2DTranspose(2, 3, strides=2, padding="same", activation="tanh")(u1)
+    model = tf.keras.Model(inp, out)
+    keras_init(model, 11)
+    return model
+
+
+def _patch_discriminator(tf):
+    layers = tf.keras.layers
+    inp = tf.keras.Input(shape=(8, 8, 2), name="input_image")
+    tar = tf.keras.Input(shape=(8, 8, 2), name="target_image")
+    x = layers.concatenate([inp, tar])
+    x = layers.LeakyReLU(0.3)(layers.Conv2D(4, 3, strides=2, padding="same", use_bias=False)(x))
+    x = layers.ZeroPadding2D()(x)
+    x = layers.LeakyReLU(0.3)(layers.BatchNormalization()(layers.Conv2D(4, 3, use_bias=False)(x)))
+    last = layers.Conv2D(1, 2)(x)
+    model = tf.keras.Model(inputs=[inp, tar], outputs=last)
+    keras_init(model, 12)
+    return model
+
+
+@parity(**KTOL)
+def test_pix2pix_generator_l1_plus_gan_loss_with_patch_discriminator(tf):
+    """pix2pix: a U-Net generator (skip by ``Concatenate``) and a PatchGAN discriminator fed the
+    ``[input, target]`` pair; ``generator_loss`` = GAN loss + LAMBDA * mean |target - gen|; both
+    called with ``training=True`` in a ``tf.function`` step with two tapes; the step returns the
+    total, GAN and L1 losses; two steps, then the generator in inference mode (moving variances set
+    equal first, as in the DCGAN case)."""
+    generator = _unet(tf)
+    discriminator = _patch_discriminator(tf)
+    loss_object = tf.keras.losses.BinaryCrossentropy(from_logits=True)
+    LAMBDA = 100
+
+    def generator_loss(disc_generated_output, gen_output, target):
+        gan_loss = loss_object(tf.ones_like(disc_generated_output), disc_generated_output)
+        l1_loss = tf.reduce_mean(tf.abs(target - gen_output))
+        total_gen_loss = gan_loss + (LAMBDA * l1_loss)
+        return total_gen_loss, gan_loss, l1_loss
+
+    def discriminator_loss(disc_real_output, disc_generated_output):
+        real_loss = loss_object(tf.ones_like(disc_real_output), disc_real_output)
+        generated_loss = loss_object(tf.zeros_like(disc_generated_output), disc_generated_output)
+        return real_loss + generated_loss
+
+    generator_optimizer = tf.keras.optimizers.Adam(2e-4, beta_1=0.5)
+    discriminator_optimizer = tf.keras.optimizers.Adam(2e-4, beta_1=0.5)
+
+    @tf.function
+    def train_step(input_image, target):
+        with tf.GradientTape() as gen_tape, tf.GradientTape() as disc_tape:
+            gen_output = generator(input_image, training=True)
+            disc_real_output = discriminator([input_image, target], training=True)
+            disc_generated_output = discriminator([input_image, gen_output], training=True)
+            gen_total_loss, gen_gan_loss, gen_l1_loss = generator_loss(disc_generated_output, gen_output, target)
+            disc_loss = discriminator_loss(disc_real_output, disc_generated_output)
+        generator_gradients = gen_tape.gradient(gen_total_loss, generator.trainable_variables)
+        discriminator_gradients = disc_tape.gradient(disc_loss, discriminator.trainable_variables)
+        generator_optimizer.apply_gradients(zip(generator_gradients, generator.trainable_variables))
+        discriminator_optimizer.apply_gradients(zip(discriminator_gradients, discriminator.trainable_variables))
+        return gen_total_loss, gen_gan_loss, gen_l1_loss, disc_loss
+
+    inp = _images(2, 8, 8, 2, 13)
+    tar = _images(2, 8, 8, 2, 14)
+    out = [train_step(inp, tar) for _ in range(2)]
+    weights = _comparable_weights(tf, generator, discriminator)
+    _set_fused_moving_variances(tf, generator, 15)
+    return out, weights, generator(inp, training=False)
+
+
+def _feature_extractor(tf):
+    """A small fixed conv net standing in for VGG19 (style and content layers by name)."""
+    layers = tf.keras.layers
+    inp = tf.keras.Input(shape=(None, None, 3))
+    c1 = layers.Conv2D(4, 3, padding="same", activation="relu", name="block1_conv1")(inp)
+    c2 = layers.Conv2D(4, 3, padding="same", activation="relu", name="block1_conv2")(c1)
+    p = layers.MaxPooling2D(2, name="block1_pool")(c2)
+    c3 = layers.Conv2D(6, 3, padding="same", activation="relu", name="block2_conv1")(p)
+    base = tf.keras.Model(inp, c3)
+    keras_init(base, 21)
+    base.trainable = False
+    return base
+
+
+@parity(modes=True, **KTOL)
+def test_neural_style_transfer_image_variable_with_gram_matrices_and_total_variation(tf):
+    """Neural style transfer: a fixed extractor's style layers (Gram matrices by
+    ``tf.linalg.einsum('bijc,bijd->bcd')`` over the number of locations) and content layer; the
+    image is a ``tf.Variable`` (the content image plus fed noise: at the content image itself the
+    content loss's gradient is rounding noise times ``content_weight``) optimised by Adam(0.02, beta_1=0.99, epsilon=0.1) in a
+    ``tf.function`` step, the loss adding ``total_variation_weight * tf.image.total_variation``,
+    and ``image.assign(clip_0_1(image))`` after each step; the hand-written high-pass total
+    variation is compared with ``tf.image.total_variation``."""
+    base = _feature_extractor(tf)
+    style_layers = ["block1_conv1", "block2_conv1"]
+    content_layers = ["block1_conv2"]
+    outputs = [base.get_layer(name).output for name in style_layers + content_layers]
+    vgg = tf.keras.Model([base.input], outputs)
+    vgg.trainable = False
+
+    def gram_matrix(input_tensor):
+        result = tf.linalg.einsum("bijc,bijd->bcd", input_tensor, input_tensor)
+        input_shape = tf.shape(input_tensor)
+        num_locations = tf.cast(input_shape[1] * input_shape[2], input_tensor.dtype)
+        return result / num_locations
+
+    def extract(inputs):
+        inputs = inputs * 255.0
+        outs = vgg(inputs / 127.5 - 1.0)
+        style_outputs = [gram_matrix(o) for o in outs[:len(style_layers)]]
+        content = outs[len(style_layers):]
+        return ({n: v for n, v in zip(style_layers, style_outputs)},
+                {n: v for n, v in zip(content_layers, content)})
+
+    style_image = _images(1, 8, 8, 3, 22, 0.0, 1.0)
+    content_image = _images(1, 8, 8, 3, 23, 0.0, 1.0)
+    style_targets = extract(tf.constant(style_image))[0]
+    content_targets = extract(tf.constant(content_image))[1]
+    start_noise = np.random.RandomState(24).uniform(-0.1, 0.1, size=content_image.shape).astype(np.float32)
+    image = tf.Variable(np.clip(content_image + start_noise, 0.0, 1.0))
+
+    def clip_0_1(img):
+        return tf.clip_by_value(img, clip_value_min=0.0, clip_value_max=1.0)
+
+    opt = tf.keras.optimizers.Adam(learning_rate=0.02, beta_1=0.99, epsilon=1e-1)
+    # (the tutorial's content_weight 1e4 over 8x8 images makes the gradient float32 rounding noise
+    # times ~80: TF's own float32 gradient is 1e-2 off its float64 one there, tapejax's as far)
+    style_weight, content_weight, total_variation_weight = 1e-2, 1e2, 30
+
+    def high_pass_x_y(img):
+        x_var = img[:, :, 1:, :] - img[:, :, :-1, :]
+        y_var = img[:, 1:, :, :] - img[:, :-1, :, :]
+        return x_var, y_var
+
+    def style_content_loss(style_outputs, content_outputs):
+        style_loss = tf.add_n([tf.reduce_mean((style_outputs[name] - style_targets[name]) ** 2)
+                               for name in style_outputs.keys()])
+        style_loss *= style_weight / len(style_layers)
+        content_loss = tf.add_n([tf.reduce_mean((content_outputs[name] - content_targets[name]) ** 2)
+                                 for name in content_outputs.keys()])
+        content_loss *= content_weight / len(content_layers)
+        return style_loss + content_loss
+
+    @tf.function()
+    def train_step(image):
+        with tf.GradientTape() as tape:
+            style_outputs, content_outputs = extract(image)
+            loss = style_content_loss(style_outputs, content_outputs)
+            loss += total_variation_weight * tf.image.total_variation(image)
+        grad = tape.gradient(loss, image)
+        opt.apply_gradients([(grad, image)])
+        image.assign(clip_0_1(image))
+        return loss, grad
+
+    out = [train_step(image) for _ in range(3)]
+    x_deltas, y_deltas = high_pass_x_y(image)
+    by_hand = tf.reduce_sum(tf.abs(x_deltas)) + tf.reduce_sum(tf.abs(y_deltas))
+    return out, image, by_hand, tf.image.total_variation(image)
+
+
+def _dream_model(tf):
+    layers = tf.keras.layers
+    inp = tf.keras.Input(shape=(None, None, 3))
+    m1 = layers.Conv2D(4, 3, padding="same", activation="relu", name="mixed3")(inp)
+    m2 = layers.Conv2D(5, 3, strides=2, padding="same", activation="relu", name="mixed5")(m1)
+    model = tf.keras.Model(inputs=inp, outputs=[m1, m2])
+    keras_init(model, 31)
+    return model
+
+
+@parity(**KTOL)
+def test_deepdream_gradient_ascent_under_an_input_signature_with_unknown_sizes(tf):
+    """DeepDream: ``calc_loss`` sums the mean activation of two layers; the ``DeepDream`` module's
+    ``tf.function(input_signature=[TensorSpec([None, None, 3]), TensorSpec([], int32),
+    TensorSpec([], float32)])`` runs ``for n in tf.range(steps)`` of gradient ascent, the gradient
+    divided by ``tf.math.reduce_std(gradients) + 1e-8`` and the image clipped to [-1, 1]; called
+    on two image sizes (one trace in TF) and on an octave-resized image."""
+    dream_model = _dream_model(tf)
+
+    def calc_loss(img, model):
+        img_batch = tf.expand_dims(img, axis=0)
+        layer_activations = model(img_batch)
+        if len(layer_activations) == 1:
+            layer_activations = [layer_activations]
+        losses = []
+        for act in layer_activations:
+            loss = tf.math.reduce_mean(act)
+            losses.append(loss)
+        return tf.reduce_sum(losses)
+
+    class DeepDream(tf.Module):
+        def __init__(self, model):
+            self.model = model
+
+        @tf.function(input_signature=(
+            tf.TensorSpec(shape=[None, None, 3], dtype=tf.float32),
+            tf.TensorSpec(shape=[], dtype=tf.int32),
+            tf.TensorSpec(shape=[], dtype=tf.float32),))
+        def __call__(self, img, steps, step_size):
+            loss = tf.constant(0.0)
+            for n in tf.range(steps):
+                with tf.GradientTape() as tape:
+                    tape.watch(img)
+                    loss = calc_loss(img, self.model)
+                gradients = tape.gradient(loss, img)
+                gradients /= tf.math.reduce_std(gradients) + 1e-8
+                img = img + gradients * step_size
+                img = tf.clip_by_value(img, -1, 1)
+            return loss, img
+
+    deepdream = DeepDream(dream_model)
+    img_a = _images(1, 6, 6, 3, 32)[0]
+    img_b = _images(1, 8, 4, 3, 33)[0]
+    out = [deepdream(img_a, tf.constant(3), tf.constant(0.05)),
+           deepdream(img_b, tf.constant(2), tf.constant(0.1))]
+    base_shape = tf.shape(img_a)[:-1]
+    new_shape = tf.cast(tf.cast(base_shape, tf.float32) * 1.3, tf.int32)
+    img_c = tf.image.resize(img_a, new_shape).numpy()
+    out.append(deepdream(img_c, tf.constant(1), tf.constant(0.05)))
+    return out, new_shape
+
+
+def _tiled_gradients(tf, size_argument, guard=True):
+    """DeepDream's ``TiledGradients`` module (the tutorial's, with the random shift fed in); the image
+    size and tile size arguments of the signature as in the tutorial, or the size read by
+    ``tf.shape`` inside and the tile size a Python int; the guard against an empty offset list on a
+    tensor as in the tutorial (``tf.cast(len(xs), bool)``) or left out (the images here give at least
+    one tile each way)."""
+    model = _dream_model(tf)
+
+    def calc_loss(img, model):
+        layer_activations = model(tf.expand_dims(img, axis=0))
+        return tf.reduce_sum([tf.math.reduce_mean(act) for act in layer_activations])
+
+    def tiles(img, img_size, shift, tile_size):
+        img_rolled = tf.roll(img, shift=shift, axis=[0, 1])
+        gradients = tf.zeros_like(img_rolled)
+        xs = tf.range(0, img_size[1], tile_size)[:-1]
+        if guard and not tf.cast(len(xs), bool):
+            xs = tf.constant([0])
+        ys = tf.range(0, img_size[0], tile_size)[:-1]
+        if guard and not tf.cast(len(ys), bool):
+            ys = tf.constant([0])
+        for x in xs:
+            for y in ys:
+                with tf.GradientTape() as tape:
+                    tape.watch(img_rolled)
+                    img_tile = img_rolled[y:y + tile_size, x:x + tile_size]
+                    loss = calc_loss(img_tile, model)
+                gradients = gradients + tape.gradient(loss, img_rolled)
+        gradients = tf.roll(gradients, shift=-shift, axis=[0, 1])
+        gradients /= tf.math.reduce_std(gradients) + 1e-8
+        return gradients
+
+    img_spec = tf.TensorSpec(shape=[None, None, 3], dtype=tf.float32)
+    int2, int0 = tf.TensorSpec(shape=[2], dtype=tf.int32), tf.TensorSpec(shape=[], dtype=tf.int32)
+    if size_argument:
+        get_tiled_gradients = tf.function(tiles, input_signature=(img_spec, int2, int2, int0))
+    else:
+        traced = tf.function(lambda img, shift: tiles(img, tf.shape(img)[:-1], shift, 4),
+                             input_signature=(img_spec, int2))
+
+        def get_tiled_gradients(img, img_size, shift, tile_size):
+            return traced(img, shift)
+    img_a = _images(1, 10, 9, 3, 34)[0]
+    img_b = _images(1, 7, 12, 3, 35)[0]
+    out = []
+    for img, shift in ((img_a, [2, -3]), (img_b, [-1, 4]), (img_a, [0, 0])):
+        out.append(get_tiled_gradients(img, tf.shape(img)[:-1], tf.constant(shift), tf.constant(4)))
+    return out
+
+
+@parity(**KTOL)
+def test_deepdream_tiled_gradients_with_a_traced_roll_shift(tf):
+    """DeepDream's ``TiledGradients`` with the image size read by ``tf.shape`` inside the
+    ``tf.function(input_signature=...)`` and the tile size a Python int: the image rolled by a shift known only when the step runs
+    (``tf.roll`` with a traced shift), a tape per tile over ``tf.range`` offsets with tensor slice
+    bounds, the tile gradients summed, rolled back and normalised by ``reduce_std``; two shifts and
+    two image sizes."""
+    return _tiled_gradients(tf, size_argument=False, guard=False)
+
+
+@xfail_on_tapejax("`if not tf.cast(len(xs), bool): xs = tf.constant([0])` with len(xs) == 2 known while tracing: "
+                  "ValueError 'xs' has shape (1,) in the main branch, but shape (2,) in the else branch (the "
+                  "predicate is a traced constant, so the conditional is staged; TF's cond relaxes the shape "
+                  "to [None] and loops over it by while_loop)")
+@parity(**KTOL)
+def test_deepdream_tiled_gradients_guarding_empty_offsets_by_a_tensor_condition(tf):
+    """As the case above with the tutorial's guard ``if not tf.cast(len(xs), bool): xs =
+    tf.constant([0])``: a conditional on a tensor whose branches give offsets of different lengths."""
+    return _tiled_gradients(tf, size_argument=False)
+
+
+@xfail_on_tapejax("tf.range(0, img_size[1], tile_size)[:-1] with img_size a traced signature argument: "
+                  "TypeError 'StagedRange' object is not subscriptable (a range of data-dependent length "
+                  "inside a compiled function; XLA has static shapes)")
+@parity(**KTOL)
+def test_deepdream_tiled_gradients_with_the_image_size_as_a_signature_argument(tf):
+    """The tutorial's exact ``TiledGradients`` signature: ``img_size`` a ``TensorSpec([2], int32)``
+    argument and ``tile_size`` a ``TensorSpec([], int32)`` one, so the tile offsets
+    ``tf.range(0, img_size[1], tile_size)[:-1]`` have a length known only when the step runs."""
+    return _tiled_gradients(tf, size_argument=True)
