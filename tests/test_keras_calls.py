@@ -583,3 +583,47 @@ def test_a_cell_written_with_tf_ops_runs_inside_keras_rnn():
     np.testing.assert_allclose(seq.numpy(), tf.stack(hs, 1).numpy(), rtol=1e-5, atol=1e-6)
     for g, w in zip(tape.gradient(loss, [cell_w, cell_u]), tape2.gradient(loss2, [cell_w, cell_u])):
         np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_an_output_other_outputs_are_computed_from_is_a_tape_edge():
+    """A functional model returning an inner layer's output with the predictions (Grad-CAM's
+    ``Model(inputs, [conv.output, model.output])``): the predictions are computed from that output
+    as in TF's graph, so their gradient w.r.t. it has a value (it was None: one op gave both); the
+    chain through it gives the gradient of the whole call; an independent head is not cut."""
+    inp = keras.Input((5,))
+    h = keras.layers.Dense(4, activation="tanh", name="inner")(inp)
+    out = keras.layers.Dense(3, name="head")(h)
+    other = keras.layers.Dense(2, name="other")(inp)
+    model = keras.Model(inp, [h, out, other])
+    w_head = model.get_layer("head").kernel
+    x = tf.constant(X)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        hv, preds, side = model(x)
+        score = preds[:, 1]
+    g_h = tape.gradient(score, hv)
+    assert g_h is not None
+    np.testing.assert_allclose(g_h.numpy(), np.tile(w_head.numpy()[:, 1], (8, 1)), rtol=1e-6)
+    assert tape.gradient(side, hv) is None and tape.gradient(hv, preds) is None
+    tv, ntv = values(model.trainable_variables), values(model.non_trainable_variables)
+
+    def f(tv, x):
+        return model.stateless_call(tv, ntv, x)[0][1][:, 1]
+
+    want_tv, want_x = jax.grad(lambda tv, x: f(tv, x).sum(), argnums=(0, 1))(tv, jnp.asarray(X))
+    got = tape.gradient(score, model.trainable_variables + [x])
+    unused = {id(v) for v in model.get_layer("other").trainable_variables}
+    for v, g, w in zip(model.trainable_variables + [x], got, list(want_tv) + [want_x]):
+        if id(v) in unused:   # the other head: None, as in TF
+            assert g is None
+        else:
+            np.testing.assert_allclose(g.numpy(), w, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(preds.numpy(), model.stateless_call(tv, ntv, jnp.asarray(X))[0][1], rtol=1e-5, atol=1e-6)
+    def cuts(m):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            m(x)
+            return [dict(n.static)["key"].cut for n in tape._nodes if n.prim.name.startswith("KerasCall")]
+
+    assert sorted(cuts(model), key=str) == [(0,), None, None]   # the head's op takes the inner output
+    assert cuts(keras.Model(inp, [out, other])) == [None, None]   # independent outputs: not cut
