@@ -439,3 +439,229 @@ def test_deepdream_tiled_gradients_with_the_image_size_as_a_signature_argument(t
     argument and ``tile_size`` a ``TensorSpec([], int32)`` one, so the tile offsets
     ``tf.range(0, img_size[1], tile_size)[:-1]`` have a length known only when the step runs."""
     return _tiled_gradients(tf, size_argument=True)
+
+
+# ---------------------------------------------------------------------------
+# Explaining and attacking a classifier
+# ---------------------------------------------------------------------------
+
+def _small_cnn(tf, seed, classes=3, name_conv="last_conv"):
+    """A functional CNN classifier on 6x6x3 images (softmax output, as the pretrained models the
+    tutorials load); its last conv layer named for Grad-CAM."""
+    layers = tf.keras.layers
+    inp = tf.keras.Input(shape=(6, 6, 3))
+    x = layers.Conv2D(4, 3, padding="same", activation="relu")(inp)
+    x = layers.Conv2D(5, 3, strides=2, padding="same", activation="relu", name=name_conv)(x)
+    x = layers.GlobalAveragePooling2D()(x)
+    out = layers.Dense(classes, activation="softmax", name="predictions")(x)
+    model = tf.keras.Model(inp, out)
+    keras_init(model, seed)
+    return model
+
+
+@parity(modes=True, **KTOL)
+def test_fgsm_adversarial_example_from_the_input_gradient(tf):
+    """FGSM: ``CategoricalCrossentropy`` of a softmax CNN against the one-hot label of the predicted
+    class, the tape watching the input image, ``tf.sign`` of the input gradient, ``x + eps * sign``
+    clipped to [-1, 1] for three epsilons, and the model's predictions on the adversarial images."""
+    model = _small_cnn(tf, 41)
+    model.trainable = False
+    loss_object = tf.keras.losses.CategoricalCrossentropy()
+    image = tf.constant(_images(2, 6, 6, 3, 42))
+
+    def create_adversarial_pattern(input_image, input_label):
+        with tf.GradientTape() as tape:
+            tape.watch(input_image)
+            prediction = model(input_image)
+            loss = loss_object(input_label, prediction)
+        gradient = tape.gradient(loss, input_image)
+        signed_grad = tf.sign(gradient)
+        return loss, gradient, signed_grad
+
+    probs = model(image)
+    label = tf.one_hot(tf.argmax(probs, axis=-1), probs.shape[-1])
+    loss, gradient, perturbations = create_adversarial_pattern(image, label)
+    out = []
+    for eps in [0, 0.01, 0.1]:
+        adv_x = image + eps * perturbations
+        adv_x = tf.clip_by_value(adv_x, -1, 1)
+        # (argmax's int64 is int32 in tapejax without x64 mode: README, Semantics worth knowing)
+        out.append((adv_x, model(adv_x), tf.cast(tf.argmax(model(adv_x), axis=-1), tf.int32)))
+    return probs, label, loss, gradient, perturbations, out
+
+
+@parity(modes=True, **KTOL)
+def test_grad_cam_heatmap_from_a_two_output_functional_model(tf):
+    """Grad-CAM: ``keras.Model(model.inputs, [model.get_layer('last_conv').output, model.output])``;
+    under a tape the score of the predicted class (``tf.argmax(preds[0])``, a tensor index) and
+    of a given class, the gradient w.r.t. the conv output (not a Variable: the layer output itself),
+    ``reduce_mean`` over batch and space, the weighted sum by ``@``, ``squeeze``, ``tf.maximum(.., 0)
+    / tf.math.reduce_max``; also the gradient of the score w.r.t. the input (None for an unwatched
+    input, as in TF)."""
+    model = _small_cnn(tf, 43)
+    img_array = _images(1, 6, 6, 3, 44)
+    grad_model = tf.keras.models.Model(model.inputs, [model.get_layer("last_conv").output, model.output])
+
+    def make_gradcam_heatmap(img_array, pred_index=None):
+        with tf.GradientTape() as tape:
+            last_conv_layer_output, preds = grad_model(img_array)
+            if pred_index is None:
+                pred_index = tf.argmax(preds[0])
+            class_channel = preds[:, pred_index]
+        grads = tape.gradient(class_channel, last_conv_layer_output)
+        pooled_grads = tf.reduce_mean(grads, axis=(0, 1, 2))
+        last_conv_layer_output = last_conv_layer_output[0]
+        heatmap = last_conv_layer_output @ pooled_grads[..., tf.newaxis]
+        heatmap = tf.squeeze(heatmap)
+        heatmap = tf.maximum(heatmap, 0) / tf.math.reduce_max(heatmap)
+        return heatmap, grads, class_channel
+
+    x = tf.constant(img_array)
+    with tf.GradientTape() as tape:
+        conv, preds = grad_model(x)
+        score = preds[:, 1]
+    unwatched = tape.gradient(score, x)
+    return make_gradcam_heatmap(img_array), make_gradcam_heatmap(img_array, 2), unwatched
+
+
+@parity(modes=True, **KTOL)
+def test_integrated_gradients_batched_by_a_tensor_array(tf):
+    """Integrated gradients as in the tutorial: ``tf.linspace`` alphas, images interpolated by
+    broadcasting ``alphas[:, newaxis, newaxis, newaxis]``, the softmax probability of the target
+    class differentiated w.r.t. the batch of images by one tape, batches of alphas by a Python loop
+    over ``tf.range`` (``from_:to`` slices, ``tf.minimum``) scattered into a ``TensorArray``, the
+    trapezoidal Riemann sum, and the attribution mask ``reduce_sum(abs(attributions), axis=-1)``;
+    the completeness check (attributions sum vs. the probability difference) is returned too."""
+    model = _small_cnn(tf, 45)
+    baseline = tf.zeros(shape=(6, 6, 3))
+    image = tf.constant(_images(1, 6, 6, 3, 46, 0.0, 1.0)[0])
+
+    def interpolate_images(baseline, image, alphas):
+        alphas_x = alphas[:, tf.newaxis, tf.newaxis, tf.newaxis]
+        baseline_x = tf.expand_dims(baseline, axis=0)
+        input_x = tf.expand_dims(image, axis=0)
+        delta = input_x - baseline_x
+        images = baseline_x + alphas_x * delta
+        return images
+
+    def compute_gradients(images, target_class_idx):
+        with tf.GradientTape() as tape:
+            tape.watch(images)
+            logits = model(images)
+            probs = tf.nn.softmax(logits, axis=-1)[:, target_class_idx]
+        return tape.gradient(probs, images)
+
+    def integral_approximation(gradients):
+        grads = (gradients[:-1] + gradients[1:]) / tf.constant(2.0)
+        integrated_gradients = tf.math.reduce_mean(grads, axis=0)
+        return integrated_gradients
+
+    @tf.function
+    def one_batch(baseline, image, alpha_batch, target_class_idx):
+        interpolated_path_input_batch = interpolate_images(baseline=baseline, image=image, alphas=alpha_batch)
+        gradient_batch = compute_gradients(images=interpolated_path_input_batch, target_class_idx=target_class_idx)
+        return gradient_batch
+
+    def integrated_gradients(baseline, image, target_class_idx, m_steps=10, batch_size=4):
+        alphas = tf.linspace(start=0.0, stop=1.0, num=m_steps + 1)
+        gradient_batches = tf.TensorArray(tf.float32, size=m_steps + 1)
+        for alpha in tf.range(0, len(alphas), batch_size):
+            from_ = alpha
+            to = tf.minimum(from_ + batch_size, len(alphas))
+            alpha_batch = alphas[from_:to]
+            gradient_batch = one_batch(baseline, image, alpha_batch, target_class_idx)
+            gradient_batches = gradient_batches.scatter(tf.range(from_, to), gradient_batch)
+        total_gradients = gradient_batches.stack()
+        avg_gradients = integral_approximation(gradients=total_gradients)
+        integrated_gradients = (image - baseline) * avg_gradients
+        return integrated_gradients
+
+    attributions = integrated_gradients(baseline, image, target_class_idx=2)
+    attribution_mask = tf.reduce_sum(tf.math.abs(attributions), axis=-1)
+    p = tf.nn.softmax(model(tf.stack([baseline, image])), axis=-1)[:, 2]
+    return attributions, attribution_mask, tf.reduce_sum(attributions), p[1] - p[0]
+
+
+# ---------------------------------------------------------------------------
+# The CVAE
+# ---------------------------------------------------------------------------
+
+@parity(**KTOL)
+def test_cvae_tutorial_elbo_with_fed_reparameterisation_noise(tf):
+    """The convolutional VAE tutorial: an encoder Conv2D stack to ``Dense(latent + latent)`` split by
+    ``tf.split``, the reparameterisation ``eps * exp(logvar * .5) + mean`` with ``eps`` fed, a
+    decoder of Dense / Reshape / ``Conv2DTranspose``, ``log_normal_pdf``, the per-image
+    ``sigmoid_cross_entropy_with_logits`` summed over ``axis=[1, 2, 3]``, ``-reduce_mean(logpx_z +
+    logpz - logqz_x)`` in a ``tf.function`` train step with Adam(1e-3); the sampled images
+    (``sigmoid`` of the decoder, ``apply_sigmoid=True``) at the end."""
+    latent_dim = 2
+    layers = tf.keras.layers
+
+    class CVAE(tf.keras.Model):
+        def __init__(self, latent_dim):
+            super().__init__()
+            self.latent_dim = latent_dim
+            self.encoder = tf.keras.Sequential([
+                tf.keras.Input(shape=(8, 8, 1)),
+                layers.Conv2D(filters=4, kernel_size=3, strides=(2, 2), activation="relu"),
+                layers.Flatten(),
+                layers.Dense(latent_dim + latent_dim),
+            ])
+            self.decoder = tf.keras.Sequential([
+                tf.keras.Input(shape=(latent_dim,)),
+                layers.Dense(units=4 * 4 * 4, activation="relu"),
+                layers.Reshape(target_shape=(4, 4, 4)),
+                layers.Conv2DTranspose(filters=4, kernel_size=3, strides=2, padding="same", activation="relu"),
+                layers.Conv2DTranspose(filters=1, kernel_size=3, strides=1, padding="same"),
+            ])
+
+        def encode(self, x):
+            mean, logvar = tf.split(self.encoder(x), num_or_size_splits=2, axis=1)
+            return mean, logvar
+
+        def reparameterize(self, mean, logvar, eps):
+            return eps * tf.exp(logvar * .5) + mean
+
+        def decode(self, z, apply_sigmoid=False):
+            logits = self.decoder(z)
+            if apply_sigmoid:
+                probs = tf.sigmoid(logits)
+                return probs
+            return logits
+
+    def log_normal_pdf(sample, mean, logvar, raxis=1):
+        log2pi = tf.math.log(2. * np.pi)
+        return tf.reduce_sum(-.5 * ((sample - mean) ** 2. * tf.exp(-logvar) + logvar + log2pi), axis=raxis)
+
+    def compute_loss(model, x, eps):
+        mean, logvar = model.encode(x)
+        z = model.reparameterize(mean, logvar, eps)
+        x_logit = model.decode(z)
+        cross_ent = tf.nn.sigmoid_cross_entropy_with_logits(logits=x_logit, labels=x)
+        logpx_z = -tf.reduce_sum(cross_ent, axis=[1, 2, 3])
+        logpz = log_normal_pdf(z, 0., 0.)
+        logqz_x = log_normal_pdf(z, mean, logvar)
+        return -tf.reduce_mean(logpx_z + logpz - logqz_x)
+
+    model = CVAE(latent_dim)
+    keras_init(model.encoder, 51)
+    keras_init(model.decoder, 52)
+    optimizer = tf.keras.optimizers.Adam(1e-3)
+
+    @tf.function
+    def train_step(model, x, eps, optimizer):
+        with tf.GradientTape() as tape:
+            loss = compute_loss(model, x, eps)
+        gradients = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+        return loss, gradients
+
+    rs = np.random.RandomState(53)
+    train_x = (rs.uniform(size=(4, 8, 8, 1)) > 0.5).astype(np.float32)
+    out = []
+    for _ in range(3):
+        eps = rs.randn(4, latent_dim).astype(np.float32)
+        out.append(train_step(model, train_x, eps, optimizer))
+    sample_eps = rs.randn(2, latent_dim).astype(np.float32)
+    mean, logvar = model.encode(train_x[:2])
+    return out, model.decode(sample_eps, apply_sigmoid=True), mean, logvar, compute_loss(model, train_x, rs.randn(4, 2).astype(np.float32))
