@@ -267,6 +267,23 @@ def test_keras_ops_namespace():
     np.testing.assert_allclose(keras.ops.mean(X), X.mean(), rtol=1e-6)   # NumPy in: Keras's own
 
 
+def test_tf_keras_aliases_of_losses_and_metrics_are_keras_functions_on_the_tape():
+    """``tf.keras.losses.mae`` / ``mse`` / ``MAE`` / ``kld`` and ``tf.keras.metrics.mae``: names Keras 3
+    keeps only in its tf.keras API (TF 2.21's own ``tf.keras``), used by the tutorials (the
+    anomaly detector's ``tf.keras.losses.mae(reconstructions, data)``); they were AttributeErrors."""
+    assert tf.keras.losses.mae.__wrapped__ is K3.losses.mean_absolute_error
+    assert tf.keras.losses.MSE.__wrapped__ is K3.losses.mean_squared_error
+    assert tf.keras.metrics.mae.__wrapped__ is K3.losses.mean_absolute_error
+    assert tf.keras.losses.kld.__wrapped__ is K3.losses.kl_divergence
+    t = tf.constant(X)
+    with tf.GradientTape() as tape:
+        tape.watch(t)
+        loss = tf.reduce_sum(tf.keras.losses.mae(tf.zeros_like(t), t))
+    np.testing.assert_allclose(tape.gradient(loss, t).numpy(), np.sign(X) / X.shape[1], rtol=1e-6)
+    with pytest.raises(AttributeError, match="no_such_loss"):
+        tf.keras.losses.no_such_loss   # noqa: B018
+
+
 def test_loss_object_called_inline_is_differentiated():
     logits = tf.constant(X[:, :3])
     with tf.GradientTape() as tape:

@@ -11,11 +11,14 @@ classes unchanged: their calls are hooked on the base classes (``calls``,
 ``hooks``).  ``keras.ops.stop_gradient`` is tapejax's ``stop_gradient`` on
 Tensors (the source is then unconnected: None, as in TF), and
 ``keras.utils.set_random_seed`` also sets ``tapejax.random.set_seed``, as TF's
-does; ``to_categorical`` takes TF's ``dtype`` (float32).
+does; ``to_categorical`` takes TF's ``dtype`` (float32).  A name Keras 3 keeps only
+in its tf.keras API (``keras._tf_keras.keras``, TF 2.21's own ``tf.keras``) is
+found there: ``tf.keras.losses.mae`` / ``mse`` / ``MAE`` / ``kld``, ``tf.keras.metrics.mae``.
 """
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 from types import ModuleType
 from typing import Any, Callable
@@ -104,6 +107,22 @@ _LEGACY = {("losses", "Reduction"): _legacy_reduction,
            ("mixed_precision", "LossScaleOptimizer"): _loss_scale_optimizer}
 
 
+def _tf_keras_name(module: ModuleType, attr: str) -> Any:
+    """A name Keras 3 keeps only in its tf.keras API (``keras._tf_keras.keras``, which is TF 2.21's
+    own ``tf.keras``): ``losses.mae`` / ``mse`` / ``MAE`` / ``kld`` / ``logcosh``, ``metrics.mae``
+    ..., the aliases tf_keras had and the tutorials use (``tf.keras.losses.mae(reconstructions,
+    data)``); AttributeError as Keras's module gives when neither has it."""
+    name = module.__name__
+    if name.startswith("keras.") and not name.startswith("keras._tf_keras."):
+        try:
+            tf_module = importlib.import_module("keras._tf_keras.keras." + name[len("keras."):])
+        except ImportError:
+            tf_module = None
+        if tf_module is not None and hasattr(tf_module, attr):
+            return getattr(tf_module, attr)
+    raise AttributeError(f"module {name!r} has no attribute {attr!r}")
+
+
 class KerasNamespace(ModuleType):
     """A Keras module whose functions are put on the tape (classes and submodules as they are,
     Keras namespaces below it wrapped too).  Attributes are resolved once and cached."""
@@ -118,7 +137,12 @@ class KerasNamespace(ModuleType):
         if attr.startswith("__"):
             raise AttributeError(attr)
         legacy = _LEGACY.get((self._kind, attr))
-        value = legacy() if legacy is not None else getattr(self._keras_module, attr)
+        if legacy is not None:
+            value = legacy()
+        elif hasattr(self._keras_module, attr):
+            value = getattr(self._keras_module, attr)
+        else:
+            value = _tf_keras_name(self._keras_module, attr)
         special = _SPECIAL.get((self._kind, attr))
         if special is not None:
             value = special(value)
