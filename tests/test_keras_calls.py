@@ -284,6 +284,17 @@ def test_tf_keras_aliases_of_losses_and_metrics_are_keras_functions_on_the_tape(
         tf.keras.losses.no_such_loss   # noqa: B018
 
 
+def test_a_keras_function_on_numpy_gives_tensors_as_tf_does():
+    """``tf.keras.losses.mae(model.predict(x), x)`` (NumPy in) is a Tensor with ``.numpy()``, as TF's
+    (it was a raw JAX array); raw JAX arrays in keep Keras's own results."""
+    rec = np.abs(X) * 0.5
+    out = tf.keras.losses.mae(rec, X)
+    assert isinstance(out, tf.Tensor)
+    np.testing.assert_allclose(out.numpy(), np.mean(np.abs(rec - X), axis=-1), rtol=1e-6)
+    assert isinstance(keras.ops.mean(X), tf.Tensor)
+    assert isinstance(tf.keras.losses.mae(jnp.asarray(rec), jnp.asarray(X)), jax.Array)
+
+
 def test_loss_object_called_inline_is_differentiated():
     logits = tf.constant(X[:, :3])
     with tf.GradientTape() as tape:

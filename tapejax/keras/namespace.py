@@ -5,8 +5,8 @@ A Keras function (``keras.losses.sparse_categorical_crossentropy``,
 ``keras.activations.relu``, ``keras.ops.mean`` ...) called with a tapejax
 Tensor or Variable outside a Keras scope runs as one tape op
 (``calls.call_function``), so a loss written with them is differentiated; with
-other arguments (NumPy, JAX arrays, inside a layer's call) it is Keras's own
-function.  Classes (``SparseCategoricalCrossentropy``, ``Mean``) are Keras's
+other arguments (JAX arrays, inside a layer's call) it is Keras's own function,
+and with NumPy arrays too, its results given as Tensors as TF gives them.  Classes (``SparseCategoricalCrossentropy``, ``Mean``) are Keras's
 classes unchanged: their calls are hooked on the base classes (``calls``,
 ``hooks``).  ``keras.ops.stop_gradient`` is tapejax's ``stop_gradient`` on
 Tensors (the source is then unconnected: None, as in TF), and
@@ -23,8 +23,12 @@ import inspect
 from types import ModuleType
 from typing import Any, Callable
 
+import jax
+import jax.core
 import numpy as np
+from keras.src.backend.common.keras_tensor import KerasTensor
 
+from ..core.tensor import Tensor
 from . import calls as _calls, keys as _keys, variables as _kvars
 
 __all__ = ["KerasNamespace", "on_tape"]
@@ -43,12 +47,27 @@ def on_tape(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if _kvars.in_keras_scope() or not _keys.has_tensor(args, kwargs):
+        if _kvars.in_keras_scope():
             return fn(*args, **kwargs)
+        if not _keys.has_tensor(args, kwargs):
+            out = fn(*args, **kwargs)
+            if _host_only(args, kwargs):   # NumPy in: a Tensor out, as TF's (``tf.keras.losses.mae(
+                # model.predict(x), x)`` then ``.numpy()``); the values are Keras's own (constants)
+                out = jax.tree_util.tree_map(lambda r: Tensor(r) if isinstance(r, jax.Array)
+                                             and not isinstance(r, jax.core.Tracer) else r, out)
+            return out
         return _calls.call_function(fn, args, kwargs)
 
     setattr(wrapper, "_tapejax_on_tape", True)
     return wrapper
+
+
+def _host_only(args, kwargs) -> bool:
+    """Whether the arguments hold NumPy arrays and no JAX array (raw JAX code keeps Keras's own
+    results) nor Keras symbolic tensor."""
+    leaves = jax.tree_util.tree_leaves((args, kwargs))
+    return (any(isinstance(x, np.ndarray) for x in leaves)
+            and not any(isinstance(x, (jax.Array, KerasTensor)) for x in leaves))
 
 
 def _stop_gradient(keras_fn):
