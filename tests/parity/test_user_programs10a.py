@@ -895,6 +895,42 @@ def test_image_classification_with_preprocessing_layers_fit_on_a_dataset_then_cu
     return hist, evaluated, predictions, score, steps, [v.numpy() for v in model.weights]
 
 
+@parity(**KTOL)
+def test_augmentation_layers_pass_through_at_inference_and_rescaling_inside_dataset_map(tf):
+    """The tutorial's ``data_augmentation`` Sequential (``RandomFlip('horizontal')``,
+    ``RandomRotation(0.1)``, ``RandomZoom(0.1)``) first in the model: at inference (``predict``,
+    ``evaluate``, ``model(x)``, ``training=False``) it passes the images through unchanged, so
+    those equal TF's; ``Rescaling(1./255)`` applied in ``dataset.map(lambda x, y:
+    (normalization_layer(x), y))`` as the tutorial's ``normalized_ds``; the input gradient at
+    inference passes the augmentation layers as the identity."""
+    layers = tf.keras.layers
+    data_augmentation = tf.keras.Sequential([
+        layers.RandomFlip("horizontal"),
+        layers.RandomRotation(0.1),
+        layers.RandomZoom(0.1),
+    ])
+    model = _classifier(tf, [data_augmentation])
+    normalization_layer = layers.Rescaling(1. / 255)
+    rs = np.random.RandomState(67)
+    images = rs.randint(0, 256, size=(6, 10, 10, 3)).astype(np.float32)
+    labels = rs.randint(0, 3, size=6).astype(np.int32)
+    train_ds = tf.data.Dataset.from_tensor_slices((images, labels)).batch(3)
+    normalized_ds = train_ds.map(lambda x, y: (normalization_layer(x), y))
+    image_batch, labels_batch = next(iter(normalized_ds))
+    first_image = image_batch[0]
+    model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    evaluated = model.evaluate(normalized_ds, verbose=0)
+    predicted = model.predict(normalized_ds, verbose=0)
+    x = tf.constant(images[:2] / 255.0)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        logits = model(x, training=False)
+    augmented = data_augmentation(x)   # (called alone it augments, in both: random, so its shape only)
+    return (np.min(first_image), np.max(first_image), labels_batch, evaluated, predicted, logits,
+            tape.gradient(logits, x), augmented.shape.as_list())
+
+
 @parity(modes=True, **KTOL)
 def test_anomaly_detection_autoencoder_threshold_from_reconstruction_errors(tf):
     """The autoencoder tutorial's anomaly detector: a subclassed ``Model`` with encoder and decoder
