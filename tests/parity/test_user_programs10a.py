@@ -3,14 +3,16 @@ the vision and generative side (what new users copy first), scaled down to tiny 
 case runs in seconds, each run under real TensorFlow 2.21 and under tapejax.  The programs built
 of tf ops (and the cheap Keras ones) run also with deferred execution and predicted updates off
 (``modes=True``), the heavier Keras programs in the default mode only.  Covered: DCGAN (two tapes
-in one compiled step, transposed convolutions, batch norm), pix2pix (U-Net skips by
+in one compiled step, transposed convolutions, batch norm; a checkpoint restored mid-run), CycleGAN
+(a user-written instance norm, one persistent tape giving four gradients), pix2pix (U-Net skips by
 ``Concatenate``, PatchGAN on the concatenated pair, L1 + GAN loss), neural style transfer (an
 image Variable under Adam, Gram matrices by ``einsum``, total variation, clipping assigned back),
 DeepDream (gradient ascent under ``input_signature`` with unknown image sizes, a ``tf.range``
 loop, rolled tiles), FGSM, the CVAE (reparameterisation with fed noise, ``log_normal_pdf``),
 Grad-CAM (a two-output functional model), integrated gradients (``linspace`` alphas, batched by a
 ``TensorArray``, trapezoidal sum), image classification with deterministic preprocessing layers
-by ``fit`` on a ``tf.data`` pipeline and by a custom loop, (denoising) autoencoders with anomaly
+by ``fit`` on a ``tf.data`` pipeline and by a custom loop, augmentation layers at inference and
+``Rescaling`` inside ``dataset.map``, (denoising) autoencoders with anomaly
 thresholds, transfer learning with a frozen base then fine-tuning, and per-pixel segmentation
 losses with class weights gathered into sample weights.  Random draws are made with NumPy and fed
 in; Keras weights are set from NumPy on both sides (tf_keras on TF's side, Keras 3 on JAX on
