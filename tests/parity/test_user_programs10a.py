@@ -22,7 +22,6 @@ import numpy as np
 
 from .harness import init_array, keras_init, parity, xfail_on_tapejax
 
-TOL = dict(rtol=2e-5, atol=2e-6)
 KTOL = dict(rtol=1e-4, atol=1e-5)
 
 
