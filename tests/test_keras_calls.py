@@ -267,6 +267,34 @@ def test_keras_ops_namespace():
     np.testing.assert_allclose(keras.ops.mean(X), X.mean(), rtol=1e-6)   # NumPy in: Keras's own
 
 
+def test_tf_keras_aliases_of_losses_and_metrics_are_keras_functions_on_the_tape():
+    """``tf.keras.losses.mae`` / ``mse`` / ``MAE`` / ``kld`` and ``tf.keras.metrics.mae``: names Keras 3
+    keeps only in its tf.keras API (TF 2.21's own ``tf.keras``), used by the tutorials (the
+    anomaly detector's ``tf.keras.losses.mae(reconstructions, data)``); they were AttributeErrors."""
+    assert tf.keras.losses.mae.__wrapped__ is K3.losses.mean_absolute_error
+    assert tf.keras.losses.MSE.__wrapped__ is K3.losses.mean_squared_error
+    assert tf.keras.metrics.mae.__wrapped__ is K3.losses.mean_absolute_error
+    assert tf.keras.losses.kld.__wrapped__ is K3.losses.kl_divergence
+    t = tf.constant(X)
+    with tf.GradientTape() as tape:
+        tape.watch(t)
+        loss = tf.reduce_sum(tf.keras.losses.mae(tf.zeros_like(t), t))
+    np.testing.assert_allclose(tape.gradient(loss, t).numpy(), np.sign(X) / X.shape[1], rtol=1e-6)
+    with pytest.raises(AttributeError, match="no_such_loss"):
+        tf.keras.losses.no_such_loss   # noqa: B018
+
+
+def test_a_keras_function_on_numpy_gives_tensors_as_tf_does():
+    """``tf.keras.losses.mae(model.predict(x), x)`` (NumPy in) is a Tensor with ``.numpy()``, as TF's
+    (it was a raw JAX array); raw JAX arrays in keep Keras's own results."""
+    rec = np.abs(X) * 0.5
+    out = tf.keras.losses.mae(rec, X)
+    assert isinstance(out, tf.Tensor)
+    np.testing.assert_allclose(out.numpy(), np.mean(np.abs(rec - X), axis=-1), rtol=1e-6)
+    assert isinstance(keras.ops.mean(X), tf.Tensor)
+    assert isinstance(tf.keras.losses.mae(jnp.asarray(rec), jnp.asarray(X)), jax.Array)
+
+
 def test_loss_object_called_inline_is_differentiated():
     logits = tf.constant(X[:, :3])
     with tf.GradientTape() as tape:
@@ -584,3 +612,47 @@ def test_a_cell_written_with_tf_ops_runs_inside_keras_rnn():
     np.testing.assert_allclose(seq.numpy(), tf.stack(hs, 1).numpy(), rtol=1e-5, atol=1e-6)
     for g, w in zip(tape.gradient(loss, [cell_w, cell_u]), tape2.gradient(loss2, [cell_w, cell_u])):
         np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_an_output_other_outputs_are_computed_from_is_a_tape_edge():
+    """A functional model returning an inner layer's output with the predictions (Grad-CAM's
+    ``Model(inputs, [conv.output, model.output])``): the predictions are computed from that output
+    as in TF's graph, so their gradient w.r.t. it has a value (it was None: one op gave both); the
+    chain through it gives the gradient of the whole call; an independent head is not cut."""
+    inp = keras.Input((5,))
+    h = keras.layers.Dense(4, activation="tanh", name="inner")(inp)
+    out = keras.layers.Dense(3, name="head")(h)
+    other = keras.layers.Dense(2, name="other")(inp)
+    model = keras.Model(inp, [h, out, other])
+    w_head = model.get_layer("head").kernel
+    x = tf.constant(X)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        hv, preds, side = model(x)
+        score = preds[:, 1]
+    g_h = tape.gradient(score, hv)
+    assert g_h is not None
+    np.testing.assert_allclose(g_h.numpy(), np.tile(w_head.numpy()[:, 1], (8, 1)), rtol=1e-6)
+    assert tape.gradient(side, hv) is None and tape.gradient(hv, preds) is None
+    tv, ntv = values(model.trainable_variables), values(model.non_trainable_variables)
+
+    def f(tv, x):
+        return model.stateless_call(tv, ntv, x)[0][1][:, 1]
+
+    want_tv, want_x = jax.grad(lambda tv, x: f(tv, x).sum(), argnums=(0, 1))(tv, jnp.asarray(X))
+    got = tape.gradient(score, model.trainable_variables + [x])
+    unused = {id(v) for v in model.get_layer("other").trainable_variables}
+    for v, g, w in zip(model.trainable_variables + [x], got, list(want_tv) + [want_x]):
+        if id(v) in unused:   # the other head: None, as in TF
+            assert g is None
+        else:
+            np.testing.assert_allclose(g.numpy(), w, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(preds.numpy(), model.stateless_call(tv, ntv, jnp.asarray(X))[0][1], rtol=1e-5, atol=1e-6)
+    def cuts(m):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            m(x)
+            return [dict(n.static)["key"].cut for n in tape._nodes if n.prim.name.startswith("KerasCall")]
+
+    assert sorted(cuts(model), key=str) == [(0,), None, None]   # the head's op takes the inner output
+    assert cuts(keras.Model(inp, [out, other])) == [None, None]   # independent outputs: not cut

@@ -166,3 +166,28 @@ def test_a_tracer_assigned_outside_a_tapejax_trace_is_refused():
     with pytest.raises(ValueError, match="cannot hold a traced value"):
         jax.jit(bad)(jnp.asarray([2.0]))
     np.testing.assert_array_equal(v.numpy(), [1.0])
+
+
+def test_freezing_a_layer_hides_its_variables_from_keras_but_a_tape_still_watches_them():
+    """``layer.trainable = False`` moves the kernel to ``non_trainable_variables`` (Keras's view,
+    ``v.trainable`` False), but a tape still watches it on read, as TF's tape watches a
+    ``tf.Variable`` created trainable whatever its tf_keras (or TF-backed Keras 3) layer says: a
+    gradient asked for explicitly has a value (it was None); variables created non-trainable (batch
+    norm statistics) stay unwatched; unfreezing gives Keras's view back."""
+    layer = keras.layers.Dense(2)
+    bn = keras.layers.BatchNormalization()
+    x = tf.constant(np.ones((3, 4), np.float32))
+    bn(layer(x))
+    layer.trainable = False
+    bn.trainable = False
+    assert not layer.kernel.trainable and layer.trainable_variables == [] and len(layer.non_trainable_variables) == 2
+    with tf.GradientTape() as tape:
+        y = tf.reduce_sum(bn(layer(x)) ** 2)
+    watched = {v._id for v in tape.watched_variables()}
+    assert {layer.kernel._id, layer.bias._id, bn.gamma._id, bn.beta._id} <= watched
+    assert bn.moving_mean._id not in watched and bn.moving_variance._id not in watched
+    g = tape.gradient(y, [layer.kernel, bn.gamma, bn.moving_mean])
+    assert g[0] is not None and g[1] is not None and g[2] is None
+    layer.trainable = True
+    assert layer.kernel.trainable and len(layer.trainable_variables) == 2
+    assert copy.deepcopy(bn.gamma).trainable is False

@@ -90,11 +90,13 @@ _Tracer = jax.core.Tracer
 class Group(NamedTuple):
     """One op of a call: the results that depend on the same operands, and only those operands."""
 
-    key: CallKey                 # the call's key with ``mapped`` / ``stand_ins`` / ``outputs`` set
+    key: CallKey                 # the call's key with ``mapped`` / ``stand_ins`` / ``outputs`` / ``cut`` set
     keep: tuple                  # positions of the operands it takes
     outputs: tuple               # positions (in the call's flat results) it gives
     one: bool                    # one result: the one-output op (deferred execution may keep it pending)
     taped: bool                  # False for the state updates (assigned, never differentiated)
+    cut: tuple = ()              # positions (in the call's flat results) of outputs it takes after
+    #                              ``keep``, computed by earlier groups (``_plan``)
 
 
 class Plan(NamedTuple):
@@ -272,11 +274,23 @@ def _run(key: CallKey, dyn):
     return _run_function(key, dyn)
 
 
+def _run_cut(key: CallKey, dyn):
+    """A group that takes some of the call's outputs as operands (``key.cut``): the whole call's
+    trace with those outputs' values replaced by the operands, its ``key.outputs`` selected."""
+    assert key.cut is not None
+    whole = key._replace(outputs=None, cut=None)
+    return _select(key, with_tf_rules(lambda *d: _run(whole, d)[0], cut=key.cut)(*dyn))
+
+
 def _impl_one(*dyn, key):
+    if key.cut is not None:
+        return _run_cut(key, dyn)[0]
     return with_tf_rules(lambda *d: _run(key, d)[0][0])(*dyn)
 
 
 def _impl_many(*dyn, key):
+    if key.cut is not None:
+        return tuple(_run_cut(key, dyn))
     return tuple(with_tf_rules(lambda *d: _run(key, d)[0])(*dyn))
 
 
@@ -293,21 +307,41 @@ def _spec(x):
     return jax.ShapeDtypeStruct(np.shape(x), x.dtype, weak_type=getattr(x, "weak_type", False))
 
 
-def _dependencies(jaxpr) -> list:
+def _dependencies(jaxpr, cuts: Optional[dict] = None) -> list:
     """For each output of ``jaxpr``, the positions of the inputs it depends on (a backward pass over
-    the equations; an equation depends on all its inputs)."""
+    the equations; an equation depends on all its inputs).  With ``cuts`` (variable -> position
+    of an output the call also returns), each output's pair (its inputs, the positions of the
+    other outputs it is computed from): the pass stops at those outputs' variables."""
     position = {v: i for i, v in enumerate(jaxpr.invars)}
-    out = []
+    out: list = []
     for o in jaxpr.outvars:
         if isinstance(o, Literal):
-            out.append(frozenset())
+            out.append(frozenset() if cuts is None else (frozenset(), frozenset()))
             continue
+        stop = {} if cuts is None else {v: i for v, i in cuts.items() if v is not o}
         live = {o}
         for eqn in reversed(jaxpr.eqns):
-            if any(v in live for v in eqn.outvars):
+            if any(v in live and v not in stop for v in eqn.outvars):
                 live.update(v for v in eqn.invars if not isinstance(v, Literal))
-        out.append(frozenset(position[v] for v in live if v in position))
+        deps = frozenset(position[v] for v in live if v in position)
+        out.append(deps if cuts is None else (deps, frozenset(stop[v] for v in live if v in stop)))
     return out
+
+
+def _inner_outputs(jaxpr, n_out: int) -> dict:
+    """The call's outputs (the first ``n_out`` results) that other results are computed from: a
+    functional model returning an inner layer's output with its predictions (Grad-CAM's
+    ``Model(inputs, [conv.output, model.output])``).  TF's graph holds one tensor for such an
+    output, so ``tape.gradient(preds, conv_output)`` has a value: the ops of the results computed
+    from it take it as an operand (variable -> its position)."""
+    outvars = jaxpr.outvars[:n_out]
+    produced = {v for eqn in jaxpr.eqns for v in eqn.outvars}
+    used = {v for eqn in jaxpr.eqns for v in eqn.invars if not isinstance(v, Literal)}
+    inner: dict = {}
+    for i, v in enumerate(outvars):
+        if not isinstance(v, Literal) and v in produced and v in used and v not in inner:
+            inner[v] = i
+    return inner
 
 
 def _plan(key: CallKey, operands) -> Plan:
@@ -334,36 +368,40 @@ def _plan(key: CallKey, operands) -> Plan:
         group = Group(key, tuple(range(len(operands))), tuple(range(n)), n == 1, True)
         return Plan(info, (group,), n)
     n_var = len(key.var_ids)
-    if _gathers_a_variable(closed.jaxpr, n_var):
+    groups = _split(closed.jaxpr, info)
+    if not any(cut for *_, cut in groups) and _gathers_a_variable(closed.jaxpr, n_var):
         sparse = _sparse_plan(key, fn, specs, info, n_var)
         if sparse is not None:
             return Plan(info, (), n, sparse)
     out = []
-    for dep, js, taped in _split(closed.jaxpr, info):
+    for dep, js, taped, cut in _in_order(groups):
         keep = tuple(sorted(dep))
         mapped = tuple(i for i in keep if i < n_var)
         stand_ins = tuple(None if i in dep else (specs[i].shape, specs[i].dtype)
                           for i in range(n_var, len(operands)))
         bound = key._replace(mapped=None if len(mapped) == n_var else mapped,
                              stand_ins=None if all(s is None for s in stand_ins) else stand_ins,
-                             outputs=None if js == tuple(range(n)) else js)
-        out.append(Group(bound, keep, js, len(js) == 1, taped))
+                             outputs=None if js == tuple(range(n)) else js, cut=cut or None)
+        out.append(Group(bound, keep, js, len(js) == 1, taped, cut))
     return Plan(info, tuple(out), n)
 
 
 def _split(jaxpr, info: CallInfo) -> list:
-    """The results grouped by the operands they depend on: ``(operands, results, taped)`` per
-    group; the state updates and the output masks are groups no tape records."""
+    """The results grouped by the operands they depend on: ``(operands, results, taped, cut)`` per
+    group, ``cut`` the positions of the call's outputs it takes as operands (``_inner_outputs``);
+    the state updates and the output masks are groups no tape records."""
     deps = _dependencies(jaxpr)
     n = len(jaxpr.outvars)
     n_out, n_up, n_mask = info.n_out, len(info.updated), len(info.masked)
+    inner = _inner_outputs(jaxpr, n_out)
+    cut_deps = _dependencies(jaxpr, inner) if inner else [(d, frozenset()) for d in deps]
     sets: dict = {}
     for j in list(range(n_out)) + list(range(n_out + n_up, n - n_mask)):
-        sets.setdefault(deps[j], []).append(j)
-    groups = [(dep, tuple(js), True) for dep, js in sets.items()]
+        sets.setdefault(cut_deps[j], []).append(j)
+    groups = [(dep, tuple(js), True, tuple(sorted(cut))) for (dep, cut), js in sets.items()]
     for untaped in (tuple(range(n_out, n_out + n_up)), tuple(range(n - n_mask, n))):
         if untaped:
-            groups.append((frozenset().union(*(deps[j] for j in untaped)), untaped, False))
+            groups.append((frozenset().union(*(deps[j] for j in untaped)), untaped, False, ()))
     return groups
 
 
@@ -459,7 +497,7 @@ def _sparse_plan(key: CallKey, fn, specs, info: CallInfo, n_var: int) -> "Option
     index_piece = Piece(jex.ClosedJaxpr(_pruned(index_jaxpr, [jaxpr.invars[i] for i in index_keep], indices),
                                         closed.consts), f"{label}: gather indices")
     groups = []
-    for dep, js, taped in _split(rest, info):
+    for dep, js, taped, _ in _split(rest, info):   # (no cut: ``_plan`` asks for none)
         keep = tuple(sorted(dep))
         sub = _pruned(rest, [rest.invars[i] for i in keep], [rest.outvars[j] for j in js])
         groups.append(PieceGroup(Piece(jex.ClosedJaxpr(sub, closed.consts), label), keep, js, len(js) == 1, taped))
@@ -487,6 +525,21 @@ def _bind_sparse(plan: Plan, operands) -> list:
     return flat
 
 
+def _in_order(groups: list) -> list:
+    """``groups`` ordered so that a group comes after those giving the outputs it cuts at."""
+    done: set = set()
+    left, ordered = list(groups), []
+    while left:
+        ready = [g for g in left if set(g[3]) <= done]
+        if not ready:   # (cannot happen: a cut output is never computed from what it cuts)
+            raise RuntimeError("a Keras call's outputs depend on each other in a cycle")
+        for g in ready:
+            left.remove(g)
+            ordered.append(g)
+            done.update(g[1])
+    return ordered
+
+
 def _aval(x):
     m = x._meta if isinstance(x, (Tensor, Variable)) else x
     return m.shape, m.dtype, getattr(m, "weak_type", False)
@@ -509,7 +562,7 @@ def _bind(key: CallKey, operands, n_var: int):
         return bind(KERAS_CALL_N, *operands, key=g.key), plan.info
     flat: list = [None] * plan.n_results
     for g in groups:
-        ops = [operands[i] for i in g.keep]
+        ops = [operands[i] for i in g.keep] + [flat[i] for i in g.cut]
         if g.taped:
             res = (bind(KERAS_CALL, *ops, key=g.key),) if g.one else bind(KERAS_CALL_N, *ops, key=g.key)
         else:

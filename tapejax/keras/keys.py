@@ -107,6 +107,8 @@ class CallKey(NamedTuple):
     mapped: Optional[tuple] = None   # positions (in var_ids) of the variables it maps
     stand_ins: Optional[tuple] = None   # per array argument: None (taken) or (shape, dtype) of zeros
     outputs: Optional[tuple] = None  # positions (in the call's flat results) it returns
+    cut: Optional[tuple] = None      # positions (in the call's flat results) of outputs it takes as
+    #                                  operands after the others: what it computes from them
 
 
 class State(NamedTuple):

@@ -5,23 +5,30 @@ A Keras function (``keras.losses.sparse_categorical_crossentropy``,
 ``keras.activations.relu``, ``keras.ops.mean`` ...) called with a tapejax
 Tensor or Variable outside a Keras scope runs as one tape op
 (``calls.call_function``), so a loss written with them is differentiated; with
-other arguments (NumPy, JAX arrays, inside a layer's call) it is Keras's own
-function.  Classes (``SparseCategoricalCrossentropy``, ``Mean``) are Keras's
+other arguments (JAX arrays, inside a layer's call) it is Keras's own function,
+and with NumPy arrays too, its results given as Tensors as TF gives them.  Classes (``SparseCategoricalCrossentropy``, ``Mean``) are Keras's
 classes unchanged: their calls are hooked on the base classes (``calls``,
 ``hooks``).  ``keras.ops.stop_gradient`` is tapejax's ``stop_gradient`` on
 Tensors (the source is then unconnected: None, as in TF), and
 ``keras.utils.set_random_seed`` also sets ``tapejax.random.set_seed``, as TF's
-does; ``to_categorical`` takes TF's ``dtype`` (float32).
+does; ``to_categorical`` takes TF's ``dtype`` (float32).  A name Keras 3 keeps only
+in its tf.keras API (``keras._tf_keras.keras``, TF 2.21's own ``tf.keras``) is
+found there: ``tf.keras.losses.mae`` / ``mse`` / ``MAE`` / ``kld``, ``tf.keras.metrics.mae``.
 """
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 from types import ModuleType
 from typing import Any, Callable
 
+import jax
+import jax.core
 import numpy as np
+from keras.src.backend.common.keras_tensor import KerasTensor
 
+from ..core.tensor import Tensor
 from . import calls as _calls, keys as _keys, variables as _kvars
 
 __all__ = ["KerasNamespace", "on_tape"]
@@ -40,12 +47,27 @@ def on_tape(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if _kvars.in_keras_scope() or not _keys.has_tensor(args, kwargs):
+        if _kvars.in_keras_scope():
             return fn(*args, **kwargs)
+        if not _keys.has_tensor(args, kwargs):
+            out = fn(*args, **kwargs)
+            if _host_only(args, kwargs):   # NumPy in: a Tensor out, as TF's (``tf.keras.losses.mae(
+                # model.predict(x), x)`` then ``.numpy()``); the values are Keras's own (constants)
+                out = jax.tree_util.tree_map(lambda r: Tensor(r) if isinstance(r, jax.Array)
+                                             and not isinstance(r, jax.core.Tracer) else r, out)
+            return out
         return _calls.call_function(fn, args, kwargs)
 
     setattr(wrapper, "_tapejax_on_tape", True)
     return wrapper
+
+
+def _host_only(args, kwargs) -> bool:
+    """Whether the arguments hold NumPy arrays and no JAX array (raw JAX code keeps Keras's own
+    results) nor Keras symbolic tensor."""
+    leaves = jax.tree_util.tree_leaves((args, kwargs))
+    return (any(isinstance(x, np.ndarray) for x in leaves)
+            and not any(isinstance(x, (jax.Array, KerasTensor)) for x in leaves))
 
 
 def _stop_gradient(keras_fn):
@@ -104,6 +126,22 @@ _LEGACY = {("losses", "Reduction"): _legacy_reduction,
            ("mixed_precision", "LossScaleOptimizer"): _loss_scale_optimizer}
 
 
+def _tf_keras_name(module: ModuleType, attr: str) -> Any:
+    """A name Keras 3 keeps only in its tf.keras API (``keras._tf_keras.keras``, which is TF 2.21's
+    own ``tf.keras``): ``losses.mae`` / ``mse`` / ``MAE`` / ``kld`` / ``logcosh``, ``metrics.mae``
+    ..., the aliases tf_keras had and the tutorials use (``tf.keras.losses.mae(reconstructions,
+    data)``); AttributeError as Keras's module gives when neither has it."""
+    name = module.__name__
+    if name.startswith("keras.") and not name.startswith("keras._tf_keras."):
+        try:
+            tf_module = importlib.import_module("keras._tf_keras.keras." + name[len("keras."):])
+        except ImportError:
+            tf_module = None
+        if tf_module is not None and hasattr(tf_module, attr):
+            return getattr(tf_module, attr)
+    raise AttributeError(f"module {name!r} has no attribute {attr!r}")
+
+
 class KerasNamespace(ModuleType):
     """A Keras module whose functions are put on the tape (classes and submodules as they are,
     Keras namespaces below it wrapped too).  Attributes are resolved once and cached."""
@@ -118,7 +156,12 @@ class KerasNamespace(ModuleType):
         if attr.startswith("__"):
             raise AttributeError(attr)
         legacy = _LEGACY.get((self._kind, attr))
-        value = legacy() if legacy is not None else getattr(self._keras_module, attr)
+        if legacy is not None:
+            value = legacy()
+        elif hasattr(self._keras_module, attr):
+            value = getattr(self._keras_module, attr)
+        else:
+            value = _tf_keras_name(self._keras_module, attr)
         special = _SPECIAL.get((self._kind, attr))
         if special is not None:
             value = special(value)

@@ -112,6 +112,20 @@ class KerasVariable(_BackendVariable, Variable):
         with jax.ensure_compile_time_eval():
             super()._deferred_initialize()
 
+    # -- trainable: Keras's view and the tape's ---------------------------------------
+    @property
+    def trainable(self):   # pyright: ignore[reportIncompatibleVariableOverride]  (Keras's property)
+        """Keras's view: False once its layer is frozen (``layer.trainable = False``), which lists
+        it among the ``non_trainable_variables``.  Tapes watch by ``_trainable``, the value the
+        variable was created with, as TF's tape watches by ``tf.Variable.trainable``, which
+        freezing a tf_keras layer (or a TF-backed Keras 3 one) leaves as it was: a gradient asked
+        for a frozen kernel explicitly has a value, as in TF, not None."""
+        return self.__dict__.get("_keras_trainable", self._trainable)
+
+    @trainable.setter
+    def trainable(self, value):
+        self.__dict__["_keras_trainable"] = bool(value)
+
     # -- reads ---------------------------------------------------------------------
     @property
     def value(self):   # pyright: ignore[reportIncompatibleMethodOverride]  (Keras's property)

@@ -35,6 +35,7 @@ from ._registry import (
     static_shape,
     tf_types,
 )
+from .indexing_traced import is_traced
 
 _pyrange = builtins.range
 _pyslice = builtins.slice
@@ -270,14 +271,27 @@ def reverse(tensor, axis, name=None):
     return bind(_REVERSE, tensor, axis=ax)
 
 
-_ROLL = prim("Roll", lambda x, *, shift, axis: jnp.roll(x, shift, axis))
+def _roll(x, *dyn_shift, shift, axis):
+    return jnp.roll(x, dyn_shift[0] if dyn_shift else shift, axis)   # a traced shift: XLA's dynamic roll
+
+
+_ROLL = prim("Roll", _roll)
 
 
 @tf_types("Roll")
 def roll(input, shift, axis, name=None):
-    """``tf.roll``: ``shift`` and ``axis`` ints or equally long lists."""
-    sh = static_axis(shift)
+    """``tf.roll``: ``shift`` and ``axis`` ints or equally long lists.  A ``shift`` known only when a
+    compiled step runs (drawn by ``tf.random.uniform`` in DeepDream's ``random_roll``, or a traced
+    argument) is an operand of the op (its gradient the cotangent rolled back, as TF's)."""
     ax = static_axis(axis)
+    if is_traced(shift) or (isinstance(shift, (list, tuple)) and builtins.any(is_traced(s) for s in shift)):
+        sh = convert_to_tensor(shift, dtype_hint="int32")
+        want = () if isinstance(ax, int) else (len(ax),) if isinstance(ax, tuple) else None
+        if sh.dtype not in (_dtypes.int32, _dtypes.int64) or tuple(sh.shape.as_list()) != want:
+            raise _bad("Roll", f"`shift` must be an int scalar or a 1-D int tensor as long as `axis` {ax}; "
+                       f"got {sh.dtype.name} of shape {sh.shape.as_list()}")
+        return _call(_ROLL, "Roll", input, sh, shift=None, axis=ax)
+    sh = static_axis(shift)
     return _call(_ROLL, "Roll", input, shift=sh, axis=ax)
 
 

@@ -64,7 +64,9 @@ def _plain(params: dict) -> bool:
     return all(v is None for v in params.values())
 
 
-def _eval(jaxpr: Any, consts: Sequence[Any], args: Sequence[Any], rules: dict) -> list:
+def _eval(jaxpr: Any, consts: Sequence[Any], args: Sequence[Any], rules: dict, given: "dict | None" = None) -> list:
+    """Evaluate ``jaxpr`` with ``rules``; ``given`` maps some of its variables to values that replace
+    what their equations compute (every later use reads the given value)."""
     env: dict = {}
 
     def read(v: Any) -> Any:
@@ -93,15 +95,24 @@ def _eval(jaxpr: Any, consts: Sequence[Any], args: Sequence[Any], rules: dict) -
                 out = prim.bind(*subfuns, *invals, **params)
             outs = out if prim.multiple_results else [out]
         for v, x in zip(eqn.outvars, outs):
-            env[v] = x
+            env[v] = x if given is None else given.get(v, x)
     return [read(v) for v in jaxpr.outvars]
 
 
-def with_tf_rules(fn: Callable[..., Any]) -> Callable[..., Any]:
+def with_tf_rules(fn: Callable[..., Any], cut: Sequence[int] = ()) -> Callable[..., Any]:
     """``fn`` (arrays in, a pytree of arrays out) computing the same values, differentiated with
-    TF's conventions at kinks and ties (see the module docstring)."""
+    TF's conventions at kinks and ties (see the module docstring).
+
+    ``cut``: positions of ``fn``'s flat outputs given as the last ``len(cut)`` arguments instead:
+    the other outputs are computed from those values, so they are differentiable w.r.t. them (an
+    intermediate a Keras model also returns, as TF's graph holds one tensor for it: Grad-CAM's
+    conv output).  An output that is one of ``fn``'s inputs (no equation computes it) is not cut."""
     def run(*args: Any) -> Any:
+        given = args[len(args) - len(cut):] if cut else ()
+        args = args[:len(args) - len(cut)] if cut else args
         closed, shape = jax.make_jaxpr(fn, return_shape=True)(*args)
-        flat = _eval(closed.jaxpr, closed.consts, args, _RULES)
+        outvars = closed.jaxpr.outvars
+        over = {outvars[i]: x for i, x in zip(cut, given) if not isinstance(outvars[i], Literal)} if cut else None
+        flat = _eval(closed.jaxpr, closed.consts, args, _RULES, over)
         return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(shape), flat)
     return run

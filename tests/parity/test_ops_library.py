@@ -767,6 +767,26 @@ def test_reverse_roll_repeat_broadcast_to(tf):
 
 
 @parity
+def test_roll_by_a_shift_known_only_when_the_compiled_step_runs(tf):
+    """``tf.roll`` inside ``tf.function`` with the shift a traced argument (a vector for two axes, a
+    scalar for one, negative and past the size), and a shift drawn inside the step: values and the
+    gradient (the cotangent rolled back)."""
+    w = tf.reshape(tf.range(12.0), [3, 4])
+
+    @tf.function
+    def step(x, shift, s0):
+        with tf.GradientTape() as t:
+            t.watch(x)
+            y = tf.roll(x, shift=shift, axis=[0, 1]) * w + tf.roll(x, s0, axis=1) * w ** 2
+        return y, t.gradient(y, x)
+
+    x = tf.constant(np.arange(12, dtype=np.float32).reshape(3, 4) / 7.0)
+    out = [step(x, tf.constant(s), tf.constant(s0)) for s, s0 in (([1, -1], 2), ([-4, 6], -1), ([0, 0], 0))]
+    drawn = tf.function(lambda v: tf.roll(v, tf.reduce_sum(tf.cast(v > 0.5, tf.int32)), axis=0))
+    return out, drawn(tf.constant([0.1, 0.9, 0.7, 0.2, 0.3]))
+
+
+@parity
 def test_sort_argsort_unique(tf):
     """sort (both directions) with gradients, argsort int32, unique (y, idx)."""
     x = tf.constant([3.0, 1.0, 2.0, 1.0])
