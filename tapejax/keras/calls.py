@@ -52,9 +52,6 @@ import jax
 import jax.core
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
-from jax.extend import core as jex
-from jax.extend.core import Literal
 from keras.src.backend.common.keras_tensor import KerasTensor
 from keras.src.backend.common.masking import get_keras_mask, set_keras_mask
 from keras.src.backend.common.stateless_scope import StatelessScope
@@ -64,9 +61,10 @@ from ..core.bind import bind, define
 from ..core.caches import LRU
 from ..core.tensor import Tensor
 from ..core.variable import Variable
-from ..ops.indexing import gather
 from ..ops.tf_rules import with_tf_rules
 from . import variables as _kvars
+from .gathers import SparsePlan, bind_sparse, gathers_a_variable, sparse_plan
+from .grouping import group_results, in_order
 from .keys import (
     Args,
     CallInfo,
@@ -105,44 +103,7 @@ class Plan(NamedTuple):
     info: CallInfo
     groups: tuple                # Group per set of operands some results depend on
     n_results: int
-    sparse: "Optional[SparsePlan]" = None   # embedding tables read by gathers only (``_sparse_plan``)
-
-
-class Piece:
-    """A part of a traced call as a pure function (the static parameter of a ``KerasCallPiece``
-    op, compared by identity: one per plan)."""
-
-    __slots__ = ("fn", "label")
-
-    def __init__(self, closed: Any, label: str) -> None:
-        self.fn = jex.jaxpr_as_fun(closed)
-        self.label = label
-
-    def __repr__(self) -> str:
-        return f"<{self.label}>"
-
-
-class PieceGroup(NamedTuple):
-    """``Group`` for a sparse plan: a piece over some of the operands and gathered rows."""
-
-    piece: Piece
-    keep: tuple                  # positions in (operands..., rows...)
-    outputs: tuple
-    one: bool
-    taped: bool
-
-
-class SparsePlan(NamedTuple):
-    """A call whose embedding tables reach its results only through row gathers (``ops.take``
-    on axis 0), run as TF runs it: the gathers' indices (an op over the arguments, no tape
-    records), one ``tf.gather`` per gather on the table's Variable (so its gradient is
-    ``IndexedSlices`` of the looked-up rows, TF's ``ResourceGather``), then the rest of the call
-    with the rows as inputs (``groups``, split by dependencies as ``_plan`` does)."""
-
-    index_piece: Piece
-    index_keep: tuple            # operand positions the indices depend on
-    gathers: tuple               # per gather: the table's operand position
-    groups: tuple                # PieceGroup
+    sparse: Optional[SparsePlan] = None   # embedding tables read by gathers only (``gathers``)
 
 
 #: (call key, the arguments' shapes and dtypes) -> Plan (bounded; a dropped plan is found again by
@@ -296,8 +257,6 @@ def _impl_many(*dyn, key):
 
 KERAS_CALL = define("KerasCall", _impl_one)
 KERAS_CALL_N = define("KerasCallN", _impl_many, multiple_results=True)
-KERAS_PIECE = define("KerasCallPiece", lambda *dyn, piece: piece.fn(*dyn)[0])
-KERAS_PIECE_N = define("KerasCallPieceN", lambda *dyn, piece: tuple(piece.fn(*dyn)), multiple_results=True)
 
 
 def _spec(x):
@@ -305,43 +264,6 @@ def _spec(x):
         m = x._meta
         return jax.ShapeDtypeStruct(m.shape, m.dtype, weak_type=getattr(m, "weak_type", False))
     return jax.ShapeDtypeStruct(np.shape(x), x.dtype, weak_type=getattr(x, "weak_type", False))
-
-
-def _dependencies(jaxpr, cuts: Optional[dict] = None) -> list:
-    """For each output of ``jaxpr``, the positions of the inputs it depends on (a backward pass over
-    the equations; an equation depends on all its inputs).  With ``cuts`` (variable -> position
-    of an output the call also returns), each output's pair (its inputs, the positions of the
-    other outputs it is computed from): the pass stops at those outputs' variables."""
-    position = {v: i for i, v in enumerate(jaxpr.invars)}
-    out: list = []
-    for o in jaxpr.outvars:
-        if isinstance(o, Literal):
-            out.append(frozenset() if cuts is None else (frozenset(), frozenset()))
-            continue
-        stop = {} if cuts is None else {v: i for v, i in cuts.items() if v is not o}
-        live = {o}
-        for eqn in reversed(jaxpr.eqns):
-            if any(v in live and v not in stop for v in eqn.outvars):
-                live.update(v for v in eqn.invars if not isinstance(v, Literal))
-        deps = frozenset(position[v] for v in live if v in position)
-        out.append(deps if cuts is None else (deps, frozenset(stop[v] for v in live if v in stop)))
-    return out
-
-
-def _inner_outputs(jaxpr, n_out: int) -> dict:
-    """The call's outputs (the first ``n_out`` results) that other results are computed from: a
-    functional model returning an inner layer's output with its predictions (Grad-CAM's
-    ``Model(inputs, [conv.output, model.output])``).  TF's graph holds one tensor for such an
-    output, so ``tape.gradient(preds, conv_output)`` has a value: the ops of the results computed
-    from it take it as an operand (variable -> its position)."""
-    outvars = jaxpr.outvars[:n_out]
-    produced = {v for eqn in jaxpr.eqns for v in eqn.outvars}
-    used = {v for eqn in jaxpr.eqns for v in eqn.invars if not isinstance(v, Literal)}
-    inner: dict = {}
-    for i, v in enumerate(outvars):
-        if not isinstance(v, Literal) and v in produced and v in used and v not in inner:
-            inner[v] = i
-    return inner
 
 
 def _plan(key: CallKey, operands) -> Plan:
@@ -368,13 +290,13 @@ def _plan(key: CallKey, operands) -> Plan:
         group = Group(key, tuple(range(len(operands))), tuple(range(n)), n == 1, True)
         return Plan(info, (group,), n)
     n_var = len(key.var_ids)
-    groups = _split(closed.jaxpr, info)
-    if not any(cut for *_, cut in groups) and _gathers_a_variable(closed.jaxpr, n_var):
-        sparse = _sparse_plan(key, fn, specs, info, n_var)
+    groups = group_results(closed.jaxpr, info)
+    if not any(cut for *_, cut in groups) and gathers_a_variable(closed.jaxpr, n_var):
+        sparse = sparse_plan(key, fn, specs, info, n_var)
         if sparse is not None:
             return Plan(info, (), n, sparse)
     out = []
-    for dep, js, taped, cut in _in_order(groups):
+    for dep, js, taped, cut in in_order(groups):
         keep = tuple(sorted(dep))
         mapped = tuple(i for i in keep if i < n_var)
         stand_ins = tuple(None if i in dep else (specs[i].shape, specs[i].dtype)
@@ -384,160 +306,6 @@ def _plan(key: CallKey, operands) -> Plan:
                              outputs=None if js == tuple(range(n)) else js, cut=cut or None)
         out.append(Group(bound, keep, js, len(js) == 1, taped, cut))
     return Plan(info, tuple(out), n)
-
-
-def _split(jaxpr, info: CallInfo) -> list:
-    """The results grouped by the operands they depend on: ``(operands, results, taped, cut)`` per
-    group, ``cut`` the positions of the call's outputs it takes as operands (``_inner_outputs``);
-    the state updates and the output masks are groups no tape records."""
-    deps = _dependencies(jaxpr)
-    n = len(jaxpr.outvars)
-    n_out, n_up, n_mask = info.n_out, len(info.updated), len(info.masked)
-    inner = _inner_outputs(jaxpr, n_out)
-    cut_deps = _dependencies(jaxpr, inner) if inner else [(d, frozenset()) for d in deps]
-    sets: dict = {}
-    for j in list(range(n_out)) + list(range(n_out + n_up, n - n_mask)):
-        sets.setdefault(cut_deps[j], []).append(j)
-    groups = [(dep, tuple(js), True, tuple(sorted(cut))) for (dep, cut), js in sets.items()]
-    for untaped in (tuple(range(n_out, n_out + n_up)), tuple(range(n - n_mask, n))):
-        if untaped:
-            groups.append((frozenset().union(*(deps[j] for j in untaped)), untaped, False, ()))
-    return groups
-
-
-# -- embedding tables: IndexedSlices gradients, as TF's ResourceGather ------------------------
-
-def _nested_jaxprs(eqn):
-    for p in eqn.params.values():
-        for sub in (p if isinstance(p, (tuple, list)) else (p,)):
-            sub = getattr(sub, "jaxpr", sub)
-            if hasattr(sub, "eqns"):
-                yield sub
-
-
-def _gathers_a_variable(jaxpr, n_var: int, invars=None) -> bool:
-    """Whether some ``gather`` (in ``jit`` bodies too) takes a variable operand as it is: the
-    cheap test before ``_sparse_plan`` traces the call again."""
-    own = set(jaxpr.invars[:n_var]) if invars is None else invars
-    for e in jaxpr.eqns:
-        if e.primitive is lax.gather_p and not isinstance(e.invars[0], Literal) and e.invars[0] in own:
-            return True
-        if e.primitive.name in ("jit", "pjit"):
-            inner = e.params["jaxpr"].jaxpr
-            mapped = {iv for iv, ov in zip(inner.invars, e.invars) if not isinstance(ov, Literal) and ov in own}
-            if mapped and _gathers_a_variable(inner, n_var, mapped):
-                return True
-    return False
-
-
-def _row_gather(eqn, table) -> bool:
-    """``ops.take(table, ids, axis=0)``'s gather: whole rows of ``table`` at integer ids, the rows'
-    axes last (what TF's ``ResourceGather`` computes)."""
-    if eqn.primitive is not lax.gather_p:
-        return False
-    dn = eqn.params["dimension_numbers"]
-    idx = eqn.invars[1].aval
-    r = idx.ndim
-    return (table.ndim >= 1 and r >= 1 and idx.shape[-1] == 1 and np.dtype(idx.dtype).kind in "iu"
-            and tuple(dn.collapsed_slice_dims) == (0,) and tuple(dn.start_index_map) == (0,)
-            and tuple(getattr(dn, "operand_batching_dims", ())) == ()
-            and tuple(getattr(dn, "start_indices_batching_dims", ())) == ()
-            and tuple(dn.offset_dims) == tuple(range(r - 1, r - 1 + table.ndim - 1))
-            and tuple(eqn.params["slice_sizes"]) == (1,) + tuple(table.shape[1:]))
-
-
-def _pruned(jaxpr, invars: list, outvars: list):
-    """``jaxpr`` with these inputs and outputs and only the equations the outputs need."""
-    need = {v for v in outvars if not isinstance(v, Literal)}
-    kept = []
-    for e in reversed(jaxpr.eqns):
-        if any(o in need for o in e.outvars) or e.effects:
-            kept.append(e)
-            need.update(v for v in e.invars if not isinstance(v, Literal))
-    kept.reverse()
-    d = jaxpr.debug_info
-    return jaxpr.replace(invars=list(invars), outvars=list(outvars), eqns=kept,
-                         effects=frozenset().union(*[e.effects for e in kept]),
-                         debug_info=d._replace(arg_names=("",) * len(invars), result_paths=("",) * len(outvars)))
-
-
-def _sparse_plan(key: CallKey, fn, specs, info: CallInfo, n_var: int) -> "Optional[SparsePlan]":
-    """The call as ``SparsePlan`` when some trainable variable is read by row gathers only, with
-    indices that depend on the arguments alone; None otherwise (the call is one op, and the
-    table's gradient dense)."""
-    n_train = len(key.state(key.target.get()).trainable) if key.state is not None else 0
-    closed = jax.make_jaxpr(with_tf_rules(fn))(*specs)   # (jit bodies inlined: the gathers in sight)
-    jaxpr = closed.jaxpr
-    free: set = set(jaxpr.constvars) | set(jaxpr.invars[n_var:])   # values that read no variable
-    uses: dict = {}
-    for i, e in enumerate(jaxpr.eqns):
-        if all(isinstance(v, Literal) or v in free for v in e.invars):
-            free.update(e.outvars)
-        for p, v in enumerate(e.invars):
-            if not isinstance(v, Literal):
-                uses.setdefault(v, []).append((i, p))
-    results = {v for v in jaxpr.outvars if not isinstance(v, Literal)}
-    cut: dict = {}   # gather equation -> the table's operand position
-    for k in range(n_train):
-        v = jaxpr.invars[k]
-        us = uses.get(v, ())
-        if us and v not in results and all(p == 0 and _row_gather(jaxpr.eqns[i], v.aval)
-                                           and jaxpr.eqns[i].invars[1] in free for i, p in us):
-            cut.update((i, k) for i, _ in us)
-    if not cut:
-        return None
-    order = sorted(cut)
-    rows = [jaxpr.eqns[i].outvars[0] for i in order]
-    indices = [jaxpr.eqns[i].invars[1] for i in order]
-    rest = jaxpr.replace(invars=list(jaxpr.invars) + rows,
-                         eqns=[e for i, e in enumerate(jaxpr.eqns) if i not in cut])
-    label = key.target.label
-    index_jaxpr = _pruned(jaxpr, list(jaxpr.invars), indices)
-    index_keep = tuple(sorted(_dependencies(index_jaxpr)[0].union(*_dependencies(index_jaxpr)[1:])))
-    index_piece = Piece(jex.ClosedJaxpr(_pruned(index_jaxpr, [jaxpr.invars[i] for i in index_keep], indices),
-                                        closed.consts), f"{label}: gather indices")
-    groups = []
-    for dep, js, taped, _ in _split(rest, info):   # (no cut: ``_plan`` asks for none)
-        keep = tuple(sorted(dep))
-        sub = _pruned(rest, [rest.invars[i] for i in keep], [rest.outvars[j] for j in js])
-        groups.append(PieceGroup(Piece(jex.ClosedJaxpr(sub, closed.consts), label), keep, js, len(js) == 1, taped))
-    return SparsePlan(index_piece, index_keep, tuple(cut[i] for i in order), tuple(groups))
-
-
-def _bind_sparse(plan: Plan, operands) -> list:
-    """``_bind`` for a ``SparsePlan``: the indices, the gathers, then the rest of the call."""
-    sp = plan.sparse
-    assert sp is not None
-    with _state.swap(tapes=()):   # (integers: no tape records them)
-        idx = bind(KERAS_PIECE_N, *[operands[i] for i in sp.index_keep], piece=sp.index_piece)
-    rows = [gather(operands[k], Tensor(getattr(i, "_value", i)[..., 0])) for k, i in zip(sp.gathers, idx)]
-    given = list(operands) + rows
-    flat: list = [None] * plan.n_results
-    for g in sp.groups:
-        ops = [given[i] for i in g.keep]
-        if g.taped:
-            res = (bind(KERAS_PIECE, *ops, piece=g.piece),) if g.one else bind(KERAS_PIECE_N, *ops, piece=g.piece)
-        else:
-            with _state.swap(tapes=()):
-                res = bind(KERAS_PIECE_N, *ops, piece=g.piece)
-        for j, r in zip(g.outputs, res):
-            flat[j] = r
-    return flat
-
-
-def _in_order(groups: list) -> list:
-    """``groups`` ordered so that a group comes after those giving the outputs it cuts at."""
-    done: set = set()
-    left, ordered = list(groups), []
-    while left:
-        ready = [g for g in left if set(g[3]) <= done]
-        if not ready:   # (cannot happen: a cut output is never computed from what it cuts)
-            raise RuntimeError("a Keras call's outputs depend on each other in a cycle")
-        for g in ready:
-            left.remove(g)
-            ordered.append(g)
-            done.update(g[1])
-    return ordered
 
 
 def _aval(x):
@@ -553,7 +321,7 @@ def _bind(key: CallKey, operands, n_var: int):
     if plan is None:
         plan = _PLANS.setdefault(pkey, _plan(key, operands))
     if plan.sparse is not None:
-        return _bind_sparse(plan, operands), plan.info
+        return bind_sparse(plan.sparse, operands, plan.n_results), plan.info
     groups = plan.groups
     if len(groups) == 1 and groups[0].taped and len(groups[0].keep) == len(operands):
         g = groups[0]   # (the common case: one op over everything)

@@ -98,8 +98,7 @@ class Optimizer(HyperParameters):
     _INTERLEAVED = False  # slots created variable by variable (Ftrl) instead of slot by slot
     _EXTRA_IN_VARIABLES = True   # ``_extra_init``'s Variables listed by ``variables()`` (checkpointed either way)
     _DEFAULT_NAME = "Optimizer"
-    #: OptimizerV2 raises RuntimeError for a sparse gradient of a Variable with a ``constraint``
-    #: (tf_keras' new optimizers apply the constraint after the sparse update: ``_rules_v2``).
+    #: OptimizerV2 refuses a sparse gradient of a constrained Variable (the new ones: ``_rules_v2``)
     _SPARSE_REFUSES_CONSTRAINT = True
     #: Hyperparameters that tf_keras keeps in float32 Variables (its ``_set_hyper``) and the
     #: update reads at every step: ``opt.beta_1`` is that Variable, ``opt.beta_1 = 0.5``
