@@ -656,3 +656,32 @@ def test_an_output_other_outputs_are_computed_from_is_a_tape_edge():
 
     assert sorted(cuts(model), key=str) == [(0,), None, None]   # the head's op takes the inner output
     assert cuts(keras.Model(inp, [out, other])) == [None, None]   # independent outputs: not cut
+
+
+def test_an_embedding_call_that_prints_stays_one_op(capsys):
+    """A call holding an effect (a ``tf.print`` of a computed value) keeps the one-op form, so
+    the print runs once per execution of the call's op, not once per piece of a sparse plan; its
+    table's gradient is then dense (the values of TF's IndexedSlices, densified)."""
+    class Printing(keras.layers.Layer):
+        def __init__(self):
+            super().__init__()
+            self.e = keras.layers.Embedding(5, 2)
+
+        def call(self, x):
+            h = self.e(x)
+            tf.print("sum", tf.reduce_sum(h) * 0.0)
+            return h
+
+    layer = Printing()
+    ids = np.array([1, 2, 1], np.int32)
+    out = layer(ids)
+    out.numpy()
+    assert capsys.readouterr().err.count("sum") == 1   # (tf.print writes to stderr, as TF)
+    with tf.GradientTape() as tape:
+        y = tf.reduce_sum(layer(ids) ** 2)
+    (g,) = tape.gradient(y, layer.trainable_variables)
+    assert not isinstance(g, tf.IndexedSlices)
+    table = layer.e.embeddings.numpy()
+    want = np.zeros_like(table)
+    np.add.at(want, ids, 2 * table[ids])
+    np.testing.assert_allclose(g.numpy(), want, rtol=1e-6)

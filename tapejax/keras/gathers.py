@@ -77,7 +77,6 @@ KERAS_PIECE = define("KerasCallPiece", lambda *dyn, piece: piece.fn(*dyn)[0])
 KERAS_PIECE_N = define("KerasCallPieceN", lambda *dyn, piece: tuple(piece.fn(*dyn)), multiple_results=True)
 
 
-
 def gathers_a_variable(jaxpr, n_var: int, invars=None) -> bool:
     """Whether some ``gather`` (in ``jit`` bodies too) takes a variable operand as it is: the
     cheap test before ``sparse_plan`` traces the call again."""
@@ -114,7 +113,7 @@ def _pruned(jaxpr, invars: list, outvars: list):
     need = {v for v in outvars if not isinstance(v, Literal)}
     kept = []
     for e in reversed(jaxpr.eqns):
-        if any(o in need for o in e.outvars) or e.effects:
+        if any(o in need for o in e.outvars):
             kept.append(e)
             need.update(v for v in e.invars if not isinstance(v, Literal))
     kept.reverse()
@@ -131,6 +130,8 @@ def sparse_plan(key: CallKey, fn, specs, info: CallInfo, n_var: int) -> "Optiona
     n_train = len(key.state(key.target.get()).trainable) if key.state is not None else 0
     closed = jax.make_jaxpr(with_tf_rules(fn))(*specs)   # (jit bodies inlined: the gathers in sight)
     jaxpr = closed.jaxpr
+    if jaxpr.effects:   # (a print or callback inside: it would run once per piece; one op keeps it once)
+        return None
     free: set = set(jaxpr.constvars) | set(jaxpr.invars[n_var:])   # values that read no variable
     uses: dict = {}
     for i, e in enumerate(jaxpr.eqns):
@@ -156,7 +157,7 @@ def sparse_plan(key: CallKey, fn, specs, info: CallInfo, n_var: int) -> "Optiona
                          eqns=[e for i, e in enumerate(jaxpr.eqns) if i not in cut])
     label = key.target.label
     index_jaxpr = _pruned(jaxpr, list(jaxpr.invars), indices)
-    index_keep = tuple(sorted(dependencies(index_jaxpr)[0].union(*dependencies(index_jaxpr)[1:])))
+    index_keep = tuple(sorted(frozenset().union(*dependencies(index_jaxpr))))
     index_piece = Piece(jex.ClosedJaxpr(_pruned(index_jaxpr, [jaxpr.invars[i] for i in index_keep], indices),
                                         closed.consts), f"{label}: gather indices", last_axis_dropped=True)
     groups = []
