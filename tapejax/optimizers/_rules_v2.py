@@ -38,7 +38,7 @@ from ._sparse import add_rows, dedup_rows, take_rows
 
 _log = logging.getLogger("tapejax")
 
-__all__ = ["SGD", "RMSprop", "Adam", "Adamax", "Adagrad", "Adadelta", "Ftrl", "Nadam"]
+__all__ = ["SGD", "RMSprop", "Adam", "Adamax", "Adagrad", "Adadelta", "Ftrl", "Nadam", "CallableList"]
 
 
 def _c(x, like):
@@ -50,12 +50,26 @@ def _dense(g, u, v):
     return add_rows(jnp.zeros_like(v), u, g)
 
 
+class CallableList(list):
+    """tf_keras' ``CallableList``: the new optimizers' ``variables`` is the list of their Variables
+    (``for v in opt.variables``), and calling it gives the same list (``opt.variables()``, the
+    legacy optimizers' method)."""
+
+    def __call__(self) -> "CallableList":
+        return self
+
+
 class _New(NewOptimizerState):
     """The new optimizers' constructor arguments, ``weight_decay`` and ``use_ema`` (``_ema``; a mixin
     before the legacy class)."""
 
     _SCHEDULE_STEP_FLOAT = False   # (tf_keras' new optimizers call a schedule with ``iterations``)
     _SPARSE_REFUSES_CONSTRAINT = False   # (the constraint runs after a sparse update too)
+
+    @property
+    def variables(self) -> CallableList:   # pyright: ignore[reportIncompatibleMethodOverride]
+        """The Variables (``iterations``, then the slots), as a list that may also be called."""
+        return CallableList(self._weights)   # pyright: ignore[reportAttributeAccessIssue]  (the legacy class keeps them)
 
     def _set_new(self, new):
         """Keep the new optimizers' own arguments (after the legacy class' constructor)."""

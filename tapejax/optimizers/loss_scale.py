@@ -371,8 +371,11 @@ class BaseLossScaleOptimizer(Optimizer, metaclass=_Dispatch):
     learning_rate = _inner("learning_rate", writable=True)
     lr = learning_rate
 
+    @property
     def variables(self):
-        return self._optimizer.variables()
+        """The inner optimizer's ``variables``: a list that may be called (a new optimizer's), or
+        the legacy optimizers' method, as tf_keras' ``LossScaleOptimizer`` gives them."""
+        return self._optimizer.variables
 
     weights = _inner("weights")
 

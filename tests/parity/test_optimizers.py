@@ -721,3 +721,19 @@ def test_a_sparse_gradient_of_a_constrained_variable(tf):
             r = raises(opt.apply_gradients, [(g, v)])
             out.append((r if isinstance(r, Raised) else None, v.numpy()))
     return out
+
+
+@parity()
+def test_the_new_optimizers_variables_is_a_list_that_may_be_called(tf):
+    """tf_keras' new optimizers: ``opt.variables`` is the list of their Variables (iterated,
+    indexed, its length) and ``opt.variables()`` the same list; a ``LossScaleOptimizer`` around
+    one gives the same; the legacy optimizers keep the method."""
+    v = tf.Variable([1.0, 2.0])
+    opt = tf.keras.optimizers.Adam(0.1)
+    opt.apply_gradients([(tf.constant([0.5, -1.0]), v)])
+    scaled = tf.keras.mixed_precision.LossScaleOptimizer(opt)
+    legacy = tf.keras.optimizers.legacy.Adam(0.1)
+    return (int(opt.variables[0].numpy()), [x.numpy() for x in opt.variables[1:]], len(opt.variables),
+            [x.numpy() for x in opt.variables()[1:]],   # (iterations: int64 in TF, int32 here, README)
+            isinstance(opt.variables, list), len(scaled.variables), isinstance(legacy.variables, list),
+            len(legacy.variables()))
