@@ -287,9 +287,12 @@ def roll(input, shift, axis, name=None):
     if is_traced(shift) or (isinstance(shift, (list, tuple)) and builtins.any(is_traced(s) for s in shift)):
         sh = convert_to_tensor(shift, dtype_hint="int32")
         want = () if isinstance(ax, int) else (len(ax),) if isinstance(ax, tuple) else None
-        if sh.dtype not in (_dtypes.int32, _dtypes.int64) or tuple(sh.shape.as_list()) != want:
-            raise _bad("Roll", f"`shift` must be an int scalar or a 1-D int tensor as long as `axis` {ax}; "
-                       f"got {sh.dtype.name} of shape {sh.shape.as_list()}")
+        if sh.dtype not in (_dtypes.int32, _dtypes.int64):   # (TF's errors while building its graph)
+            raise TypeError(f"Value passed to parameter 'shift' has DataType {sh.dtype.name} not in list of "
+                            "allowed values: int32, int64 (tf.roll)")
+        if tuple(sh.shape.as_list()) != want:
+            raise ValueError(f"tf.roll: `shift` must be an int scalar or a 1-D int tensor as long as `axis` {ax}; "
+                             f"got shape {sh.shape.as_list()}")
         return _call(_ROLL, "Roll", input, sh, shift=None, axis=ax)
     sh = static_axis(shift)
     return _call(_ROLL, "Roll", input, shift=sh, axis=ax)

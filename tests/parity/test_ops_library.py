@@ -1150,3 +1150,13 @@ def test_named_tuple_results(tf):
           tf.unique(tf.constant([1, 1, 2])), tf.linalg.eigh(m), tf.linalg.svd(m), tf.nn.moments(m, [0]))
     named = tuple((type(r).__name__, tuple(getattr(r, "_fields", ()))) for r in rs)
     return named, rs[0].r, rs[1].log_abs_determinant, rs[2].indices, rs[3].idx
+
+
+@parity
+def test_roll_by_a_traced_shift_of_the_wrong_kind_is_refused(tf):
+    """A traced ``shift`` that is not ints, or whose length differs from ``axis``'s: the error
+    is raised when the step is traced, before it runs."""
+    x = tf.constant(np.arange(12, dtype=np.float32).reshape(3, 4))
+    too_long = tf.function(lambda s: tf.roll(x, shift=s, axis=[0, 1]))
+    floats = tf.function(lambda s: tf.roll(x, shift=s, axis=0))
+    return (raises(too_long, tf.constant([1, 2, 3])), raises(floats, tf.constant(1.5)))
