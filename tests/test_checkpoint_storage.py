@@ -465,3 +465,25 @@ def test_a_tf_checkpoint_without_tensorflow_names_the_extra(tmp_path, monkeypatc
     monkeypatch.setitem(sys.modules, "tensorflow", None)
     with pytest.raises(ImportError, match=r"tapejax\[tf\]"):
         tf.train.Checkpoint(v=tf.Variable(1.0)).restore(str(tmp_path / "ckpt-1"))
+
+
+def test_orbax_before_0_12_6_saves_with_its_default_numpy_handler(tmp_path, monkeypatch):
+    """orbax 0.11 to 0.12.5 has no ``NumpyHandler(deepcopy_host_arrays=...)``: a save still
+    works there, with that release's handler (it was a TypeError on every save)."""
+    import orbax.checkpoint as ocp
+
+    from tapejax.train import writer
+    real = ocp.type_handlers.NumpyHandler
+    made = []
+
+    class OldNumpyHandler(real):   # the old signature: no deepcopy_host_arrays
+        def __init__(self, metadata_key=None):
+            made.append(metadata_key)
+            super().__init__(metadata_key=metadata_key)
+    monkeypatch.setattr(ocp.type_handlers, "NumpyHandler", OldNumpyHandler)
+    v = tf.Variable([1.0, 2.0])
+    path = tf.train.Checkpoint(v=v).save(str(tmp_path / "ckpt"))
+    v.assign([0.0, 0.0])
+    tf.train.Checkpoint(v=v).restore(path)
+    np.testing.assert_array_equal(v.numpy(), [1.0, 2.0])
+    assert made and set(made) == {None}   # (the save wrote arrays through the old handler)

@@ -37,6 +37,7 @@ interpreter exit wait for it first.
 from __future__ import annotations
 
 import atexit
+import inspect
 import logging
 import os
 import threading
@@ -152,11 +153,14 @@ def snapshot(live: _g.LiveGraph) -> Snapshot:
 
 def _type_handlers(ocp: Any) -> Any:
     """orbax's handlers, but NumPy arrays are written without the defensive deep copy: ours
-    are the snapshot's own (a second 8 MB copy per save for the benchmark's MLP)."""
+    are the snapshot's own (a second 8 MB copy per save for the benchmark's MLP).  orbax before
+    0.12.6 has no such option (its NumpyHandler takes no ``deepcopy_host_arrays``): its default."""
     th = ocp.type_handlers
+    takes = "deepcopy_host_arrays" in inspect.signature(th.NumpyHandler).parameters
+    numpy_handler = th.NumpyHandler(deepcopy_host_arrays=False) if takes else th.NumpyHandler()
     return th.create_type_handler_registry(
         (int, th.ScalarHandler()), (float, th.ScalarHandler()), (bytes, th.ScalarHandler()),
-        (np.number, th.ScalarHandler()), (np.ndarray, th.NumpyHandler(deepcopy_host_arrays=False)),
+        (np.number, th.ScalarHandler()), (np.ndarray, numpy_handler),
         (jax_array_type(), th.ArrayHandler()), (str, th.StringHandler()))
 
 
