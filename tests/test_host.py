@@ -91,3 +91,31 @@ def test_init_scope_creates_concrete_values_inside_a_trace():
         return x * c
     np.testing.assert_allclose(f(tf.constant(1.0)).numpy(), 6.0)
     assert kinds == [False]
+
+
+def test_steps_after_a_failed_host_callback_run_as_before():
+    """A py_function that raises fails its step with TF's class, and the steps after it run: the
+    same function on good input, and dataset reads whose OutOfRangeError ends each epoch (a loop's
+    normal end).  On a GPU, JAX kept the failed program's effect token and failed every later
+    program with host callbacks, and its barrier at exit (``host._forget_failed_tokens``)."""
+    def f(x):
+        if float(np.asarray(x)) > 0.5:
+            raise ValueError("too big")
+        return x
+    step = tf.function(lambda v: tf.py_function(f, [v], tf.TensorSpec([], tf.float32)) + 1.0)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="too big"):
+        step(tf.constant(1.0))
+    assert float(step(tf.constant(0.25))) == 1.25
+
+    read = tf.function(lambda it: it.get_next() * 2)
+    for _ in range(2):
+        it, got = iter(tf.data.Dataset.range(3)), []
+        while True:
+            try:
+                got.append(int(read(it)))
+            except tf.errors.OutOfRangeError:
+                break
+        assert got == [0, 2, 4]
+    with pytest.raises(tf.errors.InvalidArgumentError, match="too big"):
+        step(tf.constant(2.0))
+    jax.effects_barrier()   # (nothing left failed behind)

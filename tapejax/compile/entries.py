@@ -332,6 +332,9 @@ def call_checked(entry: Entry, rw_vals, ro_vals, dyn):
         flat = entry.jitted(*rw_vals, *ro_vals, *dyn)
     outs, new_rw = flat[:entry.n_out], flat[entry.n_out:]
     if entry.copies:
+        # A host callback's error is the call's, as TF's: where the backend runs the program
+        # asynchronously (a GPU) it arrives with the results, so wait for them here.
+        jax.block_until_ready(flat)
         jax.effects_barrier()   # its prints have happened when the call returns (TF)
     return outs, new_rw, err
 

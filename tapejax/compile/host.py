@@ -196,7 +196,24 @@ def take_error(e: BaseException) -> Optional[_errors.OpError]:
         return None
     err = _ERRORS.pop()
     _ERRORS.clear()
+    _forget_failed_tokens()
     return err
+
+
+def _forget_failed_tokens() -> None:
+    """On a GPU, JAX (0.10, 0.11) keeps the effect token of a program whose ordered host callback
+    failed, and hands it to the next program with that effect, which then fails with the same
+    error (every later py_function step, dataset read or ``tf.print``, and JAX's barrier at exit).
+    The failed step has raised its error: its tokens are dropped, so the next program starts a
+    fresh order.  (``jax._src.dispatch.runtime_tokens``: no public API; absent, nothing to do.)"""
+    try:
+        from jax._src import dispatch
+    except ImportError:   # pragma: no cover - a JAX without the module
+        return
+    tokens = getattr(dispatch, "runtime_tokens", None)
+    clear = getattr(tokens, "clear", None)
+    if callable(clear):
+        clear()
 
 
 def _host_call(func: Callable[..., Any], arrays: Sequence[np.ndarray], tout: _Tout, numpy_style: bool) -> list:
