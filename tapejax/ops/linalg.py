@@ -144,6 +144,8 @@ def _det_vjp_checked(x, *, singular):
 
 
 def _det(x, *, grad_check=None):
+    if x.dtype in (jnp.float16, jnp.bfloat16):   # (a GPU's LU, which the gradient uses, has no half kernel)
+        return _det(x.astype(jnp.float32), grad_check=grad_check).astype(x.dtype)
     if grad_check is None:
         return jnp.linalg.det(x)
     return _det_vjp_checked(x, singular=grad_check == "singular")
