@@ -12,6 +12,7 @@ import tapejax as tf
 @pytest.fixture
 def restore():
     precision = jax.config.jax_default_matmul_precision  # pyright: ignore[reportAttributeAccessIssue]
+    jax.config.update("jax_default_matmul_precision", None)   # (JAX's default, whatever the environment set)
     yield
     jax.config.update("jax_default_matmul_precision", precision)
 

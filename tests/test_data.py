@@ -224,7 +224,8 @@ def test_file_cache_is_written_by_a_complete_pass_and_read_by_later_ones(tmp_pat
     assert again[1][1].dtype == jax.numpy.bfloat16 and float(again[1][1]) == -2.0
     code = f"import tapejax as tf; print([int(v) for v in tf.data.Dataset.range(1).cache({f!r})])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "PYTHONPATH": os.getcwd()})
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                             p for p in (os.getcwd(), os.environ.get("PYTHONPATH")) if p)})
     assert out.stdout.strip().splitlines()[-1] == "[0, 10, 20, 30, 40]", out.stderr[-2000:]
 
 

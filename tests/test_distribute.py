@@ -63,8 +63,9 @@ def test_modes_exit_in_order():
 def test_devices_as_jax_devices_and_the_mesh():
     d = jax.devices()[0]
     s = tf.distribute.MirroredStrategy(devices=[d])
+    kind = {"cpu": "CPU", "tpu": "TPU"}.get(d.platform, "GPU")
     assert s.num_replicas_in_sync == 1 and s.extended.worker_devices == (
-        "/job:localhost/replica:0/task:0/device:CPU:0",)
+        f"/job:localhost/replica:0/task:0/device:{kind}:0",)
     assert s.extended.mesh.axis_names == ("data",) and list(s.extended.mesh.devices.flat) == [d]
     assert tf.distribute.OneDeviceStrategy(d).extended.worker_devices == s.extended.worker_devices
     with pytest.raises(ValueError, match="names no device type"):

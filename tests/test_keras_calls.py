@@ -472,6 +472,7 @@ def test_tf_backed_preprocessing_layers_run_eagerly_on_host_values_and_refuse_a_
     """IntegerLookup / Hashing run TensorFlow inside their ``call`` (JAX cannot trace them): called
     eagerly on host values, their ids are tapejax Tensors a tape treats as constants; inside a
     tapejax.function a TypeError says what to do."""
+    pytest.importorskip("tensorflow")   # (Keras' own requirement for these layers)
     lookup = keras.layers.IntegerLookup()
     lookup.adapt(np.array([3, 3, 5, 7, 7, 7], np.int32))
     ids = lookup(tf.constant([7, 3, 9]))

@@ -884,7 +884,8 @@ def test_an_inner_gradient_under_an_outer_tape_runs_inside_the_outer_gradient(de
         tf.set_deferred_execution(prev)
     assert not pe
     for a, b in ((g, ge), (z, ze), (h, he)):
-        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=2e-5, atol=1e-7)
+        # (atol on the values' scale: a GPU's fused sums round otherwise in the two modes)
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=2e-5, atol=1e-5 * float(np.abs(b.numpy()).max()))
 
 
 def _readout_program(steps=3):
@@ -938,5 +939,5 @@ def test_a_few_step_linalg_loop_compiles_only_the_step_and_its_prediction(fresh_
     assert read_names == []
     for (l1, g1), (l0, g0) in zip(got[0], want[0]):
         np.testing.assert_allclose(l1, l0, rtol=1e-5)
-        np.testing.assert_allclose(g1, g0, rtol=1e-4, atol=1e-6)
-    np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(g1, g0, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-5)
