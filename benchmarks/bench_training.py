@@ -19,6 +19,8 @@ rounds is printed too (on a shared machine it is the steadier number).
 * linreg-1000: the same on 1,000 points
 * nested-2nd: a second derivative by nested tapes inside the function, W 256x256, x 1x256:
   h = d/dW sum((d/dW sum(tanh(x @ W)))^2), returned (pure JAX: ``jax.jit(jax.grad(... jax.grad ...))``)
+* mlp-wide-adam: MLP 784-4096-4096-10, batch 1024, Adam: a size where an accelerator matters; on
+  by default where JAX's default backend is not the CPU, else with ``--wide`` (slow on a small CPU)
 
 Targets (issue #25): tapejax.function <= 1.05x pure JAX on every row; eager <= 3x on
 mlp-small, <= 1.2x on mlp-large, <= 4x on nested-2nd.
@@ -233,6 +235,8 @@ def main(argv=None):
     p.add_argument("--timer", choices=("wall", "thread"), default="wall",
                    help="wall time (default) or this thread's CPU time (steadier on a loaded machine)")
     p.add_argument("--rounds", type=int, default=None, help="alternating rounds (default 15, 3 with --quick)")
+    p.add_argument("--wide", action="store_true",
+                   help="add the batch-1024, 4096-wide MLP row (default where the backend is not the CPU)")
     args = p.parse_args(argv)
     rounds = args.rounds or (3 if args.quick else 15)
     TIMER[0] = time.thread_time if args.timer == "thread" else time.perf_counter
@@ -281,6 +285,15 @@ def main(argv=None):
     xn = rng.randn(1, 256).astype("float32")
     add("nested-tape 2nd derivative W256", lambda c: tapejax_nested(w0, c), lambda: jax_nested(w0),
         (tf.constant(xn),), (jnp.asarray(xn),), steps=20 if args.quick else 50, eager_target=4.0)
+
+    if args.wide or jax.default_backend() != "cpu":
+        x = rng.randn(1024, 784).astype("float32")
+        y = rng.randint(0, 10, size=1024).astype("int32")
+        add("MLP 784-4096-4096-10 b1024 Adam",
+            lambda c: tapejax_mlp([784, 4096, 4096, 10], tf.keras.optimizers.Adam(1e-3), "xent", c),
+            lambda: jax_mlp([784, 4096, 4096, 10], optax.adam(1e-3, eps=1e-7), "xent"),
+            (tf.constant(x), tf.constant(y)), (jnp.asarray(x), jnp.asarray(y)),
+            steps=10 if args.quick else 30, eager_target=1.2)
 
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}, {os.cpu_count()} CPUs; "
           f"medians of {rounds} alternating rounds ({args.timer} time); tapejax from {os.path.dirname(tf.__file__)}")
