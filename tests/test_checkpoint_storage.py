@@ -471,8 +471,6 @@ def test_orbax_before_0_12_6_saves_with_its_default_numpy_handler(tmp_path, monk
     """orbax 0.11 to 0.12.5 has no ``NumpyHandler(deepcopy_host_arrays=...)``: a save still
     works there, with that release's handler (it was a TypeError on every save)."""
     import orbax.checkpoint as ocp
-
-    from tapejax.train import writer
     real = ocp.type_handlers.NumpyHandler
     made = []
 
