@@ -119,10 +119,12 @@ def test_namespace_is_keras_own_and_optimizers_stay_tapejax():
         tf.keras.no_such_thing   # noqa: B018
 
 
-def test_compile_with_a_tapejax_optimizer_raises_before_compiling():
+def test_compile_takes_a_tapejax_optimizer_and_then_a_keras_one():
+    """tapejax's (tf_keras') optimizer is the model's own (TF's default step trains with it:
+    tests/test_keras_trainer.py); compiling again with a Keras 3 one replaces it."""
     model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(2)])
-    with pytest.raises(ValueError, match="Keras 3 optimizer"):
-        model.compile(optimizer=tf.keras.optimizers.Adam(), loss="mse")
-    assert not model.compiled
+    opt = tf.keras.optimizers.Adam()
+    model.compile(optimizer=opt, loss="mse")
+    assert model.compiled and model.optimizer is opt
     model.compile(optimizer="adam", loss="mse")
-    assert model.compiled
+    assert model.compiled and type(model.optimizer).__module__.startswith("keras.")

@@ -128,3 +128,48 @@ def test_compute_loss_includes_model_losses():
     np.testing.assert_allclose(loss.numpy(), data.numpy() + reg, rtol=1e-5)
     g = tape.gradient(loss, model.layers[1].kernel)
     assert g is not None
+
+
+def test_compile_with_a_tapejax_optimizer_keeps_the_users_object_and_its_slots(monkeypatch):
+    """``compile(optimizer=tf.keras.optimizers.Adam(...))``: the model keeps that object, Keras's
+    build makes its slots (so the compiled step creates none: one trace), fit trains with TF's
+    default step, and the slots hold real values afterwards (Keras's state round-trip never
+    emptied them)."""
+    model = functional()
+    opt = tf.keras.optimizers.Adam(0.01)
+    model.compile(optimizer=opt, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    assert model.optimizer is opt
+    from tapejax.keras import trainer
+    runs = []
+    step = trainer._tf_train_step
+    monkeypatch.setattr(trainer, "_tf_train_step", lambda m, d: runs.append(1) or step(m, d))
+    h = model.fit(X, Y, batch_size=16, epochs=2, verbose=0, shuffle=False)
+    assert len(runs) == 1   # one trace for six steps
+    assert set(h.history) == {"loss", "accuracy"} and h.history["loss"][1] < h.history["loss"][0]
+    assert int(opt.iterations.numpy()) == 6
+    assert len(opt.variables) == 1 + 2 * len(model.trainable_variables)
+    assert all(np.isfinite(v.numpy()).all() for v in opt.variables)
+    m = opt.get_slot(model.trainable_variables[0], "m")
+    assert np.abs(m.numpy()).sum() > 0
+    assert model.train_function is not None
+    model.fit(X, Y, batch_size=16, epochs=1, verbose=0, shuffle=False)
+    assert int(opt.iterations.numpy()) == 9
+    model.compile(optimizer=K3.optimizers.SGD(0.1), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(X, Y, batch_size=16, epochs=1, verbose=0, shuffle=False)   # (Keras's own path again)
+    assert int(opt.iterations.numpy()) == 9 and int(model.optimizer.iterations.numpy()) == 3
+
+
+class StatelessStep(K3.Model):
+    def train_step(self, state, data):   # Keras 3's JAX form
+        return super().train_step(state, data)
+
+
+def test_a_keras_3_stateless_train_step_with_a_tapejax_optimizer_is_a_clear_error():
+    model = functional(StatelessStep)
+    before = [v.numpy() for v in model.weights]
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    with pytest.raises(TypeError, match=r"StatelessStep.train_step\(self, state, data\) is Keras 3's stateless form"):
+        model.fit(X, Y, batch_size=16, epochs=1, verbose=0)
+    for v, w in zip(model.weights, before):
+        np.testing.assert_array_equal(v.numpy(), w)

@@ -15,6 +15,17 @@ back; the step puts the values back into the variables first, and returns
 empty state, so ``fit``'s later syncs leave the variables, which hold the
 truth, alone.
 
+``compile(optimizer=tf.keras.optimizers.Adam(...))``, TF's most common spelling, takes
+tapejax's own (tf_keras') optimizers too: Keras's ``compile`` runs without an optimizer and
+the model keeps the user's object (``model.optimizer is opt``; under a ``mixed_float16``
+policy wrapped in tf_keras' ``LossScaleOptimizer``, as tf_keras' ``compile`` does).  ``fit``
+then runs TF's default step as a stateful step (``_tf_train_step``: a ``GradientTape``
+around the forward pass and ``compute_loss``, the loss tracker, ``optimizer.minimize``,
+``compute_metrics``), and Keras's JAX trainer sees no optimizer variables (its state
+round-trip, sharding specs and build skip them; the optimizer's slots are made when Keras
+builds the model).  A JAX-style ``train_step(self, state, data)`` needs a Keras 3
+optimizer (its ``stateless_apply``): a clear TypeError.
+
 ``Trainer.compute_loss`` (Keras's default, which sums the compiled loss and
 ``model.losses``) is one tape op when called on tapejax Tensors outside a
 Keras scope: Keras's own function, in a ``StatelessScope`` mapping the
@@ -118,12 +129,48 @@ def _stateful_function(model, method, kind: str):
     return step_function
 
 
+def _tapejax_optimizer(model) -> bool:
+    """Does ``model`` train with one of tapejax's (tf_keras') optimizers (``compile``)?"""
+    from ..optimizers import Optimizer as TapejaxOptimizer  # (tf_keras' LossScaleOptimizer is one too)
+    return isinstance(getattr(model, "optimizer", None), TapejaxOptimizer)
+
+
+def _tf_train_step(model, data):
+    """TF's default ``train_step`` (Keras's TensorFlow trainer, tf_keras' ``Model.train_step``) for
+    a model compiled with one of tapejax's optimizers."""
+    from keras.src import tree
+    from keras.src.trainers.data_adapters import data_adapter_utils
+
+    from ..autodiff.tape import GradientTape
+    x, y, sample_weight = data_adapter_utils.unpack_x_y_sample_weight(data)
+    with GradientTape() as tape:
+        y_pred = model(x, training=True) if model._call_has_training_arg else model(x)
+        loss = model.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
+    batch = next(i for i in tree.flatten(x) if i is not None)
+    model._loss_tracker.update_state(loss, sample_weight=int(batch.shape[0]))
+    if model.trainable_weights:
+        model.optimizer.minimize(loss, model.trainable_weights, tape=tape)
+    return model.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+
+
 def _make_train_function(self, force=False):
     if self.train_function is not None and not force:
         return self.train_function
-    if not tf_style(self.train_step):
+    if tf_style(self.train_step):
+        step = self.train_step
+    elif _tapejax_optimizer(self):
+        from keras.src.backend.jax.trainer import JAXTrainer
+        if getattr(type(self).train_step, "__code__", None) is not JAXTrainer.train_step.__code__:
+            raise TypeError(
+                f"{type(self).__name__}.train_step(self, state, data) is Keras 3's stateless form, which "
+                f"updates through a Keras 3 optimizer; this model is compiled with {self.optimizer!r}, one of "
+                "tapejax's (tf_keras') optimizers: write train_step(self, data) with a GradientTape (TF's "
+                "form), or compile with a Keras 3 optimizer (keras.optimizers.Adam(...)).")
+        def step(data):
+            return _tf_train_step(self, data)
+    else:
         return _ORIG["make_train_function"](self, force)
-    self.train_function = _stateful_function(self, self.train_step, "train")
+    self.train_function = _stateful_function(self, step, "train")
     return self.train_function
 
 
@@ -138,12 +185,60 @@ def _make_test_function(self, force=False):
 
 def _compile(self, optimizer="rmsprop", *args, **kwargs):
     from ..optimizers import Optimizer as TapejaxOptimizer
-    if isinstance(optimizer, TapejaxOptimizer):
-        raise ValueError(
-            f"model.compile: `optimizer` must be a Keras 3 optimizer ('adam', keras.optimizers.Adam(...)); "
-            f"got {optimizer!r}, one of tapejax.keras.optimizers, tapejax's Keras-2 optimizers for "
-            "GradientTape loops (use it in a custom train_step or training loop instead).")
-    return _ORIG["compile"](self, optimizer, *args, **kwargs)
+    from ..optimizers.loss_scale import BaseLossScaleOptimizer
+    if not isinstance(optimizer, TapejaxOptimizer):
+        return _ORIG["compile"](self, optimizer, *args, **kwargs)
+    out = _ORIG["compile"](self, None, *args, **kwargs)
+    auto_scale = kwargs.get("auto_scale_loss", True)
+    if (auto_scale and self.dtype_policy.name == "mixed_float16"
+            and not isinstance(optimizer, BaseLossScaleOptimizer)):
+        optimizer = BaseLossScaleOptimizer(optimizer)   # (tf_keras' compile wraps it too; V3 for a new one)
+    self.optimizer = optimizer
+    return out
+
+
+class _OptimizerHidden:
+    """Keras's JAX trainer sees no optimizer while it runs (a tapejax optimizer's Variables are
+    tapejax's: TF's ``value()`` method, not Keras's ``value`` property)."""
+
+    def __init__(self, model):
+        self.model = model
+        self.opt = model.__dict__.get("optimizer") if _tapejax_optimizer(model) else None
+
+    def __enter__(self):
+        if self.opt is not None:
+            object.__setattr__(self.model, "optimizer", None)   # (past Keras's attribute tracking)
+        return self.opt
+
+    def __exit__(self, *exc):
+        if self.opt is not None:
+            object.__setattr__(self.model, "optimizer", self.opt)
+
+
+def _get_jax_state(self, trainable_variables=False, non_trainable_variables=False, optimizer_variables=False,
+                   metrics_variables=False, purge_model_variables=False):
+    with _OptimizerHidden(self) as opt:
+        state = _ORIG["_get_jax_state"](self, trainable_variables, non_trainable_variables,
+                                        optimizer_variables and opt is None, metrics_variables, purge_model_variables)
+    if optimizer_variables and opt is not None:   # (its place in the state, empty)
+        at = int(bool(trainable_variables)) + int(bool(non_trainable_variables))
+        state = (*state[:at], [], *state[at:])
+    return state
+
+
+def _get_state_sharding_spec(self):
+    with _OptimizerHidden(self):
+        return _ORIG["_get_state_sharding_spec"](self)
+
+
+def _symbolic_build(self, *args, **kwargs):
+    with _OptimizerHidden(self) as opt:
+        out = _ORIG["_symbolic_build"](self, *args, **kwargs)
+    if opt is not None:   # its slots now, as Keras builds its own optimizer here (legacy ones: no build)
+        _ = opt.iterations   # (a legacy optimizer makes it on its first update otherwise: a second trace)
+        build = getattr(opt, "build", None) or opt._create_slots
+        build(list(self.trainable_variables))
+    return out
 
 
 def install() -> None:
@@ -159,3 +254,8 @@ def install() -> None:
     setattr(Trainer, "compute_loss", _compute_loss)
     setattr(JAXTrainer, "make_train_function", _make_train_function)
     setattr(JAXTrainer, "make_test_function", _make_test_function)
+    for name, fn in (("_get_jax_state", _get_jax_state), ("_get_state_sharding_spec", _get_state_sharding_spec)):
+        _ORIG[name] = getattr(JAXTrainer, name)
+        setattr(JAXTrainer, name, fn)
+    _ORIG["_symbolic_build"] = Trainer._symbolic_build
+    setattr(Trainer, "_symbolic_build", _symbolic_build)

@@ -62,9 +62,6 @@ def test_functional_model_fit_on_a_mapped_prefetched_pipeline(tf):
     return _hist(h, ["loss", "acc", "top2"]), ev, [v.numpy() for v in model.weights]
 
 
-@xfail_on_tapejax("model.compile takes only Keras 3 optimizers: tapejax's tf.keras.optimizers.Adam is its own "
-                   "Keras-2 optimizer for tape loops and compile raises ValueError (tapejax/keras/README.md, "
-                   "Known limits)")
 @parity(**KTOL)
 def test_compile_with_an_optimizer_object_then_fit(tf):
     """The most common Keras spelling: ``compile(optimizer=tf.keras.optimizers.Adam(0.01))``, fit,
