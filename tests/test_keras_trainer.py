@@ -173,3 +173,24 @@ def test_a_keras_3_stateless_train_step_with_a_tapejax_optimizer_is_a_clear_erro
         model.fit(X, Y, batch_size=16, epochs=1, verbose=0)
     for v, w in zip(model.weights, before):
         np.testing.assert_array_equal(v.numpy(), w)
+
+
+def test_save_and_load_keep_a_tapejax_optimizers_config_not_its_state(tmp_path):
+    """``model.save`` after a fit with tapejax's Adam: ``load_model`` compiles a new Adam of the
+    saved config (its learning rate then) with fresh slots and step count (tf_keras restores
+    those: the documented difference), and trains on."""
+    model = functional()
+    opt = tf.keras.optimizers.Adam(0.01, beta_1=0.8)
+    model.compile(optimizer=opt, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(X, Y, batch_size=16, epochs=1, verbose=0, shuffle=False)
+    opt.learning_rate.assign(0.005)
+    path = str(tmp_path / "m.keras")
+    model.save(path)
+    loaded = keras.models.load_model(path)
+    assert type(loaded.optimizer) is type(opt) and loaded.optimizer is not opt
+    assert loaded.optimizer.get_config()["learning_rate"] == np.float32(0.005)
+    assert loaded.optimizer.get_config()["beta_1"] == np.float32(0.8)
+    assert int(loaded.optimizer.iterations.numpy()) == 0
+    np.testing.assert_allclose(loaded.predict(X[:4], verbose=0), model.predict(X[:4], verbose=0), rtol=1e-6)
+    loaded.fit(X, Y, batch_size=16, epochs=1, verbose=0, shuffle=False)
+    assert int(loaded.optimizer.iterations.numpy()) == 3

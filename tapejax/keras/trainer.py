@@ -24,7 +24,9 @@ around the forward pass and ``compute_loss``, the loss tracker, ``optimizer.mini
 ``compute_metrics``), and Keras's JAX trainer sees no optimizer variables (its state
 round-trip, sharding specs and build skip them; the optimizer's slots are made when Keras
 builds the model).  A JAX-style ``train_step(self, state, data)`` needs a Keras 3
-optimizer (its ``stateless_apply``): a clear TypeError.
+optimizer (its ``stateless_apply``): a clear TypeError.  ``model.save`` keeps the optimizer's
+config in the compile config (``_get_compile_config``), and ``load_model`` compiles a new one of
+it (``_compile_from_config``): not its slots, which tf_keras would restore.
 
 ``Trainer.compute_loss`` (Keras's default, which sums the compiled loss and
 ``model.losses``) is one tape op when called on tapejax Tensors outside a
@@ -189,12 +191,52 @@ def _compile(self, optimizer="rmsprop", *args, **kwargs):
     if not isinstance(optimizer, TapejaxOptimizer):
         return _ORIG["compile"](self, optimizer, *args, **kwargs)
     out = _ORIG["compile"](self, None, *args, **kwargs)
+    object.__setattr__(self, "_tapejax_compiled_optimizer", optimizer)   # (``_get_compile_config``)
     auto_scale = kwargs.get("auto_scale_loss", True)
     if (auto_scale and self.dtype_policy.name == "mixed_float16"
             and not isinstance(optimizer, BaseLossScaleOptimizer)):
         optimizer = BaseLossScaleOptimizer(optimizer)   # (tf_keras' compile wraps it too; V3 for a new one)
     self.optimizer = optimizer
     return out
+
+
+#: The key of a tapejax optimizer's config in a saved compile config (``_compile_from_config``).
+_SAVED = "tapejax_optimizer"
+
+
+def _get_compile_config(self):
+    """Keras's compile config, with the tapejax optimizer ``compile`` was given as its config of
+    this moment (its learning rate now, as tf_keras saves it); ``model.save`` keeps no state."""
+    config = _ORIG["get_compile_config"](self)
+    given = self.__dict__.get("_tapejax_compiled_optimizer")
+    if config and given is not None and _tapejax_optimizer(self):
+        from ..optimizers import serialize
+        config["optimizer"] = {_SAVED: serialize(given)}
+    return config
+
+
+def _compile_from_config(self, config):
+    """A model saved after ``compile(optimizer=<tapejax optimizer>)`` compiles again at load time
+    with a new optimizer of that config (Keras's own would build ``None``)."""
+    opt = config.get("optimizer") if isinstance(config, dict) else None
+    if not (isinstance(opt, dict) and _SAVED in opt):
+        return _ORIG["compile_from_config"](self, config)
+    from keras.src.saving import serialization_lib
+
+    from ..optimizers import deserialize
+    rest = serialization_lib.deserialize_keras_object({k: v for k, v in config.items() if k != "optimizer"})
+    self.compile(optimizer=deserialize(opt[_SAVED]), **rest)
+    if self.built:
+        _build_slots(self, self.optimizer)
+
+
+def _build_slots(model, opt) -> None:
+    """``opt``'s step counter and slots for ``model``'s trainable variables, now (Keras builds its
+    own optimizer when it builds the model; a slot made inside the compiled step would trace it
+    twice)."""
+    _ = opt.iterations   # (a legacy optimizer makes it on its first update otherwise)
+    build = getattr(opt, "build", None) or opt._create_slots   # (legacy ones: no build)
+    build(list(model.trainable_variables))
 
 
 class _OptimizerHidden:
@@ -234,10 +276,8 @@ def _get_state_sharding_spec(self):
 def _symbolic_build(self, *args, **kwargs):
     with _OptimizerHidden(self) as opt:
         out = _ORIG["_symbolic_build"](self, *args, **kwargs)
-    if opt is not None:   # its slots now, as Keras builds its own optimizer here (legacy ones: no build)
-        _ = opt.iterations   # (a legacy optimizer makes it on its first update otherwise: a second trace)
-        build = getattr(opt, "build", None) or opt._create_slots
-        build(list(self.trainable_variables))
+    if opt is not None:   # its slots now, as Keras builds its own optimizer here
+        _build_slots(self, opt)
     return out
 
 
@@ -257,5 +297,7 @@ def install() -> None:
     for name, fn in (("_get_jax_state", _get_jax_state), ("_get_state_sharding_spec", _get_state_sharding_spec)):
         _ORIG[name] = getattr(JAXTrainer, name)
         setattr(JAXTrainer, name, fn)
-    _ORIG["_symbolic_build"] = Trainer._symbolic_build
-    setattr(Trainer, "_symbolic_build", _symbolic_build)
+    for name, fn in (("_symbolic_build", _symbolic_build), ("compile_from_config", _compile_from_config),
+                     ("get_compile_config", _get_compile_config)):
+        _ORIG[name] = getattr(Trainer, name)
+        setattr(Trainer, name, fn)

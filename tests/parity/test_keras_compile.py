@@ -3,7 +3,8 @@
 Keras 3 with tapejax's (tf_keras') optimizers through TF's default train step
 (``tapejax/keras/trainer.py``).  Values, the optimizer object the user holds (its step count, its
 slots), mixed precision's loss scaling, the legacy optimizers, frozen layers, checkpoints
-of the fitted model and optimizer, ``run_eagerly``.  ``tests/test_keras_trainer.py`` has the
+of the fitted model and optimizer, ``run_eagerly``, learning-rate callbacks, ``model.save`` and
+``load_model``.  ``tests/test_keras_trainer.py`` has the
 errors (a Keras 3 stateless ``train_step`` with such an optimizer)."""
 import os
 import tempfile
@@ -152,3 +153,29 @@ def test_checkpoint_of_a_fitted_model_and_its_optimizer_resumes_the_run(tf):
         again.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0)
     return (int(again.optimizer.iterations.numpy()), [v.numpy() for v in again.weights],
             [v.numpy() for v in whole.weights])
+
+
+@parity(**KTOL)
+def test_learning_rate_callbacks_then_save_and_load(tf):
+    """``ReduceLROnPlateau`` and ``LearningRateScheduler`` change the compiled optimizer's
+    learning rate between epochs, ``EarlyStopping`` restores the best weights; ``model.save``
+    then ``load_model`` gives the same predictions and an optimizer of the same kind and
+    learning rate (tapejax: a fresh one of that config; tf_keras also restores its slots)."""
+    x, y = _data(n=32, seed=14)
+    model = _mlp(tf, seed=15, hidden=8)
+    opt = tf.keras.optimizers.Adam(0.05)
+    model.compile(optimizer=opt, loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    cbs = [tf.keras.callbacks.ReduceLROnPlateau(monitor="loss", factor=0.5, patience=0, min_delta=10.0),
+           tf.keras.callbacks.LearningRateScheduler(lambda epoch, lr: lr * 0.9),
+           tf.keras.callbacks.EarlyStopping(monitor="val_loss", patience=1, restore_best_weights=True)]
+    h = model.fit(x, y, batch_size=8, epochs=4, validation_split=0.25, shuffle=False, callbacks=cbs, verbose=0)
+    hist = {k: [float(v) for v in h.history[k]] for k in ("loss", "val_loss", "accuracy")}
+    with tempfile.TemporaryDirectory() as d:
+        model.save(os.path.join(d, "m.keras"))
+        loaded = tf.keras.models.load_model(os.path.join(d, "m.keras"))
+        kind = type(loaded.optimizer).__name__
+        lr = float(np.asarray(loaded.optimizer.learning_rate))
+        pred = loaded.predict(x[:4], verbose=0)
+    return (hist, float(np.asarray(opt.learning_rate)), int(opt.iterations.numpy()), kind, lr, pred,
+            model.predict(x[:4], verbose=0))
