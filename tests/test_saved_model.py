@@ -260,3 +260,26 @@ def test_the_tf_format_export_refuses_a_function_drawing_from_the_global_stream(
 
     with pytest.raises(tf.errors.UnimplementedError, match="draws from the global random stream.*`seed`"):
         tf.saved_model.export_tf(_DropoutModule(), str(tmp_path / "m"))
+
+
+def test_the_tf_format_export_refuses_what_this_tensorflow_cannot_read(tmp_path, monkeypatch):
+    """Where TensorFlow's StableHLO is older than JAX's (TF 2.21 with JAX 0.11 cannot read the
+    shape assertions of None sizes), the TF-format export says so before writing anything,
+    rather than leaving a SavedModel that fails in TF at its first call.  ``_runs`` is what finds
+    out: TF's deserialization error only, not the function's own errors."""
+    realtf = pytest.importorskip("tensorflow")
+    from tapejax.train.saved_model import tf_export
+
+    def failing(msg):
+        def t(*args):
+            raise realtf.errors.InvalidArgumentError(None, None, msg)
+        return t
+    specs = [realtf.TensorSpec([None, 3], realtf.float32)]
+    assert not tf_export._runs(realtf, failing("Cannot deserialize computation: unregistered operation"), specs)
+    assert tf_export._runs(realtf, failing("Input is not invertible."), specs)
+    assert tf_export._runs(realtf, lambda x: x * 2, specs)
+    monkeypatch.setattr(tf_export, "_runs", lambda *a: False)
+    d = tmp_path / "m"
+    with pytest.raises(RuntimeError, match="cannot read the shape assertions that JAX .* None sizes in the input_signature of 'call'"):
+        tf.saved_model.export_tf(Model(), str(d))
+    assert not d.exists()

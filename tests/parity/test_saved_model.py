@@ -122,7 +122,13 @@ def test_format_tf_is_a_real_tensorflow_saved_model(tmp_path):
     import tapejax
     m = _model(tapejax)()
     d = str(tmp_path / "tf")
-    tapejax.saved_model.save(m, d, signatures={"serving_default": m.__call__, "parts": m.parts}, format="tf")
+    try:
+        tapejax.saved_model.save(m, d, signatures={"serving_default": m.__call__, "parts": m.parts}, format="tf")
+    except RuntimeError as e:   # (this TF is older than this JAX: tests/test_saved_model.py has the error)
+        if "cannot read the shape assertions" not in str(e):
+            raise
+        assert not os.path.exists(d)   # refused before anything was written
+        pytest.skip(str(e))
     loaded = realtf.saved_model.load(d)
     assert sorted(loaded.signatures) == ["parts", "serving_default"]
     for n in (1, 5):

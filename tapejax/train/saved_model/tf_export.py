@@ -8,12 +8,16 @@ Variables as ``tf.Variable``s (``jax_variables``, in export order), and saved
 with ``tf.saved_model.save``.  ``tf.saved_model.load`` gives an object with
 the same attributes and signatures; TF Serving reads the signatures
 (``serving_default`` ...) with their input names and output dicts.  Needs
-TensorFlow (the ``tf`` extra).
+TensorFlow (the ``tf`` extra).  Where TensorFlow's StableHLO is older than JAX's (TF 2.21 with
+JAX 0.11 cannot read the custom call of shape assertions), a function with ``None`` sizes is
+refused before anything is written (``_runs`` finds out by one call on zeros), rather than
+saved as a model that TF cannot run.
 """
 from __future__ import annotations
 
 from typing import Any
 
+import jax
 import numpy as np
 
 from . import export as _export
@@ -27,6 +31,20 @@ def _tf():
         raise ImportError("saved_model.save(..., format='tf') writes a TensorFlow SavedModel and needs "
                           "TensorFlow: pip install 'tapejax[tf]'") from e
     return tf
+
+
+def _runs(tf: Any, t: Any, specs: Any) -> bool:
+    """Does TF run ``t`` (its ``XlaCallModule`` deserialized) on zeros of ``specs`` (size 1 for
+    None)?  Only a failure to read the module counts: another error is the function's own."""
+    args = [tf.zeros([1 if d is None else d for d in s.shape.as_list()], s.dtype) for s in specs]
+    try:
+        t(*args)
+    except tf.errors.InvalidArgumentError as e:
+        if "Cannot deserialize computation" in str(e):
+            return False
+    except Exception:   # noqa: BLE001 - the function's own error (on zeros): not this check's
+        pass
+    return True
 
 
 def export_tf(obj: Any, export_dir: Any, signatures: Any = None) -> None:
@@ -49,14 +67,21 @@ def export_tf(obj: Any, export_dir: Any, signatures: Any = None) -> None:
         pure, tpl = _export.pure_function(fn, variables, name)
         polys = [None] + ["(" + ", ".join(f"d{i}_{j}" if d is None else str(d)
                                           for j, d in enumerate(spec["shape"])) + ")" for i, spec in enumerate(inputs)]
-        converted = jax2tf.convert(pure, polymorphic_shapes=polys, with_gradient=False)
         specs = [tf.TensorSpec(spec["shape"], tf.as_dtype(spec["dtype"]), name=spec["name"]) for spec in inputs]
+
+        converted = jax2tf.convert(pure, polymorphic_shapes=polys, with_gradient=False)
 
         def call(*args: Any) -> Any:
             flat = converted(list(module.jax_variables), *args)
             return _export.fill(tpl[0], list(flat))
 
         t = tf.function(call, input_signature=specs, autograph=False)
+        if any(d is None for spec in inputs for d in spec["shape"]) and not _runs(tf, t, specs):
+            raise RuntimeError(
+                f"saved_model.save(format='tf'): TensorFlow {tf.__version__} cannot read the shape assertions "
+                f"that JAX {jax.__version__} writes for the None sizes in the input_signature of {name!r} (its "
+                "StableHLO is older than JAX's); give the signature concrete sizes, save with format='jax', "
+                "or pair this TensorFlow with an older JAX (TF 2.21 reads JAX 0.10's)")
         made.append((fn, t))
         return t
 
