@@ -122,3 +122,50 @@ def test_checkpoint_restored_before_the_first_update():
     opt2.apply_gradients([(tf.zeros((2, 2)), w2)])
     np.testing.assert_allclose(opt2.get_slot(w2, "average").numpy(),
                                0.5 * opt.get_slot(w, "average").numpy() + 0.5 * w.numpy(), rtol=1e-6)
+
+
+
+def _halved_lr_run(make_opt):
+    """Three steps of gradient 1 on ``w = 1.0`` by ``make_opt(lr, calls)``, the learning-rate
+    Variable ``lr = 0.2`` halved after each; the optimizer, the weights, the callable's calls."""
+    lr, calls = tf.Variable(0.2, trainable=False), []
+    opt = make_opt(lr, calls)
+    w = tf.Variable(1.0)
+    out = []
+    for _ in range(3):
+        opt.apply_gradients([(tf.constant(1.0), w)])
+        out.append(float(w.numpy()))
+        lr.assign(lr * 0.5)
+    return opt, out, len(calls)
+
+
+def _counted(lr, calls):
+    """A zero-argument learning-rate callable reading ``lr``, counting its calls."""
+    return lambda: calls.append(1) or lr.read_value()
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "Nadam", "Lion", "Adafactor"])
+def test_new_optimizers_copy_a_variable_or_callable_learning_rate_at_construction(name):
+    """tf_keras' new optimizers make ``tf.Variable(learning_rate)``: the user's Variable is read
+    once (a later ``assign`` changes nothing) and a zero-argument callable is called once, so both
+    train as the constant 0.2; the optimizer's ``learning_rate`` is its own Variable."""
+    new = getattr(ko, name)
+    _, constant, _ = _halved_lr_run(lambda lr, calls: new(learning_rate=0.2))
+    opt, by_var, _ = _halved_lr_run(lambda lr, calls: new(learning_rate=lr))
+    assert by_var == constant
+    assert isinstance(opt.learning_rate, tf.Variable) and float(opt.learning_rate.numpy()) == np.float32(0.2)
+    _, by_fn, calls = _halved_lr_run(lambda lr, calls: new(learning_rate=_counted(lr, calls)))
+    assert by_fn == constant and calls == 1
+
+
+def test_legacy_and_new_sgd_given_a_variable_or_a_callable_learning_rate_match_tf_keras():
+    """tf_keras 2.21's values (w from 1.0, gradient 1, lr 0.2 halved after each step): the new SGD
+    0.8, 0.6, 0.4 (its copy of the rate); the legacy SGD follows the Variable and calls the callable
+    at every update, 0.8, 0.7, 0.65."""
+    np.testing.assert_allclose(_halved_lr_run(lambda lr, calls: ko.SGD(learning_rate=lr))[1], [0.8, 0.6, 0.4])
+    legacy_var = _halved_lr_run(lambda lr, calls: ko.legacy.SGD(learning_rate=lr))
+    np.testing.assert_allclose(legacy_var[1], [0.8, 0.7, 0.65])
+    assert legacy_var[0].learning_rate is not None
+    _, out, calls = _halved_lr_run(lambda lr, calls: ko.legacy.SGD(learning_rate=_counted(lr, calls)))
+    np.testing.assert_allclose(out, [0.8, 0.7, 0.65])
+    assert calls == 3

@@ -15,11 +15,20 @@ Variables (a no-op without ``use_ema``).
 
 ``exclude_from_weight_decay(var_list=None, var_names=None)``, before the first update: those
 Variables, and those whose name ``re.search``-matches one of ``var_names``, get no weight decay.
+
+The learning rate given to the constructor is kept in the optimizer's own Variable, as tf_keras'
+``_build_learning_rate`` (``tf.Variable(learning_rate)``): a ``tf.Variable``'s value then (the
+user's later ``assign`` does not reach the optimizer) or a zero-argument callable's value then (it
+is not called again); a schedule is kept.  (The legacy optimizers keep the user's Variable and call
+the callable at every update.)
 """
 import re
 from typing import Any, Optional
 
 import jax.numpy as jnp
+
+from ..core.variable import Variable
+from ._args import _takes_step
 
 #: The key of a per-Variable coefficient that turns the weight decay off (``_var_flags``).
 NO_DECAY = "weight_decay_off"
@@ -53,6 +62,20 @@ class NewOptimizerState:
         self.use_ema = bool(use_ema)
         self.ema_momentum = ema_momentum
         self.ema_overwrite_frequency = ema_overwrite_frequency
+
+    # -- the learning rate --------------------------------------------------------------
+    def _set_learning_rate(self, value):
+        """tf_keras' new optimizers keep the learning rate in a Variable of their own
+        (``_build_learning_rate``: ``tf.Variable(learning_rate)``): a Variable given to the
+        constructor is read once, so its later assigns do not reach the optimizer (the legacy
+        optimizers keep the user's Variable), and a zero-argument callable is called once, its
+        value kept; a schedule (a ``LearningRateSchedule``, or optax's: it takes the step) stays."""
+        if self.__dict__.get("_lr_var") is None and self.__dict__.get("_lr_sched") is None:
+            if isinstance(value, Variable):
+                value = value.read_value()
+            elif callable(value) and not _takes_step(value):
+                value = value()
+        super()._set_learning_rate(value)   # pyright: ignore[reportAttributeAccessIssue]  (Optimizer's)
 
     # -- the average slot (``Optimizer``'s leading-slot hooks) --------------------------------
     def _leading_slots(self):
