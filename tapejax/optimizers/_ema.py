@@ -15,11 +15,20 @@ Variables (a no-op without ``use_ema``).
 
 ``exclude_from_weight_decay(var_list=None, var_names=None)``, before the first update: those
 Variables, and those whose name ``re.search``-matches one of ``var_names``, get no weight decay.
+
+``learning_rate`` (and ``lr``) under a ``LearningRateSchedule`` is, as tf_keras' new optimizers'
+(their ``current_learning_rate`` Variable), the rate of the last update: the schedule at
+``iterations - 1`` (at step 0 before the first update), here a float32 Tensor computed when read
+(a callback's ``float(self.model.optimizer.learning_rate)``); the legacy optimizers give the
+schedule itself, as ``OptimizerV2`` does.
 """
 import re
 from typing import Any, Optional
 
 import jax.numpy as jnp
+
+from ..core.tensor import Tensor
+from . import schedules as _schedules
 
 #: The key of a per-Variable coefficient that turns the weight decay off (``_var_flags``).
 NO_DECAY = "weight_decay_off"
@@ -47,6 +56,30 @@ class NewOptimizerState:
     ema_overwrite_frequency: Optional[int] = None
     _SLOTS: tuple
     _slots: dict
+
+    _lr_sched: Any
+    _lr_var: Any
+    iterations: Any
+
+    # -- the learning rate (tf_keras' new ``Optimizer.learning_rate``) ------------------------
+    @property
+    def learning_rate(self):
+        """The learning-rate Variable; under a ``LearningRateSchedule``, the rate the last update
+        used (the module docstring); any other callable as it was given."""
+        sched = self._lr_sched
+        if sched is None:
+            return self._lr_var
+        if not isinstance(sched, _schedules.LearningRateSchedule):
+            return sched
+        step = Tensor(jnp.maximum(self.iterations._value - 1, 0))
+        value = sched(step)
+        return Tensor(jnp.asarray(getattr(value, "_value", value), jnp.float32))
+
+    @learning_rate.setter
+    def learning_rate(self, value):
+        self._set_learning_rate(value)   # pyright: ignore[reportAttributeAccessIssue]  (``Optimizer``'s)
+
+    lr = learning_rate
 
     def set_ema(self, use_ema, ema_momentum, ema_overwrite_frequency):
         check_ema(use_ema, ema_momentum, ema_overwrite_frequency)

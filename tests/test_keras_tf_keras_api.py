@@ -1,0 +1,43 @@
+"""tf_keras API that TF's Keras 2 guides use around ``compile(optimizer=tf.keras.optimizers.X(...))``
+(round eleven (a) of the user programs, ``tests/parity/test_user_programs11a.py``):
+``model.compiled_loss`` / ``model.compiled_metrics`` in a TF-style ``train_step``
+(``tapejax/keras/trainer.py``), ``model.summary()`` and Keras 3's ``optimizer.built`` with a
+tapejax optimizer, ``tf.keras.backend.get_value`` / ``set_value`` (``tapejax/keras/namespace.py``),
+and a new optimizer's ``learning_rate`` under a schedule (``tapejax/optimizers/_ema.py``)."""
+import numpy as np
+
+import tapejax as tf
+
+keras = tf.keras
+
+RS = np.random.RandomState(0)
+X = RS.randn(16, 5).astype(np.float32)
+Y = RS.randn(16, 1).astype(np.float32)
+
+
+def test_a_new_optimizers_learning_rate_under_a_schedule_is_the_last_steps_rate():
+    """tf_keras' new optimizers give the rate the last update used (``current_learning_rate``): the
+    schedule at ``iterations - 1`` (step 0 before any update); the legacy ones give the schedule;
+    the schedule stays in the config, and a float rate is the Variable as before."""
+    S = tf.keras.optimizers.schedules
+    sched = S.ExponentialDecay(0.1, decay_steps=1, decay_rate=0.5)
+    opt = tf.keras.optimizers.SGD(sched)
+    w = tf.Variable([1.0])
+    np.testing.assert_allclose(float(opt.learning_rate), 0.1)
+    for step in range(3):
+        opt.apply_gradients([(tf.constant([1.0]), w)])
+        np.testing.assert_allclose(float(opt.learning_rate), 0.1 * 0.5 ** step, rtol=1e-6)
+        np.testing.assert_allclose(float(opt.lr), 0.1 * 0.5 ** step, rtol=1e-6)
+    np.testing.assert_allclose(w.numpy(), [1.0 - 0.1 - 0.05 - 0.025], rtol=1e-6)
+    assert opt.get_config()["learning_rate"] is sched
+    assert tf.keras.optimizers.legacy.SGD(sched).learning_rate is sched
+    assert isinstance(tf.keras.optimizers.SGD(0.1).learning_rate, tf.Variable)
+    scaled = tf.keras.mixed_precision.LossScaleOptimizer(tf.keras.optimizers.Adam(sched))
+    np.testing.assert_allclose(float(scaled.learning_rate), 0.1)
+
+    @tf.function
+    def read():
+        return opt.learning_rate * 1.0
+    np.testing.assert_allclose(float(read()), 0.025, rtol=1e-6)
+    opt.learning_rate = S.PiecewiseConstantDecay([1], [1.0, 2.0])   # (a new schedule, at step 3: 2.0)
+    np.testing.assert_allclose(float(opt.learning_rate), 2.0)
