@@ -5,6 +5,7 @@
 tapejax optimizer, ``tf.keras.backend.get_value`` / ``set_value`` (``tapejax/keras/namespace.py``),
 and a new optimizer's ``learning_rate`` under a schedule (``tapejax/optimizers/_ema.py``)."""
 import numpy as np
+import pytest
 
 import tapejax as tf
 
@@ -13,6 +14,30 @@ keras = tf.keras
 RS = np.random.RandomState(0)
 X = RS.randn(16, 5).astype(np.float32)
 Y = RS.randn(16, 1).astype(np.float32)
+
+
+def test_backend_get_value_and_set_value():
+    """``tf.keras.backend.get_value`` / ``set_value`` (and the batch forms) on tapejax Variables and
+    Tensors, Keras Variables, and plain values."""
+    opt = tf.keras.optimizers.SGD(0.1)
+    K = tf.keras.backend
+    assert isinstance(K.get_value(opt.learning_rate), np.float32)   # (as TF's Variable.numpy())
+    np.testing.assert_allclose(K.get_value(opt.learning_rate), 0.1)
+    K.set_value(opt.lr, 0.05)
+    np.testing.assert_allclose(opt.learning_rate.numpy(), 0.05)
+    assert K.get_value(0.5) == 0.5
+    np.testing.assert_array_equal(K.get_value(tf.constant([1, 2])), [1, 2])
+    dense = keras.layers.Dense(2)
+    dense.build((None, 3))
+    K.set_value(dense.bias, [1, 2])   # (ints cast to the Variable's float32)
+    np.testing.assert_array_equal(K.get_value(dense.bias), np.float32([1, 2]))
+    K.batch_set_value([(dense.bias, [3.0, 4.0]), (opt.learning_rate, 0.2)])
+    got = K.batch_get_value([dense.bias, opt.learning_rate])
+    np.testing.assert_allclose(got[0], [3.0, 4.0])
+    np.testing.assert_allclose(got[1], 0.2)
+    assert K.floatx() == "float32"   # (Keras's own names still there)
+    with pytest.raises(AttributeError):
+        K.int_shape   # noqa: B018  (tf.keras's TensorFlow-based legacy functions are not looked up)
 
 
 def test_a_new_optimizers_learning_rate_under_a_schedule_is_the_last_steps_rate():
