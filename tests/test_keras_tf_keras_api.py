@@ -16,6 +16,69 @@ X = RS.randn(16, 5).astype(np.float32)
 Y = RS.randn(16, 1).astype(np.float32)
 
 
+def _regularised(seed=1, l2=0.5):
+    inp = keras.Input((5,))
+    out = keras.layers.Dense(1, kernel_regularizer=keras.regularizers.L2(l2))(inp)
+    model = keras.Model(inp, out)
+    rs = np.random.RandomState(seed)
+    model.set_weights([(rs.randn(*w.shape) * 0.3).astype(np.float32) for w in model.get_weights()])
+    return model
+
+
+def test_compiled_loss_adds_the_regularization_losses_it_is_given_and_tracks_the_loss():
+    """tf_keras' ``compiled_loss``: the compiled loss plus the ``regularization_losses`` passed (none
+    when not passed), and the ``loss`` tracker updated with that total."""
+    model = _regularised()
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss="mse", metrics=["mae"])
+    with tf.GradientTape() as tape:
+        y_pred = model(X)
+        with_reg = model.compiled_loss(Y, y_pred, regularization_losses=model.losses)
+    plain = model.compiled_loss(Y, y_pred)
+    mse = float(np.mean((y_pred.numpy() - Y) ** 2))
+    reg = 0.5 * float(np.sum(np.square(model.layers[1].kernel.numpy())))
+    np.testing.assert_allclose(plain.numpy(), mse, rtol=1e-5)
+    np.testing.assert_allclose(with_reg.numpy(), mse + reg, rtol=1e-5)
+    assert tape.gradient(with_reg, model.layers[1].kernel) is not None
+    tracker = [m for m in model.metrics if m.name == "loss"][0]
+    np.testing.assert_allclose(float(tracker.result()), (mse + reg + mse) / 2, rtol=1e-5)
+    model.compiled_metrics.update_state(Y, y_pred)
+    assert [m.name for m in model.compiled_metrics.metrics] == ["mae"]
+    np.testing.assert_allclose(float(model.compiled_metrics.result()["mae"]), np.mean(np.abs(y_pred.numpy() - Y)),
+                               rtol=1e-5)
+    model.compiled_metrics.reset_state()
+    assert float(model.compiled_metrics.result()["mae"]) == 0.0
+
+
+class GuideModel(keras.Model):
+    """The Keras 2 "customizing what happens in fit" guide's ``train_step``."""
+
+    def train_step(self, data):
+        x, y = data
+        with tf.GradientTape() as tape:
+            y_pred = self(x, training=True)
+            loss = self.compiled_loss(y, y_pred, regularization_losses=self.losses)
+        gradients = tape.gradient(loss, self.trainable_variables)
+        self.optimizer.apply_gradients(zip(gradients, self.trainable_variables))
+        self.compiled_metrics.update_state(y, y_pred)
+        return {m.name: m.result() for m in self.metrics}
+
+
+def test_the_guides_train_step_with_compiled_loss_trains_as_the_default_step():
+    ref = _regularised(seed=2)
+    inp = keras.Input((5,))
+    model = GuideModel(inp, keras.layers.Dense(1, kernel_regularizer=keras.regularizers.L2(0.5))(inp))
+    model.set_weights(ref.get_weights())
+    for m in (ref, model):
+        m.compile(optimizer=tf.keras.optimizers.SGD(0.05, momentum=0.9), loss="mse", metrics=["mae"])
+    h_ref = ref.fit(X, Y, batch_size=4, epochs=2, shuffle=False, verbose=0)
+    h = model.fit(X, Y, batch_size=4, epochs=2, shuffle=False, verbose=0)
+    assert sorted(h.history) == ["loss", "mae"]
+    for k in ("loss", "mae"):
+        np.testing.assert_allclose(h.history[k], h_ref.history[k], rtol=1e-5)
+    for v, w in zip(model.weights, ref.weights):
+        np.testing.assert_allclose(v.numpy(), w.numpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_backend_get_value_and_set_value():
     """``tf.keras.backend.get_value`` / ``set_value`` (and the batch forms) on tapejax Variables and
     Tensors, Keras Variables, and plain values."""
