@@ -79,6 +79,25 @@ def test_the_guides_train_step_with_compiled_loss_trains_as_the_default_step():
         np.testing.assert_allclose(v.numpy(), w.numpy(), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("make", [lambda: tf.keras.optimizers.Adam(0.01), lambda: tf.keras.optimizers.legacy.Adam(0.01)])
+def test_summary_after_compile_and_fit_with_a_tapejax_optimizer(make):
+    """``model.summary()`` (Keras 3 reads ``optimizer.built``, then counts a built optimizer's
+    variables) prints tf_keras' lines, no optimizer parameters; ``built`` follows the slots."""
+    model = _regularised()
+    opt = make()
+    assert opt.built is False
+    model.compile(optimizer=opt, loss="mse")
+    lines = []
+    model.summary(print_fn=lambda line, *args, **kwargs: lines.append(line))
+    model.fit(X, Y, batch_size=8, epochs=1, verbose=0)
+    assert opt.built is True
+    model.summary(print_fn=lambda line, *args, **kwargs: lines.append(line))
+    text = "\n".join(lines)
+    assert "Total params: 6" in text and "Optimizer params" not in text
+    scaled = tf.keras.mixed_precision.LossScaleOptimizer(make())
+    assert scaled.built is False
+
+
 def test_backend_get_value_and_set_value():
     """``tf.keras.backend.get_value`` / ``set_value`` (and the batch forms) on tapejax Variables and
     Tensors, Keras Variables, and plain values."""

@@ -26,7 +26,8 @@ round-trip, sharding specs and build skip them; the optimizer's slots are made w
 builds the model).  A JAX-style ``train_step(self, state, data)`` needs a Keras 3
 optimizer (its ``stateless_apply``): a clear TypeError.  ``model.save`` keeps the optimizer's
 config in the compile config (``_get_compile_config``), and ``load_model`` compiles a new one of
-it (``_compile_from_config``): not its slots, which tf_keras would restore.
+it (``_compile_from_config``): not its slots, which tf_keras would restore.  ``model.summary()``
+hides it too (tf_keras' summary lists no optimizer variables).
 
 A TF-style ``train_step`` written for tf_keras (the Keras 2 guide) calls ``self.compiled_loss(y,
 y_pred, regularization_losses=self.losses)`` and ``self.compiled_metrics.update_state(y, y_pred)``:
@@ -331,6 +332,13 @@ def _get_jax_state(self, trainable_variables=False, non_trainable_variables=Fals
     return state
 
 
+def _summary(self, *args, **kwargs):
+    """``model.summary()`` as tf_keras prints it: no optimizer line (Keras 3 counts a built Keras 3
+    optimizer's variables; a legacy tapejax optimizer's ``variables`` is a method)."""
+    with _OptimizerHidden(self):
+        return _ORIG["summary"](self, *args, **kwargs)
+
+
 def _get_state_sharding_spec(self):
     with _OptimizerHidden(self):
         return _ORIG["_get_state_sharding_spec"](self)
@@ -366,3 +374,6 @@ def install() -> None:
                      ("get_compile_config", _get_compile_config)):
         _ORIG[name] = getattr(Trainer, name)
         setattr(Trainer, name, fn)
+    from keras.src.models.model import Model  # (summary is Model's)
+    _ORIG["summary"] = Model.summary
+    setattr(Model, "summary", _summary)
