@@ -190,10 +190,19 @@ def test_a_keras3_optimizer_gets_keras3s_loss_scale_optimizer():
     assert isinstance(opt, keras.optimizers.LossScaleOptimizer) and opt.initial_scale == 64.0
 
 
-def test_model_compile_refuses_it_as_a_tapejax_optimizer():
-    model = tf.keras.Sequential([tf.keras.Input((2,)), tf.keras.layers.Dense(1)])
-    with pytest.raises(ValueError, match="Keras 3 optimizer"):
-        model.compile(optimizer=LSO(optimizers.Adam()), loss="mse")
+def test_model_compile_takes_it_and_keeps_it_unwrapped():
+    """tf_keras' LossScaleOptimizer given to ``model.compile`` is the model's optimizer as it is
+    (not wrapped again under mixed_float16), and fit steps its inner optimizer."""
+    tf.keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        model = tf.keras.Sequential([tf.keras.Input((2,)), tf.keras.layers.Dense(1, dtype="float32")])
+        opt = LSO(optimizers.Adam())
+        model.compile(optimizer=opt, loss="mse")
+        assert model.optimizer is opt
+        model.fit(np.ones((4, 2), np.float32), np.ones((4, 1), np.float32), batch_size=2, verbose=0)
+        assert int(opt.iterations.numpy()) == 2
+    finally:
+        tf.keras.mixed_precision.set_global_policy("float32")
 
 
 def test_forgetting_to_scale_or_unscale_warns(tapejax_log):

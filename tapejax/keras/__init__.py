@@ -30,7 +30,7 @@ if not os.environ.get("KERAS_BACKEND") and "keras" not in __import__("sys").modu
 #: Keras modules whose functions are put on the tape (``namespace.KerasNamespace``).
 _WRAPPED = ("losses", "activations", "ops", "metrics", "utils")
 #: Keras modules completed with tf.keras names (``namespace._LEGACY``), their functions as they are.
-_COMPLETED = ("mixed_precision",)
+_COMPLETED = ("mixed_precision", "backend")
 
 #: This package's own modules (imported by name, never looked up as Keras names).
 _SUBMODULES = frozenset({"calls", "data_adapter", "hooks", "keys", "namespace", "trainer", "variables"})

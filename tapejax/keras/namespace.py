@@ -119,11 +119,44 @@ def _loss_scale_optimizer():
     return loss_scale.BaseLossScaleOptimizer
 
 
+def _get_value(x):
+    """``tf.keras.backend.get_value``: a Tensor's or Variable's value as NumPy (tapejax's or
+    Keras's; a JAX array too); anything else as it is (a schedule, a float), as tf_keras."""
+    if isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer):
+        return np.asarray(x)
+    numpy = getattr(x, "numpy", None)
+    return numpy() if callable(numpy) and hasattr(x, "dtype") else x
+
+
+def _set_value(x, value):
+    """``tf.keras.backend.set_value``: ``x.assign(value)``, the value cast to ``x``'s dtype first."""
+    dtype = getattr(x.dtype, "name", x.dtype)   # (a tapejax DType, or Keras's string)
+    x.assign(np.asarray(getattr(value, "_value", value), dtype=dtype))
+
+
+def _batch_get_value(tensors):
+    return [_get_value(x) for x in tensors]
+
+
+def _batch_set_value(tuples):
+    for x, value in tuples:
+        _set_value(x, value)
+
+
 #: tf.keras names Keras 3 dropped from the module, or has with another API, kept as ``tf.keras``
 #: has them: ``tf.keras.losses.Reduction`` (Keras's legacy copy; its ``AUTO`` is accepted by
-#: every loss: ``calls.install``); ``tf.keras.mixed_precision.LossScaleOptimizer`` (tf_keras').
+#: every loss: ``calls.install``); ``tf.keras.mixed_precision.LossScaleOptimizer`` (tf_keras');
+#: ``tf.keras.backend.get_value`` / ``set_value`` (the callbacks guide's learning-rate scheduler;
+#: Keras 3 keeps them only in its TensorFlow-based legacy backend) and their ``batch_`` forms.
 _LEGACY = {("losses", "Reduction"): _legacy_reduction,
-           ("mixed_precision", "LossScaleOptimizer"): _loss_scale_optimizer}
+           ("mixed_precision", "LossScaleOptimizer"): _loss_scale_optimizer,
+           ("backend", "get_value"): lambda: _get_value, ("backend", "set_value"): lambda: _set_value,
+           ("backend", "batch_get_value"): lambda: _batch_get_value,
+           ("backend", "batch_set_value"): lambda: _batch_set_value}
+
+#: Namespaces whose missing names are not looked up in Keras's tf.keras API: its ``backend``'s
+#: legacy functions are TensorFlow's.
+_NO_TF_KERAS_NAMES = frozenset({"backend"})
 
 
 def _tf_keras_name(module: ModuleType, attr: str) -> Any:
@@ -160,6 +193,8 @@ class KerasNamespace(ModuleType):
             value = legacy()
         elif hasattr(self._keras_module, attr):
             value = getattr(self._keras_module, attr)
+        elif self._kind in _NO_TF_KERAS_NAMES:
+            raise AttributeError(f"module {self._keras_module.__name__!r} has no attribute {attr!r}")
         else:
             value = _tf_keras_name(self._keras_module, attr)
         special = _SPECIAL.get((self._kind, attr))

@@ -26,7 +26,14 @@ round-trip, sharding specs and build skip them; the optimizer's slots are made w
 builds the model).  A JAX-style ``train_step(self, state, data)`` needs a Keras 3
 optimizer (its ``stateless_apply``): a clear TypeError.  ``model.save`` keeps the optimizer's
 config in the compile config (``_get_compile_config``), and ``load_model`` compiles a new one of
-it (``_compile_from_config``): not its slots, which tf_keras would restore.
+it (``_compile_from_config``): not its slots, which tf_keras would restore.  ``model.summary()``
+hides it too (tf_keras' summary lists no optimizer variables).
+
+A TF-style ``train_step`` written for tf_keras (the Keras 2 guide) calls ``self.compiled_loss(y,
+y_pred, regularization_losses=self.losses)`` and ``self.compiled_metrics.update_state(y, y_pred)``:
+tf_keras' meaning here (``_compiled_loss``: the compiled loss, the regularization losses passed,
+the ``loss`` tracker updated; ``_CompiledMetrics``: the compiled metrics alone), where Keras's JAX
+trainer has neither.
 
 ``Trainer.compute_loss`` (Keras's default, which sums the compiled loss and
 ``model.losses``) is one tape op when called on tapejax Tensors outside a
@@ -81,6 +88,63 @@ def _compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, trainin
     return _calls.call_stateful(
         self, (x, y, y_pred, sample_weight), {"training": training, "_tapejax_losses": list(losses)},
         _compute_loss_caller, _metrics_state, f"{type(self).__name__}.compute_loss")
+
+
+# ---------------------------------------------------------------------------
+# tf_keras' compiled_loss / compiled_metrics (the Keras 2 "customizing fit" guide's train_step)
+# ---------------------------------------------------------------------------
+
+def _compiled_loss(self, y, y_pred, sample_weight=None, regularization_losses=None):
+    """tf_keras' ``model.compiled_loss(y, y_pred, sample_weight, regularization_losses)``: the loss
+    ``compile`` was given plus the ``regularization_losses`` passed (the guide passes
+    ``self.losses``; none when not passed, as tf_keras), and the ``loss`` tracker updated with the
+    total, weighted by the batch size (Keras's TensorFlow trainer keeps a shim adding
+    ``model.losses`` always)."""
+    import numpy as np
+    from keras.src import tree
+    extra = list(regularization_losses or []) or [np.zeros((), np.float32)]   # (an empty override is none)
+    prev = self._losses_override
+    self._losses_override = extra
+    try:
+        loss = self.compute_loss(x=None, y=y, y_pred=y_pred, sample_weight=sample_weight)
+    finally:
+        self._losses_override = prev
+    if self._loss_tracker is not None:
+        batch = next(i for i in tree.flatten(y_pred) if i is not None)
+        self._loss_tracker.update_state(loss, sample_weight=int(batch.shape[0]))
+    return loss
+
+
+class _CompiledMetrics:
+    """tf_keras' ``model.compiled_metrics``: ``update_state`` updates the metrics ``compile`` was
+    given (not the loss tracker); ``metrics``, ``reset_state``, ``result``."""
+
+    def __init__(self, model):
+        self._model = model
+
+    @property
+    def metrics(self):
+        compiled = self._model._compile_metrics
+        return [] if compiled is None else list(compiled.metrics)
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        compiled = self._model._compile_metrics
+        if compiled is not None:
+            if not compiled.built:   # (its metrics, whose Variables the update op threads, are made here)
+                compiled.build(y_true, y_pred)
+            compiled.update_state(y_true, y_pred, sample_weight)
+
+    def reset_state(self):
+        for m in self.metrics:
+            m.reset_state()
+
+    def result(self):
+        compiled = self._model._compile_metrics
+        return {} if compiled is None else compiled.result()
+
+
+def _compiled_metrics(self):
+    return _CompiledMetrics(self)
 
 
 # ---------------------------------------------------------------------------
@@ -268,6 +332,13 @@ def _get_jax_state(self, trainable_variables=False, non_trainable_variables=Fals
     return state
 
 
+def _summary(self, *args, **kwargs):
+    """``model.summary()`` as tf_keras prints it: no optimizer line (Keras 3 counts a built Keras 3
+    optimizer's variables; a legacy tapejax optimizer's ``variables`` is a method)."""
+    with _OptimizerHidden(self):
+        return _ORIG["summary"](self, *args, **kwargs)
+
+
 def _get_state_sharding_spec(self):
     with _OptimizerHidden(self):
         return _ORIG["_get_state_sharding_spec"](self)
@@ -292,6 +363,8 @@ def install() -> None:
     _ORIG["make_train_function"] = JAXTrainer.make_train_function
     _ORIG["make_test_function"] = JAXTrainer.make_test_function
     setattr(Trainer, "compute_loss", _compute_loss)
+    setattr(JAXTrainer, "compiled_loss", _compiled_loss)   # (Keras's TensorFlow trainer has its own shims)
+    setattr(JAXTrainer, "compiled_metrics", property(_compiled_metrics))
     setattr(JAXTrainer, "make_train_function", _make_train_function)
     setattr(JAXTrainer, "make_test_function", _make_test_function)
     for name, fn in (("_get_jax_state", _get_jax_state), ("_get_state_sharding_spec", _get_state_sharding_spec)):
@@ -301,3 +374,6 @@ def install() -> None:
                      ("get_compile_config", _get_compile_config)):
         _ORIG[name] = getattr(Trainer, name)
         setattr(Trainer, name, fn)
+    from keras.src.models.model import Model  # (summary is Model's)
+    _ORIG["summary"] = Model.summary
+    setattr(Model, "summary", _summary)

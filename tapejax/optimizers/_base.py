@@ -223,6 +223,7 @@ class Optimizer(HyperParameters):
         self._set_learning_rate(value)
 
     lr = learning_rate
+    built = property(lambda self: bool(self._slots), doc="Whether the slots are made (Keras 3 reads it).")
 
     @property
     def name(self):
@@ -335,9 +336,8 @@ class Optimizer(HyperParameters):
         return self._SLOTS
 
     def _leading_slots(self):
-        """Slots of every trained Variable that come before the rule's (``_SLOTS``): made first,
-        not passed to the rule, updated after it by ``_after_rule`` (the new optimizers'
-        ``average``, ``_ema``); none here."""
+        """Slots of every trained Variable that come before the rule's (``_SLOTS``): made first, not
+        passed to the rule, updated after it by ``_after_rule`` (the new optimizers' ``average``, ``_ema``)."""
         return ()
 
     def _leading_slot_init(self, slot_name, var):

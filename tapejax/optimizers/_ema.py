@@ -21,13 +21,21 @@ The learning rate given to the constructor is kept in the optimizer's own Variab
 user's later ``assign`` does not reach the optimizer) or a zero-argument callable's value then (it
 is not called again); a schedule is kept.  (The legacy optimizers keep the user's Variable and call
 the callable at every update.)
+
+``learning_rate`` (and ``lr``) under a ``LearningRateSchedule`` is, as tf_keras' new optimizers'
+(their ``current_learning_rate`` Variable), the rate of the last update: the schedule at
+``iterations - 1`` (at step 0 before the first update), here a float32 Tensor computed when read
+(a callback's ``float(self.model.optimizer.learning_rate)``); the legacy optimizers give the
+schedule itself, as ``OptimizerV2`` does.
 """
 import re
 from typing import Any, Optional
 
 import jax.numpy as jnp
 
+from ..core.tensor import Tensor
 from ..core.variable import Variable
+from . import schedules as _schedules
 from ._args import _takes_step
 
 #: The key of a per-Variable coefficient that turns the weight decay off (``_var_flags``).
@@ -56,6 +64,30 @@ class NewOptimizerState:
     ema_overwrite_frequency: Optional[int] = None
     _SLOTS: tuple
     _slots: dict
+
+    _lr_sched: Any
+    _lr_var: Any
+    iterations: Any
+
+    # -- the learning rate (tf_keras' new ``Optimizer.learning_rate``) ------------------------
+    @property
+    def learning_rate(self):
+        """The learning-rate Variable; under a ``LearningRateSchedule``, the rate the last update
+        used (the module docstring); any other callable as it was given."""
+        sched = self._lr_sched
+        if sched is None:
+            return self._lr_var
+        if not isinstance(sched, _schedules.LearningRateSchedule):
+            return sched
+        step = Tensor(jnp.maximum(self.iterations._value - 1, 0))
+        value = sched(step)
+        return Tensor(jnp.asarray(getattr(value, "_value", value), jnp.float32))
+
+    @learning_rate.setter
+    def learning_rate(self, value):
+        self._set_learning_rate(value)   # pyright: ignore[reportAttributeAccessIssue]  (``Optimizer``'s)
+
+    lr = learning_rate
 
     def set_ema(self, use_ema, ema_momentum, ema_overwrite_frequency):
         check_ema(use_ema, ema_momentum, ema_overwrite_frequency)

@@ -370,6 +370,7 @@ class BaseLossScaleOptimizer(Optimizer, metaclass=_Dispatch):
     name = _inner("name")
     learning_rate = _inner("learning_rate", writable=True)
     lr = learning_rate
+    built = _inner("built")
 
     @property
     def variables(self):
