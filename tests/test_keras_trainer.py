@@ -175,10 +175,12 @@ def test_a_keras_3_stateless_train_step_with_a_tapejax_optimizer_is_a_clear_erro
         np.testing.assert_array_equal(v.numpy(), w)
 
 
-def test_save_and_load_keep_a_tapejax_optimizers_config_not_its_state(tmp_path):
+def test_save_and_load_keep_a_tapejax_optimizers_config_and_state(tmp_path):
     """``model.save`` after a fit with tapejax's Adam: ``load_model`` compiles a new Adam of the
-    saved config (its learning rate then) with fresh slots and step count (tf_keras restores
-    those: the documented difference), and trains on."""
+    saved config (its learning rate then) and loads its step count and slots (Keras's weights
+    file holds them under ``optimizer``, ``keras/optimizer_state.py``), as tf_keras restores them;
+    the loaded model trains on from there.  ``save_weights`` / ``load_weights`` into a fresh
+    model do the same (BackupAndRestore's way)."""
     model = functional()
     opt = tf.keras.optimizers.Adam(0.01, beta_1=0.8)
     model.compile(optimizer=opt, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
@@ -190,7 +192,23 @@ def test_save_and_load_keep_a_tapejax_optimizers_config_not_its_state(tmp_path):
     assert type(loaded.optimizer) is type(opt) and loaded.optimizer is not opt
     assert loaded.optimizer.get_config()["learning_rate"] == np.float32(0.005)
     assert loaded.optimizer.get_config()["beta_1"] == np.float32(0.8)
-    assert int(loaded.optimizer.iterations.numpy()) == 0
-    np.testing.assert_allclose(loaded.predict(X[:4], verbose=0), model.predict(X[:4], verbose=0), rtol=1e-6)
-    loaded.fit(X, Y, batch_size=16, epochs=1, verbose=0, shuffle=False)
     assert int(loaded.optimizer.iterations.numpy()) == 3
+    for a, b in zip(loaded.optimizer.variables, opt.variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    np.testing.assert_allclose(loaded.predict(X[:4], verbose=0), model.predict(X[:4], verbose=0), rtol=1e-6)
+    model.fit(X, Y, batch_size=16, epochs=1, verbose=0, shuffle=False)
+    loaded.optimizer.learning_rate.assign(0.005)
+    loaded.fit(X, Y, batch_size=16, epochs=1, verbose=0, shuffle=False)
+    assert int(loaded.optimizer.iterations.numpy()) == 6
+    for a, b in zip(loaded.weights, model.weights):   # (the same continuation)
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+
+    weights = str(tmp_path / "w.weights.h5")
+    model.save_weights(weights)
+    fresh = functional()
+    fresh.compile(optimizer=tf.keras.optimizers.Adam(0.005, beta_1=0.8),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    fresh.load_weights(weights)
+    assert int(fresh.optimizer.iterations.numpy()) == 6
+    for a, b in zip(fresh.optimizer.variables, opt.variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())

@@ -91,11 +91,12 @@ def load() -> ModuleType:
             os.environ["KERAS_BACKEND"] = "jax"
             keras = importlib.import_module("keras")
         _check_loaded(keras)
-        from . import calls, data_adapter, hooks, trainer, variables
+        from . import calls, data_adapter, hooks, optimizer_state, trainer, variables
         variables.install()
         calls.install()
         trainer.install()
         hooks.install()
         data_adapter.install()
+        optimizer_state.install()
         _KERAS = keras
         return keras

@@ -26,7 +26,8 @@ round-trip, sharding specs and build skip them; the optimizer's slots are made w
 builds the model).  A JAX-style ``train_step(self, state, data)`` needs a Keras 3
 optimizer (its ``stateless_apply``): a clear TypeError.  ``model.save`` keeps the optimizer's
 config in the compile config (``_get_compile_config``), and ``load_model`` compiles a new one of
-it (``_compile_from_config``): not its slots, which tf_keras would restore.  ``model.summary()``
+it (``_compile_from_config``); its step count and slots travel in the weights file
+(``optimizer_state``).  ``model.summary()``
 hides it too (tf_keras' summary lists no optimizer variables).
 
 A TF-style ``train_step`` written for tf_keras (the Keras 2 guide) calls ``self.compiled_loss(y,
@@ -48,7 +49,7 @@ from typing import Any, Callable
 
 from . import calls as _calls, keys as _keys, variables as _kvars
 
-__all__ = ["install", "tf_style"]
+__all__ = ["build_optimizer_slots", "install", "tf_style"]
 
 _ORIG: dict = {}
 
@@ -270,7 +271,7 @@ _SAVED = "tapejax_optimizer"
 
 def _get_compile_config(self):
     """Keras's compile config, with the tapejax optimizer ``compile`` was given as its config of
-    this moment (its learning rate now, as tf_keras saves it); ``model.save`` keeps no state."""
+    this moment (its learning rate now, as tf_keras saves it); its state is in the weights file."""
     config = _ORIG["get_compile_config"](self)
     given = self.__dict__.get("_tapejax_compiled_optimizer")
     if config and given is not None and _tapejax_optimizer(self):
@@ -291,10 +292,10 @@ def _compile_from_config(self, config):
     rest = serialization_lib.deserialize_keras_object({k: v for k, v in config.items() if k != "optimizer"})
     self.compile(optimizer=deserialize(opt[_SAVED]), **rest)
     if self.built:
-        _build_slots(self, self.optimizer)
+        build_optimizer_slots(self, self.optimizer)
 
 
-def _build_slots(model, opt) -> None:
+def build_optimizer_slots(model, opt) -> None:
     """``opt``'s step counter and slots for ``model``'s trainable variables, now (Keras builds its
     own optimizer when it builds the model; a slot made inside the compiled step would trace it
     twice)."""
@@ -348,7 +349,7 @@ def _symbolic_build(self, *args, **kwargs):
     with _OptimizerHidden(self) as opt:
         out = _ORIG["_symbolic_build"](self, *args, **kwargs)
     if opt is not None:   # its slots now, as Keras builds its own optimizer here
-        _build_slots(self, opt)
+        build_optimizer_slots(self, opt)
     return out
 
 

@@ -160,7 +160,7 @@ def test_learning_rate_callbacks_then_save_and_load(tf):
     """``ReduceLROnPlateau`` and ``LearningRateScheduler`` change the compiled optimizer's
     learning rate between epochs, ``EarlyStopping`` restores the best weights; ``model.save``
     then ``load_model`` gives the same predictions and an optimizer of the same kind and
-    learning rate (tapejax: a fresh one of that config; tf_keras also restores its slots)."""
+    learning rate, its step count and its slots."""
     x, y = _data(n=32, seed=14)
     model = _mlp(tf, seed=15, hidden=8)
     opt = tf.keras.optimizers.Adam(0.05)
@@ -176,6 +176,10 @@ def test_learning_rate_callbacks_then_save_and_load(tf):
         loaded = tf.keras.models.load_model(os.path.join(d, "m.keras"))
         kind = type(loaded.optimizer).__name__
         lr = float(np.asarray(loaded.optimizer.learning_rate))
+        steps = int(loaded.optimizer.iterations.numpy())
+        kernel = loaded.trainable_variables[0]
+        moments = sorted(float(np.abs(v.numpy()).sum()) for v in loaded.optimizer.variables
+                         if v.shape == kernel.shape)
         pred = loaded.predict(x[:4], verbose=0)
-    return (hist, float(np.asarray(opt.learning_rate)), int(opt.iterations.numpy()), kind, lr, pred,
+    return (hist, float(np.asarray(opt.learning_rate)), int(opt.iterations.numpy()), kind, lr, steps, moments, pred,
             model.predict(x[:4], verbose=0))

@@ -22,7 +22,7 @@ import tempfile
 
 import numpy as np
 
-from .harness import keras_init, parity, xfail_on_tapejax
+from .harness import keras_init, parity
 
 KTOL = dict(rtol=1e-4, atol=1e-5)
 
@@ -606,10 +606,6 @@ def test_backup_and_restore_resumes_an_interrupted_fit(tf):
     return _backup_run(tf, fresh_model=False)
 
 
-@xfail_on_tapejax("Keras 3's BackupAndRestore backs up with model.save_weights, which saves no state of a "
-                  "tapejax (tf_keras-style) optimizer (not a KerasSaveable): a fresh model resumes at epoch 2 "
-                  "with the backed-up weights but a new Adam (step count 8, not 16; no moments), where "
-                  "tf_keras' backup checkpoint restores the optimizer too")
 @parity(**KTOL)
 def test_backup_and_restore_resumes_on_a_fresh_model(tf):
     """A restarted job: a new model and optimizer fit with the same ``backup_dir`` resume from the
