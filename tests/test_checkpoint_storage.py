@@ -347,6 +347,9 @@ def test_a_failed_commit_keeps_the_previous_checkpoint_and_the_next_save_works(t
     assert float(tf.train.load_variable(first, "w/.ATTRIBUTES/VARIABLE_VALUE").max()) == 1.0
 
 
+@pytest.mark.skipif(sys.version_info[:3] in ((3, 12, 0), (3, 12, 1)),
+                    reason="CPython 3.12.0 and 3.12.1 refuse new threads at interpreter exit, even from "
+                           "non-daemon threads (fixed in 3.12.2): orbax's write cannot finish there")
 def test_async_save_is_finished_at_interpreter_exit(tmp_path):
     p = _run("""
         import sys, numpy as np, tapejax as tf
