@@ -661,17 +661,24 @@ def test_a_constant_callable_learning_rate_still_lets_updates_be_predicted(monke
 def test_a_new_schedule_set_on_the_optimizer_is_used_by_the_next_eager_update(make):
     """``opt.learning_rate = other_schedule`` after some updates: the next update uses it (the
     compiled update held the first schedule, so the new one was silently ignored).  Oracle:
-    tf_keras (SGD on a gradient of 1 moves by the rate: 0.1, 0.05, then 1.0, 1.0, then 0.3)."""
+    tf_keras 2.21 (SGD on a gradient of 1 moves by the rate: 0.1, 0.05, then 1.0, 1.0, then the
+    legacy optimizer takes a float 0.3; the new one refuses a float under a schedule with a
+    TypeError and keeps 1.0)."""
     S = optimizers.schedules
     v = tf.Variable(0.0)
     opt = make(S.ExponentialDecay(0.1, 1, 0.5))
+    legacy = make is optimizers.legacy.SGD
     for i in range(5):
         if i == 2:
             opt.learning_rate = S.PiecewiseConstantDecay([100], [1.0, 2.0])
         if i == 4:
-            opt.learning_rate = 0.3
+            if legacy:
+                opt.learning_rate = 0.3
+            else:
+                with pytest.raises(TypeError, match="not settable"):
+                    opt.learning_rate = 0.3
         opt.apply_gradients([(tf.constant(-1.0), v)])
-    np.testing.assert_allclose(v.numpy(), 0.1 + 0.05 + 1.0 + 1.0 + 0.3, rtol=1e-6)
+    np.testing.assert_allclose(v.numpy(), 0.1 + 0.05 + 1.0 + 1.0 + (0.3 if legacy else 1.0), rtol=1e-6)
 
 
 @pytest.mark.parametrize("make", [lambda: tf.keras.optimizers.legacy.RMSprop(0.05),

@@ -169,3 +169,21 @@ def test_legacy_and_new_sgd_given_a_variable_or_a_callable_learning_rate_match_t
     _, out, calls = _halved_lr_run(lambda lr, calls: ko.legacy.SGD(learning_rate=_counted(lr, calls)))
     np.testing.assert_allclose(out, [0.8, 0.7, 0.65])
     assert calls == 3
+
+
+def test_a_scheduled_new_optimizer_refuses_a_new_rate_as_tf_keras():
+    """tf_keras 2.21: ``SGD(ExponentialDecay(...)).learning_rate = 0.05`` is a TypeError (the
+    schedule stays); the legacy optimizer takes the new rate; a float-rate one takes a new float."""
+    sched = tf.keras.optimizers.schedules.ExponentialDecay(0.1, 2, 0.5)
+    opt = tf.keras.optimizers.SGD(sched)
+    with pytest.raises(TypeError, match="created with a `LearningRateSchedule`.*not settable"):
+        opt.learning_rate = 0.05
+    w = tf.Variable(1.0)
+    opt.apply_gradients([(tf.constant(1.0), w)])
+    np.testing.assert_allclose(w.numpy(), 0.9)   # (the schedule's first rate, 0.1)
+    legacy = tf.keras.optimizers.legacy.SGD(sched)
+    legacy.learning_rate = 0.05
+    np.testing.assert_allclose(float(legacy.learning_rate.numpy()), 0.05)
+    plain = tf.keras.optimizers.SGD(0.1)
+    plain.learning_rate = 0.05
+    np.testing.assert_allclose(float(plain.learning_rate.numpy()), 0.05)

@@ -101,7 +101,15 @@ class NewOptimizerState:
         (``_build_learning_rate``: ``tf.Variable(learning_rate)``): a Variable given to the
         constructor is read once, so its later assigns do not reach the optimizer (the legacy
         optimizers keep the user's Variable), and a zero-argument callable is called once, its
-        value kept; a schedule (a ``LearningRateSchedule``, or optax's: it takes the step) stays."""
+        value kept; a schedule (a ``LearningRateSchedule``, or optax's: it takes the step) stays,
+        and one made with a ``LearningRateSchedule`` refuses a rate that is not one (tf_keras' TypeError; a
+        callback such as ``ReduceLROnPlateau`` then fails as in TF instead of dropping the schedule)."""
+        if (isinstance(self.__dict__.get("_lr_sched"), _schedules.LearningRateSchedule)
+                and not isinstance(value, _schedules.LearningRateSchedule)):   # (another schedule: taken)
+            raise TypeError("This optimizer was created with a `LearningRateSchedule` object as its "
+                            "`learning_rate` constructor argument, hence its learning rate is not settable. If "
+                            "you need the learning rate to be settable, you should instantiate the optimizer "
+                            "with a float `learning_rate` argument.")
         if self.__dict__.get("_lr_var") is None and self.__dict__.get("_lr_sched") is None:
             if isinstance(value, Variable):
                 value = value.read_value()

@@ -737,3 +737,22 @@ def test_the_new_optimizers_variables_is_a_list_that_may_be_called(tf):
             [x.numpy() for x in opt.variables()[1:]],   # (iterations: int64 in TF, int32 here, README)
             isinstance(opt.variables, list), len(scaled.variables), isinstance(legacy.variables, list),
             len(legacy.variables()))
+
+
+@parity
+def test_a_scheduled_new_optimizer_takes_a_schedule_and_refuses_a_float(tf):
+    """tf_keras' new SGD made with a schedule takes another schedule, and refuses a float rate
+    (TypeError: a ``ReduceLROnPlateau`` on it fails in TF too); the legacy SGD takes the float."""
+    S = tf.keras.optimizers.schedules
+    v = tf.Variable(0.0)
+    opt = tf.keras.optimizers.SGD(S.ExponentialDecay(0.1, 1, 0.5))
+    refused = None
+    for i in range(5):
+        if i == 2:
+            opt.learning_rate = S.PiecewiseConstantDecay([100], [1.0, 2.0])
+        if i == 4:
+            refused = raises(lambda: setattr(opt, "learning_rate", 0.3))
+        opt.apply_gradients([(tf.constant(-1.0), v)])
+    legacy = tf.keras.optimizers.legacy.SGD(S.ExponentialDecay(0.1, 1, 0.5))
+    legacy.learning_rate = 0.3
+    return refused, v, float(legacy.learning_rate.numpy())
