@@ -104,13 +104,14 @@ class NewOptimizerState:
         value kept; a schedule (a ``LearningRateSchedule``, or optax's: it takes the step) stays,
         and one made with a ``LearningRateSchedule`` refuses a rate that is not one (tf_keras' TypeError; a
         callback such as ``ReduceLROnPlateau`` then fails as in TF instead of dropping the schedule)."""
-        if (isinstance(self.__dict__.get("_lr_sched"), _schedules.LearningRateSchedule)
-                and not isinstance(value, _schedules.LearningRateSchedule)):   # (another schedule: taken)
-            raise TypeError("This optimizer was created with a `LearningRateSchedule` object as its "
-                            "`learning_rate` constructor argument, hence its learning rate is not settable. If "
-                            "you need the learning rate to be settable, you should instantiate the optimizer "
-                            "with a float `learning_rate` argument.")
-        if self.__dict__.get("_lr_var") is None and self.__dict__.get("_lr_sched") is None:
+        kept = self.__dict__.get("_lr_sched")
+        if isinstance(kept, _schedules.LearningRateSchedule):
+            if not isinstance(value, _schedules.LearningRateSchedule):   # (another schedule: taken)
+                raise TypeError("This optimizer was created with a `LearningRateSchedule` object as its "
+                                "`learning_rate` constructor argument, hence its learning rate is not settable. "
+                                "If you need the learning rate to be settable, you should instantiate the "
+                                "optimizer with a float `learning_rate` argument.")
+        elif self.__dict__.get("_lr_var") is None and kept is None:
             if isinstance(value, Variable):
                 value = value.read_value()
             elif callable(value) and not _takes_step(value):
