@@ -30,6 +30,10 @@ other side matches when its exception class is named like the oracle's or
 subclasses a class of that name (so ``except ValueError`` ports), or is named
 in the oracle's ``ok=`` list.  Messages are not compared.
 
+TF's result is the oracle only where TF gives it again: where tapejax differs from it, the
+program runs under TF once more (``same_as_tf``), since TF 2.21 can give a program a different
+result in one process after some other programs ran.
+
 Options of ``@parity(...)``:
 
 ``expected``          oracle used when TF is missing (checked against TF when present)
@@ -52,6 +56,7 @@ Options of ``@parity(...)``:
 
 from __future__ import annotations
 
+import gc
 import importlib
 import logging
 import math
@@ -320,6 +325,43 @@ def _run_tf(case, key):
     return res[1]
 
 
+def _rerun_tf(case, key):
+    """TF's result for ``case`` again, computed afresh after a garbage collection (and cached)."""
+    gc.collect()
+    _TF_RESULTS.pop(key, None)
+    return _run_tf(case, key)
+
+
+def same_as_tf(got, want, rerun, rtol, atol):
+    """Check tapejax's result ``got`` against TF's ``want``; where they differ, TF runs again.
+
+    TF 2.21 does not always give a program the same result in one process: run after each of
+    the other parity cases in turn, the WGAN-GP program of ``test_user_programs4`` gave losses
+    up to 7e-4 (relative) away from its usual value after a few of them, and the usual value
+    after the next; one CI run saw 3e-3.  A result TF does not give again is no oracle.  So
+    where tapejax differs from TF's first result, ``rerun()`` computes TF's again: tapejax
+    passes when TF's two results differ and tapejax's matches the second (with a warning
+    naming the difference); otherwise the first difference is the failure.
+    """
+    try:
+        assert_same(got, want, rtol, atol, "tapejax vs TF")
+        return
+    except AssertionError as e:
+        first = e
+    try:
+        again = rerun()
+    except BaseException:  # noqa: BLE001 (the TF program failed this time: the first difference stands)
+        raise first from None
+    try:
+        assert_same(again, want, rtol, atol, "TF run again vs TF's first run")
+    except AssertionError as changed:
+        assert_same(got, again, rtol, atol, "tapejax vs TF run again (TF's first run gave another result)")
+        warnings.warn(f"TF gave this program two different results in one process; tapejax matches "
+                      f"the second. The first:\n{changed}", stacklevel=2)
+        return
+    raise first
+
+
 class _Missing:
     def __repr__(self):
         return "<not given>"
@@ -394,7 +436,10 @@ def parity(fn=None, *, expected=_MISSING, rtol=RTOL, atol=ATOL, needs=None, x64=
                 else:
                     pytest.skip("TensorFlow is not installed and this case has no expected= value")
             got = _run_tapejax(case, tj, backend, x64)
-            assert_same(got, want, rtol, atol, label)
+            if label == "tapejax vs TF":
+                same_as_tf(got, want, lambda: _rerun_tf(case, key), rtol, atol)
+            else:
+                assert_same(got, want, rtol, atol, label)
 
         test.__name__ = case.__name__
         test.__qualname__ = case.__qualname__
