@@ -246,3 +246,65 @@ def test_an_evicted_entry_is_released_though_its_steady_call_was_the_latest():
     gc.collect()
     assert ref() is None, "an evicted specialisation must release its program"
     assert float(v.numpy()) == 3.0 + 2.0 + 3.0
+
+
+def _keras_step():
+    """A Keras model trained by a TF2 step: its variables are ``KerasVariable``s (a registered
+    subclass, ``ownership.SLOT_GUARDS``), the optimizer's slots plain Variables."""
+    keras = tf.keras
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4, activation="relu"), keras.layers.Dense(1)])
+    rng = np.random.RandomState(0)
+    model.set_weights([rng.randn(*w.shape).astype(np.float32) for w in model.get_weights()])
+    opt = keras.optimizers.Adam(0.1)
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(model(x) - y))
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    return model, step
+
+
+def test_a_keras_models_step_takes_the_steady_call_with_the_general_calls_results(monkeypatch):
+    x = tf.constant(np.linspace(-1, 1, 15, dtype=np.float32).reshape(5, 3))
+    y = tf.constant(np.arange(5, dtype=np.float32).reshape(5, 1))
+    results = []
+    for slow in (False, True):
+        if slow:
+            _slow_only(monkeypatch)
+        model, step = _keras_step()
+        with compiles() as names:
+            losses = [float(step(x, y).numpy()) for _ in range(5)]
+        entry = _entry(step)
+        assert entry.fast is not slow and (entry.guards != ()) is not slow
+        results.append((losses, [w.numpy() for w in model.weights], [w.owns_buffer() for w in model.weights],
+                        [n for n in names if n not in TRANSFERS], step.experimental_get_tracing_count()))
+    fast, slow = results
+    assert fast[0] == slow[0] and fast[2:] == slow[2:]
+    np.testing.assert_equal(fast[1], slow[1])
+    assert all(fast[2]) and fast[3] == ["jit(prog)"]   # (one program; traced as often either way)
+
+
+def test_inside_a_keras_stateless_scope_the_steady_call_declines():
+    """Inside a Keras ``StatelessScope`` a Keras variable's value is the scope's: the steady call
+    (which reads the slots) declines and the general call reads what Keras gives there."""
+    import keras
+
+    v = keras.Variable(np.float32(1.0))
+
+    @tf.function
+    def f(x):
+        return v * x
+
+    one = tf.constant(2.0)
+    for _ in range(3):
+        assert float(f(one).numpy()) == 2.0
+    entry = _entry(f)
+    assert entry.fast and entry.steady([one._value]) is not entries.SLOW
+    with keras.StatelessScope(state_mapping=[(v, np.float32(5.0))]):
+        assert entry.steady([one._value]) is entries.SLOW
+        assert float(f(one).numpy()) == 10.0
+    assert float(f(one).numpy()) == 2.0

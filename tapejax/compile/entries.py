@@ -11,7 +11,8 @@ The program is flat: ``jitted(*rw values, *ro values, *dynamic leaves) -> (*outp
 values)``, the ``rw`` values donated, so that JAX's C++ dispatch takes a call of arrays.
 
 ``run_fast`` is the steady call of a plain program (no run-time check, no host callback, no
-mesh) on plain ``Variable``s whose new values are all buffers the program makes
+mesh) on plain ``Variable``s (or of a subclass in ``ownership.SLOT_GUARDS``, while its guard says
+so: a Keras variable outside a Keras scope) whose new values are all buffers the program makes
 (``tracing.fresh_outputs``, decided once from the jaxpr): from the entry's second call
 (``fast_ready``), ``Entry.steady`` is a function written for that entry (``steady_call``: its
 Variables, program and output template bound, every loop over the Variables unrolled), and
@@ -37,7 +38,7 @@ import jax.numpy as jnp
 from ..core import transfer
 from ..core.bind import REGISTRY
 from ..core.errors import NumericsError, compiled_numerics_error
-from ..core.ownership import deferred_interrupts, write_back
+from ..core.ownership import SLOT_GUARDS, deferred_interrupts, write_back
 from ..core.tensor import Tensor
 from ..core.variable import Variable
 from ..ops.checks import raise_if_failed
@@ -51,7 +52,7 @@ class Entry:
     """One compiled specialisation: the program, its Variables and output structure."""
 
     __slots__ = ("jitted", "rw", "ro", "out_tpl", "n_out", "template", "in_shardings", "prim", "copies",
-                 "checked", "plain", "specs", "plan", "fresh", "steady", "hot")
+                 "checked", "plain", "specs", "plan", "fresh", "steady", "hot", "guards")
 
     def __init__(self, jitted, rw, ro, out_tpl, n_out, tpl, copies, checked, specs, plan, fresh=None):
         self.jitted = jitted
@@ -73,6 +74,8 @@ class Entry:
         self.steady: Optional[Callable[[Sequence[Any]], Any]] = None
         # its steady calls for calls of Tensors only (``tensors_call``) by their number
         self.hot: Dict[int, Callable[[tuple], Any]] = {}
+        # what the steady calls ask first (``ownership.SLOT_GUARDS``: the Variables' subclasses')
+        self.guards: tuple = ()
 
     @property
     def fast(self) -> bool:
@@ -116,14 +119,25 @@ _starmap = itertools.starmap
 
 
 def fast_ready(entry: Entry) -> None:
-    """Let ``entry``'s next calls take ``run_fast`` when its Variables are plain
-    ``Variable``s (a subclass may read or write its value its own way) and every new value is a
-    buffer the program makes (so each Variable owns its new value, as ``write_back`` would find:
-    a program that passes an argument through, or returns one value twice, keeps the slow
-    path's identity checks)."""
-    if (entry.fresh is not None and all(entry.fresh) and all(type(v) is Variable for v in entry.rw)
-            and all(type(v) is Variable for v in entry.ro)):
-        entry.steady = steady_call(entry)
+    """Let ``entry``'s next calls take ``run_fast`` when its Variables are plain ``Variable``s or
+    of a subclass in ``ownership.SLOT_GUARDS`` (another subclass may read or write its value its
+    own way; a guard is called on each steady call, which declines when one says False) and every
+    new value is a buffer the program makes (so each Variable owns its new value, as
+    ``write_back`` would find: a program that passes an argument through, or returns one value
+    twice, keeps the slow path's identity checks)."""
+    if entry.fresh is None or not all(entry.fresh):
+        return
+    guards: list = []
+    for v in (*entry.rw, *entry.ro):
+        cls = type(v)
+        if cls is not Variable:
+            guard = SLOT_GUARDS.get(cls)
+            if guard is None:
+                return
+            if guard not in guards:
+                guards.append(guard)
+    entry.guards = tuple(guards)
+    entry.steady = steady_call(entry)
 
 
 #: What ``Entry.steady`` returns when a Variable does not own its value or holds no array (a
@@ -160,6 +174,9 @@ def steady_call(entry: Entry) -> Callable[[Sequence[Any]], Any]:
                     v1._val = n1
                     v1._own = n1
             return Tensor(o0)
+
+    Where the entry has Variables of a registered subclass (``fast_ready``), the body starts by
+    calling their guards (``if not g0(): return SLOW``).
 
     The compiled call's result is stored by a C loop (``list.extend`` over ``starmap``) before
     any bytecode runs, and a KeyboardInterrupt raised right after it finds the write-back in the
@@ -215,6 +232,9 @@ def _written(entry: Entry, param: str, head: list, n_dyn: int, extra: dict) -> C
     names: dict = {"jitted": entry.jitted, "SLOW": SLOW, "_Array": _Array, "_starmap": _starmap,
                    "Tensor": Tensor, "fill": fill, "tpl": entry.out_tpl, **extra}
     body = list(head)
+    for i, guard in enumerate(entry.guards):
+        names[f"g{i}"] = guard
+        body += [f"if not g{i}():", "    return SLOW"]
     for i, v in enumerate(entry.rw):
         names[f"v{i}"] = v
         body += [f"a{i} = v{i}._val", f"if a{i} is not v{i}._own or type(a{i}) is not _Array:", "    return SLOW"]

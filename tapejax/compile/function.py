@@ -24,7 +24,8 @@ How a call works
    Variables (``rw``) are donated and written back after the call (one that
    does not own its buffer, ``Variable.owns_buffer``, donates a copy), the
    ones only read (``ro``) are plain inputs.  From its second call, a program
-   with no run-time check or host callback, on plain ``Variable``s, whose new
+   with no run-time check or host callback, on plain ``Variable``s (or Keras
+   variables outside a Keras scope: ``ownership.SLOT_GUARDS``), whose new
    values are all buffers it makes, takes the steady call's fast path
    (``entries.run_fast``: a call written for the entry, its loops over the
    Variables unrolled).  A program that calls back into

@@ -25,6 +25,8 @@ arriving meanwhile is delivered after it, so the Variables are all updated or al
 then runs the Variables' constraints.  ``tapejax.function`` and the optimizers use them.
 ``note_slot`` / ``slot_owner`` record which Variable a piece of optimizer state belongs to, so
 ``tapejax.function``'s ``variable_specs`` places (shards) the state like its Variable.
+``SLOT_GUARDS`` lists the Variable subclasses whose buffers a compiled step's fast path may read
+and write through the slots, as a ``Variable``'s.
 """
 import signal
 import threading
@@ -104,6 +106,14 @@ def write_back(variables: Sequence[Any], new: Sequence[Any], inputs: Iterable[An
             v._set_owned(x)
         else:
             v._value = x
+
+
+#: Variable subclasses whose value is the ``_val`` slot, owned as ``_own`` says, exactly as a
+#: ``Variable``'s whenever their guard returns True (``keras.variables.KerasVariable``: outside a
+#: Keras scope), registered where the subclass is defined.  A compiled step's fast path
+#: (``compile.entries.steady_call``) reads and writes those slots itself, after one call of each
+#: guard; another subclass, which may read or write its value its own way, never takes it.
+SLOT_GUARDS: "dict[type, Callable[[], bool]]" = {}
 
 
 _MAIN_THREAD = threading.main_thread()

@@ -50,6 +50,7 @@ from keras.src.backend.jax.core import JaxVariable
 from keras.src.utils.naming import auto_name
 
 from ..core import state as _state
+from ..core.ownership import SLOT_GUARDS
 from ..core.tensor import Lazy, Pending, Tensor, array_of
 from ..core.variable import Variable
 
@@ -274,6 +275,11 @@ class KerasVariable(_BackendVariable, Variable):
         if self._val is not None:
             new._value = jax.numpy.array(self._value, copy=True)
         return new
+
+
+# Outside a Keras scope the value is tapejax's storage, as a Variable's: a compiled step's fast path
+# may read and write it (``core.ownership.SLOT_GUARDS``); inside one it is the scope's.
+SLOT_GUARDS[KerasVariable] = lambda: not in_keras_scope()
 
 
 for _name in ("__getitem__", "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
