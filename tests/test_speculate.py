@@ -502,6 +502,34 @@ def test_optimizer_loops_are_predicted_from_the_third_step_and_match_eager(count
     assert counts == {"predicted": 6, "recomputed": 0}
 
 
+def _keras_loop(n, deferral=True):
+    """``n`` eager steps of a Keras model (its variables are ``KerasVariable``s) with tapejax's
+    Adam: the losses and the final weights."""
+    with _settings(deferral, True):
+        keras = tf.keras
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(5, activation="relu"), keras.layers.Dense(1)])
+        model.set_weights(INIT)
+        opt = tf.keras.optimizers.Adam(0.01)
+        x, y = tf.constant(X), tf.constant(Y)
+        losses = []
+        for _ in range(n):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(x) - y))
+            opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+            losses.append(loss.numpy())
+        return losses, [w.numpy() for w in model.weights]
+
+
+def test_a_keras_models_optimizer_loop_is_predicted(counts):
+    """A Keras model's variables are a ``Variable`` subclass: its optimizer update is predicted as
+    a plain Variable's (from the third step the step is one program), with deferral off's values."""
+    (got, got_w), (want, want_w) = _keras_loop(8), _keras_loop(8, deferral=False)
+    assert counts == {"predicted": 6, "recomputed": 0}
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    for a, b in zip(got_w, want_w):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
 def test_an_optimizer_with_big_state_is_left_to_update_it_in_place(counts, monkeypatch):
     """Above ``_GROUP_BYTES_MAX`` bytes of slots and counters (both copies would be alive while
     a predicted program runs) the optimizer is not predicted and runs its own donating update;

@@ -530,7 +530,7 @@ class Optimizer(HyperParameters):
         them: the update may have been predicted, ``_run_update``) of their Variables' dtypes and
         shapes.  None where the full path must run (anything else, or the first update of this
         list)."""
-        key = tuple([v._id if type(v) is Variable else None for _, v in pairs])
+        key = tuple([v._id if isinstance(v, Variable) else None for _, v in pairs])   # (Keras variables too)
         plan = self._updates.get(key if guard is None else (key, guard.key))
         if plan is None:
             return None
