@@ -49,9 +49,10 @@ def test_eager_update_is_one_compiled_program():
         _step(opt, x, y, w, b)
     assert len(opt._updates) == 1
     ((state, fn),) = opt._updates.values()
-    # compiled once for all steps, per donation mask (``ownership.Donating``): a step whose
-    # parameters are still lent to a tape not yet collected (cyclic garbage: GC timing) runs the
-    # variant that keeps them, so two at most (stop 38's full-suite run found 2), never one a step
+    # compiled once for all steps, per donation mask (``ownership.Donating``): an update that runs
+    # after a predicted step (whose values the prediction's records hold, not owned: whether a step
+    # is predicted depends on the speculation state earlier tests leave) runs the variant that keeps
+    # them, so two at most (stop 38's full-suite run found 2), never one a step
     assert fn._cache_size() <= 2
     assert len(state) == 2 + 4 + 1        # variables, slots, iterations: all in the one update
     assert int(opt.iterations.numpy()) == 5
