@@ -932,6 +932,11 @@ OP_NAMES = tuple(OPS)
 # TF registers no gradient for SoftsignGrad, so a 2nd-order gradient through softsign
 # raises LookupError in TF (tapejax differentiates it); nested programs leave it out.
 NESTED_OP_NAMES = tuple(n for n in OPS if n != "softsign")
+# Second order through a custom gradient: TF's outer tape differentiates the recorded forward op by
+# its custom rule, also where the op's output feeds the inner gradient (d(y^2)/dy = 2y); JAX's
+# grad of a vjp differentiates the custom_vjp's forward as written there (jax.vjp's primal), so
+# the JAX oracle of a nested program leaves custom ops out (the TF oracle keeps them).
+NESTED_JAX_OP_NAMES = tuple(n for n in NESTED_OP_NAMES if not OPS[n].custom)
 
 
 def _eval_step(op, args_vals, params):

@@ -140,7 +140,7 @@ def test_fuzz_against_jax_vjp(prog):
 
 
 @_settings(ci_examples=30)
-@given(prog=programs(nested=True, max_steps=4))
+@given(prog=programs(nested=True, max_steps=4, ops=fuzzgen.NESTED_JAX_OP_NAMES))
 def test_fuzz_nested_against_jax_grad_of_vjp(prog):
     _check(run_tape(tapejax, prog), oracle_jax_nested(prog), prog, "jax.grad of jax.vjp")
 

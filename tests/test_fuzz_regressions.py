@@ -122,9 +122,43 @@ def test_softsign_second_order_matches_jax():
             o.gradient(zt, xt)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_second_order_through_a_custom_gradient_feeding_the_inner_gradient(backend):
+    """Fuzzer report (jax.grad-of-vjp oracle, nested): v = -s, u = scale(v, v) with the custom rule
+    (dz * y / 2, dz * x * 2), target u**2 + v.  The inner gradient's dz = 2u depends on u, and
+    TF's outer tape differentiates u by the custom rule too: d/ds of the first-order gradient
+    -(5 v**3 + 1) as the tape records it is 17.5 v**2 (JAX's grad of a vjp differentiates the
+    custom_vjp's forward as written, x * y, and gives 15 v**2).  tapejax follows TF.  Generator:
+    the JAX oracle of nested programs leaves custom ops out (the TF oracle keeps them)."""
+    m = _module(backend)
+
+    @m.custom_gradient
+    def scale(x, y):
+        def grad(dz):
+            return dz * y * 0.5, dz * x * 2.0
+        return x * y, grad
+
+    s = m.constant(0.548)
+    with m.GradientTape() as outer:
+        outer.watch(s)
+        with m.GradientTape() as inner:
+            inner.watch(s)
+            v = -s
+            u = scale(v, v)
+            w = u * u
+        g = inner.gradient([w, v], s)
+        z = g * 0.274
+    g2 = outer.gradient(z, s)
+    v0 = -0.548
+    np.testing.assert_allclose(g.numpy(), -(5 * v0 ** 3 + 1), rtol=1e-5)
+    np.testing.assert_allclose(g2.numpy(), 17.5 * v0 ** 2 * 0.274, rtol=1e-5)
+
+
 def test_generator_keeps_away_from_the_reported_conventions():
     """The generator's guards for the reports above are in place."""
     assert "softsign" not in fuzzgen.NESTED_OP_NAMES and "softsign" in fuzzgen.OP_NAMES
+    assert not any(fuzzgen.OPS[n].custom for n in fuzzgen.NESTED_JAX_OP_NAMES)
+    assert any(fuzzgen.OPS[n].custom for n in fuzzgen.NESTED_OP_NAMES)
     ctx_vals = {("s", 0): np.array([0.0, 1.0], np.float32), ("s", 1): np.array([0.5, 1.0], np.float32)}
 
     class _Prog:
