@@ -212,6 +212,26 @@ def test_signature_functions_must_not_assign(tmp_path):
         tf.saved_model.save(Counter(), str(tmp_path / "c"))
 
 
+def test_two_inputs_whose_unknown_batch_sizes_the_program_relates(tmp_path):
+    """``x @ w - y`` with signatures [None, 3] and [None, 1]: TF lets the unknown sizes agree; the
+    export traces the first axes again as one batch size (independent symbols cannot broadcast)."""
+    class Loss(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(np.ones((3, 1), np.float32))
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32), tf.TensorSpec([None, 1], tf.float32)])
+        def loss(self, x, y):
+            return tf.reduce_mean(tf.square(tf.matmul(x, self.w) - y))
+
+    m = Loss()
+    tf.saved_model.save(m, str(tmp_path / "l"))
+    loaded = tf.saved_model.load(str(tmp_path / "l"))
+    for n in (2, 5):
+        x, y = X5[:n], np.arange(n, dtype=np.float32)[:, None]
+        np.testing.assert_allclose(loaded.loss(x, y).numpy(), m.loss(x, y).numpy(), rtol=1e-6)
+
+
 def test_not_callable_without_call(tmp_path):
     class F(tf.Module):
         @tf.function(input_signature=[tf.TensorSpec([2], tf.float32)])

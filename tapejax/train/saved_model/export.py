@@ -6,7 +6,9 @@ Variable of the saved object bound to an input (``core.variable.traced_values``)
 and graph mode on (as ``tapejax.function`` traces), so the Variables' values
 are *arguments*, saved apart in a checkpoint, not constants baked into the
 program; a ``None`` in the signature becomes a symbolic dimension
-(``jax.export.symbolic_shape``), so one artifact serves every batch size.
+(``jax.export.symbolic_shape``), so one artifact serves every batch size; where the program
+relates two inputs' first axes (TF lets ops assume unknown sizes agree), they are traced again
+as one shared batch size.
 Outputs are flattened with their structure recorded as JSON (``template``):
 nests of dicts, lists and tuples of Tensors, or None.
 
@@ -27,7 +29,7 @@ import numpy as np
 
 from ...compile.function import Function, TensorSpec, _BoundFunction
 from ...core.convert import convert_to_tensor
-from ...core.errors import UnimplementedError
+from ...core.errors import InvalidArgumentError, UnimplementedError
 from ...core.tensor import Tensor
 from ...core.variable import Variable, traced_values
 
@@ -185,13 +187,26 @@ def pure_function(value: Any, variables: Sequence[Variable], name: str, keyed: b
 def export_function(value: Any, variables: Sequence[Variable], name: str,
                     platforms: Optional[Sequence[str]] = None) -> ExportedFunction:
     """Trace and export ``value`` (see the module docstring)."""
-    from jax import export
     inputs = input_specs(value)
+    # (a Keras model's inputs share their batch size: one symbol for their first axis)
     shared = bool(getattr(value, "_shared_batch", False))
+    try:
+        return _export_with(value, variables, name, platforms, inputs, shared)
+    except InvalidArgumentError:
+        # TF traces a None size as unknown and lets ops assume two unknown sizes agree
+        # (``x @ w - y`` with signatures [None, 3] and [None, 1]); independent symbols cannot be
+        # broadcast together, so the inputs' first axes are traced again as one batch size.
+        if shared or sum(1 for i in inputs if i["shape"] and i["shape"][0] is None) < 2:
+            raise
+        return _export_with(value, variables, name, platforms, inputs, True)
+
+
+def _export_with(value: Any, variables: Sequence[Variable], name: str, platforms: Optional[Sequence[str]],
+                 inputs: list, shared: bool) -> ExportedFunction:
+    from jax import export
     scope = export.SymbolicScope()
     arg_specs = []
     for i, spec in enumerate(inputs):
-        # (a Keras model's inputs share their batch size: one symbol for their first axis)
         dims = ", ".join(("batch" if j == 0 and shared else f"d{i}_{j}") if d is None else str(d)
                          for j, d in enumerate(spec["shape"]))
         shape = export.symbolic_shape(dims, scope=scope) if dims else ()
