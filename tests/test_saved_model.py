@@ -232,6 +232,23 @@ def test_two_inputs_whose_unknown_batch_sizes_the_program_relates(tmp_path):
         np.testing.assert_allclose(loaded.loss(x, y).numpy(), m.loss(x, y).numpy(), rtol=1e-6)
 
 
+def test_a_loaded_model_saved_again_keeps_its_functions_and_signatures(saved, tmp_path):
+    """TF saves a loaded object with its functions and signatures; the second load serves the
+    Variables' values at the second save."""
+    d, m = saved
+    first = tf.saved_model.load(d)
+    first.w.assign_add(tf.ones([3, 4]) * 0.5)
+    tf.saved_model.save(first, str(tmp_path / "again"))
+    second = tf.saved_model.load(str(tmp_path / "again"))
+    assert sorted(second.signatures) == ["features", "serving_default"]
+    np.testing.assert_allclose(second(X5).numpy(), first(X5).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(second.features(X5, 2)["hidden"].numpy(), first.features(X5, 2)["hidden"].numpy(),
+                               rtol=1e-6)
+    np.testing.assert_allclose(second.signatures["serving_default"](x=X1)["output_0"].numpy(), first(X1).numpy(),
+                               rtol=1e-6)
+    assert not np.allclose(second(X5).numpy(), m(X5).numpy())
+
+
 def test_not_callable_without_call(tmp_path):
     class F(tf.Module):
         @tf.function(input_signature=[tf.TensorSpec([2], tf.float32)])

@@ -63,10 +63,36 @@ def _keras_call(obj: Any) -> Any:
     return fn
 
 
+def _as_function(fn: Any) -> Any:
+    """A loaded SavedModel's function as a ``tapejax.function`` over its input signature that calls
+    it (one per loaded function, so a function and a signature serving it stay one artifact)."""
+    made = getattr(fn, "_resaved", None)
+    if made is None:
+        made = Function(lambda *xs: fn(*xs), input_signature=list(fn.input_signature))
+        fn._resaved = made
+    return made
+
+
+def _loaded_functions(obj: Any) -> "tuple[dict, dict]":
+    """A loaded SavedModel's functions by attribute and its signatures by name, as functions to
+    export again (TF saves a loaded object with its functions and signatures)."""
+    from .load import LoadedFunction, LoadedModel
+    if not isinstance(obj, LoadedModel):
+        return {}, {}
+    functions = {name: _as_function(v) for name, v in sorted(vars(obj).items()) if isinstance(v, LoadedFunction)}
+    if obj._call_fn is not None:
+        functions["__call__"] = _as_function(obj._call_fn)
+    return functions, {name: _as_function(s._fn) for name, s in obj.signatures.items()}
+
+
 def export_plan(obj: Any, signatures: Any = None):
     """(functions by attribute name, signatures by name, Variables in export order, the live graph)."""
     _check_object(obj)
     functions = _export.signature_functions(obj)
+    loaded, loaded_sigs = _loaded_functions(obj)
+    functions.update(loaded)
+    if signatures is None and loaded_sigs:
+        signatures = loaded_sigs
     if "__call__" not in functions:   # a Keras model: its call, serving_default by default
         call = _keras_call(obj)
         if call is not None:
