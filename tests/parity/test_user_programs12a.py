@@ -394,7 +394,7 @@ def test_accumulated_micro_batches_equal_one_full_batch_step_eager_and_compiled(
 
 @parity(modes=True, **TOL)
 def test_accumulators_checkpointed_mid_cycle_resume_the_same_update(tf):
-    """Accumulating over 3 micro-batches per update with a legacy-free new ``RMSprop``: the
+    """Accumulating over 3 micro-batches per update with the new ``RMSprop`` in a compiled step: the
     accumulators, a micro-step counter, the model and the optimizer are in one ``Checkpoint``
     saved after the 5th micro-batch (mid-cycle); a fresh set of objects restores it and finishes
     the cycle and one more, giving the uninterrupted run's weights and accumulator sums."""
@@ -504,3 +504,259 @@ def test_ema_shadows_checkpointed_with_the_model_and_restored_for_serving(tf):
     for v in params:
         v.assign(ema.average(v))
     return serve(x[:3]), net(x[:3]), raw_pred, _vals([serve.w, serve.b, serve.v]), raises(status.assert_consumed)
+
+
+# ---------------------------------------------------------------------------
+# Reinforcement learning loops
+# ---------------------------------------------------------------------------
+
+def _chain_step(state, action, n=5):
+    """A NumPy chain MDP: action 1 moves right (reward 1 at the end, then back to 0), 0 moves left."""
+    nxt = min(state + 1, n - 1) if action == 1 else max(state - 1, 0)
+    done = nxt == n - 1
+    return nxt, (1.0 if done else -0.05), done
+
+
+@parity(modes=True, **TOL)
+def test_dqn_on_a_numpy_chain_with_a_replay_buffer_and_a_soft_target_in_a_compiled_step(tf):
+    """DQN on a 5-state chain: one-hot states, a Q ``tf.Module`` and its target copy; actions
+    epsilon-greedy from a seeded ``RandomState`` (the greedy action is ``argmax`` of Q read back
+    as NumPy); transitions in NumPy ring buffers, minibatches drawn by index; the compiled step
+    uses ``tf.keras.losses.Huber`` on ``Q(s)[a]`` picked by ``tf.gather(batch_dims=1)`` against
+    ``r + 0.9 * (1 - done) * max Q_target(s')`` and then moves the target by
+    ``assign(tau * w + (1 - tau) * t)`` with tau 0.2."""
+    rs = np.random.RandomState(23)
+    eye = np.eye(5, dtype=np.float32)
+    q, target = _net(tf, 24, d=5, h=6), _net(tf, 24, d=5, h=6)
+    head = tf.Variable(init_array((1, 2), 25), name="head")
+    opt = tf.keras.optimizers.Adam(0.01)
+    huber = tf.keras.losses.Huber(delta=1.0)
+    qvars = [q.w, q.b, q.v, head]
+
+    def qvals(net, s):
+        return net(s) * head
+
+    @tf.function
+    def learn(s, a, r, s2, done):
+        y = r + 0.9 * (1.0 - done) * tf.reduce_max(qvals(target, s2), axis=1)
+        with tf.GradientTape() as tape:
+            chosen = tf.gather(qvals(q, s), a, axis=1, batch_dims=1)
+            loss = huber(tf.stop_gradient(y), chosen)
+        opt.apply_gradients(zip(tape.gradient(loss, qvars), qvars))
+        for t, w in zip(target.trainable_variables, q.trainable_variables):
+            t.assign(0.2 * w + 0.8 * t)
+        return loss
+
+    cap = 32
+    buf_s, buf_a = np.zeros((cap, 5), np.float32), np.zeros(cap, np.int32)
+    buf_r, buf_s2, buf_d = np.zeros(cap, np.float32), np.zeros((cap, 5), np.float32), np.zeros(cap, np.float32)
+    state, n, losses, rewards = 0, 0, [], []
+    for t in range(40):
+        eps = max(0.1, 1.0 - t / 20)
+        greedy = int(np.argmax(qvals(q, eye[state:state + 1]).numpy()[0]))
+        action = int(rs.randint(2)) if rs.rand() < eps else greedy
+        nxt, r, done = _chain_step(state, action)
+        i = n % cap
+        buf_s[i], buf_a[i], buf_r[i], buf_s2[i], buf_d[i] = eye[state], action, r, eye[nxt], float(done)
+        n, rewards, state = n + 1, rewards + [r], 0 if done else nxt
+        if n >= 8:
+            idx = rs.randint(0, min(n, cap), size=8)
+            losses.append(float(learn(buf_s[idx], buf_a[idx], buf_r[idx], buf_s2[idx], buf_d[idx])))
+    return losses, sum(rewards), qvals(q, eye).numpy(), _vals(target.trainable_variables)
+
+
+@parity(modes=True, **TOL)
+def test_actor_critic_with_a_shared_torso_and_advantages_behind_stop_gradient(tf):
+    """A one-step actor-critic on fixed NumPy rollouts: a shared tanh torso with a policy head and a
+    value head, one tape, ``advantage = stop_gradient(r + 0.95 * V(s') * (1 - done) - V(s))``;
+    the actor loss is ``-log pi(a|s) * advantage`` (log-probabilities by
+    ``tf.nn.sparse_softmax_cross_entropy_with_logits``), the critic loss the squared TD error,
+    minus 0.01 times the entropy; one compiled ``Adam`` step per rollout from a persistent tape,
+    which also gives None for the actor loss on the value head and the critic loss on the policy
+    head."""
+    rs = np.random.RandomState(26)
+    torso = tf.Variable(init_array((4, 8), 27), name="torso")
+    pi_head = tf.Variable(init_array((8, 3), 28), name="pi")
+    v_head = tf.Variable(init_array((8, 1), 29), name="v")
+    opt = tf.keras.optimizers.Adam(0.02)
+    params = [torso, pi_head, v_head]
+
+    @tf.function
+    def step(s, a, r, s2, done):
+        with tf.GradientTape(persistent=True) as tape:
+            h, h2 = tf.tanh(tf.matmul(s, torso)), tf.tanh(tf.matmul(s2, torso))
+            logits = tf.matmul(h, pi_head)
+            v, v2 = tf.squeeze(tf.matmul(h, v_head), 1), tf.squeeze(tf.matmul(h2, v_head), 1)
+            td = r + 0.95 * v2 * (1.0 - done) - v
+            adv = tf.stop_gradient(td)
+            nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=a, logits=logits)
+            probs = tf.nn.softmax(logits)
+            entropy = -tf.reduce_sum(probs * tf.math.log(probs + 1e-8), axis=1)
+            actor = tf.reduce_mean(nll * adv)
+            critic = 0.5 * tf.reduce_mean(tf.square(td))
+            loss = actor + critic - 0.01 * tf.reduce_mean(entropy)
+        grads = tape.gradient(loss, params)
+        actor_on_v = tape.gradient(actor, v_head)
+        critic_on_pi = tape.gradient(critic, pi_head)
+        del tape
+        opt.apply_gradients(zip(grads, params))
+        return actor, critic, actor_on_v, critic_on_pi
+
+    out = []
+    for _ in range(4):
+        s, s2 = rs.randn(6, 4).astype(np.float32), rs.randn(6, 4).astype(np.float32)
+        a, r = rs.randint(0, 3, 6).astype(np.int32), rs.randn(6).astype(np.float32)
+        done = (rs.rand(6) < 0.3).astype(np.float32)
+        actor, critic, none_v, none_pi = step(s, a, r, s2, done)
+        out.append((float(actor), float(critic), none_v is None, none_pi is None))
+    return out, _vals(params)
+
+
+@parity(modes=True, **TOL)
+def test_ppo_clipped_policy_and_value_losses_over_shuffled_minibatch_epochs(tf):
+    """PPO's update on one fixed rollout of 16 steps: old log-probabilities and values computed once
+    and held as NumPy; 3 epochs over minibatches of 4 from a seeded permutation; the compiled step
+    takes ``ratio = exp(logp - old_logp)``, the clipped surrogate ``min(ratio * A,
+    clip(ratio, 0.8, 1.2) * A)`` with advantages normalised in the minibatch, a value loss clipped
+    around the old values, an entropy bonus, ``clip_by_global_norm(0.5)``; it returns the clip
+    fraction and the approximate KL."""
+    rs = np.random.RandomState(31)
+    s = rs.randn(16, 3).astype(np.float32)
+    a = rs.randint(0, 2, 16).astype(np.int32)
+    returns = rs.randn(16).astype(np.float32)
+    pol = tf.Variable(init_array((3, 2), 32), name="pol")
+    val = tf.Variable(init_array((3, 1), 33), name="val")
+    opt = tf.keras.optimizers.Adam(0.05)
+
+    def logp_and_value(x, act):
+        logits = tf.matmul(x, pol)
+        logp = tf.gather(tf.nn.log_softmax(logits), act, axis=1, batch_dims=1)
+        return logp, tf.squeeze(tf.matmul(x, val), 1), logits
+
+    old_logp, old_v, _ = (t.numpy() for t in logp_and_value(tf.constant(s), tf.constant(a)))
+    adv_all = (returns - old_v).astype(np.float32)
+
+    @tf.function
+    def update(x, act, olp, ov, adv, ret):
+        adv = (adv - tf.reduce_mean(adv)) / (tf.math.reduce_std(adv) + 1e-8)
+        with tf.GradientTape() as tape:
+            logp, v, logits = logp_and_value(x, act)
+            ratio = tf.exp(logp - olp)
+            surr = tf.minimum(ratio * adv, tf.clip_by_value(ratio, 0.8, 1.2) * adv)
+            v_clip = ov + tf.clip_by_value(v - ov, -0.2, 0.2)
+            v_loss = 0.5 * tf.reduce_mean(tf.maximum(tf.square(v - ret), tf.square(v_clip - ret)))
+            ent = tf.reduce_mean(-tf.reduce_sum(tf.nn.softmax(logits) * tf.nn.log_softmax(logits), 1))
+            loss = -tf.reduce_mean(surr) + 0.5 * v_loss - 0.01 * ent
+        grads, norm = tf.clip_by_global_norm(tape.gradient(loss, [pol, val]), 0.5)
+        opt.apply_gradients(zip(grads, [pol, val]))
+        clip_frac = tf.reduce_mean(tf.cast(tf.abs(ratio - 1.0) > 0.2, tf.float32))
+        return loss, norm, clip_frac, tf.reduce_mean(olp - logp)
+
+    log = []
+    for _ in range(3):
+        perm = rs.permutation(16)
+        for k in range(0, 16, 4):
+            i = perm[k:k + 4]
+            log.append([float(t) for t in update(s[i], a[i], old_logp[i], old_v[i], adv_all[i], returns[i])])
+    return log, pol.numpy(), val.numpy(), update.experimental_get_tracing_count()
+
+
+@parity(modes=True, **TOL)
+def test_reinforce_with_a_moving_average_baseline_variable_updated_in_the_step(tf):
+    """REINFORCE on a 3-armed bandit with contexts: actions sampled in NumPy from the policy's
+    probabilities (read back each episode) with a seeded ``RandomState``; discounted returns in
+    NumPy; the compiled step subtracts a baseline held in a non-trainable ``tf.Variable`` that it
+    then moves by ``assign(0.9 * b + 0.1 * mean(returns))`` (the loss uses the value before the
+    move); a ``tf.keras.optimizers.SGD`` step on the policy."""
+    rs = np.random.RandomState(34)
+    w = tf.Variable(init_array((2, 3), 35), name="policy")
+    baseline = tf.Variable(0.0, trainable=False, name="baseline")
+    opt = tf.keras.optimizers.SGD(0.1)
+    payoff = np.array([[1.0, -0.5, 0.2], [-0.3, 0.8, 0.1]], np.float32)
+
+    @tf.function
+    def step(ctx, acts, ret):
+        with tf.GradientTape() as tape:
+            logp = -tf.nn.sparse_softmax_cross_entropy_with_logits(labels=acts, logits=tf.matmul(ctx, w))
+            loss = -tf.reduce_sum(logp * (ret - baseline))
+        opt.apply_gradients(zip(tape.gradient(loss, [w]), [w]))
+        baseline.assign(0.9 * baseline + 0.1 * tf.reduce_mean(ret))
+        return loss
+
+    log = []
+    for _ in range(6):
+        ctx = rs.randn(5, 2).astype(np.float32)
+        probs = tf.nn.softmax(tf.matmul(ctx, w)).numpy().astype(np.float64)
+        acts = np.array([rs.choice(3, p=p / p.sum()) for p in probs], np.int32)
+        rewards = (ctx @ payoff)[np.arange(5), acts]
+        ret = np.zeros(5, np.float32)
+        run = 0.0
+        for t in reversed(range(5)):
+            run = rewards[t] + 0.9 * run
+            ret[t] = run
+        log.append((acts.tolist(), float(step(ctx, acts, ret)), float(baseline)))
+    return log, w.numpy()
+
+
+@parity(modes=True, **TOL)
+def test_rl_agent_checkpointed_with_its_epsilon_and_target_then_resumed(tf):
+    """A Q-learning agent's online and target modules, its ``Adam``, an epsilon ``tf.Variable``
+    decayed by ``assign(maximum(0.05, eps * 0.8))`` and an episode counter are saved by a
+    ``CheckpointManager`` every 2 episodes; the NumPy replay buffer and ``RandomState`` state are
+    kept beside it (``get_state``); a restarted agent restores the latest and runs the remaining
+    episodes, matching the uninterrupted agent's losses, epsilons and weights."""
+    eye = np.eye(5, dtype=np.float32)
+
+    def make(d, seed):
+        q, tq = _net(tf, seed, d=5, h=2), _net(tf, seed + 1, d=5, h=2)
+        eps, episode = tf.Variable(1.0), tf.Variable(0)
+        opt = tf.keras.optimizers.Adam(0.02)
+        ckpt = tf.train.Checkpoint(q=q, target=tq, opt=opt, eps=eps, episode=episode)
+        manager = tf.train.CheckpointManager(ckpt, d, max_to_keep=1)
+
+        @tf.function
+        def learn(s, r, s2):
+            y = r + 0.9 * tf.squeeze(tq(s2), 1)
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(tf.squeeze(q(s), 1) - y))
+            opt.apply_gradients(zip(tape.gradient(loss, q.trainable_variables), q.trainable_variables))
+            return loss
+        return q, tq, eps, episode, manager, learn
+
+    def run_episodes(agent, rs, buf, until):
+        q, tq, eps, episode, manager, learn = agent
+        log = []
+        while int(episode) < until:
+            state = 0
+            for _ in range(4):
+                action = int(rs.randint(2)) if rs.rand() < float(eps) else 1
+                nxt, r, _ = _chain_step(state, action)
+                buf.append((eye[state], r, eye[nxt]))
+                state = nxt
+            idx = rs.randint(0, len(buf), size=4)
+            s, r, s2 = (np.stack([buf[i][k] for i in idx]).astype(np.float32) for k in range(3))
+            log.append((float(learn(s, r, s2)), float(eps)))
+            eps.assign(tf.maximum(0.05, eps * 0.8))
+            episode.assign_add(1)
+            for t, w in zip(tq.trainable_variables, q.trainable_variables):
+                t.assign(w)
+            if int(episode) % 2 == 0:
+                manager.save()
+        return log
+
+    d1, d2 = tempfile.mkdtemp(), tempfile.mkdtemp()
+    full = make(d1, 41)
+    rs, buf = np.random.RandomState(42), []
+    log_full = run_episodes(full, rs, buf, 6)
+    part = make(d2, 41)
+    rs2, buf2 = np.random.RandomState(42), []
+    log_a = run_episodes(part, rs2, buf2, 4)
+    saved_rng, saved_buf = rs2.get_state(), list(buf2)
+    run_episodes(part, rs2, buf2, 5)   # lost after the crash
+    again = make(d2, 70)
+    again[4].restore_or_initialize()
+    rs3 = np.random.RandomState()
+    rs3.set_state(saved_rng)
+    log_b = run_episodes(again, rs3, saved_buf, 6)
+    return (log_full, log_a + log_b, int(again[3]), float(again[2]), _vals(again[0].trainable_variables),
+            _vals(full[0].trainable_variables), os.path.basename(again[4].latest_checkpoint))
