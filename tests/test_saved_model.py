@@ -249,6 +249,42 @@ def test_a_loaded_model_saved_again_keeps_its_functions_and_signatures(saved, tm
     assert not np.allclose(second(X5).numpy(), m(X5).numpy())
 
 
+def test_nested_objects_functions_are_exported_by_their_path(tmp_path):
+    """TF saves every tracked object's functions: ``loaded.encoder.encode`` and a nested list
+    element's ``__call__`` run after loading; the root's ``__call__`` calls the nested function
+    (a function called inside a program traced with symbolic sizes)."""
+    class Encoder(tf.Module):
+        def __init__(self, seed):
+            super().__init__()
+            self.w = tf.Variable(np.random.RandomState(seed).randn(3, 2).astype("float32"))
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32)])
+        def encode(self, x):
+            return tf.tanh(tf.matmul(x, self.w))
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32)])
+        def __call__(self, x):
+            return self.encode(x) * 2.0
+
+    class Outer(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = Encoder(0)
+            self.heads = [Encoder(1)]
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32)])
+        def __call__(self, x):
+            return self.encoder.encode(x) + self.heads[0](x)
+
+    m = Outer()
+    tf.saved_model.save(m, str(tmp_path / "o"))
+    loaded = tf.saved_model.load(str(tmp_path / "o"))
+    for got, want in [(loaded(X5), m(X5)), (loaded.encoder.encode(X1), m.encoder.encode(X1)),
+                      (loaded.heads[0](X5), m.heads[0](X5)), (loaded.heads[0].encode(X5), m.heads[0].encode(X5))]:
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    assert sorted(loaded.signatures) == ["serving_default"]
+
+
 def test_not_callable_without_call(tmp_path):
     class F(tf.Module):
         @tf.function(input_signature=[tf.TensorSpec([2], tf.float32)])

@@ -36,12 +36,12 @@ from . import export as _export
 from .constants import LoadOptions
 
 
-class LoadedModel(Module):
-    """The root object of a loaded SavedModel."""
+class LoadedObject(Module):
+    """An object of a loaded SavedModel: its attributes are the saved children and functions
+    (``loaded.encoder.encode(x)``); callable when the saved object had an exported ``__call__``."""
 
-    def __init__(self):
-        super().__init__(name="loaded_model")
-        self.signatures = {}
+    def __init__(self, name: str = "loaded_object"):
+        super().__init__(name=name)
         self._call_fn = None
 
     def __call__(self, *args, **kwargs):
@@ -51,11 +51,12 @@ class LoadedModel(Module):
         return self._call_fn(*args, **kwargs)
 
 
-class LoadedObject(Module):
-    """A nested object of a loaded SavedModel (its attributes are the saved children)."""
+class LoadedModel(LoadedObject):
+    """The root object of a loaded SavedModel."""
 
     def __init__(self):
-        super().__init__(name="loaded_object")
+        super().__init__(name="loaded_model")
+        self.signatures = {}
 
 
 def _spec_text(shape: Any, dtype: str, name: Any) -> str:
@@ -223,10 +224,11 @@ def load(export_dir: Any, tags: Any = None, options: Any = None) -> LoadedModel:
         functions[name] = LoadedFunction(name, exported, spec["inputs"], spec["outputs"], variables,
                                          bool(spec.get("random", False)))
     for attr, name in index["attributes"].items():
-        if attr == "__call__":
-            object.__setattr__(root, "_call_fn", functions[name])
-        else:
-            object.__setattr__(root, attr, functions[name])
+        *path, last = attr.split(".")   # (a nested object's function: "encoder.encode")
+        owner: Any = root
+        for part in path:
+            owner = owner[int(part)] if isinstance(owner, list) else getattr(owner, part)
+        object.__setattr__(owner, "_call_fn" if last == "__call__" else last, functions[name])
     object.__setattr__(root, "signatures", {s: SignatureFunction(functions[v["function"]])
                                             for s, v in index["signatures"].items()})
     return root

@@ -63,7 +63,7 @@ def save(obj: Any, export_dir: Any, signatures: Any = None, options: Optional[Sa
     for attr, fn in functions.items():
         name = next((n for n, f in exported if _same(f, fn)), None)
         if name is None:
-            name = attr.strip("_") or "call"
+            name = ".".join(part.strip("_") or "call" for part in attr.split("."))
             exported.append((name, fn))
         attributes[attr] = name
     sig_index = {}
