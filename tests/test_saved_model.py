@@ -153,6 +153,19 @@ def test_checkpoint_restores_from_a_saved_model_directory(saved):
     np.testing.assert_allclose(fresh(tf.constant(X5)).numpy(), m(tf.constant(X5)).numpy(), rtol=1e-6)
 
 
+def test_checkpoint_restores_from_tfs_variables_prefix_of_a_saved_model(saved):
+    """TF's spelling of a SavedModel's checkpoint, ``DIR/variables/variables``, reads the same values
+    (it was NotFoundError); ``list_variables`` reads it too."""
+    d, m = saved
+    fresh = Model()
+    for v in fresh.variables:
+        v.assign(tf.zeros_like(v))
+    prefix = os.path.join(d, "variables", "variables")
+    tf.train.Checkpoint(fresh).restore(prefix).expect_partial().assert_nontrivial_match()
+    np.testing.assert_allclose(fresh(tf.constant(X5)).numpy(), m(tf.constant(X5)).numpy(), rtol=1e-6)
+    assert "w/.ATTRIBUTES/VARIABLE_VALUE" in dict(tf.train.list_variables(prefix))
+
+
 def fresh_ck_counter(status):
     return status._root.save_counter
 
