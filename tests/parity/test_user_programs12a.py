@@ -896,3 +896,83 @@ def test_saved_module_with_an_encoder_submodule_function_called_after_loading(tf
     tf.saved_model.save(m, d)
     loaded = tf.saved_model.load(d)
     return loaded(x), loaded.encoder.encode(x), loaded.encoder.w.numpy(), m.encoder.encode(x)
+
+
+@parity(modes=True, **TOL)
+def test_teacher_saved_model_distilled_in_a_compiled_step_and_its_variables_restored_by_prefix(tf):
+    """A teacher module is exported with ``tf.saved_model.save``; the distillation program loads it
+    and calls it inside a compiled student step (the targets under ``stop_gradient``), then
+    initialises a second student of the teacher's architecture from the SavedModel's checkpoint by
+    TF's prefix ``DIR/variables/variables`` (``expect_partial``: the SavedModel has no
+    ``save_counter``) and fine-tunes it with a tape through the loaded teacher."""
+    x = np.random.RandomState(70).randn(8, 3).astype(np.float32)
+
+    class Teacher(tf.Module):
+        def __init__(self, seed):
+            super().__init__()
+            self.w = tf.Variable(init_array((3, 4), seed), name="w")
+            self.v = tf.Variable(init_array((4, 1), seed + 1), name="v")
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32)])
+        def __call__(self, a):
+            return tf.matmul(tf.tanh(tf.matmul(a, self.w)), self.v)
+
+    d = os.path.join(tempfile.mkdtemp(), "teacher")
+    tf.saved_model.save(Teacher(71), d)
+    teacher = tf.saved_model.load(d)
+    student = tf.Variable(init_array((3, 1), 72), name="student")
+    opt = tf.keras.optimizers.Adam(0.05)
+
+    @tf.function
+    def distill(a):
+        target = tf.stop_gradient(teacher(a))
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(tf.matmul(a, student) - target))
+        opt.apply_gradients([(tape.gradient(loss, student), student)])
+        return loss
+
+    losses = [float(distill(x)) for _ in range(5)]
+    copy = Teacher(80)
+    status = tf.train.Checkpoint(copy).restore(os.path.join(d, "variables", "variables")).expect_partial()
+    status.assert_nontrivial_match()
+    with tf.GradientTape() as tape:
+        gap = tf.reduce_mean(tf.square(copy(x) - teacher(x)))
+    grads = tape.gradient(gap, [copy.w, copy.v, teacher.w])
+    return losses, student.numpy(), copy.w.numpy(), float(gap), grads
+
+
+@parity(modes=True, **TOL)
+def test_first_run_initialises_from_scratch_then_the_rerun_resumes_from_the_manager(tf):
+    """The guide's resume idiom: ``status = ckpt.restore(manager.latest_checkpoint)``, then
+    ``if manager.latest_checkpoint: ... else: 'Initializing from scratch.'``; the first run's
+    status is TF's initialization-only one (its assertions raise ``AssertionError``,
+    ``expect_partial`` passes); a second process-like run resumes, its status consumed once the
+    optimizer has stepped; an
+    ``ExponentialMovingAverage`` put in the ``Checkpoint`` itself is refused with ``ValueError``
+    (it is not trackable), so its shadow is saved through ``average``."""
+    x, y = _reg_data(8, seed=73)
+    d = tempfile.mkdtemp()
+
+    def run(steps, seed):
+        net = _net(tf, seed)
+        opt = tf.keras.optimizers.SGD(0.1)
+        ema = tf.train.ExponentialMovingAverage(0.5)
+        ema.apply([net.v])
+        bad = raises(lambda: tf.train.Checkpoint(net=net, ema=ema))
+        ckpt = tf.train.Checkpoint(net=net, opt=opt, ema_v=ema.average(net.v))
+        manager = tf.train.CheckpointManager(ckpt, d, max_to_keep=3)
+        status = ckpt.restore(manager.latest_checkpoint)
+        how = "Restored from " + os.path.basename(manager.latest_checkpoint) if manager.latest_checkpoint \
+            else "Initializing from scratch."
+        train = _mse_step(tf, net, opt, compiled=True)
+        losses = []
+        for _ in range(steps):
+            losses.append(float(train(x, y)))
+            ema.apply([net.v])
+        checks = [raises(lambda: status.assert_consumed() and None),
+                  raises(lambda: status.assert_existing_objects_matched() and None),
+                  raises(lambda: status.expect_partial() and None)]
+        manager.save()
+        return how, bad, checks, losses, ema.average(net.v).numpy(), int(ckpt.save_counter)
+
+    return run(3, 74), run(2, 75)
