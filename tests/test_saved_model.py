@@ -298,6 +298,28 @@ def test_nested_objects_functions_are_exported_by_their_path(tmp_path):
     assert sorted(loaded.signatures) == ["serving_default"]
 
 
+def test_an_exported_function_is_converted_by_autograph(tmp_path):
+    """As ``tapejax.function`` traces it: ``for i in tf.range(k)`` on an input and ``if`` on a
+    tensor become a loop and a cond in the exported program (the raw Python raised
+    TracerArrayConversionError at save)."""
+    class Count(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(2.0)
+
+        @tf.function(input_signature=[tf.TensorSpec([], tf.int32)])
+        def total(self, k):
+            acc = tf.constant(0.0)
+            for i in tf.range(k):
+                if i % 2 == 0:
+                    acc += tf.cast(i, tf.float32) * self.w
+            return acc
+
+    tf.saved_model.save(Count(), str(tmp_path / "c"))
+    loaded = tf.saved_model.load(str(tmp_path / "c"))
+    assert float(loaded.total(5)) == 12.0 and float(loaded.total(0)) == 0.0
+
+
 def test_not_callable_without_call(tmp_path):
     class F(tf.Module):
         @tf.function(input_signature=[tf.TensorSpec([2], tf.float32)])

@@ -22,6 +22,7 @@ draws new values, as TF's stateful random ops do.
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Any, NamedTuple, Optional, Sequence
 
 import jax
@@ -92,7 +93,12 @@ def from_concrete(value: Any) -> Any:
 
 
 def _python(value: Any) -> Any:
-    return value.python_function
+    """The Python body as ``tapejax.function`` traces it: converted by AutoGraph unless the function
+    has ``autograph=False`` (``for i in tf.range(k)`` on an input becomes a loop); a method bound to
+    its instance."""
+    if isinstance(value, _BoundFunction):
+        return functools.partial(value._fn._body(), value._self)
+    return value._body()
 
 
 def _signature(value: Any) -> tuple:
