@@ -320,6 +320,30 @@ def test_an_exported_function_is_converted_by_autograph(tmp_path):
     assert float(loaded.total(5)) == 12.0 and float(loaded.total(0)) == 0.0
 
 
+def test_a_program_with_a_runtime_check_is_exported_and_the_loaded_call_raises_when_it_fails(tmp_path):
+    """A TensorArray write at an index from an input is checked at run time (TF's kernel error):
+    the export functionalizes the check (it raised "checkify.check which was not functionalized"
+    at save) and the loaded call raises InvalidArgumentError when it fails."""
+    class Put(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(2.0)
+
+        @tf.function(input_signature=[tf.TensorSpec([], tf.int32)])
+        def put(self, i):
+            ta = tf.TensorArray(tf.float32, size=3)
+            for j in tf.range(3):
+                ta = ta.write(j, 0.0)
+            ta = ta.write(i, self.w)
+            return ta.stack()
+
+    tf.saved_model.save(Put(), str(tmp_path / "p"))
+    loaded = tf.saved_model.load(str(tmp_path / "p"))
+    np.testing.assert_array_equal(loaded.put(1).numpy(), [0.0, 2.0, 0.0])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="runtime check"):
+        loaded.put(5)
+
+
 def test_not_callable_without_call(tmp_path):
     class F(tf.Module):
         @tf.function(input_signature=[tf.TensorSpec([2], tf.float32)])

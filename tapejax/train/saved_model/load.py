@@ -27,6 +27,7 @@ import numpy as np
 from ...compile.function import TensorSpec
 from ...core import dtypes as _dtypes
 from ...core.convert import convert_to_tensor
+from ...core.errors import InvalidArgumentError
 from ...core.tensor import Tensor
 from ...core.variable import Variable
 from .. import export_layout as layout
@@ -67,10 +68,11 @@ class LoadedFunction:
     """An exported function: call it with Tensors matching its input signature."""
 
     def __init__(self, name: str, exported: Any, inputs: list, outputs: Any, variables: list,
-                 random: bool = False):
+                 random: bool = False, checked: bool = False):
         from ...ops.jax_op import op
         self.name = name
         self._random = random   # it takes a PRNG key first: a fresh one from the global stream per call
+        self._checked = checked   # its last output flags a failed runtime check
         self._exported = exported
         self._inputs = inputs
         self._outputs = outputs
@@ -113,8 +115,14 @@ class LoadedFunction:
         if self._random:
             from ...ops.random import _next_key
             tensors = [Tensor(_next_key(None)), *tensors]
-        flat: Any = self._op(list(self._variables), *tensors)
-        return _export.fill(self._outputs, list(flat))
+        out: Any = self._op(list(self._variables), *tensors)
+        flat: list = list(out)
+        if self._checked:
+            flag = flat.pop()
+            if int(np.asarray(convert_to_tensor(flag)._value)):
+                raise InvalidArgumentError(None, None, f"A runtime check of the loaded function `{self.name}` "
+                                           "failed (an index out of range, a failed assertion)")
+        return _export.fill(self._outputs, flat)
 
     def __repr__(self) -> str:
         return f"<tapejax.saved_model loaded function {self.name}{self.input_signature}>"
@@ -222,7 +230,7 @@ def load(export_dir: Any, tags: Any = None, options: Any = None) -> LoadedModel:
         with open(layout.function_path(path, name), "rb") as f:
             exported = jax.export.deserialize(bytearray(f.read()))
         functions[name] = LoadedFunction(name, exported, spec["inputs"], spec["outputs"], variables,
-                                         bool(spec.get("random", False)))
+                                         bool(spec.get("random", False)), bool(spec.get("checked", False)))
     for attr, name in index["attributes"].items():
         *path, last = attr.split(".")   # (a nested object's function: "encoder.encode")
         owner: Any = root
