@@ -976,3 +976,74 @@ def test_first_run_initialises_from_scratch_then_the_rerun_resumes_from_the_mana
         return how, bad, checks, losses, ema.average(net.v).numpy(), int(ckpt.save_counter)
 
     return run(3, 74), run(2, 75)
+
+
+def _policy_module(tf, gather_by_range):
+    class Policy(tf.Module):
+        """A trained Q-network exported for serving: greedy actions and their values."""
+
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(init_array((4, 3), 90), name="w")
+            self.b = tf.Variable(init_array((3,), 91), name="b")
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32)])
+        def act(self, obs):
+            q = tf.matmul(obs, self.w) + self.b
+            a = tf.argmax(q, axis=1, output_type=tf.int32)
+            if gather_by_range:
+                best = tf.gather_nd(q, tf.stack([tf.range(tf.shape(obs)[0]), a], axis=1))
+            else:
+                best = tf.gather(q, a, axis=1, batch_dims=1)
+            return {"action": a, "value": best, "onehot": tf.one_hot(a, 3)}
+
+        @tf.function(input_signature=[tf.TensorSpec([8], tf.float32), tf.TensorSpec([], tf.float32)])
+        def discounted(self, rewards, gamma):
+            out = tf.TensorArray(tf.float32, size=8)
+            run = tf.constant(0.0)
+            for t in tf.range(7, -1, -1):
+                run = rewards[t] + gamma * run
+                out = out.write(t, run)
+            return out.stack()
+    return Policy()
+
+
+@parity(**TOL)
+def test_exported_greedy_policy_served_for_numpy_evaluation_rollouts(tf):
+    """A DQN's greedy policy exported with ``act`` (``[None, 4]`` observations -> a dict of the
+    argmax action, its Q-value by ``gather(batch_dims=1)`` and a one-hot) and ``discounted`` (an
+    AutoGraph ``for t in tf.range(7, -1, -1)`` loop writing a ``TensorArray``); after loading, the
+    evaluation loop steps a NumPy environment with the served actions and scores each episode's
+    discounted return with the served ``discounted``."""
+    rs = np.random.RandomState(92)
+    d = os.path.join(tempfile.mkdtemp(), "policy")
+    tf.saved_model.save(_policy_module(tf, False), d)
+    policy = tf.saved_model.load(d)
+    drift = rs.randn(3, 4).astype(np.float32) * 0.3
+    scores, first = [], None
+    for episode in range(3):
+        obs, rewards = rs.randn(1, 4).astype(np.float32), []
+        for _ in range(8):
+            out = policy.act(obs)
+            a = int(out["action"][0])
+            rewards.append(float(out["value"][0]) * 0.1 + (1.0 if a == 2 else 0.0))
+            obs = obs + drift[a]
+        first = first or out
+        scores.append(policy.discounted(np.asarray(rewards, np.float32), tf.constant(0.9)))
+    batch = policy.act(rs.randn(5, 4).astype(np.float32))
+    return scores, sorted(batch.items()), sorted(policy.signatures), first["onehot"]
+
+
+@xfail_on_tapejax("a None size read as a value and made a shape (tf.range(tf.shape(obs)[0])) cannot be exported "
+                  "with symbolic sizes: tapejax/train/saved_model/README.md ('Not exported: ... programs that "
+                  "turn a None size read as a value into a shape'); InvalidArgumentError at save")
+@parity(**TOL)
+def test_exported_policy_gathering_its_values_by_a_range_over_the_batch(tf):
+    """The same exported policy written with TF's older idiom for the chosen Q-values:
+    ``gather_nd(q, stack([tf.range(tf.shape(obs)[0]), a], axis=1))``; loaded and called on
+    batches of 1 and 5."""
+    rs = np.random.RandomState(93)
+    d = os.path.join(tempfile.mkdtemp(), "policy")
+    tf.saved_model.save(_policy_module(tf, True), d)
+    policy = tf.saved_model.load(d)
+    return [sorted(policy.act(rs.randn(n, 4).astype(np.float32)).items()) for n in (1, 5)]
