@@ -1047,3 +1047,31 @@ def test_exported_policy_gathering_its_values_by_a_range_over_the_batch(tf):
     tf.saved_model.save(_policy_module(tf, True), d)
     policy = tf.saved_model.load(d)
     return [sorted(policy.act(rs.randn(n, 4).astype(np.float32)).items()) for n in (1, 5)]
+
+
+@parity(modes=True, needs="keras.optimizers.legacy.Adam", **TOL)
+def test_warm_start_from_weights_only_by_skipping_the_optimizer_slots(tf):
+    """A warm start: the previous run's model and legacy ``Adam`` checkpoint is restored with
+    ``CheckpointOptions(experimental_skip_slot_variables=True)``, so the new run's ``Adam`` starts
+    with fresh moments while the weights and the iteration count come from the checkpoint; compared
+    with a full restore, which continues the moments."""
+    x, y = _reg_data(9, seed=95)
+
+    def make(seed):
+        net = _net(tf, seed)
+        opt = tf.keras.optimizers.legacy.Adam(0.05)
+        return net, opt, _mse_step(tf, net, opt)
+
+    net, opt, step = make(96)
+    for _ in range(4):
+        step(x, y)
+    path = tf.train.Checkpoint(net=net, opt=opt).save(os.path.join(tempfile.mkdtemp(), "warm"))
+    out = []
+    for skip in (True, False):
+        net2, opt2, step2 = make(97)
+        options = tf.train.CheckpointOptions(experimental_skip_slot_variables=skip)
+        tf.train.Checkpoint(net=net2, opt=opt2).restore(path, options=options).expect_partial()
+        losses = [float(step2(x, y)) for _ in range(3)]
+        out.append((losses, int(opt2.iterations), opt2.get_slot(net2.w, "m").numpy(),
+                    _vals(net2.trainable_variables)))
+    return out
