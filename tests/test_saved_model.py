@@ -153,6 +153,19 @@ def test_checkpoint_restores_from_a_saved_model_directory(saved):
     np.testing.assert_allclose(fresh(tf.constant(X5)).numpy(), m(tf.constant(X5)).numpy(), rtol=1e-6)
 
 
+def test_checkpoint_restores_from_tfs_variables_prefix_of_a_saved_model(saved):
+    """TF's spelling of a SavedModel's checkpoint, ``DIR/variables/variables``, reads the same values
+    (it was NotFoundError); ``list_variables`` reads it too."""
+    d, m = saved
+    fresh = Model()
+    for v in fresh.variables:
+        v.assign(tf.zeros_like(v))
+    prefix = os.path.join(d, "variables", "variables")
+    tf.train.Checkpoint(fresh).restore(prefix).expect_partial().assert_nontrivial_match()
+    np.testing.assert_allclose(fresh(tf.constant(X5)).numpy(), m(tf.constant(X5)).numpy(), rtol=1e-6)
+    assert "w/.ATTRIBUTES/VARIABLE_VALUE" in dict(tf.train.list_variables(prefix))
+
+
 def fresh_ck_counter(status):
     return status._root.save_counter
 
@@ -210,6 +223,125 @@ def test_signature_functions_must_not_assign(tmp_path):
 
     with pytest.raises(ValueError, match="assigns Variable"):
         tf.saved_model.save(Counter(), str(tmp_path / "c"))
+
+
+def test_two_inputs_whose_unknown_batch_sizes_the_program_relates(tmp_path):
+    """``x @ w - y`` with signatures [None, 3] and [None, 1]: TF lets the unknown sizes agree; the
+    export traces the first axes again as one batch size (independent symbols cannot broadcast)."""
+    class Loss(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(np.ones((3, 1), np.float32))
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32), tf.TensorSpec([None, 1], tf.float32)])
+        def loss(self, x, y):
+            return tf.reduce_mean(tf.square(tf.matmul(x, self.w) - y))
+
+    m = Loss()
+    tf.saved_model.save(m, str(tmp_path / "l"))
+    loaded = tf.saved_model.load(str(tmp_path / "l"))
+    for n in (2, 5):
+        x, y = X5[:n], np.arange(n, dtype=np.float32)[:, None]
+        np.testing.assert_allclose(loaded.loss(x, y).numpy(), m.loss(x, y).numpy(), rtol=1e-6)
+
+
+def test_a_loaded_model_saved_again_keeps_its_functions_and_signatures(saved, tmp_path):
+    """TF saves a loaded object with its functions and signatures; the second load serves the
+    Variables' values at the second save."""
+    d, m = saved
+    first = tf.saved_model.load(d)
+    first.w.assign_add(tf.ones([3, 4]) * 0.5)
+    tf.saved_model.save(first, str(tmp_path / "again"))
+    second = tf.saved_model.load(str(tmp_path / "again"))
+    assert sorted(second.signatures) == ["features", "serving_default"]
+    np.testing.assert_allclose(second(X5).numpy(), first(X5).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(second.features(X5, 2)["hidden"].numpy(), first.features(X5, 2)["hidden"].numpy(),
+                               rtol=1e-6)
+    np.testing.assert_allclose(second.signatures["serving_default"](x=X1)["output_0"].numpy(), first(X1).numpy(),
+                               rtol=1e-6)
+    assert not np.allclose(second(X5).numpy(), m(X5).numpy())
+
+
+def test_nested_objects_functions_are_exported_by_their_path(tmp_path):
+    """TF saves every tracked object's functions: ``loaded.encoder.encode`` and a nested list
+    element's ``__call__`` run after loading; the root's ``__call__`` calls the nested function
+    (a function called inside a program traced with symbolic sizes)."""
+    class Encoder(tf.Module):
+        def __init__(self, seed):
+            super().__init__()
+            self.w = tf.Variable(np.random.RandomState(seed).randn(3, 2).astype("float32"))
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32)])
+        def encode(self, x):
+            return tf.tanh(tf.matmul(x, self.w))
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32)])
+        def __call__(self, x):
+            return self.encode(x) * 2.0
+
+    class Outer(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = Encoder(0)
+            self.heads = [Encoder(1)]
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32)])
+        def __call__(self, x):
+            return self.encoder.encode(x) + self.heads[0](x)
+
+    m = Outer()
+    tf.saved_model.save(m, str(tmp_path / "o"))
+    loaded = tf.saved_model.load(str(tmp_path / "o"))
+    for got, want in [(loaded(X5), m(X5)), (loaded.encoder.encode(X1), m.encoder.encode(X1)),
+                      (loaded.heads[0](X5), m.heads[0](X5)), (loaded.heads[0].encode(X5), m.heads[0].encode(X5))]:
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    assert sorted(loaded.signatures) == ["serving_default"]
+
+
+def test_an_exported_function_is_converted_by_autograph(tmp_path):
+    """As ``tapejax.function`` traces it: ``for i in tf.range(k)`` on an input and ``if`` on a
+    tensor become a loop and a cond in the exported program (the raw Python raised
+    TracerArrayConversionError at save)."""
+    class Count(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(2.0)
+
+        @tf.function(input_signature=[tf.TensorSpec([], tf.int32)])
+        def total(self, k):
+            acc = tf.constant(0.0)
+            for i in tf.range(k):
+                if i % 2 == 0:
+                    acc += tf.cast(i, tf.float32) * self.w
+            return acc
+
+    tf.saved_model.save(Count(), str(tmp_path / "c"))
+    loaded = tf.saved_model.load(str(tmp_path / "c"))
+    assert float(loaded.total(5)) == 12.0 and float(loaded.total(0)) == 0.0
+
+
+def test_a_program_with_a_runtime_check_is_exported_and_the_loaded_call_raises_when_it_fails(tmp_path):
+    """A TensorArray write at an index from an input is checked at run time (TF's kernel error):
+    the export functionalizes the check (it raised "checkify.check which was not functionalized"
+    at save) and the loaded call raises InvalidArgumentError when it fails."""
+    class Put(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(2.0)
+
+        @tf.function(input_signature=[tf.TensorSpec([], tf.int32)])
+        def put(self, i):
+            ta = tf.TensorArray(tf.float32, size=3)
+            for j in tf.range(3):
+                ta = ta.write(j, 0.0)
+            ta = ta.write(i, self.w)
+            return ta.stack()
+
+    tf.saved_model.save(Put(), str(tmp_path / "p"))
+    loaded = tf.saved_model.load(str(tmp_path / "p"))
+    np.testing.assert_array_equal(loaded.put(1).numpy(), [0.0, 2.0, 0.0])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="runtime check"):
+        loaded.put(5)
 
 
 def test_not_callable_without_call(tmp_path):

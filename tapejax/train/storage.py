@@ -8,8 +8,8 @@ step metadata; format 2 (items ``state`` and ``graph``) still reads.
 Reading (``open_checkpoint``)
 -----------------------------
 A path is, in this order: a tapejax checkpoint directory; a tapejax
-SavedModel (its ``variables/`` checkpoint, as TF restores a SavedModel's
-variables); a checkpoint written by TensorFlow (``path.index``, read by
+SavedModel (its ``variables/`` checkpoint, named by the directory or by TF's
+prefix ``DIR/variables/variables``, as TF restores a SavedModel's variables); a checkpoint written by TensorFlow (``path.index``, read by
 ``tf_format`` when TensorFlow is installed); tapejax's first format, one
 ``.npz`` file (read with ``allow_pickle=False``, its keys turned into an object
 graph here); anything else is TF's NotFoundError (no such files) or
@@ -268,6 +268,10 @@ def open_checkpoint(path: str) -> CheckpointData:
         return OrbaxData(path)
     if _sm.is_saved_model(path):
         return OrbaxData(_sm.variables_path(path))
+    sm_dir = os.path.dirname(os.path.dirname(path))
+    if (os.path.basename(path) == "variables" and os.path.dirname(path) == _sm.variables_path(sm_dir)
+            and _sm.is_saved_model(sm_dir)):   # TF's prefix of a SavedModel's variables: DIR/variables/variables
+        return OrbaxData(_sm.variables_path(sm_dir))
     if os.path.exists(path + ".index"):
         return tf_format.TFData(path)
     fname = path if path.endswith(".npz") else path + ".npz"

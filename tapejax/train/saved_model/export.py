@@ -6,7 +6,9 @@ Variable of the saved object bound to an input (``core.variable.traced_values``)
 and graph mode on (as ``tapejax.function`` traces), so the Variables' values
 are *arguments*, saved apart in a checkpoint, not constants baked into the
 program; a ``None`` in the signature becomes a symbolic dimension
-(``jax.export.symbolic_shape``), so one artifact serves every batch size.
+(``jax.export.symbolic_shape``), so one artifact serves every batch size; where the program
+relates two inputs' first axes (TF lets ops assume unknown sizes agree), they are traced again
+as one shared batch size.
 Outputs are flattened with their structure recorded as JSON (``template``):
 nests of dicts, lists and tuples of Tensors, or None.
 
@@ -15,11 +17,14 @@ A signature function must not assign Variables (serving is read-only):
 stream (an op with ``seed=None``: dropout) is traced again with a PRNG key as
 its first input after the variables (``ExportedFunction.random``); the loaded
 function passes a fresh key from the global stream at every call, so each call
-draws new values, as TF's stateful random ops do.
+draws new values, as TF's stateful random ops do.  One whose program holds a runtime check (a
+``TensorArray`` index, a converted ``assert``) is traced again functionalized by checkify, with
+a failure flag as its last output (``ExportedFunction.checked``; the loaded call raises).
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Any, NamedTuple, Optional, Sequence
 
 import jax
@@ -27,7 +32,7 @@ import numpy as np
 
 from ...compile.function import Function, TensorSpec, _BoundFunction
 from ...core.convert import convert_to_tensor
-from ...core.errors import UnimplementedError
+from ...core.errors import InvalidArgumentError, UnimplementedError
 from ...core.tensor import Tensor
 from ...core.variable import Variable, traced_values
 
@@ -40,6 +45,7 @@ class ExportedFunction(NamedTuple):
     outputs: Any        # the output structure (``template``)
     data: bytes         # ``jax.export.Exported.serialize()``
     random: bool = False   # takes a PRNG key first (it draws from the global random stream)
+    checked: bool = False  # its last output is 1 when a runtime check of the program failed
 
 
 def signature_functions(obj: Any) -> dict:
@@ -90,7 +96,12 @@ def from_concrete(value: Any) -> Any:
 
 
 def _python(value: Any) -> Any:
-    return value.python_function
+    """The Python body as ``tapejax.function`` traces it: converted by AutoGraph unless the function
+    has ``autograph=False`` (``for i in tf.range(k)`` on an input becomes a loop); a method bound to
+    its instance."""
+    if isinstance(value, _BoundFunction):
+        return functools.partial(value._fn._body(), value._self)
+    return value._body()
 
 
 def _signature(value: Any) -> tuple:
@@ -147,7 +158,8 @@ class DrawsRandom(UnimplementedError):
                          "(dropout only when training)")
 
 
-def pure_function(value: Any, variables: Sequence[Variable], name: str, keyed: bool = False):
+def pure_function(value: Any, variables: Sequence[Variable], name: str, keyed: bool = False,
+                  checked: bool = False):
     """``f(variable_values, *inputs) -> flat output arrays``, and a one-element list that holds
     the output template once ``f`` has been traced.  ``keyed``: ``f(variable_values, key,
     *inputs)``, the random ops with ``seed=None`` drawing from ``key`` (the caller gives a fresh
@@ -179,26 +191,71 @@ def pure_function(value: Any, variables: Sequence[Variable], name: str, keyed: b
         out_tpl[:] = [tpl]
         return [convert_to_tensor(t)._value for t in leaves]
 
+    if checked:
+        return _with_check_flag(pure), out_tpl
     return pure, out_tpl
+
+
+def _with_check_flag(pure: Any) -> Any:
+    """``pure`` functionalized with checkify (its runtime checks: a TensorArray index, a converted
+    ``assert``), the outputs followed by an int32 flag, 1 when a check failed (the loaded
+    function raises ``InvalidArgumentError`` then, as TF's kernel or ``Assert`` would)."""
+    from jax.experimental import checkify
+
+    from ...ops.checks import CHECK_ERRORS
+
+    def checked(*args):
+        err, outs = checkify.checkify(pure, errors=CHECK_ERRORS)(*args)
+        preds = [jax.numpy.any(p) for p in getattr(err, "_pred", {}).values()]
+        failed = jax.numpy.any(jax.numpy.stack(preds)) if preds else jax.numpy.asarray(False)
+        return [*outs, failed.astype(np.int32)]
+    return checked
+
+
+def _unfunctionalized_check(e: BaseException) -> bool:
+    return "checkify.check which was not functionalized" in str(e)
 
 
 def export_function(value: Any, variables: Sequence[Variable], name: str,
                     platforms: Optional[Sequence[str]] = None) -> ExportedFunction:
     """Trace and export ``value`` (see the module docstring)."""
-    from jax import export
     inputs = input_specs(value)
+    # (a Keras model's inputs share their batch size: one symbol for their first axis)
     shared = bool(getattr(value, "_shared_batch", False))
+    try:
+        try:
+            return _export_with(value, variables, name, platforms, inputs, shared)
+        except ValueError as e:   # a runtime check in the program: exported with its failure flag
+            if not _unfunctionalized_check(e):
+                raise
+            return _export_with(value, variables, name, platforms, inputs, shared, checked=True)
+    except InvalidArgumentError:
+        # TF traces a None size as unknown and lets ops assume two unknown sizes agree
+        # (``x @ w - y`` with signatures [None, 3] and [None, 1]); independent symbols cannot be
+        # broadcast together, so the inputs' first axes are traced again as one batch size.
+        if shared or sum(1 for i in inputs if i["shape"] and i["shape"][0] is None) < 2:
+            raise
+        try:
+            return _export_with(value, variables, name, platforms, inputs, True)
+        except ValueError as e:
+            if not _unfunctionalized_check(e):
+                raise
+            return _export_with(value, variables, name, platforms, inputs, True, checked=True)
+
+
+def _export_with(value: Any, variables: Sequence[Variable], name: str, platforms: Optional[Sequence[str]],
+                 inputs: list, shared: bool, checked: bool = False) -> ExportedFunction:
+    from jax import export
     scope = export.SymbolicScope()
     arg_specs = []
     for i, spec in enumerate(inputs):
-        # (a Keras model's inputs share their batch size: one symbol for their first axis)
         dims = ", ".join(("batch" if j == 0 and shared else f"d{i}_{j}") if d is None else str(d)
                          for j, d in enumerate(spec["shape"]))
         shape = export.symbolic_shape(dims, scope=scope) if dims else ()
         arg_specs.append(jax.ShapeDtypeStruct(shape, np.dtype(_np_dtype(spec["dtype"]))))
     var_specs = [jax.ShapeDtypeStruct(tuple(v._meta.shape), np.dtype(v._meta.dtype)) for v in variables]
     keyed = False
-    pure, out_tpl = pure_function(value, variables, name)
+    pure, out_tpl = pure_function(value, variables, name, checked=checked)
     exported = None
     for plats in ([tuple(platforms)] if platforms else [("cpu", "cuda"), None]):
         try:
@@ -208,19 +265,19 @@ def export_function(value: Any, variables: Sequence[Variable], name: str,
                 from ...ops.random import get_state
                 key = get_state()
                 keyed = True
-                pure, out_tpl = pure_function(value, variables, name, keyed=True)
+                pure, out_tpl = pure_function(value, variables, name, keyed=True, checked=checked)
                 exported = export.export(jax.jit(pure), platforms=plats)(
                     var_specs, jax.ShapeDtypeStruct(key.shape, key.dtype), *arg_specs)
             break
-        except (ValueError, NotImplementedError):   # an op with no lowering for one platform
-            if plats is None or platforms:
+        except (ValueError, NotImplementedError) as e:   # an op with no lowering for one platform
+            if plats is None or platforms or _unfunctionalized_check(e):
                 raise
     assert exported is not None
     try:   # with its first derivative: a loaded model can be fine-tuned (jax.vjp through the call)
         data = exported.serialize(vjp_order=1)
     except Exception:  # noqa: BLE001 - an op without a differentiable export: values only
         data = exported.serialize()
-    return ExportedFunction(name, inputs, out_tpl[0], bytes(data), keyed)
+    return ExportedFunction(name, inputs, out_tpl[0], bytes(data), keyed, checked)
 
 
 def _np_dtype(name: str) -> Any:

@@ -27,6 +27,7 @@ import numpy as np
 from ...compile.function import TensorSpec
 from ...core import dtypes as _dtypes
 from ...core.convert import convert_to_tensor
+from ...core.errors import InvalidArgumentError
 from ...core.tensor import Tensor
 from ...core.variable import Variable
 from .. import export_layout as layout
@@ -36,12 +37,12 @@ from . import export as _export
 from .constants import LoadOptions
 
 
-class LoadedModel(Module):
-    """The root object of a loaded SavedModel."""
+class LoadedObject(Module):
+    """An object of a loaded SavedModel: its attributes are the saved children and functions
+    (``loaded.encoder.encode(x)``); callable when the saved object had an exported ``__call__``."""
 
-    def __init__(self):
-        super().__init__(name="loaded_model")
-        self.signatures = {}
+    def __init__(self, name: str = "loaded_object"):
+        super().__init__(name=name)
         self._call_fn = None
 
     def __call__(self, *args, **kwargs):
@@ -51,11 +52,12 @@ class LoadedModel(Module):
         return self._call_fn(*args, **kwargs)
 
 
-class LoadedObject(Module):
-    """A nested object of a loaded SavedModel (its attributes are the saved children)."""
+class LoadedModel(LoadedObject):
+    """The root object of a loaded SavedModel."""
 
     def __init__(self):
-        super().__init__(name="loaded_object")
+        super().__init__(name="loaded_model")
+        self.signatures = {}
 
 
 def _spec_text(shape: Any, dtype: str, name: Any) -> str:
@@ -66,10 +68,11 @@ class LoadedFunction:
     """An exported function: call it with Tensors matching its input signature."""
 
     def __init__(self, name: str, exported: Any, inputs: list, outputs: Any, variables: list,
-                 random: bool = False):
+                 random: bool = False, checked: bool = False):
         from ...ops.jax_op import op
         self.name = name
         self._random = random   # it takes a PRNG key first: a fresh one from the global stream per call
+        self._checked = checked   # its last output flags a failed runtime check
         self._exported = exported
         self._inputs = inputs
         self._outputs = outputs
@@ -112,8 +115,14 @@ class LoadedFunction:
         if self._random:
             from ...ops.random import _next_key
             tensors = [Tensor(_next_key(None)), *tensors]
-        flat: Any = self._op(list(self._variables), *tensors)
-        return _export.fill(self._outputs, list(flat))
+        out: Any = self._op(list(self._variables), *tensors)
+        flat: list = list(out)
+        if self._checked:
+            flag = flat.pop()
+            if int(np.asarray(convert_to_tensor(flag)._value)):
+                raise InvalidArgumentError(None, None, f"A runtime check of the loaded function `{self.name}` "
+                                           "failed (an index out of range, a failed assertion)")
+        return _export.fill(self._outputs, flat)
 
     def __repr__(self) -> str:
         return f"<tapejax.saved_model loaded function {self.name}{self.input_signature}>"
@@ -221,12 +230,13 @@ def load(export_dir: Any, tags: Any = None, options: Any = None) -> LoadedModel:
         with open(layout.function_path(path, name), "rb") as f:
             exported = jax.export.deserialize(bytearray(f.read()))
         functions[name] = LoadedFunction(name, exported, spec["inputs"], spec["outputs"], variables,
-                                         bool(spec.get("random", False)))
+                                         bool(spec.get("random", False)), bool(spec.get("checked", False)))
     for attr, name in index["attributes"].items():
-        if attr == "__call__":
-            object.__setattr__(root, "_call_fn", functions[name])
-        else:
-            object.__setattr__(root, attr, functions[name])
+        *path, last = attr.split(".")   # (a nested object's function: "encoder.encode")
+        owner: Any = root
+        for part in path:
+            owner = owner[int(part)] if isinstance(owner, list) else getattr(owner, part)
+        object.__setattr__(owner, "_call_fn" if last == "__call__" else last, functions[name])
     object.__setattr__(root, "signatures", {s: SignatureFunction(functions[v["function"]])
                                             for s, v in index["signatures"].items()})
     return root

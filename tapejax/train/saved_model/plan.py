@@ -1,8 +1,9 @@
 """What a SavedModel holds of an object: its signature functions (``tapejax.function``s with an
-``input_signature``), the signatures by name, its Variables in export order and its live object
+``input_signature``; the nested objects' by dotted path, ``encoder.encode``), the signatures by name, its Variables in export order and its live object
 graph (``export_plan``), shared by the jax.export format (``save``) and TF's (``tf_export``)."""
 from __future__ import annotations
 
+import collections
 from typing import Any
 
 from ...compile.function import Function, TensorSpec
@@ -63,15 +64,67 @@ def _keras_call(obj: Any) -> Any:
     return fn
 
 
+def _as_function(fn: Any) -> Any:
+    """A loaded SavedModel's function as a ``tapejax.function`` over its input signature that calls
+    it (one per loaded function, so a function and a signature serving it stay one artifact)."""
+    made = getattr(fn, "_resaved", None)
+    if made is None:
+        made = Function(lambda *xs: fn(*xs), input_signature=list(fn.input_signature))
+        fn._resaved = made
+    return made
+
+
+def _loaded_functions(obj: Any) -> dict:
+    """A loaded SavedModel object's functions by attribute, to export again (TF saves a loaded
+    object with its functions and signatures)."""
+    from .load import LoadedFunction, LoadedObject
+    if not isinstance(obj, LoadedObject):
+        return {}
+    functions = {name: _as_function(v) for name, v in sorted(vars(obj).items()) if isinstance(v, LoadedFunction)}
+    if obj._call_fn is not None:
+        functions["__call__"] = _as_function(obj._call_fn)
+    return functions
+
+
+def _functions_of(obj: Any) -> dict:
+    functions = _export.signature_functions(obj)
+    functions.update(_loaded_functions(obj))
+    return functions
+
+
+def _nested_functions(root: Any) -> dict:
+    """The signature functions of the objects below ``root`` (breadth first, each object once), by
+    their dotted path from the root: ``{"encoder.encode": fn}`` (TF saves every tracked object's
+    functions; a loaded object has them at the same paths)."""
+    out: dict = {}
+    seen = {id(root)}
+    queue: "collections.deque[tuple[Any, tuple]]" = collections.deque([(root, ())])
+    while queue:
+        obj, path = queue.popleft()
+        for name, child in _tr.children(obj):
+            if _tr.is_value(child) or id(child) in seen:
+                continue
+            seen.add(id(child))
+            queue.append((child, path + (name,)))
+            if not _tr.is_container(child):
+                for attr, fn in _functions_of(child).items():
+                    out[".".join(path + (name, attr))] = fn
+    return out
+
+
 def export_plan(obj: Any, signatures: Any = None):
     """(functions by attribute name, signatures by name, Variables in export order, the live graph)."""
     _check_object(obj)
-    functions = _export.signature_functions(obj)
+    functions = _functions_of(obj)
+    from .load import LoadedModel
+    if signatures is None and isinstance(obj, LoadedModel) and obj.signatures:
+        signatures = {name: _as_function(s._fn) for name, s in obj.signatures.items()}
     if "__call__" not in functions:   # a Keras model: its call, serving_default by default
         call = _keras_call(obj)
         if call is not None:
             functions["__call__"] = call
     sigs = _signatures(obj, signatures, functions)
+    functions.update(_nested_functions(obj))   # (after the default signature: only the root's serve it)
     live = _g.build(obj)
     variables = [v for v in live.values.values() if isinstance(v, Variable)]
     return functions, sigs, variables, live

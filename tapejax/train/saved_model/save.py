@@ -63,7 +63,7 @@ def save(obj: Any, export_dir: Any, signatures: Any = None, options: Optional[Sa
     for attr, fn in functions.items():
         name = next((n for n, f in exported if _same(f, fn)), None)
         if name is None:
-            name = attr.strip("_") or "call"
+            name = ".".join(part.strip("_") or "call" for part in attr.split("."))
             exported.append((name, fn))
         attributes[attr] = name
     sig_index = {}
@@ -86,7 +86,8 @@ def save(obj: Any, export_dir: Any, signatures: Any = None, options: Optional[Sa
     index = {
         "format": layout.FORMAT, "version": layout.VERSION,
         "variables": [{"key": key_of[id(v)], "trainable": v.trainable} for v in variables],
-        "functions": {r.name: {"inputs": r.inputs, "outputs": r.outputs, "random": r.random} for r in results},
+        "functions": {r.name: {"inputs": r.inputs, "outputs": r.outputs, "random": r.random,
+                                  "checked": r.checked} for r in results},
         "attributes": attributes,
         "signatures": {s: {"function": n} for s, n in sig_index.items()},
     }

@@ -86,6 +86,8 @@ def export_tf(obj: Any, export_dir: Any, signatures: Any = None) -> None:
         return t
 
     for attr, fn in functions.items():
+        if "." in attr:
+            continue   # (a nested object's function: the TF-format module holds the root's only)
         setattr(module, attr, tf_function(fn, attr.strip("_") or "call"))
     tf_sigs = {}
     for sname, fn in sigs.items():
