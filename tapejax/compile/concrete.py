@@ -8,8 +8,10 @@ it, as in TF.  TF's concrete functions expose a graph; tapejax's expose what
 the compiled program takes and gives: ``structured_input_signature``
 (TensorSpecs named after the parameters, as TF), ``structured_outputs``
 (TensorSpecs where TF shows symbolic Tensors) and ``pretty_printed_signature``.
-Calling one checks each Tensor against its spec (TypeError naming the
-argument otherwise: an XLA program takes the shapes it was compiled for).
+Calling one checks each Tensor against its spec (an error naming the
+argument otherwise: an XLA program takes the shapes it was compiled for; the
+class is TF's ``InvalidArgumentError``, what TF's graph raises for a wrong
+dtype or for a shape its ops cannot take, and a ``TypeError``).
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import jax
 import numpy as np
 
 from ..core.convert import convert_to_tensor
+from ..core.errors import ConcreteInputError
 from ..core.tensor import Tensor
 from . import polymorphism
 from .signature import TensorSpec, arg_key, bind_signature, fill, is_value_spec, template
@@ -113,12 +116,12 @@ class ConcreteFunction:
         vals = []
         for i, (t, s) in enumerate(zip(dyn, specs)):
             if not s.is_compatible_with(t._value):
-                raise TypeError(f"ConcreteFunction {self.name}: argument {i} ({s.name}) must match {s!r}; got "
+                raise ConcreteInputError(f"ConcreteFunction {self.name}: argument {i} ({s.name}) must match {s!r}; got "
                                 f"TensorSpec(shape={tuple(t._value.shape)}, dtype=tf.{t.dtype.name})")
             vals.append(t._value)
         plan = self._entry.plan
         if plan is not None and not plan.accepts([v for v in vals]):
-            raise TypeError(f"ConcreteFunction {self.name}: the sizes of {[tuple(v.shape) for v in vals]} break "
+            raise ConcreteInputError(f"ConcreteFunction {self.name}: the sizes of {[tuple(v.shape) for v in vals]} break "
                             f"the shared sizes its program was traced with ({plan.groups}); call the "
                             "tapejax.function itself to trace for them")
         return self._function._run(self._entry, vals)

@@ -347,6 +347,16 @@ def shape_free(key):
     return key
 
 
+def skeleton(key):
+    """A ``shape_free`` key with every leaf's rank and dtype left out: calls whose dynamic leaves
+    may differ in rank and dtype but whose Python values and structure are the same."""
+    if isinstance(key, tuple) and len(key) == 3 and key[0] == "leaf" and isinstance(key[2], np.dtype):
+        return "leaf"
+    if isinstance(key, tuple):
+        return tuple(skeleton(k) for k in key)
+    return key
+
+
 def _flattener(x: Any) -> Any:
     """The ``_tapejax_flatten`` of ``x``'s type (see ``ArgRecord``), or None."""
     return getattr(type(x), "_tapejax_flatten", None)
@@ -514,5 +524,5 @@ def split_out(x, dyn: List[Any]):
     return x
 
 
-__all__ = ["ArgRecord", "DYN", "LeafSpec", "TensorSpec", "arg_key", "bind_signature", "call_key", "check_signature", "is_value_spec",
+__all__ = ["ArgRecord", "DYN", "LeafSpec", "TensorSpec", "arg_key", "bind_signature", "call_key", "check_signature", "is_value_spec", "skeleton",
            "fill", "shape_free", "split_out", "template", "tensor_args"]
