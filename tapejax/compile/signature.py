@@ -201,7 +201,11 @@ def bind_signature(signature: Sequence[Any], args, kwargs, fname: str,
 
 
 def _bind_tensor(a, spec: TensorSpec, where: str, fname: str) -> Tensor:
-    """One argument (or a leaf of one) bound to its ``TensorSpec``: converted, checked."""
+    """One argument (or a leaf of one) bound to its ``TensorSpec``: converted, checked.  A NumPy
+    array of another numeric dtype is cast to the spec's, as TF binds it (a Tensor is not)."""
+    if isinstance(a, (np.ndarray, np.generic)) and a.dtype != spec.dtype.as_numpy_dtype \
+            and a.dtype.kind in "biuf" and np.dtype(spec.dtype.as_numpy_dtype).kind in "biuf":
+        a = np.asarray(a).astype(spec.dtype.as_numpy_dtype)
     if isinstance(a, (Tensor, Variable, _Array, np.ndarray)):
         t = convert_to_tensor(a)
     else:
