@@ -228,6 +228,9 @@ def test_a_method_with_an_input_signature_leaves_out_the_instance():
     assert m.serve.experimental_get_tracing_count() == 1
     cf = m.serve.get_concrete_function()
     np.testing.assert_allclose(cf(tf.ones([3, 2])).numpy(), np.full((3, 1), 5.0))
+    (spec,), kwargs = cf.structured_input_signature   # TF's: the instance left out
+    assert (spec.shape.as_list(), spec.name, kwargs) == ([None, 2], "x", {})
+    assert "Model" not in cf.pretty_printed_signature()
     with pytest.raises(TypeError, match="Can not cast"):
         m.serve(tf.ones([2, 3]))
     x = tf.ones([2, 2])

@@ -69,16 +69,17 @@ def _shape_free(x):
 class ConcreteFunction:
     """One traced program of a ``tapejax.function`` (``tf.types.experimental.ConcreteFunction``)."""
 
-    def __init__(self, function, entry, args_specs: Tuple[Any, ...], kwargs_specs: dict):
+    def __init__(self, function, entry, args_specs: Tuple[Any, ...], kwargs_specs: dict, n_lead: int = 0):
         self._function = function
         self._entry = entry
         self._args = args_specs
         self._kwargs = kwargs_specs
+        self._n_lead = n_lead   # a method's instance leads ``args_specs``; TF's signature leaves it out
         self.name = function._name
 
     @property
     def structured_input_signature(self):
-        return self._args, self._kwargs
+        return self._args[self._n_lead:], self._kwargs
 
     @property
     def structured_outputs(self):
@@ -97,7 +98,7 @@ class ConcreteFunction:
 
     def pretty_printed_signature(self, verbose=True) -> str:
         lines = ["ConcreteFunction Input Parameters:"]
-        for i, a in enumerate(self._args):
+        for i, a in enumerate(self._args[self._n_lead:]):
             lines.append(f"  {getattr(a, 'name', None) or i}: {a!r}")
         lines.append("Output Type:")
         lines.append(f"  {self.structured_outputs!r}")
@@ -172,7 +173,7 @@ def concrete_function(fn, args, kwargs, lead: tuple = ()) -> ConcreteFunction:
     with fn._lock:
         for e in fn._poly.get(sf, ()):   # traced already (an input_signature's program): reused
             if tuple(e.specs) == tuple(specs):
-                return ConcreteFunction(fn, e, args_specs, kwargs_specs)
+                return ConcreteFunction(fn, e, args_specs, kwargs_specs, len(lead))
         plan = polymorphism.plan(specs, [False] * len(specs), example=None)
         entry = None
         if any(s.polymorphic for s in specs):
@@ -190,7 +191,7 @@ def concrete_function(fn, args, kwargs, lead: tuple = ()) -> ConcreteFunction:
             entry = fn._make(tpl, list(plan.avals), specs, None)
         assert entry is not None
         fn._poly.setdefault(sf, []).append(entry)
-    return ConcreteFunction(fn, entry, args_specs, kwargs_specs)
+    return ConcreteFunction(fn, entry, args_specs, kwargs_specs, len(lead))
 
 
 __all__ = ["ConcreteFunction", "concrete_function"]

@@ -555,3 +555,37 @@ def test_signature_step_fed_float64_numpy_batches_and_int64_labels(tf):
     out = [step(x[i:i + n], labels[i:i + n]) for i, n in ((0, 4), (4, 4), (8, 2))]
     bad = raises(step, tf.constant(x[:2], tf.float16), tf.constant(labels[:2], tf.int32))
     return out, w.numpy(), len(traces), bad
+
+
+@parity(**TOL)
+def test_trained_module_exposes_a_serving_concrete_function_of_its_method(tf):
+    """After a few compiled training steps, a ``tf.Module``'s ``@tf.function(input_signature=...)``
+    ``serve`` method gives its concrete function through the instance: its
+    ``structured_input_signature`` lists only the feature spec (the instance left out), its
+    ``structured_outputs`` the ``(None, 1)`` prediction spec, and calling it on a batch of 3 gives
+    the trained model's predictions without a new trace."""
+    class Regressor(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(init_array((3, 1), 66))
+            self.b = tf.Variable([0.0])
+            self.traces = 0
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32, name="features")])
+        def serve(self, x):
+            self.traces += 1
+            return tf.matmul(x, self.w) + self.b
+
+    model = Regressor()
+    x, y = _reg(8, seed=67)
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(model.serve(x) - y))
+        gw, gb = tape.gradient(loss, [model.w, model.b])
+        model.w.assign_sub(0.1 * gw)
+        model.b.assign_sub(0.1 * gb)
+    cf = model.serve.get_concrete_function()
+    args, kwargs = cf.structured_input_signature
+    specs = [(s.shape.as_list(), s.dtype.name, s.name) for s in args]
+    out_spec = (cf.structured_outputs.shape.as_list(), cf.structured_outputs.dtype.name)
+    return loss, cf(tf.constant(x[:3])), specs, kwargs, out_spec, model.traces
