@@ -321,3 +321,41 @@ def test_persistent_tape_for_task_loss_penalty_and_an_input_gradient_norm(tf):
 
     outs = [step(x, labels) for _ in range(2)]
     return outs, w.numpy(), b.numpy()
+
+
+@parity(modes=True, **TOL)
+def test_replay_buffer_ring_written_by_slice_assigns_at_a_tensor_offset(tf):
+    """A DQN-style replay buffer held in Variables: a compiled ``add`` writes each batch of 3
+    transitions with ``buf[start:start + 3].assign`` at a tensor write pointer (wrapping by
+    ``tf.math.floormod``, the pointer a non-trainable int Variable); a compiled train step gathers a
+    NumPy-chosen sample of rows and fits a linear Q-function to the stored targets."""
+    obs = tf.Variable(tf.zeros([9, 2]), trainable=False)
+    tgt = tf.Variable(tf.zeros([9]), trainable=False)
+    ptr = tf.Variable(0, trainable=False)
+    q = tf.Variable(init_array((2, 1), 68))
+    opt = tf.keras.optimizers.SGD(0.2)
+    rs = np.random.RandomState(69)
+
+    @tf.function
+    def add(o, t):
+        start = ptr.read_value()
+        obs[start:start + 3].assign(o)
+        tgt[start:start + 3].assign(t)
+        ptr.assign(tf.math.floormod(start + 3, 9))
+
+    @tf.function
+    def train(idx):
+        with tf.GradientTape() as tape:
+            pred = tf.squeeze(tf.matmul(tf.gather(obs, idx), q), 1)
+            loss = tf.reduce_mean(tf.square(pred - tf.gather(tgt, idx)))
+        g = tape.gradient(loss, q)
+        opt.apply_gradients([(g, q)])
+        return loss, g
+
+    out = []
+    for step in range(5):
+        o = rs.randn(3, 2).astype(np.float32)
+        add(o, (o @ np.array([1.0, -2.0], np.float32)).astype(np.float32))
+        filled = min(9, 3 * (step + 1))
+        out.append((ptr.numpy(), train(rs.randint(0, filled, 4).astype(np.int32))))
+    return out, obs.numpy(), q.numpy(), add.experimental_get_tracing_count()
