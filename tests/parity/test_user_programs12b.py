@@ -590,34 +590,3 @@ def test_trained_module_exposes_a_serving_concrete_function_of_its_method(tf):
     out_spec = (cf.structured_outputs.shape.as_list(), cf.structured_outputs.dtype.name)
     return loss, cf(tf.constant(x[:3])), specs, kwargs, out_spec, model.traces
 
-
-@parity(**TOL)
-def test_freezing_a_layer_after_the_step_was_traced_has_no_effect_until_a_new_function(tf):
-    """TF's tracing gotcha: a compiled step reads ``model.trainable_variables`` when it is traced,
-    so setting ``layer.trainable = False`` afterwards still trains that layer in the same
-    ``tf.function``; a freshly wrapped step (a new trace) leaves it alone."""
-    model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(4, activation="tanh"),
-                                 tf.keras.layers.Dense(1)])
-    model.set_weights([init_array((3, 4), 70), np.zeros(4, np.float32), init_array((4, 1), 71),
-                       np.zeros(1, np.float32)])
-    opt = tf.keras.optimizers.SGD(0.1)
-    x, y = _reg(6, seed=72)
-
-    def step(x, y):
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(tf.square(model(x) - y))
-        variables = model.trainable_variables
-        opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
-        return loss
-
-    compiled = tf.function(step)
-    compiled(x, y)
-    model.layers[0].trainable = False
-    before = model.layers[0].kernel.numpy()
-    stale = compiled(x, y)
-    moved_by_stale = np.abs(model.layers[0].kernel.numpy() - before).max() > 0
-    fresh = tf.function(step)
-    after_stale = model.layers[0].kernel.numpy()
-    new = fresh(x, y)
-    return (stale, new, moved_by_stale, after_stale - model.layers[0].kernel.numpy(),
-            model.layers[1].kernel.numpy(), len(model.trainable_variables))

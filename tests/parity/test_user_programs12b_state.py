@@ -6,7 +6,8 @@ one-device and one-device mirrored strategies running one train step by ``strate
 (``trainable=False`` statistics and an explicitly watched frozen scale, a Module making its
 Variables on the first trace, a Variable made on every trace, a padding row zeroed by a slice
 assign and rows reset by ``scatter_nd_update``, ``IndexedSlices`` gradients from ``tf.gather`` and
-built by hand fed to optimizers); the tape's options (``UnconnectedGradients.ZERO`` in PCGrad,
+built by hand fed to optimizers, a replay ring written at a tensor offset, a layer frozen after
+its step was traced); the tape's options (``UnconnectedGradients.ZERO`` in PCGrad,
 ``watch_accessed_variables=False`` with explicit watches, ``tape.reset()`` in a retry loop, a
 persistent tape giving three gradients). Data is drawn with NumPy and fed in.
 """
@@ -359,3 +360,35 @@ def test_replay_buffer_ring_written_by_slice_assigns_at_a_tensor_offset(tf):
         filled = min(9, 3 * (step + 1))
         out.append((ptr.numpy(), train(rs.randint(0, filled, 4).astype(np.int32))))
     return out, obs.numpy(), q.numpy(), add.experimental_get_tracing_count()
+
+
+@parity(**TOL)
+def test_freezing_a_layer_after_the_step_was_traced_has_no_effect_until_a_new_function(tf):
+    """TF's tracing gotcha: a compiled step reads ``model.trainable_variables`` when it is traced,
+    so setting ``layer.trainable = False`` afterwards still trains that layer in the same
+    ``tf.function``; a freshly wrapped step (a new trace) leaves it alone."""
+    model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(4, activation="tanh"),
+                                 tf.keras.layers.Dense(1)])
+    model.set_weights([init_array((3, 4), 70), np.zeros(4, np.float32), init_array((4, 1), 71),
+                       np.zeros(1, np.float32)])
+    opt = tf.keras.optimizers.SGD(0.1)
+    x, y = _reg(6, seed=72)
+
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(model(x) - y))
+        variables = model.trainable_variables
+        opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        return loss
+
+    compiled = tf.function(step)
+    compiled(x, y)
+    model.layers[0].trainable = False
+    before = model.layers[0].kernel.numpy()
+    stale = compiled(x, y)
+    moved_by_stale = np.abs(model.layers[0].kernel.numpy() - before).max() > 0
+    fresh = tf.function(step)
+    after_stale = model.layers[0].kernel.numpy()
+    new = fresh(x, y)
+    return (stale, new, moved_by_stale, after_stale - model.layers[0].kernel.numpy(),
+            model.layers[1].kernel.numpy(), len(model.trainable_variables))
