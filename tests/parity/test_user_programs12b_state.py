@@ -13,7 +13,7 @@ persistent tape giving three gradients). Data is drawn with NumPy and fed in.
 """
 import numpy as np
 
-from .harness import init_array, mlp, mlp_vars, parity, raises
+from .harness import init_array, mlp, mlp_vars, parity, raises, xfail_on_tapejax
 
 TOL = dict(rtol=2e-5, atol=2e-6)
 
@@ -392,3 +392,58 @@ def test_freezing_a_layer_after_the_step_was_traced_has_no_effect_until_a_new_fu
     new = fresh(x, y)
     return (stale, new, moved_by_stale, after_stale - model.layers[0].kernel.numpy(),
             model.layers[1].kernel.numpy(), len(model.trainable_variables))
+
+
+@parity(modes=True, **TOL)
+def test_greedy_decoder_whose_length_limit_is_a_tensor_argument(tf):
+    """Inference after training: a compiled greedy decoder runs a ``tf.while_loop`` until the end
+    token or ``maximum_iterations=max_len``, where ``max_len`` is a Tensor argument (one trace for
+    every limit), writing tokens into a fixed buffer of 8 by ``tensor_scatter_nd_update``; the
+    next-token model was first trained for two steps by a tape."""
+    emb = tf.Variable(init_array((5, 3), 73))
+    out_w = tf.Variable(init_array((3, 5), 74))
+    traces = []
+    pairs = np.array([[0, 2], [2, 3], [3, 1], [1, 4]], np.int32)
+    for _ in range(2):
+        with tf.GradientTape() as tape:
+            logits = tf.matmul(tf.gather(emb, pairs[:, 0]), out_w)
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=pairs[:, 1], logits=logits))
+        g_emb, g_out = tape.gradient(loss, [emb, out_w])
+        emb.scatter_sub(tf.IndexedSlices(0.5 * g_emb.values, g_emb.indices))
+        out_w.assign_sub(0.5 * g_out)
+
+    @tf.function
+    def decode(start, max_len):
+        traces.append(1)
+
+        def body(i, tok, buf):
+            nxt = tf.argmax(tf.matmul(tf.gather(emb, tok)[None], out_w)[0], output_type=tf.int32)
+            return i + 1, nxt, tf.tensor_scatter_nd_update(buf, [[i]], [nxt])
+
+        return tf.while_loop(lambda i, tok, buf: tok != 4, body, (tf.constant(0), start, tf.fill([8], -1)),
+                             maximum_iterations=max_len)
+
+    return loss, [decode(tf.constant(0), tf.constant(m)) for m in (1, 2, 6)], len(traces)
+
+
+@xfail_on_tapejax("tapejax keys a Variable argument of a tf.function by identity (documented in "
+                  "tapejax/compile/signature.py: 'Variables and every other object ... by identity'); "
+                  "TF 2.21 traces a Variable argument by its shape and dtype, so a second Variable of the "
+                  "same shape reuses the trace (2 traces here, tapejax 3)")
+@parity(**TOL)
+def test_one_compiled_gradient_function_shared_by_layers_passed_as_variables(tf):
+    """A compiled helper taking a layer's kernel Variable and an input, returning the gradient of a
+    penalty; called for two kernels of one shape and one of another: TF traces it twice."""
+    traces = []
+
+    @tf.function
+    def penalty_grad(kernel, x):
+        traces.append(kernel.shape.as_list())
+        with tf.GradientTape() as tape:
+            p = tf.reduce_sum(tf.square(tf.matmul(x, kernel)))
+        return tape.gradient(p, kernel)
+
+    ks = [tf.Variable(init_array((3, 2), 75)), tf.Variable(init_array((3, 2), 76)),
+          tf.Variable(init_array((3, 4), 77))]
+    x = tf.constant(init_array((2, 3), 78))
+    return [penalty_grad(k, x) for k in ks], len(traces)
