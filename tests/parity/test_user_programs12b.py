@@ -590,3 +590,26 @@ def test_trained_module_exposes_a_serving_concrete_function_of_its_method(tf):
     out_spec = (cf.structured_outputs.shape.as_list(), cf.structured_outputs.dtype.name)
     return loss, cf(tf.constant(x[:3])), specs, kwargs, out_spec, model.traces
 
+
+
+@parity(modes=True, **TOL)
+def test_window_cropped_around_the_argmax_of_a_score_in_a_compiled_step(tf):
+    """Hard attention over a 1-D signal: a compiled step finds the peak of a detector's response by
+    ``tf.argmax``, clips it into range and crops ``x[c:c + 4]`` at that data-dependent start (a
+    window of known size), then regresses the crop's weighted sum onto a target; the gradient
+    reaches the readout weights only (argmax has none); two steps on two signals."""
+    det = tf.Variable(init_array((3,), 79))
+    read = tf.Variable(init_array((4,), 80))
+    sig = init_array((2, 12), 81, 1.0)
+
+    @tf.function
+    def step(x, target):
+        resp = tf.nn.conv1d(x[None, :, None], det[:, None, None], 1, "SAME")[0, :, 0]
+        c = tf.clip_by_value(tf.argmax(resp, output_type=tf.int32) - 1, 0, 8)
+        with tf.GradientTape() as tape:
+            loss = tf.square(tf.reduce_sum(x[c:c + 4] * read) - target)
+        g_det, g_read = tape.gradient(loss, [det, read])
+        read.assign_sub(0.1 * g_read)
+        return c, loss, g_det is None, g_read
+
+    return [step(tf.constant(s), tf.constant(t)) for s, t in zip(sig, (1.0, -0.5))], read.numpy()
