@@ -118,3 +118,25 @@ def test_only_traced_integer_scalars_become_indices():
 
     jax.make_jaxpr(run)(jnp.int32(0), jnp.float32(0), jnp.zeros(3, jnp.int32))
     assert [type(b) for b in box] == [affine.AffineTensor, Tensor, Tensor, Tensor]
+
+
+def test_a_traced_integer_from_any_op_gets_a_form_under_the_operators():
+    """A Variable's value (not a loop index) read in a compiled step: ``start + 3 - start`` is known
+    to be 3, so ``v[start:start + 3]`` reads and assigns a static-size window (TF's values); an
+    eager integer stays a plain Tensor."""
+    v = tf.Variable(np.arange(9, dtype=np.float32))
+    ptr = tf.Variable(2)
+    seen = []
+
+    @tf.function
+    def window():
+        start = ptr.read_value()
+        seen.append((type(start + 3).__name__, affine.form_of(start + 3 - start).constant()))
+        v[start:start + 3].assign(-v[start:start + 3])
+        ptr.assign(tf.math.floormod(start + 3, 9))
+        return v[start:start + 3]
+
+    np.testing.assert_allclose(window().numpy(), [-2.0, -3.0, -4.0])
+    np.testing.assert_allclose(window().numpy(), [-5.0, -6.0, -7.0])
+    assert seen == [("AffineTensor", 3)]
+    assert type(tf.constant(3) + 1) is Tensor

@@ -218,3 +218,23 @@ def test_loop_bodies_that_call_back_into_python_are_not_shared_between_functions
                                                 lambda: tf.constant(0.0)))
     assert float(g(1)(tf.constant(True))) == 1.0
     assert float(g(5)(tf.constant(True))) == 5.0
+
+
+def test_while_loop_with_a_maximum_iterations_known_only_when_the_step_runs():
+    """``maximum_iterations`` a Tensor argument of a compiled function: TF's bound as a counter in
+    the condition (it raised ValueError); TF 2.21 gives these values."""
+    @tf.function
+    def f(x, n):
+        return tf.while_loop(lambda i, s: i < 10, lambda i, s: (i + 1, s + x[i % 3]), (0, 0.0),
+                             maximum_iterations=n)
+
+    x = tf.constant([1.0, 2.0, 3.0])
+    assert [float(v) for v in f(x, tf.constant(5))] == [5.0, 9.0]
+    assert [float(v) for v in f(x, tf.constant(20))] == [10.0, 19.0]
+    assert f.experimental_get_tracing_count() == 1
+
+    @tf.function
+    def g(s, n):
+        return tf.while_loop(lambda s: s < 100.0, lambda s: s * 2.0, s, maximum_iterations=n)
+
+    assert float(g(tf.constant(1.0), tf.constant(3))) == 8.0

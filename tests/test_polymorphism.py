@@ -108,3 +108,46 @@ def test_reduce_retracing_counts_as_tf():
         np.testing.assert_allclose(f(tf.ones(shape)).numpy(), np.full(shape, 2.0))
         counts.append(f.experimental_get_tracing_count())
     assert counts == [1, 2, 2, 2, 3, 3, 3]   # TF 2.21: the same (a new rank: one more)
+
+
+def test_symbolic_sizes_show_as_none_in_the_static_shape():
+    """Inside a symbolic trace ``x.shape`` lists, prints and counts a ``None`` size as TF's
+    ``[None, 3]``; indexing still gives the size that reshapes can use."""
+    seen = []
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32)])
+    def f(x):
+        s = x.shape
+        seen.append((s.as_list(), repr(s), str(s), s.is_fully_defined(), s.num_elements()))
+        return tf.reduce_sum(x, axis=1)
+
+    for n in (2, 5):
+        np.testing.assert_allclose(f(tf.ones([n, 3])).numpy(), np.full(n, 3.0))
+    assert seen == [([None, 3], "TensorShape([None, 3])", "(None, 3)", False, None)]
+
+
+def test_reduce_retracing_traces_a_new_python_value_at_its_own_shapes():
+    """TF 2.21: a new Python argument has no common supertype with the earlier traces, so its
+    first call traces its concrete shapes; its second size relaxes (tests/parity/test_user_programs12b.py)."""
+    seen = []
+
+    @tf.function(reduce_retracing=True)
+    def f(x, flag):
+        seen.append((x.shape.as_list(), flag))
+        return x * 2.0 if flag else x
+
+    for n, flag in [(4, True), (6, True), (2, True), (4, False), (6, False), (3, False)]:
+        f(tf.ones([n, 3]), flag)
+    assert seen == [([4, 3], True), ([None, 3], True), ([4, 3], False), ([None, 3], False)]
+
+
+def test_a_concrete_function_refuses_a_mismatch_with_tf_s_class_and_a_type_error():
+    """TF's graph raises InvalidArgumentError for a wrong dtype (and a shape its ops cannot take);
+    tapejax's refusal is that class and a TypeError."""
+    f = tf.function(lambda x: x * 2.0)
+    cf = f.get_concrete_function(tf.TensorSpec([None, 3], tf.float32))
+    for bad in (tf.ones([2, 4]), tf.ones([2, 3], tf.int32)):
+        with pytest.raises(tf.errors.InvalidArgumentError, match="must match"):
+            cf(bad)
+        with pytest.raises(TypeError):
+            cf(bad)

@@ -228,9 +228,33 @@ def test_a_method_with_an_input_signature_leaves_out_the_instance():
     assert m.serve.experimental_get_tracing_count() == 1
     cf = m.serve.get_concrete_function()
     np.testing.assert_allclose(cf(tf.ones([3, 2])).numpy(), np.full((3, 1), 5.0))
+    (spec,), kwargs = cf.structured_input_signature   # TF's: the instance left out
+    assert (spec.shape.as_list(), spec.name, kwargs) == ([None, 2], "x", {})
+    assert "Model" not in cf.pretty_printed_signature()
     with pytest.raises(TypeError, match="Can not cast"):
         m.serve(tf.ones([2, 3]))
     x = tf.ones([2, 2])
     with tf.GradientTape() as t:   # called under a tape: one recorded op, differentiable
         y = tf.reduce_sum(m.serve(x))
     np.testing.assert_allclose(t.gradient(y, m.w).numpy(), [[2.0], [2.0]])
+
+
+def test_input_signature_casts_numpy_arrays_to_the_spec_dtype_but_not_tensors():
+    """TF 2.21 binds a NumPy array of another numeric dtype by casting it to the spec's (float64
+    data into a float32 step, floats truncated into an int32 spec); a Tensor of another dtype is
+    refused ('Can not cast')."""
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+    def f(x):
+        return x * 2.0
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.int32)])
+    def g(x):
+        return x + 1
+
+    r = f(np.array([1.5, 2.0]))
+    assert r.dtype == tf.float32 and r.numpy().tolist() == [3.0, 4.0]
+    assert f(np.array([1, 2], np.int64)).numpy().tolist() == [2.0, 4.0]
+    assert g(np.array([1.5, 2.9])).numpy().tolist() == [2, 3]
+    assert f.experimental_get_tracing_count() == 1
+    with pytest.raises(TypeError, match="Can not cast"):
+        f(tf.constant([1.0, 2.0], tf.float16))

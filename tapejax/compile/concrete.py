@@ -8,8 +8,10 @@ it, as in TF.  TF's concrete functions expose a graph; tapejax's expose what
 the compiled program takes and gives: ``structured_input_signature``
 (TensorSpecs named after the parameters, as TF), ``structured_outputs``
 (TensorSpecs where TF shows symbolic Tensors) and ``pretty_printed_signature``.
-Calling one checks each Tensor against its spec (TypeError naming the
-argument otherwise: an XLA program takes the shapes it was compiled for).
+Calling one checks each Tensor against its spec (an error naming the
+argument otherwise: an XLA program takes the shapes it was compiled for; the
+class is TF's ``InvalidArgumentError``, what TF's graph raises for a wrong
+dtype or for a shape its ops cannot take, and a ``TypeError``).
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import jax
 import numpy as np
 
 from ..core.convert import convert_to_tensor
+from ..core.errors import ConcreteInputError
 from ..core.tensor import Tensor
 from . import polymorphism
 from .signature import TensorSpec, arg_key, bind_signature, fill, is_value_spec, template
@@ -66,16 +69,17 @@ def _shape_free(x):
 class ConcreteFunction:
     """One traced program of a ``tapejax.function`` (``tf.types.experimental.ConcreteFunction``)."""
 
-    def __init__(self, function, entry, args_specs: Tuple[Any, ...], kwargs_specs: dict):
+    def __init__(self, function, entry, args_specs: Tuple[Any, ...], kwargs_specs: dict, n_lead: int = 0):
         self._function = function
         self._entry = entry
         self._args = args_specs
         self._kwargs = kwargs_specs
+        self._n_lead = n_lead   # a method's instance leads ``args_specs``; TF's signature leaves it out
         self.name = function._name
 
     @property
     def structured_input_signature(self):
-        return self._args, self._kwargs
+        return self._args[self._n_lead:], self._kwargs
 
     @property
     def structured_outputs(self):
@@ -94,7 +98,7 @@ class ConcreteFunction:
 
     def pretty_printed_signature(self, verbose=True) -> str:
         lines = ["ConcreteFunction Input Parameters:"]
-        for i, a in enumerate(self._args):
+        for i, a in enumerate(self._args[self._n_lead:]):
             lines.append(f"  {getattr(a, 'name', None) or i}: {a!r}")
         lines.append("Output Type:")
         lines.append(f"  {self.structured_outputs!r}")
@@ -113,12 +117,12 @@ class ConcreteFunction:
         vals = []
         for i, (t, s) in enumerate(zip(dyn, specs)):
             if not s.is_compatible_with(t._value):
-                raise TypeError(f"ConcreteFunction {self.name}: argument {i} ({s.name}) must match {s!r}; got "
+                raise ConcreteInputError(f"ConcreteFunction {self.name}: argument {i} ({s.name}) must match {s!r}; got "
                                 f"TensorSpec(shape={tuple(t._value.shape)}, dtype=tf.{t.dtype.name})")
             vals.append(t._value)
         plan = self._entry.plan
         if plan is not None and not plan.accepts([v for v in vals]):
-            raise TypeError(f"ConcreteFunction {self.name}: the sizes of {[tuple(v.shape) for v in vals]} break "
+            raise ConcreteInputError(f"ConcreteFunction {self.name}: the sizes of {[tuple(v.shape) for v in vals]} break "
                             f"the shared sizes its program was traced with ({plan.groups}); call the "
                             "tapejax.function itself to trace for them")
         return self._function._run(self._entry, vals)
@@ -169,7 +173,7 @@ def concrete_function(fn, args, kwargs, lead: tuple = ()) -> ConcreteFunction:
     with fn._lock:
         for e in fn._poly.get(sf, ()):   # traced already (an input_signature's program): reused
             if tuple(e.specs) == tuple(specs):
-                return ConcreteFunction(fn, e, args_specs, kwargs_specs)
+                return ConcreteFunction(fn, e, args_specs, kwargs_specs, len(lead))
         plan = polymorphism.plan(specs, [False] * len(specs), example=None)
         entry = None
         if any(s.polymorphic for s in specs):
@@ -187,7 +191,7 @@ def concrete_function(fn, args, kwargs, lead: tuple = ()) -> ConcreteFunction:
             entry = fn._make(tpl, list(plan.avals), specs, None)
         assert entry is not None
         fn._poly.setdefault(sf, []).append(entry)
-    return ConcreteFunction(fn, entry, args_specs, kwargs_specs)
+    return ConcreteFunction(fn, entry, args_specs, kwargs_specs, len(lead))
 
 
 __all__ = ["ConcreteFunction", "concrete_function"]

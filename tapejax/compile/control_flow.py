@@ -212,6 +212,32 @@ def staged_cond(pred, true_fn, false_fn):
 # while_loop
 # ---------------------------------------------------------------------------
 
+def _while_to_a_traced_bound(cond, body, loop_vars, limit):
+    """``while_loop`` whose ``maximum_iterations`` is known only when the step runs (an argument):
+    TF's bound as an iteration counter in the condition, so the loop runs as one without a bound
+    (``lax.while_loop``: forward only; a static bound is what makes a loop reverse-differentiable)."""
+    from ..ops import math as _math
+
+    limit = _math.cast(limit, "int32")
+    seq = isinstance(loop_vars, (list, tuple))
+
+    def call(f, v):
+        return f(*v) if seq else f(v)
+
+    def cond2(k, v):
+        return _math.logical_and(_math.less(k, limit), call(cond, v))
+
+    def body2(k, v):
+        out = call(body, v)
+        if seq:
+            out = type(loop_vars)(out) if isinstance(out, (list, tuple)) else out
+        elif isinstance(out, (list, tuple)) and len(out) == 1 and not isinstance(loop_vars, (list, tuple)):
+            out = out[0]
+        return k + 1, out
+
+    return while_loop(cond2, body2, (convert_to_tensor(0), loop_vars))[1]
+
+
 def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations=10, back_prop=True,
                swap_memory=False, maximum_iterations=None, name=None):
     """``tf.while_loop``: repeat ``loop_vars = body(*loop_vars)`` while ``cond(*loop_vars)``.
@@ -232,8 +258,7 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
         raise ValueError("loop_vars must be a non-empty structure of tensors; got " + repr(loop_vars))
     if maximum_iterations is not None:
         if _traced(maximum_iterations):
-            raise ValueError("while_loop: maximum_iterations must be a Python int or a concrete tensor "
-                             "inside tapejax.function (it sets the compiled loop's length)")
+            return _while_to_a_traced_bound(cond, body, loop_vars, maximum_iterations)
         m = getattr(maximum_iterations, "_value", maximum_iterations)
         maximum_iterations = int(m)
         if maximum_iterations < 0:

@@ -78,6 +78,7 @@ from .signature import (
     fill,
     shape_free,
     signature_leaves,
+    skeleton,
     template,
     tensor_args,
 )
@@ -118,7 +119,8 @@ class Function:
         self._poly: Dict[Any, List[Entry]] = {}   # shape-free key -> polymorphic entries
         self._failed: set = set()   # (shape-free key, specs) whose symbolic trace failed
         self._last_specs: Dict[Any, Sequence[LeafSpec]] = {}   # shape-free key -> last traced specs
-        self._latest_specs: Optional[Sequence[LeafSpec]] = None   # the specs of the latest trace
+        # skeleton of the key (Python values and structure) -> the specs of its latest trace
+        self._latest_specs: Dict[Any, Sequence[LeafSpec]] = {}
         self._tracing_count = 0
         self._first = True          # no call has traced successfully yet (Variables may be created)
         # a decorated method: instance -> its traces (an instance there has had its first call)
@@ -325,14 +327,14 @@ class Function:
             relaxed = polymorphism.relax(self._last_specs[sf], avals)
             if relaxed is not None:
                 return relaxed
-        if self._reduce_retracing and self._last_specs:
-            # a new rank (or structure) after earlier traces: TF relaxes the leaves that changed
-            # rank to an unknown shape and keeps the others as the last trace relaxed them; XLA
-            # needs the rank, so every size of a changed leaf is generalised
-            prev = self._latest_specs
-            if prev is not None and len(prev) == len(avals):
-                return polymorphism.relax_ranks(prev, avals)
-            return [LeafSpec((None,) * len(a.shape), np.dtype(a.dtype)) for a in avals]
+        prev = self._latest_specs.get(skeleton(sf)) if self._reduce_retracing else None
+        if prev is not None and len(prev) == len(avals):
+            # a new rank after earlier traces of the same structure and Python values: TF relaxes
+            # the leaves that changed rank to an unknown shape and keeps the others as the last
+            # trace relaxed them; XLA needs the rank, so every size of a changed leaf is
+            # generalised.  A new Python value or structure has no common supertype with the
+            # earlier traces in TF: it is traced for the call's own shapes.
+            return polymorphism.relax_ranks(prev, avals)
         return polymorphism.concrete(avals)
 
     def _build(self, key, sf, args, kwargs, dyn, avals) -> Entry:
@@ -358,7 +360,7 @@ class Function:
             entry = self._make(tpl, avals, polymorphism.concrete(avals), None)
             assert entry is not None   # (only a polymorphic program can fail to export)
         self._last_specs[sf] = entry.specs
-        self._latest_specs = entry.specs
+        self._latest_specs[skeleton(sf)] = entry.specs
         if self._mesh is not None:
             entry.in_shardings = self._mesh.input_shardings(args, kwargs, self._name)
             self._mesh.place_variables(entry.rw + entry.ro)

@@ -201,7 +201,11 @@ def bind_signature(signature: Sequence[Any], args, kwargs, fname: str,
 
 
 def _bind_tensor(a, spec: TensorSpec, where: str, fname: str) -> Tensor:
-    """One argument (or a leaf of one) bound to its ``TensorSpec``: converted, checked."""
+    """One argument (or a leaf of one) bound to its ``TensorSpec``: converted, checked.  A NumPy
+    array of another numeric dtype is cast to the spec's, as TF binds it (a Tensor is not)."""
+    if isinstance(a, (np.ndarray, np.generic)) and a.dtype != spec.dtype.as_numpy_dtype \
+            and a.dtype.kind in "biuf" and np.dtype(spec.dtype.as_numpy_dtype).kind in "biuf":
+        a = np.asarray(a).astype(spec.dtype.as_numpy_dtype)
     if isinstance(a, (Tensor, Variable, _Array, np.ndarray)):
         t = convert_to_tensor(a)
     else:
@@ -344,6 +348,16 @@ def shape_free(key):
         return ("leaf", key.ndim, np.dtype(key.dtype))
     if isinstance(key, tuple):
         return tuple(shape_free(k) for k in key)
+    return key
+
+
+def skeleton(key):
+    """A ``shape_free`` key with every leaf's rank and dtype left out: calls whose dynamic leaves
+    may differ in rank and dtype but whose Python values and structure are the same."""
+    if isinstance(key, tuple) and len(key) == 3 and key[0] == "leaf" and isinstance(key[2], np.dtype):
+        return "leaf"
+    if isinstance(key, tuple):
+        return tuple(skeleton(k) for k in key)
     return key
 
 
@@ -514,5 +528,5 @@ def split_out(x, dyn: List[Any]):
     return x
 
 
-__all__ = ["ArgRecord", "DYN", "LeafSpec", "TensorSpec", "arg_key", "bind_signature", "call_key", "check_signature", "is_value_spec",
+__all__ = ["ArgRecord", "DYN", "LeafSpec", "TensorSpec", "arg_key", "bind_signature", "call_key", "check_signature", "is_value_spec", "skeleton",
            "fill", "shape_free", "split_out", "template", "tensor_args"]

@@ -47,6 +47,17 @@ class NumericsError(InvalidArgumentError, FloatingPointError):
     raises, which finds the value)."""
 
 
+class ConcreteInputError(InvalidArgumentError, TypeError):
+    """A ``ConcreteFunction`` called with a Tensor its spec does not accept.  TF runs its graph
+    anyway: a wrong dtype is an ``InvalidArgumentError``, and so is a wrong shape that an op of
+    the graph cannot take; a compiled XLA program takes only the shapes it was traced for, so
+    tapejax refuses every mismatch up front, with TF's class and tapejax's first one,
+    ``TypeError``."""
+
+    def __init__(self, message: str):
+        super().__init__(None, None, message)
+
+
 def compiled_numerics_error(e: BaseException, program: str, op: "str | None" = None) -> NumericsError:
     """TF's error for a NaN or Inf that JAX's checker (``jax_debug_nans`` / ``jax_debug_infs``)
     found in a compiled ``program`` (a ``tapejax.function`` step, a gradient): JAX names the

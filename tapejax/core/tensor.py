@@ -28,13 +28,24 @@ from .transfer import to_device
 _Array = jax.Array
 
 
+def _known(d) -> bool:
+    """Whether a dimension is a number (not a symbolic size of a polymorphic trace)."""
+    return isinstance(d, (int, np.integer))
+
+
 class TensorShape(tuple):
-    """A fully known shape; a tuple of ints with TF's ``TensorShape`` methods."""
+    """A shape; a tuple of ints with TF's ``TensorShape`` methods.
+
+    Inside a trace with symbolic sizes (``compile/polymorphism.py``: an ``input_signature`` with
+    ``None``, ``reduce_retracing``) a dimension can be a JAX symbolic size; indexing gives it
+    (so ``tf.reshape(x, [x.shape[0], -1])`` traces), while ``as_list``, ``repr``,
+    ``is_fully_defined`` and ``num_elements`` show it as TF's unknown size, ``None``.
+    """
 
     __slots__ = ()
 
-    def as_list(self):
-        return list(self)
+    def as_list(self) -> list:
+        return [d if _known(d) else None for d in self]
 
     @property
     def rank(self):
@@ -51,11 +62,13 @@ class TensorShape(tuple):
     def num_elements(self):
         n = 1
         for d in self:
+            if not _known(d):
+                return None
             n *= d
         return n
 
     def is_fully_defined(self):
-        return True
+        return all(_known(d) for d in self)
 
     def is_compatible_with(self, other):
         other = tuple(other)
@@ -77,10 +90,10 @@ class TensorShape(tuple):
         return TensorShape(r) if isinstance(key, slice) else r
 
     def __repr__(self):
-        return f"TensorShape({list(self)})"
+        return f"TensorShape({self.as_list()})"
 
     def __str__(self):
-        return tuple.__repr__(self)
+        return tuple.__repr__(tuple(self.as_list()))
 
 
 class Tensor:

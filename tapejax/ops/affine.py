@@ -17,9 +17,11 @@ A symbol may know its range: a ``for`` over ``tf.range`` with static bounds give
 ``[start, last]``, a ``%`` by ``c`` gives ``[0, c - 1]``; a form's range follows.  A slice whose
 range is proven inside the sliced dimension needs no run-time check.
 
-Every other op on an ``AffineTensor`` (``tf.add``, comparisons, casts ...) gives a plain Tensor,
-as does flattening it (a loop's state, a function's result): the form exists only while the
-trace that made it runs.
+Any other traced integer scalar (a Variable's value, an ``argmax``, a cast) gets a symbol of its
+own when one of these operators is applied to it (``lifted``, installed on ``Tensor`` by
+``ops.math``), so ``start + 3 - start`` is 3 for it too.  Every other op on an ``AffineTensor``
+(``tf.add``, comparisons, casts ...) gives a plain Tensor, as does flattening it (a loop's state,
+a function's result): the form exists only while the trace that made it runs.
 """
 from typing import Any, Dict, Optional, Tuple
 
@@ -229,7 +231,24 @@ def index(x: Any, lo: Optional[int] = None, hi: Optional[int] = None) -> Any:
     return _wrap(t, Form({Sym(leaf=v, lo=lo, hi=hi): 1}, 0))
 
 
+def lifted(name: str, fn: Any) -> Any:
+    """The Tensor operator ``name`` (``fn``: the op) that gives a traced integer scalar a linear
+    form first: ``start = ptr.read_value(); x[start:start + 3]`` (any traced integer, not only a
+    loop index) then knows its size, 3, while tracing."""
+    def op(a: Any, *rest: Any) -> Any:
+        if type(a) is Tensor and isinstance(a._value, _Tracer) and _int_dtype(a._value):
+            return getattr(index(a), name)(*rest)
+        return fn(a, *rest)
+    op.__name__ = name
+    return op
+
+
+#: the operators an ``AffineTensor`` keeps a form through
+FORM_OPERATORS = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__neg__", "__pos__",
+                  "__floordiv__", "__mod__")
+
+
 # a pytree as a Tensor (unflattened, it is a plain Tensor: the form lives only in its trace)
 jax.tree_util.register_pytree_node(AffineTensor, _flatten, _unflatten)
 
-__all__ = ["AffineTensor", "Form", "Sym", "form_of", "index", "static_int"]
+__all__ = ["AffineTensor", "FORM_OPERATORS", "Form", "Sym", "form_of", "index", "lifted", "static_int"]

@@ -13,7 +13,7 @@ from ..core.errors import InvalidArgumentError
 from ..core.indexed_slices import IndexedSlices
 from ..core.tensor import Pending, Tensor, register_operators
 from ..core.variable import Variable
-from . import _grads as G
+from . import _grads as G, affine as _affine
 from ._registry import (
     BINARY_DISPATCH,
     OP_DISPATCH,
@@ -445,7 +445,8 @@ _OPERATORS = {
     "__eq__": _eq, "__ne__": _ne,
 }   # (``&``, ``|``, ``^``, ``~``: ``ops.bitwise``, logical on bool tensors, bitwise on integers)
 
-register_operators(Tensor, _OPERATORS)
+register_operators(Tensor, {k: _affine.lifted(k, f) if k in _affine.FORM_OPERATORS else f
+                            for k, f in _OPERATORS.items()})
 register_operators(Variable, _OPERATORS)
 
 __all__ = [
