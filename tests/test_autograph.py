@@ -107,6 +107,35 @@ def test_range_with_negative_and_traced_delta():
         assert f(tf.constant(a), tf.constant(b), tf.constant(d)).numpy() == sum(range(a, b, d))
 
 
+@pytest.mark.parametrize("use", ["stack", "times", "slice"])
+def test_a_traced_range_used_as_a_tensor_says_why_it_cannot_compile(use):
+    """``tf.range(n)`` with a traced ``n`` has a data-dependent length: only a converted ``for`` can
+    iterate it; as a tensor (an op's operand, an operator, a slice) it raises ``TracedSizeError`` (a
+    ValueError) naming the ``for`` loop and static sizes, not JAX's abstractification error."""
+    @tf.function
+    def f(n):
+        r = tf.range(n)
+        if use == "stack":
+            return tf.stack([r, r])
+        if use == "times":
+            return r * 2
+        return r[:-1]
+
+    with pytest.raises(ValueError, match="data-dependent length.*`for` loop") as e:
+        f(tf.constant(3))
+    assert type(e.value).__name__ == "TracedSizeError"
+
+
+def test_a_traced_range_in_unconverted_code_says_why_it_cannot_compile():
+    @tf.function(autograph=False)
+    def f(n):
+        return tf.range(n) * 2
+
+    with pytest.raises(ValueError, match="tf.range with `limit` known only when the compiled step runs"):
+        f(tf.constant(3))
+    assert f.python_function(tf.constant(3)).numpy().tolist() == [0, 2, 4]   # (eager: a plain range)
+
+
 def test_error_names_the_user_line_and_keeps_tf_text():
     @tf.function
     def f(x):

@@ -46,9 +46,11 @@ from malt.operators.control_flow import for_loop_registry as _for_loop_registry
 from malt.operators.variables import Undefined, UndefinedReturnValue
 
 from ..core import state as _state
+from ..core.conversion import register_tensor_conversion_function
 from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
 from ..ops import affine as _affine, array as _array, indexing as _indexing, math as _math
+from ..ops.indexing_traced import TracedSizeError
 from . import control_flow as _cf
 from .autograph_checks import (
     is_tensor,
@@ -190,12 +192,33 @@ class StagedRange:
         self.start, self.limit, self.delta = start, limit, delta
 
     def __jax_array__(self):
-        raise ValueError("tf.range with a traced bound has a data-dependent length, which XLA cannot "
-                         "compile as a tensor; iterate it with a `for` loop inside the converted function, "
-                         "or give the bounds as Python ints (or concrete tensors).")
+        raise TracedSizeError(_RANGE_AS_TENSOR)
 
     def __repr__(self):
         return f"StagedRange({self.start!r}, {self.limit!r}, {self.delta!r})"
+
+
+_RANGE_AS_TENSOR = ("tf.range with a traced bound has a data-dependent length, which XLA cannot compile as a "
+                    "tensor; iterate it with a `for` loop inside the converted function, or give the bounds "
+                    "as Python ints or static sizes (`x.shape[0]` rather than `tf.shape(x)[0]`).")
+
+
+def _range_as_tensor(value, dtype=None, name=None, as_ref=False):
+    raise TracedSizeError(_RANGE_AS_TENSOR)
+
+
+def _range_operator(self, *args):
+    raise TracedSizeError(_RANGE_AS_TENSOR)
+
+
+# an op or an operator given the range (``tf.stack([r, r])``, ``r * 2``, ``r[:-1]``) says why it
+# cannot be a tensor
+register_tensor_conversion_function(StagedRange, _range_as_tensor)
+for _name in ("__getitem__", "__len__", "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
+              "__truediv__", "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__", "__neg__",
+              "__lt__", "__le__", "__gt__", "__ge__", "__array__"):
+    setattr(StagedRange, _name, _range_operator)
+del _name
 
 
 def _ranges() -> Optional[dict]:

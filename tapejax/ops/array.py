@@ -10,6 +10,7 @@ import collections
 import math
 
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 from jax.extend import core as jex
@@ -35,7 +36,7 @@ from ._registry import (
     static_shape,
     tf_types,
 )
-from .indexing_traced import is_traced
+from .indexing_traced import TracedSizeError, is_traced
 
 _pyrange = builtins.range
 _pyslice = builtins.slice
@@ -533,6 +534,13 @@ def range(start, limit=None, delta=1, dtype=None, name="range"):  # noqa: A001  
     """``tf.range``: int32 for ints, float32 when any bound is a float (or ``dtype``)."""
     if limit is None:
         start, limit = 0, start
+    for arg, v in zip(("start", "limit", "delta"), (start, limit, delta)):
+        if isinstance(getattr(v, "_value", v), jax.core.Tracer):
+            raise TracedSizeError(
+                f"tf.range with `{arg}` known only when the compiled step runs has a data-dependent length, "
+                "which XLA cannot compile as a tensor: iterate it with a `for` loop that AutoGraph converts "
+                "(`for i in tf.range(n)` in a tapejax.function whose source Python can read, autograph=True), "
+                "or give the bounds as Python ints or static sizes (`x.shape[0]` rather than `tf.shape(x)[0]`)")
     vals = [np.asarray(getattr(v, "_value", v)) for v in (start, limit, delta)]
     if dtype is None:
         kinds = [v.dtype.kind for v in vals]

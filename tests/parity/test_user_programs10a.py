@@ -600,8 +600,8 @@ def test_deepdream_tiled_gradients_guarding_empty_offsets_by_a_tensor_condition(
 
 
 @xfail_on_tapejax("tf.range(0, img_size[1], tile_size)[:-1] with img_size a traced signature argument: "
-                  "TypeError 'StagedRange' object is not subscriptable (a range of data-dependent length "
-                  "inside a compiled function; XLA has static shapes)")
+                  "TracedSizeError (a ValueError): a range of data-dependent length "
+                  "inside a compiled function; XLA has static shapes")
 @parity(**KTOL)
 def test_deepdream_tiled_gradients_with_the_image_size_as_a_signature_argument(tf):
     """The tutorial's exact ``TiledGradients`` signature: ``img_size`` a ``TensorSpec([2], int32)``
