@@ -280,12 +280,13 @@ def test_a_keras_models_step_takes_the_steady_call_with_the_general_calls_result
             losses = [float(step(x, y).numpy()) for _ in range(5)]
         entry = _entry(step)
         assert entry.fast is not slow and (entry.guards != ()) is not slow
+        # (the step's programs: the first model's build may compile JAX's own small ones, cached after)
         results.append((losses, [w.numpy() for w in model.weights], [w.owns_buffer() for w in model.weights],
-                        [n for n in names if n not in TRANSFERS], step.experimental_get_tracing_count()))
+                        names.count("jit(prog)"), step.experimental_get_tracing_count()))
     fast, slow = results
     assert fast[0] == slow[0] and fast[2:] == slow[2:]
     np.testing.assert_equal(fast[1], slow[1])
-    assert all(fast[2]) and fast[3] == ["jit(prog)"]   # (one program; traced as often either way)
+    assert all(fast[2]) and fast[3] == 1   # (one program; traced as often either way)
 
 
 def test_inside_a_keras_stateless_scope_the_steady_call_declines():

@@ -14,6 +14,7 @@ moving-average baseline Variable, an RL run checkpointed and resumed). Randomnes
 ``RandomState`` draws fed in, so TF determines every compared value.
 """
 import os
+import re
 import tempfile
 
 import numpy as np
@@ -475,7 +476,10 @@ def test_ema_with_num_updates_swapped_in_for_evaluation_between_compiled_steps(t
         loss = train_step(x, y)
         if i % 2 == 1:
             log.append((float(loss), float(eval_with_averages(xv, yv)), float(tf.reduce_mean(tf.square(net(xv) - yv)))))
-    return log, _vals(params), [ema.average(v).numpy() for v in params], ema.average_name(net.w), int(step)
+    # (TF makes the shadow's name unique in the process: '..._1' after another EMA of a 'w'; the
+    # name without that suffix is what a program can rely on)
+    name = re.sub(r"_\d+$", "", ema.average_name(net.w))
+    return log, _vals(params), [ema.average(v).numpy() for v in params], name, int(step)
 
 
 @parity(modes=True, **TOL)
