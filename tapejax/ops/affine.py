@@ -27,11 +27,13 @@ from typing import Any, Dict, Optional, Tuple
 
 import jax
 import jax.core
+import jax.numpy as jnp
 import numpy as np
 
 from ..core.tensor import StaticTensor, Tensor, _flatten, _unflatten
 
 _Tracer = jax.core.Tracer
+_Array = type(jnp.zeros(()))   # the concrete array type
 _Concrete = type(jax.numpy.zeros(()))
 
 
@@ -235,13 +237,28 @@ def lifted(name: str, fn: Any) -> Any:
     """The Tensor operator ``name`` (``fn``: the op) that gives a traced integer scalar a linear
     form first: ``start = ptr.read_value(); x[start:start + 3]`` (any traced integer, not only a
     loop index) then knows its size, 3, while tracing."""
-    def op(a: Any, *rest: Any) -> Any:
-        if type(a) is Tensor and isinstance(a._value, _Tracer) and _int_dtype(a._value):
-            return getattr(index(a), name)(*rest)
-        return fn(a, *rest)
+    # (every Tensor operator runs this: a concrete array is ruled out by one type compare, before
+    # the slower isinstance against JAX's Tracer)
+    def unary(a: Any) -> Any:
+        if type(a) is Tensor:
+            v = a._value
+            if type(v) is not _Array and isinstance(v, _Tracer) and _int_dtype(v):
+                return getattr(index(a), name)()
+        return fn(a)
+
+    def binary(a: Any, b: Any) -> Any:
+        if type(a) is Tensor:
+            v = a._value
+            if type(v) is not _Array and isinstance(v, _Tracer) and _int_dtype(v):
+                return getattr(index(a), name)(b)
+        return fn(a, b)
+
+    op = unary if name in _UNARY else binary
     op.__name__ = name
     return op
 
+
+_UNARY = ("__neg__", "__pos__")
 
 #: the operators an ``AffineTensor`` keeps a form through
 FORM_OPERATORS = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__neg__", "__pos__",
