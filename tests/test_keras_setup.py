@@ -128,3 +128,54 @@ def test_compile_takes_a_tapejax_optimizer_and_then_a_keras_one():
     assert model.compiled and model.optimizer is opt
     model.compile(optimizer="adam", loss="mse")
     assert model.compiled and type(model.optimizer).__module__.startswith("keras.")
+
+
+def test_a_users_own_import_keras_after_tapejax_puts_keras_on_the_tape_at_once():
+    """TF 2.16+'s idiom ``import tensorflow as tf; import keras``: with tapejax, Keras's own
+    variables are tapejax Variables from the first model on, before any access to tf.keras."""
+    out = run("""
+        import numpy as np
+        import tapejax as tf
+        import keras
+        model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+        print(type(model.layers[0].kernel).__name__, isinstance(model.layers[0].kernel, tf.Variable))
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(model(np.ones((2, 3), np.float32)))
+        g = tape.gradient(loss, model.trainable_variables)
+        print([list(a.shape) for a in g] == [[3, 2], [2]], float(g[1][0]))
+        import sys
+        from tapejax.keras import _setup
+        print(_setup._FINDER in sys.meta_path)
+    """)
+    assert out.split() == ["KerasVariable", "True", "True", "2.0", "False"]
+
+
+def test_import_keras_on_another_backend_after_tapejax_imports_and_loads_nothing():
+    out = run("""
+        import tapejax, keras
+        print(keras.backend.backend(), type(keras.Variable([1.0])).__name__)
+        try:
+            tapejax.keras.layers
+        except ImportError as e:
+            print("ImportError", "'numpy' backend" in str(e))
+    """, KERAS_BACKEND="numpy")
+    assert out.split() == ["numpy", "Variable", "ImportError", "True"]
+
+
+def test_a_gradient_for_a_keras_variable_made_before_the_integration_names_the_cause():
+    out = run("""
+        import os
+        os.environ["KERAS_BACKEND"] = "jax"
+        import keras
+        v = keras.Variable([1.0, 2.0])
+        import tapejax as tf
+        x = tf.constant(1.0)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = x * 2
+        try:
+            tape.gradient(y, v)
+        except TypeError as e:
+            print("TypeError", "before tapejax's Keras integration was loaded" in str(e))
+    """)
+    assert out.split() == ["TypeError", "True"]

@@ -130,8 +130,12 @@ def _check_leaves(flat, what):
     for i, x in enumerate(flat):
         if type(x) not in _LEAF_TYPES and not isinstance(x, Tensor) and not hasattr(x, "_read"):
             where = f"`{what}`" if len(flat) == 1 else f"`{what}` (flattened element {i})"
+            hint = ""
+            if type(x).__module__.startswith("keras.") and hasattr(x, "path"):   # (one tapejax does not track)
+                hint = (". It is a Keras variable made before tapejax's Keras integration was loaded: "
+                        "import keras after tapejax, or access tapejax.keras first, then build the model")
             raise NotATensorError(f"Argument {where} must be a Tensor or Variable (or a nested "
-                                  f"structure of them); got {x!r} of type {type(x).__name__}")
+                                  f"structure of them); got {x!r} of type {type(x).__name__}{hint}")
     return flat
 
 

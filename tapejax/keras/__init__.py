@@ -20,12 +20,15 @@ import os
 from typing import Any
 
 from .. import optimizers
+from . import _setup
 
 # tapejax selects Keras's JAX backend before anything imports Keras (``import tapejax`` then
 # ``import keras`` gives Keras on JAX); an explicit KERAS_BACKEND is left alone (``_setup.load``
 # then refuses another backend with a clear ImportError).
 if not os.environ.get("KERAS_BACKEND") and "keras" not in __import__("sys").modules:
     os.environ["KERAS_BACKEND"] = "jax"
+# (a user's ``import keras`` then installs the integration at once: ``_setup.watch_import``)
+_setup.watch_import()
 
 #: Keras modules whose functions are put on the tape (``namespace.KerasNamespace``).
 _WRAPPED = ("losses", "activations", "ops", "metrics", "utils")

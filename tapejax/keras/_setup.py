@@ -16,19 +16,28 @@ Variables (``variables``), one tape op per top-level call (``calls``),
 metric results as Tensors and TF-style ``train_step`` under ``fit``
 (``trainer``), Keras models in ``tapejax.train.Checkpoint`` and seeds from
 ``tf.random.set_seed`` (``hooks``).
+
+A user's own ``import keras`` after ``import tapejax`` (TF 2.16+'s idiom, beside
+``import tensorflow as tf``) runs ``load()`` too, as soon as Keras's module has run:
+``watch_import`` puts a finder on ``sys.meta_path`` that wraps Keras's loader
+(``_ThenLoad``), so every Keras variable is a tapejax Variable from the first.  It
+loads only Keras on the JAX backend; with another backend it does nothing (the
+first access to ``tapejax.keras`` then raises the ImportError above).
 """
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.machinery
 import importlib.metadata
 import importlib.util
 import os
 import sys
 import threading
 from types import ModuleType
-from typing import Optional
+from typing import Any, Optional, Sequence
 
-__all__ = ["EXTRA_HINT", "load"]
+__all__ = ["EXTRA_HINT", "load", "watch_import"]
 
 EXTRA_HINT = "pip install 'tapejax[keras]'"
 _MIN_VERSION = (3, 15)   # (the Keras internals used here are those of 3.15: CallSpec, StatelessScope)
@@ -69,6 +78,7 @@ def load() -> ModuleType:
     with _LOCK:
         if _KERAS is not None:
             return _KERAS
+        _unwatch()   # (its own import of Keras below needs no hook)
         keras = sys.modules.get("keras")
         if keras is None:
             if importlib.util.find_spec("keras") is None:
@@ -100,3 +110,57 @@ def load() -> ModuleType:
         optimizer_state.install()
         _KERAS = keras
         return keras
+
+
+class _ThenLoad(importlib.abc.Loader):
+    """Keras's own loader, then ``load()`` once Keras's module has run (on the JAX backend)."""
+
+    def __init__(self, loader: Any):
+        self._loader = loader
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._loader.exec_module(module)
+        backend = getattr(getattr(module, "backend", None), "backend", None)
+        if callable(backend) and backend() == "jax":
+            try:
+                load()
+            except ImportError:   # (an old Keras, NNX variables: the first access to tapejax.keras says so)
+                pass
+
+    def __getattr__(self, name: str) -> Any:   # (resources, ``is_package`` ...: Keras's loader's)
+        return getattr(self._loader, name)
+
+
+class _KerasFinder(importlib.abc.MetaPathFinder):
+    """Finds nothing itself: hands the top-level ``keras`` module's spec on with ``_ThenLoad``."""
+
+    def find_spec(self, fullname: str, path: Optional[Sequence[str]], target: Optional[ModuleType] = None
+                  ) -> Optional[importlib.machinery.ModuleSpec]:
+        if fullname != "keras":
+            return None
+        _unwatch()
+        spec = importlib.util.find_spec("keras")   # (the other finders')
+        if spec is None or spec.loader is None:
+            return spec
+        spec.loader = _ThenLoad(spec.loader)
+        return spec
+
+
+_FINDER = _KerasFinder()
+
+
+def watch_import() -> None:
+    """Load tapejax's Keras integration when the user imports Keras (``import tapejax`` calls
+    this while Keras is not imported yet)."""
+    if "keras" not in sys.modules and _FINDER not in sys.meta_path:
+        sys.meta_path.insert(0, _FINDER)
+
+
+def _unwatch() -> None:
+    try:
+        sys.meta_path.remove(_FINDER)
+    except ValueError:
+        pass
