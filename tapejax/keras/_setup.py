@@ -15,7 +15,8 @@ Keras and installs the integration: Keras variables that are tapejax
 Variables (``variables``), one tape op per top-level call (``calls``),
 metric results as Tensors and TF-style ``train_step`` under ``fit``
 (``trainer``), Keras models in ``tapejax.train.Checkpoint`` and seeds from
-``tf.random.set_seed`` (``hooks``).
+``tf.random.set_seed`` (``hooks``), Keras's own ``keras.ops``, ``activations``,
+``losses`` and ``metrics`` functions on the tape (``namespace.install_public``).
 
 A user's own ``import keras`` after ``import tapejax`` (TF 2.16+'s idiom, beside
 ``import tensorflow as tf``) runs ``load()`` too, as soon as Keras's module has run:
@@ -101,13 +102,14 @@ def load() -> ModuleType:
             os.environ["KERAS_BACKEND"] = "jax"
             keras = importlib.import_module("keras")
         _check_loaded(keras)
-        from . import calls, data_adapter, hooks, optimizer_state, trainer, variables
+        from . import calls, data_adapter, hooks, namespace, optimizer_state, trainer, variables
         variables.install()
         calls.install()
         trainer.install()
         hooks.install()
         data_adapter.install()
         optimizer_state.install()
+        namespace.install_public(keras)
         _KERAS = keras
         return keras
 

@@ -14,6 +14,10 @@ Tensors (the source is then unconnected: None, as in TF), and
 does; ``to_categorical`` takes TF's ``dtype`` (float32).  A name Keras 3 keeps only
 in its tf.keras API (``keras._tf_keras.keras``, TF 2.21's own ``tf.keras``) is
 found there: ``tf.keras.losses.mae`` / ``mse`` / ``MAE`` / ``kld``, ``tf.keras.metrics.mae``.
+
+``install_public`` does the same to Keras's own public modules, in place, for programs that
+``import keras`` (TF 2.16+'s idiom): ``keras.ops.mean(x)`` in a tape is then one op as
+``tf.keras.ops.mean(x)`` is; the tf.keras-only names and dtypes above stay ``tapejax.keras``'s.
 """
 from __future__ import annotations
 
@@ -31,7 +35,7 @@ from keras.src.backend.common.keras_tensor import KerasTensor
 from ..core.tensor import Tensor
 from . import calls as _calls, keys as _keys, variables as _kvars
 
-__all__ = ["KerasNamespace", "on_tape"]
+__all__ = ["PUBLIC", "KerasNamespace", "install_public", "on_tape"]
 
 #: ``keras.ops`` functions that answer with Python values (shapes, dtypes, flags) or run user
 #: callables in control flow: called as they are.
@@ -71,21 +75,29 @@ def _host_only(args, kwargs) -> bool:
 
 
 def _stop_gradient(keras_fn):
+    if getattr(keras_fn, "_tapejax_on_tape", False):
+        return keras_fn
+
     @functools.wraps(keras_fn)
     def stop_gradient(variable):
         if _kvars.in_keras_scope() or not _keys.has_tensor((variable,), {}):
             return keras_fn(variable)
         from ..autodiff.custom import stop_gradient as tj_stop_gradient
         return tj_stop_gradient(variable)
+    setattr(stop_gradient, "_tapejax_on_tape", True)
     return stop_gradient
 
 
 def _set_random_seed(keras_fn):
+    if getattr(keras_fn, "_tapejax_on_tape", False):
+        return keras_fn
+
     @functools.wraps(keras_fn)
     def set_random_seed(seed):
         keras_fn(seed)   # Python, NumPy and Keras's seeds (its own error for a bad seed)
         from ..ops.random import set_seed
         set_seed(seed)   # and tapejax's, as TF's tf.keras.utils.set_random_seed sets TF's
+    setattr(set_random_seed, "_tapejax_on_tape", True)
     return set_random_seed
 
 
@@ -198,7 +210,7 @@ class KerasNamespace(ModuleType):
         else:
             value = _tf_keras_name(self._keras_module, attr)
         special = _SPECIAL.get((self._kind, attr))
-        if special is not None:
+        if special is not None and not getattr(value, "_tapejax_on_tape", False):
             value = special(value)
         elif isinstance(value, ModuleType) and value.__name__.startswith("keras."):
             value = KerasNamespace(f"{self.__name__}.{attr}", value, self._kind, self._wrap)
@@ -213,3 +225,33 @@ class KerasNamespace(ModuleType):
 
     def __repr__(self):
         return f"<tapejax.keras namespace {self.__name__} over {self._keras_module.__name__}>"
+
+
+#: Keras 3's own public modules whose functions ``install_public`` puts on the tape in place.
+PUBLIC = ("ops", "activations", "losses", "metrics")
+
+
+def install_public(keras: ModuleType) -> None:
+    """Keras's own public modules on the tape, in place, as ``tapejax.keras``'s are: a TF 2.16+
+    program (``import keras``) that writes ``keras.ops.mean(keras.ops.square(x))`` or
+    ``keras.losses.mean_squared_error(y, p)`` in a tape is differentiated, as under TF's Keras 3
+    (raw Keras on JAX would give a JAX array no tape records).  With JAX arrays, or inside a
+    Keras layer's call, each function is Keras's own (``on_tape``); ``keras.utils.set_random_seed``
+    also seeds tapejax.  Keras's internals use ``keras.src``'s modules and are untouched.
+    Idempotent."""
+    for kind in PUBLIC:
+        _in_place(getattr(keras, kind), kind)
+    keras.utils.set_random_seed = _set_random_seed(keras.utils.set_random_seed)
+
+
+def _in_place(module: ModuleType, kind: str) -> None:
+    for attr, value in list(vars(module).items()):
+        if attr.startswith("_"):
+            continue
+        if isinstance(value, ModuleType):
+            if value.__name__.startswith(module.__name__ + "."):   # (``keras.ops.nn`` ...)
+                _in_place(value, kind)
+        elif kind == "ops" and attr == "stop_gradient":
+            setattr(module, attr, _stop_gradient(value))
+        elif inspect.isfunction(value) and not (kind == "ops" and attr in _PLAIN):
+            setattr(module, attr, on_tape(value))

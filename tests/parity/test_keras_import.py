@@ -56,8 +56,23 @@ PROGRAM = textwrap.dedent("""
         losses.append(float(loss))
     for i in range(3):
         losses.append(float(step(x[8:], y[8:])))
+
+    # Keras 3's own functions on tensors in a tape (keras.ops, its submodules, activations, losses, metrics)
+    xs = tf.constant(rs.randn(5).astype(np.float32))
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(xs)
+        outs = [keras.ops.sum(keras.ops.square(xs)), keras.ops.mean(keras.activations.relu(xs) * 2.0),
+                keras.losses.mean_squared_error(xs, keras.ops.zeros_like(xs)), keras.ops.logsumexp(xs),
+                keras.ops.sum(keras.ops.stop_gradient(xs) * xs), keras.ops.sum(keras.ops.nn.softmax(xs) * xs),
+                keras.metrics.mean_absolute_error(xs, keras.ops.ones_like(xs)),
+                keras.ops.sum(keras.ops.numpy.tanh(xs))]
+    grads = [tape.gradient(o, xs) for o in outs]
+    host = keras.ops.sum(np.ones(3, np.float32))   # NumPy in: a tensor out
     print(json.dumps({"losses": losses, "mae": float(metric.result()), "iterations": int(opt.iterations.numpy()),
-                      "weights": [np.asarray(w).tolist() for w in model.get_weights()]}))
+                      "weights": [np.asarray(w).tolist() for w in model.get_weights()],
+                      "outs": [float(o) for o in outs],
+                      "grads": [None if g is None else np.asarray(g).tolist() for g in grads],
+                      "host": [tf.is_tensor(host), float(host)]}))
 """)
 
 
@@ -76,7 +91,9 @@ def _run(which, backend):
 
 def test_a_keras3_training_loop_under_import_keras_gives_tf_keras3s_numbers():
     """Eager tape steps then ``tf.function`` steps of a Sequential model with Keras 3's Adam, loss
-    and metric: the losses, the metric, the step count and the weights are TF's."""
+    and metric: the losses, the metric, the step count and the weights are TF's; so are the values
+    and gradients (None included) of Keras 3's own ``keras.ops`` / activation / loss / metric
+    functions in a tape, and ``keras.ops`` on NumPy giving a tensor."""
     got = _run("tapejax", None)
     assert got["iterations"] == 7
     if importlib.util.find_spec("tensorflow") is None:
@@ -87,3 +104,8 @@ def test_a_keras3_training_loop_under_import_keras_gives_tf_keras3s_numbers():
     np.testing.assert_allclose(got["mae"], want["mae"], rtol=2e-5)
     for a, b in zip(got["weights"], want["weights"]):
         np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
+    np.testing.assert_allclose(got["outs"], want["outs"], rtol=2e-5, atol=2e-6)
+    assert [g is None for g in got["grads"]] == [g is None for g in want["grads"]]
+    for a, b in zip(got["grads"], want["grads"]):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
+    assert got["host"] == want["host"]
