@@ -191,3 +191,24 @@ def test_freezing_a_layer_hides_its_variables_from_keras_but_a_tape_still_watche
     layer.trainable = True
     assert layer.kernel.trainable and len(layer.trainable_variables) == 2
     assert copy.deepcopy(bn.gamma).trainable is False
+
+
+def test_keras_scopes_are_still_seen_after_clear_session():
+    """``clear_session`` gives Keras a new thread-local scope tracker: tapejax must read the current
+    one (it kept the first, so after ``tf.keras.backend.clear_session()`` no Keras scope was seen and
+    ``fit`` and tape steps failed with "No gradients provided")."""
+    from tapejax.keras.variables import in_keras_scope
+    from keras.src.backend.common.stateless_scope import StatelessScope
+    tf.keras.backend.clear_session()
+    with StatelessScope():
+        assert in_keras_scope()
+    assert not in_keras_scope()
+    model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(1, kernel_initializer="ones")])
+    x, y = np.ones((4, 3), np.float32), np.zeros((4, 1), np.float32)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.square(model(x) - y))
+    g = tape.gradient(loss, model.trainable_variables)
+    np.testing.assert_allclose(g[0].numpy(), np.full((3, 1), 6.0), rtol=1e-6)   # d mean((3 + b)^2) / dw
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.01), loss="mse")
+    hist = model.fit(x, y, epochs=2, verbose=0)
+    assert hist.history["loss"][1] < hist.history["loss"][0]

@@ -56,7 +56,6 @@ from ..core.variable import Variable
 
 __all__ = ["KerasVariable", "check_variable", "in_keras_scope", "install"]
 
-_GLOBAL = _global_state.GLOBAL_STATE_TRACKER   # Keras's thread-local scopes
 _STORAGE: Any = Variable.__dict__["_value"]   # tapejax's value property (over the ``_val`` slot)
 _META: Any = Variable.__dict__["_meta"]
 
@@ -64,8 +63,9 @@ _META: Any = Variable.__dict__["_meta"]
 def in_keras_scope() -> bool:
     """True inside a Keras ``StatelessScope`` or ``SymbolicScope`` (a stateless call, ``fit``'s
     traced step, functional-model construction): Keras code runs as Keras defines it there."""
-    return (getattr(_GLOBAL, "stateless_scope", None) is not None
-            or getattr(_GLOBAL, "symbolic_scope", None) is not None)
+    scopes = _global_state.GLOBAL_STATE_TRACKER   # (Keras's thread-local scopes: ``clear_session`` makes a new one)
+    return (getattr(scopes, "stateless_scope", None) is not None
+            or getattr(scopes, "symbolic_scope", None) is not None)
 
 
 def _keras_op(name):
@@ -132,7 +132,7 @@ class KerasVariable(_BackendVariable, Variable):
     def value(self):   # pyright: ignore[reportIncompatibleMethodOverride]  (Keras's property)
         """Keras's value: the ``StatelessScope``'s inside one, a placeholder for a variable not
         initialized yet (a symbolic build), autocast applied."""
-        scope = getattr(_GLOBAL, "stateless_scope", None)
+        scope = getattr(_global_state.GLOBAL_STATE_TRACKER, "stateless_scope", None)
         if scope is not None:
             v = scope.state_mapping.get(id(self))
             if v is not None:
@@ -211,7 +211,7 @@ class KerasVariable(_BackendVariable, Variable):
     def assign(self, value, use_locking=None, name=None, read_value=True):   # pyright: ignore[reportIncompatibleMethodOverride]
         """Keras's ``assign`` (a scope update inside a ``StatelessScope``); outside one, the value is
         cast to the variable's dtype (as Keras does) and assigned as tapejax assigns."""
-        if getattr(_GLOBAL, "stateless_scope", None) is not None:
+        if getattr(_global_state.GLOBAL_STATE_TRACKER, "stateless_scope", None) is not None:
             return _KerasBase.assign(self, value)
         if self._val is None:   # purged by Keras's fit (``_purge_model_variables``): put back
             _KerasBase.assign(self, value)
@@ -229,7 +229,7 @@ class KerasVariable(_BackendVariable, Variable):
         return self if read_value else None
 
     def _update(self, delta, keras_update, tj_update):
-        if getattr(_GLOBAL, "stateless_scope", None) is not None:
+        if getattr(_global_state.GLOBAL_STATE_TRACKER, "stateless_scope", None) is not None:
             return keras_update(self, delta)   # ``self.assign(self + delta)``: a scope update
         if not ((type(delta) is Tensor or type(delta) is Pending)
                 and np.dtype(delta._meta.dtype) == self._storage_dtype()
