@@ -175,3 +175,11 @@ def test_unregistered_types_pay_one_lookup():
 
 def test_warning_logger_is_tapejax():
     assert _slices._log is logging.getLogger("tapejax")
+
+
+def test_jax_conversion_is_the_dense_tensor_with_repeated_rows_summed():
+    """``jnp.asarray(g)`` (how Keras 3's optimizers on JAX take a tape's gradient) is the dense
+    tensor, as TF converts an IndexedSlices where a dense tensor is needed."""
+    g = tf.IndexedSlices(tf.constant([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]), tf.constant([2, 0, 2]),
+                         tf.constant([4, 2]))
+    np.testing.assert_array_equal(np.asarray(jnp.asarray(g)), [[3.0, 4.0], [0.0, 0.0], [6.0, 8.0], [0.0, 0.0]])

@@ -168,6 +168,12 @@ class IndexedSlices:
         assert isinstance(out, Tensor)   # (one result)
         return out
 
+    def __jax_array__(self) -> Any:
+        """The dense array, where JAX converts (``jnp.asarray(g)``: Keras 3's optimizers on the JAX
+        backend given a tape's gradient), as TF converts an IndexedSlices where an op needs a
+        dense tensor (Keras 3's optimizers on TF's backend)."""
+        return self._to_dense().__jax_array__()
+
 
 def _dtype_of(x: Any) -> Any:
     meta = getattr(x, "_meta", None)
