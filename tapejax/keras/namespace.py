@@ -9,7 +9,8 @@ other arguments (JAX arrays, inside a layer's call) it is Keras's own function,
 and with NumPy arrays too, its results given as Tensors as TF gives them.  Classes (``SparseCategoricalCrossentropy``, ``Mean``) are Keras's
 classes unchanged: their calls are hooked on the base classes (``calls``,
 ``hooks``).  ``keras.ops.stop_gradient`` is tapejax's ``stop_gradient`` on
-Tensors (the source is then unconnected: None, as in TF), and
+Tensors (the source is then unconnected: None, as in TF), its control flow (``cond``,
+``while_loop`` ...) tapejax's (``control``), and
 ``keras.utils.set_random_seed`` also sets ``tapejax.random.set_seed``, as TF's
 does; ``to_categorical`` takes TF's ``dtype`` (float32).  A name Keras 3 keeps only
 in its tf.keras API (``keras._tf_keras.keras``, TF 2.21's own ``tf.keras``) is
@@ -33,7 +34,7 @@ import numpy as np
 from keras.src.backend.common.keras_tensor import KerasTensor
 
 from ..core.tensor import Tensor
-from . import calls as _calls, keys as _keys, variables as _kvars
+from . import calls as _calls, control as _control, keys as _keys, variables as _kvars
 
 __all__ = ["PUBLIC", "KerasNamespace", "install_public", "on_tape"]
 
@@ -112,7 +113,8 @@ def _to_categorical(keras_fn):
 
 
 _SPECIAL = {("ops", "stop_gradient"): _stop_gradient, ("utils", "set_random_seed"): _set_random_seed,
-            ("utils", "to_categorical"): _to_categorical}
+            ("utils", "to_categorical"): _to_categorical,
+            **{("ops", name): functools.partial(_control.control, name) for name in _control.CONTROL}}
 
 
 def _legacy_reduction():
@@ -251,7 +253,7 @@ def _in_place(module: ModuleType, kind: str) -> None:
         if isinstance(value, ModuleType):
             if value.__name__.startswith(module.__name__ + "."):   # (``keras.ops.nn`` ...)
                 _in_place(value, kind)
-        elif kind == "ops" and attr == "stop_gradient":
-            setattr(module, attr, _stop_gradient(value))
+        elif (kind, attr) in _SPECIAL:   # (``ops.stop_gradient`` and the control flow)
+            setattr(module, attr, _SPECIAL[kind, attr](value))
         elif inspect.isfunction(value) and not (kind == "ops" and attr in _PLAIN):
             setattr(module, attr, on_tape(value))
