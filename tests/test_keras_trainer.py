@@ -212,3 +212,35 @@ def test_save_and_load_keep_a_tapejax_optimizers_config_and_state(tmp_path):
     assert int(fresh.optimizer.iterations.numpy()) == 6
     for a, b in zip(fresh.optimizer.variables, opt.variables):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_fit_runs_tf_style_steps_of_a_model_with_no_call():
+    """A GAN wrapper (no ``call``; ``train_step(self, data)`` drives two sub-models): TF's trainer
+    builds nothing before the step runs; Keras's JAX trainer raised "Unable to automatically build
+    the model" from its symbolic build."""
+
+    class Wrapper(K3.Model):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+            self.tracker = K3.metrics.Mean(name="loss")
+
+        @property
+        def metrics(self):
+            return [self.tracker]
+
+        def train_step(self, data):
+            x, y = data
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(self.inner(x) - y))
+            self.optimizer.apply(tape.gradient(loss, self.inner.trainable_weights), self.inner.trainable_weights)
+            self.tracker.update_state(loss)
+            return {"loss": self.tracker.result()}
+
+    inner = K3.Sequential([K3.Input((2,)), K3.layers.Dense(1, kernel_initializer="ones")])
+    model = Wrapper(inner)
+    model.compile(optimizer=K3.optimizers.SGD(0.1))
+    x, y = np.ones((4, 2), np.float32), np.zeros((4, 1), np.float32)
+    hist = model.fit(x, y, epochs=2, batch_size=4, verbose=0)
+    # loss (1 + 1 + 0 - 0)^2 = 4, gradient 2 * 2 = 4 for each weight and the bias: 0.6 + 0.6 - 0.4 -> 0.8^2
+    np.testing.assert_allclose(hist.history["loss"], [4.0, 0.64], rtol=1e-5)

@@ -347,10 +347,22 @@ def _get_state_sharding_spec(self):
 
 def _symbolic_build(self, *args, **kwargs):
     with _OptimizerHidden(self) as opt:
-        out = _ORIG["_symbolic_build"](self, *args, **kwargs)
+        try:
+            out = _ORIG["_symbolic_build"](self, *args, **kwargs)
+        except RuntimeError as e:
+            # A model with TF-style steps that cannot be built symbolically (a GAN wrapper with
+            # no ``call``): TF's trainer builds nothing before its step runs, so neither does this
+            if not (_tf_style_steps(self) and "Unable to automatically build the model" in str(e)):
+                raise
+            out = None
     if opt is not None:   # its slots now, as Keras builds its own optimizer here
         build_optimizer_slots(self, opt)
     return out
+
+
+def _tf_style_steps(model: Any) -> bool:
+    """Whether the model has TF-style steps of its own (which build what they use when they run)."""
+    return tf_style(model.train_step) or tf_style(model.test_step)
 
 
 def install() -> None:
