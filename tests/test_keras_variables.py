@@ -197,8 +197,9 @@ def test_keras_scopes_are_still_seen_after_clear_session():
     """``clear_session`` gives Keras a new thread-local scope tracker: tapejax must read the current
     one (it kept the first, so after ``tf.keras.backend.clear_session()`` no Keras scope was seen and
     ``fit`` and tape steps failed with "No gradients provided")."""
-    from tapejax.keras.variables import in_keras_scope
     from keras.src.backend.common.stateless_scope import StatelessScope
+
+    from tapejax.keras.variables import in_keras_scope
     tf.keras.backend.clear_session()
     with StatelessScope():
         assert in_keras_scope()

@@ -1,0 +1,112 @@
+"""TF 2.16+'s idiom, ``import tensorflow as tf`` beside ``import keras`` (Keras 3), against real TF
+with Keras 3 on its TF backend: the programs of ``keras3_programs.py``.
+
+The in-process parity cases cannot run these: there TF's ``tf.keras`` is tf_keras (Keras 2) and the
+process's one ``keras`` package is on JAX for tapejax (README.md).  So every program runs in two
+fresh processes, one per side (``KERAS_BACKEND=tensorflow`` and ``import tensorflow as tf``;
+``import tapejax as tf``, which puts Keras on JAX and on the tape when the program imports it), each
+side once per test run; the results are compared per program (None-ness exactly)."""
+import functools
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from . import keras3_programs
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROGRAMS = sorted(n for n in vars(keras3_programs) if n.startswith("program_"))
+
+RUNNER = textwrap.dedent("""
+    import importlib.util, json, sys
+    import numpy as np
+    if sys.argv[1] == "tf":
+        import tensorflow as tf
+    else:
+        import tapejax as tf
+    import keras
+
+    spec = importlib.util.spec_from_file_location("keras3_programs", sys.argv[2])
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+
+    def plain(x):
+        if x is None or isinstance(x, (bool, str)):
+            return x
+        if isinstance(x, (int, float)):
+            return float(x)
+        if isinstance(x, dict):
+            return {str(k): plain(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [plain(v) for v in x]
+        return {"array": np.asarray(x.numpy() if hasattr(x, "numpy") else x).tolist()}
+
+    out = {}
+    for name in sys.argv[3:]:
+        keras.utils.clear_session()
+        try:
+            out[name] = plain(getattr(mod, name)(tf, keras))
+        except Exception as e:
+            out[name] = {"raised": type(e).__name__, "message": str(e)[:500]}
+    print("RESULTS " + json.dumps(out))
+""")
+
+
+@functools.lru_cache(maxsize=None)
+def _results(side):
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), JAX_PLATFORMS="cpu",
+               CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="3", TF_ENABLE_ONEDNN_OPTS="0")
+    env.pop("TF_USE_LEGACY_KERAS", None)
+    env.pop("KERAS_BACKEND", None)
+    if side == "tf":
+        env["KERAS_BACKEND"] = "tensorflow"
+    p = subprocess.run([sys.executable, "-c", RUNNER, side, keras3_programs.__file__, *PROGRAMS],
+                       capture_output=True, text=True, timeout=900, env=env, cwd=ROOT)
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULTS ")]
+    assert p.returncode == 0 and lines, p.stdout[-3000:] + p.stderr[-3000:]
+    return json.loads(lines[-1][len("RESULTS "):])
+
+
+def _same(got, want, where="result"):
+    if isinstance(want, dict) and "array" in want and len(want) == 1:
+        assert isinstance(got, dict) and "array" in got, f"{where}: {got!r} where TF has an array"
+        g, w = np.asarray(got["array"]), np.asarray(want["array"])
+        assert g.shape == w.shape, f"{where}: shape {g.shape} where TF has {w.shape}"
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-6, err_msg=where)
+    elif isinstance(want, dict):
+        assert isinstance(got, dict) and sorted(got) == sorted(want), f"{where}: {got!r} where TF has {want!r}"
+        for k in want:
+            _same(got[k], want[k], f"{where}[{k!r}]")
+    elif isinstance(want, list):
+        assert isinstance(got, list) and len(got) == len(want), f"{where}: {got!r} where TF has {want!r}"
+        for i, (g, w) in enumerate(zip(got, want)):
+            _same(g, w, f"{where}[{i}]")
+    elif isinstance(want, float) and not isinstance(want, bool):
+        assert isinstance(got, float), f"{where}: {got!r} where TF has {want!r}"
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6, err_msg=where)
+    else:
+        assert got == want, f"{where}: {got!r} where TF has {want!r}"
+
+
+def test_keras3_programs_give_tf_keras3s_results():
+    """Every program of ``keras3_programs.py`` (one test, so that each side's process runs once in a
+    test run: they take ~10-20 s each); the message names each program that differs, and how."""
+    got = _results("tapejax")
+    if importlib.util.find_spec("tensorflow") is None:
+        pytest.skip("TensorFlow is not installed: no reference")
+    want = _results("tf")
+    failures = []
+    for name in PROGRAMS:
+        if "raised" in want[name]:
+            failures.append(f"{name}: TF raised {want[name]}")
+            continue
+        try:
+            _same(got[name], want[name])
+        except AssertionError as e:
+            failures.append(f"{name}: {str(e)[:1500]}")
+    assert not failures, f"{len(failures)} of {len(PROGRAMS)} programs differ from TF:\n" + "\n".join(failures)
