@@ -191,3 +191,16 @@ def test_freezing_a_layer_hides_its_variables_from_keras_but_a_tape_still_watche
     layer.trainable = True
     assert layer.kernel.trainable and len(layer.trainable_variables) == 2
     assert copy.deepcopy(bn.gamma).trainable is False
+
+
+def test_asarray_of_a_keras_variable_is_a_writable_copy():
+    """As a TF Variable's (tf_keras's kernels are TF Variables): ``k = np.asarray(layer.kernel)``
+    is the caller's own copy, edited in place and assigned back (it was a read-only view)."""
+    d = tf.keras.layers.Dense(2)
+    d.build((None, 3))
+    d.kernel.assign(np.arange(6, dtype=np.float32).reshape(3, 2))
+    k = np.asarray(d.kernel)
+    k[k < 3] = 0.0
+    np.testing.assert_array_equal(d.kernel.numpy()[0], [0.0, 1.0])
+    d.kernel.assign(k)
+    np.testing.assert_array_equal(d.kernel.numpy()[:2], [[0.0, 0.0], [0.0, 3.0]])

@@ -149,7 +149,8 @@ def test_tensor_is_a_pytree_and_an_array():
 def test_numpy_is_a_writable_copy_and_asarray_a_read_only_view(make):
     """TF's ``numpy()`` copies, so ``w = v.numpy(); w[mask] = 0; v.assign(w)`` works and leaves
     ``v`` alone until the assign (it raised "assignment destination is read-only");
-    ``np.array(t)`` is a copy too, ``np.asarray(t)`` a read-only view, as TF's.  Oracle: TF 2.21."""
+    ``np.array(t)`` is a copy too, ``np.asarray(t)`` a read-only view of a Tensor, as TF's, and of a
+    Variable a writable copy (TF's reads it; ``tests/test_variable.py``).  Oracle: TF 2.21."""
     t = make()
     a = t.numpy()
     a[0] = 9.0
@@ -158,7 +159,7 @@ def test_numpy_is_a_writable_copy_and_asarray_a_read_only_view(make):
     b = np.array(t)
     b += 1.0
     np.testing.assert_array_equal(t.numpy(), [1.0, 2.0])
-    assert not np.asarray(t).flags.writeable
+    assert np.asarray(t).flags.writeable == isinstance(t, tf.Variable)
     assert np.asarray(t, dtype=np.float64).dtype == np.float64
     s = tf.reduce_sum(t).numpy()
     assert isinstance(s, np.float32) and s == 3.0
