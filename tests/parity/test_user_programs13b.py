@@ -700,3 +700,27 @@ def test_magnitude_pruning_edits_np_asarray_of_the_variables_between_steps(tf):
             v.assign(k)
         log.append((loss, zeros))
     return log, [v.numpy() for v in vs]
+
+
+@parity(modes=True, **TOL)
+def test_rows_with_missing_features_dropped_by_a_numpy_bool_mask_inside_the_tape(tf):
+    """A regression on data with NaN rows: inside the tape the per-example errors are indexed by the
+    NumPy mask ``np.isfinite(x).all(1)`` (TF's ``__getitem__`` masks by a NumPy bool array) and the
+    inputs by ``tf.where``; the kept count, the losses and the weights are returned, and a Python
+    ``True`` index is TF's ValueError."""
+    w = tf.Variable(init_array((3, 1), 32))
+    b = tf.Variable([0.0])
+    opt = tf.keras.optimizers.SGD(0.1, momentum=0.5)
+    x, y = _reg(10, seed=32)
+    x[[1, 6], [0, 2]] = np.nan
+    ok = np.isfinite(x).all(1)
+    log = []
+    for _ in range(4):
+        with tf.GradientTape() as tape:
+            xs = tf.where(tf.math.is_finite(x), x, 0.0)
+            err = tf.square(tf.matmul(xs, w) + b - y)[:, 0]
+            kept = err[ok]
+            loss = tf.reduce_mean(kept)
+        opt.apply_gradients(zip(tape.gradient(loss, [w, b]), [w, b]))
+        log.append((loss, len(kept), kept.shape.as_list()))
+    return log, w.numpy(), b.numpy(), raises(lambda: err[True])
