@@ -200,3 +200,19 @@ def test_set_shape_checks_compatibility_as_tf():
         y = tf.matmul(w, w, transpose_b=True)
         y.set_shape([1, None])
     assert float(tape.gradient(y, w)[0, 1]) == 4.0
+
+
+def test_a_python_complex_next_to_a_real_tensor_is_tf_error():
+    """``t * 1j`` on a float or int tensor is TF's TypeError (``t + 1j`` and ``tf.add``:
+    InvalidArgumentError, 1j made a complex128 tensor); tapejax promoted to complex64 as JAX does.
+    A complex tensor takes the number.  Oracle: TF 2.21."""
+    f, i, v = tf.constant([1.0, 2.0]), tf.constant([1, 2]), tf.Variable([1.0, 2.0])
+    for fn in (lambda: f * 1j, lambda: 1j * f, lambda: f - 1j, lambda: f / 1j, lambda: i * 1j, lambda: v * 1j,
+               lambda: 1j + f, lambda: tf.multiply(f, 1j), lambda: f ** 1j):
+        with pytest.raises(TypeError):
+            fn()
+    for fn in (lambda: f + 1j, lambda: i + 1j, lambda: v + 1j, lambda: tf.add(f, 1j)):
+        with pytest.raises(tf.errors.InvalidArgumentError, match="complex128"):
+            fn()
+    c = tf.constant([1 + 1j, 2], tf.complex64)
+    np.testing.assert_array_equal((c * 1j).numpy(), [-1 + 1j, 2j])
