@@ -216,3 +216,20 @@ def test_a_python_complex_next_to_a_real_tensor_is_tf_error():
             fn()
     c = tf.constant([1 + 1j, 2], tf.complex64)
     np.testing.assert_array_equal((c * 1j).numpy(), [-1 + 1j, 2j])
+
+
+def test_format_of_a_tensor_is_numpys():
+    """TF's ``__format__`` formats the NumPy value: ``f"{acc}"`` of a vector is '[1.5 2. ]' (tapejax
+    gave ``str(t)``, 'tapejax.Tensor(...)'), a spec on a vector is NumPy's TypeError (tapejax: a
+    ValueError from str's format), a scalar formats as its Python number; a pending value too.
+    Oracle: TF 2.21."""
+    assert f"{tf.constant([1.5, 2.0])}" == "[1.5 2. ]"
+    assert f"{tf.constant([[1, 2], [3, 4]])}" == "[[1 2]\n [3 4]]"
+    assert f"{tf.constant(0.1)}" == "0.10000000149011612" and f"{tf.constant(0.1):.3f}" == "0.100"
+    assert f"{tf.constant(3):05d}" == "00003"
+    with pytest.raises(TypeError):
+        format(tf.constant([1.5]), ".1f")
+    w = tf.Variable([1.0, 2.0])
+    with tf.GradientTape():
+        p = w * 2.0
+        assert f"{p}" == "[2. 4.]" and f"{tf.reduce_sum(p):.1f}" == "6.0"

@@ -269,9 +269,12 @@ class Tensor:
         return f"tapejax.Tensor({sep}{text}, shape={tuple(self._value.shape)}, dtype={self.dtype.name})"
 
     def __format__(self, spec: str) -> str:
-        if self._value.ndim == 0 and not isinstance(self._value, jax.core.Tracer):
-            return format(np.asarray(self._value).item(), spec)
-        return format(str(self), spec)
+        if isinstance(self._value, jax.core.Tracer):
+            return format(str(self), spec)
+        a = np.asarray(self._value)
+        # TF formats the NumPy value: ``f"{acc}"`` of a vector is '[0.5 1. ]' (not ``str(t)``), a
+        # format spec on it NumPy's TypeError; a scalar formats its Python number
+        return format(a.item(), spec) if a.ndim == 0 else format(a, spec)
 
     def __copy__(self):
         # TF: an eager tensor is immutable, so a copy is the tensor itself (and stays on the tape)

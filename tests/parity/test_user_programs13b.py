@@ -724,3 +724,24 @@ def test_rows_with_missing_features_dropped_by_a_numpy_bool_mask_inside_the_tape
         opt.apply_gradients(zip(tape.gradient(loss, [w, b]), [w, b]))
         log.append((loss, len(kept), kept.shape.as_list()))
     return log, w.numpy(), b.numpy(), raises(lambda: err[True])
+
+
+@parity(modes=True, **TOL)
+def test_progress_lines_formatted_from_tensors_by_f_strings(tf):
+    """A classifier's progress log written by f-strings straight from tensors: the loss with
+    ``:.3f``, the per-class accuracy vector bare (TF formats its NumPy value, '[...]'),
+    the step count from ``opt.iterations`` with ``:03d``; a spec on the vector is TF's TypeError."""
+    w = tf.Variable(init_array((4, 3), 33))
+    opt = tf.keras.optimizers.SGD(0.5)
+    x, y = _cls(12, seed=33)
+    lines = []
+    for _ in range(4):
+        with tf.GradientTape() as tape:
+            logits = tf.matmul(x, w)
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+        opt.apply_gradients(zip(tape.gradient(loss, [w]), [w]))
+        hit = tf.cast(tf.equal(tf.argmax(logits, 1, output_type=tf.int32), y), tf.float32)
+        per_class = tf.math.unsorted_segment_sum(hit, y, 3) / np.maximum(np.bincount(y, minlength=3), 1)
+        lines.append(f"step {opt.iterations.numpy():03d} loss={loss:.3f} acc={tf.reduce_mean(hit):.2f} "
+                     f"per_class={tf.round(per_class * 100)}")
+    return lines, raises(lambda: f"{per_class:.2f}")
