@@ -233,3 +233,16 @@ def test_format_of_a_tensor_is_numpys():
     with tf.GradientTape():
         p = w * 2.0
         assert f"{p}" == "[2. 4.]" and f"{tf.reduce_sum(p):.1f}" == "6.0"
+
+
+def test_tensor_shape_plus_a_list_concatenates():
+    """TF's ``TensorShape.__add__`` is ``concatenate``: ``tf.reshape(x, x.shape[:-1] + [2, 3])`` (tapejax's
+    tuple ``+`` took no list: TypeError) gives a TensorShape, and so does a list or tuple on the left;
+    ``concatenate`` exists.  Oracle: TF 2.21."""
+    x = tf.zeros([4, 6])
+    s = x.shape[:-1] + [2, 3]
+    assert isinstance(s, tf.TensorShape) and s.as_list() == [4, 2, 3]
+    assert tf.reshape(x, s).shape == (4, 2, 3)
+    assert (x.shape + (1,)).as_list() == [4, 6, 1] and isinstance(x.shape + (1,), tf.TensorShape)
+    assert ([1] + x.shape).as_list() == [1, 4, 6] and ((2,) + x.shape).as_list() == [2, 4, 6]
+    assert x.shape.concatenate(tf.TensorShape([None])).as_list() == [4, 6, None]

@@ -745,3 +745,29 @@ def test_progress_lines_formatted_from_tensors_by_f_strings(tf):
         lines.append(f"step {opt.iterations.numpy():03d} loss={loss:.3f} acc={tf.reduce_mean(hit):.2f} "
                      f"per_class={tf.round(per_class * 100)}")
     return lines, raises(lambda: f"{per_class:.2f}")
+
+
+@parity(modes=True, **TOL)
+def test_attention_heads_split_by_shape_arithmetic_on_pending_results(tf):
+    """A tiny self-attention regressor whose heads are split by ``tf.reshape(q, q.shape[:-1] + [2, 2])``
+    (TF's ``TensorShape + list`` concatenates) on pending results inside the tape, merged back by
+    ``[-1] + [q.shape[-1]]``; the shapes seen and the losses of three Adam steps are returned."""
+    wq, wk, wv = (tf.Variable(init_array((3, 4), s)) for s in (34, 35, 36))
+    head = tf.Variable(init_array((4, 1), 37))
+    opt = tf.keras.optimizers.Adam(0.05)
+    x = np.random.RandomState(34).randn(2, 5, 3).astype(np.float32)
+    y = np.random.RandomState(35).randn(2, 1).astype(np.float32)
+    log = []
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            q, k, v = (tf.einsum("btd,de->bte", x, m) for m in (wq, wk, wv))
+            split = q.shape[:-1] + [2, 2]
+            qh, kh, vh = (tf.transpose(tf.reshape(t, split), [0, 2, 1, 3]) for t in (q, k, v))
+            att = tf.nn.softmax(tf.matmul(qh, kh, transpose_b=True) / 2.0)
+            out = tf.reshape(tf.transpose(tf.matmul(att, vh), [0, 2, 1, 3]), [-1] + [q.shape[-1]])
+            pooled = tf.reduce_mean(tf.reshape(out, x.shape[:2] + (4,)), 1)
+            loss = tf.reduce_mean(tf.square(tf.matmul(pooled, head) - y))
+        vs = [wq, wk, wv, head]
+        opt.apply_gradients(zip(tape.gradient(loss, vs), vs))
+        log.append((loss, split.as_list(), out.shape.as_list()))
+    return log, wq.numpy(), head.numpy()
