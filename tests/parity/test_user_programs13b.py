@@ -14,6 +14,9 @@ dropout masks, and a ``Mean`` metric updated inside and outside the tape. Data i
 NumPy and fed in.
 """
 import copy
+import os
+import queue
+import tempfile
 import threading
 
 import numpy as np
@@ -771,3 +774,212 @@ def test_attention_heads_split_by_shape_arithmetic_on_pending_results(tf):
         opt.apply_gradients(zip(tape.gradient(loss, vs), vs))
         log.append((loss, split.as_list(), out.shape.as_list()))
     return log, wq.numpy(), head.numpy()
+
+
+@parity(modes=True, **TOL)
+def test_check_numerics_inside_the_tape_raises_at_the_op_and_the_loop_skips_the_batch(tf):
+    """``tf.debugging.check_numerics(loss, ...)`` inside ``with tape:`` on a batch holding an Inf:
+    TF raises InvalidArgumentError at that line (inside the ``with``), the loop skips the batch and
+    trains on the next ones with a momentum optimizer."""
+    w = tf.Variable(init_array((3, 1), 38))
+    opt = tf.keras.optimizers.SGD(0.05, momentum=0.9)
+    x, y = _reg(8, seed=38)
+    log = []
+    for step in range(5):
+        xb = x.copy()
+        if step == 1:
+            xb[0, 0] = np.inf
+        try:
+            with tf.GradientTape() as tape:
+                loss = tf.debugging.check_numerics(tf.reduce_mean(tf.square(tf.matmul(xb, w) - y)), "loss")
+                log.append("checked")
+        except tf.errors.InvalidArgumentError:
+            log.append("skipped")
+            continue
+        opt.apply_gradients(zip(tape.gradient(loss, [w]), [w]))
+        log.append(loss)
+    return log, w.numpy(), int(opt.iterations.numpy())
+
+
+@parity(modes=True, **TOL)
+def test_persistent_tape_left_by_an_exception_still_gives_its_gradients(tf):
+    """A persistent tape whose ``with`` block is left by a user exception after the loss was
+    recorded: the script catches it and still takes two gradients from the tape (TF's tape keeps
+    what it recorded), applies one, and a new tape trains the next step."""
+    vs = mlp_vars(tf, seed=39)
+    opt = tf.keras.optimizers.SGD(0.1)
+    x, y = _reg(8, seed=39)
+    try:
+        with tf.GradientTape(persistent=True) as tape:
+            pred = mlp(tf, vs, x)
+            loss = tf.reduce_mean(tf.square(pred - y))
+            raise ValueError("logging backend down")
+    except ValueError:
+        pass
+    g_loss = tape.gradient(loss, vs)
+    g_pred = tape.gradient(pred, vs[0])
+    del tape
+    opt.apply_gradients(zip(g_loss, vs))
+    with tf.GradientTape() as tape:
+        loss2 = tf.reduce_mean(tf.square(mlp(tf, vs, x) - y))
+    opt.apply_gradients(zip(tape.gradient(loss2, vs), vs))
+    return loss, g_pred, loss2, [v.numpy() for v in vs]
+
+
+@parity(modes=True, **TOL)
+def test_best_weights_kept_by_deepcopy_of_variables_with_pending_updates(tf):
+    """Early stopping keeping the best model by ``copy.deepcopy(vs)`` right after an optimizer step
+    (the copies must hold the updated values and stay fixed as training goes on), then restoring
+    them by ``assign`` at the end."""
+    vs = mlp_vars(tf, seed=40)
+    opt = tf.keras.optimizers.SGD(0.3, momentum=0.8)
+    x, y = _reg(8, seed=40)
+    best, best_loss, losses = None, float("inf"), []
+    for _ in range(7):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(mlp(tf, vs, x) - y))
+        opt.apply_gradients(zip(tape.gradient(loss, vs), vs))
+        losses.append(float(loss))
+        if losses[-1] < best_loss:
+            best_loss, best = losses[-1], copy.deepcopy(vs)
+    snap = [b.numpy() for b in best]
+    for v, b in zip(vs, best):
+        v.assign(b)
+    return losses, snap, [v.numpy() for v in vs], [type(b).__name__ == type(vs[0]).__name__ for b in best]
+
+
+@parity(modes=True, **TOL)
+def test_double_q_online_and_target_swapped_by_read_value_and_assign(tf):
+    """Two linear Q heads trained alternately (double Q-learning): every second step the script swaps
+    them by ``tmp = a.read_value(); a.assign(b); b.assign(tmp)`` with an optimizer update pending on
+    ``a``; the losses and both heads are returned."""
+    a = tf.Variable(init_array((3, 2), 41))
+    b = tf.Variable(init_array((3, 2), 42))
+    opt = tf.keras.optimizers.SGD(0.1, momentum=0.5)
+    x = np.random.RandomState(41).randn(8, 3).astype(np.float32)
+    r = np.random.RandomState(42).randn(8).astype(np.float32)
+    act = np.random.RandomState(43).randint(0, 2, 8)
+    losses = []
+    for step in range(6):
+        target = r + 0.9 * tf.reduce_max(tf.matmul(x, b), 1)
+        with tf.GradientTape() as tape:
+            q = tf.gather(tf.matmul(x, a), act, batch_dims=1)
+            loss = tf.reduce_mean(tf.square(q - target))
+        opt.apply_gradients(zip(tape.gradient(loss, [a]), [a]))
+        if step % 2 == 1:
+            tmp = a.read_value()
+            a.assign(b)
+            b.assign(tmp)
+        losses.append(loss)
+    return losses, a.numpy(), b.numpy()
+
+
+@parity(modes=True, **TOL)
+def test_delayed_gradients_applied_one_step_late(tf):
+    """Asynchronous SGD simulated on one machine: each step's gradients are kept in a Python variable
+    and applied at the next step (stale by one), with momentum; the last step's gradients are
+    applied after the loop. The losses and weights are TF's."""
+    vs = mlp_vars(tf, seed=44)
+    opt = tf.keras.optimizers.SGD(0.1, momentum=0.5)
+    x, y = _reg(8, seed=44)
+    prev, losses = None, []
+    for _ in range(6):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(mlp(tf, vs, x) - y))
+        grads = tape.gradient(loss, vs)
+        if prev is not None:
+            opt.apply_gradients(zip(prev, vs))
+        prev = grads
+        losses.append(loss)
+    opt.apply_gradients(zip(prev, vs))
+    return losses, [v.numpy() for v in vs], int(opt.iterations.numpy())
+
+
+@parity(modes=True, **TOL)
+def test_learning_rate_assigned_from_the_pending_loss_each_step(tf):
+    """An adaptive rate ``opt.learning_rate.assign(tf.minimum(0.2, 0.05 * loss))`` set from the
+    step's own (pending) loss before ``apply_gradients``; the rates read back by ``float`` and the
+    weights are TF's."""
+    vs = mlp_vars(tf, seed=45)
+    opt = tf.keras.optimizers.SGD(0.1)
+    x, y = _reg(8, seed=45)
+    rates = []
+    for _ in range(6):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(mlp(tf, vs, x) - y))
+        opt.learning_rate.assign(tf.minimum(0.2, 0.05 * loss))
+        opt.apply_gradients(zip(tape.gradient(loss, vs), vs))
+        rates.append(float(opt.learning_rate))
+    return rates, [v.numpy() for v in vs]
+
+
+@parity(modes=True, **TOL)
+def test_a_logger_thread_reads_the_loss_tensors_the_loop_puts_on_a_queue(tf):
+    """The loop puts each step's loss and gradient norm (unread tensors) on a ``queue.Queue``; a
+    logger thread takes them and reads them by ``float`` while training goes on; after ``join`` the
+    logged floats and the weights are returned."""
+    vs = mlp_vars(tf, seed=46)
+    opt = tf.keras.optimizers.SGD(0.1, momentum=0.5)
+    x, y = _reg(8, seed=46)
+    q, logged = queue.Queue(), []
+
+    def logger():
+        while (item := q.get()) is not None:
+            logged.append(float(item))
+
+    th = threading.Thread(target=logger)
+    th.start()
+    for _ in range(8):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(mlp(tf, vs, x) - y))
+        grads = tape.gradient(loss, vs)
+        q.put(loss)
+        q.put(tf.linalg.global_norm(grads))
+        opt.apply_gradients(zip(grads, vs))
+    q.put(None)
+    th.join()
+    return logged, [v.numpy() for v in vs]
+
+
+@parity(modes=True, **TOL)
+def test_tf_print_to_a_file_interleaves_with_python_writes_in_program_order(tf):
+    """``tf.print(..., output_stream="file://...")`` of the loss inside the tape, between Python
+    writes to the same file before and inside the ``with`` block: the lines come in program order
+    (an eager print is not deferred to the gradient)."""
+    fd, path = tempfile.mkstemp(suffix=".log")
+    os.close(fd)
+    w = tf.Variable(init_array((3, 1), 47))
+    x, y = _reg(6, seed=47)
+    try:
+        for step in range(3):
+            with open(path, "a") as f:
+                f.write(f"before {step}\n")
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y))
+                tf.print("step", step, "loss", tf.round(loss * 100), output_stream="file://" + path)
+                with open(path, "a") as f:
+                    f.write(f"inside {step}\n")
+            w.assign_sub(0.1 * tape.gradient(loss, w))
+        with open(path) as f:
+            lines = f.read().splitlines()
+    finally:
+        os.remove(path)
+    return lines, w.numpy()
+
+
+@parity(modes=True, **TOL)
+def test_host_clipped_numpy_gradients_given_to_the_optimizer(tf):
+    """Gradients clipped on the host by ``np.clip(g.numpy(), -0.5, 0.5)`` for the kernel (the bias's
+    left a tensor) and given to SGD with momentum as NumPy arrays; the losses and weights are TF's."""
+    w = tf.Variable(init_array((3, 1), 48) * 3.0)
+    b = tf.Variable([0.0])
+    opt = tf.keras.optimizers.SGD(0.1, momentum=0.9)
+    x, y = _reg(8, seed=48)
+    losses = []
+    for _ in range(5):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(tf.matmul(x, w) + b - y))
+        gw, gb = tape.gradient(loss, [w, b])
+        opt.apply_gradients([(np.clip(gw.numpy(), -0.5, 0.5), w), (gb, b)])
+        losses.append(loss)
+    return losses, w.numpy(), b.numpy()
