@@ -21,7 +21,7 @@ import threading
 
 import numpy as np
 
-from .harness import init_array, mlp, mlp_vars, parity, raises
+from .harness import init_array, mlp, mlp_vars, parity, raises, xfail_on_tapejax
 
 TOL = dict(rtol=2e-5, atol=2e-6)
 
@@ -983,3 +983,24 @@ def test_host_clipped_numpy_gradients_given_to_the_optimizer(tf):
         opt.apply_gradients([(np.clip(gw.numpy(), -0.5, 0.5), w), (gb, b)])
         losses.append(loss)
     return losses, w.numpy(), b.numpy()
+
+
+@xfail_on_tapejax("tapejax's optimizer update is one compiled program committed atomically (documented in "
+                  "tapejax/optimizers/README.md, 'atomic commit'): a wrong-shaped gradient changes no Variable, "
+                  "where tf_keras has updated the Variables before it and raises ValueError from SGD's assign")
+@parity(modes=True, **TOL)
+def test_a_wrong_shaped_gradient_fails_apply_gradients_and_training_goes_on(tf):
+    """A bug feeding a gradient of the wrong shape for the bias at step 2: ``apply_gradients`` raises
+    (caught as a value), then the loop goes on; TF has already updated the kernel in the failed call
+    (its updates run one Variable at a time), and its iteration count skips the failed step."""
+    w = tf.Variable(init_array((3, 1), 49))
+    b = tf.Variable([0.0])
+    opt = tf.keras.optimizers.SGD(0.1)
+    x, y = _reg(8, seed=49)
+    log = []
+    for step in range(4):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(tf.matmul(x, w) + b - y))
+        gw, gb = tape.gradient(loss, [w, b])
+        log.append(raises(opt.apply_gradients, [(gw, w), (tf.zeros([2]) if step == 2 else gb, b)]))
+    return [r if not hasattr(r, "value") else None for r in log], w.numpy(), b.numpy(), int(opt.iterations.numpy())
