@@ -246,3 +246,18 @@ def test_tensor_shape_plus_a_list_concatenates():
     assert (x.shape + (1,)).as_list() == [4, 6, 1] and isinstance(x.shape + (1,), tf.TensorShape)
     assert ([1] + x.shape).as_list() == [1, 4, 6] and ((2,) + x.shape).as_list() == [2, 4, 6]
     assert x.shape.concatenate(tf.TensorShape([None])).as_list() == [4, 6, None]
+
+
+def test_format_spec_on_a_traced_tensor_is_a_type_error():
+    """Inside ``tf.function`` TF's symbolic tensor formats as ``object`` does: ``f"{loss}"`` is its
+    ``str``, ``f"{loss:.3f}"`` a TypeError (tapejax raised str's ValueError).  Oracle: TF 2.21."""
+    seen = []
+
+    @tf.function
+    def f(x):
+        seen.append(f"{x}")
+        return f"{x:.3f}"
+
+    with pytest.raises(TypeError):
+        f(tf.constant(1.0))
+    assert seen and "Tensor" in seen[0]

@@ -202,8 +202,8 @@ class Tensor:
         return f"tapejax.Tensor({sep}{text}, shape={tuple(self._value.shape)}, dtype={self.dtype.name})"
 
     def __format__(self, spec: str) -> str:
-        if isinstance(self._value, jax.core.Tracer):
-            return format(str(self), spec)
+        if isinstance(self._value, jax.core.Tracer):   # TF's symbolic tensor: object's format
+            return object.__format__(self, spec)         # (str(t); a spec is a TypeError)
         a = np.asarray(self._value)
         # TF formats the NumPy value: ``f"{acc}"`` of a vector is '[0.5 1. ]' (not ``str(t)``), a
         # format spec on it NumPy's TypeError; a scalar formats its Python number
