@@ -261,3 +261,22 @@ def test_format_spec_on_a_traced_tensor_is_a_type_error():
     with pytest.raises(TypeError):
         f(tf.constant(1.0))
     assert seen and "Tensor" in seen[0]
+
+
+def test_numpy_and_asarray_of_a_traced_tensor_raise_tf_classes():
+    """Inside ``tf.function`` TF's ``x.numpy()`` is an AttributeError (a symbolic tensor has no
+    ``numpy``) and ``np.asarray(x)`` a NotImplementedError; tapejax raised OperatorNotAllowedInGraphError
+    (a TypeError) for both.  Both stay OperatorNotAllowedInGraphErrors too.  Oracle: TF 2.21."""
+    caught = []
+
+    @tf.function
+    def f(x):
+        for fn, cls in ((lambda: x.numpy(), AttributeError), (lambda: np.asarray(x), NotImplementedError),
+                        (lambda: np.array(x), NotImplementedError)):
+            try:
+                fn()
+            except cls as e:
+                caught.append(isinstance(e, tf.errors.OperatorNotAllowedInGraphError))
+        return x * 2.0
+
+    assert float(f(tf.constant(1.5))) == 3.0 and caught == [True, True, True]

@@ -22,6 +22,7 @@ import numpy as np
 
 from . import dtypes as _dtypes
 from .devices import device_name
+from .errors import SymbolicArrayError, SymbolicNumpyError
 from .shape import TensorShape
 from .state import next_id
 from .transfer import to_device
@@ -140,9 +141,13 @@ class Tensor:
     def numpy(self) -> Any:
         """The value as NumPy data: an array, or a NumPy scalar (``np.float32`` ...) for a 0-d
         tensor, as TF's ``numpy()``."""
+        if isinstance(self._value, jax.core.Tracer):
+            raise SymbolicNumpyError(f"numpy() of a traced tensor {_traced_what}")
         return host_value(self._value)
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        if isinstance(self._value, jax.core.Tracer):
+            raise SymbolicArrayError(f"Cannot convert a traced tensor to a NumPy array {_traced_what}")
         return array_of(self._value, dtype, copy)
 
     def __jax_array__(self):
@@ -223,6 +228,10 @@ class Tensor:
 
     def __reduce__(self):
         return (_unpickle, (np.asarray(self._value),))
+
+
+_traced_what = ("(inside tapejax.function, or a jax transformation): it has no value until the program "
+                "runs; use tf ops on it, or tapejax.print / tapejax.py_function for host code")
 
 
 class ProtocolError(TypeError, AttributeError):
