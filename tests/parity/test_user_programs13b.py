@@ -1004,3 +1004,38 @@ def test_a_wrong_shaped_gradient_fails_apply_gradients_and_training_goes_on(tf):
         gw, gb = tape.gradient(loss, [w, b])
         log.append(raises(opt.apply_gradients, [(gw, w), (tf.zeros([2]) if step == 2 else gb, b)]))
     return [r if not hasattr(r, "value") else None for r in log], w.numpy(), b.numpy(), int(opt.iterations.numpy())
+
+
+@parity(modes=True, **TOL)
+def test_one_step_with_a_host_logger_run_eagerly_then_under_tf_function(tf):
+    """A step whose logger reads ``loss.numpy()`` in a ``try`` that treats AttributeError as "in a
+    graph" (TF's symbolic tensors have no ``numpy``) and ``np.asarray`` with NotImplementedError the
+    same way, run eagerly for two steps then wrapped in ``tf.function`` for two: the logged values
+    (None while tracing) and the weights are TF's."""
+    vs = mlp_vars(tf, seed=50)
+    opt = tf.keras.optimizers.SGD(0.1)
+    x, y = _reg(8, seed=50)
+    logged = []
+
+    def log(t):
+        try:
+            value = t.numpy()
+        except AttributeError:
+            value = None
+        try:
+            arr = np.asarray(t).shape
+        except NotImplementedError:
+            arr = None
+        logged.append((value, arr))
+
+    def step(xb, yb):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(mlp(tf, vs, xb) - yb))
+        log(loss)
+        opt.apply_gradients(zip(tape.gradient(loss, vs), vs))
+        return loss
+
+    losses = [step(x, y) for _ in range(2)]
+    compiled = tf.function(step)
+    losses += [compiled(tf.constant(x), tf.constant(y)) for _ in range(2)]
+    return losses, logged, [v.numpy() for v in vs]
