@@ -1039,3 +1039,28 @@ def test_one_step_with_a_host_logger_run_eagerly_then_under_tf_function(tf):
     compiled = tf.function(step)
     losses += [compiled(tf.constant(x), tf.constant(y)) for _ in range(2)]
     return losses, logged, [v.numpy() for v in vs]
+
+
+@parity(modes=True, **TOL)
+def test_the_tf2_guides_custom_loop_with_reset_states_and_backend_helpers(tf):
+    """The TF 2 custom-loop guide as scripts still write it: an accuracy metric updated inside the
+    tape, read and ``reset_states()`` at each epoch end, the loss read by
+    ``tf.keras.backend.eval``, the model's size by ``backend.count_params`` and the logits'
+    shape by ``backend.int_shape``."""
+    w = tf.Variable(init_array((4, 3), 51))
+    opt = tf.keras.optimizers.SGD(0.5)
+    acc = tf.keras.metrics.SparseCategoricalAccuracy()
+    x, y = _cls(12, seed=51)
+    log = []
+    for _ in range(3):
+        for i in range(0, 12, 4):
+            with tf.GradientTape() as tape:
+                logits = tf.matmul(x[i:i + 4], w)
+                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y[i:i + 4],
+                                                                                     logits=logits))
+                acc.update_state(y[i:i + 4], logits)
+            opt.apply_gradients(zip(tape.gradient(loss, [w]), [w]))
+        log.append((float(acc.result()), tf.keras.backend.eval(loss)))
+        acc.reset_states()
+    return (log, float(acc.result()), int(tf.keras.backend.count_params(w)), tf.keras.backend.int_shape(logits),
+            w.numpy())
