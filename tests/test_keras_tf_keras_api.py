@@ -119,7 +119,7 @@ def test_backend_get_value_and_set_value():
     np.testing.assert_allclose(got[1], 0.2)
     assert K.floatx() == "float32"   # (Keras's own names still there)
     with pytest.raises(AttributeError):
-        K.int_shape   # noqa: B018  (tf.keras's TensorFlow-based legacy functions are not looked up)
+        K.batch_flatten   # noqa: B018  (tf.keras's TensorFlow-based legacy functions are not looked up)
 
 
 def test_a_new_optimizers_learning_rate_under_a_schedule_is_the_last_steps_rate():
@@ -148,3 +148,28 @@ def test_a_new_optimizers_learning_rate_under_a_schedule_is_the_last_steps_rate(
     np.testing.assert_allclose(float(read()), 0.025, rtol=1e-6)
     opt.learning_rate = S.PiecewiseConstantDecay([1], [1.0, 2.0])   # (a new schedule, at step 3: 2.0)
     np.testing.assert_allclose(float(opt.learning_rate), 2.0)
+
+
+def test_metric_reset_states_and_backend_eval_int_shape_count_params():
+    """tf_keras names a TF 2 custom loop uses that Keras 3 dropped: ``metric.reset_states()`` (the
+    older name of ``reset_state``, on every metric class, a subclass made later too),
+    ``backend.eval`` (a value as NumPy), ``int_shape`` and ``count_params``; they raised
+    AttributeError.  Oracle: TF 2.21 with tf_keras."""
+    acc = tf.keras.metrics.SparseCategoricalAccuracy()
+    acc.update_state(np.array([0, 1]), np.array([[0.9, 0.1], [0.8, 0.2]], np.float32))
+    assert float(acc.result()) == 0.5
+    acc.reset_states()
+    assert float(acc.result()) == 0.0 and float(acc.count) == 0.0
+
+    class Total(tf.keras.metrics.Sum):
+        pass
+
+    tot = Total()
+    tot.update_state(3.0)
+    tot.reset_states()
+    assert float(tot.result()) == 0.0
+    w = tf.Variable(np.ones((4, 3), np.float32))
+    assert tf.keras.backend.int_shape(w) == (4, 3) and tf.keras.backend.int_shape(tf.zeros([2])) == (2,)
+    assert tf.keras.backend.count_params(w) == 12
+    v = tf.keras.backend.eval(tf.reduce_sum(w))
+    assert isinstance(v, np.float32) and v == 12.0

@@ -213,3 +213,16 @@ def test_keras_scopes_are_still_seen_after_clear_session():
     model.compile(optimizer=tf.keras.optimizers.SGD(0.01), loss="mse")
     hist = model.fit(x, y, epochs=2, verbose=0)
     assert hist.history["loss"][1] < hist.history["loss"][0]
+
+
+def test_asarray_of_a_keras_variable_is_a_writable_copy():
+    """As a TF Variable's (tf_keras's kernels are TF Variables): ``k = np.asarray(layer.kernel)``
+    is the caller's own copy, edited in place and assigned back (it was a read-only view)."""
+    d = tf.keras.layers.Dense(2)
+    d.build((None, 3))
+    d.kernel.assign(np.arange(6, dtype=np.float32).reshape(3, 2))
+    k = np.asarray(d.kernel)
+    k[k < 3] = 0.0
+    np.testing.assert_array_equal(d.kernel.numpy()[0], [0.0, 1.0])
+    d.kernel.assign(k)
+    np.testing.assert_array_equal(d.kernel.numpy()[:2], [[0.0, 0.0], [0.0, 3.0]])

@@ -187,3 +187,29 @@ def test_gather_nd_out_of_range_index_gives_the_fill_not_the_clamped_last_row():
     want = jax.grad(lambda a: jnp.nansum(a.at[jnp.array([3, 1]), jnp.array([0, 1])].get(mode="fill")))(
         jnp.asarray(p.numpy()))
     np.testing.assert_array_equal(tape.gradient(y, p).numpy(), want)
+
+
+def test_numpy_bool_array_and_python_bool_as_the_whole_index_are_masks():
+    """TF's ``__getitem__`` applies ``boolean_mask`` when the whole index is a bool tensor, a NumPy
+    bool array or a Python bool (``errs[np.isfinite(x).all(1)]``): tapejax raised TypeError for the
+    NumPy array; a scalar mask is ``boolean_mask``'s ValueError (tapejax expanded it to ``[1, ...]``).
+    In a tuple they stay TF's TypeError.  The gradient through the mask scatters back, on a
+    Variable too.  Oracle: TF 2.21."""
+    m = tf.constant([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    np.testing.assert_array_equal(m[np.array([True, False, True])].numpy(), [[1.0, 2.0], [5.0, 6.0]])
+    np.testing.assert_array_equal(m[np.array([[True, False], [True, True], [False, False]])].numpy(),
+                                  [1.0, 3.0, 4.0])
+    with pytest.raises(ValueError):
+        m[np.array([True, False])]
+    with pytest.raises(ValueError, match="scalar"):
+        m[True]
+    with pytest.raises(ValueError, match="scalar"):
+        tf.boolean_mask(m, True)
+    with pytest.raises(TypeError):
+        m[np.array([True, False, True]), 0]
+    with pytest.raises(TypeError):
+        m[np.bool_(True)]
+    v = tf.Variable([1.0, 2.0, 3.0])
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(v[np.array([True, False, True])] ** 2)
+    np.testing.assert_allclose(tape.gradient(loss, v).numpy(), [2.0, 0.0, 6.0])

@@ -149,7 +149,8 @@ def test_tensor_is_a_pytree_and_an_array():
 def test_numpy_is_a_writable_copy_and_asarray_a_read_only_view(make):
     """TF's ``numpy()`` copies, so ``w = v.numpy(); w[mask] = 0; v.assign(w)`` works and leaves
     ``v`` alone until the assign (it raised "assignment destination is read-only");
-    ``np.array(t)`` is a copy too, ``np.asarray(t)`` a read-only view, as TF's.  Oracle: TF 2.21."""
+    ``np.array(t)`` is a copy too, ``np.asarray(t)`` a read-only view of a Tensor, as TF's, and of a
+    Variable a writable copy (TF's reads it; ``tests/test_variable.py``).  Oracle: TF 2.21."""
     t = make()
     a = t.numpy()
     a[0] = 9.0
@@ -158,7 +159,7 @@ def test_numpy_is_a_writable_copy_and_asarray_a_read_only_view(make):
     b = np.array(t)
     b += 1.0
     np.testing.assert_array_equal(t.numpy(), [1.0, 2.0])
-    assert not np.asarray(t).flags.writeable
+    assert np.asarray(t).flags.writeable == isinstance(t, tf.Variable)
     assert np.asarray(t, dtype=np.float64).dtype == np.float64
     s = tf.reduce_sum(t).numpy()
     assert isinstance(s, np.float32) and s == 3.0
@@ -199,3 +200,83 @@ def test_set_shape_checks_compatibility_as_tf():
         y = tf.matmul(w, w, transpose_b=True)
         y.set_shape([1, None])
     assert float(tape.gradient(y, w)[0, 1]) == 4.0
+
+
+def test_a_python_complex_next_to_a_real_tensor_is_tf_error():
+    """``t * 1j`` on a float or int tensor is TF's TypeError (``t + 1j`` and ``tf.add``:
+    InvalidArgumentError, 1j made a complex128 tensor); tapejax promoted to complex64 as JAX does.
+    A complex tensor takes the number.  Oracle: TF 2.21."""
+    f, i, v = tf.constant([1.0, 2.0]), tf.constant([1, 2]), tf.Variable([1.0, 2.0])
+    for fn in (lambda: f * 1j, lambda: 1j * f, lambda: f - 1j, lambda: f / 1j, lambda: i * 1j, lambda: v * 1j,
+               lambda: 1j + f, lambda: tf.multiply(f, 1j), lambda: f ** 1j):
+        with pytest.raises(TypeError):
+            fn()
+    for fn in (lambda: f + 1j, lambda: i + 1j, lambda: v + 1j, lambda: tf.add(f, 1j)):
+        with pytest.raises(tf.errors.InvalidArgumentError, match="complex128"):
+            fn()
+    c = tf.constant([1 + 1j, 2], tf.complex64)
+    np.testing.assert_array_equal((c * 1j).numpy(), [-1 + 1j, 2j])
+
+
+def test_format_of_a_tensor_is_numpys():
+    """TF's ``__format__`` formats the NumPy value: ``f"{acc}"`` of a vector is '[1.5 2. ]' (tapejax
+    gave ``str(t)``, 'tapejax.Tensor(...)'), a spec on a vector is NumPy's TypeError (tapejax: a
+    ValueError from str's format), a scalar formats as its Python number; a pending value too.
+    Oracle: TF 2.21."""
+    assert f"{tf.constant([1.5, 2.0])}" == "[1.5 2. ]"
+    assert f"{tf.constant([[1, 2], [3, 4]])}" == "[[1 2]\n [3 4]]"
+    assert f"{tf.constant(0.1)}" == "0.10000000149011612" and f"{tf.constant(0.1):.3f}" == "0.100"
+    assert f"{tf.constant(3):05d}" == "00003"
+    with pytest.raises(TypeError):
+        format(tf.constant([1.5]), ".1f")
+    w = tf.Variable([1.0, 2.0])
+    with tf.GradientTape():
+        p = w * 2.0
+        assert f"{p}" == "[2. 4.]" and f"{tf.reduce_sum(p):.1f}" == "6.0"
+
+
+def test_tensor_shape_plus_a_list_concatenates():
+    """TF's ``TensorShape.__add__`` is ``concatenate``: ``tf.reshape(x, x.shape[:-1] + [2, 3])`` (tapejax's
+    tuple ``+`` took no list: TypeError) gives a TensorShape, and so does a list or tuple on the left;
+    ``concatenate`` exists.  Oracle: TF 2.21."""
+    x = tf.zeros([4, 6])
+    s = x.shape[:-1] + [2, 3]
+    assert isinstance(s, tf.TensorShape) and s.as_list() == [4, 2, 3]
+    assert tf.reshape(x, s).shape == (4, 2, 3)
+    assert (x.shape + (1,)).as_list() == [4, 6, 1] and isinstance(x.shape + (1,), tf.TensorShape)
+    assert ([1] + x.shape).as_list() == [1, 4, 6] and ((2,) + x.shape).as_list() == [2, 4, 6]
+    assert x.shape.concatenate(tf.TensorShape([None])).as_list() == [4, 6, None]
+
+
+def test_format_spec_on_a_traced_tensor_is_a_type_error():
+    """Inside ``tf.function`` TF's symbolic tensor formats as ``object`` does: ``f"{loss}"`` is its
+    ``str``, ``f"{loss:.3f}"`` a TypeError (tapejax raised str's ValueError).  Oracle: TF 2.21."""
+    seen = []
+
+    @tf.function
+    def f(x):
+        seen.append(f"{x}")
+        return f"{x:.3f}"
+
+    with pytest.raises(TypeError):
+        f(tf.constant(1.0))
+    assert seen and "Tensor" in seen[0]
+
+
+def test_numpy_and_asarray_of_a_traced_tensor_raise_tf_classes():
+    """Inside ``tf.function`` TF's ``x.numpy()`` is an AttributeError (a symbolic tensor has no
+    ``numpy``) and ``np.asarray(x)`` a NotImplementedError; tapejax raised OperatorNotAllowedInGraphError
+    (a TypeError) for both.  Both stay OperatorNotAllowedInGraphErrors too.  Oracle: TF 2.21."""
+    caught = []
+
+    @tf.function
+    def f(x):
+        for fn, cls in ((lambda: x.numpy(), AttributeError), (lambda: np.asarray(x), NotImplementedError),
+                        (lambda: np.array(x), NotImplementedError)):
+            try:
+                fn()
+            except cls as e:
+                caught.append(isinstance(e, tf.errors.OperatorNotAllowedInGraphError))
+        return x * 2.0
+
+    assert float(f(tf.constant(1.5))) == 3.0 and caught == [True, True, True]

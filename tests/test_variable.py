@@ -109,3 +109,20 @@ def test_variable_creator_scope_is_per_thread_and_subclasses_are_made_directly()
         MyVar(2.0, name="sub")
     tf.Variable(3.0, name="after")
     assert seen == ["here"] and other[0].numpy() == 1.0
+
+
+def test_asarray_of_a_variable_is_a_writable_copy():
+    """TF's ``Variable.__array__`` is ``np.asarray(self.numpy())``: a pruning script's
+    ``k = np.asarray(v); k[np.abs(k) < t] = 0; v.assign(k)`` edits its own copy (tapejax gave a
+    read-only view of the buffer: "assignment destination is read-only"), also with a pending
+    update on the Variable.  Oracle: TF 2.21."""
+    v = tf.Variable([0.1, -0.9, 0.3])
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(v * v)
+    v.assign_sub(0.25 * tape.gradient(loss, v))
+    k = np.asarray(v)
+    k[np.abs(k) < 0.2] = 0.0
+    np.testing.assert_allclose(v.numpy(), [0.05, -0.45, 0.15], rtol=1e-6)
+    v.assign(k)
+    np.testing.assert_allclose(v.numpy(), [0.0, -0.45, 0.0], rtol=1e-6)
+    assert np.asarray(v, dtype=np.float64).flags.writeable

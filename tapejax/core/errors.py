@@ -178,6 +178,16 @@ class OperatorNotAllowedInGraphError(TypeError):
     TF's with AutoGraph off)."""
 
 
+class SymbolicNumpyError(OperatorNotAllowedInGraphError, AttributeError):
+    """``numpy()`` of a traced tensor: TF's symbolic tensor has no ``numpy`` (an AttributeError
+    there), so ``except AttributeError`` written for TF catches it."""
+
+
+class SymbolicArrayError(OperatorNotAllowedInGraphError, NotImplementedError):
+    """``np.asarray`` / ``np.array`` of a traced tensor: TF's NotImplementedError ("Cannot convert a
+    symbolic tf.Tensor to a numpy array")."""
+
+
 __all__ = [
     "ABORTED", "ALREADY_EXISTS", "AbortedError", "AlreadyExistsError", "CANCELLED", "CancelledError", "DATA_LOSS",
     "DEADLINE_EXCEEDED", "DataLossError", "DeadlineExceededError", "FAILED_PRECONDITION", "FailedPreconditionError",

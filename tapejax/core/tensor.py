@@ -22,78 +22,12 @@ import numpy as np
 
 from . import dtypes as _dtypes
 from .devices import device_name
+from .errors import SymbolicArrayError, SymbolicNumpyError
+from .shape import TensorShape
 from .state import next_id
 from .transfer import to_device
 
 _Array = jax.Array
-
-
-def _known(d) -> bool:
-    """Whether a dimension is a number (not a symbolic size of a polymorphic trace)."""
-    return isinstance(d, (int, np.integer))
-
-
-class TensorShape(tuple):
-    """A shape; a tuple of ints with TF's ``TensorShape`` methods.
-
-    Inside a trace with symbolic sizes (``compile/polymorphism.py``: an ``input_signature`` with
-    ``None``, ``reduce_retracing``) a dimension can be a JAX symbolic size; indexing gives it
-    (so ``tf.reshape(x, [x.shape[0], -1])`` traces), while ``as_list``, ``repr``,
-    ``is_fully_defined`` and ``num_elements`` show it as TF's unknown size, ``None``.
-    """
-
-    __slots__ = ()
-
-    def as_list(self) -> list:
-        return [d if _known(d) else None for d in self]
-
-    @property
-    def rank(self):
-        return len(self)
-
-    @property
-    def ndims(self):
-        return len(self)
-
-    @property
-    def dims(self):
-        return list(self)
-
-    def num_elements(self):
-        n = 1
-        for d in self:
-            if not _known(d):
-                return None
-            n *= d
-        return n
-
-    def is_fully_defined(self):
-        return all(_known(d) for d in self)
-
-    def is_compatible_with(self, other):
-        other = tuple(other)
-        return len(other) == len(self) and all(o is None or o == s for s, o in zip(self, other))
-
-    def __eq__(self, other):
-        if isinstance(other, (list, tuple)):
-            return tuple.__eq__(self, tuple(other))
-        return NotImplemented
-
-    def __ne__(self, other):
-        eq = self.__eq__(other)
-        return eq if eq is NotImplemented else not eq
-
-    __hash__ = tuple.__hash__
-
-    def __getitem__(self, key):
-        r = tuple.__getitem__(self, key)
-        return TensorShape(r) if isinstance(key, slice) else r
-
-    def __repr__(self):
-        return f"TensorShape({self.as_list()})"
-
-    def __str__(self):
-        return tuple.__repr__(tuple(self.as_list()))
 
 
 class Tensor:
@@ -207,9 +141,13 @@ class Tensor:
     def numpy(self) -> Any:
         """The value as NumPy data: an array, or a NumPy scalar (``np.float32`` ...) for a 0-d
         tensor, as TF's ``numpy()``."""
+        if isinstance(self._value, jax.core.Tracer):
+            raise SymbolicNumpyError(f"numpy() of a traced tensor {_traced_what}")
         return host_value(self._value)
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        if isinstance(self._value, jax.core.Tracer):
+            raise SymbolicArrayError(f"Cannot convert a traced tensor to a NumPy array {_traced_what}")
         return array_of(self._value, dtype, copy)
 
     def __jax_array__(self):
@@ -269,9 +207,12 @@ class Tensor:
         return f"tapejax.Tensor({sep}{text}, shape={tuple(self._value.shape)}, dtype={self.dtype.name})"
 
     def __format__(self, spec: str) -> str:
-        if self._value.ndim == 0 and not isinstance(self._value, jax.core.Tracer):
-            return format(np.asarray(self._value).item(), spec)
-        return format(str(self), spec)
+        if isinstance(self._value, jax.core.Tracer):   # TF's symbolic tensor: object's format
+            return object.__format__(self, spec)         # (str(t); a spec is a TypeError)
+        a = np.asarray(self._value)
+        # TF formats the NumPy value: ``f"{acc}"`` of a vector is '[0.5 1. ]' (not ``str(t)``), a
+        # format spec on it NumPy's TypeError; a scalar formats its Python number
+        return format(a.item(), spec) if a.ndim == 0 else format(a, spec)
 
     def __copy__(self):
         # TF: an eager tensor is immutable, so a copy is the tensor itself (and stays on the tape)
@@ -287,6 +228,10 @@ class Tensor:
 
     def __reduce__(self):
         return (_unpickle, (np.asarray(self._value),))
+
+
+_traced_what = ("(inside tapejax.function, or a jax transformation): it has no value until the program "
+                "runs; use tf ops on it, or tapejax.print / tapejax.py_function for host code")
 
 
 class ProtocolError(TypeError, AttributeError):

@@ -543,7 +543,9 @@ class Variable(metaclass=_VariableMeta):
         return host_value(self._value)
 
     def __array__(self, dtype=None, copy=None):
-        return array_of(self._value, dtype, copy)
+        # TF's is ``np.asarray(self.numpy())``: a read of the Variable, the caller's own writable
+        # copy (``k = np.asarray(v); k[mask] = 0; v.assign(k)``), never a view of its buffer
+        return array_of(self._value, dtype, True)
 
     def __jax_array__(self):
         if _state._local.collector is not None:  # a tapejax.function is tracing (jnp.f(variable))

@@ -5,7 +5,7 @@
   ``tf.Tensor`` s (``.numpy()`` works); ``update_state`` on tapejax Tensors
   is one compiled op (``calls.call_stateful`` over the metric's variables)
   instead of Keras's op-by-op eager update; inside a Keras scope (Keras's
-  ``fit``) both are Keras's.
+  ``fit``) both are Keras's. ``Metric.reset_states`` is tf_keras' alias of ``reset_state``.
 * A Keras ``SeedGenerator`` made without a seed (``Dropout(0.5)``) takes its
   seed from Python's ``random`` (Keras); after ``tf.random.set_seed(s)`` it
   takes it from a stream keyed by ``s`` instead, restarted by every
@@ -121,6 +121,14 @@ def _install_metrics() -> None:
         _wrap_result(cls)
 
     Metric.__init_subclass__ = classmethod(__init_subclass__)   # pyright: ignore[reportAttributeAccessIssue]
+    if not hasattr(Metric, "reset_states"):
+        Metric.reset_states = _reset_states   # pyright: ignore[reportAttributeAccessIssue]
+
+
+def _reset_states(self) -> None:
+    """tf_keras' ``Metric.reset_states``, its older name of ``reset_state`` (Keras 3 dropped it; the
+    custom-loop guides of TF 2 call it at every epoch end)."""
+    self.reset_state()
 
 
 def _install_seeds() -> None:

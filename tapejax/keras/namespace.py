@@ -148,6 +148,16 @@ def _set_value(x, value):
     x.assign(np.asarray(getattr(value, "_value", value), dtype=dtype))
 
 
+def _int_shape(x):
+    """``tf.keras.backend.int_shape``: the static shape as a tuple (``None`` for an unknown size)."""
+    return tuple(x.shape.as_list()) if hasattr(x.shape, "as_list") else tuple(x.shape)
+
+
+def _count_params(x):
+    """``tf.keras.backend.count_params``: the number of entries (NumPy's product, as tf_keras)."""
+    return np.prod(_int_shape(x))
+
+
 def _batch_get_value(tensors):
     return [_get_value(x) for x in tensors]
 
@@ -161,11 +171,13 @@ def _batch_set_value(tuples):
 #: has them: ``tf.keras.losses.Reduction`` (Keras's legacy copy; its ``AUTO`` is accepted by
 #: every loss: ``calls.install``); ``tf.keras.mixed_precision.LossScaleOptimizer`` (tf_keras');
 #: ``tf.keras.backend.get_value`` / ``set_value`` (the callbacks guide's learning-rate scheduler;
-#: Keras 3 keeps them only in its TensorFlow-based legacy backend) and their ``batch_`` forms.
+#: Keras 3 keeps them only in its TensorFlow-based legacy backend) and their ``batch_`` forms;
+#: ``backend.eval`` (``get_value``), ``int_shape`` and ``count_params`` likewise.
 _LEGACY = {("losses", "Reduction"): _legacy_reduction,
            ("mixed_precision", "LossScaleOptimizer"): _loss_scale_optimizer,
            ("backend", "get_value"): lambda: _get_value, ("backend", "set_value"): lambda: _set_value,
-           ("backend", "batch_get_value"): lambda: _batch_get_value,
+           ("backend", "batch_get_value"): lambda: _batch_get_value, ("backend", "eval"): lambda: _get_value,
+           ("backend", "int_shape"): lambda: _int_shape, ("backend", "count_params"): lambda: _count_params,
            ("backend", "batch_set_value"): lambda: _batch_set_value}
 
 #: Namespaces whose missing names are not looked up in Keras's tf.keras API: its ``backend``'s

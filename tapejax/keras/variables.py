@@ -190,7 +190,8 @@ class KerasVariable(_BackendVariable, Variable):
         return np.array(self._maybe_autocast(self._value))
 
     def __array__(self, dtype=None, copy=None):
-        return array_of(self._maybe_autocast(self._value), dtype, copy)
+        # a writable copy, as a TF Variable's (``Variable.__array__``)
+        return array_of(self._maybe_autocast(self._value), dtype, True)
 
     # -- writes --------------------------------------------------------------------
     def _storage_dtype(self):

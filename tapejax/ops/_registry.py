@@ -131,6 +131,13 @@ def check_binary(x, y, op_type):
                 None, None, f"cannot compute AddV2 as input #1(zero-based) was expected to be a {d.name} "
                 f"tensor but is a float tensor [Op:AddV2]")
         raise TypeError(f"Cannot convert {other!r} to EagerTensor of dtype {d.name}")
+    # (a Python complex next to a real tensor: JAX would promote to complex64, where TF refuses)
+    if d is not None and d.kind != "c" and type(other) is complex:
+        if op_type == "AddV2" and dx is not None:  # `t + 1j` converts 1j to a complex128 tensor
+            raise InvalidArgumentError(
+                None, None, f"cannot compute AddV2 as input #1(zero-based) was expected to be a {d.name} "
+                f"tensor but is a complex128 tensor [Op:AddV2]")
+        raise TypeError(f"Cannot convert {other!r} to EagerTensor of dtype {d.name}")
 
 
 def _string_operand(x, y, dx, dy, op_type):

@@ -284,6 +284,8 @@ def boolean_mask(tensor, mask, axis=None, name="boolean_mask"):
     m = convert_to_tensor(mask)
     if m._meta.dtype.kind != "b":
         raise TypeError(f"Argument `mask` must be a bool tensor; got {m.dtype.name}")
+    if m.ndim == 0:
+        raise ValueError("mask cannot be scalar.")   # TF's check (it gave a [1, ...] expansion)
     shape = _shape(tensor)
     ax = 0 if axis is None else int(axis) % len(shape)
     if tuple(shape[ax:ax + m.ndim]) != tuple(m.shape):
@@ -366,6 +368,12 @@ def getitem(x, key) -> Tensor:
     the size is static: ``indexing_traced``), ``...``, ``None``, scalar integer tensors, and a bool
     tensor (a ``boolean_mask``).  A Python list is a tuple of indices (as TF); an out-of-range int index is
     an InvalidArgumentError; array-valued indices are a TypeError (use ``tf.gather``)."""
+    if isinstance(key, bool) or (isinstance(key, np.ndarray) and key.dtype == np.bool_):
+        # TF's ``__getitem__`` masks by a Python bool or a NumPy bool array as by a bool tensor
+        # (``errs[np.isfinite(x).all(1)]``; a scalar mask is boolean_mask's ValueError)
+        out = boolean_mask(x, key)
+        assert isinstance(out, Tensor)  # (one result)
+        return out
     if isinstance(key, list):
         key = tuple(key)
     if not isinstance(key, tuple):
