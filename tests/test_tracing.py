@@ -196,6 +196,24 @@ def test_get_concrete_function_specs_names_and_reuse():
     assert "Input Parameters" in cf.pretty_printed_signature()
 
 
+
+def test_get_concrete_function_of_a_traced_call_reuses_its_trace():
+    """TF: ``get_concrete_function(tf.constant(3.0))`` after a call on another float32 scalar is the
+    trace that call made (no new trace); a new dtype still traces."""
+    traced = []
+
+    @tf.function
+    def my_relu(x):
+        traced.append(x.dtype.name)
+        return tf.maximum(0.0, x)
+
+    my_relu(tf.constant(5.5))
+    cf = my_relu.get_concrete_function(tf.constant(3.0))
+    assert cf(tf.constant(-7.0)).numpy() == 0.0
+    assert (traced, my_relu.experimental_get_tracing_count()) == (["float32"], 1)
+    my_relu.get_concrete_function(tf.TensorSpec([], tf.float16))
+    assert (traced, my_relu.experimental_get_tracing_count()) == (["float32", "float16"], 2)
+
 def test_nested_functions_inline_and_methods_convert():
     @tf.function
     def inner(z):

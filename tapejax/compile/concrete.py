@@ -187,8 +187,11 @@ def concrete_function(fn, args, kwargs, lead: tuple = ()) -> ConcreteFunction:
                 raise ValueError(f"get_concrete_function: the program of `{fn._name}` cannot be exported with "
                                  "symbolic sizes (it calls back into Python, e.g. tapejax.print); call the "
                                  "function with concrete Tensors instead")
-        else:
-            entry = fn._make(tpl, list(plan.avals), specs, None)
+        else:   # a call that traced these specs already is reused (TF: no new trace)
+            entry = next((e for e in fn._cache.values() if e.plan is None and e.template == tpl
+                          and tuple(e.specs) == tuple(specs)), None)
+            if entry is None:
+                entry = fn._make(tpl, list(plan.avals), specs, None)
         assert entry is not None
         fn._poly.setdefault(sf, []).append(entry)
     return ConcreteFunction(fn, entry, args_specs, kwargs_specs, len(lead))
