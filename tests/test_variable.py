@@ -109,3 +109,19 @@ def test_variable_creator_scope_is_per_thread_and_subclasses_are_made_directly()
         MyVar(2.0, name="sub")
     tf.Variable(3.0, name="after")
     assert seen == ["here"] and other[0].numpy() == 1.0
+
+
+def test_synchronization_and_aggregation_attributes_as_tf():
+    """TF's Variables guide: the modes given to ``tf.Variable`` read back (AUTO / NONE by default), an
+    ON_READ Variable is not trainable unless asked, and a deep copy keeps them."""
+    import copy
+
+    r = tf.Variable(0.0, synchronization=tf.VariableSynchronization.ON_READ,
+                    aggregation=tf.VariableAggregation.MEAN)
+    v = tf.Variable(1.0)
+    s = tf.Variable(0.0, synchronization=tf.VariableSynchronization.ON_READ, trainable=True)
+    assert (r.synchronization, r.aggregation, r.trainable) == (
+        tf.VariableSynchronization.ON_READ, tf.VariableAggregation.MEAN, False)
+    assert (v.synchronization, v.aggregation, v.trainable) == (
+        tf.VariableSynchronization.AUTO, tf.VariableAggregation.NONE, True)
+    assert s.trainable and copy.deepcopy(r).aggregation is tf.VariableAggregation.MEAN

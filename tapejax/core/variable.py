@@ -205,7 +205,8 @@ class variable_creator_scope:
 class Variable(metaclass=_VariableMeta):
     """A mutable tensor (``tf.Variable``)."""
 
-    __slots__ = ("_val", "_own", "_lent", "_id", "_trainable", "_name", "_sharding", "_constraint", "__weakref__")
+    __slots__ = ("_val", "_own", "_lent", "_id", "_trainable", "_name", "_sharding", "_constraint", "_sync",
+                 "__weakref__")
     __array_priority__ = 100
     _unnamed = 0
     # the value: an array (a tracer while a trace binds this Variable) or a pending update
@@ -306,8 +307,10 @@ class Variable(metaclass=_VariableMeta):
         self._value = value
         self._own = value if fresh else None
         self._id = _state.next_id()
-        self._trainable = True if trainable is None else bool(trainable)
-        self._sharding = None
+        # TF: an ON_READ Variable is not trainable by default (``synchronization`` / ``aggregation``:
+        # properties installed by ops/utilities.py)
+        self._trainable = getattr(synchronization, "name", None) != "ON_READ" if trainable is None else bool(trainable)
+        self._sync, self._sharding = (synchronization, aggregation), None
         if name is None:
             self._name = "Variable:0"
         else:
@@ -576,8 +579,7 @@ class Variable(metaclass=_VariableMeta):
         new = Variable.__new__(Variable)
         new._value = value
         new._id = _state.next_id()
-        new._trainable = self._trainable
-        new._name = self._name
+        new._trainable, new._name, new._sync = self._trainable, self._name, getattr(self, "_sync", None)
         new._sharding = self._sharding
         new._constraint = self._constraint
         memo[id(self)] = new
