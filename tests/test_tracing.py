@@ -276,3 +276,17 @@ def test_input_signature_casts_numpy_arrays_to_the_spec_dtype_but_not_tensors():
     assert f.experimental_get_tracing_count() == 1
     with pytest.raises(TypeError, match="Can not cast"):
         f(tf.constant([1.0, 2.0], tf.float16))
+
+
+def test_a_concrete_function_refuses_another_value_of_a_traced_python_argument():
+    """TF's guide: ``pow.get_concrete_function(a=TensorSpec([]), b=2)`` squares; ``b=2`` again is accepted,
+    ``b=3`` (by keyword or position) is TF's TypeError, not a silent square."""
+    @tf.function
+    def pow(a, b):
+        return a ** b
+
+    square = pow.get_concrete_function(a=tf.TensorSpec([], tf.float32), b=2)
+    assert square(tf.constant(10.0)).numpy() == 100.0 == square(tf.constant(10.0), b=2).numpy()
+    for call in (lambda: square(tf.constant(10.0), b=3), lambda: square(tf.constant(10.0), 3)):
+        with pytest.raises(TypeError, match="Can not cast 3"):
+            call()

@@ -11,7 +11,8 @@ the compiled program takes and gives: ``structured_input_signature``
 Calling one checks each Tensor against its spec (an error naming the
 argument otherwise: an XLA program takes the shapes it was compiled for; the
 class is TF's ``InvalidArgumentError``, what TF's graph raises for a wrong
-dtype or for a shape its ops cannot take, and a ``TypeError``).
+dtype or for a shape its ops cannot take, and a ``TypeError``); a Python value given for a
+parameter traced with another value is TF's ``TypeError``.
 """
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ from ..core.tensor import Tensor
 from . import polymorphism
 from .signature import TensorSpec, arg_key, bind_signature, fill, is_value_spec, template
 from .tensor_array_args import is_tensor_array
+
+_SCALARS = (bool, int, float, str, type(None))
 
 
 def _as_specs(x, name: str):
@@ -104,7 +107,25 @@ class ConcreteFunction:
         lines.append(f"  {self.structured_outputs!r}")
         return "\n".join(lines)
 
+    def _check_python_values(self, args, kwargs) -> None:
+        """A Python value given for a parameter traced with another one: TF's TypeError (the value is
+        part of the program; ``pow.get_concrete_function(a=spec, b=2)`` called with ``b=3``)."""
+        try:
+            params = list(inspect.signature(self._function.python_function).parameters)
+        except (TypeError, ValueError):
+            return
+        traced = dict(zip(params, self._args))
+        traced.update(self._kwargs)
+        given = dict(zip(params[self._n_lead:], args))
+        given.update(kwargs)
+        for name, v in given.items():
+            t = traced.get(name, v)
+            if type(v) in _SCALARS and type(t) in _SCALARS and v != t:
+                raise TypeError(f"Binding inputs to tf.function failed due to `Can not cast {v!r} to "
+                                f"Literal[{t!r}]`: ConcreteFunction {self.name} was traced with {name}={t!r}")
+
     def __call__(self, *args, **kwargs):
+        self._check_python_values(args, kwargs)
         specs: List[TensorSpec] = []
         _spec_leaves((self._args, self._kwargs), specs)
         dyn: List[Any] = []
