@@ -309,7 +309,7 @@ def as_keras_variable(value: Any) -> Any:
     val = value._value   # (an initializer: inside a Keras scope, a model's first call, Keras defers it)
     new = KerasVariable(initializer=lambda shape, dtype=None: val, shape=tuple(val.shape), dtype=value.dtype.name,
                         trainable=value.trainable, name=name)
-    new._constraint = value._constraint
+    new._constraint = value._constraint   # pyright: ignore[reportAttributeAccessIssue]  (None in its __init__)
     return new
 
 
