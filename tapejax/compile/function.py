@@ -431,9 +431,11 @@ class Function:
             if exported is None:
                 return None
             call = exported.call
-        return Entry(jax.jit(call, donate_argnums=tuple(range(len(rw)))), rw, ro, tr.out_tpl, n_out, tpl,
-                     tracing.calls_back(closed.jaxpr), checked, specs, plan,
-                     fresh=None if mesh is not None else tracing.fresh_outputs(closed, n_out))
+        entry = Entry(jax.jit(call, donate_argnums=tuple(range(len(rw)))), rw, ro, tr.out_tpl, n_out, tpl,
+                      tracing.calls_back(closed.jaxpr), checked, specs, plan,
+                      fresh=None if mesh is not None else tracing.fresh_outputs(closed, n_out))
+        entry.callbacks = tracing.calls_back(closed.jaxpr, checks=False)
+        return entry
 
     def _call_under_tape(self, args, kwargs):
         """Called eagerly while a GradientTape records.
@@ -451,7 +453,7 @@ class Function:
         if entry is None:
             with _state.swap(tapes=()), self._lock:   # build with no tape recording the trace
                 entry = self._entry(key, args, kwargs, dyn)
-        if entry.rw or self._mesh is not None or not entry.plain:   # (checks, host callbacks: op by op)
+        if entry.rw or self._mesh is not None or entry.callbacks:   # (host callbacks: op by op)
             from ..autodiff.custom import graph_mode  # graph mode: tapejax.gradients works (issue #4)
             with graph_mode():
                 return self.python_function(*args, **kwargs)
@@ -459,15 +461,26 @@ class Function:
         tensor_args((args, kwargs), tensors)
         if entry.prim is None:
             from ..core.bind import Primitive
-            jitted = entry.jitted
+            jitted, checked, err_tree = entry.jitted, entry.checked, []
 
             def impl(*vals):   # (no Variable assigned: the program's results are its outputs)
-                return tuple(jitted(*vals))
+                if not checked:
+                    return tuple(jitted(*vals))
+                err, flat = jitted(*vals)   # a run-time check's error: its leaves lead the results
+                leaves, tree = jax.tree_util.tree_flatten(err)
+                err_tree[:] = [tree, len(leaves)]
+                return (*leaves, *flat)
 
             entry.prim = Primitive(f"PartitionedCall[{self._name}]", impl, multiple_results=True)
+            entry.prim_errors = err_tree
         from ..core.bind import bind
-        outs = bind(entry.prim, *entry.ro, *tensors)
-        return self._outputs(entry, list(outs), wrap=False)
+        outs = list(bind(entry.prim, *entry.ro, *tensors))
+        if entry.checked:   # (a host sync, as any checked program's call)
+            from ..ops.checks import raise_if_failed
+            tree, n = entry.prim_errors
+            raise_if_failed(jax.tree_util.tree_unflatten(tree, [o._value for o in outs[:n]]))
+            outs = outs[n:]
+        return self._outputs(entry, outs, wrap=False)
 
     def _run(self, entry: Entry, dyn):
         return run(entry, dyn)

@@ -178,6 +178,13 @@ class OperatorNotAllowedInGraphError(TypeError):
     TF's with AutoGraph off)."""
 
 
+
+class InaccessibleTensorError(ValueError):
+    """A traced tensor used outside the loop or branch body (or the trace) that made it, e.g. one
+    appended to a Python list inside ``for i in tf.range(n)`` (TF's internal
+    ``errors_impl.InaccessibleTensorError``, a ValueError; not in ``tf.errors``)."""
+
+
 __all__ = [
     "ABORTED", "ALREADY_EXISTS", "AbortedError", "AlreadyExistsError", "CANCELLED", "CancelledError", "DATA_LOSS",
     "DEADLINE_EXCEEDED", "DataLossError", "DeadlineExceededError", "FAILED_PRECONDITION", "FailedPreconditionError",
