@@ -443,8 +443,10 @@ class Function:
         A function that assigns no Variable is recorded as ONE op (its compiled
         program) whose inputs are its Tensor arguments and the Variables it
         reads, so the tape differentiates through the compiled function (as TF
-        records a tf.function call).  A function that assigns Variables runs
-        op by op instead, so every op is recorded (same values and gradients).
+        records a tf.function call); a run-time check's error is a leading result,
+        raised after the op.  A function that assigns Variables or calls back into
+        Python runs op by op instead, so every op is recorded (same values and
+        gradients).
         """
         args, kwargs = self._canonical(args, kwargs)
         dyn: List[Any] = []
