@@ -1177,3 +1177,58 @@ def test_performance_guide_python_list_in_a_staged_loop_then_a_tensor_array(tf):
         return ta.stack()
 
     return raises(with_list, tf.constant(3)), unrolled(), with_array(tf.constant(2))
+
+
+@parity(**TOL)
+def test_modules_guide_flexible_dense_model_trained_in_a_function_and_checkpointed(tf):
+    """A Keras model of two ``FlexibleDense`` layers (tf.Variables made in ``build``) trained by a
+    compiled step with SGD, checkpointed with ``tf.train.Checkpoint(model=...)`` and restored into a
+    fresh model after a first call built it; the restored model's outputs and a batch Jacobian of its
+    output for the input inside a tf.function."""
+    seeds = iter(range(80, 120))
+
+    class FlexibleDense(tf.keras.layers.Layer):
+        def __init__(self, out_features, **kwargs):
+            super().__init__(**kwargs)
+            self.out_features = out_features
+
+        def build(self, input_shape):
+            self.w = tf.Variable(_normal([input_shape[-1], self.out_features], next(seeds)) * 0.5, name="w")
+            self.b = tf.Variable(tf.zeros([self.out_features]), name="b")
+
+        def call(self, inputs):
+            return tf.matmul(inputs, self.w) + self.b
+
+    class Net(tf.keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.d1, self.d2 = FlexibleDense(4), FlexibleDense(1)
+
+        def call(self, x):
+            return self.d2(tf.nn.tanh(self.d1(x)))
+
+    x, y = tf.constant(_normal([6, 3], 90)), tf.constant(_normal([6, 1], 91))
+    net, opt = Net(), tf.keras.optimizers.SGD(0.1)
+    net(x[:1])
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(net(x) - y))
+        opt.apply_gradients(zip(tape.gradient(loss, net.trainable_variables), net.trainable_variables))
+        return loss
+
+    losses = [step(x, y) for _ in range(4)]
+    path = tf.train.Checkpoint(model=net).save(os.path.join(tempfile.mkdtemp(), "ck"))
+    fresh = Net()
+    fresh(x[:1])
+    tf.train.Checkpoint(model=fresh).restore(path)
+
+    @tf.function
+    def jac(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            out = fresh(x)
+        return tape.batch_jacobian(out, x)
+
+    return losses, len(net.trainable_variables), fresh(x), net(x), jac(x)
