@@ -213,7 +213,7 @@ class Function:
         if _config.FLAGS.eager:   # tf.config.run_functions_eagerly(True): plain Python
             return self.python_function(*args, **kwargs)
         if _state._local.collector is not None:
-            # Called while another tapejax.function traces: inline (as TF does).
+            # Called while another tapejax.function traces: inline (TF traces it once per signature).
             return self._body()(*args, **kwargs)
         if _state.tapes():
             return self._call_under_tape(args, kwargs)

@@ -1232,3 +1232,74 @@ def test_modules_guide_flexible_dense_model_trained_in_a_function_and_checkpoint
         return tape.batch_jacobian(out, x)
 
     return losses, len(net.trainable_variables), fresh(x), net(x), jac(x)
+
+
+@parity(modes=True, **TOL)
+def test_graphs_guide_relu_branches_nested_functions_and_a_method(tf):
+    """The graphs guide's ``simple_relu`` (a tensor ``if`` returning the tensor or a Python 0) on both
+    signs (a float tensor is TF's TypeError: the Python 0 branch is int32), ``outer_function`` calling a tf.function ``inner_function`` (one trace of the
+    outer; the inner's own count is the next program's), and a tf.function method of a plain Python class reading an attribute
+    frozen at trace time per instance."""
+    def simple_relu(x):
+        if tf.greater(x, 0):
+            return x
+        else:
+            return 0
+
+    tf_simple_relu = tf.function(simple_relu)
+    relus = [tf_simple_relu(tf.constant(1)), tf_simple_relu(tf.constant(-1)),
+             raises(tf_simple_relu, tf.constant(2.5)), simple_relu(tf.constant(-1))]
+
+    @tf.function
+    def inner_function(x, y, b):
+        x = tf.matmul(x, y)
+        x = x + b
+        return x
+
+    @tf.function
+    def outer_function(x):
+        y = tf.constant([[2.0], [3.0]])
+        b = tf.constant(4.0)
+        return inner_function(x, y, b)
+
+    nested = [outer_function(tf.constant([[1.0, 2.0]])), outer_function(tf.constant([[3.0, -1.0]])),
+              outer_function.experimental_get_tracing_count()]
+
+    class Scaler:
+        def __init__(self, k):
+            self.k = k
+
+        @tf.function
+        def apply(self, x):
+            return x * self.k
+
+    a, b = Scaler(2.0), Scaler(3.0)
+    x = tf.constant([1.0, 2.0])
+    scaled = [a.apply(x), b.apply(x)]
+    a.k = 10.0
+    scaled.append(a.apply(x))
+    return relus, nested, scaled
+
+
+@xfail_on_tapejax("tapejax/compile/README.md: a tapejax.function called while another traces is inlined, its "
+                  "Python run at each call (TF traces it once per signature as its own function and counts it)")
+@parity(**TOL)
+def test_graphs_guide_inner_function_traces_once_per_signature_inside_the_outer(tf):
+    """A tf.function called twice with one signature inside another's trace: TF runs its Python once
+    and counts one trace; a later eager call of the same signature reuses it, a new shape traces."""
+    runs = []
+
+    @tf.function
+    def inner(z):
+        runs.append(z.shape.as_list())
+        return z * 2.0
+
+    @tf.function
+    def outer(x):
+        return inner(x) + inner(-x)
+
+    out = [outer(tf.constant(2.0)), outer(tf.constant([3.0]))]
+    counts = [inner.experimental_get_tracing_count()]
+    out.append(inner(tf.constant(1.0)))
+    counts.append(inner.experimental_get_tracing_count())
+    return out, runs, counts
