@@ -872,6 +872,10 @@ def test_float64_error_leaves_state_unchanged():
     np.testing.assert_allclose(t.gradient(y, v).numpy(), [2.0, 2.0])
     with x64():
         for what, call, arg in F64_ENTRY_POINTS:
+            if what == "Variable(Tensor, dtype=float64)":   # TF casts no float32 Tensor there (ValueError)
+                with pytest.raises(ValueError, match="conversion requested dtype float64"):
+                    call()
+                continue
             r = call()
             assert r.dtype in (tf.float64, tf.complex128), what
 

@@ -1303,3 +1303,32 @@ def test_graphs_guide_inner_function_traces_once_per_signature_inside_the_outer(
     out.append(inner(tf.constant(1.0)))
     counts.append(inner.experimental_get_tracing_count())
     return out, runs, counts
+
+
+@parity(modes=True, **TOL)
+def test_variables_guide_reads_assign_results_and_copies(tf):
+    """What a Variables-guide user reads back: ``assign(..., read_value=False)``, the results of
+    assign_add / assign_sub chained, ``read_value`` / ``value`` / ``convert_to_tensor`` taken before
+    an assign keeping the old value, a float16 Variable from a float32 one (TF's ValueError; a cast
+    first works), a Variable of a
+    Variable's current value, and the same inside a tf.function."""
+    a = tf.Variable([2.0, 3.0])
+    before = (a.read_value(), a.value(), tf.convert_to_tensor(a), tf.identity(a))
+    none = a.assign([5.0, 6.0], read_value=False)
+    chained = a.assign_add([1.0, 1.0]).assign_sub([0.5, 0.5])
+    h = raises(tf.Variable, a, dtype=tf.float16)
+    h2 = tf.Variable(tf.cast(a, tf.float16))
+    c = tf.Variable(a * 2.0)
+    a.assign([0.0, 0.0])
+    v = tf.Variable(1.0)
+
+    @tf.function
+    def f(x):
+        old = v.read_value()
+        v.assign_add(x)
+        mid = tf.identity(v)
+        r = v.assign(v * 3.0)
+        return old, mid, r, v.read_value()
+
+    return (before, none is None, chained, h, h2, c, a, f(tf.constant(2.0)), v,
+            isinstance(chained, tf.Variable))
