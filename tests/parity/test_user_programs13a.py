@@ -1332,3 +1332,25 @@ def test_variables_guide_reads_assign_results_and_copies(tf):
 
     return (before, none is None, chained, h, h2, c, a, f(tf.constant(2.0)), v,
             isinstance(chained, tf.Variable))
+
+
+@parity(**TOL)
+def test_autodiff_guide_watching_only_some_layer_weights_in_a_compiled_step(tf):
+    """``watch_accessed_variables=False`` with ``tape.watch(layer.kernel)`` and a watched list of the
+    second layer's weights, in a tf.function and eagerly: unwatched weights get None, the watched
+    ones their gradients, and ``watched_variables`` lists what was watched."""
+    l1 = _dense(tf, tf.keras.layers.Dense(4, activation="tanh"), 3, 100)
+    l2 = _dense(tf, tf.keras.layers.Dense(1), 4, 101)
+    x, y = tf.constant(_normal([5, 3], 102)), tf.constant(_normal([5, 1], 103))
+    everything = [l1.kernel, l1.bias, l2.kernel, l2.bias]
+
+    def grads():
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(l1.kernel)
+            tape.watch(l2.trainable_variables)
+            loss = tf.reduce_mean(tf.square(l2(l1(x)) - y))
+        return tape.gradient(loss, everything), len(tape.watched_variables())
+
+    eager = grads()
+    compiled = tf.function(grads)()
+    return eager, compiled
