@@ -9,10 +9,12 @@ Hessian of a small MLP); "Introduction to graphs and tf.function" and "Better pe
 tf.function" (polymorphism, concrete functions with bound Python arguments, signatures refusing
 inputs, Python side effects and ``tf.py_function``, globals and Python objects frozen at trace time,
 Variables made on the first call, optimizers shared between functions, a ``dynamic_rnn`` with a
-TensorArray, fizzbuzz, non-strict execution); "Introduction to Variables"; "Basic training loops"
-(the ``tf.Module`` and Keras linear models); "Introduction to modules, layers, and models"
-(submodules, checkpoints, a saved Module called with its traced Python lists, Keras layers built on
-first call). Random draws of the guides are replaced by seeded NumPy data.
+TensorArray (also under a tape), fizzbuzz, non-strict execution, a Python list in a staged loop,
+nested functions); "Introduction to Variables" (attributes, assign results, dtype rules); "Basic
+training loops" (the ``tf.Module`` and Keras linear models, fitted, saved and evaluated);
+"Introduction to modules, layers, and models" (submodules, name scopes, checkpoints, saved Modules,
+Keras layers making tf.Variables in ``build`` in subclassed and functional models). Random draws of
+the guides are replaced by seeded NumPy data.
 """
 import os
 import tempfile
@@ -1354,3 +1356,32 @@ def test_autodiff_guide_watching_only_some_layer_weights_in_a_compiled_step(tf):
     eager = grads()
     compiled = tf.function(grads)()
     return eager, compiled
+
+
+@parity(x64=True, **TOL)
+def test_basic_training_guide_keras_model_saved_weights_evaluated_and_predicted(tf):
+    """The guide's Keras linear model (two tf.Variables) fitted five epochs, its weights saved to a
+    ``.weights.h5`` file and loaded into a fresh model (called once first), which evaluates and
+    predicts as the trained one."""
+    x, y, _ = _linear_data(tf)
+
+    class MyModelKeras(tf.keras.Model):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.w = tf.Variable(5.0)
+            self.b = tf.Variable(0.0)
+
+        def call(self, x):
+            return self.w * x + self.b
+
+    model = MyModelKeras()
+    model.compile(optimizer=tf.keras.optimizers.SGD(learning_rate=0.1), loss=tf.keras.losses.mean_squared_error)
+    model.fit(x, y, epochs=5, batch_size=1000, verbose=0)
+    path = os.path.join(tempfile.mkdtemp(), "linear.weights.h5")
+    model.save_weights(path)
+    fresh = MyModelKeras()
+    fresh(x[:2])
+    fresh.load_weights(path)
+    fresh.compile(loss=tf.keras.losses.mean_squared_error)
+    return (fresh.w.numpy(), fresh.b.numpy(), model.w.numpy(), fresh.evaluate(x, y, batch_size=1000, verbose=0),
+            fresh.predict(x[:4], verbose=0))
