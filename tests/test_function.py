@@ -582,3 +582,64 @@ def test_python_numbers_returned_by_a_function_are_tensors_as_in_tf():
         tape.watch(x)
         y, b = f(x)[:2]
     assert isinstance(b, tf.Tensor) and float(tape.gradient(y, x)) == 2.0
+
+
+def test_a_python_list_appended_in_a_staged_loop_is_tf_s_inaccessible_tensor_error():
+    """TF's performance guide: ``acc.append(i * 2)`` inside ``for i in tf.range(n)`` leaks the loop
+    body's tensors; TF raises InaccessibleTensorError (a ValueError) when the function traces; a
+    value of a JAX trace around the function stays a usable constant."""
+    from tapejax.core.errors import InaccessibleTensorError
+
+    @tf.function
+    def with_list(n):
+        acc = []
+        for i in tf.range(n):
+            acc.append(i * 2)
+        return tf.stack(acc)
+
+    with pytest.raises(InaccessibleTensorError, match="cannot be accessed"):
+        with_list(tf.constant(3))
+    assert issubclass(InaccessibleTensorError, ValueError)
+
+    def outer(y):
+        @tf.function
+        def h(z):
+            return z + tf.constant(y)
+        return h(tf.constant(1.0))._value
+
+    assert float(jax.jit(outer)(2.0)) == 3.0
+
+
+def test_a_checked_function_under_a_tape_is_one_op_and_still_checks():
+    """A function whose program holds run-time checks (a TensorArray written at ``tf.range``'s index,
+    ``check_numerics``) called under a tape is recorded as its one traced program, as TF records the
+    call: the Python body does not run again, the gradient is the op-by-op one, a failed check
+    raises InvalidArgumentError."""
+    traced = []
+
+    @tf.function
+    def f(x):
+        traced.append(1)
+        ta = tf.TensorArray(tf.float32, size=3)
+        s = tf.zeros([2])
+        for i in tf.range(3):
+            s = tf.tanh(x[i] + 0.5 * s)
+            ta = ta.write(i, s)
+        return tf.debugging.check_numerics(tf.math.log(tf.reduce_sum(ta.stack() ** 2)), "log")
+
+    x = tf.constant(np.arange(6, dtype=np.float32).reshape(3, 2) / 6.0)
+    f(x)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = f(x)
+    g = tape.gradient(y, x)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y2 = f.python_function(x)
+    np.testing.assert_allclose(g.numpy(), tape.gradient(y2, x).numpy(), rtol=1e-5)
+    assert len(traced) == 2   # (the one trace, then the eager python_function)
+    with tf.GradientTape() as tape:
+        z = tf.zeros([3, 2])
+        tape.watch(z)
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            f(z)

@@ -688,3 +688,19 @@ def test_an_embedding_call_that_prints_stays_one_op(capsys):
     want = np.zeros_like(table)
     np.add.at(want, ids, 2 * table[ids])
     np.testing.assert_allclose(g.numpy(), want, rtol=1e-6)
+
+
+def test_a_layer_of_tf_ops_builds_a_functional_model():
+    """Keras's symbolic call of a layer whose ``call`` uses ``tf.matmul`` (TF's modules guide
+    ``FlexibleDense`` in ``keras.Input`` -> ``Model``) gets arrays back, not tapejax Tensors."""
+    class L(keras.layers.Layer):
+        def build(self, input_shape):
+            self.w = self.add_weight(shape=(input_shape[-1], 3), initializer="ones")
+
+        def call(self, inputs):
+            return tf.nn.relu(tf.matmul(inputs, self.w))
+
+    inputs = keras.Input(shape=[2])
+    m = keras.Model(inputs, L()(inputs))
+    assert m.output.shape == (None, 3)
+    assert m(tf.ones([1, 2])).numpy().tolist() == [[2.0, 2.0, 2.0]]

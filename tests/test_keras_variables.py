@@ -226,3 +226,47 @@ def test_asarray_of_a_keras_variable_is_a_writable_copy():
     np.testing.assert_array_equal(d.kernel.numpy()[0], [0.0, 1.0])
     d.kernel.assign(k)
     np.testing.assert_array_equal(d.kernel.numpy()[:2], [[0.0, 0.0], [0.0, 3.0]])
+
+
+def test_plain_tf_variables_on_a_model_and_in_a_build_are_tracked_weights():
+    """TF's guides: ``self.w = tf.Variable(5.0)`` in a Model's ``__init__`` and ``tf.Variable``s made in
+    a Layer's ``build`` (here built by the model's first call, inside its trace) are the model's
+    weights, as tf_keras tracks them: trainable_variables lists them, a tape differentiates the
+    call for them, a non-trainable one stays out, and ``fit`` trains them."""
+    class Linear(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(5.0, name="w")
+            self.b = tf.Variable(0.0)
+            self.count = tf.Variable(0, trainable=False)
+
+        def call(self, x):
+            return self.w * x + self.b
+
+    class Flexible(keras.layers.Layer):
+        def build(self, input_shape):
+            self.k = tf.Variable(tf.ones([input_shape[-1], 2]), name="k")
+
+        def call(self, x):
+            return tf.matmul(x, self.k)
+
+    class Two(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = Flexible(), Flexible()
+
+        def call(self, x):
+            return self.b(self.a(x))
+
+    m = Linear()
+    assert isinstance(m.w, KerasVariable) and m.w.name == "w" and len(m.trainable_variables) == 2
+    assert [v.trainable for v in m.non_trainable_variables] == [False]
+    x = tf.constant([1.0, 2.0])
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(m(x))
+    assert [g.numpy().item() for g in tape.gradient(loss, [m.w, m.b])] == [3.0, 2.0]
+    two = Two()
+    assert two(tf.ones([1, 3])).numpy().tolist() == [[6.0, 6.0]] and len(two.trainable_variables) == 2
+    m.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss="mse")
+    m.fit(np.ones(4, np.float32), np.full(4, 2.0, np.float32), epochs=2, batch_size=4, verbose=0)
+    assert m.w.numpy() < 5.0

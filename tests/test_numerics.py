@@ -837,6 +837,7 @@ F64_ENTRY_POINTS = [
     ("eye(dtype=float64)", lambda: tf.eye(2, dtype=tf.float64), "dtype"),
     ("range(dtype=float64)", lambda: tf.range(3, dtype=tf.float64), "dtype"),
     ("linspace(np.float64)", lambda: tf.linspace(np.float64(0.0), np.float64(1.0), 3), "value"),
+    ("linspace(int, int)", lambda: tf.linspace(-2, 2, 5), "integer start"),   # TF: float64
     ("one_hot(dtype=float64)", lambda: tf.one_hot([0, 1], 2, dtype=tf.float64), "dtype"),
     ("random.normal(dtype=float64)", lambda: tf.random.normal([2], dtype=tf.float64), "dtype"),
     ("random.uniform(dtype=float64)", lambda: tf.random.uniform([2], dtype=tf.float64), "dtype"),
@@ -871,6 +872,10 @@ def test_float64_error_leaves_state_unchanged():
     np.testing.assert_allclose(t.gradient(y, v).numpy(), [2.0, 2.0])
     with x64():
         for what, call, arg in F64_ENTRY_POINTS:
+            if what == "Variable(Tensor, dtype=float64)":   # TF casts no float32 Tensor there (ValueError)
+                with pytest.raises(ValueError, match="conversion requested dtype float64"):
+                    call()
+                continue
             r = call()
             assert r.dtype in (tf.float64, tf.complex128), what
 
@@ -1015,3 +1020,12 @@ def test_float32_source_through_float64_path_gives_float32_gradient():
         g = t.gradient(y, w)
         assert y.dtype == tf.float64 and g.dtype == tf.float32
         np.testing.assert_allclose(g.numpy(), 3 * np.array([1.5, -0.5]) ** 2, rtol=1e-6)
+
+
+def test_linspace_of_integers_is_float64_as_tf():
+    """TF's ``tf.linspace(-2, 2, 5)`` (the basic-training guide's x) is float64; floats stay float32."""
+    with x64():
+        x = tf.linspace(-2, 2, 5)
+        assert x.dtype == tf.float64 and x.numpy().tolist() == [-2.0, -1.0, 0.0, 1.0, 2.0]
+        assert tf.linspace(tf.constant(0, tf.int64), 1, 3).dtype == tf.float64
+        assert tf.linspace(-2.0, 2.0, 3).dtype == tf.float32

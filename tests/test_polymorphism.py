@@ -85,6 +85,19 @@ def test_a_program_that_prints_is_traced_per_shape(capsys):
     assert f.experimental_get_tracing_count() == 3
 
 
+
+def test_equality_operators_on_a_symbolic_size_keep_one_trace():
+    """``x % 2 == 0`` on a [None] argument (TF's guide's next_collatz): ``==`` / ``!=`` decide broadcasting
+    from known sizes only, so the symbolic trace serves every length (it fell back per shape)."""
+    @tf.function(input_signature=(tf.TensorSpec(shape=[None], dtype=tf.int32),))
+    def next_collatz(x):
+        return tf.where(x % 2 == 0, x // 2, 3 * x + 1) + tf.cast(x != 7, tf.int32)
+
+    assert next_collatz(tf.constant([1, 2])).numpy().tolist() == [5, 2]
+    assert next_collatz(tf.constant([5, 6, 7])).numpy().tolist() == [17, 4, 22]
+    assert next_collatz.experimental_get_tracing_count() == 1
+    assert (tf.ones([2, 3]) == tf.ones([4])).numpy().tolist() is False   # (known sizes: TF2's scalar False)
+
 def test_sizes_that_stop_being_equal_get_their_own_program():
     @tf.function(input_signature=[tf.TensorSpec([None], tf.float32), tf.TensorSpec([None], tf.float32)])
     def f(x, y):

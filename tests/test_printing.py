@@ -78,3 +78,27 @@ def test_a_variable_and_a_pending_value_print_their_values():
     g = t.gradient(y, w)
     tf.print(w, g * 1.0, output_stream=buf)
     assert buf.getvalue() == "[1 2] [2 4]\n"
+
+
+def test_python_values_only_print_when_the_program_runs_not_while_tracing():
+    """A tf.print of Python values alone inside a trace (a branch's string, a Python argument) is an
+    op of the program: it prints at each run in program order, never at trace time (TF's graph op)."""
+    buf = io.StringIO()
+
+    @tf.function
+    def fizz(n):
+        for i in tf.range(1, n + 1):
+            if i % 3 == 0:
+                tf.print("fizz", output_stream=buf)
+            else:
+                tf.print(i, output_stream=buf)
+
+    @tf.function
+    def f(x):
+        tf.print("Executed with", x, output_stream=buf)
+
+    fizz(tf.constant(4))
+    f(1)
+    f(1)
+    f(2)
+    assert buf.getvalue() == "1\n2\nfizz\n4\nExecuted with 1\nExecuted with 1\nExecuted with 2\n"

@@ -196,6 +196,24 @@ def test_get_concrete_function_specs_names_and_reuse():
     assert "Input Parameters" in cf.pretty_printed_signature()
 
 
+
+def test_get_concrete_function_of_a_traced_call_reuses_its_trace():
+    """TF: ``get_concrete_function(tf.constant(3.0))`` after a call on another float32 scalar is the
+    trace that call made (no new trace); a new dtype still traces."""
+    traced = []
+
+    @tf.function
+    def my_relu(x):
+        traced.append(x.dtype.name)
+        return tf.maximum(0.0, x)
+
+    my_relu(tf.constant(5.5))
+    cf = my_relu.get_concrete_function(tf.constant(3.0))
+    assert cf(tf.constant(-7.0)).numpy() == 0.0
+    assert (traced, my_relu.experimental_get_tracing_count()) == (["float32"], 1)
+    my_relu.get_concrete_function(tf.TensorSpec([], tf.float16))
+    assert (traced, my_relu.experimental_get_tracing_count()) == (["float32", "float16"], 2)
+
 def test_nested_functions_inline_and_methods_convert():
     @tf.function
     def inner(z):
@@ -258,3 +276,17 @@ def test_input_signature_casts_numpy_arrays_to_the_spec_dtype_but_not_tensors():
     assert f.experimental_get_tracing_count() == 1
     with pytest.raises(TypeError, match="Can not cast"):
         f(tf.constant([1.0, 2.0], tf.float16))
+
+
+def test_a_concrete_function_refuses_another_value_of_a_traced_python_argument():
+    """TF's guide: ``pow.get_concrete_function(a=TensorSpec([]), b=2)`` squares; ``b=2`` again is accepted,
+    ``b=3`` (by keyword or position) is TF's TypeError, not a silent square."""
+    @tf.function
+    def pow(a, b):
+        return a ** b
+
+    square = pow.get_concrete_function(a=tf.TensorSpec([], tf.float32), b=2)
+    assert square(tf.constant(10.0)).numpy() == 100.0 == square(tf.constant(10.0), b=2).numpy()
+    for call in (lambda: square(tf.constant(10.0), b=3), lambda: square(tf.constant(10.0), 3)):
+        with pytest.raises(TypeError, match="Can not cast 3"):
+            call()

@@ -126,3 +126,31 @@ def test_asarray_of_a_variable_is_a_writable_copy():
     v.assign(k)
     np.testing.assert_allclose(v.numpy(), [0.0, -0.45, 0.0], rtol=1e-6)
     assert np.asarray(v, dtype=np.float64).flags.writeable
+
+
+def test_synchronization_and_aggregation_attributes_as_tf():
+    """TF's Variables guide: the modes given to ``tf.Variable`` read back (AUTO / NONE by default), an
+    ON_READ Variable is not trainable unless asked, and a deep copy keeps them."""
+    import copy
+
+    r = tf.Variable(0.0, synchronization=tf.VariableSynchronization.ON_READ,
+                    aggregation=tf.VariableAggregation.MEAN)
+    v = tf.Variable(1.0)
+    s = tf.Variable(0.0, synchronization=tf.VariableSynchronization.ON_READ, trainable=True)
+    assert (r.synchronization, r.aggregation, r.trainable) == (
+        tf.VariableSynchronization.ON_READ, tf.VariableAggregation.MEAN, False)
+    assert (v.synchronization, v.aggregation, v.trainable) == (
+        tf.VariableSynchronization.AUTO, tf.VariableAggregation.NONE, True)
+    assert s.trainable and copy.deepcopy(r).aggregation is tf.VariableAggregation.MEAN
+
+
+def test_a_tensor_or_variable_initial_value_of_another_dtype_is_tf_s_value_error():
+    """TF casts host data to ``dtype`` but refuses a Tensor or Variable of another dtype (ValueError);
+    the same dtype, or a cast first, is accepted."""
+    a = tf.Variable([2.0, 3.0])
+    for init in (a, tf.constant([1.0, 2.0]), tf.constant([1, 2])):
+        with pytest.raises(ValueError, match="conversion requested dtype"):
+            tf.Variable(init, dtype=tf.float16 if init.dtype == tf.float32 else tf.float32)
+    assert tf.Variable(np.array([1.0], np.float32), dtype=tf.float16).dtype == tf.float16
+    assert tf.Variable(tf.cast(a, tf.float16)).dtype == tf.float16
+    assert tf.Variable(a * 1.0, dtype=tf.float32).dtype == tf.float32

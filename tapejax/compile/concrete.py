@@ -11,7 +11,8 @@ the compiled program takes and gives: ``structured_input_signature``
 Calling one checks each Tensor against its spec (an error naming the
 argument otherwise: an XLA program takes the shapes it was compiled for; the
 class is TF's ``InvalidArgumentError``, what TF's graph raises for a wrong
-dtype or for a shape its ops cannot take, and a ``TypeError``).
+dtype or for a shape its ops cannot take, and a ``TypeError``); a Python value given for a
+parameter traced with another value is TF's ``TypeError``.
 """
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ from ..core.tensor import Tensor
 from . import polymorphism
 from .signature import TensorSpec, arg_key, bind_signature, fill, is_value_spec, template
 from .tensor_array_args import is_tensor_array
+
+_SCALARS = (bool, int, float, str, type(None))
 
 
 def _as_specs(x, name: str):
@@ -104,7 +107,25 @@ class ConcreteFunction:
         lines.append(f"  {self.structured_outputs!r}")
         return "\n".join(lines)
 
+    def _check_python_values(self, args, kwargs) -> None:
+        """A Python value given for a parameter traced with another one: TF's TypeError (the value is
+        part of the program; ``pow.get_concrete_function(a=spec, b=2)`` called with ``b=3``)."""
+        try:
+            params = list(inspect.signature(self._function.python_function).parameters)
+        except (TypeError, ValueError):
+            return
+        traced = dict(zip(params, self._args))
+        traced.update(self._kwargs)
+        given = dict(zip(params[self._n_lead:], args))
+        given.update(kwargs)
+        for name, v in given.items():
+            t = traced.get(name, v)
+            if type(v) in _SCALARS and type(t) in _SCALARS and v != t:
+                raise TypeError(f"Binding inputs to tf.function failed due to `Can not cast {v!r} to "
+                                f"Literal[{t!r}]`: ConcreteFunction {self.name} was traced with {name}={t!r}")
+
     def __call__(self, *args, **kwargs):
+        self._check_python_values(args, kwargs)
         specs: List[TensorSpec] = []
         _spec_leaves((self._args, self._kwargs), specs)
         dyn: List[Any] = []
@@ -187,8 +208,11 @@ def concrete_function(fn, args, kwargs, lead: tuple = ()) -> ConcreteFunction:
                 raise ValueError(f"get_concrete_function: the program of `{fn._name}` cannot be exported with "
                                  "symbolic sizes (it calls back into Python, e.g. tapejax.print); call the "
                                  "function with concrete Tensors instead")
-        else:
-            entry = fn._make(tpl, list(plan.avals), specs, None)
+        else:   # a call that traced these specs already is reused (TF: no new trace)
+            entry = next((e for e in fn._cache.values() if e.plan is None and e.template == tpl
+                          and tuple(e.specs) == tuple(specs)), None)
+            if entry is None:
+                entry = fn._make(tpl, list(plan.avals), specs, None)
         assert entry is not None
         fn._poly.setdefault(sf, []).append(entry)
     return ConcreteFunction(fn, entry, args_specs, kwargs_specs, len(lead))

@@ -52,7 +52,8 @@ class Entry:
     """One compiled specialisation: the program, its Variables and output structure."""
 
     __slots__ = ("jitted", "rw", "ro", "out_tpl", "n_out", "template", "in_shardings", "prim", "copies",
-                 "checked", "plain", "specs", "plan", "fresh", "steady", "hot", "guards")
+                 "checked", "plain", "specs", "plan", "fresh", "steady", "hot", "guards", "prim_errors",
+                 "callbacks")
 
     def __init__(self, jitted, rw, ro, out_tpl, n_out, tpl, copies, checked, specs, plan, fresh=None):
         self.jitted = jitted
@@ -68,6 +69,8 @@ class Entry:
         self.plan: Optional[polymorphism.Plan] = plan
         self.in_shardings: Any = None
         self.prim: Any = None     # the recorded op, made on the first call from inside a tape
+        self.prim_errors: list = []   # a checked program's op: [its error's treedef, its leaf count]
+        self.callbacks = copies       # it calls back into Python (``copies`` also counts checks)
         # which new values of ``rw`` are buffers the program makes (``tracing.fresh_outputs``)
         self.fresh: Optional[Sequence[bool]] = fresh
         # the steady call (``steady_call``), set from the second call when it applies (``fast_ready``)

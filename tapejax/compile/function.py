@@ -213,7 +213,7 @@ class Function:
         if _config.FLAGS.eager:   # tf.config.run_functions_eagerly(True): plain Python
             return self.python_function(*args, **kwargs)
         if _state._local.collector is not None:
-            # Called while another tapejax.function traces: inline (as TF does).
+            # Called while another tapejax.function traces: inline (TF traces it once per signature).
             return self._body()(*args, **kwargs)
         if _state.tapes():
             return self._call_under_tape(args, kwargs)
@@ -431,9 +431,11 @@ class Function:
             if exported is None:
                 return None
             call = exported.call
-        return Entry(jax.jit(call, donate_argnums=tuple(range(len(rw)))), rw, ro, tr.out_tpl, n_out, tpl,
-                     tracing.calls_back(closed.jaxpr), checked, specs, plan,
-                     fresh=None if mesh is not None else tracing.fresh_outputs(closed, n_out))
+        entry = Entry(jax.jit(call, donate_argnums=tuple(range(len(rw)))), rw, ro, tr.out_tpl, n_out, tpl,
+                      tracing.calls_back(closed.jaxpr), checked, specs, plan,
+                      fresh=None if mesh is not None else tracing.fresh_outputs(closed, n_out))
+        entry.callbacks = tracing.calls_back(closed.jaxpr, checks=False)
+        return entry
 
     def _call_under_tape(self, args, kwargs):
         """Called eagerly while a GradientTape records.
@@ -441,8 +443,10 @@ class Function:
         A function that assigns no Variable is recorded as ONE op (its compiled
         program) whose inputs are its Tensor arguments and the Variables it
         reads, so the tape differentiates through the compiled function (as TF
-        records a tf.function call).  A function that assigns Variables runs
-        op by op instead, so every op is recorded (same values and gradients).
+        records a tf.function call); a run-time check's error is a leading result,
+        raised after the op.  A function that assigns Variables or calls back into
+        Python runs op by op instead, so every op is recorded (same values and
+        gradients).
         """
         args, kwargs = self._canonical(args, kwargs)
         dyn: List[Any] = []
@@ -451,7 +455,7 @@ class Function:
         if entry is None:
             with _state.swap(tapes=()), self._lock:   # build with no tape recording the trace
                 entry = self._entry(key, args, kwargs, dyn)
-        if entry.rw or self._mesh is not None or not entry.plain:   # (checks, host callbacks: op by op)
+        if entry.rw or self._mesh is not None or entry.callbacks:   # (host callbacks: op by op)
             from ..autodiff.custom import graph_mode  # graph mode: tapejax.gradients works (issue #4)
             with graph_mode():
                 return self.python_function(*args, **kwargs)
@@ -459,15 +463,26 @@ class Function:
         tensor_args((args, kwargs), tensors)
         if entry.prim is None:
             from ..core.bind import Primitive
-            jitted = entry.jitted
+            jitted, checked, err_tree = entry.jitted, entry.checked, []
 
             def impl(*vals):   # (no Variable assigned: the program's results are its outputs)
-                return tuple(jitted(*vals))
+                if not checked:
+                    return tuple(jitted(*vals))
+                err, flat = jitted(*vals)   # a run-time check's error: its leaves lead the results
+                leaves, tree = jax.tree_util.tree_flatten(err)
+                err_tree[:] = [tree, len(leaves)]
+                return (*leaves, *flat)
 
             entry.prim = Primitive(f"PartitionedCall[{self._name}]", impl, multiple_results=True)
+            entry.prim_errors = err_tree
         from ..core.bind import bind
-        outs = bind(entry.prim, *entry.ro, *tensors)
-        return self._outputs(entry, list(outs), wrap=False)
+        outs = list(bind(entry.prim, *entry.ro, *tensors))
+        if entry.checked:   # (a host sync, as any checked program's call)
+            from ..ops.checks import raise_if_failed
+            tree, n = entry.prim_errors
+            raise_if_failed(jax.tree_util.tree_unflatten(tree, [o._value for o in outs[:n]]))
+            outs = outs[n:]
+        return self._outputs(entry, outs, wrap=False)
 
     def _run(self, entry: Entry, dyn):
         return run(entry, dyn)

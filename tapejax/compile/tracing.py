@@ -41,7 +41,7 @@ import jax.numpy as jnp
 from jax.extend import core as jex
 
 from ..core import state as _state
-from ..core.errors import OperatorNotAllowedInGraphError
+from ..core.errors import InaccessibleTensorError, OperatorNotAllowedInGraphError
 from ..core.variable import Variable
 from ..ops import affine as _affine
 from .signature import fill, split_out
@@ -211,6 +211,7 @@ def trace(fn: Callable[..., Any], tpl: Any, avals: Sequence[Any], *, fname: str,
         box.append(len(flat))
         return flat + new_rw + inits
 
+    outer = jex.find_top_trace(())   # (a value of a trace around this one may be a constant)
     try:
         closed = jax.make_jaxpr(body)(*avals)
     except BaseException as e:
@@ -218,9 +219,21 @@ def trace(fn: Callable[..., Any], tpl: Any, avals: Sequence[Any], *, fname: str,
             _created_failed(box[0])
         if is_value_error(e):
             raise value_error(e, fname) from None
+        if isinstance(e, jax.errors.UnexpectedTracerError):
+            raise _inaccessible(fname, str(e).splitlines()[0] if str(e) else repr(e)) from None
         raise
+    if any(isinstance(c, _Tracer) and c._trace is not outer for c in closed.consts):   # a body's, leaked
+        _created_failed(box[0])
+        raise _inaccessible(fname, "a loop or branch body's traced value is a constant of the program")
     col = box[0]
     return Traced(closed, tuple(col.order), tuple(col.made), box[1], box[2])
+
+
+def _inaccessible(fname: str, detail: str) -> InaccessibleTensorError:
+    return InaccessibleTensorError(
+        f"In tapejax.function `{fname}`: a tensor made inside a loop or branch body was used outside it "
+        "(e.g. appended to a Python list in a `for i in tf.range(n)` loop): it cannot be accessed from "
+        f"here, as in TF. Accumulate with tf.TensorArray, or carry it as a loop variable.\n\n({detail})")
 
 
 def _created_failed(col: Collector) -> None:
@@ -312,13 +325,13 @@ def _prune(eqns, wanted):
 _CALLBACKS = ("debug_callback", "pure_callback", "io_callback")
 
 
-def calls_back(jaxpr: jex.Jaxpr) -> bool:
-    """Does this jaxpr (or one nested in it) call back into Python or check at run time?"""
+def calls_back(jaxpr: jex.Jaxpr, checks: bool = True) -> bool:
+    """Does this jaxpr (or one nested in it) call back into Python or (``checks``) check at run time?"""
     for eqn in jaxpr.eqns:
-        if eqn.primitive.name in _CALLBACKS or eqn.primitive.name == "check":
+        if eqn.primitive.name in _CALLBACKS or (checks and eqn.primitive.name == "check"):
             return True
         for sub in _nested(eqn):
-            if calls_back(sub):
+            if calls_back(sub, checks):
                 return True
     return False
 

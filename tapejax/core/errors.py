@@ -187,6 +187,11 @@ class SymbolicArrayError(OperatorNotAllowedInGraphError, NotImplementedError):
     """``np.asarray`` / ``np.array`` of a traced tensor: TF's NotImplementedError ("Cannot convert a
     symbolic tf.Tensor to a numpy array")."""
 
+class InaccessibleTensorError(ValueError):
+    """A traced tensor used outside the loop or branch body (or the trace) that made it, e.g. one
+    appended to a Python list inside ``for i in tf.range(n)`` (TF's internal
+    ``errors_impl.InaccessibleTensorError``, a ValueError; not in ``tf.errors``)."""
+
 
 __all__ = [
     "ABORTED", "ALREADY_EXISTS", "AbortedError", "AlreadyExistsError", "CANCELLED", "CancelledError", "DATA_LOSS",

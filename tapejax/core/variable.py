@@ -205,7 +205,8 @@ class variable_creator_scope:
 class Variable(metaclass=_VariableMeta):
     """A mutable tensor (``tf.Variable``)."""
 
-    __slots__ = ("_val", "_own", "_lent", "_id", "_trainable", "_name", "_sharding", "_constraint", "__weakref__")
+    __slots__ = ("_val", "_own", "_lent", "_id", "_trainable", "_name", "_sharding", "_constraint", "_sync",
+                 "__weakref__")
     __array_priority__ = 100
     _unnamed = 0
     # the value: an array (a tracer while a trace binds this Variable) or a pending update
@@ -291,8 +292,9 @@ class Variable(metaclass=_VariableMeta):
         if isinstance(initial_value, (Tensor, Variable)):
             t = convert_to_tensor(initial_value)
             value = t._value
-            if want is not None and value.dtype != want._np:
-                value = value.astype(_dtypes.storage_dtype(want._np, "initial_value"))
+            if want is not None and t.dtype != want:   # TF casts no Tensor's or Variable's dtype here
+                _dtypes.require_representable(want._np, "initial_value")   # (float64 without x64 first)
+                raise ValueError(f"initial_value: Tensor conversion requested dtype {want.name} for a {t.dtype.name} value")
             fresh = False   # (the Tensor holds it too)
         else:
             value = _to_array(initial_value, None if want is None else want._np, "initial_value")
@@ -304,10 +306,11 @@ class Variable(metaclass=_VariableMeta):
         if isinstance(value, _Tracer) and _state._local.collector is None:
             raise _tracer_error(self)   # (only a tapejax.function's discovery takes one, to refuse it)
         self._value = value
-        self._own = value if fresh else None
-        self._id = _state.next_id()
-        self._trainable = True if trainable is None else bool(trainable)
-        self._sharding = None
+        self._own, self._id = (value if fresh else None), _state.next_id()
+        # TF: an ON_READ Variable is not trainable by default (``synchronization`` / ``aggregation``:
+        # properties installed by ops/utilities.py)
+        self._trainable = getattr(synchronization, "name", None) != "ON_READ" if trainable is None else bool(trainable)
+        self._sync, self._sharding = (synchronization, aggregation), None
         if name is None:
             self._name = "Variable:0"
         else:
@@ -578,8 +581,7 @@ class Variable(metaclass=_VariableMeta):
         new = Variable.__new__(Variable)
         new._value = value
         new._id = _state.next_id()
-        new._trainable = self._trainable
-        new._name = self._name
+        new._trainable, new._name, new._sync = self._trainable, self._name, getattr(self, "_sync", None)
         new._sharding = self._sharding
         new._constraint = self._constraint
         memo[id(self)] = new

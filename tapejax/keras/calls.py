@@ -529,9 +529,18 @@ def _rnn(step_function, inputs, initial_states, *args, **kwargs):
     return _ORIG["rnn"](step, inputs, initial_states, *args, **kwargs)
 
 
+def _compute_output_spec(fn, *args, **kwargs):
+    """Keras's symbolic call (a functional model's construction, a build by a symbolic call): a layer
+    whose ``call`` uses ``tf.*`` ops returns tapejax Tensors over the trace's tracers; Keras gets
+    their arrays (it refused the Tensors: "All operation outputs must be tensors")."""
+    def plain(*a, **k):
+        return jax.tree_util.tree_map(_plain_step_results, fn(*a, **k), is_leaf=_is_tensor)
+    return _ORIG["spec"](plain, *args, **kwargs)
+
+
 def install() -> None:
     """Put the hooks on Keras's ``Layer.__call__``, ``Layer.add_loss``, ``Loss.__call__``,
-    regularization losses and ``backend.rnn``."""
+    regularization losses, ``backend.rnn`` and ``backend.compute_output_spec``."""
     from keras.src.layers.layer import Layer
     from keras.src.losses.loss import Loss
     if "layer" in _ORIG:
@@ -554,3 +563,5 @@ def install() -> None:
     from keras.src import backend as _kbackend
     _ORIG["rnn"] = _kbackend.rnn
     _kbackend.rnn = _rnn
+    _ORIG["spec"] = _kbackend.compute_output_spec
+    _kbackend.compute_output_spec = _compute_output_spec

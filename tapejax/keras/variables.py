@@ -54,7 +54,7 @@ from ..core.ownership import SLOT_GUARDS
 from ..core.tensor import Lazy, Pending, Tensor, array_of
 from ..core.variable import Variable
 
-__all__ = ["KerasVariable", "check_variable", "in_keras_scope", "install"]
+__all__ = ["KerasVariable", "as_keras_variable", "check_variable", "in_keras_scope", "install"]
 
 _STORAGE: Any = Variable.__dict__["_value"]   # tapejax's value property (over the ``_val`` slot)
 _META: Any = Variable.__dict__["_meta"]
@@ -297,11 +297,43 @@ def _new(cls, *args, **kwargs):
     return object.__new__(KerasVariable if cls is _BackendVariable or cls is JaxVariable else cls)
 
 
+def as_keras_variable(value: Any) -> Any:
+    """A plain tapejax Variable set as a Keras layer's attribute (TF's guides: ``self.w =
+    tf.Variable(5.0)`` in a Model's ``__init__`` or a Layer's ``build``) becomes a ``KerasVariable``
+    of its value, dtype, name, trainability and constraint, so Keras tracks it (``trainable_variables``,
+    ``fit``, checkpoints) and a layer call reads it as an input, as tf_keras tracks tf.Variables
+    (a plain one is a constant to Keras: no gradient).  The attribute holds the new variable; other
+    references to the plain one are not updated.  Left as it is while a ``tapejax.function`` traces."""
+    if type(value) is not Variable or _state._local.collector is not None:
+        return value
+    name = value.name.split(":")[0].rsplit("/", 1)[-1]
+    val = value._value   # (an initializer: inside a Keras scope, a model's first call, Keras defers it)
+    new = KerasVariable(initializer=lambda shape, dtype=None: val, shape=tuple(val.shape), dtype=value.dtype.name,
+                        trainable=value.trainable, name=name)
+    new._constraint = value._constraint   # pyright: ignore[reportAttributeAccessIssue]  (None in its __init__)
+    return new
+
+
 def install() -> None:
-    """Make every variable Keras creates from now on a ``KerasVariable`` (idempotent)."""
+    """Make every variable Keras creates from now on a ``KerasVariable``, and a plain tapejax
+    Variable set on a layer one (idempotent)."""
     if JaxVariable.__dict__.get("__new__") is not None:
         return
     JaxVariable.__new__ = _new   # pyright: ignore[reportAttributeAccessIssue]  (inherited by backend.Variable)
+    from keras.src.layers.layer import Layer
+    hook = Layer._setattr_hook
+
+    def _setattr_hook(self: Any, name: str, value: Any) -> Any:
+        return hook(self, name, as_keras_variable(value))
+    Layer._setattr_hook = _setattr_hook   # pyright: ignore[reportAttributeAccessIssue]
+    build = Layer._maybe_build
+
+    def _maybe_build(self: Any, call_spec: Any) -> Any:
+        # a build run inside a call's trace (a sublayer built by its model's first call) computes
+        # concrete values (``tf.Variable(tf.zeros([n]))`` in a user's ``build``), as eagerly
+        with jax.ensure_compile_time_eval():
+            return build(self, call_spec)
+    Layer._maybe_build = _maybe_build   # pyright: ignore[reportAttributeAccessIssue]
 
 
 def check_variable(var: Any, what: str) -> None:

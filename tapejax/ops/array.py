@@ -563,10 +563,14 @@ _LINSPACE = prim("LinSpace", lambda start, stop, *, num, axis: jnp.linspace(star
 
 @tf_types("LinSpace")
 def linspace(start, stop, num, name=None, axis=0):
-    """``tf.linspace``: ``num`` evenly spaced values, float32 for Python floats; differentiable in
-    ``start`` and ``stop`` (TF's gradient)."""
+    """``tf.linspace``: ``num`` evenly spaced values, float32 for Python floats and float64 for
+    integers (TF's rule: ``tf.linspace(-2, 2, 5)`` is float64, so JAX's x64 mode is needed);
+    differentiable in ``start`` and ``stop`` (TF's gradient)."""
     s = convert_to_tensor(start)
     e = convert_to_tensor(stop, dtype_hint=s.dtype)
+    if np.dtype(s._meta.dtype).kind in "iu":
+        _dtypes.require_representable(np.float64, "tf.linspace of integer start and stop (TF's result)")
+        s, e = (Tensor(jnp.asarray(t._value, jnp.float64)) for t in (s, e))
     return bind(_LINSPACE, s, e, num=int(num), axis=int(axis))
 
 

@@ -395,6 +395,9 @@ def _broadcastable(a, b):
         np.broadcast_shapes(sa, sb)
     except ValueError:
         return False
+    except TypeError:   # a symbolic size (a trace for a None size): only known sizes can disagree
+        return all(not (isinstance(x, int) and isinstance(y, int)) or x == y or 1 in (x, y)
+                   for x, y in zip(reversed(tuple(sa)), reversed(tuple(sb))))
     return True
 
 

@@ -21,6 +21,7 @@ import jax
 import jax.core
 import numpy as np
 
+from ..core import state as _state
 from ..core.convert import convert_to_tensor
 from ..core.tensor import Tensor
 
@@ -203,7 +204,9 @@ def print_(*inputs, output_stream=None, summarize=3, sep=" ", end="\n", name=Non
     write = _writer(output_stream)
     leaves: List[Any] = []
     nodes = [_split(x, leaves) for x in inputs]
-    if any(isinstance(v, _Tracer) for v in leaves):
+    # inside a trace the print is staged even with no traced value (Python values only: TF's
+    # ``tf.print("fizz")`` in a branch, ``tf.print(x)`` of a Python argument): an op of the program
+    if _state.tracing() or any(isinstance(v, _Tracer) for v in leaves):
         def emit(*values):
             write(_render(nodes, [np.asarray(v) for v in values], summarize, sep, end))
         jax.debug.callback(emit, *leaves, ordered=True)

@@ -26,6 +26,7 @@ import numpy as np
 from ..core import dtypes as _dtypes, nest as _nest, state as _state
 from ..core.convert import convert_to_tensor
 from ..core.tensor import Tensor
+from ..core.variable import Variable
 from .array import stack
 from .math import identity
 
@@ -147,6 +148,19 @@ class VariableSynchronization(enum.Enum):
     NONE = 1
     ON_WRITE = 2
     ON_READ = 3
+
+
+def _sync_property(i: int, default: enum.Enum) -> property:
+    """``Variable.synchronization`` / ``.aggregation``: the mode given to ``tf.Variable`` (TF's
+    default AUTO / NONE when none was)."""
+    def get(v: Any) -> Any:
+        given = (getattr(v, "_sync", None) or (None, None))[i]
+        return default if given is None else given
+    return property(get)
+
+
+Variable.synchronization = _sync_property(0, VariableSynchronization.AUTO)   # type: ignore[attr-defined]
+Variable.aggregation = _sync_property(1, VariableAggregation.NONE)   # type: ignore[attr-defined]
 
 
 class _Initializer:
