@@ -307,8 +307,7 @@ class Variable(metaclass=_VariableMeta):
             raise _tracer_error(self)   # (only a tapejax.function's discovery takes one, to refuse it)
         self._value = value
         self._own, self._id = (value if fresh else None), _state.next_id()
-        # TF: an ON_READ Variable is not trainable by default (``synchronization`` / ``aggregation``:
-        # properties installed by ops/utilities.py)
+        # TF: an ON_READ Variable is not trainable by default (properties: ops/utilities.py)
         self._trainable = getattr(synchronization, "name", None) != "ON_READ" if trainable is None else bool(trainable)
         self._sync, self._sharding = (synchronization, aggregation), None
         if name is None:
@@ -546,8 +545,7 @@ class Variable(metaclass=_VariableMeta):
         return host_value(self._value)
 
     def __array__(self, dtype=None, copy=None):
-        # TF's is ``np.asarray(self.numpy())``: a read of the Variable, the caller's own writable
-        # copy (``k = np.asarray(v); k[mask] = 0; v.assign(k)``), never a view of its buffer
+        # TF's ``np.asarray(self.numpy())``: the caller's own writable copy, never a view of the buffer
         return array_of(self._value, dtype, True)
 
     def __jax_array__(self):
