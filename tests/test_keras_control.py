@@ -55,3 +55,21 @@ def test_jax_arrays_and_keras_scopes_get_keras_own():
     with StatelessScope():
         out = K3.ops.fori_loop(0, 2, lambda i, a: a + 1.0, jnp.zeros(()))
     assert isinstance(out, jax.Array) and float(out) == 2.0
+
+
+def test_custom_gradient_is_tf_custom_gradient_on_tensors_and_keras_own_on_jax_values():
+    @K3.ops.custom_gradient
+    def clip_grad(x):
+        def grad(*args, upstream=None):
+            if upstream is None:
+                (upstream,) = args
+            return K3.ops.clip(upstream, -0.5, 0.5)
+        return x, grad
+
+    def f(v):
+        return tf.reduce_sum(clip_grad(v * v) * 2.0)
+
+    for fn in (f, tf.function(f)):
+        _, g = _grad(fn, np.array([1.0, -2.0, 3.0], np.float32))
+        np.testing.assert_allclose(g.numpy(), [1.0, -2.0, 3.0])   # 2 * v * clip(2, -0.5, 0.5)
+    assert float(jax.grad(lambda v: clip_grad(v * 3.0))(jnp.asarray(1.0))) == 1.5   # JAX: Keras's own

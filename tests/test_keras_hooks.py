@@ -103,3 +103,26 @@ def test_metric_update_on_tensors_is_one_op_with_keras_values():
     keys = [k for k, _ in list(calls._PLANS._data)]
     targets = [k.target._ref() if k.target._ref is not None else k.target._strong for k in keys]
     assert any(t is a for t in targets) and not any(t is b for t in targets)
+
+
+def test_a_metric_whose_result_is_its_variable_trains_under_fit():
+    """``result()`` returning the metric's variable itself (TF reads it): Keras's JAX trainer got the
+    variable among its traced outputs ("Triggering __jax_array__() during abstractification")."""
+
+    class MaxError(K3.metrics.Metric):
+        def __init__(self, name="max_error", **kwargs):
+            super().__init__(name=name, **kwargs)
+            self.worst = self.add_variable(shape=(), initializer="zeros", name="worst")
+
+        def update_state(self, y_true, y_pred, sample_weight=None):
+            self.worst.assign(K3.ops.maximum(self.worst, K3.ops.max(K3.ops.abs(y_true - y_pred))))
+
+        def result(self):
+            return self.worst
+
+    model = K3.Sequential([K3.Input((2,)), K3.layers.Dense(1, kernel_initializer="ones")])
+    model.compile(optimizer=K3.optimizers.SGD(0.0), loss="mse", metrics=[MaxError()])
+    x, y = np.array([[1.0, 0.0], [2.0, 1.0]], np.float32), np.zeros((2, 1), np.float32)
+    hist = model.fit(x, y, epochs=1, batch_size=2, verbose=0)
+    assert hist.history["max_error"] == [3.0]
+    assert model.evaluate(x, y, verbose=0, return_dict=True)["max_error"] == 3.0

@@ -1,5 +1,6 @@
 """``keras.ops``' control flow (``cond``, ``switch``, ``while_loop``, ``fori_loop``, ``map``,
-``vectorized_map``) on tapejax values, as Keras's TensorFlow backend defines them.
+``vectorized_map``) and ``custom_gradient`` on tapejax values, as Keras's TensorFlow backend
+defines them.
 
 Keras's JAX backend builds these on ``jax.lax``, which takes neither a tapejax Tensor as a
 predicate nor user functions that compute tapejax ops, and no tape would see inside; TF's Keras 3
@@ -7,7 +8,9 @@ builds them on ``tf.cond``, ``tf.while_loop``, ``tf.switch_case``, ``tf.map_fn``
 ``tf.vectorized_map``.  So, outside a Keras scope and with no JAX array among the arguments, each
 is Keras's TensorFlow-backend definition over tapejax's control flow (differentiable by the tape,
 eagerly and inside ``tapejax.function``); otherwise Keras's own (a layer's call, raw JAX code).
-``scan`` and ``associative_scan`` stay Keras's.
+``custom_gradient(f)`` decides at each call of the function it makes: TF's backend's
+``tf.custom_gradient`` (tapejax's) on tapejax values, Keras's own on JAX values or inside a Keras
+scope.  ``scan`` and ``associative_scan`` stay Keras's.
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ import numpy as np
 from ..core.tensor import Tensor
 from . import variables as _kvars
 
-__all__ = ["CONTROL", "control"]
+__all__ = ["CONTROL", "control", "custom_gradient"]
 
 
 def _cond(pred: Any, true_fn: Callable[[], Any], false_fn: Callable[[], Any]) -> Any:
@@ -75,6 +78,28 @@ def _map(f: Callable[[Any], Any], xs: Any) -> Any:
 def _vectorized_map(function: Callable[[Any], Any], elements: Any) -> Any:
     from ..compile.functional_ops import vectorized_map
     return vectorized_map(function, elements)
+
+
+def custom_gradient(keras_fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``keras.ops.custom_gradient`` choosing, at each call, tapejax's ``custom_gradient`` (TF's
+    backend: ``tf.custom_gradient(f)``) or Keras's own."""
+    if getattr(keras_fn, "_tapejax_on_tape", False):
+        return keras_fn
+
+    @functools.wraps(keras_fn)
+    def wrapper(fun: Callable[..., Any]) -> Callable[..., Any]:
+        from ..autodiff.custom_gradient import custom_gradient as tj_custom_gradient
+        theirs, ours = keras_fn(fun), tj_custom_gradient(fun)
+
+        @functools.wraps(fun)
+        def call(*args, **kwargs):
+            if _kvars.in_keras_scope() or _holds_jax(args) or _holds_jax(kwargs):
+                return theirs(*args, **kwargs)
+            return ours(*args, **kwargs)
+        return call
+
+    setattr(wrapper, "_tapejax_on_tape", True)
+    return wrapper
 
 
 #: Keras's name -> its TensorFlow-backend definition over tapejax's ops.

@@ -5,7 +5,9 @@
   ``tf.Tensor`` s (``.numpy()`` works); ``update_state`` on tapejax Tensors
   is one compiled op (``calls.call_stateful`` over the metric's variables)
   instead of Keras's op-by-op eager update; inside a Keras scope (Keras's
-  ``fit``) both are Keras's. ``Metric.reset_states`` is tf_keras' alias of ``reset_state``.
+  ``fit``) both are Keras's, except that a result which is the metric's variable itself is its
+  value there (TF reads it; JAX takes no variable among a traced step's outputs).
+  ``Metric.reset_states`` is tf_keras' alias of ``reset_state``.
 * A Keras ``SeedGenerator`` made without a seed (``Dropout(0.5)``) takes its
   seed from Python's ``random`` (Keras); after ``tf.random.set_seed(s)`` it
   takes it from a stream keyed by ``s`` instead, restarted by every
@@ -40,6 +42,14 @@ def _as_tensor(x):
     return x
 
 
+def _is_keras_variable(x) -> bool:
+    return isinstance(x, _kvars.KerasVariable)
+
+
+def _scope_value(x):
+    return x.value if isinstance(x, _kvars.KerasVariable) else x
+
+
 def tensor_result(fn):
     """``Metric.result`` giving Tensors outside a Keras scope."""
     if getattr(fn, "_tapejax_result", False):
@@ -48,8 +58,8 @@ def tensor_result(fn):
     @functools.wraps(fn)
     def result(self, *args, **kwargs):
         out = fn(self, *args, **kwargs)
-        if _kvars.in_keras_scope():
-            return out
+        if _kvars.in_keras_scope():   # (a result that is a variable: its scope's value, as TF reads one)
+            return jax.tree_util.tree_map(_scope_value, out, is_leaf=_is_keras_variable)
         return jax.tree_util.tree_map(_as_tensor, out)
 
     setattr(result, "_tapejax_result", True)

@@ -114,6 +114,7 @@ def _to_categorical(keras_fn):
 
 _SPECIAL = {("ops", "stop_gradient"): _stop_gradient, ("utils", "set_random_seed"): _set_random_seed,
             ("utils", "to_categorical"): _to_categorical,
+            ("ops", "custom_gradient"): _control.custom_gradient,
             **{("ops", name): functools.partial(_control.control, name) for name in _control.CONTROL}}
 
 

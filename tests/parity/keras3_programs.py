@@ -454,3 +454,115 @@ def program_weights_file_round_trip_into_a_fresh_model(tf, keras):
     fresh = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4, activation="relu"), keras.layers.Dense(1)])
     fresh.load_weights(path)
     return {"saved": model.predict(x[:4], verbose=0), "loaded": fresh.predict(x[:4], verbose=0)}
+
+
+def program_custom_metric_and_loss_subclasses_in_fit(tf, keras):
+    """A ``keras.metrics.Metric`` subclass with ``add_variable`` state and a ``keras.losses.Loss``
+    subclass, compiled and trained by ``fit`` with ``sample_weight``, then ``evaluate``."""
+
+    class WeightedAbs(keras.losses.Loss):
+        def call(self, y_true, y_pred):
+            return keras.ops.mean(keras.ops.abs(y_true - y_pred) * 1.5, axis=-1)
+
+    class MaxError(keras.metrics.Metric):
+        def __init__(self, name="max_error", **kwargs):
+            super().__init__(name=name, **kwargs)
+            self.worst = self.add_variable(shape=(), initializer="zeros", name="worst")
+
+        def update_state(self, y_true, y_pred, sample_weight=None):
+            self.worst.assign(keras.ops.maximum(self.worst, keras.ops.max(keras.ops.abs(y_true - y_pred))))
+
+        def result(self):
+            return self.worst
+
+        def reset_state(self):
+            self.worst.assign(0.0)
+
+    x, y = _data(24)
+    sw = np.linspace(0.5, 1.5, 24).astype(np.float32)
+    model = _mlp(keras)
+    model.compile(optimizer=keras.optimizers.Adam(0.02), loss=WeightedAbs(), metrics=[MaxError()])
+    hist = model.fit(x, y, sample_weight=sw, epochs=2, batch_size=8, shuffle=False, verbose=0)
+    return {"history": hist.history, "evaluate": model.evaluate(x, y, batch_size=12, verbose=0)}
+
+
+def program_lstm_and_multi_head_attention_in_a_tape_loop(tf, keras):
+    """An ``LSTM`` encoder and a ``MultiHeadAttention`` block (dropout 0) trained for two steps by a
+    tape with Keras 3's SGD; losses and the attention scores returned."""
+    rs = np.random.RandomState(11)
+    x = rs.randn(2, 4, 3).astype(np.float32)
+    y = rs.randn(2, 1).astype(np.float32)
+    inp = keras.Input((4, 3))
+    h = keras.layers.LSTM(5, return_sequences=True)(inp)
+    att = keras.layers.MultiHeadAttention(num_heads=2, key_dim=2)
+    a, scores = att(h, h, return_attention_scores=True)
+    out = keras.layers.Dense(1)(keras.layers.GlobalAveragePooling1D()(a))
+    model = keras.Model(inp, [out, scores])
+    _init(model, 12)
+    opt = keras.optimizers.SGD(0.05)
+    losses = []
+    for _ in range(2):
+        with tf.GradientTape() as tape:
+            pred, s = model(x, training=True)
+            loss = keras.ops.mean(keras.ops.square(pred - y))
+        opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        losses.append(loss)
+    return {"losses": losses, "scores": s}
+
+
+def program_keras_custom_gradient_clips_the_backward_pass(tf, keras):
+    """``keras.ops.custom_gradient`` (TF's backend: ``tf.custom_gradient``) clipping the incoming
+    gradient, differentiated by a tape, eagerly and compiled."""
+
+    @keras.ops.custom_gradient
+    def clip_grad(x):
+        def grad(*args, upstream=None):
+            if upstream is None:
+                (upstream,) = args
+            return keras.ops.clip(upstream, -0.5, 0.5)
+        return x, grad
+
+    x = tf.constant(np.array([1.0, -2.0, 3.0], np.float32))
+
+    def f(v):
+        return keras.ops.sum(clip_grad(v * v) * 2.0)
+
+    out = []
+    for fn in (f, tf.function(f)):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = fn(x)
+        out.append([y, tape.gradient(y, x)])
+    return out
+
+
+def program_normalization_adapt_then_fit_and_predict_on_a_dataset(tf, keras):
+    """A ``Normalization`` layer adapted on the training data, in front of a Dense model trained by
+    ``fit`` on a batched ``tf.data`` pipeline; ``predict`` on a dataset."""
+    x, y = _data(32)
+    x = x * np.array([1.0, 10.0, 100.0], np.float32) + 5.0
+    norm = keras.layers.Normalization()
+    norm.adapt(x)
+    model = keras.Sequential([keras.Input((3,)), norm, keras.layers.Dense(1)])
+    model.layers[-1].set_weights([np.full((3, 1), 0.5, np.float32), np.zeros(1, np.float32)])
+    model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse")
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
+    hist = model.fit(ds, epochs=2, verbose=0)
+    pred = model.predict(tf.data.Dataset.from_tensor_slices(x[:5]).batch(2), verbose=0)
+    return {"mean": norm.mean, "variance": norm.variance, "loss": hist.history["loss"], "pred": pred}
+
+
+def program_model_checkpoint_callback_keeps_the_best_keras_file(tf, keras):
+    """``ModelCheckpoint(save_best_only=True)`` on ``val_loss`` writing a ``.keras`` file during
+    ``fit``; the reloaded best model's evaluation."""
+    import os
+    import tempfile
+    x, y = _data(40)
+    model = _mlp(keras)
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    path = os.path.join(tempfile.mkdtemp(), "best.keras")
+    ckpt = keras.callbacks.ModelCheckpoint(path, monitor="val_loss", save_best_only=True)
+    hist = model.fit(x[:32], y[:32], validation_data=(x[32:], y[32:]), epochs=3, batch_size=8, shuffle=False,
+                     callbacks=[ckpt], verbose=0)
+    best = keras.models.load_model(path)
+    return {"val_loss": hist.history["val_loss"], "best": best.evaluate(x[32:], y[32:], verbose=0)}
