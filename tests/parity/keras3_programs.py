@@ -27,6 +27,17 @@ def _mlp(keras, d=3, hidden=4, out=1):
     return model
 
 
+def _update_metrics(model, loss, y, y_pred):
+    """The "customizing fit()" guide's metric loop: the compiled loss tracker gets the loss, every
+    other metric ``(y, y_pred)``; their results."""
+    for metric in model.metrics:
+        if metric.name == "loss":
+            metric.update_state(loss)
+        else:
+            metric.update_state(y, y_pred)
+    return {m.name: m.result() for m in model.metrics}
+
+
 def program_custom_loop_eager_then_compiled(tf, keras):
     """The guide's loop: Keras 3's Adam, loss object and metric around a tape, eager steps then a
     ``tf.function`` step."""
@@ -90,12 +101,7 @@ def program_custom_train_step_with_compute_loss_and_compiled_metrics(tf, keras):
             trainable_vars = self.trainable_variables
             gradients = tape.gradient(loss, trainable_vars)
             self.optimizer.apply(gradients, trainable_vars)
-            for metric in self.metrics:
-                if metric.name == "loss":
-                    metric.update_state(loss)
-                else:
-                    metric.update_state(y, y_pred)
-            return {m.name: m.result() for m in self.metrics}
+            return _update_metrics(self, loss, y, y_pred)
 
     inputs = keras.Input(shape=(3,))
     outputs = keras.layers.Dense(1)(inputs)
@@ -152,12 +158,7 @@ def program_custom_test_step_under_evaluate(tf, keras):
             x, y = data
             y_pred = self(x, training=False)
             loss = self.compute_loss(y=y, y_pred=y_pred)
-            for metric in self.metrics:
-                if metric.name == "loss":
-                    metric.update_state(loss)
-                else:
-                    metric.update_state(y, y_pred)
-            return {m.name: m.result() for m in self.metrics}
+            return _update_metrics(self, loss, y, y_pred)
 
     inputs = keras.Input(shape=(3,))
     outputs = keras.layers.Dense(1)(inputs)

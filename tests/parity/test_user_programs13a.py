@@ -835,6 +835,20 @@ def _linear_data(tf):
     return x, x * 3.0 + 2.0 + noise, dtype
 
 
+def _my_model_keras(tf):
+    """The basic-training guide's ``MyModelKeras``: a Keras model holding two tf.Variables, w=5 and b=0."""
+    class MyModelKeras(tf.keras.Model):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.w = tf.Variable(5.0)
+            self.b = tf.Variable(0.0)
+
+        def call(self, x):
+            return self.w * x + self.b
+
+    return MyModelKeras
+
+
 @parity(modes=True, x64=True, **TOL)
 def test_basic_training_guide_linear_module_trained_by_hand(tf):
     """``MyModel(tf.Module)`` with w=5, b=0: its variables, ``model(3.0) == 15``, ten epochs of
@@ -878,15 +892,7 @@ def test_basic_training_guide_keras_model_by_hand_then_compiled_and_fitted(tf):
     of one 1000-row batch; the history's losses and w, b."""
     x, y, _ = _linear_data(tf)
 
-    class MyModelKeras(tf.keras.Model):
-        def __init__(self, **kwargs):
-            super().__init__(**kwargs)
-            self.w = tf.Variable(5.0)
-            self.b = tf.Variable(0.0)
-
-        def call(self, x):
-            return self.w * x + self.b
-
+    MyModelKeras = _my_model_keras(tf)
     keras_model = MyModelKeras()
     for _ in range(10):
         with tf.GradientTape() as t:
@@ -1365,15 +1371,7 @@ def test_basic_training_guide_keras_model_saved_weights_evaluated_and_predicted(
     predicts as the trained one."""
     x, y, _ = _linear_data(tf)
 
-    class MyModelKeras(tf.keras.Model):
-        def __init__(self, **kwargs):
-            super().__init__(**kwargs)
-            self.w = tf.Variable(5.0)
-            self.b = tf.Variable(0.0)
-
-        def call(self, x):
-            return self.w * x + self.b
-
+    MyModelKeras = _my_model_keras(tf)
     model = MyModelKeras()
     model.compile(optimizer=tf.keras.optimizers.SGD(learning_rate=0.1), loss=tf.keras.losses.mean_squared_error)
     model.fit(x, y, epochs=5, batch_size=1000, verbose=0)

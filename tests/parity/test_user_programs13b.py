@@ -22,15 +22,7 @@ import threading
 import numpy as np
 
 from .harness import init_array, mlp, mlp_vars, parity, raises, xfail_on_tapejax
-
-TOL = dict(rtol=2e-5, atol=2e-6)
-
-
-def _reg(n, d=3, seed=0):
-    rs = np.random.RandomState(seed)
-    x = rs.randn(n, d).astype(np.float32)
-    y = (x @ rs.randn(d, 1) + 0.1 * rs.randn(n, 1)).astype(np.float32)
-    return x, y
+from .test_user_programs12b import TOL, _reg
 
 
 def _cls(n, d=4, k=3, seed=0):
