@@ -59,7 +59,6 @@ from .ops.reduce import (argmax, argmin, clip_by_global_norm, clip_by_norm, clip
                          reduce_any, reduce_logsumexp, reduce_max, reduce_mean, reduce_min, reduce_prod,
                          reduce_sum, where)
 from .ops.linalg import norm
-from .ops.linear_operator_dispatch import matmul  # noqa: F811 - tf.matmul dispatches a LinearOperator to its method, as TF
 from .ops.jax_op import op
 from .ops.namespaces import bitwise, dtypes, linalg, math, nest, nn, random, ragged, signal, sparse
 

@@ -402,3 +402,103 @@ def test_executor_single_and_pair_entries_match_run(deferred, case):
         assert (ga is None) == (gb is None)
         if ga is not None:
             np.testing.assert_allclose(ga.numpy(), gb.numpy(), rtol=1e-6)
+
+
+# -- no tape: the op's own call, nothing in between ----------------------------------
+
+@pytest.mark.parametrize("case", ["concat", "transpose", "softmax", "split", "array_operand"])
+def test_bind_with_no_tape_gives_the_executors_values(case):
+    """``bind`` with no tape recording and Tensor / constant-array operands calls the jitted op at
+    once; the executor's path (a tape that watches nothing) gives the same values, dtypes and
+    result structure (a tuple for an op of several outputs)."""
+    from tapejax.core.executor import EAGER
+    x = tf.constant(np.array([[0.5, -1.0], [2.0, 0.25]], np.float32))
+    fn = {"concat": lambda: tf.concat([x, x * 2.0], 0), "transpose": lambda: tf.transpose(x),
+          "softmax": lambda: tf.nn.softmax(x), "split": lambda: tf.split(x, 2, axis=1),
+          "array_operand": lambda: bind(REGISTRY["ConcatV2"], x, jnp.ones((1, 2), jnp.float32), axis=0)}[case]
+    calls = []
+
+    def spy(entry):
+        real = getattr(EAGER, entry)
+
+        def run(tapes, prim, *args):
+            calls.append(prim.name)
+            return real(tapes, prim, *args)
+        return run
+
+    for entry in ("run", "run1", "run2"):
+        setattr(EAGER, entry, spy(entry))
+    try:
+        fast = fn()
+        assert calls == []
+        prev = tf.set_deferred_execution(False)
+        try:
+            with tf.GradientTape():   # (records nothing: no watched input)
+                slow = fn()
+        finally:
+            tf.set_deferred_execution(prev)
+    finally:
+        for entry in ("run", "run1", "run2"):
+            delattr(EAGER, entry)
+    assert type(fast) is type(slow) and calls
+    many = isinstance(fast, (list, tuple))
+    for a, b in zip(fast if many else [fast], slow if many else [slow]):
+        assert type(a) is tf.Tensor and a.dtype == b.dtype
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_unary_entry_hands_what_its_call_refuses_to_the_checked_path():
+    from tapejax.core.bind import unary_entry
+    seen = []
+
+    def checked(x):
+        seen.append(x)
+        return "checked"
+
+    def call(a):
+        if a.dtype != np.float32:
+            raise R.NotPlain
+        return a * 2
+
+    op = unary_entry(call, checked)
+    x = tf.constant([1.0, 2.0])
+    out = op(x)
+    assert type(out) is tf.Tensor and out.numpy().tolist() == [2.0, 4.0] and seen == []
+    i = tf.constant([1, 2])
+    assert op(i) == "checked" and seen == [i]           # refused by the call: the checked path
+    assert op([1.0]) == "checked"                        # not a Tensor
+    with tf.GradientTape() as t:                         # a tape records: the checked path (``bind1``)
+        t.watch(x)
+        assert op(x) == "checked"
+    assert len(seen) == 3
+
+
+@pytest.mark.parametrize("mode", ["no_tape", "deferred", "eager"])
+def test_binary_fast_path_hands_two_dtypes_to_tfs_error(mode):
+    """A binary op's fast path checks one dtype when JAX traces (``plain_jit``): two dtypes raise
+    TF's InvalidArgumentError in every mode, after which the same op still runs."""
+    import contextlib
+    f, i = tf.constant([1.0, 2.0]), tf.constant([1, 2])
+    prev = tf.set_deferred_execution(mode == "deferred")
+    try:
+        with (contextlib.nullcontext() if mode == "no_tape" else tf.GradientTape()) as t:
+            if t is not None:
+                t.watch(f)
+            for fn in (lambda: tf.add(f, i), lambda: f + i, lambda: tf.multiply(i, f), lambda: tf.maximum(f, i)):
+                with pytest.raises(tf.errors.InvalidArgumentError, match="int32"):
+                    fn()
+            y = f + f
+        if t is not None:
+            assert t.gradient(y, f).numpy().tolist() == [2.0, 2.0]
+    finally:
+        tf.set_deferred_execution(prev)
+
+
+def test_tensor_operators_run_the_binary_ops_body():
+    """``a + b`` is one Python call: the forward operators are the binary op's own function (its
+    traced-integer check written in), not a wrapper around it."""
+    for name, op in (("__add__", tf.add), ("__sub__", tf.subtract), ("__mul__", tf.multiply),
+                     ("__floordiv__", tf.math.floordiv), ("__mod__", tf.math.floormod)):
+        assert getattr(tf.Tensor, name).__code__ is op.__code__, name
+    x = tf.constant([1.0, 2.0])
+    assert (x + 1.0).numpy().tolist() == [2.0, 3.0] and (x * x).numpy().tolist() == [1.0, 4.0]

@@ -17,10 +17,10 @@ record); ``bind`` only turns the call's arguments into operands:
    (``Primitive.bound``): they are part of the compiled replay's cache key, so hashable.
 
 ``bind1`` and ``bind2`` are the same entry for ops whose static parameters are already bound
-(the op library's elementwise ops, reductions, matmul): with no tape recording and plain
-Tensor (or constant array) operands they call the jitted function at once, which is all
+(the op library's elementwise ops, reductions, matmul).  With no tape recording and plain
+Tensor (or constant array) operands, all three call the jitted function at once, which is all
 ``EagerExecutor.run`` would do; anything else goes to the executor.  That is the one fast path,
-and ``tests/test_ops_fastpaths.py`` checks it gives ``bind``'s values and records.
+and ``tests/test_ops_fastpaths.py`` checks it gives the executor's values and records.
 
 Registered here too, because the core needs them: ``ReadVariableOp`` (a Variable read, as the
 tape records it) and ``Pack`` (``convert_to_tensor`` of a list holding Tensors, ``tf.stack``).
@@ -197,12 +197,21 @@ def _numerics_error(prim: "Primitive", call: Callable[..., Any], operands: tuple
 
 #: Operand types ``operand`` returns as they are (checked for all arguments in one C call).
 _AS_IS = frozenset({Tensor, Pending, _Array, float, int, bool})
+#: Operands ``bind`` runs at once when no tape records (as ``bind1`` / ``bind2`` do).
+_PLAIN = frozenset({Tensor, _Array})
 
 
 def bind(prim: Primitive, *args: Any, **static: Any) -> Any:
     """Run ``prim`` on ``args`` with static parameters ``static`` (the active executor runs it
     and offers it to every recording tape); a Tensor, or a tuple of them."""
     skey, call = prim.bound(static) if static else ((), prim._call0)
+    try:
+        if not _local.tapes and _PLAIN.issuperset(map(type, args)):
+            # nothing records, Tensors and constant arrays: what the eager executor does (``bind1``)
+            out = call(*[a._value if type(a) is Tensor else a for a in args])
+            return tuple([Tensor(o) for o in out]) if prim.multiple_results else Tensor(out)
+    except FloatingPointError as e:
+        raise _numerics_error(prim, call, args, e) from None
     operands = args if _AS_IS.issuperset(map(type, args)) else tuple([operand(a) for a in args])
     try:
         if not prim.multiple_results:   # (the executor's entries for one and two operands)
@@ -226,6 +235,22 @@ def bind1(prim: Primitive, call: Callable[..., Any], skey: tuple, x: Any) -> Ten
         return ACTIVE.executor.run1(tapes, prim, call, skey, x)
     except FloatingPointError as e:
         raise _numerics_error(prim, call, (x,), e) from None
+
+
+def unary_entry(call: Callable[..., Any], checked: Callable[[Any], Any]) -> Callable[..., Any]:
+    """The public function of a one-operand op (``tf.tanh``): ``bind1``'s fast path written into
+    it (no tape recording and a plain Tensor: the jitted ``call`` at once, one Python call per
+    op), and ``checked(x)``, the op library's path (dtype lists, composite tensors, TF's errors,
+    then ``bind1``), for anything else and for a call the fast path could not finish (``checked``
+    raises its error)."""
+    def op(x, name=None):
+        if not _local.tapes and type(x) is Tensor:
+            try:
+                return Tensor(call(x._value))
+            except Exception:   # (a refused dtype, a JAX complaint, a NaN check: ``checked`` says what)
+                pass
+        return checked(x)
+    return op
 
 
 def bind2(prim: Primitive, call: Callable[..., Any], x: Any, y: Any) -> Tensor:

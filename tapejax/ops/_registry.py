@@ -29,14 +29,14 @@ test).
 """
 import operator
 import types
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ..core import dtypes as _dtypes
-from ..core.bind import bind, bind1, bind2, define
+from ..core.bind import Primitive, bind, bind1, bind2, define, unary_entry
 from ..core.caches import LRU
 from ..core.errors import InvalidArgumentError, NotFoundError, OpError
 from ..core.indexed_slices import IndexedSlices
@@ -303,7 +303,8 @@ OP_DISPATCH: "dict[tuple[str, type], Callable[..., Any]]" = {}
 
 def dispatch_of(op_name, *args):
     """The ``OP_DISPATCH`` function for the first of ``args`` (or of an element of a list among
-    them, as ``tf.concat``'s) whose type has one registered for ``op_name``, or None."""
+    them, as ``tf.concat``'s) whose type (or one of its base classes, for an argument not in a list)
+    has one registered for ``op_name``, or None."""
     for a in args:
         t = type(a)
         if t in _OPERANDS:   # (the common case: a Tensor has no dispatch)
@@ -318,18 +319,20 @@ def dispatch_of(op_name, *args):
                     if fn is not None:
                         return fn
         else:
-            fn = OP_DISPATCH.get((op_name, t))
-            if fn is not None:
-                return fn
+            for c in t.__mro__:   # (a subclass of a registered type dispatches too: LinearOperator's)
+                fn = OP_DISPATCH.get((op_name, c))
+                if fn is not None:
+                    return fn
     return None
 
 
 def _unary(p, op_type, kinds, call):
-    """The TF-named function of a one-input elementwise op: a Tensor, pending Tensor or Variable
+    """The TF-named function of a one-input elementwise op (``core.bind.unary_entry``: a plain
+    Tensor with no tape recording runs ``call`` at once): a Tensor, pending Tensor or Variable
     goes to ``bind1`` through ``call`` (``kind_jit`` where the op has a dtype list: a refused
     dtype raises ``NotPlain`` when JAX traces, and takes the checked path); anything else (and
     a refused dtype) is checked (TF's error) and goes through ``bind``."""
-    def op(x, name=None):
+    def checked(x):
         if type(x) in _OPERANDS:
             try:
                 return bind1(p, call, (), x)
@@ -346,6 +349,8 @@ def _unary(p, op_type, kinds, call):
             return bind(p, x)
         except (TypeError, ValueError) as e:
             raise op_error(e, op_type) from e
+
+    op = unary_entry(call, checked)
     return op
 
 
@@ -428,41 +433,84 @@ def binary_ops(namespace, table):
         name, op_type, fn = row[:3]
         differentiable = row[3] if len(row) > 3 else True
         kinds = row[4] if len(row) > 4 else None
-        p = prim(op_type, fn, differentiable=differentiable)
+        spec = BinarySpec(namespace, name, op_type, prim(op_type, fn, differentiable=differentiable), kinds)
+        op = _binary(spec, None)
+        _BINARY_SPECS[op] = spec
+        namespace[name] = op
 
-        def op(x, y, name=None, _prim=p, _t=op_type, _kinds=kinds, _call=p._call0, _name=name):
+
+class BinarySpec(NamedTuple):
+    """What ``binary_ops`` builds a binary op's function from."""
+    namespace: dict
+    name: str
+    op_type: str
+    prim: Primitive
+    kinds: Any   # the dtype list (a ``_KINDS`` key's set), or None
+
+
+_BINARY_SPECS: "dict[Callable[..., Any], BinarySpec]" = {}
+#: What a binary op's fast path gives ``bind2`` (the types ``_META_OF`` knows).
+_BIND2 = frozenset([Tensor, Pending, Variable, _Array])
+
+
+def _one_dtype(x, y):
+    return x.dtype == y.dtype
+
+
+def binary_operator(op: Callable[..., Any], lift: Callable[[Tensor, Any], Any]) -> Callable[..., Any]:
+    """The Tensor operator (``__add__`` ...) of the binary op ``op`` (made by ``binary_ops``):
+    the op's function itself, that first gives ``lift(x, y)`` the call when ``x`` is a Tensor whose
+    value is no concrete array (a trace's; ``lift`` returns None where it does not take it, see
+    ``ops.affine``).  Written into the op's body, not wrapped around it: every ``a + b`` runs it."""
+    return _binary(_BINARY_SPECS[op], lift)
+
+
+def _binary(spec: BinarySpec, lift: "Callable[[Tensor, Any], Any] | None") -> Callable[..., Any]:
+    namespace, name, op_type, p, kinds = spec
+
+    # the fast path's function: the op, refusing (``NotPlain``, when JAX traces) two dtypes
+    plain = plain_jit(p, _one_dtype) if kinds is None else None
+
+    def op(x, y, name=None, _prim=p, _t=op_type, _kinds=kinds, _call=p._call0, _plain=plain, _name=name,
+           _lift=lift):
+        tx, ty = type(x), type(y)
+        if _lift is not None and tx is Tensor and type(x._value) is not _Array:
+            r = _lift(x, y)
+            if r is not None:
+                return r
+        if tx in _PY_NUMBERS or ty in _PY_NUMBERS:
+            x, y = _number_operands(x, y)
             tx, ty = type(x), type(y)
-            if tx in _PY_NUMBERS or ty in _PY_NUMBERS:
-                x, y = _number_operands(x, y)
-                tx, ty = type(x), type(y)
-            gx, gy = _META_OF(tx), _META_OF(ty)
-            if _kinds is None and gx is not None and gy is not None and gx(x).dtype == gy(y).dtype:
-                try:   # the common case first: operands ``bind2`` takes, one dtype, no dtype list
-                    return bind2(_prim, _call, x, y)
-                except (TypeError, ValueError) as e:
-                    raise op_error(e, _t) from e
-            if gx is None or gy is None:
-                if isinstance(x, _NUMPY_DATA) or isinstance(y, _NUMPY_DATA):
-                    x, y = numpy_operands(x, y)
-                dispatch = BINARY_DISPATCH.get(tx) or BINARY_DISPATCH.get(ty)
-                if dispatch is not None:
-                    return dispatch(namespace[_name], _t, x, y)
-            if gx is None or gy is None or gx(x).dtype != gy(y).dtype:
-                check_binary(x, y, _t)   # TF's dtype rule (its error), or Python data for ``bind``
-            if _kinds is not None:
-                check_float(x, _t, _kinds, "x")
-                check_float(y, _t, _kinds, "y")
-            try:
-                if gx is not None and gy is not None:
-                    return bind2(_prim, _call, x, y)
-                return bind(_prim, x, y)
+        if _plain is not None and tx in _BIND2 and ty in _BIND2:
+            try:   # the common case first: operands ``bind2`` takes, no dtype list (one dtype: ``_plain``)
+                return bind2(_prim, _plain, x, y)
+            except NotPlain:
+                pass   # two dtypes: TF's error below
             except (TypeError, ValueError) as e:
                 raise op_error(e, _t) from e
+        gx, gy = _META_OF(tx), _META_OF(ty)
+        if gx is None or gy is None:
+            if isinstance(x, _NUMPY_DATA) or isinstance(y, _NUMPY_DATA):
+                x, y = numpy_operands(x, y)
+            dispatch = BINARY_DISPATCH.get(tx) or BINARY_DISPATCH.get(ty)
+            if dispatch is not None:
+                return dispatch(namespace[_name], _t, x, y)
+        if gx is None or gy is None or gx(x).dtype != gy(y).dtype:
+            check_binary(x, y, _t)   # TF's dtype rule (its error), or Python data for ``bind``
+        if _kinds is not None:
+            check_float(x, _t, _kinds, "x")
+            check_float(y, _t, _kinds, "y")
+        try:
+            if gx is not None and gy is not None:
+                return bind2(_prim, _call, x, y)
+            return bind(_prim, x, y)
+        except (TypeError, ValueError) as e:
+            raise op_error(e, _t) from e
 
-        op.__name__ = op.__qualname__ = name
-        op.__doc__ = f"``tf.math.{name}`` (TF op type ``{op_type}``), elementwise with broadcasting."
-        op._tf_types = (op_type,)
-        namespace[name] = op
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"``tf.math.{name}`` (TF op type ``{op_type}``), elementwise with broadcasting."
+    op._tf_types = (op_type,)
+    return op
 
 
 

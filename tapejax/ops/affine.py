@@ -236,7 +236,8 @@ def index(x: Any, lo: Optional[int] = None, hi: Optional[int] = None) -> Any:
 def lifted(name: str, fn: Any) -> Any:
     """The Tensor operator ``name`` (``fn``: the op) that gives a traced integer scalar a linear
     form first: ``start = ptr.read_value(); x[start:start + 3]`` (any traced integer, not only a
-    loop index) then knows its size, 3, while tracing."""
+    loop index) then knows its size, 3, while tracing.  (A binary op's own operators take
+    ``lift(name)`` into their body instead: ``ops._registry.binary_operator``.)"""
     # (every Tensor operator runs this: a concrete array is ruled out by one type compare, before
     # the slower isinstance against JAX's Tracer)
     def unary(a: Any) -> Any:
@@ -258,6 +259,20 @@ def lifted(name: str, fn: Any) -> Any:
     return op
 
 
+def lift(name: str) -> Any:
+    """``lift(a, b)`` for the binary Tensor operator ``name``: ``a`` (a Tensor whose value is no
+    concrete array) as a linear form's ``AffineTensor`` and the operator applied to it when ``a``
+    is a traced integer scalar, else None (the op runs as it is)."""
+    def lift_(a: Tensor, b: Any) -> Any:
+        v = a._value
+        if isinstance(v, _Tracer) and _int_dtype(v):
+            return getattr(index(a), name)(b)
+        return None
+
+    lift_.__name__ = f"lift{name}"
+    return lift_
+
+
 _UNARY = ("__neg__", "__pos__")
 
 #: the operators an ``AffineTensor`` keeps a form through
@@ -268,4 +283,4 @@ FORM_OPERATORS = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rm
 # a pytree as a Tensor (unflattened, it is a plain Tensor: the form lives only in its trace)
 jax.tree_util.register_pytree_node(AffineTensor, _flatten, _unflatten)
 
-__all__ = ["AffineTensor", "FORM_OPERATORS", "Form", "Sym", "form_of", "index", "lifted", "static_int"]
+__all__ = ["AffineTensor", "FORM_OPERATORS", "Form", "Sym", "form_of", "index", "lift", "lifted", "static_int"]

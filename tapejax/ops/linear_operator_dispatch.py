@@ -1,15 +1,13 @@
 """TF's dispatch of ``tf.linalg.matmul`` / ``solve`` / ``adjoint`` / ``cholesky`` / ``diag_part`` /
 ``det`` / ``inv`` / ``logdet`` / ``trace`` (and ``tf.matmul``) to a ``LinearOperator`` argument's
 methods: ``DISPATCH`` holds the functions the namespaces bind in place of the plain ops (a
-Tensor argument runs the op as before)."""
+Tensor argument runs the op as before); ``tf.matmul`` itself finds the operator through the ops'
+registry (``OP_DISPATCH``), off its fast path."""
 import functools
 from typing import Any, Callable
 
-import numpy as np
-
-from ..core.tensor import Pending, Tensor
-from ..core.variable import Variable
 from . import diagonals as _dg, linalg as _l, linalg_more as _lm, math as _m
+from ._registry import OP_DISPATCH
 from .linear_operator import LinearOperator
 
 # --------------------------------------------------------------------------
@@ -55,23 +53,14 @@ def _op_logdet(matrix, name=None):
     raise ValueError("Expected matrix to be self-adjoint positive definite.")
 
 
-#: Argument types that are never operators: ``tf.matmul`` on them skips the (ABC) instance checks.
-_PLAIN = frozenset({Tensor, Pending, Variable, np.ndarray, list, tuple, float, int})
-
-
-@functools.wraps(_m.matmul)
-def matmul(a, b, *args, **kwargs):
-    """``tf.linalg.matmul`` / ``tf.matmul``; an operator argument is dispatched to its ``matmul`` (TF's
-    dispatch), anything else runs the op."""
-    if (type(a) in _PLAIN and type(b) in _PLAIN) or not (isinstance(a, LinearOperator)
-                                                          or isinstance(b, LinearOperator)):
-        return _m.matmul(a, b, *args, **kwargs)
-    return _op_matmul(a, b, *args, **kwargs)
+# ``tf.matmul`` keeps its fast path: the op consults ``OP_DISPATCH`` only where an argument is no
+# Tensor (a wrapper here would put one more Python call on every product)
+OP_DISPATCH[("MatMul", LinearOperator)] = _op_matmul
 
 
 #: name in tf.linalg (and tf.matmul) -> the function that dispatches an operator argument to its method.
 DISPATCH = {
-    "matmul": matmul,
+    "matmul": _m.matmul,
     "solve": _dispatch(_l.solve, _op_solve, 2),
     "adjoint": _dispatch(_lm.adjoint, lambda matrix, name=None: matrix.adjoint()),
     "cholesky": _dispatch(_l.cholesky, lambda input, name=None: input.cholesky()),
@@ -83,4 +72,4 @@ DISPATCH = {
     "trace": _dispatch(_l.trace, lambda x, name=None: x.trace()),
 }
 
-__all__ = ["DISPATCH", "matmul"]
+__all__ = ["DISPATCH"]

@@ -18,8 +18,10 @@ from ._registry import (
     BINARY_DISPATCH,
     OP_DISPATCH,
     NotPlain,
+    binary_operator,
     binary_ops,
     check_binary,
+    dispatch_of,
     dtype_of,
     numpy_operands,
     op_error,
@@ -356,6 +358,11 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
             pass  # the checks below raise TF's error
         except (TypeError, ValueError) as e:
             raise _matmul_error(e, a, b) from e
+    dispatch = dispatch_of("MatMul", a, b)   # an operator argument (``LinearOperator``): its method, as TF
+    if dispatch is not None:
+        return dispatch(a, b, transpose_a=transpose_a, transpose_b=transpose_b, adjoint_a=adjoint_a,
+                        adjoint_b=adjoint_b, a_is_sparse=a_is_sparse, b_is_sparse=b_is_sparse,
+                        output_type=output_type, name=name)
     a, b = numpy_operands(a, b)   # (NumPy weights next to a float32 batch: float32, as TF's)
     check_binary(a, b, "MatMul")
     for arg, v in (("a", a), ("b", b)):
@@ -448,7 +455,11 @@ _OPERATORS = {
     "__eq__": _eq, "__ne__": _ne,
 }   # (``&``, ``|``, ``^``, ``~``: ``ops.bitwise``, logical on bool tensors, bitwise on integers)
 
-register_operators(Tensor, {k: _affine.lifted(k, f) if k in _affine.FORM_OPERATORS else f
+# A Tensor's operators give a traced integer scalar a linear form (``ops.affine``): a binary op's
+# forward operator has the check written into its body, the others are wrapped.
+_FORWARD = {"__add__": add, "__sub__": subtract, "__mul__": multiply, "__floordiv__": floordiv, "__mod__": floormod}
+register_operators(Tensor, {k: (binary_operator(f, _affine.lift(k)) if _FORWARD.get(k) is f else
+                                _affine.lifted(k, f) if k in _affine.FORM_OPERATORS else f)
                             for k, f in _OPERATORS.items()})
 register_operators(Variable, _OPERATORS)
 

@@ -95,7 +95,6 @@ TOP.update(_pick(_ut, """control_dependencies group no_op tuple identity_n guara
     parallel_stack AggregationMethod VariableAggregation VariableSynchronization constant_initializer
     zeros_initializer ones_initializer random_normal_initializer random_uniform_initializer"""))
 TOP["conv"] = _cv.conv
-TOP["matmul"] = _lopx.matmul   # (an operator argument dispatches to its method, as TF)
 TOP["extract_volume_patches"] = _psq.extract_volume_patches
 TOP["random_index_shuffle"] = _psq.random_index_shuffle
 TOP["realdiv"] = _m.divide
