@@ -941,3 +941,59 @@ def test_a_few_step_linalg_loop_compiles_only_the_step_and_its_prediction(fresh_
         np.testing.assert_allclose(l1, l0, rtol=1e-5)
         np.testing.assert_allclose(g1, g0, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-5)
+
+
+def test_an_intermediate_first_held_after_steps_that_held_none_comes_back_within_the_wait(deferred, fresh_cache):
+    """``_held`` looks at every value of the slice only now and then once its looks find the same
+    thing (``HELD_WAIT_MAX``): logits first held after steps that held nothing are computed when
+    read meanwhile (the same values as the undeferred loop's), and come back from the gradient's
+    program within ``HELD_WAIT_MAX`` + 1 steps; from then on, on every step."""
+    from tapejax.autodiff import gradient as _gradient
+    rng = np.random.default_rng(5)
+    xs, ys = rng.normal(size=(8, 5)).astype(np.float32), rng.integers(0, 4, 8).astype(np.int32)
+    w0 = rng.normal(size=(5, 4)).astype(np.float32)
+    runs = {}
+    for deferral in (True, False):
+        before = tf.set_deferred_execution(deferral)
+        try:
+            x, y, w = tf.constant(xs), tf.constant(ys), tf.Variable(w0)
+            opt = tf.keras.optimizers.SGD(0.1)
+            out = [_metric_step(x, y, w, opt, keep_logits=False) for _ in range(40)]
+            out += [_metric_step(x, y, w, opt) for _ in range(2 * _gradient.HELD_WAIT_MAX + 4)]
+            runs[deferral] = out
+        finally:
+            tf.set_deferred_execution(before)
+    held = runs[True][40:]
+    first = next(i for i, (_, _, computed) in enumerate(held) if computed)
+    assert first <= _gradient.HELD_WAIT_MAX
+    assert all(computed for _, _, computed in held[first:])
+    for (la, metric_a, _), (lb, metric_b, _) in zip(runs[True], runs[False]):
+        np.testing.assert_allclose(la, lb, rtol=1e-5)
+        if metric_a is not None:
+            np.testing.assert_allclose(metric_a[1], metric_b[1], rtol=1e-5, atol=1e-6)
+            assert metric_a[0] == metric_b[0]
+
+
+@pytest.mark.parametrize("other", ["tensor", "array", "pending", "variable", "number"])
+def test_an_untaped_pair_on_a_gradient_stays_pending_as_run_leaves_it(other):
+    """``lr * g`` and the like with no tape (``DeferredExecutor.run2``'s untaped case, written out)
+    leave the same pending value as ``run``'s general case: one untaped thunk on the gradient's,
+    the same value as the eager product."""
+    from tapejax.core.bind import REGISTRY
+    from tapejax.runtime.deferred import DEFERRED
+    mul = REGISTRY["Mul"]
+    w = tf.Variable([1.0, -2.0, 3.0])
+    with tf.GradientTape() as t:
+        loss = tf.reduce_sum(w * w * w)
+    g = t.gradient(loss, w)
+    assert type(g) is Pending
+    y = {"tensor": tf.constant([0.5, 0.25, 2.0]), "array": jnp.asarray([0.5, 0.25, 2.0]),
+         "pending": g * 2.0, "variable": tf.Variable([0.5, 0.25, 2.0]), "number": 0.5}[other]
+    fast = DEFERRED.run2((), mul, mul.fixed(()), g, y)
+    slow = DEFERRED.run((), mul, mul.fixed(()), (), (g, y))
+    assert type(fast) is type(slow)
+    if other != "number":   # (a Python number: the op library gives it as a constant array)
+        assert type(fast) is Pending and type(fast._thunk.args[0]) is _thunks.Thunk
+    expect = np.asarray(g.numpy()) * np.asarray(y.numpy() if hasattr(y, "numpy") else y)
+    np.testing.assert_allclose(fast.numpy(), expect)
+    np.testing.assert_allclose(slow.numpy(), expect)

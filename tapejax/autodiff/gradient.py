@@ -115,9 +115,11 @@ class Plan:
     ``result_sparse``, per source, the dense shape where its gradient is IndexedSlices;
     ``inner``, the values inside the slice a fused call may return too (``Inner`` records of
     at most ``HELD_BYTES_MAX`` bytes,
-    found on the first fused call)."""
+    found on the first fused call); ``held_known``, those of them the last full look of ``_held``
+    found held, and ``held_wait`` / ``held_skip``, how many calls look at those alone."""
 
-    __slots__ = ("live_src", "kept", "program", "first", "result_pos", "result_sparse", "inner")
+    __slots__ = ("live_src", "kept", "program", "first", "result_pos", "result_sparse", "inner", "held_known",
+                 "held_wait", "held_skip")
 
     def __init__(self, live_src: list[int], kept: list[KeptTarget], program: "Program | None",
                  first: tuple[int, ...], result_pos: tuple[int, ...],
@@ -131,6 +133,9 @@ class Plan:
         # ``result_pos``, its indices after them: ``autodiff.sparse``); None: all dense
         self.result_sparse = result_sparse
         self.inner: "tuple[Inner, ...] | None" = None
+        self.held_known: "tuple[Inner, ...]" = ()
+        self.held_wait = 0
+        self.held_skip = 0
 
 
 def _plan(nodes: Sequence[Node], src_codes_all: list[int | None], tgt_all: list[int | None],
@@ -252,6 +257,9 @@ def _inner(nodes: Sequence[Node], program: Program) -> tuple[Inner, ...]:
 #: intermediate (a nested tape's inner gradient, held in a local and seldom read: returning it
 #: costs its copy on every step; it is computed when read instead).
 HELD_BYTES_MAX = 1 << 16
+#: The most calls between two full looks of ``_held`` that found the same values held (a full look
+#: is a Python loop over the slice's values; the calls between look only at the values found).
+HELD_WAIT_MAX = 16
 
 
 def _held(nodes: Sequence[Node], program: Program, plan: Plan) -> tuple[tuple[int, ...], list[Any]]:
@@ -259,19 +267,34 @@ def _held(nodes: Sequence[Node], program: Program, plan: Plan) -> tuple[tuple[in
     Tensors (a model's logits, read by a metric after the step), up to ``HELD_BYTES_MAX`` each:
     their codes (a stable set in a training loop: part of the compiled call's key) and thunks.
     The fused call returns them with the targets', so reading one later costs nothing; one
-    nobody holds is not returned."""
+    nobody holds is not returned.  A full look finds them among all the slice's values; when it
+    finds what the last one found, the next ``held_wait`` calls (doubling up to
+    ``HELD_WAIT_MAX``) look at those alone.  A value first held meanwhile is computed when read,
+    as a larger one is (the same value, in a program of its own)."""
     inner = plan.inner
     if inner is None:   # (the values small enough to return, once per plan)
         inner = plan.inner = tuple([i for i in _inner(nodes, program) if i.nbytes <= HELD_BYTES_MAX])
+    if plan.held_skip:
+        plan.held_skip -= 1
+        look = plan.held_known
+    else:
+        look = inner
     codes: list[int] = []
     held: list[Any] = []
-    for idx, j, c, _ in inner:
-        v = nodes[idx].vals[j]
+    found: list[Inner] = []
+    for entry in look:
+        v = nodes[entry.idx].vals[entry.j]
         if type(v) is Thunk:
             ref = v.held
             if ref is not None and v.value is None and ref() is not None:
-                codes.append(c)
+                codes.append(entry.code)
                 held.append(v)
+                found.append(entry)
+    if look is inner:
+        known = tuple(found)
+        plan.held_skip = plan.held_wait = min(2 * plan.held_wait or 1, HELD_WAIT_MAX) \
+            if known == plan.held_known else 0
+        plan.held_known = known
     return tuple(codes), held
 
 

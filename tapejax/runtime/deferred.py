@@ -169,6 +169,10 @@ class DeferredExecutor(Executor):
 
     def run2(self, tapes, prim, call, x, y, skey=()):
         if not (_local.defers and prim.jit):
+            if not tapes and prim.jit and _local.collector is None:
+                out = _untaped2(call, x, y)   # (``lr * g`` on a gradient: stays pending)
+                if out is not None:
+                    return out
             return self.run(tapes, prim, call, skey, (x, y))
         tx = type(x)
         if tx is Tensor:
@@ -396,6 +400,42 @@ def _defer_many(tapes, prim, call, skey, operands):
         TAPED.append(_ref(th))
     if len(TAPED) > OPEN_MAX:
         settle(everyone=True)
+    return result
+
+
+def _untaped2(call, x, y):
+    """``run``'s untaped case for two operands, written out (an update's ``lr * g``): a pending
+    result where a Pending Tensor is one of them and the other a Tensor, a Pending Tensor or a
+    constant array (concrete, uncommitted); None for anything else (``run`` then decides)."""
+    tx, ty = type(x), type(y)
+    if tx is Pending:
+        vx = x._thunk
+        vy = y._thunk if ty is Pending else y._value if ty is Tensor else y if ty is _Array else None
+    elif ty is Pending:
+        vy = y._thunk
+        vx = x._value if tx is Tensor else x if tx is _Array else None
+    else:
+        return None
+    if vx is None or vy is None:
+        return None
+    t = type(vx)   # (``concrete``, written out)
+    if t is not Thunk and (t is not _Array or committed(vx)):
+        return None
+    t = type(vy)
+    if t is not Thunk and (t is not _Array or committed(vy)):
+        return None
+    aval = _AVAL_PEEK((call, vx.aval, vy.aval))
+    if aval is None:
+        aval = aval_for(call, (vx, vy))   # raises what the call would
+    th = Thunk(call, (vx, vy), aval)
+    result = _new(Pending)
+    result._thunk = th
+    result._id = next_id()
+    if type(vx) is Thunk:
+        vx.used = True
+    if type(vy) is Thunk:
+        vy.used = True
+    note_untaped(result, th)
     return result
 
 
