@@ -33,7 +33,7 @@ def test_scalar_constant_is_cached_per_value_and_dtype():
 
 
 @pytest.mark.parametrize("number, dtype", [
-    (0.0, np.float32), (-0.0, np.float32), (float("nan"), np.float32),  # equal keys / no key
+    (float("nan"), np.float32),                                        # no key
     (0.5, np.float16),                                                 # could overflow with a warning
     (3, np.int32), (2.5, np.int32),                                    # int tensors keep TF's checks
     (2 ** 40, np.float32), (True, np.float32),
@@ -66,6 +66,17 @@ def test_python_numbers_give_the_values_of_the_generic_path():
                       (x ** 2, bind(REGISTRY["Pow"], x, 2))):
         assert got.dtype == want.dtype == tf.float32
         np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_zeros_are_cached_with_their_sign():
+    """0.0 and -0.0 are equal keys: each zero is cached apart (``tf.maximum(x, 0.0)`` then takes
+    the fast path), and -0.0 stays negative."""
+    f32 = np.dtype(np.float32)
+    pos, neg = R.scalar_constant(0.0, f32), R.scalar_constant(-0.0, f32)
+    assert isinstance(pos, jax.Array) and isinstance(neg, jax.Array) and pos is not neg
+    assert R.scalar_constant(0.0, f32) is pos and R.scalar_constant(-0.0, f32) is neg
+    assert math.copysign(1, float(pos)) == 1 and math.copysign(1, float(neg)) == -1
+    assert R.scalar_constant(0, f32).dtype == f32
 
 
 def test_signed_zero_and_nan_keep_their_meaning():
@@ -119,6 +130,41 @@ def test_clip_by_value_with_python_bounds_matches_tensor_bounds():
     ga, gb = (tf.convert_to_tensor(t.gradient(o, x)) for o in (a, b))
     np.testing.assert_array_equal(ga.numpy(), gb.numpy())
     assert tf.clip_by_value(tf.constant([1, 5, 9]), 2, 6).numpy().tolist() == [2, 5, 6]
+
+
+@pytest.mark.parametrize("deferred", [True, False], ids=["deferred", "eager"])
+def test_clip_by_value_of_a_pending_value_or_a_variable_converts_python_bounds(deferred):
+    """A gradient clipped by Python numbers (``tf.clip_by_value(g, -1.0, 1.0)``) and a Variable
+    clipped likewise take the bounds as cached constants of their dtype: the values and
+    gradients of Tensor bounds."""
+    v = tf.Variable(np.linspace(-2, 2, 9).astype(np.float32))
+    lo, hi = tf.constant(-0.5), tf.constant(0.5)
+    prev = tf.set_deferred_execution(deferred)
+    try:
+        with tf.GradientTape(persistent=True) as t:
+            y = v * 3.0
+            outs = [tf.clip_by_value(y, -0.5, 0.5), tf.clip_by_value(y, lo, hi),
+                    tf.clip_by_value(v, -0.5, 0.5), tf.clip_by_value(v, lo, hi)]
+        grads = [t.gradient(o, v) for o in outs]
+    finally:
+        tf.set_deferred_execution(prev)
+    for a, b in ((0, 1), (2, 3)):
+        np.testing.assert_array_equal(outs[a].numpy(), outs[b].numpy())
+        np.testing.assert_array_equal(grads[a].numpy(), grads[b].numpy())
+    assert R.constant_dtype(v) == np.float32 and R.constant_dtype(tf.Variable([1, 2])) == np.int32
+
+
+def test_one_hot_default_values_are_made_once_per_dtype():
+    from tapejax.ops import array as A
+    for dtype in (tf.float32, tf.int32, tf.bool):
+        a = tf.one_hot([0, 2], 3, dtype=dtype)
+        assert a.dtype == dtype and a.numpy().tolist() == [[1, 0, 0], [0, 0, 1]]
+        on = A._ON_OFF[(1, np.dtype(dtype.as_numpy_dtype))]
+        tf.one_hot([1], 3, dtype=dtype)
+        assert A._ON_OFF[(1, np.dtype(dtype.as_numpy_dtype))] is on
+    assert tf.one_hot([1], 2, on_value=5.0, off_value=-1.0).numpy().tolist() == [[-1.0, 5.0]]
+    f = tf.function(lambda i: tf.one_hot(i, 4))
+    assert f(tf.constant([3])).numpy().tolist() == [[0.0, 0.0, 0.0, 1.0]]
 
 
 # -- plain_jit: checks when JAX traces ---------------------------------------------
@@ -502,3 +548,59 @@ def test_tensor_operators_run_the_binary_ops_body():
         assert getattr(tf.Tensor, name).__code__ is op.__code__, name
     x = tf.constant([1.0, 2.0])
     assert (x + 1.0).numpy().tolist() == [2.0, 3.0] and (x * x).numpy().tolist() == [1.0, 4.0]
+
+
+@pytest.mark.parametrize("deferred", [True, False], ids=["deferred", "eager"])
+def test_a_variable_next_to_a_number_takes_the_tensors_path(deferred):
+    """``v * 2.0`` converts the number to the Variable's dtype as ``t * 2.0`` does (a cached
+    constant), so it takes the same fast path: the values, dtypes, recorded nodes and gradients
+    of the generic path (``bind`` with the number as it is)."""
+    v = tf.Variable(np.array([0.5, -1.0, 2.0], np.float32))
+    prev = tf.set_deferred_execution(deferred)
+    try:
+        runs = []
+        for fast in (True, False):
+            with tf.GradientTape() as t:
+                if fast:
+                    out = [v * 2.0, 3.0 - v, v + 1, tf.maximum(v, 0.25)]
+                else:
+                    out = [bind(REGISTRY["Mul"], v, 2.0), bind(REGISTRY["Sub"], 3.0, v), bind(REGISTRY["AddV2"], v, 1),
+                           bind(REGISTRY["Maximum"], v, 0.25)]
+                loss = tf.add_n([tf.reduce_sum(o) for o in out])
+            runs.append((out, [n.prim.name for n in t._nodes], t.gradient(loss, v)))
+    finally:
+        tf.set_deferred_execution(prev)
+    (fa, na, ga), (fb, nb, gb) = runs
+    assert na == nb
+    for a, b in zip(fa, fb):
+        assert a.dtype == b.dtype == tf.float32
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    np.testing.assert_array_equal(ga.numpy(), gb.numpy())
+    with pytest.raises(TypeError):   # an int Variable keeps TF's dtype rule (its error, as for a Tensor)
+        tf.Variable([1, 2]) * 0.5
+
+
+def test_an_op_on_a_variable_with_no_tape_keeps_its_buffer_its_own():
+    """With no tape, ``v * x`` reads the Variable's buffer without handing it out (the op keeps
+    none of it), so the next update may still donate it; an op whose result is that very buffer
+    hands it out, and the next update leaves that result readable."""
+    v = tf.Variable(np.ones(3, np.float32))
+    opt = tf.keras.optimizers.SGD(0.5)
+    for _ in range(2):
+        with tf.GradientTape() as t:
+            loss = tf.reduce_sum(v * v)
+        opt.apply_gradients([(t.gradient(loss, v), v)])
+    assert v._own is v._val
+    x = tf.constant([1.0, 2.0, 3.0])
+    y, z = v * x, tf.tanh(v)
+    assert v._own is v._val
+    np.testing.assert_allclose(y.numpy(), [0.0, 0.0, 0.0], atol=1e-6)
+    np.testing.assert_allclose(z.numpy(), np.tanh(v.numpy()))
+    ident = tf.define_op("TestOnlyForwardingIdentity", lambda a: a, jit=False)   # (gives its input back)
+    same = R.bind1(ident, ident.fixed(()), (), v)
+    assert same._value is v._val and v._own is None
+    v.assign_add([1.0, 1.0, 1.0])
+    with tf.GradientTape() as t:
+        loss = tf.reduce_sum(v * v)
+    opt.apply_gradients([(t.gradient(loss, v), v)])
+    np.testing.assert_allclose(same.numpy(), [0.0, 0.0, 0.0], atol=1e-6)   # not donated away

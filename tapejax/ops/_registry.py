@@ -27,6 +27,7 @@ values decide its shape are declared ``jit=False``.  Every public op function ca
 ``_tf_types``: the TF type names it binds (read by ``tools/gen_ops_table.py`` and the coverage
 test).
 """
+import math
 import operator
 import types
 from typing import Any, Callable, NamedTuple
@@ -40,7 +41,7 @@ from ..core.bind import Primitive, bind, bind1, bind2, define, unary_entry
 from ..core.caches import LRU
 from ..core.errors import InvalidArgumentError, NotFoundError, OpError
 from ..core.indexed_slices import IndexedSlices
-from ..core.tensor import Pending, Tensor
+from ..core.tensor import Lazy, Pending, Tensor
 from ..core.variable import Variable
 
 _Array = type(jnp.zeros(()))  # the concrete array type (``jax.Array`` is abstract)
@@ -73,14 +74,15 @@ def scalar_constant(number, dtype):
 
     TF converts the number to the tensor's dtype, which is what JAX's weak typing computes too,
     but a Python scalar argument costs every jitted call a conversion (about 2 µs here); a
-    cached array does not.  Only float32/float64/bfloat16 tensors (a number always converts
-    to them, and float16 could overflow with a warning), nonzero finite-or-infinite numbers (0.0
-    and -0.0 are equal keys, NaN matches nothing) and ints below 2**31 are cached.
+    cached array does not, and a tensor next to a cached constant takes the ops' fast path.
+    Only float32/float64/bfloat16 tensors (a number always converts to them, and float16
+    could overflow with a warning), finite-or-infinite numbers (a zero keyed with its sign:
+    0.0 and -0.0 are equal keys; NaN matches nothing) and ints below 2**31 are cached.
     """
     kind = type(number)
-    if (dtype in _SCALAR_DTYPES and number and number == number
+    if (dtype in _SCALAR_DTYPES and number == number
             and (kind is float or (kind is int and -_INT_BOUND <= number < _INT_BOUND))):
-        key = (number, dtype)
+        key = (number, dtype) if number else (kind, math.copysign(1.0, number), dtype)
         a = _SCALARS_PEEK(key)   # (a hit does not refresh recency, as the aval cache)
         if a is None:
             with jax.ensure_compile_time_eval():  # a concrete array even while a function traces
@@ -104,6 +106,21 @@ def _fast_dtype(x):
         return x._meta.dtype
     if t is _Array:
         return x.dtype
+    return None
+
+
+def constant_dtype(x):
+    """The dtype a Python number next to ``x`` converts to as a cached constant
+    (``scalar_constant``): a Tensor's holding a concrete array, a pending Tensor's, a Variable's
+    whose value is concrete or pending; None elsewhere (inside a trace a number stays a number)."""
+    t = type(x)
+    if t is Tensor:
+        v = x._value
+        return v.dtype if type(v) is _Array else None
+    if t is Pending:
+        return x._thunk.aval.dtype
+    if t is Variable and isinstance(x._val, _CONCRETE):
+        return x._val.aval.dtype
     return None
 
 
@@ -389,12 +406,20 @@ def _number_operands(x, y):
             y = scalar_constant(y, x._value.dtype)
         elif tx is Pending:
             y = scalar_constant(y, x._thunk.aval.dtype)
+        elif tx is Variable and isinstance(x._val, _CONCRETE):   # (a concrete or pending value)
+            y = scalar_constant(y, x._val.aval.dtype)
     elif tx in _PY_NUMBERS:
         if ty is Tensor and type(y._value) is _Array:
             x = scalar_constant(x, y._value.dtype)
         elif ty is Pending:
             x = scalar_constant(x, y._thunk.aval.dtype)
+        elif ty is Variable and isinstance(y._val, _CONCRETE):
+            x = scalar_constant(x, y._val.aval.dtype)
     return x, y
+
+
+#: A Variable's value that is no tracer: a concrete array or a pending update (``Lazy``).
+_CONCRETE = (_Array, Lazy)
 
 
 _NUMPY_DATA = (np.ndarray, np.generic)

@@ -21,9 +21,9 @@ from ._registry import (
     _OPERANDS,
     _PY_NUMBERS,
     OP_DISPATCH,
-    _Array,
     check_binary,
     check_float,
+    constant_dtype,
     dtype_of,
     op_error,
     prim,
@@ -298,8 +298,8 @@ def clip_by_value(t, clip_value_min, clip_value_max, name=None):
     ``IndexedSlices`` stays one (its values clipped), as in TF."""
     if type(t) is IndexedSlices:
         return t._with_values(clip_by_value(t.values, clip_value_min, clip_value_max))
-    if type(t) is Tensor and type(t._value) is _Array:  # Python bounds as cached arrays (scalar_constant)
-        dt = t._value.dtype
+    dt = constant_dtype(t)
+    if dt is not None:  # Python bounds as cached arrays (scalar_constant)
         if type(clip_value_min) in _PY_NUMBERS:
             clip_value_min = scalar_constant(clip_value_min, dt)
         if type(clip_value_max) in _PY_NUMBERS:

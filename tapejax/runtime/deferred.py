@@ -133,6 +133,10 @@ class DeferredExecutor(Executor):
     # ops have none.)
     def run1(self, tapes, prim, call, skey, x):
         if not (_local.defers and prim.jit):
+            if not tapes and type(x) is Variable and _local.collector is None:
+                out = _now(call, (x,))   # (an op on a Variable, no tape: ``tf.tanh(v)`` in an evaluation)
+                if out is not None:
+                    return out
             return self.run(tapes, prim, call, skey, (x,))   # (``run`` checks both before it comes here)
         tx = type(x)
         if tx is Tensor:
@@ -169,8 +173,11 @@ class DeferredExecutor(Executor):
 
     def run2(self, tapes, prim, call, x, y, skey=()):
         if not (_local.defers and prim.jit):
-            if not tapes and prim.jit and _local.collector is None:
-                out = _untaped2(call, x, y)   # (``lr * g`` on a gradient: stays pending)
+            if not tapes and _local.collector is None:
+                # ``lr * g`` on a gradient stays pending; ``v * x`` on a Variable runs now
+                out = _untaped2(call, x, y) if prim.jit else None
+                if out is None and (type(x) is Variable or type(y) is Variable):
+                    out = _now(call, (x, y))
                 if out is not None:
                     return out
             return self.run(tapes, prim, call, skey, (x, y))
@@ -401,6 +408,30 @@ def _defer_many(tapes, prim, call, skey, operands):
     if len(TAPED) > OPEN_MAX:
         settle(everyone=True)
     return result
+
+
+def _now(call, operands):
+    """An op no tape records and no function traces, on Tensors, constant arrays and Variables
+    whose value is a concrete array, run now: what ``EagerExecutor.run`` does without its
+    Variable reads (a read hands the buffer out; the op keeps none of it, unless its result is
+    that very buffer, which is then handed out).  None for other operands (``run`` decides)."""
+    vals = []
+    for a in operands:
+        t = type(a)
+        if t is Tensor:
+            vals.append(a._value)
+        elif t is _Array:
+            vals.append(a)
+        elif t is Variable and type(a._val) is _Array:
+            vals.append(a._val)
+        else:
+            return None
+    out = call(*vals)
+    for a, v in zip(operands, vals):
+        if out is v and type(a) is Variable:   # (an identity-like op gave the buffer back)
+            a._own = None
+            a._lent = None
+    return Tensor(out)
 
 
 def _untaped2(call, x, y):
