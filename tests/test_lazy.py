@@ -997,3 +997,69 @@ def test_an_untaped_pair_on_a_gradient_stays_pending_as_run_leaves_it(other):
     expect = np.asarray(g.numpy()) * np.asarray(y.numpy() if hasattr(y, "numpy") else y)
     np.testing.assert_allclose(fast.numpy(), expect)
     np.testing.assert_allclose(slow.numpy(), expect)
+
+
+def _accuracy_step(x, y, w, opt, read):
+    """A step with its accuracy computed inside the tape (``argmax``, ``equal`` and ``cast`` have
+    no gradient: no tape keeps them), read at the point ``read`` says, or kept unread."""
+    with tf.GradientTape() as tape:
+        logits = tf.matmul(x, w)
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+        acc = tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, 1, output_type=tf.int32), y), tf.float32))
+        early = float(acc.numpy()) if read == "in_tape" else None
+    grads = tape.gradient(loss, [w])
+    late = float(acc.numpy()) if read == "after_gradient" else None
+    opt.apply_gradients(zip(grads, [w]))
+    if read == "after_update":   # (w has changed: the accuracy is still the step's own)
+        late = float(acc.numpy())
+    return float(loss.numpy()), early, late, acc
+
+
+def test_a_metric_inside_the_tape_does_not_compute_the_forward_apart(fresh_cache, monkeypatch):
+    """Ops no tape keeps on pending inputs (an accuracy's ``argmax`` on the logits) stay pending:
+    the forward is computed by the gradient's program alone (no op runs on its own, no graph is
+    forced before the gradient), and the accuracy, read inside the tape, after the gradient,
+    after the update or never (kept in a list), equals the undeferred loop's."""
+    rng = np.random.default_rng(7)
+    xs, ys = rng.normal(size=(16, 5)).astype(np.float32), rng.integers(0, 4, 16).astype(np.int32)
+    w0 = rng.normal(size=(5, 4)).astype(np.float32)
+    reads = ["none", "after_gradient", "after_update", "none", "in_tape", "after_update"] * 3
+    runs = {}
+    for deferral in (True, False):
+        before = tf.set_deferred_execution(deferral)
+        try:
+            x, y, w = tf.constant(xs), tf.constant(ys), tf.Variable(w0)
+            opt = tf.keras.optimizers.SGD(0.5)
+            for r in reads[:4]:   # (warm: the structures compile)
+                _accuracy_step(x, y, w, opt, r)
+            by_op = []
+            real = _thunks._run_op_by_op
+            monkeypatch.setattr(_thunks, "_run_op_by_op", lambda order: (by_op.append(len(order)), real(order))[1])
+            out = [_accuracy_step(x, y, w, opt, r) for r in reads]
+            monkeypatch.setattr(_thunks, "_run_op_by_op", real)
+            kept = [o[3] for o in out]
+            runs[deferral] = ([o[:3] for o in out], [float(a.numpy()) for a in kept], by_op)
+        finally:
+            tf.set_deferred_execution(before)
+    (da, ka, by_op), (db, kb, _) = runs[True], runs[False]
+    assert len(by_op) <= reads.count("in_tape")   # (a read inside the tape computes what it needs)
+    for (la, ea, xa), (lb, eb, xb) in zip(da, db):
+        np.testing.assert_allclose(la, lb, rtol=1e-5)
+        assert ea == eb and xa == xb
+    assert ka == kb
+
+
+def test_unread_metrics_inside_the_tape_stay_bounded(deferred):
+    """An accuracy computed inside the tape and kept in a list, never read, does not keep each
+    step's graph alive: what ``settle`` tracks stays bounded."""
+    from tapejax.runtime import settle as _settle
+    rng = np.random.default_rng(8)
+    x = tf.constant(rng.normal(size=(8, 5)).astype(np.float32))
+    y = tf.constant(rng.integers(0, 4, 8).astype(np.int32))
+    w = tf.Variable(rng.normal(size=(5, 4)).astype(np.float32))
+    opt = tf.keras.optimizers.SGD(0.1)
+    kept = []
+    for _ in range(300):
+        kept.append(_accuracy_step(x, y, w, opt, "none")[3])
+        assert _settle.tracked_values() <= 16
+    assert all(0.0 <= float(a.numpy()) <= 1.0 for a in kept[-3:])

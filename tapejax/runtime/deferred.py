@@ -349,7 +349,10 @@ def _on_device(a):
 
 def _defer(tapes, prim, call, skey, ids, vals, aval):
     """Record ``prim`` (one output; static parameters ``skey`` bound into ``call``) on ``tapes``
-    with a pending result.  An op that no tape keeps as a node runs at once."""
+    with a pending result.  An op that no tape keeps as a node (no gradient: an accuracy's
+    ``argmax``; not connected to a watched value) runs at once on computed inputs; on a pending
+    input (the step's logits) it stays pending as an untaped op does, so that a metric inside
+    the tape does not compute the forward apart from the gradient's program."""
     th = Thunk(call, vals, aval)
     result = _new(Pending)   # ``Pending(th)``, written out (a forward op's hot path)
     result._thunk = th
@@ -359,6 +362,13 @@ def _defer(tapes, prim, call, skey, ids, vals, aval):
         if tape._record_simple(prim, skey, ids, vals, result):
             kept = True
     if not kept:
+        for a in vals:
+            if type(a) is Thunk and a.value is None:
+                for b in vals:
+                    if type(b) is Thunk:
+                        b.used = True
+                note_untaped(result, th)
+                return result
         th.force()
         return result
     for a in vals:
