@@ -43,7 +43,7 @@ import numpy as np
 
 from ..core.executor import EAGER, Executor, active, install, is_variable, peek, record
 from ..core.ownership import commit
-from ..core.state import _local, env_flag, next_id
+from ..core.state import _local, env_flag, next_id, tracing
 from ..core.tensor import Pending, Tensor
 from ..core.transfer import to_device
 from ..core.variable import Variable
@@ -369,7 +369,10 @@ def _defer(tapes, prim, call, skey, ids, vals, aval):
                         b.used = True
                 note_untaped(result, th)
                 return result
-        th.force()
+        if tracing():   # (a value computed now is computed outside the trace: ``force_many``)
+            th.force()
+        else:   # (computed inputs: the op alone, without walking a graph of one)
+            th.set(call(*[a.value if type(a) is Thunk else a for a in vals]))
         return result
     for a in vals:
         if type(a) is Thunk:
