@@ -16,6 +16,16 @@
   models, optimizers and metrics are trackable objects whose variables are
   keyed by their Keras paths (``model/sequential/dense/kernel``)
   (``train.trackable.register_trackable``).
+* A Keras 3 optimizer applying gradients outside a Keras scope (a tape loop's
+  ``apply_gradients``) runs Keras's backend-agnostic ``_backend_apply_gradients``, the one TF's
+  Keras 3 runs, not the JAX backend's (``jax.lax.cond`` on the step's predicate, ``.astype`` on
+  it: both fail on tapejax Tensors); and Keras's ``ops.cond`` given a tapejax predicate there is
+  tapejax's (``control``); with ``gradient_accumulation_steps``, ``optimizer.iterations`` (the
+  update count, ``_iterations // steps``) is a tapejax Tensor there, as TF's is a ``tf.Tensor``
+  (Keras's ``ops.floor_divide`` gives a JAX array, whose ``cond`` traced both EMA branches' assigns).
+  So ``gradient_accumulation_steps`` and ``use_ema`` with ``ema_overwrite_frequency`` step as
+  TF's do, eagerly and in ``tapejax.function``.  Inside a Keras scope (``fit``'s stateless step)
+  all three are Keras's JAX ones.
 """
 from __future__ import annotations
 
@@ -234,6 +244,46 @@ def _install_checkpoint() -> None:
         trackable.register_trackable(cls, children=keras_children)
 
 
+def _install_optimizer_apply() -> None:
+    """``JaxOptimizer._backend_apply_gradients`` outside a Keras scope is ``BaseOptimizer``'s, the
+    JAX backend's ``cond`` takes a tapejax predicate there, and an accumulating optimizer's
+    ``iterations`` is a tapejax Tensor there (all idempotent)."""
+    from keras.src.backend.jax import core as jax_core
+    from keras.src.backend.jax.optimizer import JaxOptimizer
+    from keras.src.optimizers.base_optimizer import BaseOptimizer
+
+    from .control import CONTROL
+    theirs_apply = JaxOptimizer._backend_apply_gradients
+    if not getattr(theirs_apply, "_tapejax_on_tape", False):
+        @functools.wraps(theirs_apply)
+        def _backend_apply_gradients(self, grads, trainable_variables):
+            if _kvars.in_keras_scope():
+                return theirs_apply(self, grads, trainable_variables)
+            return BaseOptimizer._backend_apply_gradients(self, grads, trainable_variables)
+        setattr(_backend_apply_gradients, "_tapejax_on_tape", True)
+        JaxOptimizer._backend_apply_gradients = _backend_apply_gradients
+
+    theirs_cond = jax_core.cond
+    if not getattr(theirs_cond, "_tapejax_on_tape", False):
+        @functools.wraps(theirs_cond)
+        def cond(pred, true_fn, false_fn):
+            if isinstance(pred, Tensor) and not _kvars.in_keras_scope():
+                return CONTROL["cond"](pred, true_fn, false_fn)
+            return theirs_cond(pred, true_fn, false_fn)
+        setattr(cond, "_tapejax_on_tape", True)
+        jax_core.cond = cond
+
+    theirs_iterations = BaseOptimizer.__dict__["iterations"]
+    if not getattr(theirs_iterations.fget, "_tapejax_on_tape", False):
+        def iterations(self):
+            steps = self.gradient_accumulation_steps
+            if steps and not _kvars.in_keras_scope():
+                return self._iterations // steps   # (tapejax's floordiv on the Keras variable)
+            return theirs_iterations.fget(self)
+        setattr(iterations, "_tapejax_on_tape", True)
+        setattr(BaseOptimizer, "iterations", property(iterations, doc=theirs_iterations.__doc__))
+
+
 _DONE: list = []
 
 
@@ -243,4 +293,5 @@ def install() -> None:
     _install_metrics()
     _install_seeds()
     _install_checkpoint()
+    _install_optimizer_apply()
     _DONE.append(True)
