@@ -182,3 +182,40 @@ def test_keras3_optimizer_inside_keras_scopes_stays_keras_jax():
     from keras.src.backend.common.stateless_scope import StatelessScope
     with StatelessScope():
         assert not isinstance(model.optimizer.iterations, tf.Tensor)
+
+
+def test_loss_scale_optimizer_in_a_tape_loop():
+    """Keras 3's ``LossScaleOptimizer`` in a tape loop: ``scale_loss`` is on the tape (it gave a
+    JAX array: no gradient), and ``apply_gradients`` unscales, skips a non-finite step halving the
+    scale and doubles it after ``dynamic_growth_steps`` finite ones (its conds on JAX-array
+    predicates traced both branches' assigns), eagerly and compiled: TF 2.21's Keras 3 values."""
+    want = [(0.9, 4.0, 1, 1), (0.9, 2.0, 0, 1), (0.7, 2.0, 1, 2), (0.4, 4.0, 0, 3), (0.3, 4.0, 1, 4)]
+    for compiled in (False, True):
+        v = K3.Variable(1.0)
+        opt = K3.optimizers.LossScaleOptimizer(K3.optimizers.SGD(0.1), initial_scale=4.0, dynamic_growth_steps=2)
+
+        def step(g):
+            with tf.GradientTape() as tape:
+                scaled = opt.scale_loss(v * g)
+            opt.apply_gradients([(tape.gradient(scaled, v), v)])
+            return scaled
+        step = tf.function(step) if compiled else step
+        seen = []
+        for g in (1.0, float("inf"), 2.0, 3.0, 1.0):
+            scaled = step(tf.constant(g))
+            assert isinstance(scaled, tf.Tensor)
+            seen.append((round(float(v.numpy()), 5), float(opt.dynamic_scale), int(opt.step_counter),
+                         int(opt.iterations)))
+        assert seen == want
+
+
+def test_keras_cond_on_jax_values_outside_scopes_stays_jax():
+    """Keras's ``cond`` on a concrete JAX predicate outside a Keras scope runs one branch (as TF's
+    eager cond), and raw JAX branches keep giving JAX arrays."""
+    import jax.numpy as jnp
+    out = K3.ops.cond(jnp.asarray(True), lambda: jnp.ones(2), lambda: jnp.zeros(2))
+    assert not isinstance(out, tf.Tensor)
+    np.testing.assert_array_equal(np.asarray(out), [1.0, 1.0])
+    ran = []
+    K3.ops.cond(jnp.asarray(False), lambda: ran.append("true"), lambda: ran.append("false"))
+    assert ran == ["false"]

@@ -19,13 +19,16 @@
 * A Keras 3 optimizer applying gradients outside a Keras scope (a tape loop's
   ``apply_gradients``) runs Keras's backend-agnostic ``_backend_apply_gradients``, the one TF's
   Keras 3 runs, not the JAX backend's (``jax.lax.cond`` on the step's predicate, ``.astype`` on
-  it: both fail on tapejax Tensors); and Keras's ``ops.cond`` given a tapejax predicate there is
-  tapejax's (``control``); with ``gradient_accumulation_steps``, ``optimizer.iterations`` (the
-  update count, ``_iterations // steps``) is a tapejax Tensor there, as TF's is a ``tf.Tensor``
-  (Keras's ``ops.floor_divide`` gives a JAX array, whose ``cond`` traced both EMA branches' assigns).
-  So ``gradient_accumulation_steps`` and ``use_ema`` with ``ema_overwrite_frequency`` step as
+  it: both fail on tapejax Tensors).  Outside a Keras scope, Keras's internal ``ops.cond`` (the
+  optimizers', ``LossScaleOptimizer``'s) runs one branch on a concrete predicate, as TF's eager
+  cond does, and is tapejax's ``cond`` (``control``) on a tapejax one, eager or traced
+  (``jax.lax.cond`` traced both branches, so both branches' variable assigns ran).  With
+  ``gradient_accumulation_steps``, ``optimizer.iterations`` (the update count) is a tapejax
+  Tensor there, as TF's is a ``tf.Tensor``, and ``LossScaleOptimizer.scale_loss`` of a Tensor is
+  a tape op (Keras's ``ops.multiply`` gave a JAX array: no gradient).  So gradient accumulation,
+  EMA with ``ema_overwrite_frequency`` and the mixed precision guide's loss-scaled loop step as
   TF's do, eagerly and in ``tapejax.function``.  Inside a Keras scope (``fit``'s stateless step)
-  all three are Keras's JAX ones.
+  all of these are Keras's JAX ones.
 """
 from __future__ import annotations
 
@@ -245,12 +248,14 @@ def _install_checkpoint() -> None:
 
 
 def _install_optimizer_apply() -> None:
-    """``JaxOptimizer._backend_apply_gradients`` outside a Keras scope is ``BaseOptimizer``'s, the
-    JAX backend's ``cond`` takes a tapejax predicate there, and an accumulating optimizer's
-    ``iterations`` is a tapejax Tensor there (all idempotent)."""
+    """Outside a Keras scope: ``JaxOptimizer._backend_apply_gradients`` is ``BaseOptimizer``'s, the
+    JAX backend's ``cond`` is eager or tapejax's, an accumulating optimizer's ``iterations`` and
+    ``LossScaleOptimizer.scale_loss`` give tapejax Tensors (all idempotent)."""
+    from keras.src import ops
     from keras.src.backend.jax import core as jax_core
     from keras.src.backend.jax.optimizer import JaxOptimizer
     from keras.src.optimizers.base_optimizer import BaseOptimizer
+    from keras.src.optimizers.loss_scale_optimizer import LossScaleOptimizer
 
     from .control import CONTROL
     theirs_apply = JaxOptimizer._backend_apply_gradients
@@ -267,11 +272,26 @@ def _install_optimizer_apply() -> None:
     if not getattr(theirs_cond, "_tapejax_on_tape", False):
         @functools.wraps(theirs_cond)
         def cond(pred, true_fn, false_fn):
-            if isinstance(pred, Tensor) and not _kvars.in_keras_scope():
-                return CONTROL["cond"](pred, true_fn, false_fn)
+            if not _kvars.in_keras_scope():
+                if isinstance(pred, jax.Array) and not isinstance(pred, _Tracer):
+                    return true_fn() if bool(pred) else false_fn()   # (TF's eager cond: one branch runs)
+                pred = _as_tensor(pred)   # (a value of tapejax.function's trace)
+                if isinstance(pred, Tensor):
+                    return CONTROL["cond"](pred, true_fn, false_fn)
             return theirs_cond(pred, true_fn, false_fn)
         setattr(cond, "_tapejax_on_tape", True)
         jax_core.cond = cond
+
+    theirs_scale = LossScaleOptimizer.scale_loss
+    if not getattr(theirs_scale, "_tapejax_on_tape", False):
+        @functools.wraps(theirs_scale)
+        def scale_loss(self, loss):
+            if isinstance(loss, Tensor) and not _kvars.in_keras_scope():   # (Keras's multiply as a tape op)
+                scale = self.dynamic_scale if self.built else self.initial_scale
+                return _calls.call_function(ops.multiply, (loss, scale), {})
+            return theirs_scale(self, loss)
+        setattr(scale_loss, "_tapejax_on_tape", True)
+        LossScaleOptimizer.scale_loss = scale_loss
 
     theirs_iterations = BaseOptimizer.__dict__["iterations"]
     if not getattr(theirs_iterations.fget, "_tapejax_on_tape", False):
