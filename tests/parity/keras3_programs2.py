@@ -1,9 +1,11 @@
 """Round 14a of the Keras 3 programs (``test_keras3.py`` runs them as it runs ``keras3_programs.py``):
 TF 2.16+'s ``import tensorflow as tf`` beside ``import keras``, written as Keras 3's guides and API
 docs write them: multi-input/output functional models, Model subclasses and their configs, a
-registered custom layer in a ``.keras`` file, regularization losses, small CNN / RNN models, the
-callbacks, ``evaluate`` / ``predict`` / ``*_on_batch``, the optimizers and their schedules, mixed
-precision, and ``keras.ops`` beside ``tf.*`` ops in custom layers under a tape.
+registered custom layer in a ``.keras`` file, regularization losses and layer state, small CNN /
+RNN models, the callbacks, ``fit``'s arguments and a ``PyDataset``, ``evaluate`` / ``predict`` /
+``*_on_batch``, the optimizers and their schedules, gradient accumulation and EMA, mixed precision
+and loss scaling, and ``keras.ops`` beside ``tf.*`` ops in custom layers and on tensors under a
+tape.
 
 Weights are set from NumPy, so both sides start equal; nothing draws random numbers (no Dropout in
 training mode, no random initializer left in place, no ``keras.random``).  ``TOLERANCES`` loosens
@@ -11,7 +13,8 @@ the comparison for the named programs (float16 compute).
 """
 import numpy as np
 
-TOLERANCES = {"program_mixed_float16_policy_trains_then_float32_again": (2e-2, 2e-3)}
+TOLERANCES = {"program_mixed_float16_policy_trains_then_float32_again": (2e-2, 2e-3),
+              "program_loss_scale_optimizer_in_a_tape_loop": (2e-2, 2e-3)}
 
 
 def _data(n=32, d=3, seed=0):
@@ -191,6 +194,32 @@ def program_kernel_regularizer_in_fit_and_in_a_tape_loop(tf, keras):
             "fit_weights": fitted.get_weights(), "loop_weights": looped.get_weights()}
 
 
+def program_layer_with_a_non_trainable_counter_updated_in_call(tf, keras):
+    """A layer with a non-trainable ``add_weight(trainable=False)`` counter that its ``call``
+    increments in training: updated by a tape loop's calls and by ``fit``, read by the output."""
+
+    class Counting(keras.layers.Layer):
+        def build(self, input_shape):
+            self.count = self.add_weight(shape=(), initializer="zeros", trainable=False, name="count")
+            self.w = self.add_weight(shape=(input_shape[-1], 1), initializer="ones", name="w")
+
+        def call(self, x, training=None):
+            if training:
+                self.count.assign_add(1.0)
+            return keras.ops.matmul(x, self.w) * (1.0 + 0.1 * self.count)
+
+    layer = Counting()
+    model = keras.Sequential([keras.Input((3,)), layer])
+    x, y = _data(16)
+    _tape_steps(tf, keras, model, keras.optimizers.SGD(0.01), x, y, steps=2)
+    after_loop = float(layer.count)
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+    hist = model.fit(x, y, epochs=2, batch_size=8, shuffle=False, verbose=0)
+    return {"after_loop": after_loop, "after_fit": float(layer.count), "loss": hist.history["loss"],
+            "w": layer.w, "inference": model(x[:2]), "n_trainable": len(model.trainable_weights),
+            "n_non_trainable": len(model.non_trainable_weights)}
+
+
 # --- CNNs and RNNs ------------------------------------------------------------------------------------
 
 def program_small_cnn_on_a_tiny_image_batch(tf, keras):
@@ -319,6 +348,32 @@ def program_custom_callback_reads_logs_lr_and_iterations(tf, keras):
             "params": {k: v for k, v in hist.params.items() if k in ("epochs", "steps", "verbose")}}
 
 
+def program_callback_stops_training_beside_lambda_callback_and_csv_logger(tf, keras):
+    """A custom callback setting ``self.model.stop_training`` once the loss is low enough, a
+    ``LambdaCallback`` recording epoch starts and batch losses, and a ``CSVLogger`` file."""
+    import os
+    import tempfile
+    x, y = _data(16)
+    model = _mlp(keras)
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    seen = []
+
+    class StopBelow(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            if logs["loss"] < 2.0:
+                self.model.stop_training = True
+
+    lam = keras.callbacks.LambdaCallback(on_epoch_begin=lambda e, logs: seen.append(["begin", e]),
+                                         on_batch_end=lambda b, logs: seen.append(["batch", b, float(logs["loss"])]))
+    path = os.path.join(tempfile.mkdtemp(), "log.csv")
+    hist = model.fit(x, y, epochs=10, batch_size=8, shuffle=False, verbose=0,
+                     callbacks=[lam, StopBelow(), keras.callbacks.CSVLogger(path)])
+    with open(path) as f:
+        rows = [line.strip().split(",") for line in f]
+    return {"history": hist.history, "seen": seen, "csv_header": rows[0], "csv_rows": len(rows),
+            "csv_last": [v if v == "NA" else float(v) for v in rows[-1]]}
+
+
 def program_validation_split_and_class_weight(tf, keras):
     """``fit(validation_split=0.25, class_weight=...)`` of a binary classifier: the last quarter
     validates (unweighted), class 1's samples count thrice in the training loss."""
@@ -379,6 +434,30 @@ def program_train_test_and_predict_on_batch(tf, keras):
     test = model.test_on_batch(x[8:], y[8:], return_dict=True)
     return {"first": first, "second": second, "weighted": weighted, "test": test,
             "pred": model.predict_on_batch(x[:3]), "iterations": int(model.optimizer.iterations)}
+
+
+def program_py_dataset_feeds_fit_predict_and_evaluate(tf, keras):
+    """A ``keras.utils.PyDataset`` subclass (the guides' replacement for ``Sequence``) whose last
+    batch is short, feeding ``fit`` (unshuffled), ``predict`` and ``evaluate``."""
+    x, y = _data(20)
+
+    class Batches(keras.utils.PyDataset):
+        def __init__(self, x, y=None, batch_size=6, **kwargs):
+            super().__init__(**kwargs)
+            self.x, self.y, self.batch_size = x, y, batch_size
+
+        def __len__(self):
+            return int(np.ceil(len(self.x) / self.batch_size))
+
+        def __getitem__(self, i):
+            sl = slice(i * self.batch_size, (i + 1) * self.batch_size)
+            return (self.x[sl], self.y[sl]) if self.y is not None else self.x[sl]
+
+    model = _mlp(keras)
+    model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse", metrics=["mae"])
+    hist = model.fit(Batches(x, y), epochs=2, shuffle=False, verbose=0)
+    return {"history": hist.history, "predict": model.predict(Batches(x[:8], batch_size=3), verbose=0),
+            "evaluate": model.evaluate(Batches(x, y, batch_size=7), verbose=0, return_dict=True)}
 
 
 # --- optimizers -------------------------------------------------------------------------------------
@@ -464,6 +543,43 @@ def program_learning_rate_schedules_follow_iterations(tf, keras):
             "fit_lr": float(fitted.optimizer.learning_rate), "fit_weights": fitted.get_weights()}
 
 
+def program_learning_rate_assigned_and_a_custom_schedule(tf, keras):
+    """``optimizer.learning_rate = 0.01`` and ``optimizer.learning_rate.assign(0.02)`` between tape
+    steps; a ``LearningRateSchedule`` subclass written with ``keras.ops`` driving Adam, with its
+    ``get_config`` in the optimizer's; ``PolynomialDecay`` and ``InverseTimeDecay`` values."""
+
+    class Halving(keras.optimizers.schedules.LearningRateSchedule):
+        def __init__(self, initial):
+            self.initial = initial
+
+        def __call__(self, step):
+            return self.initial * keras.ops.power(0.5, keras.ops.cast(step, "float32") // 2)
+
+        def get_config(self):
+            return {"initial": self.initial}
+
+    x, y = _data(8)
+    model = _mlp(keras)
+    opt = keras.optimizers.SGD(0.1)
+    _tape_steps(tf, keras, model, opt, x, y, steps=1)
+    opt.learning_rate = 0.01
+    set_lr = float(opt.learning_rate)
+    opt.learning_rate.assign(0.02)
+    assigned_lr = float(opt.learning_rate)
+    _tape_steps(tf, keras, model, opt, x, y, steps=1)
+    scheduled = _mlp(keras)
+    adam = keras.optimizers.Adam(Halving(0.1))
+    seen = []
+    for _ in range(3):
+        _tape_steps(tf, keras, scheduled, adam, x, y, steps=1)
+        seen.append(float(adam.learning_rate))
+    poly = keras.optimizers.schedules.PolynomialDecay(0.1, 4, end_learning_rate=0.01, power=2.0)
+    inv = keras.optimizers.schedules.InverseTimeDecay(0.1, 2, 0.5)
+    return {"set": set_lr, "assigned": assigned_lr, "weights": model.get_weights(), "seen": seen,
+            "scheduled": scheduled.get_weights(), "poly": [float(poly(s)) for s in range(6)],
+            "inv": [float(inv(s)) for s in range(4)], "config": adam.get_config()["learning_rate"]["config"]}
+
+
 def program_gradient_accumulation_and_ema_in_fit_and_tape_loops(tf, keras):
     """``gradient_accumulation_steps=2``: ``fit`` and a tape loop move the weights every second
     step only, with the mean of the two gradients, and ``iterations`` counts the updates; ``use_ema``
@@ -523,6 +639,39 @@ def program_mixed_float16_policy_trains_then_float32_again(tf, keras):
         keras.mixed_precision.set_global_policy("float32")
     return {"info": info, "loss": hist.history["loss"], "pred": pred, "weights": model.get_weights(),
             "policy": keras.mixed_precision.global_policy().name}
+
+
+def program_loss_scale_optimizer_in_a_tape_loop(tf, keras):
+    """The mixed precision guide's custom loop: ``LossScaleOptimizer.scale_loss`` under the tape,
+    ``apply_gradients`` unscaling (eagerly and in a ``tf.function``); a scale so large that the
+    float16 gradients overflow skips the step and halves the scale."""
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        x, y = _data(8)
+        out = {}
+        for name, scale, compiled in (("eager", 1024.0, False), ("compiled", 1024.0, True),
+                                      ("overflow", 2.0 ** 40, False)):
+            model = _mlp(keras)
+            opt = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.05), initial_scale=scale)
+
+            def step(xb, yb):
+                with tf.GradientTape() as tape:
+                    pred = model(xb, training=True)
+                    loss = keras.ops.mean(keras.ops.square(keras.ops.cast(pred, "float32") - yb))
+                    scaled = opt.scale_loss(loss)
+                grads = tape.gradient(scaled, model.trainable_variables)
+                opt.apply_gradients(zip(grads, model.trainable_variables))
+                return loss, scaled
+            step = tf.function(step) if compiled else step
+            losses = []
+            for _ in range(3):
+                loss, scaled = step(x, y)
+                losses.append(float(loss))
+            out[name] = {"losses": losses, "scale": float(opt.dynamic_scale), "iterations": int(opt.iterations),
+                         "scaled": [float(scaled), str(scaled.dtype)], "weights": model.get_weights()}
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    return out
 
 
 # --- keras.ops and tf.* ops in custom layers --------------------------------------------------------
@@ -629,3 +778,45 @@ def program_tf_ops_mixed_with_keras_ops_on_the_same_tensors(tf, keras):
     mixed = keras.ops.add(tf.constant([1.0, 2.0]), tf.ones(2)) * tf.constant(3.0)
     results["mixed"] = [mixed, tf.is_tensor(mixed), str(keras.ops.convert_to_tensor(tf.ones(2)).dtype)]
     return results
+
+
+def program_lambda_layer_of_tf_ops_in_a_functional_fit(tf, keras):
+    """A ``keras.layers.Lambda`` wrapping ``tf.math.l2_normalize`` inside a functional model trained
+    by ``fit``: ``tf.*`` ops on the layer's symbolic and concrete inputs."""
+    inp = keras.Input((3,))
+    h = keras.layers.Dense(4)(inp)
+    n = keras.layers.Lambda(lambda t: tf.math.l2_normalize(t, axis=-1) * 2.0)(h)
+    model = keras.Model(inp, keras.layers.Dense(1)(n))
+    _init(model)
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    x, y = _data(16)
+    hist = model.fit(x, y, epochs=2, batch_size=8, shuffle=False, verbose=0)
+    return {"loss": hist.history["loss"], "pred": model(x[:3]), "weights": model.get_weights()}
+
+
+def program_keras_ops_on_tensors_outside_layers_eager_and_compiled(tf, keras):
+    """``keras.ops.top_k``, ``segment_sum`` / ``segment_max``, ``einsum``, ``one_hot`` of an
+    ``argmax``, ``logsumexp`` and ``where`` on watched tensors, mixed with ``tf.reduce_sum`` and
+    ``tf.linalg.trace``: values, indices and gradients, eagerly and in a ``tf.function``."""
+    x = tf.constant(np.random.RandomState(16).randn(4, 5).astype(np.float32))
+    seg = tf.constant(np.array([0, 0, 1, 2], np.int32))
+
+    def f(v):
+        vals, idx = keras.ops.top_k(v, k=2)
+        s = keras.ops.segment_sum(v, seg, num_segments=3)
+        m = keras.ops.segment_max(v, seg, num_segments=3)
+        e = keras.ops.einsum("ij,kj->ik", v, v)
+        hot = keras.ops.one_hot(keras.ops.argmax(v, axis=-1), 5)
+        lse = keras.ops.logsumexp(v, axis=0)
+        w = keras.ops.where(v > 0, v, tf.zeros_like(v))
+        total = (keras.ops.sum(vals) + tf.reduce_sum(s * s) + keras.ops.sum(m) + tf.linalg.trace(e)
+                 + keras.ops.sum(hot * v) + tf.reduce_sum(lse) + keras.ops.sum(w))
+        return total, idx
+
+    out = {}
+    for name, fn in (("eager", f), ("compiled", tf.function(f))):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            total, idx = fn(x)
+        out[name] = [total, idx, tape.gradient(total, x)]
+    return out
