@@ -126,3 +126,96 @@ def test_a_metric_whose_result_is_its_variable_trains_under_fit():
     hist = model.fit(x, y, epochs=1, batch_size=2, verbose=0)
     assert hist.history["max_error"] == [3.0]
     assert model.evaluate(x, y, verbose=0, return_dict=True)["max_error"] == 3.0
+
+
+def _sgd_steps(compiled, **kwargs):
+    """A Keras 3 SGD(0.1) on one variable, stepped by a tape with gradients 1, 3, 5, ...: the
+    variable, ``iterations`` and whether it is a Tensor after each step; the value after
+    ``finalize_variable_values``."""
+    v = K3.Variable(1.0)
+    opt = K3.optimizers.SGD(0.1, **kwargs)
+
+    def step(g):
+        with tf.GradientTape() as tape:
+            loss = v * g
+        opt.apply_gradients([(tape.gradient(loss, v), v)])
+    step = tf.function(step) if compiled else step
+    seen = []
+    for g in (1.0, 3.0, 5.0, 7.0, 9.0, 11.0):
+        step(tf.constant(g))
+        it = opt.iterations
+        seen.append((round(float(v.numpy()), 5), int(it), tf.is_tensor(it)))
+    opt.finalize_variable_values([v])
+    return seen, round(float(v.numpy()), 5)
+
+
+def test_keras3_optimizer_accumulates_gradients_on_the_tape():
+    """``gradient_accumulation_steps`` in a tape loop (it raised: ``jax.lax.cond`` on a tapejax
+    predicate): every second step applies the two gradients' mean, and ``iterations`` is the update
+    count as a Tensor, eagerly and compiled (TF 2.21's Keras 3 values)."""
+    want = ([(1.0, 0, True), (0.8, 1, True), (0.8, 1, True), (0.2, 2, True), (0.2, 2, True), (-0.8, 3, True)], -0.8)
+    for compiled in (False, True):
+        assert _sgd_steps(compiled, gradient_accumulation_steps=2) == want
+
+
+def test_keras3_optimizer_ema_overwrites_on_its_frequency_on_the_tape():
+    """``use_ema`` with ``ema_overwrite_frequency`` in a tape loop (it raised: ``.astype`` on a
+    tapejax Tensor), alone and with accumulation (there the JAX array ``iterations`` made a
+    ``jax.lax.cond`` that ran the overwrite every step): TF 2.21's Keras 3 values."""
+    ema = {"use_ema": True, "ema_momentum": 0.5}
+    for compiled in (False, True):
+        assert _sgd_steps(compiled, ema_overwrite_frequency=2, **ema) == (
+            [(0.9, 1, True), (0.75, 2, True), (0.25, 3, True), (0.025, 4, True), (-0.875, 5, True), (-1.2, 6, True)],
+            -1.2)
+        assert _sgd_steps(compiled, ema_overwrite_frequency=3, gradient_accumulation_steps=2, **ema) == (
+            [(1.0, 0, True), (0.8, 1, True), (0.8, 1, True), (0.2, 2, True), (0.35, 2, True), (-0.15, 3, True)],
+            -0.15)
+
+
+def test_keras3_optimizer_inside_keras_scopes_stays_keras_jax():
+    """Under ``fit`` (a Keras scope) the accumulating optimizer is Keras's JAX one: it trains, and
+    ``iterations`` read inside a stateless scope is a JAX value, not a Tensor."""
+    model = K3.Sequential([K3.Input((5,)), K3.layers.Dense(1)])
+    model.compile(optimizer=K3.optimizers.SGD(0.1, gradient_accumulation_steps=2), loss="mse")
+    model.fit(X, X[:, :1], batch_size=2, epochs=1, verbose=0)
+    assert int(model.optimizer.iterations) == 2
+    from keras.src.backend.common.stateless_scope import StatelessScope
+    with StatelessScope():
+        assert not isinstance(model.optimizer.iterations, tf.Tensor)
+
+
+def test_loss_scale_optimizer_in_a_tape_loop():
+    """Keras 3's ``LossScaleOptimizer`` in a tape loop: ``scale_loss`` is on the tape (it gave a
+    JAX array: no gradient), and ``apply_gradients`` unscales, skips a non-finite step halving the
+    scale and doubles it after ``dynamic_growth_steps`` finite ones (its conds on JAX-array
+    predicates traced both branches' assigns), eagerly and compiled: TF 2.21's Keras 3 values."""
+    want = [(0.9, 4.0, 1, 1), (0.9, 2.0, 0, 1), (0.7, 2.0, 1, 2), (0.4, 4.0, 0, 3), (0.3, 4.0, 1, 4)]
+    for compiled in (False, True):
+        v = K3.Variable(1.0)
+        opt = K3.optimizers.LossScaleOptimizer(K3.optimizers.SGD(0.1), initial_scale=4.0, dynamic_growth_steps=2)
+
+        def step(g):
+            with tf.GradientTape() as tape:
+                scaled = opt.scale_loss(v * g)
+            opt.apply_gradients([(tape.gradient(scaled, v), v)])
+            return scaled
+        step = tf.function(step) if compiled else step
+        seen = []
+        for g in (1.0, float("inf"), 2.0, 3.0, 1.0):
+            scaled = step(tf.constant(g))
+            assert isinstance(scaled, tf.Tensor)
+            seen.append((round(float(v.numpy()), 5), float(opt.dynamic_scale), int(opt.step_counter),
+                         int(opt.iterations)))
+        assert seen == want
+
+
+def test_keras_cond_on_jax_values_outside_scopes_stays_jax():
+    """Keras's ``cond`` on a concrete JAX predicate outside a Keras scope runs one branch (as TF's
+    eager cond), and raw JAX branches keep giving JAX arrays."""
+    import jax.numpy as jnp
+    out = K3.ops.cond(jnp.asarray(True), lambda: jnp.ones(2), lambda: jnp.zeros(2))
+    assert not isinstance(out, tf.Tensor)
+    np.testing.assert_array_equal(np.asarray(out), [1.0, 1.0])
+    ran = []
+    K3.ops.cond(jnp.asarray(False), lambda: ran.append("true"), lambda: ran.append("false"))
+    assert ran == ["false"]

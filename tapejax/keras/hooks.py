@@ -16,6 +16,19 @@
   models, optimizers and metrics are trackable objects whose variables are
   keyed by their Keras paths (``model/sequential/dense/kernel``)
   (``train.trackable.register_trackable``).
+* A Keras 3 optimizer applying gradients outside a Keras scope (a tape loop's
+  ``apply_gradients``) runs Keras's backend-agnostic ``_backend_apply_gradients``, the one TF's
+  Keras 3 runs, not the JAX backend's (``jax.lax.cond`` on the step's predicate, ``.astype`` on
+  it: both fail on tapejax Tensors).  Outside a Keras scope, Keras's internal ``ops.cond`` (the
+  optimizers', ``LossScaleOptimizer``'s) runs one branch on a concrete predicate, as TF's eager
+  cond does, and is tapejax's ``cond`` (``control``) on a tapejax one, eager or traced
+  (``jax.lax.cond`` traced both branches, so both branches' variable assigns ran).  With
+  ``gradient_accumulation_steps``, ``optimizer.iterations`` (the update count) is a tapejax
+  Tensor there, as TF's is a ``tf.Tensor``, and ``LossScaleOptimizer.scale_loss`` of a Tensor is
+  a tape op (Keras's ``ops.multiply`` gave a JAX array: no gradient).  So gradient accumulation,
+  EMA with ``ema_overwrite_frequency`` and the mixed precision guide's loss-scaled loop step as
+  TF's do, eagerly and in ``tapejax.function``.  Inside a Keras scope (``fit``'s stateless step)
+  all of these are Keras's JAX ones.
 """
 from __future__ import annotations
 
@@ -234,6 +247,63 @@ def _install_checkpoint() -> None:
         trackable.register_trackable(cls, children=keras_children)
 
 
+def _install_optimizer_apply() -> None:
+    """Outside a Keras scope: ``JaxOptimizer._backend_apply_gradients`` is ``BaseOptimizer``'s, the
+    JAX backend's ``cond`` is eager or tapejax's, an accumulating optimizer's ``iterations`` and
+    ``LossScaleOptimizer.scale_loss`` give tapejax Tensors (all idempotent)."""
+    from keras.src import ops
+    from keras.src.backend.jax import core as jax_core
+    from keras.src.backend.jax.optimizer import JaxOptimizer
+    from keras.src.optimizers.base_optimizer import BaseOptimizer
+    from keras.src.optimizers.loss_scale_optimizer import LossScaleOptimizer
+
+    from .control import CONTROL
+    theirs_apply = JaxOptimizer._backend_apply_gradients
+    if not getattr(theirs_apply, "_tapejax_on_tape", False):
+        @functools.wraps(theirs_apply)
+        def _backend_apply_gradients(self, grads, trainable_variables):
+            if _kvars.in_keras_scope():
+                return theirs_apply(self, grads, trainable_variables)
+            return BaseOptimizer._backend_apply_gradients(self, grads, trainable_variables)
+        setattr(_backend_apply_gradients, "_tapejax_on_tape", True)
+        JaxOptimizer._backend_apply_gradients = _backend_apply_gradients
+
+    theirs_cond = jax_core.cond
+    if not getattr(theirs_cond, "_tapejax_on_tape", False):
+        @functools.wraps(theirs_cond)
+        def cond(pred, true_fn, false_fn):
+            if not _kvars.in_keras_scope():
+                if isinstance(pred, jax.Array) and not isinstance(pred, _Tracer):
+                    return true_fn() if bool(pred) else false_fn()   # (TF's eager cond: one branch runs)
+                pred = _as_tensor(pred)   # (a value of tapejax.function's trace)
+                if isinstance(pred, Tensor):
+                    return CONTROL["cond"](pred, true_fn, false_fn)
+            return theirs_cond(pred, true_fn, false_fn)
+        setattr(cond, "_tapejax_on_tape", True)
+        jax_core.cond = cond
+
+    theirs_scale = LossScaleOptimizer.scale_loss
+    if not getattr(theirs_scale, "_tapejax_on_tape", False):
+        @functools.wraps(theirs_scale)
+        def scale_loss(self, loss):
+            if isinstance(loss, Tensor) and not _kvars.in_keras_scope():   # (Keras's multiply as a tape op)
+                scale = self.dynamic_scale if self.built else self.initial_scale
+                return _calls.call_function(ops.multiply, (loss, scale), {})
+            return theirs_scale(self, loss)
+        setattr(scale_loss, "_tapejax_on_tape", True)
+        LossScaleOptimizer.scale_loss = scale_loss
+
+    theirs_iterations = BaseOptimizer.__dict__["iterations"]
+    if not getattr(theirs_iterations.fget, "_tapejax_on_tape", False):
+        def iterations(self):
+            steps = self.gradient_accumulation_steps
+            if steps and not _kvars.in_keras_scope():
+                return self._iterations // steps   # (tapejax's floordiv on the Keras variable)
+            return theirs_iterations.fget(self)
+        setattr(iterations, "_tapejax_on_tape", True)
+        setattr(BaseOptimizer, "iterations", property(iterations, doc=theirs_iterations.__doc__))
+
+
 _DONE: list = []
 
 
@@ -243,4 +313,5 @@ def install() -> None:
     _install_metrics()
     _install_seeds()
     _install_checkpoint()
+    _install_optimizer_apply()
     _DONE.append(True)

@@ -1,11 +1,12 @@
 """TF 2.16+'s idiom, ``import tensorflow as tf`` beside ``import keras`` (Keras 3), against real TF
-with Keras 3 on its TF backend: the programs of ``keras3_programs.py``.
+with Keras 3 on its TF backend: the programs of ``keras3_programs.py`` and ``keras3_programs2.py``.
 
 The in-process parity cases cannot run these: there TF's ``tf.keras`` is tf_keras (Keras 2) and the
 process's one ``keras`` package is on JAX for tapejax (README.md).  So every program runs in two
 fresh processes, one per side (``KERAS_BACKEND=tensorflow`` and ``import tensorflow as tf``;
 ``import tapejax as tf``, which puts Keras on JAX and on the tape when the program imports it), each
-side once per test run; the results are compared per program (None-ness exactly)."""
+side once per module and test run; the results are compared per program (None-ness exactly, numbers
+within ``_TOL`` or the module's ``TOLERANCES`` entry for the program: float16 compute)."""
 import functools
 import importlib.util
 import json
@@ -17,10 +18,15 @@ import textwrap
 import numpy as np
 import pytest
 
-from . import keras3_programs
+from . import keras3_programs, keras3_programs2
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PROGRAMS = sorted(n for n in vars(keras3_programs) if n.startswith("program_"))
+MODULES = {m.__name__.rsplit(".", 1)[-1]: m for m in (keras3_programs, keras3_programs2)}
+_TOL = (2e-5, 2e-6)
+
+
+def _programs(module):
+    return sorted(n for n in vars(module) if n.startswith("program_"))
 
 RUNNER = textwrap.dedent("""
     import importlib.util, json, sys
@@ -58,55 +64,60 @@ RUNNER = textwrap.dedent("""
 
 
 @functools.lru_cache(maxsize=None)
-def _results(side):
+def _results(side, module_name):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), JAX_PLATFORMS="cpu",
                CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="3", TF_ENABLE_ONEDNN_OPTS="0")
     env.pop("TF_USE_LEGACY_KERAS", None)
     env.pop("KERAS_BACKEND", None)
     if side == "tf":
         env["KERAS_BACKEND"] = "tensorflow"
-    p = subprocess.run([sys.executable, "-c", RUNNER, side, keras3_programs.__file__, *PROGRAMS],
+    module = MODULES[module_name]
+    p = subprocess.run([sys.executable, "-c", RUNNER, side, module.__file__, *_programs(module)],
                        capture_output=True, text=True, timeout=900, env=env, cwd=ROOT)
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULTS ")]
     assert p.returncode == 0 and lines, p.stdout[-3000:] + p.stderr[-3000:]
     return json.loads(lines[-1][len("RESULTS "):])
 
 
-def _same(got, want, where="result"):
+def _same(got, want, where="result", tol=_TOL):
     if isinstance(want, dict) and "array" in want and len(want) == 1:
         assert isinstance(got, dict) and "array" in got, f"{where}: {got!r} where TF has an array"
         g, w = np.asarray(got["array"]), np.asarray(want["array"])
         assert g.shape == w.shape, f"{where}: shape {g.shape} where TF has {w.shape}"
-        np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-6, err_msg=where)
+        np.testing.assert_allclose(g, w, rtol=tol[0], atol=tol[1], err_msg=where)
     elif isinstance(want, dict):
         assert isinstance(got, dict) and sorted(got) == sorted(want), f"{where}: {got!r} where TF has {want!r}"
         for k in want:
-            _same(got[k], want[k], f"{where}[{k!r}]")
+            _same(got[k], want[k], f"{where}[{k!r}]", tol)
     elif isinstance(want, list):
         assert isinstance(got, list) and len(got) == len(want), f"{where}: {got!r} where TF has {want!r}"
         for i, (g, w) in enumerate(zip(got, want)):
-            _same(g, w, f"{where}[{i}]")
+            _same(g, w, f"{where}[{i}]", tol)
     elif isinstance(want, float) and not isinstance(want, bool):
         assert isinstance(got, float), f"{where}: {got!r} where TF has {want!r}"
-        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6, err_msg=where)
+        np.testing.assert_allclose(got, want, rtol=tol[0], atol=tol[1], err_msg=where)
     else:
         assert got == want, f"{where}: {got!r} where TF has {want!r}"
 
 
-def test_keras3_programs_give_tf_keras3s_results():
-    """Every program of ``keras3_programs.py`` (one test, so that each side's process runs once in a
-    test run: they take ~10-20 s each); the message names each program that differs, and how."""
-    got = _results("tapejax")
+@pytest.mark.parametrize("module_name", sorted(MODULES))
+def test_keras3_programs_give_tf_keras3s_results(module_name):
+    """Every program of one module (one test per module, so that each side's process runs once per
+    module in a test run: they take ~10-40 s each); the message names each program that differs,
+    and how."""
+    got = _results("tapejax", module_name)
     if importlib.util.find_spec("tensorflow") is None:
         pytest.skip("TensorFlow is not installed: no reference")
-    want = _results("tf")
+    want = _results("tf", module_name)
+    programs = _programs(MODULES[module_name])
+    tolerances = getattr(MODULES[module_name], "TOLERANCES", {})
     failures = []
-    for name in PROGRAMS:
+    for name in programs:
         if "raised" in want[name]:
             failures.append(f"{name}: TF raised {want[name]}")
             continue
         try:
-            _same(got[name], want[name])
+            _same(got[name], want[name], tol=tolerances.get(name, _TOL))
         except AssertionError as e:
             failures.append(f"{name}: {str(e)[:1500]}")
-    assert not failures, f"{len(failures)} of {len(PROGRAMS)} programs differ from TF:\n" + "\n".join(failures)
+    assert not failures, f"{len(failures)} of {len(programs)} programs differ from TF:\n" + "\n".join(failures)
