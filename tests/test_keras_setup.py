@@ -179,3 +179,23 @@ def test_a_gradient_for_a_keras_variable_made_before_the_integration_names_the_c
             print("TypeError", "before tapejax's Keras integration was loaded" in str(e))
     """)
     assert out.split() == ["TypeError", "True"]
+
+
+def test_an_integration_that_cannot_load_at_import_keras_says_so():
+    """``import keras`` after ``import tapejax`` where the integration cannot load (here made to
+    fail): Keras imports, and a RuntimeWarning names the cause, rather than Keras running off the
+    tape without a word."""
+    out = run("""
+        import warnings
+        import tapejax
+        from tapejax.keras import _setup
+        def refuse():
+            raise ImportError("a reason of the test's own")
+        _setup.load = refuse
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            import keras
+        print(keras.backend.backend(), [str(w.message).count("a reason of the test's own") for w in caught
+                                        if issubclass(w.category, RuntimeWarning)])
+    """)
+    assert out.split() == ["jax", "[1]"]

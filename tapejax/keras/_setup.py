@@ -23,7 +23,9 @@ A user's own ``import keras`` after ``import tapejax`` (TF 2.16+'s idiom, beside
 ``watch_import`` puts a finder on ``sys.meta_path`` that wraps Keras's loader
 (``_ThenLoad``), so every Keras variable is a tapejax Variable from the first.  It
 loads only Keras on the JAX backend; with another backend it does nothing (the
-first access to ``tapejax.keras`` then raises the ImportError above).
+first access to ``tapejax.keras`` then raises the ImportError above).  Where ``load()``
+fails there (an old Keras, NNX variables), Keras still imports and a RuntimeWarning names
+the cause.
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ import importlib.util
 import os
 import sys
 import threading
+import warnings
 from types import ModuleType
 from typing import Any, Optional, Sequence
 
@@ -129,8 +132,10 @@ class _ThenLoad(importlib.abc.Loader):
         if callable(backend) and backend() == "jax":
             try:
                 load()
-            except ImportError:   # (an old Keras, NNX variables: the first access to tapejax.keras says so)
-                pass
+            except ImportError as e:   # (an old Keras, NNX variables: Keras runs as on JAX alone)
+                warnings.warn(f"import keras: tapejax could not put Keras on the tape ({e}); Keras runs as "
+                              f"it does on JAX alone, and tapejax.keras raises this error", RuntimeWarning,
+                              stacklevel=2)
 
     def __getattr__(self, name: str) -> Any:   # (resources, ``is_package`` ...: Keras's loader's)
         return getattr(self._loader, name)

@@ -252,8 +252,8 @@ def install_public(keras: ModuleType) -> None:
     ``keras.losses.mean_squared_error(y, p)`` in a tape is differentiated, as under TF's Keras 3
     (raw Keras on JAX would give a JAX array no tape records).  With JAX arrays, or inside a
     Keras layer's call, each function is Keras's own (``on_tape``); ``keras.utils.set_random_seed``
-    also seeds tapejax.  Keras's internals use ``keras.src``'s modules and are untouched.
-    Idempotent."""
+    also seeds tapejax.  Keras's internals use ``keras.src``'s modules and are untouched here
+    (``hooks`` changes a few of them: its optimizer and ``cond`` hooks).  Idempotent."""
     for kind in PUBLIC:
         _in_place(getattr(keras, kind), kind)
     keras.utils.set_random_seed = _set_random_seed(keras.utils.set_random_seed)
