@@ -1070,3 +1070,35 @@ def test_gradient_through_a_while_without_a_bound(tf):
         return tape.gradient(y, x)
 
     return (raises(grad),)
+
+
+_MADE_IN_TRACE = ("a Dataset is built on the host from Python values: one made inside a tapejax.function from a "
+                  "traced argument (`ds.take(n)`, `Dataset.range(n)`) is refused (tapejax/data/README); a Python "
+                  "int works")
+
+
+@parity(tapejax_expected=((Raised("OperatorNotAllowedInGraphError", ok=("AttributeError",)),
+                           Raised("OperatorNotAllowedInGraphError", ok=("AttributeError",))),
+                          (1.0, 6.0)), deliberate=_MADE_IN_TRACE)
+def test_take_of_a_tensor_step_count_inside_a_function(tf):
+    """A compiled evaluation over the first ``n`` elements, ``for v in ds.take(n)``, and a sum by
+    ``Dataset.range(n).reduce``, with ``n`` an int64 tensor argument: TF stages both; the same steps
+    with Python ints (retracing per value) work on both."""
+    ds = tf.data.Dataset.from_tensor_slices(np.arange(5, dtype=np.float32))
+
+    @tf.function
+    def first(n):
+        s = tf.constant(0.0)
+        for v in ds.take(n):
+            s += v
+        return s
+
+    @tf.function
+    def total(n):
+        return tf.data.Dataset.range(n).reduce(tf.constant(0, tf.int64), lambda a, b: a + b)
+
+    def value(r):
+        return r if isinstance(r, Raised) else float(r.value)
+
+    tensors = (value(raises(first, tf.constant(2, tf.int64))), value(raises(total, tf.constant(4, tf.int64))))
+    return tensors, (float(first(2)), float(first(4)))
