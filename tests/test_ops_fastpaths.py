@@ -502,3 +502,19 @@ def test_tensor_operators_run_the_binary_ops_body():
         assert getattr(tf.Tensor, name).__code__ is op.__code__, name
     x = tf.constant([1.0, 2.0])
     assert (x + 1.0).numpy().tolist() == [2.0, 3.0] and (x * x).numpy().tolist() == [1.0, 4.0]
+
+
+def test_a_list_holding_a_traced_tensor_has_its_shape_without_numpy():
+    """``_shape`` of a nested list that holds Tensors is read off the structure (TF packs such a list):
+    ``tf.concat([x, [i]], 0)`` and ``tf.concat([[i], [i]], 0)`` of a traced ``i`` work in a function (they
+    raised SymbolicArrayError: NumPy was asked for the traced value); eagerly they give the same.
+    Oracle: TF 2.21 ([0, 0, 3], [3, 3])."""
+    assert R._shape([tf.constant([1.0, 2.0]), tf.constant([3.0, 4.0])]) == (2, 2)
+
+    @tf.function
+    def grow(x, i):
+        return tf.concat([x, [tf.cast(i, tf.float32)]], 0), tf.concat([[i], [i]], 0)
+
+    for f in (grow, grow.python_function):
+        a, b = f(tf.zeros([2]), tf.constant(3))
+        assert a.numpy().tolist() == [0.0, 0.0, 3.0] and b.numpy().tolist() == [3, 3]
