@@ -800,6 +800,23 @@ def test_python_loops_over_lists_unroll_and_trace_once(tf):
     return a, b, len(traces)
 
 
+@parity(**TOL)
+def test_packed_lists_of_traced_values_in_a_step(tf):
+    """What a compiled step writes with Python lists around its tensors: a sequence's start token
+    prepended by ``tf.concat([[start], tokens], 0)``, a bias row appended by ``tf.concat([x, [b]], 0)``,
+    and a pair of per-step statistics stacked from a nested list; TF packs each list."""
+    @tf.function
+    def step(tokens, start, x, i):
+        seq = tf.concat([[start], tokens], 0)
+        b = tf.cast(i, tf.float32) * 0.5
+        rows = tf.concat([x, [[b, b]]], 0)
+        stats = tf.convert_to_tensor([[tf.reduce_mean(rows), tf.reduce_max(rows)], [b, 2.0]])
+        return seq, rows, stats
+
+    x = tf.constant(init_array((2, 2), 40))
+    return [step(tf.constant([5, 6, 7]), tf.constant(k), x, tf.constant(k)) for k in (1, 2)]
+
+
 @parity
 def test_loop_variables_that_change_dtype_or_shape_are_errors(tf):
     """TF's errors for a converted loop whose variable changes: an int accumulator that becomes float
