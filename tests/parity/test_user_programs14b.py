@@ -407,6 +407,53 @@ def test_dataset_functions_with_python_control_flow_on_tensors(tf):
     return spec(ds.element_spec), [{k: v.tolist() for k, v in e.items()} for e in ds.as_numpy_iterator()]
 
 
+@parity(x64=True)
+def test_cardinalities_of_composed_pipelines_and_argument_errors(tf):
+    """What ``cardinality()`` says after the compositions a script builds (infinite repeats skipped,
+    batched, zipped with a finite set, concatenated; unknown after filter / interleave / take_while /
+    group_by_window; shard, unbatch of full batches, padded_batch, scan, cache + prefetch, ``len`` of
+    windows), and TF's error classes for a zero batch, a zero shuffle buffer, slices of unequal
+    length, a float count, a map returning None, and a batch of unequal shapes."""
+    r = tf.data.Dataset.range
+    pos = r(3).filter(lambda x: x > 0)
+    cards = {
+        "skip_inf": r(3).repeat().skip(2), "batch_inf": r(3).repeat().batch(2),
+        "zip_inf": tf.data.Dataset.zip((r(3).repeat(), r(5))), "concat_inf": r(3).concatenate(r(3).repeat()),
+        "concat_unknown": r(3).concatenate(pos), "repeat_unknown": pos.repeat(2), "take_unknown": pos.take(2),
+        "interleave": r(3).interleave(lambda i: r(2)), "take_while": r(10).take_while(lambda x: x < 3),
+        "group": r(10).group_by_window(lambda x: x % 2, lambda k, w: w.batch(2), window_size=2),
+        "unbatch": r(10).batch(3, drop_remainder=True).unbatch(), "padded": r(10).padded_batch(3),
+        "scan": r(10).scan(np.int64(0), lambda st, x: (st, x)), "cache": r(10).cache().prefetch(2),
+        "enumerate_inf": r(10).repeat().enumerate()}
+    out = {k: card(d) for k, d in cards.items()}
+    out["shards"] = [card(r(10).shard(3, k)) for k in range(3)]
+    out["windows"] = len(r(10).window(3))
+
+    def gen():
+        yield np.zeros(2, np.float32)
+        yield np.zeros(3, np.float32)
+
+    uneven = tf.data.Dataset.from_generator(gen, output_signature=tf.TensorSpec([None], tf.float32)).batch(2)
+    errors = [raises(r(4).batch, 0), raises(lambda: list(r(4).shuffle(0))),
+              raises(tf.data.Dataset.from_tensor_slices, (np.zeros(3), np.zeros(4))), raises(r(3).take, 1.5),
+              raises(r(3).map, lambda x: None), raises(lambda: list(uneven))]
+    return out, errors
+
+
+@parity(**TOL)
+def test_windows_of_tuple_and_dict_elements_zipped_back_in_flat_map(tf):
+    """``window`` over (feature, label) tuples and over dict elements gives a tuple / dict of window
+    datasets; ``flat_map`` zips their batches back (the tf.data guide's multi-component windows);
+    ``drop_remainder=True`` drops the short windows."""
+    x = np.arange(5, dtype=np.float32)
+    pairs = (tf.data.Dataset.from_tensor_slices((x, x * 10.0))
+             .window(2, shift=1, drop_remainder=True)
+             .flat_map(lambda a, b: tf.data.Dataset.zip((a.batch(2), b.batch(2)))))
+    dicts = (tf.data.Dataset.from_tensor_slices({"a": x[:4]}).window(3)
+             .flat_map(lambda d: tf.data.Dataset.zip({"a": d["a"].batch(3)})))
+    return spec(pairs.element_spec), L(pairs), spec(dicts.element_spec), L(dicts)
+
+
 # ---------------------------------------------------------------------------
 # Training loops fed by datasets
 # ---------------------------------------------------------------------------
@@ -461,6 +508,43 @@ def test_compiled_step_per_batch_retraces_for_the_short_last_batch(tf):
 
     sig = [tf.TensorSpec([None, 3], tf.float32), tf.TensorSpec([None, 1], tf.float32)]
     return make(), make(input_signature=sig), make(reduce_retracing=True)
+
+
+@parity(**TOL)
+def test_input_signature_taken_from_the_datasets_element_spec(tf):
+    """``@tf.function(input_signature=ds.element_spec)`` for a (x, y) dataset and
+    ``input_signature=[dsd.element_spec]`` for a dict dataset (one trace each over batches of 4, 4
+    and 2), ``reduce_retracing=True`` over the dict batches (two traces, the second relaxed), and the
+    dict step's concrete function called with a batch."""
+    x, y = _reg(10, seed=41)
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(4)
+    dsd = tf.data.Dataset.from_tensor_slices({"x": x, "y": y}).batch(4)
+    w = tf.Variable(init_array((3, 1), 42))
+    traces = {"tuple": [], "dict": [], "relaxed": []}
+
+    @tf.function(input_signature=ds.element_spec)
+    def step(a, b):
+        traces["tuple"].append(a.shape.as_list())
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(tf.matmul(a, w) - b))
+        w.assign_sub(0.1 * tape.gradient(loss, w))
+        return loss
+
+    @tf.function(input_signature=[dsd.element_spec])
+    def evaluate(d):
+        traces["dict"].append(d["x"].shape.as_list())
+        return tf.reduce_mean(tf.square(tf.matmul(d["x"], w) - d["y"]))
+
+    @tf.function(reduce_retracing=True)
+    def count(d):
+        traces["relaxed"].append({k: v.shape.as_list() for k, v in d.items()})
+        return tf.shape(d["x"])[0] + tf.shape(d["y"])[0]
+
+    losses = [step(a, b) for a, b in ds]
+    evals = [evaluate(d) for d in dsd]
+    counts = [count(d) for _ in range(2) for d in dsd]
+    cf = evaluate.get_concrete_function()
+    return losses, evals, counts, cf(next(iter(dsd))), traces, w.numpy()
 
 
 @parity(**TOL)
@@ -1119,3 +1203,109 @@ def test_take_of_a_tensor_step_count_inside_a_function(tf):
 
     tensors = (value(raises(first, tf.constant(2, tf.int64))), value(raises(total, tf.constant(4, tf.int64))))
     return tensors, (float(first(2)), float(first(4)))
+
+
+@parity(**TOL)
+def test_loops_a_user_writes_in_compiled_code(tf):
+    """A handful of compiled helpers from real scripts: Fibonacci by tuple swap in a ``tf.range`` loop,
+    a ``tf.switch_case`` schedule inside a loop, ``continue`` on a modulus, a ``while`` bounded by a
+    Python int, a ``tf.cond`` whose branches assign a Variable, an inner ``tf.function`` called in a
+    loop, a tape inside a loop writing derivatives to a TensorArray, ``and`` / ``or`` / ``not`` on
+    tensors, and a variable defined only in a loop that runs zero times (TF's run-time assertion)."""
+    @tf.function
+    def fib(n):
+        a, b = tf.constant(0), tf.constant(1)
+        for _ in tf.range(n):
+            a, b = b, a + b
+        return [a, b]
+
+    @tf.function
+    def schedule(n):
+        s = tf.constant(0.0)
+        for i in tf.range(n):
+            if i % 4 == 3:
+                continue
+            s += tf.switch_case(i % 3, [lambda: 1.0, lambda: 10.0, lambda: 100.0])
+        return s
+
+    @tf.function
+    def warmup(x):
+        i = tf.constant(0)
+        while i < 4:
+            x = x + tf.cast(i, tf.float32)
+            i += 1
+        return x, i
+
+    v = tf.Variable(0.0)
+
+    @tf.function
+    def flip(p):
+        tf.cond(p, lambda: v.assign_add(1.0), lambda: v.assign_sub(3.0))
+        return v.read_value()
+
+    @tf.function
+    def double(x):
+        return x * 2.0
+
+    @tf.function
+    def repeated(n):
+        s = tf.constant(1.0)
+        for _ in tf.range(n):
+            s = double(s)
+        return s
+
+    @tf.function
+    def derivatives(x):
+        ds = tf.TensorArray(tf.float32, size=3)
+        for i in tf.range(3):
+            with tf.GradientTape() as t:
+                t.watch(x)
+                y = x ** tf.cast(i + 1, tf.float32)
+            ds = ds.write(i, t.gradient(y, x))
+        return ds.stack()
+
+    @tf.function
+    def in_range(x):
+        if x > 0 and x < 10 or x == -5:
+            r = 1
+        elif not x < -100:
+            r = 0
+        else:
+            r = -1
+        return r
+
+    @tf.function
+    def last_double(n):
+        for i in tf.range(n):
+            z = i * 2
+        return z
+
+    return (fib(tf.constant(10)), schedule(tf.constant(9)), warmup(tf.constant(0.5)),
+            [flip(tf.constant(p)) for p in (True, True, False)], repeated(tf.constant(3)),
+            derivatives(tf.constant(2.0)), [in_range(tf.constant(k)) for k in (3, 12, -5, -200)],
+            last_double(tf.constant(3)), raises(last_double, tf.constant(0)))
+
+
+@xfail_on_tapejax("tapejax iterates a traced tensor whose length is static (unconverted code, e.g. a dataset "
+                  "function, relies on it), where TF's symbolic tensor refuses Python iteration: "
+                  "`enumerate(x)` / `zip(a, b)` of tensors inside a tf.function run in tapejax")
+@parity
+def test_enumerate_and_zip_over_tensors_in_a_function_are_refused(tf):
+    """TF: ``for i, r in enumerate(x)`` and ``for a, b in zip(x, y)`` over tensors inside a
+    ``tf.function`` are OperatorNotAllowedInGraphError (iterate ``tf.range`` or a dataset instead)."""
+    @tf.function
+    def enum(x):
+        s = tf.constant(0.0)
+        for i, r in enumerate(x):
+            s += tf.cast(i, tf.float32) * tf.reduce_sum(r)
+        return s
+
+    @tf.function
+    def zipped(a, b):
+        s = tf.constant(0)
+        for i, j in zip(a, b):
+            s += i * j
+        return s
+
+    return (raises(enum, tf.constant(init_array((3, 2), 43))),
+            raises(zipped, tf.constant([1, 2, 3]), tf.constant([4, 5, 6])))
