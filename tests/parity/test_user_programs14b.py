@@ -458,7 +458,7 @@ def test_windows_of_tuple_and_dict_elements_zipped_back_in_flat_map(tf):
 # Training loops fed by datasets
 # ---------------------------------------------------------------------------
 
-@parity(**TOL)
+@parity(modes=True, **TOL)
 def test_eager_tape_loop_over_epochs_of_a_batched_dataset(tf):
     """The "training loop from scratch" guide's eager loop: 3 epochs over ``from_tensor_slices((x, y))
     .batch(4)`` (10 rows: a short last batch), a GradientTape per batch, SGD on a linear model, the
@@ -482,7 +482,7 @@ def test_eager_tape_loop_over_epochs_of_a_batched_dataset(tf):
     return hist, w.numpy(), b.numpy(), int(opt.iterations.numpy())
 
 
-@parity(**TOL)
+@parity(modes=True, **TOL)
 def test_compiled_step_per_batch_retraces_for_the_short_last_batch(tf):
     """A compiled step fed ``for x, y in dataset`` with 10 rows in batches of 4: the default
     ``tf.function`` traces twice (4 and 2 rows) and then reuses both across epochs; under an
@@ -510,7 +510,7 @@ def test_compiled_step_per_batch_retraces_for_the_short_last_batch(tf):
     return make(), make(input_signature=sig), make(reduce_retracing=True)
 
 
-@parity(**TOL)
+@parity(modes=True, **TOL)
 def test_input_signature_taken_from_the_datasets_element_spec(tf):
     """``@tf.function(input_signature=ds.element_spec)`` for a (x, y) dataset and
     ``input_signature=[dsd.element_spec]`` for a dict dataset (one trace each over batches of 4, 4
@@ -547,7 +547,7 @@ def test_input_signature_taken_from_the_datasets_element_spec(tf):
     return losses, evals, counts, cf(next(iter(dsd))), traces, w.numpy()
 
 
-@parity(**TOL)
+@parity(modes=True, **TOL)
 def test_train_and_validation_datasets_with_metrics_reset_per_epoch(tf):
     """The guide's loop with compiled ``train_step`` / ``test_step``: a softmax classifier on a train
     dataset (mapped, batched by 8) and a validation dataset evaluated after each epoch; a
@@ -590,7 +590,7 @@ def test_train_and_validation_datasets_with_metrics_reset_per_epoch(tf):
     return hist, w.numpy(), bias.numpy()
 
 
-@parity(**TOL)
+@parity(modes=True, **TOL)
 def test_epoch_loop_inside_a_function_iterating_the_dataset(tf):
     """A whole epoch compiled: ``for xb, yb in dataset`` inside a ``tf.function`` (drop_remainder so
     every batch has one shape), the loss summed in the loop and the step count; called for 3 epochs,
@@ -1116,7 +1116,7 @@ def test_variable_defined_in_one_branch_and_non_scalar_conditions(tf):
             fixed(tf.constant([1.0, -1.0])))
 
 
-@parity(**TOL)
+@parity(modes=True, **TOL)
 def test_training_step_with_converted_clipping_and_an_epoch_counter_variable(tf):
     """A training step whose loss switches on a Variable epoch counter (warm-up: ``if epoch < 2``
     uses an L1 loss, else MSE), with a converted ``while`` clipping the gradient norm by halving,
