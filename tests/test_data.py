@@ -100,6 +100,33 @@ def test_map_is_traced_at_map_time_and_once_per_input_shape():
     assert batched.element_spec.shape == (None, 3)
 
 
+def test_map_filling_a_dynamic_tensor_array_in_a_loop_runs_eagerly():
+    """TF converts ``for i in tf.range(3): ta = ta.write(i, ...)`` in a map function; here the
+    unconverted trace cannot grow the array (TracedSizeError), so the function runs eagerly per
+    element: TF's values and spec (``[None]``)."""
+    def f(x):
+        ta = tf.TensorArray(tf.int32, size=0, dynamic_size=True)
+        for i in tf.range(3):
+            ta = ta.write(i, x + i)
+        return ta.stack()
+
+    ds = D.from_tensor_slices(np.array([0, 1], np.int32)).map(f)
+    assert ds.element_spec.shape.as_list() == [None]
+    assert [v.tolist() for v in ds.as_numpy_iterator()] == [[0, 1, 2], [1, 2, 3]]
+
+
+def test_range_output_type_may_be_floating():
+    """TF's RangeDataset casts its int64 values to any real ``output_type``; the arguments stay
+    integers (a float step is TypeError in TF as here)."""
+    ds = D.range(1, 6, 2, output_type=tf.float32)
+    assert ds.element_spec.dtype == tf.float32 and int(ds.cardinality()) == 3
+    assert [float(v) for v in ds] == [1.0, 3.0, 5.0]
+    assert D.range(3, output_type=tf.float16).batch(3).get_single_element().numpy().tolist() == [0.0, 1.0, 2.0]
+    assert D.range(2, output_type=tf.bfloat16).element_spec.dtype == tf.bfloat16
+    with pytest.raises(TypeError):
+        D.range(0, 1, 0.5, output_type=tf.float32)
+
+
 def test_map_reads_a_variable_when_each_element_is_computed():
     v = tf.Variable(1.0)
     ds = D.from_tensor_slices(np.arange(3, dtype=np.float32)).map(lambda x: x * v)

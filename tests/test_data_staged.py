@@ -199,3 +199,26 @@ def test_reduce_in_a_step_whose_state_changes_dtype_is_a_type_error():
     f = tf.function(lambda: ds.reduce(tf.constant(0), lambda s, x: tf.cast(s, tf.float32) + 1.0))
     with pytest.raises(TypeError, match="must match the initial state"):
         f()
+
+
+def test_a_traced_count_for_a_dataset_made_in_the_step_names_the_argument():
+    """``ds.take(n)`` / ``Dataset.range(n)`` with ``n`` an argument of the step (TF stages them): the
+    error names the argument and the two ways out; a Python int works (it keys the trace)."""
+    ds = D.from_tensor_slices(np.arange(5, dtype=np.float32))
+
+    @tf.function
+    def first(n):
+        s = tf.constant(0.0)
+        for v in ds.take(n):
+            s += v
+        return s
+
+    @tf.function
+    def total(n):
+        return D.range(n).reduce(0, lambda a, b: a + b)
+
+    with pytest.raises(tf.errors.OperatorNotAllowedInGraphError, match="Argument `count` is a tensor known only"):
+        first(tf.constant(2))
+    with pytest.raises(AttributeError, match="Argument `stop`"):
+        total(tf.constant(4))
+    assert float(first(2)) == 1.0 and float(first(4)) == 6.0

@@ -604,3 +604,19 @@ def test_an_op_on_a_variable_with_no_tape_keeps_its_buffer_its_own():
         loss = tf.reduce_sum(v * v)
     opt.apply_gradients([(t.gradient(loss, v), v)])
     np.testing.assert_allclose(same.numpy(), [0.0, 0.0, 0.0], atol=1e-6)   # not donated away
+
+
+def test_a_list_holding_a_traced_tensor_has_its_shape_without_numpy():
+    """``_shape`` of a nested list that holds Tensors is read off the structure (TF packs such a list):
+    ``tf.concat([x, [i]], 0)`` and ``tf.concat([[i], [i]], 0)`` of a traced ``i`` work in a function (they
+    raised SymbolicArrayError: NumPy was asked for the traced value); eagerly they give the same.
+    Oracle: TF 2.21 ([0, 0, 3], [3, 3])."""
+    assert R._shape([tf.constant([1.0, 2.0]), tf.constant([3.0, 4.0])]) == (2, 2)
+
+    @tf.function
+    def grow(x, i):
+        return tf.concat([x, [tf.cast(i, tf.float32)]], 0), tf.concat([[i], [i]], 0)
+
+    for f in (grow, grow.python_function):
+        a, b = f(tf.zeros([2]), tf.constant(3))
+        assert a.numpy().tolist() == [0.0, 0.0, 3.0] and b.numpy().tolist() == [3, 3]

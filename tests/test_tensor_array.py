@@ -106,6 +106,23 @@ def test_dynamic_size_filled_partially_is_a_run_time_error():
         f(tf.constant(2))
 
 
+def test_traced_write_to_an_empty_dynamic_array_outside_a_loop_is_a_traced_size_error():
+    """No loop grew the array, so no row can hold an index known only at run time: TracedSizeError
+    (a ValueError) at trace time, which a dataset function answers by running eagerly. The same
+    write in a converted loop (the array grown by its bound) gives the rows."""
+    from tapejax.ops.indexing_traced import TracedSizeError
+
+    def fill(x):
+        ta = tf.TensorArray(tf.int32, size=0, dynamic_size=True)
+        for i in tf.range(3):   # (not converted: a Python loop over the range's traced rows)
+            ta = ta.write(i, x + i)
+        return ta.stack()
+
+    with pytest.raises(TracedSizeError, match="no rows yet"):
+        tf.function(fill, autograph=False)(tf.constant(1))
+    assert tf.function(fill)(tf.constant(1)).numpy().tolist() == [1, 2, 3]
+
+
 def test_traced_index_out_of_range_is_checked():
     @tf.function
     def f(i):

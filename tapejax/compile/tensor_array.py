@@ -53,6 +53,7 @@ from ..core.errors import InvalidArgumentError, OutOfRangeError
 from ..core.tensor import Tensor, TensorShape
 from ..ops import array as _array
 from ..ops.checks import require, require_in_range
+from ..ops.indexing_traced import TracedSizeError
 
 _Tracer = jax.core.Tracer
 
@@ -323,6 +324,11 @@ class TensorArray:
         t = self._value(value)
         shape = self._check_shape(tuple(t.shape))
         buf = self._buffer(tuple(t.shape))
+        if self._a.dynamic and self._a.cap == 0 and _static_int(index, "index") is None:
+            raise TracedSizeError(   # (a dataset function raising it runs eagerly per element instead)
+                "A dynamic_size TensorArray with no rows yet is written at an index known only at run time "
+                "outside a staged loop: XLA compiles its length statically. Write it in a loop with a bound "
+                "(AutoGraph's `for i in tf.range(n)`, maximum_iterations), or give it a static size.")
         idx, i = self._index(index, "write to", self._a.cap, self._a.dynamic)
         if i is not None and i >= self._a.cap:
             buf = bind(_GROW, buf, rows=i + 1 - self._a.cap)

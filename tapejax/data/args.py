@@ -2,9 +2,10 @@
 argument and say what was expected and what came."""
 from typing import Any, Optional
 
+import jax.core
 import numpy as np
 
-from ..core.errors import InvalidArgumentError
+from ..core.errors import InvalidArgumentError, SymbolicNumpyError
 from ..core.tensor import Tensor
 
 #: ``tf.data.AUTOTUNE``: let the runtime choose a parallelism or buffer size.
@@ -18,6 +19,11 @@ def integer(value: Any, name: str) -> int:
     """``value`` as a Python int, as TF converts it to an int64 scalar (TypeError for a float or a
     string, ValueError for None, as TF's conversion)."""
     if isinstance(value, Tensor):
+        if isinstance(value._value, jax.core.Tracer):   # (TF stages it; pipelines are built on the host here)
+            raise SymbolicNumpyError(
+                f"Argument `{name}` is a tensor known only when the tapejax.function runs, and tapejax builds a "
+                "Dataset on the host from Python values: make the dataset outside the function, or pass "
+                f"`{name}` as a Python int (each new value traces the function again).")
         value = value.numpy()
     if isinstance(value, np.ndarray) and value.ndim == 0:
         value = value[()]

@@ -78,14 +78,14 @@ class Range(Dataset):
         if step == 0:
             raise InvalidArgumentError(None, None, "range: `step` must be a non-zero integer; got 0.")
         dtype = _dtypes.as_dtype(output_type)
-        if not dtype.is_integer:
-            raise TypeError(f"range: `output_type` must be an integer dtype; got {dtype.name}")
+        if not (dtype.is_integer or dtype.is_floating):   # TF: the int64 values cast to any real type
+            raise TypeError(f"range: `output_type` must be an integer or floating dtype; got {dtype.name}")
         self._counter = counter
         n = A.INFINITE if counter else max(0, math.ceil((stop - start) / step))
         store = _dtypes.storage_dtype(dtype._np, "range")
         last = start if counter or n == 0 else start + (n - 1) * step
-        info = np.iinfo(store)
-        if not (info.min <= start <= info.max and info.min <= last <= info.max):
+        info = np.iinfo(store) if dtype.is_integer else None
+        if info is not None and not (info.min <= start <= info.max and info.min <= last <= info.max):
             raise TypeError(f"range({start}, {stop}, {step}) does not fit in {store.name} and JAX's 64-bit mode is "
                             "off: call jax.config.update('jax_enable_x64', True) to hold int64.")
         self._start, self._step, self._dtype = start, step, store

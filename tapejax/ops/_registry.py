@@ -41,7 +41,7 @@ from ..core.bind import Primitive, bind, bind1, bind2, define, unary_entry
 from ..core.caches import LRU
 from ..core.errors import InvalidArgumentError, NotFoundError, OpError
 from ..core.indexed_slices import IndexedSlices
-from ..core.tensor import Lazy, Pending, Tensor
+from ..core.tensor import Lazy, Pending, Tensor, _contains_tensor
 from ..core.variable import Variable
 
 _Array = type(jnp.zeros(()))  # the concrete array type (``jax.Array`` is abstract)
@@ -546,6 +546,8 @@ def _shape(x):
         return tuple(x._meta.shape)
     if type(x) is IndexedSlices and x._static_shape is not None:
         return x._static_shape
+    if isinstance(x, (list, tuple)) and x and _contains_tensor(x):   # TF packs it: ``[x, [i]]`` of a traced i
+        return (len(x),) + _shape(x[0])
     return tuple(np.shape(x))
 
 
