@@ -603,24 +603,11 @@ def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None
         dt = np.dtype(getattr(convert_to_tensor(given), "_value").dtype) if given is not None else np.float32
     else:
         dt = _const_dtype(dtype)
-    # (the default 1 and 0 as cached constants where the dtype has them: no transfer per call)
-    on = _on_off(1, dt) if on_value is None else convert_to_tensor(on_value, dtype_hint=dt)
-    off = _on_off(0, dt) if off_value is None else convert_to_tensor(off_value, dtype_hint=dt)
+    # (the default 1 and 0 as Python numbers, cast in the op: two transfers per call otherwise)
+    on = 1 if on_value is None else convert_to_tensor(on_value, dtype_hint=dt)
+    off = 0 if off_value is None else convert_to_tensor(off_value, dtype_hint=dt)
     return bind(_ONE_HOT, idx, on, off, depth=int(depth), axis=-1 if axis is None else int(axis),
                 dtype=np.dtype(dt).name)
-
-
-#: ``one_hot``'s default on / off values (1, 0) by dtype: one array each, made once.
-_ON_OFF: dict = {}
-
-
-def _on_off(number, dt):
-    key = (number, np.dtype(dt))
-    c = _ON_OFF.get(key)
-    if c is None:
-        with jax.ensure_compile_time_eval():   # (a concrete array even while a function traces)
-            c = _ON_OFF.setdefault(key, convert_to_tensor(number, dtype_hint=dt)._value)
-    return c
 
 
 __all__ = ["reshape", "stack", "unstack", "split", "transpose", "concat", "squeeze", "expand_dims",
