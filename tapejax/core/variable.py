@@ -37,6 +37,7 @@ Two invariants, each checked in one place:
 """
 import threading
 from typing import Any, Callable, ClassVar, Optional, Union
+from weakref import ref as _wref
 
 import jax
 import jax.core
@@ -360,7 +361,7 @@ class Variable(metaclass=_VariableMeta):
             if loan is not None and loan.buffer() is v:
                 for tape in tapes:
                     tape._record_read(self, t)
-                    loan.lend(tape)
+                    loan.holders.append(_wref(tape))   # (``Loan.lend``, written out: once per read)
                 return t
         elif isinstance(v, Lazy):
             t = Tensor(v.value) if v.value is not None else Pending(v)
@@ -374,7 +375,7 @@ class Variable(metaclass=_VariableMeta):
         """``holder`` (a pending op) took the buffer a deferred read lent: list it on the loan."""
         loan = self._lent
         if loan is not None and loan.buffer() is self._val:
-            loan.lend(holder)
+            loan.holders.append(_wref(holder))   # (``Loan.lend``)
 
     @property
     def _value(self) -> jax.Array:
