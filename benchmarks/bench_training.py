@@ -6,7 +6,8 @@ Pure JAX is ``jax.jit(step, donate_argnums=...)`` over ``jax.value_and_grad``
 + optax with donated parameters and optimizer state.  tapejax is the TF2
 training step (GradientTape, Keras optimizer) under ``tapejax.function``, and
 the same step eager (no ``tapejax.function``; deferral and predicted updates as
-set, on by default) unless ``--no-eager``.
+set, on by default) unless ``--no-eager``; the warm-up waits for the predicted programs
+tapejax compiles in the background, so the eager column is the steady step.
 All run the same model on the same data; rounds alternate between them
 so that load from other processes hits all alike.  The table gives medians
 of per-step wall time (µs, each round times ``steps`` calls and waits for
