@@ -111,7 +111,9 @@ def test_eager_steps_are_one_compiled_update_reused(deferred):
         tf.set_deferred_execution(prev)
     assert [n for n in names if n not in TRANSFERS] == []
     ((state, fn),) = inner._updates.values()
-    assert fn._cache_size() == 1
+    # one program at most in JAX's C++ cache of the update (a ``jax.clear_caches()`` elsewhere on
+    # the worker can empty it: CI saw 0 once; the compiles above are the check that nothing compiles)
+    assert fn._cache_size() <= 1
     assert state[-3:] == (opt._loss_scale.current_loss_scale, opt.dynamic_counter, inner.iterations)
     assert int(opt.iterations.numpy()) == 7
 
