@@ -771,6 +771,13 @@ def test_a_pending_update_knows_the_computed_value_s_type(deferred):
         assert v._value.aval == pending and not pending.weak_type
 
 
+def _classifier_data(seed, n):
+    """A batch of ``n`` 5-feature rows, their labels among 4 classes and a 5x4 weight, drawn by NumPy."""
+    rng = np.random.default_rng(seed)
+    xs, ys = rng.normal(size=(n, 5)).astype(np.float32), rng.integers(0, 4, n).astype(np.int32)
+    return xs, ys, rng.normal(size=(5, 4)).astype(np.float32)
+
+
 def _metric_step(x, y, w, opt, keep_logits=True):
     """A Keras-style step: the metric is computed from the logits after the gradient (or, without
     ``keep_logits``, the logits are no name's value when the gradient is taken)."""
@@ -798,9 +805,7 @@ def test_an_intermediate_the_user_holds_comes_back_from_the_gradient(fresh_cache
     runs = []
     real = _thunks._run_op_by_op
     monkeypatch.setattr(_thunks, "_run_op_by_op", lambda order: (runs.append(len(order)), real(order))[1])
-    rng = np.random.default_rng(3)
-    xs, ys = rng.normal(size=(16, 5)).astype(np.float32), rng.integers(0, 4, 16).astype(np.int32)
-    w0 = rng.normal(size=(5, 4)).astype(np.float32)
+    xs, ys, w0 = _classifier_data(3, 16)
     results = {}
     prev = _speculate.set_speculative_updates(predict)
     try:
@@ -949,9 +954,7 @@ def test_an_intermediate_first_held_after_steps_that_held_none_comes_back_within
     read meanwhile (the same values as the undeferred loop's), and come back from the gradient's
     program within ``HELD_WAIT_MAX`` + 1 steps; from then on, on every step."""
     from tapejax.autodiff import gradient as _gradient
-    rng = np.random.default_rng(5)
-    xs, ys = rng.normal(size=(8, 5)).astype(np.float32), rng.integers(0, 4, 8).astype(np.int32)
-    w0 = rng.normal(size=(5, 4)).astype(np.float32)
+    xs, ys, w0 = _classifier_data(5, 8)
     runs = {}
     for deferral in (True, False):
         before = tf.set_deferred_execution(deferral)
@@ -1020,9 +1023,7 @@ def test_a_metric_inside_the_tape_does_not_compute_the_forward_apart(fresh_cache
     the forward is computed by the gradient's program alone (no op runs on its own, no graph is
     forced before the gradient), and the accuracy, read inside the tape, after the gradient,
     after the update or never (kept in a list), equals the undeferred loop's."""
-    rng = np.random.default_rng(7)
-    xs, ys = rng.normal(size=(16, 5)).astype(np.float32), rng.integers(0, 4, 16).astype(np.int32)
-    w0 = rng.normal(size=(5, 4)).astype(np.float32)
+    xs, ys, w0 = _classifier_data(7, 16)
     reads = ["none", "after_gradient", "after_update", "none", "in_tape", "after_update"] * 3
     runs = {}
     for deferral in (True, False):

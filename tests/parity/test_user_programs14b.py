@@ -17,35 +17,13 @@ loop variables that change dtype or shape (TF's error classes), ``set_loop_optio
 nested functions converted recursively, ``tf.print`` in loops, gradients through converted loops.
 Data is drawn with NumPy and fed in.
 """
-import os
-import tempfile
 
 import numpy as np
 
 from .data_helpers import L, card, spec
 from .harness import Raised, init_array, parity, raises, xfail_on_tapejax
-
-TOL = dict(rtol=2e-5, atol=2e-6)
-
-
-def _reg(n, d=3, seed=0):
-    rs = np.random.RandomState(seed)
-    x = rs.randn(n, d).astype(np.float32)
-    y = (x @ rs.randn(d, 1) + 0.1 * rs.randn(n, 1)).astype(np.float32)
-    return x, y
-
-
-def _printed(tf, program):
-    """Run ``program(path)`` and return what tf.print wrote to ``file://path`` (and its result)."""
-    fd, path = tempfile.mkstemp(suffix=".txt")
-    os.close(fd)
-    try:
-        result = program("file://" + path)
-        with open(path) as fh:
-            return fh.read(), result
-    finally:
-        os.remove(path)
-
+from .test_user_programs12b import TOL, _reg
+from .test_user_programs13a import _printed
 
 # ---------------------------------------------------------------------------
 # Pipelines
