@@ -19,7 +19,8 @@ from .core.conversion import register_tensor_conversion_function
 from .core.indexed_slices import IndexedSlices
 from .ops.sparse_tensor import SparseTensor, SparseTensorSpec
 from .ops.ragged_tensor import RaggedTensor, RaggedTensorSpec
-from .core.variable import Variable, variable_creator_scope
+from .core.creator import variable_creator_scope
+from .core.variable import Variable
 from .core.bind import Primitive, bind, define as define_op
 from .ops.printing import print_ as print
 from .runtime.deferred import deferred_execution, set_deferred_execution

@@ -17,8 +17,8 @@ from typing import Any, Optional
 
 from ..core import distribution as _modes, nest, state as _state
 from ..core.convert import constant
+from ..core.creator import variable_creator_scope
 from ..core.dtypes import int32
-from ..core.variable import variable_creator_scope
 from ..ops.math import identity
 from . import input as _input
 from .reduce import across_replicas, along_axis, as_reduce_op

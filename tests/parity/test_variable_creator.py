@@ -1,4 +1,4 @@
-"""tf.variable_creator_scope (tapejax/core/variable.py): the creator chain every tf.Variable call
+"""tf.variable_creator_scope (tapejax/core/creator.py): the creator chain every tf.Variable call
 goes through, under TensorFlow and tapejax."""
 from .harness import parity, raises
 
