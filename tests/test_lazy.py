@@ -1064,3 +1064,78 @@ def test_unread_metrics_inside_the_tape_stay_bounded(deferred):
         kept.append(_accuracy_step(x, y, w, opt, "none")[3])
         assert _settle.tracked_values() <= 16
     assert all(0.0 <= float(a.numpy()) <= 1.0 for a in kept[-3:])
+
+
+def _stacked_step(x, y, w, opt, kept):
+    """A step whose layers are slices of one stacked Variable (``w[0]``, ``w[1][:, :4]``); the
+    first layer's slice is kept (``kept``) and read by the caller later, or never."""
+    with tf.GradientTape() as tape:
+        first = w[0]
+        h = tf.nn.relu(tf.matmul(x, first))
+        logits = tf.matmul(h, w[1][:, :4]) * 0.5
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+    grads = tape.gradient(loss, [w])
+    opt.apply_gradients(zip(grads, [w]))
+    kept.append(first)
+    return float(loss.numpy())
+
+
+def test_a_variable_slice_read_in_the_tape_stays_in_the_step(monkeypatch):
+    """``w[i]`` under a recording tape is a pending slice (``PendingSlice``): the slices and the
+    ops on them stay in the gradient's program (no op runs on its own), the values equal the
+    undeferred loop's, a slice kept and read after the update has the step's value, and one kept
+    and never read does not keep every step's graph alive."""
+    from tapejax.ops.indexing import PendingSlice, VariableSlice
+    from tapejax.runtime import settle as _settle
+    rng = np.random.default_rng(11)
+    xs, ys = rng.normal(size=(8, 5)).astype(np.float32), rng.integers(0, 4, 8).astype(np.int32)
+    w0 = rng.normal(size=(2, 5, 5)).astype(np.float32)
+    out = {}
+    for deferral in (True, False):
+        before = tf.set_deferred_execution(deferral)
+        try:
+            x, y, w = tf.constant(xs), tf.constant(ys), tf.Variable(w0)
+            opt = tf.keras.optimizers.SGD(0.2)
+            kept = []
+            losses = [_stacked_step(x, y, w, opt, kept) for _ in range(3)]   # (warm)
+            by_op = []
+            real = _thunks._run_op_by_op
+            monkeypatch.setattr(_thunks, "_run_op_by_op", lambda order: (by_op.append(len(order)), real(order))[1])
+            for _ in range(200):
+                losses.append(_stacked_step(x, y, w, opt, kept))
+                assert _settle.tracked_values() <= 16
+            monkeypatch.setattr(_thunks, "_run_op_by_op", real)
+            kinds = {type(k) for k in kept}
+            out[deferral] = (losses, [k.numpy() for k in kept[-3:]], w.numpy(), by_op, kinds)
+        finally:
+            tf.set_deferred_execution(before)
+    (la, ka, wa, by_op, kinds), (lb, kb, wb, _, kinds_b) = out[True], out[False]
+    assert kinds == {PendingSlice} and kinds_b == {VariableSlice}
+    assert by_op == []
+    np.testing.assert_allclose(la, lb, rtol=1e-5)
+    np.testing.assert_allclose(wa, wb, rtol=1e-5, atol=1e-6)
+    for a, b in zip(ka, kb):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+@pytest.mark.parametrize("how", ["assign", "assign_add", "assign_sub"])
+def test_a_pending_slice_assigns_as_a_variable_slice_does(deferred, how):
+    """``v[1:3].assign(...)`` on a slice taken under a tape (a pending slice) or of a Variable
+    whose update is pending updates that part of the Variable and returns it, as the concrete
+    slice does (TF's sliced assign); the slice read before keeps the value it read."""
+    from tapejax.ops.indexing import PendingSlice
+    v = tf.Variable([1.0, 2.0, 3.0, 4.0])
+    with tf.GradientTape() as tape:
+        s = v[1:3]
+        loss = tf.reduce_sum(s * s) * 0.25
+    assert type(s) is PendingSlice
+    g = tape.gradient(loss, v)
+    v.assign_sub(0.5 * g)   # (pending: computed with the slice's own program)
+    out = getattr(v[1:3], how)([10.0, 20.0])
+    assert out is v
+    want = {"assign": [10.0, 20.0], "assign_add": [11.5, 22.25], "assign_sub": [-8.5, -17.75]}[how]
+    np.testing.assert_allclose(v.numpy(), [1.0, *want, 4.0])
+    np.testing.assert_allclose(s.numpy(), [2.0, 3.0])
+    np.testing.assert_allclose(g.numpy(), [0.0, 1.0, 1.5, 0.0])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="sliced l-value shape"):
+        s.assign([1.0, 2.0, 3.0])

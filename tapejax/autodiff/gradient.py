@@ -301,7 +301,7 @@ def _held(nodes: Sequence[Node], program: Program, plan: Plan) -> tuple[tuple[in
 def _pending_targets(targets: Sequence[Any], kept: list[KeptTarget]) -> bool:
     for i, _ in kept:
         t = targets[i]
-        if type(t) is Pending and t._thunk.value is None:
+        if isinstance(t, Pending) and t._thunk.value is None:
             return True
     return False
 
@@ -312,7 +312,7 @@ def _src_values(entry: "Compiled | Backward", src_objs: Sequence[Any]) -> list[A
     vals: list[Any] = [None] * len(src_objs)
     for e in entry.srcs:
         s = src_objs[e]
-        vals[e] = s._thunk if type(s) is Pending else s._value
+        vals[e] = s._thunk if isinstance(s, Pending) else s._value
     return vals
 
 
@@ -325,7 +325,7 @@ def _call_fused(entry: Backward, nodes: Sequence[Node], program: Program, src_ob
     results, values = ACTIVE.executor.gradient(entry, leaves, given)
     for (i, _), v in zip(kept, values):
         t = targets[i]
-        if type(t) is Pending:
+        if isinstance(t, Pending):
             t._thunk.set(v)
     if held:
         for th, v in zip(held, values[len(kept):]):

@@ -408,6 +408,8 @@ def _number_operands(x, y):
             y = scalar_constant(y, x._thunk.aval.dtype)
         elif tx is Variable and isinstance(x._val, _CONCRETE):   # (a concrete or pending value)
             y = scalar_constant(y, x._val.aval.dtype)
+        elif isinstance(x, Pending):   # (a pending Variable slice)
+            y = scalar_constant(y, x._thunk.aval.dtype)
     elif tx in _PY_NUMBERS:
         if ty is Tensor and type(y._value) is _Array:
             x = scalar_constant(x, y._value.dtype)
@@ -415,6 +417,8 @@ def _number_operands(x, y):
             x = scalar_constant(x, y._thunk.aval.dtype)
         elif ty is Variable and isinstance(y._val, _CONCRETE):
             x = scalar_constant(x, y._val.aval.dtype)
+        elif isinstance(y, Pending):
+            x = scalar_constant(x, y._thunk.aval.dtype)
     return x, y
 
 

@@ -18,6 +18,7 @@ Slices whose start is known only when a compiled step runs (``x[i * 3:(i + 1) * 
 size: ``indexing_traced`` (with ``affine``, the loop index's linear form).
 """
 import builtins
+from typing import Any
 
 import jax
 import jax.core
@@ -27,7 +28,7 @@ import numpy as np
 from ..core import state as _state
 from ..core.bind import bind, bind2
 from ..core.convert import convert_to_tensor
-from ..core.tensor import Tensor, _flatten, _unflatten, register_operators
+from ..core.tensor import Pending, Tensor, _flatten, _unflatten, register_operators
 from ..core.variable import Variable
 from ._registry import (
     _TENSORISH,
@@ -464,15 +465,16 @@ def strided_slice(input_, begin, end, strides=None, begin_mask=0, end_mask=0, el
     return getitem(input_, tuple(key))
 
 
-class VariableSlice(Tensor):
-    """``variable[key]``: the slice, read as a Tensor, that can also be assigned (TF's sliced assign).
+class _SliceAssign:
+    """The sliced assign of ``variable[key]`` (TF's): ``assign`` / ``assign_add`` / ``assign_sub``
+    update that part of the Variable and return the Variable."""
 
-    It is the recorded read's Tensor (same value, same id: tapes see the read),
-    plus ``assign`` / ``assign_add`` / ``assign_sub``, which update that part of
-    the Variable and return the Variable.
-    """
-
-    __slots__ = ("_var", "_key", "_spec", "_dyn")
+    __slots__ = ()
+    _var: Variable
+    _key: Any
+    _spec: Any
+    _dyn: tuple
+    _meta: Any
 
     def _update(self, value, how):
         var = self._var
@@ -519,11 +521,33 @@ class VariableSlice(Tensor):
         return var if read_value else None
 
 
+class VariableSlice(_SliceAssign, Tensor):
+    """``variable[key]``: the slice, read as a Tensor, that can also be assigned (TF's sliced assign).
+
+    It is the recorded read's Tensor (same value, same id: tapes see the read),
+    plus ``assign`` / ``assign_add`` / ``assign_sub``, which update that part of
+    the Variable and return the Variable.
+    """
+
+    __slots__ = ("_var", "_key", "_spec", "_dyn")
+
+
+class PendingSlice(_SliceAssign, Pending):
+    """``variable[key]`` under deferred execution: ``VariableSlice`` on a pending value (the
+    slice of a Variable read by a recording tape, or of a pending update), so that the slice stays
+    in the step's program instead of being computed, with what it reads, on its own.  It holds
+    the executor's own ``Pending`` (``_pending``), which the runtime tracks by weak reference
+    (whether the user may still read the value): alive exactly as long as this view is."""
+
+    __slots__ = ("_var", "_key", "_spec", "_dyn", "_pending")
+
+
 # a pytree as a Tensor is (unflattened, a slice is a plain Tensor: it is no longer tied to its Variable)
 jax.tree_util.register_pytree_node(VariableSlice, _flatten, _unflatten)
+jax.tree_util.register_pytree_node(PendingSlice, _flatten, _unflatten)
 
 
-def _variable_getitem(var, key) -> VariableSlice:
+def _variable_getitem(var, key) -> "VariableSlice | PendingSlice":
     raw = tuple(key) if isinstance(key, (list, tuple)) else (key,)
     traced = False
     for k in raw:
@@ -536,8 +560,13 @@ def _variable_getitem(var, key) -> VariableSlice:
         spec, dyn = _parse_key(var, raw)
         t = _call(_GETITEM, "StridedSlice", var, *dyn, spec=spec)
         assert isinstance(t, Tensor)  # (one result)
-    view = VariableSlice.__new__(VariableSlice)
-    view._value, view._id = t._value, t._id
+    view: "VariableSlice | PendingSlice"
+    if type(t) is Pending:   # (deferred: the view takes the pending value, not computing it)
+        view = PendingSlice.__new__(PendingSlice)
+        view._thunk, view._id, view._pending = t._thunk, t._id, t
+    else:
+        view = VariableSlice.__new__(VariableSlice)
+        view._value, view._id = t._value, t._id
     view._var = var
     view._key = None if traced else tuple(k._value if isinstance(k, _TENSORISH) else k for k in raw)
     view._spec, view._dyn = spec, tuple(convert_to_tensor(d)._value for d in dyn)
@@ -549,4 +578,4 @@ register_operators(Variable, {"__getitem__": _variable_getitem})
 
 
 __all__ = ["GATHER", "RESOURCE_GATHER", "sparse_read", "strided_slice", "gather", "gather_nd", "scatter_nd", "tensor_scatter_nd_update", "tensor_scatter_nd_add", "slice",
-           "boolean_mask", "getitem", "VariableSlice"]
+           "boolean_mask", "getitem", "VariableSlice", "PendingSlice"]

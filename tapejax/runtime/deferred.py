@@ -152,6 +152,8 @@ class DeferredExecutor(Executor):
             if vx is None:
                 return EAGER.run(tapes, prim, call, skey, (x,))
             tx = _Array
+        elif issubclass(tx, Tensor):   # a subclass: a Variable's slice (``ops.indexing``)
+            vx = x._thunk if issubclass(tx, Pending) else x._value
         else:
             return EAGER.run(tapes, prim, call, skey, (x,))
         t = type(vx)
@@ -195,6 +197,8 @@ class DeferredExecutor(Executor):
             if vx is None:
                 return EAGER.run(tapes, prim, call, skey, (x, y))
             tx = _Array
+        elif issubclass(tx, Tensor):   # a subclass: a Variable's slice (``ops.indexing``)
+            vx = x._thunk if issubclass(tx, Pending) else x._value
         else:
             return EAGER.run(tapes, prim, call, skey, (x, y))
         t = type(vx)
@@ -214,6 +218,8 @@ class DeferredExecutor(Executor):
             if vy is None:
                 return EAGER.run(tapes, prim, call, skey, (x, y))
             ty = _Array
+        elif issubclass(ty, Tensor):
+            vy = y._thunk if issubclass(ty, Pending) else y._value
         else:
             return EAGER.run(tapes, prim, call, skey, (x, y))
         t = type(vy)
