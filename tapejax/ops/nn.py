@@ -381,25 +381,38 @@ _DROPOUT = prim("Dropout", _dropout)
 _DROPOUT_T = prim("DropoutRate", lambda x, key, rate, *, noise_shape: _dropout(x, key, rate=rate, noise_shape=noise_shape))
 
 
+def _dropout_input(x):
+    """``x`` as a Tensor (or Variable) of a floating dtype: TF's ValueError for any other."""
+    t = x if isinstance(x, _TENSORISH) else convert_to_tensor(x)
+    if not t.dtype.is_floating:
+        raise ValueError(f"`x.dtype` must be a floating point tensor as `x` will be scaled. "
+                         f"Received: x_dtype=<dtype: '{t.dtype.name}'>")
+    return t
+
+
 @tf_types("Dropout", "DropoutRate")
 def dropout(x, rate, noise_shape=None, seed=None, name=None):
     """``tf.nn.dropout``: zero entries with probability ``rate`` (a float or a scalar Tensor), scale the
-    rest by ``1/(1-rate)``.  The mask comes from ``tapejax.random`` with TF's seed rules."""
+    rest by ``1/(1-rate)``.  The mask comes from ``tapejax.random`` with TF's seed rules.  A Python
+    ``rate`` of 0 returns ``x`` itself, after the checks and after advancing the random state as
+    a draw would (TF's fast path)."""
     from . import random as _random
     if isinstance(rate, (int, float)) and not isinstance(rate, bool):
         if not 0 <= rate < 1:
             raise ValueError(f"`rate` must be a scalar tensor or a float in the range [0, 1). "
                              f"Received: rate={rate}")
     elif isinstance(rate, _TENSORISH) and tuple(rate.shape) == () and rate.dtype.is_floating:
-        check_float(x, "Dropout", "real", "x")
+        x = _dropout_input(x)
         ns = _shape(x) if noise_shape is None else tuple(int(d) for d in noise_shape)
         return bind(_DROPOUT_T, x, _random._next_key(seed), rate, noise_shape=ns)
     else:
         raise ValueError(f"`rate` must be a scalar tensor or a float in the range [0, 1). Received: "
                          f"rate={rate!r}")
-    check_float(x, "Dropout", "real", "x")
+    x = _dropout_input(x)
     ns = _shape(x) if noise_shape is None else tuple(int(d) for d in noise_shape)
-    key = _random._next_key(seed)
+    key = _random._next_key(seed)   # (drawn for rate 0 too: later draws are as after any dropout, TF)
+    if rate == 0:   # TF's fast path for a Python 0: the input itself (a Variable's read), no mask
+        return convert_to_tensor(x)
     return bind(_DROPOUT, x, key, rate=float(rate), noise_shape=ns)
 
 

@@ -953,6 +953,30 @@ def test_dropout_rules(tf):
             bool(tf.reduce_all(tf.equal(g, y))), raises(tf.nn.dropout, x, 1.5))
 
 
+@parity
+def test_dropout_rate_zero_is_the_input_and_advances_the_seed(tf):
+    """A Python rate of 0 returns the input tensor itself (a Variable's value), the gradient
+    passes through, an integer input is still a ValueError, and the random state advances as a
+    real dropout's does: the draw after it equals the draw after ``dropout(x, 0.5)``."""
+    x = tf.constant([1.0, 2.0, 3.0])
+    v = tf.Variable([1.0, -2.0])
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = tf.nn.dropout(x, 0.0)
+        z = tf.reduce_sum(tf.nn.dropout(v, 0.0) * 3.0)
+    g, gv = t.gradient([y, z], [x, v])
+    tf.random.set_seed(5)
+    tf.nn.dropout(x, 0.0)
+    a = tf.random.uniform([3])
+    tf.random.set_seed(5)
+    tf.nn.dropout(x, 0.5)
+    b = tf.random.uniform([3])
+    tf.random.set_seed(5)
+    c = tf.random.uniform([3])
+    return (y is x, g, gv, bool(tf.reduce_all(tf.equal(a, b))), bool(tf.reduce_all(tf.equal(a, c))),
+            raises(tf.nn.dropout, tf.constant([1, 2]), 0.0))
+
+
 # --------------------------------------------------------------------------
 # linalg
 # --------------------------------------------------------------------------
