@@ -1139,3 +1139,29 @@ def test_a_pending_slice_assigns_as_a_variable_slice_does(deferred, how):
     np.testing.assert_allclose(g.numpy(), [0.0, 1.0, 1.5, 0.0])
     with pytest.raises(tf.errors.InvalidArgumentError, match="sliced l-value shape"):
         s.assign([1.0, 2.0, 3.0])
+
+
+def test_slices_of_a_variable_as_operands_of_an_op_of_many_inputs_stay_pending(monkeypatch):
+    """``tf.concat([w[0], w[1] * 2.0, w[2]], 0)`` under a tape: the slices are operands of an op
+    of three inputs (``_small_n``), which stays pending; the gradient equals the undeferred one."""
+    w0 = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    grads = {}
+    for deferral in (True, False):
+        before = tf.set_deferred_execution(deferral)
+        try:
+            w = tf.Variable(w0)
+            by_op = []
+            real = _thunks._run_op_by_op
+            monkeypatch.setattr(_thunks, "_run_op_by_op", lambda order: (by_op.append(len(order)), real(order))[1])
+            with tf.GradientTape() as tape:
+                h = tf.concat([w[0], w[1] * 2.0, w[2]], 0)
+                loss = tf.reduce_sum(h * h)
+            pending = type(h) is Pending
+            grads[deferral] = tape.gradient(loss, w).numpy()
+            monkeypatch.setattr(_thunks, "_run_op_by_op", real)
+        finally:
+            tf.set_deferred_execution(before)
+        if deferral:
+            assert pending and by_op == []
+    np.testing.assert_allclose(grads[True], grads[False])
+    np.testing.assert_allclose(grads[True][1], 8.0 * w0[1])

@@ -320,6 +320,8 @@ def _small_n(tapes, prim, call, skey, operands):
         elif is_variable(x) and x._peekable:
             v = x._val
             reads = True
+        elif issubclass(tx, Tensor):   # a subclass: a Variable's slice (``ops.indexing``)
+            v = x._thunk if issubclass(tx, Pending) else x._value
         else:
             return None
         t = type(v)
@@ -329,7 +331,7 @@ def _small_n(tapes, prim, call, skey, operands):
     vals = tuple(vals)
     aval = aval_for(call, vals)   # raises what the call would, before any read
     if not reads:
-        ids = tuple([x._id if type(x) is Tensor or type(x) is Pending else 0 for x in operands])
+        ids = tuple([x._id if isinstance(x, Tensor) else 0 for x in operands])
         return _defer(tapes, prim, call, skey, ids, vals, aval)
     ids, vals, read = _reads(operands, vals, tapes)
     out = _defer(tapes, prim, call, skey, ids, vals, aval)
