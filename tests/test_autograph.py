@@ -354,3 +354,57 @@ def test_for_loop_registry_hands_a_type_to_its_own_loop():
         return s
 
     assert f(Batches(4)).numpy() == 6.0
+
+
+def test_a_conditional_known_while_tracing_whose_branches_differ_in_shape_runs_its_branch():
+    """A staged ``if`` whose predicate is a constant of the trace (``tf.cast`` of a Python number
+    folds, as TF's ``constant_value``) and whose branches give a variable different shapes: both
+    branches run once at trace time (TF's staging), then the selected one again, whose values the
+    function returns.  On a traced predicate the same branches are TF's shape error (a ValueError
+    naming the variable): XLA's conditionals have one shape."""
+    runs = []
+
+    @tf.function
+    def f(n):
+        xs = tf.range(n)
+        if not tf.cast(len(xs), bool):
+            runs.append("main")
+            xs = tf.constant([5])
+        else:
+            runs.append("else")
+        return xs
+
+    np.testing.assert_array_equal(f(0).numpy(), [5])
+    assert runs == ["main", "else", "main"]
+    np.testing.assert_array_equal(f(2).numpy(), [0, 1])
+    assert runs[3:] == ["main", "else", "else"]
+
+    @tf.function
+    def g(x):
+        s = tf.constant([1.0])
+        if x > 0:
+            s = tf.constant([1.0, 2.0])
+        return tf.reduce_sum(s)
+
+    with pytest.raises(ValueError, match="'s' has shape"):
+        g(tf.constant(1.0))
+
+
+def test_cast_of_a_python_number_while_tracing_is_a_static_value():
+    """``tf.cast(3.7, tf.int32)`` inside a ``tapejax.function`` is a ``StaticTensor`` (ops on it
+    fold while tracing), with the eager cast's value and dtype; outside a trace a plain Tensor."""
+    from tapejax.core.tensor import StaticTensor
+    seen = []
+
+    @tf.function
+    def f():
+        a, b, c = tf.cast(3.7, tf.int32), tf.cast(2, tf.bool), tf.cast(-1, tf.float32)
+        seen.extend([type(a), type(b), type(c), type(tf.logical_not(b))])
+        return a, b, c
+
+    got = [t.numpy() for t in f()]
+    assert seen == [StaticTensor] * 4
+    want = [tf.cast(3.7, tf.int32), tf.cast(2, tf.bool), tf.cast(-1, tf.float32)]
+    assert [type(w) for w in want] == [tf.Tensor] * 3
+    for g, w in zip(got, want):
+        assert g.dtype == w.numpy().dtype and g == w.numpy()

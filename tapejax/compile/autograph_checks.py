@@ -151,6 +151,13 @@ def verify_loop_vars(init_vars, entry_vars, exit_vars, symbol_names, invariants)
             _verify_single_loop_var(name, a, b, c, d)
 
 
+class BranchShapeError(ValueError):
+    """A variable has one shape in the main branch of a staged conditional and another in the
+    else branch: TF gives it an unknown shape; XLA's conditionals need one.  Internal: ``if_stmt``
+    runs the selected branch where the predicate is known while tracing, else raises the
+    user's ValueError."""
+
+
 def verify_single_cond_var(name, body_var, orelse_var) -> None:
     if body_var is None:
         raise ValueError(f"'{name}' is None at the end of the main branch.")
@@ -163,7 +170,7 @@ def verify_single_cond_var(name, body_var, orelse_var) -> None:
         raise TypeError(f"'{name}' has dtype {_dtype_name(body_var)} in the main branch, but dtype "
                         f"{_dtype_name(orelse_var)} in the else branch")
     if _shape(body_var) != _shape(orelse_var):   # TF allows it (an unknown shape); XLA does not
-        raise ValueError(f"'{name}' has shape {_shape(body_var)} in the main branch, but shape "
+        raise BranchShapeError(f"'{name}' has shape {_shape(body_var)} in the main branch, but shape "
                          f"{_shape(orelse_var)} in the else branch: tapejax compiles with XLA, whose "
                          "conditionals give one shape whichever branch runs.")
 
@@ -185,5 +192,5 @@ def verify_cond_vars(body_vars, orelse_vars, symbol_names) -> None:
             verify_single_cond_var(name, x, y)
 
 
-__all__ = ["LEGAL_LOOP_TYPES", "is_tensor", "verify_branch_vars", "verify_cond_vars", "verify_condition",
+__all__ = ["LEGAL_LOOP_TYPES", "BranchShapeError", "is_tensor", "verify_branch_vars", "verify_cond_vars", "verify_condition",
            "verify_loop_init_vars", "verify_loop_vars", "verify_single_cond_var"]

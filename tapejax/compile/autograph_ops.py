@@ -53,6 +53,7 @@ from ..ops import affine as _affine, array as _array, indexing as _indexing, mat
 from ..ops.indexing_traced import TracedSizeError
 from . import control_flow as _cf
 from .autograph_checks import (
+    BranchShapeError,
     is_tensor,
     verify_branch_vars,
     verify_cond_vars,
@@ -117,8 +118,27 @@ def _staged_if(cond, body, orelse, get_state, set_state, symbol_names, nouts):
             return tuple(new)
         return run
 
-    final = _cf.staged_cond(pred, branch(body, 0, "main"), branch(orelse, 1, "else"))
+    try:
+        final = _cf.staged_cond(pred, branch(body, 0, "main"), branch(orelse, 1, "else"))
+    except BranchShapeError as e:
+        taken = _known(pred)
+        if taken is None:
+            raise ValueError(*e.args).with_traceback(e.__traceback__) from None
+        # A predicate known while tracing (``tf.cast(len(xs), bool)``) whose branches give a
+        # variable different shapes (TF: an unknown shape): the branch it selects, run again.
+        set_state(init_vars)
+        body() if taken else orelse()
+        return
     set_state(tuple(final) + tuple(init_vars[nouts:]))
+
+
+def _known(pred) -> Optional[bool]:
+    """The value of a staged conditional's predicate when it is known while tracing (a Tensor
+    holding a concrete array), else None."""
+    v = getattr(pred, "_value", None)
+    if v is None or isinstance(v, _Tracer):
+        return None
+    return bool(np.asarray(v))
 
 
 def if_exp(cond, if_true, if_false, expr_repr):
@@ -134,7 +154,14 @@ def if_exp(cond, if_true, if_false, expr_repr):
             return vals[which][0]
         return run
 
-    return _cf.staged_cond(verify_condition(cond, "conditional expression"), side(if_true, 0), side(if_false, 1))
+    pred = verify_condition(cond, "conditional expression")
+    try:
+        return _cf.staged_cond(pred, side(if_true, 0), side(if_false, 1))
+    except BranchShapeError as e:   # (a predicate known while tracing: the side it selects, as ``if``)
+        taken = _known(pred)
+        if taken is None:
+            raise ValueError(*e.args).with_traceback(e.__traceback__) from None
+        return if_true() if taken else if_false()
 
 
 def not_(a):

@@ -6,12 +6,12 @@ import jax.core
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import dtypes as _dtypes
+from ..core import dtypes as _dtypes, state as _state
 from ..core.bind import bind, bind2
 from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
 from ..core.indexed_slices import IndexedSlices
-from ..core.tensor import Pending, Tensor, register_operators
+from ..core.tensor import Pending, StaticTensor, Tensor, register_operators
 from ..core.variable import Variable
 from . import _grads as G, affine as _affine
 from ._registry import (
@@ -260,10 +260,19 @@ def cast(x, dtype, name=None):
             x = np.real(x)
         with np.errstate(over="ignore", invalid="ignore"):   # (TF's Cast warns of neither)
             return convert_to_tensor(x.astype(store))
+    if type(x) in _PY_SCALARS and _state._local.collector is not None:
+        # a Python number cast while a function traces (``tf.cast(len(xs), bool)``): a static
+        # value, as TF's ``constant_value`` folds the Cast of a constant (so a conditional on it
+        # is known while tracing: ``compile.autograph_ops.if_stmt``)
+        with jax.ensure_compile_time_eval():   # (concrete: not staged into the trace)
+            x = StaticTensor(convert_to_tensor(x)._value)
     src = dtype_of(x)
     if src is not None and src == store:
         return bind(_IDENTITY, x)
     return bind(_CAST, x, dtype=store.name)
+
+
+_PY_SCALARS = frozenset({bool, int, float})
 
 
 _IDENTITY = prim("Identity", lambda x: x)

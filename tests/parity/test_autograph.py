@@ -665,3 +665,20 @@ def test_assignments_in_a_loop_are_not_differentiated(tf):
         return y, t.gradient(y, [x, u])
 
     return g(tf.constant(3.0))
+
+
+@parity
+def test_conditional_on_a_value_known_while_tracing_with_branches_of_other_shapes(tf):
+    """``if not tf.cast(len(xs), bool): xs = tf.constant([0])`` (the DeepDream tutorial's guard) and
+    a conditional expression on ``tf.cast(len(xs) > 1, bool)``: the branches give ``xs`` different
+    shapes, and the predicate is a constant of the trace (TF's cond gives an unknown shape; the
+    value is the selected branch's), for both predicate values."""
+    @tf.function
+    def f(x, n):
+        xs = tf.range(n)
+        if not tf.cast(len(xs), bool):
+            xs = tf.constant([0])
+        y = xs if tf.cast(len(xs) > 1, bool) else tf.constant([7, 8, 9])
+        return tf.reduce_sum(tf.cast(xs, tf.float32)) * x, y
+
+    return f(tf.constant(2.0), 0), f(tf.constant(2.0), 3)

@@ -588,10 +588,6 @@ def test_deepdream_tiled_gradients_with_a_traced_roll_shift(tf):
     return _tiled_gradients(tf, size_argument=False, guard=False)
 
 
-@xfail_on_tapejax("`if not tf.cast(len(xs), bool): xs = tf.constant([0])` with len(xs) == 2 known while tracing: "
-                  "ValueError 'xs' has shape (1,) in the main branch, but shape (2,) in the else branch (the "
-                  "predicate is a traced constant, so the conditional is staged; TF's cond relaxes the shape "
-                  "to [None] and loops over it by while_loop)")
 @parity(**KTOL)
 def test_deepdream_tiled_gradients_guarding_empty_offsets_by_a_tensor_condition(tf):
     """As the case above with the tutorial's guard ``if not tf.cast(len(xs), bool): xs =
