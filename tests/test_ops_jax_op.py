@@ -97,3 +97,40 @@ def test_gradient_override_applies_to_the_type_name():
         with tf.gradient_override_map({"TestSquareOverride": "TestSquareOverrideGrad"}):
             y = f(x)
     assert float(t.gradient(y, x)) == pytest.approx(10.0)
+
+
+def test_typed_prng_key_outputs_are_jax_key_arrays():
+    """A typed key (``jax.random.key``) out of an op comes back as the JAX key array (no TF dtype,
+    no gradient; it goes on to the next op or to jax.random); the float outputs are JAX's. It was a
+    TypeError ("Cannot convert value key<fry> to a tapejax DType") when a tape recorded the op."""
+    from tapejax.core import dtypes
+
+    @tf.op
+    def noisy(key, x):
+        k1, k2 = jax.random.split(key)
+        return k1, x * jax.random.normal(k2, x.shape)
+    x = tf.Variable([1.0, 2.0])
+    with tf.GradientTape() as t:
+        k, y = noisy(jax.random.key(0), x)
+        k, y = noisy(k, y)
+    assert isinstance(k, jax.Array) and jnp.issubdtype(k.dtype, jax.dtypes.prng_key)
+    ref = noisy.__wrapped__
+    k0, y0 = ref(jax.random.key(0), jnp.array([1.0, 2.0]))
+    want = jax.grad(lambda x: jnp.sum(ref(k0, ref(jax.random.key(0), x)[1])[1]))(jnp.array([1.0, 2.0]))
+    np.testing.assert_allclose(t.gradient(y, x).numpy(), want, rtol=1e-6)
+    np.testing.assert_array_equal(jax.random.key_data(k), jax.random.key_data(ref(k0, y0)[0]))
+    assert dtypes.is_trainable_dtype(jax.random.key(0).dtype) is False
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_python_number_outputs_are_arrays(jit):
+    """Python-number leaves of the output are arrays (as jax.jit makes them), also with jit=False
+    and in the gradient's replay, which runs the function unjitted (it was a Tensor holding a float,
+    and an AttributeError in the backward pass)."""
+    f = tf.op(lambda x: (x * 2.0, 3.0, {"n": 1}), jit=jit)
+    x = tf.Variable([1.0, 2.0])
+    with tf.GradientTape() as t:
+        y, c, d = f(x)
+    assert c.dtype == tf.float32 and float(c) == 3.0 and d["n"].dtype == tf.int32
+    g = t.gradient(y, x, output_gradients=tf.constant([3.0, 4.0]))
+    np.testing.assert_allclose(g.numpy(), [6.0, 8.0])

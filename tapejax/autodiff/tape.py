@@ -282,8 +282,10 @@ class GradientTape:
         self._nodes.append(Node(prim, skey, grad_type, tuple(vals), tuple(ids), refs, n_out, sig))
 
     def _int_cut(self, prim, ids, out):
-        self._cuts[out._id] = (f"op {prim.name} returns {out.dtype.name}, and integer and bool "
-                               "tensors carry no gradient", prim.name, tuple(ids))
+        # (the dtype by its NumPy name, without computing a pending output; a JAX typed PRNG key
+        # output of ``tapejax.op`` has no tapejax DType)
+        self._cuts[out._id] = (f"op {prim.name} returns {out._meta.dtype}, and integer, bool and "
+                               "PRNG key tensors carry no gradient", prim.name, tuple(ids))
 
     def _propagate_cut(self, prim, ids, result):
         cuts = self._cuts

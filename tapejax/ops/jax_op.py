@@ -15,7 +15,9 @@ Tensor, Variable and array leaves are the op's inputs (Variables are read,
 so tapes watch them); every other leaf (Python numbers, strings, None,
 callables) is a *static* parameter, part of the compiled replay's key, so
 it must be hashable.  The outputs are the function's pytree with Tensors at
-the array leaves.  The gradient is JAX's (``jax.vjp`` of the function)
+the array leaves (Python numbers there become arrays, as under ``jax.jit``;
+typed PRNG keys, ``jax.random.key``, stay JAX key arrays: no TF dtype, no
+gradient).  The gradient is JAX's (``jax.vjp`` of the function)
 unless a gradient is registered for ``type_name`` (``RegisterGradient`` /
 ``gradient_override_map``).  The function is run under ``jax.jit`` eagerly
 (``jit=False`` to run it op by op).
@@ -24,6 +26,7 @@ import functools
 import itertools
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ..core.bind import REGISTRY, bind, define
@@ -41,6 +44,12 @@ _OUT_TREES = LRU("op_output_trees", 4096)
 
 def _is_leaf(x):
     return isinstance(x, _TENSORISH)
+
+
+def _is_key(dtype):
+    """Whether ``dtype`` is a JAX extended dtype (a typed PRNG key's, ``jax.random.key``): such
+    outputs are returned as the JAX arrays (no TF dtype, no gradient; a key goes on to ``jax.random``)."""
+    return not isinstance(dtype, np.dtype)
 
 
 def split_args(args, kwargs):
@@ -74,7 +83,9 @@ def make_op(fn, type_name, *, differentiable=True, jit=True, doc=None):
         out = fn(*args, **kwargs)
         flat, tree = jax.tree_util.tree_flatten(out)
         _OUT_TREES[(prim, key)] = tree
-        return tuple(flat)
+        # (a Python number or NumPy leaf becomes an array, as jax.jit makes it: with jit=False and
+        # in the gradient's replay the function runs unjitted)
+        return tuple([x if isinstance(x, jax.Array) else jnp.asarray(x) for x in flat])
 
     def out_tree(dyn, key):
         tree = _OUT_TREES.get((prim, key))
@@ -96,6 +107,8 @@ def make_op(fn, type_name, *, differentiable=True, jit=True, doc=None):
                             f"parameters of the op); got {key[1]!r}") from None
         outs = bind(prim, *dyn, key=key)
         tree = out_tree(dyn, key)
+        if any(_is_key(o._meta.dtype) for o in outs):
+            outs = [o._value if _is_key(o._meta.dtype) else o for o in outs]
         if tree.num_leaves == 1 and jax.tree_util.treedef_is_leaf(tree):
             return outs[0]
         return jax.tree_util.tree_unflatten(tree, outs)
