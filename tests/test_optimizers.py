@@ -152,6 +152,26 @@ def test_from_optax_equals_pure_optax():
         optimizers.from_optax("adam")
 
 
+def test_from_optax_mask_is_the_list_of_variables_and_a_dict_mask_says_so():
+    """The bridge passes optax the parameters as the list of apply_gradients' variables: optax.masked
+    with a list mask is pure optax's result with the same mask as a dict; a dict mask is a
+    ValueError saying what structure the bridge passes (it was optax's bare pytree error)."""
+    a, b = tf.Variable([1.0, 2.0]), tf.Variable(3.0)
+    opt = optimizers.from_optax(optax.masked(optax.adam(0.1), {"a": True, "b": False}))
+    with pytest.raises(ValueError, match="as a list in the order of apply_gradients"):
+        opt.apply_gradients([(tf.constant([1.0, 1.0]), a), (tf.constant(1.0), b)])
+    opt = optimizers.from_optax(optax.masked(optax.adam(0.1), [True, False]))
+    tx = optax.masked(optax.adam(0.1), {"a": True, "b": False})
+    p = {"a": jnp.array([1.0, 2.0]), "b": jnp.array(3.0)}
+    state = tx.init(p)
+    for _ in range(3):
+        opt.apply_gradients([(2.0 * a, a), (2.0 * b, b)])
+        upd, state = tx.update(jax.tree_util.tree_map(lambda x: 2.0 * x, p), state, p)
+        p = optax.apply_updates(p, upd)
+    np.testing.assert_allclose(a.numpy(), p["a"], rtol=1e-6)
+    np.testing.assert_allclose(b.numpy(), p["b"], rtol=1e-6)
+
+
 def test_minimize_callable_and_tensor_with_tape():
     v = tf.Variable(3.0)
     opt = optimizers.SGD(0.1)

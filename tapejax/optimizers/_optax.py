@@ -35,6 +35,20 @@ def _owner(path, leaf, var_list):
     return None
 
 
+def _init(tx, params):
+    """``tx.init(params)``; a structure error (a mask or labels written for the user's own pytree)
+    says what structure the bridge passes."""
+    try:
+        return tx.init(params)
+    except (ValueError, TypeError) as e:
+        if type(e) not in (ValueError, TypeError):
+            raise
+        raise type(e)(f"{e}\n\nfrom_optax hands optax the parameters as a list in the order of "
+                      f"apply_gradients' (gradient, variable) pairs ({len(params)} arrays); an argument of "
+                      "the transformation shaped like the parameters (optax.masked's mask, "
+                      "optax.multi_transform's labels) must be such a list, or a callable of it.") from e
+
+
 class OptaxOptimizer(Optimizer):
     """An optax transformation with ``apply_gradients`` / ``minimize`` / ``iterations`` / ``variables()``."""
 
@@ -58,7 +72,7 @@ class OptaxOptimizer(Optimizer):
         if group is None:
             params = [v._value for v in var_list]
             with jax.ensure_compile_time_eval():   # concrete state even inside tapejax.function
-                state = self.tx.init(params)
+                state = _init(self.tx, params)
                 paths, tree = jax.tree_util.tree_flatten_with_path(state)
                 owners = [_owner(path, x, var_list) for path, x in paths]
                 svars = [Variable(jnp.asarray(x) if o is None else place_like(jnp.asarray(x), o),
