@@ -134,3 +134,21 @@ def test_python_number_outputs_are_arrays(jit):
     assert c.dtype == tf.float32 and float(c) == 3.0 and d["n"].dtype == tf.int32
     g = t.gradient(y, x, output_gradients=tf.constant([3.0, 4.0]))
     np.testing.assert_allclose(g.numpy(), [6.0, 8.0])
+
+
+def test_op_inside_function_is_not_converted_by_autograph(caplog):
+    """The op wrapper is library code to AutoGraph (its ``__module__`` is tapejax's; the rest of the
+    user function's metadata is copied): inside a tapejax.function it runs as is, as one op, with no
+    "could not transform" warning (it was one per lambda op per trace)."""
+    import logging
+    calls = []
+    f = tf.op(lambda x: (calls.append(type(x)), jnp.sin(x) * 2)[1])
+
+    @tf.function
+    def step(x):
+        return f(x)
+    with caplog.at_level(logging.WARNING, logger="tapejax"):
+        out = step(tf.constant([1.0, 2.0]))
+    assert "could not transform" not in caplog.text
+    np.testing.assert_allclose(out.numpy(), np.sin([1.0, 2.0]) * 2, rtol=1e-6)
+    assert f.__module__ == "tapejax.ops.jax_op" and f.__name__ == "<lambda>" and calls

@@ -113,7 +113,10 @@ def make_op(fn, type_name, *, differentiable=True, jit=True, doc=None):
             return outs[0]
         return jax.tree_util.tree_unflatten(tree, outs)
 
-    functools.update_wrapper(op, fn)
+    # (not ``__module__``: the wrapper is library code, so AutoGraph calls it as it is inside a
+    # ``tapejax.function``; with the user's module it tried to convert it, and for a lambda warned)
+    functools.update_wrapper(op, fn, assigned=tuple(a for a in functools.WRAPPER_ASSIGNMENTS
+                                                    if a != "__module__"))
     op._tf_types = (type_name,)
     op.primitive = prim
     if doc is not None:
