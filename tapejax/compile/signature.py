@@ -144,7 +144,7 @@ class LeafSpec(NamedTuple):
         return len(shape) == len(self.shape) and all(s is None or s == d for s, d in zip(self.shape, shape))
 
     def accepts_aval(self, aval) -> bool:
-        return np.dtype(aval.dtype) == self.dtype and self.accepts(aval.shape)
+        return aval.dtype == self.dtype and self.accepts(aval.shape)
 
     @property
     def polymorphic(self) -> bool:
@@ -152,11 +152,11 @@ class LeafSpec(NamedTuple):
 
     def __repr__(self):
         shape = "<unknown>" if self.shape is None else tuple(self.shape)
-        return f"LeafSpec({shape}, {np.dtype(self.dtype).name})"
+        return f"LeafSpec({shape}, {self.dtype.name})"
 
 
 def _spec_text(v) -> str:
-    return f"TensorSpec(shape={tuple(v.shape)}, dtype=tf.{np.dtype(v.dtype).name}, name=None)"
+    return f"TensorSpec(shape={tuple(v.shape)}, dtype=tf.{v.dtype.name}, name=None)"
 
 
 def is_value_spec(spec: Any) -> bool:
@@ -344,8 +344,8 @@ def call_key(args, kwargs, dyn: List[Any]):
 def shape_free(key):
     """``key`` with every abstract value replaced by its rank and dtype: calls whose dynamic
     leaves differ only in sizes have the same ``shape_free`` key."""
-    if isinstance(key, jax.core.ShapedArray):
-        return ("leaf", key.ndim, np.dtype(key.dtype))
+    if isinstance(key, jax.core.ShapedArray):   # (its dtype: a NumPy dtype, or a typed PRNG key's)
+        return ("leaf", key.ndim, key.dtype)
     if isinstance(key, tuple):
         return tuple(shape_free(k) for k in key)
     return key
