@@ -172,6 +172,30 @@ def test_from_optax_mask_is_the_list_of_variables_and_a_dict_mask_says_so():
     np.testing.assert_allclose(b.numpy(), p["b"], rtol=1e-6)
 
 
+def test_from_optax_state_is_reachable_to_change_an_injected_hyperparameter():
+    """``optax_state(var_list)``: optax's state pytree with its Variables as leaves, so a rate made
+    with optax.inject_hyperparams can be changed as in pure optax (there was no way to reach it,
+    though ``learning_rate``'s error pointed at inject_hyperparams)."""
+    make = lambda: optax.inject_hyperparams(optax.sgd)(learning_rate=0.1)  # noqa: E731
+    opt, tx = optimizers.from_optax(make()), make()
+    v = tf.Variable([1.0, 2.0])
+    p, state = [jnp.array([1.0, 2.0])], tx.init([jnp.array([1.0, 2.0])])
+    for name in ("learning_rate", "lr"):   # (``lr`` read a 0.0 and set a rate optax never used)
+        with pytest.raises(AttributeError, match="optax_state"):
+            getattr(opt, name)
+        with pytest.raises(AttributeError, match="optax_state"):
+            setattr(opt, name, 0.5)
+    for i in range(3):
+        if i == 1:
+            opt.optax_state([v]).hyperparams["learning_rate"].assign(0.5)
+            state.hyperparams["learning_rate"] = jnp.asarray(0.5)
+        opt.apply_gradients([(2.0 * v, v)])
+        upd, state = tx.update([2.0 * p[0]], state, p)
+        p = optax.apply_updates(p, upd)
+    np.testing.assert_allclose(v.numpy(), p[0], rtol=1e-6)
+    assert isinstance(opt.optax_state([v]).hyperparams["learning_rate"], tf.Variable)
+
+
 def test_minimize_callable_and_tensor_with_tape():
     v = tf.Variable(3.0)
     opt = optimizers.SGD(0.1)

@@ -35,6 +35,11 @@ def _owner(path, leaf, var_list):
     return None
 
 
+_NO_LEARNING_RATE = ("an optax optimizer's learning rate lives in its transformation; build it with "
+                     "optax.inject_hyperparams to change it, and assign "
+                     "opt.optax_state(var_list).hyperparams['learning_rate']")
+
+
 def _init(tx, params):
     """``tx.init(params)``; a structure error (a mask or labels written for the user's own pytree)
     says what structure the bridge passes."""
@@ -63,8 +68,26 @@ class OptaxOptimizer(Optimizer):
 
     @property
     def learning_rate(self):
-        raise AttributeError("an optax optimizer's learning rate lives in its transformation; build it "
-                             "with optax.inject_hyperparams to change it")
+        raise AttributeError(_NO_LEARNING_RATE)
+
+    @learning_rate.setter
+    def learning_rate(self, value):
+        raise AttributeError(_NO_LEARNING_RATE)
+
+    lr = learning_rate   # (the base class's alias read and set a rate that optax never uses)
+
+    def __getattr__(self, name):   # (Python calls it when a property raises AttributeError)
+        if name in ("learning_rate", "lr"):
+            raise AttributeError(_NO_LEARNING_RATE)   # (the base class's message would hide this one)
+        return super().__getattr__(name)
+
+    def optax_state(self, var_list):
+        """The optax state of ``var_list`` (the variables of ``apply_gradients``' pairs, in that
+        order) as optax's pytree with its state Variables at the leaves, made if not yet: for a
+        transformation built with ``optax.inject_hyperparams``,
+        ``opt.optax_state(vs).hyperparams["learning_rate"].assign(1e-4)`` changes the rate."""
+        svars, tree = self._state_for(list(var_list))
+        return jax.tree_util.tree_unflatten(tree, svars)
 
     def _state_for(self, var_list):
         key = tuple(v._id for v in var_list)
