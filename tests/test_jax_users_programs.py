@@ -503,6 +503,42 @@ def test_inject_hyperparams_rate_changed_mid_training():
     close(vs, ref_p, rtol=1e-4, atol=1e-5)
 
 
+_SINW = tf.op(lambda p: jnp.sum(jnp.sin(p["w"]) * p["w"]))
+
+
+def _sinw(w):
+    return jnp.sum(jnp.sin(w) * w)
+
+
+def test_variable_updated_between_reads_and_read_through_protocols_mid_training():
+    """A Variable read by an op, assigned, read again on the same tape: both reads count (TF's rule;
+    pure JAX: f(w) + f(w + 1)).  Then each step of an optax loop the Variable is read through
+    ``jnp.asarray`` / ``np.asarray`` / ``tree_map(np.asarray)``: the updated (possibly predicted)
+    value every time.  ``jnp.sin(variable)`` is JAX's ValueError (a Variable is a pytree leaf, not
+    an array: JAX no longer calls ``__jax_array__`` there); ``jnp.sin(jnp.asarray(v))`` works."""
+    v = tf.Variable([0.5, 1.0])
+    with tf.GradientTape() as tape:
+        y1 = _SINW({"w": v})
+        v.assign_add([1.0, 1.0])
+        y = y1 + _SINW({"w": v})
+    close(tape.gradient(y, v), jax.grad(_sinw)(jnp.array([0.5, 1.0])) + jax.grad(_sinw)(jnp.array([1.5, 2.0])),
+          rtol=1e-6)
+    w = tf.Variable([1.0, 2.0])
+    opt, tx = tf.optimizers.from_optax(optax.adam(0.1)), optax.adam(0.1)
+    p = jnp.array([1.0, 2.0])
+    state = tx.init(p)
+    for _ in range(5):
+        with tf.GradientTape() as tape:
+            loss = _SINW({"w": w})
+        opt.apply_gradients([(tape.gradient(loss, w), w)])
+        upd, state = tx.update(jax.grad(_sinw)(p), state, p)
+        p = optax.apply_updates(p, upd)
+        close([jnp.asarray(w), np.asarray(w), jax.tree_util.tree_map(np.asarray, {"w": w})["w"]], [p, p, p], rtol=1e-5)
+    close(jnp.sin(jnp.asarray(w)), jnp.sin(p), rtol=1e-5)
+    with pytest.raises(ValueError, match="__jax_array__"):
+        jnp.sin(w)
+
+
 def test_pytorch_style_sgd_loop_with_tree_map_updates():
     """``loss.backward(); p -= lr * p.grad`` written with a tape per step and jax.tree_util.tree_map."""
     p = params0(seed=9)
