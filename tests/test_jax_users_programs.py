@@ -578,7 +578,19 @@ def test_hessian_vector_product_by_nested_tapes():
         g = inner.gradient(e, x)
         gv = tf.reduce_sum(g * v0)
     hvp = outer.gradient(gv, x)
-    close(hvp, jax.jvp(jax.grad(_energy), (X3,), (v0,))[1], rtol=1e-5, atol=1e-5)
+    want = jax.jvp(jax.grad(_energy), (X3,), (v0,))[1]
+    close(hvp, want, rtol=1e-5, atol=1e-5)
+    # forward over backward, and backward over forward
+    with tf.autodiff.ForwardAccumulator(x, tf.constant(v0)) as acc:
+        with tf.GradientTape() as tape:
+            e = ENERGY(x)
+        g = tape.gradient(e, x)
+    close(acc.jvp(g), want, rtol=1e-5, atol=1e-5)
+    with tf.GradientTape() as tape:
+        with tf.autodiff.ForwardAccumulator(x, tf.constant(v0)) as acc:
+            e = ENERGY(x)
+        d = acc.jvp(e)
+    close(tape.gradient(d, x), want, rtol=1e-5, atol=1e-5)
 
 
 def test_full_hessian_jacobian_of_gradient():
@@ -655,6 +667,37 @@ def test_dropout_from_a_jax_random_key(make_key):
         ref = lambda p: jnp.sum(_dropout.__wrapped__(sub, mlp_apply(p, X), 0.5) ** 2)  # noqa: E731,B023
         close(loss, ref(p), rtol=1e-5)
         close(tape.gradient(loss, vs), jax.grad(ref)(p), rtol=1e-5, atol=1e-6)
+
+
+def test_compiled_training_step_with_dropout_key_argument():
+    """A tapejax.function step taking a fresh typed key each step (dropout inside), with
+    from_optax(adamw), against the jax.jit(value_and_grad) + optax step given the same keys."""
+    p = params0(seed=23)
+    vs = to_vars(p)
+    flat = jax.tree_util.tree_leaves(vs)
+    opt, tx = tf.optimizers.from_optax(optax.adamw(0.02)), optax.adamw(0.02)
+
+    @tf.function
+    def step(key, x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(_dropout(key, MLP(vs, x), 0.3) - y))
+        opt.apply_gradients(zip(tape.gradient(loss, flat), flat))
+        return loss
+
+    @jax.jit
+    def ref_step(p, s, key, x, y):
+        loss, g = jax.value_and_grad(lambda p: jnp.mean((_dropout.__wrapped__(key, mlp_apply(p, x), 0.3) - y) ** 2))(p)
+        u, s = tx.update(g, s, p)
+        return optax.apply_updates(p, u), s, loss
+    key, state, traces = jax.random.key(7), tx.init(p), []
+    for i in range(4):
+        key, sub = jax.random.split(key)
+        loss = step(sub, *_data(i))
+        p, state, want = ref_step(p, state, sub, *_data(i))
+        close(loss, want, rtol=1e-5)
+        traces.append(step.experimental_get_tracing_count())
+    close(vs, p, rtol=1e-4, atol=1e-5)
+    assert traces == [traces[0]] * 4   # (the first call creates the optimizer's state: 2 traces, as TF)
 
 
 # --- PyTorch style ----------------------------------------------------------------------------------
