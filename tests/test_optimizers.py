@@ -196,6 +196,16 @@ def test_from_optax_state_is_reachable_to_change_an_injected_hyperparameter():
     assert isinstance(opt.optax_state([v]).hyperparams["learning_rate"], tf.Variable)
 
 
+def test_from_optax_transformation_needing_the_loss_says_it_is_not_supported():
+    """optax transformations whose update needs value= (the loss) cannot run behind
+    apply_gradients: optax's TypeError gets a line saying so."""
+    v = tf.Variable([1.0, 2.0])
+    opt = optimizers.from_optax(optax.chain(optax.adam(0.1), optax.contrib.reduce_on_plateau()))
+    with pytest.raises(TypeError, match="(?s)'value'.*transformations that need the loss"):
+        opt.apply_gradients([(tf.constant([1.0, 1.0]), v)])
+    np.testing.assert_array_equal(v.numpy(), [1.0, 2.0])
+
+
 def test_minimize_callable_and_tensor_with_tape():
     v = tf.Variable(3.0)
     opt = optimizers.SGD(0.1)

@@ -148,7 +148,14 @@ class OptaxOptimizer(Optimizer):
         params, leaves, it = list(vals[:n]), vals[n:-1], vals[-1]
         grads = self._clip([g.astype(p.dtype) for g, p in zip(grads, params)])
         state = jax.tree_util.tree_unflatten(tree, list(leaves))
-        updates, state = self.tx.update(grads, state, params)
+        try:
+            updates, state = self.tx.update(grads, state, params)
+        except TypeError as e:
+            if type(e) is not TypeError or "required keyword-only argument" not in str(e):
+                raise
+            raise TypeError(f"{e}\n\nfrom_optax calls tx.update(grads, state, params) with no extra "
+                            "arguments: transformations that need the loss (value=..., as "
+                            "reduce_on_plateau, polyak_sgd, lbfgs) are not supported.") from e
         new_params = jax.tree_util.tree_leaves(optax.apply_updates(params, updates))  # the list, as a list
         new_leaves = jax.tree_util.tree_leaves(state)
         new_params = [p.astype(o.dtype) for p, o in zip(new_params, params)]
