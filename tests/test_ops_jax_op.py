@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import tapejax as tf
+import tapejax.numpy as tnp
 from tapejax.core.bind import REGISTRY
 
 
@@ -152,3 +153,24 @@ def test_op_inside_function_is_not_converted_by_autograph(caplog):
     assert "could not transform" not in caplog.text
     np.testing.assert_allclose(out.numpy(), np.sin([1.0, 2.0]) * 2, rtol=1e-6)
     assert f.__module__ == "tapejax.ops.jax_op" and f.__name__ == "<lambda>" and calls
+
+
+def test_function_returning_tensors_of_inner_tape_ops():
+    """A function that calls tape ops inside (another tapejax.op, tapejax.numpy, tf ops) and returns
+    their Tensors: the outputs are the op's recorded outputs, so the gradient is JAX's (the Tensors
+    were flattened as pytrees and rewrapped in new, untracked Tensors: the gradient was None, or
+    silently missed those outputs' share when another output was connected)."""
+    inner = tf.op(lambda x: jnp.sin(x) * x)
+    outer = tf.op(lambda x: {"t": inner(x) * 2.0, "n": tnp.sum(x), "j": jnp.sum(jnp.asarray(inner(x)) ** 2)})
+    x0 = np.array([0.3, 0.7], np.float32)
+    x = tf.Variable(x0)
+    with tf.GradientTape(persistent=True) as t:
+        out = outer(x)
+        loss = tf.reduce_sum(out["t"]) + out["n"] + out["j"]
+    assert t.gradient(out["t"], x) is not None
+
+    def ref(x):
+        f = jnp.sin(x) * x
+        return jnp.sum(f * 2.0) + jnp.sum(x) + jnp.sum(f ** 2)
+    np.testing.assert_allclose(loss.numpy(), ref(x0), rtol=1e-6)
+    np.testing.assert_allclose(t.gradient(loss, x).numpy(), jax.grad(ref)(x0), rtol=1e-5)

@@ -46,6 +46,12 @@ def _is_leaf(x):
     return isinstance(x, _TENSORISH)
 
 
+def _array(x):
+    if isinstance(x, _TENSORISH):
+        return x._value
+    return x if isinstance(x, jax.Array) else jnp.asarray(x)
+
+
 def _is_key(dtype):
     """Whether ``dtype`` is a JAX extended dtype (a typed PRNG key's, ``jax.random.key``): such
     outputs are returned as the JAX arrays (no TF dtype, no gradient; a key goes on to ``jax.random``)."""
@@ -81,11 +87,13 @@ def make_op(fn, type_name, *, differentiable=True, jit=True, doc=None):
     def impl(*dyn, key):
         args, kwargs = join_args(dyn, key)
         out = fn(*args, **kwargs)
-        flat, tree = jax.tree_util.tree_flatten(out)
+        # (a Tensor the function returns, made by tape ops called inside it, is a leaf: flattened as
+        # JAX's pytree its treedef would rewrap the op's recorded output in a new, untracked Tensor)
+        flat, tree = jax.tree_util.tree_flatten(out, is_leaf=_is_leaf)
         _OUT_TREES[(prim, key)] = tree
         # (a Python number or NumPy leaf becomes an array, as jax.jit makes it: with jit=False and
         # in the gradient's replay the function runs unjitted)
-        return tuple([x if isinstance(x, jax.Array) else jnp.asarray(x) for x in flat])
+        return tuple([_array(x) for x in flat])
 
     def out_tree(dyn, key):
         tree = _OUT_TREES.get((prim, key))
