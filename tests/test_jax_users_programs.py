@@ -347,6 +347,37 @@ def test_complex_inputs_gradient_is_conjugate_of_jax():
     close([gz, gw], [g.numpy() for g in t.gradient(ty, [tz, tw])], rtol=1e-5)
 
 
+_INNER = tf.op(lambda x: jnp.sin(x) * x)
+
+
+@tf.op
+def _outer(x, a):
+    y = _INNER(x)   # a tape op called inside another op, on JAX values: a Tensor back
+    return {"sq": jnp.sum(jnp.asarray(y) ** 2), "t": _INNER(x * a) * 2.0, "eig": tnp.linalg.eigh(a * a.T)}
+
+
+def test_ops_composed_of_ops_and_jax_result_namedtuples():
+    """A library of ops used inside another op (Tensors returned from inside flatten to their
+    values), and jax.numpy's NamedTuple results (eigh, slogdet) through tapejax.numpy."""
+    x0 = np.array([0.3, 0.7], np.float32)
+    a0 = np.array([[1.0, 0.2], [0.3, 2.0]], np.float32)
+    x, a = tf.Variable(x0), tf.Variable(a0)
+    with tf.GradientTape() as tape:
+        out = _outer(x, a)
+        eig = tnp.linalg.eigh(a @ tf.transpose(a))
+        logdet = tnp.linalg.slogdet(a).logabsdet
+        loss = (out["sq"] + tf.reduce_sum(out["t"]) + tf.reduce_sum(out["eig"].eigenvalues)
+                + tf.reduce_sum(eig.eigenvalues ** 2) + logdet)
+    assert type(eig).__name__ == "EighResult" and type(out["eig"]).__name__ == "EighResult"
+
+    def ref(x, a):
+        f = lambda v: jnp.sin(v) * v  # noqa: E731
+        return (jnp.sum(f(x) ** 2) + jnp.sum(f(x * a) * 2.0) + jnp.sum(jnp.linalg.eigh(a * a.T).eigenvalues)
+                + jnp.sum(jnp.linalg.eigh(a @ a.T).eigenvalues ** 2) + jnp.linalg.slogdet(a).logabsdet)
+    close(loss, ref(x0, a0), rtol=1e-5)
+    close(tape.gradient(loss, [x, a]), list(jax.grad(ref, (0, 1))(x0, a0)), rtol=1e-4, atol=1e-5)
+
+
 # --- jax and NumPy arrays in, arrays out ------------------------------------------------------
 
 def test_jax_and_numpy_arrays_straight_into_ops():
