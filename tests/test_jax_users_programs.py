@@ -784,7 +784,8 @@ def test_custom_gradient_around_jax_code_in_eager_mode():
 
 def test_explain_names_why_a_gradient_is_none():
     """tape.explain answers for the usual JAX-user mistakes: a jax array not converted and watched,
-    an integer output, a Variable never read, a value from before the tape."""
+    an integer output, a Variable never read, a value from before the tape, a Tensor mapped by
+    jax.tree_util.tree_map (which maps its raw array: the result is a new Tensor)."""
     p = params0(seed=14)
     vs = to_vars(p)
     other = tf.Variable(1.0)
@@ -794,6 +795,7 @@ def test_explain_names_why_a_gradient_is_none():
         y = MLP(vs, X)
         idx = _stats(tf.reshape(y, [-1]))["argmax"]
         loss = tf.reduce_sum(y) + before
+        mapped = jax.tree_util.tree_map(jnp.tanh, {"y": y})["y"]   # maps y's raw array: a new Tensor
     assert tape.gradient(loss, xt) is None
     assert "never watched" in tape.explain(loss, xt) and "tape.watch" in tape.explain(loss, xt)
     assert tape.gradient(idx, vs["l0"]["w"]) is None
@@ -802,6 +804,8 @@ def test_explain_names_why_a_gradient_is_none():
     assert "never read" in tape.explain(loss, other)
     assert tape.explain(loss, vs["l0"]["w"]).startswith("Connected")
     assert "computed before the tape started recording" in tape.explain(before, vs["l0"]["w"])
+    assert tape.gradient(mapped, vs["l0"]["w"]) is None   # pure JAX would differentiate the tanh
+    assert "jax.tree_util.tree_map" in tape.explain(mapped, vs["l0"]["w"])
 
 
 # --- devices ------------------------------------------------------------------------------------------
