@@ -250,8 +250,7 @@ def jacobian(tape, target, sources, unconnected_gradients, parallel_iterations, 
     """``GradientTape.jacobian``: see the module docstring."""
     tape._check_usable()
     target = _check_target(target, "jacobian")
-    flat_sources, pack = flatten_sources(sources)
-    _check_leaves(flat_sources, "sources")
+    flat_sources, pack = flatten_sources(sources, "sources")
     mode = _unconnected(unconnected_gradients)
     chunk = _chunk(parallel_iterations, experimental_use_pfor)
     _check_pfor(tape, experimental_use_pfor, "jacobian")

@@ -144,17 +144,18 @@ def _tensor_like(x):
     return isinstance(x, Tensor) or hasattr(x, "_read")
 
 
-def flatten_sources(structure):
+def flatten_sources(structure, what=None):
     """(flat leaves, pack) for ``sources``: ``tf.nest``'s structure, in which a leaf that is a JAX
     pytree node (a dataclass registered with ``jax.tree_util``, a flax / equinox module, any
     custom node) is flattened by ``jax.tree_util`` with Tensors and Variables as its leaves, so a
     JAX user's parameter pytree of Variables gets its gradients in the same structure (static
-    fields kept).  ``pack(flat)`` rebuilds the structure; ``None`` gradients stay ``None``."""
+    fields kept).  ``pack(flat)`` rebuilds the structure; ``None`` gradients stay ``None``.
+    With ``what`` (the argument's name) the leaves are checked (``_check_leaves``)."""
     flat = _nest.flatten(structure)
     for x in flat:
         if type(x) not in _LEAF_TYPES and not _tensor_like(x):
             break
-    else:
+    else:   # (all Tensors and Variables: the common case, checked by this loop)
         return flat, lambda gs: _nest.pack_sequence_as(structure, gs)
     out, parts = [], []
     for x in flat:
@@ -177,6 +178,8 @@ def flatten_sources(structure):
             else:
                 nested.append(jax.tree_util.tree_unflatten(tree, [next(it) for _ in range(tree.num_leaves)]))
         return _nest.pack_sequence_as(structure, nested)
+    if what is not None:
+        _check_leaves(out, what)
     return out, pack
 
 

@@ -384,8 +384,7 @@ class GradientTape:
                             "Variables or CompositeTensors to be differentiated, but received None.")
         mode = _unconnected(unconnected_gradients)
         flat_targets = _check_leaves(_nest.flatten(target), "target")
-        flat_sources, pack = flatten_sources(sources)
-        _check_leaves(flat_sources, "sources")
+        flat_sources, pack = flatten_sources(sources, "sources")
         cts = _output_gradients(output_gradients, flat_targets)
         self._begin_use()
         try:
