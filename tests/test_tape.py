@@ -478,6 +478,11 @@ def test_sources_may_be_registered_jax_pytrees():
     assert isinstance(g["model"], Lin) and g["model"].name == "first" and g["model"].b is None
     np.testing.assert_allclose(g["model"].w.numpy(), [[3.0], [-3.0]])
     np.testing.assert_allclose(g["x"].w.numpy(), [[3.0, 6.0]])
+    st = tf.sparse.SparseTensor([[0], [1]], tf.constant([1.0, 2.0]), [2])   # (a tapejax pytree: TF's rule)
+    with tf.GradientTape() as t:
+        y = tf.reduce_sum(st.values * 2.0)
+    with pytest.raises(TypeError, match="must be a Tensor or Variable"):
+        t.gradient(y, st)
 
 
 def test_watching_an_array_says_how_to_watch_it():

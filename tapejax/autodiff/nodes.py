@@ -160,7 +160,8 @@ def flatten_sources(structure, what=None):
     out, parts = [], []
     for x in flat:
         tree = None
-        if not _tensor_like(x) and x is not None:
+        if not _tensor_like(x) and x is not None and not type(x).__module__.startswith("tapejax."):
+            # (tapejax's own pytrees, SparseTensor, RaggedTensor, IndexedSlices ..., keep TF's rules)
             leaves, tree = jax.tree_util.tree_flatten(x, is_leaf=_tensor_like)
             if jax.tree_util.treedef_is_leaf(tree):
                 tree = None
