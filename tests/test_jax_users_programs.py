@@ -785,6 +785,18 @@ def test_custom_gradient_around_jax_code_in_eager_mode():
     close(y, ref(x0) * 3.0, rtol=1e-6)
     close(tape.gradient(y, x), jax.grad(lambda x: ref(x) * 3.0)(x0), rtol=1e-5)
 
+    # the gradient function written with jax.vjp of the user's function, on the raw arrays
+    fn = lambda x: jnp.sum(jnp.sin(x) ** 2)  # noqa: E731
+
+    @tf.custom_gradient
+    def halved(x):
+        y, vjp = jax.vjp(fn, jnp.asarray(x))
+        return y, lambda dy: vjp(jnp.asarray(dy))[0] * 0.5
+    with tf.GradientTape() as tape:
+        y = halved(x) * 2.0
+    close(y, fn(x0) * 2.0, rtol=1e-6)
+    close(tape.gradient(y, x), jax.grad(fn)(x0), rtol=1e-5)
+
 
 def test_explain_names_why_a_gradient_is_none():
     """tape.explain answers for the usual JAX-user mistakes: a jax array not converted and watched,
