@@ -574,6 +574,35 @@ def test_variable_updated_between_reads_and_read_through_protocols_mid_training(
         jnp.sin(w)
 
 
+def _as_arrays(tree):
+    """Tensors and Variables in ``tree`` as jax arrays (a Tensor is a JAX pytree node: a plain
+    ``tree_map(jnp.asarray, tree)`` maps its array and gives a Tensor back)."""
+    return jax.tree_util.tree_map(jnp.asarray, tree, is_leaf=lambda x: isinstance(x, (tf.Tensor, tf.Variable)))
+
+
+def test_tape_gradients_into_pure_optax():
+    """The tape's gradients fed to optax directly (no bridge): converted with tree_map(jnp.asarray,
+    is_leaf=Tensor), the loop is pure JAX's.  Given as Tensors, optax's tree_map meets a Tensor node
+    where its state has an array: JAX's pytree structure ValueError (not a wrong number)."""
+    p = params0(seed=24)
+    vs = to_vars(p)
+    tx = optax.adam(0.05)
+    state, ref_state, ref_p = tx.init(_as_arrays(vs)), tx.init(p), p
+    for i in range(3):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(MLP(vs, _data(i)[0]) - _data(i)[1]))
+        grads = tape.gradient(loss, vs)
+        if i == 0:
+            assert isinstance(jax.tree_util.tree_map(jnp.asarray, grads)["l0"]["w"], tf.Tensor)
+            with pytest.raises(ValueError, match="pytree structure"):
+                tx.update(grads, state, _as_arrays(vs))
+        upd, state = tx.update(_as_arrays(grads), state, _as_arrays(vs))
+        jax.tree_util.tree_map(lambda v, u: v.assign_add(u), vs, upd)
+        ref_upd, ref_state = tx.update(jax.grad(mse)(ref_p, *_data(i)), ref_state, ref_p)
+        ref_p = optax.apply_updates(ref_p, ref_upd)
+    close(vs, ref_p, rtol=1e-5, atol=1e-6)
+
+
 def test_pytorch_style_sgd_loop_with_tree_map_updates():
     """``loss.backward(); p -= lr * p.grad`` written with a tape per step and jax.tree_util.tree_map."""
     p = params0(seed=9)
