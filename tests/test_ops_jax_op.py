@@ -174,3 +174,23 @@ def test_function_returning_tensors_of_inner_tape_ops():
         return jnp.sum(f * 2.0) + jnp.sum(x) + jnp.sum(f ** 2)
     np.testing.assert_allclose(loss.numpy(), ref(x0), rtol=1e-6)
     np.testing.assert_allclose(t.gradient(loss, x).numpy(), jax.grad(ref)(x0), rtol=1e-5)
+
+
+def test_variable_closed_over_by_a_jitted_op_is_an_error():
+    """A jitted op whose function reads a Variable it was not given (a closure) is a ValueError
+    saying to pass it: read there, its value was a constant of the compiled op, so after an assign
+    the forward kept the old value (3.0 for 30.0) while the gradient's replay read the new one.
+    Passed as an argument it is fresh; jit=False reads it anew each call; inside tapejax.function
+    the function's collector makes the read a program input (fresh as well)."""
+    w = tf.Variable([1.0, 2.0])
+    closed = tf.op(lambda x: jnp.sum(x * jnp.asarray(w)))
+    with pytest.raises(ValueError, match="reads Variable 'Variable:0', which is not one of its arguments"):
+        closed(tf.constant([1.0, 1.0]))
+    passed = tf.op(lambda p, x: jnp.sum(x * p["w"]))
+    unjitted = tf.op(lambda x: jnp.sum(x * jnp.asarray(w)), jit=False)
+    in_function = tf.function(lambda x: closed(x))
+    x = tf.constant([1.0, 1.0])
+    for value, want in (([1.0, 2.0], 3.0), ([10.0, 20.0], 30.0)):
+        w.assign(value)
+        assert float(passed({"w": w}, x)) == want and float(unjitted(x)) == want
+        assert float(in_function(x)) == want

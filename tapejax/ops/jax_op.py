@@ -12,7 +12,9 @@
 
 Arguments are pytrees (dicts, lists, tuples, flax/equinox structures).  Their
 Tensor, Variable and array leaves are the op's inputs (Variables are read,
-so tapes watch them); every other leaf (Python numbers, strings, None,
+so tapes watch them; a jitted op's function that reads a Variable it closes
+over, instead of taking it as an argument, is an error: its value would be a
+constant of the compiled op); every other leaf (Python numbers, strings, None,
 callables) is a *static* parameter, part of the compiled replay's key, so
 it must be hashable.  The outputs are the function's pytree with Tensors at
 the array leaves (Python numbers there become arrays, as under ``jax.jit``;
@@ -29,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..core import state as _state
 from ..core.bind import REGISTRY, bind, define
 from ..core.caches import LRU
 from ..core.tensor import Tensor
@@ -82,11 +85,44 @@ def join_args(dyn, key):
     return jax.tree_util.tree_unflatten(tree, leaves)
 
 
+class _ClosedOverVariables:
+    """This thread's Variable collector (``core.state.Collector``) while a jitted op's function
+    runs outside ``tapejax.function``: a Variable the function reads, assigns or creates (closed
+    over, not passed as an argument) is an error.  Read there, its value would be a constant of
+    the compiled op, kept by every later call after the Variable changes (and the replay of the
+    gradient would read it anew: forward and backward at different values)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def touch(self, var, assign):
+        what = "assigns" if assign else "reads"
+        raise ValueError(f"op {self.name}: the function {what} Variable '{var.name}', which is not one of "
+                         "its arguments; the compiled op would keep the value of its first call. Pass "
+                         "the Variable as an argument (any pytree of arguments may hold Variables: "
+                         "f({'w': w}, x)), or make the op with jit=False.")
+
+    def created(self, var):
+        raise ValueError(f"op {self.name}: the function creates a Variable; create it outside and pass "
+                         "it as an argument.")
+
+
 def make_op(fn, type_name, *, differentiable=True, jit=True, doc=None):
     """The tape op for ``fn`` under TF type name ``type_name`` (registered once)."""
+    guard = _ClosedOverVariables(type_name)
+
     def impl(*dyn, key):
         args, kwargs = join_args(dyn, key)
-        out = fn(*args, **kwargs)
+        if jit and _state._local.collector is None:
+            prev = _state.set_collector(guard)
+            try:
+                out = fn(*args, **kwargs)
+            finally:
+                _state.set_collector(prev)
+        else:   # (inside a tapejax.function its collector makes such a read an input of the program)
+            out = fn(*args, **kwargs)
         # (a Tensor the function returns, made by tape ops called inside it, is a leaf: flattened as
         # JAX's pytree its treedef would rewrap the op's recorded output in a new, untracked Tensor)
         flat, tree = jax.tree_util.tree_flatten(out, is_leaf=_is_leaf)
