@@ -574,6 +574,37 @@ def test_variable_updated_between_reads_and_read_through_protocols_mid_training(
         jnp.sin(w)
 
 
+class _Dense:
+    """A layer as a JAX user writes one around the tape: Variables as attributes, the math in JAX."""
+
+    def __init__(self, w):
+        self.w = tf.Variable(w)
+        self.closed = tf.op(lambda x: jnp.tanh(x @ jnp.asarray(self.w)))   # reads self.w: not allowed
+        self.apply = tf.op(lambda w, x: jnp.tanh(x @ w))
+
+    def __call__(self, x):
+        return self.apply(self.w, x)
+
+
+def test_layer_closing_over_its_variable_vs_passing_it():
+    """An op whose function closes over a Variable is a clear error (a jitted op would keep the
+    value of its first call); the same layer passing the Variable follows its updates and its
+    gradient is JAX's."""
+    w0 = RNG.normal(size=(3, 2)).astype(np.float32)
+    layer = _Dense(w0)
+    with pytest.raises(ValueError, match="not one of its arguments"):
+        layer.closed(X)
+    ref = lambda w: jnp.sum(jnp.tanh(X @ w) ** 2)  # noqa: E731
+    w = jnp.asarray(w0)
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(layer(X) ** 2)
+        close(loss, ref(w), rtol=1e-5)
+        layer.w.assign_sub(0.1 * tape.gradient(loss, layer.w))
+        w = w - 0.1 * jax.grad(ref)(w)
+    close(layer.w, w, rtol=1e-5, atol=1e-6)
+
+
 def _as_arrays(tree):
     """Tensors and Variables in ``tree`` as jax arrays (a Tensor is a JAX pytree node: a plain
     ``tree_map(jnp.asarray, tree)`` maps its array and gives a Tensor back)."""
