@@ -635,8 +635,9 @@ def test_tape_gradients_into_pure_optax():
 
 
 def test_pytorch_style_sgd_loop_with_tree_map_updates():
-    """``loss.backward(); p -= lr * p.grad`` written with a tape per step and jax.tree_util.tree_map."""
-    p = params0(seed=9)
+    """``loss.backward(); p -= lr * p.grad`` written with a tape per step and jax.tree_util.tree_map;
+    the jax arrays the Variables were made from are the user's still (never donated or changed)."""
+    p = jax.tree_util.tree_map(jnp.asarray, params0(seed=9))
     vs = to_vars(p)
     ref_p = p
     for i in range(4):
@@ -649,6 +650,8 @@ def test_pytorch_style_sgd_loop_with_tree_map_updates():
         ref_p = jax.tree_util.tree_map(lambda a, g: a - 0.1 * g, ref_p, ref_g)
         close(loss, ref_loss, rtol=1e-5)
     close(vs, ref_p, rtol=1e-5, atol=1e-6)
+    assert not any(a.is_deleted() for a in jax.tree_util.tree_leaves(p))
+    close(p, params0(seed=9))
 
 
 # --- higher order -------------------------------------------------------------------------------
