@@ -268,19 +268,35 @@ def log1pexp(x):
 
 log1pexp.defjvp(lambda p, t: (log1pexp(p[0]), t[0] * jax.nn.sigmoid(p[0])))
 
+@jax.custom_vjp
+def twice_cos(x):
+    return jnp.sin(x)
+
+
+twice_cos.defvjp(lambda x: (jnp.sin(x), x), lambda x, g: (g * jnp.cos(x) * 2.0,))
+
 _CLIPPED = tf.op(lambda x, b: jnp.sum(clip_grad(x * x, b) * 3.0))
+_TWICE_COS = tf.op(lambda x: jnp.sum(twice_cos(x) * x))
 _SOFTPLUS = tf.op(log1pexp)
 
 
 def test_custom_vjp_and_custom_jvp_rules_are_used():
-    """The tape uses the user's rules: the clipped cotangent, and the stable derivative at x=100
-    (the naive one is nan there), also under a second tape."""
+    """The tape uses the user's rules: the clipped cotangent, a custom_vjp's rule differentiated
+    again by a second tape, and the stable derivative at x=100 (the naive one is nan there), also
+    under a second tape."""
     x0 = np.array([0.5, 2.0], np.float32)
     x = tf.Variable(x0)
     with tf.GradientTape() as tape:
         y = _CLIPPED(x, 0.5)
     close(tape.gradient(y, x), jax.grad(lambda x: jnp.sum(clip_grad(x * x, 0.5) * 3.0))(x0))
     close(y, 12.75)
+    with tf.GradientTape() as t2:   # second order through a custom_vjp: JAX differentiates its bwd
+        with tf.GradientTape() as t1:
+            y = _TWICE_COS(x)
+        g = t1.gradient(y, x)
+    ref = lambda x: jnp.sum(twice_cos(x) * x)  # noqa: E731
+    close(g, jax.grad(ref)(x0), rtol=1e-6)
+    close(t2.gradient(g, x), jax.grad(lambda x: jnp.sum(jax.grad(ref)(x)))(x0), rtol=1e-5)
     z0 = np.array([100.0, -3.0], np.float32)
     z = tf.Variable(z0)
     with tf.GradientTape() as t2:
