@@ -62,6 +62,18 @@ class ArgRecord:
         raise NotImplementedError
 
 
+class _RawOut(ArgRecord):
+    """An output leaf of a JAX extended dtype (a typed PRNG key, ``jax.random.key``): returned as
+    the JAX array, not a Tensor (a key has no TF dtype), so ``key, loss = step(key, x)`` threads it."""
+
+    def fill(self, it: Iterator[Any]) -> Any:
+        v = next(it)
+        return v._value if isinstance(v, Tensor) else v
+
+
+RAW = _RawOut()
+
+
 # ---------------------------------------------------------------------------
 # TensorSpec and input signatures
 # ---------------------------------------------------------------------------
@@ -500,13 +512,13 @@ def split_out(x, dyn: List[Any]):
     array becomes a Tensor, as TF's function outputs do; strings and other objects stay)."""
     if isinstance(x, Tensor):
         dyn.append(x._value)
-        return DYN
+        return DYN if isinstance(x._value.dtype, np.dtype) else RAW
     if isinstance(x, Variable):
         dyn.append(convert_to_tensor(x)._value)
         return DYN
     if isinstance(x, (_Array, _Tracer)):
         dyn.append(x)
-        return DYN
+        return DYN if isinstance(x.dtype, np.dtype) else RAW
     t = type(x)
     if t is IndexedSlices:
         return _slices_template(x, lambda e: split_out(e, dyn))
