@@ -925,7 +925,8 @@ _SAMPLE = tf.op(lambda key, x: (jax.random.split(key)[0], x * jax.random.normal(
 
 def test_key_threaded_through_ops_and_a_compiled_step():
     """``key, y = f(key, x)``: a typed key out of an op comes back as a JAX key array, goes on to the
-    next op and into a tapejax.function, and everything matches the pure JAX chain."""
+    next op and into a tapejax.function, which may return it too (``key, h = step(key, h)``), and
+    everything matches the pure JAX chain."""
     x0 = np.array([1.0, -2.0, 0.5], np.float32)
     x = tf.Variable(x0)
     step = tf.function(lambda key, h: _SAMPLE(key, h)[1] * 2.0)
@@ -944,6 +945,14 @@ def test_key_threaded_through_ops_and_a_compiled_step():
     np.testing.assert_array_equal(jax.random.key_data(k), jax.random.key_data(want_k))
     close(loss, want, rtol=1e-5)
     close(tape.gradient(loss, x), g, rtol=1e-5)
+    # a compiled step that returns the key: threaded as through jax.jit
+    jit_step, ref_step = tf.function(lambda key, h: _SAMPLE(key, h)), jax.jit(_SAMPLE.__wrapped__)
+    key, ref_key, h, ref_h = jax.random.key(4), jax.random.key(4), tf.constant(x0), x0
+    for _ in range(3):
+        key, h = jit_step(key, h)
+        ref_key, ref_h = ref_step(ref_key, ref_h)
+    np.testing.assert_array_equal(jax.random.key_data(key), jax.random.key_data(ref_key))
+    close(h, ref_h, rtol=1e-5)
 
 
 @tf.op
