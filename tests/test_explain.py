@@ -105,6 +105,19 @@ def test_target_outside_the_tape():
     _check(t, y, x, "not computed from anything this tape tracks")
 
 
+def test_target_rebuilt_by_jax_tree_map_names_the_cause():
+    """jax.tree_util.tree_map over Tensors maps their raw arrays (a Tensor is a JAX pytree), so
+    the result is a new Tensor the tape never saw: explain says so and how to map instead."""
+    import jax
+    v = tf.Variable([1.0, 2.0])
+    with tf.GradientTape(persistent=True) as t:
+        h = jax.tree_util.tree_map(lambda a: a * 2.0, {"a": v * 3.0})
+        y = tf.reduce_sum(h["a"])
+        ok = jax.tree_util.tree_map(lambda a: a * 2.0, {"a": v * 3.0}, is_leaf=lambda x: isinstance(x, tf.Tensor))
+    assert t.gradient(y, v) is None and t.gradient(ok["a"], v) is not None
+    _check(t, y, v, "jax.tree_util.tree_map and jax.jit over Tensors")
+
+
 def test_used_non_persistent_tape():
     x = tf.constant(1.0)
     with tf.GradientTape() as t:

@@ -643,3 +643,26 @@ def test_a_checked_function_under_a_tape_is_one_op_and_still_checks():
         tape.watch(z)
         with pytest.raises(tf.errors.InvalidArgumentError):
             f(z)
+
+
+def test_typed_prng_key_outputs_are_jax_key_arrays():
+    """``key, loss = step(key, x)``: a typed key (``jax.random.key``) the function returns comes
+    back as the JAX key array, not a Tensor (which has no dtype for it: jax.random.key_data of it
+    was TypeError "Cannot convert value key<fry> to a tapejax DType"), on the traced call and the
+    steady ones, alone or in a structure; the keys and values are pure JAX's."""
+    draw = tf.op(lambda k, x: (jax.random.split(k)[0], x * jax.random.normal(jax.random.split(k)[1], x.shape)))
+
+    @tf.function
+    def step(key, x):
+        key, y = draw(key, x)
+        return key, tf.reduce_sum(y)
+    only_key = tf.function(lambda key: draw(key, tf.ones([2]))[0])
+    key, want_key = jax.random.key(0), jax.random.key(0)
+    for _ in range(5):
+        key, s = step(key, tf.constant([1.0, 2.0]))
+        want_key, y = draw.__wrapped__(want_key, jax.numpy.array([1.0, 2.0]))
+        assert isinstance(key, jax.Array) and jax.numpy.issubdtype(key.dtype, jax.dtypes.prng_key)
+        np.testing.assert_array_equal(jax.random.key_data(key), jax.random.key_data(want_key))
+        np.testing.assert_allclose(float(s), float(y.sum()), rtol=1e-6)
+        np.testing.assert_array_equal(jax.random.key_data(only_key(key)),
+                                      jax.random.key_data(jax.random.split(key)[0]))

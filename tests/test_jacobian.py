@@ -434,3 +434,25 @@ def test_a_failed_first_trace_leaves_no_cache_entry():
         y = x * 3.0
     np.testing.assert_allclose(t.batch_jacobian(y, x).numpy(), [[[3.0, 0.0], [0.0, 3.0]]])
     assert tf.cache_info().size == 1
+
+
+def test_sources_may_be_registered_jax_pytrees():
+    """As for gradient: a jax.tree_util-registered dataclass of Variables among the sources gives
+    its jacobians in that structure (it was NotATensorError)."""
+    import dataclasses
+
+    @jax.tree_util.register_dataclass
+    @dataclasses.dataclass
+    class Lin:
+        w: object
+        b: object
+
+    m = Lin(tf.Variable(W1), tf.Variable(B1))
+    x = tf.constant(X)
+    with tf.GradientTape() as t:
+        y = tf.tanh(tf.matmul(x, m.w) + m.b)
+    j = t.jacobian(y, m)
+    assert isinstance(j, Lin)
+    want = jax.jacrev(lambda w, b: jnp.tanh(X @ w + b), (0, 1))(W1, B1)
+    np.testing.assert_allclose(j.w.numpy(), want[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(j.b.numpy(), want[1], rtol=1e-5, atol=1e-6)

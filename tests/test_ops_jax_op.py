@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import tapejax as tf
+import tapejax.numpy as tnp
 from tapejax.core.bind import REGISTRY
 
 
@@ -97,3 +98,99 @@ def test_gradient_override_applies_to_the_type_name():
         with tf.gradient_override_map({"TestSquareOverride": "TestSquareOverrideGrad"}):
             y = f(x)
     assert float(t.gradient(y, x)) == pytest.approx(10.0)
+
+
+def test_typed_prng_key_outputs_are_jax_key_arrays():
+    """A typed key (``jax.random.key``) out of an op comes back as the JAX key array (no TF dtype,
+    no gradient; it goes on to the next op or to jax.random); the float outputs are JAX's. It was a
+    TypeError ("Cannot convert value key<fry> to a tapejax DType") when a tape recorded the op."""
+    from tapejax.core import dtypes
+
+    @tf.op
+    def noisy(key, x):
+        k1, k2 = jax.random.split(key)
+        return k1, x * jax.random.normal(k2, x.shape)
+    x = tf.Variable([1.0, 2.0])
+    with tf.GradientTape() as t:
+        k, y = noisy(jax.random.key(0), x)
+        k, y = noisy(k, y)
+    assert isinstance(k, jax.Array) and jnp.issubdtype(k.dtype, jax.dtypes.prng_key)
+    ref = noisy.__wrapped__
+    k0, y0 = ref(jax.random.key(0), jnp.array([1.0, 2.0]))
+    want = jax.grad(lambda x: jnp.sum(ref(k0, ref(jax.random.key(0), x)[1])[1]))(jnp.array([1.0, 2.0]))
+    np.testing.assert_allclose(t.gradient(y, x).numpy(), want, rtol=1e-6)
+    np.testing.assert_array_equal(jax.random.key_data(k), jax.random.key_data(ref(k0, y0)[0]))
+    assert dtypes.is_trainable_dtype(jax.random.key(0).dtype) is False
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_python_number_outputs_are_arrays(jit):
+    """Python-number leaves of the output are arrays (as jax.jit makes them), also with jit=False
+    and in the gradient's replay, which runs the function unjitted (it was a Tensor holding a float,
+    and an AttributeError in the backward pass)."""
+    f = tf.op(lambda x: (x * 2.0, 3.0, {"n": 1}), jit=jit)
+    x = tf.Variable([1.0, 2.0])
+    with tf.GradientTape() as t:
+        y, c, d = f(x)
+    assert c.dtype == tf.float32 and float(c) == 3.0 and d["n"].dtype == tf.int32
+    g = t.gradient(y, x, output_gradients=tf.constant([3.0, 4.0]))
+    np.testing.assert_allclose(g.numpy(), [6.0, 8.0])
+
+
+def test_op_inside_function_is_not_converted_by_autograph(caplog):
+    """The op wrapper is library code to AutoGraph (its ``__module__`` is tapejax's; the rest of the
+    user function's metadata is copied): inside a tapejax.function it runs as is, as one op, with no
+    "could not transform" warning (it was one per lambda op per trace)."""
+    import logging
+    calls = []
+    f = tf.op(lambda x: (calls.append(type(x)), jnp.sin(x) * 2)[1])
+
+    @tf.function
+    def step(x):
+        return f(x)
+    with caplog.at_level(logging.WARNING, logger="tapejax"):
+        out = step(tf.constant([1.0, 2.0]))
+    assert "could not transform" not in caplog.text
+    np.testing.assert_allclose(out.numpy(), np.sin([1.0, 2.0]) * 2, rtol=1e-6)
+    assert f.__module__ == "tapejax.ops.jax_op" and f.__name__ == "<lambda>" and calls
+
+
+def test_function_returning_tensors_of_inner_tape_ops():
+    """A function that calls tape ops inside (another tapejax.op, tapejax.numpy, tf ops) and returns
+    their Tensors: the outputs are the op's recorded outputs, so the gradient is JAX's (the Tensors
+    were flattened as pytrees and rewrapped in new, untracked Tensors: the gradient was None, or
+    silently missed those outputs' share when another output was connected)."""
+    inner = tf.op(lambda x: jnp.sin(x) * x)
+    outer = tf.op(lambda x: {"t": inner(x) * 2.0, "n": tnp.sum(x), "j": jnp.sum(jnp.asarray(inner(x)) ** 2)})
+    x0 = np.array([0.3, 0.7], np.float32)
+    x = tf.Variable(x0)
+    with tf.GradientTape(persistent=True) as t:
+        out = outer(x)
+        loss = tf.reduce_sum(out["t"]) + out["n"] + out["j"]
+    assert t.gradient(out["t"], x) is not None
+
+    def ref(x):
+        f = jnp.sin(x) * x
+        return jnp.sum(f * 2.0) + jnp.sum(x) + jnp.sum(f ** 2)
+    np.testing.assert_allclose(loss.numpy(), ref(x0), rtol=1e-6)
+    np.testing.assert_allclose(t.gradient(loss, x).numpy(), jax.grad(ref)(x0), rtol=1e-5)
+
+
+def test_variable_closed_over_by_a_jitted_op_is_an_error():
+    """A jitted op whose function reads a Variable it was not given (a closure) is a ValueError
+    saying to pass it: read there, its value was a constant of the compiled op, so after an assign
+    the forward kept the old value (3.0 for 30.0) while the gradient's replay read the new one.
+    Passed as an argument it is fresh; jit=False reads it anew each call; inside tapejax.function
+    the function's collector makes the read a program input (fresh as well)."""
+    w = tf.Variable([1.0, 2.0])
+    closed = tf.op(lambda x: jnp.sum(x * jnp.asarray(w)))
+    with pytest.raises(ValueError, match="reads Variable 'Variable:0', which is not one of its arguments"):
+        closed(tf.constant([1.0, 1.0]))
+    passed = tf.op(lambda p, x: jnp.sum(x * p["w"]))
+    unjitted = tf.op(lambda x: jnp.sum(x * jnp.asarray(w)), jit=False)
+    in_function = tf.function(lambda x: closed(x))
+    x = tf.constant([1.0, 1.0])
+    for value, want in (([1.0, 2.0], 3.0), ([10.0, 20.0], 30.0)):
+        w.assign(value)
+        assert float(passed({"w": w}, x)) == want and float(unjitted(x)) == want
+        assert float(in_function(x)) == want

@@ -152,6 +152,60 @@ def test_from_optax_equals_pure_optax():
         optimizers.from_optax("adam")
 
 
+def test_from_optax_mask_is_the_list_of_variables_and_a_dict_mask_says_so():
+    """The bridge passes optax the parameters as the list of apply_gradients' variables: optax.masked
+    with a list mask is pure optax's result with the same mask as a dict; a dict mask is a
+    ValueError saying what structure the bridge passes (it was optax's bare pytree error)."""
+    a, b = tf.Variable([1.0, 2.0]), tf.Variable(3.0)
+    opt = optimizers.from_optax(optax.masked(optax.adam(0.1), {"a": True, "b": False}))
+    with pytest.raises(ValueError, match="as a list in the order of apply_gradients"):
+        opt.apply_gradients([(tf.constant([1.0, 1.0]), a), (tf.constant(1.0), b)])
+    opt = optimizers.from_optax(optax.masked(optax.adam(0.1), [True, False]))
+    tx = optax.masked(optax.adam(0.1), {"a": True, "b": False})
+    p = {"a": jnp.array([1.0, 2.0]), "b": jnp.array(3.0)}
+    state = tx.init(p)
+    for _ in range(3):
+        opt.apply_gradients([(2.0 * a, a), (2.0 * b, b)])
+        upd, state = tx.update(jax.tree_util.tree_map(lambda x: 2.0 * x, p), state, p)
+        p = optax.apply_updates(p, upd)
+    np.testing.assert_allclose(a.numpy(), p["a"], rtol=1e-6)
+    np.testing.assert_allclose(b.numpy(), p["b"], rtol=1e-6)
+
+
+def test_from_optax_state_is_reachable_to_change_an_injected_hyperparameter():
+    """``optax_state(var_list)``: optax's state pytree with its Variables as leaves, so a rate made
+    with optax.inject_hyperparams can be changed as in pure optax (there was no way to reach it,
+    though ``learning_rate``'s error pointed at inject_hyperparams)."""
+    make = lambda: optax.inject_hyperparams(optax.sgd)(learning_rate=0.1)  # noqa: E731
+    opt, tx = optimizers.from_optax(make()), make()
+    v = tf.Variable([1.0, 2.0])
+    p, state = [jnp.array([1.0, 2.0])], tx.init([jnp.array([1.0, 2.0])])
+    for name in ("learning_rate", "lr"):   # (``lr`` read a 0.0 and set a rate optax never used)
+        with pytest.raises(AttributeError, match="optax_state"):
+            getattr(opt, name)
+        with pytest.raises(AttributeError, match="optax_state"):
+            setattr(opt, name, 0.5)
+    for i in range(3):
+        if i == 1:
+            opt.optax_state([v]).hyperparams["learning_rate"].assign(0.5)
+            state.hyperparams["learning_rate"] = jnp.asarray(0.5)
+        opt.apply_gradients([(2.0 * v, v)])
+        upd, state = tx.update([2.0 * p[0]], state, p)
+        p = optax.apply_updates(p, upd)
+    np.testing.assert_allclose(v.numpy(), p[0], rtol=1e-6)
+    assert isinstance(opt.optax_state([v]).hyperparams["learning_rate"], tf.Variable)
+
+
+def test_from_optax_transformation_needing_the_loss_says_it_is_not_supported():
+    """optax transformations whose update needs value= (the loss) cannot run behind
+    apply_gradients: optax's TypeError gets a line saying so."""
+    v = tf.Variable([1.0, 2.0])
+    opt = optimizers.from_optax(optax.chain(optax.adam(0.1), optax.contrib.reduce_on_plateau()))
+    with pytest.raises(TypeError, match="(?s)'value'.*transformations that need the loss"):
+        opt.apply_gradients([(tf.constant([1.0, 1.0]), v)])
+    np.testing.assert_array_equal(v.numpy(), [1.0, 2.0])
+
+
 def test_minimize_callable_and_tensor_with_tape():
     v = tf.Variable(3.0)
     opt = optimizers.SGD(0.1)

@@ -164,3 +164,21 @@ def test_a_concrete_function_refuses_a_mismatch_with_tf_s_class_and_a_type_error
             cf(bad)
         with pytest.raises(TypeError):
             cf(bad)
+
+
+@pytest.mark.parametrize("reduce_retracing", [False, True])
+def test_typed_prng_key_arguments(reduce_retracing):
+    """A typed key (``jax.random.key``) as an argument of a tapejax.function: keyed by its abstract
+    value like any array (a key has no NumPy dtype: the signature, the shape-free key and the
+    relaxed specs all raised TypeError "Cannot interpret 'key<fry>' as a data type"); with
+    reduce_retracing a second size shares the relaxed trace."""
+    import jax
+    noise = tf.op(lambda k, x: x + jax.random.normal(k, x.shape))
+
+    @tf.function(reduce_retracing=reduce_retracing)
+    def step(key, x):
+        return noise(key, x) * 2.0
+    for n in (2, 3, 4):
+        k = jax.random.key(n)
+        np.testing.assert_allclose(step(k, tf.ones([n])).numpy(), 2 * (1 + jax.random.normal(k, (n,))), rtol=1e-6)
+    assert step.experimental_get_tracing_count() == (2 if reduce_retracing else 3)

@@ -452,3 +452,43 @@ def test_dependence_analysis_of_a_compiled_gradient():
     from tapejax.autodiff.replay import input_dependence
     deps = input_dependence(lambda a, b, c: (a * 2.0, jnp.sin(b)), 1.0, 2.0, 3.0)
     assert deps == [True, True, False]
+
+
+def test_sources_may_be_registered_jax_pytrees():
+    """A dataclass registered with jax.tree_util (as flax / equinox modules are) among the sources
+    is flattened by JAX with Variables as leaves: the gradients come back in its structure, static
+    fields kept, None where unconnected; watch accepts one too (both were NotATensorError /
+    ValueError: tf.nest treats such an object as a leaf)."""
+    import dataclasses
+
+    @jax.tree_util.register_dataclass
+    @dataclasses.dataclass
+    class Lin:
+        w: object
+        b: object
+        name: str = dataclasses.field(metadata={"static": True}, default="lin")
+
+    m = Lin(tf.Variable([[1.0], [2.0]]), tf.Variable([0.5]), "first")
+    x0 = tf.constant([[1.0, -1.0]])
+    with tf.GradientTape() as t:
+        x = tf.identity(x0)
+        t.watch(Lin(x, None))
+        y = tf.reduce_sum(tf.matmul(x, m.w) * 3.0)
+    g = t.gradient(y, {"model": m, "x": Lin(x, None)})
+    assert isinstance(g["model"], Lin) and g["model"].name == "first" and g["model"].b is None
+    np.testing.assert_allclose(g["model"].w.numpy(), [[3.0], [-3.0]])
+    np.testing.assert_allclose(g["x"].w.numpy(), [[3.0, 6.0]])
+    st = tf.sparse.SparseTensor([[0], [1]], tf.constant([1.0, 2.0]), [2])   # (a tapejax pytree: TF's rule)
+    with tf.GradientTape() as t:
+        y = tf.reduce_sum(st.values * 2.0)
+    with pytest.raises(TypeError, match="must be a Tensor or Variable"):
+        t.gradient(y, st)
+
+
+def test_watching_an_array_says_how_to_watch_it():
+    """An array has no identity the tape can follow: the ValueError (TF's for a NumPy array) says
+    to convert it first."""
+    with tf.GradientTape() as t:
+        for a in (jnp.ones(2), np.ones(2)):
+            with pytest.raises(ValueError, match="tf.convert_to_tensor"):
+                t.watch(a)

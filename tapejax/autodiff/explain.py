@@ -116,7 +116,11 @@ def explain(tape, target, source):
                 if start < t_id < end:
                     return "The target was computed inside tape.stop_recording(); nothing recorded leads to it."
             return ("The target is not computed from anything this tape tracks (computed outside the "
-                    "tape's `with` block, inside stop_recording(), or only from unwatched tensors).")
+                    "tape's `with` block, inside stop_recording(), or only from unwatched tensors; or "
+                    "rebuilt from raw arrays by JAX: jax.tree_util.tree_map and jax.jit over Tensors "
+                    "hand the function their arrays and wrap its results in new Tensors the tape never "
+                    "saw, so map with is_leaf=lambda x: isinstance(x, tf.Tensor) and tape ops, or use "
+                    "tapejax.op).")
         return f"The target does not depend on the source {sname}: no recorded op leads from one to the other."
     op, reason = path[-1] if path else ("?", "unknown")
     return f"The path from the source {sname} to the target is cut at op {op}: {reason}."

@@ -36,13 +36,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import nest as _nest, state as _state
+from ..core import state as _state
 from ..core.bind import Primitive, bind, with_id
 from ..core.dtypes import is_trainable_dtype
 from ..core.ownership import note_capture
 from ..core.tensor import Tensor
 from . import replay as _replay
-from .nodes import NotATensorError, _check_leaves, _unconnected
+from .nodes import NotATensorError, _check_leaves, _unconnected, flatten_sources
 from .program import Program, aval, build_replay, gather_leaves, slice_tape
 from .user_grad import conj_complex
 
@@ -250,7 +250,7 @@ def jacobian(tape, target, sources, unconnected_gradients, parallel_iterations, 
     """``GradientTape.jacobian``: see the module docstring."""
     tape._check_usable()
     target = _check_target(target, "jacobian")
-    flat_sources = _check_leaves(_nest.flatten(sources), "sources")
+    flat_sources, pack = flatten_sources(sources, "sources")
     mode = _unconnected(unconnected_gradients)
     chunk = _chunk(parallel_iterations, experimental_use_pfor)
     _check_pfor(tape, experimental_use_pfor, "jacobian")
@@ -266,7 +266,7 @@ def jacobian(tape, target, sources, unconnected_gradients, parallel_iterations, 
     if mode.value == "zero":
         flat = [r if r is not None else Tensor(jnp.zeros(tshape + tuple(s._meta.shape), s._meta.dtype))
                 for r, s in zip(flat, flat_sources)]
-    return _nest.pack_sequence_as(sources, flat)
+    return pack(flat)
 
 
 def _trainable(s):

@@ -17,6 +17,7 @@ import enum
 import logging
 from operator import itemgetter as _itemgetter
 
+import jax
 import numpy as np
 
 from ..core import dtypes as _dtypes, nest as _nest
@@ -137,6 +138,50 @@ def _check_leaves(flat, what):
             raise NotATensorError(f"Argument {where} must be a Tensor or Variable (or a nested "
                                   f"structure of them); got {x!r} of type {type(x).__name__}{hint}")
     return flat
+
+
+def _tensor_like(x):
+    return isinstance(x, Tensor) or hasattr(x, "_read")
+
+
+def flatten_sources(structure, what=None):
+    """(flat leaves, pack) for ``sources``: ``tf.nest``'s structure, in which a leaf that is a JAX
+    pytree node (a dataclass registered with ``jax.tree_util``, a flax / equinox module, any
+    custom node) is flattened by ``jax.tree_util`` with Tensors and Variables as its leaves, so a
+    JAX user's parameter pytree of Variables gets its gradients in the same structure (static
+    fields kept).  ``pack(flat)`` rebuilds the structure; ``None`` gradients stay ``None``.
+    With ``what`` (the argument's name) the leaves are checked (``_check_leaves``)."""
+    flat = _nest.flatten(structure)
+    for x in flat:
+        if type(x) not in _LEAF_TYPES and not _tensor_like(x):
+            break
+    else:   # (all Tensors and Variables: the common case, checked by this loop)
+        return flat, lambda gs: _nest.pack_sequence_as(structure, gs)
+    out, parts = [], []
+    for x in flat:
+        tree = None
+        if not _tensor_like(x) and x is not None and not type(x).__module__.startswith("tapejax."):
+            # (tapejax's own pytrees, SparseTensor, RaggedTensor, IndexedSlices ..., keep TF's rules)
+            leaves, tree = jax.tree_util.tree_flatten(x, is_leaf=_tensor_like)
+            if jax.tree_util.treedef_is_leaf(tree):
+                tree = None
+        parts.append(tree)
+        if tree is None:
+            out.append(x)
+        else:
+            out.extend(leaves)
+
+    def pack(gs):
+        it, nested = iter(gs), []
+        for tree in parts:
+            if tree is None:
+                nested.append(next(it))
+            else:
+                nested.append(jax.tree_util.tree_unflatten(tree, [next(it) for _ in range(tree.num_leaves)]))
+        return _nest.pack_sequence_as(structure, nested)
+    if what is not None:
+        _check_leaves(out, what)
+    return out, pack
 
 
 def _output_gradients(output_gradients, flat_targets):

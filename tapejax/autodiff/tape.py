@@ -19,6 +19,9 @@ them, so ``explain`` can say why a gradient is ``None``.
 Gradients are computed by ``replay`` (slice, key, compiled ``jax.vjp``), jacobians by
 ``jacobian``, the reason for a None by ``explain``.
 """
+import jax
+import numpy as np
+
 from ..core import dtypes as _dtypes, nest as _nest, state as _state
 from ..core.bind import READ, _hashable
 from ..core.tensor import Pending, Tensor
@@ -39,6 +42,7 @@ from .nodes import (
     _trainable,
     _tuple_new,
     _unconnected,
+    flatten_sources,
 )
 
 
@@ -114,11 +118,15 @@ class GradientTape:
 
     def watch(self, tensor):
         """Track ``tensor`` (a Tensor, Variable or nested structure of them)."""
-        flat = _nest.flatten(tensor)
+        flat = flatten_sources(tensor)[0]
         for t in flat:  # validate everything before changing any state
             if not isinstance(t, Tensor) and not hasattr(t, "_read"):
+                hint = ""
+                if isinstance(t, (jax.Array, np.ndarray)):
+                    hint = (": an array has no identity the tape can follow (each op converts it "
+                            "anew); write x = tf.convert_to_tensor(x), watch x, and use x in the ops")
                 raise ValueError(f"Passed in object {t!r} of type {type(t).__name__!r}, not "
-                                 "tapejax.Tensor or tapejax.Variable")
+                                 f"tapejax.Tensor or tapejax.Variable{hint}")
         for t in flat:
             if not _trainable(t._value):
                 _log.warning("The dtype of the watched tensor must be floating (e.g. tf.float32), "
@@ -282,8 +290,10 @@ class GradientTape:
         self._nodes.append(Node(prim, skey, grad_type, tuple(vals), tuple(ids), refs, n_out, sig))
 
     def _int_cut(self, prim, ids, out):
-        self._cuts[out._id] = (f"op {prim.name} returns {out.dtype.name}, and integer and bool "
-                               "tensors carry no gradient", prim.name, tuple(ids))
+        # (the dtype by its NumPy name, without computing a pending output; a JAX typed PRNG key
+        # output of ``tapejax.op`` has no tapejax DType)
+        self._cuts[out._id] = (f"op {prim.name} returns {out._meta.dtype}, and integer, bool and "
+                               "PRNG key tensors carry no gradient", prim.name, tuple(ids))
 
     def _propagate_cut(self, prim, ids, result):
         cuts = self._cuts
@@ -374,14 +384,14 @@ class GradientTape:
                             "Variables or CompositeTensors to be differentiated, but received None.")
         mode = _unconnected(unconnected_gradients)
         flat_targets = _check_leaves(_nest.flatten(target), "target")
-        flat_sources = _check_leaves(_nest.flatten(sources), "sources")
+        flat_sources, pack = flatten_sources(sources, "sources")
         cts = _output_gradients(output_gradients, flat_targets)
         self._begin_use()
         try:
             grads = _gradient.gradient(self, flat_targets, flat_sources, cts, mode)
         finally:
             self._end_use()
-        return _nest.pack_sequence_as(sources, grads)
+        return pack(grads)
 
     def jacobian(self, target, sources, unconnected_gradients=UnconnectedGradients.NONE,
                  parallel_iterations=None, experimental_use_pfor=True):

@@ -31,7 +31,6 @@ import dataclasses
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import jax
-import numpy as np
 from jax import export as jax_export
 
 from .signature import LeafSpec
@@ -93,7 +92,7 @@ def relax(old: Sequence[LeafSpec], avals: Sequence[Any]) -> Optional[Tuple[LeafS
         return None
     out = []
     for s, a in zip(old, avals):
-        if s.shape is None or len(s.shape) != len(a.shape) or np.dtype(a.dtype) != s.dtype:
+        if s.shape is None or len(s.shape) != len(a.shape) or a.dtype != s.dtype:
             return None
         out.append(LeafSpec(tuple(None if d is None or d != n else d for d, n in zip(s.shape, a.shape)),
                             s.dtype))
@@ -107,16 +106,16 @@ def relax_ranks(old: Sequence[LeafSpec], avals: Sequence[Any]) -> Tuple[LeafSpec
     out = []
     for s, a in zip(old, avals):
         old_shape = s.shape
-        if old_shape is not None and len(old_shape) == len(a.shape) and np.dtype(a.dtype) == s.dtype:
+        if old_shape is not None and len(old_shape) == len(a.shape) and a.dtype == s.dtype:
             shape = tuple(None if d is None or d != n else d for d, n in zip(old_shape, a.shape))
         else:
             shape = (None,) * len(a.shape)
-        out.append(LeafSpec(shape, np.dtype(a.dtype)))
+        out.append(LeafSpec(shape, a.dtype))
     return tuple(out)
 
 
 def concrete(avals: Sequence[Any]) -> Tuple[LeafSpec, ...]:
-    return tuple(LeafSpec(tuple(a.shape), np.dtype(a.dtype)) for a in avals)
+    return tuple(LeafSpec(tuple(a.shape), a.dtype) for a in avals)
 
 
 def export(fun, state_avals: Sequence[Any], p: Plan):

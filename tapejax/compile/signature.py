@@ -62,6 +62,18 @@ class ArgRecord:
         raise NotImplementedError
 
 
+class _RawOut(ArgRecord):
+    """An output leaf of a JAX extended dtype (a typed PRNG key, ``jax.random.key``): returned as
+    the JAX array, not a Tensor (a key has no TF dtype), so ``key, loss = step(key, x)`` threads it."""
+
+    def fill(self, it: Iterator[Any]) -> Any:
+        v = next(it)
+        return v._value if isinstance(v, Tensor) else v
+
+
+RAW = _RawOut()
+
+
 # ---------------------------------------------------------------------------
 # TensorSpec and input signatures
 # ---------------------------------------------------------------------------
@@ -144,7 +156,7 @@ class LeafSpec(NamedTuple):
         return len(shape) == len(self.shape) and all(s is None or s == d for s, d in zip(self.shape, shape))
 
     def accepts_aval(self, aval) -> bool:
-        return np.dtype(aval.dtype) == self.dtype and self.accepts(aval.shape)
+        return aval.dtype == self.dtype and self.accepts(aval.shape)
 
     @property
     def polymorphic(self) -> bool:
@@ -152,11 +164,11 @@ class LeafSpec(NamedTuple):
 
     def __repr__(self):
         shape = "<unknown>" if self.shape is None else tuple(self.shape)
-        return f"LeafSpec({shape}, {np.dtype(self.dtype).name})"
+        return f"LeafSpec({shape}, {self.dtype.name})"
 
 
 def _spec_text(v) -> str:
-    return f"TensorSpec(shape={tuple(v.shape)}, dtype=tf.{np.dtype(v.dtype).name}, name=None)"
+    return f"TensorSpec(shape={tuple(v.shape)}, dtype=tf.{v.dtype.name}, name=None)"
 
 
 def is_value_spec(spec: Any) -> bool:
@@ -344,8 +356,8 @@ def call_key(args, kwargs, dyn: List[Any]):
 def shape_free(key):
     """``key`` with every abstract value replaced by its rank and dtype: calls whose dynamic
     leaves differ only in sizes have the same ``shape_free`` key."""
-    if isinstance(key, jax.core.ShapedArray):
-        return ("leaf", key.ndim, np.dtype(key.dtype))
+    if isinstance(key, jax.core.ShapedArray):   # (its dtype: a NumPy dtype, or a typed PRNG key's)
+        return ("leaf", key.ndim, key.dtype)
     if isinstance(key, tuple):
         return tuple(shape_free(k) for k in key)
     return key
@@ -500,13 +512,13 @@ def split_out(x, dyn: List[Any]):
     array becomes a Tensor, as TF's function outputs do; strings and other objects stay)."""
     if isinstance(x, Tensor):
         dyn.append(x._value)
-        return DYN
+        return DYN if isinstance(x._value.dtype, np.dtype) else RAW
     if isinstance(x, Variable):
         dyn.append(convert_to_tensor(x)._value)
         return DYN
     if isinstance(x, (_Array, _Tracer)):
         dyn.append(x)
-        return DYN
+        return DYN if isinstance(x.dtype, np.dtype) else RAW
     t = type(x)
     if t is IndexedSlices:
         return _slices_template(x, lambda e: split_out(e, dyn))

@@ -211,8 +211,9 @@ def storage_dtype(np_dtype: Any, what: str = "value") -> "np.dtype[Any]":
 
 
 def is_trainable_dtype(np_dtype: "np.dtype[Any]") -> builtins.bool:
-    """TF's rule: only floating and complex tensors carry gradients."""
-    return np_dtype.kind in "fc" or np_dtype in _EXTRA_FLOATS
+    """TF's rule: only floating and complex tensors carry gradients (not JAX's extended dtypes:
+    a typed PRNG key array has no ``kind``)."""
+    return getattr(np_dtype, "kind", None) in ("f", "c") or np_dtype in _EXTRA_FLOATS
 
 
 #: The public names of ``tf.dtypes`` this module defines (``tapejax.dtypes`` adds ``cast``: see

@@ -107,7 +107,7 @@ class Form:
 
 
 def _int_dtype(v: Any) -> bool:
-    return np.dtype(v.dtype).kind in "iu" and v.ndim == 0
+    return getattr(v.dtype, "kind", None) in ("i", "u") and v.ndim == 0
 
 
 def static_int(x: Any) -> Optional[int]:

@@ -12,10 +12,14 @@
 
 Arguments are pytrees (dicts, lists, tuples, flax/equinox structures).  Their
 Tensor, Variable and array leaves are the op's inputs (Variables are read,
-so tapes watch them); every other leaf (Python numbers, strings, None,
+so tapes watch them; a jitted op's function that reads a Variable it closes
+over, instead of taking it as an argument, is an error: its value would be a
+constant of the compiled op); every other leaf (Python numbers, strings, None,
 callables) is a *static* parameter, part of the compiled replay's key, so
 it must be hashable.  The outputs are the function's pytree with Tensors at
-the array leaves.  The gradient is JAX's (``jax.vjp`` of the function)
+the array leaves (Python numbers there become arrays, as under ``jax.jit``;
+typed PRNG keys, ``jax.random.key``, stay JAX key arrays: no TF dtype, no
+gradient).  The gradient is JAX's (``jax.vjp`` of the function)
 unless a gradient is registered for ``type_name`` (``RegisterGradient`` /
 ``gradient_override_map``).  The function is run under ``jax.jit`` eagerly
 (``jit=False`` to run it op by op).
@@ -24,8 +28,10 @@ import functools
 import itertools
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
+from ..core import state as _state
 from ..core.bind import REGISTRY, bind, define
 from ..core.caches import LRU
 from ..core.tensor import Tensor
@@ -41,6 +47,18 @@ _OUT_TREES = LRU("op_output_trees", 4096)
 
 def _is_leaf(x):
     return isinstance(x, _TENSORISH)
+
+
+def _array(x):
+    if isinstance(x, _TENSORISH):
+        return x._value
+    return x if isinstance(x, jax.Array) else jnp.asarray(x)
+
+
+def _is_key(dtype):
+    """Whether ``dtype`` is a JAX extended dtype (a typed PRNG key's, ``jax.random.key``): such
+    outputs are returned as the JAX arrays (no TF dtype, no gradient; a key goes on to ``jax.random``)."""
+    return not isinstance(dtype, np.dtype)
 
 
 def split_args(args, kwargs):
@@ -67,14 +85,51 @@ def join_args(dyn, key):
     return jax.tree_util.tree_unflatten(tree, leaves)
 
 
+class _ClosedOverVariables:
+    """This thread's Variable collector (``core.state.Collector``) while a jitted op's function
+    runs outside ``tapejax.function``: a Variable the function reads, assigns or creates (closed
+    over, not passed as an argument) is an error.  Read there, its value would be a constant of
+    the compiled op, kept by every later call after the Variable changes (and the replay of the
+    gradient would read it anew: forward and backward at different values)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def touch(self, var, assign):
+        what = "assigns" if assign else "reads"
+        raise ValueError(f"op {self.name}: the function {what} Variable '{var.name}', which is not one of "
+                         "its arguments; the compiled op would keep the value of its first call. Pass "
+                         "the Variable as an argument (any pytree of arguments may hold Variables: "
+                         "f({'w': w}, x)), or make the op with jit=False.")
+
+    def created(self, var):
+        raise ValueError(f"op {self.name}: the function creates a Variable; create it outside and pass "
+                         "it as an argument.")
+
+
 def make_op(fn, type_name, *, differentiable=True, jit=True, doc=None):
     """The tape op for ``fn`` under TF type name ``type_name`` (registered once)."""
+    guard = _ClosedOverVariables(type_name)
+
     def impl(*dyn, key):
         args, kwargs = join_args(dyn, key)
-        out = fn(*args, **kwargs)
-        flat, tree = jax.tree_util.tree_flatten(out)
+        if jit and _state._local.collector is None:
+            prev = _state.set_collector(guard)
+            try:
+                out = fn(*args, **kwargs)
+            finally:
+                _state.set_collector(prev)
+        else:   # (inside a tapejax.function its collector makes such a read an input of the program)
+            out = fn(*args, **kwargs)
+        # (a Tensor the function returns, made by tape ops called inside it, is a leaf: flattened as
+        # JAX's pytree its treedef would rewrap the op's recorded output in a new, untracked Tensor)
+        flat, tree = jax.tree_util.tree_flatten(out, is_leaf=_is_leaf)
         _OUT_TREES[(prim, key)] = tree
-        return tuple(flat)
+        # (a Python number or NumPy leaf becomes an array, as jax.jit makes it: with jit=False and
+        # in the gradient's replay the function runs unjitted)
+        return tuple([_array(x) for x in flat])
 
     def out_tree(dyn, key):
         tree = _OUT_TREES.get((prim, key))
@@ -96,11 +151,16 @@ def make_op(fn, type_name, *, differentiable=True, jit=True, doc=None):
                             f"parameters of the op); got {key[1]!r}") from None
         outs = bind(prim, *dyn, key=key)
         tree = out_tree(dyn, key)
+        if any(_is_key(o._meta.dtype) for o in outs):
+            outs = [o._value if _is_key(o._meta.dtype) else o for o in outs]
         if tree.num_leaves == 1 and jax.tree_util.treedef_is_leaf(tree):
             return outs[0]
         return jax.tree_util.tree_unflatten(tree, outs)
 
-    functools.update_wrapper(op, fn)
+    # (not ``__module__``: the wrapper is library code, so AutoGraph calls it as it is inside a
+    # ``tapejax.function``; with the user's module it tried to convert it, and for a lambda warned)
+    functools.update_wrapper(op, fn, assigned=tuple(a for a in functools.WRAPPER_ASSIGNMENTS
+                                                    if a != "__module__"))
     op._tf_types = (type_name,)
     op.primitive = prim
     if doc is not None:

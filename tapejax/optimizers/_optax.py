@@ -35,6 +35,25 @@ def _owner(path, leaf, var_list):
     return None
 
 
+_NO_LEARNING_RATE = ("an optax optimizer's learning rate lives in its transformation; build it with "
+                     "optax.inject_hyperparams to change it, and assign "
+                     "opt.optax_state(var_list).hyperparams['learning_rate']")
+
+
+def _init(tx, params):
+    """``tx.init(params)``; a structure error (a mask or labels written for the user's own pytree)
+    says what structure the bridge passes."""
+    try:
+        return tx.init(params)
+    except (ValueError, TypeError) as e:
+        if type(e) not in (ValueError, TypeError):
+            raise
+        raise type(e)(f"{e}\n\nfrom_optax hands optax the parameters as a list in the order of "
+                      f"apply_gradients' (gradient, variable) pairs ({len(params)} arrays); an argument of "
+                      "the transformation shaped like the parameters (optax.masked's mask, "
+                      "optax.multi_transform's labels) must be such a list, or a callable of it.") from e
+
+
 class OptaxOptimizer(Optimizer):
     """An optax transformation with ``apply_gradients`` / ``minimize`` / ``iterations`` / ``variables()``."""
 
@@ -49,8 +68,26 @@ class OptaxOptimizer(Optimizer):
 
     @property
     def learning_rate(self):
-        raise AttributeError("an optax optimizer's learning rate lives in its transformation; build it "
-                             "with optax.inject_hyperparams to change it")
+        raise AttributeError(_NO_LEARNING_RATE)
+
+    @learning_rate.setter
+    def learning_rate(self, value):
+        raise AttributeError(_NO_LEARNING_RATE)
+
+    lr = learning_rate   # (the base class's alias read and set a rate that optax never uses)
+
+    def __getattr__(self, name):   # (Python calls it when a property raises AttributeError)
+        if name in ("learning_rate", "lr"):
+            raise AttributeError(_NO_LEARNING_RATE)   # (the base class's message would hide this one)
+        return super().__getattr__(name)
+
+    def optax_state(self, var_list):
+        """The optax state of ``var_list`` (the variables of ``apply_gradients``' pairs, in that
+        order) as optax's pytree with its state Variables at the leaves, made if not yet: for a
+        transformation built with ``optax.inject_hyperparams``,
+        ``opt.optax_state(vs).hyperparams["learning_rate"].assign(1e-4)`` changes the rate."""
+        svars, tree = self._state_for(list(var_list))
+        return jax.tree_util.tree_unflatten(tree, svars)
 
     def _state_for(self, var_list):
         key = tuple(v._id for v in var_list)
@@ -58,7 +95,7 @@ class OptaxOptimizer(Optimizer):
         if group is None:
             params = [v._value for v in var_list]
             with jax.ensure_compile_time_eval():   # concrete state even inside tapejax.function
-                state = self.tx.init(params)
+                state = _init(self.tx, params)
                 paths, tree = jax.tree_util.tree_flatten_with_path(state)
                 owners = [_owner(path, x, var_list) for path, x in paths]
                 svars = [Variable(jnp.asarray(x) if o is None else place_like(jnp.asarray(x), o),
@@ -111,7 +148,14 @@ class OptaxOptimizer(Optimizer):
         params, leaves, it = list(vals[:n]), vals[n:-1], vals[-1]
         grads = self._clip([g.astype(p.dtype) for g, p in zip(grads, params)])
         state = jax.tree_util.tree_unflatten(tree, list(leaves))
-        updates, state = self.tx.update(grads, state, params)
+        try:
+            updates, state = self.tx.update(grads, state, params)
+        except TypeError as e:
+            if type(e) is not TypeError or "required keyword-only argument" not in str(e):
+                raise
+            raise TypeError(f"{e}\n\nfrom_optax calls tx.update(grads, state, params) with no extra "
+                            "arguments: transformations that need the loss (value=..., as "
+                            "reduce_on_plateau, polyak_sgd, lbfgs) are not supported.") from e
         new_params = jax.tree_util.tree_leaves(optax.apply_updates(params, updates))  # the list, as a list
         new_leaves = jax.tree_util.tree_leaves(state)
         new_params = [p.astype(o.dtype) for p, o in zip(new_params, params)]
