@@ -74,6 +74,8 @@ class TensorSpec:
     def __init__(self, shape, dtype=_dtypes.float32, name=None):
         if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
             shape = (int(shape),)   # TF: a single dimension
+        elif isinstance(shape, TensorShape):   # (``TensorShape(None)``: any rank)
+            shape = None if shape.rank is None else shape.as_list()
         if shape is not None and not (isinstance(shape, (list, tuple)) and all(
                 d is None or (isinstance(d, (int, np.integer)) and not isinstance(d, bool)) for d in shape)):
             raise TypeError(f"Failed to convert {shape!r} to a shape (argument `shape` of TensorSpec): a shape "

@@ -28,6 +28,7 @@ from .state import next_id
 from .transfer import to_device
 
 _Array = jax.Array
+_new_tuple = tuple.__new__
 
 
 class Tensor:
@@ -96,7 +97,7 @@ class Tensor:
 
     @property
     def shape(self) -> TensorShape:
-        return TensorShape(self._value.shape)
+        return _new_tuple(TensorShape, self._value.shape)   # (shape.shape_of, inlined)
 
     def get_shape(self) -> TensorShape:
         return self.shape
@@ -375,7 +376,7 @@ class Pending(Tensor):
 
     @property
     def shape(self) -> TensorShape:
-        return TensorShape(self._thunk.aval.shape)
+        return _new_tuple(TensorShape, self._thunk.aval.shape)
 
     @property
     def dtype(self) -> _dtypes.DType:
