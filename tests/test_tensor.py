@@ -280,3 +280,29 @@ def test_numpy_and_asarray_of_a_traced_tensor_raise_tf_classes():
         return x * 2.0
 
     assert float(f(tf.constant(1.5))) == 3.0 and caught == [True, True, True]
+
+
+def test_iterating_a_traced_tensor_is_refused_where_autograph_does_not_convert_it():
+    """TF 2.21: Python iteration over a symbolic tensor (``list(t)``, ``a, b = t``, ``enumerate``, a
+    comprehension, a ``for`` in unconverted code) is OperatorNotAllowedInGraphError (a TypeError);
+    AutoGraph's converted ``for r in t`` is a loop, and an eager tensor iterates."""
+    x = tf.constant([[1.0, 2.0], [3.0, 4.0]])
+
+    def loop(a):
+        s = tf.constant(0.0)
+        for r in a:
+            s += tf.reduce_sum(r)
+        return s
+
+    def unpack(a):
+        p, q = a
+        return p - q
+
+    assert [r.numpy().tolist() for r in x] == [[1.0, 2.0], [3.0, 4.0]] and unpack(x).numpy().tolist() == [-2.0, -2.0]
+    assert float(tf.function(loop)(x)) == 10.0
+    for f in (tf.function(loop, autograph=False), tf.function(unpack), tf.function(lambda a: list(a)),
+              tf.function(lambda a: [i for i, _ in enumerate(a)])):
+        with pytest.raises(tf.errors.OperatorNotAllowedInGraphError, match="Iterating over a symbolic"):
+            f(x)
+    with pytest.raises(TypeError, match="scalar"):
+        iter(tf.constant(1.0))

@@ -22,13 +22,22 @@ import numpy as np
 
 from . import dtypes as _dtypes
 from .devices import device_name
-from .errors import SymbolicArrayError, SymbolicNumpyError
+from .errors import OperatorNotAllowedInGraphError, SymbolicArrayError, SymbolicNumpyError
 from .shape import TensorShape
 from .state import next_id
 from .transfer import to_device
 
 _Array = jax.Array
 _new_tuple = tuple.__new__
+
+# TF's OperatorNotAllowedInGraphError for Python iteration over a traced tensor: AutoGraph turns a
+# converted ``for x in t`` into a loop; ``list(t)``, ``a, b = t``, ``enumerate(t)``, ``zip``, ``*t``
+# and comprehensions (which AutoGraph leaves as Python) iterate it, and TF refuses them.
+_ITERATING = ("Iterating over a symbolic `tf.Tensor` is not allowed (inside a tapejax.function, a "
+              "tf.data function or a traced control-flow body): AutoGraph converts `for x in tensor` in "
+              "converted code into a loop, but `list(t)`, `a, b = t`, `enumerate(t)`, `zip(a, b)`, `*t`, "
+              "comprehensions and unconverted code (autograph=False) iterate in Python; use `tf.unstack(t)` "
+              "for a tensor of static length, or loop over `tf.range(tf.shape(t)[0])` and index")
 
 
 class Tensor:
@@ -188,9 +197,12 @@ class Tensor:
         return self._value.shape[0]
 
     def __iter__(self) -> Iterator["Tensor"]:
-        if not self._value.ndim:
+        v = self._value
+        if not v.ndim:
             raise TypeError("Cannot iterate over a scalar tensor.")
-        return (self[i] for i in range(self._value.shape[0]))
+        if isinstance(v, jax.core.Tracer):   # TF's symbolic tensor: AutoGraph's `for` never gets here
+            raise OperatorNotAllowedInGraphError(_ITERATING)
+        return (self[i] for i in range(v.shape[0]))
 
     def __repr__(self) -> str:
         if isinstance(self._value, jax.core.Tracer):
