@@ -306,3 +306,14 @@ def test_iterating_a_traced_tensor_is_refused_where_autograph_does_not_convert_i
             f(x)
     with pytest.raises(TypeError, match="scalar"):
         iter(tf.constant(1.0))
+
+
+def test_len_of_a_traced_tensor_is_tfs_type_error_and_a_traced_scalar_refuses_iteration_as_symbolic():
+    """TF 2.21: ``len(t)`` of a symbolic tensor in unconverted code is TypeError (AutoGraph's converted
+    ``len`` gives the length); iterating a traced scalar is OperatorNotAllowedInGraphError first."""
+    x = tf.constant([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    with pytest.raises(TypeError, match="len is not well defined for a symbolic Tensor"):
+        tf.function(lambda a: len(a), autograph=False)(x)
+    assert int(tf.function(lambda a: len(a))(x)) == 3 and len(x) == 3
+    with pytest.raises(tf.errors.OperatorNotAllowedInGraphError):
+        tf.function(lambda a: list(a[0, 0]))(x)

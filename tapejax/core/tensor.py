@@ -192,16 +192,20 @@ class Tensor:
         return complex(self._value)
 
     def __len__(self) -> int:
-        if not self._value.ndim:
+        v = self._value
+        if isinstance(v, jax.core.Tracer):   # TF's symbolic tensor (AutoGraph's converted len gives a length)
+            raise TypeError("len is not well defined for a symbolic Tensor (one traced by a tapejax.function). "
+                            "Please call `x.shape` rather than `len(x)` for shape information.")
+        if not v.ndim:
             raise TypeError("Scalar tensor has no `len()`")
-        return self._value.shape[0]
+        return v.shape[0]
 
     def __iter__(self) -> Iterator["Tensor"]:
         v = self._value
-        if not v.ndim:
-            raise TypeError("Cannot iterate over a scalar tensor.")
         if isinstance(v, jax.core.Tracer):   # TF's symbolic tensor: AutoGraph's `for` never gets here
             raise OperatorNotAllowedInGraphError(_ITERATING)
+        if not v.ndim:
+            raise TypeError("Cannot iterate over a scalar tensor.")
         return (self[i] for i in range(v.shape[0]))
 
     def __repr__(self) -> str:
