@@ -317,3 +317,19 @@ def test_len_of_a_traced_tensor_is_tfs_type_error_and_a_traced_scalar_refuses_it
     assert int(tf.function(lambda a: len(a))(x)) == 3 and len(x) == 3
     with pytest.raises(tf.errors.OperatorNotAllowedInGraphError):
         tf.function(lambda a: list(a[0, 0]))(x)
+
+
+def test_shapes_of_unknown_sizes_as_arguments():
+    """TF 2.21: a TensorShape with an unknown size (or rank) cannot become a tensor (ValueError, as
+    an argument of ``tf.zeros`` too); ``set_shape`` / ``ensure_shape`` take ``TensorShape(None)`` as any
+    shape; a TensorSpec takes ``x.shape.dims``."""
+    x = tf.zeros([2, 3])
+    u = tf.TensorShape(None)
+    for s in (tf.TensorShape([None, 3]), u):
+        for f in (tf.convert_to_tensor, tf.zeros):
+            with pytest.raises(ValueError, match="Cannot convert a partially known TensorShape"):
+                f(s)
+    assert tf.convert_to_tensor(x.shape).numpy().tolist() == [2, 3] and tf.zeros(x.shape).shape == (2, 3)
+    x.set_shape(u)
+    assert tf.ensure_shape(x, u) is x and tf.ensure_shape(x, tf.TensorShape([None, 3])) is x
+    assert tf.TensorSpec(x.shape.dims) == tf.TensorSpec([2, 3])

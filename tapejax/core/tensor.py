@@ -115,7 +115,7 @@ class Tensor:
         """``tf.Tensor.set_shape``: shapes here are always known, so this checks that ``shape``
         (a list with ``None`` sizes, a TensorShape, ``None`` for any) is compatible; ValueError
         as TF's otherwise.  Does not compute a pending value."""
-        if shape is None:
+        if shape is None or (isinstance(shape, TensorShape) and shape.rank is None):
             return
         try:
             dims = (shape,) if isinstance(shape, int) else tuple(
