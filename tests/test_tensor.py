@@ -333,3 +333,20 @@ def test_shapes_of_unknown_sizes_as_arguments():
     x.set_shape(u)
     assert tf.ensure_shape(x, u) is x and tf.ensure_shape(x, tf.TensorShape([None, 3])) is x
     assert tf.TensorSpec(x.shape.dims) == tf.TensorSpec([2, 3])
+
+
+def test_eager_scan_bodies_iterate_as_python_and_function_bodies_refuse():
+    """TF 2.21 runs ``tf.scan`` / ``tf.foldl`` called eagerly as Python, so their bodies iterate and
+    take ``len`` of an element (tapejax traces them: the trace is no tapejax.function,
+    ``state.traces_function``); inside a ``tf.function`` the same body is refused."""
+    x = tf.constant(np.arange(6, dtype=np.float32).reshape(3, 2))
+
+    def step(acc, row):
+        return acc + sum(row) * len(row)
+
+    assert tf.scan(step, x, initializer=tf.constant(0.0)).numpy().tolist() == [2.0, 12.0, 30.0]
+    assert float(tf.foldl(step, x, initializer=tf.constant(0.0))) == 30.0
+    with pytest.raises(TypeError):   # (len first: TF's TypeError; iteration: OperatorNotAllowedInGraphError)
+        tf.function(lambda a: tf.scan(step, a, initializer=tf.constant(0.0)))(x)
+    with pytest.raises(tf.errors.OperatorNotAllowedInGraphError):
+        tf.function(lambda a: tf.foldl(lambda acc, row: acc + sum(row), a, initializer=tf.constant(0.0)))(x)

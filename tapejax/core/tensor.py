@@ -24,18 +24,19 @@ from . import dtypes as _dtypes
 from .devices import device_name
 from .errors import OperatorNotAllowedInGraphError, SymbolicArrayError, SymbolicNumpyError
 from .shape import TensorShape
-from .state import next_id
+from .state import next_id, traces_function
 from .transfer import to_device
 
 _Array = jax.Array
 _new_tuple = tuple.__new__
 
-# TF's OperatorNotAllowedInGraphError for Python iteration over a traced tensor: AutoGraph turns a
-# converted ``for x in t`` into a loop; ``list(t)``, ``a, b = t``, ``enumerate(t)``, ``zip``, ``*t``
-# and comprehensions (which AutoGraph leaves as Python) iterate it, and TF refuses them.
-_ITERATING = ("Iterating over a symbolic `tf.Tensor` is not allowed (inside a tapejax.function, a "
-              "tf.data function or a traced control-flow body): AutoGraph converts `for x in tensor` in "
-              "converted code into a loop, but `list(t)`, `a, b = t`, `enumerate(t)`, `zip(a, b)`, `*t`, "
+# TF's OperatorNotAllowedInGraphError for Python iteration over a tensor a tapejax.function traces:
+# AutoGraph turns a converted ``for x in t`` into a loop; ``list(t)``, ``a, b = t``, ``enumerate(t)``,
+# ``zip``, ``*t`` and comprehensions (which AutoGraph leaves as Python) iterate it, and TF refuses
+# them.  Other traces iterate (eager tf.scan / foldl bodies, which TF runs as Python; tf.data
+# functions, which tapejax runs eagerly where TF's AutoGraph would convert them).
+_ITERATING = ("Iterating over a symbolic `tf.Tensor` is not allowed (inside a tapejax.function): AutoGraph "
+              "converts `for x in tensor` in converted code into a loop, but `list(t)`, `a, b = t`, `enumerate(t)`, `zip(a, b)`, `*t`, "
               "comprehensions and unconverted code (autograph=False) iterate in Python; use `tf.unstack(t)` "
               "for a tensor of static length, or loop over `tf.range(tf.shape(t)[0])` and index")
 
@@ -193,7 +194,7 @@ class Tensor:
 
     def __len__(self) -> int:
         v = self._value
-        if isinstance(v, jax.core.Tracer):   # TF's symbolic tensor (AutoGraph's converted len gives a length)
+        if isinstance(v, jax.core.Tracer) and traces_function():   # TF's symbolic tensor (a converted
             raise TypeError("len is not well defined for a symbolic Tensor (one traced by a tapejax.function). "
                             "Please call `x.shape` rather than `len(x)` for shape information.")
         if not v.ndim:
@@ -202,8 +203,8 @@ class Tensor:
 
     def __iter__(self) -> Iterator["Tensor"]:
         v = self._value
-        if isinstance(v, jax.core.Tracer):   # TF's symbolic tensor: AutoGraph's `for` never gets here
-            raise OperatorNotAllowedInGraphError(_ITERATING)
+        if isinstance(v, jax.core.Tracer) and traces_function():   # TF's symbolic tensor (a converted
+            raise OperatorNotAllowedInGraphError(_ITERATING)       # ``for`` never gets here)
         if not v.ndim:
             raise TypeError("Cannot iterate over a scalar tensor.")
         return (self[i] for i in range(v.shape[0]))

@@ -282,10 +282,34 @@ def test_len_and_scalars_in_a_function(tf):
             raises(tf.function(scalar_items), x), raises(scalar_items, x), len(x))
 
 
-@xfail_on_tapejax("tapejax.data runs a dataset function that cannot be one traced program eagerly, element by "
-                  "element (tapejax/data/functions.py, step 3: what TF's AutoGraph would convert), so Python "
-                  "iteration of an element there works; TF's traced (converted) function refuses `a, b = row` "
-                  "and `tuple(row)` (only a `for` is converted)")
+@parity
+def test_scan_bodies_iterate_eagerly_and_are_refused_in_a_function(tf):
+    """``tf.scan`` / ``tf.foldl`` called eagerly run their body as Python: ``sum(row) * len(row)`` of an
+    element works; in a ``tf.function`` the body's iteration is OperatorNotAllowedInGraphError and its
+    ``len`` TypeError."""
+    x = tf.constant(init_array((3, 2), 11))
+
+    def step(acc, row):
+        return acc + sum(row) * len(row)
+
+    def total(acc, row):
+        return acc + sum(row)
+
+    def count(acc, row):
+        return acc + tf.cast(len(row), tf.float32)
+
+    zero = tf.constant(0.0)
+    scan_sum = tf.function(lambda a: tf.scan(total, a, initializer=zero))
+    scan_len = tf.function(lambda a: tf.scan(count, a, initializer=zero))
+    return (tf.scan(step, x, initializer=zero), tf.foldl(step, x, initializer=zero), raises(scan_sum, x),
+            raises(scan_len, x), raises(tf.function(lambda a: tf.foldl(total, a, initializer=zero)), x))
+
+
+@xfail_on_tapejax("tapejax.data does not AutoGraph-convert a dataset function (it traces it, or runs it eagerly "
+                  "where it cannot be one program: tapejax/data/functions.py), so a `for c in row` there is Python "
+                  "iteration, which must work; tapejax refuses iterating a traced tensor only while a "
+                  "tapejax.function traces (core/state.traces_function), so `a, b = row` works too, where TF's "
+                  "converted map function refuses it")
 @parity
 def test_iterating_an_element_in_a_dataset_map_is_refused(tf):
     """TF: a ``Dataset.map`` function that unpacks its element (``a, b = row``) fails when ``map`` traces
