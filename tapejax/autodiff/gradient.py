@@ -393,8 +393,8 @@ _JAX_WHILE = "Reverse-mode differentiation does not work for lax.while_loop"
 class UnboundedWhileGradientError(ValueError):
     """The tape was asked for a reverse-mode gradient through a staged while loop with no static
     number of iterations: TF differentiates it (its while loop keeps each iteration's values on a
-    stack), XLA's while loop is not reverse-differentiable (JAX's limit, compile/README), so the
-    loop needs a bound: it then runs as a masked scan of that many steps."""
+    stack), XLA's while loop is not reverse-differentiable (JAX's limit: compile/control_flow.py),
+    so the loop needs a bound: it then runs as a masked scan of that many steps."""
 
 
 @contextlib.contextmanager

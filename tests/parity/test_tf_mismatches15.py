@@ -419,8 +419,8 @@ def test_bounded_while_loop_gradient_in_a_function(tf):
     return f(tf.constant(1.5)), g(tf.constant(1.5))
 
 
-_BOUND = ("reverse mode through a staged while loop needs a static bound (tapejax/compile/README: JAX's "
-          "while loop is not reverse-differentiable): the tape raises UnboundedWhileGradientError, a "
+_BOUND = ("reverse mode through a staged while loop needs a static bound (tapejax/compile/control_flow.py: "
+          "JAX's while loop is not reverse-differentiable): the tape raises UnboundedWhileGradientError, a "
           "ValueError naming `maximum_iterations=N`, at the gradient call")
 
 
