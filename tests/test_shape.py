@@ -103,3 +103,20 @@ def test_unknown_rank():
     assert copy.deepcopy(tf.TensorShape([2, None])) == [2, None]
     assert tf.TensorSpec(u, tf.float32) == tf.TensorSpec(None, tf.float32)
     assert tf.TensorSpec(tf.TensorShape([None, 3])) == tf.TensorSpec([None, 3])
+
+
+def test_construction_refuses_what_tf_cannot_make_a_dimension():
+    """TF 2.21's ``as_dimension``: a negative size is ValueError, a float or a string TypeError (a
+    shape equal to such a list is no shape: ``==`` is False, ``is_compatible_with`` raises); a scalar
+    integer tensor is a size; a symbolic size of a polymorphic trace is kept."""
+    for dims, error in (([-1, 2], ValueError), ((-1, 2), ValueError), ([1.5], TypeError), ([2.0], TypeError),
+                        (["a"], TypeError), ("ab", TypeError), ([np.float32(2)], TypeError)):
+        with pytest.raises(error):
+            tf.TensorShape(dims)
+    assert not (tf.TensorShape([2]) == [2.0])
+    with pytest.raises(ValueError, match="must be >= 0"):
+        tf.TensorShape([2]).is_compatible_with([-1])
+    assert tf.TensorShape([tf.constant(3)]).as_list() == [3]
+    f = tf.function(lambda a: tf.reshape(a, tf.TensorShape([a.shape[0], 4])),
+                    input_signature=[tf.TensorSpec([None, 2, 2], tf.float32)])
+    assert f(tf.zeros([3, 2, 2])).shape == (3, 4)

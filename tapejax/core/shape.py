@@ -113,17 +113,23 @@ class Dimension:
 
 
 def _dim_value(d: Any) -> Any:
-    """A size as a shape holds it: None, an int, or a symbolic size kept as it is."""
-    if d is None or type(d) is int:
+    """A size as a shape holds it: None, an int, or a JAX symbolic size kept as it is; TF's
+    ``as_dimension`` errors otherwise (a negative size, a float or a string)."""
+    if d is None:
         return d
     if isinstance(d, Dimension):
         return d.value
-    if isinstance(d, (int, np.integer)):
-        return int(d)
-    try:
-        return operator.index(d)   # (a scalar integer tensor: TF's as_dimension)
-    except Exception:  # noqa: BLE001 - a JAX symbolic size is kept
-        return d
+    if not isinstance(d, (int, np.integer)):
+        try:
+            d = operator.index(d)   # (a scalar integer tensor: TF's as_dimension)
+        except Exception:  # noqa: BLE001 - the class varies
+            if type(d).__module__.startswith("jax"):
+                return d   # (a symbolic size of a polymorphic trace)
+            raise TypeError(f"Dimension value must be integer or None or have an __index__ method, got value "
+                            f"{d!r} with type {type(d)!r}") from None
+    if d < 0:
+        raise ValueError(f"Dimension {d} must be >= 0")
+    return int(d)
 
 
 def dimension_value(d: Any) -> Any:
@@ -151,7 +157,7 @@ class TensorShape(tuple):
     def __new__(cls, dims: Any = ()):
         if type(dims) is tuple:   # (an array's shape: ints, converted only when one is not)
             for d in dims:
-                if type(d) is not int:
+                if type(d) is not int or d < 0:
                     break
             else:
                 return tuple.__new__(cls, dims)

@@ -68,6 +68,15 @@ def test_tensor_shape_equality_truth_and_text(tf):
 
 
 @parity
+def test_tensor_shape_refuses_what_is_no_dimension(tf):
+    """A negative size is ValueError, a float or a string TypeError; a list of floats is no shape for
+    ``==`` (False); a scalar integer tensor is a size."""
+    return (raises(tf.TensorShape, [-1, 2]), raises(tf.TensorShape, [1.5]), raises(tf.TensorShape, ["a"]),
+            raises(tf.TensorShape, "ab"), tf.TensorShape([2]) == [2.0],
+            raises(tf.TensorShape([2]).is_compatible_with, [-1]), repr(tf.TensorShape([tf.constant(3)])))
+
+
+@parity
 def test_tensor_shape_of_unknown_rank(tf):
     """``TensorShape(None)``: rank / ndims / dims None; ``len``, iteration and ``as_list`` raise
     ValueError; indexing gives None, slicing an unknown shape; compatible with every shape, merged
