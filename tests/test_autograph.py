@@ -408,3 +408,13 @@ def test_cast_of_a_python_number_while_tracing_is_a_static_value():
     assert [type(w) for w in want] == [tf.Tensor] * 3
     for g, w in zip(got, want):
         assert g.dtype == w.numpy().dtype and g == w.numpy()
+
+
+def test_converted_len_of_a_size_the_signature_leaves_unknown_is_a_tensor():
+    """TF's converted ``len(x)``: the static length as an int, else ``tf.shape(x)[0]`` (a tensor), not
+    the trace's symbolic size (an ``input_signature`` with None)."""
+    f = tf.function(lambda a: len(a), input_signature=[tf.TensorSpec([None, 2], tf.float32)])
+    for n in (3, 5):
+        r = f(tf.zeros([n, 2]))
+        assert isinstance(r, tf.Tensor) and int(r) == n
+    assert int(tf.function(lambda a: len(a))(tf.zeros([4, 2]))) == 4

@@ -126,3 +126,26 @@ def test_map_with_a_slice_of_per_element_size_runs_eagerly(fn, want):
     # dynamic shapes, each element gets its own size (the function runs eagerly per element)
     got = [e.tolist() for e in D.from_tensor_slices(ROWS).map(fn).as_numpy_iterator()]
     assert got == [w.tolist() for w in want]
+
+
+def test_bucket_by_sequence_length_as_tf_takes_its_arguments():
+    """TF 2.21: an element as long as the last boundary with ``pad_to_bucket_boundary=True`` fails at
+    its batch (InternalError: the assertion fails in the window's function) after the batches before
+    it; the boundaries need not be sorted (an element goes to the first bucket whose range holds
+    it); a batch size of 0 fails at iteration (a window size), not when the dataset is made; a
+    length that is not int32 is TypeError when the dataset is made."""
+    rows = [[1], [1, 2], [1, 2, 3], [1, 2, 3, 4, 5, 6, 7], [1, 2]]
+    ds = tf.data.Dataset.from_generator(lambda: iter(rows), output_signature=tf.TensorSpec([None], tf.int32))
+    it = iter(ds.bucket_by_sequence_length(lambda x: tf.shape(x)[0], [3, 5], [2, 2, 2], pad_to_bucket_boundary=True))
+    assert [next(it).numpy().tolist() for _ in range(3)] == [[[1, 0], [1, 2]], [[1, 2]], [[1, 2, 3, 0]]]
+    with pytest.raises(tf.errors.InternalError, match="pad_to_bucket_boundary"):
+        next(it)
+    n = tf.data.Dataset.range(6)
+    length = lambda x: tf.cast(x, tf.int32)  # noqa: E731
+    got = [b.numpy().tolist() for b in n.bucket_by_sequence_length(length, [3, 2], [2, 2, 2])]
+    assert got == [[0, 1], [3, 4], [2], [5]]
+    zero = n.bucket_by_sequence_length(length, [3], [2, 0])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="greater than zero"):
+        list(zero)
+    with pytest.raises(TypeError, match="int32"):
+        n.bucket_by_sequence_length(lambda x: tf.cast(x, tf.float32), [3], [2, 2])

@@ -213,3 +213,33 @@ def test_numpy_bool_array_and_python_bool_as_the_whole_index_are_masks():
     with tf.GradientTape() as tape:
         loss = tf.reduce_sum(v[np.array([True, False, True])] ** 2)
     np.testing.assert_allclose(tape.gradient(loss, v).numpy(), [2.0, 0.0, 6.0])
+
+
+def test_python_bools_in_an_index_follow_tfs_begin_vector():
+    """TF 2.21: a Python list / tuple of bools is a tuple of indices, not a mask; TF stacks the slice's
+    begin (an index, a slice's start, 0 for ``:`` / ``...`` / ``None``) into one tensor whose first
+    entry decides its dtype: all bools are refused by StridedSlice (InvalidArgumentError eagerly,
+    TypeError traced), a bool then an int is TypeError eagerly (an int traced), an int first makes
+    each bool an int.  A NumPy bool array, a bool tensor and ``tf.boolean_mask`` mask."""
+    x = tf.constant([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    v = tf.Variable(x)
+    for f in (lambda: x[[True, False, True]], lambda: v[[True, False, True]], lambda: x[True, False],
+              lambda: v[[True, False, True]].assign(tf.zeros([2, 2]))):
+        with pytest.raises(tf.errors.InvalidArgumentError, match="Index' of bool"):
+            f()
+    for f in (lambda: x[True, 0], lambda: x[True, :], lambda: v[True, 0]):
+        with pytest.raises(TypeError, match="to EagerTensor of dtype bool"):
+            f()
+    assert x[0, True].numpy() == 2.0 and x[1:, True].numpy().tolist() == [4.0, 6.0]
+    assert x[..., True].numpy().tolist() == [2.0, 4.0, 6.0] and x[None, True].numpy().tolist() == [[3.0, 4.0]]
+    v[0, True].assign(9.0)
+    assert v.numpy()[0, 1] == 9.0
+    with pytest.raises(TypeError, match="valid indices"):
+        x[np.bool_(True), 0]
+    mask = [True, False, True]
+    for m in (np.array(mask), tf.constant(mask)):
+        assert x[m].numpy().tolist() == [[1.0, 2.0], [5.0, 6.0]]
+    assert tf.boolean_mask(x, mask).numpy().tolist() == [[1.0, 2.0], [5.0, 6.0]]
+    with pytest.raises(TypeError, match="DataType bool"):
+        tf.function(lambda a: a[[True, False, True]])(x)
+    assert tf.function(lambda a: a[True, 0])(x).numpy() == 3.0

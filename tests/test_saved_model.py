@@ -415,3 +415,31 @@ def test_the_tf_format_export_refuses_what_this_tensorflow_cannot_read(tmp_path,
     with pytest.raises(RuntimeError, match="cannot read the shape assertions that JAX .* None sizes in the input_signature of 'call'"):
         tf.saved_model.export_tf(Model(), str(d))
     assert not d.exists()
+
+
+def test_save_options_experimental_custom_gradients_is_kept_and_the_loaded_gradient_is_the_custom_one(tmp_path):
+    """``SaveOptions(experimental_custom_gradients=...)`` (TF's default True) is an attribute; loaded in
+    the saving process, TF differentiates a function saved either way with its custom gradient (found
+    in its gradient registry), and so does tapejax (the artifact holds its first derivative)."""
+    assert tf.saved_model.SaveOptions().experimental_custom_gradients is True
+
+    @tf.custom_gradient
+    def scaled(x):
+        return x * x, lambda dy: dy * 100.0
+
+    class M(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([], tf.float32)])
+        def f(self, x):
+            return scaled(x)
+
+    for keep in (True, False):
+        opts = tf.saved_model.SaveOptions(experimental_custom_gradients=keep)
+        assert opts.experimental_custom_gradients is keep
+        d = str(tmp_path / f"m{keep}")
+        tf.saved_model.save(M(), d, options=opts)
+        loaded = tf.saved_model.load(d)
+        x = tf.constant(2.0)
+        with tf.GradientTape() as t:
+            t.watch(x)
+            y = loaded.f(x)
+        assert (y.numpy(), t.gradient(y, x).numpy()) == (4.0, 100.0)

@@ -492,3 +492,38 @@ def test_watching_an_array_says_how_to_watch_it():
         for a in (jnp.ones(2), np.ones(2)):
             with pytest.raises(ValueError, match="tf.convert_to_tensor"):
                 t.watch(a)
+
+
+def test_gradient_through_an_unbounded_staged_while_loop_names_the_bound_it_needs():
+    """A ``tf.while_loop`` without ``maximum_iterations`` traced in a tapejax.function is XLA's while
+    loop, which JAX cannot differentiate in reverse mode (TF can: a documented limit): the tape's
+    ``gradient`` / ``jacobian`` raise ``UnboundedWhileGradientError`` (a ValueError naming
+    ``maximum_iterations``) at their call, whether the tape is inside the function or around its
+    call.  Eagerly the loop runs in Python and its gradient is TF's (x**3 at 1.5: 6.75)."""
+    from tapejax.autodiff.gradient import UnboundedWhileGradientError
+
+    def loop(x):
+        return tf.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, y * x), (tf.constant(0), tf.constant(1.0)))[1]
+
+    x = tf.constant(1.5)
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = loop(x)
+    assert t.gradient(y, x).numpy() == pytest.approx(6.75)
+
+    @tf.function
+    def inside(x):
+        with tf.GradientTape() as t:
+            t.watch(x)
+            y = loop(x)
+        return t.gradient(y, x)
+
+    with pytest.raises(UnboundedWhileGradientError, match="maximum_iterations=N"):
+        inside(x)
+    fwd = tf.function(loop)
+    with tf.GradientTape(persistent=True) as t:
+        t.watch(x)
+        y = fwd(x)
+    for f in (t.gradient, t.jacobian):
+        with pytest.raises(ValueError, match="maximum_iterations=N"):
+            f(y, x)

@@ -280,3 +280,73 @@ def test_numpy_and_asarray_of_a_traced_tensor_raise_tf_classes():
         return x * 2.0
 
     assert float(f(tf.constant(1.5))) == 3.0 and caught == [True, True, True]
+
+
+def test_iterating_a_traced_tensor_is_refused_where_autograph_does_not_convert_it():
+    """TF 2.21: Python iteration over a symbolic tensor (``list(t)``, ``a, b = t``, ``enumerate``, a
+    comprehension, a ``for`` in unconverted code) is OperatorNotAllowedInGraphError (a TypeError);
+    AutoGraph's converted ``for r in t`` is a loop, and an eager tensor iterates."""
+    x = tf.constant([[1.0, 2.0], [3.0, 4.0]])
+
+    def loop(a):
+        s = tf.constant(0.0)
+        for r in a:
+            s += tf.reduce_sum(r)
+        return s
+
+    def unpack(a):
+        p, q = a
+        return p - q
+
+    assert [r.numpy().tolist() for r in x] == [[1.0, 2.0], [3.0, 4.0]] and unpack(x).numpy().tolist() == [-2.0, -2.0]
+    assert float(tf.function(loop)(x)) == 10.0
+    for f in (tf.function(loop, autograph=False), tf.function(unpack), tf.function(lambda a: list(a)),
+              tf.function(lambda a: [i for i, _ in enumerate(a)])):
+        with pytest.raises(tf.errors.OperatorNotAllowedInGraphError, match="Iterating over a symbolic"):
+            f(x)
+    with pytest.raises(TypeError, match="scalar"):
+        iter(tf.constant(1.0))
+
+
+def test_len_of_a_traced_tensor_is_tfs_type_error_and_a_traced_scalar_refuses_iteration_as_symbolic():
+    """TF 2.21: ``len(t)`` of a symbolic tensor in unconverted code is TypeError (AutoGraph's converted
+    ``len`` gives the length); iterating a traced scalar is OperatorNotAllowedInGraphError first."""
+    x = tf.constant([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    with pytest.raises(TypeError, match="len is not well defined for a symbolic Tensor"):
+        tf.function(lambda a: len(a), autograph=False)(x)
+    assert int(tf.function(lambda a: len(a))(x)) == 3 and len(x) == 3
+    with pytest.raises(tf.errors.OperatorNotAllowedInGraphError):
+        tf.function(lambda a: list(a[0, 0]))(x)
+
+
+def test_shapes_of_unknown_sizes_as_arguments():
+    """TF 2.21: a TensorShape with an unknown size (or rank) cannot become a tensor (ValueError, as
+    an argument of ``tf.zeros`` too); ``set_shape`` / ``ensure_shape`` take ``TensorShape(None)`` as any
+    shape; a TensorSpec takes ``x.shape.dims``."""
+    x = tf.zeros([2, 3])
+    u = tf.TensorShape(None)
+    for s in (tf.TensorShape([None, 3]), u):
+        for f in (tf.convert_to_tensor, tf.zeros):
+            with pytest.raises(ValueError, match="Cannot convert a partially known TensorShape"):
+                f(s)
+    assert tf.convert_to_tensor(x.shape).numpy().tolist() == [2, 3] and tf.zeros(x.shape).shape == (2, 3)
+    x.set_shape(u)
+    assert tf.ensure_shape(x, u) is x and tf.ensure_shape(x, tf.TensorShape([None, 3])) is x
+    assert tf.TensorSpec(x.shape.dims) == tf.TensorSpec([2, 3])
+
+
+def test_eager_scan_bodies_iterate_as_python_and_function_bodies_refuse():
+    """TF 2.21 runs ``tf.scan`` / ``tf.foldl`` called eagerly as Python, so their bodies iterate and
+    take ``len`` of an element (tapejax traces them: the trace is no tapejax.function,
+    ``state.traces_function``); inside a ``tf.function`` the same body is refused."""
+    x = tf.constant(np.arange(6, dtype=np.float32).reshape(3, 2))
+
+    def step(acc, row):
+        return acc + sum(row) * len(row)
+
+    assert tf.scan(step, x, initializer=tf.constant(0.0)).numpy().tolist() == [2.0, 12.0, 30.0]
+    assert float(tf.foldl(step, x, initializer=tf.constant(0.0))) == 30.0
+    with pytest.raises(TypeError):   # (len first: TF's TypeError; iteration: OperatorNotAllowedInGraphError)
+        tf.function(lambda a: tf.scan(step, a, initializer=tf.constant(0.0)))(x)
+    with pytest.raises(tf.errors.OperatorNotAllowedInGraphError):
+        tf.function(lambda a: tf.foldl(lambda acc, row: acc + sum(row), a, initializer=tf.constant(0.0)))(x)

@@ -112,13 +112,19 @@ def test_traced_write_to_an_empty_dynamic_array_outside_a_loop_is_a_traced_size_
     write in a converted loop (the array grown by its bound) gives the rows."""
     from tapejax.ops.indexing_traced import TracedSizeError
 
+    def once(x):
+        ta = tf.TensorArray(tf.int32, size=0, dynamic_size=True)
+        return ta.write(x, x).stack()   # (unconverted, at an index known only at run time)
+
     def fill(x):
         ta = tf.TensorArray(tf.int32, size=0, dynamic_size=True)
-        for i in tf.range(3):   # (not converted: a Python loop over the range's traced rows)
+        for i in tf.range(3):
             ta = ta.write(i, x + i)
         return ta.stack()
 
     with pytest.raises(TracedSizeError, match="no rows yet"):
+        tf.function(once, autograph=False)(tf.constant(1))
+    with pytest.raises(tf.errors.OperatorNotAllowedInGraphError):   # (TF: Python cannot iterate the range)
         tf.function(fill, autograph=False)(tf.constant(1))
     assert tf.function(fill)(tf.constant(1)).numpy().tolist() == [1, 2, 3]
 

@@ -511,7 +511,8 @@ def gradients(ys, xs, grad_ys=None, name="gradients", gate_gradients=False, aggr
             cts[i] = g
     ys_t = [y if isinstance(y, Tensor) else y._read() for y in flat_ys]
     view = _stopped_view(tape, stops)
-    return list(_gradient.gradient(view, ys_t, flat_xs, cts, mode))
+    with _gradient.bounded_whiles_only():
+        return list(_gradient.gradient(view, ys_t, flat_xs, cts, mode))
 
 
 def hessians(ys, xs, name="hessians", colocate_gradients_with_ops=False, gate_gradients=False,

@@ -19,8 +19,9 @@ Under an outer tape the call is recorded instead: the compiled replay runs throu
 as one op whose inputs are its leaves and cotangents, so the outer tape can differentiate it
 again (2nd, 3rd order).
 """
+import contextlib
 import functools
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Iterator, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -385,3 +386,33 @@ def _leaf_ids(nodes: Sequence[Node], program: Program, plan: LeafPlan, src_objs:
     sl = program.slice
     return [nodes[sl[a]].ids[b] if kind == "node" else src_objs[a]._id for kind, a, b in plan]
 
+
+_JAX_WHILE = "Reverse-mode differentiation does not work for lax.while_loop"
+
+
+class UnboundedWhileGradientError(ValueError):
+    """The tape was asked for a reverse-mode gradient through a staged while loop with no static
+    number of iterations: TF differentiates it (its while loop keeps each iteration's values on a
+    stack), XLA's while loop is not reverse-differentiable (JAX's limit: compile/control_flow.py),
+    so the loop needs a bound: it then runs as a masked scan of that many steps."""
+
+
+@contextlib.contextmanager
+def bounded_whiles_only() -> Iterator[None]:
+    """Turns JAX's refusal to differentiate a while loop into ``UnboundedWhileGradientError``
+    (``GradientTape.gradient`` / ``jacobian`` run inside it, so it is raised at their call)."""
+    try:
+        yield
+    except ValueError as e:
+        if _JAX_WHILE not in str(e):
+            raise
+        raise UnboundedWhileGradientError(
+            "The gradient flows through a while loop with no static number of iterations (a `tf.while_loop` "
+            "without `maximum_iterations`, or a converted `while` / `for` over a tf.range of traced length, "
+            "in a tapejax.function), and XLA's while loop is not reverse-mode differentiable (TF's is: a "
+            "documented limit of tapejax). Bound it: `tf.while_loop(cond, body, loop_vars, "
+            "maximum_iterations=N)`, or make the converted loop's first statement "
+            "`tf.autograph.experimental.set_loop_options(maximum_iterations=N)`; it then runs as a masked "
+            "scan of N steps, which the tape differentiates. Eagerly (outside tapejax.function) the loop "
+            "runs in Python and needs no bound; forward mode (tf.autodiff.ForwardAccumulator) needs none "
+            "either.") from e

@@ -388,7 +388,8 @@ class GradientTape:
         cts = _output_gradients(output_gradients, flat_targets)
         self._begin_use()
         try:
-            grads = _gradient.gradient(self, flat_targets, flat_sources, cts, mode)
+            with _gradient.bounded_whiles_only():
+                grads = _gradient.gradient(self, flat_targets, flat_sources, cts, mode)
         finally:
             self._end_use()
         return pack(grads)
@@ -403,8 +404,9 @@ class GradientTape:
         rows computed at once; ``experimental_use_pfor=False`` computes them
         one at a time (persistent tapes only, as in TF).
         """
-        return _jacobian.jacobian(self, target, sources, unconnected_gradients, parallel_iterations,
-                        experimental_use_pfor)
+        with _gradient.bounded_whiles_only():
+            return _jacobian.jacobian(self, target, sources, unconnected_gradients, parallel_iterations,
+                                      experimental_use_pfor)
 
     def batch_jacobian(self, target, source, unconnected_gradients=UnconnectedGradients.NONE,
                        parallel_iterations=None, experimental_use_pfor=True):
@@ -413,8 +415,9 @@ class GradientTape:
         As TF: an unconnected source gives zeros (the target's dtype) even
         with the default ``'none'``; the first dimensions must match.
         """
-        return _jacobian.batch_jacobian(self, target, source, unconnected_gradients, parallel_iterations,
-                              experimental_use_pfor)
+        with _gradient.bounded_whiles_only():
+            return _jacobian.batch_jacobian(self, target, source, unconnected_gradients, parallel_iterations,
+                                            experimental_use_pfor)
 
     # -- why is my gradient None? -------------------------------------------
     def explain(self, target, source):

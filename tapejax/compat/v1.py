@@ -3,7 +3,8 @@
 ``tapejax.compat.v1.get_default_graph().gradient_override_map({...})`` is the
 same context as ``tapejax.gradient_override_map`` (there is one global
 "graph": the op registry); ``RegisterGradient``, ``gradients``,
-``stop_gradient``, ``custom_gradient`` and ``GradientTape`` are the TF2 names.
+``stop_gradient``, ``custom_gradient`` and ``GradientTape`` are the TF2 names; ``Dimension`` is
+the element of ``TensorShape.dims``.
 """
 from ..autodiff.custom import (
     RegisterGradient,
@@ -15,6 +16,7 @@ from ..autodiff.custom import (
 from ..autodiff.custom_gradient import custom_gradient
 from ..autodiff.nodes import UnconnectedGradients
 from ..autodiff.tape import GradientTape
+from ..core.shape import Dimension, TensorShape
 
 
 class Graph:
@@ -42,4 +44,4 @@ def get_default_graph():
 
 
 __all__ = ["get_default_graph", "Graph", "RegisterGradient", "gradients", "hessians", "stop_gradient",
-           "custom_gradient", "GradientTape", "UnconnectedGradients"]
+           "custom_gradient", "GradientTape", "UnconnectedGradients", "Dimension", "TensorShape"]

@@ -286,11 +286,14 @@ def tf_range(start, limit=None, delta=1, dtype=None, name="range"):
 
 
 def len_(s):
+    """TF's converted ``len``: a tensor's static length as an int, else (a size of an
+    ``input_signature``'s None, symbolic in the trace) ``tf.shape(s)[0]``, a tensor."""
     if is_tensor(s):
         shape = tuple(getattr(s, "_value", s).shape)
         if not shape:
             raise ValueError(f"len requires a non-scalar tensor, got one of shape {shape}")
-        return shape[0]
+        n = shape[0]
+        return n if isinstance(n, (int, np.integer)) else _array.shape(s)[0]
     return len(s)
 
 

@@ -114,6 +114,9 @@ class BodyCollector:
     collector; assignments are recorded and undone when the trace ends.  A carried Variable
     with an ``anchor`` (``anchor``) is read after an assignment as ``reads_of(new, anchor)``."""
 
+    #: a control-flow body's collector (``state.traces_function`` looks past it to ``outer``)
+    body = True
+
     def __init__(self, outer, what: str, carried: Sequence[Variable], cap: "CaptureTape"):
         self.outer = outer
         self.what = what

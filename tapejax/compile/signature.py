@@ -30,6 +30,7 @@ import numpy as np
 from ..core import dtypes as _dtypes
 from ..core.convert import convert_to_tensor
 from ..core.indexed_slices import IndexedSlices
+from ..core.shape import Dimension
 from ..core.tensor import Tensor, TensorShape
 from ..core.variable import Variable
 from ..ops.ragged_tensor import RaggedTensor, RaggedTensorSpec
@@ -86,6 +87,10 @@ class TensorSpec:
     def __init__(self, shape, dtype=_dtypes.float32, name=None):
         if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
             shape = (int(shape),)   # TF: a single dimension
+        elif isinstance(shape, TensorShape):   # (``TensorShape(None)``: any rank)
+            shape = None if shape.rank is None else shape.as_list()
+        elif isinstance(shape, (list, tuple)):   # (``x.shape.dims``: Dimensions)
+            shape = [d.value if isinstance(d, Dimension) else d for d in shape]
         if shape is not None and not (isinstance(shape, (list, tuple)) and all(
                 d is None or (isinstance(d, (int, np.integer)) and not isinstance(d, bool)) for d in shape)):
             raise TypeError(f"Failed to convert {shape!r} to a shape (argument `shape` of TensorSpec): a shape "

@@ -13,7 +13,7 @@ from . import dtypes as _dtypes
 from .bind import pack_nested
 from .conversion import conversion_for
 from .indexed_slices import IndexedSlices
-from .tensor import Tensor, _Array, _contains_tensor, _to_array
+from .tensor import Tensor, TensorShape, _Array, _contains_tensor, _to_array
 
 
 def convert_to_tensor(value, dtype=None, dtype_hint=None, name=None):
@@ -39,6 +39,8 @@ def convert_to_tensor(value, dtype=None, dtype_hint=None, name=None):
     if value is None:
         raise ValueError("Attempt to convert a value (None) with an unsupported type "
                          "(<class 'NoneType'>) to a Tensor.")
+    if isinstance(value, TensorShape) and (value.rank is None or any(d is None for d in value)):
+        raise ValueError(f"Cannot convert a partially known TensorShape {value} to a Tensor.")   # (TF's)
     conv = conversion_for(type(value))
     if conv is not None:   # a registered conversion (an IndexedSlices, a user's class)
         t = conv(value, dtype=None if want is None else _dtypes.as_dtype(want), name=name, as_ref=False)

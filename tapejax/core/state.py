@@ -189,3 +189,14 @@ def tracing() -> bool:
     """Whether a JAX trace is running on this thread (a pending value computed now must be
     computed outside it: ``jax.core.eval_context``)."""
     return not _trace_state_clean()
+
+
+def traces_function() -> bool:
+    """Whether a ``tapejax.function`` traces on this thread (TF's graph, where Python iteration and
+    ``len`` of a symbolic tensor are refused).  A control-flow body traced eagerly (``tf.scan`` /
+    ``tf.foldl`` called outside any function: its collector is marked ``body`` and has no function
+    outside it, ``compile.bodies``) does not count: TF runs those eagerly, as Python."""
+    col = _local.collector
+    while col is not None and getattr(col, "body", False):
+        col = getattr(col, "outer", None)
+    return col is not None

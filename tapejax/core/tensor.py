@@ -22,12 +22,23 @@ import numpy as np
 
 from . import dtypes as _dtypes
 from .devices import device_name
-from .errors import SymbolicArrayError, SymbolicNumpyError
+from .errors import OperatorNotAllowedInGraphError, SymbolicArrayError, SymbolicNumpyError
 from .shape import TensorShape
-from .state import next_id
+from .state import next_id, traces_function
 from .transfer import to_device
 
 _Array = jax.Array
+_new_tuple = tuple.__new__
+
+# TF's OperatorNotAllowedInGraphError for Python iteration over a tensor a tapejax.function traces:
+# AutoGraph turns a converted ``for x in t`` into a loop; ``list(t)``, ``a, b = t``, ``enumerate(t)``,
+# ``zip``, ``*t`` and comprehensions (which AutoGraph leaves as Python) iterate it, and TF refuses
+# them.  Other traces iterate (eager tf.scan / foldl bodies, which TF runs as Python; tf.data
+# functions, which tapejax runs eagerly where TF's AutoGraph would convert them).
+_ITERATING = ("Iterating over a symbolic `tf.Tensor` is not allowed (inside a tapejax.function): AutoGraph "
+              "converts `for x in tensor` in converted code into a loop, but `list(t)`, `a, b = t`, `enumerate(t)`, `zip(a, b)`, `*t`, "
+              "comprehensions and unconverted code (autograph=False) iterate in Python; use `tf.unstack(t)` "
+              "for a tensor of static length, or loop over `tf.range(tf.shape(t)[0])` and index")
 
 
 class Tensor:
@@ -96,7 +107,7 @@ class Tensor:
 
     @property
     def shape(self) -> TensorShape:
-        return TensorShape(self._value.shape)
+        return _new_tuple(TensorShape, self._value.shape)   # (shape.shape_of, inlined)
 
     def get_shape(self) -> TensorShape:
         return self.shape
@@ -105,7 +116,7 @@ class Tensor:
         """``tf.Tensor.set_shape``: shapes here are always known, so this checks that ``shape``
         (a list with ``None`` sizes, a TensorShape, ``None`` for any) is compatible; ValueError
         as TF's otherwise.  Does not compute a pending value."""
-        if shape is None:
+        if shape is None or (isinstance(shape, TensorShape) and shape.rank is None):
             return
         try:
             dims = (shape,) if isinstance(shape, int) else tuple(
@@ -182,14 +193,21 @@ class Tensor:
         return complex(self._value)
 
     def __len__(self) -> int:
-        if not self._value.ndim:
+        v = self._value
+        if isinstance(v, jax.core.Tracer) and traces_function():   # TF's symbolic tensor (a converted
+            raise TypeError("len is not well defined for a symbolic Tensor (one traced by a tapejax.function). "
+                            "Please call `x.shape` rather than `len(x)` for shape information.")
+        if not v.ndim:
             raise TypeError("Scalar tensor has no `len()`")
-        return self._value.shape[0]
+        return v.shape[0]
 
     def __iter__(self) -> Iterator["Tensor"]:
-        if not self._value.ndim:
+        v = self._value
+        if isinstance(v, jax.core.Tracer) and traces_function():   # TF's symbolic tensor (a converted
+            raise OperatorNotAllowedInGraphError(_ITERATING)       # ``for`` never gets here)
+        if not v.ndim:
             raise TypeError("Cannot iterate over a scalar tensor.")
-        return (self[i] for i in range(self._value.shape[0]))
+        return (self[i] for i in range(v.shape[0]))
 
     def __repr__(self) -> str:
         if isinstance(self._value, jax.core.Tracer):
@@ -375,7 +393,7 @@ class Pending(Tensor):
 
     @property
     def shape(self) -> TensorShape:
-        return TensorShape(self._thunk.aval.shape)
+        return _new_tuple(TensorShape, self._thunk.aval.shape)
 
     @property
     def dtype(self) -> _dtypes.DType:

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..compile.signature import TensorSpec
 from ..core import dtypes as _dtypes
-from ..core.errors import InvalidArgumentError
+from ..core.errors import InternalError, InvalidArgumentError
 from ..core.tensor import Tensor
 from . import args as A, structure as S
 from .build import Build
@@ -370,19 +370,25 @@ def bucket_by_sequence_length(dataset: Dataset, element_length_func: Callable[..
     window size its bucket's batch size, each window padded-batched."""
     A.callable_arg(element_length_func, "element_length_func")
     bounds = [A.integer(b, "bucket_boundaries") for b in bucket_boundaries]
-    sizes = [A.positive(b, "bucket_batch_sizes", "bucket_by_sequence_length") for b in bucket_batch_sizes]
+    sizes = [A.integer(b, "bucket_batch_sizes") for b in bucket_batch_sizes]   # (0: group_by_window's error)
     if len(sizes) != len(bounds) + 1:
         raise ValueError("len(bucket_batch_sizes) must equal len(bucket_boundaries) + 1 (got "
                          f"{len(sizes)} and {len(bounds)}).")
-    if any(b >= c for b, c in zip(bounds, bounds[1:])):
-        raise ValueError(f"`bucket_boundaries` must be sorted in increasing order; got {bounds}.")
     x64 = dataset._x64
     key_dtype = np.dtype(int64_name(x64))
 
+    # TF's bucket: the first ``i`` with ``lows[i] <= length < highs[i]`` (boundaries need not be sorted)
+    lows = np.asarray([np.iinfo(np.int32).min] + bounds, np.int32)
+    highs = np.asarray(bounds + [np.iinfo(np.int32).max], np.int32)
+
     def key(*element: Any) -> Tensor:
         length = element_length_func(*element)
-        v = jnp.asarray(length.value if isinstance(length, Tensor) else length)
-        return Tensor(jnp.sum(v >= jnp.asarray(bounds, v.dtype)).astype(key_dtype))
+        v = jnp.asarray(length.value if isinstance(length, Tensor) else
+                        np.int32(length) if isinstance(length, int) else length)
+        if v.dtype != np.int32:   # (TF compares it with int32 boundaries)
+            raise TypeError(f"Input 'y' of 'LessEqual' Op has type {_dtypes.as_dtype(v.dtype).name} that does not "
+                            "match type int32 of argument 'x'.")
+        return Tensor(jnp.argmax((lows <= v) & (v < highs)).astype(key_dtype))
 
     def window_size(bucket: Any) -> Tensor:
         return Tensor(jnp.asarray(sizes, key_dtype)[bucket.value])
@@ -394,8 +400,11 @@ def bucket_by_sequence_length(dataset: Dataset, element_length_func: Callable[..
         filler = None
         if pad_to_bucket_boundary:
             if b >= len(bounds):
-                raise InvalidArgumentError(None, None, "When pad_to_bucket_boundary=True, elements must have "
-                                           f"length < max(bucket_boundaries) ({max(bounds)}).")
+                # TF: the assertion fails inside the window's reduce function, and the iterator reports
+                # its INVALID_ARGUMENT as an InternalError
+                raise InternalError(None, None, "Got error code INVALID_ARGUMENT and message: {assertion failed: "
+                                    "[When pad_to_bucket_boundary=True, elements must have length < "
+                                    f"max(bucket_boundaries).] (max(bucket_boundaries) is {max(bounds)})}}")
             filler = bounds[b] - 1
         shapes = padded_shapes if padded_shapes is not None else S.map_structure(
             lambda s: None if s.shape is None else list(s.shape), window.element_spec)

@@ -41,7 +41,7 @@ from ..core.bind import Primitive, bind, bind1, bind2, define, unary_entry
 from ..core.caches import LRU
 from ..core.errors import InvalidArgumentError, NotFoundError, OpError
 from ..core.indexed_slices import IndexedSlices
-from ..core.tensor import Lazy, Pending, Tensor, _contains_tensor
+from ..core.tensor import Lazy, Pending, Tensor, TensorShape, _contains_tensor
 from ..core.variable import Variable
 
 _Array = type(jnp.zeros(()))  # the concrete array type (``jax.Array`` is abstract)
@@ -593,6 +593,8 @@ def static_axis(axis):
 
 
 def static_shape(shape):
+    if isinstance(shape, TensorShape) and (shape.rank is None or any(d is None for d in shape)):
+        raise ValueError(f"Cannot convert a partially known TensorShape {shape} to a Tensor.")   # (TF's)
     if isinstance(shape, _TENSORISH):
         shape = np.asarray(shape._value).tolist()
     if isinstance(shape, (int, np.integer)):

@@ -379,6 +379,8 @@ def getitem(x, key) -> Tensor:
         key = tuple(key)
     if not isinstance(key, tuple):
         key = (key,)
+    elif bool in map(type, key):   # (Python bools: TF's rule)
+        key = _bool_indices(key)
     if len(key) == 1 and isinstance(key[0], _TENSORISH) and key[0]._meta.dtype.kind == "b":
         out = boolean_mask(x, key[0])
         assert isinstance(out, Tensor)  # (one result)
@@ -387,6 +389,33 @@ def getitem(x, key) -> Tensor:
     out = _call(_GETITEM, "StridedSlice", x, *dyn, spec=spec)
     assert isinstance(out, Tensor)  # (one result)
     return out
+
+
+def _bool_indices(key: tuple) -> tuple:
+    """``key`` with its Python bools as the ints 0 / 1, or TF's error for them.
+
+    A Python bool passes TF's index check (it is an ``Integral``), and TF stacks the slice's begin
+    vector (each index, a slice's start, 0 for ``:``, ``...`` and ``None``) into one tensor whose
+    dtype its first entry decides: when it is a bool and all are (``t[[True, False, True]]``, which
+    is no mask: use ``tf.boolean_mask``), StridedSlice refuses a bool index (eagerly
+    InvalidArgumentError, traced TypeError); a bool followed by an int cannot be converted eagerly
+    (TypeError) and traced is an int; an int first makes every bool an int (``t[0, True]``)."""
+    begins = [(0 if k.start is None else k.start) if isinstance(k, _pyslice) else
+              0 if k is None or k is Ellipsis else k for k in key]
+    if type(begins[0]) is bool:
+        eager = _state._local.collector is None
+        if all(type(b) is bool for b in begins):
+            if eager:
+                raise _bad("StridedSlice", "Value for attr 'Index' of bool is not in the list of allowed values: "
+                           "int16, int32, int64 (a Python list of bools is a tuple of indices, not a mask: "
+                           "use tf.boolean_mask)")
+            raise TypeError("Value passed to parameter 'begin' has DataType bool not in list of allowed values: "
+                            "int32, int64 (a Python list of bools is a tuple of indices, not a mask: use "
+                            "tf.boolean_mask)")
+        if eager:
+            other = next(b for b in begins if type(b) is not bool)
+            raise TypeError(f"Cannot convert {other!r} to EagerTensor of dtype bool")
+    return tuple(int(k) if type(k) is bool else k for k in key)
 
 
 def _parse_key(x, key: tuple):
@@ -549,6 +578,8 @@ jax.tree_util.register_pytree_node(PendingSlice, _flatten, _unflatten)
 
 def _variable_getitem(var, key) -> "VariableSlice | PendingSlice":
     raw = tuple(key) if isinstance(key, (list, tuple)) else (key,)
+    if bool in map(type, raw):
+        raw = key = _bool_indices(raw)
     traced = False
     for k in raw:
         if type(k) is _pyslice and _traced_slice(k):

@@ -401,7 +401,7 @@ def broadcast_dynamic_shape(shape_x, shape_y):
 def ensure_shape(x, shape, name=None):
     """``tf.ensure_shape``: ``x`` itself when its shape is compatible with ``shape`` (None: any size);
     InvalidArgumentError otherwise."""
-    want = None if shape is None else tuple(shape)
+    want = None if shape is None or (isinstance(shape, TensorShape) and shape.rank is None) else tuple(shape)
     have = _shape(x)
     if want is not None and (len(want) != len(have) or any(w is not None and w != h for w, h in zip(want, have))):
         raise InvalidArgumentError(None, None, f"Shape of tensor x {list(have)} is not compatible with expected shape "

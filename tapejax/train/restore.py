@@ -46,6 +46,7 @@ import numpy as np
 from ..core import state as _state
 from ..core.errors import InvalidArgumentError
 from ..core.variable import CREATION_HOOKS, Variable
+from ..core.variable_shape import declared
 from . import module as _module, trackable as _tr
 from .graph import GroupEntry, SavedGraph
 from .storage import CheckpointData, ReadTarget, np_dtype
@@ -223,6 +224,13 @@ class _Plan:
         self.unused: dict[int, list[str]] = {}
 
 
+
+def _declares(obj: Any, shape: Any) -> bool:
+    """Whether ``obj`` is a Variable whose declared shape (``tf.Variable(..., shape=[None, 3])``:
+    ``core.variable_shape``) takes a value of ``shape``: TF restores such a value into it."""
+    d = declared(obj)
+    return d is not None and d.is_compatible_with(tuple(shape))
+
 class Restoration:
     """One restore of one checkpoint into one object graph (see the module docstring)."""
 
@@ -358,7 +366,7 @@ class Restoration:
                 continue
             saved = specs[key]
             shape, dtype = _tr.value_spec(obj)
-            if tuple(saved.shape) != tuple(shape):
+            if tuple(saved.shape) != tuple(shape) and not _declares(obj, saved.shape):
                 problems.append((ValueError, f"Received incompatible tensor with shape {tuple(saved.shape)} "
                                  f"when attempting to restore variable with shape {tuple(shape)} and name "
                                  f"{getattr(obj, 'name', obj)} (checkpoint key {key})"))

@@ -1127,7 +1127,8 @@ def test_training_step_with_converted_clipping_and_an_epoch_counter_variable(tf)
 
 
 _BOUND = ("reverse mode through a staged while needs a static bound (README: "
-          "`set_loop_options(maximum_iterations=N)`); without one tapejax's gradient is JAX's ValueError")
+          "`set_loop_options(maximum_iterations=N)`); without one the tape raises UnboundedWhileGradientError, a "
+          "ValueError naming the bound")
 
 
 @parity(tapejax_expected=(Raised("ValueError"),), deliberate=_BOUND)
@@ -1264,9 +1265,6 @@ def test_loops_a_user_writes_in_compiled_code(tf):
             last_double(tf.constant(3)), raises(last_double, tf.constant(0)))
 
 
-@xfail_on_tapejax("tapejax iterates a traced tensor whose length is static (unconverted code, e.g. a dataset "
-                  "function, relies on it), where TF's symbolic tensor refuses Python iteration: "
-                  "`enumerate(x)` / `zip(a, b)` of tensors inside a tf.function run in tapejax")
 @parity
 def test_enumerate_and_zip_over_tensors_in_a_function_are_refused(tf):
     """TF: ``for i, r in enumerate(x)`` and ``for a, b in zip(x, y)`` over tensors inside a

@@ -32,13 +32,26 @@ from .tf_export import export_tf
 class SaveOptions:
     """``tf.saved_model.SaveOptions``: ``platforms`` (tapejax's) chooses the platforms the
     programs are lowered for (default: CPU and CUDA, or the current one when an op has no
-    CUDA lowering); TF's other options are accepted and ignored."""
+    CUDA lowering); TF's other options are accepted, kept as attributes and ignored.
+
+    ``experimental_custom_gradients`` (default True): a saved function's custom gradients are in
+    its artifact either way (its first derivative).  TF's False leaves them out of the SavedModel,
+    but a model loaded in the process that saved it still differentiates with them (TF finds them
+    in the process's gradient registry), which is what tapejax's loaded function does; loaded in
+    another process, TF refuses to run such a function under a tape (LookupError: no gradient for
+    IdentityN), tapejax still differentiates it."""
 
     def __init__(self, namespace_whitelist=None, save_debug_info=False, function_aliases=None,
-                 experimental_io_device=None, experimental_variable_policy=None, platforms: Optional[Sequence[str]] = None,
+                 experimental_io_device=None, experimental_variable_policy=None,
+                 experimental_custom_gradients: bool = True, platforms: Optional[Sequence[str]] = None,
                  **kwargs: Any):
         self.platforms = None if platforms is None else tuple(platforms)
         self.function_aliases = function_aliases
+        self.namespace_whitelist = namespace_whitelist
+        self.save_debug_info = save_debug_info
+        self.experimental_io_device = experimental_io_device
+        self.experimental_variable_policy = experimental_variable_policy
+        self.experimental_custom_gradients = experimental_custom_gradients
 
 
 def save(obj: Any, export_dir: Any, signatures: Any = None, options: Optional[SaveOptions] = None,
