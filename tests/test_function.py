@@ -666,3 +666,30 @@ def test_typed_prng_key_outputs_are_jax_key_arrays():
         np.testing.assert_allclose(float(s), float(y.sum()), rtol=1e-6)
         np.testing.assert_array_equal(jax.random.key_data(only_key(key)),
                                       jax.random.key_data(jax.random.split(key)[0]))
+
+
+def test_a_variable_of_declared_shape_assigned_another_shape_makes_its_functions_trace_again():
+    """A function reading (or assigning) a Variable made with ``shape=[None, 3]`` drops its programs
+    when an ``assign`` gives the Variable another shape: the next call traces again and sees the
+    new shape (its program had the old one baked in: ``tf.shape(v)`` would be stale); a function
+    that does not read it keeps its program."""
+    v = tf.Variable(tf.ones([2, 3]), shape=[None, 3])
+    other = tf.Variable(1.0)
+
+    @tf.function
+    def total():
+        return tf.reduce_sum(v), tf.shape(v)
+
+    @tf.function
+    def unrelated(x):
+        return x * other
+
+    assert [t.numpy().tolist() for t in total()] == [6.0, [2, 3]]
+    unrelated(tf.constant(2.0))
+    v.assign(tf.ones([5, 3]))
+    assert [t.numpy().tolist() for t in total()] == [15.0, [5, 3]]
+    unrelated(tf.constant(2.0))
+    assert total.experimental_get_tracing_count() == 2
+    assert unrelated.experimental_get_tracing_count() == 1
+    v.assign(tf.zeros([5, 3]))   # (the same shape: the program stays)
+    assert total()[0].numpy() == 0.0 and total.experimental_get_tracing_count() == 2

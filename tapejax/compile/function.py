@@ -64,8 +64,10 @@ from ..core import state as _state
 from ..core.caches import Family
 from ..core.tensor import Tensor
 from ..core.variable import announce
+from ..core.variable_shape import SHAPE_CHANGED, declared
 from ..ops.checks import CHECK_ERRORS
 from . import autograph as _autograph, config as _config, polymorphism, retracing, tracing
+from .bound import BoundFunction
 from .entries import SLOW, Entry, InternalFloatingPointError, floating_point_error, run, tensors_call
 from .sharding import MeshPlan
 from .signature import (
@@ -153,7 +155,7 @@ class Function:
     def __get__(self, instance, owner=None):
         if instance is None:
             return self
-        return _BoundFunction(self, instance)
+        return BoundFunction(self, instance)
 
     def experimental_get_tracing_count(self) -> int:
         """How many times the Python body was traced (2 for a first call that creates
@@ -278,7 +280,7 @@ class Function:
     def _note_steady(self, entry: Entry, key, args, kwargs, raw, n_lead: int) -> None:
         """A call of Tensors only (``raw``, after ``n_lead`` arguments: a method's instance) that
         keyed ``entry``: the next such call starts at the entry's steady call (``__call__``,
-        ``_BoundFunction.__call__``), when the call's canonical form is those Tensors and
+        ``BoundFunction.__call__``), when the call's canonical form is those Tensors and
         defaults that are Python scalars (keyed by value, the same in every such call)."""
         n = len(raw)
         if not (all(a is b for a, b in zip(args[n_lead:], raw))
@@ -361,11 +363,24 @@ class Function:
             assert entry is not None   # (only a polymorphic program can fail to export)
         self._last_specs[sf] = entry.specs
         self._latest_specs[skeleton(sf)] = entry.specs
+        for v in entry.rw + entry.ro:   # (a Variable whose shape may change: ``_forget_programs``)
+            if declared(v) is not None:
+                _SHAPE_WATCH.setdefault(id(v), weakref.WeakSet()).add(self)
         if self._mesh is not None:
             entry.in_shardings = self._mesh.input_shardings(args, kwargs, self._name)
             self._mesh.place_variables(entry.rw + entry.ro)
         self._cache[key] = entry
         return entry
+
+    def _forget_programs(self) -> None:
+        """Drop every traced program: a Variable they read or assign (made with a declared shape
+        such as ``[None, 3]``) is about to take a value of another shape, which the programs'
+        static shapes do not fit.  The next call traces again (TF's graph takes the new shape)."""
+        with self._lock:
+            self._cache.clear()
+            self._poly.clear()
+            self._hot = None
+            self._hot_bound.clear()
 
     def _instance_of(self, tpl) -> Any:
         """A decorated method's instance in a call's template (None for a plain function, or an
@@ -506,42 +521,6 @@ class Function:
         return f"<tapejax.function {self._name}>"
 
 
-class _BoundFunction:
-    """A Function bound to an instance (a decorated method); the instance keys the cache."""
-
-    __slots__ = ("_fn", "_self")
-    _IS_TAPEJAX_FUNCTION = True   # (AutoGraph calls it as it is: it converts its own body)
-
-    def __init__(self, fn, instance):
-        self._fn = fn
-        self._self = instance
-
-    def __call__(self, *args, **kwargs):
-        fn, inst = self._fn, self._self
-        loc = _local
-        if not (kwargs or loc.tapes or loc.collector is not None or fn.input_signature is not None or _FLAGS.eager):
-            pair = fn._hot_bound.get(id(inst))   # (``Function.__call__``'s steady call, per instance)
-            if pair is not None and pair[0] is inst:
-                out = fn._steady(pair[1], args)
-                if out is not SLOW:
-                    return out
-        return fn._call((inst,), args, kwargs)   # (an input_signature leaves out the instance)
-
-    def experimental_get_tracing_count(self):
-        """This instance's traces (TF: a decorated method is a function per instance)."""
-        if self._fn._instance_of(((self._self,), None)) is None:   # (not a weak key: the function's count)
-            return self._fn.experimental_get_tracing_count()
-        return self._fn._per_instance.get(self._self, 0)
-
-    def get_concrete_function(self, *args, **kwargs):
-        from .concrete import concrete_function
-        return concrete_function(self._fn, args, kwargs, lead=(self._self,))
-
-    @property
-    def python_function(self):
-        return self._fn.python_function.__get__(self._self)
-
-
 def function(func=None, input_signature=None, autograph=True, jit_compile=None, reduce_retracing=False,
              experimental_implements=None, experimental_autograph_options=None,
              experimental_attributes=None, experimental_relax_shapes=None,
@@ -611,5 +590,18 @@ def function(func=None, input_signature=None, autograph=True, jit_compile=None, 
         return decorate
     return decorate(func)
 
+
+
+#: ``id(variable) -> the functions whose programs read or assign it``, for Variables made with a
+#: declared shape (``core.variable_shape``): an ``assign`` of another shape drops their programs.
+_SHAPE_WATCH: "Dict[int, weakref.WeakSet]" = {}
+
+
+def _variable_shape_changed(var: Any) -> None:
+    for fn in tuple(_SHAPE_WATCH.get(id(var), ())):
+        fn._forget_programs()
+
+
+SHAPE_CHANGED.append(_variable_shape_changed)
 
 __all__ = ["Entry", "Function", "TensorSpec", "function"]

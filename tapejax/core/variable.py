@@ -51,7 +51,9 @@ from .devices import device_name
 from .errors import InvalidArgumentError
 from .executor import ACTIVE
 from .ownership import Loan
-from .tensor import Lazy, Pending, ProtocolError, Tensor, TensorShape, _to_array, array_of, host_value, index_value
+from .shape import shape_of
+from .tensor import Lazy, Pending, ProtocolError, Tensor, _to_array, array_of, host_value, index_value
+from .variable_shape import DECLARED, assign_shape_error, declare, declared, declared_shape, shape_changed
 
 _Array = type(jnp.zeros(()))   # the concrete array type
 
@@ -223,14 +225,14 @@ class Variable(metaclass=ScopedCreation):
         else:
             value = _to_array(initial_value, None if want is None else want._np, "initial_value")
             fresh = value is not initial_value and type(value) is _Array   # a new buffer from host data
-        if shape is not None and tuple(shape) != tuple(value.shape) and validate_shape:
-            raise ValueError(f"In this `tf.Variable` creation, the initial value's shape "
-                             f"({tuple(value.shape)}) is not compatible with the explicitly supplied "
-                             f"`shape` argument ({tuple(shape)}).")
+        # ``shape=[None, 3]`` declares a shape ``assign`` may change (TF 2: whatever ``validate_shape``)
+        declared_as = declared_shape(shape, tuple(value.shape))
         if isinstance(value, _Tracer) and _state._local.collector is None:
             raise _tracer_error(self)   # (only a tapejax.function's discovery takes one, to refuse it)
         self._value = value
         self._own, self._id = (value if fresh else None), _state.next_id()
+        if declared_as is not None:
+            declare(self, declared_as)
         # TF: an ON_READ Variable is not trainable by default (properties: ops/utilities.py)
         self._trainable = getattr(synchronization, "name", None) != "ON_READ" if trainable is None else bool(trainable)
         self._sync, self._sharding = (synchronization, aggregation), None
@@ -389,10 +391,12 @@ class Variable(metaclass=ScopedCreation):
         else:
             new = _to_array(value, want, "value")
         if tuple(new.shape) != tuple(self._value.shape):
-            if op == "assign":
-                raise ValueError(f"Cannot assign value to variable '{self._name}': Shape mismatch. "
-                                 f"The variable shape {tuple(self._value.shape)}, and the assigned "
-                                 f"value shape {tuple(new.shape)} are incompatible.")
+            if op == "assign":   # (a declared shape such as [None, 3] takes a compatible value)
+                err = assign_shape_error(self._name, declared(self), tuple(self._value.shape), tuple(new.shape))
+                if err is None:
+                    shape_changed(self)   # (compiled programs traced at the old shape are dropped)
+                    return new
+                raise err
             raise InvalidArgumentError(
                 None, None, f"Cannot update variable with shape {list(self._value.shape)} using a "
                 f"Tensor with shape {list(new.shape)}, shapes must be equal. [Op:{op}]")
@@ -437,7 +441,11 @@ class Variable(metaclass=ScopedCreation):
 
     @property
     def shape(self):
-        return TensorShape(self._meta.shape)
+        if DECLARED:   # (a Variable made with shape=[None, 3]: core.variable_shape)
+            d = DECLARED.get(id(self))
+            if d is not None:
+                return d
+        return shape_of(self._meta.shape)
 
     def get_shape(self):
         return self.shape
@@ -506,6 +514,9 @@ class Variable(metaclass=ScopedCreation):
         new._trainable, new._name, new._sync = self._trainable, self._name, getattr(self, "_sync", None)
         new._sharding = self._sharding
         new._constraint = self._constraint
+        shape = declared(self)
+        if shape is not None:
+            declare(new, shape)
         memo[id(self)] = new
         return new
 
@@ -537,7 +548,7 @@ class Variable(metaclass=ScopedCreation):
         try:
             val = np.asarray(self._value)
         except Exception:
-            return f"<tapejax.Variable '{self._name}' shape={tuple(self._value.shape)} dtype={self.dtype.name}>"
+            return f"<tapejax.Variable '{self._name}' shape={self.shape} dtype={self.dtype.name}>"
         text = repr(val.item()) if val.ndim == 0 else repr(val)
-        return (f"<tapejax.Variable '{self._name}' shape={tuple(self._value.shape)} "
+        return (f"<tapejax.Variable '{self._name}' shape={self.shape} "
                 f"dtype={self.dtype.name}, numpy={text}>")

@@ -19,12 +19,22 @@ restore (``train.restore``) call them.
 from __future__ import annotations
 
 import weakref
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from .shape import TensorShape, as_shape
 
 #: ``id(variable) -> declared shape`` for the Variables that declare one (``declare``).
 DECLARED: Dict[int, TensorShape] = {}
+
+#: Called with a Variable whose value an ``assign`` gives another shape (its declared shape
+#: allows it): ``tapejax.function`` forgets the programs it traced with the old shape.
+SHAPE_CHANGED: List[Callable[[Any], None]] = []
+
+
+def shape_changed(var: Any) -> None:
+    """Run the ``SHAPE_CHANGED`` hooks for ``var`` (its value's shape is about to change)."""
+    for hook in tuple(SHAPE_CHANGED):
+        hook(var)
 
 
 def declared_shape(shape: Any, value_shape: tuple) -> Optional[TensorShape]:
@@ -70,4 +80,5 @@ def assign_shape_error(name: str, declared: Optional[TensorShape], current: tupl
                       f"and the assigned value shape {tuple(new)} are incompatible.")
 
 
-__all__ = ["DECLARED", "declared_shape", "declare", "declared", "assign_shape_error"]
+__all__ = ["DECLARED", "SHAPE_CHANGED", "declared_shape", "declare", "declared", "assign_shape_error",
+           "shape_changed"]

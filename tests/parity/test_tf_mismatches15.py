@@ -107,12 +107,6 @@ def test_shapes_with_unknown_sizes_as_op_arguments(tf):
 # 1. Variables with a declared shape
 # ---------------------------------------------------------------------------
 
-_VARIABLE_PY = ("a Variable's declared shape (`shape=[None, 3]`, `shape=tf.TensorShape(None)`) needs the "
-                "core/variable.py change described in round 15b's report (core/variable_shape.py holds the "
-                "logic; core/variable.py is being split by another engineer)")
-
-
-@xfail_on_tapejax(_VARIABLE_PY)
 @parity
 def test_variable_with_a_partly_known_shape_grows_by_assign(tf):
     """``tf.Variable(zeros[2, 3], shape=[None, 3])``: ``v.shape`` is (None, 3), its value (2, 3); an
@@ -131,7 +125,6 @@ def test_variable_with_a_partly_known_shape_grows_by_assign(tf):
             raises(v.assign_add, tf.ones([2, 3])), repr(v.get_shape()))
 
 
-@xfail_on_tapejax(_VARIABLE_PY)
 @parity
 def test_variable_of_unknown_rank_takes_a_value_of_any_rank(tf):
     """``shape=tf.TensorShape(None)``: ``v.shape`` is unknown (rank None), an assign of a vector to a
@@ -144,7 +137,6 @@ def test_variable_of_unknown_rank_takes_a_value_of_any_rank(tf):
     return r0, v.shape.rank, v.numpy(), tape.gradient(y, v)
 
 
-@xfail_on_tapejax(_VARIABLE_PY)
 @parity
 def test_a_checkpoint_restores_another_size_into_a_declared_shape(tf):
     """A (4, 3) value saved from a ``shape=[None, 3]`` Variable restores into another such Variable
@@ -159,9 +151,6 @@ def test_a_checkpoint_restores_another_size_into_a_declared_shape(tf):
     return w.numpy(), w.shape.as_list(), raises(lambda: tf.train.Checkpoint(v=plain).restore(path))
 
 
-@xfail_on_tapejax(_VARIABLE_PY + "; and then a tapejax.function traced with the Variable at one shape keeps "
-                  "that program after the Variable's shape changed (its programs are keyed by their "
-                  "arguments, not by the shapes of the Variables they capture): it needs to trace again")
 @parity
 def test_a_function_reads_a_variable_whose_shape_changed(tf):
     """A ``tf.function`` reading a ``shape=[None, 3]`` Variable, called, then the Variable grown by an
@@ -189,7 +178,6 @@ def test_variable_shape_arguments_that_already_agree(tf):
             raises(a.assign, tf.ones([4])), raises(b.assign, tf.ones([4, 3])))
 
 
-@xfail_on_tapejax(_VARIABLE_PY)
 @parity
 def test_variable_validate_shape_false_still_checks_the_shape_argument(tf):
     """TF 2: ``validate_shape=False`` with a ``shape`` the value does not fit is still ValueError, and

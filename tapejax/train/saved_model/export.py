@@ -30,7 +30,8 @@ from typing import Any, NamedTuple, Optional, Sequence
 import jax
 import numpy as np
 
-from ...compile.function import Function, TensorSpec, _BoundFunction
+from ...compile.bound import BoundFunction
+from ...compile.function import Function, TensorSpec
 from ...core.convert import convert_to_tensor
 from ...core.errors import InvalidArgumentError, UnimplementedError
 from ...core.tensor import Tensor
@@ -68,7 +69,7 @@ def signature_functions(obj: Any) -> dict:
 def as_function(value: Any) -> Optional[Any]:
     """``value`` if it is a tapejax.function (or one bound to an instance) with an
     input_signature, else None."""
-    fn = value._fn if isinstance(value, _BoundFunction) else value
+    fn = value._fn if isinstance(value, BoundFunction) else value
     if isinstance(fn, Function) and fn.input_signature is not None:
         return value
     return None
@@ -99,13 +100,13 @@ def _python(value: Any) -> Any:
     """The Python body as ``tapejax.function`` traces it: converted by AutoGraph unless the function
     has ``autograph=False`` (``for i in tf.range(k)`` on an input becomes a loop); a method bound to
     its instance."""
-    if isinstance(value, _BoundFunction):
+    if isinstance(value, BoundFunction):
         return functools.partial(value._fn._body(), value._self)
     return value._body()
 
 
 def _signature(value: Any) -> tuple:
-    fn = value._fn if isinstance(value, _BoundFunction) else value
+    fn = value._fn if isinstance(value, BoundFunction) else value
     return fn.input_signature
 
 
