@@ -497,7 +497,7 @@ row("variable-name-int", lambda tf, w: tf.Variable(1.0, name=3),
 row("variable-dtype-typo", lambda tf, w: tf.Variable(1.0, dtype="float23"),
     "TypeError", ["'float23'", "dtype"])
 row("variable-shape-mismatch", lambda tf, w: tf.Variable([1.0, 2.0], shape=[3]),
-    "ValueError", ["`shape`", "(2,)", "(3,)"])
+    "ValueError", ["`shape`", "(2,)", "[3]"])
 row("variable-constraint-not-callable", lambda tf, w: tf.Variable(1.0, constraint=5),
     "ValueError", ["`constraint`", "callable", "5"])
 row("variable-float-plus-int-variable", lambda tf, w: w.v + w.vi,

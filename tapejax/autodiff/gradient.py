@@ -415,4 +415,5 @@ def bounded_whiles_only() -> Iterator[None]:
             "`tf.autograph.experimental.set_loop_options(maximum_iterations=N)`; it then runs as a masked "
             "scan of N steps, which the tape differentiates. Eagerly (outside tapejax.function) the loop "
             "runs in Python and needs no bound; forward mode (tf.autodiff.ForwardAccumulator) needs none "
-            "either.") from e
+            "either. A `jax.lax.while_loop` / `fori_loop` of dynamic bounds inside a `tapejax.op` function "
+            f"is JAX's own loop: use `lax.scan` or static bounds there (JAX: {str(e).splitlines()[0]})") from e

@@ -280,26 +280,19 @@ def test_len_and_scalars_in_a_function(tf):
 
 
 @parity
-def test_scan_bodies_iterate_eagerly_and_are_refused_in_a_function(tf):
+def test_scan_bodies_iterate_eagerly(tf):
     """``tf.scan`` / ``tf.foldl`` called eagerly run their body as Python: ``sum(row) * len(row)`` of an
-    element works; in a ``tf.function`` the body's iteration is OperatorNotAllowedInGraphError and its
-    ``len`` TypeError."""
+    element works.  (In a ``tf.function`` the body's iteration is OperatorNotAllowedInGraphError and its
+    ``len`` TypeError: checked by ``tests/test_tensor.py`` alone, because TF's failed trace of ``scan``
+    leaves TF's variable-scope stack broken for the rest of the process, "Improper nesting of
+    variable_scope", which failed later TF programs in the same test worker.)"""
     x = tf.constant(init_array((3, 2), 11))
 
     def step(acc, row):
         return acc + sum(row) * len(row)
 
-    def total(acc, row):
-        return acc + sum(row)
-
-    def count(acc, row):
-        return acc + tf.cast(len(row), tf.float32)
-
     zero = tf.constant(0.0)
-    scan_sum = tf.function(lambda a: tf.scan(total, a, initializer=zero))
-    scan_len = tf.function(lambda a: tf.scan(count, a, initializer=zero))
-    return (tf.scan(step, x, initializer=zero), tf.foldl(step, x, initializer=zero), raises(scan_sum, x),
-            raises(scan_len, x), raises(tf.function(lambda a: tf.foldl(total, a, initializer=zero)), x))
+    return tf.scan(step, x, initializer=zero), tf.foldl(step, x, initializer=zero)
 
 
 @xfail_on_tapejax("tapejax.data does not AutoGraph-convert a dataset function (it traces it, or runs it eagerly "
