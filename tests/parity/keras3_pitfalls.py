@@ -48,13 +48,15 @@ def program_unbuilt_sequential_has_no_variables_yet(tf, keras):
 
 
 def program_frozen_layer(tf, keras):
-    """layer.trainable = False: two trainable variables left, and their gradients."""
+    """layer.trainable = False: two trainable variables left, and their gradients; the frozen
+    kernel asked for by name."""
     model = _mlp(keras)
     model.layers[0].trainable = False
     x, y = _xy()
-    with tf.GradientTape() as tape:
+    with tf.GradientTape(persistent=True) as tape:
         loss = tf.reduce_mean((model(x) - y) ** 2)
-    return len(model.trainable_variables), tape.gradient(loss, model.trainable_variables)
+    return (len(model.trainable_variables), tape.gradient(loss, model.trainable_variables),
+            tape.gradient(loss, model.layers[0].kernel))
 
 
 def program_loss_from_numpy_output(tf, keras):

@@ -328,13 +328,15 @@ def test_keras_variables_of_an_unbuilt_model(tf):
 
 @parity(modes=True, **TOL)
 def test_keras_frozen_layer(tf):
-    """layer.trainable = False drops its weights from trainable_variables (two gradients, not four)."""
+    """layer.trainable = False drops its weights from trainable_variables (two gradients, not four);
+    asked for by name, the frozen kernel still has its gradient (its tf.Variable is still watched)."""
     model = _mlp(tf)
     model.layers[0].trainable = False
     x, y = _xy()
-    with tf.GradientTape() as tape:
+    with tf.GradientTape(persistent=True) as tape:
         loss = tf.reduce_mean((model(x) - y) ** 2)
-    return len(model.trainable_variables), tape.gradient(loss, model.trainable_variables)
+    return (len(model.trainable_variables), tape.gradient(loss, model.trainable_variables),
+            tape.gradient(loss, model.layers[0].kernel))
 
 
 @parity(modes=True, **TOL)
