@@ -70,6 +70,7 @@ class GradientTape:
         self._used = False
         self._watched_vars = {}
         self._start_id = None
+        self._end_id = None      # the id at the block's exit (explain: a target made after it)
         self._pauses = []
         self._fresh()
 
@@ -94,10 +95,12 @@ class GradientTape:
         self._push()
         if self._start_id is None:
             self._start_id = _state.next_id()
+        self._end_id = None
         self._entered = True
         return self
 
     def __exit__(self, exc_type, exc, tb):
+        self._end_id = _state.next_id()
         if self._recording:
             self._pop()
 
