@@ -259,3 +259,34 @@ def test_second_gradient_on_a_non_persistent_tape():
         y = x * x
     tape.gradient(y, x)
     assert "use GradientTape(persistent=True)" in tape.explain(y, x)
+
+
+def test_watch_after_use():
+    """Ops run before tape.watch(x) are not recorded: the target made then, even one the tape tracks
+    through another source, is named as made before the watch."""
+    x, w = tf.constant(3.0), tf.Variable(2.0)
+    v = tf.Variable(2.0, trainable=False)
+    with tf.GradientTape(persistent=True) as tape:
+        y = x * x
+        both = x * w
+        vy = v * v
+        tape.watch([x, v])
+        z = x * 5.0 + v
+    for target, source in ((y, x), (both, x), (vy, v)):
+        _check(tape, target, source, "computed before tape.watch() was called", "call tape.watch() first")
+    _check(tape, z, x, "Connected", connected=True)
+    before = x * 2.0
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+    _check(tape, before, x, "computed before the tape started recording")
+
+
+def test_second_derivative_outside_the_outer_tape_and_numpy_function():
+    x = tf.Variable(2.0)
+    with tf.GradientTape(persistent=True) as outer:
+        with tf.GradientTape() as inner:
+            y = x ** 3
+        z = tf.reduce_sum(tf.numpy_function(lambda a: a * a, [x], tf.float32))
+    dy = inner.gradient(y, x)
+    _check(outer, dy, x, "after the tape's `with` block ended", "inner tape's gradient() inside the outer")
+    _check(outer, z, x, "tf.numpy_function", "new constant")

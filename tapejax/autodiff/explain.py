@@ -48,7 +48,7 @@ _PREDICT = "a Keras model.predict() call (it returns NumPy: call model(x))"
 _BRANCH = "a Python `if` that took the branch not using it"
 _FROM_NOTHING = (
     "A value that went through NumPy or Python (x.numpy(), np.* functions, float(), tf.constant() of "
-    "such a value, a Keras model.predict()) comes back as a new constant the tape cannot connect to "
+    "such a value, tf.numpy_function, a Keras model.predict()) comes back as a new constant the tape cannot connect to "
     "anything: keep the computation in tf ops on the tensors themselves. Otherwise it is computed only "
     "from unwatched tensors, or rebuilt from raw arrays by JAX: jax.tree_util.tree_map and jax.jit "
     "over Tensors hand the function their arrays and wrap its results in new Tensors the tape never "
@@ -177,6 +177,10 @@ def explain(tape, target, source):
                     if n in _ZERO_GRADIENT]
             return (f"Connected: the target depends on the source {sname} through recorded ops; "
                     "its gradient is not None" + (f" (but {'; and '.join(zero)})." if zero else "."))
+    watched_at = tape._watched_at.get(s._id)
+    if watched_at is not None and tape._start_id is not None and tape._start_id < t_id < watched_at:
+        return (f"The target was computed before tape.watch() was called on the source {sname}, and "
+                "the tape records only the ops run after the watch: call tape.watch() first.")
     path = _find_path(tape, t_id, s._id)
     if path is None:
         if t_id not in tape._codes and t_id not in tape._cuts:
@@ -187,12 +191,16 @@ def explain(tape, target, source):
                     return "The target was computed inside tape.stop_recording(); nothing recorded leads to it."
             if tape._end_id is not None and t_id > tape._end_id:
                 return ("The target was computed after the tape's `with` block ended, and the tape records "
-                        "only inside it: compute the loss inside the block.")
+                        "only inside it: compute the loss inside the block (for a second derivative, call "
+                        "the inner tape's gradient() inside the outer tape's block).")
             return f"The target is not computed from anything this tape tracks. {_FROM_NOTHING}"
         return (f"The target does not depend on the source {sname}: no recorded op leads from one to the "
                 "other. (Values written by Variable.assign or used as a tf.Variable's initial value are "
                 "not recorded ops, and a Python `if` on a tensor records only the branch it took.)")
-    op, reason = path[-1] if path else ("?", "unknown")
+    if not path:  # an op took the source as an input before the tape tracked it
+        return (f"The target uses the source {sname} only through ops that ran before the tape tracked "
+                "it (before tape.watch() or the tape's first read of it), so they were not recorded.")
+    op, reason = path[-1]
     fix = _FIXES.get(op)
     return f"The path from the source {sname} to the target is cut at op {op}: {reason}" + (
         f"; {fix}." if fix else ".")

@@ -80,6 +80,7 @@ class GradientTape:
         self._n_leaves = 0
         self._cuts = {}          # id -> (reason, op name, input ids): why it is not tracked
         self._unwatched = {}     # var id -> why a read Variable was not watched
+        self._watched_at = {}    # id -> the id at its tape.watch() (explain: a target made before it)
 
     # -- context ----------------------------------------------------------
     def __enter__(self):
@@ -131,6 +132,7 @@ class GradientTape:
                 raise ValueError(f"Passed in object {t!r} of type {type(t).__name__!r}, not "
                                  f"tapejax.Tensor or tapejax.Variable{hint}")
         for t in flat:
+            self._watched_at.setdefault(t._id, _state.next_id())
             if not _trainable(t._value):
                 _log.warning("The dtype of the watched tensor must be floating (e.g. tf.float32), "
                              "got %r", t.dtype)

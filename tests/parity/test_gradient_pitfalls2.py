@@ -1,0 +1,169 @@
+"""More "why is my gradient None / zero / NaN?" mistakes (see ``test_gradient_pitfalls.py``), under
+real TensorFlow 2.21 and under tapejax: watching after use, a tape never entered, odd sources and
+targets, second derivatives taken outside the outer tape, ``py_function`` and ``numpy_function``,
+and the values users read as wrong: ties in max, clipping at its bounds, inf and NaN from ``sqrt``
+and ``norm`` at zero, ``tf.where`` over an unsafe branch; cross-entropy's labels; a saliency map
+of an input never watched.
+"""
+import numpy as np
+
+from .harness import parity, raises
+
+
+@parity(modes=True)
+def test_watch_after_use(tf):
+    """tape.watch(x) after x was used: the earlier ops are not recorded (None); later ones are."""
+    x = tf.constant(3.0)
+    with tf.GradientTape(persistent=True) as tape:
+        y = x * x
+        tape.watch(x)
+        z = x * 5.0
+    return tape.gradient(y, x), tape.gradient(y + z, x)
+
+
+@parity(modes=True)
+def test_non_trainable_variable_watched_midway(tf):
+    """A trainable=False Variable read, then watched, then read again: only the second read counts."""
+    v = tf.Variable(2.0, trainable=False)
+    with tf.GradientTape() as tape:
+        y1 = v * v
+        tape.watch(v)
+        y2 = v * 3.0
+    return tape.gradient(y1 + y2, v)
+
+
+@parity
+def test_tape_never_entered(tf):
+    """A GradientTape made but never entered with `with`: gradient() raises RuntimeError."""
+    x = tf.Variable(3.0)
+    tape = tf.GradientTape()
+    y = x * x
+    return raises(tape.gradient, y, x)
+
+
+@parity(modes=True)
+def test_gradient_of_target_itself_and_of_an_intermediate(tf):
+    """d y / d y is ones; an intermediate h is a fine source (d loss / d h)."""
+    x = tf.Variable([1.0, 2.0])
+    with tf.GradientTape(persistent=True) as tape:
+        h = x * 3.0
+        loss = tf.reduce_sum(h * h)
+    return tape.gradient(h, h), tape.gradient(loss, h), tape.gradient(x, x)
+
+
+@parity
+def test_odd_sources(tf):
+    """None or a Python float among the sources: TF's errors."""
+    x = tf.Variable(3.0)
+    with tf.GradientTape(persistent=True) as tape:
+        y = x * x
+    return raises(tape.gradient, y, [x, None]), raises(tape.gradient, y, 3.0)
+
+
+@parity(modes=True)
+def test_integer_target(tf):
+    """An int target (argmax) and a constant target: None."""
+    x = tf.Variable([1.0, 3.0])
+    with tf.GradientTape(persistent=True) as tape:
+        i = tf.argmax(x)
+        c = tf.constant(2.0)
+    return tape.gradient(i, x), tape.gradient(c, x)
+
+
+@parity(modes=True)
+def test_second_derivative_outside_the_outer_tape(tf):
+    """The inner gradient must be taken inside the outer tape: outside it, d2 is None."""
+    x = tf.Variable(2.0)
+    with tf.GradientTape() as outer:
+        with tf.GradientTape() as inner:
+            y = x ** 3
+        dy = inner.gradient(y, x)
+    good = outer.gradient(dy, x)
+    with tf.GradientTape() as outer:
+        with tf.GradientTape() as inner:
+            y = x ** 3
+    dy2 = inner.gradient(y, x)
+    return dy, good, dy2, outer.gradient(dy2, x)
+
+
+@parity(modes=True)
+def test_py_function_and_numpy_function(tf):
+    """tf.py_function's tf ops are recorded (2x); tf.numpy_function has no gradient."""
+    x = tf.Variable([1.0, 2.0])
+    with tf.GradientTape(persistent=True) as tape:
+        y = tf.reduce_sum(tf.py_function(lambda a: a * a, [x], tf.float32))
+        z = tf.reduce_sum(tf.numpy_function(lambda a: a * a, [x], tf.float32))
+    return y, tape.gradient(y, x), z, raises(tape.gradient, z, x)
+
+
+@parity(modes=True)
+def test_ties_in_max_and_maximum(tf):
+    """reduce_max splits the gradient among ties; maximum gives a tie to its first argument."""
+    x = tf.Variable([2.0, 2.0, 1.0])
+    a, b = tf.Variable(1.0), tf.Variable(1.0)
+    with tf.GradientTape(persistent=True) as tape:
+        m = tf.reduce_max(x)
+        mm = tf.maximum(a, b)
+        mn = tf.minimum(a, b)
+    return tape.gradient(m, x), tape.gradient(mm, [a, b]), tape.gradient(mn, [a, b])
+
+
+@parity(modes=True)
+def test_clip_by_value_at_and_beyond_its_bounds(tf):
+    """clip_by_value passes the gradient inside and at its bounds, zeros beyond: not None."""
+    x = tf.Variable([-2.0, -1.0, 0.0, 1.0, 2.0])
+    with tf.GradientTape() as tape:
+        y = tf.reduce_sum(tf.clip_by_value(x, -1.0, 1.0) * tf.constant([1.0, 2.0, 3.0, 4.0, 5.0]))
+    return tape.gradient(y, x)
+
+
+@parity(modes=True)
+def test_nan_gradients_at_zero(tf):
+    """sqrt at 0 gives inf, norm at 0 gives NaN, abs at 0 gives 0.  tf.where over sqrt of a negative
+    gives 0 at the unselected -1 in TF (its Sqrt gradient is 0 where the incoming gradient is 0, where
+    a plain chain rule gives 0 * NaN), as the double-where idiom does."""
+    z = tf.Variable([0.0, 0.0])
+    x = tf.Variable([-1.0, 4.0])
+    with tf.GradientTape(persistent=True) as tape:
+        s = tf.reduce_sum(tf.sqrt(z))
+        n = tf.norm(z)
+        a = tf.reduce_sum(tf.abs(z))
+        w = tf.reduce_sum(tf.where(x > 0, tf.sqrt(x), 0.0))
+        safe = tf.reduce_sum(tf.where(x > 0, tf.sqrt(tf.where(x > 0, x, 1.0)), 0.0))
+    return [tape.gradient(t, v) for t, v in ((s, z), (n, z), (a, z), (w, x), (safe, x))]
+
+
+@parity
+def test_output_gradients_of_the_wrong_shape(tf):
+    """output_gradients whose shape does not match the target: TF's error class."""
+    x = tf.Variable([1.0, 2.0])
+    with tf.GradientTape() as tape:
+        y = x * x
+    return raises(tape.gradient, y, x, output_gradients=tf.constant([1.0, 2.0, 3.0]))
+
+
+@parity(modes=True)
+def test_sparse_labels_and_soft_labels(tf):
+    """Cross-entropy: int labels get None; soft (float) labels get a gradient too."""
+    logits = tf.Variable([[1.0, 2.0, 0.5]])
+    soft = tf.Variable([[0.2, 0.7, 0.1]])
+    labels = tf.constant([1])
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(labels)
+        sparse = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+        dense = tf.reduce_sum(tf.nn.softmax_cross_entropy_with_logits(labels=soft, logits=logits))
+    return (tape.gradient(sparse, [logits, labels]), tape.gradient(dense, [logits, soft]))
+
+
+@parity(modes=True)
+def test_saliency_of_an_input_not_watched(tf):
+    """The gradient of a score w.r.t. an input image: None until the input is converted and watched."""
+    w = tf.Variable(np.linspace(-1, 1, 6, dtype=np.float32).reshape(3, 2))
+    img = np.array([[0.5, -1.0, 2.0]], np.float32)
+    with tf.GradientTape(persistent=True) as tape:
+        score = tf.reduce_sum(tf.matmul(img, w))
+    x = tf.convert_to_tensor(img)
+    with tf.GradientTape() as tape2:
+        tape2.watch(x)
+        score2 = tf.reduce_sum(tf.matmul(x, w))
+    return tape.gradient(score, w), raises(tape.gradient, score, img), tape2.gradient(score2, x)
