@@ -77,3 +77,20 @@ def program_layer_called_before_the_tape(tf, keras):
     with tf.GradientTape() as tape:
         loss = tf.reduce_mean((model.layers[1](h) - y) ** 2)
     return tape.gradient(loss, model.trainable_variables)
+
+
+def program_apply_gradients_with_none(tf, keras):
+    """apply_gradients with a None gradient skips that variable (with a warning); with only None
+    gradients it raises ValueError ("No gradients provided for any variable")."""
+    a, b = tf.Variable(1.0), tf.Variable(2.0)
+    opt = keras.optimizers.SGD(0.1)
+    with tf.GradientTape() as tape:
+        y = a * 3.0
+    grads = tape.gradient(y, [a, b])
+    opt.apply_gradients(zip(grads, [a, b]))
+    try:
+        keras.optimizers.SGD(0.1).apply_gradients([(None, a), (None, b)])
+        err = None
+    except Exception as e:  # noqa: BLE001
+        err = type(e).__name__
+    return grads, a, b, err

@@ -477,3 +477,16 @@ def test_python_if_on_a_tensor(tf):
             y = a * s if tf.constant(s) > 0 else b * b
         grads.append(tape.gradient(y, [a, b]))
     return grads
+
+
+@parity(modes=True)
+def test_keras_apply_gradients_with_none(tf):
+    """apply_gradients with a None gradient skips that variable (a warning); only None gradients
+    raise ValueError ("No gradients provided for any variable")."""
+    a, b = tf.Variable(1.0), tf.Variable(2.0)
+    opt = tf.keras.optimizers.SGD(0.1)
+    with tf.GradientTape() as tape:
+        y = a * 3.0
+    grads = tape.gradient(y, [a, b])
+    opt.apply_gradients(zip(grads, [a, b]))
+    return grads, a, b, raises(tf.keras.optimizers.SGD(0.1).apply_gradients, [(None, a), (None, b)])

@@ -167,3 +167,86 @@ def test_saliency_of_an_input_not_watched(tf):
         tape2.watch(x)
         score2 = tf.reduce_sum(tf.matmul(x, w))
     return tape.gradient(score, w), raises(tape.gradient, score, img), tape2.gradient(score2, x)
+
+
+# -- tf.function, dtypes and sparse gradients -----------------------------------------------------
+
+
+@parity
+def test_numpy_and_float_inside_tf_function(tf):
+    """Inside a tf.function a tensor has no value yet: .numpy() raises AttributeError; the eager
+    step it was copied from ran."""
+    v = tf.Variable(2.0)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = v * v
+            host = loss.numpy()
+        return tape.gradient(loss, v), host
+
+    return raises(step)
+
+
+@parity
+def test_variable_created_on_every_call_of_a_tf_function(tf):
+    """A tf.Variable made unconditionally inside a tf.function raises ValueError at the first call
+    (TF traces again to check that no Variable is made after the first trace); made once, outside,
+    it works."""
+    @tf.function
+    def f(x):
+        w = tf.Variable(2.0)
+        with tf.GradientTape() as tape:
+            y = w * x
+        return tape.gradient(y, w)
+
+    w_out = tf.Variable(2.0)
+
+    @tf.function
+    def g(x):
+        with tf.GradientTape() as tape:
+            y = w_out * x
+        return tape.gradient(y, w_out)
+
+    return raises(f, tf.constant(3.0)), g(tf.constant(3.0))
+
+
+@parity(modes=True)
+def test_gather_gives_indexed_slices(tf):
+    """The gradient of a gather from a Variable is an IndexedSlices (no .numpy(); convert it);
+    a slice's gradient is a dense Tensor."""
+    v = tf.Variable([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    with tf.GradientTape(persistent=True) as tape:
+        g = tf.reduce_sum(tf.gather(v, [0, 2, 0]))
+        s = tf.reduce_sum(v[1:])
+    gg, gs = tape.gradient(g, v), tape.gradient(s, v)
+    return (type(gg).__name__, hasattr(gg, "numpy"), tf.convert_to_tensor(gg), type(gs).__name__ == "IndexedSlices", gs)
+
+
+@parity(x64=True)
+def test_mixed_float_dtypes(tf):
+    """A float64 constant times a float32 Variable: TF's error (no automatic promotion)."""
+    v = tf.Variable(2.0)
+    c = tf.constant(np.float64(3.0))
+    with tf.GradientTape():
+        err = raises(lambda: v * c)
+    return err
+
+
+@parity(modes=True)
+def test_log_of_softmax_against_log_softmax(tf):
+    """log(softmax(z)) of large logits underflows to -inf with an inf/NaN gradient; log_softmax does not."""
+    z = tf.Variable([[0.0, 200.0]])
+    with tf.GradientTape(persistent=True) as tape:
+        naive = tf.math.log(tf.nn.softmax(z))[0, 0]
+        stable = tf.nn.log_softmax(z)[0, 0]
+    return naive, tape.gradient(naive, z), stable, tape.gradient(stable, z)
+
+
+@parity
+def test_sources_as_a_generator(tf):
+    """A generator of Variables as sources: TF's error (pass a list)."""
+    a, b = tf.Variable(1.0), tf.Variable(2.0)
+    with tf.GradientTape(persistent=True) as tape:
+        y = a * b
+    return raises(tape.gradient, y, (v for v in [a, b])), tape.gradient(y, [a, b])
