@@ -290,3 +290,15 @@ def test_second_derivative_outside_the_outer_tape_and_numpy_function():
     dy = inner.gradient(y, x)
     _check(outer, dy, x, "after the tape's `with` block ended", "inner tape's gradient() inside the outer")
     _check(outer, z, x, "tf.numpy_function", "new constant")
+
+
+def test_numpy_or_python_target_and_source():
+    """explain answers (gradient raises) for a target or source that is NumPy or a Python number."""
+    v = tf.Variable([1.0, 2.0])
+    with tf.GradientTape(persistent=True) as tape:
+        loss = tf.reduce_sum(v * v)
+    assert "target is a NumPy float32, not a Tensor" in tape.explain(loss.numpy(), v)
+    assert "target is a Python float" in tape.explain(float(loss), v)
+    msg = tape.explain(loss, v.numpy())
+    assert "source is a NumPy ndarray" in msg and "pass the tensor itself and watch it" in msg, msg
+    assert tape.explain(loss, v).startswith("Connected")

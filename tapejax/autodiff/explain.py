@@ -127,6 +127,13 @@ def explain(tape, target, source):
         return "\n".join(f"{'target' + tp[i] + ', ' if len(flat_t) > 1 else ''}source{sp[j]}: "
                          f"{explain(tape, t, s)}" for i, t in enumerate(flat_t) for j, s in enumerate(flat_s))
     t, s = flat_t[0], flat_s[0]
+    for role, x in (("target", t), ("source", s)):
+        if not isinstance(x, Tensor) and not hasattr(x, "_read"):
+            kind = ("NumPy " if type(x).__module__ == "numpy" else "Python ") + type(x).__name__
+            return (f"The {role} is a {kind}, not a Tensor or Variable, so the tape cannot "
+                    "follow it (gradient() raises): a NumPy array or Python number made from a tensor "
+                    "(x.numpy(), float(x), np.* functions) is a copy of its value that the tape knows "
+                    f"nothing about; pass the tensor itself{' and watch it' if role == 'source' else ''}.")
     sname = _name(s)
     is_var = not isinstance(s, Tensor)
     if tape._used:

@@ -250,3 +250,13 @@ def test_sources_as_a_generator(tf):
     with tf.GradientTape(persistent=True) as tape:
         y = a * b
     return raises(tape.gradient, y, (v for v in [a, b])), tape.gradient(y, [a, b])
+
+
+@parity(modes=True)
+def test_numpy_target(tf):
+    """The loss turned into NumPy (or a Python float) before gradient(): TF's AttributeError."""
+    v = tf.Variable([1.0, 2.0])
+    with tf.GradientTape(persistent=True) as tape:
+        loss = tf.reduce_sum(v * v)
+    return (raises(tape.gradient, loss.numpy(), v), raises(tape.gradient, float(loss), v),
+            tape.gradient(loss, v))
