@@ -472,6 +472,22 @@ register_operators(Tensor, {k: (binary_operator(f, _affine.lift(k)) if _FORWARD.
                             for k, f in _OPERATORS.items()})
 register_operators(Variable, _OPERATORS)
 
+
+def _no_in_place(op, fix):
+    def operator(self, other):
+        raise RuntimeError(f"`var {op}= value` with `tf.Variable`s is not supported. Use `{fix}` to modify "
+                           f"the variable, or `out = var {op} value` if you need to get a new output Tensor.")
+    operator.__name__ = f"in_place_{op}"
+    return operator
+
+
+# As TF's: a Variable's ``+=`` (``-=``, ``*=``, ``/=``, ``**=``) raises, where Python would silently rebind
+# the name to a new Tensor (the Variable then no longer trained); ``//=``, ``%=``, ``@=`` rebind, as in TF.
+for _op, _dunder, _fix in (("+", "__iadd__", "var.assign_add(value)"), ("-", "__isub__", "var.assign_sub(value)"),
+                           ("*", "__imul__", "var.assign(var * value)"), ("/", "__itruediv__", "var.assign(var / value)"),
+                           ("**", "__ipow__", "var.assign(var ** value)")):
+    setattr(Variable, _dunder, _no_in_place(_op, _fix))
+
 __all__ = [
     "negative", "square", "sqrt", "rsqrt", "reciprocal", "exp", "expm1", "log", "log1p", "log_sigmoid", "sin",
     "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "sigmoid", "softplus",

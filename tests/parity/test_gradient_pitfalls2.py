@@ -260,3 +260,85 @@ def test_numpy_target(tf):
         loss = tf.reduce_sum(v * v)
     return (raises(tape.gradient, loss.numpy(), v), raises(tape.gradient, float(loss), v),
             tape.gradient(loss, v))
+
+
+# -- state changing around the tape -------------------------------------------------------------------
+
+
+@parity(modes=True)
+def test_assign_between_forward_and_gradient(tf):
+    """Assigning a Variable after the forward, before gradient(): the gradient uses the values the
+    forward read (2 * 3), not the new one."""
+    v = tf.Variable(3.0)
+    with tf.GradientTape() as tape:
+        y = v * v
+    v.assign(10.0)
+    return tape.gradient(y, v), v
+
+
+@parity(modes=True)
+def test_in_place_add_on_a_variable(tf):
+    """v += 1 on a tf.Variable raises RuntimeError (use v.assign_add(1.0)); assign_add inside the
+    tape is not differentiable, but the reads after it are."""
+    v = tf.Variable(2.0)
+
+    def bump():
+        nonlocal v
+        v += 1.0
+
+    with tf.GradientTape(persistent=True) as tape:
+        err = raises(bump)
+        v.assign_add(1.0)
+        y = v * v
+    return err, isinstance(v, tf.Variable), v, tape.gradient(y, v)
+
+
+@parity(modes=True)
+def test_assigned_variable_as_the_target(tf):
+    """A Variable assigned inside the tape is a target with no gradient to what was assigned."""
+    v, u = tf.Variable(3.0), tf.Variable(0.0)
+    with tf.GradientTape(persistent=True) as tape:
+        u.assign(v * 2.0)
+    return tape.gradient(u, v), tape.gradient(u, u)
+
+
+@parity(modes=True)
+def test_reset_mid_block(tf):
+    """tape.reset() forgets what was recorded: a target made before it has no gradient."""
+    x = tf.Variable(3.0)
+    with tf.GradientTape(persistent=True) as tape:
+        early = x * x
+        tape.reset()
+        late = x * 4.0
+    return tape.gradient(early, x), tape.gradient(late, x)
+
+
+@parity(modes=True)
+def test_unconnected_zero_for_int_and_cut_sources(tf):
+    """ZERO for a source cut by an int cast gives zeros; an int Variable source stays None."""
+    x = tf.Variable([1.5, 2.5])
+    i = tf.Variable([1, 2])
+    with tf.GradientTape(persistent=True) as tape:
+        y = tf.reduce_sum(tf.cast(tf.cast(x, tf.int32), tf.float32)) + tf.reduce_sum(tf.cast(i, tf.float32))
+    return tape.gradient(y, [x, i], unconnected_gradients=tf.UnconnectedGradients.ZERO)
+
+
+@parity
+def test_none_among_the_targets(tf):
+    """None inside a list of targets: TF's error."""
+    x = tf.Variable(3.0)
+    with tf.GradientTape() as tape:
+        y = x * x
+    return raises(tape.gradient, [y, None], x)
+
+
+@parity(modes=True)
+def test_outer_tape_not_watching_the_inner_source(tf):
+    """A tensor watched by the inner tape only: the outer tape gives None for it."""
+    x = tf.constant(2.0)
+    with tf.GradientTape() as outer:
+        with tf.GradientTape() as inner:
+            inner.watch(x)
+            y = x ** 3
+        dy = inner.gradient(y, x)
+    return dy, outer.gradient(dy, x)
