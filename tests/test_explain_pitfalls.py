@@ -302,3 +302,20 @@ def test_numpy_or_python_target_and_source():
     msg = tape.explain(loss, v.numpy())
     assert "source is a NumPy ndarray" in msg and "pass the tensor itself and watch it" in msg, msg
     assert tape.explain(loss, v).startswith("Connected")
+
+
+def test_target_before_reset_and_an_assigned_variable_as_target():
+    x, u = tf.Variable(3.0), tf.Variable(0.0)
+    with tf.GradientTape(persistent=True) as tape:
+        early = x * x
+        tape.reset()
+        late = x * 4.0
+        u.assign(x * 2.0)
+    _check(tape, early, x, "computed before tape.reset()", "compute it again after the reset")
+    _check(tape, late, x, "Connected", connected=True)
+    _check(tape, u, x, "The target is a Variable", "Differentiate the tensor that was assigned")
+    before = x * 2.0
+    with tf.GradientTape(persistent=True) as tape:
+        tape.reset()
+        tape.watch(x)
+    _check(tape, before, x, "computed before the tape started recording")

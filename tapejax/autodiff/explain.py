@@ -191,6 +191,14 @@ def explain(tape, target, source):
     path = _find_path(tape, t_id, s._id)
     if path is None:
         if t_id not in tape._codes and t_id not in tape._cuts:
+            if not isinstance(t, Tensor):
+                return ("The target is a Variable: its value is not recorded as computed by anything (an "
+                        "assign is not a recorded op). Differentiate the tensor that was assigned instead "
+                        "(y = f(v); u.assign(y); tape.gradient(y, v)).")
+            span = tape._reset_span
+            if span is not None and span[0] is not None and span[0] < t_id < span[1]:
+                return ("The target was computed before tape.reset(), which forgot everything recorded "
+                        "before it: compute it again after the reset.")
             if tape._start_id is not None and t_id < tape._start_id:
                 return "The target was computed before the tape started recording, so nothing on the tape leads to it."
             for start, end in tape._pauses:

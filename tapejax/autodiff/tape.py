@@ -71,6 +71,7 @@ class GradientTape:
         self._watched_vars = {}
         self._start_id = None
         self._end_id = None      # the id at the block's exit (explain: a target made after it)
+        self._reset_span = None  # (start id, reset id) of the last reset()
         self._pauses = []
         self._fresh()
 
@@ -317,7 +318,8 @@ class GradientTape:
         self._fresh()
         self._watched_vars = {}
         self._used = False
-        self._start_id = _state.next_id()
+        self._reset_span = (self._start_id, _state.next_id())  # explain: a target made before reset()
+        self._start_id = self._reset_span[1]
         self._pauses = []
 
     class _Pause:
