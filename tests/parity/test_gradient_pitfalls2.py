@@ -342,3 +342,35 @@ def test_outer_tape_not_watching_the_inner_source(tf):
             y = x ** 3
         dy = inner.gradient(y, x)
     return dy, outer.gradient(dy, x)
+
+
+# -- conversions that keep or lose the tape ------------------------------------------------------------
+
+
+@parity(modes=True)
+def test_constant_of_a_tensor_and_of_a_variable(tf):
+    """tf.constant(t) of an eager Tensor, tf.identity, v.value(), v.read_value() keep the gradient;
+    tf.Variable(v) (a copy), v.numpy() and tf.stop_gradient(v) lose it."""
+    v = tf.Variable([1.0, 2.0])
+    with tf.GradientTape(persistent=True) as tape:
+        t = v * 1.0
+        kept = [tf.constant(t), tf.identity(v), v.value(), v.read_value(), tf.convert_to_tensor(v)]
+        copy = tf.Variable(v)
+        lost = [copy * 1.0, tf.constant(v.numpy()), tf.stop_gradient(v)]
+        kept = [tf.reduce_sum(k * k) for k in kept]
+        lost = [tf.reduce_sum(x * x) for x in lost]
+        own = tf.reduce_sum(copy * copy)
+    return [tape.gradient(k, v) for k in kept], [tape.gradient(x, v) for x in lost], tape.gradient(own, copy)
+
+
+@parity(modes=True)
+def test_accumulating_gradients_with_a_none(tf):
+    """Gradient accumulation over a list with a None gradient: Tensor + None raises (TF's class);
+    clip_by_global_norm ignores the None."""
+    a, b = tf.Variable([3.0, 4.0]), tf.Variable(1.0)
+    with tf.GradientTape() as tape:
+        y = tf.reduce_sum(a * a)
+    grads = tape.gradient(y, [a, b])
+    accum = [tf.zeros_like(a), tf.zeros_like(b)]
+    clipped, norm = tf.clip_by_global_norm(grads, 5.0)
+    return grads, raises(lambda: [x + g for x, g in zip(accum, grads)]), clipped, norm
