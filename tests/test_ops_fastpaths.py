@@ -628,12 +628,15 @@ def test_a_list_holding_a_traced_tensor_has_its_shape_without_numpy():
 
 @pytest.mark.parametrize("recording", [False, True])
 def test_a_none_operand_is_tfs_conversion_error(recording):
-    """None as an operand of a binary or unary op (``w - lr * g`` with a None gradient, ``accum + g``)
-    raises TF's ValueError ("Attempt to convert a value (None)"), not an InvalidArgumentError from
-    JAX's complaint.  Oracle: TF 2.21 (``x + None``, ``None * x``, ``tf.maximum``, ``tf.square(None)``)."""
+    """None as an operand of a binary or unary op, a reduction, tf.norm or tf.clip_by_norm (a None
+    gradient in ``w - lr * g``, ``accum + g``, gradient clipping) raises TF's ValueError ("Attempt to
+    convert a value (None)"), not an InvalidArgumentError from JAX's complaint (nor a TypeError).
+    Oracle: TF 2.21."""
     x, v = tf.constant([1.0, 2.0]), tf.Variable([1.0, 2.0])
     cases = [lambda: x + None, lambda: None * x, lambda: v - None, lambda: x > None,
-             lambda: tf.maximum(x, None), lambda: tf.square(None), lambda: tf.matmul(x[None], None)]
+             lambda: tf.maximum(x, None), lambda: tf.square(None), lambda: tf.matmul(x[None], None),
+             lambda: tf.reduce_sum(None), lambda: tf.reduce_mean(None), lambda: tf.norm(None),
+             lambda: tf.clip_by_norm(None, 1.0)]
     with tf.GradientTape() as t:
         if not recording:
             t._pop()   # (no tape recording: the fast paths' first branch)

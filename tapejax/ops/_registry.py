@@ -269,6 +269,8 @@ def check_float(x, op_type, kinds="float", arg="x"):
         k = "b" if isinstance(x, bool) else "i"
     elif isinstance(x, (np.ndarray, np.generic)):
         k = x.dtype.kind
+    elif x is None:   # (``tf.norm(g)``, ``tf.clip_by_norm(g, c)`` of a None gradient)
+        raise ValueError(NONE_OPERAND)
     else:
         return
     if kinds == "real32" and k in "fV":   # (TF: no half kernel registered, NotFoundError for both)

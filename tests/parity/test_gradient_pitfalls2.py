@@ -365,12 +365,15 @@ def test_constant_of_a_tensor_and_of_a_variable(tf):
 
 @parity(modes=True)
 def test_accumulating_gradients_with_a_none(tf):
-    """Gradient accumulation over a list with a None gradient: Tensor + None raises (TF's class);
-    clip_by_global_norm ignores the None."""
+    """Gradient accumulation, clipping and a hand-written update over a list with a None gradient:
+    Tensor + None, tf.clip_by_norm(None), tf.norm(None), tf.reduce_sum(None) and b - lr * None raise
+    TF's ValueError; clip_by_global_norm ignores the None."""
     a, b = tf.Variable([3.0, 4.0]), tf.Variable(1.0)
     with tf.GradientTape() as tape:
         y = tf.reduce_sum(a * a)
     grads = tape.gradient(y, [a, b])
     accum = [tf.zeros_like(a), tf.zeros_like(b)]
     clipped, norm = tf.clip_by_global_norm(grads, 5.0)
-    return grads, raises(lambda: [x + g for x, g in zip(accum, grads)]), clipped, norm
+    return (grads, raises(lambda: [x + g for x, g in zip(accum, grads)]), clipped, norm,
+            raises(lambda: [tf.clip_by_norm(g, 1.0) for g in grads]), raises(tf.norm, grads[1]),
+            raises(tf.reduce_sum, grads[1]), raises(lambda: b - 0.1 * tf.convert_to_tensor(1.0) * grads[1]))
