@@ -636,7 +636,7 @@ def test_a_none_operand_is_tfs_conversion_error(recording):
     cases = [lambda: x + None, lambda: None * x, lambda: v - None, lambda: x > None,
              lambda: tf.maximum(x, None), lambda: tf.square(None), lambda: tf.matmul(x[None], None),
              lambda: tf.reduce_sum(None), lambda: tf.reduce_mean(None), lambda: tf.norm(None),
-             lambda: tf.clip_by_norm(None, 1.0)]
+             lambda: tf.clip_by_norm(None, 1.0), lambda: tf.cast(None, tf.float16)]
     with tf.GradientTape() as t:
         if not recording:
             t._pop()   # (no tape recording: the fast paths' first branch)

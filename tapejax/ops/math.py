@@ -16,6 +16,7 @@ from ..core.variable import Variable
 from . import _grads as G, affine as _affine
 from ._registry import (
     BINARY_DISPATCH,
+    NONE_OPERAND,
     OP_DISPATCH,
     NotPlain,
     binary_operator,
@@ -249,6 +250,8 @@ def cast(x, dtype, name=None):
     dispatch = OP_DISPATCH.get(("Cast", type(x)))   # a composite tensor (ragged_math)
     if dispatch is not None:
         return dispatch(x, dtype)
+    if x is None:   # (a None gradient cast for mixed precision: TF's conversion error)
+        raise ValueError(NONE_OPERAND)
     target = _dtypes.as_dtype(dtype)
     store = _dtypes.storage_dtype(target._np, "cast")
     if isinstance(x, (np.ndarray, np.generic)) and np.dtype(x.dtype) in _dtypes._WIDE and not _dtypes.x64_enabled():
