@@ -48,11 +48,12 @@ _PREDICT = "a Keras model.predict() call (it returns NumPy: call model(x))"
 _BRANCH = "a Python `if` that took the branch not using it"
 _FROM_NOTHING = (
     "A value that went through NumPy or Python (x.numpy(), np.* functions, float(), tf.constant() of "
-    "such a value, tf.numpy_function, a Keras model.predict()) comes back as a new constant the tape cannot connect to "
-    "anything: keep the computation in tf ops on the tensors themselves. Otherwise it is computed only "
-    "from unwatched tensors, or rebuilt from raw arrays by JAX: jax.tree_util.tree_map and jax.jit "
-    "over Tensors hand the function their arrays and wrap its results in new Tensors the tape never "
-    "saw, so map with is_leaf=lambda x: isinstance(x, tf.Tensor) and tape ops, or use tapejax.op.")
+    "such a value, tf.numpy_function, a Keras model.predict()) comes back as a new constant the tape "
+    "cannot connect to anything: keep the computation in tf ops on the tensors themselves. Otherwise"
+    " it is computed only from unwatched tensors, or rebuilt from raw arrays by JAX: "
+    "jax.tree_util.tree_map and jax.jit over Tensors hand the function their arrays and wrap its "
+    "results in new Tensors the tape never saw, so map with is_leaf=lambda x: isinstance(x, tf.Tensor) "
+    "and tape ops, or use tapejax.op.")
 
 
 def _not_read_causes(tape):
