@@ -377,3 +377,30 @@ def test_accumulating_gradients_with_a_none(tf):
     return (grads, raises(lambda: [x + g for x, g in zip(accum, grads)]), clipped, norm,
             raises(lambda: [tf.clip_by_norm(g, 1.0) for g in grads]), raises(tf.norm, grads[1]),
             raises(tf.reduce_sum, grads[1]), raises(lambda: b - 0.1 * tf.convert_to_tensor(1.0) * grads[1]))
+
+
+@parity(modes=True)
+def test_none_gradient_returned_from_a_tf_function(tf):
+    """A None gradient inside a tf.function comes out as None (a Python value), beside a real one."""
+    w, u = tf.Variable(2.0), tf.Variable(5.0)
+    c = tf.constant(3.0)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            y = w * c
+        return tape.gradient(y, [w, u, c])
+
+    return step()
+
+
+@parity(modes=True)
+def test_unconnected_jacobians(tf):
+    """jacobian of an unconnected source is None (zeros with ZERO); batch_jacobian gives zeros even
+    with the default, as TF's."""
+    x = tf.Variable([[1.0, 2.0], [3.0, 4.0]])
+    u = tf.Variable([[0.0, 0.0], [0.0, 0.0]])
+    with tf.GradientTape(persistent=True) as tape:
+        y = x * x
+    return (tape.jacobian(y, u), tape.jacobian(y, u, unconnected_gradients=tf.UnconnectedGradients.ZERO),
+            tape.batch_jacobian(y, u), tape.batch_jacobian(y, x))
