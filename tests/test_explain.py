@@ -102,7 +102,10 @@ def test_target_outside_the_tape():
     with tf.GradientTape(persistent=True) as t:
         t.watch(x)
     y = x * 2.0
-    _check(t, y, x, "not computed from anything this tape tracks")
+    _check(t, y, x, "after the tape's `with` block ended")
+    with t:  # entered again: y is before this block's end, made from a constant
+        z = tf.constant(2.0) * 3.0
+    _check(t, z, x, "not computed from anything this tape tracks")
 
 
 def test_target_rebuilt_by_jax_tree_map_names_the_cause():

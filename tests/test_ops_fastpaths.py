@@ -624,3 +624,23 @@ def test_a_list_holding_a_traced_tensor_has_its_shape_without_numpy():
     for f in (grow, grow.python_function):
         a, b = f(tf.zeros([2]), tf.constant(3))
         assert a.numpy().tolist() == [0.0, 0.0, 3.0] and b.numpy().tolist() == [3, 3]
+
+
+@pytest.mark.parametrize("recording", [False, True])
+def test_a_none_operand_is_tfs_conversion_error(recording):
+    """None as an operand of a binary or unary op, a reduction, tf.norm or tf.clip_by_norm (a None
+    gradient in ``w - lr * g``, ``accum + g``, gradient clipping) raises TF's ValueError ("Attempt to
+    convert a value (None)"), not an InvalidArgumentError from JAX's complaint (nor a TypeError).
+    Oracle: TF 2.21."""
+    x, v = tf.constant([1.0, 2.0]), tf.Variable([1.0, 2.0])
+    cases = [lambda: x + None, lambda: None * x, lambda: v - None, lambda: x > None,
+             lambda: tf.maximum(x, None), lambda: tf.square(None), lambda: tf.matmul(x[None], None),
+             lambda: tf.reduce_sum(None), lambda: tf.reduce_mean(None), lambda: tf.norm(None),
+             lambda: tf.clip_by_norm(None, 1.0), lambda: tf.cast(None, tf.float16)]
+    with tf.GradientTape() as t:
+        if not recording:
+            t._pop()   # (no tape recording: the fast paths' first branch)
+        for fn in cases:
+            with pytest.raises(ValueError, match=r"Attempt to convert a value \(None\)") as e:
+                fn()
+            assert not isinstance(e.value, tf.errors.InvalidArgumentError)

@@ -154,3 +154,19 @@ def test_a_tensor_or_variable_initial_value_of_another_dtype_is_tf_s_value_error
     assert tf.Variable(np.array([1.0], np.float32), dtype=tf.float16).dtype == tf.float16
     assert tf.Variable(tf.cast(a, tf.float16)).dtype == tf.float16
     assert tf.Variable(a * 1.0, dtype=tf.float32).dtype == tf.float32
+
+
+def test_in_place_operators_raise_as_tf():
+    """``v += 1`` (``-=``, ``*=``, ``/=``, ``**=``) raises RuntimeError naming the assign to use, as TF 2.21's
+    Variables do (Python's fallback rebound ``v`` to a Tensor, silently dropping it from training);
+    ``//=`` rebinds, as TF's.  Installed with the Variable operators, by ``tapejax/ops/math.py``."""
+    v = tf.Variable(2.0)
+    w = v
+    for stmt, fix in (("w += 1.0", "assign_add"), ("w -= 1.0", "assign_sub"), ("w *= 2.0", "assign(var * value)"),
+                      ("w /= 2.0", "assign(var / value)"), ("w **= 2.0", "assign(var ** value)")):
+        with pytest.raises(RuntimeError, match="with `tf.Variable`s is not supported") as e:
+            exec(stmt, {}, {"w": w})
+        assert fix in str(e.value)
+    assert float(v) == 2.0
+    w //= 1.0
+    assert isinstance(w, tf.Tensor) and not isinstance(w, tf.Variable)

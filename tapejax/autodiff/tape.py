@@ -70,6 +70,8 @@ class GradientTape:
         self._used = False
         self._watched_vars = {}
         self._start_id = None
+        self._end_id = None      # the id at the block's exit (explain: a target made after it)
+        self._reset_span = None  # (start id, reset id) of the last reset()
         self._pauses = []
         self._fresh()
 
@@ -79,6 +81,7 @@ class GradientTape:
         self._n_leaves = 0
         self._cuts = {}          # id -> (reason, op name, input ids): why it is not tracked
         self._unwatched = {}     # var id -> why a read Variable was not watched
+        self._watched_at = {}    # id -> the id at its tape.watch() (explain: a target made before it)
 
     # -- context ----------------------------------------------------------
     def __enter__(self):
@@ -94,10 +97,12 @@ class GradientTape:
         self._push()
         if self._start_id is None:
             self._start_id = _state.next_id()
+        self._end_id = None
         self._entered = True
         return self
 
     def __exit__(self, exc_type, exc, tb):
+        self._end_id = _state.next_id()
         if self._recording:
             self._pop()
 
@@ -128,6 +133,7 @@ class GradientTape:
                 raise ValueError(f"Passed in object {t!r} of type {type(t).__name__!r}, not "
                                  f"tapejax.Tensor or tapejax.Variable{hint}")
         for t in flat:
+            self._watched_at.setdefault(t._id, _state.next_id())
             if not _trainable(t._value):
                 _log.warning("The dtype of the watched tensor must be floating (e.g. tf.float32), "
                              "got %r", t.dtype)
@@ -312,7 +318,8 @@ class GradientTape:
         self._fresh()
         self._watched_vars = {}
         self._used = False
-        self._start_id = _state.next_id()
+        self._reset_span = (self._start_id, _state.next_id())  # explain: a target made before reset()
+        self._start_id = self._reset_span[1]
         self._pauses = []
 
     class _Pause:

@@ -124,12 +124,18 @@ def constant_dtype(x):
     return None
 
 
+#: TF's error (its conversion's) for None where an op wants a tensor: a None gradient in arithmetic.
+NONE_OPERAND = "Attempt to convert a value (None) with an unsupported type (<class 'NoneType'>) to a Tensor."
+
+
 def check_binary(x, y, op_type):
     """TF's dtype rule for elementwise binary ops: both tensors share one dtype;
     a Python number takes the tensor's dtype (a float into an int tensor is a TypeError)."""
     dx = _fast_dtype(x)
     if dx is not None and dx == _fast_dtype(y):
         return  # the hot path: two tensors (or a tensor and a converted number) of one dtype
+    if x is None or y is None:   # (``w - lr * g`` with a None gradient)
+        raise ValueError(NONE_OPERAND)
     dx = dtype_of(x) if isinstance(x, _TENSORISH) else None
     dy = dtype_of(y) if isinstance(y, _TENSORISH) else None
     if isinstance(x, (str, bytes)) or isinstance(y, (str, bytes)):
@@ -263,6 +269,8 @@ def check_float(x, op_type, kinds="float", arg="x"):
         k = "b" if isinstance(x, bool) else "i"
     elif isinstance(x, (np.ndarray, np.generic)):
         k = x.dtype.kind
+    elif x is None:   # (``tf.norm(g)``, ``tf.clip_by_norm(g, c)`` of a None gradient)
+        raise ValueError(NONE_OPERAND)
     else:
         return
     if kinds == "real32" and k in "fV":   # (TF: no half kernel registered, NotFoundError for both)
@@ -357,6 +365,8 @@ def _unary(p, op_type, kinds, call):
                 pass
             except (TypeError, ValueError) as e:
                 raise op_error(e, op_type) from e
+        if x is None:
+            raise ValueError(NONE_OPERAND)
         dispatch = UNARY_DISPATCH.get(type(x))
         if dispatch is not None:
             return dispatch(op, op_type, x)

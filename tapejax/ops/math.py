@@ -16,6 +16,7 @@ from ..core.variable import Variable
 from . import _grads as G, affine as _affine
 from ._registry import (
     BINARY_DISPATCH,
+    NONE_OPERAND,
     OP_DISPATCH,
     NotPlain,
     binary_operator,
@@ -249,6 +250,8 @@ def cast(x, dtype, name=None):
     dispatch = OP_DISPATCH.get(("Cast", type(x)))   # a composite tensor (ragged_math)
     if dispatch is not None:
         return dispatch(x, dtype)
+    if x is None:   # (a None gradient cast for mixed precision: TF's conversion error)
+        raise ValueError(NONE_OPERAND)
     target = _dtypes.as_dtype(dtype)
     store = _dtypes.storage_dtype(target._np, "cast")
     if isinstance(x, (np.ndarray, np.generic)) and np.dtype(x.dtype) in _dtypes._WIDE and not _dtypes.x64_enabled():
@@ -471,6 +474,22 @@ register_operators(Tensor, {k: (binary_operator(f, _affine.lift(k)) if _FORWARD.
                                 _affine.lifted(k, f) if k in _affine.FORM_OPERATORS else f)
                             for k, f in _OPERATORS.items()})
 register_operators(Variable, _OPERATORS)
+
+
+def _no_in_place(op, fix):
+    def operator(self, other):
+        raise RuntimeError(f"`var {op}= value` with `tf.Variable`s is not supported. Use `{fix}` to modify "
+                           f"the variable, or `out = var {op} value` if you need to get a new output Tensor.")
+    operator.__name__ = f"in_place_{op}"
+    return operator
+
+
+# As TF's: a Variable's ``+=`` (``-=``, ``*=``, ``/=``, ``**=``) raises, where Python would silently rebind
+# the name to a new Tensor (the Variable then no longer trained); ``//=``, ``%=``, ``@=`` rebind, as in TF.
+for _op, _dunder, _fix in (("+", "__iadd__", "var.assign_add(value)"), ("-", "__isub__", "var.assign_sub(value)"),
+                           ("*", "__imul__", "var.assign(var * value)"), ("/", "__itruediv__", "var.assign(var / value)"),
+                           ("**", "__ipow__", "var.assign(var ** value)")):
+    setattr(Variable, _dunder, _no_in_place(_op, _fix))
 
 __all__ = [
     "negative", "square", "sqrt", "rsqrt", "reciprocal", "exp", "expm1", "log", "log1p", "log_sigmoid", "sin",

@@ -20,6 +20,7 @@ from ._registry import (
     _KINDS,
     _OPERANDS,
     _PY_NUMBERS,
+    NONE_OPERAND,
     OP_DISPATCH,
     check_binary,
     check_float,
@@ -52,6 +53,8 @@ def _reduction(op_type, fn, doc, *, kinds=None, differentiable=True, bool_only=F
         dispatch = OP_DISPATCH.get((op_type, tx))   # a composite tensor (ragged_math)
         if dispatch is not None:
             return dispatch(op, op_type, input_tensor, axis, keepdims)
+        if input_tensor is None:
+            raise ValueError(NONE_OPERAND)
         if kinds is not None:
             check_float(input_tensor, op_type, kinds, "input_tensor")
         if bool_only:
