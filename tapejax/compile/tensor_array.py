@@ -475,7 +475,7 @@ class TensorArray:
                 return _array.zeros((0,), self._a.dtype)
             return _array.concat(parts, 0)
         rows = self.stack()
-        if rows.shape.rank < 2:
+        if len(rows.shape) < 2:
             raise InvalidArgumentError(None, None, "Concat saw a scalar shape at index 0 but requires at least "
                                        "vectors.")
         return _array.reshape(rows, (-1,) + tuple(rows.shape[2:]))
