@@ -397,23 +397,32 @@ class UnboundedWhileGradientError(ValueError):
     so the loop needs a bound: it then runs as a masked scan of that many steps."""
 
 
+def unbounded_while_error(e: ValueError) -> "UnboundedWhileGradientError | None":
+    """JAX's refusal to differentiate a while loop (``e``) as ``UnboundedWhileGradientError`` (None
+    for another ValueError): ``GradientTape.gradient`` raises it at its call (a ``try`` there: no
+    cost unless something raised), ``jacobian`` and ``tf.gradients`` by ``bounded_whiles_only``."""
+    if _JAX_WHILE not in str(e):
+        return None
+    return UnboundedWhileGradientError(
+        "The gradient flows through a while loop with no static number of iterations (a `tf.while_loop` "
+        "without `maximum_iterations`, or a converted `while` / `for` over a tf.range of traced length, "
+        "in a tapejax.function), and XLA's while loop is not reverse-mode differentiable (TF's is: a "
+        "documented limit of tapejax). Bound it: `tf.while_loop(cond, body, loop_vars, "
+        "maximum_iterations=N)`, or make the converted loop's first statement "
+        "`tf.autograph.experimental.set_loop_options(maximum_iterations=N)`; it then runs as a masked "
+        "scan of N steps, which the tape differentiates. Eagerly (outside tapejax.function) the loop "
+        "runs in Python and needs no bound; forward mode (tf.autodiff.ForwardAccumulator) needs none "
+        "either. A `jax.lax.while_loop` / `fori_loop` of dynamic bounds inside a `tapejax.op` function "
+        f"is JAX's own loop: use `lax.scan` or static bounds there (JAX: {str(e).splitlines()[0]})")
+
+
 @contextlib.contextmanager
 def bounded_whiles_only() -> Iterator[None]:
-    """Turns JAX's refusal to differentiate a while loop into ``UnboundedWhileGradientError``
-    (``GradientTape.gradient`` / ``jacobian`` run inside it, so it is raised at their call)."""
+    """Turns JAX's refusal to differentiate a while loop into ``UnboundedWhileGradientError``."""
     try:
         yield
     except ValueError as e:
-        if _JAX_WHILE not in str(e):
+        err = unbounded_while_error(e)
+        if err is None:
             raise
-        raise UnboundedWhileGradientError(
-            "The gradient flows through a while loop with no static number of iterations (a `tf.while_loop` "
-            "without `maximum_iterations`, or a converted `while` / `for` over a tf.range of traced length, "
-            "in a tapejax.function), and XLA's while loop is not reverse-mode differentiable (TF's is: a "
-            "documented limit of tapejax). Bound it: `tf.while_loop(cond, body, loop_vars, "
-            "maximum_iterations=N)`, or make the converted loop's first statement "
-            "`tf.autograph.experimental.set_loop_options(maximum_iterations=N)`; it then runs as a masked "
-            "scan of N steps, which the tape differentiates. Eagerly (outside tapejax.function) the loop "
-            "runs in Python and needs no bound; forward mode (tf.autodiff.ForwardAccumulator) needs none "
-            "either. A `jax.lax.while_loop` / `fori_loop` of dynamic bounds inside a `tapejax.op` function "
-            f"is JAX's own loop: use `lax.scan` or static bounds there (JAX: {str(e).splitlines()[0]})") from e
+        raise err from e

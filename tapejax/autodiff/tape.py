@@ -395,8 +395,12 @@ class GradientTape:
         cts = _output_gradients(output_gradients, flat_targets)
         self._begin_use()
         try:
-            with _gradient.bounded_whiles_only():
-                grads = _gradient.gradient(self, flat_targets, flat_sources, cts, mode)
+            grads = _gradient.gradient(self, flat_targets, flat_sources, cts, mode)
+        except ValueError as e:   # (JAX refusing a while loop: the bound it needs)
+            err = _gradient.unbounded_while_error(e)
+            if err is None:
+                raise
+            raise err from e
         finally:
             self._end_use()
         return pack(grads)
