@@ -5,16 +5,7 @@ checked by the parity programs); the phrases are what a user must read to fix th
 import numpy as np
 
 import tapejax as tf
-
-
-def _check(tape, target, source, *phrases, connected=False):
-    msg = tape.explain(target, source)
-    for p in phrases:
-        assert p in msg, msg
-    g = tape.gradient(target, source)
-    assert (g is not None) == connected, msg
-    return msg
-
+from test_explain import _check  # (explain's phrases, and the gradient's None-ness as the oracle)
 
 # -- what the tape watches ----------------------------------------------------------------------
 
