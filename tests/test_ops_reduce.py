@@ -34,3 +34,51 @@ def test_clip_by_global_norm_at_the_tie_differentiates_through_the_norm_as_tf(cl
     assert len(got) == len(want)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+
+
+def _max_min_grads(x, **kw):
+    x = tf.constant(x)
+    with tf.GradientTape(persistent=True) as t:
+        t.watch(x)
+        hi, lo = tf.reduce_max(x, **kw), tf.reduce_min(x, **kw)
+    return hi.numpy(), t.gradient(hi, x).numpy(), lo.numpy(), t.gradient(lo, x).numpy()
+
+
+@pytest.mark.parametrize("deferred", [True, False])
+def test_reduce_max_min_of_empty_give_tfs_identities(deferred):
+    """TF's Max / Min of nothing is -inf / inf (the integer extremes for ints), where jnp.max
+    raised "zero-size array to reduction operation max which has no identity"."""
+    prev = tf.set_deferred_execution(deferred)
+    try:
+        hi, ghi, lo, glo = _max_min_grads(np.zeros((0, 3), np.float32), axis=0)
+        np.testing.assert_array_equal(hi, [-np.inf] * 3)
+        np.testing.assert_array_equal(lo, [np.inf] * 3)
+        assert ghi.shape == glo.shape == (0, 3)
+        e = tf.zeros([0, 2], tf.int32)
+        assert tf.reduce_max(e).numpy() == np.iinfo(np.int32).min
+        np.testing.assert_array_equal(tf.reduce_min(e, axis=0).numpy(), [np.iinfo(np.int32).max] * 2)
+        assert tf.reduce_logsumexp(tf.zeros([0])).numpy() == -np.inf
+    finally:
+        tf.set_deferred_execution(prev)
+
+
+def test_reduce_max_min_gradient_is_nan_where_the_extreme_is_nan_and_split_at_ties():
+    """TF's ``indicators / num_selected``: a NaN extreme equals no element, so every element of
+    its row gets 0/0 = NaN (JAX's rule, once XLA made it a select, gave 0: a NaN loss with zero
+    gradients); tied extremes share the gradient evenly (unchanged)."""
+    hi, ghi, lo, glo = _max_min_grads(np.array([[np.nan, 1.0, 2.0], [3.0, 3.0, 1.0]], np.float32), axis=1)
+    np.testing.assert_array_equal(hi, [np.nan, 3.0])
+    np.testing.assert_array_equal(ghi, [[np.nan] * 3, [0.5, 0.5, 0.0]])
+    np.testing.assert_array_equal(glo, [[np.nan] * 3, [0.0, 0.0, 1.0]])
+    _, g, _, _ = _max_min_grads(np.array([2.0, 2.0, 2.0, 1.0], np.float32))
+    np.testing.assert_allclose(g, [1 / 3, 1 / 3, 1 / 3, 0.0])
+
+
+def test_argmax_argmin_pass_over_nan_as_tfs_kernel():
+    """TF's CPU ArgMax / ArgMin compare with ``>`` / ``<``, so NaN never wins (an all-NaN row gives
+    index 0); JAX's argmax picks the first NaN."""
+    n, i = np.nan, np.inf
+    m = tf.constant([[n, 1, n, -2], [n, n, n, n], [-i, n, -i, -i], [n, -i, n, 5], [3, n, 3, n]])
+    np.testing.assert_array_equal(tf.argmax(m, axis=1).numpy(), [1, 0, 0, 3, 0])
+    np.testing.assert_array_equal(tf.argmin(m, axis=1).numpy(), [3, 0, 0, 1, 0])
+    np.testing.assert_array_equal(tf.argmax(m, axis=0).numpy(), [4, 0, 4, 3])

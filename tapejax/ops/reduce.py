@@ -1,6 +1,7 @@
 """Reductions, scans, selection, clipping, top_k, segments and bincount (``tf.math`` and the top
 level), declared as primitives with hand-written TF-named wrappers."""
 import collections
+import functools
 from typing import Any, List
 
 import jax
@@ -84,9 +85,46 @@ def _mean(x, *, axis=None, keepdims=False):
     return m.astype(x.dtype) if jnp.issubdtype(x.dtype, jnp.integer) else m
 
 
+def _lowest(dtype, high: bool):
+    """TF's identity of an empty Max (Min): the dtype's lowest (highest) value, -inf (inf) for floats."""
+    if jnp.issubdtype(dtype, jnp.floating):
+        return np.inf if high else -np.inf
+    if dtype == jnp.bool_:
+        return high
+    return jnp.iinfo(dtype).max if high else jnp.iinfo(dtype).min
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2, 3))
+def _extreme(x, axis, keepdims, is_max):
+    return (jnp.max if is_max else jnp.min)(x, axis=axis, keepdims=keepdims, initial=_lowest(x.dtype, not is_max))
+
+
+@_extreme.defjvp
+def _extreme_jvp(axis, keepdims, is_max, primals, tangents):
+    # TF's _MinOrMaxGrad: indicators / num_selected, so tied extremes share the gradient and a NaN
+    # extreme (equal to nothing) gives 0/0 = NaN.  (JAX's rule has the same form, but XLA rewrites
+    # ``g * convert(x == y)`` into a select, which reads 0 there.)
+    (x,), (t,) = primals, tangents
+    y = _extreme(x, axis, True, is_max)
+    ind = (x == y).astype(x.dtype)
+    n = jnp.sum(ind, axis=axis, keepdims=True)
+    dy = jnp.sum(t * jnp.where(n > 0, ind / n, jnp.nan), axis=axis, keepdims=True)
+    if not keepdims:
+        y, dy = jnp.squeeze(y, axis=axis), jnp.squeeze(dy, axis=axis)
+    return y, dy
+
+
+def _max_or_min(is_max):
+    def fn(x, *, axis=None, keepdims=False):
+        if jnp.issubdtype(x.dtype, jnp.inexact):
+            return _extreme(x, axis, keepdims, is_max)
+        return (jnp.max if is_max else jnp.min)(x, axis=axis, keepdims=keepdims, initial=_lowest(x.dtype, not is_max))
+    return fn
+
+
 def _logsumexp(x, *, axis=None, keepdims=False):
     # TF's formula: the max is a constant (stop_gradient) and non-finite maxima are replaced by 0.
-    raw = jnp.max(x, axis=axis, keepdims=True)
+    raw = jnp.max(x, axis=axis, keepdims=True, initial=-np.inf)
     m = jax.lax.stop_gradient(jnp.where(jnp.isfinite(raw), raw, 0))
     r = jnp.log(jnp.sum(jnp.exp(x - m), axis=axis, keepdims=True)) + m
     return r if keepdims else jnp.squeeze(r, axis=axis)
@@ -108,10 +146,10 @@ def _euclidean(x, *, axis=None, keepdims=False):
 reduce_sum = _reduction("Sum", _sum, "``tf.reduce_sum``: sum over ``axis`` (all axes when None).")
 reduce_mean = _reduction("Mean", _mean, "``tf.reduce_mean``: mean over ``axis`` (integer inputs give "
                          "an integer mean, as TF).")
-reduce_max = _reduction("Max", lambda x, *, axis=None, keepdims=False: jnp.max(x, axis=axis, keepdims=keepdims),
-                        "``tf.reduce_max``: the gradient is split evenly among tied maxima (as TF).")
-reduce_min = _reduction("Min", lambda x, *, axis=None, keepdims=False: jnp.min(x, axis=axis, keepdims=keepdims),
-                        "``tf.reduce_min``: the gradient is split evenly among tied minima (as TF).")
+reduce_max = _reduction("Max", _max_or_min(True), "``tf.reduce_max``: the gradient is split evenly among tied "
+                        "maxima, NaN where the maximum is NaN; -inf (the lowest integer) for an empty input (as TF).")
+reduce_min = _reduction("Min", _max_or_min(False), "``tf.reduce_min``: the gradient is split evenly among tied "
+                        "minima, NaN where the minimum is NaN; inf (the highest integer) for an empty input (as TF).")
 reduce_prod = _reduction("Prod", lambda x, *, axis=None, keepdims=False: jnp.prod(x, axis=axis, keepdims=keepdims),
                          "``tf.reduce_prod`` (its gradient is exact at zeros, as TF's).")
 reduce_logsumexp = _reduction("ReduceLogSumExp", _logsumexp,
@@ -160,14 +198,16 @@ def count_nonzero(input, axis=None, keepdims=None, dtype=_dtypes.int64, name=Non
     return bind(_COUNT_NONZERO, input, axis=static_axis(axis), keepdims=bool(keepdims), dtype=store.name)
 
 
-def _arg(fn):
+def _arg(fn, skip):
     def impl(x, *, axis, dtype):
+        if jnp.issubdtype(x.dtype, jnp.floating):   # TF's kernel passes over NaN (JAX picks it)
+            x = jnp.where(jnp.isnan(x), jnp.asarray(skip, x.dtype), x)
         return fn(x, axis=axis).astype(dtype)
     return impl
 
 
-_ARGMAX = prim("ArgMax", _arg(jnp.argmax), differentiable=False)
-_ARGMIN = prim("ArgMin", _arg(jnp.argmin), differentiable=False)
+_ARGMAX = prim("ArgMax", _arg(jnp.argmax, -np.inf), differentiable=False)
+_ARGMIN = prim("ArgMin", _arg(jnp.argmin, np.inf), differentiable=False)
 
 
 def _argminmax(p, op_type, input, axis, output_type):
@@ -182,13 +222,15 @@ def _argminmax(p, op_type, input, axis, output_type):
 
 @tf_types("ArgMax")
 def argmax(input, axis=None, output_type=_dtypes.int64, name=None):
-    """``tf.math.argmax`` over ``axis`` (0 when None): int64 (int32 without x64); the lower index wins ties."""
+    """``tf.math.argmax`` over ``axis`` (0 when None): int64 (int32 without x64); the lower index wins ties;
+    NaN is passed over (TF's CPU kernel)."""
     return _argminmax(_ARGMAX, "ArgMax", input, axis, output_type)
 
 
 @tf_types("ArgMin")
 def argmin(input, axis=None, output_type=_dtypes.int64, name=None):
-    """``tf.math.argmin`` over ``axis`` (0 when None): int64 (int32 without x64); the lower index wins ties."""
+    """``tf.math.argmin`` over ``axis`` (0 when None): int64 (int32 without x64); the lower index wins ties;
+    NaN is passed over (TF's CPU kernel)."""
     return _argminmax(_ARGMIN, "ArgMin", input, axis, output_type)
 
 
