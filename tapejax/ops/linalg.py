@@ -376,6 +376,10 @@ def _norm(x, *, ord, axis, keepdims):
     if ord == "euclidean":
         s = jnp.sum(jnp.square(jnp.abs(x)) if jnp.iscomplexobj(x) else x * x, axis=axis, keepdims=True)
         r = G.sqrt(s)
+    elif isinstance(axis, tuple) and len(axis) == 2 and ord in (1, np.inf):
+        # TF's formula, the largest column (1) or row (inf) sum of |x|, with abs'(0) = 0 (jnp's is 1)
+        s_ax, m_ax = axis if ord == 1 else axis[::-1]
+        r = jnp.max(jnp.sum(G.tf_abs(x), axis=s_ax, keepdims=True), axis=m_ax, keepdims=True)
     elif isinstance(axis, tuple) and len(axis) == 2:
         r = jnp.linalg.norm(x, ord=ord, axis=axis, keepdims=True)
     elif ord == 1:
