@@ -91,3 +91,28 @@ def test_relu_mask_multiplies_an_infinite_gradient_into_nan_as_tf(f):
     for out in (tape_grad(tx), tf.function(tape_grad)(tx)):
         out = out.numpy()
         assert np.isnan(out[:2]).all() and np.isfinite(out[2])
+
+
+def test_softmax_xent_logits_gradient_is_tfs_softmax_minus_labels_for_unnormalised_labels():
+    """TF's SoftmaxCrossEntropyWithLogits kernel gives the logits ``softmax - labels``, also where the
+    labels do not sum to 1 (multi-hot labels): the exact ``sum(labels) * softmax - labels`` was
+    tapejax's before.  The labels get ``-log_softmax``; the tape, jax.grad, jit and jvp agree, and
+    the logits' second derivative is the softmax Jacobian's (TF's numbers, 2.21)."""
+    lb = np.array([[0.0, 0.0, 0.5], [0.0, 1.0, 1.0]], np.float32)
+    lg = np.array([[1e4, 1e4, -1e4], [1.0, 2.0, 0.5]], np.float32)
+    want_z = np.array([[0.5, 0.5, -0.5], [0.2312239, -0.3714683, -0.8597556]], np.float32)
+    f = lambda a, z: jnp.sum(G.softmax_xent(a, z, -1))  # noqa: E731
+    for grad in (jax.grad(f, (0, 1)), jax.jit(jax.grad(f, (0, 1)))):
+        ga, gz = grad(jnp.asarray(lb), jnp.asarray(lg))
+        np.testing.assert_allclose(gz, want_z, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(ga, -jax.nn.log_softmax(lg), rtol=1e-5)
+    _, tangent = jax.jvp(lambda z: G.softmax_xent(jnp.asarray(lb), z, -1), (jnp.asarray(lg),), (jnp.ones_like(lg),))
+    np.testing.assert_allclose(tangent, want_z.sum(-1), rtol=1e-5, atol=1e-5)
+    a, z = tf.constant(lb), tf.constant(lg)
+    with tf.GradientTape() as t:
+        t.watch(z)
+        y = tf.reduce_sum(tf.nn.softmax_cross_entropy_with_logits(labels=a, logits=z))
+    np.testing.assert_allclose(t.gradient(y, z).numpy(), want_z, rtol=1e-5, atol=1e-6)
+    hz = jax.hessian(lambda z: G.softmax_xent(jnp.asarray(lb[1]), z, -1))(jnp.asarray(lg[1]))
+    s = jax.nn.softmax(lg[1])
+    np.testing.assert_allclose(hz, np.diag(s) - np.outer(s, s), rtol=1e-5, atol=1e-6)

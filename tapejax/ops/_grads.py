@@ -19,6 +19,8 @@ at every order:
   exponent gradient of ``pow`` (``log x`` read as 0 where ``x <= 0``) are
   masked by their primal values, as TF's registered gradients are.
 """
+import functools
+
 import jax
 import jax.core
 import jax.numpy as jnp
@@ -285,3 +287,19 @@ def _selu_jvp(p, t):
     (x,), (tx,) = p, t
     y = selu(x)
     return y, tx * jnp.where(y < 0, y + _SELU_SCALE * _SELU_ALPHA, _SELU_SCALE)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
+def softmax_xent(labels, logits, axis):
+    """``-sum(labels * log_softmax(logits))`` over ``axis`` with TF's kernel's gradients:
+    ``softmax - labels`` for the logits (the labels are not renormalised: with labels summing to
+    ``s`` the exact gradient would be ``s * softmax - labels``), ``-log_softmax`` for the labels."""
+    return -jnp.sum(labels * jax.nn.log_softmax(logits, axis=axis), axis=axis)
+
+
+@softmax_xent.defjvp
+def _softmax_xent_jvp(axis, p, t):
+    (labels, logits), (tl, tz) = p, t
+    logp = jax.nn.log_softmax(logits, axis=axis)
+    y = -jnp.sum(labels * logp, axis=axis)
+    return y, jnp.sum((jnp.exp(logp) - labels) * _tan(tz, logits) - logp * _tan(tl, labels), axis=axis).astype(y.dtype)
