@@ -37,8 +37,8 @@ def _bad(op_type, msg):
     return InvalidArgumentError(None, None, f"{msg} [Op:{op_type}]")
 
 
-def _elu(x):
-    return jnp.where(x > 0, x, jnp.expm1(jnp.where(x > 0, 0, x)))
+def _elu(x):   # (x < 0 as TF's kernel selects: elu'(NaN) = 1, as TF's EluGrad gives)
+    return jnp.where(x < 0, jnp.expm1(jnp.where(x < 0, x, 0)), x)
 
 
 _ns = {}
@@ -156,7 +156,7 @@ def sparse_softmax_cross_entropy_with_logits(labels=None, logits=None, name=None
 
 
 def _xent(labels, logits, *, axis):
-    return -jnp.sum(labels * jax.nn.log_softmax(logits, axis=axis), axis=axis)
+    return G.softmax_xent(labels, logits, axis)   # (the logits' gradient is TF's softmax - labels)
 
 
 _XENT = prim("SoftmaxCrossEntropyWithLogits", _xent)
