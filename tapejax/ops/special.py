@@ -106,7 +106,7 @@ _UNARY = [
     ("ndtri", "Ndtri", S.ndtri, True, "real32"),
     ("rint", "Rint", jnp.rint, False, "real"),
     ("reciprocal_no_nan", "ReciprocalNoNan", lambda x: G.divide_no_nan(jnp.ones_like(x), x), True, "float"),
-    ("angle", "Angle", _angle, False),
+    ("angle", "Angle", _angle, True),
     ("real", "Real", _real),
     ("imag", "Imag", lambda x: jnp.imag(x) if jnp.iscomplexobj(x) else jnp.zeros_like(x)),
     ("conj", "Conj", jnp.conj),
@@ -130,9 +130,20 @@ binary_ops(_ns, _BINARY)
 bessel_i0, bessel_i0e, bessel_i1, bessel_i1e = _ns["bessel_i0"], _ns["bessel_i0e"], _ns["bessel_i1"], _ns["bessel_i1e"]
 dawsn, expint, spence = _ns["dawsn"], _ns["expint"], _ns["spence"]
 erfinv, erfcinv, ndtri, rint = _ns["erfinv"], _ns["erfcinv"], _ns["ndtri"], _ns["rint"]
-reciprocal_no_nan, angle, real, conj = _ns["reciprocal_no_nan"], _ns["angle"], _ns["real"], _ns["conj"]
+reciprocal_no_nan, real, conj = _ns["reciprocal_no_nan"], _ns["real"], _ns["conj"]
 nextafter, xlog1py, truncatediv, truncatemod = _ns["nextafter"], _ns["xlog1py"], _ns["truncatediv"], _ns["truncatemod"]
 _igamma, _igammac, _polygamma, _zeta = _ns["igamma"], _ns["igammac"], _ns["polygamma"], _ns["zeta"]
+
+
+def angle(input, name=None):  # noqa: A002  (TF's name)
+    """``tf.math.angle``: the argument of a complex tensor (differentiable, as TF's Angle); of a real
+    tensor pi where negative, else 0, not connected to the input (TF's gradient is None there)."""
+    if isinstance(input, (Tensor, Variable)) and not input.dtype.is_complex:
+        input = no_gradient(input)
+    return _ns["angle"](input)
+
+
+angle._tf_types = ("Angle",)
 
 
 def imag(input, name=None):  # noqa: A002  (TF's name)
