@@ -1,0 +1,296 @@
+"""TF's conventions at edge points, second half (``test_edge_points.py`` explains the tables):
+non-finite values (softmax over -inf, cross-entropies at extreme logits, the ``tf.where`` NaN
+trap, inf - inf), empty tensors (zero-size batches through matmul, reductions, concat, gather and
+the segment ops, with their gradients), and dtypes (the gradient's dtype for float16 / bfloat16 /
+float64 sources, integer and bool sources and intermediates, complex sources, mixed-dtype errors).
+"""
+import numpy as np
+
+from .harness import parity, raises, xfail_on_tapejax
+from .test_edge_points import INF, NAN, raised_rows, vg_rows
+
+# -- non-finite values ----------------------------------------------------------------------------
+
+NEG = np.array([[0.0, -INF, 1.0], [-INF, -INF, -INF], [-INF, 2.0, -INF], [1e30, -1e30, 0.0]], np.float32)
+
+
+@parity(modes=True)
+def test_softmax_with_infinities(tf):
+    """softmax / log_softmax with -inf entries, an all -inf row (NaN), one finite entry and huge
+    logits; along both axes."""
+    return vg_rows(tf, [
+        ("softmax@neg_inf_rows", tf.nn.softmax, NEG),
+        ("softmax@neg_inf_axis0", lambda u: tf.nn.softmax(u, axis=0), NEG),
+        ("log_softmax@neg_inf_rows", tf.nn.log_softmax, NEG),
+        ("math.log_softmax@neg_inf_axis0", lambda u: tf.math.log_softmax(u, axis=0), NEG),
+        ("softmax@finite_rows_only", tf.nn.softmax, NEG[[0, 2, 3]]),
+        ("log_softmax@finite_rows_only", tf.nn.log_softmax, NEG[[0, 2, 3]]),
+        ("reduce_logsumexp@neg_inf_rows", lambda u: tf.reduce_logsumexp(u, axis=1), NEG),
+        ("reduce_logsumexp@pos_inf", lambda u: tf.reduce_logsumexp(u, axis=1),
+         np.array([[INF, 1.0], [INF, INF], [INF, -INF]], np.float32)),
+    ])
+
+
+@parity(modes=True, rtol=2e-5, atol=1e-5)
+def test_cross_entropies_at_extreme_logits(tf):
+    """sigmoid / softmax / sparse softmax / weighted cross-entropies with logits of ±100, ±1e4
+    and soft labels: finite losses, TF's gradients (labels watched too)."""
+    lg = np.array([[100.0, -100.0, 0.0], [-1e4, 1e4, 0.0], [1e4, 1e4, -1e4]], np.float32)
+    lb = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.5, 0.5, 0.0]], np.float32)
+    flip = np.array([[0.0, 1.0, 1.0], [1.0, 0.0, 1.0], [0.0, 0.0, 1.0]], np.float32)
+    return vg_rows(tf, [
+        ("sigmoid_cross_entropy_with_logits@extreme",
+         lambda a, b: tf.nn.sigmoid_cross_entropy_with_logits(labels=a, logits=b), lb, lg),
+        ("sigmoid_cross_entropy_with_logits@extreme_wrong",
+         lambda a, b: tf.nn.sigmoid_cross_entropy_with_logits(labels=a, logits=b), flip, lg),
+        ("softmax_cross_entropy_with_logits@extreme",
+         lambda a, b: tf.nn.softmax_cross_entropy_with_logits(labels=a, logits=b), lb, lg),
+        ("softmax_cross_entropy_with_logits@extreme_wrong",
+         lambda a, b: tf.nn.softmax_cross_entropy_with_logits(labels=a, logits=b), flip / 2.0, lg),
+        ("sparse_softmax_cross_entropy_with_logits@extreme",
+         lambda b: tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.constant([0, 1, 2]), logits=b), lg),
+        ("weighted_cross_entropy_with_logits@extreme",
+         lambda a, b: tf.nn.weighted_cross_entropy_with_logits(labels=a, logits=b, pos_weight=3.0), flip, lg),
+        ("log_sigmoid@extreme", tf.math.log_sigmoid, lg),
+        ("softplus@extreme", tf.math.softplus, lg),
+    ])
+
+
+@parity(modes=True)
+def test_where_nan_gradient_trap(tf):
+    """The ``tf.where`` trap: the gradient of the branch not taken is multiplied by zero, so sqrt
+    and rsqrt (TF's zero-cotangent rule) stay finite while log, 1/x and pow give NaN where their
+    derivative is infinite; the safe double-where pattern is finite everywhere."""
+    x = np.array([-1.0, 0.0, 4.0], np.float32)
+    return vg_rows(tf, [
+        ("where_sqrt@nonpositive", lambda u: tf.where(u > 0, tf.sqrt(u), 0.0), x),
+        ("where_rsqrt@nonpositive", lambda u: tf.where(u > 0, tf.math.rsqrt(u), 0.0), x),
+        ("where_reciprocal@nonpositive", lambda u: tf.where(u > 0, tf.math.reciprocal(u), 0.0), x),
+        ("where_log@nonpositive", lambda u: tf.where(u > 0, tf.math.log(u), 0.0), x),
+        ("where_div@nonpositive", lambda u: tf.where(u > 0, 1.0 / u, 0.0), x),
+        ("where_pow@nonpositive", lambda u: tf.where(u > 0, tf.pow(u, 0.5), 0.0), x),
+        ("where_double@nonpositive", lambda u: tf.where(u > 0, tf.math.log(tf.where(u > 0, u, 1.0)), 0.0), x),
+        ("norm_via_sqrt@0", lambda u: tf.sqrt(tf.reduce_sum(u * u)), np.zeros(3, np.float32)),
+    ])
+
+
+@parity(modes=True)
+def test_inf_arithmetic(tf):
+    """inf - inf, inf * 0, inf / inf, NaN * 0, sums over NaN and inf, exp overflow, and their gradients."""
+    a = np.array([INF, INF, -INF, 1.0], np.float32)
+    b = np.array([INF, -INF, -INF, INF], np.float32)
+    return vg_rows(tf, [
+        ("subtract@inf_inf", tf.subtract, a, b),
+        ("add@inf_neg_inf", tf.add, a, b),
+        ("multiply@inf_zero", tf.multiply, a, np.zeros(4, np.float32)),
+        ("divide@inf_inf", tf.divide, a, b),
+        ("multiply@nan_zero", tf.multiply, np.array([NAN, 0.0], np.float32), np.array([0.0, NAN], np.float32)),
+        ("reduce_sum@nan_inf", tf.reduce_sum, np.array([NAN, INF, 1.0], np.float32)),
+        ("exp@overflow", tf.exp, np.array([100.0, 89.0, -200.0, 0.0], np.float32)),
+        ("square@large", tf.square, np.array([1e20, -1e20, 3e38, 0.0], np.float32)),
+    ])
+
+
+# -- empty tensors --------------------------------------------------------------------------------
+
+E03 = np.zeros((0, 3), np.float32)
+
+
+@parity(modes=True)
+def test_empty_tensors(tf):
+    """A zero-size batch through matmul, reductions (sum 0, mean NaN, max -inf, min inf, prod 1,
+    each over all axes and over the empty one), concat, gather, segment sums and softmax, with
+    their gradients (zeros of the input's shape)."""
+    w = np.arange(6, dtype=np.float32).reshape(3, 2)
+    return vg_rows(tf, [
+        ("matmul@empty_batch", tf.matmul, E03, w),
+        ("matmul@empty_inner", tf.matmul, np.zeros((2, 0), np.float32), np.zeros((0, 3), np.float32)),
+        ("reduce_sum@empty", tf.reduce_sum, E03),
+        ("reduce_sum@empty_axis0", lambda u: tf.reduce_sum(u, axis=0), E03),
+        ("reduce_mean@empty", tf.reduce_mean, E03),
+        ("reduce_mean@empty_axis0", lambda u: tf.reduce_mean(u, axis=0), E03),
+        ("reduce_mean@empty_axis1", lambda u: tf.reduce_mean(u, axis=1), E03),
+        ("reduce_max@empty", tf.reduce_max, E03),
+        ("reduce_max@empty_axis0", lambda u: tf.reduce_max(u, axis=0), E03),
+        ("reduce_min@empty_axis0", lambda u: tf.reduce_min(u, axis=0), E03),
+        ("reduce_prod@empty_axis0", lambda u: tf.reduce_prod(u, axis=0), E03),
+        ("reduce_logsumexp@empty_axis0", lambda u: tf.reduce_logsumexp(u, axis=0), E03),
+        ("reduce_variance@empty_axis0", lambda u: tf.math.reduce_variance(u, axis=0), E03),
+        ("concat@empty", lambda u, v: tf.concat([u, v], axis=0), E03, w.T),
+        ("stack@empty", lambda u: tf.stack([u, u]), E03),
+        ("gather@empty_indices", lambda u: tf.gather(u, tf.constant([], tf.int32)), w),
+        ("gather@empty_params", lambda u: tf.gather(u, tf.constant([], tf.int32)), E03),
+        ("unsorted_segment_sum@empty", lambda u: tf.math.unsorted_segment_sum(u, tf.zeros([0], tf.int32), 2), E03),
+        ("unsorted_segment_max@empty", lambda u: tf.math.unsorted_segment_max(u, tf.zeros([0], tf.int32), 2), E03),
+        ("segment_sum@empty", lambda u: tf.math.segment_sum(u, tf.zeros([0], tf.int32)), E03),
+        ("softmax@empty_batch", tf.nn.softmax, E03),
+        ("relu@empty", tf.nn.relu, E03),
+        ("l2_loss@empty", tf.nn.l2_loss, E03),
+        ("norm@empty", tf.norm, E03),
+    ])
+
+
+@parity(modes=True)
+def test_empty_integer_reductions(tf):
+    """Reductions of empty integer tensors: TF's identities (the int32 extremes for max / min,
+    0 for mean, 1 for prod) and their dtypes; reduce_any / reduce_all of nothing."""
+    e = tf.zeros([0, 2], tf.int32)
+    return {
+        "reduce_sum@int_empty": tf.reduce_sum(e), "reduce_mean@int_empty": tf.reduce_mean(e),
+        "reduce_max@int_empty": tf.reduce_max(e), "reduce_min@int_empty": tf.reduce_min(e, axis=0),
+        "reduce_prod@int_empty": tf.reduce_prod(e), "reduce_any@empty": tf.reduce_any(tf.zeros([0], tf.bool)),
+        "reduce_all@empty": tf.reduce_all(tf.zeros([0], tf.bool)),
+        "reduce_mean@int_axis1_empty": tf.reduce_mean(tf.zeros([2, 0], tf.int32), axis=1),
+    }
+
+
+# -- dtypes -------------------------------------------------------------------------------------------
+
+@parity(modes=True, rtol=1e-2, atol=1e-2)
+def test_gradient_dtypes_half(tf):
+    """float16 and bfloat16 sources: the gradient has the source's dtype, through a cast to float32
+    too; ties and kinks in the half types."""
+    x16 = tf.constant([0.0, 1.5, -2.0, 1.5], tf.float16)
+    xb = tf.constant([0.0, 1.5, -2.0, 1.5], tf.bfloat16)
+    with tf.GradientTape(persistent=True) as t:
+        t.watch([x16, xb])
+        y16 = tf.reduce_max(x16) + tf.reduce_sum(tf.nn.relu(x16) * x16)
+        yb = tf.reduce_max(xb) + tf.reduce_sum(tf.abs(xb))
+        c16 = tf.reduce_sum(tf.cast(x16, tf.float32) ** 2)
+        cb = tf.reduce_sum(tf.sqrt(tf.cast(xb, tf.float32)))
+    return {"float16@max_relu": (y16, t.gradient(y16, x16)), "bfloat16@max_abs": (yb, t.gradient(yb, xb)),
+            "float16@cast_float32": (c16, t.gradient(c16, x16)), "bfloat16@cast_sqrt0": (cb, t.gradient(cb, xb))}
+
+
+@parity(modes=True, x64=True)
+def test_gradient_dtypes_float64_and_int64(tf):
+    """float64 sources (also through a cast to float32: a float64 gradient), int64 argmax and
+    truediv of ints (float64 with inf and NaN at 0), with JAX's 64-bit mode on the tapejax side."""
+    x = tf.constant([0.0, 2.0, 2.0, -1.0], tf.float64)
+    f = tf.constant([1.0, 4.0], tf.float32)
+    with tf.GradientTape(persistent=True) as t:
+        t.watch([x, f])
+        y = tf.reduce_max(x) + tf.reduce_sum(tf.sqrt(tf.abs(x)))
+        c = tf.reduce_sum(tf.cast(x, tf.float32) * 3.0)
+        g = tf.reduce_sum(tf.cast(f, tf.float64) ** 2)
+    ai = tf.constant([1, 0, -3])
+    return {"float64@max_sqrt": (y, t.gradient(y, x)), "float64@cast_float32": (c, t.gradient(c, x)),
+            "float32@cast_float64": (g, t.gradient(g, f)),
+            "argmax@ties_int64": tf.argmax(x), "argmin@int64": tf.math.argmin(x),
+            "truediv@int_zero": tf.math.truediv(ai, tf.constant([0, 0, 0])),
+            "operator_div@int_zero": ai / tf.constant([0, 0, 2])}
+
+
+@parity(modes=True)
+def test_integer_and_bool_paths(tf):
+    """Integer and bool sources and intermediates: None (TF's rule), also with 'zero' (integer
+    zeros); a path through cast(argmax), cast(equal), float -> int -> float, floor and round."""
+    i = tf.constant([1, 2, 3])
+    b = tf.constant([True, False, True])
+    x = tf.constant([0.5, -1.5, 2.5])
+    with tf.GradientTape(persistent=True) as t:
+        t.watch([i, x])
+        yi = tf.reduce_sum(i * i)
+        yc = tf.reduce_sum(tf.cast(tf.cast(x, tf.int32), tf.float32))
+        ya = tf.cast(tf.argmax(x), tf.float32)
+        ye = tf.reduce_sum(tf.cast(tf.equal(x, 0.5), tf.float32))
+        yb = tf.reduce_sum(tf.cast(x > 0, tf.float32) * x)
+        yf = tf.reduce_sum(tf.floor(x) + tf.round(x))
+        ys = tf.reduce_sum(tf.sign(x))
+        ym = tf.reduce_sum(tf.cast(tf.cast(x, tf.bool), tf.float32))
+    return {"int@source": t.gradient(yi, i), "int@source_zero": t.gradient(yi, i, unconnected_gradients="zero"),
+            "cast_int@path": t.gradient(yc, x), "cast_int@path_zero": t.gradient(yc, x, unconnected_gradients="zero"),
+            "cast_argmax@path": t.gradient(ya, x), "cast_equal@path": t.gradient(ye, x),
+            "bool_mask@path": t.gradient(yb, x), "floor_round@path": t.gradient(yf, x),
+            "sign@path": t.gradient(ys, x), "cast_bool@path": t.gradient(ym, x),
+            "bool@watch": raises(lambda: t.gradient(tf.reduce_sum(tf.cast(b, tf.float32)), b))}
+
+
+@parity(modes=True)
+def test_complex_gradients(tf):
+    """Complex sources: TF returns the conjugate of the derivative convention (d|z|^2/dz = 2z);
+    abs / real / imag / angle at 0 and off it, a complex matmul, exp."""
+    z = tf.constant([1.0 + 2.0j, 0.0 + 0.0j, -3.0 + 0.5j], tf.complex64)
+    m = tf.constant([[1.0 + 1.0j, 2.0 - 1.0j], [0.5j, -1.0 + 0.0j]], tf.complex64)
+    with tf.GradientTape(persistent=True) as t:
+        t.watch([z, m])
+        sq = tf.reduce_sum(tf.math.real(z * tf.math.conj(z)))
+        ab = tf.reduce_sum(tf.abs(z))
+        re = tf.reduce_sum(tf.math.real(z) + 2.0 * tf.math.imag(z))
+        an = tf.reduce_sum(tf.math.angle(z))
+        mm = tf.reduce_sum(tf.math.real(tf.matmul(m, m)))
+        ex = tf.math.real(tf.reduce_sum(tf.exp(z)))
+        hol = tf.reduce_sum(z * z)
+    return {"abs_squared@complex": (sq, t.gradient(sq, z)), "abs@complex_with_0": (ab, t.gradient(ab, z)),
+            "real_imag@complex": t.gradient(re, z), "angle@complex_with_0": (an, t.gradient(an, z)),
+            "matmul@complex": t.gradient(mm, m), "exp@complex": t.gradient(ex, z),
+            "holomorphic_target@complex": (hol, t.gradient(hol, z))}
+
+
+@parity(modes=True)
+def test_mixed_dtype_errors(tf):
+    """Mixed dtypes: int32 + float32 raises InvalidArgumentError; a float64 NumPy array next to a
+    float32 Tensor, a Python float next to an int Tensor (TypeError or ValueError by position),
+    float16 + float32."""
+    i, f = tf.constant([1, 2]), tf.constant([1.0, 2.0])
+    d = np.array([0.5, 1.5])
+    return raised_rows([
+        ("add@int32_float32", lambda: tf.add(i, f)),
+        ("operator_add@int32_float32", lambda: i + f),
+        ("multiply@float32_int32", lambda: tf.multiply(f, i)),
+        ("add@np_float64_second", lambda: tf.add(f, d)),
+        ("operator_add@np_float64", lambda: f + d),
+        ("operator_radd@np_float64", lambda: d + f),
+        ("add@python_float_int_tensor", lambda: tf.add(i, 0.5)),
+        ("operator_add@python_float_int_tensor", lambda: i + 0.5),
+        ("operator_mul@python_float_int_tensor", lambda: i * 2.0),
+        ("operator_add@python_int_float_tensor", lambda: f + 1),
+        ("maximum@int32_float32", lambda: tf.maximum(i, f)),
+        ("add@float16_float32", lambda: tf.add(tf.cast(f, tf.float16), f)),
+        ("matmul@int32_float32", lambda: tf.matmul(tf.reshape(i, (1, 2)), tf.reshape(f, (2, 1)))),
+        ("pow@int_negative_exponent", lambda: tf.pow(i, -1)),
+    ])
+
+
+# -- known differences --------------------------------------------------------------------------------
+
+# Each program below differs from TF on purpose or by a design limit (the reasons are the xfails'); its
+# [tf] item still runs, so the TF side stays checked.
+
+@xfail_on_tapejax("TF's CPU kernels raise InvalidArgumentError for an integer division by 0 (a check of the "
+                  "values, a host read per op); tapejax gives XLA's values, as for the other CPU-kernel value "
+                  "checks that ops/checks.py leaves off by default (its value-check mode does not cover "
+                  "division yet)")
+@parity(modes=True)
+def test_integer_division_by_zero(tf):
+    """Integer floordiv / floormod / truncatediv by 0: TF raises (truncatediv as InternalError)."""
+    a, z = np.array([1, 0, -3], np.int32), np.array([0, 0, 0], np.int32)
+    return raised_rows([
+        ("floordiv@int_zero", lambda: tf.math.floordiv(tf.constant(a), tf.constant(z))),
+        ("floormod@int_zero", lambda: tf.math.floormod(tf.constant(a), tf.constant(z))),
+        ("truncatediv@int_zero", lambda: tf.truncatediv(tf.constant(a), tf.constant(z))),
+        ("operator_floordiv@int_zero", lambda: tf.constant(a) // tf.constant(z)),
+        ("operator_mod@int_zero", lambda: tf.constant(a) % 0),
+    ])
+
+
+@xfail_on_tapejax("TF's cumprod gradient is div_no_nan(cumsum(prod * g, reverse), x): 0 wherever x is 0, "
+                  "which is wrong (d/dx1 of cumprod([2, x1, 3]) is 8, not 0); tapejax gives the exact "
+                  "derivative, which no program is worse for")
+@parity(modes=True)
+def test_cumprod_gradient_at_zeros(tf):
+    """cumprod through an exact zero: TF's gradient there is 0."""
+    return vg_rows(tf, [
+        ("cumprod@zeros", lambda u: tf.math.cumprod(u, axis=1), np.array([[2.0, 0.0, 3.0], [0.0, 0.0, 1.0]], np.float32)),
+        ("cumprod@zeros_exclusive_reverse", lambda u: tf.math.cumprod(u, exclusive=True, reverse=True),
+         np.array([2.0, 0.0, 3.0, 0.5], np.float32)),
+    ])
+
+
+@xfail_on_tapejax("tapejax converts a NumPy operand of a binary op to the other operand's dtype in either "
+                  "position (README: 'takes the tensor's dtype, as TF converts it'); TF does that only for the "
+                  "second operand and converts a first NumPy float64 operand as float64, then raises")
+@parity(modes=True)
+def test_numpy_float64_first_operand(tf):
+    """tf.add(np.float64 array, float32 Tensor): TF's InvalidArgumentError."""
+    return raised_rows([("add@np_float64_first", lambda: tf.add(np.array([0.5, 1.5]), tf.constant([1.0, 2.0])))])
