@@ -116,3 +116,15 @@ def test_softmax_xent_logits_gradient_is_tfs_softmax_minus_labels_for_unnormalis
     hz = jax.hessian(lambda z: G.softmax_xent(jnp.asarray(lb[1]), z, -1))(jnp.asarray(lg[1]))
     s = jax.nn.softmax(lg[1])
     np.testing.assert_allclose(hz, np.diag(s) - np.outer(s, s), rtol=1e-5, atol=1e-6)
+
+
+def test_xlogy_xdivy_second_derivative_at_zero_is_tfs_zero():
+    """TF's _XLogyGrad / _XDivyGrad take d/dx as xlogy(x != 0, y) / xdivy(x != 0, y), whose own
+    derivative in y is 0 where x = 0; ``where(x == 0, 0, log y)`` gave NaN (0 * inf) at x = y = 0."""
+    x = jnp.asarray([0.0, 1.0, 2.0])
+    f = lambda u: jnp.sum(jax.grad(lambda v: jnp.sum(G.xlogy(v, v)))(u))  # noqa: E731
+    np.testing.assert_allclose(jax.grad(f)(x), [0.0, 1.0, 0.5], rtol=1e-6)
+    g = lambda u: jnp.sum(jax.grad(lambda v: jnp.sum(G.xdivy(v, v * 0.0 + 2.0)))(u))  # noqa: E731
+    np.testing.assert_allclose(jax.grad(g)(x), [0.0, 0.0, 0.0])
+    h = jax.hessian(lambda v: G.xlogy(v[0], v[1]))(jnp.asarray([0.0, 0.0]))
+    assert np.isfinite(np.asarray(h)).all()

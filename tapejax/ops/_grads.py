@@ -150,7 +150,9 @@ def xlogy(x, y):
 def _xlogy_jvp(p, t):
     x, y = p
     tx, ty = _tan(t[0], x), _tan(t[1], y)
-    dx = jnp.where(x == 0, 0, jnp.log(y))
+    # TF's _XLogyGrad: xlogy(x != 0, y) rather than where(x == 0, 0, log y), whose own derivative
+    # in y is NaN at y = 0 (0 * inf): so xlogy'' is TF's 0 there too
+    dx = xlogy((x != 0).astype(jnp.result_type(x, y)), y)
     dy = xdivy(x, y)
     return xlogy(x, y), tx * dx + ty * dy
 
@@ -164,8 +166,8 @@ def xdivy(x, y):
 def _xdivy_jvp(p, t):
     x, y = p
     tx, ty = _tan(t[0], x), _tan(t[1], y)
-    dx = jnp.where(x == 0, 0, 1 / y)
-    dy = -xdivy(x, y * y)
+    dx = xdivy((x != 0).astype(jnp.result_type(x, y)), y)   # (TF's _XDivyGrad, as xlogy's)
+    dy = xdivy(-x, y * y)
     return xdivy(x, y), tx * dx + ty * dy
 
 
