@@ -3,6 +3,8 @@
 ``max_pool`` / ``avg_pool`` / ``pool`` of any rank, the explicit backprop ops), on the same
 ``lax.conv_general_dilated`` / ``lax.reduce_window`` functions, so gradients and TF's padding rules
 (SAME average pooling counts only the valid entries) are ``ops.nn``'s."""
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -229,7 +231,38 @@ separable_conv2d._tf_types = ("DepthwiseConv2dNative", "Conv2D")
 
 # -- pooling of any rank ----------------------------------------------------------------------
 
-_POOLS = {(kind, n): prim(f"{kind}Pool{'' if n == 2 else f'{n}D'}", _max_pool if kind == "Max" else _avg_pool)
+def _windows(x, win, st, padding, fill):
+    """The pooling windows of ``x`` stacked on a new leading axis (one slice per window offset)."""
+    pads = lax.padtype_to_pads(x.shape, win, st, padding)
+    xp = lax.pad(x, jnp.asarray(fill, x.dtype), [(lo, hi, 0) for lo, hi in pads])
+    out = [(xp.shape[d] - win[d]) // st[d] + 1 for d in range(x.ndim)]
+    return jnp.stack([lax.slice(xp, off, [o + (n - 1) * s + 1 for o, n, s in zip(off, out, st)], st)
+                      for off in np.ndindex(*win)])
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2, 3))
+def _max_pool3d_every_tie(x, win, st, padding):
+    return lax.reduce_window(x, -jnp.inf, lax.max, win, st, padding)
+
+
+@_max_pool3d_every_tie.defjvp
+def _every_tie_jvp(win, st, padding, p, t):
+    # TF's MaxPool3DGrad gives each window's gradient to *every* element equal to its maximum (not
+    # to the first, as MaxPool's does): the tangent of a window is the sum of those elements'.
+    (x,), (tx,) = p, t
+    y = _max_pool3d_every_tie(x, win, st, padding)
+    mask = _windows(x, win, st, padding, -jnp.inf) == y
+    return y, jnp.sum(jnp.where(mask, _windows(tx, win, st, padding, 0), 0), axis=0)
+
+
+
+def _max_pool3d(x, *, ksize, strides, padding, nchw):
+    win, st = ((1, 1) + ksize, (1, 1) + strides) if nchw else ((1,) + ksize + (1,), (1,) + strides + (1,))
+    return _max_pool3d_every_tie(x, win, st, padding)
+
+
+_POOLS = {(kind, n): prim(f"{kind}Pool{'' if n == 2 else f'{n}D'}",
+                          _avg_pool if kind == "Avg" else _max_pool3d if n == 3 else _max_pool)
           for kind in ("Max", "Avg") for n in (1, 3)}
 
 
