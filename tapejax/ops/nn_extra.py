@@ -47,16 +47,16 @@ def sufficient_statistics(x, axes, shift=None, keepdims=False, name=None):
 
 
 def weighted_moments(x, axes, frequency_weights, keepdims=False, name=None):
-    """``tf.nn.weighted_moments``: ``(mean, variance)`` weighted by ``frequency_weights`` (broadcast)."""
+    """``tf.nn.weighted_moments``: ``(mean, variance)`` weighted by ``frequency_weights`` (broadcast);
+    where the weights sum to 0 both are 0 (TF's ``div_no_nan``)."""
     x = convert_to_tensor(x)
     w = convert_to_tensor(frequency_weights, dtype_hint=x.dtype)
     ax = static_axis(axes)
     ax = (ax,) if isinstance(ax, int) else tuple(range(len(_shape(x)))) if ax is None else tuple(ax)
     wx = reduce_sum(multiply(w, x), ax, keepdims=True)
     sw = reduce_sum(multiply(w, convert_to_tensor(jnp.ones(_shape(x), x.dtype._np))), ax, keepdims=True)
-    divisor = 1.0 / sw
-    mean = multiply(wx, divisor)
-    var = multiply(reduce_sum(multiply(w, square(subtract(x, mean))), ax, keepdims=True), divisor)
+    mean = divide_no_nan(wx, sw)   # (TF's div_no_nan: weights summing to 0 give 0, not NaN)
+    var = divide_no_nan(reduce_sum(multiply(w, square(subtract(x, mean))), ax, keepdims=True), sw)
     if not keepdims:
         from .array import squeeze
         mean, var = squeeze(mean, ax), squeeze(var, ax)
