@@ -39,7 +39,7 @@ from .math import not_equal
 
 def _reduction(op_type, fn, doc, *, kinds=None, differentiable=True, bool_only=False):
     p = prim(op_type, fn, differentiable=differentiable)
-    allowed = _KINDS[kinds]
+    allowed = _KINDS[kinds] if kinds is not None or bool_only else "iufcV"   # (numbers: bool is TF's error)
 
     def op(input_tensor, axis=None, keepdims=False, name=None):
         tx = type(input_tensor)
@@ -58,6 +58,9 @@ def _reduction(op_type, fn, doc, *, kinds=None, differentiable=True, bool_only=F
             raise ValueError(NONE_OPERAND)
         if kinds is not None:
             check_float(input_tensor, op_type, kinds, "input_tensor")
+        elif not bool_only and (d := dtype_of(input_tensor)) is not None and d.kind == "b":
+            raise InvalidArgumentError(None, None, f"Value for attr 'T' of bool is not in the list of allowed "
+                                       f"values: the number types (argument `input` of {op_type}) [Op:{op_type}]")
         if bool_only:
             d = dtype_of(input_tensor)
             if d is not None and d.kind != "b":
