@@ -252,6 +252,115 @@ def test_mixed_dtype_errors(tf):
     ])
 
 
+# -- more ops training code uses -------------------------------------------------------------------
+
+@parity(modes=True)
+def test_rounding_and_integer_means(tf):
+    """round (half to even), rint, floor, ceil, sign at halves and signed zeros (their gradients:
+    None for floor / ceil / round, zeros for sign); integer reduce_mean truncates toward 0;
+    clip_by_value with lo > hi; reductions over an empty axis list (no reduction)."""
+    h = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -0.0, 0.49999997], np.float32)
+    out = vg_rows(tf, [
+        ("round@halves", tf.round, h), ("rint@halves", tf.math.rint, h), ("floor@halves", tf.floor, h),
+        ("ceil@halves", tf.math.ceil, h), ("sign@halves", tf.sign, h),
+        ("clip_by_value@lo_above_hi", lambda u: tf.clip_by_value(u, 1.0, 0.0), h),
+        ("reduce_sum@axis_empty_list", lambda u: tf.reduce_sum(u, axis=[]), h),
+        ("reduce_max@axis_empty_list", lambda u: tf.reduce_max(u, axis=[]), h),
+        ("reduce_mean@axis_empty_list", lambda u: tf.reduce_mean(u, axis=[]), h),
+    ])
+    i = tf.constant([[-1, -2, 4], [3, 4, -8]])
+    out["reduce_mean@int_truncates"] = tf.reduce_mean(i, axis=1)
+    out["reduce_mean@int_all"] = tf.reduce_mean(i)
+    out["reduce_max@int_axis0"] = tf.reduce_max(i, axis=0)
+    out["reduce_prod@int_overflow"] = tf.reduce_prod(tf.constant([65536, 65536, 3]))
+    out["cumsum@int"] = tf.cumsum(i, axis=1, exclusive=True)
+    return out
+
+
+@parity(modes=True)
+def test_one_hot_in_top_k_and_lookups_at_edges(tf):
+    """one_hot with negative and out-of-range indices (zero rows); in_top_k with ties and non-finite
+    predictions (False); embedding_lookup with max_norm over a zero row; weighted_moments with zero
+    weights; tf.linalg.normalize at 0."""
+    pred = tf.constant([[1.0, 3.0, 3.0, 2.0], [0.0, 0.0, 0.0, 0.0], [NAN, 1.0, 2.0, 0.0], [INF, 1.0, 0.0, 0.0]])
+    out = {
+        "one_hot@out_of_range": tf.one_hot(tf.constant([0, -1, 3, 5]), 4),
+        "one_hot@on_off": tf.one_hot(tf.constant([1, -1]), 3, on_value=2.0, off_value=-1.0),
+        "in_top_k@ties_k1": tf.math.in_top_k(tf.constant([1, 2, 0, 0]), pred, 1),
+        "in_top_k@ties_k2": tf.math.in_top_k(tf.constant([3, 1, 2, 1]), pred, 2),
+    }
+    out.update(vg_rows(tf, [
+        ("embedding_lookup@max_norm_zero_row",
+         lambda p: tf.nn.embedding_lookup(p, tf.constant([0, 1, 1]), max_norm=1.0),
+         np.array([[0.0, 0.0], [3.0, 4.0]], np.float32)),
+        ("weighted_moments@zero_weights",
+         lambda x, w: list(tf.nn.weighted_moments(x, axes=[1], frequency_weights=w)),
+         np.array([[1.0, 2.0], [3.0, 5.0]], np.float32), np.array([[0.0, 0.0], [1.0, 0.0]], np.float32)),
+        ("linalg.normalize@0", lambda u: list(tf.linalg.normalize(u, axis=1)),
+         np.array([[0.0, 0.0], [3.0, 4.0]], np.float32)),
+        ("log_poisson_loss@full_targets_0_1", lambda x: tf.nn.log_poisson_loss(
+            tf.constant([0.0, 1.0, 2.0, 0.5]), x, compute_full_loss=True), np.array([0.0, -1.0, 1.0, 2.0], np.float32)),
+    ]))
+    return out
+
+
+@parity(modes=True, rtol=2e-5)
+def test_pools_3d_and_argmax_pool_at_ties(tf):
+    """max_pool3d / avg_pool3d with ties and SAME padding; max_pool_with_argmax's indices at ties."""
+    x = np.zeros((1, 3, 3, 3, 1), np.float32)
+    x[0, 0, 0, 0, 0] = x[0, 1, 1, 1, 0] = 1.0
+    out = vg_rows(tf, [
+        ("max_pool3d@ties_same", lambda u: tf.nn.max_pool3d(u, 2, 2, "SAME"), x),
+        ("avg_pool3d@same", lambda u: tf.nn.avg_pool3d(u, 2, 2, "SAME"), x),
+    ])
+    v, i = tf.nn.max_pool_with_argmax(tf.constant(np.ones((1, 4, 4, 1), np.float32)), 2, 2, "VALID")
+    out["max_pool_with_argmax@ties"] = (v, tf.cast(i, tf.int32))
+    return out
+
+
+@parity(modes=True, rtol=2e-5)
+def test_second_derivatives_at_edges(tf):
+    """Second derivatives where the first is finite at an edge: sqrt'' at 4 and 0, softplus'' far
+    out, sigmoid'' at 0, pow'' w.r.t. x and y at 0 and 1, xlogy'' at 0, log_softmax'' with -inf."""
+    def d2(f, x):
+        x = tf.constant(np.asarray(x, np.float32))
+        with tf.GradientTape() as t2:
+            t2.watch(x)
+            with tf.GradientTape() as t1:
+                t1.watch(x)
+                y = f(x)
+            g = t1.gradient(y, x)
+        return y, g, t2.gradient(g, x)
+    return {
+        "sqrt@second_0": d2(tf.sqrt, [0.0, 4.0]),
+        "softplus@second_far": d2(tf.nn.softplus, [-100.0, 0.0, 100.0]),
+        "sigmoid@second_0": d2(tf.sigmoid, [0.0, 50.0]),
+        "pow_x@second": d2(lambda u: tf.pow(u, 3.0), [0.0, 1.0]),
+        "pow_y@second": d2(lambda u: tf.pow(tf.constant([0.0, 2.0]), u), [0.0, 1.0]),
+        "xlogy@second_0": d2(lambda u: tf.math.xlogy(u, u), [0.0, 1.0]),
+        "log_softmax@second_neg_inf": d2(lambda u: tf.nn.log_softmax(u)[0], [0.0, -INF, 1.0]),
+        "elu@second_0": d2(tf.nn.elu, [0.0, -1.0]),
+        "gelu@second_0": d2(tf.nn.gelu, [0.0, 3.0]),
+    }
+
+
+@parity(modes=True)
+def test_dtype_errors_of_reductions_and_activations(tf):
+    """Bool and int inputs where TF's kernels take floats only (or numbers only): the error classes."""
+    b, i = tf.constant([True, False]), tf.constant([1, -2])
+    return raised_rows([
+        ("reduce_sum@bool", lambda: tf.reduce_sum(b)), ("reduce_max@bool", lambda: tf.reduce_max(b)),
+        ("reduce_mean@bool", lambda: tf.reduce_mean(b)), ("reduce_logsumexp@int", lambda: tf.reduce_logsumexp(i)),
+        ("softmax@int", lambda: tf.nn.softmax(i)), ("sqrt@int", lambda: tf.sqrt(i)), ("relu@int", lambda: tf.nn.relu(i)),
+        ("elu@int", lambda: tf.nn.elu(i)), ("sigmoid@int", lambda: tf.sigmoid(i)), ("abs@int", lambda: tf.abs(i)),
+        ("l2_loss@int", lambda: tf.nn.l2_loss(i)), ("norm@int", lambda: tf.norm(i)),
+        ("dropout@rate_1", lambda: tf.nn.dropout(tf.constant([1.0, 2.0]), rate=1.0)),
+        ("dropout@rate_0", lambda: tf.nn.dropout(tf.constant([1.0, 2.0]), rate=0.0)),
+        ("top_k@k_too_large", lambda: tf.math.top_k(tf.constant([1.0, 2.0]), k=3)),
+        ("one_hot@float_indices", lambda: tf.one_hot(tf.constant([1.0]), 3)),
+    ])
+
+
 # -- known differences --------------------------------------------------------------------------------
 
 # Each program below differs from TF on purpose or by a design limit (the reasons are the xfails'); its
@@ -274,9 +383,9 @@ def test_integer_division_by_zero(tf):
     ])
 
 
-@xfail_on_tapejax("TF's cumprod gradient is div_no_nan(cumsum(prod * g, reverse), x): 0 wherever x is 0, "
-                  "which is wrong (d/dx1 of cumprod([2, x1, 3]) is 8, not 0); tapejax gives the exact "
-                  "derivative, which no program is worse for")
+@xfail_on_tapejax("a documented deliberate difference (tf.math.cumprod's docstring): TF's cumprod gradient is "
+                  "div_no_nan(cumsum(prod * g, reverse), x), 0 wherever x is 0, which is wrong (d/dx1 of "
+                  "cumprod([2, x1, 3]) is 8, not 0); tapejax gives the exact derivative")
 @parity(modes=True)
 def test_cumprod_gradient_at_zeros(tf):
     """cumprod through an exact zero: TF's gradient there is 0."""
@@ -294,3 +403,13 @@ def test_cumprod_gradient_at_zeros(tf):
 def test_numpy_float64_first_operand(tf):
     """tf.add(np.float64 array, float32 Tensor): TF's InvalidArgumentError."""
     return raised_rows([("add@np_float64_first", lambda: tf.add(np.array([0.5, 1.5]), tf.constant([1.0, 2.0])))])
+
+
+@xfail_on_tapejax("TF's Stirling term is where(0 <= t <= 1, 0, t * log(t) - t + ...): the tf.where trap makes its "
+                  "gradient w.r.t. the targets NaN at t = 0 (0 * log'(0)); tapejax's term is NaN-free (a double "
+                  "where); targets are data, and no program relies on their NaN gradient")
+@parity(modes=True)
+def test_log_poisson_loss_target_gradient_at_zero(tf):
+    """d log_poisson_loss(t, x, compute_full_loss=True) / dt at t = 0: TF's NaN."""
+    return vg_rows(tf, [("log_poisson_loss@full_target_0", lambda t: tf.nn.log_poisson_loss(
+        t, tf.constant([0.0, 1.0]), compute_full_loss=True), np.array([0.0, 2.0], np.float32))])
