@@ -361,6 +361,53 @@ def test_dtype_errors_of_reductions_and_activations(tf):
     ])
 
 
+@parity(modes=True, rtol=1e-2, atol=1e-3)
+def test_half_precision_overflow(tf):
+    """float16 / bfloat16 near their limits: exp overflow, softmax and log_softmax of large logits,
+    squares past the range (the sums: known differences below); within one bfloat16 ulp."""
+    big = np.array([60000.0, 60000.0, -60000.0, 1.0], np.float16)
+    out = {}
+    for name, dt in (("float16", tf.float16), ("bfloat16", tf.bfloat16)):
+        x = tf.cast(tf.constant(big.astype(np.float32)), dt)
+        lg = tf.cast(tf.constant([[60000.0, 0.0, -60000.0], [12.0, 11.0, -3.0]]), dt)
+        with tf.GradientTape() as t:
+            t.watch([x, lg])
+            ys = [tf.reduce_sum(x[2:]), tf.exp(x / 5000.0), tf.square(x),
+                  tf.nn.softmax(lg), tf.nn.log_softmax(lg), tf.reduce_logsumexp(lg, axis=1)]
+        out[f"{name}@overflow"] = (ys, t.gradient(ys, [x, lg]))
+    return out
+
+
+@parity(modes=True)
+def test_sort_and_top_k_with_nan_and_inf(tf):
+    """top_k / sort / argsort with ±inf, and top_k's gradient through them."""
+    v = np.array([[1.0, INF, -INF, 3.0, -INF], [2.0, 2.0, INF, INF, 0.0]], np.float32)
+    out = vg_rows(tf, [
+        ("top_k@inf_values", lambda u: tf.math.top_k(u, k=3).values, v),
+        ("sort@inf", lambda u: tf.sort(u, axis=1), v),
+    ])
+    out["top_k@inf_indices"] = tf.math.top_k(tf.constant(v), k=4).indices
+    out["argsort@inf"] = tf.argsort(tf.constant(v), stable=True)
+    return out
+
+
+@parity(modes=True, rtol=2e-5, atol=1e-6)
+def test_softplus_thresholds_and_clipping_of_nonfinite_norms(tf):
+    """softplus / softsign / log_sigmoid around TF's softplus thresholds (about ±13.94 in float32);
+    clip_by_global_norm and clip_by_norm with an inf entry (TF: NaN values)."""
+    s = np.array([-15.0, -13.95, -13.9, 13.9, 13.95, 15.0, 30.0], np.float32)
+    return vg_rows(tf, [
+        ("softplus@thresholds", tf.nn.softplus, s),
+        ("log_sigmoid@thresholds", tf.math.log_sigmoid, s),
+        ("sigmoid_cross_entropy@thresholds",
+         lambda u: tf.nn.sigmoid_cross_entropy_with_logits(labels=tf.ones_like(u), logits=u), s),
+        ("clip_by_global_norm@inf", lambda u, v: list(tf.clip_by_global_norm([u, v], 1.0)),
+         np.array([INF, 1.0], np.float32), np.array([2.0], np.float32)),
+        ("clip_by_norm@inf", lambda u: tf.clip_by_norm(u, 1.0), np.array([INF, 1.0], np.float32)),
+        ("global_norm@inf", lambda u: tf.linalg.global_norm([u]), np.array([INF, 1.0], np.float32)),
+    ])
+
+
 # -- known differences --------------------------------------------------------------------------------
 
 # Each program below differs from TF on purpose or by a design limit (the reasons are the xfails'); its
@@ -413,3 +460,14 @@ def test_log_poisson_loss_target_gradient_at_zero(tf):
     """d log_poisson_loss(t, x, compute_full_loss=True) / dt at t = 0: TF's NaN."""
     return vg_rows(tf, [("log_poisson_loss@full_target_0", lambda t: tf.nn.log_poisson_loss(
         t, tf.constant([0.0, 1.0]), compute_full_loss=True), np.array([0.0, 2.0], np.float32))])
+
+
+@xfail_on_tapejax("XLA reduces float16 in float32 and rounds once (60000 + 60000 - 60000 + 1 is 60000); TF's CPU "
+                  "kernel accumulates in float16, so its partial sum overflows to inf: tapejax's sum is the "
+                  "exactly rounded one, and XLA's accumulation type is not the op's to choose")
+@parity(modes=True)
+def test_float16_sum_whose_partial_sum_overflows(tf):
+    """reduce_sum / reduce_mean of float16 values whose running sum passes 65504."""
+    x = tf.constant(np.array([60000.0, 60000.0, -60000.0, 1.0], np.float16))
+    return {"reduce_sum@float16_partial_overflow": tf.reduce_sum(x),
+            "reduce_mean@float16_partial_overflow": tf.reduce_mean(x[:2])}
