@@ -84,12 +84,15 @@ def test_argmax_argmin_pass_over_nan_as_tfs_kernel():
     np.testing.assert_array_equal(tf.argmax(m, axis=0).numpy(), [4, 0, 4, 3])
 
 
-@pytest.mark.parametrize("fn", [tf.reduce_sum, tf.reduce_mean, tf.reduce_max, tf.reduce_min, tf.reduce_prod])
-def test_numeric_reductions_of_bool_raise_tfs_error(fn):
-    """TF registers Sum / Mean / Max / Min / Prod for the number types only: a bool tensor is an
-    InvalidArgumentError (tapejax summed it as int32), on the fast path (no axis) and with an axis."""
+@pytest.mark.parametrize("fn", [tf.reduce_sum, tf.reduce_mean, tf.reduce_max, tf.reduce_min, tf.reduce_prod,
+                                tf.math.cumsum, tf.math.cumprod])
+def test_numeric_reductions_and_scans_of_bool_raise_tfs_error(fn):
+    """TF registers Sum / Mean / Max / Min / Prod / Cumsum / Cumprod for the number types only: a bool
+    tensor is an InvalidArgumentError (tapejax summed it as int32), on the fast path (no axis) and
+    with an axis."""
     b = tf.constant([[True, False]])
-    for kw in ({}, {"axis": 1}, {"axis": [0, 1], "keepdims": True}):
+    scan = fn in (tf.math.cumsum, tf.math.cumprod)
+    for kw in ({}, {"axis": 1}) if scan else ({}, {"axis": 1}, {"axis": [0, 1], "keepdims": True}):
         with pytest.raises(tf.errors.InvalidArgumentError, match="bool"):
             fn(b, **kw)
     assert tf.reduce_any(b).numpy() and not tf.reduce_all(b).numpy()

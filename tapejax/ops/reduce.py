@@ -37,6 +37,13 @@ from .checks import VALUE_CHECKS, require_in_range
 from .math import not_equal
 
 
+def _numbers_only(x, op_type):
+    """TF registers the reductions and scans for the number types: a bool ``x`` is its error."""
+    if (d := dtype_of(x)) is not None and d.kind == "b":
+        raise InvalidArgumentError(None, None, f"Value for attr 'T' of bool is not in the list of allowed "
+                                   f"values: the number types (argument `input` of {op_type}) [Op:{op_type}]")
+
+
 def _reduction(op_type, fn, doc, *, kinds=None, differentiable=True, bool_only=False):
     p = prim(op_type, fn, differentiable=differentiable)
     allowed = _KINDS[kinds] if kinds is not None or bool_only else "iufcV"   # (numbers: bool is TF's error)
@@ -58,9 +65,8 @@ def _reduction(op_type, fn, doc, *, kinds=None, differentiable=True, bool_only=F
             raise ValueError(NONE_OPERAND)
         if kinds is not None:
             check_float(input_tensor, op_type, kinds, "input_tensor")
-        elif not bool_only and (d := dtype_of(input_tensor)) is not None and d.kind == "b":
-            raise InvalidArgumentError(None, None, f"Value for attr 'T' of bool is not in the list of allowed "
-                                       f"values: the number types (argument `input` of {op_type}) [Op:{op_type}]")
+        elif not bool_only:
+            _numbers_only(input_tensor, op_type)
         if bool_only:
             d = dtype_of(input_tensor)
             if d is not None and d.kind != "b":
@@ -92,9 +98,7 @@ def _lowest(dtype, high: bool):
     """TF's identity of an empty Max (Min): the dtype's lowest (highest) value, -inf (inf) for floats."""
     if jnp.issubdtype(dtype, jnp.floating):
         return np.inf if high else -np.inf
-    if dtype == jnp.bool_:
-        return high
-    return jnp.iinfo(dtype).max if high else jnp.iinfo(dtype).min
+    return high if dtype == jnp.bool_ else jnp.iinfo(dtype).max if high else jnp.iinfo(dtype).min
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2, 3))
@@ -118,10 +122,8 @@ def _extreme_jvp(axis, keepdims, is_max, primals, tangents):
 
 
 def _max_or_min(is_max):
-    def fn(x, *, axis=None, keepdims=False):
-        if jnp.issubdtype(x.dtype, jnp.inexact):
-            return _extreme(x, axis, keepdims, is_max)
-        return (jnp.max if is_max else jnp.min)(x, axis=axis, keepdims=keepdims, initial=_lowest(x.dtype, not is_max))
+    def fn(x, *, axis=None, keepdims=False):   # (TF's gradient rule for floats, the values for every dtype)
+        return (_extreme if jnp.issubdtype(x.dtype, jnp.inexact) else _extreme.fun)(x, axis, keepdims, is_max)
     return fn
 
 
@@ -273,6 +275,7 @@ def _scan_op(p, op_type, x, axis, exclusive, reverse):
         raise InvalidArgumentError(None, None, f"ScanOp: axis must be a scalar, not "
                                    f"{list(np.shape(getattr(axis, '_value', axis)))} (argument `axis`) "
                                    f"[Op:{op_type}]")
+    _numbers_only(x, op_type)
     nd = x.ndim if isinstance(x, (Tensor, Variable)) else np.ndim(x)
     if not -max(nd, 1) <= ax < max(nd, 1):
         raise InvalidArgumentError(None, None, f"ScanOp: Expected scan axis in the range "

@@ -350,7 +350,9 @@ def test_dtype_errors_of_reductions_and_activations(tf):
     b, i = tf.constant([True, False]), tf.constant([1, -2])
     return raised_rows([
         ("reduce_sum@bool", lambda: tf.reduce_sum(b)), ("reduce_max@bool", lambda: tf.reduce_max(b)),
-        ("reduce_mean@bool", lambda: tf.reduce_mean(b)), ("reduce_logsumexp@int", lambda: tf.reduce_logsumexp(i)),
+        ("reduce_mean@bool", lambda: tf.reduce_mean(b)), ("reduce_prod@bool", lambda: tf.reduce_prod(b, axis=0)),
+        ("reduce_min@bool", lambda: tf.reduce_min(b)), ("cumsum@bool", lambda: tf.cumsum(b)),
+        ("cumprod@bool", lambda: tf.math.cumprod(b)), ("reduce_logsumexp@int", lambda: tf.reduce_logsumexp(i)),
         ("softmax@int", lambda: tf.nn.softmax(i)), ("sqrt@int", lambda: tf.sqrt(i)), ("relu@int", lambda: tf.nn.relu(i)),
         ("elu@int", lambda: tf.nn.elu(i)), ("sigmoid@int", lambda: tf.sigmoid(i)), ("abs@int", lambda: tf.abs(i)),
         ("l2_loss@int", lambda: tf.nn.l2_loss(i)), ("norm@int", lambda: tf.norm(i)),
