@@ -2,7 +2,8 @@
 ``tf.math``'s selection and ordering ops (``in_top_k``, ``invert_permutation``, ``confusion_matrix``,
 ``is_non_decreasing`` ...), as primitives with TF-named wrappers.
 
-Empty segments: ``unsorted_segment_max`` gives the dtype's lowest value, ``_min`` its highest,
+Empty segments: ``unsorted_segment_max`` gives the dtype's lowest value, ``_min`` its highest
+(and so for segments of -inf / inf entries: TF's kernel starts from those values),
 ``_prod`` one, ``_mean`` and ``_sqrt_n`` zero (TF's kernels); the sorted ``segment_*`` ops give
 zero there.  The sorted forms read the number of segments from the last id (eager only for traced
 ids, as ``segment_sum``); max/min gradients split evenly between tied entries (TF's rule).
@@ -98,6 +99,9 @@ def _unsorted(kind, data, ids, num_segments, empty_zero):
         c = jnp.maximum(c, 1)
         return s / (c if kind == "mean" else jnp.sqrt(c))
     c = _counts(ids, n, jnp.int32).reshape((n,) + (1,) * (data.ndim - ids.ndim))
+    if not empty_zero:   # TF's kernel starts from the lowest (highest) finite value: -inf (inf) never wins
+        fill = jnp.asarray(fill, out.dtype)
+        out = jnp.where(out < fill if kind == "max" else out > fill, fill, out)
     return jnp.where(c > 0, out, jnp.asarray(0 if empty_zero else fill, out.dtype))
 
 
