@@ -410,6 +410,44 @@ def test_softplus_thresholds_and_clipping_of_nonfinite_norms(tf):
     ])
 
 
+@parity(modes=True)
+def test_scatter_with_duplicate_indices(tf):
+    """tensor_scatter_nd_update / add / max / min with duplicate indices: the values (add sums, max
+    and min reduce) and the gradients to the tensor (0 where written) and to each update."""
+    t0 = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    u = np.array([5.0, 7.0, 5.0], np.float32)
+    idx = tf.constant([[1], [1], [3]])
+    return vg_rows(tf, [
+        ("tensor_scatter_nd_add@dup", lambda a, b: tf.tensor_scatter_nd_add(a, idx, b), t0, u),
+        ("tensor_scatter_nd_max@dup", lambda a, b: tf.tensor_scatter_nd_max(a, idx, b), t0, u),
+        ("tensor_scatter_nd_min@dup", lambda a, b: tf.tensor_scatter_nd_min(a, idx, b), t0, u),
+        ("tensor_scatter_nd_update@distinct", lambda a, b: tf.tensor_scatter_nd_update(a, tf.constant([[0], [2]]), b),
+         t0, u[:2]),
+        ("scatter_nd@dup", lambda b: tf.scatter_nd(idx, b, [4]), u),
+    ])
+
+
+@parity(modes=True)
+def test_more_empty_batches_and_infinite_rows(tf):
+    """conv2d / bias_add of a zero-size batch (filter and bias gradients 0); softmax with +inf
+    entries; reduce_max of an all -inf row (the tie split between the -infs); unsorted_segment_max /
+    min of -inf / inf entries (TF's lowest / highest finite value), the sorted segment_max's -inf."""
+    x = np.zeros((0, 4, 4, 2), np.float32)
+    w = np.ones((3, 3, 2, 3), np.float32)
+    return vg_rows(tf, [
+        ("conv2d@empty_batch", lambda a, b: tf.nn.conv2d(a, b, 1, "SAME"), x, w),
+        ("bias_add@empty_batch", tf.nn.bias_add, np.zeros((0, 3), np.float32), np.ones(3, np.float32)),
+        ("softmax@pos_inf", tf.nn.softmax, np.array([[INF, 1.0], [INF, INF], [-INF, INF]], np.float32)),
+        ("reduce_max@all_neg_inf", lambda a: tf.reduce_max(a, axis=1), np.array([[-INF, -INF], [1.0, -INF]], np.float32)),
+        ("unsorted_segment_max@neg_inf", lambda a: tf.math.unsorted_segment_max(a, tf.constant([0, 1, 1, 2]), 3),
+         np.array([-INF, -INF, 2.0, INF], np.float32)),
+        ("unsorted_segment_min@pos_inf", lambda a: tf.math.unsorted_segment_min(a, tf.constant([0, 1, 1, 2]), 3),
+         np.array([INF, INF, -2.0, -INF], np.float32)),
+        ("segment_max@neg_inf", lambda a: tf.math.segment_max(a, tf.constant([0, 1, 1, 2])),
+         np.array([-INF, -INF, 2.0, INF], np.float32)),
+    ])
+
+
 # -- known differences --------------------------------------------------------------------------------
 
 # Each program below differs from TF on purpose or by a design limit (the reasons are the xfails'); its
@@ -473,3 +511,15 @@ def test_float16_sum_whose_partial_sum_overflows(tf):
     x = tf.constant(np.array([60000.0, 60000.0, -60000.0, 1.0], np.float16))
     return {"reduce_sum@float16_partial_overflow": tf.reduce_sum(x),
             "reduce_mean@float16_partial_overflow": tf.reduce_mean(x[:2])}
+
+
+@xfail_on_tapejax("TF's CPU segment max / min kernels combine with std::max / std::min, so whether a NaN entry "
+                  "propagates depends on its position ([NaN, 1] gives 1, [1, NaN] NaN); tapejax propagates "
+                  "every NaN, as tf.reduce_max does; no program relies on the order-dependent result")
+@parity(modes=True)
+def test_segment_max_with_nan(tf):
+    """segment_max / unsorted_segment_max / segment_min of segments holding NaN."""
+    d = tf.constant([NAN, 1.0, 1.0, NAN, 2.0])
+    ids = tf.constant([0, 0, 1, 1, 2])
+    return {"segment_max@nan_first": tf.math.segment_max(d, ids), "segment_min@nan_first": tf.math.segment_min(d, ids),
+            "unsorted_segment_max@nan_first": tf.math.unsorted_segment_max(d, ids, 3)}
