@@ -448,6 +448,31 @@ def test_more_empty_batches_and_infinite_rows(tf):
     ])
 
 
+@parity(modes=True)
+def test_numerics_checks_and_loss_averaging_at_edges(tf):
+    """check_numerics / assert_all_finite on NaN and inf (TF's InvalidArgumentError) and on finite
+    values; is_nan / is_inf / is_finite (no gradient); compute_average_loss of an empty batch and
+    with a zero global batch size."""
+    x = tf.constant([1.0, NAN, INF])
+    out = raised_rows([
+        ("check_numerics@nan", lambda: tf.debugging.check_numerics(x, "x")),
+        ("check_numerics@inf", lambda: tf.debugging.check_numerics(x[2:], "x")),
+        ("check_numerics@finite", lambda: tf.debugging.check_numerics(x[:1], "x")),
+        ("assert_all_finite@nan", lambda: tf.debugging.assert_all_finite(x, "x")),
+        ("compute_average_loss@empty", lambda: tf.nn.compute_average_loss(tf.zeros([0]))),
+        ("compute_average_loss@global_0", lambda: tf.nn.compute_average_loss(tf.ones([2]), global_batch_size=0)),
+        ("compute_average_loss@weights_0", lambda: tf.nn.compute_average_loss(
+            tf.ones([2]), sample_weight=tf.zeros([2]))),
+    ])
+    out.update(vg_rows(tf, [
+        ("is_nan@grad", lambda u: tf.cast(tf.math.is_nan(u), tf.float32) + tf.cast(tf.math.is_inf(u), tf.float32)
+         + tf.cast(tf.math.is_finite(u), tf.float32), np.array([1.0, NAN, INF], np.float32)),
+        ("where_is_finite@safe", lambda u: tf.where(tf.math.is_finite(u), u, tf.zeros_like(u)),
+         np.array([1.0, NAN, -INF], np.float32)),
+    ]))
+    return out
+
+
 # -- known differences --------------------------------------------------------------------------------
 
 # Each program below differs from TF on purpose or by a design limit (the reasons are the xfails'); its
