@@ -232,8 +232,8 @@ def op_error(e, op_type):
 
 
 # Kinds TF's kernels accept: "float" = floating or complex, "real" = floating only.
-_KINDS = {"float": "fcV", "real": "fV", "real32": "f", None: None}
-_ALLOWED = {"float": "bfloat16, half, float, double, complex64, complex128",
+_KINDS = {"float": "fcV", "real": "fV", "real32": "f", "number": "iufcV", None: None}   # ("number": not bool)
+_ALLOWED = {"float": "bfloat16, half, float, double, complex64, complex128", "number": "the number types",
             "real": "bfloat16, half, float, double", "real32": "float, double"}
 #: Half-precision dtypes by TF's kernel-registry name.
 _HALF = {np.dtype(np.float16): "half", np.dtype(_dtypes.bfloat16._np): "bfloat16"}
@@ -265,8 +265,8 @@ def check_float(x, op_type, kinds="float", arg="x"):
         k = x._value.dtype.kind
     elif isinstance(x, _TENSORISH):
         k = x._meta.dtype.kind
-    elif isinstance(x, (bool, int)):
-        k = "b" if isinstance(x, bool) else "i"
+    elif isinstance(x, (bool, int)):   # (a Python bool next to a number tensor is converted to its dtype)
+        k = "b" if isinstance(x, bool) and kinds != "number" else "i"
     elif isinstance(x, (np.ndarray, np.generic)):
         k = x.dtype.kind
     elif x is None:   # (``tf.norm(g)``, ``tf.clip_by_norm(g, c)`` of a None gradient)
@@ -508,7 +508,8 @@ def _binary(spec: BinarySpec, lift: "Callable[[Tensor, Any], Any] | None") -> Ca
     namespace, name, op_type, p, kinds = spec
 
     # the fast path's function: the op, refusing (``NotPlain``, when JAX traces) two dtypes
-    plain = plain_jit(p, _one_dtype) if kinds is None else None
+    plain = (plain_jit(p, _one_dtype) if kinds is None else   # ("number": one dtype, not bool)
+             plain_jit(p, lambda x, y: x.dtype == y.dtype != np.bool_) if kinds == "number" else None)
 
     def op(x, y, name=None, _prim=p, _t=op_type, _kinds=kinds, _call=p._call0, _plain=plain, _name=name,
            _lift=lift):

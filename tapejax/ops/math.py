@@ -22,6 +22,7 @@ from ._registry import (
     binary_operator,
     binary_ops,
     check_binary,
+    check_float,
     dispatch_of,
     dtype_of,
     numpy_operands,
@@ -53,7 +54,7 @@ def _softsign(x):
 # (public name, TF type, pure JAX fn[, differentiable[, accepted dtypes]])
 _UNARY = [
     ("negative", "Neg", jnp.negative),
-    ("square", "Square", jnp.square),
+    ("square", "Square", jnp.square, True, "number"),
     ("sqrt", "Sqrt", G.sqrt, True, "float"),
     ("rsqrt", "Rsqrt", G.rsqrt, True, "float"),
     ("reciprocal", "Reciprocal", G.reciprocal, True, "float"),
@@ -81,7 +82,7 @@ _UNARY = [
     ("erfc", "Erfc", jax.scipy.special.erfc, True, "real"),
     ("lgamma", "Lgamma", jax.scipy.special.gammaln, True, "real"),
     ("digamma", "Digamma", jax.scipy.special.digamma, True, "real"),
-    ("abs", "Abs", G.tf_abs),
+    ("abs", "Abs", G.tf_abs, True, "number"),
     ("sign", "Sign", jnp.sign),
     # TF registers no gradient for these: the tape gives None (TF_SEMANTICS 3).
     ("floor", "Floor", jnp.floor, False, "real"),
@@ -94,21 +95,21 @@ _UNARY = [
 ]
 
 _BINARY = [
-    ("add", "AddV2", jnp.add),
+    ("add", "AddV2", jnp.add, True, "number"),
     ("subtract", "Sub", jnp.subtract),
     ("multiply", "Mul", jnp.multiply),
     ("_realdiv", "RealDiv", _truediv),
-    ("pow", "Pow", G.pow),
-    ("maximum", "Maximum", G.maximum),
-    ("minimum", "Minimum", G.minimum),
+    ("pow", "Pow", G.pow, True, "number"),
+    ("maximum", "Maximum", G.maximum, True, "number"),
+    ("minimum", "Minimum", G.minimum, True, "number"),
     ("squared_difference", "SquaredDifference", lambda x, y: jnp.square(x - y)),
     ("atan2", "Atan2", jnp.arctan2, True, "real"),
     ("divide_no_nan", "DivNoNan", G.divide_no_nan, True, "float"),
     ("multiply_no_nan", "MulNoNan", G.multiply_no_nan, True, "float"),
     ("xlogy", "Xlogy", G.xlogy, True, "float"),
     ("xdivy", "Xdivy", G.xdivy, True, "float"),
-    ("floordiv", "FloorDiv", jnp.floor_divide, False),
-    ("floormod", "FloorMod", _floormod),
+    ("floordiv", "FloorDiv", jnp.floor_divide, False, "number"),
+    ("floormod", "FloorMod", _floormod, True, "number"),
     ("less", "Less", jnp.less, False),
     ("less_equal", "LessEqual", jnp.less_equal, False),
     ("greater", "Greater", jnp.greater, False),
@@ -303,6 +304,8 @@ def divide(x, y, name=None):
         return dispatch(divide, "RealDiv", x, y)
     check_binary(x, y, "RealDiv")
     d = dtype_of(x) or dtype_of(y)
+    if d is not None and d.kind == "b":
+        raise TypeError("Invalid dtype bool in __truediv__: TF divides number types only")
     if d is not None and d.kind in "iu":
         to = np.float32 if d.itemsize <= 2 else np.float64
         x, y = cast(x, to), cast(y, to)
@@ -330,6 +333,7 @@ def add_n(inputs, name=None):
                          "same dtype and shape.")
     ts = [convert_to_tensor(x) if not isinstance(x, (Tensor, Variable)) else x for x in inputs]
     shape0, dt0 = tuple(ts[0].shape), ts[0].dtype
+    check_float(ts[0], "AddN", "number", "inputs")
     for i, t in enumerate(ts[1:], 1):
         if tuple(t.shape) != shape0:
             raise InvalidArgumentError(None, None, f"Inputs to operation AddN must have the same size "
