@@ -249,6 +249,22 @@ def test_mixed_dtype_errors(tf):
         ("add@float16_float32", lambda: tf.add(tf.cast(f, tf.float16), f)),
         ("matmul@int32_float32", lambda: tf.matmul(tf.reshape(i, (1, 2)), tf.reshape(f, (2, 1)))),
         ("pow@int_negative_exponent", lambda: tf.pow(i, -1)),
+        ("operator_add@uint8_python_int_overflow", lambda: tf.constant([1], tf.uint8) + 300),
+        ("operator_add@float16_python_float_overflow", lambda: tf.constant([1.0], tf.float16) + 1e6),
+        ("operator_sub@bool", lambda: tf.constant([True]) - tf.constant([False])),
+        ("operator_add@bool", lambda: tf.constant([True]) + tf.constant([True])),
+        ("operator_neg@bool", lambda: -tf.constant([True])),
+        ("operator_mul@bool", lambda: tf.constant([True, False]) * tf.constant([True, True])),
+        ("add@bool", lambda: tf.add(tf.constant([True]), tf.constant([True]))),
+        ("maximum@bool", lambda: tf.maximum(tf.constant([True]), tf.constant([False]))),
+        ("abs@bool", lambda: tf.abs(tf.constant([True]))), ("square@bool", lambda: tf.square(tf.constant([True]))),
+        ("add_n@bool", lambda: tf.math.add_n([tf.constant([True]), tf.constant([True])])),
+        ("truediv@bool", lambda: tf.math.truediv(tf.constant([True]), tf.constant([True]))),
+        ("operator_add@int_python_bool", lambda: i + True),
+        ("maximum@float_python_bool", lambda: tf.maximum(f, True)),
+        ("operator_truediv@float32_python_int", lambda: f / 2),
+        ("operator_floordiv@float32_python_float", lambda: f // 0.5),
+        ("operator_pow@int32_python_float", lambda: i ** 0.5),
     ])
 
 
@@ -548,3 +564,14 @@ def test_segment_max_with_nan(tf):
     ids = tf.constant([0, 0, 1, 1, 2])
     return {"segment_max@nan_first": tf.math.segment_max(d, ids), "segment_min@nan_first": tf.math.segment_min(d, ids),
             "unsorted_segment_max@nan_first": tf.math.unsorted_segment_max(d, ids, 3)}
+
+
+@xfail_on_tapejax("TF converts a Python int past int32's range into an int32 operand by wrapping it (2 ** 40 "
+                  "becomes 0: a silent wrong number); tapejax raises OverflowError instead; TF's tf.multiply "
+                  "of bool tensors is an InvalidArgumentError, tapejax's the logical and, since the * operator "
+                  "(TF: logical and for bools) is tf.multiply's own function on the hot path")
+@parity(modes=True)
+def test_int_operand_out_of_range_and_multiply_of_bools(tf):
+    """int32 tensor * 2 ** 40 (TF: [0, 0]); tf.multiply of two bool tensors (TF: an error)."""
+    return raised_rows([("operator_mul@int32_python_int_too_big", lambda: tf.constant([1, 2]) * 2 ** 40),
+                        ("multiply@bool", lambda: tf.multiply(tf.constant([True]), tf.constant([True])))])
