@@ -116,7 +116,9 @@ ARRAY = [
 
 NN = [
     ("softmax", lambda x: tf.nn.softmax(x, axis=0), pts(2, 3)), ("log_softmax", tf.nn.log_softmax, pts(2, 3)),
-    ("softmax_cross_entropy_with_logits", lambda l, z: tf.nn.softmax_cross_entropy_with_logits(l, z), pts(2, 3, **POS), pts(2, 3)),
+    # (labels summing to 1: TF's logits gradient, softmax - labels, is the derivative only there)
+    ("softmax_cross_entropy_with_logits", lambda l, z: tf.nn.softmax_cross_entropy_with_logits(
+        l / tf.reduce_sum(l, -1, keepdims=True), z), pts(2, 3, **POS), pts(2, 3)),
     ("sparse_softmax_cross_entropy_with_logits", lambda z: tf.nn.sparse_softmax_cross_entropy_with_logits([2, 0], z), pts(2, 3)),
     ("sigmoid_cross_entropy_with_logits", lambda l, z: tf.nn.sigmoid_cross_entropy_with_logits(labels=l, logits=z),
      pts(2, 3, lo=0.0, hi=1.0), away(2, 3)),
