@@ -47,8 +47,23 @@ def _log_sigmoid(x):
     return -jax.nn.softplus(-x)
 
 
-def _softsign(x):
-    return x / (1 + G.tf_abs(x))
+def _tf_derivative(fn, d):
+    """``fn`` with TF's registered derivative ``d(x, fn(x))`` where JAX's differs at a domain edge:
+    softsign' at ±inf (JAX: NaN), acosh' below 1 (JAX: finite, TF: NaN), digamma' at inf (JAX: NaN)."""
+    f = jax.custom_jvp(fn)
+
+    @f.defjvp
+    def jvp(p, t):
+        (x,), (tx,) = p, t
+        y = f(x)
+        return y, d(x, y) * G._tan(tx, x)
+    return f
+
+
+_softsign = _tf_derivative(lambda x: x / (1 + G.tf_abs(x)), lambda x, y: 1 / jnp.square(1 + jnp.abs(x)))
+_acosh = _tf_derivative(jnp.arccosh, lambda x, y: 1 / jnp.sinh(y))
+_digamma = _tf_derivative(jax.scipy.special.digamma,
+                          lambda x, y: jnp.where(x == jnp.inf, 0, jax.scipy.special.polygamma(1, x)))
 
 
 # (public name, TF type, pure JAX fn[, differentiable[, accepted dtypes]])
@@ -73,7 +88,7 @@ _UNARY = [
     ("cosh", "Cosh", jnp.cosh, True, "float"),
     ("tanh", "Tanh", jnp.tanh, True, "float"),
     ("asinh", "Asinh", jnp.arcsinh, True, "float"),
-    ("acosh", "Acosh", jnp.arccosh, True, "float"),
+    ("acosh", "Acosh", _acosh, True, "float"),
     ("atanh", "Atanh", jnp.arctanh, True, "float"),
     ("sigmoid", "Sigmoid", jax.nn.sigmoid, True, "float"),
     ("softplus", "Softplus", jax.nn.softplus, True, "real", "features"),
@@ -81,7 +96,7 @@ _UNARY = [
     ("erf", "Erf", jax.scipy.special.erf, True, "real"),
     ("erfc", "Erfc", jax.scipy.special.erfc, True, "real"),
     ("lgamma", "Lgamma", jax.scipy.special.gammaln, True, "real"),
-    ("digamma", "Digamma", jax.scipy.special.digamma, True, "real"),
+    ("digamma", "Digamma", _digamma, True, "real"),
     ("abs", "Abs", G.tf_abs, True, "number"),
     ("sign", "Sign", jnp.sign),
     # TF registers no gradient for these: the tape gives None (TF_SEMANTICS 3).
