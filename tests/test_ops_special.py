@@ -17,3 +17,19 @@ def test_angle_of_complex_has_tfs_gradient_and_of_real_none():
                                rtol=1e-6)
     np.testing.assert_allclose(b.numpy(), np.pi)
     assert t.gradient(b, r) is None
+
+
+def test_ndtri_and_bessel_i1e_derivatives_at_their_edges_are_tfs():
+    """ndtri' = sqrt(2 pi) exp(ndtri(x)^2 / 2) is inf at 0 and 1 (JAX's read 0), also through erfcinv
+    (inf at 0 and 2); bessel_i1e' is 0.5 at 0 and NaN at NaN (JAX's read 0.5)."""
+    def grad(fn, xs):
+        x = tf.constant(xs)
+        with tf.GradientTape() as t:
+            t.watch(x)
+            y = fn(x)
+        return t.gradient(y, x).numpy()
+
+    np.testing.assert_allclose(grad(tf.math.ndtri, [0.0, 0.5, 1.0]), [np.inf, np.sqrt(2 * np.pi), np.inf], rtol=1e-6)
+    np.testing.assert_allclose(grad(tf.math.erfcinv, [0.0, 1.0, 2.0]), [-np.inf, -np.sqrt(np.pi) / 2, -np.inf],
+                               rtol=1e-6)
+    np.testing.assert_allclose(grad(tf.math.bessel_i1e, [0.0, np.nan]), [0.5, np.nan])

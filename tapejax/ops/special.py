@@ -52,8 +52,35 @@ def _xlog1py_jvp(p, t):
     return _xlog1py(x, y), tx * jnp.where(x == 0, 0, jnp.log1p(y)) + ty * G.xdivy(x, 1 + y)
 
 
+@jax.custom_jvp
+def _ndtri(x):
+    return S.ndtri(x)
+
+
+@_ndtri.defjvp
+def _ndtri_jvp(p, t):
+    # TF's rule: sqrt(2 pi) exp(ndtri(x)^2 / 2), inf at 0 and 1 (JAX's derivative read 0 there)
+    (x,), (tx,) = p, t
+    y = _ndtri(x)
+    return y, jnp.sqrt(2 * jnp.pi).astype(y.dtype) * jnp.exp(jnp.square(y) / 2) * G._tan(tx, x)
+
+
+@jax.custom_jvp
+def _i1e(x):
+    return S.i1e(x)
+
+
+@_i1e.defjvp
+def _i1e_jvp(p, t):
+    # TF's rule: i0e(x) - y (sign(x) + 1 / x), 0.5 at 0; NaN at NaN (JAX's read 0.5 there)
+    (x,), (tx,) = p, t
+    y = _i1e(x)
+    d = jnp.where(x == 0, jnp.asarray(0.5, x.dtype), S.i0e(x) - y * (jnp.sign(x) + 1 / jnp.where(x == 0, 1, x)))
+    return y, d * G._tan(tx, x)
+
+
 def _erfcinv(x):
-    return -S.ndtri(x / 2) / jnp.sqrt(jnp.asarray(2.0, x.dtype))
+    return -_ndtri(x / 2) / jnp.sqrt(jnp.asarray(2.0, x.dtype))
 
 
 @jax.custom_jvp
@@ -97,13 +124,13 @@ _UNARY = [
     ("bessel_i0", "BesselI0", S.i0, True, "real"),
     ("bessel_i0e", "BesselI0e", S.i0e, True, "real"),
     ("bessel_i1", "BesselI1", S.i1, True, "real"),
-    ("bessel_i1e", "BesselI1e", S.i1e, True, "real"),
+    ("bessel_i1e", "BesselI1e", _i1e, True, "real"),
     ("dawsn", "Dawsn", S.dawsn, True, "real"),
     ("expint", "Expint", _expint, True, "real"),
     ("spence", "Spence", lambda x: _spence(x), True, "real32"),
     ("erfinv", "Erfinv", S.erfinv, True, "real"),
     ("erfcinv", "Erfcinv", _erfcinv, True, "real32"),
-    ("ndtri", "Ndtri", S.ndtri, True, "real32"),
+    ("ndtri", "Ndtri", _ndtri, True, "real32"),
     ("rint", "Rint", jnp.rint, False, "real"),
     ("reciprocal_no_nan", "ReciprocalNoNan", lambda x: G.divide_no_nan(jnp.ones_like(x), x), True, "float"),
     ("angle", "Angle", _angle, True),
