@@ -369,3 +369,17 @@ def test_special_functions_at_domain_edges(tf):
         ("expm1@far", tf.math.expm1, np.array([-100.0, 100.0, -0.0], np.float32)),
         ("exp@far", tf.math.exp, np.array([-INF, 88.0, 89.0], np.float32)),
     ])
+
+
+SPECIAL = np.array([-INF, -2.0, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0, 2.0, INF, NAN], np.float32)
+#: tf.math's elementwise float functions, each run over every point of ``SPECIAL``.
+UNARY = ("negative square sqrt rsqrt reciprocal exp expm1 log log1p log_sigmoid sin cos tan asin acos atan sinh "
+         "cosh tanh asinh acosh atanh sigmoid softplus softsign erf erfc lgamma digamma abs sign floor ceil round "
+         "rint reciprocal_no_nan erfinv ndtri bessel_i0e bessel_i1e").split()
+
+
+@parity(modes=True, rtol=2e-5, atol=1e-5)
+def test_unary_math_at_special_points(tf):
+    """Every elementwise tf.math function above at ±inf, ±1, ±0, ±0.5, ±2 and NaN: values and
+    gradients (None for floor / ceil / round / rint), one row per function."""
+    return vg_rows(tf, [(f"{n}@special_points", getattr(tf.math, n), SPECIAL) for n in UNARY])
