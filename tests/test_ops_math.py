@@ -51,3 +51,19 @@ def test_softsign_acosh_digamma_derivatives_at_domain_edges_are_tfs():
     np.testing.assert_allclose(_grad(tf.math.acosh, [-2.0, 0.5, 1.0, 2.0, inf]), [nan, nan, inf, 3 ** -0.5, 0.0],
                                rtol=1e-6)
     np.testing.assert_allclose(_grad(tf.math.digamma, [1.0, inf]), [np.pi ** 2 / 6, 0.0], rtol=1e-5)
+
+
+def test_float_floordiv_is_tfs_floor_of_the_quotient_and_floormod_grad_uses_it():
+    """TF's float FloorDiv is floor(x / y): 1 // 0.1 is 10 (Python's and jnp's: 9), -inf // -1 is inf
+    (jnp: NaN), -1 // inf is -0 (jnp: -1); FloorMod's y-gradient is -floor_div(x, y) with that
+    floor_div (0 at x = -1, y = inf)."""
+    import numpy as np
+    x, y = tf.constant([1.0, -np.inf, -1.0, 7.0]), tf.constant([0.1, -1.0, np.inf, -2.0])
+    got = tf.math.floordiv(x, y).numpy()
+    np.testing.assert_array_equal(got, [10.0, np.inf, -0.0, -4.0])
+    assert np.signbit(got[2])
+    assert (tf.constant([7, -7]) // 2).numpy().tolist() == [3, -4]
+    with tf.GradientTape() as t:
+        t.watch(y)
+        m = tf.math.floormod(tf.constant([-1.0, 7.0]), y[2:])
+    np.testing.assert_array_equal(t.gradient(m, y).numpy(), [0.0, 0.0, 0.0, 4.0])

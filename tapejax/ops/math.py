@@ -39,8 +39,22 @@ def _truediv(x, y):
     return jnp.true_divide(x, y)
 
 
+def _floordiv(x, y):
+    # TF's float FloorDiv is floor(x / y): 1 // 0.1 is 10 (x / y rounds to 10), -inf // -1 is inf,
+    # -1 // inf is -0 (jnp's fmod-based floor_divide gives 9, NaN and -1)
+    return jnp.floor(x / y) if jnp.issubdtype(x.dtype, jnp.floating) else jnp.floor_divide(x, y)
+
+
+@jax.custom_jvp
 def _floormod(x, y):
     return jnp.mod(x, y)
+
+
+@_floormod.defjvp
+def _floormod_jvp(p, t):
+    # TF's _FloorModGrad: (g, -g * floor_div(x, y)), its float floor_div being floor(x / y)
+    x, y = p
+    return _floormod(x, y), G._tan(t[0], x) - G._tan(t[1], y) * _floordiv(x, y)
 
 
 def _log_sigmoid(x):
@@ -123,7 +137,7 @@ _BINARY = [
     ("multiply_no_nan", "MulNoNan", G.multiply_no_nan, True, "float"),
     ("xlogy", "Xlogy", G.xlogy, True, "float"),
     ("xdivy", "Xdivy", G.xdivy, True, "float"),
-    ("floordiv", "FloorDiv", jnp.floor_divide, False, "number"),
+    ("floordiv", "FloorDiv", _floordiv, False, "number"),
     ("floormod", "FloorMod", _floormod, True, "number"),
     ("less", "Less", jnp.less, False),
     ("less_equal", "LessEqual", jnp.less_equal, False),
