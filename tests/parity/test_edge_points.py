@@ -383,3 +383,20 @@ def test_unary_math_at_special_points(tf):
     """Every elementwise tf.math function above at ±inf, ±1, ±0, ±0.5, ±2 and NaN: values and
     gradients (None for floor / ceil / round / rint), one row per function."""
     return vg_rows(tf, [(f"{n}@special_points", getattr(tf.math, n), SPECIAL) for n in UNARY])
+
+
+_P = np.array([-INF, -1.0, -0.0, 0.0, 0.5, 1.0, INF, NAN], np.float32)
+GRID_X, GRID_Y = np.repeat(_P, len(_P)), np.tile(_P, len(_P))
+BINARY = ("add subtract multiply divide truediv pow maximum minimum atan2 squared_difference xlogy xdivy "
+          "divide_no_nan multiply_no_nan floordiv floormod xlog1py").split()
+
+
+@parity(modes=True, rtol=2e-5, atol=1e-5)
+def test_binary_math_on_a_grid_of_special_points(tf):
+    """Every pair of ±inf, ±1 (and 0.5), ±0 and NaN through tf.math's elementwise binary functions:
+    values and both gradients (None for floordiv), one row per function; float floordiv / floormod
+    where x / y rounds up to an integer (TF's floor(x / y): 1 // 0.1 is 10)."""
+    r = np.array([1.0, 0.3, -1.0, 7.0], np.float32), np.array([0.1, 0.1, 0.1, -0.7], np.float32)
+    return vg_rows(tf, [(f"{n}@special_grid", getattr(tf.math, n), GRID_X, GRID_Y) for n in BINARY]
+                   + [("floordiv@rounding", tf.math.floordiv, *r), ("floormod@rounding", tf.math.floormod, *r),
+                      ("operator_floordiv@rounding", lambda a, b: a // b, *r)])
