@@ -400,3 +400,21 @@ def test_binary_math_on_a_grid_of_special_points(tf):
     return vg_rows(tf, [(f"{n}@special_grid", getattr(tf.math, n), GRID_X, GRID_Y) for n in BINARY]
                    + [("floordiv@rounding", tf.math.floordiv, *r), ("floormod@rounding", tf.math.floormod, *r),
                       ("operator_floordiv@rounding", lambda a, b: a // b, *r)])
+
+
+REDUCE = ("reduce_sum reduce_mean reduce_max reduce_min reduce_prod reduce_logsumexp reduce_variance reduce_std "
+          "reduce_euclidean_norm").split()
+ROWS = np.array([[1.0, INF, 2.0], [-INF, INF, 0.0], [NAN, 1.0, 1.0], [0.0, 0.0, 0.0], [-0.0, -2.0, -2.0]], np.float32)
+
+
+@parity(modes=True, rtol=2e-5, atol=1e-5)
+def test_reductions_over_rows_of_special_points(tf):
+    """tf.math's reductions along rows holding inf, inf and -inf, NaN, all zeros and a tie: values
+    and gradients, one row per reduction, and cumsum / cumulative_logsumexp (cumprod's gradient through
+    infinities and NaN in cumulative_logsumexp: test_edge_points2's known differences)."""
+    rows = [(f"{n}@special_rows", lambda u, n=n: getattr(tf.math, n)(u, axis=1), ROWS) for n in REDUCE]
+    return vg_rows(tf, rows + [
+        ("cumsum@special_rows", lambda u: tf.math.cumsum(u, axis=1), ROWS),
+        ("cumulative_logsumexp@special_rows_no_nan", lambda u: tf.math.cumulative_logsumexp(u, axis=1),
+         ROWS[[0, 1, 3, 4]]),
+    ])

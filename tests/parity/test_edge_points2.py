@@ -585,3 +585,12 @@ def test_int_operand_out_of_range_and_multiply_of_bools(tf):
     """int32 tensor * 2 ** 40 (TF: [0, 0]); tf.multiply of two bool tensors (TF: an error)."""
     return raised_rows([("operator_mul@int32_python_int_too_big", lambda: tf.constant([1, 2]) * 2 ** 40),
                         ("multiply@bool", lambda: tf.multiply(tf.constant([True]), tf.constant([True])))])
+
+
+@xfail_on_tapejax("TF's CPU CumulativeLogsumexp passes over a NaN entry (it reads as -inf: [NaN, 1, 1] gives "
+                  "[-inf, 1, 1.69]), silently dropping it; tapejax propagates the NaN, as every other reduction of "
+                  "both does; no program relies on a NaN vanishing")
+@parity(modes=True)
+def test_cumulative_logsumexp_with_nan(tf):
+    """cumulative_logsumexp of a row starting with NaN."""
+    return {"cumulative_logsumexp@nan": tf.math.cumulative_logsumexp(tf.constant([[NAN, 1.0, 1.0]]), axis=1)}
