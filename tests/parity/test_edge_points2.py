@@ -594,3 +594,13 @@ def test_int_operand_out_of_range_and_multiply_of_bools(tf):
 def test_cumulative_logsumexp_with_nan(tf):
     """cumulative_logsumexp of a row starting with NaN."""
     return {"cumulative_logsumexp@nan": tf.math.cumulative_logsumexp(tf.constant([[NAN, 1.0, 1.0]]), axis=1)}
+
+
+@xfail_on_tapejax("NOT FIXED (a tapejax bug, reported): the gradient of cumulative_logsumexp is JAX's, from "
+                  "logaddexp's rule, which reads an infinite entry as 0: [1, inf, 2] gives [6.44, 2, 7.39] where "
+                  "TF's gives [1, NaN, 0]; at a -inf entry TF's is NaN (exp(-inf + inf)), JAX's the limit 1")
+@parity(modes=True)
+def test_cumulative_logsumexp_gradient_at_infinite_entries(tf):
+    """d cumulative_logsumexp / dx over rows holding +inf and -inf."""
+    return vg_rows(tf, [("cumulative_logsumexp@infinite_entries", lambda u: tf.math.cumulative_logsumexp(u, axis=1),
+                         np.array([[1.0, INF, 2.0], [-INF, INF, 0.0], [-INF, 1.0, 2.0]], np.float32))])
