@@ -560,6 +560,8 @@ def _shape(x):
         return tuple(x._meta.shape)
     if type(x) is IndexedSlices and x._static_shape is not None:
         return x._static_shape
+    if x is None:   # (TF converts the operand: ``tf.reshape(None, ...)``, ``tf.concat([t, None], 0)``)
+        raise ValueError(NONE_OPERAND)
     if isinstance(x, (list, tuple)) and x and _contains_tensor(x):   # TF packs it: ``[x, [i]]`` of a traced i
         return (len(x),) + _shape(x[0])
     return tuple(np.shape(x))
@@ -603,13 +605,32 @@ def static_axis(axis):
 
 
 def static_shape(shape):
+    """A shape argument (ints, a list of them, a shape tensor, a known ``TensorShape``) as a tuple
+    of ints; None in it is TF's ValueError (its conversion of the argument to a tensor)."""
     if isinstance(shape, TensorShape) and (shape.rank is None or any(d is None for d in shape)):
         raise ValueError(f"Cannot convert a partially known TensorShape {shape} to a Tensor.")   # (TF's)
     if isinstance(shape, _TENSORISH):
         shape = np.asarray(shape._value).tolist()
     if isinstance(shape, (int, np.integer)):
         return (int(shape),)
-    return tuple(int(s) for s in shape)
+    if shape is None:
+        raise ValueError(NONE_OPERAND)
+    out = []
+    for d in shape:
+        if d is None:
+            raise ValueError(NONE_OPERAND)
+        out.append(int(d))
+    return tuple(out)
+
+
+def output_shape(shape, op_type):
+    """``static_shape`` of the shape of a tensor an op makes (``tf.fill``, ``tf.zeros``, the random
+    ops): a negative dimension is TF's InvalidArgumentError, before JAX sees it."""
+    shape = static_shape(shape)
+    for d in shape:
+        if d < 0:
+            raise _bad(op_type, f"Dimension {d} must be >= 0 (argument `shape` {list(shape)})")
+    return shape
 
 
 def static_dtype(dtype):

@@ -30,6 +30,7 @@ from ._registry import (
     check_binary,
     dispatch_of,
     dtype_of,
+    output_shape,
     prim,
     registered,
     static_axis,
@@ -131,6 +132,10 @@ _TRANSPOSE = prim("Transpose", lambda x, *, perm, conj: jnp.conj(jnp.transpose(x
 def transpose(a, perm=None, conjugate=False, name="transpose"):
     """``tf.transpose``: reverses the axes when ``perm`` is None."""
     nd = len(_shape(a))
+    if isinstance(perm, (str, bytes)) or (isinstance(perm, (list, tuple)) and any(isinstance(p, (str, bytes))
+                                                                                  for p in perm)):
+        raise _bad("Transpose", "Value for attr 'Tperm' of string is not in the list of allowed values: "
+                   "int32, int64 (argument `perm`)")
     perm = tuple(_pyrange(nd))[::-1] if perm is None else static_shape(perm)
     if len(perm) != nd:
         raise _bad("Transpose", f"transpose expects a vector of size {nd}. But input(1) (argument "
@@ -440,14 +445,6 @@ def _const_dtype(dtype):
     return _dtypes.storage_dtype(_dtypes.as_dtype(dtype)._np, "dtype")
 
 
-def _const_shape(shape, op_type):
-    shape = static_shape(shape)
-    for d in shape:
-        if d < 0:
-            raise _bad(op_type, f"Dimension {d} must be >= 0 (argument `shape` {list(shape)})")
-    return shape
-
-
 def _filled(shape, dtype, value) -> Tensor:
     """A constant array (``core.transfer.filled``: a compiled fill, called through JAX's C++ path,
     for a shape made before; ``jnp.zeros`` dispatches its ops one by one)."""
@@ -458,12 +455,12 @@ def _filled(shape, dtype, value) -> Tensor:
 
 def zeros(shape, dtype=_dtypes.float32, name=None, layout=None):
     """``tf.zeros``."""
-    return _filled(_const_shape(shape, "Fill"), _const_dtype(dtype), 0)
+    return _filled(output_shape(shape, "Fill"), _const_dtype(dtype), 0)
 
 
 def ones(shape, dtype=_dtypes.float32, name=None, layout=None):
     """``tf.ones``."""
-    return _filled(_const_shape(shape, "Fill"), _const_dtype(dtype), 1)
+    return _filled(output_shape(shape, "Fill"), _const_dtype(dtype), 1)
 
 
 def zeros_like(input, dtype=None, name=None, layout=None):
@@ -527,7 +524,7 @@ def fill(dims, value, name=None, layout=None):
     v = convert_to_tensor(value)
     if v.ndim:
         raise _bad("Fill", f"value must be a scalar, got shape {list(v.shape)} (argument `value`)")
-    return bind(_BROADCAST_TO, v, shape=static_shape(dims))
+    return bind(_BROADCAST_TO, v, shape=output_shape(dims, "Fill"))
 
 
 def range(start, limit=None, delta=1, dtype=None, name="range"):  # noqa: A001  (TF's name)
@@ -576,9 +573,11 @@ def linspace(start, stop, num, name=None, axis=0):
 
 def eye(num_rows, num_columns=None, batch_shape=None, dtype=_dtypes.float32, name=None):
     """``tf.eye`` (float32 by default)."""
+    dims = (num_rows,) if num_columns is None else (num_rows, num_columns)
+    output_shape(dims, "Fill")   # (TF's eye fills its diagonal with these sizes)
     m = jnp.eye(int(num_rows), None if num_columns is None else int(num_columns), dtype=_const_dtype(dtype))
     if batch_shape is not None:
-        m = jnp.broadcast_to(m, static_shape(batch_shape) + m.shape)
+        m = jnp.broadcast_to(m, output_shape(batch_shape, "Fill") + m.shape)
     return Tensor(m)
 
 

@@ -22,6 +22,7 @@ from ._registry import (
     _PY_NUMBERS,
     NONE_OPERAND,
     OP_DISPATCH,
+    _shape,
     check_binary,
     check_float,
     constant_dtype,
@@ -174,8 +175,14 @@ def _argminmax(p, op_type, input, axis, output_type):
     if axis is None:
         axis = 0
     store = _dtypes.storage_dtype(_dtypes.as_dtype(output_type)._np, "output_type")
+    ax = static_axis(axis)
+    if isinstance(ax, int):
+        nd = len(_shape(input))
+        if not -nd <= ax < nd:
+            raise InvalidArgumentError(None, None, f"Expected dimension in the range [{-nd}, {nd}), but got {ax} "
+                                       f"(argument `axis`) [Op:{op_type}]")
     try:
-        return bind(p, input, axis=static_axis(axis), dtype=store.name)
+        return bind(p, input, axis=ax, dtype=store.name)
     except (TypeError, ValueError) as e:
         raise op_error(e, op_type) from e
 
