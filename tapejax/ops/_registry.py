@@ -232,9 +232,11 @@ def op_error(e, op_type):
 
 
 # Kinds TF's kernels accept: "float" = floating or complex, "real" = floating only.
-_KINDS = {"float": "fcV", "real": "fV", "real32": "f", None: None}
+_KINDS = {"float": "fcV", "real": "fV", "real32": "f", "number": "iufcV", "bool": "b", None: None}
 _ALLOWED = {"float": "bfloat16, half, float, double, complex64, complex128",
-            "real": "bfloat16, half, float, double", "real32": "float, double"}
+            "real": "bfloat16, half, float, double", "real32": "float, double",
+            "number": "bfloat16, half, float, double, int8, int16, int32, int64, complex64, complex128",
+            "bool": "bool"}
 #: Half-precision dtypes by TF's kernel-registry name.
 _HALF = {np.dtype(np.float16): "half", np.dtype(_dtypes.bfloat16._np): "bfloat16"}
 
@@ -384,8 +386,8 @@ def _unary(p, op_type, kinds, call):
 def unary_ops(namespace, table):
     """``table``: rows (public name, TF type, jax fn[, differentiable[, dtypes[, argument name]]]).
 
-    ``dtypes``: None (any numeric), ``"float"`` (float/complex) or ``"real"``
-    (float): other input dtypes raise InvalidArgumentError, as TF's kernels.
+    ``dtypes``: None (any), ``"number"`` (any but bool), ``"float"`` (float/complex), ``"real"``
+    (float) or ``"bool"``: other input dtypes raise InvalidArgumentError, as TF's kernels.
     """
     for row in table:
         name, op_type, fn = row[:3]
@@ -496,6 +498,46 @@ def _one_dtype(x, y):
     return x.dtype == y.dtype
 
 
+_BOOL = np.dtype(np.bool_)
+
+
+def _one_number_dtype(x, y):
+    return x.dtype == y.dtype and x.dtype != _BOOL
+
+
+def _both_bool(x, y):
+    return x.dtype == _BOOL and y.dtype == _BOOL
+
+
+#: The binary ops TF defines on bool tensors only (the others of ``binary_ops`` with no dtype
+#: list take any dtype but bool, except ``BOOL_TOO``).
+BOOL_ONLY = frozenset(["LogicalAnd", "LogicalOr", "LogicalXor"])
+#: ``Mul`` too: TF's ``*`` operator multiplies bool tensors (as a logical and) while its
+#: ``tf.multiply`` has no bool kernel; tapejax's op is both, and keeps the operator's answer.
+BOOL_TOO = frozenset(["Equal", "NotEqual", "Mul"])
+
+
+def _check_bool_rule(x, y, op_type):
+    """TF's kernels of ``op_type`` on bool: none for arithmetic and ordering (InvalidArgumentError,
+    "not in the list of allowed values"), the only ones for the logical ops (InvalidArgumentError,
+    "expected to be a bool tensor").  (Two operands of one dtype: ``check_binary`` has run.)"""
+    if op_type in BOOL_TOO:
+        return
+    for i, v in enumerate((x, y)):
+        d = dtype_of(v) if isinstance(v, _TENSORISH) else None
+        if d is None:
+            continue
+        if op_type in BOOL_ONLY:
+            if d.kind != "b":
+                raise InvalidArgumentError(
+                    None, None, f"cannot compute {op_type} as input #{i}(zero-based) was expected to be a bool "
+                    f"tensor but is a {d.name} tensor [Op:{op_type}]")
+        elif d.kind == "b":
+            raise InvalidArgumentError(
+                None, None, f"Value for attr 'T' of bool is not in the list of allowed values (argument "
+                f"`{'xy'[i]}` of {op_type}): TF has no {op_type} kernel for bool tensors [Op:{op_type}]")
+
+
 def binary_operator(op: Callable[..., Any], lift: Callable[[Tensor, Any], Any]) -> Callable[..., Any]:
     """The Tensor operator (``__add__`` ...) of the binary op ``op`` (made by ``binary_ops``):
     the op's function itself, that first gives ``lift(x, y)`` the call when ``x`` is a Tensor whose
@@ -507,8 +549,10 @@ def binary_operator(op: Callable[..., Any], lift: Callable[[Tensor, Any], Any]) 
 def _binary(spec: BinarySpec, lift: "Callable[[Tensor, Any], Any] | None") -> Callable[..., Any]:
     namespace, name, op_type, p, kinds = spec
 
-    # the fast path's function: the op, refusing (``NotPlain``, when JAX traces) two dtypes
-    plain = plain_jit(p, _one_dtype) if kinds is None else None
+    # the fast path's function: the op, refusing (``NotPlain``, when JAX traces) two dtypes, or
+    # the dtype TF's kernels of the op do not take (bool, or any but bool)
+    guard = _both_bool if op_type in BOOL_ONLY else _one_dtype if op_type in BOOL_TOO else _one_number_dtype
+    plain = plain_jit(p, guard) if kinds is None else None
 
     def op(x, y, name=None, _prim=p, _t=op_type, _kinds=kinds, _call=p._call0, _plain=plain, _name=name,
            _lift=lift):
@@ -539,6 +583,8 @@ def _binary(spec: BinarySpec, lift: "Callable[[Tensor, Any], Any] | None") -> Ca
         if _kinds is not None:
             check_float(x, _t, _kinds, "x")
             check_float(y, _t, _kinds, "y")
+        else:
+            _check_bool_rule(x, y, _t)
         try:
             if gx is not None and gy is not None:
                 return bind2(_prim, _call, x, y)

@@ -547,6 +547,11 @@ def range(start, limit=None, delta=1, dtype=None, name="range"):  # noqa: A001  
                 dt = np.result_type(dt, v._meta.dtype) if "f" in kinds else v._meta.dtype
     else:
         dt = _const_dtype(dtype)
+        if np.dtype(dt).kind in "iu":   # (TF converts a Python float bound to the dtype: refused)
+            for v in (start, limit, delta):
+                if type(v) is float:
+                    raise TypeError(f"Cannot convert {v!r} to EagerTensor of dtype {np.dtype(dt).name} "
+                                    "(argument of tf.range with an integer `dtype`)")
     if float(vals[2]) == 0:
         raise _bad("Range", "Requires delta != 0 (argument `delta`)")
     for arg, v in zip(("start", "limit", "delta"), vals):

@@ -22,6 +22,7 @@ from ._registry import (
     binary_operator,
     binary_ops,
     check_binary,
+    check_float,
     dispatch_of,
     dtype_of,
     numpy_operands,
@@ -52,8 +53,8 @@ def _softsign(x):
 
 # (public name, TF type, pure JAX fn[, differentiable[, accepted dtypes]])
 _UNARY = [
-    ("negative", "Neg", jnp.negative),
-    ("square", "Square", jnp.square),
+    ("negative", "Neg", jnp.negative, True, "number"),
+    ("square", "Square", jnp.square, True, "number"),
     ("sqrt", "Sqrt", G.sqrt, True, "float"),
     ("rsqrt", "Rsqrt", G.rsqrt, True, "float"),
     ("reciprocal", "Reciprocal", G.reciprocal, True, "float"),
@@ -81,16 +82,16 @@ _UNARY = [
     ("erfc", "Erfc", jax.scipy.special.erfc, True, "real"),
     ("lgamma", "Lgamma", jax.scipy.special.gammaln, True, "real"),
     ("digamma", "Digamma", jax.scipy.special.digamma, True, "real"),
-    ("abs", "Abs", G.tf_abs),
-    ("sign", "Sign", jnp.sign),
+    ("abs", "Abs", G.tf_abs, True, "number"),
+    ("sign", "Sign", jnp.sign, True, "number"),
     # TF registers no gradient for these: the tape gives None (TF_SEMANTICS 3).
     ("floor", "Floor", jnp.floor, False, "real"),
     ("ceil", "Ceil", jnp.ceil, False, "real"),
-    ("round", "Round", jnp.round, False),
+    ("round", "Round", jnp.round, False, "number"),
     ("is_nan", "IsNan", jnp.isnan, False, "real"),
     ("is_inf", "IsInf", jnp.isinf, False, "real"),
     ("is_finite", "IsFinite", jnp.isfinite, False, "real"),
-    ("logical_not", "LogicalNot", jnp.logical_not, False),
+    ("logical_not", "LogicalNot", jnp.logical_not, False, "bool"),
 ]
 
 _BINARY = [
@@ -292,6 +293,8 @@ def identity(input, name=None):
     dispatch = OP_DISPATCH.get(("Identity", type(input)))   # a composite tensor (ragged_math)
     if dispatch is not None:
         return dispatch(input)
+    if input is None:
+        raise ValueError(NONE_OPERAND)
     return bind(_IDENTITY, input)
 
 
@@ -354,7 +357,8 @@ def _matmul(a, b, *, transpose_a=False, transpose_b=False, adjoint_a=False, adjo
 
 
 _MATMUL = prim("MatMul", _matmul)
-_MATMUL_PLAIN = plain_jit(_MATMUL, lambda a, b: a.ndim >= 2 and b.ndim >= 2 and a.dtype == b.dtype)
+_MATMUL_PLAIN = plain_jit(_MATMUL, lambda a, b: a.ndim >= 2 and b.ndim >= 2 and a.dtype == b.dtype
+                          and a.dtype != jnp.bool_)
 
 
 @tf_types("MatMul")
@@ -377,6 +381,7 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
                         output_type=output_type, name=name)
     a, b = numpy_operands(a, b)   # (NumPy weights next to a float32 batch: float32, as TF's)
     check_binary(a, b, "MatMul")
+    check_float(a, "MatMul", "number", "a")   # (TF has no bool kernel)
     for arg, v in (("a", a), ("b", b)):
         nd = v._meta.ndim if isinstance(v, (Tensor, Variable)) else np.ndim(v)   # (not computing a pending one)
         if nd < 2:

@@ -268,6 +268,10 @@ def moments(x, axes, shift=None, keepdims=False, name=None):
     nd = len(_shape(x))
     ax = static_axis(axes)
     ax = tuple(range(nd)) if ax is None else ax if isinstance(ax, tuple) else (ax,)  # None: every axis
+    for a in ax:   # (TF's Mean kernel: wrapping an axis would average over another one)
+        if not -nd <= a < nd:
+            raise InvalidArgumentError(None, None, f"Invalid reduction dimension ({a} for input with {nd} "
+                                       f"dimension(s)) (argument `axes`) [Op:Mean]")
     return tuple(bind(_MOMENTS, x, axes=tuple(a % nd for a in ax), keepdims=bool(keepdims)))
 
 

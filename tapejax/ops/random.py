@@ -393,12 +393,14 @@ def categorical(logits, num_samples, dtype=None, seed=None, name=None):
     return bind(_CATEGORICAL, _next_key(seed), logits, num_samples=int(num_samples), dtype=store)
 
 
-_SHUFFLE = prim("RandomShuffle", lambda key, x: jax.random.permutation(key, x, axis=0), differentiable=False)
+_SHUFFLE = prim("RandomShuffle", lambda key, x: jax.random.permutation(key, x, axis=0) if x.ndim else x,
+                differentiable=False)
 
 
 @tf_types("RandomShuffle")
 def shuffle(value, seed=None, name=None):
-    """``tf.random.shuffle``: permute along the first dimension (no gradient, as TF)."""
+    """``tf.random.shuffle``: permute along the first dimension (no gradient, as TF); a scalar is
+    returned as a tensor (TF's kernel copies it), the random state advancing as for a draw."""
     return bind(_SHUFFLE, _next_key(seed), value)
 
 

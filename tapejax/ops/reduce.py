@@ -76,6 +76,20 @@ def _reduction(op_type, fn, doc, *, kinds=None, differentiable=True, bool_only=F
     return op
 
 
+def _no_bool(op_type, fn, arg="input_tensor"):
+    """``fn``, refusing a bool input as TF's kernels of ``op_type`` do (none is registered for
+    bool).  The check runs where JAX traces ``fn`` (once per input signature), so it costs the
+    op's calls nothing; its TypeError reaches the caller as TF's InvalidArgumentError
+    (``op_error``)."""
+    def impl(x, **kw):
+        if x.dtype == jnp.bool_:
+            raise TypeError(f"Value for attr 'T' of bool is not in the list of allowed values (argument "
+                            f"`{arg}` of {op_type}): TF has no {op_type} kernel for bool tensors; "
+                            "cast it first (tf.cast(x, tf.int32))")
+        return fn(x, **kw)
+    return impl
+
+
 def _sum(x, *, axis=None, keepdims=False):
     return jnp.sum(x, axis=axis, keepdims=keepdims)
 
@@ -106,20 +120,23 @@ def _euclidean(x, *, axis=None, keepdims=False):
     return G.sqrt(jnp.sum(x * x, axis=axis, keepdims=keepdims))
 
 
-reduce_sum = _reduction("Sum", _sum, "``tf.reduce_sum``: sum over ``axis`` (all axes when None).")
-reduce_mean = _reduction("Mean", _mean, "``tf.reduce_mean``: mean over ``axis`` (integer inputs give "
+reduce_sum = _reduction("Sum", _no_bool("Sum", _sum), "``tf.reduce_sum``: sum over ``axis`` (all axes when None).")
+reduce_mean = _reduction("Mean", _no_bool("Mean", _mean), "``tf.reduce_mean``: mean over ``axis`` (integer inputs give "
                          "an integer mean, as TF).")
-reduce_max = _reduction("Max", lambda x, *, axis=None, keepdims=False: jnp.max(x, axis=axis, keepdims=keepdims),
+reduce_max = _reduction("Max", _no_bool("Max", lambda x, *, axis=None, keepdims=False:
+                                          jnp.max(x, axis=axis, keepdims=keepdims)),
                         "``tf.reduce_max``: the gradient is split evenly among tied maxima (as TF).")
-reduce_min = _reduction("Min", lambda x, *, axis=None, keepdims=False: jnp.min(x, axis=axis, keepdims=keepdims),
+reduce_min = _reduction("Min", _no_bool("Min", lambda x, *, axis=None, keepdims=False:
+                                          jnp.min(x, axis=axis, keepdims=keepdims)),
                         "``tf.reduce_min``: the gradient is split evenly among tied minima (as TF).")
-reduce_prod = _reduction("Prod", lambda x, *, axis=None, keepdims=False: jnp.prod(x, axis=axis, keepdims=keepdims),
+reduce_prod = _reduction("Prod", _no_bool("Prod", lambda x, *, axis=None, keepdims=False:
+                                            jnp.prod(x, axis=axis, keepdims=keepdims)),
                          "``tf.reduce_prod`` (its gradient is exact at zeros, as TF's).")
 reduce_logsumexp = _reduction("ReduceLogSumExp", _logsumexp,
                               "``tf.reduce_logsumexp``: log(sum(exp(x))) computed stably.", kinds="real")
 reduce_variance = _reduction("ReduceVariance", _variance, "``tf.math.reduce_variance``.", kinds="float")
 reduce_std = _reduction("ReduceStd", _std, "``tf.math.reduce_std``.", kinds="float")
-reduce_euclidean_norm = _reduction("EuclideanNorm", _euclidean,
+reduce_euclidean_norm = _reduction("EuclideanNorm", _no_bool("EuclideanNorm", _euclidean),
                                    "``tf.math.reduce_euclidean_norm`` (its gradient at 0 is NaN, as TF).")
 reduce_any = _reduction("Any", lambda x, *, axis=None, keepdims=False: jnp.any(x, axis=axis, keepdims=keepdims),
                         "``tf.reduce_any`` (bool).", differentiable=False, bool_only=True)
@@ -221,8 +238,8 @@ def _cumlse(x, axis):
     return jax.lax.cumlogsumexp(x, axis=axis)
 
 
-_CUMSUM = prim("Cumsum", _scan(lambda x, a: jnp.cumsum(x, axis=a), 0))
-_CUMPROD = prim("Cumprod", _scan(lambda x, a: jnp.cumprod(x, axis=a), 1))
+_CUMSUM = prim("Cumsum", _no_bool("Cumsum", _scan(lambda x, a: jnp.cumsum(x, axis=a), 0), "x"))
+_CUMPROD = prim("Cumprod", _no_bool("Cumprod", _scan(lambda x, a: jnp.cumprod(x, axis=a), 1), "x"))
 _CUMLSE = prim("CumulativeLogsumexp", _scan(_cumlse, -jnp.inf))
 
 
@@ -240,7 +257,10 @@ def _scan_op(p, op_type, x, axis, exclusive, reverse):
         raise InvalidArgumentError(None, None, f"ScanOp: Expected scan axis in the range "
                                    f"[{-max(nd, 1)}, {max(nd, 1)}), but got {ax} (argument `axis`) "
                                    f"[Op:{op_type}]")
-    return bind(p, x, axis=ax % max(nd, 1), exclusive=bool(exclusive), reverse=bool(reverse))
+    try:
+        return bind(p, x, axis=ax % max(nd, 1), exclusive=bool(exclusive), reverse=bool(reverse))
+    except (TypeError, ValueError) as e:
+        raise op_error(e, op_type) from e
 
 
 @tf_types("Cumsum")

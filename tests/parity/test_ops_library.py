@@ -735,6 +735,30 @@ def test_boolean_mask(tf):
 
 
 @parity
+def test_bool_tensors_and_value_conventions(tf):
+    """What TF does with bool tensors and a few argument forms: ``*`` of bool tensors is their
+    logical and (``tf.multiply`` has no bool kernel, nor have ``+``, ``<``, ``tf.maximum``, the
+    reductions, ``cumsum``, ``abs``, ``matmul``); the logical ops take bool only; a numeric
+    ``boolean_mask`` keeps the nonzero entries; ``tf.random.shuffle`` of a scalar gives it back;
+    ``tf.range`` casts a tensor bound to an integer ``dtype`` but refuses a Python float."""
+    b = tf.constant([True, False, True])
+    x = tf.constant([[1.0, 2.0], [3.0, 4.0]])
+    return (b * b, b * True, b == b, b & b, tf.logical_and(b, b), tf.logical_not(b),
+            raises(lambda: b + b), raises(lambda: b < b), raises(tf.maximum, b, b), raises(tf.reduce_sum, b),
+            raises(tf.reduce_mean, b), raises(tf.reduce_max, b), raises(tf.cumsum, b), raises(tf.abs, b),
+            raises(tf.square, b), raises(tf.matmul, tf.constant([[True]]), tf.constant([[True]])),
+            raises(tf.logical_and, tf.ones(2), tf.ones(2)), raises(tf.logical_not, tf.ones(2)),
+            tf.boolean_mask(tf.range(3.0), tf.constant([1, 0, 2])), tf.boolean_mask(tf.range(3.0), [1.0, 0.0, 0.5]),
+            tf.random.shuffle(tf.constant(1.5)), tf.range(tf.constant(1.0), 3, dtype=tf.int32),
+            raises(tf.range, 0.5, 3, dtype=tf.int32), raises(tf.nn.moments, x, axes=[2]),
+            raises(tf.norm, x, axis=2), raises(tf.norm, x, ord="fro"), raises(tf.norm, x, ord="fro", axis=0),
+            tf.norm(x, ord="fro", axis=[0, 1]), raises(tf.identity, None),
+            raises(tf.histogram_fixed_width, tf.ones(3), [1.0, 0.0]),
+            raises(tf.histogram_fixed_width, tf.ones(3), [0.0, 1.0], nbins=0),
+            tf.histogram_fixed_width(tf.constant([0.1, 1.5, 1.9]), [0.0, 2.0], nbins=4))
+
+
+@parity
 def test_one_hot(tf):
     """one_hot: float32 default, on/off values (with gradients), axis."""
     return (tf.one_hot([0, 2, -1], 3), tf.one_hot([[1], [0]], 2, axis=0),
