@@ -232,10 +232,12 @@ def op_error(e, op_type):
 
 
 # Kinds TF's kernels accept: "float" = floating or complex, "real" = floating only.
-_KINDS = {"float": "fcV", "real": "fV", "real32": "f", "number": "iufcV", "bool": "b", None: None}
+_KINDS = {"float": "fcV", "real": "fV", "real32": "f", "number": "iufcV", "signed": "ifcV", "bool": "b",
+          None: None}
 _ALLOWED = {"float": "bfloat16, half, float, double, complex64, complex128",
             "real": "bfloat16, half, float, double", "real32": "float, double",
             "number": "bfloat16, half, float, double, int8, int16, int32, int64, complex64, complex128",
+            "signed": "bfloat16, half, float, double, int8, int16, int32, int64, complex64, complex128",
             "bool": "bool"}
 #: Half-precision dtypes by TF's kernel-registry name.
 _HALF = {np.dtype(np.float16): "half", np.dtype(_dtypes.bfloat16._np): "bfloat16"}

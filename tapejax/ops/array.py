@@ -28,6 +28,7 @@ from ._registry import (
     _norm_axis,
     _shape,
     check_binary,
+    check_float,
     dispatch_of,
     dtype_of,
     output_shape,
@@ -246,6 +247,10 @@ def pad(tensor, paddings, mode="CONSTANT", constant_values=0, name=None):
     if m == "CONSTANT":
         d = dtype_of(tensor)
         c = convert_to_tensor(constant_values, dtype_hint=d) if d is not None else constant_values
+        dc = dtype_of(c) if isinstance(c, _TENSORISH) else None
+        if d is not None and dc is not None and dc != d:
+            raise _bad("PadV2", f"cannot compute PadV2 as input #2(zero-based) was expected to be a {d.name} "
+                       f"tensor but is a {dc.name} tensor (argument `constant_values`)")
         return bind(_PAD, tensor, c, pads=pads, mode="constant")
     return bind(_PAD_MIRROR, tensor, 0, pads=pads, mode=m.lower() if m == "REFLECT" else "symmetric")
 
@@ -274,6 +279,9 @@ def reverse(tensor, axis, name=None):
     nd = len(_shape(tensor))
     ax = static_axis(axis)
     ax = tuple(_norm_axis(a, nd, "ReverseV2") for a in (ax if isinstance(ax, tuple) else (ax,)))
+    if len(set(ax)) != len(ax):
+        dup = next(a for a in ax if ax.count(a) > 1)
+        raise _bad("ReverseV2", f"axis {dup} specified more than once (argument `axis`)")
     return bind(_REVERSE, tensor, axis=ax)
 
 
@@ -341,6 +349,7 @@ def _direction(direction):
 @tf_types("Sort")
 def sort(values, axis=-1, direction="ASCENDING", name=None):
     """``tf.sort`` (stable; the gradient follows each value to its sorted position)."""
+    check_float(values, "Sort", "number", "values")   # (TF has no bool kernel)
     return bind(_SORT, values, axis=int(axis), descending=_direction(direction))
 
 
@@ -354,6 +363,7 @@ _ARGSORT = prim("ArgSort", _argsort, differentiable=False)
 @tf_types("ArgSort")
 def argsort(values, axis=-1, direction="ASCENDING", stable=False, name=None):
     """``tf.argsort``: int32 indices (always stable here)."""
+    check_float(values, "ArgSort", "number", "values")   # (TF has no bool kernel)
     return bind(_ARGSORT, values, axis=int(axis), descending=_direction(direction))
 
 
@@ -554,6 +564,11 @@ def range(start, limit=None, delta=1, dtype=None, name="range"):  # noqa: A001  
                                     "(argument of tf.range with an integer `dtype`)")
     if float(vals[2]) == 0:
         raise _bad("Range", "Requires delta != 0 (argument `delta`)")
+    lo, hi, step = (v.item() for v in vals)
+    if step > 0 and lo > hi:
+        raise _bad("Range", f"Requires start <= limit when delta > 0: {lo:g}/{hi:g}")
+    if step < 0 and lo < hi:
+        raise _bad("Range", f"Requires start >= limit when delta < 0: {lo:g}/{hi:g}")
     for arg, v in zip(("start", "limit", "delta"), vals):
         if not np.all(np.isfinite(v)):
             raise _bad("Range", f"Requires finite bounds: argument `{arg}` is {v.item()!r}")
@@ -602,6 +617,8 @@ def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None
     if idx._meta.dtype.kind not in "iu":
         raise _bad("OneHot", f"Value for attr 'TI' of {idx.dtype.name} is not in the list of allowed "
                    f"values: uint8, int8, int32, int64 (argument `indices`)")
+    if type(depth) is float:   # (TF converts it to an int32 tensor)
+        raise TypeError(f"Cannot convert {depth!r} to EagerTensor of dtype int32 (argument `depth`)")
     given = on_value if on_value is not None else off_value
     if dtype is None:
         dt = np.dtype(getattr(convert_to_tensor(given), "_value").dtype) if given is not None else np.float32

@@ -53,7 +53,7 @@ def _softsign(x):
 
 # (public name, TF type, pure JAX fn[, differentiable[, accepted dtypes]])
 _UNARY = [
-    ("negative", "Neg", jnp.negative, True, "number"),
+    ("negative", "Neg", jnp.negative, True, "signed"),
     ("square", "Square", jnp.square, True, "number"),
     ("sqrt", "Sqrt", G.sqrt, True, "float"),
     ("rsqrt", "Rsqrt", G.rsqrt, True, "float"),
@@ -82,8 +82,8 @@ _UNARY = [
     ("erfc", "Erfc", jax.scipy.special.erfc, True, "real"),
     ("lgamma", "Lgamma", jax.scipy.special.gammaln, True, "real"),
     ("digamma", "Digamma", jax.scipy.special.digamma, True, "real"),
-    ("abs", "Abs", G.tf_abs, True, "number"),
-    ("sign", "Sign", jnp.sign, True, "number"),
+    ("abs", "Abs", G.tf_abs, True, "signed"),
+    ("sign", "Sign", jnp.sign, True, "signed"),
     # TF registers no gradient for these: the tape gives None (TF_SEMANTICS 3).
     ("floor", "Floor", jnp.floor, False, "real"),
     ("ceil", "Ceil", jnp.ceil, False, "real"),

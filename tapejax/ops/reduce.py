@@ -90,6 +90,26 @@ def _no_bool(op_type, fn, arg="input_tensor"):
     return impl
 
 
+def _lowest(dtype):
+    return -jnp.inf if jnp.issubdtype(dtype, jnp.inexact) else jnp.iinfo(dtype).min
+
+
+def _highest(dtype):
+    return jnp.inf if jnp.issubdtype(dtype, jnp.inexact) else jnp.iinfo(dtype).max
+
+
+def _or_identity(fn, identity):
+    """``fn``, giving a reduction over no elements ``identity(dtype)`` as TF's kernels do
+    (``reduce_max`` of an empty tensor is -inf, or the integer dtype's minimum), where XLA's
+    reductions refuse an empty operand.  The size is static: decided where JAX traces."""
+    def impl(x, *, axis=None, keepdims=False):
+        if x.size == 0:
+            shape = jax.eval_shape(lambda y: jnp.sum(y, axis=axis, keepdims=keepdims), x).shape
+            return jnp.full(shape, identity(x.dtype), x.dtype)
+        return fn(x, axis=axis, keepdims=keepdims)
+    return impl
+
+
 def _sum(x, *, axis=None, keepdims=False):
     return jnp.sum(x, axis=axis, keepdims=keepdims)
 
@@ -123,16 +143,16 @@ def _euclidean(x, *, axis=None, keepdims=False):
 reduce_sum = _reduction("Sum", _no_bool("Sum", _sum), "``tf.reduce_sum``: sum over ``axis`` (all axes when None).")
 reduce_mean = _reduction("Mean", _no_bool("Mean", _mean), "``tf.reduce_mean``: mean over ``axis`` (integer inputs give "
                          "an integer mean, as TF).")
-reduce_max = _reduction("Max", _no_bool("Max", lambda x, *, axis=None, keepdims=False:
-                                          jnp.max(x, axis=axis, keepdims=keepdims)),
+reduce_max = _reduction("Max", _no_bool("Max", _or_identity(lambda x, *, axis=None, keepdims=False:
+                                                       jnp.max(x, axis=axis, keepdims=keepdims), _lowest)),
                         "``tf.reduce_max``: the gradient is split evenly among tied maxima (as TF).")
-reduce_min = _reduction("Min", _no_bool("Min", lambda x, *, axis=None, keepdims=False:
-                                          jnp.min(x, axis=axis, keepdims=keepdims)),
+reduce_min = _reduction("Min", _no_bool("Min", _or_identity(lambda x, *, axis=None, keepdims=False:
+                                                       jnp.min(x, axis=axis, keepdims=keepdims), _highest)),
                         "``tf.reduce_min``: the gradient is split evenly among tied minima (as TF).")
 reduce_prod = _reduction("Prod", _no_bool("Prod", lambda x, *, axis=None, keepdims=False:
                                             jnp.prod(x, axis=axis, keepdims=keepdims)),
                          "``tf.reduce_prod`` (its gradient is exact at zeros, as TF's).")
-reduce_logsumexp = _reduction("ReduceLogSumExp", _logsumexp,
+reduce_logsumexp = _reduction("ReduceLogSumExp", _or_identity(_logsumexp, _lowest),
                               "``tf.reduce_logsumexp``: log(sum(exp(x))) computed stably.", kinds="real")
 reduce_variance = _reduction("ReduceVariance", _variance, "``tf.math.reduce_variance``.", kinds="float")
 reduce_std = _reduction("ReduceStd", _std, "``tf.math.reduce_std``.", kinds="float")
@@ -431,7 +451,13 @@ _L2_NORMALIZE = prim("L2Normalize", _l2_normalize)
 def l2_normalize(x, axis=None, epsilon=1e-12, name=None, dim=None):
     """``tf.math.l2_normalize``: ``x / sqrt(max(sum(x**2), epsilon))`` over ``axis``."""
     axis = dim if axis is None else axis
-    return bind(_L2_NORMALIZE, x, axis=static_axis(axis), epsilon=float(epsilon))
+    ax = static_axis(axis)
+    nd = len(_shape(x))
+    for a in (ax if isinstance(ax, tuple) else () if ax is None else (ax,)):
+        if not -nd <= a < nd:
+            raise InvalidArgumentError(None, None, f"Invalid reduction dimension ({a} for input with {nd} "
+                                       f"dimension(s)) (argument `axis`) [Op:Sum]")
+    return bind(_L2_NORMALIZE, x, axis=ax, epsilon=float(epsilon))
 
 
 def _polyval(x, *coeffs):

@@ -759,6 +759,33 @@ def test_bool_tensors_and_value_conventions(tf):
 
 
 @parity
+def test_empty_reductions_casts_and_argument_checks(tf):
+    """Reductions over no elements give the identity (max: -inf or the integer minimum); softmax
+    cross-entropy casts integer labels to the logits' dtype and computes half logits in float32;
+    and TF's errors for a float ``depth``, bool or unsigned inputs TF has no kernel for, a range
+    running the wrong way, a constant of another dtype in ``pad``, zero pooling windows, an axis
+    out of range or given twice, float ``in_top_k`` targets, a ``noise_shape`` that does not fit."""
+    x = tf.constant([[1.0, 2.0, 3.0]])
+    return (tf.reduce_max(tf.zeros((2, 0)), axis=1), tf.reduce_min(tf.zeros((0,))),
+            tf.reduce_max(tf.zeros((0,), tf.int32)), tf.reduce_logsumexp(tf.zeros((2, 0)), axis=1),
+            tf.reduce_prod(tf.zeros((0,), tf.int32)), tf.reduce_max(tf.zeros((0, 2)), axis=1),
+            tf.nn.softmax_cross_entropy_with_logits(labels=tf.constant([[0, 0, 1]]), logits=x),
+            tf.nn.softmax_cross_entropy_with_logits(labels=[[0.0, 0.0, 1.0]], logits=tf.cast(x, tf.float16)),
+            vg(tf, lambda z: tf.nn.softmax_cross_entropy_with_logits(labels=tf.constant([[0, 1, 0]]), logits=z), x),
+            raises(tf.one_hot, [0, 1], 2.5), raises(tf.sort, tf.constant([True, False])),
+            raises(tf.argsort, tf.constant([True, False])), raises(tf.range, 5, 0), raises(tf.range, 0, 5, -1),
+            tf.range(5, 0, -2), raises(tf.abs, tf.constant([1], tf.uint8)),
+            raises(tf.negative, tf.constant([1], tf.uint8)), tf.square(tf.constant([3], tf.uint8)),
+            raises(tf.pad, x, [[1, 0], [0, 0]], constant_values=tf.constant(1)),
+            tf.pad(x, [[1, 0], [0, 0]], constant_values=2),
+            raises(tf.nn.max_pool2d, tf.ones((1, 4, 4, 2)), 0, 1, "VALID"),
+            raises(tf.nn.avg_pool2d, tf.ones((1, 4, 4, 2)), 2, 0, "VALID"),
+            raises(tf.math.l2_normalize, x, axis=2), raises(tf.linalg.band_part, tf.ones(3), 0, 0),
+            raises(tf.reverse, x, [0, 0]), raises(tf.math.in_top_k, tf.constant([0.0]), x, 1),
+            raises(tf.nn.dropout, tf.ones((2, 3)), 0.5, noise_shape=[3, 3], seed=1))
+
+
+@parity
 def test_one_hot(tf):
     """one_hot: float32 default, on/off values (with gradients), axis."""
     return (tf.one_hot([0, 2, -1], 3), tf.one_hot([[1], [0]], 2, axis=0),
