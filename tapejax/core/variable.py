@@ -179,6 +179,8 @@ class Variable(metaclass=ScopedCreation):
     # (``register_methods``): they take IndexedSlices or index tensors, update the Variable in place
     # where it owns its buffer, and return it.
     sparse_read: ClassVar[Callable[..., Tensor]]
+    gather_nd: ClassVar[Callable[..., Tensor]]
+    count_up_to: ClassVar[Callable[..., Tensor]]
     scatter_add: ClassVar[Callable[..., Any]]
     scatter_sub: ClassVar[Callable[..., Any]]
     scatter_mul: ClassVar[Callable[..., Any]]
@@ -192,6 +194,11 @@ class Variable(metaclass=ScopedCreation):
     scatter_nd_update: ClassVar[Callable[..., Any]]
     scatter_nd_max: ClassVar[Callable[..., Any]]
     scatter_nd_min: ClassVar[Callable[..., Any]]
+
+    @property
+    def initial_value(self):
+        """TF 2's eager Variables keep no initial value: RuntimeError, as TF's."""
+        raise RuntimeError("This property is not supported when eager execution is enabled.")
 
     #: Whether an executor may compute an op from ``_val`` before the read is recorded (so a bad op
     #: reads nothing); False for a subclass with its own ``_read`` (``__init_subclass__``), whose
