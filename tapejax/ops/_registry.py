@@ -39,10 +39,11 @@ import numpy as np
 from ..core import dtypes as _dtypes
 from ..core.bind import Primitive, bind, bind1, bind2, define, unary_entry
 from ..core.caches import LRU
-from ..core.errors import InvalidArgumentError, NotFoundError, OpError
+from ..core.errors import InternalError, InvalidArgumentError, NotFoundError, OpError
 from ..core.indexed_slices import IndexedSlices
 from ..core.tensor import Lazy, Pending, Tensor, TensorShape, _contains_tensor
 from ..core.variable import Variable
+from .checks import VALUE_CHECKS, require
 
 _Array = type(jnp.zeros(()))  # the concrete array type (``jax.Array`` is abstract)
 
@@ -594,10 +595,37 @@ def _binary(spec: BinarySpec, lift: "Callable[[Tensor, Any], Any] | None") -> Ca
         except (TypeError, ValueError) as e:
             raise op_error(e, _t) from e
 
-    op.__name__ = op.__qualname__ = name
-    op.__doc__ = f"``tf.math.{name}`` (TF op type ``{op_type}``), elementwise with broadcasting."
-    op._tf_types = (op_type,)
-    return op
+    fn: Callable[..., Any] = _divisor_checked(op, op_type) if op_type in INT_DIVISIONS else op
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"``tf.math.{name}`` (TF op type ``{op_type}``), elementwise with broadcasting."
+    fn._tf_types = (op_type,)  # type: ignore[attr-defined]
+    return fn
+
+
+#: The integer divisions TF's CPU kernels refuse a zero divisor in (XLA gives a value).
+INT_DIVISIONS = frozenset(["FloorDiv", "FloorMod", "TruncateDiv", "TruncateMod"])
+
+
+def _divisor_checked(op, op_type):
+    """``op`` with the value-check mode's check of an integer divisor (``checks``: off by
+    default, one list read per call): TF's InvalidArgumentError for a zero, where XLA computes
+    a value (-1, or the dividend); TF's truncating ones report it as an InternalError."""
+    def checked(x, y, name=None):
+        if VALUE_CHECKS[0]:
+            d = dtype_of(y) if isinstance(y, _TENSORISH) else None
+            kind = d.kind if d is not None else ("i" if type(y) is int else None)
+            dx = dtype_of(x) if isinstance(x, _TENSORISH) else None
+            if kind in ("i", "u") and (dx is None or dx.kind in "iu"):
+                value = y._value if isinstance(y, _TENSORISH) else np.asarray(y)
+                try:   # (traced: a check the compiled step raises after it ran, with TF's message)
+                    require(jnp.all(value != 0), "Integer division by zero")
+                except InvalidArgumentError as e:
+                    if op_type.startswith("Truncate"):   # (TF's kernel reports it as an internal error)
+                        raise InternalError(None, None, "Unexpected error in binary operator (only integer "
+                                            f"div and mod should have errors) [Op:{op_type}]") from e
+                    raise InvalidArgumentError(None, None, f"Integer division by zero [Op:{op_type}]") from e
+        return op(x, y, name)
+    return checked
 
 
 
