@@ -350,3 +350,28 @@ def test_eager_scan_bodies_iterate_as_python_and_function_bodies_refuse():
         tf.function(lambda a: tf.scan(step, a, initializer=tf.constant(0.0)))(x)
     with pytest.raises(tf.errors.OperatorNotAllowedInGraphError):
         tf.function(lambda a: tf.foldl(lambda acc, row: acc + sum(row), a, initializer=tf.constant(0.0)))(x)
+
+
+def test_jax_array_on_the_left_defers_to_the_tensor_operator():
+    """TF's rule for ``np_array OP tensor`` (NumPy defers to the Tensor: the op is the Tensor's,
+    recorded) holds for a ``jax.Array`` or a JAX tracer on the left.  JAX's operators took the
+    Tensor's ``__jax_array__`` first and computed a jax.Array no tape saw: the gradient was None.
+    ``jnp.asarray`` and jnp functions still get the array."""
+    a = jnp.array([2.0, 3.0])
+    x = tf.constant([1.0, 4.0])
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        outs = [a + x, a - x, a * x, a / x, a ** x, a > x, a == x, a // x, a % x]
+        loss = tf.add_n([tf.reduce_sum(o) for o in outs[:5]])
+    assert all(isinstance(o, tf.Tensor) for o in outs)
+    assert outs[5].dtype == tf.bool and outs[6].dtype == tf.bool
+
+    def pure(x):
+        return sum(jnp.sum(o) for o in (a + x, a - x, a * x, a / x, a ** x))
+    np.testing.assert_allclose(tape.gradient(loss, x), jax.grad(pure)(jnp.array([1.0, 4.0])), rtol=1e-6)
+    np.testing.assert_array_equal(outs[7], np.array([2.0, 3.0]) // np.array([1.0, 4.0]))
+    assert isinstance(jnp.asarray(x), jax.Array) and isinstance(jnp.sin(x), jax.Array)
+    assert type(tf.Tensor.__jax_array__(x)) is type(jnp.asarray(x))
+    # a tracer on the left (a JAX user's jax.jit over tapejax code): the Tensor's op, on the tracer
+    got = jax.jit(lambda t: jnp.asarray(jnp.ones(2) * tf.convert_to_tensor(t) + t))(jnp.array([1.0, 2.0]))
+    np.testing.assert_allclose(got, [2.0, 4.0])

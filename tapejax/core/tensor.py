@@ -21,6 +21,7 @@ import jax.core
 import numpy as np
 
 from . import dtypes as _dtypes
+from .array_protocol import protocol as _protocol
 from .devices import device_name
 from .errors import OperatorNotAllowedInGraphError, SymbolicArrayError, SymbolicNumpyError
 from .shape import TensorShape
@@ -161,7 +162,8 @@ class Tensor:
             raise SymbolicArrayError(f"Cannot convert a traced tensor to a NumPy array {_traced_what}")
         return array_of(self._value, dtype, copy)
 
-    def __jax_array__(self):
+    @_protocol
+    def __jax_array__(self):   # (hidden from jax.Array's operators: ``array_protocol``)
         return self._value
 
     def ref(self) -> "_Ref":
