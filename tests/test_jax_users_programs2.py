@@ -262,6 +262,114 @@ def test_tapejax_function_called_inside_jax_transformations():
           jax.grad(lambda w: jnp.sum(jax.grad(loss_pure)(w, X) ** 2))(W), rtol=1e-4, atol=1e-5)
 
 
+def test_value_and_grad_with_aux_tensors_and_a_tensor_output():
+    """``jax.value_and_grad(has_aux=True)`` of tnp code: the aux may hold Tensors (pytrees), the
+    value must be an array: a Tensor there is JAX's ValueError that says to convert it
+    (``jnp.asarray``), as jax.grad needs a scalar JAX type; hessian and linearize of tnp code."""
+    def f_tnp(w):
+        h = tnp.tanh(tnp.matmul(X, w))
+        return tnp.sum(h ** 2), {"h": h, "max": tf.reduce_max(h)}
+
+    def f_pure(w):
+        h = jnp.tanh(X @ w)
+        return jnp.sum(h ** 2), {"h": h, "max": jnp.max(h)}
+    wrapped = lambda w: (jnp.asarray(f_tnp(w)[0]), f_tnp(w)[1])  # noqa: E731
+    (val, aux), g = jax.value_and_grad(wrapped, has_aux=True)(W)
+    (want_val, want_aux), want_g = jax.value_and_grad(f_pure, has_aux=True)(W)
+    assert isinstance(aux["h"], tf.Tensor)
+    close([val, g], [want_val, want_g], rtol=1e-5)
+    close({k: np.asarray(a) for k, a in aux.items()}, want_aux, rtol=1e-5)
+    with pytest.raises(ValueError, match="jax.numpy.array"):
+        jax.grad(lambda w: f_tnp(w)[0])(W)
+    scalar = lambda w: jnp.asarray(f_tnp(w)[0])  # noqa: E731
+    close(jax.hessian(scalar)(W), jax.hessian(lambda w: f_pure(w)[0])(W), rtol=1e-4, atol=1e-5)
+    close(jax.linearize(scalar, W)[1](W), jax.linearize(lambda w: f_pure(w)[0], W)[1](W), rtol=1e-5)
+
+
+def test_lax_cond_branches_and_custom_vjp_rules_written_with_tapejax_ops():
+    """tapejax ops inside ``lax.cond`` branches under jit, and in a ``jax.custom_vjp`` backward
+    rule (a gradient clip written with ``tf.clip_by_value``), give pure JAX's results."""
+    branchy = jax.jit(lambda x: jax.lax.cond(jnp.sum(x) > 0, lambda x: jnp.asarray(tf.sin(tf.convert_to_tensor(x))),
+                                             lambda x: jnp.asarray(tf.cos(tf.convert_to_tensor(x))), x))
+    for x in (X[0], -X[0] - 5.0):
+        close(branchy(x), jnp.sin(x) if np.sum(x) > 0 else jnp.cos(x), rtol=1e-6)
+
+    def make(clip):
+        @jax.custom_vjp
+        def f(x):
+            return x
+
+        f.defvjp(lambda x: (x, None), lambda _, g: (clip(g),))
+        return f
+    f_tape = make(lambda g: jnp.asarray(tf.clip_by_value(tf.convert_to_tensor(g), -0.5, 0.5)))
+    f_pure = make(lambda g: jnp.clip(g, -0.5, 0.5))
+    for f in (lambda w: jnp.sum(f_tape(w) * X[:3, :2] * 3.0),):
+        close(jax.grad(f)(W), jax.grad(lambda w: jnp.sum(f_pure(w) * X[:3, :2] * 3.0))(W))
+
+
+def test_tape_features_under_jit_custom_gradient_jacobians_nested_forward():
+    """Inside ``jax.jit``: ``tf.custom_gradient``, ``tape.jacobian``, ``tape.batch_jacobian``,
+    nested tapes (a Hessian-vector product) and a ForwardAccumulator give pure JAX's values."""
+    @tf.custom_gradient
+    def scaled_square(x):
+        return x * x, lambda dy: dy * 3.0 * x   # (a deliberately different rule: 3x, not 2x)
+
+    def inside(x):
+        x = tf.convert_to_tensor(x)
+        with tf.GradientTape(persistent=True) as t2:
+            t2.watch(x)
+            with tf.GradientTape() as t1:
+                t1.watch(x)
+                y = tf.reduce_sum(tf.sin(x) ** 3)
+            g = t1.gradient(y, x)
+            cg = tf.reduce_sum(scaled_square(x))
+            z = tf.sin(x) * x
+            z0 = z[0]   # (inside the block: a slice taken after it is not recorded, TF's None)
+        with tf.autodiff.ForwardAccumulator(x, tf.ones_like(x)) as acc:
+            s = tf.reduce_sum(tf.sin(x))
+        return [jnp.asarray(a) for a in (t2.gradient(g, x), t2.gradient(cg, x), t2.jacobian(z0, x),
+                                         t2.batch_jacobian(z, x), acc.jvp(s))]
+    cube = lambda x: jnp.sum(jnp.sin(x) ** 3)  # noqa: E731
+    want = [jax.grad(lambda x: jnp.sum(jax.grad(cube)(x)))(W), 3.0 * W,
+            jax.jacrev(lambda x: (jnp.sin(x) * x)[0])(W),
+            jax.vmap(jax.jacrev(lambda r: jnp.sin(r) * r))(W), jnp.sum(jnp.cos(W))]
+    close(jax.jit(inside)(W), want, rtol=1e-4, atol=1e-5)
+
+
+def test_jax_transformations_inside_an_outer_tape_are_opaque_tf_op_records_them():
+    """An outer tape does not see through ``jax.jit`` / ``jax.vmap`` of tapejax code: their
+    outputs are new values (a returned Tensor is rebuilt from its array), so that path adds
+    nothing (None alone, a partial gradient with another path), as TF's tape and a
+    ``tf.numpy_function``.  ``tapejax.op(jax.vmap(f))`` is one recorded op with JAX's gradient."""
+    v = tf.Variable(W)
+    per_row = lambda r, w: jnp.sum(jnp.tanh(r @ w) ** 2)  # noqa: E731
+    with tf.GradientTape(persistent=True) as tape:
+        direct = tf.reduce_sum(v * 2.0)
+        mapped = jax.vmap(lambda r: jnp.asarray(tf.reduce_sum(tf.tanh(tf.linalg.matvec(tf.transpose(v), r)) ** 2)))(X)
+        jitted = jax.jit(lambda x: tf.matmul(tf.convert_to_tensor(x), v))(X)
+        recorded = tf.op(jax.vmap(per_row, in_axes=(0, None)))(X, v)
+        loss_partial = direct + tf.reduce_sum(mapped)
+        loss_jit = tf.reduce_sum(jitted)
+        loss_op = tf.reduce_sum(recorded)
+    close(mapped, jax.vmap(per_row, in_axes=(0, None))(X, W), rtol=1e-5)
+    close(tape.gradient(loss_partial, v), np.full_like(W, 2.0))   # (only the direct path)
+    assert tape.gradient(loss_jit, v) is None
+    close(tape.gradient(loss_op, v), jax.grad(lambda w: jnp.sum(jax.vmap(per_row, in_axes=(0, None))(X, w)))(W),
+          rtol=1e-5)
+    _holds_no_tracer(v)
+
+
+def test_pending_results_into_jax_jit_as_arguments_and_closures():
+    """Deferred results (Pending Tensors) passed to ``jax.jit`` or closed over by it are their
+    values; a Variable updated by predicted updates reads its new value through ``jnp.asarray``."""
+    v = tf.Variable(W)
+    y = v * 2.0
+    v.assign_sub(tf.ones_like(v))
+    close(jax.jit(lambda t: t + 1.0)(y), W * 2.0 + 1.0)
+    close(jax.jit(lambda x: x * jnp.asarray(y))(jnp.ones(2)), W * 2.0)
+    close(jax.jit(lambda x, w: x @ w)(X, jnp.asarray(v)), X @ (W - 1.0), rtol=1e-5)
+
+
 # --- Variables under JAX transformations -----------------------------------------------------------
 
 @pytest.mark.xfail(strict=True, reason="design limit: a Variable read inside a user's jax.jit is a "
@@ -387,15 +495,25 @@ def test_numpy_array_operand_on_the_left_is_recorded():
     close(tape.gradient(loss, w), jax.grad(lambda w: jnp.sum(X @ w))(W))
 
 
-@pytest.mark.xfail(strict=True, reason="design limit: jax.Array's operators call the right operand's "
-                   "__jax_array__ before Python tries the Tensor's reflected operator, so "
-                   "`jax_array @ variable` is computed by JAX, not recorded (gradient None where TF's "
-                   "np_array @ variable records). Write tf.matmul(x, w) or put the Tensor on the left.")
 def test_jax_array_operand_on_the_left_is_recorded():
+    """``jax_array @ variable``, ``tracer * tensor``: the same rule for a JAX array on the left.
+    It was computed by JAX's operator (it takes ``__jax_array__`` first): a jax.Array the tape
+    never saw, gradient None (a silent wrong answer for a JAX user's ``x @ w``)."""
     w = tf.Variable(W)
     with tf.GradientTape() as tape:
         loss = tf.reduce_sum(jnp.asarray(X) @ w)
     close(tape.gradient(loss, w), jax.grad(lambda w: jnp.sum(X @ w))(W))
+    x = tf.constant(X)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        h = jnp.asarray(W).T + 0.0
+        above = jnp.asarray(X) > x   # (a bool Tensor, as TF's ``np_array > tensor``)
+        loss = tf.reduce_sum(jnp.ones((8, 3)) * x - 2.0 ** x + tf.cast(above, tf.float32))
+        out = (jnp.asarray(Y)[:, :1] / tf.ones((8, 1)))
+    assert isinstance(out, tf.Tensor) and isinstance(h, jax.Array) and above.dtype == tf.bool
+    close(tape.gradient(loss, x), jax.grad(lambda x: jnp.sum(jnp.ones((8, 3)) * x - 2.0 ** x))(X), rtol=1e-5)
+    got = jax.jit(lambda a: grad_by_tape(a, X)[1] + jnp.asarray(jnp.zeros((3, 2)) + tf.convert_to_tensor(a)))(W)
+    close(got, jax.grad(loss_pure)(W, X) + W, rtol=1e-5)
 
 
 def test_jax_arrays_and_tensors_mixed_dtypes_follow_tf_conversion():
