@@ -539,14 +539,19 @@ def test_jax_array_operand_on_the_left_is_recorded():
 
 
 def test_jax_arrays_and_tensors_mixed_dtypes_follow_tf_conversion():
-    """A jax.Array operand is converted as TF converts a NumPy one (to the Tensor's dtype); two
-    Tensors of different dtypes are TF's InvalidArgumentError (no implicit promotion), where
-    jnp promotes; ``tnp`` functions are jnp's and promote as jnp does."""
+    """A jax.Array operand is converted as TF converts a NumPy one, to the Tensor's dtype, on
+    either side (real TF gives the same for JAX arrays; tapejax let JAX promote: float16 Tensor *
+    float32 array was float32); two Tensors of different dtypes are TF's InvalidArgumentError
+    (no implicit promotion), where jnp promotes; ``tnp`` functions are jnp's and promote as jnp."""
     f32 = tf.constant([1.5, 2.5])
     for other in (jnp.array([1, 2], jnp.int32), jnp.array([1, 2], jnp.float16), np.array([1, 2], np.int32)):
-        got = f32 + other
-        assert got.dtype == tf.float32
-        close(got, [2.5, 4.5])
+        for got in (f32 + other, other + f32):
+            assert got.dtype == tf.float32
+            close(got, [2.5, 4.5])
+    h = tf.constant([1.0, 2.0], tf.float16)
+    for got in (h * jnp.array([1.0001, 2.0]), jnp.array([1.0001, 2.0]) * h, h * jax.numpy.float32(1.0001)):
+        assert got.dtype == tf.float16   # (jnp: float32, 1.0001; TF: float16, 1.0)
+    close(h * jnp.array([1.0001, 2.0]), np.array([1.0, 4.0]))
     with pytest.raises(tf.errors.InvalidArgumentError):
         f32 + tf.constant([1, 2])
     with pytest.raises(tf.errors.InvalidArgumentError):
