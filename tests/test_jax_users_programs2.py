@@ -437,6 +437,34 @@ def test_assign_or_create_under_a_jax_transformation_is_a_clear_error(transform)
     close(v, [2.0, 3.0])
 
 
+def test_a_compiled_training_step_called_under_jax_jit_is_a_clear_error():
+    """``jax.jit(step)`` of a ``tapejax.function`` training step (it assigns Variables): the
+    issue #20 ValueError, the Variable and the optimizer untouched, and the step called as it is
+    afterwards trains as jax.jit + SGD does.  Read-only functions work under vmap and grad."""
+    v = tf.Variable(W)
+    opt = tf.keras.optimizers.SGD(0.1)
+
+    @tf.function
+    def step(x):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.tanh(tf.matmul(x, v)) ** 2)
+        opt.apply_gradients([(tape.gradient(loss, v), v)])
+        return loss
+    with pytest.raises(ValueError, match="cannot hold a traced value"):
+        jax.jit(lambda x: jnp.asarray(step(x)))(X)
+    _holds_no_tracer(v)
+    close(v, W)
+    w = jnp.asarray(W)
+    for _ in range(2):
+        close(step(X), loss_pure(w, X), rtol=1e-5)
+        w = w - 0.1 * jax.grad(loss_pure)(w, X)
+    close(v, w, rtol=1e-5)
+    readonly = tf.function(lambda x: tf.reduce_sum(tf.tanh(tf.matmul(x, v)) ** 2))
+    close(jax.vmap(lambda x: jnp.asarray(readonly(x[None])))(X), jax.vmap(lambda x: loss_pure(w, x[None]))(X),
+          rtol=1e-5)
+    close(jax.grad(lambda x: jnp.asarray(readonly(x)))(X), jax.grad(loss_pure, argnums=1)(w, X), rtol=1e-5)
+
+
 def test_variables_holding_device_put_and_sharded_arrays():
     """Variables made from ``jax.device_put`` arrays (a device, a one-device mesh sharding): tape
     gradients and SGD steps are pure JAX's, and the sharding is kept across assign_sub."""
