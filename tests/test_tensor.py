@@ -375,3 +375,20 @@ def test_jax_array_on_the_left_defers_to_the_tensor_operator():
     # a tracer on the left (a JAX user's jax.jit over tapejax code): the Tensor's op, on the tracer
     got = jax.jit(lambda t: jnp.asarray(jnp.ones(2) * tf.convert_to_tensor(t) + t))(jnp.array([1.0, 2.0]))
     np.testing.assert_allclose(got, [2.0, 4.0])
+
+
+def test_a_pytree_function_that_returns_no_array_gives_its_value_not_a_tensor():
+    """A Tensor is a pytree node whose leaf is its array: rebuilt from a JAX array (or tracer) it is
+    a Tensor, from anything else that thing.  ``jax.device_get(t)`` gave a Tensor holding a NumPy
+    array (a ``tapejax.function`` called on it raised AttributeError: no ``aval``), and
+    ``tree_map(lambda a: a.shape, t)`` a Tensor holding a tuple; now NumPy data and the tuple."""
+    t = tf.constant([1.0, 2.0])
+    host = jax.device_get(t)
+    assert type(host) is np.ndarray and host.tolist() == [1.0, 2.0]
+    assert jax.tree_util.tree_map(lambda a: a.shape, {"t": t}) == {"t": (2,)}
+    assert jax.tree_util.tree_map(lambda a: None, [t]) == [None]
+    assert jax.eval_shape(lambda a: a * 2, t) == jax.ShapeDtypeStruct((2,), jnp.float32)
+    doubled = jax.tree_util.tree_map(lambda a: a * 2, t)
+    assert type(doubled) is tf.Tensor and doubled.numpy().tolist() == [2.0, 4.0]
+    assert type(jax.jit(lambda a: a + 1)(t)) is tf.Tensor
+    np.testing.assert_allclose(tf.function(lambda a: a * 2.0)(host), [2.0, 4.0])

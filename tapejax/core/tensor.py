@@ -320,7 +320,11 @@ def _flatten(t):
 
 
 def _unflatten(_, children):
-    return Tensor(children[0])
+    # A JAX array or tracer is a Tensor again; anything else a pytree function put at the leaf is
+    # itself (``jax.device_get``'s NumPy data, ``tree_map(lambda t: t.shape, ...)``, JAX's
+    # placeholders): a Tensor holding it was no Tensor (``tapejax.function`` refused it).
+    v = children[0]
+    return Tensor(v) if isinstance(v, jax.Array) else v
 
 
 jax.tree_util.register_pytree_node(Tensor, _flatten, _unflatten)
