@@ -487,7 +487,9 @@ def test_variables_holding_device_put_and_sharded_arrays():
 
 def test_block_until_ready_device_get_and_tree_util_on_tensors_and_variables():
     """The README's rule: a Tensor is a pytree node whose one leaf is its array, a Variable is a
-    leaf.  ``block_until_ready`` gives the structure back; ``device_get`` and tree_map work on it."""
+    leaf.  ``block_until_ready`` gives the structure back; ``device_get`` gives NumPy data (it gave
+    Tensors holding NumPy arrays, which ``tapejax.function`` refused with AttributeError); tree_map
+    gives Tensors where the function returns arrays and its own values elsewhere (shapes, specs)."""
     t, v = tf.constant([1.0, 2.0]), tf.Variable([3.0, 4.0])
     with tf.GradientTape() as tape:
         p = v * 2.0   # (a pending result under deferred execution)
@@ -496,12 +498,17 @@ def test_block_until_ready_device_get_and_tree_util_on_tensors_and_variables():
     leaves = jax.tree_util.tree_leaves(tree)   # (dict keys sorted: n, p, t, v)
     assert [isinstance(x, jax.Array) for x in leaves] == [True, False, True, True, False]
     assert leaves[1] == 1.0 and leaves[-1] is v
-    got = jax.device_get(tree)
+    got = jax.device_get(tree)   # (host NumPy data for Tensors and Variables alike)
+    assert all(isinstance(got[k], np.ndarray) for k in "tvp")
     close({k: got[k] for k in "tvp"}, {"t": np.array([1.0, 2.0]), "v": np.array([3.0, 4.0]),
                                         "p": np.array([6.0, 8.0])})
+    close(tf.function(lambda a: a * 2.0)(got["t"]), np.array([2.0, 4.0]))
     doubled = jax.tree_util.tree_map(lambda a: a * 2, {"t": t, "p": p})
     assert all(isinstance(x, tf.Tensor) for x in doubled.values())
     close(doubled, {"t": np.array([2.0, 4.0]), "p": np.array([12.0, 16.0])})
+    assert jax.tree_util.tree_map(lambda a: a.shape, {"t": t, "p": p}) == {"t": (2,), "p": (2,)}
+    specs = jax.eval_shape(lambda d: jax.tree_util.tree_map(lambda a: a * 2, d), {"t": t})
+    assert specs == {"t": jax.ShapeDtypeStruct((2,), jnp.float32)}
     close(tape.gradient(p, v), [2.0, 2.0])
 
 
