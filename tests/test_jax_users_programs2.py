@@ -268,6 +268,45 @@ def test_jax_export_of_tapejax_code_with_a_symbolic_batch():
         close(g, jax.grad(loss_pure)(W, X[:n]), rtol=1e-5)
 
 
+_DENSE = tf.op(lambda p, x: jnp.tanh(x @ p["w"] + p["b"]))
+
+
+def test_jax_export_of_a_tapejax_op_with_pytree_params_and_its_tape_gradient():
+    """``jax.export`` of a tape over a ``tapejax.op`` taking a dict of Tensors: the gradients come
+    back in the dict, at any batch size, as pure JAX's."""
+    from jax import export
+    p = {"w": W, "b": np.full(2, 0.1, np.float32)}
+
+    def f(p, x):
+        p = {k: tf.convert_to_tensor(a) for k, a in p.items()}
+        with tf.GradientTape() as tape:
+            tape.watch(p)
+            loss = tnp.sum(_DENSE(p, x) ** 2)
+        return jnp.asarray(loss), {k: jnp.asarray(g) for k, g in tape.gradient(loss, p).items()}
+
+    def pure(p, x):
+        return jnp.sum(jnp.tanh(x @ p["w"] + p["b"]) ** 2)
+    b = export.symbolic_shape("b")
+    specs = ({k: jax.ShapeDtypeStruct(a.shape, a.dtype) for k, a in p.items()},
+             jax.ShapeDtypeStruct((b[0], 3), jnp.float32))
+    back = export.deserialize(export.export(jax.jit(f))(*specs).serialize())
+    for n in (8, 2):
+        close(back.call(p, X[:n]), jax.value_and_grad(pure)(p, X[:n]), rtol=1e-5)
+
+
+def test_donating_a_variables_array_to_jax_jit():
+    """JAX's aliasing rule: ``jnp.asarray(v)`` is the Variable's own buffer (no copy, as
+    ``jnp.asarray`` of an array), so donating it to ``jax.jit`` deletes the Variable's value (JAX's
+    RuntimeError on the next read); ``jnp.array(v)`` is a copy, and donating it leaves v as it was."""
+    v = tf.Variable(W)
+    out = jax.jit(lambda a: a * 2.0, donate_argnums=0)(jnp.array(v))
+    close(out, 2 * W)
+    close(v, W)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(tf.tanh(tf.matmul(X, v)) ** 2)
+    close(tape.gradient(loss, v), jax.grad(loss_pure)(W, X), rtol=1e-5)
+
+
 def test_tapejax_function_called_inside_jax_transformations():
     """A ``tapejax.function`` (with a tape inside) called on jax.jit's and jax.grad's tracers: its
     program is inlined into JAX's, with JAX's values and derivatives."""
@@ -648,6 +687,23 @@ def test_optax_schedules_and_contrib_through_from_optax_in_function(make):
     n = step.experimental_get_tracing_count()
     step(*_data(0))
     assert step.experimental_get_tracing_count() == n
+
+
+@pytest.mark.parametrize("make, error, match", [
+    (lambda: optax.chain(optax.adam(0.1), optax.contrib.reduce_on_plateau()), TypeError, "need the loss"),
+    (lambda: optax.lookahead(optax.adam(0.1), 2, 0.5), AttributeError, "own parameter structure"),
+], ids=["needs_value", "lookahead_params"])
+def test_optax_transformations_the_bridge_cannot_run_say_why(make, error, match):
+    """Design limits of ``from_optax`` (``tx.update(grads, state, params)`` with the list of
+    variables): a transformation that needs the loss or its own parameter structure is optax's
+    exception with a line saying so, eagerly and in a tapejax.function; the variables are unchanged."""
+    v = tf.Variable(W)
+    opt = tf.optimizers.from_optax(make())
+    step = tf.function(lambda: opt.apply_gradients([(tf.ones_like(v), v)]))
+    for call in (lambda: opt.apply_gradients([(tf.ones_like(v), v)]), step):
+        with pytest.raises(error, match=match):
+            call()
+    close(v, W)
 
 
 def test_typed_key_used_by_jax_random_inside_a_function():
