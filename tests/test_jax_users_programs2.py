@@ -242,6 +242,23 @@ def test_checkify_debug_print_and_callback_inside_tapejax_code(capfd):
     close(seen, [np.arange(3.0) ** 2])
 
 
+def test_tf_asserts_under_a_users_jit_need_checkify_as_jax_checks_do():
+    """A ``tf.debugging`` assert in tapejax code under a raw ``jax.jit`` is a checkify check (the
+    documented rule, ``ops/checks.py``): ``checkify.checkify`` around the jit reports TF's
+    message on failure and nothing on success; without it JAX refuses to stage it (ValueError)."""
+    def f(x):
+        t = tf.convert_to_tensor(x)
+        tf.debugging.assert_positive(t, message="x must be positive")
+        return jnp.asarray(tf.math.log(t))
+    err, _ = checkify.checkify(jax.jit(f))(-np.ones(2, np.float32))
+    assert "x must be positive" in err.get() and "Condition x > 0 did not hold" in err.get()
+    err, y = checkify.checkify(jax.jit(f))(np.full(2, 2.0, np.float32))
+    assert err.get() is None
+    close(y, np.log(np.full(2, 2.0)))
+    with pytest.raises(ValueError, match="checkify"):
+        jax.jit(f)(np.ones(2, np.float32))
+
+
 def test_eval_shape_and_make_jaxpr_of_tape_code():
     """What a JAX user does to inspect: ``jax.eval_shape`` gives the shapes without running,
     ``jax.make_jaxpr`` a jaxpr that evaluates to pure JAX's values (no tapejax object in it)."""
