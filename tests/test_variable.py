@@ -170,3 +170,17 @@ def test_in_place_operators_raise_as_tf():
     assert float(v) == 2.0
     w //= 1.0
     assert isinstance(w, tf.Tensor) and not isinstance(w, tf.Variable)
+
+
+def test_jax_array_on_the_left_of_a_variable_is_a_recorded_read():
+    """``jax_array @ variable`` reads the Variable through the Tensor operator (TF's rule for a
+    NumPy array on the left), so the tape watches it; it was JAX's product, gradient None."""
+    import jax.numpy as jnp
+    x = jnp.array([[1.0, 2.0], [3.0, 4.0]])
+    w = tf.Variable([[0.5], [-1.0]])
+    with tf.GradientTape() as tape:
+        y = x @ w
+        loss = tf.reduce_sum(jnp.ones((2, 1)) * y)
+    assert isinstance(y, tf.Tensor)
+    np.testing.assert_allclose(tape.gradient(loss, w), [[4.0], [6.0]])
+    np.testing.assert_allclose(jnp.asarray(w), [[0.5], [-1.0]])

@@ -45,6 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import dtypes as _dtypes, state as _state, transfer
+from .array_protocol import protocol as _protocol
 from .convert import convert_to_tensor
 from .creator import ScopedCreation
 from .devices import device_name
@@ -487,7 +488,8 @@ class Variable(metaclass=ScopedCreation):
         # TF's ``np.asarray(self.numpy())``: the caller's own writable copy, never a view of the buffer
         return array_of(self._value, dtype, True)
 
-    def __jax_array__(self):
+    @_protocol
+    def __jax_array__(self):   # (hidden from jax.Array's operators: ``array_protocol``)
         if _state._local.collector is not None:  # a tapejax.function is tracing (jnp.f(variable))
             _state._local.collector.touch(self, False)
         v = self._value

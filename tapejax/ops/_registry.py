@@ -442,28 +442,31 @@ _CONCRETE = (_Array, Lazy)
 
 
 _NUMPY_DATA = (np.ndarray, np.generic)
+_ARRAY_DATA = (np.ndarray, np.generic, jax.Array)   # (``jax.Array`` holds JAX's tracers too)
 
 
 def numpy_operands(x, y):
-    """``(x, y)`` with a NumPy operand next to a Tensor or Variable converted to that tensor's
-    dtype, as TF converts it (``convert_to_tensor(y, dtype=x.dtype)``): float64 statistics next
-    to a float32 batch give float32 (JAX would promote the result to float64 in x64 mode, and
-    narrow the NumPy data by accident without it), a float array next to an int tensor is
-    truncated as TF's.  Only numbers (bool, string and complex data keep their dtype and their
-    errors)."""
-    if isinstance(y, _NUMPY_DATA) and isinstance(x, _TENSORISH):
+    """``(x, y)`` with a NumPy or JAX array (or tracer) next to a Tensor or Variable converted to
+    its dtype, as TF converts it (``convert_to_tensor(y, dtype=x.dtype)``; JAX would promote):
+    float64 statistics next to a float32 batch give float32, a float array next to an int tensor
+    is truncated.  Only numbers (bool, string and complex data keep their dtype and errors)."""
+    if isinstance(y, _ARRAY_DATA) and isinstance(x, _TENSORISH):
         return x, _as_dtype_of(y, x)
-    if isinstance(x, _NUMPY_DATA) and isinstance(y, _TENSORISH):
+    if isinstance(x, _ARRAY_DATA) and isinstance(y, _TENSORISH):
         return _as_dtype_of(x, y), y
     return x, y
 
 
 def _as_dtype_of(a, t):
-    a = np.asarray(a)
+    a = a if isinstance(a, jax.Array) else np.asarray(a)   # (a JAX array is cast on its device)
     d = np.dtype(t._meta.dtype)
-    if a.dtype == d or a.dtype.kind not in "iuf" or d.kind not in "iufc":
+    if a.dtype == d or not isinstance(a.dtype, np.dtype) or _kind(a.dtype) not in "iuf" or _kind(d) not in "iufc":
         return a
     return a.astype(d)
+
+
+def _kind(d):
+    return "f" if d.kind == "V" and jnp.issubdtype(d, jnp.floating) else d.kind   # (bfloat16: "V")
 
 
 def binary_ops(namespace, table):
@@ -575,8 +578,8 @@ def _binary(spec: BinarySpec, lift: "Callable[[Tensor, Any], Any] | None") -> Ca
             except (TypeError, ValueError) as e:
                 raise op_error(e, _t) from e
         gx, gy = _META_OF(tx), _META_OF(ty)
-        if gx is None or gy is None:
-            if isinstance(x, _NUMPY_DATA) or isinstance(y, _NUMPY_DATA):
+        if gx is None or gy is None or tx is _Array or ty is _Array:   # (NumPy or JAX array data)
+            if isinstance(x, _ARRAY_DATA) or isinstance(y, _ARRAY_DATA):
                 x, y = numpy_operands(x, y)
             dispatch = BINARY_DISPATCH.get(tx) or BINARY_DISPATCH.get(ty)
             if dispatch is not None:
