@@ -1,0 +1,714 @@
+"""Round sixteen (b) of realistic user programs: the training tricks of research code, each
+written as a researcher writes it in a TF2 custom training loop (eager ``GradientTape`` steps,
+some steps under ``tf.function``) and run under real TensorFlow 2.21 and under tapejax with
+deferred execution and predicted updates on and off (``modes=True``).
+
+The tricks change the weights *between* or *inside* the recorded computation, where a stale read,
+a gradient that leaks through an ``assign`` or a wrong ``None`` would hide: adaptive SAM (a
+per-weight perturbation by ``assign_add`` between two tapes, restored before the update) eagerly
+and as one compiled step, second-order MAML with a functional inner loop under a persistent outer
+tape next to its first-order twin, Reptile (weights copied by ``assign``, several optimizer steps,
+interpolated back), a hand-written Lookahead over centralised and per-layer clipped gradients,
+gradient accumulation applied under ``tf.cond`` / a converted ``if`` on a Variable, spectral
+normalisation whose power iteration ``assign``s its ``u`` inside the forward pass, weight
+standardisation of a convolution kernel, an EMA swapped in by a compiled swap, per-example
+gradients three ways feeding a DP-SGD step with seeded ``tf.random.Generator`` noise, an R1 penalty,
+Jacobian-norm regularisation, a straight-through Gumbel-softmax, distillation from unwatched
+teachers, SimCLR's NT-Xent loss, mixup with a Beta coefficient drawn by ``stateless_gamma`` and a
+hypernetwork whose outputs are another layer's weights.
+"""
+import numpy as np
+
+from .harness import init_array, mlp, mlp_vars, parity, regression_data
+
+TOL = dict(rtol=2e-5, atol=2e-6)
+LOOSE = dict(rtol=1e-4, atol=1e-5)
+
+
+def _mse(tf, vs, x, y):
+    return tf.reduce_mean((mlp(tf, vs, x) - y) ** 2)
+
+
+# ---------------------------------------------------------------------------
+# Sharpness-aware minimisation
+# ---------------------------------------------------------------------------
+
+@parity(modes=True, **LOOSE)
+def test_adaptive_sam_perturbs_each_weight_by_its_magnitude_and_skips_biases(tf):
+    """ASAM: the first gradient comes from a compiled function, the perturbation
+    ``rho * T^2 g / |T g|`` with ``T = |w| + eta`` for kernels and 1 for biases is added by
+    ``assign_add``, the second gradient is taken eagerly at the perturbed point, the perturbation
+    removed by ``assign_sub`` and Adam applies the second gradient."""
+    x, y = regression_data(n=8, d=3, seed=301)
+    vs = mlp_vars(tf, seed=302)
+    opt = tf.keras.optimizers.legacy.Adam(0.05)
+    rho, eta = 0.5, 0.01
+
+    @tf.function
+    def first_grad(x, y):
+        with tf.GradientTape() as tape:
+            loss = _mse(tf, vs, x, y)
+        return loss, tape.gradient(loss, vs)
+
+    out = []
+    for _ in range(3):
+        loss, g = first_grad(x, y)
+        t = [tf.abs(v) + eta if len(v.shape) == 2 else tf.ones_like(v) for v in vs]
+        norm = tf.linalg.global_norm([ti * gi for ti, gi in zip(t, g)])
+        eps = [rho * ti * ti * gi / (norm + 1e-12) for ti, gi in zip(t, g)]
+        for v, e in zip(vs, eps):
+            v.assign_add(e)
+        with tf.GradientTape() as tape2:
+            loss2 = _mse(tf, vs, x, y)
+        g2 = tape2.gradient(loss2, vs)
+        perturbed = [tf.identity(v) for v in vs]
+        for v, e in zip(vs, eps):
+            v.assign_sub(e)
+        opt.apply_gradients(zip(g2, vs))
+        out.append((loss, loss2, norm, g2, perturbed[0]))
+    return out, vs, int(opt.iterations)
+
+
+@parity(modes=True, **LOOSE)
+def test_sam_step_compiled_whole_on_a_keras_model_with_momentum(tf):
+    """The whole SAM step in one ``tf.function`` on a Keras model: gradient, ``assign_add`` of the
+    perturbation, a second tape reading the perturbed kernels, ``assign_sub`` and SGD with momentum;
+    the loss at the restored weights after the update is read eagerly between steps."""
+    rs = np.random.RandomState(311)
+    x = rs.randn(8, 3).astype(np.float32)
+    y = (rs.rand(8, 1) > 0.5).astype(np.float32)
+    model = tf.keras.Sequential([tf.keras.layers.Dense(4, activation="tanh"), tf.keras.layers.Dense(1)])
+    model.build((None, 3))
+    model.set_weights([init_array(w.shape, 312 + i) for i, w in enumerate(model.get_weights())])
+    bce = tf.keras.losses.BinaryCrossentropy(from_logits=True)
+    opt = tf.keras.optimizers.legacy.SGD(0.2, momentum=0.9)
+
+    @tf.function
+    def sam_step(x, y):
+        ws = model.trainable_variables
+        with tf.GradientTape() as tape:
+            loss = bce(y, model(x))
+        g = tape.gradient(loss, ws)
+        scale = 0.1 / (tf.linalg.global_norm(g) + 1e-12)
+        eps = [gi * scale for gi in g]
+        for w, e in zip(ws, eps):
+            w.assign_add(e)
+        with tf.GradientTape() as tape2:
+            loss2 = bce(y, model(x))
+        g2 = tape2.gradient(loss2, ws)
+        for w, e in zip(ws, eps):
+            w.assign_sub(e)
+        opt.apply_gradients(zip(g2, ws))
+        return loss, loss2
+
+    out = []
+    for _ in range(3):
+        loss, loss2 = sam_step(x, y)
+        out.append((loss, loss2, bce(y, model(x))))
+    return out, model.get_weights(), int(opt.iterations)
+
+
+# ---------------------------------------------------------------------------
+# Meta-learning: MAML (second and first order) and Reptile
+# ---------------------------------------------------------------------------
+
+@parity(modes=True, **LOOSE)
+def test_second_order_maml_with_functional_inner_steps_under_a_persistent_outer_tape(tf):
+    """MAML over two tasks: two inner SGD steps written as tensors (``w - lr * g``; the fast
+    weights of the second step are tensors the inner tape must ``watch``) inside one persistent
+    outer tape, which gives the meta-gradient (second order) and, from the same tape, the gradient
+    of the first support loss; first-order MAML (the inner gradients under ``stop_gradient``)
+    trains a copy of the weights beside it.  Adam applies both."""
+    tasks = [(regression_data(n=4, d=2, seed=321 + 2 * k), regression_data(n=4, d=2, seed=322 + 2 * k))
+             for k in range(2)]
+    so = mlp_vars(tf, d=2, h=3, seed=325)
+    fo = mlp_vars(tf, d=2, h=3, seed=325)
+    opt_so = tf.keras.optimizers.legacy.Adam(0.02)
+    opt_fo = tf.keras.optimizers.legacy.Adam(0.02)
+
+    def adapt(vs, xs, ys, first_order):
+        fast = list(vs)
+        first = None
+        for _ in range(2):
+            with tf.GradientTape() as inner:
+                inner.watch(fast)
+                ls = _mse(tf, fast, xs, ys)
+            gs = inner.gradient(ls, fast)
+            if first_order:
+                gs = [tf.stop_gradient(g) for g in gs]
+            fast = [w - 0.3 * g for w, g in zip(fast, gs)]
+            first = ls if first is None else first
+        return fast, first
+
+    out = []
+    for _ in range(2):
+        with tf.GradientTape(persistent=True) as outer:
+            meta, support = 0.0, 0.0
+            for (xs, ys), (xq, yq) in tasks:
+                fast, first = adapt(so, xs, ys, first_order=False)
+                meta = meta + _mse(tf, fast, xq, yq)
+                support = support + first
+        g_meta = outer.gradient(meta, so)
+        g_support = outer.gradient(support, so)
+        del outer
+        with tf.GradientTape() as outer_fo:
+            meta_fo = 0.0
+            for (xs, ys), (xq, yq) in tasks:
+                fast, _ = adapt(fo, xs, ys, first_order=True)
+                meta_fo = meta_fo + _mse(tf, fast, xq, yq)
+        g_fo = outer_fo.gradient(meta_fo, fo)
+        opt_so.apply_gradients(zip(g_meta, so))
+        opt_fo.apply_gradients(zip(g_fo, fo))
+        out.append((meta, support, g_meta, g_support, meta_fo, g_fo))
+    return out, so, fo, int(opt_so.iterations)
+
+
+@parity(modes=True, **LOOSE)
+def test_reptile_copies_weights_takes_inner_optimizer_steps_and_interpolates_back(tf):
+    """Reptile: before each task the meta-weights are copied into shadow Variables by ``assign``;
+    a compiled inner step runs SGD-with-momentum three times on the task; the weights are then
+    moved back to ``start + eps * (adapted - start)`` by ``assign``.  The inner optimizer's
+    momentum slots carry over between tasks (as in the common implementations)."""
+    vs = mlp_vars(tf, d=2, h=3, seed=331)
+    start = [tf.Variable(tf.zeros_like(v), trainable=False) for v in vs]
+    inner_opt = tf.keras.optimizers.legacy.SGD(0.1, momentum=0.5)
+
+    @tf.function
+    def inner_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = _mse(tf, vs, x, y)
+        inner_opt.apply_gradients(zip(tape.gradient(loss, vs), vs))
+        return loss
+
+    out = []
+    for it in range(3):
+        x, y = regression_data(n=5, d=2, seed=332 + it)
+        for s, v in zip(start, vs):
+            s.assign(v)
+        losses = [inner_step(x, y) for _ in range(3)]
+        eps = 0.5 * (1.0 - it / 3)
+        for s, v in zip(start, vs):
+            v.assign(s + eps * (v - s))
+        out.append((losses, [tf.identity(s) for s in start], _mse(tf, vs, x, y)))
+    return out, vs, int(inner_opt.iterations)
+
+
+# ---------------------------------------------------------------------------
+# Optimiser tricks written by hand
+# ---------------------------------------------------------------------------
+
+@parity(modes=True, **LOOSE)
+def test_lookahead_over_centralised_and_per_layer_clipped_gradients(tf):
+    """Lookahead by hand around Adam: fast steps in a ``tf.function`` whose gradients are
+    centralised (the kernel gradient minus its mean over the fan-in axis) and clipped per layer by
+    ``tf.clip_by_norm``; every third step the slow Variables move halfway to the fast ones and the
+    fast ones are reset to them (eager ``assign``s between compiled steps)."""
+    x, y = regression_data(n=8, d=3, seed=341)
+    vs = mlp_vars(tf, seed=342)
+    slow = [tf.Variable(v, trainable=False) for v in vs]
+    opt = tf.keras.optimizers.legacy.Adam(0.1)
+
+    @tf.function
+    def fast_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = _mse(tf, vs, x, y)
+        g = tape.gradient(loss, vs)
+        g = [gi - tf.reduce_mean(gi, axis=0, keepdims=True) if len(gi.shape) == 2 else gi for gi in g]
+        g = [tf.clip_by_norm(gi, 0.3) for gi in g]
+        opt.apply_gradients(zip(g, vs))
+        return loss, g
+
+    out = []
+    for step in range(1, 8):
+        loss, g = fast_step(x, y)
+        if step % 3 == 0:
+            for s, v in zip(slow, vs):
+                s.assign_add(0.5 * (v - s))
+                v.assign(s)
+        out.append((loss, [tf.norm(gi) for gi in g]))
+    return out, vs, slow, int(opt.iterations)
+
+
+@parity(modes=True, **LOOSE)
+def test_accumulation_applied_under_tf_cond_and_under_a_converted_if_on_a_variable(tf):
+    """Gradient accumulation every 3 micro-batches, two ways in one program: a compiled step whose
+    update is ``tf.cond(count % 3 == 0, apply, no_op)`` and a compiled step with a Python ``if`` on
+    the counter Variable (converted to a cond); an eager twin decides with a Python ``if`` on
+    ``int(counter)``.  Accumulators are zeroed after each apply; all three must agree."""
+    x, y = regression_data(n=12, d=3, seed=351)
+    models = [mlp_vars(tf, seed=352) for _ in range(3)]
+    opts = [tf.keras.optimizers.legacy.Adam(0.05) for _ in range(3)]
+    accs = [[tf.Variable(tf.zeros_like(v), trainable=False) for v in vs] for vs in models]
+    counts = [tf.Variable(0) for _ in range(3)]
+    for opt, vs in zip(opts, models):  # slots made eagerly, not inside a branch
+        opt.apply_gradients(zip([tf.zeros_like(v) for v in vs], vs))
+
+    def accumulate(k, xb, yb):
+        vs, acc = models[k], accs[k]
+        with tf.GradientTape() as tape:
+            loss = _mse(tf, vs, xb, yb)
+        for a, g in zip(acc, tape.gradient(loss, vs)):
+            a.assign_add(g / 3.0)
+        counts[k].assign_add(1)
+        return loss
+
+    def apply(k):
+        opts[k].apply_gradients(zip([tf.identity(a) for a in accs[k]], models[k]))
+        for a in accs[k]:
+            a.assign(tf.zeros_like(a))
+        return tf.constant(True)
+
+    @tf.function
+    def step_cond(xb, yb):
+        loss = accumulate(0, xb, yb)
+        applied = tf.cond(counts[0] % 3 == 0, lambda: apply(0), lambda: tf.constant(False))
+        return loss, applied
+
+    @tf.function
+    def step_if(xb, yb):
+        loss = accumulate(1, xb, yb)
+        applied = False
+        if counts[1] % 3 == 0:
+            apply(1)
+            applied = True
+        return loss, applied
+
+    out = []
+    for i in range(6):
+        xb, yb = x[2 * i:2 * i + 2], y[2 * i:2 * i + 2]
+        l0, a0 = step_cond(xb, yb)
+        l1, a1 = step_if(xb, yb)
+        l2 = accumulate(2, xb, yb)
+        if int(counts[2]) % 3 == 0:
+            apply(2)
+        out.append((l0, a0, l1, a1, l2, [tf.identity(a) for a in accs[0]]))
+    return out, models, [int(o.iterations) for o in opts], counts
+
+
+# ---------------------------------------------------------------------------
+# Weight reparametrisations: spectral norm, weight standardisation, EMA swaps
+# ---------------------------------------------------------------------------
+
+@parity(modes=True, **LOOSE)
+def test_spectral_norm_power_iteration_assigns_u_inside_the_recorded_forward(tf):
+    """Spectral normalisation as SN-GAN code writes it: in the forward pass under the tape one
+    power-iteration step updates ``u`` by ``u.assign(...)`` (computed from stop-gradient reads),
+    and sigma is then computed from a *later read* of ``u`` (the new value).  No gradient flows
+    through the assign: a non-trainable ``u`` has a None gradient, a trainable one (default
+    Variable) a gradient through its read only.  Eager steps and a compiled step alternate."""
+    x, y = regression_data(n=6, d=3, seed=361)
+    w = tf.Variable(init_array((3, 4), 362))
+    w2 = tf.Variable(init_array((4, 1), 363))
+    u = tf.Variable(init_array((1, 4), 364), trainable=False)
+    u2 = tf.Variable(init_array((1, 1), 365))
+    opt = tf.keras.optimizers.legacy.SGD(0.1)
+
+    def sn(kernel, uvar):
+        wt = tf.stop_gradient(kernel)
+        v = tf.math.l2_normalize(tf.matmul(uvar, wt, transpose_b=True))
+        uvar.assign(tf.math.l2_normalize(tf.matmul(v, wt)))
+        sigma = tf.reduce_sum(tf.matmul(tf.stop_gradient(v), kernel) * uvar)
+        return kernel / sigma, sigma
+
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            k1, s1 = sn(w, u)
+            k2, s2 = sn(w2, u2)
+            loss = tf.reduce_mean((tf.matmul(tf.nn.relu(tf.matmul(x, k1)), k2) - y) ** 2)
+        g = tape.gradient(loss, [w, w2, u, u2])
+        opt.apply_gradients(zip(g[:2], [w, w2]))
+        return loss, s1, s2, g
+
+    compiled = tf.function(step)
+    out = []
+    for i in range(4):
+        loss, s1, s2, g = (compiled if i % 2 else step)(x, y)
+        out.append((loss, s1, s2, g[:2], g[2] is None, g[3], tf.identity(u)))
+    return out, w, w2, u, u2
+
+
+@parity(modes=True, **LOOSE)
+def test_weight_standardised_conv_kernel_trained_eagerly_and_compiled(tf):
+    """Weight standardisation of a conv kernel (``(k - mean) / sqrt(var + eps)`` over its
+    height, width and input axes by ``tf.nn.moments``) inside the tape, a 3x3 ``conv2d`` with
+    ``SAME`` padding, global average pooling and a linear head; SGD with Nesterov momentum, the
+    first two steps eager and the next two compiled."""
+    rs = np.random.RandomState(371)
+    x = rs.randn(2, 5, 5, 2).astype(np.float32)
+    y = rs.randn(2, 1).astype(np.float32)
+    k = tf.Variable(init_array((3, 3, 2, 3), 372))
+    head = tf.Variable(init_array((3, 1), 373))
+    opt = tf.keras.optimizers.legacy.SGD(0.05, momentum=0.9, nesterov=True)
+
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            mean, var = tf.nn.moments(k, axes=[0, 1, 2], keepdims=True)
+            ks = (k - mean) / tf.sqrt(var + 1e-5)
+            h = tf.nn.relu(tf.nn.conv2d(x, ks, strides=1, padding="SAME"))
+            loss = tf.reduce_mean((tf.matmul(tf.reduce_mean(h, axis=[1, 2]), head) - y) ** 2)
+        g = tape.gradient(loss, [k, head])
+        opt.apply_gradients(zip(g, [k, head]))
+        return loss, g, tf.reduce_sum(ks, axis=[0, 1, 2])
+
+    compiled = tf.function(step)
+    out = [(step if i < 2 else compiled)(x, y) for i in range(4)]
+    return out, k, head
+
+
+@parity(modes=True, **TOL)
+def test_ema_swapped_in_by_a_compiled_swap_for_evaluation_and_back(tf):
+    """An EMA of the weights kept in shadow Variables (decay 0.8, updated after each step); for
+    evaluation every second step a compiled ``swap`` exchanges weights and shadows
+    (``tmp = v.read_value(); v.assign(s); s.assign(tmp)``), the validation loss is read, and the
+    same swap restores them; an eager swap through a backup list of ``value()`` snapshots is
+    used on the other evaluations."""
+    x, y = regression_data(n=8, d=3, seed=381)
+    xv, yv = regression_data(n=4, d=3, seed=382)
+    vs = mlp_vars(tf, seed=383)
+    shadow = [tf.Variable(v, trainable=False) for v in vs]
+    opt = tf.keras.optimizers.legacy.RMSprop(0.05)
+
+    @tf.function
+    def swap():
+        for v, s in zip(vs, shadow):
+            tmp = v.read_value()
+            v.assign(s)
+            s.assign(tmp)
+
+    out = []
+    for step in range(5):
+        with tf.GradientTape() as tape:
+            loss = _mse(tf, vs, x, y)
+        opt.apply_gradients(zip(tape.gradient(loss, vs), vs))
+        for s, v in zip(shadow, vs):
+            s.assign(0.8 * s + 0.2 * v)
+        if step % 2 == 0:
+            swap()
+            val = _mse(tf, vs, xv, yv)
+            swap()
+        else:
+            backup = [v.value() for v in vs]
+            for v, s in zip(vs, shadow):
+                v.assign(s)
+            val = _mse(tf, vs, xv, yv)
+            for v, b in zip(vs, backup):
+                v.assign(b)
+        out.append((loss, val, _mse(tf, vs, xv, yv)))
+    return out, vs, shadow
+
+
+# ---------------------------------------------------------------------------
+# Per-example gradients, DP-SGD, gradient penalties
+# ---------------------------------------------------------------------------
+
+@parity(modes=True, **LOOSE)
+def test_dp_sgd_per_example_gradients_three_ways_with_replayable_generator_noise(tf):
+    """DP-SGD: per-example gradients of an MLP's squared errors by ``tape.jacobian`` with
+    ``experimental_use_pfor`` on and off and by ``tf.vectorized_map`` over an inner tape per
+    example; each example's gradient clipped to global norm 1, summed, Gaussian noise added,
+    divided by the batch size and applied by SGD.  The noise comes from a seeded
+    ``tf.random.Generator``; tapejax's random values are not TF's (README: same seed rules, other
+    values), so the compared run adds the NumPy draws of a second, identical stream and the
+    Generator is checked for what the user relies on: the same seed replays the same noise,
+    ``reset_from_seed`` restarts it, successive draws differ."""
+    x, y = regression_data(n=4, d=3, seed=391)
+    vs = mlp_vars(tf, seed=392)
+    gen, replay = tf.random.Generator.from_seed(393), tf.random.Generator.from_seed(393)
+    rs = np.random.RandomState(393)
+    opt = tf.keras.optimizers.legacy.SGD(0.2)
+
+    def per_example(xi, yi):
+        with tf.GradientTape() as t:
+            li = tf.reduce_sum((mlp(tf, vs, xi[None]) - yi) ** 2)
+        return t.gradient(li, vs)
+
+    out, draws = [], []
+    for step in range(2):
+        jacs = []
+        for pfor in (True, False):
+            with tf.GradientTape(persistent=True) as tape:
+                losses = tf.reduce_sum((mlp(tf, vs, x) - y) ** 2, axis=1)
+            jacs.append(tape.jacobian(losses, vs, experimental_use_pfor=pfor))
+            del tape
+        vm = tf.vectorized_map(lambda e: per_example(e[0], e[1]), (tf.constant(x), tf.constant(y)))
+        norms = tf.sqrt(sum(tf.reduce_sum(tf.reshape(j, [4, -1]) ** 2, axis=1) for j in jacs[0]))
+        scale = tf.minimum(1.0, 1.0 / norms)
+        noisy = []
+        for j in jacs[0]:
+            clipped = tf.reduce_sum(j * tf.reshape(scale, [4] + [1] * (len(j.shape) - 1)), axis=0)
+            noise = gen.normal(j.shape[1:], stddev=0.1)
+            draws.append(bool(np.array_equal(noise.numpy(), replay.normal(j.shape[1:], stddev=0.1).numpy())))
+            noise = rs.randn(*j.shape[1:]).astype(np.float32) * 0.1
+            noisy.append((clipped + noise) / 4.0)
+        opt.apply_gradients(zip(noisy, vs))
+        out.append((losses, jacs[0], jacs[1], vm, norms, noisy))
+    first = gen.normal([3]).numpy()
+    gen.reset_from_seed(393)
+    again = gen.normal([3]).numpy()
+    checks = (draws, bool(np.array_equal(first, replay.normal([3]).numpy())),
+              bool(np.array_equal(gen.normal([3]).numpy(), again)))
+    return out, vs, checks
+
+
+@parity(modes=True, **LOOSE)
+def test_gan_with_an_r1_penalty_on_real_inputs_inside_the_discriminator_tape(tf):
+    """A small GAN with the R1 penalty: the discriminator's gradient w.r.t. the real batch is
+    taken by an inner tape inside the discriminator's outer tape and ``5 * mean(sum(g^2))`` added
+    to the non-saturating loss (second order through ``leaky_relu``); the generator step is
+    compiled.  The generator's Variables get None from the discriminator tape."""
+    rs = np.random.RandomState(401)
+    real = (rs.randn(6, 2) + 1.0).astype(np.float32)
+    g_vars = [tf.Variable(init_array((3, 2), 402)), tf.Variable(np.zeros(2, np.float32))]
+    d_vars = [tf.Variable(init_array((2, 5), 403)), tf.Variable(np.zeros(5, np.float32)),
+              tf.Variable(init_array((5, 1), 404))]
+    d_opt = tf.keras.optimizers.legacy.Adam(0.01, beta_1=0.0)
+    g_opt = tf.keras.optimizers.legacy.Adam(0.01, beta_1=0.0)
+
+    def gen(z):
+        return tf.matmul(z, g_vars[0]) + g_vars[1]
+
+    def disc(x):
+        return tf.matmul(tf.nn.leaky_relu(tf.matmul(x, d_vars[0]) + d_vars[1], 0.2), d_vars[2])
+
+    @tf.function
+    def g_step(z):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.nn.softplus(-disc(gen(z))))
+        g_opt.apply_gradients(zip(tape.gradient(loss, g_vars), g_vars))
+        return loss
+
+    out = []
+    for _ in range(3):
+        z = rs.randn(6, 3).astype(np.float32)
+        xr = tf.constant(real)
+        with tf.GradientTape() as d_tape:
+            with tf.GradientTape() as r1_tape:
+                r1_tape.watch(xr)
+                d_real = disc(xr)
+            gx = r1_tape.gradient(d_real, xr)
+            r1 = 5.0 * tf.reduce_mean(tf.reduce_sum(gx ** 2, axis=1))
+            d_loss = (tf.reduce_mean(tf.nn.softplus(-d_real)) + tf.reduce_mean(tf.nn.softplus(disc(gen(z))))
+                      + r1)
+        dg = d_tape.gradient(d_loss, d_vars + g_vars)
+        d_opt.apply_gradients(zip(dg[:3], d_vars))
+        out.append((d_loss, r1, dg[:3], [g is None for g in dg[3:]], g_step(z)))
+    return out, g_vars, d_vars
+
+
+@parity(modes=True, **LOOSE)
+def test_jacobian_norm_regularisation_by_batch_jacobian_and_by_random_projection(tf):
+    """Jacobian regularisation of a 3-to-2 MLP: the squared Frobenius norm of
+    ``batch_jacobian(out, x)`` taken inside the training tape, and its one-projection estimate
+    (``gradient(out, x, output_gradients=v)`` with ``v`` a NumPy unit vector per example)
+    trained on a second copy; both penalties are differentiated w.r.t. the weights."""
+    rs = np.random.RandomState(411)
+    x = rs.randn(5, 3).astype(np.float32)
+    y = rs.randn(5, 2).astype(np.float32)
+    models = [[tf.Variable(init_array((3, 4), 412)), tf.Variable(init_array((4, 2), 413))] for _ in range(2)]
+    opt = tf.keras.optimizers.legacy.SGD(0.05)
+
+    def net(vs, x):
+        return tf.matmul(tf.tanh(tf.matmul(x, vs[0])), vs[1])
+
+    out = []
+    for _ in range(3):
+        v = rs.randn(5, 2).astype(np.float32)
+        v /= np.linalg.norm(v, axis=1, keepdims=True)
+        xs = tf.constant(x)
+        with tf.GradientTape() as tape:
+            with tf.GradientTape() as jt:
+                jt.watch(xs)
+                o = net(models[0], xs)
+            jac = jt.batch_jacobian(o, xs)
+            pen = tf.reduce_mean(tf.reduce_sum(jac ** 2, axis=[1, 2]))
+            loss = tf.reduce_mean((o - y) ** 2) + 0.1 * pen
+        g = tape.gradient(loss, models[0])
+        with tf.GradientTape() as tape2:
+            with tf.GradientTape() as pt:
+                pt.watch(xs)
+                o2 = net(models[1], xs)
+            jv = pt.gradient(o2, xs, output_gradients=tf.constant(v))
+            pen2 = 2.0 * tf.reduce_mean(tf.reduce_sum(jv ** 2, axis=1))
+            loss2 = tf.reduce_mean((o2 - y) ** 2) + 0.1 * pen2
+        g2 = tape2.gradient(loss2, models[1])
+        opt.apply_gradients(zip(g + g2, models[0] + models[1]))
+        out.append((loss, pen, g, loss2, pen2, g2))
+    return out, models
+
+
+# ---------------------------------------------------------------------------
+# Estimators and losses of representation learning
+# ---------------------------------------------------------------------------
+
+@parity(modes=True, **LOOSE)
+def test_straight_through_gumbel_softmax_with_annealed_temperature(tf):
+    """A discrete bottleneck: logits of 4 categories from a linear encoder, Gumbel noise
+    ``-log(-log(u))`` (``u`` from NumPy: tapejax's random values are not TF's), the soft sample at
+    temperature ``tau`` (annealed per step) in a compiled function, the hard one-hot of its argmax
+    and ``stop_gradient(hard - soft) + soft`` fed to a linear decoder; the forward value is the
+    hard sample, the gradient the soft one's.  A ``tf.random.Generator`` drawing inside a
+    compiled function advances between calls and replays after ``reset_from_seed``."""
+    rs = np.random.RandomState(421)
+    x = rs.randn(6, 3).astype(np.float32)
+    y = rs.randn(6, 2).astype(np.float32)
+    enc = tf.Variable(init_array((3, 4), 422))
+    dec = tf.Variable(init_array((4, 2), 423))
+    opt = tf.keras.optimizers.legacy.Adam(0.05)
+
+    @tf.function
+    def sample(logits, tau, u):
+        soft = tf.nn.softmax((logits - tf.math.log(-tf.math.log(u))) / tau)
+        hard = tf.one_hot(tf.argmax(soft, axis=-1), 4)
+        return tf.stop_gradient(hard - soft) + soft, soft
+
+    out = []
+    for step in range(4):
+        tau = tf.constant(max(0.5, 2.0 * 0.7 ** step))
+        u = rs.uniform(1e-6, 1.0 - 1e-6, size=(6, 4)).astype(np.float32)
+        with tf.GradientTape() as tape:
+            logits = tf.matmul(x, enc)
+            z, soft = sample(logits, tau, u)
+            loss = tf.reduce_mean((tf.matmul(z, dec) - y) ** 2)
+        g = tape.gradient(loss, [enc, dec])
+        opt.apply_gradients(zip(g, [enc, dec]))
+        out.append((loss, z, soft, g))
+    gen = tf.random.Generator.from_seed(424)
+    draw = tf.function(lambda: gen.uniform([6, 4], minval=1e-6, maxval=1.0 - 1e-6))
+    a, b = draw().numpy(), draw().numpy()
+    gen.reset_from_seed(424)
+    checks = (bool(np.array_equal(a, b)), bool(np.array_equal(draw().numpy(), a)), bool(((a > 0) & (a < 1)).all()))
+    return out, enc, dec, checks
+
+
+@parity(modes=True, **LOOSE)
+def test_distillation_from_an_unwatched_teacher_with_temperature_scaled_kl(tf):
+    """Knowledge distillation: the teacher's kernel is a ``trainable=False`` Variable (never
+    watched) and its bias a trainable Variable read under ``tape.stop_recording()``; the student
+    minimises ``T^2 * KL(softmax(t/T) || softmax(s/T))`` (Keras ``KLDivergence``) plus the hard
+    label cross-entropy.  Gradients w.r.t. the teacher's Variables are None; student's applied."""
+    rs = np.random.RandomState(431)
+    x = rs.randn(8, 3).astype(np.float32)
+    labels = rs.randint(0, 3, size=8).astype(np.int32)
+    t_kernel = tf.Variable(init_array((3, 3), 432, scale=2.0), trainable=False)
+    t_bias = tf.Variable(init_array((3,), 433))
+    student = [tf.Variable(init_array((3, 3), 434)), tf.Variable(np.zeros(3, np.float32))]
+    kl = tf.keras.losses.KLDivergence()
+    opt = tf.keras.optimizers.legacy.Adam(0.05)
+    temp = 3.0
+    out = []
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            t_logits = tf.matmul(x, t_kernel)
+            with tape.stop_recording():
+                t_logits = t_logits + t_bias
+            s_logits = tf.matmul(x, student[0]) + student[1]
+            soft = temp ** 2 * kl(tf.nn.softmax(t_logits / temp), tf.nn.softmax(s_logits / temp))
+            hard = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, s_logits))
+            loss = 0.7 * soft + 0.3 * hard
+        g = tape.gradient(loss, student + [t_kernel, t_bias])
+        opt.apply_gradients(zip(g[:2], student))
+        out.append((loss, soft, hard, g[:2], [gi is None for gi in g[2:]]))
+    return out, student, t_kernel, t_bias
+
+
+@parity(modes=True, **LOOSE)
+def test_simclr_nt_xent_loss_on_two_augmented_views(tf):
+    """SimCLR: two views of a batch by jitter and feature dropout (NumPy draws fed in), an
+    encoder and projection head, the cosine-similarity matrix of the 2N normalised projections
+    over ``tau`` with its diagonal masked by ``-1e9``, and ``sparse_softmax_cross_entropy_with_logits``
+    against each view's partner; compiled step with SGD momentum."""
+    rs = np.random.RandomState(441)
+    x = rs.randn(4, 5).astype(np.float32)
+    enc = tf.Variable(init_array((5, 6), 442))
+    proj = tf.Variable(init_array((6, 3), 443))
+    opt = tf.keras.optimizers.legacy.SGD(0.1, momentum=0.9)
+    n = 4
+
+    def view():
+        keep = (rs.rand(4, 5) > 0.2).astype(np.float32)
+        return ((x + 0.1 * rs.randn(4, 5)) * keep).astype(np.float32)
+
+    @tf.function
+    def step(v1, v2):
+        with tf.GradientTape() as tape:
+            z = tf.matmul(tf.nn.relu(tf.matmul(tf.concat([v1, v2], 0), enc)), proj)
+            z = tf.math.l2_normalize(z, axis=1)
+            sim = tf.matmul(z, z, transpose_b=True) / 0.5 - 1e9 * tf.eye(2 * n)
+            targets = tf.concat([tf.range(n, 2 * n), tf.range(n)], 0)
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(targets, sim))
+        g = tape.gradient(loss, [enc, proj])
+        opt.apply_gradients(zip(g, [enc, proj]))
+        return loss, g, tf.argmax(sim, axis=1, output_type=tf.int32)
+
+    out = [step(view(), view()) for _ in range(3)]
+    return out, enc, proj
+
+
+@parity(modes=True, **LOOSE)
+def test_mixup_with_a_seeded_beta_coefficient_and_permutation(tf):
+    """Mixup: the coefficient ``lam ~ Beta(0.4, 0.4)`` from a seeded NumPy stream (tapejax's
+    random values are not TF's), the batch mixed with a permutation of itself by ``tf.gather``
+    and the one-hot labels mixed the same way; Keras ``CategoricalCrossentropy(from_logits=True)``
+    on eager steps.  ``lam`` drawn as ``g1 / (g1 + g2)`` of two ``stateless_gamma`` draws is a
+    Beta draw: in [0, 1] and the same for the same seed."""
+    rs = np.random.RandomState(451)
+    x = rs.randn(6, 3).astype(np.float32)
+    y = tf.one_hot(rs.randint(0, 3, size=6), 3)
+    vs = [tf.Variable(init_array((3, 3), 452)), tf.Variable(np.zeros(3, np.float32))]
+    cce = tf.keras.losses.CategoricalCrossentropy(from_logits=True)
+    opt = tf.keras.optimizers.legacy.Adam(0.05)
+    out = []
+    for step in range(3):
+        lam = tf.constant(rs.beta(0.4, 0.4), tf.float32)
+        perm = tf.constant(rs.permutation(6).astype(np.int32))
+        xm = lam * x + (1.0 - lam) * tf.gather(x, perm)
+        ym = lam * y + (1.0 - lam) * tf.gather(y, perm)
+        with tf.GradientTape() as tape:
+            loss = cce(ym, tf.matmul(xm, vs[0]) + vs[1])
+        g = tape.gradient(loss, vs)
+        opt.apply_gradients(zip(g, vs))
+        out.append((lam, loss, g))
+
+    def beta(seed):
+        g1 = tf.random.stateless_gamma([5], seed=[seed, 1], alpha=0.4)
+        g2 = tf.random.stateless_gamma([5], seed=[seed, 2], alpha=0.4)
+        return (g1 / (g1 + g2)).numpy()
+
+    b = beta(3)
+    checks = (bool(((b >= 0) & (b <= 1)).all()), bool(np.array_equal(b, beta(3))), b.dtype.name)
+    return out, vs, checks
+
+
+@parity(modes=True, **LOOSE)
+def test_hypernetwork_outputs_used_as_the_weights_of_a_target_layer(tf):
+    """A hypernetwork: a learned embedding per target layer goes through a shared Dense-like
+    generator whose output is reshaped into the target layer's kernel (a tensor, not a Variable);
+    the target network has no Variables of its own.  The gradient reaches the embeddings and the
+    generator; the generated kernel is not a source (asking for it gives None).  Eager step then
+    compiled steps."""
+    x, y = regression_data(n=6, d=3, seed=461)
+    emb = [tf.Variable(init_array((1, 2), 462)), tf.Variable(init_array((1, 2), 463))]
+    gen_w = [tf.Variable(init_array((2, 12), 464, scale=0.3)), tf.Variable(init_array((2, 4), 465, scale=0.3))]
+    opt = tf.keras.optimizers.legacy.Adam(0.02)
+    srcs = emb + gen_w
+    kernel_seen = []
+
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            k1 = tf.reshape(tf.matmul(emb[0], gen_w[0]), [3, 4])
+            k2 = tf.reshape(tf.matmul(emb[1], gen_w[1]), [4, 1])
+            loss = tf.reduce_mean((tf.matmul(tf.tanh(tf.matmul(x, k1)), k2) - y) ** 2)
+        g = tape.gradient(loss, srcs)
+        opt.apply_gradients(zip(g, srcs))
+        return loss, g, k1
+
+    compiled = tf.function(step)
+    out = []
+    for i in range(3):
+        loss, g, k1 = (step if i == 0 else compiled)(x, y)
+        out.append((loss, g, k1))
+    with tf.GradientTape() as tape:
+        k1 = tf.reshape(tf.matmul(emb[0], gen_w[0]), [3, 4])
+        loss = tf.reduce_mean(tf.matmul(x, k1))
+    kernel_seen.append(tape.gradient(loss, [tf.constant(k1.numpy()), emb[0]]))
+    return out, srcs, kernel_seen
