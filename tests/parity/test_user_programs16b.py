@@ -19,7 +19,7 @@ hypernetwork whose outputs are another layer's weights.
 """
 import numpy as np
 
-from .harness import init_array, mlp, mlp_vars, parity, regression_data
+from .harness import init_array, mlp, mlp_vars, parity, raises, regression_data
 
 TOL = dict(rtol=2e-5, atol=2e-6)
 LOOSE = dict(rtol=1e-4, atol=1e-5)
@@ -361,7 +361,9 @@ def test_ema_swapped_in_by_a_compiled_swap_for_evaluation_and_back(tf):
     evaluation every second step a compiled ``swap`` exchanges weights and shadows
     (``tmp = v.read_value(); v.assign(s); s.assign(tmp)``), the validation loss is read, and the
     same swap restores them; an eager swap through a backup list of ``value()`` snapshots is
-    used on the other evaluations."""
+    used on the other evaluations.  Last, a compiled swap by ``value()`` snapshots, and eager
+    ``read_value`` / ``value`` / ``convert_to_tensor`` snapshots taken before an assign keep
+    the old value."""
     x, y = regression_data(n=8, d=3, seed=381)
     xv, yv = regression_data(n=4, d=3, seed=382)
     vs = mlp_vars(tf, seed=383)
@@ -394,7 +396,20 @@ def test_ema_swapped_in_by_a_compiled_swap_for_evaluation_and_back(tf):
             for v, b in zip(vs, backup):
                 v.assign(b)
         out.append((loss, val, _mse(tf, vs, xv, yv)))
-    return out, vs, shadow
+
+    @tf.function
+    def swap_by_snapshots():   # ``value()`` snapshots taken before any assign, in a function
+        snaps = [v.value() for v in vs]
+        for v, s in zip(vs, shadow):
+            v.assign(s)
+        for s, t in zip(shadow, snaps):
+            s.assign(t)
+        return snaps
+
+    snaps = swap_by_snapshots()
+    b, c, d = vs[1].read_value(), vs[1].value(), tf.convert_to_tensor(vs[1])
+    vs[1].assign(tf.zeros_like(vs[1]))
+    return out, vs, shadow, snaps, (b, c, d)
 
 
 # ---------------------------------------------------------------------------
@@ -712,3 +727,247 @@ def test_hypernetwork_outputs_used_as_the_weights_of_a_target_layer(tf):
         loss = tf.reduce_mean(tf.matmul(x, k1))
     kernel_seen.append(tape.gradient(loss, [tf.constant(k1.numpy()), emb[0]]))
     return out, srcs, kernel_seen
+
+
+# ---------------------------------------------------------------------------
+# Round two: the same tricks where the tape, a compiled function and an assign meet
+# ---------------------------------------------------------------------------
+
+@parity(modes=True, **LOOSE)
+def test_sam_with_one_persistent_tape_across_the_perturbation(tf):
+    """SAM written with one persistent tape: the first gradient is taken *inside* it, the
+    perturbation ``assign_add``ed and the perturbed loss recorded by the same tape; afterwards
+    the tape gives the first loss's gradient again (at the values it recorded, before the
+    assign), the perturbed one's and their sum's; the update removes the perturbation and steps."""
+    x, y = regression_data(n=8, d=3, seed=501)
+    vs = mlp_vars(tf, seed=502)
+    out = []
+    for _ in range(2):
+        with tf.GradientTape(persistent=True) as tape:
+            loss = _mse(tf, vs, x, y)
+            g = tape.gradient(loss, vs)
+            eps = [0.1 * gi for gi in g]
+            for v, e in zip(vs, eps):
+                v.assign_add(e)
+            loss2 = _mse(tf, vs, x, y)
+        g_first = tape.gradient(loss, vs)
+        g2 = tape.gradient(loss2, vs)
+        g_both = tape.gradient(loss + loss2, vs)
+        del tape
+        for v, e, gi in zip(vs, eps, g2):
+            v.assign_sub(e + 0.1 * gi)
+        out.append((loss, loss2, g, g_first, g2, g_both))
+    return out, vs
+
+
+@parity(modes=True, **LOOSE)
+def test_spectral_norm_in_a_compiled_function_called_under_an_eager_persistent_tape(tf):
+    """The power iteration's ``u.assign`` inside a ``tf.function`` called under an eager
+    persistent tape, with ``u`` (a trainable Variable) read by the tape before and after the call:
+    the two reads see the old and the new value, the gradient w.r.t. ``u`` is the sum over its
+    reads (none through the assign), and the function's own read of ``u`` before the assign is
+    returned."""
+    x, y = regression_data(n=6, d=3, seed=511)
+    w = tf.Variable(init_array((3, 1), 512))
+    u = tf.Variable(init_array((1, 3), 513))
+
+    @tf.function
+    def sn(kernel):
+        before = tf.reduce_sum(u)
+        v = tf.math.l2_normalize(tf.matmul(u, tf.stop_gradient(kernel)))
+        u.assign(tf.math.l2_normalize(tf.matmul(v, tf.stop_gradient(kernel), transpose_b=True)))
+        sigma = tf.reduce_sum(tf.matmul(u, kernel) * v)
+        return kernel / sigma, sigma, before
+
+    out = []
+    for _ in range(3):
+        with tf.GradientTape(persistent=True) as tape:
+            r0 = u * 1.0
+            k, s, before = sn(w)
+            r1 = u * 1.0
+            loss = tf.reduce_mean((tf.matmul(x, k) - y) ** 2) + tf.reduce_sum(r0 * 0.3 + r1 * r1)
+        g = tape.gradient(loss, [w, u])
+        g_r = tape.gradient(r1, u)
+        del tape
+        w.assign_sub(0.1 * g[0])
+        out.append((loss, s, before, g, g_r, r0, r1))
+    return out, w, u
+
+
+@parity(modes=True, **LOOSE)
+def test_maml_inner_update_compiled_and_differentiated_by_the_outer_tape(tf):
+    """MAML whose inner SGD update (its own tape and gradient) is a ``tf.function`` taking and
+    returning the fast weights as tensors; called twice under the outer tape, the meta-gradient
+    is second order through the compiled inner gradient."""
+    (xs, ys), (xq, yq) = regression_data(n=4, d=2, seed=521), regression_data(n=4, d=2, seed=522)
+    vs = mlp_vars(tf, d=2, h=3, seed=523)
+
+    @tf.function
+    def inner_update(w1, b1, w2, b2):
+        fast = [w1, b1, w2, b2]
+        with tf.GradientTape() as t:
+            t.watch(fast)
+            ls = _mse(tf, fast, xs, ys)
+        gs = t.gradient(ls, fast)
+        return [f - 0.3 * g for f, g in zip(fast, gs)]
+
+    out = []
+    for _ in range(2):
+        with tf.GradientTape() as outer:
+            fast = inner_update(*vs)
+            fast = inner_update(*fast)
+            lq = _mse(tf, fast, xq, yq)
+        g = outer.gradient(lq, vs)
+        for v, gi in zip(vs, g):
+            v.assign_sub(0.1 * gi)
+        out.append((lq, g))
+    return out, vs
+
+
+@parity(modes=True, **LOOSE)
+def test_optimizer_first_applied_inside_a_converted_if_on_a_step_counter(tf):
+    """A compiled step that applies Adam only on even steps (a Python ``if`` on a Variable,
+    converted to a cond): the optimizer's slots and ``iterations`` are first made inside the
+    branch's trace (TF makes them under ``init_scope``), so the first call runs and the weights
+    move only on the second."""
+    x, y = regression_data(n=6, d=3, seed=531)
+    vs = mlp_vars(tf, seed=532)
+    opt = tf.keras.optimizers.legacy.Adam(0.05)
+    count = tf.Variable(0)
+
+    @tf.function
+    def step(xb, yb):
+        with tf.GradientTape() as tape:
+            loss = _mse(tf, vs, xb, yb)
+        g = tape.gradient(loss, vs)
+        count.assign_add(1)
+        if count % 2 == 0:
+            opt.apply_gradients(zip(g, vs))
+        return loss
+
+    res = [(raises(step, x, y), [tf.identity(v) for v in vs]) for _ in range(3)]
+    return res, count, int(opt.iterations)
+
+
+@parity(modes=True, **LOOSE)
+def test_per_example_jacobians_and_vectorized_map_inside_a_compiled_function(tf):
+    """Per-example gradients computed inside a ``tf.function``: ``tape.jacobian`` of the
+    per-example losses w.r.t. the weights with ``experimental_use_pfor`` on and off,
+    ``batch_jacobian`` of the outputs w.r.t. the inputs both ways, and ``tf.vectorized_map`` of an
+    inner tape per example with ``fallback_to_while_loop=False`` (eagerly and compiled)."""
+    x, y = regression_data(n=4, d=3, seed=551)
+    vs = mlp_vars(tf, seed=552)
+
+    @tf.function
+    def jacobians(x, y):
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch(x)
+            losses = tf.reduce_sum((mlp(tf, vs, x) - y) ** 2, axis=1)
+            o = mlp(tf, vs, x)
+        return (tape.jacobian(losses, vs), tape.jacobian(losses, vs, experimental_use_pfor=False),
+                tape.batch_jacobian(o, x), tape.batch_jacobian(o, x, experimental_use_pfor=False))
+
+    def per_example(e):
+        with tf.GradientTape() as t:
+            li = tf.reduce_sum((mlp(tf, vs, e[0][None]) - e[1]) ** 2)
+        gs = t.gradient(li, vs)
+        return [tf.norm(g) for g in gs], gs
+
+    xs, ys = tf.constant(x), tf.constant(y)
+    eager = tf.vectorized_map(per_example, (xs, ys), fallback_to_while_loop=False)
+    compiled = tf.function(lambda: tf.vectorized_map(per_example, (xs, ys)))()
+    return jacobians(xs, ys), eager, compiled
+
+
+@parity(modes=True, **LOOSE)
+def test_per_layer_clipping_of_sparse_and_centralised_conv_gradients(tf):
+    """Per-layer clipping where one gradient is ``IndexedSlices`` (an embedding lookup):
+    ``tf.clip_by_norm`` keeps it sparse; a conv kernel's gradient is centralised over its
+    spatial and input axes and clipped per output channel (``axes=``); ``global_norm`` and
+    ``clip_by_global_norm`` skip the None of an unused Variable; SGD applies both."""
+    rs = np.random.RandomState(611)
+    ids = np.array([[0, 2], [2, 3]], np.int32)
+    emb = tf.Variable(init_array((5, 2), 612))
+    k = tf.Variable(init_array((2, 2, 1, 2), 613))
+    unused = tf.Variable([1.0])
+    img = rs.randn(2, 3, 3, 1).astype(np.float32)
+    opt = tf.keras.optimizers.legacy.SGD(0.1)
+    out = []
+    for _ in range(2):
+        with tf.GradientTape() as tape:
+            e = tf.reduce_sum(tf.nn.embedding_lookup(emb, ids), axis=1)
+            c = tf.reduce_mean(tf.nn.conv2d(img, k, 1, "VALID"), axis=[1, 2])
+            loss = tf.reduce_sum((e - c) ** 2)
+        g = tape.gradient(loss, [emb, k, unused])
+        ge = tf.clip_by_norm(g[0], 0.5)
+        gk = g[1] - tf.reduce_mean(g[1], axis=[0, 1, 2], keepdims=True)
+        gk = tf.clip_by_norm(gk, 0.5, axes=[0, 1, 2])
+        gn = tf.linalg.global_norm(g)
+        clipped, gn2 = tf.clip_by_global_norm(g, 1.0)
+        opt.apply_gradients([(ge, emb), (gk, k)])
+        out.append((loss, type(ge).__name__, ge, gk, gn, gn2, clipped[2] is None, clipped[:2]))
+    return out, emb, k
+
+
+@parity(modes=True, **LOOSE)
+def test_nt_xent_with_a_minus_inf_diagonal_by_where_and_logsumexp(tf):
+    """NT-Xent written the other common way: the self-similarities replaced by ``-inf`` with
+    ``tf.where`` on a boolean eye, the loss as ``reduce_logsumexp`` minus the positive pair's
+    logit, next to Keras ``CategoricalCrossentropy(from_logits=True)`` on the same logits; the
+    gradient of both (a list target) is finite and equal in both frameworks."""
+    rs = np.random.RandomState(621)
+    z0 = rs.randn(6, 3).astype(np.float32)
+    w = tf.Variable(init_array((3, 3), 622))
+    out = []
+    for _ in range(2):
+        with tf.GradientTape() as tape:
+            z = tf.math.l2_normalize(tf.matmul(z0, w), axis=1)
+            sim = tf.matmul(z, z, transpose_b=True) / 0.2
+            sim = tf.where(tf.eye(6, dtype=tf.bool), -np.inf, sim)
+            pos = tf.linalg.diag_part(tf.gather(sim, [3, 4, 5, 0, 1, 2], axis=1))
+            loss = tf.reduce_mean(tf.reduce_logsumexp(sim, axis=1) - pos)
+            cce = tf.keras.losses.CategoricalCrossentropy(from_logits=True)(tf.one_hot([3, 4, 5, 0, 1, 2], 6), sim)
+        g = tape.gradient([loss, cce], w)
+        w.assign_sub(0.1 * g)
+        out.append((loss, cce, g, sim))
+    return out, w
+
+
+@parity(modes=True, **LOOSE)
+def test_hypernetwork_module_built_in_its_first_trace_emits_per_example_kernels(tf):
+    """A hypernetwork ``tf.Module`` whose Variables are made on the first call, inside the first
+    trace of a compiled step: a context vector per example is mapped to that example's (3, 2)
+    kernel, applied by ``einsum`` and by ``matvec(transpose_a=True)``; the generated kernels are
+    asked for as a source too (a tensor computed inside the tape: its gradient is given)."""
+    rs = np.random.RandomState(631)
+    ctx = rs.randn(5, 2).astype(np.float32)
+    x = rs.randn(5, 3).astype(np.float32)
+    y = rs.randn(5, 2).astype(np.float32)
+
+    class Hyper(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.hw = None
+
+        def __call__(self, c):
+            if self.hw is None:
+                self.hw = tf.Variable(init_array((2, 6), 632, 0.3))
+                self.hb = tf.Variable(np.zeros(6, np.float32))
+            return tf.reshape(tf.matmul(c, self.hw) + self.hb, [-1, 3, 2])
+
+    hyper = Hyper()
+    opt = tf.keras.optimizers.legacy.Adam(0.05)
+
+    @tf.function
+    def step(ctx, x, y):
+        with tf.GradientTape() as tape:
+            kern = hyper(ctx)
+            o = tf.einsum("bd,bdh->bh", x, kern)
+            o2 = tf.linalg.matvec(kern, x, transpose_a=True)
+            loss = tf.reduce_mean((o - y) ** 2) + 0.1 * tf.reduce_mean(o2 ** 2)
+        g = tape.gradient(loss, [hyper.hw, hyper.hb, kern])
+        opt.apply_gradients(zip(g[:2], [hyper.hw, hyper.hb]))
+        return loss, g, o - o2
+
+    out = [step(ctx, x, y) for _ in range(3)]
+    return out, hyper.hw, hyper.hb, len(hyper.trainable_variables)
