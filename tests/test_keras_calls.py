@@ -129,6 +129,30 @@ def test_a_trainable_variable_assigned_in_call_is_written_back_and_cut_from_the_
     assert float(layer.w.numpy()) == 27.0
 
 
+
+class _Centre(K3.layers.Layer):
+    """Mean-only batch norm: a non-trainable running mean assigned in ``call`` and read after."""
+
+    def build(self, shape):
+        self.running = self.add_weight(shape=(shape[-1],), initializer="zeros", trainable=False)
+
+    def call(self, x):
+        self.running.assign(0.5 * self.running + 0.5 * tf.reduce_mean(x, axis=0))
+        return x - self.running
+
+
+def test_a_state_read_after_its_assign_in_call_passes_no_gradient_to_what_it_was_computed_from():
+    """TF: ``x - running`` reads the Variable after the assign, a read the input does not reach,
+    so d sum(out) / dx is all ones (not ``1 - 0.5 / n`` through the batch mean)."""
+    layer = _Centre()
+    x = tf.constant(X)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        out = layer(x)
+    np.testing.assert_allclose(tape.gradient(out, x).numpy(), np.ones_like(X))
+    np.testing.assert_allclose(layer.running.numpy(), 0.5 * X.mean(axis=0), rtol=1e-6)
+    np.testing.assert_allclose(out.numpy(), X - 0.5 * X.mean(axis=0), rtol=1e-5, atol=1e-6)
+
 def test_spectral_normalization_writes_its_kernel_and_takes_the_gradient_at_the_normalised_one():
     """``SpectralNormalization`` assigns ``kernel / sigma`` and ``u`` in a training call: both are
     written back, and the kernel's gradient is the wrapped layer's at the normalised kernel."""

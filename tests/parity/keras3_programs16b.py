@@ -6,10 +6,14 @@ tf_keras (Keras 2), and the tricks lean on Keras 3's own code: ``SpectralNormali
 iteration (which ``assign``s ``u`` inside the layer's call), keras.io's SAM ``train_step`` under
 ``fit`` (``assign_add`` / ``assign_sub`` of the perturbation around a second tape), the guide's
 weight-standardised ``Conv2D`` by a ``convolution_op`` override, distillation from a frozen Keras
-teacher, an R1 penalty on a Keras discriminator in a compiled step and keras.io's VQ-VAE quantiser
-(``tf.*`` ops on a codebook weight, ``add_loss`` and a straight-through estimator).
+teacher, keras.io's VQ-VAE quantiser (``tf.*`` ops on a codebook weight, ``add_loss`` and a
+straight-through estimator) and weight normalisation with mean-only batch norm (a running mean
+``assign``ed in ``call`` and read after).
 
-Weights are set from NumPy, so both sides start equal; nothing draws random numbers.
+Weights are set from NumPy, so both sides start equal; nothing draws random numbers.  (An R1
+penalty on a Keras discriminator in a compiled step was left out: TF gave it a different first
+update in one of three fresh processes, so it is no oracle here; ``test_user_programs16b.py``
+has R1 on hand-written layers.)
 """
 import numpy as np
 
@@ -164,36 +168,6 @@ def program_distillation_from_a_frozen_keras_teacher(tf, keras):
     return out, len(teacher.trainable_variables), [np.array(w) for w in student.weights]
 
 
-def program_r1_penalty_on_a_keras_discriminator_in_a_compiled_step(tf, keras):
-    """A Keras discriminator with ``LeakyReLU``: inside a compiled step, an inner tape gives the
-    gradient of its summed output w.r.t. the real batch and ``mean(sum(g^2))`` is added to the
-    non-saturating loss; the outer tape differentiates it (second order through the layers) and
-    RMSprop applies it."""
-    rs = np.random.RandomState(741)
-    real = rs.randn(6, 2).astype(np.float32)
-    fakes = [rs.randn(6, 2).astype(np.float32) for _ in range(3)]
-    d = keras.Sequential([keras.Input((2,)), keras.layers.Dense(4), keras.layers.LeakyReLU(0.2),
-                          keras.layers.Dense(1)])
-    _init(d, 742)
-    opt = keras.optimizers.RMSprop(0.01)
-
-    @tf.function
-    def d_step(xr, fake):
-        with tf.GradientTape() as tape:
-            with tf.GradientTape() as r1_tape:
-                r1_tape.watch(xr)
-                score = tf.reduce_sum(d(xr, training=True))
-            gx = r1_tape.gradient(score, xr)
-            r1 = tf.reduce_mean(tf.reduce_sum(tf.square(gx), axis=1))
-            loss = (tf.reduce_mean(tf.nn.softplus(-d(xr))) + tf.reduce_mean(tf.nn.softplus(d(fake))) + r1)
-        g = tape.gradient(loss, d.trainable_variables)
-        opt.apply_gradients(zip(g, d.trainable_variables))
-        return loss, r1, g
-
-    out = [d_step(tf.constant(real), tf.constant(f)) for f in fakes]
-    return out, [np.array(w) for w in d.weights]
-
-
 def program_vq_vae_quantizer_with_a_straight_through_estimator(tf, keras):
     """keras.io's VQ-VAE quantiser: a layer holding its codebook (by ``add_weight``), nearest
     codes by ``argmin`` of distances, the commitment and codebook losses by ``add_loss`` and the
@@ -250,3 +224,67 @@ def program_vq_vae_quantizer_with_a_straight_through_estimator(tf, keras):
         opt.apply_gradients(zip(g, variables))
         out.append((recon, loss, g, vq.get_code_indices(z)))
     return out, np.array(vq.embeddings), [np.array(w) for w in enc.weights + dec.weights]
+
+
+def program_weight_norm_with_data_dependent_init_and_mean_only_batch_norm(tf, keras):
+    """Weight normalisation (Salimans & Kingma) as a Keras 3 layer, ``kernel = g * v / |v|``, with
+    its data-dependent initialisation (``g`` and the bias ``assign``ed from one batch's
+    pre-activation statistics by a method called once before training), followed by mean-only
+    batch norm, whose running mean (a non-trainable weight) is ``assign``ed in ``call`` and read
+    after it: the output is centred by the new running mean, and the gradient w.r.t. the input
+    does not flow through the batch mean (TF's assign records no gradient)."""
+    rs = np.random.RandomState(761)
+    x = rs.randn(8, 3).astype(np.float32)
+    y = rs.randn(8, 1).astype(np.float32)
+
+    class WeightNormDense(keras.layers.Layer):
+        def __init__(self, units, **kwargs):
+            super().__init__(**kwargs)
+            self.units = units
+
+        def build(self, shape):
+            self.v = self.add_weight(shape=(shape[-1], self.units), name="v")
+            self.g = self.add_weight(shape=(self.units,), initializer="ones", name="g")
+            self.b = self.add_weight(shape=(self.units,), initializer="zeros", name="b")
+
+        def data_init(self, x):   # once, eagerly, before training (not a layer call)
+            t = tf.matmul(x, self.v / tf.norm(self.v, axis=0))
+            mean, var = tf.nn.moments(t, axes=[0])
+            self.g.assign(1.0 / tf.sqrt(var + 1e-6))
+            self.b.assign(-mean / tf.sqrt(var + 1e-6))
+
+        def call(self, x):
+            return tf.matmul(x, self.v / tf.norm(self.v, axis=0) * self.g) + self.b
+
+    class MeanOnlyBN(keras.layers.Layer):
+        def build(self, shape):
+            self.running = self.add_weight(shape=(shape[-1],), initializer="zeros", trainable=False,
+                                           name="running_mean")
+
+        def call(self, x, training=False):
+            if training:
+                self.running.assign(0.5 * self.running + 0.5 * tf.reduce_mean(x, axis=0))
+            return x - self.running
+
+    wn = WeightNormDense(4)
+    bn = MeanOnlyBN()
+    head = keras.layers.Dense(1)
+    wn.build((None, 3))
+    bn.build((None, 4))
+    head.build((None, 4))
+    wn.v.assign(np.random.RandomState(762).randn(3, 4).astype(np.float32))
+    head.kernel.assign(np.random.RandomState(763).randn(4, 1).astype(np.float32))
+    opt = keras.optimizers.SGD(0.05)
+    xs = tf.constant(x)
+    wn.data_init(xs)
+    out = []
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            tape.watch(xs)
+            h = bn(tf.tanh(wn(xs)), training=True)
+            loss = tf.reduce_mean((head(h) - y) ** 2)
+        variables = wn.trainable_variables + head.trainable_variables
+        g = tape.gradient(loss, variables + [xs])
+        opt.apply_gradients(zip(g[:-1], variables))
+        out.append((loss, g, np.array(wn.g), np.array(bn.running)))
+    return out, [np.array(w) for w in wn.weights + head.weights]
