@@ -14,12 +14,22 @@ normalisation whose power iteration ``assign``s its ``u`` inside the forward pas
 standardisation of a convolution kernel, an EMA swapped in by a compiled swap, per-example
 gradients three ways feeding a DP-SGD step with seeded ``tf.random.Generator`` noise, an R1 penalty,
 Jacobian-norm regularisation, a straight-through Gumbel-softmax, distillation from unwatched
-teachers, SimCLR's NT-Xent loss, mixup with a Beta coefficient drawn by ``stateless_gamma`` and a
-hypernetwork whose outputs are another layer's weights.
+teachers, SimCLR's NT-Xent loss, mixup with a seeded Beta coefficient and a hypernetwork whose
+outputs are another layer's weights.  A second half puts the tape, compiled functions and assigns
+together: SAM on one persistent tape, the power iteration's assign inside a function called under
+an eager tape, a compiled MAML inner update, optimizers first built inside a converted ``if``,
+Lookahead synced by ``tf.cond`` branches with no outputs, per-example gradients inside a function
+and of a Keras model, per-layer clipping of ``IndexedSlices``, NT-Xent with a ``-inf`` diagonal and
+a hypernetwork module built in its first trace.
+
+tapejax's random values are not TF's (README: TF's seed rules, other values), so every number a
+program trains on is drawn with NumPy; the ``tf.random.Generator`` programs check what users rely
+on (a seed replays its stream, draws advance).  The Keras-3-specific versions of these tricks
+(``SpectralNormalization``, keras.io's SAM ``train_step``, ...) are in ``keras3_programs16b.py``.
 """
 import numpy as np
 
-from .harness import init_array, mlp, mlp_vars, parity, raises, regression_data
+from .harness import init_array, keras_init, mlp, mlp_vars, parity, raises, regression_data, xfail_on_tapejax
 
 TOL = dict(rtol=2e-5, atol=2e-6)
 LOOSE = dict(rtol=1e-4, atol=1e-5)
@@ -51,7 +61,7 @@ def test_adaptive_sam_perturbs_each_weight_by_its_magnitude_and_skips_biases(tf)
         return loss, tape.gradient(loss, vs)
 
     out = []
-    for _ in range(3):
+    for _ in range(2):
         loss, g = first_grad(x, y)
         t = [tf.abs(v) + eta if len(v.shape) == 2 else tf.ones_like(v) for v in vs]
         norm = tf.linalg.global_norm([ti * gi for ti, gi in zip(t, g)])
@@ -102,7 +112,7 @@ def test_sam_step_compiled_whole_on_a_keras_model_with_momentum(tf):
         return loss, loss2
 
     out = []
-    for _ in range(3):
+    for _ in range(2):
         loss, loss2 = sam_step(x, y)
         out.append((loss, loss2, bce(y, model(x))))
     return out, model.get_weights(), int(opt.iterations)
@@ -611,7 +621,7 @@ def test_distillation_from_an_unwatched_teacher_with_temperature_scaled_kl(tf):
     opt = tf.keras.optimizers.legacy.Adam(0.05)
     temp = 3.0
     out = []
-    for _ in range(3):
+    for _ in range(2):
         with tf.GradientTape() as tape:
             t_logits = tf.matmul(x, t_kernel)
             with tape.stop_recording():
@@ -673,7 +683,7 @@ def test_mixup_with_a_seeded_beta_coefficient_and_permutation(tf):
     cce = tf.keras.losses.CategoricalCrossentropy(from_logits=True)
     opt = tf.keras.optimizers.legacy.Adam(0.05)
     out = []
-    for step in range(3):
+    for step in range(2):
         lam = tf.constant(rs.beta(0.4, 0.4), tf.float32)
         perm = tf.constant(rs.permutation(6).astype(np.int32))
         xm = lam * x + (1.0 - lam) * tf.gather(x, perm)
@@ -827,26 +837,30 @@ def test_maml_inner_update_compiled_and_differentiated_by_the_outer_tape(tf):
 @parity(modes=True, **LOOSE)
 def test_optimizer_first_applied_inside_a_converted_if_on_a_step_counter(tf):
     """A compiled step that applies Adam only on even steps (a Python ``if`` on a Variable,
-    converted to a cond): the optimizer's slots and ``iterations`` are first made inside the
-    branch's trace (TF makes them under ``init_scope``), so the first call runs and the weights
-    move only on the second."""
+    converted to a cond), a legacy Adam and a new one side by side: the optimizers' slots and
+    ``iterations`` are first made inside the branch's trace (TF makes them under
+    ``init_scope``), so the first call runs and the weights move only on the second."""
     x, y = regression_data(n=6, d=3, seed=531)
     vs = mlp_vars(tf, seed=532)
+    vs2 = mlp_vars(tf, seed=532)
     opt = tf.keras.optimizers.legacy.Adam(0.05)
+    opt2 = tf.keras.optimizers.Adam(0.05)
     count = tf.Variable(0)
 
     @tf.function
     def step(xb, yb):
-        with tf.GradientTape() as tape:
+        with tf.GradientTape(persistent=True) as tape:
             loss = _mse(tf, vs, xb, yb)
-        g = tape.gradient(loss, vs)
+            loss2 = _mse(tf, vs2, xb, yb)
+        g, g2 = tape.gradient(loss, vs), tape.gradient(loss2, vs2)
         count.assign_add(1)
         if count % 2 == 0:
             opt.apply_gradients(zip(g, vs))
-        return loss
+            opt2.apply_gradients(zip(g2, vs2))
+        return loss, loss2
 
-    res = [(raises(step, x, y), [tf.identity(v) for v in vs]) for _ in range(3)]
-    return res, count, int(opt.iterations)
+    res = [(raises(step, x, y), [tf.identity(v) for v in vs + vs2]) for _ in range(3)]
+    return res, count, int(opt.iterations), int(opt2.iterations)
 
 
 @parity(modes=True, **LOOSE)
@@ -919,7 +933,7 @@ def test_nt_xent_with_a_minus_inf_diagonal_by_where_and_logsumexp(tf):
     z0 = rs.randn(6, 3).astype(np.float32)
     w = tf.Variable(init_array((3, 3), 622))
     out = []
-    for _ in range(2):
+    for _ in range(1):
         with tf.GradientTape() as tape:
             z = tf.math.l2_normalize(tf.matmul(z0, w), axis=1)
             sim = tf.matmul(z, z, transpose_b=True) / 0.2
@@ -971,3 +985,115 @@ def test_hypernetwork_module_built_in_its_first_trace_emits_per_example_kernels(
 
     out = [step(ctx, x, y) for _ in range(3)]
     return out, hyper.hw, hyper.hb, len(hyper.trainable_variables)
+
+
+@parity(modes=True, **LOOSE)
+def test_lookahead_synced_by_tf_cond_branches_that_only_assign(tf):
+    """Lookahead in a compiled step whose sync is ``tf.cond(step % 2 == 0, lambda: sync(),
+    lambda: None)`` (branches with assigns and no outputs: the cond gives None), then the same
+    step with a converted ``if`` every third step; the weights read right after the cond in the
+    same function must see the sync."""
+    x, y = regression_data(n=8, d=3, seed=801)
+    vs = mlp_vars(tf, seed=802)
+    slow = [tf.Variable(v, trainable=False) for v in vs]
+    step_v = tf.Variable(0)
+    opt = tf.keras.optimizers.legacy.SGD(0.1, momentum=0.5)
+
+    def sync():
+        for s, v in zip(slow, vs):
+            s.assign_add(0.5 * (v - s))
+            v.assign(s)
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            loss = _mse(tf, vs, x, y)
+        opt.apply_gradients(zip(tape.gradient(loss, vs), vs))
+        step_v.assign_add(1)
+        r = tf.cond(step_v % 2 == 0, lambda: sync(), lambda: None)
+        return loss, r is None, tf.identity(vs[0]), tf.identity(slow[0])
+
+    @tf.function
+    def step2(x, y):
+        with tf.GradientTape() as tape:
+            loss = _mse(tf, vs, x, y)
+        opt.apply_gradients(zip(tape.gradient(loss, vs), vs))
+        step_v.assign_add(1)
+        if step_v % 3 == 0:
+            sync()
+        return loss, vs[1] + 0.0
+
+    out = [step(x, y) for _ in range(3)] + [step2(x, y) for _ in range(3)]
+    return out, vs, slow
+
+
+@parity(modes=True, **LOOSE)
+def test_per_example_gradients_of_a_keras_model_by_jacobian_vectorized_map_and_map_fn(tf):
+    """Per-example gradients of a Keras model: ``tape.jacobian`` of its per-example losses w.r.t.
+    ``model.trainable_variables`` with ``experimental_use_pfor`` on and off (off on a
+    non-persistent tape is TF's RuntimeError eagerly), ``tf.vectorized_map`` and ``tf.map_fn``
+    of an inner tape around a call of the model on one example."""
+    x, y = regression_data(n=4, d=3, seed=821)
+    model = tf.keras.Sequential([tf.keras.layers.Dense(3, activation="tanh"), tf.keras.layers.Dense(1)])
+    model.build((None, 3))
+    keras_init(model, 822)
+    out = []
+    for pfor in (True, False):
+        with tf.GradientTape() as tape:
+            losses = tf.reduce_sum((model(x) - y) ** 2, axis=1)
+        out.append(raises(tape.jacobian, losses, model.trainable_variables, experimental_use_pfor=pfor))
+        with tf.GradientTape(persistent=True) as tape:
+            losses = tf.reduce_sum((model(x) - y) ** 2, axis=1)
+        out.append(tape.jacobian(losses, model.trainable_variables, experimental_use_pfor=pfor))
+
+    def per_example(e):
+        with tf.GradientTape() as t:
+            li = tf.reduce_sum((model(e[0][None]) - e[1]) ** 2)
+        return t.gradient(li, model.trainable_variables)
+
+    vm = tf.vectorized_map(per_example, (tf.constant(x), tf.constant(y)))
+    mf = tf.map_fn(per_example, (tf.constant(x), tf.constant(y)),
+                   fn_output_signature=[tf.TensorSpec(v.shape, tf.float32) for v in model.trainable_variables])
+    return out, vm, mf
+
+
+@xfail_on_tapejax("a top-level Keras call is one tape op over the layer's call traced abstractly "
+                  "(tapejax/keras/README.md, 'a top-level call is one op'), so a Python branch on a "
+                  "Variable's value (``.numpy()``) inside ``call`` has no concrete value; TF's eager "
+                  "Keras runs ``call`` eagerly")
+@parity(modes=True, **LOOSE)
+def test_weight_norm_data_dependent_init_by_a_python_branch_inside_the_layers_call(tf):
+    """Weight normalisation whose data-dependent initialisation runs inside the layer's first
+    training call, guarded by a Python ``if`` on a flag Variable's ``.numpy()`` (common in
+    eager-only research code): ``g`` and the bias are ``assign``ed from the batch's statistics,
+    then used."""
+    x, y = regression_data(n=8, d=3, seed=861)
+
+    class WeightNormDense(tf.keras.layers.Layer):
+        def build(self, shape):
+            self.v = self.add_weight(shape=(3, 2), name="v")
+            self.g = self.add_weight(shape=(2,), initializer="ones", name="g")
+            self.b = self.add_weight(shape=(2,), initializer="zeros", name="b")
+            self.done = self.add_weight(shape=(), initializer="zeros", trainable=False, name="done")
+
+        def call(self, x, training=False):
+            kernel = self.v / tf.norm(self.v, axis=0)
+            if training and float(self.done.numpy()) == 0.0:
+                mean, var = tf.nn.moments(tf.matmul(x, kernel), axes=[0])
+                self.g.assign(1.0 / tf.sqrt(var + 1e-6))
+                self.b.assign(-mean / tf.sqrt(var + 1e-6))
+                self.done.assign(1.0)
+            return tf.matmul(x, kernel * self.g) + self.b
+
+    layer = WeightNormDense()
+    layer.build((None, 3))
+    layer.v.assign(init_array((3, 2), 862))
+    out = []
+    for _ in range(2):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((tf.reduce_sum(layer(x, training=True), axis=1, keepdims=True) - y) ** 2)
+        g = tape.gradient(loss, [layer.v, layer.g, layer.b])
+        for v, gi in zip([layer.v, layer.g, layer.b], g):
+            v.assign_sub(0.1 * gi)
+        out.append((loss, g))
+    return out, layer.v, layer.g, layer.b
