@@ -19,8 +19,9 @@ outputs are another layer's weights.  A second half puts the tape, compiled func
 together: SAM on one persistent tape, the power iteration's assign inside a function called under
 an eager tape, a compiled MAML inner update, optimizers first built inside a converted ``if``,
 Lookahead synced by ``tf.cond`` branches with no outputs, per-example gradients inside a function
-and of a Keras model, per-layer clipping of ``IndexedSlices``, NT-Xent with a ``-inf`` diagonal and
-a hypernetwork module built in its first trace.
+and of a Keras model, per-layer clipping of ``IndexedSlices`` and their accumulation by
+``assign_add``, gradient-norm penalties at a zero gradient, NT-Xent with a ``-inf`` diagonal and a
+hypernetwork module built in its first trace.
 
 tapejax's random values are not TF's (README: TF's seed rules, other values), so every number a
 program trains on is drawn with NumPy; the ``tf.random.Generator`` programs check what users rely
@@ -1097,3 +1098,68 @@ def test_weight_norm_data_dependent_init_by_a_python_branch_inside_the_layers_ca
             v.assign_sub(0.1 * gi)
         out.append((loss, g))
     return out, layer.v, layer.g, layer.b
+
+
+@parity(modes=True, **LOOSE)
+def test_accumulating_an_embedding_models_sparse_gradients_by_assign_add(tf):
+    """Gradient accumulation for a bag-of-embeddings classifier: the embedding's gradient is
+    ``IndexedSlices`` and goes into its dense accumulator by ``assign_add`` as it is (TF converts
+    it, repeated ids summed), eagerly for the first update and in a compiled step for the second;
+    every second micro-batch Adam applies the averaged accumulators and they are zeroed."""
+    rs = np.random.RandomState(911)
+    ids = rs.randint(0, 6, size=(8, 3)).astype(np.int32)
+    labels = rs.randint(0, 2, size=8).astype(np.int32)
+    emb = tf.Variable(init_array((6, 3), 912))
+    head = tf.Variable(init_array((3, 2), 913))
+    vs = [emb, head]
+    accs = [tf.Variable(tf.zeros_like(v), trainable=False) for v in vs]
+    opt = tf.keras.optimizers.legacy.Adam(0.05)
+
+    def micro(ids_b, labels_b):
+        with tf.GradientTape() as tape:
+            logits = tf.matmul(tf.reduce_mean(tf.nn.embedding_lookup(emb, ids_b), axis=1), head)
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels_b, logits))
+        g = tape.gradient(loss, vs)
+        for a, gi in zip(accs, g):
+            a.assign_add(gi)
+        return loss, type(g[0]).__name__
+
+    def apply():
+        opt.apply_gradients(zip([a / 2.0 for a in accs], vs))
+        for a in accs:
+            a.assign(tf.zeros_like(a))
+
+    compiled = tf.function(lambda i, l: micro(i, l)[0])
+    out = []
+    for k in range(4):
+        sl = slice(2 * k, 2 * k + 2)
+        if k < 2:
+            out.append(micro(ids[sl], labels[sl]))
+        else:
+            out.append(compiled(ids[sl], labels[sl]))
+        out.append([tf.identity(a) for a in accs])
+        if k % 2 == 1:
+            apply()
+    return out, vs, int(opt.iterations)
+
+
+@parity(modes=True, **LOOSE)
+def test_gradient_norm_penalties_differentiated_where_a_dead_relu_makes_the_gradient_zero(tf):
+    """A gradient-norm penalty on a layer whose ReLU is dead, so its inner gradient is zero:
+    the outer gradients of ``global_norm``, ``clip_by_norm``, ``norm`` and ``clip_by_global_norm``
+    of those zero gradients are TF's (NaN where TF's ``sqrt`` at 0 gives one, zeros where its
+    safe forms do)."""
+    w = tf.Variable([[-1.0], [-1.0]])
+    b = tf.Variable([0.0])
+    w2 = tf.Variable([[0.5]])
+    with tf.GradientTape(persistent=True) as outer:
+        with tf.GradientTape() as inner:
+            h = tf.nn.relu(tf.matmul(tf.constant([[1.0, 1.0]]), w) + b)
+            loss = tf.reduce_sum(tf.matmul(h, w2))
+        g = inner.gradient(loss, [w, b, w2])
+        gn = tf.linalg.global_norm(g)
+        cn = tf.clip_by_norm(g[0], 1.0)
+        n0 = tf.norm(g[0])
+        cg, _ = tf.clip_by_global_norm(g, 1.0)
+    return ((g, gn, cn, n0), outer.gradient(gn, [w, b, w2]), outer.gradient(cn, [w, b, w2]),
+            outer.gradient(n0, [w, b, w2]), outer.gradient(cg, [w, b, w2]))
