@@ -288,3 +288,20 @@ def program_weight_norm_with_data_dependent_init_and_mean_only_batch_norm(tf, ke
         opt.apply_gradients(zip(g[:-1], variables))
         out.append((loss, g, np.array(wn.g), np.array(bn.running)))
     return out, [np.array(w) for w in wn.weights + head.weights]
+
+
+def program_spectral_normalization_under_fit_with_tf_keras_optimizer(tf, keras):
+    """``SpectralNormalization`` in a model trained by ``fit`` with ``tf.keras.optimizers.SGD``
+    (TF's default train step): each training call's ``kernel / sigma`` assign is kept and the
+    optimizer steps from it.  (With a Keras 3 optimizer tapejax's ``fit`` is Keras's JAX trainer,
+    whose ``stateless_call`` keeps only non-trainable updates, so the assign is lost there.)"""
+    rs = np.random.RandomState(961)
+    x = rs.randn(8, 3).astype(np.float32)
+    y = rs.randn(8, 1).astype(np.float32)
+    model = keras.Sequential([keras.Input((3,)),
+                              keras.layers.SpectralNormalization(keras.layers.Dense(4, activation="tanh")),
+                              keras.layers.Dense(1)])
+    _init(model, 962)
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss="mse")
+    h = model.fit(x, y, batch_size=4, epochs=2, verbose=0, shuffle=False)
+    return h.history["loss"], [np.array(w) for w in model.weights]
