@@ -1076,6 +1076,7 @@ def test_weight_norm_data_dependent_init_by_a_python_branch_inside_the_layers_ca
             self.g = self.add_weight(shape=(2,), initializer="ones", name="g")
             self.b = self.add_weight(shape=(2,), initializer="zeros", name="b")
             self.done = self.add_weight(shape=(), initializer="zeros", trainable=False, name="done")
+            self.built = True
 
         def call(self, x, training=False):
             kernel = self.v / tf.norm(self.v, axis=0)
@@ -1163,3 +1164,55 @@ def test_gradient_norm_penalties_differentiated_where_a_dead_relu_makes_the_grad
         cg, _ = tf.clip_by_global_norm(g, 1.0)
     return ((g, gn, cn, n0), outer.gradient(gn, [w, b, w2]), outer.gradient(cn, [w, b, w2]),
             outer.gradient(n0, [w, b, w2]), outer.gradient(cg, [w, b, w2]))
+
+
+@parity(modes=True, **LOOSE)
+def test_hand_written_spectral_norm_and_mean_only_batch_norm_keras_layers(tf):
+    """Two Keras layers of TF2 GAN / weight-norm repositories that ``assign`` a non-trainable
+    weight in ``call`` and read it after: a spectral-norm Dense (one power-iteration step with no
+    ``stop_gradient``, ``self.u.assign(u_new)``, sigma from the read after the assign) and mean-only
+    batch norm (``self.running.assign(0.5 * running + 0.5 * batch_mean)``, output ``x - running``):
+    TF's assign records no gradient, so nothing flows through the batch mean into the kernel;
+    eager steps, then compiled ones."""
+    x, y = regression_data(n=6, d=3, seed=971)
+
+    class SNDense(tf.keras.layers.Layer):
+        def build(self, shape):
+            self.w = self.add_weight(shape=(3, 2), name="kernel")
+            self.u = self.add_weight(shape=(1, 2), initializer="ones", trainable=False, name="u")
+            self.built = True   # (else the first call builds again, with fresh random weights)
+
+        def call(self, x, training=False):
+            v = tf.math.l2_normalize(tf.matmul(self.u, self.w, transpose_b=True))
+            if training:
+                self.u.assign(tf.math.l2_normalize(tf.matmul(v, self.w)))
+            sigma = tf.reduce_sum(tf.matmul(v, self.w) * self.u)
+            return tf.matmul(x, self.w / sigma)
+
+    class MeanOnlyBN(tf.keras.layers.Layer):
+        def build(self, shape):
+            self.running = self.add_weight(shape=(2,), initializer="zeros", trainable=False, name="mean")
+            self.built = True
+
+        def call(self, x, training=False):
+            if training:
+                self.running.assign(0.5 * self.running + 0.5 * tf.reduce_mean(x, axis=0))
+            return x - self.running
+
+    sn, bn = SNDense(), MeanOnlyBN()
+    sn.build((None, 3))
+    bn.build((None, 2))
+    sn.w.assign(init_array((3, 2), 972))
+    opt = tf.keras.optimizers.legacy.SGD(0.1)
+
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            h = bn(tf.tanh(sn(x, training=True)), training=True)
+            loss = tf.reduce_mean((tf.reduce_sum(h, axis=1, keepdims=True) - y) ** 2)
+        g = tape.gradient(loss, [sn.w, sn.u, bn.running])
+        opt.apply_gradients(zip(g[:1], [sn.w]))
+        return loss, g[0], g[1] is None, g[2] is None, tf.identity(sn.u), tf.identity(bn.running)
+
+    compiled = tf.function(step)
+    out = [(step if i < 2 else compiled)(x, y) for i in range(4)]
+    return out, sn.w, sn.u, bn.running, bn(sn(x))
