@@ -48,6 +48,7 @@ def test_assign_errors_leave_the_value_unchanged(op, value, exc):
         getattr(v, op)(value)
     np.testing.assert_array_equal(v.numpy(), [1.0, 2.0])
 
+
 def test_assign_family_densifies_indexed_slices_as_tf():
     """TF converts an assign's value with ``convert_to_tensor``, so an embedding's ``IndexedSlices``
     gradient accumulates by ``assign_add`` (repeated rows summed), eagerly and in a function;
@@ -196,4 +197,3 @@ def test_in_place_operators_raise_as_tf():
     assert float(v) == 2.0
     w //= 1.0
     assert isinstance(w, tf.Tensor) and not isinstance(w, tf.Variable)
-
