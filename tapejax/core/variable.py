@@ -46,6 +46,7 @@ import numpy as np
 
 from . import dtypes as _dtypes, state as _state, transfer
 from .array_protocol import protocol as _protocol
+from .conversion import conversion_for
 from .convert import convert_to_tensor
 from .creator import ScopedCreation
 from .devices import device_name
@@ -391,8 +392,8 @@ class Variable(metaclass=ScopedCreation):
         if _state._local.collector is not None:  # a tapejax.function is tracing
             _state._local.collector.touch(self, True)
         want = np.dtype(self._value.dtype)
-        if isinstance(value, (Tensor, Variable)):
-            new = convert_to_tensor(value)._value
+        if isinstance(value, (Tensor, Variable)) or conversion_for(type(value)) is not None:
+            new = convert_to_tensor(value)._value   # (a registered conversion: IndexedSlices densified, as TF)
             if new.dtype != want:
                 raise ValueError(f"Tensor conversion requested dtype {want.name} for Tensor with "
                                  f"dtype {np.dtype(new.dtype).name}: {value!r}")
