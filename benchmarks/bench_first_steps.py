@@ -5,7 +5,8 @@ Run:  python benchmarks/bench_first_steps.py [--quick] [--parts first,cache,rss]
 Every number comes from a fresh Python process (one per system and model, interleaved over
 ``--reps`` rounds; the table gives medians), so it includes what a user waits for after
 ``import``: tracing, compiling, the first dispatches.  Imports and building the model and data
-are not timed (they are printed apart).
+are not timed (they are printed apart).  tapejax's sources are byte-compiled first, as
+``pip install`` does (``compile_sources``).
 
 * ``first``: the wall time of the first three training steps (each waits for its loss) of
   - ``jax.jit``: ``jax.jit(value_and_grad + optax)`` with donated parameters and state (the limit),
@@ -130,12 +131,32 @@ print(json.dumps(dict(import_s=t_import, setup_s=t_setup, steps_s=times, rss0_ki
 """
 
 
+def _child_path():
+    """The children's PYTHONPATH: a PYTHONPATH given to the benchmark first (another tree's
+    tapejax, for a before/after run), then this tree."""
+    given = os.environ.get("PYTHONPATH")
+    return (given + os.pathsep if given else "") + ROOT
+
+
+def compile_sources():
+    """Byte-compile the tapejax package the children import, as ``pip install`` does: with
+    PYTHONDONTWRITEBYTECODE set (as on some CI machines) a source tree is otherwise compiled from
+    source in every child, at import and at each module imported lazily during the first steps,
+    while jax's installed modules load from their ``.pyc`` files."""
+    import compileall
+    for entry in _child_path().split(os.pathsep):
+        pkg = os.path.join(entry, "tapejax")
+        if os.path.isdir(pkg):
+            compileall.compile_dir(pkg, quiet=1)
+            return pkg
+    return None
+
+
 def child(kind, model, mode="first", steps=3, import_tj=True, env=None):
     """Run one fresh process; its JSON record."""
     e = dict(os.environ)
     e["BENCH_MODEL"] = json.dumps(MODELS[model])
-    # (a PYTHONPATH given to the benchmark comes first: another tree's tapejax, for a before/after run)
-    e["PYTHONPATH"] = (e["PYTHONPATH"] + os.pathsep if e.get("PYTHONPATH") else "") + ROOT
+    e["PYTHONPATH"] = _child_path()
     e.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if env:
         e.update(env)
@@ -223,7 +244,8 @@ def main(argv=None):
     a = ap.parse_args(argv)
     reps = a.reps or (1 if a.quick else 3)
     import jax
-    print(f"jax {jax.__version__} on {jax.devices()[0].platform}, {os.cpu_count()} CPUs\n")
+    print(f"jax {jax.__version__} on {jax.devices()[0].platform}, {os.cpu_count()} CPUs; "
+          f"byte-compiled {compile_sources()} first\n")
     parts = a.parts.split(",")
     if "first" in parts:
         first_steps(reps)

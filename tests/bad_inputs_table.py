@@ -558,6 +558,30 @@ row("op-cast-bad-dtype", lambda tf, w: tf.cast(w.x, "floot"),
     "TypeError", ["'floot'", "dtype"], world=recording)
 row("op-one-hot-float-indices", lambda tf, w: tf.one_hot(w.x, 3),
     "InvalidArgumentError", ["indices", "float32"], world=recording)
+row("op-reshape-none-shape", lambda tf, w: tf.reshape(w.x, None),
+    "ValueError", ["None", "unsupported type"], world=recording)
+row("op-reshape-none-tensor", lambda tf, w: tf.reshape(None, [3]),
+    "ValueError", ["None", "unsupported type"], world=recording)
+row("op-concat-none-value", lambda tf, w: tf.concat([w.x, None], axis=0),
+    "ValueError", ["None", "unsupported type"], world=recording)
+row("op-stack-none-value", lambda tf, w: tf.stack([w.x, None]),
+    "ValueError", ["None", "unsupported type"], world=recording)
+row("op-zeros-none-dim", lambda tf, w: tf.zeros([None, 2]),
+    "ValueError", ["None", "unsupported type"], world=recording)
+row("op-ones-none-shape", lambda tf, w: tf.ones(None),
+    "ValueError", ["None", "unsupported type"], world=recording)
+row("op-fill-negative-dim", lambda tf, w: tf.fill([-1, 2], 1.0),
+    "InvalidArgumentError", ["Dimension -1", ">= 0", "`shape`", "[-1, 2]"], world=recording)
+row("op-eye-negative-rows", lambda tf, w: tf.eye(-1),
+    "InvalidArgumentError", ["Dimension -1", ">= 0"], world=recording)
+row("op-random-normal-negative-dim", lambda tf, w: tf.random.normal([-1]),
+    "InvalidArgumentError", ["Dimension -1", ">= 0", "RandomStandardNormal"], world=recording)
+row("op-random-uniform-negative-dim", lambda tf, w: tf.random.uniform([2, -3]),
+    "InvalidArgumentError", ["Dimension -3", ">= 0", "RandomUniform"], world=recording)
+row("op-argmax-axis-out-of-range", lambda tf, w: tf.argmax(tf.constant(M23), axis=2),
+    "InvalidArgumentError", ["`axis`", "[-2, 2)", "got 2"], world=recording)
+row("op-transpose-string-perm", lambda tf, w: tf.transpose(tf.constant(M23), "ab"),
+    "InvalidArgumentError", ["`perm`", "string", "int32, int64"], world=recording)
 row("op-range-zero-delta", lambda tf, w: tf.range(0, 10, 0),
     "InvalidArgumentError", ["delta", "0"], world=recording)
 row("op-range-inf-limit", lambda tf, w: tf.range(0.0, float("inf")),

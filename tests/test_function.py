@@ -668,6 +668,34 @@ def test_typed_prng_key_outputs_are_jax_key_arrays():
                                       jax.random.key_data(jax.random.split(key)[0]))
 
 
+def test_typed_prng_key_arguments_are_jax_key_arrays_in_the_body():
+    """A typed key argument reaches the body as the JAX key array, as in ``jax.jit``, so the body
+    calls ``jax.random`` on it (it was a Tensor there: ``jax.random.split(key)`` raised TypeError
+    "Cannot convert value key<fry> to a tapejax DType"); in a structure too; one trace for all
+    keys, and the keys and values are jax.jit's."""
+    seen = []
+
+    @tf.function
+    def step(key, state):
+        seen.append(type(key))
+        key, sub = jax.random.split(key)
+        return key, state["x"] + jax.random.normal(sub, (2,)) + jax.random.uniform(state["k"], (2,))
+
+    def pure(key, state):
+        key, sub = jax.random.split(key)
+        return key, state["x"] + jax.random.normal(sub, (2,)) + jax.random.uniform(state["k"], (2,))
+    ref = jax.jit(pure)
+    key = want = jax.random.key(1)
+    for i in range(3):
+        state = {"x": np.array([1.0, 2.0], np.float32), "k": jax.random.key(10 + i)}
+        key, y = step(key, state)
+        want, y_want = ref(want, state)
+        np.testing.assert_array_equal(jax.random.key_data(key), jax.random.key_data(want))
+        np.testing.assert_allclose(np.asarray(y), np.asarray(y_want), rtol=1e-6)
+    assert step.experimental_get_tracing_count() == 1
+    assert not issubclass(seen[0], tf.Tensor)
+
+
 def test_a_variable_of_declared_shape_assigned_another_shape_makes_its_functions_trace_again():
     """A function reading (or assigning) a Variable made with ``shape=[None, 3]`` drops its programs
     when an ``assign`` gives the Variable another shape: the next call traces again and sees the

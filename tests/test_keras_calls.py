@@ -102,6 +102,74 @@ def test_batchnorm_statistics_written_back_only_when_training():
     assert not np.allclose(bn.moving_mean.numpy(), before[0])
 
 
+
+class _Triples(K3.layers.Layer):
+    """A layer that writes its own trainable weight in ``call`` and reads it after."""
+
+    def build(self, shape):
+        self.w = self.add_weight(shape=(), initializer="ones")
+
+    def call(self, x):
+        self.w.assign(self.w * 3.0)
+        return x * self.w
+
+
+def test_a_trainable_variable_assigned_in_call_is_written_back_and_cut_from_the_gradient():
+    """TF (Keras 3 on TF): the assign is kept (w: 1 -> 3 -> 9), the read after it sees the new
+    value (y = 9 * sum(x) = 27) and its gradient is the read's, not through ``w * 3`` (3, not 9)."""
+    layer = _Triples()
+    x = tf.constant([1.0, 2.0])
+    layer(x)
+    assert float(layer.w.numpy()) == 3.0
+    with tf.GradientTape() as tape:
+        y = tf.reduce_sum(layer(x))
+    assert (float(y), float(tape.gradient(y, layer.w)), float(layer.w.numpy())) == (27.0, 3.0, 9.0)
+    traced = tf.function(lambda x: layer(x))
+    np.testing.assert_allclose(traced(x).numpy(), [27.0, 54.0])
+    assert float(layer.w.numpy()) == 27.0
+
+
+
+class _Centre(K3.layers.Layer):
+    """Mean-only batch norm: a non-trainable running mean assigned in ``call`` and read after."""
+
+    def build(self, shape):
+        self.running = self.add_weight(shape=(shape[-1],), initializer="zeros", trainable=False)
+
+    def call(self, x):
+        self.running.assign(0.5 * self.running + 0.5 * tf.reduce_mean(x, axis=0))
+        return x - self.running
+
+
+def test_a_state_read_after_its_assign_in_call_passes_no_gradient_to_what_it_was_computed_from():
+    """TF: ``x - running`` reads the Variable after the assign, a read the input does not reach,
+    so d sum(out) / dx is all ones (not ``1 - 0.5 / n`` through the batch mean)."""
+    layer = _Centre()
+    x = tf.constant(X)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        out = layer(x)
+    np.testing.assert_allclose(tape.gradient(out, x).numpy(), np.ones_like(X))
+    np.testing.assert_allclose(layer.running.numpy(), 0.5 * X.mean(axis=0), rtol=1e-6)
+    np.testing.assert_allclose(out.numpy(), X - 0.5 * X.mean(axis=0), rtol=1e-5, atol=1e-6)
+
+def test_spectral_normalization_writes_its_kernel_and_takes_the_gradient_at_the_normalised_one():
+    """``SpectralNormalization`` assigns ``kernel / sigma`` and ``u`` in a training call: both are
+    written back, and the kernel's gradient is the wrapped layer's at the normalised kernel."""
+    sn = K3.layers.SpectralNormalization(K3.layers.Dense(3, use_bias=False))
+    sn.build((None, 5))
+    k0 = RS.randn(5, 3).astype(np.float32)
+    sn.kernel.assign(k0)
+    with tf.GradientTape() as tape:
+        y = tf.reduce_sum(sn(X, training=True) ** 2)
+    g = tape.gradient(y, sn.kernel)
+    k1 = sn.kernel.numpy()
+    assert not np.allclose(k1, k0)
+    ratio = k0 / k1   # (kernel / sigma: one power-iteration step's estimate of sigma)
+    np.testing.assert_allclose(ratio, np.full_like(ratio, ratio[0, 0]), rtol=1e-5)
+    want = X.T @ (2.0 * (X @ k1))
+    np.testing.assert_allclose(g.numpy(), want, rtol=1e-5, atol=1e-5)
+
 def test_dropout_masks_follow_the_seed_and_advance():
     model = mlp(dropout=0.5)
     state = model.layers[1].seed_generator.state

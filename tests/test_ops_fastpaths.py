@@ -644,3 +644,36 @@ def test_a_none_operand_is_tfs_conversion_error(recording):
             with pytest.raises(ValueError, match=r"Attempt to convert a value \(None\)") as e:
                 fn()
             assert not isinstance(e.value, tf.errors.InvalidArgumentError)
+
+
+@pytest.mark.parametrize("deferred", [True, False])
+def test_a_jax_array_operand_takes_the_tensors_dtype_as_tf_converts_it(deferred):
+    """TF converts a JAX array next to a Tensor as NumPy data, to the Tensor's dtype (checked with
+    real TF: ``tf.constant([1.], tf.float16) * jnp.array([1.0001], jnp.float32)`` is float16 [1.],
+    an int32 Tensor times a float32 array is int32); tapejax let JAX promote (float32 [1.0001],
+    int32 -> float32), on either side, in ``tf.matmul`` and under ``jax.jit`` (a tracer) too.  A
+    bfloat16 Tensor takes a NumPy float32 scalar as bfloat16 (it was float32: bfloat16's NumPy
+    kind is "V")."""
+    prev = tf.set_deferred_execution(deferred)
+    try:
+        h = tf.constant([1.0, 2.0], tf.float16)
+        a32 = jnp.array([1.0001, 3.0], jnp.float32)
+        for got in (h * a32, a32 * h, tf.multiply(h, a32), tf.add(a32, h) - h):
+            assert got.dtype == tf.float16
+        np.testing.assert_array_equal(h * a32, np.array([1.0, 6.0], np.float16))
+        i = tf.constant([1, 2])
+        for got in (i * jnp.array([2.5, 1.5]), jnp.array([2.5, 1.5]) * i):
+            assert got.dtype == tf.int32 and got.numpy().tolist() == [2, 2]
+        mm = tf.matmul(tf.constant([[1.0]], tf.float16), jnp.array([[2.5]], jnp.float32))
+        assert mm.dtype == tf.float16 and mm.numpy().tolist() == [[2.5]]
+        traced = jax.jit(lambda a: jnp.asarray(h * a).astype(jnp.float32))(a32)
+        np.testing.assert_array_equal(traced, [1.0, 6.0])
+        bf = tf.constant([1.0], tf.bfloat16)
+        assert (bf * np.float32(2.5)).dtype == tf.bfloat16 and (bf * jnp.float32(2.5)).dtype == tf.bfloat16
+        x = tf.constant([1.0, 2.0])
+        with tf.GradientTape() as tape:   # (the converted array is a constant; the Tensor's gradient)
+            tape.watch(x)
+            y = tf.reduce_sum(jnp.array([3.0, 4.0], jnp.float16) * x)
+        assert tape.gradient(y, x).numpy().tolist() == [3.0, 4.0]
+    finally:
+        tf.set_deferred_execution(prev)

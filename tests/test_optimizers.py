@@ -207,6 +207,16 @@ def test_from_optax_transformation_needing_the_loss_says_it_is_not_supported():
     np.testing.assert_array_equal(v.numpy(), [1.0, 2.0])
 
 
+def test_from_optax_transformation_needing_its_own_params_structure_says_it_is_not_supported():
+    """optax.lookahead reads ``params.fast`` (its LookaheadParams): the bridge's list of variables
+    gave a bare AttributeError "'list' object has no attribute 'fast'"; now a line says why."""
+    v = tf.Variable([1.0, 2.0])
+    opt = optimizers.from_optax(optax.lookahead(optax.adam(0.1), 2, 0.5))
+    with pytest.raises(AttributeError, match="(?s)'fast'.*own parameter structure"):
+        opt.apply_gradients([(tf.constant([1.0, 1.0]), v)])
+    np.testing.assert_array_equal(v.numpy(), [1.0, 2.0])
+
+
 def test_minimize_callable_and_tensor_with_tape():
     v = tf.Variable(3.0)
     opt = optimizers.SGD(0.1)

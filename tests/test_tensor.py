@@ -350,3 +350,45 @@ def test_eager_scan_bodies_iterate_as_python_and_function_bodies_refuse():
         tf.function(lambda a: tf.scan(step, a, initializer=tf.constant(0.0)))(x)
     with pytest.raises(tf.errors.OperatorNotAllowedInGraphError):
         tf.function(lambda a: tf.foldl(lambda acc, row: acc + sum(row), a, initializer=tf.constant(0.0)))(x)
+
+
+def test_jax_array_on_the_left_defers_to_the_tensor_operator():
+    """TF's rule for ``np_array OP tensor`` (NumPy defers to the Tensor: the op is the Tensor's,
+    recorded) holds for a ``jax.Array`` or a JAX tracer on the left.  JAX's operators took the
+    Tensor's ``__jax_array__`` first and computed a jax.Array no tape saw: the gradient was None.
+    ``jnp.asarray`` and jnp functions still get the array."""
+    a = jnp.array([2.0, 3.0])
+    x = tf.constant([1.0, 4.0])
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        outs = [a + x, a - x, a * x, a / x, a ** x, a > x, a == x, a // x, a % x]
+        loss = tf.add_n([tf.reduce_sum(o) for o in outs[:5]])
+    assert all(isinstance(o, tf.Tensor) for o in outs)
+    assert outs[5].dtype == tf.bool and outs[6].dtype == tf.bool
+
+    def pure(x):
+        return sum(jnp.sum(o) for o in (a + x, a - x, a * x, a / x, a ** x))
+    np.testing.assert_allclose(tape.gradient(loss, x), jax.grad(pure)(jnp.array([1.0, 4.0])), rtol=1e-6)
+    np.testing.assert_array_equal(outs[7], np.array([2.0, 3.0]) // np.array([1.0, 4.0]))
+    assert isinstance(jnp.asarray(x), jax.Array) and isinstance(jnp.sin(x), jax.Array)
+    assert type(tf.Tensor.__jax_array__(x)) is type(jnp.asarray(x))
+    # a tracer on the left (a JAX user's jax.jit over tapejax code): the Tensor's op, on the tracer
+    got = jax.jit(lambda t: jnp.asarray(jnp.ones(2) * tf.convert_to_tensor(t) + t))(jnp.array([1.0, 2.0]))
+    np.testing.assert_allclose(got, [2.0, 4.0])
+
+
+def test_a_pytree_function_that_returns_no_array_gives_its_value_not_a_tensor():
+    """A Tensor is a pytree node whose leaf is its array: rebuilt from a JAX array (or tracer) it is
+    a Tensor, from anything else that thing.  ``jax.device_get(t)`` gave a Tensor holding a NumPy
+    array (a ``tapejax.function`` called on it raised AttributeError: no ``aval``), and
+    ``tree_map(lambda a: a.shape, t)`` a Tensor holding a tuple; now NumPy data and the tuple."""
+    t = tf.constant([1.0, 2.0])
+    host = jax.device_get(t)
+    assert type(host) is np.ndarray and host.tolist() == [1.0, 2.0]
+    assert jax.tree_util.tree_map(lambda a: a.shape, {"t": t}) == {"t": (2,)}
+    assert jax.tree_util.tree_map(lambda a: None, [t]) == [None]
+    assert jax.eval_shape(lambda a: a * 2, t) == jax.ShapeDtypeStruct((2,), jnp.float32)
+    doubled = jax.tree_util.tree_map(lambda a: a * 2, t)
+    assert type(doubled) is tf.Tensor and doubled.numpy().tolist() == [2.0, 4.0]
+    assert type(jax.jit(lambda a: a + 1)(t)) is tf.Tensor
+    np.testing.assert_allclose(tf.function(lambda a: a * 2.0)(host), [2.0, 4.0])

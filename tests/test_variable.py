@@ -49,6 +49,33 @@ def test_assign_errors_leave_the_value_unchanged(op, value, exc):
     np.testing.assert_array_equal(v.numpy(), [1.0, 2.0])
 
 
+def test_assign_family_densifies_indexed_slices_as_tf():
+    """TF converts an assign's value with ``convert_to_tensor``, so an embedding's ``IndexedSlices``
+    gradient accumulates by ``assign_add`` (repeated rows summed), eagerly and in a function;
+    another dtype is TF's ValueError, another dense shape its InvalidArgumentError."""
+    emb = tf.Variable([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    acc = tf.Variable(tf.zeros_like(emb))
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(tf.gather(emb, [0, 2, 2]) ** 2)
+    g = tape.gradient(loss, emb)
+    assert isinstance(g, tf.IndexedSlices)
+    acc.assign_add(g)
+    acc.assign_sub(tf.IndexedSlices(tf.constant([[1.0, 1.0]]), tf.constant([1]), tf.constant([3, 2])))
+    assert acc.numpy().tolist() == [[2.0, 4.0], [-1.0, -1.0], [20.0, 24.0]]
+
+    @tf.function
+    def twice(g):
+        acc.assign(g)
+        acc.assign_add(g)
+        return acc.read_value()
+
+    assert twice(g).numpy().tolist() == [[4.0, 8.0], [0.0, 0.0], [40.0, 48.0]]
+    with pytest.raises(ValueError):
+        tf.Variable(np.zeros((3, 2), np.int32)).assign_add(g)
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        acc.assign_add(tf.IndexedSlices(tf.constant([[1.0, 1.0]]), tf.constant([1]), tf.constant([4, 2])))
+
+
 def test_int_variable_assign_float_is_type_error():
     v = tf.Variable([1, 2])
     with pytest.raises(TypeError, match="Cannot convert"):
@@ -170,3 +197,17 @@ def test_in_place_operators_raise_as_tf():
     assert float(v) == 2.0
     w //= 1.0
     assert isinstance(w, tf.Tensor) and not isinstance(w, tf.Variable)
+
+
+def test_jax_array_on_the_left_of_a_variable_is_a_recorded_read():
+    """``jax_array @ variable`` reads the Variable through the Tensor operator (TF's rule for a
+    NumPy array on the left), so the tape watches it; it was JAX's product, gradient None."""
+    import jax.numpy as jnp
+    x = jnp.array([[1.0, 2.0], [3.0, 4.0]])
+    w = tf.Variable([[0.5], [-1.0]])
+    with tf.GradientTape() as tape:
+        y = x @ w
+        loss = tf.reduce_sum(jnp.ones((2, 1)) * y)
+    assert isinstance(y, tf.Tensor)
+    np.testing.assert_allclose(tape.gradient(loss, w), [[4.0], [6.0]])
+    np.testing.assert_allclose(jnp.asarray(w), [[0.5], [-1.0]])

@@ -25,10 +25,12 @@ error, conversion runs as always.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import inspect
 import json
 import os
+import re
 import sys
 import tempfile
 import types
@@ -47,15 +49,40 @@ _DIRECTIVES = {id(directives.set_loop_options): "set_loop_options",
                id(directives.set_element_type): "set_element_type"}
 
 
+_DIST_INFO = re.compile(r"diastatic[-_.]malt-(.+)\.dist-info$", re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=None)
 def _malt_version() -> str:
+    """malt's installed version, read once and only when a key is made (the cache is on).
+
+    ``importlib.metadata.version`` scans every distribution on ``sys.path`` (10-30 ms here): it
+    would run on every process's first ``tapejax.function`` call.  ``package_version`` reads
+    malt's ``*.dist-info`` folder beside the package instead."""
+    import malt
+    return package_version(os.path.dirname(os.path.abspath(malt.__file__)))
+
+
+def package_version(pkg: str) -> str:
+    """The version of the distribution installed as the package folder ``pkg``, from the
+    ``diastatic_malt-<version>.dist-info`` folders beside it (all of them, where an install left
+    two); where there is none (a source checkout), the modification times of the package's
+    modules, which a change to them moves."""
     try:
-        from importlib.metadata import version
-        return version("diastatic-malt")
-    except Exception:  # noqa: BLE001 - (not installed as a distribution: no stable version to key on)
-        return "unknown"
+        found = sorted(m.group(1) for m in map(_DIST_INFO.match, os.listdir(os.path.dirname(pkg))) if m)
+    except OSError:
+        found = []
+    if found:
+        return "|".join(found)
+    stamps = []
+    for root, _dirs, files in os.walk(pkg):
+        stamps.extend(os.stat(os.path.join(root, f)).st_mtime_ns for f in files if f.endswith(".py"))
+    return f"mtime-{max(stamps, default=0)}-{len(stamps)}"
 
 
-_VERSIONS = (FORMAT, sys.version, _malt_version())
+def _versions() -> Tuple[Any, ...]:
+    """What every key holds: this format's, Python's and malt's versions."""
+    return (FORMAT, sys.version, _malt_version())
 
 
 def _kind(value: Any) -> str:
@@ -118,7 +145,7 @@ def key(fn: types.FunctionType, options_key: Any, future_features: Tuple[str, ..
         return None
     options = sorted((k, repr(sorted(map(str, v)) if isinstance(v, (set, frozenset)) else v))
                      for k, v in vars(options_key).items())
-    parts = (_VERSIONS, options, tuple(future_features), os.path.abspath(filename),
+    parts = (_versions(), options, tuple(future_features), os.path.abspath(filename),
              code.co_firstlineno, fn.__name__, code.co_freevars, source)
     return hashlib.sha256(repr(parts).encode("utf-8")).hexdigest()
 

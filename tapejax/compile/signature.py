@@ -417,8 +417,11 @@ def tensor_args(x, out: List[Any]) -> None:
 
 
 def template(x):
-    """The argument structure with dynamic leaves (and TensorSpecs) replaced by ``DYN``."""
+    """The argument structure with dynamic leaves (and TensorSpecs) replaced by ``DYN`` (``RAW`` for
+    a typed PRNG key: the body gets the JAX key array, as ``jax.jit``'s does, for ``jax.random``)."""
     if isinstance(x, (Tensor, TensorSpec)) or isinstance(x, (_Array, _Tracer, np.ndarray, np.generic)):
+        if isinstance(x, (_Array, _Tracer)) and not isinstance(x.dtype, np.dtype):
+            return RAW
         return DYN
     t = type(x)
     if t is tuple or t is list:

@@ -21,6 +21,7 @@ import jax.core
 import numpy as np
 
 from . import dtypes as _dtypes
+from .array_protocol import protocol as _protocol
 from .devices import device_name
 from .errors import OperatorNotAllowedInGraphError, SymbolicArrayError, SymbolicNumpyError
 from .shape import TensorShape
@@ -161,7 +162,8 @@ class Tensor:
             raise SymbolicArrayError(f"Cannot convert a traced tensor to a NumPy array {_traced_what}")
         return array_of(self._value, dtype, copy)
 
-    def __jax_array__(self):
+    @_protocol
+    def __jax_array__(self):   # (hidden from jax.Array's operators: ``array_protocol``)
         return self._value
 
     def ref(self) -> "_Ref":
@@ -318,7 +320,11 @@ def _flatten(t):
 
 
 def _unflatten(_, children):
-    return Tensor(children[0])
+    # A JAX array or tracer is a Tensor again; anything else a pytree function put at the leaf is
+    # itself (``jax.device_get``'s NumPy data, ``tree_map(lambda t: t.shape, ...)``, JAX's
+    # placeholders): a Tensor holding it was no Tensor (``tapejax.function`` refused it).
+    v = children[0]
+    return Tensor(v) if isinstance(v, jax.Array) else v
 
 
 jax.tree_util.register_pytree_node(Tensor, _flatten, _unflatten)

@@ -45,6 +45,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import dtypes as _dtypes, state as _state, transfer
+from .array_protocol import protocol as _protocol
+from .conversion import conversion_for
 from .convert import convert_to_tensor
 from .creator import ScopedCreation
 from .devices import device_name
@@ -179,6 +181,8 @@ class Variable(metaclass=ScopedCreation):
     # (``register_methods``): they take IndexedSlices or index tensors, update the Variable in place
     # where it owns its buffer, and return it.
     sparse_read: ClassVar[Callable[..., Tensor]]
+    gather_nd: ClassVar[Callable[..., Tensor]]
+    count_up_to: ClassVar[Callable[..., Tensor]]
     scatter_add: ClassVar[Callable[..., Any]]
     scatter_sub: ClassVar[Callable[..., Any]]
     scatter_mul: ClassVar[Callable[..., Any]]
@@ -192,6 +196,11 @@ class Variable(metaclass=ScopedCreation):
     scatter_nd_update: ClassVar[Callable[..., Any]]
     scatter_nd_max: ClassVar[Callable[..., Any]]
     scatter_nd_min: ClassVar[Callable[..., Any]]
+
+    @property
+    def initial_value(self):
+        """TF 2's eager Variables keep no initial value: RuntimeError, as TF's."""
+        raise RuntimeError("This property is not supported when eager execution is enabled.")
 
     #: Whether an executor may compute an op from ``_val`` before the read is recorded (so a bad op
     #: reads nothing); False for a subclass with its own ``_read`` (``__init_subclass__``), whose
@@ -383,8 +392,8 @@ class Variable(metaclass=ScopedCreation):
         if _state._local.collector is not None:  # a tapejax.function is tracing
             _state._local.collector.touch(self, True)
         want = np.dtype(self._value.dtype)
-        if isinstance(value, (Tensor, Variable)):
-            new = convert_to_tensor(value)._value
+        if isinstance(value, (Tensor, Variable)) or conversion_for(type(value)) is not None:
+            new = convert_to_tensor(value)._value   # (a registered conversion: IndexedSlices densified, as TF)
             if new.dtype != want:
                 raise ValueError(f"Tensor conversion requested dtype {want.name} for Tensor with "
                                  f"dtype {np.dtype(new.dtype).name}: {value!r}")
@@ -480,7 +489,8 @@ class Variable(metaclass=ScopedCreation):
         # TF's ``np.asarray(self.numpy())``: the caller's own writable copy, never a view of the buffer
         return array_of(self._value, dtype, True)
 
-    def __jax_array__(self):
+    @_protocol
+    def __jax_array__(self):   # (hidden from jax.Array's operators: ``array_protocol``)
         if _state._local.collector is not None:  # a tapejax.function is tracing (jnp.f(variable))
             _state._local.collector.touch(self, False)
         v = self._value

@@ -16,9 +16,9 @@ no symbolic tensors, no raw JAX tracers among its inputs) runs as
   and are part of it), with TF's derivatives at kinks and ties
   (``ops.tf_rules``: a Keras MAE at a zero residual, an L1 penalty on zero
   weights, ``clip``'s bounds get TF's gradient, not JAX's);
-* its results are the call's outputs, then the new values of the
-  non-trainable variables the call updates (``BatchNormalization`` moving
-  statistics and Dropout seeds with ``training=True``), then the losses the
+* its results are the call's outputs, then the new values of the variables
+  the call assigns (``BatchNormalization`` moving statistics, Dropout seeds,
+  ``SpectralNormalization``'s kernel with ``training=True``), then the losses the
   call adds (``activity_regularizer``, ``add_loss``).  After the op the
   updates are assigned (not differentiable, as TF's assign) and the losses
   are put in the owning layers' ``_losses``, so ``model.losses`` sees them;
@@ -179,6 +179,38 @@ def _select(key: CallKey, flat):
     return flat if key.outputs is None else [flat[i] for i in key.outputs]
 
 
+@jax.custom_jvp
+def _read_after_assign(given, new):
+    return new
+
+
+@_read_after_assign.defjvp
+def _read_after_assign_jvp(primals, tangents):
+    return primals[1], tangents[0]
+
+
+class _AssignScope(StatelessScope):
+    """Keras's stateless scope with TF's ``assign`` inside a call: a later read of the variable
+    has the assigned value, and its derivative is the variable's (the op's operand for it, as a
+    TF read is watched), never through the assigned value's computation (``assign`` records no
+    gradient): a layer that writes its own trainable kernel in ``call`` (``SpectralNormalization``)
+    gets TF's gradient.  ``assigned`` keeps the values written, the call's state updates."""
+
+    def __init__(self, state_mapping, **kwargs):
+        super().__init__(state_mapping, **kwargs)
+        self.given = dict(self.state_mapping)
+        self.assigned: dict = {}
+
+    def add_update(self, update):
+        variable, value = update
+        self.assigned[id(variable)] = value
+        given = self.given.get(id(variable))
+        if (given is not None and jnp.issubdtype(value.dtype, jnp.inexact)
+                and given.shape == value.shape and given.dtype == value.dtype):
+            value = _read_after_assign(given, value)
+        self.state_mapping[id(variable)] = value
+
+
 def _run_stateful(key: CallKey, dyn):
     obj = key.target.get()
     trainable, other = _variables(key, obj)
@@ -198,9 +230,9 @@ def _run_stateful(key: CallKey, dyn):
     layers = layer_tree(obj) if hasattr(obj, "_flatten_layers") else [obj]
     kept = [(lay, list(lay._losses), set(lay._loss_ids)) for lay in layers if hasattr(obj, "_flatten_layers")]
     try:
-        with StatelessScope(state_mapping=list(zip(variables, values)), collect_losses=True) as scope:
+        with _AssignScope(state_mapping=list(zip(variables, values)), collect_losses=True) as scope:
             mapping = scope.state_mapping
-            given = [mapping.get(id(v)) for v in other]
+            given = [mapping.get(id(v)) for v in variables]
             out = key.caller(obj, args, kwargs)
             losses = list(scope.losses)
         owners = [next((j for j, lay in enumerate(layers) if id(x) in lay._loss_ids), 0) for x in losses]
@@ -213,11 +245,11 @@ def _run_stateful(key: CallKey, dyn):
     flat, tree = _flat_out(out, masks)
     updated = []
     news = []
-    for i, (v, old) in enumerate(zip(other, given)):
+    for i, (v, old) in enumerate(zip(variables, given)):
         new = mapping.get(id(v))
         if new is not None and new is not old:
             updated.append(i)
-            news.append(new)
+            news.append(scope.assigned.get(id(v), new))
     info = CallInfo(tree, len(flat), tuple(updated), tuple(owners), tuple(i for i, _ in masks))
     return _select(key, flat + news + [getattr(x, "_value", x) for x in losses] + [m for _, m in masks]), info
 
@@ -385,7 +417,7 @@ def call_stateful(obj, args, kwargs, caller: Callable[..., Any], state: Callable
     outs, info = _bind(key, variables + a.dyn, len(variables))
     n_out, n_up = info.n_out, len(info.updated)
     for i, t in zip(info.updated, outs[n_out:n_out + n_up]):
-        st.other[i].assign(t)
+        variables[i].assign(t)
     if hasattr(obj, "_flatten_layers"):
         layers = layer_tree(obj)
         for lay in layers:   # a top-level call replaces the losses of the last one (Keras)

@@ -127,7 +127,7 @@ class CallInfo(NamedTuple):
 
     out_tree: Any                # PyTreeDef of the call's outputs
     n_out: int
-    updated: tuple               # positions (in the non-trainable variables) the call updates
+    updated: tuple               # positions (in the variables, trainable then not) the call updates
     loss_owners: tuple           # per collected loss: position of the owning layer (layer_tree)
     masked: tuple = ()           # positions (in the flat outputs) that carry a Keras mask (results last)
 

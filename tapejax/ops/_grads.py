@@ -305,3 +305,24 @@ def _softmax_xent_jvp(axis, p, t):
     logp = jax.nn.log_softmax(logits, axis=axis)
     y = -jnp.sum(labels * logp, axis=axis)
     return y, jnp.sum((jnp.exp(logp) - labels) * _tan(tz, logits) - logp * _tan(tl, labels), axis=axis).astype(y.dtype)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2, 3))
+def extreme(x, axis, keepdims, is_max):
+    """``reduce_max`` (``is_max``) / ``reduce_min`` over ``axis`` with TF's gradient."""
+    return (jnp.max if is_max else jnp.min)(x, axis=axis, keepdims=keepdims)
+
+
+@extreme.defjvp
+def _extreme_jvp(axis, keepdims, is_max, primals, tangents):
+    # TF's _MinOrMaxGrad: indicators / num_selected, so tied extremes share the gradient and a NaN
+    # extreme (equal to nothing) gives 0/0 = NaN.  (JAX's rule has the same form, but XLA rewrites
+    # ``g * convert(x == y)`` into a select, which reads 0 there.)
+    (x,), (t,) = primals, tangents
+    y = extreme(x, axis, True, is_max)
+    ind = (x == y).astype(x.dtype)
+    n = jnp.sum(ind, axis=axis, keepdims=True)
+    dy = jnp.sum(t * jnp.where(n > 0, ind / n, jnp.nan), axis=axis, keepdims=True)
+    if not keepdims:
+        y, dy = jnp.squeeze(y, axis=axis), jnp.squeeze(dy, axis=axis)
+    return y, dy

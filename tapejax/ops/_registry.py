@@ -39,10 +39,11 @@ import numpy as np
 from ..core import dtypes as _dtypes
 from ..core.bind import Primitive, bind, bind1, bind2, define, unary_entry
 from ..core.caches import LRU
-from ..core.errors import InvalidArgumentError, NotFoundError, OpError
+from ..core.errors import InternalError, InvalidArgumentError, NotFoundError, OpError
 from ..core.indexed_slices import IndexedSlices
 from ..core.tensor import Lazy, Pending, Tensor, TensorShape, _contains_tensor
 from ..core.variable import Variable
+from .checks import VALUE_CHECKS, require
 
 _Array = type(jnp.zeros(()))  # the concrete array type (``jax.Array`` is abstract)
 
@@ -232,9 +233,13 @@ def op_error(e, op_type):
 
 
 # Kinds TF's kernels accept: "float" = floating or complex, "real" = floating only.
-_KINDS = {"float": "fcV", "real": "fV", "real32": "f", "number": "iufcV", None: None}   # ("number": not bool)
-_ALLOWED = {"float": "bfloat16, half, float, double, complex64, complex128", "number": "the number types",
-            "real": "bfloat16, half, float, double", "real32": "float, double"}
+_KINDS = {"float": "fcV", "real": "fV", "real32": "f", "number": "iufcV", "signed": "ifcV", "bool": "b",
+          None: None}
+_ALLOWED = {"float": "bfloat16, half, float, double, complex64, complex128",
+            "real": "bfloat16, half, float, double", "real32": "float, double",
+            "number": "bfloat16, half, float, double, int8, int16, int32, int64, complex64, complex128",
+            "signed": "bfloat16, half, float, double, int8, int16, int32, int64, complex64, complex128",
+            "bool": "bool"}
 #: Half-precision dtypes by TF's kernel-registry name.
 _HALF = {np.dtype(np.float16): "half", np.dtype(_dtypes.bfloat16._np): "bfloat16"}
 
@@ -265,8 +270,8 @@ def check_float(x, op_type, kinds="float", arg="x"):
         k = x._value.dtype.kind
     elif isinstance(x, _TENSORISH):
         k = x._meta.dtype.kind
-    elif isinstance(x, (bool, int)):   # (a Python bool next to a number tensor is converted to its dtype)
-        k = "b" if isinstance(x, bool) and kinds != "number" else "i"
+    elif isinstance(x, (bool, int)):
+        k = "b" if isinstance(x, bool) else "i"
     elif isinstance(x, (np.ndarray, np.generic)):
         k = x.dtype.kind
     elif x is None:   # (``tf.norm(g)``, ``tf.clip_by_norm(g, c)`` of a None gradient)
@@ -384,8 +389,8 @@ def _unary(p, op_type, kinds, call):
 def unary_ops(namespace, table):
     """``table``: rows (public name, TF type, jax fn[, differentiable[, dtypes[, argument name]]]).
 
-    ``dtypes``: None (any numeric), ``"float"`` (float/complex) or ``"real"``
-    (float): other input dtypes raise InvalidArgumentError, as TF's kernels.
+    ``dtypes``: None (any), ``"number"`` (any but bool), ``"float"`` (float/complex), ``"real"``
+    (float) or ``"bool"``: other input dtypes raise InvalidArgumentError, as TF's kernels.
     """
     for row in table:
         name, op_type, fn = row[:3]
@@ -437,28 +442,31 @@ _CONCRETE = (_Array, Lazy)
 
 
 _NUMPY_DATA = (np.ndarray, np.generic)
+_ARRAY_DATA = (np.ndarray, np.generic, jax.Array)   # (``jax.Array`` holds JAX's tracers too)
 
 
 def numpy_operands(x, y):
-    """``(x, y)`` with a NumPy operand next to a Tensor or Variable converted to that tensor's
-    dtype, as TF converts it (``convert_to_tensor(y, dtype=x.dtype)``): float64 statistics next
-    to a float32 batch give float32 (JAX would promote the result to float64 in x64 mode, and
-    narrow the NumPy data by accident without it), a float array next to an int tensor is
-    truncated as TF's.  Only numbers (bool, string and complex data keep their dtype and their
-    errors)."""
-    if isinstance(y, _NUMPY_DATA) and isinstance(x, _TENSORISH):
+    """``(x, y)`` with a NumPy or JAX array (or tracer) next to a Tensor or Variable converted to
+    its dtype, as TF converts it (``convert_to_tensor(y, dtype=x.dtype)``; JAX would promote):
+    float64 statistics next to a float32 batch give float32, a float array next to an int tensor
+    is truncated.  Only numbers (bool, string and complex data keep their dtype and errors)."""
+    if isinstance(y, _ARRAY_DATA) and isinstance(x, _TENSORISH):
         return x, _as_dtype_of(y, x)
-    if isinstance(x, _NUMPY_DATA) and isinstance(y, _TENSORISH):
+    if isinstance(x, _ARRAY_DATA) and isinstance(y, _TENSORISH):
         return _as_dtype_of(x, y), y
     return x, y
 
 
 def _as_dtype_of(a, t):
-    a = np.asarray(a)
+    a = a if isinstance(a, jax.Array) else np.asarray(a)   # (a JAX array is cast on its device)
     d = np.dtype(t._meta.dtype)
-    if a.dtype == d or a.dtype.kind not in "iuf" or d.kind not in "iufc":
+    if a.dtype == d or not isinstance(a.dtype, np.dtype) or _kind(a.dtype) not in "iuf" or _kind(d) not in "iufc":
         return a
     return a.astype(d)
+
+
+def _kind(d):
+    return "f" if d.kind == "V" and jnp.issubdtype(d, jnp.floating) else d.kind   # (bfloat16: "V")
 
 
 def binary_ops(namespace, table):
@@ -496,6 +504,46 @@ def _one_dtype(x, y):
     return x.dtype == y.dtype
 
 
+_BOOL = np.dtype(np.bool_)
+
+
+def _one_number_dtype(x, y):
+    return x.dtype == y.dtype and x.dtype != _BOOL
+
+
+def _both_bool(x, y):
+    return x.dtype == _BOOL and y.dtype == _BOOL
+
+
+#: The binary ops TF defines on bool tensors only (the others of ``binary_ops`` with no dtype
+#: list take any dtype but bool, except ``BOOL_TOO``).
+BOOL_ONLY = frozenset(["LogicalAnd", "LogicalOr", "LogicalXor"])
+#: ``Mul`` too: TF's ``*`` operator multiplies bool tensors (as a logical and) while its
+#: ``tf.multiply`` has no bool kernel; tapejax's op is both, and keeps the operator's answer.
+BOOL_TOO = frozenset(["Equal", "NotEqual", "Mul"])
+
+
+def _check_bool_rule(x, y, op_type):
+    """TF's kernels of ``op_type`` on bool: none for arithmetic and ordering (InvalidArgumentError,
+    "not in the list of allowed values"), the only ones for the logical ops (InvalidArgumentError,
+    "expected to be a bool tensor").  (Two operands of one dtype: ``check_binary`` has run.)"""
+    if op_type in BOOL_TOO:
+        return
+    for i, v in enumerate((x, y)):
+        d = dtype_of(v) if isinstance(v, _TENSORISH) else None
+        if d is None:
+            continue
+        if op_type in BOOL_ONLY:
+            if d.kind != "b":
+                raise InvalidArgumentError(
+                    None, None, f"cannot compute {op_type} as input #{i}(zero-based) was expected to be a bool "
+                    f"tensor but is a {d.name} tensor [Op:{op_type}]")
+        elif d.kind == "b":
+            raise InvalidArgumentError(
+                None, None, f"Value for attr 'T' of bool is not in the list of allowed values (argument "
+                f"`{'xy'[i]}` of {op_type}): TF has no {op_type} kernel for bool tensors [Op:{op_type}]")
+
+
 def binary_operator(op: Callable[..., Any], lift: Callable[[Tensor, Any], Any]) -> Callable[..., Any]:
     """The Tensor operator (``__add__`` ...) of the binary op ``op`` (made by ``binary_ops``):
     the op's function itself, that first gives ``lift(x, y)`` the call when ``x`` is a Tensor whose
@@ -507,9 +555,10 @@ def binary_operator(op: Callable[..., Any], lift: Callable[[Tensor, Any], Any]) 
 def _binary(spec: BinarySpec, lift: "Callable[[Tensor, Any], Any] | None") -> Callable[..., Any]:
     namespace, name, op_type, p, kinds = spec
 
-    # the fast path's function: the op, refusing (``NotPlain``, when JAX traces) two dtypes
-    plain = (plain_jit(p, _one_dtype) if kinds is None else   # ("number": one dtype, not bool)
-             plain_jit(p, lambda x, y: x.dtype == y.dtype != np.bool_) if kinds == "number" else None)
+    # the fast path's function: the op, refusing (``NotPlain``, when JAX traces) two dtypes, or
+    # the dtype TF's kernels of the op do not take (bool, or any but bool)
+    guard = _both_bool if op_type in BOOL_ONLY else _one_dtype if op_type in BOOL_TOO else _one_number_dtype
+    plain = plain_jit(p, guard) if kinds is None else None
 
     def op(x, y, name=None, _prim=p, _t=op_type, _kinds=kinds, _call=p._call0, _plain=plain, _name=name,
            _lift=lift):
@@ -529,8 +578,8 @@ def _binary(spec: BinarySpec, lift: "Callable[[Tensor, Any], Any] | None") -> Ca
             except (TypeError, ValueError) as e:
                 raise op_error(e, _t) from e
         gx, gy = _META_OF(tx), _META_OF(ty)
-        if gx is None or gy is None:
-            if isinstance(x, _NUMPY_DATA) or isinstance(y, _NUMPY_DATA):
+        if gx is None or gy is None or tx is _Array or ty is _Array:   # (NumPy or JAX array data)
+            if isinstance(x, _ARRAY_DATA) or isinstance(y, _ARRAY_DATA):
                 x, y = numpy_operands(x, y)
             dispatch = BINARY_DISPATCH.get(tx) or BINARY_DISPATCH.get(ty)
             if dispatch is not None:
@@ -540,6 +589,8 @@ def _binary(spec: BinarySpec, lift: "Callable[[Tensor, Any], Any] | None") -> Ca
         if _kinds is not None:
             check_float(x, _t, _kinds, "x")
             check_float(y, _t, _kinds, "y")
+        else:
+            _check_bool_rule(x, y, _t)
         try:
             if gx is not None and gy is not None:
                 return bind2(_prim, _call, x, y)
@@ -547,10 +598,37 @@ def _binary(spec: BinarySpec, lift: "Callable[[Tensor, Any], Any] | None") -> Ca
         except (TypeError, ValueError) as e:
             raise op_error(e, _t) from e
 
-    op.__name__ = op.__qualname__ = name
-    op.__doc__ = f"``tf.math.{name}`` (TF op type ``{op_type}``), elementwise with broadcasting."
-    op._tf_types = (op_type,)
-    return op
+    fn: Callable[..., Any] = _divisor_checked(op, op_type) if op_type in INT_DIVISIONS else op
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"``tf.math.{name}`` (TF op type ``{op_type}``), elementwise with broadcasting."
+    fn._tf_types = (op_type,)  # type: ignore[attr-defined]
+    return fn
+
+
+#: The integer divisions TF's CPU kernels refuse a zero divisor in (XLA gives a value).
+INT_DIVISIONS = frozenset(["FloorDiv", "FloorMod", "TruncateDiv", "TruncateMod"])
+
+
+def _divisor_checked(op, op_type):
+    """``op`` with the value-check mode's check of an integer divisor (``checks``: off by
+    default, one list read per call): TF's InvalidArgumentError for a zero, where XLA computes
+    a value (-1, or the dividend); TF's truncating ones report it as an InternalError."""
+    def checked(x, y, name=None):
+        if VALUE_CHECKS[0]:
+            d = dtype_of(y) if isinstance(y, _TENSORISH) else None
+            kind = d.kind if d is not None else ("i" if type(y) is int else None)
+            dx = dtype_of(x) if isinstance(x, _TENSORISH) else None
+            if kind in ("i", "u") and (dx is None or dx.kind in "iu"):
+                value = y._value if isinstance(y, _TENSORISH) else np.asarray(y)
+                try:   # (traced: a check the compiled step raises after it ran, with TF's message)
+                    require(jnp.all(value != 0), "Integer division by zero")
+                except InvalidArgumentError as e:
+                    if op_type.startswith("Truncate"):   # (TF's kernel reports it as an internal error)
+                        raise InternalError(None, None, "Unexpected error in binary operator (only integer "
+                                            f"div and mod should have errors) [Op:{op_type}]") from e
+                    raise InvalidArgumentError(None, None, f"Integer division by zero [Op:{op_type}]") from e
+        return op(x, y, name)
+    return checked
 
 
 
@@ -561,6 +639,8 @@ def _shape(x):
         return tuple(x._meta.shape)
     if type(x) is IndexedSlices and x._static_shape is not None:
         return x._static_shape
+    if x is None:   # (TF converts the operand: ``tf.reshape(None, ...)``, ``tf.concat([t, None], 0)``)
+        raise ValueError(NONE_OPERAND)
     if isinstance(x, (list, tuple)) and x and _contains_tensor(x):   # TF packs it: ``[x, [i]]`` of a traced i
         return (len(x),) + _shape(x[0])
     return tuple(np.shape(x))
@@ -604,13 +684,32 @@ def static_axis(axis):
 
 
 def static_shape(shape):
+    """A shape argument (ints, a list of them, a shape tensor, a known ``TensorShape``) as a tuple
+    of ints; None in it is TF's ValueError (its conversion of the argument to a tensor)."""
     if isinstance(shape, TensorShape) and (shape.rank is None or any(d is None for d in shape)):
         raise ValueError(f"Cannot convert a partially known TensorShape {shape} to a Tensor.")   # (TF's)
     if isinstance(shape, _TENSORISH):
         shape = np.asarray(shape._value).tolist()
     if isinstance(shape, (int, np.integer)):
         return (int(shape),)
-    return tuple(int(s) for s in shape)
+    if shape is None:
+        raise ValueError(NONE_OPERAND)
+    out = []
+    for d in shape:
+        if d is None:
+            raise ValueError(NONE_OPERAND)
+        out.append(int(d))
+    return tuple(out)
+
+
+def output_shape(shape, op_type):
+    """``static_shape`` of the shape of a tensor an op makes (``tf.fill``, ``tf.zeros``, the random
+    ops): a negative dimension is TF's InvalidArgumentError, before JAX sees it."""
+    shape = static_shape(shape)
+    for d in shape:
+        if d < 0:
+            raise _bad(op_type, f"Dimension {d} must be >= 0 (argument `shape` {list(shape)})")
+    return shape
 
 
 def static_dtype(dtype):

@@ -28,8 +28,10 @@ from ._registry import (
     _norm_axis,
     _shape,
     check_binary,
+    check_float,
     dispatch_of,
     dtype_of,
+    output_shape,
     prim,
     registered,
     static_axis,
@@ -131,6 +133,10 @@ _TRANSPOSE = prim("Transpose", lambda x, *, perm, conj: jnp.conj(jnp.transpose(x
 def transpose(a, perm=None, conjugate=False, name="transpose"):
     """``tf.transpose``: reverses the axes when ``perm`` is None."""
     nd = len(_shape(a))
+    if isinstance(perm, (str, bytes)) or (isinstance(perm, (list, tuple)) and any(isinstance(p, (str, bytes))
+                                                                                  for p in perm)):
+        raise _bad("Transpose", "Value for attr 'Tperm' of string is not in the list of allowed values: "
+                   "int32, int64 (argument `perm`)")
     perm = tuple(_pyrange(nd))[::-1] if perm is None else static_shape(perm)
     if len(perm) != nd:
         raise _bad("Transpose", f"transpose expects a vector of size {nd}. But input(1) (argument "
@@ -241,6 +247,10 @@ def pad(tensor, paddings, mode="CONSTANT", constant_values=0, name=None):
     if m == "CONSTANT":
         d = dtype_of(tensor)
         c = convert_to_tensor(constant_values, dtype_hint=d) if d is not None else constant_values
+        dc = dtype_of(c) if isinstance(c, _TENSORISH) else None
+        if d is not None and dc is not None and dc != d:
+            raise _bad("PadV2", f"cannot compute PadV2 as input #2(zero-based) was expected to be a {d.name} "
+                       f"tensor but is a {dc.name} tensor (argument `constant_values`)")
         return bind(_PAD, tensor, c, pads=pads, mode="constant")
     return bind(_PAD_MIRROR, tensor, 0, pads=pads, mode=m.lower() if m == "REFLECT" else "symmetric")
 
@@ -269,6 +279,9 @@ def reverse(tensor, axis, name=None):
     nd = len(_shape(tensor))
     ax = static_axis(axis)
     ax = tuple(_norm_axis(a, nd, "ReverseV2") for a in (ax if isinstance(ax, tuple) else (ax,)))
+    if len(set(ax)) != len(ax):
+        dup = next(a for a in ax if ax.count(a) > 1)
+        raise _bad("ReverseV2", f"axis {dup} specified more than once (argument `axis`)")
     return bind(_REVERSE, tensor, axis=ax)
 
 
@@ -336,6 +349,7 @@ def _direction(direction):
 @tf_types("Sort")
 def sort(values, axis=-1, direction="ASCENDING", name=None):
     """``tf.sort`` (stable; the gradient follows each value to its sorted position)."""
+    check_float(values, "Sort", "number", "values")   # (TF has no bool kernel)
     return bind(_SORT, values, axis=int(axis), descending=_direction(direction))
 
 
@@ -349,6 +363,7 @@ _ARGSORT = prim("ArgSort", _argsort, differentiable=False)
 @tf_types("ArgSort")
 def argsort(values, axis=-1, direction="ASCENDING", stable=False, name=None):
     """``tf.argsort``: int32 indices (always stable here)."""
+    check_float(values, "ArgSort", "number", "values")   # (TF has no bool kernel)
     return bind(_ARGSORT, values, axis=int(axis), descending=_direction(direction))
 
 
@@ -440,14 +455,6 @@ def _const_dtype(dtype):
     return _dtypes.storage_dtype(_dtypes.as_dtype(dtype)._np, "dtype")
 
 
-def _const_shape(shape, op_type):
-    shape = static_shape(shape)
-    for d in shape:
-        if d < 0:
-            raise _bad(op_type, f"Dimension {d} must be >= 0 (argument `shape` {list(shape)})")
-    return shape
-
-
 def _filled(shape, dtype, value) -> Tensor:
     """A constant array (``core.transfer.filled``: a compiled fill, called through JAX's C++ path,
     for a shape made before; ``jnp.zeros`` dispatches its ops one by one)."""
@@ -458,12 +465,12 @@ def _filled(shape, dtype, value) -> Tensor:
 
 def zeros(shape, dtype=_dtypes.float32, name=None, layout=None):
     """``tf.zeros``."""
-    return _filled(_const_shape(shape, "Fill"), _const_dtype(dtype), 0)
+    return _filled(output_shape(shape, "Fill"), _const_dtype(dtype), 0)
 
 
 def ones(shape, dtype=_dtypes.float32, name=None, layout=None):
     """``tf.ones``."""
-    return _filled(_const_shape(shape, "Fill"), _const_dtype(dtype), 1)
+    return _filled(output_shape(shape, "Fill"), _const_dtype(dtype), 1)
 
 
 def zeros_like(input, dtype=None, name=None, layout=None):
@@ -527,7 +534,7 @@ def fill(dims, value, name=None, layout=None):
     v = convert_to_tensor(value)
     if v.ndim:
         raise _bad("Fill", f"value must be a scalar, got shape {list(v.shape)} (argument `value`)")
-    return bind(_BROADCAST_TO, v, shape=static_shape(dims))
+    return bind(_BROADCAST_TO, v, shape=output_shape(dims, "Fill"))
 
 
 def range(start, limit=None, delta=1, dtype=None, name="range"):  # noqa: A001  (TF's name)
@@ -550,8 +557,18 @@ def range(start, limit=None, delta=1, dtype=None, name="range"):  # noqa: A001  
                 dt = np.result_type(dt, v._meta.dtype) if "f" in kinds else v._meta.dtype
     else:
         dt = _const_dtype(dtype)
+        if np.dtype(dt).kind in "iu":   # (TF converts a Python float bound to the dtype: refused)
+            for v in (start, limit, delta):
+                if type(v) is float:
+                    raise TypeError(f"Cannot convert {v!r} to EagerTensor of dtype {np.dtype(dt).name} "
+                                    "(argument of tf.range with an integer `dtype`)")
     if float(vals[2]) == 0:
         raise _bad("Range", "Requires delta != 0 (argument `delta`)")
+    lo, hi, step = (v.item() for v in vals)
+    if step > 0 and lo > hi:
+        raise _bad("Range", f"Requires start <= limit when delta > 0: {lo:g}/{hi:g}")
+    if step < 0 and lo < hi:
+        raise _bad("Range", f"Requires start >= limit when delta < 0: {lo:g}/{hi:g}")
     for arg, v in zip(("start", "limit", "delta"), vals):
         if not np.all(np.isfinite(v)):
             raise _bad("Range", f"Requires finite bounds: argument `{arg}` is {v.item()!r}")
@@ -576,9 +593,11 @@ def linspace(start, stop, num, name=None, axis=0):
 
 def eye(num_rows, num_columns=None, batch_shape=None, dtype=_dtypes.float32, name=None):
     """``tf.eye`` (float32 by default)."""
+    dims = (num_rows,) if num_columns is None else (num_rows, num_columns)
+    output_shape(dims, "Fill")   # (TF's eye fills its diagonal with these sizes)
     m = jnp.eye(int(num_rows), None if num_columns is None else int(num_columns), dtype=_const_dtype(dtype))
     if batch_shape is not None:
-        m = jnp.broadcast_to(m, static_shape(batch_shape) + m.shape)
+        m = jnp.broadcast_to(m, output_shape(batch_shape, "Fill") + m.shape)
     return Tensor(m)
 
 
@@ -598,6 +617,8 @@ def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None
     if idx._meta.dtype.kind not in "iu":
         raise _bad("OneHot", f"Value for attr 'TI' of {idx.dtype.name} is not in the list of allowed "
                    f"values: uint8, int8, int32, int64 (argument `indices`)")
+    if type(depth) is float:   # (TF converts it to an int32 tensor)
+        raise TypeError(f"Cannot convert {depth!r} to EagerTensor of dtype int32 (argument `depth`)")
     given = on_value if on_value is not None else off_value
     if dtype is None:
         dt = np.dtype(getattr(convert_to_tensor(given), "_value").dtype) if given is not None else np.float32

@@ -155,6 +155,9 @@ _BAND = prim("MatrixBandPart", _band)
 @tf_types("MatrixBandPart")
 def band_part(input, num_lower, num_upper, name=None):
     """``tf.linalg.band_part``: keep ``num_lower`` sub- and ``num_upper`` super-diagonals (-1: all)."""
+    if len(_shape(input)) < 2:
+        raise _bad("MatrixBandPart", f"input must be at least 2-dim, received shape: {list(_shape(input))} "
+                   "(argument `input`)")
     return bind(_BAND, input, lower=int(num_lower), upper=int(num_upper))
 
 

@@ -281,10 +281,9 @@ _BOOLEAN_MASK = prim("BooleanMask", _boolean_mask)
 def boolean_mask(tensor, mask, axis=None, name="boolean_mask"):
     """``tf.boolean_mask``: the entries where ``mask`` is true.  The output size depends on the
     mask's values, which are read on the host (eager only) and become a static parameter; the
-    gradient scatters back, as TF's."""
+    gradient scatters back, as TF's.  A numeric mask keeps its nonzero entries (TF's
+    ``where(mask)``)."""
     m = convert_to_tensor(mask)
-    if m._meta.dtype.kind != "b":
-        raise TypeError(f"Argument `mask` must be a bool tensor; got {m.dtype.name}")
     if m.ndim == 0:
         raise ValueError("mask cannot be scalar.")   # TF's check (it gave a [1, ...] expansion)
     shape = _shape(tensor)

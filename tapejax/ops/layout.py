@@ -19,7 +19,7 @@ from ..core.bind import bind
 from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
 from ..core.tensor import Tensor, TensorShape
-from ._registry import _bad, _call, _shape, dtype_of, no_half, prim, static_shape, tf_types
+from ._registry import _bad, _call, _contains_tensor, _shape, dtype_of, no_half, prim, static_shape, tf_types
 
 # -- space <-> batch, space <-> depth -------------------------------------------------------
 
@@ -174,6 +174,9 @@ def reverse_sequence(input, seq_lengths, seq_axis=None, batch_axis=None, name=No
     nd = len(_shape(input))
     if seq_axis is None:
         raise TypeError("reverse_sequence() needs `seq_axis` (the dimension to reverse); got None")
+    for arg, a in (("seq_axis", seq_axis), ("batch_axis", 0 if batch_axis is None else batch_axis)):
+        if not -nd <= int(a) < nd:
+            raise _bad("ReverseSequence", f"Invalid {arg}: {int(a)} (argument `{arg}`; the input has rank {nd})")
     sa = int(seq_axis) % nd
     ba = 0 if batch_axis is None else int(batch_axis) % nd
     if sa == ba:
@@ -245,7 +248,17 @@ def histogram_fixed_width_bins(values, value_range, nbins=100, dtype=_dtypes.int
 
 @tf_types("HistogramFixedWidth")
 def histogram_fixed_width(values, value_range, nbins=100, dtype=_dtypes.int32, name=None):
-    """``tf.histogram_fixed_width``: counts per bin (see ``histogram_fixed_width_bins``)."""
+    """``tf.histogram_fixed_width``: counts per bin (see ``histogram_fixed_width_bins``).  TF's kernel
+    checks ``nbins > 0`` and ``value_range[0] < value_range[1]``; the range is checked here when it
+    is Python or NumPy data (a tensor's would be a host read: value checks, README)."""
+    if int(nbins) <= 0:
+        raise _bad("HistogramFixedWidth", f"nbins should be a positive number, but got '{int(nbins)}' "
+                   "(argument `nbins`)")
+    if isinstance(value_range, (list, tuple, np.ndarray)) and not _contains_tensor(value_range):
+        lo, hi = np.asarray(value_range, np.float64).reshape(-1)[:2].tolist()
+        if not lo < hi:
+            raise _bad("HistogramFixedWidth", f"value_range should satisfy value_range[0] < value_range[1], "
+                       f"but got '[{lo:g}, {hi:g}]' (argument `value_range`)")
     return _call(_HIST, "HistogramFixedWidth", values, value_range, nbins=int(nbins),
                  dtype=_dtypes.as_dtype(dtype)._np.name)
 
@@ -350,7 +363,11 @@ def _fft_op(op_type, fn, real_in=False):
 
     def op(input, fft_length=None, axes=None, norm=None, name=None):  # noqa: A002
         nd = len(_shape(input))
-        ax = tuple(range(nd)) if axes is None else tuple(int(a) % nd for a in np.asarray(axes).reshape(-1))
+        ax = tuple(range(nd)) if axes is None else tuple(int(a) for a in np.asarray(axes).reshape(-1))
+        for a in ax:   # (wrapping an axis would transform another one)
+            if not -nd <= a < nd:
+                raise _bad(op_type, f"Argument `axes`: axis {a} is out of range for a tensor of rank {nd}")
+        ax = tuple(a % nd for a in ax)
         s = None if fft_length is None else tuple(int(v) for v in np.asarray(getattr(fft_length, "_value",
                                                                                      fft_length)).reshape(-1))
         if norm not in (None, "backward"):

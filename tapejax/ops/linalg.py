@@ -408,8 +408,14 @@ def norm(tensor, ord: Union[str, int, float] = "euclidean", axis=None, keepdims=
         ax = (ax,)
     if ax is not None:
         nd = len(_shape(tensor))
+        for a in ax:   # (TF's Sum kernel: wrapping an axis would take the norm over another one)
+            if not -nd <= a < nd:
+                raise InvalidArgumentError(None, None, f"Invalid reduction dimension ({a} for input with {nd} "
+                                           f"dimension(s)) (argument `axis`) [Op:Norm]")
         ax = tuple(a % nd for a in ax)
     if ord == "fro":
+        if ax is None or len(ax) != 2:   # (TF: 'fro' is a matrix norm, over a pair of axes)
+            raise ValueError(f"'ord' must be a supported vector norm, got {ord}.")
         ord = "euclidean"
     if ord != "euclidean" and not (isinstance(ord, (int, float)) and ord > 0):
         raise ValueError(f"'ord' must be a supported vector norm, got {ord}.")

@@ -82,7 +82,7 @@ _digamma = _tf_derivative(jax.scipy.special.digamma,
 
 # (public name, TF type, pure JAX fn[, differentiable[, accepted dtypes]])
 _UNARY = [
-    ("negative", "Neg", jnp.negative),
+    ("negative", "Neg", jnp.negative, True, "signed"),
     ("square", "Square", jnp.square, True, "number"),
     ("sqrt", "Sqrt", G.sqrt, True, "float"),
     ("rsqrt", "Rsqrt", G.rsqrt, True, "float"),
@@ -111,34 +111,34 @@ _UNARY = [
     ("erfc", "Erfc", jax.scipy.special.erfc, True, "real"),
     ("lgamma", "Lgamma", jax.scipy.special.gammaln, True, "real"),
     ("digamma", "Digamma", _digamma, True, "real"),
-    ("abs", "Abs", G.tf_abs, True, "number"),
-    ("sign", "Sign", jnp.sign),
+    ("abs", "Abs", G.tf_abs, True, "signed"),
+    ("sign", "Sign", jnp.sign, True, "signed"),
     # TF registers no gradient for these: the tape gives None (TF_SEMANTICS 3).
     ("floor", "Floor", jnp.floor, False, "real"),
     ("ceil", "Ceil", jnp.ceil, False, "real"),
-    ("round", "Round", jnp.round, False),
+    ("round", "Round", jnp.round, False, "number"),
     ("is_nan", "IsNan", jnp.isnan, False, "real"),
     ("is_inf", "IsInf", jnp.isinf, False, "real"),
     ("is_finite", "IsFinite", jnp.isfinite, False, "real"),
-    ("logical_not", "LogicalNot", jnp.logical_not, False),
+    ("logical_not", "LogicalNot", jnp.logical_not, False, "bool"),
 ]
 
 _BINARY = [
-    ("add", "AddV2", jnp.add, True, "number"),
+    ("add", "AddV2", jnp.add),
     ("subtract", "Sub", jnp.subtract),
     ("multiply", "Mul", jnp.multiply),
     ("_realdiv", "RealDiv", _truediv),
-    ("pow", "Pow", G.pow, True, "number"),
-    ("maximum", "Maximum", G.maximum, True, "number"),
-    ("minimum", "Minimum", G.minimum, True, "number"),
+    ("pow", "Pow", G.pow),
+    ("maximum", "Maximum", G.maximum),
+    ("minimum", "Minimum", G.minimum),
     ("squared_difference", "SquaredDifference", lambda x, y: jnp.square(x - y)),
     ("atan2", "Atan2", jnp.arctan2, True, "real"),
     ("divide_no_nan", "DivNoNan", G.divide_no_nan, True, "float"),
     ("multiply_no_nan", "MulNoNan", G.multiply_no_nan, True, "float"),
     ("xlogy", "Xlogy", G.xlogy, True, "float"),
     ("xdivy", "Xdivy", G.xdivy, True, "float"),
-    ("floordiv", "FloorDiv", _floordiv, False, "number"),
-    ("floormod", "FloorMod", _floormod, True, "number"),
+    ("floordiv", "FloorDiv", _floordiv, False),
+    ("floormod", "FloorMod", _floormod),
     ("less", "Less", jnp.less, False),
     ("less_equal", "LessEqual", jnp.less_equal, False),
     ("greater", "Greater", jnp.greater, False),
@@ -322,6 +322,8 @@ def identity(input, name=None):
     dispatch = OP_DISPATCH.get(("Identity", type(input)))   # a composite tensor (ragged_math)
     if dispatch is not None:
         return dispatch(input)
+    if input is None:
+        raise ValueError(NONE_OPERAND)
     return bind(_IDENTITY, input)
 
 
@@ -387,7 +389,8 @@ def _matmul(a, b, *, transpose_a=False, transpose_b=False, adjoint_a=False, adjo
 
 
 _MATMUL = prim("MatMul", _matmul)
-_MATMUL_PLAIN = plain_jit(_MATMUL, lambda a, b: a.ndim >= 2 and b.ndim >= 2 and a.dtype == b.dtype)
+_MATMUL_PLAIN = plain_jit(_MATMUL, lambda a, b: a.ndim >= 2 and b.ndim >= 2 and a.dtype == b.dtype
+                          and a.dtype != jnp.bool_)
 
 
 @tf_types("MatMul")
@@ -410,6 +413,7 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
                         output_type=output_type, name=name)
     a, b = numpy_operands(a, b)   # (NumPy weights next to a float32 batch: float32, as TF's)
     check_binary(a, b, "MatMul")
+    check_float(a, "MatMul", "number", "a")   # (TF has no bool kernel)
     for arg, v in (("a", a), ("b", b)):
         nd = v._meta.ndim if isinstance(v, (Tensor, Variable)) else np.ndim(v)   # (not computing a pending one)
         if nd < 2:

@@ -13,16 +13,27 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ..core import dtypes as _dtypes
 from ..core.bind import REGISTRY, bind
 from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
-from ..core.tensor import Tensor
+from ..core.tensor import Pending, Tensor
 from ..core.variable import Variable
 from . import _grads as G
-from ._registry import check_binary, check_float, dtype_of, op_error, prim, static_axis, tf_types, unary_ops
+from ._registry import (
+    NONE_OPERAND,
+    check_binary,
+    check_float,
+    dtype_of,
+    op_error,
+    prim,
+    static_axis,
+    tf_types,
+    unary_ops,
+)
 from .array import concat
 from .indexing import gather
-from .math import log_sigmoid, sigmoid, softplus, softsign, tanh  # noqa: F401
+from .math import cast, log_sigmoid, sigmoid, softplus, softsign, tanh  # noqa: F401
 from .reduce import clip_by_norm, l2_normalize  # noqa: F401
 
 _TENSORISH = (Tensor, Variable)
@@ -165,14 +176,30 @@ _XENT = prim("SoftmaxCrossEntropyWithLogits", _xent)
 @tf_types("SoftmaxCrossEntropyWithLogits")
 def softmax_cross_entropy_with_logits(labels, logits, axis=-1, name=None):
     """``tf.nn.softmax_cross_entropy_with_logits``: ``-sum(labels * log_softmax(logits))`` over
-    ``axis``; ``labels`` get a gradient too (``-log_softmax(logits)``, as TF v2)."""
-    check_binary(labels, logits, "SoftmaxCrossEntropyWithLogits")
+    ``axis``; ``labels`` get a gradient too (``-log_softmax(logits)``, as TF v2).  As TF's: half
+    precision logits are computed in float32 and the loss cast back, and ``labels`` are cast to
+    that dtype (integer labels too)."""
+    if logits is None or labels is None:
+        raise ValueError(NONE_OPERAND)
+    if not isinstance(logits, (Tensor, Variable, Pending)):
+        logits = convert_to_tensor(logits)
+    dg = dtype_of(logits)
+    assert dg is not None
+    half = dg.name in ("float16", "bfloat16")
+    precise = _dtypes.float32 if half else dg
+    if half:
+        logits = cast(logits, precise)
+    labels = convert_to_tensor(labels, dtype_hint=precise) if not isinstance(labels, (Tensor, Variable, Pending)) \
+        else labels
+    if dtype_of(labels) != precise:
+        labels = cast(labels, precise)
     try:
         np.broadcast_shapes(_shape(labels), _shape(logits))
     except ValueError:
         raise _bad("SoftmaxCrossEntropyWithLogits", f"logits and labels must be broadcastable: logits_size"
                    f"={list(_shape(logits))} labels_size={list(_shape(labels))}") from None
-    return bind(_XENT, labels, logits, axis=int(axis))
+    out = bind(_XENT, labels, logits, axis=int(axis))
+    return cast(out, dg) if half else out
 
 
 def _sigmoid_xent(labels, logits):
@@ -268,6 +295,10 @@ def moments(x, axes, shift=None, keepdims=False, name=None):
     nd = len(_shape(x))
     ax = static_axis(axes)
     ax = tuple(range(nd)) if ax is None else ax if isinstance(ax, tuple) else (ax,)  # None: every axis
+    for a in ax:   # (TF's Mean kernel: wrapping an axis would average over another one)
+        if not -nd <= a < nd:
+            raise InvalidArgumentError(None, None, f"Invalid reduction dimension ({a} for input with {nd} "
+                                       f"dimension(s)) (argument `axes`) [Op:Mean]")
     return tuple(bind(_MOMENTS, x, axes=tuple(a % nd for a in ax), keepdims=bool(keepdims)))
 
 
@@ -390,6 +421,21 @@ def _dropout_input(x):
     return t
 
 
+def _noise_shape(x, noise_shape):
+    """``noise_shape`` (``x``'s shape when None): it must broadcast with ``x``'s shape, as TF's
+    select of the kept entries requires (InvalidArgumentError); the result has the broadcast shape."""
+    shape = _shape(x)
+    if noise_shape is None:
+        return shape
+    ns = tuple(int(d) for d in noise_shape)
+    try:
+        np.broadcast_shapes(ns, shape)
+    except ValueError:
+        raise _bad("SelectV2", f"condition [{', '.join(map(str, ns))}], then [{', '.join(map(str, shape))}] "
+                   f"must be broadcastable: argument `noise_shape` {list(ns)} vs `x`'s shape {list(shape)}") from None
+    return ns
+
+
 @tf_types("Dropout", "DropoutRate")
 def dropout(x, rate, noise_shape=None, seed=None, name=None):
     """``tf.nn.dropout``: zero entries with probability ``rate`` (a float or a scalar Tensor), scale the
@@ -403,13 +449,13 @@ def dropout(x, rate, noise_shape=None, seed=None, name=None):
                              f"Received: rate={rate}")
     elif isinstance(rate, _TENSORISH) and tuple(rate.shape) == () and rate.dtype.is_floating:
         x = _dropout_input(x)
-        ns = _shape(x) if noise_shape is None else tuple(int(d) for d in noise_shape)
+        ns = _noise_shape(x, noise_shape)
         return bind(_DROPOUT_T, x, _random._next_key(seed), rate, noise_shape=ns)
     else:
         raise ValueError(f"`rate` must be a scalar tensor or a float in the range [0, 1). Received: "
                          f"rate={rate!r}")
     x = _dropout_input(x)
-    ns = _shape(x) if noise_shape is None else tuple(int(d) for d in noise_shape)
+    ns = _noise_shape(x, noise_shape)
     key = _random._next_key(seed)   # (drawn for rate 0 too: later draws are as after any dropout, TF)
     if rate == 0:   # TF's fast path for a Python 0: the input itself (a Variable's read), no mask
         return convert_to_tensor(x)
@@ -587,8 +633,12 @@ def _pool(p, op_type, input, ksize, strides, padding, data_format):
     if not isinstance(padding, str) or padding not in ("SAME", "VALID"):
         raise _bad(op_type, f"Value for attr 'padding' of \"{padding}\" is not in the list of allowed "
                    f"values: \"SAME\", \"VALID\" (argument `padding`)")
-    return bind(p, input, ksize=_tuple(ksize, 2, "ksize"), strides=_tuple(strides, 2, "strides"),
-                padding=padding, nchw=_channels_first(data_format))
+    ks, st = _tuple(ksize, 2, "ksize"), _tuple(strides, 2, "strides")
+    if min(ks) <= 0:
+        raise _bad(op_type, f"Sliding window ksize must be positive: got {list(ks)} (argument `ksize`)")
+    if min(st) <= 0:
+        raise _bad(op_type, f"Sliding window stride must be positive: got {list(st)} (argument `strides`)")
+    return bind(p, input, ksize=ks, strides=st, padding=padding, nchw=_channels_first(data_format))
 
 
 @tf_types("MaxPool")

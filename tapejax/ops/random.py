@@ -59,7 +59,7 @@ from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
 from ..core.tensor import Tensor
 from ..core.variable import Variable
-from ._registry import check_float, prim, static_shape, tf_types
+from ._registry import check_float, output_shape, prim, tf_types
 
 DEFAULT_GRAPH_SEED = 87654321
 
@@ -331,7 +331,7 @@ def normal(shape, mean=0.0, stddev=1.0, dtype=_dtypes.float32, seed=None, name=N
     """``tf.random.normal``: ``mean + stddev * N(0, 1)`` (gradients flow to ``mean``/``stddev``)."""
     dt = _float_dtype(dtype, "normal")
     return bind(_NORMAL, _next_key(seed), _param(mean, dt), _param(stddev, dt),
-                shape=static_shape(shape), dtype=dt)
+                shape=output_shape(shape, "RandomStandardNormal"), dtype=dt)
 
 
 @tf_types("TruncatedNormal")
@@ -339,7 +339,7 @@ def truncated_normal(shape, mean=0.0, stddev=1.0, dtype=_dtypes.float32, seed=No
     """``tf.random.truncated_normal``: normal values redrawn beyond 2 standard deviations."""
     dt = _float_dtype(dtype, "truncated_normal")
     return bind(_TRUNCATED, _next_key(seed), _param(mean, dt), _param(stddev, dt),
-                shape=static_shape(shape), dtype=dt)
+                shape=output_shape(shape, "TruncatedNormal"), dtype=dt)
 
 
 def _uniform(key, lo, hi, *, shape, dtype):
@@ -359,7 +359,7 @@ def uniform(shape, minval=0, maxval=None, dtype=_dtypes.float32, seed=None, name
     """``tf.random.uniform`` in ``[minval, maxval)``; integer dtypes need ``maxval``."""
     d = _dtypes.as_dtype(dtype)
     store = _dtypes.storage_dtype(d._np, "dtype").name
-    shape = static_shape(shape)
+    shape = output_shape(shape, "RandomUniformInt" if d.is_integer else "RandomUniform")
     if d.is_integer:
         if maxval is None:
             raise ValueError(f"Must specify maxval for integer dtype {d!r}")
@@ -393,12 +393,14 @@ def categorical(logits, num_samples, dtype=None, seed=None, name=None):
     return bind(_CATEGORICAL, _next_key(seed), logits, num_samples=int(num_samples), dtype=store)
 
 
-_SHUFFLE = prim("RandomShuffle", lambda key, x: jax.random.permutation(key, x, axis=0), differentiable=False)
+_SHUFFLE = prim("RandomShuffle", lambda key, x: jax.random.permutation(key, x, axis=0) if x.ndim else x,
+                differentiable=False)
 
 
 @tf_types("RandomShuffle")
 def shuffle(value, seed=None, name=None):
-    """``tf.random.shuffle``: permute along the first dimension (no gradient, as TF)."""
+    """``tf.random.shuffle``: permute along the first dimension (no gradient, as TF); a scalar is
+    returned as a tensor (TF's kernel copies it), the random state advancing as for a draw."""
     return bind(_SHUFFLE, _next_key(seed), value)
 
 

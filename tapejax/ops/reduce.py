@@ -1,7 +1,6 @@
 """Reductions, scans, selection, clipping, top_k, segments and bincount (``tf.math`` and the top
 level), declared as primitives with hand-written TF-named wrappers."""
 import collections
-import functools
 from typing import Any, List
 
 import jax
@@ -23,6 +22,7 @@ from ._registry import (
     _PY_NUMBERS,
     NONE_OPERAND,
     OP_DISPATCH,
+    _shape,
     check_binary,
     check_float,
     constant_dtype,
@@ -37,16 +37,9 @@ from .checks import VALUE_CHECKS, require_in_range
 from .math import not_equal
 
 
-def _numbers_only(x, op_type):
-    """TF registers the reductions and scans for the number types: a bool ``x`` is its error."""
-    if (d := dtype_of(x)) is not None and d.kind == "b":
-        raise InvalidArgumentError(None, None, f"Value for attr 'T' of bool is not in the list of allowed "
-                                   f"values: the number types (argument `input` of {op_type}) [Op:{op_type}]")
-
-
 def _reduction(op_type, fn, doc, *, kinds=None, differentiable=True, bool_only=False):
     p = prim(op_type, fn, differentiable=differentiable)
-    allowed = _KINDS[kinds] if kinds is not None or bool_only else "iufcV"   # (numbers: bool is TF's error)
+    allowed = _KINDS[kinds]
 
     def op(input_tensor, axis=None, keepdims=False, name=None):
         tx = type(input_tensor)
@@ -65,8 +58,6 @@ def _reduction(op_type, fn, doc, *, kinds=None, differentiable=True, bool_only=F
             raise ValueError(NONE_OPERAND)
         if kinds is not None:
             check_float(input_tensor, op_type, kinds, "input_tensor")
-        elif not bool_only:
-            _numbers_only(input_tensor, op_type)
         if bool_only:
             d = dtype_of(input_tensor)
             if d is not None and d.kind != "b":
@@ -85,6 +76,46 @@ def _reduction(op_type, fn, doc, *, kinds=None, differentiable=True, bool_only=F
     return op
 
 
+def _no_bool(op_type, fn, arg="input_tensor"):
+    """``fn``, refusing a bool input as TF's kernels of ``op_type`` do (none is registered for
+    bool).  The check runs where JAX traces ``fn`` (once per input signature), so it costs the
+    op's calls nothing; its TypeError reaches the caller as TF's InvalidArgumentError
+    (``op_error``)."""
+    def impl(x, **kw):
+        if x.dtype == jnp.bool_:
+            raise TypeError(f"Value for attr 'T' of bool is not in the list of allowed values (argument "
+                            f"`{arg}` of {op_type}): TF has no {op_type} kernel for bool tensors; "
+                            "cast it first (tf.cast(x, tf.int32))")
+        return fn(x, **kw)
+    return impl
+
+
+def _lowest(dtype):
+    return -jnp.inf if jnp.issubdtype(dtype, jnp.inexact) else jnp.iinfo(dtype).min
+
+
+def _highest(dtype):
+    return jnp.inf if jnp.issubdtype(dtype, jnp.inexact) else jnp.iinfo(dtype).max
+
+
+def _or_identity(fn, identity):
+    """``fn``, giving a reduction over no elements ``identity(dtype)`` as TF's kernels do
+    (``reduce_max`` of an empty tensor is -inf, or the integer dtype's minimum), where XLA's
+    reductions refuse an empty operand.  The size is static: decided where JAX traces."""
+    def impl(x, *, axis=None, keepdims=False):
+        if x.size == 0:
+            shape = jax.eval_shape(lambda y: jnp.sum(y, axis=axis, keepdims=keepdims), x).shape
+            return jnp.full(shape, identity(x.dtype), x.dtype)
+        return fn(x, axis=axis, keepdims=keepdims)
+    return impl
+
+
+def _max_or_min(is_max):
+    def fn(x, *, axis=None, keepdims=False):   # (TF's gradient rule for floats, the values for every dtype)
+        return (G.extreme if jnp.issubdtype(x.dtype, jnp.inexact) else G.extreme.fun)(x, axis, keepdims, is_max)
+    return fn
+
+
 def _sum(x, *, axis=None, keepdims=False):
     return jnp.sum(x, axis=axis, keepdims=keepdims)
 
@@ -94,42 +125,9 @@ def _mean(x, *, axis=None, keepdims=False):
     return m.astype(x.dtype) if jnp.issubdtype(x.dtype, jnp.integer) else m
 
 
-def _lowest(dtype, high: bool):
-    """TF's identity of an empty Max (Min): the dtype's lowest (highest) value, -inf (inf) for floats."""
-    if jnp.issubdtype(dtype, jnp.floating):
-        return np.inf if high else -np.inf
-    return high if dtype == jnp.bool_ else jnp.iinfo(dtype).max if high else jnp.iinfo(dtype).min
-
-
-@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2, 3))
-def _extreme(x, axis, keepdims, is_max):
-    return (jnp.max if is_max else jnp.min)(x, axis=axis, keepdims=keepdims, initial=_lowest(x.dtype, not is_max))
-
-
-@_extreme.defjvp
-def _extreme_jvp(axis, keepdims, is_max, primals, tangents):
-    # TF's _MinOrMaxGrad: indicators / num_selected, so tied extremes share the gradient and a NaN
-    # extreme (equal to nothing) gives 0/0 = NaN.  (JAX's rule has the same form, but XLA rewrites
-    # ``g * convert(x == y)`` into a select, which reads 0 there.)
-    (x,), (t,) = primals, tangents
-    y = _extreme(x, axis, True, is_max)
-    ind = (x == y).astype(x.dtype)
-    n = jnp.sum(ind, axis=axis, keepdims=True)
-    dy = jnp.sum(t * jnp.where(n > 0, ind / n, jnp.nan), axis=axis, keepdims=True)
-    if not keepdims:
-        y, dy = jnp.squeeze(y, axis=axis), jnp.squeeze(dy, axis=axis)
-    return y, dy
-
-
-def _max_or_min(is_max):
-    def fn(x, *, axis=None, keepdims=False):   # (TF's gradient rule for floats, the values for every dtype)
-        return (_extreme if jnp.issubdtype(x.dtype, jnp.inexact) else _extreme.fun)(x, axis, keepdims, is_max)
-    return fn
-
-
 def _logsumexp(x, *, axis=None, keepdims=False):
     # TF's formula: the max is a constant (stop_gradient) and non-finite maxima are replaced by 0.
-    raw = jnp.max(x, axis=axis, keepdims=True, initial=-np.inf)
+    raw = jnp.max(x, axis=axis, keepdims=True)
     m = jax.lax.stop_gradient(jnp.where(jnp.isfinite(raw), raw, 0))
     r = jnp.log(jnp.sum(jnp.exp(x - m), axis=axis, keepdims=True)) + m
     return r if keepdims else jnp.squeeze(r, axis=axis)
@@ -148,20 +146,23 @@ def _euclidean(x, *, axis=None, keepdims=False):
     return G.sqrt(jnp.sum(x * x, axis=axis, keepdims=keepdims))
 
 
-reduce_sum = _reduction("Sum", _sum, "``tf.reduce_sum``: sum over ``axis`` (all axes when None).")
-reduce_mean = _reduction("Mean", _mean, "``tf.reduce_mean``: mean over ``axis`` (integer inputs give "
+reduce_sum = _reduction("Sum", _no_bool("Sum", _sum), "``tf.reduce_sum``: sum over ``axis`` (all axes when None).")
+reduce_mean = _reduction("Mean", _no_bool("Mean", _mean), "``tf.reduce_mean``: mean over ``axis`` (integer inputs give "
                          "an integer mean, as TF).")
-reduce_max = _reduction("Max", _max_or_min(True), "``tf.reduce_max``: the gradient is split evenly among tied "
-                        "maxima, NaN where the maximum is NaN; -inf (the lowest integer) for an empty input (as TF).")
-reduce_min = _reduction("Min", _max_or_min(False), "``tf.reduce_min``: the gradient is split evenly among tied "
-                        "minima, NaN where the minimum is NaN; inf (the highest integer) for an empty input (as TF).")
-reduce_prod = _reduction("Prod", lambda x, *, axis=None, keepdims=False: jnp.prod(x, axis=axis, keepdims=keepdims),
+reduce_max = _reduction("Max", _no_bool("Max", _or_identity(_max_or_min(True), _lowest)),
+                        "``tf.reduce_max``: the gradient is split evenly among tied maxima, NaN where the maximum "
+                        "is NaN (as TF).")
+reduce_min = _reduction("Min", _no_bool("Min", _or_identity(_max_or_min(False), _highest)),
+                        "``tf.reduce_min``: the gradient is split evenly among tied minima, NaN where the minimum "
+                        "is NaN (as TF).")
+reduce_prod = _reduction("Prod", _no_bool("Prod", lambda x, *, axis=None, keepdims=False:
+                                            jnp.prod(x, axis=axis, keepdims=keepdims)),
                          "``tf.reduce_prod`` (its gradient is exact at zeros, as TF's).")
-reduce_logsumexp = _reduction("ReduceLogSumExp", _logsumexp,
+reduce_logsumexp = _reduction("ReduceLogSumExp", _or_identity(_logsumexp, _lowest),
                               "``tf.reduce_logsumexp``: log(sum(exp(x))) computed stably.", kinds="real")
 reduce_variance = _reduction("ReduceVariance", _variance, "``tf.math.reduce_variance``.", kinds="float")
 reduce_std = _reduction("ReduceStd", _std, "``tf.math.reduce_std``.", kinds="float")
-reduce_euclidean_norm = _reduction("EuclideanNorm", _euclidean,
+reduce_euclidean_norm = _reduction("EuclideanNorm", _no_bool("EuclideanNorm", _euclidean),
                                    "``tf.math.reduce_euclidean_norm`` (its gradient at 0 is NaN, as TF).")
 reduce_any = _reduction("Any", lambda x, *, axis=None, keepdims=False: jnp.any(x, axis=axis, keepdims=keepdims),
                         "``tf.reduce_any`` (bool).", differentiable=False, bool_only=True)
@@ -219,23 +220,27 @@ def _argminmax(p, op_type, input, axis, output_type):
     if axis is None:
         axis = 0
     store = _dtypes.storage_dtype(_dtypes.as_dtype(output_type)._np, "output_type")
+    ax = static_axis(axis)
+    if isinstance(ax, int):
+        nd = len(_shape(input))
+        if not -nd <= ax < nd:
+            raise InvalidArgumentError(None, None, f"Expected dimension in the range [{-nd}, {nd}), but got {ax} "
+                                       f"(argument `axis`) [Op:{op_type}]")
     try:
-        return bind(p, input, axis=static_axis(axis), dtype=store.name)
+        return bind(p, input, axis=ax, dtype=store.name)
     except (TypeError, ValueError) as e:
         raise op_error(e, op_type) from e
 
 
 @tf_types("ArgMax")
 def argmax(input, axis=None, output_type=_dtypes.int64, name=None):
-    """``tf.math.argmax`` over ``axis`` (0 when None): int64 (int32 without x64); the lower index wins ties;
-    NaN is passed over (TF's CPU kernel)."""
+    """``tf.math.argmax`` over ``axis`` (0 when None): int64 (int32 without x64); the lower index wins ties."""
     return _argminmax(_ARGMAX, "ArgMax", input, axis, output_type)
 
 
 @tf_types("ArgMin")
 def argmin(input, axis=None, output_type=_dtypes.int64, name=None):
-    """``tf.math.argmin`` over ``axis`` (0 when None): int64 (int32 without x64); the lower index wins ties;
-    NaN is passed over (TF's CPU kernel)."""
+    """``tf.math.argmin`` over ``axis`` (0 when None): int64 (int32 without x64); the lower index wins ties."""
     return _argminmax(_ARGMIN, "ArgMin", input, axis, output_type)
 
 
@@ -261,8 +266,8 @@ def _cumlse(x, axis):
     return jax.lax.cumlogsumexp(x, axis=axis)
 
 
-_CUMSUM = prim("Cumsum", _scan(lambda x, a: jnp.cumsum(x, axis=a), 0))
-_CUMPROD = prim("Cumprod", _scan(lambda x, a: jnp.cumprod(x, axis=a), 1))
+_CUMSUM = prim("Cumsum", _no_bool("Cumsum", _scan(lambda x, a: jnp.cumsum(x, axis=a), 0), "x"))
+_CUMPROD = prim("Cumprod", _no_bool("Cumprod", _scan(lambda x, a: jnp.cumprod(x, axis=a), 1), "x"))
 _CUMLSE = prim("CumulativeLogsumexp", _scan(_cumlse, -jnp.inf))
 
 
@@ -275,13 +280,15 @@ def _scan_op(p, op_type, x, axis, exclusive, reverse):
         raise InvalidArgumentError(None, None, f"ScanOp: axis must be a scalar, not "
                                    f"{list(np.shape(getattr(axis, '_value', axis)))} (argument `axis`) "
                                    f"[Op:{op_type}]")
-    _numbers_only(x, op_type)
     nd = x.ndim if isinstance(x, (Tensor, Variable)) else np.ndim(x)
     if not -max(nd, 1) <= ax < max(nd, 1):
         raise InvalidArgumentError(None, None, f"ScanOp: Expected scan axis in the range "
                                    f"[{-max(nd, 1)}, {max(nd, 1)}), but got {ax} (argument `axis`) "
                                    f"[Op:{op_type}]")
-    return bind(p, x, axis=ax % max(nd, 1), exclusive=bool(exclusive), reverse=bool(reverse))
+    try:
+        return bind(p, x, axis=ax % max(nd, 1), exclusive=bool(exclusive), reverse=bool(reverse))
+    except (TypeError, ValueError) as e:
+        raise op_error(e, op_type) from e
 
 
 @tf_types("Cumsum")
@@ -452,7 +459,13 @@ _L2_NORMALIZE = prim("L2Normalize", _l2_normalize)
 def l2_normalize(x, axis=None, epsilon=1e-12, name=None, dim=None):
     """``tf.math.l2_normalize``: ``x / sqrt(max(sum(x**2), epsilon))`` over ``axis``."""
     axis = dim if axis is None else axis
-    return bind(_L2_NORMALIZE, x, axis=static_axis(axis), epsilon=float(epsilon))
+    ax = static_axis(axis)
+    nd = len(_shape(x))
+    for a in (ax if isinstance(ax, tuple) else () if ax is None else (ax,)):
+        if not -nd <= a < nd:
+            raise InvalidArgumentError(None, None, f"Invalid reduction dimension ({a} for input with {nd} "
+                                       f"dimension(s)) (argument `axis`) [Op:Sum]")
+    return bind(_L2_NORMALIZE, x, axis=ax, epsilon=float(epsilon))
 
 
 def _polyval(x, *coeffs):

@@ -24,7 +24,7 @@ from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
 from ..core.tensor import Tensor
 from ..core.variable import Variable
-from ._registry import prim, static_shape, tf_types
+from ._registry import output_shape, prim, tf_types
 from .random import _GLOBAL, _float_dtype, _next_key, _param, split_key
 
 
@@ -97,7 +97,7 @@ def _int_store(dtype):
 
 def _make(kind, key_or_seed, params, shape, dtype, stateless):
     table = _STATELESS if stateless else _KEYED
-    return bind(table[kind], key_or_seed, *params, shape=static_shape(shape), dtype=dtype)
+    return bind(table[kind], key_or_seed, *params, shape=output_shape(shape, table[kind].name), dtype=dtype)
 
 
 def _uniform_args(shape, minval, maxval, dtype):
@@ -174,7 +174,7 @@ def stateless_parameterized_truncated_normal(shape, seed, means=0.0, stddevs=1.0
     ``[minvals, maxvals]``, in the parameters' dtype (``means``'s: half, float or double; the
     others must share it, as TF's op).  Half draws are made in float32 and rounded."""
     s = _seed(seed)
-    shape = static_shape(shape)
+    shape = output_shape(shape, "StatelessParameterizedTruncatedNormal")
     params = [convert_to_tensor(v, dtype_hint="float32") for v in (means, stddevs, minvals, maxvals)]
     dt = params[0].dtype
     if dt not in _TRUNC_DTYPES:
@@ -231,7 +231,7 @@ def gamma(shape, alpha, beta=None, dtype=_dtypes.float32, seed=None, name=None):
     """``tf.random.gamma``: shape ``shape + alpha.shape``; divided by ``beta`` when given."""
     dt = _float_dtype(dtype, "gamma")
     a = _param(alpha, dt)
-    out = bind(_KEYED["gamma"], _next_key(seed), a, shape=static_shape(shape) + tuple(a.shape), dtype=dt)
+    out = bind(_KEYED["gamma"], _next_key(seed), a, shape=output_shape(shape, "RandomGamma") + tuple(a.shape), dtype=dt)
     return out if beta is None else out / _param(beta, dt)
 
 
@@ -239,7 +239,7 @@ def gamma(shape, alpha, beta=None, dtype=_dtypes.float32, seed=None, name=None):
 def poisson(shape, lam, dtype=_dtypes.float32, seed=None, name=None):
     """``tf.random.poisson``: shape ``shape + lam.shape``."""
     lm = _param(lam, "float32")
-    return bind(_KEYED["poisson"], _next_key(seed), lm, shape=static_shape(shape) + tuple(lm.shape),
+    return bind(_KEYED["poisson"], _next_key(seed), lm, shape=output_shape(shape, "RandomPoisson") + tuple(lm.shape),
                 dtype=_dtypes.storage_dtype(_dtypes.as_dtype(dtype)._np, "dtype").name)
 
 

@@ -16,13 +16,14 @@ import numpy as np
 
 from ..core import state as _state
 from ..core.convert import convert_to_tensor
+from ..core.errors import OutOfRangeError
 from ..core.indexed_slices import IndexedSlices
 from ..core.ownership import Donating, commit
 from ..core.tensor import register_methods
 from ..core.variable import Variable
 from ._registry import _bad, _call, check_binary, prim
 from .checks import VALUE_CHECKS, require_in_range
-from .indexing import _int_indices, _scatter_idx, gather, sparse_read
+from .indexing import _int_indices, _scatter_idx, gather, gather_nd, sparse_read
 
 # -- tensor_scatter_nd_{sub,max,min} ---------------------------------------------------------
 
@@ -187,8 +188,26 @@ def _sparse_read_method(self, indices, name=None):
     return out if out is not None else gather(self, indices)
 
 
+def _gather_nd_method(self, indices, name=None):
+    """``Variable.gather_nd(indices)``: ``tf.gather_nd`` of the Variable's value."""
+    return gather_nd(self, indices)
+
+
+def count_up_to(self, limit):
+    """``Variable.count_up_to(limit)`` (TF 1's counter, deprecated in TF 2): the value before an
+    increment by 1; OutOfRangeError once it has reached ``limit`` (a host read, as TF's kernel)."""
+    old = int(np.asarray(self.numpy()))
+    if old >= int(limit):
+        raise OutOfRangeError(None, None, f"Reached limit of {int(limit)} [Op:ResourceCountUpTo]")
+    value = self.read_value()
+    self.assign_add(np.asarray(1, np.dtype(self.dtype.as_numpy_dtype)))
+    return value
+
+
 register_methods(Variable, {
     "sparse_read": _sparse_read_method,
+    "gather_nd": _gather_nd_method,
+    "count_up_to": count_up_to,
     "scatter_add": _slices_method("add", "ResourceScatterAdd"),
     "scatter_sub": _slices_method("sub", "ResourceScatterSub"),
     "scatter_mul": _slices_method("mul", "ResourceScatterMul"),

@@ -167,6 +167,10 @@ def _in_top_k(pred, targets, k):
 def in_top_k(targets, predictions, k, name=None):
     """``tf.math.in_top_k(targets, predictions, k)``: whether each target's prediction is among the
     ``k`` largest of its row (ties count in favour, as TF); False for a row with a non-finite value."""
+    t = convert_to_tensor(targets).dtype
+    if not t.is_integer:
+        raise InvalidArgumentError(None, None, f"Value for attr 'T' of {t.name} is not in the list of allowed "
+                                   "values: int32, int64 (argument `targets` of InTopKV2) [Op:InTopKV2]")
     return _call(_IN_TOP_K, "InTopKV2", predictions, targets, k=int(k))
 
 

@@ -156,6 +156,12 @@ class OptaxOptimizer(Optimizer):
             raise TypeError(f"{e}\n\nfrom_optax calls tx.update(grads, state, params) with no extra "
                             "arguments: transformations that need the loss (value=..., as "
                             "reduce_on_plateau, polyak_sgd, lbfgs) are not supported.") from e
+        except AttributeError as e:   # (optax.lookahead reads params.fast: its own LookaheadParams)
+            if type(e) is not AttributeError or "'list' object has no attribute" not in str(e):
+                raise
+            raise AttributeError(f"{e}\n\nfrom_optax hands tx.update the parameters as a list (the variables "
+                                 "of apply_gradients): a transformation that needs its own parameter "
+                                 "structure (optax.lookahead's LookaheadParams) is not supported.") from e
         new_params = jax.tree_util.tree_leaves(optax.apply_updates(params, updates))  # the list, as a list
         new_leaves = jax.tree_util.tree_leaves(state)
         new_params = [p.astype(o.dtype) for p, o in zip(new_params, params)]

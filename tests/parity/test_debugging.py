@@ -266,3 +266,21 @@ def test_value_checks_compiled(tf):
                 err(gather, p, tf.constant([[1, 2], [0, -4]])), err(seg, tf.constant([1., 2.]), tf.constant([0, 2])),
                 err(inv, sing), err(det_grad, sing), det_grad(tf.constant([[2., 1.], [1., 3.]]))]
     return _value_checks(tf, run)
+
+
+@parity
+def test_value_checks_integer_division_by_zero(tf):
+    """Value-check mode: an integer floordiv / floormod / truncatediv / truncatemod by zero raises TF's
+    InvalidArgumentError (operators, Python divisors and compiled steps too); float division gives inf."""
+    def run():
+        a, z = tf.constant([7, -7]), tf.constant([2, 0])
+
+        @tf.function
+        def fdiv(x, y):
+            return x // y
+
+        return [err(tf.math.floordiv, a, z), err(tf.math.floormod, a, z), err(lambda: a // z),
+                err(lambda: a % 0), err(tf.truncatediv, a, z), err(tf.truncatemod, a, z),
+                a // tf.constant([2, -2]), tf.math.floormod(a, 3), tf.constant([1.0]) // tf.constant([0.0]),
+                err(fdiv, a, z), fdiv(a, tf.constant([3, 3]))]
+    return _value_checks(tf, run)

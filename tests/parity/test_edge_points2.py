@@ -505,9 +505,9 @@ def test_numerics_checks_and_loss_averaging_at_edges(tf):
 # [tf] item still runs, so the TF side stays checked.
 
 @xfail_on_tapejax("TF's CPU kernels raise InvalidArgumentError for an integer division by 0 (a check of the "
-                  "values, a host read per op); tapejax gives XLA's values, as for the other CPU-kernel value "
-                  "checks that ops/checks.py leaves off by default (its value-check mode does not cover "
-                  "division yet)")
+                  "values, a host read per op); tapejax gives XLA's values unless the value-check mode is on "
+                  "(tapejax.debugging.enable_value_checks), as for the other CPU-kernel value checks that "
+                  "ops/checks.py leaves off by default")
 @parity(modes=True)
 def test_integer_division_by_zero(tf):
     """Integer floordiv / floormod / truncatediv by 0: TF raises (truncatediv as InternalError)."""

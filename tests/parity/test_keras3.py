@@ -1,6 +1,6 @@
 """TF 2.16+'s idiom, ``import tensorflow as tf`` beside ``import keras`` (Keras 3), against real TF
-with Keras 3 on its TF backend: the programs of ``keras3_programs.py``, ``keras3_programs2.py`` and
-``keras3_pitfalls.py``.
+with Keras 3 on its TF backend: the programs of ``keras3_programs.py``, ``keras3_programs2.py``,
+``keras3_programs16b.py`` and ``keras3_pitfalls.py``.
 
 The in-process parity cases cannot run these: there TF's ``tf.keras`` is tf_keras (Keras 2) and the
 process's one ``keras`` package is on JAX for tapejax (README.md).  So every program runs in two
@@ -19,10 +19,11 @@ import textwrap
 import numpy as np
 import pytest
 
-from . import keras3_pitfalls, keras3_programs, keras3_programs2
+from . import keras3_pitfalls, keras3_programs, keras3_programs2, keras3_programs16b
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MODULES = {m.__name__.rsplit(".", 1)[-1]: m for m in (keras3_pitfalls, keras3_programs, keras3_programs2)}
+MODULES = {m.__name__.rsplit(".", 1)[-1]: m for m in (keras3_pitfalls, keras3_programs, keras3_programs2,
+                                                               keras3_programs16b)}
 _TOL = (2e-5, 2e-6)
 
 

@@ -735,6 +735,57 @@ def test_boolean_mask(tf):
 
 
 @parity
+def test_bool_tensors_and_value_conventions(tf):
+    """What TF does with bool tensors and a few argument forms: ``*`` of bool tensors is their
+    logical and (``tf.multiply`` has no bool kernel, nor have ``+``, ``<``, ``tf.maximum``, the
+    reductions, ``cumsum``, ``abs``, ``matmul``); the logical ops take bool only; a numeric
+    ``boolean_mask`` keeps the nonzero entries; ``tf.random.shuffle`` of a scalar gives it back;
+    ``tf.range`` casts a tensor bound to an integer ``dtype`` but refuses a Python float."""
+    b = tf.constant([True, False, True])
+    x = tf.constant([[1.0, 2.0], [3.0, 4.0]])
+    return (b * b, b * True, b == b, b & b, tf.logical_and(b, b), tf.logical_not(b),
+            raises(lambda: b + b), raises(lambda: b < b), raises(tf.maximum, b, b), raises(tf.reduce_sum, b),
+            raises(tf.reduce_mean, b), raises(tf.reduce_max, b), raises(tf.cumsum, b), raises(tf.abs, b),
+            raises(tf.square, b), raises(tf.matmul, tf.constant([[True]]), tf.constant([[True]])),
+            raises(tf.logical_and, tf.ones(2), tf.ones(2)), raises(tf.logical_not, tf.ones(2)),
+            tf.boolean_mask(tf.range(3.0), tf.constant([1, 0, 2])), tf.boolean_mask(tf.range(3.0), [1.0, 0.0, 0.5]),
+            tf.random.shuffle(tf.constant(1.5)), tf.range(tf.constant(1.0), 3, dtype=tf.int32),
+            raises(tf.range, 0.5, 3, dtype=tf.int32), raises(tf.nn.moments, x, axes=[2]),
+            raises(tf.norm, x, axis=2), raises(tf.norm, x, ord="fro"), raises(tf.norm, x, ord="fro", axis=0),
+            tf.norm(x, ord="fro", axis=[0, 1]), raises(tf.identity, None),
+            raises(tf.histogram_fixed_width, tf.ones(3), [1.0, 0.0]),
+            raises(tf.histogram_fixed_width, tf.ones(3), [0.0, 1.0], nbins=0),
+            tf.histogram_fixed_width(tf.constant([0.1, 1.5, 1.9]), [0.0, 2.0], nbins=4))
+
+
+@parity
+def test_empty_reductions_casts_and_argument_checks(tf):
+    """Reductions over no elements give the identity (max: -inf or the integer minimum); softmax
+    cross-entropy casts integer labels to the logits' dtype and computes half logits in float32;
+    and TF's errors for a float ``depth``, bool or unsigned inputs TF has no kernel for, a range
+    running the wrong way, a constant of another dtype in ``pad``, zero pooling windows, an axis
+    out of range or given twice, float ``in_top_k`` targets, a ``noise_shape`` that does not fit."""
+    x = tf.constant([[1.0, 2.0, 3.0]])
+    return (tf.reduce_max(tf.zeros((2, 0)), axis=1), tf.reduce_min(tf.zeros((0,))),
+            tf.reduce_max(tf.zeros((0,), tf.int32)), tf.reduce_logsumexp(tf.zeros((2, 0)), axis=1),
+            tf.reduce_prod(tf.zeros((0,), tf.int32)), tf.reduce_max(tf.zeros((0, 2)), axis=1),
+            tf.nn.softmax_cross_entropy_with_logits(labels=tf.constant([[0, 0, 1]]), logits=x),
+            tf.nn.softmax_cross_entropy_with_logits(labels=[[0.0, 0.0, 1.0]], logits=tf.cast(x, tf.float16)),
+            vg(tf, lambda z: tf.nn.softmax_cross_entropy_with_logits(labels=tf.constant([[0, 1, 0]]), logits=z), x),
+            raises(tf.one_hot, [0, 1], 2.5), raises(tf.sort, tf.constant([True, False])),
+            raises(tf.argsort, tf.constant([True, False])), raises(tf.range, 5, 0), raises(tf.range, 0, 5, -1),
+            tf.range(5, 0, -2), raises(tf.abs, tf.constant([1], tf.uint8)),
+            raises(tf.negative, tf.constant([1], tf.uint8)), tf.square(tf.constant([3], tf.uint8)),
+            raises(tf.pad, x, [[1, 0], [0, 0]], constant_values=tf.constant(1)),
+            tf.pad(x, [[1, 0], [0, 0]], constant_values=2),
+            raises(tf.nn.max_pool2d, tf.ones((1, 4, 4, 2)), 0, 1, "VALID"),
+            raises(tf.nn.avg_pool2d, tf.ones((1, 4, 4, 2)), 2, 0, "VALID"),
+            raises(tf.math.l2_normalize, x, axis=2), raises(tf.linalg.band_part, tf.ones(3), 0, 0),
+            raises(tf.reverse, x, [0, 0]), raises(tf.math.in_top_k, tf.constant([0.0]), x, 1),
+            raises(tf.nn.dropout, tf.ones((2, 3)), 0.5, noise_shape=[3, 3], seed=1))
+
+
+@parity
 def test_one_hot(tf):
     """one_hot: float32 default, on/off values (with gradients), axis."""
     return (tf.one_hot([0, 2, -1], 3), tf.one_hot([[1], [0]], 2, axis=0),

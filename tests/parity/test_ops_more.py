@@ -595,3 +595,16 @@ def test_banded_triangular_solve_and_logm(tf):
             raises(tf.linalg.banded_triangular_solve, BANDS[0], BRHS), raises(tf.linalg.banded_triangular_solve,
                                                                             BANDS, BRHS[:, :3]),
             raises(tf.linalg.banded_triangular_solve, np.ones((2, 3), np.int32), np.ones((3, 1), np.int32)))
+
+
+@parity(modes=True)
+def test_variable_gather_nd_count_up_to_initial_value(tf):
+    """``Variable.gather_nd`` (and its gradient through the read), ``count_up_to`` (the value before
+    the increment; OutOfRangeError at the limit) and ``initial_value`` (RuntimeError eagerly)."""
+    v = tf.Variable([[1.0, 2.0], [3.0, 4.0]])
+    with tf.GradientTape() as tape:
+        y = tf.reduce_sum(v.gather_nd([[0, 1], [1, 0]]) * tf.constant([2.0, 3.0]))
+    c = tf.Variable(1)
+    counts = [c.count_up_to(3), c.count_up_to(3)]
+    return (y, tape.gradient(y, v), counts, c, raises(c.count_up_to, 3),
+            raises(lambda: v.initial_value))
