@@ -6,12 +6,14 @@ A silent wrong number at a kink is the worst bug an autodiff library can have, s
 lists many ``op@point`` rows and one parity case computes all of them: the values, their dtypes
 and shapes, and the gradients (None-ness included) with one tape (``vg_rows``: each row gets its
 own watched inputs, so the gradient the tape gives them is that row's own).  A case returns a
-dict keyed by row, so a failing comparison names the row: ``tapejax vs TF['relu6@6'][1][0]`` is
-the gradient of the first input of ``relu6`` at 6.  TF runs in the test process (the harness
+dict keyed by row, so a failing comparison names the row: ``tapejax vs TF['relu6@kinks'][1][0]``
+is the gradient of the first input of ``relu6`` over the kink points.  TF runs in the test process (the harness
 caches its result per case), which is why the points are batched per case rather than one case
 each.  Errors are values (``raises``): each row that raises gets its own call, outside a tape.
-The second half (zeros' neighbours, non-finite values, empty tensors, dtypes) is
-``test_edge_points2.py``.
+Here: ties, zeros, activations at kinks, NaN through max/min, norms, every elementwise tf.math
+function over special points and pairs of them, reductions over special rows, second derivatives.
+``test_edge_points2.py`` has non-finite values, empty tensors, dtypes, more ops training code uses,
+and the known differences (strict xfails, each with its reason).
 """
 import numpy as np
 
@@ -418,3 +420,29 @@ def test_reductions_over_rows_of_special_points(tf):
         ("cumulative_logsumexp@finite_rows", lambda u: tf.math.cumulative_logsumexp(u, axis=1),
          np.array([[-100.0, 100.0, 0.0], [1.0, 50.0, 2.0], [-80.0, -90.0, 85.0], [0.0, 0.0, 0.0]], np.float32)),
     ])
+
+
+@parity(modes=True, rtol=2e-5)
+def test_second_derivatives_at_edges(tf):
+    """Second derivatives where the first is finite at an edge: sqrt'' at 4 and 0, softplus'' far
+    out, sigmoid'' at 0, pow'' w.r.t. x and y at 0 and 1, xlogy'' at 0, log_softmax'' with -inf."""
+    def d2(f, x):
+        x = tf.constant(np.asarray(x, np.float32))
+        with tf.GradientTape() as t2:
+            t2.watch(x)
+            with tf.GradientTape() as t1:
+                t1.watch(x)
+                y = f(x)
+            g = t1.gradient(y, x)
+        return y, g, t2.gradient(g, x)
+    return {
+        "sqrt@second_0": d2(tf.sqrt, [0.0, 4.0]),
+        "softplus@second_far": d2(tf.nn.softplus, [-100.0, 0.0, 100.0]),
+        "sigmoid@second_0": d2(tf.sigmoid, [0.0, 50.0]),
+        "pow_x@second": d2(lambda u: tf.pow(u, 3.0), [0.0, 1.0]),
+        "pow_y@second": d2(lambda u: tf.pow(tf.constant([0.0, 2.0]), u), [0.0, 1.0]),
+        "xlogy@second_0": d2(lambda u: tf.math.xlogy(u, u), [0.0, 1.0]),
+        "log_softmax@second_neg_inf": d2(lambda u: tf.nn.log_softmax(u)[0], [0.0, -INF, 1.0]),
+        "elu@second_0": d2(tf.nn.elu, [0.0, -1.0]),
+        "gelu@second_0": d2(tf.nn.gelu, [0.0, 3.0]),
+    }

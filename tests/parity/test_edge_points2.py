@@ -337,32 +337,6 @@ def test_pools_3d_and_argmax_pool_at_ties(tf):
     return out
 
 
-@parity(modes=True, rtol=2e-5)
-def test_second_derivatives_at_edges(tf):
-    """Second derivatives where the first is finite at an edge: sqrt'' at 4 and 0, softplus'' far
-    out, sigmoid'' at 0, pow'' w.r.t. x and y at 0 and 1, xlogy'' at 0, log_softmax'' with -inf."""
-    def d2(f, x):
-        x = tf.constant(np.asarray(x, np.float32))
-        with tf.GradientTape() as t2:
-            t2.watch(x)
-            with tf.GradientTape() as t1:
-                t1.watch(x)
-                y = f(x)
-            g = t1.gradient(y, x)
-        return y, g, t2.gradient(g, x)
-    return {
-        "sqrt@second_0": d2(tf.sqrt, [0.0, 4.0]),
-        "softplus@second_far": d2(tf.nn.softplus, [-100.0, 0.0, 100.0]),
-        "sigmoid@second_0": d2(tf.sigmoid, [0.0, 50.0]),
-        "pow_x@second": d2(lambda u: tf.pow(u, 3.0), [0.0, 1.0]),
-        "pow_y@second": d2(lambda u: tf.pow(tf.constant([0.0, 2.0]), u), [0.0, 1.0]),
-        "xlogy@second_0": d2(lambda u: tf.math.xlogy(u, u), [0.0, 1.0]),
-        "log_softmax@second_neg_inf": d2(lambda u: tf.nn.log_softmax(u)[0], [0.0, -INF, 1.0]),
-        "elu@second_0": d2(tf.nn.elu, [0.0, -1.0]),
-        "gelu@second_0": d2(tf.nn.gelu, [0.0, 3.0]),
-    }
-
-
 @parity(modes=True)
 def test_dtype_errors_of_reductions_and_activations(tf):
     """Bool and int inputs where TF's kernels take floats only (or numbers only): the error classes."""
