@@ -30,9 +30,10 @@ from .autodiff.nodes import UnconnectedGradients
 from .autodiff.tape import GradientTape
 
 # -- the op library: tf.<op>, and the tf.math / tf.nn / tf.linalg / tf.random / tf.nest namespaces
-from .ops.array import (argsort, broadcast_to, concat, einsum, expand_dims, eye, fill, linspace, meshgrid,
-                        one_hot, ones, ones_like, pad, range, rank, repeat, reshape, reverse, roll, shape, size,
-                        sort, split, squeeze, stack, tensordot, tile, transpose, unique, unstack, zeros, zeros_like)
+from .ops.array import (broadcast_to, concat, einsum, expand_dims, eye, fill, linspace, meshgrid, one_hot, ones,
+                        ones_like, pad, range, rank, repeat, reshape, reverse, roll, shape, size, split, squeeze, stack,
+                        tensordot, tile, transpose, unstack, zeros, zeros_like)
+from .ops.sorting import argsort, sort, unique
 from .ops.indexing import (boolean_mask, gather, gather_nd, scatter_nd, slice, strided_slice, tensor_scatter_nd_add,
                            tensor_scatter_nd_update)
 from .ops.scatter import tensor_scatter_nd_max, tensor_scatter_nd_min, tensor_scatter_nd_sub

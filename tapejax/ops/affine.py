@@ -237,7 +237,7 @@ def lifted(name: str, fn: Any) -> Any:
     """The Tensor operator ``name`` (``fn``: the op) that gives a traced integer scalar a linear
     form first: ``start = ptr.read_value(); x[start:start + 3]`` (any traced integer, not only a
     loop index) then knows its size, 3, while tracing.  (A binary op's own operators take
-    ``lift(name)`` into their body instead: ``ops._registry.binary_operator``.)"""
+    ``lift(name)`` into their body instead: ``ops._binary.binary_operator``.)"""
     # (every Tensor operator runs this: a concrete array is ruled out by one type compare, before
     # the slower isinstance against JAX's Tracer)
     def unary(a: Any) -> Any:

@@ -6,7 +6,6 @@ arguments that only index (``indices``, ``segment_ids``) are inputs, so a
 new index value does not recompile anything.
 """
 import builtins
-import collections
 import math
 
 import jax
@@ -28,7 +27,6 @@ from ._registry import (
     _norm_axis,
     _shape,
     check_binary,
-    check_float,
     dispatch_of,
     dtype_of,
     output_shape,
@@ -327,72 +325,6 @@ def repeat(input, repeats, axis=None, name=None):
     return _call(_REPEAT, "Repeat", input, repeats=r, axis=None if axis is None else int(axis))
 
 
-# -- sorting, unique ------------------------------------------------------------------
-
-def _sort(x, *, axis, descending):
-    if descending:
-        return -jnp.sort(-x, axis=axis, stable=True) if jnp.issubdtype(x.dtype, jnp.floating) else \
-            jnp.flip(jnp.sort(jnp.flip(x, axis), axis=axis, stable=True), axis)
-    return jnp.sort(x, axis=axis, stable=True)
-
-
-_SORT = prim("Sort", _sort)
-
-
-def _direction(direction):
-    if direction not in ("ASCENDING", "DESCENDING"):
-        raise ValueError(f"Argument `direction` should be one of {{'ASCENDING', 'DESCENDING'}}. "
-                         f"Received: direction={direction}")
-    return direction == "DESCENDING"
-
-
-@tf_types("Sort")
-def sort(values, axis=-1, direction="ASCENDING", name=None):
-    """``tf.sort`` (stable; the gradient follows each value to its sorted position)."""
-    check_float(values, "Sort", "number", "values")   # (TF has no bool kernel)
-    return bind(_SORT, values, axis=int(axis), descending=_direction(direction))
-
-
-def _argsort(x, *, axis, descending):
-    return jnp.argsort(x, axis=axis, stable=True, descending=descending).astype(jnp.int32)
-
-
-_ARGSORT = prim("ArgSort", _argsort, differentiable=False)
-
-
-@tf_types("ArgSort")
-def argsort(values, axis=-1, direction="ASCENDING", stable=False, name=None):
-    """``tf.argsort``: int32 indices (always stable here)."""
-    check_float(values, "ArgSort", "number", "values")   # (TF has no bool kernel)
-    return bind(_ARGSORT, values, axis=int(axis), descending=_direction(direction))
-
-
-def _unique(x, *, dtype):
-    vals, first, inv = np.unique(np.asarray(x), return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")
-    rank = np.empty_like(order)
-    rank[order] = np.arange(order.size)
-    return jnp.asarray(vals[order]), jnp.asarray(rank[inv.reshape(-1)].astype(dtype))
-
-
-_UNIQUE = prim("Unique", _unique, differentiable=False, multiple_results=True, jit=False)
-
-
-#: ``(y, idx)`` of ``unique``: TF's namedtuple.
-Unique = collections.namedtuple("Unique", ["y", "idx"])
-
-
-@tf_types("Unique")
-def unique(x, out_idx=_dtypes.int32, name=None):
-    """``tf.unique`` of a 1-D tensor: values in order of first appearance and each element's index
-    into them.  The output size depends on the values, so this reads them (eager only; no gradient,
-    as TF)."""
-    if len(_shape(x)) != 1:
-        raise _bad("Unique", f"unique expects a 1D vector (argument `x`), got shape {list(_shape(x))}")
-    store = _dtypes.storage_dtype(_dtypes.as_dtype(out_idx)._np, "out_idx")
-    return Unique(*bind(_UNIQUE, x, dtype=store.name))
-
-
 # -- einsum, tensordot, meshgrid ---------------------------------------------------------
 
 _EINSUM = prim("Einsum", lambda *xs, equation: jnp.einsum(equation, *xs))
@@ -632,7 +564,7 @@ def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None
 
 
 __all__ = ["reshape", "stack", "unstack", "split", "transpose", "concat", "squeeze", "expand_dims",
-           "tile", "pad", "broadcast_to", "reverse", "roll", "repeat", "sort", "argsort", "unique",
+           "tile", "pad", "broadcast_to", "reverse", "roll", "repeat",
            "einsum", "tensordot", "meshgrid", "zeros", "ones",
            "zeros_like", "ones_like", "shape", "rank", "size", "fill", "range", "linspace", "eye",
            "one_hot"]

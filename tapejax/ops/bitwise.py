@@ -6,7 +6,8 @@ import jax.numpy as jnp
 from ..core.errors import InvalidArgumentError
 from ..core.tensor import Tensor, register_operators
 from ..core.variable import Variable
-from ._registry import binary_ops, dtype_of, unary_ops
+from ._binary import binary_ops
+from ._registry import dtype_of, unary_ops
 from .math import logical_and, logical_not, logical_or, logical_xor
 
 

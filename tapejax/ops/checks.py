@@ -29,7 +29,7 @@ turned on by ``enable_check_numerics``) makes the ops whose TF CPU kernel
 rejects a value that JAX clamps or turns into inf/NaN check it, each next to
 its op in its family module (``array.gather``, ``tf.slice`` with a traced ``begin``
 (``indexing_traced``), ``math.unsorted_segment_sum``,
-``linalg.inv`` / ``solve`` / ``det``'s gradient, the integer divisions of ``_registry.binary_ops``).  Off by default: JAX's
+``linalg.inv`` / ``solve`` / ``det``'s gradient, the integer divisions of ``_binary.binary_ops``).  Off by default: JAX's
 semantics (TF's on GPU), no host read, no extra work.  A ``tapejax.function``
 traced while the mode was off keeps its program (as TF keeps a traced graph).
 """

@@ -5,7 +5,15 @@ import numpy as np
 
 from ..core import dtypes as _dtypes
 from ..core.errors import InvalidArgumentError
-from . import array as _a, diagonals as _dg, indexing as _ix, linalg_more as _lm, math as _m, reduce as _r
+from . import (
+    array as _a,
+    diagonals as _dg,
+    indexing as _ix,
+    linalg_more as _lm,
+    math as _m,
+    reduce as _r,
+    sorting as _so,
+)
 from .checks import traced
 from .linear_operator import LinearOperator, broadcast_shapes, conj, expand, to_param, value_of
 
@@ -143,7 +151,7 @@ class LinearOperatorPermutation(LinearOperator):
     def _matmul(self, x, adjoint=False, adjoint_arg=False):
         perm = value_of(self.perm)
         if adjoint and not self.is_self_adjoint:
-            perm = _a.argsort(perm, axis=-1)
+            perm = _so.argsort(perm, axis=-1)
         x = _lm.adjoint(x) if adjoint_arg else x
         batch = tuple(broadcast_shapes(tuple(x.shape)[:-1], tuple(perm.shape)))
         k = x.shape[-1]

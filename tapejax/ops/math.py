@@ -14,13 +14,12 @@ from ..core.indexed_slices import IndexedSlices
 from ..core.tensor import Pending, StaticTensor, Tensor, register_operators
 from ..core.variable import Variable
 from . import _grads as G, affine as _affine
+from ._binary import binary_operator, binary_ops
 from ._registry import (
     BINARY_DISPATCH,
     NONE_OPERAND,
     OP_DISPATCH,
     NotPlain,
-    binary_operator,
-    binary_ops,
     check_binary,
     check_float,
     dispatch_of,

@@ -36,6 +36,7 @@ from . import (
     nn_ctc as _ctc,
     nn_embedding_sparse as _nes,
     nn_extra as _nx,
+    nn_losses as _nl,
     nn_sampled as _smp,
     patches_sequences as _psq,
     pooling_more as _pm,
@@ -50,6 +51,7 @@ from . import (
     signal_shape as _sshape,
     signal_spectral as _sspec,
     signal_windows as _swin,
+    sorting as _so,
     sparse_counts as _spc,
     sparse_more as _spm,
     sparse_ops as _spo,
@@ -76,8 +78,9 @@ TOP.update(_pick(_m, """add add_n subtract multiply divide truediv floordiv floo
 TOP.update(_pick(_red, """clip_by_value clip_by_norm clip_by_global_norm reduce_sum reduce_mean reduce_max
     reduce_min reduce_prod reduce_logsumexp reduce_any reduce_all argmax argmin cumsum where"""))
 TOP.update(_pick(_a, """reshape transpose concat stack unstack split squeeze expand_dims tile pad one_hot
-    zeros ones fill zeros_like ones_like range linspace eye shape rank size reverse roll sort argsort
-    unique broadcast_to meshgrid repeat einsum tensordot"""))
+    zeros ones fill zeros_like ones_like range linspace eye shape rank size reverse roll
+    broadcast_to meshgrid repeat einsum tensordot"""))
+TOP.update(_pick(_so, "sort argsort unique"))
 TOP.update(_pick(_ix, """gather gather_nd slice boolean_mask scatter_nd tensor_scatter_nd_update
     tensor_scatter_nd_add"""))
 TOP.update(_pick(_l, "norm"))
@@ -118,7 +121,7 @@ special = _module("math.special", "``tf.math.special``", {n: getattr(_sp, n) for
     "bessel_i0", "bessel_i0e", "bessel_i1", "bessel_i1e", "dawsn", "expint", "spence")})
 _MATH["special"] = special
 math = _module("math", "``tf.math``", _MATH)
-_NN = {n: getattr(_nn, n) for n in _nn.__all__}
+_NN = {n: getattr(mod, n) for mod in (_nn, _nl) for n in mod.__all__}
 _NN.update({n: getattr(_cv, n) for n in _cv.__all__ if n not in ("conv", "conv2d_backprop_filter_v2",
                                                                   "conv2d_backprop_input_v2")})
 _NN.update({n: getattr(_nx, n) for n in _nx.__all__})

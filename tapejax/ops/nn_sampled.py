@@ -40,7 +40,8 @@ from . import random as _random
 from ._registry import _call, _shape, prim, tf_types
 from .array import concat, ones_like, reshape, zeros_like
 from .math import cast, log, matmul, multiply, subtract
-from .nn import embedding_lookup, sigmoid_cross_entropy_with_logits, softmax_cross_entropy_with_logits
+from .nn import embedding_lookup
+from .nn_losses import sigmoid_cross_entropy_with_logits, softmax_cross_entropy_with_logits
 from .reduce import reduce_sum, where
 
 _STOP = REGISTRY.get("StopGradient") or define(

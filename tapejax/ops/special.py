@@ -13,7 +13,8 @@ from ..core.indexed_slices import IndexedSlices
 from ..core.tensor import Tensor
 from ..core.variable import Variable
 from . import _grads as G
-from ._registry import _call, binary_ops, check_binary, no_half, prim, tf_types, unary_ops
+from ._binary import binary_ops
+from ._registry import _call, check_binary, no_half, prim, tf_types, unary_ops
 
 S = jax.scipy.special
 
