@@ -696,6 +696,34 @@ def test_typed_prng_key_arguments_are_jax_key_arrays_in_the_body():
     assert not issubclass(seen[0], tf.Tensor)
 
 
+def test_a_step_that_grows_a_variable_of_declared_shape_traces_again_at_each_new_shape():
+    """A compiled step that gives a Variable of declared shape ``[None, 2]`` a longer value
+    (``buf.assign(tf.concat([buf, x], 0))``) writes it back and drops its program, so the next
+    call traces at the new shape (it ran the old program on the longer buffer: an XLA operand
+    type mismatch); a step that keeps the shape keeps its program and its steady call."""
+    buf = tf.Variable(tf.zeros([0, 2]), shape=tf.TensorShape([None, 2]), trainable=False)
+    keep = tf.Variable(tf.zeros([1, 2]), shape=tf.TensorShape([None, 2]))
+
+    @tf.function
+    def grow(x):
+        buf.assign(tf.concat([buf, x], 0))
+        return tf.shape(buf)
+
+    @tf.function
+    def same(x):
+        keep.assign(keep + x)
+        return tf.reduce_sum(keep)
+
+    rows = [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]
+    shapes = [grow(tf.constant([r])).numpy().tolist() for r in rows]
+    assert shapes == [[1, 2], [2, 2], [3, 2]]
+    np.testing.assert_array_equal(buf.numpy(), np.array(rows, np.float32))
+    assert buf.shape.as_list() == [None, 2] and grow.experimental_get_tracing_count() == 3   # (TF: the declared shape)
+    for _ in range(4):
+        total = same(tf.constant([[1.0, 1.0]]))
+    assert total.numpy() == 8.0 and same.experimental_get_tracing_count() == 1
+
+
 def test_a_variable_of_declared_shape_assigned_another_shape_makes_its_functions_trace_again():
     """A function reading (or assigning) a Variable made with ``shape=[None, 3]`` drops its programs
     when an ``assign`` gives the Variable another shape: the next call traces again and sees the

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -41,6 +41,7 @@ from ..core.errors import NumericsError, compiled_numerics_error
 from ..core.ownership import SLOT_GUARDS, deferred_interrupts, write_back
 from ..core.tensor import Tensor
 from ..core.variable import Variable
+from ..core.variable_shape import shape_changed
 from ..ops.checks import raise_if_failed
 from . import polymorphism
 from .host import take_error
@@ -53,7 +54,7 @@ class Entry:
 
     __slots__ = ("jitted", "rw", "ro", "out_tpl", "n_out", "template", "in_shardings", "prim", "copies",
                  "checked", "plain", "specs", "plan", "fresh", "steady", "hot", "guards", "prim_errors",
-                 "callbacks")
+                 "callbacks", "reshapes")
 
     def __init__(self, jitted, rw, ro, out_tpl, n_out, tpl, copies, checked, specs, plan, fresh=None):
         self.jitted = jitted
@@ -79,6 +80,10 @@ class Entry:
         self.hot: Dict[int, Callable[[tuple], Any]] = {}
         # what the steady calls ask first (``ownership.SLOT_GUARDS``: the Variables' subclasses')
         self.guards: tuple = ()
+        # the positions in ``rw`` whose new value has another shape than the value read (a Variable
+        # with a declared shape such as ``[None, 2]`` grown by the step): each call then tells
+        # ``core.variable_shape.shape_changed``, and the next call traces again at the new shape
+        self.reshapes: Tuple[int, ...] = ()
 
     @property
     def fast(self) -> bool:
@@ -128,7 +133,7 @@ def fast_ready(entry: Entry) -> None:
     new value is a buffer the program makes (so each Variable owns its new value, as
     ``write_back`` would find: a program that passes an argument through, or returns one value
     twice, keeps the slow path's identity checks)."""
-    if entry.fresh is None or not all(entry.fresh):
+    if entry.fresh is None or not all(entry.fresh) or entry.reshapes:
         return
     guards: list = []
     for v in (*entry.rw, *entry.ro):
@@ -324,12 +329,14 @@ def run_entry(entry: Entry, dyn):
                 # (an unassigned path) or returned it twice (also as an output, or to another
                 # Variable)
                 write_back(rw, new_rw, itertools.chain(rw_vals, ro_vals, dyn), outs)
+            _reshaped(entry)
         else:
             outs = entry.jitted(*rw_vals, *ro_vals, *dyn)
     elif rw:
         with deferred_interrupts():
             outs, new_rw, err = call_checked(entry, rw_vals, ro_vals, dyn)
             write_back(rw, new_rw, itertools.chain(rw_vals, ro_vals, dyn), outs)
+        _reshaped(entry)
         # as TF's failed Assert: the step's Variable updates happened, then the step raises
         raise_if_failed(err)
     else:
@@ -341,6 +348,14 @@ def run_entry(entry: Entry, dyn):
     if tpl is None:
         return None
     return fill(tpl, iter([Tensor(o) for o in outs]))
+
+
+def _reshaped(entry: Entry) -> None:
+    """After a write-back that gave Variables values of another shape (``Entry.reshapes``): the
+    programs traced at the old shapes (this one too) are dropped (``shape_changed``), as an
+    ``assign`` of another shape drops them."""
+    for i in entry.reshapes:
+        shape_changed(entry.rw[i])
 
 
 def call_checked(entry: Entry, rw_vals, ro_vals, dyn):

@@ -450,6 +450,9 @@ class Function:
                       tracing.calls_back(closed.jaxpr), checked, specs, plan,
                       fresh=None if mesh is not None else tracing.fresh_outputs(closed, n_out))
         entry.callbacks = tracing.calls_back(closed.jaxpr, checks=False)
+        # Variables the step gives another shape (declared ``[None, 2]``, grown by ``concat``)
+        entry.reshapes = tuple(i for i in range(len(rw))
+                               if closed.in_avals[i].shape != closed.out_avals[n_out + i].shape)
         return entry
 
     def _call_under_tape(self, args, kwargs):

@@ -1266,13 +1266,12 @@ def test_manual_warmup_mixing_python_floats_and_a_decay_variable(tf):
     return out, vs, mom
 
 
-@xfail_on_tapejax("Variables have static shapes in tapejax: tf.Variable(..., shape=TensorShape([None, 2])) "
-                  "raises ValueError (and validate_shape=False still refuses an assign of another "
-                  "shape), so a growing buffer Variable cannot be written")
 @parity(**TOL)
 def test_growing_buffer_variable_of_unknown_length_collects_inputs_in_a_compiled_step(tf):
     """A Variable declared with ``shape=tf.TensorShape([None, 2])`` collects every batch a
-    compiled step sees (``buf.assign(tf.concat([buf, x], 0))``), one trace; the step trains."""
+    compiled step sees (``buf.assign(tf.concat([buf, x], 0))``); the step trains.  (TF traces the
+    step once, its graph having an unknown dimension; tapejax traces it again at each new buffer
+    shape, XLA's shapes being static: ``tests/test_function.py`` counts that.)"""
     buf = tf.Variable(tf.zeros([0, 2]), shape=tf.TensorShape([None, 2]), trainable=False)
     w = tf.Variable([[1.0], [2.0]])
 
@@ -1285,7 +1284,7 @@ def test_growing_buffer_variable_of_unknown_length_collects_inputs_in_a_compiled
         return loss, tf.shape(buf)
 
     out = [step(tf.constant([[1.0 * i, 1.0]])) for i in range(3)]
-    return out, buf, buf.shape.as_list(), step.experimental_get_tracing_count()
+    return out, buf, buf.shape.as_list()
 
 
 @xfail_on_tapejax("a dataset function over strings runs eagerly per element in tapejax (no string "
