@@ -176,6 +176,10 @@ for _n in ("reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod
 def _reduce_std_dtype_check(fn):
     def op(input_tensor, axis=None, keepdims=False, name=None):
         d = dtype_of(input_tensor) if isinstance(input_tensor, (Tensor, Variable)) else None
+        if d is not None and d.kind == "b":   # (TF: its Mean kernel refuses bool first)
+            raise InvalidArgumentError(None, None, f"Value for attr 'T' of bool is not in the list of allowed "
+                                       f"values: the number types (argument `input_tensor` of {fn.__name__}) "
+                                       "[Op:Mean]")
         if d is not None and d.kind not in "fcV":
             raise TypeError(f"Input must be either real or complex. Received integer type "
                             f"{_dtypes.as_dtype(d)!r}.")

@@ -746,6 +746,7 @@ def test_bool_tensors_and_value_conventions(tf):
     return (b * b, b * True, b == b, b & b, tf.logical_and(b, b), tf.logical_not(b),
             raises(lambda: b + b), raises(lambda: b < b), raises(tf.maximum, b, b), raises(tf.reduce_sum, b),
             raises(tf.reduce_mean, b), raises(tf.reduce_max, b), raises(tf.cumsum, b), raises(tf.abs, b),
+            raises(tf.math.reduce_std, b), raises(tf.math.reduce_variance, b),
             raises(tf.square, b), raises(tf.matmul, tf.constant([[True]]), tf.constant([[True]])),
             raises(tf.logical_and, tf.ones(2), tf.ones(2)), raises(tf.logical_not, tf.ones(2)),
             tf.boolean_mask(tf.range(3.0), tf.constant([1, 0, 2])), tf.boolean_mask(tf.range(3.0), [1.0, 0.0, 0.5]),
