@@ -193,9 +193,11 @@ def test_linen_batchnorm_mutable_batch_stats_assigned_back():
     close(infer(params, stats, X), m.apply({"params": rp, "batch_stats": rs}, X, train=False), rtol=1e-4, atol=1e-5)
 
 
-def test_linen_dropout_with_an_rngs_dict_and_a_fresh_key_each_step():
-    """Dropout with ``rngs={'dropout': key}`` passed to the op (a typed key as an op argument), a new
-    key each step by ``jax.random.fold_in``: the same masks, losses and gradients as pure JAX."""
+@pytest.mark.parametrize("make_key", [jax.random.key, jax.random.PRNGKey], ids=["typed", "uint32"])
+def test_linen_dropout_with_an_rngs_dict_and_a_fresh_key_each_step(make_key):
+    """Dropout with ``rngs={'dropout': key}`` given to ``tapejax.op(model.apply)`` as a keyword (a
+    typed key stays a JAX key array; a raw uint32 key is a Tensor: flax takes both), a new key each
+    step by ``jax.random.fold_in``: the same masks, losses and gradients as pure JAX."""
     class Drop(nn.Module):
         @nn.compact
         def __call__(self, x, train):
@@ -203,17 +205,17 @@ def test_linen_dropout_with_an_rngs_dict_and_a_fresh_key_each_step():
     m = Drop()
     p = m.init(jax.random.key(6), X, train=False)
     vs = to_vars(p)
-    apply = tf.op(lambda p, x, key: m.apply(p, x, train=True, rngs={"dropout": key}))
-    base = jax.random.key(60)
+    apply = tf.op(m.apply)
+    base = make_key(60)
     for i in range(3):
         key = jax.random.fold_in(base, i)
         with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(tf.square(apply(vs, X, key) - Y))
+            loss = tf.reduce_mean(tf.square(apply(vs, X, train=True, rngs={"dropout": key}) - Y))
         f = lambda p: mse(m.apply(p, X, train=True, rngs={"dropout": key}), Y)  # noqa: E731,B023
         want_loss, want_g = jax.value_and_grad(f)(p)
         close(loss, want_loss, rtol=1e-5)
         close(tape.gradient(loss, vs), want_g, rtol=1e-5, atol=1e-6)
-    close(tf.op(lambda p, x: m.apply(p, x, train=False))(vs, X), m.apply(p, X, train=False), rtol=1e-5)
+    close(apply(vs, X, train=False), m.apply(p, X, train=False), rtol=1e-5)
 
 
 # --- architectures --------------------------------------------------------------------------------
@@ -365,21 +367,28 @@ def test_nnx_split_state_as_sources_merge_inside_the_op():
     close(g, want, rtol=1e-5)
 
 
-def test_nnx_training_loop_vs_nnx_optimizer():
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "function"])
+def test_nnx_training_loop_vs_nnx_optimizer(compiled):
     """The loop of ``nnx.Optimizer`` done by tapejax (Variables of the split state, SGD with momentum,
-    ``nnx.update`` to write the trained state back into the module) vs ``nnx.Optimizer`` itself."""
+    eagerly and in ``tapejax.function``, ``nnx.update`` to write the trained state back into the
+    module) vs ``nnx.Optimizer`` itself."""
     model, ref = NNXMLP(nnx.Rngs(1)), NNXMLP(nnx.Rngs(1))
     gd, state = nnx.split(model)
     sv = to_vars(state)
     opt = tf.optimizers.SGD(0.1, momentum=0.9)
     loss_op = tf.op(lambda s, x, y: jnp.mean((nnx.merge(gd, s)(x) - y) ** 2))
     ref_opt = nnx.Optimizer(ref, optax.sgd(0.1, momentum=0.9), wrt=nnx.Param)
-    for i in range(3):
-        x, y = _batch(i)
+
+    def step(x, y):
         with tf.GradientTape() as tape:
             loss = loss_op(sv, x, y)
         g = tape.gradient(loss, sv)
         opt.apply_gradients(zip(flat_vars(g), flat_vars(sv)))
+        return loss
+    step = tf.function(step) if compiled else step
+    for i in range(3):
+        x, y = _batch(i)
+        loss = step(x, y)
         want, rg = nnx.value_and_grad(lambda m: mse(m(x), y))(ref)  # noqa: B023
         ref_opt.update(ref, rg)
         close(loss, want, rtol=1e-5)
