@@ -488,8 +488,9 @@ def test_sources_may_be_registered_jax_pytrees():
 
 def test_jax_pytree_sources_with_non_array_leaves_and_forwarding_wrappers():
     """Inside a JAX pytree source, a non-array leaf (an equinox module's activation function, a
-    Python number) is a static part: gradient None, as ``eqx.filter_grad`` gives (it was
-    NotATensorError); an array leaf is still an error, which says to make it a Variable.  A pytree
+    Python number) or an integer array is a static part: gradient None, as ``eqx.filter_grad``
+    gives (it was NotATensorError); a float array leaf is still an error, which says to make it a
+    Variable.  A pytree
     node that forwards attributes to the Variable it holds (flax nnx's ``Param``) is a node, not a
     Variable: the gradient keeps it (it was replaced by the bare gradient)."""
     @jax.tree_util.register_dataclass
@@ -507,12 +508,12 @@ def test_jax_pytree_sources_with_non_array_leaves_and_forwarding_wrappers():
             return getattr(self.__dict__["value"], name)
     jax.tree_util.register_pytree_node(Box, lambda b: ((b.value,), None), lambda _, c: Box(c[0]))
     w = tf.Variable([1.0, 2.0])
-    m = Layer(Box(w), jnp.tanh, 3.0)
+    m = Layer(Box(w), jnp.tanh, (3.0, jnp.arange(2)))
     with tf.GradientTape(persistent=True) as t:
         t.watch(m)
         y = tf.reduce_sum(w * w)
     g = t.gradient(y, m)
-    assert isinstance(g, Layer) and g.act is None and g.scale is None and isinstance(g.w, Box)
+    assert isinstance(g, Layer) and g.act is None and g.scale == (None, None) and isinstance(g.w, Box)
     np.testing.assert_allclose(g.w.value.numpy(), [2.0, 4.0])
     with pytest.raises(TypeError, match="`sources`.*make the parameters Variables"):
         t.gradient(y, Layer(jnp.ones(2), jnp.tanh, 3.0))

@@ -152,8 +152,13 @@ def _tensor_like(x):
 def _static_leaf(x):
     """Whether a leaf of a JAX pytree source is a static part of it, not a parameter: what
     ``eqx.filter_grad`` leaves out (an equinox module's activation function, a Python number or
-    string); its gradient is ``None``.  Arrays are not: a weight left as an array is an error."""
-    return not _tensor_like(x) and not isinstance(x, (jax.Array, np.ndarray, np.generic))
+    string, an integer or bool array: TF's None for an integer source); its gradient is ``None``.
+    A floating array is not: a weight left as an array is an error."""
+    if _tensor_like(x):
+        return False
+    if isinstance(x, (jax.Array, np.ndarray, np.generic)):
+        return not np.issubdtype(x.dtype, np.inexact)
+    return True
 
 
 def flatten_sources(structure, what=None):
