@@ -98,6 +98,32 @@ def test_eqx_model_itself_as_op_argument_and_gradient_source():
     close(jac, want_jac, rtol=1e-5)
 
 
+class Lookup(eqx.Module):
+    """A user's module: a float table, an integer index buffer and a function field."""
+    table: jax.Array
+    ids: jax.Array
+    act: object = jax.nn.softplus
+
+    def __call__(self, x):
+        return self.act(self.table[self.ids] @ x)
+
+
+def test_eqx_custom_module_with_an_integer_buffer_as_a_source():
+    """A custom ``eqx.Module`` whose integer buffer stays an array (to_vars makes Variables of the
+    inexact arrays only): as a source, the buffer and the function get None, the table its
+    gradient, as ``eqx.filter_grad`` gives (round 17a: the integer array was a NotATensorError)."""
+    model = Lookup(RNG.normal(size=(5, 4)).astype(np.float32), jnp.array([0, 3, 3, 1]))
+    mv = to_vars(model)
+    f = lambda m, x: jnp.sum(m(x) ** 2)  # noqa: E731
+    with tf.GradientTape() as tape:
+        loss = tf.op(f)(mv, X[0])
+    g = tape.gradient(loss, mv)
+    want = eqx.filter_grad(f)(model, X[0])
+    assert g.ids is None and g.act is None and want.ids is None
+    close(loss, f(model, X[0]), rtol=1e-5)
+    close(g, want, rtol=1e-5)
+
+
 def test_eqx_model_of_arrays_as_a_source_is_an_error_naming_it():
     """A model whose weights are still arrays has nothing the tape can follow: TypeError naming
     ``sources``, which says to make the parameters Variables (an array is no Variable in TF either)."""
