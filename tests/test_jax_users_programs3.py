@@ -400,7 +400,8 @@ def test_nnx_module_itself_into_an_op_and_as_a_source():
     """An nnx module is a JAX pytree: passed into an op, its arrays are the op's inputs (the value is
     the module's call; constants to the tape).  As a gradient source it needs Variables at its
     leaves (``tree_map(tf.Variable, model)``): then the gradient is a module of the same class,
-    equal to ``nnx.grad``'s.  A module still holding arrays is an error naming ``sources``."""
+    equal to ``nnx.grad``'s.  A module still holding arrays is an error naming ``sources``.  Called
+    directly (no op), nnx's jnp code runs on the Variables' arrays: right values, gradient None."""
     model = NNXMLP(nnx.Rngs(2))
     call = tf.op(lambda m, x: jnp.mean((m(x) - Y) ** 2))
     close(call(model, X), mse(model(X), Y))
@@ -415,6 +416,11 @@ def test_nnx_module_itself_into_an_op_and_as_a_source():
     assert isinstance(g, NNXMLP)
     close(g, jax.grad(lambda m: mse(m(X), Y))(model), rtol=1e-5)   # (jax.grad of the module pytree)
     close(flat_vars(g), jax.tree_util.tree_leaves(nnx.grad(lambda m: mse(m(X), Y))(model)), rtol=1e-5)
+    with tf.GradientTape() as tape:   # (called directly: nnx's jnp code on the arrays, outside the tape)
+        y = mv(tf.constant(X))
+        loss = tf.reduce_sum(tf.convert_to_tensor(y))
+    close(y, model(X), rtol=1e-5)
+    assert all(d is None for d in jax.tree_util.tree_leaves(tape.gradient(loss, mv), is_leaf=lambda d: d is None))
 
 
 def test_nnx_batchnorm_and_dropout_state_returned_from_the_op():

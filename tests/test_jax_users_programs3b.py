@@ -135,6 +135,17 @@ def test_eqx_model_of_arrays_as_a_source_is_an_error_naming_it():
         tape.gradient(loss, model)
 
 
+def test_eqx_model_called_directly_on_tensors_meets_tf_operator_rules():
+    """Called without ``tapejax.op``, an equinox Linear computes ``weight @ x`` with the Variable's
+    operator, which is TF's matmul: a rank-1 ``x`` is TF's InvalidArgumentError (rank >= 2), as a
+    tf.Variable gives; through the op the same call is JAX's."""
+    model = mlp(17)
+    mv = to_vars(model)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="rank"):
+        mv(tf.constant(X[0]))
+    close(tf.op(lambda m, x: m(x))(mv, X[0]), model(X[0]), rtol=1e-5)
+
+
 def test_eqx_conv2d_value_and_grad():
     conv = eqx.nn.Conv2d(1, 3, 3, padding=1, key=jax.random.key(3))
     head = eqx.nn.Linear(3 * 6 * 6, 2, key=jax.random.key(4))
