@@ -161,10 +161,12 @@ class BNNet(nn.Module):
         return nn.Dense(2)(jnp.tanh(x))
 
 
-def test_linen_batchnorm_mutable_batch_stats_assigned_back():
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "function"])
+def test_linen_batchnorm_mutable_batch_stats_assigned_back(compiled):
     """``apply(..., mutable=['batch_stats'])`` inside the op returns (out, updates); the step assigns
-    the new batch stats to their Variables and SGD-updates the params; three steps vs the pure JAX
-    loop with ``has_aux``, then one inference call with the running averages."""
+    the new batch stats to their Variables and SGD-updates the params (eagerly and in
+    ``tapejax.function``); three steps vs the pure JAX loop
+    with ``has_aux``, then one inference call with the running averages."""
     m = BNNet()
     v0 = m.init(jax.random.key(5), X, train=False)
     params, stats = to_vars(v0["params"]), to_vars(v0["batch_stats"])
@@ -175,15 +177,20 @@ def test_linen_batchnorm_mutable_batch_stats_assigned_back():
         out, upd = m.apply({"params": p, "batch_stats": s}, x, train=True, mutable=["batch_stats"])
         return mse(out, y), upd["batch_stats"]
     rp, rs = v0["params"], v0["batch_stats"]
-    for i in range(3):
-        x, y = X[i % 2 * 3:i % 2 * 3 + 3], Y[i % 2 * 3:i % 2 * 3 + 3]
+
+    def step(x, y):
         with tf.GradientTape() as tape:
             out, upd = apply(params, stats, x)
             loss = tf.reduce_mean(tf.square(out - y))
         g = tape.gradient(loss, params)
         opt.apply_gradients(zip(flat_vars(g), flat_vars(params)))
-        jax.tree_util.tree_map(lambda v, new: v.assign(new), stats, upd["batch_stats"],
-                               is_leaf=lambda v: isinstance(v, tf.Variable))
+        for v, new in zip(flat_vars(stats), flat_vars(upd["batch_stats"])):
+            v.assign(new)
+        return loss
+    step = tf.function(step) if compiled else step
+    for i in range(3):
+        x, y = _batch(i)
+        loss = step(x, y)
         (want, new_rs), rg = jax.value_and_grad(pure_loss, has_aux=True)(rp, rs, x, y)
         rp, rs = jax.tree_util.tree_map(lambda a, b: a - 0.1 * b, rp, rg), new_rs
         close(loss, want, rtol=1e-5)
