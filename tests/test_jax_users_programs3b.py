@@ -309,6 +309,26 @@ def test_eqx_model_trained_with_from_optax_vs_optax(compiled):
     close(flat_vars(mv), jax.tree_util.tree_leaves(params), rtol=1e-4, atol=1e-5)
 
 
+def test_forward_accumulator_jvp_of_flax_params_and_an_equinox_model():
+    """Forward mode: ``ForwardAccumulator`` with a flax params dict of Variables, and with the equinox
+    model itself (tangents from ``eqx.partition``, None at the functions), vs ``jax.jvp``."""
+    enc = Encoder()
+    p = enc.init(jax.random.key(18), X)
+    vec = jax.tree_util.tree_map(lambda a: jnp.full_like(a, 0.1), p)
+    vs = jax.tree_util.tree_map(tf.Variable, p)
+    with tf.autodiff.ForwardAccumulator(vs, vec) as acc:
+        y = tf.op(enc.apply)(vs, X)
+    close(acc.jvp(y), jax.jvp(lambda p: enc.apply(p, X), (p,), (vec,))[1], rtol=1e-5)
+    model = mlp(19)
+    params, static = eqx.partition(model, eqx.is_inexact_array)
+    tangents = jax.tree_util.tree_map(lambda a: jnp.full_like(a, -0.2), params)
+    mv = to_vars(model)
+    with tf.autodiff.ForwardAccumulator(mv, tangents) as acc:
+        y = tf.op(lambda m, x: jax.vmap(m)(x))(mv, X)
+    want = jax.jvp(lambda p: jax.vmap(eqx.combine(p, static))(X), (params,), (tangents,))[1]
+    close(acc.jvp(y), want, rtol=1e-5, atol=1e-6)
+
+
 # --- mixed ----------------------------------------------------------------------------------------
 
 class Encoder(nn.Module):
