@@ -467,3 +467,18 @@ def test_nnx_batchnorm_and_dropout_state_returned_from_the_op():
     close(flat_vars(pv), jax.tree_util.tree_leaves(nnx.state(ref, nnx.Param)), rtol=1e-4, atol=1e-6)
     stats = nnx.state(ref, nnx.BatchStat)
     close(flat_vars(nnx.filter_state(rv, nnx.BatchStat)), jax.tree_util.tree_leaves(stats), rtol=1e-5, atol=1e-6)
+
+
+def test_nnx_module_mutated_in_an_op_is_returned_as_from_jax_jit():
+    """An nnx BatchNorm module (a pytree of arrays) passed into an op and updated there: as under
+    ``jax.jit``, the module outside is unchanged, and returning it gives the updated module (its
+    statistics as Tensors); ``nnx.update`` writes them back."""
+    bn = nnx.BatchNorm(4, momentum=0.5, rngs=nnx.Rngs(4))
+    y, new = tf.op(lambda m, x: (m(x), m))(bn, X)
+    want_y, want = jax.jit(lambda m, x: (m(x), m))(bn, X)
+    assert isinstance(new, nnx.BatchNorm)
+    close(bn.mean[...], np.zeros(4, np.float32))
+    close(y, want_y, rtol=1e-5)
+    close(new, want, rtol=1e-5)
+    nnx.update(bn, nnx.state(jax.tree_util.tree_map(jnp.asarray, new, is_leaf=lambda t: isinstance(t, tf.Tensor))))
+    close(bn.mean[...], want.mean[...], rtol=1e-5)
