@@ -279,18 +279,19 @@ def test_tree_at_updates_weights_from_tape_gradients():
 
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "function"])
 def test_eqx_model_trained_with_from_optax_vs_optax(compiled):
-    """The whole model (Variables at its array leaves) trained by ``from_optax(optax.adamw)``, eagerly
-    and in ``tapejax.function``, vs the filter_value_and_grad + optax loop."""
+    """The whole model (Variables at its array leaves), an argument of the step, trained by
+    ``from_optax(optax.adamw)`` eagerly and in ``tapejax.function`` (traced once), vs the
+    filter_jit + optax loop."""
     model = mlp(11)
     mv = to_vars(model)
     opt, tx = tf.optimizers.from_optax(optax.adamw(0.05)), optax.adamw(0.05)
     loss_op = tf.op(batch_loss)
 
-    def step(x, y):
+    def step(model, x, y):
         with tf.GradientTape() as tape:
-            loss = loss_op(mv, x, y)
-        g = tape.gradient(loss, mv)
-        opt.apply_gradients(zip(flat_vars(g), flat_vars(mv)))
+            loss = loss_op(model, x, y)
+        g = tape.gradient(loss, model)
+        opt.apply_gradients(zip(flat_vars(g), flat_vars(model)))
         return loss
     step = tf.function(step) if compiled else step
     params, static = eqx.partition(model, eqx.is_inexact_array)
@@ -303,10 +304,12 @@ def test_eqx_model_trained_with_from_optax_vs_optax(compiled):
         return optax.apply_updates(params, u), s, loss
     for i in range(4):
         x, y = X[i % 2 * 3:i % 2 * 3 + 3], Y[i % 2 * 3:i % 2 * 3 + 3]
-        loss = step(x, y)
+        loss = step(mv, x, y)
         params, s, want = ref_step(params, s, x, y)
         close(loss, want, rtol=1e-5)
     close(flat_vars(mv), jax.tree_util.tree_leaves(params), rtol=1e-4, atol=1e-5)
+    if compiled:   # (the model an argument: one trace)
+        assert step.experimental_get_tracing_count() == 1
 
 
 def test_forward_accumulator_jvp_of_flax_params_and_an_equinox_model():
