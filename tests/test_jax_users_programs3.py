@@ -451,7 +451,9 @@ def test_nnx_batchnorm_and_dropout_state_returned_from_the_op():
         m = nnx.merge(gd, p, rest)
         loss = mse(m(x), y)
         return loss, nnx.state(m, nnx.Not(nnx.Param))
-    pv, rv = to_vars(params), rest   # (the dropout key is no Variable: the rest is threaded as a value)
+    with pytest.raises(TypeError, match="initial_value is a JAX PRNG key array"):
+        to_vars(rest)   # (the Rngs' key: no Variable holds one, so the rest is threaded as a value)
+    pv, rv = to_vars(params), rest
     loss_op = tf.op(loss_fn)
     for i in range(3):
         x, y = _batch(i)
