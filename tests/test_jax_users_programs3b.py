@@ -333,6 +333,26 @@ def test_forward_accumulator_jvp_of_flax_params_and_an_equinox_model():
     close(acc.jvp(y), want, rtol=1e-5, atol=1e-6)
 
 
+def test_eqx_model_and_nnx_state_checkpointed_as_dicts_of_their_variables(tmp_path):
+    """``tapejax.train.Checkpoint`` tracks Variables, lists and dicts, not JAX pytrees: an equinox
+    model (or an nnx State) of Variables is TF's ValueError, which gives the recipe (a dict of the
+    Variables by key path); that dict saves, and restores into a fresh model's Variables."""
+    from flax import nnx
+
+    def named(tree):
+        return {jax.tree_util.keystr(p): v for p, v in jax.tree_util.tree_leaves_with_path(tree, is_leaf=is_var)
+                if is_var(v)}
+    mv, fresh = to_vars(mlp(20)), to_vars(mlp(21))
+    sv = jax.tree_util.tree_map(tf.Variable, nnx.split(nnx.Linear(3, 2, rngs=nnx.Rngs(0)))[1])
+    for tree in (mv, sv):
+        with pytest.raises(ValueError, match="trackable.*keystr"):
+            tf.train.Checkpoint(model=tree)
+    path = tf.train.Checkpoint(model=named(mv)).save(str(tmp_path / "ck"))
+    tf.train.Checkpoint(model=named(fresh)).restore(path).assert_consumed()
+    close(flat_vars(fresh), flat_vars(mv))
+    close(tf.op(batch_loss)(fresh, X, Y), batch_loss(mlp(20), X, Y), rtol=1e-5)
+
+
 # --- mixed ----------------------------------------------------------------------------------------
 
 class Encoder(nn.Module):
