@@ -561,3 +561,28 @@ def test_gradient_through_an_unbounded_staged_while_loop_names_the_bound_it_need
     for f in (t.gradient, t.jacobian):
         with pytest.raises(ValueError, match="maximum_iterations=N"):
             f(y, x)
+
+
+def test_targets_may_be_mappings_that_are_jax_pytrees():
+    """A target that is a Mapping registered with JAX (flax's FrozenDict; an nnx State) is flattened
+    as TF's nest flattens a Mapping: the gradient of the sum of its values (was NotATensorError)."""
+    import collections.abc
+
+    class Frozen(collections.abc.Mapping):
+        def __init__(self, d):
+            self._d = dict(d)
+
+        def __getitem__(self, k):
+            return self._d[k]
+
+        def __iter__(self):
+            return iter(self._d)
+
+        def __len__(self):
+            return len(self._d)
+    jax.tree_util.register_pytree_node(Frozen, lambda f: (tuple(f._d[k] for k in sorted(f._d)), tuple(sorted(f._d))),
+                                       lambda keys, vals: Frozen(zip(keys, vals)))
+    v = tf.Variable([1.0, 2.0])
+    with tf.GradientTape() as t:
+        out = Frozen({"b": v * v, "a": v * 2.0})
+    np.testing.assert_allclose(t.gradient(out, v).numpy(), [4.0, 6.0])

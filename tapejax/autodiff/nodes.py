@@ -135,7 +135,7 @@ def _check_leaves(flat, what):
             if type(x).__module__.startswith("keras.") and hasattr(x, "path"):   # (one tapejax does not track)
                 hint = (". It is a Keras variable made before tapejax's Keras integration was loaded: "
                         "import keras after tapejax, or access tapejax.keras first, then build the model")
-            elif isinstance(x, (jax.Array, np.ndarray)):
+            elif what == "sources" and isinstance(x, (jax.Array, np.ndarray)):
                 hint = (". An array has no identity the tape can follow: make the parameters Variables "
                         "(jax.tree_util.tree_map(tf.Variable, params)) and use those in the ops")
             raise NotATensorError(f"Argument {where} must be a Tensor or Variable (or a nested "
