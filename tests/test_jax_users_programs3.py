@@ -135,6 +135,22 @@ def test_unconnected_params_none_and_unused_op_inputs_zero():
     close(tape.gradient(loss, extra, unconnected_gradients="zero"), np.zeros(2, np.float32))
 
 
+def test_frozendict_of_losses_as_the_target():
+    """An op returning a FrozenDict of losses, the FrozenDict the tape's target: the gradient of
+    their sum, as TF's nest takes any Mapping (round 17a: it was NotATensorError)."""
+    m = MLP()
+    p = m.init(jax.random.key(13), X)
+    vs = to_vars(p)
+
+    def losses(p, x, y):
+        out = m.apply(p, x)
+        return freeze({"mse": mse(out, y), "l2": 1e-2 * sum(jnp.sum(w ** 2) for w in jax.tree_util.tree_leaves(p))})
+    with tf.GradientTape() as tape:
+        out = tf.op(losses)(vs, X, Y)
+    assert isinstance(out, FrozenDict)
+    close(tape.gradient(out, vs), jax.grad(lambda p: sum(losses(p, X, Y).values()))(p), rtol=1e-5)
+
+
 def test_second_order_hessian_vector_product_of_a_linen_loss():
     """Nested tapes around the op give a Hessian-vector product: jax.jvp of jax.grad's."""
     m = MLP(width=3)
