@@ -404,7 +404,8 @@ def test_tapejax_variable_layer_feeding_a_flax_layer():
 
 def test_per_example_gradients_vmap_over_a_tape_and_an_equinox_model():
     """``jax.vmap`` over a function that opens a tape around an equinox model op: per-example
-    gradients equal ``jax.vmap(eqx.filter_grad(...))``; under ``jax.jit`` too."""
+    gradients equal ``jax.vmap(eqx.filter_grad(...))``; under ``jax.jit`` too; and with the model
+    of Variables as the tape's source (read unbatched under vmap)."""
     model = mlp(15)
     params, static = eqx.partition(model, eqx.is_inexact_array)
 
@@ -420,6 +421,16 @@ def test_per_example_gradients_vmap_over_a_tape_and_an_equinox_model():
     want = jax.vmap(jax.grad(pure), in_axes=(None, 0, 0))(params, X, Y)
     close(jax.vmap(per_example, in_axes=(None, 0, 0))(params, X, Y), want, rtol=1e-5, atol=1e-6)
     close(jax.jit(jax.vmap(per_example, in_axes=(None, 0, 0)))(params, X, Y), want, rtol=1e-5, atol=1e-6)
+    mv = to_vars(model)   # (the model of Variables, read under vmap, the tape's source: DP-SGD's shape)
+    loss_op = tf.op(lambda m, x, y: jnp.sum((m(x) - y) ** 2))
+
+    def per_example_of_variables(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_op(mv, x, y)
+        return arrays(tape.gradient(loss, mv))
+    got = jax.vmap(per_example_of_variables)(X, Y)
+    assert got.activation is None
+    close(eqx.filter(got, eqx.is_inexact_array), want, rtol=1e-5, atol=1e-6)
 
 
 def test_tape_gradients_tree_mapped_back_to_optax():
