@@ -236,7 +236,8 @@ def test_eqx_dropout_and_inference_mode():
 def test_filter_jit_and_filter_grad_of_code_with_a_tape_inside():
     """``eqx.filter_jit`` of a function that takes the model, opens a tapejax tape over its arrays
     (converted to Tensors and watched) and returns the gradient as arrays: jax.grad's; and
-    ``eqx.filter_grad`` of a gradient-norm penalty computed by that tape: JAX's second order."""
+    ``eqx.filter_grad`` of a gradient-norm penalty computed by that tape: JAX's second order.  A model
+    of Variables given to ``eqx.filter_jit`` is JAX's error for an unhashable static argument."""
     model = mlp(9)
     params, static = eqx.partition(model, eqx.is_inexact_array)
 
@@ -249,6 +250,8 @@ def test_filter_jit_and_filter_grad_of_code_with_a_tape_inside():
     want = eqx.filter_grad(batch_loss)(model, X, Y)
     close(eqx.filter_jit(tape_grad)(params), eqx.filter(want, eqx.is_inexact_array), rtol=1e-5)
     close(tape_grad(params), eqx.filter(want, eqx.is_inexact_array), rtol=1e-5)
+    with pytest.raises(ValueError, match="Non-hashable static"):   # (a Variable is no array to equinox:
+        eqx.filter_jit(lambda m: tf.op(batch_loss)(m, X, Y))(to_vars(model))   # static, and unhashable as TF's)
 
     def penalty(params):
         return sum(jnp.sum(g ** 2) for g in jax.tree_util.tree_leaves(tape_grad(params)))
