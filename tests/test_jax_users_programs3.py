@@ -113,6 +113,29 @@ def test_linen_apply_on_tensors_directly_is_outside_the_tape():
     assert "never" in tape.explain(loss, flat_vars(vs)[0]) or tape.explain(loss, flat_vars(vs)[0])
 
 
+@pytest.mark.parametrize("name", ["Conv", "BatchNorm", "LayerNorm", "RNN"])
+def test_linen_layers_called_directly_on_variables_never_give_a_wrong_gradient(name):
+    """Without ``tapejax.op``, flax's code meets Variables as JAX meets foreign objects: some layers
+    run on their arrays (outside the tape: gradient None), others raise (a Variable has no
+    ``reshape``, as TF's has not; ``np.dtype(tf.float32)`` is NumPy's TypeError, as with TF's DType;
+    JAX refuses ``__jax_array__`` in abstractification).  Either way, never a wrong gradient;
+    ``tapejax.op(model.apply)`` is the way, and gives jax.grad's."""
+    m, x = {"Conv": (nn.Conv(2, (3, 3)), IMG), "BatchNorm": (nn.BatchNorm(use_running_average=True), IMG),
+            "LayerNorm": (nn.LayerNorm(), IMG), "RNN": (nn.RNN(nn.LSTMCell(3)), SEQ)}[name]
+    p = m.init(jax.random.key(14), x)
+    vs = to_vars(p)
+    with tf.GradientTape(persistent=True) as tape:
+        try:
+            y = tf.convert_to_tensor(m.apply(vs, tf.constant(x)))
+        except (TypeError, ValueError, AttributeError):
+            y = None
+        loss = tf.reduce_sum(tf.op(m.apply)(vs, x) ** 2)
+    if y is not None:
+        close(y, m.apply(p, x), rtol=1e-5)
+        assert all(g is None for g in jax.tree_util.tree_leaves(tape.gradient(y, vs), is_leaf=lambda g: g is None))
+    close(tape.gradient(loss, vs), jax.grad(lambda p: jnp.sum(m.apply(p, x) ** 2))(p), rtol=1e-4, atol=1e-6)
+
+
 def test_unconnected_params_none_and_unused_op_inputs_zero():
     """TF's rule, checked against JAX's zeros: a Variable outside every recorded op has gradient
     None; a parameter passed into the op that the output does not use (a second head) gets the
