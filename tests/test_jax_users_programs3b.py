@@ -280,6 +280,26 @@ def test_tree_at_updates_weights_from_tape_gradients():
     close(model.layers[1].weight, ref.layers[1].weight)
 
 
+def test_eqx_functional_update_op_returns_the_model():
+    """Equinox's functional loop with tapejax: the tape's gradient (a model pytree, None at the
+    functions) and the model go into an op that returns ``eqx.apply_updates(model, -lr * grads)``:
+    the op's output is an MLP again (its functions returned as they are, round 17a: they were JAX's
+    TypeError), made Variables for the next step; three steps vs the pure equinox loop."""
+    model = ref = mlp(22)
+    update = tf.op(lambda m, g: eqx.apply_updates(m, jax.tree_util.tree_map(lambda d: -0.1 * d, g)))
+    for _ in range(3):
+        mv = to_vars(model)
+        with tf.GradientTape() as tape:
+            loss = tf.op(batch_loss)(mv, X, Y)
+        new = update(mv, tape.gradient(loss, mv))
+        assert isinstance(new, eqx.nn.MLP) and new.activation is model.activation
+        model = arrays(new)
+        want, g = eqx.filter_value_and_grad(batch_loss)(ref, X, Y)
+        ref = eqx.apply_updates(ref, jax.tree_util.tree_map(lambda d: -0.1 * d, g))
+        close(loss, want, rtol=1e-5)
+    close(eqx.filter(model, eqx.is_inexact_array), eqx.filter(ref, eqx.is_inexact_array), rtol=1e-4, atol=1e-6)
+
+
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "function"])
 def test_eqx_model_trained_with_from_optax_vs_optax(compiled):
     """The whole model (Variables at its array leaves), an argument of the step, trained by
