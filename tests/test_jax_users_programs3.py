@@ -174,6 +174,29 @@ def test_frozendict_of_losses_as_the_target():
     close(tape.gradient(out, vs), jax.grad(lambda p: sum(losses(p, X, Y).values()))(p), rtol=1e-5)
 
 
+def test_tied_weights_one_variable_at_two_leaves_gets_the_total_gradient():
+    """Weights tied by putting one Variable at two leaves of the params (a square encoder and decoder
+    kernel): TF's rule, the gradient with respect to that Variable, the total, at both places; pure
+    JAX, given the same array at two leaves, gives each leaf its part, so the oracle is their sum."""
+    class AE(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return nn.Dense(4, name="dec")(jnp.tanh(nn.Dense(4, name="enc")(x)))
+    m = AE()
+    p = m.init(jax.random.key(15), X)
+    p["params"]["dec"]["kernel"] = p["params"]["enc"]["kernel"]
+    vs = to_vars(p)
+    vs["params"]["dec"]["kernel"] = vs["params"]["enc"]["kernel"]
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.square(tf.op(m.apply)(vs, X) - X))
+    g = tape.gradient(loss, vs)
+    want = jax.grad(lambda p: jnp.mean((m.apply(p, X) - X) ** 2))(p)
+    total = want["params"]["enc"]["kernel"] + want["params"]["dec"]["kernel"]
+    close(g["params"]["enc"]["kernel"], total, rtol=1e-5)
+    close(g["params"]["dec"]["kernel"], total, rtol=1e-5)
+    close(g["params"]["enc"]["bias"], want["params"]["enc"]["bias"], rtol=1e-5)
+
+
 def test_second_order_hessian_vector_product_of_a_linen_loss():
     """Nested tapes around the op give a Hessian-vector product: jax.jvp of jax.grad's."""
     m = MLP(width=3)
