@@ -219,3 +219,30 @@ def test_non_array_output_leaves_are_returned_as_they_are():
                 y = tf.reduce_sum(out.w * out.w)
             assert out.act is jnp.tanh and out.name == "scaled" and isinstance(out.w, tf.Tensor)
             np.testing.assert_allclose(t.gradient(y, w).numpy(), [18.0, 36.0])
+
+
+def test_op_of_the_same_function_is_made_once():
+    """``tapejax.op(model.apply)`` written inside a loop (a bound method is a new object each time, but
+    compares equal) is the op made the first time: one registered type, one compiled call; another
+    function, or other flags, is another op; an unhashable callable gets a new op each time."""
+    class Model:
+        def apply(self, w, x):
+            return jnp.sum(jnp.tanh(x * w))
+    m, w = Model(), tf.Variable(2.0)
+    ops = []
+    for _ in range(3):
+        with tf.GradientTape() as t:
+            op = tf.op(m.apply)
+            y = op(w, jnp.ones(3))
+        ops.append(op)
+        np.testing.assert_allclose(t.gradient(y, w).numpy(), jax.grad(m.apply)(2.0, jnp.ones(3)), rtol=1e-6)
+    assert ops[0] is ops[1] is ops[2]
+    assert tf.op(Model().apply) is not ops[0] and tf.op(m.apply, jit=False) is not ops[0]
+
+    class Unhashable:
+        __hash__ = None
+
+        def __call__(self, x):
+            return x * 2.0
+    u = Unhashable()
+    assert tf.op(u) is not tf.op(u)

@@ -46,6 +46,9 @@ _auto = itertools.count()
 #: (op, static key) -> the output pytree structure (bounded LRU; found again by
 #: ``jax.eval_shape`` if evicted while JAX still has the op's compiled call).
 _OUT_TREES = LRU("op_output_trees", 4096)
+#: (function, differentiable, jit) -> the op ``tapejax.op`` made for it without a ``type_name``
+#: (bound methods compare by their object and function, so ``op(model.apply)`` is found again).
+_OPS_BY_FUNCTION = LRU("jax_op_functions", 1024)
 
 
 def _is_leaf(x):
@@ -188,13 +191,27 @@ def op(fn=None, *, type_name=None, differentiable=True, jit=True):
     ``type_name`` is the TF op type the tape records (what ``RegisterGradient``
     and ``gradient_override_map`` key on); registering a name twice raises
     KeyError, as TF.  Without it a unique name ``"JaxOp/<qualname>/<n>"`` is
-    made.  ``differentiable=False`` makes the outputs constants to the tape
+    made, once per function: ``op(f)`` of the same ``f`` (or of ``model.apply``
+    of the same model) again is the same op, so writing it inside a loop
+    compiles once.  ``differentiable=False`` makes the outputs constants to the tape
     (the gradient is then ``None``, as for TF ops without a gradient).
     """
     def deco(f):
         name = type_name
         if name is None:
-            name = f"JaxOp/{getattr(f, '__qualname__', 'fn')}/{next(_auto)}"
+            # (the op of a function made before, found again: ``tapejax.op(model.apply)(params, x)``
+            # written in a training loop registered and compiled a new op at every step)
+            key = (f, differentiable, jit)
+            try:
+                made = _OPS_BY_FUNCTION.get(key)
+            except TypeError:   # (an unhashable callable: a new op each time)
+                key = made = None
+            if made is None:
+                made = make_op(f, f"JaxOp/{getattr(f, '__qualname__', 'fn')}/{next(_auto)}",
+                               differentiable=differentiable, jit=jit)
+                if key is not None:
+                    _OPS_BY_FUNCTION[key] = made
+            return made
         elif not isinstance(name, str) or not name:
             raise TypeError(f"`type_name` must be a non-empty string; got {name!r}")
         elif name in REGISTRY:
