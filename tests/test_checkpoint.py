@@ -301,3 +301,33 @@ def test_no_pickle_in_the_files(tmp_path):
         for f in files:
             head = open(os.path.join(root, f), "rb").read(2)
             assert head[:1] != b"\x80", f"{f} looks like a pickle"
+
+
+def test_a_jax_pytree_of_variables_is_not_trackable_and_the_error_says_what_to_pass(tmp_path):
+    """TF's ValueError for an object that is not trackable; for a JAX pytree of Variables (a flax or
+    equinox model) it gives the dict recipe, which then saves and restores; an object whose repr
+    raises (a flax nnx State of Variables) still gets the ValueError (it was that repr's error)."""
+    import dataclasses
+
+    import jax
+
+    @jax.tree_util.register_dataclass
+    @dataclasses.dataclass
+    class Lin:
+        w: object
+        act: object = dataclasses.field(metadata={"static": True}, default=None)
+
+    class BadRepr:
+        def __repr__(self):
+            raise AttributeError("no repr")
+    m = Lin(tf.Variable([1.0, 2.0]))
+    with pytest.raises(ValueError, match="expecting model to be a trackable.*keystr"):
+        tf.train.Checkpoint(model=m)
+    with pytest.raises(ValueError, match="expecting root.*<BadRepr object>"):
+        tf.train.Checkpoint(BadRepr())
+    named = {jax.tree_util.keystr(p): v for p, v in jax.tree_util.tree_leaves_with_path(
+        m, is_leaf=lambda x: isinstance(x, tf.Variable)) if isinstance(v, tf.Variable)}
+    path = tf.train.Checkpoint(model=named).save(str(tmp_path / "ck"))
+    m.w.assign([0.0, 0.0])
+    tf.train.Checkpoint(model=named).restore(path).assert_consumed()
+    np.testing.assert_allclose(m.w.numpy(), [1.0, 2.0])

@@ -317,3 +317,21 @@ def test_through_and_inside_tapejax_function():
 
     _close(hvp(v), HVP, 1e-4)
     _close(hvp(v), HVP, 1e-4)
+
+
+def test_primals_may_be_a_registered_jax_pytree_with_static_leaves():
+    """Primals as a JAX pytree of Variables with a function field (an equinox model) and tangents in
+    that structure with None at the function, as ``eqx.partition`` gives: flattened as tape sources
+    are (was NotATensorError: tf.nest took the pytree for one leaf)."""
+    import dataclasses
+
+    @jax.tree_util.register_dataclass
+    @dataclasses.dataclass
+    class Lin:
+        w: object
+        act: object
+
+    w = tf.Variable([1.0, 2.0])
+    with tf.autodiff.ForwardAccumulator(Lin(w, jnp.tanh), Lin(jnp.array([1.0, 0.5]), None)) as acc:
+        y = tf.reduce_sum(w * w)
+    np.testing.assert_allclose(acc.jvp(y).numpy(), 2 * 1.0 + 4 * 0.5)

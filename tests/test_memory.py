@@ -382,7 +382,7 @@ def test_failed_function_trace_leaves_no_tracer_and_no_entry():
 # every cache is bounded
 # ---------------------------------------------------------------------------
 
-_GLOBAL = {"replay": 8, "slices": 16, "signatures": 16, "control_flow": 3, "op_output_trees": 4,
+_GLOBAL = {"replay": 8, "slices": 16, "signatures": 16, "control_flow": 3, "op_output_trees": 4, "jax_op_functions": 2,
            "custom_checked": 2, "scalar_constants": 4, "deferred_avals": 4, "deferred_programs": 2,
            "deferred_structures": 2, "fused_updates": 2, "speculation_tracks": 2, "speculative_programs": 2,
            "speculative_regradients": 2, "transfer_shapes": 2}

@@ -194,3 +194,55 @@ def test_variable_closed_over_by_a_jitted_op_is_an_error():
         w.assign(value)
         assert float(passed({"w": w}, x)) == want and float(unjitted(x)) == want
         assert float(in_function(x)) == want
+
+
+def test_non_array_output_leaves_are_returned_as_they_are():
+    """An output pytree with a leaf that is no array and no number (an equinox model's activation
+    function, a string) gives that leaf back as it is, as ``eqx.filter_jit`` does, the array leaves
+    as Tensors with their gradients (it was JAX's TypeError converting the function to an array),
+    eagerly, from the cache and with ``jit=False``."""
+    import dataclasses
+
+    @jax.tree_util.register_dataclass
+    @dataclasses.dataclass
+    class Layer:
+        w: object
+        act: object
+        name: object
+
+    for jit in (True, False):
+        f = tf.op(lambda m, s: Layer(m.w * s, m.act, "scaled"), jit=jit)
+        w = tf.Variable([1.0, 2.0])
+        for _ in range(2):
+            with tf.GradientTape() as t:
+                out = f(Layer(w, jnp.tanh, "orig"), 3.0)
+                y = tf.reduce_sum(out.w * out.w)
+            assert out.act is jnp.tanh and out.name == "scaled" and isinstance(out.w, tf.Tensor)
+            np.testing.assert_allclose(t.gradient(y, w).numpy(), [18.0, 36.0])
+
+
+def test_op_of_the_same_function_is_made_once():
+    """``tapejax.op(model.apply)`` written inside a loop (a bound method is a new object each time, but
+    compares equal) is the op made the first time: one registered type, one compiled call; another
+    function, or other flags, is another op; an unhashable callable gets a new op each time."""
+    class Model:
+        def apply(self, w, x):
+            return jnp.sum(jnp.tanh(x * w))
+    m, w = Model(), tf.Variable(2.0)
+    ops = []
+    for _ in range(3):
+        with tf.GradientTape() as t:
+            op = tf.op(m.apply)
+            y = op(w, jnp.ones(3))
+        ops.append(op)
+        np.testing.assert_allclose(t.gradient(y, w).numpy(), jax.grad(m.apply)(2.0, jnp.ones(3)), rtol=1e-6)
+    assert ops[0] is ops[1] is ops[2]
+    assert tf.op(Model().apply) is not ops[0] and tf.op(m.apply, jit=False) is not ops[0]
+
+    class Unhashable:
+        __hash__ = None
+
+        def __call__(self, x):
+            return x * 2.0
+    u = Unhashable()
+    assert tf.op(u) is not tf.op(u)

@@ -1,5 +1,6 @@
 """GradientTape semantics; oracle: jax.vjp/jax.grad of the same pure function, and
 TF 2.21's rules (the parity suite runs the same programs under real TF)."""
+import dataclasses
 import threading
 
 import jax
@@ -485,6 +486,39 @@ def test_sources_may_be_registered_jax_pytrees():
         t.gradient(y, st)
 
 
+def test_jax_pytree_sources_with_non_array_leaves_and_forwarding_wrappers():
+    """Inside a JAX pytree source, a non-array leaf (an equinox module's activation function, a
+    Python number) or an integer array is a static part: gradient None, as ``eqx.filter_grad``
+    gives (it was NotATensorError); a float array leaf is still an error, which says to make it a
+    Variable.  A pytree
+    node that forwards attributes to the Variable it holds (flax nnx's ``Param``) is a node, not a
+    Variable: the gradient keeps it (it was replaced by the bare gradient)."""
+    @jax.tree_util.register_dataclass
+    @dataclasses.dataclass
+    class Layer:
+        w: object
+        act: object
+        scale: object
+
+    class Box:   # forwards attributes (``_read`` included) to its value, as nnx.Param does
+        def __init__(self, value):
+            self.value = value
+
+        def __getattr__(self, name):
+            return getattr(self.__dict__["value"], name)
+    jax.tree_util.register_pytree_node(Box, lambda b: ((b.value,), None), lambda _, c: Box(c[0]))
+    w = tf.Variable([1.0, 2.0])
+    m = Layer(Box(w), jnp.tanh, (3.0, jnp.arange(2)))
+    with tf.GradientTape(persistent=True) as t:
+        t.watch(m)
+        y = tf.reduce_sum(w * w)
+    g = t.gradient(y, m)
+    assert isinstance(g, Layer) and g.act is None and g.scale == (None, None) and isinstance(g.w, Box)
+    np.testing.assert_allclose(g.w.value.numpy(), [2.0, 4.0])
+    with pytest.raises(TypeError, match="`sources`.*make the parameters Variables"):
+        t.gradient(y, Layer(jnp.ones(2), jnp.tanh, 3.0))
+
+
 def test_watching_an_array_says_how_to_watch_it():
     """An array has no identity the tape can follow: the ValueError (TF's for a NumPy array) says
     to convert it first."""
@@ -527,3 +561,28 @@ def test_gradient_through_an_unbounded_staged_while_loop_names_the_bound_it_need
     for f in (t.gradient, t.jacobian):
         with pytest.raises(ValueError, match="maximum_iterations=N"):
             f(y, x)
+
+
+def test_targets_may_be_mappings_that_are_jax_pytrees():
+    """A target that is a Mapping registered with JAX (flax's FrozenDict; an nnx State) is flattened
+    as TF's nest flattens a Mapping: the gradient of the sum of its values (was NotATensorError)."""
+    import collections.abc
+
+    class Frozen(collections.abc.Mapping):
+        def __init__(self, d):
+            self._d = dict(d)
+
+        def __getitem__(self, k):
+            return self._d[k]
+
+        def __iter__(self):
+            return iter(self._d)
+
+        def __len__(self):
+            return len(self._d)
+    jax.tree_util.register_pytree_node(Frozen, lambda f: (tuple(f._d[k] for k in sorted(f._d)), tuple(sorted(f._d))),
+                                       lambda keys, vals: Frozen(zip(keys, vals)))
+    v = tf.Variable([1.0, 2.0])
+    with tf.GradientTape() as t:
+        out = Frozen({"b": v * v, "a": v * 2.0})
+    np.testing.assert_allclose(t.gradient(out, v).numpy(), [4.0, 6.0])

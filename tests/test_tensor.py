@@ -392,3 +392,15 @@ def test_a_pytree_function_that_returns_no_array_gives_its_value_not_a_tensor():
     assert type(doubled) is tf.Tensor and doubled.numpy().tolist() == [2.0, 4.0]
     assert type(jax.jit(lambda a: a + 1)(t)) is tf.Tensor
     np.testing.assert_allclose(tf.function(lambda a: a * 2.0)(host), [2.0, 4.0])
+
+
+def test_a_typed_prng_key_is_no_tensor_or_variable_with_a_clear_type_error():
+    """``tf.Variable`` / ``tf.constant`` of a typed key array (``jax.random.key``, what an nnx model's
+    ``Rngs`` hold, met by ``tree_map(tf.Variable, nnx.state(model))``) is a TypeError that names the
+    argument and says what to do (it was NumPy's "Cannot interpret 'key<fry>' as a data type")."""
+    key = jax.random.key(0)
+    with pytest.raises(TypeError, match="initial_value is a JAX PRNG key array"):
+        tf.Variable(key)
+    with pytest.raises(TypeError, match="value is a JAX PRNG key array.*key_data"):
+        tf.constant(key)
+    assert tf.constant(jax.random.key_data(key)).dtype == tf.uint32

@@ -38,7 +38,7 @@ from ..core.convert import convert_to_tensor
 from ..core.tensor import Tensor
 from . import replay as _replay
 from .jacobian import Entry, connect, leaf_tensors
-from .nodes import NotATensorError, UnconnectedGradients, _check_leaves, _unconnected
+from .nodes import NotATensorError, UnconnectedGradients, _check_leaves, _unconnected, flatten_sources
 from .program import Program, aval, build_replay, gather_leaves
 from .tape import GradientTape
 
@@ -104,8 +104,10 @@ class ForwardAccumulator:
     """
 
     def __init__(self, primals, tangents):
-        flat_p = _nest.flatten(primals)
-        flat_t = _nest.flatten(tangents)
+        # (a JAX pytree of Variables, an equinox model, is flattened as tape sources are; its tangents
+        # a pytree of arrays, None where the model has static leaves, as eqx.partition gives)
+        flat_p = flatten_sources(primals)[0]
+        flat_t = flatten_sources(tangents)[0]
         for p in flat_p:
             if not isinstance(p, Tensor) and not hasattr(p, "_read"):
                 raise NotATensorError(f"Argument `primals` must hold Tensors or Variables; got {p!r} "

@@ -129,19 +129,36 @@ _LEAF_TYPES = {Tensor, Pending, Variable}
 
 def _check_leaves(flat, what):
     for i, x in enumerate(flat):
-        if type(x) not in _LEAF_TYPES and not isinstance(x, Tensor) and not hasattr(x, "_read"):
+        if type(x) not in _LEAF_TYPES and not _tensor_like(x):
             where = f"`{what}`" if len(flat) == 1 else f"`{what}` (flattened element {i})"
             hint = ""
             if type(x).__module__.startswith("keras.") and hasattr(x, "path"):   # (one tapejax does not track)
                 hint = (". It is a Keras variable made before tapejax's Keras integration was loaded: "
                         "import keras after tapejax, or access tapejax.keras first, then build the model")
+            elif what == "sources" and isinstance(x, (jax.Array, np.ndarray)):
+                hint = (". An array has no identity the tape can follow: make the parameters Variables "
+                        "(jax.tree_util.tree_map(tf.Variable, params)) and use those in the ops")
             raise NotATensorError(f"Argument {where} must be a Tensor or Variable (or a nested "
                                   f"structure of them); got {x!r} of type {type(x).__name__}{hint}")
     return flat
 
 
 def _tensor_like(x):
-    return isinstance(x, Tensor) or hasattr(x, "_read")
+    # (``_read`` looked up on the type: a wrapper that forwards attributes to the Variable it holds,
+    # flax nnx's ``Param``, is a pytree node around the Variable, not a Variable)
+    return isinstance(x, Tensor) or hasattr(type(x), "_read")
+
+
+def _static_leaf(x):
+    """Whether a leaf of a JAX pytree source is a static part of it, not a parameter: what
+    ``eqx.filter_grad`` leaves out (an equinox module's activation function, a Python number or
+    string, an integer or bool array: TF's None for an integer source); its gradient is ``None``.
+    A floating array is not: a weight left as an array is an error."""
+    if _tensor_like(x):
+        return False
+    if isinstance(x, (jax.Array, np.ndarray, np.generic)):
+        return not np.issubdtype(x.dtype, np.inexact)
+    return True
 
 
 def flatten_sources(structure, what=None):
@@ -149,7 +166,9 @@ def flatten_sources(structure, what=None):
     pytree node (a dataclass registered with ``jax.tree_util``, a flax / equinox module, any
     custom node) is flattened by ``jax.tree_util`` with Tensors and Variables as its leaves, so a
     JAX user's parameter pytree of Variables gets its gradients in the same structure (static
-    fields kept).  ``pack(flat)`` rebuilds the structure; ``None`` gradients stay ``None``.
+    fields kept; a non-array leaf of such a node, an equinox module's activation function, is left
+    out of the flat list and its gradient is ``None``, as ``eqx.filter_grad`` gives).  ``pack(flat)``
+    rebuilds the structure; ``None`` gradients stay ``None``.
     With ``what`` (the argument's name) the leaves are checked (``_check_leaves``)."""
     flat = _nest.flatten(structure)
     for x in flat:
@@ -165,19 +184,22 @@ def flatten_sources(structure, what=None):
             leaves, tree = jax.tree_util.tree_flatten(x, is_leaf=_tensor_like)
             if jax.tree_util.treedef_is_leaf(tree):
                 tree = None
-        parts.append(tree)
         if tree is None:
+            parts.append(None)
             out.append(x)
         else:
-            out.extend(leaves)
+            static = [_static_leaf(v) for v in leaves]
+            parts.append((tree, static))
+            out.extend(v for v, s in zip(leaves, static) if not s)
 
     def pack(gs):
         it, nested = iter(gs), []
-        for tree in parts:
-            if tree is None:
+        for part in parts:
+            if part is None:
                 nested.append(next(it))
             else:
-                nested.append(jax.tree_util.tree_unflatten(tree, [next(it) for _ in range(tree.num_leaves)]))
+                tree, static = part
+                nested.append(jax.tree_util.tree_unflatten(tree, [None if s else next(it) for s in static]))
         return _nest.pack_sequence_as(structure, nested)
     if what is not None:
         _check_leaves(out, what)

@@ -101,7 +101,8 @@ def cache_stats():
     of ``cache_info()``; ``"slices"`` memoizes tape slices; ``"signatures"``
     interns recorded node structures; ``"control_flow"`` holds the ops
     ``cond``/``while_loop``/``scan`` build; ``"op_output_trees"`` the output
-    structures of ``tapejax.op`` JAX ops; ``"custom_checked"`` the
+    structures of ``tapejax.op`` JAX ops; ``"jax_op_functions"`` the ops
+    ``tapejax.op`` made for functions without a ``type_name``; ``"custom_checked"`` the
     checked replays of user-defined op types; ``"scalar_constants"`` the
     Python numbers used with tensors, as device arrays; ``"deferred_avals"``
     the output shapes and dtypes of deferred ops; ``"deferred_programs"`` and

@@ -22,7 +22,7 @@ Gradients are computed by ``replay`` (slice, key, compiled ``jax.vjp``), jacobia
 import jax
 import numpy as np
 
-from ..core import dtypes as _dtypes, nest as _nest, state as _state
+from ..core import dtypes as _dtypes, state as _state
 from ..core.bind import READ, _hashable
 from ..core.tensor import Pending, Tensor
 from ..ops.indexing import RESOURCE_GATHER
@@ -390,7 +390,9 @@ class GradientTape:
             raise TypeError("Argument `target` should be a list or nested structure of Tensors, "
                             "Variables or CompositeTensors to be differentiated, but received None.")
         mode = _unconnected(unconnected_gradients)
-        flat_targets = _check_leaves(_nest.flatten(target), "target")
+        # (a Mapping that is a JAX pytree, flax's FrozenDict, an nnx State: flattened as TF's nest
+        # flattens a Mapping, by JAX, as sources are)
+        flat_targets = _check_leaves(flatten_sources(target)[0], "target")
         flat_sources, pack = flatten_sources(sources, "sources")
         cts = _output_gradients(output_gradients, flat_targets)
         self._begin_use()

@@ -544,6 +544,10 @@ def _to_array(value, dtype, what):
         if isinstance(value, _Array):   # DLPack: a copy, since the producer may change its buffer later
             return _to_array(value, dtype, what).copy()
     if isinstance(value, (_Array, jax.core.Tracer)):
+        if not isinstance(value.dtype, np.dtype):   # (a typed PRNG key array: was NumPy's "Cannot interpret")
+            raise TypeError(f"{what} is a JAX PRNG key array (dtype {value.dtype}), which has no TF dtype: no "
+                            "Tensor or Variable holds one. Pass keys to tapejax.op functions and "
+                            "tapejax.function steps as they are (or jax.random.key_data(key) as uint32 data)")
         src = np.dtype(value.dtype)
         if dtype is None:
             return value

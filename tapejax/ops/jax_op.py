@@ -19,7 +19,8 @@ callables) is a *static* parameter, part of the compiled replay's key, so
 it must be hashable.  The outputs are the function's pytree with Tensors at
 the array leaves (Python numbers there become arrays, as under ``jax.jit``;
 typed PRNG keys, ``jax.random.key``, stay JAX key arrays: no TF dtype, no
-gradient).  The gradient is JAX's (``jax.vjp`` of the function)
+gradient; any other leaf, an equinox model's activation function, is returned
+as it is, as ``eqx.filter_jit`` returns it).  The gradient is JAX's (``jax.vjp`` of the function)
 unless a gradient is registered for ``type_name`` (``RegisterGradient`` /
 ``gradient_override_map``).  The function is run under ``jax.jit`` eagerly
 (``jit=False`` to run it op by op).
@@ -39,10 +40,15 @@ from ..core.variable import Variable
 
 _TENSORISH = (Tensor, Variable)
 _ARRAYS = (Tensor, Variable, jax.Array, np.ndarray, np.generic)
+#: The output leaves that become the op's arrays (Python numbers too, as jax.jit makes them).
+_OUT_ARRAYS = _ARRAYS + (int, float, complex, bool)
 _auto = itertools.count()
 #: (op, static key) -> the output pytree structure (bounded LRU; found again by
 #: ``jax.eval_shape`` if evicted while JAX still has the op's compiled call).
 _OUT_TREES = LRU("op_output_trees", 4096)
+#: (function, differentiable, jit) -> the op ``tapejax.op`` made for it without a ``type_name``
+#: (bound methods compare by their object and function, so ``op(model.apply)`` is found again).
+_OPS_BY_FUNCTION = LRU("jax_op_functions", 1024)
 
 
 def _is_leaf(x):
@@ -74,15 +80,20 @@ def split_args(args, kwargs):
     return dyn, (tree, tuple(static))
 
 
-def join_args(dyn, key):
-    tree, static = key
+def _merge(dyn, static):
+    """The flat leaves: ``static``'s (position, value) pairs in place, ``dyn`` in the other places."""
     n = len(dyn) + len(static)
     leaves = [None] * n
     it = iter(dyn)
     pos = dict(static)
     for i in range(n):
         leaves[i] = pos[i] if i in pos else next(it)
-    return jax.tree_util.tree_unflatten(tree, leaves)
+    return leaves
+
+
+def join_args(dyn, key):
+    tree, static = key
+    return jax.tree_util.tree_unflatten(tree, _merge(dyn, static))
 
 
 class _ClosedOverVariables:
@@ -126,10 +137,13 @@ def make_op(fn, type_name, *, differentiable=True, jit=True, doc=None):
         # (a Tensor the function returns, made by tape ops called inside it, is a leaf: flattened as
         # JAX's pytree its treedef would rewrap the op's recorded output in a new, untracked Tensor)
         flat, tree = jax.tree_util.tree_flatten(out, is_leaf=_is_leaf)
-        _OUT_TREES[(prim, key)] = tree
+        # (a leaf that is no array and no number, an equinox model's activation function, is a static
+        # part of the output, returned as it is, as eqx.filter_jit returns it)
+        static = tuple((i, x) for i, x in enumerate(flat) if not isinstance(x, _OUT_ARRAYS))
+        _OUT_TREES[(prim, key)] = (tree, static)
         # (a Python number or NumPy leaf becomes an array, as jax.jit makes it: with jit=False and
         # in the gradient's replay the function runs unjitted)
-        return tuple([_array(x) for x in flat])
+        return tuple([_array(x) for x in flat if isinstance(x, _OUT_ARRAYS)])
 
     def out_tree(dyn, key):
         tree = _OUT_TREES.get((prim, key))
@@ -153,6 +167,9 @@ def make_op(fn, type_name, *, differentiable=True, jit=True, doc=None):
         tree = out_tree(dyn, key)
         if any(_is_key(o._meta.dtype) for o in outs):
             outs = [o._value if _is_key(o._meta.dtype) else o for o in outs]
+        tree, static = tree
+        if static:
+            outs = _merge(outs, static)
         if tree.num_leaves == 1 and jax.tree_util.treedef_is_leaf(tree):
             return outs[0]
         return jax.tree_util.tree_unflatten(tree, outs)
@@ -174,13 +191,27 @@ def op(fn=None, *, type_name=None, differentiable=True, jit=True):
     ``type_name`` is the TF op type the tape records (what ``RegisterGradient``
     and ``gradient_override_map`` key on); registering a name twice raises
     KeyError, as TF.  Without it a unique name ``"JaxOp/<qualname>/<n>"`` is
-    made.  ``differentiable=False`` makes the outputs constants to the tape
+    made, once per function: ``op(f)`` of the same ``f`` (or of ``model.apply``
+    of the same model) again is the same op, so writing it inside a loop
+    compiles once.  ``differentiable=False`` makes the outputs constants to the tape
     (the gradient is then ``None``, as for TF ops without a gradient).
     """
     def deco(f):
         name = type_name
         if name is None:
-            name = f"JaxOp/{getattr(f, '__qualname__', 'fn')}/{next(_auto)}"
+            # (the op of a function made before, found again: ``tapejax.op(model.apply)(params, x)``
+            # written in a training loop registered and compiled a new op at every step)
+            key = (f, differentiable, jit)
+            try:
+                made = _OPS_BY_FUNCTION.get(key)
+            except TypeError:   # (an unhashable callable: a new op each time)
+                key = made = None
+            if made is None:
+                made = make_op(f, f"JaxOp/{getattr(f, '__qualname__', 'fn')}/{next(_auto)}",
+                               differentiable=differentiable, jit=jit)
+                if key is not None:
+                    _OPS_BY_FUNCTION[key] = made
+            return made
         elif not isinstance(name, str) or not name:
             raise TypeError(f"`type_name` must be a non-empty string; got {name!r}")
         elif name in REGISTRY:

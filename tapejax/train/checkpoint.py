@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Optional, Sequence
 
+import jax
 import numpy as np
 
 from ..core import dtypes as _dtypes
@@ -94,6 +95,25 @@ def _path(value: Any, what: str) -> str:
     return value
 
 
+def _not_trackable(what: str, value: Any, kinds: str) -> ValueError:
+    """TF's ValueError for an object a Checkpoint cannot track.  The object's repr is guarded (a
+    flax nnx ``State`` of Variables fails in its own repr); a JAX pytree of Variables (an equinox
+    model, an nnx ``State``) gets the recipe that makes it a dict of them."""
+    try:
+        shown = repr(value)
+    except Exception:   # (a user's repr may raise anything)
+        shown = f"<{type(value).__name__} object>"
+    if len(shown) > 300:
+        shown = shown[:300] + "..."
+    hint = ""
+    leaves = jax.tree_util.tree_leaves(value, is_leaf=lambda x: isinstance(x, Variable))
+    if any(isinstance(x, Variable) for x in leaves):
+        hint = (" A JAX pytree of Variables (a flax or equinox model) is not trackable: pass a dict of its "
+                "Variables, {jax.tree_util.keystr(path): v for path, v in jax.tree_util.tree_leaves_with_path("
+                "model, is_leaf=lambda x: isinstance(x, tf.Variable)) if isinstance(v, tf.Variable)}.")
+    return ValueError(f"`Checkpoint` was expecting {what} to be a trackable object ({kinds}), got {shown}.{hint}")
+
+
 class Checkpoint:
     """Saves and restores Variables, Modules and optimizers (``tf.train.Checkpoint``)."""
 
@@ -101,13 +121,11 @@ class Checkpoint:
         objects = {}
         for name, value in kwargs.items():
             if not (_tr.is_trackable(value) or _tr.is_container(value)):
-                raise ValueError(f"`Checkpoint` was expecting {name} to be a trackable object (a Variable, "
-                                 f"tapejax.Module, optimizer or Checkpoint, or a list, tuple or dict of them), "
-                                 f"got {value!r}.")
+                raise _not_trackable(name, value, "a Variable, tapejax.Module, optimizer or Checkpoint, or a "
+                                     "list, tuple or dict of them")
             objects[name] = value
         if root is not None and not _tr.is_trackable(root):
-            raise ValueError(f"`Checkpoint` was expecting root to be a trackable object (a Variable, "
-                             f"tapejax.Module, optimizer or Checkpoint), got {root!r}.")
+            raise _not_trackable("root", root, "a Variable, tapejax.Module, optimizer or Checkpoint")
         object.__setattr__(self, "_objects", objects)
         object.__setattr__(self, "_root", root)
         object.__setattr__(self, "_save_counter", None)   # (Optional[Variable]: made on first use)
