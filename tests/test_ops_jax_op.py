@@ -246,3 +246,52 @@ def test_op_of_the_same_function_is_made_once():
             return x * 2.0
     u = Unhashable()
     assert tf.op(u) is not tf.op(u)
+
+
+def test_unjitted_op_reads_python_state_at_each_call_for_its_gradient_too():
+    """A ``jit=False`` op runs its function when called, so a Python value it reads (a schedule's
+    scale in a dict) is the call's, for its gradient too: under a recording tape the call is traced
+    then (``CallTrace``) and the replay differentiates that trace (before, the replay traced the
+    function once, so the gradient stayed at the first call's scale: 1.0 where the value said 5.0).
+    The function runs once a call; a call whose trace is the same computation reuses the compiled
+    gradient; a function that reads values (``float(x)``) runs on them and its gradient raises
+    JAX's error as before.  A jitted op keeps the value of its trace, as ``jax.jit``."""
+    state, runs = {"k": 1.0}, []
+
+    def f(x):
+        runs.append(1)
+        return x * state["k"]
+
+    x = tf.Variable(2.0)
+    once = tf.op(f, jit=False)
+    for make in (lambda: once, lambda: tf.op(f, jit=False)):
+        for k in (1.0, 5.0, 5.0, 2.0):
+            state["k"] = k
+            del runs[:]
+            with tf.GradientTape() as t:
+                y = make()(x)
+            assert len(runs) == 1
+            assert float(y) == 2.0 * k and float(t.gradient(y, x)) == k
+    state["k"] = 3.0
+    with tf.GradientTape() as t:
+        y = once(x)
+    t.gradient(y, x)
+    before = tf.cache_info()
+    state["k"] = 3.0
+    with tf.GradientTape() as t:
+        y = once(x)
+    assert float(t.gradient(y, x)) == 3.0 and tf.cache_info().compiles == before.compiles
+
+    reads = tf.op(lambda v: v * 2.0 if float(v) > 0 else v, jit=False)
+    with tf.GradientTape() as t:
+        y = reads(x)
+    assert float(y) == 4.0
+    with pytest.raises(jax.errors.ConcretizationTypeError):
+        t.gradient(y, x)
+
+    jitted = tf.op(f)
+    for k in (1.0, 5.0):
+        state["k"] = k
+        with tf.GradientTape() as t:
+            y = jitted(x)
+        assert float(y) == 2.0 and float(t.gradient(y, x)) == 1.0   # (jax.jit's rule)

@@ -22,8 +22,11 @@ typed PRNG keys, ``jax.random.key``, stay JAX key arrays: no TF dtype, no
 gradient; any other leaf, an equinox model's activation function, is returned
 as it is, as ``eqx.filter_jit`` returns it).  The gradient is JAX's (``jax.vjp`` of the function)
 unless a gradient is registered for ``type_name`` (``RegisterGradient`` /
-``gradient_override_map``).  The function is run under ``jax.jit`` eagerly
-(``jit=False`` to run it op by op).
+``gradient_override_map``).  The function is run under ``jax.jit`` eagerly, so, as under
+``jax.jit``, a Python value it reads (a global, a closure's dict) is the one of its trace: pass a
+value that changes as an argument.  ``jit=False`` runs it op by op at each call, reading Python
+state then; under a recording tape that call is traced (``CallTrace``) and its gradient is the
+derivative of that trace, so value and gradient see the same state.
 """
 import functools
 import itertools
@@ -35,6 +38,7 @@ import numpy as np
 from ..core import state as _state
 from ..core.bind import REGISTRY, bind, define
 from ..core.caches import LRU
+from ..core.jaxpr_key import eval_lifted, fingerprint, literals, value_key
 from ..core.tensor import Tensor
 from ..core.variable import Variable
 
@@ -120,11 +124,45 @@ class _ClosedOverVariables:
                          "it as an argument.")
 
 
+class CallTrace:
+    """A ``jit=False`` op's function as traced at one call under a recording tape: the op runs
+    this jaxpr (its forward op by op, and its gradient's replay), so both see the Python state of
+    that call.  Equal (the replay's cache key) when the traced computation is the same: its
+    structure, literal values and constants."""
+
+    __slots__ = ("jaxpr", "consts", "lits", "key")
+
+    def __init__(self, closed):
+        self.jaxpr = closed.jaxpr
+        self.consts = tuple(closed.consts)
+        self.lits = literals(self.jaxpr)
+        self.key = (fingerprint(self.jaxpr, lifted=False), tuple(value_key(c) for c in self.consts))
+
+    def run(self, dyn):
+        return tuple(eval_lifted(self.jaxpr, self.consts, self.lits, dyn))
+
+    def __eq__(self, other):
+        return isinstance(other, CallTrace) and self.key == other.key
+
+    def __hash__(self):
+        return hash(self.key)
+
+    def __repr__(self):
+        return f"<tapejax.op call trace: {len(self.jaxpr.eqns)} equations>"
+
+
+def _abstract(d):
+    a = jax.typeof(getattr(d, "_value", d))
+    return jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=getattr(a, "weak_type", False))
+
+
 def make_op(fn, type_name, *, differentiable=True, jit=True, doc=None):
     """The tape op for ``fn`` under TF type name ``type_name`` (registered once)."""
     guard = _ClosedOverVariables(type_name)
 
-    def impl(*dyn, key):
+    def impl(*dyn, key, traced=None):
+        if traced is not None:   # (a jit=False call traced under a tape: ``CallTrace``)
+            return traced.run(dyn)
         args, kwargs = join_args(dyn, key)
         if jit and _state._local.collector is None:
             prev = _state.set_collector(guard)
@@ -163,7 +201,10 @@ def make_op(fn, type_name, *, differentiable=True, jit=True, doc=None):
         except TypeError:
             raise TypeError(f"op {type_name}: non-array arguments must be hashable (they are static "
                             f"parameters of the op); got {key[1]!r}") from None
-        outs = bind(prim, *dyn, key=key)
+        traced = None
+        if not jit and differentiable and _state.tapes() and _state._local.collector is None:
+            traced = _trace_call(impl, dyn, key)
+        outs = bind(prim, *dyn, key=key) if traced is None else bind(prim, *dyn, key=key, traced=traced)
         tree = out_tree(dyn, key)
         if any(_is_key(o._meta.dtype) for o in outs):
             outs = [o._value if _is_key(o._meta.dtype) else o for o in outs]
@@ -185,6 +226,17 @@ def make_op(fn, type_name, *, differentiable=True, jit=True, doc=None):
     return op
 
 
+def _trace_call(impl, dyn, key):
+    """The ``CallTrace`` of a ``jit=False`` op's call, or None where its function cannot be traced
+    (it reads values, ``float(x)``, or raises): it then runs on the values, as without a tape
+    (its gradient, which traces it, raises JAX's error)."""
+    try:
+        closed = jax.make_jaxpr(lambda *d: impl(*d, key=key))(*[_abstract(d) for d in dyn])
+    except Exception:  # noqa: BLE001 - the call on the values raises what the function raises
+        return None
+    return CallTrace(closed)
+
+
 def op(fn=None, *, type_name=None, differentiable=True, jit=True):
     """Decorator: a JAX function ``f(pytree of arrays) -> pytree of arrays`` as a tape op.
 
@@ -193,7 +245,9 @@ def op(fn=None, *, type_name=None, differentiable=True, jit=True):
     KeyError, as TF.  Without it a unique name ``"JaxOp/<qualname>/<n>"`` is
     made, once per function: ``op(f)`` of the same ``f`` (or of ``model.apply``
     of the same model) again is the same op, so writing it inside a loop
-    compiles once.  ``differentiable=False`` makes the outputs constants to the tape
+    compiles once (as ``jax.jit(f)`` does; so, as there, a Python value ``f``
+    reads is its trace's, where ``jit=False`` reads it at each call, for the
+    gradient too).  ``differentiable=False`` makes the outputs constants to the tape
     (the gradient is then ``None``, as for TF ops without a gradient).
     """
     def deco(f):
