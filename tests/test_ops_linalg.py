@@ -56,3 +56,46 @@ def test_sqrtm_and_its_gradient_are_tfs_and_its_program_is_one_loop():
                                 [1.4104363, -0.05874474, 0.6101641]], rtol=1e-4, atol=1e-5)
     jaxpr = jax.make_jaxpr(jax.grad(lambda a: _sqrtm(a, iters=30).sum()))(cov)
     assert len(jaxpr.eqns) < 40, len(jaxpr.eqns)
+
+
+def _grad(f, x):
+    x = tf.constant(np.asarray(x))
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = f(x)
+    return y.numpy(), t.gradient(y, x).numpy()
+
+
+def test_logdet_reads_the_lower_triangle_as_tfs_cholesky():
+    """TF's ``logdet`` is ``2 sum log diag(cholesky(a))``: an asymmetric input's value is its lower
+    triangle's and the gradient is the symmetric inverse of that (JAX's Cholesky averaged the two
+    triangles: log 1.75, not TF's log 1.99)."""
+    y, g = _grad(tf.linalg.logdet, np.array([[2.0, 0.9], [0.1, 1.0]], np.float32))
+    np.testing.assert_allclose(y, np.log(1.99), rtol=1e-6)
+    np.testing.assert_allclose(g, np.array([[1.0, -0.1], [-0.1, 2.0]]) / 1.99, rtol=1e-5)
+
+
+def test_eigh_and_svd_gradients_at_repeated_values_are_tfs_zeros():
+    """TF's eigh / svd gradients take ``_SafeReciprocal`` (``x / (x^2 + 1e-20)``) of the eigen- and
+    singular-value gaps, so at the identity (all values tied) the eigenvector / singular-vector
+    gradient is 0; JAX's ``1 / 0`` made it NaN."""
+    wts = tf.constant([1.0, 2.0, 3.0])
+    _, g = _grad(lambda a: tf.reduce_sum(tf.linalg.eigh(a)[1][:, 0] ** 2 * wts), np.eye(3, dtype=np.float32))
+    np.testing.assert_array_equal(g, np.zeros((3, 3)))
+    _, g = _grad(lambda a: tf.reduce_sum(tf.abs(tf.linalg.svd(a)[1])), np.eye(2, dtype=np.float32))
+    np.testing.assert_array_equal(g, np.zeros((2, 2)))
+    # a tall matrix with a zero singular value: TF's safe 1/s, where JAX divided by 0
+    _, g = _grad(lambda a: tf.reduce_sum(tf.linalg.svd(a)[1][:, 0]),
+                 np.array([[1.0, 0.0], [0.0, 0.0], [0.0, 0.0]], np.float32))
+    assert np.all(np.isfinite(g))
+
+
+def test_hermitian_eigh_gradient_has_a_real_diagonal():
+    """TF's SelfAdjointEigV2 gradient is ``tril(G + G^H)`` with the diagonal halved: real on the
+    diagonal (the kernel does not read a diagonal's imaginary part)."""
+    rs = np.random.RandomState(0)
+    c = (rs.randn(3, 3) + 1j * rs.randn(3, 3)).astype(np.complex64)
+    _, g = _grad(lambda a: tf.reduce_sum(tf.math.real(tf.linalg.eigh(a)[1]) ** 2 * tf.constant([1.0, 2.0, 3.0])),
+                 c @ c.conj().T)
+    np.testing.assert_array_equal(np.diagonal(g).imag, 0.0)
+    np.testing.assert_array_equal(np.triu(g, 1), 0.0)
