@@ -4,9 +4,11 @@ regression (a softplus-constrained kernel fitted by Adam through a Cholesky log 
 likelihood, its predictive mean and variance; the same likelihood's gradient by ``logdet``,
 ``slogdet``, ``matrix_inverse``, ``matrix_solve`` and ``lstsq``; a sparse variational GP's ELBO
 written with ``LinearOperator``s), normalising flows (RealNVP coupling layers and a planar flow
-fitted by maximum likelihood, their log-determinants checked against ``batch_jacobian``) and
+fitted by maximum likelihood, their log-determinants checked against ``batch_jacobian``),
 physics (a PINN with nested tapes, a neural ODE through a hand-written RK4 solver, a mass-spring
-simulation in a ``while_loop``, a heat-equation residual, a trajectory optimisation). Sampling,
+simulation in a ``while_loop``, a heat-equation residual, a trajectory optimisation) and
+decompositions at tied values (``eigh`` and ``svd`` of an identity-initialised parameter, where
+TF's gradients take a safe reciprocal of the gaps; ``logdet`` reading the lower triangle). Sampling,
 inference, tape-written optimisers and linear-algebra gradients are in
 ``test_user_programs17b2.py``. Data is drawn with NumPy and fed in; float32 throughout.
 """
@@ -454,3 +456,78 @@ def test_trajectory_optimisation_of_a_double_integrator_with_box_controls(tf):
         u.assign(tf.clip_by_value(u - 0.3 * g, -0.8, 0.8))
         hist.append((loss, g))
     return hist, u.numpy(), rollout()[-1]
+
+
+# ---------------------------------------------------------------------------
+# Decompositions at tied values (a parameter initialised to the identity)
+# ---------------------------------------------------------------------------
+
+@parity(modes=True, **TOL)
+def test_spectral_loss_of_a_symmetric_parameter_initialised_to_the_identity(tf):
+    """A learned symmetric metric ``M = (P + P^T) / 2`` with ``P`` initialised to the identity (every
+    eigenvalue tied): a loss on its eigenvalues and on the top eigenvector's projector onto a data
+    direction. TF's eigh gradient takes a safe reciprocal of the eigenvalue gaps, so the first
+    step's eigenvector term is 0 (not NaN); 3 SGD steps, eagerly and compiled, break the tie."""
+    d = tf.constant([[0.6], [0.8], [0.0]])
+
+    def run(compiled):
+        p = tf.Variable(np.eye(3, dtype=np.float32))
+
+        def step():
+            with tf.GradientTape() as tape:
+                m = 0.5 * (p + tf.transpose(p))
+                e, v = tf.linalg.eigh(m)
+                top = v[:, -1:]
+                loss = (tf.reduce_sum(tf.square(e - tf.constant([0.5, 1.0, 2.0])))
+                        - tf.reduce_sum(tf.square(tf.matmul(top, d, transpose_a=True))))
+            g = tape.gradient(loss, p)
+            p.assign_sub(0.1 * g)
+            return loss, g, e
+
+        step = tf.function(step) if compiled else step
+        return [step() for _ in range(3)], p.numpy()
+
+    return run(False), run(True)
+
+
+@parity(modes=True, **TOL)
+def test_orthogonal_layer_by_polar_factor_of_an_identity_initialised_weight(tf):
+    """An orthogonal layer parametrised by the polar factor ``U V^T`` of ``linalg.svd(W)`` with ``W``
+    initialised to the identity (all singular values tied, TF's gradient finite by its safe
+    reciprocal), fitted to rotate points onto targets for 3 steps; the loss, the gradient, the
+    singular values and the orthogonality of the factor."""
+    rs = np.random.RandomState(17)
+    x = rs.randn(6, 3).astype(np.float32)
+    c, s_ = np.cos(0.4), np.sin(0.4)
+    y = (x @ np.array([[1, 0, 0], [0, c, -s_], [0, s_, c]], np.float32).T).astype(np.float32)
+    w = tf.Variable(np.eye(3, dtype=np.float32))
+    hist = []
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            s, u, v = tf.linalg.svd(w)
+            q = tf.matmul(u, v, transpose_b=True)
+            loss = tf.reduce_mean(tf.square(tf.matmul(x, q, transpose_b=True) - y))
+        g = tape.gradient(loss, w)
+        w.assign_sub(0.5 * g)
+        hist.append((loss, g, s))
+    return hist, w.numpy()
+
+
+@parity(modes=True, **TOL)
+def test_logdet_of_a_precision_filled_from_its_lower_triangle(tf):
+    """A Gaussian's precision ``Lambda`` held as one free matrix whose upper triangle the user never
+    symmetrises: TF's ``logdet`` (a Cholesky) reads its lower triangle, so the NLL and its gradient
+    are those of the symmetric matrix the lower triangle defines, and the gradient is symmetric;
+    compared with ``slogdet`` of the explicitly symmetrised matrix."""
+    rs = np.random.RandomState(18)
+    x = rs.randn(10, 3).astype(np.float32)
+    raw = tf.Variable(np.array([[2.0, 5.0, -3.0], [0.3, 1.5, 7.0], [-0.2, 0.1, 1.0]], np.float32))
+    with tf.GradientTape(persistent=True) as tape:
+        lower = tf.linalg.band_part(raw, -1, 0)
+        sym = lower + tf.transpose(tf.linalg.band_part(raw, -1, 0) - tf.linalg.band_part(raw, 0, 0))
+        quad = tf.reduce_mean(tf.reduce_sum(tf.matmul(x, sym) * x, -1))
+        nll_logdet = 0.5 * quad - 0.5 * tf.linalg.logdet(raw)
+        nll_slogdet = 0.5 * quad - 0.5 * tf.linalg.slogdet(sym)[1]
+    out = (nll_logdet, nll_slogdet, tape.gradient(nll_logdet, raw), tape.gradient(nll_slogdet, raw))
+    del tape
+    return out
