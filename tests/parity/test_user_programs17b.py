@@ -557,3 +557,29 @@ def test_knife_edge_fresnel_diffraction_fit(tf):
         opt.apply_gradients(zip(g, [a, x0]))
         hist.append((loss, g))
     return hist, a.numpy(), x0.numpy()
+
+
+@parity(modes=True, x64=True, **TOL)
+def test_gp_in_float64_as_gpflow_users_write_it(tf):
+    """A GP written in float64 throughout (GPflow's default): NumPy float64 inputs, ``float64``
+    Variables, ``tf.eye(..., dtype=tf.float64)`` jitter, the Cholesky NLL and its gradient w.r.t.
+    the log length-scale and log noise, 3 plain gradient steps (tapejax runs it in JAX's x64 mode:
+    float64 needs it); the dtypes of every result are float64 on both sides."""
+    x = np.linspace(0, 1, 6)[:, None]
+    y = np.sin(6 * x) + 0.05 * np.cos(17 * x)
+    log_ls = tf.Variable(np.log(0.3))
+    log_noise = tf.Variable(np.log(0.05))
+    hist = []
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            k = (tf.exp(-0.5 * tf.square(x - x.T) / tf.exp(2.0 * log_ls))
+                 + (tf.exp(log_noise) + 1e-6) * tf.eye(6, dtype=tf.float64))
+            chol = tf.linalg.cholesky(k)
+            alpha = tf.linalg.cholesky_solve(chol, y)
+            nll = 0.5 * tf.reduce_sum(y * alpha) + tf.reduce_sum(tf.math.log(tf.linalg.diag_part(chol))) \
+                + 3.0 * np.log(2 * np.pi)
+        g = tape.gradient(nll, [log_ls, log_noise])
+        for v, gi in zip([log_ls, log_noise], g):
+            v.assign_sub(0.05 * gi)
+        hist.append((nll, g))
+    return hist, log_ls.numpy(), log_noise.numpy(), log_ls.dtype.name
