@@ -82,8 +82,10 @@ def test_eigh_and_svd_gradients_at_repeated_values_are_tfs_zeros():
     wts = tf.constant([1.0, 2.0, 3.0])
     _, g = _grad(lambda a: tf.reduce_sum(tf.linalg.eigh(a)[1][:, 0] ** 2 * wts), np.eye(3, dtype=np.float32))
     np.testing.assert_array_equal(g, np.zeros((3, 3)))
-    _, g = _grad(lambda a: tf.reduce_sum(tf.abs(tf.linalg.svd(a)[1])), np.eye(2, dtype=np.float32))
-    np.testing.assert_array_equal(g, np.zeros((2, 2)))
+    for full in (False, True):   # (a square matrix's full factors are its reduced ones)
+        _, g = _grad(lambda a: tf.reduce_sum(tf.abs(tf.linalg.svd(a, full_matrices=full)[1])),
+                     np.eye(2, dtype=np.float32))
+        np.testing.assert_array_equal(g, np.zeros((2, 2)))
     # a tall matrix with a zero singular value: TF's safe 1/s, where JAX divided by 0
     _, g = _grad(lambda a: tf.reduce_sum(tf.linalg.svd(a)[1][:, 0]),
                  np.array([[1.0, 0.0], [0.0, 0.0], [0.0, 0.0]], np.float32))

@@ -385,7 +385,7 @@ def _svd_tf_jvp(primals, tangents):
 def _svd(x, *, full_matrices, compute_uv):
     if not compute_uv:
         return (jnp.linalg.svd(x, compute_uv=False),)
-    if not full_matrices:
+    if not full_matrices or x.shape[-1] == x.shape[-2]:   # (square: the full factors are the reduced ones)
         return _svd_tf(x)
     u, s, vh = jnp.linalg.svd(x, full_matrices=True)   # (JAX has no gradient for the full U / V)
     return s, u, jnp.conj(_mT(vh))
