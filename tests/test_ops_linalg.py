@@ -101,3 +101,27 @@ def test_hermitian_eigh_gradient_has_a_real_diagonal():
                  c @ c.conj().T)
     np.testing.assert_array_equal(np.diagonal(g).imag, 0.0)
     np.testing.assert_array_equal(np.triu(g, 1), 0.0)
+
+
+def test_gradients_tf_does_not_define_raise_its_errors_and_lstsq_slow_ignores_l2():
+    """Where TF's gradient function raises, tapejax's derivative does (reverse and forward mode; the
+    forward value is computed): ``qr(full_matrices=True)`` of a tall matrix (NotImplementedError),
+    ``lstsq(fast=False)`` (ValueError; JAX had gradients for both). ``fast=False`` ignores
+    ``l2_regularizer``, as TF's complete orthogonal factorization (tapejax regularised it)."""
+    x = tf.constant([[1.0, 2.0], [3.0, 4.0], [5.0, 7.0]])
+    b = tf.ones([3, 1])
+    np.testing.assert_allclose(tf.linalg.lstsq(x, b, 0.5, fast=False).numpy().ravel(), [-1.142859, 1.0000014],
+                               rtol=1e-5)
+    with tf.GradientTape(persistent=True) as t:
+        t.watch(x)
+        r = tf.linalg.qr(x, full_matrices=True)[1]
+        sol = tf.linalg.lstsq(x, b, fast=False)
+    np.testing.assert_allclose(r.numpy()[2], [0.0, 0.0], atol=1e-6)
+    with pytest.raises(NotImplementedError, match="QrGrad not implemented"):
+        t.gradient(r, x)
+    with pytest.raises(ValueError, match="fast=False"):
+        t.gradient(sol, x)
+    with tf.autodiff.ForwardAccumulator(x, tf.ones_like(x)) as acc:
+        sol = tf.linalg.lstsq(x, b, fast=False)
+    with pytest.raises(ValueError, match="fast=False"):
+        acc.jvp(sol)

@@ -279,7 +279,19 @@ def triangular_solve(matrix, rhs, lower=True, adjoint=False, name=None):
     return _call(_TRI_SOLVE, "MatrixTriangularSolve", matrix, rhs, lower=bool(lower), adjoint=bool(adjoint))
 
 
-def _lstsq(a, b, *, l2):
+def _raising_derivative(fn, error):
+    """``fn`` whose derivative, when taken (reverse or forward mode), raises ``error(primals)``: where
+    TF's gradient function raises."""
+    f = jax.custom_jvp(fn)
+
+    def jvp(primals, tangents):
+        raise error(*primals)
+
+    f.defjvp(jvp)
+    return f
+
+
+def _lstsq_normal(a, b, *, l2):
     ah = jnp.conj(_mT(a))
     m, n = a.shape[-2], a.shape[-1]
     if m >= n:
@@ -287,6 +299,15 @@ def _lstsq(a, b, *, l2):
         return jnp.linalg.solve(gram, ah @ b)
     gram = a @ ah + l2 * jnp.eye(m, dtype=a.dtype)
     return ah @ jnp.linalg.solve(gram, b)
+
+
+_lstsq_slow = _raising_derivative(lambda a, b: _lstsq_normal(a, b, l2=0.0),
+                                 lambda a, b: ValueError("Gradient not defined for fast=False"))
+
+
+def _lstsq(a, b, *, l2, fast=True):
+    # (TF's gradient raises for fast=False, forward mode too; the values are the normal equations')
+    return _lstsq_normal(a, b, l2=l2) if fast else _lstsq_slow(a, b)
 
 
 _LSTSQ = prim("MatrixSolveLs", _lstsq)
@@ -298,7 +319,7 @@ def lstsq(matrix, rhs, l2_regularizer=0.0, fast=True, name=None):
     check_binary(matrix, rhs, "MatrixSolveLs")
     check_float(matrix, "MatrixSolveLs", "float", "matrix")
     no_half(matrix, "MatrixSolveLs", "matrix")
-    return _call(_LSTSQ, "MatrixSolveLs", matrix, rhs, l2=float(l2_regularizer))
+    return _call(_LSTSQ, "MatrixSolveLs", matrix, rhs, l2=float(l2_regularizer), fast=bool(fast))
 
 
 def _safe_reciprocal(x):
@@ -407,9 +428,20 @@ def svd(tensor, full_matrices=False, compute_uv=True, name=None):
     return tuple(out) if compute_uv else out[0]
 
 
+def _qr_grad_error(x):
+    m, n = x.shape[-2:]
+    return NotImplementedError(f"QrGrad not implemented when nrows > ncols and full_matrices is true. Received "
+                               f"r.shape={(m, n)} with nrows={m}and ncols={n}.")
+
+
+_qr_full_tall = _raising_derivative(lambda x: tuple(jnp.linalg.qr(x, mode="complete")), _qr_grad_error)
+
+
 def _qr(x, *, full):
     if x.dtype == jnp.float16:  # TF has a float16 kernel, LAPACK has none: factor in float32
         return tuple(a.astype(jnp.float16) for a in _qr(x.astype(jnp.float32), full=full))
+    if full and x.shape[-2] > x.shape[-1]:   # (TF has no gradient there; JAX has one)
+        return _qr_full_tall(x)
     return tuple(jnp.linalg.qr(x, mode="complete" if full else "reduced"))
 
 
