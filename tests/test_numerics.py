@@ -340,6 +340,8 @@ HALF_UNSUPPORTED = {
     "Complex": "TF and JAX: no half complex dtype (TF: real and imag must be float32/float64)",
     "RFFTND": "TF and JAX: RFFT takes float32/float64 input only",
     "Spence": "JAX's spence takes float32/float64 only; TF: no half Spence kernel",
+    "FresnelCos": "TF: no half FresnelCos kernel (float32/float64 only, NotFoundError for both halves)",
+    "FresnelSin": "TF: no half FresnelSin kernel (float32/float64 only, NotFoundError for both halves)",
     "Erfcinv": "JAX's ndtri takes float32/float64 only; TF: no half Ndtri kernel",
     "Ndtri": "JAX's ndtri takes float32/float64 only; TF: no half Ndtri kernel",
     "BandedTriangularSolve": "TF: no half BandedTriangularSolve kernel on CPU (bfloat16 not allowed): tapejax "
@@ -677,6 +679,7 @@ UNSUPPORTED_CALLS = {
     "EighTridiagonal": lambda x: tf.linalg.eigh_tridiagonal(x[0], x[1, :1]),
     "Complex": lambda x: tf.complex(x, x), "RFFTND": lambda x: tf.rfftnd(x, fft_length=[2, 2], axes=[0, 1]),
     "Spence": lambda x: tf.math.special.spence(x), "Erfcinv": lambda x: tf.math.erfcinv(x * 0.25),
+    "FresnelCos": lambda x: tf.math.special.fresnel_cos(x), "FresnelSin": lambda x: tf.math.special.fresnel_sin(x),
     "Ndtri": lambda x: tf.math.ndtri(x * 0.25),
     "BandedTriangularSolve": lambda x: tf.linalg.banded_triangular_solve(x, x),
 }
@@ -686,6 +689,7 @@ UNSUPPORTED_CALLS = {
 BF16_CLASS = {"Pinv": ValueError, "MatrixExponential": ValueError, "CholeskySolve": tf.errors.NotFoundError,
               "EighTridiagonal": ValueError,
               "Complex": TypeError, "RFFTND": ValueError, "Spence": tf.errors.NotFoundError,
+              "FresnelCos": tf.errors.NotFoundError, "FresnelSin": tf.errors.NotFoundError,
               "Erfcinv": tf.errors.NotFoundError, "Ndtri": tf.errors.NotFoundError}
 #: TF 2.21's exception class for a float16 input where it is not NotFoundError.  Not copied: TF's
 #: UnboundLocalError for a half eig / eigvals (an accident of its Python layer): tapejax is to raise

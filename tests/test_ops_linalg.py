@@ -32,3 +32,96 @@ def test_matrix_1_and_inf_norms_split_tied_columns_and_rows_as_tf():
     y, g = _norm_grad([[1.0, -2.0], [-3.0, 0.0]], ord=np.inf, axis=[-2, -1])   # row sums 3, 3
     assert y == 3.0
     np.testing.assert_allclose(g, [[0.5, -0.5], [-0.5, 0.0]], rtol=1e-6)
+
+
+def test_sqrtm_and_its_gradient_are_tfs_and_its_program_is_one_loop():
+    """tapejax/ops/linalg_more.py: ``sqrtm`` runs its 30 Denman-Beavers steps in a ``fori_loop``, so
+    the program (and its gradient's) holds one step, not 30 unrolled ones (the gradient of a 3x3
+    root took 11 s to compile); value and gradient are TF 2.21's."""
+    import jax
+
+    from tapejax.ops.linalg_more import _sqrtm
+
+    cov = np.array([[2.0, 0.3, 0.1], [0.3, 1.0, -0.2], [0.1, -0.2, 0.5]], np.float32)
+    wts = tf.constant([[1.0, 2.0, 0.0], [0.0, 1.0, -1.0], [3.0, 0.0, 1.0]])
+    x = tf.constant(cov)
+    with tf.GradientTape() as t:
+        t.watch(x)
+        r = tf.linalg.sqrtm(x)
+        loss = tf.reduce_sum(r * wts)
+    np.testing.assert_allclose(r.numpy(), [[1.4073037, 0.12829752, 0.05512188], [0.12829748, 0.9840295, -0.12339704],
+                                           [0.05512188, -0.12339701, 0.6940714]], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(t.gradient(loss, x).numpy(),
+                               [[0.2878319, 0.80282015, 0.05571795], [0.04714898, 0.41602573, -0.52626085],
+                                [1.4104363, -0.05874474, 0.6101641]], rtol=1e-4, atol=1e-5)
+    jaxpr = jax.make_jaxpr(jax.grad(lambda a: _sqrtm(a, iters=30).sum()))(cov)
+    assert len(jaxpr.eqns) < 40, len(jaxpr.eqns)
+
+
+def _grad(f, x):
+    x = tf.constant(np.asarray(x))
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = f(x)
+    return y.numpy(), t.gradient(y, x).numpy()
+
+
+def test_logdet_reads_the_lower_triangle_as_tfs_cholesky():
+    """TF's ``logdet`` is ``2 sum log diag(cholesky(a))``: an asymmetric input's value is its lower
+    triangle's and the gradient is the symmetric inverse of that (JAX's Cholesky averaged the two
+    triangles: log 1.75, not TF's log 1.99)."""
+    y, g = _grad(tf.linalg.logdet, np.array([[2.0, 0.9], [0.1, 1.0]], np.float32))
+    np.testing.assert_allclose(y, np.log(1.99), rtol=1e-6)
+    np.testing.assert_allclose(g, np.array([[1.0, -0.1], [-0.1, 2.0]]) / 1.99, rtol=1e-5)
+
+
+def test_eigh_and_svd_gradients_at_repeated_values_are_tfs_zeros():
+    """TF's eigh / svd gradients take ``_SafeReciprocal`` (``x / (x^2 + 1e-20)``) of the eigen- and
+    singular-value gaps, so at the identity (all values tied) the eigenvector / singular-vector
+    gradient is 0; JAX's ``1 / 0`` made it NaN."""
+    wts = tf.constant([1.0, 2.0, 3.0])
+    _, g = _grad(lambda a: tf.reduce_sum(tf.linalg.eigh(a)[1][:, 0] ** 2 * wts), np.eye(3, dtype=np.float32))
+    np.testing.assert_array_equal(g, np.zeros((3, 3)))
+    for full in (False, True):   # (a square matrix's full factors are its reduced ones)
+        _, g = _grad(lambda a: tf.reduce_sum(tf.abs(tf.linalg.svd(a, full_matrices=full)[1])),
+                     np.eye(2, dtype=np.float32))
+        np.testing.assert_array_equal(g, np.zeros((2, 2)))
+    # a tall matrix with a zero singular value: TF's safe 1/s, where JAX divided by 0
+    _, g = _grad(lambda a: tf.reduce_sum(tf.linalg.svd(a)[1][:, 0]),
+                 np.array([[1.0, 0.0], [0.0, 0.0], [0.0, 0.0]], np.float32))
+    assert np.all(np.isfinite(g))
+
+
+def test_hermitian_eigh_gradient_has_a_real_diagonal():
+    """TF's SelfAdjointEigV2 gradient is ``tril(G + G^H)`` with the diagonal halved: real on the
+    diagonal (the kernel does not read a diagonal's imaginary part)."""
+    rs = np.random.RandomState(0)
+    c = (rs.randn(3, 3) + 1j * rs.randn(3, 3)).astype(np.complex64)
+    _, g = _grad(lambda a: tf.reduce_sum(tf.math.real(tf.linalg.eigh(a)[1]) ** 2 * tf.constant([1.0, 2.0, 3.0])),
+                 c @ c.conj().T)
+    np.testing.assert_array_equal(np.diagonal(g).imag, 0.0)
+    np.testing.assert_array_equal(np.triu(g, 1), 0.0)
+
+
+def test_gradients_tf_does_not_define_raise_its_errors_and_lstsq_slow_ignores_l2():
+    """Where TF's gradient function raises, tapejax's derivative does (reverse and forward mode; the
+    forward value is computed): ``qr(full_matrices=True)`` of a tall matrix (NotImplementedError),
+    ``lstsq(fast=False)`` (ValueError; JAX had gradients for both). ``fast=False`` ignores
+    ``l2_regularizer``, as TF's complete orthogonal factorization (tapejax regularised it)."""
+    x = tf.constant([[1.0, 2.0], [3.0, 4.0], [5.0, 7.0]])
+    b = tf.ones([3, 1])
+    np.testing.assert_allclose(tf.linalg.lstsq(x, b, 0.5, fast=False).numpy().ravel(), [-1.142859, 1.0000014],
+                               rtol=1e-5)
+    with tf.GradientTape(persistent=True) as t:
+        t.watch(x)
+        r = tf.linalg.qr(x, full_matrices=True)[1]
+        sol = tf.linalg.lstsq(x, b, fast=False)
+    np.testing.assert_allclose(r.numpy()[2], [0.0, 0.0], atol=1e-6)
+    with pytest.raises(NotImplementedError, match="QrGrad not implemented"):
+        t.gradient(r, x)
+    with pytest.raises(ValueError, match="fast=False"):
+        t.gradient(sol, x)
+    with tf.autodiff.ForwardAccumulator(x, tf.ones_like(x)) as acc:
+        sol = tf.linalg.lstsq(x, b, fast=False)
+    with pytest.raises(ValueError, match="fast=False"):
+        acc.jvp(sol)

@@ -268,3 +268,15 @@ def test_random_op_parameters_first_converted_inside_a_trace_stay_concrete(monke
     np.testing.assert_array_equal(np.stack(outs), np.stack(again))
     eager = tf.random.uniform([2], minval=-0.25, maxval=0.75, seed=3).numpy()
     assert eager.shape == (2,) and np.all(eager >= -0.25) and np.all(eager < 0.75)
+
+
+def test_stateless_gamma_shape_must_end_with_the_parameters_broadcast_shape():
+    """tapejax/ops/rng.py: TF's StatelessRandomGammaV3 refuses a ``shape`` that does not end with the
+    broadcast shape of ``alpha`` and ``beta`` (an alpha of shape [1] under shape [3] is not
+    broadcast); tapejax drew [3] values."""
+    for shape, alpha, beta in [([3], [2.0], None), ([3, 2], [2.0], None), ([2], [2.0, 1.0], [[1.0], [2.0], [3.0]])]:
+        with pytest.raises(tf.errors.InvalidArgumentError, match="must end with broadcasted shape"):
+            tf.random.stateless_gamma(shape, seed=[1, 2], alpha=alpha, beta=beta)
+    for shape, alpha, beta in [([3, 2], [2.0, 1.0], None), ([3], 2.0, None), ([3, 2], [2.0, 1.0], [[1.0], [2.0], [3.0]]),
+                               ([3, 2], [1.0, 2.0], [1.0])]:
+        assert tf.random.stateless_gamma(shape, seed=[1, 2], alpha=alpha, beta=beta).shape == tuple(shape)

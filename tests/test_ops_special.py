@@ -1,6 +1,7 @@
 """tapejax/ops/special.py: ``tf.math.angle``'s gradient, TF 2.21's numbers (its complex gradient
 ``-g / (imag + i real)``; None for a real input)."""
 import numpy as np
+import pytest
 
 import tapejax as tf
 
@@ -33,3 +34,20 @@ def test_ndtri_and_bessel_i1e_derivatives_at_their_edges_are_tfs():
     np.testing.assert_allclose(grad(tf.math.erfcinv, [0.0, 1.0, 2.0]), [-np.inf, -np.sqrt(np.pi) / 2, -np.inf],
                                rtol=1e-6)
     np.testing.assert_allclose(grad(tf.math.bessel_i1e, [0.0, np.nan]), [0.5, np.nan])
+
+
+def test_fresnel_integrals_values_gradients_and_dtypes_are_tfs():
+    """``tf.math.special.fresnel_cos`` / ``fresnel_sin`` (not in ``tf.math``): TF 2.21's values, its
+    gradients ``cos`` / ``sin(pi x^2 / 2)``, and its errors: NotFoundError for half dtypes (no
+    kernel), InvalidArgumentError for an integer."""
+    x = tf.constant([0.5, -1.2, 2.0, 0.0])
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = tf.math.special.fresnel_cos(x) + 2.0 * tf.math.special.fresnel_sin(x)
+    np.testing.assert_allclose(y.numpy(), [0.62180907, -1.9622395, 1.1750848, 0.0], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(t.gradient(y, x).numpy(), [1.6892464, 0.90360206, 1.0000004, 1.0], rtol=1e-6)
+    assert not hasattr(tf.math, "fresnel_cos")
+    for dt, err in [(tf.float16, tf.errors.NotFoundError), (tf.bfloat16, tf.errors.NotFoundError),
+                    (tf.int32, tf.errors.InvalidArgumentError)]:
+        with pytest.raises(err):
+            tf.math.special.fresnel_sin(tf.constant([1], dt))

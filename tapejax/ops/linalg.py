@@ -185,7 +185,8 @@ def slogdet(input, name=None):
 
 
 def _logdet(x):
-    c = jnp.linalg.cholesky(x)
+    # TF's logdet is its Cholesky's: the value from the lower triangle, the gradient symmetric
+    c = _cholesky(x)
     return 2.0 * jnp.sum(jnp.log(jnp.real(jnp.diagonal(c, axis1=-2, axis2=-1))), axis=-1)
 
 
@@ -194,15 +195,20 @@ _LOGDET = prim("LogDet", _logdet)
 
 @tf_types("LogDet")
 def logdet(matrix, name=None):
-    """``tf.linalg.logdet`` of a Hermitian positive definite matrix (through its Cholesky factor)."""
+    """``tf.linalg.logdet`` of a Hermitian positive definite matrix (through its Cholesky factor, so,
+    as TF's, it reads the lower triangle)."""
     _square(matrix, "LogDet", "matrix")
     no_half(matrix, "LogDet", "matrix")
     return bind(_LOGDET, matrix)
 
 
 def _lower_sym(x):
-    lo = jnp.tril(x)
-    return lo + jnp.conj(_mT(jnp.tril(x, -1)))
+    # (a complex diagonal's imaginary part is not read, as LAPACK's and TF's kernels: the gradient
+    # of a Hermitian eigh has a real diagonal, TF's 0.5 * diag(G + G^H))
+    lo = jnp.tril(x, -1)
+    d = jnp.diagonal(x, axis1=-2, axis2=-1)
+    d = jnp.real(d).astype(x.dtype) if jnp.iscomplexobj(x) else d
+    return lo + jnp.conj(_mT(lo)) + d[..., None] * jnp.eye(x.shape[-1], dtype=x.dtype)
 
 
 def _cholesky(x):
@@ -273,7 +279,19 @@ def triangular_solve(matrix, rhs, lower=True, adjoint=False, name=None):
     return _call(_TRI_SOLVE, "MatrixTriangularSolve", matrix, rhs, lower=bool(lower), adjoint=bool(adjoint))
 
 
-def _lstsq(a, b, *, l2):
+def _raising_derivative(fn, error):
+    """``fn`` whose derivative, when taken (reverse or forward mode), raises ``error(primals)``: where
+    TF's gradient function raises."""
+    f = jax.custom_jvp(fn)
+
+    def jvp(primals, tangents):
+        raise error(*primals)
+
+    f.defjvp(jvp)
+    return f
+
+
+def _lstsq_normal(a, b, *, l2):
     ah = jnp.conj(_mT(a))
     m, n = a.shape[-2], a.shape[-1]
     if m >= n:
@@ -281,6 +299,15 @@ def _lstsq(a, b, *, l2):
         return jnp.linalg.solve(gram, ah @ b)
     gram = a @ ah + l2 * jnp.eye(m, dtype=a.dtype)
     return ah @ jnp.linalg.solve(gram, b)
+
+
+_lstsq_slow = _raising_derivative(lambda a, b: _lstsq_normal(a, b, l2=0.0),
+                                 lambda a, b: ValueError("Gradient not defined for fast=False"))
+
+
+def _lstsq(a, b, *, l2, fast=True):
+    # (TF's gradient raises for fast=False, forward mode too; the values are the normal equations')
+    return _lstsq_normal(a, b, l2=l2) if fast else _lstsq_slow(a, b)
 
 
 _LSTSQ = prim("MatrixSolveLs", _lstsq)
@@ -292,12 +319,37 @@ def lstsq(matrix, rhs, l2_regularizer=0.0, fast=True, name=None):
     check_binary(matrix, rhs, "MatrixSolveLs")
     check_float(matrix, "MatrixSolveLs", "float", "matrix")
     no_half(matrix, "MatrixSolveLs", "matrix")
-    return _call(_LSTSQ, "MatrixSolveLs", matrix, rhs, l2=float(l2_regularizer))
+    return _call(_LSTSQ, "MatrixSolveLs", matrix, rhs, l2=float(l2_regularizer), fast=bool(fast))
+
+
+def _safe_reciprocal(x):
+    """TF's ``_SafeReciprocal`` in its ``eigh`` / ``svd`` gradients: ``x / (x^2 + 1e-20)``, so a
+    repeated eigen- or singular value contributes 0 where ``1 / 0`` gives JAX's inf / NaN."""
+    return x * jnp.reciprocal(x * x + 1e-20)
+
+
+def _off_diagonal(x):
+    return jnp.where(jnp.eye(x.shape[-1], dtype=bool), jnp.zeros_like(x), x)
+
+
+@jax.custom_jvp
+def _eigh_tf(a):
+    return tuple(jnp.linalg.eigh(a, symmetrize_input=False))
+
+
+@_eigh_tf.defjvp
+def _eigh_tf_jvp(primals, tangents):
+    # JAX's rule with TF's safe reciprocal of the eigenvalue gaps (its transpose is TF's gradient)
+    (a,), (da,) = primals, tangents
+    w, v = _eigh_tf(a)
+    vdav = jnp.conj(_mT(v)) @ da @ v
+    f = _off_diagonal(_safe_reciprocal(w[..., None, :] - w[..., :, None])).astype(v.dtype)
+    dw = jnp.real(jnp.diagonal(vdav, axis1=-2, axis2=-1)).astype(w.dtype)
+    return (w, v), (dw, v @ (f * vdav))
 
 
 def _eigh(x):
-    w, v = jnp.linalg.eigh(_lower_sym(x), symmetrize_input=False)
-    return w, v
+    return _eigh_tf(_lower_sym(x))
 
 
 _EIGH = prim("SelfAdjointEigV2", _eigh, multiple_results=True, pure_results=True)
@@ -320,10 +372,43 @@ def eigvalsh(tensor, name=None):
     return bind(_EIGVALSH, tensor)
 
 
+@jax.custom_jvp
+def _svd_tf(a):
+    u, s, vh = jnp.linalg.svd(a, full_matrices=False)
+    return s, u, jnp.conj(_mT(vh))
+
+
+@_svd_tf.defjvp
+def _svd_tf_jvp(primals, tangents):
+    # JAX's rule with TF's safe reciprocals of the squared-singular-value gaps and of ``s``
+    (a,), (da,) = primals, tangents
+    s, u, v = _svd_tf(a)
+    uh, vh = jnp.conj(_mT(u)), jnp.conj(_mT(v))
+    ds_mat = uh @ da @ v
+    ds = jnp.real(jnp.diagonal(ds_mat, axis1=-2, axis2=-1)).astype(s.dtype)
+    s_row = s[..., None, :]
+    f = _off_diagonal(_safe_reciprocal(s_row * s_row - _mT(s_row * s_row))).astype(a.dtype)
+    s_inv = _safe_reciprocal(s).astype(a.dtype)
+    dss, sds = s_row.astype(a.dtype) * ds_mat, _mT(s_row).astype(a.dtype) * ds_mat
+    du_diag = 0.5 * (ds_mat - jnp.conj(_mT(ds_mat))) * (jnp.eye(s.shape[-1], dtype=a.dtype) * s_inv[..., None, :])
+    du = u @ (f * (dss + jnp.conj(_mT(dss))) + du_diag)
+    dv = v @ (f * (sds + jnp.conj(_mT(sds))))
+    m, n = a.shape[-2:]
+    if m > n:
+        dav = da @ v
+        du = du + (dav - u @ (uh @ dav)) * s_inv[..., None, :]
+    if n > m:
+        dahu = jnp.conj(_mT(da)) @ u
+        dv = dv + (dahu - v @ (vh @ dahu)) * s_inv[..., None, :]
+    return (s, u, v), (ds, du, dv)
+
+
 def _svd(x, *, full_matrices, compute_uv):
     if not compute_uv:
         return (jnp.linalg.svd(x, compute_uv=False),)
-    u, s, vh = jnp.linalg.svd(x, full_matrices=full_matrices)
+    if not full_matrices or x.shape[-1] == x.shape[-2]:   # (square: the full factors are the reduced ones)
+        return _svd_tf(x)
+    u, s, vh = jnp.linalg.svd(x, full_matrices=True)   # (JAX has no gradient for the full U / V)
     return s, u, jnp.conj(_mT(vh))
 
 
@@ -343,9 +428,20 @@ def svd(tensor, full_matrices=False, compute_uv=True, name=None):
     return tuple(out) if compute_uv else out[0]
 
 
+def _qr_grad_error(x):
+    m, n = x.shape[-2:]
+    return NotImplementedError(f"QrGrad not implemented when nrows > ncols and full_matrices is true. Received "
+                               f"r.shape={(m, n)} with nrows={m}and ncols={n}.")
+
+
+_qr_full_tall = _raising_derivative(lambda x: tuple(jnp.linalg.qr(x, mode="complete")), _qr_grad_error)
+
+
 def _qr(x, *, full):
     if x.dtype == jnp.float16:  # TF has a float16 kernel, LAPACK has none: factor in float32
         return tuple(a.astype(jnp.float16) for a in _qr(x.astype(jnp.float32), full=full))
+    if full and x.shape[-2] > x.shape[-1]:   # (TF has no gradient there; JAX has one)
+        return _qr_full_tall(x)
     return tuple(jnp.linalg.qr(x, mode="complete" if full else "reduced"))
 
 

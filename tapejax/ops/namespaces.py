@@ -115,10 +115,11 @@ _MATH.update({n: getattr(_sg, n) for n in _sg.__all__ if n != "approx_top_k"})
 _MATH.update({"softmax": _nn.softmax, "log_softmax": _nn.log_softmax, "accumulate_n": _m.add_n,
               "bincount": _red.bincount})
 _MATH["sobol_sample"] = _psq.sobol_sample
-for _k in ("dawsn", "expint", "spence"):   # (tf.math.special's only; the Bessel functions are in both)
+for _k in ("dawsn", "expint", "fresnel_cos", "fresnel_sin", "spence"):   # (tf.math.special's only)
     _MATH.pop(_k)
 special = _module("math.special", "``tf.math.special``", {n: getattr(_sp, n) for n in (
-    "bessel_i0", "bessel_i0e", "bessel_i1", "bessel_i1e", "dawsn", "expint", "spence")})
+    "bessel_i0", "bessel_i0e", "bessel_i1", "bessel_i1e", "dawsn", "expint", "fresnel_cos", "fresnel_sin",
+    "spence")})
 _MATH["special"] = special
 math = _module("math", "``tf.math``", _MATH)
 _NN = {n: getattr(mod, n) for mod in (_nn, _nl) for n in mod.__all__}

@@ -152,8 +152,16 @@ def stateless_categorical(logits, num_samples, seed, dtype=_dtypes.int64, name=N
 def stateless_gamma(shape, seed, alpha, beta=None, dtype=_dtypes.float32, name=None):
     """``tf.random.stateless_gamma``: Gamma(``alpha``) draws divided by ``beta``."""
     dt = _float_dtype(dtype, "stateless_gamma")
-    out = _make("gamma", _seed(seed), (_param(alpha, dt),), shape, dt, True)
-    return out if beta is None else out / _param(beta, dt)
+    a, b = _param(alpha, dt), None if beta is None else _param(beta, dt)
+    # TF's StatelessRandomGammaV3: ``shape`` must end with the broadcast shape of alpha and beta
+    # (an alpha of shape [1] under shape [3] is refused, not broadcast)
+    want = np.broadcast_shapes(tuple(a.shape), () if b is None else tuple(b.shape))
+    got = tuple(output_shape(shape, "StatelessRandomGammaV3"))
+    if len(want) > len(got) or got[len(got) - len(want):] != tuple(want):
+        raise InvalidArgumentError(None, None, "Shape passed in must end with broadcasted shape. "
+                                   "[Op:StatelessRandomGammaV3]")
+    out = _make("gamma", _seed(seed), (a,), shape, dt, True)
+    return out if b is None else out / b
 
 
 @tf_types("StatelessPoisson")

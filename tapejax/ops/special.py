@@ -97,6 +97,26 @@ def _spence_jvp(p, t):
     return _spence(x), d * G._tan(tx, x)
 
 
+def _fresnel(x, which):
+    return S.fresnel(x)[which]
+
+
+@jax.custom_jvp
+def _fresnel_sin(x):
+    return _fresnel(x, 0)
+
+
+@jax.custom_jvp
+def _fresnel_cos(x):
+    return _fresnel(x, 1)
+
+
+# TF's rules (math_grad.py): the integrands sin / cos(pi x^2 / 2), not the derivative of JAX's
+# rational approximations
+_fresnel_sin.defjvp(lambda p, t: (_fresnel_sin(p[0]), jnp.sin((np.pi / 2) * p[0] * p[0]) * G._tan(t[0], p[0])))
+_fresnel_cos.defjvp(lambda p, t: (_fresnel_cos(p[0]), jnp.cos((np.pi / 2) * p[0] * p[0]) * G._tan(t[0], p[0])))
+
+
 def _polygamma_fn(n, x):
     """TF's polygamma takes a float order (NaN where it is not a whole number); JAX's an integer."""
     n = jnp.broadcast_to(lax.stop_gradient(n), jnp.broadcast_shapes(n.shape, x.shape))
@@ -129,6 +149,8 @@ _UNARY = [
     ("dawsn", "Dawsn", S.dawsn, True, "real"),
     ("expint", "Expint", _expint, True, "real"),
     ("spence", "Spence", lambda x: _spence(x), True, "real32"),
+    ("fresnel_cos", "FresnelCos", lambda x: _fresnel_cos(x), True, "real32"),
+    ("fresnel_sin", "FresnelSin", lambda x: _fresnel_sin(x), True, "real32"),
     ("erfinv", "Erfinv", S.erfinv, True, "real"),
     ("erfcinv", "Erfcinv", _erfcinv, True, "real32"),
     ("ndtri", "Ndtri", _ndtri, True, "real32"),
@@ -157,6 +179,7 @@ unary_ops(_ns, _UNARY)
 binary_ops(_ns, _BINARY)
 bessel_i0, bessel_i0e, bessel_i1, bessel_i1e = _ns["bessel_i0"], _ns["bessel_i0e"], _ns["bessel_i1"], _ns["bessel_i1e"]
 dawsn, expint, spence = _ns["dawsn"], _ns["expint"], _ns["spence"]
+fresnel_cos, fresnel_sin = _ns["fresnel_cos"], _ns["fresnel_sin"]
 erfinv, erfcinv, ndtri, rint = _ns["erfinv"], _ns["erfcinv"], _ns["ndtri"], _ns["rint"]
 reciprocal_no_nan, real, conj = _ns["reciprocal_no_nan"], _ns["real"], _ns["conj"]
 nextafter, xlog1py, truncatediv, truncatemod = _ns["nextafter"], _ns["xlog1py"], _ns["truncatediv"], _ns["truncatemod"]
@@ -293,6 +316,6 @@ def saturate_cast(value, dtype, name=None):
 saturate_cast._tf_types = ("Cast",)
 
 __all__ = ["angle", "bessel_i0", "bessel_i0e", "bessel_i1", "bessel_i1e", "betainc", "complex",
-           "conj", "dawsn", "erfcinv", "erfinv", "expint", "igamma", "igammac", "imag", "lbeta", "ndtri", "nextafter",
+           "conj", "dawsn", "erfcinv", "erfinv", "expint", "fresnel_cos", "fresnel_sin", "igamma", "igammac", "imag", "lbeta", "ndtri", "nextafter",
            "no_gradient", "polygamma", "real", "reciprocal_no_nan", "rint", "saturate_cast", "scalar_mul", "spence",
            "truncatediv", "truncatemod", "xlog1py", "zeta"]

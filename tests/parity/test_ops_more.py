@@ -21,7 +21,8 @@ X1D = RNG.normal(size=(2, 9, 3)).astype(np.float32)
 @parity(rtol=2e-5, atol=1e-5)
 def test_special_unary(tf):
     """Bessel, erfinv/erfcinv/ndtri, reciprocal_no_nan, rint, angle/real/imag/conj on reals,
-    tf.math.special's dawsn/expint/spence: values and gradients (None where TF gives none)."""
+    tf.math.special's dawsn/expint/spence/fresnel_cos/fresnel_sin: values and gradients (None where TF
+    gives none)."""
     return tuple(vg_many(tf, [
         (tf.math.bessel_i0, LIN), (tf.math.bessel_i0e, LIN), (tf.math.bessel_i1, LIN), (tf.math.bessel_i1e, LIN),
         (tf.math.erfinv, UNIT), (tf.math.erfcinv, UNIT + 1.0), (tf.math.ndtri, (UNIT + 1.0) / 2.0),
@@ -29,7 +30,7 @@ def test_special_unary(tf):
         (tf.math.rint, np.array([0.5, 1.5, -2.5, 2.7], np.float32)),
         (tf.math.angle, LIN), (tf.math.real, LIN), (tf.math.imag, LIN), (tf.math.conj, LIN),
         (tf.math.special.dawsn, LIN), (tf.math.special.expint, POS), (tf.math.special.spence, POS),
-        (tf.math.special.bessel_i1e, LIN)]))
+        (tf.math.special.fresnel_cos, LIN), (tf.math.special.fresnel_sin, LIN), (tf.math.special.bessel_i1e, LIN)]))
 
 
 @parity(rtol=5e-5, atol=1e-5)
