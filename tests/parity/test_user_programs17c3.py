@@ -9,10 +9,10 @@ losses, label smoothing by Keras and by hand, class-balanced weights by the effe
 samples, uncertainty-weighted multi-task losses with GradNorm's per-task gradient norms, Dice and
 soft IoU on an empty mask and the Lovasz hinge (``top_k`` over tied errors, ``cumsum``), WGAN-GP
 whose critic has a zero input gradient at one interpolate (``norm`` at 0), a hinge GAN whose
-learning rates are Variables assigned on a schedule, CTC with an infeasible label (an infinite
-loss zeroed by ``tf.where``), supervised contrastive loss with an anchor without positives, and
-Huber, log-cosh and pinball losses at their kinks (``tf.maximum`` at a tie, ``abs`` at 0,
-``cosh`` overflowing).  The metric-learning programs are in ``test_user_programs17c2.py``.
+learning rates are Variables assigned on a schedule, CTC with a repeated and an infeasible label
+(finite in TF, so a ``tf.where(is_finite)`` guard keeps it), supervised contrastive loss with an
+anchor without positives, Huber, log-cosh and pinball losses at their kinks (``tf.maximum`` at a
+tie, ``abs`` at 0, ``cosh`` overflowing), and saturated sigmoid / softmax Keras classifiers.  The metric-learning programs are in ``test_user_programs17c2.py``.
 Every number trained on is drawn with NumPy.
 """
 import numpy as np
@@ -319,15 +319,12 @@ def test_ctc_time_major_with_blank_zero_and_a_repeated_label_in_a_compiled_step(
                         np.array([5, 4], np.int32))
 
 
-@xfail_on_tapejax("an infeasible label costs about -log(1e-307) in TF's dense CTC (its log(0)), not inf, so "
-                  "`is_finite` keeps it; tapejax's CTC (optax's recursion with TF's log(0)) gives that cost "
-                  "'though not to the last digit' (tapejax/ops/nn_ctc.py's docstring: TF renormalises each "
-                  "step): 706.97 against TF's 707.84 here, and the gradients differ with it")
 @parity(modes=True, **LOOSE)
 def test_ctc_with_an_infeasible_label_is_finite_in_tf_and_not_zeroed(tf):
     """The same program where the second label ``[1, 1, 2]`` needs 4 frames and has 3: TF's loss is
     finite (about 708, from its ``log(1e-307)`` for log 0), so the ``is_finite`` guard users copy
-    from PyTorch does not zero it."""
+    from PyTorch does not zero it.  (tapejax's CTC gave 706.97 where TF gives 707.84: optax's
+    recursion, now TF's.)"""
     return _ctc_program(tf, np.array([[2, 1, 0], [1, 1, 2]], np.int32), np.array([2, 3], np.int32),
                         np.array([5, 3], np.int32))
 
