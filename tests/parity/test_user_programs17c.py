@@ -453,3 +453,36 @@ def test_label_propagation_with_a_learned_kernel_width_and_an_isolated_node(tf):
         opt.apply_gradients([(g, sigma)])
         out.append((loss, g, f, inv, inv2, deg, tf.argmax(f, axis=1, output_type=tf.int32)))
     return out, sigma
+
+
+@parity(modes=True, **LOOSE)
+def test_momentum_encoder_read_through_stop_gradient_and_trained_over_watched_variables(tf):
+    """A MoCo-style step written against the tape's own list: the key encoder's trainable Variables
+    are read as ``tf.stop_gradient(v)`` (TF reads them unrecorded, so the tape does not watch
+    them), the query encoder normally; the step applies ``tape.gradient(loss,
+    tape.watched_variables())`` to ``tape.watched_variables()`` (the query weights only), then
+    moves the key weights by EMA.  Compiled and eager steps alternate; the number of watched
+    Variables and (eagerly) their names are compared."""
+    v1, v2 = _views(1121, n=4)
+    q = [tf.Variable(init_array((4, 3), 1122), name="q_kernel"), tf.Variable(np.zeros(3, np.float32), name="q_bias")]
+    k = [tf.Variable(v, name=n) for v, n in zip(q, ("k_kernel", "k_bias"))]
+    opt = tf.keras.optimizers.legacy.SGD(0.3)
+
+    def step(x1, x2):
+        with tf.GradientTape() as tape:
+            zq = tf.math.l2_normalize(tf.matmul(x1, q[0]) + q[1], axis=1)
+            zk = tf.math.l2_normalize(tf.matmul(x2, tf.stop_gradient(k[0])) + tf.stop_gradient(k[1]), axis=1)
+            logits = tf.matmul(zq, zk, transpose_b=True) / 0.5
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(tf.range(4), logits))
+        watched = tape.watched_variables()
+        grads = tape.gradient(loss, watched)
+        opt.apply_gradients(zip(grads, watched))
+        for a, b in zip(k, q):
+            a.assign(0.8 * a + 0.2 * b)
+        return loss, grads, len(watched)
+
+    compiled = tf.function(step)
+    out = [(compiled if i % 2 else step)(v1, v2) for i in range(4)]
+    with tf.GradientTape() as tape:
+        tf.reduce_sum(tf.stop_gradient(k[0])) + tf.reduce_sum(q[1]) + tf.reduce_sum(tf.stop_gradient(q[0]))
+    return out, q, k, [v.name for v in tape.watched_variables()]
