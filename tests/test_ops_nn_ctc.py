@@ -183,3 +183,34 @@ def test_ctc_loss_of_an_infeasible_label_and_its_gradient_are_tfs():
                                                        0.12520343, -2.2390194, 0.13173261, 2.1072867],
                                        rtol=1e-5, atol=1e-7)
             assert not g[3, 0].any() and not g[2:, 2].any()   # (beyond logit_length: zero)
+
+
+def test_ctc_loss_of_sparse_labels_follows_tfs_ctcloss_kernel():
+    """Sparse labels (TF's CTCLoss kernel): ``blank_index`` is required (ValueError), a label longer
+    than its frames is an InvalidArgumentError, one whose repeats leave no path costs ``inf`` with
+    the softmax as its gradient (dense labels cost about 709 there), a row's values are taken in
+    column order with the gaps of ``from_dense`` closed (``[0, 1, 0]`` with blank 2 is the label
+    ``[1]``).  tapejax raised for any SparseTensor before.  Oracle: TF 2.21 (gradient of
+    ``sum(loss * [1, 2])``)."""
+    x = tf.constant(np.random.RandomState(0).randn(3, 2, 4).astype(np.float32))
+    sp = tf.sparse.from_dense
+
+    def run(labels, frames, blank):
+        with tf.GradientTape() as t:
+            t.watch(x)
+            loss = tf.nn.ctc_loss(sp(np.array(labels, np.int32)), x, None, np.array(frames, np.int32),
+                                  blank_index=blank)
+            total = tf.reduce_sum(loss * [1.0, 2.0])
+        return loss.numpy(), t.gradient(total, x).numpy()
+
+    loss, g = run([[1, 1, 2, 0], [2, 3, 0, 0]], [3, 2], 0)
+    assert np.isinf(loss[0])
+    np.testing.assert_allclose(loss[1], 2.8763497, rtol=1e-6)
+    np.testing.assert_allclose(g[:, 0], tf.nn.softmax(x).numpy()[:, 0], rtol=1e-6)
+    assert not g[2, 1].any()
+    np.testing.assert_allclose(run([[1, 2, 0], [2, 2, 0]], [3, 3], -1)[0], [3.4448414, 3.5909092], rtol=1e-6)
+    np.testing.assert_allclose(run([[1, 2, 0], [0, 1, 0]], [3, 2], 2)[0], [6.640635, 2.7909257], rtol=1e-6)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Not enough time"):
+        run([[1, 2, 3, 1], [2, 3, 0, 0]], [3, 3], 0)
+    with pytest.raises(ValueError, match="blank_index"):
+        tf.nn.ctc_loss(sp(np.array([[1, 2]], np.int32)), x[:, :1], None, [3])

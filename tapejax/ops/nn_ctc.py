@@ -18,6 +18,8 @@ The decoders return TF's ``SparseTensor``s (``ops.sparse_tensor``: ``indices`` `
 ``tf.sparse.to_dense(decoded[0])`` works as it is.  The number of decoded labels depends on the
 values, so the decoders read them on the host (eager only, no gradient: TF registers none either).
 """
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -26,7 +28,7 @@ from ..core import dtypes as _dtypes
 from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
 from ._registry import _call, _shape, check_float, prim, tf_types
-from .sparse_tensor import SparseTensor
+from .sparse_tensor import SparseTensor, host_indices
 
 #: TF's log(0) in the CTC recursion's initial and final states (``ctc_state_log_probs``).
 _LOG_0 = float(np.float32(np.log(1e-307)))
@@ -58,8 +60,10 @@ def _transitions(labels, s):
     return jnp.log(trans)
 
 
-def _loss_and_grad(logits, labels, label_length, logit_length):
-    """TF's ``ctc_loss_and_grad`` on time-major float32 ``logits`` with the blank at 0."""
+def _loss_and_grad(logits, labels, label_length, logit_length, no_path_inf):
+    """TF's ``ctc_loss_and_grad`` on time-major float32 ``logits`` with the blank at 0; with
+    ``no_path_inf`` (sparse labels: TF's CTCLoss kernel) a label its frames cannot hold once its
+    repeats are separated costs ``inf``, its gradient the softmax."""
     t_len, b, c = logits.shape
     n = labels.shape[1]
     s = 2 * (n + 1)
@@ -95,27 +99,33 @@ def _loss_and_grad(logits, labels, label_length, logit_length):
         jax.nn.one_hot(labels - 1, c - 1) > 0, 0.0, -jnp.inf)[None], 2)
     olp = jnp.concatenate([_logsumexp(post[:, :, n + 1:], 2, keepdims=True), label_olabels], axis=-1)
     grad = (jnp.exp(ilp) - jnp.exp(olp)) * mask[:, :, None]
-    return -(bwd[0, :, 0] + cum[0]), grad
-
-
-@jax.custom_vjp
-def _tf_ctc(logits, labels, label_length, logit_length):
-    return _loss_and_grad(logits, labels, label_length, logit_length)[0]
-
-
-def _tf_ctc_fwd(logits, labels, label_length, logit_length):
-    loss, grad = _loss_and_grad(logits, labels, label_length, logit_length)
+    loss = -(bwd[0, :, 0] + cum[0])
+    if no_path_inf:
+        inside = jnp.arange(1, n)[None] < label_length[:, None]
+        need = label_length + jnp.sum((labels[:, 1:] == labels[:, :-1]) & inside, axis=1)
+        none = need > logit_length
+        loss = jnp.where(none, jnp.inf, loss)
+        grad = jnp.where(none[None, :, None], jnp.exp(ilp) * mask[:, :, None], grad)
     return loss, grad
 
 
-def _tf_ctc_bwd(grad, g):
+@functools.partial(jax.custom_vjp, nondiff_argnums=(4,))
+def _tf_ctc(logits, labels, label_length, logit_length, no_path_inf):
+    return _loss_and_grad(logits, labels, label_length, logit_length, no_path_inf)[0]
+
+
+def _tf_ctc_fwd(logits, labels, label_length, logit_length, no_path_inf):
+    return _loss_and_grad(logits, labels, label_length, logit_length, no_path_inf)
+
+
+def _tf_ctc_bwd(no_path_inf, grad, g):
     return g[None, :, None] * grad, None, None, None
 
 
 _tf_ctc.defvjp(_tf_ctc_fwd, _tf_ctc_bwd)
 
 
-def _ctc_loss(logits, labels, label_length, logit_length, *, time_major, blank):
+def _ctc_loss(logits, labels, label_length, logit_length, *, time_major, blank, sparse=False):
     dt = logits.dtype
     x = logits.astype(jnp.float32) if dt in (jnp.float16, jnp.bfloat16) else logits
     if not time_major:
@@ -123,8 +133,9 @@ def _ctc_loss(logits, labels, label_length, logit_length, *, time_major, blank):
     if blank:   # TF's rotation: the blank class first, the labels below it shifted up
         x = jnp.concatenate([x[..., blank:blank + 1], x[..., :blank], x[..., blank + 1:]], axis=-1)
         labels = jnp.where(labels < blank, labels + 1, labels)
-    loss = _tf_ctc(x, labels.astype(jnp.int32), label_length.astype(jnp.int32), logit_length.astype(jnp.int32))
-    return loss.astype(dt)
+    loss = _tf_ctc(x, labels.astype(jnp.int32), label_length.astype(jnp.int32), logit_length.astype(jnp.int32),
+                   sparse)
+    return jnp.asarray(loss).astype(dt)
 
 
 _CTC_LOSS = prim("CTCLossDense", _ctc_loss)
@@ -151,10 +162,16 @@ def ctc_loss(labels, logits, label_length, logit_length, logits_time_major=True,
 
     ``blank_index`` (default 0; negative counts from the number of classes) is the blank class.
     ``unique`` (``ctc_unique_labels(labels)``) is TF's speed-up for TPUs: it is checked and gives
-    the same loss (tapejax's recursion does not need it).  Sparse labels raise (no SparseTensor)."""
+    the same loss (tapejax's recursion does not need it).  ``labels`` may be a ``SparseTensor``
+    (eager; ``blank_index`` required, ``label_length`` unused): as TF's CTCLoss kernel, a label
+    longer than its frames is an InvalidArgumentError and one whose repeats do not fit costs ``inf``
+    (its gradient the softmax), where dense labels cost about ``-log(1e-307)``."""
     op = "ctc_loss"
     logits = convert_to_tensor(logits)
     check_float(logits, "CTCLossDense", "real", "logits")
+    sparse = isinstance(labels, SparseTensor)
+    if sparse:
+        labels, label_length = _sparse_labels(labels, blank_index, logit_length, op)
     labels = _int_tensor(labels, "labels", op)
     if label_length is None:
         raise ValueError(f"{op}: argument `label_length` must be given for dense labels; got None")
@@ -182,7 +199,25 @@ def ctc_loss(labels, logits, label_length, logit_length, logits_time_major=True,
                 raise ValueError(f"{op}: argument `unique` must hold two tensors of the labels' shape "
                                  f"{list(_shape(labels))}; got shape {list(_shape(part))}")
     return _call(_CTC_LOSS, "CTCLossDense", logits, labels, label_length, logit_length,
-                 time_major=bool(logits_time_major), blank=blank % classes)
+                 time_major=bool(logits_time_major), blank=blank % classes, **({"sparse": True} if sparse else {}))
+
+
+def _sparse_labels(sp, blank_index, logit_length, op):
+    """Sparse ``labels`` as dense ones and their lengths (host values), with TF's checks."""
+    if blank_index is None:
+        raise ValueError("Argument `blank_index` must be provided when `labels` is a `SparseTensor`.")
+    idx = host_indices(sp, op)
+    order = np.lexsort((idx[:, 1], idx[:, 0]))   # (a row's values in column order, gaps closed: TF's kernel)
+    rows = idx[order, 0]
+    lengths = np.bincount(rows, minlength=int(np.asarray(sp.dense_shape.numpy())[0])).astype(np.int32)
+    dense = np.zeros((len(lengths), max(1, int(lengths.max(initial=0)))), np.int32)
+    dense[rows, np.arange(len(rows)) - np.searchsorted(rows, rows)] = np.asarray(sp.values.numpy())[order]
+    frames = np.asarray(convert_to_tensor(logit_length).numpy()).reshape(-1)
+    for need, have in zip(lengths, frames):
+        if need > have:
+            raise InvalidArgumentError(None, None, f"Not enough time for target transition sequence (required: "
+                                       f"{need}, available: {have}) [Op:CTCLoss]")
+    return dense, lengths
 
 
 def _unique_rows(labels, *, dtype):
