@@ -10,7 +10,8 @@ samples, uncertainty-weighted multi-task losses with GradNorm's per-task gradien
 soft IoU on an empty mask and the Lovasz hinge (``top_k`` over tied errors, ``cumsum``), WGAN-GP
 whose critic has a zero input gradient at one interpolate (``norm`` at 0), a hinge GAN whose
 learning rates are Variables assigned on a schedule, CTC with a repeated and an infeasible label
-(finite in TF, so a ``tf.where(is_finite)`` guard keeps it), supervised contrastive loss with an
+(finite in TF with dense labels, so a
+``tf.where(is_finite)`` guard keeps it; inf with sparse labels), supervised contrastive loss with an
 anchor without positives, Huber, log-cosh and pinball losses at their kinks (``tf.maximum`` at a
 tie, ``abs`` at 0, ``cosh`` overflowing), and saturated sigmoid / softmax Keras classifiers.  The metric-learning programs are in ``test_user_programs17c2.py``.
 Every number trained on is drawn with NumPy.
@@ -327,6 +328,35 @@ def test_ctc_with_an_infeasible_label_is_finite_in_tf_and_not_zeroed(tf):
     recursion, now TF's.)"""
     return _ctc_program(tf, np.array([[2, 1, 0], [1, 1, 2]], np.int32), np.array([2, 3], np.int32),
                         np.array([5, 3], np.int32))
+
+
+@parity(modes=True, **LOOSE)
+def test_ctc_with_sparse_labels_from_dense_including_a_label_with_no_path(tf):
+    """CTC as the older OCR examples feed it: padded label rows turned into a ``SparseTensor`` by
+    ``tf.sparse.from_dense`` (padding 0 dropped), ``blank_index=-1``, batch-major logits; TF's
+    CTCLoss kernel gives the second row (``[1, 1, 2]`` in 3 frames: its repeat needs a blank)
+    ``inf`` with the softmax as its gradient, so the ``is_finite`` guard zeroes it here; eager SGD
+    steps on the finite mean."""
+    rs = np.random.RandomState(3081)
+    frames = rs.randn(2, 4, 3).astype(np.float32)
+    labels = tf.sparse.from_dense(np.array([[2, 1, 0], [1, 1, 2]], np.int32))
+    w = tf.Variable(init_array((3, 4), 3082))
+    opt = tf.keras.optimizers.legacy.SGD(0.2)
+    out = []
+    for _ in range(3):
+        with tf.GradientTape(persistent=True) as tape:
+            logits = tf.einsum("btf,fc->btc", frames, w)
+            per = tf.nn.ctc_loss(labels, logits, None, np.array([4, 3], np.int32), logits_time_major=False,
+                                 blank_index=-1)
+            finite = tf.math.is_finite(per)
+            loss = tf.reduce_sum(tf.where(finite, per, 0.0)) / tf.maximum(tf.reduce_sum(tf.cast(finite, tf.float32)), 1.0)
+            second = per[1]
+        g = tape.gradient(loss, w)
+        g_second = tape.gradient(second, w)
+        del tape
+        opt.apply_gradients([(g, w)])
+        out.append((per, finite, loss, g, g_second))
+    return out, w
 
 
 @parity(modes=True, **LOOSE)
