@@ -10,11 +10,11 @@ samples, uncertainty-weighted multi-task losses with GradNorm's per-task gradien
 soft IoU on an empty mask and the Lovasz hinge (``top_k`` over tied errors, ``cumsum``), WGAN-GP
 whose critic has a zero input gradient at one interpolate (``norm`` at 0), a hinge GAN whose
 learning rates are Variables assigned on a schedule, CTC with a repeated and an infeasible label
-(finite in TF with dense labels, so a
-``tf.where(is_finite)`` guard keeps it; inf with sparse labels), supervised contrastive loss with an
-anchor without positives, Huber, log-cosh and pinball losses at their kinks (``tf.maximum`` at a
-tie, ``abs`` at 0, ``cosh`` overflowing), and saturated sigmoid / softmax Keras classifiers.  The metric-learning programs are in ``test_user_programs17c2.py``.
-Every number trained on is drawn with NumPy.
+(finite in TF with dense labels, so a ``tf.where(is_finite)`` guard keeps it; inf with sparse
+labels), supervised contrastive loss with an anchor without positives, Huber, log-cosh and pinball
+losses at their kinks (``tf.maximum`` at a tie, ``abs`` at 0, ``cosh`` overflowing), and saturated
+sigmoid / softmax Keras classifiers. The metric-learning programs are in
+``test_user_programs17c2.py``. Every number trained on is drawn with NumPy.
 """
 import numpy as np
 
