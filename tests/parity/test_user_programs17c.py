@@ -10,7 +10,8 @@ inside steps, where a stale read or a gradient leaking through a stop-gradient w
 batch-standardised cross-correlation with a dead feature), MoCo (a key queue written by slice
 ``assign`` at a pointer Variable, eagerly and compiled, and by ``tf.concat`` + slicing), VICReg's
 variance term at a collapsed dimension (``sqrt(var + eps)`` and its NaN twin without ``eps``), DINO's
-centred and sharpened teacher, FixMatch (confidence mask, its mean logged, pseudo-labels under
+centred and sharpened teacher, a momentum encoder read through ``tf.stop_gradient(variable)`` and
+a step trained over ``tape.watched_variables()``, FixMatch (confidence mask, its mean logged, pseudo-labels under
 ``stop_gradient``), pseudo-labelling by ``boolean_mask`` with an empty selection, Mean Teacher,
 entropy minimisation with class balance at saturated probabilities, and label propagation on a
 small graph with an isolated node.  The metric-learning and loss-engineering programs are in
