@@ -43,6 +43,34 @@ def test_stop_gradient_is_a_cut_that_explain_names():
     assert "stop_gradient" in t.explain(y, x)
 
 
+def test_stop_gradient_of_a_variable_does_not_watch_it():
+    """TF runs StopGradient under ``stop_recording``, so ``tf.stop_gradient(var)`` reads the
+    Variable unseen by the tapes: ``watched_variables()`` lists only the Variables read elsewhere
+    (tapejax listed the stopped one too), eagerly and in a function; the gradients are unchanged
+    (None for the stopped Variable, its value for the other factor).  Oracle: TF 2.21."""
+    w, u = tf.Variable([1.0, 2.0]), tf.Variable([3.0, 4.0])
+    with tf.GradientTape(persistent=True) as t:
+        loss = tf.reduce_sum(tf.stop_gradient(w) * u) + tf.reduce_sum(tf.stop_gradient(u))
+    assert t.watched_variables() == (u,)
+    gw, gu = t.gradient(loss, [w, u])
+    assert gw is None
+    close(gu, [1.0, 2.0])
+    with tf.GradientTape() as t:
+        loss = tf.reduce_sum(tf.stop_gradient(w) * w)
+    assert t.watched_variables() == (w,)
+    close(t.gradient(loss, w), [1.0, 2.0])
+
+    @tf.function
+    def f():
+        with tf.GradientTape() as t:
+            loss = tf.reduce_sum(tf.stop_gradient(w) * 2.0) + tf.reduce_sum(u)
+        return len(t.watched_variables()), t.gradient(loss, [w, u])
+
+    n, (gw, gu) = f()
+    assert int(n) == 1 and gw is None
+    close(gu, [1.0, 1.0])
+
+
 def test_stop_gradient_holds_under_jax_grad_and_jit():
     """Oracle: jax.grad of a * lax.stop_gradient(a)**2 is stop(a)**2 = 9 at 3."""
     def f(a):

@@ -141,6 +141,30 @@ def test_sliced_assign_at_a_traced_start():
     np.testing.assert_array_equal(v.numpy(), want)
 
 
+def test_slice_bounds_that_are_an_integer_variable_inside_a_function():
+    """MoCo's queue update ``queue[ptr:ptr + 2].assign(k)`` with ``ptr`` a Variable, in a compiled
+    step: the Variable as a bound is its read, and ``ptr + 2`` keeps the read's linear form, so
+    the size is 2 (a TypeError 'valid indices' for the bare Variable bound before, then a
+    TracedSizeError); ``tf.slice`` at ``[ptr, 0]``, bounds after ``ptr.assign`` (a new read) and
+    ``2 + ptr`` / ``ptr * 1`` too.  Oracle: TF 2.21 (values below)."""
+    x = tf.Variable(np.arange(6, dtype=np.float32).reshape(6, 1))
+    p = tf.Variable(2)
+
+    @tf.function
+    def f():
+        x[p:p + 2].assign(tf.zeros([2, 1]))
+        a = tf.slice(x, [p, 0], [3, 1])
+        p.assign(3)
+        return x[p], a, x[p - 1:p + 1], x[p * 1 - 1:2 + p]
+
+    got = [t.numpy().ravel().tolist() for t in f()]
+    assert got == [[0.0], [0.0, 0.0, 4.0], [0.0, 0.0], [0.0, 0.0, 4.0]]
+    assert x.numpy().ravel().tolist() == [0.0, 1.0, 0.0, 0.0, 4.0, 5.0]
+    p.assign(1)
+    assert [t.numpy().ravel().tolist() for t in f()][1] == [0.0, 0.0, 0.0]
+    assert x.numpy().ravel().tolist() == [0.0, 0.0, 0.0, 0.0, 4.0, 5.0]
+
+
 def test_slice_with_a_traced_begin_is_checked_in_the_value_check_mode():
     """TF's kernel rejects ``tf.slice(x, [i], [3])`` with ``i`` past ``dim - 3`` (InvalidArgumentError,
     TF's message); ``dynamic_slice`` clamps, so the check is made in the value-check mode only."""

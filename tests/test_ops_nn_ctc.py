@@ -157,3 +157,60 @@ def test_ctc_beam_search_decoder_errors():
         tf.nn.ctc_beam_search_decoder(x, [3, 3], beam_width=0)
     with pytest.raises(tf.errors.InvalidArgumentError, match="Less leaves"):
         tf.nn.ctc_beam_search_decoder(np.zeros((1, 1, 2), np.float32), [1], beam_width=5, top_paths=3)
+
+
+def test_ctc_loss_of_an_infeasible_label_and_its_gradient_are_tfs():
+    """TF's dense CTC renormalises each step of its forward and backward recursions and uses
+    ``log(1e-307)`` for log 0 in its initial and final states: a label that cannot fit its frames
+    (``[1, 1, 2]`` needs 4 frames, has 3) costs about 709, finite, with TF's gradient (``softmax -
+    posterior``); an empty label and the blank at 0, last (batch-major) and in the middle.  Before,
+    optax's recursion gave 706.97 where TF gives 707.84 (round 17c's CTC program).  Oracle: TF 2.21
+    (gradient of ``sum(loss * [1, 2, 3])``)."""
+    x = np.random.RandomState(7).randn(4, 3, 3).astype(np.float32)
+    labels = np.array([[1, 1, 2], [2, 1, 0], [1, 0, 0]], np.int32)
+    want = {(0, True): [708.83813, 0.9722645, 3.9586272], (-1, False): [709.4042, 2.26165, 1.3629565],
+            (1, True): [708.8381, 2.6197095, 3.7046394]}
+    for (blank, time_major), losses in want.items():
+        xt = tf.constant(x if time_major else x.transpose(1, 0, 2))
+        with tf.GradientTape() as t:
+            t.watch(xt)
+            loss = tf.nn.ctc_loss(labels, xt, [3, 2, 0], [3, 4, 2], logits_time_major=time_major, blank_index=blank)
+            total = tf.reduce_sum(loss * [1.0, 2.0, 3.0])
+        g = t.gradient(total, xt).numpy()
+        np.testing.assert_allclose(loss.numpy(), losses, rtol=1e-6)
+        if blank == 0:
+            np.testing.assert_allclose(g[0].ravel(), [-0.0638513, 0.00307576, 0.0607575, -0.43223953, 0.3070361,
+                                                       0.12520343, -2.2390194, 0.13173261, 2.1072867],
+                                       rtol=1e-5, atol=1e-7)
+            assert not g[3, 0].any() and not g[2:, 2].any()   # (beyond logit_length: zero)
+
+
+def test_ctc_loss_of_sparse_labels_follows_tfs_ctcloss_kernel():
+    """Sparse labels (TF's CTCLoss kernel): ``blank_index`` is required (ValueError), a label longer
+    than its frames is an InvalidArgumentError, one whose repeats leave no path costs ``inf`` with
+    the softmax as its gradient (dense labels cost about 709 there), a row's values are taken in
+    column order with the gaps of ``from_dense`` closed (``[0, 1, 0]`` with blank 2 is the label
+    ``[1]``).  tapejax raised for any SparseTensor before.  Oracle: TF 2.21 (gradient of
+    ``sum(loss * [1, 2])``)."""
+    x = tf.constant(np.random.RandomState(0).randn(3, 2, 4).astype(np.float32))
+    sp = tf.sparse.from_dense
+
+    def run(labels, frames, blank):
+        with tf.GradientTape() as t:
+            t.watch(x)
+            loss = tf.nn.ctc_loss(sp(np.array(labels, np.int32)), x, None, np.array(frames, np.int32),
+                                  blank_index=blank)
+            total = tf.reduce_sum(loss * [1.0, 2.0])
+        return loss.numpy(), t.gradient(total, x).numpy()
+
+    loss, g = run([[1, 1, 2, 0], [2, 3, 0, 0]], [3, 2], 0)
+    assert np.isinf(loss[0])
+    np.testing.assert_allclose(loss[1], 2.8763497, rtol=1e-6)
+    np.testing.assert_allclose(g[:, 0], tf.nn.softmax(x).numpy()[:, 0], rtol=1e-6)
+    assert not g[2, 1].any()
+    np.testing.assert_allclose(run([[1, 2, 0], [2, 2, 0]], [3, 3], -1)[0], [3.4448414, 3.5909092], rtol=1e-6)
+    np.testing.assert_allclose(run([[1, 2, 0], [0, 1, 0]], [3, 2], 2)[0], [6.640635, 2.7909257], rtol=1e-6)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Not enough time"):
+        run([[1, 2, 3, 1], [2, 3, 0, 0]], [3, 3], 0)
+    with pytest.raises(ValueError, match="blank_index"):
+        tf.nn.ctc_loss(sp(np.array([[1, 2]], np.int32)), x[:, :1], None, [3])

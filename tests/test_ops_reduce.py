@@ -96,3 +96,22 @@ def test_numeric_reductions_and_scans_of_bool_raise_tfs_error(fn):
         with pytest.raises(tf.errors.InvalidArgumentError, match="bool"):
             fn(b, **kw)
     assert tf.reduce_any(b).numpy() and not tf.reduce_all(b).numpy()
+
+
+def test_bincount_with_minlength_at_least_maxlength_in_a_function():
+    """``tf.math.bincount(labels, minlength=C, maxlength=C)`` has length C whatever the values, so a
+    compiled step counts classes (it read the values on the host: OperatorNotAllowedInGraphError);
+    weights and ``binary_output`` too, values >= C dropped; a negative value is TF's
+    InvalidArgumentError at run time.  Oracle: TF 2.21."""
+    @tf.function
+    def f(labels, w):
+        return (tf.math.bincount(labels, minlength=4, maxlength=4),
+                tf.math.bincount(labels, weights=w, minlength=5, maxlength=3),
+                tf.math.bincount(labels, minlength=3, maxlength=3, binary_output=True))
+
+    w = tf.constant([1.0, 2.0, 3.0, 4.0, 5.0])
+    got = [t.numpy().tolist() for t in f(tf.constant([0, 2, 2, 1, 6]), w)]
+    assert got == [[1, 1, 2, 0], [1.0, 4.0, 5.0], [1, 1, 1]]
+    with pytest.raises(tf.errors.InvalidArgumentError, match="non-negative"):
+        f(tf.constant([0, -1, 2, 1, 6]), w)
+    assert tf.math.bincount(tf.constant([0, 2, 2]), minlength=4, maxlength=4).numpy().tolist() == [1, 0, 2, 0]

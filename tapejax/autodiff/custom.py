@@ -70,13 +70,16 @@ def stop_gradient(input, name=None):
     gets ``None`` (zeros with ``unconnected_gradients='zero'``), and other
     paths are unaffected (``x * stop_gradient(x)`` has gradient ``x``).
     It is ``lax.stop_gradient``, so it also holds under ``jax.jit`` /
-    ``jax.grad`` and in higher derivatives.
+    ``jax.grad`` and in higher derivatives.  A Variable is read with the tapes paused, as TF runs
+    its StopGradient under ``stop_recording``: no tape watches it for that read
+    (``tape.watched_variables()`` leaves it out).
     """
     if input is None:
         raise ValueError("Argument `input` of stop_gradient must be a Tensor, Variable or array-like; "
                          "got None")
-    if not isinstance(input, Tensor) and not hasattr(input, "_read"):
-        input = convert_to_tensor(input)
+    if not isinstance(input, Tensor):
+        with _state.swap(tapes=[]) if hasattr(input, "_read") else contextlib.nullcontext():
+            input = convert_to_tensor(input)
     return bind(_STOP, input)
 
 

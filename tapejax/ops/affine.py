@@ -19,9 +19,11 @@ range is proven inside the sliced dimension needs no run-time check.
 
 Any other traced integer scalar (a Variable's value, an ``argmax``, a cast) gets a symbol of its
 own when one of these operators is applied to it (``lifted``, installed on ``Tensor`` by
-``ops.math``), so ``start + 3 - start`` is 3 for it too.  Every other op on an ``AffineTensor``
-(``tf.add``, comparisons, casts ...) gives a plain Tensor, as does flattening it (a loop's state,
-a function's result): the form exists only while the trace that made it runs.
+``ops.math``), so ``start + 3 - start`` is 3 for it too; an integer scalar Variable's ``+``,
+``-``, ``*``, ``//``, ``%`` in a trace apply to its read (``variable_operator``), so
+``queue[ptr:ptr + 2]`` is 2 long.  Every other op on an ``AffineTensor`` (``tf.add``,
+comparisons, casts ...) gives a plain Tensor, as does flattening it (a loop's state, a
+function's result): the form exists only while the trace that made it runs.
 """
 from typing import Any, Dict, Optional, Tuple
 
@@ -30,6 +32,8 @@ import jax.core
 import jax.numpy as jnp
 import numpy as np
 
+from ..core import state as _state
+from ..core.convert import convert_to_tensor
 from ..core.tensor import StaticTensor, Tensor, _flatten, _unflatten
 
 _Tracer = jax.core.Tracer
@@ -254,7 +258,7 @@ def lifted(name: str, fn: Any) -> Any:
                 return getattr(index(a), name)(b)
         return fn(a, b)
 
-    op = unary if name in _UNARY else binary
+    op = unary if name in UNARY else binary
     op.__name__ = name
     return op
 
@@ -273,7 +277,21 @@ def lift(name: str) -> Any:
     return lift_
 
 
-_UNARY = ("__neg__", "__pos__")
+def variable_operator(tensor_op: Any, fn: Any) -> Any:
+    """A Variable's binary operator (``fn``: the op) that, in a trace, applies the Tensor operator
+    ``tensor_op`` to an integer scalar Variable's read, so the read gets its linear form:
+    ``queue[ptr:ptr + 2].assign(k)`` then knows its size, 2 (``ptr``'s reads between two assigns
+    are one traced value, ``ops.indexing_traced``)."""
+    def op(a: Any, b: Any) -> Any:
+        if _state._local.collector is not None and a.shape.rank == 0 and a.dtype.is_integer:
+            return tensor_op(convert_to_tensor(a), b)
+        return fn(a, b)
+
+    op.__name__ = fn.__name__
+    return op
+
+
+UNARY = ("__neg__", "__pos__")
 
 #: the operators an ``AffineTensor`` keeps a form through
 FORM_OPERATORS = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__neg__", "__pos__",
@@ -283,4 +301,4 @@ FORM_OPERATORS = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rm
 # a pytree as a Tensor (unflattened, it is a plain Tensor: the form lives only in its trace)
 jax.tree_util.register_pytree_node(AffineTensor, _flatten, _unflatten)
 
-__all__ = ["AffineTensor", "FORM_OPERATORS", "Form", "Sym", "form_of", "index", "lift", "lifted", "static_int"]
+__all__ = ["AffineTensor", "FORM_OPERATORS", "Form", "Sym", "form_of", "index", "lift", "lifted", "static_int", "UNARY", "variable_operator"]

@@ -16,6 +16,10 @@ tracing (a ``for`` over ``tf.range`` with static bounds: no check; a step with a
 its result, ``ops.checks``).  A negative
 start counts from the end, as TF's (``x[i:i + 3]`` with ``i = -4``).
 
+A bound may be a scalar integer Variable (MoCo's queue written at ``queue[ptr:ptr + B]``): inside a
+trace its read is traced, and its reads between two assigns are one value, so ``ptr + B - ptr``
+is ``B`` as for a loop index.
+
 ``tf.slice`` with a traced ``begin`` is ``dynamic_slice`` too.  TF's kernel rejects a ``begin``
 outside ``[0, dim - size]`` (InvalidArgumentError); ``dynamic_slice`` clamps it, so that check is
 made in the value-check mode only (``ops.checks``), as the gather's, on the axes whose ``begin``
@@ -29,6 +33,7 @@ import jax.numpy as jnp
 
 from ..core.convert import convert_to_tensor
 from ..core.tensor import Tensor
+from ..core.variable import Variable
 from .affine import Form, form_of, static_int
 from .checks import VALUE_CHECKS, require
 
@@ -36,7 +41,15 @@ __all__ = ["TracedSizeError", "DynamicSlice", "traced_slice", "dynamic_starts", 
 
 
 def is_traced(v: Any) -> bool:
+    """Whether ``v`` is a Tensor known only when a compiled step runs, or a Variable read in a trace."""
+    if isinstance(v, Variable):
+        v = convert_to_tensor(v)
     return isinstance(v, Tensor) and isinstance(v._value, jax.core.Tracer)
+
+
+def _read(bound: Any) -> Any:
+    """A slice bound with a Variable read (its form is then its read's: ``ops.affine``)."""
+    return convert_to_tensor(bound) if isinstance(bound, Variable) else bound
 
 
 _HINT = ("give the slice a size known while tracing: a constant offset of a traced start (`x[i * 3:i * 3 + 3]`, "
@@ -70,6 +83,7 @@ def _form(bound: Any, what: str) -> Form:
 def traced_slice(k: slice, axis: Optional[int], shape: Sequence[int]) -> DynamicSlice:
     """The spec of slice ``k`` (a bound traced) on input ``axis`` of ``shape``; ValueError when its
     size depends on a traced value."""
+    k = slice(_read(k.start), _read(k.stop), _read(k.step))
     text = f"[{_show(k.start)}:{_show(k.stop)}" + ("" if k.step is None else f":{_show(k.step)}") + "]"
     if axis is None or not 0 <= axis < len(shape):
         raise TracedSizeError(f"Slice {text} of a tensor of shape {list(shape)}: its dimension is not known")

@@ -509,7 +509,8 @@ _FORWARD = {"__add__": add, "__sub__": subtract, "__mul__": multiply, "__floordi
 register_operators(Tensor, {k: (binary_operator(f, _affine.lift(k)) if _FORWARD.get(k) is f else
                                 _affine.lifted(k, f) if k in _affine.FORM_OPERATORS else f)
                             for k, f in _OPERATORS.items()})
-register_operators(Variable, _OPERATORS)
+register_operators(Variable, {**_OPERATORS, **{k: _affine.variable_operator(getattr(Tensor, k), _OPERATORS[k])
+                                               for k in _affine.FORM_OPERATORS if k not in _affine.UNARY}})
 
 
 def _no_in_place(op, fix):

@@ -1,49 +1,141 @@
 """Connectionist temporal classification: ``tf.nn.ctc_loss`` (dense labels), ``ctc_unique_labels``,
 ``ctc_greedy_decoder`` and ``ctc_beam_search_decoder``.
 
-``ctc_loss`` is one primitive over ``optax.ctc_loss`` (the forward recursion in log space), its
-gradient JAX's: for every feasible label sequence it equals TF's hand-written gradient
-(``softmax - posterior`` per frame, zero beyond ``logit_length``).  TF moves the blank class to
-index 0 by rotating the logits and shifting the labels below it (a label equal to the blank thus
-stands for the class below it), and so does this op before optax's recursion (``blank_id=0``).  TF's log of zero is
-``log(1e-307)`` (about -706.9) where optax's default is -1e5: passing TF's value makes an
-infeasible label sequence (longer than its logits allow) cost about 711 as in TF, though not to
-the last digit (TF's recursion renormalizes each step; see tests/test_ops_nn_ctc.py).  Half
-inputs run in float32 and the loss is cast back, as TF.
+``ctc_loss`` is one primitive computing what TF's dense-label ``ctc_loss_and_grad`` computes, in
+its order: the forward and backward recursions over the ``2 (L + 1)`` alignment states in log
+space, each step renormalised by its log-sum-exp (``lax.scan``), the log-likelihood from the
+backward pass and the per-frame state posteriors; its gradient is TF's hand-written one
+(``softmax - posterior`` per frame, zero beyond ``logit_length``: ``jax.custom_vjp``), not the
+derivative of the recursion.  So an infeasible label sequence (longer than its logits allow),
+whose probability is 0, costs what TF's does, about ``-log(1e-307)`` plus the renormalisers
+(TF's initial and final state log-probabilities use ``log(1e-307)`` for log 0, the transitions
+``-inf``), with TF's finite gradient.  TF moves the blank class to index 0 by rotating the logits
+and shifting the labels below it (a label equal to the blank thus stands for the class below
+it), and so does this op.  Half inputs run in float32 and the loss is cast back, as TF.
 
 The decoders return TF's ``SparseTensor``s (``ops.sparse_tensor``: ``indices`` ``[n, 2]`` rows
 ``[batch, time]``, ``values``, ``dense_shape`` ``[batch, max_decoded_length]``), so TF code's
 ``tf.sparse.to_dense(decoded[0])`` works as it is.  The number of decoded labels depends on the
 values, so the decoders read them on the host (eager only, no gradient: TF registers none either).
 """
+import functools
+
+import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from ..core import dtypes as _dtypes
 from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError
 from ._registry import _call, _shape, check_float, prim, tf_types
-from .sparse_tensor import SparseTensor
+from .sparse_tensor import SparseTensor, host_indices
 
-#: TF's log(0) in the CTC recursion (``ctc_state_log_probs``: log(1e-307) in float32).
+#: TF's log(0) in the CTC recursion's initial and final states (``ctc_state_log_probs``).
 _LOG_0 = float(np.float32(np.log(1e-307)))
 
 
-def _ctc_loss(logits, labels, label_length, logit_length, *, time_major, blank):
+def _logsumexp(x, axis, keepdims=False):
+    """TF's ``reduce_logsumexp``: the max (0 where it is not finite) taken out before ``exp``."""
+    m = jnp.max(x, axis=axis, keepdims=True)
+    m = jax.lax.stop_gradient(jnp.where(jnp.isfinite(m), m, 0.0))
+    out = jnp.log(jnp.sum(jnp.exp(x - m), axis=axis, keepdims=True)) + m
+    return out if keepdims else jnp.squeeze(out, axis)
+
+
+def _transitions(labels, s):
+    """``log`` of TF's ``_ctc_state_trans``: ``[batch, to, from]`` over the states (0: start,
+    1..L: the labels, L+1..2L+1: the blanks after them); a repeated label cannot follow itself."""
+    b, n = labels.shape
+    k = n + 1
+    t = np.eye(s, dtype=np.float32)
+    t[1, 0] = 1.0
+    for j in range(1, k):
+        t[j, k + j - 1] = 1.0
+    for j in range(k):
+        t[k + j, j] = 1.0
+    trans = jnp.broadcast_to(jnp.asarray(t), (b, s, s))
+    if n > 1:
+        rows = jnp.arange(2, k)
+        trans = trans.at[:, rows, rows - 1].add(1.0 - (labels[:, :-1] == labels[:, 1:]).astype(jnp.float32))
+    return jnp.log(trans)
+
+
+def _loss_and_grad(logits, labels, label_length, logit_length, no_path_inf):
+    """TF's ``ctc_loss_and_grad`` on time-major float32 ``logits`` with the blank at 0; with
+    ``no_path_inf`` (sparse labels: TF's CTCLoss kernel) a label its frames cannot hold once its
+    repeats are separated costs ``inf``, its gradient the softmax."""
+    t_len, b, c = logits.shape
+    n = labels.shape[1]
+    s = 2 * (n + 1)
+    ilp = jax.nn.log_softmax(logits)
+    emit = jnp.take_along_axis(ilp, jnp.broadcast_to(labels[None], (t_len, b, n)), axis=2)
+    obs = jnp.concatenate([jnp.full((t_len, b, 1), -jnp.inf, ilp.dtype), emit,
+                           jnp.broadcast_to(ilp[:, :, :1], (t_len, b, n + 1))], axis=2)
+    trans = _transitions(labels, s)
+    init = jnp.where(jnp.arange(s)[None] == 0, 0.0, _LOG_0) * jnp.ones((b, 1), jnp.float32)
+    final = jnp.where(jnp.arange(s)[None] % (n + 1) == label_length[:, None], 0.0, _LOG_0)
+    mask = (jnp.arange(t_len)[:, None] < logit_length[None, :]).astype(jnp.float32)   # [T, B]
+
+    def forward(prev, o):
+        x = _logsumexp(prev[:, None, :] + trans, -1) + o
+        x = x - _logsumexp(x, -1, keepdims=True)
+        return x, x
+
+    def backward(acc, elems):
+        prev, cum = acc
+        o, m = elems
+        x = _logsumexp((prev + o)[:, None, :] + jnp.swapaxes(trans, 1, 2), -1)
+        total = _logsumexp(x, -1, keepdims=True)
+        x = x - total
+        cum = cum + total[:, 0] * m
+        out = x * m[:, None] + final * (1.0 - m[:, None])
+        return (out, cum), (out, cum)
+
+    _, fwd = jax.lax.scan(forward, init, obs)
+    _, (bwd, cum) = jax.lax.scan(backward, (final, jnp.zeros((b,), jnp.float32)), (obs, mask), reverse=True)
+    post = fwd + jnp.concatenate([bwd[1:], final[None]], axis=0)
+    post = post - _logsumexp(post, 2, keepdims=True) + jnp.log(mask[:, :, None])
+    label_olabels = _logsumexp(post[:, :, 1:n + 1, None] + jnp.where(
+        jax.nn.one_hot(labels - 1, c - 1) > 0, 0.0, -jnp.inf)[None], 2)
+    olp = jnp.concatenate([_logsumexp(post[:, :, n + 1:], 2, keepdims=True), label_olabels], axis=-1)
+    grad = (jnp.exp(ilp) - jnp.exp(olp)) * mask[:, :, None]
+    loss = -(bwd[0, :, 0] + cum[0])
+    if no_path_inf:
+        inside = jnp.arange(1, n)[None] < label_length[:, None]
+        need = label_length + jnp.sum((labels[:, 1:] == labels[:, :-1]) & inside, axis=1)
+        none = need > logit_length
+        loss = jnp.where(none, jnp.inf, loss)
+        grad = jnp.where(none[None, :, None], jnp.exp(ilp) * mask[:, :, None], grad)
+    return loss, grad
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(4,))
+def _tf_ctc(logits, labels, label_length, logit_length, no_path_inf):
+    return _loss_and_grad(logits, labels, label_length, logit_length, no_path_inf)[0]
+
+
+def _tf_ctc_fwd(logits, labels, label_length, logit_length, no_path_inf):
+    return _loss_and_grad(logits, labels, label_length, logit_length, no_path_inf)
+
+
+def _tf_ctc_bwd(no_path_inf, grad, g):
+    return g[None, :, None] * grad, None, None, None
+
+
+_tf_ctc.defvjp(_tf_ctc_fwd, _tf_ctc_bwd)
+
+
+def _ctc_loss(logits, labels, label_length, logit_length, *, time_major, blank, sparse=False):
     dt = logits.dtype
     x = logits.astype(jnp.float32) if dt in (jnp.float16, jnp.bfloat16) else logits
-    if time_major:
+    if not time_major:
         x = jnp.swapaxes(x, 0, 1)
     if blank:   # TF's rotation: the blank class first, the labels below it shifted up
         x = jnp.concatenate([x[..., blank:blank + 1], x[..., :blank], x[..., blank + 1:]], axis=-1)
         labels = jnp.where(labels < blank, labels + 1, labels)
-    b, t, _ = x.shape
-    n = labels.shape[1]
-    logit_pad = (jnp.arange(t)[None, :] >= logit_length[:, None]).astype(x.dtype)
-    label_pad = (jnp.arange(n)[None, :] >= label_length[:, None]).astype(x.dtype)
-    loss = optax.ctc_loss(x, logit_pad, labels.astype(jnp.int32), label_pad, blank_id=0, log_epsilon=_LOG_0)
-    return loss.astype(dt)
+    loss = _tf_ctc(x, labels.astype(jnp.int32), label_length.astype(jnp.int32), logit_length.astype(jnp.int32),
+                   sparse)
+    return jnp.asarray(loss).astype(dt)
 
 
 _CTC_LOSS = prim("CTCLossDense", _ctc_loss)
@@ -70,10 +162,16 @@ def ctc_loss(labels, logits, label_length, logit_length, logits_time_major=True,
 
     ``blank_index`` (default 0; negative counts from the number of classes) is the blank class.
     ``unique`` (``ctc_unique_labels(labels)``) is TF's speed-up for TPUs: it is checked and gives
-    the same loss (tapejax's recursion does not need it).  Sparse labels raise (no SparseTensor)."""
+    the same loss (tapejax's recursion does not need it).  ``labels`` may be a ``SparseTensor``
+    (eager; ``blank_index`` required, ``label_length`` unused): as TF's CTCLoss kernel, a label
+    longer than its frames is an InvalidArgumentError and one whose repeats do not fit costs ``inf``
+    (its gradient the softmax), where dense labels cost about ``-log(1e-307)``."""
     op = "ctc_loss"
     logits = convert_to_tensor(logits)
     check_float(logits, "CTCLossDense", "real", "logits")
+    sparse = isinstance(labels, SparseTensor)
+    if sparse:
+        labels, label_length = _sparse_labels(labels, blank_index, logit_length, op)
     labels = _int_tensor(labels, "labels", op)
     if label_length is None:
         raise ValueError(f"{op}: argument `label_length` must be given for dense labels; got None")
@@ -101,7 +199,25 @@ def ctc_loss(labels, logits, label_length, logit_length, logits_time_major=True,
                 raise ValueError(f"{op}: argument `unique` must hold two tensors of the labels' shape "
                                  f"{list(_shape(labels))}; got shape {list(_shape(part))}")
     return _call(_CTC_LOSS, "CTCLossDense", logits, labels, label_length, logit_length,
-                 time_major=bool(logits_time_major), blank=blank % classes)
+                 time_major=bool(logits_time_major), blank=blank % classes, **({"sparse": True} if sparse else {}))
+
+
+def _sparse_labels(sp, blank_index, logit_length, op):
+    """Sparse ``labels`` as dense ones and their lengths (host values), with TF's checks."""
+    if blank_index is None:
+        raise ValueError("Argument `blank_index` must be provided when `labels` is a `SparseTensor`.")
+    idx = host_indices(sp, op)
+    order = np.lexsort((idx[:, 1], idx[:, 0]))   # (a row's values in column order, gaps closed: TF's kernel)
+    rows = idx[order, 0]
+    lengths = np.bincount(rows, minlength=int(np.asarray(sp.dense_shape.numpy())[0])).astype(np.int32)
+    dense = np.zeros((len(lengths), max(1, int(lengths.max(initial=0)))), np.int32)
+    dense[rows, np.arange(len(rows)) - np.searchsorted(rows, rows)] = np.asarray(sp.values.numpy())[order]
+    frames = np.asarray(convert_to_tensor(logit_length).numpy()).reshape(-1)
+    for need, have in zip(lengths, frames):
+        if need > have:
+            raise InvalidArgumentError(None, None, f"Not enough time for target transition sequence (required: "
+                                       f"{need}, available: {have}) [Op:CTCLoss]")
+    return dense, lengths
 
 
 def _unique_rows(labels, *, dtype):

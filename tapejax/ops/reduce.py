@@ -33,7 +33,7 @@ from ._registry import (
     static_axis,
     tf_types,
 )
-from .checks import VALUE_CHECKS, require_in_range
+from .checks import VALUE_CHECKS, require, require_in_range
 from .math import not_equal
 
 
@@ -578,7 +578,8 @@ def bincount(arr, weights=None, minlength=None, maxlength=None, dtype=_dtypes.in
     """``tf.math.bincount`` of a non-negative int tensor (TF gives it no gradient): flattened
     (``axis`` None or 0), or one histogram per row of a rank-2 ``arr`` (``axis=-1``);
     ``binary_output`` gives 1 where a value occurs.  The output length is ``max(arr) + 1`` (read
-    from the values: eager only) clipped to ``[minlength, maxlength]``; larger values are dropped."""
+    from the values: eager only) clipped to ``[minlength, maxlength]``; larger values are dropped.
+    ``minlength >= maxlength`` gives ``maxlength`` (also in a compiled step: ``minlength=C, maxlength=C``)."""
     if axis not in (None, 0, -1):
         raise ValueError(f"Unsupported value for argument axis={axis}. Only 0 and -1 are currently "
                          "supported.")
@@ -590,15 +591,17 @@ def bincount(arr, weights=None, minlength=None, maxlength=None, dtype=_dtypes.in
     if per_row and a._meta.ndim > 2:
         raise InvalidArgumentError(None, None, f"Shape must be at most rank 2 but is rank "
                                    f"{a._meta.ndim} (argument `arr` with axis=-1) [Op:DenseBincount]")
-    host = np.asarray(a._value)
-    if host.size and host.min() < 0:
-        raise InvalidArgumentError(None, None, f"Input arr must be non-negative! Got {int(host.min())} "
-                                   "in argument `arr` [Op:DenseBincount]")
-    n = int(host.max()) + 1 if host.size else 0
-    if minlength is not None:
-        n = max(n, int(minlength))
-    if maxlength is not None:
-        n = min(n, int(maxlength))
+    fixed = maxlength if minlength is not None and maxlength is not None and minlength >= maxlength else None
+    if fixed is not None and isinstance(a._value, jax.core.Tracer):   # (TF's run-time size, known here)
+        require(jnp.all(a._value >= 0), "Input arr must be non-negative! [Op:DenseBincount]")
+        n = int(fixed)
+    else:
+        host = np.asarray(a._value)
+        if host.size and host.min() < 0:
+            raise InvalidArgumentError(None, None, f"Input arr must be non-negative! Got {int(host.min())} "
+                                       "in argument `arr` [Op:DenseBincount]")
+        n = max(int(host.max()) + 1 if host.size else 0, -1 if minlength is None else int(minlength))
+        n = n if maxlength is None else min(n, int(maxlength))
     flags = {k: True for k, v in (("per_row", per_row), ("binary", bool(binary_output))) if v}
     if weights is not None:
         w = convert_to_tensor(weights)
