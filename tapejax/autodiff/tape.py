@@ -392,7 +392,8 @@ class GradientTape:
         mode = _unconnected(unconnected_gradients)
         # (a Mapping that is a JAX pytree, flax's FrozenDict, an nnx State: flattened as TF's nest
         # flattens a Mapping, by JAX, as sources are)
-        flat_targets = _check_leaves(flatten_sources(target)[0], "target")
+        flat_targets = ([target] if type(target) is Pending or type(target) is Tensor else
+                        _check_leaves(flatten_sources(target)[0], "target"))
         flat_sources, pack = flatten_sources(sources, "sources")
         cts = _output_gradients(output_gradients, flat_targets)
         self._begin_use()
