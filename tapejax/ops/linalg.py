@@ -2,8 +2,22 @@
 
 ``eigh`` / ``eigvalsh`` read only the lower triangle of their input (TF's
 kernels do), so their gradient is lower-triangular, ``tril(G + G^T)`` with
-the diagonal halved, as TF's (TF_SEMANTICS 19).  ``svd`` returns ``(s, u, v)``
-with ``v`` not transposed, as TF.
+the diagonal halved, as TF's (TF_SEMANTICS 19); a complex Hermitian input's
+diagonal is read as real, so its gradient's diagonal is real.  ``svd`` returns
+``(s, u, v)`` with ``v`` not transposed, as TF.
+
+Gradients follow TF's kernels where JAX's rules differ:
+
+* the eigenvector and singular-vector derivatives take TF's "safe reciprocal"
+  ``x / (x^2 + 1e-20)`` of the value gaps (and of ``s``), so tied values (an
+  identity) contribute 0 where JAX's ``1 / 0`` gives NaN (``custom_jvp`` rules:
+  forward mode works);
+* ``logdet`` is its Cholesky factor's, reading the lower triangle as TF does;
+* where TF defines no gradient (``lstsq(fast=False)``, ``qr(full_matrices=True)``
+  of a tall matrix) the gradient raises TF's error class.
+
+Eigen- and singular vectors are LAPACK's, so their signs may differ from TF's
+(Eigen's): sign-free quantities (projections, ``u @ v^T``) agree.
 """
 import collections
 from typing import Union
