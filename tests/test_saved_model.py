@@ -417,6 +417,45 @@ def test_the_tf_format_export_refuses_what_this_tensorflow_cannot_read(tmp_path,
     assert not d.exists()
 
 
+def test_the_tf_format_keeps_variables_at_their_paths_and_tf_differentiates_the_loaded_call(tmp_path):
+    """Loaded by TensorFlow in a fresh process, a TF-format SavedModel has the object's Variables
+    where TF's own SavedModel of it has them (``loaded.w``, ``loaded.head[0]``; ``scale`` not
+    trainable), and a ``GradientTape`` over a loaded call gives tapejax's gradients (jax2tf's
+    converted gradient is saved with the model; before, the attributes were missing and the
+    tape raised LookupError "does not support gradients")."""
+    pytest.importorskip("tensorflow")
+    m, d = Model(), str(tmp_path / "m")
+    tf.saved_model.save(m, d, format="tf")
+    script = textwrap.dedent("""
+        import json, sys, numpy as np
+        import tensorflow as tf
+        loaded = tf.saved_model.load(sys.argv[1])
+        x = tf.constant(np.load(sys.argv[2]))
+        vs = [loaded.w, loaded.b, loaded.head[0]]
+        with tf.GradientTape() as t:
+            loss = tf.reduce_sum(tf.square(loaded(x)))
+        g = t.gradient(loss, vs + [loaded.scale])
+        out = {"w": loaded.w.numpy().tolist(), "trainable": [v.trainable for v in vs + [loaded.scale]],
+               "grads": [None if x is None else x.numpy().tolist() for x in g]}
+        print("RESULT" + json.dumps(out))
+    """)
+    np.save(d + "-x5.npy", X5)
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, "-c", script, d, d + "-x5.npy"], capture_output=True, text=True,
+                       timeout=240, env=env, cwd="/")
+    assert p.returncode == 0, p.stderr[-3000:]
+    r = json.loads([ln for ln in p.stdout.splitlines() if ln.startswith("RESULT")][-1][6:])
+    vs = [m.w, m.b, m.head[0], m.scale]
+    with tf.GradientTape() as t:
+        loss = tf.reduce_sum(tf.square(m(tf.constant(X5))))
+    want = t.gradient(loss, vs)
+    np.testing.assert_array_equal(r["w"], m.w.numpy())
+    assert r["trainable"] == [True, True, True, False]
+    assert want[3] is None and r["grads"][3] is None   # (a non-trainable Variable is not watched)
+    for got, w in zip(r["grads"][:3], want[:3]):
+        np.testing.assert_allclose(got, w.numpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_save_options_experimental_custom_gradients_is_kept_and_the_loaded_gradient_is_the_custom_one(tmp_path):
     """``SaveOptions(experimental_custom_gradients=...)`` (TF's default True) is an attribute; loaded in
     the saving process, TF differentiates a function saved either way with its custom gradient (found

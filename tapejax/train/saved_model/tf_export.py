@@ -2,12 +2,14 @@
 
 The same pure programs as ``export`` (Variables as arguments, ``None`` sizes
 symbolic) are converted with ``jax.experimental.jax2tf`` into TF functions
-(an ``XlaCallModule`` op holding the StableHLO), wrapped in ``tf.function``s with
-the same input signatures, attached to a ``tf.Module`` that holds the
-Variables as ``tf.Variable``s (``jax_variables``, in export order), and saved
-with ``tf.saved_model.save``.  ``tf.saved_model.load`` gives an object with
-the same attributes and signatures; TF Serving reads the signatures
-(``serving_default`` ...) with their input names and output dicts.  Needs
+(an ``XlaCallModule`` op holding the StableHLO, with its gradient: TF differentiates a loaded
+call, so a ``GradientTape`` fine-tunes the loaded model's Variables), wrapped in ``tf.function``s
+with the same input signatures, attached to a ``tf.Module`` that holds the Variables as
+``tf.Variable``s at the attribute paths of the object (``loaded.dense.w``, ``loaded.layers[0].w``,
+as TF's own SavedModel of that object) and in ``jax_variables`` (export order), and saved with
+``tf.saved_model.save``.  ``tf.saved_model.load`` gives an object with the same attributes and
+signatures; TF Serving reads the signatures (``serving_default`` ...) with their input names and
+output dicts.  Needs
 TensorFlow (the ``tf`` extra).  Where TensorFlow's StableHLO is older than JAX's (TF 2.21 with
 JAX 0.11 cannot read the custom call of shape assertions), a function with ``None`` sizes is
 refused before anything is written (``_runs`` finds out by one call on zeros), rather than
@@ -20,6 +22,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from .. import trackable as _tr
 from . import export as _export
 from .plan import _same, export_plan
 
@@ -47,6 +50,35 @@ def _runs(tf: Any, t: Any, specs: Any) -> bool:
     return True
 
 
+def _mirror(tf: Any, obj: Any, root: Any, tf_vars: dict) -> None:
+    """Give ``root`` (a ``tf.Module``) the objects below ``obj`` as TF objects holding ``tf_vars``
+    (by the tapejax Variable's id): a list or tuple as a list, a dict as a dict, a Variable as its
+    ``tf.Variable``, any other trackable as a ``tf.Module`` with its children as attributes;
+    nothing where no Variable is held."""
+    seen: dict = {}
+
+    def walk(o: Any, into: Any = None) -> Any:
+        if _tr.is_value(o):
+            return tf_vars.get(id(o))
+        if id(o) in seen:
+            return seen[id(o)]
+        seen[id(o)] = None   # (a cycle back to an object being walked holds nothing more)
+        every = [(name, walk(child)) for name, child in _tr.children(o)]
+        kids = [(name, k) for name, k in every if k is not None]
+        if isinstance(o, (list, tuple)) and getattr(o, "_fields", None) is None:
+            out: Any = [k for _, k in every] if kids else None   # (indices kept)
+        elif _tr.is_container(o):
+            out = dict(kids) if kids else None
+        else:
+            out = into if into is not None else tf.Module() if kids else None
+            for name, k in kids:
+                setattr(out, name, k)
+        seen[id(o)] = out
+        return out
+
+    walk(obj, root)
+
+
 def export_tf(obj: Any, export_dir: Any, signatures: Any = None) -> None:
     """Write ``obj``'s signature functions and Variables as a TensorFlow SavedModel."""
     import os
@@ -57,6 +89,7 @@ def export_tf(obj: Any, export_dir: Any, signatures: Any = None) -> None:
     module: Any = tf.Module()
     module.jax_variables = [tf.Variable(tf.constant(np.asarray(v.numpy())), trainable=v.trainable,
                                         name=v.name.split(":")[0].replace("/", "_")) for v in variables]
+    _mirror(tf, obj, module, {id(v): t for v, t in zip(variables, module.jax_variables)})
     made: list = []
 
     def tf_function(fn: Any, name: str) -> Any:
@@ -69,7 +102,7 @@ def export_tf(obj: Any, export_dir: Any, signatures: Any = None) -> None:
                                           for j, d in enumerate(spec["shape"])) + ")" for i, spec in enumerate(inputs)]
         specs = [tf.TensorSpec(spec["shape"], tf.as_dtype(spec["dtype"]), name=spec["name"]) for spec in inputs]
 
-        converted = jax2tf.convert(pure, polymorphic_shapes=polys, with_gradient=False)
+        converted = jax2tf.convert(pure, polymorphic_shapes=polys, with_gradient=True)
 
         def call(*args: Any) -> Any:
             flat = converted(list(module.jax_variables), *args)
