@@ -245,6 +245,42 @@ def test_two_inputs_whose_unknown_batch_sizes_the_program_relates(tmp_path):
         np.testing.assert_allclose(loaded.loss(x, y).numpy(), m.loss(x, y).numpy(), rtol=1e-6)
 
 
+class _Picker(tf.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = tf.Variable(np.arange(6, dtype=np.float32).reshape(3, 2))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32), tf.TensorSpec([None], tf.int32)])
+    def pick(self, x, ids):
+        return tf.gather(tf.matmul(x, self.w), ids, axis=1, batch_dims=1)
+
+
+@pytest.mark.parametrize("fmt", ["jax", "tf"])
+def test_unknown_batch_sizes_related_by_a_gather_or_a_keras_concatenate(tmp_path, fmt):
+    """Two ``None`` batch sizes the program relates by ``gather(..., batch_dims=1)`` (a ValueError
+    at the trace with independent symbols) are traced again as one batch size, in both formats
+    (before, only an InvalidArgumentError was retried: save raised ValueError); the TF format
+    shares a Keras model's batch size as the jax format does (its Concatenate raised TypeError)
+    and its loaded call takes the inputs as one list, as the model's call."""
+    realtf = pytest.importorskip("tensorflow") if fmt == "tf" else None
+    m = _Picker()
+    tf.saved_model.save(m, str(tmp_path / "p"), format=fmt)
+    x = X5[:4]
+    ids = np.array([0, 1, 1, 0], np.int32)
+    loaded = (realtf or tf).saved_model.load(str(tmp_path / "p"))
+    np.testing.assert_allclose(loaded.pick(x, ids).numpy(), m.pick(x, ids).numpy(), rtol=1e-6)
+    if realtf is None:
+        return
+    a, b = tf.keras.Input((3,), name="a"), tf.keras.Input((2,), name="b")
+    k = tf.keras.Model([a, b], tf.keras.layers.Dense(1)(tf.keras.layers.Concatenate()([a, b])))
+    tf.saved_model.save(k, str(tmp_path / "k"), format="tf")
+    loaded = realtf.saved_model.load(str(tmp_path / "k"))
+    want = k([x, x[:, :2]]).numpy()
+    out = loaded.signatures["serving_default"](a=realtf.constant(x), b=realtf.constant(x[:, :2]))
+    np.testing.assert_allclose(out["output_0"].numpy(), want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(loaded([x, x[:, :2]]).numpy(), want, rtol=1e-5, atol=1e-6)
+
+
 def test_a_loaded_model_saved_again_keeps_its_functions_and_signatures(saved, tmp_path):
     """TF saves a loaded object with its functions and signatures; the second load serves the
     Variables' values at the second save."""

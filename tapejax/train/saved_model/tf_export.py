@@ -79,6 +79,12 @@ def _mirror(tf: Any, obj: Any, root: Any, tf_vars: dict) -> None:
     walk(obj, root)
 
 
+def _as_list_call(t: Any) -> Any:
+    def call(xs: Any) -> Any:
+        return t(*xs)
+    return call
+
+
 def export_tf(obj: Any, export_dir: Any, signatures: Any = None) -> None:
     """Write ``obj``'s signature functions and Variables as a TensorFlow SavedModel."""
     import os
@@ -98,17 +104,21 @@ def export_tf(obj: Any, export_dir: Any, signatures: Any = None) -> None:
                 return t
         inputs = _export.input_specs(fn)
         pure, tpl = _export.pure_function(fn, variables, name)
-        polys = [None] + ["(" + ", ".join(f"d{i}_{j}" if d is None else str(d)
-                                          for j, d in enumerate(spec["shape"])) + ")" for i, spec in enumerate(inputs)]
         specs = [tf.TensorSpec(spec["shape"], tf.as_dtype(spec["dtype"]), name=spec["name"]) for spec in inputs]
 
-        converted = jax2tf.convert(pure, polymorphic_shapes=polys, with_gradient=True)
+        def attempt(shared: bool) -> Any:
+            polys = [None] + ["(" + _export.poly_dims(spec, i, shared) + ")" for i, spec in enumerate(inputs)]
+            converted = jax2tf.convert(pure, polymorphic_shapes=polys, with_gradient=True)
 
-        def call(*args: Any) -> Any:
-            flat = converted(list(module.jax_variables), *args)
-            return _export.fill(tpl[0], list(flat))
+            def call(*args: Any) -> Any:
+                flat = converted(list(module.jax_variables), *args)
+                return _export.fill(tpl[0], list(flat))
 
-        t = tf.function(call, input_signature=specs, autograph=False)
+            t = tf.function(call, input_signature=specs, autograph=False)
+            t.get_concrete_function()   # (traced now: what the symbols cannot express fails here)
+            return t
+
+        t = _export.with_shared_batch(attempt, inputs, bool(getattr(fn, "_shared_batch", False)))
         if any(d is None for spec in inputs for d in spec["shape"]) and not _runs(tf, t, specs):
             raise RuntimeError(
                 f"saved_model.save(format='tf'): TensorFlow {tf.__version__} cannot read the shape assertions "
@@ -121,7 +131,11 @@ def export_tf(obj: Any, export_dir: Any, signatures: Any = None) -> None:
     for attr, fn in functions.items():
         if "." in attr:
             continue   # (a nested object's function: the TF-format module holds the root's only)
-        setattr(module, attr, tf_function(fn, attr.strip("_") or "call"))
+        t = tf_function(fn, attr.strip("_") or "call")
+        specs = list(t.input_signature)
+        if getattr(fn, "_shared_batch", False) and len(specs) > 1:   # a Keras model: its inputs as one list
+            t = tf.function(_as_list_call(t), input_signature=[specs], autograph=False)
+        setattr(module, attr, t)
     tf_sigs = {}
     for sname, fn in sigs.items():
         t = tf_function(fn, sname)
