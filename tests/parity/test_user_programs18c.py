@@ -285,6 +285,75 @@ def test_tf_keras_model_checkpoint_into_tapejax_keras(tmp_path):
     close([w.numpy() for w in jk.weights], before, rtol=0, atol=0)
 
 
+def test_restored_into_variables_first_made_inside_a_function(tmp_path):
+    """The model is built inside the first call of a ``tf.function`` training step, after the
+    restore (TF restores Variables created in a function's first trace): the resumed losses and
+    the optimizer's iterations are TF's."""
+    tm, topt = make_model(realtf), realtf.keras.optimizers.legacy.Adam(0.05)
+    train(realtf, tm, topt, 2)
+    path = realtf.train.Checkpoint(model=tm, optimizer=topt).save(str(tmp_path / "ckpt"))
+
+    def resume(tf):
+        m, opt = make_model(tf, lazy=True), tf.keras.optimizers.legacy.Adam(0.05)
+        tf.train.Checkpoint(model=m, optimizer=opt).restore(path)
+
+        @tf.function
+        def step(x, y):
+            with tf.GradientTape() as t:
+                loss = tf.reduce_mean(tf.square(m(x) - y))
+            vs = m.trainable_variables
+            opt.apply_gradients(zip(t.gradient(loss, vs), vs))
+            return loss
+
+        losses = [float(step(tf.constant(X), tf.constant(Y)).numpy()) for _ in range(3)]
+        return losses, int(opt.iterations.numpy()), values(m)
+
+    want, got = resume(realtf), resume(tapejax)
+    np.testing.assert_allclose(got[0], want[0], rtol=2e-5)
+    assert got[1] == want[1] == 5
+    close(got[2], want[2])
+
+
+def test_hyperparameters_and_an_earlier_checkpoint(tmp_path):
+    """TF changes Adam's learning rate mid-training and keeps every checkpoint of a manager;
+    tapejax restores the first one (``manager.checkpoints[0]``) into an Adam made with another
+    rate: the saved rate, iterations and ``get_checkpoint_state`` are TF's, and training resumes
+    as TF's from that checkpoint."""
+    tm, topt = make_model(realtf), realtf.keras.optimizers.legacy.Adam(0.05)
+    man = realtf.train.CheckpointManager(realtf.train.Checkpoint(model=tm, optimizer=topt), str(tmp_path), None)
+    train(realtf, tm, topt, 2)
+    topt.learning_rate = 0.01
+    first = man.save()
+    train(realtf, tm, topt, 2)
+    man.save()
+
+    def resume(tf):
+        m, opt = make_model(tf), tf.keras.optimizers.legacy.Adam(0.3)
+        tf.train.Checkpoint(model=m, optimizer=opt).restore(first).assert_existing_objects_matched()
+        state = tf.train.get_checkpoint_state(str(tmp_path))
+        return (float(opt.learning_rate.numpy()), int(opt.iterations.numpy()), train(tf, m, opt, 2),
+                os.path.basename(state.model_checkpoint_path), [os.path.basename(p) for p in state.all_model_checkpoint_paths])
+
+    want, got = resume(realtf), resume(tapejax)
+    assert got[0] == pytest.approx(want[0]) and got[1] == want[1] == 2 and got[3:] == want[3:]
+    np.testing.assert_allclose(got[2], want[2], rtol=2e-5)
+
+
+def test_saved_model_variables_restore_into_a_lazily_built_model(tmp_path):
+    """TF's SavedModel of the model: its ``variables/variables`` prefix is a checkpoint; tapejax
+    lists it as TF does and restores it into a model built after the restore."""
+    tm = make_model(realtf)
+    tm.call = realtf.function(lambda x: tm(x), input_signature=[realtf.TensorSpec([None, 3], realtf.float32)])
+    realtf.saved_model.save(tm, str(tmp_path / "sm"))
+    prefix = str(tmp_path / "sm" / "variables" / "variables")
+    assert tapejax.train.list_variables(prefix) == realtf.train.list_variables(prefix)
+    jm = make_model(tapejax, lazy=True)
+    status = tapejax.train.Checkpoint(jm).read(prefix)
+    out = jm(tapejax.constant(X))
+    status.assert_existing_objects_matched()
+    close([out], [tm(realtf.constant(X))])
+
+
 # -- tapejax -> TF: checkpoints ----------------------------------------------------------------------
 def test_tapejax_checkpoint_is_its_own_format_tf_refuses_it(tmp_path):
     """tapejax writes its own format (a directory per checkpoint, orbax): TF's readers refuse it
