@@ -298,10 +298,13 @@ def test_a_loaded_model_saved_again_keeps_its_functions_and_signatures(saved, tm
     assert not np.allclose(second(X5).numpy(), m(X5).numpy())
 
 
-def test_nested_objects_functions_are_exported_by_their_path(tmp_path):
+@pytest.mark.parametrize("fmt", ["jax", "tf"])
+def test_nested_objects_functions_are_exported_by_their_path(tmp_path, fmt):
     """TF saves every tracked object's functions: ``loaded.encoder.encode`` and a nested list
     element's ``__call__`` run after loading; the root's ``__call__`` calls the nested function
-    (a function called inside a program traced with symbolic sizes)."""
+    (a function called inside a program traced with symbolic sizes).  The TF format too, loaded
+    by TF (before, it held the root's functions only)."""
+    realtf = pytest.importorskip("tensorflow") if fmt == "tf" else None
     class Encoder(tf.Module):
         def __init__(self, seed):
             super().__init__()
@@ -326,8 +329,8 @@ def test_nested_objects_functions_are_exported_by_their_path(tmp_path):
             return self.encoder.encode(x) + self.heads[0](x)
 
     m = Outer()
-    tf.saved_model.save(m, str(tmp_path / "o"))
-    loaded = tf.saved_model.load(str(tmp_path / "o"))
+    tf.saved_model.save(m, str(tmp_path / "o"), format=fmt)
+    loaded = (realtf or tf).saved_model.load(str(tmp_path / "o"))
     for got, want in [(loaded(X5), m(X5)), (loaded.encoder.encode(X1), m.encoder.encode(X1)),
                       (loaded.heads[0](X5), m.heads[0](X5)), (loaded.heads[0].encode(X5), m.heads[0].encode(X5))]:
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)

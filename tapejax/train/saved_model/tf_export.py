@@ -8,7 +8,7 @@ with the same input signatures, attached to a ``tf.Module`` that holds the Varia
 ``tf.Variable``s at the attribute paths of the object (``loaded.dense.w``, ``loaded.layers[0].w``,
 as TF's own SavedModel of that object) and in ``jax_variables`` (export order), and saved with
 ``tf.saved_model.save``.  ``tf.saved_model.load`` gives an object with the same attributes and
-signatures; TF Serving reads the signatures (``serving_default`` ...) with their input names and
+signatures, nested objects' functions at their paths (``loaded.encoder.encode``); TF Serving reads the signatures (``serving_default`` ...) with their input names and
 output dicts.  Needs
 TensorFlow (the ``tf`` extra).  Where TensorFlow's StableHLO is older than JAX's (TF 2.21 with
 JAX 0.11 cannot read the custom call of shape assertions), a function with ``None`` sizes is
@@ -79,6 +79,27 @@ def _mirror(tf: Any, obj: Any, root: Any, tf_vars: dict) -> None:
     walk(obj, root)
 
 
+def _owner(tf: Any, root: Any, path: list) -> Any:
+    """The ``tf.Module`` at ``path`` below ``root`` (a nested object's function goes there, so
+    ``loaded.encoder.encode`` runs as in TF's own SavedModel), made where the object holds no
+    Variable; None where the path passes a list element there is no Module for."""
+    obj = root
+    for part in path:
+        if isinstance(obj, list):
+            obj = obj[int(part)] if part.isdigit() and int(part) < len(obj) else None
+        elif isinstance(obj, dict):
+            obj = obj.get(part)
+        else:
+            nxt = vars(obj).get(part)
+            if nxt is None:
+                nxt = tf.Module()
+                setattr(obj, part, nxt)
+            obj = nxt
+        if not isinstance(obj, (tf.Module, list, dict)):
+            return None
+    return obj if isinstance(obj, tf.Module) else None
+
+
 def _as_list_call(t: Any) -> Any:
     def call(xs: Any) -> Any:
         return t(*xs)
@@ -129,13 +150,15 @@ def export_tf(obj: Any, export_dir: Any, signatures: Any = None) -> None:
         return t
 
     for attr, fn in functions.items():
-        if "." in attr:
-            continue   # (a nested object's function: the TF-format module holds the root's only)
-        t = tf_function(fn, attr.strip("_") or "call")
+        *path, last = attr.split(".")
+        owner = _owner(tf, module, path)
+        if owner is None:
+            continue   # (a function of an object the TF module has no place for: a list element without Variables)
+        t = tf_function(fn, ".".join(part.strip("_") or "call" for part in attr.split(".")))
         specs = list(t.input_signature)
         if getattr(fn, "_shared_batch", False) and len(specs) > 1:   # a Keras model: its inputs as one list
             t = tf.function(_as_list_call(t), input_signature=[specs], autograph=False)
-        setattr(module, attr, t)
+        setattr(owner, last, t)
     tf_sigs = {}
     for sname, fn in sigs.items():
         t = tf_function(fn, sname)
