@@ -72,7 +72,10 @@ def _mirror(tf: Any, obj: Any, root: Any, tf_vars: dict) -> None:
         else:
             out = into if into is not None else tf.Module() if kids else None
             for name, k in kids:
-                setattr(out, name, k)
+                try:
+                    setattr(out, name, k)
+                except AttributeError:   # (a name tf.Module keeps read-only: ``name``, ``variables``)
+                    pass
         seen[id(o)] = out
         return out
 
