@@ -245,6 +245,42 @@ def test_two_inputs_whose_unknown_batch_sizes_the_program_relates(tmp_path):
         np.testing.assert_allclose(loaded.loss(x, y).numpy(), m.loss(x, y).numpy(), rtol=1e-6)
 
 
+class _Picker(tf.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = tf.Variable(np.arange(6, dtype=np.float32).reshape(3, 2))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32), tf.TensorSpec([None], tf.int32)])
+    def pick(self, x, ids):
+        return tf.gather(tf.matmul(x, self.w), ids, axis=1, batch_dims=1)
+
+
+@pytest.mark.parametrize("fmt", ["jax", "tf"])
+def test_unknown_batch_sizes_related_by_a_gather_or_a_keras_concatenate(tmp_path, fmt):
+    """Two ``None`` batch sizes the program relates by ``gather(..., batch_dims=1)`` (a ValueError
+    at the trace with independent symbols) are traced again as one batch size, in both formats
+    (before, only an InvalidArgumentError was retried: save raised ValueError); the TF format
+    shares a Keras model's batch size as the jax format does (its Concatenate raised TypeError)
+    and its loaded call takes the inputs as one list, as the model's call."""
+    realtf = pytest.importorskip("tensorflow") if fmt == "tf" else None
+    m = _Picker()
+    tf.saved_model.save(m, str(tmp_path / "p"), format=fmt)
+    x = X5[:4]
+    ids = np.array([0, 1, 1, 0], np.int32)
+    loaded = (realtf or tf).saved_model.load(str(tmp_path / "p"))
+    np.testing.assert_allclose(loaded.pick(x, ids).numpy(), m.pick(x, ids).numpy(), rtol=1e-6)
+    if realtf is None:
+        return
+    a, b = tf.keras.Input((3,), name="a"), tf.keras.Input((2,), name="b")
+    k = tf.keras.Model([a, b], tf.keras.layers.Dense(1)(tf.keras.layers.Concatenate()([a, b])))
+    tf.saved_model.save(k, str(tmp_path / "k"), format="tf")
+    loaded = realtf.saved_model.load(str(tmp_path / "k"))
+    want = k([x, x[:, :2]]).numpy()
+    out = loaded.signatures["serving_default"](a=realtf.constant(x), b=realtf.constant(x[:, :2]))
+    np.testing.assert_allclose(out["output_0"].numpy(), want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(loaded([x, x[:, :2]]).numpy(), want, rtol=1e-5, atol=1e-6)
+
+
 def test_a_loaded_model_saved_again_keeps_its_functions_and_signatures(saved, tmp_path):
     """TF saves a loaded object with its functions and signatures; the second load serves the
     Variables' values at the second save."""
@@ -262,10 +298,13 @@ def test_a_loaded_model_saved_again_keeps_its_functions_and_signatures(saved, tm
     assert not np.allclose(second(X5).numpy(), m(X5).numpy())
 
 
-def test_nested_objects_functions_are_exported_by_their_path(tmp_path):
+@pytest.mark.parametrize("fmt", ["jax", "tf"])
+def test_nested_objects_functions_are_exported_by_their_path(tmp_path, fmt):
     """TF saves every tracked object's functions: ``loaded.encoder.encode`` and a nested list
     element's ``__call__`` run after loading; the root's ``__call__`` calls the nested function
-    (a function called inside a program traced with symbolic sizes)."""
+    (a function called inside a program traced with symbolic sizes).  The TF format too, loaded
+    by TF (before, it held the root's functions only)."""
+    realtf = pytest.importorskip("tensorflow") if fmt == "tf" else None
     class Encoder(tf.Module):
         def __init__(self, seed):
             super().__init__()
@@ -290,8 +329,8 @@ def test_nested_objects_functions_are_exported_by_their_path(tmp_path):
             return self.encoder.encode(x) + self.heads[0](x)
 
     m = Outer()
-    tf.saved_model.save(m, str(tmp_path / "o"))
-    loaded = tf.saved_model.load(str(tmp_path / "o"))
+    tf.saved_model.save(m, str(tmp_path / "o"), format=fmt)
+    loaded = (realtf or tf).saved_model.load(str(tmp_path / "o"))
     for got, want in [(loaded(X5), m(X5)), (loaded.encoder.encode(X1), m.encoder.encode(X1)),
                       (loaded.heads[0](X5), m.heads[0](X5)), (loaded.heads[0].encode(X5), m.heads[0].encode(X5))]:
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
@@ -415,6 +454,45 @@ def test_the_tf_format_export_refuses_what_this_tensorflow_cannot_read(tmp_path,
     with pytest.raises(RuntimeError, match="cannot read the shape assertions that JAX .* None sizes in the input_signature of 'call'"):
         tf.saved_model.export_tf(Model(), str(d))
     assert not d.exists()
+
+
+def test_the_tf_format_keeps_variables_at_their_paths_and_tf_differentiates_the_loaded_call(tmp_path):
+    """Loaded by TensorFlow in a fresh process, a TF-format SavedModel has the object's Variables
+    where TF's own SavedModel of it has them (``loaded.w``, ``loaded.head[0]``; ``scale`` not
+    trainable), and a ``GradientTape`` over a loaded call gives tapejax's gradients (jax2tf's
+    converted gradient is saved with the model; before, the attributes were missing and the
+    tape raised LookupError "does not support gradients")."""
+    pytest.importorskip("tensorflow")
+    m, d = Model(), str(tmp_path / "m")
+    tf.saved_model.save(m, d, format="tf")
+    script = textwrap.dedent("""
+        import json, sys, numpy as np
+        import tensorflow as tf
+        loaded = tf.saved_model.load(sys.argv[1])
+        x = tf.constant(np.load(sys.argv[2]))
+        vs = [loaded.w, loaded.b, loaded.head[0]]
+        with tf.GradientTape() as t:
+            loss = tf.reduce_sum(tf.square(loaded(x)))
+        g = t.gradient(loss, vs + [loaded.scale])
+        out = {"w": loaded.w.numpy().tolist(), "trainable": [v.trainable for v in vs + [loaded.scale]],
+               "grads": [None if x is None else x.numpy().tolist() for x in g]}
+        print("RESULT" + json.dumps(out))
+    """)
+    np.save(d + "-x5.npy", X5)
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, "-c", script, d, d + "-x5.npy"], capture_output=True, text=True,
+                       timeout=240, env=env, cwd="/")
+    assert p.returncode == 0, p.stderr[-3000:]
+    r = json.loads([ln for ln in p.stdout.splitlines() if ln.startswith("RESULT")][-1][6:])
+    vs = [m.w, m.b, m.head[0], m.scale]
+    with tf.GradientTape() as t:
+        loss = tf.reduce_sum(tf.square(m(tf.constant(X5))))
+    want = t.gradient(loss, vs)
+    np.testing.assert_array_equal(r["w"], m.w.numpy())
+    assert r["trainable"] == [True, True, True, False]
+    assert want[3] is None and r["grads"][3] is None   # (a non-trainable Variable is not watched)
+    for got, w in zip(r["grads"][:3], want[:3]):
+        np.testing.assert_allclose(got, w.numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_save_options_experimental_custom_gradients_is_kept_and_the_loaded_gradient_is_the_custom_one(tmp_path):

@@ -223,25 +223,42 @@ def export_function(value: Any, variables: Sequence[Variable], name: str,
     inputs = input_specs(value)
     # (a Keras model's inputs share their batch size: one symbol for their first axis)
     shared = bool(getattr(value, "_shared_batch", False))
-    try:
+
+    def attempt(one_batch: bool) -> ExportedFunction:
         try:
-            return _export_with(value, variables, name, platforms, inputs, shared)
+            return _export_with(value, variables, name, platforms, inputs, one_batch)
         except ValueError as e:   # a runtime check in the program: exported with its failure flag
             if not _unfunctionalized_check(e):
                 raise
-            return _export_with(value, variables, name, platforms, inputs, shared, checked=True)
-    except InvalidArgumentError:
-        # TF traces a None size as unknown and lets ops assume two unknown sizes agree
-        # (``x @ w - y`` with signatures [None, 3] and [None, 1]); independent symbols cannot be
-        # broadcast together, so the inputs' first axes are traced again as one batch size.
+            return _export_with(value, variables, name, platforms, inputs, one_batch, checked=True)
+
+    return with_shared_batch(attempt, inputs, shared)
+
+
+def poly_dims(spec: dict, i: int, shared: bool) -> str:
+    """Input ``i``'s dimensions as symbols for its ``None`` sizes (``"d0_0, 3"``); ``batch`` for a
+    ``None`` first axis when the inputs share one batch size."""
+    return ", ".join(("batch" if j == 0 and shared else f"d{i}_{j}") if d is None else str(d)
+                     for j, d in enumerate(spec["shape"]))
+
+
+def with_shared_batch(attempt: Any, inputs: list, shared: bool) -> Any:
+    """``attempt(shared)``; where that fails and several inputs have a ``None`` first axis,
+    ``attempt(True)``: TF traces a None size as unknown and lets ops assume two unknown sizes agree
+    (``x @ w - y`` with signatures [None, 3] and [None, 1]; ``tf.gather(p, ids, batch_dims=1)``;
+    a Keras ``Concatenate`` of two inputs), independent symbols cannot be broadcast, gathered or
+    concatenated together (InvalidArgumentError, ValueError or TypeError at the trace), so the
+    inputs' first axes are traced again as one batch size.  Where that fails too, the first error
+    is raised."""
+    try:
+        return attempt(shared)
+    except (InvalidArgumentError, ValueError, TypeError) as e:
         if shared or sum(1 for i in inputs if i["shape"] and i["shape"][0] is None) < 2:
             raise
         try:
-            return _export_with(value, variables, name, platforms, inputs, True)
-        except ValueError as e:
-            if not _unfunctionalized_check(e):
-                raise
-            return _export_with(value, variables, name, platforms, inputs, True, checked=True)
+            return attempt(True)
+        except Exception:   # noqa: BLE001 - the first error is the program's
+            raise e from None
 
 
 def _export_with(value: Any, variables: Sequence[Variable], name: str, platforms: Optional[Sequence[str]],
@@ -250,8 +267,7 @@ def _export_with(value: Any, variables: Sequence[Variable], name: str, platforms
     scope = export.SymbolicScope()
     arg_specs = []
     for i, spec in enumerate(inputs):
-        dims = ", ".join(("batch" if j == 0 and shared else f"d{i}_{j}") if d is None else str(d)
-                         for j, d in enumerate(spec["shape"]))
+        dims = poly_dims(spec, i, shared)
         shape = export.symbolic_shape(dims, scope=scope) if dims else ()
         arg_specs.append(jax.ShapeDtypeStruct(shape, np.dtype(_np_dtype(spec["dtype"]))))
     var_specs = [jax.ShapeDtypeStruct(tuple(v._meta.shape), np.dtype(v._meta.dtype)) for v in variables]
@@ -287,4 +303,4 @@ def _np_dtype(name: str) -> Any:
 
 
 __all__ = ["DrawsRandom", "ExportedFunction", "signature_functions", "as_function", "from_concrete", "export_function", "template", "fill",
-           "input_specs", "pure_function"]
+           "input_specs", "pure_function", "poly_dims", "with_shared_batch"]
