@@ -787,3 +787,19 @@ def test_sparse_updates_in_a_function_traced_for_every_batch_size(make):
     np.testing.assert_allclose(got[1], want[1], rtol=1e-6, atol=1e-7)
     for a, b in zip(got[2], want[2]):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("new", [False, True])
+def test_adam_on_float16_variables_computes_its_step_size_in_float16(new):
+    """TF casts Adam's hyperparameters and step to a float16 Variable's dtype and computes
+    ``lr * sqrt(1 - b2^t) / (1 - b1^t)`` there: with gradients of 1e-4 (``v`` underflows to 0)
+    ``m * alpha`` is a float16 subnormal and the second step is 3.5 (TF 2.21, legacy and new
+    Adam), where the float32 step size gave 4.0; float32 Variables keep the float32 one."""
+    cls = tf.keras.optimizers.Adam if new else tf.keras.optimizers.legacy.Adam
+    w = tf.Variable(np.array([1.0, -1.0], np.float16))
+    w32 = tf.Variable([1.0])
+    opt = cls(0.1)
+    for _ in range(2):
+        opt.apply_gradients([(tf.constant([1e-4, -1e-4], tf.float16), w), (tf.constant([0.5]), w32)])
+    np.testing.assert_array_equal(w.numpy(), np.array([-5.0, 5.0], np.float16))
+    np.testing.assert_allclose(w32.numpy(), [0.8000014], rtol=1e-7)   # (TF 2.21)

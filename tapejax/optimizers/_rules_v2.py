@@ -240,7 +240,7 @@ class Adam(_New, _rules.Adam):
         return self._step(c, v, m, vv, s)
 
     def _step(self, c, v, m, vv, s):
-        alpha, eps = _c(c["alpha"], v), self._eps(c, v)
+        alpha, eps = _rules._alpha(c, v), self._eps(c, v)
         if self.amsgrad:
             vhat = jnp.maximum(s[2], vv)
             return v - (m * alpha) / (jnp.sqrt(vhat) + eps), (m, vv, vhat)
