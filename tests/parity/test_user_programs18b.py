@@ -14,7 +14,9 @@ checkpoint of a new-optimizer ``LossScaleOptimizer`` restored and resumed, compi
 steps.  Manual half precision (``modes=True``): float16 Variables under legacy and new optimizers
 (slot dtypes, Adam's epsilon), bfloat16 casts over float32 master weights, softmax /
 log-softmax / cross-entropies / reductions in float16, ``clip_by_global_norm`` and ``add_n`` over
-mixed dtypes (TF's errors), an EMA of float16 weights.
+mixed dtypes (TF's errors), an EMA of float16 weights.  Two programs are strict xfails on
+tapejax: a float16 mean whose running sum overflows (TF's CPU kernel accumulates in float16,
+tapejax in float32: docs/ops.md) and float16 logits fed to a Keras loss (Keras 3's loss dtypes).
 
 float16 values are compared within ``F16`` (bfloat16 within ``BF16``); dtypes, None-ness,
 skipped steps and loss-scale values are exact (strings, booleans and Python floats of powers of
@@ -225,6 +227,39 @@ def test_per_layer_policies_and_a_pure_float16_layer(tf):
     return ((pol.name, pol.compute_dtype, pol.variable_dtype, tf.keras.mixed_precision.global_policy().name),
             [(layer.compute_dtype, layer.variable_dtype, sorted({_dt(tf, v) for v in layer.weights}))
              for layer in (mixed, half, full)], [_dt(tf, t) for t in (h1, h2, y)], h1, h2, y)
+
+
+@xfail_on_tapejax("design limit: tapejax's tf.keras is Keras 3, whose Loss objects compute and return float32 "
+                  "(their dtype is floatx) and whose JAX sparse_categorical_crossentropy promotes float16 logits "
+                  "by a float32 one-hot; tf_keras keeps float16, so its scaled loss overflows where tapejax's does not")
+@parity(**F16)
+def test_float16_logits_without_a_float32_output_layer(tf):
+    """The guide's warning case: a ``mixed_float16`` model whose last Dense gives float16 logits
+    (no float32 output layer) trained with ``SparseCategoricalCrossentropy(from_logits=True)``
+    under the default loss scale: tf_keras' loss is float16, so ``get_scaled_loss`` overflows
+    float16 at 2**15: the first step is skipped and the scale halves."""
+    _policy(tf, "mixed_float16")
+    try:
+        model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(5, activation="relu"),
+                                     tf.keras.layers.Dense(3)])
+        keras_init(model, 26)
+        x = init_array((6, 4), 27, 8.0)
+        y = np.array([0, 1, 2, 0, 1, 2], np.int32)
+        loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        opt = tf.keras.mixed_precision.LossScaleOptimizer(tf.keras.optimizers.SGD(0.1))
+        out = []
+        for _ in range(3):
+            with tf.GradientTape() as tape:
+                logits = model(x, training=True)
+                loss = loss_fn(y, logits)
+                scaled = opt.get_scaled_loss(loss)
+            grads = opt.get_unscaled_gradients(tape.gradient(scaled, model.trainable_variables))
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+            out.append((_dt(tf, logits), _dt(tf, loss), _dt(tf, scaled), _scale(opt)))
+        fn = tf.keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
+    finally:
+        _reset(tf)
+    return out, _dt(tf, fn), loss
 
 
 # ---------------------------------------------------------------------------
