@@ -580,3 +580,25 @@ def test_float16_mean_whose_running_sum_overflows(tf):
     first is the user's fix."""
     big = tf.constant(np.full((64,), 3000.0, np.float16))
     return tf.reduce_mean(big), tf.reduce_sum(big), tf.reduce_mean(tf.cast(big, tf.float32))
+
+
+@parity(modes=True, **F16)
+def test_half_precision_overflow_pitfalls_in_norms_moments_and_casts(tf):
+    """float16 activations around 1000: ``tf.nn.moments`` / ``reduce_variance`` / ``reduce_std`` stay
+    finite (TF's moments compute a float16 input in float32), ``l2_loss`` and ``tf.norm`` overflow
+    to inf (so ``clip_by_norm`` gives zeros) while ``l2_loss``'s gradient is finite; a float16
+    weight-norm regularizer the user moves to float32; ``saturate_cast`` clamps to 65504, a plain
+    cast of 70000 is inf, inf cast to int32 is INT_MIN; assigning a float32 tensor to a float16
+    Variable is TF's ValueError, a Python list is converted."""
+    x = tf.Variable(np.array([[1000.0, 1010.0, 990.0], [1.0, 2.0, 3.5]], np.float16))
+    with tf.GradientTape(persistent=True) as tape:
+        l2 = tf.nn.l2_loss(x)
+        norm = tf.norm(x)
+        mean, var = tf.nn.moments(x, axes=[1])
+        safe = tf.nn.l2_loss(tf.cast(x, tf.float32))
+    grads = [tape.gradient(t, x) for t in (l2, norm, var, safe)]
+    v = tf.Variable(np.array([1.0, 2.0], np.float16))
+    return (l2, norm, mean, var, tf.math.reduce_variance(x, axis=1), tf.math.reduce_std(x, axis=1), safe, grads,
+            tf.clip_by_norm(x, 1.0), tf.dtypes.saturate_cast(tf.constant([1e6, -1e6]), tf.float16),
+            tf.cast(tf.constant([70000, 3]), tf.float16), tf.cast(tf.constant([np.inf, 3.7], tf.float16), tf.int32),
+            raises(v.assign, tf.constant([1.0, 1.0])), v.assign_add([0.5, 0.5]), v * np.float64(0.1))
