@@ -803,3 +803,13 @@ def test_adam_on_float16_variables_computes_its_step_size_in_float16(new):
         opt.apply_gradients([(tf.constant([1e-4, -1e-4], tf.float16), w), (tf.constant([0.5]), w32)])
     np.testing.assert_array_equal(w.numpy(), np.array([-5.0, 5.0], np.float16))
     np.testing.assert_allclose(w32.numpy(), [0.8000014], rtol=1e-7)   # (TF 2.21)
+
+
+def test_new_adam_on_a_float16_variable_rounds_one_minus_beta_as_tf():
+    """tf_keras' new Adam multiplies by ``1 - self.beta_2`` computed as a Python float and cast to
+    the Variable's float16 (0.0010004), where ``1 - float16(0.999)`` is 0.000977: one step from
+    0.5 with gradient 1 gives TF's 0.4902 (the legacy kernel's float16 betas give 0.49)."""
+    for cls, want in ((tf.keras.optimizers.Adam, [0.4902, -0.2401]), (tf.keras.optimizers.legacy.Adam, [0.49, -0.24])):
+        w = tf.Variable(np.array([0.5, -0.25], np.float16))
+        cls(0.01).apply_gradients([(tf.constant([1.0, -0.5], tf.float16), w)])
+        np.testing.assert_array_equal(w.numpy(), np.array(want, np.float16))
