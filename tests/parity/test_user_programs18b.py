@@ -381,6 +381,31 @@ def test_new_optimizer_loss_scale_checkpoint_restores_and_resumes(tf):
 
 
 @parity(modes=True, **F16)
+def test_new_adam_loss_scale_minimize_with_a_tape_over_float16_and_float32_variables(tf):
+    """``LossScaleOptimizer(Adam())`` (tf_keras' new Adam) ``minimize(loss, vars, tape=tape)``
+    inside ``tf.function`` over a float16 and a float32 Variable: the float16 Variable's slots are
+    float16 and its step is computed in float16 (TF's roundings of ``1 - beta``); a deliberately
+    infinite loss skips the step and halves the scale; growth every 2 good steps."""
+    w16 = tf.Variable(np.array([0.5, -0.25], np.float16))
+    w32 = tf.Variable([1.0, 2.0])
+    opt = tf.keras.mixed_precision.LossScaleOptimizer(tf.keras.optimizers.Adam(0.01), initial_scale=256.0,
+                                                      dynamic_growth_steps=2)
+
+    @tf.function
+    def step(k):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.cast(w16, tf.float32) ** 2) * k + tf.reduce_sum(w32 ** 2)
+        opt.minimize(loss, [w16, w32], tape=tape)
+        return loss
+
+    out = []
+    for k in (1.0, 1.0, np.inf, 1.0, 1.0):
+        loss = step(tf.constant(k))
+        out.append((loss, w16.numpy(), w32.numpy(), _scale(opt), int(opt.iterations.numpy())))
+    return out, sorted(_dt(tf, s) for s in opt.variables if len(s.shape) == 1)
+
+
+@parity(modes=True, **F16)
 def test_loss_scale_around_float16_variables_unscales_in_float16(tf):
     """Loss scaling around float16 Variables (a user who skipped the float32 master weights):
     ``get_unscaled_gradients`` multiplies by ``1/scale`` cast to float16 (2**-12 is exact, the
