@@ -115,3 +115,21 @@ def test_bincount_with_minlength_at_least_maxlength_in_a_function():
     with pytest.raises(tf.errors.InvalidArgumentError, match="non-negative"):
         f(tf.constant([0, -1, 2, 1, 6]), w)
     assert tf.math.bincount(tf.constant([0, 2, 2]), minlength=4, maxlength=4).numpy().tolist() == [1, 0, 2, 0]
+
+
+def test_global_norms_of_mixed_float_dtypes_are_tfs_pack_error():
+    """TF stacks the per-tensor norms, so ``global_norm`` / ``clip_by_global_norm`` of a float16 and
+    a float32 gradient raise InvalidArgumentError (``Pack``: input #1 is not a half tensor) where
+    tapejax summed them into a float32 norm; each dtype alone, and a given ``use_norm`` (TF casts
+    the scale to each tensor's dtype), still work."""
+    g16, g32 = tf.constant([3.0, 4.0], tf.float16), tf.constant([1.0, 2.0])
+    for fn in (lambda: tf.linalg.global_norm([g16, g32]), lambda: tf.clip_by_global_norm([g16, None, g32], 5.0),
+               lambda: tf.clip_by_global_norm([g32, g16], 1.0)):
+        with pytest.raises(tf.errors.InvalidArgumentError, match=r"Pack as input #1\(zero-based\)"):
+            fn()
+    (c16,), n16 = tf.clip_by_global_norm([g16], 2.5)
+    assert c16.dtype == tf.float16 and n16.dtype == tf.float16
+    np.testing.assert_allclose(c16.numpy(), [1.5, 2.0], rtol=1e-3)
+    (c16, c32), n = tf.clip_by_global_norm([g16, g32], 5.0, use_norm=tf.constant(10.0))
+    assert (c16.dtype, c32.dtype, n.dtype) == (tf.float16, tf.float32, tf.float32)
+    np.testing.assert_allclose(c32.numpy(), [0.5, 1.0])

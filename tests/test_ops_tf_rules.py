@@ -63,3 +63,23 @@ def test_nested_jit_custom_jvp_loops_and_pytrees():
     np.testing.assert_allclose(jax.grad(lambda v: g(v)["scan"])(x), [1.0, -1.0, 1.0])   # (JAX's, inside the loop)
     h = with_tf_rules(lambda v: jnp.sum(jnp.maximum(v, 0.0) ** 3))
     np.testing.assert_allclose(jax.grad(jax.grad(h))(2.0), 12.0)
+
+
+def test_float16_attention_logits_compile_on_cpu():
+    """``jax.nn.dot_product_attention`` on float16 asks ``dot_general`` for the F16_F16_F32
+    algorithm, which XLA's CPU refuses when the traced program compiles (Keras 3's
+    ``MultiHeadAttention`` under ``mixed_float16``): on CPU it is evaluated with the default
+    precision, float16 values and gradients as the float32 computation's within float16's
+    tolerance."""
+    rs = np.random.RandomState(0)
+    q, k, v = (jnp.asarray(rs.randn(2, 3, 2, 4), jnp.float16) for _ in range(3))
+
+    def f(q, k, v):
+        return jnp.sum(jax.nn.dot_product_attention(q, k, v) ** 2)
+
+    fn = with_tf_rules(f)
+    got = jax.jit(jax.value_and_grad(fn, argnums=(0, 1, 2)))(q, k, v)
+    want = jax.value_and_grad(f, argnums=(0, 1, 2))(*(a.astype(jnp.float32) for a in (q, k, v)))
+    assert got[0].dtype == jnp.float16 and all(g.dtype == jnp.float16 for g in got[1])
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_allclose(np.asarray(g, np.float32), w, rtol=2e-2, atol=2e-2)

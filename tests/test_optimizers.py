@@ -787,3 +787,29 @@ def test_sparse_updates_in_a_function_traced_for_every_batch_size(make):
     np.testing.assert_allclose(got[1], want[1], rtol=1e-6, atol=1e-7)
     for a, b in zip(got[2], want[2]):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("new", [False, True])
+def test_adam_on_float16_variables_computes_its_step_size_in_float16(new):
+    """TF casts Adam's hyperparameters and step to a float16 Variable's dtype and computes
+    ``lr * sqrt(1 - b2^t) / (1 - b1^t)`` there: with gradients of 1e-4 (``v`` underflows to 0)
+    ``m * alpha`` is a float16 subnormal and the second step is 3.5 (TF 2.21, legacy and new
+    Adam), where the float32 step size gave 4.0; float32 Variables keep the float32 one."""
+    cls = tf.keras.optimizers.Adam if new else tf.keras.optimizers.legacy.Adam
+    w = tf.Variable(np.array([1.0, -1.0], np.float16))
+    w32 = tf.Variable([1.0])
+    opt = cls(0.1)
+    for _ in range(2):
+        opt.apply_gradients([(tf.constant([1e-4, -1e-4], tf.float16), w), (tf.constant([0.5]), w32)])
+    np.testing.assert_array_equal(w.numpy(), np.array([-5.0, 5.0], np.float16))
+    np.testing.assert_allclose(w32.numpy(), [0.8000014], rtol=1e-7)   # (TF 2.21)
+
+
+def test_new_adam_on_a_float16_variable_rounds_one_minus_beta_as_tf():
+    """tf_keras' new Adam multiplies by ``1 - self.beta_2`` computed as a Python float and cast to
+    the Variable's float16 (0.0010004), where ``1 - float16(0.999)`` is 0.000977: one step from
+    0.5 with gradient 1 gives TF's 0.4902 (the legacy kernel's float16 betas give 0.49)."""
+    for cls, want in ((tf.keras.optimizers.Adam, [0.4902, -0.2401]), (tf.keras.optimizers.legacy.Adam, [0.49, -0.24])):
+        w = tf.Variable(np.array([0.5, -0.25], np.float16))
+        cls(0.01).apply_gradients([(tf.constant([1.0, -0.5], tf.float16), w)])
+        np.testing.assert_array_equal(w.numpy(), np.array(want, np.float16))

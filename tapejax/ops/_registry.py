@@ -164,6 +164,18 @@ def check_binary(x, y, op_type):
         raise TypeError(f"Cannot convert {other!r} to EagerTensor of dtype {d.name}")
 
 
+def check_same_dtypes(ts, op_type):
+    """TF's rule for an op of N inputs of one dtype (``Pack``, ``AddN``): input ``#i`` of another
+    dtype than input 0 is an InvalidArgumentError (``clip_by_global_norm`` of float16 and float32
+    gradients stacks their norms).  Returns ``ts``."""
+    ds = [dtype_of(t) for t in ts]
+    for i, d in enumerate(ds[1:], 1):
+        if d is not None and ds[0] is not None and d != ds[0]:
+            raise InvalidArgumentError(None, None, f"cannot compute {op_type} as input #{i}(zero-based) was expected "
+                                       f"to be a {ds[0].name} tensor but is a {d.name} tensor [Op:{op_type}]")
+    return ts
+
+
 def _string_operand(x, y, dx, dy, op_type):
     """TF's errors for a Python string next to a tensor: ``t + "a"`` converts the string to a string
     tensor (InvalidArgumentError: dtypes differ), the other operators fail to convert it to the

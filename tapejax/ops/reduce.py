@@ -25,6 +25,7 @@ from ._registry import (
     _shape,
     check_binary,
     check_float,
+    check_same_dtypes,
     constant_dtype,
     dtype_of,
     op_error,
@@ -409,12 +410,12 @@ _CLIP_GLOBAL = prim("ClipByGlobalNorm", _clip_global, multiple_results=True)
 
 @tf_types("ClipByGlobalNorm")
 def clip_by_global_norm(t_list, clip_norm, use_norm=None, name=None):
-    """``tf.clip_by_global_norm``: ``(clipped list, global norm)``; a non-finite norm gives NaNs (TF).
-    ``None`` entries stay ``None``."""
+    """``tf.clip_by_global_norm``: ``(clipped list, global norm)``; a non-finite norm gives NaNs, None stays None."""
     if not isinstance(t_list, (list, tuple)):
         raise TypeError(f"`t_list` should be a sequence of tensors. Received {type(t_list)}.")
     live = [i for i, t in enumerate(t_list) if t is not None]
     ts = [_values_of(t_list[i]) for i in live]
+    ts = check_same_dtypes(ts, "Pack") if use_norm is None else ts   # (TF stacks the norms: one dtype)
     dt = next((t.dtype for t in ts if isinstance(t, (Tensor, Variable))), _dtypes.float32)
     cn = convert_to_tensor(clip_norm, dtype_hint=dt)
     un = cn if use_norm is None else convert_to_tensor(use_norm, dtype_hint=dt)
@@ -437,15 +438,14 @@ def global_norm(t_list, name=None):
     entries are skipped, an ``IndexedSlices`` counts its values (as TF)."""
     if not isinstance(t_list, (list, tuple)):
         raise TypeError(f"`t_list` should be a sequence of tensors. Received {type(t_list)}.")
-    ts = [_values_of(t) for t in t_list if t is not None]
+    ts = check_same_dtypes([_values_of(t) for t in t_list if t is not None], "Pack")   # (TF stacks the norms)
     if not ts:
         raise ValueError("`t_list` holds no tensors (only None)")
     return bind(_GLOBAL_NORM, *ts)
 
 
 def _global_norm(*ts):
-    dt = ts[0].dtype
-    return G.sqrt(sum(jnp.sum(jnp.square(t.astype(dt))) for t in ts))
+    return G.sqrt(sum(jnp.sum(jnp.square(t.astype(ts[0].dtype))) for t in ts))
 
 
 _GLOBAL_NORM = prim("GlobalNorm", _global_norm)

@@ -58,6 +58,14 @@ _RULES: "dict[Any, Callable[..., Any]]" = {
 _CLIP_RULES = {**_RULES, P.max_p: lambda lo, x: G.maximum(x, lo), P.min_p: lambda hi, x: G.minimum(x, hi)}
 
 
+#: ``jax.nn.dot_product_attention``'s float16 logits (Keras 3's ``MultiHeadAttention`` under
+#: ``mixed_float16``) ask for this algorithm and fall back to the default where the einsum raises;
+#: XLA's CPU refuses it only when the program compiles, after the trace, so a traced call failed
+#: there ("The precision 'F16_F16_F32' is not supported by dot_general on CPU").  On CPU it is
+#: bound with the default precision: float16 operands, the float32 result asked for.
+_F16_F32 = lax.DotAlgorithmPreset.F16_F16_F32
+
+
 def _plain(params: dict) -> bool:
     """Whether an equation's parameters leave the primitive's meaning as ``_RULES`` assumes (an
     ``accuracy`` request of ``sqrt`` is left to JAX)."""
@@ -90,6 +98,8 @@ def _eval(jaxpr: Any, consts: Sequence[Any], args: Sequence[Any], rules: dict, g
             subfuns: Sequence[Any] = ()
             if isinstance(params, tuple):   # (older JAX: (functions, parameters))
                 subfuns, params = params
+            if prim is P.dot_general_p and params.get("precision") == _F16_F32 and jax.default_backend() == "cpu":
+                params = {**params, "precision": None}   # (XLA's CPU has no such algorithm: see ``_F16_F32``)
             ctx = getattr(eqn, "ctx", None)   # (the equation's context: a compute_on, a name scope)
             with ctx.manager if ctx is not None else contextlib.nullcontext():
                 out = prim.bind(*subfuns, *invals, **params)

@@ -25,6 +25,17 @@ def _c(x, like):
     return jnp.asarray(x, like.dtype)
 
 
+def _alpha(c, v):
+    """Adam's step size ``lr * sqrt(1 - b2^t) / (1 - b1^t)`` for the Variable ``v``: the float32 one
+    of ``_prepare``, or computed again in ``v``'s dtype, as TF casts the hyperparameters and the
+    step to a float16 (float64) Variable's dtype and rounds each op in it (in float16's subnormal
+    range the float32 value moved a step by whole units: 4.0 where TF gives 3.5)."""
+    if v.dtype == c["alpha"].dtype:
+        return c["alpha"]
+    b1, b2, t = _c(c["beta_1"], v), _c(c["beta_2"], v), _c(c["step"], v)
+    return _c(c["lr"], v) * jnp.sqrt(1 - jnp.power(b2, t)) / (1 - jnp.power(b1, t))
+
+
 class SGD(Optimizer):
     """Gradient descent with optional (Nesterov) momentum (``tf.keras.optimizers.legacy.SGD``).
 
@@ -96,11 +107,12 @@ class Adam(Optimizer):
         b1p = jnp.power(c["beta_1"], step)
         b2p = jnp.power(c["beta_2"], step)
         c["alpha"] = c["lr"] * (jnp.sqrt(1 - b2p) / (1 - b1p))
+        c["step"] = step
         return c, extra
 
     def _apply(self, c, g, v, s):
         b1, b2, eps = _c(c["beta_1"], v), _c(c["beta_2"], v), _c(self.epsilon, v)
-        alpha = _c(c["alpha"], v)
+        alpha = _alpha(c, v)
         m, vv = s[0], s[1]
         m = m + (g - m) * (1 - b1)
         vv = vv + (jnp.square(g) - vv) * (1 - b2)

@@ -228,19 +228,21 @@ class Adam(_New, _rules.Adam):
         return eps * jnp.sqrt(1 - _c(c["b2p"], v)) if self.adaptive_epsilon else eps
 
     def _rule(self, c, g, v, s):
-        b1, b2 = _c(c["beta_1"], v), _c(c["beta_2"], v)
-        m = s[0] + (g - s[0]) * (1 - b1)
-        vv = s[1] + (jnp.square(g) - s[1]) * (1 - b2)
+        # (``1 - beta`` before the cast to the Variable's dtype, as tf_keras' Python float: for a
+        # float16 Variable 1 - f16(0.999) would be 0.000977 where TF has f16(0.001))
+        d1, d2 = _c(1 - c["beta_1"], v), _c(1 - c["beta_2"], v)
+        m = s[0] + (g - s[0]) * d1
+        vv = s[1] + (jnp.square(g) - s[1]) * d2
         return self._step(c, v, m, vv, s)
 
     def _rule_sparse(self, c, g, u, v, s):
-        b1, b2 = _c(c["beta_1"], v), _c(c["beta_2"], v)
-        m = add_rows(s[0] + -s[0] * (1 - b1), u, g * (1 - b1))
-        vv = add_rows(s[1] + -s[1] * (1 - b2), u, jnp.square(g) * (1 - b2))
+        d1, d2 = _c(1 - c["beta_1"], v), _c(1 - c["beta_2"], v)
+        m = add_rows(s[0] + -s[0] * d1, u, g * d1)
+        vv = add_rows(s[1] + -s[1] * d2, u, jnp.square(g) * d2)
         return self._step(c, v, m, vv, s)
 
     def _step(self, c, v, m, vv, s):
-        alpha, eps = _c(c["alpha"], v), self._eps(c, v)
+        alpha, eps = _rules._alpha(c, v), self._eps(c, v)
         if self.amsgrad:
             vhat = jnp.maximum(s[2], vv)
             return v - (m * alpha) / (jnp.sqrt(vhat) + eps), (m, vv, vhat)
