@@ -116,3 +116,28 @@ def test_created_in_scope_is_weak():
     del v
     gc.collect()
     assert ref() is None and len(context._created_in) == n - 1
+
+
+def test_sum_on_read_variable_of_a_mirrored_strategy_is_updated_only_in_a_replica_context():
+    """TF 2.21: an ON_READ Variable with SUM aggregation made in a MirroredStrategy's scope (a
+    SyncOnReadVariable) raises ValueError on ``assign_add`` / ``assign_sub`` outside
+    ``strategy.run`` (eagerly, in the scope, in a function); ``assign`` works, and so do the
+    MEAN and ONLY_FIRST_REPLICA Variables and a OneDeviceStrategy's (a plain Variable)."""
+    sync, agg = tf.VariableSynchronization.ON_READ, tf.VariableAggregation
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    with strategy.scope():
+        total = tf.Variable(1.0, synchronization=sync, aggregation=agg.SUM)
+        mean = tf.Variable(1.0, synchronization=sync, aggregation=agg.MEAN)
+    with pytest.raises(ValueError, match="cross-replica context"):
+        total.assign_add(2.0)
+    with strategy.scope(), pytest.raises(ValueError, match="cross-replica context"):
+        total.assign_sub(2.0)
+    with pytest.raises(ValueError, match="cross-replica context"):
+        tf.function(lambda: total.assign_add(1.0))()
+    assert float(total.assign(3.0).numpy()) == 3.0 and float(mean.assign_add(2.0).numpy()) == 3.0
+    strategy.run(lambda: total.assign_add(1.0))
+    tf.function(lambda: strategy.run(lambda: total.assign_add(1.0)))()
+    assert float(total.numpy()) == 5.0
+    with tf.distribute.OneDeviceStrategy("/cpu:0").scope():
+        plain = tf.Variable(1.0, synchronization=sync, aggregation=agg.SUM)
+    assert float(plain.assign_add(1.0).numpy()) == 2.0

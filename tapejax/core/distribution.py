@@ -11,7 +11,14 @@ default replica context.
 import threading
 from typing import Any, List, NamedTuple, Optional
 
-__all__ = ["Mode", "cross_replica_with_strategy", "current", "modes", "pop", "push"]
+__all__ = ["Mode", "SUM_ON_READ", "check_sum_on_read_update", "cross_replica_with_strategy", "current", "modes",
+           "pop", "push"]
+
+#: ``id`` -> weak reference of each ON_READ Variable with SUM aggregation that a strategy with
+#: per-replica copies made (``MirroredStrategy``; filled by ``tapejax.distribute``).  TF updates
+#: such a Variable's copies only in a replica context: ``assign_add`` / ``assign_sub`` elsewhere
+#: raise (``assign`` is allowed: TF gives each copy its share of the value).
+SUM_ON_READ: dict = {}
 
 
 class Mode(NamedTuple):
@@ -63,3 +70,13 @@ def cross_replica_with_strategy() -> bool:
     is current, in its cross-replica context."""
     mode = current()
     return mode is not None and mode.replica_context is None and not mode.default
+
+
+def check_sum_on_read_update(op: str) -> None:
+    """TF's ValueError for ``op`` (``assign_add`` / ``assign_sub``) of a ``SUM_ON_READ`` Variable
+    outside its strategy's replica context (eagerly, in a ``tapejax.function`` outside
+    ``strategy.run``, in ``scope()`` or a ``merge_call``)."""
+    mode = current()
+    if mode is None or mode.replica_context is None or mode.default:
+        raise ValueError(f"SyncOnReadVariable does not support `{op}` in cross-replica context when aggregation "
+                         "is set to `tf.VariableAggregation.SUM`.")

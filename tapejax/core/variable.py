@@ -44,7 +44,7 @@ import jax.core
 import jax.numpy as jnp
 import numpy as np
 
-from . import dtypes as _dtypes, state as _state, transfer
+from . import distribution as _distribution, dtypes as _dtypes, state as _state, transfer
 from .array_protocol import protocol as _protocol
 from .conversion import conversion_for
 from .convert import convert_to_tensor
@@ -425,11 +425,15 @@ class Variable(metaclass=ScopedCreation):
         return self if read_value else None
 
     def assign_add(self, delta, use_locking=None, name=None, read_value=True):
+        if _distribution.SUM_ON_READ and id(self) in _distribution.SUM_ON_READ:
+            _distribution.check_sum_on_read_update("assign_add")
         with UPDATE_LOCK:
             ACTIVE.executor.update(self, _add, delta, "AssignAddVariableOp")
         return self if read_value else None
 
     def assign_sub(self, delta, use_locking=None, name=None, read_value=True):
+        if _distribution.SUM_ON_READ and id(self) in _distribution.SUM_ON_READ:
+            _distribution.check_sum_on_read_update("assign_sub")
         with UPDATE_LOCK:
             ACTIVE.executor.update(self, _sub, delta, "AssignSubVariableOp")
         return self if read_value else None

@@ -203,6 +203,7 @@ class StrategyExtended:
 
     _num_replicas = 1
     _as_tensors = True          # reductions give Tensors (False: the default strategy's values as given)
+    _copies_per_replica = False  # TF keeps a copy of each Variable per replica (MirroredStrategy's)
     experimental_require_static_shapes = False
 
     def __init__(self, container_strategy: "Strategy"):
@@ -348,6 +349,11 @@ class _Scope:
     def _create(self, next_creator, **kwargs) -> Any:
         var = next_creator(**kwargs)
         remember(var, self._strategy)
+        sync, aggregation = getattr(var, "_sync", (None, None))
+        if (self._strategy._extended._copies_per_replica and getattr(sync, "name", None) == "ON_READ"
+                and getattr(aggregation, "name", None) == "SUM"):
+            key = id(var)   # (TF's SyncOnReadVariable: updated only in a replica context)
+            _modes.SUM_ON_READ[key] = weakref.ref(var, lambda _r, k=key: _modes.SUM_ON_READ.pop(k, None))
         self._strategy._extended._place_variable(var)
         return var
 

@@ -214,6 +214,7 @@ class MirroredStrategy(Strategy):
                              "not here stands for JAX's default device): one replica per device")
         self._cross_device_ops = cross_device_ops
         super().__init__(_DevicesExtended(self, found, names))
+        self._extended._copies_per_replica = True   # (its ON_READ / SUM Variables: TF's update rule)
 
 
 class OneDeviceStrategy(Strategy):

@@ -4,9 +4,10 @@ moments, the distributed-loss helpers (``tapejax.distribute``'s global batch), `
 ``math.softmax`` / ``math.log_softmax``.  Each is composed of recorded ops (its gradient is theirs),
 or is a primitive where TF's has its own kernel (``LRN``)."""
 import jax.numpy as jnp
+import numpy as np
 
 from ..core.convert import convert_to_tensor
-from ..core.distribution import cross_replica_with_strategy
+from ..core.distribution import cross_replica_with_strategy, current
 from ..core.dtypes import float32
 from ..core.errors import InvalidArgumentError
 from ._registry import _call, _shape, check_float, prim, static_axis, tf_types
@@ -97,6 +98,10 @@ def compute_average_loss(per_example_loss, sample_weight=None, global_batch_size
         if cross_replica_with_strategy():
             raise RuntimeError("You are calling `compute_average_loss` in cross replica context, while it was "
                                "expected to be called in replica context.")
+        uneven = _uneven_replica_weights(_shape(loss)[0])
+        if uneven is not None:   # a last partial batch split unevenly over the replicas
+            weights = uneven.reshape((-1,) + (1,) * (len(_shape(loss)) - 1))
+            return reduce_sum(multiply(loss, cast(convert_to_tensor(weights), dtype)))
         n = convert_to_tensor(_shape(loss)[0])
     else:
         n = convert_to_tensor(global_batch_size)
@@ -112,6 +117,24 @@ def compute_average_loss(per_example_loss, sample_weight=None, global_batch_size
         else:
             require(n._value >= 0, _NEGATIVE, n=n._value)
     return divide_no_nan(reduce_sum(loss), cast(n, dtype))
+
+
+def _uneven_replica_weights(batch):
+    """Under a strategy of N > 1 replicas, in its replica context, with a global batch of
+    ``batch`` examples that N does not divide: each example's weight in TF's
+    ``compute_average_loss``.  TF splits such a batch (a dataset's last partial one) into
+    per-replica batches of ``ceil(batch / N)`` and what is left (``6`` over 4: 2, 2, 2, 0), and
+    each replica divides its sum by its own batch size times N; the weights give that sum of
+    the replicas' averages.  None otherwise (the divisor is ``batch``, TF's too)."""
+    mode = current()
+    if mode is None or mode.replica_context is None or mode.default or not isinstance(batch, int) or batch <= 0:
+        return None
+    replicas = getattr(mode.strategy, "num_replicas_in_sync", 1)
+    if not isinstance(replicas, int) or replicas <= 1 or batch % replicas == 0:
+        return None
+    per = -(-batch // replicas)
+    sizes = [min(per, max(0, batch - r * per)) for r in range(replicas)]
+    return np.asarray([1.0 / (sizes[i // per] * replicas) for i in range(batch)], np.float32)
 
 
 def scale_regularization_loss(regularization_loss):
