@@ -283,7 +283,9 @@ def variable_operator(tensor_op: Any, fn: Any) -> Any:
     ``queue[ptr:ptr + 2].assign(k)`` then knows its size, 2 (``ptr``'s reads between two assigns
     are one traced value, ``ops.indexing_traced``)."""
     def op(a: Any, b: Any) -> Any:
-        if _state._local.collector is not None and a.shape.rank == 0 and a.dtype.is_integer:
+        # (a Keras variable, whose operators these are too, has a tuple shape and a string dtype)
+        if _state._local.collector is not None and getattr(a.shape, "rank", None) == 0 \
+                and getattr(a.dtype, "is_integer", False):
             return tensor_op(convert_to_tensor(a), b)
         return fn(a, b)
 
