@@ -795,7 +795,10 @@ def test_half_reductions_accumulate_in_float32(dtype):
 @pytest.mark.parametrize("dtype", sorted(HALF))
 def test_half_variables_optimizer_and_checkpoint(dtype, tmp_path):
     """Half Variables: auto-watched, gradient in their dtype, SGD/Adam keep the dtype (slots too),
-    a Checkpoint round-trip restores the exact half values with their dtype."""
+    a Checkpoint round-trip restores the exact half values with their dtype.  Adam computes its
+    step size in the Variable's dtype, as TF's: in bfloat16 ``beta_2 = 0.999`` rounds to 1, so
+    ``sqrt(1 - beta_2 ** t)`` is 0 and the step changes nothing (TF 2.21 with tf_keras, new and
+    legacy Adam: [1, -2, 0.5] stays; float16 moves to [0.99, -1.99, 0.49])."""
     tdt, npdt, tol = HALF[dtype]
     v = tf.Variable(np.array([1.0, -2.0, 0.5], np.float32), dtype=tdt)
     for opt in (tf.keras.optimizers.SGD(0.1, momentum=0.9), tf.keras.optimizers.Adam(0.01)):
@@ -807,7 +810,8 @@ def test_half_variables_optimizer_and_checkpoint(dtype, tmp_path):
         opt.apply_gradients([(g, v)])
         assert v.dtype == tdt
         assert all(s.dtype == tdt for s in opt.variables() if s.shape == v.shape)
-        assert not np.allclose(_as32(v), before)
+        stays = dtype == "bfloat16" and isinstance(opt, tf.keras.optimizers.Adam)
+        assert np.allclose(_as32(v), before) is stays
     ckpt = tf.train.Checkpoint(v=v)
     path = ckpt.save(os.path.join(tmp_path, "c"))
     saved = v.numpy().copy()
