@@ -402,20 +402,20 @@ def aggregated_variables(sync, aggregation):
     return val([v.read_value(), count.read_value()])
 
 
+def _three_aggregations(sync):
+    A = tf.VariableAggregation
+    return {"sum": aggregated_variables(sync, A.SUM), "mean": aggregated_variables(sync, A.MEAN),
+            "first": aggregated_variables(sync, A.ONLY_FIRST_REPLICA)}
+
+
 @program
 def on_read_variables_with_sum_mean_and_first_replica():
-    S = tf.VariableSynchronization.ON_READ
-    A = tf.VariableAggregation
-    return {"sum": aggregated_variables(S, A.SUM), "mean": aggregated_variables(S, A.MEAN),
-            "first": aggregated_variables(S, A.ONLY_FIRST_REPLICA)}
+    return _three_aggregations(tf.VariableSynchronization.ON_READ)
 
 
 @program
 def on_write_variables_with_sum_mean_and_first_replica():
-    S = tf.VariableSynchronization.ON_WRITE
-    A = tf.VariableAggregation
-    return {"sum": aggregated_variables(S, A.SUM), "mean": aggregated_variables(S, A.MEAN),
-            "first": aggregated_variables(S, A.ONLY_FIRST_REPLICA)}
+    return _three_aggregations(tf.VariableSynchronization.ON_WRITE)
 
 
 @program

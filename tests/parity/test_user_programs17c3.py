@@ -300,8 +300,7 @@ def _ctc_program(tf, labels, label_len, logit_len):
         with tf.GradientTape(persistent=True) as tape:
             logits = tf.einsum("tbf,fc->tbc", frames, w)
             per = tf.nn.ctc_loss(labels, logits, label_len, logit_len, logits_time_major=True, blank_index=0)
-            finite = tf.math.is_finite(per)
-            loss = tf.reduce_sum(tf.where(finite, per, 0.0)) / tf.maximum(tf.reduce_sum(tf.cast(finite, tf.float32)), 1.0)
+            finite, loss = _finite_mean(tf, per)
             second = per[1]
         g = tape.gradient(loss, w)
         g_second = tape.gradient(second, w)
@@ -310,6 +309,12 @@ def _ctc_program(tf, labels, label_len, logit_len):
         return per, finite, loss, g, g_second
 
     return [step() for _ in range(3)], w
+
+
+def _finite_mean(tf, per):
+    """The ``is_finite`` guard users copy from PyTorch: the mean of the finite losses (and the mask)."""
+    finite = tf.math.is_finite(per)
+    return finite, tf.reduce_sum(tf.where(finite, per, 0.0)) / tf.maximum(tf.reduce_sum(tf.cast(finite, tf.float32)), 1.0)
 
 
 @parity(modes=True, **LOOSE)
@@ -348,8 +353,7 @@ def test_ctc_with_sparse_labels_from_dense_including_a_label_with_no_path(tf):
             logits = tf.einsum("btf,fc->btc", frames, w)
             per = tf.nn.ctc_loss(labels, logits, None, np.array([4, 3], np.int32), logits_time_major=False,
                                  blank_index=-1)
-            finite = tf.math.is_finite(per)
-            loss = tf.reduce_sum(tf.where(finite, per, 0.0)) / tf.maximum(tf.reduce_sum(tf.cast(finite, tf.float32)), 1.0)
+            finite, loss = _finite_mean(tf, per)
             second = per[1]
         g = tape.gradient(loss, w)
         g_second = tape.gradient(second, w)
