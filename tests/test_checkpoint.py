@@ -12,6 +12,7 @@ import optax
 import pytest
 
 import tapejax as tf
+from tapejax.train import graph as _g
 
 
 class Dense(tf.Module):
@@ -61,7 +62,8 @@ OPTIMIZERS = {
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
 def test_resume_training_exactly(tmp_path, name):
     """Train 3 steps, save, train 3 more; a fresh model + optimizer restored from the save gives
-    the same 3 losses and Variables (slots created by the restore, as TF's Keras optimizers)."""
+    the same 3 losses and Variables (the state restored when the first update makes it, by
+    position in tf_keras' lists; an optax state by the restore)."""
     make = OPTIMIZERS[name]
     model, opt = Net(), make()
     _train(model, opt, 3)
@@ -71,9 +73,10 @@ def test_resume_training_exactly(tmp_path, name):
 
     model2, opt2 = Net(), make()
     status = tf.train.Checkpoint(model=model2, optimizer=opt2).restore(path)
-    status.assert_consumed()
+    status.assert_existing_objects_matched()   # (a new optimizer's state: at its first update, below)
     assert int(opt2.iterations.numpy()) == 3
     got = _train(model2, opt2, 3)
+    status.assert_consumed()
     np.testing.assert_allclose(got, want, rtol=1e-6)
     for a, b in zip(model.variables + tuple(opt.variables()), model2.variables + tuple(opt2.variables())):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6)
@@ -81,8 +84,9 @@ def test_resume_training_exactly(tmp_path, name):
 
 def test_keys_are_tfs(tmp_path):
     """Keys are TF's for the same program (checked with TF 2.21: tf.Module + legacy Adam):
-    attributes in assignment order, breadth-first shortest paths, slots under .OPTIMIZER_SLOT."""
-    model, opt = Net(), tf.optimizers.Adam(0.01)
+    attributes in assignment order, breadth-first shortest paths, slots under .OPTIMIZER_SLOT.
+    (The new optimizers' keys: ``tests/parity/test_checkpoint.py``.)"""
+    model, opt = Net(), tf.optimizers.legacy.Adam(0.01)
     model.alias = model.layers[0]   # a shorter path to the same layer: TF names it model/alias
     _train(model, opt, 1)
     path = tf.train.Checkpoint(model=model, optimizer=opt).write(str(tmp_path / "w"))
@@ -186,14 +190,15 @@ def test_root_and_late_attributes(tmp_path):
 
 
 def test_hyperparameters_set_during_training_are_restored(tmp_path):
-    """beta_1 lives in a Variable (as in TF): a value set during training is saved, and the
-    restored optimizer continues with it."""
-    model, opt = Net(), tf.optimizers.Adam(0.01)
+    """A legacy optimizer's beta_1 lives in a Variable (as in TF): a value set during training is
+    saved, and the restored optimizer continues with it.  (tf_keras' new optimizers keep it as a
+    Python float, not saved: ``test_new_optimizer_hyperparameters_are_not_saved``.)"""
+    model, opt = Net(), tf.optimizers.legacy.Adam(0.01)
     _train(model, opt, 2)
     opt.beta_1 = 0.5
     path = tf.train.Checkpoint(model=model, optimizer=opt).save(str(tmp_path / "ckpt"))
     want = _train(model, opt, 2)
-    model2, opt2 = Net(), tf.optimizers.Adam(0.01)
+    model2, opt2 = Net(), tf.optimizers.legacy.Adam(0.01)
     tf.train.Checkpoint(model=model2, optimizer=opt2).restore(path).assert_consumed()
     assert float(opt2.beta_1.numpy()) == 0.5
     np.testing.assert_allclose(_train(model2, opt2, 2), want, rtol=1e-6)
@@ -331,3 +336,72 @@ def test_a_jax_pytree_of_variables_is_not_trackable_and_the_error_says_what_to_p
     m.w.assign([0.0, 0.0])
     tf.train.Checkpoint(model=named).restore(path).assert_consumed()
     np.testing.assert_allclose(m.w.numpy(), [1.0, 2.0])
+
+
+def test_a_legacy_layout_restores_into_a_new_optimizer(tmp_path):
+    """A checkpoint in the legacy layout (``iter``, hyperparameter Variables, ``.OPTIMIZER_SLOT``
+    slots: what tapejax wrote for ``tf.keras.optimizers.Adam`` before it took tf_keras' new
+    layout) restores fully into a new optimizer, found by the legacy names."""
+    model, opt = Net(), tf.optimizers.legacy.Adam(0.01)
+    _train(model, opt, 3)
+    path = tf.train.Checkpoint(model=model, optimizer=opt).save(str(tmp_path / "ckpt"))
+    assert "optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE" in dict(tf.train.list_variables(path))
+    want = _train(model, opt, 3)
+    model2, opt2 = Net(), tf.optimizers.Adam(0.01)
+    status = tf.train.Checkpoint(model=model2, optimizer=opt2).restore(path)
+    status.assert_consumed()
+    np.testing.assert_allclose(_train(model2, opt2, 3), want, rtol=1e-6)
+
+
+def test_new_optimizer_keys_and_hyperparameters(tmp_path):
+    """tf_keras' new layout: ``_iterations``, ``_learning_rate``, the state in ``_variables`` (its
+    keys) and in lists by kind; ``beta_1`` is not saved (a Python float in tf_keras)."""
+    model, opt = Net(), tf.optimizers.Adam(0.01, beta_1=0.5)
+    _train(model, opt, 1)
+    keys = dict(tf.train.list_variables(tf.train.Checkpoint(optimizer=opt).write(str(tmp_path / "c"))))
+    assert {k for k in keys if k.startswith("optimizer/_variables/")} == {
+        f"optimizer/_variables/{i}/.ATTRIBUTES/VARIABLE_VALUE" for i in range(1, 9)}
+    assert "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE" in keys
+    assert "optimizer/_learning_rate/.ATTRIBUTES/VARIABLE_VALUE" in keys
+    assert not any("beta_1" in k for k in keys)
+
+
+def _graph(spec):
+    return _g.SavedGraph([_g.SavedNode([_g.ChildRef(n, c) for n, c in children],
+                                       [_g.Attribute("VARIABLE_VALUE", "v", f"k{i}")] if value else [])
+                          for i, (children, value) in enumerate(spec)])
+
+
+def test_slots_from_lists_keras3_layout_becomes_slots():
+    """A Keras 3 optimizer node (``_trainable_variables`` parallel to its lists): each list entry
+    becomes a SlotEntry of the Variable at the same index; the lists and indexes leave the node."""
+    g = _graph([
+        ([("w", 1), ("opt", 2)], False),                     # 0 root
+        ([], True),                                           # 1 w
+        ([("_variables", 3), ("_trainable_variables", 4), ("_iterations", 5), ("_momentums", 6)], False),
+        ([("0", 5), ("1", 7)], False),                        # 3 _variables
+        ([("0", 1)], False),                                  # 4 _trainable_variables
+        ([], True),                                           # 5 iterations
+        ([("0", 7)], False),                                  # 6 _momentums
+        ([], True),                                           # 7 m of w
+    ])
+    out = _g.slots_from_lists(g)
+    assert [c.name for c in out.nodes[2].children] == ["_iterations"]
+    assert out.nodes[2].slots == [_g.SlotEntry(1, "_momentums", 7)]
+    assert out.nodes[0] == g.nodes[0] and g.nodes[2].slots == []   # (the input is left alone)
+
+
+def test_slots_from_lists_tf_keras_layout_keeps_its_lists():
+    """tf_keras' layout (no ``_trainable_variables``): the lists stay children, matched by position;
+    ``_variables`` and ``_index_dict`` go."""
+    g = _graph([
+        ([("opt", 1)], False),
+        ([("_variables", 2), ("_iterations", 3), ("_index_dict", 5), ("_momentums", 6)], False),
+        ([("0", 3), ("1", 4)], False),
+        ([], True),
+        ([], True),
+        ([], False),
+        ([("0", 4)], False),
+    ])
+    out = _g.slots_from_lists(g)
+    assert [c.name for c in out.nodes[1].children] == ["_iterations", "_momentums"] and out.nodes[1].slots == []

@@ -151,16 +151,38 @@ def test_optimizer_slots_follow_a_variable_created_later(trained):
 
 
 def test_optimizer_attached_after_the_restore(trained):
+    """A new optimizer (tf_keras' ``tf.keras.optimizers.Adam``) gets its iterations when tracked and
+    its state when its first update builds it (the lists of its checkpoint, by position)."""
     path, want, _ = trained
     m = Lazy()
     m(tf.constant([[1.0, 2.0, 3.0]]))
     ck = tf.train.Checkpoint(model=m)
     status = ck.restore(path)
     opt = tf.optimizers.Adam(0.1)
-    ck.opt = opt                  # tracked now: its Variables and the slots of model.w are restored
-    assert int(opt.iterations.numpy()) == 3 and len(opt.variables()) == 3
+    ck.opt = opt                  # tracked now: its iterations are restored, its state waits
+    assert int(opt.iterations.numpy()) == 3 and len(opt.variables()) == 1
+    status.assert_existing_objects_matched()
+    with pytest.raises(AssertionError, match="Unresolved object in checkpoint"):
+        status.assert_consumed()
     np.testing.assert_allclose(_steps(m, opt, 2), want, rtol=1e-6)
     status.assert_consumed()
+
+
+def test_legacy_optimizer_attached_after_the_restore(tmp_path):
+    """A legacy optimizer's slots are made by the restore itself, for the Variables already matched."""
+    m, opt = Lazy(), tf.optimizers.legacy.Adam(0.1)
+    _steps(m, opt, 3)
+    path = tf.train.Checkpoint(model=m, opt=opt).save(str(tmp_path / "c"))
+    want = _steps(m, opt, 2)
+    m = Lazy()
+    m(tf.constant([[1.0, 2.0, 3.0]]))
+    ck = tf.train.Checkpoint(model=m)
+    status = ck.restore(path)
+    opt = tf.optimizers.legacy.Adam(0.1)
+    ck.opt = opt                  # tracked now: its Variables and the slots of model.w are restored
+    assert int(opt.iterations.numpy()) == 3 and len(opt.variables()) == 3
+    status.assert_consumed()
+    np.testing.assert_allclose(_steps(m, opt, 2), want, rtol=1e-6)
 
 
 def test_variables_added_to_a_list_are_restored_at_the_next_sweep(tmp_path):

@@ -29,7 +29,7 @@ the callable at every update.)
 schedule itself, as ``OptimizerV2`` does.
 """
 import re
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import jax.numpy as jnp
 
@@ -53,12 +53,23 @@ def check_ema(use_ema: Any, ema_momentum: Any, ema_overwrite_frequency: Any) -> 
                          f"ema_overwrite_frequency={ema_overwrite_frequency}")
 
 
+#: Called with a new optimizer once it has made the state of newly trained Variables: a checkpoint
+#: restore waiting for that state by position (tf_keras' lists, ``train.restore``) applies it then,
+#: before the first update reads it.
+BUILD_HOOKS: list[Callable[[Any], None]] = []
+
+
 class NewOptimizerState:
     """A mixin (first in the bases) of the new optimizers: ``use_ema``'s ``average`` slot and
     update, ``exclude_from_weight_decay``.  The class sets ``use_ema``, ``ema_momentum`` and
     ``ema_overwrite_frequency`` (``set_ema``); the average is a leading slot of ``Optimizer``
     (``_leading_slots``: made first, updated after the rule by ``_after_rule``)."""
 
+    #: The lists tf_keras' new optimizer saves its per-Variable state in (a checkpoint's
+    #: ``optimizer/_momentums/0``, parallel to ``_trainable_variables``) -> tapejax's slot names
+    #: (``train.trackable``'s checkpoint layout of the new optimizers).  Adafactor has none: tf_keras
+    #: saves its state only in ``_variables``.
+    _TF_SLOT_LISTS: dict = {}
     use_ema: bool = False
     ema_momentum: Any = 0.99
     ema_overwrite_frequency: Optional[int] = None
@@ -117,6 +128,11 @@ class NewOptimizerState:
             elif callable(value) and not _takes_step(value):
                 value = value()
         super()._set_learning_rate(value)   # pyright: ignore[reportAttributeAccessIssue]  (Optimizer's)
+
+    def _create_slots_now(self, new):
+        super()._create_slots_now(new)   # pyright: ignore[reportAttributeAccessIssue]  (``Optimizer``'s)
+        for hook in tuple(BUILD_HOOKS):
+            hook(self)
 
     # -- the average slot (``Optimizer``'s leading-slot hooks) --------------------------------
     def _leading_slots(self):
@@ -178,4 +194,4 @@ class NewOptimizerState:
         return tuple({} if self._use_weight_decay(v) else {NO_DECAY: True} for v in var_list)
 
 
-__all__ = ["NO_DECAY", "NewOptimizerState", "check_ema"]
+__all__ = ["BUILD_HOOKS", "NO_DECAY", "NewOptimizerState", "check_ema"]

@@ -142,6 +142,7 @@ class AdamW(NewOptimizerState, Adam):
     Keras 2's new optimizers keep ``beta_1``, ``beta_2`` and ``weight_decay`` as plain floats, so
     they are plain floats here (a change recompiles the update at the next step)."""
 
+    _TF_SLOT_LISTS = {"_momentums": "m", "_velocities": "v", "_velocity_hats": "vhat"}
     _HYPERS = ()
 
     def __init__(self, learning_rate=0.001, weight_decay=0.004, beta_1=0.9, beta_2=0.999, epsilon=1e-7,

@@ -59,6 +59,7 @@ class Lion(_NewOptimizer):
     ``m = b2 m + (1 - b2) g``; one slot ``m``."""
 
     _SLOTS = ("m",)
+    _TF_SLOT_LISTS = {"momentums": "m", "_momentums": "m"}   # (tf_keras', then Keras 3's name)
 
     def __init__(self, learning_rate=0.0001, beta_1=0.9, beta_2=0.99, weight_decay=None, clipnorm=None,
                  clipvalue=None, global_clipnorm=None, use_ema=False, ema_momentum=0.99,
@@ -109,6 +110,7 @@ class Adafactor(_NewOptimizer):
     keeps them outside the optimizer's variables)."""
 
     _SLOTS = ("r", "c", "v")
+    _TF_SLOT_LISTS = {"_r": "r", "_c": "c", "_v": "v"}
     _INTERLEAVED = True   # tf_keras makes r, c and v variable by variable
 
     def __init__(self, learning_rate=0.001, beta_2_decay=-0.8, epsilon_1=1e-30, epsilon_2=1e-3,
@@ -133,8 +135,8 @@ class Adafactor(_NewOptimizer):
         shape, dtype = tuple(var._meta.shape), var._meta.dtype
         if slot_name == "v":
             return transfer.filled(shape, dtype, 0)
-        if len(shape) < 2:
-            return transfer.filled((), dtype, 0)
+        if len(shape) < 2:   # an unused placeholder, int32 as tf_keras' ``tf.Variable(0)`` (its checkpoint's)
+            return transfer.filled((), jnp.int32, 0)
         return transfer.filled(shape[:-1] if slot_name == "r" else shape[:-2] + shape[-1:], dtype, 0)
 
     def _prepare(self, c, step, extra):

@@ -137,6 +137,7 @@ class SGD(_New, _rules.SGD):
     """``tf.keras.optimizers.SGD`` (tf_keras' new rule): dense as the legacy SGD; a sparse gradient
     decays the momentum of every row (``m = momentum * m``, the rows' ``-lr g`` added) and
     ``w += m`` moves every row (Nesterov: the rows' ``-lr g`` added, then ``w += momentum * m``)."""
+    _TF_SLOT_LISTS = {"momentums": "momentum"}
 
     def __init__(self, learning_rate=0.01, momentum=0.0, nesterov=False, name="SGD", **kwargs):
         new = _split(name, kwargs)
@@ -162,6 +163,7 @@ class RMSprop(_New, _rules.RMSprop):
     ``increment = lr g / sqrt(velocity + eps)`` (centered: ``sqrt(velocity - mg^2 + eps)``), then
     ``momentum = momentum * m + increment; w -= m`` or ``w -= increment``; a sparse gradient decays
     ``velocity`` (and ``average_gradient``, ``momentum``) over the whole table."""
+    _TF_SLOT_LISTS = {"_velocities": "rms", "_momentums": "momentum", "_average_gradients": "mg"}
 
     def __init__(self, learning_rate=0.001, rho=0.9, momentum=0.0, epsilon=1e-7, centered=False, name="RMSprop",
                  **kwargs):
@@ -204,6 +206,7 @@ class Adam(_New, _rules.Adam):
     """``tf.keras.optimizers.Adam`` (tf_keras' new rule): dense as the legacy Adam; a sparse gradient
     decays ``m`` and ``v`` over the whole table (``m += -m (1 - b1)``, the rows' ``(1 - b1) g``
     added) and steps every row.  ``adaptive_epsilon``: epsilon times ``sqrt(1 - b2^t)``."""
+    _TF_SLOT_LISTS = {"_momentums": "m", "_velocities": "v", "_velocity_hats": "vhat"}
 
     def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7, adaptive_epsilon=False,
                  amsgrad=False, name="Adam", **kwargs):
@@ -252,6 +255,7 @@ class Adam(_New, _rules.Adam):
 class Adamax(_New, _rules.Adamax):
     """``tf.keras.optimizers.Adamax`` (tf_keras' new rule): ``w -= lr m / ((1 - b1^t) (u + eps))``; a
     sparse gradient decays ``m`` and ``u`` over the whole table and steps every row."""
+    _TF_SLOT_LISTS = {"_m": "m", "_u": "v"}
 
     _INTERLEAVED = True   # (tf_keras: m and u variable by variable)
 
@@ -280,6 +284,7 @@ class Adamax(_New, _rules.Adamax):
 class Adagrad(_New, _rules.Adagrad):
     """``tf.keras.optimizers.Adagrad`` (tf_keras' new rule): ``acc += g^2``,
     ``w -= lr g / sqrt(acc + eps)`` (legacy: ``sqrt(acc) + eps``); a sparse gradient: the rows alone."""
+    _TF_SLOT_LISTS = {"_accumulators": "accumulator"}
 
     def __init__(self, learning_rate=0.001, initial_accumulator_value=0.1, epsilon=1e-7, name="Adagrad",
                  **kwargs):
@@ -301,6 +306,7 @@ class Adadelta(_New, _rules.Adadelta):
     """``tf.keras.optimizers.Adadelta`` (tf_keras' new rule, the legacy kernel's dense maths); a
     sparse gradient decays ``accumulated_grad`` over the whole table and steps every row with the
     densified gradient."""
+    _TF_SLOT_LISTS = {"_accumulated_grads": "accum_grad", "_accumulated_delta_vars": "accum_var"}
 
     _INTERLEAVED = True   # (tf_keras: both accumulators variable by variable)
 
@@ -329,6 +335,7 @@ class Ftrl(_New, _rules.Ftrl):
     """``tf.keras.optimizers.Ftrl`` (tf_keras' new rule): ``linear += g' - (n'^-p - n^-p) / lr * w``,
     ``w = (clip(linear, -l1, l1) - linear) / (n'^-p / lr + 2 l2)``; no sparse rule: an
     ``IndexedSlices`` is densified and every row recomputed."""
+    _TF_SLOT_LISTS = {"_accumulators": "accumulator", "_linears": "linear"}
 
     def __init__(self, learning_rate=0.001, learning_rate_power=-0.5, initial_accumulator_value=0.1,
                  l1_regularization_strength=0.0, l2_regularization_strength=0.0,
@@ -361,6 +368,7 @@ class Nadam(_New, _rules.Nadam):
     (1 - prod_t)``, ``w -= lr m_hat / (sqrt(v / (1 - b2^t)) + eps)``; a sparse gradient decays
     ``m`` and ``v`` over the whole table and steps every row with the densified gradient.
     Takes a learning-rate schedule (the legacy Nadam refuses one)."""
+    _TF_SLOT_LISTS = {"_momentums": "m", "_velocities": "v"}
 
     _INTERLEAVED = True          # (tf_keras: m and v variable by variable)
     _EXTRA_IN_VARIABLES = False  # (tf_keras keeps u_product outside variables(); checkpointed)

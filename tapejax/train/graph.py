@@ -198,6 +198,40 @@ def _add_state(nodes: list, objs: list, index: dict, values: dict, obj: Any, key
     return len(nodes) - 1
 
 
+def slots_from_lists(graph: SavedGraph) -> SavedGraph:
+    """``graph`` with the per-Variable state of Keras's new optimizers (a node with an
+    ``_iterations`` child) made matchable.  Both keep it in lists (``_momentums``, ``_velocities``)
+    and index it again in ``_variables``:
+
+    * tf_keras (TF 2.11+) matches the lists by position, in the order the optimizer builds its
+      Variables: the lists stay children, ``_variables`` (and the unsaved ``_index_dict``) go,
+      so that a restore waits on the lists alone (a live optimizer has no ``_variables`` order to
+      agree with).
+    * Keras 3 also saves ``_trainable_variables``, parallel to the lists: entry ``i`` of
+      ``_momentums`` is the state of the Variable at entry ``i`` there, a node the model's path
+      reaches too.  Each entry becomes a ``SlotEntry`` named by its list, matched to whichever
+      live Variable that node is bound to (as a legacy ``.OPTIMIZER_SLOT`` entry), and the lists
+      leave the children."""
+    nodes = list(graph.nodes)
+    for i, node in enumerate(nodes):
+        names = {c.name: c.node for c in node.children}
+        if "_iterations" not in names or "_variables" not in names:
+            continue
+        tv = names.get("_trainable_variables")
+        trained = {} if tv is None else {c.name: c.node for c in nodes[tv].children}
+        kept, slots = [], list(node.slots)
+        for c in node.children:
+            if c.name in ("_variables", "_index_dict", "_trainable_variables", "_trainable_variables_indices"):
+                continue
+            entries = nodes[c.node].children
+            if trained and entries and not nodes[c.node].attributes and all(e.name in trained for e in entries):
+                slots += [SlotEntry(trained[e.name], c.name, e.node) for e in entries]
+                continue
+            kept.append(c)
+        nodes[i] = dataclasses.replace(node, children=kept, slots=slots)
+    return SavedGraph(nodes)
+
+
 def find(graph: SavedGraph, path: tuple[str, ...]) -> Optional[int]:
     """The node reached from the root along ``path`` (child names), or None."""
     node = 0
@@ -212,4 +246,4 @@ def find(graph: SavedGraph, path: tuple[str, ...]) -> Optional[int]:
 
 
 __all__ = ["ChildRef", "Attribute", "SlotEntry", "GroupEntry", "SavedNode", "SavedGraph", "ValueSpec",
-           "LiveGraph", "build", "escape", "value_key", "find"]
+           "LiveGraph", "build", "escape", "value_key", "find", "slots_from_lists"]

@@ -47,8 +47,9 @@ from ..core import state as _state
 from ..core.errors import InvalidArgumentError
 from ..core.variable import CREATION_HOOKS, Variable
 from ..core.variable_shape import declared
+from ..optimizers._ema import BUILD_HOOKS
 from . import module as _module, trackable as _tr
-from .graph import GroupEntry, SavedGraph
+from .graph import GroupEntry, SavedGraph, slots_from_lists
 from .storage import CheckpointData, ReadTarget, np_dtype
 
 _log = logging.getLogger("tapejax")
@@ -85,13 +86,23 @@ def _on_variable_created(var: Variable) -> None:
     sweep()
 
 
+def _on_optimizer_built(opt: Any) -> None:
+    """A new optimizer made its state (its lists are complete).  Inside a ``tapejax.function``'s
+    trace the state waits for the trace's end, as ``child_added`` (the function announces the
+    Variables it made, which sweeps), so the call that follows reads the restored values."""
+    if _state._local.collector is None:
+        sweep()
+
+
 def _update_hook() -> None:
     """Install the hooks (Variable creation, Module attributes) while something waits, and only then."""
     if _WAITING and _on_variable_created not in CREATION_HOOKS:
         CREATION_HOOKS.append(_on_variable_created)
+        BUILD_HOOKS.append(_on_optimizer_built)   # (an optimizer's lists complete: its state waits by position)
         _module.CHILD_HOOKS.append(child_added)
     elif not _WAITING and _on_variable_created in CREATION_HOOKS:
         CREATION_HOOKS.remove(_on_variable_created)
+        BUILD_HOOKS.remove(_on_optimizer_built)
         _module.CHILD_HOOKS.remove(child_added)
 
 
@@ -237,7 +248,7 @@ class Restoration:
     def __init__(self, data: CheckpointData, skip_slots: bool = False):
         self.data = data
         self.path = data.path
-        self.graph = data.graph
+        self.graph = slots_from_lists(data.graph)   # (tf_keras' new optimizers' state as slots)
         self.matched: set[int] = set()
         self.unused: dict[int, list[str]] = {}
         self._bound: dict[int, Any] = {}     # node -> weak reference (or a holder) to its object

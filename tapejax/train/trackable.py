@@ -44,8 +44,10 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from ..core.ownership import slot_owner
 from ..core.variable import Variable
 from ..optimizers import Optimizer
+from ..optimizers._ema import NewOptimizerState
 from ..optimizers._optax import OptaxOptimizer
 from ..optimizers.loss_scale import BaseLossScaleOptimizer
 from .module import CHILD_HOOKS, Module
@@ -79,6 +81,7 @@ class TrackableKind(NamedTuple):
     make_slot: Optional[Callable[[Any, Any, str], Any]] = None
     make_group: Optional[Callable[[Any, Sequence[Any]], Sequence[Any]]] = None
     make_slots: Optional[Callable[[Any, Sequence[Any]], None]] = None   # all of several Variables' slots at once
+    lookup: Optional[Callable[[Any, str], Any]] = None   # a child by a name ``children`` does not list
 
 
 class ValueKind(NamedTuple):
@@ -191,6 +194,66 @@ def _optimizer_children(opt: Optimizer) -> list:
     return [("iter", opt.iterations)] + sorted(named.items())
 
 
+def _new_optimizer_trained(opt: Any) -> list:
+    """The Variables a new optimizer made state for, in build order."""
+    out = []
+    for slots in opt._slots.values():
+        owner = next((slot_owner(s) for s in slots.values()), None)
+        if owner is not None:
+            out.append(owner)
+    return out
+
+
+def _new_optimizer_children(opt: Any) -> list:
+    """tf_keras' new optimizers' layout (TF 2.11+, ``tf_keras/src/optimizers/optimizer.py``), so
+    that keys are TF's (``optimizer/_iterations``, ``optimizer/_variables/1``): ``_variables``
+    (the iteration count, then the state in build order), ``_iterations``, ``_learning_rate``,
+    the moving averages, one list per kind of state in build order (``_momentums``,
+    ``_velocities``: ``_TF_SLOT_LISTS``), Nadam's ``_u_product``.  The hyperparameters are not
+    saved (tf_keras keeps them as Python floats).  A restore matches the lists by position, as
+    tf_keras does (``graph.slots_from_lists`` drops the ``_variables`` index), waiting for an
+    optimizer not built yet (``_ema.BUILD_HOOKS``); ``_legacy_lookup`` still finds a legacy
+    layout's ``iter`` and hyperparameters (tapejax wrote those before)."""
+    lr = opt._lr_var if opt._lr_sched is None else None
+    extra = list(getattr(opt, "_extra", ()))
+    state = [w for w in opt._weights if w is not opt.iterations and not any(w is e for e in extra)]
+    out = [("_variables", [opt.iterations] + state), ("_iterations", opt.iterations)]
+    if lr is not None:
+        out.append(("_learning_rate", lr))
+    trained = _new_optimizer_trained(opt)
+    for list_name, slot_name in _state_lists(opt):
+        out.append((list_name, [opt._slots[v._id][slot_name] for v in trained
+                                if slot_name in opt._slots[v._id]]))
+    out += [("_" + _short_name(e), e) for e in extra]   # Nadam's _u_product
+    return out
+
+
+def _state_lists(opt: Any) -> list:
+    """``[(tf_keras' list name, slot name)]`` of the state ``opt`` keeps (the first list name of a
+    slot: tf_keras' own; later ones are Keras 3's, read only)."""
+    names, seen, out = opt._slot_names(), set(), []
+    for list_name, slot_name in [("_model_variables_moving_average", "average"), *type(opt)._TF_SLOT_LISTS.items()]:
+        if slot_name in names and slot_name not in seen:
+            seen.add(slot_name)
+            out.append((list_name, slot_name))
+    return out
+
+
+def _legacy_lookup(opt: Optimizer, name: str) -> Any:
+    for n, child in _optimizer_children(opt):
+        if n == name:
+            return child
+    return None
+
+
+def _new_optimizer_make_slot(opt: Any, var: Any, slot_name: str) -> Any:
+    """A slot named by a Keras 3 checkpoint's list (``_momentums``, ``graph.slots_from_lists``) or
+    by tapejax's name (``m``: a legacy layout's ``.OPTIMIZER_SLOT``)."""
+    if slot_name == "_model_variables_moving_average":
+        slot_name = "average"
+    return _optimizer_make_slot(opt, var, type(opt)._TF_SLOT_LISTS.get(slot_name, slot_name))
+
+
 def _optimizer_slots(opt: Optimizer) -> list:
     out = []
     for name in opt._slot_names():   # TF's order: slot name by slot name, then the Variables
@@ -222,17 +285,35 @@ def _optax_make_group(opt: OptaxOptimizer, variables: Sequence[Any]) -> Sequence
 def _loss_scale_children(opt: BaseLossScaleOptimizer) -> list:
     """A LossScaleOptimizer is its inner optimizer to a checkpoint (TF's ``DelegatingTrackableMixin``),
     plus the dynamic scale's ``loss_scale`` node (``current_loss_scale``, ``good_steps``)."""
-    out = _optimizer_children(opt.inner_optimizer)
+    out = _inner_kind(opt).children(opt.inner_optimizer)
     return out + [("loss_scale", opt._loss_scale)] if opt.dynamic else out
 
 
 _TRACKABLES[Module] = TrackableKind(_module_children)
 _TRACKABLES[Optimizer] = TrackableKind(_optimizer_children, _optimizer_slots, None, _optimizer_make_slot,
                                        None, _optimizer_make_slots)
+_TRACKABLES[NewOptimizerState] = TrackableKind(_new_optimizer_children, None, None, _new_optimizer_make_slot,
+                                               None, _optimizer_make_slots, _legacy_lookup)
+
+
+def _inner_kind(opt: BaseLossScaleOptimizer) -> TrackableKind:
+    return _TRACKABLES[NewOptimizerState if isinstance(opt.inner_optimizer, NewOptimizerState) else Optimizer]
+
+
+def _inner_slots(opt: BaseLossScaleOptimizer) -> list:
+    slots_of = _inner_kind(opt).slots
+    return [] if slots_of is None else slots_of(opt.inner_optimizer)
+
+
+def _inner_lookup(opt: BaseLossScaleOptimizer, name: str) -> Any:
+    find = _inner_kind(opt).lookup
+    return None if find is None else find(opt.inner_optimizer, name)
+
+
 _TRACKABLES[BaseLossScaleOptimizer] = TrackableKind(
-    _loss_scale_children, lambda o: _optimizer_slots(o.inner_optimizer), None,
-    lambda o, v, n: _optimizer_make_slot(o.inner_optimizer, v, n), None,
-    lambda o, vs: _optimizer_make_slots(o.inner_optimizer, vs))
+    _loss_scale_children, _inner_slots, None,
+    lambda o, v, n: _inner_kind(o).make_slot(o.inner_optimizer, v, n), None,   # pyright: ignore[reportOptionalCall]
+    lambda o, vs: _optimizer_make_slots(o.inner_optimizer, vs), _inner_lookup)
 _TRACKABLES[OptaxOptimizer] = TrackableKind(_optimizer_children, None, _optax_groups, None, _optax_make_group)
 
 
@@ -307,7 +388,8 @@ def lookup(obj: Any, name: str) -> Any:
     for n, child in children(obj):
         if n == name:
             return child
-    return None
+    kind = trackable_kind(obj)
+    return None if kind is None or kind.lookup is None else kind.lookup(obj, name)
 
 
 def slots(obj: Any) -> list:
