@@ -249,12 +249,6 @@ def test_status_assertions_on_mismatched_structures(tmp_path):
     close(got[1], want[1])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "tapejax's tf.keras.optimizers.<X> (tf_keras' new optimizers, optimizers/_rules_v2.py) keep the "
-    "legacy classes' checkpoint layout (iter, hyperparameter Variables, .OPTIMIZER_SLOT slots); "
-    "tf_keras' new optimizers save _iterations, _learning_rate and their slots as a list "
-    "(_variables/N, in build order): TF's optimizer state is not restored into tapejax's, the "
-    "resumed steps differ and assert_consumed raises"))
 def test_tf_checkpoint_with_the_new_keras2_adam_resumes_in_tapejax(tmp_path):
     """As the legacy program, with ``tf.keras.optimizers.Adam`` (tf_keras' new optimizer)."""
     tm, topt = make_model(realtf), realtf.keras.optimizers.Adam(0.05)
