@@ -3,6 +3,7 @@ tapejax.train.Checkpoint by their attribute paths."""
 import os
 
 import numpy as np
+import pytest
 
 import tapejax as tf
 
@@ -219,3 +220,27 @@ def test_keras_cond_on_jax_values_outside_scopes_stays_jax():
     ran = []
     K3.ops.cond(jnp.asarray(False), lambda: ran.append("true"), lambda: ran.append("false"))
     assert ran == ["false"]
+
+
+def test_tf_keras_checkpoint_names_find_layers_and_variables():
+    """``tf_keras_lookup``: ``layer_with_weights-N`` counts only layers with weights (Dropout and
+    the Input layer do not shift it), attribute names find variables and sublayers, other names
+    and weightless ``layer-N`` find nothing."""
+    from tapejax.keras.hooks import tf_keras_lookup
+    from tapejax.train import trackable
+    m = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4), keras.layers.Dropout(0.5),
+                          keras.layers.Dense(2)])
+    first, second = m.layers[0], m.layers[2]
+    assert tf_keras_lookup(m, "layer_with_weights-0") is first
+    assert tf_keras_lookup(m, "layer_with_weights-1") is second
+    assert tf_keras_lookup(m, "layer_with_weights-2") is None and tf_keras_lookup(m, "layer-1") is None
+    assert tf_keras_lookup(first, "kernel") is first.kernel and tf_keras_lookup(first, "name") is None
+    assert trackable.lookup(m, "layer_with_weights-1") is second   # (through the registered kind)
+    rnn = keras.layers.LSTM(2)
+    rnn.build((1, 3, 2))
+    assert tf_keras_lookup(rnn, "cell") is rnn.cell and tf_keras_lookup(rnn.cell, "recurrent_kernel") is rnn.cell.recurrent_kernel
+
+
+def test_register_trackable_checks_lookup():
+    with pytest.raises(TypeError, match="lookup"):
+        tf.train.register_trackable(type("Mine", (), {}), children=lambda o: [], lookup=5)

@@ -33,6 +33,8 @@
 from __future__ import annotations
 
 import functools
+import os
+import re
 from typing import Any
 
 import jax
@@ -235,15 +237,44 @@ def _is_keras_object(obj: Any) -> bool:
     return isinstance(obj, (Layer, BaseOptimizer, Metric))
 
 
+_TF_KERAS_LAYER = re.compile(r"layer(_with_weights)?-(\d+)")
+
+
+def tf_keras_lookup(obj: Any, name: str) -> Any:
+    """A layer's or model's child by the names of a checkpoint TF wrote of the same tf_keras model
+    (``tf.train.Checkpoint(model=...)``, TF-format ``save_weights``): ``layer_with_weights-N``,
+    the N-th of the model's layers that have weights (TF counts no others, so the Input layers
+    Keras 3 leaves out of ``layers`` do not shift it), and a layer's attributes that hold a
+    variable or a layer (``kernel``, ``moving_mean``, ``embeddings``, an RNN's ``cell``, a
+    wrapper's ``forward_layer``): Keras 3 keeps tf_keras' names.  A weightless ``layer-N`` holds
+    nothing to restore (None)."""
+    from keras.src.layers.layer import Layer
+    match = _TF_KERAS_LAYER.fullmatch(name)
+    if match is not None:
+        layers = getattr(obj, "layers", None) if match.group(1) else None
+        if not isinstance(layers, list):
+            return None
+        with_weights = [layer for layer in layers if layer.weights]
+        i = int(match.group(2))
+        return with_weights[i] if i < len(with_weights) else None
+    if name.startswith("__") or not hasattr(type(obj), "__dict__"):
+        return None
+    value = getattr(obj, name, None)
+    return value if isinstance(value, (Layer, _kvars.KerasVariable)) else None
+
+
 def _install_checkpoint() -> None:
     """Keras layers, models, optimizers and metrics as checkpoint trackables (``train.trackable``'s
-    protocol): their children are their variables, by Keras's own weights-file paths."""
+    protocol): their children are their variables, by Keras's own weights-file paths; a layer
+    also answers tf_keras' names (``tf_keras_lookup``), so TF's checkpoints of the same model
+    restore into it."""
     from keras.src.layers.layer import Layer
     from keras.src.metrics.metric import Metric
     from keras.src.optimizers.base_optimizer import BaseOptimizer
 
     from ..train import trackable
-    for cls in (Layer, BaseOptimizer, Metric):
+    trackable.register_trackable(Layer, children=keras_children, lookup=tf_keras_lookup)
+    for cls in (BaseOptimizer, Metric):
         trackable.register_trackable(cls, children=keras_children)
 
 
@@ -304,6 +335,34 @@ def _install_optimizer_apply() -> None:
         setattr(BaseOptimizer, "iterations", property(iterations, doc=theirs_iterations.__doc__))
 
 
+def _install_load_weights() -> None:
+    """``model.load_weights(prefix)`` of a TF-format checkpoint (what tf_keras' ``save_weights``
+    writes for a path without ``.h5``/``.keras``, and ``tf.train.Checkpoint(root=model)``): the
+    model is the checkpoint's root, matched by tf_keras' names (``tf_keras_lookup``), and the load
+    status is returned, as tf_keras does; Keras's own files load as before."""
+    from keras.src.models.model import Model
+    theirs = Model.load_weights
+    if getattr(theirs, "_tapejax_on_tape", False):
+        return
+
+    @functools.wraps(theirs)
+    def load_weights(self, filepath, *args, **kwargs):
+        path = os.fspath(filepath) if isinstance(filepath, (str, os.PathLike)) else None
+        if path is not None and not path.endswith((".keras", ".h5", ".json")):
+            from ..train.checkpoint import Checkpoint
+            from ..train.storage import checkpoint_exists
+            if checkpoint_exists(path):
+                if args or kwargs.get("skip_mismatch") or kwargs.get("by_name"):
+                    raise NotImplementedError("Weights may only be loaded based on topology into Models when "
+                                              "loading TensorFlow-formatted weights (got by_name=True or "
+                                              "skip_mismatch=True to load_weights).")
+                return Checkpoint(root=self).read(path)
+        return theirs(self, filepath, *args, **kwargs)
+
+    setattr(load_weights, "_tapejax_on_tape", True)
+    Model.load_weights = load_weights   # pyright: ignore[reportAttributeAccessIssue]
+
+
 _DONE: list = []
 
 
@@ -313,5 +372,6 @@ def install() -> None:
     _install_metrics()
     _install_seeds()
     _install_checkpoint()
+    _install_load_weights()
     _install_optimizer_apply()
     _DONE.append(True)

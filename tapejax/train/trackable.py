@@ -96,19 +96,23 @@ _VALUES: dict[type, ValueKind] = {}
 
 
 def register_trackable(cls: type, *, children: Callable[[Any], list], slots=None, groups=None,
-                       make_slot=None, make_group=None) -> None:
+                       make_slot=None, make_group=None, lookup=None) -> None:
     """Make instances of ``cls`` (and its subclasses) checkpointable as trackables.
 
     ``children(obj)`` returns ``[(name, child), ...]`` in the order TF would
-    list them; the others are the optional optimizer parts described in the
-    module docstring.
+    list them; ``lookup(obj, name)`` may find a child a checkpoint names that
+    ``children`` does not list (another writer's names; None if none); the others
+    are the optional optimizer parts described in the module docstring.
     """
     if not isinstance(cls, type):
         raise TypeError(f"register_trackable expects a class; got {cls!r}")
     if not callable(children):
         raise TypeError(f"register_trackable: `children` must be a callable obj -> [(name, child)]; "
                         f"got {children!r}")
-    _TRACKABLES[cls] = TrackableKind(children, slots, groups, make_slot, make_group)
+    if lookup is not None and not callable(lookup):
+        raise TypeError(f"register_trackable: `lookup` must be a callable (obj, name) -> child or None; "
+                        f"got {lookup!r}")
+    _TRACKABLES[cls] = TrackableKind(children, slots, groups, make_slot, make_group, lookup=lookup)
 
 
 def register_value(cls: type, *, read: Callable[[Any], Any], assign: Callable[[Any, Any], None]) -> None:
