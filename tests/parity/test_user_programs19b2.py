@@ -257,3 +257,213 @@ def test_sequence_tagger_with_a_token_mask_and_per_sentence_losses_by_segment_su
     compiled = tf.function(lambda *a: step(*a, eager=False))
     out = [(compiled if i % 2 else step)(ids, tags, lengths) for i in range(4)]
     return out, params
+
+
+# ---------------------------------------------------------------------------
+# Keras layers with masks (tf_keras on TF's side, Keras 3 on tapejax's)
+# ---------------------------------------------------------------------------
+
+_IDS = np.array([[4, 7, 2, 0, 0], [3, 9, 11, 5, 1], [6, 0, 0, 0, 0]], np.int32)
+
+
+def _real(tf, x, ids=_IDS):
+    """The entries of ``x`` [batch, time, ...] at real (non-PAD) tokens."""
+    return tf.boolean_mask(x, ids > 0)
+
+
+@parity(**KTOL)
+def test_embedding_mask_zero_into_an_lstm_with_sequences_and_states(tf):
+    """``Embedding(mask_zero=True)`` into ``LSTM(return_sequences=True, return_state=True)`` in a
+    custom loop: ``compute_mask`` of the ids, the outputs (at padded steps the last real step's
+    output repeated, in both Kerases), the final ``h`` and ``c``
+    (each row's state at its last real token: the row of length 1 too) against the sequence output
+    at that token, a masked loss and two Adam steps with their gradients (the table's
+    ``IndexedSlices`` densified)."""
+    emb = tf.keras.layers.Embedding(VOCAB, 4, mask_zero=True)
+    lstm = tf.keras.layers.LSTM(3, return_sequences=True, return_state=True)
+    lstm(emb(_IDS))
+    _set(emb, 2101)
+    _set(lstm, 2111)
+    params = emb.trainable_variables + lstm.trainable_variables
+    opt = tf.keras.optimizers.Adam(0.05)
+    last = np.array([2, 4, 0])
+    out = []
+    for _ in range(2):
+        with tf.GradientTape() as tape:
+            seq, h, c = lstm(emb(_IDS))
+            target = tf.cast(tf.one_hot(_IDS, 3), tf.float32)
+            mask = tf.cast(emb.compute_mask(_IDS), tf.float32)
+            loss = tf.reduce_sum(tf.reduce_sum((seq - target) ** 2, -1) * mask) / tf.reduce_sum(mask)
+        g = tape.gradient(loss, params)
+        opt.apply_gradients(zip(g, params))
+        at_last = tf.gather(seq, last[:, None], batch_dims=1)[:, 0]
+        out.append((loss, seq, _real(tf, seq), h, c, at_last, [tf.convert_to_tensor(x) for x in g]))
+    return emb.compute_mask(_IDS), out
+
+
+@parity(**KTOL)
+def test_masked_gru_and_bidirectional_lstm_final_states(tf):
+    """A stacked encoder: ``Embedding(mask_zero=True)`` -> ``GRU(return_sequences=True)`` ->
+    ``Bidirectional(LSTM(return_state=True), merge_mode='concat')``; the bidirectional layer's
+    output and its four states (forward h, c, backward h, c: the backward direction starts at
+    each row's last real token), then ``merge_mode='sum'`` and ``return_sequences=True`` (zeros at
+    padded steps) on the same weights, the GRU's outputs at padded steps, and the gradient of
+    a loss on the concatenated final states."""
+    emb = tf.keras.layers.Embedding(VOCAB, 4, mask_zero=True)
+    gru = tf.keras.layers.GRU(3, return_sequences=True)
+    bi = tf.keras.layers.Bidirectional(tf.keras.layers.LSTM(2, return_state=True))
+    bi_sum = tf.keras.layers.Bidirectional(tf.keras.layers.LSTM(2), merge_mode="sum")
+    bi_seq = tf.keras.layers.Bidirectional(tf.keras.layers.LSTM(2, return_sequences=True))
+    x = gru(emb(_IDS))
+    bi(x)
+    bi_sum(x)
+    bi_seq(x)
+    for i, layer in enumerate((emb, gru, bi)):
+        _set(layer, 2121 + 10 * i)
+    bi_sum.set_weights(bi.get_weights())
+    bi_seq.set_weights(bi.get_weights())
+    params = emb.trainable_variables + gru.trainable_variables + bi.trainable_variables
+    with tf.GradientTape() as tape:
+        seq = gru(emb(_IDS))
+        merged, fh, fc, bh, bc = bi(seq)
+        loss = tf.reduce_sum(tf.concat([fh, bh], -1) ** 2) + 0.1 * tf.reduce_sum(fc * bc)
+    g = tape.gradient(loss, params)
+    return (seq, merged, fh, fc, bh, bc, bi_sum(seq), bi_seq(seq), loss,
+            [tf.convert_to_tensor(x) for x in g])
+
+
+@parity(**KTOL)
+def test_multi_head_attention_with_a_padding_attention_mask_and_a_causal_mask(tf):
+    """``MultiHeadAttention(num_heads=2, key_dim=4)`` in a cross-attention (queries of length 3,
+    keys of length 5 with padding) with ``attention_mask`` built by ``tf.sequence_mask`` as
+    ``[batch, T, S]`` and ``return_attention_scores=True`` (padded keys get probability 0), then a
+    self-attention with ``use_causal_mask=True`` (a lower-triangular pattern), both in one tape:
+    the scores, the outputs and the gradients wrt the query input and the layer's kernels."""
+    rs = np.random.RandomState(2131)
+    q = tf.Variable(rs.randn(3, 3, D).astype(np.float32))
+    kv = rs.randn(3, 5, D).astype(np.float32)
+    lengths = np.array([3, 5, 1], np.int32)
+    mha = tf.keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)
+    self_mha = tf.keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)
+    mha(q, kv)
+    self_mha(q, q)
+    _set(mha, 2132)
+    _set(self_mha, 2142)
+    with tf.GradientTape() as tape:
+        key_mask = tf.sequence_mask(lengths, 5)
+        att_mask = tf.broadcast_to(key_mask[:, None, :], [3, 3, 5])
+        out, scores = mha(q, kv, attention_mask=att_mask, return_attention_scores=True)
+        s_out, s_scores = self_mha(q, q, use_causal_mask=True, return_attention_scores=True)
+        loss = tf.reduce_sum(out ** 2) + tf.reduce_sum(tf.sin(s_out))
+    params = mha.trainable_variables + self_mha.trainable_variables
+    g = tape.gradient(loss, [q] + params)
+    return out, scores, s_out, s_scores, loss, g
+
+
+@parity(**KTOL)
+def test_masking_into_time_distributed_dense_and_layer_normalization(tf):
+    """Zero-padded feature frames through ``Masking(0.0)`` -> ``TimeDistributed(Dense(4))`` ->
+    ``LayerNormalization`` -> ``SimpleRNN(return_sequences=True)``: what ``compute_mask`` returns
+    at each layer (the mask passes through ``TimeDistributed`` and ``LayerNormalization``), the
+    RNN outputs at real frames, and a compiled training step whose loss weights the frames by
+    the mask (SGD, three steps)."""
+    rs = np.random.RandomState(2151)
+    x = rs.randn(3, 5, 3).astype(np.float32)
+    x[0, 3:] = 0.0
+    x[2, 1:] = 0.0
+    frame_mask = np.abs(x).sum(-1) > 0
+    y = rs.randn(3, 5, 2).astype(np.float32)
+    masking = tf.keras.layers.Masking(0.0)
+    td = tf.keras.layers.TimeDistributed(tf.keras.layers.Dense(4))
+    ln = tf.keras.layers.LayerNormalization()
+    rnn = tf.keras.layers.SimpleRNN(2, return_sequences=True)
+    rnn(ln(td(masking(x))))
+    for i, layer in enumerate((td, ln, rnn)):
+        _set(layer, 2152 + 10 * i)
+    params = td.trainable_variables + ln.trainable_variables + rnn.trainable_variables
+    opt = tf.keras.optimizers.SGD(0.1)
+    m0 = masking.compute_mask(x)
+    masks = (m0, td.compute_mask(x, m0), ln.compute_mask(x, m0))
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            seq = rnn(ln(td(masking(x))))
+            w = tf.cast(frame_mask, tf.float32)
+            loss = tf.reduce_sum(tf.reduce_sum((seq - y) ** 2, -1) * w) / tf.reduce_sum(w)
+        g = tape.gradient(loss, params)
+        opt.apply_gradients(zip(g, params))
+        return loss, g
+
+    out = [step(x, y) for _ in range(3)]
+    return masks, out, tf.boolean_mask(rnn(ln(td(masking(x)))), frame_mask)
+
+
+@parity(**KTOL)
+def test_keras_embedding_tied_to_the_output_projection(tf):
+    """A Keras ``Embedding`` whose ``embeddings`` Variable is also the output projection
+    (``tf.matmul(h, emb.embeddings, transpose_b=True)``): the table's gradient, a gather's
+    ``IndexedSlices`` plus a matmul's dense gradient, is summed to a dense Tensor (TF's type);
+    untied (the projection a separate Dense), the table's gradient stays ``IndexedSlices``.
+    Two Adam steps each."""
+    emb = tf.keras.layers.Embedding(VOCAB, D)
+    proj = tf.keras.layers.Dense(VOCAB, use_bias=False)
+    proj(emb(_IDS))
+    _set(emb, 2171)
+    _set(proj, 2172)
+    opt = tf.keras.optimizers.Adam(0.05)
+    opt2 = tf.keras.optimizers.legacy.Adam(0.05)
+    tar = np.roll(_IDS, -1, axis=1)
+    mask = (tar > 0).astype(np.float32)
+    out = []
+    for tied in (True, False, True, False):
+        with tf.GradientTape() as tape:
+            h = tf.tanh(emb(_IDS))
+            logits = tf.matmul(h, emb.embeddings, transpose_b=True) if tied else proj(h)
+            ce = tf.nn.sparse_softmax_cross_entropy_with_logits(tar, logits)
+            loss = tf.reduce_sum(ce * mask) / tf.reduce_sum(mask)
+        params = emb.trainable_variables + ([] if tied else proj.trainable_variables)
+        g = tape.gradient(loss, params)
+        (opt if tied else opt2).apply_gradients(zip(g, params))
+        out.append((loss, type(g[0]).__name__ == "IndexedSlices", [tf.convert_to_tensor(x) for x in g]))
+    return out, emb.embeddings, proj.kernel
+
+
+@parity(**KTOL)
+def test_greedy_decoding_of_a_keras_decoder_over_a_fixed_padded_prefix(tf):
+    """Decoding the XLA way inside ``tf.function``: a Keras decoder (``Embedding`` + position
+    table, ``MultiHeadAttention(use_causal_mask=True)``, ``LayerNormalization``, ``Dense``) is
+    called on the whole ``[batch, max_len]`` buffer each step; the next token is the ``argmax`` of
+    the logits at position ``i`` (``tf.gather(..., batch_dims=1)``), written at ``i + 1`` by
+    ``tensor_scatter_nd_update``; finished rows (EOS = 2) write PAD.  The causal mask makes the
+    answer independent of the not-yet-written positions."""
+    emb = tf.keras.layers.Embedding(VOCAB, D)
+    pos = tf.constant(init_array((6, D), 2181))
+    mha = tf.keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)
+    ln = tf.keras.layers.LayerNormalization()
+    head = tf.keras.layers.Dense(VOCAB)
+
+    def decoder(buf):
+        h = emb(buf) + pos
+        h = ln(h + mha(h, h, use_causal_mask=True))
+        return head(h)
+
+    decoder(tf.zeros([2, 6], tf.int32))
+    for i, layer in enumerate((emb, mha, ln, head)):
+        _set(layer, 2182 + 10 * i)
+
+    @tf.function
+    def greedy(start):
+        buf = tf.concat([start[:, None], tf.zeros([2, 5], tf.int32)], axis=1)
+        finished = tf.zeros([2], tf.bool)
+        for i in tf.range(5):
+            logits = decoder(buf)
+            at_i = tf.gather(logits, tf.fill([2, 1], i), batch_dims=1)[:, 0]
+            nxt = tf.where(finished, 0, tf.argmax(at_i, -1, output_type=tf.int32))
+            idx = tf.stack([tf.range(2), tf.fill([2], i + 1)], axis=1)
+            buf = tf.tensor_scatter_nd_update(buf, idx, nxt)
+            finished = finished | tf.equal(nxt, 2)
+        return buf, finished
+
+    buf, finished = greedy(tf.constant([1, 5]))
+    return buf, finished, decoder(buf)
