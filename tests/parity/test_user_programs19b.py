@@ -488,3 +488,89 @@ def test_kv_cache_grown_by_concat_under_set_loop_options_shape_invariants(tf):
         return tf.transpose(ids.stack()), tf.shape(keys)[1]
 
     return grow(tf.constant([3, 7]))
+
+
+@parity(modes=True, **TOL)
+def test_nucleus_sampling_with_a_repetition_penalty_and_fed_gumbel_noise(tf):
+    """Top-p (nucleus) sampling as the generation scripts write it: logits divided (positive) or
+    multiplied (negative) by a repetition penalty at the tokens already generated (a ``one_hot``
+    sum of the history, ``tf.where``), sorted by ``tf.sort(direction='DESCENDING')`` /
+    ``tf.argsort``, ``tf.cumsum(softmax, exclusive=True) < p`` keeps the nucleus (the top token
+    always), the cut logits set to ``-inf`` and scattered back to vocabulary order by
+    ``tf.gather`` of the inverse permutation (``tf.argsort`` of the sort order), the token drawn
+    by ``argmax(logits + g)`` with NumPy's Gumbel noise; compiled, six steps."""
+    emb_np, w_np = _decoder_weights(2201, bias_eos=0.0)
+    emb, w = tf.constant(emb_np), tf.constant(w_np)
+    u = np.random.RandomState(2202).uniform(1e-6, 1.0, (6, 3, VOCAB)).astype(np.float32)
+    gumbel = tf.constant(-np.log(-np.log(u)))
+
+    @tf.function
+    def generate(h, p, penalty):
+        prev = tf.fill([3], BOS)
+        history = tf.zeros([3, VOCAB])
+        ids, kept = [], []
+        for t in range(6):
+            h, logits = _step_logits(tf, emb, w, prev, h)
+            seen = history > 0
+            logits = tf.where(seen, tf.where(logits > 0, logits / penalty, logits * penalty), logits)
+            order = tf.argsort(logits, direction="DESCENDING", stable=True)
+            sorted_logits = tf.sort(logits, direction="DESCENDING")
+            before = tf.cumsum(tf.nn.softmax(sorted_logits), axis=-1, exclusive=True)
+            sorted_logits = tf.where(before < p, sorted_logits, -np.inf)
+            logits = tf.gather(sorted_logits, tf.argsort(order, stable=True), batch_dims=1)
+            prev = tf.argmax(logits + gumbel[t], axis=-1, output_type=tf.int32)
+            history += tf.one_hot(prev, VOCAB)
+            ids.append(prev)
+            kept.append(tf.reduce_sum(tf.cast(tf.math.is_finite(logits), tf.int32), axis=-1))
+        return tf.stack(ids, 1), tf.stack(kept, 1), history
+
+    h0 = tf.constant(init_array((3, D), 2203))
+    return generate(h0, tf.constant(0.8), tf.constant(1.3)), generate(h0, tf.constant(0.3), tf.constant(1.0))
+
+
+@parity(modes=True, **LOOSE)
+def test_sliding_window_attention_with_alibi_biases_trained_in_a_compiled_step(tf):
+    """Local causal attention: a window of the 2 previous tokens by
+    ``tf.linalg.band_part(ones, 2, 0)``, ALiBi's per-head linear biases ``-slope * (i - j)`` from
+    ``tf.range`` differences (no position embedding), two heads by ``tf.reshape`` /
+    ``tf.transpose``, padded keys masked as well (a padded query still sees itself and the real
+    keys in its window); next-token loss under the padding mask, SGD with momentum, three
+    compiled steps and the attention map of the last."""
+    tok = _tokens(2211, lengths=(7, 5, 3))
+    inp, tar = tok[:, :-1], tok[:, 1:]
+    emb = tf.Variable(init_array((VOCAB, D), 2212))
+    wqkv = tf.Variable(init_array((D, 3 * D), 2213))
+    wo = tf.Variable(init_array((D, VOCAB), 2214))
+    params = [emb, wqkv, wo]
+    opt = tf.keras.optimizers.legacy.SGD(0.3, momentum=0.8)
+    slopes = tf.constant([0.5, 0.25])[:, None, None]
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            b, t = tf.shape(x)[0], tf.shape(x)[1]
+            qkv = tf.matmul(tf.gather(emb, x), wqkv)
+            q, k, v = tf.split(qkv, 3, axis=-1)
+
+            def heads(z):
+                return tf.transpose(tf.reshape(z, [b, t, 2, D // 2]), [0, 2, 1, 3])
+
+            q, k, v = heads(q), heads(k), heads(v)
+            pos = tf.range(t)
+            dist = tf.cast(pos[:, None] - pos[None, :], tf.float32)
+            window = tf.linalg.band_part(tf.ones([t, t]), 2, 0) > 0
+            keys_real = tf.not_equal(x, PAD)[:, None, None, :]
+            visible = window[None, None] & (keys_real | tf.eye(t, dtype=tf.bool)[None, None])
+            scores = tf.matmul(q, k, transpose_b=True) / np.sqrt(D // 2) - slopes * dist
+            att = tf.nn.softmax(tf.where(visible, scores, -1e9), axis=-1)
+            h = tf.reshape(tf.transpose(tf.matmul(att, v), [0, 2, 1, 3]), [b, t, D])
+            logits = tf.matmul(h, wo)
+            mask = tf.cast(y != PAD, tf.float32)
+            loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits) * mask) / \
+                tf.reduce_sum(mask)
+        g = tape.gradient(loss, params)
+        opt.apply_gradients(zip(g, params))
+        return loss, att, [tf.convert_to_tensor(x) for x in g]
+
+    out = [step(inp, tar) for _ in range(3)]
+    return out, params
