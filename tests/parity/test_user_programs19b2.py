@@ -467,3 +467,66 @@ def test_greedy_decoding_of_a_keras_decoder_over_a_fixed_padded_prefix(tf):
 
     buf, finished = greedy(tf.constant([1, 5]))
     return buf, finished, decoder(buf)
+
+
+@parity(**KTOL)
+def test_keras_losses_with_ignore_class_label_smoothing_and_padding_weights(tf):
+    """The Keras losses text code reaches for, on ``[batch, time, vocab]`` logits with padding:
+    ``SparseCategoricalCrossentropy(from_logits=True, ignore_class=0)`` (the padded tokens drop
+    out of the mean), the same with ``reduction='none'`` and the mask as ``sample_weight``,
+    ``CategoricalCrossentropy(from_logits=True, label_smoothing=0.1)`` on ``one_hot`` targets
+    with the mask as ``sample_weight``, and each one's gradient wrt the logits."""
+    rs = np.random.RandomState(2231)
+    logits = tf.Variable(rs.randn(3, 5, 6).astype(np.float32))
+    y = np.array([[3, 1, 4, 0, 0], [2, 5, 1, 5, 3], [1, 0, 0, 0, 0]], np.int32)
+    mask = (y > 0).astype(np.float32)
+    ignore = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0)
+    none = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+    smooth = tf.keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=0.1)
+    with tf.GradientTape(persistent=True) as tape:
+        a = ignore(y, logits)
+        per_token = none(y, logits)
+        b = tf.reduce_sum(per_token * mask) / tf.reduce_sum(mask)
+        c = smooth(tf.one_hot(y, 6), logits, sample_weight=mask)
+    return a, per_token, b, c, [tape.gradient(v, logits) for v in (a, b, c)]
+
+
+@parity(modes=True, **TOL)
+def test_masked_token_accuracy_by_dataset_reduce_inside_a_compiled_eval(tf, padded_shapes=(6,)):
+    """A compiled evaluation that folds a ``padded_batch(2, padded_shapes=[6])`` dataset (every
+    batch one shape, as TPU input pipelines pad) with ``Dataset.reduce``: the state is (correct
+    tokens, real tokens, summed masked loss) of a bigram model's predictions; accuracy and
+    perplexity come out, and the same numbers from an eager Python loop."""
+    sents = _sentences(2241, lengths=(4, 6, 2, 5, 3, 1))
+    ds = tf.data.Dataset.from_generator(lambda: iter(sents), output_signature=tf.TensorSpec([None], tf.int32))
+    ds = ds.padded_batch(2, padded_shapes=padded_shapes)
+    emb = tf.constant(init_array((VOCAB, D), 2242))
+    out_w = tf.constant(init_array((D, VOCAB), 2243))
+
+    def fold(state, x):
+        inp, tar = x[:, :-1], x[:, 1:]
+        logits = tf.matmul(tf.gather(emb, inp), out_w)
+        mask = tf.cast(tar > 0, tf.float32)
+        hit = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), tar), tf.float32) * mask
+        ce = tf.nn.sparse_softmax_cross_entropy_with_logits(tar, logits) * mask
+        return state[0] + tf.reduce_sum(hit), state[1] + tf.reduce_sum(mask), state[2] + tf.reduce_sum(ce)
+
+    @tf.function
+    def evaluate():
+        correct, count, total = ds.reduce((tf.constant(0.0), tf.constant(0.0), tf.constant(0.0)), fold)
+        return correct / count, tf.exp(total / count), count
+
+    state = (tf.constant(0.0), tf.constant(0.0), tf.constant(0.0))
+    for x in ds:
+        state = fold(state, x)
+    return evaluate(), state
+
+
+@xfail_on_tapejax("a dataset iterated inside a tapejax.function gets its first element's shapes where the spec "
+                  "leaves sizes unknown (XLA's static shapes): Dataset.reduce over batches padded to each one's "
+                  "longest raises InvalidArgumentError (tapejax/data/README.md)")
+@parity(**TOL)
+def test_dataset_reduce_inside_a_compiled_eval_over_batches_of_different_lengths(tf):
+    """The evaluation above over ``padded_batch(2)`` (each batch padded to its own longest, so the
+    batches are (2, 6), (2, 5), (2, 3)): TF folds them all in one compiled call."""
+    return test_masked_token_accuracy_by_dataset_reduce_inside_a_compiled_eval.case(tf, padded_shapes=None)
