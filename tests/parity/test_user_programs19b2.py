@@ -138,14 +138,12 @@ def test_a_mean_metric_given_per_token_weights_of_rank_two(tf):
     return metric.result(), [v.numpy() for v in metric.variables]
 
 
-@xfail_on_tapejax("JAX's shape polymorphism cannot reshape a gather's cotangent of symbolic size b * (t - 1) "
-                  "(x[:, :-1]) into IndexedSlices rows ('b*t - b >= 0' is inconclusive), so the step falls back to "
-                  "one trace per batch shape (tapejax/compile/polymorphism.py); TF traces twice (its "
-                  "Variable-creating first trace and one more)")
-@parity(**TOL)
+@parity(modes=True, **TOL)
 def test_language_model_step_with_shifted_tokens_traces_once_for_all_bucket_shapes(tf):
-    """The bucketed step above counted: one trace (two in TF: the optimizer's first step creates
-    its iteration Variable) for the bucket shapes (2, 6), (2, 4), (2, 2), (1, 3), (1, 6)."""
+    """The bucketed step above counted: two traces (the optimizer's first step creates its
+    iteration Variable, so TF traces again) for the bucket shapes (2, 6), (2, 4), (2, 2), (1, 3),
+    (1, 6): tapejax traces with symbolic sizes, and the embedding's gradient rows are a reshape
+    to ``b*t - b``, which JAX proves non-negative only when told ``b*t >= b``."""
     sents = _sentences(2011, lengths=(3, 6, 2, 5, 4, 2, 6, 3))
     ds = tf.data.Dataset.from_generator(lambda: iter(sents), output_signature=tf.TensorSpec([None], tf.int32))
     ds = ds.bucket_by_sequence_length(lambda s: tf.shape(s)[0], bucket_boundaries=[3, 5],
