@@ -12,7 +12,10 @@ decoding inside ``tf.function`` (greedy by an AutoGraph ``for`` over ``tf.range`
 ``TensorArray`` and an early stop on ``tf.reduce_all(finished)``, the same by ``tf.while_loop``,
 a preallocated KV cache against full recomputation, beam search by ``tf.math.top_k`` over
 flattened beam x vocab scores with ties and ``tf.gather(..., batch_dims=1)``, temperature sampling
-by the Gumbel-max trick with NumPy noise); scheduled sampling in a training loop.  The
+by the Gumbel-max trick with NumPy noise, nucleus sampling with a repetition penalty by
+``tf.sort`` / ``tf.argsort`` / exclusive ``cumsum``); scheduled sampling in a training loop;
+sliding-window attention with ALiBi biases.  A KV cache grown by ``tf.concat`` under
+``shape_invariants`` is a strict xfail (XLA's static shapes).  The
 variable-length data programs and the Keras-layer ones are in ``test_user_programs19b2.py``.
 Every number trained on is drawn with NumPy.
 """

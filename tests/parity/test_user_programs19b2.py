@@ -13,9 +13,12 @@ tokens.  Keras layers (tf_keras on TF's side, Keras 3 on JAX on tapejax's): ``Em
 (mask_zero=True)`` into ``LSTM`` / ``GRU`` / ``Bidirectional`` (outputs at real steps, final
 states, what ``compute_mask`` returns), ``MultiHeadAttention`` with an ``attention_mask`` and with
 ``use_causal_mask=True``, ``Masking`` into ``TimeDistributed(Dense)`` and ``LayerNormalization``,
-a tied Keras embedding read as ``embeddings`` by ``matmul``, and greedy decoding of a Keras
-decoder over a fixed-size, padded prefix inside ``tf.function``.  The raw-op language models and
-decoding loops are in ``test_user_programs19b.py``.  Every number is drawn with NumPy.
+a tied Keras embedding read as ``embeddings`` by ``matmul``, greedy decoding of a Keras decoder
+over a fixed-size, padded prefix inside ``tf.function``, the Keras losses with ``ignore_class``
+and ``label_smoothing`` over padding, and a compiled evaluation by ``Dataset.reduce``.  Strict
+xfails: Keras 3's ``Mean`` over rank-2 sample weights, and ``Dataset.reduce`` inside a function
+over batches of different lengths (static shapes).  The raw-op language models and decoding
+loops are in ``test_user_programs19b.py``.  Every number is drawn with NumPy.
 """
 import numpy as np
 
