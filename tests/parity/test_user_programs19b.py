@@ -166,8 +166,9 @@ def test_minus_inf_attention_masks_give_nan_rows_and_nan_gradients_where_fully_m
     normally (their gradient is finite, 0 at masked keys); a query whose keys are all padding gives
     a NaN row and a NaN loss, yet the query's gradient there is 0 (the ``tf.where`` that placed
     the ``-inf`` routes no gradient to the masked scores).  A ``-1e9`` fill gives the uniform row
-    instead, and the common fix (``tf.where`` of the mask over the probabilities) zeros it; eagerly
-    and compiled."""
+    instead, and the common fix (``tf.where`` of the mask over the probabilities) zeros it.  Added
+    as ``scores += (1 - mask) * -inf`` the mask itself is NaN at the visible keys (``0 * -inf``):
+    every row and the whole gradient are NaN.  Eagerly and compiled."""
     rs = np.random.RandomState(1931)
     q = tf.Variable(rs.randn(2, 3, 4).astype(np.float32))
     k = tf.constant(rs.randn(2, 3, 4).astype(np.float32))
@@ -188,9 +189,18 @@ def test_minus_inf_attention_masks_give_nan_rows_and_nan_gradients_where_fully_m
             loss = tf.reduce_sum(p * tf.range(3, dtype=tf.float32))
         return p, loss, tape.gradient(loss, q)
 
-    out = [run(-np.inf, False), run(-1e9, False), run(-1e9, True)]
+    def additive(neg):   # the tutorials' ``scores += (1 - mask) * neg``: 0 * -inf is NaN everywhere
+        with tf.GradientTape() as tape:
+            s = tf.matmul(q, k, transpose_b=True)
+            s += (1.0 - tf.cast(key_mask, tf.float32))[:, None, :] * neg
+            p = tf.nn.softmax(s, axis=-1)
+            loss = tf.reduce_sum(p[0])
+        return p, loss, tape.gradient(loss, q)
+
+    out = [run(-np.inf, False), run(-1e9, False), run(-1e9, True), additive(-np.inf), additive(-1e9)]
     compiled = tf.function(run)
-    out += [compiled(tf.constant(-np.inf), False), compiled(tf.constant(-1e9), True)]
+    out += [compiled(tf.constant(-np.inf), False), compiled(tf.constant(-1e9), True),
+            tf.function(additive)(tf.constant(-np.inf))]
     return out
 
 
