@@ -244,3 +244,24 @@ def test_tf_keras_checkpoint_names_find_layers_and_variables():
 def test_register_trackable_checks_lookup():
     with pytest.raises(TypeError, match="lookup"):
         tf.train.register_trackable(type("Mine", (), {}), children=lambda o: [], lookup=5)
+
+
+def test_built_in_layers_compute_mask_gives_tensors_outside_keras_scopes():
+    """``Embedding(mask_zero=True).compute_mask(ids)`` and ``Masking``'s are tapejax Tensors (tf_keras
+    gives ``tf.Tensor`` s; Keras 3's are computed by ``keras.ops``: JAX arrays, with no ``.numpy()``),
+    eagerly and in a ``tapejax.function``; a mask-consuming layer still reads the mask inside its
+    call, and the RNN's outputs carry theirs."""
+    ids = np.array([[4, 7, 0], [3, 0, 0]], np.int32)
+    emb = keras.layers.Embedding(12, 4, mask_zero=True)
+    m = emb.compute_mask(ids)
+    assert isinstance(m, tf.Tensor)
+    np.testing.assert_array_equal(m.numpy(), ids > 0)
+    traced = tf.function(lambda i: emb.compute_mask(i))(tf.constant(ids))
+    np.testing.assert_array_equal(traced.numpy(), ids > 0)
+    x = np.zeros((2, 3, 2), np.float32)
+    x[0, 0] = 1.0
+    masking = keras.layers.Masking(0.0)
+    assert isinstance(masking.compute_mask(x), tf.Tensor)
+    np.testing.assert_array_equal(masking.compute_mask(x).numpy(), [[True, False, False], [False] * 3])
+    out = keras.layers.GRU(2, return_sequences=True)(emb(ids))
+    np.testing.assert_array_equal(out[0, 1].numpy(), out[0, 2].numpy())   # the padded step repeats

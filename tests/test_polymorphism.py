@@ -182,3 +182,33 @@ def test_typed_prng_key_arguments(reduce_retracing):
         k = jax.random.key(n)
         np.testing.assert_allclose(step(k, tf.ones([n])).numpy(), 2 * (1 + jax.random.normal(k, (n,))), rtol=1e-6)
     assert step.experimental_get_tracing_count() == (2 if reduce_retracing else 3)
+
+
+def test_a_shifted_token_step_with_an_embedding_gradient_traces_once():
+    """A language model's step over ``x[:, :-1]`` / ``x[:, 1:]`` with ``input_signature=[TensorSpec(
+    [None, None])]``: the gather's cotangent of size ``[b, t - 1, d]`` is reshaped into
+    IndexedSlices rows ``b*t - b``, which JAX could not prove >= 0 (each size is >= 1, so
+    ``b*t >= b``: the plan's scope says so), and the function traced once per batch shape; TF
+    traces twice (its Variable-creating first trace, then one for all shapes)."""
+    emb = tf.Variable(np.random.RandomState(0).randn(6, 3).astype(np.float32))
+    opt = tf.keras.optimizers.legacy.SGD(0.1)
+    traces = []
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    def step(x):
+        traces.append(1)
+        with tf.GradientTape() as tape:
+            h = tf.gather(emb, x[:, :-1])
+            loss = tf.reduce_mean(tf.reduce_sum(h, -1) * tf.cast(x[:, 1:], tf.float32))
+        g = tape.gradient(loss, emb)
+        opt.apply_gradients([(g, emb)])
+        return loss
+
+    for shape in ((2, 5), (3, 4), (1, 2), (2, 5)):
+        x = np.random.RandomState(sum(shape)).randint(0, 6, shape).astype(np.int32)
+        before = emb.numpy()
+        want = np.mean(before[x[:, :-1]].sum(-1) * x[:, 1:])
+        np.testing.assert_allclose(step(tf.constant(x)).numpy(), want, rtol=1e-5)
+    assert len(traces) == 2
+    p = polymorphism.plan([LeafSpec((None, None), F32)], [False])
+    assert len(p.groups) == 2

@@ -73,7 +73,12 @@ def plan(specs: Sequence[LeafSpec], weak: Sequence[bool], example: Optional[Sequ
                 k = ("size", int(example[i].shape[ax])) if example is not None else ("axis", ax)
                 by_key.setdefault(k, []).append((i, ax))
     groups = tuple(tuple(g) for g in by_key.values())
-    scope = jax_export.SymbolicScope()
+    # every size is >= 1, so a product of two is at least each factor: JAX cannot infer it, and
+    # without it a reshape of a ``[b, t - 1]`` slice (``x[:, 1:]``, a gather's cotangent made
+    # IndexedSlices rows) is an inconclusive 'b*t - b >= 0' and the function traces per shape
+    n = len(groups)
+    scope = jax_export.SymbolicScope([f"d{i}*d{j} >= d{k}" for i in range(n) for j in range(i + 1, n)
+                                      for k in (i, j)])
     syms = jax_export.symbolic_shape(", ".join(f"d{j}" for j in range(len(groups))), scope=scope) \
         if groups else ()
     sym_of = {dim: syms[j] for j, g in enumerate(groups) for dim in g}

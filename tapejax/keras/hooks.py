@@ -1,4 +1,4 @@
-"""The smaller hooks: metric results as Tensors, seeds from ``tf.random.set_seed``, checkpoints.
+"""The smaller hooks: metric results and masks as Tensors, seeds from ``tf.random.set_seed``, checkpoints.
 
 * ``Metric.result()`` (every Keras metric class, present and future) gives
   tapejax Tensors outside a Keras scope, as ``tf.keras`` metrics give
@@ -8,6 +8,8 @@
   ``fit``) both are Keras's, except that a result which is the metric's variable itself is its
   value there (TF reads it; JAX takes no variable among a traced step's outputs).
   ``Metric.reset_states`` is tf_keras' alias of ``reset_state``.
+* A built-in layer's ``compute_mask`` (``Embedding(mask_zero=True)``, ``Masking``) gives a
+  tapejax Tensor outside a Keras scope, as tf_keras' gives a ``tf.Tensor``.
 * A Keras ``SeedGenerator`` made without a seed (``Dropout(0.5)``) takes its
   seed from Python's ``random`` (Keras); after ``tf.random.set_seed(s)`` it
   takes it from a stream keyed by ``s`` instead, restarted by every
@@ -363,6 +365,33 @@ def _install_load_weights() -> None:
     Model.load_weights = load_weights   # pyright: ignore[reportAttributeAccessIssue]
 
 
+def _tensor_mask(fn):
+    """``compute_mask`` giving Tensors outside a Keras scope (tf_keras' gives ``tf.Tensor`` s; Keras
+    3's built-in layers compute theirs by ``keras.ops``: JAX arrays, with no ``.numpy()``)."""
+    @functools.wraps(fn)
+    def compute_mask(self, *args, **kwargs):
+        out = fn(self, *args, **kwargs)
+        return out if _kvars.in_keras_scope() else jax.tree_util.tree_map(_as_tensor, out)
+
+    return compute_mask
+
+
+def _install_masks() -> None:
+    """Every Keras layer class's own ``compute_mask`` wrapped by ``_tensor_mask`` (a user's layer
+    made later computes its mask by tapejax ops, which give Tensors already)."""
+    from keras.src.layers.layer import Layer
+    todo, seen = [Layer], set()
+    while todo:
+        cls = todo.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        fn = cls.__dict__.get("compute_mask")
+        if callable(fn):
+            setattr(cls, "compute_mask", _tensor_mask(fn))
+        todo.extend(cls.__subclasses__())
+
+
 _DONE: list = []
 
 
@@ -370,6 +399,7 @@ def install() -> None:
     if _DONE:
         return
     _install_metrics()
+    _install_masks()
     _install_seeds()
     _install_checkpoint()
     _install_load_weights()

@@ -33,7 +33,12 @@ def _sparse_xent(labels, logits):
     lse = jax.nn.logsumexp(logits, axis=-1)
     ids = labels.astype(jnp.int32)
     ok = (ids >= 0) & (ids < logits.shape[-1])
-    picked = jnp.take_along_axis(logits, jnp.where(ok, ids, 0)[..., None], axis=-1)[..., 0]
+    # (the picked logit by a one-hot ``where`` and a sum, not ``take_along_axis``: that one cannot
+    # be traced with symbolic sizes such as ``t - 1`` from ``x[:, 1:]``, so a step compiled with
+    # ``input_signature=[TensorSpec([None, None])]`` would trace once per shape; the sum adds
+    # exact zeros, and the other logits, -inf or NaN, are never read)
+    hit = jnp.arange(logits.shape[-1], dtype=jnp.int32) == jnp.where(ok, ids, 0)[..., None]
+    picked = jnp.sum(jnp.where(hit, logits, jnp.zeros((), logits.dtype)), axis=-1)
     # Out-of-range labels: NaN (TF's GPU kernel; its CPU kernel raises, which needs a host sync).
     return jnp.where(ok, lse - picked, jnp.nan)
 

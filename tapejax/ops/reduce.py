@@ -516,8 +516,8 @@ def top_k(input, k=1, sorted=True, index_type=_dtypes.int32, name=None):
     return TopKV2(*bind(_TOP_K, input, k=k, dtype=store.name))
 
 
-def _unsorted_segment_sum(data, ids, *, num_segments):
-    return jax.ops.segment_sum(data, ids, num_segments=num_segments)
+def _unsorted_segment_sum(data, ids, *, num_segments):   # (TF's ids: any prefix of data's shape; JAX's: 1-D)
+    return jax.ops.segment_sum(data.reshape((ids.size,) + data.shape[ids.ndim:]), ids.reshape(-1), num_segments=num_segments)
 
 
 _SEGMENT_SUM = prim("UnsortedSegmentSum", _unsorted_segment_sum)

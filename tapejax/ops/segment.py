@@ -84,6 +84,8 @@ _MIN = _tie_split(jax.ops.segment_min)
 
 def _unsorted(kind, data, ids, num_segments, empty_zero):
     n = num_segments
+    if ids.ndim != 1:   # (TF's ids may be any prefix of data's shape, JAX's are 1-D: flattened)
+        data, ids = data.reshape((ids.size,) + data.shape[ids.ndim:]), ids.reshape(-1)
     ids = ids.astype(jnp.int32)
     if kind == "max":
         out = _MAX(data, ids, n)
