@@ -365,6 +365,44 @@ def test_keras_denoiser_with_an_ema_model_made_by_clone_and_set_weights(tf):
     return out, network.get_weights(), ema_network.get_weights(), network(inputs), ema_network(inputs)
 
 
+@parity(modes=True, **LOOSE)
+def test_ddpm_with_tf_train_exponential_moving_average_swapped_in_for_sampling(tf):
+    """The original DDPM code's EMA: ``tf.train.ExponentialMovingAverage(0.9).apply(ws)`` after
+    each compiled Adam step (shadows made on the first call, from the values before it), then the
+    evaluation swaps the averages in by ``assign`` (a backup kept), takes one denoising
+    prediction and swaps back.  The two layers' weights share the names ``kernel`` / ``bias`` and
+    ``apply`` runs in a ``name_scope``: the shadows' names (without TF's process-dependent
+    ``_<n>``) are ``kernel/ExponentialMovingAverage`` ..., four distinct ones."""
+    init = _net_vars(tf, (6, 8, 2), 1980)
+    ws = [tf.Variable(v, name=n) for v, n in zip(init, ["kernel", "bias"] * 2)]
+    ema = tf.train.ExponentialMovingAverage(0.9)
+    opt = tf.keras.optimizers.legacy.Adam(0.02)
+    acp = tf.constant(ACP)
+
+    @tf.function
+    def train_step(x0, t, noise):
+        ab = tf.gather(acp, t)[:, None]
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(noise - _eps_model(tf, ws, tf.sqrt(ab) * x0 + tf.sqrt(1.0 - ab) * noise, t)))
+        g = tape.gradient(loss, ws)
+        opt.apply_gradients(zip(g, ws))
+        with tf.name_scope("train"):
+            ema.apply(ws)
+        return loss
+
+    losses = [train_step(*_batch(1981 + k)) for k in range(3)]
+    x0, t, _ = _batch(1985)
+    backup = [tf.identity(w) for w in ws]
+    for w in ws:
+        w.assign(ema.average(w))
+    pred_ema = _eps_model(tf, ws, x0, t)
+    for w, b in zip(ws, backup):
+        w.assign(b)
+    names = [ema.average_name(w) for w in ws]
+    return (losses, pred_ema, _eps_model(tf, ws, x0, t), ws, [ema.average(w) for w in ws], len(set(names)),
+            [n.rsplit("_", 1)[0] if n[-1].isdigit() else n for n in names])
+
+
 # ---------------------------------------------------------------------------
 # VQ-VAE
 # ---------------------------------------------------------------------------
