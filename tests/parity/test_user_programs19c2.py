@@ -18,7 +18,7 @@ vector is drawn with NumPy and fed in as a tensor.
 """
 import numpy as np
 
-from .harness import init_array, parity
+from .harness import init_array, parity, xfail_on_tapejax
 
 LOOSE = dict(rtol=2e-4, atol=2e-5)
 
@@ -460,3 +460,133 @@ def test_wgan_gp_at_interpolates_where_the_critic_gradient_is_exactly_zero(tf):
         opt.apply_gradients(zip(safe[3], critic))
         out.append((unsafe, [tf.math.is_nan(g) for g in unsafe[3]], safe, compiled(alpha, False)[3]))
     return out, critic
+
+
+# ---------------------------------------------------------------------------
+# Learned variances and discrete latents
+# ---------------------------------------------------------------------------
+
+@parity(modes=True, **LOOSE)
+def test_improved_ddpm_hybrid_loss_with_learned_variance_and_discretised_decoder(tf):
+    """Improved DDPM (Nichol and Dhariwal): the network outputs epsilon and ``v``; the log variance
+    interpolates ``v`` between ``log beta`` and the posterior's clipped log variance (its ``t = 0``
+    entry, log 0, replaced by the ``t = 1`` one); ``L_vlb`` is the Gaussian KL with the mean from a
+    stopped epsilon, at ``t = 0`` the discretised Gaussian decoder's NLL (the tanh CDF, ``tf.where``
+    at the +-1 edges, ``log(tf.maximum(., 1e-12))``); the loss ``L_simple + 0.001 L_vlb``; data on
+    the 8-bit grid with exact +-1 values and batches holding ``t = 0``."""
+    steps = 6
+    betas = np.linspace(0.02, 0.3, steps).astype(np.float32)
+    acp = np.cumprod(1.0 - betas).astype(np.float32)
+    acp_prev = np.concatenate([[1.0], acp[:-1]]).astype(np.float32)
+    pvar = betas * (1.0 - acp_prev) / (1.0 - acp)
+    log_pvar = np.log(np.concatenate([pvar[1:2], pvar[1:]])).astype(np.float32)
+    c0 = (np.sqrt(acp_prev) * betas / (1.0 - acp)).astype(np.float32)
+    ct = (np.sqrt(1.0 - betas) * (1.0 - acp_prev) / (1.0 - acp)).astype(np.float32)
+    ws = _vars(tf, (3, 8, 4), 2210)
+    opt = tf.keras.optimizers.legacy.Adam(0.01)
+
+    def cdf(x):
+        return 0.5 * (1.0 + tf.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * tf.pow(x, 3))))
+
+    def gather(a, t):
+        return tf.gather(a, t)[:, None]
+
+    @tf.function
+    def step(x0, t, noise):
+        ab = gather(acp, t)
+        xt = tf.sqrt(ab) * x0 + tf.sqrt(1.0 - ab) * noise
+        with tf.GradientTape() as tape:
+            out = _net(tf, ws, tf.concat([xt, tf.cast(t, tf.float32)[:, None] / steps], axis=1))
+            eps, v = out[:, :2], out[:, 2:]
+            frac = (v + 1.0) / 2.0
+            log_var = frac * gather(np.log(betas), t) + (1.0 - frac) * gather(log_pvar, t)
+            x0_hat = (xt - tf.sqrt(1.0 - ab) * tf.stop_gradient(eps)) / tf.sqrt(ab)
+            mean = gather(c0, t) * x0_hat + gather(ct, t) * xt
+            true_mean, true_lv = gather(c0, t) * x0 + gather(ct, t) * xt, gather(log_pvar, t)
+            kl = 0.5 * (-1.0 + log_var - true_lv + tf.exp(true_lv - log_var)
+                        + tf.square(true_mean - mean) * tf.exp(-log_var)) / np.log(2.0)
+            inv = tf.exp(-0.5 * log_var)
+            cdf_plus, cdf_min = cdf(inv * (x0 - mean + 1 / 255.0)), cdf(inv * (x0 - mean - 1 / 255.0))
+            log_probs = tf.where(x0 < -0.999, tf.math.log(tf.maximum(cdf_plus, 1e-12)),
+                                 tf.where(x0 > 0.999, tf.math.log(tf.maximum(1.0 - cdf_min, 1e-12)),
+                                          tf.math.log(tf.maximum(cdf_plus - cdf_min, 1e-12))))
+            vlb = tf.reduce_mean(tf.where((t == 0)[:, None], -log_probs / np.log(2.0), kl), axis=1)
+            l_simple = tf.reduce_mean(tf.square(noise - eps))
+            loss = l_simple + 0.001 * tf.reduce_mean(vlb)
+        g = tape.gradient(loss, ws)
+        opt.apply_gradients(zip(g, ws))
+        return loss, l_simple, vlb, g
+
+    rs = np.random.RandomState(2212)
+    out = []
+    for k in range(3):
+        x0 = np.clip(np.round(rs.randn(6, 2) * 127.5) / 127.5, -1.0, 1.0).astype(np.float32)
+        x0[0] = [-1.0, 1.0]
+        t = rs.randint(0, steps, size=6).astype(np.int32)
+        t[:2] = 0
+        out.append(step(x0, t, rs.randn(6, 2).astype(np.float32)))
+    return out, ws
+
+
+@parity(modes=True, x64=True, **LOOSE)
+def test_gumbel_softmax_dvae_with_hard_straight_through_and_annealed_temperature(tf):
+    """DALL-E's dVAE on a toy: ``softmax((logits + g) / tau)`` with NumPy Gumbel noise, the hard
+    one-hot by ``argmax`` passed straight through (``stop_gradient(hard - soft) + soft``), a
+    codebook matmul into the decoder, the KL of ``softmax(logits)`` to the uniform prior by
+    ``tf.math.xlogy``; ``tau`` a Variable annealed by ``assign`` between compiled steps; code
+    usage by ``tf.math.bincount(minlength = maxlength = K)`` and its perplexity."""
+    rs = np.random.RandomState(2220)
+    enc = _vars(tf, (3, 6, 4), 2221)
+    book = tf.Variable(init_array((4, 2), 2223))
+    dec = [tf.Variable(init_array((2, 3), 2224)), tf.Variable(np.zeros(3, np.float32))]
+    tau = tf.Variable(1.0, trainable=False)
+    ws = enc + [book] + dec
+    opt = tf.keras.optimizers.legacy.Adam(0.03)
+
+    @tf.function
+    def step(x, gumbel):
+        with tf.GradientTape() as tape:
+            logits = _net(tf, enc, x)
+            soft = tf.nn.softmax((logits + gumbel) / tau)
+            idx = tf.argmax(soft, axis=-1)
+            hard = tf.one_hot(idx, 4)
+            code = tf.stop_gradient(hard - soft) + soft
+            recon = tf.reduce_mean(tf.square(tf.matmul(tf.matmul(code, book), dec[0]) + dec[1] - x))
+            q = tf.nn.softmax(logits)
+            kl = tf.reduce_mean(tf.reduce_sum(tf.math.xlogy(q, q * 4.0), axis=1))
+            loss = recon + 0.1 * kl
+        g = tape.gradient(loss, ws)
+        opt.apply_gradients(zip(g, ws))
+        counts = tf.math.bincount(tf.cast(idx, tf.int32), minlength=4, maxlength=4)
+        p = tf.cast(counts, tf.float32) / 6.0
+        return loss, kl, idx, counts, tf.exp(-tf.reduce_sum(tf.math.xlogy(p, p))), g
+
+    out = []
+    for k in range(3):
+        x = rs.randn(6, 3).astype(np.float32)
+        u = rs.uniform(1e-6, 1.0, size=(6, 4))
+        out.append(step(x, (-np.log(-np.log(u))).astype(np.float32)))
+        tau.assign(max(0.5, float(np.exp(-0.5 * (k + 1)))))
+    return out, ws, tau
+
+
+@xfail_on_tapejax("a data-dependent shape in a compiled step (tf.where(cond)'s row count) is a design "
+                  "limit: XLA compiles static shapes (README, 'XLA compiles static shapes'); the eager "
+                  "restart of test_user_programs19c.py runs it, and its compiled twin uses a mask")
+@parity(x64=True)
+def test_dead_code_restart_by_a_data_dependent_where_inside_a_compiled_step(tf):
+    """The dead-code restart of ``test_user_programs19c.py`` moved into the compiled step as a
+    user writes it first: ``dead = tf.where(counts == 0)`` (a row count known only at run time),
+    ``tf.tensor_scatter_nd_update(codebook, dead, z[:n])``.  TF runs it; tapejax raises
+    OperatorNotAllowedInGraphError while tracing."""
+    book = tf.Variable(np.arange(12, dtype=np.float32).reshape(6, 2))
+
+    @tf.function
+    def restart(idx, z):
+        counts = tf.math.bincount(idx, minlength=6, maxlength=6)
+        dead = tf.where(counts == 0)
+        n = tf.shape(dead)[0]
+        book.assign(tf.tensor_scatter_nd_update(book, dead, z[:n]))
+        return counts, n
+
+    return restart(tf.constant([0, 0, 2, 5], tf.int32), tf.constant(-np.ones((6, 2), np.float32))), book
