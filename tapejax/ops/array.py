@@ -50,15 +50,17 @@ _RESHAPE = prim("Reshape", lambda x, *, shape: jnp.reshape(x, shape))
 @tf_types("Reshape")
 def reshape(tensor, shape, name=None):
     """``tf.reshape`` (one dimension may be -1)."""
-    shape = static_shape(shape)
+    shape = shape._dims if isinstance(shape, _SymbolicShape) else static_shape(shape)
     if shape.count(-1) > 1:
         raise _bad("Reshape", f"Only one input size may be -1: the requested shape {list(shape)} "
                    "(argument `shape`) has more")
-    n = int(math.prod(_shape(tensor)))
-    known = int(math.prod([s for s in shape if s != -1]))
-    if (-1 not in shape and known != n) or (-1 in shape and (known == 0 or n % known)):
-        raise _bad("Reshape", f"Input to reshape is a tensor with {n} values, but the requested shape "
-                   f"{list(shape)} (argument `shape`) does not fit")
+    dims = _shape(tensor)
+    if all(isinstance(d, (int, np.integer)) for d in dims):   # (a symbolic size, Keras's symbolic
+        n = int(math.prod(dims))                                # call: jnp.reshape checks it)
+        known = int(math.prod([s for s in shape if s != -1]))
+        if (-1 not in shape and known != n) or (-1 in shape and (known == 0 or n % known)):
+            raise _bad("Reshape", f"Input to reshape is a tensor with {n} values, but the requested shape "
+                       f"{list(shape)} (argument `shape`) does not fit")
     return bind(_RESHAPE, tensor, shape=shape)
 
 
@@ -439,8 +441,18 @@ def shape(input, out_type=None, name=None):
     dt = np.int32 if out_type is None else _const_dtype(out_type)
     s = _shape(input)
     if not all(isinstance(d, int) for d in s):   # a symbolic size (tapejax.function's None dims)
-        return Tensor(jnp.array(s, dtype=dt))
+        out = _SymbolicShape(jnp.array(s, dtype=dt))
+        out._dims = tuple(s)
+        return out
     return _static(np.asarray(s, dtype=dt))
+
+
+class _SymbolicShape(Tensor):
+    """``tf.shape`` of a tensor with a symbolic size (Keras 3's symbolic call of a layer, an
+    exported signature's ``None``): its value is computed by the program; its dimensions are kept
+    for ``tf.reshape(y, tf.shape(x))``, which needs them static (keras.io's VQ-VAE quantiser)."""
+
+    __slots__ = ("_dims",)
 
 
 def rank(input, name=None):
