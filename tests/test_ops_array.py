@@ -39,3 +39,33 @@ def test_reshape_by_tf_shape_under_a_polymorphic_signature():
     for n in (1, 3):
         x = np.arange(4 * n, dtype=np.float32).reshape(n, 4)
         np.testing.assert_array_equal(np.asarray(f(x)), x + 1.0)
+
+
+class _Patches(tf.keras.layers.Layer):
+    """keras.io's ViT ``Patches`` reshape: ``batch_size = tf.shape(x)[0]``."""
+
+    def call(self, x):
+        batch_size = tf.shape(x)[0]
+        return tf.reshape(x, [batch_size, -1, 2])
+
+
+def test_one_dimension_of_a_symbolic_shape_in_a_reshape_list():
+    inp = tf.keras.Input((4, 3, 2))
+    out = _Patches()(inp)
+    assert tuple(out.shape) == (None, 12, 2)
+    x = np.arange(48, dtype=np.float32).reshape(2, 4, 3, 2)
+    np.testing.assert_array_equal(np.asarray(tf.keras.Model(inp, out)(x)), x.reshape(2, 12, 2))
+
+
+def test_batch_size_from_tf_shape_under_a_polymorphic_signature():
+    @tf.function(input_signature=[tf.TensorSpec([None, 4])])
+    def f(x):
+        n = tf.shape(x)[0]
+        return tf.reshape(x, [n, 2, 2]), tf.zeros([n, 3]), tf.shape(x)[1:]
+
+    for n in (1, 3):
+        x = np.arange(4 * n, dtype=np.float32).reshape(n, 4)
+        y, z, rest = f(x)
+        np.testing.assert_array_equal(np.asarray(y), x.reshape(n, 2, 2))
+        assert np.asarray(z).shape == (n, 3)
+        np.testing.assert_array_equal(np.asarray(rest), [4])
