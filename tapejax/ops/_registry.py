@@ -547,7 +547,8 @@ def static_shape(shape):
     for d in shape:
         if d is None:
             raise ValueError(NONE_OPERAND)
-        out.append(int(d))
+        dim = getattr(d, "_dim", None)   # ``tf.shape(x)[0]`` of a symbolic size (``ops.array.shape``)
+        out.append(int(d) if dim is None else dim)
     return tuple(out)
 
 

@@ -50,15 +50,17 @@ _RESHAPE = prim("Reshape", lambda x, *, shape: jnp.reshape(x, shape))
 @tf_types("Reshape")
 def reshape(tensor, shape, name=None):
     """``tf.reshape`` (one dimension may be -1)."""
-    shape = static_shape(shape)
+    shape = shape._dims if isinstance(shape, _SymbolicShape) else static_shape(shape)
     if shape.count(-1) > 1:
         raise _bad("Reshape", f"Only one input size may be -1: the requested shape {list(shape)} "
                    "(argument `shape`) has more")
-    n = int(math.prod(_shape(tensor)))
-    known = int(math.prod([s for s in shape if s != -1]))
-    if (-1 not in shape and known != n) or (-1 in shape and (known == 0 or n % known)):
-        raise _bad("Reshape", f"Input to reshape is a tensor with {n} values, but the requested shape "
-                   f"{list(shape)} (argument `shape`) does not fit")
+    dims = _shape(tensor)
+    if all(isinstance(d, (int, np.integer)) for d in dims + shape):   # (a symbolic size, Keras's
+        n = int(math.prod(dims))                                        # symbolic call: JAX checks it)
+        known = int(math.prod([s for s in shape if s != -1]))
+        if (-1 not in shape and known != n) or (-1 in shape and (known == 0 or n % known)):
+            raise _bad("Reshape", f"Input to reshape is a tensor with {n} values, but the requested shape "
+                       f"{list(shape)} (argument `shape`) does not fit")
     return bind(_RESHAPE, tensor, shape=shape)
 
 
@@ -439,8 +441,33 @@ def shape(input, out_type=None, name=None):
     dt = np.int32 if out_type is None else _const_dtype(out_type)
     s = _shape(input)
     if not all(isinstance(d, int) for d in s):   # a symbolic size (tapejax.function's None dims)
-        return Tensor(jnp.array(s, dtype=dt))
+        out = _SymbolicShape(jnp.array(s, dtype=dt))
+        out._dims = tuple(s)
+        return out
     return _static(np.asarray(s, dtype=dt))
+
+
+class _SymbolicShape(Tensor):
+    """``tf.shape`` of a tensor with a symbolic size (Keras 3's symbolic call of a layer, an
+    exported signature's ``None``): its value is computed by the program; its dimensions are kept
+    for ``tf.reshape(y, tf.shape(x))``, which needs them static (keras.io's VQ-VAE quantiser), and
+    one of them for ``tf.reshape(x, [tf.shape(x)[0], -1, d])`` (keras.io's ViT ``Patches``)."""
+
+    __slots__ = ("_dims",)
+
+    def __getitem__(self, key):
+        out = Tensor.__getitem__(self, key)
+        if isinstance(key, (int, np.integer)) and -len(self._dims) <= key < len(self._dims):
+            dim = _SymbolicDim(out._value)
+            dim._dim = self._dims[key]
+            return dim
+        return out
+
+
+class _SymbolicDim(Tensor):
+    """One dimension of a ``_SymbolicShape`` (``tf.shape(x)[0]``): ``static_shape`` takes its size."""
+
+    __slots__ = ("_dim",)
 
 
 def rank(input, name=None):

@@ -8,6 +8,12 @@ shadow towards its Variable: ``shadow -= (shadow - var) * (1 - decay)``, ``decay
 eagerly (and in ``tf.function``, where tapejax's functions run): only Variables of a floating dtype
 are accepted (zero debiasing applies to TF1 graph tensors only), ``average(var)`` gives the shadow,
 and the object is not tracked by checkpoints (save the shadows through ``average``).
+
+A shadow's name is unique in the process, as TF's: TF's slot creator opens
+``variable_scope(None, "<var>/<name>")``, whose default name takes the first ``_<n>`` suffix its
+scope counts have not seen, so two Variables named ``v`` (or two averages of one Variable) get
+``v/ExponentialMovingAverage`` and ``v/ExponentialMovingAverage_1``; the scope ignores the
+current ``name_scope`` (the Variable's own name already holds it).
 """
 from typing import Any, Optional
 
@@ -16,6 +22,9 @@ from ..core import dtypes as _dtypes
 from ..core.convert import convert_to_tensor
 from ..core.variable import Variable
 from ..ops.math import cast, minimum
+from .module import name_scope
+
+_SCOPE_COUNTS: "dict[str, int]" = {}   # TF's variable-scope counts of the eager graph: the process's
 
 _FLOATS = (_dtypes.bfloat16, _dtypes.float16, _dtypes.float32, _dtypes.float64)
 
@@ -50,8 +59,8 @@ class ExponentialMovingAverage:
             if id(v) not in self._averages:
                 # made outside any function being traced (TF's init_scope): from the value the
                 # Variable holds there, before a compiled step's own updates
-                with init_scope():
-                    shadow = Variable(v.read_value(), trainable=False, name=f"{_op_name(v)}/{self._name}")
+                with init_scope(), name_scope(None):
+                    shadow = Variable(v.read_value(), trainable=False, name=_unique_scope(f"{_op_name(v)}/{self._name}"))
                 self._averages[id(v)] = (v, shadow)
         decay = convert_to_tensor(self._decay, dtype=_dtypes.float32)
         if self._num_updates is not None:
@@ -71,6 +80,18 @@ class ExponentialMovingAverage:
         """The shadow's name (without ``:0``): ``<var's name>/<this object's name>``."""
         shadow = self.average(var)
         return _op_name(shadow) if shadow is not None else f"{_op_name(var)}/{self._name}"
+
+
+def _unique_scope(name: str) -> str:
+    """``name``, or ``name_<n>`` with the first ``n`` not yet opened, counted as opened (TF's
+    ``variable_scope._get_unique_variable_scope``)."""
+    if _SCOPE_COUNTS.get(name, 0):
+        idx = 1
+        while _SCOPE_COUNTS.get(f"{name}_{idx}", 0):
+            idx += 1
+        name = f"{name}_{idx}"
+    _SCOPE_COUNTS[name] = _SCOPE_COUNTS.get(name, 0) + 1
+    return name
 
 
 def _op_name(v: Any) -> str:

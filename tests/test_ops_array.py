@@ -1,0 +1,71 @@
+"""``tapejax/ops/array.py`` beyond parity: ``tf.reshape`` and ``tf.shape`` of a tensor whose size
+is symbolic (Keras 3's symbolic call of a layer builds a functional model with a batch of
+``None``; an exported signature's ``None``).
+
+keras.io's VQ-VAE quantiser flattens by ``tf.reshape(x, [-1, d])`` and restores by
+``tf.reshape(q, tf.shape(x))``: in a functional model both raised (an ``int()`` of the symbolic
+size, then a shape tensor whose value only the program knows).  ``tf.shape`` of such a tensor
+keeps its dimensions for ``reshape``.  (The trainer itself is compared with TF in
+``tests/parity/test_user_programs19c2.py``.)
+"""
+import numpy as np
+
+import tapejax as tf
+
+
+class _FlattenAndBack(tf.keras.layers.Layer):
+    def call(self, x):
+        flat = tf.reshape(x, [-1, 2])
+        return tf.reshape(flat * 2.0, tf.shape(x)), flat
+
+
+def test_reshape_to_minus_one_and_back_by_tf_shape_in_a_functional_model():
+    inp = tf.keras.Input((3, 2))
+    out, flat = _FlattenAndBack()(inp)
+    assert tuple(out.shape) == (None, 3, 2)
+    assert tuple(flat.shape) == (None, 2)
+    model = tf.keras.Model(inp, [out, flat])
+    x = np.arange(12, dtype=np.float32).reshape(2, 3, 2)
+    y, f = model(x)
+    np.testing.assert_array_equal(np.asarray(y), 2.0 * x)
+    np.testing.assert_array_equal(np.asarray(f), x.reshape(-1, 2))
+
+
+def test_reshape_by_tf_shape_under_a_polymorphic_signature():
+    @tf.function(input_signature=[tf.TensorSpec([None, 4])])
+    def f(x):
+        return tf.reshape(tf.reshape(x, [-1, 2]) + 1.0, tf.shape(x))
+
+    for n in (1, 3):
+        x = np.arange(4 * n, dtype=np.float32).reshape(n, 4)
+        np.testing.assert_array_equal(np.asarray(f(x)), x + 1.0)
+
+
+class _Patches(tf.keras.layers.Layer):
+    """keras.io's ViT ``Patches`` reshape: ``batch_size = tf.shape(x)[0]``."""
+
+    def call(self, x):
+        batch_size = tf.shape(x)[0]
+        return tf.reshape(x, [batch_size, -1, 2])
+
+
+def test_one_dimension_of_a_symbolic_shape_in_a_reshape_list():
+    inp = tf.keras.Input((4, 3, 2))
+    out = _Patches()(inp)
+    assert tuple(out.shape) == (None, 12, 2)
+    x = np.arange(48, dtype=np.float32).reshape(2, 4, 3, 2)
+    np.testing.assert_array_equal(np.asarray(tf.keras.Model(inp, out)(x)), x.reshape(2, 12, 2))
+
+
+def test_batch_size_from_tf_shape_under_a_polymorphic_signature():
+    @tf.function(input_signature=[tf.TensorSpec([None, 4])])
+    def f(x):
+        n = tf.shape(x)[0]
+        return tf.reshape(x, [n, 2, 2]), tf.zeros([n, 3]), tf.shape(x)[1:]
+
+    for n in (1, 3):
+        x = np.arange(4 * n, dtype=np.float32).reshape(n, 4)
+        y, z, rest = f(x)
+        np.testing.assert_array_equal(np.asarray(y), x.reshape(n, 2, 2))
+        assert np.asarray(z).shape == (n, 3)
+        np.testing.assert_array_equal(np.asarray(rest), [4])
