@@ -7,7 +7,9 @@ real TensorFlow 2.21 and under tapejax with deferred execution and predicted upd
 ``sparse_dense_matmul`` of a multi-hot SparseTensor; the remaining optimizers' sparse rules
 (RMSprop centred with momentum, Adamax, Nadam, Adadelta, and the new Keras optimizers with
 Nesterov momentum and AMSGrad) on a repeated id; ``IndexedSlices`` returned from a
-``tf.function`` and clipped inside it; a GCN whose normalisation is computed with ``tf.sparse`` ops
+``tf.function`` and clipped inside it; sharded tables (``embedding_lookup`` of a list of Variables),
+``gather_nd`` of single-index rows and a hand-written sparse SGD by ``scatter_sub``; Keras's top-k
+accuracy metrics over tied scores; a GCN whose normalisation is computed with ``tf.sparse`` ops
 (``eye``, ``add``, ``reduce_sum``, ``map_values``) and edge dropout by ``tf.sparse.retain`` of a
 NumPy mask; the ``tf.sparse.segment_*`` aggregators (``indices`` and ``segment_ids``,
 ``num_segments``); and a GCN written as a ``tf.keras.layers.Layer`` with ``add_weight``.
@@ -123,6 +125,58 @@ def test_indexed_slices_returned_from_a_function_and_clipped_inside_it(tf):
                              acc[0].dense_shape)
     opt.apply_gradients([(total, table)])
     return out, tf.convert_to_tensor(total), table
+
+
+@parity(modes=True, **LOOSE)
+def test_sharded_tables_gather_nd_rows_and_manual_sparse_sgd_by_scatter_sub(tf):
+    """TF1-era partitioned tables: the item table as two Variable shards looked up by
+    ``tf.nn.embedding_lookup([shard0, shard1], ids)`` (TF2's div strategy: each shard gets an
+    ``IndexedSlices`` of its own rows) with ``max_norm``, the user table by
+    ``tf.gather_nd(users, uid[:, None])`` (an ``IndexedSlices`` too, TF's ``_GatherNdGrad``); the
+    update is written by hand as TF-era code did: ``var.scatter_sub(tf.IndexedSlices(lr * g.values,
+    g.indices))`` (a repeated id subtracted twice), and the two batches' user gradients summed by
+    ``tf.add_n`` first (densified)."""
+    shards = [tf.Variable(init_array((3, 2), 2150)), tf.Variable(init_array((2, 2), 2151))]
+    users = tf.Variable(init_array((4, 2), 2152))
+    batches = [(np.array([0, 3, 3], np.int32), np.array([4, 1, 0], np.int32), np.array([1.0, 0.0, 1.0], np.float32)),
+               (np.array([2, 0], np.int32), np.array([3, 4], np.int32), np.array([0.0, 1.0], np.float32))]
+    out, user_grads = [], []
+    for uid, iid, y in batches:
+        with tf.GradientTape() as tape:
+            u = tf.gather_nd(users, uid[:, None])
+            v = tf.nn.embedding_lookup(shards, iid, max_norm=1.0)
+            loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(y, tf.reduce_sum(u * v, 1)))
+        gu, g0, g1 = tape.gradient(loss, [users] + shards)
+        for var, g in ((shards[0], g0), (shards[1], g1)):
+            var.scatter_sub(tf.IndexedSlices(0.5 * g.values, g.indices))
+        user_grads.append(gu)
+        out.append((loss, v, [_grad(tf, x) for x in (gu, g0, g1)]))
+    total = tf.add_n(user_grads)
+    users.assign_sub(0.5 * total)
+    return out, _grad(tf, total), shards, users
+
+
+@parity(modes=True)
+def test_retrieval_eval_with_keras_top_k_metrics_and_tied_scores(tf):
+    """Retrieval evaluation over candidate scores with ties: tf.keras's
+    ``SparseTopKCategoricalAccuracy`` (k 1 and 2) and ``TopKCategoricalAccuracy`` updated over two
+    batches (a tie at the k-th score counts as a hit, TF's ``in_top_k``), beside ``tf.math.in_top_k``
+    and a hand-written hit rate from ``tf.math.top_k`` (ties to the lower index: a miss)."""
+    y = [np.array([2, 0, 1]), np.array([1, 1])]
+    p = [np.array([[0.2, 0.4, 0.4], [0.3, 0.3, 0.4], [0.1, 0.1, 0.8]], np.float32),
+         np.array([[0.5, 0.5, 0.0], [0.1, 0.6, 0.3]], np.float32)]
+    m1 = tf.keras.metrics.SparseTopKCategoricalAccuracy(k=1)
+    m2 = tf.keras.metrics.SparseTopKCategoricalAccuracy(k=2)
+    m3 = tf.keras.metrics.TopKCategoricalAccuracy(k=1)
+    out = []
+    for yy, pp in zip(y, p):
+        m1.update_state(yy, pp)
+        m2.update_state(yy, pp)
+        m3.update_state(tf.one_hot(yy, 3), pp)
+        top = tf.math.top_k(pp, k=1).indices[:, 0]
+        out.append((m1.result(), m2.result(), m3.result(), tf.math.in_top_k(yy, pp, 1),
+                    tf.reduce_mean(tf.cast(tf.equal(top, yy), tf.float32))))
+    return out
 
 
 # ---------------------------------------------------------------------------
