@@ -477,3 +477,31 @@ def test_appnp_propagation_in_a_bounded_while_loop_trained_compiled(tf):
 def test_appnp_propagation_in_an_unbounded_while_loop_trained_compiled(tf):
     """APPNP (``_appnp``) as TF-era code writes it, without ``maximum_iterations``."""
     return _appnp(tf, bounded=False)
+
+
+@xfail_on_tapejax("design limit (tapejax/ops/indexing.py boolean_mask, README's static shapes): inside a "
+                  "tapejax.function a mask or a segment count known only when the step runs gives a result "
+                  "whose size XLA cannot know while tracing (OperatorNotAllowedInGraphError); TF's graph has "
+                  "dynamic shapes. A mask closed over as NumPy data, or a weighted mean, compiles")
+@parity(**LOOSE)
+def test_kipf_style_step_with_the_mask_and_the_graph_count_as_step_arguments(tf):
+    """Kipf's TF GCN feeds the train mask to the step (a placeholder then, a ``tf.function``
+    argument now) and ``tf.boolean_mask``s the logits with it; a graph batch's readout takes
+    ``num_segments=tf.reduce_max(graph_id) + 1`` inside the step."""
+    w = tf.Variable(init_array((4, 3), 2012))
+    opt = tf.keras.optimizers.legacy.SGD(0.1)
+
+    @tf.function
+    def step(mask, gid):
+        with tf.GradientTape() as tape:
+            logits = tf.matmul(X, w)
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+                tf.boolean_mask(Y, mask), tf.boolean_mask(logits, mask)))
+            pooled = tf.math.unsorted_segment_mean(logits, gid, tf.reduce_max(gid) + 1)
+            loss += 0.1 * tf.reduce_sum(tf.square(pooled))
+        g = tape.gradient(loss, w)
+        opt.apply_gradients([(g, w)])
+        return loss, pooled
+
+    return [step(tf.constant([True, True, False, True, False, True]), tf.constant([0, 0, 1, 1, 1, 2])),
+            step(tf.constant([False, True, True, True, False, False]), tf.constant([0, 1, 1, 1, 1, 1]))], w
