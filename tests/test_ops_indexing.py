@@ -267,3 +267,25 @@ def test_python_bools_in_an_index_follow_tfs_begin_vector():
     with pytest.raises(TypeError, match="DataType bool"):
         tf.function(lambda a: a[[True, False, True]])(x)
     assert tf.function(lambda a: a[True, 0])(x).numpy() == 3.0
+
+
+def test_gather_nd_of_single_index_rows_gives_indexed_slices_as_tf():
+    """TF's ``_GatherNdGrad``: for indices of shape ``[n, 1]`` the params' gradient is
+    ``IndexedSlices(grad, squeeze(indices, -1))`` (a Variable's and a watched tensor's); other
+    index shapes give a dense ``scatter_nd``.  tapejax's was dense for all."""
+    v = tf.Variable(np.arange(8, dtype=np.float32).reshape(4, 2))
+    with tf.GradientTape() as t:
+        y = tf.reduce_sum(tf.gather_nd(v, [[2], [0], [2]]) ** 2)
+    g = t.gradient(y, v)
+    assert isinstance(g, tf.IndexedSlices) and g.indices.numpy().tolist() == [2, 0, 2]
+    np.testing.assert_allclose(tf.convert_to_tensor(g).numpy(), [[0, 2], [0, 0], [16, 20], [0, 0]])
+    x = tf.constant(np.ones((3, 2), np.float32))
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y1 = tf.reduce_sum(tf.gather_nd(x, [[1]]))
+        y2 = tf.reduce_sum(tf.gather_nd(x, [[1, 0], [2, 1]]))
+    assert isinstance(t.gradient(y1, x), tf.IndexedSlices)
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y2 = tf.reduce_sum(tf.gather_nd(x, [[1, 0], [2, 1]]))
+    assert not isinstance(t.gradient(y2, x), tf.IndexedSlices)

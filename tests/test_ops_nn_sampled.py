@@ -216,3 +216,21 @@ def test_samplers_and_losses_in_a_function():
 
     losses = [float(step()) for _ in range(4)]
     assert all(np.isfinite(losses)) and losses[-1] < losses[0]
+
+
+@pytest.mark.parametrize("loss_fn", [tf.nn.sampled_softmax_loss, tf.nn.nce_loss])
+def test_weight_gradient_indices_are_int64_as_tf(loss_fn):
+    """TF casts labels and samples to int64 before the lookup, so the weights' ``IndexedSlices``
+    has int64 indices (labels, then samples) even for int32 labels; tapejax's were int32 (in x64
+    mode too).  Without x64 mode tapejax holds int64 as int32 (README)."""
+    with jax.enable_x64(True):
+        w = tf.Variable(np.ones((6, 2), np.float32))
+        b = tf.Variable(np.zeros(6, np.float32))
+        sv = (tf.constant([4, 1], tf.int64), tf.constant([[0.5], [0.5]]), tf.constant([0.5, 0.5]))
+        with tf.GradientTape() as t:
+            loss = tf.reduce_sum(loss_fn(w, b, tf.constant([[2], [3]]), tf.constant([[1.0, 2.0], [0.5, -1.0]]), 2, 6,
+                                         sampled_values=sv))
+        gw, gb = t.gradient(loss, [w, b])
+        for g in (gw, gb):
+            assert isinstance(g, tf.IndexedSlices)
+            assert g.indices.dtype == tf.int64 and g.indices.numpy().tolist() == [2, 3, 4, 1]

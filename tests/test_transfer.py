@@ -103,3 +103,26 @@ def test_a_first_compiled_adam_step_compiles_one_program():
     with compiles() as names:
         step(x)
     assert names == []
+
+
+@pytest.mark.parametrize("made_before", [0, transfer.COMPILE_AFTER])
+def test_host_data_converted_in_a_trace_is_a_concrete_constant(made_before):
+    """A NumPy array converted while a function traces is a concrete array (TF embeds it as a
+    constant), before and after its shape is common; it was a tracer (``device_put`` / the
+    compiled identity staged into the trace), so ``tf.boolean_mask`` with a NumPy mask and
+    ``tf.math.segment_sum`` with NumPy ids inside ``tf.function`` raised
+    OperatorNotAllowedInGraphError (TF 2.21: [1., 3.] and [3., 0., 3.])."""
+    shape = (7, 1, 3)   # (a shape no other test makes)
+    for _ in range(made_before):
+        transfer.to_device(np.zeros(shape, np.int32))
+    seen = []
+    jax.jit(lambda x: seen.append(transfer.to_device(np.ones(shape, np.int32))) or x)(1.0)
+    assert not isinstance(seen[0], jax.core.Tracer)
+    np.testing.assert_array_equal(np.asarray(seen[0]), np.ones(shape, np.int32))
+
+    mask, ids = np.array([True, False, True]), np.array([0, 0, 2], np.int32)
+    step = tf.function(lambda x: (tf.boolean_mask(x, mask), tf.math.segment_sum(x, ids)))
+    for _ in range(made_before + 1):
+        masked, summed = step(tf.constant([1.0, 2.0, 3.0]))
+    np.testing.assert_array_equal(masked.numpy(), [1.0, 3.0])
+    np.testing.assert_array_equal(summed.numpy(), [3.0, 0.0, 3.0])

@@ -14,6 +14,14 @@ So each function here takes the uncompiled call for the first ``COMPILE_AFTER`` 
 shape and dtype (and placement, for a copy), and the compiled one after that.  What it has seen
 is a bounded LRU (``caches``: "transfer_shapes"); an entry it dropped costs one more
 uncompiled call.
+
+Host arrays (not scalars) converted while a trace runs (a NumPy mask or id array closed over by
+a ``tapejax.function``, as TF embeds it as a constant) are made now, under
+``jax.ensure_compile_time_eval``: a concrete constant of the trace, whose value the ops that
+read host values (``boolean_mask``'s mask, ``segment_sum``'s ids) can see, not the output of a
+``device_put`` or the compiled identity staged into the trace (a tracer).  A scalar stays a
+tracer: an integer Variable assigned a Python int in a trace and then used as a slice bound
+(``x[p - 1:p + 1]``) needs its reads traced to give them linear forms (``ops.affine``).
 """
 import functools
 from typing import Any, Hashable, Tuple
@@ -23,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .caches import LRU
+from .state import tracing
 
 #: How many arrays of one shape and dtype are made uncompiled before the compiled call takes
 #: over (an optimizer makes a few slots of each shape at its first step: Adam two per Variable).
@@ -65,8 +74,11 @@ def to_device(a: np.ndarray) -> jax.Array:
     as a device array on the default device (uncommitted, as ``jnp.asarray``'s).  Once its shape
     and dtype are common, through a compiled identity that takes ``a``'s transfer as its
     own buffer (a quarter of ``jnp.asarray``'s cost for a small array, no second copy of a large
-    one)."""
+    one).  While a trace runs, a concrete array too (the module docstring)."""
     try:
+        if a.ndim and tracing():   # (a scalar stays traced: a loop bound's linear form, ops.affine, needs that)
+            with jax.ensure_compile_time_eval():   # (uncompiled: a constant of the trace compiles nothing)
+                return jax.device_put(a)
         if _again(("put", a.shape, a.dtype)):
             return _put(a)
         return jax.device_put(a)

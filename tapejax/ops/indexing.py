@@ -166,6 +166,8 @@ def gather_nd(params, indices, batch_dims=0, name=None, bad_indices_policy=""):
     if idx._meta.shape[-1] > len(_shape(params)) - int(batch_dims):
         raise _bad("GatherNd", f"index innermost dimension length must be <= params rank; saw: "
                    f"{idx._meta.shape[-1]} vs. {len(_shape(params))} (argument `indices`)")
+    if int(batch_dims) == 0 and idx.ndim == 2 and idx._meta.shape[-1] == 1:
+        return gather(params, idx[:, 0])   # rows: TF's gradient is then IndexedSlices too (_GatherNdGrad)
     return bind(_GATHER_ND, params, idx, batch_dims=int(batch_dims))
 
 

@@ -29,7 +29,7 @@ from ._registry import (
     tf_types,
     unary_ops,
 )
-from .array import concat
+from .array import concat, reshape
 from .indexing import gather
 from .math import cast, log_sigmoid, sigmoid, softplus, softsign, tanh  # noqa: F401
 from .reduce import clip_by_norm, l2_normalize  # noqa: F401
@@ -214,24 +214,44 @@ def _div_partition(ids, sizes):
 @tf_types("GatherV2")
 def embedding_lookup(params, ids, max_norm=None, name=None):
     """``tf.nn.embedding_lookup``: rows of ``params`` at ``ids``.  ``params`` may be a list of
-    shards, split by TF2's "div" strategy (ids ``0..`` fill the first shard, then the next).  From
-    a Variable the gradient is dense (``tapejax.ops.array`` docstring)."""
+    shards, split by TF2's "div" strategy (ids ``0..`` fill the first shard, then the next); with
+    concrete ids each shard is gathered at its rows, so a Variable shard's gradient is an
+    ``IndexedSlices`` of its rows, as TF's."""
     if isinstance(params, (list, tuple)):
         if not params:
             raise ValueError("Need at least one param (argument `params` of embedding_lookup is empty)")
         if len(params) == 1:
             params = params[0]
         else:
-            params, ids = _sharded(list(params), ids)
-    out = gather(params, ids)
+            params, where = _sharded(list(params), ids)
+            if isinstance(params, list):   # concrete ids: one gather per shard, as TF
+                return _clip_rows(_stitched(params, where), where[2], max_norm)
+            ids = where
+    return _clip_rows(gather(params, ids), ids, max_norm)
+
+
+def _clip_rows(out, ids_or_shape, max_norm):
     if max_norm is not None:
-        out = clip_by_norm(out, max_norm, axes=tuple(range(len(_shape(ids)), len(_shape(out)))))
+        n = len(ids_or_shape) if isinstance(ids_or_shape, tuple) else len(_shape(ids_or_shape))
+        out = clip_by_norm(out, max_norm, axes=tuple(range(n, len(_shape(out)))))
     return out
 
 
+def _stitched(shards, ids):
+    """TF's sharded lookup on concrete ids: a gather from each shard at its rows (so a shard that
+    is a Variable gets an ``IndexedSlices`` of its own rows, in the ids' order) and the results
+    stitched back into the ids' order; ``ids`` is ``(shard, row)`` per id (``_sharded``)."""
+    shard, row, shape = ids
+    order = np.concatenate([np.flatnonzero(shard == p) for p in range(len(shards))])
+    parts = [gather(p, row[shard == k]) for k, p in enumerate(shards)]
+    out = gather(concat(parts, 0), np.argsort(order, kind="stable").astype(np.int32))
+    return reshape(out, list(shape) + list(_shape(out)[1:]))
+
+
 def _sharded(shards, ids):
-    """(the shards concatenated, each id's row in that table) under TF's div layout, after
-    checking on concrete ids what TF's kernels check: every id's shard exists and holds its row."""
+    """Under TF's div layout, after checking on concrete ids what TF's kernels check (every id's
+    shard exists and holds its row): ``(shards, (each id's shard, its row there, ids' shape))``;
+    for traced ids, (the shards concatenated, each id's row in that table)."""
     sizes = [int(_shape(p)[0]) for p in shards]
     idv = ids._value if isinstance(ids, (Tensor, Variable)) else jnp.asarray(ids)
     if not isinstance(idv, jax.core.Tracer):
@@ -246,6 +266,7 @@ def _sharded(shards, ids):
                 raise InvalidArgumentError(None, None, f"indices[{i}] = {r} is not in [0, {sizes[p]}): "
                                            f"id {int(flat[i])} falls in shard {p} of `params`, which has "
                                            f"{sizes[p]} rows under the div strategy [Op:GatherV2]")
+        return shards, (shard, row.astype(flat.dtype), tuple(idv.shape))
     n, k = sum(sizes), len(sizes)
     if sizes != [n // k + (p < n % k) for p in range(k)]:  # not the div layout: map ids to rows
         shard, row = _div_partition(idv, sizes)

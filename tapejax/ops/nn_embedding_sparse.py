@@ -3,7 +3,11 @@ embedding table at a SparseTensor's ids, combined per row (``sum``, ``mean``, ``
 optionally weighted: the bag-of-features layer of recommendation and text models.
 
 Built from recorded ops (``embedding_lookup``, a multiply, ``unsorted_segment_sum``), so the
-tape differentiates them with respect to the table (and the weights) as TF does.
+tape differentiates them with respect to the table (and the weights) as TF does.  As TF, the
+table is looked up at the *unique* ids (in order of first appearance, ``tf.unique``) and the rows
+spread to the entries by a gather, so the table's gradient is an ``IndexedSlices`` with one row
+per distinct id (a recommender's optimizer sees each id once).  Inside a trace, where ``unique``'s
+size is unknown, the lookup is at every entry's id: the same dense gradient, repeated indices.
 
 * ``embedding_lookup_sparse``: one output row per input row up to the last row holding an id
   (TF's segment reduction: ``max(row) + 1`` rows, rows without ids zero).  Inside a
@@ -26,6 +30,7 @@ from .indexing import gather
 from .math import cast, multiply, sqrt
 from .nn import embedding_lookup
 from .reduce import unsorted_segment_sum, where
+from .sorting import unique
 from .sparse_tensor import SparseTensor, host_indices, is_traced
 
 _COMBINERS = ("mean", "sqrtn", "sum")
@@ -46,7 +51,12 @@ def _check_sparse(sp: Any, arg: str) -> SparseTensor:
 
 def _combine(params: Any, ids: Any, rows: Any, n_rows: int, weights: Any, combiner: str, max_norm: Any) -> Any:
     """Segment-combine the embeddings of ``ids`` into ``n_rows`` rows (``rows``: each id's row)."""
-    emb = embedding_lookup(params, ids, max_norm=max_norm)
+    ids = convert_to_tensor(ids)
+    if is_traced(ids):
+        emb = embedding_lookup(params, ids, max_norm=max_norm)
+    else:  # TF's lookup at the unique ids: the table's IndexedSlices has each id once
+        uniq, idx = unique(ids)
+        emb = gather(embedding_lookup(params, uniq, max_norm=max_norm), idx)
     if weights is None:
         total = unsorted_segment_sum(emb, rows, n_rows)
         if combiner == "sum":
@@ -124,13 +134,18 @@ def safe_embedding_lookup_sparse(embedding_weights: Any, sparse_ids: Any, sparse
     fill_rows = np.nonzero(empty)[0]
     fill_id = 0 if default_id is None else int(default_id)
     all_rows = np.concatenate([rows_kept, fill_rows]).astype(np.int32)
+    # TF's sparse_fill_empty_rows puts each filled entry at its row: the entries in row order
+    # (which orders the unique ids, so the indices of the table's IndexedSlices)
+    order = np.argsort(all_rows, kind="stable").astype(np.int32)
+    all_rows = all_rows[order]
     ids_t = convert_to_tensor(sp.values)
     kept_ids = gather(ids_t, sel.astype(np.int32))
-    all_ids = _concat_ids(kept_ids, np.full(len(fill_rows), fill_id, ids.dtype))
+    all_ids = gather(_concat_ids(kept_ids, np.full(len(fill_rows), fill_id, ids.dtype)), order)
     weights = None
     if sparse_weights is not None:
         kept_w = gather(convert_to_tensor(sparse_weights.values), sel.astype(np.int32))
-        weights = _concat_ids(kept_w, np.ones(len(fill_rows), wvals.dtype if wvals is not None else np.float32))
+        weights = gather(_concat_ids(kept_w, np.ones(len(fill_rows), wvals.dtype if wvals is not None
+                                                     else np.float32)), order)
     out = _combine(embedding_weights, all_ids, all_rows, n_rows, weights, c, max_norm)
     if default_id is None and len(fill_rows):
         mask = np.zeros((n_rows, 1), bool)

@@ -291,8 +291,9 @@ def _sampled_logits(weights, biases, labels, inputs, num_sampled, num_classes, n
     if _shape(sampled) != (int(num_sampled),):
         raise ValueError(f"Argument `sampled_values`: sampled_candidates must have shape [num_sampled] = "
                          f"[{int(num_sampled)}]; got {list(_shape(sampled))}")
-    labels_flat = reshape(cast(labels, "int32"), [-1])
-    all_ids = concat([labels_flat, cast(sampled, "int32")], 0)
+    # (int64 as TF's: the weights' and biases' IndexedSlices gradients have int64 indices)
+    labels_flat = reshape(cast(labels, _long()), [-1])
+    all_ids = concat([labels_flat, cast(sampled, _long())], 0)
     n_true = _shape(labels_flat)[0]
     params = list(weights) if isinstance(weights, (list, tuple)) else weights
     all_w = convert_to_tensor(embedding_lookup(params, all_ids))

@@ -346,8 +346,9 @@ def _union(a: SparseTensor, b: SparseTensor, op: str):
 
 
 def add(a: Any, b: Any, threshold: Any = 0, thresh: Any = None) -> Any:
-    """``tf.sparse.add``: sparse + dense is dense; sparse + sparse is sparse (entries at the same
-    index summed, row-major order, a sum of magnitude below ``threshold`` dropped)."""
+    """``tf.sparse.add``: sparse + dense is dense; sparse + sparse is sparse (TF's merge, ``_merge``:
+    an entry of ``a`` and one of ``b`` at the same index summed, row-major order, a sum of magnitude
+    below ``threshold`` dropped)."""
     if thresh is not None:
         threshold = thresh
     if not isinstance(a, SparseTensor) and not isinstance(b, SparseTensor):
@@ -359,13 +360,42 @@ def add(a: Any, b: Any, threshold: Any = 0, thresh: Any = None) -> Any:
             raise InvalidArgumentError(None, None, f"Dimension mismatch: a_shape={list(sp.shape)} but b shape "
                                        f"{list(d.shape)} (tf.sparse.add of a SparseTensor and a dense tensor)")
         return bind(DENSE_ADD, sp._indices, sp._values, d)
-    ind, seg, _, n, shape = _union(a, b, "tf.sparse.add")
+    ind, seg, paired, n, shape = _merge(a, b)
     values = bind(SEGMENT, bind(_CONCAT, a._values, b._values), seg.astype(np.int32), n=n)
     out = SparseTensor._of(ind, values, shape)
     thr = np.asarray(threshold.numpy() if isinstance(threshold, Tensor) else threshold)
-    if np.any(thr != 0):
-        keep = np.abs(np.asarray(values.numpy())) >= thr
+    if np.any(thr != 0):   # (TF's threshold drops only sums: an entry of one side stays)
+        keep = ~paired | (np.abs(np.asarray(values.numpy())) >= thr)
         out = retain(out, keep)
+    return out
+
+
+def _merge(a: SparseTensor, b: SparseTensor):
+    """TF's ``SparseAdd`` merge of two row-major lists of entries: the ``t``-th entry at an index in
+    ``a`` meets the ``t``-th at that index in ``b`` (one output entry, their sum); the others stay
+    apart, so a duplicated index in one input stays duplicated.  Returns (indices, each input
+    entry's output position (``a``'s, then ``b``'s), which outputs are sums, count, shape)."""
+    ind, _, na, _, shape = _union(a, b, "tf.sparse.add")   # (checks the shapes and dtypes)
+    both = np.concatenate([host_indices(a, "tf.sparse.add"), host_indices(b, "tf.sparse.add")])
+    k = np.asarray(np.ravel_multi_index(tuple(both.T), shape) if shape else np.zeros(len(both)), np.int64)
+    r = np.concatenate([_occurrence(k[:na]), _occurrence(k[na:])])
+    order = np.lexsort((r, k))
+    ks, rs = k[order], r[order]
+    new = np.concatenate([[True], (ks[1:] != ks[:-1]) | (rs[1:] != rs[:-1])]) if len(k) else np.zeros(0, bool)
+    pos = np.cumsum(new) - 1
+    seg = np.empty(len(k), np.int64)
+    seg[order] = pos
+    n = int(new.sum())
+    return both[order[new]], seg, np.bincount(pos, minlength=n) == 2, n, shape
+
+
+def _occurrence(k: np.ndarray) -> np.ndarray:
+    """For each key, how many equal keys come before it (0 for the first)."""
+    order = np.argsort(k, kind="stable")
+    ks = k[order]
+    start = np.flatnonzero(np.concatenate([[True], ks[1:] != ks[:-1]])) if len(ks) else np.zeros(0, np.int64)
+    out = np.empty(len(k), np.int64)
+    out[order] = np.arange(len(ks)) - np.repeat(start, np.diff(np.append(start, len(ks))))
     return out
 
 
