@@ -243,14 +243,16 @@ _TF_KERAS_LAYER = re.compile(r"layer(_with_weights)?-(\d+)")
 
 
 def tf_keras_lookup(obj: Any, name: str) -> Any:
-    """A layer's or model's child by the names of a checkpoint TF wrote of the same tf_keras model
-    (``tf.train.Checkpoint(model=...)``, TF-format ``save_weights``): ``layer_with_weights-N``,
-    the N-th of the model's layers that have weights (TF counts no others, so the Input layers
-    Keras 3 leaves out of ``layers`` do not shift it), and a layer's attributes that hold a
-    variable or a layer (``kernel``, ``moving_mean``, ``embeddings``, an RNN's ``cell``, a
-    wrapper's ``forward_layer``): Keras 3 keeps tf_keras' names.  A weightless ``layer-N`` holds
-    nothing to restore (None)."""
-    from keras.src.layers.layer import Layer
+    """A layer's, model's or optimizer's child by the names of a checkpoint TF wrote of the same
+    tf_keras model (``tf.train.Checkpoint(model=...)``, TF-format ``save_weights``):
+    ``layer_with_weights-N``, the N-th of the model's layers that have weights (TF counts no
+    others, so the Input layers Keras 3 leaves out of ``layers`` do not shift it), and the
+    attributes that hold something a checkpoint holds (a layer's ``kernel``, ``moving_mean``,
+    ``embeddings``, an RNN's ``cell``, a wrapper's ``forward_layer``; a compiled model's
+    ``optimizer``; an optimizer's ``_iterations``, ``_learning_rate`` and state lists such as
+    ``_momentums``, matched by position): Keras 3 keeps tf_keras' names.  A weightless
+    ``layer-N`` holds nothing to restore (None)."""
+    from ..train import trackable
     match = _TF_KERAS_LAYER.fullmatch(name)
     if match is not None:
         layers = getattr(obj, "layers", None) if match.group(1) else None
@@ -259,10 +261,30 @@ def tf_keras_lookup(obj: Any, name: str) -> Any:
         with_weights = [layer for layer in layers if layer.weights]
         i = int(match.group(2))
         return with_weights[i] if i < len(with_weights) else None
-    if name.startswith("__") or not hasattr(type(obj), "__dict__"):
+    if name.startswith("__"):
         return None
-    value = getattr(obj, name, None)
-    return value if isinstance(value, (Layer, _kvars.KerasVariable)) else None
+    try:
+        value = getattr(obj, name, None)
+    except Exception:  # noqa: BLE001 - a property that needs a built layer: nothing to restore yet
+        return None
+    if trackable.is_trackable(value) or (isinstance(value, list) and trackable.holds_trackable(value)):
+        return value
+    return None
+
+
+def _sweep_after_build(build):
+    """A Keras optimizer's ``build``, then the waits of a restore swept: a checkpoint's state for
+    it (matched by position in its lists) is in place before its first update reads it."""
+    @functools.wraps(build)
+    def wrapped(self, *args, **kwargs):
+        out = build(self, *args, **kwargs)
+        from ..train import restore
+        if restore.waiting():
+            restore.sweep()
+        return out
+
+    setattr(wrapped, "_tapejax_on_tape", True)
+    return wrapped
 
 
 def _install_checkpoint() -> None:
@@ -275,9 +297,19 @@ def _install_checkpoint() -> None:
     from keras.src.optimizers.base_optimizer import BaseOptimizer
 
     from ..train import trackable
-    trackable.register_trackable(Layer, children=keras_children, lookup=tf_keras_lookup)
-    for cls in (BaseOptimizer, Metric):
-        trackable.register_trackable(cls, children=keras_children)
+    for cls in (Layer, BaseOptimizer):
+        trackable.register_trackable(cls, children=keras_children, lookup=tf_keras_lookup)
+    trackable.register_trackable(Metric, children=keras_children)
+    todo, seen = [BaseOptimizer], set()
+    while todo:   # (every optimizer class's own build: Adam's builds its lists, then calls its base's)
+        cls = todo.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        build = cls.__dict__.get("build")
+        if callable(build) and not getattr(build, "_tapejax_on_tape", False):
+            setattr(cls, "build", _sweep_after_build(build))
+        todo.extend(cls.__subclasses__())
 
 
 def _install_optimizer_apply() -> None:
