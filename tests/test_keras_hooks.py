@@ -267,3 +267,21 @@ def test_built_in_layers_compute_mask_gives_tensors_outside_keras_scopes():
     np.testing.assert_array_equal(masking.compute_mask(x).numpy(), [[True, False, False], [False] * 3])
     out = keras.layers.GRU(2, return_sequences=True)(emb(ids))
     np.testing.assert_array_equal(out[0, 1].numpy(), out[0, 2].numpy())   # the padded step repeats
+
+
+def test_save_weights_to_a_prefix_writes_a_checkpoint_load_weights_reads(tmp_path):
+    """tf_keras' TF-format weights: ``save_weights(prefix)`` writes a checkpoint rooted at the model
+    and records it for ``latest_checkpoint``; ``load_weights`` returns the status; ``.weights.h5``
+    stays Keras's (None)."""
+    def make():
+        return keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    a, b = make(), make()
+    prefix = str(tmp_path / "ckpts" / "w")
+    assert a.save_weights(prefix) is None
+    assert tf.train.latest_checkpoint(str(tmp_path / "ckpts")) == prefix
+    status = b.load_weights(prefix)
+    status.assert_consumed()
+    for x, y in zip(a.weights, b.weights):
+        np.testing.assert_array_equal(x.numpy(), y.numpy())
+    a.save_weights(str(tmp_path / "w.weights.h5"))
+    assert make().load_weights(str(tmp_path / "w.weights.h5")) is None

@@ -37,7 +37,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from typing import Any
+from typing import Any, Optional
 
 import jax
 import jax.core
@@ -369,20 +369,29 @@ def _install_optimizer_apply() -> None:
         setattr(BaseOptimizer, "iterations", property(iterations, doc=theirs_iterations.__doc__))
 
 
-def _install_load_weights() -> None:
-    """``model.load_weights(prefix)`` of a TF-format checkpoint (what tf_keras' ``save_weights``
-    writes for a path without ``.h5``/``.keras``, and ``tf.train.Checkpoint(root=model)``): the
-    model is the checkpoint's root, matched by tf_keras' names (``tf_keras_lookup``), and the load
-    status is returned, as tf_keras does; Keras's own files load as before."""
+_KERAS_FILES = (".keras", ".h5", ".json")   # Keras's own weights and model files (and sharded weights' index)
+
+
+def _install_weights_files() -> None:
+    """tf_keras' TF-format weights: ``model.save_weights(prefix)`` (a path that is not a Keras
+    file) writes a checkpoint with the model as its root and records it in the directory's
+    ``checkpoint`` file (``tf.train.latest_checkpoint`` finds it), as tf_keras' ``save_weights``
+    does (Keras 3 raises ValueError there); ``model.load_weights(prefix)`` of such a checkpoint, or
+    of one TF wrote (matched by tf_keras' names, ``tf_keras_lookup``), restores the model and
+    returns the load status, as tf_keras does.  Keras's own files save and load as before."""
     from keras.src.models.model import Model
-    theirs = Model.load_weights
-    if getattr(theirs, "_tapejax_on_tape", False):
+    theirs_load, theirs_save = Model.load_weights, Model.save_weights
+    if getattr(theirs_load, "_tapejax_on_tape", False):
         return
 
-    @functools.wraps(theirs)
-    def load_weights(self, filepath, *args, **kwargs):
+    def tf_format(filepath: Any) -> Optional[str]:
         path = os.fspath(filepath) if isinstance(filepath, (str, os.PathLike)) else None
-        if path is not None and not path.endswith((".keras", ".h5", ".json")):
+        return None if path is None or path.endswith(_KERAS_FILES) else path
+
+    @functools.wraps(theirs_load)
+    def load_weights(self, filepath, *args, **kwargs):
+        path = tf_format(filepath)
+        if path is not None:
             from ..train.checkpoint import Checkpoint
             from ..train.storage import checkpoint_exists
             if checkpoint_exists(path):
@@ -391,10 +400,28 @@ def _install_load_weights() -> None:
                                               "loading TensorFlow-formatted weights (got by_name=True or "
                                               "skip_mismatch=True to load_weights).")
                 return Checkpoint(root=self).read(path)
-        return theirs(self, filepath, *args, **kwargs)
+        return theirs_load(self, filepath, *args, **kwargs)
 
-    setattr(load_weights, "_tapejax_on_tape", True)
+    @functools.wraps(theirs_save)
+    def save_weights(self, filepath, overwrite=True, *args, **kwargs):
+        path = tf_format(filepath)
+        if path is None or args or kwargs:
+            return theirs_save(self, filepath, overwrite, *args, **kwargs)
+        from keras.src.utils import io_utils
+
+        from ..train.checkpoint import Checkpoint
+        from ..train.state_file import update_checkpoint_state
+        from ..train.storage import checkpoint_exists
+        if not overwrite and checkpoint_exists(path) and not io_utils.ask_to_proceed_with_overwrite(path):
+            return None
+        Checkpoint(root=self).write(path)
+        update_checkpoint_state(os.path.dirname(path) or ".", path, [path])
+        return None
+
+    for fn in (load_weights, save_weights):
+        setattr(fn, "_tapejax_on_tape", True)
     Model.load_weights = load_weights   # pyright: ignore[reportAttributeAccessIssue]
+    Model.save_weights = save_weights   # pyright: ignore[reportAttributeAccessIssue]
 
 
 def _tensor_mask(fn):
@@ -434,6 +461,6 @@ def install() -> None:
     _install_masks()
     _install_seeds()
     _install_checkpoint()
-    _install_load_weights()
+    _install_weights_files()
     _install_optimizer_apply()
     _DONE.append(True)

@@ -1093,13 +1093,11 @@ def test_keras_model_fit_then_exported_as_a_saved_model_and_served(tf):
     return list(served.values())[0], loaded(tf.constant(x[3:])), model.predict(x[3:], verbose=0)
 
 
-@xfail_on_tapejax("Keras 3 (tapejax's Keras, and TF 2.21's default tf.keras too) saves weights only to "
-                   "'.weights.h5' files and raises ValueError for a TF-checkpoint prefix; tf_keras writes a TF "
-                   "checkpoint (the 'Save and load models' tutorial's model.save_weights('./checkpoints/x'))")
 @parity(**KTOL)
 def test_save_weights_to_a_checkpoint_prefix_and_load_into_a_fresh_model(tf):
-    """``model.save_weights(prefix)`` in TF's checkpoint format, ``tf.train.latest_checkpoint`` finds
-    it, a fresh model ``load_weights`` it and predicts alike."""
+    """``model.save_weights(prefix)`` in TF's checkpoint format (tapejax's: a checkpoint with the
+    model as its root, where Keras 3 raises ValueError), ``tf.train.latest_checkpoint`` finds it,
+    a fresh model ``load_weights`` it and predicts alike."""
     x, _ = _kdata(n=4, seed=30)
     d = tempfile.mkdtemp()
 
