@@ -564,3 +564,83 @@ def test_n_step_returns_and_retrace_truncated_importance_ratios(tf):
         return loss, targets, c, g
 
     return tf.stack(nstep), [retrace_step(obs, act, rew, done, mu) for _ in range(3)], ws
+
+
+@parity(modes=True, **LOOSE)
+def test_clipped_double_q_with_identically_initialised_critics_ties_at_minimum(tf):
+    """A common bug in a TD3 port: both critics built from the same seed, so ``tf.minimum(q1, q2)``
+    ties exactly at the first step; TF routes a tie's gradient to the first argument only, so the
+    second critic's gradient from the actor loss is zero and the actor's gradient is that of
+    ``q1`` alone.  The critics then train apart on different minibatches and the tie breaks."""
+    s, a, r, s2, done = _point_mass(2111)
+    actor = _mlp_vars(tf, (2, 5, 1), 2112)
+    q1, q2 = _mlp_vars(tf, (3, 5, 1), 2114), _mlp_vars(tf, (3, 5, 1), 2114)
+    opt_q = tf.keras.optimizers.legacy.SGD(0.1)
+    out = []
+    for k in range(3):
+        with tf.GradientTape() as tape:
+            x = tf.concat([s, tf.tanh(_mlp(tf, actor, s))], 1)
+            qmin = tf.minimum(_mlp(tf, q1, x), _mlp(tf, q2, x))
+            lpi = -tf.reduce_mean(qmin)
+        g = tape.gradient(lpi, actor + q1 + q2)
+        out.append((lpi, g))
+        half = slice(0, 3) if k % 2 == 0 else slice(3, 6)
+        for net in (q1, q2):
+            with tf.GradientTape() as tq:
+                lq = tf.reduce_mean((_mlp(tf, net, tf.concat([s[half], a[half]], 1))[:, 0] - r[half]) ** 2)
+            opt_q.apply_gradients(zip(tq.gradient(lq, net), net))
+            half = slice(3, 6) if half.start == 0 else slice(0, 3)
+    return out, q1, q2
+
+
+def _dueling_model(tf):
+    class DuelingQ(tf.keras.Model):
+        def __init__(self, actions):
+            super().__init__()
+            self.torso = tf.keras.layers.Dense(6, activation="relu")
+            self.value = tf.keras.layers.Dense(1)
+            self.adv = tf.keras.layers.Dense(actions)
+
+        def call(self, x):
+            h = self.torso(x)
+            adv = self.adv(h)
+            return self.value(h) + adv - tf.reduce_mean(adv, axis=1, keepdims=True)
+
+    return DuelingQ
+
+
+@parity(modes=True, rtol=2e-4, atol=2e-5)
+def test_subclassed_keras_dueling_q_network_with_a_polyak_target_over_its_variables(tf):
+    """A ``tf.keras.Model`` subclass (torso, value and advantage ``Dense`` layers) as the online
+    and target Q networks, built by a first call; the target copies ``get_weights`` and follows by
+    ``t.assign(tau * o + (1 - tau) * t)`` over ``model.variables`` in the compiled step; the
+    epsilon-greedy actions on NumPy uniforms are returned per step."""
+    s, a, r, s2, done = _chain(2121)
+    DuelingQ = _dueling_model(tf)
+    online, target = DuelingQ(3), DuelingQ(3)
+    online(s)
+    target(s)
+    keras_init(online, 2122)
+    target.set_weights(online.get_weights())
+    opt = tf.keras.optimizers.Adam(0.02)
+    rs = np.random.RandomState(2123)
+
+    @tf.function
+    def step(s, a, r, s2, done):
+        y = r + 0.9 * (1 - done) * tf.reduce_max(target(s2), 1)
+        with tf.GradientTape() as tape:
+            q = tf.reduce_sum(online(s) * tf.one_hot(a, 3), 1)
+            loss = tf.reduce_mean(tf.square(y - q))
+        g = tape.gradient(loss, online.trainable_variables)
+        opt.apply_gradients(zip(g, online.trainable_variables))
+        for t, o in zip(target.variables, online.variables):
+            t.assign(0.3 * o + 0.7 * t)
+        return loss, g
+
+    out = []
+    for _ in range(3):
+        loss, g = step(s, a, r, s2, done)
+        u, rand = rs.uniform(size=8).astype(np.float32), rs.randint(0, 3, 8).astype(np.int32)
+        acts = tf.where(u < 0.2, rand, tf.argmax(online(s), 1, output_type=tf.int32))
+        out.append((loss, g, acts))
+    return out, online.get_weights(), target.get_weights()

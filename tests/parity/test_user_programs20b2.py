@@ -348,3 +348,312 @@ def test_gradients_clipped_per_network_by_their_own_global_norms(tf):
     for _ in range(3):
         out.append((step(*eager_nets), compiled(*compiled_nets)))
     return out, eager_nets[:2], compiled_nets[:2]
+
+
+# ---------------------------------------------------------------------------
+# Model-based and miscellaneous
+# ---------------------------------------------------------------------------
+
+def _point_mass_traj(seed, n=4, T=5):
+    """``n`` NumPy trajectories of the 1-D point mass under random forces: states [n, T+1, 2],
+    actions [n, T, 1]."""
+    rs = np.random.RandomState(seed)
+    s = np.zeros((n, T + 1, 2), np.float32)
+    s[:, 0] = rs.uniform(-1, 1, (n, 2))
+    a = rs.uniform(-1, 1, (n, T, 1)).astype(np.float32)
+    for t in range(T):
+        v = s[:, t, 1] + 0.1 * a[:, t, 0]
+        s[:, t + 1] = np.stack([s[:, t, 0] + 0.1 * v, v], 1)
+    return s, a
+
+
+@parity(modes=True, **LOOSE)
+def test_world_model_trained_by_multi_step_rollouts_through_its_own_predictions(tf):
+    """A residual dynamics model ``s' = s + f(s, a)`` trained on 4-step open-loop rollouts that
+    feed its own predictions back (BPTT through the model), the per-horizon losses logged; the
+    same loss by a Python loop eagerly and by a ``tf.range`` loop over a ``TensorArray`` in a
+    compiled step, from equal copies."""
+    s, a = _point_mass_traj(3091)
+    H = 4
+
+    def loss_py(ws, s, a):
+        pred, losses = s[:, 0], []
+        for t in range(H):
+            pred = pred + _mlp(tf, ws, tf.concat([pred, a[:, t]], 1))
+            losses.append(tf.reduce_mean(tf.square(pred - s[:, t + 1])))
+        return tf.add_n(losses), tf.stack(losses)
+
+    def loss_graph(ws, s, a):
+        pred = tf.convert_to_tensor(s[:, 0])
+        ta = tf.TensorArray(tf.float32, size=H)
+        for t in tf.range(H):
+            pred = pred + _mlp(tf, ws, tf.concat([pred, tf.gather(a, t, axis=1)], 1))
+            ta = ta.write(t, tf.reduce_mean(tf.square(pred - tf.gather(s, t + 1, axis=1))))
+        per = ta.stack()
+        return tf.reduce_sum(per), per
+
+    out = []
+    for fn, compile_ in ((loss_py, False), (loss_graph, True)):
+        ws = _mlp_vars(tf, (3, 8, 2), 3092)
+        opt = tf.keras.optimizers.legacy.Adam(0.01)
+
+        def step(s, a, ws=ws, opt=opt, fn=fn):
+            with tf.GradientTape() as tape:
+                total, per = fn(ws, s, a)
+            g = tape.gradient(total, ws)
+            opt.apply_gradients(zip(g, ws))
+            return total, per, g
+
+        run = tf.function(step) if compile_ else step
+        out.append(([run(s, a) for _ in range(3)], ws))
+    return out
+
+
+@parity(modes=True, **LOOSE)
+def test_dreamer_imagined_lambda_returns_train_the_actor_through_the_dynamics(tf):
+    """Dreamer-style behaviour learning: from fed start states, imagine 5 steps with the
+    reparameterised actor and a frozen learned dynamics and reward model; lambda-returns are
+    computed backwards (``R_t = r_t + gamma ((1 - lambda) v_{t+1} + lambda R_{t+1})``) and weighted
+    by ``tf.math.cumprod(..., exclusive=True)`` discounts; the actor maximises them (gradient
+    through the dynamics, whose Variables get gradients but are not updated), the value regresses
+    on ``sg(returns)``.  Compiled."""
+    rs = np.random.RandomState(3101)
+    start = rs.randn(4, 2).astype(np.float32)
+    noise = rs.randn(5, 4, 1).astype(np.float32)
+    dyn = _mlp_vars(tf, (3, 6, 3), 3102)          # next-state delta (2) and reward (1)
+    actor = _mlp_vars(tf, (2, 5, 2), 3104)
+    value = _mlp_vars(tf, (2, 5, 1), 3106)
+    opt_a, opt_v = tf.keras.optimizers.legacy.Adam(0.01), tf.keras.optimizers.legacy.Adam(0.01)
+    H, gamma, lam = 5, 0.9, 0.95
+
+    @tf.function
+    def step(start, noise):
+        with tf.GradientTape(persistent=True) as tape:
+            s, states, rewards = start, [], []
+            for t in range(H):
+                out = _mlp(tf, actor, s)
+                act = tf.tanh(out[:, :1] + tf.exp(tf.clip_by_value(out[:, 1:], -3.0, 1.0)) * noise[t])
+                d = _mlp(tf, dyn, tf.concat([s, act], 1))
+                s = s + 0.1 * tf.tanh(d[:, :2])
+                states.append(s)
+                rewards.append(d[:, 2])
+            v = [_mlp(tf, value, x)[:, 0] for x in states]
+            ret, last = [None] * H, v[-1]
+            for t in reversed(range(H)):
+                nxt = v[t + 1] if t + 1 < H else v[-1]
+                last = rewards[t] + gamma * ((1 - lam) * nxt + lam * last)
+                ret[t] = last
+            returns = tf.stack(ret)
+            weights = tf.math.cumprod(tf.fill([H, 1], gamma), axis=0, exclusive=True)
+            actor_loss = -tf.reduce_mean(weights * returns)
+            vpred = tf.stack([_mlp(tf, value, tf.stop_gradient(x))[:, 0] for x in states])
+            value_loss = tf.reduce_mean(weights * tf.square(vpred - tf.stop_gradient(returns)))
+        ga = tape.gradient(actor_loss, actor + dyn)
+        gv = tape.gradient(value_loss, value + actor)
+        opt_a.apply_gradients(zip(ga[:4], actor))
+        opt_v.apply_gradients(zip(gv[:4], value))
+        return actor_loss, value_loss, returns, weights, ga, gv[:4], [g is None for g in gv[4:]]
+
+    return [step(start, noise) for _ in range(3)], actor, value, dyn
+
+
+@parity(modes=True, **LOOSE)
+def test_cem_planner_with_top_k_elites_in_a_compiled_function(tf):
+    """A cross-entropy-method planner for the point mass, all in one ``tf.function``: for 3
+    iterations, 8 action sequences of length 4 from ``mean + std * noise`` (NumPy noise fed in,
+    clipped to the action box), returns by rolling the known dynamics forward, the 3 elites by
+    ``tf.math.top_k`` (two candidates tie exactly, as clipped sequences do), the new mean and std
+    from the elites kept in Variables; the first planned action and the elite indices are
+    returned per call (MPC over 2 environment steps)."""
+    rs = np.random.RandomState(3111)
+    mean = tf.Variable(np.zeros((4,), np.float32))
+    std = tf.Variable(np.ones((4,), np.float32))
+
+    @tf.function
+    def plan(s0, noise):
+        mean.assign(tf.zeros([4]))
+        std.assign(tf.ones([4]))
+        elites_log = []
+        for i in range(3):
+            seqs = tf.clip_by_value(mean + std * noise[i], -1.0, 1.0)
+            x, v, ret = tf.fill([8], s0[0]), tf.fill([8], s0[1]), tf.zeros([8])
+            for t in range(4):
+                v = v + 0.1 * seqs[:, t]
+                x = x + 0.1 * v
+                ret += -tf.square(x) - 0.1 * tf.square(seqs[:, t])
+            top = tf.math.top_k(ret, k=3)
+            elites = tf.gather(seqs, top.indices)
+            m, var = tf.nn.moments(elites, axes=[0])
+            mean.assign(m)
+            std.assign(tf.sqrt(var) + 1e-3)
+            elites_log.append((top.values, top.indices))
+        return mean[0], elites_log
+
+    s = np.array([0.5, -0.2], np.float32)
+    out = []
+    for _ in range(2):
+        noise = rs.randn(3, 8, 4).astype(np.float32)
+        noise[:, 5] = noise[:, 2] = 5.0            # both clip to +1 everywhere: equal returns
+        a0, elites = plan(s, noise)
+        out.append((a0, elites, mean.numpy().copy(), std.numpy().copy()))
+        v = s[1] + 0.1 * float(a0)
+        s = np.array([s[0] + 0.1 * v, v], np.float32)
+    return out
+
+
+@parity(modes=True, **LOOSE)
+def test_reward_normalisation_by_running_statistics_in_variables(tf):
+    """Reward scaling as the baselines' ``VecNormalize`` does it, in Variables: a discounted
+    return filter ``ret = ret * gamma * (1 - done) + r`` per environment, its running mean / var /
+    count merged with each batch's ``tf.nn.moments`` by the parallel-variance formula inside a
+    compiled step, rewards divided by ``sqrt(var + eps)`` and clipped; a critic trains on the
+    normalised rewards.  The first batch has one environment done."""
+    rs = np.random.RandomState(3121)
+    E = 3
+    ret = tf.Variable(np.zeros(E, np.float32))
+    mean, var, count = tf.Variable(0.0), tf.Variable(1.0), tf.Variable(1e-4)
+    critic = _mlp_vars(tf, (2, 4, 1), 3122)
+    opt = tf.keras.optimizers.legacy.SGD(0.05)
+
+    @tf.function
+    def step(obs, rew, done):
+        ret.assign(ret * 0.99 * (1.0 - done) + rew)
+        bm, bv = tf.nn.moments(ret, axes=[0])
+        bc = tf.cast(tf.size(ret), tf.float32)
+        delta, tot = bm - mean, count + bc
+        m2 = var * count + bv * bc + tf.square(delta) * count * bc / tot
+        mean.assign(mean + delta * bc / tot)
+        var.assign(m2 / tot)
+        count.assign(tot)
+        r = tf.clip_by_value(rew / tf.sqrt(var + 1e-8), -10.0, 10.0)
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(_mlp(tf, critic, obs)[:, 0] - r))
+        g = tape.gradient(loss, critic)
+        opt.apply_gradients(zip(g, critic))
+        return r, loss, g
+
+    out = []
+    for k in range(4):
+        obs = rs.randn(E, 2).astype(np.float32)
+        rew = (5 * rs.randn(E)).astype(np.float32)
+        done = np.array([0, 1, 0], np.float32) if k == 1 else np.zeros(E, np.float32)
+        out.append((step(obs, rew, done), ret.numpy().copy(), float(mean), float(var), float(count)))
+    return out, critic
+
+
+@parity(modes=True, **LOOSE)
+def test_tabular_q_learning_by_scatter_updates_into_a_q_table_variable(tf):
+    """Tabular Q-learning on the chain MDP with the Q table a Variable: epsilon-greedy actions by
+    ``tf.where`` on NumPy uniforms, the TD update written by ``scatter_nd_add`` (eagerly) and by
+    ``tensor_scatter_nd_update`` + ``assign`` (compiled) for a batch with a repeated
+    (state, action) pair; both tables are compared after 3 sweeps, and the greedy policy read off
+    by ``argmax``."""
+    rs = np.random.RandomState(3131)
+    q1 = tf.Variable(np.zeros((5, 3), np.float32))
+    q2 = tf.Variable(np.zeros((5, 3), np.float32))
+
+    def td(q, st, a, r, st2):
+        target = r + 0.9 * tf.reduce_max(tf.gather(q, st2), 1) * tf.cast(st2 != 4, tf.float32)
+        idx = tf.stack([st, a], 1)
+        return idx, 0.5 * (target - tf.gather_nd(q, idx))
+
+    @tf.function
+    def compiled(st, a, r, st2):
+        idx, d = td(q2, st, a, r, st2)
+        q2.assign(tf.tensor_scatter_nd_update(q2, idx, tf.gather_nd(q2, idx) + d))
+        return d
+
+    out = []
+    for _ in range(3):
+        st = rs.randint(0, 4, 6).astype(np.int32)
+        st[1] = st[0]
+        u = rs.uniform(size=6).astype(np.float32)
+        greedy = tf.argmax(tf.gather(q1, st), 1, output_type=tf.int32)
+        a = tf.where(u < 0.3, rs.randint(0, 3, 6).astype(np.int32), greedy)
+        a = tf.tensor_scatter_nd_update(a, [[1]], a[:1])
+        st2 = tf.clip_by_value(st + a - 1, 0, 4)
+        r = tf.cast(st2 == 4, tf.float32)
+        idx, d = td(q1, st, a, r, st2)
+        q1.scatter_nd_add(idx, d)
+        out.append((a, d, compiled(st, a, r, st2)))
+    return out, q1, tf.argmax(q1, 1, output_type=tf.int32)
+
+
+@parity(modes=True, **LOOSE)
+def test_invalid_action_masking_by_minus_inf_and_by_float32_min_logits(tf):
+    """Invalid-action masking as MaskablePPO-style code writes it: logits replaced by
+    ``tf.where(mask, logits, -inf)`` or by ``tf.float32.min``; log-probabilities of legal actions,
+    and the entropy written three ways: naive ``-sum(p * logp)`` (``0 * -inf``: NaN, and a NaN
+    gradient), with ``tf.math.multiply_no_nan`` and by ``tf.math.xlogy(p, p)``.  A policy-gradient
+    step with the ``float32.min`` masking trains eagerly and compiled."""
+    rs = np.random.RandomState(3141)
+    obs = rs.randn(4, 3).astype(np.float32)
+    mask = np.array([[1, 0, 1, 1], [1, 1, 1, 1], [0, 0, 1, 0], [1, 1, 0, 0]], bool)
+    act = np.array([2, 1, 2, 0], np.int32)
+    adv = rs.randn(4).astype(np.float32)
+    net = _mlp_vars(tf, (3, 5, 4), 3142)
+    with tf.GradientTape(persistent=True) as tape:
+        logits = _mlp(tf, net, obs)
+        out = []
+        for fill in (-np.inf, tf.float32.min):
+            masked = tf.where(mask, logits, fill)
+            logp, p = tf.nn.log_softmax(masked), tf.nn.softmax(masked)
+            ents = (-tf.reduce_sum(p * logp, 1), -tf.reduce_sum(tf.math.multiply_no_nan(logp, p), 1),
+                    -tf.reduce_sum(tf.math.xlogy(p, p), 1))
+            out.append((logp, p, ents))
+    grads = [[tape.gradient(e, net[2]) for e in ents] for _, _, ents in out]
+    opt = tf.keras.optimizers.legacy.Adam(0.05)
+
+    def pg_step(obs, act, adv):
+        with tf.GradientTape() as t:
+            masked = tf.where(mask, _mlp(tf, net, obs), tf.float32.min)
+            logp = tf.gather(tf.nn.log_softmax(masked), act[:, None], batch_dims=1)[:, 0]
+            ent = -tf.reduce_sum(tf.math.xlogy(tf.nn.softmax(masked), tf.nn.softmax(masked)), 1)
+            loss = -tf.reduce_mean(logp * adv) - 0.01 * tf.reduce_mean(ent)
+        g = t.gradient(loss, net)
+        opt.apply_gradients(zip(g, net))
+        return loss, g
+
+    steps = [pg_step(obs, act, adv), tf.function(pg_step)(obs, act, adv)]
+    return out, grads, steps, net
+
+
+@parity(modes=True, **LOOSE)
+def test_soft_q_learning_with_logsumexp_values_and_munchausen_clipped_log_policy(tf):
+    """Munchausen DQN: soft values ``tau * logsumexp(q / tau)`` of the target network, the
+    target's log-policy ``q/tau - logsumexp(q/tau)`` at the taken action scaled by ``alpha`` and
+    clipped to ``[l0, 0]`` (some entries hit ``l0``), the soft Bellman target with
+    ``sum pi (q - tau log pi)``; Huber loss by ``tf.keras.losses.huber``;
+    compiled step, target synced by ``assign`` after two steps."""
+    rs = np.random.RandomState(3151)
+    s, s2 = rs.randn(6, 3).astype(np.float32), rs.randn(6, 3).astype(np.float32)
+    a = rs.randint(0, 3, 6).astype(np.int32)
+    r = rs.randn(6).astype(np.float32)
+    done = np.array([0, 0, 1, 0, 0, 0], np.float32)
+    online = _mlp_vars(tf, (3, 6, 3), 3152)
+    target = [tf.Variable(v * 4.0) for v in online]
+    opt = tf.keras.optimizers.legacy.Adam(0.01)
+    tau, alpha, l0 = 0.03, 0.9, -1.0
+
+    @tf.function
+    def step(s, a, r, s2, done):
+        qt, qt2 = _mlp(tf, target, s), _mlp(tf, target, s2)
+        logpi = qt / tau - tf.reduce_logsumexp(qt / tau, 1, keepdims=True)
+        bonus = alpha * tf.clip_by_value(tau * tf.gather(logpi, a[:, None], batch_dims=1)[:, 0], l0, 0.0)
+        logpi2 = qt2 / tau - tf.reduce_logsumexp(qt2 / tau, 1, keepdims=True)
+        soft_v = tf.reduce_sum(tf.exp(logpi2) * (qt2 - tau * logpi2), 1)
+        y = r + bonus + 0.9 * (1 - done) * soft_v
+        with tf.GradientTape() as tape:
+            q = tf.gather(_mlp(tf, online, s), a[:, None], batch_dims=1)[:, 0]
+            loss = tf.reduce_mean(tf.keras.losses.huber(y[:, None], q[:, None]))
+        g = tape.gradient(loss, online)
+        opt.apply_gradients(zip(g, online))
+        return loss, bonus, soft_v, g
+
+    out = []
+    for k in range(4):
+        out.append(step(s, a, r, s2, done))
+        if k == 1:
+            for t, o in zip(target, online):
+                t.assign(o)
+    return out, online, target
