@@ -15,12 +15,12 @@ Value-based: Double DQN with a dueling head, C51's distributional projection (by
 ``l == u`` case), QR-DQN's quantile Huber loss, prioritized replay whose priorities are written
 back into a Variable by ``tensor_scatter_nd_update``, n-step returns and Retrace's truncated
 importance ratios.  The policy-gradient and model-based programs are in
-``test_user_programs20b2.py``.  Environments are tiny NumPy simulations, every random number is
+``test_user_programs20b2.py``, the rest in ``test_user_programs20b3.py``.  Environments are tiny NumPy simulations, every random number is
 drawn with NumPy and fed in.
 """
 import numpy as np
 
-from .harness import init_array, keras_init, parity, raises
+from .harness import init_array, keras_init, parity
 
 LOOSE = dict(rtol=1e-4, atol=1e-5)
 
@@ -644,87 +644,3 @@ def test_subclassed_keras_dueling_q_network_with_a_polyak_target_over_its_variab
         acts = tf.where(u < 0.2, rand, tf.argmax(online(s), 1, output_type=tf.int32))
         out.append((loss, g, acts))
     return out, online.get_weights(), target.get_weights()
-
-
-@parity(modes=True, **LOOSE)
-def test_agent_class_whose_python_counter_and_float_noise_scale_meet_tf_function_tracing(tf):
-    """A TD3 agent class as ported from PyTorch: ``self.total_it += 1`` and ``if self.total_it %
-    2 == 0`` inside a ``tf.function`` method run only while tracing (the actor update is frozen
-    into or out of the trace by the counter's value then), and the exploration scale is passed as
-    a Python float, so each new value retraces and bumps the counter again.  The first call makes
-    the critic's Adam slots, so TF traces it a second time (to check no more Variables appear):
-    the counter is 2 there, the actor's update is traced in and its Adam makes slots in that
-    second trace, which TF refuses (``ValueError``).  Once the slots exist (an eager zero update),
-    the retraces at new scales run.  The counter, the losses and the weights are compared, which
-    pins when each side traces."""
-    s, a, r, s2, done = _point_mass(2131)
-    rs = np.random.RandomState(2132)
-
-    class Agent:
-        def __init__(self):
-            self.actor, self.q1, self.q2, self.targets = _td3_setup(tf, 2133)
-            self.opt_q = tf.keras.optimizers.legacy.Adam(0.01)
-            self.opt_pi = tf.keras.optimizers.legacy.Adam(0.01)
-            self.total_it = 0
-
-        @tf.function
-        def train(self, s, a, r, s2, done, noise, scale):
-            self.total_it += 1
-            lq, _ = _td3_critic_step(tf, self.actor, self.q1, self.q2, self.targets, self.opt_q,
-                                     s, a, r, s2, done, noise * scale)
-            lpi = tf.constant(0.0)
-            if self.total_it % 2 == 0:
-                lpi, _ = _td3_actor_step(tf, self.actor, self.q1, self.q2, self.targets, self.opt_pi, s)
-            return lq, lpi
-
-    agent = Agent()
-    out = []
-
-    def run(scales):
-        for scale in scales:
-            out.append((agent.train(s, a, r, s2, done, rs.randn(6, 1).astype(np.float32), scale), agent.total_it))
-
-    # the first call's second trace (counter 2) builds the actor's update, whose Adam makes its
-    # slots there: TF refuses Variables created after the first trace (ValueError)
-    crashed = raises(run, (0.2, 0.2, 0.1, 0.2))
-    agent.opt_pi.apply_gradients(zip([tf.zeros_like(v) for v in agent.actor], agent.actor))   # slots made eagerly
-    agent.total_it = 1
-    after = raises(run, (0.3, 0.3, 0.4, 0.4))
-    return out, crashed, after, agent.total_it, agent.actor, agent.targets
-
-
-@parity(modes=True, **LOOSE)
-def test_target_network_created_lazily_on_the_first_call_of_a_compiled_step(tf):
-    """DQN whose target Variables are created on the first call of the ``tf.function`` step
-    (``if self.target is None``: allowed because the variables are made only in the first trace)
-    from the online weights' initial values; later calls reuse them, a sync copies by
-    ``assign``.  The Q table of every chain state is read after each step."""
-    s, a, r, s2, done = _chain(2141)
-
-    class Learner:
-        def __init__(self):
-            self.online = _mlp_vars(tf, (5, 6, 3), 2142)
-            self.target = None
-            self.opt = tf.keras.optimizers.legacy.SGD(0.2, momentum=0.5)
-
-        @tf.function
-        def step(self, s, a, r, s2, done, sync):
-            if self.target is None:
-                self.target = [tf.Variable(v.read_value(), trainable=False) for v in self.online]
-            y = r + 0.9 * (1 - done) * tf.reduce_max(_mlp(tf, self.target, s2), 1)
-            with tf.GradientTape() as tape:
-                q = tf.reduce_sum(_mlp(tf, self.online, s) * tf.one_hot(a, 3), 1)
-                loss = tf.reduce_mean(tf.square(y - q))
-            g = tape.gradient(loss, self.online + self.target)
-            self.opt.apply_gradients(zip(g[:4], self.online))
-            if sync:
-                for t, o in zip(self.target, self.online):
-                    t.assign(o)
-            return loss, g[:4], [x is None for x in g[4:]]
-
-    learner = Learner()
-    out = []
-    for k in range(4):
-        out.append((learner.step(s, a, r, s2, done, tf.constant(k == 1)),
-                    _mlp(tf, learner.online, np.eye(5, dtype=np.float32))))
-    return out, learner.online, learner.target
