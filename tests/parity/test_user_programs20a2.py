@@ -460,3 +460,26 @@ def test_binary_focal_crossentropy_against_the_focal_loss_by_hand(tf):
     g_s = tape.gradient(hand_s, saturated)
     del tape
     return a, b, hand, grads, hand_s, g_s
+
+
+@parity(modes=True, **LOOSE)
+def test_yolo_letterbox_preprocessing_with_box_adjustment_and_drawn_predictions(tf):
+    """YOLO's letterbox: ``tf.image.resize_with_pad`` of a 6x10 image to 8x8 (bilinear), the boxes
+    moved into the padded frame by the scale and offsets computed as the repositories do; a loss on
+    the letterboxed image gives the original image a gradient; ``resize(preserve_aspect_ratio=True)``
+    + ``pad_to_bounding_box`` by hand gives the same frame; the adjusted boxes drawn by
+    ``tf.image.draw_bounding_boxes`` for a look, with two colors."""
+    rs = np.random.RandomState(291)
+    image = tf.Variable(rs.rand(1, 6, 10, 3).astype(np.float32))
+    boxes = tf.constant([[[0.1, 0.2, 0.5, 0.6], [0.4, 0.0, 1.0, 0.3]]])
+    with tf.GradientTape() as tape:
+        boxed = tf.image.resize_with_pad(image, 8, 8)
+        resized = tf.image.resize(image, [8, 8], preserve_aspect_ratio=True)
+        by_hand = tf.image.pad_to_bounding_box(resized, (8 - tf.shape(resized)[1]) // 2, 0, 8, 8)
+        loss = tf.reduce_sum(tf.square(boxed - 0.5)) + 0.5 * tf.reduce_sum(by_hand)
+    scale = tf.minimum(8.0 / 6.0, 8.0 / 10.0)
+    new_h, new_w = 6.0 * scale, 10.0 * scale
+    off_y, off_x = (8.0 - new_h) / 2.0, (8.0 - new_w) / 2.0
+    adjusted = (boxes * [new_h, new_w, new_h, new_w] + [off_y, off_x, off_y, off_x]) / 8.0
+    drawn = tf.image.draw_bounding_boxes(boxed, adjusted, [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    return boxed, tf.shape(resized), by_hand, loss, tape.gradient(loss, image), adjusted, drawn
