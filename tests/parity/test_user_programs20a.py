@@ -309,18 +309,21 @@ def test_yolo_grid_assignment_by_tensor_scatter_nd_update_and_objectness_bce(tf)
     class); the loss is ``lambda_coord``-weighted squared error on object cells,
     ``sigmoid_cross_entropy_with_logits`` objectness with ``lambda_noobj`` on empty cells and class
     cross-entropy; a conv head trained by SGD in a compiled step; gradients to the weights and to
-    the input image."""
+    the input image.  Two objects fall in one cell: the later one's row wins (TF's CPU kernel), and
+    the gradient with respect to the scattered updates reaches both (TF's rule: ``gather_nd`` of
+    the output's gradient)."""
     S, C = 3, 2
     rs = np.random.RandomState(51)
     image = tf.Variable(rs.randn(2, 6, 6, 2).astype(np.float32))
     kernel = tf.Variable(init_array((2, 2, 2, 5 + C), 52, 0.3))
-    boxes = np.array([[0.2, 0.25, 0.3, 0.4], [0.7, 0.8, 0.2, 0.1], [0.5, 0.5, 0.6, 0.6]], np.float32)
-    image_ids = np.array([0, 0, 1])
-    classes = np.array([1, 0, 1])
+    boxes = np.array([[0.2, 0.25, 0.3, 0.4], [0.7, 0.8, 0.2, 0.1], [0.5, 0.5, 0.6, 0.6], [0.1, 0.3, 0.2, 0.2]],
+                     np.float32)
+    image_ids = np.array([0, 0, 1, 0])
+    classes = np.array([1, 0, 1, 0])
     cells = np.floor(boxes[:, :2] * S).astype(np.int32)
     indices = tf.constant(np.stack([image_ids, cells[:, 0], cells[:, 1]], axis=1).astype(np.int32))
     offsets = (boxes[:, :2] * S - cells).astype(np.float32)
-    updates = tf.concat([tf.ones([3, 1]), offsets, tf.sqrt(boxes[:, 2:]), tf.one_hot(classes, C)], axis=1)
+    updates = tf.concat([tf.ones([4, 1]), offsets, tf.sqrt(boxes[:, 2:]), tf.one_hot(classes, C)], axis=1)
     target = tf.tensor_scatter_nd_update(tf.zeros([2, S, S, 5 + C]), indices, updates)
     opt = tf.keras.optimizers.legacy.SGD(0.05)
 
