@@ -483,3 +483,39 @@ def test_yolo_letterbox_preprocessing_with_box_adjustment_and_drawn_predictions(
     adjusted = (boxes * [new_h, new_w, new_h, new_w] + [off_y, off_x, off_y, off_x]) / 8.0
     drawn = tf.image.draw_bounding_boxes(boxed, adjusted, [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
     return boxed, tf.shape(resized), by_hand, loss, tape.gradient(loss, image), adjusted, drawn
+
+
+@parity(modes=True, **LOOSE)
+def test_rpn_low_quality_matches_and_a_balanced_anchor_sample(tf):
+    """Faster R-CNN's RPN targets: labels from an IoU matrix by thresholds 0.7 / 0.3, then each
+    ground-truth box forced onto its best anchors (``allow_low_quality_matches``: every anchor
+    tied at the column maximum, by ``tf.equal(iou, reduce_max(iou, axis=0))`` and
+    ``reduce_any``), a balanced sample of positives and negatives by a fixed NumPy permutation
+    (``tf.gather`` of the permutation, ``boolean_mask`` of the eligible, the first ``k`` kept);
+    the objectness loss ``sigmoid_cross_entropy_with_logits`` over the sample by
+    ``tf.gather`` of computed indices; gradients to the objectness logits Variable (zero off the
+    sample), two SGD steps."""
+    iou = tf.constant([[0.8, 0.1], [0.5, 0.2], [0.1, 0.25], [0.0, 0.25], [0.2, 0.0], [0.05, 0.1]])
+    logits = tf.Variable(np.random.RandomState(301).randn(6).astype(np.float32))
+    perm = tf.constant(np.random.RandomState(302).permutation(6).astype(np.int32))
+
+    best = tf.reduce_max(iou, axis=1)
+    labels = tf.where(best >= 0.7, 1, tf.where(best < 0.3, 0, -1))
+    forced = tf.reduce_any(tf.equal(iou, tf.reduce_max(iou, axis=0, keepdims=True)), axis=1)
+    labels = tf.where(forced, 1, labels)
+    shuffled = tf.gather(labels, perm)
+    pos = tf.boolean_mask(perm, tf.equal(shuffled, 1))[:2]
+    neg = tf.boolean_mask(perm, tf.equal(shuffled, 0))[:2]
+    sample = tf.concat([pos, neg], axis=0)
+    targets = tf.cast(tf.gather(labels, sample), tf.float32)
+
+    out = []
+    for _ in range(2):
+        with tf.GradientTape() as tape:
+            picked = tf.gather(logits, sample)
+            loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=targets, logits=picked))
+        g = tape.gradient(loss, logits)
+        g = tf.convert_to_tensor(g)
+        logits.assign_sub(1.0 * g)
+        out.append((loss, g))
+    return labels, forced, pos, neg, sample, out, logits
