@@ -406,8 +406,10 @@ def test_roi_align_by_crop_and_resize_with_boxes_outside_the_image_and_extrapola
     in a Variable with box Variables (one box partly outside the image, one flipped with
     ``y1 > y2``, one degenerate of zero height, one a single point), ``extrapolation_value`` 0 and
     0.5, bilinear and nearest; ``avg_pool2d`` of a 4x4 crop to 2x2 (the "sampling ratio 2" trick).
-    Gradients to the image and to the boxes (TF's CropAndResizeGradBoxes; nearest gives the boxes
-    none... of value: zeros), then two SGD steps on both."""
+    Gradients to the image and to the boxes (TF's CropAndResizeGradBoxes, which is the bilinear
+    sampler's for ``nearest`` too), then two SGD steps on both.  (No sample sits exactly on the
+    image's edge: there the test suite's quick XLA code generation moves the position by an ulp,
+    see ``tests/_env.py``'s ``default_codegen``.)"""
     rs = np.random.RandomState(71)
     image = tf.Variable(rs.randn(2, 6, 7, 3).astype(np.float32))
     boxes = tf.Variable(np.array([[0.1, 0.2, 0.6, 0.7], [-0.23, 0.52, 0.41, 1.3], [0.8, 0.6, 0.2, 0.1],
