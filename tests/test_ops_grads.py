@@ -128,3 +128,26 @@ def test_xlogy_xdivy_second_derivative_at_zero_is_tfs_zero():
     np.testing.assert_allclose(jax.grad(g)(x), [0.0, 0.0, 0.0])
     h = jax.hessian(lambda v: G.xlogy(v[0], v[1]))(jnp.asarray([0.0, 0.0]))
     assert np.isfinite(np.asarray(h)).all()
+
+
+def test_tensor_scatter_nd_update_gradient_reaches_overwritten_duplicates_as_tfs():
+    """TF's ``_TensorScatterUpdateGrad``: every update gets ``gather_nd(g, indices)``, also one
+    overwritten by a later duplicate index (a YOLO target with two objects in one grid cell; JAX's
+    own rule gives it zero), and the tensor gets ``g`` with zeros where any update is written.
+    (TF 2.21's numbers.)"""
+    base = tf.Variable(tf.zeros([2, 3, 3]))
+    upd = tf.Variable([[1., 2., 3.], [4., 5., 6.], [7., 8., 9.]])
+    idx = tf.constant([[0, 1], [1, 2], [0, 1]])
+    w = tf.reshape(tf.range(18, dtype=tf.float32), [2, 3, 3])
+    with tf.GradientTape(persistent=True) as t:
+        out = tf.tensor_scatter_nd_update(base, idx, upd)
+        s = tf.reduce_sum(out * w)
+    gb, gu = t.gradient(s, [base, upd])
+    np.testing.assert_array_equal(out.numpy()[0, 1], [7., 8., 9.])
+    np.testing.assert_array_equal(gu.numpy(), [[3., 4., 5.], [15., 16., 17.], [3., 4., 5.]])
+    np.testing.assert_array_equal(gb.numpy(), np.where([[[1], [0], [1]], [[1], [1], [0]]], w.numpy(), 0.0))
+    with tf.autodiff.ForwardAccumulator(upd, tf.ones_like(upd)) as acc:
+        out = tf.tensor_scatter_nd_update(base, idx, upd)
+    np.testing.assert_array_equal(acc.jvp(out).numpy()[0, 1], [2., 2., 2.])   # (TF's jvp: the vjp transposed)
+    ints = tf.tensor_scatter_nd_update(tf.zeros([3], tf.int32), [[1], [1]], [4, 5])
+    assert ints.dtype == tf.int32 and ints.numpy().tolist() == [0, 5, 0]

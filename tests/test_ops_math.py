@@ -1,4 +1,5 @@
 """tapejax/ops/math.py: TF's dtype lists of the arithmetic ops on bool tensors (TF 2.21's classes)."""
+import numpy as np
 import pytest
 
 import tapejax as tf
@@ -67,3 +68,22 @@ def test_float_floordiv_is_tfs_floor_of_the_quotient_and_floormod_grad_uses_it()
         t.watch(y)
         m = tf.math.floormod(tf.constant([-1.0, 7.0]), y[2:])
     np.testing.assert_array_equal(t.gradient(m, y).numpy(), [0.0, 0.0, 0.0, 4.0])
+
+
+def test_cast_to_the_own_dtype_gives_the_tensor_or_variable_itself():
+    """TF's ``tf.cast`` returns a Tensor or resource Variable already of the dtype as it is (no op):
+    a Variable "snapshotted" by ``tf.cast(v, v.dtype)`` follows a later ``assign`` (tf_keras'
+    ``MeanIoU``: ``tf.cast(metric.total_cm, tf.float32)`` then ``reset_state()`` reads zeros), and
+    the gradient with respect to the cast is the one with respect to the source."""
+    v = tf.Variable([1.0, 2.0])
+    snap = tf.cast(v, tf.float32)
+    other = tf.cast(v, tf.float16)
+    v.assign([5.0, 6.0])
+    assert snap is v and np.array_equal(snap.numpy(), [5.0, 6.0])
+    assert type(other) is not type(v) and np.array_equal(other.numpy(), [1.0, 2.0])
+    x = tf.constant([3.0])
+    assert tf.cast(x, tf.float32) is x and tf.cast(x, tf.int32) is not x
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = x * x
+    assert np.array_equal(t.gradient(y, tf.cast(x, tf.float32)).numpy(), [6.0])

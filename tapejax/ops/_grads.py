@@ -326,3 +326,23 @@ def _extreme_jvp(axis, keepdims, is_max, primals, tangents):
     if not keepdims:
         y, dy = jnp.squeeze(y, axis=axis), jnp.squeeze(dy, axis=axis)
     return y, dy
+
+
+@jax.custom_jvp
+def scatter_set(t, idx, upd):
+    """``tensor_scatter_nd_update``: ``t`` with ``upd`` set at ``idx`` (``idx[..., k]`` index the
+    first ``k`` axes; out-of-range rows dropped), with TF's gradient (``_TensorScatterUpdateGrad``):
+    every update gets ``gather_nd(g, idx)``, one overwritten by a later duplicate index too (JAX's
+    rule gives it zero), and ``t`` gets ``g`` with zeros where any update is written."""
+    return t.at[tuple(jnp.moveaxis(idx, -1, 0))].set(upd, mode="drop")
+
+
+@scatter_set.defjvp
+def _scatter_set_jvp(p, tg):
+    # the transpose of this linear map is TF's rule: masking for ``t``, a gather for ``upd``
+    (t, idx, upd), (tt, _, tu) = p, tg
+    where = tuple(jnp.moveaxis(idx, -1, 0))
+    y = t.at[where].set(upd, mode="drop")
+    written = jnp.zeros(t.shape, bool).at[where].set(True, mode="drop")
+    dt = jnp.where(written, jnp.zeros((), y.dtype), _tan(tt, t))
+    return y, dt.astype(y.dtype).at[where].add(_tan(tu, upd), mode="drop")

@@ -30,6 +30,7 @@ from ..core.bind import bind, bind2
 from ..core.convert import convert_to_tensor
 from ..core.tensor import Pending, Tensor, _flatten, _unflatten, register_operators
 from ..core.variable import Variable
+from . import _grads as G
 from ._registry import (
     _TENSORISH,
     OP_DISPATCH,
@@ -178,7 +179,8 @@ def _scatter_idx(indices):
 
 _SCATTER_ND = prim("ScatterNd", lambda idx, upd, *, shape: jnp.zeros(shape, upd.dtype)
                    .at[_scatter_idx(idx)].add(upd, mode="drop"))
-_TS_UPDATE = prim("TensorScatterUpdate", lambda t, idx, upd: t.at[_scatter_idx(idx)].set(upd, mode="drop"))
+_TS_UPDATE = prim("TensorScatterUpdate", lambda t, idx, upd: (G.scatter_set(t, idx, upd) if jnp.issubdtype(
+    t.dtype, jnp.inexact) else t.at[_scatter_idx(idx)].set(upd, mode="drop")))   # (TF's gradient, duplicates)
 _TS_ADD = prim("TensorScatterAdd", lambda t, idx, upd: t.at[_scatter_idx(idx)].add(upd, mode="drop"))
 
 

@@ -298,6 +298,10 @@ def cast(x, dtype, name=None):
         # is known while tracing: ``compile.autograph_ops.if_stmt``)
         with jax.ensure_compile_time_eval():   # (concrete: not staged into the trace)
             x = StaticTensor(convert_to_tensor(x)._value)
+    if (type(x) is Tensor or type(x) is Variable) and x.dtype == target:
+        # TF's ``cast`` gives a Tensor or resource Variable of the dtype back as it is (no op): a
+        # Variable cast to its own dtype is that Variable, and a later ``assign`` shows through
+        return x
     src = dtype_of(x)
     if src is not None and src == store:
         return bind(_IDENTITY, x)
