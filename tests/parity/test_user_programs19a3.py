@@ -17,23 +17,9 @@ NumPy mask; the ``tf.sparse.segment_*`` aggregators (``indices`` and ``segment_i
 import numpy as np
 
 from .harness import init_array, parity
+from .test_user_programs19a2 import DST, LOOSE, SRC, N, Y, _grad  # (the same graph)
 
-LOOSE = dict(rtol=1e-4, atol=1e-5)
-
-SRC = np.array([1, 2, 3, 0, 2, 4, 3, 0], np.int32)
-DST = np.array([0, 0, 0, 1, 1, 2, 4, 3], np.int32)
-N = 6
 X = init_array((N, 4), 2090, 1.0)
-Y = np.array([0, 1, 1, 0, 2, 2], np.int32)
-
-
-def _grad(tf, g):
-    """A gradient as a user sees it: None, or (is IndexedSlices, indices, dense value)."""
-    if g is None:
-        return None
-    if isinstance(g, tf.IndexedSlices):
-        return True, g.indices, tf.convert_to_tensor(g)
-    return False, None, g
 
 
 # ---------------------------------------------------------------------------

@@ -17,17 +17,10 @@ running statistics in Variables.  The off-policy and value-based programs are in
 import numpy as np
 
 from .harness import init_array, parity
-
-LOOSE = dict(rtol=1e-4, atol=1e-5)
-
-
-def _mlp_vars(tf, dims, seed):
-    d, h, o = dims
-    return [tf.Variable(init_array((d, h), seed)), tf.Variable(np.zeros(h, np.float32)),
-            tf.Variable(init_array((h, o), seed + 1)), tf.Variable(np.zeros(o, np.float32))]
+from .test_user_programs20b import LOOSE, _mlp_vars
 
 
-def _mlp(tf, ws, x):
+def _mlp(tf, ws, x):   # (tanh: the first half's is relu)
     return tf.matmul(tf.tanh(tf.matmul(x, ws[0]) + ws[1]), ws[2]) + ws[3]
 
 
