@@ -54,6 +54,16 @@ def test_softsign_acosh_digamma_derivatives_at_domain_edges_are_tfs():
     np.testing.assert_allclose(_grad(tf.math.digamma, [1.0, inf]), [np.pi ** 2 / 6, 0.0], rtol=1e-5)
 
 
+def test_digamma_and_lgammas_gradient_are_nan_at_the_poles_as_tfs():
+    """TF's digamma is NaN at 0 (either sign) and the negative integers, and lgamma's gradient is
+    digamma: the same under every JAX (0.12's digamma gives -inf at 0, 0.10's NaN)."""
+    import numpy as np
+    x = [0.0, -0.0, -1.0, -2.0, 0.5, -0.5]
+    want = [np.nan, np.nan, np.nan, np.nan, -1.9635108, 0.03648998]
+    np.testing.assert_allclose(tf.math.digamma(tf.constant(x)).numpy(), want, rtol=1e-5)
+    np.testing.assert_allclose(_grad(tf.math.lgamma, x), want, rtol=1e-5)
+
+
 def test_float_floordiv_is_tfs_floor_of_the_quotient_and_floormod_grad_uses_it():
     """TF's float FloorDiv is floor(x / y): 1 // 0.1 is 10 (Python's and jnp's: 9), -inf // -1 is inf
     (jnp: NaN), -1 // inf is -0 (jnp: -1); FloorMod's y-gradient is -floor_div(x, y) with that

@@ -75,8 +75,15 @@ def _tf_derivative(fn, d):
 
 _softsign = _tf_derivative(lambda x: x / (1 + G.tf_abs(x)), lambda x, y: 1 / jnp.square(1 + jnp.abs(x)))
 _acosh = _tf_derivative(jnp.arccosh, lambda x, y: 1 / jnp.sinh(y))
-_digamma = _tf_derivative(jax.scipy.special.digamma,
+def _digamma_at_poles(x):
+    """digamma with TF's NaN at its poles, 0 and the negative integers (JAX 0.12 gives -inf at 0,
+    0.10 NaN)."""
+    return jnp.where((x <= 0) & (x == jnp.floor(x)), jnp.nan, jax.scipy.special.digamma(x))
+
+
+_digamma = _tf_derivative(_digamma_at_poles,
                           lambda x, y: jnp.where(x == jnp.inf, 0, jax.scipy.special.polygamma(1, x)))
+_lgamma = _tf_derivative(jax.scipy.special.gammaln, lambda x, y: _digamma_at_poles(x))   # (TF's: digamma)
 
 
 # (public name, TF type, pure JAX fn[, differentiable[, accepted dtypes]])
@@ -108,7 +115,7 @@ _UNARY = [
     ("softsign", "Softsign", _softsign, True, "real", "features"),
     ("erf", "Erf", jax.scipy.special.erf, True, "real"),
     ("erfc", "Erfc", jax.scipy.special.erfc, True, "real"),
-    ("lgamma", "Lgamma", jax.scipy.special.gammaln, True, "real"),
+    ("lgamma", "Lgamma", _lgamma, True, "real"),
     ("digamma", "Digamma", _digamma, True, "real"),
     ("abs", "Abs", G.tf_abs, True, "signed"),
     ("sign", "Sign", jnp.sign, True, "signed"),
