@@ -110,6 +110,53 @@ def test_guide_base_called_with_training_false_keeps_batchnorm_statistics_after_
 
 
 @parity(**LOOSE)
+def test_unfreezing_without_recompiling_under_run_eagerly_and_train_on_batch(tf):
+    """The same rule where no trace hides it: ``compile(run_eagerly=True)`` with the base frozen,
+    then ``base.trainable = True`` and ``fit`` / ``train_on_batch`` without a new compile: tf_keras
+    sets each layer's ``trainable`` back to its compile-time value while they run (the base does
+    not move) and restores it after (the lists count it)."""
+    x, y = _xy(8, seed=2015)
+    base = _base(tf, 2016, bn=False)
+    base.trainable = False
+    inputs = tf.keras.Input((4,))
+    model = tf.keras.Model(inputs, tf.keras.layers.Dense(1, name="head")(base(inputs)))
+    keras_init(model, 2017)
+    model.compile(optimizer=tf.keras.optimizers.legacy.Adam(0.05), loss="mse", run_eagerly=True)
+    h1 = model.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0)
+    base.trainable = True
+    frozen = [w.numpy() for w in base.weights]
+    h2 = model.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0)
+    tob = model.train_on_batch(x[:4], y[:4])
+    unchanged = [bool(np.array_equal(a, w.numpy())) for a, w in zip(frozen, base.weights)]
+    return (h1.history["loss"], h2.history["loss"], tob, unchanged, _counts(model), base.trainable,
+            int(model.optimizer.iterations), [w.numpy() for w in model.weights])
+
+
+@parity(**LOOSE)
+def test_recompiling_with_the_same_new_optimizer_after_unfreezing_raises_key_error_in_fit(tf):
+    """A common slip: after ``base.trainable = True`` the program recompiles with the *same*
+    ``tf.keras.optimizers.Adam`` instance; it was built for the head's Variables by the first
+    ``fit``, so the second ``fit`` raises tf_keras' ``KeyError`` ("cannot recognize variable");
+    a fresh optimizer then trains."""
+    x, y = _xy(8, seed=2018)
+    base = _base(tf, 2019, bn=False)
+    base.trainable = False
+    inputs = tf.keras.Input((4,))
+    model = tf.keras.Model(inputs, tf.keras.layers.Dense(1, name="head")(base(inputs)))
+    keras_init(model, 2020)
+    opt = tf.keras.optimizers.Adam(0.01)
+    model.compile(optimizer=opt, loss="mse")
+    h1 = model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+    base.trainable = True
+    model.compile(optimizer=opt, loss="mse")
+    failed = raises(model.fit, x, y, batch_size=8, epochs=1, verbose=0)
+    counts = (int(opt.iterations), len(opt.variables))
+    model.compile(optimizer=tf.keras.optimizers.Adam(0.01), loss="mse")
+    h2 = model.fit(x, y, batch_size=8, epochs=2, verbose=0)
+    return h1.history["loss"], failed, counts, h2.history["loss"], [w.numpy() for w in model.weights]
+
+
+@parity(**LOOSE)
 def test_unfreezing_without_recompiling_keeps_the_compiled_trainable_state_under_fit(tf):
     """tf_keras' rule (the guide's "call compile() again"): ``fit`` after ``base.trainable = True``
     without a new ``compile`` trains with the train function made for the frozen model, so the
