@@ -148,9 +148,13 @@ class NewOptimizerState:
         before it)."""
         pairs = list(grads_and_vars)
         known = self.__dict__.get("_known_ids")
-        with_grad = [v for g, v in pairs if g is not None and isinstance(v, Variable)]
+        with_grad = [p[1] for p in pairs   # (malformed pairs: ``Optimizer``'s TypeError)
+                     if isinstance(p, (tuple, list)) and len(p) == 2 and p[0] is not None and isinstance(p[1], Variable)]
+        if not pairs:   # (an empty list: tf_keras' no-op, before the build and the learning rate)
+            return self.iterations
         if known is None:
-            self._known_ids = {v._id for v in with_grad}
+            if with_grad:   # (all None: ``Optimizer``'s ValueError, nothing built)
+                self._known_ids = {v._id for v in with_grad}
         else:
             for v in with_grad:
                 if v._id not in known:
