@@ -69,6 +69,7 @@ def test_guide_two_phases_frozen_base_fit_then_unfrozen_and_recompiled_at_a_low_
     opt1 = tf.keras.optimizers.Adam(0.05)
     model.compile(optimizer=opt1, loss="mse")
     counts = [_counts(model), _counts(base)]
+    order = [[w.numpy() for w in model.non_trainable_weights], [w.numpy() for w in model.trainable_weights]]
     h1 = model.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0)
     after1 = [bool(np.array_equal(a, w.numpy())) for a, w in zip(before, base.weights)]
     base.trainable = True
@@ -78,9 +79,10 @@ def test_guide_two_phases_frozen_base_fit_then_unfrozen_and_recompiled_at_a_low_
     opt2 = tf.keras.optimizers.Adam(0.005)
     model.compile(optimizer=opt2, loss="mse")
     counts += [_counts(model), _counts(base)]
+    order += [[w.numpy() for w in model.non_trainable_weights], [w.numpy() for w in model.trainable_weights]]
     h2 = model.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0)
     bn = base.get_layer("base_bn")
-    return (counts, h1.history["loss"], h2.history["loss"], after1, int(opt1.iterations), int(opt2.iterations),
+    return (counts, order, h1.history["loss"], h2.history["loss"], after1, int(opt1.iterations), int(opt2.iterations),
             [bool(np.array_equal(a, b.numpy())) for a, b in zip(before[4:], [bn.moving_mean, bn.moving_variance])],
             [w.numpy() for w in model.weights])
 
@@ -246,6 +248,7 @@ def test_frozen_batchnorm_runs_in_inference_mode_even_with_training_true(tf):
             opt.apply_gradients(zip(grads[:len(variables)], variables))
             rows.append((loss, pred, grads[len(variables):]))
         out[name] = (rows, _counts(model), _counts(bn), bn.moving_mean.numpy(), bn.moving_variance.numpy(),
+                     [w.numpy() for w in model.non_trainable_weights], [w.numpy() for w in model.trainable_weights],
                      [w.numpy() for w in model.weights])
     return out
 
@@ -290,6 +293,32 @@ def test_new_optimizer_meeting_the_unfrozen_base_raises_key_error_and_legacy_mak
     out.append([make_step(fresh)(x, y) for _ in range(2)])
     return (out, int(legacy.iterations), len(legacy.variables()), int(fresh.iterations),
             [legacy.get_slot(v, "m") for v in model.trainable_variables], [w.numpy() for w in model.weights])
+
+
+@parity(modes=True, **LOOSE)
+def test_one_step_function_for_a_fully_frozen_model_applies_an_empty_list(tf):
+    """Linear probing's last phase, written with the training step reused: ``model.trainable =
+    False`` leaves ``model.trainable_variables`` empty, so the step's ``tape.gradient`` gives ``[]``
+    and ``apply_gradients(zip([], []))`` is tf_keras' no-op (the new optimizer returns its
+    ``iterations`` unchanged, the legacy one ``None``); the weights do not move and the losses are
+    the frozen model's."""
+    x, y = _xy(6, seed=2045)
+    model = _base(tf, 2046, bn=False)
+    new, legacy = tf.keras.optimizers.Adam(0.05), tf.keras.optimizers.legacy.SGD(0.1)
+
+    def step(opt):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(model(x, training=True)[:, :1] - y))
+        grads = tape.gradient(loss, model.trainable_variables)
+        return loss, grads, opt.apply_gradients(zip(grads, model.trainable_variables))
+
+    out = [step(new)[:2], step(legacy)[:2]]
+    model.trainable = False
+    before = model.get_weights()
+    frozen_new, frozen_legacy = step(new), step(legacy)
+    out += [(frozen_new[0], frozen_new[1], int(frozen_new[2])), (frozen_legacy[:2], frozen_legacy[2] is None)]
+    return (out, int(new.iterations), int(legacy.iterations), len(model.trainable_variables),
+            [bool(np.array_equal(a, b)) for a, b in zip(before, model.get_weights())])
 
 
 @parity(modes=True, **LOOSE)
