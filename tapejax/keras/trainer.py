@@ -347,8 +347,9 @@ def build_optimizer_slots(model, opt) -> None:
     own optimizer when it builds the model; a slot made inside the compiled step would trace it
     twice)."""
     _ = opt.iterations   # (a legacy optimizer makes it on its first update otherwise)
-    build = getattr(opt, "build", None) or opt._create_slots   # (legacy ones: no build)
-    build(list(model.trainable_variables))
+    # (the slots only: a new optimizer's ``build`` would also fix the Variables it may update, which
+    # tf_keras' fit leaves to the first update: a model whose step builds more gets them too)
+    getattr(opt, "inner_optimizer", opt)._create_slots(list(model.trainable_variables))
 
 
 class _OptimizerHidden:
