@@ -285,3 +285,18 @@ def test_one_layer_frozen_after_compile_still_trains_and_keeps_its_flag():
     model.fit(X, y, batch_size=16, verbose=0)
     assert not np.array_equal(kernel, base.get_layer("b").kernel.numpy())
     assert base.trainable and not base.get_layer("b").trainable
+
+
+def test_recompiled_with_the_same_new_optimizer_after_unfreezing_fit_raises_key_error():
+    """tf_keras' first fit builds its new optimizer for the head; after unfreezing, a recompile with
+    the same optimizer makes no slots for the base and fit raises tf_keras' KeyError."""
+    base, model = _frozen_base_model()
+    y = np.ones((48, 1), np.float32)
+    opt = tf.keras.optimizers.Adam(0.01)
+    model.compile(optimizer=opt, loss="mse")
+    model.fit(X, y, batch_size=48, verbose=0)
+    base.trainable = True
+    model.compile(optimizer=opt, loss="mse")
+    with pytest.raises(KeyError, match="cannot recognize variable"):
+        model.fit(X, y, batch_size=48, verbose=0)
+    assert (int(opt.iterations), len(opt.variables)) == (1, 1 + 2 * 2)

@@ -348,8 +348,11 @@ def build_optimizer_slots(model, opt) -> None:
     twice)."""
     _ = opt.iterations   # (a legacy optimizer makes it on its first update otherwise)
     # (the slots only: a new optimizer's ``build`` would also fix the Variables it may update, which
-    # tf_keras' fit leaves to the first update: a model whose step builds more gets them too)
-    getattr(opt, "inner_optimizer", opt)._create_slots(list(model.trainable_variables))
+    # tf_keras' fit leaves to the first update: a model whose step builds more gets them too; one
+    # built already gets none for Variables it does not know, which its update refuses)
+    inner = getattr(opt, "inner_optimizer", opt)
+    known = inner.__dict__.get("_known_ids")
+    inner._create_slots([v for v in model.trainable_variables if known is None or v._id in known])
 
 
 class _OptimizerHidden:
