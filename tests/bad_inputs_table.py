@@ -140,8 +140,8 @@ def nested(tf):
 def _sgd(tf, lr=0.1, **kw):
     opts = getattr(getattr(tf, "keras", None), "optimizers", None)
     legacy = getattr(opts, "legacy", None)
-    if legacy is not None and not hasattr(tf, "cache_info"):   # TensorFlow: the Keras-2 optimizers
-        return legacy.SGD(learning_rate=lr, **kw)
+    if legacy is not None:   # the Keras-2 optimizers on both sides (a new one refuses a Variable it was
+        return legacy.SGD(learning_rate=lr, **kw)   # not built for: KeyError, tf_keras' rule)
     return tf.optimizers.SGD(learning_rate=lr, **kw)
 
 

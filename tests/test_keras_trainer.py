@@ -244,3 +244,59 @@ def test_fit_runs_tf_style_steps_of_a_model_with_no_call():
     hist = model.fit(x, y, epochs=2, batch_size=4, verbose=0)
     # loss (1 + 1 + 0 - 0)^2 = 4, gradient 2 * 2 = 4 for each weight and the bias: 0.6 + 0.6 - 0.4 -> 0.8^2
     np.testing.assert_allclose(hist.history["loss"], [4.0, 0.64], rtol=1e-5)
+
+
+# -- tf_keras' RespectCompiledTrainableState (oracle: tf_keras 2.21, checked in
+# tests/parity/test_user_programs20c.py): fit / train_on_batch train what was trainable at compile
+
+def _frozen_base_model():
+    base = keras.Sequential([keras.Input((5,)), keras.layers.Dense(4, name="b")], name="base")
+    base.trainable = False
+    inp = keras.Input((5,))
+    model = keras.Model(inp, keras.layers.Dense(1, name="h")(base(inp)))
+    model.set_weights([np.full(w.shape, 0.3, np.float32) for w in model.get_weights()])
+    return base, model
+
+
+@pytest.mark.parametrize("run_eagerly", [False, True])
+def test_fit_after_unfreezing_without_compile_keeps_the_compiled_trainable_state(run_eagerly):
+    base, model = _frozen_base_model()
+    y = np.ones((48, 1), np.float32)
+    model.compile(optimizer=tf.keras.optimizers.legacy.SGD(0.1), loss="mse", run_eagerly=run_eagerly)
+    model.fit(X, y, batch_size=16, verbose=0)
+    base.trainable = True
+    kernel = base.get_layer("b").kernel.numpy()
+    model.fit(X, y, batch_size=16, verbose=0)
+    model.train_on_batch(X[:8], y[:8])
+    assert np.array_equal(kernel, base.get_layer("b").kernel.numpy())   # frozen as at compile
+    assert base.trainable and base.get_layer("b").trainable and len(model.trainable_variables) == 4   # put back
+    model.compile(optimizer=tf.keras.optimizers.legacy.SGD(0.1), loss="mse", run_eagerly=run_eagerly)
+    model.fit(X, y, batch_size=16, verbose=0)
+    assert not np.array_equal(kernel, base.get_layer("b").kernel.numpy())   # a new compile: it trains
+
+
+def test_one_layer_frozen_after_compile_still_trains_and_keeps_its_flag():
+    base, model = _frozen_base_model()
+    base.trainable = True
+    y = np.ones((48, 1), np.float32)
+    model.compile(optimizer=tf.keras.optimizers.legacy.SGD(0.1), loss="mse", run_eagerly=True)
+    base.get_layer("b").trainable = False
+    kernel = base.get_layer("b").kernel.numpy()
+    model.fit(X, y, batch_size=16, verbose=0)
+    assert not np.array_equal(kernel, base.get_layer("b").kernel.numpy())
+    assert base.trainable and not base.get_layer("b").trainable
+
+
+def test_recompiled_with_the_same_new_optimizer_after_unfreezing_fit_raises_key_error():
+    """tf_keras' first fit builds its new optimizer for the head; after unfreezing, a recompile with
+    the same optimizer makes no slots for the base and fit raises tf_keras' KeyError."""
+    base, model = _frozen_base_model()
+    y = np.ones((48, 1), np.float32)
+    opt = tf.keras.optimizers.Adam(0.01)
+    model.compile(optimizer=opt, loss="mse")
+    model.fit(X, y, batch_size=48, verbose=0)
+    base.trainable = True
+    model.compile(optimizer=opt, loss="mse")
+    with pytest.raises(KeyError, match="cannot recognize variable"):
+        model.fit(X, y, batch_size=48, verbose=0)
+    assert (int(opt.iterations), len(opt.variables)) == (1, 1 + 2 * 2)

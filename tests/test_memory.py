@@ -570,7 +570,7 @@ def test_function_specialisations_are_bounded_and_evicted_ones_released():
 
 
 def test_optimizer_update_cache_is_bounded_and_evicted_updates_released():
-    opt = tf.optimizers.SGD(0.1)
+    opt = tf.keras.optimizers.legacy.SGD(0.1)   # (a new one refuses Variables it was not built for)
     opt._updates.resize(2)
     vs = [tf.Variable(np.ones(2, np.float32)) for _ in range(5)]
     refs = []

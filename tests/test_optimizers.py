@@ -242,6 +242,20 @@ def test_none_gradients_skipped_with_warning_all_none_raises(caplog):
     assert int(opt.iterations.numpy()) == 1
 
 
+def test_an_empty_list_is_a_no_op_as_tf_keras():
+    """A fully frozen model's ``zip(grads, model.trainable_variables)`` is empty: tf_keras' new
+    optimizers return ``iterations`` unchanged (nothing built), the legacy ones ``None`` after making
+    ``iterations`` (TF 2.21's answers); an optax optimizer does nothing either."""
+    a = tf.Variable(1.0, name="a")
+    new, legacy = tf.keras.optimizers.Adam(0.1), tf.keras.optimizers.legacy.Adam(0.1)
+    assert int(new.apply_gradients([])) == 0 and not new.built
+    assert new.minimize(lambda: a * 2.0, []) is not None and int(new.iterations) == 0
+    assert legacy.apply_gradients(iter([])) is None and len(legacy.variables()) == 1
+    assert optimizers.from_optax(optax.sgd(0.1)).apply_gradients([]) is None
+    new.apply_gradients([(tf.constant(1.0), a)])   # (the empty call built nothing: a is known now)
+    assert int(new.iterations) == 1 and a.numpy() != 1.0
+
+
 def test_bad_input_raises_before_any_state_changes():
     a, b = tf.Variable([1.0, 2.0], name="a"), tf.Variable(2.0, name="b")
     opt = optimizers.Adam(0.1)

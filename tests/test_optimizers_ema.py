@@ -2,7 +2,8 @@
 computed with NumPy over the weights the optimizer produced (the oracle), in the places the parity
 tests do not reach: slots made inside a compiled first call, sparse gradients, the slot order and
 ``get_slot``, ``finalize_variable_values`` inside a function, ``exclude_from_weight_decay`` by
-Variable, a checkpoint restored before the first update."""
+Variable and by a Keras layer name in the path, a checkpoint restored before the first update, and
+the new optimizers' ``KeyError`` for a Variable their first build did not list."""
 import tempfile
 
 import numpy as np
@@ -187,3 +188,66 @@ def test_a_scheduled_new_optimizer_refuses_a_new_rate_as_tf_keras():
     plain = tf.keras.optimizers.SGD(0.1)
     plain.learning_rate = 0.05
     np.testing.assert_allclose(float(plain.learning_rate.numpy()), 0.05)
+
+
+# -- the Variables a new optimizer was built for (tf_keras' ``_index_dict``) ------------------
+# (the oracle, TF 2.21's tf_keras: ``apply_gradients`` of a Variable the first build did not list
+# raises ``KeyError: The optimizer cannot recognize variable ...``, eagerly and while tracing)
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "Lion"])
+def test_a_new_optimizer_refuses_a_variable_its_first_update_did_not_list(name):
+    a, b = tf.Variable([1.0, 2.0]), tf.Variable([3.0])
+    opt = getattr(ko, name)(0.1)
+    opt.apply_gradients([(tf.ones(2), a)])
+    before = a.numpy()
+    with pytest.raises(KeyError, match="cannot recognize variable"):
+        opt.apply_gradients([(tf.ones(2), a), (tf.ones(1), b)])
+    assert int(opt.iterations) == 1 and np.array_equal(a.numpy(), before)   # (nothing moved)
+    opt.apply_gradients([(tf.ones(2), a)])   # the known list still trains
+    assert int(opt.iterations) == 2
+
+
+def test_the_refusal_inside_a_function_and_the_legacy_optimizer_takes_new_variables():
+    a, b = tf.Variable([1.0, 2.0]), tf.Variable([3.0])
+    opt, legacy = ko.Adam(0.1), ko.legacy.Adam(0.1)
+
+    @tf.function
+    def step(vs):
+        opt.apply_gradients([(tf.ones_like(v), v) for v in vs])
+
+    step([a])
+    with pytest.raises(KeyError):
+        step([a, b])
+    legacy.apply_gradients([(tf.ones(2), a)])
+    legacy.apply_gradients([(tf.ones(2), a), (tf.ones(1), b)])   # (slots made at the first update listing it)
+    assert int(legacy.iterations) == 2 and legacy.get_slot(b, "m") is not None
+
+
+def test_build_first_names_the_variables_a_second_build_changes_nothing():
+    a, b, c = tf.Variable([1.0]), tf.Variable([2.0]), tf.Variable([3.0])
+    opt = ko.Adam(0.1)
+    opt.build([a, b])
+    assert len(opt.variables) == 1 + 2 * 2
+    opt.build([a, b, c])   # tf_keras: built already, returns
+    assert len(opt.variables) == 5
+    opt.apply_gradients([(tf.ones(1), b)])   # a subset of the built list
+    with pytest.raises(KeyError):
+        opt.apply_gradients([(tf.ones(1), c)])
+
+
+def test_a_variable_with_a_none_gradient_in_the_first_update_is_not_built():
+    a, b = tf.Variable([1.0]), tf.Variable([2.0])
+    opt = ko.SGD(0.1, momentum=0.9)
+    opt.apply_gradients([(tf.ones(1), a), (None, b)])   # (filtered out before the build, as tf_keras)
+    with pytest.raises(KeyError):
+        opt.apply_gradients([(tf.ones(1), a), (tf.ones(1), b)])
+
+
+def test_exclude_from_weight_decay_by_a_keras_layer_name_in_the_variable_path():
+    """tf_keras' ``var_names=["LayerNorm"]`` matches ``LayerNorm/gamma:0``; a Keras 3 variable is
+    named ``gamma``, its path ``.../LayerNorm/gamma`` holds the layer's name."""
+    layers = tf.keras.layers
+    model = tf.keras.Sequential([tf.keras.Input((2,)), layers.Dense(2, name="d"), layers.LayerNormalization(name="LayerNorm")])
+    opt = ko.AdamW(learning_rate=0.1, weight_decay=0.5)
+    opt.exclude_from_weight_decay(var_names=["bias", "LayerNorm"])
+    assert [opt._use_weight_decay(v) for v in model.trainable_variables] == [True, False, False, False]

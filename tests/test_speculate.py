@@ -639,7 +639,7 @@ def test_one_optimizer_applied_to_two_halves_of_a_step_is_not_predicted(counts):
     """Two ``apply_gradients`` of one optimizer per step share its counter (the second sees
     the first's increment): they cannot be computed side by side, so nothing is predicted."""
     def make_update():
-        opt = tf.keras.optimizers.Adam(0.05)
+        opt = tf.keras.optimizers.legacy.Adam(0.05)   # (a new one refuses the second half: tf_keras' KeyError)
 
         def update(i, vs, grads):
             opt.apply_gradients(zip(grads[:2], vs[:2]))

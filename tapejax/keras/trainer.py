@@ -28,7 +28,10 @@ optimizer (its ``stateless_apply``): a clear TypeError.  ``model.save`` keeps th
 config in the compile config (``_get_compile_config``), and ``load_model`` compiles a new one of
 it (``_compile_from_config``); its step count and slots travel in the weights file
 (``optimizer_state``).  ``model.summary()``
-hides it too (tf_keras' summary lists no optimizer variables).
+hides it too (tf_keras' summary lists no optimizer variables).  With such an optimizer ``fit`` and
+``train_on_batch`` also keep tf_keras' rule that ``compile`` fixes what trains
+(``RespectCompiledTrainableState``): a layer's ``trainable`` changed after ``compile`` is set back
+to its compile-time value while they run, and restored after.
 
 A TF-style ``train_step`` written for tf_keras (the Keras 2 guide) calls ``self.compiled_loss(y,
 y_pred, regularization_losses=self.losses)`` and ``self.compiled_metrics.update_state(y, y_pred)``:
@@ -262,7 +265,51 @@ def _compile(self, optimizer="rmsprop", *args, **kwargs):
             and not isinstance(optimizer, BaseLossScaleOptimizer)):
         optimizer = BaseLossScaleOptimizer(optimizer)   # (tf_keras' compile wraps it too; V3 for a new one)
     self.optimizer = optimizer
+    object.__setattr__(self, "_tapejax_compiled_trainable", _trainable_state(self))
     return out
+
+
+# -- tf_keras' ``RespectCompiledTrainableState``: ``fit`` trains what was trainable at ``compile`` --
+
+def _trainable_state(model) -> Any:
+    """Each layer's ``trainable``, by layer (tf_keras' ``_get_trainable_state``)."""
+    import weakref
+    state: Any = weakref.WeakKeyDictionary()
+    for layer in model._flatten_layers():
+        state[layer] = layer.trainable
+    return state
+
+
+def _set_trainable_state(model, state) -> None:
+    for layer in model._flatten_layers():   # (parents first: a parent's setter sets its layers, then theirs)
+        if layer in state:
+            layer.trainable = state[layer]
+
+
+def _respecting_compiled_trainable(name: str) -> Callable[..., Any]:
+    """``fit`` / ``train_on_batch`` of a model compiled with a tapejax (tf_keras) optimizer run with
+    each layer's ``trainable`` as it was at ``compile`` (tf_keras' ``RespectCompiledTrainableState``:
+    the guide's "call compile() again" after changing it), and put the values back after.  Keras 3's
+    own optimizers keep Keras 3's rule (none)."""
+    orig = _ORIG[name]
+
+    def method(self, *args, **kwargs):
+        compiled = self.__dict__.get("_tapejax_compiled_trainable")
+        if compiled is None or not _tapejax_optimizer(self):
+            return orig(self, *args, **kwargs)
+        current = _trainable_state(self)
+        changed = any(layer in current and current[layer] != t for layer, t in compiled.items())
+        if changed:
+            _set_trainable_state(self, compiled)
+        try:
+            return orig(self, *args, **kwargs)
+        finally:
+            if changed:
+                _set_trainable_state(self, current)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = orig.__doc__
+    return method
 
 
 #: The key of a tapejax optimizer's config in a saved compile config (``_compile_from_config``).
@@ -300,8 +347,12 @@ def build_optimizer_slots(model, opt) -> None:
     own optimizer when it builds the model; a slot made inside the compiled step would trace it
     twice)."""
     _ = opt.iterations   # (a legacy optimizer makes it on its first update otherwise)
-    build = getattr(opt, "build", None) or opt._create_slots   # (legacy ones: no build)
-    build(list(model.trainable_variables))
+    # (the slots only: a new optimizer's ``build`` would also fix the Variables it may update, which
+    # tf_keras' fit leaves to the first update: a model whose step builds more gets them too; one
+    # built already gets none for Variables it does not know, which its update refuses)
+    inner = getattr(opt, "inner_optimizer", opt)
+    known = inner.__dict__.get("_known_ids")
+    inner._create_slots([v for v in model.trainable_variables if known is None or v._id in known])
 
 
 class _OptimizerHidden:
@@ -380,6 +431,9 @@ def install() -> None:
     setattr(JAXTrainer, "compiled_metrics", property(_compiled_metrics))
     setattr(JAXTrainer, "make_train_function", _make_train_function)
     setattr(JAXTrainer, "make_test_function", _make_test_function)
+    for name in ("fit", "train_on_batch"):
+        _ORIG[name] = getattr(JAXTrainer, name)
+        setattr(JAXTrainer, name, _respecting_compiled_trainable(name))
     for name, fn in (("_get_jax_state", _get_jax_state), ("_get_state_sharding_spec", _get_state_sharding_spec)):
         _ORIG[name] = getattr(JAXTrainer, name)
         setattr(JAXTrainer, name, fn)

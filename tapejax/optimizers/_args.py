@@ -83,8 +83,8 @@ def _takes_step(fn: Callable[..., Any]) -> bool:
 
 def _filter_empty_gradients(grads_and_vars):
     pairs = tuple(grads_and_vars)
-    if not pairs:
-        raise ValueError("No gradients provided for any variable: grads_and_vars is empty.")
+    if not pairs:   # (TF's no-op: the caller returns; a fully frozen model's empty list)
+        return []
     for p in pairs:
         if not isinstance(p, (tuple, list)) or len(p) != 2:
             raise TypeError(f"grads_and_vars must be (gradient, variable) pairs; got {p!r}")

@@ -225,9 +225,7 @@ class Optimizer(HyperParameters):
     lr = learning_rate
     built = property(lambda self: bool(self._slots), doc="Whether the slots are made (Keras 3 reads it).")
 
-    @property
-    def name(self):
-        return self._name
+    name = property(lambda self: self._name, doc="The optimizer's name.")
 
     @property
     def iterations(self):
@@ -244,9 +242,7 @@ class Optimizer(HyperParameters):
         read of ``iterations``), then the slots in creation order; none before, as tf_keras."""
         return list(self._weights)
 
-    @property
-    def weights(self):
-        return self.variables()
+    weights = property(lambda self: self.variables(), doc="``variables()``, as a property (tf_keras').")
 
     def get_weights(self):
         return [v.numpy() for v in self.variables()]
@@ -440,6 +436,9 @@ class Optimizer(HyperParameters):
         """``apply_gradients``; a ``guard`` (``loss_scale.Guard``) wraps the pure update (``guard.wrap``)
         and adds its Variables after ``_extra`` (``guard.state``; ``guard.key`` in the plan's key)."""
         pairs = _filter_empty_gradients(grads_and_vars)
+        if not pairs:   # an empty list: tf_keras' no-op (the legacy classes make ``iterations``)
+            _ = self.iterations
+            return None
         if self._hyper_fn:
             self._call_hypers()
         if _state._local.collector is None:

@@ -129,6 +129,43 @@ class NewOptimizerState:
                 value = value()
         super()._set_learning_rate(value)   # pyright: ignore[reportAttributeAccessIssue]  (Optimizer's)
 
+    # -- the Variables it was built for (tf_keras' ``_index_dict``) ---------------------------
+    def build(self, var_list):
+        """Make the slots for ``var_list`` now (tf_keras' new optimizers; the first update would),
+        e.g. before a checkpoint restore fills them.  Only the first build counts (tf_keras'
+        ``_built``): these are the Variables the optimizer will ever update."""
+        _ = self.iterations
+        if self.__dict__.get("_known_ids") is not None:
+            return
+        var_list = list(var_list)
+        self._known_ids = {v._id for v in var_list}
+        self._create_slots(var_list)   # pyright: ignore[reportAttributeAccessIssue]  (``Optimizer``'s)
+
+    def _apply_gradients(self, grads_and_vars, guard):
+        """tf_keras' new optimizers are built by their first update (or ``build``) for its
+        Variables with a gradient; a later update of another Variable is TF's ``KeyError`` (raised
+        here before anything changes; TF's eager update has moved the known Variables listed
+        before it)."""
+        pairs = list(grads_and_vars)
+        known = self.__dict__.get("_known_ids")
+        with_grad = [p[1] for p in pairs   # (malformed pairs: ``Optimizer``'s TypeError)
+                     if isinstance(p, (tuple, list)) and len(p) == 2 and p[0] is not None and isinstance(p[1], Variable)]
+        if not pairs:   # (an empty list: tf_keras' no-op, before the build and the learning rate)
+            return self.iterations
+        if known is None:
+            if with_grad:   # (all None: ``Optimizer``'s ValueError, nothing built)
+                self._known_ids = {v._id for v in with_grad}
+        else:
+            for v in with_grad:
+                if v._id not in known:
+                    raise KeyError(
+                        f"The optimizer cannot recognize variable {v.name}. This usually means you are trying "
+                        "to call the optimizer to update different parts of the model separately. Please call "
+                        "`optimizer.build(variables)` with the full list of trainable variables before the "
+                        "training loop or use legacy optimizer "
+                        f"`tf.keras.optimizers.legacy.{type(self).__name__}.")
+        return super()._apply_gradients(pairs, guard)   # pyright: ignore[reportAttributeAccessIssue]
+
     def _create_slots_now(self, new):
         super()._create_slots_now(new)   # pyright: ignore[reportAttributeAccessIssue]  (``Optimizer``'s)
         for hook in tuple(BUILD_HOOKS):
@@ -186,7 +223,10 @@ class NewOptimizerState:
     def _use_weight_decay(self, var) -> bool:
         if var._id in getattr(self, "_exclude_ids", ()):
             return False
-        return not any(re.search(n, var.name) is not None for n in getattr(self, "_exclude_names", ()))
+        # (a Keras 3 variable's name is its attribute, ``gamma``: its path, ``model/LayerNorm/gamma``,
+        # holds the layer's name that tf_keras' ``LayerNorm/gamma:0`` holds)
+        names = (var.name, getattr(var, "path", None) or "")
+        return not any(re.search(n, s) is not None for n in getattr(self, "_exclude_names", ()) for s in names)
 
     def _var_flags(self, var_list):
         if not getattr(self, "_exclude_ids", None) and not getattr(self, "_exclude_names", None):

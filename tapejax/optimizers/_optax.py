@@ -110,6 +110,8 @@ class OptaxOptimizer(Optimizer):
 
     def apply_gradients(self, grads_and_vars, name=None, experimental_aggregate_gradients=True):
         pairs = _filter_empty_gradients(grads_and_vars)
+        if not pairs:   # (an empty list: TF's no-op)
+            return None
         gs, var_list = [], []
         for g, v in pairs:
             if not isinstance(v, Variable):

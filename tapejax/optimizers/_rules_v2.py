@@ -71,12 +71,6 @@ class _New(NewOptimizerState):
         """The Variables (``iterations``, then the slots), as a list that may also be called."""
         return CallableList(self._weights)   # pyright: ignore[reportAttributeAccessIssue]  (the legacy class keeps them)
 
-    def build(self, var_list):
-        """Make the slots for ``var_list`` now (tf_keras' new optimizers; the first update would),
-        e.g. before a checkpoint restore fills them."""
-        _ = self.iterations   # pyright: ignore[reportAttributeAccessIssue]  (the legacy class')
-        self._create_slots(list(var_list))   # pyright: ignore[reportAttributeAccessIssue]
-
     def _set_new(self, new):
         """Keep the new optimizers' own arguments (after the legacy class' constructor)."""
         self.weight_decay = None if new["weight_decay"] is None else _float_hyper("weight_decay",

@@ -475,7 +475,7 @@ class LossScaleOptimizerV3(BaseLossScaleOptimizer):
 
     def build(self, var_list):
         """Make the inner optimizer's slots for ``var_list`` now (its first update would)."""
-        self._optimizer._create_slots(list(var_list))
+        self._optimizer.build(list(var_list))
 
     use_ema = _inner("use_ema")
     ema_momentum = _inner("ema_momentum")
