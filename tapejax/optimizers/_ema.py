@@ -147,23 +147,27 @@ class NewOptimizerState:
         here before anything changes; TF's eager update has moved the known Variables listed
         before it)."""
         pairs = list(grads_and_vars)
-        known = self.__dict__.get("_known_ids")
-        with_grad = [p[1] for p in pairs   # (malformed pairs: ``Optimizer``'s TypeError)
-                     if isinstance(p, (tuple, list)) and len(p) == 2 and p[0] is not None and isinstance(p[1], Variable)]
         if not pairs:   # (an empty list: tf_keras' no-op, before the build and the learning rate)
             return self.iterations
+        known = self.__dict__.get("_known_ids")
         if known is None:
+            with_grad = [p[1] for p in pairs   # (malformed pairs: ``Optimizer``'s TypeError)
+                         if isinstance(p, (tuple, list)) and len(p) == 2 and p[0] is not None
+                         and isinstance(p[1], Variable)]
             if with_grad:   # (all None: ``Optimizer``'s ValueError, nothing built)
                 self._known_ids = {v._id for v in with_grad}
         else:
-            for v in with_grad:
-                if v._id not in known:
-                    raise KeyError(
-                        f"The optimizer cannot recognize variable {v.name}. This usually means you are trying "
-                        "to call the optimizer to update different parts of the model separately. Please call "
-                        "`optimizer.build(variables)` with the full list of trainable variables before the "
-                        "training loop or use legacy optimizer "
-                        f"`tf.keras.optimizers.legacy.{type(self).__name__}.")
+            try:   # (the steady step: one set lookup per pair)
+                unknown = [v for g, v in pairs if g is not None and v._id not in known and isinstance(v, Variable)]
+            except (TypeError, ValueError, AttributeError):   # (malformed pairs: ``Optimizer``'s TypeError)
+                unknown = []
+            if unknown:
+                raise KeyError(
+                    f"The optimizer cannot recognize variable {unknown[0].name}. This usually means you are "
+                    "trying to call the optimizer to update different parts of the model separately. Please "
+                    "call `optimizer.build(variables)` with the full list of trainable variables before the "
+                    "training loop or use legacy optimizer "
+                    f"`tf.keras.optimizers.legacy.{type(self).__name__}.")
         return super()._apply_gradients(pairs, guard)   # pyright: ignore[reportAttributeAccessIssue]
 
     def _create_slots_now(self, new):
