@@ -344,6 +344,8 @@ def test_watching_is_per_tape():
 
 
 def test_persistent_tape_inside_its_context_gives_higher_order(tapejax_log):
+    from tapejax.autodiff import tape as _tape
+    _tape.LOGGED_ONCE.discard("persistent_inside")   # (logged once a process, as TF's log_first_n)
     w = tf.Variable(1.0)
     with tf.GradientTape(persistent=True) as t:
         y = w ** 3.0

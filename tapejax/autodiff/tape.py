@@ -45,6 +45,9 @@ from .nodes import (
     flatten_sources,
 )
 
+#: The warnings TF logs once a process (``log_first_n(..., 1)``) that this process has logged.
+LOGGED_ONCE: set = set()
+
 
 def _simple_via_record_op(self, prim, skey, ids, vals, result) -> bool:
     self._record_op(prim, dict(skey), None, ids, vals, result)
@@ -363,10 +366,12 @@ class GradientTape:
         self._check_usable()
         if self._recording:
             if self._persistent:
-                _log.warning(
-                    "Calling GradientTape.gradient on a persistent tape inside its context records "
-                    "the gradient computation on the tape (for higher-order derivatives); call it "
-                    "outside the context when you do not need that.")
+                if "persistent_inside" not in LOGGED_ONCE:   # (TF: log_first_n(..., 1), once a process)
+                    LOGGED_ONCE.add("persistent_inside")
+                    _log.warning(
+                        "Calling GradientTape.gradient on a persistent tape inside its context records "
+                        "the gradient computation on the tape (for higher-order derivatives); call it "
+                        "outside the context when you do not need that.")
             else:
                 self._pop()  # as TF: a non-persistent tape stops recording for good
 
