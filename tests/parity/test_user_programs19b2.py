@@ -44,6 +44,16 @@ def _sentences(seed, lengths=(3, 6, 2, 5, 4, 1)):
 # Variable-length data
 # ---------------------------------------------------------------------------
 
+def _bucketed_lm(tf):
+    """Eight sentences bucketed by length (boundaries 3, 5), an embedding, an output layer, SGD."""
+    sents = _sentences(2011, lengths=(3, 6, 2, 5, 4, 2, 6, 3))
+    ds = tf.data.Dataset.from_generator(lambda: iter(sents), output_signature=tf.TensorSpec([None], tf.int32))
+    ds = ds.bucket_by_sequence_length(lambda s: tf.shape(s)[0], bucket_boundaries=[3, 5],
+                                      bucket_batch_sizes=[2, 2, 2])
+    return (ds, tf.Variable(init_array((VOCAB, D), 2012)), tf.Variable(init_array((D, VOCAB), 2013)),
+            tf.keras.optimizers.legacy.SGD(0.5))
+
+
 @parity(modes=True, **LOOSE)
 def test_padded_batch_feeds_a_step_compiled_once_by_its_input_signature(tf):
     """Sentences of lengths 1..6 from ``from_generator`` are ``padded_batch``-ed in twos (each
@@ -94,13 +104,7 @@ def test_bucket_by_sequence_length_batches_and_a_masked_perplexity_metric(tf):
     embedding and an output matrix) is trained by a signature-compiled step, then evaluated by a
     ``tf.keras.metrics.Mean`` fed the flattened per-token losses with the padding mask as
     ``sample_weight``: its result's ``exp`` is the perplexity."""
-    sents = _sentences(2011, lengths=(3, 6, 2, 5, 4, 2, 6, 3))
-    ds = tf.data.Dataset.from_generator(lambda: iter(sents), output_signature=tf.TensorSpec([None], tf.int32))
-    ds = ds.bucket_by_sequence_length(lambda s: tf.shape(s)[0], bucket_boundaries=[3, 5],
-                                      bucket_batch_sizes=[2, 2, 2])
-    emb = tf.Variable(init_array((VOCAB, D), 2012))
-    out_w = tf.Variable(init_array((D, VOCAB), 2013))
-    opt = tf.keras.optimizers.legacy.SGD(0.5)
+    ds, emb, out_w, opt = _bucketed_lm(tf)
     traces = []
 
     def token_losses(x):
@@ -147,13 +151,7 @@ def test_language_model_step_with_shifted_tokens_traces_once_for_all_bucket_shap
     iteration Variable, so TF traces again) for the bucket shapes (2, 6), (2, 4), (2, 2), (1, 3),
     (1, 6): tapejax traces with symbolic sizes, and the embedding's gradient rows are a reshape
     to ``b*t - b``, which JAX proves non-negative only when told ``b*t >= b``."""
-    sents = _sentences(2011, lengths=(3, 6, 2, 5, 4, 2, 6, 3))
-    ds = tf.data.Dataset.from_generator(lambda: iter(sents), output_signature=tf.TensorSpec([None], tf.int32))
-    ds = ds.bucket_by_sequence_length(lambda s: tf.shape(s)[0], bucket_boundaries=[3, 5],
-                                      bucket_batch_sizes=[2, 2, 2])
-    emb = tf.Variable(init_array((VOCAB, D), 2012))
-    out_w = tf.Variable(init_array((D, VOCAB), 2013))
-    opt = tf.keras.optimizers.legacy.SGD(0.5)
+    ds, emb, out_w, opt = _bucketed_lm(tf)
     traces = []
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])

@@ -19,16 +19,7 @@ import tempfile
 import numpy as np
 
 from .harness import init_array, keras_init, parity, raises, xfail_on_tapejax
-
-LOOSE = dict(rtol=1e-4, atol=1e-5)
-
-
-def _xy(n=8, d=4, seed=0, classes=None):
-    rs = np.random.RandomState(seed)
-    x = rs.randn(n, d).astype(np.float32)
-    if classes:
-        return x, rs.randint(0, classes, size=n).astype(np.int32)
-    return x, rs.randn(n, 1).astype(np.float32)
+from .test_user_programs20c import LOOSE, _xy
 
 
 def _mlp(tf, dims, seed, name="m", last=None):
