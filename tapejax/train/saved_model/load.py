@@ -34,7 +34,7 @@ from .. import export_layout as layout
 from ..module import Module
 from ..storage import OrbaxData, ReadTarget
 from . import export as _export
-from .constants import LoadOptions
+from .constants import LoadOptions, contains_saved_model
 
 
 class LoadedObject(Module):
@@ -213,6 +213,9 @@ def load(export_dir: Any, tags: Any = None, options: Any = None) -> LoadedModel:
     if options is not None and not isinstance(options, LoadOptions):
         raise TypeError(f"`options` must be a tapejax.saved_model.LoadOptions or None; got {options!r}")
     path = os.fspath(export_dir)
+    if not layout.is_saved_model(path) and contains_saved_model(path):
+        from .tf_load import load_tf  # (TensorFlow's SavedModel: TF reads it, tf2jax converts)
+        return load_tf(path, tags)
     if not layout.is_saved_model(path):
         raise OSError(f"SavedModel file does not exist at: {path}/{{{layout.INDEX}}}")
     with open(layout.index_path(path)) as f:

@@ -1,0 +1,89 @@
+"""``saved_model.load`` of SavedModels TensorFlow wrote (``train/saved_model/tf_load.py``): what
+the parity tests (``tests/parity/test_tf_savedmodel_load.py``) cannot compare with TF.  Oracles:
+TF's own loaded object (values), and the documented rules (random keys from tapejax's stream,
+one conversion per concrete function, the ImportError naming the extra)."""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import tapejax as tj
+
+realtf = pytest.importorskip("tensorflow", reason="TensorFlow is not installed")
+pytest.importorskip("tf2jax", reason="tf2jax is not installed")
+
+
+@pytest.fixture(scope="module")
+def dropout_dir(tmp_path_factory):
+    """A tf.Module whose method applies dropout when ``training`` (a random op in the graph)."""
+    tf = realtf
+
+    class Net(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(np.full((3, 4), 0.5, np.float32), name="w")
+
+        @tf.function
+        def __call__(self, x, training=False):   # (a Python flag, as Keras' ``training``)
+            h = tf.matmul(x, self.w)
+            return tf.nn.dropout(h, rate=0.5) if training else h
+
+    net = Net()
+    for training in (True, False):
+        net.__call__.get_concrete_function(tf.TensorSpec([None, 3], tf.float32), training)
+    path = str(tmp_path_factory.mktemp("tfsm") / "dropout")
+    tf.saved_model.save(net, path)
+    return path
+
+
+def test_random_ops_draw_from_tapejaxs_stream(dropout_dir):
+    """A loaded function with a random op takes a key from tapejax's global stream: two calls
+    differ, ``tapejax.random.set_seed`` repeats them, and the inference branch is TF's."""
+    m = tj.saved_model.load(dropout_dir)
+    x = np.ones((4, 3), np.float32)
+    tj.random.set_seed(3)
+    a, b = m(x, True).numpy(), m(x, True).numpy()
+    tj.random.set_seed(3)
+    a2 = m(x, True).numpy()
+    assert not np.array_equal(a, b)
+    np.testing.assert_array_equal(a, a2)
+    assert set(np.unique(a)) <= {0.0, 3.0}   # dropout keeps 1.5 scaled by 2, or drops
+    np.testing.assert_allclose(m(x, False).numpy(), realtf.saved_model.load(dropout_dir)(x, False).numpy())
+
+
+def test_one_conversion_per_concrete_function(dropout_dir):
+    """Batch sizes the saved signature's ``None`` covers share one conversion (TF's concrete
+    function); a new shape only finds it again."""
+    m = tj.saved_model.load(dropout_dir)
+    fn = m._call_fn
+    for n in (1, 2, 5):
+        m(np.ones((n, 3), np.float32), False)
+    assert len(fn._converted) == 3 and len(fn._by_concrete) == 1
+    assert len({id(c) for c in fn._converted.values()}) == 1
+
+
+def test_loaded_variables_are_tapejax_variables(dropout_dir):
+    """The loaded Variable is a tapejax Variable: assigning it changes the next call, and a
+    checkpoint of the loaded object saves it under its attribute path."""
+    m = tj.saved_model.load(dropout_dir)
+    assert isinstance(m.w, tj.Variable) and m.trainable_variables == (m.w,)
+    m.w.assign(np.zeros((3, 4), np.float32))
+    assert float(tj.reduce_sum(m(np.ones((2, 3), np.float32), False))) == 0.0
+    names = [n for n, _ in tj.train.list_variables(tj.train.Checkpoint(model=m).write(
+        os.path.join(os.path.dirname(dropout_dir), "ckpt")))]
+    assert any(n.startswith("model/w/") for n in names)
+
+
+def test_missing_tf2jax_names_the_extra(dropout_dir, monkeypatch):
+    """Without tf2jax, loading a TF SavedModel raises ImportError naming the ``tf`` extra, before
+    anything is read."""
+    monkeypatch.setitem(sys.modules, "tf2jax", None)
+    with pytest.raises(ImportError, match=r"tapejax\[tf\]"):
+        tj.saved_model.load(dropout_dir)
+
+
+def test_not_a_saved_model_keeps_tfs_error(tmp_path):
+    """A directory with neither format's files: the OSError naming the missing file, as before."""
+    with pytest.raises(OSError, match="SavedModel file does not exist"):
+        tj.saved_model.load(str(tmp_path))
