@@ -92,6 +92,23 @@ def _keras_dir() -> str:
     return _DIRS["keras"]
 
 
+def _cnn_dir() -> str:
+    """A tf_keras functional CNN backbone (Conv2D, BatchNormalization, MaxPool, global average
+    pooling), as a TF Hub feature extractor is saved."""
+    if "cnn" not in _DIRS:
+        import tf_keras
+        tf_keras.utils.set_random_seed(7)
+        inp = tf_keras.Input((8, 8, 3), name="image")
+        h = tf_keras.layers.Conv2D(4, 3, padding="same", activation="relu")(inp)
+        h = tf_keras.layers.BatchNormalization()(h)
+        h = tf_keras.layers.MaxPool2D()(h)
+        out = tf_keras.layers.GlobalAveragePooling2D()(h)
+        path = os.path.join(tempfile.mkdtemp(prefix="tj_tfsm_"), "cnn")
+        tf_keras.Model(inp, out).save(path, save_format="tf")
+        _DIRS["cnn"] = path
+    return _DIRS["cnn"]
+
+
 _KERAS3_EXPORT = """
 import sys, keras
 keras.utils.set_random_seed(6)
@@ -229,3 +246,32 @@ def test_keras3_exported_model_signatures(tf):
     sig = m.signatures["serving_default"]
     return (m.serve(X), m.serve(X[:2]), sig(features=X), sorted(m.signatures),
             sorted(sig.structured_input_signature[1]))
+
+
+@parity(modes=True, rtol=2e-4, atol=1e-5)
+def test_transfer_learning_on_a_loaded_cnn_backbone(tf):
+    """Transfer learning as with a TF Hub feature extractor: a new dense head (Variables of the
+    program's own) on a loaded CNN backbone; two Adam steps train the head alone (backbone
+    called with ``training=False``), two more fine-tune both with ``training=True`` and a new
+    optimizer at a lower rate (its
+    BatchNormalization statistics move).  Losses, the head, the backbone's Variables."""
+    rs = np.random.RandomState(8)
+    images = rs.rand(4, 8, 8, 3).astype(np.float32)
+    labels = np.array([0, 2, 1, 2], np.int32)
+    backbone = tf.saved_model.load(_cnn_dir())
+    w = tf.Variable(rs.randn(4, 3).astype(np.float32) * 0.3)
+    b = tf.Variable(np.zeros(3, np.float32))
+    head_opt, fine_opt = tf.keras.optimizers.Adam(0.05), tf.keras.optimizers.Adam(0.01)
+
+    def step(train_backbone):
+        ws = [w, b] + (list(backbone.trainable_variables) if train_backbone else [])
+        opt = fine_opt if train_backbone else head_opt
+        with tf.GradientTape() as tape:
+            feats = backbone(images, training=train_backbone)
+            logits = tf.matmul(feats, w) + b
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
+        opt.apply_gradients(zip(tape.gradient(loss, ws), ws))
+        return loss
+
+    losses = [step(False), step(False), step(True), step(True)]
+    return losses, w, b, [v.numpy() for v in backbone.variables]

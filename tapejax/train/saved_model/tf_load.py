@@ -216,11 +216,16 @@ class TFLoadedFunction:
         done = self._by_concrete.get(key)
         if done is not None:   # (another shape of the same saved function: its None sizes)
             return done
-        with tf2jax.override_config("strict_shape_check", False):
-            jax_fn, params = tf2jax.convert(_Inlining(self._restored), *args, **kwargs)
-        variables = _params_to_variables(concrete, params, self._mirror)
-        out = _make_op(tf2jax, jax_fn, variables, treedef, statics, tensors, self.name)._replace(
-            outputs=concrete.structured_outputs)
+        try:
+            with tf2jax.override_config("strict_shape_check", False):
+                jax_fn, params = tf2jax.convert(_Inlining(self._restored), *args, **kwargs)
+            variables = _params_to_variables(concrete, params, self._mirror)
+            out = _make_op(tf2jax, jax_fn, variables, treedef, statics, tensors, self.name)._replace(
+                outputs=concrete.structured_outputs)
+        except Exception as e:   # (tf2jax's own error, with what it was converting)
+            e.add_note(f"(while tf2jax converted the loaded TensorFlow function `{self.name}`; "
+                       "tapejax/train/saved_model/README.md lists what it does not convert)")
+            raise
         self._by_concrete[key] = out
         return out
 
