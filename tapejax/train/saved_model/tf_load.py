@@ -222,9 +222,11 @@ class TFLoadedFunction:
             variables = _params_to_variables(concrete, params, self._mirror)
             out = _make_op(tf2jax, jax_fn, variables, treedef, statics, tensors, self.name)._replace(
                 outputs=concrete.structured_outputs)
-        except Exception as e:   # (tf2jax's own error, with what it was converting)
-            e.add_note(f"(while tf2jax converted the loaded TensorFlow function `{self.name}`; "
-                       "tapejax/train/saved_model/README.md lists what it does not convert)")
+        except Exception as e:   # (tf2jax's own error, with what it was converting: a note on 3.11+)
+            note = getattr(e, "add_note", None)
+            if note is not None:
+                note(f"(while tf2jax converted the loaded TensorFlow function `{self.name}`; "
+                     "tapejax/train/saved_model/README.md lists what it does not convert)")
             raise
         self._by_concrete[key] = out
         return out
