@@ -59,8 +59,9 @@ def test_one_conversion_per_concrete_function(dropout_dir):
     fn = m._call_fn
     for n in (1, 2, 5):
         m(np.ones((n, 3), np.float32), False)
-    assert len(fn._converted) == 3 and len(fn._by_concrete) == 1
-    assert len({id(c) for c in fn._converted.values()}) == 1
+    conv = fn._converter
+    assert len(conv._by_form) == 3 and len(conv._by_concrete) == 1
+    assert len({id(c) for c in conv._by_form.values()}) == 1 and len(fn._ops) == 1
 
 
 def test_loaded_variables_are_tapejax_variables(dropout_dir):

@@ -105,7 +105,7 @@ def load() -> ModuleType:
             os.environ["KERAS_BACKEND"] = "jax"
             keras = importlib.import_module("keras")
         _check_loaded(keras)
-        from . import calls, data_adapter, hooks, namespace, optimizer_state, trainer, variables
+        from . import calls, data_adapter, hooks, namespace, optimizer_state, tfsm_layer, trainer, variables
         variables.install()
         calls.install()
         trainer.install()
@@ -113,6 +113,7 @@ def load() -> ModuleType:
         data_adapter.install()
         optimizer_state.install()
         namespace.install_public(keras)
+        tfsm_layer.install(keras)
         _KERAS = keras
         return keras
 

@@ -82,9 +82,9 @@ def _keras_dir() -> str:
     if "keras" not in _DIRS:
         import tf_keras
         tf_keras.utils.set_random_seed(5)
-        model = tf_keras.Sequential([tf_keras.layers.Dense(4, activation="relu", input_shape=(3,)),
-                                     tf_keras.layers.BatchNormalization(momentum=0.5),
-                                     tf_keras.layers.Dense(2)])
+        model = tf_keras.Sequential([tf_keras.layers.Dense(4, activation="relu", input_shape=(3,), name="dense"),
+                                     tf_keras.layers.BatchNormalization(momentum=0.5, name="batch_normalization"),
+                                     tf_keras.layers.Dense(2, name="dense_1")])
         model(X)
         path = os.path.join(tempfile.mkdtemp(prefix="tj_tfsm_"), "keras")
         model.save(path, save_format="tf")

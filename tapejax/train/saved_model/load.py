@@ -207,9 +207,10 @@ def _build_objects(data: OrbaxData, trainable: dict) -> LoadedModel:
     return objs[0]
 
 
-def load(export_dir: Any, tags: Any = None, options: Any = None) -> LoadedModel:
-    """Load a directory written by ``saved_model.save`` (see the module docstring).  ``options``: a
-    ``LoadOptions`` (accepted; see ``constants.LoadOptions``)."""
+def load(export_dir: Any, tags: Any = None, options: Any = None) -> Any:
+    """Load a directory written by ``saved_model.save`` (see the module docstring): a
+    ``LoadedModel``; one TensorFlow wrote (``saved_model.pb``): ``tf_load.TFLoadedModel``.
+    ``options``: a ``LoadOptions`` (accepted; see ``constants.LoadOptions``)."""
     if options is not None and not isinstance(options, LoadOptions):
         raise TypeError(f"`options` must be a tapejax.saved_model.LoadOptions or None; got {options!r}")
     path = os.fspath(export_dir)

@@ -27,7 +27,7 @@ function (the ``tf`` extra); the converted programs are JAX.  Ops tf2jax cannot 
 from __future__ import annotations
 
 import os
-from typing import Any, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import jax
 import numpy as np
@@ -47,7 +47,7 @@ _TENSOR = type("_TENSOR", (), {"__repr__": lambda self: "<tensor>", "__slots__":
 _VARIABLE_LISTS = ("variables", "trainable_variables", "non_trainable_variables")
 
 
-def _import_tf() -> tuple[Any, Any]:
+def import_tf() -> tuple[Any, Any]:
     try:
         import tensorflow as tf
         import tf2jax
@@ -98,14 +98,17 @@ class TFLoadedModel(TFLoadedObject):
         self.signatures = {}
 
 
-class _Converted(NamedTuple):
-    """One concrete function converted: the tape op, the Variables it reads (by tf2jax's
-    parameter name), the names of those it assigns, and whether it takes a PRNG key first."""
-    op: Any
-    variables: dict
+class Conversion(NamedTuple):
+    """One saved concrete function converted by tf2jax for one call form: ``pure(params, rng,
+    *arrays) -> (outputs, {name: new value})`` on the Variables' values by tf2jax's parameter
+    name and the call's array leaves (``rng`` a PRNG key where ``random``, else ignored); the TF
+    Variables by parameter name; the parameters it assigns; the concrete function's output
+    structure (its dicts' key order)."""
+    pure: Callable[..., Any]
+    tf_variables: dict
     assigned: tuple
     random: bool
-    outputs: Any   # the concrete function's ``structured_outputs``: its dicts' key order
+    outputs: Any
 
 
 class _Mirror:
@@ -171,45 +174,36 @@ def _is_array(x: Any) -> bool:
     return isinstance(x, (Tensor, Variable, np.ndarray, np.generic, jax.Array))
 
 
-class TFLoadedFunction:
-    """A function of a TF SavedModel: call it as TF's loaded function (positional and keyword
-    arguments, TF's matching of the saved concrete functions); returns tapejax Tensors in the
-    function's output structure."""
+class FunctionConverter:
+    """Conversions of one TF function (a loaded ``RestoredFunction``, or a ``tf.function`` over a
+    signature) by call form: the argument structure, the arrays' shapes and dtypes, the Python
+    values.  TF matches each new form to a saved concrete function (its ValueError when none
+    does); forms that reach the same saved function (other sizes of its ``None`` dimensions)
+    share one conversion."""
 
-    def __init__(self, name: str, restored: Any, mirror: _Mirror):
-        self.name = name
-        self._restored = restored
-        self._mirror = mirror
-        self._converted: dict = {}     # (argument structure, shapes and dtypes, Python values) -> _Converted
-        self._by_concrete: dict = {}   # (saved function's name, structure, Python values) -> _Converted
+    def __init__(self, name: str, restored: Any, tf: Any, tf2jax: Any):
+        self.name, self._restored, self._tf, self._tf2jax = name, restored, tf, tf2jax
+        self._by_form: dict = {}       # (structure, shapes and dtypes, Python values) -> Conversion
+        self._by_concrete: dict = {}   # (saved function's name, structure, Python values) -> Conversion
 
     @property
-    def input_signature(self) -> Any:
-        return self._restored.input_signature
+    def function(self) -> Any:
+        """The TF function converted."""
+        return self._restored
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        leaves, treedef = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_array)
-        tensors = [convert_to_tensor(x) if _is_array(x) else None for x in leaves]
-        statics = tuple(_TENSOR if t is not None else x for t, x in zip(tensors, leaves))
-        key = (treedef, tuple((tuple(t.shape), t.dtype.name) if t is not None else None for t in tensors),
-               _hashable(statics))
-        conv = self._converted.get(key)
+    def get(self, treedef: Any, arrays: Sequence[tuple], statics: tuple) -> Conversion:
+        """The conversion for a call whose leaves are ``statics`` (Python values; ``_TENSOR`` where
+        an array is, ``arrays`` their ``(shape, NumPy dtype)`` in order)."""
+        form = (treedef, tuple(arrays), _hashable(statics))
+        conv = self._by_form.get(form)
         if conv is None:
-            conv = self._converted[key] = self._convert(treedef, tensors, statics)
-        dyn = [t for t in tensors if t is not None]
-        extra = []
-        if conv.random:
-            from ...ops.random import _next_key
-            extra = [Tensor(_next_key(None))]
-        out, updates = conv.op(conv.variables, *extra, *dyn)
-        for name in conv.assigned:
-            conv.variables[name].assign(updates[name])
-        return _ordered(out, conv.outputs)
+            conv = self._by_form[form] = self._convert(treedef, arrays, statics)
+        return conv
 
-    def _convert(self, treedef: Any, tensors: list, statics: tuple) -> _Converted:
-        tf, tf2jax = self._mirror.tf, self._mirror.tf2jax
-        specs = [tf.TensorSpec(tuple(t.shape), tf.as_dtype(np.dtype(t.dtype.as_numpy_dtype)))
-                 if t is not None else s for t, s in zip(tensors, statics)]   # (a Tensor's slot: its spec)
+    def _convert(self, treedef: Any, arrays: Sequence[tuple], statics: tuple) -> Conversion:
+        tf, tf2jax = self._tf, self._tf2jax
+        it = iter(arrays)
+        specs = [tf.TensorSpec(*_spec_args(tf, next(it))) if s is _TENSOR else s for s in statics]
         args, kwargs = jax.tree_util.tree_unflatten(treedef, specs)
         concrete = self._restored.get_concrete_function(*args, **kwargs)   # TF's matching and error
         key = (_callee(concrete), treedef, _hashable(statics))
@@ -219,9 +213,8 @@ class TFLoadedFunction:
         try:
             with tf2jax.override_config("strict_shape_check", False):
                 jax_fn, params = tf2jax.convert(_Inlining(self._restored), *args, **kwargs)
-            variables = _params_to_variables(concrete, params, self._mirror)
-            out = _make_op(tf2jax, jax_fn, variables, treedef, statics, tensors, self.name)._replace(
-                outputs=concrete.structured_outputs)
+            tf_vars = _params_to_variables(concrete, params, tf)
+            out = _conversion(tf2jax, jax_fn, tf_vars, treedef, statics, list(arrays), concrete.structured_outputs)
         except Exception as e:   # (tf2jax's own error, with what it was converting: a note on 3.11+)
             note = getattr(e, "add_note", None)
             if note is not None:
@@ -231,8 +224,75 @@ class TFLoadedFunction:
         self._by_concrete[key] = out
         return out
 
+
+def _spec_args(tf: Any, array: tuple) -> tuple:
+    shape, dtype = array   # (a symbolic size, Keras's functional build: None to TF)
+    return tuple(d if isinstance(d, (int, np.integer)) else None for d in shape), tf.as_dtype(dtype)
+
+
+def split_call(args: tuple, kwargs: dict, is_array: Callable[[Any], bool]) -> tuple:
+    """A call's ``(treedef, array leaves, statics)``: its leaves with ``_TENSOR`` where
+    ``is_array`` says an array is."""
+    leaves, treedef = jax.tree_util.tree_flatten((args, kwargs), is_leaf=is_array)
+    arrays = [x for x in leaves if is_array(x)]
+    statics = tuple(_TENSOR if is_array(x) else x for x in leaves)
+    return treedef, arrays, statics
+
+
+class TFLoadedFunction:
+    """A function of a TF SavedModel: call it as TF's loaded function (positional and keyword
+    arguments, TF's matching of the saved concrete functions); returns tapejax Tensors in the
+    function's output structure.  Each conversion runs as one tape op over the loaded
+    Variables' current values and the call's arrays."""
+
+    def __init__(self, name: str, restored: Any, mirror: _Mirror):
+        self.name = name
+        self._restored = restored
+        self._mirror = mirror
+        self._converter = FunctionConverter(name, restored, mirror.tf, mirror.tf2jax)
+        self._ops: dict = {}   # id(Conversion) -> (its tape op, the tapejax Variables by parameter name)
+
+    @property
+    def input_signature(self) -> Any:
+        return self._restored.input_signature
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        treedef, arrays, statics = split_call(args, kwargs, _is_array)
+        tensors = [convert_to_tensor(x) for x in arrays]
+        conv = self._converter.get(treedef, [(tuple(t.shape), np.dtype(t.dtype.as_numpy_dtype)) for t in tensors],
+                                   statics)
+        entry = self._ops.get(id(conv))
+        if entry is None:
+            variables = {k: self._mirror.variable(v) for k, v in conv.tf_variables.items()}
+            entry = self._ops[id(conv)] = (_tape_op(conv, self.name), variables, conv)
+        op, variables, _ = entry
+        extra = []
+        if conv.random:
+            from ...ops.random import _next_key
+            extra = [Tensor(_next_key(None))]
+        out, updates = op(variables, *extra, *tensors)
+        for name in conv.assigned:
+            variables[name].assign(updates[name])
+        return ordered(out, conv.outputs)
+
     def __repr__(self) -> str:
         return f"<tapejax.saved_model TF function {self.name}>"
+
+
+def _tape_op(conv: Conversion, name: str) -> Any:
+    """``conv.pure`` as a tape op (``tapejax.op``; with its PRNG key argument only where it draws)."""
+    from ...ops.jax_op import op
+    pure = conv.pure
+
+    def with_key(params: dict, rng: Any, *arrays: Any) -> Any:
+        return pure(params, rng, *arrays)
+
+    def without_key(params: dict, *arrays: Any) -> Any:
+        return pure(params, None, *arrays)
+
+    fn = with_key if conv.random else without_key
+    fn.__name__ = fn.__qualname__ = name.replace(".", "_") or "call"   # (the op's name)
+    return op(fn)
 
 
 class _Inlining:
@@ -335,13 +395,13 @@ def _callee(concrete: Any) -> Any:
     return concrete.name
 
 
-def _ordered(out: Any, template: Any) -> Any:
+def ordered(out: Any, template: Any) -> Any:
     """``out`` with its dicts' keys in the order of ``template``'s (TF's output structure; the
     op's outputs come back in JAX's sorted order)."""
     if isinstance(out, dict) and isinstance(template, dict) and set(out) == set(template):
-        return {k: _ordered(out[k], template[k]) for k in template}
+        return {k: ordered(out[k], template[k]) for k in template}
     if isinstance(out, (list, tuple)) and isinstance(template, (list, tuple)) and len(out) == len(template):
-        items = [_ordered(o, t) for o, t in zip(out, template)]
+        items = [ordered(o, t) for o, t in zip(out, template)]
         return type(out)(items) if not hasattr(out, "_fields") else type(out)(*items)
     return out
 
@@ -354,11 +414,10 @@ def _hashable(x: Any) -> Any:
         return repr(x)
 
 
-def _params_to_variables(concrete: Any, params: dict, mirror: _Mirror) -> dict:
-    """tf2jax's parameter names -> the tapejax Variables of the TF Variables they stand for.
+def _params_to_variables(concrete: Any, params: dict, tf: Any) -> dict:
+    """tf2jax's parameter names -> the TF Variables they stand for.
     tf2jax names a parameter by its Variable's name, made unique in capture order with
     ``_1``, ``_2`` suffixes; the same walk over the concrete function's captures finds them."""
-    tf = mirror.tf
     by_handle = {v.handle.ref(): v for v in concrete.variables}
     n_flat = len(concrete.inputs) - len(concrete.captured_inputs)
     names: dict = {}
@@ -376,51 +435,44 @@ def _params_to_variables(concrete: Any, params: dict, mirror: _Mirror) -> dict:
         if name not in names:
             raise ValueError(f"tf2jax's parameter {name!r} matches none of the function's Variables "
                              f"({sorted(names)}): this tf2jax version names them otherwise")
-        out[name] = mirror.variable(names[name])
+        out[name] = names[name]
     return out
 
 
-def _make_op(tf2jax: Any, jax_fn: Any, variables: dict, treedef: Any, statics: tuple, tensors: list,
-             name: str) -> _Converted:
-    """The tape op running ``jax_fn`` (tf2jax's ``f(params, *args, rng=..., **kwargs)``) on the
-    Variables' values and the call's array leaves; its outputs are the function's and the new
-    values of the Variables it assigns (found from the jaxpr: an output that is not its input)."""
-    from ...ops.jax_op import op
+def _conversion(tf2jax: Any, jax_fn: Any, tf_vars: dict, treedef: Any, statics: tuple, arrays: list,
+                outputs: Any) -> Conversion:
+    """``jax_fn`` (tf2jax's ``f(params, *args, rng=..., **kwargs)``) as a ``Conversion``: whether it
+    draws (tf2jax's ValueError without a key) and which parameters it assigns (from the jaxpr:
+    a new value that is not the parameter itself) found by tracing it once at ``arrays``' shapes."""
     slots = [i for i, s in enumerate(statics) if s is _TENSOR]
 
-    def call(params: dict, rng: Any, *arrays: Any) -> Any:
+    def call(params: dict, rng: Any, *values: Any) -> Any:
         leaves = list(statics)
-        for i, a in zip(slots, arrays):
+        for i, a in zip(slots, values):
             leaves[i] = a
         args, kwargs = jax.tree_util.tree_unflatten(treedef, leaves)
         # (TF matched the shapes to the saved function; the conversion's are one call's)
         with tf2jax.override_config("strict_shape_check", False):
             return jax_fn(params, *args, rng=rng, **kwargs)
 
-    values = {k: jax.ShapeDtypeStruct(tuple(v.shape), np.dtype(v.dtype.as_numpy_dtype)) for k, v in variables.items()}
-    sample = [jax.ShapeDtypeStruct(tuple(t.shape), np.dtype(t.dtype.as_numpy_dtype)) for t in tensors if t is not None]
+    params = {k: jax.ShapeDtypeStruct(tuple(v.shape), np.dtype(v.dtype.as_numpy_dtype)) for k, v in tf_vars.items()}
+    sample = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in arrays]
     random = False
     try:
-        closed = jax.make_jaxpr(lambda p, *a: call(p, None, *a))(values, *sample)
+        closed = jax.make_jaxpr(lambda p, *a: call(p, None, *a))(params, *sample)
     except ValueError as e:
         if "PRNG key required" not in str(e):
             raise
         random = True
         key = jax.ShapeDtypeStruct((2,), np.dtype(np.uint32))
-        closed = jax.make_jaxpr(lambda p, k, *a: call(p, k, *a))(values, key, *sample)
-    kept = _assigned(closed.jaxpr, sorted(values))
+        closed = jax.make_jaxpr(lambda p, k, *a: call(p, k, *a))(params, key, *sample)
+    kept = _assigned(closed.jaxpr, sorted(params))
 
-    def with_key(params: dict, rng: Any, *arrays: Any) -> Any:
-        out, new = call(params, rng, *arrays)
+    def pure(params: dict, rng: Any, *values: Any) -> Any:
+        out, new = call(params, rng, *values)
         return out, {k: new[k] for k in kept}
 
-    def without_key(params: dict, *arrays: Any) -> Any:
-        out, new = call(params, None, *arrays)
-        return out, {k: new[k] for k in kept}
-
-    pure = with_key if random else without_key
-    pure.__name__ = pure.__qualname__ = name.replace(".", "_") or "call"   # (the op's name)
-    return _Converted(op(pure), variables, kept, random, None)
+    return Conversion(pure, tf_vars, kept, random, outputs)
 
 
 def _assigned(jaxpr: Any, names: list) -> tuple:
@@ -431,6 +483,19 @@ def _assigned(jaxpr: Any, names: list) -> tuple:
         return ()
     ins, outs = jaxpr.invars[:n], jaxpr.outvars[-n:]
     return tuple(name for name, i, o in zip(names, ins, outs) if o is not i)
+
+
+def signature_function(tf: Any, concrete: Any) -> Any:
+    """A signature's concrete function as a ``tf.function`` of its inputs by position, in the
+    signature's order (what a TF signature takes positionally), with its TensorSpecs as the
+    input signature: a ``tf.function`` is what tf2jax converts."""
+    _, specs = concrete.structured_input_signature
+    names = list(getattr(concrete, "_arg_keywords", None) or sorted(specs))
+
+    def by_position(*args: Any) -> Any:
+        return concrete(**dict(zip(names, args)))
+
+    return tf.function(by_position, input_signature=[specs[n] for n in names], autograph=False)
 
 
 class TFSignatureFunction:
@@ -445,12 +510,7 @@ class TFSignatureFunction:
         self._specs = [specs[n] for n in self._names]
         self.structured_input_signature = ((), dict(specs))
         self.structured_outputs = concrete.structured_outputs
-        names = self._names
-
-        def by_position(*args: Any) -> Any:
-            return concrete(**dict(zip(names, args)))
-
-        wrapped = tf.function(by_position, input_signature=self._specs, autograph=False)
+        wrapped = signature_function(tf, concrete)
         self._fn = TFLoadedFunction(f"signatures[{name!r}]", wrapped, mirror)
 
     def __call__(self, *args: Any, **kwargs: Any) -> dict:
@@ -484,7 +544,7 @@ class TFSignatureFunction:
 
 def load_tf(export_dir: str, tags: Any = None) -> TFLoadedModel:
     """A SavedModel that TensorFlow wrote, loaded by TF and converted (module docstring)."""
-    tf, tf2jax = _import_tf()
+    tf, tf2jax = import_tf()
     path = os.fspath(export_dir)
     obj = tf.saved_model.load(path, tags=tags)
     mirror = _Mirror(tf, tf2jax)
@@ -496,4 +556,5 @@ def load_tf(export_dir: str, tags: Any = None) -> TFLoadedModel:
     return root
 
 
-__all__ = ["load_tf", "TFLoadedModel", "TFLoadedObject", "TFLoadedFunction", "TFSignatureFunction"]
+__all__ = ["load_tf", "import_tf", "TFLoadedModel", "TFLoadedObject", "TFLoadedFunction", "TFSignatureFunction",
+           "Conversion", "FunctionConverter", "split_call", "signature_function", "ordered"]
