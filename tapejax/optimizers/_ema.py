@@ -139,6 +139,7 @@ class NewOptimizerState:
             return
         var_list = list(var_list)
         self._known_ids = {v._id for v in var_list}
+        self._built_variables = tuple(var_list)   # (in build order: a checkpoint's state lists)
         self._create_slots(var_list)   # pyright: ignore[reportAttributeAccessIssue]  (``Optimizer``'s)
 
     def _apply_gradients(self, grads_and_vars, guard):
@@ -156,6 +157,7 @@ class NewOptimizerState:
                          and isinstance(p[1], Variable)]
             if with_grad:   # (all None: ``Optimizer``'s ValueError, nothing built)
                 self._known_ids = {v._id for v in with_grad}
+                self._built_variables = tuple(with_grad)
         else:
             try:   # (the steady step: one set lookup per pair)
                 unknown = [v for g, v in pairs if g is not None and v._id not in known and isinstance(v, Variable)]

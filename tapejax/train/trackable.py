@@ -250,6 +250,41 @@ def _legacy_lookup(opt: Optimizer, name: str) -> Any:
     return None
 
 
+def _new_optimizer_lookup(opt: Any, name: str) -> Any:
+    """A name a new optimizer's children do not list: a legacy layout's (``_legacy_lookup``), or
+    a state list tf_keras keeps for this class that this configuration never reads (plain
+    ``SGD``'s ``momentums``, each the last ``-lr * g``): ``UnreadState``, which takes the saved
+    values and drops them, so that ``assert_consumed`` passes as TF's does."""
+    slot = type(opt)._TF_SLOT_LISTS.get(name)
+    if slot is not None and slot not in opt._slot_names():
+        return UnreadState(opt)
+    return _legacy_lookup(opt, name)
+
+
+class UnreadState(tuple):
+    """The entries of a state list an optimizer does not keep (``_new_optimizer_lookup``): entry
+    ``i`` takes the state of the ``i``-th Variable the optimizer was built for.  A container
+    (a tuple, empty before the build), so that a restore waits inside the optimizer for its
+    entries, as for the lists it keeps."""
+
+    def __new__(cls, opt: Any) -> "UnreadState":
+        return super().__new__(cls, [UnreadValue(v) for v in opt.__dict__.get("_built_variables") or ()])
+
+
+class UnreadValue:
+    """A saved value read and dropped: it has its Variable's shape and dtype (a mismatch still
+    raises before anything is restored)."""
+
+    def __init__(self, var: Any):
+        self.shape, self.dtype = tuple(var.shape), np.dtype(var.dtype.as_numpy_dtype)
+
+    def _checkpoint_read(self) -> Any:   # pragma: no cover - never a child that is saved
+        return np.zeros(self.shape, self.dtype)
+
+    def _checkpoint_assign(self, value: Any) -> None:
+        pass
+
+
 def _new_optimizer_make_slot(opt: Any, var: Any, slot_name: str) -> Any:
     """A slot named by a Keras 3 checkpoint's list (``_momentums``, ``graph.slots_from_lists``) or
     by tapejax's name (``m``: a legacy layout's ``.OPTIMIZER_SLOT``)."""
@@ -297,7 +332,7 @@ _TRACKABLES[Module] = TrackableKind(_module_children)
 _TRACKABLES[Optimizer] = TrackableKind(_optimizer_children, _optimizer_slots, None, _optimizer_make_slot,
                                        None, _optimizer_make_slots)
 _TRACKABLES[NewOptimizerState] = TrackableKind(_new_optimizer_children, None, None, _new_optimizer_make_slot,
-                                               None, _optimizer_make_slots, _legacy_lookup)
+                                               None, _optimizer_make_slots, _new_optimizer_lookup)
 
 
 def _inner_kind(opt: BaseLossScaleOptimizer) -> TrackableKind:
