@@ -405,3 +405,14 @@ def test_slots_from_lists_tf_keras_layout_keeps_its_lists():
     ])
     out = _g.slots_from_lists(g)
     assert [c.name for c in out.nodes[1].children] == ["_iterations", "_momentums"] and out.nodes[1].slots == []
+
+
+def test_write_format_is_checked_before_anything_is_written(tmp_path):
+    """``format`` other than 'tapejax' or 'tf': ValueError naming the argument; nothing written,
+    ``save_counter`` unchanged."""
+    ckpt = tf.train.Checkpoint(v=tf.Variable(1.0))
+    for call in (lambda: ckpt.write(str(tmp_path / "a"), format="TF"),
+                 lambda: ckpt.save(str(tmp_path / "b"), format=None)):
+        with pytest.raises(ValueError, match="`format` must be 'tapejax'"):
+            call()
+    assert int(ckpt.save_counter.numpy()) == 0 and not list(tmp_path.iterdir())

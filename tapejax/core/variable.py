@@ -44,7 +44,7 @@ import jax.core
 import jax.numpy as jnp
 import numpy as np
 
-from . import distribution as _distribution, dtypes as _dtypes, state as _state, transfer
+from . import counters as _counters, distribution as _distribution, dtypes as _dtypes, state as _state, transfer
 from .array_protocol import protocol as _protocol
 from .conversion import conversion_for
 from .convert import convert_to_tensor
@@ -231,15 +231,19 @@ class Variable(metaclass=ScopedCreation):
                 _dtypes.require_representable(want._np, "initial_value")   # (float64 without x64 first)
                 raise ValueError(f"initial_value: Tensor conversion requested dtype {want.name} for a {t.dtype.name} value")
             fresh = False   # (the Tensor holds it too)
+            requested = None
         else:
             value = _to_array(initial_value, None if want is None else want._np, "initial_value")
             fresh = value is not initial_value and type(value) is _Array   # a new buffer from host data
+            requested = want._np if want is not None else getattr(initial_value, "dtype", None)
         # ``shape=[None, 3]`` declares a shape ``assign`` may change (TF 2: whatever ``validate_shape``)
         declared_as = declared_shape(shape, tuple(value.shape))
         if isinstance(value, _Tracer) and _state._local.collector is None:
             raise _tracer_error(self)   # (only a tapejax.function's discovery takes one, to refuse it)
         self._value = value
         self._own, self._id = (value if fresh else None), _state.next_id()
+        if requested is not None and not _dtypes.x64_enabled():
+            _counters.note(self, requested)   # (int64 data held as int32: TF's dtype for TF's checkpoints)
         if declared_as is not None:
             declare(self, declared_as)
         # TF: an ON_READ Variable is not trainable by default (properties: ops/utilities.py)
@@ -566,3 +570,9 @@ class Variable(metaclass=ScopedCreation):
         text = repr(val.item()) if val.ndim == 0 else repr(val)
         return (f"<tapejax.Variable '{self._name}' shape={self.shape} "
                 f"dtype={self.dtype.name}, numpy={text}>")
+
+
+def counter(name: str) -> Variable:
+    """A non-trainable scalar int64 counter at 0 (TF's step counters: ``save_counter``, an
+    optimizer's ``iterations``); int32 without JAX's 64-bit mode, noted (``core.counters``)."""
+    return Variable(np.zeros((), np.int64), trainable=False, name=name)

@@ -38,14 +38,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..autodiff.tape import GradientTape
-from ..core import dtypes as _dtypes, nest as _nest, state as _state, transfer
+from ..core import nest as _nest, state as _state, transfer
 from ..core.caches import Family
 from ..core.convert import convert_to_tensor
 from ..core.executor import ACTIVE, GroupUpdate
 from ..core.indexed_slices import IndexedSlices
 from ..core.ownership import Donating, note_slot
 from ..core.tensor import Pending, Tensor
-from ..core.variable import Variable
+from ..core.variable import Variable, counter
 from . import schedules as _schedules
 from ._args import (
     _clip_by_global_norm,
@@ -231,9 +231,8 @@ class Optimizer(HyperParameters):
     def iterations(self):
         """Variable: the number of updates this optimizer has applied (int64 in TF; int32 without x64)."""
         if self._iterations is None:
-            dtype = np.int64 if _dtypes.x64_enabled() else np.int32
             with jax.ensure_compile_time_eval():   # concrete even when first used inside tapejax.function
-                self._iterations = Variable(np.zeros((), dtype), trainable=False, name="iter")
+                self._iterations = counter("iter")
             self._weights.insert(0, self._iterations)
         return self._iterations
 

@@ -132,6 +132,7 @@ class SGD(_New, _rules.SGD):
     decays the momentum of every row (``m = momentum * m``, the rows' ``-lr g`` added) and
     ``w += m`` moves every row (Nesterov: the rows' ``-lr g`` added, then ``w += momentum * m``)."""
     _TF_SLOT_LISTS = {"momentums": "momentum"}
+    _TF_ALWAYS_LISTS = ("momentums",)   # (tf_keras builds them without momentum too: TF-format checkpoints)
 
     def __init__(self, learning_rate=0.01, momentum=0.0, nesterov=False, name="SGD", **kwargs):
         new = _split(name, kwargs)

@@ -57,11 +57,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..autodiff.tape import GradientTape
-from ..core import dtypes as _dtypes
 from ..core.bind import bind, define
 from ..core.convert import convert_to_tensor
 from ..core.indexed_slices import IndexedSlices
-from ..core.variable import Variable
+from ..core.variable import Variable, counter
 from ._base import Optimizer
 from ._ema import NewOptimizerState
 from ._optax import OptaxOptimizer
@@ -141,8 +140,7 @@ class DynamicLossScaleState:
         self.multiplier = _MULTIPLIER
         self.current_loss_scale = Variable(np.float32(initial_loss_scale), trainable=False,
                                            name="current_loss_scale")
-        counter = np.int64 if _dtypes.x64_enabled() else np.int32
-        self.counter = Variable(np.zeros((), counter), trainable=False, name="good_steps")
+        self.counter = counter("good_steps")
         self.guard = Guard(self.current_loss_scale, self.counter, growth_steps)
 
     def _checkpoint_children(self):

@@ -29,10 +29,16 @@ from typing import Any, Callable, Optional, Sequence
 import jax
 import numpy as np
 
-from ..core import dtypes as _dtypes
 from ..core.errors import NotFoundError
-from ..core.variable import Variable
-from . import graph as _g, restore as _restore, storage as _storage, trackable as _tr, writer as _writer
+from ..core.variable import Variable, counter as _counter
+from . import (
+    graph as _g,
+    restore as _restore,
+    storage as _storage,
+    tf_format as _tf_format,
+    trackable as _tr,
+    writer as _writer,
+)
 from .state_file import update_checkpoint_state
 from .status import CheckpointLoadStatus, InitializationOnlyStatus
 
@@ -72,6 +78,13 @@ def _check_options(options: Any) -> CheckpointOptions:
     if not isinstance(options, CheckpointOptions):
         raise TypeError(f"`options` must be a tapejax.train.CheckpointOptions; got {options!r}")
     return options
+
+
+def _check_format(format: Any) -> str:
+    if format not in ("tapejax", "tf"):
+        raise ValueError(f"`format` must be 'tapejax' (tapejax's checkpoint directory) or 'tf' (TensorFlow's "
+                         f"tensor bundle); got {format!r}")
+    return format
 
 
 def _callback(cb: Callable, path: str) -> Callable[[], None]:
@@ -174,19 +187,29 @@ class Checkpoint:
     def save_counter(self) -> Variable:
         """The number of ``save`` calls (an int64 Variable in TF; int32 without JAX's x64 mode)."""
         if self._save_counter is None:
-            dtype = np.int64 if _dtypes.x64_enabled() else np.int32
-            counter = Variable(np.zeros((), dtype), trainable=False, name="save_counter")
+            counter = _counter("save_counter")
             object.__setattr__(self, "_save_counter", counter)
             _tr.track(self, "save_counter", counter)
             return counter
         return self._save_counter
 
     # -- writing ----------------------------------------------------------------------------
-    def _write(self, file_prefix: Any, options: Any = None, callbacks: Sequence[Callable[[], None]] = ()) -> str:
+    def _write(self, file_prefix: Any, options: Any = None, callbacks: Sequence[Callable[[], None]] = (),
+               format: str = "tapejax") -> str:
         path = _path(file_prefix, "file_prefix")
         opts = _check_options(options)
         _restore.sweep()   # values waiting for objects that now exist are restored before saving
-        live = _g.build(self)
+        token = _tr.TF_LAYOUT.set(format == "tf")
+        try:
+            live = _g.build(self)
+        finally:
+            _tr.TF_LAYOUT.reset(token)
+        if format == "tf":   # TF's tensor bundle, synchronously (``tf_format.write``)
+            self.sync()
+            _tf_format.write(path, live)
+            for cb in list(callbacks) + [_callback(cb, path) for cb in (opts.experimental_write_callbacks or ())]:
+                cb()
+            return path
         saver = self._saver
         if saver is None:
             saver = _writer.Saver()
@@ -195,14 +218,18 @@ class Checkpoint:
         saver.write(path, live, use_async=opts.enable_async, callbacks=cbs)
         return path
 
-    def write(self, file_prefix: Any, options: Any = None) -> str:
-        """Save every value to ``file_prefix`` (no numbering, no state file); returns it."""
-        return self._write(file_prefix, options)
+    def write(self, file_prefix: Any, options: Any = None, *, format: str = "tapejax") -> str:
+        """Save every value to ``file_prefix`` (no numbering, no state file); returns it.
+        ``format="tf"`` (tapejax's own keyword) writes TensorFlow's tensor bundle
+        (``file_prefix.index`` / ``.data-*``), which TF's ``Checkpoint.restore`` reads."""
+        return self._write(file_prefix, options, format=_check_format(format))
 
-    def save(self, file_prefix: Any, options: Any = None) -> str:
-        """Save to ``file_prefix-N`` (N = ``save_counter`` + 1) and record it as the latest checkpoint."""
+    def save(self, file_prefix: Any, options: Any = None, *, format: str = "tapejax") -> str:
+        """Save to ``file_prefix-N`` (N = ``save_counter`` + 1) and record it as the latest
+        checkpoint; ``format`` as ``write``'s."""
         prefix = _path(file_prefix, "file_prefix")
         _check_options(options)
+        _check_format(format)
         counter = self.save_counter
         number = int(counter.numpy()) + 1
         counter.assign(np.asarray(number, counter.dtype._np))
@@ -212,7 +239,7 @@ class Checkpoint:
             update_checkpoint_state(os.path.dirname(path) or ".", path)
 
         try:
-            return self._write(path, options, callbacks=[record])
+            return self._write(path, options, callbacks=[record], format=format)
         except BaseException:
             counter.assign(np.asarray(number - 1, counter.dtype._np))
             raise

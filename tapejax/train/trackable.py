@@ -39,6 +39,7 @@ optimizers) and nothing of the checkpoint machinery but ``restore``'s hook.
 """
 from __future__ import annotations
 
+import contextvars
 import math
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
@@ -228,6 +229,10 @@ def _new_optimizer_children(opt: Any) -> list:
     for list_name, slot_name in _state_lists(opt):
         out.append((list_name, [opt._slots[v._id][slot_name] for v in trained
                                 if slot_name in opt._slots[v._id]]))
+    if TF_LAYOUT.get():   # (a TF-format checkpoint: the lists TF builds that this optimizer does not keep)
+        for list_name in getattr(type(opt), "_TF_ALWAYS_LISTS", ()):
+            if not any(n == list_name for n, _ in out):
+                out.append((list_name, list(UnreadState(opt))))
     out += [("_" + _short_name(e), e) for e in extra]   # Nadam's _u_product
     return out
 
@@ -271,14 +276,19 @@ class UnreadState(tuple):
         return super().__new__(cls, [UnreadValue(v) for v in opt.__dict__.get("_built_variables") or ()])
 
 
+#: Set while a checkpoint in TF's format is laid out (``Checkpoint.write(..., format="tf")``):
+#: new optimizers then also list the state TF builds and they do not keep, as zeros.
+TF_LAYOUT: "contextvars.ContextVar[bool]" = contextvars.ContextVar("tapejax_tf_layout", default=False)
+
+
 class UnreadValue:
     """A saved value read and dropped: it has its Variable's shape and dtype (a mismatch still
-    raises before anything is restored)."""
+    raises before anything is restored); written (``TF_LAYOUT``) as zeros."""
 
     def __init__(self, var: Any):
         self.shape, self.dtype = tuple(var.shape), np.dtype(var.dtype.as_numpy_dtype)
 
-    def _checkpoint_read(self) -> Any:   # pragma: no cover - never a child that is saved
+    def _checkpoint_read(self) -> Any:
         return np.zeros(self.shape, self.dtype)
 
     def _checkpoint_assign(self, value: Any) -> None:
