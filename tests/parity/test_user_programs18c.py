@@ -10,7 +10,8 @@ TF -> tapejax: ``tf.train.Checkpoint`` files (``save`` / ``write`` / ``Checkpoin
 ``tf.Module`` and Keras-2 optimizers restored into tapejax objects made before or after the
 restore; ``list_variables`` / ``load_checkpoint``; status objects on mismatched structures.
 tapejax -> TF: tapejax's checkpoints are its own format (``tapejax/train/README.md``, "A
-checkpoint is a directory"), so TF's readers refuse them (the errors are asserted); its
+checkpoint is a directory"), so TF's readers refuse them (the errors are asserted; ``format="tf"``
+writes TF's format instead: ``test_checkpoint_tf_format.py``); its
 ``saved_model.save(..., format="tf")`` is a real TF SavedModel: called, served, fine-tuned in TF.
 Keras weight files (``.weights.h5``) go both ways between Keras 3 on TF and on tapejax.
 The second file, ``test_user_programs18c2.py``, has the round trips and the SavedModel programs.
