@@ -22,7 +22,7 @@ import copy
 
 import numpy as np
 
-from .harness import init_array, keras_init, mlp, mlp_vars, parity, regression_data
+from .harness import init_array, keras_init, mlp, mlp_vars, parity, raises, regression_data
 
 LOOSE = dict(rtol=1e-4, atol=1e-5)
 
@@ -389,3 +389,75 @@ def test_dp_fedavg_clips_client_updates_and_the_server_adds_noise(tf):
             v.assign_add(mean + _noise(v.shape, 2193, rnd * 10 + i, sigma * S / 3.0))
         out.append(_replays(tf, [2], [2193, rnd]))
     return out, server
+
+
+@parity(modes=True, **LOOSE)
+def test_dp_sgd_per_example_jacobian_without_pfor_in_a_compiled_step_on_a_keras_model(tf):
+    """TF Privacy's non-vectorised path in a compiled step: ``tape.jacobian(per_example_losses,
+    model.trainable_variables, experimental_use_pfor=False)`` on a non-persistent tape (allowed
+    inside ``tf.function``; refused eagerly, which the program checks with the same call outside),
+    clipped per example by ``clip_by_global_norm`` over ``tf.unstack``ed rows, averaged with noise
+    and applied by SGD to a Keras MLP."""
+    x, y = regression_data(n=4, d=3, seed=2195)
+    model = tf.keras.Sequential([tf.keras.layers.Dense(3, activation="tanh"), tf.keras.layers.Dense(1)])
+    model.build((None, 3))
+    keras_init(model, 2196)
+    opt = tf.keras.optimizers.legacy.SGD(0.1)
+
+    @tf.function
+    def step(x, y, noise):
+        with tf.GradientTape() as tape:
+            per_ex = tf.reduce_sum(tf.square(model(x) - y), axis=1)
+        jac = tape.jacobian(per_ex, model.trainable_variables, experimental_use_pfor=False)
+        rows = [tf.unstack(j) for j in jac]
+        clipped, norms = [], []
+        for i in range(4):
+            c, n = tf.clip_by_global_norm([r[i] for r in rows], 0.4)
+            clipped.append(c)
+            norms.append(n)
+        grads = [(tf.add_n([c[k] for c in clipped]) + nz) / 4.0 for k, nz in enumerate(noise)]
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return per_ex, jac, tf.stack(norms), grads
+
+    out = []
+    for s in range(2):
+        noise = [_noise(v.shape, 2197, s * 10 + i, 0.1) for i, v in enumerate(model.trainable_variables)]
+        out.append(step(tf.constant(x), tf.constant(y), noise))
+    with tf.GradientTape() as tape:
+        per_ex = tf.reduce_sum(tf.square(model(x) - y), axis=1)
+    eager = raises(tape.jacobian, per_ex, model.trainable_variables, experimental_use_pfor=False)
+    return out, model.get_weights(), eager
+
+
+@parity(modes=True, **LOOSE)
+def test_fedavg_of_stateful_clients_by_nest_map_structure_over_their_weights(tf):
+    """Stateful clients (each keeps its own Keras model and Adam across rounds, as cross-silo FL
+    does): each round the clients load the server weights by assigning ``zip(client.weights,
+    server.weights)``, train, and the server takes ``tf.nest.map_structure(lambda *ws: sum(p * w)
+    , *client_weights)`` (several structures at once) of their ``get_weights()`` lists; the
+    clients' Adam slots persist (``opt.iterations`` logged)."""
+    server = tf.keras.Sequential([tf.keras.layers.Dense(3, activation="tanh"), tf.keras.layers.Dense(1)])
+    server.build((None, 3))
+    keras_init(server, 2198)
+    clients, opts = [], []
+    for k in range(3):
+        m = tf.keras.models.clone_model(server)
+        m.build((None, 3))
+        clients.append(m)
+        opts.append(tf.keras.optimizers.legacy.Adam(0.05))
+    data = _client_data(2199, [2, 3, 5])
+    p = np.array([2, 3, 5], np.float32) / 10.0
+    out = []
+    for rnd in range(2):
+        for client, opt, (cx, cy) in zip(clients, opts, data):
+            for cw, sw in zip(client.weights, server.weights):
+                cw.assign(sw)
+            for _ in range(2):
+                with tf.GradientTape() as tape:
+                    loss = tf.reduce_mean(tf.square(client(cx) - cy))
+                opt.apply_gradients(zip(tape.gradient(loss, client.trainable_variables), client.trainable_variables))
+            out.append((loss, int(opt.iterations)))
+        avg = tf.nest.map_structure(lambda *ws: sum(pk * w for pk, w in zip(p, ws)),
+                                    *[c.get_weights() for c in clients])
+        server.set_weights(avg)
+    return out, server.get_weights()
