@@ -461,3 +461,32 @@ def test_fedavg_of_stateful_clients_by_nest_map_structure_over_their_weights(tf)
                                     *[c.get_weights() for c in clients])
         server.set_weights(avg)
     return out, server.get_weights()
+
+
+@parity(modes=True, **LOOSE)
+def test_dp_sgd_with_poisson_subsampling_and_an_empty_batch(tf):
+    """DP-SGD with Poisson subsampling (each example in a step with probability q, as the privacy
+    analysis assumes): batch sizes vary and one step's batch is empty.  Per-example gradients by
+    ``tape.jacobian``, flattened by ``tf.reshape(j, [n, -1])`` (``[0, -1]`` for the empty batch:
+    TF infers the -1 from the nonzero sizes), clipped per row by ``tf.clip_by_norm(axes=[1])``,
+    summed (zeros when empty), noised and divided by the *expected* batch size ``q N`` (TF
+    Privacy's normalisation: an empty batch still moves the weights by its noise)."""
+    x, y = regression_data(n=8, d=3, seed=2188)
+    w = tf.Variable(init_array((3, 1), 2189))
+    b = tf.Variable([0.2])
+    q, clip = 0.4, 0.8
+    opt = tf.keras.optimizers.legacy.SGD(0.2)
+    batches = [[0, 3, 6], [], [1, 2, 4, 7], [5]]
+    out = []
+    for s, idx in enumerate(batches):
+        xb, yb = x[idx].reshape(-1, 3), y[idx].reshape(-1, 1)
+        with tf.GradientTape() as tape:
+            per_ex = tf.reduce_sum((tf.matmul(xb, w) + b - yb) ** 2, axis=1)
+        jw, jb = tape.jacobian(per_ex, [w, b])
+        flat = tf.concat([tf.reshape(jw, [len(idx), -1]), tf.reshape(jb, [len(idx), -1])], axis=1)
+        clipped = tf.clip_by_norm(flat, clip, axes=[1])
+        summed = tf.reduce_sum(clipped, axis=0) + _noise((4,), 2190, s, 0.5 * clip)
+        g = summed / (q * 8)
+        opt.apply_gradients([(tf.reshape(g[:3], [3, 1]), w), (g[3:], b)])
+        out.append((per_ex, jw, flat, clipped, g, tf.norm(flat, axis=1)))
+    return out, w, b
