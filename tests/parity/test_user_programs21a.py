@@ -490,3 +490,33 @@ def test_dp_sgd_with_poisson_subsampling_and_an_empty_batch(tf):
         opt.apply_gradients([(tf.reshape(g[:3], [3, 1]), w), (g[3:], b)])
         out.append((per_ex, jw, flat, clipped, g, tf.norm(flat, axis=1)))
     return out, w, b
+
+
+@parity(modes=True, **LOOSE)
+def test_dp_microbatches_of_an_embedding_model_clip_indexed_slices_with_dense_gradients(tf):
+    """DP-SGD's microbatch loop on a Keras text model (``Embedding``, average pooling, ``Dense``):
+    the embedding's gradient is an ``IndexedSlices``; ``tf.clip_by_global_norm`` clips it with the
+    dense gradients (its norm counts once per row *occurrence*) and returns it as ``IndexedSlices``;
+    the accumulator ``zeros + clipped`` densifies it; the noised mean is applied by SGD."""
+    rs = np.random.RandomState(2186)
+    ids = rs.randint(0, 6, size=(6, 3)).astype(np.int32)
+    ids[0, :2] = 4                                   # a repeated id within one example
+    y = rs.randn(6, 1).astype(np.float32)
+    model = tf.keras.Sequential([tf.keras.layers.Embedding(6, 2), tf.keras.layers.GlobalAveragePooling1D(),
+                                 tf.keras.layers.Dense(1)])
+    model.build((None, 3))
+    keras_init(model, 2187)
+    opt = tf.keras.optimizers.legacy.SGD(0.3)
+    out = []
+    for step in range(2):
+        acc = [tf.zeros_like(v) for v in model.trainable_variables]
+        for mb in range(3):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(ids[2 * mb:2 * mb + 2]) - y[2 * mb:2 * mb + 2]))
+            g = tape.gradient(loss, model.trainable_variables)
+            clipped, norm = tf.clip_by_global_norm(g, 0.2)
+            acc = [a + c for a, c in zip(acc, clipped)]
+            out.append((loss, norm, [type(c).__name__ == "IndexedSlices" for c in (g[0], clipped[0])], clipped))
+        noisy = [(a + _noise(a.shape, 2185, step * 10 + i, 0.05)) / 3.0 for i, a in enumerate(acc)]
+        opt.apply_gradients(zip(noisy, model.trainable_variables))
+    return out, model.get_weights()

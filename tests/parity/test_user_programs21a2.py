@@ -507,3 +507,91 @@ def test_distillation_from_a_frozen_keras_teacher_into_a_pruned_student(tf):
     out = [step(x, y) for _ in range(3)]
     return (out, student.get_weights(), teacher.get_weights(), len(teacher.trainable_variables),
             float(np.mean(student.get_weights()[0] == 0)))
+
+
+@parity(modes=True, **LOOSE)
+def test_pruning_masks_as_variable_and_kernel_constraints_applied_by_the_optimizer(tf):
+    """Pruning by constraint: a raw Variable created with ``constraint=lambda v: clip(v * mask)`` and
+    a Keras ``Dense`` with a ``kernel_constraint`` (a ``Constraint`` subclass multiplying by a
+    mask): the legacy optimizers apply the constraint after each update (SGD then Adam on the
+    Variable; SGD in a compiled step on the model), so the pruned entries are 0 after every step
+    even though their gradients are not."""
+    x, y = regression_data(n=5, d=3, seed=2361)
+    mask = tf.constant([[1.0], [0.0], [1.0]])
+    w = tf.Variable(init_array((3, 1), 2362) * 4, constraint=lambda v: tf.clip_by_value(v * mask, -1.0, 1.0))
+    out = []
+    for opt in (tf.keras.optimizers.legacy.SGD(0.1), tf.keras.optimizers.legacy.Adam(0.1)):
+        for _ in range(2):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean((tf.matmul(x, w) - y) ** 2)
+            g = tape.gradient(loss, w)
+            opt.apply_gradients([(g, w)])
+            out.append((loss, g, w.numpy()))
+
+    class Mask(tf.keras.constraints.Constraint):
+        def __init__(self, m):
+            self.m = m
+
+        def __call__(self, v):
+            return v * self.m
+
+    m = np.array([[1, 0], [0, 1], [1, 1]], np.float32)
+    model = tf.keras.Sequential([tf.keras.layers.Dense(2, kernel_constraint=Mask(m)), tf.keras.layers.Dense(1)])
+    model.build((None, 3))
+    keras_init(model, 2363)
+    opt = tf.keras.optimizers.legacy.SGD(0.1)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((model(x) - y) ** 2)
+        g = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(g, model.trainable_variables))
+        return loss, g
+
+    out.append([step() for _ in range(2)])
+    return out, w, model.get_weights()
+
+
+@parity(modes=True, **LOOSE)
+def test_quantiser_custom_gradient_reading_a_scale_variable_and_per_example_range_gradients(tf):
+    """A learned-scale quantiser as a ``@tf.custom_gradient`` that reads a scale Variable inside:
+    its backward takes ``variables=`` and returns the scale's gradient (TF's protocol); then the
+    per-example gradients of a fake-quantised layer's weights *and range Variables* by
+    ``tf.vectorized_map`` over a tape per example (an STE inside) and by ``tape.jacobian``."""
+    x, y = regression_data(n=4, d=3, seed=2371)
+    w = tf.Variable(init_array((3, 2), 2372))
+    s = tf.Variable(0.3)
+    lo, hi = tf.Variable(-0.4), tf.Variable(0.6)
+
+    @tf.custom_gradient
+    def quant(v):
+        def grad(dy, variables=None):
+            return dy * tf.cast(tf.abs(v) <= 1.0, tf.float32), [tf.reduce_sum(dy * (tf.round(v / s) - v / s))]
+        return tf.round(v / s) * s, grad
+
+    @tf.custom_gradient
+    def ste(v):
+        return tf.round(v * 4) / 4, lambda dy: dy
+
+    out = []
+    opt = tf.keras.optimizers.legacy.SGD(0.1)
+    for _ in range(2):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((tf.reduce_sum(tf.matmul(x, quant(w)), 1, keepdims=True) - y) ** 2)
+        g = tape.gradient(loss, [w, s])
+        opt.apply_gradients(zip(g, [w, s]))
+        out.append((loss, g))
+
+    def one(ex):
+        xi, yi = ex
+        with tf.GradientTape() as t:
+            h = tf.quantization.fake_quant_with_min_max_vars(tf.matmul(xi[None], ste(w)), lo, hi, num_bits=3)
+            loss = tf.reduce_sum((tf.reduce_sum(h, 1) - yi) ** 2)
+        return t.gradient(loss, [w, lo, hi])
+
+    per = tf.vectorized_map(one, (tf.constant(x), tf.constant(y)))
+    with tf.GradientTape() as t:
+        h = tf.quantization.fake_quant_with_min_max_vars(tf.matmul(x, ste(w)), lo, hi, num_bits=3)
+        losses = tf.reduce_sum((tf.reduce_sum(h, 1, keepdims=True) - y) ** 2, axis=1)
+    return out, w, s, per, t.jacobian(losses, [w, lo, hi])
