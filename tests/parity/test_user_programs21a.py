@@ -8,11 +8,13 @@ DP-SGD: per-example gradients by ``tape.jacobian`` of a per-example loss vector,
 ``tf.vectorized_map`` over examples with a tape inside and by a Python loop over microbatches; each
 clipped (``clip_by_global_norm`` / ``clip_by_norm``, an example whose gradient is 0 and one exactly
 at the bound), summed, noised, averaged and applied; the host-side accounting in NumPy; adaptive
-clipping by a quantile estimate.  Federated averaging simulated in one process: clients made by
+clipping by a quantile estimate; the jacobian without pfor in a compiled step; Poisson subsampling
+with an empty batch; microbatches of an embedding model (``IndexedSlices`` clipped).  Federated averaging simulated in one process: clients made by
 ``copy.deepcopy`` of Variables and by ``clone_model`` + ``set_weights``, weighted averages of
 ``get_weights()`` and of Variables by ``assign``, FedProx's proximal term to a snapshot taken
 three ways, FedAvgM / FedAdam on the model delta through ``apply_gradients``, a client that skips a
-round, SCAFFOLD's control variates, DP-FedAvg.
+round, SCAFFOLD's control variates, DP-FedAvg, stateful clients averaged by ``tf.nest.map_structure``
+over several weight lists, FedBN's local batch norms.
 
 Noise: tapejax's random values are not TF's (README: TF's seed rules, other values), so the
 compared programs add NumPy draws; ``tf.random.stateless_normal`` is drawn beside them and checked
@@ -470,7 +472,8 @@ def test_dp_sgd_with_poisson_subsampling_and_an_empty_batch(tf):
     ``tape.jacobian``, flattened by ``tf.reshape(j, [n, -1])`` (``[0, -1]`` for the empty batch:
     TF infers the -1 from the nonzero sizes), clipped per row by ``tf.clip_by_norm(axes=[1])``,
     summed (zeros when empty), noised and divided by the *expected* batch size ``q N`` (TF
-    Privacy's normalisation: an empty batch still moves the weights by its noise)."""
+    Privacy's normalisation: an empty batch still moves the weights by its noise).  Then the step
+    compiled with a ``[None, 3]`` input signature, the flattening by ``[tf.shape(x)[0], -1]``."""
     x, y = regression_data(n=8, d=3, seed=2188)
     w = tf.Variable(init_array((3, 1), 2189))
     b = tf.Variable([0.2])
@@ -489,6 +492,18 @@ def test_dp_sgd_with_poisson_subsampling_and_an_empty_batch(tf):
         g = summed / (q * 8)
         opt.apply_gradients([(tf.reshape(g[:3], [3, 1]), w), (g[3:], b)])
         out.append((per_ex, jw, flat, clipped, g, tf.norm(flat, axis=1)))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 3]), tf.TensorSpec([None, 1]), tf.TensorSpec([3, 1])])
+    def compiled(xb, yb, noise):   # the same step for the weights alone, one trace for every batch size
+        with tf.GradientTape() as tape:
+            per_ex = tf.reduce_sum((tf.matmul(xb, w) - yb) ** 2, axis=1)
+        flat = tf.reshape(tape.jacobian(per_ex, w), [tf.shape(xb)[0], -1])
+        g = tf.reshape(tf.reduce_sum(tf.clip_by_norm(flat, clip, axes=[1]), axis=0), [3, 1]) + noise
+        opt.apply_gradients([(g / (q * 8), w)])
+        return per_ex, flat, g
+
+    for s, idx in enumerate(batches):
+        out.append(compiled(x[idx].reshape(-1, 3), y[idx].reshape(-1, 1), _noise((3, 1), 2184, s, 0.4)))
     return out, w, b
 
 
@@ -520,3 +535,48 @@ def test_dp_microbatches_of_an_embedding_model_clip_indexed_slices_with_dense_gr
         noisy = [(a + _noise(a.shape, 2185, step * 10 + i, 0.05)) / 3.0 for i, a in enumerate(acc)]
         opt.apply_gradients(zip(noisy, model.trainable_variables))
     return out, model.get_weights()
+
+
+@parity(modes=True, **LOOSE)
+def test_fedbn_averages_all_but_the_clients_local_batch_norm_layers(tf):
+    """FedBN: clients whose features differ in scale keep their own ``BatchNormalization`` layers
+    (weights and moving statistics, updated in training calls of a compiled step); every other
+    layer is loaded from the server by ``layer.set_weights`` and averaged back layer by layer,
+    BN layers found by ``isinstance``.  Each client's inference uses its own statistics."""
+    rs = np.random.RandomState(2183)
+    data = [(rs.randn(4, 3).astype(np.float32) * (k + 1), rs.randn(4, 1).astype(np.float32)) for k in range(2)]
+
+    def make():
+        m = tf.keras.Sequential([tf.keras.layers.Dense(3), tf.keras.layers.BatchNormalization(),
+                                 tf.keras.layers.Activation("relu"), tf.keras.layers.Dense(1)])
+        m.build((None, 3))
+        return m
+
+    server = make()
+    keras_init(server, 2182)
+    clients = [make() for _ in range(2)]
+    for c in clients:
+        c.set_weights(server.get_weights())
+    opts = [tf.keras.optimizers.legacy.SGD(0.1) for _ in range(2)]
+    steps = []
+    for c, o in zip(clients, opts):
+        @tf.function
+        def step(x, y, c=c, o=o):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean((c(x, training=True) - y) ** 2)
+            g = tape.gradient(loss, c.trainable_variables)
+            o.apply_gradients(zip(g, c.trainable_variables))
+            return loss
+        steps.append(step)
+    out = []
+    for rnd in range(2):
+        for c, step, (cx, cy) in zip(clients, steps, data):
+            for layer, sl in zip(c.layers, server.layers):
+                if not isinstance(layer, tf.keras.layers.BatchNormalization):
+                    layer.set_weights(sl.get_weights())
+            out.append([step(cx, cy) for _ in range(2)])
+        for i, sl in enumerate(server.layers):
+            if not isinstance(sl, tf.keras.layers.BatchNormalization):
+                sl.set_weights([(a + b) / 2 for a, b in zip(*[c.layers[i].get_weights() for c in clients])])
+        out.append([c.layers[1].get_weights() for c in clients])
+    return out, server.get_weights(), [c(data[0][0], training=False) for c in clients]

@@ -8,11 +8,12 @@ ends; ``narrow_range``, ``num_bits``), moving-average ranges kept by ``assign``,
 estimators by ``x + tf.stop_gradient(tf.round(x) - x)`` and by ``@tf.custom_gradient``,
 ``quantize_and_dequantize_v2`` (its gradient masked by the given range, zeros for the range) and the
 deprecated ``quantize_and_dequantize`` (everything passes), binarised weights (``tf.sign`` with a
-clipped STE), DoReFa, and a learned step size (LSQ) with its gradient scale.  Pruning: magnitude
+clipped STE), DoReFa, a learned step size (LSQ) with its gradient scale, a conv kernel quantised
+per output channel, and a quantiser ``custom_gradient`` reading a scale Variable.  Pruning: magnitude
 pruning on a polynomial-decay sparsity schedule with a mask Variable from ``tf.math.top_k`` and one
 from a quantile by ``tf.sort``, the mask in the forward or on the gradients, masked weights assigned
 back; L0 hard-concrete gates; structured (channel) pruning by column norms; lottery-ticket
-rewinding; distillation into a pruned student.  (The DP and federated programs are in
+rewinding; distillation into a pruned student; masks as Variable and Keras kernel constraints.  (The DP and federated programs are in
 ``test_user_programs21a.py``.)
 """
 import numpy as np
@@ -115,6 +116,29 @@ def test_per_channel_kernel_ranges_from_the_kernel_and_ema_activation_ranges_by_
     out = [step(x, y) for _ in range(3)]
     infer = tf.quantization.fake_quant_with_min_max_vars(tf.matmul(x, k), a_min, a_max)
     return out, k, kmin, kmax, a_min, a_max, infer
+
+
+@parity(modes=True, **LOOSE)
+def test_conv_kernel_fake_quantised_per_output_channel_and_filter_norms(tf):
+    """A QAT ``conv2d``: the ``[3, 3, 2, 4]`` kernel quantised per output channel (the last axis)
+    by ``fake_quant_with_min_max_vars_per_channel`` over ranges from ``reduce_min`` / ``reduce_max``
+    over the other three axes (kept around 0), narrow range, 4 bits; the filter norms logged."""
+    rs = np.random.RandomState(2281)
+    x, y = rs.randn(2, 5, 5, 2).astype(np.float32), rs.randn(2, 1).astype(np.float32)
+    k, head = tf.Variable(init_array((3, 3, 2, 4), 2282)), tf.Variable(init_array((4, 1), 2283))
+    opt = tf.keras.optimizers.legacy.SGD(0.05)
+    out = []
+    for _ in range(2):
+        kmin = tf.minimum(tf.reduce_min(k, axis=[0, 1, 2]), 0.0)
+        kmax = tf.maximum(tf.reduce_max(k, axis=[0, 1, 2]), 0.0)
+        with tf.GradientTape() as tape:
+            kq = tf.quantization.fake_quant_with_min_max_vars_per_channel(k, kmin, kmax, num_bits=4, narrow_range=True)
+            pooled = tf.reduce_mean(tf.nn.relu(tf.nn.conv2d(x, kq, 1, "VALID")), axis=[1, 2])
+            loss = tf.reduce_mean((tf.matmul(pooled, head) - y) ** 2)
+        g = tape.gradient(loss, [k, head])
+        opt.apply_gradients(zip(g, [k, head]))
+        out.append((loss, g, kq, tf.sqrt(tf.reduce_sum(tf.square(k), axis=[0, 1, 2]))))
+    return out
 
 
 @parity(modes=True, **LOOSE)
