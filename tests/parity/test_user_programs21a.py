@@ -14,7 +14,8 @@ with an empty batch; microbatches of an embedding model (``IndexedSlices`` clipp
 ``get_weights()`` and of Variables by ``assign``, FedProx's proximal term to a snapshot taken
 three ways, FedAvgM / FedAdam on the model delta through ``apply_gradients``, a client that skips a
 round, SCAFFOLD's control variates, DP-FedAvg, stateful clients averaged by ``tf.nest.map_structure``
-over several weight lists, FedBN's local batch norms.
+over several weight lists, FedBN's local batch norms, compressed client updates (top-k with error
+feedback, sign votes, masked int32 sums).
 
 Noise: tapejax's random values are not TF's (README: TF's seed rules, other values), so the
 compared programs add NumPy draws; ``tf.random.stateless_normal`` is drawn beside them and checked
@@ -580,3 +581,44 @@ def test_fedbn_averages_all_but_the_clients_local_batch_norm_layers(tf):
                 sl.set_weights([(a + b) / 2 for a, b in zip(*[c.layers[i].get_weights() for c in clients])])
         out.append([c.layers[1].get_weights() for c in clients])
     return out, server.get_weights(), [c(data[0][0], training=False) for c in clients]
+
+
+@parity(modes=True, **LOOSE)
+def test_compressed_client_updates_top_k_with_error_feedback_sign_votes_and_masked_int_sums(tf):
+    """Communication compression in federated training: each client sends the top 25% of
+    ``gradient + residual`` by magnitude (``tf.math.top_k`` of ``|.|``, ``tf.gather``,
+    ``tf.scatter_nd``) and keeps the rest in an error-feedback residual Variable (``assign``);
+    signSGD's majority vote (``sign`` of the summed signs, 0 at a tie); secure aggregation simulated
+    on int32: updates quantised by ``round(g * 1000)``, masked by large NumPy int32 masks (the sums
+    wrap around), summed, unmasked exactly, reduced by ``floormod``."""
+    data = [regression_data(n=3, d=3, seed=2174 + k) for k in range(3)]
+    server = mlp_vars(tf, seed=2178)
+    residuals = [[tf.Variable(tf.zeros_like(v), trainable=False) for v in server] for _ in range(3)]
+    out = []
+    for rnd in range(2):
+        sparse_updates, signs, ints = [], [], []
+        for k, ((cx, cy), res) in enumerate(zip(data, residuals)):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean((mlp(tf, server, cx) - cy) ** 2)
+            g = tape.gradient(loss, server)
+            comp = []
+            for gi, r in zip(g, res):
+                acc = tf.reshape(gi + r, [-1])
+                _, idx = tf.math.top_k(tf.abs(acc), k=max(1, int(acc.shape[0]) // 4))
+                sp = tf.reshape(tf.scatter_nd(idx[:, None], tf.gather(acc, idx), tf.shape(acc)), gi.shape)
+                r.assign(gi + r - sp)
+                comp.append(sp)
+            sparse_updates.append(comp)
+            signs.append([tf.sign(gi) for gi in g])
+            rs = np.random.RandomState(2179 + rnd * 10 + k)
+            masks = [rs.randint(-2 ** 31, 2 ** 31 - 1, size=gi.shape, dtype=np.int64).astype(np.int32) for gi in g]
+            ints.append(([tf.cast(tf.round(gi * 1000.0), tf.int32) + m for gi, m in zip(g, masks)], masks))
+        agg = [tf.add_n([u[i] for u in sparse_updates]) / 3.0 for i in range(4)]
+        vote = [tf.sign(tf.add_n([s[i] for s in signs])) for i in range(4)]
+        masked = [tf.add_n([c[0][i] for c in ints]) for i in range(4)]
+        unmasked = [m - tf.add_n([tf.constant(c[1][i]) for c in ints]) for i, m in enumerate(masked)]
+        for v, a, vt in zip(server, agg, vote):
+            v.assign_sub(0.1 * a + 0.01 * vt)
+        out.append((agg, vote, masked, unmasked, [tf.math.floormod(u, 7) for u in unmasked],
+                    [r.numpy() for r in residuals[0]]))
+    return out, server
