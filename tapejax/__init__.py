@@ -62,7 +62,7 @@ from .ops.reduce import (argmax, argmin, clip_by_global_norm, clip_by_norm, clip
                          reduce_sum, where)
 from .ops.linalg import norm
 from .ops.jax_op import op
-from .ops.namespaces import bitwise, dtypes, linalg, math, nest, nn, random, ragged, signal, sparse
+from .ops.namespaces import bitwise, dtypes, linalg, math, nest, nn, quantization, random, ragged, signal, sparse
 
 # -- gradient control, compiled steps, jacobians and forward mode
 from .autodiff.custom import RegisterGradient, gradient_override_map, gradients, hessians, no_gradient, stop_gradient
@@ -133,7 +133,7 @@ __all__ = [
     "matrix_square_root", "map_fn", "maximum", "meshgrid", "minimum", "Module", "multiply", "name_scope", "negative", "nest", "newaxis", "nn",
     "no_gradient", "no_op", "variable_creator_scope", "numpy_function", "py_function", "init_scope", "norm", "not_equal", "one_hot", "ones", "ones_initializer", "ones_like", "op", "optimizers",
     "pad", "parallel_stack", "pow", "Primitive", "print", "ragged", "RaggedTensor", "RaggedTensorSpec", "random", "random_normal_initializer",
-    "random_index_shuffle", "random_uniform_initializer", "range", "rank", "realdiv", "recompute_grad", "reduce_all", "reduce_any", "reduce_logsumexp",
+    "quantization", "random_index_shuffle", "random_uniform_initializer", "range", "rank", "realdiv", "recompute_grad", "reduce_all", "reduce_any", "reduce_logsumexp",
     "reduce_max", "reduce_mean", "reduce_min", "reduce_prod", "reduce_sum",
     "register_tensor_conversion_function", "RegisterGradient", "repeat", "required_space_to_batch_paddings",
     "reshape", "reverse", "reverse_sequence", "rfftnd", "roll", "round", "saturate_cast", "saved_model", "scalar_mul",

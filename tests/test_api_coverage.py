@@ -61,7 +61,7 @@ MISSING = {
         "ragged": "ragged_fill_empty_rows ragged_fill_empty_rows_grad",
         "sparse": "edit_distance sets",
         "resource": "CriticalSection queue resource variant",
-        "quantized": "qint16 qint32 qint8 quint16 quint8 quantization",
+        "quantized": "qint16 qint32 qint8 quint16 quint8",
         "graph": "Graph Operation import_graph_def graph_util raw_ops load_library load_op_library mlir "
                  "nondifferentiable_batch_function",
         "proto": "make_ndarray make_tensor_proto",

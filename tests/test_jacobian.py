@@ -456,3 +456,30 @@ def test_sources_may_be_registered_jax_pytrees():
     want = jax.jacrev(lambda w, b: jnp.tanh(X @ w + b), (0, 1))(W1, B1)
     np.testing.assert_allclose(j.w.numpy(), want[0], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(j.b.numpy(), want[1], rtol=1e-5, atol=1e-6)
+
+
+def test_non_persistent_tape_without_pfor_is_refused_eagerly_only():
+    """TF refuses ``experimental_use_pfor=False`` on a non-persistent tape only when executing
+    eagerly; inside a ``tf.function`` it computes (tapejax raised RuntimeError there too)."""
+    x = tf.constant(X)
+
+    @tf.function
+    def both(x):
+        with tf.GradientTape() as t:
+            t.watch(x)
+            y = _mlp_tf(x, W1, B1, W2)
+        jac = t.jacobian(y, x, experimental_use_pfor=False)
+        with tf.GradientTape() as t:
+            t.watch(x)
+            y = _mlp_tf(x, W1, B1, W2)
+        return jac, t.batch_jacobian(y, x, experimental_use_pfor=False)
+
+    jac, bjac = both(x)
+    want = jax.jacrev(lambda x: _mlp_jax(x, W1, B1, W2))(jnp.asarray(X))
+    _close(jac.numpy(), want)
+    _close(bjac.numpy(), np.stack([want[i, :, i] for i in range(2)]))
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = _mlp_tf(x, W1, B1, W2)
+    with pytest.raises(RuntimeError, match="persistent=True"):
+        t.jacobian(y, x, experimental_use_pfor=False)

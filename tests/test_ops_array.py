@@ -6,9 +6,10 @@ keras.io's VQ-VAE quantiser flattens by ``tf.reshape(x, [-1, d])`` and restores 
 ``tf.reshape(q, tf.shape(x))``: in a functional model both raised (an ``int()`` of the symbolic
 size, then a shape tensor whose value only the program knows).  ``tf.shape`` of such a tensor
 keeps its dimensions for ``reshape``.  (The trainer itself is compared with TF in
-``tests/parity/test_user_programs19c2.py``.)
+``tests/parity/test_user_programs19c2.py``.)  And TF's ``-1`` of an empty tensor's reshape.
 """
 import numpy as np
+import pytest
 
 import tapejax as tf
 
@@ -69,3 +70,15 @@ def test_batch_size_from_tf_shape_under_a_polymorphic_signature():
         np.testing.assert_array_equal(np.asarray(y), x.reshape(n, 2, 2))
         assert np.asarray(z).shape == (n, 3)
         np.testing.assert_array_equal(np.asarray(rest), [4])
+
+
+def test_reshape_infers_minus_one_from_the_nonzero_sizes_of_an_empty_tensor():
+    """TF 2.21's rule when the requested shape has a 0: ``-1`` is the product of the input's nonzero
+    sizes over the requested nonzero ones (DP-SGD's ``tf.reshape(jac, [n, -1])`` of an empty
+    Poisson batch); tapejax refused it ("does not fit")."""
+    cases = {((0, 3, 1), (0, -1)): (0, 3), ((0, 3), (-1, 0)): (3, 0), ((0, 4, 6), (3, -1, 0)): (3, 8, 0),
+             ((0, 5), (2, -1, 0)): (2, 2, 0), ((0, 3), (-1, 3)): (0, 3)}
+    for (src, shape), want in cases.items():
+        assert tuple(tf.reshape(tf.zeros(src), shape).shape) == want
+    with pytest.raises(tf.errors.InvalidArgumentError, match="6 values"):
+        tf.reshape(tf.zeros([2, 3]), [0, -1])

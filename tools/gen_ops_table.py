@@ -18,14 +18,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOC = os.path.join(ROOT, "docs", "ops.md")
 PARITY = os.path.join(ROOT, "tests", "parity", "test_ops_library.py")
 #: The parity files whose cases count as an op's parity test (test_ops_more.py, test_ops_nn_more.py: the sweep's
-#: ops; the image, signal and sparse-embedding families' own files).
+#: ops; the image, signal, sparse-embedding and quantization families' own files).
 PARITY_FILES = (PARITY, os.path.join(ROOT, "tests", "parity", "test_ops_more.py"),
                 os.path.join(ROOT, "tests", "parity", "test_ops_nn_more.py"),
                 os.path.join(ROOT, "tests", "parity", "test_image.py"),
                 os.path.join(ROOT, "tests", "parity", "test_image_boxes.py"),
                 os.path.join(ROOT, "tests", "parity", "test_signal.py"),
                 os.path.join(ROOT, "tests", "parity", "test_signal_spectral.py"),
-                os.path.join(ROOT, "tests", "parity", "test_embedding_sparse.py"))
+                os.path.join(ROOT, "tests", "parity", "test_embedding_sparse.py"),
+                os.path.join(ROOT, "tests", "parity", "test_quantization.py"))
 GRADCHECK = os.path.join(ROOT, "tests", "test_ops_gradcheck.py")
 sys.path.insert(0, ROOT)
 
@@ -39,7 +40,7 @@ NOT_OPS = {"get_global_generator", "get_state", "set_state", "state_scope", "Gen
            "ones_initializer", "random_normal_initializer", "random_uniform_initializer", "assert_same_structure",
            "shape_n", "broadcast_static_shape", "broadcast_dynamic_shape", "required_space_to_batch_paddings"}
 
-_REF = re.compile(r"\btf\.((?:math\.special|math|nn|linalg|random|bitwise|image|signal)\.)?([A-Za-z_]\w*)\b")
+_REF = re.compile(r"\btf\.((?:math\.special|math|nn|linalg|random|bitwise|image|signal|quantization)\.)?([A-Za-z_]\w*)\b")
 
 
 def parity_referenced(tj, source=None):

@@ -190,7 +190,9 @@ def _chunk(parallel_iterations, experimental_use_pfor):
 
 
 def _check_pfor(tape, experimental_use_pfor, what):
-    if not experimental_use_pfor and not tape._persistent:
+    """TF's rule: without pfor a non-persistent tape is refused only when executing eagerly (inside
+    a ``tf.function`` the loop is traced once)."""
+    if not experimental_use_pfor and not tape._persistent and _state._local.collector is None:
         raise RuntimeError(f"GradientTape must be created with persistent=True to compute the {what} "
                            "with eager execution enabled and with experimental_use_pfor set to False.")
 

@@ -70,5 +70,44 @@ def _pack(x: Any, it: Iterator[Any]) -> Any:
     return next(it)
 
 
-def map_structure(fn: Callable[[Any], Any], structure: Any) -> Any:
-    return pack_sequence_as(structure, [fn(v) for v in flatten(structure)])
+def map_structure(fn: Callable[..., Any], *structures: Any, check_types: bool = True,
+                  expand_composites: bool = False) -> Any:
+    """``tf.nest.map_structure``: ``fn`` applied to the leaves of one structure, or to the
+    corresponding leaves of several (same nesting: TF's ValueError / TypeError otherwise), packed
+    as the first."""
+    if not structures:
+        raise ValueError("Must provide at least one structure")
+    if len(structures) == 1:
+        return pack_sequence_as(structures[0], [fn(v) for v in flatten(structures[0])])
+    for other in structures[1:]:
+        assert_same_structure(structures[0], other, check_types=check_types)
+    return pack_sequence_as(structures[0], [fn(*vs) for vs in zip(*(flatten(s) for s in structures))])
+
+
+def assert_same_structure(nest1, nest2, check_types=True, expand_composites=False):
+    """``tf.nest.assert_same_structure``: ValueError when the nestings differ (TypeError when only the
+    sequence types differ, with ``check_types``)."""
+    def walk(a, b, path):
+        ta, tb = type(a), type(b)
+        na, nb = is_nested(a), is_nested(b)
+        if na != nb:
+            raise ValueError(f"The two structures don't have the same nested structure (at {path or 'the top'}): "
+                             f"{nest1!r} and {nest2!r}")
+        if not na:
+            return
+        if check_types and ta is not tb:
+            raise TypeError(f"The two structures don't have the same sequence type. Input structure has type {ta}, "
+                            f"while shallow structure has type {tb}.")
+        if isinstance(a, dict):
+            if sorted(a) != sorted(b):
+                raise ValueError(f"The two dictionaries don't have the same set of keys: {sorted(a)} and {sorted(b)}")
+            for k in sorted(a):
+                walk(a[k], b[k], f"{path}[{k!r}]")
+            return
+        if len(a) != len(b):
+            raise ValueError(f"The two structures don't have the same number of elements (at {path or 'the top'}): "
+                             f"{len(a)} and {len(b)}")
+        for i, (x, y) in enumerate(zip(a, b)):
+            walk(x, y, f"{path}[{i}]")
+
+    walk(nest1, nest2, "")

@@ -57,6 +57,9 @@ def reshape(tensor, shape, name=None):
     dims = _shape(tensor)
     if all(isinstance(d, (int, np.integer)) for d in dims + shape):   # (a symbolic size, Keras's
         n = int(math.prod(dims))                                        # symbolic call: JAX checks it)
+        if -1 in shape and 0 in shape:   # TF infers -1 from the nonzero sizes ([0, 3, 1] to [0, -1]: [0, 3])
+            missing = int(math.prod([d for d in dims if d])) // int(math.prod([d for d in shape if d > 0]))
+            shape = tuple(missing if d == -1 else d for d in shape)
         known = int(math.prod([s for s in shape if s != -1]))
         if (-1 not in shape and known != n) or (-1 in shape and (known == 0 or n % known)):
             raise _bad("Reshape", f"Input to reshape is a tensor with {n} values, but the requested shape "

@@ -40,6 +40,7 @@ from . import (
     nn_sampled as _smp,
     patches_sequences as _psq,
     pooling_more as _pm,
+    quantization as _qz,
     ragged_ops as _rgo,
     random as _r,
     reduce as _red,
@@ -162,19 +163,24 @@ signal = _module("signal", "``tf.signal``", {**{n: getattr(mod, n) for mod in SI
                                                 if n.islower()},
                                              **_pick(_lo, "fftnd ifftnd rfftnd irfftnd")})
 
+#: ``tf.quantization``: the float-to-float quantisers (``quantization``; TF's quantized dtypes have no JAX
+#: representation, nor the ops on them).
+quantization = _module("quantization", "``tf.quantization``", {n: getattr(_qz, n) for n in _qz.__all__})
+
 #: ``tf.dtypes``: the DType objects and ``as_dtype`` (``core.dtypes``), ``cast`` and ``saturate_cast``.
 dtypes = _module("dtypes", "``tf.dtypes``", {**{n: getattr(_dtypes, n) for n in _dtypes.PUBLIC}, "cast": _m.cast,
                                              "saturate_cast": _sp.saturate_cast, "complex": _sp.complex})
 
 # ``import tapejax.math`` (etc.) works like ``import tensorflow.math``.
-for _mod in (math, special, nn, linalg, random, nest, dtypes, bitwise, image, sparse, ragged, signal):
+for _mod in (math, special, nn, linalg, random, nest, dtypes, bitwise, image, sparse, ragged, signal, quantization):
     sys.modules.setdefault(_mod.__name__, _mod)
 
 
 #: namespace name -> {public name: function}, for the coverage table ("" is the top level).
 NAMESPACES = {"": TOP, "math": _MATH, "nn": dict(vars(nn)), "linalg": dict(vars(linalg)),
               "random": dict(vars(random)), "bitwise": dict(vars(bitwise)), "math.special": dict(vars(special)),
-              "image": dict(vars(image)), "signal": dict(vars(signal))}
+              "image": dict(vars(image)), "signal": dict(vars(signal)),
+              "quantization": dict(vars(quantization))}
 for _ns in NAMESPACES.values():
     for _k in [k for k in _ns if k.startswith("__") or k == "__all__"]:
         del _ns[_k]

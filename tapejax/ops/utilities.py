@@ -252,33 +252,8 @@ def _shape_tuple(shape):
     return builtins.tuple(int(d) for d in np.asarray(getattr(shape, "_value", shape)).reshape(-1))
 
 
-def assert_same_structure(nest1, nest2, check_types=True, expand_composites=False):
-    """``tf.nest.assert_same_structure``: ValueError when the nestings differ (TypeError when only the
-    sequence types differ, with ``check_types``)."""
-    def walk(a, b, path):
-        ta, tb = type(a), type(b)
-        na, nb = _nest.is_nested(a), _nest.is_nested(b)
-        if na != nb:
-            raise ValueError(f"The two structures don't have the same nested structure (at {path or 'the top'}): "
-                             f"{nest1!r} and {nest2!r}")
-        if not na:
-            return
-        if check_types and ta is not tb:
-            raise TypeError(f"The two structures don't have the same sequence type. Input structure has type {ta}, "
-                            f"while shallow structure has type {tb}.")
-        if isinstance(a, dict):
-            if sorted(a) != sorted(b):
-                raise ValueError(f"The two dictionaries don't have the same set of keys: {sorted(a)} and {sorted(b)}")
-            for k in sorted(a):
-                walk(a[k], b[k], f"{path}[{k!r}]")
-            return
-        if len(a) != len(b):
-            raise ValueError(f"The two structures don't have the same number of elements (at {path or 'the top'}): "
-                             f"{len(a)} and {len(b)}")
-        for i, (x, y) in enumerate(zip(a, b)):
-            walk(x, y, f"{path}[{i}]")
-
-    walk(nest1, nest2, "")
+#: ``tf.nest.assert_same_structure`` (``core.nest``: ``map_structure`` of several structures checks with it)
+assert_same_structure = _nest.assert_same_structure
 
 
 __all__ = ["AggregationMethod", "VariableAggregation", "VariableSynchronization", "assert_same_structure",
