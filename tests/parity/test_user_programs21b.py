@@ -367,3 +367,59 @@ def test_masking_by_hand_keeps_the_state_at_padding_and_a_reversed_direction(tf)
         out.append((loss, per, seq_f, seq_b, hf, hb, g, tf.reduce_all(tf.equal(tf.boolean_mask(
             g[3], tf.logical_not(mask)), 0.0))))
     return out, wf, wb, wc
+
+
+@parity(modes=True, **LOOSE)
+def test_lstm_by_reverse_scan_with_a_tuple_carry_and_per_step_losses(tf):
+    """A backward LSTM by ``tf.scan(..., reverse=True)`` whose carry is the ``(h, c)`` tuple: the outputs
+    come back in input order (the scan runs from the end), per-step losses are weighted by a
+    ``sequence_mask``, and the gradient reaches the weights, the inputs and the initial ``c`` (a
+    watched tensor); compiled with an ``input_signature`` of unknown batch and time, and eagerly."""
+    rs = np.random.RandomState(3071)
+    xs = tf.constant(rs.randn(6, 2, 3).astype(np.float32))   # time-major
+    c0 = tf.constant(rs.randn(2, 4).astype(np.float32) * 0.2)
+    ws = _lstm_vars(tf, 3, 4, 3072)
+    weights = tf.constant(np.arange(1, 7, dtype=np.float32)[:, None] / 6.0)
+
+    def run(xs, c0):
+        with tf.GradientTape() as tape:
+            tape.watch([xs, c0])
+
+            def step(carry, x):
+                h, c = carry
+                return _lstm_step(tf, ws, x, h, c)
+
+            hs, cs = tf.scan(step, xs, initializer=(tf.zeros_like(c0), c0), reverse=True)
+            mask = tf.transpose(tf.sequence_mask([6, 4], 6))
+            per_step = tf.reduce_sum(tf.square(hs), -1) * tf.cast(mask, tf.float32) * weights
+            loss = tf.reduce_sum(per_step) + tf.reduce_sum(cs[0])
+        return hs, cs[0], per_step, tape.gradient(loss, ws + [xs, c0])
+
+    spec = tf.TensorSpec([None, None, 3], tf.float32)
+    compiled = tf.function(run, input_signature=[spec, tf.TensorSpec([None, 4], tf.float32)])
+    return run(xs, c0), compiled(xs, c0)
+
+
+@parity(modes=True, **TOL)
+def test_clip_by_global_norm_with_a_none_gradient_and_clip_by_norm_per_tensor(tf):
+    """The gradient list of an RNN with an unused bias (None) clipped by ``tf.clip_by_global_norm``
+    (TF skips the None and keeps it in place), beside per-tensor ``tf.clip_by_norm`` and
+    ``tf.clip_by_value``, at a norm under and over the threshold; the applied SGD update."""
+    rs = np.random.RandomState(3081)
+    x = tf.constant(rs.randn(3, 4, 2).astype(np.float32))
+    w = tf.Variable(init_array((2 + 3, 3), 3082, scale=1.5))
+    unused = tf.Variable(tf.zeros([3]))
+    opt = tf.keras.optimizers.legacy.SGD(0.1)
+    out = []
+    for clip in (100.0, 0.3):
+        with tf.GradientTape() as tape:
+            h = tf.zeros([3, 3])
+            for t in range(4):
+                h = tf.tanh(tf.matmul(tf.concat([x[:, t], h], -1), w))
+            loss = tf.reduce_sum(h ** 2)
+        g = tape.gradient(loss, [w, unused])
+        clipped, norm = tf.clip_by_global_norm(g, clip)
+        opt.apply_gradients([(clipped[0], w)])
+        out.append((norm, clipped[0], clipped[1] is None, tf.clip_by_norm(g[0], clip),
+                    tf.clip_by_value(g[0], -clip / 10, clip / 10)))
+    return out, w

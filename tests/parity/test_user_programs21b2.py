@@ -422,3 +422,60 @@ def test_clip_classification_by_segment_mean_over_clips_of_different_lengths(tf)
         return loss, pooled, pooled_u, g
 
     return step(frames, shuffled), tf.function(step)(frames, shuffled), step(frames, shuffled), we, wc
+
+
+@parity(modes=True, **SPEC)
+def test_stft_with_pad_end_rfft_of_hand_framed_audio_and_multichannel_frames(tf):
+    """Three ways to a spectrogram of a stereo batch ``[batch, channels, samples]``: ``stft`` with
+    ``pad_end=True`` and an explicit longer ``fft_length``; frames by ``tf.signal.frame(...,
+    pad_end=True, pad_value=0.)``, a Hann window and ``tf.signal.rfft``; and frames taken along
+    ``axis=-2`` of a ``[batch, samples, channels]`` layout; the gradient of a power-spectrum loss
+    to the waveform from each (equal for the first two)."""
+    rs = np.random.RandomState(4111)
+    x = tf.constant(rs.randn(2, 2, 50).astype(np.float32))
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        s1 = tf.signal.stft(x, 16, 6, fft_length=32, pad_end=True)
+        frames = tf.signal.frame(x, 16, 6, pad_end=True, pad_value=0.0)
+        s2 = tf.signal.rfft(frames * tf.signal.hann_window(16), fft_length=[32])
+        f3 = tf.signal.frame(tf.transpose(x, [0, 2, 1]), 16, 6, axis=-2)
+        p1 = tf.reduce_mean(tf.square(tf.abs(s1)))
+        p2 = tf.reduce_mean(tf.math.real(s2 * tf.math.conj(s2)))
+        p3 = tf.reduce_sum(f3[:, :, ::2] ** 2)
+    return (s1.shape.as_list(), frames.shape.as_list(), f3.shape.as_list(), tf.abs(s1), tf.abs(s2), p1, p2,
+            [tape.gradient(p, x) for p in (p1, p2, p3)])
+
+
+@parity(modes=True, **LOOSE)
+def test_ctc_in_a_step_compiled_for_any_batch_and_length_with_blank_zero(tf):
+    """A speech model's training step compiled once with ``input_signature`` of unknown batch, frames
+    and label width: ``tf.nn.ctc_loss`` with blank 0 (labels 1..3, padded with 0), batch-major
+    logits, ``logit_length`` from a frame mask's sum; two batches of different shapes go through
+    the one trace (a Python counter counts traces, as TF), and the per-example losses, gradients and
+    weights come back."""
+    rs = np.random.RandomState(4121)
+    w = tf.Variable(init_array((3, 4), 4122))
+    opt = tf.keras.optimizers.legacy.SGD(0.1)
+    traces = []
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None, 3], tf.float32), tf.TensorSpec([None, None], tf.int32),
+                                  tf.TensorSpec([None, None], tf.float32)])
+    def step(feats, labels, frame_mask):
+        traces.append(1)
+        with tf.GradientTape() as tape:
+            logits = tf.einsum("btf,fc->btc", feats, w)
+            label_length = tf.reduce_sum(tf.cast(labels > 0, tf.int32), axis=1)
+            logit_length = tf.cast(tf.reduce_sum(frame_mask, axis=1), tf.int32)
+            per = tf.nn.ctc_loss(labels, logits, label_length, logit_length, logits_time_major=False,
+                                 blank_index=0)
+            loss = tf.reduce_mean(per / tf.cast(label_length, tf.float32))
+        g = tape.gradient(loss, w)
+        opt.apply_gradients([(g, w)])
+        return per, g
+
+    b1 = (rs.randn(2, 6, 3).astype(np.float32), np.array([[1, 2, 0], [3, 0, 0]], np.int32),
+          np.array([[1] * 6, [1] * 4 + [0] * 2], np.float32))
+    b2 = (rs.randn(3, 5, 3).astype(np.float32), np.array([[2, 2], [1, 3], [3, 0]], np.int32),
+          np.array([[1] * 5, [1] * 5, [1] * 3 + [0] * 2], np.float32))
+    out = [step(*b1), step(*b2), step(*b1)]
+    return out, len(traces), w
