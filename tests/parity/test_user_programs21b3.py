@@ -349,3 +349,96 @@ def test_keras_backend_ctc_batch_cost_and_ctc_decode_of_the_ocr_example(tf):
         loss = tf.keras.backend.ctc_batch_cost(labels, preds, tf.constant([[6], [5]]), tf.constant([[2], [1]]))
     decoded = tf.keras.backend.ctc_decode(preds, input_length=np.array([6, 5]), greedy=True)[0][0]
     return loss, tape.gradient(loss, preds), tf.cast(decoded, tf.int32)
+
+
+# ---------------------------------------------------------------------------
+# More recurrent Keras layers
+# ---------------------------------------------------------------------------
+
+@parity(**KTOL)
+def test_stateful_lstm_keeps_its_state_across_batches_until_reset(tf):
+    """A stateful forecaster: ``LSTM(3, stateful=True, return_sequences=True)`` on a fixed batch of 2
+    (``Input(batch_shape=...)``), fed consecutive chunks of two series; the layer's state
+    (``layer.states``) carries over between calls and training steps, ``reset_states()`` (tf_keras)
+    / ``reset_state()`` (Keras 3's name, both on Keras 3) zeroes it; the predictions of one chunk with
+    and without the carried state, and two SGD steps' losses and gradients."""
+    raw = _series(5081, t=17, f=2)
+    series = np.stack([raw[:-1], raw[1:] * 0.5])
+    inp = tf.keras.Input(batch_shape=(2, 4, 2))
+    lstm = tf.keras.layers.LSTM(3, stateful=True, return_sequences=True)
+    model = tf.keras.Model(inp, tf.keras.layers.Dense(2)(lstm(inp)))
+    _set(model, 5082)
+    opt = tf.keras.optimizers.SGD(0.1)
+    reset = getattr(lstm, "reset_states", None) or lstm.reset_state
+    out = []
+    for k in range(0, 12, 4):
+        x, y = tf.constant(series[:, k:k + 4]), tf.constant(series[:, k + 1:k + 5])
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(model(x, training=True) - y))
+        g = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(g, model.trainable_variables))
+        out.append((loss, g, [tf.convert_to_tensor(s) for s in lstm.states]))
+    carried = model(tf.constant(series[:, 12:16]))
+    reset()
+    fresh = model(tf.constant(series[:, 12:16]))
+    return out, carried, fresh, [tf.convert_to_tensor(s) for s in lstm.states]
+
+
+@parity(**KTOL)
+def test_gru_variants_simple_rnn_unrolled_and_a_bidirectional_with_its_own_backward_layer(tf):
+    """The recurrent layers' options a tutorial sweeps: ``GRU(reset_after=False)`` beside the default
+    ``reset_after=True`` (their own weight shapes), ``SimpleRNN(unroll=True, return_state=True)``,
+    and ``Bidirectional(LSTM, backward_layer=GRU(go_backwards=True), merge_mode='ave')``; outputs and
+    gradients of a loss over all of them to the layers' weights and the input."""
+    rs = np.random.RandomState(5091)
+    x = tf.constant(rs.randn(2, 5, 3).astype(np.float32))
+    layers = [tf.keras.layers.GRU(3, reset_after=False, return_sequences=True),
+              tf.keras.layers.GRU(3, return_sequences=True),
+              tf.keras.layers.SimpleRNN(3, unroll=True, return_state=True),
+              tf.keras.layers.Bidirectional(tf.keras.layers.LSTM(3, return_sequences=True),
+                                            backward_layer=tf.keras.layers.GRU(3, go_backwards=True,
+                                                                               return_sequences=True),
+                                            merge_mode="ave")]
+    for i, layer in enumerate(layers):
+        layer(x)
+        _set(layer, 5092 + 10 * i)
+    params = [v for layer in layers for v in layer.trainable_variables]
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        a, b, (c, c_state), d = (layer(x) for layer in layers)
+        loss = (tf.reduce_sum(a ** 2) + tf.reduce_sum(b * a) + tf.reduce_sum(c * c_state)
+                + tf.reduce_sum(tf.sin(d)))
+    g = tape.gradient(loss, params + [x])
+    return [tuple(v.shape) for v in params], a, b, c, c_state, d, loss, g
+
+
+@parity(**KTOL)
+def test_causal_conv1d_into_an_lstm_forecaster_with_time_distributed_dense_over_a_mask(tf):
+    """A WaveNet-flavoured forecaster: ``Conv1D(padding='causal', dilation_rate=2)`` into ``LSTM(
+    return_sequences=True)`` into ``TimeDistributed(Dense)``, with a ``Masking`` layer after the
+    convolution hiding the rows a zero ``pad`` flags (the LSTM carries its state through them);
+    the per-step MAE over the real steps by ``tf.keras.metrics.MeanAbsoluteError`` with a sample
+    weight, two Adam steps."""
+    rs = np.random.RandomState(5101)
+    x_np = rs.randn(2, 6, 2).astype(np.float32)
+    y = tf.constant(rs.randn(2, 6, 1).astype(np.float32))
+    keep = np.array([[1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 0, 0]], np.float32)
+    inp = tf.keras.Input((6, 2))
+    pad = tf.keras.Input((6, 1))
+    h = tf.keras.layers.Conv1D(3, 2, padding="causal", dilation_rate=2, activation="relu")(inp)
+    h = tf.keras.layers.Masking(0.0)(tf.keras.layers.Multiply()([h, pad]))
+    h = tf.keras.layers.LSTM(3, return_sequences=True)(h)
+    model = tf.keras.Model([inp, pad], tf.keras.layers.TimeDistributed(tf.keras.layers.Dense(1))(h))
+    _set(model, 5102)
+    opt = tf.keras.optimizers.Adam(0.03)
+    mae = tf.keras.metrics.MeanAbsoluteError()
+    out = []
+    for _ in range(2):
+        with tf.GradientTape() as tape:
+            pred = model([x_np, keep[..., None]], training=True)
+            loss = tf.reduce_sum(tf.abs(pred - y)[..., 0] * keep) / tf.reduce_sum(keep)
+        g = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(g, model.trainable_variables))
+        mae.update_state(y, pred, sample_weight=keep[..., None])
+        out.append((loss, pred, g, mae.result()))
+    return out
