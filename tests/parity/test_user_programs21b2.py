@@ -19,7 +19,7 @@ clips of different lengths.  Every number is drawn with NumPy.
 """
 import numpy as np
 
-from .harness import init_array, parity, raises
+from .harness import init_array, parity, raises, xfail_on_tapejax
 
 TOL = dict(rtol=2e-5, atol=2e-6)
 LOOSE = dict(rtol=1e-4, atol=1e-5)
@@ -479,3 +479,42 @@ def test_ctc_in_a_step_compiled_for_any_batch_and_length_with_blank_zero(tf):
           np.array([[1] * 5, [1] * 5, [1] * 3 + [0] * 2], np.float32))
     out = [step(*b1), step(*b2), step(*b1)]
     return out, len(traces), w
+
+
+@xfail_on_tapejax("static shapes (README: XLA compiles static shapes): segment_mean's number of rows is a value of "
+                  "its ids, which inside a tapejax.function are a traced argument (TF's graph gives [None, 4])")
+@parity(**LOOSE)
+def test_clip_pooling_step_compiled_with_the_clip_ids_as_an_argument(tf):
+    """The segment-pooled clip classifier's step compiled with the frames' clip ids passed in (a
+    batch of clips per call, as a ``tf.data`` pipeline gives them): ``segment_mean`` then has as
+    many rows as the largest id says."""
+    rs = np.random.RandomState(4131)
+    we = tf.Variable(init_array((5, 4), 4132))
+
+    @tf.function
+    def step(frames, ids):
+        with tf.GradientTape() as tape:
+            pooled = tf.math.segment_mean(tf.nn.relu(tf.matmul(frames, we)), ids)
+            loss = tf.reduce_sum(tf.square(pooled))
+        return pooled, tape.gradient(loss, we)
+
+    return (step(rs.randn(6, 5).astype(np.float32), tf.constant([0, 0, 1, 2, 2, 2])),
+            step(rs.randn(6, 5).astype(np.float32), tf.constant([0, 1, 1, 1, 1, 3])))
+
+
+@xfail_on_tapejax("static shapes (README: XLA compiles static shapes): the decoded SparseTensor's number of "
+                  "values is a value of the logits, so tapejax's decoders run on host values, not in a trace")
+@parity(**LOOSE)
+def test_greedy_ctc_decoding_inside_a_compiled_inference_function(tf):
+    """Inference compiled as one ``tf.function``: the model's logits, ``ctc_greedy_decoder`` and
+    ``sparse.to_dense(..., -1)`` inside it."""
+    rs = np.random.RandomState(4141)
+    w = tf.Variable(init_array((3, 4), 4142))
+
+    @tf.function
+    def decode(feats, lengths):
+        logits = tf.transpose(tf.einsum("btf,fc->btc", feats, w), [1, 0, 2])
+        decoded, neg = tf.nn.ctc_greedy_decoder(logits, lengths)
+        return tf.cast(tf.sparse.to_dense(decoded[0], default_value=-1), tf.int32), neg
+
+    return decode(rs.randn(2, 6, 3).astype(np.float32), tf.constant([6, 4]))
