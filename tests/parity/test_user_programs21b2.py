@@ -222,6 +222,36 @@ def test_specaugment_time_and_frequency_masks_from_sequence_mask_and_range(tf):
     return step(spec), tf.function(step)(spec)
 
 
+@parity(modes=True, **SPEC)
+def test_griffin_lim_phase_recovery_and_a_magnitude_phase_resynthesis_gradient(tf):
+    """Griffin-Lim as vocoder baselines write it: random initial phases (NumPy), three rounds of
+    ``inverse_stft`` of ``|S| * angles`` then ``stft`` and ``angles = S / max(1e-8, |S|)`` (complex
+    division by a cast magnitude), the spectral convergence per round; and the gradient of a
+    loss on the resynthesis ``inverse_stft(complex(|S| cos(phi), |S| sin(phi)))`` (``tf.math.angle``)
+    to a stereo batch of waveforms."""
+    rs = np.random.RandomState(4151)
+    x = tf.constant(rs.randn(64).astype(np.float32))
+    inv = tf.signal.inverse_stft_window_fn(4)
+    mag = tf.abs(tf.signal.stft(x, 16, 4))
+    angles = tf.exp(tf.complex(tf.zeros_like(mag), tf.constant(rs.uniform(0, 2 * np.pi, mag.shape)
+                                                                 .astype(np.float32))))
+    errors = []
+    for _ in range(3):
+        y = tf.signal.inverse_stft(tf.cast(mag, tf.complex64) * angles, 16, 4, window_fn=inv)
+        s = tf.signal.stft(y, 16, 4)
+        errors.append(tf.norm(tf.abs(s) - mag) / tf.norm(mag))
+        angles = s / tf.cast(tf.maximum(1e-8, tf.abs(s)), tf.complex64)
+    stereo = tf.constant(rs.randn(2, 64).astype(np.float32))
+    with tf.GradientTape() as tape:
+        tape.watch(stereo)
+        spec = tf.signal.stft(stereo, 16, 8, window_fn=tf.signal.hann_window)
+        m, phi = tf.abs(spec), tf.math.angle(spec)
+        rec = tf.signal.inverse_stft(tf.complex(m * tf.cos(phi), m * tf.sin(phi)), 16, 8,
+                                     window_fn=tf.signal.inverse_stft_window_fn(8))
+        loss = tf.reduce_sum(rec[:, 8:-8] ** 2)
+    return y, errors, rec, tape.gradient(loss, stereo)
+
+
 # ---------------------------------------------------------------------------
 # CTC
 # ---------------------------------------------------------------------------
