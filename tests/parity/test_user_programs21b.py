@@ -11,7 +11,8 @@ unrolled by ``tf.scan`` (gradients through the carried state, eager and compiled
 ``tf.while_loop`` decoder writing a ``TensorArray`` trained by teacher forcing and run free, a
 stateful RNN trained by truncated BPTT with its state in a Variable carried between chunks, and
 masking by hand (``tf.sequence_mask`` + ``tf.where`` keeping the state at padding, the backward
-direction by ``tf.reverse_sequence``).  The audio, CTC and video programs are in
+direction by ``tf.reverse_sequence``), a backward LSTM by ``tf.scan(reverse=True)`` with an
+``(h, c)`` carry compiled for unknown sizes, and ``clip_by_global_norm`` over a None gradient.  The audio, CTC and video programs are in
 ``test_user_programs21b2.py``, the Keras-layer ones in ``test_user_programs21b3.py``.  Every
 number is drawn with NumPy.
 """

@@ -15,7 +15,11 @@ compiled step, then greedy decoding to a dense ``-1``-padded batch; sparse label
 label, a label longer than the frames allow, and beam search's top paths.  Video: per-frame
 convolutions by folding time into the batch, frame differences, temporal attention pooling,
 ``tf.nn.conv3d`` with ``max_pool3d``, and clip-level classification by ``segment_mean`` over
-clips of different lengths.  Every number is drawn with NumPy.
+clips of different lengths.  Also: ``stft`` with ``pad_end`` beside ``frame`` + ``rfft``,
+Griffin-Lim, a CTC step compiled once for every batch, frame count and label width (tapejax
+traced it once per shape before), and strict xfails for value-dependent shapes inside a
+``tf.function`` (``segment_mean`` over ids passed in, CTC decoding).  Every number is drawn with
+NumPy.
 """
 import numpy as np
 

@@ -3,17 +3,24 @@ are built of, in custom ``GradientTape`` loops, run under real TensorFlow 2.21 a
 (tf_keras on TF's side, Keras 3 on JAX on tapejax's: see ``test_keras.py``; default mode only,
 to keep the file's time).
 
-The time-series tutorial's windows by ``tf.keras.utils.timeseries_dataset_from_array`` mapped by
-``split_window`` and its autoregressive ``FeedBack`` model (an ``LSTMCell`` warmed up by
-``RNN(cell, return_state=True)``, then called in a Python loop on its own predictions,
-``tf.stack`` + ``transpose``); ``RNN(LSTMCell, return_sequences=True, return_state=True)`` with
-the final states carried to the next batch as ``initial_state`` and a ``go_backwards`` GRU;
-``Masking`` into a ``Bidirectional(GRU)`` over zero-padded sensor sequences; a video classifier
-of ``TimeDistributed(Conv2D)`` into a ``GRU``, and ``Conv3D`` beside ``ConvLSTM2D``; keras.io's
-OCR model (``Conv2D``, ``Reshape``, ``Dense``, a bidirectional ``LSTM``) with its ``CTCLayer``
-adding ``tf.nn.ctc_loss`` by ``add_loss`` and greedy-decoded at inference; and
-``tf.keras.backend.ctc_batch_cost`` / ``ctc_decode``, which Keras 3 does not have (strict xfail).
-Every weight is set from NumPy.
+Time series: the tutorial's windows by ``tf.keras.utils.timeseries_dataset_from_array`` mapped by
+``split_window`` (tapejax gave a TF ``tf.data.Dataset`` there before), the course-style
+``window`` + ``flat_map`` dataset with a ``Huber`` loss, and the tutorial's autoregressive
+``FeedBack`` model (an ``LSTMCell`` warmed up by ``RNN(cell, return_state=True)``, then called in
+a Python loop on its own predictions, ``tf.stack`` + ``transpose``); ``RNN(LSTMCell,
+return_sequences=True, return_state=True)`` with the final states carried to the next batch as
+``initial_state`` and a ``go_backwards`` GRU; a ``stateful=True`` LSTM across batches and
+``reset_states`` (tapejax started every batch from zero before); ``GRU(reset_after=False)``,
+``SimpleRNN(unroll=True)``, ``Bidirectional`` with its own ``backward_layer``; ``Masking`` into a
+``Bidirectional(GRU)``, and a causal dilated ``Conv1D`` into a masked ``LSTM`` and
+``TimeDistributed(Dense)``.  Audio: the simple-audio tutorial's pipeline (``map`` to spectrograms,
+``Normalization.adapt`` on a dataset, ``Resizing``).  Video: ``TimeDistributed(Conv2D)`` into a
+``GRU``, and ``Conv3D`` beside ``ConvLSTM2D`` (a strict xfail for ``ConvLSTM2D``'s default
+``recurrent_activation``, which Keras 3 changed).  Sequences: keras.io's seq2seq with separate
+inference models, and its OCR model (``Conv2D``, ``Reshape``, ``Dense``, a bidirectional
+``LSTM``) with its ``CTCLayer`` adding ``tf.nn.ctc_loss`` by ``add_loss``, greedy-decoded at
+inference; ``tf.keras.backend.ctc_batch_cost`` / ``ctc_decode``, which Keras 3 does not have
+(strict xfail).  Every weight is set from NumPy.
 """
 import numpy as np
 
