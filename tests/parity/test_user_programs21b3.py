@@ -366,9 +366,9 @@ def test_keras_backend_ctc_batch_cost_and_ctc_decode_of_the_ocr_example(tf):
 def test_stateful_lstm_keeps_its_state_across_batches_until_reset(tf):
     """A stateful forecaster: ``LSTM(3, stateful=True, return_sequences=True)`` on a fixed batch of 2
     (``Input(batch_shape=...)``), fed consecutive chunks of two series; the layer's state
-    (``layer.states``) carries over between calls and training steps, ``reset_states()`` (tf_keras)
-    / ``reset_state()`` (Keras 3's name, both on Keras 3) zeroes it; the predictions of one chunk with
-    and without the carried state, and two SGD steps' losses and gradients."""
+    (``layer.states``) carries over between calls and training steps, ``model.reset_states()``
+    (tf_keras'; Keras 3 has no such method, tapejax adds it) zeroes it; the predictions of one
+    chunk with and without the carried state, and three SGD steps' losses and gradients."""
     raw = _series(5081, t=17, f=2)
     series = np.stack([raw[:-1], raw[1:] * 0.5])
     inp = tf.keras.Input(batch_shape=(2, 4, 2))
@@ -376,7 +376,6 @@ def test_stateful_lstm_keeps_its_state_across_batches_until_reset(tf):
     model = tf.keras.Model(inp, tf.keras.layers.Dense(2)(lstm(inp)))
     _set(model, 5082)
     opt = tf.keras.optimizers.SGD(0.1)
-    reset = getattr(lstm, "reset_states", None) or lstm.reset_state
     out = []
     for k in range(0, 12, 4):
         x, y = tf.constant(series[:, k:k + 4]), tf.constant(series[:, k + 1:k + 5])
@@ -386,7 +385,7 @@ def test_stateful_lstm_keeps_its_state_across_batches_until_reset(tf):
         opt.apply_gradients(zip(g, model.trainable_variables))
         out.append((loss, g, [tf.convert_to_tensor(s) for s in lstm.states]))
     carried = model(tf.constant(series[:, 12:16]))
-    reset()
+    model.reset_states()
     fresh = model(tf.constant(series[:, 12:16]))
     return out, carried, fresh, [tf.convert_to_tensor(s) for s in lstm.states]
 
