@@ -368,21 +368,27 @@ def test_stateful_lstm_keeps_its_state_across_batches_until_reset(tf):
     (``Input(batch_shape=...)``), fed consecutive chunks of two series; the layer's state
     (``layer.states``) carries over between calls and training steps, ``model.reset_states()``
     (tf_keras'; Keras 3 has no such method, tapejax adds it) zeroes it; the predictions of one
-    chunk with and without the carried state, and three SGD steps' losses and gradients."""
-    raw = _series(5081, t=17, f=2)
+    chunk with and without the carried state, and four SGD steps' losses and gradients (the last
+    two compiled: the state Variables are threaded through the step)."""
+    raw = _series(5081, t=21, f=2)
     series = np.stack([raw[:-1], raw[1:] * 0.5])
     inp = tf.keras.Input(batch_shape=(2, 4, 2))
     lstm = tf.keras.layers.LSTM(3, stateful=True, return_sequences=True)
     model = tf.keras.Model(inp, tf.keras.layers.Dense(2)(lstm(inp)))
     _set(model, 5082)
     opt = tf.keras.optimizers.SGD(0.1)
-    out = []
-    for k in range(0, 12, 4):
-        x, y = tf.constant(series[:, k:k + 4]), tf.constant(series[:, k + 1:k + 5])
+    def step(x, y):
         with tf.GradientTape() as tape:
             loss = tf.reduce_mean(tf.square(model(x, training=True) - y))
         g = tape.gradient(loss, model.trainable_variables)
         opt.apply_gradients(zip(g, model.trainable_variables))
+        return loss, g
+
+    compiled = tf.function(step)
+    out = []
+    for k in range(0, 16, 4):
+        x, y = tf.constant(series[:, k:k + 4]), tf.constant(series[:, k + 1:k + 5])
+        loss, g = (compiled if k >= 8 else step)(x, y)
         out.append((loss, g, [tf.convert_to_tensor(s) for s in lstm.states]))
     carried = model(tf.constant(series[:, 12:16]))
     model.reset_states()
