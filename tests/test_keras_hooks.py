@@ -285,3 +285,19 @@ def test_save_weights_to_a_prefix_writes_a_checkpoint_load_weights_reads(tmp_pat
         np.testing.assert_array_equal(x.numpy(), y.numpy())
     a.save_weights(str(tmp_path / "w.weights.h5"))
     assert make().load_weights(str(tmp_path / "w.weights.h5")) is None
+
+
+def test_model_reset_states_resets_the_stateful_layers_only():
+    """tf_keras' ``Model.reset_states`` (Keras 3 has none): each stateful layer's states are zeroed,
+    a non-stateful RNN's call is unaffected, and a model without stateful layers accepts the call."""
+    inp = keras.Input(batch_shape=(2, 3, 2))
+    stateful = keras.layers.GRU(3, stateful=True, return_sequences=True)
+    model = keras.Model(inp, keras.layers.LSTM(2)(stateful(inp)))
+    x = np.random.RandomState(0).randn(2, 3, 2).astype(np.float32)
+    first = model(x).numpy()
+    assert np.asarray(stateful.states[0]).any()
+    assert not np.allclose(model(x).numpy(), first)   # the carried state changes the answer
+    model.reset_states()
+    assert not np.asarray(stateful.states[0]).any()
+    np.testing.assert_allclose(model(x).numpy(), first, rtol=1e-6)
+    keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)]).reset_states()

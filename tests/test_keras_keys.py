@@ -4,9 +4,11 @@ import gc
 import numpy as np
 
 import tapejax as tf
-from tapejax.keras import keys
 
 keras = tf.keras
+keras.layers   # Keras loaded (and put on the tape) first: importing keys first would import Keras halfway
+
+from tapejax.keras import keys  # noqa: E402
 
 
 def test_split_and_join_round_trip_arrays_and_python_values():
@@ -41,3 +43,41 @@ def test_has_tensor_looks_one_level_into_lists():
     t = tf.constant(1.0)
     assert keys.has_tensor((1, [2, t]), {}) and keys.has_tensor((), {"x": t})
     assert not keys.has_tensor((np.ones(2), [1.0]), {"x": 2})
+
+
+def _stateful_and_plain(cls):
+    """A stateful RNN layer (batch 2) and a plain one with the same weights."""
+    inp = keras.Input(batch_shape=(2, 3, 2))
+    rnn = cls(3, stateful=True, return_sequences=True)
+    model = keras.Model(inp, rnn(inp))
+    plain = cls(3, return_sequences=True)
+    plain(np.zeros((2, 3, 2), np.float32))
+    rs = np.random.RandomState(0)
+    ws = [rs.randn(*w.shape).astype(np.float32) * 0.5 for w in rnn.get_weights()]
+    rnn.set_weights(ws)
+    plain.set_weights(ws)
+    return model, rnn, plain
+
+
+def test_a_stateful_rnns_untracked_state_variables_are_the_calls_state():
+    """Keras 3 keeps a stateful RNN's states in untracked Variables (in no variable list); a
+    top-level call reads them and writes the new states back, eagerly, in a tape and in a
+    ``tapejax.function``, so chunks give what one call over the whole sequence gives (TF's
+    ``stateful=True``); ``reset_states`` zeroes them.  tapejax's op took the states as constants
+    (zeros) before, and every chunk started from zero."""
+    x = np.random.RandomState(1).randn(2, 9, 2).astype(np.float32)
+    for cls in (keras.layers.LSTM, keras.layers.GRU):
+        model, rnn, plain = _stateful_and_plain(cls)
+        assert any(v is rnn.states[0] for v in keys.layer_state(model).other)
+        whole = plain(x).numpy()
+        step = tf.function(lambda c: model(c))
+        with tf.GradientTape() as tape:
+            first = model(x[:, :3])
+            loss = tf.reduce_sum(first)
+        assert tape.gradient(loss, rnn.trainable_variables)[0] is not None
+        chunks = [first, model(x[:, 3:6]), step(x[:, 6:])]
+        np.testing.assert_allclose(np.concatenate([c.numpy() for c in chunks], 1), whole, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(np.asarray(rnn.states[0]), whole[:, -1], rtol=1e-5, atol=1e-6)
+        rnn.reset_states()
+        assert not np.asarray(rnn.states[0]).any()
+        np.testing.assert_allclose(step(x[:, :3]).numpy(), whole[:, :3], rtol=1e-5, atol=1e-6)

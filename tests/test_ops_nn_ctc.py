@@ -214,3 +214,33 @@ def test_ctc_loss_of_sparse_labels_follows_tfs_ctcloss_kernel():
         run([[1, 2, 3, 1], [2, 3, 0, 0]], [3, 3], 0)
     with pytest.raises(ValueError, match="blank_index"):
         tf.nn.ctc_loss(sp(np.array([[1, 2]], np.int32)), x[:, :1], None, [3])
+
+
+def test_ctc_loss_in_a_function_with_unknown_batch_frames_and_label_width_traces_once():
+    """A step compiled with ``input_signature`` of ``None`` batch, frames and label width traces once
+    for batches of every shape, as TF (the transition matrix is built from index comparisons, not
+    NumPy, so the label width may be symbolic; tapejax traced once per shape before, with a
+    retracing warning), and gives the eager losses and gradients, repeated labels included."""
+    rs = np.random.RandomState(3)
+    w = tf.Variable(rs.randn(3, 4).astype(np.float32))
+    traces = []
+
+    def step(feats, labels):
+        traces.append(1)
+        with tf.GradientTape() as tape:
+            logits = tf.einsum("btf,fc->btc", feats, w)
+            per = tf.nn.ctc_loss(labels, logits, tf.reduce_sum(tf.cast(labels > 0, tf.int32), axis=1),
+                                 tf.fill([tf.shape(feats)[0]], tf.shape(feats)[1]), logits_time_major=False,
+                                 blank_index=0)
+        return per, tape.gradient(per, w)
+
+    compiled = tf.function(step, input_signature=[tf.TensorSpec([None, None, 3], tf.float32),
+                                                  tf.TensorSpec([None, None], tf.int32)])
+    batches = [(rs.randn(2, 6, 3).astype(np.float32), np.array([[1, 1, 2], [3, 0, 0]], np.int32)),
+               (rs.randn(3, 5, 3).astype(np.float32), np.array([[2, 2], [1, 3], [3, 0]], np.int32)),
+               (rs.randn(1, 4, 3).astype(np.float32), np.array([[1, 2, 3, 1]], np.int32))]
+    for feats, labels in batches:
+        got, want = compiled(feats, labels), step(feats, labels)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+    assert len(traces) == 1 + len(batches)   # one trace, and the eager runs

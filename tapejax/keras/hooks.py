@@ -7,7 +7,8 @@
   instead of Keras's op-by-op eager update; inside a Keras scope (Keras's
   ``fit``) both are Keras's, except that a result which is the metric's variable itself is its
   value there (TF reads it; JAX takes no variable among a traced step's outputs).
-  ``Metric.reset_states`` is tf_keras' alias of ``reset_state``.
+  ``Metric.reset_states`` is tf_keras' alias of ``reset_state``, and ``Model.reset_states``
+  tf_keras' reset of the model's stateful layers (Keras 3 dropped both).
 * A built-in layer's ``compute_mask`` (``Embedding(mask_zero=True)``, ``Masking``) gives a
   tapejax Tensor outside a Keras scope, as tf_keras' gives a ``tf.Tensor``.
 * A Keras ``SeedGenerator`` made without a seed (``Dropout(0.5)``) takes its
@@ -156,6 +157,20 @@ def _reset_states(self) -> None:
     """tf_keras' ``Metric.reset_states``, its older name of ``reset_state`` (Keras 3 dropped it; the
     custom-loop guides of TF 2 call it at every epoch end)."""
     self.reset_state()
+
+
+def _model_reset_states(self) -> None:
+    """tf_keras' ``Model.reset_states``: ``reset_states()`` of each of the model's layers that is
+    stateful (a ``stateful=True`` RNN; the stateful-LSTM tutorials call it between epochs)."""
+    for layer in self.layers:
+        if hasattr(layer, "reset_states") and getattr(layer, "stateful", False):
+            layer.reset_states()
+
+
+def _install_model_reset_states() -> None:
+    from keras.src.models.model import Model
+    if not hasattr(Model, "reset_states"):
+        Model.reset_states = _model_reset_states   # pyright: ignore[reportAttributeAccessIssue]
 
 
 def _install_seeds() -> None:
@@ -458,6 +473,7 @@ def install() -> None:
     if _DONE:
         return
     _install_metrics()
+    _install_model_reset_states()
     _install_masks()
     _install_seeds()
     _install_checkpoint()

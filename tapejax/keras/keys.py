@@ -119,7 +119,16 @@ class State(NamedTuple):
 
 
 def layer_state(layer) -> State:
-    return State(layer.trainable_variables, layer.non_trainable_variables)
+    """A layer's variables, and the state Variables of the stateful RNNs in it: Keras 3 makes
+    those untracked (``RNN._create_state_variables``), so they are in no variable list, yet the
+    call reads and ``assign``s them (the state carried to the next batch, as TF's)."""
+    other = list(layer.non_trainable_variables)
+    for sub in layer._flatten_layers(include_self=True):
+        states = getattr(sub, "states", None) if getattr(sub, "stateful", False) else None
+        if states is not None:
+            other += [v for v in jax.tree_util.tree_leaves(states)
+                      if hasattr(v, "assign") and all(v is not o for o in other)]
+    return State(layer.trainable_variables, other)
 
 
 class CallInfo(NamedTuple):

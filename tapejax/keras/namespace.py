@@ -159,6 +159,11 @@ def _count_params(x):
     return np.prod(_int_shape(x))
 
 
+def _timeseries_dataset_from_array():
+    from .timeseries import timeseries_dataset_from_array
+    return timeseries_dataset_from_array
+
+
 def _batch_get_value(tensors):
     return [_get_value(x) for x in tensors]
 
@@ -173,13 +178,16 @@ def _batch_set_value(tuples):
 #: every loss: ``calls.install``); ``tf.keras.mixed_precision.LossScaleOptimizer`` (tf_keras');
 #: ``tf.keras.backend.get_value`` / ``set_value`` (the callbacks guide's learning-rate scheduler;
 #: Keras 3 keeps them only in its TensorFlow-based legacy backend) and their ``batch_`` forms;
-#: ``backend.eval`` (``get_value``), ``int_shape`` and ``count_params`` likewise.
+#: ``backend.eval`` (``get_value``), ``int_shape`` and ``count_params`` likewise;
+#: ``utils.timeseries_dataset_from_array`` as a ``tapejax.data.Dataset`` (Keras 3's is TF's own
+#: ``tf.data``, which cannot ``map`` tapejax ops: ``timeseries.py``).
 _LEGACY = {("losses", "Reduction"): _legacy_reduction,
            ("mixed_precision", "LossScaleOptimizer"): _loss_scale_optimizer,
            ("backend", "get_value"): lambda: _get_value, ("backend", "set_value"): lambda: _set_value,
            ("backend", "batch_get_value"): lambda: _batch_get_value, ("backend", "eval"): lambda: _get_value,
            ("backend", "int_shape"): lambda: _int_shape, ("backend", "count_params"): lambda: _count_params,
-           ("backend", "batch_set_value"): lambda: _batch_set_value}
+           ("backend", "batch_set_value"): lambda: _batch_set_value,
+           ("utils", "timeseries_dataset_from_array"): _timeseries_dataset_from_array}
 
 #: Namespaces whose missing names are not looked up in Keras's tf.keras API: its ``backend``'s
 #: legacy functions are TensorFlow's.

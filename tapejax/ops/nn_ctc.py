@@ -44,20 +44,21 @@ def _logsumexp(x, axis, keepdims=False):
 
 def _transitions(labels, s):
     """``log`` of TF's ``_ctc_state_trans``: ``[batch, to, from]`` over the states (0: start,
-    1..L: the labels, L+1..2L+1: the blanks after them); a repeated label cannot follow itself."""
+    1..L: the labels, L+1..2L+1: the blanks after them); a repeated label cannot follow itself.
+    Built by index comparisons, not NumPy, so the label width may be a symbolic size (a compiled
+    step whose ``input_signature`` has ``None`` there: one trace for every width, as TF)."""
     b, n = labels.shape
     k = n + 1
-    t = np.eye(s, dtype=np.float32)
-    t[1, 0] = 1.0
-    for j in range(1, k):
-        t[j, k + j - 1] = 1.0
-    for j in range(k):
-        t[k + j, j] = 1.0
-    trans = jnp.broadcast_to(jnp.asarray(t), (b, s, s))
-    if n > 1:
-        rows = jnp.arange(2, k)
-        trans = trans.at[:, rows, rows - 1].add(1.0 - (labels[:, :-1] == labels[:, 1:]).astype(jnp.float32))
-    return jnp.log(trans)
+    to, frm = jnp.arange(s)[:, None], jnp.arange(s)[None, :]
+    t = ((to == frm) | ((to == 1) & (frm == 0)) | ((to >= 1) & (to < k) & (frm == k + to - 1))
+         | ((to >= k) & (frm == to - k))).astype(jnp.float32)
+    # label state j (2 <= j <= L) may follow state j - 1 unless their labels are equal: the labels
+    # padded out to the states, at j and at j - 1
+    here = jnp.pad(labels, ((0, 0), (1, s - k)))
+    before = jnp.pad(labels, ((0, 0), (2, s - k - 1)))
+    j = jnp.arange(s)[None]
+    step = ((j >= 2) & (j < k) & (here != before)).astype(jnp.float32)
+    return jnp.log(t[None] + step[:, :, None] * (frm == to - 1).astype(jnp.float32)[None])
 
 
 def _loss_and_grad(logits, labels, label_length, logit_length, no_path_inf):
