@@ -13,7 +13,8 @@ tapes), a Fourier-feature network of ``tf.keras`` layers and a soft rasteriser w
 Dynamics: Hamiltonian neural networks (the time derivative from ``tape.gradient`` of H inside the
 loss), Lagrangian networks (``batch_jacobian`` Hessians, ``pinv`` and ``solve``) and symplectic
 leapfrog integrators unrolled in Python and in ``tf.while_loop``.  Neural ODEs and implicit layers
-are in ``test_user_programs21c2.py``.  Every number trained on is drawn with NumPy (tapejax's
+are in ``test_user_programs21c2.py``; a voxel-grid field, sphere tracing and the Keras-packaged
+NeRF and HNN in ``test_user_programs21c3.py``.  Every number trained on is drawn with NumPy (tapejax's
 stateless random stream is its own, by design: the programs that draw one compare its properties).
 """
 import numpy as np
@@ -505,3 +506,4 @@ def test_hnn_rollout_by_leapfrog_with_the_learned_energy_gradient_inside_the_tap
     compiled = tf.function(step)
     x = tf.constant(x0)
     return [(compiled if k == 2 else step)(x) for k in range(3)], hnn
+
