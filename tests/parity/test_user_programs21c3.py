@@ -7,8 +7,10 @@ A Plenoxels-style voxel grid read by trilinear ``tf.gather``s (IndexedSlices gra
 one once a total-variation term reads the whole grid), IDR's sphere tracing with the
 differentiable-intersection trick (``stop_gradient`` of the SDF and of the normal), keras.io's
 NeRF ``keras.Model`` subclass with its own ``compile`` and ``train_step`` under ``fit`` on a
-``tf.data`` dataset, and a Hamiltonian network packaged as a Keras model whose ``call`` opens a
-``GradientTape`` (a tapejax design limit: strict xfail).  Last, a viscous Burgers PINN whose
+``tf.data`` dataset, a Hamiltonian network packaged as a Keras model whose ``call`` opens a
+``GradientTape`` (a tapejax design limit: strict xfail), and the PINN tutorials' Keras model whose
+``train_step`` returns ``{"loss": loss}`` (fit's history logged Keras 3's untouched loss tracker,
+0, before ``tapejax/keras/trainer.py`` took tf_keras' rule).  Last, a viscous Burgers PINN whose
 ``u_xx`` comes by forward-over-reverse (a ``ForwardAccumulator`` around an inner tape) and by
 nested accumulators, and the same derivatives factored into a helper function, where TF 2.21's
 gradient is wrong once the helper's accumulator is collected (compared with the true values).
@@ -278,6 +280,55 @@ def test_burgers_pinn_with_forward_over_reverse_and_forward_over_forward_derivat
         opt.apply_gradients(zip(g, ws))
         out.append((loss, g, u_xx, u_xx_fwd, u_x - u_x_fwd))
     return out, ws
+
+
+@parity(rtol=2e-4, atol=2e-5)
+def test_keras_pinn_train_step_with_nested_tapes_on_the_inputs_under_fit(tf):
+    """The TF2 PINN tutorials' Keras wiring for a 1-D Poisson problem ``-u'' = pi^2 sin(pi x)``,
+    ``u(0) = u(1) = 0``: a ``tf.keras.Sequential`` of tanh ``Dense`` layers inside a ``keras.Model``
+    subclass whose ``train_step`` takes ``u_x`` and ``u_xx`` by two nested tapes watching the
+    collocation points (the Keras call is inside both), adds the boundary loss and applies Adam;
+    ``fit`` on collocation batches for three epochs, then the residual and ``u`` on a test grid."""
+    x_col = np.linspace(0.05, 0.95, 8, dtype=np.float32)[:, None]
+    x_bc = np.array([[0.0], [1.0]], np.float32)
+    net = tf.keras.Sequential([tf.keras.layers.Dense(8, activation="tanh"), tf.keras.layers.Dense(8, activation="tanh"),
+                               tf.keras.layers.Dense(1)])
+    net.build((None, 1))
+    keras_init(net, seed=2321)
+
+    def residual(x):
+        with tf.GradientTape() as t2:
+            t2.watch(x)
+            with tf.GradientTape() as t1:
+                t1.watch(x)
+                u = net(x)
+            u_x = t1.gradient(u, x)
+        u_xx = t2.gradient(u_x, x)
+        return -u_xx - np.pi ** 2 * tf.sin(np.pi * x), u_x
+
+    class PINN(tf.keras.Model):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+
+        def call(self, x):
+            return self.net(x)
+
+        def train_step(self, data):
+            x = data
+            with tf.GradientTape() as tape:
+                r, _ = residual(x)
+                loss = tf.reduce_mean(tf.square(r)) + 10.0 * tf.reduce_mean(tf.square(self.net(x_bc)))
+            grads = tape.gradient(loss, self.net.trainable_variables)
+            self.optimizer.apply_gradients(zip(grads, self.net.trainable_variables))
+            return {"loss": loss}
+
+    model = PINN(net)
+    model.compile(optimizer=tf.keras.optimizers.Adam(0.01))
+    hist = model.fit(x_col, epochs=3, batch_size=4, shuffle=False, verbose=0)
+    x_test = tf.constant(np.linspace(0, 1, 5, dtype=np.float32)[:, None])
+    r, u_x = residual(x_test)
+    return [round(v, 4) for v in hist.history["loss"]], r, u_x, net(x_test), [v.numpy() for v in net.weights]
 
 
 _HELPER_GRAD = [[-0.014638, 0.012361, -0.058291, 0.059486, 0.014207, 0.009591, 0.04652, -0.009094],
