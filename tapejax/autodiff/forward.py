@@ -30,7 +30,7 @@ TF's rules, all checked against TF 2.21:
   gradient is ``None``, as TF's per-op JVPs never read them.
 """
 import weakref
-from typing import List, Optional, Tuple
+from typing import List, Optional
 
 import jax
 import jax.numpy as jnp
@@ -40,7 +40,7 @@ from ..core import dtypes as _dtypes, nest as _nest, state as _state
 from ..core.convert import convert_to_tensor
 from ..core.tensor import Tensor
 from . import replay as _replay
-from .jacobian import Entry, connect, leaf_tensors
+from .jacobian import Entry, connect, constants_unread, leaf_tensors
 from .nodes import NotATensorError, UnconnectedGradients, _check_leaves, _unconnected, flatten_sources
 from .program import Program, aval, build_replay, gather_leaves
 from .tape import GradientTape
@@ -220,25 +220,6 @@ def _build_jvp(nodes, program):
     return Entry("ForwardAccumulatorJvp", jax.jit(jvp_fn), plan, fallback=jax.jit(jvp_by_transpose))
 
 
-#: Per jvp ``Entry``: which of its operands (leaves, then tangents) its outputs depend on.
-_USED: "weakref.WeakKeyDictionary[Entry, Optional[Tuple[bool, ...]]]" = weakref.WeakKeyDictionary()
-
-
-def _used_operands(entry, leaves, tangents) -> Optional[Tuple[bool, ...]]:
-    """Which operands of ``entry``'s jvp reach its outputs (None: all, when the pass fails)."""
-    if entry in _USED:
-        return _USED[entry]
-    try:
-        from jax._src.interpreters import partial_eval as pe
-        closed = jax.make_jaxpr(entry.fn)(tuple(leaves), tuple(tangents))
-        _, used = pe.dce_jaxpr(closed.jaxpr, [True] * len(closed.jaxpr.outvars))
-        mask: Optional[Tuple[bool, ...]] = tuple(bool(u) for u in used)
-    except Exception:  # noqa: BLE001 - the pass is an optimisation of None-ness: all operands then
-        mask = None
-    _USED[entry] = mask
-    return mask
-
-
 def _jvp(acc, flat) -> List[Optional[Tensor]]:
     """The tangent of each of ``flat`` (None where the primals do not reach it)."""
     rec = acc._rec
@@ -277,13 +258,10 @@ def _jvp(acc, flat) -> List[Optional[Tensor]]:
     outs = tuple(Tensor(o) for o in raw)
     below = [t for t in list(rec.below) if t is not rec]
     if below:  # the tapes that see this JVP computation (see the module docstring)
-        args = leaf_tensors(nodes, program, entry.plan, leaves, first) + list(tangents)
+        args = constants_unread(entry, leaf_tensors(nodes, program, entry.plan, leaves, first) + list(tangents),
+                                len(entry.plan))
+        ids = [a._id for a in args]
         vals = [a._value for a in args]
-        used = _used_operands(entry, vals[:len(entry.plan)], vals[len(entry.plan):])
-        if used is None or len(used) != len(args):
-            used = (True,) * len(args)
-        # (an operand the outputs do not depend on is recorded under a fresh id no tape knows: a constant)
-        ids = [a._id if u else _state.next_id() for a, u in zip(args, used)]
         for tape in below:
             tape._record_op(entry.prim, {}, None, ids, vals, outs)
     by_code = dict(zip(kept, outs))
