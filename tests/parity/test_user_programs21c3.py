@@ -10,7 +10,9 @@ NeRF ``keras.Model`` subclass with its own ``compile`` and ``train_step`` under 
 ``tf.data`` dataset, a Hamiltonian network packaged as a Keras model whose ``call`` opens a
 ``GradientTape`` (a tapejax design limit: strict xfail), and the PINN tutorials' Keras model whose
 ``train_step`` returns ``{"loss": loss}`` (fit's history logged Keras 3's untouched loss tracker,
-0, before ``tapejax/keras/trainer.py`` took tf_keras' rule).  Last, a viscous Burgers PINN whose
+0, before ``tapejax/keras/trainer.py`` took tf_keras' rule), RNODE's kinetic and Jacobian
+regularisers by ``batch_jacobian``, vjps and ``ForwardAccumulator`` (raw ops and a Keras model:
+the output bias's ``None`` through a Jacobian or a JVP that an outer tape differentiates).  Last, a viscous Burgers PINN whose
 ``u_xx`` comes by forward-over-reverse (a ``ForwardAccumulator`` around an inner tape) and by
 nested accumulators, and the same derivatives factored into a helper function, where TF 2.21's
 gradient is wrong once the helper's accumulator is collected (compared with the true values).
@@ -329,6 +331,82 @@ def test_keras_pinn_train_step_with_nested_tapes_on_the_inputs_under_fit(tf):
     x_test = tf.constant(np.linspace(0, 1, 5, dtype=np.float32)[:, None])
     r, u_x = residual(x_test)
     return [round(v, 4) for v in hist.history["loss"]], r, u_x, net(x_test), [v.numpy() for v in net.weights]
+
+
+@parity(modes=True, **LOOSE)
+def test_rnode_jacobian_frobenius_and_kinetic_regularisers_by_three_estimators(tf):
+    """RNODE (Finlay et al.): a neural ODE's kinetic energy ``|f|^2`` and Jacobian Frobenius norm
+    ``|df/dz|_F^2`` regularisers, the latter exactly by ``batch_jacobian`` and by Hutchinson with
+    ``eps^T J`` from an inner tape's vjp and ``J eps`` from a ``ForwardAccumulator``, summed over two
+    Euler steps; each regulariser's parameter gradient is logged with its None-ness, also for the
+    first step's terms alone (the output bias is added after the state's last use: no first-step
+    Jacobian reads it, so TF gives None there; the second step's reads it through the state) and
+    SGD trains the task loss plus both regularisers."""
+    ws = _dense_vars(tf, (2, 6, 2), 2331)
+    rs = np.random.RandomState(2332)
+    z0 = tf.constant(rs.randn(5, 2).astype(np.float32))
+    target = rs.randn(5, 2).astype(np.float32)
+    eps = rs.choice([-1.0, 1.0], size=(2, 5, 2)).astype(np.float32)
+    opt = tf.keras.optimizers.legacy.SGD(0.05)
+
+    out = []
+    for k in range(2):
+        with tf.GradientTape(persistent=True) as tape:
+            z, kinetic, frob, frob_vjp, frob_jvp, firsts = z0, 0.0, 0.0, 0.0, 0.0, []
+            for _ in range(2):
+                with tf.GradientTape(persistent=True) as inner:
+                    inner.watch(z)
+                    with tf.autodiff.ForwardAccumulator(z, eps[k]) as acc:
+                        f = _mlp(tf, ws, z)
+                    jv = acc.jvp(f)
+                    proj = tf.reduce_sum(f * eps[k])
+                jac = inner.batch_jacobian(f, z)
+                vj = inner.gradient(proj, z)
+                kinetic += tf.reduce_mean(tf.reduce_sum(f ** 2, 1)) / 2
+                frob += tf.reduce_mean(tf.reduce_sum(jac ** 2, [1, 2])) / 2
+                frob_vjp += tf.reduce_mean(tf.reduce_sum(vj ** 2, 1)) / 2
+                frob_jvp += tf.reduce_mean(tf.reduce_sum(jv ** 2, 1)) / 2
+                firsts = firsts or [frob, frob_vjp, frob_jvp]
+                z = z + 0.5 * f
+            task = tf.reduce_mean(tf.square(z - target))
+            loss = task + 0.1 * kinetic + 0.1 * frob_vjp
+        regs = [tape.gradient(r, ws) for r in [frob, frob_vjp, frob_jvp] + firsts]
+        g = tape.gradient(loss, ws)
+        opt.apply_gradients(zip(g, ws))
+        out.append((task, kinetic, frob, frob_vjp, frob_jvp, g, regs, [[x is None for x in r] for r in regs]))
+    return out, ws
+
+
+@parity(rtol=2e-4, atol=2e-5)
+def test_keras_dynamics_jacobian_regulariser_and_forward_mode_none_for_the_output_bias(tf):
+    """The same regularisers with the dynamics a ``tf.keras.Sequential`` (tanh ``Dense`` layers): the
+    exact Frobenius norm by ``batch_jacobian`` and the forward-mode estimate through the Keras call,
+    each regulariser's gradient over ``model.trainable_variables`` (``None`` for the last
+    ``Dense``'s bias, which no Jacobian reads) and Adam on the sum, in a tape loop."""
+    model = tf.keras.Sequential([tf.keras.layers.Dense(6, activation="tanh"), tf.keras.layers.Dense(2)])
+    model.build((None, 2))
+    keras_init(model, seed=2341)
+    rs = np.random.RandomState(2342)
+    z = tf.constant(rs.randn(4, 2).astype(np.float32))
+    eps = tf.constant(rs.choice([-1.0, 1.0], size=(4, 2)).astype(np.float32))
+    opt = tf.keras.optimizers.Adam(0.02)
+    out = []
+    for _ in range(3):
+        with tf.GradientTape(persistent=True) as tape:
+            with tf.GradientTape() as inner:
+                inner.watch(z)
+                with tf.autodiff.ForwardAccumulator(z, eps) as acc:
+                    f = model(z)
+                jv = acc.jvp(f)
+            jac = inner.batch_jacobian(f, z)
+            frob = tf.reduce_mean(tf.reduce_sum(jac ** 2, [1, 2]))
+            frob_jvp = tf.reduce_mean(tf.reduce_sum(jv ** 2, 1))
+            loss = tf.reduce_mean(tf.square(z + f)) + 0.1 * frob
+        g_frob, g_jvp = tape.gradient(frob, model.trainable_variables), tape.gradient(frob_jvp, model.trainable_variables)
+        g = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(g, model.trainable_variables))
+        out.append((loss, frob, frob_jvp, g, g_frob, g_jvp))
+    return out, [v.numpy() for v in model.weights]
 
 
 _HELPER_GRAD = [[-0.014638, 0.012361, -0.058291, 0.059486, 0.014207, 0.009591, 0.04652, -0.009094],
