@@ -335,3 +335,28 @@ def test_primals_may_be_a_registered_jax_pytree_with_static_leaves():
     with tf.autodiff.ForwardAccumulator(Lin(w, jnp.tanh), Lin(jnp.array([1.0, 0.5]), None)) as acc:
         y = tf.reduce_sum(w * w)
     np.testing.assert_allclose(acc.jvp(y).numpy(), 2 * 1.0 + 4 * 0.5)
+
+
+
+def test_a_tape_around_the_accumulator_gives_none_for_a_value_the_tangent_never_reads():
+    """``tape(acc(f))`` with ``f = tanh(z W1 + b1) W2 + b2``: the jvp does not read ``b2`` (TF's per-op
+    JVP of the last add is the tangent of its other operand), so TF 2.21's gradient for it is
+    ``None``; the others are ``d(jvp)/dw`` (oracle: ``jax.grad`` of ``jax.jvp``).  The primal itself
+    still reads ``b2``."""
+    w1, b1, w2, b2, z, v = _f32(2, 5), _f32(5), _f32(5, 1), _f32(1), _f32(4, 2), _f32(4, 2)
+    ws = [tf.Variable(a) for a in (w1, b1, w2, b2)]
+    zt = tf.constant(z)
+    with tf.GradientTape(persistent=True) as tape:
+        with FA(zt, tf.constant(v)) as acc:
+            f = tf.matmul(tf.tanh(tf.matmul(zt, ws[0]) + ws[1]), ws[2]) + ws[3]
+        loss = tf.reduce_sum(acc.jvp(f) ** 2)
+        plain = tf.reduce_sum(f)
+    g = tape.gradient(loss, ws)
+
+    def jvp_loss(w1, b1, w2):
+        return jnp.sum(jax.jvp(lambda x: jnp.tanh(x @ w1 + b1) @ w2 + b2, (z,), (v,))[1] ** 2)
+
+    assert g[3] is None
+    for a, b in zip(g[:3], jax.grad(jvp_loss, argnums=(0, 1, 2))(w1, b1, w2)):
+        _close(a, b, 1e-4)
+    _close(tape.gradient(plain, ws[3]), np.full(1, 4.0), 1e-6)

@@ -483,3 +483,31 @@ def test_non_persistent_tape_without_pfor_is_refused_eagerly_only():
         y = _mlp_tf(x, W1, B1, W2)
     with pytest.raises(RuntimeError, match="persistent=True"):
         t.jacobian(y, x, experimental_use_pfor=False)
+
+
+@pytest.mark.parametrize("kind", ["jacobian", "batch_jacobian"])
+def test_an_outer_tape_gives_none_for_a_value_the_jacobian_never_reads(kind):
+    """A Jacobian w.r.t. ``x`` of ``f(x) = tanh(x W1 + b1) W2 + b2`` does not read ``b2`` (TF 2.21: its
+    gradient through the Jacobian is ``None``, as the LNN's Hessian by ``batch_jacobian`` gives for
+    a Lagrangian's additive terms); the other gradients are the oracle's (``jax.grad`` of
+    ``jax.jacrev``), and the primal, which reads ``b2``, still connects it."""
+    w1, b1, w2, b2, x = _f32(2, 5), _f32(5), _f32(5, 2), _f32(2), _f32(3, 2)
+    ws = [tf.Variable(a) for a in (w1, b1, w2, b2)]
+    xt = tf.constant(x)
+    with tf.GradientTape(persistent=True) as outer:
+        with tf.GradientTape() as inner:
+            inner.watch(xt)
+            f = tf.matmul(tf.tanh(tf.matmul(xt, ws[0]) + ws[1]), ws[2]) + ws[3]
+        jac = getattr(inner, kind)(f, xt)
+        loss = tf.reduce_sum(jac ** 2)
+        plain = tf.reduce_sum(f)
+    g = outer.gradient(loss, ws)
+
+    def jac_loss(w1, b1, w2):
+        per_row = jax.vmap(jax.jacrev(lambda r: jnp.tanh(r @ w1 + b1) @ w2 + b2))(x)
+        return jnp.sum(per_row ** 2)   # (the full jacobian's off-diagonal row blocks are zeros)
+
+    assert g[3] is None
+    for a, b in zip(g[:3], jax.grad(jac_loss, argnums=(0, 1, 2))(w1, b1, w2)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(outer.gradient(plain, ws[3]).numpy(), np.full(2, 3.0))

@@ -300,3 +300,44 @@ def test_recompiled_with_the_same_new_optimizer_after_unfreezing_fit_raises_key_
     with pytest.raises(KeyError, match="cannot recognize variable"):
         model.fit(X, y, batch_size=48, verbose=0)
     assert (int(opt.iterations), len(opt.variables)) == (1, 1 + 2 * 2)
+
+
+class _ReturnsItsLoss(K3.Model):
+    """A TF-style step returning ``{"loss": loss}`` without updating the loss tracker (the PINN and
+    GAN tutorials' form)."""
+
+    def __init__(self):
+        super().__init__()
+        self.dense = keras.layers.Dense(1)
+
+    def call(self, x):
+        return self.dense(x)
+
+    def train_step(self, data):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(self.dense(data) - 1.0))
+        grads = tape.gradient(loss, self.dense.trainable_variables)
+        self.optimizer.apply_gradients(zip(grads, self.dense.trainable_variables))
+        return {"loss": loss}
+
+    def test_step(self, data):
+        return {"loss": tf.reduce_mean(tf.square(self.dense(data) - 1.0))}
+
+
+@pytest.mark.parametrize("run_eagerly", [False, True])
+def test_logs_of_a_step_returning_loss_are_tf_keras_with_a_tapejax_optimizer(run_eagerly):
+    """tf_keras logs what the last step returned (TF 2.21 with tf_keras: history ``[0.028192,
+    0.040686]``, evaluate ``0.032034``); Keras 3 puts the untouched loss tracker's 0 in its place,
+    which a Keras 3 optimizer keeps."""
+    x = np.linspace(0, 1, 8, dtype=np.float32)[:, None]
+    results = {}
+    for name, opt in (("tapejax", tf.keras.optimizers.SGD(0.1)), ("keras3", K3.optimizers.SGD(0.1))):
+        model = _ReturnsItsLoss()
+        model(x[:1])
+        model.set_weights([np.ones((1, 1), np.float32), np.zeros(1, np.float32)])
+        model.compile(optimizer=opt, run_eagerly=run_eagerly)
+        hist = model.fit(x, epochs=2, batch_size=4, shuffle=False, verbose=0)
+        results[name] = hist.history["loss"], model.evaluate(x, batch_size=4, verbose=0)
+    np.testing.assert_allclose(results["tapejax"][0], [0.028192, 0.040686], rtol=1e-4)
+    np.testing.assert_allclose(results["tapejax"][1], 0.032034, rtol=1e-4)
+    assert results["keras3"] == ([0.0, 0.0], 0.0)

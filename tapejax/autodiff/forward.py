@@ -24,7 +24,10 @@ TF's rules, all checked against TF 2.21:
   (backward-over-forward), ``acc(tape(f))`` gives ``jvp(gradient)``
   (forward-over-backward: ``tape.gradient`` is recorded like any op by the
   active accumulator), ``outer(inner(f))`` gives second directional
-  derivatives; an accumulator never records its own JVPs.
+  derivatives; an accumulator never records its own JVPs.  The JVP op those tapes record
+  takes as operands only the values its tangents depend on (a jaxpr dead-code pass): the
+  others (a bias added after the last use of the primals) are constants of it, so their
+  gradient is ``None``, as TF's per-op JVPs never read them.
 """
 import weakref
 from typing import List, Optional
@@ -37,7 +40,7 @@ from ..core import dtypes as _dtypes, nest as _nest, state as _state
 from ..core.convert import convert_to_tensor
 from ..core.tensor import Tensor
 from . import replay as _replay
-from .jacobian import Entry, connect, leaf_tensors
+from .jacobian import Entry, connect, constants_unread, leaf_tensors
 from .nodes import NotATensorError, UnconnectedGradients, _check_leaves, _unconnected, flatten_sources
 from .program import Program, aval, build_replay, gather_leaves
 from .tape import GradientTape
@@ -255,7 +258,8 @@ def _jvp(acc, flat) -> List[Optional[Tensor]]:
     outs = tuple(Tensor(o) for o in raw)
     below = [t for t in list(rec.below) if t is not rec]
     if below:  # the tapes that see this JVP computation (see the module docstring)
-        args = leaf_tensors(nodes, program, entry.plan, leaves, first) + list(tangents)
+        args = constants_unread(entry, leaf_tensors(nodes, program, entry.plan, leaves, first) + list(tangents),
+                                len(entry.plan))
         ids = [a._id for a in args]
         vals = [a._value for a in args]
         for tape in below:

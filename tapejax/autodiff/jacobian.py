@@ -30,8 +30,12 @@ TF's None / zeros rules: ``jacobian`` gives ``None`` for an unconnected source
 
 Inside another recording tape the compiled call is bound as an op
 (``bind(entry.prim, ...)``), so that tape can differentiate the jacobian again
-(Hessians, third derivatives).
+(Hessians, third derivatives); an operand the jacobian does not read (``b`` in ``f(x) + b``) is
+a constant of that op (``used_operands``), so its gradient is TF's ``None``.
 """
+import weakref
+from typing import Optional, Tuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -86,6 +90,38 @@ class Entry:
             out = self.fn(leaves, extra)
         self.fallback = None
         return out
+
+
+#: Per ``Entry``: which of its operands (leaves, then extras) its outputs depend on (None: all).
+_USED: "weakref.WeakKeyDictionary[Entry, Optional[Tuple[bool, ...]]]" = weakref.WeakKeyDictionary()
+
+
+def used_operands(entry, leaves, extra=()) -> Optional[Tuple[bool, ...]]:
+    """Which operands of ``entry`` reach its outputs, by a dead-code pass over its jaxpr (once per
+    entry; None, all of them, when the pass fails).  An outer tape records the others as constants
+    of the op, so their gradient is ``None`` where TF's per-op derivatives never read them (the
+    Jacobian or JVP of ``f(x) + b`` w.r.t. ``x`` does not read ``b``)."""
+    if entry in _USED:
+        return _USED[entry]
+    try:
+        from jax._src.interpreters import partial_eval as pe
+        closed = jax.make_jaxpr(entry.fn)(tuple(leaves), tuple(extra))
+        _, used = pe.dce_jaxpr(closed.jaxpr, [True] * len(closed.jaxpr.outvars))
+        mask: Optional[Tuple[bool, ...]] = tuple(bool(u) for u in used)
+    except Exception:  # noqa: BLE001 - the pass only sharpens None-ness: all operands then
+        mask = None
+    _USED[entry] = mask
+    return mask
+
+
+def constants_unread(entry, tensors, n_leaves):
+    """``tensors`` (the op's operands, ``n_leaves`` leaves then extras), each one its outputs do not
+    read given a fresh id no tape knows (``used_operands``)."""
+    vals = [t._value for t in tensors]
+    used = used_operands(entry, vals[:n_leaves], vals[n_leaves:])
+    if used is None or len(used) != len(tensors):
+        return tensors
+    return [t if u else with_id(v, _state.next_id()) for t, v, u in zip(tensors, vals, used)]
 
 
 def _map(fn, xs, chunk):
@@ -159,7 +195,8 @@ def _run(entry, nodes, program, leaves, first):
     """Run the entry; under a recording tape, as an op that tape records."""
     if _state.tapes():
         note_capture()   # (the recording tapes hold this call's leaves)
-        return bind(entry.prim, *leaf_tensors(nodes, program, entry.plan, leaves, first))
+        tensors = leaf_tensors(nodes, program, entry.plan, leaves, first)
+        return bind(entry.prim, *constants_unread(entry, tensors, len(tensors)))
     return tuple(Tensor(o) for o in entry.call(leaves))
 
 

@@ -31,7 +31,9 @@ it (``_compile_from_config``); its step count and slots travel in the weights fi
 hides it too (tf_keras' summary lists no optimizer variables).  With such an optimizer ``fit`` and
 ``train_on_batch`` also keep tf_keras' rule that ``compile`` fixes what trains
 (``RespectCompiledTrainableState``): a layer's ``trainable`` changed after ``compile`` is set back
-to its compile-time value while they run, and restored after.
+to its compile-time value while they run, and restored after.  Their logs are tf_keras' too: what
+the last step returned (``_metrics_result_or_logs``), where Keras 3 puts the metrics' results in
+place of a step's ``{"loss": loss}`` (the loss tracker's 0 when the step never updated it).
 
 A TF-style ``train_step`` written for tf_keras (the Keras 2 guide) calls ``self.compiled_loss(y,
 y_pred, regularization_losses=self.losses)`` and ``self.compiled_metrics.update_state(y, y_pred)``:
@@ -194,9 +196,21 @@ def _stateful_function(model, method, kind: str):
             except StopIteration:
                 break
             logs = step(data)
+        object.__setattr__(model, "_tapejax_step_logs", logs)   # (``_metrics_result_or_logs``)
         return logs, tuple([] for _ in groups)
 
     return step_function
+
+
+def _metrics_result_or_logs(self, logs):
+    """The epoch's (``fit``) or the evaluation's logs.  Keras 3 puts the model's metric results in
+    place of the last step's logs when their keys are the same, so a TF-style step that returns
+    ``{"loss": loss}`` without updating the loss tracker logs the tracker's 0; tf_keras logs what
+    the last step returned.  A model compiled with a tapejax (tf_keras) optimizer keeps tf_keras'
+    rule for the logs of its stateful steps; a Keras 3 optimizer keeps Keras 3's."""
+    if logs is not None and logs is self.__dict__.get("_tapejax_step_logs") and _tapejax_optimizer(self):
+        return logs
+    return _ORIG["_get_metrics_result_or_logs"](self, logs)
 
 
 def _tapejax_optimizer(model) -> bool:
@@ -438,7 +452,8 @@ def install() -> None:
         _ORIG[name] = getattr(JAXTrainer, name)
         setattr(JAXTrainer, name, fn)
     for name, fn in (("_symbolic_build", _symbolic_build), ("compile_from_config", _compile_from_config),
-                     ("get_compile_config", _get_compile_config)):
+                     ("get_compile_config", _get_compile_config),
+                     ("_get_metrics_result_or_logs", _metrics_result_or_logs)):
         _ORIG[name] = getattr(Trainer, name)
         setattr(Trainer, name, fn)
     from keras.src.models.model import Model  # (summary is Model's)
