@@ -235,7 +235,8 @@ class Variable(metaclass=ScopedCreation):
         else:
             value = _to_array(initial_value, None if want is None else want._np, "initial_value")
             fresh = value is not initial_value and type(value) is _Array   # a new buffer from host data
-            requested = want._np if want is not None else getattr(initial_value, "dtype", None)
+            requested = want._np if want is not None else (   # (NumPy int64 data: TF's int64)
+                initial_value.dtype if isinstance(initial_value, (np.ndarray, np.generic)) else None)
         # ``shape=[None, 3]`` declares a shape ``assign`` may change (TF 2: whatever ``validate_shape``)
         declared_as = declared_shape(shape, tuple(value.shape))
         if isinstance(value, _Tracer) and _state._local.collector is None:
