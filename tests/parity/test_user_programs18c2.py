@@ -14,7 +14,28 @@ import pytest
 from .test_user_programs18c import X, Y, close, make_model, outcome, train, values
 
 realtf = pytest.importorskip("tensorflow", reason="TensorFlow is not installed")
+_SYMBOLIC: dict = {}
 import tapejax  # noqa: E402
+
+
+@pytest.fixture
+def symbolic_tf_export(tmp_path_factory):
+    """Skip where this TensorFlow cannot read the shape assertions this JAX exports for ``None``
+    sizes (TF 2.21 with JAX 0.12: ``tf_export`` then raises its RuntimeError, tested in
+    ``tests/test_saved_model.py``); probed once with a one-Variable module."""
+    if "ok" not in _SYMBOLIC:
+        m = tapejax.Module()
+        m.v = tapejax.Variable(2.0)
+        fn = tapejax.function(lambda x: x * m.v, input_signature=[tapejax.TensorSpec([None], tapejax.float32)])
+        try:
+            tapejax.saved_model.save(m, str(tmp_path_factory.mktemp("probe")), signatures=fn, format="tf")
+            _SYMBOLIC["ok"] = True
+        except RuntimeError as e:
+            if "cannot read the shape assertions" not in str(e):
+                raise
+            _SYMBOLIC["ok"] = False
+    if not _SYMBOLIC["ok"]:
+        pytest.skip("this TensorFlow cannot read the shape assertions this JAX exports (format='tf' with None sizes)")
 
 
 def serving_module(tf):
@@ -57,7 +78,7 @@ def by_key(d):
     return {k: d[k].numpy() for k in sorted(d)}
 
 
-def test_tapejax_saved_model_served_by_tf_as_tfs_own(tmp_path):
+def test_tapejax_saved_model_served_by_tf_as_tfs_own(tmp_path, symbolic_tf_export):
     """TF Serving's view: the signatures' names, named inputs and output names and specs of the
     tapejax-written SavedModel are those of TF's own SavedModel of the program, and both give the
     same outputs for batch sizes 1 and 5 (one symbolic batch size); ``loaded(x)`` and
@@ -79,7 +100,7 @@ def test_tapejax_saved_model_served_by_tf_as_tfs_own(tmp_path):
     assert outcome(lambda: got(realtf.constant(X[:, :2]))) == outcome(lambda: want(realtf.constant(X[:, :2])))
 
 
-def test_loaded_variables_are_at_tfs_paths_and_fine_tune_in_tf(tmp_path):
+def test_loaded_variables_are_at_tfs_paths_and_fine_tune_in_tf(tmp_path, symbolic_tf_export):
     """The loaded object's Variables where TF's own SavedModel has them (``loaded.encoder.w``,
     ``loaded.heads[1]``, ``temperature`` not trainable), and fine-tuning the loaded model in TF
     with a ``GradientTape`` and SGD gives the losses and weights of TF's own loaded model."""
@@ -108,7 +129,7 @@ def test_loaded_variables_are_at_tfs_paths_and_fine_tune_in_tf(tmp_path):
     close(gv, wv)
 
 
-def test_keras_model_exported_for_serving(tmp_path):
+def test_keras_model_exported_for_serving(tmp_path, symbolic_tf_export):
     """A tapejax Keras functional model with two named inputs, trained a few steps with tapejax's
     Adam, exported with ``format="tf"``: TF serves it by its inputs' names for two batch sizes,
     with tapejax's predictions; the loaded call takes the inputs as one list."""
@@ -160,7 +181,7 @@ def export_for_tf(m, path):
     tapejax.saved_model.save(m, path, signatures=fn, format="tf")
 
 
-def test_checkpoint_tf_to_tapejax_to_tf_keeps_its_values(tmp_path):
+def test_checkpoint_tf_to_tapejax_to_tf_keeps_its_values(tmp_path, symbolic_tf_export):
     """TF's checkpoint restored into tapejax and exported back as a SavedModel: TF restores the
     SavedModel's ``variables/variables`` into a fresh TF model (``Checkpoint(model).read``) with the
     values it saved, and the served call is TF's model's."""
@@ -180,7 +201,7 @@ def test_checkpoint_tf_to_tapejax_to_tf_keeps_its_values(tmp_path):
     close([served["output_0"]], [tm(realtf.constant(X))])
 
 
-def test_trained_half_in_tf_half_in_tapejax_equals_wholly_in_tf(tmp_path):
+def test_trained_half_in_tf_half_in_tapejax_equals_wholly_in_tf(tmp_path, symbolic_tf_export):
     """Legacy Adam: 3 steps in TF, checkpoint, 3 steps in tapejax from it, exported to TF: the
     loaded Variables and predictions are those of the same model trained 6 steps in TF."""
     whole, wopt = make_model(realtf), realtf.keras.optimizers.legacy.Adam(0.05)
