@@ -65,7 +65,10 @@ def _nudge(mn, mx, num_bits, narrow_range):
 def _fake_quant(x, mn, mx, num_bits, narrow_range):
     nmin, nmax, scale = _nudge(mn, mx, num_bits, narrow_range)
     shifted = jnp.maximum(jnp.minimum(x, nmax), nmin) - nmin
-    out = jnp.floor(shifted * (_F32(1.0) / scale) + _F32(0.5)) * scale + nmin
+    level = jnp.floor(shifted * (_F32(1.0) / scale) + _F32(0.5)) * scale
+    # (TF rounds the product before adding: an XLA that fuses ``level * scale + nmin`` into one
+    # multiply-add, JAX 0.12's CPU code, leaves 3e-8 where TF's level 0 is exactly 0)
+    out = lax.optimization_barrier(level) + nmin
     return jnp.where((mn == 0) & (mx == 0), _F32(0.0), out)
 
 
