@@ -13,7 +13,6 @@ import os
 import tempfile
 
 import numpy as np
-import pytest
 
 from .harness import init_array, keras_init, mlp, mlp_vars, parity, raises, regression_data
 
@@ -485,10 +484,6 @@ def test_manager_checkpoint_restore_then_continue_identically(tf):
     return full[6:], resumed, kept, int(step2.numpy()), vs2, int(opt2.iterations.numpy())
 
 
-@pytest.mark.skip(reason="three CI-like runs of stop 45 crashed the worker here (a segmentation fault "
-                  "inside XLA's compile or JAX's cache write of this program's executables) after thousands of "
-                  "tests; alone, and after every file of stop 45, it passes: the trigger is not found yet "
-                  "(stop 45's note); skipped so that the rest of the suite runs")
 @parity(**KTOL)
 def test_lstm_sequence_regressor_custom_loop(tf):
     """``tf.keras.layers.LSTM`` (weights set from NumPy) + Dense regressing the sum of a sequence;
