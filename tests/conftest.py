@@ -161,3 +161,33 @@ def pytest_configure(config):
     if n:
         import os
         os.environ["TAPEJAX_TRAIN_FUZZ_EXAMPLES"] = str(n)
+
+
+_MAPS_LIMIT = 40_000   # Linux's default vm.max_map_count is 65,530
+
+
+def _memory_maps() -> int:
+    try:
+        with open(f"/proc/{os.getpid()}/maps", "rb") as f:
+            return sum(1 for _ in f)
+    except OSError:   # (not Linux)
+        return 0
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs_when_maps_pile_up():
+    """Compiled XLA CPU programs keep anonymous memory mappings; stop 45's CI-like runs crashed a
+    worker with a segmentation fault inside XLA (compiling or serializing the next program, in
+    test_user_programs4's recurrent Keras programs) at the same point of every run, and the
+    surviving worker held 31,000 mappings at 73%: most likely Linux's limit per process
+    (vm.max_map_count, 65,530) reached, an mmap failing inside XLA (not proven).  After a module
+    whose process holds more than ``_MAPS_LIMIT`` mappings, JAX's and tapejax's caches of compiled
+    programs are dropped, which unmaps them (they are compiled again when needed)."""
+    yield
+    if _memory_maps() > _MAPS_LIMIT:
+        import gc
+
+        import jax
+        jax.clear_caches()
+        tapejax.clear_cache()
+        gc.collect()
