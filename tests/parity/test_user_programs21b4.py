@@ -13,20 +13,8 @@ Every weight is set from NumPy.
 """
 import numpy as np
 
-from .harness import init_array, parity, xfail_on_tapejax
-
-KTOL = dict(rtol=2e-4, atol=2e-5)
-
-
-def _set(layer, seed, scale=0.5):
-    layer.set_weights([init_array(tuple(v.shape), seed + i, scale) for i, v in enumerate(layer.weights)])
-
-
-def _series(seed, t=40, f=3):
-    rs = np.random.RandomState(seed)
-    k = np.arange(t, dtype=np.float64)
-    cols = [np.sin(2 * np.pi * k / 12), np.cos(2 * np.pi * k / 7), np.cumsum(rs.randn(t)) * 0.3][:f]
-    return (np.stack(cols, -1) + 0.1 * rs.randn(t, f)).astype(np.float32)
+from .harness import parity, xfail_on_tapejax
+from .test_user_programs21b3 import KTOL, _series, _set
 
 
 @parity(**KTOL)
