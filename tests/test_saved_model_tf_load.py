@@ -152,3 +152,47 @@ def test_trip_count_of_loops():
     counts = []
     jax.make_jaxpr(lambda x: counts.extend(traced(x)) or x)(jnp.ones(3))
     assert counts == [3, -1, -1]
+
+
+@pytest.fixture(scope="module")
+def cond_dropout_dir(tmp_path_factory):
+    """A tf.Module whose ``tf.cond`` on a tensor ``training`` flag applies dropout in one branch
+    (a random op inside an ``If``)."""
+    tf = realtf
+
+    class Net(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(np.arange(9, dtype=np.float32).reshape(3, 3) / 8.0, name="w")
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32), tf.TensorSpec([], tf.bool)])
+        def __call__(self, x, training):
+            h = tf.matmul(x, self.w) + 1.0
+            return tf.cond(training, lambda: tf.nn.dropout(h, rate=0.5), lambda: h)
+
+    path = str(tmp_path_factory.mktemp("tfsm") / "cond_dropout")
+    tf.saved_model.save(Net(), path)
+    return path
+
+
+def test_random_op_in_a_cond_branch(cond_dropout_dir):
+    """A random op inside a loaded ``tf.cond``: the inference branch gives TF's values; the
+    training branch keeps or drops each value (kept ones scaled by 2) with a key from tapejax's
+    stream (``set_seed`` repeats it), and its gradient is the mask's, as the output says."""
+    x = np.random.RandomState(4).rand(4, 3).astype(np.float32)
+    m = tj.saved_model.load(cond_dropout_dir)
+    h = realtf.saved_model.load(cond_dropout_dir)(x, False).numpy()
+    np.testing.assert_allclose(m(x, tj.constant(False)).numpy(), h, rtol=1e-6)
+    tj.random.set_seed(5)
+    with tj.GradientTape() as tape:
+        y = m(tj.constant(x), tj.constant(True))
+        loss = tj.reduce_sum(y)
+    g = tape.gradient(loss, m.w).numpy()
+    tj.random.set_seed(5)
+    again = m(x, tj.constant(True)).numpy()
+    out = y.numpy()
+    kept = out != 0
+    np.testing.assert_allclose(out[kept], 2 * h[kept], rtol=1e-6)
+    assert 0 < kept.sum() < kept.size
+    np.testing.assert_array_equal(out, again)
+    np.testing.assert_allclose(g, x.T @ (2.0 * kept), rtol=1e-6)

@@ -1,21 +1,28 @@
-"""Two of tf2jax's op conversions, replaced so that TF's recurrent layers load and fine-tune.
+"""Three of tf2jax's op conversions, replaced so that TF's loops and conditionals load and train.
 
 tf_keras' ``LSTM`` / ``GRU`` (and any ``tf.while_loop`` over a ``TensorArray``) run a ``While``
-op whose body writes each step's output with ``TensorListSetItem``.  tf2jax 0.3.8 converts
-both, with two gaps this module closes by replacing the two entries of its op registry
-(``install``, once, when a TF SavedModel is first loaded):
+op whose body writes each step's output with ``TensorListSetItem``; Keras' ``Dropout`` under a
+tensor ``training`` flag is an ``If`` with a random op in one branch.  tf2jax 0.3.8 converts
+them with gaps this module closes by replacing their entries in its op registry (``install``,
+once, when a TF SavedModel is first loaded):
 
 * ``TensorListSetItem`` on a list still held as a NumPy array (the reserved list, before the
   loop makes it a JAX value) with a NumPy index fails ("'numpy.ndarray' object has no attribute
   'at'"): the list is made a JAX array first, always.
 * ``While`` / ``StatelessWhile`` become ``lax.while_loop``, which reverse mode does not
-  differentiate, so a loaded LSTM could run but not fine-tune.  TF's ``while_v2`` puts two loop
-  variables first: the loop counter (0) and ``maximum_iterations`` (-1 for none), and its
-  condition checks ``counter < maximum_iterations`` when one is given (Keras' ``rnn`` gives the
-  number of time steps).  Where that bound is a constant of the graph, the loop becomes a
-  ``lax.scan`` of that many steps, each running the body under ``lax.cond`` while the
-  condition holds: the same values, and differentiable.  Otherwise (no bound, or a bound
-  computed at run time) it stays tf2jax's ``while_loop``.
+  differentiate, so a loaded LSTM could run but not fine-tune.  Here, where the trip count does
+  not depend on traced values (``_trip_count``: the loop variables the condition reads, closed
+  under what the body computes them from, all start as constants of the graph, as a Keras RNN's
+  ``time < time_steps`` or ``for i in tf.range(4)``), the loop runs on those variables alone at
+  conversion time and becomes a ``lax.scan`` of that many steps.  Else, where TF's
+  ``while_v2`` was given a constant ``maximum_iterations`` (its second loop variable; the
+  first is the counter, and the condition checks ``counter < maximum_iterations``), it becomes
+  a scan of that many steps, each running the body under ``lax.cond`` while the condition
+  holds.  Both give the loop's values and are differentiable.  Otherwise (a data-dependent
+  loop with no bound) it stays tf2jax's ``while_loop``.
+* ``If`` / ``StatelessIf`` with a random op in a branch (``tf.cond(training, lambda:
+  tf.nn.dropout(h, 0.5), lambda: h)``) fail: tf2jax passes the op a random key its ``If`` does
+  not take.  Here the key is split between the two branches.
 
 The replacement uses tf2jax's private registry (``tf2jax._src.ops._jax_ops``): where that is
 missing (another tf2jax), nothing is replaced and tf2jax's own conversions apply.  The registry
@@ -54,6 +61,31 @@ def install() -> None:
 
     registry["While"] = parse_while
     registry["StatelessWhile"] = parse_while
+    random_if = _random_if_class(ops)
+
+    def parse_if(proto: Any) -> Any:
+        ops._check_attrs(proto, {"Tcond", "Tin", "Tout", "output_shapes", "then_branch", "else_branch"})
+        return random_if(dict(then_fun=proto.attr["then_branch"].func.name,
+                              else_fun=proto.attr["else_branch"].func.name))
+
+    registry["If"] = parse_if
+    registry["StatelessIf"] = parse_if
+
+
+def _random_if_class(ops: Any) -> type:
+    class RandomIf(ops._IfOp):
+        """tf2jax's ``If``, also when a branch draws random numbers (``rng``: split between them)."""
+
+        def __call__(self, pred: Any, *operand: Any, then_fun: Any, else_fun: Any, rng: Any = None) -> Any:
+            args = [jnp.asarray(x) for x in operand]
+            if rng is None:
+                return jax.lax.cond(pred, lambda a: then_fun(*a), lambda a: else_fun(*a), args)
+            then_key, else_key = jax.random.split(rng)
+            return jax.lax.cond(pred, lambda a: then_fun(*a, rng=then_key), lambda a: else_fun(*a, rng=else_key),
+                                args)
+
+    RandomIf.__name__ = RandomIf.__qualname__ = "RandomIf"
+    return RandomIf
 
 
 def _set_item_parser(ops: Any) -> Callable[[Any], Callable[..., Any]]:
