@@ -105,7 +105,7 @@ def load() -> ModuleType:
             os.environ["KERAS_BACKEND"] = "jax"
             keras = importlib.import_module("keras")
         _check_loaded(keras)
-        from . import calls, data_adapter, hooks, namespace, optimizer_state, tfsm_layer, trainer, variables
+        from . import calls, data_adapter, hooks, namespace, optimizer_state, rnn_cell, tfsm_layer, trainer, variables
         variables.install()
         calls.install()
         trainer.install()
@@ -114,6 +114,7 @@ def load() -> ModuleType:
         optimizer_state.install()
         namespace.install_public(keras)
         tfsm_layer.install(keras)
+        rnn_cell.install(keras)
         _KERAS = keras
         return keras
 
