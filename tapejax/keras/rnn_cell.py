@@ -54,7 +54,7 @@ class AbstractRNNCell(keras.layers.Layer):
     def get_initial_state(self, inputs: Any = None, batch_size: Any = None, dtype: Any = None) -> Any:
         """Zeros of ``[batch_size] + size`` for each state size (TF's structure)."""
         if inputs is not None:
-            batch_size = tuple(keras.ops.shape(inputs))[0]
+            batch_size = inputs.shape[0]
             dtype = inputs.dtype
         if dtype is None and batch_size is not None:
             dtype = self.compute_dtype   # (Keras 3's RNN asks without a dtype)
