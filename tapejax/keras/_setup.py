@@ -105,10 +105,22 @@ def load() -> ModuleType:
             os.environ["KERAS_BACKEND"] = "jax"
             keras = importlib.import_module("keras")
         _check_loaded(keras)
-        from . import calls, data_adapter, hooks, namespace, optimizer_state, rnn_cell, tfsm_layer, trainer, variables
+        from . import (
+            calls,
+            data_adapter,
+            hooks,
+            namespace,
+            optimizer_state,
+            rnn_cell,
+            rnn_states,
+            tfsm_layer,
+            trainer,
+            variables,
+        )
         variables.install()
         calls.install()
         trainer.install()
+        rnn_states.install()   # (after trainer's: it wraps the loops trainer set)
         hooks.install()
         data_adapter.install()
         optimizer_state.install()

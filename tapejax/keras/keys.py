@@ -22,6 +22,7 @@ from keras.src.backend.common.keras_tensor import KerasTensor
 from ..core import state as _state
 from ..core.tensor import Tensor
 from ..core.variable import Variable
+from .rnn_states import rnn_state_variables
 
 __all__ = ["Args", "CallInfo", "CallKey", "State", "Target", "has_tensor", "join", "keep_alive", "layer_state",
            "merge", "split", "target_of"]
@@ -123,11 +124,7 @@ def layer_state(layer) -> State:
     those untracked (``RNN._create_state_variables``), so they are in no variable list, yet the
     call reads and ``assign``s them (the state carried to the next batch, as TF's)."""
     other = list(layer.non_trainable_variables)
-    for sub in layer._flatten_layers(include_self=True):
-        states = getattr(sub, "states", None) if getattr(sub, "stateful", False) else None
-        if states is not None:
-            other += [v for v in jax.tree_util.tree_leaves(states)
-                      if hasattr(v, "assign") and all(v is not o for o in other)]
+    other += [v for v in rnn_state_variables(layer) if all(v is not o for o in other)]
     return State(layer.trainable_variables, other)
 
 
