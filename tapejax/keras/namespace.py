@@ -164,6 +164,13 @@ def _timeseries_dataset_from_array():
     return timeseries_dataset_from_array
 
 
+def _directory_dataset(name: str) -> Callable[[], Any]:
+    def get():
+        from . import directory_datasets
+        return getattr(directory_datasets, name)
+    return get
+
+
 def _batch_get_value(tensors):
     return [_get_value(x) for x in tensors]
 
@@ -180,14 +187,17 @@ def _batch_set_value(tuples):
 #: Keras 3 keeps them only in its TensorFlow-based legacy backend) and their ``batch_`` forms;
 #: ``backend.eval`` (``get_value``), ``int_shape`` and ``count_params`` likewise;
 #: ``utils.timeseries_dataset_from_array`` as a ``tapejax.data.Dataset`` (Keras 3's is TF's own
-#: ``tf.data``, which cannot ``map`` tapejax ops: ``timeseries.py``).
+#: ``tf.data``, which cannot ``map`` tapejax ops: ``timeseries.py``), and so are
+#: ``utils.image_dataset_from_directory`` / ``text_dataset_from_directory`` (``directory_datasets.py``).
 _LEGACY = {("losses", "Reduction"): _legacy_reduction,
            ("mixed_precision", "LossScaleOptimizer"): _loss_scale_optimizer,
            ("backend", "get_value"): lambda: _get_value, ("backend", "set_value"): lambda: _set_value,
            ("backend", "batch_get_value"): lambda: _batch_get_value, ("backend", "eval"): lambda: _get_value,
            ("backend", "int_shape"): lambda: _int_shape, ("backend", "count_params"): lambda: _count_params,
            ("backend", "batch_set_value"): lambda: _batch_set_value,
-           ("utils", "timeseries_dataset_from_array"): _timeseries_dataset_from_array}
+           ("utils", "timeseries_dataset_from_array"): _timeseries_dataset_from_array,
+           ("utils", "image_dataset_from_directory"): _directory_dataset("image_dataset_from_directory"),
+           ("utils", "text_dataset_from_directory"): _directory_dataset("text_dataset_from_directory")}
 
 #: Namespaces whose missing names are not looked up in Keras's tf.keras API: its ``backend``'s
 #: legacy functions are TensorFlow's.
