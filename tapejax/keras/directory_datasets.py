@@ -78,7 +78,7 @@ def _indexed(directory: str, labels: Any, formats: tuple, class_names: Any, shuf
         names = [""]
     elif labels != "inferred":   # (explicit labels: tf_keras' names are the labels themselves)
         names = sorted(set(labels))
-    if label_mode == "binary" and len(names) != 2:
+    if label_mode == "binary" and len(names or ()) != 2:
         raise ValueError(f"When passing `label_mode=\"binary\"`, there must be exactly 2 class_names. Received: "
                          f"class_names={names}")
     subsets = ("training", "validation") if subset == "both" else (subset,)
