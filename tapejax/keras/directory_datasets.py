@@ -1,7 +1,7 @@
-"""``tf.keras.utils.image_dataset_from_directory`` / ``text_dataset_from_directory`` as
-``tapejax.data.Dataset``s.
+"""``tf.keras.utils.image_dataset_from_directory`` / ``text_dataset_from_directory`` /
+``audio_dataset_from_directory`` as ``tapejax.data.Dataset``s.
 
-TF's image- and text-classification tutorials start with these.  Keras 3's functions build a
+TF's image-, text- and audio-classification tutorials start with these.  Keras 3's functions build a
 *TensorFlow* ``tf.data.Dataset`` (their ``format="tf"``; TensorFlow must be installed), whose
 elements are TF EagerTensors and whose ``map`` traces the user's function with TF's symbolic
 tensors, so the tutorials' next line (``train_ds.map(lambda x, y: (tf.image.resize(x, ...),
@@ -15,10 +15,14 @@ permuted by NumPy's ``RandomState(seed)``, as in TF) and split it (``validation_
 ``tf.io.decode_image(channels, expand_animations=False)`` and resized by
 ``tf.image.resize(method=interpolation)`` (``crop_to_aspect_ratio``: tf_keras'
 ``smart_resize``, the largest centred crop of the target's aspect ratio first); texts are cut
-to ``max_length`` bytes.  Labels are int32 (``"int"``), one-hot float32 (``"categorical"``) or
+to ``max_length`` bytes; WAV clips are decoded by ``tf.audio.decode_wav`` (cropped or padded
+to ``output_sequence_length``; without it the batches are padded to their longest clip, as
+tf_keras' ``padded_batch``).  Labels are int32 (``"int"``), one-hot float32 (``"categorical"``) or
 float32 ``[1]`` (``"binary"``).  With ``shuffle`` the elements are also shuffled by
 ``Dataset.shuffle(batch_size * 8, seed)`` (1024 without batching), whose order is tapejax's, not
-TF's.  The datasets have TF's ``class_names`` and ``file_paths`` attributes.
+TF's.  The datasets have TF's ``class_names`` and ``file_paths`` attributes.  Not done:
+``audio_dataset_from_directory``'s ``sampling_rate`` (TF resamples with ``tensorflow_io``) and
+``ragged=True`` (NotImplementedError naming the way round).
 """
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["image_dataset_from_directory", "text_dataset_from_directory"]
+__all__ = ["audio_dataset_from_directory", "image_dataset_from_directory", "text_dataset_from_directory"]
 
 #: The image files tf_keras takes.
 IMAGE_FORMATS = (".bmp", ".gif", ".jpeg", ".jpg", ".png")
@@ -186,3 +190,55 @@ def text_dataset_from_directory(directory: str, labels: Any = "inferred", label_
         texts = tf.data.Dataset.from_tensor_slices(list(paths)).map(load, num_parallel_calls=tf.data.AUTOTUNE)
         datasets.append(_labelled(tf, texts, found, label_mode, len(names) if names else 0))
     return _finished(tf, datasets, splits, names, batch_size, shuffle, seed)
+
+
+def audio_dataset_from_directory(directory: str, labels: Any = "inferred", label_mode: Any = "int",
+                                 class_names: Any = None, batch_size: Any = 32, sampling_rate: Any = None,
+                                 output_sequence_length: Any = None, ragged: bool = False, shuffle: bool = True,
+                                 seed: Any = None, validation_split: Any = None, subset: Any = None,
+                                 follow_links: bool = False) -> Any:
+    """``.wav`` files in class subdirectories as a batched ``tapejax.data.Dataset`` of ``(audio,
+    labels)`` (float32 ``[batch, samples, channels]``): tf_keras' function (module docstring)."""
+    import tapejax as tf
+
+    labels, label_mode = _check_common(labels, label_mode, class_names)
+    if ragged and output_sequence_length is not None:
+        raise ValueError("Cannot set both `ragged` and `output_sequence_length`")
+    if sampling_rate is not None:
+        if not isinstance(sampling_rate, int):
+            raise ValueError(f"`sampling_rate` should have an integer value. Received: sampling_rate={sampling_rate}")
+        if sampling_rate <= 0:
+            raise ValueError(f"`sampling_rate` should be higher than 0. Received: sampling_rate={sampling_rate}")
+        raise NotImplementedError("audio_dataset_from_directory(sampling_rate=...): TF resamples with tensorflow_io, "
+                                  "which tapejax does not use; leave `sampling_rate` None and resample in a `map`")
+    if ragged:
+        raise NotImplementedError("audio_dataset_from_directory(ragged=True): tapejax batches clips padded to the "
+                                  "longest (the default) or cut to `output_sequence_length`, not as RaggedTensors")
+    seed, names, splits = _indexed(directory, labels, (".wav",), class_names, shuffle, seed, follow_links,
+                                   validation_split, subset, label_mode)
+    length = -1 if output_sequence_length is None else int(output_sequence_length)
+
+    def load(path: Any) -> Any:
+        return tf.audio.decode_wav(tf.io.read_file(path), desired_samples=length)[0]
+
+    out = []
+    for k, (paths, found) in enumerate(splits):
+        if not paths:
+            which = {1: "validation", 0: "training"}[k] if len(splits) == 2 else None
+            raise ValueError(f"No {which + ' ' if which else ''}audio files found in directory {directory}. "
+                             "Allowed format(s): ('.wav',)")
+        clips = tf.data.Dataset.from_tensor_slices(list(paths)).map(load, num_parallel_calls=tf.data.AUTOTUNE)
+        ds = _labelled(tf, clips, found, label_mode, len(names) if names else 0).prefetch(tf.data.AUTOTUNE)
+        if batch_size is not None:
+            if shuffle and k == 0:
+                ds = ds.shuffle(buffer_size=batch_size * 8, seed=seed)
+            if output_sequence_length is None:
+                ds = ds.padded_batch(batch_size, padded_shapes=([None, None], []) if label_mode else [None, None])
+            else:
+                ds = ds.batch(batch_size)
+        elif shuffle and k == 0:
+            ds = ds.shuffle(buffer_size=1024, seed=seed)
+        ds.class_names = names
+        ds.file_paths = paths
+        out.append(ds)
+    return out if len(out) == 2 else out[0]

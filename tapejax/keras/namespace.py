@@ -188,7 +188,8 @@ def _batch_set_value(tuples):
 #: ``backend.eval`` (``get_value``), ``int_shape`` and ``count_params`` likewise;
 #: ``utils.timeseries_dataset_from_array`` as a ``tapejax.data.Dataset`` (Keras 3's is TF's own
 #: ``tf.data``, which cannot ``map`` tapejax ops: ``timeseries.py``), and so are
-#: ``utils.image_dataset_from_directory`` / ``text_dataset_from_directory`` (``directory_datasets.py``).
+#: ``utils.image_dataset_from_directory`` / ``text_dataset_from_directory`` / ``audio_dataset_from_directory``
+#: (``directory_datasets.py``).
 _LEGACY = {("losses", "Reduction"): _legacy_reduction,
            ("mixed_precision", "LossScaleOptimizer"): _loss_scale_optimizer,
            ("backend", "get_value"): lambda: _get_value, ("backend", "set_value"): lambda: _set_value,
@@ -197,7 +198,8 @@ _LEGACY = {("losses", "Reduction"): _legacy_reduction,
            ("backend", "batch_set_value"): lambda: _batch_set_value,
            ("utils", "timeseries_dataset_from_array"): _timeseries_dataset_from_array,
            ("utils", "image_dataset_from_directory"): _directory_dataset("image_dataset_from_directory"),
-           ("utils", "text_dataset_from_directory"): _directory_dataset("text_dataset_from_directory")}
+           ("utils", "text_dataset_from_directory"): _directory_dataset("text_dataset_from_directory"),
+           ("utils", "audio_dataset_from_directory"): _directory_dataset("audio_dataset_from_directory")}
 
 #: Namespaces whose missing names are not looked up in Keras's tf.keras API: its ``backend``'s
 #: legacy functions are TensorFlow's.

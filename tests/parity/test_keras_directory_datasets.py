@@ -1,12 +1,13 @@
-"""``tf.keras.utils.image_dataset_from_directory`` / ``text_dataset_from_directory``
-(``tapejax/keras/directory_datasets.py``: ``tapejax.data`` datasets) against real TensorFlow 2.21's
-(tf_keras, ``tf.data``): the elements, ``element_spec``, ``class_names`` and ``file_paths`` for
-every option (color modes, label modes, interpolation, ``crop_to_aspect_ratio``, no batching,
-``max_length``, explicit labels), the seeded file order and the training / validation splits,
-each bad argument's error class, and TF's image-classification tutorial's first steps (the
-dataset mapped by a rescaling function, a classifier trained by a compiled step).  With
-``shuffle`` the element order within the training split is tapejax's (``Dataset.shuffle``), so
-those elements are compared as sorted sets.
+"""``tf.keras.utils.image_dataset_from_directory`` / ``text_dataset_from_directory`` /
+``audio_dataset_from_directory`` (``tapejax/keras/directory_datasets.py``: ``tapejax.data``
+datasets) against real TensorFlow 2.21's (tf_keras, ``tf.data``): the elements,
+``element_spec``, ``class_names`` and ``file_paths`` for every option (color modes, label modes,
+interpolation, ``crop_to_aspect_ratio``, no batching, ``max_length``, explicit labels, clips
+padded per batch or to ``output_sequence_length``), the seeded file order and the training /
+validation splits, each bad argument's error class, and TF's image-classification tutorial's
+first steps (the dataset mapped by a rescaling function, a classifier trained by a compiled
+step).  With ``shuffle`` the element order within the training split is tapejax's
+(``Dataset.shuffle``), so those elements are compared as sorted sets.
 """
 import functools
 import os
@@ -149,3 +150,48 @@ def test_image_classification_tutorial_first_steps(tf):
     correct = [tf.reduce_sum(tf.cast(tf.argmax(tf.matmul(tf.reshape(x, [-1, 48]), w) + b, axis=1,
                                                output_type=tf.int32) == y, tf.int32)) for x, y in val]
     return losses, correct, w.numpy()
+
+
+@functools.lru_cache(maxsize=None)
+def _clips():
+    """Class subdirectories of 16-bit WAV clips of different lengths (Python's ``wave`` writes
+    them), two of them stereo."""
+    import wave
+    root = os.path.join(tmp(), "clips")
+    rng = np.random.RandomState(2)
+    for c, cls in enumerate(("no", "yes")):
+        os.makedirs(os.path.join(root, cls))
+        for i in range(3):
+            channels = 2 if (c, i) == (1, 2) or (c, i) == (0, 1) else 1
+            n = 5 + 3 * i + c
+            with wave.open(os.path.join(root, cls, f"c{i}.wav"), "wb") as w:
+                w.setnchannels(channels)
+                w.setsampwidth(2)
+                w.setframerate(8000)
+                w.writeframes(rng.randint(-32768, 32768, (n, channels)).astype("<i2").tobytes())
+    return root
+
+
+@parity
+def test_audio_dataset(tf):
+    """Clips padded to the longest in each batch (``padded_batch``), cut or padded to
+    ``output_sequence_length``, unbatched, with categorical labels or none; the seeded split;
+    ``ragged`` with a length and a non-integer ``sampling_rate``: ValueError."""
+    root = _clips()
+    f = functools.partial(tf.keras.utils.audio_dataset_from_directory, root, shuffle=False)
+    mono = os.path.join(tmp(), "mono")
+    if not os.path.isdir(mono):
+        os.makedirs(os.path.join(mono, "a"))
+        import shutil
+        for name in ("c0.wav", "c2.wav"):
+            shutil.copy(os.path.join(root, "no", name), os.path.join(mono, "a", name))
+    out = [L(tf.keras.utils.audio_dataset_from_directory(mono, shuffle=False, batch_size=2)),
+           L(f(batch_size=None, output_sequence_length=6)), L(f(batch_size=None, label_mode="categorical")),
+           L(tf.keras.utils.audio_dataset_from_directory(mono, shuffle=False, batch_size=None, label_mode=None)),
+           spec(tf.keras.utils.audio_dataset_from_directory(mono, shuffle=False).element_spec),
+           f().class_names]
+    train, val = tf.keras.utils.audio_dataset_from_directory(root, seed=3, validation_split=0.34, subset="both",
+                                                            batch_size=None)
+    out += [sorted(int(y) for _, y in train), L(val),
+            raises(lambda: f(ragged=True, output_sequence_length=4)), raises(lambda: f(sampling_rate=8000.0))]
+    return out
