@@ -816,3 +816,35 @@ def test_a_swapped_activation_is_a_new_call_and_a_recorded_call_keeps_the_old_on
     np.testing.assert_allclose(z.numpy(), [[2.0], [-1.5]])
     np.testing.assert_allclose(g_after.numpy(), [[1.0, 0.5], [0.0, 0.0]])
     np.testing.assert_allclose(again.numpy(), [[2.0], [-1.5]])
+
+
+def test_a_layers_activation_is_the_tf_keras_function_so_guided_backprop_finds_its_relus():
+    """``Dense(activation="relu").activation`` is ``tf.keras.activations.relu`` (tf_keras' identity;
+    it was Keras's unwrapped function), so guided backprop's ``layer.activation ==
+    tf.keras.activations.relu`` loop replaces the ReLUs by a ``custom_gradient`` one: TF 2.21's
+    guided gradient.  The config still names ``"relu"``; a clone holds the same function."""
+    model = keras.Sequential([keras.layers.Dense(2, activation="relu"), keras.layers.Dense(1, activation="sigmoid")])
+    model.build((None, 2))
+    model.set_weights([np.array([[1.0, -1.0], [0.5, 2.0]], np.float32), np.array([0.0, -1.0], np.float32),
+                       np.array([[1.0], [-2.0]], np.float32), np.array([0.5], np.float32)])
+    assert model.layers[1].activation is keras.activations.sigmoid and K3.activations.get("tanh") is keras.activations.tanh
+    assert model.layers[0].get_config()["activation"] == "relu"
+    assert keras.models.clone_model(model).layers[0].activation is keras.activations.relu
+
+    @tf.custom_gradient
+    def guided_relu(z):
+        def grad(dy):
+            return tf.cast(dy > 0, tf.float32) * tf.cast(z > 0, tf.float32) * dy
+        return tf.nn.relu(z), grad
+
+    swapped = []
+    for layer in model.layers:
+        if hasattr(layer, "activation") and layer.activation == tf.keras.activations.relu:
+            layer.activation = guided_relu
+            swapped.append(layer.name)
+    x = tf.constant([[1.0, 1.0], [-1.0, 0.5]])
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        p = model(x)
+    assert len(swapped) == 1
+    np.testing.assert_allclose(tape.gradient(p, x).numpy(), [[0.10499357, 0.05249679], [0.0, 0.0]], rtol=1e-5)
