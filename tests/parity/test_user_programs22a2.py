@@ -6,7 +6,8 @@ Attribution: vanilla saliency and input x gradient of per-example class scores p
 ``tf.gather(..., batch_dims=1)``, SmoothGrad by a Python loop and by one batched call, integrated
 gradients by left / right Riemann sums and the trapezoid rule over a batched path, Grad-CAM and
 Grad-CAM++ on an intermediate ``Conv2D`` of a small functional Keras model built with two
-outputs, a DeepLIFT-like rescale rule by ``tf.custom_gradient``, and gradients through
+outputs, guided backprop by swapping the Keras ReLUs for a ``custom_gradient`` one, saliency after
+replacing a softmax by ``linear`` on a called model, a DeepLIFT-like rescale rule by ``tf.custom_gradient``, and gradients through
 ``relu`` / ``tf.where`` / ``maximum`` / ``clip`` exactly at their kinks.  Bayesian layers: Bayes by
 Backprop (``softplus(rho)``, the KL in closed form and by sampling, a scale-mixture prior), local
 reparameterisation, Flipout, MC dropout through a seeded Keras ``Dropout`` with ``training=True``
@@ -261,6 +262,82 @@ def test_attribution_gradients_exactly_at_relu_where_maximum_and_clip_kinks(tf):
         t.watch(x)
         total = tf.add_n([tf.reduce_sum(fn(x)) for fn in fns.values()])
     return out, t.gradient(total, x)
+
+
+@parity(modes=True, **TOL)
+def test_guided_backprop_by_swapping_keras_relu_activations_for_a_custom_gradient(tf):
+    """Guided backprop and guided Grad-CAM as the widely copied TF 2 snippet writes them: the
+    two-output CNN is called first (plain saliency and Grad-CAM), then every layer whose
+    ``layer.activation == tf.keras.activations.relu`` gets a ``@tf.custom_gradient`` guided ReLU
+    (gradient ``(dy > 0) * (x > 0) * dy``) and the input gradient is taken again; guided Grad-CAM
+    multiplies it by the upsampled CAM.  The number of layers swapped is compared too (tapejax's
+    layers held Keras's own ``relu``, not ``tf.keras.activations.relu``, and the swap reached a
+    stale compiled call: fixed)."""
+    model = _cam_model(tf, 2461)
+    x = tf.constant(np.random.RandomState(2462).rand(2, 6, 6, 2).astype(np.float32))
+
+    @tf.custom_gradient
+    def guided_relu(z):
+        def grad(dy):
+            return tf.cast(dy > 0, tf.float32) * tf.cast(z > 0, tf.float32) * dy
+        return tf.nn.relu(z), grad
+
+    def saliency_and_cam():
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch(x)
+            acts, logits = model(x)
+            score = logits[:, 1]
+        g_x, g_a = tape.gradient(score, x), tape.gradient(score, acts)
+        del tape
+        cam = tf.nn.relu(tf.einsum("nhwc,nc->nhw", acts, tf.reduce_mean(g_a, axis=(1, 2))))
+        return g_x, cam
+
+    plain, cam = saliency_and_cam()
+    swapped = []
+    for layer in model.layers:
+        if hasattr(layer, "activation") and layer.activation == tf.keras.activations.relu:
+            layer.activation = guided_relu
+            swapped.append(layer.name)
+    guided, cam2 = saliency_and_cam()
+    up = tf.image.resize(cam[..., None], [6, 6], method="bilinear")
+    return swapped, plain, cam, guided, cam2, guided * up
+
+
+@parity(modes=True, **TOL)
+def test_saliency_after_replacing_the_softmax_by_linear_on_a_called_model(tf):
+    """tf-keras-vis's ``ReplaceToLinear``: a classifier with a softmax output is trained one step
+    and its probabilities read, then ``model.layers[-1].activation = tf.keras.activations.linear``
+    and the saliency of the class logits is taken (eagerly and by a ``tf.function`` made after the
+    swap); a tape recorded before the swap is differentiated after it (its softmax gradient, as TF's
+    tape recorded it); the activation is put back and the probabilities read again."""
+    rs = np.random.RandomState(2471)
+    x = tf.constant(rs.randn(3, 4).astype(np.float32))
+    y = np.array([0, 2, 1], np.int32)
+    model = tf.keras.Sequential([tf.keras.layers.Dense(5, activation="tanh"),
+                                 tf.keras.layers.Dense(3, activation="softmax")])
+    model.build((None, 4))
+    keras_init(model, 2472)
+    opt = tf.keras.optimizers.legacy.SGD(0.5)
+    with tf.GradientTape() as tape:
+        probs = model(x, training=True)
+        loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(y, probs))
+    opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    with tf.GradientTape() as early:
+        early.watch(x)
+        p1 = model(x)[:, 1]
+    model.layers[-1].activation = tf.keras.activations.linear
+
+    def saliency(x):
+        with tf.GradientTape() as t:
+            t.watch(x)
+            z = tf.gather(model(x), y, batch_dims=1)
+        return z, t.gradient(z, x)
+
+    eager = saliency(x)
+    compiled = tf.function(saliency)(x)
+    g_early = early.gradient(p1, x)
+    model.layers[-1].activation = tf.keras.activations.softmax
+    return loss, p1, eager, compiled, g_early, model(x)
 
 
 # ---------------------------------------------------------------------------
