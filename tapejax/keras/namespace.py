@@ -266,7 +266,7 @@ def install_public(keras: ModuleType) -> None:
         _in_place(getattr(keras, kind), kind)
     keras.utils.set_random_seed = _set_random_seed(keras.utils.set_random_seed)
     from keras.src import activations
-    activations.get = _activation_get(activations.get, keras.activations)
+    activations.get = keras.activations.get = _activation_get(activations.get, keras.activations)
 
 
 def _activation_get(keras_get, public: ModuleType):
