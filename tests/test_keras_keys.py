@@ -96,3 +96,9 @@ def test_swappable_attributes_are_in_the_key_and_swapped_puts_the_recorded_ones_
         assert model.layers[0].activation is relu
     assert model.layers[0].activation is keras.activations.tanh
     assert keys.swappable([object()]) == ()
+    drop = keras.layers.Dropout(0.5)
+    assert keys.swappable([drop]) == ((0, "rate", 0.5),)
+    drop.rate = 0.1
+    with keys.swapped([drop], ((0, "rate", 0.5),)):
+        assert drop.rate == 0.5
+    assert drop.rate == 0.1

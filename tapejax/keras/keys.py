@@ -3,9 +3,10 @@ values.
 
 ``CallKey`` is the static parameter of the ``KerasCall`` ops (``calls``): the
 target (a layer, model, metric or function, as a ``Target``), the arguments'
-structure and Python values, the variables it reads (by id), the activation functions its
-layers hold (``swappable``) and Keras's autocast state; ``split`` turns a call's ``(args, kwargs)`` into the array
-operands and that static part (``_join`` / ``merge`` put them back).
+structure and Python values, the variables it reads (by id), the activation functions and
+dropout rates its layers hold (``swappable``) and Keras's autocast state; ``split`` turns a
+call's ``(args, kwargs)`` into the array operands and that static part (``_join`` / ``merge``
+put them back).
 """
 from __future__ import annotations
 
@@ -134,8 +135,9 @@ def layer_state(layer) -> State:
 
 
 #: Layer attributes a call reads as Python values and programs replace on a built model: guided
-#: backprop's ``layer.activation = guided_relu``, a saliency tool's linear last layer.
-_SWAPPABLE = ("activation", "recurrent_activation")
+#: backprop's ``layer.activation = guided_relu``, a saliency tool's linear last layer, MC dropout's
+#: ``layer.rate = 0.1`` at prediction.
+_SWAPPABLE = ("activation", "recurrent_activation", "rate")
 
 
 def swappable(layers: list) -> tuple:
