@@ -522,3 +522,36 @@ def test_randomised_smoothing_noisy_predictions_and_a_majority_vote_on_the_host(
         votes.append((counts.tolist(), top))
         radii.append(radius)
     return losses, ws, votes, radii
+
+
+@parity(modes=True, **TOL)
+def test_mc_dropout_rate_changed_on_a_built_model_for_the_uncertainty_pass(tf):
+    """MC dropout as uncertainty code does it: a Keras model with ``Dropout(0.5)`` is called at
+    inference and with ``training=True``, then every Dropout layer's ``rate`` is set to 0.2 for the
+    prediction passes and back to 0.5.  The masks are the backend's, so the compared numbers are
+    the statistics that follow from the rate: the keep fraction of each phase (within 0.06 of
+    1 - rate over 3200 units) and the kept values' scale ``1 / (1 - rate)`` (tapejax served the
+    old rate from the call's compiled op: fixed)."""
+    rs = np.random.RandomState(2321)
+    x = tf.constant(np.abs(rs.randn(40, 4)).astype(np.float32) + 0.5)
+    model = tf.keras.Sequential([tf.keras.layers.Dense(80, activation="relu", kernel_initializer="ones"),
+                                 tf.keras.layers.Dropout(0.5, seed=5)])
+    model.build((None, 4))
+    dense = model(x, training=False)
+
+    def phase():
+        out = model(x, training=True)
+        kept = tf.cast(out != 0.0, tf.float32)
+        keep = float(tf.reduce_mean(kept))
+        scale = tf.reduce_sum(out) / tf.reduce_sum(dense * kept)
+        return keep, scale
+
+    stats = [phase()]
+    for layer in model.layers:
+        if isinstance(layer, tf.keras.layers.Dropout):
+            layer.rate = 0.2
+    stats.append(phase())
+    model.layers[1].rate = 0.5
+    stats.append(phase())
+    return ([abs(k - (1 - r)) < 0.06 for (k, _), r in zip(stats, (0.5, 0.2, 0.5))],
+            [s for _, s in stats], bool(tf.reduce_all(model(x, training=False) == dense)))
