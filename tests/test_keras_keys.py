@@ -102,3 +102,5 @@ def test_swappable_attributes_are_in_the_key_and_swapped_puts_the_recorded_ones_
     with keys.swapped([drop], ((0, "rate", 0.5),)):
         assert drop.rate == 0.5
     assert drop.rate == 0.1
+    drop.rate = [0.1]   # (an unhashable value: left out of the key, as before)
+    assert keys.swappable([drop]) == ()

@@ -145,7 +145,15 @@ def swappable(layers: list) -> tuple:
     layer tree, part of a call's key: TF's eager call reads them at each call, so a call after
     ``layer.activation = f`` is another call (a plan, a compiled op of its own)."""
     return tuple((i, name, lay.__dict__[name]) for i, lay in enumerate(layers) for name in _SWAPPABLE
-                 if name in getattr(lay, "__dict__", ()))
+                 if name in getattr(lay, "__dict__", ()) and _hashable(lay.__dict__[name]))
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:   # (a rate held in a variable: not a Python value of the trace)
+        return False
+    return True
 
 
 @contextlib.contextmanager
