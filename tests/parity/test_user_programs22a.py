@@ -172,8 +172,8 @@ def test_free_adversarial_training_replays_a_minibatch_with_a_perturbation_varia
     """"Adversarial training for free": each minibatch is replayed ``m = 3`` times; one tape gives
     the gradient for the weights and for the perturbation Variable ``delta`` (a Variable: watched
     without ``watch``), the weights step by SGD and ``delta`` by ``assign`` of the signed,
-    clipped ascent step; ``delta`` is carried over to the next minibatch (its first rows sliced
-    when the batch is smaller).  Half the replays run in a ``tf.function``."""
+    clipped ascent step; ``delta`` is carried over to the next minibatch.  Every other replay runs
+    in a ``tf.function``."""
     batches = [_data(2231 + i, n=4) for i in range(3)]
     ws = _mlp_vars(tf, (4, 5, 3), 2235)
     delta = tf.Variable(tf.zeros([4, 4]))
