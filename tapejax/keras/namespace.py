@@ -277,6 +277,25 @@ def install_public(keras: ModuleType) -> None:
     for kind in PUBLIC:
         _in_place(getattr(keras, kind), kind)
     keras.utils.set_random_seed = _set_random_seed(keras.utils.set_random_seed)
+    from keras.src import activations
+    activations.get = keras.activations.get = _activation_get(activations.get, keras.activations)
+
+
+def _activation_get(keras_get, public: ModuleType):
+    """Keras's ``activations.get`` (what a layer's ``activation="relu"`` becomes) giving the public
+    module's function on the tape for Keras's own, so that ``layer.activation`` *is*
+    ``tf.keras.activations.relu``, as in tf_keras (guided backprop finds the ReLUs to replace by
+    ``layer.activation == tf.keras.activations.relu``).  In a layer's call it is Keras's own."""
+    if getattr(keras_get, "_tapejax_on_tape", False):
+        return keras_get
+
+    @functools.wraps(keras_get)
+    def get(identifier):
+        fn = keras_get(identifier)
+        mine = getattr(public, getattr(fn, "__name__", ""), None)
+        return mine if getattr(mine, "__wrapped__", None) is fn else fn
+    setattr(get, "_tapejax_on_tape", True)
+    return get
 
 
 def _in_place(module: ModuleType, kind: str) -> None:
