@@ -535,3 +535,39 @@ def test_adahessian_hutchinson_diagonal_with_bias_corrected_moments(tf):
     hist = [compiled([tf.constant(z) for z in probes[i]]) for i in range(2)]
     hist += [step([tf.constant(z) for z in probes[i]]) for i in range(2, 4)]
     return hist, vs, ds, t_var
+
+
+@parity(modes=True, **TOL)
+def test_hvp_through_tf_docs_log1pexp_custom_gradient_eager_and_compiled(tf):
+    """A logistic loss built on the ``tf.custom_gradient`` ``log1pexp`` of TF's documentation, its
+    HVP by forward-over-reverse eagerly and inside a ``tf.function`` (before the fix tapejax raised
+    TypeError there: JAX cannot push a ``custom_vjp`` forward) and by reverse-over-reverse; the
+    loss's own JVP goes through ``log1pexp``'s forward ops."""
+    x, y = _data(6, 3, 40, classes=2)
+    sign = tf.constant((2.0 * y - 1.0).astype(np.float32))
+    w = tf.Variable(init_array((3,), 41))
+    v = tf.constant(init_array((3,), 42, 1.0))
+
+    @tf.custom_gradient
+    def log1pexp(z):
+        e = tf.exp(z)
+
+        def grad(dy):
+            return dy * (1 - 1 / (1 + e))
+        return tf.math.log(1 + e), grad
+
+    def loss_fn():
+        return tf.reduce_mean(log1pexp(-sign * tf.linalg.matvec(x, w))) + 0.05 * tf.reduce_sum(w * w)
+
+    def fwd_over_rev(v):
+        with tf.autodiff.ForwardAccumulator(w, v) as acc:
+            with tf.GradientTape() as t:
+                loss = loss_fn()
+            g = t.gradient(loss, w)
+        return loss, acc.jvp(loss), g, acc.jvp(g)
+
+    with tf.GradientTape() as outer:
+        with tf.GradientTape() as inner:
+            loss = loss_fn()
+        gv = tf.reduce_sum(inner.gradient(loss, w) * v)
+    return fwd_over_rev(v), tf.function(fwd_over_rev)(v), outer.gradient(gv, w)
