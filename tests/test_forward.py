@@ -423,3 +423,20 @@ def test_forward_over_reverse_through_a_custom_gradient_keeps_grad_fn_for_the_gr
     _close(acc.jvp(y), np.sum(2 * X3 * V3))
     _close(g, np.full(3, 3.0))
     assert acc.jvp(g) is None
+
+
+def test_sign_pushes_no_tangent_forward_as_in_tf():
+    """TF pushes ``Sign`` forward by transposing its gradient, zeros that do not depend on ``dy``:
+    its JVP is None (zeros with ``'zero'``), while the tape's gradient through it is zeros; a sum
+    with another path keeps that path's tangent (TF 2.21: None, [0, 0, 0], v)."""
+    x = tf.constant(X3)
+    with FA(x, tf.constant(V3)) as acc:
+        s = tf.sign(x)
+        y = s + x
+    assert acc.jvp(s) is None
+    _close(acc.jvp(s, unconnected_gradients="zero"), np.zeros(3))
+    _close(acc.jvp(y), V3)
+    with tf.GradientTape() as t:
+        t.watch(x)
+        s2 = tf.sign(x)
+    _close(t.gradient(s2, x), np.zeros(3))

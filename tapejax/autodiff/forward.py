@@ -72,6 +72,8 @@ class _Recorder(GradientTape):
             self.below.add(t)
 
     def _record_op(self, prim, static, grad_type, ids, vals, result):
+        if prim.name == "Sign" and grad_type is None:
+            return   # TF's Sign gradient is zeros, not a function of dy: pushed forward, no tangent
         n = len(self._nodes)
         GradientTape._record_op(self, prim, static, grad_type, ids, vals, result)
         if len(self._nodes) != n:
