@@ -587,3 +587,31 @@ def test_forward_over_reverse_through_a_gradient_reversal_layer(tf):
             domain = tf.reduce_sum(tf.square(reverse_grad(tf.matmul(x, w))))
         g = tape.gradient(domain, w)
     return g, acc.jvp(g)
+
+
+@xfail_on_tapejax("tapejax.keras is Keras 3 (tapejax/keras/README.md), whose Dense.kernel and .bias are "
+                  "read-only properties: setting one raises AttributeError, as under TF 2.21's own Keras 3; "
+                  "tf_keras' layers take a Tensor there")
+@parity(modes=True, **LOOSE)
+def test_maml_by_setting_a_keras_copys_kernels_to_fast_weight_tensors(tf):
+    """The tf_keras MAML idiom: a second instance of the model whose layers' ``kernel`` / ``bias``
+    attributes are set to the fast-weight tensors ``w - lr * g``, so calling it differentiates back
+    to the meta-model's Variables."""
+    xs, ys, xq, yq = _tasks(1, 5, 2, 73)[0]
+
+    def make():
+        m = tf.keras.Sequential([tf.keras.layers.Dense(3, activation="tanh"), tf.keras.layers.Dense(1)])
+        m.build((None, 2))
+        return m
+
+    model, fast = make(), make()
+    model.set_weights([init_array(tuple(w.shape), 74 + i) for i, w in enumerate(model.weights)])
+    with tf.GradientTape() as outer:
+        with tf.GradientTape() as inner:
+            support = tf.reduce_mean(tf.square(model(xs) - ys))
+        gs = inner.gradient(support, model.trainable_variables)
+        for k, layer in enumerate(model.layers):
+            fast.layers[k].kernel = layer.kernel - 0.3 * gs[2 * k]
+            fast.layers[k].bias = layer.bias - 0.3 * gs[2 * k + 1]
+        query = tf.reduce_mean(tf.square(fast(xq) - yq))
+    return support, query, outer.gradient(query, model.trainable_variables)
