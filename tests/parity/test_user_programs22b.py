@@ -571,3 +571,30 @@ def test_hvp_through_tf_docs_log1pexp_custom_gradient_eager_and_compiled(tf):
             loss = loss_fn()
         gv = tf.reduce_sum(inner.gradient(loss, w) * v)
     return fwd_over_rev(v), tf.function(fwd_over_rev)(v), outer.gradient(gv, w)
+
+
+@parity(modes=True, **TOL)
+def test_second_directional_derivatives_through_a_custom_gradient_three_nestings(tf):
+    """Second derivatives along ``v`` of a loss through a ``custom_gradient`` whose ``grad_fn`` is
+    not its forward's derivative (``x^3`` forward, ``10 dy`` back): forward-over-forward (nested
+    accumulators on a tensor; on a Variable TF 2.21 raises an internal ValueError, "variable
+    without handle data"), reverse-over-forward (a tape around the accumulator, a Variable
+    primal) and the tape's own gradient; TF pushes forward through ``x^3``."""
+    x0 = tf.constant([0.3, -0.2, 0.7])
+    x = tf.Variable(x0)
+    v = tf.constant([1.0, -1.0, 0.5])
+
+    @tf.custom_gradient
+    def cube(a):
+        return a * a * a, lambda dy: dy * 10.0
+
+    with tf.autodiff.ForwardAccumulator(x0, v) as outer_acc:
+        with tf.autodiff.ForwardAccumulator(x0, v) as inner_acc:
+            y = cube(x0)     # (on cube(x0 * 1.0) TF 2.21 gives [1.6, .6, .6] here, not 6 x v^2)
+        jv = inner_acc.jvp(y)
+    with tf.GradientTape(persistent=True) as tape:
+        with tf.autodiff.ForwardAccumulator(x, v) as acc:
+            y2 = cube(x * 1.0)
+            s = tf.reduce_sum(y2)
+        jv2 = acc.jvp(y2)
+    return jv, outer_acc.jvp(jv), jv2, tape.gradient(jv2, x), tape.gradient(s, x), acc.jvp(s)
