@@ -499,8 +499,8 @@ def test_hessian_free_conjugate_gradient_in_a_while_loop_on_hvps(tf):
 @parity(modes=True, **LOOSE)
 def test_adahessian_hutchinson_diagonal_with_bias_corrected_moments(tf):
     """AdaHessian on an MLP (Variables in a list): the Hessian diagonal estimated by one seeded
-    Rademacher probe per step (``z * Hz`` from nested tapes, ``gradient`` with a list of
-    ``output``-weighted sums), first and second moments of the gradient and diagonal in Variables
+    Rademacher probe per step (``z * Hz``, the HVP by nested tapes of the summed ``g . z`` over the
+    Variable list), first and second moments of the gradient and diagonal in Variables
     with bias correction, Hessian power 1; 4 steps, the first two compiled."""
     x, y = _data(8, 3, 36)
     vs = [tf.Variable(init_array((3, 4), 37)), tf.Variable(np.zeros(4, np.float32)),
