@@ -405,3 +405,92 @@ def test_terminate_on_nan_stops_a_diverging_run_in_its_first_nan_batch(tf):
     h = model.fit(x, y, batch_size=4, epochs=5, shuffle=False, callbacks=[tf.keras.callbacks.TerminateOnNaN(), count],
                   verbose=0)
     return batches, list(h.epoch), [bool(np.isfinite(v)) for v in h.history["loss"]], model.stop_training
+
+
+@parity(**KTOL)
+def test_early_stopping_restores_the_best_weights_when_training_ends_without_stopping(tf):
+    """``EarlyStopping(restore_best_weights=True, patience=5)`` on a run shorter than its patience
+    whose best ``val_loss`` is not the last epoch's: whether the weights after ``fit`` are the last
+    epoch's or the best one's, and ``stopped_epoch`` (0: it never stopped)."""
+    x, y = _cls(16, seed=2351)
+    xv, yv = _cls(8, seed=2352)
+    model = _two_head(tf, 2353)
+    single = tf.keras.Model(model.input, model.get_layer("cls").output)
+    single.compile(optimizer=tf.keras.optimizers.SGD(0.5, momentum=0.9), loss=_scce(tf))
+    snaps = []
+    grab = tf.keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: snaps.append(_weights(single)))
+    stop = tf.keras.callbacks.EarlyStopping(monitor="val_loss", patience=5, restore_best_weights=True)
+    h = single.fit(x, y, batch_size=4, epochs=4, shuffle=False, validation_data=(xv, yv), callbacks=[grab, stop],
+                   verbose=0)
+    best = int(np.argmin(h.history["val_loss"]))
+    now = _weights(single)
+    return (stop.stopped_epoch, _hist(h), best, [bool(np.array_equal(a, b)) for a, b in zip(now, snaps[best])],
+            [bool(np.array_equal(a, b)) for a, b in zip(now, snaps[-1])])
+
+
+@parity(**KTOL)
+def test_a_callback_sets_stop_training_in_a_batch_hook_and_history_params(tf):
+    """A custom callback sets ``self.model.stop_training = True`` in ``on_train_batch_end`` once the
+    batch loss falls below a threshold: how many batches and epochs ran, ``History.params``
+    (``epochs``, ``steps``, ``verbose``), ``model.history`` being the returned History, and the
+    ``History.epoch`` list."""
+    x, y = _cls(16, seed=2361)
+    model = _two_head(tf, 2362)
+    single = tf.keras.Model(model.input, model.get_layer("cls").output)
+    single.compile(optimizer=tf.keras.optimizers.Adam(0.1), loss=_scce(tf), metrics=["accuracy"])
+
+    class StopBelow(tf.keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.seen = []
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.seen.append((batch, float(logs["loss"])))
+            if logs["loss"] < 0.9:
+                self.model.stop_training = True
+
+    cb = StopBelow()
+    h = single.fit(x, y, batch_size=4, epochs=6, shuffle=False, callbacks=[cb], verbose=0)
+    params = {k: h.params[k] for k in ("epochs", "steps", "verbose")}
+    return cb.seen, list(h.epoch), _hist(h), params, single.history is h, _weights(single)
+
+
+@parity(**KTOL)
+def test_tutorial_model_checkpoint_to_a_tf_checkpoint_prefix_and_load_weights(tf):
+    """TF's "Save and load models" tutorial: ``ModelCheckpoint(filepath="training_1/cp.ckpt",
+    save_weights_only=True)`` during ``fit``, a fresh model's ``load_weights(checkpoint_path)``
+    evaluating as the trained one, and ``tf.train.latest_checkpoint`` of the directory."""
+    x, y = _cls(12, seed=2371)
+
+    def make():
+        model = _two_head(tf, 2372)
+        single = tf.keras.Model(model.input, model.get_layer("cls").output)
+        single.compile(optimizer=tf.keras.optimizers.Adam(0.05), loss=_scce(tf), metrics=["accuracy"])
+        return single
+
+    trained = make()
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "training_1", "cp.ckpt")
+        cb = tf.keras.callbacks.ModelCheckpoint(filepath=path, save_weights_only=True, verbose=0)
+        trained.fit(x, y, batch_size=4, epochs=2, shuffle=False, callbacks=[cb], verbose=0)
+        fresh = make()
+        fresh.load_weights(path)
+        latest = os.path.basename(tf.train.latest_checkpoint(os.path.dirname(path)))
+    return latest, _ev(fresh, x, y), _ev(trained, x, y), _weights(fresh)
+
+
+@parity(**KTOL)
+def test_class_weight_with_one_hot_targets_and_categorical_crossentropy(tf):
+    """``class_weight`` with one-hot targets (each row's class is its ``argmax``) on a softmax
+    functional model under ``categorical_crossentropy``, with ``CategoricalAccuracy`` and
+    ``TopKCategoricalAccuracy(k=2)`` metrics; the weighted losses and ``evaluate`` (unweighted)."""
+    x, yi = _cls(16, seed=2381)
+    y = np.eye(3, dtype=np.float32)[yi]
+    model = _two_head(tf, 2382)
+    probs = tf.keras.layers.Softmax()(model.get_layer("cls").output)
+    single = tf.keras.Model(model.input, probs)
+    single.compile(optimizer=tf.keras.optimizers.SGD(0.2), loss="categorical_crossentropy",
+                   metrics=[tf.keras.metrics.CategoricalAccuracy(name="acc"),
+                            tf.keras.metrics.TopKCategoricalAccuracy(k=2, name="top2")])
+    h = single.fit(x, y, batch_size=4, epochs=3, shuffle=False, class_weight={0: 0.5, 1: 2.0, 2: 1.0}, verbose=0)
+    return _hist(h), _ev(single, x, y), single.predict(x[:3], verbose=0), _weights(single)
