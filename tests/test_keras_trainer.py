@@ -342,21 +342,3 @@ def test_logs_of_a_step_returning_loss_are_tf_keras_with_a_tapejax_optimizer(run
     np.testing.assert_allclose(results["tapejax"][1], 0.032034, rtol=1e-4)
     assert results["keras3"] == ([0.0, 0.0], 0.0)
 
-
-def test_sample_weight_dict_keyed_by_output_name_for_a_list_of_outputs():
-    """tf_keras takes ``sample_weight={"b": wb, "a": wa}`` for ``Model(inp, [a, b])`` (weights matched
-    by output name); Keras 3 looked them up by position (KeyError: 0).  Oracle: TF 2.21 with
-    tf_keras, evaluate ``[1.917092, 1.229592, 0.6875]``, fit's losses ``[1.917092, 1.494287]``."""
-    x = np.linspace(-1, 1, 8, dtype=np.float32).reshape(4, 2)
-    y = {"a": np.array([[1.0], [0.0], [2.0], [1.0]], np.float32),
-         "b": np.array([[0.5], [1.0], [0.0], [-1.0]], np.float32)}
-    inp = keras.Input((2,))
-    model = keras.Model(inp, [keras.layers.Dense(1, name="a", kernel_initializer="ones")(inp),
-                              keras.layers.Dense(1, name="b", kernel_initializer="zeros")(inp)])
-    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss="mse")
-    sw = {"b": np.array([1.0, 0.5, 0.0, 2.0], np.float32), "a": np.array([0.0, 1.0, 2.0, 1.0], np.float32)}
-    np.testing.assert_allclose(model.evaluate(x, y, sample_weight=sw, verbose=0), [1.917092, 1.229592, 0.6875],
-                               rtol=1e-5)
-    hist = model.fit(x, y, sample_weight=sw, batch_size=4, epochs=2, verbose=0)
-    np.testing.assert_allclose(hist.history["loss"], [1.917092, 1.494287], rtol=1e-5)
-    np.testing.assert_allclose(hist.history["b_loss"], [0.6875, 0.436194], rtol=1e-5)

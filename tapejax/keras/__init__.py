@@ -37,7 +37,7 @@ _COMPLETED = ("mixed_precision", "backend")
 
 #: This package's own modules (imported by name, never looked up as Keras names).
 _SUBMODULES = frozenset({"calls", "data_adapter", "gathers", "grouping", "hooks", "keys", "namespace", "optimizer_state",
-                         "tfsm_layer", "trainer", "variables"})
+                         "output_rules", "tf_backed", "tfsm_layer", "trainer", "variables"})
 
 #: Keras's names, loaded by ``__getattr__`` on first access (any other Keras name works too).
 KERAS_NAMES = ("layers", "Sequential", "Model", "Input", "Layer", "Variable", "losses", "metrics", "activations",

@@ -105,10 +105,21 @@ def load() -> ModuleType:
             os.environ["KERAS_BACKEND"] = "jax"
             keras = importlib.import_module("keras")
         _check_loaded(keras)
-        from . import calls, data_adapter, hooks, namespace, optimizer_state, tfsm_layer, trainer, variables
+        from . import (
+            calls,
+            data_adapter,
+            hooks,
+            namespace,
+            optimizer_state,
+            output_rules,
+            tfsm_layer,
+            trainer,
+            variables,
+        )
         variables.install()
         calls.install()
         trainer.install()
+        output_rules.install()
         hooks.install()
         data_adapter.install()
         optimizer_state.install()

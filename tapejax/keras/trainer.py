@@ -96,17 +96,6 @@ def _compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, trainin
         _compute_loss_caller, _metrics_state, f"{type(self).__name__}.compute_loss")
 
 
-def _compile_loss_call(self, y_true, y_pred, sample_weight=None):
-    """Keras's ``CompileLoss.call`` taking ``sample_weight`` as tf_keras does for a model whose outputs
-    are a list: a dict keyed by the output names.  Keras 3 maps such a dict of targets to the
-    outputs' order but looks the weights up by position (KeyError: 0)."""
-    names = self.output_names
-    if isinstance(sample_weight, dict) and isinstance(y_pred, (list, tuple)) and names \
-            and len(names) == len(y_pred) and set(sample_weight) == set(names):
-        sample_weight = [sample_weight[name] for name in names]
-    return _ORIG["compile_loss_call"](self, y_true, y_pred, sample_weight)
-
-
 # ---------------------------------------------------------------------------
 # tf_keras' compiled_loss / compiled_metrics (the Keras 2 "customizing fit" guide's train_step)
 # ---------------------------------------------------------------------------
@@ -449,9 +438,6 @@ def install() -> None:
     _ORIG["compile"] = Trainer.compile
     setattr(Trainer, "compile", _compile)
     _ORIG["compute_loss"] = Trainer.compute_loss
-    from keras.src.trainers.compile_utils import CompileLoss
-    _ORIG["compile_loss_call"] = CompileLoss.call
-    setattr(CompileLoss, "call", _compile_loss_call)
     _ORIG["make_train_function"] = JAXTrainer.make_train_function
     _ORIG["make_test_function"] = JAXTrainer.make_test_function
     setattr(Trainer, "compute_loss", _compute_loss)
