@@ -20,7 +20,7 @@ import tempfile
 
 import numpy as np
 
-from .harness import keras_init, parity, xfail_on_tapejax
+from .harness import keras_init, parity
 
 KTOL = dict(rtol=1e-4, atol=1e-5)
 
@@ -118,9 +118,6 @@ def test_losses_and_metrics_as_lists_with_loss_weights_as_a_list(tf):
     return _hist(h), _ev(model, xv, [yv, tv]), pc, pr, _weights(model)
 
 
-@xfail_on_tapejax("Keras 3 (tapejax's tf.keras; Keras 3 on TF as well) needs a target for every output even "
-                  "where the loss is None (KeyError), and logs no per-output loss when one output has a "
-                  "loss; tf_keras takes the targets of the outputs with losses only and logs `cls_loss`")
 @parity(**KTOL)
 def test_a_none_loss_for_one_output_trains_only_through_the_other(tf):
     """``loss={"cls": ..., "reg": None}``: the second head gets no loss, so its weights stay put
@@ -134,6 +131,42 @@ def test_a_none_loss_for_one_output_trains_only_through_the_other(tf):
     pc, pr = model.predict(x[:4], verbose=0)
     kept = [bool(np.array_equal(a, w.numpy())) for a, w in zip(reg_before, model.get_layer("reg").weights)]
     return _hist(h), kept, pc, pr, _weights(model)
+
+
+@parity(**KTOL)
+def test_guide_none_in_a_loss_list_with_one_target_array_and_a_dict_naming_one_output(tf):
+    """The built-in-methods guide's "if you don't want a loss for an output, pass None":
+    ``loss=[None, CategoricalCrossentropy()]`` on the ``score_output`` / ``class_output`` model
+    with the one target array of the output with a loss, then ``loss={"class_output": ...}``
+    naming only it, with a metric on that output; histories (``class_output_loss`` logged) and
+    ``evaluate`` lists."""
+    rs = np.random.RandomState(2225)
+    img = rs.randn(12, 4).astype(np.float32)
+    ts = rs.randn(12, 3).astype(np.float32)
+    y_class = np.eye(3, dtype=np.float32)[rs.randint(0, 3, size=12)]
+
+    def make():
+        image_input = tf.keras.Input((4,), name="img_input")
+        timeseries_input = tf.keras.Input((3,), name="ts_input")
+        x = tf.keras.layers.concatenate([tf.keras.layers.Dense(4, activation="relu")(image_input),
+                                         tf.keras.layers.Dense(3, activation="relu")(timeseries_input)])
+        score_output = tf.keras.layers.Dense(1, name="score_output")(x)
+        class_output = tf.keras.layers.Dense(3, name="class_output")(x)
+        model = tf.keras.Model(inputs=[image_input, timeseries_input], outputs=[score_output, class_output])
+        keras_init(model, 2226)
+        return model
+
+    cce = tf.keras.losses.CategoricalCrossentropy(from_logits=True)
+    first = make()
+    first.compile(optimizer=tf.keras.optimizers.RMSprop(1e-2), loss=[None, cce])
+    h1 = first.fit([img, ts], y_class, batch_size=4, epochs=2, shuffle=False, verbose=0)
+    second = make()
+    second.compile(optimizer=tf.keras.optimizers.RMSprop(1e-2), loss={"class_output": cce},
+                   metrics={"class_output": [tf.keras.metrics.CategoricalAccuracy(name="acc")]})
+    h2 = second.fit({"img_input": img, "ts_input": ts}, {"class_output": y_class}, batch_size=4, epochs=2,
+                    shuffle=False, verbose=0)
+    return (_hist(h1), first.evaluate([img, ts], y_class, verbose=0), _hist(h2),
+            second.evaluate([img, ts], {"class_output": y_class}, verbose=0), _weights(first), _weights(second))
 
 
 @parity(**KTOL)
