@@ -330,3 +330,23 @@ def test_model_checkpoint_with_weights_only_to_a_prefix_writes_tf_keras_checkpoi
         np.testing.assert_array_equal(a, b)
     whole = keras.callbacks.ModelCheckpoint(str(tmp_path / "m.keras"))
     assert whole.filepath.endswith("m.keras") and not whole.save_weights_only
+
+
+def test_a_metric_result_dict_keeps_its_order():
+    """A metric whose ``result()`` is a dict (Keras's ``compile_metrics``: each output's metrics,
+    then the weighted ones) keeps its keys' order; JAX's tree_map would sort them."""
+    class Pair(K3.metrics.Metric):
+        def __init__(self):
+            super().__init__()
+            self.total = self.add_variable(shape=(), initializer="zeros")
+
+        def update_state(self, x):
+            self.total.assign_add(K3.ops.sum(x))
+
+        def result(self):
+            return {"zeta": self.total, "alpha": self.total * 2.0}
+
+    m = Pair()
+    m.update_state(np.ones(3, np.float32))
+    r = m.result()
+    assert list(r) == ["zeta", "alpha"] and float(r["alpha"]) == 6.0

@@ -1,12 +1,13 @@
 """tapejax/keras/output_rules.py: tf_keras' rules for a model with a list of outputs under
 compile / fit / evaluate (no target for an output with no loss, each output's loss logged,
-``sample_weight`` keyed by output name).  Oracles: TF 2.21 with tf_keras, printed in full."""
+``sample_weight`` keyed by output name, ``metrics_names`` and ``evaluate``'s order).  Oracles: TF 2.21 with tf_keras, printed in full."""
 import numpy as np
 import pytest
 
 import tapejax as tf
 
 keras = tf.keras
+import keras as K3  # noqa: E402
 
 RS = np.random.RandomState(0)
 X = RS.randn(8, 4).astype(np.float32)
@@ -76,3 +77,29 @@ def test_sample_weight_dict_keyed_by_output_name_for_a_list_of_outputs():
     hist = model.fit(x, y, sample_weight=sw, batch_size=4, epochs=2, verbose=0)
     np.testing.assert_allclose(hist.history["loss"], [1.917092, 1.494287], rtol=1e-5)
     np.testing.assert_allclose(hist.history["b_loss"], [0.6875, 0.436194], rtol=1e-5)
+
+
+def _with_metrics(optimizer):
+    model = two_heads()
+    model.compile(optimizer=optimizer, loss={"cls": _sce(), "reg": "mse"},
+                  metrics={"cls": ["accuracy"], "reg": [keras.metrics.RootMeanSquaredError(name="rmse"), "mae"]},
+                  weighted_metrics={"cls": [keras.metrics.SparseCategoricalAccuracy(name="wacc")], "reg": ["mse"]})
+    return model
+
+
+def test_metrics_names_and_evaluate_order_are_tf_keras_with_a_tapejax_optimizer():
+    """tf_keras (TF 2.21): ``metrics_names`` is ``[]`` before the model meets data, then the loss,
+    each output's loss, per output its metrics then its weighted ones, in compile's order;
+    ``evaluate``'s list follows it.  Keras 3 lists ``compile_metrics`` and sorts the list by name,
+    which a Keras 3 optimizer keeps."""
+    model = _with_metrics(tf.keras.optimizers.SGD(0.1))
+    assert model.metrics_names == []
+    results = model.evaluate(X, {"cls": Y, "reg": T}, verbose=0)
+    names = ["loss", "cls_loss", "reg_loss", "cls_accuracy", "cls_wacc", "reg_rmse", "reg_mae", "reg_mse"]
+    assert model.metrics_names == names
+    logs = model.evaluate(X, {"cls": Y, "reg": T}, verbose=0, return_dict=True)
+    np.testing.assert_allclose(results, [logs[n] for n in names], rtol=1e-6)
+    assert logs["reg_rmse"] ** 2 == pytest.approx(logs["reg_mse"], rel=1e-5)
+    other = _with_metrics(K3.optimizers.SGD(0.1))
+    other.evaluate(X, {"cls": Y, "reg": T}, verbose=0)
+    assert other.metrics_names == ["loss", "compile_metrics", "cls_loss", "reg_loss"]

@@ -77,8 +77,11 @@ def tensor_result(fn):
     def result(self, *args, **kwargs):
         out = fn(self, *args, **kwargs)
         if _kvars.in_keras_scope():   # (a result that is a variable: its scope's value, as TF reads one)
-            return jax.tree_util.tree_map(_scope_value, out, is_leaf=_is_keras_variable)
-        return jax.tree_util.tree_map(_as_tensor, out)
+            mapped = jax.tree_util.tree_map(_scope_value, out, is_leaf=_is_keras_variable)
+        else:
+            mapped = jax.tree_util.tree_map(_as_tensor, out)
+        # (a dict of results, ``compile_metrics``', keeps its order: JAX's tree_map sorts the keys)
+        return {k: mapped[k] for k in out} if type(out) is dict else mapped
 
     setattr(result, "_tapejax_result", True)
     return result

@@ -13,7 +13,14 @@ their layers):
 * ``sample_weight`` may be a dict keyed by output name (Keras 3 mapped a dict of targets to the
   outputs' order, but looked the weights up by position: ``KeyError: 0``).
 
-``install`` wraps ``CompileLoss.__init__`` / ``build`` / ``call`` and ``CompileMetrics._flatten_y``.
+A model compiled with one of tapejax's (tf_keras') optimizers also lists its metrics as tf_keras
+does, in ``metrics_names`` and in ``evaluate``'s list: the loss, each output's loss, then per output
+its metrics and its weighted metrics, by their logged names (``cls_accuracy``), then the model's
+own.  Keras 3 lists the compiled metrics as one (``compile_metrics``), and orders ``evaluate``'s
+list of a model of several outputs by name.
+
+``install`` wraps ``CompileLoss.__init__`` / ``build`` / ``call``, ``CompileMetrics._flatten_y`` and
+``Trainer.metrics_names`` / ``_flatten_metrics_in_order``.
 """
 from __future__ import annotations
 
@@ -83,10 +90,52 @@ def _flatten_y(self, y):
     return _ORIG["flatten_y"](self, y)
 
 
+def _compiled_names(cm) -> list:
+    """A built ``CompileMetrics``' logged names in tf_keras' order: per output, its metrics then its
+    weighted ones (Keras 3's ``result`` gives all the metrics, then all the weighted ones)."""
+    keys = list(cm.result())
+    tags = [(i, w) for w, flat in enumerate((cm._flat_metrics, cm._flat_weighted_metrics))
+            for i, mls in enumerate(flat) if mls for _ in mls.metrics]
+    if len(tags) != len(keys):
+        return keys
+    return [k for _, k in sorted(zip(tags, keys), key=lambda p: p[0])]
+
+
+def _tf_keras_names(self) -> list:
+    """tf_keras' ``metrics_names``: nothing before the model met data, then the loss, each output's
+    loss, the compiled metrics (``_compiled_names``), the model's and its layers' own."""
+    loss, cm = self._compile_loss, self._compile_metrics
+    per_output = list(loss.metrics) if loss is not None else []
+    if loss is not None and not loss.built:
+        return []
+    first = [m for m in self.metrics if m is self._loss_tracker] + per_output
+    rest = [m for m in self.metrics if m is not cm and all(m is not f for f in first)]
+    compiled = _compiled_names(cm) if cm is not None and cm.built else []
+    return [m.name for m in first] + compiled + [m.name for m in rest]
+
+
+def _metrics_names(self) -> list:
+    from .trainer import _tapejax_optimizer
+    return _tf_keras_names(self) if _tapejax_optimizer(self) else _ORIG["metrics_names"].fget(self)
+
+
+def _flatten_metrics_in_order(self, logs):
+    from .trainer import _tapejax_optimizer
+    if not _tapejax_optimizer(self):
+        return _ORIG["flatten_in_order"](self, logs)
+    names = _tf_keras_names(self)
+    results = [logs[n] for n in names if n in logs] + [logs[k] for k in sorted(logs) if k not in names]
+    return results[0] if len(results) == 1 else results
+
+
 def install() -> None:
     from keras.src.trainers.compile_utils import CompileLoss, CompileMetrics
+    from keras.src.trainers.trainer import Trainer
     if _ORIG:
         return
+    _ORIG.update(metrics_names=Trainer.metrics_names, flatten_in_order=Trainer._flatten_metrics_in_order)
+    setattr(Trainer, "metrics_names", property(_metrics_names, doc=Trainer.metrics_names.__doc__))
+    setattr(Trainer, "_flatten_metrics_in_order", _flatten_metrics_in_order)
     _ORIG.update(init=CompileLoss.__init__, build=CompileLoss.build, call=CompileLoss.call,
                  flatten_y=CompileMetrics._flatten_y)
     setattr(CompileLoss, "__init__", _init)
