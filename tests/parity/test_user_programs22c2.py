@@ -180,20 +180,43 @@ def test_metric_strings_resolve_against_the_loss_like_metric_objects(tf):
     return out
 
 
-@xfail_on_tapejax("Keras 3 (tapejax's tf.keras) lists `metrics_names` as ['loss', 'compile_metrics'] after "
-                  "fit (the compiled metrics are one container metric), where tf_keras lists each metric "
-                  "by name; the logs and evaluate's dict carry the same names on both")
 @parity(**KTOL)
 def test_metrics_names_after_fit_list_each_compiled_metric(tf):
-    """``model.metrics_names`` after ``fit`` (tf_keras: the loss then each compiled metric's name),
-    which pairs with ``evaluate``'s list."""
+    """``model.metrics_names`` before ``fit`` (empty: no metric has met data) and after it (the
+    loss, then each compiled metric's name; Keras 3 lists ``compile_metrics``), which pairs with
+    ``evaluate``'s list."""
     x, y = _cls(8, seed=2441)
     model = _functional(tf, 2442)
     model.compile(optimizer=tf.keras.optimizers.SGD(0.1),
                   loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy", tf.keras.metrics.SparseTopKCategoricalAccuracy(k=2, name="top2")])
+    before = list(model.metrics_names)
     model.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0)
-    return list(model.metrics_names), model.evaluate(x, y, verbose=0)
+    return before, list(model.metrics_names), model.evaluate(x, y, verbose=0)
+
+
+@parity(**KTOL)
+def test_evaluate_list_of_two_outputs_pairs_with_metrics_names(tf):
+    """A two-output model with per-output ``metrics`` and ``weighted_metrics``: ``evaluate``'s list
+    is the total loss, each output's loss, then per output its metrics and its weighted metrics
+    (in ``compile``'s order, not by name), as ``metrics_names`` lists them; the guide's
+    ``dict(zip(model.metrics_names, results))``."""
+    rs = np.random.RandomState(2445)
+    x = rs.randn(12, 4).astype(np.float32)
+    y = rs.randint(0, 3, size=12).astype(np.int32)
+    t = rs.randn(12, 1).astype(np.float32)
+    w = np.linspace(0.5, 1.5, 12).astype(np.float32)
+    inp = tf.keras.Input((4,), name="features")
+    hid = tf.keras.layers.Dense(5, activation="relu")(inp)
+    model = tf.keras.Model(inp, [tf.keras.layers.Dense(3, name="cls")(hid), tf.keras.layers.Dense(1, name="reg")(hid)])
+    keras_init(model, 2446)
+    model.compile(optimizer=tf.keras.optimizers.Adam(0.02),
+                  loss={"cls": tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), "reg": "mse"},
+                  metrics={"cls": ["accuracy"], "reg": [tf.keras.metrics.RootMeanSquaredError(name="rmse"), "mae"]},
+                  weighted_metrics={"cls": [tf.keras.metrics.SparseCategoricalAccuracy(name="wacc")], "reg": ["mse"]})
+    model.fit(x, {"cls": y, "reg": t}, sample_weight=w, batch_size=4, epochs=2, shuffle=False, verbose=0)
+    results = model.evaluate(x, {"cls": y, "reg": t}, sample_weight=w, batch_size=6, verbose=0)
+    return list(model.metrics_names), results, sorted(dict(zip(model.metrics_names, results)).items())
 
 
 @parity(**KTOL)
