@@ -34,12 +34,6 @@ def _ev(model, *args, **kwargs):
     return sorted(model.evaluate(*args, verbose=0, return_dict=True, **kwargs).items())
 
 
-def _f32(x):
-    """A lookup layer's ``one_hot`` / ``multi_hot`` / ``count`` output as float32: tf_keras gives
-    float32, Keras 3 integers (int64 on TF, int32 on JAX without x64), the same values."""
-    return np.asarray(x).astype(np.float32)
-
-
 def _cls(n, d=4, classes=3, seed=0):
     rs = np.random.RandomState(seed)
     return rs.randn(n, d).astype(np.float32), rs.randint(0, classes, size=n).astype(np.int32)
@@ -305,7 +299,7 @@ def test_string_lookup_with_two_oov_indices_a_mask_and_its_output_modes(tf):
     """``StringLookup(num_oov_indices=2, mask_token="")`` adapted on a column (vocabulary by
     frequency), ``get_vocabulary()``, ``vocabulary_size()``, the indices of known, unknown (hashed
     to one of the two OOV slots) and mask tokens; then fixed vocabularies in ``one_hot``,
-    ``multi_hot`` and ``count`` modes (compared as float32: see ``_f32``), and an inverse lookup
+    ``multi_hot`` and ``count`` modes (float32, as tf_keras gives them), and an inverse lookup
     (TF's string tensor; tapejax's NumPy bytes, having no string tensors)."""
     L = tf.keras.layers
     column = np.array(["b", "a", "c", "a", "b", "a", "d"])
@@ -318,7 +312,7 @@ def test_string_lookup_with_two_oov_indices_a_mask_and_its_output_modes(tf):
     count = L.StringLookup(vocabulary=vocab, output_mode="count")(np.array([["a", "a", "q"], ["c", "b", "b"]]))
     back = L.StringLookup(vocabulary=vocab, invert=True)(np.array([[1, 3, 0]]))
     return (lookup.get_vocabulary(), lookup.vocabulary_size(), np.asarray(ids).astype(np.int64),
-            _f32(one_hot), _f32(multi), _f32(count), [s for s in np.asarray(back).ravel()])
+            one_hot, multi, count, [s for s in np.asarray(back).ravel()])
 
 
 @parity(**KTOL)
@@ -333,7 +327,7 @@ def test_integer_lookup_adapted_on_a_dataset_with_max_tokens_and_multi_hot(tf):
     ids = lookup(np.array([7, 9, 11, 3, 100], np.int64))
     multi = L.IntegerLookup(vocabulary=[7, 3, 9], output_mode="multi_hot")(np.array([[7, 9, 5], [3, 3, 3]], np.int64))
     masked = L.IntegerLookup(vocabulary=[7, 3, 9], mask_token=0)(np.array([[7, 0, 5]], np.int64))
-    return ([int(v) for v in lookup.get_vocabulary()], np.asarray(ids).astype(np.int64), _f32(multi),
+    return ([int(v) for v in lookup.get_vocabulary()], np.asarray(ids).astype(np.int64), multi,
             np.asarray(masked).astype(np.int64), L.IntegerLookup(vocabulary=[7, 3, 9], mask_token=0).vocabulary_size())
 
 
