@@ -102,6 +102,39 @@ def test_guide_categorical_true_positives_metric_under_fit_and_standalone(tf):
 
 
 @parity(**KTOL)
+def test_a_custom_metric_per_output_on_a_dataset_of_weighted_dict_triples(tf):
+    """A two-input, two-output model fed by a ``tf.data`` dataset of ``(inputs, targets,
+    sample_weights)`` triples, each a dict by name; the guide's ``CategoricalTruePositives`` as a
+    weighted metric of one output and ``AUC`` of the other (a sigmoid head); validation on another
+    dataset; the metric objects' own ``result()`` after ``evaluate`` (its last run's state) and
+    ``predict`` on a dataset of dicts with a short last batch."""
+    rs = np.random.RandomState(2405)
+    n = 14
+    feats = {"num": rs.randn(n, 3).astype(np.float32), "aux": rs.randn(n, 2).astype(np.float32)}
+    targets = {"kind": rs.randint(0, 3, size=(n, 1)).astype(np.int32),
+               "flag": (rs.rand(n, 1) > 0.5).astype(np.float32)}
+    weights = {"kind": np.linspace(0.5, 1.5, n).astype(np.float32), "flag": np.ones(n, np.float32)}
+    L = tf.keras.layers
+    num_in, aux_in = tf.keras.Input((3,), name="num"), tf.keras.Input((2,), name="aux")
+    h = L.Dense(5, activation="tanh")(L.concatenate([num_in, aux_in]))
+    model = tf.keras.Model({"num": num_in, "aux": aux_in},
+                           [L.Dense(3, name="kind")(h), L.Dense(1, activation="sigmoid", name="flag")(h)])
+    keras_init(model, 2406)
+    ctp, auc = _true_positives_metric(tf)(), tf.keras.metrics.AUC(num_thresholds=9, name="auc")
+    model.compile(optimizer=tf.keras.optimizers.Adam(0.03),
+                  loss={"kind": tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                        "flag": "binary_crossentropy"},
+                  metrics={"flag": [auc]}, weighted_metrics={"kind": [ctp]})
+    ds = tf.data.Dataset.from_tensor_slices((feats, targets, weights)).batch(4)
+    val = tf.data.Dataset.from_tensor_slices(({k: v[:6] for k, v in feats.items()},
+                                              {k: v[:6] for k, v in targets.items()})).batch(3)
+    h = model.fit(ds, validation_data=val, epochs=2, verbose=0)
+    ev = sorted(model.evaluate(ds, verbose=0, return_dict=True).items())
+    pred = model.predict(tf.data.Dataset.from_tensor_slices(feats).batch(4), verbose=0)
+    return _hist(h), ev, float(ctp.result()), float(auc.result()), pred, _weights(model)
+
+
+@parity(**KTOL)
 def test_auc_precision_recall_with_thresholds_in_a_custom_evaluation_loop(tf):
     """A custom loop over batches updating ``AUC(num_thresholds=11)`` (ROC), ``AUC(curve="PR",
     summation_method="minoring")``, ``Precision(thresholds=[0.3, 0.5, 0.7])``, ``Recall(top_k=2)``
