@@ -85,7 +85,7 @@ from . import train
 from .train import saved_model
 from . import compat
 from . import data
-from .data.io_names import image, io  # tf.image: ops' image ops and data's codecs
+from .data.io_names import audio, image, io  # tf.image: ops' image ops and data's codecs; tf.audio: WAV
 from .data.hostops import as_string
 from .data.hostops_text import strings
 from .data.lookup import fingerprint, lookup
@@ -115,7 +115,7 @@ def __getattr__(name):
 __all__ = [
     "abs", "acos", "acosh", "add", "add_n", "AggregationMethod", "approx_top_k", "argmax", "argmin",
     "argsort", "as_dtype", "as_string", "asin", "asinh", "Assert", "assert_equal", "assert_greater", "assert_less",
-    "assert_rank", "atan", "atan2", "atanh", "autodiff", "autograph", "batch_to_space", "bfloat16", "bind",
+    "assert_rank", "atan", "atan2", "atanh", "audio", "autodiff", "autograph", "batch_to_space", "bfloat16", "bind",
     "bitcast", "bitwise", "bool", "boolean_mask", "broadcast_dynamic_shape", "broadcast_static_shape",
     "broadcast_to", "cache_info", "cache_stats", "case", "cast", "clear_cache", "clip_by_global_norm", "clip_by_norm",
     "clip_by_value", "compat", "complex", "complex128", "complex64", "concat", "cond", "config", "constant",

@@ -43,7 +43,7 @@ REASONS = {
              "formats, not computation",
     "distributed": "out of scope: TF's distributed runtime (cluster specs, servers, coordinators); JAX's is "
                    "jax.distributed",
-    "subsystem": "out of scope: a TF library beside the tape (io, audio, dtensor, "
+    "subsystem": "out of scope: a TF library beside the tape (io, dtensor, "
                  "tpu, xla, lite, profiler, feature_column, build and version info, pinned-memory checks)",
     "keras_alias": "out of scope: Keras-2 names re-exported by TF (losses, metrics, initializers, RNN cell "
                    "wrappers): use tapejax.keras",
@@ -65,7 +65,7 @@ MISSING = {
         "graph": "Graph Operation import_graph_def graph_util raw_ops load_library load_op_library mlir "
                  "nondifferentiable_batch_function",
         "proto": "make_ndarray make_tensor_proto",
-        "subsystem": "audio dtensor tpu xla lite profiler feature_column security "
+        "subsystem": "dtensor tpu xla lite profiler feature_column security "
                      "sysconfig tools version types check_pinned",
         "keras_alias": "initializers losses metrics",
         "typespec": "IndexedSlicesSpec NoneTensorSpec OptionalSpec TypeSpec",

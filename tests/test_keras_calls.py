@@ -772,3 +772,79 @@ def test_a_layer_of_tf_ops_builds_a_functional_model():
     m = keras.Model(inputs, L()(inputs))
     assert m.output.shape == (None, 3)
     assert m(tf.ones([1, 2])).numpy().tolist() == [[2.0, 2.0, 2.0]]
+
+
+def _swapped_activation_program():
+    """A model called under a tape, then guided backprop's ``layer.activation = guided_relu``
+    and a saliency tool's linear last layer; the first tape's gradient is taken after the swap."""
+    model = keras.Sequential([keras.layers.Dense(2, activation="relu"), keras.layers.Dense(1, activation="sigmoid")])
+    model.build((None, 2))
+    model.set_weights([np.array([[1.0, -1.0], [0.5, 2.0]], np.float32), np.array([0.0, -1.0], np.float32),
+                       np.array([[1.0], [-2.0]], np.float32), np.array([0.5], np.float32)])
+    x = tf.constant([[1.0, 1.0], [-1.0, 0.5]])
+
+    @tf.custom_gradient
+    def guided_relu(z):
+        def grad(dy):
+            return tf.cast(dy > 0, tf.float32) * tf.cast(z > 0, tf.float32) * dy
+        return tf.nn.relu(z), grad
+
+    with tf.GradientTape() as before:
+        before.watch(x)
+        p = model(x)
+    model.layers[0].activation = guided_relu
+    model.layers[1].activation = keras.activations.linear
+    with tf.GradientTape() as after:
+        after.watch(x)
+        z = model(x)
+    return p, before.gradient(p, x), z, after.gradient(z, x), model(x)
+
+
+@pytest.mark.parametrize("deferred", [True, False])
+def test_a_swapped_activation_is_a_new_call_and_a_recorded_call_keeps_the_old_one(deferred):
+    """TF's eager call reads ``layer.activation`` at each call, and its tape keeps what it recorded:
+    the swap is seen by the next call (not a stale compiled op or plan), while the value pending
+    from before it and the first tape's gradient are the old model's (TF 2.21's numbers)."""
+    prev = tf.set_deferred_execution(deferred), tf.set_speculative_updates(deferred)
+    try:
+        p, g_before, z, g_after, again = _swapped_activation_program()
+    finally:
+        tf.set_speculative_updates(prev[1])
+        tf.set_deferred_execution(prev[0])
+    np.testing.assert_allclose(p.numpy(), [[0.8807971], [0.18242551]], rtol=1e-6)
+    np.testing.assert_allclose(g_before.numpy(), [[0.10499357, 0.05249679], [0.2982929, -0.5965858]], rtol=1e-5)
+    np.testing.assert_allclose(z.numpy(), [[2.0], [-1.5]])
+    np.testing.assert_allclose(g_after.numpy(), [[1.0, 0.5], [0.0, 0.0]])
+    np.testing.assert_allclose(again.numpy(), [[2.0], [-1.5]])
+
+
+def test_a_layers_activation_is_the_tf_keras_function_so_guided_backprop_finds_its_relus():
+    """``Dense(activation="relu").activation`` is ``tf.keras.activations.relu`` (tf_keras' identity;
+    it was Keras's unwrapped function), so guided backprop's ``layer.activation ==
+    tf.keras.activations.relu`` loop replaces the ReLUs by a ``custom_gradient`` one: TF 2.21's
+    guided gradient.  The config still names ``"relu"``; a clone holds the same function."""
+    model = keras.Sequential([keras.layers.Dense(2, activation="relu"), keras.layers.Dense(1, activation="sigmoid")])
+    model.build((None, 2))
+    model.set_weights([np.array([[1.0, -1.0], [0.5, 2.0]], np.float32), np.array([0.0, -1.0], np.float32),
+                       np.array([[1.0], [-2.0]], np.float32), np.array([0.5], np.float32)])
+    assert model.layers[1].activation is keras.activations.sigmoid and K3.activations.get("tanh") is keras.activations.tanh
+    assert model.layers[0].get_config()["activation"] == "relu"
+    assert keras.models.clone_model(model).layers[0].activation is keras.activations.relu
+
+    @tf.custom_gradient
+    def guided_relu(z):
+        def grad(dy):
+            return tf.cast(dy > 0, tf.float32) * tf.cast(z > 0, tf.float32) * dy
+        return tf.nn.relu(z), grad
+
+    swapped = []
+    for layer in model.layers:
+        if hasattr(layer, "activation") and layer.activation == tf.keras.activations.relu:
+            layer.activation = guided_relu
+            swapped.append(layer.name)
+    x = tf.constant([[1.0, 1.0], [-1.0, 0.5]])
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        p = model(x)
+    assert len(swapped) == 1
+    np.testing.assert_allclose(tape.gradient(p, x).numpy(), [[0.10499357, 0.05249679], [0.0, 0.0]], rtol=1e-5)

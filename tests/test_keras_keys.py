@@ -81,3 +81,26 @@ def test_a_stateful_rnns_untracked_state_variables_are_the_calls_state():
         rnn.reset_states()
         assert not np.asarray(rnn.states[0]).any()
         np.testing.assert_allclose(step(x[:, :3]).numpy(), whole[:, :3], rtol=1e-5, atol=1e-6)
+
+
+def test_swappable_attributes_are_in_the_key_and_swapped_puts_the_recorded_ones_back():
+    model = keras.Sequential([keras.layers.Dense(2, activation="relu"), keras.layers.Dense(1)])
+    model.build((None, 3))
+    layers = model._flatten_layers(include_self=True)
+    attrs = keys.swappable(layers)
+    relu = model.layers[0].activation
+    assert [(name, v) for _, name, v in attrs][0] == ("activation", relu)
+    model.layers[0].activation = keras.activations.tanh
+    assert keys.swappable(layers) != attrs
+    with keys.swapped(layers, attrs):
+        assert model.layers[0].activation is relu
+    assert model.layers[0].activation is keras.activations.tanh
+    assert keys.swappable([object()]) == ()
+    drop = keras.layers.Dropout(0.5)
+    assert keys.swappable([drop]) == ((0, "rate", 0.5),)
+    drop.rate = 0.1
+    with keys.swapped([drop], ((0, "rate", 0.5),)):
+        assert drop.rate == 0.5
+    assert drop.rate == 0.1
+    drop.rate = [0.1]   # (an unhashable value: left out of the key, as before)
+    assert keys.swappable([drop]) == ()

@@ -88,3 +88,111 @@ def test_not_a_saved_model_keeps_tfs_error(tmp_path):
     """A directory with neither format's files: the OSError naming the missing file, as before."""
     with pytest.raises(OSError, match="SavedModel file does not exist"):
         tj.saved_model.load(str(tmp_path))
+
+
+@pytest.fixture(scope="module")
+def unbounded_dir(tmp_path_factory):
+    """A tf.Module whose loop runs until the data says stop, with no ``maximum_iterations``."""
+    tf = realtf
+
+    class Grow(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.b = tf.Variable(np.full(3, 0.25, np.float32), name="b")
+
+        @tf.function(input_signature=[tf.TensorSpec([3], tf.float32)])
+        def __call__(self, x):
+            y = x
+            while tf.reduce_sum(tf.abs(y)) < 8.0:
+                y = y * 1.5 + self.b
+            return y
+
+    path = str(tmp_path_factory.mktemp("tfsm") / "grow")
+    tf.saved_model.save(Grow(), path)
+    return path
+
+
+def test_data_dependent_loop_runs_but_its_gradient_is_a_documented_limit(unbounded_dir):
+    """A loop whose trip count depends on the data and has no bound stays XLA's while loop: the
+    call gives TF's value; reverse mode through it raises tapejax's UnboundedWhileGradientError
+    (TF differentiates it: the documented limit), not a wrong number."""
+    from tapejax.autodiff.gradient import UnboundedWhileGradientError
+    x = np.array([0.5, -0.2, 0.3], np.float32)
+    m = tj.saved_model.load(unbounded_dir)
+    np.testing.assert_allclose(m(x).numpy(), realtf.saved_model.load(unbounded_dir)(x).numpy(), rtol=1e-6)
+    with tj.GradientTape() as tape:
+        y = tj.reduce_sum(m(tj.constant(x)))
+    with pytest.raises(UnboundedWhileGradientError):
+        tape.gradient(y, m.b)
+
+
+def test_trip_count_of_loops():
+    """``tf2jax_ops._trip_count``: a loop whose condition reads only counters started at
+    constants runs at trace time (its count); one whose condition reads traced data, or a
+    counter the body computes from traced data, gives -1."""
+    import jax
+    import jax.numpy as jnp
+
+    from tapejax.train.saved_model.tf2jax_ops import _trip_count
+
+    def cond(c):
+        return c[0] < 4
+
+    def body(c):
+        return (c[0] + 1, jnp.tanh(c[1]))
+
+    start = (np.array(0, np.int32), np.ones(3, np.float32))
+    assert _trip_count(cond, body, start) == 4
+
+    def traced(x):
+        return _trip_count(cond, body, (np.array(1, np.int32), x)), \
+            _trip_count(lambda c: jnp.sum(c[1]) < 5, body, (np.array(0, np.int32), x)), \
+            _trip_count(cond, lambda c: (c[0] + jnp.sum(c[1]).astype(jnp.int32), c[1]), (np.array(0, np.int32), x))
+
+    counts = []
+    jax.make_jaxpr(lambda x: counts.extend(traced(x)) or x)(jnp.ones(3))
+    assert counts == [3, -1, -1]
+
+
+@pytest.fixture(scope="module")
+def cond_dropout_dir(tmp_path_factory):
+    """A tf.Module whose ``tf.cond`` on a tensor ``training`` flag applies dropout in one branch
+    (a random op inside an ``If``)."""
+    tf = realtf
+
+    class Net(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(np.arange(9, dtype=np.float32).reshape(3, 3) / 8.0, name="w")
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32), tf.TensorSpec([], tf.bool)])
+        def __call__(self, x, training):
+            h = tf.matmul(x, self.w) + 1.0
+            return tf.cond(training, lambda: tf.nn.dropout(h, rate=0.5), lambda: h)
+
+    path = str(tmp_path_factory.mktemp("tfsm") / "cond_dropout")
+    tf.saved_model.save(Net(), path)
+    return path
+
+
+def test_random_op_in_a_cond_branch(cond_dropout_dir):
+    """A random op inside a loaded ``tf.cond``: the inference branch gives TF's values; the
+    training branch keeps or drops each value (kept ones scaled by 2) with a key from tapejax's
+    stream (``set_seed`` repeats it), and its gradient is the mask's, as the output says."""
+    x = np.random.RandomState(4).rand(4, 3).astype(np.float32)
+    m = tj.saved_model.load(cond_dropout_dir)
+    h = realtf.saved_model.load(cond_dropout_dir)(x, False).numpy()
+    np.testing.assert_allclose(m(x, tj.constant(False)).numpy(), h, rtol=1e-6)
+    tj.random.set_seed(5)
+    with tj.GradientTape() as tape:
+        y = m(tj.constant(x), tj.constant(True))
+        loss = tj.reduce_sum(y)
+    g = tape.gradient(loss, m.w).numpy()
+    tj.random.set_seed(5)
+    again = m(x, tj.constant(True)).numpy()
+    out = y.numpy()
+    kept = out != 0
+    np.testing.assert_allclose(out[kept], 2 * h[kept], rtol=1e-6)
+    assert 0 < kept.sum() < kept.size
+    np.testing.assert_array_equal(out, again)
+    np.testing.assert_allclose(g, x.T @ (2.0 * kept), rtol=1e-6)

@@ -12,13 +12,14 @@
   and truncated; wider ints shifted) and PNG-encoded by tensorboardX;
 * ``text_array``: a string or strings as a NumPy bytes array;
 * ``wav_strings``: TensorBoard's ``[k, 2]`` audio table (WAV bytes, empty label) for the first
-  ``max_outputs`` clips, each encoded as TF's ``EncodeWav`` (``core/lib/wav/wav_io.cc``): 16-bit
-  PCM, a sample ``x`` stored as ``round(x * 32768)`` (half away from zero) clamped to int16,
-  the 44-byte RIFF header.
+  ``max_outputs`` clips, each encoded as TF's ``EncodeWav`` (``ops.wav.wav_bytes``: 16-bit
+  PCM, TF's rounding and 44-byte header).
 """
 from typing import Any
 
 import numpy as np
+
+from ..ops.wav import wav_bytes
 
 __all__ = ["scalar_value", "histogram_buckets", "image_strings", "text_array", "wav_strings"]
 
@@ -93,22 +94,10 @@ def text_array(data: Any) -> np.ndarray:
     return np.array(flat, dtype=object).reshape(arr.shape)
 
 
-def _wav(clip: np.ndarray, rate: int) -> bytes:
-    """One ``[t, c]`` float clip as TF's 16-bit PCM WAV bytes."""
-    import struct
-    x = (np.asarray(clip, np.float32) * np.float32(32768.0)).astype(np.float64)   # (float32 product, as TF)
-    pcm = np.clip(np.sign(x) * np.floor(np.abs(x) + 0.5), -32768, 32767).astype("<i2")   # roundf, clamped
-    channels = int(clip.shape[1])
-    data = pcm.tobytes()
-    header = struct.pack("<4sI4s4sIHHIIHH4sI", b"RIFF", 36 + len(data), b"WAVE", b"fmt ", 16, 1, channels, rate,
-                         rate * channels * 2, channels * 2, 16, b"data", len(data))
-    return header + data
-
-
 def wav_strings(data: np.ndarray, rate: int, max_outputs: int) -> np.ndarray:
     clips = np.asarray(data)[:max_outputs]
     out = np.empty((clips.shape[0], 2), dtype=object)
     for i, clip in enumerate(clips):
-        out[i, 0] = _wav(clip, rate)
+        out[i, 0] = wav_bytes(np.asarray(clip), rate)
         out[i, 1] = b""
     return out

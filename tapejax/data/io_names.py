@@ -1,16 +1,17 @@
-"""``tf.io`` (``tapejax.io``): the host-string decoders (``decode``, ``byte_codecs``), TFRecord files
-(``tfrecord``) and ``tf.train.Example`` parsing (``parse_example``), gathered as one namespace.
+"""The namespaces of the host-string ops: ``tf.io`` (``tapejax.io``), ``tf.image``, ``tf.audio``.
 
-and the files and image codecs (``image_codecs``), gathered as one namespace; ``tf.image`` is
-``ops``' image ops with the codecs added.
-
-``gfile`` and ``matching_files`` are TF's file-system API on the local file system (``gfile``).
-TF's other ``tf.io`` names (sparse serialization, protos ...) are not here.
+``tf.io`` gathers the host-string decoders (``decode``, ``byte_codecs``), files and image codecs
+(``image_codecs``), TFRecord files (``tfrecord``) and ``tf.train.Example`` parsing
+(``parse_example``); ``gfile`` and ``matching_files`` are TF's file-system API on the local file
+system (``gfile``).  TF's other ``tf.io`` names (sparse serialization, protos ...) are not here.
+``tf.image`` is ``ops``' image ops with the codecs added; ``tf.audio`` is the WAV codec
+(``audio_codecs``).
 """
 import sys
 
 from ..core.modules import new_module
 from ..ops.namespaces import image as _ops_image
+from .audio_codecs import AUDIO_OPS
 from .byte_codecs import IO_OPS as _BYTE_OPS
 from .decode import decode_csv, decode_raw
 from .gfile import gfile, matching_files
@@ -42,4 +43,9 @@ image = new_module("tapejax.image", "``tf.image``: resizing, geometry, color, me
                    {**{n: getattr(_ops_image, n) for n in _ops_image.__all__}, **IMAGE_OPS})
 sys.modules["tapejax.image"] = image
 
-__all__ = ["image", "io"]
+#: ``tf.audio``: WAV decoding and encoding on host strings.
+audio = new_module("tapejax.audio", "``tf.audio``: ``decode_wav`` / ``encode_wav``, 16-bit PCM WAV on host strings "
+                   "(tapejax.data.audio_codecs).", dict(AUDIO_OPS))
+sys.modules["tapejax.audio"] = audio
+
+__all__ = ["audio", "image", "io"]

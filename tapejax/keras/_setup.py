@@ -112,6 +112,8 @@ def load() -> ModuleType:
             namespace,
             optimizer_state,
             output_rules,
+            rnn_cell,
+            rnn_states,
             tfsm_layer,
             trainer,
             variables,
@@ -120,11 +122,13 @@ def load() -> ModuleType:
         calls.install()
         trainer.install()
         output_rules.install()
+        rnn_states.install()   # (after trainer's: it wraps the loops trainer set)
         hooks.install()
         data_adapter.install()
         optimizer_state.install()
         namespace.install_public(keras)
         tfsm_layer.install(keras)
+        rnn_cell.install(keras)
         _KERAS = keras
         return keras
 

@@ -62,7 +62,7 @@ from ..core.caches import LRU
 from ..core.tensor import Tensor
 from ..core.variable import Variable
 from ..ops.tf_rules import with_tf_rules
-from . import tf_backed as _tf_backed, variables as _kvars
+from . import keys as _keys, tf_backed as _tf_backed, variables as _kvars
 from .gathers import SparsePlan, bind_sparse, gathers_a_variable, sparse_plan
 from .grouping import group_results, in_order
 from .keys import (
@@ -233,7 +233,8 @@ def _run_stateful(key: CallKey, dyn):
         with _AssignScope(state_mapping=list(zip(variables, values)), collect_losses=True) as scope:
             mapping = scope.state_mapping
             given = [mapping.get(id(v)) for v in variables]
-            out = key.caller(obj, args, kwargs)
+            with _keys.swapped(layers, key.attrs):   # (as recorded: a replay after ``activation = f``)
+                out = key.caller(obj, args, kwargs)
             losses = list(scope.losses)
         owners = [next((j for j, lay in enumerate(layers) if id(x) in lay._loss_ids), 0) for x in losses]
     finally:
@@ -410,8 +411,8 @@ def call_stateful(obj, args, kwargs, caller: Callable[..., Any], state: Callable
     for v in variables:
         if not isinstance(v, Variable):
             _kvars.check_variable(v, what)
-    key = CallKey(caller, target_of(obj, weak=True), a.tree, a.static, state,
-                  tuple(v._id for v in variables), autocast())
+    key = CallKey(caller, target_of(obj, weak=True), a.tree, a.static, state, tuple(v._id for v in variables),
+                  autocast(), attrs=_keys.swappable(layer_tree(obj)) if hasattr(obj, "_flatten_layers") else ())
     if _state._local.tapes:
         keep_alive(obj)
     outs, info = _bind(key, variables + a.dyn, len(variables))

@@ -3,12 +3,14 @@ values.
 
 ``CallKey`` is the static parameter of the ``KerasCall`` ops (``calls``): the
 target (a layer, model, metric or function, as a ``Target``), the arguments'
-structure and Python values, the variables it reads (by id) and Keras's
-autocast state; ``split`` turns a call's ``(args, kwargs)`` into the array
-operands and that static part (``_join`` / ``merge`` put them back).
+structure and Python values, the variables it reads (by id), the activation functions and
+dropout rates its layers hold (``swappable``) and Keras's autocast state; ``split`` turns a
+call's ``(args, kwargs)`` into the array operands and that static part (``_join`` / ``merge``
+put them back).
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 from typing import Any, Callable, NamedTuple, Optional
@@ -22,9 +24,10 @@ from keras.src.backend.common.keras_tensor import KerasTensor
 from ..core import state as _state
 from ..core.tensor import Tensor
 from ..core.variable import Variable
+from .rnn_states import rnn_state_variables
 
 __all__ = ["Args", "CallInfo", "CallKey", "State", "Target", "has_tensor", "join", "keep_alive", "layer_state",
-           "merge", "split", "target_of"]
+           "merge", "split", "swappable", "swapped", "target_of"]
 
 _Tracer = jax.core.Tracer
 _DYNAMIC = (Tensor, Variable, jax.Array, np.ndarray, np.generic)
@@ -109,6 +112,7 @@ class CallKey(NamedTuple):
     outputs: Optional[tuple] = None  # positions (in the call's flat results) it returns
     cut: Optional[tuple] = None      # positions (in the call's flat results) of outputs it takes as
     #                                  operands after the others: what it computes from them
+    attrs: tuple = ()                # ``swappable``: the layers' activation functions at the call
 
 
 class State(NamedTuple):
@@ -123,12 +127,46 @@ def layer_state(layer) -> State:
     those untracked (``RNN._create_state_variables``), so they are in no variable list, yet the
     call reads and ``assign``s them (the state carried to the next batch, as TF's)."""
     other = list(layer.non_trainable_variables)
-    for sub in layer._flatten_layers(include_self=True):
-        states = getattr(sub, "states", None) if getattr(sub, "stateful", False) else None
-        if states is not None:
-            other += [v for v in jax.tree_util.tree_leaves(states)
-                      if hasattr(v, "assign") and all(v is not o for o in other)]
+    other += [v for v in rnn_state_variables(layer) if all(v is not o for o in other)]
     return State(layer.trainable_variables, other)
+
+
+#: Layer attributes a call reads as Python values and programs replace on a built model: guided
+#: backprop's ``layer.activation = guided_relu``, a saliency tool's linear last layer, MC dropout's
+#: ``layer.rate = 0.1`` at prediction.
+_SWAPPABLE = ("activation", "recurrent_activation", "rate")
+
+
+def swappable(layers: list) -> tuple:
+    """``((position in layers, attribute, value), ...)`` of the ``_SWAPPABLE`` attributes of a
+    layer tree, part of a call's key: TF's eager call reads them at each call, so a call after
+    ``layer.activation = f`` is another call (a plan, a compiled op of its own)."""
+    return tuple((i, name, lay.__dict__[name]) for i, lay in enumerate(layers) for name in _SWAPPABLE
+                 if name in getattr(lay, "__dict__", ()) and _hashable(lay.__dict__[name]))
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:   # (a rate held in a variable: not a Python value of the trace)
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def swapped(layers: list, attrs: tuple):
+    """The layers' attributes as ``attrs`` recorded them, while a call's trace runs: a gradient
+    replaying a call recorded before the program swapped an activation (or a pending value
+    computed after it) computes what TF's tape recorded, not the layer's present call."""
+    changed = [(layers[i], name, layers[i].__dict__[name], v) for i, name, v in attrs
+               if layers[i].__dict__.get(name) is not v]
+    for lay, name, _, v in changed:
+        lay.__dict__[name] = v
+    try:
+        yield
+    finally:
+        for lay, name, now, _ in changed:
+            lay.__dict__[name] = now
 
 
 class CallInfo(NamedTuple):

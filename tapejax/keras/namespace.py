@@ -164,6 +164,13 @@ def _timeseries_dataset_from_array():
     return timeseries_dataset_from_array
 
 
+def _directory_dataset(name: str) -> Callable[[], Any]:
+    def get():
+        from . import directory_datasets
+        return getattr(directory_datasets, name)
+    return get
+
+
 def _batch_get_value(tensors):
     return [_get_value(x) for x in tensors]
 
@@ -180,14 +187,19 @@ def _batch_set_value(tuples):
 #: Keras 3 keeps them only in its TensorFlow-based legacy backend) and their ``batch_`` forms;
 #: ``backend.eval`` (``get_value``), ``int_shape`` and ``count_params`` likewise;
 #: ``utils.timeseries_dataset_from_array`` as a ``tapejax.data.Dataset`` (Keras 3's is TF's own
-#: ``tf.data``, which cannot ``map`` tapejax ops: ``timeseries.py``).
+#: ``tf.data``, which cannot ``map`` tapejax ops: ``timeseries.py``), and so are
+#: ``utils.image_dataset_from_directory`` / ``text_dataset_from_directory`` / ``audio_dataset_from_directory``
+#: (``directory_datasets.py``).
 _LEGACY = {("losses", "Reduction"): _legacy_reduction,
            ("mixed_precision", "LossScaleOptimizer"): _loss_scale_optimizer,
            ("backend", "get_value"): lambda: _get_value, ("backend", "set_value"): lambda: _set_value,
            ("backend", "batch_get_value"): lambda: _batch_get_value, ("backend", "eval"): lambda: _get_value,
            ("backend", "int_shape"): lambda: _int_shape, ("backend", "count_params"): lambda: _count_params,
            ("backend", "batch_set_value"): lambda: _batch_set_value,
-           ("utils", "timeseries_dataset_from_array"): _timeseries_dataset_from_array}
+           ("utils", "timeseries_dataset_from_array"): _timeseries_dataset_from_array,
+           ("utils", "image_dataset_from_directory"): _directory_dataset("image_dataset_from_directory"),
+           ("utils", "text_dataset_from_directory"): _directory_dataset("text_dataset_from_directory"),
+           ("utils", "audio_dataset_from_directory"): _directory_dataset("audio_dataset_from_directory")}
 
 #: Namespaces whose missing names are not looked up in Keras's tf.keras API: its ``backend``'s
 #: legacy functions are TensorFlow's.
@@ -265,6 +277,25 @@ def install_public(keras: ModuleType) -> None:
     for kind in PUBLIC:
         _in_place(getattr(keras, kind), kind)
     keras.utils.set_random_seed = _set_random_seed(keras.utils.set_random_seed)
+    from keras.src import activations
+    activations.get = keras.activations.get = _activation_get(activations.get, keras.activations)
+
+
+def _activation_get(keras_get, public: ModuleType):
+    """Keras's ``activations.get`` (what a layer's ``activation="relu"`` becomes) giving the public
+    module's function on the tape for Keras's own, so that ``layer.activation`` *is*
+    ``tf.keras.activations.relu``, as in tf_keras (guided backprop finds the ReLUs to replace by
+    ``layer.activation == tf.keras.activations.relu``).  In a layer's call it is Keras's own."""
+    if getattr(keras_get, "_tapejax_on_tape", False):
+        return keras_get
+
+    @functools.wraps(keras_get)
+    def get(identifier):
+        fn = keras_get(identifier)
+        mine = getattr(public, getattr(fn, "__name__", ""), None)
+        return mine if getattr(mine, "__wrapped__", None) is fn else fn
+    setattr(get, "_tapejax_on_tape", True)
+    return get
 
 
 def _in_place(module: ModuleType, kind: str) -> None:

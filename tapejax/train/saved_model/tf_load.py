@@ -22,7 +22,11 @@ directory, and each function a call reaches is converted to a JAX function by tf
 
 TensorFlow and tf2jax are needed at load time and at each first call of a new concrete
 function (the ``tf`` extra); the converted programs are JAX.  Ops tf2jax cannot convert
-(lookup tables, string ops, ``py_function``) raise tf2jax's error at the first call.
+(lookup tables, string ops, ``py_function``) raise tf2jax's error at the first call.  Three of its
+conversions are replaced (``tf2jax_ops``): a ``While`` whose trip count does not depend on data
+(a Keras RNN's time steps) or that has ``maximum_iterations`` becomes a differentiable scan, so
+tf_keras' ``LSTM`` / ``GRU`` load, run and fine-tune; ``TensorListSetItem`` takes a NumPy list;
+an ``If`` takes a random op in a branch.
 """
 from __future__ import annotations
 
@@ -37,6 +41,7 @@ from ...core.convert import convert_to_tensor
 from ...core.tensor import Tensor
 from ...core.variable import Variable
 from ..module import Module
+from . import tf2jax_ops
 
 #: TF object-graph children that are no attribute of the loaded object.
 _SKIPPED_CHILDREN = frozenset({"signatures", "_self_saveable_object_factories", "keras_api",
@@ -54,6 +59,7 @@ def import_tf() -> tuple[Any, Any]:
     except ImportError as e:
         raise ImportError("Loading a SavedModel written by TensorFlow needs TensorFlow and tf2jax: "
                           "pip install 'tapejax[tf]'") from e
+    tf2jax_ops.install()   # (its TensorList, While and If conversions, replaced)
     return tf, tf2jax
 
 
