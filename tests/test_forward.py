@@ -360,3 +360,83 @@ def test_a_tape_around_the_accumulator_gives_none_for_a_value_the_tangent_never_
     for a, b in zip(g[:3], jax.grad(jvp_loss, argnums=(0, 1, 2))(w1, b1, w2)):
         _close(a, b, 1e-4)
     _close(tape.gradient(plain, ws[3]), np.full(1, 4.0), 1e-6)
+
+
+# --------------------------------------------------------------------------
+# custom_gradient under an accumulator: f's ops, as TF (values from TF 2.21)
+# --------------------------------------------------------------------------
+
+X3, V3 = np.array([0.3, -0.7, 1.1], np.float32), np.array([1.0, 0.5, -2.0], np.float32)
+
+
+def _with_grad(forward, grad):
+    @tf.custom_gradient
+    def f(x):
+        return forward(x), grad
+    return f
+
+
+@pytest.mark.parametrize("deferred", [True, False])
+def test_a_custom_gradient_is_pushed_forward_through_its_forward_ops(deferred):
+    """TF's accumulators see ``f``'s ops and keep the JVP they give: ``x * x`` whose ``grad_fn``
+    says ``3 dy`` has the JVP ``2 x v`` (before the fix tapejax transposed ``grad_fn``: ``3 v``), a
+    gradient-reversal layer (identity forward, ``-dy`` backward) ``+v``, eagerly and with the
+    accumulator inside a ``tapejax.function``; a forward ``round`` (no JVP in TF) falls back to
+    ``grad_fn`` (a straight-through estimator: ``v``), and so does a function called under the
+    accumulator (one op to it: TF's ``3 v``)."""
+    prev = tf.set_deferred_execution(deferred)
+    try:
+        sq = _with_grad(lambda x: x * x, lambda dy: 3.0 * dy)
+        grl = _with_grad(tf.identity, lambda dy: -dy)
+        ste = _with_grad(tf.round, lambda dy: dy)
+        x, v = tf.constant(X3), tf.constant(V3)
+        with FA(x, v) as acc:
+            ys = [sq(x), grl(x) * 2.0, ste(x)]
+            y_fn = tf.function(sq)(x)
+        _close(acc.jvp(ys[0]), 2 * X3 * V3)
+        _close(acc.jvp(ys[1]), 2 * V3)
+        _close(acc.jvp(ys[2]), V3)
+        _close(acc.jvp(y_fn), 3 * V3)
+
+        @tf.function
+        def inside(x, v):
+            with FA(x, v) as acc:
+                y = sq(x)
+            return acc.jvp(y)
+
+        _close(inside(x, v), 2 * X3 * V3)
+    finally:
+        tf.set_deferred_execution(prev)
+
+
+def test_forward_over_reverse_through_a_custom_gradient_keeps_grad_fn_for_the_gradient():
+    """An HVP around a ``custom_gradient`` whose ``grad_fn`` is not ``f``'s derivative: the loss's JVP
+    follows ``f`` (``x * x``), the gradient is ``grad_fn``'s (``3 dy``, constant), so its JVP is None
+    (TF 2.21: -4.5, [3, 3, 3], None)."""
+    sq = _with_grad(lambda x: x * x, lambda dy: 3.0 * dy)
+    x = tf.constant(X3)
+    with FA(x, tf.constant(V3)) as acc:
+        with tf.GradientTape() as t:
+            t.watch(x)
+            y = tf.reduce_sum(sq(x))
+        g = t.gradient(y, x)
+    _close(acc.jvp(y), np.sum(2 * X3 * V3))
+    _close(g, np.full(3, 3.0))
+    assert acc.jvp(g) is None
+
+
+def test_sign_pushes_no_tangent_forward_as_in_tf():
+    """TF pushes ``Sign`` forward by transposing its gradient, zeros that do not depend on ``dy``:
+    its JVP is None (zeros with ``'zero'``), while the tape's gradient through it is zeros; a sum
+    with another path keeps that path's tangent (TF 2.21: None, [0, 0, 0], v)."""
+    x = tf.constant(X3)
+    with FA(x, tf.constant(V3)) as acc:
+        s = tf.sign(x)
+        y = s + x
+    assert acc.jvp(s) is None
+    _close(acc.jvp(s, unconnected_gradients="zero"), np.zeros(3))
+    _close(acc.jvp(y), V3)
+    with tf.GradientTape() as t:
+        t.watch(x)
+        s2 = tf.sign(x)
+    _close(t.gradient(s2, x), np.zeros(3))

@@ -511,3 +511,30 @@ def test_an_outer_tape_gives_none_for_a_value_the_jacobian_never_reads(kind):
     for a, b in zip(g[:3], jax.grad(jac_loss, argnums=(0, 1, 2))(w1, b1, w2)):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(outer.gradient(plain, ws[3]).numpy(), np.full(2, 3.0))
+
+
+def test_a_jvp_entry_that_pushes_a_custom_vjp_forward_falls_back_inside_a_function():
+    """Forward-over-reverse through a ``custom_gradient`` inside ``tapejax.function``: the compiled
+    jvp of the gradient meets a ``jax.custom_vjp``, which JAX reports only when the function is
+    lowered (past ``Entry.call``'s check before the fix: TypeError "can't apply forward-mode
+    autodiff"); the entry lowers itself under a trace and falls back to the double vjp (TF 2.21
+    gives the HVP, below analytically)."""
+    @tf.custom_gradient
+    def log1pexp(x):
+        e = tf.exp(x)
+        return tf.math.log(1 + e), lambda dy: dy * (1 - 1 / (1 + e))
+
+    w0 = np.array([0.3, -0.7, 1.1], np.float32)
+    v0 = np.array([1.0, 0.5, -2.0], np.float32)
+    w = tf.Variable(w0)
+
+    @tf.function
+    def hvp(v):
+        with tf.autodiff.ForwardAccumulator(w, v) as acc:
+            with tf.GradientTape() as t:
+                y = tf.reduce_sum(log1pexp(w * 2.0) * w)
+            g = t.gradient(y, w)
+        return acc.jvp(g)
+
+    s = 1 / (1 + np.exp(-2 * w0))
+    _close(hvp(tf.constant(v0)), (4 * s * (1 - s) * w0 + 4 * s) * v0)

@@ -4,9 +4,9 @@
 decorated function is called, ``grad_fn`` when ``tape.gradient`` runs, each
 with the Python state of that moment; a compiled replay never freezes it.
 
-*Call.*  ``f`` runs once, eagerly (no tape records inside it; ops on
-concrete values are computed on the spot even inside a trace, so
-``tf.shape`` and random draws work), and ONE op is recorded on each tape
+*Call.*  ``f`` runs once, eagerly (no tape records inside it, but accumulators do, as TF's
+push ``f``'s ops forward: ``autodiff.forward``; ops on concrete values are computed on the
+spot even inside a trace, so ``tf.shape`` and random draws work), and ONE op is recorded on each tape
 tracking an input: inputs are the flattened arguments, the Variables ``f``
 reads and tensor keyword arguments, then ``f``'s outputs *as computed now*
 (constants to the tape).  The op's value in every replay is those outputs,
@@ -78,6 +78,7 @@ from ..core.tensor import Tensor
 from ..core.variable import traced_values
 from ..ops import random as _random
 from ..runtime.thunks import Thunk
+from . import forward as _forward
 from .late import LateBackward, trace
 from .nodes import Node, _intern
 from .user_grad import check_grad, conj_complex, describe, is_float
@@ -346,8 +347,9 @@ class _CustomGradientFunction:
         inputs = [convert_to_tensor(a) for a in flat_args]
         rng = _rng_snapshot()
         watcher = _VariableWatcher()
+        recs = _forward.recorders(_state.tapes())   # accumulators see f's ops (autodiff.forward)
         # Inside a trace, ops on concrete values alone (tf.shape ...) are computed on the spot.
-        with _state.swap(tapes=(watcher,)), jax.ensure_compile_time_eval():
+        with _state.swap(tapes=(*recs, watcher)), jax.ensure_compile_time_eval():
             out, grad_fn = self._call_f(bound, args, kwargs)
         arg_ids = {id(a) for a in flat_args}
         read = [v for v in watcher.variables.values() if id(v) not in arg_ids]
@@ -388,6 +390,7 @@ class _CustomGradientFunction:
                     _KEPT.setdefault(tape, []).append(held)
                 except TypeError:   # a recorder that is not a tape (not weakly referable)
                     pass
+            _forward.follow_primal(recs, flat_out, result)
         return _build(spec.out_skel, iter(result))
 
     # -- the pure function the replay runs --------------------------------------

@@ -27,7 +27,13 @@ TF's rules, all checked against TF 2.21:
   derivatives; an accumulator never records its own JVPs.  The JVP op those tapes record
   takes as operands only the values its tangents depend on (a jaxpr dead-code pass): the
   others (a bias added after the last use of the primals) are constants of it, so their
-  gradient is ``None``, as TF's per-op JVPs never read them.
+  gradient is ``None``, as TF's per-op JVPs never read them;
+* a ``custom_gradient`` call is pushed forward through the ops of its ``f``, not its
+  ``grad_fn``: TF's accumulators see ``f``'s ops (they run under them) and keep the JVP those
+  give its outputs.  So the accumulators record ``f``'s ops (``recorders``), and an output they
+  connect to the primals is that op's output again (``follow_primal``); an output they do not
+  connect (``f`` ends in ``round``, a straight-through estimator) is pushed forward through
+  ``grad_fn`` by the double vjp, TF's fallback for an op with no forward function.
 """
 import weakref
 from typing import List, Optional
@@ -37,9 +43,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import dtypes as _dtypes, nest as _nest, state as _state
+from ..core.bind import Primitive
 from ..core.convert import convert_to_tensor
 from ..core.tensor import Tensor
 from . import replay as _replay
+from .custom import _GraphTape
 from .jacobian import Entry, connect, constants_unread, leaf_tensors
 from .nodes import NotATensorError, UnconnectedGradients, _check_leaves, _unconnected, flatten_sources
 from .program import Program, aval, build_replay, gather_leaves
@@ -64,6 +72,8 @@ class _Recorder(GradientTape):
             self.below.add(t)
 
     def _record_op(self, prim, static, grad_type, ids, vals, result):
+        if prim.name == "Sign" and grad_type is None:
+            return   # TF's Sign gradient is zeros, not a function of dy: pushed forward, no tangent
         n = len(self._nodes)
         GradientTape._record_op(self, prim, static, grad_type, ids, vals, result)
         if len(self._nodes) != n:
@@ -74,6 +84,34 @@ class _Recorder(GradientTape):
         GradientTape._record_read(self, var, t)
         if len(self._nodes) != n:
             self._note_below()
+
+
+#: The op that makes a custom-gradient output, for an accumulator, the output of ``f``'s own ops.
+_PRIMAL = Primitive("CustomGradientPrimal", lambda x: x)
+
+
+def recorders(tapes) -> tuple:
+    """The accumulators' recordings among ``tapes`` (in stack order) that record ``f``'s ops: those
+    entered since the innermost function body run op by op (``custom.graph_mode``) began.  To one
+    entered outside, as to TF's accumulator around a ``tf.function`` call, the function is one op,
+    pushed forward through its gradient (``grad_fn``)."""
+    out: list = []
+    for t in tapes:
+        if isinstance(t, _GraphTape):
+            out = []
+        elif isinstance(t, _Recorder):
+            out.append(t)
+    return tuple(out)
+
+
+def follow_primal(recs, outs, results) -> None:
+    """On each recording in ``recs``: each of ``results`` that ``f``'s output in ``outs`` is
+    connected to the primals becomes that output again (after the custom-gradient op, so it
+    replaces it there)."""
+    for rec in recs:
+        for o, r in zip(outs, results):
+            if rec._codes.get(o._id) is not None:
+                rec._record_op(_PRIMAL, {}, None, [o._id], [o._value], r)
 
 
 def _same_structure(a, b):

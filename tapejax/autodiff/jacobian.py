@@ -39,6 +39,7 @@ from typing import Optional, Tuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.core import Tracer
 
 from ..core import state as _state
 from ..core.bind import Primitive, bind, with_id
@@ -82,6 +83,11 @@ class Entry:
         if self.fallback is None:
             return self.fn(leaves, extra)
         try:
+            if any(isinstance(a, Tracer) for a in (*leaves, *extra)):
+                # Under a trace JAX reports a custom_vjp pushed forward only when the enclosing
+                # function is lowered, past this try: lower this call now to see it here.
+                self.fn.lower(*jax.tree.map(lambda a: jax.ShapeDtypeStruct(jnp.shape(a), jnp.result_type(a)),
+                                            (tuple(leaves), tuple(extra))))
             out = self.fn(leaves, extra)
         except Exception as e:  # noqa: BLE001 - only the "no forward rule" error is handled
             if not _cannot_push_forward(e):
