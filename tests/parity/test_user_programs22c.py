@@ -9,8 +9,8 @@ Every number a user reads is compared: the History's per-epoch logs (the total l
 loss and metrics, their ``val_`` values), ``evaluate``'s list and dict, ``predict``'s arrays, the
 weights after ``fit``, what callbacks saw and left behind (the epoch EarlyStopping stopped at, the
 learning rate ReduceLROnPlateau left on the optimizer, ModelCheckpoint's files reloaded, CSVLogger's
-rows).  Keras 3 orders a dict of logs by name where tf_keras keeps insertion order, so dicts are
-compared by sorted items.  Data are tiny NumPy arrays fed without shuffling; weights are set from
+rows).  Keras 3 orders a dict of logs otherwise than tf_keras (all metrics before the weighted
+ones), so dicts are compared by sorted items; ``evaluate``'s list keeps tf_keras' order.  Data are tiny NumPy arrays fed without shuffling; weights are set from
 NumPy on both sides (``keras_init``).  The metrics and preprocessing programs are in
 ``test_user_programs22c2.py``.  Keras programs run in the default mode only.
 """
