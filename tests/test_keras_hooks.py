@@ -301,3 +301,52 @@ def test_model_reset_states_resets_the_stateful_layers_only():
     assert not np.asarray(stateful.states[0]).any()
     np.testing.assert_allclose(model(x).numpy(), first, rtol=1e-6)
     keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)]).reset_states()
+
+
+def test_model_checkpoint_with_weights_only_to_a_prefix_writes_tf_keras_checkpoints(tmp_path):
+    """TF's "Save and load models" tutorial: ``ModelCheckpoint("training_1/cp.ckpt",
+    save_weights_only=True)`` saves each epoch by ``save_weights(prefix)`` (TF 2.21 with tf_keras:
+    ``latest_checkpoint`` is ``.../cp.ckpt``; Keras 3 refused the path with a ValueError); a
+    ``{epoch:02d}`` pattern and a positional ``save_weights_only`` work too; a ``.keras`` path
+    saves the whole model as before."""
+    def make():
+        inp = keras.Input((5,))
+        model = keras.Model(inp, keras.layers.Dense(3)(inp))
+        model.compile(optimizer=tf.keras.optimizers.SGD(0.1),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        return model
+
+    path = str(tmp_path / "training_1" / "cp.ckpt")
+    model = make()
+    pattern = str(tmp_path / "each" / "cp-{epoch:02d}")
+    callbacks = [keras.callbacks.ModelCheckpoint(filepath=path, save_weights_only=True),
+                 keras.callbacks.ModelCheckpoint(pattern, "loss", 0, False, True)]
+    model.fit(X, Y, batch_size=4, epochs=2, shuffle=False, callbacks=callbacks, verbose=0)
+    assert tf.train.latest_checkpoint(str(tmp_path / "training_1")) == path
+    assert tf.train.latest_checkpoint(str(tmp_path / "each")) == str(tmp_path / "each" / "cp-02")
+    fresh = make()
+    fresh.load_weights(path)
+    for a, b in zip(model.get_weights(), fresh.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    whole = keras.callbacks.ModelCheckpoint(str(tmp_path / "m.keras"))
+    assert whole.filepath.endswith("m.keras") and not whole.save_weights_only
+
+
+def test_a_metric_result_dict_keeps_its_order():
+    """A metric whose ``result()`` is a dict (Keras's ``compile_metrics``: each output's metrics,
+    then the weighted ones) keeps its keys' order; JAX's tree_map would sort them."""
+    class Pair(K3.metrics.Metric):
+        def __init__(self):
+            super().__init__()
+            self.total = self.add_variable(shape=(), initializer="zeros")
+
+        def update_state(self, x):
+            self.total.assign_add(K3.ops.sum(x))
+
+        def result(self):
+            return {"zeta": self.total, "alpha": self.total * 2.0}
+
+    m = Pair()
+    m.update_state(np.ones(3, np.float32))
+    r = m.result()
+    assert list(r) == ["zeta", "alpha"] and float(r["alpha"]) == 6.0

@@ -341,3 +341,4 @@ def test_logs_of_a_step_returning_loss_are_tf_keras_with_a_tapejax_optimizer(run
     np.testing.assert_allclose(results["tapejax"][0], [0.028192, 0.040686], rtol=1e-4)
     np.testing.assert_allclose(results["tapejax"][1], 0.032034, rtol=1e-4)
     assert results["keras3"] == ([0.0, 0.0], 0.0)
+

@@ -111,6 +111,7 @@ def load() -> ModuleType:
             hooks,
             namespace,
             optimizer_state,
+            output_rules,
             rnn_cell,
             rnn_states,
             tfsm_layer,
@@ -120,6 +121,7 @@ def load() -> ModuleType:
         variables.install()
         calls.install()
         trainer.install()
+        output_rules.install()
         rnn_states.install()   # (after trainer's: it wraps the loops trainer set)
         hooks.install()
         data_adapter.install()

@@ -62,7 +62,7 @@ from ..core.caches import LRU
 from ..core.tensor import Tensor
 from ..core.variable import Variable
 from ..ops.tf_rules import with_tf_rules
-from . import keys as _keys, variables as _kvars
+from . import keys as _keys, tf_backed as _tf_backed, variables as _kvars
 from .gathers import SparsePlan, bind_sparse, gathers_a_variable, sparse_plan
 from .grouping import group_results, in_order
 from .keys import (
@@ -477,36 +477,11 @@ def call_function(fn: Any, args, kwargs, caller: Callable[..., Any] = _plain):
 _ORIG: dict = {}
 
 
-# Keras layers whose ``call`` runs TensorFlow itself (lookup tables, hashing, text): JAX cannot
-# trace them, so they are called on host values, eagerly, and record nothing (their outputs are
-# integer ids or counts, constants to a tape as TF's).  Filled by ``install``.
-_TF_BACKED: list = []
-
-
-def _host(x):
-    if isinstance(x, (Tensor, Variable)):
-        x = x._value
-    if isinstance(x, _Tracer):
-        raise TypeError("a Keras preprocessing layer that runs TensorFlow ops (IntegerLookup, StringLookup, "
-                        "Hashing, HashedCrossing, TextVectorization) cannot be called inside a "
-                        "tapejax.function: call it eagerly, or map it over the tapejax.data pipeline")
-    return np.asarray(x) if isinstance(x, jax.Array) else x
-
-
-def _call_tf_backed(layer, args, kwargs):
-    args, kwargs = jax.tree_util.tree_map(_host, (args, kwargs), is_leaf=_is_tensor)
-    out = _ORIG["layer"](layer, *args, **kwargs)
-    # (numbers become Tensors; strings, e.g. StringLookup(invert=True), stay NumPy: no string tensors)
-    return jax.tree_util.tree_map(
-        lambda x: Tensor(jnp.asarray(x)) if isinstance(x, (jax.Array, np.ndarray)) and np.dtype(x.dtype).kind in "biufc"
-        else x, out)
-
-
 def _layer_call(self, *args, **kwargs):
     if _kvars.in_keras_scope():
         return _ORIG["layer"](self, *args, **kwargs)
-    if _TF_BACKED and isinstance(self, tuple(_TF_BACKED)):
-        return _call_tf_backed(self, args, kwargs)
+    if _tf_backed.TF_BACKED and isinstance(self, tuple(_tf_backed.TF_BACKED)):
+        return _tf_backed.call_tf_backed(_ORIG["layer"], self, args, kwargs)
     return call_layer(self, args, kwargs)
 
 
@@ -583,7 +558,7 @@ def install() -> None:
     from keras.src.layers.preprocessing.hashing import Hashing
     from keras.src.layers.preprocessing.index_lookup import IndexLookup
     from keras.src.layers.preprocessing.text_vectorization import TextVectorization
-    _TF_BACKED[:] = [HashedCrossing, Hashing, IndexLookup, TextVectorization]
+    _tf_backed.TF_BACKED[:] = [HashedCrossing, Hashing, IndexLookup, TextVectorization]
     _ORIG["loss"] = Loss.__call__
     _ORIG["loss_init"] = Loss.__init__
     _ORIG["reg"] = Layer._get_regularization_losses

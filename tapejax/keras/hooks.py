@@ -77,8 +77,11 @@ def tensor_result(fn):
     def result(self, *args, **kwargs):
         out = fn(self, *args, **kwargs)
         if _kvars.in_keras_scope():   # (a result that is a variable: its scope's value, as TF reads one)
-            return jax.tree_util.tree_map(_scope_value, out, is_leaf=_is_keras_variable)
-        return jax.tree_util.tree_map(_as_tensor, out)
+            mapped = jax.tree_util.tree_map(_scope_value, out, is_leaf=_is_keras_variable)
+        else:
+            mapped = jax.tree_util.tree_map(_as_tensor, out)
+        # (a dict of results, ``compile_metrics``', keeps its order: JAX's tree_map sorts the keys)
+        return {k: mapped[k] for k in out} if type(out) is dict else mapped
 
     setattr(result, "_tapejax_result", True)
     return result
@@ -393,7 +396,10 @@ def _install_weights_files() -> None:
     ``checkpoint`` file (``tf.train.latest_checkpoint`` finds it), as tf_keras' ``save_weights``
     does (Keras 3 raises ValueError there); ``model.load_weights(prefix)`` of such a checkpoint, or
     of one TF wrote (matched by tf_keras' names, ``tf_keras_lookup``), restores the model and
-    returns the load status, as tf_keras does.  Keras's own files save and load as before."""
+    returns the load status, as tf_keras does.  Keras's own files save and load as before.  So
+    ``ModelCheckpoint(prefix, save_weights_only=True)`` (TF's "Save and load models" tutorial's
+    ``training_1/cp.ckpt``) writes such a checkpoint each time, where Keras 3's refuses any path
+    but ``.weights.h5``."""
     from keras.src.models.model import Model
     theirs_load, theirs_save = Model.load_weights, Model.save_weights
     if getattr(theirs_load, "_tapejax_on_tape", False):
@@ -433,10 +439,22 @@ def _install_weights_files() -> None:
         update_checkpoint_state(os.path.dirname(path) or ".", path, [path])
         return None
 
+    from keras.src.callbacks.model_checkpoint import ModelCheckpoint
+    theirs_init = ModelCheckpoint.__init__
+
+    @functools.wraps(theirs_init)
+    def checkpoint_init(self, filepath, *args, **kwargs):
+        weights_only = kwargs.get("save_weights_only", len(args) > 3 and args[3])
+        path = tf_format(filepath) if weights_only else None
+        theirs_init(self, filepath if path is None else path + ".weights.h5", *args, **kwargs)
+        if path is not None:
+            self.filepath = path   # (its save_weights is the one above)
+
     for fn in (load_weights, save_weights):
         setattr(fn, "_tapejax_on_tape", True)
     Model.load_weights = load_weights   # pyright: ignore[reportAttributeAccessIssue]
     Model.save_weights = save_weights   # pyright: ignore[reportAttributeAccessIssue]
+    ModelCheckpoint.__init__ = checkpoint_init
 
 
 def _tensor_mask(fn):
