@@ -8,7 +8,7 @@ on a dataset, ``Resizing``, the tutorial's CNN); keras.io's character-level seq2
 states into the decoder, separate inference models decoding greedily); keras.io's CTC speech
 recognition (transcripts through ``unicode_split`` and ``StringLookup`` in a ``tf.data`` map,
 ``pow(|stft|, 0.5)`` standardised per example, a bidirectional GRU on ``tf.nn.ctc_loss``), and
-its decoding to text by ``StringLookup(invert=True)`` (a strict xfail: no string tensors).
+its decoding to text by ``StringLookup(invert=True)`` then ``.numpy()`` (a strict xfail: no string tensors).
 Every weight is set from NumPy.
 """
 import numpy as np
@@ -211,9 +211,8 @@ def test_keras_io_asr_pipeline_string_lookup_labels_spectrogram_and_decoded_text
     return char_to_num.get_vocabulary(), spec, tf.cast(labels, tf.int32), out, dense
 
 
-@xfail_on_tapejax("no string tensors (README): Keras 3 on JAX cannot call StringLookup(invert=True) (it makes a "
-                  "JAX array of its TF string output: TypeError), and tf.strings' results are host bytes, "
-                  "which have no .numpy()")
+@xfail_on_tapejax("no string tensors (README): StringLookup(invert=True) gives NumPy bytes and tf.strings' "
+                  "results are host bytes, which have no .numpy()")
 @parity(**KTOL)
 def test_keras_io_asr_decoding_ids_to_text_by_an_inverted_string_lookup(tf):
     """keras.io's ``decode_batch_predictions``: ``StringLookup(..., invert=True)`` maps decoded ids
