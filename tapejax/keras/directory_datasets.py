@@ -101,6 +101,18 @@ def _labelled(tf: Any, items: Any, labels: Any, label_mode: Any, num_classes: in
     return tf.data.Dataset.zip((items, label_ds))
 
 
+def _loaded(tf: Any, splits: list, load: Any, label_mode: Any, names: Any, empty: str) -> list:
+    """Each split's files read by ``load`` in a ``map``, zipped with their labels (ValueError
+    ``empty`` for a split of no files)."""
+    out = []
+    for paths, found in splits:
+        if not paths:
+            raise ValueError(empty)
+        items = tf.data.Dataset.from_tensor_slices(list(paths)).map(load, num_parallel_calls=tf.data.AUTOTUNE)
+        out.append(_labelled(tf, items, found, label_mode, len(names) if names else 0))
+    return out
+
+
 def _finished(tf: Any, datasets: list, splits: list, names: Any, batch_size: Any, shuffle: bool, seed: Any) -> Any:
     """Batched (the training split shuffled first), with ``class_names`` and ``file_paths``."""
     out = []
@@ -158,12 +170,8 @@ def image_dataset_from_directory(directory: str, labels: Any = "inferred", label
             return _smart_resize(tf, img, size, interpolation)
         return tf.image.resize(img, size, method=interpolation)
 
-    datasets = []
-    for paths, found in splits:
-        if not paths:
-            raise ValueError(f"No images found in directory {directory}. Allowed formats: {IMAGE_FORMATS}")
-        images = tf.data.Dataset.from_tensor_slices(list(paths)).map(load, num_parallel_calls=tf.data.AUTOTUNE)
-        datasets.append(_labelled(tf, images, found, label_mode, len(names) if names else 0))
+    datasets = _loaded(tf, splits, load, label_mode, names,
+                       f"No images found in directory {directory}. Allowed formats: {IMAGE_FORMATS}")
     return _finished(tf, datasets, splits, names, batch_size, shuffle, seed)
 
 
@@ -183,12 +191,8 @@ def text_dataset_from_directory(directory: str, labels: Any = "inferred", label_
         text = tf.io.read_file(path)
         return text if max_length is None else text[:max_length]
 
-    datasets = []
-    for paths, found in splits:
-        if not paths:
-            raise ValueError(f"No text files found in directory {directory}. Allowed format: .txt")
-        texts = tf.data.Dataset.from_tensor_slices(list(paths)).map(load, num_parallel_calls=tf.data.AUTOTUNE)
-        datasets.append(_labelled(tf, texts, found, label_mode, len(names) if names else 0))
+    datasets = _loaded(tf, splits, load, label_mode, names,
+                       f"No text files found in directory {directory}. Allowed format: .txt")
     return _finished(tf, datasets, splits, names, batch_size, shuffle, seed)
 
 

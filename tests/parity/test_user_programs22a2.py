@@ -18,19 +18,9 @@ diagonal Hessian comes from nested tapes.  Noise a compared value depends on is 
 import numpy as np
 
 from .harness import init_array, keras_init, parity
+from .test_user_programs22a import _mlp, _mlp_vars
 
 TOL = dict(rtol=2e-4, atol=2e-5)
-
-
-def _mlp_vars(tf, dims, seed):
-    d, h, o = dims
-    return [tf.Variable(init_array((d, h), seed)), tf.Variable(np.zeros(h, np.float32)),
-            tf.Variable(init_array((h, o), seed + 1)), tf.Variable(np.zeros(o, np.float32))]
-
-
-def _mlp(tf, ws, x, act=None):
-    act = act or tf.nn.relu
-    return tf.matmul(act(tf.matmul(x, ws[0]) + ws[1]), ws[2]) + ws[3]
 
 
 # ---------------------------------------------------------------------------

@@ -17,26 +17,7 @@ Keras programs run in the default mode only.
 import numpy as np
 
 from .harness import keras_init, parity, xfail_on_tapejax
-
-KTOL = dict(rtol=1e-4, atol=1e-5)
-
-
-def _hist(h, keys=None):
-    keys = sorted(h.history) if keys is None else keys
-    return {k: [float(v) for v in h.history[k]] for k in keys}
-
-
-def _weights(model):
-    return [np.asarray(v.numpy()) for v in model.weights]
-
-
-def _ev(model, *args, **kwargs):
-    return sorted(model.evaluate(*args, verbose=0, return_dict=True, **kwargs).items())
-
-
-def _cls(n, d=4, classes=3, seed=0):
-    rs = np.random.RandomState(seed)
-    return rs.randn(n, d).astype(np.float32), rs.randint(0, classes, size=n).astype(np.int32)
+from .test_user_programs22c import KTOL, _cls, _ev, _hist, _weights
 
 
 def _functional(tf, seed, d=4, classes=3, activation=None):
