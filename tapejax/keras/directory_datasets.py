@@ -113,15 +113,17 @@ def _loaded(tf: Any, splits: list, load: Any, label_mode: Any, names: Any, empty
     return out
 
 
-def _finished(tf: Any, datasets: list, splits: list, names: Any, batch_size: Any, shuffle: bool, seed: Any) -> Any:
-    """Batched (the training split shuffled first), with ``class_names`` and ``file_paths``."""
+def _finished(tf: Any, datasets: list, splits: list, names: Any, batch_size: Any, shuffle: bool, seed: Any,
+              batch: Any = None) -> Any:
+    """Batched by ``batch(ds, batch_size)`` (``Dataset.batch`` by default; the training split
+    shuffled first), with ``class_names`` and ``file_paths``."""
     out = []
     for k, (ds, (paths, _)) in enumerate(zip(datasets, splits)):
         ds = ds.prefetch(tf.data.AUTOTUNE)
         if shuffle and k == 0:
             ds = ds.shuffle(buffer_size=batch_size * 8 if batch_size is not None else 1024, seed=seed)
         if batch_size is not None:
-            ds = ds.batch(batch_size)
+            ds = ds.batch(batch_size) if batch is None else batch(ds, batch_size)
         ds.class_names = names
         ds.file_paths = paths
         out.append(ds)
@@ -225,24 +227,11 @@ def audio_dataset_from_directory(directory: str, labels: Any = "inferred", label
     def load(path: Any) -> Any:
         return tf.audio.decode_wav(tf.io.read_file(path), desired_samples=length)[0]
 
-    out = []
-    for k, (paths, found) in enumerate(splits):
-        if not paths:
-            which = {1: "validation", 0: "training"}[k] if len(splits) == 2 else None
-            raise ValueError(f"No {which + ' ' if which else ''}audio files found in directory {directory}. "
-                             "Allowed format(s): ('.wav',)")
-        clips = tf.data.Dataset.from_tensor_slices(list(paths)).map(load, num_parallel_calls=tf.data.AUTOTUNE)
-        ds = _labelled(tf, clips, found, label_mode, len(names) if names else 0).prefetch(tf.data.AUTOTUNE)
-        if batch_size is not None:
-            if shuffle and k == 0:
-                ds = ds.shuffle(buffer_size=batch_size * 8, seed=seed)
-            if output_sequence_length is None:
-                ds = ds.padded_batch(batch_size, padded_shapes=([None, None], []) if label_mode else [None, None])
-            else:
-                ds = ds.batch(batch_size)
-        elif shuffle and k == 0:
-            ds = ds.shuffle(buffer_size=1024, seed=seed)
-        ds.class_names = names
-        ds.file_paths = paths
-        out.append(ds)
-    return out if len(out) == 2 else out[0]
+    def batch(ds: Any, size: int) -> Any:   # (tf_keras: clips of any length padded to the batch's longest)
+        if output_sequence_length is not None:
+            return ds.batch(size)
+        return ds.padded_batch(size, padded_shapes=([None, None], []) if label_mode else [None, None])
+
+    datasets = _loaded(tf, splits, load, label_mode, names,
+                       f"No audio files found in directory {directory}. Allowed format(s): ('.wav',)")
+    return _finished(tf, datasets, splits, names, batch_size, shuffle, seed, batch)
