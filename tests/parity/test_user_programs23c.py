@@ -14,7 +14,7 @@ Variables after a few steps are compared.
 """
 import numpy as np
 
-from .harness import init_array, parity
+from .harness import init_array, parity, raises
 
 TOL = dict(rtol=2e-4, atol=2e-5)
 LOOSE = dict(rtol=1e-3, atol=1e-4)
@@ -332,7 +332,8 @@ def test_glow_invertible_1x1_conv_lu_parameterisation_from_tf_linalg_lu(tf):
     strict-upper ``U`` and ``log|s|`` Variables (``band_part`` / ``diag_part``), the sign fixed;
     ``W = P L (U + diag(sign exp(log_s)))`` rebuilt each call, its log-det ``sum(log_s) * H*W``
     against ``slogdet``; 3 Adam steps on a Gaussian NLL of a [2, 2, 2, 3] batch; W after init
-    against the rotation and ``lu_reconstruct``."""
+    against the rotation and ``lu_reconstruct``; a log-det by ``lu`` of W itself has no gradient
+    (TF registers none for Lu: LookupError)."""
     c = 3
     rs = np.random.RandomState(2340)
     w0 = np.linalg.qr(rs.randn(c, c))[0].astype(np.float32)
@@ -370,7 +371,12 @@ def test_glow_invertible_1x1_conv_lu_parameterisation_from_tf_linalg_lu(tf):
         g = tape.gradient(loss, vs)
         opt.apply_gradients(zip(g, vs))
         hist.append((loss, ld, ld_ref, g))
-    return perm, w_init - w0, tf.linalg.lu_reconstruct(lu, perm), hist, weight()
+    # the log-det by ``lu`` of the weight itself: TF has no gradient for Lu (LookupError)
+    with tf.GradientTape() as tape:
+        lu_w, _ = tf.linalg.lu(weight())
+        ld_lu = tf.reduce_sum(tf.math.log(tf.abs(tf.linalg.diag_part(lu_w))))
+    no_grad = raises(tape.gradient, ld_lu, vs)
+    return perm, w_init - w0, tf.linalg.lu_reconstruct(lu, perm), hist, weight(), ld_lu, no_grad
 
 
 @parity(modes=True, **TOL)

@@ -474,3 +474,80 @@ def test_student_t_regression_by_lgamma_with_a_learned_degrees_of_freedom(tf):
         opt.apply_gradients(zip(g, vs))
         hist.append((loss, df, g))
     return loss0, g0, g0[1] - by_hand, hist, w, tf.exp(log_s), nll()[2]
+
+
+@parity(modes=True, **TOL)
+def test_dirichlet_amortised_inference_kl_by_lgamma_digamma_and_a_beta_bernoulli_evidence(tf):
+    """Amortised inference for a Dirichlet posterior over 3 topic weights (a ProdLDA-like encoder
+    to ``softplus`` concentrations): the exact KL between Dirichlets by ``lgamma`` / ``digamma``,
+    the expected log-likelihood of bag-of-words counts under the posterior mean, 3 Adam steps
+    (loss, KL, gradients); then a Beta-Bernoulli model's log evidence by ``tf.math.lbeta`` and its
+    gradient w.r.t. the prior's ``softplus`` parameters."""
+    rs = np.random.RandomState(2610)
+    counts = rs.poisson(1.5, (5, 6)).astype(np.float32)
+    enc = _dense_vars(tf, (6, 8, 3), 2611, 0.3)
+    topics = tf.Variable(init_array((3, 6), 2613, 0.5))
+    vs = enc + [topics]
+    prior = tf.constant([0.8, 0.8, 0.8])
+    opt = tf.keras.optimizers.Adam(0.05)
+
+    def kl_dirichlet(a, b):
+        a0 = tf.reduce_sum(a, -1)
+        return (tf.math.lgamma(a0) - tf.reduce_sum(tf.math.lgamma(a), -1) - tf.math.lgamma(tf.reduce_sum(b))
+                + tf.reduce_sum(tf.math.lgamma(b)) + tf.reduce_sum((a - b) * (tf.math.digamma(a)
+                                                                   - tf.math.digamma(a0)[:, None]), -1))
+
+    hist = []
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            alpha = tf.nn.softplus(_mlp(tf, enc, tf.math.log1p(counts))) + 1e-3
+            theta = alpha / tf.reduce_sum(alpha, -1, keepdims=True)
+            word_p = tf.matmul(theta, tf.nn.softmax(topics, -1))
+            ll = tf.reduce_sum(counts * tf.math.log(word_p + 1e-8), -1)
+            kl = kl_dirichlet(alpha, prior)
+            loss = tf.reduce_mean(kl - ll)
+        g = tape.gradient(loss, vs)
+        opt.apply_gradients(zip(g, vs))
+        hist.append((loss, kl, g))
+    flips = tf.constant([1.0, 1.0, 0.0, 1.0, 0.0, 1.0, 1.0])
+    raw = tf.Variable([0.5, -0.2])
+    with tf.GradientTape() as tape:
+        ab = tf.nn.softplus(raw)
+        heads = tf.reduce_sum(flips)
+        log_ev = tf.math.lbeta(tf.stack([ab[0] + heads, ab[1] + 7.0 - heads])) - tf.math.lbeta(ab)
+    return hist, log_ev, tape.gradient(log_ev, raw)
+
+
+@parity(rtol=1e-3, atol=1e-4)
+def test_keras_io_vae_sampling_layer_add_loss_kl_under_fit(tf):
+    """keras.io's older VAE: a functional encoder whose ``Sampling`` layer takes the noise as a
+    third input (NumPy's, so both sides see it) and adds the KL by ``self.add_loss`` in ``call``,
+    a functional decoder, the end-to-end ``Model`` compiled with binary cross-entropy on the
+    reconstruction (``from_logits=False``, a sigmoid output) and fit for 2 epochs: the history
+    (compiled loss plus the added KL), ``model.losses`` after a call, the trainable weights."""
+    rs = np.random.RandomState(2620)
+    x = (rs.rand(8, 6) < 0.5).astype(np.float32)
+    eps = rs.randn(8, 2).astype(np.float32)
+
+    class Sampling(tf.keras.layers.Layer):
+        def call(self, inputs):
+            z_mean, z_log_var, e = inputs
+            kl = -0.5 * tf.reduce_mean(tf.reduce_sum(1 + z_log_var - tf.square(z_mean) - tf.exp(z_log_var), -1))
+            self.add_loss(0.5 * kl)
+            return z_mean + tf.exp(0.5 * z_log_var) * e
+
+    xin = tf.keras.Input(shape=(6,))
+    ein = tf.keras.Input(shape=(2,))
+    h = tf.keras.layers.Dense(5, activation="relu")(xin)
+    z_mean = tf.keras.layers.Dense(2)(h)
+    z_log_var = tf.keras.layers.Dense(2)(h)
+    z = Sampling()([z_mean, z_log_var, ein])
+    dh = tf.keras.layers.Dense(5, activation="relu")(z)
+    out = tf.keras.layers.Dense(6, activation="sigmoid")(dh)
+    vae = tf.keras.Model([xin, ein], out)
+    rs2 = np.random.RandomState(2621)
+    vae.set_weights([np.asarray(rs2.randn(*w.shape) * 0.5, np.float32) for w in vae.get_weights()])
+    vae.compile(optimizer=tf.keras.optimizers.Adam(0.02), loss=tf.keras.losses.BinaryCrossentropy())
+    hist = vae.fit([x, eps], x, batch_size=4, epochs=2, shuffle=False, verbose=0)
+    pred = vae([x[:2], eps[:2]])
+    return [float(v) for v in hist.history["loss"]], pred, [float(v) for v in vae.losses], vae.trainable_weights
