@@ -7,7 +7,7 @@ compiled loop checked against its inverse, MAF with MADE's masks multiplied into
 (and its sequential inverse), Glow's ActNorm with data-dependent initialisation and the
 invertible 1x1 convolution by ``slogdet`` and by an LU parameterisation from ``tf.linalg.lu``,
 planar and radial flows fitted by reverse KL, a rational-quadratic spline coupling (neural spline
-flows: ``searchsorted`` bins).  Noise is NumPy's, fed in (tapejax's random ops follow TF's seed
+flows: ``searchsorted`` bins), FFJORD's continuous flow by RK4 with Hutchinson's and the exact trace.  Noise is NumPy's, fed in (tapejax's random ops follow TF's seed
 rules on JAX keys, so their values differ from TF's).  Losses per step, gradients with their
 None-ness, log-determinants and the Variables after a few steps are compared.
 """
@@ -509,3 +509,51 @@ def test_neural_spline_flow_rational_quadratic_coupling_by_searchsorted(tf):
     knots = 6.0 * tf.concat([tf.zeros_like(w[:, :1]), tf.math.cumsum(w, -1)], -1) - 3.0
     bins = tf.searchsorted(knots, xt[:, 1:], side="right") - 1
     return hist, z, ld, dy[:, 1] - tf.exp(l), dy[:, 0], bins
+
+
+@parity(modes=True, **TOL)
+def test_ffjord_continuous_flow_hutchinson_and_exact_trace_by_rk4(tf):
+    """FFJORD on 2-D data: the dynamics an MLP of ``(z, t)``, the log-density change integrated with
+    the state by 2 RK4 steps, the divergence once by Hutchinson's estimator (a vector-Jacobian
+    product ``tape.gradient(sum(f * e), z)`` with fixed NumPy probes) and once exactly as the
+    trace of the ``batch_jacobian``; the final states, log-density changes, the NLL and its
+    gradients w.r.t. the dynamics' Variables for both."""
+    ws = _dense_vars(tf, (3, 8, 2), 40, 0.4)
+    x = np.random.RandomState(2).randn(5, 2).astype(np.float32)
+    e = np.random.RandomState(3).randn(5, 2).astype(np.float32)
+
+    def f(t, z):
+        tz = tf.concat([z, tf.fill([tf.shape(z)[0], 1], t)], -1)
+        return _mlp(tf, ws, tz, act=tf.tanh)
+
+    def aug(t, z, exact):
+        with tf.GradientTape(persistent=True) as g:
+            g.watch(z)
+            dz = f(t, z)
+            ef = tf.reduce_sum(dz * e)
+        if exact:
+            tr = tf.linalg.trace(g.batch_jacobian(dz, z))
+        else:
+            tr = tf.reduce_sum(g.gradient(ef, z) * e, -1)
+        return dz, -tr
+
+    def integrate(z, exact, n=2):
+        dt = 1.0 / n
+        lp = tf.zeros(tf.shape(z)[:1])
+        for i in range(n):
+            t = i * dt
+            k1, l1 = aug(t, z, exact)
+            k2, l2 = aug(t + dt / 2, z + dt / 2 * k1, exact)
+            k3, l3 = aug(t + dt / 2, z + dt / 2 * k2, exact)
+            k4, l4 = aug(t + dt, z + dt * k3, exact)
+            z = z + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+            lp = lp + dt / 6 * (l1 + 2 * l2 + 2 * l3 + l4)
+        return z, lp
+
+    out = []
+    for exact in (False, True):
+        with tf.GradientTape() as t:
+            z, dlp = integrate(tf.constant(x), exact)
+            nll = -tf.reduce_mean(tf.reduce_sum(-0.5 * tf.square(z) - 0.5 * LOG2PI, -1) - dlp)
+        out.append((z, dlp, nll, t.gradient(nll, ws)))
+    return out

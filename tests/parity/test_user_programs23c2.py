@@ -2,7 +2,8 @@
 written by hand in TF2, each run under real TensorFlow 2.21 and under tapejax.
 
 Gumbel-softmax with an annealed temperature and its straight-through hard version
-(``stop_gradient(hard - soft) + soft``), REINFORCE with a moving-average baseline Variable,
+(``stop_gradient(hard - soft) + soft``, and by ``tf.custom_gradient`` reading a temperature
+Variable), REINFORCE with a moving-average baseline Variable,
 score-function estimators with a control variate fitted per batch, REBAR's mixture of the
 score-function and relaxed terms with ``eta`` tuned by the gradient of the estimator's variance
 (a gradient of a gradient), DiCE's magic box ``exp(logp - stop_gradient(logp))`` to second order;
@@ -239,6 +240,42 @@ def test_dice_magic_box_first_and_second_order_gradients(tf):
         logp = tf.gather(tf.nn.log_softmax(theta), acts)
         sf = tf.reduce_mean(tf.gather(cost_tab, acts) * logp)
     return eager, compiled, t.gradient(sf, theta)
+
+
+@parity(modes=True, **TOL)
+def test_straight_through_by_custom_gradient_reading_a_temperature_variable(tf):
+    """A hard Gumbel sample by ``tf.custom_gradient`` whose forward reads a temperature Variable:
+    its ``grad(dy, variables=None)`` recomputes the soft sample under an inner tape and returns the
+    logits' gradient and ``[d/d tau]`` (TF's rule for Variables read inside); 2 steps updating the
+    kernel and the temperature: the hard samples and both gradients."""
+    tau = tf.Variable(0.7)
+    w = tf.Variable([[0.5, -0.3, 0.1], [0.2, 0.4, -0.6]])
+    x = np.random.RandomState(0).randn(4, 2).astype(np.float32)
+    g_noise = -np.log(-np.log(np.random.RandomState(1).uniform(size=(4, 3)))).astype(np.float32)
+
+    @tf.custom_gradient
+    def st(logits):
+        y = tf.nn.softmax((logits + g_noise) / tau)
+        hard = tf.one_hot(tf.argmax(y, -1), 3)
+
+        def grad(dy, variables=None):
+            with tf.GradientTape() as t:
+                t.watch(logits)
+                yy = tf.nn.softmax((logits + g_noise) / tau)
+            gl, gt = t.gradient(yy, [logits, tau], output_gradients=dy)
+            return gl, [gt]
+        return hard, grad
+
+    out = []
+    for _ in range(2):
+        with tf.GradientTape() as t:
+            h = st(tf.matmul(x, w))
+            loss = tf.reduce_sum(h * [1.0, -2.0, 0.5])
+        g = t.gradient(loss, [w, tau])
+        out.append((h, g))
+        w.assign_sub(0.1 * g[0])
+        tau.assign_sub(0.01 * g[1])
+    return out
 
 
 # ---------------------------------------------------------------------------
