@@ -5,8 +5,11 @@ A Gaussian VAE with the closed-form KL in a compiled step, the IWAE bound by ``r
 over K samples, a beta-VAE ``tf.keras.Model`` whose ``beta`` Variable a callback anneals under
 ``fit``, a learned mixture-of-Gaussians prior, a Bernoulli likelihood from logits with Keras
 Dense layers, free bits by ``tf.maximum`` on per-dimension KLs, Dirichlet amortised inference
-with the KL by ``lgamma`` / ``digamma`` and a Beta-Bernoulli evidence by ``lbeta``, and keras.io's
-older VAE whose sampling layer adds the KL by ``add_loss`` under ``fit``.  Noise is NumPy's, fed
+with the KL by ``lgamma`` / ``digamma`` and a Beta-Bernoulli evidence by ``lbeta``, keras.io's
+older VAE whose sampling layer adds the KL by ``add_loss`` under ``fit`` (and such a layer in a
+custom loop calling the model twice a step), a stick-breaking VAE with Kumaraswamy posteriors
+(``cumprod`` sticks away from zero: at a zero TF's cumprod gradient is 0, tapejax's exact, a
+documented deliberate difference).  Noise is NumPy's, fed
 in; losses per step, gradients with their None-ness and the Variables after a few steps are
 compared.
 """
@@ -337,3 +340,75 @@ def test_keras_io_vae_sampling_layer_add_loss_kl_under_fit(tf):
     hist = vae.fit([x, eps], x, batch_size=4, epochs=2, shuffle=False, verbose=0)
     pred = vae([x[:2], eps[:2]])
     return [float(v) for v in hist.history["loss"]], pred, [float(v) for v in vae.losses], vae.trainable_weights
+
+
+@parity(modes=True, **TOL)
+def test_stick_breaking_vae_kumaraswamy_posterior_and_cumprod_sticks(tf):
+    """Nalisnick and Smyth's stick-breaking VAE with 3 sticks: ``softplus`` Kumaraswamy parameters
+    from the encoder, ``v = (1 - u^(1/b))^(1/a)`` from NumPy uniforms, the weights by ``v *
+    cumprod(1 - v, exclusive=True)`` plus the remainder, the KL to ``Beta(1, beta0)`` by its series
+    (``digamma``, ``lbeta`` of ``[m / a, b]``, 10 terms); 3 Adam steps: the loss, the KL, the
+    gradients, the mean stick weights."""
+    rs = np.random.RandomState(2630)
+    x = _vae_data(6, 5, 2631)
+    u = rs.uniform(0.05, 0.95, (3, 6, 3)).astype(np.float32)
+    enc = _dense_vars(tf, (5, 6, 6), 2632, 0.3)
+    dec = _dense_vars(tf, (4, 6, 5), 2634, 0.4)
+    vs = enc + dec
+    beta0 = 2.0
+    opt = tf.keras.optimizers.Adam(0.02)
+
+    def kl_kuma_beta(a, b):
+        m = tf.range(1.0, 11.0)
+        lb = tf.math.lbeta(tf.stack([m / a[..., None], tf.broadcast_to(b[..., None], a.shape + (10,))], -1))
+        series = tf.reduce_sum(tf.exp(lb) / (m + a[..., None] * b[..., None]), -1)
+        return ((a - 1.0) / a * (-np.euler_gamma - tf.math.digamma(b) - 1.0 / b) + tf.math.log(a * b)
+                + tf.math.lbeta(tf.constant([1.0, beta0])) - (b - 1.0) / b + (beta0 - 1.0) * b * series)
+
+    hist = []
+    for i in range(3):
+        with tf.GradientTape() as tape:
+            a, b = tf.split(tf.nn.softplus(_mlp(tf, enc, x, act=tf.tanh)) + 0.1, 2, -1)
+            v = tf.pow(1.0 - tf.pow(u[i], 1.0 / b), 1.0 / a)
+            rest = tf.math.cumprod(1.0 - v, axis=-1, exclusive=True)
+            pi = tf.concat([v * rest, rest[:, -1:] * (1.0 - v[:, -1:])], -1)
+            rec = tf.reduce_sum(tf.square(x - _mlp(tf, dec, pi, act=tf.tanh)), -1)
+            kl = tf.reduce_sum(kl_kuma_beta(a, b), -1)
+            loss = tf.reduce_mean(rec + kl)
+        g = tape.gradient(loss, vs)
+        opt.apply_gradients(zip(g, vs))
+        hist.append((loss, tf.reduce_mean(kl), g, tf.reduce_mean(pi, 0)))
+    return hist
+
+
+@parity(modes=True, **TOL)
+def test_kl_layer_add_loss_in_a_custom_loop_called_twice_a_step(tf):
+    """A functional VAE-like model whose KL layer calls ``self.add_loss`` in ``call``, trained in a
+    custom loop that calls the model twice a step (a held-out batch, then the training batch):
+    ``model.losses`` holds the last call's KL only (checked by count before and after), and the
+    loss ``rec + add_n(model.losses)``; 3 SGD steps: losses, the KL, gradients."""
+    class KLLayer(tf.keras.layers.Layer):
+        def call(self, inputs):
+            mu, lv = inputs
+            self.add_loss(-0.5 * tf.reduce_mean(tf.reduce_sum(1 + lv - tf.square(mu) - tf.exp(lv), -1)))
+            return mu
+
+    xin = tf.keras.Input(shape=(3,))
+    h = tf.keras.layers.Dense(4)(xin)
+    mu, lv = tf.keras.layers.Lambda(lambda t: tf.split(t, 2, -1))(h)
+    out = tf.keras.layers.Dense(3)(KLLayer()([mu, lv]))
+    model = tf.keras.Model(xin, out)
+    model.set_weights([init_array(w.shape, 2640 + i, 0.5) for i, w in enumerate(model.get_weights())])
+    x = np.random.RandomState(2641).randn(5, 3).astype(np.float32)
+    opt = tf.keras.optimizers.SGD(0.1)
+    res = []
+    for _ in range(3):
+        with tf.GradientTape() as t:
+            model(x[:3], training=True)
+            n_first = len(model.losses)
+            y = model(x, training=True)
+            loss = tf.reduce_mean(tf.square(y - x)) + tf.add_n(model.losses)
+        g = t.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(g, model.trainable_variables))
+        res.append((loss, n_first, len(model.losses), model.losses[0], g))
+    return res
