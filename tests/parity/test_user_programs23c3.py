@@ -7,7 +7,8 @@ over K samples, a beta-VAE ``tf.keras.Model`` whose ``beta`` Variable a callback
 Dense layers, free bits by ``tf.maximum`` on per-dimension KLs, Dirichlet amortised inference
 with the KL by ``lgamma`` / ``digamma`` and a Beta-Bernoulli evidence by ``lbeta``, keras.io's
 older VAE whose sampling layer adds the KL by ``add_loss`` under ``fit`` (and such a layer in a
-custom loop calling the model twice a step), a stick-breaking VAE with Kumaraswamy posteriors
+custom loop calling the model twice a step), a heterogeneous-likelihood VAE whose compiled step
+concatenates a dict batch's values in the caller's key order, a stick-breaking VAE with Kumaraswamy posteriors
 (``cumprod`` sticks away from zero: at a zero TF's cumprod gradient is 0, tapejax's exact, a
 documented deliberate difference).  Noise is NumPy's, fed
 in; losses per step, gradients with their None-ness and the Variables after a few steps are
@@ -412,3 +413,40 @@ def test_kl_layer_add_loss_in_a_custom_loop_called_twice_a_step(tf):
         opt.apply_gradients(zip(g, model.trainable_variables))
         res.append((loss, n_first, len(model.losses), model.losses[0], g))
     return res
+
+
+@parity(modes=True, **TOL)
+def test_heterogeneous_vae_fed_a_dict_batch_concatenated_in_the_callers_key_order(tf):
+    """A VAE for mixed data (HI-VAE style): a compiled step takes the batch as a dict
+    ``{"cont": .., "binary": .., "count": ..}`` and feeds the encoder ``tf.concat(list(batch.values()),
+    -1)`` (the caller's key order, as TF's function body sees it), a Gaussian, a Bernoulli (from
+    logits) and a Poisson (``tf.nn.log_poisson_loss``) likelihood per block; 3 Adam steps: the
+    per-block log-likelihoods, the KL, gradients."""
+    rs = np.random.RandomState(2650)
+    batch = {"cont": rs.randn(6, 2).astype(np.float32), "binary": (rs.rand(6, 3) < 0.5).astype(np.float32),
+             "count": rs.poisson(2.0, (6, 1)).astype(np.float32)}
+    eps = rs.randn(3, 6, 2).astype(np.float32)
+    enc = _dense_vars(tf, (6, 8, 4), 2651, 0.4)
+    dec = _dense_vars(tf, (2, 8, 6), 2653, 0.4)
+    vs = enc + dec
+    opt = tf.keras.optimizers.Adam(0.02)
+
+    @tf.function
+    def step(batch, e):
+        with tf.GradientTape() as tape:
+            mu, lv = tf.split(_mlp(tf, enc, tf.concat(list(batch.values()), -1), act=tf.tanh), 2, -1)
+            z = mu + tf.exp(0.5 * lv) * e
+            out = _mlp(tf, dec, z, act=tf.tanh)
+            ll_cont = tf.reduce_sum(-0.5 * tf.square(batch["cont"] - out[:, :2]) - 0.5 * LOG2PI, -1)
+            ll_bin = -tf.reduce_sum(tf.nn.sigmoid_cross_entropy_with_logits(labels=batch["binary"],
+                                                                            logits=out[:, 2:5]), -1)
+            ll_count = -tf.reduce_sum(tf.nn.log_poisson_loss(batch["count"], out[:, 5:], compute_full_loss=True), -1)
+            kl = -0.5 * tf.reduce_sum(1 + lv - tf.square(mu) - tf.exp(lv), -1)
+            loss = -tf.reduce_mean(ll_cont + ll_bin + ll_count - kl)
+        g = tape.gradient(loss, vs)
+        opt.apply_gradients(zip(g, vs))
+        return {"loss": loss, "cont": tf.reduce_mean(ll_cont), "binary": tf.reduce_mean(ll_bin),
+                "count": tf.reduce_mean(ll_count), "kl": tf.reduce_mean(kl)}, g
+
+    hist = [step({k: tf.constant(v) for k, v in batch.items()}, tf.constant(eps[i])) for i in range(3)]
+    return [(list(logs), logs, g) for logs, g in hist]
