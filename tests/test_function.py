@@ -770,3 +770,16 @@ def test_a_dict_argument_keeps_the_callers_key_order_in_the_body():
     joined, _ = step({"a": tf.constant([3.0]), "z": tf.constant([1.0]), "mask": tf.constant([2.0])},
                      {"nested": {"y": 1, "b": tf.constant(0.0)}})
     assert step.experimental_get_tracing_count() == 1 and joined.numpy().tolist() == [1.0, 2.0, 3.0]
+
+
+def test_keyword_arguments_reach_the_body_sorted_by_name_as_in_tf():
+    """TF's function body gets ``**kwargs`` sorted by name (a dict argument keeps its order)."""
+    seen = []
+
+    @tf.function
+    def f(**kw):
+        seen.append(list(kw))
+        return tf.stack(list(kw.values()))
+
+    assert f(z=tf.constant(1.0), a=tf.constant(2.0)).numpy().tolist() == [2.0, 1.0]
+    assert seen == [["a", "z"]]
