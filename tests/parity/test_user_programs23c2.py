@@ -385,7 +385,8 @@ def test_em_for_a_gaussian_mixture_in_tf_ops(tf):
     """EM for a 2-component 1-D Gaussian mixture written in TF ops inside one ``tf.function``: the
     E-step's responsibilities by ``softmax`` of the log joint, the M-step's weights, means and
     variances by weighted sums, the log-likelihood by ``reduce_logsumexp`` per iteration (it never
-    decreases); 5 iterations in a Python loop and in a ``tf.while_loop``; then the gradient of the
+    decreases); 5 iterations in a Python loop, in a ``tf.while_loop`` and in an AutoGraph loop whose
+    state is a dict (``state.values()`` in its key order); then the gradient of the
     final log-likelihood w.r.t. the data points (a watched tensor)."""
     rs = np.random.RandomState(2580)
     data = np.concatenate([rs.randn(8) * 0.5 - 1.0, rs.randn(8) * 0.8 + 1.5]).astype(np.float32)
@@ -423,13 +424,21 @@ def test_em_for_a_gaussian_mixture_in_tf_ops(tf):
                                             (0,) + init + (tf.TensorArray(tf.float32, 5),))
         return pi, mu, var, lls.stack()
 
+    @tf.function
+    def as_dict(x):
+        state = {"pi": init[0], "mu": init[1], "var": init[2]}
+        for _ in tf.range(5):   # (AutoGraph: a dict loop variable, its key order kept as TF's)
+            pi, mu, var, _ = em_step(x, *state.values())
+            state = {"pi": pi, "mu": mu, "var": var}
+        return tf.stack(list(state.values()))
+
     x = tf.constant(data)
     a = unrolled(x)
     b = looped(x)
     with tf.GradientTape() as tape:
         tape.watch(x)
         final = tf.reduce_sum(tf.reduce_logsumexp(loglik_terms(x, *a[:3]), -1))
-    return a, b, final, tape.gradient(final, x)
+    return a, b, as_dict(x), final, tape.gradient(final, x)
 
 
 @parity(modes=True, **TOL)
