@@ -783,3 +783,26 @@ def test_keyword_arguments_reach_the_body_sorted_by_name_as_in_tf():
 
     assert f(z=tf.constant(1.0), a=tf.constant(2.0)).numpy().tolist() == [2.0, 1.0]
     assert seen == [["a", "z"]]
+
+
+def test_an_input_signatures_dict_gives_the_body_the_specs_key_order():
+    """With a dict in ``input_signature`` (or ``get_concrete_function``'s specs) TF's body sees the
+    spec's key order, whatever the call's; tapejax gave sorted keys."""
+    seen = []
+    spec = {"z": tf.TensorSpec([], tf.float32), "a": tf.TensorSpec([], tf.float32)}
+
+    @tf.function(input_signature=[spec])
+    def f(d):
+        seen.append(list(d))
+        return tf.stack(list(d.values()))
+
+    assert f({"a": tf.constant(2.0), "z": tf.constant(1.0)}).numpy().tolist() == [1.0, 2.0]
+
+    @tf.function
+    def g(d):
+        seen.append(list(d))
+        return tf.stack(list(d.values()))
+
+    g.get_concrete_function(spec)
+    assert g({"a": tf.constant(2.0), "z": tf.constant(1.0)}).numpy().tolist() == [1.0, 2.0]
+    assert seen == [["z", "a"], ["z", "a"]]

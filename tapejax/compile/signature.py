@@ -248,7 +248,7 @@ def _bind_nested(a, spec, where: str, fname: str):
             raise TypeError(f"{fail}Can not cast {a!r} to a Dict type.` ({where}, spec {spec!r}).")
         if sorted(a) != sorted(spec):
             raise TypeError(f"{fail}{a!r} has different keys with the spec {spec!r}` ({where}).")
-        return {k: _bind_nested(a[k], spec[k], f"{where}[{k!r}]", fname) for k in a}
+        return {k: _bind_nested(a[k], spec[k], f"{where}[{k!r}]", fname) for k in spec}   # (TF: the spec's order)
     if type(a) is not type(spec):
         raise TypeError(f"{fail}Can not cast {a!r} to {type(spec).__name__} type.` ({where}, spec {spec!r}).")
     if len(a) != len(spec):
