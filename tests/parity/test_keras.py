@@ -375,6 +375,24 @@ def test_dropout_is_identity_in_inference(tf):
 
 
 @parity(**TOL)
+def test_dropout_rate_held_in_a_variable_is_read_at_each_call(tf):
+    """Dropout(tf.Variable(0.5)): each eager call reads the rate (0.5 keeps ones scaled by 2, and
+    drops some; after ``layer.rate.assign(0.0)`` every value is kept as it is); the gradient of the
+    kept values follows the rate too."""
+    x = tf.ones((8, 8))
+    drop = tf.keras.layers.Dropout(tf.Variable(0.5), seed=3)
+    out = []
+    for rate in (0.5, 0.0):
+        drop.rate.assign(rate)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = drop(x, training=True)
+        g = tape.gradient(y, x)
+        out.append((sorted(set(np.asarray(y).ravel().tolist())), sorted(set(np.asarray(g).ravel().tolist()))))
+    return out
+
+
+@parity(**TOL)
 def test_utils_to_categorical(tf):
     """tf.keras.utils.to_categorical."""
     return tf.keras.utils.to_categorical(np.array([0, 2, 1, 2]), num_classes=3)
