@@ -212,3 +212,21 @@ def test_a_shifted_token_step_with_an_embedding_gradient_traces_once():
     assert len(traces) == 2
     p = polymorphism.plan([LeafSpec((None, None), F32)], [False])
     assert len(p.groups) == 2
+
+
+def test_a_none_dimension_of_size_zero_is_traced_for_its_own_shape():
+    """JAX's symbolic sizes are >= 1: an empty batch under ``input_signature=[TensorSpec([None])]``
+    failed the exported program's shape check (ValueError 'Expected value >= 1'); it is now traced
+    for its own shape (TF: the same trace; the values agree, the count is one more)."""
+    import jax
+    p = polymorphism.plan([LeafSpec((None,), F32)], [False], example=[jax.ShapeDtypeStruct((3,), F32)])
+    assert not p.accepts([jax.ShapeDtypeStruct((0,), F32)])
+    assert polymorphism.has_empty([LeafSpec((None, 2), F32)], [jax.ShapeDtypeStruct((0, 2), F32)])
+    assert not polymorphism.has_empty([LeafSpec((0, None), F32)], [jax.ShapeDtypeStruct((0, 2), F32)])
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+    def total(x):
+        return tf.reduce_sum(x * 2.0)
+
+    assert [float(total(tf.constant(v, tf.float32))) for v in ([1.0, 2.0], [], [3.0])] == [6.0, 0.0, 6.0]
+    assert total.experimental_get_tracing_count() == 2

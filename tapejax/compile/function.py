@@ -346,7 +346,7 @@ class Function:
         # (a call inside a program traced with symbolic sizes, a SavedModel export, has symbolic
         # avals already: traced for them as they are, with no symbols of its own)
         poly = (any(s.polymorphic for s in specs) and self._mesh is None
-                and (sf, tuple(specs)) not in self._failed
+                and (sf, tuple(specs)) not in self._failed and not polymorphism.has_empty(specs, avals)
                 and all(isinstance(d, (int, np.integer)) for a in avals for d in a.shape))
         if poly:
             p = polymorphism.plan(specs, [a.weak_type for a in avals], example=avals)
