@@ -16,7 +16,7 @@ drawn with NumPy and fed in.
 
 import numpy as np
 
-from .harness import init_array, parity, raises
+from .harness import init_array, parity, raises, xfail_on_tapejax
 from .test_user_programs12b import TOL
 from .test_user_programs13a import _printed
 
@@ -371,6 +371,64 @@ def test_nested_helpers_methods_do_not_convert_and_autograph_false(tf):
             raises(manual_if, x))
 
 
+@parity(**TOL)
+def test_asserts_comprehensions_try_and_converted_scan_bodies(tf):
+    """Converted code a research script mixes in: ``assert`` on a tensor (TF: OperatorNotAllowedInGraphError,
+    AutoGraph leaves ``assert`` alone by default) and on a static shape (AssertionError at trace),
+    ``tf.debugging.assert_less`` (InvalidArgumentError when it runs), a list comprehension over a
+    tensor's rows (not converted: OperatorNotAllowedInGraphError) beside ``tf.unstack`` and a Python
+    ``range(len(x))``, ``try`` / ``except`` and an ``is not None and`` guard around an optional mask,
+    and ``tf.scan`` / ``tf.map_fn`` whose bodies hold a tensor ``if`` (converted too), differentiated."""
+    @tf.function
+    def checked_log(x):
+        assert tf.reduce_all(x > 0), "x must be positive"
+        return tf.math.log(x)
+
+    @tf.function
+    def pairs_only(x):
+        assert x.shape[0] == 2, "pairs only"
+        return x
+
+    @tf.function
+    def bounded(x):
+        tf.debugging.assert_less(x, 10.0, message="too big")
+        return x + 1.0
+
+    @tf.function
+    def rows(x):
+        return tf.stack([tf.reduce_sum(r) for r in x])
+
+    @tf.function
+    def rows_ok(x, mask=None):
+        if mask is not None and tf.reduce_any(mask):
+            x = tf.where(mask[:, None], 0.0, x)
+        try:
+            scale = x["scale"]
+        except (TypeError, IndexError, ValueError):
+            scale = 2.0
+        out = [x[i] * float(i) for i in range(len(x))]
+        return tf.stack(out) * scale, tf.add_n([r * 2.0 for r in tf.unstack(x)])
+
+    @tf.function
+    def scanned(v):
+        def step(acc, e):
+            if e > 0:
+                return acc + e
+            return acc * 0.5
+        return tf.scan(step, v, initializer=tf.constant(1.0)), tf.map_fn(lambda e: e * e if e > 0 else -e, v)
+
+    x = tf.constant(init_array((3, 2), 48, 1.0))
+    v = tf.constant([1.0, -2.0, 3.0, -0.5])
+    with tf.GradientTape() as tape:
+        tape.watch(v)
+        cum, sq = scanned(v)
+        loss = tf.reduce_sum(cum) + tf.reduce_sum(sq)
+    return (raises(checked_log, tf.constant([1.0, 2.0])), pairs_only(tf.constant([1.0, 2.0])),
+            raises(pairs_only, tf.constant([1.0])), bounded(tf.constant(1.0)), raises(bounded, tf.constant(11.0)),
+            raises(rows, x), rows_ok(x), rows_ok(x, tf.constant([True, False, False])), cum, sq,
+            tape.gradient(loss, v))
+
+
 # ---------------------------------------------------------------------------
 # Tracing
 # ---------------------------------------------------------------------------
@@ -493,3 +551,20 @@ def test_tf_print_order_across_calls_and_retraces(tf):
         return traced, step.experimental_get_tracing_count()
 
     return _printed(tf, program)
+
+
+@xfail_on_tapejax("tapejax keys a Variable argument by identity (compile/signature.py: 'Variables and every other "
+                  "object by identity'), so each Variable passed is a new trace; TF 2.21 keys it by its "
+                  "VariableSpec (shape, dtype): Variables of one spec share a trace")
+@parity
+def test_a_step_taking_variables_as_arguments_traces_once_per_spec(tf):
+    """An EMA helper ``ema(target, source, decay)`` compiled once and called for three pairs of
+    Variables of one shape: TF traces once per (shape, dtype) of its arguments; the values."""
+    @tf.function
+    def ema(target, source, decay):
+        target.assign(decay * target + (1.0 - decay) * source)
+        return target.read_value()
+
+    pairs = [(tf.Variable(np.full(2, k, np.float32)), tf.Variable(np.full(2, 10.0 * k, np.float32))) for k in (1, 2, 3)]
+    out = [ema(t, s, tf.constant(0.9)) for t, s in pairs]
+    return out, ema.experimental_get_tracing_count()
