@@ -68,7 +68,7 @@ from ..core.variable_shape import SHAPE_CHANGED, declared
 from ..ops.checks import CHECK_ERRORS
 from . import autograph as _autograph, config as _config, polymorphism, retracing, tracing
 from .bound import BoundFunction
-from .entries import SLOW, Entry, InternalFloatingPointError, floating_point_error, run, tensors_call
+from .entries import SLOW, Entry, InternalFloatingPointError, cut_unconnected, floating_point_error, run, tensors_call
 from .sharding import MeshPlan
 from .signature import (
     DYN,
@@ -450,6 +450,7 @@ class Function:
                       tracing.calls_back(closed.jaxpr), checked, specs, plan,
                       fresh=None if mesh is not None else tracing.fresh_outputs(closed, n_out))
         entry.callbacks = tracing.calls_back(closed.jaxpr, checks=False)
+        entry.connected = tracing.connected_inputs(closed.jaxpr, n_out)[len(rw):]
         # Variables the step gives another shape (declared ``[None, 2]``, grown by ``concat``)
         entry.reshapes = tuple(i for i in range(len(rw))
                                if closed.in_avals[i].shape != closed.out_avals[n_out + i].shape)
@@ -494,7 +495,7 @@ class Function:
             entry.prim = Primitive(f"PartitionedCall[{self._name}]", impl, multiple_results=True)
             entry.prim_errors = err_tree
         from ..core.bind import bind
-        outs = list(bind(entry.prim, *entry.ro, *tensors))
+        outs = list(bind(entry.prim, *cut_unconnected(entry, [*entry.ro, *tensors])))
         if entry.checked:   # (a host sync, as any checked program's call)
             from ..ops.checks import raise_if_failed
             tree, n = entry.prim_errors
