@@ -211,6 +211,48 @@ def test_gradients_through_a_fixed_trip_inner_loop_and_a_bounded_while_loop(tf):
     return q, tape.gradient(q, w), h, tape.gradient(s, [u, unused]), rnn(tf.constant([0.5, -0.3]), tf.constant(50))
 
 
+@parity(modes=True, **TOL)
+def test_td_targets_under_stop_gradient_in_a_compiled_loss_give_none_for_the_target_net(tf):
+    """A DQN loss compiled with ``tf.function`` and differentiated by a tape outside it: the TD target
+    ``r + gamma * max_a Q_target(s')`` read under ``tf.stop_gradient`` (the target network's
+    Variables are read only there), a Huber loss picked by a tensor ``if``, an unused debug read of a
+    counter Variable; the gradient is ``None`` for the target network and the counter (TF's rule for a
+    function call: no output reaches them) and a value for both branches' Variables of the online
+    network (zeros where the branch was not taken); ``unconnected_gradients='zero'``; two SGD steps."""
+    online = [tf.Variable(init_array((3, 2), 50, 0.5)), tf.Variable([0.1, -0.1])]
+    target = [tf.Variable(init_array((3, 2), 51, 0.5)), tf.Variable([0.0, 0.0])]
+    scale = tf.Variable(1.0)
+    counter = tf.Variable(0.0)
+    s = tf.constant(init_array((4, 3), 52, 1.0))
+    s2 = tf.constant(init_array((4, 3), 53, 1.0))
+    a = tf.constant([0, 1, 1, 0])
+    r = tf.constant([1.0, 0.0, -1.0, 0.5])
+
+    @tf.function
+    def td_loss(huber):
+        _ = counter * 2.0
+        q = tf.gather(tf.matmul(s, online[0]) + online[1], a, batch_dims=1)
+        q_next = tf.reduce_max(tf.matmul(s2, target[0]) + target[1], axis=1)
+        err = q - tf.stop_gradient(r + 0.9 * q_next)
+        if huber:
+            loss = tf.reduce_mean(tf.where(tf.abs(err) < 1.0, 0.5 * err * err, tf.abs(err) - 0.5))
+        else:
+            loss = tf.reduce_mean(err * err) * scale
+        return loss
+
+    out = []
+    for huber in (tf.constant(True), tf.constant(True), tf.constant(False)):
+        with tf.GradientTape() as tape:
+            loss = td_loss(huber)
+        grads = tape.gradient(loss, online + target + [scale, counter])
+        for v, g in zip(online, grads[:2]):
+            v.assign_sub(0.1 * g)
+        out.append((loss, grads))
+    with tf.GradientTape() as tape:
+        loss = td_loss(tf.constant(True))
+    return out, tape.gradient(loss, target, unconnected_gradients="zero"), online
+
+
 # ---------------------------------------------------------------------------
 # AutoGraph's rules
 # ---------------------------------------------------------------------------
