@@ -5,13 +5,15 @@ bounded by ``set_loop_options(maximum_iterations=...)`` so that the tape can go 
 conjugate gradient on a small SPD system beside ``tf.linalg.solve``, power iteration with a
 convergence ``break``, a fixed-point iteration returning early from inside its loop, an inner
 gradient-descent loop of fixed trip count differentiated (MAML's second order), ``tf.while_loop`` with
-``maximum_iterations``. Rules: a variable defined in one branch of a tensor ``if`` (TF's error class),
+``maximum_iterations``, a DQN loss whose TD target is read under ``tf.stop_gradient`` (``None`` for the
+target network). Rules: a variable defined in one branch of a tensor ``if`` (TF's error class),
 loop variables changing dtype or shape in a ``while``, ``for row in tensor``, ``and`` / ``or`` /
 ``not`` and conditional expressions on tensors, Python loops unrolled, converted methods and nested
-helpers, ``do_not_convert`` and ``autograph=False``. Tracing: ``input_signature`` with a ``None``
+helpers, ``do_not_convert`` and ``autograph=False``, ``assert`` statements, comprehensions over a
+tensor, ``try`` / ``except``, converted ``tf.scan`` / ``tf.map_fn`` bodies. Tracing: ``input_signature`` with a ``None``
 batch, Python arguments that retrace, ``reduce_retracing``, Variables created on the first call only,
-``run_functions_eagerly(True)`` giving the same numbers, ``tf.print`` order across calls. Data is
-drawn with NumPy and fed in.
+``run_functions_eagerly(True)`` giving the same numbers, ``tf.print`` order across calls, Variables
+passed as arguments (TF: one trace per VariableSpec). Data is drawn with NumPy and fed in.
 """
 
 import numpy as np
