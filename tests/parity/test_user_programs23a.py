@@ -235,6 +235,34 @@ def test_edit_distance_under_a_none_signature_traces_once(tf):
     return got, edit_distance.experimental_get_tracing_count()
 
 
+@xfail_on_tapejax("a TensorArray of size tf.shape(x)[0] under a None signature: the size is a traced value in the "
+                  "symbolic trace (XLA needs it static), so the function falls back to a trace per shape "
+                  "(compile/polymorphism.py), counted with the failed symbolic one: 4 traces for 3 shapes, TF 1. "
+                  "The values agree")
+@parity(**TOL)
+def test_the_guides_dynamic_rnn_under_a_none_signature_traces_once(tf):
+    """"Better performance with tf.function"'s ``dynamic_rnn`` under
+    ``input_signature=[TensorSpec([None, None, 3])]``: ``timesteps = tf.shape(x)[0]`` sizes the
+    TensorArray and bounds ``for t in tf.range(timesteps)``; three batch / time shapes, one trace."""
+    w = tf.Variable(init_array((3, 4), 15, 0.5))
+    traced = []
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None, 3], tf.float32)])
+    def dynamic_rnn(x):
+        traced.append(1)
+        x = tf.transpose(x, [1, 0, 2])
+        timesteps = tf.shape(x)[0]
+        outputs = tf.TensorArray(tf.float32, size=timesteps)
+        h = tf.zeros([tf.shape(x)[1], 4])
+        for t in tf.range(timesteps):
+            h = tf.tanh(tf.matmul(x[t], w) + h)
+            outputs = outputs.write(t, h)
+        return tf.transpose(outputs.stack(), [1, 0, 2])
+
+    got = [dynamic_rnn(tf.constant(init_array(shape, 16, 1.0))) for shape in ((2, 5, 3), (3, 4, 3), (1, 2, 3))]
+    return got, len(traced), dynamic_rnn.experimental_get_tracing_count()
+
+
 @xfail_on_tapejax("JAX's symbolic sizes are >= 1: a call whose None dimension has size 0 is traced for its own "
                   "shapes (compile/polymorphism.py, has_empty), one trace more than TF's")
 @parity
