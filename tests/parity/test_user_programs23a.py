@@ -16,7 +16,7 @@ and ``experimental_get_tracing_count()``. Data is drawn with NumPy and fed in.
 
 import numpy as np
 
-from .harness import init_array, parity, xfail_on_tapejax
+from .harness import Raised, init_array, parity, raises, xfail_on_tapejax
 from .test_user_programs12b import TOL
 
 # ---------------------------------------------------------------------------
@@ -261,6 +261,34 @@ def test_the_guides_dynamic_rnn_under_a_none_signature_traces_once(tf):
 
     got = [dynamic_rnn(tf.constant(init_array(shape, 16, 1.0))) for shape in ((2, 5, 3), (3, 4, 3), (1, 2, 3))]
     return got, len(traced), dynamic_rnn.experimental_get_tracing_count()
+
+
+_SYMBOLIC_LOOP = ("under a None input_signature the body is traced once with symbolic sizes, so `for t in "
+                  "tf.range(tf.shape(x)[1])` is a loop of traced length, a staged while that reverse mode needs a "
+                  "bound for (compile/README: UnboundedWhileGradientError, a ValueError naming maximum_iterations); "
+                  "without the signature, or with set_loop_options(maximum_iterations=N), it differentiates")
+
+
+@parity(tapejax_expected=(Raised("ValueError"), 1), deliberate=_SYMBOLIC_LOOP)
+def test_gradient_of_an_rnn_loop_over_the_time_axis_under_a_none_signature(tf):
+    """An RNN step compiled with ``input_signature=[TensorSpec([None, None, 3])]`` looping
+    ``for t in tf.range(tf.shape(x)[1])``, differentiated by a tape outside: TF gives the kernel's
+    gradient; the trace count."""
+    w = tf.Variable(init_array((3, 4), 17, 0.5))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None, 3], tf.float32)])
+    def last_state(x):
+        h = tf.zeros([tf.shape(x)[0], 4])
+        for t in tf.range(tf.shape(x)[1]):
+            h = tf.tanh(tf.matmul(x[:, t], w) + h)
+        return h
+
+    def grad():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(last_state(tf.constant(init_array((2, 5, 3), 18, 1.0))) ** 2)
+        return tape.gradient(loss, w)
+
+    return raises(grad), last_state.experimental_get_tracing_count()
 
 
 @xfail_on_tapejax("JAX's symbolic sizes are >= 1: a call whose None dimension has size 0 is traced for its own "
