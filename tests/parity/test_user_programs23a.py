@@ -16,7 +16,7 @@ and ``experimental_get_tracing_count()``. Data is drawn with NumPy and fed in.
 
 import numpy as np
 
-from .harness import Raised, init_array, parity, raises, xfail_on_tapejax
+from .harness import init_array, parity, xfail_on_tapejax
 from .test_user_programs12b import TOL
 
 # ---------------------------------------------------------------------------
@@ -235,15 +235,12 @@ def test_edit_distance_under_a_none_signature_traces_once(tf):
     return got, edit_distance.experimental_get_tracing_count()
 
 
-@xfail_on_tapejax("a TensorArray of size tf.shape(x)[0] under a None signature: the size is a traced value in the "
-                  "symbolic trace (XLA needs it static), so the function falls back to a trace per shape "
-                  "(compile/polymorphism.py), counted with the failed symbolic one: 4 traces for 3 shapes, TF 1. "
-                  "The values agree")
 @parity(**TOL)
 def test_the_guides_dynamic_rnn_under_a_none_signature_traces_once(tf):
     """"Better performance with tf.function"'s ``dynamic_rnn`` under
     ``input_signature=[TensorSpec([None, None, 3])]``: ``timesteps = tf.shape(x)[0]`` sizes the
-    TensorArray and bounds ``for t in tf.range(timesteps)``; three batch / time shapes, one trace."""
+    TensorArray and bounds ``for t in tf.range(timesteps)``; three batch / time shapes, one trace (the
+    TensorArray's size and the loop's length are the symbolic size), and a gradient through it."""
     w = tf.Variable(init_array((3, 4), 15, 0.5))
     traced = []
 
@@ -260,20 +257,16 @@ def test_the_guides_dynamic_rnn_under_a_none_signature_traces_once(tf):
         return tf.transpose(outputs.stack(), [1, 0, 2])
 
     got = [dynamic_rnn(tf.constant(init_array(shape, 16, 1.0))) for shape in ((2, 5, 3), (3, 4, 3), (1, 2, 3))]
-    return got, len(traced), dynamic_rnn.experimental_get_tracing_count()
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(dynamic_rnn(tf.constant(init_array((2, 3, 3), 19, 1.0))) ** 2)
+    return got, loss, tape.gradient(loss, w), len(traced), dynamic_rnn.experimental_get_tracing_count()
 
 
-_SYMBOLIC_LOOP = ("under a None input_signature the body is traced once with symbolic sizes, so `for t in "
-                  "tf.range(tf.shape(x)[1])` is a loop of traced length, a staged while that reverse mode needs a "
-                  "bound for (compile/README: UnboundedWhileGradientError, a ValueError naming maximum_iterations); "
-                  "without the signature, or with set_loop_options(maximum_iterations=N), it differentiates")
-
-
-@parity(tapejax_expected=(Raised("ValueError"), 1), deliberate=_SYMBOLIC_LOOP)
+@parity(**TOL)
 def test_gradient_of_an_rnn_loop_over_the_time_axis_under_a_none_signature(tf):
     """An RNN step compiled with ``input_signature=[TensorSpec([None, None, 3])]`` looping
-    ``for t in tf.range(tf.shape(x)[1])``, differentiated by a tape outside: TF gives the kernel's
-    gradient; the trace count."""
+    ``for t in tf.range(tf.shape(x)[1])``, differentiated by a tape outside, for two shapes: the
+    kernel's gradients and one trace (the loop over a symbolic size is a scan, which differentiates)."""
     w = tf.Variable(init_array((3, 4), 17, 0.5))
 
     @tf.function(input_signature=[tf.TensorSpec([None, None, 3], tf.float32)])
@@ -283,12 +276,12 @@ def test_gradient_of_an_rnn_loop_over_the_time_axis_under_a_none_signature(tf):
             h = tf.tanh(tf.matmul(x[:, t], w) + h)
         return h
 
-    def grad():
+    def grad(shape):
         with tf.GradientTape() as tape:
-            loss = tf.reduce_sum(last_state(tf.constant(init_array((2, 5, 3), 18, 1.0))) ** 2)
-        return tape.gradient(loss, w)
+            loss = tf.reduce_sum(last_state(tf.constant(init_array(shape, 18, 1.0))) ** 2)
+        return loss, tape.gradient(loss, w)
 
-    return raises(grad), last_state.experimental_get_tracing_count()
+    return grad((2, 5, 3)), grad((3, 2, 3)), last_state.experimental_get_tracing_count()
 
 
 @xfail_on_tapejax("JAX's symbolic sizes are >= 1: a call whose None dimension has size 0 is traced for its own "
