@@ -13,7 +13,7 @@ pooling, and TokenLearner.  The training recipes are in ``test_user_programs23b3
 """
 import numpy as np
 
-from .harness import init_array, keras_init, parity, xfail_on_tapejax
+from .harness import init_array, keras_init, parity
 from .test_user_programs10a import _comparable_weights, _set_fused_moving_variances
 
 LOOSE = dict(rtol=1e-4, atol=1e-5)
@@ -240,16 +240,16 @@ def test_convnext_block_depthwise_7x7_channel_layer_norm_layer_scale_and_drop_pa
     return out, ws
 
 
-@xfail_on_tapejax("tf.random.uniform with seed=None inside a Keras layer's call: the call is one "
-                  "compiled op whose trace does not thread the global generator's key (DrawInTrace)")
-@parity(**LOOSE)
+@parity(modes=True, **LOOSE)
 def test_keras_io_stochastic_depth_layer_with_a_seeded_keep_mask(tf):
     """keras.io's (CCT) ``StochasticDepth`` layer: ``floor(keep_prob + uniform(shape))`` with
     ``shape = (tf.shape(x)[0],) + (1,) * (len(tf.shape(x)) - 1)``, ``x / keep_prob * mask`` in
     training and identity in inference.  Under ``tf.random.set_seed`` the draws differ between TF
     and tapejax by design, so the program compares what holds for any draw: each sample is all
     zeros or all ``x / keep_prob``, the gradient equals ``mask / keep_prob`` per sample, between
-    20 and 44 of 64 samples are kept, inference is the identity."""
+    20 and 44 of 64 samples are kept, inference is the identity; in a compiled residual step
+    ``x + drop_path(2x)`` the same holds per call (the gradient's mask is the forward's) and two
+    calls draw different masks."""
     tf.random.set_seed(2461)
 
     class StochasticDepth(tf.keras.layers.Layer):
@@ -276,8 +276,21 @@ def test_keras_io_stochastic_depth_layer_with_a_seeded_keep_mask(tf):
     dropped = tf.reduce_all(y == 0.0, axis=[1, 2])
     n_kept = tf.reduce_sum(tf.cast(kept, tf.int32))
     g_ok = tf.reduce_all(tf.where(kept[:, None, None], tf.abs(g - 2.0) < 1e-6, g == 0.0))
+
+    @tf.function
+    def residual(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = x + layer(2.0 * x, training=True)
+        g = tape.gradient(y, x)
+        kept = tf.reduce_all(tf.abs(y - 5.0 * x) < 1e-4, axis=[1, 2])
+        consistent = tf.reduce_all(tf.where(kept[:, None, None], tf.abs(g - 5.0) < 1e-5, g == 1.0))
+        return kept, consistent, tf.reduce_all(kept | tf.reduce_all(y == x, axis=[1, 2]))
+
+    (k1, c1, a1), (k2, c2, a2) = residual(x), residual(x)
     return (tf.reduce_all(kept != dropped), (n_kept >= 20) & (n_kept <= 44), g_ok,
-            tf.reduce_all(layer(x, training=False) == x), layer(x) is x or bool(tf.reduce_all(layer(x) == x)))
+            tf.reduce_all(layer(x, training=False) == x), layer(x) is x or bool(tf.reduce_all(layer(x) == x)),
+            c1 & c2 & a1 & a2, tf.reduce_any(k1 != k2))
 
 
 @parity(**KTOL)
