@@ -64,7 +64,7 @@ from ..core.tensor import Tensor
 from ..core.variable import Variable
 from ..ops.random import DrawInTrace, call_scope
 from ..ops.tf_rules import with_tf_rules
-from . import keys as _keys, tf_backed as _tf_backed, variables as _kvars
+from . import keys as _keys, output_spec, tf_backed as _tf_backed, variables as _kvars
 from .gathers import SparsePlan, bind_sparse, gathers_a_variable, sparse_plan
 from .grouping import group_results, in_order
 from .keys import (
@@ -557,10 +557,11 @@ def _rnn(step_function, inputs, initial_states, *args, **kwargs):
 def _compute_output_spec(fn, *args, **kwargs):
     """Keras's symbolic call (a functional model's construction, a build by a symbolic call): a layer
     whose ``call`` uses ``tf.*`` ops returns tapejax Tensors over the trace's tracers; Keras gets
-    their arrays (it refused the Tensors: "All operation outputs must be tensors")."""
+    their arrays (it refused the Tensors: "All operation outputs must be tensors"); TF's ``None``
+    where Keras's symbolic dimension cannot be divided (``output_spec``)."""
     def plain(*a, **k):
         return jax.tree_util.tree_map(_plain_step_results, fn(*a, **k), is_leaf=_is_tensor)
-    return _ORIG["spec"](plain, *args, **kwargs)
+    return output_spec.infer(_ORIG["spec"], plain, args, kwargs)
 
 
 def install() -> None:
