@@ -398,3 +398,97 @@ def test_token_learner_spatial_attention_maps_and_einsum_pooling(tf):
         return loss, g, maps
 
     return [step(fmap), tf.function(step)(fmap)], ws
+
+
+@parity(**KTOL)
+def test_keras_io_layer_scale_and_window_attention_layers_under_fit(tf):
+    """Two layers as keras.io's ConvNeXt and Swin examples write them, in a functional model under
+    ``compile("sgd")`` / ``fit``: ``LayerScale`` (``add_weight`` of a constant ``init_values * ones``)
+    after ``DepthwiseConv2D(7, padding="same")`` + ``LayerNormalization`` + pointwise ``Dense`` layers
+    with GELU, and a window attention over 2x2 windows whose ``build`` keeps its relative position
+    index and a mask in ``tf.Variable(..., trainable=False)`` attributes beside an ``add_weight``
+    bias table read by ``tf.gather``.  Two epochs of two batches: the history, ``evaluate``, the
+    trainable weights after, and the non-trainable ones (both Kerases track the ``tf.Variable``
+    attributes as weights) unchanged."""
+    rs = np.random.RandomState(2501)
+    x = rs.randn(4, 4, 4, 4).astype(np.float32)
+    y = rs.randn(4, 1).astype(np.float32)
+    L = tf.keras.layers
+
+    class LayerScale(L.Layer):
+        def __init__(self, init_values, projection_dim, **kwargs):
+            super().__init__(**kwargs)
+            self.init_values = init_values
+            self.projection_dim = projection_dim
+
+        def build(self, input_shape):
+            self.gamma = self.add_weight(shape=(self.projection_dim,),
+                                         initializer=tf.keras.initializers.Constant(self.init_values))
+
+        def call(self, x):
+            return x * self.gamma
+
+    class WindowAttention(L.Layer):
+        def __init__(self, dim, heads, **kwargs):
+            super().__init__(**kwargs)
+            self.dim, self.heads = dim, heads
+            self.qkv = L.Dense(3 * dim, use_bias=False)
+            self.proj = L.Dense(dim)
+
+        def build(self, input_shape):
+            self.relative_position_bias_table = self.add_weight(shape=(9, self.heads), initializer="zeros",
+                                                                trainable=True)
+            coords = np.stack(np.meshgrid(np.arange(2), np.arange(2), indexing="ij")).reshape(2, -1)
+            rel = (coords[:, :, None] - coords[:, None, :]).transpose(1, 2, 0) + 1
+            index = (rel[..., 0] * 3 + rel[..., 1]).astype(np.int32)
+            self.relative_position_index = tf.Variable(initial_value=tf.convert_to_tensor(index), trainable=False)
+            mask = np.zeros((4, 4), np.float32)
+            mask[:2, 2:] = mask[2:, :2] = -100.0
+            self.attn_mask = tf.Variable(initial_value=tf.convert_to_tensor(mask), trainable=False)
+
+        def call(self, x):
+            n, c = x.shape[1], self.dim
+            qkv = tf.transpose(tf.reshape(self.qkv(x), [-1, n, 3, self.heads, c // self.heads]), [2, 0, 3, 1, 4])
+            q, k, v = qkv[0], qkv[1], qkv[2]
+            attn = tf.matmul(q * (c // self.heads) ** -0.5, k, transpose_b=True)
+            bias = tf.gather(self.relative_position_bias_table, tf.reshape(self.relative_position_index, [-1]))
+            attn = attn + tf.transpose(tf.reshape(bias, [n, n, -1]), [2, 0, 1]) + self.attn_mask
+            out = tf.matmul(tf.nn.softmax(attn, axis=-1), v)
+            return self.proj(tf.reshape(tf.transpose(out, [0, 2, 1, 3]), [-1, n, c]))
+
+    class Windows(L.Layer):
+        def call(self, x):
+            return _window_partition(tf, x, 2)
+
+    class Merge(L.Layer):
+        def call(self, windows):
+            return tf.reshape(windows, [-1, 16, 4])
+
+    inputs = L.Input((4, 4, 4))
+    h = L.DepthwiseConv2D(7, padding="same")(inputs)
+    h = L.LayerNormalization(epsilon=1e-6)(h)
+    h = L.Dense(8, activation="gelu")(h)
+    h = LayerScale(0.1, 4)(L.Dense(4)(h))
+    h = L.Add()([inputs, h])
+    windows = Windows()(h)
+    windows = L.Add()([windows, WindowAttention(4, 2)(windows)])
+    pooled = L.GlobalAveragePooling1D()(Merge()(windows))
+    model = tf.keras.Model(inputs, L.Dense(1)(pooled))
+    rsw = np.random.RandomState(2502)
+    for w in model.trainable_weights:
+        w.assign((rsw.randn(*w.shape) * 0.3).astype(np.float32))
+    fixed = sorted((tuple(w.shape), np.array(w).tolist()) for w in model.non_trainable_weights)
+    model.compile(optimizer="sgd", loss="mse", metrics=["mae"])
+    hist = model.fit(x, y, batch_size=2, epochs=2, shuffle=False, verbose=0)
+    ev = model.evaluate(x, y, verbose=0, return_dict=True)
+    return ({k: [float(v) for v in vals] for k, vals in sorted(hist.history.items())},
+            {k: float(v) for k, v in sorted(ev.items())}, [np.array(w) for w in model.trainable_weights],
+            fixed == sorted((tuple(w.shape), np.array(w).tolist()) for w in model.non_trainable_weights),
+            len(fixed))
+
+
+def _window_partition(tf, x, ws):
+    """Swin's ``window_partition`` (keras.io): (B, H, W, C) to (B * windows, ws * ws, C)."""
+    _, h, w, c = x.shape
+    x = tf.reshape(x, [-1, h // ws, ws, w // ws, ws, c])
+    return tf.reshape(tf.transpose(x, [0, 1, 3, 2, 4, 5]), [-1, ws * ws, c])
