@@ -278,7 +278,7 @@ def test_scaled_dot_product_attention_with_minus_1e9_minus_inf_and_where_masks(t
     return w1, w2, w3, o1, o3, tf.math.is_nan(o2), out
 
 
-@parity(modes=True, **LOOSE)
+@parity(**LOOSE)
 def test_talking_heads_attention_and_cait_class_attention(tf):
     """CaiT's two attention variants by hand: talking heads (the logits and the softmax weights mixed
     across heads by ``einsum`` with two learned 2x2 matrices) over patch tokens, then class

@@ -9,12 +9,15 @@ ConvMixer's depthwise convolutions with residuals and batch norm, a ConvNeXt blo
 channel LayerNorm, layer scale, drop path by a NumPy keep mask), keras.io's ``StochasticDepth``
 layer with a seeded mask (compared by what does not depend on the draw: tapejax's random streams
 differ from TF's by design), squeeze-and-excitation, CCT's convolutional tokenizer and sequence
-pooling, and TokenLearner.  The training recipes are in ``test_user_programs23b3.py``.
+pooling, TokenLearner, and keras.io's ``LayerScale`` beside a window-attention layer that keeps its
+index and mask in ``tf.Variable`` attributes, under ``fit``.  The training recipes are in
+``test_user_programs23b3.py``.
 """
 import numpy as np
 
 from .harness import init_array, keras_init, parity
 from .test_user_programs10a import _comparable_weights, _set_fused_moving_variances
+from .test_user_programs23b import _window_partition
 
 LOOSE = dict(rtol=1e-4, atol=1e-5)
 KTOL = dict(rtol=2e-4, atol=2e-5)
@@ -131,7 +134,7 @@ def test_pre_norm_transformer_block_with_layer_norm_and_gelu_exact_and_tanh(tf):
     return out, ws, gelu_gap, tf.keras.activations.gelu(u)
 
 
-@parity(modes=True, **LOOSE)
+@parity(**LOOSE)
 def test_mlp_mixer_token_and_channel_mixing_by_transposes(tf):
     """MLP-Mixer as keras.io writes it: patches ``(B, 16, 8)``, a token-mixing MLP applied to the
     transposed tokens ``(B, 8, 16)`` and transposed back, a channel-mixing MLP, each after a
@@ -336,7 +339,7 @@ def test_squeeze_and_excitation_by_keras_layers_and_by_hand(tf):
 # Convolutional tokenizers and token pooling: CCT, TokenLearner
 # ---------------------------------------------------------------------------
 
-@parity(modes=True, **LOOSE)
+@parity(**LOOSE)
 def test_cct_conv_tokenizer_and_sequence_pooling(tf):
     """keras.io's Compact Convolutional Transformer: a tokenizer ``conv2d`` + ReLU + ``max_pool2d``
     (3x3, stride 2, SAME) reshaped to a sequence, then sequence pooling instead of a class token:
@@ -367,7 +370,7 @@ def test_cct_conv_tokenizer_and_sequence_pooling(tf):
     return [(compiled if k else step)(images, y) for k in range(3)], ws
 
 
-@parity(modes=True, **LOOSE)
+@parity(**LOOSE)
 def test_token_learner_spatial_attention_maps_and_einsum_pooling(tf):
     """keras.io's TokenLearner: a LayerNorm of the feature map, a small conv stack to ``S = 3``
     attention maps, ``sigmoid``, reshaped to ``(B, S, HW)`` by transposes, and the learned tokens
@@ -485,10 +488,3 @@ def test_keras_io_layer_scale_and_window_attention_layers_under_fit(tf):
             {k: float(v) for k, v in sorted(ev.items())}, [np.array(w) for w in model.trainable_weights],
             fixed == sorted((tuple(w.shape), np.array(w).tolist()) for w in model.non_trainable_weights),
             len(fixed))
-
-
-def _window_partition(tf, x, ws):
-    """Swin's ``window_partition`` (keras.io): (B, H, W, C) to (B * windows, ws * ws, C)."""
-    _, h, w, c = x.shape
-    x = tf.reshape(x, [-1, h // ws, ws, w // ws, ws, c])
-    return tf.reshape(tf.transpose(x, [0, 1, 3, 2, 4, 5]), [-1, ws * ws, c])
