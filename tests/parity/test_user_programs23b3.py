@@ -7,8 +7,9 @@ smoothing, CutMix as keras.io maps it over ``Dataset.zip`` (``crop_to_bounding_b
 weight decay that excludes LayerNorm and bias Variables under a warm-up + cosine
 ``LearningRateSchedule`` subclass and ``tf.clip_by_global_norm``, gradient accumulation over
 micro-batches in a compiled step, an EMA of the weights swapped in for evaluation, label
-smoothing against its formula, and a small ViT under ``fit`` (keras.io's ``Patches`` and
-``PatchEncoder`` layers).  The vision-transformer programs are in ``test_user_programs23b.py`` and
+smoothing against its formula, a small ViT under ``fit`` (keras.io's ``Patches`` and
+``PatchEncoder`` layers), and its ``data_augmentation`` (an adapted ``Normalization``, a bicubic
+``Resizing``, random layers in inference).  The vision-transformer programs are in ``test_user_programs23b.py`` and
 ``test_user_programs23b2.py``.
 """
 import math
@@ -362,3 +363,25 @@ def test_small_vit_of_keras_io_under_fit_with_adamw_and_label_smoothing(tf):
             {k: float(v) for k, v in sorted(ev.items())},
             [np.array(w) for w in model.weights if w is not mha.weights[3]], mha.weights[3].shape[-1],
             [tuple(w.shape) for w in model.weights])
+
+
+@parity(**KTOL)
+def test_vit_data_augmentation_adapted_and_resized_at_inference(tf):
+    """keras.io's ViT ``data_augmentation``: ``Normalization`` adapted on the training images (its
+    mean and variance), ``Resizing`` (bicubic here, as the research code's pipelines use), and the
+    random ``RandomFlip`` / ``RandomRotation`` / ``RandomZoom``, which are the identity in inference
+    (``training=False``): the augmented batch, its gradient wrt the images through a loss, and
+    ``CenterCrop`` + ``Rescaling`` of the resized images."""
+    x = (np.random.RandomState(2561).rand(4, 8, 8, 3) * 255).astype(np.float32)
+    L = tf.keras.layers
+    norm = L.Normalization()
+    aug = tf.keras.Sequential([norm, L.Resizing(12, 12, interpolation="bicubic"), L.RandomFlip("horizontal"),
+                               L.RandomRotation(factor=0.02), L.RandomZoom(height_factor=0.2, width_factor=0.2)])
+    norm.adapt(x)
+    images = tf.constant(x)
+    with tf.GradientTape() as tape:
+        tape.watch(images)
+        y = aug(images, training=False)
+        loss = tf.reduce_mean(tf.square(y))
+    crop = L.Rescaling(1.0 / 4)(L.CenterCrop(6, 6)(y))
+    return np.asarray(norm.mean), np.asarray(norm.variance), y, loss, tape.gradient(loss, images), crop
