@@ -167,17 +167,45 @@ _SWAPPABLE = ("activation", "recurrent_activation", "rate")
 def swappable(layers: list) -> tuple:
     """``((position in layers, attribute, value), ...)`` of the ``_SWAPPABLE`` attributes of a
     layer tree, part of a call's key: TF's eager call reads them at each call, so a call after
-    ``layer.activation = f`` is another call (a plan, a compiled op of its own)."""
-    return tuple((i, name, lay.__dict__[name]) for i, lay in enumerate(layers) for name in _SWAPPABLE
-                 if name in getattr(lay, "__dict__", ()) and _hashable(lay.__dict__[name]))
+    ``layer.activation = f`` (or after ``layer.rate.assign(0.0)`` of a rate held in a Variable) is
+    another call (a plan, a compiled op of its own)."""
+    out = []
+    for i, lay in enumerate(layers):
+        held = getattr(lay, "__dict__", {})
+        for name in _SWAPPABLE:
+            if name in held:
+                value = _python_value(held[name])
+                if value is not _UNKEYED:
+                    out.append((i, name, value))
+    return tuple(out)
 
 
-def _hashable(value: Any) -> bool:
+_UNKEYED = object()
+
+
+def _python_value(value: Any) -> Any:
+    """``value`` as the call's key holds it: itself when hashable; a scalar held in a Variable or
+    Tensor (``Dropout(tf.Variable(0.5))``) as its present Python number, which the trace then
+    sees (TF's eager call reads the Variable at each call: an ``assign`` is another call);
+    ``_UNKEYED`` for anything else (left as it is)."""
+    if isinstance(value, (Variable, Tensor)) or isinstance(value, _kbackend.Variable):
+        if tuple(value.shape) != ():
+            return _UNKEYED
+        # (a compiled call would keep this value for every later call, where TF's reads it each time)
+        if _state._local.collector is None:
+            try:
+                return np.asarray(value).item()
+            except jax.errors.JAXTypeError:   # (a tracer: Keras's own compiled loop)
+                pass
+        raise NotImplementedError(
+            f"A Keras layer's attribute held in a {type(value).__name__} (such as Dropout(tf.Variable(0.5)).rate) is "
+            "read as a Python number when the layer is called, so a compiled step (tapejax.function, Keras's fit) "
+            "cannot call the layer: set the attribute to a Python number, or call the layer eagerly")
     try:
         hash(value)
-    except TypeError:   # (a rate held in a variable: not a Python value of the trace)
-        return False
-    return True
+    except TypeError:
+        return _UNKEYED
+    return value
 
 
 @contextlib.contextmanager
