@@ -26,8 +26,8 @@ from ..core.tensor import Tensor
 from ..core.variable import Variable
 from .rnn_states import rnn_state_variables
 
-__all__ = ["Args", "CallInfo", "CallKey", "State", "Target", "has_tensor", "join", "keep_alive", "layer_state",
-           "merge", "split", "swappable", "swapped", "target_of"]
+__all__ = ["Args", "CallInfo", "CallKey", "State", "Target", "WithGenerator", "draws", "has_tensor", "join",
+           "keep_alive", "layer_state", "mark_drawing", "merge", "split", "swappable", "swapped", "target_of"]
 
 _Tracer = jax.core.Tracer
 _DYNAMIC = (Tensor, Variable, jax.Array, np.ndarray, np.generic)
@@ -129,6 +129,33 @@ def layer_state(layer) -> State:
     other = list(layer.non_trainable_variables)
     other += [v for v in rnn_state_variables(layer) if all(v is not o for o in other)]
     return State(layer.trainable_variables, other)
+
+
+class WithGenerator(NamedTuple):
+    """A call's state (``inner``) and, last of ``other``, the Variable holding tapejax's global
+    random key: the state of a call whose layers draw with ``seed=None`` (keras.io's
+    ``StochasticDepth``: ``tf.random.uniform`` in a custom layer's ``call``).  The call's op takes
+    the key as an operand and gives the advanced key as an update, as BatchNormalization's
+    statistics, so its draws are the same in a gradient's replay and new at the next call."""
+
+    inner: Callable[[Any], State]
+
+    def __call__(self, obj) -> State:
+        from ..ops.random import get_global_generator
+        st = self.inner(obj)
+        return State(st.trainable, list(st.other) + [get_global_generator()._variable()])
+
+
+#: id -> Keras object whose call drew from the global random stream (planned ``WithGenerator``)
+_DRAWING: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
+
+
+def draws(obj) -> bool:
+    return _DRAWING.get(id(obj)) is obj
+
+
+def mark_drawing(obj) -> None:
+    _DRAWING[id(obj)] = obj
 
 
 #: Layer attributes a call reads as Python values and programs replace on a built model: guided
