@@ -418,3 +418,32 @@ def test_converted_len_of_a_size_the_signature_leaves_unknown_is_a_tensor():
         r = f(tf.zeros([n, 2]))
         assert isinstance(r, tf.Tensor) and int(r) == n
     assert int(tf.function(lambda a: len(a))(tf.zeros([4, 2]))) == 4
+
+
+def test_a_for_over_the_range_of_a_symbolic_size_is_a_scan_that_differentiates():
+    """``for t in tf.range(tf.shape(x)[1])`` under ``input_signature=[TensorSpec([None, None, 3])]``: the
+    size is symbolic in the one trace, and the range is a tensor of that length, so the loop is a scan
+    (it was a while of traced length: the tape's gradient raised UnboundedWhileGradientError; TF's
+    works); one trace for two shapes, the gradient ``jax.grad``'s of the same loop."""
+    w0 = np.full((3, 4), 0.1, np.float32)
+    w = tf.Variable(w0)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None, 3], tf.float32)])
+    def last(x):
+        h = tf.zeros([tf.shape(x)[0], 4])
+        for t in tf.range(tf.shape(x)[1]):
+            h = tf.tanh(tf.matmul(x[:, t], w) + h)
+        return h
+
+    def ref(wv, x):
+        h = jnp.zeros((x.shape[0], 4))
+        for t in range(x.shape[1]):
+            h = jnp.tanh(x[:, t] @ wv + h)
+        return jnp.sum(h ** 2)
+
+    for shape in ((2, 5, 3), (3, 2, 3)):
+        x = np.random.RandomState(sum(shape)).randn(*shape).astype(np.float32)
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(last(tf.constant(x)) ** 2)
+        np.testing.assert_allclose(tape.gradient(loss, w).numpy(), jax.grad(ref)(w0, x), rtol=1e-5, atol=1e-6)
+    assert last.experimental_get_tracing_count() == 1

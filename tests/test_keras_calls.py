@@ -200,6 +200,47 @@ def test_dropout_reproducible_after_tf_random_set_seed():
     assert not np.array_equal(m1, m3)
 
 
+class _DropPath(keras.layers.Layer):
+    """keras.io's (CCT) ``StochasticDepth``: ``tf.random.uniform`` with seed=None in ``call``."""
+
+    def call(self, x, training=None):
+        if training:
+            mask = tf.floor(0.5 + tf.random.uniform((tf.shape(x)[0],) + (1,) * (len(tf.shape(x)) - 1)))
+            return x / 0.5 * mask
+        return x
+
+
+def test_a_layer_drawing_with_seed_none_takes_the_generator_key_as_state():
+    """TF draws eagerly in such a call; here the call's op takes the global key as an operand and
+    gives the advanced key as an update: the gradient's replay sees the forward's mask, the next
+    call draws anew, ``set_seed`` reproduces, and inference draws nothing."""
+    layer, x = _DropPath(), tf.constant(np.ones((32, 2), np.float32))
+    tf.random.set_seed(7)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = layer(x, training=True)
+    g = tape.gradient(y, x).numpy()
+    np.testing.assert_array_equal(g, y.numpy())                  # d(x / 0.5 * m)/dx = 2m = y at x = 1
+    assert set(np.unique(y.numpy())) == {0.0, 2.0}
+    assert not np.array_equal(y.numpy(), layer(x, training=True).numpy())
+    tf.random.set_seed(7)
+    np.testing.assert_array_equal(y.numpy(), layer(x, training=True).numpy())
+    key = tf.random.get_state()
+    np.testing.assert_array_equal(layer(x, training=False).numpy(), x.numpy())
+    np.testing.assert_array_equal(np.asarray(key), np.asarray(tf.random.get_state()))
+
+
+def test_a_drawing_layer_in_a_function_draws_per_call_and_leaks_no_tracer():
+    """Inside ``tapejax.function`` the key is threaded as the call's operand and update (before, the
+    trace's key leaked into the global state and the next eager draw failed)."""
+    layer, x = _DropPath(), tf.constant(np.ones((64, 1), np.float32))
+    f = tf.function(lambda x: layer(x, training=True))
+    a, b = f(x).numpy(), f(x).numpy()
+    assert not np.array_equal(a, b) and set(np.unique(a)) == {0.0, 2.0}
+    assert set(np.unique(layer(x, training=True).numpy())) <= {0.0, 2.0}   # eager after: a concrete key
+    assert set(np.unique(tf.random.uniform([3]).numpy() < 1.0)) == {True}
+
+
 def test_call_losses_are_kept_per_layer_and_replaced_by_the_next_call():
     reg = keras.regularizers.L1(0.5)
     model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(4, activity_regularizer=reg),

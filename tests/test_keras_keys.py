@@ -1,7 +1,9 @@
 """tapejax/keras/keys.py: call targets, keys and argument splitting."""
 import gc
+import types
 
 import numpy as np
+import pytest
 
 import tapejax as tf
 
@@ -104,3 +106,20 @@ def test_swappable_attributes_are_in_the_key_and_swapped_puts_the_recorded_ones_
     assert drop.rate == 0.1
     drop.rate = [0.1]   # (an unhashable value: left out of the key, as before)
     assert keys.swappable([drop]) == ()
+
+
+def test_a_scalar_attribute_held_in_a_variable_is_keyed_by_its_present_value():
+    """TF's eager Dropout reads a rate held in a tf.Variable at each call: the key holds the
+    Variable's present value (an assign is another call); a compiled call cannot read it each time,
+    so it raises rather than keep the first value."""
+    drop = keras.layers.Dropout(tf.Variable(0.5), seed=1)
+    assert keys.swappable([drop]) == ((0, "rate", 0.5),)
+    x = tf.ones((2, 4))
+    assert sorted(set(np.asarray(drop(x, training=True)).ravel())) == [0.0, 2.0]
+    drop.rate.assign(0.0)
+    assert keys.swappable([drop]) == ((0, "rate", 0.0),)
+    assert set(np.asarray(drop(x, training=True)).ravel()) == {1.0}
+    assert keys.swappable([types.SimpleNamespace(rate=tf.Variable(np.zeros(2, np.float32)))]) == ()   # (not a scalar)
+    fresh = keras.layers.Dropout(tf.Variable(0.5))
+    with pytest.raises(NotImplementedError, match="Dropout"):
+        tf.function(lambda x: fresh(x, training=True))(x)

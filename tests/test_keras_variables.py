@@ -270,3 +270,38 @@ def test_plain_tf_variables_on_a_model_and_in_a_build_are_tracked_weights():
     m.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss="mse")
     m.fit(np.ones(4, np.float32), np.full(4, 2.0, np.float32), epochs=2, batch_size=4, verbose=0)
     assert m.w.numpy() < 5.0
+
+
+def test_a_plain_variable_set_on_layers_is_one_variable_with_them():
+    """``shared = tf.Variable(...)`` set on two layers (weight tying) is one variable, as TF's one
+    object: the layers hold the same KerasVariable (gradients summed), and the program's own
+    reference reads, assigns, is differentiated and checkpointed as that variable."""
+    from tapejax.keras.variables import AdoptedVariable
+
+    class Lin(keras.layers.Layer):
+        def __init__(self, w):
+            super().__init__()
+            self.w = w
+
+        def call(self, x):
+            return tf.matmul(x, self.w)
+
+    shared = tf.Variable(np.eye(2, dtype=np.float32))
+    a, b = Lin(shared), Lin(shared)
+    assert a.w is b.w and type(shared) is AdoptedVariable and isinstance(shared, KerasVariable)
+    assert shared._id == a.w._id and shared.name == a.w.name
+    x = tf.constant([[1.0, 2.0]])
+    with tf.GradientTape(persistent=True) as tape:
+        loss = tf.reduce_sum(b(a(x)) * shared[0, 0])
+    g_layer, g_shared = tape.gradient(loss, [a.w, shared])
+    np.testing.assert_allclose(g_layer.numpy(), g_shared.numpy())
+    np.testing.assert_allclose(g_layer.numpy(), [[5.0, 2.0], [4.0, 4.0]])   # (TF 2.21 with tf_keras)
+    keras.optimizers.SGD(0.1).apply_gradients([(g_layer, a.w)])
+    np.testing.assert_allclose(shared.numpy(), a.w.numpy())
+    shared.assign(np.zeros((2, 2), np.float32))
+    np.testing.assert_array_equal(b(x).numpy(), [[0.0, 0.0]])
+    shared.assign_add(tf.ones((2, 2)))
+    assert float(tf.reduce_sum(shared * 2)) == 8.0 and float(tf.reduce_sum(a.w)) == 4.0
+    again = Lin(shared)   # (the alias set on a third layer: the same variable again)
+    assert again.w is a.w
+    assert copy.deepcopy(shared)._id != a.w._id

@@ -289,3 +289,22 @@ def test_gather_nd_of_single_index_rows_gives_indexed_slices_as_tf():
         t.watch(x)
         y2 = tf.reduce_sum(tf.gather_nd(x, [[1, 0], [2, 1]]))
     assert not isinstance(t.gradient(y2, x), tf.IndexedSlices)
+
+
+def test_a_tensor_index_into_an_empty_axis_is_traced_and_refused_eagerly():
+    """``b[j - 1]`` in a ``for j in tf.range(1, tf.size(b) + 1)`` that runs no time for an empty ``b``:
+    TF's graph only fails such an index when it runs (the loop gives its initial value); JAX refused
+    it while tracing (IndexError).  Eagerly TF's StridedSlice is InvalidArgumentError (was IndexError)."""
+    @tf.function
+    def total(b):
+        s = tf.constant(0)
+        for j in tf.range(1, tf.size(b) + 1):
+            s += b[j - 1] * j
+        return s
+
+    assert total(tf.constant([], tf.int32)).numpy() == 0
+    assert total(tf.constant([3, 4], tf.int32)).numpy() == 11
+    m = tf.zeros([2, 0, 3])
+    assert tf.function(lambda x, i: x[:, i])(m, tf.constant(0)).shape == (2, 3)   # (the padded axis' zeros)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="out of bounds"):
+        tf.constant([], tf.int32)[tf.constant(0)]

@@ -74,6 +74,23 @@ def test_state_scope_restores_the_previous_key():
     assert _same(tf.random.get_state(), before) and not _same(s.key, jax.random.PRNGKey(0))
 
 
+def test_call_scope_draws_from_its_key_or_refuses_and_leaves_the_global_key():
+    """``call_scope`` (a Keras call's op): draws from the given key, ``.key`` advanced; with None a
+    draw with seed=None raises DrawInTrace; the global key is untouched either way."""
+    from tapejax.ops.random import DrawInTrace, call_scope
+    tf.random.set_seed(2)
+    before = tf.random.get_state()
+    with call_scope(jax.random.PRNGKey(0)) as s:
+        a = tf.random.uniform([3])
+    with call_scope(jax.random.PRNGKey(0)):
+        b = tf.random.uniform([3])
+    assert _same(a, b) and not _same(s.key, jax.random.PRNGKey(0))
+    with pytest.raises(DrawInTrace), call_scope(None):
+        tf.random.uniform([3])
+    assert _same(tf.random.get_state(), before)
+    tf.random.uniform([3])   # (no longer refused)
+
+
 def test_argument_errors():
     with pytest.raises(ValueError, match="maxval"):
         tf.random.uniform([2], dtype=tf.int32)

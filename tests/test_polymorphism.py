@@ -212,3 +212,36 @@ def test_a_shifted_token_step_with_an_embedding_gradient_traces_once():
     assert len(traces) == 2
     p = polymorphism.plan([LeafSpec((None, None), F32)], [False])
     assert len(p.groups) == 2
+
+
+def test_a_none_dimension_of_size_zero_is_traced_for_its_own_shape():
+    """JAX's symbolic sizes are >= 1: an empty batch under ``input_signature=[TensorSpec([None])]``
+    failed the exported program's shape check (ValueError 'Expected value >= 1'); it is now traced
+    for its own shape (TF: the same trace; the values agree, the count is one more)."""
+    import jax
+    p = polymorphism.plan([LeafSpec((None,), F32)], [False], example=[jax.ShapeDtypeStruct((3,), F32)])
+    assert not p.accepts([jax.ShapeDtypeStruct((0,), F32)])
+    assert polymorphism.has_empty([LeafSpec((None, 2), F32)], [jax.ShapeDtypeStruct((0, 2), F32)])
+    assert not polymorphism.has_empty([LeafSpec((0, None), F32)], [jax.ShapeDtypeStruct((0, 2), F32)])
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+    def total(x):
+        return tf.reduce_sum(x * 2.0)
+
+    assert [float(total(tf.constant(v, tf.float32))) for v in ([1.0, 2.0], [], [3.0])] == [6.0, 0.0, 6.0]
+    assert total.experimental_get_tracing_count() == 2
+
+
+def test_a_concrete_function_of_a_none_signature_takes_an_empty_batch():
+    """``get_concrete_function(TensorSpec([None, 2]))`` called with a ``[0, 2]`` batch: TF runs its one
+    graph; the symbolic program refused the size (ConcreteInputError); it now runs a program traced
+    for the empty shape once (compile/concrete.py), the values TF's."""
+    @tf.function
+    def rows(x):
+        return tf.reduce_sum(x, 1) + 1.0
+
+    c = rows.get_concrete_function(tf.TensorSpec([None, 2], tf.float32))
+    np.testing.assert_allclose(c(tf.ones([3, 2])).numpy(), [3.0, 3.0, 3.0])
+    assert c(tf.zeros([0, 2])).shape == (0,)
+    assert c(tf.zeros([0, 2])).shape == (0,) and rows.experimental_get_tracing_count() == 2
+    np.testing.assert_allclose(c(tf.ones([1, 2])).numpy(), [3.0])

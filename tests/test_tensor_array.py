@@ -171,3 +171,38 @@ def test_bad_constructor_arguments():
         tf.TensorArray(tf.float32)
     with pytest.raises(ValueError, match="handles"):
         tf.TensorArray(tf.float32, size=1, handle=object())
+
+
+def test_a_tensor_array_sized_by_a_symbolic_dimension_is_traced_once():
+    """``tf.TensorArray(size=tf.shape(x)[0])`` under a ``None`` signature (the guide's ``dynamic_rnn``):
+    the size is the trace's symbolic size, so the function is traced once for every length (it fell
+    back to a trace per shape: 'size must be known'); values and the Variable's gradient as NumPy /
+    ``jax.grad`` of the same recurrence."""
+    w0 = np.full((3, 2), 0.2, np.float32)
+    w = tf.Variable(w0)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32)])
+    def states(x):
+        out = tf.TensorArray(tf.float32, size=tf.shape(x)[0])
+        h = tf.zeros([2])
+        for t in tf.range(tf.shape(x)[0]):
+            h = tf.tanh(tf.linalg.matvec(w, x[t], transpose_a=True) + h)
+            out = out.write(t, h)
+        return out.stack()
+
+    def ref(wv, x):
+        h, hs = jnp.zeros(2), []
+        for t in range(x.shape[0]):
+            h = jnp.tanh(x[t] @ wv + h)
+            hs.append(h)
+        return jnp.stack(hs)
+
+    for n in (4, 1, 6):
+        x = np.random.RandomState(n).randn(n, 3).astype(np.float32)
+        with tf.GradientTape() as tape:
+            hs = states(tf.constant(x))
+            loss = tf.reduce_sum(hs)
+        np.testing.assert_allclose(hs.numpy(), ref(w0, x), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(tape.gradient(loss, w).numpy(), jax.grad(lambda v: ref(v, x).sum())(w0),
+                                   rtol=1e-5, atol=1e-6)
+    assert states.experimental_get_tracing_count() == 1

@@ -290,3 +290,40 @@ def test_a_concrete_function_refuses_another_value_of_a_traced_python_argument()
     for call in (lambda: square(tf.constant(10.0), b=3), lambda: square(tf.constant(10.0), 3)):
         with pytest.raises(TypeError, match="Can not cast 3"):
             call()
+
+
+def test_connected_inputs_skip_stop_gradient_and_unused_reads():
+    """``tracing.connected_inputs``: an input used only under ``stop_gradient`` (inside a jitted
+    sub-jaxpr, as tapejax's ops are) or not used by an output is unconnected; so, recorded as one op
+    under a tape, a compiled call gives such a Variable ``None`` as TF's function call (it gave 0.0),
+    and a Variable another output reaches still gets a zero (TF's rule for a call: per op)."""
+    from tapejax.compile import tracing
+
+    def body(a, b, c, d):
+        _ = c * 2.0
+        return a + jax.jit(jax.lax.stop_gradient)(b * a), d
+
+    closed = jax.make_jaxpr(body)(*[1.0] * 4)
+    assert tracing.connected_inputs(closed.jaxpr, 1) == (True, False, False, False)
+    assert tracing.connected_inputs(closed.jaxpr, 2) == (True, False, False, True)
+    d, e, a = tf.Variable(5.0), tf.Variable(6.0), tf.Variable(1.0)
+
+    @tf.function
+    def f(x):
+        _ = e * 2.0
+        return x * a + tf.stop_gradient(d * x), x * d
+
+    with tf.GradientTape(persistent=True) as tape:
+        y, z = f(tf.constant(1.0))
+    ga, gd, ge = tape.gradient(y, [a, d, e])
+    assert ga.numpy() == 1.0 and gd.numpy() == 0.0 and ge is None
+    assert tape.gradient(y, e, unconnected_gradients="zero").numpy() == 0.0
+    assert len(tape.watched_variables()) == 3
+
+    @tf.function
+    def target_only(x):
+        return x + tf.stop_gradient(d * x)
+
+    with tf.GradientTape() as tape:
+        y = target_only(tf.constant(1.0))
+    assert tape.gradient(y, d) is None

@@ -278,6 +278,9 @@ def tf_range(start, limit=None, delta=1, dtype=None, name="range"):
         if table is not None:
             table[id(t)] = (t, start, limit, delta)
         return t
+    dim = getattr(limit, "_dim", None)   # ``tf.range(tf.shape(x)[k])`` of a None signature's symbolic size:
+    if dim is not None and type(start) is int and start == 0 and type(delta) is int and delta == 1 and dtype is None:
+        return convert_to_tensor(jax.numpy.arange(dim, dtype=limit._value.dtype))   # (a for over it: a scan)
     if dtype is None:
         floats = any(np.dtype(convert_to_tensor(a)._value.dtype).kind == "f" for a in (start, limit, delta))
         dtype = "float32" if floats else "int32"

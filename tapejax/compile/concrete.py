@@ -79,6 +79,7 @@ class ConcreteFunction:
         self._kwargs = kwargs_specs
         self._n_lead = n_lead   # a method's instance leads ``args_specs``; TF's signature leaves it out
         self.name = function._name
+        self._empty: dict = {}   # programs for calls with an empty None dimension (``__call__``)
 
     @property
     def structured_input_signature(self):
@@ -142,6 +143,16 @@ class ConcreteFunction:
                                 f"TensorSpec(shape={tuple(t._value.shape)}, dtype=tf.{t.dtype.name})")
             vals.append(t._value)
         plan = self._entry.plan
+        if plan is not None and polymorphism.has_empty(plan.specs, vals):
+            # (JAX's symbols are >= 1: an empty batch gets a program of its own shapes, traced once)
+            key = tuple((tuple(v.shape), str(v.dtype)) for v in vals)
+            entry = self._empty.get(key)
+            if entry is None:
+                avals = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in vals]
+                with self._function._lock:
+                    entry = self._empty[key] = self._function._make(self._entry.template, avals,
+                                                                    polymorphism.concrete(avals), None)
+            return self._function._run(entry, vals)
         if plan is not None and not plan.accepts([v for v in vals]):
             raise ConcreteInputError(f"ConcreteFunction {self.name}: the sizes of {[tuple(v.shape) for v in vals]} break "
                             f"the shared sizes its program was traced with ({plan.groups}); call the "

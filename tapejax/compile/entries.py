@@ -36,7 +36,8 @@ import jax
 import jax.numpy as jnp
 
 from ..core import transfer
-from ..core.bind import REGISTRY
+from ..core.bind import REGISTRY, bind
+from ..core.convert import convert_to_tensor
 from ..core.errors import NumericsError, compiled_numerics_error
 from ..core.ownership import SLOT_GUARDS, deferred_interrupts, write_back
 from ..core.tensor import Tensor
@@ -49,12 +50,22 @@ from .sharding import MeshPlan
 from .signature import DYN, LeafSpec, fill
 
 
+def cut_unconnected(entry: "Entry", inputs: list) -> list:
+    """The inputs of a program recorded as one op (``Function._call_under_tape``), each one that no
+    output reaches (``Entry.connected``) read through ``StopGradient``: TF gives its source ``None``
+    (a Variable read only under ``stop_gradient``, or read and unused), the op's VJP a zero."""
+    if False not in entry.connected:
+        return inputs
+    from ..autodiff.custom import _STOP  # (imported where used, as function.py's graph_mode)
+    return [x if c else bind(_STOP, convert_to_tensor(x)) for x, c in zip(inputs, entry.connected)]
+
+
 class Entry:
     """One compiled specialisation: the program, its Variables and output structure."""
 
     __slots__ = ("jitted", "rw", "ro", "out_tpl", "n_out", "template", "in_shardings", "prim", "copies",
                  "checked", "plain", "specs", "plan", "fresh", "steady", "hot", "guards", "prim_errors",
-                 "callbacks", "reshapes")
+                 "callbacks", "reshapes", "connected")
 
     def __init__(self, jitted, rw, ro, out_tpl, n_out, tpl, copies, checked, specs, plan, fresh=None):
         self.jitted = jitted
@@ -84,6 +95,8 @@ class Entry:
         # with a declared shape such as ``[None, 2]`` grown by the step): each call then tells
         # ``core.variable_shape.shape_changed``, and the next call traces again at the new shape
         self.reshapes: Tuple[int, ...] = ()
+        # per input of ``(*ro, *dyn)``: can a gradient reach it from an output (``tracing.connected_inputs``)
+        self.connected: Tuple[bool, ...] = ()
 
     @property
     def fast(self) -> bool:

@@ -68,7 +68,7 @@ from ..core.variable_shape import SHAPE_CHANGED, declared
 from ..ops.checks import CHECK_ERRORS
 from . import autograph as _autograph, config as _config, polymorphism, retracing, tracing
 from .bound import BoundFunction
-from .entries import SLOW, Entry, InternalFloatingPointError, floating_point_error, run, tensors_call
+from .entries import SLOW, Entry, InternalFloatingPointError, cut_unconnected, floating_point_error, run, tensors_call
 from .sharding import MeshPlan
 from .signature import (
     DYN,
@@ -346,7 +346,7 @@ class Function:
         # (a call inside a program traced with symbolic sizes, a SavedModel export, has symbolic
         # avals already: traced for them as they are, with no symbols of its own)
         poly = (any(s.polymorphic for s in specs) and self._mesh is None
-                and (sf, tuple(specs)) not in self._failed
+                and (sf, tuple(specs)) not in self._failed and not polymorphism.has_empty(specs, avals)
                 and all(isinstance(d, (int, np.integer)) for a in avals for d in a.shape))
         if poly:
             p = polymorphism.plan(specs, [a.weak_type for a in avals], example=avals)
@@ -450,6 +450,7 @@ class Function:
                       tracing.calls_back(closed.jaxpr), checked, specs, plan,
                       fresh=None if mesh is not None else tracing.fresh_outputs(closed, n_out))
         entry.callbacks = tracing.calls_back(closed.jaxpr, checks=False)
+        entry.connected = tracing.connected_inputs(closed.jaxpr, n_out)[len(rw):]
         # Variables the step gives another shape (declared ``[None, 2]``, grown by ``concat``)
         entry.reshapes = tuple(i for i in range(len(rw))
                                if closed.in_avals[i].shape != closed.out_avals[n_out + i].shape)
@@ -494,7 +495,7 @@ class Function:
             entry.prim = Primitive(f"PartitionedCall[{self._name}]", impl, multiple_results=True)
             entry.prim_errors = err_tree
         from ..core.bind import bind
-        outs = list(bind(entry.prim, *entry.ro, *tensors))
+        outs = list(bind(entry.prim, *cut_unconnected(entry, [*entry.ro, *tensors])))
         if entry.checked:   # (a host sync, as any checked program's call)
             from ..ops.checks import raise_if_failed
             tree, n = entry.prim_errors

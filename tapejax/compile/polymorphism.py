@@ -17,7 +17,9 @@ When the body cannot be traced with symbolic sizes (Python arithmetic on a
 size, an op JAX's shape polymorphism does not cover) or the program cannot be
 exported (it calls back into Python: ``tapejax.print``), the function falls
 back to one trace per concrete shape, as the non-polymorphic path: the body
-then runs again for each new size.  ``Plan.fallback`` records it so the
+then runs again for each new size.  JAX's symbols stand for sizes >= 1, so a call
+with a ``None`` dimension of size 0 (an empty batch or sequence) is traced for its
+own shapes too (``has_empty``): TF's one trace covers it, tapejax's count is one more.  ``Plan.fallback`` records it so the
 symbolic trace is tried once per function and signature.
 
 ``relax`` is ``reduce_retracing``: a call that misses with the same structure,
@@ -55,9 +57,16 @@ class Plan:
             return False
         for group in self.groups:
             sizes = {avals[i].shape[ax] for i, ax in group}
-            if len(sizes) > 1:
+            if len(sizes) > 1 or 0 in sizes:   # (a symbol is >= 1: see ``has_empty``)
                 return False
         return True
+
+
+def has_empty(specs: Sequence[LeafSpec], avals: Sequence[Any]) -> bool:
+    """Whether a ``None`` dimension of ``specs`` has size 0 in ``avals`` (JAX's symbolic sizes are
+    >= 1, so such a call is traced for its own shapes)."""
+    return any(d is None and a.shape[ax] == 0
+               for s, a in zip(specs, avals) for ax, d in enumerate(s.shape or ()))
 
 
 def plan(specs: Sequence[LeafSpec], weak: Sequence[bool], example: Optional[Sequence[Any]] = None) -> Plan:
@@ -133,4 +142,4 @@ def export(fun, state_avals: Sequence[Any], p: Plan):
         return None
 
 
-__all__ = ["Plan", "concrete", "export", "plan", "relax", "relax_ranks"]
+__all__ = ["Plan", "concrete", "export", "has_empty", "plan", "relax", "relax_ranks"]

@@ -7,8 +7,10 @@ A call's arguments are walked once (``arg_key``):
   list that the compiled program takes;
 * Python scalars, strings and ``None`` are *static* by value; Variables and
   every other object (a Module, an optimizer, a callable) by identity, as
-  ``tf.function``'s weak-reference keys: two equal-but-distinct models must
-  not share Variables.
+  ``tf.function``'s weak-reference keys for objects: two equal-but-distinct
+  models must not share Variables.  (TF 2.21 keys a Variable argument by its
+  ``VariableSpec``, so Variables of one shape and dtype share a trace; here
+  each Variable gets its own trace.)
 
 ``template`` keeps the argument structure with each dynamic leaf replaced by
 ``DYN`` (and no arrays), so a trace rebuilds the arguments from tracers with

@@ -84,8 +84,23 @@ def _indices(x: Any) -> Any:
     return convert_to_tensor(x) if isinstance(x, (list, tuple)) and has_traced(x) else x
 
 
+def _dim(d: Any) -> Any:
+    """A buffer's length: an int, or a symbolic size (kept: ``_static_int``)."""
+    return int(d) if isinstance(d, (int, np.integer)) else d
+
+
+def _zeros(rows: Any, shape: tuple, dtype: Any) -> Tensor:
+    """A zero buffer of ``rows`` elements (a symbolic ``rows`` made by JAX: tf.zeros takes ints)."""
+    if isinstance(rows, int):
+        return _array.zeros((rows,) + tuple(shape), dtype)
+    return Tensor(jnp.zeros((rows,) + tuple(shape), np.dtype(dtype.as_numpy_dtype)))
+
+
 def _static_int(x: Any, what: str) -> Optional[int]:
-    """``x`` as a Python int when it is known now, else None (a traced scalar)."""
+    """``x`` as a Python int when it is known now, else None (a traced scalar); ``tf.shape(x)[k]`` of a
+    symbolic size (a None signature's trace) as that size."""
+    if getattr(x, "_dim", None) is not None:
+        return x._dim
     if _traced(x):
         return None
     v = np.asarray(getattr(x, "_value", x))
@@ -183,13 +198,13 @@ class TensorArray:
         return ta
 
     def _materialize(self, shape: tuple) -> None:
-        self._buf = _array.zeros((self._a.cap,) + tuple(shape), self._a.dtype)
+        self._buf = _zeros(self._a.cap, shape, self._a.dtype)
         self._a = self._a._replace(shape=tuple(shape), materialized=True)
 
     def _with(self, buf: Optional[Tensor], length: Any, **changes: Any) -> "TensorArray":
         a = self._a._replace(**changes)
         if buf is not None:
-            a = a._replace(materialized=True, cap=int(buf._value.shape[0]))
+            a = a._replace(materialized=True, cap=_dim(buf._value.shape[0]))
         if a.dynamic:
             a = a._replace(static_len=None if _traced(length) or isinstance(length, Tensor) else int(length))
         return TensorArray._make(a, None, buf if buf is not None else self._buf, length)
@@ -302,7 +317,7 @@ class TensorArray:
                                        f"shape is not fully defined ({_fmt(self._a.shape)}): give it a full "
                                        "element_shape")
         assert shape is not None
-        return _array.zeros((self._a.cap,) + tuple(shape), self._a.dtype)
+        return _zeros(self._a.cap, shape, self._a.dtype)
 
     def _index(self, index: Any, what: str, rows: int, allow_grow: bool) -> Tuple[Any, Optional[int]]:
         i = _static_int(index, "index")

@@ -362,6 +362,31 @@ def fresh_outputs(closed: jex.ClosedJaxpr, n_out: int) -> Tuple[bool, ...]:
                  for v in jaxpr.outvars[n_out:])
 
 
+def connected_inputs(jaxpr: jex.Jaxpr, n_out: int) -> Tuple[bool, ...]:
+    """For each input of ``jaxpr``: does one of its first ``n_out`` outputs depend on it other than
+    through ``stop_gradient``?  A tape recording the call as one op gives such an input's source
+    ``None``, as TF's gradient of a function call (a Variable read only under ``stop_gradient`` or
+    not used).  Jitted sub-jaxprs are looked into; other nested jaxprs count every input."""
+    live = _reaching(jaxpr, [v for v in jaxpr.outvars[:n_out] if isinstance(v, jex.Var)])
+    return tuple(v in live for v in jaxpr.invars)
+
+
+def _reaching(jaxpr: jex.Jaxpr, outs) -> set:
+    live = set(outs)
+    for eqn in reversed(jaxpr.eqns):
+        used = [i for i, v in enumerate(eqn.outvars) if v in live]
+        if not used or eqn.primitive.name == "stop_gradient":
+            continue
+        sub = eqn.params.get("jaxpr") if eqn.primitive.name in ("pjit", "jit", "closed_call") else None
+        inner = getattr(sub, "jaxpr", sub)
+        if inner is not None and hasattr(inner, "eqns") and len(inner.invars) == len(eqn.invars):
+            reach = _reaching(inner, [inner.outvars[i] for i in used if isinstance(inner.outvars[i], jex.Var)])
+            live.update(v for v, iv in zip(eqn.invars, inner.invars) if iv in reach and isinstance(v, jex.Var))
+        else:
+            live.update(v for v in eqn.invars if isinstance(v, jex.Var))
+    return live
+
+
 def _nested(eqn):
     for p in eqn.params.values():
         for sub in (p if isinstance(p, (tuple, list)) else (p,)):
@@ -371,5 +396,5 @@ def _nested(eqn):
 
 
 __all__ = ["CF_HINT", "Collector", "Created", "NON_FIRST_MSG", "SINGLETON_MSG", "Touched", "Traced",
-           "VARIABLE_READ", "calls_back", "checks", "fresh_outputs", "initial_values", "is_value_error", "program",
+           "VARIABLE_READ", "calls_back", "checks", "connected_inputs", "fresh_outputs", "initial_values", "is_value_error", "program",
            "trace", "value_error"]

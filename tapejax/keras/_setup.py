@@ -112,6 +112,7 @@ def load() -> ModuleType:
             namespace,
             optimizer_state,
             output_rules,
+            resizing,
             rnn_cell,
             rnn_states,
             tfsm_layer,
@@ -126,6 +127,7 @@ def load() -> ModuleType:
         hooks.install()
         data_adapter.install()
         optimizer_state.install()
+        resizing.install()
         namespace.install_public(keras)
         tfsm_layer.install(keras)
         rnn_cell.install(keras)

@@ -18,7 +18,8 @@ no symbolic tensors, no raw JAX tracers among its inputs) runs as
   weights, ``clip``'s bounds get TF's gradient, not JAX's);
 * its results are the call's outputs, then the new values of the variables
   the call assigns (``BatchNormalization`` moving statistics, Dropout seeds,
-  ``SpectralNormalization``'s kernel with ``training=True``), then the losses the
+  ``SpectralNormalization``'s kernel with ``training=True``; the global random key when a layer
+  draws with ``seed=None``: ``keys.WithGenerator``), then the losses the
   call adds (``activity_regularizer``, ``add_loss``).  After the op the
   updates are assigned (not differentiable, as TF's assign) and the losses
   are put in the owning layers' ``_losses``, so ``model.losses`` sees them;
@@ -61,8 +62,9 @@ from ..core.bind import bind, define
 from ..core.caches import LRU
 from ..core.tensor import Tensor
 from ..core.variable import Variable
+from ..ops.random import DrawInTrace, call_scope
 from ..ops.tf_rules import with_tf_rules
-from . import keys as _keys, tf_backed as _tf_backed, variables as _kvars
+from . import keys as _keys, output_spec, tf_backed as _tf_backed, variables as _kvars
 from .gathers import SparsePlan, bind_sparse, gathers_a_variable, sparse_plan
 from .grouping import group_results, in_order
 from .keys import (
@@ -225,6 +227,9 @@ def _run_stateful(key: CallKey, dyn):
         for i, x in zip(key.mapped, dyn[:n_var]):
             values[i] = x
     args, kwargs = join(_arguments(key, dyn[n_var:]), key)
+    key_in = None   # (a call that draws: the generator's key, the last variable, is not Keras's)
+    if isinstance(key.state, _keys.WithGenerator):
+        variables, key_in = variables[:-1], values.pop()
     # Keras's __call__ clears its layers' losses; this function also runs when a gradient
     # replays the call, which must leave the losses of the call the user made (model.losses)
     layers = layer_tree(obj) if hasattr(obj, "_flatten_layers") else [obj]
@@ -233,7 +238,8 @@ def _run_stateful(key: CallKey, dyn):
         with _AssignScope(state_mapping=list(zip(variables, values)), collect_losses=True) as scope:
             mapping = scope.state_mapping
             given = [mapping.get(id(v)) for v in variables]
-            with _keys.swapped(layers, key.attrs):   # (as recorded: a replay after ``activation = f``)
+            # (attributes as recorded: a replay after ``activation = f``; draws from ``key_in``)
+            with _keys.swapped(layers, key.attrs), call_scope(key_in) as drawn:
                 out = key.caller(obj, args, kwargs)
             losses = list(scope.losses)
         owners = [next((j for j, lay in enumerate(layers) if id(x) in lay._loss_ids), 0) for x in losses]
@@ -251,6 +257,9 @@ def _run_stateful(key: CallKey, dyn):
         if new is not None and new is not old:
             updated.append(i)
             news.append(scope.assigned.get(id(v), new))
+    if key_in is not None and drawn.key is not key_in:
+        updated.append(len(variables))
+        news.append(drawn.key)
     info = CallInfo(tree, len(flat), tuple(updated), tuple(owners), tuple(i for i, _ in masks))
     return _select(key, flat + news + [getattr(x, "_value", x) for x in losses] + [m for _, m in masks]), info
 
@@ -406,6 +415,8 @@ def call_stateful(obj, args, kwargs, caller: Callable[..., Any], state: Callable
         return caller(obj, args, kwargs)
     if hasattr(obj, "_maybe_build") and not obj.built:   # (a layer)
         _build(obj, a)
+    if _keys.draws(obj) and not isinstance(state, _keys.WithGenerator):
+        state = _keys.WithGenerator(state)
     st = state(obj)
     variables = st.trainable + st.other
     for v in variables:
@@ -415,7 +426,13 @@ def call_stateful(obj, args, kwargs, caller: Callable[..., Any], state: Callable
                   autocast(), attrs=_keys.swappable(layer_tree(obj)) if hasattr(obj, "_flatten_layers") else ())
     if _state._local.tapes:
         keep_alive(obj)
-    outs, info = _bind(key, variables + a.dyn, len(variables))
+    try:
+        outs, info = _bind(key, variables + a.dyn, len(variables))
+    except DrawInTrace:   # (raised while planning: nothing ran) a layer drew with seed=None
+        if isinstance(state, _keys.WithGenerator):
+            raise
+        _keys.mark_drawing(obj)
+        return call_stateful(obj, args, kwargs, caller, _keys.WithGenerator(state), what, convert)
     n_out, n_up = info.n_out, len(info.updated)
     for i, t in zip(info.updated, outs[n_out:n_out + n_up]):
         variables[i].assign(t)
@@ -540,10 +557,11 @@ def _rnn(step_function, inputs, initial_states, *args, **kwargs):
 def _compute_output_spec(fn, *args, **kwargs):
     """Keras's symbolic call (a functional model's construction, a build by a symbolic call): a layer
     whose ``call`` uses ``tf.*`` ops returns tapejax Tensors over the trace's tracers; Keras gets
-    their arrays (it refused the Tensors: "All operation outputs must be tensors")."""
+    their arrays (it refused the Tensors: "All operation outputs must be tensors"); TF's ``None``
+    where Keras's symbolic dimension cannot be divided (``output_spec``)."""
     def plain(*a, **k):
         return jax.tree_util.tree_map(_plain_step_results, fn(*a, **k), is_leaf=_is_tensor)
-    return _ORIG["spec"](plain, *args, **kwargs)
+    return output_spec.infer(_ORIG["spec"], plain, args, kwargs)
 
 
 def install() -> None:

@@ -26,8 +26,8 @@ from ..core.tensor import Tensor
 from ..core.variable import Variable
 from .rnn_states import rnn_state_variables
 
-__all__ = ["Args", "CallInfo", "CallKey", "State", "Target", "has_tensor", "join", "keep_alive", "layer_state",
-           "merge", "split", "swappable", "swapped", "target_of"]
+__all__ = ["Args", "CallInfo", "CallKey", "State", "Target", "WithGenerator", "draws", "has_tensor", "join",
+           "keep_alive", "layer_state", "mark_drawing", "merge", "split", "swappable", "swapped", "target_of"]
 
 _Tracer = jax.core.Tracer
 _DYNAMIC = (Tensor, Variable, jax.Array, np.ndarray, np.generic)
@@ -131,6 +131,33 @@ def layer_state(layer) -> State:
     return State(layer.trainable_variables, other)
 
 
+class WithGenerator(NamedTuple):
+    """A call's state (``inner``) and, last of ``other``, the Variable holding tapejax's global
+    random key: the state of a call whose layers draw with ``seed=None`` (keras.io's
+    ``StochasticDepth``: ``tf.random.uniform`` in a custom layer's ``call``).  The call's op takes
+    the key as an operand and gives the advanced key as an update, as BatchNormalization's
+    statistics, so its draws are the same in a gradient's replay and new at the next call."""
+
+    inner: Callable[[Any], State]
+
+    def __call__(self, obj) -> State:
+        from ..ops.random import get_global_generator
+        st = self.inner(obj)
+        return State(st.trainable, list(st.other) + [get_global_generator()._variable()])
+
+
+#: id -> Keras object whose call drew from the global random stream (planned ``WithGenerator``)
+_DRAWING: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
+
+
+def draws(obj) -> bool:
+    return _DRAWING.get(id(obj)) is obj
+
+
+def mark_drawing(obj) -> None:
+    _DRAWING[id(obj)] = obj
+
+
 #: Layer attributes a call reads as Python values and programs replace on a built model: guided
 #: backprop's ``layer.activation = guided_relu``, a saliency tool's linear last layer, MC dropout's
 #: ``layer.rate = 0.1`` at prediction.
@@ -140,17 +167,45 @@ _SWAPPABLE = ("activation", "recurrent_activation", "rate")
 def swappable(layers: list) -> tuple:
     """``((position in layers, attribute, value), ...)`` of the ``_SWAPPABLE`` attributes of a
     layer tree, part of a call's key: TF's eager call reads them at each call, so a call after
-    ``layer.activation = f`` is another call (a plan, a compiled op of its own)."""
-    return tuple((i, name, lay.__dict__[name]) for i, lay in enumerate(layers) for name in _SWAPPABLE
-                 if name in getattr(lay, "__dict__", ()) and _hashable(lay.__dict__[name]))
+    ``layer.activation = f`` (or after ``layer.rate.assign(0.0)`` of a rate held in a Variable) is
+    another call (a plan, a compiled op of its own)."""
+    out = []
+    for i, lay in enumerate(layers):
+        held = getattr(lay, "__dict__", {})
+        for name in _SWAPPABLE:
+            if name in held:
+                value = _python_value(held[name])
+                if value is not _UNKEYED:
+                    out.append((i, name, value))
+    return tuple(out)
 
 
-def _hashable(value: Any) -> bool:
+_UNKEYED = object()
+
+
+def _python_value(value: Any) -> Any:
+    """``value`` as the call's key holds it: itself when hashable; a scalar held in a Variable or
+    Tensor (``Dropout(tf.Variable(0.5))``) as its present Python number, which the trace then
+    sees (TF's eager call reads the Variable at each call: an ``assign`` is another call);
+    ``_UNKEYED`` for anything else (left as it is)."""
+    if isinstance(value, (Variable, Tensor)) or isinstance(value, _kbackend.Variable):
+        if tuple(value.shape) != ():
+            return _UNKEYED
+        # (a compiled call would keep this value for every later call, where TF's reads it each time)
+        if _state._local.collector is None:
+            try:
+                return np.asarray(value).item()
+            except jax.errors.JAXTypeError:   # (a tracer: Keras's own compiled loop)
+                pass
+        raise NotImplementedError(
+            f"A Keras layer's attribute held in a {type(value).__name__} (such as Dropout(tf.Variable(0.5)).rate) is "
+            "read as a Python number when the layer is called, so a compiled step (tapejax.function, Keras's fit) "
+            "cannot call the layer: set the attribute to a Python number, or call the layer eagerly")
     try:
         hash(value)
-    except TypeError:   # (a rate held in a variable: not a Python value of the trace)
-        return False
-    return True
+    except TypeError:
+        return _UNKEYED
+    return value
 
 
 @contextlib.contextmanager

@@ -54,7 +54,7 @@ from ..core.ownership import SLOT_GUARDS
 from ..core.tensor import Lazy, Pending, Tensor, array_of
 from ..core.variable import Variable
 
-__all__ = ["KerasVariable", "as_keras_variable", "check_variable", "in_keras_scope", "install"]
+__all__ = ["AdoptedVariable", "KerasVariable", "as_keras_variable", "check_variable", "in_keras_scope", "install"]
 
 _STORAGE: Any = Variable.__dict__["_value"]   # tapejax's value property (over the ``_val`` slot)
 _META: Any = Variable.__dict__["_meta"]
@@ -302,8 +302,12 @@ def as_keras_variable(value: Any) -> Any:
     tf.Variable(5.0)`` in a Model's ``__init__`` or a Layer's ``build``) becomes a ``KerasVariable``
     of its value, dtype, name, trainability and constraint, so Keras tracks it (``trainable_variables``,
     ``fit``, checkpoints) and a layer call reads it as an input, as tf_keras tracks tf.Variables
-    (a plain one is a constant to Keras: no gradient).  The attribute holds the new variable; other
-    references to the plain one are not updated.  Left as it is while a ``tapejax.function`` traces."""
+    (a plain one is a constant to Keras: no gradient).  The plain Variable becomes an alias of the new
+    one (``AdoptedVariable``): a program that keeps it (``shared = tf.Variable(...)``; ``a.w = shared``;
+    ``b.w = shared``: weight tying) reads, assigns, watches and checkpoints the one variable the
+    layers hold, as TF's one object.  Left as it is while a ``tapejax.function`` traces."""
+    if type(value) is AdoptedVariable:
+        return _TARGET.__get__(value)
     if type(value) is not Variable or _state._local.collector is not None:
         return value
     name = value.name.split(":")[0].rsplit("/", 1)[-1]
@@ -311,7 +315,32 @@ def as_keras_variable(value: Any) -> Any:
     new = KerasVariable(initializer=lambda shape, dtype=None: val, shape=tuple(val.shape), dtype=value.dtype.name,
                         trainable=value.trainable, name=name)
     new._constraint = value._constraint   # pyright: ignore[reportAttributeAccessIssue]  (None in its __init__)
+    value.__class__ = AdoptedVariable
+    _TARGET.__set__(value, new)
     return new
+
+
+#: The value slot of a plain Variable: an ``AdoptedVariable`` keeps its KerasVariable there instead.
+_TARGET: Any = Variable.__dict__["_val"]
+
+
+class AdoptedVariable(Variable):
+    """A plain Variable after a Keras layer adopted it (``as_keras_variable``): every attribute read,
+    written or called is the KerasVariable's the layer holds (its value, id, ``assign``, ``_read``,
+    and ``__class__``, so ``isinstance(shared, keras.Variable)`` holds), so the program's own
+    reference and the layers' are one variable, as in TF.  (The operators, found on the type, are
+    ``Variable``'s, and read through those attributes.)"""
+
+    __slots__ = ()
+
+    def __getattribute__(self, name: str) -> Any:
+        return getattr(_TARGET.__get__(self), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(_TARGET.__get__(self), name, value)
+
+    def __delattr__(self, name: str) -> None:
+        delattr(_TARGET.__get__(self), name)
 
 
 def install() -> None:

@@ -52,6 +52,7 @@ from .indexing_traced import (
     dynamic_starts,
     dynamic_update_starts,
     is_traced,
+    pad_empty_axes,
     traced_slice,
 )
 
@@ -333,6 +334,7 @@ def _getitem_impl(x, *dyn, spec):
     starts, tensor_indices = _split_dyn(spec, dyn)
     if starts:   # traced slice starts first: each a dynamic_slice of its static span
         x = dynamic_starts(x, spec, starts)
+    x = pad_empty_axes(x, spec)
     return x[_index_tuple(spec, tensor_indices)]
 
 
@@ -461,6 +463,8 @@ def _parse_key(x, key: tuple):
             if t.dtype.is_floating or t.dtype.is_bool or t._meta.ndim != 0:
                 raise TypeError("Only integers, slices (`:`), ellipsis (`...`), tf.newaxis (`None`) and "
                                 f"scalar tf.int32/tf.int64 tensors are valid indices, got {k!r}")
+            if dim is not None and dim < len(shape) and shape[dim] == 0 and _state._local.collector is None:
+                raise _bad("StridedSlice", f"slice index {t.numpy()} of dimension {dim} out of bounds.")
             spec.append(("t",))
             dyn.append(t)
             dim = None if dim is None else dim + 1

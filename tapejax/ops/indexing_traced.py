@@ -24,6 +24,10 @@ is ``B`` as for a loop index.
 outside ``[0, dim - size]`` (InvalidArgumentError); ``dynamic_slice`` clamps it, so that check is
 made in the value-check mode only (``ops.checks``), as the gather's, on the axes whose ``begin``
 is not proven in range while tracing.
+
+A scalar tensor index into an axis of size 0 (``b[j - 1]`` in a loop over ``tf.range(size(b))`` that
+runs no time for an empty ``b``) is traced against that axis padded to one zero (``pad_empty_axes``):
+TF's graph only fails such an index when it runs; JAX refuses it while tracing.
 """
 from typing import Any, NamedTuple, Optional, Sequence
 
@@ -153,6 +157,21 @@ def dynamic_update_starts(x: Any, window: Any, spec: Sequence[Any], starts: Sequ
         axis = entry[1]
         at[axis] = _tf_start(s, x.shape[axis]).astype(dtype)
     return jax.lax.dynamic_update_slice(x, window, at)
+
+
+def pad_empty_axes(x: Any, spec: Sequence[Any]) -> Any:
+    """``x`` with each axis of size 0 that a ``("t",)`` entry of ``spec`` (a tensor index) applies to
+    padded to one zero (see the module docstring)."""
+    consumed = sum(1 for e in spec if e[0] in "isdt")
+    axis, pads = 0, [(0, 0)] * x.ndim
+    for e in spec:
+        if e[0] == "e":
+            axis += x.ndim - consumed
+        elif e[0] != "n":
+            if e[0] == "t" and x.shape[axis] == 0:
+                pads[axis] = (0, 1)
+            axis += 1
+    return jnp.pad(x, pads) if any(p != (0, 0) for p in pads) else x
 
 
 def check_slice_begin(begin: Any, size: Sequence[int], shape: Sequence[int], forms: Sequence[Optional[Form]]) -> None:

@@ -112,6 +112,7 @@ class GlobalGenerator:
         self._op_counts = {}
         self._counters: "list[weakref.ref[Variable]]" = []   # traced op-seeded ops' counters
         self.scopes = 0
+        self.refusing = 0         # ``call_scope(None)``s open: a draw with seed=None raises
 
     def _variable(self) -> Variable:
         """The Variable holding the key: a ``tapejax.function`` trace threads it like any other
@@ -178,6 +179,9 @@ class GlobalGenerator:
         tracing: the same values at every call of the compiled function)."""
         with self._lock:
             if seed is None:
+                if self.refusing:
+                    raise DrawInTrace("a tapejax.random op with seed=None ran inside a Keras call planned "
+                                      "without the generator's key (it is planned again with it)")
                 key, sub = split_key(self.key)
                 if not self.scopes and isinstance(key, jax.core.Tracer) and self._threaded() is None:
                     raise DrawInTrace(
@@ -277,6 +281,30 @@ def state_scope(key):
         _GLOBAL.scopes -= 1
         scope.key = _GLOBAL.key
         _GLOBAL.key = old
+
+
+@contextlib.contextmanager
+def call_scope(key):
+    """Inside a Keras call's op (``keras.calls``): ops with ``seed=None`` draw from ``key`` (the op's
+    operand for the generator's key) and the scope's ``.key`` is the advanced key after; with
+    ``key=None`` they raise ``DrawInTrace`` (the call is planned again with the key as an operand).
+    The held key is neither read as state nor written, so a ``tapejax.function`` tracing around the
+    call threads it only as that operand and the call's update of it."""
+    scope = _Scope()
+    old = _GLOBAL._key
+    if key is None:
+        _GLOBAL.refusing += 1
+    else:
+        _GLOBAL._key = key
+    _GLOBAL.scopes += 1
+    try:
+        yield scope
+    finally:
+        _GLOBAL.scopes -= 1
+        if key is None:
+            _GLOBAL.refusing -= 1
+        scope.key = _GLOBAL._key
+        _GLOBAL._key = old
 
 
 def _next_key(seed, static=False):

@@ -375,6 +375,52 @@ def test_dropout_is_identity_in_inference(tf):
 
 
 @parity(**TOL)
+def test_dropout_rate_held_in_a_variable_is_read_at_each_call(tf):
+    """Dropout(tf.Variable(0.5)): each eager call reads the rate (0.5 keeps ones scaled by 2, and
+    drops some; after ``layer.rate.assign(0.0)`` every value is kept as it is); the gradient of the
+    kept values follows the rate too."""
+    x = tf.ones((8, 8))
+    drop = tf.keras.layers.Dropout(tf.Variable(0.5), seed=3)
+    out = []
+    for rate in (0.5, 0.0):
+        drop.rate.assign(rate)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = drop(x, training=True)
+        g = tape.gradient(y, x)
+        out.append((sorted(set(np.asarray(y).ravel().tolist())), sorted(set(np.asarray(g).ravel().tolist()))))
+    return out
+
+
+@parity(**TOL)
+def test_a_tf_variable_shared_by_two_layers_is_one_weight(tf):
+    """Weight tying by one ``tf.Variable`` set on two custom layers: one weight (its gradients summed,
+    one update), and the program's own reference to it sees the training and its assigns."""
+    class Lin(tf.keras.layers.Layer):
+        def __init__(self, w):
+            super().__init__()
+            self.w = w
+
+        def call(self, x):
+            return tf.nn.tanh(tf.matmul(x, self.w))
+
+    shared = tf.Variable(np.array([[0.5, -0.2], [0.1, 0.3]], np.float32))
+    a, b = Lin(shared), Lin(shared)
+    model = tf.keras.Sequential([a, b])
+    x = tf.constant([[1.0, 2.0], [0.5, -1.0]])
+    opt = tf.keras.optimizers.SGD(0.1)
+    out = []
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(model(x) ** 2) + 0.1 * tf.reduce_sum(shared ** 2)
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        out.append((loss, len(model.trainable_variables), shared.numpy()))
+    shared.assign(shared * 0.5)
+    return out, b(x), a.w.numpy()
+
+
+@parity(**TOL)
 def test_utils_to_categorical(tf):
     """tf.keras.utils.to_categorical."""
     return tf.keras.utils.to_categorical(np.array([0, 2, 1, 2]), num_classes=3)
