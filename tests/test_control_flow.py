@@ -238,3 +238,32 @@ def test_while_loop_with_a_maximum_iterations_known_only_when_the_step_runs():
         return tf.while_loop(lambda s: s < 100.0, lambda s: s * 2.0, s, maximum_iterations=n)
 
     assert float(g(tf.constant(1.0), tf.constant(3))) == 8.0
+
+
+def test_dict_loop_vars_cond_outputs_and_scan_accumulators_keep_their_key_order():
+    """TF packs a ``while_loop``'s loop variables, a ``cond``'s outputs (``true_fn``'s) and a ``scan``'s
+    accumulator in the given dicts' key order: the body and the result see ``["z", "a"]``
+    (tapejax gave JAX's sorted order, so ``list(d.values())`` came in another order)."""
+    seen = []
+
+    def body(i, d):
+        seen.append(list(d))
+        return i + 1, {k: v + 1.0 for k, v in d.items()}
+
+    def scan_fn(acc, x):
+        seen.append(list(acc))
+        return {k: v + x for k, v in acc.items()}
+
+    @tf.function
+    def run(x):
+        _, w = tf.while_loop(lambda i, d: i < 2, body, (0, {"z": x, "a": -x}))
+        c = tf.cond(x > 0, lambda: {"z": x, "a": -x}, lambda: {"z": -x, "a": x})
+        s = tf.scan(scan_fn, tf.ones([2]), initializer={"z": x, "a": x})
+        return list(w), list(c), list(s), tf.stack(list(w.values()))
+
+    w, c, s, stacked = run(tf.constant(1.0))
+    assert (w, c, s) == (["z", "a"], ["z", "a"], ["z", "a"])
+    assert stacked.numpy().tolist() == [3.0, 1.0]
+    assert all(keys == ["z", "a"] for keys in seen)
+    _, eager = tf.while_loop(lambda i, d: i < 1, body, (0, {"z": tf.constant(1.0), "a": tf.constant(2.0)}))
+    assert list(eager) == ["z", "a"]

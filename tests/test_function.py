@@ -749,3 +749,60 @@ def test_a_variable_of_declared_shape_assigned_another_shape_makes_its_functions
     assert unrelated.experimental_get_tracing_count() == 1
     v.assign(tf.zeros([5, 3]))   # (the same shape: the program stays)
     assert total()[0].numpy() == 0.0 and total.experimental_get_tracing_count() == 2
+
+
+def test_a_dict_argument_keeps_the_callers_key_order_in_the_body():
+    """TF's function body sees a dict argument in the caller's key order (its values, ``items()``
+    and a ``concat`` of them in that order); tapejax gave the keys sorted (the template's order).
+    A call with another order reuses the trace, as in TF, whose body ran once."""
+    seen = []
+
+    @tf.function
+    def step(batch, extra):
+        seen.append((list(batch), list(extra["nested"])))
+        return tf.concat(list(batch.values()), -1), {k: v * 2 for k, v in batch.items()}
+
+    batch = {"z": tf.constant([1.0]), "mask": tf.constant([2.0]), "a": tf.constant([3.0])}
+    joined, doubled = step(batch, {"nested": {"y": 1, "b": tf.constant(0.0)}})
+    assert seen == [(["z", "mask", "a"], ["y", "b"])]
+    assert joined.numpy().tolist() == [1.0, 2.0, 3.0]
+    assert list(doubled) == ["z", "mask", "a"] and doubled["mask"].numpy().tolist() == [4.0]
+    joined, _ = step({"a": tf.constant([3.0]), "z": tf.constant([1.0]), "mask": tf.constant([2.0])},
+                     {"nested": {"y": 1, "b": tf.constant(0.0)}})
+    assert step.experimental_get_tracing_count() == 1 and joined.numpy().tolist() == [1.0, 2.0, 3.0]
+
+
+def test_keyword_arguments_reach_the_body_sorted_by_name_as_in_tf():
+    """TF's function body gets ``**kwargs`` sorted by name (a dict argument keeps its order)."""
+    seen = []
+
+    @tf.function
+    def f(**kw):
+        seen.append(list(kw))
+        return tf.stack(list(kw.values()))
+
+    assert f(z=tf.constant(1.0), a=tf.constant(2.0)).numpy().tolist() == [2.0, 1.0]
+    assert seen == [["a", "z"]]
+
+
+def test_an_input_signatures_dict_gives_the_body_the_specs_key_order():
+    """With a dict in ``input_signature`` (or ``get_concrete_function``'s specs) TF's body sees the
+    spec's key order, whatever the call's; tapejax gave sorted keys."""
+    seen = []
+    spec = {"z": tf.TensorSpec([], tf.float32), "a": tf.TensorSpec([], tf.float32)}
+
+    @tf.function(input_signature=[spec])
+    def f(d):
+        seen.append(list(d))
+        return tf.stack(list(d.values()))
+
+    assert f({"a": tf.constant(2.0), "z": tf.constant(1.0)}).numpy().tolist() == [1.0, 2.0]
+
+    @tf.function
+    def g(d):
+        seen.append(list(d))
+        return tf.stack(list(d.values()))
+
+    g.get_concrete_function(spec)
+    assert g({"a": tf.constant(2.0), "z": tf.constant(1.0)}).numpy().tolist() == [1.0, 2.0]
+    assert seen == [["z", "a"], ["z", "a"]]

@@ -125,3 +125,27 @@ def test_gradients_tf_does_not_define_raise_its_errors_and_lstsq_slow_ignores_l2
         sol = tf.linalg.lstsq(x, b, fast=False)
     with pytest.raises(ValueError, match="fast=False"):
         acc.jvp(sol)
+
+
+@pytest.mark.parametrize("deferred", [True, False])
+def test_lu_has_no_gradient_as_in_tf(deferred):
+    """TF 2.21 registers no gradient for ``Lu``: a gradient through ``tf.linalg.lu``'s factors raises
+    LookupError (tapejax gave JAX's); one that does not reach them, eager or compiled, is computed."""
+    prev = tf.set_deferred_execution(deferred)
+    try:
+        v = tf.Variable(np.array([[1.0, 2.0, 0.5], [3.0, -1.0, 2.0], [0.5, 1.0, 4.0]], np.float32))
+
+        def grad(used):
+            with tf.GradientTape() as t:
+                lu, p = tf.linalg.lu(v)
+                y = tf.reduce_sum(v * v) + (tf.reduce_sum(tf.linalg.lu_solve(lu, p, tf.eye(3))) if used else 0.0)
+            return t.gradient(y, v)
+
+        with pytest.raises(LookupError, match="no entry for: Lu"):
+            grad(True)
+        with pytest.raises(LookupError, match="no entry for: Lu"):
+            tf.function(grad)(True)
+        np.testing.assert_allclose(grad(False).numpy(), 2 * v.numpy())
+        np.testing.assert_allclose(tf.function(grad)(False).numpy(), 2 * v.numpy())
+    finally:
+        tf.set_deferred_execution(prev)

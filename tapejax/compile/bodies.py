@@ -55,8 +55,21 @@ def is_tensor_leaf(x) -> bool:
 
 def to_tensors(struct):
     """Every leaf of a nested structure as a Tensor (Variables are read, Python numbers converted)."""
-    return jax.tree_util.tree_map(lambda x: x if type(x) is Tensor else convert_to_tensor(x), struct,
-                                  is_leaf=is_tensor_leaf)
+    return like(struct, jax.tree_util.tree_map(lambda x: x if type(x) is Tensor else convert_to_tensor(x),
+                                               struct, is_leaf=is_tensor_leaf))
+
+
+def like(ref: Any, value: Any) -> Any:
+    """``value``, a structure JAX's ``tree_util`` rebuilt from ``ref``'s (its dicts in sorted key
+    order), with every dict in ``ref``'s key order, as TF's ``nest`` packs one."""
+    if type(value) is dict and isinstance(ref, dict) and len(ref) == len(value):
+        return {k: like(ref[k], value[k]) for k in ref} if all(k in value for k in ref) else value
+    if type(value) in (list, tuple) and isinstance(ref, (list, tuple)) and len(ref) == len(value):
+        items = [like(r, v) for r, v in zip(ref, value)]
+        return items if type(value) is list else tuple(items)
+    if isinstance(value, tuple) and hasattr(value, "_fields") and isinstance(ref, tuple) and len(ref) == len(value):
+        return type(value)(*[like(r, v) for r, v in zip(ref, value)])
+    return value
 
 
 def flatten(struct):

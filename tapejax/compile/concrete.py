@@ -42,7 +42,7 @@ def _as_specs(x, name: str):
     if type(x) in (list, tuple):
         return type(x)(_as_specs(e, f"{name}_{i}") for i, e in enumerate(x))
     if type(x) is dict:
-        return {k: _as_specs(x[k], f"{name}_{k}") for k in sorted(x)}
+        return {k: _as_specs(x[k], f"{name}_{k}") for k in x}   # (leaves sorted by key: ``_spec_leaves``)
     return x
 
 

@@ -60,6 +60,7 @@ from .bodies import (
     avals as _avals,
     close,
     flatten as _flatten,
+    like as _like,
     run_jaxpr as _run_jaxpr,
     to_tensors as _to_tensors,
     traced as _traced,
@@ -178,8 +179,9 @@ def staged_cond(pred, true_fn, false_fn):
     ``if``: TF checks both branches of a conditional on a tensor)."""
     p = convert_to_tensor(pred)
     carried: tuple = ()
+    shown: list = []   # (true_fn's output: the result's dicts in its key order, as TF's)
     for _ in range(3):   # a branch that assigns Variables: traced again with them carried
-        t = close(lambda: true_fn(), _EMPTY, [], "true_fn", carried, carry_in=False)
+        t = close(lambda: shown.append(true_fn()) or shown[-1], _EMPTY, [], "true_fn", carried, carry_in=False)
         f = close(lambda: false_fn(), _EMPTY, [], "false_fn", carried, carry_in=False)
         more = _carried(t, f, before=carried)
         if len(more) == len(carried):
@@ -205,7 +207,7 @@ def staged_cond(pred, true_fn, false_fn):
     if nv:
         _assign(carried, outs[len(outs) - nv:])
         outs = outs[:len(outs) - nv]
-    return jax.tree_util.tree_unflatten(t.out_tree, outs)
+    return _like(shown[-1], jax.tree_util.tree_unflatten(t.out_tree, outs))
 
 
 # ---------------------------------------------------------------------------
@@ -276,14 +278,14 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
     in_avals = _avals(leaves)
 
     def body_flat(*args):
-        out = body(*args)
+        out = body(*_like(packed, args))
         if single:
             return (out,) if not isinstance(out, (list, tuple)) or len(packed) != 1 else tuple(out)
         return tuple(out) if isinstance(out, (list, tuple)) else (out,)
 
     carried: tuple = ()
     for _ in range(5):   # a body that assigns Variables: traced again with them as loop state
-        c = close(lambda *a: cond(*a), in_tree, in_avals, "cond", carried)
+        c = close(lambda *a: cond(*_like(packed, a)), in_tree, in_avals, "cond", carried)
         b = close(body_flat, in_tree, in_avals, "body", carried)
         refined = _ta.refine(packed, b.out_tree) if b.out_tree != in_tree else None
         if refined is not None:   # a TensorArray's element shape, learnt from the body: again
@@ -337,7 +339,7 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
     if nv:
         _assign(carried, outs[len(leaves):])
         outs = outs[:len(leaves)]
-    res = jax.tree_util.tree_unflatten(in_tree, outs)
+    res = _like(packed, jax.tree_util.tree_unflatten(in_tree, outs))
     if single:
         return res[0]
     return type(loop_vars)(res) if isinstance(loop_vars, (list, tuple)) else res
@@ -402,7 +404,7 @@ def _scan_core(fn, elems, initializer, reverse, want_all, what):
             raise ValueError(f"{what}: elems is empty and no initializer was given")
         first = 0 if not reverse else n - 1
         init_leaves = [t[first] for t in e_leaves]
-        init = jax.tree_util.tree_unflatten(e_tree, init_leaves)
+        init = _like(elems_t, jax.tree_util.tree_unflatten(e_tree, init_leaves))
         rest = [t[1:] if not reverse else t[:-1] for t in e_leaves]
         skip_first = True
     else:
@@ -418,8 +420,8 @@ def _scan_core(fn, elems, initializer, reverse, want_all, what):
     na = len(a_leaves)
 
     def fn_flat(*vals):
-        acc = jax.tree_util.tree_unflatten(a_tree, list(vals[:na]))
-        x = jax.tree_util.tree_unflatten(e_tree, list(vals[na:]))
+        acc = _like(init, jax.tree_util.tree_unflatten(a_tree, list(vals[:na])))
+        x = _like(elems_t, jax.tree_util.tree_unflatten(e_tree, list(vals[na:])))
         return fn(acc, x)
 
     flat_tree = jax.tree_util.tree_structure(tuple(range(na + len(rest))))
@@ -478,7 +480,7 @@ def _scan_core(fn, elems, initializer, reverse, want_all, what):
     if nv:
         _assign(carried, outs[len(outs) - nv:])
         outs = outs[:len(outs) - nv]
-    return jax.tree_util.tree_unflatten(a_tree, outs)
+    return _like(init, jax.tree_util.tree_unflatten(a_tree, outs))
 
 
 def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True, swap_memory=False,

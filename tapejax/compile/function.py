@@ -340,7 +340,7 @@ class Function:
         return polymorphism.concrete(avals)
 
     def _build(self, key, sf, args, kwargs, dyn, avals) -> Entry:
-        tpl = (template(args), template(kwargs) if kwargs else None)
+        tpl = (template(args), template(dict(sorted(kwargs.items()))) if kwargs else None)   # (TF: **kw sorted)
         specs = self._specs_for(sf, avals)
         entry = None
         # (a call inside a program traced with symbolic sizes, a SavedModel export, has symbolic

@@ -250,7 +250,7 @@ def _bind_nested(a, spec, where: str, fname: str):
             raise TypeError(f"{fail}Can not cast {a!r} to a Dict type.` ({where}, spec {spec!r}).")
         if sorted(a) != sorted(spec):
             raise TypeError(f"{fail}{a!r} has different keys with the spec {spec!r}` ({where}).")
-        return {k: _bind_nested(a[k], spec[k], f"{where}[{k!r}]", fname) for k in a}
+        return {k: _bind_nested(a[k], spec[k], f"{where}[{k!r}]", fname) for k in spec}   # (TF: the spec's order)
     if type(a) is not type(spec):
         raise TypeError(f"{fail}Can not cast {a!r} to {type(spec).__name__} type.` ({where}, spec {spec!r}).")
     if len(a) != len(spec):
@@ -429,7 +429,7 @@ def template(x):
     if t is tuple or t is list:
         return t(template(e) for e in x)
     if t is dict:
-        return {k: template(x[k]) for k in sorted(x)}
+        return ArgDict([(k, template(x[k])) for k in x])
     if isinstance(x, tuple) and hasattr(x, "_fields"):
         return t(*[template(e) for e in x])
     if t is IndexedSlices:
@@ -444,6 +444,11 @@ def template(x):
     if flat is not None:
         return flat(x)[1]
     return x
+
+
+class ArgDict(dict):
+    """A dict argument's template: its leaves come in sorted key order (``arg_key``,
+    ``tensor_args``), the body gets the caller's key order, as TF's function body does."""
 
 
 class SlicesOut(NamedTuple):
@@ -509,6 +514,9 @@ def fill(tpl, it: Iterator[Any]) -> Any:
         return t(fill(e, it) for e in tpl)
     if t is dict:
         return {k: fill(v, it) for k, v in tpl.items()}
+    if t is ArgDict:
+        filled = {k: fill(tpl[k], it) for k in sorted(tpl)}
+        return {k: filled[k] for k in tpl}
     if t is _ta_args.TAArg or t is _ta_args.TAOut or isinstance(tpl, ArgRecord):   # (before namedtuples)
         return tpl.fill(it)
     if isinstance(tpl, tuple) and hasattr(tpl, "_fields"):
@@ -550,5 +558,5 @@ def split_out(x, dyn: List[Any]):
     return x
 
 
-__all__ = ["ArgRecord", "DYN", "LeafSpec", "TensorSpec", "arg_key", "bind_signature", "call_key", "check_signature", "is_value_spec", "skeleton",
+__all__ = ["ArgDict", "ArgRecord", "DYN", "LeafSpec", "TensorSpec", "arg_key", "bind_signature", "call_key", "check_signature", "is_value_spec", "skeleton",
            "fill", "shape_free", "split_out", "template", "tensor_args"]

@@ -2,9 +2,11 @@
 factorizations, ``matrix_rank``, ``normalize``, general eigendecompositions (CPU: XLA has the
 kernel there only), tridiagonal and banded solvers, ``eigh_tridiagonal`` and the real matrix square
 root (``sqrtm``, by a Denman-Beavers iteration, so it is differentiable).  Gradients are JAX's of
-the same functions (TF's rules where they are defined: the solvers, ``lu``'s factors)."""
+the same functions (TF's rules where they are defined: the solvers); ``lu`` has none in TF, so a
+gradient through its factors raises TF's LookupError."""
 import collections
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -103,11 +105,19 @@ def matrix_rank(a, tol=None, validate_args=False, name=None):
     return _call(_RANK, "MatrixRank", a, tol=None if tol is None else float(tol))
 
 
+@jax.custom_vjp
 def _lu(x):
     lu_, piv, perm = lax.linalg.lu(x)
     return lu_, perm.astype(jnp.int32)
 
 
+def _lu_bwd(_, g):
+    raise LookupError("gradient registry has no entry for: Lu")
+
+
+# TF registers no gradient for Lu: a gradient through ``lu``'s factors raises TF's LookupError
+# (one that does not reach them, as through ``lu_reconstruct`` of a constant, never asks)
+_lu.defvjp(lambda x: (_lu(x), None), _lu_bwd)
 _LU = prim("Lu", _lu, multiple_results=True, pure_results=True)
 
 
