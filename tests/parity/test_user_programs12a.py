@@ -1038,9 +1038,6 @@ def test_exported_greedy_policy_served_for_numpy_evaluation_rollouts(tf):
     return scores, sorted(batch.items()), sorted(policy.signatures), first["onehot"]
 
 
-@xfail_on_tapejax("a None size read as a value and made a shape (tf.range(tf.shape(obs)[0])) cannot be exported "
-                  "with symbolic sizes: tapejax/train/saved_model/README.md ('Not exported: ... programs that "
-                  "turn a None size read as a value into a shape'); InvalidArgumentError at save")
 @parity(**TOL)
 def test_exported_policy_gathering_its_values_by_a_range_over_the_batch(tf):
     """The same exported policy written with TF's older idiom for the chosen Q-values:

@@ -1,7 +1,7 @@
 """Round twenty (b) of realistic user programs, third part, run under real TensorFlow 2.21 and
 under tapejax with deferred execution and predicted updates on and off (``modes=True``): steps
 over episodes of varying length compiled once by an ``input_signature`` with a ``None`` time axis
-(by ``tf.scan``, and by a ``TensorArray`` of the symbolic length: a strict xfail), invalid-action
+(by ``tf.scan``, and by a ``TensorArray`` of the symbolic length), invalid-action
 masking by ``-inf`` and ``float32.min`` logits with three entropies, Munchausen soft Q-learning,
 tabular Q-learning by scatter updates into a Variable, an agent class whose Python counter and
 float arguments meet ``tf.function``'s tracing (TF's second trace of a first call that makes
@@ -12,7 +12,7 @@ programs.
 """
 import numpy as np
 
-from .harness import parity, raises, xfail_on_tapejax
+from .harness import parity, raises
 from .test_user_programs20b import _chain, _point_mass, _td3_actor_step, _td3_critic_step, _td3_setup
 from .test_user_programs20b2 import _mlp, _mlp_vars
 
@@ -62,10 +62,6 @@ def test_variable_length_episodes_in_one_trace_by_an_input_signature(tf):
     return _episodes(tf, False)
 
 
-@xfail_on_tapejax("a TensorArray whose size is a symbolic tf.shape(x)[0] cannot be traced with "
-                  "symbolic sizes (tapejax/compile/tensor_array.py needs a static size), so the "
-                  "function falls back to one trace per episode length (documented in "
-                  "tapejax/compile/polymorphism.py): the values match, the trace count is 4, not TF's 1")
 @parity(modes=True, **LOOSE)
 def test_variable_length_episodes_with_a_tensor_array_of_the_episode_length(tf):
     """The same step with the returns also computed by a ``tf.range(n - 1, -1, -1)`` loop writing a
