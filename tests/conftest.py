@@ -21,6 +21,7 @@ know); a flag the caller already put in ``XLA_FLAGS`` wins.  ``TAPEJAX_TEST_XLA_
 runs the suite with XLA's default code generation (the benchmarks always use it).
 """
 import atexit
+import gc
 import logging
 import os
 import shutil
@@ -185,9 +186,20 @@ def _release_compiled_programs_when_maps_pile_up():
     programs are dropped, which unmaps them (they are compiled again when needed)."""
     yield
     if _memory_maps() > _MAPS_LIMIT:
-        import gc
-
         import jax
+        gc.unfreeze()   # (the programs below may sit in frozen reference cycles)
         jax.clear_caches()
         tapejax.clear_cache()
         gc.collect()
+    if _FREEZE:
+        gc.freeze()
+
+
+#: After each module, what is still alive moves to the collector's permanent generation
+#: (``gc.freeze``): TensorFlow's, JAX's and Keras's modules and the caches a worker builds up are
+#: millions of objects, which every automatic full collection (and every ``gc.collect()`` a test
+#: makes to check a release) would traverse again; a worker spent 5-10% of its time there.
+#: Objects a test makes are young and collected as before; a frozen object is never collected
+#: (a module's leftovers that later die in a reference cycle stay, a bounded leak per module), and
+#: the release of compiled programs above unfreezes first.  ``TAPEJAX_TEST_GC_FREEZE=0`` turns it off.
+_FREEZE = os.environ.get("TAPEJAX_TEST_GC_FREEZE", "1") != "0"

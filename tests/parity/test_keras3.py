@@ -6,9 +6,8 @@ The in-process parity cases cannot run these: there TF's ``tf.keras`` is tf_kera
 process's one ``keras`` package is on JAX for tapejax (README.md).  So every program runs in two
 fresh processes, one per side (``KERAS_BACKEND=tensorflow`` and ``import tensorflow as tf``;
 ``import tapejax as tf``, which puts Keras on JAX and on the tape when the program imports it), each
-side once per module and test run; the results are compared per program (None-ness exactly, numbers
+running every module's programs once per test run, side by side; the results are compared per program (None-ness exactly, numbers
 within ``_TOL`` or the module's ``TOLERANCES`` entry for the program: float16 compute)."""
-import functools
 import importlib.util
 import json
 import os
@@ -39,10 +38,6 @@ RUNNER = textwrap.dedent("""
         import tapejax as tf
     import keras
 
-    spec = importlib.util.spec_from_file_location("keras3_programs", sys.argv[2])
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-
     def plain(x):
         if x is None or isinstance(x, (bool, str)):
             return x
@@ -55,29 +50,42 @@ RUNNER = textwrap.dedent("""
         return {"array": np.asarray(x.numpy() if hasattr(x, "numpy") else x).tolist()}
 
     out = {}
-    for name in sys.argv[3:]:
-        keras.utils.clear_session()
-        try:
-            out[name] = plain(getattr(mod, name)(tf, keras))
-        except Exception as e:
-            out[name] = {"raised": type(e).__name__, "message": str(e)[:500]}
+    for module_name, path, names in json.loads(sys.argv[2]):
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        out[module_name] = results = {}
+        for name in names:
+            keras.utils.clear_session()
+            try:
+                results[name] = plain(getattr(mod, name)(tf, keras))
+            except Exception as e:
+                results[name] = {"raised": type(e).__name__, "message": str(e)[:500]}
     print("RESULTS " + json.dumps(out))
 """)
 
 
-@functools.lru_cache(maxsize=None)
-def _results(side, module_name):
+def _start(side: str) -> subprocess.Popen:
+    """One fresh process running every module's programs on ``side`` ("tf" or "tapejax")."""
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), JAX_PLATFORMS="cpu",
                CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="3", TF_ENABLE_ONEDNN_OPTS="0")
     env.pop("TF_USE_LEGACY_KERAS", None)
     env.pop("KERAS_BACKEND", None)
     if side == "tf":
         env["KERAS_BACKEND"] = "tensorflow"
-    module = MODULES[module_name]
-    p = subprocess.run([sys.executable, "-c", RUNNER, side, module.__file__, *_programs(module)],
-                       capture_output=True, text=True, timeout=900, env=env, cwd=ROOT)
-    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULTS ")]
-    assert p.returncode == 0 and lines, p.stdout[-3000:] + p.stderr[-3000:]
+    plan = [(name, module.__file__, _programs(module)) for name, module in sorted(MODULES.items())]
+    return subprocess.Popen([sys.executable, "-c", RUNNER, side, json.dumps(plan)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+
+
+def _results(proc: subprocess.Popen) -> dict:
+    try:
+        out, err = proc.communicate(timeout=900)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    lines = [ln for ln in out.splitlines() if ln.startswith("RESULTS ")]
+    assert proc.returncode == 0 and lines, out[-3000:] + err[-3000:]
     return json.loads(lines[-1][len("RESULTS "):])
 
 
@@ -102,24 +110,26 @@ def _same(got, want, where="result", tol=_TOL):
         assert got == want, f"{where}: {got!r} where TF has {want!r}"
 
 
-@pytest.mark.parametrize("module_name", sorted(MODULES))
-def test_keras3_programs_give_tf_keras3s_results(module_name):
-    """Every program of one module (one test per module, so that each side's process runs once per
-    module in a test run: they take ~10-40 s each); the message names each program that differs,
-    and how."""
-    got = _results("tapejax", module_name)
-    if importlib.util.find_spec("tensorflow") is None:
+def test_keras3_programs_give_tf_keras3s_results():
+    """Every program of every module, each side in one process (the two run side by side: starting
+    TF and Keras costs each process seconds); the message names each program that differs, and how."""
+    has_tf = importlib.util.find_spec("tensorflow") is not None
+    procs = {side: _start(side) for side in (("tapejax", "tf") if has_tf else ("tapejax",))}
+    got = _results(procs["tapejax"])
+    if not has_tf:
         pytest.skip("TensorFlow is not installed: no reference")
-    want = _results("tf", module_name)
-    programs = _programs(MODULES[module_name])
-    tolerances = getattr(MODULES[module_name], "TOLERANCES", {})
-    failures = []
-    for name in programs:
-        if "raised" in want[name]:
-            failures.append(f"{name}: TF raised {want[name]}")
-            continue
-        try:
-            _same(got[name], want[name], tol=tolerances.get(name, _TOL))
-        except AssertionError as e:
-            failures.append(f"{name}: {str(e)[:1500]}")
-    assert not failures, f"{len(failures)} of {len(programs)} programs differ from TF:\n" + "\n".join(failures)
+    want = _results(procs["tf"])
+    failures, count = [], 0
+    for module_name, module in sorted(MODULES.items()):
+        tolerances = getattr(module, "TOLERANCES", {})
+        for name in _programs(module):
+            count += 1
+            theirs, ours = want[module_name][name], got[module_name][name]
+            if "raised" in theirs:
+                failures.append(f"{module_name}.{name}: TF raised {theirs}")
+                continue
+            try:
+                _same(ours, theirs, tol=tolerances.get(name, _TOL))
+            except AssertionError as e:
+                failures.append(f"{module_name}.{name}: {str(e)[:1500]}")
+    assert not failures, f"{len(failures)} of {count} programs differ from TF:\n" + "\n".join(failures)
