@@ -11,9 +11,10 @@ import tapejax as tf
 D = tf.data.Dataset
 
 
-def _meeting(n):
-    """A map function (eager: it branches on the value) whose calls for x > 0 wait for n of them."""
-    barrier = threading.Barrier(n, timeout=10)
+def _meeting(n, timeout=10.0):
+    """A map function (eager: it branches on the value) whose calls for x > 0 wait for n of them
+    (``BrokenBarrierError`` after ``timeout`` seconds)."""
+    barrier = threading.Barrier(n, timeout=timeout)
 
     def f(x):
         if x > 0:
@@ -42,7 +43,7 @@ def test_private_threadpool_size_caps_the_workers():
     opts = tf.data.Options()
     opts.threading.private_threadpool_size = 1
     with pytest.raises(threading.BrokenBarrierError):   # one worker: the barrier for two never opens
-        list(STREAM.map(_meeting(2), num_parallel_calls=2).with_options(opts))
+        list(STREAM.map(_meeting(2, timeout=1.0), num_parallel_calls=2).with_options(opts))
 
 
 def _first_waits():
