@@ -121,7 +121,7 @@ def test_conjugate_gradient_on_a_small_spd_system_and_its_gradient(tf):
 @parity(**TOL)
 def test_power_iteration_with_a_convergence_break_and_a_fixed_point_early_return(tf):
     """Power iteration for the top eigenpair of a symmetric matrix: ``for i in tf.range(100)`` that
-    ``break``s once the Rayleigh quotient moves less than 1e-6 (the steps counted), against
+    ``break``s once the Rayleigh quotient moves less than 1e-4 (the steps counted), against
     ``tf.linalg.eigh``; a fixed-point iteration ``x = cos(k x)`` that ``return``s from inside its
     ``tf.range`` loop when converged (TF: NotImplementedError, a return cannot be placed inside a TF
     loop), and the same written with ``break`` and a flag: ``(x, i)`` when converged, ``(x, -1)``
@@ -139,7 +139,7 @@ def test_power_iteration_with_a_convergence_break_and_a_fixed_point_early_return
             v = tf.linalg.l2_normalize(w)
             new = tf.tensordot(v, tf.linalg.matvec(a, v), 1)
             steps = i + 1
-            if tf.abs(new - lam) < 1e-6:
+            if tf.abs(new - lam) < 1e-4:   # (well above float32's rounding of a quotient near 4)
                 lam = new
                 break
             lam = new
