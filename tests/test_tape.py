@@ -453,8 +453,29 @@ def test_dependence_analysis_of_a_compiled_gradient():
     import jax.numpy as jnp
 
     from tapejax.autodiff.replay import input_dependence
-    deps = input_dependence(lambda a, b, c: (a * 2.0, jnp.sin(b)), 1.0, 2.0, 3.0)
-    assert deps == [True, True, False]
+    deps = input_dependence(lambda a, b, c: (a * 2.0, jnp.sin(b), a * b), 1.0, 2.0, 3.0)
+    assert deps.any == [True, True, False]
+    assert deps.per_output == ((True, False, False), (False, True, False), (True, True, False))
+
+
+def test_higher_order_none_follows_each_gradient_separately():
+    """One gradient call for two sources is one recorded op, but TF's second-order None is per
+    gradient: for ``y = x*x + 2z``, ``dy/dz = 2`` uses neither x nor z (TF 2.21: None for both)
+    while ``dy/dx = 2x`` uses x only; the outer tape follows which inputs each output uses."""
+    x, z = tf.constant(3.0), tf.constant(4.0)
+    with tf.GradientTape(persistent=True) as t2:
+        t2.watch([x, z])
+        with tf.GradientTape() as t1:
+            t1.watch([x, z])
+            y = x * x + 2.0 * z
+        dx, dz = t1.gradient(y, [x, z])
+    assert t2.gradient(dz, [x, z]) == [None, None]
+    dxx, dxz = t2.gradient(dx, [x, z])
+    assert float(dxx) == 2.0 and dxz is None
+    both = t2.gradient([dx, dz], [x, z])
+    assert float(both[0]) == 2.0 and both[1] is None
+    jac = t2.jacobian(dx, [x, z])
+    assert float(jac[0]) == 2.0 and jac[1] is None
 
 
 def test_sources_may_be_registered_jax_pytrees():

@@ -352,7 +352,8 @@ def _call_gradient(entry: "Compiled | Backward", nodes: Sequence[Node], program:
         # the op's call below inside a trace does not trace the gradient a second time)
         entry.deps = input_dependence(entry.fn, tuple([_abstract(v) for v in leaves]),
                                       tuple(_abstract(peek(g)) for g in given))
-    deps = entry.deps
+        entry.prim.out_deps = entry.deps.per_output
+    deps = entry.deps.any
     ids = _leaf_ids(nodes, program, entry.plan, src_objs)
     # Inputs the gradient does not use are passed as constants (id 0).
     args = [_viewed(v, i if d else 0) for v, i, d in zip(leaves, ids, deps)]

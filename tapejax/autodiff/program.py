@@ -124,29 +124,46 @@ class Program:
 
 
 def slice_tape(nodes: Sequence[Node], src_codes, tgt_codes) -> tuple[tuple[int, ...], set[int]]:
-    """(slice node indices, needed codes) for these sources and targets."""
+    """(slice node indices, needed codes) for these sources and targets.  An output of a node
+    whose op knows which inputs each output depends on (``Primitive.out_deps``: a nested
+    gradient's) is live only from those inputs, and needs only those."""
     live = set(src_codes)
     live_nodes: list[int] = []
     for idx, node in enumerate(nodes):
         for c in node.refs:
             if c in live:
-                live_nodes.append(idx)
                 base = idx * OUT
-                for k in range(node.n_out):
-                    live.add(base + k)
+                deps = node.prim.out_deps
+                if deps is None:
+                    live_nodes.append(idx)
+                    for k in range(node.n_out):
+                        live.add(base + k)
+                else:
+                    fed = [r in live for r in node.refs]
+                    outs = [k for k, d in enumerate(deps) if any(f and u for f, u in zip(fed, d))]
+                    if outs:
+                        live_nodes.append(idx)
+                        live.update(base + k for k in outs)
                 break
     needed = {c for c in tgt_codes if c in live}
     picked: list[int] = []
     for idx in reversed(live_nodes):
         node = nodes[idx]
         base = idx * OUT
-        for k in range(node.n_out):
-            if base + k in needed:
-                picked.append(idx)
-                for c in node.refs:
-                    if c in live:
-                        needed.add(c)
-                break
+        deps = node.prim.out_deps
+        if deps is None:
+            for k in range(node.n_out):
+                if base + k in needed:
+                    picked.append(idx)
+                    for c in node.refs:
+                        if c in live:
+                            needed.add(c)
+                    break
+            continue
+        outs = [k for k in range(node.n_out) if base + k in needed]
+        if outs:
+            picked.append(idx)
+            needed.update(c for i, c in enumerate(node.refs) if c in live and any(deps[k][i] for k in outs))
     picked.reverse()
     return tuple(picked), needed
 

@@ -177,7 +177,7 @@ class Compiled:
         self.fn = fn
         self.raw = raw      # the un-jitted function, for the dependence analysis
         # which inputs the gradients depend on (computed when first nested)
-        self.deps: "list[bool] | None" = None
+        self.deps: "Dependence | None" = None
         self.plan = plan
         self.gather = _plain(plan)
         self.srcs = _src_positions(plan)
@@ -291,9 +291,11 @@ def _compile_fused(nodes: Sequence[Node], program: Program, held: tuple[int, ...
 
 
 # -- which inputs does a compiled gradient really use? --------------------------
-# An outer tape must see the gradient op as depending only on the inputs its
-# result is computed from: d(2x)/dx = 2 does not use x, and TF then gives the
-# second derivative None (its gradient graph has no path from x).  The jaxpr
+# An outer tape must see each output of the gradient op as depending only on the
+# inputs it is computed from: d(2x)/dx = 2 does not use x, and TF then gives the
+# second derivative None (its gradient graph has no path from x); for
+# y = x*x + 2z, dy/dz uses neither x nor z while dy/dx uses x (``Dependence``:
+# the op's ``out_deps``, which ``program.slice_tape`` follows).  The jaxpr
 # of the gradient function says it; nested jaxprs (pjit, custom_jvp calls)
 # are followed, any other primitive is taken to use all its inputs.  A
 # custom_vjp call is not followed: its derivative is its backward's, which may
@@ -316,22 +318,43 @@ def _sub_jaxpr(eqn):
     return None
 
 
-def _used_inputs(jaxpr, used_outputs):
-    need = {v for v, u in zip(jaxpr.outvars, used_outputs) if u and not _is_literal(v)}
+def _output_masks(jaxpr, out_masks: Sequence[int]) -> list[int]:
+    """Per input of ``jaxpr``: the bitmask of the outputs (``out_masks[k]`` for output ``k``) that
+    depend on it, in one backward pass over the equations."""
+    mask: dict[Any, int] = {}
+    for v, m in zip(jaxpr.outvars, out_masks):
+        if m and not _is_literal(v):
+            mask[v] = mask.get(v, 0) | m
     for eqn in reversed(jaxpr.eqns):
-        outs = [not _is_literal(o) and o in need for o in eqn.outvars]
+        outs = [0 if _is_literal(o) else mask.get(o, 0) for o in eqn.outvars]
         if not any(outs):
             continue
         sub = _sub_jaxpr(eqn)
-        ins = _used_inputs(sub, outs) if sub is not None else [True] * len(eqn.invars)
-        need.update(v for v, u in zip(eqn.invars, ins) if u and not _is_literal(v))
-    return [v in need for v in jaxpr.invars]
+        if sub is not None:
+            ins = _output_masks(sub, outs)
+        else:
+            every = 0
+            for m in outs:
+                every |= m
+            ins = [every] * len(eqn.invars)
+        for v, m in zip(eqn.invars, ins):
+            if m and not _is_literal(v):
+                mask[v] = mask.get(v, 0) | m
+    return [mask.get(v, 0) for v in jaxpr.invars]
 
 
-def input_dependence(fn: Callable[..., Any], *args) -> list[bool]:
-    """For each flattened array input of ``fn(*args)``: does some output depend on it?"""
-    closed = jax.make_jaxpr(fn)(*args)
-    return _used_inputs(closed.jaxpr, [True] * len(closed.jaxpr.outvars))
+class Dependence(NamedTuple):
+    """Which flattened array inputs of a function its outputs depend on."""
+    any: list[bool]                            # per input: does some output depend on it?
+    per_output: tuple[tuple[bool, ...], ...]   # per output, per input
+
+
+def input_dependence(fn: Callable[..., Any], *args) -> Dependence:
+    """Which flattened array inputs of ``fn(*args)`` its outputs depend on (any use counts)."""
+    jaxpr = jax.make_jaxpr(fn)(*args).jaxpr
+    masks = _output_masks(jaxpr, [1 << k for k in range(len(jaxpr.outvars))])
+    per = tuple(tuple(bool(m >> k & 1) for m in masks) for k in range(len(jaxpr.outvars)))
+    return Dependence([m != 0 for m in masks], per)
 
 
 #: Builds a compiled entry for a Program (``_compile`` and its kin, a jacobian's ...).

@@ -75,6 +75,11 @@ class Primitive:
     __slots__ = ("name", "impl", "differentiable", "multiple_results", "nondiff_reason", "jit",
                  "_call0", "_bound", "__weakref__")
 
+    #: Per output, per input: does the output depend on the input?  ``None`` (every op but a
+    #: nested gradient's, ``autodiff.replay.GradientPrimitive``): each output on every input.
+    #: A tape's slice follows it, so an output reached from no source gives those sources None.
+    out_deps: "tuple[tuple[bool, ...], ...] | None" = None
+
     def __init__(self, name: str, impl: Callable[..., Any], differentiable: bool = True,
                  multiple_results: bool = False, nondiff_reason: Optional[str] = None, jit: bool = True):
         self.name = name

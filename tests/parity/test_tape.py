@@ -1,6 +1,6 @@
 """GradientTape semantics (TF_SEMANTICS.md items 1-3, 6-9, 18): same program under TF and tapejax."""
 
-from .harness import A, parity, warned
+from .harness import A, parity, warned, xfail_on_tapejax
 
 JAC = "GradientTape.jacobian"
 
@@ -879,6 +879,65 @@ def test_second_derivative_of_relu_and_abs_is_zeros(tf):
             g = t1.gradient(y, x)
         out.append(t2.gradient(g, x))
     return tuple(out)
+
+
+def _second_order_table(tf, cases):
+    """Per case ``f(x, z)``: the outer tape's gradients of ``dx`` and ``dz`` (one inner gradient
+    call for both) with respect to ``[x, z]``, "-" where the inner gradient is None."""
+    x, z = tf.constant([1.5, -2.0]), tf.constant([4.0, 0.5])
+    out = {}
+    for name, f in cases.items():
+        with tf.GradientTape(persistent=True) as t2:
+            t2.watch([x, z])
+            with tf.GradientTape() as t1:
+                t1.watch([x, z])
+                y = f(x, z)
+            grads = t1.gradient(y, [x, z])
+        out[name] = [t2.gradient(d, [x, z]) if d is not None else "-" for d in grads]
+    return out
+
+
+@parity
+def test_second_order_none_is_per_gradient_of_one_call(tf):
+    """One inner ``gradient`` call for two sources: each gradient's second derivatives are None
+    where that gradient does not use the source (TF computes each by its own ops), as for
+    ``x*x + exp(z)`` (``dx`` uses x only), ``relu(x)*3 + z`` (``dz`` = 1 uses nothing),
+    ``where(x > 0, 2z, z*z)``, ``x*z``, ``matmul``, ``sigmoid(x)*z`` and a mean beside a sum."""
+    return _second_order_table(tf, {
+        "relu": lambda x, z: tf.nn.relu(x) * 3.0 + z,
+        "where": lambda x, z: tf.where(x > 0, 2.0 * z, z * z),
+        "where2": lambda x, z: tf.where(x > 0, x * 2.0, z),
+        "abs": lambda x, z: tf.abs(x) + z,
+        "mulxz": lambda x, z: x * z,
+        "sq": lambda x, z: x * x + tf.exp(z),
+        "matmul": lambda x, z: tf.matmul(x[None], z[:, None]),
+        "softplus": lambda x, z: tf.nn.softplus(x) + 2.0 * z,
+        "sigmoid": lambda x, z: tf.sigmoid(x) * z,
+        "mean": lambda x, z: tf.reduce_mean(x) + tf.reduce_sum(z * 3.0),
+    })
+
+
+@xfail_on_tapejax((
+    "TF's Maximum gradient selects by a boolean mask (greater_equal), which its tape does not "
+    "differentiate, so the second derivatives are None; tapejax's dependence analysis counts any "
+    "use of an input (the comparison in JAX's max rule), so they are zeros"))
+@parity
+def test_second_order_of_maximum_is_none(tf):
+    """``maximum(x, z)``'s gradients use x and z only through a comparison: TF gives None."""
+    return _second_order_table(tf, {"max": lambda x, z: tf.maximum(x, z)})
+
+
+@xfail_on_tapejax((
+    "TF differentiates a tf.function's gradient as one op (its backward function, reading the "
+    "forward values it needs), so each second derivative through it is 0 where that op reads the "
+    "source, even where the gradient itself does not use it; tapejax follows what each gradient "
+    "uses, so dz/dx of x*x + 2z is None through a function as eagerly"))
+@parity
+def test_second_order_through_a_function_call_is_zeros(tf):
+    """``f = tf.function(lambda x, z: x * x + 2 * z)``: TF's second derivatives of both first
+    derivatives are 0 (not None), the backward function reading x."""
+    f = tf.function(lambda x, z: x * x + 2.0 * z)
+    return _second_order_table(tf, {"f": f})
 
 
 @parity
