@@ -45,6 +45,7 @@ from .ops.layout import (batch_to_space, bitcast, broadcast_dynamic_shape, broad
                          sequence_mask, shape_n, space_to_batch, space_to_batch_nd, unique_with_counts, unravel_index)
 from .ops.conv import conv, conv2d_backprop_filter_v2, conv2d_backprop_input_v2
 from .ops.segment import approx_top_k
+from .ops.sparse_edit import edit_distance
 from .ops.patches_sequences import extract_volume_patches, random_index_shuffle
 from .ops.utilities import (AggregationMethod, VariableAggregation, VariableSynchronization, constant_initializer,
                             control_dependencies, executing_eagerly, get_current_name_scope, get_logger,
@@ -122,7 +123,7 @@ __all__ = [
     "constant_initializer", "control_dependencies", "conv", "conv2d_backprop_filter_v2", "distribute",
     "conv2d_backprop_input_v2", "convert_to_tensor", "cos", "cosh", "cumsum", "custom_gradient", "data",
     "debugging", "deferred_execution", "define_op", "device", "DeviceSpec", "divide", "double", "DType", "dtypes",
-    "dynamic_partition", "dynamic_stitch", "eig", "eigvals", "einsum", "ensure_shape", "equal", "errors", "executing_eagerly",
+    "dynamic_partition", "dynamic_stitch", "edit_distance", "eig", "eigvals", "einsum", "ensure_shape", "equal", "errors", "executing_eagerly",
     "exp", "expand_dims", "experimental", "extract_volume_patches", "eye", "fftnd", "fill", "fingerprint", "float16", "float32", "float64", "floor", "floordiv",
     "floormod", "foldl", "foldr", "Function", "function", "gather", "gather_nd", "get_current_name_scope",
     "get_logger", "get_static_value", "grad_pass_through", "gradient_override_map", "gradients", "GradientTape", "greater",
