@@ -63,7 +63,8 @@ from .ops.reduce import (argmax, argmin, clip_by_global_norm, clip_by_norm, clip
                          reduce_sum, where)
 from .ops.linalg import norm
 from .ops.jax_op import op
-from .ops.namespaces import bitwise, dtypes, linalg, math, nest, nn, quantization, random, ragged, signal, sparse
+from .ops.namespaces import (bitwise, dtypes, linalg, math, nest, nn, quantization, random, ragged, sets, signal,
+                             sparse)
 
 # -- gradient control, compiled steps, jacobians and forward mode
 from .autodiff.custom import RegisterGradient, gradient_override_map, gradients, hessians, no_gradient, stop_gradient
@@ -138,7 +139,7 @@ __all__ = [
     "reduce_max", "reduce_mean", "reduce_min", "reduce_prod", "reduce_sum",
     "register_tensor_conversion_function", "RegisterGradient", "repeat", "required_space_to_batch_paddings",
     "reshape", "reverse", "reverse_sequence", "rfftnd", "roll", "round", "saturate_cast", "saved_model", "scalar_mul",
-    "scan", "scatter_nd", "searchsorted", "sequence_mask", "set_cache_size", "set_deferred_execution",
+    "scan", "scatter_nd", "searchsorted", "sequence_mask", "set_cache_size", "set_deferred_execution", "sets",
     "set_speculative_updates", "shape", "shape_n", "sigmoid", "sign", "sin", "sinh", "size", "slice", "sort",
     "space_to_batch", "space_to_batch_nd", "signal", "sparse", "SparseTensor", "SparseTensorSpec", "speculative_updates", "split", "sqrt", "square",
     "squeeze", "stack", "stop_gradient", "strided_slice", "string", "strings", "subtract", "summary", "switch_case", "tan", "tanh",

@@ -59,7 +59,6 @@ REASONS = {
 MISSING = {
     "": {
         "ragged": "ragged_fill_empty_rows ragged_fill_empty_rows_grad",
-        "sparse": "sets",
         "resource": "CriticalSection queue resource variant",
         "quantized": "qint16 qint32 qint8 quint16 quint8",
         "graph": "Graph Operation import_graph_def graph_util raw_ops load_library load_op_library mlir "

@@ -56,6 +56,7 @@ from . import (
     sparse_counts as _spc,
     sparse_more as _spm,
     sparse_ops as _spo,
+    sparse_sets as _sets,
     special as _sp,
     unsupported as _un,
     utilities as _ut,
@@ -153,6 +154,8 @@ sparse = _module("sparse", "``tf.sparse``: SparseTensor ops (see tapejax.ops.spa
                  {**{n: getattr(_spo, n) for n in _spo.PUBLIC},
                   **{n: getattr(_spm, n) for n in _spm.__all__ if n.islower()},
                   **{n: getattr(_spc, n) for n in _spc.__all__}})
+sets = _module("sets", "``tf.sets``: set operations along the last dimension (see tapejax.ops.sparse_sets)",
+               {n: getattr(_sets, n) for n in _sets.__all__})
 #: ``tf.image``: the image family modules (``image_*``).
 IMAGE_MODULES = (_ig, _ir, _ic, _imx, _inms, _ibx, _isd)
 image = _module("image", "``tf.image``", {n: getattr(mod, n) for mod in IMAGE_MODULES for n in mod.__all__})
@@ -172,7 +175,8 @@ dtypes = _module("dtypes", "``tf.dtypes``", {**{n: getattr(_dtypes, n) for n in 
                                              "saturate_cast": _sp.saturate_cast, "complex": _sp.complex})
 
 # ``import tapejax.math`` (etc.) works like ``import tensorflow.math``.
-for _mod in (math, special, nn, linalg, random, nest, dtypes, bitwise, image, sparse, ragged, signal, quantization):
+for _mod in (math, special, nn, linalg, random, nest, dtypes, bitwise, image, sparse, ragged, signal, quantization,
+             sets):
     sys.modules.setdefault(_mod.__name__, _mod)
 
 
