@@ -46,6 +46,7 @@ from .ops.layout import (batch_to_space, bitcast, broadcast_dynamic_shape, broad
 from .ops.conv import conv, conv2d_backprop_filter_v2, conv2d_backprop_input_v2
 from .ops.segment import approx_top_k
 from .ops.sparse_edit import edit_distance
+from .ops.ragged_ops import ragged_fill_empty_rows, ragged_fill_empty_rows_grad
 from .ops.patches_sequences import extract_volume_patches, random_index_shuffle
 from .ops.utilities import (AggregationMethod, VariableAggregation, VariableSynchronization, constant_initializer,
                             control_dependencies, executing_eagerly, get_current_name_scope, get_logger,
@@ -135,7 +136,7 @@ __all__ = [
     "matrix_square_root", "map_fn", "maximum", "meshgrid", "minimum", "Module", "multiply", "name_scope", "negative", "nest", "newaxis", "nn",
     "no_gradient", "no_op", "variable_creator_scope", "numpy_function", "py_function", "init_scope", "norm", "not_equal", "one_hot", "ones", "ones_initializer", "ones_like", "op", "optimizers",
     "pad", "parallel_stack", "pow", "Primitive", "print", "ragged", "RaggedTensor", "RaggedTensorSpec", "random", "random_normal_initializer",
-    "quantization", "random_index_shuffle", "random_uniform_initializer", "range", "rank", "realdiv", "recompute_grad", "reduce_all", "reduce_any", "reduce_logsumexp",
+    "quantization", "ragged_fill_empty_rows", "ragged_fill_empty_rows_grad", "random_index_shuffle", "random_uniform_initializer", "range", "rank", "realdiv", "recompute_grad", "reduce_all", "reduce_any", "reduce_logsumexp",
     "reduce_max", "reduce_mean", "reduce_min", "reduce_prod", "reduce_sum",
     "register_tensor_conversion_function", "RegisterGradient", "repeat", "required_space_to_batch_paddings",
     "reshape", "reverse", "reverse_sequence", "rfftnd", "roll", "round", "saturate_cast", "saved_model", "scalar_mul",

@@ -29,8 +29,6 @@ TF_NAMES: "dict[str, list[str]]" = SNAPSHOT["namespaces"]
 REASONS = {
     "strings": "no JAX representation: string tensors (XLA has no string type); tf.strings' basic ops run on "
                "host bytes (tapejax.data.hostops), its other names raise UnsupportedError naming what to use instead",
-    "ragged": "not yet: the ragged ops beyond tf.RaggedTensor and tf.ragged's core (tapejax.ops.ragged_tensor, "
-              "ragged_ops): fill_empty_rows, string crosses (no string tensors), stack_dynamic_partitions",
     "sparse": "not yet: the sparse ops beyond tf.sparse's core (tapejax.ops.sparse_ops): set ops, edit "
               "distance, sparse embedding lookups",
     "resource": "no JAX representation: resource and variant handles (CriticalSection, lookup "
@@ -58,7 +56,6 @@ REASONS = {
 #: namespace -> reason -> the missing names (space separated).  compat.v1 is handled by rule below.
 MISSING = {
     "": {
-        "ragged": "ragged_fill_empty_rows ragged_fill_empty_rows_grad",
         "resource": "CriticalSection queue resource variant",
         "quantized": "qint16 qint32 qint8 quint16 quint8",
         "graph": "Graph Operation import_graph_def graph_util raw_ops load_library load_op_library mlir "
@@ -348,7 +345,7 @@ def test_io_names_missing_are_the_listed_ones():
 #: TF 2.21's ``tf.ragged`` and ``tf.RaggedTensor`` public names (``dir``), and those tapejax lacks.
 TF_RAGGED = ("boolean_mask constant cross cross_hashed map_flat_values range row_splits_to_segment_ids "
              "segment_ids_to_row_splits stack stack_dynamic_partitions").split()
-RAGGED_MISSING = {"cross": "strings", "stack_dynamic_partitions": "ragged"}
+RAGGED_MISSING = {"cross": "strings"}
 TF_RAGGED_TENSOR = (
     "bounding_shape consumers dtype flat_values from_nested_row_lengths from_nested_row_splits "
     "from_nested_value_rowids from_row_lengths from_row_limits from_row_splits from_row_starts from_sparse "

@@ -9,7 +9,7 @@ positions, a recorded gather).  ``map_flat_values`` applies an op to ``flat_valu
 check that every ragged argument has the same partitions.  ``tf.concat`` of RaggedTensors
 dispatches here (``ops._registry.OP_DISPATCH``).
 """
-from typing import Any, List, Optional
+from typing import Any, List, NamedTuple, Optional
 
 import jax.numpy as jnp
 import numpy as np
@@ -309,12 +309,106 @@ def segment_ids_to_row_splits(segment_ids: Any, num_segments: Any = None, out_ty
         _rp.storage(_rp.splits_dtype_arg(out_type, "out_type"))).name)
 
 
+def stack_dynamic_partitions(data: Any, partitions: Any, num_partitions: Any, name: Any = None) -> RaggedTensor:
+    """``tf.ragged.stack_dynamic_partitions``: row ``i`` holds the rows of ``data`` (a Tensor or a
+    RaggedTensor) whose partition is ``i``, in order (``dynamic_partition``'s outputs stacked).
+    The partitions are read on the host; the row splits take their dtype."""
+    d = data if isinstance(data, (Tensor, RaggedTensor)) else convert_to_tensor(data)
+    p_t = partitions if isinstance(partitions, Tensor) else convert_to_tensor(partitions, dtype=_dtypes.int32)
+    n = int(_rp.host_splits(num_partitions, "num_partitions") if isinstance(num_partitions, Tensor)
+            else num_partitions)
+    rows = d.nrows() if isinstance(d, RaggedTensor) else (dim(d, 0) if d.ndim else None)
+    rows = int(rows.numpy()) if isinstance(rows, Tensor) else rows
+    if p_t.ndim != 1 or rows is None or p_t.shape[0] != rows:
+        raise ValueError(f"Shapes {tuple(p_t.shape)} and ({rows},) are incompatible")
+    p = _rp.host_splits(p_t, "tf.ragged.stack_dynamic_partitions").astype(np.int64)
+    if p.size and (p.min() < 0 or p.max() >= n):
+        raise InvalidArgumentError(None, None, "partitions must be less than num_partitions" if p.max() >= n
+                                   else "partitions must be non-negative")
+    order = np.argsort(p, kind="stable")
+    lens = np.bincount(p, minlength=n)[:n] if n else np.zeros(0, np.int64)
+    splits = host_tensor(np.concatenate([[0], np.cumsum(lens)]).astype(np.int64), p_t.dtype)
+    return RaggedTensor._of(take_values(d, order), splits, p_t.dtype)
+
+
+# -- TF's raw fill-empty-rows pair (tf.ragged_fill_empty_rows and its gradient op) ----------
+
+_FILL_VALUES = define("RaggedFillEmptyRowsValues",
+                      lambda values, default, rev, *, n: jnp.full((n,), default, values.dtype).at[rev].set(values))
+
+
+def _vector(t: Tensor, what: str, op: str) -> None:
+    if t.ndim != 1:
+        raise InvalidArgumentError(None, None, f"{what} must be a vector, saw: [{','.join(str(d) for d in t.shape)}] "
+                                   f"[Op:{op}]")
+
+
+class RaggedFillEmptyRows(NamedTuple):
+    """``tf.ragged_fill_empty_rows``' results (TF's namedtuple)."""
+    output_value_rowids: Tensor
+    output_values: Tensor
+    empty_row_indicator: Tensor
+    reverse_index_map: Tensor
+
+
+class RaggedFillEmptyRowsGrad(NamedTuple):
+    """``tf.ragged_fill_empty_rows_grad``'s results (TF's namedtuple)."""
+    d_values: Tensor
+    d_default_value: Tensor
+
+
+def ragged_fill_empty_rows(value_rowids: Any, values: Any, nrows: Any, default_value: Any,
+                           name: Any = None) -> RaggedFillEmptyRows:
+    """``tf.ragged_fill_empty_rows``: ``default_value`` inserted as the one value of each row of
+    ``0 .. nrows - 1`` that ``value_rowids`` does not name, entries ordered by row (stably):
+    ``(output_value_rowids, output_values, empty_row_indicator, reverse_index_map)``, the last the
+    output position of each input value.  The row ids are read on the host (the output's size
+    depends on them); the values' gradient flows to ``values`` and ``default_value``."""
+    vals = values if isinstance(values, Tensor) else convert_to_tensor(values)
+    _vector(vals, "values", "RaggedFillEmptyRows")
+    default = convert_to_tensor(default_value)
+    if default.dtype != vals.dtype:
+        raise InvalidArgumentError(None, None, "cannot compute RaggedFillEmptyRows as input #3(zero-based) was "
+                                   f"expected to be a {vals.dtype.name} tensor but is a {default.dtype.name} tensor")
+    ids_t = value_rowids if isinstance(value_rowids, Tensor) else convert_to_tensor(value_rowids, dtype=_dtypes.int64)
+    ids = _rp.host_splits(ids_t, "tf.ragged_fill_empty_rows").astype(np.int64).reshape(-1)
+    n = int(_rp.host_splits(nrows, "nrows") if isinstance(nrows, Tensor) else nrows)
+    for i, r in enumerate(ids):
+        if not 0 <= r < n:
+            raise InvalidArgumentError(None, None, f"indices({i}, 0) is invalid: {int(r)} >= {n}")
+    empty = np.bincount(ids, minlength=n)[:n] == 0 if n else np.zeros(0, bool)
+    rows = np.concatenate([ids, np.nonzero(empty)[0]])
+    order = np.argsort(rows, kind="stable")
+    rev = np.empty(len(ids), np.int64)
+    rev[order[order < len(ids)]] = np.nonzero(order < len(ids))[0]
+    out = bind(_FILL_VALUES, vals, default, rev.astype(np.int32), n=len(rows))
+    return RaggedFillEmptyRows(host_tensor(rows[order]), out, convert_to_tensor(empty), host_tensor(rev))
+
+
+def ragged_fill_empty_rows_grad(reverse_index_map: Any, grad_values: Any,
+                                name: Any = None) -> RaggedFillEmptyRowsGrad:
+    """``tf.ragged_fill_empty_rows_grad``: ``(grad_values[reverse_index_map], the sum of the rest)``,
+    the gradients of ``ragged_fill_empty_rows``' ``values`` and ``default_value``."""
+    g = grad_values if isinstance(grad_values, Tensor) else convert_to_tensor(grad_values)
+    _vector(g, "grad_values", "RaggedFillEmptyRowsGrad")
+    rev = reverse_index_map if isinstance(reverse_index_map, Tensor) else convert_to_tensor(
+        reverse_index_map, dtype=_dtypes.int64)
+    d_values = bind(_TAKE, g, rev)
+    return RaggedFillEmptyRowsGrad(d_values, bind(_REST_SUM, g, d_values))
+
+
+_TAKE = define("RaggedFillEmptyRowsTake", lambda g, rev: g[rev])
+_REST_SUM = define("RaggedFillEmptyRowsRest", lambda g, taken: jnp.sum(g) - jnp.sum(taken))
+
+
 OP_DISPATCH[("ConcatV2", RaggedTensor)] = concat
 
 #: the names of ``tf.ragged`` (``ops.namespaces`` builds the module from them)
 PUBLIC = {"constant": constant, "range": ragged_range, "stack": stack, "boolean_mask": boolean_mask,
           "map_flat_values": map_flat_values, "row_splits_to_segment_ids": row_splits_to_segment_ids,
-          "segment_ids_to_row_splits": segment_ids_to_row_splits}
+          "segment_ids_to_row_splits": segment_ids_to_row_splits,
+          "stack_dynamic_partitions": stack_dynamic_partitions}
 
-__all__ = ["PUBLIC", "boolean_mask", "concat", "constant", "map_flat_values", "ragged_range",
-           "row_splits_to_segment_ids", "segment_ids_to_row_splits", "stack"]
+__all__ = ["PUBLIC", "boolean_mask", "concat", "constant", "map_flat_values", "ragged_fill_empty_rows",
+           "ragged_fill_empty_rows_grad", "ragged_range", "row_splits_to_segment_ids", "segment_ids_to_row_splits",
+           "stack", "stack_dynamic_partitions"]
