@@ -342,3 +342,46 @@ def test_logs_of_a_step_returning_loss_are_tf_keras_with_a_tapejax_optimizer(run
     np.testing.assert_allclose(results["tapejax"][1], 0.032034, rtol=1e-4)
     assert results["keras3"] == ([0.0, 0.0], 0.0)
 
+
+
+class _Noise(keras.layers.Layer):
+    """TF-era code: a layer drawing from TF's global stream (``tf.random.normal``, no seed) in
+    ``call``, as keras.io's VAE ``Sampling`` layer does."""
+
+    def call(self, x):
+        return x + tf.random.normal(tf.shape(x))
+
+
+def _noisy_model():
+    inp = keras.Input((2,))
+    out = keras.layers.Dense(1, use_bias=False, kernel_initializer="ones")(_Noise()(inp))
+    return keras.Model(inp, out)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "keras3"])
+def test_a_layer_drawing_from_tfs_global_stream_trains_under_keras_3_optimizers(optimizer):
+    """``compile(optimizer="sgd")`` (a Keras 3 optimizer: Keras's stateless JAX steps) with a layer
+    calling ``tf.random.normal``: fit, evaluate and predict run (they raised DrawInTrace), each
+    step draws new values (the generator's key is threaded through the compiled step, not baked
+    into it), and ``tf.random.set_seed`` makes the draws repeat."""
+    x = np.zeros((4, 2), np.float32)
+    y = np.zeros((4, 1), np.float32)
+    outs = []
+    for _ in range(2):
+        tf.random.set_seed(5)
+        model = _noisy_model()
+        model.compile(optimizer="sgd" if optimizer == "sgd" else K3.optimizers.SGD(0.1), loss="mse")
+        kernels = []
+        def record(batch, logs):
+            model.jax_state_sync()   # (Keras's JAX trainer holds the values while it runs)
+            kernels.append(np.asarray(model.layers[-1].kernel.numpy()).copy())
+        cb = K3.callbacks.LambdaCallback(on_train_batch_end=record)
+        model.fit(x, y, batch_size=4, epochs=3, verbose=0, callbacks=[cb])
+        p1, p2 = model.predict(x, verbose=0), model.predict(x, verbose=0)
+        assert not np.allclose(p1, p2)                                   # new draws at each call
+        steps = np.diff(np.stack([k.ravel() for k in kernels]), axis=0)
+        assert not np.allclose(steps[0], steps[1])                      # each step's own noise
+        outs.append((np.stack(kernels), p1, model.evaluate(x, y, verbose=0)))
+    np.testing.assert_array_equal(outs[0][0], outs[1][0])               # set_seed repeats them
+    np.testing.assert_array_equal(outs[0][1], outs[1][1])
+    assert outs[0][2] == outs[1][2]

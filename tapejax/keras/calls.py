@@ -62,7 +62,7 @@ from ..core.bind import bind, define
 from ..core.caches import LRU
 from ..core.tensor import Tensor
 from ..core.variable import Variable
-from ..ops.random import DrawInTrace, call_scope
+from ..ops.random import DrawInTrace, call_scope, state_scope
 from ..ops.tf_rules import with_tf_rules
 from . import keys as _keys, output_spec, tf_backed as _tf_backed, variables as _kvars
 from .gathers import SparsePlan, bind_sparse, gathers_a_variable, sparse_plan
@@ -558,9 +558,13 @@ def _compute_output_spec(fn, *args, **kwargs):
     """Keras's symbolic call (a functional model's construction, a build by a symbolic call): a layer
     whose ``call`` uses ``tf.*`` ops returns tapejax Tensors over the trace's tracers; Keras gets
     their arrays (it refused the Tensors: "All operation outputs must be tensors"); TF's ``None``
-    where Keras's symbolic dimension cannot be divided (``output_spec``)."""
+    where Keras's symbolic dimension cannot be divided (``output_spec``).  A draw from TF's global
+    random stream (``tf.random.normal`` with no seed) in it draws from a throwaway key: only shapes
+    are computed, and the global stream does not move (TF's symbolic call builds a graph)."""
     def plain(*a, **k):
-        return jax.tree_util.tree_map(_plain_step_results, fn(*a, **k), is_leaf=_is_tensor)
+        with state_scope(jax.random.PRNGKey(0)):
+            out = fn(*a, **k)
+        return jax.tree_util.tree_map(_plain_step_results, out, is_leaf=_is_tensor)
     return output_spec.infer(_ORIG["spec"], plain, args, kwargs)
 
 

@@ -6,7 +6,9 @@ result needs that dimension to divide evenly (``tf.reshape(windows, [-1, 16, C])
 its own, merging Swin's windows back into images) raises ``InconclusiveDimensionOperation``, where
 TF's backend (and tf_keras) gives ``None``.  Then the spec is found as Keras 3 found it before
 symbolic shapes: twice, the ``None`` dimensions set to two sizes of many divisors, a dimension
-that differs between the two being ``None``.
+that differs between the two being ``None``.  So is a layer that needs a ``None`` dimension as
+a static value (``tf.random.normal(tf.shape(x))``: a random op's shape is static in JAX, while TF's
+graph takes a dynamic one): JAX raises a tracer-conversion error on the symbolic dimension.
 """
 from __future__ import annotations
 
@@ -40,7 +42,8 @@ def infer(spec: Callable[..., Any], fn: Callable[..., Any], args: tuple, kwargs:
     """``spec(fn, *args, **kwargs)`` (Keras's ``compute_output_spec``), or the fallback above."""
     try:
         return spec(fn, *args, **kwargs)
-    except jax.errors.InconclusiveDimensionOperation:
+    except (jax.errors.InconclusiveDimensionOperation, jax.errors.TracerArrayConversionError,
+            jax.errors.ConcretizationTypeError):
         filled: "list[Any]" = [tree.map_structure(lambda x, n=n: _filled(x, n), (args, kwargs)) for n in SIZES]
         if all(f == (args, kwargs) for f in filled):   # (no None dimension: the error is the layer's)
             raise

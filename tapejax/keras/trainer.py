@@ -41,6 +41,12 @@ tf_keras' meaning here (``_compiled_loss``: the compiled loss, the regularizatio
 the ``loss`` tracker updated; ``_CompiledMetrics``: the compiled metrics alone), where Keras's JAX
 trainer has neither.
 
+With a Keras 3 optimizer (``compile(optimizer="adam")``) Keras's stateless steps run as Keras's
+JAX trainer compiles them (``_keyed_step``), except that a layer drawing from TF's global random
+stream (``tf.random.normal`` with no seed in ``call``; Keras refuses such draws in a traced step)
+makes the step take the global generator's key and return the advanced key, so that each step
+draws new values, as TF's stateful random ops do under ``fit``.
+
 ``Trainer.compute_loss`` (Keras's default, which sums the compiled loss and
 ``model.losses``) is one tape op when called on tapejax Tensors outside a
 Keras scope: Keras's own function, in a ``StatelessScope`` mapping the
@@ -252,6 +258,9 @@ def _make_train_function(self, force=False):
                 "form), or compile with a Keras 3 optimizer (keras.optimizers.Adam(...)).")
         def step(data):
             return _tf_train_step(self, data)
+    elif _keyed_steps(self):
+        self.train_function = self._make_function(_keyed_step(self, self.train_step))
+        return self.train_function
     else:
         return _ORIG["make_train_function"](self, force)
     self.train_function = _stateful_function(self, step, "train")
@@ -262,9 +271,71 @@ def _make_test_function(self, force=False):
     if self.test_function is not None and not force:
         return self.test_function
     if not tf_style(self.test_step):
-        return _ORIG["make_test_function"](self, force)
+        if not _keyed_steps(self):
+            return _ORIG["make_test_function"](self, force)
+        self.test_function = self._make_function(_keyed_step(self, self.test_step))
+        return self.test_function
     self.test_function = _stateful_function(self, self.test_step, "test")
     return self.test_function
+
+
+def _make_predict_function(self, force=False):
+    if self.predict_function is not None and not force:
+        return self.predict_function
+    if not _keyed_steps(self):
+        return _ORIG["make_predict_function"](self, force)
+
+    def predict_step(state, data):
+        outputs, non_trainable_variables = self.predict_step(state, data)
+        return outputs, (state[0], non_trainable_variables)
+
+    self.predict_function = self._make_function(_keyed_step(self, predict_step), concatenate_outputs=True)
+    return self.predict_function
+
+
+# -- TF's global random stream inside Keras's stateless steps ------------------------------------
+
+def _keyed_steps(model) -> bool:
+    """Can Keras's stateless steps of ``model`` run as ``_keyed_step`` (no distribution, whose
+    output shardings Keras's own functions set; no NNX)?"""
+    from keras.src import distribution as distribution_lib
+    from keras.src.backend.config import is_nnx_enabled
+    return distribution_lib.distribution() is None and not is_nnx_enabled()
+
+
+def _keyed_step(model, step_fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Keras's stateless ``step_fn(state, data)`` as Keras's JAX trainer compiles it (``jax.jit``,
+    the state donated), unless a layer draws from TF's global random stream (``tf.random.normal``
+    with no seed in a layer's ``call``: ``DrawInTrace`` while the step traces, before anything
+    ran): the step is then compiled with the global generator's key as an argument (drawn from in
+    ``random.state_scope``) and the advanced key as a result, which the step stores back, so
+    each step draws new values as TF's stateful ops do.  Keras's own ``SeedGenerator`` draws are
+    state Keras threads itself."""
+    import jax
+
+    from ..ops.random import DrawInTrace, get_global_generator, state_scope
+    compiled = not model.run_eagerly and model.jit_compile
+
+    def with_key(state, key, data):
+        with state_scope(key) as scope:
+            out = step_fn(state, data)
+        return out, scope.key
+
+    plain = jax.jit(step_fn, donate_argnums=0) if compiled else step_fn
+    keyed: Any = None
+
+    def step(state, data):
+        nonlocal keyed
+        if keyed is None:
+            try:
+                return plain(state, data)
+            except DrawInTrace:
+                keyed = jax.jit(with_key, donate_argnums=0) if compiled else with_key
+        gen = get_global_generator()
+        out, gen._key = keyed(state, gen._key, data)
+        return out
+
+    return step
 
 
 def _compile(self, optimizer="rmsprop", *args, **kwargs):
@@ -440,11 +511,13 @@ def install() -> None:
     _ORIG["compute_loss"] = Trainer.compute_loss
     _ORIG["make_train_function"] = JAXTrainer.make_train_function
     _ORIG["make_test_function"] = JAXTrainer.make_test_function
+    _ORIG["make_predict_function"] = JAXTrainer.make_predict_function
     setattr(Trainer, "compute_loss", _compute_loss)
     setattr(JAXTrainer, "compiled_loss", _compiled_loss)   # (Keras's TensorFlow trainer has its own shims)
     setattr(JAXTrainer, "compiled_metrics", property(_compiled_metrics))
     setattr(JAXTrainer, "make_train_function", _make_train_function)
     setattr(JAXTrainer, "make_test_function", _make_test_function)
+    setattr(JAXTrainer, "make_predict_function", _make_predict_function)
     for name in ("fit", "train_on_batch"):
         _ORIG[name] = getattr(JAXTrainer, name)
         setattr(JAXTrainer, name, _respecting_compiled_trainable(name))

@@ -183,3 +183,23 @@ def test_learning_rate_callbacks_then_save_and_load(tf):
         pred = loaded.predict(x[:4], verbose=0)
     return (hist, float(np.asarray(opt.learning_rate)), int(opt.iterations.numpy()), kind, lr, steps, moments, pred,
             model.predict(x[:4], verbose=0))
+
+
+@parity(**KTOL)
+def test_a_layer_drawing_from_the_global_stream_under_compile_with_a_string_optimizer(tf):
+    """keras.io's TF-era VAE ``Sampling`` layer pattern (``tf.random.normal(tf.shape(x))`` in
+    ``call``) in a functional model compiled with ``optimizer="adam"`` (Keras 3's own optimizer on
+    tapejax's side, whose stateless steps raised DrawInTrace): fit, evaluate and predict.  The noise
+    is scaled by 0 so that both sides' numbers agree; the shapes and the history are compared."""
+    class Sampling(tf.keras.layers.Layer):
+        def call(self, inputs):
+            return inputs + 0.0 * tf.random.normal(tf.shape(inputs))
+
+    x, y = _data()
+    inp = tf.keras.Input((5,))
+    h = Sampling()(tf.keras.layers.Dense(4, activation="tanh")(inp))
+    model = tf.keras.Model(inp, tf.keras.layers.Dense(3)(h))
+    keras_init(model, 3)
+    model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    hist = model.fit(x, y, batch_size=8, epochs=2, verbose=0, shuffle=False)
+    return _hist(hist), model.evaluate(x, y, verbose=0), model.predict(x, verbose=0), model.get_weights()
