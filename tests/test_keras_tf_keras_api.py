@@ -173,3 +173,63 @@ def test_metric_reset_states_and_backend_eval_int_shape_count_params():
     assert tf.keras.backend.count_params(w) == 12
     v = tf.keras.backend.eval(tf.reduce_sum(w))
     assert isinstance(v, np.float32) and v == 12.0
+
+
+def test_backend_random_functions():
+    """``tf.keras.backend.random_normal`` / ``random_uniform`` / ``truncated_normal`` /
+    ``random_bernoulli`` (the legacy backend's): floatx by default, a dtype given, TF's global
+    stream (``set_seed`` repeats it, calls differ), bernoulli's extremes, shapes holding Tensors."""
+    K = keras.backend
+    tf.random.set_seed(3)
+    a = [K.random_normal((2, 3)), K.random_uniform((4,), 2.0, 3.0), K.truncated_normal((5,), stddev=0.1)]
+    tf.random.set_seed(3)
+    b = [K.random_normal((2, 3)), K.random_uniform((4,), 2.0, 3.0), K.truncated_normal((5,), stddev=0.1)]
+    for x, y in zip(a, b):
+        assert x.dtype == tf.float32
+        np.testing.assert_array_equal(x.numpy(), y.numpy())
+    assert not np.array_equal(K.random_normal((2, 3)).numpy(), a[0].numpy())
+    u = a[1].numpy()
+    assert ((u >= 2.0) & (u < 3.0)).all() and (np.abs(a[2].numpy()) <= 0.2).all()
+    assert K.random_normal((2,), dtype="float16").dtype == tf.float16
+    z = tf.zeros((3, 2))
+    assert K.random_normal(shape=(tf.shape(z)[0], tf.shape(z)[1])).shape == (3, 2)
+    np.testing.assert_array_equal(K.random_bernoulli((4,), p=0.0).numpy(), np.zeros(4, np.float32))
+    np.testing.assert_array_equal(K.random_bernoulli((4,), p=1.0).numpy(), np.ones(4, np.float32))
+
+
+def test_the_tf_era_vae_sampling_layer_trains_under_fit():
+    """keras.io's TF-era VAE: a ``Sampling`` layer drawing ``backend.random_normal(shape=(batch,
+    dim))``, in an encoder built functionally, trained by a TF-style ``train_step`` under
+    ``compile(optimizer="adam")``; the encoder's samples differ between two predictions."""
+    class Sampling(keras.layers.Layer):
+        def call(self, inputs):
+            z_mean, z_log_var = inputs
+            eps = keras.backend.random_normal(shape=(tf.shape(z_mean)[0], tf.shape(z_mean)[1]))
+            return z_mean + tf.exp(0.5 * z_log_var) * eps
+
+    inp = keras.Input((5,))
+    h = keras.layers.Dense(4, activation="relu")(inp)
+    zm, zl = keras.layers.Dense(2)(h), keras.layers.Dense(2)(h)
+    encoder = keras.Model(inp, [zm, zl, Sampling()([zm, zl])])
+    decoder = keras.Sequential([keras.Input((2,)), keras.layers.Dense(5)])
+
+    class VAE(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.encoder, self.decoder = encoder, decoder
+
+        def train_step(self, data):
+            with tf.GradientTape() as tape:
+                z_mean, z_log_var, z = self.encoder(data)
+                rec = tf.reduce_mean(tf.reduce_sum(tf.square(data - self.decoder(z)), axis=1))
+                kl = tf.reduce_mean(tf.reduce_sum(-0.5 * (1 + z_log_var - tf.square(z_mean) - tf.exp(z_log_var)), 1))
+                loss = rec + kl
+            grads = tape.gradient(loss, self.trainable_weights)
+            self.optimizer.apply_gradients(zip(grads, self.trainable_weights))
+            return {"loss": loss}
+
+    vae = VAE()
+    vae.compile(optimizer="adam")
+    hist = vae.fit(X, epochs=2, batch_size=8, verbose=0).history["loss"]
+    assert len(hist) == 2 and np.isfinite(hist).all()
+    assert not np.allclose(encoder.predict(X, verbose=0)[2], encoder.predict(X, verbose=0)[2])

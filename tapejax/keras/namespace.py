@@ -171,6 +171,35 @@ def _directory_dataset(name: str) -> Callable[[], Any]:
     return get
 
 
+def _legacy_random() -> "dict[str, Callable[..., Any]]":
+    """``tf.keras.backend``'s random functions (Keras's TF-based legacy backend: the TF-era VAE's
+    ``random_normal(shape=(batch, dim))``): tapejax's random ops in ``floatx`` by default.  With
+    ``seed=None`` they draw from TF's global stream (Keras's draws a NumPy op seed per call, so a
+    TF program's values depend on NumPy's state; neither is reproducible across systems)."""
+    import keras
+
+    from ..core import dtypes as _dtypes
+    from ..ops import math as _math
+    from ..ops import random as _random_module
+    _random: Any = _random_module   # (its parameters' defaults are ints; Keras passes floats)
+
+    def random_normal(shape, mean=0.0, stddev=1.0, dtype=None, seed=None):
+        return _random.normal(shape, mean, stddev, dtype or keras.backend.floatx(), seed=seed)
+
+    def random_uniform(shape, minval=0.0, maxval=1.0, dtype=None, seed=None):
+        return _random.uniform(shape, minval, maxval, dtype or keras.backend.floatx(), seed=seed)
+
+    def truncated_normal(shape, mean=0.0, stddev=1.0, dtype=None, seed=None):
+        return _random.truncated_normal(shape, mean, stddev, dtype or keras.backend.floatx(), seed=seed)
+
+    def random_bernoulli(shape, p=0.0, dtype=None, seed=None):
+        dtype = _dtypes.as_dtype(dtype or keras.backend.floatx())
+        u = _random.uniform(shape, dtype=dtype, seed=seed)
+        return _math.cast(u <= p, dtype)
+
+    return {f.__name__: f for f in (random_normal, random_uniform, truncated_normal, random_bernoulli)}
+
+
 def _batch_get_value(tensors):
     return [_get_value(x) for x in tensors]
 
@@ -185,7 +214,8 @@ def _batch_set_value(tuples):
 #: every loss: ``calls.install``); ``tf.keras.mixed_precision.LossScaleOptimizer`` (tf_keras');
 #: ``tf.keras.backend.get_value`` / ``set_value`` (the callbacks guide's learning-rate scheduler;
 #: Keras 3 keeps them only in its TensorFlow-based legacy backend) and their ``batch_`` forms;
-#: ``backend.eval`` (``get_value``), ``int_shape`` and ``count_params`` likewise;
+#: ``backend.eval`` (``get_value``), ``int_shape`` and ``count_params`` likewise, and its random
+#: functions (``random_normal``, ``random_uniform``, ``truncated_normal``, ``random_bernoulli``);
 #: ``utils.timeseries_dataset_from_array`` as a ``tapejax.data.Dataset`` (Keras 3's is TF's own
 #: ``tf.data``, which cannot ``map`` tapejax ops: ``timeseries.py``), and so are
 #: ``utils.image_dataset_from_directory`` / ``text_dataset_from_directory`` / ``audio_dataset_from_directory``
@@ -196,6 +226,8 @@ _LEGACY = {("losses", "Reduction"): _legacy_reduction,
            ("backend", "batch_get_value"): lambda: _batch_get_value, ("backend", "eval"): lambda: _get_value,
            ("backend", "int_shape"): lambda: _int_shape, ("backend", "count_params"): lambda: _count_params,
            ("backend", "batch_set_value"): lambda: _batch_set_value,
+           **{("backend", n): (lambda n=n: _legacy_random()[n])
+              for n in ("random_normal", "random_uniform", "truncated_normal", "random_bernoulli")},
            ("utils", "timeseries_dataset_from_array"): _timeseries_dataset_from_array,
            ("utils", "image_dataset_from_directory"): _directory_dataset("image_dataset_from_directory"),
            ("utils", "text_dataset_from_directory"): _directory_dataset("text_dataset_from_directory"),
