@@ -29,6 +29,14 @@ import tempfile
 
 from _env import set_test_xla_flags
 
+#: Every temporary file the tests make (the parity programs' ``tempfile.mkdtemp()`` directories,
+#: checkpoints, SavedModels, TF's and AutoGraph's generated modules, subprocesses' files through
+#: ``TMPDIR``) goes into one directory per process, removed when the process exits.
+_TMP_ROOT = tempfile.mkdtemp(prefix="tapejax-tests-")
+tempfile.tempdir = _TMP_ROOT
+os.environ["TMPDIR"] = _TMP_ROOT
+atexit.register(shutil.rmtree, _TMP_ROOT, True)
+
 set_test_xla_flags()   # (before JAX starts: importing tapejax below does not start a backend)
 
 import pytest  # noqa: E402
