@@ -154,6 +154,24 @@ _CONCAT = prim("ConcatV2", lambda *xs, axis: jnp.concatenate(xs, axis=axis))
 
 
 @tf_types("ConcatV2")
+def _matching(values):
+    """A list op's Python values converted as TF's eager ops convert them
+    (``args_to_matching_eager``): to the dtype of the first Tensor among them, or, with none, each
+    to the dtype the first value converts to (``[[1, 2], [3.5]]`` is TypeError, ``[t, []]`` has
+    ``t``'s dtype)."""
+    if all(isinstance(v, _TENSORISH) for v in values):
+        return values
+    d0 = next((dtype_of(v) for v in values if isinstance(v, _TENSORISH)), None)
+    out = []
+    for v in values:
+        if not isinstance(v, _TENSORISH):
+            v = convert_to_tensor(v, dtype=d0)
+        if d0 is None:
+            d0 = dtype_of(v)
+        out.append(v)
+    return out
+
+
 def concat(values, axis, name="concat"):
     """``tf.concat`` along ``axis``."""
     if not isinstance(values, (list, tuple)):
@@ -161,6 +179,7 @@ def concat(values, axis, name="concat"):
     dispatch = dispatch_of("ConcatV2", values)   # composite tensors (ragged_math)
     if dispatch is not None:
         return dispatch(values, axis)
+    values = _matching(values)
     shapes = [_shape(v) for v in values]
     nd = len(shapes[0])
     ax = _norm_axis(axis, max(nd, 1), "ConcatV2")
