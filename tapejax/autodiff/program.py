@@ -134,16 +134,12 @@ def slice_tape(nodes: Sequence[Node], src_codes, tgt_codes) -> tuple[tuple[int, 
             if c in live:
                 base = idx * OUT
                 deps = node.prim.out_deps
-                if deps is None:
+                fed = None if deps is None else [r in live for r in node.refs]
+                outs = range(node.n_out) if fed is None else [
+                    k for k, d in enumerate(deps) if any(f and u for f, u in zip(fed, d))]
+                if outs:
                     live_nodes.append(idx)
-                    for k in range(node.n_out):
-                        live.add(base + k)
-                else:
-                    fed = [r in live for r in node.refs]
-                    outs = [k for k, d in enumerate(deps) if any(f and u for f, u in zip(fed, d))]
-                    if outs:
-                        live_nodes.append(idx)
-                        live.update(base + k for k in outs)
+                    live.update(base + k for k in outs)
                 break
     needed = {c for c in tgt_codes if c in live}
     picked: list[int] = []

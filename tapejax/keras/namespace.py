@@ -34,7 +34,7 @@ import numpy as np
 from keras.src.backend.common.keras_tensor import KerasTensor
 
 from ..core.tensor import Tensor
-from . import calls as _calls, control as _control, keys as _keys, variables as _kvars
+from . import calls as _calls, control as _control, keys as _keys, legacy_backend, variables as _kvars
 
 __all__ = ["PUBLIC", "KerasNamespace", "install_public", "on_tape"]
 
@@ -179,8 +179,7 @@ def _legacy_random() -> "dict[str, Callable[..., Any]]":
     import keras
 
     from ..core import dtypes as _dtypes
-    from ..ops import math as _math
-    from ..ops import random as _random_module
+    from ..ops import math as _math, random as _random_module
     _random: Any = _random_module   # (its parameters' defaults are ints; Keras passes floats)
 
     def random_normal(shape, mean=0.0, stddev=1.0, dtype=None, seed=None):
@@ -197,7 +196,11 @@ def _legacy_random() -> "dict[str, Callable[..., Any]]":
         u = _random.uniform(shape, dtype=dtype, seed=seed)
         return _math.cast(u <= p, dtype)
 
-    return {f.__name__: f for f in (random_normal, random_uniform, truncated_normal, random_bernoulli)}
+    def dropout(x, level, noise_shape=None, seed=None):
+        from ..ops import nn as _nn
+        return _nn.dropout(x, rate=level, noise_shape=noise_shape, seed=seed)
+
+    return {f.__name__: f for f in (random_normal, random_uniform, truncated_normal, random_bernoulli, dropout)}
 
 
 def _batch_get_value(tensors):
@@ -227,7 +230,7 @@ _LEGACY = {("losses", "Reduction"): _legacy_reduction,
            ("backend", "int_shape"): lambda: _int_shape, ("backend", "count_params"): lambda: _count_params,
            ("backend", "batch_set_value"): lambda: _batch_set_value,
            **{("backend", n): (lambda n=n: _legacy_random()[n])
-              for n in ("random_normal", "random_uniform", "truncated_normal", "random_bernoulli")},
+              for n in ("random_normal", "random_uniform", "truncated_normal", "random_bernoulli", "dropout")},
            ("utils", "timeseries_dataset_from_array"): _timeseries_dataset_from_array,
            ("utils", "image_dataset_from_directory"): _directory_dataset("image_dataset_from_directory"),
            ("utils", "text_dataset_from_directory"): _directory_dataset("text_dataset_from_directory"),
@@ -272,6 +275,10 @@ class KerasNamespace(ModuleType):
             value = legacy()
         elif hasattr(self._keras_module, attr):
             value = getattr(self._keras_module, attr)
+        elif self._kind == "backend" and attr in legacy_backend.names():
+            value = legacy_backend.function(attr)   # (tapejax ops already: not wrapped again)
+            setattr(self, attr, value)
+            return value
         elif self._kind in _NO_TF_KERAS_NAMES:
             raise AttributeError(f"module {self._keras_module.__name__!r} has no attribute {attr!r}")
         else:
@@ -288,7 +295,8 @@ class KerasNamespace(ModuleType):
         return value
 
     def __dir__(self):
-        return sorted(set(dir(self._keras_module)) | {a for k, a in _LEGACY if k == self._kind})
+        extra = legacy_backend.names() if self._kind == "backend" else frozenset()
+        return sorted(set(dir(self._keras_module)) | {a for k, a in _LEGACY if k == self._kind} | extra)
 
     def __repr__(self):
         return f"<tapejax.keras namespace {self.__name__} over {self._keras_module.__name__}>"
