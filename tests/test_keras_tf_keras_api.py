@@ -234,3 +234,30 @@ def test_the_tf_era_vae_sampling_layer_trains_under_fit():
     hist = vae.fit(X, epochs=2, batch_size=8, verbose=0).history["loss"]
     assert len(hist) == 2 and np.isfinite(hist).all()
     assert not np.allclose(encoder.predict(X, verbose=0)[2], encoder.predict(X, verbose=0)[2])
+
+
+def test_keras_io_ocr_ctc_layer_trains_under_fit():
+    """keras.io's TF-era OCR model: a ``CTCLayer`` adding ``keras.backend.ctc_batch_cost`` as its
+    loss inside the model's (traced) call, lengths from ``tf.shape``; ``fit`` with "adam" trains it
+    (the loss falls) and ``ctc_decode`` reads the predictions (Keras's own ``ctc_batch_cost`` masks
+    the labels by value, which a traced call cannot)."""
+    class CTCLayer(keras.layers.Layer):
+        def call(self, y_true, y_pred):
+            batch = tf.cast(tf.shape(y_true)[0], "int64")
+            input_length = tf.cast(tf.shape(y_pred)[1], "int64") * tf.ones((batch, 1), "int64")
+            label_length = tf.cast(tf.shape(y_true)[1], "int64") * tf.ones((batch, 1), "int64")
+            self.add_loss(keras.backend.ctc_batch_cost(y_true, y_pred, input_length, label_length))
+            return y_pred
+
+    rs = np.random.RandomState(0)
+    images = rs.randn(8, 6, 4).astype(np.float32)
+    labels = rs.randint(0, 3, (8, 2)).astype(np.float32)
+    img, lab = keras.Input((6, 4), name="image"), keras.Input((2,), name="label")
+    probs = keras.layers.Dense(4, activation="softmax")(keras.layers.Dense(8, activation="relu")(img))
+    model = keras.Model([img, lab], CTCLayer()(lab, probs))
+    model.compile(optimizer=keras.optimizers.Adam(0.05))
+    hist = model.fit({"image": images, "label": labels}, epochs=4, batch_size=4, verbose=0).history["loss"]
+    assert np.isfinite(hist).all() and hist[-1] < hist[0]
+    pred = keras.Model(img, probs).predict(images, verbose=0)
+    decoded = keras.backend.ctc_decode(pred, input_length=np.full(8, 6), greedy=True)[0][0]
+    assert decoded.shape == (8, 6) and int(tf.reduce_max(decoded)) < 3

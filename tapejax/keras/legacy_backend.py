@@ -12,7 +12,7 @@ copies are tapejax ops, so tapes record them, ``tapejax.function`` compiles them
 TF's arguments and give TF's values.  A function needing a TF API tapejax lacks raises its
 AttributeError when called.  The random functions and ``dropout`` are ``namespace``'s instead
 (Keras draws a NumPy op seed per call, which a compiled step would freeze); ``softmax`` and
-``switch`` are written here (below).
+``switch`` and ``ctc_batch_cost`` are written here (below).
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import functools
 import types
 from typing import Any, Callable, Dict
 
-__all__ = ["function", "names", "softmax", "switch"]
+__all__ = ["ctc_batch_cost", "function", "names", "softmax", "switch"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -37,7 +37,7 @@ def _copies() -> Dict[str, Callable[..., Any]]:
             copy.__doc__ = f"``tf.keras.backend.{name}`` (Keras 2's, on tapejax ops)."
             copy.__qualname__ = fn.__qualname__
             scope[name] = out[name] = copy
-    for fn in (softmax, switch):   # (tapejax's own forms of two: see their docstrings)
+    for fn in (softmax, switch, ctc_batch_cost):   # (tapejax's own forms: see their docstrings)
         scope[fn.__name__] = out[fn.__name__] = fn
     return out
 
@@ -53,6 +53,24 @@ def softmax(x: Any, axis: Any = -1) -> Any:
         return tf.nn.softmax(x, axis=axis)
     numerator = tf.exp(x - tf.reduce_max(x, axis=axis, keepdims=True))
     return numerator / tf.reduce_sum(numerator, axis=axis, keepdims=True)
+
+
+def ctc_batch_cost(y_true: Any, y_pred: Any, input_length: Any, label_length: Any) -> Any:
+    """``K.ctc_batch_cost`` (keras.io's TF-era OCR and speech examples' loss): the CTC loss of
+    softmax outputs ``y_pred`` ``[batch, time, classes]`` (the last class the blank) against dense
+    ``y_true`` of lengths ``label_length`` ``[batch, 1]``, as ``[batch, 1]``.  Keras converts the
+    labels to a SparseTensor (a ``boolean_mask``: sizes a JAX trace cannot know) for TF1's
+    ``ctc_loss``; here TF2's ``tf.nn.ctc_loss`` takes the dense labels and their lengths, on the
+    same ``log(y_pred + epsilon)``, blank last: the same loss."""
+    import keras
+
+    import tapejax as tf
+    label_length = tf.cast(tf.squeeze(label_length, axis=-1), tf.int32)
+    input_length = tf.cast(tf.squeeze(input_length, axis=-1), tf.int32)
+    logits = tf.math.log(tf.convert_to_tensor(y_pred) + keras.backend.epsilon())
+    loss = tf.nn.ctc_loss(labels=tf.cast(y_true, tf.int32), logits=logits, label_length=label_length,
+                          logit_length=input_length, logits_time_major=False, blank_index=-1)
+    return tf.expand_dims(loss, 1)
 
 
 def switch(condition: Any, then_expression: Any, else_expression: Any) -> Any:

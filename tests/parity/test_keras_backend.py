@@ -110,3 +110,20 @@ def test_custom_loss_written_with_backend_under_fit(tf):
     model.compile(optimizer=tf.keras.optimizers.SGD(0.05), loss=loss)
     hist = model.fit(x, y, batch_size=8, epochs=2, verbose=0, shuffle=False)
     return [float(v) for v in hist.history["loss"]], model.evaluate(x, y, verbose=0), model.get_weights()
+
+
+@parity(rtol=1e-4, atol=1e-5)
+def test_ctc_batch_cost_and_greedy_decode_as_keras_io_ocr_uses_them(tf):
+    """keras.io's TF-era OCR: ``K.ctc_batch_cost`` of softmax outputs against padded labels with
+    per-example lengths (blank last), its gradient to the logits, and ``K.ctc_decode`` (greedy) of
+    the predictions, dense with -1 padding."""
+    K = tf.keras.backend
+    rs = np.random.RandomState(5)
+    logits = tf.Variable(rs.randn(3, 7, 5).astype(np.float32))
+    labels = tf.constant([[1, 2, 2], [3, 0, 0], [0, 1, 3]], tf.float32)
+    label_len = tf.constant([[3], [1], [3]], tf.int64)
+    input_len = tf.constant([[7], [7], [6]], tf.int64)
+    with tf.GradientTape() as tape:
+        loss = K.ctc_batch_cost(labels, tf.nn.softmax(logits), input_len, label_len)
+    decoded, log_prob = K.ctc_decode(tf.nn.softmax(logits).numpy(), input_length=np.array([7, 7, 6]), greedy=True)
+    return loss, tape.gradient(K.mean(loss), logits), tf.cast(decoded[0], tf.int32), log_prob
