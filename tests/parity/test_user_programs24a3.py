@@ -357,3 +357,40 @@ def test_normals_from_a_depth_map_with_a_flat_patch(tf):
         depth.assign_sub(0.5 * g)
         hist.append((loss, n[0, 0, 0], g))
     return hist, depth
+
+
+@parity(modes=True, rtol=1e-3, atol=1e-4)
+def test_four_point_homography_by_a_full_svd_fitted_to_a_target_corner_set(tf):
+    """The minimal DLT: 4 correspondences give an 8x9 system whose null vector is the last column
+    of ``svd(A, full_matrices=True)``'s ``v`` (TF differentiates it: one column off square); the
+    homography ``h / h33`` maps a unit square's corners onto 4 corner Variables, which 3 Adam
+    steps in a compiled step move so that H sends a probe point to a target: H, the probe's image,
+    losses and the corners' gradients."""
+    src = tf.constant([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0]])
+    corners = tf.Variable([[0.05, -0.02], [1.1, 0.03], [0.95, 1.05], [-0.04, 0.9]])
+    probe = tf.constant([[0.5, 0.5, 1.0], [0.2, 0.8, 1.0]])
+    target = tf.constant([[0.55, 0.45], [0.2, 0.75]])
+    opt = tf.keras.optimizers.Adam(0.02)
+
+    def homography(s, d):
+        x, y = s[:, 0], s[:, 1]
+        u, v = d[:, 0], d[:, 1]
+        o, z = tf.ones_like(x), tf.zeros_like(x)
+        a = tf.concat([tf.stack([-x, -y, -o, z, z, z, u * x, u * y, u], -1),
+                       tf.stack([z, z, z, -x, -y, -o, v * x, v * y, v], -1)], 0)
+        _, _, vv = tf.linalg.svd(a, full_matrices=True)
+        h = tf.reshape(vv[:, -1], [3, 3])
+        return h / h[2, 2]
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            h = homography(src, corners)
+            q = tf.matmul(probe, h, transpose_b=True)
+            img = q[:, :2] / q[:, 2:]
+            loss = tf.reduce_sum(tf.square(img - target))
+        g = tape.gradient(loss, corners)
+        opt.apply_gradients([(g, corners)])
+        return h, img, loss, g
+
+    return [step() for _ in range(3)], corners
