@@ -199,3 +199,17 @@ def test_lu_has_no_gradient_as_in_tf(deferred):
         np.testing.assert_allclose(tf.function(grad)(False).numpy(), 2 * v.numpy())
     finally:
         tf.set_deferred_execution(prev)
+
+
+def test_cross_does_not_broadcast_and_needs_3_vectors_as_tfs_kernel():
+    """TF's Cross kernel (cross_op.cc) requires equal shapes (InvalidArgumentError "Both inputs must
+    be of same shape") and an innermost size of 3 (FailedPreconditionError); jnp.cross broadcast
+    ``cross(normals, up)`` silently and took any size."""
+    with pytest.raises(tf.errors.InvalidArgumentError, match="same shape"):
+        tf.linalg.cross(tf.ones([2, 3]), tf.constant([0.0, 1.0, 0.0]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="same shape"):
+        tf.linalg.cross(tf.ones([1, 3]), tf.ones([2, 3]))
+    with pytest.raises(tf.errors.FailedPreconditionError, match="3-element"):
+        tf.linalg.cross(tf.ones([2, 4]), tf.ones([2, 4]))
+    np.testing.assert_array_equal(tf.linalg.cross(tf.constant([[1.0, 0.0, 0.0]]), tf.constant([[0.0, 1.0, 0.0]])).numpy(),
+                                  [[0.0, 0.0, 1.0]])

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..core import dtypes as _dtypes
 from ..core.bind import bind
-from ..core.errors import InvalidArgumentError, NotFoundError
+from ..core.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
 from ..core.tensor import Tensor
 from ..core.variable import Variable
 from . import _grads as G
@@ -494,11 +494,17 @@ _CROSS = prim("Cross", lambda a, b: jnp.cross(a, b))
 
 @tf_types("Cross")
 def cross(a, b, name=None):
-    """``tf.linalg.cross`` of 3-vectors (innermost dimension)."""
+    """``tf.linalg.cross`` of 3-vectors (innermost dimension).  TF's kernel does not broadcast: the
+    shapes must be equal (InvalidArgumentError), the innermost size 3 (FailedPreconditionError)."""
     check_binary(a, b, "Cross")
-    if _shape(a)[-1:] != (3,) or _shape(b)[-1:] != (3,):
-        raise _bad("Cross", f"Arguments `a` and `b` must have innermost dimension 3: got {list(_shape(a))}, "
-                   f"{list(_shape(b))}")
+    sa, sb = _shape(a), _shape(b)
+    if sa != sb:
+        raise _bad("Cross", f"Both inputs must be of same shape: {list(sa)} vs. {list(sb)}")
+    if not sa:
+        raise _bad("Cross", "Input must be at least 1D[]")
+    if sa[-1] != 3:
+        raise FailedPreconditionError(None, None, "Cross-products are only defined for 3-element vectors. "
+                                      "[Op:Cross]")
     return _call(_CROSS, "Cross", a, b)
 
 

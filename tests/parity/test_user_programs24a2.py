@@ -14,7 +14,7 @@ with a degenerate face, and PCA normals by ``eigh`` of covariances with repeated
 """
 import numpy as np
 
-from .harness import init_array, parity
+from .harness import init_array, parity, raises
 
 TOL = dict(rtol=2e-4, atol=2e-5)
 
@@ -361,7 +361,8 @@ def test_face_and_vertex_normals_with_a_degenerate_face(tf):
     """Face normals by ``tf.linalg.cross`` of edge vectors and ``l2_normalize`` (one face collapsed
     to a line: a zero normal), area-weighted vertex normals by ``tf.math.unsorted_segment_sum`` over
     the faces' corners, and a normal-consistency loss ``1 - <n_f, n_g>`` over face pairs sharing an
-    edge; gradients w.r.t. the vertices."""
+    edge; gradients w.r.t. the vertices; ``tf.linalg.cross`` of the normals with one up vector
+    raises (TF's kernel does not broadcast) and works once the vector is broadcast."""
     v2, faces, _ = _grid_mesh()
     rs = np.random.RandomState(2591)
     v0 = np.concatenate([v2, rs.randn(9, 1).astype(np.float32) * 0.2], -1)
@@ -378,7 +379,9 @@ def test_face_and_vertex_normals_with_a_degenerate_face(tf):
         vn = tf.math.l2_normalize(vn, axis=-1)
         cons = tf.reduce_mean(1.0 - tf.reduce_sum(tf.gather(fn, pairs[:, 0]) * tf.gather(fn, pairs[:, 1]), -1))
         lv = tf.reduce_sum(vn * [0.3, -0.2, 1.0])
-    return fn, cons, tape.gradient(cons, v), vn, tape.gradient(lv, v)
+    tilt_bad = raises(tf.linalg.cross, fn, tf.constant([0.0, 0.0, 1.0]))      # TF's kernel does not broadcast
+    tilt = tf.linalg.cross(fn, tf.broadcast_to([0.0, 0.0, 1.0], tf.shape(fn)))
+    return fn, cons, tape.gradient(cons, v), vn, tape.gradient(lv, v), tilt_bad, tilt
 
 
 @parity(modes=True, **TOL)
