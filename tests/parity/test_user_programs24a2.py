@@ -407,3 +407,89 @@ def test_pca_normals_by_eigh_with_repeated_eigenvalues(tf):
         ev = tf.linalg.eigvalsh(cov)
         l_ev = tf.reduce_sum(ev * [1.0, 2.0, 3.0])
     return (e, var, tape.gradient(var, p), nn, tape.gradient(l_nn, p), ev, tape.gradient(l_ev, p))
+
+
+@parity(modes=True, **TOL)
+def test_chamfer_over_clouds_of_varying_size_through_an_input_signature(tf):
+    """A compiled Chamfer-and-normalisation step with ``input_signature=[TensorSpec([None, 3])] * 2``
+    over clouds of 5, 7 and 5 points: centring by ``reduce_mean``, scaling by the largest norm
+    (``tf.shape`` used as ``tf.cast(tf.shape(p)[0], tf.float32)`` for the mean), a learnable
+    per-axis scale Variable updated by SGD; the trace count (1, as TF), losses and gradients."""
+    traces = []
+    scale = tf.Variable([1.0, 1.0, 1.0])
+    spec = tf.TensorSpec([None, 3], tf.float32)
+
+    @tf.function(input_signature=[spec, spec])
+    def step(p, q):
+        traces.append(1)
+        with tf.GradientTape() as tape:
+            pc = (p - tf.reduce_mean(p, 0)) * scale
+            pc = pc / tf.reduce_max(tf.norm(pc, axis=-1))
+            qc = q - tf.reduce_sum(q, 0) / tf.cast(tf.shape(q)[0], tf.float32)
+            qc = qc / tf.reduce_max(tf.norm(qc, axis=-1))
+            d = pairwise_sq(tf, pc, qc)
+            loss = tf.reduce_mean(tf.reduce_min(d, 1)) + tf.reduce_mean(tf.reduce_min(d, 0))
+        g = tape.gradient(loss, scale)
+        scale.assign_sub(0.1 * g)
+        return loss, g
+
+    out = [step(tf.constant(_cloud(2611 + n, n)), tf.constant(_cloud(2621 + n, n + 1))) for n in (5, 7, 5)]
+    return out, scale, len(traces)
+
+
+@parity(modes=True, **TOL)
+def test_voxel_occupancy_by_scatter_nd_with_duplicate_points(tf):
+    """A 4x4x4 occupancy grid from points quantised by ``floor`` (several in one voxel, one outside
+    the grid dropped by a mask and ``boolean_mask``): counts by ``tf.scatter_nd`` (duplicates
+    summed), per-voxel feature sums and maxima by ``unsorted_segment_sum`` / ``unsorted_segment_max``
+    over flattened voxel ids (empty voxels at the dtype's lowest value, replaced by 0), and the
+    gradient of a loss on the pooled features w.r.t. the point features (tied maxima share it)."""
+    rs = np.random.RandomState(2631)
+    pts = rs.uniform(0, 4, (10, 3)).astype(np.float32)
+    pts[3] = np.floor(pts[1]) + 0.5
+    pts[1] = np.floor(pts[1]) + 0.25
+    pts[7] = [4.5, 1.0, 1.0]
+    feats0 = rs.randn(10, 2).astype(np.float32)
+    feats0[3] = feats0[1]
+    feats = tf.constant(feats0)
+    p = tf.constant(pts)
+    vox = tf.cast(tf.floor(p), tf.int32)
+    inside = tf.reduce_all((vox >= 0) & (vox < 4), axis=-1)
+    vin = tf.boolean_mask(vox, inside)
+    counts = tf.scatter_nd(vin, tf.ones_like(vin[:, 0]), [4, 4, 4])
+    ids = vin[:, 0] * 16 + vin[:, 1] * 4 + vin[:, 2]
+    with tf.GradientTape() as tape:
+        tape.watch(feats)
+        f = tf.boolean_mask(feats, inside)
+        s = tf.math.unsorted_segment_sum(f, ids, 64)
+        m = tf.math.unsorted_segment_max(f, ids, 64)
+        m = tf.where(m < -1e30, tf.zeros_like(m), m)
+        loss = tf.reduce_sum(s * 0.5 + m * tf.constant([1.0, -2.0]))
+    return counts, tf.reduce_sum(counts), s, m, tape.gradient(loss, feats)
+
+
+@parity(modes=True, **TOL)
+def test_batched_pose_refinement_by_batch_jacobian_and_lstsq(tf):
+    """Per-point-set rigid alignment of 3 small batches by 3 Gauss-Newton steps: the residuals'
+    Jacobian w.r.t. a [3, 6] pose batch by ``tape.batch_jacobian`` (rotation by Rodrigues' formula at
+    0 first), the step by ``tf.linalg.lstsq`` with ``l2_regularizer`` (damped least squares,
+    ``fast=True``): costs per step and final poses."""
+    from .test_user_programs24a import rodrigues
+
+    rs = np.random.RandomState(2641)
+    src = tf.constant(rs.randn(3, 4, 3).astype(np.float32))
+    true = (rs.randn(3, 6) * 0.2).astype(np.float32)
+    tgt = tf.linalg.matvec(rodrigues(tf, tf.constant(true[:, None, :3])), src) + true[:, None, 3:]
+    tgt = tgt + rs.randn(3, 4, 3).astype(np.float32) * 0.01
+    pose = tf.zeros([3, 6])
+    hist = []
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            tape.watch(pose)
+            moved = tf.linalg.matvec(rodrigues(tf, pose[:, None, :3]), src) + pose[:, None, 3:]
+            res = tf.reshape(moved - tgt, [3, 12])
+        j = tape.batch_jacobian(res, pose)                      # [3, 12, 6]
+        dx = tf.linalg.lstsq(j, -res[..., None], l2_regularizer=1e-3)[..., 0]
+        pose = pose + dx
+        hist.append(tf.reduce_sum(tf.square(res), -1))
+    return hist, pose
