@@ -70,7 +70,7 @@ def test_pointnet_max_pool_over_repeated_points_and_a_dead_channel(tf):
     return out
 
 
-@parity(modes=True, **TOL)
+@parity(**TOL)
 def test_chamfer_distance_with_tied_minima_fitted_in_a_function(tf):
     """The symmetric Chamfer distance between a predicted cloud (a Variable) and a target cloud
     with duplicated points (tied minima in ``reduce_min``), 3 Adam steps in a compiled step; then
@@ -145,7 +145,7 @@ def test_icp_with_argmin_ties_and_kabsch_by_svd(tf):
     return hist, tie, err, tape.gradient(err, src)
 
 
-@parity(modes=True, x64=True, **TOL)
+@parity(x64=True, **TOL)
 def test_farthest_point_sampling_in_a_converted_loop_with_argmax_ties(tf):
     """Farthest-point sampling of 4 of 9 grid points (many tied distances: ``argmax`` takes the
     first) in a ``tf.function`` (``k`` a Python int) whose ``for i in tf.range(k)`` loop carries the running minimum
@@ -174,7 +174,7 @@ def test_farthest_point_sampling_in_a_converted_loop_with_argmax_ties(tf):
     return idx, dist, sel, tape.gradient(loss, pts)
 
 
-@parity(modes=True, **TOL)
+@parity(**TOL)
 def test_knn_by_top_k_with_ties_into_an_edgeconv_layer(tf):
     """k-NN (k = 3, self included) on grid points by ``top_k`` of negated squared distances (ties
     broken towards the lower index, as TF's kernel does), an EdgeConv layer
@@ -240,7 +240,7 @@ def test_sinkhorn_earth_movers_loss_in_the_log_domain(tf):
 # ---------------------------------------------------------------------------
 
 
-@parity(modes=True, **TOL)
+@parity(**TOL)
 def test_sdf_network_with_the_eikonal_loss_in_a_function(tf):
     """An implicit-surface MLP (3-16-16-1, softplus) fitted to a unit sphere: the surface term
     ``|f(x_s)|`` plus the Eikonal term ``(||grad_x f|| - 1)^2`` at free points, the input gradient
@@ -277,7 +277,7 @@ def test_sdf_network_with_the_eikonal_loss_in_a_function(tf):
     return [step(tf.constant(surf), tf.constant(free)) for _ in range(3)]
 
 
-@parity(modes=True, **TOL)
+@parity(**TOL)
 def test_eikonal_of_a_relu_sdf_at_points_where_every_unit_is_dead(tf):
     """A ReLU SDF network with points where every hidden unit is off, so the input gradient is
     exactly zero (the other point has live units): the Eikonal loss by ``tf.norm`` gives NaN weight gradients (``sqrt`` at 0 in the
@@ -356,7 +356,7 @@ def test_mesh_laplacian_smoothing_with_a_sparse_matrix(tf):
     return out, verts, tf.sparse.to_dense(lap)
 
 
-@parity(modes=True, **TOL)
+@parity(**TOL)
 def test_face_and_vertex_normals_with_a_degenerate_face(tf):
     """Face normals by ``tf.linalg.cross`` of edge vectors and ``l2_normalize`` (one face collapsed
     to a line: a zero normal), area-weighted vertex normals by ``tf.math.unsorted_segment_sum`` over
@@ -384,7 +384,7 @@ def test_face_and_vertex_normals_with_a_degenerate_face(tf):
     return fn, cons, tape.gradient(cons, v), vn, tape.gradient(lv, v), tilt_bad, tilt
 
 
-@parity(modes=True, **TOL)
+@parity(**TOL)
 def test_pca_normals_by_eigh_with_repeated_eigenvalues(tf):
     """Normals from neighbourhood covariances by ``tf.linalg.eigh``: a square patch (two equal
     in-plane eigenvalues, a zero normal one), a cross-shaped one and a generic one; the eigenvalues,
@@ -409,7 +409,7 @@ def test_pca_normals_by_eigh_with_repeated_eigenvalues(tf):
     return (e, var, tape.gradient(var, p), nn, tape.gradient(l_nn, p), ev, tape.gradient(l_ev, p))
 
 
-@parity(modes=True, **TOL)
+@parity(**TOL)
 def test_chamfer_over_clouds_of_varying_size_through_an_input_signature(tf):
     """A compiled Chamfer-and-normalisation step with ``input_signature=[TensorSpec([None, 3])] * 2``
     over clouds of 5, 7 and 5 points: centring by ``reduce_mean``, scaling by the largest norm
@@ -437,7 +437,7 @@ def test_chamfer_over_clouds_of_varying_size_through_an_input_signature(tf):
     return out, scale, len(traces)
 
 
-@parity(modes=True, **TOL)
+@parity(**TOL)
 def test_voxel_occupancy_by_scatter_nd_with_duplicate_points(tf):
     """A 4x4x4 occupancy grid from points quantised by ``floor`` (several in one voxel, one outside
     the grid dropped by a mask and ``boolean_mask``): counts by ``tf.scatter_nd`` (duplicates

@@ -61,7 +61,7 @@ def affine_grid(tf, theta, h, w):
     return tf.reshape(x, [-1, h, w]), tf.reshape(y, [-1, h, w])
 
 
-@parity(modes=True, **TOL)
+@parity(**TOL)
 def test_spatial_transformer_with_a_keras_localisation_net(tf):
     """An STN on 2 images of 5x6: a Keras ``Dense`` localisation net (weights set from NumPy, the
     bias the identity transform), the affine grid, the STN reference sampler (clipped corners: the
@@ -93,7 +93,7 @@ def test_spatial_transformer_with_a_keras_localisation_net(tf):
     return [step(img) for _ in range(3)]
 
 
-@parity(modes=True, **TOL)
+@parity(**TOL)
 def test_zero_padded_bilinear_sampling_at_and_beyond_the_borders(tf):
     """Zero-padded bilinear sampling of a 4x5 image at hand-placed coordinates: exact pixel
     centres, the last column and row exactly, halfway past the border, fully outside and negative;
@@ -175,7 +175,7 @@ def _apply_h(tf, h, p):
     return q[:, :2] / q[:, 2:]
 
 
-@parity(modes=True, rtol=1e-3, atol=1e-4)
+@parity(rtol=1e-3, atol=1e-4)
 def test_homography_by_normalised_dlt_with_gradients_through_svd(tf):
     """A homography from 6 noisy correspondences by the normalised DLT (``svd`` of the 12x9
     system, its last right singular vector, ``h / h33`` removes the sign), the reprojection error,
@@ -197,7 +197,7 @@ def test_homography_by_normalised_dlt_with_gradients_through_svd(tf):
     return h, err, tape.gradient(err, dst), sv, tape.gradient(l_sv, dst), h_exact
 
 
-@parity(modes=True, rtol=1e-3, atol=1e-4)
+@parity(rtol=1e-3, atol=1e-4)
 def test_eight_point_with_rank_two_enforcement_and_the_sampson_error(tf):
     """The fundamental matrix of 10 correspondences of two synthetic views by the eight-point
     algorithm (``svd`` null vector, rank 2 by zeroing the last singular value, normalised by
@@ -247,7 +247,7 @@ def test_eight_point_with_rank_two_enforcement_and_the_sampson_error(tf):
     return f2, sampson, g, se[:2], top2, tape2.gradient(top2, [tv, wv])
 
 
-@parity(modes=True, **TOL)
+@parity(**TOL)
 def test_soft_rasteriser_silhouettes_fitted_by_iou(tf):
     """Two triangles' soft silhouettes on an 8x8 pixel grid (SoftRas-style: the signed distance to
     each edge by 2-D cross products over the edge lengths, ``sigmoid(d / sigma)`` multiplied over
@@ -285,7 +285,7 @@ def test_soft_rasteriser_silhouettes_fitted_by_iou(tf):
     return tf.reduce_sum(target), [step() for _ in range(4)], tri
 
 
-@parity(modes=True, rtol=5e-4, atol=5e-5)
+@parity(rtol=5e-4, atol=5e-5)
 def test_sfmlearner_view_synthesis_with_a_keras_depth_net(tf):
     """SfMLearner's view synthesis on 5x6 frames: a Keras ``Conv2D`` depth net (softplus output,
     weights from NumPy), pixels back-projected by ``K^-1``, moved by a pose Variable through
@@ -359,7 +359,7 @@ def test_normals_from_a_depth_map_with_a_flat_patch(tf):
     return hist, depth
 
 
-@parity(modes=True, rtol=1e-3, atol=1e-4)
+@parity(rtol=1e-3, atol=1e-4)
 def test_four_point_homography_by_a_full_svd_fitted_to_a_target_corner_set(tf):
     """The minimal DLT: 4 correspondences give an 8x9 system whose null vector is the last column
     of ``svd(A, full_matrices=True)``'s ``v`` (TF differentiates it: one column off square); the
@@ -394,3 +394,32 @@ def test_four_point_homography_by_a_full_svd_fitted_to_a_target_corner_set(tf):
         return h, img, loss, g
 
     return [step() for _ in range(3)], corners
+
+
+@parity(rtol=5e-4, atol=5e-5)
+def test_keras_pointnet_of_conv1d_layers_under_fit_with_a_dead_channel(tf):
+    """PointNet as Keras writes it: ``Conv1D(kernel_size=1)`` shared MLPs, ``GlobalMaxPooling1D``
+    (one ReLU channel dead on every point: its maximum a tie at 0 over all points) and a ``Dense``
+    classifier, weights from NumPy, ``compile(SGD)`` and ``fit`` for 2 epochs of 2 batches
+    (``shuffle=False``): the loss history, the final weights and the predictions."""
+    from .harness import keras_init
+
+    rs = np.random.RandomState(2761)
+    x = rs.randn(4, 6, 3).astype(np.float32)
+    y = np.array([0, 1, 2, 1], np.int32)
+    model = tf.keras.Sequential([
+        tf.keras.Input((6, 3)),
+        tf.keras.layers.Conv1D(8, 1, activation="relu"),
+        tf.keras.layers.Conv1D(8, 1, activation="relu"),
+        tf.keras.layers.GlobalMaxPooling1D(),
+        tf.keras.layers.Dense(3),
+    ])
+    keras_init(model, 2762)
+    ws = model.get_weights()
+    ws[1][2] = -50.0                      # a dead first-layer channel
+    ws[3][5] = -50.0                      # a dead pooled channel: every point ties at 0
+    model.set_weights(ws)
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.05),
+                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    h = model.fit(x, y, batch_size=2, epochs=2, shuffle=False, verbose=0)
+    return h.history["loss"], model.get_weights(), model(x)
