@@ -445,3 +445,42 @@ def test_depth_from_disparity_with_invalid_pixels(tf):
         dn = tf.math.divide_no_nan(fb * tf.ones_like(d), d)
         rn = tf.math.reciprocal_no_nan(d)
     return hist, dn, tape.gradient(dn, d), rn, tape.gradient(rn, d)
+
+
+@parity(modes=True, **TOL)
+def test_quaternion_averaging_by_the_top_eigenvector_of_eigh(tf):
+    """Markley's quaternion average: the top eigenvector of ``sum w_i q_i q_i^T`` by ``tf.linalg.eigh``
+    (sign-free as ``q q^T``), for noisy copies with sign flips and for 3 identical quaternions (the
+    other three eigenvalues tied at 0: TF's safe reciprocal gives those pairs no gradient); the
+    averages' outer products, eigenvalues, and the gradients w.r.t. the inputs and weights; 2 SGD
+    steps on the weights towards a target rotation."""
+    rs = np.random.RandomState(2481)
+    base = np.array([0.8, 0.2, -0.4, 0.4], np.float32)
+    base /= np.linalg.norm(base)
+    qs = base + rs.randn(4, 4).astype(np.float32) * 0.1
+    qs /= np.linalg.norm(qs, axis=-1, keepdims=True)
+    qs[1] *= -1.0
+    same = np.stack([base] * 3)
+    target = tf.constant(np.outer(base, base) + 0.01 * init_array((4, 4), 2482))
+    wts = tf.Variable([1.0, 0.5, 2.0, 1.0])
+    out = []
+    for q0 in (qs, same):
+        q = tf.constant(q0)
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch(q)
+            m = tf.einsum("n,ni,nj->ij", wts[:q0.shape[0]], q, q)
+            e, v = tf.linalg.eigh(m)
+            top = v[:, -1]
+            outer = top[:, None] * top[None, :]
+            loss = tf.reduce_sum(tf.square(outer - target))
+        out.append((e, outer, loss, tape.gradient(loss, q), tape.gradient(loss, wts)))
+        del tape
+    for _ in range(2):
+        with tf.GradientTape() as tape:
+            m = tf.einsum("n,ni,nj->ij", wts, tf.constant(qs), tf.constant(qs))
+            top = tf.linalg.eigh(m)[1][:, -1]
+            loss = tf.reduce_sum(tf.square(top[:, None] * top[None, :] - target))
+        g = tape.gradient(loss, wts)
+        wts.assign_sub(0.5 * g)
+        out.append((loss, g))
+    return out, wts
