@@ -484,3 +484,35 @@ def test_quaternion_averaging_by_the_top_eigenvector_of_eigh(tf):
         wts.assign_sub(0.5 * g)
         out.append((loss, g))
     return out, wts
+
+
+@parity(**TOL)
+def test_gauss_newton_with_early_stopping_in_a_converted_while_loop(tf):
+    """Pose refinement inside one ``tf.function``: a converted ``while cost > 1e-8 and i < 10`` loop
+    whose body takes the residual Jacobian by ``tape.jacobian`` and a damped ``tf.linalg.solve`` step;
+    the iteration count, final cost and pose for a well-posed start and for a start already at the
+    optimum (zero iterations, the loop's values passed through)."""
+    rs, pts = _scene(2491, 6)
+    true = np.array([0.03, -0.05, 0.02, 0.05, 0.02, -0.1], np.float32)
+    p = tf.constant(pts)
+    obs = project(tf, tf.linalg.matvec(rodrigues(tf, tf.constant(true[:3])), p) + true[3:])
+
+    def residual(pose):
+        return tf.reshape(project(tf, tf.linalg.matvec(rodrigues(tf, pose[:3]), p) + pose[3:]) - obs, [-1])
+
+    @tf.function
+    def refine(pose):
+        i = tf.constant(0)
+        cost = tf.reduce_sum(tf.square(residual(pose)))
+        while cost > 1e-8 and i < 10:
+            with tf.GradientTape() as tape:
+                tape.watch(pose)
+                r = residual(pose)
+            j = tape.jacobian(r, pose)
+            a = tf.matmul(j, j, transpose_a=True) + 1e-6 * tf.eye(6)
+            pose = pose + tf.linalg.solve(a, -tf.linalg.matvec(j, r, transpose_a=True)[:, None])[:, 0]
+            cost = tf.reduce_sum(tf.square(residual(pose)))
+            i += 1
+        return i, cost, pose
+
+    return refine(tf.zeros([6])), refine(tf.constant(true))
