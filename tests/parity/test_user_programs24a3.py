@@ -117,7 +117,8 @@ def test_optical_flow_warping_with_smoothness_and_occlusion_masks(tf):
     """Unsupervised flow between two 6x7 frames: a flow Variable (zero at the start) warps the
     second frame backwards by zero-padded bilinear sampling, the Charbonnier photometric loss
     ``sqrt(d^2 + 1e-6)`` masked by a forward-backward consistency check under
-    ``stop_gradient``, an edge-aware smoothness term from ``tf.image.image_gradients``;
+    ``stop_gradient``, an edge-aware smoothness term from ``tf.image.image_gradients`` and a
+    ``tf.image.total_variation`` term (the zero start: every neighbour tied, TV's gradient 0);
     3 SGD steps: losses, the mask's size and the flow's gradients."""
     rs = np.random.RandomState(2711)
     base = rs.rand(1, 6, 8, 1).astype(np.float32)
@@ -140,10 +141,11 @@ def test_optical_flow_warping_with_smoothness_and_occlusion_masks(tf):
             dy, dx = tf.image.image_gradients(flow)
             iy, ix = tf.image.image_gradients(f1)
             smooth = tf.reduce_mean(tf.abs(dx) * tf.exp(-10.0 * tf.abs(ix))) + tf.reduce_mean(tf.abs(dy) * tf.exp(-10.0 * tf.abs(iy)))
-            loss = photo + 0.5 * smooth
+            tv = tf.reduce_sum(tf.image.total_variation(flow))
+            loss = photo + 0.5 * smooth + 0.01 * tv
         g = tape.gradient(loss, flow)
         opt.apply_gradients([(g, flow)])
-        hist.append((loss, photo, smooth, tf.reduce_sum(mask), g))
+        hist.append((loss, photo, smooth, tv, tf.reduce_sum(mask), g))
     return hist, flow
 
 
