@@ -425,3 +425,30 @@ def test_keras_pointnet_of_conv1d_layers_under_fit_with_a_dead_channel(tf):
                   loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     h = model.fit(x, y, batch_size=2, epochs=2, shuffle=False, verbose=0)
     return h.history["loss"], model.get_weights(), model(x)
+
+
+@parity(modes=True, **TOL)
+def test_silhouette_boundary_band_by_dilation_and_erosion_with_ties(tf):
+    """A mask Variable clipped to [0, 1] (mostly exact 0s and 1s, so ``tf.nn.dilation2d`` /
+    ``erosion2d`` windows are full of ties: TF routes each window's gradient to its first maximum /
+    minimum) gives the morphological gradient ``dilate - erode``, a boundary band matched to a
+    target band with a flat 3x3 structuring element; 2 SGD steps: losses and mask gradients."""
+    m0 = np.zeros((1, 6, 6, 1), np.float32)
+    m0[0, 1:4, 1:5] = 1.0
+    m0[0, 2, 2] = 0.6
+    mask = tf.Variable(m0)
+    tgt = np.zeros((1, 6, 6, 1), np.float32)
+    tgt[0, 1:5, 1:5] = 1.0
+    tgt[0, 2:4, 2:4] = 0.0
+    k = tf.zeros([3, 3, 1])
+    out = []
+    for _ in range(2):
+        with tf.GradientTape() as tape:
+            m = tf.clip_by_value(mask, 0.0, 1.0)
+            band = (tf.nn.dilation2d(m, k, [1, 1, 1, 1], "SAME", "NHWC", [1, 1, 1, 1])
+                    - tf.nn.erosion2d(m, k, [1, 1, 1, 1], "SAME", "NHWC", [1, 1, 1, 1]))
+            loss = tf.reduce_sum(tf.square(band - tgt))
+        g = tape.gradient(loss, mask)
+        mask.assign_sub(0.1 * g)
+        out.append((loss, band, g))
+    return out, mask
