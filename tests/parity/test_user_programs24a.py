@@ -10,8 +10,9 @@ Euler angles by ``atan2`` at gimbal lock, the 6-D representation by Gram-Schmidt
 under ``tf.function``, chordal and Karcher rotation averaging by ``svd``, pinhole projection with
 pose refinement by Gauss-Newton (``tape.jacobian`` + ``tf.linalg.solve``), Levenberg-Marquardt
 bundle adjustment by ``cholesky_solve`` with host-side accept / reject, a pose fitted by Adam with
-points behind the camera masked, and depth from disparity by ``divide_no_nan``.  Values, NaNs and
-None-ness of the gradients are compared.
+points behind the camera masked, depth from disparity by ``divide_no_nan``, Markley's quaternion
+average by ``eigh``'s top eigenvector (tied zero eigenvalues), and Gauss-Newton with early stopping
+in a converted ``while`` loop.  Values, NaNs and None-ness of the gradients are compared.
 """
 import numpy as np
 

@@ -10,7 +10,10 @@ reflection fixed, farthest-point sampling in a converted loop with ``argmax`` ti
 the log domain, a signed-distance network with the Eikonal loss (a gradient of a gradient, and
 ``tf.norm`` of a zero input gradient from dead ReLUs: NaN weights' gradients as in TF), mesh
 Laplacian smoothing with a ``tf.SparseTensor``, face and vertex normals by ``unsorted_segment_sum``
-with a degenerate face, and PCA normals by ``eigh`` of covariances with repeated eigenvalues.
+with a degenerate face (and ``tf.linalg.cross``'s refusal to broadcast), PCA normals by ``eigh`` of
+covariances with repeated eigenvalues, clouds of varying size through an ``input_signature`` with
+``None`` points, voxel occupancy by ``scatter_nd`` and segment maxima with ties, and batched pose
+refinement by ``batch_jacobian`` and ``lstsq``.
 """
 import numpy as np
 

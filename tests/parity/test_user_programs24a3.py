@@ -11,7 +11,10 @@ DLT (``svd``'s null vector divided by ``h33``, so sign-free) with gradients thro
 eight-point algorithm with rank-2 enforcement and the Sampson error, essential matrices' repeated
 singular values, a soft rasteriser's silhouettes fitted by IoU, SfMLearner-style view synthesis
 (a Keras ``Conv2D`` depth net, back-projection by ``K^-1``, a pose, reprojection and bilinear
-sampling) and normals from a depth map.
+sampling), normals from a depth map, the minimal 4-point DLT through ``svd(full_matrices=True)``'s
+null vector (an 8x9 system), a Keras ``Conv1D`` PointNet under ``fit``, and a silhouette's boundary
+band by ``dilation2d`` / ``erosion2d`` over tied windows; the flow program's ``total_variation`` term
+starts at a flat (all-tied) field.
 """
 import numpy as np
 
