@@ -68,7 +68,7 @@ def affine_grid(tf, theta, h, w):
 def test_spatial_transformer_with_a_keras_localisation_net(tf):
     """An STN on 2 images of 5x6: a Keras ``Dense`` localisation net (weights set from NumPy, the
     bias the identity transform), the affine grid, the STN reference sampler (clipped corners: the
-    identity's last row and column sampled with zero weight); 3 Adam steps in a compiled step to
+    identity's last row and column sampled with zero weight); 2 Adam steps in a compiled step to
     match a shifted target: losses, the transforms, the Dense layer's gradients and the input
     image's gradient."""
     rs = np.random.RandomState(2701)
@@ -93,7 +93,7 @@ def test_spatial_transformer_with_a_keras_localisation_net(tf):
         opt.apply_gradients(zip(gs, loc.trainable_variables))
         return loss, theta, gs, gi, out
 
-    return [step(img) for _ in range(3)]
+    return [step(img) for _ in range(2)]
 
 
 @parity(**TOL)
@@ -122,7 +122,7 @@ def test_optical_flow_warping_with_smoothness_and_occlusion_masks(tf):
     ``sqrt(d^2 + 1e-6)`` masked by a forward-backward consistency check under
     ``stop_gradient``, an edge-aware smoothness term from ``tf.image.image_gradients`` and a
     ``tf.image.total_variation`` term (the zero start: every neighbour tied, TV's gradient 0);
-    3 SGD steps: losses, the mask's size and the flow's gradients."""
+    2 SGD steps: losses, the mask's size and the flow's gradients."""
     rs = np.random.RandomState(2711)
     base = rs.rand(1, 6, 8, 1).astype(np.float32)
     f1 = tf.constant(base[:, :, :7])
@@ -133,7 +133,7 @@ def test_optical_flow_warping_with_smoothness_and_occlusion_masks(tf):
     gx, gy = tf.constant(gx[None].astype(np.float32)), tf.constant(gy[None].astype(np.float32))
     opt = tf.keras.optimizers.SGD(2.0)
     hist = []
-    for _ in range(3):
+    for _ in range(2):
         with tf.GradientTape() as tape:
             xw, yw = gx + flow[..., 0], gy + flow[..., 1]
             warped = bilinear_sample(tf, f2, xw, yw, clip_like_stn=False)
