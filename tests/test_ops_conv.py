@@ -41,3 +41,18 @@ def test_max_pool3d_without_ties_and_in_forward_mode():
     _, ty = jax.jvp(f, (jnp.asarray(x),), (t,))
     np.testing.assert_allclose(float(jnp.sum(ty)), float(jnp.sum(jax.grad(lambda u: jnp.sum(f(u)))(jnp.asarray(x)) * t)),
                                rtol=1e-5)
+
+
+def test_dilation2d_routes_a_ties_gradient_to_its_first_window_position_as_tf():
+    """TF's Dilation2D backprops keep the first maximum of ``x + w`` in (row, column) order: on a
+    flat image with a zero 2x2 filter (every candidate tied) each output's gradient goes to its own
+    pixel (the window's first position) and the filter's to its [0, 0] tap (TF 2.21: input
+    gradient all 1, filter gradient [[9, 0], [0, 0]]); jnp.max shared it among the ties."""
+    x = tf.constant(np.ones((1, 3, 3, 1), np.float32))
+    w = tf.constant(np.zeros((2, 2, 1), np.float32))
+    with tf.GradientTape() as t:
+        t.watch([x, w])
+        y = tf.reduce_sum(tf.nn.dilation2d(x, w, [1, 1, 1, 1], "SAME", "NHWC", [1, 1, 1, 1]))
+    gx, gw = t.gradient(y, [x, w])
+    np.testing.assert_array_equal(gx.numpy(), np.ones((1, 3, 3, 1)))
+    np.testing.assert_array_equal(gw.numpy()[..., 0], [[9.0, 0.0], [0.0, 0.0]])

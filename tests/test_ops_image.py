@@ -141,3 +141,21 @@ def test_tensor_offsets_are_read_from_the_host():
         tf.image.crop_to_bounding_box(IMG, tf.constant(1.0), 0, 2, 2)
     with pytest.raises(TypeError, match="target_width"):
         tf.image.pad_to_bounding_box(IMG, 0, 0, 9, 9.5)
+
+
+def test_total_variation_of_flat_regions_has_tfs_zero_gradient():
+    """TF's total_variation is ``sum(abs(diff))`` with abs'(0) = sign(0) = 0: a flat image's gradient
+    is 0 and a tie between neighbours adds nothing (jnp.abs's derivative at 0 is 1, which gave a
+    flat 3x3 image the gradient [[-2, -1, 0], [-1, 0, 1], [0, 1, 2]]).  Oracle: the hand sum of
+    sign(diff) per pixel."""
+    img = np.ones((1, 3, 3, 1), np.float32)
+    img[0, 0, 0] = 2.0                       # one pixel above its two neighbours; the rest tie
+    x = tf.constant(img)
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = tf.reduce_sum(tf.image.total_variation(x))
+    want = np.zeros((1, 3, 3, 1), np.float32)
+    want[0, 0, 0] = 2.0
+    want[0, 0, 1] = want[0, 1, 0] = -1.0
+    assert float(y) == 2.0
+    np.testing.assert_array_equal(t.gradient(y, x).numpy(), want)

@@ -92,6 +92,56 @@ def test_eigh_and_svd_gradients_at_repeated_values_are_tfs_zeros():
     assert np.all(np.isfinite(g))
 
 
+def _null_projector_loss_np(a, w, tall):
+    """``sum(w * h h^T)`` for the extra (null-space) column ``h`` of the full SVD, in float64 NumPy."""
+    u, _, vh = np.linalg.svd(a, full_matrices=True)
+    h = u[:, -1] if tall else vh[-1]
+    return float(np.sum(w * np.outer(h, h)))
+
+
+@pytest.mark.parametrize("shape", [(8, 9), (4, 3)])
+def test_full_svd_one_off_square_differentiates_its_null_vector_as_tf(shape):
+    """tapejax/ops/linalg_svd.py: ``svd(full_matrices=True)`` of a matrix one row or column off
+    square (the 4-point DLT's 8x9 system) has TF's gradient through the extra column (the null
+    vector ``v2`` with ``dv2 = -V1 S^-1 U^H dA v2``; JAX raised NotImplementedError): checked
+    against central differences in float64, reverse and forward mode."""
+    rs = np.random.RandomState(0)
+    a = rs.randn(*shape)
+    tall = shape[0] > shape[1]
+    k = max(shape)
+    w = rs.randn(k, k)
+
+    def f(x):
+        s, u, v = tf.linalg.svd(x, full_matrices=True)
+        h = u[:, -1] if tall else v[:, -1]
+        return tf.reduce_sum(h[:, None] * h[None, :] * w.astype(np.float32)) + 0.1 * tf.reduce_sum(s)
+
+    _, g = _grad(f, a.astype(np.float32))
+    eps = 1e-6
+    fd = np.zeros_like(a)
+    for idx in np.ndindex(*a.shape):
+        d = np.zeros_like(a)
+        d[idx] = eps
+        fd[idx] = (_null_projector_loss_np(a + d, w, tall) - _null_projector_loss_np(a - d, w, tall)) / (2 * eps)
+        fd[idx] += 0.1 * (np.linalg.svd(a + d, compute_uv=False).sum() - np.linalg.svd(a - d, compute_uv=False).sum()) / (2 * eps)
+    np.testing.assert_allclose(g, fd, rtol=2e-3, atol=2e-4)
+    x = tf.constant(a.astype(np.float32))
+    direction = rs.randn(*shape).astype(np.float32)
+    with tf.autodiff.ForwardAccumulator(x, tf.constant(direction)) as acc:
+        y = f(x)
+    np.testing.assert_allclose(acc.jvp(y).numpy(), np.sum(fd * direction), rtol=2e-3, atol=2e-4)
+
+
+def test_full_svd_two_off_square_has_no_gradient_as_tf():
+    """TF's ``_SvdGrad`` raises NotImplementedError for ``|m - n| > 1`` with full factors."""
+    x = tf.constant(np.random.RandomState(1).randn(2, 4).astype(np.float32))
+    with tf.GradientTape() as t:
+        t.watch(x)
+        s = tf.linalg.svd(x, full_matrices=True)[0]
+    with pytest.raises(NotImplementedError):
+        t.gradient(s, x)
+
+
 def test_hermitian_eigh_gradient_has_a_real_diagonal():
     """TF's SelfAdjointEigV2 gradient is ``tril(G + G^H)`` with the diagonal halved: real on the
     diagonal (the kernel does not read a diagonal's imaginary part)."""
@@ -149,3 +199,17 @@ def test_lu_has_no_gradient_as_in_tf(deferred):
         np.testing.assert_allclose(tf.function(grad)(False).numpy(), 2 * v.numpy())
     finally:
         tf.set_deferred_execution(prev)
+
+
+def test_cross_does_not_broadcast_and_needs_3_vectors_as_tfs_kernel():
+    """TF's Cross kernel (cross_op.cc) requires equal shapes (InvalidArgumentError "Both inputs must
+    be of same shape") and an innermost size of 3 (FailedPreconditionError); jnp.cross broadcast
+    ``cross(normals, up)`` silently and took any size."""
+    with pytest.raises(tf.errors.InvalidArgumentError, match="same shape"):
+        tf.linalg.cross(tf.ones([2, 3]), tf.constant([0.0, 1.0, 0.0]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="same shape"):
+        tf.linalg.cross(tf.ones([1, 3]), tf.ones([2, 3]))
+    with pytest.raises(tf.errors.FailedPreconditionError, match="3-element"):
+        tf.linalg.cross(tf.ones([2, 4]), tf.ones([2, 4]))
+    np.testing.assert_array_equal(tf.linalg.cross(tf.constant([[1.0, 0.0, 0.0]]), tf.constant([[0.0, 1.0, 0.0]])).numpy(),
+                                  [[0.0, 0.0, 1.0]])

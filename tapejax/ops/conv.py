@@ -348,7 +348,8 @@ def pool(input, window_shape, pooling_type, strides=None, padding="VALID", data_
 
 def _dilation2d(x, w, *, strides, rates, padding):
     """Grayscale morphological dilation: ``max`` over the (dilated) window of ``x + w``; positions
-    outside the input never win (padded with -inf, as TF's kernel skips them)."""
+    outside the input never win (padded with -inf, as TF's kernel skips them); a tie's gradient goes
+    to its first position in the window, as TF's."""
     kh, kw, _ = w.shape
     eff = [(k - 1) * r + 1 for k, r in zip((kh, kw), rates)]
     size = x.shape[1:3]
@@ -366,7 +367,11 @@ def _dilation2d(x, w, *, strides, rates, padding):
             y0, x0 = dy * rates[0], dx * rates[1]
             win = xp[:, y0:y0 + (out[0] - 1) * strides[0] + 1:strides[0], x0:x0 + (out[1] - 1) * strides[1] + 1:strides[1]]
             cands.append(win + w[dy, dx])
-    return jnp.max(jnp.stack(cands), axis=0)
+    # TF's kernels keep the first maximum in (row, column) order and route the gradient there alone
+    # (Dilation2DBackpropInput / Filter); jnp.max would share it among ties
+    stacked = jnp.stack(cands)
+    first = jnp.argmax(stacked, axis=0)
+    return jnp.take_along_axis(stacked, first[None], axis=0)[0]
 
 
 _DILATION = prim("Dilation2D", _dilation2d)

@@ -24,13 +24,16 @@ from jax import lax
 from ..core.errors import InvalidArgumentError
 from ..core.tensor import Tensor
 from ..core.variable import Variable
+from . import _grads as G
 from ._registry import _call, _shape, dtype_of, prim, tf_types
 from .image_color import convert
 
 
 def _tv(x):
-    d1 = jnp.abs(x[..., 1:, :, :] - x[..., :-1, :, :])
-    d2 = jnp.abs(x[..., :, 1:, :] - x[..., :, :-1, :])
+    # (TF's abs, whose derivative at 0 is sign(0) = 0: jnp.abs's is 1, which gave a flat image's
+    # total variation a gradient)
+    d1 = G.tf_abs(x[..., 1:, :, :] - x[..., :-1, :, :])
+    d2 = G.tf_abs(x[..., :, 1:, :] - x[..., :, :-1, :])
     axes = None if x.ndim == 3 else (1, 2, 3)
     return jnp.sum(d1, axis=axes) + jnp.sum(d2, axis=axes)
 

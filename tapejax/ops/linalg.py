@@ -14,7 +14,9 @@ Gradients follow TF's kernels where JAX's rules differ:
   forward mode works);
 * ``logdet`` is its Cholesky factor's, reading the lower triangle as TF does;
 * where TF defines no gradient (``lstsq(fast=False)``, ``qr(full_matrices=True)``
-  of a tall matrix) the gradient raises TF's error class.
+  of a tall matrix) the gradient raises TF's error class;
+* ``svd``'s kernel and its rules (the full factors of a matrix one row or column off
+  square included) are in ``linalg_svd``.
 
 Eigen- and singular vectors are LAPACK's, so their signs may differ from TF's
 (Eigen's): sign-free quantities (projections, ``u @ v^T``) agree.
@@ -28,13 +30,14 @@ import numpy as np
 
 from ..core import dtypes as _dtypes
 from ..core.bind import bind
-from ..core.errors import InvalidArgumentError, NotFoundError
+from ..core.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
 from ..core.tensor import Tensor
 from ..core.variable import Variable
 from . import _grads as G
 from ._registry import check_binary, check_float, dtype_of, no_half, op_error, prim, static_axis, tf_types
 from .array import einsum, tensordot  # noqa: F401
 from .checks import VALUE_CHECKS, require, traced
+from .linalg_svd import _off_diagonal, _safe_reciprocal, _svd
 from .math import matmul  # noqa: F401
 from .reduce import l2_normalize  # noqa: F401
 
@@ -336,16 +339,6 @@ def lstsq(matrix, rhs, l2_regularizer=0.0, fast=True, name=None):
     return _call(_LSTSQ, "MatrixSolveLs", matrix, rhs, l2=float(l2_regularizer), fast=bool(fast))
 
 
-def _safe_reciprocal(x):
-    """TF's ``_SafeReciprocal`` in its ``eigh`` / ``svd`` gradients: ``x / (x^2 + 1e-20)``, so a
-    repeated eigen- or singular value contributes 0 where ``1 / 0`` gives JAX's inf / NaN."""
-    return x * jnp.reciprocal(x * x + 1e-20)
-
-
-def _off_diagonal(x):
-    return jnp.where(jnp.eye(x.shape[-1], dtype=bool), jnp.zeros_like(x), x)
-
-
 @jax.custom_jvp
 def _eigh_tf(a):
     return tuple(jnp.linalg.eigh(a, symmetrize_input=False))
@@ -384,46 +377,6 @@ def eigvalsh(tensor, name=None):
     _square(tensor, "SelfAdjointEigV2", "tensor")
     no_half(tensor, "SelfAdjointEigV2Values", "tensor")
     return bind(_EIGVALSH, tensor)
-
-
-@jax.custom_jvp
-def _svd_tf(a):
-    u, s, vh = jnp.linalg.svd(a, full_matrices=False)
-    return s, u, jnp.conj(_mT(vh))
-
-
-@_svd_tf.defjvp
-def _svd_tf_jvp(primals, tangents):
-    # JAX's rule with TF's safe reciprocals of the squared-singular-value gaps and of ``s``
-    (a,), (da,) = primals, tangents
-    s, u, v = _svd_tf(a)
-    uh, vh = jnp.conj(_mT(u)), jnp.conj(_mT(v))
-    ds_mat = uh @ da @ v
-    ds = jnp.real(jnp.diagonal(ds_mat, axis1=-2, axis2=-1)).astype(s.dtype)
-    s_row = s[..., None, :]
-    f = _off_diagonal(_safe_reciprocal(s_row * s_row - _mT(s_row * s_row))).astype(a.dtype)
-    s_inv = _safe_reciprocal(s).astype(a.dtype)
-    dss, sds = s_row.astype(a.dtype) * ds_mat, _mT(s_row).astype(a.dtype) * ds_mat
-    du_diag = 0.5 * (ds_mat - jnp.conj(_mT(ds_mat))) * (jnp.eye(s.shape[-1], dtype=a.dtype) * s_inv[..., None, :])
-    du = u @ (f * (dss + jnp.conj(_mT(dss))) + du_diag)
-    dv = v @ (f * (sds + jnp.conj(_mT(sds))))
-    m, n = a.shape[-2:]
-    if m > n:
-        dav = da @ v
-        du = du + (dav - u @ (uh @ dav)) * s_inv[..., None, :]
-    if n > m:
-        dahu = jnp.conj(_mT(da)) @ u
-        dv = dv + (dahu - v @ (vh @ dahu)) * s_inv[..., None, :]
-    return (s, u, v), (ds, du, dv)
-
-
-def _svd(x, *, full_matrices, compute_uv):
-    if not compute_uv:
-        return (jnp.linalg.svd(x, compute_uv=False),)
-    if not full_matrices or x.shape[-1] == x.shape[-2]:   # (square: the full factors are the reduced ones)
-        return _svd_tf(x)
-    u, s, vh = jnp.linalg.svd(x, full_matrices=True)   # (JAX has no gradient for the full U / V)
-    return s, u, jnp.conj(_mT(vh))
 
 
 _SVD = prim("Svd", _svd, multiple_results=True, pure_results=True)
@@ -541,11 +494,17 @@ _CROSS = prim("Cross", lambda a, b: jnp.cross(a, b))
 
 @tf_types("Cross")
 def cross(a, b, name=None):
-    """``tf.linalg.cross`` of 3-vectors (innermost dimension)."""
+    """``tf.linalg.cross`` of 3-vectors (innermost dimension).  TF's kernel does not broadcast: the
+    shapes must be equal (InvalidArgumentError), the innermost size 3 (FailedPreconditionError)."""
     check_binary(a, b, "Cross")
-    if _shape(a)[-1:] != (3,) or _shape(b)[-1:] != (3,):
-        raise _bad("Cross", f"Arguments `a` and `b` must have innermost dimension 3: got {list(_shape(a))}, "
-                   f"{list(_shape(b))}")
+    sa, sb = _shape(a), _shape(b)
+    if sa != sb:
+        raise _bad("Cross", f"Both inputs must be of same shape: {list(sa)} vs. {list(sb)}")
+    if not sa:
+        raise _bad("Cross", "Input must be at least 1D[]")
+    if sa[-1] != 3:
+        raise FailedPreconditionError(None, None, "Cross-products are only defined for 3-element vectors. "
+                                      "[Op:Cross]")
     return _call(_CROSS, "Cross", a, b)
 
 
