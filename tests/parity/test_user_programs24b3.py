@@ -358,3 +358,25 @@ def test_mixing_float32_and_float64_pricers_raises_as_tf(tf):
                         tf.constant(0.01, tf.float64), vol64)[0]
     g = tape.gradient(price, s32)
     return eager, staged, (vol64 * 2.0).dtype.name, price, g
+
+
+@parity(modes=True, rtol=2e-4, atol=1e-10)
+def test_cds_par_spreads_from_hazard_rates_by_expm1_and_their_hazard_deltas(tf):
+    """A credit-default-swap curve from piecewise hazard rates over 1-, 2- and 5-year buckets (a
+    distressed name: hazard up to 2 a year, so ``lambda dt`` reaches 10): default probabilities
+    per bucket by ``-expm1(-lambda dt)`` times the survival ``exp(-cumsum(lambda dt, exclusive))``,
+    protection and premium legs, par spreads at 3 maturities; their jacobian with respect to the
+    hazards (TF's Expm1 gradient is ``exp(x)``, which JAX's ``expm1(x) + 1`` loses at -10)."""
+    dt = tf.constant([1.0, 2.0, 5.0])
+    hazard = tf.Variable([0.8, 1.2, 2.0])
+    disc = tf.exp(-0.03 * tf.cumsum(dt))
+    with tf.GradientTape() as tape:
+        surv_start = tf.exp(-tf.cumsum(hazard * dt, exclusive=True))
+        pd = -tf.math.expm1(-hazard * dt) * surv_start
+        surv_end = surv_start - pd
+        protection = 0.6 * tf.cumsum(disc * pd)
+        premium = tf.cumsum(disc * surv_end * dt)
+        spreads = protection / premium
+        tail = -tf.math.expm1(-hazard * dt)
+        sens = tf.concat([spreads, tail], 0)
+    return pd, spreads, tape.jacobian(sens, hazard)
