@@ -10,7 +10,8 @@ CVaR loss (Rockafellar-Uryasev ``relu`` and ``top_k`` forms) in a compiled step,
 maximum likelihood over ``tf.scan``, Merton's jump-diffusion price as a Poisson series by
 ``lgamma``, a CRR binomial tree for an American put with its Greeks in a ``tf.function``, gamma of
 piecewise-linear payoffs by nested tapes (its xfail: TF's None through ``maximum``), quasi-Monte Carlo
-by ``ndtri`` of a stratified grid, and the dtype errors of mixing float32 and float64 pricers.
+by ``ndtri`` of a stratified grid, the dtype errors of mixing float32 and float64 pricers, and a CDS
+curve from hazard rates by ``expm1`` with its hazard jacobian.
 """
 import numpy as np
 
