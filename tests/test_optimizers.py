@@ -837,11 +837,14 @@ def test_new_optimizers_take_one_minus_beta_from_the_python_float_in_float32_and
             opt.apply_gradients([(tf.constant([1.0, -3.0]), w)])
         np.testing.assert_array_equal(w.numpy(), np.array(want, np.float32))
     want64 = {"Adam": 0.09278424120669826, "RMSprop": 0.2057870155367253, "Adadelta": 0.00010012809988091,
-              "Adamax": 0.08161054006479351, "legacy.Adamax": 0.0816105584868363}
+              "Adamax": 0.08161054006479351, "legacy.Adamax": 0.0816105584868363,
+              # (Nadam's schedule and its product Variable in the first Variable's dtype, as tf_keras')
+              "Nadam": 0.07127833435157627, "legacy.Nadam": 0.07086355843613179}
     with jax.enable_x64(True):
         for name, want in want64.items():
             w = tf.Variable(np.array([0.5]))
-            cls = tf.keras.optimizers.legacy.Adamax if name == "legacy.Adamax" else getattr(tf.keras.optimizers, name)
+            ns = tf.keras.optimizers.legacy if name.startswith("legacy.") else tf.keras.optimizers
+            cls = getattr(ns, name.split(".")[-1])
             opt = cls(0.05)
             g = tf.constant([-484.89094704526], tf.float64)
             opt.apply_gradients([(g, w)])

@@ -281,14 +281,16 @@ class Nadam(Optimizer):
     def _hyper_config(self):
         return {"beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon}
 
-    def _extra_init(self):
+    def _extra_init(self, dtype):
         from ..core.variable import Variable
-        return [Variable(jnp.ones((), jnp.float32), trainable=False, name="momentum_cache")]
+        # (tf_keras: in the first Variable's dtype, and the schedule computed in it)
+        return [Variable(jnp.ones((), dtype), trainable=False, name="momentum_cache")]
 
     def _prepare(self, c, step, extra):
-        b1, b2 = c["beta_1"], c["beta_2"]
-        decay_base = jnp.float32(0.96)
-        d = jnp.float32(self._schedule_decay)
+        dt = extra[0].dtype   # (float32 hyperparameters cast to it, as tf_keras' _get_hyper)
+        b1, b2, step = c["beta_1"].astype(dt), c["beta_2"].astype(dt), step.astype(dt)
+        decay_base = jnp.asarray(jnp.float32(0.96), dt)
+        d = jnp.asarray(self._schedule_decay, dt)
         next_step = step + 1
         m_t = b1 * (1.0 - 0.5 * jnp.power(decay_base, d * step))
         m_t_1 = b1 * (1.0 - 0.5 * jnp.power(decay_base, d * next_step))

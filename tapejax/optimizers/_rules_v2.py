@@ -397,17 +397,19 @@ class Nadam(_New, _rules.Nadam):
         self.beta_2 = _hyper_arg("beta_2", beta_2)
         self.epsilon = _float_hyper("epsilon", 1e-7 if epsilon is None else epsilon)
 
-    def _extra_init(self):
+    def _extra_init(self, dtype):
         from ..core.variable import Variable
-        return [Variable(jnp.ones((), jnp.float32), trainable=False, name="u_product")]
+        # (tf_keras: ``tf.Variable(1.0, dtype=var_list[0].dtype)``, the schedule computed in it)
+        return [Variable(jnp.ones((), dtype), trainable=False, name="u_product")]
 
     def _prepare(self, c, step, extra):
-        b1, decay = c["beta_1"], jnp.float32(0.96)
+        dt = extra[0].dtype   # (tf_keras' ``tf.cast(self.beta_1, var_dtype)``, ``tf.cast(0.96, ...)``)
+        b1, decay, step = c["beta_1"].astype(dt), jnp.asarray(jnp.float32(0.96), dt), step.astype(dt)
         u_t = b1 * (1.0 - 0.5 * jnp.power(decay, step))
         u_t_1 = b1 * (1.0 - 0.5 * jnp.power(decay, step + 1))
         u_prod = extra[0] * u_t
         c.update({"u_t": u_t, "u_t_1": u_t_1, "u_prod": u_prod, "u_prod_1": u_prod * u_t_1,
-                  "b2p": jnp.power(c["beta_2"], step)})
+                  "b2p": jnp.power(c["beta_2"].astype(dt), step)})
         return c, [u_prod]
 
     def _step(self, c, g, v, m, vv):
