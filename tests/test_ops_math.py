@@ -97,3 +97,35 @@ def test_cast_to_the_own_dtype_gives_the_tensor_or_variable_itself():
         t.watch(x)
         y = x * x
     assert np.array_equal(t.gradient(y, tf.cast(x, tf.float32)).numpy(), [6.0])
+
+
+def test_mixed_dtypes_are_a_type_error_inside_a_function_and_invalid_argument_eagerly():
+    """TF 2.21: ``float32 * float64`` (and ``int32 + 1.5``) is the eager kernel's
+    InvalidArgumentError, but inside a ``tf.function`` the graph's op-definition check, a
+    TypeError ("Input 'y' of 'Mul' Op has type float64 that does not match type float32 of
+    argument 'x'."); so is ``clip_by_global_norm``'s Pack of mixed dtypes."""
+    import jax
+    with jax.enable_x64(True):
+        a, b = tf.constant([1.0]), tf.constant([2.0], tf.float64)
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            a * b
+        with pytest.raises(TypeError, match="Input 'y' of 'Mul' Op has type float64 that does not match type float32"):
+            tf.function(lambda x, y: x * y)(a, b)
+        with pytest.raises(TypeError, match="'AddV2' Op"):
+            tf.function(lambda x: x + 1.5)(tf.constant([1]))
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            tf.constant([1]) + 1.5
+        with pytest.raises(TypeError, match="Pack"):
+            tf.function(lambda x, y: tf.clip_by_global_norm([x, y], 1.0))(a, b)
+        assert tf.function(lambda x, y: x * y)(a, tf.constant([3.0])).numpy().tolist() == [3.0]
+
+
+def test_expm1_gradient_is_exp_as_tf_not_expm1_plus_one():
+    """TF's Expm1Grad multiplies by ``exp(x)``; JAX's rule ``expm1(x) + 1`` cancels for x << 0:
+    0 at -40 and 4e-4 off at -10 in float32.  Oracle: ``np.exp`` (TF 2.21 gives the same)."""
+    x = tf.constant([-40.0, -10.0, -1e-3, 0.0, 3.0])
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = tf.math.expm1(x)
+    np.testing.assert_allclose(t.gradient(y, x).numpy(), np.exp(x.numpy().astype(np.float64)), rtol=1e-6)
+    np.testing.assert_allclose(y.numpy(), np.expm1(x.numpy().astype(np.float64)), rtol=1e-6)

@@ -133,3 +133,18 @@ def test_global_norms_of_mixed_float_dtypes_are_tfs_pack_error():
     (c16, c32), n = tf.clip_by_global_norm([g16, g32], 5.0, use_norm=tf.constant(10.0))
     assert (c16.dtype, c32.dtype, n.dtype) == (tf.float16, tf.float32, tf.float32)
     np.testing.assert_allclose(c32.numpy(), [0.5, 1.0])
+
+
+def test_integer_sums_and_products_keep_their_dtype_under_x64():
+    """TF's Sum and Prod of int8 / int32 / uint8 keep the input's dtype (an int8 sum wraps:
+    100 + 100 is -56); ``jnp.sum`` gives the default integer, int64 under x64 (TF 2.21's values)."""
+    import jax
+    with jax.enable_x64(True):
+        x = tf.constant([1, 2, 3])
+        assert tf.reduce_sum(x).dtype == tf.int32 and tf.reduce_prod(x).dtype == tf.int32
+        assert tf.reduce_sum(x, axis=0, keepdims=True).dtype == tf.int32
+        s8 = tf.reduce_sum(tf.constant([100, 100], tf.int8))
+        assert s8.dtype == tf.int8 and int(s8.numpy()) == -56
+        assert tf.reduce_sum(tf.constant([1, 2], tf.uint8)).dtype == tf.uint8
+        assert tf.function(lambda v: tf.reduce_sum(tf.cast(v > 1.0, tf.int32)))(tf.constant([1.0, 2.0, 3.0])).dtype == tf.int32
+        assert tf.reduce_sum(tf.constant([1.0, 2.0], tf.float64)).dtype == tf.float64

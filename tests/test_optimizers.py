@@ -816,7 +816,40 @@ def test_adam_on_float16_variables_computes_its_step_size_in_float16(new):
     for _ in range(2):
         opt.apply_gradients([(tf.constant([1e-4, -1e-4], tf.float16), w), (tf.constant([0.5]), w32)])
     np.testing.assert_array_equal(w.numpy(), np.array([-5.0, 5.0], np.float16))
-    np.testing.assert_allclose(w32.numpy(), [0.8000014], rtol=1e-7)   # (TF 2.21)
+    # (TF 2.21: the new Adam's ``1 - beta_2`` is the Python float's, ``f32(0.001)``; the legacy
+    # kernel's is ``1 - f32(0.999)``)
+    np.testing.assert_allclose(w32.numpy(), [0.80000275 if new else 0.8000014], rtol=1e-7)
+
+
+def test_new_optimizers_take_one_minus_beta_from_the_python_float_in_float32_and_float64():
+    """tf_keras' new Adam, Adamax, RMSprop and Adadelta multiply by ``1 - self.beta_1`` (``rho``),
+    a Python float, cast to the Variable's dtype: ``f32(1 - 0.999)`` is 1.3e-5 away from
+    ``1 - f32(0.999)`` (Adam's step moved by 6.4e-6); where they cast the hyperparameter
+    (``tf.cast(self.beta_1, dtype)``: Adam's and Adamax's ``beta^t``) it is float32's value, also
+    for a float64 Variable.  Oracle: TF 2.21 / tf_keras, three steps of ``[1, -3]`` from 0 with
+    rate 0.1 (float32), two steps of a float64 gradient with rate 0.05."""
+    want32 = {"Adam": [-0.2999972403049469, 0.2999977171421051],
+              "Adamax": [-0.2999998927116394, 0.2999999225139618]}
+    for name, want in want32.items():
+        w = tf.Variable([0.0, 0.0])
+        opt = getattr(tf.keras.optimizers, name)(0.1)
+        for _ in range(3):
+            opt.apply_gradients([(tf.constant([1.0, -3.0]), w)])
+        np.testing.assert_array_equal(w.numpy(), np.array(want, np.float32))
+    want64 = {"Adam": 0.09278424120669826, "RMSprop": 0.2057870155367253, "Adadelta": 0.00010012809988091,
+              "Adamax": 0.08161054006479351, "legacy.Adamax": 0.0816105584868363,
+              # (Nadam's schedule and its product Variable in the first Variable's dtype, as tf_keras')
+              "Nadam": 0.07127833435157627, "legacy.Nadam": 0.07086355843613179}
+    with jax.enable_x64(True):
+        for name, want in want64.items():
+            w = tf.Variable(np.array([0.5]))
+            ns = tf.keras.optimizers.legacy if name.startswith("legacy.") else tf.keras.optimizers
+            cls = getattr(ns, name.split(".")[-1])
+            opt = cls(0.05)
+            g = tf.constant([-484.89094704526], tf.float64)
+            opt.apply_gradients([(g, w)])
+            opt.apply_gradients([(g * 0.3, w)])
+            np.testing.assert_allclose(w.numpy() - 0.5, [want], rtol=1e-13, err_msg=name)
 
 
 def test_new_adam_on_a_float16_variable_rounds_one_minus_beta_as_tf():

@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import dtypes as _dtypes
+from ..core import dtypes as _dtypes, state as _state
 from ..core.bind import bind, bind1, define, unary_entry
 from ..core.caches import LRU
 from ..core.errors import InvalidArgumentError, NotFoundError, OpError
@@ -129,9 +129,17 @@ def constant_dtype(x):
 NONE_OPERAND = "Attempt to convert a value (None) with an unsupported type (<class 'NoneType'>) to a Tensor."
 
 
+def _staged_mismatch(op_type, dx, dy):
+    """TF's error for two dtypes meeting in an op built inside a ``tf.function`` (the graph's
+    op-definition check, a TypeError where the eager kernel's is an InvalidArgumentError)."""
+    return TypeError(f"Input 'y' of '{op_type}' Op has type {dy} that does not match type {dx} of argument 'x'.")
+
+
 def check_binary(x, y, op_type):
     """TF's dtype rule for elementwise binary ops: both tensors share one dtype;
-    a Python number takes the tensor's dtype (a float into an int tensor is a TypeError)."""
+    a Python number takes the tensor's dtype (a float into an int tensor is a TypeError).  Two
+    tensors of different dtypes: InvalidArgumentError eagerly, TypeError inside a
+    ``tapejax.function`` (TF's graph checks the op's dtypes when it is built)."""
     dx = _fast_dtype(x)
     if dx is not None and dx == _fast_dtype(y):
         return  # the hot path: two tensors (or a tensor and a converted number) of one dtype
@@ -143,6 +151,8 @@ def check_binary(x, y, op_type):
         _string_operand(x, y, dx, dy, op_type)
     if dx is not None and dy is not None:
         if dx != dy:
+            if _state.traces_function():
+                raise _staged_mismatch(op_type, dx.name, dy.name)
             raise InvalidArgumentError(
                 None, None, f"cannot compute {op_type} as input #1(zero-based) was expected to be a "
                 f"{dx.name} tensor but is a {dy.name} tensor [Op:{op_type}]")
@@ -151,6 +161,8 @@ def check_binary(x, y, op_type):
     # (any Python float, 2.0 too: JAX would promote the int tensor to float32, where TF refuses)
     if d is not None and d.kind in "iub" and type(other) is float:
         if op_type == "AddV2" and dx is not None:  # TF's tf.add / `t + 1.5` convert 1.5 to a float tensor
+            if _state.traces_function():
+                raise _staged_mismatch(op_type, d.name, "float32")
             raise InvalidArgumentError(
                 None, None, f"cannot compute AddV2 as input #1(zero-based) was expected to be a {d.name} "
                 f"tensor but is a float tensor [Op:AddV2]")
@@ -171,6 +183,10 @@ def check_same_dtypes(ts, op_type):
     ds = [dtype_of(t) for t in ts]
     for i, d in enumerate(ds[1:], 1):
         if d is not None and ds[0] is not None and d != ds[0]:
+            if _state.traces_function():   # (TF's graph: the op's definition refuses the list)
+                raise TypeError(f"Tensors in list passed to 'values' of '{op_type}' Op have types "
+                                f"[{', '.join('<NOT CONVERTIBLE TO TENSOR>' if x is None else x.name for x in ds)}] "
+                                "that don't all match.")
             raise InvalidArgumentError(None, None, f"cannot compute {op_type} as input #{i}(zero-based) was expected "
                                        f"to be a {ds[0].name} tensor but is a {d.name} tensor [Op:{op_type}]")
     return ts

@@ -94,7 +94,7 @@ _UNARY = [
     ("rsqrt", "Rsqrt", G.rsqrt, True, "float"),
     ("reciprocal", "Reciprocal", G.reciprocal, True, "float"),
     ("exp", "Exp", jnp.exp, True, "float"),
-    ("expm1", "Expm1", jnp.expm1, True, "float"),
+    ("expm1", "Expm1", G.expm1, True, "float"),
     ("log", "Log", jnp.log, True, "float"),
     ("log1p", "Log1p", jnp.log1p, True, "float"),
     ("log_sigmoid", "LogSigmoid", _log_sigmoid, True, "real"),

@@ -1,6 +1,7 @@
 """Reductions, scans, selection, clipping, top_k, segments and bincount (``tf.math`` and the top
 level), declared as primitives with hand-written TF-named wrappers."""
 import collections
+import functools
 from typing import Any, List
 
 import jax
@@ -117,8 +118,8 @@ def _max_or_min(is_max):
     return fn
 
 
-def _sum(x, *, axis=None, keepdims=False):
-    return jnp.sum(x, axis=axis, keepdims=keepdims)
+def _sum(x, *, axis=None, keepdims=False, fn=jnp.sum):   # (integers keep their dtype, as TF: not int64 under x64)
+    return fn(x, axis=axis, keepdims=keepdims, dtype=x.dtype if jnp.issubdtype(x.dtype, jnp.integer) else None)
 
 
 def _mean(x, *, axis=None, keepdims=False):
@@ -156,8 +157,7 @@ reduce_max = _reduction("Max", _no_bool("Max", _or_identity(_max_or_min(True), _
 reduce_min = _reduction("Min", _no_bool("Min", _or_identity(_max_or_min(False), _highest)),
                         "``tf.reduce_min``: the gradient is split evenly among tied minima, NaN where the minimum "
                         "is NaN (as TF).")
-reduce_prod = _reduction("Prod", _no_bool("Prod", lambda x, *, axis=None, keepdims=False:
-                                            jnp.prod(x, axis=axis, keepdims=keepdims)),
+reduce_prod = _reduction("Prod", _no_bool("Prod", functools.partial(_sum, fn=jnp.prod)),
                          "``tf.reduce_prod`` (its gradient is exact at zeros, as TF's).")
 reduce_logsumexp = _reduction("ReduceLogSumExp", _or_identity(_logsumexp, _lowest),
                               "``tf.reduce_logsumexp``: log(sum(exp(x))) computed stably.", kinds="real")

@@ -297,8 +297,9 @@ class Optimizer(HyperParameters):
         meta = var._meta
         return transfer.filled(tuple(meta.shape), meta.dtype, 0)
 
-    def _extra_init(self):
-        """Optimizer-wide state Variables other than iterations (Nadam's momentum cache)."""
+    def _extra_init(self, dtype):
+        """Optimizer-wide state Variables other than iterations (Nadam's momentum cache), made
+        when the first Variables are (``dtype``: the first one's, as tf_keras')."""
         return []
 
     def _create_slots(self, var_list):
@@ -310,7 +311,7 @@ class Optimizer(HyperParameters):
 
     def _create_slots_now(self, new):
         if not self._slots:
-            self._extra = self._extra_init()
+            self._extra = self._extra_init(new[0]._meta.dtype)
             if self._EXTRA_IN_VARIABLES:
                 self._weights.extend(self._extra)
         for v in new:

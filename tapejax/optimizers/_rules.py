@@ -36,6 +36,14 @@ def _alpha(c, v):
     return _c(c["lr"], v) * jnp.sqrt(1 - jnp.power(b2, t)) / (1 - jnp.power(b1, t))
 
 
+def _b1p(c, v):
+    """Adamax's ``b1^t`` for the Variable ``v``: the float32 one of ``_prepare``, or computed again
+    in ``v``'s dtype (TF's ``pow(cast(beta_1), cast(step))`` for a float64 Variable)."""
+    if v.dtype == c["b1p"].dtype:
+        return c["b1p"]
+    return jnp.power(_c(c["beta_1"], v), _c(c["step"], v))
+
+
 class SGD(Optimizer):
     """Gradient descent with optional (Nesterov) momentum (``tf.keras.optimizers.legacy.SGD``).
 
@@ -175,6 +183,8 @@ class AdamW(NewOptimizerState, Adam):
         b1p = jnp.power(jnp.float32(self.beta_1), step)
         b2p = jnp.power(jnp.float32(self.beta_2), step)
         c["alpha"] = c["lr"] * jnp.sqrt(1 - b2p) / (1 - b1p)   # Keras 2's order
+        # (for ``_alpha`` in another dtype: tf_keras casts the betas, through float32, and the step)
+        c.update(beta_1=jnp.float32(self.beta_1), beta_2=jnp.float32(self.beta_2), step=step)
         return c, extra
 
     def _apply(self, c, g, v, s):
@@ -182,7 +192,7 @@ class AdamW(NewOptimizerState, Adam):
         if not c.get(NO_DECAY):
             v = v - v * _c(self.weight_decay, v) * lr
         # Keras 2's new optimizers compute ``1 - beta`` in Python (float64), then cast.
-        alpha, eps = _c(c["alpha"], v), _c(self.epsilon, v)
+        alpha, eps = _alpha(c, v), _c(self.epsilon, v)
         m = s[0] + (g - s[0]) * _c(1 - self.beta_1, v)
         vv = s[1] + (jnp.square(g) - s[1]) * _c(1 - self.beta_2, v)
         if self.amsgrad:
@@ -198,7 +208,7 @@ class AdamW(NewOptimizerState, Adam):
         if not c.get(NO_DECAY):
             v = v - v * _c(self.weight_decay, v) * lr
         g, u = dedup_rows(g, ind, v.shape[0])
-        alpha, eps = _c(c["alpha"], v), _c(self.epsilon, v)
+        alpha, eps = _alpha(c, v), _c(self.epsilon, v)
         omb1, omb2 = _c(1 - self.beta_1, v), _c(1 - self.beta_2, v)
         m = add_rows(s[0] + -s[0] * omb1, u, g * omb1)
         vv = add_rows(s[1] + -s[1] * omb2, u, jnp.square(g) * omb2)
@@ -226,11 +236,12 @@ class Adamax(Optimizer):
 
     def _prepare(self, c, step, extra):
         c["b1p"] = jnp.power(c["beta_1"], step)
+        c["step"] = step
         return c, extra
 
     def _apply(self, c, g, v, s):
         b1, b2, eps = _c(c["beta_1"], v), _c(c["beta_2"], v), _c(self.epsilon, v)
-        lr, b1p = _c(c["lr"], v), _c(c["b1p"], v)
+        lr, b1p = _c(c["lr"], v), _b1p(c, v)
         m, u = s
         m = m + (g - m) * (1 - b1)
         u = jnp.maximum(b2 * u, jnp.abs(g))
@@ -240,7 +251,7 @@ class Adamax(Optimizer):
         """tf_keras' sparse Adamax: the rows alone (``m`` and ``u`` gathered, updated, scattered back)."""
         g, rows = dedup_rows(g, ind, v.shape[0])
         b1, b2, eps = _c(c["beta_1"], v), _c(c["beta_2"], v), _c(self.epsilon, v)
-        neg_scaled_lr = -_c(c["lr"], v) / (1 - _c(c["b1p"], v))
+        neg_scaled_lr = -_c(c["lr"], v) / (1 - _b1p(c, v))
         m = take_rows(s[0], rows) * b1 + g * (1 - b1)
         u = jnp.maximum(take_rows(s[1], rows) * b2, jnp.abs(g))
         return (add_rows(v, rows, neg_scaled_lr * (m / (u + eps))),
@@ -270,14 +281,16 @@ class Nadam(Optimizer):
     def _hyper_config(self):
         return {"beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon}
 
-    def _extra_init(self):
+    def _extra_init(self, dtype):
         from ..core.variable import Variable
-        return [Variable(jnp.ones((), jnp.float32), trainable=False, name="momentum_cache")]
+        # (tf_keras: in the first Variable's dtype, and the schedule computed in it)
+        return [Variable(jnp.ones((), dtype), trainable=False, name="momentum_cache")]
 
     def _prepare(self, c, step, extra):
-        b1, b2 = c["beta_1"], c["beta_2"]
-        decay_base = jnp.float32(0.96)
-        d = jnp.float32(self._schedule_decay)
+        dt = extra[0].dtype   # (float32 hyperparameters cast to it, as tf_keras' _get_hyper)
+        b1, b2, step = c["beta_1"].astype(dt), c["beta_2"].astype(dt), step.astype(dt)
+        decay_base = jnp.asarray(jnp.float32(0.96), dt)
+        d = jnp.asarray(self._schedule_decay, dt)
         next_step = step + 1
         m_t = b1 * (1.0 - 0.5 * jnp.power(decay_base, d * step))
         m_t_1 = b1 * (1.0 - 0.5 * jnp.power(decay_base, d * next_step))

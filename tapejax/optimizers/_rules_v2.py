@@ -22,8 +22,12 @@ What the new rules change (checked against tf_keras in ``tests/parity/test_optim
   ``jit_compile`` (tapejax always compiles),
   Adam's ``adaptive_epsilon``; ``decay`` is TF's ValueError and ``lr`` is ignored with a warning,
   as tf_keras.  Hyperparameters stay
-  float32 Variables as in the legacy classes (tf_keras' new ones keep plain floats and compute
-  ``1 - beta`` in float64: a float32 rounding apart).
+  float32 Variables as in the legacy classes, but where tf_keras' new ``update_step`` reads the
+  plain float (``1 - self.beta_1``, ``rho``, Adamax's ``beta_2``; not where it casts it,
+  ``tf.cast(self.beta_1, dtype)``), the rule uses the Python float the optimizer was made with
+  while the Variable still holds it (``_New._hyper_and_complement``), so ``1 - beta`` is computed
+  in float64 before the cast to the Variable's dtype: ``1 - f32(0.999)`` is 1.3e-5 away from
+  ``f32(1 - 0.999)``, which moved Adam's steps by 6.4e-6 (float32 and float64 Variables alike).
 """
 import logging
 
@@ -77,6 +81,8 @@ class _New(NewOptimizerState):
                                                                                   new["weight_decay"])
         self.set_ema(new["use_ema"], new["ema_momentum"], new["ema_overwrite_frequency"])
         self.jit_compile = bool(new["jit_compile"])
+        # (the Python floats given, for ``_hyper_and_complement``)
+        object.__setattr__(self, "_hyper_py0", dict(self._hyper_py))   # pyright: ignore[reportAttributeAccessIssue]
 
     def _hyper_config(self):
         return {**super()._hyper_config(),   # type: ignore[misc]
@@ -89,6 +95,20 @@ class _New(NewOptimizerState):
         config = dict(config)
         config.pop("is_legacy_optimizer", None)
         return cls(**config)
+
+    def _hyper_and_complement(self, c, name, v):
+        """``(h, 1 - h)`` in ``v``'s dtype for the hyperparameter ``name`` as tf_keras' new
+        ``update_step`` reads ``self.<name>``, a Python float: ``1 - h`` computed in Python
+        (float64), then cast.  That holds while the hyperparameter's Variable (traced: ``c[name]``)
+        has the float32 value of the number the optimizer was made with (a select in the compiled
+        update, no host read); a value set or assigned since takes the float32 arithmetic."""
+        h = c[name]
+        hv, omh = _c(h, v), _c(1 - h, v)
+        py = self.__dict__.get("_hyper_py0", {}).get(name)
+        if py is None:
+            return hv, omh
+        made = h == jnp.float32(py)
+        return jnp.where(made, _c(py, v), hv), jnp.where(made, _c(1 - py, v), omh)
 
     def _decayed(self, c, v):
         if self.weight_decay is None or c.get(NO_DECAY):
@@ -167,11 +187,11 @@ class RMSprop(_New, _rules.RMSprop):
         self._set_new(new)
 
     def _rule(self, c, g, v, s):
-        rho, eps, lr = _c(c["rho"], v), _c(self.epsilon, v), _c(c["lr"], v)
+        (rho, omr), eps, lr = self._hyper_and_complement(c, "rho", v), _c(self.epsilon, v), _c(c["lr"], v)
         slots = dict(zip(self._SLOTS, s))
-        vel = slots["rms"] = rho * slots["rms"] + (1 - rho) * jnp.square(g)
+        vel = slots["rms"] = rho * slots["rms"] + omr * jnp.square(g)
         if self.centered:
-            mg = slots["mg"] = rho * slots["mg"] + (1 - rho) * g
+            mg = slots["mg"] = rho * slots["mg"] + omr * g
             denom = vel - jnp.square(mg) + eps
         else:
             denom = vel + eps
@@ -182,11 +202,11 @@ class RMSprop(_New, _rules.RMSprop):
         return v + -inc, tuple(slots[k] for k in self._SLOTS)
 
     def _rule_sparse(self, c, g, u, v, s):
-        rho, eps, lr = _c(c["rho"], v), _c(self.epsilon, v), _c(c["lr"], v)
+        (rho, omr), eps, lr = self._hyper_and_complement(c, "rho", v), _c(self.epsilon, v), _c(c["lr"], v)
         slots = dict(zip(self._SLOTS, s))
-        vel = slots["rms"] = add_rows(rho * slots["rms"], u, jnp.square(g) * (1 - rho))
+        vel = slots["rms"] = add_rows(rho * slots["rms"], u, jnp.square(g) * omr)
         if self.centered:
-            mg = slots["mg"] = add_rows(rho * slots["mg"], u, g * (1 - rho))
+            mg = slots["mg"] = add_rows(rho * slots["mg"], u, g * omr)
             denom = vel - jnp.square(mg) + eps
         else:
             denom = vel + eps
@@ -228,13 +248,13 @@ class Adam(_New, _rules.Adam):
     def _rule(self, c, g, v, s):
         # (``1 - beta`` before the cast to the Variable's dtype, as tf_keras' Python float: for a
         # float16 Variable 1 - f16(0.999) would be 0.000977 where TF has f16(0.001))
-        d1, d2 = _c(1 - c["beta_1"], v), _c(1 - c["beta_2"], v)
+        d1, d2 = self._hyper_and_complement(c, "beta_1", v)[1], self._hyper_and_complement(c, "beta_2", v)[1]
         m = s[0] + (g - s[0]) * d1
         vv = s[1] + (jnp.square(g) - s[1]) * d2
         return self._step(c, v, m, vv, s)
 
     def _rule_sparse(self, c, g, u, v, s):
-        d1, d2 = _c(1 - c["beta_1"], v), _c(1 - c["beta_2"], v)
+        d1, d2 = self._hyper_and_complement(c, "beta_1", v)[1], self._hyper_and_complement(c, "beta_2", v)[1]
         m = add_rows(s[0] + -s[0] * d1, u, g * d1)
         vv = add_rows(s[1] + -s[1] * d2, u, jnp.square(g) * d2)
         return self._step(c, v, m, vv, s)
@@ -260,17 +280,17 @@ class Adamax(_New, _rules.Adamax):
         self._set_new(new)
 
     def _step(self, c, v, m, uu):
-        lr, b1p, eps = _c(c["lr"], v), _c(c["b1p"], v), _c(self.epsilon, v)
+        lr, b1p, eps = _c(c["lr"], v), _rules._b1p(c, v), _c(self.epsilon, v)
         return v - (lr * m) / ((1 - b1p) * (uu + eps)), (m, uu)
 
     def _rule(self, c, g, v, s):
-        b1, b2 = _c(c["beta_1"], v), _c(c["beta_2"], v)
-        m = s[0] + (g - s[0]) * (1 - b1)
+        d1, b2 = self._hyper_and_complement(c, "beta_1", v)[1], self._hyper_and_complement(c, "beta_2", v)[0]
+        m = s[0] + (g - s[0]) * d1
         return self._step(c, v, m, jnp.maximum(b2 * s[1], jnp.abs(g)))
 
     def _rule_sparse(self, c, g, u, v, s):
-        b1, b2 = _c(c["beta_1"], v), _c(c["beta_2"], v)
-        m = add_rows(s[0] + -s[0] * (1 - b1), u, g * (1 - b1))
+        d1, b2 = self._hyper_and_complement(c, "beta_1", v)[1], self._hyper_and_complement(c, "beta_2", v)[0]
+        m = add_rows(s[0] + -s[0] * d1, u, g * d1)
         uu = s[1] * b2
         rows = take_rows(uu, u)
         return self._step(c, v, m, add_rows(uu, u, jnp.maximum(rows, jnp.abs(g)) - rows))
@@ -311,18 +331,18 @@ class Adadelta(_New, _rules.Adadelta):
         self._set_new(new)
 
     def _step(self, c, g, v, ag, adv):
-        rho, eps, lr = _c(c["rho"], v), _c(self.epsilon, v), _c(c["lr"], v)
+        (rho, omr), eps, lr = self._hyper_and_complement(c, "rho", v), _c(self.epsilon, v), _c(c["lr"], v)
         dv = -jnp.sqrt(adv + eps) * g / jnp.sqrt(ag + eps)
-        adv = rho * adv + (1 - rho) * dv * dv
+        adv = rho * adv + omr * dv * dv
         return v + lr * dv, (ag, adv)
 
     def _rule(self, c, g, v, s):
-        rho = _c(c["rho"], v)
-        return self._step(c, g, v, rho * s[0] + (1 - rho) * g * g, s[1])
+        rho, omr = self._hyper_and_complement(c, "rho", v)
+        return self._step(c, g, v, rho * s[0] + omr * g * g, s[1])
 
     def _rule_sparse(self, c, g, u, v, s):
-        rho = _c(c["rho"], v)
-        ag = add_rows(s[0] + (rho - 1) * s[0], u, (1 - rho) * jnp.square(g))
+        rho, omr = self._hyper_and_complement(c, "rho", v)
+        ag = add_rows(s[0] + -omr * s[0], u, omr * jnp.square(g))
         return self._step(c, _dense(g, u, v), v, ag, s[1])
 
 
@@ -377,17 +397,19 @@ class Nadam(_New, _rules.Nadam):
         self.beta_2 = _hyper_arg("beta_2", beta_2)
         self.epsilon = _float_hyper("epsilon", 1e-7 if epsilon is None else epsilon)
 
-    def _extra_init(self):
+    def _extra_init(self, dtype):
         from ..core.variable import Variable
-        return [Variable(jnp.ones((), jnp.float32), trainable=False, name="u_product")]
+        # (tf_keras: ``tf.Variable(1.0, dtype=var_list[0].dtype)``, the schedule computed in it)
+        return [Variable(jnp.ones((), dtype), trainable=False, name="u_product")]
 
     def _prepare(self, c, step, extra):
-        b1, decay = c["beta_1"], jnp.float32(0.96)
+        dt = extra[0].dtype   # (tf_keras' ``tf.cast(self.beta_1, var_dtype)``, ``tf.cast(0.96, ...)``)
+        b1, decay, step = c["beta_1"].astype(dt), jnp.asarray(jnp.float32(0.96), dt), step.astype(dt)
         u_t = b1 * (1.0 - 0.5 * jnp.power(decay, step))
         u_t_1 = b1 * (1.0 - 0.5 * jnp.power(decay, step + 1))
         u_prod = extra[0] * u_t
         c.update({"u_t": u_t, "u_t_1": u_t_1, "u_prod": u_prod, "u_prod_1": u_prod * u_t_1,
-                  "b2p": jnp.power(c["beta_2"], step)})
+                  "b2p": jnp.power(c["beta_2"].astype(dt), step)})
         return c, [u_prod]
 
     def _step(self, c, g, v, m, vv):
