@@ -17,7 +17,10 @@ at every order:
   function, applied to the cotangent);
 * ``divide_no_nan``, ``multiply_no_nan``, ``xlogy``, ``xdivy`` and the
   exponent gradient of ``pow`` (``log x`` read as 0 where ``x <= 0``) are
-  masked by their primal values, as TF's registered gradients are.
+  masked by their primal values, as TF's registered gradients are;
+* decompositions: the eigenvector and singular-vector rules take TF's safe
+  reciprocal of the value gaps (``linalg``'s ``eigh``, ``svd``), and the full SVD
+  of a matrix one row or column away from square has TF's gradient.
 """
 import functools
 
@@ -346,3 +349,81 @@ def _scatter_set_jvp(p, tg):
     written = jnp.zeros(t.shape, bool).at[where].set(True, mode="drop")
     dt = jnp.where(written, jnp.zeros((), y.dtype), _tan(tt, t))
     return y, dt.astype(y.dtype).at[where].add(_tan(tu, upd), mode="drop")
+
+
+# -- eigen- and singular-value decompositions ------------------------------------------------------
+
+
+def _mT(x):
+    return jnp.swapaxes(x, -1, -2)
+
+
+def safe_reciprocal(x):
+    """TF's ``_SafeReciprocal`` in its ``eigh`` / ``svd`` gradients: ``x / (x^2 + 1e-20)``, so a
+    repeated eigen- or singular value contributes 0 where ``1 / 0`` gives JAX's inf / NaN."""
+    return x * jnp.reciprocal(x * x + 1e-20)
+
+
+def off_diagonal(x):
+    return jnp.where(jnp.eye(x.shape[-1], dtype=bool), jnp.zeros_like(x), x)
+
+
+def _svd_tangents(a, da, s, u, v):
+    """The tangents ``(ds, du, dv)`` of the reduced SVD ``a = u diag(s) v^H``: JAX's rule with TF's
+    safe reciprocals of the squared-singular-value gaps and of ``s``."""
+    uh, vh = jnp.conj(_mT(u)), jnp.conj(_mT(v))
+    ds_mat = uh @ da @ v
+    ds = jnp.real(jnp.diagonal(ds_mat, axis1=-2, axis2=-1)).astype(s.dtype)
+    s_row = s[..., None, :]
+    f = off_diagonal(safe_reciprocal(s_row * s_row - _mT(s_row * s_row))).astype(a.dtype)
+    s_inv = safe_reciprocal(s).astype(a.dtype)
+    dss, sds = s_row.astype(a.dtype) * ds_mat, _mT(s_row).astype(a.dtype) * ds_mat
+    du_diag = 0.5 * (ds_mat - jnp.conj(_mT(ds_mat))) * (jnp.eye(s.shape[-1], dtype=a.dtype) * s_inv[..., None, :])
+    du = u @ (f * (dss + jnp.conj(_mT(dss))) + du_diag)
+    dv = v @ (f * (sds + jnp.conj(_mT(sds))))
+    m, n = a.shape[-2:]
+    if m > n:
+        dav = da @ v
+        du = du + (dav - u @ (uh @ dav)) * s_inv[..., None, :]
+    if n > m:
+        dahu = jnp.conj(_mT(da)) @ u
+        dv = dv + (dahu - v @ (vh @ dahu)) * s_inv[..., None, :]
+    return ds, du, dv
+
+
+@jax.custom_jvp
+def svd(a):
+    """The reduced SVD ``(s, u, v)`` (``v`` not transposed, as TF) with TF's gradient."""
+    u, s, vh = jnp.linalg.svd(a, full_matrices=False)
+    return s, u, jnp.conj(_mT(vh))
+
+
+@svd.defjvp
+def _svd_jvp(primals, tangents):
+    (a,), (da,) = primals, tangents
+    s, u, v = svd(a)
+    return (s, u, v), _svd_tangents(a, da, s, u, v)
+
+
+@jax.custom_jvp
+def svd_full_one_more(a):
+    """The full SVD ``(s, u, v)`` of a matrix with one more row than columns or one more column than
+    rows, with TF's gradient (``SvdGrad`` covers ``|m - n| <= 1``).  The extra column ``w`` of the
+    larger factor spans the orthogonal complement of the others (``W``), so it moves by
+    ``dw = -W (dW^H w)``: TF's ``term2 -= (v1^H grad_v2) v2^H``."""
+    u, s, vh = jnp.linalg.svd(a, full_matrices=True)
+    return s, u, jnp.conj(_mT(vh))
+
+
+@svd_full_one_more.defjvp
+def _svd_full_one_more_jvp(primals, tangents):
+    (a,), (da,) = primals, tangents
+    s, u, v = svd_full_one_more(a)
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    big = v if n > m else u
+    w1, w2 = big[..., :, :k], big[..., :, k:]
+    ds, du, dv = _svd_tangents(a, da, s, u[..., :, :k], v[..., :, :k])
+    dw1 = dv if n > m else du
+    dw = jnp.concatenate([dw1, -w1 @ (jnp.conj(_mT(dw1)) @ w2)], axis=-1)
+    return (s, u, v), ((ds, du, dw) if n > m else (ds, dw, dv))

@@ -10,8 +10,10 @@ Gradients follow TF's kernels where JAX's rules differ:
 
 * the eigenvector and singular-vector derivatives take TF's "safe reciprocal"
   ``x / (x^2 + 1e-20)`` of the value gaps (and of ``s``), so tied values (an
-  identity) contribute 0 where JAX's ``1 / 0`` gives NaN (``custom_jvp`` rules:
-  forward mode works);
+  identity) contribute 0 where JAX's ``1 / 0`` gives NaN (``custom_jvp`` rules in
+  ``_grads``: forward mode works); ``svd(full_matrices=True)`` of a matrix with one
+  more row than columns, or one more column, is differentiable, as TF's (JAX has no
+  rule for full factors; at ``|m - n| > 1`` TF and JAX raise NotImplementedError);
 * ``logdet`` is its Cholesky factor's, reading the lower triangle as TF does;
 * where TF defines no gradient (``lstsq(fast=False)``, ``qr(full_matrices=True)``
   of a tall matrix) the gradient raises TF's error class.
@@ -336,16 +338,6 @@ def lstsq(matrix, rhs, l2_regularizer=0.0, fast=True, name=None):
     return _call(_LSTSQ, "MatrixSolveLs", matrix, rhs, l2=float(l2_regularizer), fast=bool(fast))
 
 
-def _safe_reciprocal(x):
-    """TF's ``_SafeReciprocal`` in its ``eigh`` / ``svd`` gradients: ``x / (x^2 + 1e-20)``, so a
-    repeated eigen- or singular value contributes 0 where ``1 / 0`` gives JAX's inf / NaN."""
-    return x * jnp.reciprocal(x * x + 1e-20)
-
-
-def _off_diagonal(x):
-    return jnp.where(jnp.eye(x.shape[-1], dtype=bool), jnp.zeros_like(x), x)
-
-
 @jax.custom_jvp
 def _eigh_tf(a):
     return tuple(jnp.linalg.eigh(a, symmetrize_input=False))
@@ -357,7 +349,7 @@ def _eigh_tf_jvp(primals, tangents):
     (a,), (da,) = primals, tangents
     w, v = _eigh_tf(a)
     vdav = jnp.conj(_mT(v)) @ da @ v
-    f = _off_diagonal(_safe_reciprocal(w[..., None, :] - w[..., :, None])).astype(v.dtype)
+    f = G.off_diagonal(G.safe_reciprocal(w[..., None, :] - w[..., :, None])).astype(v.dtype)
     dw = jnp.real(jnp.diagonal(vdav, axis1=-2, axis2=-1)).astype(w.dtype)
     return (w, v), (dw, v @ (f * vdav))
 
@@ -386,43 +378,14 @@ def eigvalsh(tensor, name=None):
     return bind(_EIGVALSH, tensor)
 
 
-@jax.custom_jvp
-def _svd_tf(a):
-    u, s, vh = jnp.linalg.svd(a, full_matrices=False)
-    return s, u, jnp.conj(_mT(vh))
-
-
-@_svd_tf.defjvp
-def _svd_tf_jvp(primals, tangents):
-    # JAX's rule with TF's safe reciprocals of the squared-singular-value gaps and of ``s``
-    (a,), (da,) = primals, tangents
-    s, u, v = _svd_tf(a)
-    uh, vh = jnp.conj(_mT(u)), jnp.conj(_mT(v))
-    ds_mat = uh @ da @ v
-    ds = jnp.real(jnp.diagonal(ds_mat, axis1=-2, axis2=-1)).astype(s.dtype)
-    s_row = s[..., None, :]
-    f = _off_diagonal(_safe_reciprocal(s_row * s_row - _mT(s_row * s_row))).astype(a.dtype)
-    s_inv = _safe_reciprocal(s).astype(a.dtype)
-    dss, sds = s_row.astype(a.dtype) * ds_mat, _mT(s_row).astype(a.dtype) * ds_mat
-    du_diag = 0.5 * (ds_mat - jnp.conj(_mT(ds_mat))) * (jnp.eye(s.shape[-1], dtype=a.dtype) * s_inv[..., None, :])
-    du = u @ (f * (dss + jnp.conj(_mT(dss))) + du_diag)
-    dv = v @ (f * (sds + jnp.conj(_mT(sds))))
-    m, n = a.shape[-2:]
-    if m > n:
-        dav = da @ v
-        du = du + (dav - u @ (uh @ dav)) * s_inv[..., None, :]
-    if n > m:
-        dahu = jnp.conj(_mT(da)) @ u
-        dv = dv + (dahu - v @ (vh @ dahu)) * s_inv[..., None, :]
-    return (s, u, v), (ds, du, dv)
-
-
 def _svd(x, *, full_matrices, compute_uv):
     if not compute_uv:
         return (jnp.linalg.svd(x, compute_uv=False),)
     if not full_matrices or x.shape[-1] == x.shape[-2]:   # (square: the full factors are the reduced ones)
-        return _svd_tf(x)
-    u, s, vh = jnp.linalg.svd(x, full_matrices=True)   # (JAX has no gradient for the full U / V)
+        return G.svd(x)
+    if abs(x.shape[-1] - x.shape[-2]) == 1:   # (TF's gradient covers one extra column of U or V)
+        return G.svd_full_one_more(x)
+    u, s, vh = jnp.linalg.svd(x, full_matrices=True)   # (TF has no gradient; JAX's NotImplementedError)
     return s, u, jnp.conj(_mT(vh))
 
 
