@@ -87,7 +87,7 @@ def test_tsne_perplexity_bisection_kl_gradient_and_early_exaggeration(tf):
 # ---------------------------------------------------------------------------
 
 
-def _cox_breslow(tf, eta, times_desc_idx, event, group):
+def _cox_breslow(tf, eta, times_desc_idx, event, group, n_groups):
     """Breslow's negative log partial likelihood; the data sorted by time descending, each
     tie group's risk set the cumulative log-sum-exp at the group's last member."""
     e = tf.gather(eta, times_desc_idx)
@@ -96,7 +96,7 @@ def _cox_breslow(tf, eta, times_desc_idx, event, group):
     cum = tf.math.cumulative_logsumexp(e)
     # the last position of each tie group in descending order holds its whole risk set
     pos = tf.range(tf.shape(e)[0])
-    last = tf.math.unsorted_segment_max(pos, g, tf.reduce_max(g) + 1)
+    last = tf.math.unsorted_segment_max(pos, g, n_groups)
     risk = tf.gather(cum, tf.gather(last, g))
     return -tf.reduce_sum(ev * (e - risk))
 
@@ -106,7 +106,7 @@ def test_cox_proportional_hazards_breslow_ties_fitted_by_newton_in_float64(tf):
     """A Cox model on 10 subjects with tied times (three at 2.0, two at 5.0) and censoring:
     the times sorted descending by ``argsort(..., stable=True)``, Breslow's risk sets by
     ``cumulative_logsumexp`` read at each tie group's last member; 4 Newton steps in float64
-    with the Hessian by ``tape.jacobian`` of the gradient and ``tf.linalg.solve``: the negative
+    in a ``tf.function``, the Hessian by ``tape.jacobian`` of the gradient and ``tf.linalg.solve``: the negative
     log partial likelihoods, gradients, coefficients, and the order of the tied indices."""
     rs = np.random.RandomState(2410)
     x = rs.randn(10, 2)
@@ -119,15 +119,19 @@ def test_cox_proportional_hazards_breslow_ties_fitted_by_newton_in_float64(tf):
     group_orig = tf.scatter_nd(order[:, None], group, [10])
     beta = tf.Variable(np.zeros(2), dtype=tf.float64)
     xt = tf.constant(x)
-    hist = []
-    for _ in range(4):
+    ev = tf.constant(event)
+
+    @tf.function
+    def newton_step():
         with tf.GradientTape() as outer:
             with tf.GradientTape() as inner:
-                nll = _cox_breslow(tf, tf.linalg.matvec(xt, beta), order, tf.constant(event), group_orig)
+                nll = _cox_breslow(tf, tf.linalg.matvec(xt, beta), order, ev, group_orig, 6)
             g = inner.gradient(nll, beta)
         h = outer.jacobian(g, beta)
         beta.assign_sub(tf.linalg.solve(h, g[:, None])[:, 0])
-        hist.append((nll, g, h))
+        return nll, g, h
+
+    hist = [newton_step() for _ in range(4)]
     return order, uniq, group_orig, hist, beta
 
 

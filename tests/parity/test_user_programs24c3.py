@@ -82,6 +82,32 @@ def test_pca_gradients_at_repeated_eigenvalues(tf):
             tape.gradient(l_svd, A))
 
 
+@parity(**TOL)
+def test_null_vectors_of_the_full_svd_plane_fit_and_least_squares_residuals(tf):
+    """The extra singular vector of ``svd(full_matrices=True)`` as a null vector: the plane
+    ``n . [x, 1] = 0`` through 3 points in 3-D is the last column of ``v`` of the 3x4 homogeneous
+    system (normalised so its last entry is 1, sign-free); the direction orthogonal to the column
+    space of a 4x3 design is the last column of ``u``, whose projector gives the least-squares
+    residual (against ``lstsq``'s).  Gradients of both w.r.t. the points and the design (TF's
+    SvdGrad covers one extra row or column)."""
+    pts = tf.constant([[1.0, 0.0, 0.5], [0.0, 1.0, 0.2], [0.3, 0.4, 1.0]])
+    X = tf.constant([[1.0, 0.2, -0.5], [1.0, 1.5, 0.3], [1.0, -0.7, 0.8], [1.0, 0.4, 2.0]])
+    y = tf.constant([[0.5], [1.0], [-0.3], [2.0]])
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch([pts, X])
+        A = tf.concat([pts, tf.ones([3, 1])], 1)
+        _, _, v = tf.linalg.svd(A, full_matrices=True)
+        plane = v[:, 3] / v[3, 3]
+        h = tf.reduce_sum(plane * tf.constant([0.3, -1.0, 2.0, 0.5]))
+        _, u, _ = tf.linalg.svd(X, full_matrices=True)
+        q = u[:, 3:]
+        resid = tf.matmul(q, tf.matmul(q, y, transpose_a=True))
+        rss = tf.reduce_sum(tf.square(resid))
+        rss_ls = tf.reduce_sum(tf.square(y - tf.matmul(X, tf.linalg.lstsq(X, y))))
+    return (plane, tf.linalg.matvec(A, plane), rss, rss - rss_ls, tape.gradient(h, pts),
+            tape.gradient(rss, X), tape.gradient(rss_ls, X))
+
+
 @parity(x64=True, **TOL)
 def test_cca_by_whitening_and_svd_in_float64(tf):
     """CCA between 2-D and 3-D views of 15 samples in float64: regularised covariances, whitening
