@@ -133,3 +133,13 @@ def test_global_norms_of_mixed_float_dtypes_are_tfs_pack_error():
     (c16, c32), n = tf.clip_by_global_norm([g16, g32], 5.0, use_norm=tf.constant(10.0))
     assert (c16.dtype, c32.dtype, n.dtype) == (tf.float16, tf.float32, tf.float32)
     np.testing.assert_allclose(c32.numpy(), [0.5, 1.0])
+
+
+def test_segment_sum_rejects_decreasing_ids_as_tfs_kernel():
+    """``tf.math.segment_sum`` takes sorted ids: TF's kernel raises InvalidArgumentError ("segment
+    ids are not increasing") where tapejax summed ``[1, 0, 1]`` as if unsorted; the other
+    ``segment_*`` ops already checked.  Sorted ids with a gap give an empty (zero) segment."""
+    with pytest.raises(tf.errors.InvalidArgumentError, match="not increasing"):
+        tf.math.segment_sum(tf.constant([1.0, 2.0, 3.0]), tf.constant([1, 0, 1]))
+    np.testing.assert_array_equal(tf.math.segment_sum(tf.constant([1.0, 2.0, 3.0]), tf.constant([0, 0, 2])).numpy(),
+                                  [3.0, 0.0, 3.0])
