@@ -13,7 +13,7 @@ Noise is NumPy's, fed in.
 """
 import numpy as np
 
-from .harness import init_array, parity
+from .harness import init_array, parity, raises
 
 TOL = dict(rtol=2e-4, atol=2e-5)
 LOOSE = dict(rtol=1e-3, atol=1e-4)
@@ -353,3 +353,33 @@ def test_ordinal_regression_cumulative_logits_with_ordered_thresholds(tf):
         opt.apply_gradients(zip(g, [w, c0, d]))
         out.append((nll, g, tf.cast(tf.argmax(probs, 1), tf.int32)))
     return out, thr
+
+
+# ---------------------------------------------------------------------------
+# Group statistics
+# ---------------------------------------------------------------------------
+
+
+@parity(**TOL)
+def test_group_statistics_with_nan_codes_and_segment_sums_that_need_sorted_ids(tf):
+    """A pandas-style ``groupby`` ported to TF: a float code column with NaN for missing values is
+    factorised by ``tf.unique`` (TF's ``==`` makes each NaN a group of its own, as
+    ``unique_with_counts``' counts show), group means by ``unsorted_segment_mean``; the sorted
+    ``tf.math.segment_sum`` on the unsorted codes raises TF's InvalidArgumentError, and after a
+    stable ``argsort`` by code it gives the unsorted op's sums; the group-mean-centred values'
+    gradient w.r.t. the data."""
+    codes = tf.constant([2.0, np.nan, 1.0, 2.0, -0.0, np.nan, 0.0, 1.0])
+    vals = tf.constant([1.0, 5.0, 2.0, 3.0, 4.0, 6.0, 8.0, 0.5])
+    uniq, gid = tf.unique(codes)
+    _, _, counts = tf.unique_with_counts(codes)
+    n = 6   # five groups (2, nan, 1, 0, nan) and an empty sixth
+    means = tf.math.unsorted_segment_mean(vals, gid, n)
+    err = raises(lambda: tf.math.segment_sum(vals, gid))
+    order = tf.argsort(gid, stable=True)
+    sums = tf.math.segment_sum(tf.gather(vals, order), tf.gather(gid, order))
+    with tf.GradientTape() as tape:
+        tape.watch(vals)
+        centred = vals - tf.gather(tf.math.unsorted_segment_mean(vals, gid, n), gid)
+        loss = tf.reduce_sum(tf.square(centred) * tf.range(1.0, 9.0))
+    return (uniq, gid, counts, means, err, sums, tf.math.unsorted_segment_sum(vals, gid, n)[:5],
+            centred, tape.gradient(loss, vals))
