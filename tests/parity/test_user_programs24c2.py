@@ -427,3 +427,40 @@ def test_sinkhorn_log_domain_with_gradients_through_the_iterations(tf):
         out.append((cost, tf.reduce_sum(P, 1), tf.reduce_sum(P, 0), grad, env))
         xs.assign_sub(0.5 * grad)
     return out, xs
+
+
+@parity(**LOOSE)
+def test_sinkhorn_to_a_tolerance_in_a_compiled_step_with_a_loop_bound(tf):
+    """Sinkhorn iterated to a tolerance inside ``tf.function``: a converted ``while err > 1e-4``
+    whose first statement is ``set_loop_options(maximum_iterations=200)`` (so the tape can
+    differentiate it: TF keeps each iteration's values, tapejax runs a masked scan of 200 steps),
+    the number of iterations taken, the cost, and its gradient w.r.t. the source points through
+    every iteration; two SGD steps on the points."""
+    rs = np.random.RandomState(2495)
+    xs = tf.Variable(rs.randn(4, 2).astype(np.float32))
+    ys = tf.constant((rs.randn(3, 2) + 1.0).astype(np.float32))
+    a = tf.fill([4], 0.25)
+    b = tf.constant([0.2, 0.3, 0.5])
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            C = tf.reduce_sum(tf.square(xs[:, None] - ys[None]), -1)
+            f = tf.zeros([4])
+            g = tf.zeros([3])
+            err = tf.constant(1.0)
+            it = tf.constant(0)
+            while err > 1e-4:
+                tf.autograph.experimental.set_loop_options(maximum_iterations=200)
+                f_new = 0.5 * tf.math.log(a) - 0.5 * tf.reduce_logsumexp((g[None] - C) / 0.5, 1)
+                g = 0.5 * tf.math.log(b) - 0.5 * tf.reduce_logsumexp((f_new[:, None] - C) / 0.5, 0)
+                err = tf.reduce_max(tf.abs(f_new - f))
+                f = f_new
+                it += 1
+            P = tf.exp((f[:, None] + g[None] - C) / 0.5)
+            cost = tf.reduce_sum(P * C)
+        grad = tape.gradient(cost, xs)
+        xs.assign_sub(0.2 * grad)
+        return cost, it, grad
+
+    return step(), step(), xs
