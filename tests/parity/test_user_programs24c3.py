@@ -475,3 +475,79 @@ def test_lasso_by_coordinate_descent_in_a_converted_loop(tf):
     obj = 0.5 * tf.reduce_mean(tf.square(r)) + lam * tf.reduce_sum(tf.abs(beta))
     kkt = tf.abs(tf.linalg.matvec(X, r, transpose_a=True) / 20.0)
     return beta, obj, kkt, tf.equal(beta, 0.0)
+
+
+@parity(modes=True, **TOL)
+def test_minibatch_kmeans_from_a_dataset_with_variable_scatter_updates(tf):
+    """Sculley's mini-batch k-means fed by ``tf.data`` (shuffle-free batches of 4 from 12 points):
+    per-centre counts in an int Variable updated by ``scatter_nd_add``, each centre moved by the
+    per-sample rate ``1/count`` through ``Variable.scatter_nd_update`` of the touched rows (the
+    last write wins for a centre hit twice in a batch, as a loop over the batch would not), and
+    a tied point assigned by ``argmin`` to the lower index; centres, counts, and the inertia."""
+    rs = np.random.RandomState(2570)
+    x = np.concatenate([rs.randn(6, 2) * 0.3, rs.randn(6, 2) * 0.3 + 3.0]).astype(np.float32)
+    x[5] = [1.5, 1.5]   # equidistant from the two starting centres
+    centres = tf.Variable(np.array([[0.0, 0.0], [3.0, 3.0]], np.float32))
+    counts = tf.Variable(np.zeros(2, np.int32))
+    ds = tf.data.Dataset.from_tensor_slices(x).batch(4)
+    hist = []
+    for batch in ds:
+        d = tf.reduce_sum(tf.square(batch[:, None, :] - centres[None]), -1)
+        a = tf.argmin(d, 1, output_type=tf.int32)
+        counts.scatter_nd_add(a[:, None], tf.ones_like(a))
+        eta = 1.0 / tf.cast(tf.gather(counts, a), tf.float32)
+        c = tf.gather(centres, a)
+        new = (1.0 - eta[:, None]) * c + eta[:, None] * batch
+        centres.scatter_nd_update(a[:, None], new)
+        hist.append((a, tf.identity(counts), tf.identity(centres)))
+    inertia = tf.reduce_sum(tf.reduce_min(tf.reduce_sum(tf.square(x[:, None] - centres[None]), -1), 1))
+    return hist, inertia
+
+
+@parity(**TOL)
+def test_multinomial_naive_bayes_on_sparse_counts(tf):
+    """Multinomial naive Bayes for bag-of-words counts held as a ``tf.SparseTensor``: per-class
+    feature counts by ``sparse_dense_matmul`` of the transposed one-hot labels, Laplace smoothing,
+    log-probabilities, the joint log-likelihood of sparse test documents (a document with no
+    words gets the log prior), ``log_softmax`` posteriors and predictions."""
+    counts = np.array([[2, 0, 1, 0, 0], [0, 3, 0, 1, 0], [1, 0, 2, 0, 0], [0, 1, 0, 2, 1],
+                       [3, 0, 0, 0, 0], [0, 0, 0, 1, 2]], np.float32)
+    y = np.array([0, 1, 0, 1, 0, 2], np.int32)
+    X = tf.sparse.from_dense(tf.constant(counts))
+    onehot = tf.one_hot(y, 3)
+    fc = tf.transpose(tf.sparse.sparse_dense_matmul(tf.sparse.transpose(X), onehot))     # [3, 5]
+    smoothed = fc + 1.0
+    log_prob = tf.math.log(smoothed) - tf.math.log(tf.reduce_sum(smoothed, 1, keepdims=True))
+    log_prior = tf.math.log(tf.reduce_sum(onehot, 0) / 6.0)
+    test = tf.sparse.SparseTensor(indices=[[0, 0], [0, 2], [1, 3], [1, 4]], values=[1.0, 2.0, 1.0, 1.0],
+                                  dense_shape=[3, 5])
+    jll = tf.sparse.sparse_dense_matmul(test, log_prob, adjoint_b=True) + log_prior
+    post = tf.nn.log_softmax(jll)
+    return fc, log_prob, log_prior, jll, tf.exp(post), tf.argmax(jll, 1, output_type=tf.int32)
+
+
+@parity(modes=True, **TOL)
+def test_kernel_svm_dual_by_projected_gradient_ascent(tf):
+    """A soft-margin kernel SVM in the dual: ``max sum(a) - 1/2 a^T Q a`` with ``Q = yy^T K`` (RBF),
+    projected gradient ascent with ``clip_by_value(a, 0, C)`` (the gradient by the tape, box
+    constraints active for some ``a``), 8 steps; the dual objective, the number at each bound,
+    the bias from the free support vectors, and the decision values."""
+    rs = np.random.RandomState(2580)
+    x = np.concatenate([rs.randn(5, 2) + 1.0, rs.randn(5, 2) - 1.0]).astype(np.float32)
+    y = np.array([1.0] * 5 + [-1.0] * 5, np.float32)
+    d = np.sum((x[:, None] - x[None]) ** 2, -1)
+    Q = tf.constant((y[:, None] * y[None]) * np.exp(-0.5 * d).astype(np.float32))
+    a = tf.Variable(np.full(10, 0.1, np.float32))
+    C = 1.0
+    hist = []
+    for _ in range(8):
+        with tf.GradientTape() as tape:
+            dual = tf.reduce_sum(a) - 0.5 * tf.reduce_sum(a * tf.linalg.matvec(Q, a))
+        g = tape.gradient(dual, a)
+        a.assign(tf.clip_by_value(a + 0.3 * g, 0.0, C))
+        hist.append((dual, tf.reduce_sum(tf.cast(tf.equal(a, 0.0), tf.int32)),
+                     tf.reduce_sum(tf.cast(tf.equal(a, C), tf.int32))))
+    free = tf.logical_and(a > 0.0, a < C)
+    f_no_b = tf.linalg.matvec(Q * y[None, :] * y[:, None], a * y)
+    b = tf.reduce_sum(tf.where(free, y - f_no_b, 0.0)) / tf.maximum(tf.reduce_sum(tf.cast(free, tf.float32)), 1.0)
+    return hist, a, b, f_no_b + b
