@@ -97,3 +97,27 @@ def test_cast_to_the_own_dtype_gives_the_tensor_or_variable_itself():
         t.watch(x)
         y = x * x
     assert np.array_equal(t.gradient(y, tf.cast(x, tf.float32)).numpy(), [6.0])
+
+
+@pytest.mark.parametrize("deferred", [True, False])
+def test_cast_of_a_python_float_goes_through_float32_as_tf(deferred):
+    """``tf.cast`` converts a Python float with TF's default dtype (float32) before the Cast, so
+    ``tf.cast(0.1, tf.float64)`` is ``float64(float32(0.1))`` = 0.10000000149011612 (TF 2.21; a
+    list was already rounded so, a lone float kept JAX's exact weak-typed 0.1); eagerly and inside
+    a function; a NumPy float64 scalar and ``tf.constant(0.1, tf.float64)`` stay exact, as TF."""
+    import jax
+
+    prev = tf.set_deferred_execution(deferred)
+    try:
+        with jax.enable_x64(True):
+            f32 = float(np.float32(0.1))
+            assert tf.cast(0.1, tf.float64).numpy() == f32
+            assert tf.cast(1e-8, tf.float64).numpy() == float(np.float32(1e-8))
+            np.testing.assert_array_equal(tf.cast([0.1, 0.2], tf.float64).numpy(), np.float32([0.1, 0.2]).astype(np.float64))
+            assert tf.function(lambda: tf.cast(0.1, tf.float64))().numpy() == f32
+            assert tf.cast(np.float64(0.1), tf.float64).numpy() == 0.1
+            assert tf.constant(0.1, tf.float64).numpy() == 0.1
+            assert tf.cast(3.7, tf.int32).numpy() == 3
+            assert tf.cast(0.1, tf.float32).dtype == tf.float32
+    finally:
+        tf.set_deferred_execution(prev)

@@ -305,6 +305,10 @@ def cast(x, dtype, name=None):
         # is known while tracing: ``compile.autograph_ops.if_stmt``)
         with jax.ensure_compile_time_eval():   # (concrete: not staged into the trace)
             x = StaticTensor(convert_to_tensor(x)._value)
+    elif type(x) is float:
+        # TF converts a Python float to float32 before the Cast, as it does a list: ``tf.cast(0.1,
+        # tf.float64)`` is 0.10000000149011612 (JAX's weak typing kept 0.1)
+        x = convert_to_tensor(x)
     if (type(x) is Tensor or type(x) is Variable) and x.dtype == target:
         # TF's ``cast`` gives a Tensor or resource Variable of the dtype back as it is (no op): a
         # Variable cast to its own dtype is that Variable, and a later ``assign`` shows through
