@@ -383,3 +383,27 @@ def test_group_statistics_with_nan_codes_and_segment_sums_that_need_sorted_ids(t
         loss = tf.reduce_sum(tf.square(centred) * tf.range(1.0, 9.0))
     return (uniq, gid, counts, means, err, sums, tf.math.unsorted_segment_sum(vals, gid, n)[:5],
             centred, tape.gradient(loss, vals))
+
+
+@parity(x64=True, rtol=1e-10, atol=1e-13)
+def test_float64_ridge_path_with_penalties_made_by_tf_cast(tf):
+    """A float64 ridge regularisation path as users write it: each penalty made by
+    ``tf.cast(lam, tf.float64)`` from a Python float (TF converts it to float32 first:
+    ``tf.cast(0.1, tf.float64)`` is 0.10000000149011612), a Cholesky jitter by
+    ``tf.cast(1e-8, tf.float64)``, the solutions by ``cholesky_solve``, the effective degrees of
+    freedom ``tr(X (X^T X + lam I)^-1 X^T)``; compared at float64 precision."""
+    rs = np.random.RandomState(2590)
+    x = rs.randn(10, 3)
+    y = x @ np.array([1.0, -2.0, 0.5]) + 0.1 * rs.randn(10)
+    X, Y = tf.constant(x), tf.constant(y[:, None])
+    gram = tf.matmul(X, X, transpose_a=True)
+    jitter = tf.cast(1e-8, tf.float64)
+    out = []
+    for lam in (0.1, 1.0, 3.3):
+        pen = tf.cast(lam, tf.float64)
+        A = gram + (pen + jitter) * tf.eye(3, dtype=tf.float64)
+        L = tf.linalg.cholesky(A)
+        beta = tf.linalg.cholesky_solve(L, tf.matmul(X, Y, transpose_a=True))
+        dof = tf.linalg.trace(tf.matmul(X, tf.linalg.cholesky_solve(L, tf.transpose(X))))
+        out.append((pen, beta, dof))
+    return jitter, out
