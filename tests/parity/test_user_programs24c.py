@@ -7,9 +7,11 @@ momentum), Cox proportional hazards (Breslow's partial likelihood with tied time
 ``cumulative_logsumexp`` over the times sorted in descending order, the tie groups' last risk set
 by ``unsorted_segment_min``, fitted by Newton in float64), GLMs fitted by IRLS with
 ``tf.linalg.solve`` (logistic, Poisson) and by Adam (gamma and Tweedie deviances, ``xlogy`` at
-``y = 0``), quantile (pinball by ``maximum`` at residual 0) and expectile regression, and an
-ordinal regression with cumulative logits and thresholds kept ordered by ``cumsum(softplus)``.
-Noise is NumPy's, fed in.
+``y = 0``), quantile (pinball by ``maximum`` at residual 0) and expectile regression, an
+ordinal regression with cumulative logits and thresholds kept ordered by ``cumsum(softplus)``,
+pandas-style group statistics (``tf.unique`` of codes with NaN, each NaN a group of its own as
+TF's ``==``; ``segment_sum``'s sorted ids), and a float64 ridge path whose penalties are made by
+``tf.cast`` of Python floats (float32 first, as TF converts them).  Noise is NumPy's, fed in.
 """
 import numpy as np
 

@@ -8,7 +8,8 @@ rank correlations with average ranks for ties, ROC AUC by Mann-Whitney.  Sparse 
 sparsemax and 1.5-entmax written by hand (``sort``, ``cumsum``, the support threshold) in a
 soft decision tree and a NODE-style oblivious tree.  Iterative solvers: NMF by multiplicative
 updates (Frobenius and KL), ISTA / FISTA sparse coding and LISTA trained through its unrolled
-iterations, Sinkhorn optimal transport in the log domain with gradients through the iterations.
+iterations, Sinkhorn optimal transport in the log domain with gradients through the iterations
+(unrolled eagerly, and to a tolerance in ``tf.function`` with ``set_loop_options``'s bound).
 Noise is NumPy's, fed in.
 """
 import numpy as np

@@ -3,15 +3,18 @@ in TF2 ops, each run under real TensorFlow 2.21 and under tapejax.
 
 PCA by ``eigh`` of the covariance and by ``svd`` of the centred data with sklearn's sign
 convention, gradients through both at repeated eigenvalues (the subspace's projector, TF's
-safe reciprocal of eigenvalue gaps), CCA by whitening with ``cholesky`` / ``triangular_solve``
-and ``svd`` in float64, LDA as a generalised eigenproblem, kernel ridge regression with
-hyperparameters fitted through ``cholesky_solve``, random Fourier features solved by
-``lstsq``; linear SVMs by hinge and squared hinge with points exactly on the margin
-(``maximum`` and ``relu`` at 0), Gaussian naive Bayes by segment sums with an empty class,
-k-means with equidistant points and an empty cluster in a converted ``while`` loop, a DEC-style
-soft k-means trained by Adam, isotonic regression by the min-max formula (``reduce_max`` /
-``reduce_min`` ties), factor analysis by EM and lasso by coordinate descent.  Noise is NumPy's,
-fed in.
+safe reciprocal of eigenvalue gaps), null vectors from ``svd(full_matrices=True)`` of a matrix one
+row or column away from square (a plane through 3 points, least-squares residuals: TF's SvdGrad
+covers them), CCA by whitening with ``cholesky`` / ``triangular_solve`` and ``svd`` in float64,
+LDA as a generalised eigenproblem, kernel ridge regression with hyperparameters fitted through
+``cholesky_solve``, random Fourier features solved by ``lstsq``; linear SVMs by hinge and squared
+hinge with points exactly on the margin (``maximum`` and ``relu`` at 0) and a kernel SVM's dual by
+projected ascent (``clip_by_value`` at the box), Gaussian naive Bayes by segment sums with an
+empty class and multinomial naive Bayes on ``SparseTensor`` counts, k-means with equidistant
+points and an empty cluster in a converted ``while`` loop, mini-batch k-means from ``tf.data``
+with Variable scatter updates, a DEC-style soft k-means trained by Adam, isotonic regression by
+the min-max formula (``reduce_max`` / ``reduce_min`` ties), factor analysis by EM and lasso by
+coordinate descent.  Noise is NumPy's, fed in.
 """
 import numpy as np
 
