@@ -402,10 +402,10 @@ def test_lista_trained_through_its_unrolled_iterations(tf):
 
 @parity(modes=True, **LOOSE)
 def test_sinkhorn_log_domain_with_gradients_through_the_iterations(tf):
-    """Entropic OT between 5 and 4 weighted points in 2-D: the cost ``||x - y||^2``, 20 log-domain
+    """Entropic OT between 5 and 4 weighted points in 2-D: the cost ``||x - y||^2``, 10 log-domain
     Sinkhorn iterations by ``reduce_logsumexp`` in a Python loop under the tape, the plan, the
     transport cost, and its gradient w.r.t. the source points (against the envelope-theorem
-    gradient ``2 sum_j P_ij (x_i - y_j)``); then 3 steps moving the source points by SGD."""
+    gradient ``2 sum_j P_ij (x_i - y_j)``); 2 steps moving the source points by SGD."""
     rs = np.random.RandomState(2490)
     xs = tf.Variable(rs.randn(5, 2).astype(np.float32))
     ys = tf.constant((rs.randn(4, 2) + 1.0).astype(np.float32))
@@ -413,12 +413,12 @@ def test_sinkhorn_log_domain_with_gradients_through_the_iterations(tf):
     b = tf.constant(np.array([0.1, 0.2, 0.3, 0.4], np.float32))
     eps = 0.5
     out = []
-    for _ in range(3):
+    for _ in range(2):
         with tf.GradientTape() as tape:
             C = tf.reduce_sum(tf.square(xs[:, None, :] - ys[None, :, :]), -1)
             f = tf.zeros([5])
             g = tf.zeros([4])
-            for _ in range(20):
+            for _ in range(10):
                 f = eps * tf.math.log(a) - eps * tf.reduce_logsumexp((g[None, :] - C) / eps, 1)
                 g = eps * tf.math.log(b) - eps * tf.reduce_logsumexp((f[:, None] - C) / eps, 0)
             P = tf.exp((f[:, None] + g[None, :] - C) / eps)
