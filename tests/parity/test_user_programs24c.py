@@ -10,8 +10,10 @@ by ``unsorted_segment_min``, fitted by Newton in float64), GLMs fitted by IRLS w
 ``y = 0``), quantile (pinball by ``maximum`` at residual 0) and expectile regression, an
 ordinal regression with cumulative logits and thresholds kept ordered by ``cumsum(softplus)``,
 pandas-style group statistics (``tf.unique`` of codes with NaN, each NaN a group of its own as
-TF's ``==``; ``segment_sum``'s sorted ids), and a float64 ridge path whose penalties are made by
-``tf.cast`` of Python floats (float32 first, as TF converts them).  Noise is NumPy's, fed in.
+TF's ``==``; ``segment_sum``'s sorted ids), a float64 ridge path whose penalties are made by
+``tf.cast`` of Python floats (float32 first, as TF converts them), and statistics written as
+Python lists next to float64, float32 and float16 tensors (each list takes the tensor's dtype; a
+Python float alone is float32).  Noise is NumPy's, fed in.
 """
 import numpy as np
 
@@ -409,3 +411,28 @@ def test_float64_ridge_path_with_penalties_made_by_tf_cast(tf):
         dof = tf.linalg.trace(tf.matmul(X, tf.linalg.cholesky_solve(L, tf.transpose(X))))
         out.append((pen, beta, dof))
     return jitter, out
+
+
+@parity(x64=True, rtol=1e-6, atol=1e-9)
+def test_standardised_features_from_listed_statistics_in_float64_float32_and_float16(tf):
+    """Statistics written as Python lists next to tensors of three precisions, as a ported
+    scikit-learn pipeline does: float64 features standardised by ``(x - [means]) / [scales]``
+    (TF converts each list with the tensor's dtype: float64's exact 0.1), a float32 Gaussian
+    log-density with ``0.5 * tf.math.log(2 * np.pi)`` (a Python float alone is float32), and a
+    float16 linear score ``x16 * [weights]`` staying float16; values and dtypes, and the float64
+    log-likelihood's gradient w.r.t. the means."""
+    rs = np.random.RandomState(2595)
+    x = rs.randn(5, 3)
+    means, scales = [0.1, -0.2, 0.3], [1.5, 0.7, 2.2]
+    X = tf.constant(x)
+    with tf.GradientTape() as tape:
+        mu = tf.constant(means, tf.float64)
+        tape.watch(mu)
+        z = (X - mu) / scales
+        ll64 = -0.5 * tf.reduce_sum(tf.square(z)) - tf.reduce_sum(tf.math.log(tf.constant(scales, tf.float64)))
+    z_list = (X - means) / scales
+    x32 = tf.constant(x.astype(np.float32))
+    logpdf32 = -0.5 * tf.square(x32) - 0.5 * tf.math.log(2 * np.pi)
+    x16 = tf.constant(x[:, :2].astype(np.float16))
+    score16 = tf.reduce_sum(x16 * [0.1, -0.3], 1) + 0.25
+    return z, z_list, ll64, tape.gradient(ll64, mu), logpdf32, score16
