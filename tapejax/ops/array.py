@@ -24,6 +24,7 @@ from ._registry import (
     OP_DISPATCH,
     _bad,
     _call,
+    _list_as_dtype_of,
     _norm_axis,
     _shape,
     check_binary,
@@ -176,6 +177,9 @@ def concat(values, axis, name="concat"):
             assert d0 is not None  # the first dtype that is not None
             raise _bad("ConcatV2", f"cannot compute ConcatV2 as input #{i}(zero-based) was expected to be "
                        f"a {d0.name} tensor but is a {d.name} tensor (argument `values`)")
+    t0 = next((v for v in values if isinstance(v, _TENSORISH)), None)   # (lists take its dtype, as TF's)
+    values = [_list_as_dtype_of(v, t0, "ConcatV2", True) if t0 is not None and isinstance(v, (list, tuple)) else v
+              for v in values]
     return _call(_CONCAT, "ConcatV2", *values, axis=ax)
 
 

@@ -24,6 +24,7 @@ from ._registry import (
     check_float,
     dispatch_of,
     dtype_of,
+    list_operands,
     numpy_operands,
     op_error,
     plain_jit,
@@ -425,7 +426,7 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
         return dispatch(a, b, transpose_a=transpose_a, transpose_b=transpose_b, adjoint_a=adjoint_a,
                         adjoint_b=adjoint_b, a_is_sparse=a_is_sparse, b_is_sparse=b_is_sparse,
                         output_type=output_type, name=name)
-    a, b = numpy_operands(a, b)   # (NumPy weights next to a float32 batch: float32, as TF's)
+    a, b = list_operands(*numpy_operands(a, b), "MatMul")   # (NumPy weights or lists: the batch's dtype, as TF's)
     check_binary(a, b, "MatMul")
     check_float(a, "MatMul", "number", "a")   # (TF has no bool kernel)
     for arg, v in (("a", a), ("b", b)):
