@@ -82,3 +82,19 @@ def test_reshape_infers_minus_one_from_the_nonzero_sizes_of_an_empty_tensor():
         assert tuple(tf.reshape(tf.zeros(src), shape).shape) == want
     with pytest.raises(tf.errors.InvalidArgumentError, match="6 values"):
         tf.reshape(tf.zeros([2, 3]), [0, -1])
+
+
+def test_concat_converts_a_list_with_the_tensors_dtype_as_tf():
+    """``tf.concat([h, [0.1]], 0)`` of a float16 ``h`` converts the list as float16 (tapejax made it
+    float32 and the result float32), a float64 one keeps float64's exact 0.1 (TF 2.21); and
+    ``tf.matmul`` of a float16 matrix and a nested list is float16."""
+    import jax
+
+    h = tf.constant([1.0, 2.0], tf.float16)
+    r = tf.concat([h, [0.1]], 0)
+    assert r.dtype == tf.float16
+    np.testing.assert_array_equal(r.numpy(), np.float16([1.0, 2.0, 0.1]))
+    assert tf.matmul(tf.reshape(h, [1, 2]), [[0.1], [0.2]]).dtype == tf.float16
+    with jax.enable_x64(True):
+        r = tf.concat([tf.constant([1.0], tf.float64), [0.1]], 0)
+        np.testing.assert_array_equal(r.numpy(), [1.0, 0.1])

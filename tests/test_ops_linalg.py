@@ -140,6 +140,46 @@ def test_full_svd_two_off_square_has_no_gradient_as_tf():
         s = tf.linalg.svd(x, full_matrices=True)[0]
     with pytest.raises(NotImplementedError):
         t.gradient(s, x)
+def _svd_full_loss_np(a, w):
+    u, s, vh = np.linalg.svd(a, full_matrices=True)
+    big = vh.T if a.shape[1] > a.shape[0] else u
+    extra = big[:, -1:]
+    return np.abs(u).sum() + 2 * np.abs(vh).sum() + (extra @ extra.T * w).sum() + s.sum()
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (3, 2)])
+def test_svd_full_matrices_gradient_with_one_extra_row_or_column(shape):
+    """TF's SvdGrad covers ``full_matrices=True`` when ``|m - n| <= 1`` (JAX raised
+    NotImplementedError there): the extra column ``w`` of the larger factor moves by
+    ``-W (dW^H w)``.  Oracle: central differences in float64 of a sign-free loss (``abs`` of the
+    factors, the projector ``w w^T`` onto the extra column, ``s``); forward mode gives the same
+    directional derivative; ``|m - n| = 2`` still raises TF's NotImplementedError."""
+    rs = np.random.RandomState(7)
+    a = rs.randn(*shape)
+    w = rs.randn(max(shape), max(shape))
+    x = tf.constant(a.astype(np.float32))
+    wt = tf.constant(w.astype(np.float32))
+
+    def loss(x):
+        s, u, v = tf.linalg.svd(x, full_matrices=True)
+        big = v if shape[1] > shape[0] else u
+        return (tf.reduce_sum(tf.abs(u)) + 2 * tf.reduce_sum(tf.abs(v))
+                + tf.reduce_sum(tf.matmul(big[:, -1:], big[:, -1:], transpose_b=True) * wt) + tf.reduce_sum(s))
+
+    _, g = _grad(loss, x)
+    eps = 1e-6
+    fd = np.zeros_like(a)
+    for idx in np.ndindex(*shape):
+        d = np.zeros_like(a)
+        d[idx] = eps
+        fd[idx] = (_svd_full_loss_np(a + d, w) - _svd_full_loss_np(a - d, w)) / (2 * eps)
+    np.testing.assert_allclose(g, fd, rtol=1e-3, atol=1e-4)
+    t = rs.randn(*shape).astype(np.float32)
+    with tf.autodiff.ForwardAccumulator(x, tf.constant(t)) as acc:
+        y = loss(x)
+    np.testing.assert_allclose(acc.jvp(y).numpy(), (fd * t).sum(), rtol=1e-3)
+    with pytest.raises(NotImplementedError):
+        _grad(lambda x: tf.reduce_sum(tf.linalg.svd(x, full_matrices=True)[1]), np.ones((4, 2), np.float32))
 
 
 def test_hermitian_eigh_gradient_has_a_real_diagonal():

@@ -129,3 +129,71 @@ def test_expm1_gradient_is_exp_as_tf_not_expm1_plus_one():
         y = tf.math.expm1(x)
     np.testing.assert_allclose(t.gradient(y, x).numpy(), np.exp(x.numpy().astype(np.float64)), rtol=1e-6)
     np.testing.assert_allclose(y.numpy(), np.expm1(x.numpy().astype(np.float64)), rtol=1e-6)
+@pytest.mark.parametrize("deferred", [True, False])
+def test_cast_of_a_python_float_goes_through_float32_as_tf(deferred):
+    """``tf.cast`` converts a Python float with TF's default dtype (float32) before the Cast, so
+    ``tf.cast(0.1, tf.float64)`` is ``float64(float32(0.1))`` = 0.10000000149011612 (TF 2.21; a
+    list was already rounded so, a lone float kept JAX's exact weak-typed 0.1); eagerly and inside
+    a function; a NumPy float64 scalar and ``tf.constant(0.1, tf.float64)`` stay exact, as TF."""
+    import jax
+
+    prev = tf.set_deferred_execution(deferred)
+    try:
+        with jax.enable_x64(True):
+            f32 = float(np.float32(0.1))
+            assert tf.cast(0.1, tf.float64).numpy() == f32
+            assert tf.cast(1e-8, tf.float64).numpy() == float(np.float32(1e-8))
+            np.testing.assert_array_equal(tf.cast([0.1, 0.2], tf.float64).numpy(), np.float32([0.1, 0.2]).astype(np.float64))
+            assert tf.function(lambda: tf.cast(0.1, tf.float64))().numpy() == f32
+            assert tf.cast(np.float64(0.1), tf.float64).numpy() == 0.1
+            assert tf.constant(0.1, tf.float64).numpy() == 0.1
+            assert tf.cast(3.7, tf.int32).numpy() == 3
+            assert tf.cast(0.1, tf.float32).dtype == tf.float32
+    finally:
+        tf.set_deferred_execution(prev)
+
+
+def test_a_list_next_to_a_tensor_takes_the_tensors_dtype_as_tf():
+    """TF converts a list operand of a binary op with the other operand's dtype: ``h * [0.1, 0.3]``
+    of a float16 ``h`` is float16 (tapejax converted the list alone to float32 and JAX promoted:
+    float32), a bfloat16 one stays bfloat16, a float64 one subtracts float64's exact 0.1; an int
+    list next to a float tensor is converted, a float list next to an int tensor is TF's error
+    (InvalidArgumentError for ``t + [...]``, TypeError otherwise).  TF 2.21's values."""
+    import jax
+
+    h = tf.constant([1.0, 2.0], tf.float16)
+    r = tf.multiply(h, [0.1, 0.3])
+    assert r.dtype == tf.float16
+    np.testing.assert_array_equal(r.numpy(), np.float16([0.0999755859375, 0.60009765625]))
+    r = [0.1, 0.2] - h
+    assert r.dtype == tf.float16
+    np.testing.assert_array_equal(r.numpy(), np.float16([-0.89990234375, -1.7998046875]))
+    assert (tf.constant([1.0, 2.0], tf.bfloat16) - [0.1, 0.2]).dtype == tf.bfloat16
+    assert tf.maximum(h, [[0.5, 3.0]]).dtype == tf.float16
+    np.testing.assert_array_equal((tf.constant([1.0, 2.0]) * [1, 2]).numpy(), [1.0, 4.0])
+    i = tf.constant([1, 2])
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        i + [0.5, 1.0]
+    with pytest.raises(TypeError):
+        tf.multiply(i, [0.5, 1.0])
+    with pytest.raises(TypeError):
+        [0.5, 1.0] + i
+    with jax.enable_x64(True):
+        r = tf.constant([1.0, 2.0], tf.float64) - [0.1, 0.2]
+        np.testing.assert_array_equal(r.numpy(), [0.9, 1.8])
+
+
+def test_ops_on_python_numbers_alone_take_tfs_dtypes_in_jaxs_x64_mode():
+    """A Python float alone is float32 and an int int32 in TF, so ``tf.math.log(2.0)`` and
+    ``tf.add(0.1, 0.2)`` are float32 also in JAX's x64 mode (tapejax gave JAX's weak-typed
+    float64, which a float32 tensor then refused); ``tf.abs(-3)`` is int32."""
+    import jax
+
+    with jax.enable_x64(True):
+        r = tf.math.log(2.0)
+        assert r.dtype == tf.float32 and r.numpy() == np.log(np.float32(2.0))
+        r = tf.add(0.1, 0.2)
+        assert r.dtype == tf.float32 and r.numpy() == np.float32(0.1) + np.float32(0.2)
+        assert tf.abs(-3).dtype == tf.int32
+        assert (tf.constant([1.0, 2.0]) + 0.5 * tf.math.log(2 * np.pi)).dtype == tf.float32
+        assert tf.function(lambda: tf.exp(0.1))().dtype == tf.float32

@@ -148,3 +148,11 @@ def test_integer_sums_and_products_keep_their_dtype_under_x64():
         assert tf.reduce_sum(tf.constant([1, 2], tf.uint8)).dtype == tf.uint8
         assert tf.function(lambda v: tf.reduce_sum(tf.cast(v > 1.0, tf.int32)))(tf.constant([1.0, 2.0, 3.0])).dtype == tf.int32
         assert tf.reduce_sum(tf.constant([1.0, 2.0], tf.float64)).dtype == tf.float64
+def test_segment_sum_rejects_decreasing_ids_as_tfs_kernel():
+    """``tf.math.segment_sum`` takes sorted ids: TF's kernel raises InvalidArgumentError ("segment
+    ids are not increasing") where tapejax summed ``[1, 0, 1]`` as if unsorted; the other
+    ``segment_*`` ops already checked.  Sorted ids with a gap give an empty (zero) segment."""
+    with pytest.raises(tf.errors.InvalidArgumentError, match="not increasing"):
+        tf.math.segment_sum(tf.constant([1.0, 2.0, 3.0]), tf.constant([1, 0, 1]))
+    np.testing.assert_array_equal(tf.math.segment_sum(tf.constant([1.0, 2.0, 3.0]), tf.constant([0, 0, 2])).numpy(),
+                                  [3.0, 0.0, 3.0])

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core.bind import Primitive, bind, bind2
+from ..core.convert import convert_to_tensor
 from ..core.errors import InternalError, InvalidArgumentError
 from ..core.tensor import Pending, Tensor
 from ..core.variable import Variable
@@ -31,6 +32,7 @@ from ._registry import (
     check_binary,
     check_float,
     dtype_of,
+    list_operands,
     numpy_operands,
     op_error,
     plain_jit,
@@ -138,6 +140,8 @@ def _binary(spec: BinarySpec, lift: "Callable[[Tensor, Any], Any] | None") -> Ca
             if r is not None:
                 return r
         if tx in _PY_NUMBERS or ty in _PY_NUMBERS:
+            if tx in _PY_NUMBERS and ty in _PY_NUMBERS:   # (two numbers: the first takes TF's dtype,
+                x = convert_to_tensor(x)                    # float32 / int32, also in JAX's x64 mode)
             x, y = _number_operands(x, y)
             tx, ty = type(x), type(y)
         if _plain is not None and tx in _BIND2 and ty in _BIND2:
@@ -151,6 +155,8 @@ def _binary(spec: BinarySpec, lift: "Callable[[Tensor, Any], Any] | None") -> Ca
         if gx is None or gy is None or tx is _Array or ty is _Array:   # (NumPy or JAX array data)
             if isinstance(x, _ARRAY_DATA) or isinstance(y, _ARRAY_DATA):
                 x, y = numpy_operands(x, y)
+            elif tx is list or ty is list or tx is tuple or ty is tuple:
+                x, y = list_operands(x, y, _t)
             dispatch = BINARY_DISPATCH.get(tx) or BINARY_DISPATCH.get(ty)
             if dispatch is not None:
                 return dispatch(namespace[_name], _t, x, y)

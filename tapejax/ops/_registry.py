@@ -40,6 +40,7 @@ import numpy as np
 from ..core import dtypes as _dtypes, state as _state
 from ..core.bind import bind, bind1, define, unary_entry
 from ..core.caches import LRU
+from ..core.convert import convert_to_tensor
 from ..core.errors import InvalidArgumentError, NotFoundError, OpError
 from ..core.indexed_slices import IndexedSlices
 from ..core.tensor import Lazy, Pending, Tensor, TensorShape, _contains_tensor
@@ -405,6 +406,8 @@ def _unary(p, op_type, kinds, call):
             return dispatch(op, op_type, x)
         if kinds is not None:
             check_float(x, op_type, kinds)
+        if type(x) in _PY_NUMBERS:   # (TF's dtype for a number: float32 / int32, also in JAX's x64 mode)
+            x = convert_to_tensor(x)
         try:
             return bind(p, x)
         except (TypeError, ValueError) as e:
@@ -483,6 +486,37 @@ def numpy_operands(x, y):
     if isinstance(x, _ARRAY_DATA) and isinstance(y, _TENSORISH):
         return _as_dtype_of(x, y), y
     return x, y
+
+
+def list_operands(x, y, op_type):
+    """``(x, y)`` with a (nested) list of Python numbers next to a Tensor or Variable converted to
+    its dtype, as TF converts it (``convert_to_tensor`` with the tensor's dtype): ``h * [0.5, 2.0]``
+    of a float16 ``h`` is float16 and ``x - [0.1]`` of a float64 ``x`` subtracts float64's 0.1,
+    where the list alone became float32 and JAX promoted.  A list holding a float next to an
+    integer tensor is TF's error, as a Python float is (``check_binary``)."""
+    if isinstance(y, (list, tuple)) and isinstance(x, _TENSORISH):
+        return x, _list_as_dtype_of(y, x, op_type, first=False)
+    if isinstance(x, (list, tuple)) and isinstance(y, _TENSORISH):
+        return _list_as_dtype_of(x, y, op_type, first=True), y
+    return x, y
+
+
+def _list_as_dtype_of(a, t, op_type, first):
+    if _contains_tensor(a):
+        return a
+    try:
+        arr = np.asarray(a)
+    except ValueError:   # (ragged data: the op's own error)
+        return a
+    d = np.dtype(t._meta.dtype)
+    if arr.dtype.kind not in "iuf" or _kind(d) not in "iufc":
+        return a
+    if arr.dtype.kind == "f" and _kind(d) in "iu":
+        if op_type == "AddV2" and not first:
+            raise InvalidArgumentError(None, None, f"cannot compute AddV2 as input #1(zero-based) was expected "
+                                       f"to be a {d.name} tensor but is a float tensor [Op:AddV2]")
+        raise TypeError(f"Cannot convert {a!r} to EagerTensor of dtype {d.name}")
+    return arr.astype(d)
 
 
 def _as_dtype_of(a, t):

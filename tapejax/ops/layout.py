@@ -264,11 +264,12 @@ def histogram_fixed_width(values, value_range, nbins=100, dtype=_dtypes.int32, n
 
 
 def _unique_counts(x, *, dtype):
-    vals, first, inv, counts = np.unique(np.asarray(x), return_index=True, return_inverse=True, return_counts=True)
+    x = np.asarray(x)   # (each NaN its own value, a group's value its first element: ``unique``'s rule)
+    _, first, inv, counts = np.unique(x, return_index=True, return_inverse=True, return_counts=True, equal_nan=False)
     order = np.argsort(first, kind="stable")
     rank = np.empty_like(order)
     rank[order] = np.arange(order.size)
-    return (jnp.asarray(vals[order]), jnp.asarray(rank[inv.reshape(-1)].astype(dtype)),
+    return (jnp.asarray(x[first[order]]), jnp.asarray(rank[inv.reshape(-1)].astype(dtype)),
             jnp.asarray(counts[order].astype(dtype)))
 
 

@@ -10,8 +10,10 @@ Gradients follow TF's kernels where JAX's rules differ:
 
 * the eigenvector and singular-vector derivatives take TF's "safe reciprocal"
   ``x / (x^2 + 1e-20)`` of the value gaps (and of ``s``), so tied values (an
-  identity) contribute 0 where JAX's ``1 / 0`` gives NaN (``custom_jvp`` rules:
-  forward mode works);
+  identity) contribute 0 where JAX's ``1 / 0`` gives NaN (``custom_jvp`` rules in
+  ``_grads``: forward mode works); ``svd(full_matrices=True)`` of a matrix with one
+  more row than columns, or one more column, is differentiable, as TF's (JAX has no
+  rule for full factors; at ``|m - n| > 1`` TF and JAX raise NotImplementedError);
 * ``logdet`` is its Cholesky factor's, reading the lower triangle as TF does;
 * where TF defines no gradient (``lstsq(fast=False)``, ``qr(full_matrices=True)``
   of a tall matrix) the gradient raises TF's error class;
@@ -37,7 +39,7 @@ from . import _grads as G
 from ._registry import check_binary, check_float, dtype_of, no_half, op_error, prim, static_axis, tf_types
 from .array import einsum, tensordot  # noqa: F401
 from .checks import VALUE_CHECKS, require, traced
-from .linalg_svd import _off_diagonal, _safe_reciprocal, _svd
+from .linalg_svd import _svd
 from .math import matmul  # noqa: F401
 from .reduce import l2_normalize  # noqa: F401
 
@@ -350,7 +352,7 @@ def _eigh_tf_jvp(primals, tangents):
     (a,), (da,) = primals, tangents
     w, v = _eigh_tf(a)
     vdav = jnp.conj(_mT(v)) @ da @ v
-    f = _off_diagonal(_safe_reciprocal(w[..., None, :] - w[..., :, None])).astype(v.dtype)
+    f = G.off_diagonal(G.safe_reciprocal(w[..., None, :] - w[..., :, None])).astype(v.dtype)
     dw = jnp.real(jnp.diagonal(vdav, axis1=-2, axis2=-1)).astype(w.dtype)
     return (w, v), (dw, v @ (f * vdav))
 

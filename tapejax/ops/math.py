@@ -24,6 +24,7 @@ from ._registry import (
     check_float,
     dispatch_of,
     dtype_of,
+    list_operands,
     numpy_operands,
     op_error,
     plain_jit,
@@ -305,6 +306,10 @@ def cast(x, dtype, name=None):
         # is known while tracing: ``compile.autograph_ops.if_stmt``)
         with jax.ensure_compile_time_eval():   # (concrete: not staged into the trace)
             x = StaticTensor(convert_to_tensor(x)._value)
+    elif type(x) is float:
+        # TF converts a Python float to float32 before the Cast, as it does a list: ``tf.cast(0.1,
+        # tf.float64)`` is 0.10000000149011612 (JAX's weak typing kept 0.1)
+        x = convert_to_tensor(x)
     if (type(x) is Tensor or type(x) is Variable) and x.dtype == target:
         # TF's ``cast`` gives a Tensor or resource Variable of the dtype back as it is (no op): a
         # Variable cast to its own dtype is that Variable, and a later ``assign`` shows through
@@ -421,7 +426,7 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
         return dispatch(a, b, transpose_a=transpose_a, transpose_b=transpose_b, adjoint_a=adjoint_a,
                         adjoint_b=adjoint_b, a_is_sparse=a_is_sparse, b_is_sparse=b_is_sparse,
                         output_type=output_type, name=name)
-    a, b = numpy_operands(a, b)   # (NumPy weights next to a float32 batch: float32, as TF's)
+    a, b = list_operands(*numpy_operands(a, b), "MatMul")   # (NumPy weights or lists: the batch's dtype, as TF's)
     check_binary(a, b, "MatMul")
     check_float(a, "MatMul", "number", "a")   # (TF has no bool kernel)
     for arg, v in (("a", a), ("b", b)):

@@ -548,11 +548,11 @@ def unsorted_segment_sum(data, segment_ids, num_segments, name=None):
 
 @tf_types("UnsortedSegmentSum")
 def segment_sum(data, segment_ids, name=None):
-    """``tf.math.segment_sum`` (sorted ids; the number of segments is read from the last id, so it is
-    eager-only for traced ids)."""
-    ids = _seg_ids_check(data, segment_ids, "SegmentSum")
-    n = int(np.asarray(ids._value)[-1]) + 1 if ids._value.size else 0
-    return bind(_SEGMENT_SUM, data, ids, num_segments=n)
+    """``tf.math.segment_sum`` (sorted ids; the segment count is read from the last id: eager only)."""
+    v = np.asarray((ids := _seg_ids_check(data, segment_ids, "SegmentSum"))._value).reshape(-1)
+    if v.size and np.any(np.diff(v) < 0):   # (TF's kernel checks, as segment.py's segment_* ops)
+        raise InvalidArgumentError(None, None, "segment ids are not increasing [Op:SegmentSum]")
+    return bind(_SEGMENT_SUM, data, ids, num_segments=int(v[-1]) + 1 if v.size else 0)
 
 
 def _bincount(arr, *weights, length, dtype, per_row=False, binary=False):

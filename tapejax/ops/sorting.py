@@ -51,11 +51,14 @@ def argsort(values, axis=-1, direction="ASCENDING", stable=False, name=None):
 
 
 def _unique(x, *, dtype):
-    vals, first, inv = np.unique(np.asarray(x), return_index=True, return_inverse=True)
+    # (TF compares with ``==``: every NaN is a value of its own, and a group's value is its first
+    # element, ``-0.0`` or ``0.0``)
+    x = np.asarray(x)
+    _, first, inv = np.unique(x, return_index=True, return_inverse=True, equal_nan=False)
     order = np.argsort(first, kind="stable")
     rank = np.empty_like(order)
     rank[order] = np.arange(order.size)
-    return jnp.asarray(vals[order]), jnp.asarray(rank[inv.reshape(-1)].astype(dtype))
+    return jnp.asarray(x[first[order]]), jnp.asarray(rank[inv.reshape(-1)].astype(dtype))
 
 
 _UNIQUE = prim("Unique", _unique, differentiable=False, multiple_results=True, jit=False)
@@ -67,8 +70,8 @@ Unique = collections.namedtuple("Unique", ["y", "idx"])
 
 @tf_types("Unique")
 def unique(x, out_idx=_dtypes.int32, name=None):
-    """``tf.unique`` of a 1-D tensor: values in order of first appearance and each element's index
-    into them.  The output size depends on the values, so this reads them (eager only; no gradient,
+    """``tf.unique`` of a 1-D tensor: values in order of first appearance (each NaN its own value,
+    as TF's ``==``) and each element's index into them.  The output size depends on the values, so this reads them (eager only; no gradient,
     as TF)."""
     if len(_shape(x)) != 1:
         raise _bad("Unique", f"unique expects a 1D vector (argument `x`), got shape {list(_shape(x))}")
