@@ -134,8 +134,8 @@ def slice_tape(nodes: Sequence[Node], src_codes, tgt_codes) -> tuple[tuple[int, 
             if c in live:
                 base = idx * OUT
                 deps = node.prim.out_deps
-                fed = None if deps is None else [r in live for r in node.refs]
-                outs = range(node.n_out) if fed is None else [
+                fed = [r in live for r in node.refs]
+                outs = range(node.n_out) if deps is None else [
                     k for k, d in enumerate(deps) if any(f and u for f, u in zip(fed, d))]
                 if outs:
                     live_nodes.append(idx)

@@ -39,7 +39,7 @@ from . import _grads as G
 from ._registry import check_binary, check_float, dtype_of, no_half, op_error, prim, static_axis, tf_types
 from .array import einsum, tensordot  # noqa: F401
 from .checks import VALUE_CHECKS, require, traced
-from .linalg_svd import _svd
+from .linalg_svd import _off_diagonal, _safe_reciprocal, _svd
 from .math import matmul  # noqa: F401
 from .reduce import l2_normalize  # noqa: F401
 
@@ -352,7 +352,7 @@ def _eigh_tf_jvp(primals, tangents):
     (a,), (da,) = primals, tangents
     w, v = _eigh_tf(a)
     vdav = jnp.conj(_mT(v)) @ da @ v
-    f = G.off_diagonal(G.safe_reciprocal(w[..., None, :] - w[..., :, None])).astype(v.dtype)
+    f = _off_diagonal(_safe_reciprocal(w[..., None, :] - w[..., :, None])).astype(v.dtype)
     dw = jnp.real(jnp.diagonal(vdav, axis1=-2, axis2=-1)).astype(w.dtype)
     return (w, v), (dw, v @ (f * vdav))
 
