@@ -511,6 +511,8 @@ def _list_as_dtype_of(a, t, op_type, first):
     d = np.dtype(t._meta.dtype)
     if arr.dtype.kind not in "iuf" or _kind(d) not in "iufc":
         return a
+    if arr.dtype.kind in "iu" and _kind(d) in "iu":   # (ints stay Python data: a static shape's arithmetic)
+        return a
     if arr.dtype.kind == "f" and _kind(d) in "iu":
         if op_type == "AddV2" and not first:
             raise InvalidArgumentError(None, None, f"cannot compute AddV2 as input #1(zero-based) was expected "

@@ -339,8 +339,6 @@ def test_ocr_model_with_a_ctc_layer_adding_its_loss_and_greedy_decoding(tf):
     return out, preds, tf.cast(tf.sparse.to_dense(decoded[0], default_value=-1), tf.int32)
 
 
-@xfail_on_tapejax("tapejax's tf.keras is Keras 3 (README), whose keras.backend has no ctc_batch_cost "
-                  "and no ctc_decode (Keras 3 has keras.ops.ctc_loss / ctc_decode)")
 @parity(**KTOL)
 def test_keras_backend_ctc_batch_cost_and_ctc_decode_of_the_ocr_example(tf):
     """keras.io's TF-era OCR example as written: ``tf.keras.backend.ctc_batch_cost(y_true, y_pred,
