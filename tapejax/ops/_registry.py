@@ -406,7 +406,7 @@ def _unary(p, op_type, kinds, call):
             return dispatch(op, op_type, x)
         if kinds is not None:
             check_float(x, op_type, kinds)
-        if type(x) in _PY_NUMBERS and jax.config.jax_enable_x64:   # (TF's float32 / int32 for a number)
+        if type(x) in _PY_NUMBERS and _dtypes.x64_enabled():   # (TF's float32 / int32 for a number)
             x = convert_to_tensor(x)
         try:
             return bind(p, x)
