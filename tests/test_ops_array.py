@@ -98,3 +98,16 @@ def test_concat_converts_a_list_with_the_tensors_dtype_as_tf():
     with jax.enable_x64(True):
         r = tf.concat([tf.constant([1.0], tf.float64), [0.1]], 0)
         np.testing.assert_array_equal(r.numpy(), [1.0, 0.1])
+
+
+def test_stack_converts_a_list_with_the_tensors_dtype_and_refuses_mixed_tensors_as_tf():
+    """``tf.stack([h, [0.1, 0.2]])`` of a float16 ``h`` is float16 (tapejax made it float32); a
+    float16 and a float32 tensor are TF's InvalidArgumentError naming input #1 (tapejax promoted)."""
+    h = tf.constant([1.0, 2.0], tf.float16)
+    r = tf.stack([h, [0.1, 0.2]])
+    assert r.dtype == tf.float16
+    np.testing.assert_array_equal(r.numpy(), np.float16([[1.0, 2.0], [0.1, 0.2]]))
+    assert tf.stack([[1, 2], h]).dtype == tf.float16
+    assert tf.stack([[1, 2], [3, 4]]).dtype == tf.int32
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"Pack as input #1.*float16.*float32"):
+        tf.stack([h, tf.constant([1.0, 2.0])])

@@ -156,3 +156,19 @@ def test_segment_sum_rejects_decreasing_ids_as_tfs_kernel():
         tf.math.segment_sum(tf.constant([1.0, 2.0, 3.0]), tf.constant([1, 0, 1]))
     np.testing.assert_array_equal(tf.math.segment_sum(tf.constant([1.0, 2.0, 3.0]), tf.constant([0, 0, 2])).numpy(),
                                   [3.0, 0.0, 3.0])
+
+
+def test_where_converts_a_python_value_with_the_other_tensors_dtype():
+    """``tf.where(c, h, [5., 6.])`` of a float16 ``h`` is float16 as TF's (tapejax promoted to float32),
+    either side; x64 keeps a float64 tensor's exact values."""
+    import jax
+
+    h = tf.constant([1.0, 2.0], tf.float16)
+    c = tf.constant([True, False])
+    r = tf.where(c, h, [5.0, 6.0])
+    assert r.dtype == tf.float16
+    np.testing.assert_array_equal(r.numpy(), np.float16([1.0, 6.0]))
+    assert tf.where(c, 0.5, h).dtype == tf.float16
+    with jax.enable_x64(True):
+        r = tf.where(c, tf.constant([1.0, 2.0], tf.float64), [0.1, 0.1])
+        np.testing.assert_array_equal(r.numpy(), [1.0, 0.1])

@@ -51,3 +51,16 @@ def test_fresnel_integrals_values_gradients_and_dtypes_are_tfs():
                     (tf.int32, tf.errors.InvalidArgumentError)]:
         with pytest.raises(err):
             tf.math.special.fresnel_sin(tf.constant([1], dt))
+
+
+def test_complex_of_python_floats_is_complex64_in_x64_mode_and_ints_are_tfs_type_error():
+    """TF converts ``tf.complex(0.1, 0.2)``'s parts to float32 tensors, so complex64 (tapejax gave
+    complex128 under x64); a list beside a float64 part takes float64; int parts are TypeError."""
+    import jax
+
+    with jax.enable_x64(True):
+        assert tf.complex(0.1, 0.2).dtype == tf.complex64
+        assert tf.complex(tf.constant([1.0], tf.float64), [2.0]).dtype == tf.complex128
+    assert tf.complex(0.5, tf.constant([1.0])).dtype == tf.complex64
+    with pytest.raises(TypeError, match="int32 int32"):
+        tf.complex(1, 2)

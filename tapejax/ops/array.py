@@ -37,6 +37,7 @@ from ._registry import (
     tf_types,
 )
 from .indexing_traced import TracedSizeError, is_traced
+from .matching import check_list_dtypes, matching_values
 
 _pyrange = builtins.range
 _pyslice = builtins.slice
@@ -73,9 +74,11 @@ _PACK = registered(PACK)   # (the core registers it: convert_to_tensor packs lis
 @tf_types("Pack")
 def stack(values, axis=0, name="stack"):
     """``tf.stack``: join equally shaped tensors along a new ``axis``."""
+    values = matching_values(list(values))
     shapes = {_shape(v) for v in values}
     if len(shapes) > 1:
         raise _bad("Pack", f"Shapes of all inputs must match (argument `values`): got {sorted(shapes)}")
+    check_list_dtypes(values, "Pack")
     return _call(_PACK, "Pack", *values, axis=int(axis))
 
 
@@ -154,24 +157,6 @@ _CONCAT = prim("ConcatV2", lambda *xs, axis: jnp.concatenate(xs, axis=axis))
 
 
 @tf_types("ConcatV2")
-def _matching(values):
-    """A list op's Python values converted as TF's eager ops convert them
-    (``args_to_matching_eager``): to the dtype of the first Tensor among them, or, with none, each
-    to the dtype the first value converts to (``[[1, 2], [3.5]]`` is TypeError, ``[t, []]`` has
-    ``t``'s dtype)."""
-    if all(isinstance(v, _TENSORISH) for v in values):
-        return values
-    d0 = next((dtype_of(v) for v in values if isinstance(v, _TENSORISH)), None)
-    out = []
-    for v in values:
-        if not isinstance(v, _TENSORISH):
-            v = convert_to_tensor(v, dtype=d0)
-        if d0 is None:
-            d0 = dtype_of(v)
-        out.append(v)
-    return out
-
-
 def concat(values, axis, name="concat"):
     """``tf.concat`` along ``axis``."""
     if not isinstance(values, (list, tuple)):
@@ -179,7 +164,7 @@ def concat(values, axis, name="concat"):
     dispatch = dispatch_of("ConcatV2", values)   # composite tensors (ragged_math)
     if dispatch is not None:
         return dispatch(values, axis)
-    values = _matching(values)
+    values = matching_values(values)
     shapes = [_shape(v) for v in values]
     nd = len(shapes[0])
     ax = _norm_axis(axis, max(nd, 1), "ConcatV2")
@@ -188,13 +173,7 @@ def concat(values, axis, name="concat"):
         if len(s) != nd or s[:ax] != head or s[ax + 1:] != tail:
             raise _bad("ConcatV2", f"ConcatOp : Dimensions of inputs should match (argument `values`): "
                        f"shape[0] = {list(shapes[0])} vs. {list(s)}")
-    dts = [dtype_of(v) if isinstance(v, _TENSORISH) else None for v in values]
-    d0 = next((d for d in dts if d is not None), None)
-    for i, d in enumerate(dts):
-        if d is not None and d != d0:
-            assert d0 is not None  # the first dtype that is not None
-            raise _bad("ConcatV2", f"cannot compute ConcatV2 as input #{i}(zero-based) was expected to be "
-                       f"a {d0.name} tensor but is a {d.name} tensor (argument `values`)")
+    check_list_dtypes(values, "ConcatV2")
     return _call(_CONCAT, "ConcatV2", *values, axis=ax)
 
 

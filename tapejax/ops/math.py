@@ -544,6 +544,24 @@ for _op, _dunder, _fix in (("+", "__iadd__", "var.assign_add(value)"), ("-", "__
                            ("**", "__ipow__", "var.assign(var ** value)")):
     setattr(Variable, _dunder, _no_in_place(_op, _fix))
 
+def _polyval(x, *coeffs):
+    out = jnp.zeros_like(x) if not coeffs else coeffs[0] + jnp.zeros_like(x)
+    for c in coeffs[1:]:
+        out = out * x + c
+    return out
+
+
+_POLYVAL = prim("Polyval", _polyval)
+
+
+@tf_types("Polyval")
+def polyval(coeffs, x, name=None):
+    """``tf.math.polyval``: ``coeffs[0] * x**(n-1) + ... + coeffs[n-1]`` (Horner)."""
+    if not isinstance(coeffs, (list, tuple)):
+        raise ValueError(f"Argument coeffs must be list type found {type(coeffs)}.")
+    return bind(_POLYVAL, x, *coeffs)
+
+
 __all__ = [
     "negative", "square", "sqrt", "rsqrt", "reciprocal", "exp", "expm1", "log", "log1p", "log_sigmoid", "sin",
     "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "sigmoid", "softplus",
@@ -551,5 +569,5 @@ __all__ = [
     "is_finite", "logical_not", "add", "subtract", "multiply", "pow", "maximum", "minimum", "squared_difference",
     "atan2", "divide_no_nan", "multiply_no_nan", "xlogy", "xdivy", "floordiv", "floormod", "less", "less_equal",
     "greater", "greater_equal", "equal", "not_equal", "logical_and", "logical_or", "logical_xor", "mod", "cast",
-    "identity", "divide", "truediv", "add_n", "matmul",
+    "identity", "divide", "truediv", "add_n", "matmul", "polyval",
 ]

@@ -36,6 +36,7 @@ from ._registry import (
     tf_types,
 )
 from .checks import VALUE_CHECKS, require, require_in_range
+from .matching import matching_values
 from .math import not_equal
 
 
@@ -334,6 +335,8 @@ def where(condition, x=None, y=None, name=None):
                     or OP_DISPATCH.get(("SelectV2", type(y))))   # a composite tensor (ragged_math)
         if dispatch is not None:
             return dispatch(condition, x, y)
+        if x is not None and y is not None:   # (a Python value takes the other's dtype, as TF's)
+            x, y = matching_values([x, y])
     if x is None:
         store = _dtypes.storage_dtype(np.dtype(np.int64), "where")
         c = convert_to_tensor(condition)
@@ -472,24 +475,6 @@ def l2_normalize(x, axis=None, epsilon=1e-12, name=None, dim=None):
     return bind(_L2_NORMALIZE, x, axis=ax, epsilon=float(epsilon))
 
 
-def _polyval(x, *coeffs):
-    out = jnp.zeros_like(x) if not coeffs else coeffs[0] + jnp.zeros_like(x)
-    for c in coeffs[1:]:
-        out = out * x + c
-    return out
-
-
-_POLYVAL = prim("Polyval", _polyval)
-
-
-@tf_types("Polyval")
-def polyval(coeffs, x, name=None):
-    """``tf.math.polyval``: ``coeffs[0] * x**(n-1) + ... + coeffs[n-1]`` (Horner)."""
-    if not isinstance(coeffs, (list, tuple)):
-        raise ValueError(f"Argument coeffs must be list type found {type(coeffs)}.")
-    return bind(_POLYVAL, x, *coeffs)
-
-
 # -- top_k, segments, bincount ------------------------------------------------------
 
 #: ``(values, indices)`` of ``top_k``: TF's namedtuple.
@@ -616,5 +601,5 @@ __all__ = [
     "reduce_std", "reduce_euclidean_norm", "reduce_any", "reduce_all", "count_nonzero", "argmax", "argmin",
     "cumsum", "cumprod", "cumulative_logsumexp", "where", "clip_by_value", "clip_by_norm", "clip_by_global_norm",
     "global_norm",
-    "l2_normalize", "polyval", "top_k", "unsorted_segment_sum", "segment_sum", "bincount",
+    "l2_normalize", "top_k", "unsorted_segment_sum", "segment_sum", "bincount",
 ]

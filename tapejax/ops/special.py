@@ -14,7 +14,8 @@ from ..core.tensor import Tensor
 from ..core.variable import Variable
 from . import _grads as G
 from ._binary import binary_ops
-from ._registry import _call, check_binary, no_half, prim, tf_types, unary_ops
+from ._registry import _call, check_binary, dtype_of, no_half, prim, tf_types, unary_ops
+from .matching import matching_values
 
 S = jax.scipy.special
 
@@ -254,6 +255,11 @@ _COMPLEX = prim("Complex", lambda re, im: lax.complex(re, im))
 def complex(real, imag, name=None):  # noqa: A001  (TF's name)
     """``tf.complex(real, imag)``: complex64 from float32 parts (complex128 from float64)."""
     check_binary(real, imag, "Complex")
+    real, imag = matching_values([real, imag])   # (two Python floats: float32 parts, in x64 mode too)
+    dr, di = dtype_of(real), dtype_of(imag)
+    if dr is not None and dr.kind in "iub":
+        raise TypeError(f"The `real` and `imag` components have incorrect types: {dr.name} {di and di.name}. "
+                        "They must be consistent, and one of [tf.float32, tf.float64]")
     no_half(real, "Complex", "real", f16_error=TypeError, bf16_error=TypeError)   # (TF: float32/float64 parts)
     return _call(_COMPLEX, "Complex", real, imag)
 
