@@ -401,8 +401,8 @@ def parity(fn=None, *, expected=_MISSING, rtol=RTOL, atol=ATOL, needs=None, x64=
     def deco(case):
         key = f"{case.__module__}.{case.__qualname__}"
 
-        # (with ``--dist loadgroup`` a case's items share a worker, so TF runs once; CI's ``--dist load``
-        # mostly gives adjacent items one worker too, else TF runs the case again for the tapejax item)
+        # (with ``--dist loadgroup``, the README's and CI's command, a case's items share a worker, so
+        # TF runs the case once; under ``--dist load`` a tapejax item on the other worker runs it again)
         @pytest.mark.xdist_group(name=key)
         @pytest.mark.parametrize("backend", BACKENDS + (("tapejax-eager",) if modes else ()))
         def test(backend):

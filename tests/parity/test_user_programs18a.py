@@ -27,6 +27,10 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 SCRIPT = os.path.join(HERE, "programs18a.py")
 TOL = dict(rtol=1e-4, atol=1e-5)
 
+# One worker runs the whole module (``--dist loadgroup``, the README's command): the two
+# subprocesses of ``sides`` take about 70 s, which a second worker would spend again.
+pytestmark = pytest.mark.xdist_group(name="programs18a")
+
 
 def _start(backend, env):
     return subprocess.Popen([sys.executable, SCRIPT, backend], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
