@@ -310,11 +310,24 @@ def _needs_of(fn, needs):
     return list(dict.fromkeys(out))
 
 
+def _clear_tf_scalar_cache():
+    """Empty TF's cache of converted Python scalars.  TF 2.21's eager converter keys it by value,
+    and ``0.0 == -0.0`` in Python: once any program has converted ``-0.0``, ``tf.pow(0.0, y)`` in
+    a later one gets ``-0.0`` (``-inf`` for ``y = -1``).  Each TF run starts with an empty cache,
+    so a case's reference does not depend on which cases its worker ran before."""
+    try:
+        from tensorflow.python import pywrap_tfe
+    except ImportError:
+        return
+    pywrap_tfe.TFE_ClearScalarCache()
+
+
 def _run_tf(case, key):
     if key in _TF_RESULTS:
         res = _TF_RESULTS[key]
     else:
         tf = load_tf()
+        _clear_tf_scalar_cache()
         try:
             res = ("ok", normalize(case(tf), tf))
         except BaseException as e:  # noqa: BLE001

@@ -1,4 +1,5 @@
-"""The parity harness's own rules: ``same_as_tf`` re-runs TF where tapejax differs from it.
+"""The parity harness's own rules: ``same_as_tf`` re-runs TF where tapejax differs from it, and
+each TF run starts with TF's scalar cache empty.
 
 Oracle: the outcomes written out by hand for each combination of tapejax's result, TF's first
 result and TF's second.
@@ -6,7 +7,7 @@ result and TF's second.
 import numpy as np
 import pytest
 
-from .harness import same_as_tf
+from .harness import _run_tf, same_as_tf
 
 
 def _rerun(value, calls):
@@ -50,3 +51,13 @@ def test_tf_failing_the_second_time_leaves_the_first_difference():
 def test_none_against_a_value_is_checked_the_same_way():
     with pytest.raises(AssertionError):
         same_as_tf([None], [np.float32(2.0)], _rerun([np.float32(2.0)], []), 1e-5, 1e-6)
+
+
+def test_a_tf_run_does_not_see_an_earlier_runs_negative_zero():
+    """TF's scalar cache would hand ``-0.0`` (converted by an earlier program) to a later
+    program's ``0.0``: the harness empties it before each TF run (oracle: IEEE, 0**-1 is +inf)."""
+    tf = pytest.importorskip("tensorflow")
+    x = tf.constant([1.0])
+    _run_tf(lambda tf: tf.multiply(-0.0, x), "harness-negative-zero")
+    got = _run_tf(lambda tf: tf.pow(0.0, tf.constant([-1.0, 3.0])), "harness-positive-zero")
+    assert got.value.tolist() == [np.inf, 0.0] and not np.signbit(got.value[1])
