@@ -16,7 +16,8 @@ branch on a tensor's value; these run ``lax.cond`` / ``lax.while_loop`` /
    training loop that builds the same loop each step reuses one compiled
    gradient; a jaxpr that calls back into Python (``numpy_function``, an
    iterator read) is keyed by its own identity too: two callbacks print alike,
-   and sharing the first one's op would run the wrong Python function.
+   and sharing the first one's op would run the wrong Python function; so is a
+   jaxpr with symbolic sizes (each symbolic trace names its own ``d0``).
 
 Eagerly (no trace), ``cond`` with a concrete predicate runs the chosen branch
 in Python, and ``while_loop`` runs a Python loop, exactly as TF's eager mode
@@ -46,6 +47,7 @@ is stricter about the container type).
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jax.experimental import checkify
 
@@ -86,10 +88,21 @@ class _Same:
         return isinstance(other, _Same) and other.obj is self.obj
 
 
+def _symbolic(jaxpr) -> bool:
+    """Does a shape in this jaxpr's signature hold a symbolic size (``jax.export``'s ``d0``)?
+    Every symbolic size inside it comes from one there."""
+    return any(not isinstance(d, (int, np.integer))
+               for v in (*jaxpr.constvars, *jaxpr.invars, *jaxpr.outvars)
+               for d in getattr(getattr(v, "aval", None), "shape", ()))
+
+
 def _text(j):
     """A body's part of an op's cache key: its jaxpr text, and itself when it calls back into
-    Python (the text does not tell two callbacks apart)."""
-    if calls_back(getattr(j, "jaxpr", j)):
+    Python (the text does not tell two callbacks apart) or has symbolic sizes (the text names
+    them ``d0``, ``d1``, ... in every trace: the sizes of one ``tapejax.function``'s trace are not
+    another's, and a body holding the other's does not fit this trace's shapes)."""
+    jaxpr = getattr(j, "jaxpr", j)
+    if calls_back(jaxpr) or _symbolic(jaxpr):
         return (str(j), _Same(j))
     return str(j)
 
