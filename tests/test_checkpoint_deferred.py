@@ -7,6 +7,7 @@ and TF 2.21's behaviour for the same programs (tests/parity/test_checkpoint.py r
 """
 import gc
 import logging
+import weakref
 
 import numpy as np
 import pytest
@@ -219,16 +220,29 @@ def test_nested_containers_built_later(tmp_path):
     status.assert_consumed()
 
 
+def _hooked() -> bool:
+    return _restore._on_variable_created in CREATION_HOOKS
+
+
 def test_waits_end_with_their_objects_and_hooks_are_removed(saved):
-    """A restore waiting on a model keeps no reference to it: when the model goes, the wait
-    goes, and the Variable-creation hook is uninstalled (no cost when nothing waits)."""
+    """A restore waiting on a model keeps no reference to it: when the model goes, its waits
+    go, and the Variable-creation hook is installed exactly while something waits (no cost
+    when nothing does).  (Another test's restore may still wait on an object it keeps: the
+    check is on this restore's anchors, and on the hook matching ``waiting()``.)"""
     path, _ = saved
+    before = set(_restore._WAITING)
     new = MySequentialModule()
     status = tf.train.Checkpoint(model=new).restore(path).expect_partial()
-    assert _restore.waiting() and CREATION_HOOKS
+    mine = set(_restore._WAITING) - before
+    assert mine and _restore.waiting() and _hooked()
+    alive = weakref.ref(new)
     del new, status
     gc.collect()
-    assert not _restore.waiting() and not CREATION_HOOKS
+    assert alive() is None
+    assert not mine & set(_restore._WAITING)
+    assert _hooked() == _restore.waiting()
+    if not before:   # (alone in its process, as in ``pytest tests/test_checkpoint_deferred.py``)
+        assert not _restore.waiting() and not _hooked()
 
 
 def test_status_assertions(tmp_path):
