@@ -675,7 +675,7 @@ UNSUPPORTED_CALLS = {
     "Cholesky": lambda x: tf.linalg.cholesky(x), "CholeskySolve": lambda x: tf.linalg.cholesky_solve(x, x),
     "MatrixSolve": lambda x: tf.linalg.solve(x, x), "MatrixSolveLs": lambda x: tf.linalg.lstsq(x, x),
     "SelfAdjointEigV2": lambda x: tf.linalg.eigh(x), "SelfAdjointEigV2Values": lambda x: tf.linalg.eigvalsh(x),
-    "Svd": lambda x: tf.linalg.svd(x), "Pinv": lambda x: tf.linalg.pinv(x),
+    "Svd": lambda x: tf.linalg.svd(x), "Pinv": lambda x: tf.linalg.pinv(x, rcond=0.1),
     "MatrixExponential": lambda x: tf.linalg.expm(x),
     "Lu": lambda x: tf.linalg.lu(x), "Eig": lambda x: tf.linalg.eig(x), "EigVals": lambda x: tf.linalg.eigvals(x),
     "MatrixRank": lambda x: tf.linalg.matrix_rank(x), "MatrixSquareRoot": lambda x: tf.linalg.sqrtm(x),
@@ -690,7 +690,7 @@ UNSUPPORTED_CALLS = {
 
 
 #: TF 2.21's exception class for a bfloat16 input (float16 inputs: NotFoundError, "no kernel").
-BF16_CLASS = {"Pinv": ValueError, "MatrixExponential": ValueError, "CholeskySolve": tf.errors.NotFoundError,
+BF16_CLASS = {"MatrixExponential": ValueError, "CholeskySolve": tf.errors.NotFoundError,
               "EighTridiagonal": ValueError,
               "Complex": TypeError, "RFFTND": ValueError, "Spence": tf.errors.NotFoundError,
               "FresnelCos": tf.errors.NotFoundError, "FresnelSin": tf.errors.NotFoundError,
@@ -715,6 +715,20 @@ def test_half_unsupported_ops_raise_a_clear_error(op_type, dtype):
     with pytest.raises(cls, match=rf"{op_type} has no {name} kernel \(argument `\w+` has dtype {name}") as e:
         UNSUPPORTED_CALLS[op_type](x)
     assert "float32" in str(e.value)
+
+
+def test_pinv_of_bfloat16_with_the_default_rcond_fails_where_tf_does():
+    """TF's pinv computes the default ``rcond`` from NumPy's ``finfo`` before its Svd runs: with an
+    ml_dtypes older than 0.7 NumPy refuses bfloat16 (ValueError), with 0.7 the Svd kernel's
+    InvalidArgumentError comes (both seen under TF 2.21; tests/parity/test_numerics.py)."""
+    x = tf.constant(np.eye(2, dtype=np.float32), dtype=tf.bfloat16)
+    try:
+        np.finfo(tf.bfloat16.as_numpy_dtype)
+        cls = tf.errors.InvalidArgumentError
+    except ValueError:
+        cls = ValueError
+    with pytest.raises(cls):
+        tf.linalg.pinv(x)
 
 
 def test_bfloat16_inverse_is_a_clear_error_and_float16_inverse_works():

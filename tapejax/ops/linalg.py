@@ -520,13 +520,17 @@ _PINV = prim("Pinv", _pinv)
 @tf_types("Pinv")
 def pinv(a, rcond=None, validate_args=False, name=None):
     """``tf.linalg.pinv`` (singular values below ``rcond * max(s)`` are dropped; default
-    ``10 * max(m, n) * eps``, as TF)."""
+    ``10 * max(m, n) * eps``, as TF).
+
+    In TF's order: the default ``rcond`` first, from NumPy's ``finfo`` of the dtype (which
+    refuses bfloat16 before ml_dtypes 0.7: NumPy's ValueError, as TF's), then the Svd kernel's
+    dtype check (no half kernels: float16 NotFoundError, bfloat16 InvalidArgumentError)."""
     check_float(a, "Pinv", "float", "a")
-    no_half(a, "Pinv", "a", bf16_error=ValueError)
     s = _shape(a)
     if rcond is None:
         dt = dtype_of(a)
         rcond = 10.0 * max(s[-2:]) * float(np.finfo(dt if dt is not None else np.asarray(a).dtype).eps)
+    no_half(a, "Pinv", "a")
     return bind(_PINV, a, rcond=float(rcond))
 
 
