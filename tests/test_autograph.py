@@ -420,11 +420,10 @@ def test_converted_len_of_a_size_the_signature_leaves_unknown_is_a_tensor():
     assert int(tf.function(lambda a: len(a))(tf.zeros([4, 2]))) == 4
 
 
-def test_a_for_over_the_range_of_a_symbolic_size_is_a_scan_that_differentiates():
-    """``for t in tf.range(tf.shape(x)[1])`` under ``input_signature=[TensorSpec([None, None, 3])]``: the
-    size is symbolic in the one trace, and the range is a tensor of that length, so the loop is a scan
-    (it was a while of traced length: the tape's gradient raised UnboundedWhileGradientError; TF's
-    works); one trace for two shapes, the gradient ``jax.grad``'s of the same loop."""
+def _rnn_over_a_symbolic_size_traces() -> int:
+    """A new ``tapejax.function`` looping ``for t in tf.range(tf.shape(x)[1])`` under
+    ``input_signature=[TensorSpec([None, None, 3])]``, differentiated by a tape for two shapes
+    (each gradient checked against ``jax.grad`` of the same loop); its tracing count."""
     w0 = np.full((3, 4), 0.1, np.float32)
     w = tf.Variable(w0)
 
@@ -446,7 +445,14 @@ def test_a_for_over_the_range_of_a_symbolic_size_is_a_scan_that_differentiates()
         with tf.GradientTape() as tape:
             loss = tf.reduce_sum(last(tf.constant(x)) ** 2)
         np.testing.assert_allclose(tape.gradient(loss, w).numpy(), jax.grad(ref)(w0, x), rtol=1e-5, atol=1e-6)
-    assert last.experimental_get_tracing_count() == 1
+    return last.experimental_get_tracing_count()
+
+
+def test_a_for_over_the_range_of_a_symbolic_size_is_a_scan_that_differentiates():
+    """The size is symbolic in the one trace, and the range is a tensor of that length, so the loop
+    is a scan (it was a while of traced length: the tape's gradient raised
+    UnboundedWhileGradientError; TF's works); one trace for two shapes, ``jax.grad``'s gradient."""
+    assert _rnn_over_a_symbolic_size_traces() == 1
 
 
 def test_two_functions_with_the_same_loop_over_a_symbolic_size_each_trace_once():
@@ -454,27 +460,4 @@ def test_two_functions_with_the_same_loop_over_a_symbolic_size_each_trace_once()
     jaxpr text, ``d0`` in both) each keep their own body: the second's scan does not reuse the
     first's, whose ``d0`` is another trace's size (it failed the carry check, and the function
     fell back to a trace per shape: 3 traces where TF makes one).  Oracle: ``jax.grad``."""
-    w0 = np.full((3, 4), 0.1, np.float32)
-
-    def ref(wv, x):
-        h = jnp.zeros((x.shape[0], 4))
-        for t in range(x.shape[1]):
-            h = jnp.tanh(x[:, t] @ wv + h)
-        return jnp.sum(h ** 2)
-
-    for _ in range(2):
-        w = tf.Variable(w0)
-
-        @tf.function(input_signature=[tf.TensorSpec([None, None, 3], tf.float32)])
-        def last(x):
-            h = tf.zeros([tf.shape(x)[0], 4])
-            for t in tf.range(tf.shape(x)[1]):
-                h = tf.tanh(tf.matmul(x[:, t], w) + h)
-            return h
-
-        for shape in ((2, 5, 3), (3, 2, 3)):
-            x = np.random.RandomState(sum(shape)).randn(*shape).astype(np.float32)
-            with tf.GradientTape() as tape:
-                loss = tf.reduce_sum(last(tf.constant(x)) ** 2)
-            np.testing.assert_allclose(tape.gradient(loss, w).numpy(), jax.grad(ref)(w0, x), rtol=1e-5, atol=1e-6)
-        assert last.experimental_get_tracing_count() == 1
+    assert [_rnn_over_a_symbolic_size_traces(), _rnn_over_a_symbolic_size_traces()] == [1, 1]
