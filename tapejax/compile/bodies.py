@@ -105,6 +105,14 @@ class CaptureTape:
     def _record_simple(self, prim, skey, ids, vals, result):
         self._record_op(prim, dict(skey), None, ids, vals, result)
 
+    def returned(self, leaves: Sequence[Any]) -> None:
+        """The body's outputs: one made before the trace is captured as if an op had read it."""
+        start = self.start
+        for t in leaves:
+            i = getattr(t, "_id", 0)
+            if 0 < i < start:
+                self.caps.setdefault(id(t._value), (i, t._value))
+
 
 @jax.custom_jvp
 def reads_of(value: Any, anchor: Any) -> Any:
@@ -218,6 +226,9 @@ def close(fn, in_tree, in_avals: Sequence[Any], what: str, carried: Sequence[Var
             out = to_tensors(fn(*args))
             leaves, tree = flatten(out)
             out_box.append(tree)
+            # a Tensor from before the trace returned as it is (``lambda: x``, an ``if`` branch
+            # that leaves ``loss`` unchanged) is an input of the op as much as one an op read
+            cap.returned(leaves)
             # a loop's state passes its derivative back to the previous iteration's (reads_of);
             # a branch's result is only assigned: not differentiated
             new = [col.value_out(v) if carry_in and v._id in col.anchors
