@@ -108,7 +108,7 @@ def test_unknown_rank():
 def test_construction_refuses_what_tf_cannot_make_a_dimension():
     """TF 2.21's ``as_dimension``: a negative size is ValueError, a float or a string TypeError (a
     shape equal to such a list is no shape: ``==`` is False, ``is_compatible_with`` raises); a scalar
-    integer tensor is a size; a symbolic size of a polymorphic trace is kept."""
+    integer tensor is a size."""
     for dims, error in (([-1, 2], ValueError), ((-1, 2), ValueError), ([1.5], TypeError), ([2.0], TypeError),
                         (["a"], TypeError), ("ab", TypeError), ([np.float32(2)], TypeError)):
         with pytest.raises(error):
@@ -119,4 +119,27 @@ def test_construction_refuses_what_tf_cannot_make_a_dimension():
     assert tf.TensorShape([tf.constant(3)]).as_list() == [3]
     f = tf.function(lambda a: tf.reshape(a, tf.TensorShape([a.shape[0], 4])),
                     input_signature=[tf.TensorSpec([None, 2, 2], tf.float32)])
-    assert f(tf.zeros([3, 2, 2])).shape == (3, 4)
+    assert f(tf.zeros([3, 2, 2])).shape == (3, 4) and f(tf.zeros([5, 2, 2])).shape == (5, 4)
+
+
+def test_a_symbolic_size_reads_as_none_as_in_tf():
+    """Under ``TensorSpec([None, 3])`` TF's static shape has an unknown first size: indexing,
+    ``as_list`` and ``dims`` give None, so ``if x.shape[0] is None:`` takes the same branch as in TF
+    (the program is traced once, symbolically); the shape itself still holds the size, and a
+    body that needs it as a number (``int(x.shape[0])``) is traced per concrete shape."""
+    seen = []
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32)])
+    def f(x):
+        seen.append((x.shape[0], x.shape[-1], x.shape.as_list(), [d.value for d in x.shape.dims]))
+        if x.shape[0] is None:
+            return tf.reduce_sum(x, 0)
+        return tf.reduce_mean(x, 0)
+
+    np.testing.assert_allclose(f(tf.ones([5, 3])).numpy(), [5.0] * 3)
+    np.testing.assert_allclose(f(tf.ones([2, 3])).numpy(), [2.0] * 3)
+    assert seen == [(None, 3, [None, 3], [None, 3])] and f.experimental_get_tracing_count() == 1
+
+    g = tf.function(lambda x: tf.reshape(x, [int(x.shape[0]) * 3]),
+                    input_signature=[tf.TensorSpec([None, 3], tf.float32)])
+    assert g(tf.ones([2, 3])).shape == (6,) and g(tf.ones([4, 3])).shape == (12,)

@@ -13,9 +13,11 @@ None, ``len``, iteration and ``as_list`` raise TF's ValueError, indexing gives N
 compatible with every shape.
 
 Inside a trace with symbolic sizes (``compile/polymorphism.py``: an ``input_signature`` with
-``None``, ``reduce_retracing``) a dimension can be a JAX symbolic size; indexing gives it
-(so ``tf.reshape(x, [x.shape[0], -1])`` traces), while ``as_list``, ``repr``,
-``is_fully_defined`` and ``num_elements`` show it as TF's unknown size, ``None``.
+``None``, ``reduce_retracing``) a dimension can be a JAX symbolic size.  The shape holds it (so
+``tf.reshape(x, x.shape[:-1] + [h, d])`` traces), while indexing, ``as_list``, ``dims``,
+``repr``, ``is_fully_defined`` and ``num_elements`` give TF's unknown size, ``None`` (so user
+code's ``if x.shape[0] is None:`` takes TF's branch; ``int(x.shape[0])`` fails there, and the
+function then traces per concrete shape).
 """
 from __future__ import annotations
 
@@ -286,7 +288,10 @@ class TensorShape(tuple):
 
     def __getitem__(self, key):
         r = tuple.__getitem__(self, key)
-        return TensorShape(r) if isinstance(key, slice) else r
+        if isinstance(key, slice):
+            return TensorShape(r)
+        # a symbolic size is TF's unknown size: ``x.shape[0] is None`` under ``TensorSpec([None])``
+        return r if r is None or type(r) is int or _known(r) else None
 
     def concatenate(self, other) -> "TensorShape":
         """TF's: this shape's dimensions followed by ``other``'s (a list, tuple or shape); unknown
