@@ -203,7 +203,7 @@ def test_ragged_tokens_to_tensor_sequence_mask_reverse_sequence_and_masked_mean(
             ragged_mean, loss, [tf.convert_to_tensor(x) for x in g], tf.convert_to_tensor(g2))
 
 
-@parity(modes=True, **LOOSE)
+@parity(modes=True, rtol=1e-4, atol=5e-5)
 def test_sequence_tagger_with_a_token_mask_and_per_sentence_losses_by_segment_sum(tf):
     """A CTC-free tagger: a 1-D convolution by hand (``tf.pad`` and three shifted matmuls) over
     padded tokens, per-token tag logits, the real tokens picked by ``tf.boolean_mask``, their
@@ -212,7 +212,10 @@ def test_sequence_tagger_with_a_token_mask_and_per_sentence_losses_by_segment_su
     mean per token, in eager steps (``boolean_mask`` and ``segment_sum`` size their outputs by
     the data: eager only in tapejax, docs/ops.md); the compiled steps in between compute the same
     loss the XLA-friendly way (``unsorted_segment_sum`` of the masked per-token losses over
-    ``tf.range(batch)`` broadcast to the tokens) and Adam carries over."""
+    ``tf.range(batch)`` broadcast to the tokens) and Adam carries over.  (Adam divides each step
+    by its gradients' root mean square, so an element whose gradients are near zero turns last-bit
+    differences between XLA's and TF's CPU kernels, which vary with the CPU, into 2e-5 after four
+    steps: an absolute tolerance of 5e-5 here.)"""
     rs = np.random.RandomState(2031)
     ids = rs.randint(1, VOCAB, (3, 6)).astype(np.int32)
     lengths = np.array([4, 6, 2], np.int32)
