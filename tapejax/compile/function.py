@@ -51,6 +51,7 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
+import types
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -149,7 +150,10 @@ class Function:
         self._n_plain = len(params) if all(p.kind is p.POSITIONAL_OR_KEYWORD for p in params) else -1
         self._param_names = tuple(p.name for p in params)
         self._defaults = {p.name: p.default for p in params if p.default is not p.empty}
-        functools.update_wrapper(self, func)
+        # a function's name, doc and attributes; a callable object's (a Keras model) own state is
+        # not copied onto the Function (its lock, its layers: ``__wrapped__`` reaches them)
+        functools.update_wrapper(self, func, updated=functools.WRAPPER_UPDATES
+                                 if isinstance(func, (types.FunctionType, types.MethodType)) else ())
 
     # -- descriptor: decorated methods ------------------------------------
     def __get__(self, instance, owner=None):
