@@ -22,7 +22,7 @@ function then traces per concrete shape).
 from __future__ import annotations
 
 import operator
-from typing import Any, Optional
+from typing import Any, Optional, SupportsIndex, overload
 
 import numpy as np
 
@@ -285,6 +285,12 @@ class TensorShape(tuple):
         return eq if eq is NotImplemented else not eq
 
     __hash__ = tuple.__hash__
+
+    @overload
+    def __getitem__(self, key: SupportsIndex) -> Any: ...
+
+    @overload
+    def __getitem__(self, key: slice) -> "TensorShape": ...
 
     def __getitem__(self, key):
         r = tuple.__getitem__(self, key)
