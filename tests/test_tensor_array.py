@@ -206,3 +206,23 @@ def test_a_tensor_array_sized_by_a_symbolic_dimension_is_traced_once():
         np.testing.assert_allclose(tape.gradient(loss, w).numpy(), jax.grad(lambda v: ref(v, x).sum())(w0),
                                    rtol=1e-5, atol=1e-6)
     assert states.experimental_get_tracing_count() == 1
+
+
+def test_an_array_written_in_one_branch_of_a_staged_if_reads_zeros_in_the_other():
+    """``tensor_array_loop.match_branches``: the branch that leaves the array unwritten gets a
+    buffer of zeros of the element shape the other wrote (TF's unwritten rows), so both branches
+    return one structure; the written branch's values and gradient are kept."""
+    @tf.function
+    def f(x):
+        ta = tf.TensorArray(tf.float32, size=3)
+        if tf.reduce_sum(x) > 0:
+            ta = ta.write(2, x * 2.0)
+        return ta.stack()
+
+    x = tf.constant([1.0, 2.0])
+    np.testing.assert_array_equal(f(x).numpy(), [[0, 0], [0, 0], [2, 4]])
+    np.testing.assert_array_equal(f(-x).numpy(), np.zeros((3, 2)))
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = tf.reduce_sum(f(x))
+    np.testing.assert_array_equal(tape.gradient(y, x).numpy(), [2.0, 2.0])

@@ -115,6 +115,14 @@ def _prim(key, name, make_impl):
     return p
 
 
+def _same(x):
+    return x
+
+
+def _then(f, g):
+    return lambda x: g(f(x))
+
+
 def _check_same(tree_a, tree_b, avals_a, avals_b, what):
     if tree_a != tree_b:
         raise ValueError(f"{what}: both must return the same nested structure; got {tree_a} and {tree_b}")
@@ -193,12 +201,19 @@ def staged_cond(pred, true_fn, false_fn):
     p = convert_to_tensor(pred)
     carried: tuple = ()
     shown: list = []   # (true_fn's output: the result's dicts in its key order, as TF's)
-    for _ in range(3):   # a branch that assigns Variables: traced again with them carried
-        t = close(lambda: shown.append(true_fn()) or shown[-1], _EMPTY, [], "true_fn", carried, carry_in=False)
-        f = close(lambda: false_fn(), _EMPTY, [], "false_fn", carried, carry_in=False)
+    other: list = []   # (false_fn's)
+    post_t = post_f = _same
+    for _ in range(4):   # traced again with the Variables a branch assigns carried, or a TensorArray
+        t = close(lambda: shown.append(post_t(true_fn())) or shown[-1], _EMPTY, [], "true_fn", carried,
+                  carry_in=False)
+        f = close(lambda: other.append(post_f(false_fn())) or other[-1], _EMPTY, [], "false_fn", carried,
+                  carry_in=False)
         more = _carried(t, f, before=carried)
-        if len(more) == len(carried):
+        fixes = None if t.out_tree == f.out_tree else _ta.match_branches(shown[-1], other[-1])
+        if fixes is None and len(more) == len(carried):
             break
+        if fixes is not None:   # a TensorArray written in one branch only: given a buffer in the other
+            post_t, post_f = _then(post_t, fixes[0]), _then(post_f, fixes[1])
         carried = more
     jt, jf = t.jaxpr, f.jaxpr
     nv = len(carried)

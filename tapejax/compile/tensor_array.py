@@ -20,7 +20,9 @@ children; dtype, sizes and element shape the static part), so it is a loop varia
 ``tapejax.while_loop`` / ``scan`` / ``foldl`` and of AutoGraph's converted ``for``/``while``.
 ``tensor_array_loop.enter_loop`` puts it in loop form first; a TensorArray whose element shape is not known
 yet (``TensorArray(tf.float32, size=n)`` filled in the loop) is given its shape by one trace of
-the body (``tensor_array_loop.refine``), and the body is traced again.
+the body (``tensor_array_loop.refine``), and the body is traced again.  So is one written in one
+branch of a staged ``if`` only: the other branch's array gets zeros of that shape, TF's unwritten
+rows (``tensor_array_loop.match_branches``).
 
 XLA compiles static shapes, so in a traced loop a ``dynamic_size=True`` array needs a bound:
 it grows by the loop's trip count on entry (a ``for`` over a tensor or ``tf.range`` of static

@@ -4,11 +4,14 @@
 list is stacked), a ``dynamic_size`` array grown by the loop's bound (its trip count: ValueError
 without one, naming the alternatives).  ``refine`` runs after one trace of the body: an array
 that had no buffer (element shape unknown until the body wrote it) gets one of the shape written,
-and the loop traces the body again.  See ``tensor_array``'s docstring for the rules.
+and the loop traces the body again.  ``match_branches`` does the same for a staged ``if`` whose
+one branch writes an array the other leaves unwritten.  See ``tensor_array``'s docstring for the
+rules.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+import itertools
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import jax
 
@@ -94,4 +97,46 @@ def refine(struct: Any, out_tree: Any) -> Optional[Any]:
     return _map(give, struct)
 
 
-__all__ = ["enter_loop", "has_tensor_arrays", "refine"]
+def match_branches(a: Any, b: Any) -> Optional[Tuple[Callable[[Any], Any], Callable[[Any], Any]]]:
+    """After one trace of both branches of a staged ``if`` whose results ``a`` and ``b`` differ in
+    structure: where a TensorArray has no buffer in one (nothing written, element shape unknown)
+    and one of a known element shape in the other (``ta = ta.write(i, x)`` in one branch only),
+    the pair of functions that give the first one a buffer of zeros in each branch's result (TF's
+    unwritten rows), for the branches to be traced again; None when no TensorArray explains it."""
+    tas_a = [x for x in jax.tree_util.tree_leaves(a, is_leaf=_is_ta) if _is_ta(x)]
+    tas_b = [x for x in jax.tree_util.tree_leaves(b, is_leaf=_is_ta) if _is_ta(x)]
+    if not tas_a or len(tas_a) != len(tas_b):
+        return None
+    fix_a: Dict[int, tuple] = {}
+    fix_b: Dict[int, tuple] = {}
+    for k, (x, y) in enumerate(zip(tas_a, tas_b)):
+        if _bare(x) and y._a.materialized and _full(y._a.shape):
+            fix_a[k] = tuple(y._a.shape)
+        elif _bare(y) and x._a.materialized and _full(x._a.shape):
+            fix_b[k] = tuple(x._a.shape)
+    if not fix_a and not fix_b:
+        return None
+    return _giving(fix_a), _giving(fix_b)
+
+
+def _bare(ta: TensorArray) -> bool:
+    return ta._elems is None and ta._buf is None
+
+
+def _giving(fix: Dict[int, tuple]) -> Callable[[Any], Any]:
+    """A branch's result with its ``k``-th TensorArray given a buffer of shape ``fix[k]``."""
+    def give(struct: Any) -> Any:
+        order = itertools.count()
+
+        def one(ta: TensorArray) -> TensorArray:
+            shape = fix.get(next(order))
+            if shape is None or not _bare(ta):
+                return ta
+            new = TensorArray._make(ta._a, None, None, ta._len)
+            new._materialize(shape)
+            return new
+        return _map(one, struct)
+    return give
+
+
+__all__ = ["enter_loop", "has_tensor_arrays", "match_branches", "refine"]

@@ -814,12 +814,12 @@ def test_shape_is_none_under_a_none_signature(tf):
     return f(tf.ones([5, 3]))
 
 
-@xfail_on_tapejax("a static-size TensorArray first written in one branch of a tensor if: ValueError "
-                  "(the branches' TensorArray structures differ) where TF stages it")
 @parity
 def test_tensor_array_written_only_in_one_branch_of_a_tensor_if(tf):
-    """A TensorArray of size 2 never written before a tensor ``if`` that writes it in one branch;
-    TF's ``stack`` gives zeros for the unwritten element."""
+    """A TensorArray of size 2 never written before a tensor ``if`` that writes it in one branch
+    (the ``if`` branch; the ``else`` branch, a row of two); TF's ``stack`` gives zeros for the
+    unwritten elements.  The same inside a ``for`` over ``tf.range`` whose ``continue`` skips the
+    write, differentiated by a tape around the call."""
     @tf.function
     def f(x):
         ta = tf.TensorArray(tf.float32, size=2)
@@ -827,4 +827,26 @@ def test_tensor_array_written_only_in_one_branch_of_a_tensor_if(tf):
             ta = ta.write(0, x[0])
         return ta.stack()
 
-    return f(tf.constant([1.0, -2.0]))
+    @tf.function
+    def g(x):
+        ta = tf.TensorArray(tf.float32, size=2)
+        if x[0] >= 0:
+            pass
+        else:
+            ta = ta.write(1, x[:2])
+        return ta.stack()
+
+    @tf.function
+    def skipping(x):
+        ta = tf.TensorArray(tf.float32, size=4)
+        for i in tf.range(4):
+            if x[i] < 0:
+                continue
+            ta = ta.write(i, x[i] * 2.0)
+        return ta.stack()
+
+    x = tf.constant([1.0, -2.0, 3.0, -4.0])
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = tf.reduce_sum(skipping(x) * tf.constant([1.0, 2.0, 3.0, 4.0]))
+    return f(tf.constant([1.0, -2.0])), g(x), g(-x), y, tape.gradient(y, x)
