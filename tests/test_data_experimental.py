@@ -65,3 +65,46 @@ def test_options_enum_fields_merge_and_default():
     assert merged.experimental_distribute.num_devices == 2
     with pytest.raises(TypeError, match="ExternalStatePolicy"):
         a.experimental_external_state_policy = 1
+
+
+def test_an_optional_is_a_pytree_of_its_flag_and_value():
+    """``data/optional.py``: an Optional flattens to ``has_value()`` and its value's components (zeros
+    of the spec when empty) and unflattens to one with the same spec; a converted ``while`` can carry
+    it, and an empty one of an unknown shape is a ValueError naming the spec."""
+    o = tf.experimental.Optional.from_value({"b": np.ones(2, np.float32), "a": np.float32(3)})
+    leaves, tree = jax.tree_util.tree_flatten(o)
+    assert [np.asarray(x._value).tolist() for x in leaves] == [True, 3.0, [1.0, 1.0]]
+    back = jax.tree_util.tree_unflatten(tree, leaves)
+    assert back.element_spec == o.element_spec and bool(back.has_value())
+    np.testing.assert_array_equal(back.get_value()["b"].numpy(), [1.0, 1.0])
+    empty = tf.experimental.Optional.empty(tf.TensorSpec([2], tf.float32))
+    leaves = jax.tree_util.tree_leaves(empty)
+    assert [np.asarray(x._value).tolist() for x in leaves] == [False, [0.0, 0.0]]
+    with pytest.raises(ValueError, match="not fully defined"):
+        jax.tree_util.tree_leaves(tf.experimental.Optional.empty(tf.TensorSpec([None], tf.float32)))
+
+    @tf.function
+    def first_above(ds_iter, limit):
+        opt = ds_iter.get_next_as_optional()
+        while opt.has_value() and opt.get_value() <= limit:
+            opt = ds_iter.get_next_as_optional()
+        return opt.has_value(), opt.get_value()
+
+    found, value = first_above(iter(tf.data.Dataset.from_tensor_slices([1.0, 4.0, 9.0, 2.0])), tf.constant(3.0))
+    assert bool(found) and float(value) == 4.0
+
+
+def test_a_function_returns_and_takes_an_optional():
+    """An Optional returned by a ``tapejax.function`` holds the program's values (its flag and value
+    are outputs, ``signature.TreeOut``), and one passed in is read by a ``tf.cond`` (TF's 4.0, 5.0, 6.0)."""
+    @tf.function
+    def make(x):
+        return tf.experimental.Optional.from_value(x * 2.0)
+
+    @tf.function
+    def use(o):
+        return tf.cond(o.has_value(), lambda: o.get_value() + 1.0, lambda: tf.constant(0.0))
+
+    o = make(tf.constant(2.0))
+    assert bool(o.has_value().numpy()) and float(o.get_value().numpy()) == 4.0
+    assert float(use(o)) == 5.0 and float(use(tf.experimental.Optional.from_value(tf.constant(5.0)))) == 6.0

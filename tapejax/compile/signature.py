@@ -507,6 +507,8 @@ def fill(tpl, it: Iterator[Any]) -> Any:
         if tpl.static is not None:
             return SparseTensor._of(indices, values, tpl.static)
         return SparseTensor(indices, values, fill(tpl.shape, it))
+    if t is TreeOut:
+        return jax.tree_util.tree_unflatten(tpl.tree, [fill(k, it) for k in tpl.kids])
     if t is RaggedOut:
         values = fill(tpl.values, it)
         return RaggedTensor._of(values, fill(tpl.splits, it), _dtypes.as_dtype(tpl.splits_dtype), tpl.uniform)
@@ -555,7 +557,17 @@ def split_out(x, dyn: List[Any]):
     if t in (bool, int, float, complex) or isinstance(x, (np.ndarray, np.generic)):
         dyn.append(convert_to_tensor(x)._value)   # TF returns a Python number as a constant Tensor
         return DYN
+    if x is not None:   # another JAX pytree (``tf.experimental.Optional``): its leaves are outputs
+        kids, tree = jax.tree_util.tree_flatten(x, is_leaf=lambda e: e is not x and isinstance(e, (Tensor, Variable)))
+        if not jax.tree_util.treedef_is_leaf(tree):
+            return TreeOut(tree, tuple(split_out(k, dyn) for k in kids))
     return x
+
+
+class TreeOut(NamedTuple):
+    """An output that is a JAX pytree of another kind: its tree and its leaves' templates."""
+    tree: Any
+    kids: tuple
 
 
 __all__ = ["ArgDict", "ArgRecord", "DYN", "LeafSpec", "TensorSpec", "arg_key", "bind_signature", "call_key", "check_signature", "is_value_spec", "skeleton",

@@ -6,14 +6,20 @@ gives one per call (empty after the last element, where ``get_next`` raises), fo
 pattern ``while opt.has_value(): use(opt.get_value()); opt = it.get_next_as_optional()``.
 ``has_value()`` is a scalar bool Tensor, as TF's; ``get_value()`` of an empty Optional raises
 TF's InvalidArgumentError.  ``from_value`` converts with tf.data's nesting rules (tuples and dicts
-are structure, a list is one tensor) and works inside ``tapejax.function`` too.
+are structure, a list is one tensor) and works inside ``tapejax.function`` too.  It is a JAX
+pytree (its flag and its value's components), so it is a loop variable of a converted ``while``
+(``while opt.has_value(): ...; opt = it.get_next_as_optional()`` inside a ``tapejax.function``)
+and a result of a staged ``if``.
 """
-from typing import Any
+from typing import Any, Sequence, Tuple
+
+import jax
 
 from ..compile.signature import TensorSpec
 from ..core.convert import constant, convert_to_tensor
 from ..core.errors import InvalidArgumentError
 from ..core.tensor import Tensor
+from ..ops.array import zeros
 from ..ops.checks import require
 from . import structure as S
 
@@ -98,6 +104,31 @@ class Optional:
         state = "known when the step runs" if self._flag is not None else (
             "empty" if self._value is None else "has a value")
         return f"<Optional ({state}) element_spec={self._spec!r}>"
+
+
+def _flatten(opt: Optional) -> Tuple[Tuple[Any, ...], Any]:
+    """An Optional as a JAX pytree (a loop variable of a converted ``while``, a ``cond`` result):
+    its ``has_value()`` flag and its value's components (zeros of ``element_spec`` when empty, as
+    a traced Optional's); ``element_spec`` is the static part."""
+    value = opt._value
+    if value is None:
+        specs = S.flatten(opt._spec)
+        if not all(isinstance(sp, TensorSpec) and sp.shape is not None and sp.shape.is_fully_defined() for sp in specs):
+            raise ValueError(f"An empty Optional whose element_spec is not fully defined ({opt._spec!r}) cannot be "
+                             "a loop variable or a branch result of compiled control flow: XLA needs the value's "
+                             "shape")
+        comps = [zeros(sp.shape, sp.dtype) for sp in specs]
+    else:
+        comps = S.flatten(value)
+    return (opt.has_value(), *comps), opt._spec
+
+
+def _unflatten(spec: Any, kids: Sequence[Any]) -> Optional:
+    flag, *comps = kids
+    return Optional(S.pack(spec, comps), spec, _EMPTY, flag)
+
+
+jax.tree_util.register_pytree_node(Optional, _flatten, _unflatten)
 
 
 def from_element(element: Any, element_spec: Any) -> Optional:
