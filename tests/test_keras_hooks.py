@@ -90,6 +90,47 @@ def test_checkpoint_restores_into_a_model_built_elsewhere(tmp_path):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6)
 
 
+def test_restore_into_an_unbuilt_layer_applies_when_its_build_makes_the_weights(tmp_path):
+    """TF's deferred restoration into Keras objects not built yet: the weights ``build`` makes get
+    the checkpoint's values at the end of the build (``Layer._post_build``), before the first call
+    reads them, whether the build is the layer's first call, a subclassed model's (its sublayer
+    built inside Keras's symbolic build) or an explicit ``build``: 2 + 3 + 1 = 6 at once."""
+    x = np.ones((1, 2), np.float32)
+    kernel, bias = np.array([[2.0], [3.0]], np.float32), np.array([1.0], np.float32)
+    saved = keras.layers.Dense(1)
+    saved(x)
+    saved.set_weights([kernel, bias])
+    path = tf.train.Checkpoint(model=saved).save(os.path.join(tmp_path, "ckpt"))
+
+    fresh = keras.layers.Dense(1)
+    status = tf.train.Checkpoint(model=fresh).restore(path)
+    np.testing.assert_array_equal(fresh(x).numpy(), [[6.0]])   # (the first call: no status check before)
+    np.testing.assert_array_equal(fresh.kernel.numpy(), kernel)
+    status.assert_consumed()
+
+    fresh = keras.layers.Dense(1)
+    tf.train.Checkpoint(model=fresh).restore(path)
+    fresh.build((None, 2))
+    np.testing.assert_array_equal(fresh.bias.numpy(), bias)
+
+    class Net(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.d = keras.layers.Dense(1)
+
+        def call(self, inputs):
+            return self.d(inputs)
+
+    net = Net()
+    net(x)
+    net.set_weights([kernel, bias])
+    net.save_weights(os.path.join(tmp_path, "w"))
+    fresh_net = Net()
+    status = fresh_net.load_weights(os.path.join(tmp_path, "w"))
+    np.testing.assert_array_equal(fresh_net(x).numpy(), [[6.0]])
+    status.assert_consumed()
+
+
 def test_metric_update_on_tensors_is_one_op_with_keras_values():
     from tapejax.keras import calls
     a, b = keras.metrics.SparseCategoricalAccuracy(), keras.metrics.SparseCategoricalAccuracy()

@@ -18,7 +18,9 @@
 * ``tapejax.train.Checkpoint(model=model, optimizer=opt)``: Keras layers,
   models, optimizers and metrics are trackable objects whose variables are
   keyed by their Keras paths (``model/sequential/dense/kernel``)
-  (``train.trackable.register_trackable``).
+  (``train.trackable.register_trackable``).  A restore into a layer or model not built yet
+  (TF's deferred restoration) is applied at the end of each layer's ``build``
+  (``Layer._post_build``), so the first call already reads the saved weights.
 * A Keras 3 optimizer applying gradients outside a Keras scope (a tape loop's
   ``apply_gradients``) runs Keras's backend-agnostic ``_backend_apply_gradients``, the one TF's
   Keras 3 runs, not the JAX backend's (``jax.lax.cond`` on the step's predicate, ``.astype`` on
@@ -305,6 +307,35 @@ def _sweep_after_build(build):
     return wrapped
 
 
+def _sweep_after_layer_build(post_build):
+    """A Keras layer's ``_post_build`` (the end of its ``build``, however it was called: its first
+    call, ``model.build(shape)``, a parent's build), then the waits of a restore swept: a checkpoint
+    restored into the layer before it was built (TF's deferred restoration) gives the variables
+    ``build`` made their saved values before anything reads them.  Keras variables are not made by
+    ``tapejax.Variable.__init__``, so ``core.variable.CREATION_HOOKS`` never sees them; and the
+    whole build must be done first (a layer's checkpoint keys, ``vars/N``, are positions in its
+    variable lists).  Inside a Keras scope (a sublayer built by a symbolic or stateless call: its
+    variables are initialized when the scope ends) and while a ``tapejax.function`` traces (it
+    announces the variables it made when its trace ends, which sweeps) the sweep waits: the
+    outermost build, or ``calls.call_stateful`` after a first call's plan, sweeps then."""
+    @functools.wraps(post_build)
+    def wrapped(self, *args, **kwargs):
+        out = post_build(self, *args, **kwargs)
+        sweep_restore()
+        return out
+
+    setattr(wrapped, "_tapejax_on_tape", True)
+    return wrapped
+
+
+def sweep_restore() -> None:
+    """Sweep a waiting restore's waits now, unless inside a Keras scope or a ``tapejax.function``'s
+    trace (see ``_sweep_after_layer_build``)."""
+    from ..train import restore
+    if restore.waiting() and not _kvars.in_keras_scope() and _state._local.collector is None:
+        restore.sweep()
+
+
 def _install_checkpoint() -> None:
     """Keras layers, models, optimizers and metrics as checkpoint trackables (``train.trackable``'s
     protocol): their children are their variables, by Keras's own weights-file paths; a layer
@@ -318,6 +349,9 @@ def _install_checkpoint() -> None:
     for cls in (Layer, BaseOptimizer):
         trackable.register_trackable(cls, children=keras_children, lookup=tf_keras_lookup)
     trackable.register_trackable(Metric, children=keras_children)
+    post_build = Layer._post_build
+    if not getattr(post_build, "_tapejax_on_tape", False):
+        Layer._post_build = _sweep_after_layer_build(post_build)   # pyright: ignore[reportAttributeAccessIssue]
     todo, seen = [BaseOptimizer], set()
     while todo:   # (every optimizer class's own build: Adam's builds its lists, then calls its base's)
         cls = todo.pop()

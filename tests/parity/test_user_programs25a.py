@@ -26,12 +26,12 @@ a replay buffer in Variables of unknown length; learning-rate argument kinds and
 frozen discriminator in a Keras GAN; Keras models built by the first trace of a compiled step.
 Data is NumPy's, fed in.
 
-The strict xfails at the end name open tapejax differences: a ``tf.train.Checkpoint`` or
-``load_weights(prefix)`` restored into an unbuilt Keras layer or model (the weights its build
-makes are not restored), a custom layer whose ``build`` makes its own weight while a sublayer
-builds in ``call`` and a subclassed model built by ``model.build(shape)`` (RuntimeError at the
-first call), a subclassed model of two sublayers first built inside a ``tf.function`` trace
-(RecursionError).  ``tf.function(keras_model)`` (a TypeError when this round found it) passes.
+The strict xfails at the end name open tapejax differences: a custom layer whose ``build`` makes
+its own weight while a sublayer builds in ``call`` and a subclassed model built by
+``model.build(shape)`` (RuntimeError at the first call), a subclassed model of two sublayers first
+built inside a ``tf.function`` trace (RecursionError).  ``tf.function(keras_model)`` (a TypeError
+when this round found it) and a ``tf.train.Checkpoint`` or ``load_weights(prefix)`` restored into an
+unbuilt Keras layer or model (its build's weights were left at their initial values) pass.
 """
 import numpy as np
 
@@ -1272,8 +1272,6 @@ def _saved_dense(tf, d):
     return tf.train.Checkpoint(model=layer).save(os.path.join(d, "ckpt"))
 
 
-@xfail_on_tapejax("a Checkpoint restored into an unbuilt Keras layer never restores the weights "
-                  "its build creates (they keep their fresh initial values until a status check)")
 @parity(modes=True)
 def test_checkpoint_restored_into_an_unbuilt_keras_layer(tf):
     """Deferred restoration into a Keras layer built after the restore (the usual resume of a
@@ -1287,8 +1285,6 @@ def test_checkpoint_restored_into_an_unbuilt_keras_layer(tf):
     return fresh(np.ones((1, 2), np.float32)), fresh.kernel, fresh.bias
 
 
-@xfail_on_tapejax("load_weights(prefix) into an unbuilt subclassed Keras model does not restore the "
-                  "weights its first call creates")
 @parity(modes=True)
 def test_load_weights_prefix_into_an_unbuilt_subclassed_model(tf):
     """tf_keras' TF-format ``save_weights(prefix)`` / ``load_weights(prefix)`` into a subclassed
