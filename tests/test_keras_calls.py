@@ -323,6 +323,60 @@ def test_a_call_structure_is_traced_once():
     assert Counting.traces == steady
 
 
+def test_a_first_call_that_builds_a_sublayer_is_planned_again_over_all_variables():
+    """A custom layer whose ``build`` makes only its own weight (its Dense sublayer builds inside
+    ``call``) and a subclassed model built by ``model.build(shape)`` (Keras 3 leaves the sublayer
+    unbuilt): the first call's plan makes the sublayer's variables, so the call is keyed and
+    planned again over all of them (a RuntimeError before).  Known values: all-ones weights."""
+    class Block(K3.layers.Layer):
+        def __init__(self):
+            super().__init__()
+            self.inner = K3.layers.Dense(3, kernel_initializer="ones")
+
+        def build(self, input_shape):
+            self.scale = self.add_weight(name="scale", shape=(3,), initializer="ones")
+
+        def call(self, x):
+            return self.inner(x) * self.scale
+
+    block = Block()
+    x = np.array([[1.0, 2.0]], np.float32)
+    with tf.GradientTape() as tape:
+        out = block(x)
+        loss = tf.reduce_sum(out * tf.constant([1.0, 2.0, 3.0]))
+    np.testing.assert_array_equal(out.numpy(), [[3.0, 3.0, 3.0]])
+    grads = tape.gradient(loss, block.trainable_weights)
+    assert [w.name for w in block.trainable_weights] == ["scale", "kernel", "bias"]
+    np.testing.assert_array_equal(grads[0].numpy(), [3.0, 6.0, 9.0])
+    np.testing.assert_array_equal(grads[1].numpy(), [[1.0, 2.0, 3.0], [2.0, 4.0, 6.0]])
+    np.testing.assert_array_equal(block(x).numpy(), [[3.0, 3.0, 3.0]])   # (the second call's plan)
+
+    class Net(K3.Model):
+        def __init__(self):
+            super().__init__()
+            self.d = K3.layers.Dense(1, kernel_initializer="ones")
+
+        def call(self, inputs):
+            return self.d(inputs)
+
+    model = Net()
+    model.build((None, 2))
+    assert not model.d.built
+    np.testing.assert_array_equal(model(x).numpy(), [[3.0]])
+    assert len(model.weights) == 2
+
+
+def test_a_recorded_call_replayed_after_its_layer_changed_variables_raises():
+    """What ``_variables`` guards: a tape's recorded call replayed (``tape.gradient``) after a layer
+    of the model was frozen (its variables listed otherwise) is an error, not a wrong gradient."""
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2), keras.layers.Dense(1)])
+    with tf.GradientTape() as tape:
+        y = tf.reduce_sum(model(np.ones((1, 2), np.float32)))
+    model.layers[0].trainable = False
+    with pytest.raises(RuntimeError, match="changed its variables"):
+        tape.gradient(y, model.layers[1].trainable_variables)
+
+
 def test_one_output_calls_are_deferred_state_updates_run_now():
     model = mlp(bn=True)
     before = model.layers[1].moving_mean.numpy()

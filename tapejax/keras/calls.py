@@ -32,7 +32,9 @@ no symbolic tensors, no raw JAX tracers among its inputs) runs as
 Each key (``keys.CallKey``) and argument shapes are traced once abstractly
 (``_plan``, ``jax.make_jaxpr``): that gives the output structure, which
 variables the call updates and which layer owns each loss (``CallInfo``), and
-which operands each result depends on.  Results that depend on the same
+which operands each result depends on (a plan whose trace made variables, a
+sublayer built by the layer's first call, is dropped and the call keyed again
+over all of them: ``_grew``).  Results that depend on the same
 operands are one op (a ``Group``) that takes only those, so TF's ``None``
 holds for what a result does not depend on; the state updates are one more
 op no tape records.  A group with one result is the one-output op, which
@@ -158,6 +160,22 @@ def _masked_layer_caller(layer, args, kwargs):
         if m is not None:
             set_keras_mask(x, m)
     return _ORIG["layer"](layer, *args, **kwargs)
+
+
+class _Grown(Exception):
+    """Planning a layer's call made new variables (``_grew``): the call is keyed again."""
+
+
+def _grew(key: CallKey) -> bool:
+    """Whether the layer's variables differ from the key's after planning its call: a sublayer that
+    builds on its first call (a custom layer whose ``build`` makes only its own weights, a model
+    built by ``model.build(shape)``, which in Keras 3 leaves its sublayers unbuilt) made its
+    variables inside the plan's trace, as Keras's eager first call does (they are initialized
+    concretely when Keras's scope ends: ``KerasVariable._deferred_initialize``)."""
+    assert key.state is not None
+    obj = key.target.get()
+    st = key.state(obj)
+    return tuple(v._id for v in st.trainable + st.other) != key.var_ids
 
 
 def _variables(key: CallKey, obj) -> State:
@@ -361,7 +379,10 @@ def _bind(key: CallKey, operands, n_var: int):
     pkey = (key, tuple([_aval(x) for x in operands[n_var:]]))
     plan = _PLANS.get(pkey)
     if plan is None:
-        plan = _PLANS.setdefault(pkey, _plan(key, operands))
+        plan = _plan(key, operands)
+        if key.state is not None and _grew(key):
+            raise _Grown()   # (nothing ran: the plan's trace built a sublayer; its key is not this one)
+        plan = _PLANS.setdefault(pkey, plan)
     if plan.sparse is not None:
         return bind_sparse(plan.sparse, operands, plan.n_results), plan.info
     groups = plan.groups
@@ -407,9 +428,16 @@ def _build(layer, a: Args) -> None:
 
 
 def call_stateful(obj, args, kwargs, caller: Callable[..., Any], state: Callable[[Any], State],
-                  what: str, convert: Optional[Callable[[Any], Any]] = None):
+                  what: str, convert: Optional[Callable[[Any], Any]] = None, grown: int = 0):
     """``caller(obj, args, kwargs)`` as one tape op over the variables ``state(obj)`` names and the
-    arguments' arrays; the updates it makes are written back, the losses it adds put in place."""
+    arguments' arrays; the updates it makes are written back, the losses it adds put in place.
+
+    A call whose planning builds more of the layer (a sublayer built by the first call: ``_grew``)
+    is keyed and planned again over all its variables, once the new ones hold their values (a
+    restore waiting for them applied: ``hooks.sweep_restore``), so the first call reads the
+    variables it made, as Keras's and TF's first calls do.  Later calls of the same structure
+    find the plan; a recorded call whose layer changes its variables afterwards still raises
+    when replayed (``_variables``)."""
     a = split(args, kwargs, convert)
     if a.symbolic:
         return caller(obj, args, kwargs)
@@ -432,7 +460,14 @@ def call_stateful(obj, args, kwargs, caller: Callable[..., Any], state: Callable
         if isinstance(state, _keys.WithGenerator):
             raise
         _keys.mark_drawing(obj)
-        return call_stateful(obj, args, kwargs, caller, _keys.WithGenerator(state), what, convert)
+        return call_stateful(obj, args, kwargs, caller, _keys.WithGenerator(state), what, convert, grown)
+    except _Grown:   # (raised after planning: nothing ran) the first call built a sublayer
+        if grown >= _MAX_GROWN:
+            raise RuntimeError(f"{what}: each call of this Keras layer makes new variables; make them in "
+                               "__init__ or build, once, as Keras requires") from None
+        from .hooks import sweep_restore
+        sweep_restore()
+        return call_stateful(obj, args, kwargs, caller, state, what, convert, grown + 1)
     n_out, n_up = info.n_out, len(info.updated)
     for i, t in zip(info.updated, outs[n_out:n_out + n_up]):
         variables[i].assign(t)
@@ -447,6 +482,9 @@ def call_stateful(obj, args, kwargs, caller: Callable[..., Any], state: Callable
         for i, m in zip(info.masked, outs[len(outs) - len(info.masked):]):
             set_keras_mask(outs[i], m)
     return jax.tree_util.tree_unflatten(info.out_tree, outs[:n_out])
+
+
+_MAX_GROWN = 2   # (one plan's trace builds every sublayer the call reaches: more means each call makes some)
 
 
 def call_layer(layer, args, kwargs):

@@ -26,12 +26,12 @@ a replay buffer in Variables of unknown length; learning-rate argument kinds and
 frozen discriminator in a Keras GAN; Keras models built by the first trace of a compiled step.
 Data is NumPy's, fed in.
 
-The strict xfails at the end name open tapejax differences: a custom layer whose ``build`` makes
-its own weight while a sublayer builds in ``call`` and a subclassed model built by
-``model.build(shape)`` (RuntimeError at the first call), a subclassed model of two sublayers first
-built inside a ``tf.function`` trace (RecursionError).  ``tf.function(keras_model)`` (a TypeError
-when this round found it) and a ``tf.train.Checkpoint`` or ``load_weights(prefix)`` restored into an
-unbuilt Keras layer or model (its build's weights were left at their initial values) pass.
+The strict xfail at the end names an open tapejax difference: a subclassed model of two sublayers
+first built inside a ``tf.function`` trace (RecursionError).  Found by this round and passing now:
+``tf.function(keras_model)`` (a TypeError), a ``tf.train.Checkpoint`` or ``load_weights(prefix)``
+restored into an unbuilt Keras layer or model (its build's weights were left at their initial
+values), a custom layer whose ``build`` makes its own weight while a sublayer builds in ``call``
+and a subclassed model built by ``model.build(shape)`` (a RuntimeError at the first call).
 """
 import numpy as np
 
@@ -1312,9 +1312,6 @@ def test_load_weights_prefix_into_an_unbuilt_subclassed_model(tf):
     return fresh(x), [w.numpy() for w in fresh.weights]
 
 
-@xfail_on_tapejax("the first call of a custom Keras layer whose build() makes its own weight while a "
-                  "sublayer builds inside call() raises RuntimeError 'changed its variables since "
-                  "this call was recorded'")
 @parity(modes=True)
 def test_custom_layer_whose_build_leaves_its_sublayer_to_the_first_call(tf):
     """A custom layer holding a Dense made in ``__init__`` and defining ``build`` only for its
@@ -1340,8 +1337,6 @@ def test_custom_layer_whose_build_leaves_its_sublayer_to_the_first_call(tf):
     return out, len(block.trainable_weights), tape.gradient(loss, block.trainable_weights)
 
 
-@xfail_on_tapejax("a subclassed Keras model built by model.build(input_shape) (which in Keras 3 leaves "
-                  "its sublayers unbuilt) raises RuntimeError on its first call")
 @parity(modes=True)
 def test_subclassed_model_built_by_build_then_called(tf):
     """``model.build((None, 2))`` on a subclassed model before its first call (to print a summary
