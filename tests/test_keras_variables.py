@@ -113,6 +113,47 @@ def test_function_threads_a_value_read_through_keras():
     assert f.experimental_get_tracing_count() == 1
 
 
+def test_a_model_first_built_inside_a_function_trace_reads_its_new_variables():
+    """A subclassed model of two Dense layers first called inside a ``tapejax.function``: Keras
+    builds the sublayers inside its symbolic call (a Keras scope), where their variables are not
+    initialized yet: a read there is Keras's placeholder, never the function's state (a
+    RecursionError before: ``value`` -> ``touch`` -> ``_value`` -> ``value``), and the variables
+    made there are the function's created ones (``_deferred_initialize``: given their values when
+    the trace ends, then the function traces again reading them).  All-ones kernels:
+    ``[[1, 2], [3, 5]]`` gives ``2 * (x1 + x2)``, and twice that through a model around it."""
+    class Net(K3.Model):
+        def __init__(self, n):
+            super().__init__()
+            self.d1 = K3.layers.Dense(2, kernel_initializer="ones")
+            self.d2 = K3.layers.Dense(n, kernel_initializer="ones")
+
+        def call(self, inputs):
+            return self.d2(self.d1(inputs))
+
+    x = np.array([[1.0, 2.0], [3.0, 5.0]], np.float32)
+    model = Net(1)
+    f = tf.function(lambda x: model(x))
+    for _ in range(2):
+        np.testing.assert_array_equal(f(x).numpy(), [[6.0], [16.0]])
+    assert len(model.weights) == 4
+    model.d2.kernel.assign(2 * np.ones((2, 1), np.float32))   # (the kernel is the function's state)
+    np.testing.assert_array_equal(f(x).numpy(), [[12.0], [32.0]])
+
+    class Outer(K3.Model):
+        def __init__(self):
+            super().__init__()
+            self.inner = Net(2)
+            self.head = K3.layers.Dense(1, kernel_initializer="ones")
+
+        def call(self, inputs):
+            return self.head(self.inner(inputs))
+
+    outer = Outer()
+    g = tf.function(lambda x: outer(x))
+    np.testing.assert_array_equal(g(x).numpy(), [[12.0], [32.0]])
+    assert len(outer.weights) == 6
+
+
 def test_assign_from_another_variable_reads_it():
     """``target.assign(source)`` between Keras variables (a DQN's target sync) reads ``source``:
     inside a ``tapejax.function`` as an input, not its value at trace time as a constant (the

@@ -31,13 +31,20 @@ Which side wins where they overlap, and why:
   Keras-2 variables (a regularization term written by hand is differentiated),
   and ``v.assign_sub(lr * g)`` stays pending as any tapejax update;
 * ``value`` stays Keras's property (Keras reads it everywhere), but tells a
-  tracing ``tapejax.function`` that the variable is read;
+  tracing ``tapejax.function`` that the variable is read (the collector then reads
+  the storage, even inside a Keras scope); a variable not initialized yet (made
+  inside a Keras scope: a sublayer built by its model's symbolic call) gives
+  Keras's placeholder and is no state of the function; made while a function
+  traces, it is one of the function's created Variables when Keras initializes it
+  (``_deferred_initialize``), so a model first built inside a compiled step reads
+  its new weights (and a restore waiting for them applies) as one built eagerly;
 * ``assign`` casts to the variable's dtype as Keras does, then assigns through
   tapejax (so a compiled step writes it back) and returns the variable.
 """
 from __future__ import annotations
 
 import copy
+import threading
 from typing import Any
 
 import jax
@@ -56,7 +63,11 @@ from ..core.variable import Variable
 
 __all__ = ["AdoptedVariable", "KerasVariable", "as_keras_variable", "check_variable", "in_keras_scope", "install"]
 
-_STORAGE: Any = Variable.__dict__["_value"]   # tapejax's value property (over the ``_val`` slot)
+_STORAGE: Any = Variable.__dict__["_value"]
+#: ``var``: the variable a tracing ``tapejax.function``'s collector is being told about (from
+#: ``KerasVariable.value``): its ``_value`` is the storage, even inside a Keras scope, where
+#: reading it would otherwise tell the collector again (a RecursionError)
+_TOUCHING = threading.local()   # tapejax's value property (over the ``_val`` slot)
 _META: Any = Variable.__dict__["_meta"]
 
 
@@ -112,6 +123,9 @@ class KerasVariable(_BackendVariable, Variable):
         plan its ops): the initial value is computed concretely, as at creation."""
         with jax.ensure_compile_time_eval():
             super()._deferred_initialize()
+        col = _state._local.collector
+        if col is not None and self._val is not None:   # made while a tapejax.function traces: as in
+            col.created(self)   # ``__init__``, the function gives it its value and announces it
 
     # -- trainable: Keras's view and the tape's ---------------------------------------
     @property
@@ -137,22 +151,27 @@ class KerasVariable(_BackendVariable, Variable):
             v = scope.state_mapping.get(id(self))
             if v is not None:
                 return self._maybe_autocast(v)
+        init = getattr(self, "_initializer")
+        if self._val is None and init is not None:   # not initialized yet (created in a Keras scope):
+            return self._maybe_autocast(init(self._shape, dtype=self._dtype))   # Keras's placeholder
         col = _state._local.collector
-        if col is not None:   # a tapejax.function traces: the variable is part of its state
-            col.touch(self, False)
+        if col is not None and getattr(_TOUCHING, "var", None) is not self:
+            # a tapejax.function traces: the variable is part of its state.  The collector reads
+            # ``_value``, which inside a Keras scope is this property: it reads the storage then
+            prev, _TOUCHING.var = getattr(_TOUCHING, "var", None), self
+            try:
+                col.touch(self, False)
+            finally:
+                _TOUCHING.var = prev
         self._own = None   # the buffer is handed out
         self._lent = None
-        v = _STORAGE.fget(self)   # (a pending update is computed)
-        init = getattr(self, "_initializer")
-        if v is None and init is not None:   # not initialized yet (created in a Keras scope): Keras's
-            return self._maybe_autocast(init(self._shape, dtype=self._dtype))   # placeholder
-        return self._maybe_autocast(v)
+        return self._maybe_autocast(_STORAGE.fget(self))   # (a pending update is computed)
 
     @property
     def _value(self):   # pyright: ignore[reportIncompatibleVariableOverride]
         """tapejax's storage; inside a Keras scope the value Keras gives there (so tapejax ops in a
         layer's ``call`` see the scope's tracers)."""
-        if in_keras_scope():
+        if in_keras_scope() and getattr(_TOUCHING, "var", None) is not self:
             return self.value
         return _STORAGE.fget(self)
 

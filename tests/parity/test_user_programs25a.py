@@ -26,16 +26,17 @@ a replay buffer in Variables of unknown length; learning-rate argument kinds and
 frozen discriminator in a Keras GAN; Keras models built by the first trace of a compiled step.
 Data is NumPy's, fed in.
 
-The strict xfail at the end names an open tapejax difference: a subclassed model of two sublayers
-first built inside a ``tf.function`` trace (RecursionError).  Found by this round and passing now:
-``tf.function(keras_model)`` (a TypeError), a ``tf.train.Checkpoint`` or ``load_weights(prefix)``
-restored into an unbuilt Keras layer or model (its build's weights were left at their initial
-values), a custom layer whose ``build`` makes its own weight while a sublayer builds in ``call``
-and a subclassed model built by ``model.build(shape)`` (a RuntimeError at the first call).
+The programs at the end are the tapejax differences this round found, all passing now (no xfail
+is left): ``tf.function(keras_model)`` (a TypeError), a ``tf.train.Checkpoint`` or
+``load_weights(prefix)`` restored into an unbuilt Keras layer or model (its build's weights were
+left at their initial values), a custom layer whose ``build`` makes its own weight while a sublayer
+builds in ``call`` and a subclassed model built by ``model.build(shape)`` (a RuntimeError at the
+first call), a subclassed model of two sublayers first built inside a ``tf.function`` trace (a
+RecursionError).
 """
 import numpy as np
 
-from .harness import init_array, keras_init, mlp, mlp_vars, parity, raises, xfail_on_tapejax
+from .harness import init_array, keras_init, mlp, mlp_vars, parity, raises
 
 TOL = dict(rtol=2e-4, atol=2e-5)
 
@@ -1354,8 +1355,6 @@ def test_subclassed_model_built_by_build_then_called(tf):
     return model(np.array([[1.0, 2.0]], np.float32))
 
 
-@xfail_on_tapejax("a subclassed Keras model with two sublayers, first called (built) while a tf.function "
-                  "traces, raises RecursionError in tapejax/keras/variables.py (value -> touch -> _value)")
 @parity(modes=True)
 def test_subclassed_two_layer_model_first_called_inside_a_function(tf):
     """A subclassed model of two Dense layers, never called before, whose first call (building
