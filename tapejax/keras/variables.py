@@ -63,11 +63,11 @@ from ..core.variable import Variable
 
 __all__ = ["AdoptedVariable", "KerasVariable", "as_keras_variable", "check_variable", "in_keras_scope", "install"]
 
-_STORAGE: Any = Variable.__dict__["_value"]
+_STORAGE: Any = Variable.__dict__["_value"]   # tapejax's value property (over the ``_val`` slot)
 #: ``var``: the variable a tracing ``tapejax.function``'s collector is being told about (from
 #: ``KerasVariable.value``): its ``_value`` is the storage, even inside a Keras scope, where
 #: reading it would otherwise tell the collector again (a RecursionError)
-_TOUCHING = threading.local()   # tapejax's value property (over the ``_val`` slot)
+_TOUCHING = threading.local()
 _META: Any = Variable.__dict__["_meta"]
 
 
