@@ -614,7 +614,7 @@ def test_iterator_read_inside_a_function_until_get_next_as_optional_is_empty(tf)
     """An iterator made outside a ``tf.function`` and read inside: ``next(it)`` once per call for
     two calls, then a converted ``while more:`` reading ``get_next_as_optional()`` in its body and
     draining the rest with a running sum and count; a second ``iter`` over the same dataset
-    restarts it.  (The Optional itself as the loop variable is an xfail below.)"""
+    restarts it.  (The Optional itself as the loop variable: a program below.)"""
     ds = tf.data.Dataset.range(1, 8).map(lambda v: tf.cast(v, tf.float32) * 0.5)
 
     @tf.function
