@@ -199,3 +199,12 @@ def test_an_integration_that_cannot_load_at_import_keras_says_so():
                                         if issubclass(w.category, RuntimeWarning)])
     """)
     assert out.split() == ["jax", "[1]"]
+
+
+def test_every_module_of_the_package_is_imported_by_name_not_looked_up_in_keras():
+    """``tapejax.keras.__getattr__`` hands every other name to Keras: a module of the package missing
+    from ``_SUBMODULES`` would be looked up in Keras while ``_setup.load`` imports it (a recursion)."""
+    import tapejax.keras as tk
+    here = os.path.join(ROOT, "tapejax", "keras")
+    modules = {f[:-3] for f in os.listdir(here) if f.endswith(".py") and not f.startswith("_")}
+    assert modules == set(tk._SUBMODULES)

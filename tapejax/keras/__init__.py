@@ -36,9 +36,10 @@ _WRAPPED = ("losses", "activations", "ops", "metrics", "utils")
 _COMPLETED = ("mixed_precision", "backend")
 
 #: This package's own modules (imported by name, never looked up as Keras names).
-_SUBMODULES = frozenset({"calls", "data_adapter", "directory_datasets", "gathers", "grouping", "hooks", "keys", "namespace",
-                         "optimizer_state", "output_rules", "output_spec", "resizing", "rnn_cell", "rnn_states", "tf_backed",
-                         "tfsm_layer", "trainer", "variables"})
+_SUBMODULES = frozenset({"call_hooks", "calls", "control", "data_adapter", "directory_datasets", "gathers", "grouping",
+                         "hooks", "keys", "legacy_backend", "namespace", "optimizer_state", "output_rules", "output_spec",
+                         "resizing", "rnn_cell", "rnn_states", "tf_backed", "tfsm_layer", "timeseries", "trainer",
+                         "variables"})
 
 #: Keras's names, loaded by ``__getattr__`` on first access (any other Keras name works too).
 KERAS_NAMES = ("layers", "Sequential", "Model", "Input", "Layer", "Variable", "losses", "metrics", "activations",

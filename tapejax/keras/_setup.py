@@ -106,7 +106,7 @@ def load() -> ModuleType:
             keras = importlib.import_module("keras")
         _check_loaded(keras)
         from . import (
-            calls,
+            call_hooks,
             data_adapter,
             hooks,
             namespace,
@@ -120,7 +120,7 @@ def load() -> ModuleType:
             variables,
         )
         variables.install()
-        calls.install()
+        call_hooks.install()
         trainer.install()
         output_rules.install()
         rnn_states.install()   # (after trainer's: it wraps the loops trainer set)

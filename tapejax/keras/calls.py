@@ -45,7 +45,7 @@ so its gradient is ``IndexedSlices`` as TF's, and the rest of the call runs as
 pieces of its traced jaxpr (``SparsePlan``).  Keras functions (losses, activations,
 ``keras.ops``, regularizers) go through the same op with a function as the
 target and no variables (``call_function``); ``Loss.__call__``, weight
-regularization losses and ``Layer.__call__`` are hooked here (``install``).
+regularization losses and ``Layer.__call__`` are hooked to these (``call_hooks``).
 """
 from __future__ import annotations
 
@@ -64,9 +64,9 @@ from ..core.bind import bind, define
 from ..core.caches import LRU
 from ..core.tensor import Tensor
 from ..core.variable import Variable
-from ..ops.random import DrawInTrace, call_scope, state_scope
+from ..ops.random import DrawInTrace, call_scope
 from ..ops.tf_rules import with_tf_rules
-from . import keys as _keys, output_spec, tf_backed as _tf_backed, variables as _kvars
+from . import keys as _keys, variables as _kvars
 from .gathers import SparsePlan, bind_sparse, gathers_a_variable, sparse_plan
 from .grouping import group_results, in_order
 from .keys import (
@@ -75,7 +75,6 @@ from .keys import (
     CallKey,
     State,
     autocast,
-    has_tensor,
     join,
     keep_alive,
     layer_state,
@@ -86,9 +85,12 @@ from .keys import (
 
 _META: Any = Variable.__dict__["_meta"]   # tapejax's shape and dtype of a variable's own value
 
-__all__ = ["CallInfo", "CallKey", "call_function", "call_layer", "install"]
+__all__ = ["CallInfo", "CallKey", "call_function", "call_layer", "call_stateful", "is_tensor"]
 
 _Tracer = jax.core.Tracer
+
+#: Keras's own methods, recorded by ``call_hooks.install`` before it puts its hooks in their place.
+KERAS_OWN: dict[str, Any] = {}
 class Group(NamedTuple):
     """One op of a call: the results that depend on the same operands, and only those operands."""
 
@@ -119,12 +121,12 @@ _PLANS = LRU("keras_call_plans", 4096)
 # The op's function
 # ---------------------------------------------------------------------------
 
-def _is_tensor(x):
+def is_tensor(x):
     return isinstance(x, (Tensor, Variable))
 
 
 def _flat_out(out, masks=None):
-    leaves, tree = jax.tree_util.tree_flatten(out, is_leaf=_is_tensor)
+    leaves, tree = jax.tree_util.tree_flatten(out, is_leaf=is_tensor)
     flat = []
     for i, x in enumerate(leaves):
         if masks is not None:
@@ -144,7 +146,7 @@ def layer_tree(layer) -> list:
 
 
 def _layer_caller(layer, args, kwargs):
-    return _ORIG["layer"](layer, *args, **kwargs)
+    return KERAS_OWN["layer"](layer, *args, **kwargs)
 
 
 _MASKS = "_tapejax_input_masks"
@@ -159,7 +161,7 @@ def _masked_layer_caller(layer, args, kwargs):
     for x, m in zip(jax.tree_util.tree_leaves(args[0]), masks):
         if m is not None:
             set_keras_mask(x, m)
-    return _ORIG["layer"](layer, *args, **kwargs)
+    return KERAS_OWN["layer"](layer, *args, **kwargs)
 
 
 class _Grown(Exception):
@@ -434,7 +436,7 @@ def call_stateful(obj, args, kwargs, caller: Callable[..., Any], state: Callable
 
     A call whose planning builds more of the layer (a sublayer built by the first call: ``_grew``)
     is keyed and planned again over all its variables, once the new ones hold their values (a
-    restore waiting for them applied: ``hooks.sweep_restore``), so the first call reads the
+    restore waiting for them applied: ``variables.sweep_restore``), so the first call reads the
     variables it made, as Keras's and TF's first calls do.  Later calls of the same structure
     find the plan; a recorded call whose layer changes its variables afterwards still raises
     when replayed (``_variables``)."""
@@ -465,8 +467,7 @@ def call_stateful(obj, args, kwargs, caller: Callable[..., Any], state: Callable
         if grown >= _MAX_GROWN:
             raise RuntimeError(f"{what}: each call of this Keras layer makes new variables; make them in "
                                "__init__ or build, once, as Keras requires") from None
-        from .hooks import sweep_restore
-        sweep_restore()
+        _kvars.sweep_restore()
         return call_stateful(obj, args, kwargs, caller, state, what, convert, grown + 1)
     n_out, n_up = info.n_out, len(info.updated)
     for i, t in zip(info.updated, outs[n_out:n_out + n_up]):
@@ -492,7 +493,7 @@ def call_layer(layer, args, kwargs):
     caller = _layer_caller
     if args and kwargs.get("mask") is None:
         masks = [get_keras_mask(x) if isinstance(x, Tensor) else None
-                 for x in jax.tree_util.tree_leaves(args[0], is_leaf=_is_tensor)]
+                 for x in jax.tree_util.tree_leaves(args[0], is_leaf=is_tensor)]
         if any(m is not None for m in masks):
             caller, kwargs = _masked_layer_caller, dict(kwargs, **{_MASKS: masks})
     out = call_stateful(layer, args, kwargs, caller, layer_state,
@@ -523,113 +524,3 @@ def call_function(fn: Any, args, kwargs, caller: Callable[..., Any] = _plain):
                         f"to record it on the tape; got {a.static!r}") from None
     outs, info = _bind(key, a.dyn, 0)
     return jax.tree_util.tree_unflatten(info.out_tree, list(outs[:info.n_out]))
-
-
-# ---------------------------------------------------------------------------
-# Installing the hooks on Keras's classes
-# ---------------------------------------------------------------------------
-
-_ORIG: dict = {}
-
-
-def _layer_call(self, *args, **kwargs):
-    if _kvars.in_keras_scope():
-        return _ORIG["layer"](self, *args, **kwargs)
-    if _tf_backed.TF_BACKED and isinstance(self, tuple(_tf_backed.TF_BACKED)):
-        return _tf_backed.call_tf_backed(_ORIG["layer"], self, args, kwargs)
-    return call_layer(self, args, kwargs)
-
-
-def _loss_init(self, name=None, reduction="sum_over_batch_size", dtype=None):
-    """Keras's ``Loss.__init__`` taking ``tf.keras.losses.Reduction.AUTO`` too, as tf.keras's losses
-    do: outside a distribution strategy's replica it is ``SUM_OVER_BATCH_SIZE``."""
-    if reduction == "auto":
-        reduction = "sum_over_batch_size"
-    _ORIG["loss_init"](self, name=name, reduction=reduction, dtype=dtype)
-
-
-def _loss_caller(loss, args, kwargs):
-    return _ORIG["loss"](loss, *args, **kwargs)
-
-
-def _loss_call(self, y_true, y_pred, sample_weight=None):
-    if _kvars.in_keras_scope() or not has_tensor((y_true, y_pred, sample_weight), {}):
-        return _ORIG["loss"](self, y_true, y_pred, sample_weight)
-    return call_function(self, (y_true, y_pred), {"sample_weight": sample_weight}, _loss_caller)
-
-
-def _regularization_losses(self):
-    """``Layer._get_regularization_losses``; outside a Keras scope each regularizer is a tape op
-    over its variable's read, so a regularization term is differentiated."""
-    if _kvars.in_keras_scope():
-        return _ORIG["reg"](self)
-    return [call_function(v.regularizer, (v,), {}) for v in self.trainable_weights
-            if v.regularizer is not None]
-
-
-def _traced_value(x):
-    if isinstance(x, (Tensor, Variable)) and isinstance(x._value, _Tracer):
-        return x._value
-    return x
-
-
-def _add_loss(self, loss):
-    """``Layer.add_loss``: a loss made by ``tf.*`` ops inside a layer's ``call`` is a tapejax
-    Tensor over a tracer of the call op (or of Keras's symbolic build); Keras takes the tracer
-    (it comes back as one of the op's results, ``model.losses``)."""
-    return _ORIG["add_loss"](self, jax.tree_util.tree_map(_traced_value, loss, is_leaf=_is_tensor))
-
-
-def _plain_step_results(x):
-    return x._value if isinstance(x, Tensor) else x
-
-
-def _rnn(step_function, inputs, initial_states, *args, **kwargs):
-    """Keras's ``backend.rnn`` (the loop of ``keras.layers.RNN``): a user's cell written with
-    ``tf.*`` ops returns tapejax Tensors over the loop's tracers; ``lax.scan`` gets their arrays."""
-    def step(x, states):
-        return jax.tree_util.tree_map(_plain_step_results, step_function(x, states), is_leaf=_is_tensor)
-    return _ORIG["rnn"](step, inputs, initial_states, *args, **kwargs)
-
-
-def _compute_output_spec(fn, *args, **kwargs):
-    """Keras's symbolic call (a functional model's construction, a build by a symbolic call): a layer
-    whose ``call`` uses ``tf.*`` ops returns tapejax Tensors over the trace's tracers; Keras gets
-    their arrays (it refused the Tensors: "All operation outputs must be tensors"); TF's ``None``
-    where Keras's symbolic dimension cannot be divided (``output_spec``).  A draw from TF's global
-    random stream (``tf.random.normal`` with no seed) in it draws from a throwaway key: only shapes
-    are computed, and the global stream does not move (TF's symbolic call builds a graph)."""
-    def plain(*a, **k):
-        with state_scope(jax.random.PRNGKey(0)):
-            out = fn(*a, **k)
-        return jax.tree_util.tree_map(_plain_step_results, out, is_leaf=_is_tensor)
-    return output_spec.infer(_ORIG["spec"], plain, args, kwargs)
-
-
-def install() -> None:
-    """Put the hooks on Keras's ``Layer.__call__``, ``Layer.add_loss``, ``Loss.__call__``,
-    regularization losses, ``backend.rnn`` and ``backend.compute_output_spec``."""
-    from keras.src.layers.layer import Layer
-    from keras.src.losses.loss import Loss
-    if "layer" in _ORIG:
-        return
-    _ORIG["layer"] = Layer.__call__
-    from keras.src.layers.preprocessing.hashed_crossing import HashedCrossing
-    from keras.src.layers.preprocessing.hashing import Hashing
-    from keras.src.layers.preprocessing.index_lookup import IndexLookup
-    from keras.src.layers.preprocessing.text_vectorization import TextVectorization
-    _tf_backed.TF_BACKED[:] = [HashedCrossing, Hashing, IndexLookup, TextVectorization]
-    _ORIG["loss"] = Loss.__call__
-    _ORIG["loss_init"] = Loss.__init__
-    _ORIG["reg"] = Layer._get_regularization_losses
-    _ORIG["add_loss"] = Layer.add_loss
-    Layer.__call__ = _layer_call
-    Loss.__call__ = _loss_call
-    Loss.__init__ = _loss_init
-    Layer._get_regularization_losses = _regularization_losses
-    Layer.add_loss = _add_loss
-    from keras.src import backend as _kbackend
-    _ORIG["rnn"] = _kbackend.rnn
-    _kbackend.rnn = _rnn
-    _ORIG["spec"] = _kbackend.compute_output_spec
-    _kbackend.compute_output_spec = _compute_output_spec

@@ -321,19 +321,11 @@ def _sweep_after_layer_build(post_build):
     @functools.wraps(post_build)
     def wrapped(self, *args, **kwargs):
         out = post_build(self, *args, **kwargs)
-        sweep_restore()
+        _kvars.sweep_restore()
         return out
 
     setattr(wrapped, "_tapejax_on_tape", True)
     return wrapped
-
-
-def sweep_restore() -> None:
-    """Sweep a waiting restore's waits now, unless inside a Keras scope or a ``tapejax.function``'s
-    trace (see ``_sweep_after_layer_build``)."""
-    from ..train import restore
-    if restore.waiting() and not _kvars.in_keras_scope() and _state._local.collector is None:
-        restore.sweep()
 
 
 def _install_checkpoint() -> None:

@@ -214,7 +214,7 @@ def _batch_set_value(tuples):
 
 #: tf.keras names Keras 3 dropped from the module, or has with another API, kept as ``tf.keras``
 #: has them: ``tf.keras.losses.Reduction`` (Keras's legacy copy; its ``AUTO`` is accepted by
-#: every loss: ``calls.install``); ``tf.keras.mixed_precision.LossScaleOptimizer`` (tf_keras');
+#: every loss: ``call_hooks.install``); ``tf.keras.mixed_precision.LossScaleOptimizer`` (tf_keras');
 #: ``tf.keras.backend.get_value`` / ``set_value`` (the callbacks guide's learning-rate scheduler;
 #: Keras 3 keeps them only in its TensorFlow-based legacy backend) and their ``batch_`` forms;
 #: ``backend.eval`` (``get_value``), ``int_shape`` and ``count_params`` likewise, and its random

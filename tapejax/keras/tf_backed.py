@@ -19,7 +19,7 @@ import numpy as np
 from ..core.tensor import Tensor
 from ..core.variable import Variable
 
-#: The layer classes (filled by ``calls.install``: HashedCrossing, Hashing, IndexLookup, TextVectorization).
+#: The layer classes (filled by ``call_hooks.install``: HashedCrossing, Hashing, IndexLookup, TextVectorization).
 TF_BACKED: list = []
 
 

@@ -79,6 +79,14 @@ def in_keras_scope() -> bool:
             or getattr(scopes, "symbolic_scope", None) is not None)
 
 
+def sweep_restore() -> None:
+    """Sweep a waiting checkpoint restore's waits now, unless inside a Keras scope or a
+    ``tapejax.function``'s trace (``hooks._sweep_after_layer_build``, ``calls.call_stateful``)."""
+    from ..train import restore
+    if restore.waiting() and not in_keras_scope() and _state._local.collector is None:
+        restore.sweep()
+
+
 def _keras_op(name):
     """An operator that is Keras's inside a Keras scope and tapejax's (recorded) outside."""
     keras_fn = getattr(_KerasBase, name)
