@@ -211,3 +211,26 @@ def _release_compiled_programs_when_maps_pile_up():
 #: (a module's leftovers that later die in a reference cycle stay, a bounded leak per module), and
 #: the release of compiled programs above unfreezes first.  ``TAPEJAX_TEST_GC_FREEZE=0`` turns it off.
 _FREEZE = os.environ.get("TAPEJAX_TEST_GC_FREEZE", "1") != "0"
+
+
+# -- the parity suite's TF recordings (tests/parity/recorded.py) --------------------------------
+
+_PARITY_RAN_LIVE: set = set()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """(pytest-xdist, in the controller) the parity modules a worker ran TF for."""
+    _PARITY_RAN_LIVE.update(getattr(node, "workeroutput", {}).get("parity_ran_live", ()))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Name the parity modules whose cases had no current TF recording, so ran TF (which costs as
+    much as the tapejax side), with the command that records them."""
+    import sys
+    rec = sys.modules.get("parity.recorded")
+    live = _PARITY_RAN_LIVE | (rec.RAN_LIVE if rec is not None else set())
+    if live and os.environ.get("TAPEJAX_PARITY_RECORD") != "1" and os.environ.get("TAPEJAX_PARITY_LIVE") != "1":
+        names = " ".join(sorted(f"tests/parity/{m.rsplit('.', 1)[1]}.py" for m in live))
+        terminalreporter.write_line(f"parity modules without a current TF recording (TF ran for them; record them "
+                                    f"with TAPEJAX_PARITY_RECORD=1 python3 -m pytest <files>): {names}")

@@ -21,3 +21,16 @@ import pytest  # noqa: E402,F401
 def pytest_configure(config):
     config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning")
     config.addinivalue_line("filterwarnings", "ignore::FutureWarning")
+
+
+def pytest_sessionfinish(session):
+    """In a recording run (``TAPEJAX_PARITY_RECORD=1``), write the TF results this process
+    computed into ``recorded/`` (each xdist worker writes its own, merged under a lock); a worker
+    hands the modules it ran TF for to the controller (``tests/conftest.py`` names them)."""
+    from . import recorded
+    written = recorded.flush()
+    if written:
+        print(f"\nrecorded TF results into {len(written)} files under {recorded.RECORD_DIR}")
+    out = getattr(session.config, "workeroutput", None)
+    if out is not None:
+        out["parity_ran_live"] = sorted(recorded.RAN_LIVE)

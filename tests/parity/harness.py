@@ -66,6 +66,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
+from . import recorded
+
 RTOL = 1e-5
 ATOL = 1e-6
 
@@ -295,6 +297,14 @@ def has_feature(mod, path):
     return True
 
 
+def _tf_importable():
+    try:
+        importlib.import_module("tensorflow")
+    except ImportError:
+        return False
+    return True
+
+
 def _needs_of(fn, needs):
     """Features a case needs: its ``needs=`` plus its module's ``LATER`` entries.
 
@@ -322,16 +332,29 @@ def _clear_tf_scalar_cache():
     pywrap_tfe.TFE_ClearScalarCache()
 
 
-def _run_tf(case, key):
-    if key in _TF_RESULTS:
+def _run_tf(case, key, live=False, recordable=False):
+    """TF's normalised result of ``case`` (``("ok", result)``; an exception it raised is raised),
+    cached for the session under ``key``.  A ``recordable`` case (a ``@parity`` one) takes it from
+    its current recording (``recorded.py``) unless ``live``, and, in a recording run, a result TF
+    computes is kept to be written."""
+    if key in _TF_RESULTS and not live:
         res = _TF_RESULTS[key]
     else:
-        tf = load_tf()
-        _clear_tf_scalar_cache()
-        try:
-            res = ("ok", normalize(case(tf), tf))
-        except BaseException as e:  # noqa: BLE001
-            res = ("error", e)
+        res = None
+        if recordable and not live:
+            try:
+                res = ("ok", recorded.lookup(case))
+            except recorded.NotRecorded:
+                pass
+        if res is None:
+            tf = load_tf()
+            _clear_tf_scalar_cache()
+            try:
+                res = ("ok", normalize(case(tf), tf))
+            except BaseException as e:  # noqa: BLE001
+                res = ("error", e)
+            if recordable and res[0] == "ok":
+                recorded.record(case, res[1])
         _TF_RESULTS[key] = res
     if res[0] == "error":
         raise res[1]
@@ -339,10 +362,10 @@ def _run_tf(case, key):
 
 
 def _rerun_tf(case, key):
-    """TF's result for ``case`` again, computed afresh after a garbage collection (and cached)."""
+    """TF's result for ``case`` again, computed afresh (never a recording) after a garbage
+    collection, and cached."""
     gc.collect()
-    _TF_RESULTS.pop(key, None)
-    return _run_tf(case, key)
+    return _run_tf(case, key, live=True)
 
 
 def same_as_tf(got, want, rerun, rtol, atol):
@@ -422,7 +445,7 @@ def parity(fn=None, *, expected=_MISSING, rtol=RTOL, atol=ATOL, needs=None, x64=
             if backend == "tf":
                 if tf_skip:
                     pytest.skip(f"TF cannot run this in-process: {tf_skip}")
-                got = _run_tf(case, key)
+                got = _run_tf(case, key, recordable=True)
                 if has_expected:
                     assert_same(got, normalize(expected), rtol, atol, "TF vs expected")
                 return
@@ -436,19 +459,18 @@ def parity(fn=None, *, expected=_MISSING, rtol=RTOL, atol=ATOL, needs=None, x64=
                 want, label = normalize(expected), "tapejax vs expected"
             else:
                 try:
-                    importlib.import_module("tensorflow")
-                    tf_ok = True
-                except ImportError:
-                    tf_ok = False
-                if tf_ok:
+                    want, label = recorded.lookup(case), "tapejax vs TF"
+                except recorded.NotRecorded:
+                    want = label = None
+                if label is None and _tf_importable():
                     try:
-                        want = _run_tf(case, key)
+                        want = _run_tf(case, key, recordable=True)
                     except BaseException as e:  # noqa: BLE001
                         pytest.skip(f"TF reference run failed: {type(e).__name__}: {e}")
                     label = "tapejax vs TF"
-                elif has_expected:
+                elif label is None and has_expected:
                     want, label = normalize(expected), "tapejax vs expected (TF missing)"
-                else:
+                elif label is None:
                     pytest.skip("TensorFlow is not installed and this case has no expected= value")
             got = _run_tapejax(case, tj, backend, x64)
             if label == "tapejax vs TF":

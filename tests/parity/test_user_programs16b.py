@@ -208,7 +208,10 @@ def test_reptile_copies_weights_takes_inner_optimizer_steps_and_interpolates_bac
 # Optimiser tricks written by hand
 # ---------------------------------------------------------------------------
 
-@parity(modes=True, **LOOSE)
+# rtol / atol: Adam at lr 0.1 divides each centralised gradient by its own root mean square, so
+# float32 rounding of a near-zero component moves a step by up to lr; a CI machine's CPU gave a
+# Variable 7.6e-5 from TF's after 7 steps
+@parity(modes=True, rtol=1e-3, atol=2e-4)
 def test_lookahead_over_centralised_and_per_layer_clipped_gradients(tf):
     """Lookahead by hand around Adam: fast steps in a ``tf.function`` whose gradients are
     centralised (the kernel gradient minus its mean over the fan-in axis) and clipped per layer by

@@ -202,7 +202,9 @@ def test_homography_by_normalised_dlt_with_gradients_through_svd(tf):
     return h, err, tape.gradient(err, dst), sv, tape.gradient(l_sv, dst), h_exact
 
 
-@parity(rtol=1e-3, atol=1e-4)
+# atol: F's entries reach 57 and it is an SVD null vector in float32; a CI machine's CPU gave an
+# entry of 0.0257 off by 1.6e-4 (3e-6 of F's scale)
+@parity(rtol=1e-3, atol=1e-3)
 def test_eight_point_with_rank_two_enforcement_and_the_sampson_error(tf):
     """The fundamental matrix of 10 correspondences of two synthetic views by the eight-point
     algorithm (``svd`` null vector, rank 2 by zeroing the last singular value, normalised by
