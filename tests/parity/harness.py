@@ -349,6 +349,7 @@ def _run_tf(case, key, live=False, recordable=False):
         if res is None:
             tf = load_tf()
             _clear_tf_scalar_cache()
+            tf.random.set_seed(None)   # (as a fresh process: no global seed left by an earlier case)
             try:
                 res = ("ok", normalize(case(tf), tf))
             except BaseException as e:  # noqa: BLE001

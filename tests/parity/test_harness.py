@@ -61,3 +61,16 @@ def test_a_tf_run_does_not_see_an_earlier_runs_negative_zero():
     _run_tf(lambda tf: tf.multiply(-0.0, x), "harness-negative-zero")
     got = _run_tf(lambda tf: tf.pow(0.0, tf.constant([-1.0, 3.0])), "harness-positive-zero")
     assert got.value.tolist() == [np.inf, 0.0] and not np.signbit(got.value[1])
+
+
+def test_a_tf_run_does_not_see_an_earlier_runs_global_seed():
+    """An op-seeded draw depends on TF's global seed, which a case may set: each TF run starts
+    with none, as a fresh process (oracle: the same draw run first)."""
+    pytest.importorskip("tensorflow")
+
+    def draw(tf):
+        return tf.random.uniform([3], seed=3)
+    first = _run_tf(draw, "harness-draw-first")
+    _run_tf(lambda tf: tf.random.set_seed(1), "harness-sets-a-seed")
+    again = _run_tf(draw, "harness-draw-again")
+    assert first.value.tolist() == again.value.tolist()
