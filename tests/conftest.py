@@ -231,6 +231,6 @@ def pytest_terminal_summary(terminalreporter):
     rec = sys.modules.get("parity.recorded")
     live = _PARITY_RAN_LIVE | (rec.RAN_LIVE if rec is not None else set())
     if live and os.environ.get("TAPEJAX_PARITY_RECORD") != "1" and os.environ.get("TAPEJAX_PARITY_LIVE") != "1":
-        names = " ".join(sorted(f"tests/parity/{m.rsplit('.', 1)[1]}.py" for m in live))
+        names = " ".join(sorted(f"tests/parity/{m.rsplit('.', 1)[-1]}.py" for m in live))
         terminalreporter.write_line(f"parity modules without a current TF recording (TF ran for them; record them "
                                     f"with TAPEJAX_PARITY_RECORD=1 python3 -m pytest <files>): {names}")

@@ -519,6 +519,12 @@ def _half_dtypes(label):
     return lambda i: [both[i % 2]]
 
 
+#: The half-precision table's tests share one worker (``--dist loadgroup``), so that the coverage
+#: check reads what the table's rows saw (``_SEEN``) instead of running every row again.
+HALF_GROUP = pytest.mark.xdist_group(name="half_precision_table")
+
+
+@HALF_GROUP
 @pytest.mark.parametrize("group", GROUP_NAMES)
 def test_half_table(group):
     """Every op in float16 / bfloat16: float outputs and gradients come out in the input's dtype
@@ -565,6 +571,7 @@ def test_half_checker_is_not_vacuous():
     assert "wrong_value: output 0" in text, text
 
 
+@HALF_GROUP
 @pytest.mark.parametrize("dtype", sorted(HALF))
 def test_half_random_ops(dtype):
     """tf.random.* with a half dtype give that dtype (categorical gives int64/int32 samples)."""
@@ -640,6 +647,7 @@ def _half_types(group):
     return _run(items)[2] if items else {}
 
 
+@HALF_GROUP
 def test_half_table_covers_the_registry():
     """Every registered op type runs in half precision above, or is listed with its reason."""
     seen = set()

@@ -291,3 +291,80 @@ def flush() -> list:
             written.append(path)
     _NEW.clear()
     return written
+
+
+# --------------------------------------------------------------------------
+# A whole TF side run in a subprocess (Keras 3 on TF, tf.distribute on 4 devices)
+# --------------------------------------------------------------------------
+
+class SideRun:
+    """TF's side of a comparison whose TF programs run in a subprocess, giving JSON: read from
+    ``recorded/<module's name>.json.gz`` while current (the same ``sources`` files, the same releases and
+    ``extra`` distributions), else run by ``run()`` (and written in a recording run).  ``check``
+    runs a comparison on it and, where the comparison fails on a recording, on a live run."""
+
+    def __init__(self, module: str, sources: list, run: Callable[[], Any], extra: tuple = ()):
+        self.module, self.name, self.run, self.extra = module, module.rsplit(".", 1)[-1], run, extra
+        h = hashlib.sha256(f"format {FORMAT}\n".encode())
+        for path in sorted(str(p) for p in sources):
+            h.update(Path(path).name.encode() + b"\n" + Path(path).read_bytes())
+        self.source = h.hexdigest()[:20]
+        self._live: Any = None
+        self.recorded = False
+
+    def _releases(self) -> dict:
+        out = releases()
+        for dist in self.extra:
+            try:
+                out[dist] = importlib.metadata.version(dist)
+            except importlib.metadata.PackageNotFoundError:
+                out[dist] = None
+        return out
+
+    def _path(self) -> Path:
+        return RECORD_DIR / f"{self.name}.json.gz"
+
+    def current(self) -> Optional[dict]:
+        """The current recording (``{"result": ...}``), or None."""
+        if LIVE:
+            return None
+        data, rel = _read(self._path()), self._releases()
+        if (data is not None and data.get("format") == FORMAT and data.get("source") == self.source
+                and (rel["tensorflow"] is None or data.get("releases") == rel)):
+            return data
+        return None
+
+    def get(self) -> Any:
+        """The recorded result when current, else a live run's."""
+        data = self.current()
+        if data is not None:
+            self.recorded = True
+            return data["result"]
+        return self.live()
+
+    def live(self) -> Any:
+        """A live run's result (once; written in a recording run)."""
+        if self._live is None:
+            self._live = self.run()
+            if RECORDING["on"]:
+                RECORD_DIR.mkdir(exist_ok=True)
+                data = {"format": FORMAT, "source": self.source, "releases": self._releases(),
+                        "result": self._live}
+                tmp = self._path().with_suffix(".tmp")
+                with gzip.GzipFile(tmp, "wb", mtime=0) as f:
+                    f.write(json.dumps(data, separators=(",", ":")).encode())
+                os.replace(tmp, self._path())
+            else:
+                RAN_LIVE.add(self.module)
+        return self._live
+
+    def check(self, compare: Callable[[Any], None]) -> None:
+        """``compare(tf_result)``; where it fails on the recording, ``compare`` of a live run
+        decides (a recording never fails what live TF passes)."""
+        want = self.get()
+        try:
+            compare(want)
+        except AssertionError:
+            if not self.recorded or self._live is not None:
+                raise
+            compare(self.live())

@@ -18,7 +18,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from . import keras3_pitfalls, keras3_programs, keras3_programs2, keras3_programs16b
+from . import keras3_pitfalls, keras3_programs, keras3_programs2, keras3_programs16b, recorded
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODULES = {m.__name__.rsplit(".", 1)[-1]: m for m in (keras3_pitfalls, keras3_programs, keras3_programs2,
@@ -110,15 +110,7 @@ def _same(got, want, where="result", tol=_TOL):
         assert got == want, f"{where}: {got!r} where TF has {want!r}"
 
 
-def test_keras3_programs_give_tf_keras3s_results():
-    """Every program of every module, each side in one process (the two run side by side: starting
-    TF and Keras costs each process seconds); the message names each program that differs, and how."""
-    has_tf = importlib.util.find_spec("tensorflow") is not None
-    procs = {side: _start(side) for side in (("tapejax", "tf") if has_tf else ("tapejax",))}
-    got = _results(procs["tapejax"])
-    if not has_tf:
-        pytest.skip("TensorFlow is not installed: no reference")
-    want = _results(procs["tf"])
+def _differences(got: dict, want: dict) -> tuple:
     failures, count = [], 0
     for module_name, module in sorted(MODULES.items()):
         tolerances = getattr(module, "TOLERANCES", {})
@@ -132,4 +124,25 @@ def test_keras3_programs_give_tf_keras3s_results():
                 _same(ours, theirs, tol=tolerances.get(name, _TOL))
             except AssertionError as e:
                 failures.append(f"{module_name}.{name}: {str(e)[:1500]}")
-    assert not failures, f"{len(failures)} of {count} programs differ from TF:\n" + "\n".join(failures)
+    return failures, count
+
+
+def test_keras3_programs_give_tf_keras3s_results():
+    """Every program of every module, each side in one process (the two run side by side: starting
+    TF and Keras costs each process seconds); the message names each program that differs, and how.
+    TF's side is its recording while current (``recorded.SideRun``: the program modules, this
+    file, the releases of TF, tf_keras, NumPy and Keras)."""
+    has_tf = importlib.util.find_spec("tensorflow") is not None
+    sources = [m.__file__ for m in MODULES.values()] + [__file__]
+    tf_side = recorded.SideRun(__name__, sources, lambda: _results(_start("tf")), extra=("keras",))
+    if has_tf and tf_side.current() is None:
+        proc = _start("tf")   # (side by side with tapejax's)
+        tf_side.run = lambda: _results(proc)
+    got = _results(_start("tapejax"))
+
+    def compare(want):
+        failures, count = _differences(got, want)
+        assert not failures, f"{len(failures)} of {count} programs differ from TF:\n" + "\n".join(failures)
+    if not has_tf and tf_side.current() is None:
+        pytest.skip("TensorFlow is not installed and the TF side's recording is not current: no reference")
+    tf_side.check(compare)

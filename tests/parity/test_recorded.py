@@ -155,3 +155,36 @@ def test_a_parity_case_runs_on_its_recording_without_tensorflow(record_dir, monk
     with pytest.raises(AssertionError, match="tapejax vs TF"):
         case("tapejax")   # (TF could not run again: the difference from the recording stands)
     assert calls == [1]
+
+
+def test_a_subprocess_side_is_recorded_read_back_and_run_again_where_it_differs(record_dir, tmp_path, monkeypatch):
+    """``SideRun``: a recording run writes TF's JSON; the next run reads it without running TF; a
+    comparison that fails on it is decided by a live run; an edited source makes it stale."""
+    src = tmp_path / "programs.py"
+    src.write_text("A = 1\n")
+    runs = []
+
+    def run():
+        runs.append(1)
+        return {"p": [1.0, 2.0]}
+    side = recorded.SideRun("parity.test_side", [src], run)
+    assert side.get() == {"p": [1.0, 2.0]} and runs == [1]   # (recording run: live, written)
+    _reading(monkeypatch)
+    again = recorded.SideRun("parity.test_side", [src], run)
+    assert again.get() == {"p": [1.0, 2.0]} and runs == [1] and again.recorded
+    seen = []
+
+    def compare(tf):
+        seen.append(tf)
+        assert tf["p"][0] == 1.0
+    again.check(compare)
+    assert runs == [1]
+    live = {"p": [3.0]}
+    differs = recorded.SideRun("parity.test_side", [src], lambda: runs.append(2) or live)
+
+    def only_live(tf):
+        assert tf is live, "tapejax differs from the recording"
+    differs.check(only_live)
+    assert runs == [1, 2]
+    src.write_text("A = 2\n")
+    assert recorded.SideRun("parity.test_side", [src], run).current() is None

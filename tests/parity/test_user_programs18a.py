@@ -22,6 +22,8 @@ import pytest
 
 from _env import subprocess_env
 
+from . import recorded
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 SCRIPT = os.path.join(HERE, "programs18a.py")
@@ -46,16 +48,28 @@ def _result(proc):
 
 @pytest.fixture(scope="module")
 def sides():
-    """``{"tf": ..., "tapejax": ...}``: each program's values on each side (run side by side)."""
-    pytest.importorskip("tensorflow")
-    pytest.importorskip("tf_keras")
+    """``{"tf": ..., "tapejax": ..., "tf_side": recorded.SideRun}``: each program's values on each
+    side (run side by side); TF's is its recording while current (this file and ``programs18a.py``
+    unchanged, the same releases of TF, tf_keras, NumPy and Keras)."""
     path = ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")
     # (TF's tf.keras is tf_keras, as in the rest of the parity suite: conftest.py)
-    tf_proc = _start("tf", dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="", TF_USE_LEGACY_KERAS="1",
-                                PYTHONPATH=path))
+    tf_env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="", TF_USE_LEGACY_KERAS="1",
+                  PYTHONPATH=path)
+    tf_side = recorded.SideRun(__name__, [SCRIPT, __file__], lambda: _result(_start("tf", tf_env)), extra=("keras",))
+    if tf_side.current() is None:
+        pytest.importorskip("tensorflow")
+        pytest.importorskip("tf_keras")
+        proc = _start("tf", tf_env)   # (side by side with tapejax's)
+        tf_side.run = lambda: _result(proc)
     tj_proc = _start("tapejax", subprocess_env("--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu",
                                                PYTHONPATH=path))
-    return {"tf": _result(tf_proc), "tapejax": _result(tj_proc)}
+    tapejax_out = _result(tj_proc)
+    return {"tf": tf_side.get(), "tapejax": tapejax_out, "tf_side": tf_side}
+
+
+def _against_tf(sides, compare):
+    """``compare(tf_values)`` on TF's recording, and on a live run of TF where it fails on it."""
+    sides["tf_side"].check(compare)
 
 
 def _same(a, b, path=""):
@@ -100,9 +114,10 @@ MATCHING = [
 
 @pytest.mark.parametrize("name", MATCHING)
 def test_program_gives_tfs_values_on_four_devices(sides, name):
-    tf_out, tj_out = sides["tf"][name], sides["tapejax"][name]
-    assert "raised" not in tf_out, tf_out
-    _same(tf_out, tj_out)
+    def compare(tf):
+        assert "raised" not in tf[name], tf[name]
+        _same(tf[name], sides["tapejax"][name])
+    _against_tf(sides, compare)
 
 
 def test_the_tutorial_on_one_device_and_on_four_gives_the_same_numbers(sides):
@@ -124,11 +139,14 @@ def test_gather_and_concatenated_local_results_are_tfs_and_local_results_is_one_
     """``gather`` and the concatenation of ``experimental_local_results`` are TF's predictions;
     tapejax's local results are one value, the global batch's (tapejax/distribute/README.md: "A
     value run returns is the one program's value ... experimental_local_results(v) is (v,)")."""
-    tf_out = sides["tf"]["gather_and_local_results_of_per_replica_predictions"]
     tj_out = sides["tapejax"]["gather_and_local_results_of_per_replica_predictions"]
-    _same(tf_out["gathered"], tj_out["gathered"])
-    _same(tf_out["concatenated"], tj_out["concatenated"])
-    assert tf_out["local_counts"] == [4] * 4 and tj_out["local_counts"] == [1] * 4
+
+    def compare(tf):
+        tf_out = tf["gather_and_local_results_of_per_replica_predictions"]
+        _same(tf_out["gathered"], tj_out["gathered"])
+        _same(tf_out["concatenated"], tj_out["concatenated"])
+        assert tf_out["local_counts"] == [4] * 4 and tj_out["local_counts"] == [1] * 4
+    _against_tf(sides, compare)
 
 
 @pytest.mark.parametrize("name", ["on_read_variables_with_sum_mean_and_first_replica",
@@ -136,7 +154,7 @@ def test_gather_and_concatenated_local_results_are_tfs_and_local_results_is_one_
 def test_sum_aggregated_variable_accumulating_batch_sums_is_tfs(sides, name):
     """A SUM Variable (ON_READ or ON_WRITE) accumulating each replica's batch sum reads the sum
     over the whole batch on both sides."""
-    _same(sides["tf"][name]["sum"][0], sides["tapejax"][name]["sum"][0])
+    _against_tf(sides, lambda tf: _same(tf[name]["sum"][0], sides["tapejax"][name]["sum"][0]))
 
 
 PER_REPLICA = ("tapejax runs one program over the global batch (tapejax/distribute/README.md, 'The program "
@@ -168,8 +186,8 @@ def test_batch_norm_per_replica_statistics(sides):
 def test_batch_norm_under_tapejax_gives_tfs_synchronized_batch_norm(sides):
     """What tapejax's BatchNormalization computes on 4 devices is TF's ``synchronized=True``
     layer's: the global batch's moments, and moving statistics from them."""
-    _same(sides["tf"]["batch_norm_synchronized_moving_statistics"],
-          sides["tapejax"]["batch_norm_per_replica_moving_statistics"])
+    _against_tf(sides, lambda tf: _same(tf["batch_norm_synchronized_moving_statistics"],
+                                        sides["tapejax"]["batch_norm_per_replica_moving_statistics"]))
 
 
 @pytest.mark.xfail(strict=True, reason="Keras 3 refuses BatchNormalization(synchronized=True) on any backend but "
