@@ -412,6 +412,8 @@ _MISSING = _Missing()
 def _run_tapejax(case, tj, backend, x64):
     import contextlib
 
+    from tapejax.autodiff.tape import LOGGED_ONCE
+    LOGGED_ONCE.clear()   # (as a fresh process, in which TF's recording of the case was made: TF's once-a-process logs)
     stack = contextlib.ExitStack()
     with stack:
         if backend == "tapejax-eager":
